@@ -1,0 +1,379 @@
+package storage
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.etcd.io/etcd/client/pkg/v3/fileutil"
+	"go.etcd.io/etcd/server/v3/storage/wal"
+	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+func hardState(term, vote, commit uint64) *raftpb.HardState {
+	return &raftpb.HardState{Term: new(term), Vote: new(vote), Commit: new(commit)}
+}
+
+// entries returns entries lo..hi inclusive in term, with data naming both.
+func entries(term, lo, hi uint64) []*raftpb.Entry {
+	var ents []*raftpb.Entry
+	for i := lo; i <= hi; i++ {
+		ents = append(ents, &raftpb.Entry{
+			Term:  new(term),
+			Index: new(i),
+			Type:  new(raftpb.EntryNormal),
+			Data:  fmt.Appendf(nil, "t%d-i%d", term, i),
+		})
+	}
+	return ents
+}
+
+func mustOpen(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(dir, testLogger(t))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func mustSave(t *testing.T, s *Store, hs *raftpb.HardState, ents []*raftpb.Entry) {
+	t.Helper()
+	if err := s.Save(hs, ents, true); err != nil {
+		t.Fatalf("Save: %v", err)
+	}
+}
+
+func mustClose(t *testing.T, s *Store) {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+func checkState(t *testing.T, s *Store, wantSnap *raftpb.Snapshot, wantHS *raftpb.HardState, wantEnts []*raftpb.Entry) {
+	t.Helper()
+	sn, hs, ents := s.State()
+	if !proto.Equal(sn, wantSnap) {
+		t.Errorf("snapshot = %v, want %v", sn, wantSnap)
+	}
+	if !proto.Equal(hs, wantHS) {
+		t.Errorf("hard state = %v, want %v", hs, wantHS)
+	}
+	if !slices.EqualFunc(ents, wantEnts, func(a, b *raftpb.Entry) bool { return proto.Equal(a, b) }) {
+		t.Errorf("entries = %v, want %v", ents, wantEnts)
+	}
+}
+
+func TestOpenEmpty(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	checkState(t, s, nil, nil, nil)
+	mustClose(t, s)
+
+	s = mustOpen(t, dir)
+	checkState(t, s, nil, nil, nil)
+}
+
+func TestSaveReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	mustSave(t, s, hardState(1, 1, 0), entries(1, 1, 3))
+	mustSave(t, s, hardState(1, 1, 3), nil) // commit only
+	mustSave(t, s, nil, entries(1, 4, 5))   // entries only
+	if err := s.Save(hardState(1, 1, 4), nil, false); err != nil {
+		t.Fatal(err)
+	}
+	checkState(t, s, nil, nil, nil) // State is what Open recovered
+	mustClose(t, s)
+
+	s = mustOpen(t, dir)
+	checkState(t, s, nil, hardState(1, 1, 4), entries(1, 1, 5))
+
+	// Appending after a reopen continues the log.
+	mustSave(t, s, hardState(2, 2, 5), entries(2, 6, 6))
+	mustClose(t, s)
+	s = mustOpen(t, dir)
+	checkState(t, s, nil, hardState(2, 2, 5), append(entries(1, 1, 5), entries(2, 6, 6)...))
+}
+
+func TestSaveOverwriteSuffix(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	mustSave(t, s, hardState(1, 1, 2), entries(1, 1, 6))
+	// A new leader in term 2 overwrites 4..6 with a shorter suffix.
+	mustSave(t, s, hardState(2, 2, 3), entries(2, 4, 4))
+	mustClose(t, s)
+
+	s = mustOpen(t, dir)
+	want := append(entries(1, 1, 3), entries(2, 4, 4)...)
+	checkState(t, s, nil, hardState(2, 2, 3), want)
+
+	// And again after the reopen: overwrite from 2.
+	mustSave(t, s, hardState(3, 3, 1), entries(3, 2, 3))
+	mustClose(t, s)
+	s = mustOpen(t, dir)
+	checkState(t, s, nil, hardState(3, 3, 1), append(entries(1, 1, 1), entries(3, 2, 3)...))
+}
+
+func testSnapshot(index, term uint64, data string) *raftpb.Snapshot {
+	return &raftpb.Snapshot{
+		Data: []byte(data),
+		Metadata: &raftpb.SnapshotMetadata{
+			Index:     new(index),
+			Term:      new(term),
+			ConfState: &raftpb.ConfState{Voters: []uint64{1, 2, 3}},
+		},
+	}
+}
+
+func TestSnapshotCompactReopen(t *testing.T) {
+	// Small segments, so that the snapshot leaves whole segments behind it.
+	defer func(old int64) { wal.SegmentSizeBytes = old }(wal.SegmentSizeBytes)
+	wal.SegmentSizeBytes = 4 << 10
+
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	var all []*raftpb.Entry
+	for i := uint64(1); i <= 400; i += 10 {
+		ents := entries(1, i, i+9)
+		for _, e := range ents {
+			e.Data = bytes.Repeat([]byte{'x'}, 100)
+		}
+		all = append(all, ents...)
+		mustSave(t, s, hardState(1, 1, i+9), ents)
+	}
+	segments := func() []string {
+		names, err := fileutil.ReadDir(filepath.Join(dir, "wal"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.DeleteFunc(names, func(n string) bool { return !strings.HasSuffix(n, ".wal") })
+	}
+	before := segments()
+	if len(before) <= KeepWALFiles+1 {
+		t.Fatalf("only %d wal segments; test needs more", len(before))
+	}
+
+	var last *raftpb.Snapshot
+	for i, idx := range []uint64{100, 200, 250, 300, 330, 350, 380} {
+		last = testSnapshot(idx, 1, fmt.Sprintf("state@%d", i))
+		if err := s.SaveSnapshot(last); err != nil {
+			t.Fatalf("SaveSnapshot(%d): %v", idx, err)
+		}
+	}
+	after := segments()
+	if len(after) >= len(before) {
+		t.Errorf("wal segments: %d before snapshots, %d after; want fewer", len(before), len(after))
+	}
+	snaps, err := fileutil.ReadDir(filepath.Join(dir, "snap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snaps) != KeepSnapshots {
+		t.Errorf("snapshot files = %v, want %d", snaps, KeepSnapshots)
+	}
+	// The hard state saved after the snapshot makes its WAL record valid.
+	mustSave(t, s, hardState(1, 1, 400), entries(1, 401, 401))
+	mustClose(t, s)
+
+	s = mustOpen(t, dir)
+	all = append(all, entries(1, 401, 401)...)
+	checkState(t, s, last, hardState(1, 1, 400), all[380:])
+}
+
+func TestSnapshotBeyondCommitIgnored(t *testing.T) {
+	// A WAL snapshot record past the last saved commit is not trusted on
+	// restart (etcd's ValidSnapshotEntries): the previous snapshot is used.
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	mustSave(t, s, hardState(1, 1, 5), entries(1, 1, 10))
+	s1 := testSnapshot(5, 1, "five")
+	if err := s.SaveSnapshot(s1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveSnapshot(testSnapshot(8, 1, "eight")); err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, s)
+
+	s = mustOpen(t, dir)
+	checkState(t, s, s1, hardState(1, 1, 5), entries(1, 6, 10))
+}
+
+// lastSegment returns the path of the newest WAL segment and the offset
+// just past its last valid record (segments are preallocated, so the file
+// size says nothing).
+func lastSegment(t *testing.T, dir string) (string, int64) {
+	t.Helper()
+	walDir := filepath.Join(dir, "wal")
+	names, err := fileutil.ReadDir(walDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names = slices.DeleteFunc(names, func(n string) bool { return !strings.HasSuffix(n, ".wal") })
+	p := filepath.Join(walDir, names[len(names)-1])
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d := wal.NewDecoder(fileutil.NewFileReader(f))
+	for {
+		var rec walpb.Record
+		if err := d.Decode(&rec); err != nil {
+			if err != io.EOF {
+				t.Fatalf("decode %s: %v", p, err)
+			}
+			return p, d.LastOffset()
+		}
+	}
+}
+
+func TestTornTail(t *testing.T) {
+	tests := []struct {
+		name    string
+		corrupt func(t *testing.T, path string, end int64)
+	}{
+		{"truncated last record", func(t *testing.T, path string, end int64) {
+			if err := os.Truncate(path, end-4); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"garbage after last record", func(t *testing.T, path string, end int64) {
+			// A length prefix pointing past the end of the file, then junk.
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteAt(bytes.Repeat([]byte{0xff}, 64), end); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := mustOpen(t, dir)
+			mustSave(t, s, hardState(1, 1, 5), entries(1, 1, 10))
+			mustSave(t, s, nil, entries(1, 11, 11)) // the record to tear
+			mustClose(t, s)
+
+			path, end := lastSegment(t, dir)
+			tt.corrupt(t, path, end)
+
+			s = mustOpen(t, dir)
+			want := entries(1, 1, 10)
+			if tt.name == "garbage after last record" {
+				want = entries(1, 1, 11)
+			}
+			checkState(t, s, nil, hardState(1, 1, 5), want)
+			if _, err := os.Stat(path + ".broken"); err != nil {
+				t.Errorf("no backup of the broken segment: %v", err)
+			}
+
+			// The repaired log takes appends and reads back cleanly.
+			mustSave(t, s, hardState(1, 1, 12), entries(1, 11, 12))
+			mustClose(t, s)
+			s = mustOpen(t, dir)
+			checkState(t, s, nil, hardState(1, 1, 12), entries(1, 1, 12))
+		})
+	}
+}
+
+func TestCorruptMiddleFails(t *testing.T) {
+	// Damage that is not a torn tail is not silently repaired.
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	for i := uint64(1); i <= 20; i++ {
+		mustSave(t, s, hardState(1, 1, i), entries(1, i, i))
+	}
+	mustClose(t, s)
+	path, end := lastSegment(t, dir)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1)
+	off := end / 2
+	if _, err := f.ReadAt(buf, off); err != nil {
+		t.Fatal(err)
+	}
+	buf[0] ^= 0x55
+	if _, err := f.WriteAt(buf, off); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	if s, err := Open(dir, testLogger(t)); err == nil {
+		s.Close()
+		t.Fatal("Open succeeded on a WAL corrupted in the middle")
+	}
+}
+
+func TestClosed(t *testing.T) {
+	s := mustOpen(t, t.TempDir())
+	mustClose(t, s)
+	if err := s.Save(hardState(1, 1, 0), nil, true); err != ErrClosed {
+		t.Errorf("Save after Close = %v, want ErrClosed", err)
+	}
+	if err := s.SaveSnapshot(testSnapshot(1, 1, "")); err != ErrClosed {
+		t.Errorf("SaveSnapshot after Close = %v, want ErrClosed", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close = %v", err)
+	}
+}
+
+func BenchmarkSave(b *testing.B) {
+	for _, n := range []int{1, 16, 256} {
+		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
+			s, err := Open(b.TempDir(), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			data := make([]byte, 128)
+			ents := make([]*raftpb.Entry, n)
+			for i := range ents {
+				ents[i] = &raftpb.Entry{Term: new(uint64(1)), Index: new(uint64(0)), Type: new(raftpb.EntryNormal), Data: data}
+			}
+			hs := hardState(1, 1, 0)
+			b.SetBytes(int64(n * len(data)))
+			b.ReportAllocs()
+			next := uint64(1)
+			for b.Loop() {
+				for _, e := range ents {
+					*e.Index = next
+					next++
+				}
+				*hs.Commit = next - 1
+				if err := s.Save(hs, ents, true); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(next-1)/b.Elapsed().Seconds(), "entries/s")
+		})
+	}
+}

@@ -1,0 +1,267 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/batonlock/baton/internal/transport/transportpb"
+)
+
+const (
+	// QueueSize bounds the messages waiting for one peer. At 4096 it holds
+	// several rounds of MaxInflightMsgs-limited MsgApp plus heartbeats; a
+	// peer that cannot keep up loses messages instead of holding memory,
+	// and Raft's flow control reacts to the ReportUnreachable.
+	QueueSize = 4096
+
+	// MaxEnvelopeBytes is the soft limit of one Envelope: a drained queue
+	// is split into Envelopes of about this size so that one huge batch
+	// does not hold up the stream. A larger single message (a snapshot)
+	// goes alone.
+	MaxEnvelopeBytes = 4 << 20
+
+	// MaxMessageBytes is the largest gRPC message sent or accepted; it
+	// bounds the size of a MsgSnap.
+	MaxMessageBytes = 512 << 20
+
+	// MinBackoff and MaxBackoff bound the wait before reconnecting to a
+	// peer: short enough to rejoin within an election timeout or two,
+	// long enough not to spin on a dead address.
+	MinBackoff = 100 * time.Millisecond
+	MaxBackoff = time.Second
+
+	// connectTimeout bounds one connection attempt to a peer that does not
+	// answer (a black-holed address).
+	connectTimeout = 5 * time.Second
+
+	// keepaliveTime and keepaliveTimeout detect a peer that disappeared
+	// without closing its connection (power loss, partition).
+	keepaliveTime    = 10 * time.Second
+	keepaliveTimeout = 5 * time.Second
+)
+
+// Config configures a Transport.
+type Config struct {
+	// Name is this member's name, sent in Hello.
+	Name string
+	// ID is this member's Raft id; messages with To == ID are dropped.
+	ID uint64
+	// PeerAddr is the address Start listens on, and is advertised in
+	// Hello. StartListener does not need it.
+	PeerAddr string
+	// ClientAddr is the client API address advertised in Hello.
+	ClientAddr string
+	// Peers maps the id of every other member to its peer address.
+	Peers map[uint64]string
+	// Logger receives the transport's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Validate reports whether cfg can be started. It does not modify cfg.
+func (c *Config) Validate() error {
+	if c.ID == 0 {
+		return errors.New("transport: ID must not be 0")
+	}
+	for id, addr := range c.Peers {
+		switch {
+		case id == 0:
+			return errors.New("transport: peer ID must not be 0")
+		case id == c.ID:
+			return fmt.Errorf("transport: Peers contains this member's own ID %d", id)
+		case addr == "":
+			return fmt.Errorf("transport: peer %d has no address", id)
+		}
+	}
+	return nil
+}
+
+// Handler receives what arrives from peers.
+//
+// Receive is called from the stream goroutine of each peer, in order per
+// peer, and never concurrently for the same peer; calls for different peers
+// run concurrently. It must not block for long: a slow Receive stalls that
+// peer's stream. The Handler owns m.
+//
+// ReportUnreachable is called from sender goroutines when a stream to id
+// breaks, and synchronously from within Send when id's queue is full. It
+// must not block and must not call back into the Transport.
+type Handler interface {
+	Receive(groupID uint64, m *raftpb.Message)
+	ReportUnreachable(groupID uint64, id uint64)
+}
+
+// Transport sends and receives raftpb messages to and from a fixed set of
+// peers. All methods are safe for concurrent use.
+type Transport struct {
+	cfg   Config
+	h     Handler
+	log   *slog.Logger
+	lis   net.Listener
+	srv   *grpc.Server
+	peers map[uint64]*peer // fixed at Start
+
+	ctx    context.Context // cancelled by Stop; ends senders and their streams
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	stop   sync.Once
+
+	mu      sync.Mutex
+	info    map[uint64]peerInfo // from Hellos
+	inbound map[uint64]*inbound // newest inbound stream per peer id
+}
+
+type peerInfo struct {
+	name, clientAddr string
+}
+
+// Start listens on cfg.PeerAddr and starts the transport; see
+// StartListener.
+func Start(cfg Config, h Handler) (*Transport, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", cfg.PeerAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on peer address %s: %w", cfg.PeerAddr, err)
+	}
+	t, err := StartListener(l, cfg, h)
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// StartListener serves the Peer service on l and starts one sender
+// goroutine per peer, which connects at once. The Transport owns l from
+// then on, even if StartListener fails. Stop ends it all.
+func StartListener(l net.Listener, cfg Config, h Handler) (*Transport, error) {
+	if err := cfg.Validate(); err != nil {
+		l.Close()
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.PeerAddr == "" {
+		cfg.PeerAddr = l.Addr().String()
+	}
+	peers := make(map[uint64]string, len(cfg.Peers))
+	for id, addr := range cfg.Peers {
+		peers[id] = addr
+	}
+	cfg.Peers = peers // our own copy
+
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &Transport{
+		cfg:     cfg,
+		h:       h,
+		log:     log.With("component", "transport", "node_id", cfg.ID),
+		lis:     l,
+		peers:   make(map[uint64]*peer, len(peers)),
+		ctx:     ctx,
+		cancel:  cancel,
+		info:    make(map[uint64]peerInfo),
+		inbound: make(map[uint64]*inbound),
+	}
+	t.srv = grpc.NewServer(
+		grpc.MaxRecvMsgSize(MaxMessageBytes),
+		grpc.MaxSendMsgSize(MaxMessageBytes),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveTime / 2, PermitWithoutStream: true}),
+		grpc.WaitForHandlers(true), // so that Stop waits for Receive calls to end
+	)
+	transportpb.RegisterPeerServer(t.srv, &peerServer{t: t})
+
+	for id, addr := range peers {
+		p, err := t.newPeer(id, addr)
+		if err != nil {
+			for _, p := range t.peers {
+				p.conn.Close()
+			}
+			cancel()
+			l.Close()
+			return nil, err
+		}
+		t.peers[id] = p
+	}
+	t.wg.Go(func() {
+		// Serve returns nil after Stop; any other error means the listener
+		// broke and the member can no longer receive.
+		if err := t.srv.Serve(l); err != nil {
+			t.log.Error("peer listener failed", "err", err)
+		}
+	})
+	for _, p := range t.peers {
+		t.wg.Go(func() { p.run(t) })
+	}
+	t.log.Info("started", "addr", l.Addr().String(), "peers", len(peers))
+	return t, nil
+}
+
+// Send queues msgs for their destinations and returns without blocking.
+// Messages to this member or to unknown ids are dropped. When a peer's
+// queue is full the message is dropped and ReportUnreachable(groupID, to)
+// is called, once per peer per Send. Send does not modify msgs or the
+// messages, and does not keep them after they are marshalled; the caller
+// must not modify them meanwhile. After Stop, Send drops everything.
+func (t *Transport) Send(groupID uint64, msgs []*raftpb.Message) {
+	if t.ctx.Err() != nil {
+		return
+	}
+	var full map[uint64]bool // peers with drops in this call
+	for _, m := range msgs {
+		to := m.GetTo()
+		p := t.peers[to]
+		if p == nil {
+			if to != t.cfg.ID {
+				t.log.Debug("dropped message to unknown peer", "peer", to, "type", m.GetType().String())
+			}
+			continue
+		}
+		if !p.enqueue(groupID, m) {
+			if full == nil {
+				full = make(map[uint64]bool)
+			}
+			full[to] = true
+		}
+	}
+	for to := range full {
+		t.log.Debug("queue full, dropped messages", "peer", to)
+		t.h.ReportUnreachable(groupID, to)
+	}
+}
+
+// PeerInfo returns the name and client address that peer id sent in the
+// Hello of its latest inbound stream. ok is false until one has arrived.
+func (t *Transport) PeerInfo(id uint64) (name, clientAddr string, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	pi, ok := t.info[id]
+	return pi.name, pi.clientAddr, ok
+}
+
+// Addr returns the address the transport listens on.
+func (t *Transport) Addr() net.Addr { return t.lis.Addr() }
+
+// Stop closes the listener and every stream, and waits for all goroutines
+// of the Transport. No Handler method is called after Stop returns. Queued
+// messages are dropped. Stop may be called more than once.
+func (t *Transport) Stop() {
+	t.stop.Do(func() {
+		t.cancel()
+		t.srv.Stop()
+		t.wg.Wait()
+		t.log.Info("stopped")
+	})
+}

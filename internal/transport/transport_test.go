@@ -1,0 +1,460 @@
+package transport
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// waitTimeout bounds every wait in these tests; they normally take
+// milliseconds.
+const waitTimeout = 10 * time.Second
+
+type received struct {
+	group uint64
+	m     *raftpb.Message
+}
+
+type unreachable struct{ group, id uint64 }
+
+// recorder is a Handler that forwards what it gets to channels. The
+// channels are large and sends never block; an overflow fails the test.
+type recorder struct {
+	t    testing.TB
+	msgs chan received
+	unr  chan unreachable
+}
+
+func newRecorder(t testing.TB) *recorder {
+	return &recorder{t: t, msgs: make(chan received, 1<<16), unr: make(chan unreachable, 1<<10)}
+}
+
+func (r *recorder) Receive(group uint64, m *raftpb.Message) {
+	select {
+	case r.msgs <- received{group, m}:
+	default:
+		r.t.Error("recorder: message channel overflow")
+	}
+}
+
+func (r *recorder) ReportUnreachable(group, id uint64) {
+	select {
+	case r.unr <- unreachable{group, id}:
+	default: // enough reports recorded
+	}
+}
+
+// next returns the next received message or fails the test after
+// waitTimeout.
+func (r *recorder) next(t testing.TB) received {
+	t.Helper()
+	select {
+	case got := <-r.msgs:
+		return got
+	case <-time.After(waitTimeout):
+		t.Fatal("timed out waiting for a message")
+		return received{}
+	}
+}
+
+func (r *recorder) nextUnreachable(t testing.TB) unreachable {
+	t.Helper()
+	select {
+	case got := <-r.unr:
+		return got
+	case <-time.After(waitTimeout):
+		t.Fatal("timed out waiting for ReportUnreachable")
+		return unreachable{}
+	}
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+func listen(t testing.TB) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// cluster starts n transports with ids 1..n on 127.0.0.1:0, all peers of
+// each other, and stops them when the test ends.
+func cluster(t testing.TB, n int) ([]*Transport, []*recorder) {
+	t.Helper()
+	ls := make([]net.Listener, n)
+	addrs := make(map[uint64]string, n)
+	for i := range ls {
+		ls[i] = listen(t)
+		addrs[uint64(i+1)] = ls[i].Addr().String()
+	}
+	ts := make([]*Transport, n)
+	rs := make([]*recorder, n)
+	for i := range ts {
+		id := uint64(i + 1)
+		peers := make(map[uint64]string)
+		for pid, a := range addrs {
+			if pid != id {
+				peers[pid] = a
+			}
+		}
+		rs[i] = newRecorder(t)
+		tr, err := StartListener(ls[i], config(t, id, peers), rs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts[i] = tr
+		t.Cleanup(tr.Stop)
+	}
+	return ts, rs
+}
+
+func config(t testing.TB, id uint64, peers map[uint64]string) Config {
+	var log *slog.Logger
+	if _, ok := t.(*testing.T); ok {
+		log = testLogger(t)
+	}
+	return Config{
+		Name:       fmt.Sprintf("m%d", id),
+		ID:         id,
+		ClientAddr: fmt.Sprintf("client-%d:2379", id),
+		Peers:      peers,
+		Logger:     log,
+	}
+}
+
+func msgApp(from, to, index uint64) *raftpb.Message {
+	return &raftpb.Message{
+		Type:    new(raftpb.MsgApp),
+		From:    new(from),
+		To:      new(to),
+		Term:    new(uint64(1)),
+		Index:   new(index),
+		LogTerm: new(uint64(1)),
+		Commit:  new(uint64(0)),
+		Entries: []*raftpb.Entry{{Term: new(uint64(1)), Index: new(index + 1), Data: []byte("lock/a")}},
+	}
+}
+
+func TestExchangeInOrder(t *testing.T) {
+	const n, perPeer, batch = 3, 2000, 37
+	ts, rs := cluster(t, n)
+
+	// Every member sends perPeer messages to each other member, in
+	// batches that mix destinations, plus messages to itself and to an
+	// unknown id, which are dropped.
+	var wg sync.WaitGroup
+	for i, tr := range ts {
+		from := uint64(i + 1)
+		wg.Go(func() {
+			var msgs []*raftpb.Message
+			for idx := uint64(1); idx <= perPeer; idx++ {
+				for to := uint64(1); to <= n; to++ {
+					msgs = append(msgs, msgApp(from, to, idx))
+				}
+				msgs = append(msgs, msgApp(from, 99, idx))
+				if len(msgs) >= batch || idx == perPeer {
+					tr.Send(7, msgs)
+					msgs = nil
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	for i, r := range rs {
+		to := uint64(i + 1)
+		next := make(map[uint64]uint64) // from -> next expected index
+		for range (n - 1) * perPeer {
+			got := r.next(t)
+			from, idx := got.m.GetFrom(), got.m.GetIndex()
+			if got.group != 7 || got.m.GetTo() != to || from == to {
+				t.Fatalf("member %d got group %d %v", to, got.group, got.m)
+			}
+			if want := next[from] + 1; idx != want {
+				t.Fatalf("member %d: from %d got index %d, want %d", to, from, idx, want)
+			}
+			next[from] = idx
+		}
+		for from := uint64(1); from <= n; from++ {
+			if from != to && next[from] != perPeer {
+				t.Errorf("member %d got %d messages from %d, want %d", to, next[from], from, perPeer)
+			}
+		}
+	}
+	for i, r := range rs {
+		select {
+		case u := <-r.unr:
+			t.Errorf("member %d: unexpected ReportUnreachable %+v", i+1, u)
+		default:
+		}
+	}
+}
+
+func TestPeerInfo(t *testing.T) {
+	ts, rs := cluster(t, 2)
+	if _, _, ok := ts[0].PeerInfo(3); ok {
+		t.Error("PeerInfo of an unknown member is ok")
+	}
+	// The Hello comes first on a stream, so once a message from 2 has
+	// arrived, 1 knows about 2.
+	ts[1].Send(1, []*raftpb.Message{msgApp(2, 1, 1)})
+	rs[0].next(t)
+	name, clientAddr, ok := ts[0].PeerInfo(2)
+	if !ok || name != "m2" || clientAddr != "client-2:2379" {
+		t.Errorf("PeerInfo(2) = %q, %q, %v; want m2, client-2:2379, true", name, clientAddr, ok)
+	}
+}
+
+func TestPeerRestart(t *testing.T) {
+	ts, rs := cluster(t, 2)
+	a := ts[0]
+	ra := rs[0]
+	addrB := ts[1].Addr().String()
+
+	a.Send(1, []*raftpb.Message{msgApp(1, 2, 1)})
+	if got := rs[1].next(t); got.m.GetIndex() != 1 {
+		t.Fatalf("got %v", got.m)
+	}
+
+	ts[1].Stop()
+	if u := ra.nextUnreachable(t); u != (unreachable{1, 2}) {
+		t.Fatalf("ReportUnreachable%+v, want {1 2}", u)
+	}
+
+	l, err := net.Listen("tcp", addrB)
+	if err != nil {
+		t.Fatalf("relisten on %s: %v", addrB, err)
+	}
+	rb := newRecorder(t)
+	b, err := StartListener(l, config(t, 2, map[uint64]string{1: a.Addr().String()}), rb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop()
+
+	// Probe until the new member hears from 1 again: messages sent while
+	// the stream is down are lost, as Raft expects.
+	deadline := time.After(waitTimeout)
+	probe := uint64(1000)
+	for delivered := false; !delivered; {
+		probe++
+		a.Send(1, []*raftpb.Message{msgApp(1, 2, probe)})
+		select {
+		case <-rb.msgs:
+			delivered = true
+		case <-time.After(20 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no delivery after the peer restarted")
+		}
+	}
+
+	// Delivery is in order again, after any late probes.
+	var msgs []*raftpb.Message
+	for i := uint64(1); i <= 100; i++ {
+		msgs = append(msgs, msgApp(1, 2, i))
+	}
+	a.Send(1, msgs)
+	want := uint64(1)
+	for want <= 100 {
+		got := rb.next(t).m.GetIndex()
+		if got > probe {
+			t.Fatalf("index %d: a probe arrived after a later message", got)
+		}
+		if got > 1000 {
+			continue // a late probe
+		}
+		if got != want {
+			t.Fatalf("got index %d, want %d", got, want)
+		}
+		want++
+	}
+
+	// And the other way round: the new member reaches the old one.
+	b.Send(1, []*raftpb.Message{msgApp(2, 1, 5)})
+	if got := ra.next(t); got.m.GetFrom() != 2 || got.m.GetIndex() != 5 {
+		t.Fatalf("got %v", got.m)
+	}
+}
+
+func TestFullQueueDrops(t *testing.T) {
+	// A peer that completes TCP handshakes (the kernel does) but never
+	// speaks: the sender stays connecting and never drains its queue.
+	hole := listen(t)
+	defer hole.Close()
+	r := newRecorder(t)
+	tr, err := StartListener(listen(t), config(t, 1, map[uint64]string{2: hole.Addr().String()}), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	msgs := make([]*raftpb.Message, QueueSize+100)
+	for i := range msgs {
+		msgs[i] = msgApp(1, 2, uint64(i))
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tr.Send(1, msgs)
+		tr.Send(1, msgs[:1])
+	}()
+	select {
+	case <-done:
+	case <-time.After(waitTimeout):
+		t.Fatal("Send blocked on a full queue")
+	}
+	// One report per Send call that dropped.
+	for range 2 {
+		if u := r.nextUnreachable(t); u != (unreachable{1, 2}) {
+			t.Errorf("ReportUnreachable%+v, want {1 2}", u)
+		}
+	}
+
+	stopped := make(chan struct{})
+	go func() {
+		tr.Stop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(waitTimeout):
+		t.Fatal("Stop hung on a peer that never answers")
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{"ok", Config{ID: 1, Peers: map[uint64]string{2: "h:1"}}, ""},
+		{"no peers", Config{ID: 1}, ""},
+		{"zero id", Config{ID: 0}, "ID must not be 0"},
+		{"zero peer id", Config{ID: 1, Peers: map[uint64]string{0: "h:1"}}, "peer ID must not be 0"},
+		{"self in peers", Config{ID: 1, Peers: map[uint64]string{1: "h:1"}}, "own ID"},
+		{"empty address", Config{ID: 1, Peers: map[uint64]string{2: ""}}, "no address"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Validate() = %v, want error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// countHandler counts received messages and wakes a waiter.
+type countHandler struct {
+	mu       sync.Mutex
+	n        int
+	progress chan struct{} // capacity 1
+	dropped  chan struct{} // closed on the first ReportUnreachable
+	once     sync.Once
+}
+
+func (h *countHandler) Receive(uint64, *raftpb.Message) {
+	h.mu.Lock()
+	h.n++
+	h.mu.Unlock()
+	select {
+	case h.progress <- struct{}{}:
+	default:
+	}
+}
+
+func (h *countHandler) ReportUnreachable(uint64, uint64) {
+	h.once.Do(func() { close(h.dropped) })
+}
+
+func (h *countHandler) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
+}
+
+// BenchmarkSend measures one-way throughput of small MsgApp messages (one
+// 32-byte entry) from one transport to another, Send called with batch
+// messages at a time. The sender keeps at most window messages
+// outstanding so that the bounded queue never drops.
+func BenchmarkSend(b *testing.B) {
+	for _, batch := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			const window = QueueSize / 2
+			la, lb := listen(b), listen(b)
+			src := &countHandler{progress: make(chan struct{}, 1), dropped: make(chan struct{})}
+			dst := &countHandler{progress: make(chan struct{}, 1), dropped: make(chan struct{})}
+			ta, err := StartListener(la, config(b, 1, map[uint64]string{2: lb.Addr().String()}), src)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ta.Stop()
+			tb, err := StartListener(lb, config(b, 2, map[uint64]string{1: la.Addr().String()}), dst)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tb.Stop()
+
+			msgs := make([]*raftpb.Message, batch)
+			for i := range msgs {
+				msgs[i] = msgApp(1, 2, uint64(i))
+				msgs[i].Entries[0].Data = make([]byte, 32)
+			}
+			size := 0
+			for _, m := range msgs {
+				size += proto.Size(m)
+			}
+			wait := func(target int) {
+				for dst.count() < target {
+					select {
+					case <-dst.progress:
+					case <-src.dropped:
+						b.Fatal("messages dropped")
+					case <-time.After(waitTimeout):
+						b.Fatalf("stalled at %d of %d", dst.count(), target)
+					}
+				}
+			}
+			// Warm up the stream.
+			ta.Send(1, msgs[:1])
+			wait(1)
+			sent := 1
+
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				if sent-dst.count() > window {
+					wait(sent - window/2)
+				}
+				ta.Send(1, msgs)
+				sent += batch
+			}
+			wait(sent)
+			b.ReportMetric(float64(sent-1)/b.Elapsed().Seconds(), "msgs/s")
+		})
+	}
+}
