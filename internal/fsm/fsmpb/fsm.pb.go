@@ -181,6 +181,10 @@ type Command struct {
 	// wall_time_unix_nano is the proposing leader's wall clock, for display
 	// only ("held since"). Never used for a decision.
 	WallTimeUnixNano int64 `protobuf:"varint,4,opt,name=wall_time_unix_nano,json=wallTimeUnixNano,proto3" json:"wall_time_unix_nano,omitempty"`
+	// proposer and proposal_id let the proposing node match the applied
+	// entry to its waiting request. The state machine ignores both.
+	Proposer   uint64 `protobuf:"varint,5,opt,name=proposer,proto3" json:"proposer,omitempty"`
+	ProposalId uint64 `protobuf:"varint,6,opt,name=proposal_id,json=proposalId,proto3" json:"proposal_id,omitempty"`
 	// Types that are valid to be assigned to Op:
 	//
 	//	*Command_OpenSession
@@ -251,6 +255,20 @@ func (x *Command) GetMinUnackedSeq() uint64 {
 func (x *Command) GetWallTimeUnixNano() int64 {
 	if x != nil {
 		return x.WallTimeUnixNano
+	}
+	return 0
+}
+
+func (x *Command) GetProposer() uint64 {
+	if x != nil {
+		return x.Proposer
+	}
+	return 0
+}
+
+func (x *Command) GetProposalId() uint64 {
+	if x != nil {
+		return x.ProposalId
 	}
 	return 0
 }
@@ -1696,13 +1714,16 @@ var File_internal_fsm_fsmpb_fsm_proto protoreflect.FileDescriptor
 
 const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\n" +
-	"\x1cinternal/fsm/fsmpb/fsm.proto\x12\fbaton.fsm.v1\"\xcf\x05\n" +
+	"\x1cinternal/fsm/fsmpb/fsm.proto\x12\fbaton.fsm.v1\"\x8c\x06\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12&\n" +
 	"\x0fmin_unacked_seq\x18\x03 \x01(\x04R\rminUnackedSeq\x12-\n" +
-	"\x13wall_time_unix_nano\x18\x04 \x01(\x03R\x10wallTimeUnixNano\x12>\n" +
+	"\x13wall_time_unix_nano\x18\x04 \x01(\x03R\x10wallTimeUnixNano\x12\x1a\n" +
+	"\bproposer\x18\x05 \x01(\x04R\bproposer\x12\x1f\n" +
+	"\vproposal_id\x18\x06 \x01(\x04R\n" +
+	"proposalId\x12>\n" +
 	"\fopen_session\x18\n" +
 	" \x01(\v2\x19.baton.fsm.v1.OpenSessionH\x00R\vopenSession\x12A\n" +
 	"\rclose_session\x18\v \x01(\v2\x1a.baton.fsm.v1.CloseSessionH\x00R\fcloseSession\x12D\n" +

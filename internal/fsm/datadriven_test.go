@@ -1,0 +1,393 @@
+package fsm
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+// TestScripts runs the golden scripts in testdata. Each command that applies
+// a log entry uses the next index (tokens and session ids are those
+// indexes), sets the entry's wall clock to index seconds, prints
+// "<index>: <result>", and then checks every invariant of the machine,
+// including a Snapshot/Restore round trip (while the machine has at most
+// roundTripMaxLocks locks, and at the end of each script).
+//
+// Regenerate the expected output with: go test ./internal/fsm -rewrite
+func TestScripts(t *testing.T) {
+	paths, err := filepath.Glob("testdata/*.txt")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no scripts in testdata: %v", err)
+	}
+	for _, path := range paths {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
+			h := &harness{m: New()}
+			datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+				out := h.run(t, d)
+				if err := checkIndexes(h.m); err != nil {
+					d.Fatalf(t, "invariant broken after %q: %v", d.Cmd, err)
+				}
+				if h.m.NumLocks() <= roundTripMaxLocks {
+					if err := checkRoundTrip(h.m); err != nil {
+						d.Fatalf(t, "after %q: %v", d.Cmd, err)
+					}
+				}
+				return out
+			})
+			if err := checkRoundTrip(h.m); err != nil {
+				t.Fatalf("at the end: %v", err)
+			}
+		})
+	}
+}
+
+// roundTripMaxLocks keeps the per-command round trip off the scripts that
+// fill the machine up to its limits (a snapshot of 100000 locks per command
+// is slow under -race).
+const roundTripMaxLocks = 10000
+
+type harness struct {
+	m     *Machine
+	index uint64
+}
+
+func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
+	switch d.Cmd {
+	case "open-session":
+		// Example: open-session ttl=10s owner=worker-1
+		// (owner-len=N uses an owner of N bytes.)
+		op := &fsmpb.OpenSession{}
+		if a, ok := d.Arg("ttl"); ok {
+			op.TtlNanos = int64(parseDuration(t, d, a.SingleVal(t)))
+		}
+		if a, ok := d.Arg("owner"); ok {
+			op.Owner = a.SingleVal(t)
+		}
+		if a, ok := d.Arg("owner-len"); ok {
+			n, _ := strconv.Atoi(a.SingleVal(t))
+			op.Owner = strings.Repeat("o", n)
+		}
+		return h.apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: op}})
+
+	case "acquire":
+		// Example: acquire session=1 seq=1 lock=x key=k wait timeout=5s min-unacked=1
+		// (key-len=N uses a key of N bytes.)
+		op := &fsmpb.Acquire{Lock: lockArg(t, d), Wait: d.HasArg("wait")}
+		d.MaybeScanArgs(t, "key", &op.OwnerKey)
+		if a, ok := d.Arg("key-len"); ok {
+			n, _ := strconv.Atoi(a.SingleVal(t))
+			op.OwnerKey = strings.Repeat("k", n)
+		}
+		if a, ok := d.Arg("timeout"); ok {
+			op.WaitTimeoutNanos = int64(parseDuration(t, d, a.SingleVal(t)))
+		}
+		return h.apply(sessionCmd(t, d, &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: op}}))
+
+	case "acquire-many":
+		// Example: acquire-many session=1 seq=2 locks=(a, b, c) key=k
+		op := &fsmpb.AcquireMany{}
+		if a, ok := d.Arg("locks"); ok {
+			for _, v := range a.Vals {
+				op.Locks = append(op.Locks, unescape(t, d, v))
+			}
+		}
+		if a, ok := d.Arg("count"); ok {
+			// count=N names the locks many/1 .. many/N.
+			n, _ := strconv.Atoi(a.SingleVal(t))
+			for i := 1; i <= n; i++ {
+				op.Locks = append(op.Locks, fmt.Sprintf("many/%d", i))
+			}
+		}
+		d.MaybeScanArgs(t, "key", &op.OwnerKey)
+		return h.apply(sessionCmd(t, d, &fsmpb.Command{Op: &fsmpb.Command_AcquireMany{AcquireMany: op}}))
+
+	case "release":
+		// Example: release session=1 seq=3 lock=x token=5 key=k
+		op := &fsmpb.Release{Lock: lockArg(t, d)}
+		d.MaybeScanArgs(t, "token", &op.Token)
+		d.MaybeScanArgs(t, "key", &op.OwnerKey)
+		return h.apply(sessionCmd(t, d, &fsmpb.Command{Op: &fsmpb.Command_Release{Release: op}}))
+
+	case "cas-release":
+		// Example: cas-release lock=x holder=1 token=5
+		// (session= and seq= optionally name a requesting session.)
+		op := &fsmpb.CasRelease{Lock: lockArg(t, d)}
+		d.MaybeScanArgs(t, "holder", &op.SessionId)
+		d.MaybeScanArgs(t, "token", &op.Token)
+		return h.apply(sessionCmd(t, d, &fsmpb.Command{Op: &fsmpb.Command_CasRelease{CasRelease: op}}))
+
+	case "cancel-wait":
+		// Example: cancel-wait lock=x waiter=2 acquire-seq=4 timed-out
+		// (without session=, it is the leader's command, as on a timeout.)
+		op := &fsmpb.CancelWait{Lock: lockArg(t, d), TimedOut: d.HasArg("timed-out")}
+		d.MaybeScanArgs(t, "waiter", &op.SessionId)
+		d.MaybeScanArgs(t, "acquire-seq", &op.AcquireSeq)
+		return h.apply(sessionCmd(t, d, &fsmpb.Command{Op: &fsmpb.Command_CancelWait{CancelWait: op}}))
+
+	case "expire-session":
+		// Example: expire-session id=1
+		op := &fsmpb.ExpireSession{}
+		d.MaybeScanArgs(t, "id", &op.SessionId)
+		return h.apply(&fsmpb.Command{Op: &fsmpb.Command_ExpireSession{ExpireSession: op}})
+
+	case "close-session":
+		// Example: close-session session=1 seq=9
+		return h.apply(sessionCmd(t, d, &fsmpb.Command{Op: &fsmpb.Command_CloseSession{CloseSession: &fsmpb.CloseSession{}}}))
+
+	case "blacklist":
+		// Example: blacklist id=1
+		op := &fsmpb.BlacklistSession{}
+		d.MaybeScanArgs(t, "id", &op.SessionId)
+		return h.apply(&fsmpb.Command{Op: &fsmpb.Command_BlacklistSession{BlacklistSession: op}})
+
+	case "empty":
+		// Example: empty
+		// An entry without an operation (a malformed command).
+		return h.apply(&fsmpb.Command{})
+
+	case "noop":
+		// Example: noop
+		// An entry without a command (leader no-op): only the index moves.
+		h.index++
+		h.m.SetApplied(h.index)
+		return fmt.Sprintf("%d: applied\n", h.index)
+
+	case "fill":
+		// Example: fill session=1 from-seq=10 n=1024 lock=x wait ack min-unacked=10 distinct-keys distinct-locks
+		// Applies n Acquires of session from seq from-seq on (each seq one
+		// more), of lock (lock/i with distinct-locks), under key "" (k<i>
+		// with distinct-keys), waiting if wait is given; min-unacked is
+		// the given one, or each command's own seq with ack. Prints the
+		// count of each outcome.
+		var sessionID, from, n, minUnacked uint64
+		d.ScanArgs(t, "session", &sessionID)
+		d.ScanArgs(t, "from-seq", &from)
+		d.ScanArgs(t, "n", &n)
+		d.MaybeScanArgs(t, "min-unacked", &minUnacked)
+		name := lockArg(t, d)
+		counts := map[string]int{}
+		for i := range n {
+			op := &fsmpb.Acquire{Lock: name, Wait: d.HasArg("wait")}
+			if d.HasArg("distinct-locks") {
+				op.Lock = fmt.Sprintf("%s/%d", name, i)
+			}
+			if d.HasArg("distinct-keys") {
+				op.OwnerKey = fmt.Sprintf("k%d", i)
+			}
+			cmd := &fsmpb.Command{SessionId: sessionID, Seq: from + i, MinUnackedSeq: minUnacked,
+				Op: &fsmpb.Command_Acquire{Acquire: op}}
+			if d.HasArg("ack") {
+				cmd.MinUnackedSeq = cmd.Seq
+			}
+			h.index++
+			cmd.WallTimeUnixNano = int64(h.index) * int64(time.Second)
+			res := h.m.Apply(h.index, cmd)
+			key := res.GetError().String()
+			if res.GetError() == fsmpb.Error_ERROR_NONE {
+				key = res.GetAcquire().GetStatus().String()
+			}
+			counts[key]++
+		}
+		keys := make([]string, 0, len(counts))
+		for k := range counts {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		var b strings.Builder
+		fmt.Fprintf(&b, "applied %d..%d:", h.index-n+1, h.index)
+		for _, k := range keys {
+			fmt.Fprintf(&b, " %s=%d", k, counts[k])
+		}
+		return b.String() + "\n"
+
+	case "check":
+		// Example: check lock=x token=5
+		var token uint64
+		d.ScanArgs(t, "token", &token)
+		held, holder := h.m.Check(lockArg(t, d), token)
+		if holder == nil {
+			return fmt.Sprintf("held=%v holder=none\n", held)
+		}
+		return fmt.Sprintf("held=%v holder=%s\n", held, formatHolder(holder))
+
+	case "state":
+		// Example: state
+		// Prints the applied index, the sessions (with their cached
+		// results) and the locks (holders, then waiters in queue order).
+		return h.state()
+
+	case "waiters":
+		// Example: waiters
+		// Prints Waiters() and SessionIDs(), what a new leader re-arms.
+		var b strings.Builder
+		for _, s := range h.m.SessionIDs() {
+			fmt.Fprintf(&b, "session %d ttl=%v blacklisted=%v\n", s.ID, s.TTL, s.Blacklisted)
+		}
+		for _, w := range h.m.Waiters() {
+			fmt.Fprintf(&b, "waiter %s s%d seq=%d timeout=%v\n", w.Lock, w.SessionID, w.AcquireSeq, w.Timeout)
+		}
+		return b.String()
+
+	case "locks":
+		// Example: locks prefix=a/ after=a/b limit=2
+		var prefix, after string
+		var limit int
+		d.MaybeScanArgs(t, "prefix", &prefix)
+		d.MaybeScanArgs(t, "after", &after)
+		d.MaybeScanArgs(t, "limit", &limit)
+		var b strings.Builder
+		for _, l := range h.m.Locks(prefix, after, limit) {
+			fmt.Fprintln(&b, l.GetName())
+		}
+		return b.String()
+
+	default:
+		d.Fatalf(t, "unknown command %q", d.Cmd)
+		return ""
+	}
+}
+
+// apply applies cmd as the next entry and formats its result.
+func (h *harness) apply(cmd *fsmpb.Command) string {
+	h.index++
+	cmd.WallTimeUnixNano = int64(h.index) * int64(time.Second)
+	return fmt.Sprintf("%d: %s", h.index, formatResult(h.m.Apply(h.index, cmd)))
+}
+
+// sessionCmd sets the session, seq and min_unacked_seq of cmd from the
+// arguments session=, seq= and min-unacked=.
+func sessionCmd(t *testing.T, d *datadriven.TestData, cmd *fsmpb.Command) *fsmpb.Command {
+	d.MaybeScanArgs(t, "session", &cmd.SessionId)
+	d.MaybeScanArgs(t, "seq", &cmd.Seq)
+	d.MaybeScanArgs(t, "min-unacked", &cmd.MinUnackedSeq)
+	return cmd
+}
+
+// lockArg returns lock=NAME (with Go escapes such as \t and \x00 decoded),
+// or with name-len=N a name of N bytes "nnn…".
+func lockArg(t *testing.T, d *datadriven.TestData) string {
+	var name string
+	d.MaybeScanArgs(t, "lock", &name)
+	name = unescape(t, d, name)
+	if a, ok := d.Arg("name-len"); ok {
+		n, err := strconv.Atoi(a.SingleVal(t))
+		if err != nil {
+			d.Fatalf(t, "name-len: %v", err)
+		}
+		name = strings.Repeat("n", n)
+	}
+	return name
+}
+
+// unescape decodes Go escapes in a script value.
+func unescape(t *testing.T, d *datadriven.TestData, s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	u, err := strconv.Unquote(`"` + s + `"`)
+	if err != nil {
+		d.Fatalf(t, "unescape %s: %v", s, err)
+	}
+	return u
+}
+
+func parseDuration(t *testing.T, d *datadriven.TestData, s string) time.Duration {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		d.Fatalf(t, "%v", err)
+	}
+	return v
+}
+
+// formatResult prints a Result: "ok" or the error, then each field that is
+// set, one per line.
+func formatResult(r *fsmpb.Result) string {
+	var b strings.Builder
+	if r.GetError() == fsmpb.Error_ERROR_NONE {
+		b.WriteString("ok\n")
+	} else {
+		fmt.Fprintf(&b, "%s: %s\n", strings.TrimPrefix(r.GetError().String(), "ERROR_"), r.GetMessage())
+	}
+	if r.GetSessionId() != 0 {
+		fmt.Fprintf(&b, "  session %d\n", r.GetSessionId())
+	}
+	if o := r.GetAcquire(); o != nil {
+		fmt.Fprintf(&b, "  acquire %s\n", formatOutcome(o))
+	}
+	for _, o := range r.GetAcquireMany() {
+		fmt.Fprintf(&b, "  many %s\n", formatOutcome(o))
+	}
+	if r.GetRemainingCount() != 0 {
+		fmt.Fprintf(&b, "  remaining %d\n", r.GetRemainingCount())
+	}
+	for _, g := range r.GetGrants() {
+		fmt.Fprintf(&b, "  grant %s to s%d seq=%d token=%d\n", g.GetLock(), g.GetSessionId(), g.GetAcquireSeq(), g.GetToken())
+	}
+	for _, w := range r.GetWaitsEnded() {
+		fmt.Fprintf(&b, "  wait-ended %s s%d seq=%d %s\n", w.GetLock(), w.GetSessionId(), w.GetAcquireSeq(),
+			strings.TrimPrefix(w.GetError().String(), "ERROR_"))
+	}
+	for _, id := range r.GetSessionsEnded() {
+		fmt.Fprintf(&b, "  session-ended %d\n", id)
+	}
+	return b.String()
+}
+
+func formatOutcome(o *fsmpb.AcquireOutcome) string {
+	s := fmt.Sprintf("%s %s", o.GetLock(), strings.TrimPrefix(o.GetStatus().String(), "ACQUIRE_STATUS_"))
+	switch o.GetStatus() {
+	case fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED:
+		s += fmt.Sprintf(" token=%d count=%d", o.GetToken(), o.GetCount())
+	case fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED:
+		s += fmt.Sprintf(" position=%d", o.GetPosition())
+	}
+	if o.GetHolder() != nil {
+		s += " holder=" + formatHolder(o.GetHolder())
+	}
+	return s
+}
+
+func formatHolder(h *fsmpb.Holder) string {
+	return fmt.Sprintf("s%d/%q token=%d count=%d seq=%d since=%ds owner=%q", h.GetSessionId(), h.GetOwnerKey(),
+		h.GetToken(), h.GetCount(), h.GetAcquireSeq(), h.GetSinceUnixNano()/int64(time.Second), h.GetOwner())
+}
+
+func (h *harness) state() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "applied %d\n", h.m.AppliedIndex())
+	for _, s := range h.m.Sessions(0, 0) {
+		fmt.Fprintf(&b, "session %d owner=%q ttl=%v created=%ds min-unacked=%d holds=%d", s.GetId(), s.GetOwner(),
+			time.Duration(s.GetTtlNanos()), s.GetCreatedUnixNano()/int64(time.Second), s.GetMinUnackedSeq(), s.GetHolds())
+		if s.GetBlacklisted() {
+			b.WriteString(" blacklisted")
+		}
+		b.WriteString("\n")
+		for _, c := range h.m.sessions[s.GetId()].results {
+			fmt.Fprintf(&b, "  cached seq=%d: %s", c.seq, indent(formatResult(c.res)))
+		}
+	}
+	for _, l := range h.m.Locks("", "", 0) {
+		fmt.Fprintf(&b, "lock %s\n", l.GetName())
+		for _, x := range l.GetHolders() {
+			fmt.Fprintf(&b, "  holder %s\n", formatHolder(x))
+		}
+		for i, w := range l.GetWaiters() {
+			fmt.Fprintf(&b, "  waiter %d: s%d/%q seq=%d timeout=%v since=%ds\n", i+1, w.GetSessionId(), w.GetOwnerKey(),
+				w.GetAcquireSeq(), time.Duration(w.GetWaitTimeoutNanos()), w.GetSinceUnixNano()/int64(time.Second))
+		}
+	}
+	return b.String()
+}
+
+// indent indents every line of s but the first by four more spaces.
+func indent(s string) string {
+	return strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n    ") + "\n"
+}

@@ -1,0 +1,439 @@
+package fsm
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+// holderLimit is the number of holders a lock may have at once. Every lock
+// is exclusive for now; semaphores and read/write locks will raise it per
+// lock.
+const holderLimit = 1
+
+// lock is one lock: its holders and its FIFO queue. A lock exists while it
+// has a holder or a waiter; the last one leaving deletes it.
+type lock struct {
+	name    string
+	holders []*fsmpb.Holder // at most holderLimit
+	waiters []*fsmpb.Waiter // FIFO: the head is granted first
+}
+
+// free reports whether the lock has room for another holder.
+func (l *lock) free() bool { return len(l.holders) < holderLimit }
+
+// holderOf returns the holder record of (session, ownerKey), or nil.
+func (l *lock) holderOf(sessionID uint64, ownerKey string) *fsmpb.Holder {
+	for _, h := range l.holders {
+		if h.GetSessionId() == sessionID && h.GetOwnerKey() == ownerKey {
+			return h
+		}
+	}
+	return nil
+}
+
+// waiterIndex returns the queue position (0-based) of the waiter
+// (session, seq), or -1.
+func (l *lock) waiterIndex(sessionID, seq uint64) int {
+	return slices.IndexFunc(l.waiters, func(w *fsmpb.Waiter) bool {
+		return w.GetSessionId() == sessionID && w.GetAcquireSeq() == seq
+	})
+}
+
+func (l *lock) removeWaiter(sessionID, seq uint64) {
+	if i := l.waiterIndex(sessionID, seq); i >= 0 {
+		l.waiters = slices.Delete(l.waiters, i, i+1)
+	}
+}
+
+// currentHolder is the holder reported to a BUSY or QUEUED acquire.
+func (l *lock) currentHolder() *fsmpb.Holder {
+	if len(l.holders) == 0 {
+		return nil
+	}
+	return cloneHolder(l.holders[0])
+}
+
+// lockFor returns the lock name, creating it if needed.
+func (m *Machine) lockFor(name string) *lock {
+	l := m.locks[name]
+	if l == nil {
+		l = &lock{name: name}
+		m.locks[name] = l
+		m.lockNames.ReplaceOrInsert(name)
+	}
+	return l
+}
+
+// settle grants l to waiters from the head of its queue while it has room,
+// with this entry's index as token, and deletes l if nobody holds or waits
+// for it. Only as many waiters as there is room for are woken.
+func (m *Machine) settle(a *apply, l *lock) {
+	for l.free() && len(l.waiters) > 0 {
+		w := l.waiters[0]
+		l.waiters = slices.Delete(l.waiters, 0, 1)
+		s := m.sessions[w.GetSessionId()]
+		if s == nil {
+			panic("fsm: waiter " + strconv.FormatUint(w.GetAcquireSeq(), 10) + " of lock " +
+				quote(l.name) + " belongs to missing session " + strconv.FormatUint(w.GetSessionId(), 10))
+		}
+		delete(s.waits, waitKey{l.name, w.GetAcquireSeq()})
+		l.holders = append(l.holders, &fsmpb.Holder{
+			SessionId:     w.GetSessionId(),
+			OwnerKey:      w.GetOwnerKey(),
+			Owner:         w.GetOwner(),
+			Token:         a.index,
+			Count:         1,
+			SinceUnixNano: a.wall,
+			AcquireSeq:    w.GetAcquireSeq(),
+		})
+		s.addHold(l.name)
+		s.granted(w.GetAcquireSeq(), l.name, a.index)
+		a.res.Grants = append(a.res.Grants, &fsmpb.Grant{
+			SessionId:  w.GetSessionId(),
+			AcquireSeq: w.GetAcquireSeq(),
+			Lock:       l.name,
+			Token:      a.index,
+		})
+	}
+	if len(l.holders) == 0 && len(l.waiters) == 0 {
+		delete(m.locks, l.name)
+		m.lockNames.Delete(l.name)
+	}
+}
+
+func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
+	if !a.needSession(s, "acquire") {
+		return
+	}
+	if err := checkLockName(op.GetLock()); err != nil {
+		a.refuse(err)
+		return
+	}
+	if err := checkLabel("owner key", op.GetOwnerKey()); err != nil {
+		a.refuse(err)
+		return
+	}
+	if op.GetWait() {
+		if a.seq == 0 {
+			a.refuse(invalid("acquire with wait needs seq >= 1 to name the waiter"))
+			return
+		}
+		if op.GetWaitTimeoutNanos() < 0 {
+			a.refuse(invalid("wait timeout %v is negative", time.Duration(op.GetWaitTimeoutNanos())))
+			return
+		}
+	}
+	if s.blacklisted {
+		a.refuse(errorf(fsmpb.Error_ERROR_BLACKLISTED, "session %d is blacklisted", s.id))
+		return
+	}
+
+	name := op.GetLock()
+	l := m.locks[name]
+	if l != nil {
+		if h := l.holderOf(s.id, op.GetOwnerKey()); h != nil {
+			if h.GetCount() == math.MaxUint32 {
+				a.refuse(errorf(fsmpb.Error_ERROR_TOO_MANY_HOLDS,
+					"reentrant count of lock %s is at its limit %d", quote(name), uint32(math.MaxUint32)))
+				return
+			}
+			h.Count++
+			a.res.Acquire = grantedOutcome(name, h)
+			return
+		}
+	}
+	if l == nil || (l.free() && len(l.waiters) == 0) {
+		if s.load() >= MaxHoldsPerSession {
+			a.refuse(tooManyHolds(s))
+			return
+		}
+		l = m.lockFor(name)
+		h := &fsmpb.Holder{
+			SessionId:     s.id,
+			OwnerKey:      op.GetOwnerKey(),
+			Owner:         s.owner,
+			Token:         a.index,
+			Count:         1,
+			SinceUnixNano: a.wall,
+			AcquireSeq:    a.seq,
+		}
+		l.holders = append(l.holders, h)
+		s.addHold(name)
+		a.res.Acquire = grantedOutcome(name, h)
+		return
+	}
+	if !op.GetWait() {
+		a.res.Acquire = &fsmpb.AcquireOutcome{
+			Lock:   name,
+			Status: fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY,
+			Holder: l.currentHolder(),
+		}
+		return
+	}
+	if len(l.waiters) >= MaxWaitersPerLock {
+		a.refuse(errorf(fsmpb.Error_ERROR_TOO_MANY_WAITERS,
+			"lock %s has %d waiters; the limit is %d", quote(name), len(l.waiters), MaxWaitersPerLock))
+		return
+	}
+	if s.load() >= MaxHoldsPerSession {
+		a.refuse(tooManyHolds(s))
+		return
+	}
+	l.waiters = append(l.waiters, &fsmpb.Waiter{
+		SessionId:        s.id,
+		OwnerKey:         op.GetOwnerKey(),
+		Owner:            s.owner,
+		AcquireSeq:       a.seq,
+		WaitTimeoutNanos: op.GetWaitTimeoutNanos(),
+		SinceUnixNano:    a.wall,
+	})
+	s.waits[waitKey{name, a.seq}] = struct{}{}
+	a.res.Acquire = &fsmpb.AcquireOutcome{
+		Lock:     name,
+		Status:   fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED,
+		Holder:   l.currentHolder(),
+		Position: uint32(len(l.waiters)),
+	}
+}
+
+func tooManyHolds(s *session) *Error {
+	return errorf(fsmpb.Error_ERROR_TOO_MANY_HOLDS,
+		"session %d holds or waits for %d locks; the limit is %d", s.id, s.load(), MaxHoldsPerSession)
+}
+
+func grantedOutcome(name string, h *fsmpb.Holder) *fsmpb.AcquireOutcome {
+	return &fsmpb.AcquireOutcome{
+		Lock:   name,
+		Status: fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED,
+		Token:  h.GetToken(),
+		Count:  h.GetCount(),
+	}
+}
+
+func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
+	if !a.needSession(s, "acquire_many") {
+		return
+	}
+	names := op.GetLocks()
+	switch {
+	case len(names) == 0:
+		a.refuse(invalid("acquire_many names no lock"))
+		return
+	case len(names) > MaxAcquireMany:
+		a.refuse(invalid("acquire_many names %d locks; the limit is %d", len(names), MaxAcquireMany))
+		return
+	}
+	seen := make(map[string]int, len(names))
+	for i, name := range names {
+		if err := checkLockName(name); err != nil {
+			a.refuse(invalid("lock %d of %d: %s", i+1, len(names), err.Msg))
+			return
+		}
+		if j, dup := seen[name]; dup {
+			a.refuse(invalid("lock %s is named twice (positions %d and %d)", quote(name), j+1, i+1))
+			return
+		}
+		seen[name] = i
+	}
+	if err := checkLabel("owner key", op.GetOwnerKey()); err != nil {
+		a.refuse(err)
+		return
+	}
+	if s.blacklisted {
+		a.refuse(errorf(fsmpb.Error_ERROR_BLACKLISTED, "session %d is blacklisted", s.id))
+		return
+	}
+	fresh := 0 // locks that would be newly held
+	for _, name := range names {
+		var h *fsmpb.Holder
+		if l := m.locks[name]; l != nil {
+			h = l.holderOf(s.id, op.GetOwnerKey())
+		}
+		if h == nil {
+			fresh++
+		} else if h.GetCount() == math.MaxUint32 {
+			a.refuse(errorf(fsmpb.Error_ERROR_TOO_MANY_HOLDS,
+				"reentrant count of lock %s is at its limit %d", quote(name), uint32(math.MaxUint32)))
+			return
+		}
+	}
+	if s.load()+fresh > MaxHoldsPerSession {
+		a.refuse(errorf(fsmpb.Error_ERROR_TOO_MANY_HOLDS,
+			"session %d holds or waits for %d locks and asks for %d more; the limit is %d",
+			s.id, s.load(), fresh, MaxHoldsPerSession))
+		return
+	}
+
+	out := make([]*fsmpb.AcquireOutcome, 0, len(names))
+	for _, name := range names {
+		l := m.locks[name]
+		switch {
+		case l != nil && l.holderOf(s.id, op.GetOwnerKey()) != nil:
+			h := l.holderOf(s.id, op.GetOwnerKey())
+			h.Count++
+			out = append(out, grantedOutcome(name, h))
+		case l == nil || (l.free() && len(l.waiters) == 0):
+			l = m.lockFor(name)
+			h := &fsmpb.Holder{
+				SessionId:     s.id,
+				OwnerKey:      op.GetOwnerKey(),
+				Owner:         s.owner,
+				Token:         a.index,
+				Count:         1,
+				SinceUnixNano: a.wall,
+				AcquireSeq:    a.seq,
+			}
+			l.holders = append(l.holders, h)
+			s.addHold(name)
+			out = append(out, grantedOutcome(name, h))
+		default:
+			out = append(out, &fsmpb.AcquireOutcome{
+				Lock:   name,
+				Status: fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY,
+				Holder: l.currentHolder(),
+			})
+		}
+	}
+	a.res.AcquireMany = out
+}
+
+func (m *Machine) release(a *apply, s *session, op *fsmpb.Release) {
+	if !a.needSession(s, "release") {
+		return
+	}
+	name := op.GetLock()
+	if err := checkLockName(name); err != nil {
+		a.refuse(err)
+		return
+	}
+	if err := checkLabel("owner key", op.GetOwnerKey()); err != nil {
+		a.refuse(err)
+		return
+	}
+	if op.GetToken() == 0 {
+		a.refuse(invalid("release of lock %s needs the hold's token", quote(name)))
+		return
+	}
+	l := m.locks[name]
+	if l == nil || len(l.holders) == 0 {
+		a.refuse(errorf(fsmpb.Error_ERROR_LOCK_NOT_FOUND, "lock %s is not held", quote(name)))
+		return
+	}
+	h := l.holderOf(s.id, op.GetOwnerKey())
+	if h == nil {
+		cur := l.holders[0]
+		a.refuse(errorf(fsmpb.Error_ERROR_NOT_HOLDER,
+			"lock %s is held by session %d key %s, not by session %d key %s",
+			quote(name), cur.GetSessionId(), quote(cur.GetOwnerKey()), s.id, quote(op.GetOwnerKey())))
+		return
+	}
+	if h.GetToken() != op.GetToken() {
+		a.refuse(errorf(fsmpb.Error_ERROR_TOKEN_MISMATCH,
+			"lock %s is held with token %d, not %d", quote(name), h.GetToken(), op.GetToken()))
+		return
+	}
+	h.Count--
+	a.res.RemainingCount = h.GetCount()
+	if h.GetCount() > 0 {
+		return
+	}
+	m.endHold(a, l, s, h)
+}
+
+// endHold removes the holder h of s from l and hands l on.
+func (m *Machine) endHold(a *apply, l *lock, s *session, h *fsmpb.Holder) {
+	l.holders = slices.DeleteFunc(l.holders, func(x *fsmpb.Holder) bool { return x == h })
+	s.dropHold(l.name)
+	m.settle(a, l)
+}
+
+func (m *Machine) casRelease(a *apply, op *fsmpb.CasRelease) {
+	name := op.GetLock()
+	if err := checkLockName(name); err != nil {
+		a.refuse(err)
+		return
+	}
+	if op.GetSessionId() == 0 {
+		a.refuse(invalid("cas_release of lock %s needs the holder's session id", quote(name)))
+		return
+	}
+	l := m.locks[name]
+	if l == nil || len(l.holders) == 0 {
+		a.refuse(errorf(fsmpb.Error_ERROR_LOCK_NOT_FOUND, "lock %s is not held", quote(name)))
+		return
+	}
+	i := slices.IndexFunc(l.holders, func(h *fsmpb.Holder) bool {
+		return h.GetSessionId() == op.GetSessionId() && (op.GetToken() == 0 || h.GetToken() == op.GetToken())
+	})
+	if i < 0 {
+		cur := l.holders[0]
+		a.refuse(errorf(fsmpb.Error_ERROR_TOKEN_MISMATCH,
+			"lock %s is held by session %d with token %d, not by session %d with token %d",
+			quote(name), cur.GetSessionId(), cur.GetToken(), op.GetSessionId(), op.GetToken()))
+		return
+	}
+	h := l.holders[i]
+	s := m.sessions[h.GetSessionId()]
+	m.endHold(a, l, s, h)
+}
+
+func (m *Machine) cancelWait(a *apply, s *session, op *fsmpb.CancelWait) {
+	name := op.GetLock()
+	if err := checkLockName(name); err != nil {
+		a.refuse(err)
+		return
+	}
+	switch {
+	case op.GetSessionId() == 0:
+		a.refuse(invalid("cancel_wait of lock %s needs the waiter's session id", quote(name)))
+		return
+	case op.GetAcquireSeq() == 0:
+		a.refuse(invalid("cancel_wait of lock %s needs the waiter's acquire seq", quote(name)))
+		return
+	case s != nil && s.id != op.GetSessionId():
+		a.refuse(invalid("session %d cannot cancel a wait of session %d", s.id, op.GetSessionId()))
+		return
+	}
+	ws := m.sessions[op.GetSessionId()]
+	if ws == nil {
+		a.refuse(errorf(fsmpb.Error_ERROR_SESSION_NOT_FOUND, "session %d not found", op.GetSessionId()))
+		return
+	}
+	key := waitKey{name, op.GetAcquireSeq()}
+	if _, ok := ws.waits[key]; !ok {
+		a.refuse(errorf(fsmpb.Error_ERROR_NOT_WAITING,
+			"session %d has no waiter with acquire seq %d on lock %s", ws.id, key.seq, quote(name)))
+		if l := m.locks[name]; l != nil {
+			for _, h := range l.holders {
+				if h.GetSessionId() == ws.id && h.GetAcquireSeq() == key.seq {
+					a.res.Message = "session " + strconv.FormatUint(ws.id, 10) + " already holds lock " +
+						quote(name) + " through acquire seq " + strconv.FormatUint(key.seq, 10)
+					a.res.Acquire = grantedOutcome(name, h)
+				}
+			}
+		}
+		return
+	}
+	code := fsmpb.Error_ERROR_WAIT_CANCELLED
+	if op.GetTimedOut() {
+		code = fsmpb.Error_ERROR_WAIT_TIMED_OUT
+	}
+	l := m.locks[name]
+	l.removeWaiter(ws.id, key.seq)
+	delete(ws.waits, key)
+	ws.waitEnded(key.seq, name, code)
+	a.res.WaitsEnded = append(a.res.WaitsEnded, &fsmpb.WaitEnded{
+		SessionId:  ws.id,
+		AcquireSeq: key.seq,
+		Lock:       name,
+		Error:      code,
+	})
+	m.settle(a, l)
+}
+
+// quote formats a name for a message: Go-quoted, so odd characters show.
+func quote(s string) string { return strconv.Quote(s) }

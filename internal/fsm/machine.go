@@ -1,0 +1,162 @@
+package fsm
+
+import (
+	"fmt"
+
+	"github.com/google/btree"
+
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+// Machine is the lock state machine of one Raft group. It is not safe for
+// concurrent use: the caller serialises Apply, reads and snapshots (the apply
+// loop owns it; readers take the same lock).
+//
+// Every Result and every value returned by a read is a fresh copy the caller
+// may keep and modify.
+type Machine struct {
+	applied uint64
+
+	sessions   map[uint64]*session
+	sessionIDs *btree.BTreeG[uint64] // the keys of sessions, sorted
+	locks      map[string]*lock
+	lockNames  *btree.BTreeG[string] // the keys of locks, sorted
+}
+
+// btreeDegree is the fan-out of the sorted indexes; 32 is google/btree's
+// usual choice for small keys.
+const btreeDegree = 32
+
+// New returns an empty Machine whose applied index is 0.
+func New() *Machine {
+	return &Machine{
+		sessions:   make(map[uint64]*session),
+		sessionIDs: btree.NewOrderedG[uint64](btreeDegree),
+		locks:      make(map[string]*lock),
+		lockNames:  btree.NewOrderedG[string](btreeDegree),
+	}
+}
+
+// AppliedIndex returns the index of the last entry applied (by Apply or
+// SetApplied) or restored.
+func (m *Machine) AppliedIndex() uint64 { return m.applied }
+
+// SetApplied records that the entry at index, which carries no command (a
+// leader's empty entry, a configuration change), has been applied. index
+// must be above AppliedIndex; anything else means the log is being applied
+// out of order, and SetApplied panics.
+func (m *Machine) SetApplied(index uint64) {
+	m.advance(index)
+}
+
+func (m *Machine) advance(index uint64) {
+	if index <= m.applied {
+		panic(fmt.Sprintf("fsm: entry %d applied after entry %d", index, m.applied))
+	}
+	m.applied = index
+}
+
+// apply is the context of the entry being applied.
+type apply struct {
+	index uint64 // the entry's index: new session ids and grant tokens
+	wall  int64  // the proposer's wall clock, for display fields only
+	seq   uint64 // the command's seq, the acquire_seq of its holds and waits
+	res   *fsmpb.Result
+}
+
+// Apply applies cmd, the command of the log entry at index, and returns its
+// result. index must be above AppliedIndex (Apply panics otherwise: the log
+// is being applied out of order). Bad input never panics: the result carries
+// the error, and nothing but the applied index changes.
+//
+// The returned Result belongs to the caller. Its side-effect lists (grants,
+// waits_ended, sessions_ended) describe what the entry did to other requests,
+// in a deterministic order.
+func (m *Machine) Apply(index uint64, cmd *fsmpb.Command) *fsmpb.Result {
+	m.advance(index)
+	if cmd == nil || cmd.GetOp() == nil {
+		return failf(fsmpb.Error_ERROR_INVALID_ARGUMENT, "command has no operation")
+	}
+	a := &apply{index: index, wall: cmd.GetWallTimeUnixNano(), seq: cmd.GetSeq(), res: &fsmpb.Result{}}
+	if op, ok := cmd.GetOp().(*fsmpb.Command_OpenSession); ok {
+		// Not deduplicated: the session does not exist yet.
+		m.openSession(a, op.OpenSession)
+		return a.res
+	}
+
+	var s *session
+	dedup := false
+	var minUnacked uint64
+	if id := cmd.GetSessionId(); id != 0 {
+		s = m.sessions[id]
+		if s == nil {
+			return failf(fsmpb.Error_ERROR_SESSION_NOT_FOUND, "session %d not found", id)
+		}
+		if seq := cmd.GetSeq(); seq != 0 {
+			if seq < s.minUnacked {
+				return failf(fsmpb.Error_ERROR_STALE_SEQUENCE,
+					"seq %d of session %d is below its min unacked seq %d", seq, id, s.minUnacked)
+			}
+			if r := s.cached(seq); r != nil {
+				return cloneResult(r)
+			}
+			minUnacked = cmd.GetMinUnackedSeq()
+			if minUnacked == 0 || minUnacked > seq {
+				minUnacked = seq
+			}
+			minUnacked = max(minUnacked, s.minUnacked)
+			if s.pendingFrom(minUnacked) >= MaxPending {
+				return failf(fsmpb.Error_ERROR_TOO_MANY_PENDING,
+					"session %d has %d unacknowledged results; the limit is %d", id, MaxPending, MaxPending)
+			}
+			dedup = true
+		}
+	}
+
+	m.dispatch(a, cmd, s)
+
+	if dedup && m.sessions[s.id] == s {
+		s.forgetBelow(minUnacked)
+		s.remember(cmd.GetSeq(), cachedCopy(a.res))
+	}
+	return a.res
+}
+
+func (m *Machine) dispatch(a *apply, cmd *fsmpb.Command, s *session) {
+	switch op := cmd.GetOp().(type) {
+	case *fsmpb.Command_CloseSession:
+		m.closeSession(a, s)
+	case *fsmpb.Command_ExpireSession:
+		m.expireSession(a, op.ExpireSession)
+	case *fsmpb.Command_BlacklistSession:
+		m.blacklistSession(a, op.BlacklistSession)
+	case *fsmpb.Command_Acquire:
+		m.acquire(a, s, op.Acquire)
+	case *fsmpb.Command_AcquireMany:
+		m.acquireMany(a, s, op.AcquireMany)
+	case *fsmpb.Command_Release:
+		m.release(a, s, op.Release)
+	case *fsmpb.Command_CasRelease:
+		m.casRelease(a, op.CasRelease)
+	case *fsmpb.Command_CancelWait:
+		m.cancelWait(a, s, op.CancelWait)
+	default:
+		a.refuse(errorf(fsmpb.Error_ERROR_INVALID_ARGUMENT, "unknown operation %T", op))
+	}
+}
+
+// refuse sets the entry's result to the refusal err. Callers refuse before
+// they change anything.
+func (a *apply) refuse(err *Error) {
+	a.res.Error = err.Code
+	a.res.Message = err.Msg
+}
+
+// needSession refuses commands that must come from a session when s is nil.
+func (a *apply) needSession(s *session, what string) bool {
+	if s == nil {
+		a.refuse(invalid("%s needs the requesting session's id", what))
+		return false
+	}
+	return true
+}

@@ -1,0 +1,292 @@
+package fsm
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+// TestRandomStream applies seeded random command streams and checks, after
+// every entry, the invariants of DESIGN.md §5 against a small model built
+// only from the results:
+//   - at most one holder per lock, and every index consistent
+//     (checkInvariants, which also round-trips Snapshot/Restore);
+//   - the tokens of successive holders of a lock strictly increase;
+//   - waiters are FIFO: the model queue of each lock (appended on QUEUED,
+//     popped on grants and waits_ended) always equals the machine's queue,
+//     and every grant goes to the head of it;
+//   - a retried seq changes no lock and no session;
+//   - a machine restored from a snapshot halfway answers the rest of the
+//     stream exactly like the original (proto.Equal results, equal hashes).
+//
+// A failure names the seed; rerun it with -run 'TestRandomStream/seed=N'.
+func TestRandomStream(t *testing.T) {
+	steps := 3000
+	if testing.Short() {
+		steps = 500
+	}
+	for seed := range uint64(8) {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			runStream(t, seed, steps)
+		})
+	}
+}
+
+type streamSession struct {
+	id      uint64
+	nextSeq uint64
+	sent    []*fsmpb.Command // earlier commands, for retries
+}
+
+type waiterID struct {
+	session, seq uint64
+}
+
+type stream struct {
+	t        *testing.T
+	rng      *rand.Rand
+	m        *Machine
+	restored *Machine // nil until halfway
+	index    uint64
+	sessions []*streamSession
+	ended    []uint64
+
+	stats map[string]int // outcomes seen, logged to show coverage
+
+	queues     map[string][]waiterID
+	lastHolder map[string]uint64 // token of the latest holder seen per lock
+}
+
+var streamLocks = []string{"a", "b", "c", "d/e"}
+var streamKeys = []string{"", "k"}
+
+func runStream(t *testing.T, seed uint64, steps int) {
+	s := &stream{
+		t:          t,
+		rng:        rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		m:          New(),
+		queues:     make(map[string][]waiterID),
+		lastHolder: make(map[string]uint64),
+		stats:      make(map[string]int),
+	}
+	for step := range steps {
+		if step == steps/2 {
+			b, err := s.m.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.restored = New()
+			if err := s.restored.Restore(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.step()
+	}
+	t.Logf("outcomes: %v", s.stats)
+	if s.restored.Hash() != s.m.Hash() {
+		t.Fatalf("seed %d: restored machine ended with a different hash", seed)
+	}
+}
+
+func (s *stream) step() {
+	s.index++
+	if s.rng.IntN(50) == 0 {
+		s.m.SetApplied(s.index)
+		if s.restored != nil {
+			s.restored.SetApplied(s.index)
+		}
+		return
+	}
+	cmd, retry := s.command()
+	cmd.WallTimeUnixNano = int64(s.index)
+	var before []*fsmpb.Lock
+	var beforeSessions []*fsmpb.Session
+	if retry {
+		before, beforeSessions = s.m.Locks("", "", 0), s.m.Sessions(0, 0)
+	}
+	res := s.m.Apply(s.index, cmd)
+	if s.restored != nil {
+		if r2 := s.restored.Apply(s.index, cmd); !proto.Equal(res, r2) {
+			s.t.Fatalf("entry %d %v: restored machine answered %v, original %v", s.index, cmd, r2, res)
+		}
+	}
+	if retry {
+		after, afterSessions := s.m.Locks("", "", 0), s.m.Sessions(0, 0)
+		if !equalMessages(before, after) || !equalMessages(beforeSessions, afterSessions) {
+			s.t.Fatalf("entry %d: retry %v changed the state", s.index, cmd)
+		}
+	}
+	s.observe(cmd, res)
+	if err := checkInvariants(s.m); err != nil {
+		s.t.Fatalf("entry %d %v -> %v: %v", s.index, cmd, res, err)
+	}
+}
+
+func equalMessages[T proto.Message](a, b []T) bool {
+	return slices.EqualFunc(a, b, func(x, y T) bool { return proto.Equal(x, y) })
+}
+
+// command returns a random command, and whether it repeats an earlier one.
+func (s *stream) command() (*fsmpb.Command, bool) {
+	r := s.rng
+	if len(s.sessions) < 2 || r.IntN(40) == 0 {
+		return &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{
+			TtlNanos: int64(DefaultTTL), Owner: fmt.Sprintf("owner-%d", s.index)}}}, false
+	}
+	ss := s.sessions[r.IntN(len(s.sessions))]
+	if len(ss.sent) > 0 && r.IntN(10) == 0 {
+		return ss.sent[r.IntN(len(ss.sent))], true
+	}
+	lockName := streamLocks[r.IntN(len(streamLocks))]
+	key := streamKeys[r.IntN(len(streamKeys))]
+	var cmd *fsmpb.Command
+	switch n := r.IntN(100); {
+	case n < 35:
+		cmd = &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+			Lock: lockName, OwnerKey: key, Wait: r.IntN(3) > 0, WaitTimeoutNanos: int64(r.IntN(2)) * 1e9}}}
+	case n < 40:
+		names := slices.Clone(streamLocks)
+		r.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+		cmd = &fsmpb.Command{Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{
+			Locks: names[:1+r.IntN(len(names))], OwnerKey: key}}}
+	case n < 65:
+		cmd = &fsmpb.Command{Op: &fsmpb.Command_Release{Release: &fsmpb.Release{
+			Lock: lockName, OwnerKey: key, Token: s.someToken(lockName)}}}
+	case n < 70:
+		holder := uint64(0)
+		if l, ok := s.m.Lock(lockName); ok && len(l.GetHolders()) > 0 && r.IntN(4) > 0 {
+			holder = l.GetHolders()[0].GetSessionId()
+		} else {
+			holder = ss.id
+		}
+		tok := uint64(0)
+		if r.IntN(2) == 0 {
+			tok = s.someToken(lockName)
+		}
+		cmd = &fsmpb.Command{Op: &fsmpb.Command_CasRelease{CasRelease: &fsmpb.CasRelease{
+			Lock: lockName, SessionId: holder, Token: tok}}}
+		if r.IntN(2) == 0 {
+			return cmd, false // from an admin, not a session
+		}
+	case n < 85:
+		w := waiterID{ss.id, 1 + r.Uint64N(ss.nextSeq+1)}
+		if q := s.queues[lockName]; len(q) > 0 && r.IntN(4) > 0 {
+			w = q[r.IntN(len(q))]
+		}
+		cmd = &fsmpb.Command{Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{
+			Lock: lockName, SessionId: w.session, AcquireSeq: w.seq, TimedOut: r.IntN(2) == 0}}}
+		if w.session != ss.id || r.IntN(2) == 0 {
+			return cmd, false // the leader's timeout
+		}
+	case n < 89:
+		return &fsmpb.Command{Op: &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{
+			SessionId: s.someSession()}}}, false
+	case n < 91:
+		return &fsmpb.Command{Op: &fsmpb.Command_BlacklistSession{BlacklistSession: &fsmpb.BlacklistSession{
+			SessionId: s.someSession()}}}, false
+	case n < 93:
+		cmd = &fsmpb.Command{Op: &fsmpb.Command_CloseSession{CloseSession: &fsmpb.CloseSession{}}}
+	default:
+		// A stale or far-ahead seq, or an invalid name.
+		cmd = &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: ""}}}
+	}
+	ss.nextSeq++
+	cmd.SessionId = ss.id
+	cmd.Seq = ss.nextSeq
+	// Pipelined clients acknowledge up to a few seqs back.
+	if back := uint64(r.IntN(4)); back < cmd.Seq {
+		cmd.MinUnackedSeq = cmd.Seq - back
+	}
+	ss.sent = append(ss.sent, cmd)
+	if len(ss.sent) > 8 {
+		ss.sent = ss.sent[1:]
+	}
+	return cmd, false
+}
+
+func (s *stream) someToken(lockName string) uint64 {
+	if l, ok := s.m.Lock(lockName); ok && len(l.GetHolders()) > 0 && s.rng.IntN(5) > 0 {
+		return l.GetHolders()[0].GetToken()
+	}
+	return s.rng.Uint64N(s.index + 1)
+}
+
+func (s *stream) someSession() uint64 {
+	if len(s.ended) > 0 && s.rng.IntN(5) == 0 {
+		return s.ended[s.rng.IntN(len(s.ended))]
+	}
+	return s.sessions[s.rng.IntN(len(s.sessions))].id
+}
+
+// observe updates the model from cmd's result and checks it against the
+// machine.
+func (s *stream) observe(cmd *fsmpb.Command, res *fsmpb.Result) {
+	t := s.t
+	s.stats[res.GetError().String()]++
+	s.stats[res.GetAcquire().GetStatus().String()]++
+	s.stats["grants"] += len(res.GetGrants())
+	s.stats["waits_ended"] += len(res.GetWaitsEnded())
+	if id := res.GetSessionId(); id != 0 {
+		s.sessions = append(s.sessions, &streamSession{id: id})
+	}
+	if o := res.GetAcquire(); o.GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED && cmd.GetAcquire() != nil {
+		w := waiterID{cmd.GetSessionId(), cmd.GetSeq()}
+		q := s.queues[o.GetLock()]
+		if !slices.Contains(q, w) { // not a retry answered from the cache
+			if int(o.GetPosition()) != len(q)+1 {
+				t.Fatalf("entry %d: queued at position %d behind %d waiters", s.index, o.GetPosition(), len(q))
+			}
+			s.queues[o.GetLock()] = append(q, w)
+		}
+	}
+	for _, w := range res.GetWaitsEnded() {
+		id := waiterID{w.GetSessionId(), w.GetAcquireSeq()}
+		q := s.queues[w.GetLock()]
+		i := slices.Index(q, id)
+		if i < 0 {
+			t.Fatalf("entry %d: wait of %v ended but the model has no such waiter", s.index, id)
+		}
+		s.queues[w.GetLock()] = slices.Delete(q, i, i+1)
+	}
+	for _, g := range res.GetGrants() {
+		q := s.queues[g.GetLock()]
+		if len(q) == 0 || q[0] != (waiterID{g.GetSessionId(), g.GetAcquireSeq()}) {
+			t.Fatalf("entry %d: grant %v is not to the head of the queue %v", s.index, g, q)
+		}
+		if g.GetToken() != s.index {
+			t.Fatalf("entry %d: grant with token %d", s.index, g.GetToken())
+		}
+		s.queues[g.GetLock()] = q[1:]
+	}
+	for _, id := range res.GetSessionsEnded() {
+		s.sessions = slices.DeleteFunc(s.sessions, func(ss *streamSession) bool { return ss.id == id })
+		s.ended = append(s.ended, id)
+	}
+	for _, name := range streamLocks {
+		l, _ := s.m.Lock(name)
+		var got []waiterID
+		for _, w := range l.GetWaiters() {
+			got = append(got, waiterID{w.GetSessionId(), w.GetAcquireSeq()})
+		}
+		if !slices.Equal(got, s.queues[name]) {
+			t.Fatalf("entry %d: lock %s queue is %v, the model says %v", s.index, name, got, s.queues[name])
+		}
+		if len(l.GetHolders()) > 1 {
+			t.Fatalf("entry %d: lock %s has %d holders", s.index, name, len(l.GetHolders()))
+		}
+		if len(l.GetHolders()) == 1 {
+			tok := l.GetHolders()[0].GetToken()
+			if last := s.lastHolder[name]; tok != last {
+				if tok < last {
+					t.Fatalf("entry %d: lock %s went from token %d to %d", s.index, name, last, tok)
+				}
+				s.lastHolder[name] = tok
+			}
+		}
+	}
+}

@@ -1,0 +1,140 @@
+package fsm
+
+import (
+	"math"
+	"strings"
+	"time"
+
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+// Reads. Each returns fresh copies the caller may keep and modify.
+
+// Session returns session id without its cached results, and whether it
+// exists.
+func (m *Machine) Session(id uint64) (*fsmpb.Session, bool) {
+	s := m.sessions[id]
+	if s == nil {
+		return nil, false
+	}
+	return s.toProto(), true
+}
+
+// Sessions returns the sessions with id > afterID in ascending id order,
+// without their cached results, at most limit of them (all if limit <= 0).
+// Pass the last id of one page as afterID to get the next.
+func (m *Machine) Sessions(afterID uint64, limit int) []*fsmpb.Session {
+	var out []*fsmpb.Session
+	if afterID == math.MaxUint64 {
+		return nil
+	}
+	m.sessionIDs.AscendGreaterOrEqual(afterID+1, func(id uint64) bool {
+		if limit > 0 && len(out) >= limit {
+			return false
+		}
+		out = append(out, m.sessions[id].toProto())
+		return true
+	})
+	return out
+}
+
+// Lock returns lock name with its holders and waiters (in queue order), and
+// whether it exists. A lock exists while it has a holder or a waiter.
+func (m *Machine) Lock(name string) (*fsmpb.Lock, bool) {
+	l := m.locks[name]
+	if l == nil {
+		return nil, false
+	}
+	return l.toProto(), true
+}
+
+// Locks returns the locks whose name starts with prefix and sorts after
+// after, in ascending name order, at most limit of them (all if limit <= 0).
+// Pass the last name of one page as after to get the next.
+func (m *Machine) Locks(prefix, after string, limit int) []*fsmpb.Lock {
+	var out []*fsmpb.Lock
+	start := prefix
+	if after >= start {
+		start = after + "\x00" // the smallest string above after
+	}
+	m.lockNames.AscendGreaterOrEqual(start, func(name string) bool {
+		if !strings.HasPrefix(name, prefix) || (limit > 0 && len(out) >= limit) {
+			return false
+		}
+		out = append(out, m.locks[name].toProto())
+		return true
+	})
+	return out
+}
+
+// Check reports whether token is the token of a current hold of lock name
+// (for resources that cannot keep fencing state themselves). holder is the
+// hold with that token if held, otherwise the lock's current holder, or nil
+// if nobody holds it.
+func (m *Machine) Check(name string, token uint64) (held bool, holder *fsmpb.Holder) {
+	l := m.locks[name]
+	if l == nil || len(l.holders) == 0 {
+		return false, nil
+	}
+	for _, h := range l.holders {
+		if token != 0 && h.GetToken() == token {
+			return true, cloneHolder(h)
+		}
+	}
+	return false, cloneHolder(l.holders[0])
+}
+
+// WaiterRef names one queued waiter that has a wait timeout.
+type WaiterRef struct {
+	Lock       string
+	SessionID  uint64
+	AcquireSeq uint64
+	Timeout    time.Duration
+}
+
+// Waiters returns every queued waiter with a wait timeout, by lock name and
+// then queue order. A new leader uses it to arm the timers that end those
+// waits with CancelWait (timed_out); it starts each with the full timeout,
+// since it cannot know how long the waiter has waited on the old leader.
+func (m *Machine) Waiters() []*WaiterRef {
+	var out []*WaiterRef
+	m.lockNames.Ascend(func(name string) bool {
+		for _, w := range m.locks[name].waiters {
+			if w.GetWaitTimeoutNanos() > 0 {
+				out = append(out, &WaiterRef{
+					Lock:       name,
+					SessionID:  w.GetSessionId(),
+					AcquireSeq: w.GetAcquireSeq(),
+					Timeout:    time.Duration(w.GetWaitTimeoutNanos()),
+				})
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// SessionRef is what the leader needs to keep a session's deadline.
+type SessionRef struct {
+	ID          uint64
+	TTL         time.Duration
+	Blacklisted bool
+}
+
+// SessionIDs returns every live session in ascending id order. A new leader
+// uses it to give each a full TTL from its election (DESIGN.md §2).
+func (m *Machine) SessionIDs() []*SessionRef {
+	out := make([]*SessionRef, 0, len(m.sessions))
+	m.sessionIDs.Ascend(func(id uint64) bool {
+		s := m.sessions[id]
+		out = append(out, &SessionRef{ID: id, TTL: time.Duration(s.ttl), Blacklisted: s.blacklisted})
+		return true
+	})
+	return out
+}
+
+// NumSessions returns the number of live sessions.
+func (m *Machine) NumSessions() int { return len(m.sessions) }
+
+// NumLocks returns the number of locks that have a holder or a waiter.
+func (m *Machine) NumLocks() int { return len(m.locks) }
