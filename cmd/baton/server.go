@@ -1,0 +1,81 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/batonlock/baton/embed"
+)
+
+func runServer(args []string) int {
+	d := embed.DefaultConfig()
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	name := fs.String("name", d.Name, "member name, unique in the cluster")
+	dataDir := fs.String("data-dir", d.DataDir, "directory for the log and snapshots")
+	clientAddr := fs.String("client-addr", d.ClientAddr, "address of the client API (gRPC and HTTP/JSON)")
+	peerAddr := fs.String("peer-addr", d.PeerAddr, "address for Raft traffic between members")
+	cluster := fs.String("initial-cluster", "", "all members as name=peer-addr,... (empty: a single node)")
+	tick := fs.Duration("tick", d.TickInterval, "Raft tick; elections take election-ticks of them")
+	electionTicks := fs.Int("election-ticks", d.ElectionTicks, "ticks without a leader before an election")
+	snapEntries := fs.Uint64("snapshot-entries", d.SnapshotEntries, "applied entries between snapshots")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `Usage: baton server [flags]
+
+Runs a Baton member. With no flags: a single node, data in ./baton-data,
+client API on 127.0.0.1:7700. Every flag can also be set as BATON_<FLAG>
+(e.g. BATON_DATA_DIR); a flag given on the command line wins.
+
+Example, a 3-node cluster on one machine:
+  baton server --name n1 --data-dir d1 --client-addr 127.0.0.1:7700 --peer-addr 127.0.0.1:7701 \
+    --initial-cluster n1=127.0.0.1:7701,n2=127.0.0.1:7711,n3=127.0.0.1:7721
+  (and n2, n3 with their own addresses and the same --initial-cluster)
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if err := applyEnv(fs); err != nil {
+		fmt.Fprintf(os.Stderr, "baton server: %v\n", err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "baton server: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "baton server: --log-level %q: want debug, info, warn or error\n", *logLevel)
+		return 2
+	}
+	lg := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	cfg := embed.Config{
+		Name: *name, DataDir: *dataDir, ClientAddr: *clientAddr, PeerAddr: *peerAddr,
+		InitialCluster: *cluster, TickInterval: *tick, ElectionTicks: *electionTicks,
+		SnapshotEntries: *snapEntries, Logger: lg,
+	}
+	lg.Info("starting", "name", cfg.Name, "data_dir", cfg.DataDir, "client_addr", cfg.ClientAddr,
+		"peer_addr", cfg.PeerAddr, "initial_cluster", cfg.InitialCluster, "tick", cfg.TickInterval,
+		"election_ticks", cfg.ElectionTicks, "snapshot_entries", cfg.SnapshotEntries)
+	m, err := embed.Start(cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "baton server: %v\n", err)
+		return 1
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	s := <-sig
+	lg.Info("stopping", "signal", s.String())
+	m.Close()
+	return 0
+}

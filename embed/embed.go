@@ -1,0 +1,375 @@
+// Package embed starts a real Baton member inside a Go process: durable
+// storage, Raft, peer transport and the client API, exactly as
+// `baton server` runs them. Use it to run a single node in a temporary
+// directory from a test, or to embed a member in a program, as etcd's
+// embed package does:
+//
+//	cfg := embed.DefaultConfig()
+//	cfg.DataDir = t.TempDir()
+//	cfg.ClientAddr = "127.0.0.1:0"
+//	cfg.PeerAddr = "127.0.0.1:0"
+//	m, err := embed.Start(cfg)
+//	...
+//	defer m.Close()
+//	client, err := baton.Dial(ctx, m.ClientAddr())
+package embed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/batonlock/baton/internal/raftnode"
+	"github.com/batonlock/baton/internal/server"
+	"github.com/batonlock/baton/internal/storage"
+	"github.com/batonlock/baton/internal/transport"
+)
+
+// Version is reported by Status.
+const Version = "0.1.0"
+
+// GroupID is the Raft group every member runs today. The storage layout
+// (DataDir/group-1) and the transport already carry it, so the lock
+// namespace can later be split over many groups.
+const GroupID = 1
+
+// Config configures one member.
+type Config struct {
+	// Name is this member's name, unique in the cluster.
+	Name string
+	// DataDir holds the member's log and snapshots.
+	DataDir string
+	// ClientAddr serves the API (gRPC and HTTP/JSON); PeerAddr serves
+	// Raft traffic. Port 0 picks a free port (see Member.ClientAddr).
+	ClientAddr string
+	PeerAddr   string
+	// InitialCluster lists every member as name=peerAddr, comma-separated.
+	// Empty means a single-member cluster of this member alone.
+	InitialCluster string
+	// TickInterval and ElectionTicks set Raft's timing.
+	TickInterval  time.Duration
+	ElectionTicks int
+	// SnapshotEntries is how many entries trigger a snapshot.
+	SnapshotEntries uint64
+	// ClientListener and PeerListener, when set, are used instead of
+	// listening on ClientAddr and PeerAddr (tests bind port 0 first so a
+	// cluster's addresses are known before its members start).
+	ClientListener net.Listener
+	PeerListener   net.Listener
+	// HTTPHandler, when set, also serves every path outside /v1/.
+	HTTPHandler http.Handler
+	Logger      *slog.Logger
+}
+
+// DefaultConfig is the embedded single-node default: member "default",
+// data in ./baton-data, client API on 127.0.0.1:7700, peers on :7701.
+func DefaultConfig() Config {
+	rc := raftnode.DefaultConfig()
+	return Config{
+		Name:            "default",
+		DataDir:         "baton-data",
+		ClientAddr:      "127.0.0.1:7700",
+		PeerAddr:        "127.0.0.1:7701",
+		TickInterval:    rc.TickInterval,
+		ElectionTicks:   rc.ElectionTicks,
+		SnapshotEntries: rc.SnapshotEntries,
+	}
+}
+
+// PeerSpec is one entry of InitialCluster.
+type PeerSpec struct {
+	Name     string
+	ID       uint64
+	PeerAddr string
+}
+
+// ParseCluster parses name=addr,name=addr. IDs derive from names (FNV-64a),
+// so every member computes the same ids from the same list.
+func ParseCluster(s string) ([]PeerSpec, error) {
+	var out []PeerSpec
+	seen := map[string]bool{}
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, addr, ok := strings.Cut(part, "=")
+		if !ok || name == "" || addr == "" {
+			return nil, fmt.Errorf("initial cluster entry %q: want name=host:port", part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("initial cluster entry %q: %w", part, err)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("initial cluster names %q twice", name)
+		}
+		seen[name] = true
+		out = append(out, PeerSpec{Name: name, ID: MemberID(name), PeerAddr: addr})
+	}
+	if len(out) == 0 {
+		return nil, errors.New("initial cluster is empty")
+	}
+	return out, nil
+}
+
+// MemberID is the Raft id of the member called name.
+func MemberID(name string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	if id := h.Sum64(); id != 0 {
+		return id
+	}
+	return 1
+}
+
+// Validate reports the first invalid field; it does not change c.
+func (c Config) Validate() error {
+	switch {
+	case c.Name == "":
+		return errors.New("name is required")
+	case c.DataDir == "":
+		return errors.New("data dir is required")
+	case c.TickInterval <= 0:
+		return errors.New("tick interval must be positive")
+	case c.ElectionTicks < 2:
+		return errors.New("election ticks must be at least 2")
+	case c.SnapshotEntries == 0:
+		return errors.New("snapshot entries must be positive")
+	}
+	for _, a := range []struct{ flag, v string }{{"client address", c.ClientAddr}, {"peer address", c.PeerAddr}} {
+		if _, _, err := net.SplitHostPort(a.v); err != nil {
+			return fmt.Errorf("%s %q: %w", a.flag, a.v, err)
+		}
+	}
+	if c.InitialCluster != "" {
+		peers, err := ParseCluster(c.InitialCluster)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(peers, func(p PeerSpec) bool { return p.Name == c.Name }) {
+			return fmt.Errorf("initial cluster %q does not name this member %q", c.InitialCluster, c.Name)
+		}
+		if n := len(peers); n != 1 && n != 3 && n != 5 {
+			return fmt.Errorf("initial cluster has %d members; Baton runs 1, 3 or 5", n)
+		}
+	}
+	return nil
+}
+
+// Member is a running member.
+type Member struct {
+	cfg       Config
+	log       *slog.Logger
+	store     *storage.Store
+	tr        *transport.Transport
+	node      *raftnode.Node
+	srv       *server.Server
+	api       *server.Listener
+	clientL   net.Listener
+	peers     []PeerSpec
+	stopTrack context.CancelFunc
+	trackDone chan struct{}
+	closeOnce sync.Once
+}
+
+// Start opens the data dir, joins (or bootstraps) the cluster and serves.
+func Start(cfg Config) (*Member, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("embed: %w", err)
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	lg = lg.With("member", cfg.Name)
+	peers := []PeerSpec{{Name: cfg.Name, ID: MemberID(cfg.Name), PeerAddr: cfg.PeerAddr}}
+	if cfg.InitialCluster != "" {
+		peers, _ = ParseCluster(cfg.InitialCluster)
+	}
+	self := MemberID(cfg.Name)
+	m := &Member{cfg: cfg, log: lg, peers: peers}
+	ok := false
+	defer func() {
+		if !ok {
+			m.Close()
+		}
+	}()
+
+	dir := filepath.Join(cfg.DataDir, fmt.Sprintf("group-%d", GroupID))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("embed: data dir: %w", err)
+	}
+	st, err := storage.Open(dir, lg)
+	if err != nil {
+		return nil, fmt.Errorf("embed: %w", err)
+	}
+	m.store = st
+
+	clientL := cfg.ClientListener
+	if clientL == nil {
+		if clientL, err = net.Listen("tcp", cfg.ClientAddr); err != nil {
+			return nil, fmt.Errorf("embed: client address: %w", err)
+		}
+	}
+	m.clientL = clientL
+
+	m.srv = server.New(server.Config{Name: cfg.Name, Version: Version, Members: m.members, Logger: lg})
+	peerMap := map[uint64]string{}
+	var voters []uint64
+	for _, p := range peers {
+		voters = append(voters, p.ID)
+		if p.ID != self {
+			peerMap[p.ID] = p.PeerAddr
+		}
+	}
+	h := &handler{}
+	tcfg := transport.Config{
+		Name: cfg.Name, ID: self, PeerAddr: cfg.PeerAddr, ClientAddr: clientL.Addr().String(),
+		Peers: peerMap, Logger: lg,
+	}
+	var tr *transport.Transport
+	if cfg.PeerListener != nil {
+		tr, err = transport.StartListener(cfg.PeerListener, tcfg, h)
+	} else {
+		tr, err = transport.Start(tcfg, h)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("embed: %w", err)
+	}
+	m.tr = tr
+
+	snap, hs, ents := st.State()
+	rc := raftnode.DefaultConfig()
+	rc.ID = self
+	rc.GroupID = GroupID
+	rc.Peers = voters
+	rc.Store = st
+	rc.Recovered = raftnode.Recovered{Snapshot: snap, HardState: hs, Entries: ents}
+	rc.Transport = tr
+	rc.Observer = m.srv
+	rc.TickInterval = cfg.TickInterval
+	rc.ElectionTicks = cfg.ElectionTicks
+	rc.SnapshotEntries = cfg.SnapshotEntries
+	rc.Logger = lg
+	node, err := raftnode.Start(rc)
+	if err != nil {
+		return nil, fmt.Errorf("embed: %w", err)
+	}
+	m.node = node
+	h.node.Store(node)
+	m.srv.Attach(node)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	m.stopTrack = cancel
+	m.trackDone = make(chan struct{})
+	go func() {
+		defer close(m.trackDone)
+		m.srv.Tracker().Run(ctx)
+	}()
+
+	api, err := server.Serve(clientL, m.srv, cfg.HTTPHandler)
+	if err != nil {
+		return nil, fmt.Errorf("embed: %w", err)
+	}
+	m.api = api
+	ok = true
+	lg.Info("member started", "client_addr", clientL.Addr().String(), "peer_addr", tr.Addr().String(),
+		"data_dir", cfg.DataDir, "members", len(peers))
+	return m, nil
+}
+
+type atomicNode = atomic.Pointer[raftnode.Node]
+
+// handler feeds the transport's deliveries to the node once it exists.
+type handler struct {
+	node atomicNode
+}
+
+func (h *handler) Receive(groupID uint64, msg *raftpb.Message) {
+	if n := h.node.Load(); n != nil && groupID == GroupID {
+		n.Step(msg)
+	}
+}
+
+func (h *handler) ReportUnreachable(groupID uint64, id uint64) {
+	if n := h.node.Load(); n != nil && groupID == GroupID {
+		n.ReportUnreachable(id)
+	}
+}
+
+// members lists the cluster with every client address known so far.
+func (m *Member) members() []server.Member {
+	out := make([]server.Member, 0, len(m.peers))
+	self := MemberID(m.cfg.Name)
+	for _, p := range m.peers {
+		sm := server.Member{Name: p.Name, ID: p.ID, PeerAddr: p.PeerAddr}
+		if p.ID == self {
+			sm.ClientAddr = m.ClientAddr()
+			if m.tr != nil {
+				sm.PeerAddr = m.tr.Addr().String()
+			}
+		} else if m.tr != nil {
+			if _, addr, ok := m.tr.PeerInfo(p.ID); ok {
+				sm.ClientAddr = addr
+			}
+		}
+		out = append(out, sm)
+	}
+	return out
+}
+
+// ClientAddr is the address the client API listens on.
+func (m *Member) ClientAddr() string {
+	if m.clientL == nil {
+		return ""
+	}
+	return m.clientL.Addr().String()
+}
+
+// PeerAddr is the address the peer transport listens on.
+func (m *Member) PeerAddr() string { return m.tr.Addr().String() }
+
+// Node exposes the Raft node to this module's tests and tools.
+func (m *Member) Node() *raftnode.Node { return m.node }
+
+// Close stops serving and closes the log. It is safe to call twice.
+func (m *Member) Close() {
+	m.closeOnce.Do(func() {
+		if m.srv != nil {
+			m.srv.Stop()
+		}
+		if m.api != nil {
+			m.api.Close()
+		} else if m.clientL != nil {
+			m.clientL.Close()
+		}
+		if m.stopTrack != nil {
+			m.stopTrack()
+			<-m.trackDone
+		}
+		if m.node != nil {
+			m.node.Stop()
+		}
+		if m.tr != nil {
+			m.tr.Stop()
+		}
+		if m.store != nil {
+			if err := m.store.Close(); err != nil {
+				m.log.Warn("close store", "err", err)
+			}
+		}
+	})
+}

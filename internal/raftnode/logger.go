@@ -1,0 +1,43 @@
+package raftnode
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+)
+
+// raftLogger adapts slog to raft.Logger. Panic and Fatal keep their
+// meaning: raft calls them only on broken invariants.
+type raftLogger struct{ l *slog.Logger }
+
+func newRaftLogger(l *slog.Logger) *raftLogger { return &raftLogger{l: l.With("component", "raft")} }
+
+func (r *raftLogger) Debug(v ...any)                 { r.l.Debug(fmt.Sprint(v...)) }
+func (r *raftLogger) Debugf(format string, v ...any) { r.l.Debug(fmt.Sprintf(format, v...)) }
+func (r *raftLogger) Error(v ...any)                 { r.l.Error(fmt.Sprint(v...)) }
+func (r *raftLogger) Errorf(format string, v ...any) { r.l.Error(fmt.Sprintf(format, v...)) }
+func (r *raftLogger) Info(v ...any)                  { r.l.Info(fmt.Sprint(v...)) }
+func (r *raftLogger) Infof(format string, v ...any)  { r.l.Info(fmt.Sprintf(format, v...)) }
+func (r *raftLogger) Warning(v ...any)               { r.l.Warn(fmt.Sprint(v...)) }
+func (r *raftLogger) Warningf(format string, v ...any) {
+	r.l.Warn(fmt.Sprintf(format, v...))
+}
+func (r *raftLogger) Fatal(v ...any) { r.fatal(fmt.Sprint(v...)) }
+func (r *raftLogger) Fatalf(format string, v ...any) {
+	r.fatal(fmt.Sprintf(format, v...))
+}
+func (r *raftLogger) Panic(v ...any) { r.panic(fmt.Sprint(v...)) }
+func (r *raftLogger) Panicf(format string, v ...any) {
+	r.panic(fmt.Sprintf(format, v...))
+}
+
+func (r *raftLogger) fatal(msg string) {
+	r.l.Log(context.Background(), slog.LevelError+4, msg)
+	os.Exit(1)
+}
+
+func (r *raftLogger) panic(msg string) {
+	r.l.Log(context.Background(), slog.LevelError+4, msg)
+	panic(msg)
+}

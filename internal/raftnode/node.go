@@ -1,0 +1,581 @@
+package raftnode
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/batonlock/baton/internal/fsm"
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+// LogStore is the durable part of the Raft log: entries, hard state and
+// snapshots. internal/storage implements it on etcd's WAL.
+type LogStore interface {
+	// Save appends ents and hs; when sync, both are durable on return.
+	Save(hs *raftpb.HardState, ents []*raftpb.Entry, sync bool) error
+	// SaveSnapshot makes snap durable and lets the log drop what it covers.
+	SaveSnapshot(snap *raftpb.Snapshot) error
+}
+
+// Transport carries Raft messages to peers. Send must not block.
+type Transport interface {
+	Send(groupID uint64, msgs []*raftpb.Message)
+}
+
+// Observer learns, on the Ready loop goroutine, what the node applied and
+// when its leadership changed. Its methods must return quickly and must not
+// call back into the Node's blocking methods.
+type Observer interface {
+	// Applied is called for every applied command, in log order.
+	Applied(index uint64, cmd *fsmpb.Command, res *fsmpb.Result)
+	// LeaderChanged is called after the committed entries of the Ready that
+	// changed leadership are applied; m may be read during the call only.
+	LeaderChanged(isLeader bool, term uint64, m *fsm.Machine)
+}
+
+// Config configures a Node.
+type Config struct {
+	// ID is this member's Raft id (non-zero); GroupID names the Raft group
+	// on the transport (1 until the namespace is split).
+	ID      uint64
+	GroupID uint64
+	// Peers are the voters of a brand-new cluster, this node included.
+	// Ignored when Recovered holds a hard state or snapshot.
+	Peers []uint64
+	// Store persists the log; Recovered is what it held at open.
+	Store     LogStore
+	Recovered Recovered
+	Transport Transport
+	Observer  Observer
+	// TickInterval is one Raft tick; elections take ElectionTicks ticks
+	// (randomised up to twice that by raft), heartbeats HeartbeatTicks.
+	TickInterval   time.Duration
+	ElectionTicks  int
+	HeartbeatTicks int
+	// SnapshotEntries is how many applied entries trigger a snapshot;
+	// the log keeps that many more behind it for slow followers.
+	SnapshotEntries uint64
+	// MaxBatch bounds the commands stepped into raft as one proposal.
+	MaxBatch int
+	// MaxInFlight bounds proposals and reads queued for the loop; beyond
+	// it Propose refuses with ErrOverloaded instead of queueing forever.
+	MaxInFlight int
+	Logger      *slog.Logger
+}
+
+// Recovered is the state a LogStore held when it was opened.
+type Recovered struct {
+	Snapshot  *raftpb.Snapshot
+	HardState *raftpb.HardState
+	Entries   []*raftpb.Entry
+}
+
+// DefaultConfig returns the defaults: 100 ms ticks, a 1 s election timeout
+// (10 ticks, long enough for a loaded 2-core machine's fsync stalls), a
+// snapshot every 10,000 entries.
+func DefaultConfig() Config {
+	return Config{
+		GroupID:         1,
+		TickInterval:    100 * time.Millisecond,
+		ElectionTicks:   10,
+		HeartbeatTicks:  1,
+		SnapshotEntries: 10000,
+		MaxBatch:        4096,
+		MaxInFlight:     65536,
+	}
+}
+
+// Validate reports the first invalid field; it does not change c.
+func (c Config) Validate() error {
+	switch {
+	case c.ID == 0:
+		return errors.New("raftnode: ID must be non-zero")
+	case c.GroupID == 0:
+		return errors.New("raftnode: GroupID must be non-zero")
+	case c.Store == nil:
+		return errors.New("raftnode: Store is required")
+	case c.Transport == nil:
+		return errors.New("raftnode: Transport is required")
+	case c.TickInterval <= 0:
+		return errors.New("raftnode: TickInterval must be positive")
+	case c.HeartbeatTicks <= 0 || c.ElectionTicks <= c.HeartbeatTicks:
+		return fmt.Errorf("raftnode: ElectionTicks (%d) must exceed HeartbeatTicks (%d) > 0", c.ElectionTicks, c.HeartbeatTicks)
+	case c.SnapshotEntries == 0:
+		return errors.New("raftnode: SnapshotEntries must be positive")
+	case c.MaxBatch <= 0 || c.MaxInFlight <= 0:
+		return errors.New("raftnode: MaxBatch and MaxInFlight must be positive")
+	}
+	return nil
+}
+
+var (
+	// ErrNotLeader is returned (as a *NotLeaderError) when a proposal or a
+	// linearizable read is made on a node that is not the leader.
+	ErrNotLeader = errors.New("raftnode: not the leader")
+	// ErrOutcomeUnknown is returned when leadership was lost after a
+	// command was proposed and before it applied: it may or may not apply.
+	// Retrying with the same (session, seq) is safe.
+	ErrOutcomeUnknown = errors.New("raftnode: outcome unknown: leadership changed before the entry applied")
+	// ErrOverloaded is returned when too many proposals or reads are
+	// queued; nothing was proposed.
+	ErrOverloaded = errors.New("raftnode: overloaded: too many requests in flight")
+	// ErrStopped is returned once the node is stopping.
+	ErrStopped = errors.New("raftnode: stopped")
+)
+
+// NotLeaderError says who the leader is, when known (Leader 0 if not).
+type NotLeaderError struct{ Leader uint64 }
+
+func (e *NotLeaderError) Error() string {
+	if e.Leader == 0 {
+		return "raftnode: not the leader; no leader known"
+	}
+	return fmt.Sprintf("raftnode: not the leader; leader is %x", e.Leader)
+}
+
+// Is makes errors.Is(err, ErrNotLeader) true.
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+
+// Status is a point-in-time view of the node.
+type Status struct {
+	ID, Leader, Term, Commit, Applied uint64
+	Role                              string
+}
+
+// Node is one member of one Raft group.
+type Node struct {
+	cfg Config
+	log *slog.Logger
+	rn  *raft.RawNode
+	ms  *raft.MemoryStorage
+
+	mu sync.RWMutex // guards m against the loop's writes
+	m  *fsm.Machine
+
+	propC    chan *proposal
+	readC    chan *readWait
+	recvC    chan *raftpb.Message
+	unreachC chan uint64
+	stopC    chan struct{}
+	doneC    chan struct{}
+	stopOnce sync.Once
+
+	nextID   atomic.Uint64
+	isLeader atomic.Bool
+	leader   atomic.Uint64
+
+	wmu     sync.Mutex
+	waiting map[uint64]*proposal
+
+	statusMu   sync.Mutex
+	status     Status
+	pubMetrics Metrics
+
+	// Loop-owned state.
+	confState   *raftpb.ConfState
+	snapIndex   uint64
+	applied     uint64
+	readQueue   []*readWait
+	readsByCtx  map[uint64][]*readWait
+	readyReads  []readBatch
+	nextReadCtx uint64
+	wasLeader   bool
+	campaigned  bool
+	term        uint64
+	metrics     Metrics
+}
+
+// Metrics counts the node's batching, for operators and benchmarks.
+type Metrics struct {
+	Readies, Proposals, ProposeBatches, Fsyncs, EntriesSaved, Applied, Snapshots uint64
+}
+
+type proposal struct {
+	id    uint64
+	data  []byte
+	done  chan struct{}
+	res   *fsmpb.Result
+	index uint64
+	err   error
+}
+
+type readWait struct {
+	done chan struct{}
+	err  error
+}
+
+type readBatch struct {
+	index uint64
+	reads []*readWait
+}
+
+// Start restores the state machine from cfg.Recovered, joins or
+// bootstraps the group, and starts the Ready loop. Stop ends it.
+func Start(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	lg = lg.With("component", "raftnode", "node_id", fmt.Sprintf("%x", cfg.ID))
+	n := &Node{
+		cfg:        cfg,
+		log:        lg,
+		ms:         raft.NewMemoryStorage(),
+		m:          fsm.New(),
+		propC:      make(chan *proposal, cfg.MaxInFlight),
+		readC:      make(chan *readWait, cfg.MaxInFlight),
+		recvC:      make(chan *raftpb.Message, 8192),
+		unreachC:   make(chan uint64, 64),
+		stopC:      make(chan struct{}),
+		doneC:      make(chan struct{}),
+		waiting:    make(map[uint64]*proposal),
+		readsByCtx: make(map[uint64][]*readWait),
+		confState:  &raftpb.ConfState{},
+	}
+	n.nextID.Store(uint64(time.Now().UnixNano()))
+	rec := cfg.Recovered
+	restart := false
+	if rec.Snapshot != nil && !raft.IsEmptySnap(rec.Snapshot) {
+		if err := n.ms.ApplySnapshot(rec.Snapshot); err != nil {
+			return nil, fmt.Errorf("raftnode: load snapshot: %w", err)
+		}
+		if err := n.m.Restore(rec.Snapshot.GetData()); err != nil {
+			return nil, fmt.Errorf("raftnode: restore state machine from snapshot %d: %w", rec.Snapshot.GetMetadata().GetIndex(), err)
+		}
+		n.snapIndex = rec.Snapshot.GetMetadata().GetIndex()
+		n.applied = n.snapIndex
+		n.confState = proto.Clone(rec.Snapshot.GetMetadata().GetConfState()).(*raftpb.ConfState)
+		restart = true
+	}
+	if rec.HardState != nil && !raft.IsEmptyHardState(rec.HardState) {
+		if err := n.ms.SetHardState(rec.HardState); err != nil {
+			return nil, fmt.Errorf("raftnode: load hard state: %w", err)
+		}
+		restart = true
+	}
+	if len(rec.Entries) > 0 {
+		if err := n.ms.Append(rec.Entries); err != nil {
+			return nil, fmt.Errorf("raftnode: load entries: %w", err)
+		}
+		restart = true
+	}
+	rc := &raft.Config{
+		ID:                        cfg.ID,
+		ElectionTick:              cfg.ElectionTicks,
+		HeartbeatTick:             cfg.HeartbeatTicks,
+		Storage:                   n.ms,
+		Applied:                   n.applied,
+		MaxSizePerMsg:             1 << 20,
+		MaxInflightMsgs:           256,
+		MaxUncommittedEntriesSize: 64 << 20,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		ReadOnlyOption:            raft.ReadOnlySafe,
+		DisableProposalForwarding: true,
+		Logger:                    newRaftLogger(lg),
+	}
+	rn, err := raft.NewRawNode(rc)
+	if err != nil {
+		return nil, fmt.Errorf("raftnode: %w", err)
+	}
+	n.rn = rn
+	if !restart {
+		peers := make([]raft.Peer, len(cfg.Peers))
+		for i, id := range cfg.Peers {
+			peers[i] = raft.Peer{ID: id}
+		}
+		if len(peers) == 0 {
+			peers = []raft.Peer{{ID: cfg.ID}}
+		}
+		if err := rn.Bootstrap(peers); err != nil {
+			return nil, fmt.Errorf("raftnode: bootstrap: %w", err)
+		}
+	}
+	go n.run()
+	return n, nil
+}
+
+// Stop ends the Ready loop and fails every waiting request with
+// ErrStopped. It does not close the store or the transport.
+func (n *Node) Stop() {
+	n.stopOnce.Do(func() { close(n.stopC) })
+	<-n.doneC
+}
+
+// Done is closed when the Ready loop has ended.
+func (n *Node) Done() <-chan struct{} { return n.doneC }
+
+// ID is this node's Raft id.
+func (n *Node) ID() uint64 { return n.cfg.ID }
+
+// IsLeader reports whether this node currently believes it leads.
+func (n *Node) IsLeader() bool { return n.isLeader.Load() }
+
+// Leader is the current leader's id, 0 if unknown.
+func (n *Node) Leader() uint64 { return n.leader.Load() }
+
+// Status returns the node's view of the group.
+func (n *Node) Status() Status {
+	n.statusMu.Lock()
+	defer n.statusMu.Unlock()
+	return n.status
+}
+
+// Metrics returns the batching counters.
+func (n *Node) Metrics() Metrics {
+	n.statusMu.Lock()
+	defer n.statusMu.Unlock()
+	return n.pubMetrics
+}
+
+// View runs f with read access to the state machine. f must not keep m.
+func (n *Node) View(f func(m *fsm.Machine)) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	f(n.m)
+}
+
+// Step hands a message from a peer to raft. It never blocks: when the
+// inbound queue is full the message is dropped and raft retransmits.
+func (n *Node) Step(m *raftpb.Message) {
+	select {
+	case n.recvC <- m:
+	default:
+	}
+}
+
+// ReportUnreachable tells raft that sending to id failed.
+func (n *Node) ReportUnreachable(id uint64) {
+	select {
+	case n.unreachC <- id:
+	default:
+	}
+}
+
+// Propose replicates cmd and waits until it is applied, returning its
+// result and log index. It sets cmd's Proposer and ProposalId. Cancelling
+// ctx stops the waiting, not the proposal: the command may still apply.
+func (n *Node) Propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, uint64, error) {
+	f, err := n.Submit(cmd)
+	if err != nil {
+		return nil, 0, err
+	}
+	return f.Wait(ctx)
+}
+
+// Future is a submitted proposal.
+type Future struct {
+	n *Node
+	p *proposal
+}
+
+// Done is closed when the proposal applied or failed.
+func (f *Future) Done() <-chan struct{} { return f.p.done }
+
+// Wait waits for the proposal's result and log index. Cancelling ctx
+// stops the waiting, not the proposal.
+func (f *Future) Wait(ctx context.Context) (*fsmpb.Result, uint64, error) {
+	select {
+	case <-f.p.done:
+		return f.p.res, f.p.index, f.p.err
+	case <-ctx.Done():
+		f.n.forget(f.p.id)
+		return nil, 0, ctx.Err()
+	}
+}
+
+// Submit queues cmd for replication without waiting. Commands submitted
+// from one goroutine enter the log in submission order (unless dropped by a
+// leadership change, which fails their futures).
+func (n *Node) Submit(cmd *fsmpb.Command) (*Future, error) {
+	if !n.isLeader.Load() {
+		return nil, &NotLeaderError{Leader: n.leader.Load()}
+	}
+	p := &proposal{id: n.nextID.Add(1), done: make(chan struct{})}
+	cmd.Proposer = n.cfg.ID
+	cmd.ProposalId = p.id
+	data, err := proto.Marshal(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("raftnode: encode command: %w", err)
+	}
+	p.data = data
+	n.wmu.Lock()
+	n.waiting[p.id] = p
+	n.wmu.Unlock()
+	select {
+	case n.propC <- p:
+		return &Future{n: n, p: p}, nil
+	case <-n.stopC:
+		n.forget(p.id)
+		return nil, ErrStopped
+	default:
+		n.forget(p.id)
+		return nil, ErrOverloaded
+	}
+}
+
+// ReadBarrier returns once this node has confirmed with a quorum that it
+// still leads, at a moment after the call began, and has applied every
+// entry committed before that moment: state read from View afterwards is
+// linearizable. Concurrent barriers share one ReadIndex round.
+func (n *Node) ReadBarrier(ctx context.Context) error {
+	if !n.isLeader.Load() {
+		return &NotLeaderError{Leader: n.leader.Load()}
+	}
+	r := &readWait{done: make(chan struct{})}
+	select {
+	case n.readC <- r:
+	case <-n.stopC:
+		return ErrStopped
+	default:
+		return ErrOverloaded
+	}
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (n *Node) forget(id uint64) {
+	n.wmu.Lock()
+	delete(n.waiting, id)
+	n.wmu.Unlock()
+}
+
+func (n *Node) run() {
+	defer close(n.doneC)
+	ticker := time.NewTicker(n.cfg.TickInterval)
+	defer ticker.Stop()
+	n.refreshStatus()
+	for {
+		select {
+		case <-ticker.C:
+			n.rn.Tick()
+		case p := <-n.propC:
+			n.stepProposals(p)
+		case r := <-n.readC:
+			n.readQueue = append(n.readQueue, r)
+		case m := <-n.recvC:
+			n.stepMessage(m)
+		case id := <-n.unreachC:
+			n.rn.ReportUnreachable(id)
+		case <-n.stopC:
+			n.failAll(ErrStopped)
+			return
+		}
+		// Gather whatever else queued meanwhile into the same Ready.
+		n.drain()
+		n.issueReads()
+		if n.rn.HasReady() {
+			if err := n.handleReady(n.rn.Ready()); err != nil {
+				// A log that cannot be written cannot be trusted:
+				// stop serving rather than acknowledge unsafely.
+				n.log.Error("storage failed; stopping node", "err", err)
+				n.failAll(ErrStopped)
+				return
+			}
+		}
+	}
+}
+
+// drain takes everything already queued without blocking.
+func (n *Node) drain() {
+	for range n.cfg.MaxBatch {
+		select {
+		case m := <-n.recvC:
+			n.stepMessage(m)
+			continue
+		default:
+		}
+		break
+	}
+	select {
+	case p := <-n.propC:
+		n.stepProposals(p)
+	default:
+	}
+	for {
+		select {
+		case r := <-n.readC:
+			n.readQueue = append(n.readQueue, r)
+			continue
+		default:
+		}
+		return
+	}
+}
+
+func (n *Node) stepMessage(m *raftpb.Message) {
+	if err := n.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepLocalMsg) {
+		n.log.Debug("step", "err", err)
+	}
+}
+
+// stepProposals steps first and every proposal already queued behind it
+// into raft as one MsgProp.
+func (n *Node) stepProposals(first *proposal) {
+	batch := []*proposal{first}
+	for len(batch) < n.cfg.MaxBatch {
+		select {
+		case p := <-n.propC:
+			batch = append(batch, p)
+			continue
+		default:
+		}
+		break
+	}
+	ents := make([]*raftpb.Entry, len(batch))
+	for i, p := range batch {
+		ents[i] = &raftpb.Entry{Data: p.data}
+	}
+	err := n.rn.Step(&raftpb.Message{Type: new(raftpb.MsgProp), From: new(n.cfg.ID), Entries: ents})
+	n.metrics.Proposals += uint64(len(batch))
+	n.metrics.ProposeBatches++
+	if err != nil {
+		// Dropped: not leader any more, or the uncommitted log is full.
+		// Nothing was appended, so the outcome is known: not applied.
+		var perr error = &NotLeaderError{Leader: n.rn.BasicStatus().Lead}
+		if n.rn.BasicStatus().RaftState == raft.StateLeader {
+			perr = ErrOverloaded
+		}
+		for _, p := range batch {
+			n.finish(p.id, nil, 0, perr)
+		}
+	}
+}
+
+func (n *Node) issueReads() {
+	if len(n.readQueue) == 0 {
+		return
+	}
+	if !n.wasLeader {
+		err := &NotLeaderError{Leader: n.leader.Load()}
+		for _, r := range n.readQueue {
+			r.err = err
+			close(r.done)
+		}
+		n.readQueue = nil
+		return
+	}
+	n.nextReadCtx++
+	var ctx [8]byte
+	binary.BigEndian.PutUint64(ctx[:], n.nextReadCtx)
+	n.readsByCtx[n.nextReadCtx] = n.readQueue
+	n.readQueue = nil
+	n.rn.ReadIndex(ctx[:])
+}

@@ -1,0 +1,286 @@
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/batonlock/baton/internal/fsm"
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+// memStore is an in-memory LogStore that remembers what was persisted, so
+// a "restarted" node can be given exactly what a crash would have left.
+type memStore struct {
+	mu   sync.Mutex
+	hs   *raftpb.HardState
+	ents []*raftpb.Entry
+	snap *raftpb.Snapshot
+}
+
+func (s *memStore) Save(hs *raftpb.HardState, ents []*raftpb.Entry, sync bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if hs != nil {
+		s.hs = proto.Clone(hs).(*raftpb.HardState)
+	}
+	if len(ents) > 0 {
+		first := ents[0].GetIndex()
+		kept := s.ents[:0:0]
+		for _, e := range s.ents {
+			if e.GetIndex() < first {
+				kept = append(kept, e)
+			}
+		}
+		for _, e := range ents {
+			kept = append(kept, proto.Clone(e).(*raftpb.Entry))
+		}
+		s.ents = kept
+	}
+	return nil
+}
+
+func (s *memStore) SaveSnapshot(snap *raftpb.Snapshot) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.snap = proto.Clone(snap).(*raftpb.Snapshot)
+	idx := snap.GetMetadata().GetIndex()
+	kept := s.ents[:0:0]
+	for _, e := range s.ents {
+		if e.GetIndex() > idx {
+			kept = append(kept, e)
+		}
+	}
+	s.ents = kept
+	return nil
+}
+
+func (s *memStore) recovered() Recovered {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Recovered{Snapshot: s.snap, HardState: s.hs, Entries: append([]*raftpb.Entry(nil), s.ents...)}
+}
+
+// memNet delivers messages between in-process nodes.
+type memNet struct {
+	mu    sync.Mutex
+	nodes map[uint64]*Node
+}
+
+func (n *memNet) Send(_ uint64, msgs []*raftpb.Message) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, m := range msgs {
+		if to := n.nodes[m.GetTo()]; to != nil {
+			to.Step(proto.Clone(m).(*raftpb.Message))
+		}
+	}
+}
+
+func (n *memNet) set(id uint64, node *Node) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.nodes[id] = node
+}
+
+func startNode(t testing.TB, id uint64, peers []uint64, st *memStore, net *memNet) *Node {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.ID = id
+	cfg.Peers = peers
+	cfg.Store = st
+	cfg.Recovered = st.recovered()
+	cfg.Transport = net
+	cfg.TickInterval = 5 * time.Millisecond
+	cfg.SnapshotEntries = 20
+	n, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	net.set(id, n)
+	return n
+}
+
+func waitLeader(t testing.TB, nodes ...*Node) *Node {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		for _, n := range nodes {
+			if n != nil && n.IsLeader() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				err := n.ReadBarrier(ctx)
+				cancel()
+				if err == nil {
+					return n
+				}
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("no leader")
+	return nil
+}
+
+func open(t testing.TB, n *Node, owner string) uint64 {
+	t.Helper()
+	res, _, err := n.Propose(context.Background(), &fsmpb.Command{Op: &fsmpb.Command_OpenSession{
+		OpenSession: &fsmpb.OpenSession{TtlNanos: int64(10 * time.Second), Owner: owner}}})
+	if err != nil || fsm.ErrorOf(res) != nil {
+		t.Fatalf("open session: %v %v", err, res)
+	}
+	return res.GetSessionId()
+}
+
+func acquire(session, seq uint64, lock string) *fsmpb.Command {
+	return &fsmpb.Command{SessionId: session, Seq: seq, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: lock}}}
+}
+
+func TestSingleNodeTokenIsEntryIndex(t *testing.T) {
+	n := startNode(t, 1, []uint64{1}, &memStore{}, &memNet{nodes: map[uint64]*Node{}})
+	defer n.Stop()
+	waitLeader(t, n)
+	s := open(t, n, "a")
+	res, index, err := n.Propose(context.Background(), acquire(s, 1, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.GetAcquire().GetToken(); got != index {
+		t.Fatalf("token %d, want the granting entry's index %d", got, index)
+	}
+}
+
+func TestProposalsFromManyGoroutinesShareReadies(t *testing.T) {
+	n := startNode(t, 1, []uint64{1}, &memStore{}, &memNet{nodes: map[uint64]*Node{}})
+	defer n.Stop()
+	waitLeader(t, n)
+	s := open(t, n, "a")
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	for i := range 200 {
+		wg.Go(func() {
+			cmd := acquire(s, uint64(i+1), fmt.Sprintf("k%d", i))
+			cmd.MinUnackedSeq = 1 // all 200 are in flight at once
+			res, _, err := n.Propose(context.Background(), cmd)
+			if err == nil {
+				err = fsm.ErrorOf(res)
+			}
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	m := n.Metrics()
+	if m.ProposeBatches >= m.Proposals {
+		t.Fatalf("no batching: %d proposals in %d batches", m.Proposals, m.ProposeBatches)
+	}
+}
+
+func TestFollowerRefusesWithLeaderHint(t *testing.T) {
+	net := &memNet{nodes: map[uint64]*Node{}}
+	peers := []uint64{1, 2, 3}
+	nodes := make([]*Node, 3)
+	for i := range nodes {
+		nodes[i] = startNode(t, peers[i], peers, &memStore{}, net)
+		defer nodes[i].Stop()
+	}
+	lead := waitLeader(t, nodes...)
+	for _, n := range nodes {
+		if n == lead {
+			continue
+		}
+		// The follower may need a heartbeat to learn the leader.
+		var err error
+		for range 200 {
+			_, _, err = n.Propose(context.Background(), acquire(1, 1, "x"))
+			var nl *NotLeaderError
+			if errors.As(err, &nl) && nl.Leader == lead.ID() {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		var nl *NotLeaderError
+		if !errors.As(err, &nl) || nl.Leader != lead.ID() {
+			t.Fatalf("follower propose: %v, want NotLeaderError{%x}", err, lead.ID())
+		}
+	}
+}
+
+func TestRestartReplaysEveryAcknowledgedCommand(t *testing.T) {
+	net := &memNet{nodes: map[uint64]*Node{}}
+	peers := []uint64{1, 2, 3}
+	stores := []*memStore{{}, {}, {}}
+	nodes := make([]*Node, 3)
+	for i := range nodes {
+		nodes[i] = startNode(t, peers[i], peers, stores[i], net)
+	}
+	lead := waitLeader(t, nodes...)
+	s := open(t, lead, "a")
+	for i := range 100 { // > SnapshotEntries: snapshots and compaction happen
+		res, _, err := lead.Propose(context.Background(), acquire(s, uint64(i+1), fmt.Sprintf("k%d", i)))
+		if err != nil || fsm.ErrorOf(res) != nil {
+			t.Fatalf("acquire %d: %v %v", i, err, res)
+		}
+	}
+	want := hash(lead)
+	for i := range nodes {
+		nodes[i].Stop()
+		net.set(peers[i], nil)
+	}
+	for i := range nodes {
+		nodes[i] = startNode(t, peers[i], peers, stores[i], net)
+		defer nodes[i].Stop()
+	}
+	lead = waitLeader(t, nodes...)
+	if got := hash(lead); got != want {
+		// The new leader may still be applying its term's first entry.
+		t.Fatalf("state after restart %s, want %s", got, want)
+	}
+	lead.View(func(m *fsm.Machine) {
+		if m.NumLocks() != 100 {
+			t.Fatalf("locks after restart: %d, want 100", m.NumLocks())
+		}
+	})
+}
+
+func hash(n *Node) string {
+	var h string
+	n.View(func(m *fsm.Machine) { h = m.Hash() })
+	return h
+}
+
+func BenchmarkPropose(b *testing.B) {
+	for _, workers := range []int{1, 64} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			n := startNode(b, 1, []uint64{1}, &memStore{}, &memNet{nodes: map[uint64]*Node{}})
+			defer n.Stop()
+			waitLeader(b, n)
+			s := open(b, n, "bench")
+			var seq sync.Mutex
+			next := uint64(0)
+			b.ReportAllocs()
+			b.SetParallelism(workers)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					seq.Lock()
+					next++
+					q := next
+					seq.Unlock()
+					if _, _, err := n.Propose(context.Background(), acquire(s, 0, fmt.Sprintf("k%d", q%1000))); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

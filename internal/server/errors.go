@@ -1,0 +1,119 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/internal/fsm"
+	"github.com/batonlock/baton/internal/liveness"
+	"github.com/batonlock/baton/internal/raftnode"
+)
+
+// ErrorDomain is the ErrorInfo domain of every Baton error.
+const ErrorDomain = "batonlock.io"
+
+// errInvalid marks a request refused by validation in this package.
+var errInvalid = errors.New("invalid argument")
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errInvalid, fmt.Sprintf(format, args...))
+}
+
+// errorMap is the one table from internal errors to gRPC codes and
+// Reasons, matched in order with errors.Is.
+var errorMap = []struct {
+	err    error
+	code   codes.Code
+	reason batonpb.Reason
+}{
+	{errInvalid, codes.InvalidArgument, batonpb.Reason_INVALID_ARGUMENT},
+	{fsm.ErrInvalidArgument, codes.InvalidArgument, batonpb.Reason_INVALID_ARGUMENT},
+	{fsm.ErrSessionNotFound, codes.NotFound, batonpb.Reason_SESSION_NOT_FOUND},
+	{fsm.ErrLockNotFound, codes.NotFound, batonpb.Reason_LOCK_NOT_FOUND},
+	{fsm.ErrNotHolder, codes.FailedPrecondition, batonpb.Reason_NOT_HOLDER},
+	{fsm.ErrTokenMismatch, codes.FailedPrecondition, batonpb.Reason_TOKEN_MISMATCH},
+	{fsm.ErrBlacklisted, codes.PermissionDenied, batonpb.Reason_BLACKLISTED},
+	{fsm.ErrTooManyWaiters, codes.ResourceExhausted, batonpb.Reason_TOO_MANY_WAITERS},
+	{fsm.ErrTooManyPending, codes.ResourceExhausted, batonpb.Reason_TOO_MANY_PENDING},
+	{fsm.ErrTooManyHolds, codes.ResourceExhausted, batonpb.Reason_TOO_MANY_HOLDS},
+	{fsm.ErrStaleSequence, codes.FailedPrecondition, batonpb.Reason_STALE_SEQUENCE},
+	{fsm.ErrNotWaiting, codes.FailedPrecondition, batonpb.Reason_NOT_WAITING},
+	{fsm.ErrWaitCancelled, codes.Canceled, batonpb.Reason_WAIT_CANCELLED},
+	{fsm.ErrWaitTimedOut, codes.DeadlineExceeded, batonpb.Reason_WAIT_TIMED_OUT},
+	{liveness.ErrSessionLost, codes.NotFound, batonpb.Reason_SESSION_EXPIRED},
+	{liveness.ErrBlacklisted, codes.PermissionDenied, batonpb.Reason_BLACKLISTED},
+	{liveness.ErrNotLeader, codes.Unavailable, batonpb.Reason_NOT_LEADER},
+	{raftnode.ErrNotLeader, codes.Unavailable, batonpb.Reason_NOT_LEADER},
+	{raftnode.ErrOutcomeUnknown, codes.Unavailable, batonpb.Reason_OUTCOME_UNKNOWN},
+	{raftnode.ErrOverloaded, codes.ResourceExhausted, batonpb.Reason_OVERLOADED},
+	{raftnode.ErrStopped, codes.Unavailable, batonpb.Reason_NOT_LEADER},
+}
+
+// classify maps err to its code, reason and the leader's client address
+// (for NOT_LEADER).
+func (s *Server) classify(err error) (codes.Code, batonpb.Reason, string) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return status.FromContextError(err).Code(), batonpb.Reason_REASON_UNSPECIFIED, ""
+	}
+	for _, e := range errorMap {
+		if errors.Is(err, e.err) {
+			leader := ""
+			if e.reason == batonpb.Reason_NOT_LEADER {
+				leader = s.leaderAddr()
+			}
+			return e.code, e.reason, leader
+		}
+	}
+	return codes.Internal, batonpb.Reason_REASON_UNSPECIFIED, ""
+}
+
+// toStatus turns err into a gRPC status error carrying ErrorInfo.
+func (s *Server) toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	code, reason, leader := s.classify(err)
+	msg := err.Error()
+	if code == codes.Internal {
+		s.log.Error("internal error", "err", err)
+		msg = "internal error"
+	}
+	st := status.New(code, msg)
+	if reason == batonpb.Reason_REASON_UNSPECIFIED {
+		return st.Err()
+	}
+	info := &errdetails.ErrorInfo{Reason: reason.String(), Domain: ErrorDomain}
+	if leader != "" {
+		info.Metadata = map[string]string{"leader_addr": leader}
+	}
+	if d, derr := st.WithDetails(info); derr == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// toWire turns err into the Error of a stream response.
+func (s *Server) toWire(err error) *batonpb.Error {
+	if err == nil {
+		return nil
+	}
+	if st, ok := status.FromError(err); ok {
+		return &batonpb.Error{Code: uint32(st.Code()), Message: st.Message()}
+	}
+	code, reason, leader := s.classify(err)
+	msg := err.Error()
+	if code == codes.Internal {
+		s.log.Error("internal error", "err", err)
+		msg = "internal error"
+	}
+	return &batonpb.Error{Code: uint32(code), Reason: reason, Message: msg, LeaderAddr: leader}
+}

@@ -1,0 +1,116 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/internal/fsm"
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+	"github.com/batonlock/baton/internal/liveness"
+	"github.com/batonlock/baton/internal/raftnode"
+)
+
+// TestReasonsMatch pins that reasonOfFSM's numeric cast is right: every
+// fsm error maps to the wire Reason of the same name.
+func TestReasonsMatch(t *testing.T) {
+	for v, name := range fsmpb.Error_name {
+		if v == 0 {
+			continue
+		}
+		want := name[len("ERROR_"):]
+		if got := reasonOfFSM(fsmpb.Error(v)).String(); got != want {
+			t.Errorf("fsm %s maps to %s, want %s", name, got, want)
+		}
+	}
+}
+
+func TestErrorMapping(t *testing.T) {
+	s := New(Config{})
+	tests := []struct {
+		err    error
+		code   codes.Code
+		reason batonpb.Reason
+	}{
+		{invalidf("name: empty"), codes.InvalidArgument, batonpb.Reason_INVALID_ARGUMENT},
+		{fsm.ErrorOf(&fsmpb.Result{Error: fsmpb.Error_ERROR_NOT_HOLDER, Message: "x"}), codes.FailedPrecondition, batonpb.Reason_NOT_HOLDER},
+		{fsm.ErrorOf(&fsmpb.Result{Error: fsmpb.Error_ERROR_SESSION_NOT_FOUND}), codes.NotFound, batonpb.Reason_SESSION_NOT_FOUND},
+		{fsm.ErrorOf(&fsmpb.Result{Error: fsmpb.Error_ERROR_TOO_MANY_WAITERS}), codes.ResourceExhausted, batonpb.Reason_TOO_MANY_WAITERS},
+		{fmt.Errorf("wrapped: %w", &raftnode.NotLeaderError{Leader: 7}), codes.Unavailable, batonpb.Reason_NOT_LEADER},
+		{raftnode.ErrOutcomeUnknown, codes.Unavailable, batonpb.Reason_OUTCOME_UNKNOWN},
+		{raftnode.ErrOverloaded, codes.ResourceExhausted, batonpb.Reason_OVERLOADED},
+		{liveness.ErrSessionLost, codes.NotFound, batonpb.Reason_SESSION_EXPIRED},
+		{context.DeadlineExceeded, codes.DeadlineExceeded, batonpb.Reason_REASON_UNSPECIFIED},
+		{errors.New("boom"), codes.Internal, batonpb.Reason_REASON_UNSPECIFIED},
+	}
+	for _, tt := range tests {
+		t.Run(tt.err.Error(), func(t *testing.T) {
+			st, _ := status.FromError(s.toStatus(tt.err))
+			if st.Code() != tt.code {
+				t.Fatalf("code %v, want %v", st.Code(), tt.code)
+			}
+			var reason string
+			for _, d := range st.Details() {
+				if info, ok := d.(*errdetails.ErrorInfo); ok {
+					reason = info.GetReason()
+				}
+			}
+			want := tt.reason.String()
+			if tt.reason == batonpb.Reason_REASON_UNSPECIFIED {
+				want = ""
+			}
+			if reason != want {
+				t.Fatalf("reason %q, want %q", reason, want)
+			}
+			if w := s.toWire(tt.err); codes.Code(w.GetCode()) != tt.code {
+				t.Fatalf("wire code %v, want %v", w.GetCode(), tt.code)
+			}
+		})
+	}
+}
+
+func TestRequestValidation(t *testing.T) {
+	h := &batonpb.RequestHeader{SessionId: 1, Seq: 1}
+	long := string(make([]byte, fsm.MaxNameLen+1))
+	tests := []struct {
+		name string
+		req  *batonpb.AcquireRequest
+	}{
+		{"no header", &batonpb.AcquireRequest{Name: "x"}},
+		{"no session", &batonpb.AcquireRequest{Header: &batonpb.RequestHeader{Seq: 1}, Name: "x"}},
+		{"seq zero", &batonpb.AcquireRequest{Header: &batonpb.RequestHeader{SessionId: 1}, Name: "x"}},
+		{"min unacked above seq", &batonpb.AcquireRequest{Header: &batonpb.RequestHeader{SessionId: 1, Seq: 1, MinUnackedSeq: 2}, Name: "x"}},
+		{"empty name", &batonpb.AcquireRequest{Header: h}},
+		{"long name", &batonpb.AcquireRequest{Header: h, Name: long}},
+		{"bad utf8", &batonpb.AcquireRequest{Header: h, Name: "\xff"}},
+		{"timeout without wait", &batonpb.AcquireRequest{Header: h, Name: "x", WaitTimeout: durationOf(1)}},
+		{"negative timeout", &batonpb.AcquireRequest{Header: h, Name: "x", Wait: true, WaitTimeout: durationOf(-1)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := acquireCommand(tt.req); !errors.Is(err, errInvalid) {
+				t.Fatalf("got %v, want invalid argument", err)
+			}
+		})
+	}
+	if _, err := openCommand(&batonpb.OpenSessionRequest{Ttl: durationOf(int64(fsm.MaxTTL) + 1)}); !errors.Is(err, errInvalid) {
+		t.Fatalf("ttl above max: %v", err)
+	}
+	if _, err := acquireManyCommand(&batonpb.AcquireManyRequest{Header: h, Names: []string{"a", "a"}}); !errors.Is(err, errInvalid) {
+		t.Fatalf("duplicate names: %v", err)
+	}
+	if _, err := releaseCommand(&batonpb.ReleaseRequest{Header: h, Name: "a"}); !errors.Is(err, errInvalid) {
+		t.Fatalf("release without token: %v", err)
+	}
+}
+
+func durationOf(nanos int64) *durationpb.Duration { return durationpb.New(time.Duration(nanos)) }

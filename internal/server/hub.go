@@ -1,0 +1,122 @@
+package server
+
+import (
+	"sync"
+
+	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+// waitID names one queued acquire.
+type waitID struct {
+	session uint64
+	seq     uint64
+}
+
+// waitEvent is how a queued acquire ended: granted, or not.
+type waitEvent struct {
+	grant *fsmpb.Grant
+	ended *fsmpb.WaitEnded
+}
+
+// hub routes apply-time events to their listeners: unary acquires waiting
+// for a grant, and session streams. publish runs on the apply path and
+// never blocks.
+type hub struct {
+	mu      sync.Mutex
+	waits   map[waitID]chan waitEvent
+	streams map[uint64]map[*stream]struct{}
+}
+
+func newHub() *hub {
+	return &hub{
+		waits:   make(map[waitID]chan waitEvent),
+		streams: make(map[uint64]map[*stream]struct{}),
+	}
+}
+
+// expect registers interest in the outcome of a queued acquire before it
+// is proposed, so no grant can slip by unseen.
+func (h *hub) expect(id waitID) <-chan waitEvent {
+	ch := make(chan waitEvent, 1)
+	h.mu.Lock()
+	h.waits[id] = ch
+	h.mu.Unlock()
+	return ch
+}
+
+func (h *hub) forget(id waitID) {
+	h.mu.Lock()
+	delete(h.waits, id)
+	h.mu.Unlock()
+}
+
+func (h *hub) attach(st *stream) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := h.streams[st.session]
+	if m == nil {
+		m = make(map[*stream]struct{})
+		h.streams[st.session] = m
+	}
+	m[st] = struct{}{}
+}
+
+func (h *hub) detach(st *stream) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if m := h.streams[st.session]; m != nil {
+		delete(m, st)
+		if len(m) == 0 {
+			delete(h.streams, st.session)
+		}
+	}
+}
+
+// dropAll ends every attached stream (this node stopped leading).
+func (h *hub) dropAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range h.streams {
+		for st := range m {
+			st.end(errStreamNotLeader)
+		}
+	}
+}
+
+func (h *hub) publish(res *fsmpb.Result) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, g := range res.GetGrants() {
+		id := waitID{g.GetSessionId(), g.GetAcquireSeq()}
+		if ch, ok := h.waits[id]; ok {
+			delete(h.waits, id)
+			ch <- waitEvent{grant: g}
+		}
+		for st := range h.streams[g.GetSessionId()] {
+			st.push(&batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Grant{Grant: &batonpb.Grant{
+				Seq: g.GetAcquireSeq(), Name: g.GetLock(), Token: g.GetToken(),
+			}}})
+		}
+	}
+	for _, w := range res.GetWaitsEnded() {
+		id := waitID{w.GetSessionId(), w.GetAcquireSeq()}
+		if ch, ok := h.waits[id]; ok {
+			delete(h.waits, id)
+			ch <- waitEvent{ended: w}
+		}
+		for st := range h.streams[w.GetSessionId()] {
+			st.push(&batonpb.SessionResponse{Kind: &batonpb.SessionResponse_WaitEnded{WaitEnded: &batonpb.WaitEnded{
+				Seq: w.GetAcquireSeq(), Name: w.GetLock(), Reason: reasonOfFSM(w.GetError()),
+			}}})
+		}
+	}
+	for _, id := range res.GetSessionsEnded() {
+		for st := range h.streams[id] {
+			st.push(&batonpb.SessionResponse{Kind: &batonpb.SessionResponse_SessionLost{SessionLost: &batonpb.Error{
+				Code: 5, Reason: batonpb.Reason_SESSION_EXPIRED, Message: "session ended",
+			}}})
+			st.end(nil)
+		}
+	}
+}

@@ -1,0 +1,84 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/soheilhy/cmux"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/batonlock/baton/api/batonpb"
+)
+
+// MaxRequestBytes bounds one request message; bigger ones are refused with
+// RESOURCE_EXHAUSTED by gRPC (and 413 over HTTP) before they are read.
+const MaxRequestBytes = 1 << 20
+
+// Listener serves the API on one address: gRPC (HTTP/2 with content-type
+// application/grpc) and HTTP/JSON (everything else), split by cmux as
+// etcd's client port does.
+type Listener struct {
+	m    cmux.CMux
+	grpc *grpc.Server
+	http *http.Server
+	done chan error
+}
+
+// Serve starts serving s on l and returns at once; Close stops it.
+// extra, when non-nil, serves HTTP paths outside /v1/ (dashboard, metrics).
+func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
+	gs := grpc.NewServer(
+		grpc.MaxRecvMsgSize(MaxRequestBytes),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	)
+	batonpb.RegisterBatonServer(gs, s)
+	gw := runtime.NewServeMux(
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
+			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true, UseProtoNames: true},
+			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
+		}),
+	)
+	if err := batonpb.RegisterBatonHandlerServer(context.Background(), gw, s); err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", http.MaxBytesHandler(gw, MaxRequestBytes))
+	if extra != nil {
+		mux.Handle("/", extra)
+	}
+	m := cmux.New(l)
+	grpcL := m.MatchWithWriters(cmux.HTTP2MatchHeaderFieldSendSettings("content-type", "application/grpc"))
+	httpL := m.Match(cmux.Any())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	ln := &Listener{m: m, grpc: gs, http: hs, done: make(chan error, 3)}
+	go func() { ln.done <- ignoreClosed(gs.Serve(grpcL)) }()
+	go func() { ln.done <- ignoreClosed(hs.Serve(httpL)) }()
+	go func() { ln.done <- ignoreClosed(m.Serve()) }()
+	return ln, nil
+}
+
+// Close stops accepting, ends every call, and waits for the servers.
+func (l *Listener) Close() {
+	l.m.Close()
+	l.grpc.Stop()
+	_ = l.http.Close()
+	for range 3 {
+		<-l.done
+	}
+}
+
+func ignoreClosed(err error) error {
+	if err == nil || errors.Is(err, net.ErrClosed) || errors.Is(err, http.ErrServerClosed) ||
+		errors.Is(err, grpc.ErrServerStopped) || errors.Is(err, cmux.ErrListenerClosed) ||
+		strings.Contains(err.Error(), "use of closed network connection") {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,171 @@
+// Package server is Baton's client API: one gRPC service (baton.v1) and its
+// HTTP/JSON face, on one address split by protocol. It validates every
+// request before anything is proposed, turns requests into log commands,
+// waits for them to apply, pushes grants of queued acquires to their
+// sessions, and maps every internal error to one gRPC code and Reason
+// (errors.go).
+//
+// Followers do not forward: calls that need the leader get UNAVAILABLE with
+// Reason NOT_LEADER and the leader's client address in the error's
+// ErrorInfo metadata ("leader_addr"); the Go client follows it.
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/internal/fsm"
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+	"github.com/batonlock/baton/internal/liveness"
+	"github.com/batonlock/baton/internal/raftnode"
+)
+
+// Member describes one member of the cluster as the server reports it.
+type Member struct {
+	Name       string
+	ID         uint64
+	PeerAddr   string
+	ClientAddr string
+}
+
+// Config configures a Server.
+type Config struct {
+	// Name is this member's name; Version is reported by Status.
+	Name    string
+	Version string
+	// Members returns the cluster's members with the client addresses
+	// known so far (peers' addresses are learnt from the transport).
+	Members func() []Member
+	Logger  *slog.Logger
+}
+
+// Server implements batonpb.BatonServer and raftnode.Observer.
+type Server struct {
+	batonpb.UnimplementedBatonServer
+
+	cfg     Config
+	log     *slog.Logger
+	node    *raftnode.Node
+	tracker *liveness.Tracker
+	hub     *hub
+
+	stopOnce sync.Once
+	stopC    chan struct{}
+}
+
+// New returns a Server. Attach gives it its node before it serves.
+func New(cfg Config) *Server {
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		cfg:   cfg,
+		log:   lg.With("component", "server"),
+		hub:   newHub(),
+		stopC: make(chan struct{}),
+	}
+	s.tracker = liveness.New(proposer{s}, lg)
+	return s
+}
+
+// Tracker is the server's leader-side liveness tracker; the caller runs it.
+func (s *Server) Tracker() *liveness.Tracker { return s.tracker }
+
+// Attach sets the Raft node the server proposes to. Call it once, before
+// serving.
+func (s *Server) Attach(n *raftnode.Node) { s.node = n }
+
+// Stop ends every session stream served so far.
+func (s *Server) Stop() { s.stopOnce.Do(func() { close(s.stopC) }) }
+
+// Applied implements raftnode.Observer: it feeds the liveness tracker and
+// pushes grants, ended waits and ended sessions to whoever waits for them.
+func (s *Server) Applied(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
+	s.tracker.Applied(cmd, res)
+	if len(res.GetGrants()) > 0 || len(res.GetWaitsEnded()) > 0 || len(res.GetSessionsEnded()) > 0 {
+		s.hub.publish(res)
+	}
+}
+
+// LeaderChanged implements raftnode.Observer.
+func (s *Server) LeaderChanged(isLeader bool, term uint64, m *fsm.Machine) {
+	if isLeader {
+		s.tracker.Promote(term, m)
+	} else {
+		s.tracker.Demote()
+		// Streams attached here cannot be served any more: end them so
+		// their clients follow the new leader.
+		s.hub.dropAll()
+	}
+}
+
+// leaderAddr is the client address of the current leader, if known.
+func (s *Server) leaderAddr() string {
+	if s.node == nil || s.cfg.Members == nil {
+		return ""
+	}
+	lead := s.node.Leader()
+	for _, m := range s.cfg.Members() {
+		if m.ID == lead {
+			return m.ClientAddr
+		}
+	}
+	return ""
+}
+
+// proposer lets the liveness tracker propose through the server's node.
+type proposer struct{ s *Server }
+
+// proposeTimeout bounds the tracker's own proposals.
+const proposeTimeout = 5 * time.Second
+
+func (p proposer) ExpireSession(ctx context.Context, id uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, proposeTimeout)
+	defer cancel()
+	cmd := &fsmpb.Command{Op: &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{SessionId: id}}}
+	_, err := p.s.propose(ctx, cmd)
+	if err != nil && !isRefusal(err) {
+		return err
+	}
+	p.s.log.Info("session expired", "session", id)
+	return nil
+}
+
+func (p proposer) CancelWait(ctx context.Context, lock string, session, seq uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, proposeTimeout)
+	defer cancel()
+	cmd := &fsmpb.Command{Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{
+		Lock: lock, SessionId: session, AcquireSeq: seq, TimedOut: true,
+	}}}
+	_, err := p.s.propose(ctx, cmd)
+	if err != nil && !isRefusal(err) {
+		return err
+	}
+	return nil
+}
+
+// propose stamps cmd with the wall clock (display only), replicates it and
+// returns its result, or the fsm's refusal as an error.
+func (s *Server) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
+	if s.node == nil {
+		return nil, raftnode.ErrStopped
+	}
+	cmd.WallTimeUnixNano = time.Now().UnixNano()
+	res, _, err := s.node.Propose(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return res, fsm.ErrorOf(res)
+}
+
+// isRefusal reports whether err is the state machine's deterministic
+// refusal (the command applied and changed nothing).
+func isRefusal(err error) bool {
+	var fe *fsm.Error
+	return errors.As(err, &fe)
+}

@@ -1,0 +1,237 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/internal/fsm"
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+// StreamBuffer is how many responses may wait to be sent on one session
+// stream. A client that reads slower than that loses the stream (it
+// resumes and re-asks by sequence number) rather than the server dropping
+// a grant or growing without bound.
+const StreamBuffer = 4096
+
+var (
+	errStreamNotLeader = status.Error(codes.Unavailable, "this member stopped leading; reconnect to the leader")
+	errStreamSlow      = status.Error(codes.ResourceExhausted, "session stream: client reads too slowly; reconnect and resume")
+)
+
+// stream is one attached session stream.
+type stream struct {
+	session uint64
+	out     chan *batonpb.SessionResponse
+	once    sync.Once
+	endErr  error
+	ended   chan struct{}
+}
+
+// push queues r for sending without blocking; a full buffer ends the
+// stream.
+func (st *stream) push(r *batonpb.SessionResponse) {
+	select {
+	case <-st.ended:
+	case st.out <- r:
+	default:
+		st.end(errStreamSlow)
+	}
+}
+
+// end ends the stream with err (nil: after the queued responses are sent).
+func (st *stream) end(err error) {
+	st.once.Do(func() {
+		st.endErr = err
+		close(st.ended)
+	})
+}
+
+// Session implements batonpb.BatonServer: one client session's stream.
+func (s *Server) Session(gs batonpb.Baton_SessionServer) error {
+	ctx := gs.Context()
+	first, err := gs.Recv()
+	if err != nil {
+		return err
+	}
+	id, openResp, err := s.attachSession(ctx, first)
+	if err != nil {
+		return s.toStatus(err)
+	}
+	st := &stream{session: id, out: make(chan *batonpb.SessionResponse, StreamBuffer), ended: make(chan struct{})}
+	s.hub.attach(st)
+	defer s.hub.detach(st)
+	if err := gs.Send(&batonpb.SessionResponse{Id: first.GetId(), Kind: &batonpb.SessionResponse_Open{Open: openResp}}); err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	recvErr := make(chan error, 1)
+	wg.Go(func() {
+		for {
+			req, err := gs.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			s.serveStreamRequest(ctx, &wg, st, req)
+		}
+	})
+	for {
+		select {
+		case r := <-st.out:
+			if err := gs.Send(r); err != nil {
+				cancel()
+				return err
+			}
+		case err := <-recvErr:
+			cancel()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		case <-st.ended:
+			cancel()
+			// Flush what is queued (the session_lost notice among it).
+			for {
+				select {
+				case r := <-st.out:
+					if err := gs.Send(r); err != nil {
+						return err
+					}
+					continue
+				default:
+				}
+				break
+			}
+			return st.endErr
+		case <-s.stopC:
+			cancel()
+			return errStreamNotLeader
+		}
+	}
+}
+
+// attachSession handles the first message of a stream: open or resume.
+func (s *Server) attachSession(ctx context.Context, first *batonpb.SessionRequest) (uint64, *batonpb.OpenSessionResponse, error) {
+	switch k := first.GetKind().(type) {
+	case *batonpb.SessionRequest_Open:
+		resp, err := s.openSession(ctx, k.Open)
+		if err != nil {
+			return 0, nil, err
+		}
+		return resp.GetSessionId(), resp, nil
+	case *batonpb.SessionRequest_Resume:
+		id := k.Resume.GetSessionId()
+		if id == 0 {
+			return 0, nil, invalidf("resume.session_id is required")
+		}
+		// A resume counts as a keepalive: it proves the client is alive.
+		ka, err := s.keepAlive(ctx, id)
+		if err != nil {
+			return 0, nil, err
+		}
+		return id, &batonpb.OpenSessionResponse{SessionId: id, Ttl: ka.GetTtl()}, nil
+	default:
+		return 0, nil, invalidf("the first message of a session stream must be open or resume")
+	}
+}
+
+// serveStreamRequest starts one request. Mutating requests are submitted
+// to the log here, in the order they arrived on the stream, and answered
+// by a goroutine when they apply: the stream is pipelined but ordered.
+func (s *Server) serveStreamRequest(ctx context.Context, wg *sync.WaitGroup, st *stream, req *batonpb.SessionRequest) {
+	reply := func(r *batonpb.SessionResponse, err error) {
+		if r == nil {
+			r = &batonpb.SessionResponse{}
+		}
+		r.Id = req.GetId()
+		r.Error = s.toWire(err)
+		st.push(r)
+	}
+	var cmd *fsmpb.Command
+	var err error
+	var answer func(res *fsmpb.Result) *batonpb.SessionResponse
+	switch k := req.GetKind().(type) {
+	case *batonpb.SessionRequest_KeepAlive:
+		wg.Go(func() {
+			ka, err := s.keepAlive(ctx, st.session)
+			reply(&batonpb.SessionResponse{Kind: &batonpb.SessionResponse_KeepAlive{KeepAlive: ka}}, err)
+		})
+		return
+	case *batonpb.SessionRequest_Acquire:
+		cmd, err = acquireCommand(k.Acquire)
+		answer = func(res *fsmpb.Result) *batonpb.SessionResponse {
+			return &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Acquire{Acquire: acquireToWire(cmd.GetSeq(), res.GetAcquire())}}
+		}
+	case *batonpb.SessionRequest_AcquireMany:
+		cmd, err = acquireManyCommand(k.AcquireMany)
+		answer = func(res *fsmpb.Result) *batonpb.SessionResponse {
+			out := &batonpb.AcquireManyResponse{}
+			for _, o := range res.GetAcquireMany() {
+				out.Results = append(out.Results, acquireToWire(cmd.GetSeq(), o))
+			}
+			return &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_AcquireMany{AcquireMany: out}}
+		}
+	case *batonpb.SessionRequest_Release:
+		cmd, err = releaseCommand(k.Release)
+		answer = func(res *fsmpb.Result) *batonpb.SessionResponse {
+			return &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Release{Release: &batonpb.ReleaseResponse{RemainingCount: res.GetRemainingCount()}}}
+		}
+	case *batonpb.SessionRequest_Cancel:
+		cmd, err = cancelCommand(k.Cancel)
+		answer = func(res *fsmpb.Result) *batonpb.SessionResponse {
+			return &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Cancel{Cancel: &batonpb.CancelResponse{}}}
+		}
+	case *batonpb.SessionRequest_Close:
+		cmd, err = closeCommand(st.session, k.Close.GetSeq())
+		answer = func(res *fsmpb.Result) *batonpb.SessionResponse {
+			return &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Close{Close: &batonpb.CloseSessionResponse{}}}
+		}
+	default:
+		err = invalidf("unknown or repeated session stream request")
+	}
+	if err == nil && cmd.GetSessionId() != st.session {
+		err = invalidf("request names session %d on the stream of session %d", cmd.GetSessionId(), st.session)
+	}
+	if err != nil {
+		reply(nil, err)
+		return
+	}
+	cmd.WallTimeUnixNano = time.Now().UnixNano()
+	f, err := s.node.Submit(cmd)
+	if err != nil {
+		reply(nil, err)
+		return
+	}
+	wg.Go(func() {
+		res, _, err := f.Wait(ctx)
+		if err == nil {
+			err = fsm.ErrorOf(res)
+		}
+		if err != nil {
+			// A cancel that lost the race to a grant tells the client the
+			// acquire was granted, so it can release the hold.
+			if errors.Is(err, fsm.ErrNotWaiting) && res.GetAcquire() != nil {
+				reply(answer(res), err)
+				return
+			}
+			if errors.Is(err, context.Canceled) {
+				return // the stream is gone; nobody to answer
+			}
+			reply(nil, err)
+			return
+		}
+		reply(answer(res), nil)
+	})
+}

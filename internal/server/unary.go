@@ -1,0 +1,332 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/internal/fsm"
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+// cleanupTimeout bounds the proposals a server makes on behalf of a
+// request whose caller went away (cancelling its wait).
+const cleanupTimeout = 5 * time.Second
+
+// OpenSession implements batonpb.BatonServer.
+func (s *Server) OpenSession(ctx context.Context, r *batonpb.OpenSessionRequest) (*batonpb.OpenSessionResponse, error) {
+	resp, err := s.openSession(ctx, r)
+	return resp, s.toStatus(err)
+}
+
+func (s *Server) openSession(ctx context.Context, r *batonpb.OpenSessionRequest) (*batonpb.OpenSessionResponse, error) {
+	cmd, err := openCommand(r)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.propose(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return &batonpb.OpenSessionResponse{
+		SessionId: res.GetSessionId(),
+		Ttl:       durationpb.New(time.Duration(cmd.GetOpenSession().GetTtlNanos())),
+	}, nil
+}
+
+// KeepAlive implements batonpb.BatonServer.
+func (s *Server) KeepAlive(ctx context.Context, r *batonpb.KeepAliveRequest) (*batonpb.KeepAliveResponse, error) {
+	resp, err := s.keepAlive(ctx, r.GetSessionId())
+	return resp, s.toStatus(err)
+}
+
+// keepAlive extends a session. The deadline counts from the moment the
+// request arrived, and the answer waits for a ReadIndex round that proves
+// this node still leads after that moment (see docs/ARCHITECTURE.md):
+// only then can the client's own deadline, counted from when it sent the
+// request, be safely earlier than the server's.
+func (s *Server) keepAlive(ctx context.Context, id uint64) (*batonpb.KeepAliveResponse, error) {
+	received := time.Now()
+	if id == 0 {
+		return nil, invalidf("session_id is required")
+	}
+	if err := s.tracker.Check(id); err != nil {
+		return nil, s.leaderOr(err)
+	}
+	if err := s.node.ReadBarrier(ctx); err != nil {
+		return nil, err
+	}
+	ttl, err := s.tracker.Heartbeat(id, received)
+	if err != nil {
+		return nil, s.leaderOr(err)
+	}
+	return &batonpb.KeepAliveResponse{SessionId: id, Ttl: durationpb.New(ttl)}, nil
+}
+
+// leaderOr prefers the node's not-leader error (with its leader hint)
+// over the tracker's view when this node does not lead.
+func (s *Server) leaderOr(err error) error {
+	if !s.node.IsLeader() {
+		return s.node.ReadBarrier(context.Background())
+	}
+	return err
+}
+
+// CloseSession implements batonpb.BatonServer.
+func (s *Server) CloseSession(ctx context.Context, r *batonpb.CloseSessionRequest) (*batonpb.CloseSessionResponse, error) {
+	cmd, err := closeCommand(r.GetSessionId(), r.GetSeq())
+	if err == nil {
+		_, err = s.propose(ctx, cmd)
+	}
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &batonpb.CloseSessionResponse{}, nil
+}
+
+// Acquire implements batonpb.BatonServer. A waiting acquire holds the call
+// open until the grant; if the caller goes away first, the wait is
+// cancelled through consensus (and a grant that crossed the cancel is
+// released), so an abandoned HTTP request never leaves a hold behind.
+func (s *Server) Acquire(ctx context.Context, r *batonpb.AcquireRequest) (*batonpb.AcquireResponse, error) {
+	resp, err := s.acquire(ctx, r)
+	return resp, s.toStatus(err)
+}
+
+func (s *Server) acquire(ctx context.Context, r *batonpb.AcquireRequest) (*batonpb.AcquireResponse, error) {
+	cmd, err := acquireCommand(r)
+	if err != nil {
+		return nil, err
+	}
+	id := waitID{cmd.GetSessionId(), cmd.GetSeq()}
+	var events <-chan waitEvent
+	if r.GetWait() {
+		events = s.hub.expect(id)
+		defer s.hub.forget(id)
+	}
+	res, err := s.propose(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	out := acquireToWire(cmd.GetSeq(), res.GetAcquire())
+	if !out.Queued {
+		return out, nil
+	}
+	select {
+	case ev := <-events:
+		return s.waitOutcome(cmd.GetSeq(), ev)
+	case <-ctx.Done():
+		s.abandonWait(cmd, res.GetAcquire())
+		return nil, ctx.Err()
+	case <-s.stopC:
+		return nil, errStreamNotLeader
+	}
+}
+
+func (s *Server) waitOutcome(seq uint64, ev waitEvent) (*batonpb.AcquireResponse, error) {
+	if g := ev.grant; g != nil {
+		return &batonpb.AcquireResponse{Name: g.GetLock(), Seq: seq, Acquired: true, Token: g.GetToken(), Count: 1}, nil
+	}
+	return nil, fsm.ErrorOf(&fsmpb.Result{Error: ev.ended.GetError(), Message: "wait for " + ev.ended.GetLock() + " ended"})
+}
+
+// abandonWait cancels a queued acquire whose caller left, releasing the
+// hold if the grant won the race.
+func (s *Server) abandonWait(cmd *fsmpb.Command, o *fsmpb.AcquireOutcome) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	cw := &fsmpb.Command{Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{
+		Lock: o.GetLock(), SessionId: cmd.GetSessionId(), AcquireSeq: cmd.GetSeq(),
+	}}}
+	res, err := s.propose(ctx, cw)
+	if err == nil || !errors.Is(err, fsm.ErrNotWaiting) {
+		return
+	}
+	if g := res.GetAcquire(); g.GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
+		rel := &fsmpb.Command{SessionId: cmd.GetSessionId(), Op: &fsmpb.Command_Release{Release: &fsmpb.Release{
+			Lock: o.GetLock(), Token: g.GetToken(), OwnerKey: cmd.GetAcquire().GetOwnerKey(),
+		}}}
+		if _, err := s.propose(ctx, rel); err != nil {
+			s.log.Warn("release abandoned grant", "lock", o.GetLock(), "session", cmd.GetSessionId(), "err", err)
+		}
+	}
+}
+
+// AcquireMany implements batonpb.BatonServer.
+func (s *Server) AcquireMany(ctx context.Context, r *batonpb.AcquireManyRequest) (*batonpb.AcquireManyResponse, error) {
+	resp, err := s.acquireMany(ctx, r)
+	return resp, s.toStatus(err)
+}
+
+func (s *Server) acquireMany(ctx context.Context, r *batonpb.AcquireManyRequest) (*batonpb.AcquireManyResponse, error) {
+	cmd, err := acquireManyCommand(r)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.propose(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	out := &batonpb.AcquireManyResponse{}
+	for _, o := range res.GetAcquireMany() {
+		out.Results = append(out.Results, acquireToWire(cmd.GetSeq(), o))
+	}
+	return out, nil
+}
+
+// Release implements batonpb.BatonServer.
+func (s *Server) Release(ctx context.Context, r *batonpb.ReleaseRequest) (*batonpb.ReleaseResponse, error) {
+	cmd, err := releaseCommand(r)
+	var res *fsmpb.Result
+	if err == nil {
+		res, err = s.propose(ctx, cmd)
+	}
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &batonpb.ReleaseResponse{RemainingCount: res.GetRemainingCount()}, nil
+}
+
+// CasRelease implements batonpb.BatonServer.
+func (s *Server) CasRelease(ctx context.Context, r *batonpb.CasReleaseRequest) (*batonpb.CasReleaseResponse, error) {
+	err := checkName("name", r.GetName())
+	if err == nil && r.GetSessionId() == 0 {
+		err = invalidf("session_id is required")
+	}
+	if err == nil {
+		_, err = s.propose(ctx, &fsmpb.Command{Op: &fsmpb.Command_CasRelease{CasRelease: &fsmpb.CasRelease{
+			Lock: r.GetName(), SessionId: r.GetSessionId(), Token: r.GetToken(),
+		}}})
+	}
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &batonpb.CasReleaseResponse{}, nil
+}
+
+// Blacklist implements batonpb.BatonServer.
+func (s *Server) Blacklist(ctx context.Context, r *batonpb.BlacklistRequest) (*batonpb.BlacklistResponse, error) {
+	var err error
+	if r.GetSessionId() == 0 {
+		err = invalidf("session_id is required")
+	} else {
+		_, err = s.propose(ctx, &fsmpb.Command{Op: &fsmpb.Command_BlacklistSession{BlacklistSession: &fsmpb.BlacklistSession{
+			SessionId: r.GetSessionId(),
+		}}})
+	}
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	s.log.Info("session blacklisted", "session", r.GetSessionId())
+	return &batonpb.BlacklistResponse{}, nil
+}
+
+// Check implements batonpb.BatonServer (linearizable).
+func (s *Server) Check(ctx context.Context, r *batonpb.CheckRequest) (*batonpb.CheckResponse, error) {
+	if err := checkName("name", r.GetName()); err != nil {
+		return nil, s.toStatus(err)
+	}
+	if err := s.node.ReadBarrier(ctx); err != nil {
+		return nil, s.toStatus(err)
+	}
+	out := &batonpb.CheckResponse{}
+	s.node.View(func(m *fsm.Machine) {
+		held, h := m.Check(r.GetName(), r.GetToken())
+		out.Held, out.Holder = held, holderToWire(h)
+	})
+	return out, nil
+}
+
+// Get implements batonpb.BatonServer (linearizable).
+func (s *Server) Get(ctx context.Context, r *batonpb.GetRequest) (*batonpb.GetResponse, error) {
+	if err := checkName("name", r.GetName()); err != nil {
+		return nil, s.toStatus(err)
+	}
+	if err := s.node.ReadBarrier(ctx); err != nil {
+		return nil, s.toStatus(err)
+	}
+	out := &batonpb.GetResponse{}
+	s.node.View(func(m *fsm.Machine) {
+		if l, ok := m.Lock(r.GetName()); ok {
+			out.Lock = lockToWire(l)
+		}
+	})
+	return out, nil
+}
+
+// List implements batonpb.BatonServer (linearizable), in name order.
+func (s *Server) List(ctx context.Context, r *batonpb.ListRequest) (*batonpb.ListResponse, error) {
+	n, err := pageSize(r.GetPageSize())
+	if err == nil && len(r.GetPrefix()) > fsm.MaxNameLen {
+		err = invalidf("prefix is %d bytes; the limit is %d", len(r.GetPrefix()), fsm.MaxNameLen)
+	}
+	if err == nil {
+		err = s.node.ReadBarrier(ctx)
+	}
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	out := &batonpb.ListResponse{}
+	s.node.View(func(m *fsm.Machine) {
+		locks := m.Locks(r.GetPrefix(), r.GetPageToken(), n+1)
+		if len(locks) > n {
+			locks = locks[:n]
+			out.NextPageToken = locks[n-1].GetName()
+		}
+		for _, l := range locks {
+			sum := &batonpb.LockSummary{Name: l.GetName(), Waiters: uint32(len(l.GetWaiters()))}
+			if len(l.GetHolders()) > 0 {
+				sum.Holder = holderToWire(l.GetHolders()[0])
+			}
+			out.Locks = append(out.Locks, sum)
+		}
+	})
+	return out, nil
+}
+
+// ListSessions implements batonpb.BatonServer (linearizable), by id.
+func (s *Server) ListSessions(ctx context.Context, r *batonpb.ListSessionsRequest) (*batonpb.ListSessionsResponse, error) {
+	n, err := pageSize(r.GetPageSize())
+	if err == nil {
+		err = s.node.ReadBarrier(ctx)
+	}
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	out := &batonpb.ListSessionsResponse{}
+	s.node.View(func(m *fsm.Machine) {
+		ss := m.Sessions(r.GetAfterId(), n+1)
+		if len(ss) > n {
+			ss = ss[:n]
+			out.NextAfterId = ss[n-1].GetId()
+		}
+		for _, x := range ss {
+			out.Sessions = append(out.Sessions, sessionToWire(x))
+		}
+	})
+	return out, nil
+}
+
+// Status implements batonpb.BatonServer. It is answered locally.
+func (s *Server) Status(ctx context.Context, r *batonpb.StatusRequest) (*batonpb.StatusResponse, error) {
+	st := s.node.Status()
+	out := &batonpb.StatusResponse{
+		Name: s.cfg.Name, Id: st.ID, LeaderId: st.Leader, Term: st.Term,
+		CommitIndex: st.Commit, AppliedIndex: st.Applied, Role: st.Role, Version: s.cfg.Version,
+	}
+	if s.cfg.Members != nil {
+		for _, m := range s.cfg.Members() {
+			out.Members = append(out.Members, &batonpb.Member{Name: m.Name, Id: m.ID, PeerAddr: m.PeerAddr, ClientAddr: m.ClientAddr})
+			if m.ID == st.Leader {
+				out.Leader, out.LeaderAddr = m.Name, m.ClientAddr
+			}
+		}
+	}
+	s.node.View(func(m *fsm.Machine) {
+		out.Sessions, out.Locks = uint32(m.NumSessions()), uint32(m.NumLocks())
+	})
+	return out, nil
+}
