@@ -1,0 +1,88 @@
+package embed
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/batonlock/baton/api/batonpb"
+)
+
+// A member that was down while the others compacted their logs past it
+// must catch up from a snapshot (MsgSnap), not from entries.
+func TestLaggingMemberCatchesUpFromSnapshot(t *testing.T) {
+	c := newTestCluster(t, 3)
+	lead := c.waitLeader()
+	down := (lead + 1) % 3
+	c.stop(down)
+	cl := c.client(lead)
+	a := openSession(t, cl, "a", 30*time.Second)
+	// 4x SnapshotEntries: the live members snapshot and compact past
+	// everything the stopped member has.
+	for i := range 200 {
+		r, err := cl.Acquire(context.Background(), &batonpb.AcquireRequest{Header: hdr(a, uint64(i+1)), Name: fmt.Sprintf("k/%d", i)})
+		if err != nil || !r.GetAcquired() {
+			t.Fatalf("acquire %d: %v %v", i, r, err)
+		}
+	}
+	if m := c.members[lead].Node().Metrics(); m.Snapshots == 0 {
+		t.Fatalf("leader took no snapshot: %+v", m)
+	}
+	c.start(down)
+	c.waitConverged()
+}
+
+// Blacklisting a session refuses its keepalives and acquires; the session
+// then expires on its own and its lock passes to the next waiter.
+func TestBlacklistEvictsThroughExpiry(t *testing.T) {
+	c := newTestCluster(t, 1)
+	cl := c.client(c.waitLeader())
+	ctx := context.Background()
+	stuck := openSession(t, cl, "stuck", time.Second)
+	next := openSession(t, cl, "next", 30*time.Second)
+	held, err := cl.Acquire(ctx, &batonpb.AcquireRequest{Header: hdr(stuck, 1), Name: "row"})
+	if err != nil || !held.GetAcquired() {
+		t.Fatal(err)
+	}
+	if _, err := cl.Blacklist(ctx, &batonpb.BlacklistRequest{SessionId: stuck}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: stuck}); err == nil {
+		t.Fatal("keepalive of a blacklisted session succeeded")
+	}
+	if _, err := cl.Acquire(ctx, &batonpb.AcquireRequest{Header: hdr(stuck, 2), Name: "other"}); err == nil {
+		t.Fatal("acquire by a blacklisted session succeeded")
+	}
+	// The hold is not force-deleted: it stays until the session expires.
+	got, err := cl.Get(ctx, &batonpb.GetRequest{Name: "row"})
+	if err != nil || len(got.GetLock().GetHolders()) != 1 {
+		t.Fatalf("hold after blacklist: %v %v", got, err)
+	}
+	g := <-queue(t, cl, next, "row")
+	if g.GetToken() <= held.GetToken() {
+		t.Fatalf("token %d after eviction, want > %d", g.GetToken(), held.GetToken())
+	}
+}
+
+// Oversized requests are refused before they reach consensus.
+func TestOversizedRequestRefused(t *testing.T) {
+	c := newTestCluster(t, 1)
+	cl := c.client(c.waitLeader())
+	names := make([]string, 0, 2100)
+	for i := range cap(names) {
+		names = append(names, fmt.Sprintf("%0500d", i))
+	}
+	// ~1.05 MB: over the 1 MiB request limit, refused by gRPC unread.
+	_, err := cl.AcquireMany(context.Background(), &batonpb.AcquireManyRequest{Header: hdr(1, 1), Names: names})
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("oversized request: %v, want ResourceExhausted", err)
+	}
+	st := c.members[0].Node().Status()
+	if st.Applied > 3 {
+		t.Fatalf("something was applied: %+v", st)
+	}
+}
