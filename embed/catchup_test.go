@@ -86,3 +86,48 @@ func TestOversizedRequestRefused(t *testing.T) {
 		t.Fatalf("something was applied: %+v", st)
 	}
 }
+
+// A 5-member cluster keeps serving with two members down.
+func TestFiveMembersSurviveTwoFailures(t *testing.T) {
+	c := newTestCluster(t, 5)
+	lead := c.waitLeader()
+	c.stop(lead)
+	c.stop((lead + 1) % 5)
+	lead = c.waitLeader()
+	cl := c.client(lead)
+	a := openSession(t, cl, "a", 30*time.Second)
+	r, err := cl.Acquire(context.Background(), &batonpb.AcquireRequest{Header: hdr(a, 1), Name: "x"})
+	if err != nil || !r.GetAcquired() {
+		t.Fatalf("acquire with 3 of 5: %v %v", r, err)
+	}
+}
+
+// A retried acquire (same session and seq) gets the first answer and never
+// becomes a second, reentrant hold.
+func TestRetriedAcquireIsExactlyOnce(t *testing.T) {
+	c := newTestCluster(t, 1)
+	cl := c.client(c.waitLeader())
+	ctx := context.Background()
+	a := openSession(t, cl, "a", 30*time.Second)
+	req := &batonpb.AcquireRequest{Header: hdr(a, 1), Name: "x"}
+	first, err := cl.Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := cl.Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.GetToken() != first.GetToken() || again.GetCount() != 1 {
+		t.Fatalf("retry answered %v, first %v", again, first)
+	}
+	got, err := cl.Get(ctx, &batonpb.GetRequest{Name: "x"})
+	if err != nil || got.GetLock().GetHolders()[0].GetCount() != 1 {
+		t.Fatalf("count after retry: %v %v", got, err)
+	}
+	// A real second acquire (new seq) is reentrant: count 2.
+	second, err := cl.Acquire(ctx, &batonpb.AcquireRequest{Header: hdr(a, 2), Name: "x"})
+	if err != nil || second.GetCount() != 2 || second.GetToken() != first.GetToken() {
+		t.Fatalf("reentrant acquire: %v %v", second, err)
+	}
+}
