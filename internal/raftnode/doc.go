@@ -11,7 +11,11 @@
 //     to the log store in one write, with one fdatasync when rd.MustSync.
 //     The same entries are appended to the in-memory raft.Storage.
 //  2. Send: only after step 1, so no peer hears of a vote or an entry that
-//     this node could forget in a crash. After sending a MsgSnap the node
+//     this node could forget in a crash. The one exception is the leader,
+//     which sends its MsgApps before writing the same entries to its own
+//     disk (Raft thesis 10.2.1): the write still finishes before the next
+//     Ready, so nothing is applied before the leader's copy is durable.
+//     After sending a MsgSnap the node
 //     reports the snapshot as finished (the transport delivers it whole or
 //     reports the peer unreachable).
 //  3. Apply: the snapshot first (state machine Restore), then committed

@@ -15,6 +15,16 @@ import (
 // handleReady processes one Ready in the order the package doc numbers.
 func (n *Node) handleReady(rd raft.Ready) error {
 	n.metrics.Readies++
+	// A leader sends first and writes its own log meanwhile (Raft thesis
+	// 10.2.1): its MsgApps carry entries it is about to persist, and since
+	// this loop finishes the write before the next Ready, no entry is
+	// applied (or acknowledged) before the leader's copy is durable.
+	// Everyone else sends only after persisting (votes and append
+	// responses must describe durable state).
+	leading := n.rn.BasicStatus().RaftState == raft.StateLeader
+	if leading {
+		n.send(rd.Messages)
+	}
 	// 1. Persist.
 	if rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot) {
 		if err := n.cfg.Store.SaveSnapshot(rd.Snapshot); err != nil {
@@ -46,13 +56,8 @@ func (n *Node) handleReady(rd raft.Ready) error {
 		}
 	}
 	// 2. Send, now that everything above is durable.
-	if len(rd.Messages) > 0 {
-		n.cfg.Transport.Send(n.cfg.GroupID, rd.Messages)
-		for _, m := range rd.Messages {
-			if m.GetType() == raftpb.MsgSnap {
-				n.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFinish)
-			}
-		}
+	if !leading {
+		n.send(rd.Messages)
 	}
 	// 3. Apply.
 	if rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot) {
@@ -299,4 +304,16 @@ func (n *Node) refreshStatus() {
 	}
 	n.pubMetrics = n.metrics
 	n.statusMu.Unlock()
+}
+
+func (n *Node) send(msgs []*raftpb.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	n.cfg.Transport.Send(n.cfg.GroupID, msgs)
+	for _, m := range msgs {
+		if m.GetType() == raftpb.MsgSnap {
+			n.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFinish)
+		}
+	}
 }
