@@ -67,7 +67,6 @@ func (n *Node) handleReady(rd raft.Ready) error {
 	}
 	n.applyEntries(rd.CommittedEntries)
 	n.noteLeadership(rd.SoftState)
-	n.maybeCampaign()
 	// 4. Reads whose index is applied, then Advance.
 	for _, rs := range rd.ReadStates {
 		if len(rs.RequestCtx) != 8 {
@@ -81,6 +80,9 @@ func (n *Node) handleReady(rd raft.Ready) error {
 	}
 	n.releaseReads()
 	n.rn.Advance(rd)
+	// After Advance: raft refuses to campaign while committed conf
+	// changes are unapplied.
+	n.maybeCampaign()
 	n.maybeSnapshot()
 	n.refreshStatus()
 	return nil
@@ -300,7 +302,7 @@ func (n *Node) refreshStatus() {
 		Term:    st.GetTerm(),
 		Commit:  st.GetCommit(),
 		Applied: n.applied,
-		Role:    st.RaftState.String(),
+		Role:    roleName(st.RaftState),
 	}
 	n.pubMetrics = n.metrics
 	n.statusMu.Unlock()
@@ -316,4 +318,19 @@ func (n *Node) send(msgs []*raftpb.Message) {
 			n.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFinish)
 		}
 	}
+}
+
+// roleName is the role as operators read it.
+func roleName(s raft.StateType) string {
+	switch s {
+	case raft.StateLeader:
+		return "leader"
+	case raft.StateFollower:
+		return "follower"
+	case raft.StateCandidate:
+		return "candidate"
+	case raft.StatePreCandidate:
+		return "pre-candidate"
+	}
+	return s.String()
 }

@@ -82,11 +82,7 @@ func (s *Server) toStatus(err error) error {
 		return err
 	}
 	code, reason, leader := s.classify(err)
-	msg := err.Error()
-	if code == codes.Internal {
-		s.log.Error("internal error", "err", err)
-		msg = "internal error"
-	}
+	msg := s.message(code, err)
 	st := status.New(code, msg)
 	if reason == batonpb.Reason_REASON_UNSPECIFIED {
 		return st.Err()
@@ -110,10 +106,20 @@ func (s *Server) toWire(err error) *batonpb.Error {
 		return &batonpb.Error{Code: uint32(st.Code()), Message: st.Message()}
 	}
 	code, reason, leader := s.classify(err)
-	msg := err.Error()
+	msg := s.message(code, err)
+	return &batonpb.Error{Code: uint32(code), Reason: reason, Message: msg, LeaderAddr: leader}
+}
+
+// message is what the caller reads: the state machine's own words without
+// internal package prefixes; internal errors are logged, not shown.
+func (s *Server) message(code codes.Code, err error) string {
 	if code == codes.Internal {
 		s.log.Error("internal error", "err", err)
-		msg = "internal error"
+		return "internal error"
 	}
-	return &batonpb.Error{Code: uint32(code), Reason: reason, Message: msg, LeaderAddr: leader}
+	var fe *fsm.Error
+	if errors.As(err, &fe) && fe.Msg != "" {
+		return fe.Msg
+	}
+	return err.Error()
 }
