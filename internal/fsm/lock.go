@@ -348,6 +348,7 @@ func (m *Machine) release(a *apply, s *session, op *fsmpb.Release) {
 func (m *Machine) endHold(a *apply, l *lock, s *session, h *fsmpb.Holder) {
 	l.holders = slices.DeleteFunc(l.holders, func(x *fsmpb.Holder) bool { return x == h })
 	s.dropHold(l.name)
+	s.holdEnded(h.GetAcquireSeq(), l.name)
 	m.settle(a, l)
 }
 

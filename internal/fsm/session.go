@@ -114,6 +114,20 @@ func (s *session) granted(seq uint64, lock string, token uint64) {
 	}
 }
 
+// holdEnded updates the cached result of the acquire seq, if it is still
+// cached as granted, to say that the hold it got has ended: a retry of a
+// request whose answer never arrived must not learn "granted" for a hold
+// that is gone (e.g. a server released it for a caller that went away).
+func (s *session) holdEnded(seq uint64, lock string) {
+	r := s.cached(seq)
+	if r == nil || r.GetAcquire().GetLock() != lock || r.GetAcquire().GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
+		return
+	}
+	r.Error = fsmpb.Error_ERROR_NOT_HOLDER
+	r.Message = "the hold this request got on lock " + quote(lock) + " has since ended"
+	r.Acquire = nil
+}
+
 // waitEnded updates the cached result of the queued acquire seq, if it is
 // still cached, to the final refusal code.
 func (s *session) waitEnded(seq uint64, lock string, code fsmpb.Error) {
