@@ -1096,7 +1096,11 @@ func (x *CancelRequest) GetAcquireSeq() uint64 {
 }
 
 type CancelResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// granted is set when the wait was already granted before the cancel
+	// applied (the cancel then fails with NOT_WAITING): the hold the client
+	// now has and should release.
+	Granted       *AcquireResponse `protobuf:"bytes,1,opt,name=granted,proto3" json:"granted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1129,6 +1133,13 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
 	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *CancelResponse) GetGranted() *AcquireResponse {
+	if x != nil {
+		return x.Granted
+	}
+	return nil
 }
 
 type CasReleaseRequest struct {
@@ -2892,8 +2903,9 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x06header\x18\x01 \x01(\v2\x17.baton.v1.RequestHeaderR\x06header\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1f\n" +
 	"\vacquire_seq\x18\x03 \x01(\x04R\n" +
-	"acquireSeq\"\x10\n" +
-	"\x0eCancelResponse\"\\\n" +
+	"acquireSeq\"E\n" +
+	"\x0eCancelResponse\x123\n" +
+	"\agranted\x18\x01 \x01(\v2\x19.baton.v1.AcquireResponseR\agranted\"\\\n" +
 	"\x11CasReleaseRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -3130,70 +3142,71 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	11, // 10: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
 	1,  // 11: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
 	1,  // 12: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
-	9,  // 13: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
-	9,  // 14: baton.v1.Lock.holders:type_name -> baton.v1.Holder
-	10, // 15: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
-	23, // 16: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
-	9,  // 17: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
-	26, // 18: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	42, // 19: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	43, // 20: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
-	28, // 21: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
-	34, // 22: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
-	0,  // 23: baton.v1.Error.reason:type_name -> baton.v1.Reason
-	2,  // 24: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
-	37, // 25: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
-	4,  // 26: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
-	8,  // 27: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
-	14, // 28: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
-	16, // 29: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
-	12, // 30: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
-	6,  // 31: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
-	0,  // 32: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
-	36, // 33: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
-	3,  // 34: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
-	5,  // 35: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
-	11, // 36: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
-	15, // 37: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
-	17, // 38: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
-	13, // 39: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
-	7,  // 40: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
-	39, // 41: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
-	40, // 42: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
-	36, // 43: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	38, // 44: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	2,  // 45: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	4,  // 46: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	6,  // 47: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	8,  // 48: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	12, // 49: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	14, // 50: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	18, // 51: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	20, // 52: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	22, // 53: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	25, // 54: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	29, // 55: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	31, // 56: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	33, // 57: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	41, // 58: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	3,  // 59: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	5,  // 60: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	7,  // 61: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	11, // 62: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	13, // 63: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	15, // 64: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	19, // 65: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	21, // 66: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	24, // 67: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	27, // 68: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	30, // 69: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	32, // 70: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	35, // 71: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	58, // [58:72] is the sub-list for method output_type
-	44, // [44:58] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	11, // 13: baton.v1.CancelResponse.granted:type_name -> baton.v1.AcquireResponse
+	9,  // 14: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
+	9,  // 15: baton.v1.Lock.holders:type_name -> baton.v1.Holder
+	10, // 16: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
+	23, // 17: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
+	9,  // 18: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
+	26, // 19: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
+	42, // 20: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	43, // 21: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	28, // 22: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
+	34, // 23: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
+	0,  // 24: baton.v1.Error.reason:type_name -> baton.v1.Reason
+	2,  // 25: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
+	37, // 26: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
+	4,  // 27: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
+	8,  // 28: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
+	14, // 29: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
+	16, // 30: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
+	12, // 31: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
+	6,  // 32: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
+	0,  // 33: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
+	36, // 34: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
+	3,  // 35: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
+	5,  // 36: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
+	11, // 37: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
+	15, // 38: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
+	17, // 39: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
+	13, // 40: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
+	7,  // 41: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
+	39, // 42: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
+	40, // 43: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
+	36, // 44: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
+	38, // 45: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	2,  // 46: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	4,  // 47: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	6,  // 48: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	8,  // 49: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	12, // 50: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	14, // 51: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	18, // 52: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	20, // 53: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	22, // 54: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	25, // 55: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	29, // 56: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	31, // 57: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	33, // 58: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	41, // 59: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	3,  // 60: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	5,  // 61: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	7,  // 62: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	11, // 63: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	13, // 64: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	15, // 65: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	19, // 66: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	21, // 67: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	24, // 68: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	27, // 69: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	30, // 70: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	32, // 71: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	35, // 72: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	59, // [59:73] is the sub-list for method output_type
+	45, // [45:59] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }

@@ -73,13 +73,13 @@ func (h *hub) detach(st *stream) {
 	}
 }
 
-// dropAll ends every attached stream (this node stopped leading).
-func (h *hub) dropAll() {
+// dropAll ends every attached stream with err (this node stopped leading).
+func (h *hub) dropAll(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, m := range h.streams {
 		for st := range m {
-			st.end(errStreamNotLeader)
+			st.end(err)
 		}
 	}
 }
@@ -113,6 +113,9 @@ func (h *hub) publish(res *fsmpb.Result) {
 	}
 	for _, id := range res.GetSessionsEnded() {
 		for st := range h.streams[id] {
+			if st.closing.Load() {
+				continue // the close's reply ends it
+			}
 			st.push(&batonpb.SessionResponse{Kind: &batonpb.SessionResponse_SessionLost{SessionLost: &batonpb.Error{
 				Code: 5, Reason: batonpb.Reason_SESSION_EXPIRED, Message: "session ended",
 			}}})

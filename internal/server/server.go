@@ -100,7 +100,11 @@ func (s *Server) LeaderChanged(isLeader bool, term uint64, m *fsm.Machine) {
 		s.tracker.Demote()
 		// Streams attached here cannot be served any more: end them so
 		// their clients follow the new leader.
-		s.hub.dropAll()
+		var lead uint64
+		if s.node != nil {
+			lead = s.node.Leader()
+		}
+		s.hub.dropAll(s.toStatus(&raftnode.NotLeaderError{Leader: lead}))
 	}
 }
 

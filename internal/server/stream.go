@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -29,6 +30,7 @@ var (
 // stream is one attached session stream.
 type stream struct {
 	session uint64
+	closing atomic.Bool // the client asked to close the session
 	out     chan *batonpb.SessionResponse
 	once    sync.Once
 	endErr  error
@@ -191,10 +193,16 @@ func (s *Server) serveStreamRequest(ctx context.Context, wg *sync.WaitGroup, st 
 	case *batonpb.SessionRequest_Cancel:
 		cmd, err = cancelCommand(k.Cancel)
 		answer = func(res *fsmpb.Result) *batonpb.SessionResponse {
-			return &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Cancel{Cancel: &batonpb.CancelResponse{}}}
+			out := &batonpb.CancelResponse{}
+			if a := res.GetAcquire(); a.GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
+				out.Granted = acquireToWire(k.Cancel.GetAcquireSeq(), a)
+			}
+			return &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Cancel{Cancel: out}}
 		}
 	case *batonpb.SessionRequest_Close:
 		cmd, err = closeCommand(st.session, k.Close.GetSeq())
+		// The close's own reply, not a session_lost push, ends this stream.
+		st.closing.Store(true)
 		answer = func(res *fsmpb.Result) *batonpb.SessionResponse {
 			return &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Close{Close: &batonpb.CloseSessionResponse{}}}
 		}
@@ -233,5 +241,8 @@ func (s *Server) serveStreamRequest(ctx context.Context, wg *sync.WaitGroup, st 
 			return
 		}
 		reply(answer(res), nil)
+		if st.closing.Load() && cmd.GetCloseSession() != nil {
+			st.end(nil)
+		}
 	})
 }
