@@ -1,0 +1,250 @@
+package baton
+
+import (
+	"context"
+	"time"
+
+	"github.com/batonlock/baton/api/batonpb"
+)
+
+// Holder is one hold of a lock.
+type Holder struct {
+	SessionID uint64
+	// Owner is the holding session's owner label; OwnerKey the key the
+	// hold belongs to within that session.
+	Owner    string
+	OwnerKey string
+	// Token is the hold's fencing token.
+	Token uint64
+	// Count is the reentrant count.
+	Count uint32
+	// Since is the granting leader's wall clock, for display only.
+	Since time.Time
+}
+
+// Waiter is one queued acquire of a lock.
+type Waiter struct {
+	SessionID uint64
+	Owner     string
+	OwnerKey  string
+	// Since is when it queued (the leader's wall clock, display only).
+	Since time.Time
+	// WaitTimeout is the wait's bound; 0 means until cancelled.
+	WaitTimeout time.Duration
+}
+
+// LockInfo is a lock's full record: its holders and its FIFO queue, the
+// head first.
+type LockInfo struct {
+	Name    string
+	Holders []Holder
+	Waiters []Waiter
+}
+
+// LockSummary is a lock as List shows it.
+type LockSummary struct {
+	Name string
+	// Holder is nil when the lock only has waiters.
+	Holder  *Holder
+	Waiters int
+}
+
+// SessionInfo is a session as Sessions shows it.
+type SessionInfo struct {
+	ID          uint64
+	Owner       string
+	TTL         time.Duration
+	Blacklisted bool
+	Created     time.Time
+	Holds       int
+}
+
+// Member is one member of the cluster.
+type Member struct {
+	Name       string
+	ID         uint64
+	PeerAddr   string
+	ClientAddr string
+}
+
+// Status describes a member and the cluster as that member sees it.
+type Status struct {
+	// Name, ID and Role ("leader", "follower", ...) are the answering
+	// member's.
+	Name string
+	ID   uint64
+	Role string
+	// Leader, LeaderID and LeaderAddr name the leader it knows ("" and 0
+	// if none).
+	Leader     string
+	LeaderID   uint64
+	LeaderAddr string
+	Term       uint64
+	// CommitIndex and AppliedIndex are the member's Raft indexes.
+	CommitIndex  uint64
+	AppliedIndex uint64
+	Members      []Member
+	Sessions     int
+	Locks        int
+	Version      string
+}
+
+func holderOf(h *batonpb.Holder) Holder {
+	if h == nil {
+		return Holder{}
+	}
+	out := Holder{SessionID: h.GetSessionId(), Owner: h.GetOwner(), OwnerKey: h.GetOwnerKey(), Token: h.GetToken(), Count: h.GetCount()}
+	if h.GetSince() != nil {
+		out.Since = h.GetSince().AsTime()
+	}
+	return out
+}
+
+// Check reports, linearizably, whether token is the current hold of the
+// lock name: for resources that cannot keep fencing state themselves.
+func (c *Client) Check(ctx context.Context, name string, token uint64) (bool, error) {
+	var held bool
+	err := c.invoke(ctx, retryRead, func(ctx context.Context, bc batonpb.BatonClient) error {
+		r, err := bc.Check(ctx, &batonpb.CheckRequest{Name: name, Token: token})
+		held = r.GetHeld()
+		return err
+	})
+	return held, err
+}
+
+// Get returns the lock's record, linearizably. A lock nobody holds or waits
+// for has no holders and no waiters.
+func (c *Client) Get(ctx context.Context, name string) (*LockInfo, error) {
+	var r *batonpb.GetResponse
+	err := c.invoke(ctx, retryRead, func(ctx context.Context, bc batonpb.BatonClient) error {
+		var err error
+		r, err = bc.Get(ctx, &batonpb.GetRequest{Name: name})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := &LockInfo{Name: name}
+	for _, h := range r.GetLock().GetHolders() {
+		out.Holders = append(out.Holders, holderOf(h))
+	}
+	for _, w := range r.GetLock().GetWaiters() {
+		ow := Waiter{SessionID: w.GetSessionId(), Owner: w.GetOwner(), OwnerKey: w.GetOwnerKey()}
+		if w.GetSince() != nil {
+			ow.Since = w.GetSince().AsTime()
+		}
+		if w.GetWaitTimeout() != nil {
+			ow.WaitTimeout = w.GetWaitTimeout().AsDuration()
+		}
+		out.Waiters = append(out.Waiters, ow)
+	}
+	return out, nil
+}
+
+// List returns every lock whose name starts with prefix, in name order,
+// following the server's pages. Each page is linearizable; the whole list
+// is not one snapshot.
+func (c *Client) List(ctx context.Context, prefix string) ([]LockSummary, error) {
+	var out []LockSummary
+	token := ""
+	for {
+		var r *batonpb.ListResponse
+		err := c.invoke(ctx, retryRead, func(ctx context.Context, bc batonpb.BatonClient) error {
+			var err error
+			r, err = bc.List(ctx, &batonpb.ListRequest{Prefix: prefix, PageToken: token, PageSize: 1000})
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range r.GetLocks() {
+			s := LockSummary{Name: l.GetName(), Waiters: int(l.GetWaiters())}
+			if l.GetHolder() != nil {
+				h := holderOf(l.GetHolder())
+				s.Holder = &h
+			}
+			out = append(out, s)
+		}
+		if token = r.GetNextPageToken(); token == "" {
+			return out, nil
+		}
+	}
+}
+
+// Sessions returns every live session, by id, following the server's
+// pages.
+func (c *Client) Sessions(ctx context.Context) ([]SessionInfo, error) {
+	var out []SessionInfo
+	var after uint64
+	for {
+		var r *batonpb.ListSessionsResponse
+		err := c.invoke(ctx, retryRead, func(ctx context.Context, bc batonpb.BatonClient) error {
+			var err error
+			r, err = bc.ListSessions(ctx, &batonpb.ListSessionsRequest{AfterId: after, PageSize: 1000})
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range r.GetSessions() {
+			si := SessionInfo{ID: s.GetId(), Owner: s.GetOwner(), TTL: s.GetTtl().AsDuration(), Blacklisted: s.GetBlacklisted(), Holds: int(s.GetHolds())}
+			if s.GetCreated() != nil {
+				si.Created = s.GetCreated().AsTime()
+			}
+			out = append(out, si)
+		}
+		if after = r.GetNextAfterId(); after == 0 {
+			return out, nil
+		}
+	}
+}
+
+// Blacklist marks a session: it can no longer acquire, its keepalives are
+// refused and it expires in the normal way, releasing its holds. This is
+// how an operator evicts a stuck process safely. Blacklisting twice is
+// harmless, so the call is retried across leader changes.
+func (c *Client) Blacklist(ctx context.Context, sessionID uint64) error {
+	return c.invoke(ctx, retryRead, func(ctx context.Context, bc batonpb.BatonClient) error {
+		_, err := bc.Blacklist(ctx, &batonpb.BlacklistRequest{SessionId: sessionID})
+		return err
+	})
+}
+
+// CasRelease ends the hold of lock name only if its holder still is
+// session sessionID (and has token, when token is not 0): for supervisors
+// freeing the locks of a process they know has died. It is retried only
+// when it surely did not apply; after a leader change mid-call it may
+// return an error matching ErrOutcomeUnknown, and a retry then may find
+// the hold already gone (ErrNotFound or ErrTokenMismatch). The holding
+// session's client is not told: its Lease stays valid in its eyes until
+// it next touches the lock, so release holds of live processes with
+// Blacklist instead.
+func (c *Client) CasRelease(ctx context.Context, name string, sessionID, token uint64) error {
+	return c.invoke(ctx, retryNotApplied, func(ctx context.Context, bc batonpb.BatonClient) error {
+		_, err := bc.CasRelease(ctx, &batonpb.CasReleaseRequest{Name: name, SessionId: sessionID, Token: token})
+		return err
+	})
+}
+
+// Status describes the cluster as the member the client reaches first sees
+// it (the leader, when the client knows it).
+func (c *Client) Status(ctx context.Context) (*Status, error) {
+	var r *batonpb.StatusResponse
+	err := c.invoke(ctx, retryRead, func(ctx context.Context, bc batonpb.BatonClient) error {
+		var err error
+		r, err = bc.Status(ctx, &batonpb.StatusRequest{})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := &Status{
+		Name: r.GetName(), ID: r.GetId(), Role: r.GetRole(), Leader: r.GetLeader(), LeaderID: r.GetLeaderId(),
+		LeaderAddr: r.GetLeaderAddr(), Term: r.GetTerm(), CommitIndex: r.GetCommitIndex(), AppliedIndex: r.GetAppliedIndex(),
+		Sessions: int(r.GetSessions()), Locks: int(r.GetLocks()), Version: r.GetVersion(),
+	}
+	for _, m := range r.GetMembers() {
+		out.Members = append(out.Members, Member{Name: m.GetName(), ID: m.GetId(), PeerAddr: m.GetPeerAddr(), ClientAddr: m.GetClientAddr()})
+	}
+	return out, nil
+}

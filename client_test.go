@@ -1,0 +1,173 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/batonlock/baton/api/batonpb"
+)
+
+func TestErrorMapping(t *testing.T) {
+	withInfo := func(code codes.Code, reason batonpb.Reason, leader string) error {
+		st := status.New(code, "msg")
+		info := &errdetails.ErrorInfo{Reason: reason.String(), Domain: ErrorDomain}
+		if leader != "" {
+			info.Metadata = map[string]string{"leader_addr": leader}
+		}
+		st, _ = st.WithDetails(info)
+		return st.Err()
+	}
+	tests := []struct {
+		name string
+		err  error
+		is   []error
+		not  []error
+	}{
+		{"not holder", withInfo(codes.FailedPrecondition, batonpb.Reason_NOT_HOLDER, ""), []error{ErrNotHeld}, []error{ErrTokenMismatch}},
+		{"token mismatch", withInfo(codes.FailedPrecondition, batonpb.Reason_TOKEN_MISMATCH, ""), []error{ErrTokenMismatch, ErrNotHeld}, nil},
+		{"lock not found", withInfo(codes.NotFound, batonpb.Reason_LOCK_NOT_FOUND, ""), []error{ErrNotFound, ErrNotHeld}, nil},
+		{"session expired", withInfo(codes.NotFound, batonpb.Reason_SESSION_EXPIRED, ""), []error{ErrSessionLost}, []error{ErrNotHeld}},
+		{"blacklisted", withInfo(codes.PermissionDenied, batonpb.Reason_BLACKLISTED, ""), []error{ErrBlacklisted}, nil},
+		{"not leader", withInfo(codes.Unavailable, batonpb.Reason_NOT_LEADER, "h:1"), []error{ErrNotLeader, ErrUnavailable}, []error{ErrOutcomeUnknown}},
+		{"outcome unknown", withInfo(codes.Unavailable, batonpb.Reason_OUTCOME_UNKNOWN, ""), []error{ErrOutcomeUnknown, ErrUnavailable}, nil},
+		{"overloaded", withInfo(codes.ResourceExhausted, batonpb.Reason_OVERLOADED, ""), []error{ErrOverloaded}, []error{ErrUnavailable}},
+		{"wait timed out", withInfo(codes.DeadlineExceeded, batonpb.Reason_WAIT_TIMED_OUT, ""), []error{ErrWaitTimedOut}, []error{context.DeadlineExceeded}},
+		{"invalid", withInfo(codes.InvalidArgument, batonpb.Reason_INVALID_ARGUMENT, ""), []error{ErrInvalidArgument}, nil},
+		{"too many waiters", withInfo(codes.ResourceExhausted, batonpb.Reason_TOO_MANY_WAITERS, ""), []error{ErrTooManyWaiters}, nil},
+		{"transport unavailable", status.Error(codes.Unavailable, "connection refused"), []error{ErrUnavailable}, []error{ErrNotLeader}},
+		{"deadline", status.Error(codes.DeadlineExceeded, "late"), []error{context.DeadlineExceeded}, nil},
+		{"busy", &BusyError{Name: "x"}, []error{ErrLockBusy}, []error{ErrNotHeld}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := fromStatus(tt.err)
+			for _, want := range tt.is {
+				if !errors.Is(err, want) {
+					t.Errorf("%v: errors.Is(%v) = false", err, want)
+				}
+			}
+			for _, not := range tt.not {
+				if errors.Is(err, not) {
+					t.Errorf("%v: errors.Is(%v) = true", err, not)
+				}
+			}
+		})
+	}
+	if h := leaderHint(fromStatus(withInfo(codes.Unavailable, batonpb.Reason_NOT_LEADER, "h:1"))); h != "h:1" {
+		t.Fatalf("leader hint %q", h)
+	}
+	// Every Reason but UNSPECIFIED maps to at least one sentinel.
+	for v, name := range batonpb.Reason_name {
+		if r := batonpb.Reason(v); r != batonpb.Reason_REASON_UNSPECIFIED && len(reasonErrors[r]) == 0 {
+			t.Errorf("Reason %s has no sentinel", name)
+		}
+	}
+}
+
+func TestSafetyMargin(t *testing.T) {
+	for _, tt := range []struct {
+		ttl  string
+		want string
+	}{{"1s", "100ms"}, {"10s", "150ms"}, {"1m", "650ms"}} {
+		ttl, _ := parseDur(tt.ttl)
+		if got := SafetyMargin(ttl).String(); got != tt.want {
+			t.Errorf("SafetyMargin(%s) = %s, want %s", tt.ttl, got, tt.want)
+		}
+	}
+}
+
+func TestOperatorCalls(t *testing.T) {
+	_, cl := single(t)
+	ctx := testCtx(t)
+	a := newSession(t, cl, WithOwner("ops/a"))
+	b := newSession(t, cl, WithOwner("ops/b"))
+	names := make([]string, 0, 1000)
+	for i := range 1000 {
+		names = append(names, fmt.Sprintf("ops/many/%04d", i))
+	}
+	if _, missed, err := a.TryLockMany(ctx, names...); err != nil || len(missed) != 0 {
+		t.Fatalf("TryLockMany: %v %v", missed, err)
+	}
+	lx, err := a.Mutex("ops/x").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if held, err := cl.Check(ctx, "ops/x", lx.Token()); err != nil || !held {
+		t.Fatalf("Check(current token) = %v, %v", held, err)
+	}
+	if held, err := cl.Check(ctx, "ops/x", lx.Token()-1); err != nil || held {
+		t.Fatalf("Check(old token) = %v, %v", held, err)
+	}
+	// List follows pages (the server's page is at most 1000).
+	all, err := cl.List(ctx, "ops/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 1001 || all[1000].Name != "ops/x" || all[1000].Holder == nil || all[1000].Holder.SessionID != a.ID() {
+		t.Fatalf("List: %d locks, last %+v", len(all), all[len(all)-1])
+	}
+	ss, err := cl.Sessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[uint64]SessionInfo{}
+	for _, s := range ss {
+		found[s.ID] = s
+	}
+	if found[a.ID()].Owner != "ops/a" || found[a.ID()].Holds != 1001 || found[b.ID()].Owner != "ops/b" {
+		t.Fatalf("Sessions: %+v", ss)
+	}
+	st, err := cl.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Role == "" || st.LeaderAddr == "" || len(st.Members) != 1 || st.Sessions < 2 {
+		t.Fatalf("Status: %+v", st)
+	}
+
+	// CasRelease by an operator: the wrong token is refused, the right one
+	// frees the lock for the next holder.
+	if err := cl.CasRelease(ctx, "ops/x", a.ID(), lx.Token()+1000); !errors.Is(err, ErrTokenMismatch) {
+		t.Fatalf("CasRelease(wrong token): %v", err)
+	}
+	if err := cl.CasRelease(ctx, "ops/x", a.ID(), lx.Token()); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.CasRelease(ctx, "ops/x", a.ID(), lx.Token()); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second CasRelease: %v", err)
+	}
+	lb, err := b.Mutex("ops/x").TryLock(ctx)
+	if err != nil || lb.Token() <= lx.Token() {
+		t.Fatalf("TryLock after CasRelease: %v", err)
+	}
+	if err := lx.Release(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Release of a hold freed by CasRelease: %v, want ErrNotHeld", err)
+	}
+	if err := cl.Blacklist(ctx, 999999); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Blacklist(unknown): %v", err)
+	}
+	if _, err := cl.Get(ctx, ""); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("Get(\"\"): %v", err)
+	}
+}
+
+func TestDialFailsWithoutMembers(t *testing.T) {
+	ctx := testCtx(t)
+	_, err := Dial(ctx, "127.0.0.1:1", WithMaxAttempts(2))
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Dial: %v, want ErrUnavailable", err)
+	}
+	if _, err := Dial(ctx, " , "); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("Dial(no endpoints): %v", err)
+	}
+}
+
+func parseDur(s string) (d time.Duration, err error) { return time.ParseDuration(s) }

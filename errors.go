@@ -1,0 +1,232 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/batonlock/baton/api/batonpb"
+)
+
+// ErrorDomain is the errdetails.ErrorInfo domain of Baton's errors.
+const ErrorDomain = "batonlock.io"
+
+// Sentinels. Each says when it is returned; match with errors.Is. An error
+// answered by the server is an *Error, which matches every sentinel its
+// Reason maps to (see reasonErrors), so errors.Is(err, ErrNotHeld) holds for
+// a release of a lock held by someone else whatever the message says.
+var (
+	// ErrNotHeld: Release or Unlock of a hold the caller does not have
+	// (Reasons NOT_HOLDER, LOCK_NOT_FOUND, TOKEN_MISMATCH).
+	ErrNotHeld = errors.New("baton: lock not held")
+	// ErrLockBusy: TryLock of a lock someone else holds. The error is a
+	// *BusyError naming the holder.
+	ErrLockBusy = errors.New("baton: lock busy")
+	// ErrSessionLost: the session expired, was blacklisted and refused, or
+	// the client gave up reaching the cluster (Reason SESSION_EXPIRED, and
+	// SESSION_NOT_FOUND on a session's own requests). Every waiter of the
+	// session fails with it at once, and every Lease of it is lost.
+	ErrSessionLost = errors.New("baton: session lost")
+	// ErrSessionClosed: the session was closed by Session.Close or
+	// Client.Close; calls made on it afterwards fail with it.
+	ErrSessionClosed = errors.New("baton: session closed")
+	// ErrJeopardy is the cause of a Lease's Context and Lost when the
+	// session's conservative deadline passed without a keepalive answer:
+	// the server may release the hold soon (or may already have, after a
+	// partition), so work under the lease must stop.
+	ErrJeopardy = errors.New("baton: session in jeopardy: no keepalive answer before the conservative deadline")
+	// ErrReleased is the cause of a Lease's Context once it was released.
+	ErrReleased = errors.New("baton: lease released")
+	// ErrBlacklisted: the session was blacklisted by an operator (Reason
+	// BLACKLISTED); it cannot acquire and it will expire.
+	ErrBlacklisted = errors.New("baton: session blacklisted")
+	// ErrTokenMismatch: a release or CasRelease named a token (or session)
+	// that is not the current holder's (Reason TOKEN_MISMATCH).
+	ErrTokenMismatch = errors.New("baton: token mismatch")
+	// ErrInvalidArgument: the request was refused as malformed: a bad lock
+	// name, owner, TTL or wait (Reason INVALID_ARGUMENT), or an option given
+	// to this package was out of range. Nothing changed.
+	ErrInvalidArgument = errors.New("baton: invalid argument")
+	// ErrNotFound: the named session or lock does not exist (Reasons
+	// SESSION_NOT_FOUND and LOCK_NOT_FOUND).
+	ErrNotFound = errors.New("baton: not found")
+	// ErrWaitTimedOut: LockWithin's wait ended unserved (Reason
+	// WAIT_TIMED_OUT); the waiter left the queue.
+	ErrWaitTimedOut = errors.New("baton: wait timed out")
+	// ErrWaitCancelled: a wait was cancelled on the server (Reason
+	// WAIT_CANCELLED). Lock returns the caller's ctx.Err() instead when it
+	// was the caller's ctx that ended the wait.
+	ErrWaitCancelled = errors.New("baton: wait cancelled")
+	// ErrNotWaiting: a cancel found no such waiter (Reason NOT_WAITING).
+	ErrNotWaiting = errors.New("baton: not waiting")
+	// ErrUnavailable: no member could serve the call within the retries
+	// (gRPC UNAVAILABLE, Reasons NOT_LEADER and OUTCOME_UNKNOWN).
+	ErrUnavailable = errors.New("baton: unavailable")
+	// ErrNotLeader: the member is not the leader (Reason NOT_LEADER). The
+	// client follows the leader by itself; callers see it only when the
+	// retries ran out. It also matches ErrUnavailable.
+	ErrNotLeader = errors.New("baton: not the leader")
+	// ErrOutcomeUnknown: leadership changed before the request applied
+	// (Reason OUTCOME_UNKNOWN); it may or may not have taken effect. Session
+	// requests are retried with their sequence number and never show it; a
+	// CasRelease may. It also matches ErrUnavailable.
+	ErrOutcomeUnknown = errors.New("baton: outcome unknown")
+	// ErrOverloaded: the leader sheds load (Reason OVERLOADED). Session
+	// requests are retried after a backoff; unary calls return it.
+	ErrOverloaded = errors.New("baton: overloaded")
+	// ErrTooManyWaiters: the lock's queue is full (Reason TOO_MANY_WAITERS).
+	ErrTooManyWaiters = errors.New("baton: too many waiters")
+	// ErrTooManyPending: the session has too many unanswered requests
+	// (Reason TOO_MANY_PENDING). A Lock that waits for a long time keeps
+	// its request in the session's window, so a session that also makes
+	// about a thousand other requests meanwhile meets this limit.
+	ErrTooManyPending = errors.New("baton: too many pending requests")
+	// ErrTooManyHolds: the session holds or waits for too many locks, or a
+	// reentrant count would overflow (Reason TOO_MANY_HOLDS).
+	ErrTooManyHolds = errors.New("baton: too many holds")
+	// ErrStaleSequence: a request's sequence number was already answered
+	// and forgotten (Reason STALE_SEQUENCE). It means a bug in this client.
+	ErrStaleSequence = errors.New("baton: stale sequence")
+	// ErrClientClosed: the Client was closed.
+	ErrClientClosed = errors.New("baton: client closed")
+)
+
+// reasonErrors is the one table from the server's Reasons to this
+// package's sentinels. An *Error matches every sentinel of its Reason.
+var reasonErrors = map[batonpb.Reason][]error{
+	batonpb.Reason_INVALID_ARGUMENT:  {ErrInvalidArgument},
+	batonpb.Reason_SESSION_NOT_FOUND: {ErrNotFound},
+	batonpb.Reason_LOCK_NOT_FOUND:    {ErrNotFound, ErrNotHeld},
+	batonpb.Reason_NOT_HOLDER:        {ErrNotHeld},
+	batonpb.Reason_TOKEN_MISMATCH:    {ErrTokenMismatch, ErrNotHeld},
+	batonpb.Reason_BLACKLISTED:       {ErrBlacklisted},
+	batonpb.Reason_TOO_MANY_WAITERS:  {ErrTooManyWaiters},
+	batonpb.Reason_TOO_MANY_PENDING:  {ErrTooManyPending},
+	batonpb.Reason_STALE_SEQUENCE:    {ErrStaleSequence},
+	batonpb.Reason_NOT_WAITING:       {ErrNotWaiting},
+	batonpb.Reason_WAIT_CANCELLED:    {ErrWaitCancelled},
+	batonpb.Reason_WAIT_TIMED_OUT:    {ErrWaitTimedOut},
+	batonpb.Reason_TOO_MANY_HOLDS:    {ErrTooManyHolds},
+	batonpb.Reason_NOT_LEADER:        {ErrNotLeader, ErrUnavailable},
+	batonpb.Reason_OUTCOME_UNKNOWN:   {ErrOutcomeUnknown, ErrUnavailable},
+	batonpb.Reason_OVERLOADED:        {ErrOverloaded},
+	batonpb.Reason_SESSION_EXPIRED:   {ErrSessionLost},
+}
+
+// codeErrors maps gRPC codes of errors that carry no Reason (transport
+// failures, and errors raised outside the server's table).
+var codeErrors = map[codes.Code][]error{
+	codes.Unavailable:     {ErrUnavailable},
+	codes.InvalidArgument: {ErrInvalidArgument},
+	codes.NotFound:        {ErrNotFound},
+	codes.Canceled:        {context.Canceled},
+	codes.DeadlineExceeded: {
+		context.DeadlineExceeded,
+	},
+}
+
+// Error is an error answered by a Baton member: its gRPC code, its Reason
+// and message, and for NOT_LEADER the leader's client address if the
+// member knew it. errors.Is matches it against the sentinels of its Reason
+// (or, with no Reason, of its code).
+type Error struct {
+	Code       codes.Code
+	Reason     batonpb.Reason
+	Message    string
+	LeaderAddr string
+}
+
+// Error returns the message with the Reason.
+func (e *Error) Error() string {
+	if e.Reason == batonpb.Reason_REASON_UNSPECIFIED {
+		return fmt.Sprintf("baton: %s (%s)", e.Message, e.Code)
+	}
+	return fmt.Sprintf("baton: %s (%s)", e.Message, e.Reason)
+}
+
+// Is reports whether target is one of the sentinels e's Reason maps to.
+func (e *Error) Is(target error) bool {
+	list, ok := reasonErrors[e.Reason]
+	if !ok || e.Reason == batonpb.Reason_REASON_UNSPECIFIED {
+		list = codeErrors[e.Code]
+	}
+	for _, s := range list {
+		if s == target {
+			return true
+		}
+	}
+	return false
+}
+
+// BusyError is returned by TryLock (and a LockWithin that gave up) when
+// someone else holds the lock. It matches ErrLockBusy.
+type BusyError struct {
+	Name string
+	// Holder is the current holder as the server reported it; the zero
+	// Holder if it did not say.
+	Holder Holder
+}
+
+// Error names the lock and its holder.
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("baton: lock %q is busy: held by session %d (%q, key %q) with token %d",
+		e.Name, e.Holder.SessionID, e.Holder.Owner, e.Holder.OwnerKey, e.Holder.Token)
+}
+
+// Is makes errors.Is(err, ErrLockBusy) hold.
+func (e *BusyError) Is(target error) bool { return target == ErrLockBusy }
+
+// fromStatus turns a gRPC error into an *Error (or a context error). Other
+// errors are returned unchanged.
+func fromStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if _, ok := status.FromError(err); !ok {
+			return err
+		}
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	e := &Error{Code: st.Code(), Message: st.Message()}
+	for _, d := range st.Details() {
+		info, ok := d.(*errdetails.ErrorInfo)
+		if !ok || info.GetDomain() != ErrorDomain {
+			continue
+		}
+		e.Reason = batonpb.Reason(batonpb.Reason_value[info.GetReason()])
+		e.LeaderAddr = info.GetMetadata()["leader_addr"]
+	}
+	return e
+}
+
+// fromWire turns the Error of a stream response into an *Error.
+func fromWire(w *batonpb.Error) error {
+	if w == nil {
+		return nil
+	}
+	return &Error{Code: codes.Code(w.GetCode()), Reason: w.GetReason(), Message: w.GetMessage(), LeaderAddr: w.GetLeaderAddr()}
+}
+
+// leaderHint returns the leader address an error carries, if any.
+func leaderHint(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.LeaderAddr
+	}
+	return ""
+}
+
+// retryable reports whether a session request that got err should be sent
+// again with the same sequence number: the member did not lead, lost
+// leadership before the outcome was known, or shed load.
+func retryable(err error) bool {
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrOverloaded)
+}

@@ -1,0 +1,190 @@
+package baton_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/embed"
+)
+
+// startNode starts a single embedded member in a temporary directory, as a
+// test of your own would.
+func startNode() (m *embed.Member, stop func()) {
+	dir, err := os.MkdirTemp("", "baton-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg := embed.DefaultConfig()
+	cfg.DataDir = dir
+	cfg.ClientAddr = "127.0.0.1:0"
+	cfg.PeerAddr = "127.0.0.1:0"
+	cfg.TickInterval = 10 * time.Millisecond // a quick first election
+	m, err = embed.Start(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return m, func() {
+		m.Close()
+		os.RemoveAll(dir)
+	}
+}
+
+// Lock a job, do the work under the Lease's context, and write through the
+// fencing token.
+func Example() {
+	m, stop := startNode()
+	defer stop()
+	ctx := context.Background()
+
+	client, err := baton.Dial(ctx, m.ClientAddr())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	session, err := client.NewSession(ctx, baton.WithTTL(10*time.Second), baton.WithOwner("worker-7/batch"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer session.Close(ctx)
+
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second) // bounds the wait, not the hold
+	defer cancel()
+	lease, err := session.Mutex("jobs/42").Lock(waitCtx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Work under lease.Context(): it is cancelled before the server could
+	// hand the lock to anyone else. Storage should refuse tokens smaller
+	// than the largest it has seen.
+	work := func(ctx context.Context, token uint64) error {
+		return ctx.Err()
+	}
+	if err := work(lease.Context(), lease.Token()); err != nil {
+		log.Fatal(err)
+	}
+	held, _ := client.Check(ctx, "jobs/42", lease.Token())
+	fmt.Println("valid:", lease.Valid(), "held:", held)
+	if err := lease.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	held, _ = client.Check(ctx, "jobs/42", lease.Token())
+	fmt.Println("after release held:", held)
+	// Output:
+	// valid: true held: true
+	// after release held: false
+}
+
+// TryLock answers at once; a busy lock names its holder.
+func ExampleMutex_TryLock() {
+	m, stop := startNode()
+	defer stop()
+	ctx := context.Background()
+	client, err := baton.Dial(ctx, m.ClientAddr())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	alice, _ := client.NewSession(ctx, baton.WithOwner("alice"))
+	bob, _ := client.NewSession(ctx, baton.WithOwner("bob"))
+	defer alice.Close(ctx)
+	defer bob.Close(ctx)
+
+	if _, err := alice.Mutex("printer").TryLock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	_, err = bob.Mutex("printer").TryLock(ctx)
+	var busy *baton.BusyError
+	if errors.As(err, &busy) {
+		fmt.Println("busy:", errors.Is(err, baton.ErrLockBusy), "held by", busy.Holder.Owner)
+	}
+	// Output:
+	// busy: true held by alice
+}
+
+// Reentrancy belongs to (session, owner key): the caller says who "the
+// same owner" is.
+func ExampleWithOwnerKey() {
+	m, stop := startNode()
+	defer stop()
+	ctx := context.Background()
+	client, err := baton.Dial(ctx, m.ClientAddr())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	s, _ := client.NewSession(ctx)
+	defer s.Close(ctx)
+
+	outer, _ := s.Mutex("config", baton.WithOwnerKey("request-1")).Lock(ctx)
+	inner, _ := s.Mutex("config", baton.WithOwnerKey("request-1")).Lock(ctx) // re-enters
+	_, err = s.Mutex("config", baton.WithOwnerKey("request-2")).TryLock(ctx)
+	fmt.Println("same token:", outer.Token() == inner.Token())
+	fmt.Println("other key busy:", errors.Is(err, baton.ErrLockBusy))
+	info, _ := client.Get(ctx, "config")
+	fmt.Println("count:", info.Holders[0].Count)
+	// Output:
+	// same token: true
+	// other key busy: true
+	// count: 2
+}
+
+// Try many locks at once and work on those you got.
+func ExampleSession_TryLockMany() {
+	m, stop := startNode()
+	defer stop()
+	ctx := context.Background()
+	client, err := baton.Dial(ctx, m.ClientAddr())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	other, _ := client.NewSession(ctx)
+	defer other.Close(ctx)
+	if _, err := other.Mutex("keys/b").Lock(ctx); err != nil {
+		log.Fatal(err)
+	}
+
+	s, _ := client.NewSession(ctx)
+	defer s.Close(ctx)
+	leases, missed, err := s.TryLockMany(ctx, "keys/a", "keys/b", "keys/c")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, l := range leases {
+		fmt.Println("got", l.Name())
+	}
+	fmt.Println("missed", missed)
+	// Output:
+	// got keys/a
+	// got keys/c
+	// missed [keys/b]
+}
+
+// Session events tell when the client can no longer vouch for its locks.
+func ExampleWithEvents() {
+	m, stop := startNode()
+	defer stop()
+	ctx := context.Background()
+	client, err := baton.Dial(ctx, m.ClientAddr())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	events := make(chan baton.Event, 10)
+	s, err := client.NewSession(ctx, baton.WithEvents(func(ev baton.Event) { events <- ev }))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lease, _ := s.Mutex("leader").Lock(ctx)
+	s.Close(ctx)
+	ev := <-events
+	<-lease.Lost()
+	fmt.Println(ev.State, errors.Is(lease.Err(), baton.ErrSessionClosed))
+	// Output:
+	// closed true
+}

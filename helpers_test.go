@@ -1,0 +1,196 @@
+package baton
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/embed"
+)
+
+// testCluster is n real members on loopback, each in its own temp dir.
+type testCluster struct {
+	t       *testing.T
+	members []*embed.Member
+}
+
+// startCluster starts n members with fast Raft ticks (elections in a few
+// hundred milliseconds).
+func startCluster(t *testing.T, n int) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, members: make([]*embed.Member, n)}
+	cfgs := make([]embed.Config, n)
+	var parts []string
+	for i := range n {
+		cfg := embed.DefaultConfig()
+		cfg.Name = fmt.Sprintf("n%d", i+1)
+		cfg.DataDir = t.TempDir()
+		cfg.TickInterval = 20 * time.Millisecond
+		cfg.ElectionTicks = 10
+		cl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.ClientListener, cfg.PeerListener = cl, pl
+		cfg.ClientAddr, cfg.PeerAddr = cl.Addr().String(), pl.Addr().String()
+		parts = append(parts, cfg.Name+"="+cfg.PeerAddr)
+		cfgs[i] = cfg
+	}
+	for i := range cfgs {
+		if n > 1 {
+			cfgs[i].InitialCluster = strings.Join(parts, ",")
+		}
+		m, err := embed.Start(cfgs[i])
+		if err != nil {
+			t.Fatalf("start %s: %v", cfgs[i].Name, err)
+		}
+		c.members[i] = m
+	}
+	t.Cleanup(func() {
+		for i := range c.members {
+			c.stop(i)
+		}
+	})
+	return c
+}
+
+func (c *testCluster) stop(i int) {
+	if c.members[i] != nil {
+		c.members[i].Close()
+		c.members[i] = nil
+	}
+}
+
+// addrs lists the running members' client addresses, starting with
+// member first.
+func (c *testCluster) addrs(first int) string {
+	var out []string
+	for k := range c.members {
+		i := (first + k) % len(c.members)
+		if c.members[i] != nil {
+			out = append(out, c.members[i].ClientAddr())
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// leader returns the index of the member that leads, waiting for one.
+func (c *testCluster) leader() int {
+	c.t.Helper()
+	var lead int
+	waitFor(c.t, 10*time.Second, "a leader", func() bool {
+		lead = -1
+		for i, m := range c.members {
+			if m != nil && m.Node().IsLeader() {
+				lead = i
+			}
+		}
+		return lead >= 0
+	})
+	return lead
+}
+
+// dial connects a client to the cluster and closes it at the end.
+func dial(t *testing.T, endpoints string, opts ...Option) *Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := Dial(ctx, endpoints, opts...)
+	if err != nil {
+		t.Fatalf("dial %s: %v", endpoints, err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// newSession opens a session and closes it at the end.
+func newSession(t *testing.T, cl *Client, opts ...SessionOption) *Session {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := cl.NewSession(ctx, opts...)
+	if err != nil {
+		t.Fatalf("new session: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Close(ctx)
+	})
+	return s
+}
+
+// single starts one member and a client of it.
+func single(t *testing.T) (*testCluster, *Client) {
+	t.Helper()
+	c := startCluster(t, 1)
+	return c, dial(t, c.addrs(0))
+}
+
+// waitFor polls cond until it holds (state on the server that no event
+// announces, such as a waiter having queued).
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waiters returns the session ids queued for name.
+func waiters(t *testing.T, cl *Client, name string) []uint64 {
+	t.Helper()
+	info, err := cl.Get(testCtx(t), name)
+	if err != nil {
+		t.Fatalf("get %s: %v", name, err)
+	}
+	var out []uint64
+	for _, w := range info.Waiters {
+		out = append(out, w.SessionID)
+	}
+	return out
+}
+
+// testCtx is a ctx that bounds one step of a test.
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+type lockResult struct {
+	lease *Lease
+	err   error
+	at    time.Time
+}
+
+// lockAsync runs m.Lock(ctx) on a goroutine.
+func lockAsync(ctx context.Context, m *Mutex) <-chan lockResult {
+	ch := make(chan lockResult, 1)
+	go func() {
+		l, err := m.Lock(ctx)
+		ch <- lockResult{l, err, time.Now()}
+	}()
+	return ch
+}
+
+func recv(t *testing.T, ch <-chan lockResult) lockResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(15 * time.Second):
+		t.Fatal("Lock did not return within 15s")
+		return lockResult{}
+	}
+}

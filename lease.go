@@ -1,0 +1,199 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Lease is one successful acquire: a hold of a lock by (session, owner
+// key), with the hold's fencing token. A reentrant acquire returns another
+// Lease of the same hold (same token); each Lease releases one count.
+//
+// A lock can be lost at any time, and the client cannot always know at
+// once. The Lease is the client's conservative view: it is valid until the
+// session's deadline (see SafetyMargin), which the client computes so that
+// it passes before the server can hand the lock to anyone else. At that
+// instant (StateJeopardy), on the session's end, or on Release, the Lease
+// is lost for good: Lost is closed and Context is cancelled. Check
+// Remaining before starting a step that must finish under the lock, do the
+// work under Context, and let storage check Token (fencing): a process can
+// pause after any check.
+type Lease struct {
+	s        *Session
+	name     string
+	ownerKey string
+	token    uint64
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	lost     chan struct{}
+
+	// Guarded by s.mu.
+	err      error // why it was lost
+	released bool
+}
+
+// newLease registers a Lease for a hold the server granted. A grant that
+// arrives in jeopardy waits until the session is safe again (or ends, or
+// ctx ends: then the hold is released in the background).
+func (s *Session) newLease(ctx context.Context, name, ownerKey string, token uint64) (*Lease, error) {
+	for {
+		s.mu.Lock()
+		switch s.state {
+		case StateHealthy:
+			l := &Lease{s: s, name: name, ownerKey: ownerKey, token: token, lost: make(chan struct{})}
+			// The Lease outlives the call that acquired it: ctx may be a
+			// short wait deadline, so only its values are kept.
+			l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+			k := holdKey{name, ownerKey}
+			if ls := s.holds[k]; len(ls) > 0 && ls[0].token != token {
+				// The hold those leases had ended on the server (an
+				// operator's CasRelease); this is a new hold.
+				for _, old := range ls {
+					old.released = true
+					s.endLeaseLocked(old, ErrNotHeld)
+				}
+				delete(s.holds, k)
+			}
+			s.holds[k] = append(s.holds[k], l)
+			s.mu.Unlock()
+			return l, nil
+		case StateExpired, StateClosed:
+			err := s.err
+			s.mu.Unlock()
+			return nil, err
+		}
+		ch := s.stateC
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			s.mu.Lock()
+			_, _ = s.startLocked(releaseRequest(name, ownerKey, token), true)
+			s.mu.Unlock()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// endLeaseLocked marks l lost with cause.
+func (s *Session) endLeaseLocked(l *Lease, cause error) {
+	if l.err != nil {
+		return
+	}
+	l.err = cause
+	close(l.lost)
+	l.cancel(cause)
+}
+
+// Name is the lock's name.
+func (l *Lease) Name() string { return l.name }
+
+// OwnerKey is the owner key the hold belongs to within the session.
+func (l *Lease) OwnerKey() string { return l.ownerKey }
+
+// Session is the session the hold belongs to.
+func (l *Lease) Session() *Session { return l.s }
+
+// Token is the hold's fencing token: larger than the token of every earlier
+// holder of this lock. Storage that remembers the largest token it has seen
+// and refuses smaller ones cannot be written by a holder that lost the lock.
+func (l *Lease) Token() uint64 { return l.token }
+
+// Lost is closed when the client can no longer vouch for the hold: the
+// session's conservative deadline passed (jeopardy), the session ended, or
+// the Lease was released. Err says which.
+func (l *Lease) Lost() <-chan struct{} { return l.lost }
+
+// Err is nil while the Lease is valid, then ErrJeopardy, an error matching
+// ErrSessionLost or ErrSessionClosed, ErrReleased, or ErrNotHeld.
+func (l *Lease) Err() error {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	return l.err
+}
+
+// Context is cancelled, with Err as its cause (context.Cause), when the
+// Lease is lost: run the work done under the lock with it. It carries the
+// values of the ctx given to the acquire, but not its cancellation or
+// deadline: that ctx bounds the wait for the lock, not the hold.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Remaining is how long the Lease stays valid, in the client's
+// conservative view, unless a keepalive answer extends it: the time left
+// before the session's deadline, or 0 once lost.
+func (l *Lease) Remaining() time.Duration {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	if l.err != nil {
+		return 0
+	}
+	return max(time.Until(l.s.deadline), 0)
+}
+
+// Valid reports whether the Lease is valid now (Remaining() > 0).
+func (l *Lease) Valid() bool { return l.Remaining() > 0 }
+
+// Release ends this Lease and releases one count of its hold on the server
+// (the hold ends at zero and the next waiter gets the lock). The request is
+// sent with its sequence number until the server answers, so it takes
+// effect exactly once even across leader changes; if ctx ends first,
+// Release returns ctx.Err() and the session keeps retrying. Releasing a
+// released Lease returns nil; a Lease lost to jeopardy is still released on
+// the server. It returns an error matching ErrSessionLost when the session
+// ended (its holds are gone already), and ErrNotHeld when the server no
+// longer had the hold.
+func (l *Lease) Release(ctx context.Context) error {
+	s := l.s
+	s.mu.Lock()
+	c, err := s.releaseLocked(l)
+	s.mu.Unlock()
+	if c == nil || err != nil {
+		return err
+	}
+	return s.awaitRelease(ctx, c)
+}
+
+// releaseLocked starts the release of l; a nil call means nothing to do.
+func (s *Session) releaseLocked(l *Lease) (*call, error) {
+	if l.released {
+		return nil, nil
+	}
+	l.released = true
+	if s.endedLocked() {
+		return nil, s.err
+	}
+	k := holdKey{l.name, l.ownerKey}
+	ls := s.holds[k]
+	if i := indexOf(ls, l); i >= 0 {
+		ls = append(ls[:i:i], ls[i+1:]...)
+	}
+	if len(ls) == 0 {
+		delete(s.holds, k)
+	} else {
+		s.holds[k] = ls
+	}
+	s.endLeaseLocked(l, ErrReleased)
+	return s.startLocked(releaseRequest(l.name, l.ownerKey, l.token), true)
+}
+
+func indexOf(ls []*Lease, l *Lease) int {
+	for i, x := range ls {
+		if x == l {
+			return i
+		}
+	}
+	return -1
+}
+
+func (s *Session) awaitRelease(ctx context.Context, c *call) error {
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if c.err != nil && errors.Is(c.err, ErrSessionClosed) {
+		return nil
+	}
+	return c.err
+}

@@ -1,0 +1,151 @@
+package baton
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/batonlock/baton/api/batonpb"
+)
+
+// Mutex is a handle on one lock for one (session, owner key). It holds no
+// state of its own beyond its name and key: every Mutex of the same
+// session, name and key shares one hold (see WithOwnerKey), and a Mutex is
+// safe for concurrent use.
+type Mutex struct {
+	s        *Session
+	name     string
+	ownerKey string
+}
+
+// Mutex returns a handle on the lock name for this session. Nothing is
+// sent until it is locked.
+func (s *Session) Mutex(name string, opts ...MutexOption) *Mutex {
+	var cfg mutexConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return &Mutex{s: s, name: name, ownerKey: cfg.ownerKey}
+}
+
+// Name is the lock's name.
+func (m *Mutex) Name() string { return m.name }
+
+// OwnerKey is the Mutex's owner key.
+func (m *Mutex) OwnerKey() string { return m.ownerKey }
+
+// Lock acquires the lock, waiting in the lock's FIFO queue on the server
+// as long as it takes. ctx bounds the wait only, never the hold: when it
+// ends first, Lock cancels the wait on the server (and releases a grant
+// that won the race) before it returns ctx.Err(), so the session then
+// neither waits nor holds (within CleanupTimeout). If the session already
+// holds the lock under the same owner key, Lock re-enters at once (same
+// token, count + 1). It fails at once with ErrSessionLost when the session
+// ends while it waits.
+func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
+	return m.acquire(ctx, true, 0)
+}
+
+// TryLock acquires the lock if nobody else holds it or waits for it, and
+// answers at once: a *BusyError (matching ErrLockBusy) names the holder
+// otherwise.
+func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
+	return m.acquire(ctx, false, 0)
+}
+
+// LockWithin is Lock with a wait bounded by d on the server: when d passes
+// unserved, the waiter leaves the queue and LockWithin returns
+// ErrWaitTimedOut. ctx still bounds the wait as it does for Lock.
+func (m *Mutex) LockWithin(ctx context.Context, d time.Duration) (*Lease, error) {
+	if d <= 0 {
+		return nil, fmt.Errorf("%w: wait %v; want > 0", ErrInvalidArgument, d)
+	}
+	return m.acquire(ctx, true, d)
+}
+
+func (m *Mutex) acquire(ctx context.Context, wait bool, d time.Duration) (*Lease, error) {
+	req := &batonpb.AcquireRequest{Name: m.name, OwnerKey: m.ownerKey, Wait: wait}
+	if d > 0 {
+		req.WaitTimeout = durationpb.New(d)
+	}
+	c, err := m.s.do(ctx, &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Acquire{Acquire: req}}, func(c *call) {
+		c.wait, c.name, c.ownerKey = wait, m.name, m.ownerKey
+	})
+	if err != nil {
+		return nil, err
+	}
+	a := c.resp.GetAcquire()
+	if !a.GetAcquired() {
+		return nil, &BusyError{Name: m.name, Holder: holderOf(a.GetHolder())}
+	}
+	return m.s.newLease(ctx, m.name, m.ownerKey, a.GetToken())
+}
+
+// Unlock releases one count of the hold of this Mutex's (session, owner
+// key): the Lease acquired last that is not released yet (see
+// Lease.Release). It returns ErrNotHeld if there is none.
+func (m *Mutex) Unlock(ctx context.Context) error {
+	s := m.s
+	s.mu.Lock()
+	if s.endedLocked() {
+		err := s.err
+		s.mu.Unlock()
+		return err
+	}
+	ls := s.holds[holdKey{m.name, m.ownerKey}]
+	if len(ls) == 0 {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: %q (key %q) by session %d", ErrNotHeld, m.name, m.ownerKey, s.id)
+	}
+	c, err := s.releaseLocked(ls[len(ls)-1])
+	s.mu.Unlock()
+	if c == nil || err != nil {
+		return err
+	}
+	return s.awaitRelease(ctx, c)
+}
+
+// TryLockMany tries every named lock at once, in one request that the
+// server applies atomically, each lock granted or refused on its own (owner
+// key ""). It returns the leases it got, in the order of names, and the
+// names it did not get (held or waited for by someone else). If ctx ends
+// before the answer, whatever was granted is released.
+func (s *Session) TryLockMany(ctx context.Context, names ...string) ([]*Lease, []string, error) {
+	if len(names) == 0 {
+		return nil, nil, nil
+	}
+	req := &batonpb.AcquireManyRequest{Names: names}
+	c, err := s.do(ctx, &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_AcquireMany{AcquireMany: req}}, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	var leases []*Lease
+	var busy []string
+	results := c.resp.GetAcquireMany().GetResults()
+	for i, r := range results {
+		if !r.GetAcquired() {
+			busy = append(busy, r.GetName())
+			continue
+		}
+		l, err := s.newLease(ctx, r.GetName(), "", r.GetToken())
+		if err != nil {
+			// Give back what this call got; the session retries the
+			// releases in the background.
+			s.mu.Lock()
+			for _, l := range leases {
+				_, _ = s.releaseLocked(l)
+			}
+			for _, r := range results[i+1:] {
+				if r.GetAcquired() {
+					_, _ = s.startLocked(releaseRequest(r.GetName(), "", r.GetToken()), true)
+				}
+			}
+			s.mu.Unlock()
+			return nil, nil, err
+		}
+		leases = append(leases, l)
+	}
+	return leases, busy, nil
+}

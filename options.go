@@ -1,0 +1,152 @@
+package baton
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+)
+
+// Defaults of the client's options, each with its reason.
+const (
+	// DefaultTTL is a session's TTL unless WithTTL says otherwise: the
+	// server's default, long enough to ride out a leader election and a GC
+	// pause, short enough that a dead client's locks come back quickly.
+	DefaultTTL = 10 * time.Second
+	// MinTTL and MaxTTL are the TTLs the server accepts.
+	MinTTL = time.Second
+	MaxTTL = 10 * time.Minute
+	// DefaultMaxAttempts bounds how many members a unary call or a session
+	// open tries (following leader hints and rotating over the endpoints)
+	// before it gives up with ErrUnavailable; with the backoff below that
+	// spans a few seconds, more than a leader election takes.
+	DefaultMaxAttempts = 20
+	// DefaultBackoff and DefaultMaxBackoff are the first and the largest
+	// pause between attempts; pauses double and carry up to 50% jitter.
+	DefaultBackoff    = 20 * time.Millisecond
+	DefaultMaxBackoff = time.Second
+	// CleanupTimeout bounds how long Lock waits, after its ctx ended, for
+	// its abandoned wait to leave the server's queue (and for a grant that
+	// won the race to be released) before it returns. The session keeps
+	// retrying in the background after that.
+	CleanupTimeout = 5 * time.Second
+)
+
+// Option configures Dial.
+type Option func(*clientConfig)
+
+type clientConfig struct {
+	dialOpts    []grpc.DialOption
+	maxAttempts int
+	backoff     time.Duration
+	maxBackoff  time.Duration
+	logger      *slog.Logger
+}
+
+func defaultClientConfig() clientConfig {
+	return clientConfig{maxAttempts: DefaultMaxAttempts, backoff: DefaultBackoff, maxBackoff: DefaultMaxBackoff}
+}
+
+func (c clientConfig) validate() error {
+	switch {
+	case c.maxAttempts < 1:
+		return fmt.Errorf("%w: max attempts %d; want >= 1", ErrInvalidArgument, c.maxAttempts)
+	case c.backoff <= 0 || c.maxBackoff < c.backoff:
+		return fmt.Errorf("%w: backoff %v..%v; want 0 < first <= max", ErrInvalidArgument, c.backoff, c.maxBackoff)
+	}
+	return nil
+}
+
+// WithDialOptions adds gRPC dial options (TLS credentials, interceptors).
+// Without transport credentials among them the client dials in plaintext.
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(c *clientConfig) { c.dialOpts = append(c.dialOpts, opts...) }
+}
+
+// WithMaxAttempts sets how many members a unary call or a session open
+// tries before it gives up (default DefaultMaxAttempts). The ctx bounds the
+// attempts too.
+func WithMaxAttempts(n int) Option {
+	return func(c *clientConfig) { c.maxAttempts = n }
+}
+
+// WithBackoff sets the first and the largest pause between attempts.
+func WithBackoff(first, max time.Duration) Option {
+	return func(c *clientConfig) { c.backoff, c.maxBackoff = first, max }
+}
+
+// WithLogger sets the logger of reconnects and session state changes; nil
+// (the default) discards them.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *clientConfig) { c.logger = l }
+}
+
+// SessionOption configures NewSession.
+type SessionOption func(*sessionConfig)
+
+type sessionConfig struct {
+	ttl     time.Duration
+	owner   string
+	onEvent func(Event)
+}
+
+func defaultSessionConfig() sessionConfig {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	return sessionConfig{ttl: DefaultTTL, owner: host + "/" + strconv.Itoa(os.Getpid())}
+}
+
+func (c sessionConfig) validate() error {
+	if c.ttl < MinTTL || c.ttl > MaxTTL {
+		return fmt.Errorf("%w: ttl %v; want %v..%v", ErrInvalidArgument, c.ttl, MinTTL, MaxTTL)
+	}
+	if len(c.owner) > 256 {
+		return fmt.Errorf("%w: owner label is %d bytes; the limit is 256", ErrInvalidArgument, len(c.owner))
+	}
+	return nil
+}
+
+// WithTTL sets the session's TTL (default DefaultTTL; MinTTL..MaxTTL). The
+// client sends a keepalive every TTL/3.
+func WithTTL(d time.Duration) SessionOption {
+	return func(c *sessionConfig) { c.ttl = d }
+}
+
+// WithOwner sets the session's owner label, shown to operators beside
+// every hold and wait (default "host/pid"); "host/pid/purpose" is a good
+// shape.
+func WithOwner(label string) SessionOption {
+	return func(c *sessionConfig) { c.owner = label }
+}
+
+// WithEvents registers f to receive the session's state changes (see
+// State). f is called in order, one call at a time, from a goroutine of the
+// session, never with the session's lock held; a slow f delays later
+// events but never the session's own deadline handling (the Lease contexts
+// are cancelled before the event is delivered). The last event is
+// StateExpired or StateClosed.
+func WithEvents(f func(Event)) SessionOption {
+	return func(c *sessionConfig) { c.onEvent = f }
+}
+
+// MutexOption configures Session.Mutex.
+type MutexOption func(*mutexConfig)
+
+type mutexConfig struct {
+	ownerKey string
+}
+
+// WithOwnerKey sets the owner key of a Mutex (default ""). A hold belongs
+// to (session, owner key): a Lock through any Mutex of the same session,
+// name and key re-enters the hold (the count goes up, the token stays),
+// while a different key of the same session queues like any other
+// holder. Go has no thread identity, so the caller chooses what a key
+// stands for: a worker, a request, a goroutine it manages.
+func WithOwnerKey(key string) MutexOption {
+	return func(c *mutexConfig) { c.ownerKey = key }
+}

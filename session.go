@@ -1,0 +1,394 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/batonlock/baton/api/batonpb"
+)
+
+// State is a session's state as the client sees it, after Chubby's
+// session events.
+type State int
+
+const (
+	// StateHealthy: the session's conservative deadline lies ahead; every
+	// Lease of it is valid.
+	StateHealthy State = iota
+	// StateJeopardy: the conservative deadline passed with no keepalive
+	// answer. Every Lease of the session is lost at that instant (its
+	// Context cancelled with ErrJeopardy, its Lost channel closed), before
+	// the server can hand any of its holds on. The session may still come
+	// back (StateSafe); locks acquired while in jeopardy wait for it.
+	StateJeopardy
+	// StateSafe is an event only: an answer came back in time after a
+	// jeopardy and the server still had the session, so it is healthy
+	// again (State reports StateHealthy). Leases lost in the jeopardy stay
+	// lost, but their holds still exist on the server: Release them, or
+	// keep working only under a fresh Lock.
+	StateSafe
+	// StateExpired: the session is gone (expired, refused, or the client
+	// gave up reaching the cluster a TTL past the deadline). Done is closed
+	// and every call fails with an error matching ErrSessionLost.
+	StateExpired
+	// StateClosed: Session.Close or Client.Close ended the session.
+	StateClosed
+)
+
+// String names the state.
+func (st State) String() string {
+	switch st {
+	case StateHealthy:
+		return "healthy"
+	case StateJeopardy:
+		return "jeopardy"
+	case StateSafe:
+		return "safe"
+	case StateExpired:
+		return "expired"
+	case StateClosed:
+		return "closed"
+	}
+	return fmt.Sprintf("State(%d)", int(st))
+}
+
+// Event is one change of a session's state (see WithEvents).
+type Event struct {
+	State State
+	// At is when the client decided the change (a monotonic reading).
+	At time.Time
+	// Err is the cause of a jeopardy, expiry or close.
+	Err error
+}
+
+// The client's safety margin. A session stays valid, in the client's
+// eyes, until sendTime + TTL - SafetyMargin(TTL), where sendTime is when
+// the client queued the newest keepalive that was answered (its monotonic
+// reading, taken before the request is even written to the network). The
+// server counts its own deadline from when it received that keepalive, so
+// the client's deadline is earlier by the network delay plus the margin.
+// The margin covers:
+//
+//   - a difference in clock rate between the client and the leader, up to
+//     ClockRateAllowance of the TTL (1%; quartz is off by ~0.01%), but at
+//     least MinClockMargin; and
+//   - SchedulingAllowance: the time the client may take, once the deadline
+//     passes, to notice it (timer and goroutine scheduling, a GC pause) and
+//     cancel the Lease contexts.
+//
+// Clock jumps cannot matter: only monotonic readings are compared.
+const (
+	ClockRateAllowance  = 0.01
+	MinClockMargin      = 50 * time.Millisecond
+	SchedulingAllowance = 50 * time.Millisecond
+)
+
+// SafetyMargin is the margin the client subtracts from a session of the
+// given TTL: max(1% of TTL, 50ms) + 50ms.
+func SafetyMargin(ttl time.Duration) time.Duration {
+	return max(time.Duration(float64(ttl)*ClockRateAllowance), MinClockMargin) + SchedulingAllowance
+}
+
+// Session is a client session: the liveness that every hold and wait of it
+// rides on. One long-lived stream to the leader carries its keepalives
+// (every TTL/3), its requests (pipelined) and the grants pushed to it; when
+// the stream breaks the session follows the leader, resumes, and sends
+// every unanswered request again with its original sequence number, so
+// each takes effect exactly once. A Session is safe for concurrent use.
+//
+// A lock can be lost at any time: a partition, a pause or an operator's
+// blacklist ends the session. Work under a lock should run under its
+// Lease's Context and write through fencing tokens.
+type Session struct {
+	c       *Client
+	log     *slog.Logger
+	id      uint64
+	ttl     time.Duration
+	owner   string
+	margin  time.Duration
+	onEvent func(Event)
+
+	runCtx    context.Context // the session's goroutines and streams
+	stopRun   context.CancelFunc
+	wg        sync.WaitGroup
+	wake      chan struct{} // the deadline moved: the clock re-arms
+	sendWake  chan struct{}
+	eventWake chan struct{}
+
+	// testPauseKeepAlives stops the keepalives (tests of the deadline).
+	testPauseKeepAlives atomic.Bool
+
+	mu       sync.Mutex
+	state    State
+	stateC   chan struct{} // closed and replaced at every state change
+	err      error         // why the session ended
+	done     chan struct{}
+	deadline time.Time // conservative, monotonic
+	lastSeq  uint64
+	lastID   uint64
+	stream   *streamConn // nil while reconnecting
+	byID     map[uint64]*call
+	bySeq    map[uint64]*call // mutating requests without a final answer
+	sendq    []*batonpb.SessionRequest
+	holds    map[holdKey][]*Lease // unreleased leases per hold, oldest first
+	closing  *call
+	events   []Event
+}
+
+type holdKey struct{ name, ownerKey string }
+
+// streamConn is one attached session stream.
+type streamConn struct {
+	gs     batonpb.Baton_SessionClient
+	cancel context.CancelFunc
+	addr   string
+}
+
+// call is one request on the session stream.
+type call struct {
+	id, seq   uint64
+	req       *batonpb.SessionRequest // header is filled in per send
+	keepAlive bool
+	sent      time.Time // keepalives: when queued
+	wait      bool      // a waiting acquire: "queued" is not its answer
+	name      string
+	ownerKey  string
+	retries   int
+
+	// Guarded by Session.mu.
+	final     bool
+	resp      *batonpb.SessionResponse
+	err       error
+	abandoned bool  // the caller left: release whatever it was granted
+	cleanup   *call // the release of an abandoned grant
+	done      chan struct{}
+}
+
+// NewSession opens a session on the leader. It returns once the session
+// exists, or the first error: ErrInvalidArgument for bad options,
+// ErrUnavailable when no leader answered within the attempts and ctx.
+func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Session, error) {
+	cfg := defaultSessionConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	s := &Session{
+		c: c, log: c.log, ttl: cfg.ttl, owner: cfg.owner, margin: SafetyMargin(cfg.ttl), onEvent: cfg.onEvent,
+		runCtx: runCtx, stopRun: stop,
+		wake: make(chan struct{}, 1), sendWake: make(chan struct{}, 1), eventWake: make(chan struct{}, 1),
+		stateC: make(chan struct{}), done: make(chan struct{}),
+		byID: make(map[uint64]*call), bySeq: make(map[uint64]*call), holds: make(map[holdKey][]*Lease),
+	}
+	if err := c.addSession(s); err != nil {
+		stop()
+		return nil, err
+	}
+	open := &batonpb.SessionRequest{Id: 1, Kind: &batonpb.SessionRequest_Open{Open: &batonpb.OpenSessionRequest{
+		Ttl: durationpb.New(cfg.ttl), Owner: cfg.owner,
+	}}}
+	sc, resp, sent, err := s.connect(ctx, open, true)
+	if err != nil {
+		stop()
+		c.removeSession(s)
+		return nil, err
+	}
+	s.id = resp.GetSessionId()
+	s.log = s.log.With("session", s.id)
+	s.lastID = 1
+	s.mu.Lock()
+	s.stream = sc
+	s.deadline = sent.Add(s.serverTTL(resp.GetTtl()) - s.margin)
+	s.mu.Unlock()
+	s.wg.Add(3)
+	go s.run(sc)
+	go s.clock()
+	go s.sender()
+	if s.onEvent != nil {
+		s.wg.Add(1)
+		go s.dispatch()
+	}
+	return s, nil
+}
+
+// ID is the session's id (unique forever in its cluster).
+func (s *Session) ID() uint64 { return s.id }
+
+// TTL is the session's TTL.
+func (s *Session) TTL() time.Duration { return s.ttl }
+
+// Owner is the session's owner label.
+func (s *Session) Owner() string { return s.owner }
+
+// Done is closed when the session ended: expired, lost or closed. Err says
+// why.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err is nil while the session lives; then an error matching
+// ErrSessionLost (expired; also ErrBlacklisted when an operator evicted
+// it) or ErrSessionClosed (closed).
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// State is the session's state now: healthy, jeopardy, expired or closed.
+func (s *Session) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+// Deadline is the client's conservative deadline: the session is valid,
+// in the client's eyes, until then.
+func (s *Session) Deadline() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deadline
+}
+
+// Close ends the session on the server, which releases its holds and drops
+// its waits at once, and stops its goroutines. If ctx ends first, Close
+// stops the goroutines anyway and returns ctx.Err(); the server then ends
+// the session after its TTL. Closing an ended session returns nil. Do not
+// call Close from a WithEvents callback.
+func (s *Session) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.endedLocked() {
+		s.mu.Unlock()
+		s.wait()
+		return nil
+	}
+	if s.closing == nil {
+		s.closing, _ = s.startLocked(&batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Close{Close: &batonpb.CloseSessionRequest{}}}, true)
+	}
+	c := s.closing
+	s.mu.Unlock()
+	var err error
+	select {
+	case <-c.done:
+		if c.err != nil && !errors.Is(c.err, ErrSessionClosed) && !errors.Is(c.err, ErrSessionLost) && !errors.Is(c.err, ErrNotFound) {
+			err = c.err
+		}
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	s.shutdown(ErrSessionClosed, StateClosed)
+	s.wait()
+	return err
+}
+
+// shutdown ends the session locally.
+func (s *Session) shutdown(err error, st State) {
+	s.mu.Lock()
+	s.endLocked(err, st)
+	s.mu.Unlock()
+}
+
+// wait waits for the session's goroutines.
+func (s *Session) wait() {
+	s.wg.Wait()
+	s.c.removeSession(s)
+}
+
+func (s *Session) endedLocked() bool {
+	return s.state == StateExpired || s.state == StateClosed
+}
+
+// endLocked ends the session: every lease is lost, every call fails with
+// err, the goroutines stop.
+func (s *Session) endLocked(err error, st State) {
+	if s.endedLocked() {
+		return
+	}
+	s.err = err
+	for _, ls := range s.holds {
+		for _, l := range ls {
+			s.endLeaseLocked(l, err)
+		}
+	}
+	clear(s.holds)
+	for _, c := range s.bySeq {
+		s.finishLocked(c, nil, err)
+	}
+	for _, c := range s.byID {
+		s.finishLocked(c, nil, err)
+	}
+	if s.closing != nil {
+		s.finishLocked(s.closing, nil, err)
+	}
+	s.setStateLocked(st, st, err)
+	close(s.done)
+	s.stopRun()
+	s.log.Info("session ended", "state", st.String(), "err", err)
+}
+
+// lostLocked ends the session because the server no longer has it (or
+// refuses it); a Close in progress makes that a clean close.
+func (s *Session) lostLocked(cause error) {
+	if s.closing != nil {
+		s.finishLocked(s.closing, nil, nil)
+		s.endLocked(ErrSessionClosed, StateClosed)
+		return
+	}
+	if !errors.Is(cause, ErrSessionLost) {
+		cause = fmt.Errorf("%w: %w", ErrSessionLost, cause)
+	}
+	s.endLocked(cause, StateExpired)
+}
+
+// setStateLocked moves to st and emits ev (st itself, or StateSafe).
+func (s *Session) setStateLocked(st, ev State, err error) {
+	s.state = st
+	close(s.stateC)
+	s.stateC = make(chan struct{})
+	s.emitLocked(Event{State: ev, At: time.Now(), Err: err})
+}
+
+func (s *Session) emitLocked(ev Event) {
+	if s.onEvent == nil {
+		return
+	}
+	s.events = append(s.events, ev)
+	poke(s.eventWake)
+}
+
+func poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// serverTTL is the TTL the server granted, or the session's own.
+func (s *Session) serverTTL(d *durationpb.Duration) time.Duration {
+	if d != nil && d.AsDuration() > 0 {
+		return d.AsDuration()
+	}
+	return s.ttl
+}
+
+// extendLocked moves the deadline after a keepalive (or resume) queued at
+// sent was answered with ttl.
+func (s *Session) extendLocked(sent time.Time, ttl time.Duration) {
+	nd := sent.Add(ttl - s.margin)
+	if nd.After(s.deadline) {
+		s.deadline = nd
+		poke(s.wake)
+	}
+	if s.state == StateJeopardy && time.Now().Before(nd) {
+		s.log.Info("session safe again")
+		s.setStateLocked(StateHealthy, StateSafe, nil)
+	}
+}

@@ -1,0 +1,549 @@
+package baton
+
+// The session's stream: requests and their sequence numbers, the reader,
+// the reconnect-and-resume loop, the keepalive clock and the sender.
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/batonlock/baton/api/batonpb"
+)
+
+// startLocked registers a request and queues it for sending. Mutating
+// requests get the next sequence number.
+func (s *Session) startLocked(req *batonpb.SessionRequest, mutating bool) (*call, error) {
+	if s.endedLocked() {
+		return nil, s.err
+	}
+	c := &call{req: req, done: make(chan struct{})}
+	if mutating {
+		s.lastSeq++
+		c.seq = s.lastSeq
+		s.bySeq[c.seq] = c
+	}
+	s.sendLocked(c)
+	return c, nil
+}
+
+// sendLocked queues c on the current stream with a fresh id and header. With
+// no stream the reconnect sends it.
+func (s *Session) sendLocked(c *call) {
+	if s.stream == nil || c.final {
+		return
+	}
+	s.lastID++
+	c.id = s.lastID
+	s.byID[c.id] = c
+	r := proto.Clone(c.req).(*batonpb.SessionRequest)
+	r.Id = c.id
+	if c.seq != 0 {
+		h := &batonpb.RequestHeader{SessionId: s.id, Seq: c.seq, MinUnackedSeq: s.minUnackedLocked()}
+		switch k := r.GetKind().(type) {
+		case *batonpb.SessionRequest_Acquire:
+			k.Acquire.Header = h
+		case *batonpb.SessionRequest_AcquireMany:
+			k.AcquireMany.Header = h
+		case *batonpb.SessionRequest_Release:
+			k.Release.Header = h
+		case *batonpb.SessionRequest_Cancel:
+			k.Cancel.Header = h
+		case *batonpb.SessionRequest_Close:
+			k.Close.SessionId, k.Close.Seq = s.id, c.seq
+		}
+	}
+	s.sendq = append(s.sendq, r)
+	poke(s.sendWake)
+}
+
+// minUnackedLocked is the lowest sequence number without a final answer.
+// A queued acquire counts as unanswered until it is granted or its wait
+// ends, so that a retry after a reconnect can still learn its outcome.
+func (s *Session) minUnackedLocked() uint64 {
+	m := s.lastSeq + 1
+	for seq := range s.bySeq {
+		m = min(m, seq)
+	}
+	return m
+}
+
+// finishLocked gives c its final answer.
+func (s *Session) finishLocked(c *call, resp *batonpb.SessionResponse, err error) {
+	if c.final {
+		return
+	}
+	c.final, c.resp, c.err = true, resp, err
+	if c.seq != 0 && s.bySeq[c.seq] == c {
+		delete(s.bySeq, c.seq)
+	}
+	close(c.done)
+	if c.abandoned {
+		s.cleanupLocked(c)
+	}
+}
+
+// cleanupLocked releases what an abandoned acquire was granted.
+func (s *Session) cleanupLocked(c *call) {
+	if c.err != nil || c.resp == nil || s.endedLocked() {
+		return
+	}
+	var granted []*batonpb.AcquireResponse
+	if a := c.resp.GetAcquire(); a.GetAcquired() {
+		granted = append(granted, a)
+	}
+	for _, a := range c.resp.GetAcquireMany().GetResults() {
+		if a.GetAcquired() {
+			granted = append(granted, a)
+		}
+	}
+	for _, a := range granted {
+		rel, err := s.startLocked(releaseRequest(a.GetName(), c.ownerKey, a.GetToken()), true)
+		if err == nil {
+			c.cleanup = rel
+		}
+	}
+}
+
+func releaseRequest(name, ownerKey string, token uint64) *batonpb.SessionRequest {
+	return &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Release{Release: &batonpb.ReleaseRequest{
+		Name: name, Token: token, OwnerKey: ownerKey,
+	}}}
+}
+
+// abandon gives up on c for a caller whose ctx ended: a queued wait is
+// cancelled on the server and a grant that won the race is released. It
+// waits up to CleanupTimeout for both, so that when Lock returns the
+// session neither waits nor holds; after that the session carries on in
+// the background.
+func (s *Session) abandon(c *call) {
+	s.mu.Lock()
+	c.abandoned = true
+	if c.final {
+		s.cleanupLocked(c)
+	} else if c.wait {
+		_, _ = s.startLocked(&batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Cancel{Cancel: &batonpb.CancelRequest{
+			Name: c.name, AcquireSeq: c.seq,
+		}}}, true)
+	}
+	s.mu.Unlock()
+	t := time.NewTimer(CleanupTimeout)
+	defer t.Stop()
+	select {
+	case <-c.done:
+	case <-t.C:
+		return
+	}
+	s.mu.Lock()
+	rel := c.cleanup
+	s.mu.Unlock()
+	if rel != nil {
+		select {
+		case <-rel.done:
+		case <-t.C:
+		}
+	}
+}
+
+// do starts a request and waits for its final answer or ctx. On ctx's end
+// the request is abandoned (see abandon).
+func (s *Session) do(ctx context.Context, req *batonpb.SessionRequest, setup func(c *call)) (*call, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	c, err := s.startLocked(req, true)
+	if c != nil && setup != nil {
+		setup(c)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-c.done:
+		return c, c.err
+	case <-ctx.Done():
+		s.abandon(c)
+		return nil, ctx.Err()
+	}
+}
+
+// run reads the current stream; when it breaks, it resumes the session on
+// the leader.
+func (s *Session) run(sc *streamConn) {
+	defer s.wg.Done()
+	for sc != nil {
+		err := s.recvLoop(sc)
+		sc.cancel()
+		s.mu.Lock()
+		if s.stream == sc {
+			s.stream = nil
+			clear(s.byID)
+			s.sendq = nil
+		}
+		ended := s.endedLocked()
+		s.mu.Unlock()
+		if ended {
+			return
+		}
+		s.log.Info("session stream broke; resuming", "peer", sc.addr, "err", err)
+		sc = s.reconnect()
+	}
+}
+
+func (s *Session) recvLoop(sc *streamConn) error {
+	for {
+		resp, err := sc.gs.Recv()
+		if err != nil {
+			return err
+		}
+		s.handle(sc, resp)
+	}
+}
+
+// reconnect attaches a new stream to the leader with Resume, then sends
+// every unanswered request again with its sequence number. It returns nil
+// when the session ended.
+func (s *Session) reconnect() *streamConn {
+	resume := &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Resume{Resume: &batonpb.ResumeSession{SessionId: s.id}}}
+	s.mu.Lock()
+	s.lastID++
+	resume.Id = s.lastID
+	s.mu.Unlock()
+	sc, resp, sent, err := s.connect(s.runCtx, resume, false)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		if s.runCtx.Err() == nil {
+			s.lostLocked(err)
+		}
+		return nil
+	}
+	if s.endedLocked() {
+		sc.cancel()
+		return nil
+	}
+	s.stream = sc
+	clear(s.byID)
+	s.sendq = nil
+	// A resume is a keepalive: the server extended the session from when
+	// it received it.
+	s.extendLocked(sent, s.serverTTL(resp.GetTtl()))
+	pending := slices.Collect(func(yield func(*call) bool) {
+		for _, c := range s.bySeq {
+			if !yield(c) {
+				return
+			}
+		}
+	})
+	slices.SortFunc(pending, func(a, b *call) int { return cmp.Compare(a.seq, b.seq) })
+	for _, c := range pending {
+		s.sendLocked(c)
+	}
+	s.log.Info("session resumed", "peer", sc.addr, "resent", len(pending))
+	return sc
+}
+
+// connect opens a stream whose first message is first on the leader,
+// following leader hints and rotating over the endpoints. bounded limits
+// it to the client's attempts; otherwise only ctx and a terminal answer
+// (session unknown, refused) stop it.
+func (s *Session) connect(ctx context.Context, first *batonpb.SessionRequest, bounded bool) (*streamConn, *batonpb.OpenSessionResponse, time.Time, error) {
+	var last error
+	hops := 0
+	for attempt := 0; ; attempt++ {
+		if bounded && attempt >= s.c.cfg.maxAttempts {
+			return nil, nil, time.Time{}, fmt.Errorf("%w: gave up after %d attempts: %w", ErrUnavailable, attempt, last)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, nil, time.Time{}, err
+		}
+		addr := s.c.target()
+		sent := time.Now()
+		hctx, cancel := context.WithTimeout(ctx, max(s.ttl/2, time.Second))
+		sc, resp, err := s.dialStream(hctx, addr, first)
+		cancel()
+		if err == nil {
+			s.c.setLeader(addr)
+			return sc, resp, sent, nil
+		}
+		last = err
+		switch {
+		case errors.Is(err, ErrNotLeader):
+			if hint := leaderHint(err); hint != "" && hint != addr && hops < 3 {
+				s.c.setLeader(hint)
+				hops++
+				continue
+			}
+			s.c.failed(addr)
+		case errors.Is(err, ErrUnavailable), errors.Is(err, ErrOverloaded),
+			errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+			s.c.failed(addr)
+		case errors.Is(err, context.Canceled) && ctx.Err() == nil:
+			s.c.failed(addr)
+		default:
+			return nil, nil, time.Time{}, err
+		}
+		hops = 0
+		s.log.Debug("session stream attempt failed", "peer", addr, "err", err)
+		_ = sleep(ctx, s.c.pause(attempt))
+	}
+}
+
+// dialStream opens a stream on addr, sends first and reads its answer.
+func (s *Session) dialStream(ctx context.Context, addr string, first *batonpb.SessionRequest) (*streamConn, *batonpb.OpenSessionResponse, error) {
+	bc, err := s.c.conn(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	sctx, cancel := context.WithCancel(s.runCtx)
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	gs, err := bc.Session(sctx)
+	if err != nil {
+		cancel()
+		return nil, nil, fromStatus(err)
+	}
+	_ = gs.Send(first) // a failed send shows in Recv, with the status
+	resp, err := gs.Recv()
+	if err == nil && resp.GetError() != nil {
+		err = fromWire(resp.GetError())
+	}
+	if err == nil && resp.GetOpen() == nil {
+		err = fmt.Errorf("baton: the server answered the stream's first message with %T", resp.GetKind())
+	}
+	if err != nil {
+		cancel()
+		return nil, nil, fromStatus(err)
+	}
+	return &streamConn{gs: gs, cancel: cancel, addr: addr}, resp.GetOpen(), nil
+}
+
+// handle takes one message of stream sc.
+func (s *Session) handle(sc *streamConn, resp *batonpb.SessionResponse) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stream != sc || s.endedLocked() {
+		return
+	}
+	switch k := resp.GetKind().(type) {
+	case *batonpb.SessionResponse_Grant:
+		c := s.bySeq[k.Grant.GetSeq()]
+		if c == nil {
+			s.log.Warn("grant for an unknown acquire", "lock", k.Grant.GetName(), "seq", k.Grant.GetSeq(), "token", k.Grant.GetToken())
+			return
+		}
+		s.finishLocked(c, &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Acquire{Acquire: &batonpb.AcquireResponse{
+			Name: k.Grant.GetName(), Acquired: true, Token: k.Grant.GetToken(), Count: 1, Seq: k.Grant.GetSeq(),
+		}}}, nil)
+		return
+	case *batonpb.SessionResponse_WaitEnded:
+		c := s.bySeq[k.WaitEnded.GetSeq()]
+		if c == nil || !c.wait {
+			return
+		}
+		w := k.WaitEnded
+		var err error = &Error{Code: codes.FailedPrecondition, Reason: w.GetReason(), Message: "wait for lock " + w.GetName() + " ended"}
+		if w.GetReason() == batonpb.Reason_SESSION_NOT_FOUND || w.GetReason() == batonpb.Reason_SESSION_EXPIRED {
+			err = fmt.Errorf("%w: %w", ErrSessionLost, err)
+		}
+		s.finishLocked(c, nil, err)
+		return
+	case *batonpb.SessionResponse_SessionLost:
+		s.lostLocked(fromWire(k.SessionLost))
+		return
+	}
+	c := s.byID[resp.GetId()]
+	if c == nil {
+		return
+	}
+	delete(s.byID, resp.GetId())
+	err := fromWire(resp.GetError())
+	if c.keepAlive {
+		s.keepAliveAnswerLocked(sc, c, resp, err)
+		return
+	}
+	if err != nil {
+		var e *Error
+		errors.As(err, &e)
+		switch {
+		case c.seq != 0 && retryable(err):
+			if errors.Is(err, ErrNotLeader) {
+				if e.LeaderAddr != "" {
+					s.c.setLeader(e.LeaderAddr)
+				}
+				sc.cancel() // the reconnect sends c again
+				return
+			}
+			s.resendLaterLocked(c)
+			return
+		case e != nil && (e.Reason == batonpb.Reason_SESSION_NOT_FOUND || e.Reason == batonpb.Reason_SESSION_EXPIRED):
+			s.lostLocked(err)
+			return
+		}
+		s.finishLocked(c, resp, err)
+		return
+	}
+	if c.wait && resp.GetAcquire().GetQueued() {
+		return // the grant or the end of the wait is its answer
+	}
+	s.finishLocked(c, resp, nil)
+}
+
+// resendLaterLocked sends c again, with its sequence number, after a
+// backoff.
+func (s *Session) resendLaterLocked(c *call) {
+	d := s.c.pause(c.retries)
+	c.retries++
+	time.AfterFunc(d, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.endedLocked() && !c.final {
+			s.sendLocked(c)
+		}
+	})
+}
+
+func (s *Session) keepAliveAnswerLocked(sc *streamConn, c *call, resp *batonpb.SessionResponse, err error) {
+	if err == nil {
+		s.extendLocked(c.sent, s.serverTTL(resp.GetKeepAlive().GetTtl()))
+		return
+	}
+	var e *Error
+	errors.As(err, &e)
+	switch {
+	case errors.Is(err, ErrNotLeader):
+		if e.LeaderAddr != "" {
+			s.c.setLeader(e.LeaderAddr)
+		}
+		sc.cancel()
+	case errors.Is(err, ErrSessionLost), errors.Is(err, ErrNotFound):
+		s.lostLocked(err)
+	case errors.Is(err, ErrBlacklisted):
+		// The server refuses its keepalives: the session will expire, so
+		// it is lost now.
+		s.lostLocked(err)
+	default:
+		s.log.Warn("keepalive failed", "err", err)
+	}
+}
+
+// clock sends keepalives every TTL/3 and watches the deadline.
+func (s *Session) clock() {
+	defer s.wg.Done()
+	ka := time.NewTicker(s.ttl / 3)
+	defer ka.Stop()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		next := s.deadline
+		if s.state == StateJeopardy {
+			next = s.deadline.Add(s.ttl) // give up a TTL past the deadline
+		}
+		s.mu.Unlock()
+		t.Reset(time.Until(next))
+		select {
+		case <-s.runCtx.Done():
+			return
+		case <-ka.C:
+			s.keepAlive()
+		case <-s.wake:
+		case <-t.C:
+			s.checkDeadline()
+		}
+	}
+}
+
+func (s *Session) keepAlive() {
+	if s.testPauseKeepAlives.Load() {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stream == nil || s.endedLocked() {
+		return // the resume is the keepalive
+	}
+	c := &call{keepAlive: true, sent: time.Now(), done: make(chan struct{}),
+		req: &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_KeepAlive{KeepAlive: &batonpb.KeepAliveRequest{SessionId: s.id}}}}
+	s.sendLocked(c)
+}
+
+func (s *Session) checkDeadline() {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.state == StateHealthy && !now.Before(s.deadline):
+		s.log.Warn("session in jeopardy: no keepalive answer before the deadline", "late", now.Sub(s.deadline))
+		for _, ls := range s.holds {
+			for _, l := range ls {
+				s.endLeaseLocked(l, ErrJeopardy)
+			}
+		}
+		s.setStateLocked(StateJeopardy, StateJeopardy, ErrJeopardy)
+	case s.state == StateJeopardy && !now.Before(s.deadline.Add(s.ttl)):
+		s.lostLocked(fmt.Errorf("%w: no answer from the cluster for a TTL (%v) past the deadline", ErrSessionLost, s.ttl))
+	}
+}
+
+// sender writes queued requests to the current stream, in order.
+func (s *Session) sender() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.runCtx.Done():
+			return
+		case <-s.sendWake:
+		}
+		s.mu.Lock()
+		q, sc := s.sendq, s.stream
+		s.sendq = nil
+		s.mu.Unlock()
+		if sc == nil {
+			continue
+		}
+		for _, r := range q {
+			if err := sc.gs.Send(r); err != nil {
+				sc.cancel() // Recv reports why; the reconnect resends
+				break
+			}
+		}
+	}
+}
+
+// dispatch delivers events to the WithEvents callback, in order.
+func (s *Session) dispatch() {
+	defer s.wg.Done()
+	for {
+		s.mu.Lock()
+		evs := s.events
+		s.events = nil
+		s.mu.Unlock()
+		for _, ev := range evs {
+			s.onEvent(ev)
+		}
+		if len(evs) > 0 {
+			continue
+		}
+		select {
+		case <-s.eventWake:
+		case <-s.runCtx.Done():
+			s.mu.Lock()
+			evs := s.events
+			s.events = nil
+			s.mu.Unlock()
+			for _, ev := range evs {
+				s.onEvent(ev)
+			}
+			return
+		}
+	}
+}
