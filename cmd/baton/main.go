@@ -11,14 +11,21 @@ import (
 type command struct {
 	name    string
 	summary string
-	run     func(args []string) int
+	run     func(g globals, args []string) int
 }
 
 var commands []command
 
 func init() {
 	commands = []command{
-		{"server", "run a Baton member (single node by default)", runServer},
+		{"server", "run a Baton member (single node by default)", global(runServer)},
+		{"locks", "list locks: holder, token, since, queue length", runLocks},
+		{"get", "show one lock in full, with its queue", runGet},
+		{"check", "exit 0 if TOKEN is the current hold of NAME, 1 if not", runCheck},
+		{"sessions", "list sessions", runSessions},
+		{"blacklist", "evict a stuck session safely (it expires, releasing its locks)", runBlacklist},
+		{"release", "release a lock only if SESSION (and TOKEN) still hold it", runRelease},
+		{"status", "show members, leader, term and indexes", runStatus},
 	}
 }
 
@@ -34,7 +41,22 @@ func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
+// global adapts a command that takes no client globals.
+func global(f func(args []string) int) func(globals, []string) int {
+	return func(_ globals, args []string) int { return f(args) }
+}
+
 func run(args []string) int {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		usage()
+		return 0
+	}
+	g, args, err := leadingGlobals(args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "baton: %v\n", err)
+		usage()
+		return 2
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage()
 		if len(args) == 0 {
@@ -44,7 +66,7 @@ func run(args []string) int {
 	}
 	for _, c := range commands {
 		if c.name == args[0] {
-			return c.run(args[1:])
+			return c.run(g, args[1:])
 		}
 	}
 	fmt.Fprintf(os.Stderr, "baton: unknown command %q\n", args[0])

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/batonlock/baton"
+)
+
+// clientCommand runs f with a dialled client, the parsed positional
+// arguments and the globals.
+func clientCommand(name, synopsis, example string, minArgs, maxArgs int, g globals, args []string,
+	extra func(fs *flag.FlagSet), f func(ctx context.Context, c *baton.Client, pos []string, g globals) error) int {
+	fs := newFlagSet(name, synopsis, example, &g)
+	if extra != nil {
+		extra(fs)
+	}
+	pos, _, err := parseArgs(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if len(pos) < minArgs || (maxArgs >= 0 && len(pos) > maxArgs) {
+		fs.Usage()
+		return exitCode(name, usagef("wrong number of arguments"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
+	defer cancel()
+	c, err := dial(ctx, g)
+	if err != nil {
+		return exitCode(name, err)
+	}
+	defer c.Close()
+	return exitCode(name, f(ctx, c, pos, g))
+}
+
+func runLocks(g globals, args []string) int {
+	return clientCommand("locks", "locks [PREFIX] [flags]", "baton locks jobs/", 0, 1, g, args, nil,
+		func(ctx context.Context, c *baton.Client, pos []string, g globals) error {
+			prefix := ""
+			if len(pos) == 1 {
+				prefix = pos[0]
+			}
+			locks, err := c.List(ctx, prefix)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(locks)
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tHOLDER\tTOKEN\tSINCE\tWAITERS")
+			for _, l := range locks {
+				holder, token, since := "-", "-", "-"
+				if l.Holder != nil {
+					holder = owner(l.Holder.Owner, l.Holder.SessionID)
+					token = strconv.FormatUint(l.Holder.Token, 10)
+					since = ago(l.Holder.Since)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\n", oneLine(l.Name), holder, token, since, l.Waiters)
+			}
+			return w.Flush()
+		})
+}
+
+func runGet(g globals, args []string) int {
+	return clientCommand("get", "get NAME [flags]", "baton get jobs/42 --json", 1, 1, g, args, nil,
+		func(ctx context.Context, c *baton.Client, pos []string, g globals) error {
+			l, err := c.Get(ctx, pos[0])
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(l)
+			}
+			fmt.Printf("lock %s\n", oneLine(pos[0]))
+			if len(l.Holders) == 0 {
+				fmt.Println("  free")
+			}
+			for _, h := range l.Holders {
+				fmt.Printf("  held by %s, key %q, token %d, count %d, since %s\n",
+					owner(h.Owner, h.SessionID), h.OwnerKey, h.Token, h.Count, ago(h.Since))
+			}
+			for i, wt := range l.Waiters {
+				limit := "until cancelled"
+				if wt.WaitTimeout > 0 {
+					limit = "up to " + wt.WaitTimeout.String()
+				}
+				fmt.Printf("  %d. waiting: %s, key %q, since %s, %s\n", i+1, owner(wt.Owner, wt.SessionID), wt.OwnerKey, ago(wt.Since), limit)
+			}
+			return nil
+		})
+}
+
+func runCheck(g globals, args []string) int {
+	held := false
+	code := clientCommand("check", "check NAME TOKEN [flags]", "baton check jobs/42 1234 && echo still mine", 2, 2, g, args, nil,
+		func(ctx context.Context, c *baton.Client, pos []string, g globals) error {
+			token, err := strconv.ParseUint(pos[1], 10, 64)
+			if err != nil {
+				return usagef("TOKEN %q is not a number", pos[1])
+			}
+			held, err = c.Check(ctx, pos[0], token)
+			if err != nil {
+				return err
+			}
+			if held {
+				fmt.Printf("token %d is the current hold of %s\n", token, pos[0])
+			} else {
+				fmt.Printf("token %d is not the current hold of %s\n", token, pos[0])
+			}
+			return nil
+		})
+	if code == 0 && !held {
+		return 1
+	}
+	return code
+}
+
+func runSessions(g globals, args []string) int {
+	return clientCommand("sessions", "sessions [flags]", "baton sessions --json", 0, 0, g, args, nil,
+		func(ctx context.Context, c *baton.Client, pos []string, g globals) error {
+			ss, err := c.Sessions(ctx)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(ss)
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tOWNER\tTTL\tHOLDS\tBLACKLISTED\tCREATED")
+			for _, s := range ss {
+				fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%v\t%s\n", s.ID, oneLine(s.Owner), s.TTL, s.Holds, s.Blacklisted, ago(s.Created))
+			}
+			return w.Flush()
+		})
+}
+
+func runBlacklist(g globals, args []string) int {
+	return clientCommand("blacklist", "blacklist SESSION [flags]", "baton blacklist 1234", 1, 1, g, args, nil,
+		func(ctx context.Context, c *baton.Client, pos []string, g globals) error {
+			id, err := strconv.ParseUint(pos[0], 10, 64)
+			if err != nil || id == 0 {
+				return usagef("SESSION %q is not a session id", pos[0])
+			}
+			if err := c.Blacklist(ctx, id); err != nil {
+				return err
+			}
+			fmt.Printf("session %d blacklisted: its keepalives are refused and it expires within its TTL, releasing its locks\n", id)
+			return nil
+		})
+}
+
+func runRelease(g globals, args []string) int {
+	var session, token uint64
+	return clientCommand("release", "release NAME --session S [--token T] [flags]", "baton release jobs/42 --session 1234 --token 5678", 1, 1, g, args,
+		func(fs *flag.FlagSet) {
+			fs.Uint64Var(&session, "session", 0, "release only if this session holds the lock (required)")
+			fs.Uint64Var(&token, "token", 0, "and only if the hold has this token (0: any)")
+		},
+		func(ctx context.Context, c *baton.Client, pos []string, g globals) error {
+			if session == 0 {
+				return usagef("--session is required: a release names the holder it expects")
+			}
+			if err := c.CasRelease(ctx, pos[0], session, token); err != nil {
+				return err
+			}
+			fmt.Printf("released %s (held by session %d)\n", pos[0], session)
+			return nil
+		})
+}
+
+func runStatus(g globals, args []string) int {
+	return clientCommand("status", "status [flags]", "baton status --endpoints 127.0.0.1:7700,127.0.0.1:7710", 0, 0, g, args, nil,
+		func(ctx context.Context, c *baton.Client, pos []string, g globals) error {
+			st, err := c.Status(ctx)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(st)
+			}
+			fmt.Printf("member %s (%s), leader %s, term %d, commit %d, applied %d, %d sessions, %d locks\n",
+				st.Name, st.Role, orDash(st.Leader), st.Term, st.CommitIndex, st.AppliedIndex, st.Sessions, st.Locks)
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tCLIENT\tPEER\tLEADER")
+			for _, m := range st.Members {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%v\n", m.Name, orDash(m.ClientAddr), m.PeerAddr, m.ID == st.LeaderID)
+			}
+			return w.Flush()
+		})
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
