@@ -19,6 +19,8 @@ var commands []command
 func init() {
 	commands = []command{
 		{"server", "run a Baton member (single node by default)", global(runServer)},
+		{"lock", "run a command while holding a lock: baton lock NAME -- CMD", runLock},
+		{"bench", "measure lock throughput and latency against a cluster", runBench},
 		{"locks", "list locks: holder, token, since, queue length", runLocks},
 		{"get", "show one lock in full, with its queue", runGet},
 		{"check", "exit 0 if TOKEN is the current hold of NAME, 1 if not", runCheck},

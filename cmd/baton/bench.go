@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/bench"
+)
+
+func runBench(g globals, args []string) int {
+	cfg := bench.DefaultConfig()
+	cfg.System = "baton"
+	ttl := 10 * time.Second
+	conns := 8
+	fs := newFlagSet("bench", "bench [--workload own|hot|zipf|batch|hold] [--workers N] [--duration D] [flags]",
+		"baton bench --workload hot --workers 16 --duration 10s --json", &g)
+	fs.StringVar(&cfg.Workload, "workload", cfg.Workload, "own (each worker its own key), hot (one key), zipf, batch (try-lock many), hold")
+	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "concurrent workers, each with its own session")
+	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "measured time")
+	fs.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "unmeasured time before it")
+	fs.IntVar(&cfg.Keys, "keys", cfg.Keys, "key space of zipf and batch")
+	fs.Float64Var(&cfg.ZipfS, "zipf", cfg.ZipfS, "zipf exponent (> 1)")
+	fs.IntVar(&cfg.BatchSize, "batch", cfg.BatchSize, "locks per batch try-lock")
+	fs.DurationVar(&cfg.Hold, "hold", cfg.Hold, "how long the hold workload keeps each lock")
+	fs.StringVar(&cfg.Prefix, "prefix", cfg.Prefix, "lock name prefix")
+	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the key choices")
+	fs.DurationVar(&ttl, "ttl", ttl, "session TTL of the workers")
+	fs.IntVar(&conns, "conns", conns, "client connections shared by the workers")
+	pos, _, err := parseArgs(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if len(pos) > 0 {
+		return exitCode("bench", usagef("unexpected argument %q", pos[0]))
+	}
+	if err := cfg.Validate(); err != nil {
+		return exitCode("bench", usagef("%v", err))
+	}
+	if conns < 1 {
+		return exitCode("bench", usagef("--conns must be at least 1"))
+	}
+	ctx := context.Background()
+	clients := make([]*baton.Client, min(conns, cfg.Workers))
+	for i := range clients {
+		dctx, cancel := context.WithTimeout(ctx, g.timeout)
+		c, err := baton.Dial(dctx, g.endpoints)
+		cancel()
+		if err != nil {
+			return exitCode("bench", err)
+		}
+		defer c.Close()
+		clients[i] = c
+	}
+	factory := func(ctx context.Context, i int) (bench.Locker, error) {
+		sctx, cancel := context.WithTimeout(ctx, g.timeout)
+		defer cancel()
+		s, err := clients[i%len(clients)].NewSession(sctx, baton.WithTTL(ttl), baton.WithOwner(fmt.Sprintf("bench/%d", i)))
+		if err != nil {
+			return nil, err
+		}
+		return &benchLocker{s: s, leases: map[string]*baton.Lease{}}, nil
+	}
+	r, err := bench.Run(ctx, cfg, factory)
+	if err != nil {
+		return exitCode("bench", err)
+	}
+	if g.json {
+		if err := printJSON(r); err != nil {
+			return exitCode("bench", err)
+		}
+	} else {
+		fmt.Print(bench.Table([]*bench.Report{r}))
+		if r.FirstError != "" {
+			fmt.Fprintf(os.Stderr, "first error: %s\n", r.FirstError)
+		}
+	}
+	return 0
+}
+
+// benchLocker is one bench worker: a session and its leases.
+type benchLocker struct {
+	s      *baton.Session
+	mu     sync.Mutex
+	leases map[string]*baton.Lease
+}
+
+func (b *benchLocker) Acquire(ctx context.Context, name string) (uint64, error) {
+	l, err := b.s.Mutex(name).Lock(ctx)
+	if err != nil {
+		return 0, err
+	}
+	b.mu.Lock()
+	b.leases[name] = l
+	b.mu.Unlock()
+	return l.Token(), nil
+}
+
+func (b *benchLocker) Release(ctx context.Context, name string) error {
+	b.mu.Lock()
+	l := b.leases[name]
+	delete(b.leases, name)
+	b.mu.Unlock()
+	if l == nil {
+		return fmt.Errorf("release %s: not held by this worker", name)
+	}
+	return l.Release(ctx)
+}
+
+func (b *benchLocker) TryAcquireMany(ctx context.Context, names []string) ([]string, error) {
+	leases, _, err := b.s.TryLockMany(ctx, names...)
+	if err != nil {
+		return nil, err
+	}
+	got := make([]string, len(leases))
+	b.mu.Lock()
+	for i, l := range leases {
+		b.leases[l.Name()] = l
+		got[i] = l.Name()
+	}
+	b.mu.Unlock()
+	return got, nil
+}
+
+func (b *benchLocker) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return b.s.Close(ctx)
+}

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/batonlock/baton"
+)
+
+// Exit statuses of `baton lock` besides the command's own.
+const (
+	// ExitNotAcquired is EX_TEMPFAIL: the lock was busy (--no-wait) or the
+	// wait ran out; try again later.
+	ExitNotAcquired = 75
+	// ExitLockLost says the command was stopped because the lock may have
+	// been lost (the session's conservative deadline passed unanswered).
+	ExitLockLost = 76
+)
+
+func runLock(g globals, args []string) int {
+	var (
+		ttl       = 10 * time.Second
+		wait      = 30 * time.Second
+		noWait    bool
+		ownerFlag string
+		grace     = 10 * time.Second
+	)
+	fs := newFlagSet("lock", "lock [--ttl 10s] [--wait 30s | --no-wait] [--owner LABEL] [--kill-grace 10s] NAME -- CMD [ARGS...]",
+		"baton lock --wait 1m jobs/nightly -- ./run-nightly.sh", &g)
+	fs.DurationVar(&ttl, "ttl", ttl, "session TTL: how long the lock outlives a silent client")
+	fs.DurationVar(&wait, "wait", wait, "how long to wait for the lock (0: until it is free)")
+	fs.BoolVar(&noWait, "no-wait", false, "fail at once (exit 75) if the lock is held")
+	fs.StringVar(&ownerFlag, "owner", "", "owner label shown to operators (default host/pid/baton-lock)")
+	fs.DurationVar(&grace, "kill-grace", grace, "after SIGTERM, how long CMD has before SIGKILL when the lock is lost")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `Usage: baton lock [flags] NAME -- CMD [ARGS...]
+
+Runs CMD while holding the lock NAME, then releases it. CMD runs in its own
+process group with BATON_LOCK, BATON_TOKEN (the fencing token) and
+BATON_SESSION in its environment; baton exits with CMD's exit status.
+SIGINT and SIGTERM are forwarded to CMD's group; the lock is released when
+CMD ends.
+
+If the lock is not acquired (--no-wait, or --wait ran out) baton says who
+holds it and exits 75. If the session's conservative deadline passes with
+no keepalive answer, the lock may be lost: baton sends SIGTERM to CMD's
+group at once - before the server can give the lock to anyone else - then
+SIGKILL after --kill-grace, and exits 76.
+
+Example:
+  baton lock --wait 1m jobs/nightly -- ./run-nightly.sh
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	pos, cmdArgs, err := parseArgs(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	switch {
+	case len(pos) != 1:
+		return exitCode("lock", usagef("want exactly one lock NAME before --, got %d arguments", len(pos)))
+	case len(cmdArgs) == 0:
+		return exitCode("lock", usagef("no command: put it after --, e.g. baton lock %s -- ./job.sh", pos[0]))
+	case noWait && isSet(fs, "wait"):
+		return exitCode("lock", usagef("--wait and --no-wait exclude each other"))
+	}
+	name := pos[0]
+	return lockAndRun(g, name, cmdArgs, ttl, wait, noWait, ownerFlag, grace)
+}
+
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+func lockAndRun(g globals, name string, cmdArgs []string, ttl, wait time.Duration, noWait bool, owner string, grace time.Duration) int {
+	// Signals that arrive while we wait for the lock end the wait.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	dctx, dcancel := context.WithTimeout(ctx, g.timeout)
+	c, err := baton.Dial(dctx, g.endpoints)
+	dcancel()
+	if err != nil {
+		return exitCode("lock", err)
+	}
+	defer c.Close()
+	if owner == "" {
+		host, _ := os.Hostname()
+		owner = fmt.Sprintf("%s/%d/baton-lock", host, os.Getpid())
+	}
+	sctx, scancel := context.WithTimeout(ctx, g.timeout)
+	s, err := c.NewSession(sctx, baton.WithTTL(ttl), baton.WithOwner(owner))
+	scancel()
+	if err != nil {
+		return exitCode("lock", err)
+	}
+	defer func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), g.timeout)
+		defer ccancel()
+		_ = s.Close(cctx)
+	}()
+
+	m := s.Mutex(name)
+	type result struct {
+		l   *baton.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		var l *baton.Lease
+		var err error
+		switch {
+		case noWait:
+			l, err = m.TryLock(ctx)
+		case wait > 0:
+			l, err = m.LockWithin(ctx, wait)
+		default:
+			l, err = m.Lock(ctx)
+		}
+		got <- result{l, err}
+	}()
+	var lease *baton.Lease
+	select {
+	case r := <-got:
+		lease, err = r.l, r.err
+	case sig := <-sigs:
+		cancel()
+		r := <-got
+		if r.l != nil {
+			_ = r.l.Release(context.Background())
+		}
+		fmt.Fprintf(os.Stderr, "baton lock: %s while waiting for %s\n", sig, name)
+		return 128 + int(sig.(syscall.Signal))
+	}
+	if err != nil {
+		var busy *baton.BusyError
+		switch {
+		case errors.As(err, &busy):
+			fmt.Fprintf(os.Stderr, "baton lock: %s is held by %s, token %d, since %s\n",
+				name, owner4(busy.Holder), busy.Holder.Token, ago(busy.Holder.Since))
+			return ExitNotAcquired
+		case errors.Is(err, baton.ErrWaitTimedOut):
+			who := "someone"
+			ictx, icancel := context.WithTimeout(context.Background(), g.timeout)
+			if info, gerr := c.Get(ictx, name); gerr == nil && len(info.Holders) > 0 {
+				h := info.Holders[0]
+				who = fmt.Sprintf("%s, token %d, since %s", owner4(h), h.Token, ago(h.Since))
+			}
+			icancel()
+			fmt.Fprintf(os.Stderr, "baton lock: %s still held after waiting %s, by %s\n", name, wait, who)
+			return ExitNotAcquired
+		}
+		return exitCode("lock", err)
+	}
+	return runUnderLease(lease, s, name, cmdArgs, sigs, grace)
+}
+
+func owner4(h baton.Holder) string { return owner(h.Owner, h.SessionID) }
+
+// runUnderLease runs the command while the lease holds and releases it
+// when the command ends.
+func runUnderLease(lease *baton.Lease, s *baton.Session, name string, cmdArgs []string, sigs <-chan os.Signal, grace time.Duration) int {
+	defer func() {
+		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer rcancel()
+		if err := lease.Release(rctx); err != nil && !errors.Is(err, baton.ErrNotHeld) && lease.Err() == nil {
+			fmt.Fprintf(os.Stderr, "baton lock: release %s: %v\n", name, err)
+		}
+	}()
+	cmd := exec.Command(cmdArgs[0], cmdArgs[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(),
+		"BATON_LOCK="+name,
+		"BATON_TOKEN="+strconv.FormatUint(lease.Token(), 10),
+		"BATON_SESSION="+strconv.FormatUint(s.ID(), 10),
+	)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "baton lock: start %s: %v\n", cmdArgs[0], err)
+		return 127
+	}
+	pgid := cmd.Process.Pid
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	lost := false
+	lostC := lease.Lost()
+	var kill <-chan time.Time
+	for {
+		select {
+		case err := <-exited:
+			if lost {
+				return ExitLockLost
+			}
+			return exitStatus(err)
+		case sig := <-sigs:
+			_ = syscall.Kill(-pgid, sig.(syscall.Signal))
+		case <-lostC:
+			lostC = nil
+			lost = true
+			fmt.Fprintf(os.Stderr, "baton lock: lock %s may be lost (%v); sending SIGTERM to the command, SIGKILL in %s\n",
+				name, lease.Err(), grace)
+			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			kill = time.After(grace)
+		case <-kill:
+			fmt.Fprintf(os.Stderr, "baton lock: command still running %s after SIGTERM; sending SIGKILL\n", grace)
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			kill = nil
+		}
+	}
+}
+
+// exitStatus maps a finished command to baton's exit status: its own, or
+// 128+signal as shells do.
+func exitStatus(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return 1
+}

@@ -1,0 +1,174 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// lockProc is one running `baton lock` whose command prints lines we read.
+type lockProc struct {
+	cmd    *exec.Cmd
+	lines  chan string
+	stderr *strings.Builder
+	done   chan error
+}
+
+func startLock(t *testing.T, endpoints string, args ...string) *lockProc {
+	t.Helper()
+	full := append([]string{"lock", "--endpoints", endpoints}, args...)
+	cmd := exec.Command(batonBinary(t), full...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &lockProc{cmd: cmd, lines: make(chan string, 16), stderr: &strings.Builder{}, done: make(chan error, 1)}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+	}()
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+	})
+	return p
+}
+
+// line waits for the next line the command printed.
+func (p *lockProc) line(t *testing.T, within time.Duration) string {
+	t.Helper()
+	select {
+	case l, ok := <-p.lines:
+		if !ok {
+			t.Fatalf("baton lock ended without output; stderr: %s", p.stderr)
+		}
+		return l
+	case <-time.After(within):
+		t.Fatalf("no output within %s; stderr: %s", within, p.stderr)
+	}
+	return ""
+}
+
+func (p *lockProc) exit(t *testing.T, within time.Duration) int {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	case <-time.After(within):
+		t.Fatalf("baton lock still running after %s; stderr: %s", within, p.stderr)
+	}
+	return -1
+}
+
+func singleNode(t *testing.T) string {
+	t.Helper()
+	skipShort(t)
+	addrs := freeLoopbackAddrs(t, 2)
+	c := newCluster(t, clusterConfig{n: 1, clientAddrs: addrs[:1], peerAddrs: addrs[1:]})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c.start(ctx)
+	return strings.Join(c.endpoints(), ",")
+}
+
+// holdScript prints the lock's token and its own pid, then sleeps; its
+// process group is killed at cleanup.
+const holdScript = `echo "$BATON_TOKEN $$ $BATON_LOCK $BATON_SESSION"; exec sleep 60`
+
+func TestCLILockBusyAndSIGTERM(t *testing.T) {
+	ep := singleNode(t)
+	holder := startLock(t, ep, "--no-wait", "--owner", "first-holder", "job", "--", "sh", "-c", holdScript)
+	fields := strings.Fields(holder.line(t, 20*time.Second))
+	if len(fields) != 4 || fields[2] != "job" || fields[0] == "" || fields[3] == "" {
+		t.Fatalf("command environment: %q", fields)
+	}
+	pgid, _ := strconv.Atoi(fields[1])
+	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+
+	second := startLock(t, ep, "--no-wait", "job", "--", "true")
+	if code := second.exit(t, 20*time.Second); code != 75 {
+		t.Fatalf("second lock exited %d, want 75; stderr: %s", code, second.stderr)
+	}
+	if !strings.Contains(second.stderr.String(), "first-holder") {
+		t.Fatalf("second lock does not name the holder: %s", second.stderr)
+	}
+
+	// SIGTERM goes to the command's group; baton releases as it exits.
+	if err := holder.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := holder.exit(t, 20*time.Second); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("holder exited %d, want %d (its command's SIGTERM); stderr: %s", code, 128+int(syscall.SIGTERM), holder.stderr)
+	}
+	third := startLock(t, ep, "--no-wait", "job", "--", "sh", "-c", "exit 3")
+	if code := third.exit(t, 20*time.Second); code != 3 {
+		t.Fatalf("lock right after SIGTERM exited %d, want the command's 3 (released at once); stderr: %s", code, third.stderr)
+	}
+}
+
+func TestCLIKill9PassesLockAfterTTL(t *testing.T) {
+	ep := singleNode(t)
+	const ttl = 2 * time.Second
+	first := startLock(t, ep, "--ttl", ttl.String(), "job", "--", "sh", "-c", holdScript)
+	fields := strings.Fields(first.line(t, 20*time.Second))
+	token1, _ := strconv.ParseUint(fields[0], 10, 64)
+	pgid, _ := strconv.Atoi(fields[1])
+	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+
+	waiter := startLock(t, ep, "--wait", "30s", "job", "--", "sh", "-c", `echo "$BATON_TOKEN"`)
+	// Give the waiter time to queue behind the holder before the kill; the
+	// measurement below only needs the kill instant.
+	waitQueued(t, ep, "job")
+	killed := time.Now()
+	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	got := waiter.line(t, 30*time.Second)
+	after := time.Since(killed)
+	token2, _ := strconv.ParseUint(got, 10, 64)
+	t.Logf("waiter got the lock %v after kill -9 of the holder (ttl %v)", after, ttl)
+	if token2 <= token1 {
+		t.Fatalf("token %d after handoff, want > %d", token2, token1)
+	}
+	if after > ttl+5*time.Second {
+		t.Fatalf("handoff took %v, want within ttl %v plus a few seconds", after, ttl)
+	}
+	if code := waiter.exit(t, 20*time.Second); code != 0 {
+		t.Fatalf("waiter exited %d; stderr: %s", code, waiter.stderr)
+	}
+}
+
+// waitQueued polls `baton get` until name has a waiter (bounded).
+func waitQueued(t *testing.T, ep, name string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		out, _ := exec.Command(batonBinary(t), "get", "--endpoints", ep, name).Output()
+		if strings.Contains(string(out), "1. waiting") {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s never had a waiter", name)
+}
+
