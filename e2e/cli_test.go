@@ -171,4 +171,3 @@ func waitQueued(t *testing.T, ep, name string) {
 	}
 	t.Fatalf("%s never had a waiter", name)
 }
-
