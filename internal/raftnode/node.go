@@ -71,6 +71,11 @@ type Config struct {
 	// it Propose refuses with ErrOverloaded instead of queueing forever.
 	MaxInFlight int
 	Logger      *slog.Logger
+	// ProposalIDBase is where this incarnation's proposal ids start. They
+	// only need to differ from every earlier incarnation's, so zero means
+	// the wall clock's reading at start; a simulation passes its virtual
+	// clock's to stay deterministic.
+	ProposalIDBase uint64
 }
 
 // Recovered is the state a LogStore held when it was opened.
@@ -169,6 +174,7 @@ type Node struct {
 	stopC    chan struct{}
 	doneC    chan struct{}
 	stopOnce sync.Once
+	manual   bool // no loop goroutine: the caller drives Tick and Pump
 
 	nextID   atomic.Uint64
 	isLeader atomic.Bool
@@ -222,6 +228,32 @@ type readBatch struct {
 // Start restores the state machine from cfg.Recovered, joins or
 // bootstraps the group, and starts the Ready loop. Stop ends it.
 func Start(cfg Config) (*Node, error) {
+	n, err := newNode(cfg)
+	if err != nil {
+		return nil, err
+	}
+	go n.run()
+	return n, nil
+}
+
+// StartManual builds a Node exactly as Start does but starts no goroutine
+// and no ticker: the caller drives the Ready loop with Tick and Pump, one
+// loop turn at a time, from one goroutine. It exists for the deterministic
+// simulation (internal/sim), which runs many nodes on a virtual clock. The
+// blocking methods (Propose, ReadBarrier, Future.Wait) must not be used
+// from the driving goroutine; use Submit, StartRead and the futures' Done
+// channels instead. A crash is simulated by abandoning the Node.
+func StartManual(cfg Config) (*Node, error) {
+	n, err := newNode(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n.manual = true
+	n.refreshStatus()
+	return n, nil
+}
+
+func newNode(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -245,7 +277,11 @@ func Start(cfg Config) (*Node, error) {
 		readsByCtx: make(map[uint64][]*readWait),
 		confState:  &raftpb.ConfState{},
 	}
-	n.nextID.Store(uint64(time.Now().UnixNano()))
+	if cfg.ProposalIDBase != 0 {
+		n.nextID.Store(cfg.ProposalIDBase)
+	} else {
+		n.nextID.Store(uint64(time.Now().UnixNano()))
+	}
 	rec := cfg.Recovered
 	restart := false
 	if rec.Snapshot != nil && !raft.IsEmptySnap(rec.Snapshot) {
@@ -304,13 +340,20 @@ func Start(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("raftnode: bootstrap: %w", err)
 		}
 	}
-	go n.run()
 	return n, nil
 }
 
 // Stop ends the Ready loop and fails every waiting request with
 // ErrStopped. It does not close the store or the transport.
 func (n *Node) Stop() {
+	if n.manual {
+		n.stopOnce.Do(func() {
+			close(n.stopC)
+			n.failAll(ErrStopped)
+			close(n.doneC)
+		})
+		return
+	}
 	n.stopOnce.Do(func() { close(n.stopC) })
 	<-n.doneC
 }
@@ -432,22 +475,42 @@ func (n *Node) Submit(cmd *fsmpb.Command) (*Future, error) {
 // entry committed before that moment: state read from View afterwards is
 // linearizable. Concurrent barriers share one ReadIndex round.
 func (n *Node) ReadBarrier(ctx context.Context) error {
+	r, err := n.StartRead()
+	if err != nil {
+		return err
+	}
+	select {
+	case <-r.Done():
+		return r.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ReadFuture is a read barrier started by StartRead.
+type ReadFuture struct{ r *readWait }
+
+// Done is closed when the barrier passed or failed.
+func (f *ReadFuture) Done() <-chan struct{} { return f.r.done }
+
+// Err is the barrier's outcome once Done is closed: nil when state read
+// from View now is linearizable (as for ReadBarrier).
+func (f *ReadFuture) Err() error { return f.r.err }
+
+// StartRead queues a read barrier without waiting for it; ReadBarrier is
+// StartRead followed by a wait on the future.
+func (n *Node) StartRead() (*ReadFuture, error) {
 	if !n.isLeader.Load() {
-		return &NotLeaderError{Leader: n.leader.Load()}
+		return nil, &NotLeaderError{Leader: n.leader.Load()}
 	}
 	r := &readWait{done: make(chan struct{})}
 	select {
 	case n.readC <- r:
+		return &ReadFuture{r: r}, nil
 	case <-n.stopC:
-		return ErrStopped
+		return nil, ErrStopped
 	default:
-		return ErrOverloaded
-	}
-	select {
-	case <-r.done:
-		return r.err
-	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ErrOverloaded
 	}
 }
 
@@ -478,19 +541,63 @@ func (n *Node) run() {
 			n.failAll(ErrStopped)
 			return
 		}
-		// Gather whatever else queued meanwhile into the same Ready.
-		n.drain()
-		n.issueReads()
-		if n.rn.HasReady() {
-			if err := n.handleReady(n.rn.Ready()); err != nil {
-				// A log that cannot be written cannot be trusted:
-				// stop serving rather than acknowledge unsafely.
-				n.log.Error("storage failed; stopping node", "err", err)
-				n.failAll(ErrStopped)
-				return
-			}
+		if err := n.turn(); err != nil {
+			return
 		}
 	}
+}
+
+// turn ends one loop turn after its first event: it gathers whatever else
+// queued meanwhile into the same Ready and handles that Ready, if any. An
+// error means the node stopped serving (its log cannot be written).
+func (n *Node) turn() error {
+	n.drain()
+	n.issueReads()
+	// Handling a Ready often makes the next one (the leader's own append
+	// commits the entries it just persisted): keep going until raft has
+	// nothing more, taking in what queued meanwhile, instead of waiting
+	// for the next event or tick.
+	for n.rn.HasReady() {
+		if err := n.handleReady(n.rn.Ready()); err != nil {
+			// A log that cannot be written cannot be trusted:
+			// stop serving rather than acknowledge unsafely.
+			n.log.Error("storage failed; stopping node", "err", err)
+			n.failAll(ErrStopped)
+			return err
+		}
+		n.drain()
+		n.issueReads()
+	}
+	return nil
+}
+
+// Tick advances raft's logical clock by one tick and runs the loop turn
+// that follows, as the loop does when its ticker fires. Manual mode only.
+func (n *Node) Tick() error {
+	n.rn.Tick()
+	return n.turn()
+}
+
+// Pump runs one loop turn if anything is pending: queued messages,
+// proposals, reads or unreachable reports, or a Ready. It reports whether
+// it did anything; the caller pumps until it reports false. Manual mode
+// only.
+func (n *Node) Pump() (bool, error) {
+	busy := len(n.recvC) > 0 || len(n.propC) > 0 || len(n.readC) > 0 || len(n.unreachC) > 0 ||
+		len(n.readQueue) > 0 || n.rn.HasReady()
+	if !busy {
+		return false, nil
+	}
+	for {
+		select {
+		case id := <-n.unreachC:
+			n.rn.ReportUnreachable(id)
+			continue
+		default:
+		}
+		break
+	}
+	return true, n.turn()
 }
 
 // drain takes everything already queued without blocking.

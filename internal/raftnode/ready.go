@@ -31,11 +31,19 @@ func (n *Node) handleReady(rd raft.Ready) error {
 			return fmt.Errorf("save snapshot: %w", err)
 		}
 	}
+	// A snapshot's hard state must be durable before anything is sent:
+	// raft's MustSync is false when only the commit index moved, but the
+	// store recovers only snapshots at or below the durable commit
+	// (wal.ValidSnapshotEntries), so a crash that lost this commit would
+	// drop the snapshot this node is about to acknowledge, and the leader
+	// would later panic with "tocommit(N) is out of range [lastIndex(M)]"
+	// (etcd issue 10219; found by internal/sim).
+	mustSync := rd.MustSync || (rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot))
 	if len(rd.Entries) > 0 || (rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState)) {
-		if err := n.cfg.Store.Save(rd.HardState, rd.Entries, rd.MustSync); err != nil {
+		if err := n.cfg.Store.Save(rd.HardState, rd.Entries, mustSync); err != nil {
 			return fmt.Errorf("save entries: %w", err)
 		}
-		if rd.MustSync {
+		if mustSync {
 			n.metrics.Fsyncs++
 		}
 		n.metrics.EntriesSaved += uint64(len(rd.Entries))

@@ -1,0 +1,201 @@
+package raftnode
+
+import (
+	"testing"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/batonlock/baton/internal/fsm"
+)
+
+// queueNet collects messages for the test to deliver by hand.
+type queueNet struct{ msgs []*raftpb.Message }
+
+func (q *queueNet) Send(_ uint64, msgs []*raftpb.Message) {
+	for _, m := range msgs {
+		q.msgs = append(q.msgs, proto.Clone(m).(*raftpb.Message))
+	}
+}
+
+// TestManualModeElectsAndCommits drives three manual nodes from one
+// goroutine: ticks elect a leader, a submitted command and a read barrier
+// complete, and every node applies the same state.
+func TestManualModeElectsAndCommits(t *testing.T) {
+	peers := []uint64{1, 2, 3}
+	net := &queueNet{}
+	nodes := map[uint64]*Node{}
+	for _, id := range peers {
+		cfg := DefaultConfig()
+		cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = id, peers, &memStore{}, net
+		cfg.ProposalIDBase = id << 32
+		n, err := StartManual(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[id] = n
+	}
+	settle := func() {
+		for busy := true; busy; {
+			busy = false
+			for _, id := range peers {
+				for {
+					did, err := nodes[id].Pump()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !did {
+						break
+					}
+					busy = true
+				}
+			}
+			msgs := net.msgs
+			net.msgs = nil
+			for _, m := range msgs {
+				nodes[m.GetTo()].Step(m)
+				busy = true
+			}
+		}
+	}
+	var lead *Node
+	for range 100 {
+		for _, id := range peers {
+			if err := nodes[id].Tick(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		settle()
+		for _, id := range peers {
+			if nodes[id].IsLeader() {
+				lead = nodes[id]
+			}
+		}
+		if lead != nil {
+			break
+		}
+	}
+	if lead == nil {
+		t.Fatal("no leader after 100 ticks")
+	}
+	f, err := lead.Submit(acquire(0, 0, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	select {
+	case <-f.Done():
+	default:
+		t.Fatal("proposal not applied after the network settled")
+	}
+	r, err := lead.StartRead()
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	select {
+	case <-r.Done():
+		if r.Err() != nil {
+			t.Fatal(r.Err())
+		}
+	default:
+		t.Fatal("read barrier did not pass")
+	}
+	for range 3 { // heartbeats carry the commit index to followers
+		for _, id := range peers {
+			_ = nodes[id].Tick()
+		}
+		settle()
+	}
+	want := hash(lead)
+	for _, id := range peers {
+		if got := hash(nodes[id]); got != want {
+			t.Fatalf("node %d state %s, leader's %s", id, got, want)
+		}
+	}
+	lead.View(func(m *fsm.Machine) {
+		if m.AppliedIndex() == 0 {
+			t.Fatal("nothing applied")
+		}
+	})
+	for _, id := range peers {
+		nodes[id].Stop() // returns at once in manual mode
+		<-nodes[id].Done()
+	}
+}
+
+// syncStore records, for each Save, whether it was asked to sync and
+// whether a snapshot was saved just before it.
+type syncStore struct {
+	memStore
+	afterSnap bool
+	saves     []struct{ sync, afterSnap bool }
+}
+
+func (s *syncStore) Save(hs *raftpb.HardState, ents []*raftpb.Entry, sync bool) error {
+	s.saves = append(s.saves, struct{ sync, afterSnap bool }{sync, s.afterSnap})
+	s.afterSnap = false
+	return s.memStore.Save(hs, ents, sync)
+}
+
+func (s *syncStore) SaveSnapshot(snap *raftpb.Snapshot) error {
+	s.afterSnap = true
+	return s.memStore.SaveSnapshot(snap)
+}
+
+// TestSnapshotHardStateIsSynced: a follower that installs a snapshot from
+// its leader must fsync the hard state (the new commit index) with it
+// before it acknowledges, although raft's MustSync is false for a
+// commit-only change. Otherwise a crash keeps the snapshot but loses the
+// commit, the store's recovery (wal.ValidSnapshotEntries) drops the
+// snapshot, the log regresses below what was acknowledged, and raft
+// panics "tocommit(N) is out of range" (found by internal/sim).
+func TestSnapshotHardStateIsSynced(t *testing.T) {
+	st := &syncStore{}
+	net := &queueNet{}
+	cfg := DefaultConfig()
+	cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 2, []uint64{1, 2}, st, net
+	n, err := StartManual(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		did, err := n.Pump()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !did {
+			break
+		}
+	}
+	data, err := fsm.New().Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A heartbeat of term 2 first, so that the snapshot's Ready changes
+	// only the commit index (MustSync false), as in the simulated failure.
+	n.Step(&raftpb.Message{Type: new(raftpb.MsgHeartbeat), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(2))})
+	n.Pump()
+	st.saves = nil
+	n.Step(&raftpb.Message{Type: new(raftpb.MsgSnap), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(2)),
+		Snapshot: &raftpb.Snapshot{Data: data, Metadata: &raftpb.SnapshotMetadata{
+			Index: new(uint64(10)), Term: new(uint64(2)),
+			ConfState: &raftpb.ConfState{Voters: []uint64{1, 2}},
+		}}})
+	if _, err := n.Pump(); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.saves) == 0 || !st.saves[0].afterSnap {
+		t.Fatalf("saves %+v: want a hard state save right after the snapshot", st.saves)
+	}
+	if !st.saves[0].sync {
+		t.Fatal("the hard state saved with a snapshot was not synced")
+	}
+	var acked bool
+	for _, m := range net.msgs {
+		acked = acked || (m.GetType() == raftpb.MsgAppResp && m.GetIndex() == 10)
+	}
+	if !acked {
+		t.Fatalf("no acknowledgement of the snapshot in %v", net.msgs)
+	}
+}
