@@ -7,9 +7,13 @@
 package liveness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,6 +66,12 @@ type wait struct {
 type Tracker struct {
 	p   Proposer
 	log *slog.Logger
+	now func() time.Time
+
+	// manual: no goroutines or timers; FireDue runs the proposals in the
+	// caller's goroutine and retries wait in retries for the clock.
+	manual  bool
+	retries []retryAt
 
 	mu       sync.Mutex
 	leader   bool
@@ -72,7 +82,13 @@ type Tracker struct {
 	wg       sync.WaitGroup
 }
 
-// New returns a tracker that proposes through p. Start runs it.
+type retryAt struct {
+	at    time.Time
+	rearm func() // called with mu held
+	term  uint64
+}
+
+// New returns a tracker that proposes through p. Run runs it.
 func New(p Proposer, log *slog.Logger) *Tracker {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -80,17 +96,31 @@ func New(p Proposer, log *slog.Logger) *Tracker {
 	return &Tracker{
 		p:        p,
 		log:      log.With("component", "liveness"),
+		now:      time.Now,
 		sessions: make(map[uint64]*session),
 		waits:    make(map[waitKey]*wait),
 		wake:     make(chan struct{}, 1),
 	}
 }
 
+// NewManual returns a tracker for the deterministic simulation
+// (internal/sim): it reads time from clock instead of time.Now, starts no
+// goroutine or timer, and must not be Run. The caller calls FireDue at the
+// times Next names. FireDue calls p in the caller's goroutine, so p must
+// not block: it queues the proposal and returns an error only if it could
+// not be queued, which the tracker retries RetryDelay later (on clock).
+func NewManual(p Proposer, log *slog.Logger, clock func() time.Time) *Tracker {
+	t := New(p, log)
+	t.now = clock
+	t.manual = true
+	return t
+}
+
 // Promote makes the tracker lead: every live session gets a full TTL and
 // every timed wait its full timeout, counted from now. m is read during
 // the call only.
 func (t *Tracker) Promote(term uint64, m *fsm.Machine) {
-	now := time.Now()
+	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.leader = true
@@ -124,7 +154,7 @@ func (t *Tracker) Applied(cmd *fsmpb.Command, res *fsmpb.Result) {
 	if !t.leader {
 		return
 	}
-	now := time.Now()
+	now := t.now()
 	changed := false
 	if res.GetError() == fsmpb.Error_ERROR_NONE {
 		switch op := cmd.GetOp().(type) {
@@ -208,7 +238,7 @@ func (t *Tracker) Remaining(id uint64) (time.Duration, bool) {
 	if s == nil || !t.leader {
 		return 0, false
 	}
-	return time.Until(s.deadline), true
+	return s.deadline.Sub(t.now()), true
 }
 
 func (t *Tracker) poke() {
@@ -229,7 +259,7 @@ func (t *Tracker) Run(ctx context.Context) {
 		if next.IsZero() {
 			timer.Reset(time.Hour)
 		} else {
-			timer.Reset(time.Until(next))
+			timer.Reset(next.Sub(t.now()))
 		}
 		select {
 		case <-ctx.Done():
@@ -240,14 +270,65 @@ func (t *Tracker) Run(ctx context.Context) {
 	}
 }
 
+// FireDue is one turn of Run for a manual tracker (NewManual): it re-arms
+// the retries that are due, proposes every passed deadline through the
+// Proposer, in the caller's goroutine, and returns the next time it has
+// something to do (zero if nothing).
+func (t *Tracker) FireDue(ctx context.Context) time.Time {
+	t.mu.Lock()
+	now := t.now()
+	kept := t.retries[:0]
+	for _, r := range t.retries {
+		if now.Before(r.at) {
+			kept = append(kept, r)
+			continue
+		}
+		if t.leader && t.term == r.term {
+			r.rearm()
+		}
+	}
+	t.retries = kept
+	t.mu.Unlock()
+	next := t.fire(ctx)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range t.retries {
+		if next.IsZero() || r.at.Before(next) {
+			next = r.at
+		}
+	}
+	return next
+}
+
+// job is one proposal fire decided to make.
+type job struct {
+	term    uint64
+	session uint64  // ExpireSession when wait is nil
+	wait    waitKey // CancelWait when cancel
+	cancel  bool
+}
+
 // fire starts a proposal for every passed deadline and returns the next
-// deadline (zero if none).
+// deadline (zero if none). Decisions are made in id and key order, so a
+// manual tracker proposes deterministically.
 func (t *Tracker) fire(ctx context.Context) time.Time {
-	now := time.Now()
+	jobs, next := t.due()
+	for _, j := range jobs {
+		if t.manual {
+			t.done(j, t.propose(ctx, j))
+			continue
+		}
+		t.wg.Go(func() { t.done(j, t.propose(ctx, j)) })
+	}
+	return next
+}
+
+func (t *Tracker) due() ([]job, time.Time) {
+	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.leader {
-		return time.Time{}
+		return nil, time.Time{}
 	}
 	var next time.Time
 	later := func(d time.Time) {
@@ -255,7 +336,9 @@ func (t *Tracker) fire(ctx context.Context) time.Time {
 			next = d
 		}
 	}
-	for id, s := range t.sessions {
+	var jobs []job
+	for _, id := range slices.Sorted(maps.Keys(t.sessions)) {
+		s := t.sessions[id]
 		if s.expiring {
 			continue
 		}
@@ -264,20 +347,19 @@ func (t *Tracker) fire(ctx context.Context) time.Time {
 			continue
 		}
 		s.expiring = true
-		term := t.term
-		t.wg.Go(func() {
-			err := t.p.ExpireSession(ctx, id)
-			if err != nil {
-				t.log.Warn("expire session", "session", id, "err", err)
-				t.retry(term, func() {
-					if s := t.sessions[id]; s != nil {
-						s.expiring = false
-					}
-				})
-			}
-		})
+		jobs = append(jobs, job{term: t.term, session: id})
 	}
-	for k, w := range t.waits {
+	keys := slices.SortedFunc(maps.Keys(t.waits), func(a, b waitKey) int {
+		if c := strings.Compare(a.lock, b.lock); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.session, b.session); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+	for _, k := range keys {
+		w := t.waits[k]
 		if w.cancelling {
 			continue
 		}
@@ -286,29 +368,52 @@ func (t *Tracker) fire(ctx context.Context) time.Time {
 			continue
 		}
 		w.cancelling = true
-		term := t.term
-		t.wg.Go(func() {
-			err := t.p.CancelWait(ctx, k.lock, k.session, k.seq)
-			if err != nil {
-				t.log.Warn("cancel wait", "lock", k.lock, "session", k.session, "err", err)
-				t.retry(term, func() {
-					if w := t.waits[k]; w != nil {
-						w.cancelling = false
-					}
-				})
-			}
-		})
+		jobs = append(jobs, job{term: t.term, wait: k, cancel: true})
 	}
-	return next
+	return jobs, next
 }
 
-// retry re-arms a failed decision after RetryDelay if this node still
+func (t *Tracker) propose(ctx context.Context, j job) error {
+	if j.cancel {
+		return t.p.CancelWait(ctx, j.wait.lock, j.wait.session, j.wait.seq)
+	}
+	return t.p.ExpireSession(ctx, j.session)
+}
+
+// done re-arms a failed decision after RetryDelay if this node still
 // leads in the same term (a new term re-derives everything in Promote).
-func (t *Tracker) retry(term uint64, rearm func()) {
+func (t *Tracker) done(j job, err error) {
+	if err == nil {
+		return
+	}
+	var rearm func()
+	if j.cancel {
+		k := j.wait
+		t.log.Warn("cancel wait", "lock", k.lock, "session", k.session, "err", err)
+		rearm = func() {
+			if w := t.waits[k]; w != nil {
+				w.cancelling = false
+			}
+		}
+	} else {
+		id := j.session
+		t.log.Warn("expire session", "session", id, "err", err)
+		rearm = func() {
+			if s := t.sessions[id]; s != nil {
+				s.expiring = false
+			}
+		}
+	}
+	if t.manual {
+		t.mu.Lock()
+		t.retries = append(t.retries, retryAt{at: t.now().Add(RetryDelay), rearm: rearm, term: j.term})
+		t.mu.Unlock()
+		return
+	}
 	time.AfterFunc(RetryDelay, func() {
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		if t.leader && t.term == term {
+		if t.leader && t.term == j.term {
 			rearm()
 			t.poke()
 		}
