@@ -1,0 +1,297 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/batonlock/baton/internal/fsm"
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+func protoClone[T proto.Message](m T) T { return proto.Clone(m).(T) }
+
+var deterministic = proto.MarshalOptions{Deterministic: true}
+
+// logEntry is the checker's record of one committed command.
+type logEntry struct {
+	cmd     *fsmpb.Command
+	data    []byte
+	res     *fsmpb.Result
+	firstAt int64 // virtual time it was first applied anywhere (= committed)
+}
+
+type ackRecord struct {
+	index uint64
+	cmd   *fsmpb.Command
+	res   *fsmpb.Result
+}
+
+// internalOp is a proposal of a leader's liveness tracker, recorded as an
+// operation of the history (an expiry changes what clients observe).
+type internalOp struct {
+	kind    opKind
+	session uint64
+	lock    string
+	token   uint64
+	call    int64
+	ret     int64
+	out     outcome
+	done    bool
+}
+
+type fencedWrite struct {
+	client  int
+	lock    string
+	token   uint64
+	session uint64
+	issued  int64
+	arrived int64
+}
+
+type resource struct {
+	maxToken uint64
+	accepted []fencedWrite
+}
+
+// checker holds what the checkers need across a run.
+type checker struct {
+	s           *Sim
+	log         map[uint64]*logEntry
+	acks        []ackRecord
+	pos         int64 // history clock: one tick per call or return
+	history     []porcupine.Operation
+	internal    []*internalOp
+	resources   map[string]*resource
+	linVerdict  string
+	fullHistory []porcupine.Operation
+}
+
+func (k *checker) init(s *Sim) {
+	k.s = s
+	k.log = make(map[uint64]*logEntry)
+	k.resources = make(map[string]*resource)
+}
+
+func (k *checker) call() int64 { k.pos++; return k.pos }
+
+// applied records member m applying cmd at index, and checks that every
+// member applies the same command with the same result at an index (d).
+func (k *checker) applied(m *member, index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
+	data, err := deterministic.Marshal(cmd)
+	if err != nil {
+		panic(err)
+	}
+	e := k.log[index]
+	if e == nil {
+		k.log[index] = &logEntry{cmd: protoClone(cmd), data: data, res: protoClone(res), firstAt: k.s.now}
+		k.s.stats.Entries++
+		k.s.tracef("apply %d@%d %x", index, m.id, data)
+		return
+	}
+	if string(e.data) != string(data) {
+		k.s.fail("d/log", "member %d applied %v at index %d; another member applied %v", m.id, cmd, index, e.cmd)
+		return
+	}
+	if !proto.Equal(e.res, res) {
+		k.s.fail("d/determinism", "member %d got %v at index %d; another member got %v", m.id, res, index, e.res)
+	}
+}
+
+// acked records a result a client was told, to check it is never lost.
+func (k *checker) acked(m *member, r *request, res *fsmpb.Result, index uint64) {
+	e := k.log[index]
+	if e == nil || !proto.Equal(e.cmd, r.cmd) {
+		k.s.fail("d/ack", "member %d acknowledged %v at index %d but the log has %v there", m.id, r.cmd, index, e)
+		return
+	}
+	k.acks = append(k.acks, ackRecord{index: index, cmd: protoClone(r.cmd), res: protoClone(res)})
+}
+
+// checkMember checks (a) on one member's applied state.
+func (k *checker) checkMember(m *member) {
+	m.node.View(func(fm *fsm.Machine) {
+		for _, l := range fm.Locks("", "", 0) {
+			if len(l.GetHolders()) > 1 {
+				k.s.fail("a/holders", "member %d: lock %s has %d holders: %v", m.id, l.GetName(), len(l.GetHolders()), l.GetHolders())
+			}
+		}
+	})
+}
+
+func (k *checker) resourceWrite(c *client, lock string, token, session uint64, issued int64) {
+	r := k.resources[lock]
+	if r == nil {
+		r = &resource{}
+		k.resources[lock] = r
+	}
+	if token < r.maxToken {
+		k.s.stats.WritesRejected++
+		k.s.tracef("write %s %d rejected", lock, token)
+		return
+	}
+	r.maxToken = token
+	r.accepted = append(r.accepted, fencedWrite{client: c.id, lock: lock, token: token, session: session, issued: issued, arrived: k.s.now})
+	k.s.tracef("write %s %d accepted", lock, token)
+}
+
+func (k *checker) internalStart(op *internalOp) {
+	op.call = k.call()
+	k.internal = append(k.internal, op)
+}
+
+func (k *checker) internalDone(op *internalOp, res *fsmpb.Result, index uint64, err error) {
+	op.done = true
+	op.ret = k.call()
+	if err != nil {
+		op.ret, op.out = 1<<60, outcome{unknown: true}
+		return
+	}
+	op.out = outcome{code: res.GetError()}
+}
+
+// record adds a client operation to the history.
+func (k *checker) record(c *client, op *clientOp, o outcome) {
+	ret := k.call()
+	if o.unknown {
+		ret = 1 << 60 // may take effect at any time after its call
+	}
+	k.history = append(k.history, porcupine.Operation{
+		ClientId: c.id,
+		Input:    linInput{kind: op.kind, session: op.session, lock: op.lock, token: op.token},
+		Call:     op.call,
+		Output:   o,
+		Return:   ret,
+	})
+}
+
+// finalChecks run after the calm phase.
+func (k *checker) finalChecks() {
+	s := k.s
+	// (f) convergence.
+	var hash string
+	var applied uint64
+	for _, id := range s.peers {
+		m := s.nodes[id]
+		if !m.up() {
+			s.fail("f/converge", "member %d is down after heal", id)
+			return
+		}
+		var h string
+		m.node.View(func(fm *fsm.Machine) { h = fm.Hash() })
+		st := m.node.Status()
+		if hash == "" {
+			hash, applied = h, st.Applied
+			continue
+		}
+		if h != hash || st.Applied != applied {
+			s.fail("f/converge", "member %d: hash %.12s applied %d; member %d: hash %.12s applied %d",
+				id, h, st.Applied, s.peers[0], hash, applied)
+			return
+		}
+	}
+	// (a), (b), (d) on the committed log, replayed from scratch.
+	idx := sortedKeys(k.log)
+	fm := fsm.New()
+	cur := map[string]uint64{}  // lock → current holder token
+	last := map[string]uint64{} // lock → highest token ever granted
+	// A token is unique per lock (one entry may grant several locks).
+	type hold struct {
+		lock  string
+		token uint64
+	}
+	endAt := map[hold]uint64{}    // hold → index of the entry that ended it
+	holderOf := map[hold]uint64{} // hold → session
+	for _, i := range idx {
+		e := k.log[i]
+		res := fm.Apply(i, protoClone(e.cmd))
+		if !proto.Equal(res, e.res) {
+			s.fail("d/replay", "replaying index %d gives %v; members applied %v", i, res, e.res)
+			return
+		}
+		now := map[string]uint64{}
+		for _, l := range fm.Locks("", "", 0) {
+			hs := l.GetHolders()
+			if len(hs) > 1 {
+				s.fail("a/log", "after index %d lock %s has %d holders", i, l.GetName(), len(hs))
+				return
+			}
+			if len(hs) == 1 {
+				now[l.GetName()] = hs[0].GetToken()
+				holderOf[hold{l.GetName(), hs[0].GetToken()}] = hs[0].GetSessionId()
+			}
+		}
+		for _, name := range sortedKeys(cur) {
+			if t := cur[name]; now[name] != t {
+				endAt[hold{name, t}] = i
+			}
+		}
+		for _, name := range sortedKeys(now) {
+			t := now[name]
+			if cur[name] == t {
+				continue
+			}
+			if t <= last[name] {
+				s.fail("b/tokens", "lock %s granted token %d at index %d after token %d", name, t, i, last[name])
+				return
+			}
+			last[name] = t
+		}
+		cur = now
+	}
+	if fm.Hash() != hash {
+		s.fail("f/replay", "replayed log hash %.12s differs from the members' %.12s", fm.Hash(), hash)
+		return
+	}
+	for _, a := range k.acks {
+		if a.index > applied {
+			s.fail("d/lost", "acknowledged index %d (%v) is beyond every member's applied index %d", a.index, a.cmd, applied)
+			return
+		}
+	}
+	// (c) fenced writes: each accepted write was issued while its token
+	// was the lock's hold of record, by the holding session.
+	for _, name := range sortedKeys(k.resources) {
+		for _, w := range k.resources[name].accepted {
+			g := k.log[w.token]
+			switch {
+			case g == nil || g.firstAt > w.issued:
+				s.fail("c/fence", "write %+v: token %d was not granted before the write was issued", w, w.token)
+				return
+			case holderOf[hold{name, w.token}] != w.session:
+				s.fail("c/fence", "write %+v: token %d of %s belongs to session %d", w, w.token, name, holderOf[hold{name, w.token}])
+				return
+			}
+			if end, ok := endAt[hold{name, w.token}]; ok && k.log[end].firstAt <= w.issued {
+				s.fail("c/fence", "write %+v issued at %v, after its hold ended by index %d (%v) at %v",
+					w, time.Duration(w.issued), end, k.log[end].cmd, time.Duration(k.log[end].firstAt))
+				return
+			}
+		}
+	}
+	// (e) linearizability.
+	hist := slices.Clone(k.history)
+	for _, op := range k.internal {
+		if op.kind != opExpire && op.kind != opRelease {
+			continue
+		}
+		ret, out := op.ret, op.out
+		if !op.done {
+			ret, out = 1<<60, outcome{unknown: true}
+		}
+		hist = append(hist, porcupine.Operation{ClientId: -1, Input: linInput{kind: op.kind, session: op.session, lock: op.lock, token: op.token}, Call: op.call, Output: out, Return: ret})
+	}
+	k.fullHistory = hist
+	verdict := porcupine.CheckOperationsTimeout(lockModel, hist, 20*time.Second)
+	k.linVerdict = string(verdict)
+	if verdict == porcupine.Illegal {
+		s.fail("e/linearizable", "client history of %d operations is not linearizable", len(hist))
+	}
+}
+
+func (s *Sim) finalChecks() { s.chk.finalChecks() }
+
+func (e *logEntry) String() string { return fmt.Sprint(e.cmd) }

@@ -1,0 +1,534 @@
+package sim
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+func slicesSortFunc(ids []waitID) {
+	slices.SortFunc(ids, func(a, b waitID) int {
+		if c := cmp.Compare(a.session, b.session); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+}
+
+type opKind int
+
+const (
+	opNone opKind = iota
+	opOpen
+	opAcquireTry
+	opAcquireWait
+	opRelease
+	opCheck
+	opClose
+	opExpire // proposed by a leader's liveness tracker
+)
+
+func (k opKind) String() string {
+	return [...]string{"none", "open", "try", "wait", "release", "check", "close", "expire"}[k]
+}
+
+// clientOp is a client's outstanding operation, across its retries.
+type clientOp struct {
+	kind    opKind
+	session uint64
+	lock    string
+	token   uint64
+	seq     uint64
+	cmd     *fsmpb.Command
+	call    int64 // history position of the call
+	tries   int
+	attempt uint64
+	sentAt  int64
+	// waits
+	waitTimeout time.Duration
+	cancelAt    int64
+	queued      bool   // the server said QUEUED for this session's seq
+	target      uint64 // the member the current attempt went to
+	retried     bool   // some attempt's outcome was unknown
+	cancelling  bool
+}
+
+// client is one simulated application process with at most one session.
+type client struct {
+	s  *Sim
+	id int
+
+	session    uint64
+	ttl        time.Duration
+	validUntil int64 // client-side deadline: sendTime + TTL - margin
+	seq        uint64
+	leader     uint64
+	holds      map[string]uint64 // believed holds: lock → token
+	tainted    map[string]bool   // acquires with unknown outcome this session
+	opening    bool
+
+	op          *clientOp
+	nextAttempt uint64
+
+	kaPausedUntil int64
+	kaAttempt     uint64
+	kaSentAt      int64
+	kaSession     uint64
+	kaInFlight    bool
+	gcPause       bool
+}
+
+func newClient(s *Sim, id int) *client {
+	return &client{s: s, id: id, holds: map[string]uint64{}, tainted: map[string]bool{}}
+}
+
+func (c *client) lockName(i int) string { return fmt.Sprintf("lock/%d", i) }
+
+// think is the client's main loop, run every few tens of milliseconds.
+func (c *client) think() {
+	s := c.s
+	if s.calm {
+		return
+	}
+	defer s.after(s.dur(5*time.Millisecond, 60*time.Millisecond), c.think)
+	if c.session != 0 && s.now >= c.validUntil {
+		c.lose("deadline passed")
+	}
+	if c.session == 0 {
+		if c.op == nil && !c.opening {
+			c.open()
+		}
+		return
+	}
+	c.keepAlive()
+	if c.op != nil {
+		if c.op.kind == opAcquireWait && c.op.queued && !c.op.cancelling && c.op.cancelAt != 0 && s.now >= c.op.cancelAt {
+			c.cancelWait()
+		} else if c.op.kind == opAcquireWait && c.op.queued && !c.op.cancelling && s.rng.IntN(100) < 5 {
+			c.dropConn()
+		}
+		return
+	}
+	held := sortedKeys(c.holds)
+	switch k := s.rng.IntN(100); {
+	case k < 30 && len(held) > 0:
+		l := held[s.rng.IntN(len(held))]
+		c.write(l, c.holds[l])
+	case k < 50 && len(held) > 0:
+		l := held[s.rng.IntN(len(held))]
+		tok := c.holds[l]
+		delete(c.holds, l) // stop using it before asking
+		c.seq++
+		c.start(&clientOp{kind: opRelease, lock: l, token: tok, seq: c.seq, cmd: &fsmpb.Command{
+			SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq,
+			Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: l, Token: tok}},
+		}})
+	case k < 56 && len(held) > 0:
+		l := held[s.rng.IntN(len(held))]
+		c.start(&clientOp{kind: opCheck, lock: l, token: c.holds[l]})
+	case k < 59:
+		l := c.lockName(s.rng.IntN(s.cfg.Locks))
+		c.start(&clientOp{kind: opCheck, lock: l, token: uint64(s.rng.IntN(50))})
+	case k < 60:
+		clear(c.holds)
+		c.seq++
+		c.start(&clientOp{kind: opClose, seq: c.seq, cmd: &fsmpb.Command{
+			SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq,
+			Op: &fsmpb.Command_CloseSession{CloseSession: &fsmpb.CloseSession{}},
+		}})
+	default:
+		l := c.lockName(s.rng.IntN(s.cfg.Locks))
+		if _, ok := c.holds[l]; ok || c.tainted[l] {
+			return
+		}
+		c.seq++
+		op := &clientOp{kind: opAcquireTry, lock: l, seq: c.seq}
+		acq := &fsmpb.Acquire{Lock: l}
+		if s.rng.IntN(3) == 0 {
+			op.kind = opAcquireWait
+			op.waitTimeout = s.dur(50*time.Millisecond, 1500*time.Millisecond)
+			acq.Wait, acq.WaitTimeoutNanos = true, int64(op.waitTimeout)
+			if s.rng.IntN(3) == 0 {
+				op.cancelAt = s.now + int64(s.dur(20*time.Millisecond, op.waitTimeout))
+			}
+		}
+		op.cmd = &fsmpb.Command{SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq, Op: &fsmpb.Command_Acquire{Acquire: acq}}
+		c.start(op)
+	}
+}
+
+// lose forgets the session: the client no longer believes it holds
+// anything (DESIGN.md §2: it must learn this before the server acts).
+func (c *client) lose(why string) {
+	c.s.tracef("client %d loses session %d: %s", c.id, c.session, why)
+	c.session = 0
+	clear(c.holds)
+	clear(c.tainted)
+}
+
+func (c *client) open() {
+	c.opening = true
+	c.ttl = []time.Duration{time.Second, 2 * time.Second}[c.s.rng.IntN(2)]
+	c.start(&clientOp{kind: opOpen, cmd: &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{
+		TtlNanos: int64(c.ttl), Owner: fmt.Sprintf("client-%d", c.id),
+	}}}})
+}
+
+func (c *client) start(op *clientOp) {
+	op.session = c.session
+	if op.kind != opOpen {
+		op.call = c.s.chk.call()
+	}
+	c.op = op
+	c.send()
+}
+
+// target picks the member to ask: the believed leader, else any.
+func (c *client) target() uint64 {
+	if c.leader != 0 {
+		return c.leader
+	}
+	return c.s.peers[c.s.rng.IntN(len(c.s.peers))]
+}
+
+func (c *client) send() {
+	s := c.s
+	op := c.op
+	c.nextAttempt++
+	op.attempt = c.nextAttempt
+	op.sentAt = s.now
+	r := &request{c: c, attempt: op.attempt}
+	switch op.kind {
+	case opCheck:
+		r.kind, r.lock, r.token = reqCheck, op.lock, op.token
+	default:
+		r.kind = reqPropose
+		r.cmd = cloneCmd(op.cmd)
+		if op.cancelling {
+			r.cmd = &fsmpb.Command{Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{
+				Lock: op.lock, SessionId: op.session, AcquireSeq: op.seq,
+			}}}
+		}
+	}
+	timeout := reqTimeout
+	if op.kind == opAcquireWait && !op.cancelling {
+		timeout += op.waitTimeout
+	}
+	attempt := op.attempt
+	target := c.target()
+	op.target = target
+	s.after(timeout, func() {
+		if c.op == op && op.attempt == attempt {
+			if op.kind == opAcquireWait && !op.cancelling {
+				s.sendAbandon(target, op.session, op.seq)
+			}
+			c.answer(op, &response{attempt: attempt, unknown: true})
+		}
+	})
+	s.sendRequest(target, r)
+}
+
+// dropConn: the client's connection breaks while its acquire waits in
+// the queue. The member sees its caller go away and abandons the wait
+// (cancelling it, releasing a grant that crossed the cancel). With
+// Config.RetryAbandoned the client then retries the same seq, as the
+// exactly-once contract allows; see TestKnownBugAbandonedWaitRetry.
+func (c *client) dropConn() {
+	op := c.op
+	c.s.stats.ConnDrops++
+	c.s.sendAbandon(op.target, op.session, op.seq)
+	op.queued = false
+	if !c.s.cfg.RetryAbandoned {
+		// The caller went away for good: its outcome stays unknown.
+		op.retried = true
+		c.finish(op, outcome{unknown: true})
+		return
+	}
+	c.answer(op, &response{attempt: op.attempt, unknown: true})
+}
+
+// sendAbandon tells member id that the caller of (session, seq) is gone.
+func (s *Sim) sendAbandon(id, session, seq uint64) {
+	s.after(s.clientDelay(), func() {
+		m := s.nodes[id]
+		var handle func()
+		handle = func() {
+			if !m.up() || m.deferred(handle) {
+				return
+			}
+			m.srv.abandon(session, seq)
+		}
+		handle()
+	})
+}
+
+func (c *client) cancelWait() {
+	c.op.cancelling = true
+	c.op.tries = 0
+	c.send()
+}
+
+// onResponse is an answer's arrival at the client.
+func (c *client) onResponse(r *response) {
+	if r.attempt == c.kaAttempt && c.kaInFlight {
+		c.onKeepAlive(r)
+		return
+	}
+	if c.op == nil || r.attempt != c.op.attempt {
+		return // a late answer to an abandoned attempt
+	}
+	c.answer(c.op, r)
+}
+
+func (c *client) answer(op *clientOp, r *response) {
+	s := c.s
+	switch {
+	case r.queued:
+		op.queued = true
+		return
+	case r.notLeader:
+		c.leader = r.hint
+		if c.leader == 0 || s.rng.IntN(4) == 0 {
+			c.leader = s.peers[s.rng.IntN(len(s.peers))]
+		}
+		c.retryLater(op, false)
+		return
+	case r.retry:
+		c.retryLater(op, false)
+		return
+	case r.unknown:
+		c.leader = 0
+		op.retried = true
+		if op.tries++; op.tries < maxTries && !s.calm {
+			c.retryLater(op, true)
+			return
+		}
+		c.finish(op, outcome{unknown: true})
+		return
+	}
+	switch op.kind {
+	case opOpen:
+		c.op, c.opening = nil, false
+		if err := r.res.GetError(); err != fsmpb.Error_ERROR_NONE {
+			return
+		}
+		c.session = r.res.GetSessionId()
+		c.validUntil = op.sentAt + int64(c.ttl-safetyMargin)
+		c.seq = 0
+		clear(c.holds)
+		clear(c.tainted)
+		s.tracef("client %d session %d", c.id, c.session)
+		return
+	case opCheck:
+		c.finish(op, outcome{held: r.held})
+		return
+	}
+	if op.cancelling {
+		res := r.res
+		switch {
+		case res.GetError() == fsmpb.Error_ERROR_NONE:
+			c.finish(op, outcome{code: fsmpb.Error_ERROR_WAIT_CANCELLED})
+		case res.GetAcquire().GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED:
+			c.finish(op, outcome{granted: true, token: res.GetAcquire().GetToken()})
+		default:
+			// Not waiting any more: ended somehow, or granted and
+			// already gone with the session. Ambiguous for the model.
+			c.finish(op, outcome{code: res.GetError(), ambiguous: true})
+		}
+		return
+	}
+	if r.grant != nil {
+		c.finish(op, outcome{granted: true, token: r.grant.GetToken()})
+		return
+	}
+	if r.ended != nil {
+		c.finish(op, outcome{code: r.ended.GetError()})
+		return
+	}
+	res := r.res
+	if err := res.GetError(); err != fsmpb.Error_ERROR_NONE {
+		c.finish(op, outcome{code: err})
+		return
+	}
+	if a := res.GetAcquire(); a != nil {
+		switch a.GetStatus() {
+		case fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED:
+			c.finish(op, outcome{granted: true, token: a.GetToken(), count: a.GetCount()})
+		case fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY:
+			c.finish(op, outcome{busy: true})
+		case fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED:
+			// A retry learnt the wait is still queued (cached result):
+			// keep waiting, on the member that answered.
+			op.queued = true
+		}
+		return
+	}
+	c.finish(op, outcome{remaining: res.GetRemainingCount()})
+}
+
+func (c *client) retryLater(op *clientOp, unknown bool) {
+	d := c.s.dur(time.Millisecond, 20*time.Millisecond)
+	if unknown {
+		d = c.s.dur(20*time.Millisecond, 150*time.Millisecond)
+	}
+	op.attempt = 0 // ignore answers to the old attempt
+	c.s.after(d, func() {
+		if c.op == op {
+			c.send()
+		}
+	})
+}
+
+// outcome is what the client learnt of an operation.
+type outcome struct {
+	unknown   bool
+	ambiguous bool // a wait ended in a way that may have been a grant
+	retried   bool // an attempt with an unknown outcome came before
+	granted   bool
+	busy      bool
+	token     uint64
+	count     uint32
+	held      bool
+	remaining uint32
+	code      fsmpb.Error
+}
+
+func (c *client) finish(op *clientOp, o outcome) {
+	s := c.s
+	o.retried = op.retried
+	c.op = nil
+	if op.kind == opOpen {
+		c.opening = false
+		return
+	}
+	s.stats.Ops++
+	if o.unknown {
+		s.stats.Unknown++
+	}
+	s.chk.record(c, op, o)
+	s.tracef("client %d %v %s seq %d -> %+v", c.id, op.kind, op.lock, op.seq, o)
+	if op.session != c.session {
+		return
+	}
+	switch {
+	case o.code == fsmpb.Error_ERROR_SESSION_NOT_FOUND:
+		c.lose("server says not found")
+	case op.kind == opClose:
+		c.lose("closed")
+	case (op.kind == opAcquireTry || op.kind == opAcquireWait) && o.granted:
+		if o.count > 1 {
+			s.fail("client", "client %d re-entered lock %s it did not believe it held (count %d)", c.id, op.lock, o.count)
+		}
+		c.holds[op.lock] = o.token
+	case (op.kind == opAcquireTry || op.kind == opAcquireWait) && (o.unknown || o.ambiguous):
+		c.tainted[op.lock] = true
+	case op.kind == opRelease && o.unknown:
+		c.tainted[op.lock] = true // may still hold it: never re-enter by accident
+	}
+}
+
+// keepAlive sends a heartbeat every TTL/4 unless paused.
+func (c *client) keepAlive() {
+	s := c.s
+	if c.kaInFlight || s.now < c.kaPausedUntil || s.now-c.kaSentAt < int64(c.ttl/4) {
+		return
+	}
+	c.nextAttempt++
+	c.kaAttempt = c.nextAttempt
+	c.kaSentAt = s.now
+	c.kaSession = c.session
+	c.kaInFlight = true
+	attempt, session := c.kaAttempt, c.session
+	s.after(reqTimeout, func() {
+		if c.kaInFlight && c.kaAttempt == attempt {
+			c.kaInFlight = false
+			c.leader = 0
+		}
+	})
+	s.sendRequest(c.target(), &request{c: c, attempt: attempt, kind: reqKeepAlive, session: session})
+}
+
+func (c *client) onKeepAlive(r *response) {
+	c.kaInFlight = false
+	if c.kaSession != c.session {
+		return // an answer about an earlier session
+	}
+	switch {
+	case r.notLeader:
+		c.leader = r.hint
+		c.kaSentAt = 0 // retry soon
+	case r.lost:
+		c.lose("keepalive refused")
+	case r.unknown || r.retry:
+		c.leader = 0
+	default:
+		c.validUntil = max(c.validUntil, c.kaSentAt+int64(r.ttl-safetyMargin))
+	}
+}
+
+// write sends a write to lock's fenced resource, if the client still
+// believes its session valid. A GC pause delays the write after the check.
+func (c *client) write(lock string, token uint64) {
+	s := c.s
+	if s.now >= c.validUntil {
+		return
+	}
+	d := s.dur(200*time.Microsecond, 3*time.Millisecond)
+	if c.gcPause {
+		c.gcPause = false
+		d = s.dur(500*time.Millisecond, 4*time.Second)
+	}
+	issued := s.now
+	session := c.session
+	s.stats.Writes++
+	s.after(d, func() { s.chk.resourceWrite(c, lock, token, session, issued) })
+}
+
+// sendRequest carries r to member id over the client network (it may be
+// lost; the client's timeout covers it).
+func (s *Sim) sendRequest(id uint64, r *request) {
+	if !s.calm && s.rng.IntN(100) < 2 {
+		return
+	}
+	s.after(s.clientDelay(), func() {
+		m := s.nodes[id]
+		var handle func()
+		handle = func() {
+			if !m.up() || m.deferred(handle) {
+				return
+			}
+			s.tracef("req c%d a%d -> %d", r.c.id, r.attempt, id)
+			m.srv.handle(r)
+		}
+		handle()
+	})
+}
+
+// clientDelay is one trip between a client and a member: usually a few
+// milliseconds, sometimes a long stall (a slow or congested link).
+func (s *Sim) clientDelay() time.Duration {
+	if !s.calm && s.rng.IntN(100) < 3 {
+		s.stats.SlowReplies++
+		return s.dur(50*time.Millisecond, 600*time.Millisecond)
+	}
+	return s.dur(200*time.Microsecond, 3*time.Millisecond)
+}
+
+// respond carries an answer back to the client.
+func (s *Sim) respond(r *request, resp *response) {
+	resp.attempt = r.attempt
+	if !s.calm && s.rng.IntN(100) < 2 {
+		return
+	}
+	s.after(s.clientDelay(), func() { r.c.onResponse(resp) })
+}
+
+func cloneCmd(c *fsmpb.Command) *fsmpb.Command {
+	if c == nil {
+		return nil
+	}
+	return protoClone(c)
+}

@@ -1,0 +1,56 @@
+// Package sim is Baton's deterministic cluster simulation (issue 4,
+// TigerBeetle / FoundationDB style). It runs the real raftnode Ready loop
+// (in its manual mode), the real fsm and the real liveness tracker of 3 or
+// 5 members in one goroutine, over a simulated network (delay, drop,
+// duplicate, reorder, partition, heal), simulated disks (a crash loses what
+// was not fsynced and may tear the last write), a virtual clock (raft
+// ticks, session deadlines, heartbeats), and simulated clients that open
+// sessions, try and wait for locks, cancel waits, release, check, stop
+// heartbeating and write to a fenced resource with their tokens.
+//
+// Everything random comes from one seed: the scenario's math/rand/v2
+// generator and, in tests, crypto/rand (which raft uses for election
+// jitter) made deterministic with testing/cryptotest.SetGlobalRandom. A
+// seed therefore replays bit for bit; Result.TraceHash fingerprints a run.
+//
+// The request handling of internal/server (propose and wait, the hub that
+// pushes grants, keepalive's Check → ReadIndex → Heartbeat) cannot run here
+// as is, since it blocks; server.go in this package mirrors it step for
+// step on the non-blocking raftnode API (Submit, StartRead, futures),
+// including abandonWait for a queued acquire whose caller went away.
+//
+// Faults: member crashes (often the leader) with restart from what the
+// disk kept, crashes in the middle of a write (torn tail), isolation of a
+// member (both ways or one way) and random splits, message loss,
+// duplication and delay (hence reordering), member process pauses, slow
+// raft clocks on one member, slow client links, clients that stop
+// heartbeating, clients that pause between their validity check and their
+// write, and dropped connections of waiting clients. After Config.Chaos
+// the network heals, every member restarts, clients stop, and the run goes
+// on for Config.Calm before the final checks.
+//
+// Checkers (check.go, model.go):
+//
+//	a. at most one holder per lock: on every member after every Ready that
+//	   applied something, and after every entry of the committed log
+//	   replayed into a fresh fsm.Machine;
+//	b. per lock, each new holder's token is above every earlier one (log
+//	   replay), and every token a client is told exceeds the last (model);
+//	c. the fenced resource of each lock accepts a write only with a token
+//	   >= the highest it has seen; every accepted write must have been
+//	   issued (client time) after its token's grant was committed, by the
+//	   session the log says holds that token, and before the entry that
+//	   ended that hold was committed anywhere;
+//	d. every member applies the same command with the same result at an
+//	   index, including after restarts; every acknowledged result is the
+//	   log's entry at its index and its replayed result, and lies within
+//	   every member's applied index after heal;
+//	e. client histories (try, wait, cancel, release, check, close, and the
+//	   leaders' expiries and cleanup releases as operations) are
+//	   linearizable against a per-lock sequential model (porcupine);
+//	   unknown outcomes may take effect at any time after their call;
+//	f. after heal every member has the same applied index and fsm.Hash,
+//	   equal to the replayed log's.
+//
+// Only _test.go files import this package.
+package sim

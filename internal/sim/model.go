@@ -1,0 +1,187 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+// linInput is one operation of the lock API as the model sees it.
+type linInput struct {
+	kind    opKind
+	session uint64
+	lock    string
+	token   uint64 // release, check
+}
+
+// linState is the sequential model of one lock: its holder and token
+// (token 0 = granted by an operation whose outcome the client never
+// learnt), the highest token known granted, and the sessions known ended.
+type linState struct {
+	holder, token, last uint64
+	dead                string // sorted, comma separated session ids
+}
+
+func (st linState) isDead(s uint64) bool {
+	return slices.Contains(strings.Split(st.dead, ","), strconv.FormatUint(s, 10))
+}
+
+func (st linState) kill(s uint64) linState {
+	if st.isDead(s) {
+		return st
+	}
+	var ids []uint64
+	for _, f := range strings.Split(st.dead, ",") {
+		if f != "" {
+			n, _ := strconv.ParseUint(f, 10, 64)
+			ids = append(ids, n)
+		}
+	}
+	ids = append(ids, s)
+	slices.Sort(ids)
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.FormatUint(id, 10)
+	}
+	st.dead = strings.Join(parts, ",")
+	if st.holder == s {
+		st.holder, st.token = 0, 0
+	}
+	return st
+}
+
+// effect is the state after in took effect with an unknown output.
+func effects(st linState, in linInput) []any {
+	out := []any{st}
+	switch in.kind {
+	case opAcquireTry, opAcquireWait:
+		if st.holder == 0 && !st.isDead(in.session) {
+			out = append(out, linState{holder: in.session, last: st.last, dead: st.dead})
+		}
+	case opRelease:
+		if st.holder == in.session && (st.token == 0 || st.token == in.token) {
+			n := st
+			n.holder, n.token = 0, 0
+			out = append(out, n)
+		}
+	case opClose, opExpire:
+		out = append(out, st.kill(in.session))
+	}
+	return out
+}
+
+func lockStep(state, input, output any) []any {
+	st, in, o := state.(linState), input.(linInput), output.(outcome)
+	if o.unknown {
+		return effects(st, in)
+	}
+	if o.code == fsmpb.Error_ERROR_SESSION_NOT_FOUND {
+		if in.kind == opClose {
+			// A retried close finds the session its first attempt closed.
+			return []any{st.kill(in.session)}
+		}
+		if o.retried {
+			// An earlier attempt may have taken effect before the
+			// session ended.
+			return effects(st, in)
+		}
+		if st.isDead(in.session) {
+			return []any{st}
+		}
+		return nil
+	}
+	switch in.kind {
+	case opAcquireTry, opAcquireWait:
+		switch {
+		case o.granted:
+			if st.holder == 0 && !st.isDead(in.session) && o.token > st.last {
+				return []any{linState{holder: in.session, token: o.token, last: o.token, dead: st.dead}}
+			}
+			return nil
+		case o.busy:
+			if st.holder != 0 && st.holder != in.session {
+				return []any{st}
+			}
+			return nil
+		case o.ambiguous, o.code == fsmpb.Error_ERROR_NOT_HOLDER:
+			// NOT_HOLDER: a retry learnt that the hold an earlier
+			// attempt got has ended since.
+			return effects(st, in)
+		default: // timed out, cancelled, refused: no effect
+			return []any{st}
+		}
+	case opRelease:
+		mine := st.holder == in.session && (st.token == 0 || st.token == in.token)
+		if o.code == fsmpb.Error_ERROR_NONE {
+			if mine {
+				n := st
+				n.holder, n.token = 0, 0
+				return []any{n}
+			}
+			return nil
+		}
+		if st.holder == in.session && st.token == in.token {
+			return nil // refused its own hold
+		}
+		return []any{st}
+	case opCheck:
+		if st.holder != 0 && st.token == 0 {
+			return []any{st} // granted with a token nobody learnt
+		}
+		if o.held == (st.holder != 0 && in.token != 0 && st.token == in.token) {
+			return []any{st}
+		}
+		return nil
+	case opClose, opExpire:
+		if o.code == fsmpb.Error_ERROR_NONE && !st.isDead(in.session) {
+			return []any{st.kill(in.session)}
+		}
+		return nil
+	}
+	return []any{st}
+}
+
+// partition splits the history per lock; a session's close and expiry go
+// to every lock that session used.
+func partition(history []porcupine.Operation) [][]porcupine.Operation {
+	byLock := map[string][]porcupine.Operation{}
+	used := map[uint64][]string{}
+	var ends []porcupine.Operation
+	for _, op := range history {
+		in := op.Input.(linInput)
+		if in.lock == "" {
+			ends = append(ends, op)
+			continue
+		}
+		byLock[in.lock] = append(byLock[in.lock], op)
+		if !slices.Contains(used[in.session], in.lock) {
+			used[in.session] = append(used[in.session], in.lock)
+		}
+	}
+	for _, op := range ends {
+		for _, l := range used[op.Input.(linInput).session] {
+			byLock[l] = append(byLock[l], op)
+		}
+	}
+	var out [][]porcupine.Operation
+	for _, l := range sortedKeys(byLock) {
+		out = append(out, byLock[l])
+	}
+	return out
+}
+
+var lockModel = (&porcupine.NondeterministicModel{
+	Init:      func() []any { return []any{linState{}} },
+	Step:      lockStep,
+	Partition: partition,
+	DescribeOperation: func(input, output any) string {
+		in, o := input.(linInput), output.(outcome)
+		return fmt.Sprintf("%v s%d %s t%d -> %+v", in.kind, in.session, in.lock, in.token, o)
+	},
+	DescribeState: func(state any) string { return fmt.Sprintf("%+v", state.(linState)) },
+}).ToModel()

@@ -1,0 +1,344 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/batonlock/baton/internal/fsm"
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+	"github.com/batonlock/baton/internal/raftnode"
+)
+
+var ctxBackground = context.Background()
+
+// request is what a client sends to a member.
+type request struct {
+	c       *client
+	attempt uint64
+	kind    reqKind
+	cmd     *fsmpb.Command // open, acquire, release, close, cancel
+	session uint64         // keepalive
+	lock    string         // check
+	token   uint64         // check
+}
+
+type reqKind int
+
+const (
+	reqPropose reqKind = iota
+	reqKeepAlive
+	reqCheck
+)
+
+// response is what a member answers.
+type response struct {
+	attempt uint64
+	// notLeader: nothing was done; retry at hint (0 = unknown).
+	notLeader bool
+	hint      uint64
+	// unknown: the request may or may not have taken effect.
+	unknown bool
+	// retry: refused before anything was proposed (overload).
+	retry bool
+	res   *fsmpb.Result
+	index uint64
+	// keepalive
+	lost bool
+	ttl  time.Duration
+	// check
+	held bool
+	// queued: an interim notice that the acquire is waiting in the queue.
+	queued bool
+	// wait outcome pushed by the hub
+	grant *fsmpb.Grant
+	ended *fsmpb.WaitEnded
+}
+
+type waitID struct{ session, seq uint64 }
+
+// expectation is the hub's record of a queued acquire waiting for its
+// grant on this member (internal/server/hub.go).
+type expectation struct {
+	req    *request
+	queued bool // the acquire's own result said QUEUED
+	grant  *fsmpb.Grant
+	ended  *fsmpb.WaitEnded
+}
+
+type pendingProp struct {
+	req *request
+	f   *raftnode.Future
+	// internal: proposed by the member itself (liveness tracker, or a
+	// cleanup for a caller that went away), not a client.
+	internal *internalOp
+	then     func(res *fsmpb.Result, err error)
+}
+
+type pendingRead struct {
+	req      *request
+	f        *raftnode.ReadFuture
+	received time.Time
+}
+
+// server mirrors internal/server's request handling for one incarnation of
+// a member, on the non-blocking raftnode API. It is the member's
+// raftnode.Observer.
+type server struct {
+	m      *member
+	dead   bool
+	props  []*pendingProp
+	reads  []*pendingRead
+	expect map[waitID]*expectation
+	dirty  bool // applied something since the last state check
+}
+
+// Applied implements raftnode.Observer: the tracker follows the state,
+// the checker records the log, the hub pushes wait outcomes.
+func (v *server) Applied(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
+	m := v.m
+	v.dirty = true
+	m.tracker.Applied(cmd, res)
+	m.s.chk.applied(m, index, cmd, res)
+	for _, g := range res.GetGrants() {
+		if e := v.expect[waitID{g.GetSessionId(), g.GetAcquireSeq()}]; e != nil && e.grant == nil && e.ended == nil {
+			e.grant = g
+		}
+	}
+	for _, w := range res.GetWaitsEnded() {
+		if e := v.expect[waitID{w.GetSessionId(), w.GetAcquireSeq()}]; e != nil && e.grant == nil && e.ended == nil {
+			e.ended = w
+		}
+	}
+}
+
+// LeaderChanged implements raftnode.Observer.
+func (v *server) LeaderChanged(isLeader bool, term uint64, fm *fsm.Machine) {
+	m := v.m
+	m.s.tracef("leader %d %v term %d", m.id, isLeader, term)
+	if isLeader {
+		m.s.stats.Elections++
+		m.tracker.Promote(term, fm)
+		return
+	}
+	m.tracker.Demote()
+	// The hub drops every wait: its clients follow the new leader.
+	for _, id := range sortedWaitIDs(v.expect) {
+		e := v.expect[id]
+		delete(v.expect, id)
+		m.s.respond(e.req, &response{unknown: true})
+	}
+}
+
+// handle is a request's arrival at this member.
+func (v *server) handle(r *request) {
+	m := v.m
+	switch r.kind {
+	case reqPropose:
+		cmd := r.cmd
+		if a := cmd.GetAcquire(); a != nil && a.GetWait() {
+			id := waitID{cmd.GetSessionId(), cmd.GetSeq()}
+			v.expect[id] = &expectation{req: r}
+		}
+		cmd.WallTimeUnixNano = m.s.Now().UnixNano()
+		f, err := m.node.Submit(cmd)
+		if err != nil {
+			delete(v.expect, waitID{cmd.GetSessionId(), cmd.GetSeq()})
+			m.s.respond(r, submitError(err))
+			return
+		}
+		v.props = append(v.props, &pendingProp{req: r, f: f})
+	case reqKeepAlive:
+		// server.keepAlive: receive time, Check, ReadIndex, Heartbeat.
+		received := m.s.Now()
+		if err := m.tracker.Check(r.session); err != nil {
+			m.s.respond(r, v.keepAliveError(err))
+			return
+		}
+		f, err := m.node.StartRead()
+		if err != nil {
+			m.s.respond(r, submitError(err))
+			return
+		}
+		v.reads = append(v.reads, &pendingRead{req: r, f: f, received: received})
+	case reqCheck:
+		f, err := m.node.StartRead()
+		if err != nil {
+			m.s.respond(r, submitError(err))
+			return
+		}
+		v.reads = append(v.reads, &pendingRead{req: r, f: f})
+	}
+	m.pump()
+}
+
+func (v *server) keepAliveError(err error) *response {
+	if !v.m.node.IsLeader() {
+		return &response{notLeader: true, hint: v.m.node.Leader()}
+	}
+	return &response{lost: true}
+}
+
+func submitError(err error) *response {
+	var nl *raftnode.NotLeaderError
+	switch {
+	case errors.As(err, &nl):
+		return &response{notLeader: true, hint: nl.Leader}
+	case errors.Is(err, raftnode.ErrOverloaded):
+		return &response{retry: true}
+	default:
+		return &response{unknown: true}
+	}
+}
+
+func done(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// poll answers every request whose proposal or read completed, in the
+// order they arrived.
+func (v *server) poll() {
+	m := v.m
+	keep := v.props[:0]
+	for _, p := range v.props {
+		if !done(p.f.Done()) {
+			keep = append(keep, p)
+			continue
+		}
+		res, index, err := p.f.Wait(ctxBackground)
+		if p.internal != nil {
+			m.s.chk.internalDone(p.internal, res, index, err)
+			if p.then != nil {
+				p.then(res, err)
+			}
+			continue
+		}
+		if err != nil {
+			delete(v.expect, waitID{p.req.cmd.GetSessionId(), p.req.cmd.GetSeq()})
+			m.s.respond(p.req, submitError(err))
+			continue
+		}
+		m.s.chk.acked(m, p.req, res, index)
+		id := waitID{p.req.cmd.GetSessionId(), p.req.cmd.GetSeq()}
+		if e := v.expect[id]; e != nil {
+			if res.GetAcquire().GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED && fsm.ErrorOf(res) == nil {
+				e.queued = true
+				m.s.respond(p.req, &response{queued: true})
+				continue // the hub answers when the wait ends
+			}
+			delete(v.expect, id)
+		}
+		m.s.respond(p.req, &response{res: res, index: index})
+	}
+	v.props = keep
+	for _, id := range sortedWaitIDs(v.expect) {
+		e := v.expect[id]
+		if !e.queued || (e.grant == nil && e.ended == nil) {
+			continue
+		}
+		delete(v.expect, id)
+		m.s.respond(e.req, &response{grant: e.grant, ended: e.ended})
+	}
+	rkeep := v.reads[:0]
+	for _, r := range v.reads {
+		if !done(r.f.Done()) {
+			rkeep = append(rkeep, r)
+			continue
+		}
+		if err := r.f.Err(); err != nil {
+			m.s.respond(r.req, submitError(err))
+			continue
+		}
+		switch r.req.kind {
+		case reqKeepAlive:
+			ttl, err := m.tracker.Heartbeat(r.req.session, r.received)
+			if err != nil {
+				m.s.respond(r.req, v.keepAliveError(err))
+				continue
+			}
+			m.s.respond(r.req, &response{ttl: ttl})
+		case reqCheck:
+			var held bool
+			m.node.View(func(fm *fsm.Machine) { held, _ = fm.Check(r.req.lock, r.req.token) })
+			m.s.respond(r.req, &response{held: held})
+		}
+	}
+	v.reads = rkeep
+}
+
+func sortedWaitIDs(m map[waitID]*expectation) []waitID {
+	ids := make([]waitID, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slicesSortFunc(ids)
+	return ids
+}
+
+// simProposer is the liveness tracker's Proposer on a member: it queues
+// the command on the member's node and returns at once (the tracker is
+// manual); the checker records the proposal as an operation.
+type simProposer struct{ v *server }
+
+func (p simProposer) ExpireSession(_ context.Context, id uint64) error {
+	return p.submit(&fsmpb.Command{Op: &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{SessionId: id}}},
+		&internalOp{kind: opExpire, session: id})
+}
+
+func (p simProposer) CancelWait(_ context.Context, lock string, session, seq uint64) error {
+	return p.submit(&fsmpb.Command{Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{
+		Lock: lock, SessionId: session, AcquireSeq: seq, TimedOut: true,
+	}}}, nil)
+}
+
+// abandon is server.abandonWait: the caller of the queued acquire
+// (session, seq) went away, so the wait is cancelled through consensus and
+// a grant that crossed the cancel is released. Only a call already
+// waiting in the queue is abandoned (a caller leaving during the propose
+// leaves its outcome to the log, as the server does).
+func (v *server) abandon(session, seq uint64) {
+	id := waitID{session, seq}
+	e := v.expect[id]
+	if v.dead || e == nil || !e.queued {
+		return
+	}
+	delete(v.expect, id)
+	lock := e.req.cmd.GetAcquire().GetLock()
+	cw := &fsmpb.Command{Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{Lock: lock, SessionId: session, AcquireSeq: seq}}}
+	_ = simProposer{v}.submitThen(cw, nil, func(res *fsmpb.Result, err error) {
+		g := res.GetAcquire()
+		if err != nil || res.GetError() != fsmpb.Error_ERROR_NOT_WAITING || g.GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
+			return
+		}
+		rel := &fsmpb.Command{SessionId: session, Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: lock, Token: g.GetToken()}}}
+		_ = simProposer{v}.submitThen(rel, &internalOp{kind: opRelease, session: session, lock: lock, token: g.GetToken()}, nil)
+	})
+	v.m.pump()
+}
+
+func (p simProposer) submit(cmd *fsmpb.Command, op *internalOp) error {
+	return p.submitThen(cmd, op, nil)
+}
+
+func (p simProposer) submitThen(cmd *fsmpb.Command, op *internalOp, then func(*fsmpb.Result, error)) error {
+	v := p.v
+	if v.dead {
+		return raftnode.ErrStopped
+	}
+	cmd.WallTimeUnixNano = v.m.s.Now().UnixNano()
+	f, err := v.m.node.Submit(cmd)
+	if err != nil {
+		return err
+	}
+	if op == nil {
+		op = &internalOp{kind: opNone}
+	}
+	v.m.s.chk.internalStart(op)
+	v.props = append(v.props, &pendingProp{f: f, internal: op, then: then})
+	return nil
+}

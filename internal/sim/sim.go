@@ -1,0 +1,611 @@
+package sim
+
+import (
+	"container/heap"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
+	"math/rand/v2"
+	"runtime/debug"
+	"slices"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+	"github.com/batonlock/baton/internal/liveness"
+	"github.com/batonlock/baton/internal/raftnode"
+)
+
+// Config shapes one scenario. Seed decides everything else.
+type Config struct {
+	Seed uint64
+	// Nodes is 3 or 5; Clients and Locks size the workload.
+	Nodes, Clients, Locks int
+	// Chaos is the virtual time with faults and load; Calm follows it with
+	// every fault healed, clients stopped, until sessions expire and every
+	// member converges.
+	Chaos, Calm time.Duration
+	// Faults enables crashes, partitions and message faults.
+	Faults bool
+	// RetryAbandoned makes a client whose connection dropped while its
+	// acquire waited retry the same (session, seq) instead of giving up.
+	// Off by default: it exposes a known race (TestKnownBugAbandonedWaitRetry).
+	RetryAbandoned bool
+	// Trace, if set, receives the run's events as text (for reading a
+	// failing seed; -sim.trace in tests).
+	Trace io.Writer
+}
+
+// ConfigFor derives a scenario's shape from its seed.
+func ConfigFor(seed uint64) Config {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	nodes := 3
+	if r.IntN(4) == 0 {
+		nodes = 5
+	}
+	return Config{
+		Seed:    seed,
+		Nodes:   nodes,
+		Clients: 3 + r.IntN(4),
+		Locks:   1 + r.IntN(3),
+		Chaos:   time.Duration(3+r.IntN(5)) * time.Second,
+		Calm:    5 * time.Second,
+		Faults:  true,
+	}
+}
+
+// Timing of the simulated world.
+const (
+	tick           = 10 * time.Millisecond
+	electionTicks  = 10
+	heartbeatTicks = 1
+	// reqTimeout is how long a client waits for an answer before it
+	// treats the outcome as unknown.
+	reqTimeout = 400 * time.Millisecond
+	// safetyMargin is what the client subtracts from TTL (DESIGN.md §2).
+	safetyMargin = 20 * time.Millisecond
+	maxTries     = 4
+)
+
+// epoch is virtual time zero (no monotonic reading: comparisons are
+// exact).
+var epoch = time.Unix(1_700_000_000, 0).UTC()
+
+// Stats counts what a scenario explored.
+type Stats struct {
+	Events, Messages, Dropped, Duplicated, Crashes, TornWrites, Partitions,
+	Heals, HBPauses, GCPauses, NodePauses, SlowReplies, ConnDrops, SlowClocks, Ops, Unknown, Writes, WritesRejected,
+	Elections, SnapsSent, Entries uint64
+}
+
+// Faults is the number of injected faults.
+func (s Stats) Faults() uint64 {
+	return s.Crashes + s.TornWrites + s.Partitions + s.HBPauses + s.GCPauses + s.NodePauses + s.Dropped + s.Duplicated + s.SlowReplies + s.ConnDrops + s.SlowClocks
+}
+
+// Result is a scenario's outcome.
+type Result struct {
+	Config    Config
+	TraceHash string
+	Stats     Stats
+	// Err is the first checker violation, nil if every checker passed.
+	Err error
+	// Linearizability is porcupine's verdict ("Ok", or "Unknown" when it
+	// ran out of time; "Illegal" sets Err).
+	Linearizability string
+
+	history []porcupine.Operation
+}
+
+type event struct {
+	at  int64
+	seq uint64
+	fn  func()
+}
+
+type eventQueue []*event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(*event)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// Sim is one running scenario.
+type Sim struct {
+	cfg   Config
+	rng   *rand.Rand
+	now   int64 // virtual nanoseconds since epoch
+	seq   uint64
+	q     eventQueue
+	trace hash.Hash
+	stats Stats
+	err   error
+
+	peers   []uint64
+	nodes   map[uint64]*member
+	net     network
+	clients []*client
+	calm    bool
+
+	chk checker
+}
+
+// Run runs one scenario to the end and checks it.
+func Run(cfg Config) Result {
+	s := &Sim{
+		cfg:   cfg,
+		rng:   rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		trace: sha256.New(),
+		nodes: make(map[uint64]*member),
+	}
+	s.chk.init(s)
+	for i := range cfg.Nodes {
+		s.peers = append(s.peers, uint64(i+1))
+	}
+	s.net.init(s)
+	for _, id := range s.peers {
+		m := &member{s: s, id: id, disk: &disk{}}
+		s.nodes[id] = m
+		m.start()
+		// Each member's ticker has its own phase.
+		m.scheduleTick(time.Duration(s.rng.Int64N(int64(tick))))
+	}
+	for i := range cfg.Clients {
+		c := newClient(s, i)
+		s.clients = append(s.clients, c)
+		s.after(time.Duration(s.rng.Int64N(int64(200*time.Millisecond))), c.think)
+	}
+	if cfg.Faults {
+		s.after(time.Duration(s.rng.Int64N(int64(500*time.Millisecond))), s.chaos)
+	}
+	s.at(int64(cfg.Chaos), s.heal)
+	s.loop(int64(cfg.Chaos + cfg.Calm))
+	res := Result{Config: cfg, TraceHash: hex.EncodeToString(s.trace.Sum(nil)), Stats: s.stats, Err: s.err, Linearizability: s.chk.linVerdict,
+		history: s.chk.fullHistory}
+	return res
+}
+
+// loop runs events until end, then the final checks. A panic anywhere
+// (raft's own invariant checks, the fsm's) is a failure of the seed.
+func (s *Sim) loop(end int64) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.err = fmt.Errorf("panic at t=%v: %v\n%s", time.Duration(s.now), r, debug.Stack())
+		}
+	}()
+	for s.q.Len() > 0 && s.err == nil {
+		e := heap.Pop(&s.q).(*event)
+		if e.at > end {
+			break
+		}
+		s.now = e.at
+		s.stats.Events++
+		e.fn()
+	}
+	if s.err == nil {
+		s.finalChecks()
+	}
+}
+
+// Now is the virtual clock as a time.Time (for liveness and records).
+func (s *Sim) Now() time.Time { return epoch.Add(time.Duration(s.now)) }
+
+func (s *Sim) at(t int64, fn func()) {
+	s.seq++
+	heap.Push(&s.q, &event{at: t, seq: s.seq, fn: fn})
+}
+
+func (s *Sim) after(d time.Duration, fn func()) { s.at(s.now+int64(max(d, 0)), fn) }
+
+// tracef folds a line into the trace hash (the run's fingerprint).
+func (s *Sim) tracef(format string, args ...any) {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(s.now))
+	s.trace.Write(b[:])
+	fmt.Fprintf(s.trace, format, args...)
+	if s.cfg.Trace != nil {
+		fmt.Fprintf(s.cfg.Trace, "%12v ", time.Duration(s.now))
+		fmt.Fprintf(s.cfg.Trace, format+"\n", args...)
+	}
+}
+
+func (s *Sim) traceMsg(from, to uint64, m *raftpb.Message) {
+	var b [48]byte
+	binary.LittleEndian.PutUint64(b[0:], uint64(s.now))
+	binary.LittleEndian.PutUint64(b[8:], from<<32|to)
+	binary.LittleEndian.PutUint64(b[16:], uint64(m.GetType()))
+	binary.LittleEndian.PutUint64(b[24:], m.GetTerm())
+	binary.LittleEndian.PutUint64(b[32:], m.GetIndex())
+	binary.LittleEndian.PutUint64(b[40:], m.GetCommit())
+	s.trace.Write(b[:])
+	if s.cfg.Trace != nil {
+		fmt.Fprintf(s.cfg.Trace, "%12v deliver %d->%d %v term %d index %d logterm %d commit %d reject %v ents %d\n", time.Duration(s.now), from, to,
+			m.GetType(), m.GetTerm(), m.GetIndex(), m.GetLogTerm(), m.GetCommit(), m.GetReject(), len(m.GetEntries()))
+	}
+}
+
+// fail records the first violation; the run stops after the current event.
+func (s *Sim) fail(checker, format string, args ...any) {
+	if s.err == nil {
+		s.err = fmt.Errorf("checker %s at t=%v: %s", checker, time.Duration(s.now), fmt.Sprintf(format, args...))
+	}
+}
+
+func (s *Sim) dur(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(s.rng.Int64N(int64(hi-lo)+1))
+}
+
+// member is one Baton member: its disk survives crashes, its node, tracker
+// and server state do not.
+type member struct {
+	s    *Sim
+	id   uint64
+	disk *disk
+	inc  int // incarnation
+
+	node *raftnode.Node // nil while down
+	// pausedUntil: the process is stopped (a long GC pause, SIGSTOP):
+	// events for it wait, its ticks are lost.
+	pausedUntil int64
+	// slowUntil/slowFactor: the member's ticker fires slowFactor times
+	// slower (a starved or throttled process: raft time runs slow).
+	slowUntil  int64
+	slowFactor int
+	tracker    *liveness.Tracker
+	srv        *server
+}
+
+func (m *member) up() bool { return m.node != nil }
+
+// deferred reports whether the member is paused, and if so queues fn for
+// when it resumes (in arrival order).
+func (m *member) deferred(fn func()) bool {
+	if m.s.now >= m.pausedUntil {
+		return false
+	}
+	m.s.at(m.pausedUntil, fn)
+	return true
+}
+
+func (m *member) start() {
+	s := m.s
+	m.inc++
+	cfg := raftnode.DefaultConfig()
+	cfg.ID = m.id
+	cfg.Peers = s.peers
+	cfg.Store = m.disk
+	rec, err := m.disk.recovered()
+	if err != nil {
+		s.fail("restart", "member %d cannot open its log: %v", m.id, err)
+		return
+	}
+	cfg.Recovered = rec
+	cfg.Transport = &m.s.net
+	cfg.TickInterval = tick
+	cfg.ElectionTicks = electionTicks
+	cfg.HeartbeatTicks = heartbeatTicks
+	cfg.SnapshotEntries = 8
+	cfg.ProposalIDBase = uint64(s.Now().UnixNano())
+	srv := &server{m: m, expect: make(map[waitID]*expectation)}
+	cfg.Observer = srv
+	m.srv = srv
+	m.tracker = liveness.NewManual(simProposer{srv}, nil, s.Now)
+	n, err := raftnode.StartManual(cfg)
+	if err != nil {
+		s.fail("restart", "member %d cannot restart from its disk: %v", m.id, err)
+		return
+	}
+	m.node = n
+	s.tracef("start %d inc %d", m.id, m.inc)
+	m.pump()
+}
+
+// crash drops the process: the node is abandoned without Stop, the page
+// cache lost.
+func (m *member) crash() {
+	if !m.up() {
+		return
+	}
+	torn := m.disk.crash(m.s.rng)
+	if torn {
+		m.s.stats.TornWrites++
+	}
+	m.down()
+}
+
+func (m *member) down() {
+	m.s.stats.Crashes++
+	m.s.tracef("crash %d", m.id)
+	m.node = nil
+	m.tracker = nil
+	m.srv.dead = true
+	m.srv = nil
+}
+
+func (m *member) scheduleTick(d time.Duration) {
+	m.s.after(d, func() {
+		if m.up() && m.s.now >= m.pausedUntil {
+			m.tracker.FireDue(ctxBackground)
+			if m.up() {
+				if err := m.node.Tick(); err != nil {
+					m.failed()
+				} else {
+					m.pump()
+				}
+			}
+		}
+		next := tick
+		if m.s.now < m.slowUntil {
+			next *= time.Duration(m.slowFactor)
+		}
+		m.scheduleTick(next)
+	})
+}
+
+// failed handles a node that stopped on a storage error: the machine
+// crashed mid-write; restart it later from what its disk kept.
+func (m *member) failed() {
+	if m.disk.tore {
+		m.disk.tore = false
+		m.s.stats.TornWrites++
+	}
+	m.disk.crash(m.s.rng)
+	m.down()
+	m.s.after(m.s.dur(50*time.Millisecond, 500*time.Millisecond), m.restart)
+}
+
+func (m *member) restart() {
+	if !m.up() {
+		m.start()
+	}
+}
+
+// pump runs the node's loop until it has nothing left to do, then lets
+// the server answer what completed and checks the member's state.
+func (m *member) pump() {
+	for m.up() {
+		did, err := m.node.Pump()
+		if err != nil {
+			m.failed()
+			return
+		}
+		if !did {
+			break
+		}
+	}
+	if !m.up() {
+		return
+	}
+	m.srv.poll()
+	if m.srv.dirty {
+		m.srv.dirty = false
+		m.s.chk.checkMember(m)
+	}
+}
+
+// deliver steps a message into member to and runs its loop.
+func (m *member) deliver(msg *raftpb.Message) {
+	if !m.up() || m.deferred(func() { m.deliver(msg) }) {
+		return
+	}
+	m.node.Step(msg)
+	m.pump()
+}
+
+// network carries raft messages between members with the current faults.
+type network struct {
+	s *Sim
+	// cut[a][b]: messages from a to b are lost.
+	cut                map[[2]uint64]bool
+	drop, dup          float64
+	minDelay, maxDelay time.Duration
+}
+
+func (n *network) init(s *Sim) {
+	n.s = s
+	n.cut = make(map[[2]uint64]bool)
+	n.minDelay, n.maxDelay = 500*time.Microsecond, 5*time.Millisecond
+}
+
+// Send implements raftnode.Transport.
+func (n *network) Send(_ uint64, msgs []*raftpb.Message) {
+	s := n.s
+	for _, msg := range msgs {
+		from, to := msg.GetFrom(), msg.GetTo()
+		s.stats.Messages++
+		if msg.GetType() == raftpb.MsgSnap {
+			s.stats.SnapsSent++
+		}
+		if n.cut[[2]uint64{from, to}] {
+			s.stats.Dropped++
+			if src := s.nodes[from]; src.up() {
+				src.node.ReportUnreachable(to)
+			}
+			continue
+		}
+		if n.drop > 0 && s.rng.Float64() < n.drop {
+			s.stats.Dropped++
+			continue
+		}
+		copies := 1
+		if n.dup > 0 && s.rng.Float64() < n.dup {
+			copies = 2
+			s.stats.Duplicated++
+		}
+		for range copies {
+			c := proto.Clone(msg).(*raftpb.Message)
+			d := s.dur(n.minDelay, n.maxDelay)
+			s.after(d, func() {
+				if n.cut[[2]uint64{from, to}] {
+					return // partitioned while in flight
+				}
+				s.traceMsg(from, to, c)
+				s.nodes[to].deliver(c)
+			})
+		}
+	}
+}
+
+// chaos injects one random fault and schedules the next.
+func (s *Sim) chaos() {
+	if s.calm {
+		return
+	}
+	lead := s.leader()
+	switch k := s.rng.IntN(100); {
+	case k < 22: // crash a member, often the leader; restart it later
+		victim := s.peers[s.rng.IntN(len(s.peers))]
+		if lead != 0 && s.rng.IntN(2) == 0 {
+			victim = lead
+		}
+		m := s.nodes[victim]
+		if m.up() {
+			if s.rng.IntN(4) == 0 {
+				// Crash in the middle of the next write: torn tail.
+				m.disk.tearNext = 1 + s.rng.IntN(3)
+			} else {
+				m.crash()
+			}
+			s.after(s.dur(20*time.Millisecond, 1500*time.Millisecond), m.restart)
+		}
+	case k < 40: // partition: isolate one member (often the leader), both ways or one way
+		victim := s.peers[s.rng.IntN(len(s.peers))]
+		if lead != 0 && s.rng.IntN(2) == 0 {
+			victim = lead
+		}
+		oneWay := s.rng.IntN(3) == 0
+		inbound := s.rng.IntN(2) == 0
+		for _, p := range s.peers {
+			if p == victim {
+				continue
+			}
+			if !oneWay || !inbound {
+				s.net.cut[[2]uint64{victim, p}] = true
+			}
+			if !oneWay || inbound {
+				s.net.cut[[2]uint64{p, victim}] = true
+			}
+		}
+		s.stats.Partitions++
+		s.tracef("isolate %d oneway=%v in=%v", victim, oneWay, inbound)
+		s.after(s.dur(100*time.Millisecond, 2*time.Second), s.healNet)
+	case k < 50: // random split into two groups
+		perm := s.rng.Perm(len(s.peers))
+		cut := 1 + s.rng.IntN(len(s.peers)-1)
+		side := make(map[uint64]bool)
+		for _, i := range perm[:cut] {
+			side[s.peers[i]] = true
+		}
+		for _, a := range s.peers {
+			for _, b := range s.peers {
+				if side[a] != side[b] {
+					s.net.cut[[2]uint64{a, b}] = true
+				}
+			}
+		}
+		s.stats.Partitions++
+		s.tracef("split %v", perm[:cut])
+		s.after(s.dur(100*time.Millisecond, 2*time.Second), s.healNet)
+	case k < 62: // message faults for a while
+		s.net.drop = []float64{0, 0.02, 0.1, 0.3}[s.rng.IntN(4)]
+		s.net.dup = []float64{0, 0.02, 0.1}[s.rng.IntN(3)]
+		s.net.maxDelay = []time.Duration{5 * time.Millisecond, 20 * time.Millisecond, 80 * time.Millisecond}[s.rng.IntN(3)]
+		s.tracef("netfaults %v %v %v", s.net.drop, s.net.dup, s.net.maxDelay)
+	case k < 77: // a client stops heartbeating for a while
+		c := s.clients[s.rng.IntN(len(s.clients))]
+		c.kaPausedUntil = s.now + int64(s.dur(500*time.Millisecond, 4*time.Second))
+		s.stats.HBPauses++
+	case k < 84: // a client pauses (GC) between its check and its write
+		c := s.clients[s.rng.IntN(len(s.clients))]
+		c.gcPause = true
+		s.stats.GCPauses++
+	case k < 87: // a member's raft clock runs slow for a while, often the leader's
+		victim := s.peers[s.rng.IntN(len(s.peers))]
+		if lead != 0 && s.rng.IntN(2) == 0 {
+			victim = lead
+		}
+		m := s.nodes[victim]
+		m.slowFactor = 2 + s.rng.IntN(4)
+		m.slowUntil = s.now + int64(s.dur(200*time.Millisecond, 2*time.Second))
+		s.stats.SlowClocks++
+		s.tracef("slow clock %d x%d", victim, m.slowFactor)
+	case k < 90: // a member's process pauses, often the leader's
+		victim := s.peers[s.rng.IntN(len(s.peers))]
+		if lead != 0 && s.rng.IntN(2) == 0 {
+			victim = lead
+		}
+		m := s.nodes[victim]
+		m.pausedUntil = max(m.pausedUntil, s.now+int64(s.dur(100*time.Millisecond, 2*time.Second)))
+		s.stats.NodePauses++
+		s.tracef("pause %d until %v", victim, time.Duration(m.pausedUntil))
+	default: // heal the network
+		s.healNet()
+	}
+	s.after(s.dur(50*time.Millisecond, 700*time.Millisecond), s.chaos)
+}
+
+func (s *Sim) healNet() {
+	if len(s.net.cut) > 0 {
+		s.stats.Heals++
+	}
+	clear(s.net.cut)
+	s.tracef("heal")
+}
+
+// heal ends the chaos: the network is repaired, every member restarted,
+// clients stop; the calm phase lets sessions expire and members converge.
+func (s *Sim) heal() {
+	s.calm = true
+	s.healNet()
+	s.net.drop, s.net.dup, s.net.maxDelay = 0, 0, 5*time.Millisecond
+	for _, id := range s.peers {
+		m := s.nodes[id]
+		m.disk.tearNext = 0
+		m.pausedUntil, m.slowUntil = 0, 0
+		if !m.up() {
+			m.start()
+		}
+	}
+}
+
+// leader is the member that believes it leads with the highest term.
+func (s *Sim) leader() uint64 {
+	var best, term uint64
+	for _, id := range s.peers {
+		m := s.nodes[id]
+		if m.up() && m.node.IsLeader() {
+			if st := m.node.Status(); st.Term >= term {
+				best, term = id, st.Term
+			}
+		}
+	}
+	return best
+}
+
+func sortedKeys[K interface{ ~uint64 | ~string }, V any](m map[K]V) []K {
+	ks := make([]K, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+var _ = fsmpb.Error_ERROR_NONE

@@ -1,0 +1,165 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+	"testing/cryptotest"
+	"time"
+)
+
+var (
+	flagSeeds    = flag.Int("sim.seeds", 0, "number of seeds TestSim runs (default: a CI-sized fixed set)")
+	flagSeed     = flag.Uint64("sim.seed", 0, "replay this one seed")
+	flagDuration = flag.Duration("sim.duration", 0, "instead of the fixed seeds, run random seeds for this long")
+	flagVerbose  = flag.Bool("sim.v", false, "log every scenario's stats")
+	flagTrace    = flag.Bool("sim.trace", false, "with -sim.seed: print the run's events to stderr")
+)
+
+// ciSeeds is how many fixed seeds CI runs: a few hundred scenarios
+// (fewer under the race detector, which slows the simulation tenfold).
+func ciSeeds() int {
+	switch {
+	case testing.Short():
+		return 40
+	case raceEnabled:
+		return 150
+	}
+	return 500
+}
+
+// runSeed runs one seed with crypto/rand (raft's election jitter) made
+// deterministic from the same seed.
+func runSeed(t *testing.T, seed uint64) Result {
+	t.Helper()
+	cryptotest.SetGlobalRandom(t, seed)
+	cfg := ConfigFor(seed)
+	if *flagTrace && *flagSeed == seed {
+		cfg.Trace = os.Stderr
+	}
+	return Run(cfg)
+}
+
+func replayCmd(seed uint64) string {
+	return fmt.Sprintf("go test ./internal/sim -run TestSim -sim.seed=%d", seed)
+}
+
+func report(t *testing.T, res Result) {
+	t.Helper()
+	if res.Err != nil {
+		t.Errorf("seed %d failed: %v\n%+v\nreplay: %s", res.Config.Seed, res.Err, res.Config, replayCmd(res.Config.Seed))
+		return
+	}
+	if *flagVerbose {
+		t.Logf("seed %d %+v lin=%s stats=%+v", res.Config.Seed, res.Config, res.Linearizability, res.Stats)
+	}
+}
+
+// regressionSeeds found real bugs; they run with the fixed seeds.
+var regressionSeeds = []uint64{
+	8076985813402492044, // raftnode: snapshot's hard state not synced (etcd #10219)
+}
+
+// TestSim runs the fixed CI seeds 1..N and the regression seeds, one seed (-sim.seed), or random
+// seeds for a while (-sim.duration). A failure prints its replay command.
+func TestSim(t *testing.T) {
+	if *flagDuration != 0 {
+		soak(t, *flagDuration)
+		return
+	}
+	if *flagSeed != 0 {
+		res := runSeed(t, *flagSeed)
+		t.Logf("seed %d trace %s stats %+v lin=%s", *flagSeed, res.TraceHash, res.Stats, res.Linearizability)
+		report(t, res)
+		return
+	}
+	n := *flagSeeds
+	if n == 0 {
+		n = ciSeeds()
+	}
+	var total Stats
+	unknownLin := 0
+	seeds := regressionSeeds
+	for seed := uint64(1); seed <= uint64(n); seed++ {
+		seeds = append(seeds, seed)
+	}
+	for _, seed := range seeds {
+		res := runSeed(t, seed)
+		report(t, res)
+		if res.Linearizability != "Ok" && res.Err == nil {
+			unknownLin++
+		}
+		total = addStats(total, res.Stats)
+	}
+	t.Logf("%d scenarios, %d faults (%d crashes, %d torn writes, %d partitions, %d dropped, %d duplicated msgs, %d heartbeat pauses, %d GC pauses, %d member pauses, %d slow raft clocks, %d slow client trips, %d dropped waiting connections), %d ops (%d unknown), %d fenced writes (%d rejected), %d elections, %d snapshots sent; linearizability timed out in %d",
+		n, total.Faults(), total.Crashes, total.TornWrites, total.Partitions, total.Dropped, total.Duplicated, total.HBPauses, total.GCPauses, total.NodePauses, total.SlowClocks, total.SlowReplies, total.ConnDrops,
+		total.Ops, total.Unknown, total.Writes, total.WritesRejected, total.Elections, total.SnapsSent, unknownLin)
+}
+
+// soak runs random seeds for d.
+func soak(t *testing.T, d time.Duration) {
+	start := time.Now()
+	seed := uint64(time.Now().UnixNano())
+	var total Stats
+	n := 0
+	for time.Since(start) < d {
+		seed = seed*6364136223846793005 + 1442695040888963407
+		res := runSeed(t, seed)
+		n++
+		total = addStats(total, res.Stats)
+		if res.Err != nil {
+			t.Errorf("seed %d failed: %v\nreplay: %s", seed, res.Err, replayCmd(seed))
+		}
+	}
+	t.Logf("%d scenarios in %v: %d faults (%d crashes, %d torn writes, %d partitions, %d dropped, %d duplicated msgs, %d heartbeat pauses, %d GC pauses), %d ops, %d events, %d raft messages",
+		n, time.Since(start).Round(time.Second), total.Faults(), total.Crashes, total.TornWrites, total.Partitions, total.Dropped, total.Duplicated,
+		total.HBPauses, total.GCPauses, total.Ops, total.Events, total.Messages)
+}
+
+// TestDeterminism runs seeds twice: the traces must be identical.
+func TestDeterminism(t *testing.T) {
+	for _, seed := range []uint64{7, 42, 1234} {
+		a := runSeed(t, seed)
+		b := runSeed(t, seed)
+		if a.TraceHash != b.TraceHash || a.Stats != b.Stats {
+			t.Errorf("seed %d is not deterministic: %s %+v vs %s %+v", seed, a.TraceHash, a.Stats, b.TraceHash, b.Stats)
+		}
+	}
+}
+
+func addStats(a, b Stats) Stats {
+	return Stats{
+		Events: a.Events + b.Events, Messages: a.Messages + b.Messages, Dropped: a.Dropped + b.Dropped,
+		Duplicated: a.Duplicated + b.Duplicated, Crashes: a.Crashes + b.Crashes, TornWrites: a.TornWrites + b.TornWrites,
+		Partitions: a.Partitions + b.Partitions, Heals: a.Heals + b.Heals, HBPauses: a.HBPauses + b.HBPauses,
+		GCPauses: a.GCPauses + b.GCPauses, NodePauses: a.NodePauses + b.NodePauses, SlowReplies: a.SlowReplies + b.SlowReplies,
+		ConnDrops: a.ConnDrops + b.ConnDrops, SlowClocks: a.SlowClocks + b.SlowClocks, Ops: a.Ops + b.Ops, Unknown: a.Unknown + b.Unknown, Writes: a.Writes + b.Writes,
+		WritesRejected: a.WritesRejected + b.WritesRejected, Elections: a.Elections + b.Elections,
+		SnapsSent: a.SnapsSent + b.SnapsSent, Entries: a.Entries + b.Entries,
+	}
+}
+
+// TestKnownBugAbandonedWaitRetry replays the race the simulation found
+// between internal/server's abandonWait and an exactly-once retry of the
+// same acquire (seed 349 with RetryAbandoned): a queued acquire is
+// granted (index 77); its caller's connection drops, so the server
+// proposes CancelWait, which finds the grant (78: NOT_WAITING + granted);
+// the client retries the same seq and is told GRANTED token 77 from the
+// cached result (79); then the server's cleanup Release of token 77
+// applies (80). The client believes it holds a lock whose hold the log
+// has ended; its fenced write with token 77 is accepted although the
+// hold ended (checker c). The fix needs the cleanup to be superseded by a
+// later attempt of the same request (or to be one atomic log entry that
+// the retry observes), which changes the log format; until then this test
+// documents the bug.
+func TestKnownBugAbandonedWaitRetry(t *testing.T) {
+	cryptotest.SetGlobalRandom(t, 349)
+	cfg := ConfigFor(349)
+	cfg.RetryAbandoned = true
+	res := Run(cfg)
+	if res.Err == nil {
+		t.Fatalf("seed 349 with RetryAbandoned passed: the abandon/retry race is fixed (or the seed no longer reaches it); turn this into a regression test")
+	}
+	t.Skipf("known bug (reproduced): %v", res.Err)
+}
