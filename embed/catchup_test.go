@@ -3,6 +3,9 @@ package embed
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,5 +132,23 @@ func TestRetriedAcquireIsExactlyOnce(t *testing.T) {
 	second, err := cl.Acquire(ctx, &batonpb.AcquireRequest{Header: hdr(a, 2), Name: "x"})
 	if err != nil || second.GetCount() != 2 || second.GetToken() != first.GetToken() {
 		t.Fatalf("reentrant acquire: %v %v", second, err)
+	}
+}
+
+// /metrics shows the batching counters in the Prometheus text format.
+func TestMetricsEndpoint(t *testing.T) {
+	c := newTestCluster(t, 1)
+	cl := c.client(c.waitLeader())
+	openSession(t, cl, "a", 30*time.Second)
+	resp, err := http.Get("http://" + c.members[0].ClientAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{"baton_is_leader 1", "baton_sessions 1", "# TYPE baton_fsyncs_total counter", "baton_propose_batches_total "} {
+		if !strings.Contains(string(body), want) {
+			t.Fatalf("metrics lack %q:\n%s", want, body)
+		}
 	}
 }

@@ -69,7 +69,8 @@ type Config struct {
 	// cluster's addresses are known before its members start).
 	ClientListener net.Listener
 	PeerListener   net.Listener
-	// HTTPHandler, when set, also serves every path outside /v1/.
+	// HTTPHandler, when set, also serves every path outside /v1/ and
+	// /metrics (which serves the member's metrics).
 	HTTPHandler http.Handler
 	Logger      *slog.Logger
 }
@@ -280,7 +281,12 @@ func Start(cfg Config) (*Member, error) {
 		m.srv.Tracker().Run(ctx)
 	}()
 
-	api, err := server.Serve(clientL, m.srv, cfg.HTTPHandler)
+	extra := http.NewServeMux()
+	extra.Handle("/metrics", m.srv.MetricsHandler())
+	if cfg.HTTPHandler != nil {
+		extra.Handle("/", cfg.HTTPHandler)
+	}
+	api, err := server.Serve(clientL, m.srv, extra)
 	if err != nil {
 		return nil, fmt.Errorf("embed: %w", err)
 	}

@@ -1,0 +1,49 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/batonlock/baton/internal/fsm"
+)
+
+// MetricsHandler serves the member's metrics in the Prometheus text
+// format: Raft position, state-machine size, and the batching counters
+// that show group commit at work (proposals per batch, entries per fsync).
+func (s *Server) MetricsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.node == nil {
+			http.Error(w, "not started", http.StatusServiceUnavailable)
+			return
+		}
+		st := s.node.Status()
+		m := s.node.Metrics()
+		var sessions, locks int
+		s.node.View(func(fm *fsm.Machine) { sessions, locks = fm.NumSessions(), fm.NumLocks() })
+		leader := 0
+		if s.node.IsLeader() {
+			leader = 1
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		for _, g := range []struct {
+			name, help, kind string
+			v                uint64
+		}{
+			{"baton_is_leader", "1 if this member leads its Raft group", "gauge", uint64(leader)},
+			{"baton_raft_term", "current Raft term", "gauge", st.Term},
+			{"baton_raft_commit_index", "highest log index known committed", "gauge", st.Commit},
+			{"baton_raft_applied_index", "highest log index applied to the state machine", "gauge", st.Applied},
+			{"baton_sessions", "live sessions", "gauge", uint64(sessions)},
+			{"baton_locks", "locks held or waited for", "gauge", uint64(locks)},
+			{"baton_raft_readies_total", "Ready structs handled", "counter", m.Readies},
+			{"baton_proposals_total", "commands proposed by this member", "counter", m.Proposals},
+			{"baton_propose_batches_total", "MsgProp batches: proposals_total/propose_batches_total is the mean batch", "counter", m.ProposeBatches},
+			{"baton_fsyncs_total", "synced log writes", "counter", m.Fsyncs},
+			{"baton_entries_saved_total", "log entries written: entries_saved_total/fsyncs_total is entries per fsync", "counter", m.EntriesSaved},
+			{"baton_applied_commands_total", "commands applied to the state machine", "counter", m.Applied},
+			{"baton_snapshots_total", "snapshots taken", "counter", m.Snapshots},
+		} {
+			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", g.name, g.help, g.name, g.kind, g.name, g.v)
+		}
+	})
+}
