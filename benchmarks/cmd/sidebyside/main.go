@@ -1,0 +1,247 @@
+// Command sidebyside benchmarks Baton side by side with etcd, ZooKeeper,
+// Redis and PostgreSQL in one run and writes docs/BENCHMARKS.md with the
+// table, the ratios and a chart.
+//
+// Run it from the benchmarks folder:
+//
+//	cd benchmarks && go run ./cmd/sidebyside          # 8 s per workload after 2 s warm-up
+//	cd benchmarks && go run ./cmd/sidebyside -quick   # 2 s after 0.5 s
+//	go -C benchmarks run ./cmd/sidebyside             # the same, from the repository root
+//
+// It starts one system at a time with scripts/<system>.sh (installing the
+// Debian package first if needed), runs every workload against it, and
+// stops it before the next, so the systems never compete for the CPU.
+// Everything listens on 127.0.0.1; data lives in a temporary directory.
+// Baton's rows come from `baton bench` against a 3-node cluster built from
+// this checkout; the others' from the Go drivers in ../lockers driven by
+// the same engine (internal/bench) in this process.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/batonlock/baton/internal/bench"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+// options are the command's flags after parsing.
+type options struct {
+	warmup, duration time.Duration
+	quick            bool
+	systems          []system
+	loads            []workload
+	out, chart       string
+	keep             bool
+	settle           time.Duration
+	args             []string
+}
+
+// quietCPU is the CPU use (by other work) under which a system starts
+// without waiting: on two cores, a test run elsewhere takes 50% or more.
+const quietCPU = 0.2
+
+func parseFlags(args []string) (options, error) {
+	fs := flag.NewFlagSet("sidebyside", flag.ContinueOnError)
+	duration := fs.Duration("duration", 8*time.Second, "measured time per workload and system")
+	warmup := fs.Duration("warmup", 2*time.Second, "unmeasured warm-up before each measurement")
+	quick := fs.Bool("quick", false, "a quick run: 2s per workload after 0.5s warm-up (overrides -duration and -warmup)")
+	names := make([]string, len(systems))
+	for i, s := range systems {
+		names[i] = s.name
+	}
+	sysList := fs.String("systems", strings.Join(names, ","), "systems to run, in table order")
+	loadList := fs.String("workloads", "own/1,own/64,hot/16,zipf/64", "KIND/WORKERS,... with KIND own, hot or zipf")
+	out := fs.String("out", "../docs/BENCHMARKS.md", "the Markdown report to write")
+	chart := fs.String("chart", "../docs/benchmarks", "the chart's path without extension: .svg and .png are written")
+	keep := fs.Bool("keep", false, "keep the data directory (logs, data) instead of removing it")
+	settle := fs.Duration("settle", time.Minute, "before each system, wait up to this long for other work to leave the CPU under 20% busy")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: cd benchmarks && go run ./cmd/sidebyside [flags]\n"+
+			"   or, from the repository root: go -C benchmarks run ./cmd/sidebyside [flags]\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return options{}, err
+	}
+	if fs.NArg() > 0 {
+		return options{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	o := options{warmup: *warmup, duration: *duration, quick: *quick, out: *out, chart: *chart, keep: *keep, settle: *settle, args: args}
+	if o.quick {
+		o.warmup, o.duration = 500*time.Millisecond, 2*time.Second
+	}
+	if o.duration <= 0 || o.warmup < 0 {
+		return options{}, fmt.Errorf("-duration must be positive and -warmup not negative")
+	}
+	for n := range strings.SplitSeq(*sysList, ",") {
+		i := slices.IndexFunc(systems, func(s system) bool { return s.name == strings.TrimSpace(n) })
+		if i < 0 {
+			return options{}, fmt.Errorf("unknown system %q; want some of %s", n, strings.Join(names, ","))
+		}
+		o.systems = append(o.systems, systems[i])
+	}
+	var err error
+	if o.loads, err = parseWorkloads(*loadList); err != nil {
+		return options{}, err
+	}
+	return o, nil
+}
+
+func run(args []string) int {
+	o, err := parseFlags(args)
+	if err == flag.ErrHelp {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sidebyside: %v\n", err)
+		return 2
+	}
+	if _, err := os.Stat(filepath.Join("scripts", "common.sh")); err != nil {
+		fmt.Fprintln(os.Stderr, "sidebyside: run me from the benchmarks folder: cd benchmarks && go run ./cmd/sidebyside")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	dir, err := os.MkdirTemp("", "baton-sidebyside-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sidebyside: %v\n", err)
+		return 1
+	}
+	if o.keep {
+		fmt.Fprintf(os.Stderr, "data and logs in %s\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+
+	d := &doc{
+		generated: time.Now().UTC(), args: o.args, quick: o.quick, warmup: o.warmup, duration: o.duration,
+		machine: probeMachine(), clients: moduleVersions(), versions: map[string]string{},
+		startCmds: map[string][]string{}, busy: map[string]string{}, loads: o.loads, systems: o.systems, dir: dir,
+	}
+	if root, err := filepath.Abs(".."); err == nil {
+		d.root = root
+	}
+	for _, s := range o.systems {
+		if ctx.Err() != nil {
+			break
+		}
+		d.results = append(d.results, runSystem(ctx, s, dir, o, d)...)
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(os.Stderr, "sidebyside: interrupted; the report is not written")
+		return 1
+	}
+
+	var reports []*bench.Report
+	for _, r := range d.results {
+		if r.report != nil {
+			reports = append(reports, r.report)
+		}
+	}
+	fmt.Print(bench.Table(reports))
+
+	rel, err := filepath.Rel(filepath.Dir(o.out), o.chart)
+	if err != nil {
+		rel = o.chart
+	}
+	d.chart = filepath.ToSlash(rel)
+	if err := writeCharts(o.chart, d); err != nil {
+		fmt.Fprintf(os.Stderr, "sidebyside: chart: %v\n", err)
+		return 1
+	}
+	if err := writeDoc(o.out, d); err != nil {
+		fmt.Fprintf(os.Stderr, "sidebyside: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "wrote %s, %s.svg and %s.png\n", o.out, o.chart, o.chart)
+	return 0
+}
+
+// runSystem starts s, runs every workload on it and stops it.
+func runSystem(ctx context.Context, s system, dir string, o options, d *doc) []result {
+	notRun := func(note string) []result {
+		rs := make([]result, len(o.loads))
+		for i, w := range o.loads {
+			rs[i] = result{sys: s, load: w, note: note}
+		}
+		return rs
+	}
+	d.versions[s.name] = serverVersion(s.name)
+	// Wait (bounded by -settle) for other work on the machine to quieten.
+	settle := time.Now().Add(o.settle)
+	for {
+		busy, ok := cpuBusy(time.Second)
+		if !ok {
+			break
+		}
+		d.busy[s.name] = fmt.Sprintf("%.0f%%", 100*busy)
+		if busy < quietCPU || !time.Now().Before(settle) || ctx.Err() != nil {
+			break
+		}
+		fmt.Fprintf(os.Stderr, "waiting for the CPU to quieten: %.0f%% busy\n", 100*busy)
+	}
+	fmt.Fprintf(os.Stderr, "== %s (%s): starting\n", s.title, d.versions[s.name])
+	startCtx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	cmds, endpoints, err := script(startCtx, s.name, "start", dir)
+	cancel()
+	d.startCmds[s.name] = cmds
+	defer func() {
+		// Stop even after an interrupt, with a bounded wait of its own.
+		stopCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if _, _, err := script(stopCtx, s.name, "stop", dir); err != nil {
+			fmt.Fprintf(os.Stderr, "sidebyside: %v\n", err)
+		}
+	}()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sidebyside: %v\n", err)
+		return notRun("not run: the servers did not start (" + err.Error() + ")")
+	}
+	var rs []result
+	for i, w := range o.loads {
+		if ctx.Err() != nil {
+			break
+		}
+		var r result
+		if s.factory == nil {
+			r, err = runBaton(ctx, filepath.Join(dir, s.name, "baton"), endpoints, w, o.warmup, o.duration)
+			if err == errNoBench {
+				fmt.Fprintf(os.Stderr, "%s: %v; Baton rows are marked not run\n", s.title, err)
+				rs := notRun("not run: " + errNoBench.Error())
+				for i := range rs {
+					rs[i].command = "baton " + strings.Join(batonArgs(endpoints, rs[i].load, o.warmup, o.duration), " ")
+				}
+				return rs
+			}
+		} else {
+			r = runInProcess(ctx, s, endpoints, w, o.warmup, o.duration)
+		}
+		rs = append(rs, r)
+		if r.report != nil {
+			fmt.Fprint(os.Stderr, strings.SplitN(bench.Table([]*bench.Report{r.report}), "\n", 2)[1])
+		} else {
+			fmt.Fprintf(os.Stderr, "%-10s %-6s %7d  %s\n", s.name, w.kind, w.workers, r.note)
+		}
+		if i < len(o.loads)-1 {
+			// Let the last run's connections close before the next.
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	return rs
+}
