@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -14,6 +15,8 @@ import (
 
 // handleReady processes one Ready in the order the package doc numbers.
 func (n *Node) handleReady(rd raft.Ready) error {
+	start := time.Now()
+	defer func() { n.metrics.ReadyNanos += uint64(time.Since(start)) }()
 	n.metrics.Readies++
 	// A leader sends first and writes its own log meanwhile (Raft thesis
 	// 10.2.1): its MsgApps carry entries it is about to persist, and since
@@ -40,9 +43,11 @@ func (n *Node) handleReady(rd raft.Ready) error {
 	// (etcd issue 10219; found by internal/sim).
 	mustSync := rd.MustSync || (rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot))
 	if len(rd.Entries) > 0 || (rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState)) {
+		t0 := time.Now()
 		if err := n.cfg.Store.Save(rd.HardState, rd.Entries, mustSync); err != nil {
 			return fmt.Errorf("save entries: %w", err)
 		}
+		n.metrics.SaveNanos += uint64(time.Since(t0))
 		if mustSync {
 			n.metrics.Fsyncs++
 		}
@@ -73,7 +78,9 @@ func (n *Node) handleReady(rd raft.Ready) error {
 			return err
 		}
 	}
+	t1 := time.Now()
 	n.applyEntries(rd.CommittedEntries)
+	n.metrics.ApplyNanos += uint64(time.Since(t1))
 	n.noteLeadership(rd.SoftState)
 	// 4. Reads whose index is applied, then Advance.
 	for _, rs := range rd.ReadStates {
