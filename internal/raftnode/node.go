@@ -191,6 +191,7 @@ type Node struct {
 	confState   *raftpb.ConfState
 	snapIndex   uint64
 	applied     uint64
+	persisted   uint64 // last index of the durable log
 	readQueue   []*readWait
 	readsByCtx  map[uint64][]*readWait
 	readyReads  []readBatch
@@ -297,6 +298,7 @@ func newNode(cfg Config) (*Node, error) {
 		}
 		n.snapIndex = rec.Snapshot.GetMetadata().GetIndex()
 		n.applied = n.snapIndex
+		n.persisted = n.snapIndex
 		n.confState = proto.Clone(rec.Snapshot.GetMetadata().GetConfState()).(*raftpb.ConfState)
 		restart = true
 	}
@@ -307,6 +309,7 @@ func newNode(cfg Config) (*Node, error) {
 		restart = true
 	}
 	if len(rec.Entries) > 0 {
+		n.persisted = rec.Entries[len(rec.Entries)-1].GetIndex()
 		if err := n.ms.Append(rec.Entries); err != nil {
 			return nil, fmt.Errorf("raftnode: load entries: %w", err)
 		}

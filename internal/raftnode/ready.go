@@ -28,6 +28,22 @@ func (n *Node) handleReady(rd raft.Ready) error {
 	if leading {
 		n.send(rd.Messages)
 	}
+	// Committed entries that are already durable here are applied before
+	// this Ready's write (as etcd applies concurrently with persisting):
+	// their answers need not wait for an fsync of newer entries. Entries
+	// raft hands over as committed but not yet durable here (in sync mode
+	// it may, from this very Ready) wait for the write below.
+	apply := rd.CommittedEntries
+	if raft.IsEmptySnap(rd.Snapshot) {
+		i := 0
+		for i < len(apply) && apply[i].GetIndex() <= n.persisted {
+			i++
+		}
+		t := time.Now()
+		n.applyEntries(apply[:i])
+		n.metrics.ApplyNanos += uint64(time.Since(t))
+		apply = apply[i:]
+	}
 	// 1. Persist.
 	if rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot) {
 		if err := n.cfg.Store.SaveSnapshot(rd.Snapshot); err != nil {
@@ -52,6 +68,14 @@ func (n *Node) handleReady(rd raft.Ready) error {
 			n.metrics.Fsyncs++
 		}
 		n.metrics.EntriesSaved += uint64(len(rd.Entries))
+	}
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		n.persisted = rd.Snapshot.GetMetadata().GetIndex()
+	}
+	if len(rd.Entries) > 0 {
+		// Writing entry i discards what was at i and after: the durable
+		// log now ends here, even if it ended further before.
+		n.persisted = rd.Entries[len(rd.Entries)-1].GetIndex()
 	}
 	if rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot) {
 		if err := n.ms.ApplySnapshot(rd.Snapshot); err != nil {
@@ -79,7 +103,7 @@ func (n *Node) handleReady(rd raft.Ready) error {
 		}
 	}
 	t1 := time.Now()
-	n.applyEntries(rd.CommittedEntries)
+	n.applyEntries(apply)
 	n.metrics.ApplyNanos += uint64(time.Since(t1))
 	n.noteLeadership(rd.SoftState)
 	// 4. Reads whose index is applied, then Advance.
