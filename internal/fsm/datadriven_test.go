@@ -126,8 +126,10 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 
 	case "cancel-wait":
 		// Example: cancel-wait lock=x waiter=2 acquire-seq=4 timed-out
-		// (without session=, it is the leader's command, as on a timeout.)
-		op := &fsmpb.CancelWait{Lock: lockArg(t, d), TimedOut: d.HasArg("timed-out")}
+		// (without session=, it is the leader's command, as on a timeout;
+		// abandoned instead of timed-out is a server's cleanup for a caller
+		// that went away.)
+		op := &fsmpb.CancelWait{Lock: lockArg(t, d), TimedOut: d.HasArg("timed-out"), Abandoned: d.HasArg("abandoned")}
 		d.MaybeScanArgs(t, "waiter", &op.SessionId)
 		d.MaybeScanArgs(t, "acquire-seq", &op.AcquireSeq)
 		return h.apply(sessionCmd(t, d, &fsmpb.Command{Op: &fsmpb.Command_CancelWait{CancelWait: op}}))
@@ -371,7 +373,11 @@ func (h *harness) state() string {
 		}
 		b.WriteString("\n")
 		for _, c := range h.m.sessions[s.GetId()].results {
-			fmt.Fprintf(&b, "  cached seq=%d: %s", c.seq, indent(formatResult(c.res)))
+			claimed := ""
+			if c.claimed {
+				claimed = " claimed"
+			}
+			fmt.Fprintf(&b, "  cached seq=%d%s: %s", c.seq, claimed, indent(formatResult(c.res)))
 		}
 	}
 	for _, l := range h.m.Locks("", "", 0) {

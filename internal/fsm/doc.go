@@ -35,6 +35,17 @@
 // (CloseSession) leaves nothing to cache: a retry gets
 // ERROR_SESSION_NOT_FOUND.
 //
+// A retried Acquire answered from the cache marks that cached result
+// claimed (kept in snapshots), and so does the session's own CancelWait
+// answered with the acquire's grant: the client may now act on the answer. A
+// server whose caller of a queued Acquire went away undoes it with one
+// CancelWait marked abandoned, which removes the waiter, or, if the grant
+// won the race, drops one count of the hold that acquire got and rewrites
+// its cached result to ERROR_WAIT_CANCELLED, all in one entry. It has no
+// effect (ERROR_NOT_WAITING) once the request is claimed, or once its
+// cached result is forgotten: a retry can never be told GRANTED for a hold
+// that a later entry of the same request ends.
+//
 // # Choices where DESIGN.md is silent
 //
 //   - An Acquire with wait=true needs seq != 0: the waiter is named by

@@ -74,6 +74,14 @@ func fuzzSeeds() [][]*fsmpb.Command {
 			{Op: &fsmpb.Command_CasRelease{CasRelease: &fsmpb.CasRelease{Lock: "x", SessionId: 1}}},
 		},
 		{
+			// The grant wins the race with a caller's cleanup; then a
+			// retry and a duplicate cleanup.
+			{SessionId: 1, Seq: 2, Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "x", Token: 3}}},
+			{Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{Lock: "x", SessionId: 2, AcquireSeq: 1, Abandoned: true}}},
+			{SessionId: 2, Seq: 1, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: "x", Wait: true}}},
+			{Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{Lock: "x", SessionId: 2, AcquireSeq: 1, Abandoned: true}}},
+		},
+		{
 			{Op: &fsmpb.Command_BlacklistSession{BlacklistSession: &fsmpb.BlacklistSession{SessionId: 2}}},
 			{SessionId: 1, Seq: 5, MinUnackedSeq: 3, Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{Locks: []string{"x", "y"}}}},
 			{SessionId: 1, Seq: 6, Op: &fsmpb.Command_CloseSession{CloseSession: &fsmpb.CloseSession{}}},

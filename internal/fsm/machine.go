@@ -97,8 +97,13 @@ func (m *Machine) Apply(index uint64, cmd *fsmpb.Command) *fsmpb.Result {
 				return failf(fsmpb.Error_ERROR_STALE_SEQUENCE,
 					"seq %d of session %d is below its min unacked seq %d", seq, id, s.minUnacked)
 			}
-			if r := s.cached(seq); r != nil {
-				return cloneResult(r)
+			if c := s.cachedEntry(seq); c != nil {
+				if _, ok := cmd.GetOp().(*fsmpb.Command_Acquire); ok {
+					// The client may now act on this answer: an
+					// abandoned CancelWait of the seq must not undo it.
+					c.claimed = true
+				}
+				return cloneResult(c.res)
 			}
 			minUnacked = cmd.GetMinUnackedSeq()
 			if minUnacked == 0 || minUnacked > seq {

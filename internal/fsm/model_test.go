@@ -178,8 +178,16 @@ func (s *stream) command() (*fsmpb.Command, bool) {
 		if q := s.queues[lockName]; len(q) > 0 && r.IntN(4) > 0 {
 			w = q[r.IntN(len(q))]
 		}
+		// Half are timeouts, a quarter a server's cleanup for a caller
+		// that went away (abandoned), a quarter the session's own.
+		kind := r.IntN(4)
+		if l, ok := s.m.Lock(lockName); kind == 2 && ok && len(l.GetHolders()) > 0 && r.IntN(2) == 0 {
+			// The grant won the race with the cleanup.
+			h := l.GetHolders()[0]
+			w = waiterID{h.GetSessionId(), h.GetAcquireSeq()}
+		}
 		cmd = &fsmpb.Command{Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{
-			Lock: lockName, SessionId: w.session, AcquireSeq: w.seq, TimedOut: r.IntN(2) == 0}}}
+			Lock: lockName, SessionId: w.session, AcquireSeq: w.seq, TimedOut: kind < 2, Abandoned: kind == 2}}}
 		if w.session != ss.id || r.IntN(2) == 0 {
 			return cmd, false // the leader's timeout
 		}
@@ -231,6 +239,9 @@ func (s *stream) observe(cmd *fsmpb.Command, res *fsmpb.Result) {
 	s.stats[res.GetAcquire().GetStatus().String()]++
 	s.stats["grants"] += len(res.GetGrants())
 	s.stats["waits_ended"] += len(res.GetWaitsEnded())
+	if cmd.GetCancelWait().GetAbandoned() && res.GetError() == fsmpb.Error_ERROR_NONE && res.GetAcquire() != nil {
+		s.stats["abandoned_grants_released"]++
+	}
 	if id := res.GetSessionId(); id != 0 {
 		s.sessions = append(s.sessions, &streamSession{id: id})
 	}

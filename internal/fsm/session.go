@@ -33,6 +33,10 @@ type session struct {
 type cachedResult struct {
 	seq uint64
 	res *fsmpb.Result
+	// claimed: a retry of this Acquire was answered from res (or the
+	// session's own CancelWait of it with its grant), so the client may act
+	// on that answer; an abandoned CancelWait no longer undoes the acquire.
+	claimed bool
 }
 
 // waitKey names one waiter of a session: lock name and acquire seq.
@@ -61,13 +65,22 @@ func newSession(id uint64, owner string, ttl, created int64) *session {
 
 // cached returns the cached result of seq, or nil.
 func (s *session) cached(seq uint64) *fsmpb.Result {
+	if c := s.cachedEntry(seq); c != nil {
+		return c.res
+	}
+	return nil
+}
+
+// cachedEntry returns the cache entry of seq, or nil. The pointer is valid
+// until results next changes.
+func (s *session) cachedEntry(seq uint64) *cachedResult {
 	i, ok := slices.BinarySearchFunc(s.results, seq, func(c cachedResult, seq uint64) int {
 		return cmp.Compare(c.seq, seq)
 	})
 	if !ok {
 		return nil
 	}
-	return s.results[i].res
+	return &s.results[i]
 }
 
 // firstAtOrAbove returns the position of the first cached result with seq
@@ -125,6 +138,18 @@ func (s *session) holdEnded(seq uint64, lock string) {
 	}
 	r.Error = fsmpb.Error_ERROR_NOT_HOLDER
 	r.Message = "the hold this request got on lock " + quote(lock) + " has since ended"
+	r.Acquire = nil
+}
+
+// abandoned updates the cached result of the acquire seq, whose hold an
+// abandoned CancelWait released, to say that its caller went away.
+func (s *session) abandoned(seq uint64, lock string) {
+	r := s.cached(seq)
+	if r == nil {
+		return
+	}
+	r.Error = fsmpb.Error_ERROR_WAIT_CANCELLED
+	r.Message = "wait for lock " + quote(lock) + " was cancelled: its caller went away, and the grant it got was released"
 	r.Acquire = nil
 }
 

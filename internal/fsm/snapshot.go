@@ -30,7 +30,7 @@ func (m *Machine) marshal(applied uint64) ([]byte, error) {
 		s := m.sessions[id]
 		p := s.toProto()
 		for _, c := range s.results {
-			p.Results = append(p.Results, &fsmpb.CachedResult{Seq: c.seq, Result: c.res})
+			p.Results = append(p.Results, &fsmpb.CachedResult{Seq: c.seq, Result: c.res, Claimed: c.claimed})
 		}
 		snap.Sessions = append(snap.Sessions, p)
 		return true
@@ -111,7 +111,7 @@ func (m *Machine) load(snap *fsmpb.Snapshot) error {
 				return fmt.Errorf("session %d: cached result %d (seq %d) is missing, below min unacked %d or out of order",
 					id, i, c.GetSeq(), s.minUnacked)
 			}
-			s.results = append(s.results, cachedResult{seq: c.GetSeq(), res: c.GetResult()})
+			s.results = append(s.results, cachedResult{seq: c.GetSeq(), res: c.GetResult(), claimed: c.GetClaimed()})
 		}
 		m.sessions[id] = s
 		m.sessionIDs.ReplaceOrInsert(id)

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -90,7 +89,8 @@ func (s *Server) CloseSession(ctx context.Context, r *batonpb.CloseSessionReques
 // Acquire implements batonpb.BatonServer. A waiting acquire holds the call
 // open until the grant; if the caller goes away first, the wait is
 // cancelled through consensus (and a grant that crossed the cancel is
-// released), so an abandoned HTTP request never leaves a hold behind.
+// released in the same entry), so an abandoned HTTP request leaves no hold
+// behind, unless a retry of it already claimed the answer.
 func (s *Server) Acquire(ctx context.Context, r *batonpb.AcquireRequest) (*batonpb.AcquireResponse, error) {
 	resp, err := s.acquire(ctx, r)
 	return resp, s.toStatus(err)
@@ -133,25 +133,26 @@ func (s *Server) waitOutcome(seq uint64, ev waitEvent) (*batonpb.AcquireResponse
 	return nil, fsm.ErrorOf(&fsmpb.Result{Error: ev.ended.GetError(), Message: "wait for " + ev.ended.GetLock() + " ended"})
 }
 
-// abandonWait cancels a queued acquire whose caller left, releasing the
-// hold if the grant won the race.
+// abandonWait undoes a queued acquire whose caller left, with one
+// CancelWait marked abandoned: the state machine removes the waiter or, if
+// the grant won the race, releases that grant in the same entry. Because it
+// is one entry, a retry of the same (session, seq) is ordered either before
+// it (the retry claims the request and the cleanup does nothing) or after
+// it (the retry learns WAIT_CANCELLED); it is never told GRANTED for a hold
+// the log then ends.
 func (s *Server) abandonWait(cmd *fsmpb.Command, o *fsmpb.AcquireOutcome) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	cw := &fsmpb.Command{Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{
-		Lock: o.GetLock(), SessionId: cmd.GetSessionId(), AcquireSeq: cmd.GetSeq(),
+		Lock: o.GetLock(), SessionId: cmd.GetSessionId(), AcquireSeq: cmd.GetSeq(), Abandoned: true,
 	}}}
 	res, err := s.propose(ctx, cw)
-	if err == nil || !errors.Is(err, fsm.ErrNotWaiting) {
-		return
-	}
-	if g := res.GetAcquire(); g.GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
-		rel := &fsmpb.Command{SessionId: cmd.GetSessionId(), Op: &fsmpb.Command_Release{Release: &fsmpb.Release{
-			Lock: o.GetLock(), Token: g.GetToken(), OwnerKey: cmd.GetAcquire().GetOwnerKey(),
-		}}}
-		if _, err := s.propose(ctx, rel); err != nil {
-			s.log.Warn("release abandoned grant", "lock", o.GetLock(), "session", cmd.GetSessionId(), "err", err)
-		}
+	switch {
+	case err == nil && res.GetAcquire().GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED:
+		s.log.Debug("released abandoned grant", "lock", o.GetLock(), "session", cmd.GetSessionId(),
+			"token", res.GetAcquire().GetToken())
+	case err != nil && !isRefusal(err):
+		s.log.Warn("cancel abandoned wait", "lock", o.GetLock(), "session", cmd.GetSessionId(), "err", err)
 	}
 }
 

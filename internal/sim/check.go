@@ -30,8 +30,11 @@ type ackRecord struct {
 	res   *fsmpb.Result
 }
 
-// internalOp is a proposal of a leader's liveness tracker, recorded as an
-// operation of the history (an expiry changes what clients observe).
+// internalOp is a proposal a member makes itself (a leader's liveness
+// tracker, or a cleanup for a caller that went away), recorded as an
+// operation of the history when it changes what clients observe (an
+// expiry, an abandoned wait's release). An abandon's token is filled in
+// when its result says which hold it released.
 type internalOp struct {
 	kind    opKind
 	session uint64
@@ -151,6 +154,18 @@ func (k *checker) internalDone(op *internalOp, res *fsmpb.Result, index uint64, 
 		return
 	}
 	op.out = outcome{code: res.GetError()}
+	if op.kind != opAbandon || res.GetAcquire().GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
+		return
+	}
+	// The grant had won the race with the abandon.
+	if res.GetError() == fsmpb.Error_ERROR_NONE {
+		// The entry released one count of it.
+		op.token = res.GetAcquire().GetToken()
+		op.out.granted, op.out.token, op.out.remaining = true, op.token, res.GetRemainingCount()
+		k.s.stats.AbandonsReleased++
+		return
+	}
+	k.s.stats.AbandonsKept++ // claimed by a retry, or its answer forgotten
 }
 
 // record adds a client operation to the history.
@@ -275,7 +290,7 @@ func (k *checker) finalChecks() {
 	// (e) linearizability.
 	hist := slices.Clone(k.history)
 	for _, op := range k.internal {
-		if op.kind != opExpire && op.kind != opRelease {
+		if op.kind != opExpire && op.kind != opAbandon {
 			continue
 		}
 		ret, out := op.ret, op.out

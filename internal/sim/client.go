@@ -28,11 +28,12 @@ const (
 	opRelease
 	opCheck
 	opClose
-	opExpire // proposed by a leader's liveness tracker
+	opExpire  // proposed by a leader's liveness tracker
+	opAbandon // a member's cleanup for a waiting caller that went away
 )
 
 func (k opKind) String() string {
-	return [...]string{"none", "open", "try", "wait", "release", "check", "close", "expire"}[k]
+	return [...]string{"none", "open", "try", "wait", "release", "check", "close", "expire", "abandon"}[k]
 }
 
 // clientOp is a client's outstanding operation, across its retries.
@@ -233,9 +234,9 @@ func (c *client) send() {
 
 // dropConn: the client's connection breaks while its acquire waits in
 // the queue. The member sees its caller go away and abandons the wait
-// (cancelling it, releasing a grant that crossed the cancel). With
-// Config.RetryAbandoned the client then retries the same seq, as the
-// exactly-once contract allows; see TestKnownBugAbandonedWaitRetry.
+// (cancelling it, or releasing a grant that crossed the cancel, in one
+// entry). With Config.RetryAbandoned the client then retries the same
+// seq, as the exactly-once contract allows; see TestAbandonedWaitRetry.
 func (c *client) dropConn() {
 	op := c.op
 	c.s.stats.ConnDrops++

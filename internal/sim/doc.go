@@ -46,7 +46,7 @@
 //	   log's entry at its index and its replayed result, and lies within
 //	   every member's applied index after heal;
 //	e. client histories (try, wait, cancel, release, check, close, and the
-//	   leaders' expiries and cleanup releases as operations) are
+//	   leaders' expiries and the members' abandons of waits as operations) are
 //	   linearizable against a per-lock sequential model (porcupine);
 //	   unknown outcomes may take effect at any time after their call;
 //	f. after heal every member has the same applied index and fsm.Hash,

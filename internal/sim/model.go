@@ -71,14 +71,45 @@ func effects(st linState, in linInput) []any {
 		}
 	case opClose, opExpire:
 		out = append(out, st.kill(in.session))
+	case opAbandon:
+		// It may have released the hold the abandoned acquire got, if
+		// the client was never told that grant (see abandonStep).
+		if st.holder == in.session && st.token == 0 {
+			n := st
+			n.holder, n.token = 0, 0
+			out = append(out, n)
+		}
 	}
 	return out
+}
+
+// abandonStep is the step of a known abandon outcome: a released grant
+// (o.granted, with its token and the count left) or no effect. A grant
+// whose token a client was told (st.token != 0) is the client's: an
+// abandon must never release it (a retry told GRANTED claims the request),
+// so only a hold whose token nobody learnt may go.
+func abandonStep(st linState, in linInput, o outcome) []any {
+	if !o.granted {
+		return []any{st} // left the lock alone: dequeued, claimed or refused
+	}
+	if st.holder != in.session || st.token != 0 {
+		return nil
+	}
+	if o.remaining > 0 {
+		return []any{st}
+	}
+	n := st
+	n.holder, n.token = 0, 0
+	return []any{n}
 }
 
 func lockStep(state, input, output any) []any {
 	st, in, o := state.(linState), input.(linInput), output.(outcome)
 	if o.unknown {
 		return effects(st, in)
+	}
+	if in.kind == opAbandon {
+		return abandonStep(st, in, o)
 	}
 	if o.code == fsmpb.Error_ERROR_SESSION_NOT_FOUND {
 		if in.kind == opClose {
@@ -111,6 +142,11 @@ func lockStep(state, input, output any) []any {
 		case o.ambiguous, o.code == fsmpb.Error_ERROR_NOT_HOLDER:
 			// NOT_HOLDER: a retry learnt that the hold an earlier
 			// attempt got has ended since.
+			return effects(st, in)
+		case o.retried && o.code == fsmpb.Error_ERROR_WAIT_CANCELLED:
+			// A retry may learn WAIT_CANCELLED from the cache after an
+			// abandon released the grant an earlier attempt got (both in
+			// the abandon's one entry).
 			return effects(st, in)
 		default: // timed out, cancelled, refused: no effect
 			return []any{st}

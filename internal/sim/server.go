@@ -297,10 +297,13 @@ func (p simProposer) CancelWait(_ context.Context, lock string, session, seq uin
 }
 
 // abandon is server.abandonWait: the caller of the queued acquire
-// (session, seq) went away, so the wait is cancelled through consensus and
-// a grant that crossed the cancel is released. Only a call already
+// (session, seq) went away, so one CancelWait marked abandoned goes through
+// consensus; it removes the waiter, or releases a grant that crossed it,
+// unless a retry of the request claimed it first. Only a call already
 // waiting in the queue is abandoned (a caller leaving during the propose
-// leaves its outcome to the log, as the server does).
+// leaves its outcome to the log, as the server does). The checker records
+// it as an operation that may release the session's hold: its result says
+// whether it did, and with which token.
 func (v *server) abandon(session, seq uint64) {
 	id := waitID{session, seq}
 	e := v.expect[id]
@@ -309,15 +312,10 @@ func (v *server) abandon(session, seq uint64) {
 	}
 	delete(v.expect, id)
 	lock := e.req.cmd.GetAcquire().GetLock()
-	cw := &fsmpb.Command{Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{Lock: lock, SessionId: session, AcquireSeq: seq}}}
-	_ = simProposer{v}.submitThen(cw, nil, func(res *fsmpb.Result, err error) {
-		g := res.GetAcquire()
-		if err != nil || res.GetError() != fsmpb.Error_ERROR_NOT_WAITING || g.GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
-			return
-		}
-		rel := &fsmpb.Command{SessionId: session, Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: lock, Token: g.GetToken()}}}
-		_ = simProposer{v}.submitThen(rel, &internalOp{kind: opRelease, session: session, lock: lock, token: g.GetToken()}, nil)
-	})
+	cw := &fsmpb.Command{Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{
+		Lock: lock, SessionId: session, AcquireSeq: seq, Abandoned: true,
+	}}}
+	_ = simProposer{v}.submit(cw, &internalOp{kind: opAbandon, session: session, lock: lock})
 	v.m.pump()
 }
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/cryptotest"
 	"time"
+
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
 var (
@@ -15,6 +17,7 @@ var (
 	flagDuration = flag.Duration("sim.duration", 0, "instead of the fixed seeds, run random seeds for this long")
 	flagVerbose  = flag.Bool("sim.v", false, "log every scenario's stats")
 	flagTrace    = flag.Bool("sim.trace", false, "with -sim.seed: print the run's events to stderr")
+	flagRetry    = flag.String("sim.retry-abandoned", "seed", "whether clients retry abandoned waits: seed (as ConfigFor draws it), on or off")
 )
 
 // ciSeeds is how many fixed seeds CI runs: a few hundred scenarios
@@ -35,6 +38,15 @@ func runSeed(t *testing.T, seed uint64) Result {
 	t.Helper()
 	cryptotest.SetGlobalRandom(t, seed)
 	cfg := ConfigFor(seed)
+	switch *flagRetry {
+	case "on":
+		cfg.RetryAbandoned = true
+	case "off":
+		cfg.RetryAbandoned = false
+	case "seed":
+	default:
+		t.Fatalf("-sim.retry-abandoned=%q: want seed, on or off", *flagRetry)
+	}
 	if *flagTrace && *flagSeed == seed {
 		cfg.Trace = os.Stderr
 	}
@@ -92,9 +104,9 @@ func TestSim(t *testing.T) {
 		}
 		total = addStats(total, res.Stats)
 	}
-	t.Logf("%d scenarios, %d faults (%d crashes, %d torn writes, %d partitions, %d dropped, %d duplicated msgs, %d heartbeat pauses, %d GC pauses, %d member pauses, %d slow raft clocks, %d slow client trips, %d dropped waiting connections), %d ops (%d unknown), %d fenced writes (%d rejected), %d elections, %d snapshots sent; linearizability timed out in %d",
+	t.Logf("%d scenarios, %d faults (%d crashes, %d torn writes, %d partitions, %d dropped, %d duplicated msgs, %d heartbeat pauses, %d GC pauses, %d member pauses, %d slow raft clocks, %d slow client trips, %d dropped waiting connections: %d grants released, %d kept by their abandons), %d ops (%d unknown), %d fenced writes (%d rejected), %d elections, %d snapshots sent; linearizability timed out in %d",
 		n, total.Faults(), total.Crashes, total.TornWrites, total.Partitions, total.Dropped, total.Duplicated, total.HBPauses, total.GCPauses, total.NodePauses, total.SlowClocks, total.SlowReplies, total.ConnDrops,
-		total.Ops, total.Unknown, total.Writes, total.WritesRejected, total.Elections, total.SnapsSent, unknownLin)
+		total.AbandonsReleased, total.AbandonsKept, total.Ops, total.Unknown, total.Writes, total.WritesRejected, total.Elections, total.SnapsSent, unknownLin)
 }
 
 // soak runs random seeds for d.
@@ -137,29 +149,38 @@ func addStats(a, b Stats) Stats {
 		ConnDrops: a.ConnDrops + b.ConnDrops, SlowClocks: a.SlowClocks + b.SlowClocks, Ops: a.Ops + b.Ops, Unknown: a.Unknown + b.Unknown, Writes: a.Writes + b.Writes,
 		WritesRejected: a.WritesRejected + b.WritesRejected, Elections: a.Elections + b.Elections,
 		SnapsSent: a.SnapsSent + b.SnapsSent, Entries: a.Entries + b.Entries,
+		AbandonsReleased: a.AbandonsReleased + b.AbandonsReleased, AbandonsKept: a.AbandonsKept + b.AbandonsKept,
 	}
 }
 
-// TestKnownBugAbandonedWaitRetry replays the race the simulation found
-// between internal/server's abandonWait and an exactly-once retry of the
-// same acquire (seed 349 with RetryAbandoned): a queued acquire is
-// granted (index 77); its caller's connection drops, so the server
-// proposes CancelWait, which finds the grant (78: NOT_WAITING + granted);
-// the client retries the same seq and is told GRANTED token 77 from the
-// cached result (79); then the server's cleanup Release of token 77
-// applies (80). The client believes it holds a lock whose hold the log
-// has ended; its fenced write with token 77 is accepted although the
-// hold ended (checker c). The fix needs the cleanup to be superseded by a
-// later attempt of the same request (or to be one atomic log entry that
-// the retry observes), which changes the log format; until then this test
-// documents the bug.
-func TestKnownBugAbandonedWaitRetry(t *testing.T) {
+// TestAbandonedWaitRetry replays the race the simulation found between a
+// server's cleanup of an abandoned wait and an exactly-once retry of the
+// same acquire (seed 349 with RetryAbandoned). Before the fix: a queued
+// acquire was granted (index 77); its caller's connection dropped, so the
+// server proposed CancelWait, which found the grant (78: NOT_WAITING +
+// granted); the client retried the same seq and was told GRANTED token 77
+// from the cached result (79); then the server's separate cleanup Release
+// of token 77 applied (80), and the client's fenced write with token 77 was
+// accepted although the hold had ended (checker c). Now the cleanup is one
+// CancelWait marked abandoned: it releases the grant in its own entry, and
+// the retry after it learns WAIT_CANCELLED (a retry before it would claim
+// the request and the cleanup would do nothing).
+func TestAbandonedWaitRetry(t *testing.T) {
 	cryptotest.SetGlobalRandom(t, 349)
 	cfg := ConfigFor(349)
 	cfg.RetryAbandoned = true
 	res := Run(cfg)
-	if res.Err == nil {
-		t.Fatalf("seed 349 with RetryAbandoned passed: the abandon/retry race is fixed (or the seed no longer reaches it); turn this into a regression test")
+	if res.Err != nil {
+		t.Fatalf("seed 349 with RetryAbandoned failed: %v", res.Err)
 	}
-	t.Skipf("known bug (reproduced): %v", res.Err)
+	reached := false
+	for _, op := range res.history {
+		in, o := op.Input.(linInput), op.Output.(outcome)
+		if in.kind == opAcquireWait && o.retried && o.code == fsmpb.Error_ERROR_WAIT_CANCELLED {
+			reached = true
+		}
+	}
+	if res.Stats.AbandonsReleased == 0 || !reached {
+		t.Fatalf("seed 349 no longer reaches the race (an abandon that releases a grant, and a retried wait told WAIT_CANCELLED): stats %+v", res.Stats)
+	}
 }

@@ -856,11 +856,24 @@ func (x *CasRelease) GetToken() uint64 {
 // Sent by the session itself (Command.session_id == session_id) or by the
 // leader when the wait timed out (Command.session_id == 0).
 type CancelWait struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Lock          string                 `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
-	SessionId     uint64                 `protobuf:"varint,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	AcquireSeq    uint64                 `protobuf:"varint,3,opt,name=acquire_seq,json=acquireSeq,proto3" json:"acquire_seq,omitempty"`
-	TimedOut      bool                   `protobuf:"varint,4,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Lock       string                 `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
+	SessionId  uint64                 `protobuf:"varint,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	AcquireSeq uint64                 `protobuf:"varint,3,opt,name=acquire_seq,json=acquireSeq,proto3" json:"acquire_seq,omitempty"`
+	TimedOut   bool                   `protobuf:"varint,4,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	// abandoned: sent by a server whose caller of the queued acquire went
+	// away, to undo that acquire in this one entry. Unless a retry of the
+	// same (session_id, acquire_seq) has claimed the request (see
+	// CachedResult.claimed), it removes the waiter if still queued, or, if
+	// the grant won the race, drops one count of the hold that acquire got
+	// (ending it at zero and handing the lock on, as Release does) and sets
+	// the acquire's cached result to WAIT_CANCELLED. The Result then carries
+	// the released hold in acquire (GRANTED, its token) and the count left in
+	// remaining_count. A claimed request, or one whose cached result is
+	// already forgotten (below min_unacked_seq: the client may have learnt
+	// the grant), is refused with NOT_WAITING and nothing changes. Not
+	// allowed together with timed_out.
+	Abandoned     bool `protobuf:"varint,5,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -923,6 +936,13 @@ func (x *CancelWait) GetTimedOut() bool {
 	return false
 }
 
+func (x *CancelWait) GetAbandoned() bool {
+	if x != nil {
+		return x.Abandoned
+	}
+	return false
+}
+
 // Result is what applying one Command produced.
 type Result struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -930,7 +950,9 @@ type Result struct {
 	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// session_id of a newly opened session.
 	SessionId uint64 `protobuf:"varint,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// acquire is the outcome of Acquire.
+	// acquire is the outcome of Acquire. A CancelWait that finds the acquire
+	// granted reports the hold here: with NOT_WAITING when it left it alone,
+	// with no error when an abandoned CancelWait released one count of it.
 	Acquire *AcquireOutcome `protobuf:"bytes,4,opt,name=acquire,proto3" json:"acquire,omitempty"`
 	// acquire_many has one outcome per requested lock, in request order.
 	AcquireMany []*AcquireOutcome `protobuf:"bytes,5,rep,name=acquire_many,json=acquireMany,proto3" json:"acquire_many,omitempty"`
@@ -939,7 +961,8 @@ type Result struct {
 	Grants        []*Grant     `protobuf:"bytes,6,rep,name=grants,proto3" json:"grants,omitempty"`
 	WaitsEnded    []*WaitEnded `protobuf:"bytes,7,rep,name=waits_ended,json=waitsEnded,proto3" json:"waits_ended,omitempty"`
 	SessionsEnded []uint64     `protobuf:"varint,8,rep,packed,name=sessions_ended,json=sessionsEnded,proto3" json:"sessions_ended,omitempty"`
-	// released_count is the count left after a Release (0: hold ended).
+	// remaining_count is the count left after a Release, or after an
+	// abandoned CancelWait released a count (0: hold ended).
 	RemainingCount uint32 `protobuf:"varint,9,opt,name=remaining_count,json=remainingCount,proto3" json:"remaining_count,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -1423,9 +1446,14 @@ func (x *Session) GetHolds() uint32 {
 }
 
 type CachedResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	Result        *Result                `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Seq    uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Result *Result                `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	// claimed: a retry of this Acquire (same session and seq) was answered
+	// from this cached result, or the session's own CancelWait of it was
+	// answered with its grant, so the client may act on that answer; an
+	// abandoned CancelWait of the seq no longer has any effect.
+	Claimed       bool `protobuf:"varint,3,opt,name=claimed,proto3" json:"claimed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1472,6 +1500,13 @@ func (x *CachedResult) GetResult() *Result {
 		return x.Result
 	}
 	return nil
+}
+
+func (x *CachedResult) GetClaimed() bool {
+	if x != nil {
+		return x.Claimed
+	}
+	return false
 }
 
 type Lock struct {
@@ -1764,7 +1799,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\x04R\tsessionId\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token\"}\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\"\x9b\x01\n" +
 	"\n" +
 	"CancelWait\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1d\n" +
@@ -1772,7 +1807,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"session_id\x18\x02 \x01(\x04R\tsessionId\x12\x1f\n" +
 	"\vacquire_seq\x18\x03 \x01(\x04R\n" +
 	"acquireSeq\x12\x1b\n" +
-	"\ttimed_out\x18\x04 \x01(\bR\btimedOut\"\x9c\x03\n" +
+	"\ttimed_out\x18\x04 \x01(\bR\btimedOut\x12\x1c\n" +
+	"\tabandoned\x18\x05 \x01(\bR\tabandoned\"\x9c\x03\n" +
 	"\x06Result\x12)\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
@@ -1818,10 +1854,11 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x11created_unix_nano\x18\x05 \x01(\x03R\x0fcreatedUnixNano\x12&\n" +
 	"\x0fmin_unacked_seq\x18\x06 \x01(\x04R\rminUnackedSeq\x124\n" +
 	"\aresults\x18\a \x03(\v2\x1a.baton.fsm.v1.CachedResultR\aresults\x12\x14\n" +
-	"\x05holds\x18\b \x01(\rR\x05holds\"N\n" +
+	"\x05holds\x18\b \x01(\rR\x05holds\"h\n" +
 	"\fCachedResult\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12,\n" +
-	"\x06result\x18\x02 \x01(\v2\x14.baton.fsm.v1.ResultR\x06result\"z\n" +
+	"\x06result\x18\x02 \x01(\v2\x14.baton.fsm.v1.ResultR\x06result\x12\x18\n" +
+	"\aclaimed\x18\x03 \x01(\bR\aclaimed\"z\n" +
 	"\x04Lock\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\aholders\x18\x02 \x03(\v2\x14.baton.fsm.v1.HolderR\aholders\x12.\n" +
