@@ -19,7 +19,8 @@ import (
 // StreamBuffer is how many responses may wait to be sent on one session
 // stream. A client that reads slower than that loses the stream (it
 // resumes and re-asks by sequence number) rather than the server dropping
-// a grant or growing without bound.
+// a grant or growing without bound. The queue grows with its backlog, so
+// an idle stream costs nothing for it.
 const StreamBuffer = 4096
 
 var (
@@ -31,21 +32,49 @@ var (
 type stream struct {
 	session uint64
 	closing atomic.Bool // the client asked to close the session
-	out     chan *batonpb.SessionResponse
-	once    sync.Once
-	endErr  error
-	ended   chan struct{}
+
+	mu     sync.Mutex
+	queue  []*batonpb.SessionResponse
+	ready  chan struct{} // signalled (capacity 1) when queue became non-empty
+	once   sync.Once
+	endErr error
+	ended  chan struct{}
 }
 
-// push queues r for sending without blocking; a full buffer ends the
+func newStream(session uint64) *stream {
+	return &stream{session: session, ready: make(chan struct{}, 1), ended: make(chan struct{})}
+}
+
+// push queues r for sending without blocking; a full queue ends the
 // stream.
 func (st *stream) push(r *batonpb.SessionResponse) {
+	st.mu.Lock()
 	select {
 	case <-st.ended:
-	case st.out <- r:
+		st.mu.Unlock()
+		return
 	default:
-		st.end(errStreamSlow)
 	}
+	if len(st.queue) >= StreamBuffer {
+		st.mu.Unlock()
+		st.end(errStreamSlow)
+		return
+	}
+	st.queue = append(st.queue, r)
+	st.mu.Unlock()
+	select {
+	case st.ready <- struct{}{}:
+	default:
+	}
+}
+
+// take returns everything queued, in order, and empties the queue.
+func (st *stream) take() []*batonpb.SessionResponse {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	q := st.queue
+	st.queue = nil
+	return q
 }
 
 // end ends the stream with err (nil: after the queued responses are sent).
@@ -67,7 +96,7 @@ func (s *Server) Session(gs batonpb.Baton_SessionServer) error {
 	if err != nil {
 		return s.toStatus(err)
 	}
-	st := &stream{session: id, out: make(chan *batonpb.SessionResponse, StreamBuffer), ended: make(chan struct{})}
+	st := newStream(id)
 	s.hub.attach(st)
 	defer s.hub.detach(st)
 	if err := gs.Send(&batonpb.SessionResponse{Id: first.GetId(), Kind: &batonpb.SessionResponse_Open{Open: openResp}}); err != nil {
@@ -91,10 +120,12 @@ func (s *Server) Session(gs batonpb.Baton_SessionServer) error {
 	})
 	for {
 		select {
-		case r := <-st.out:
-			if err := gs.Send(r); err != nil {
-				cancel()
-				return err
+		case <-st.ready:
+			for _, r := range st.take() {
+				if err := gs.Send(r); err != nil {
+					cancel()
+					return err
+				}
 			}
 		case err := <-recvErr:
 			cancel()
@@ -105,16 +136,10 @@ func (s *Server) Session(gs batonpb.Baton_SessionServer) error {
 		case <-st.ended:
 			cancel()
 			// Flush what is queued (the session_lost notice among it).
-			for {
-				select {
-				case r := <-st.out:
-					if err := gs.Send(r); err != nil {
-						return err
-					}
-					continue
-				default:
+			for _, r := range st.take() {
+				if err := gs.Send(r); err != nil {
+					return err
 				}
-				break
 			}
 			return st.endErr
 		case <-s.stopC:
