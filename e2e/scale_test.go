@@ -1,0 +1,168 @@
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/batonlock/baton/api/batonpb"
+)
+
+var (
+	scale         = flag.Bool("e2e.scale", false, "run TestScale (minutes of load; not part of CI)")
+	scaleSessions = flag.Int("e2e.scale-sessions", 100_000, "sessions TestScale opens")
+	scaleLocks    = flag.Int("e2e.scale-locks", 1_000_000, "locks TestScale holds, spread over the sessions")
+)
+
+// TestScale loads a 3-node cluster of real processes with the issue-5
+// scale point (1,000,000 held locks over 100,000 sessions, every session
+// kept alive by a keepalive), reports each member's resident memory, then
+// kill -9s every member, restarts them and reports the time until the
+// cluster serves a linearizable read again.
+//
+//	go test ./e2e -run TestScale -e2e.scale -v
+func TestScale(t *testing.T) {
+	skipShort(t)
+	if !*scale {
+		t.Skip("load test; run with -e2e.scale")
+	}
+	addrs := freeLoopbackAddrs(t, 6)
+	c := newCluster(t, clusterConfig{n: 3, clientAddrs: addrs[:3], peerAddrs: addrs[3:]})
+	ctx := context.Background()
+	c.start(ctx)
+	lead := waitLeader(t, ctx, c)
+	conn, err := grpc.NewClient(lead.clientAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cl := batonpb.NewBatonClient(conn)
+
+	nSess, perSession := *scaleSessions, *scaleLocks / *scaleSessions
+	ids := make([]uint64, nSess)
+	start := time.Now()
+	parallel(t, nSess, func(i int) error {
+		r, err := cl.OpenSession(ctx, &batonpb.OpenSessionRequest{Ttl: durationpb.New(10 * time.Minute), Owner: fmt.Sprintf("scale/%d", i)})
+		ids[i] = r.GetSessionId()
+		return err
+	})
+	t.Logf("opened %d sessions in %v", nSess, time.Since(start))
+	start = time.Now()
+	parallel(t, nSess, func(i int) error {
+		names := make([]string, perSession)
+		for j := range names {
+			names[j] = fmt.Sprintf("inventory/row/%d", i*perSession+j)
+		}
+		r, err := cl.AcquireMany(ctx, &batonpb.AcquireManyRequest{Header: &batonpb.RequestHeader{SessionId: ids[i], Seq: 1}, Names: names})
+		if err == nil && len(r.GetResults()) > 0 && !r.GetResults()[0].GetAcquired() {
+			err = fmt.Errorf("session %d: %s not acquired", ids[i], names[0])
+		}
+		return err
+	})
+	t.Logf("acquired %d locks in %v", nSess*perSession, time.Since(start))
+	before, err := lead.status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	parallel(t, nSess, func(i int) error {
+		_, err := cl.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: ids[i]})
+		return err
+	})
+	st, err := lead.status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kept %d sessions alive in %v; commit index %s before, %s after (keepalives are not logged)",
+		nSess, time.Since(start), before.CommitIndex, st.CommitIndex)
+	t.Logf("leader %s: commit %s, %d sessions, %d locks", lead.name, st.CommitIndex, st.Sessions, st.Locks)
+	waitConverged(t, ctx, c)
+	for _, nd := range c.nodes {
+		t.Logf("%s resident memory: %d MiB", nd.name, rssMiB(t, nd))
+	}
+
+	for _, nd := range c.nodes {
+		nd.kill()
+	}
+	start = time.Now()
+	for _, nd := range c.nodes {
+		if err := nd.start(c.bin); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lead = waitLeader(t, ctx, c)
+	conn2, err := grpc.NewClient(lead.clientAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn2.Close()
+	cl2 := batonpb.NewBatonClient(conn2)
+	for {
+		g, err := cl2.Get(ctx, &batonpb.GetRequest{Name: "inventory/row/0"})
+		if err == nil && len(g.GetLock().GetHolders()) == 1 {
+			break
+		}
+		if time.Since(start) > 5*time.Minute {
+			t.Fatalf("not serving 5 minutes after restart: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("after kill -9 of all members: serving a linearizable read %v after restart", time.Since(start))
+	for _, nd := range c.nodes {
+		t.Logf("%s resident memory after restart: %d MiB", nd.name, rssMiB(t, nd))
+	}
+}
+
+// parallel runs f(0..n-1) on 64 goroutines and fails t on the first error.
+func parallel(t *testing.T, n int, f func(i int) error) {
+	t.Helper()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var first atomic.Value
+	for range 64 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || first.Load() != nil {
+					return
+				}
+				if err := f(i); err != nil {
+					first.CompareAndSwap(nil, fmt.Errorf("item %d: %w", i, err))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := first.Load(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func rssMiB(t *testing.T, nd *node) int {
+	nd.mu.Lock()
+	pid := nd.cmd.Process.Pid
+	nd.mu.Unlock()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.Atoi(f[1])
+			return kb / 1024
+		}
+	}
+	return -1
+}
