@@ -7,13 +7,10 @@
 package liveness
 
 import (
-	"cmp"
+	"container/heap"
 	"context"
 	"errors"
 	"log/slog"
-	"maps"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -78,6 +75,7 @@ type Tracker struct {
 	term     uint64
 	sessions map[uint64]*session
 	waits    map[waitKey]*wait
+	queue    deadlines // every live deadline, lazily checked
 	wake     chan struct{}
 	wg       sync.WaitGroup
 }
@@ -133,6 +131,7 @@ func (t *Tracker) Promote(term uint64, m *fsm.Machine) {
 	for _, w := range m.Waiters() {
 		t.waits[waitKey{w.Lock, w.SessionID, w.AcquireSeq}] = &wait{deadline: now.Add(w.Timeout)}
 	}
+	t.rebuildQueue()
 	t.log.Info("leading: deadlines restarted", "term", term, "sessions", len(t.sessions), "timed_waits", len(t.waits))
 	t.poke()
 }
@@ -144,6 +143,7 @@ func (t *Tracker) Demote() {
 	t.leader = false
 	clear(t.sessions)
 	clear(t.waits)
+	t.queue = nil
 }
 
 // Applied follows the state machine: sessions and timed waits come and go.
@@ -161,6 +161,7 @@ func (t *Tracker) Applied(cmd *fsmpb.Command, res *fsmpb.Result) {
 		case *fsmpb.Command_OpenSession:
 			ttl := time.Duration(op.OpenSession.GetTtlNanos())
 			t.sessions[res.GetSessionId()] = &session{ttl: ttl, deadline: now.Add(ttl)}
+			t.queueSession(res.GetSessionId(), now.Add(ttl))
 			changed = true
 		case *fsmpb.Command_BlacklistSession:
 			if s := t.sessions[op.BlacklistSession.GetSessionId()]; s != nil {
@@ -169,9 +170,10 @@ func (t *Tracker) Applied(cmd *fsmpb.Command, res *fsmpb.Result) {
 		case *fsmpb.Command_Acquire:
 			a := res.GetAcquire()
 			if a.GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED && op.Acquire.GetWaitTimeoutNanos() > 0 {
-				t.waits[waitKey{a.GetLock(), cmd.GetSessionId(), cmd.GetSeq()}] = &wait{
-					deadline: now.Add(time.Duration(op.Acquire.GetWaitTimeoutNanos())),
-				}
+				k := waitKey{a.GetLock(), cmd.GetSessionId(), cmd.GetSeq()}
+				at := now.Add(time.Duration(op.Acquire.GetWaitTimeoutNanos()))
+				t.waits[k] = &wait{deadline: at}
+				t.queueWait(k, at)
 				changed = true
 			}
 		}
@@ -337,38 +339,34 @@ func (t *Tracker) due() ([]job, time.Time) {
 		}
 	}
 	var jobs []job
-	for _, id := range slices.Sorted(maps.Keys(t.sessions)) {
-		s := t.sessions[id]
-		if s.expiring {
+	for len(t.queue) > 0 && !now.Before(t.queue[0].at) {
+		d := heap.Pop(&t.queue).(deadline)
+		if d.wait {
+			w := t.waits[d.key]
+			switch {
+			case w == nil || w.cancelling:
+				// Ended, or being cancelled (a failed cancel re-queues).
+			case now.Before(w.deadline):
+				t.queueWait(d.key, w.deadline)
+			default:
+				w.cancelling = true
+				jobs = append(jobs, job{term: t.term, wait: d.key, cancel: true})
+			}
 			continue
 		}
-		if now.Before(s.deadline) {
-			later(s.deadline)
-			continue
+		s := t.sessions[d.session]
+		switch {
+		case s == nil || s.expiring:
+			// Ended, or being expired (a failed expiry re-queues).
+		case now.Before(s.deadline):
+			t.queueSession(d.session, s.deadline) // a heartbeat moved it
+		default:
+			s.expiring = true
+			jobs = append(jobs, job{term: t.term, session: d.session})
 		}
-		s.expiring = true
-		jobs = append(jobs, job{term: t.term, session: id})
 	}
-	keys := slices.SortedFunc(maps.Keys(t.waits), func(a, b waitKey) int {
-		if c := strings.Compare(a.lock, b.lock); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.session, b.session); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.seq, b.seq)
-	})
-	for _, k := range keys {
-		w := t.waits[k]
-		if w.cancelling {
-			continue
-		}
-		if now.Before(w.deadline) {
-			later(w.deadline)
-			continue
-		}
-		w.cancelling = true
-		jobs = append(jobs, job{term: t.term, wait: k, cancel: true})
+	if len(t.queue) > 0 {
+		later(t.queue[0].at)
 	}
 	return jobs, next
 }
@@ -393,6 +391,7 @@ func (t *Tracker) done(j job, err error) {
 		rearm = func() {
 			if w := t.waits[k]; w != nil {
 				w.cancelling = false
+				t.queueWait(k, t.now())
 			}
 		}
 	} else {
@@ -401,6 +400,7 @@ func (t *Tracker) done(j job, err error) {
 		rearm = func() {
 			if s := t.sessions[id]; s != nil {
 				s.expiring = false
+				t.queueSession(id, t.now())
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -29,7 +30,8 @@ func (p *recProposer) CancelWait(context.Context, string, uint64, uint64) error 
 // TestManualTrackerOnVirtualClock checks the manual mode the simulation
 // uses: deadlines follow the injected clock, a new leader grants a full
 // TTL from its promotion, FireDue proposes in id order in the caller's
-// goroutine, and a failed proposal is retried RetryDelay later.
+// goroutine in deadline order (ties by id), and a failed proposal is
+// retried RetryDelay later.
 func TestManualTrackerOnVirtualClock(t *testing.T) {
 	now := time.Unix(1000, 0)
 	p := &recProposer{}
@@ -53,8 +55,10 @@ func TestManualTrackerOnVirtualClock(t *testing.T) {
 	now = now.Add(2 * time.Second)
 	p.fail = true
 	next = tr.FireDue(context.Background())
-	if !slices.Equal(p.expired, []uint64{1, 2}) {
-		t.Fatalf("expired %v, want [1 2] in id order", p.expired)
+	// Session 2's deadline (heartbeat at +0.5 s, TTL 1 s) passed before
+	// session 1's (TTL 2 s).
+	if !slices.Equal(p.expired, []uint64{2, 1}) {
+		t.Fatalf("expired %v, want [2 1] in deadline order", p.expired)
 	}
 	if want := now.Add(RetryDelay); !next.Equal(want) {
 		t.Fatalf("next %v, want the retry at %v", next, want)
@@ -65,12 +69,39 @@ func TestManualTrackerOnVirtualClock(t *testing.T) {
 	p.fail = false
 	now = now.Add(RetryDelay)
 	tr.FireDue(context.Background())
-	if !slices.Equal(p.expired, []uint64{1, 2, 1, 2}) {
+	// Both retries come due at the same instant: by id.
+	if !slices.Equal(p.expired, []uint64{2, 1, 1, 2}) {
 		t.Fatalf("expired %v, want the retries", p.expired)
 	}
 	tr.Demote()
 	now = now.Add(time.Hour)
 	if next := tr.FireDue(context.Background()); !next.IsZero() || len(p.expired) != 4 {
 		t.Fatalf("a follower proposed: next %v expired %v", next, p.expired)
+	}
+}
+
+// BenchmarkHeartbeatAndDue: with many sessions, a heartbeat and a check for
+// due deadlines must not cost a scan of every session.
+func BenchmarkHeartbeatAndDue(b *testing.B) {
+	for _, n := range []int{1_000, 100_000} {
+		b.Run("sessions="+strconv.Itoa(n), func(b *testing.B) {
+			now := time.Unix(1000, 0)
+			tr := NewManual(&recProposer{}, nil, func() time.Time { return now })
+			m := fsm.New()
+			for i := range n {
+				m.Apply(uint64(i+1), &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{TtlNanos: int64(10 * time.Second), Owner: "o"}}})
+			}
+			tr.Promote(1, m)
+			id := uint64(1)
+			b.ReportAllocs()
+			for b.Loop() {
+				now = now.Add(time.Microsecond)
+				if _, err := tr.Heartbeat(id, now); err != nil {
+					b.Fatal(err)
+				}
+				tr.FireDue(context.Background())
+				id = id%uint64(n) + 1
+			}
+		})
 	}
 }

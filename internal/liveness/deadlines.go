@@ -1,0 +1,76 @@
+package liveness
+
+import (
+	"cmp"
+	"container/heap"
+	"strings"
+	"time"
+)
+
+// deadline is one entry of the tracker's queue: a session's or a timed
+// wait's deadline as it was when queued. Entries are checked lazily when
+// they come due: a heartbeat moves a session's deadline without touching
+// the queue, and the stale entry is re-queued at the new deadline when it
+// pops; entries of ended sessions and waits are dropped then. So a
+// heartbeat costs O(1) and a due check O(log n), whatever the number of
+// sessions.
+type deadline struct {
+	at      time.Time
+	wait    bool
+	session uint64  // when !wait
+	key     waitKey // when wait
+}
+
+// deadlines is a min-heap ordered by time, then deterministically (sessions
+// before waits, then by id and key) so a manual tracker replays exactly.
+type deadlines []deadline
+
+func (d deadlines) Len() int { return len(d) }
+func (d deadlines) Less(i, j int) bool {
+	a, b := d[i], d[j]
+	if !a.at.Equal(b.at) {
+		return a.at.Before(b.at)
+	}
+	if a.wait != b.wait {
+		return !a.wait
+	}
+	if c := cmp.Compare(a.session, b.session); c != 0 {
+		return c < 0
+	}
+	if c := strings.Compare(a.key.lock, b.key.lock); c != 0 {
+		return c < 0
+	}
+	if c := cmp.Compare(a.key.session, b.key.session); c != 0 {
+		return c < 0
+	}
+	return a.key.seq < b.key.seq
+}
+func (d deadlines) Swap(i, j int) { d[i], d[j] = d[j], d[i] }
+func (d *deadlines) Push(x any)   { *d = append(*d, x.(deadline)) }
+func (d *deadlines) Pop() any {
+	old := *d
+	x := old[len(old)-1]
+	*d = old[:len(old)-1]
+	return x
+}
+
+// queueSession and queueWait add an entry; callers hold t.mu.
+func (t *Tracker) queueSession(id uint64, at time.Time) {
+	heap.Push(&t.queue, deadline{at: at, session: id})
+}
+
+func (t *Tracker) queueWait(k waitKey, at time.Time) {
+	heap.Push(&t.queue, deadline{at: at, wait: true, key: k})
+}
+
+// rebuildQueue queues every session and wait afresh (on promotion).
+func (t *Tracker) rebuildQueue() {
+	t.queue = t.queue[:0]
+	for id, s := range t.sessions {
+		t.queue = append(t.queue, deadline{at: s.deadline, session: id})
+	}
+	for k, w := range t.waits {
+		t.queue = append(t.queue, deadline{at: w.deadline, wait: true, key: k})
+	}
+	heap.Init(&t.queue)
+}
