@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,34 +155,75 @@ func TestSingleNodeTokenIsEntryIndex(t *testing.T) {
 	}
 }
 
-func TestProposalsFromManyGoroutinesShareReadies(t *testing.T) {
-	n := startNode(t, 1, []uint64{1}, &memStore{}, &memNet{nodes: map[uint64]*Node{}})
+// gatedStore blocks Save while its gate is closed, so a test can make
+// proposals queue up behind one write.
+type gatedStore struct {
+	memStore
+	armed   atomic.Bool
+	gate    chan struct{}
+	blocked chan struct{} // receives once a Save waits at the gate
+}
+
+func (s *gatedStore) Save(hs *raftpb.HardState, ents []*raftpb.Entry, sync bool) error {
+	if len(ents) > 0 && s.armed.Load() {
+		select {
+		case s.blocked <- struct{}{}:
+		default:
+		}
+		<-s.gate
+	}
+	return s.memStore.Save(hs, ents, sync)
+}
+
+// Proposals that queue while the loop writes go into raft as one MsgProp
+// and one write (group commit).
+func TestProposalsQueuedDuringAWriteShareOneBatch(t *testing.T) {
+	st := &gatedStore{gate: make(chan struct{}), blocked: make(chan struct{}, 1)}
+	net := &memNet{nodes: map[uint64]*Node{}}
+	cfg := DefaultConfig()
+	cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 1, []uint64{1}, st, net
+	cfg.TickInterval = 5 * time.Millisecond
+	n, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer n.Stop()
 	waitLeader(t, n)
 	s := open(t, n, "a")
-	var wg sync.WaitGroup
-	errs := make(chan error, 200)
-	for i := range 200 {
-		wg.Go(func() {
-			cmd := acquire(s, uint64(i+1), fmt.Sprintf("k%d", i))
-			cmd.MinUnackedSeq = 1 // all 200 are in flight at once
-			res, _, err := n.Propose(context.Background(), cmd)
-			if err == nil {
-				err = fsm.ErrorOf(res)
-			}
-			if err != nil {
-				errs <- err
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+
+	before := n.Metrics() // published at the end of each Ready: settled now
+	st.armed.Store(true)
+	first, err := n.Submit(acquire(s, 1, "k0"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	m := n.Metrics()
-	if m.ProposeBatches >= m.Proposals {
-		t.Fatalf("no batching: %d proposals in %d batches", m.Proposals, m.ProposeBatches)
+	<-st.blocked // the loop is inside the write of the first proposal
+	const queued = 200
+	futures := make([]*Future, queued)
+	for i := range futures {
+		cmd := acquire(s, uint64(i+2), fmt.Sprintf("k%d", i+1))
+		cmd.MinUnackedSeq = 1
+		if futures[i], err = n.Submit(cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(st.gate)
+	for _, f := range append(futures, first) {
+		res, _, err := f.Wait(context.Background())
+		if err == nil {
+			err = fsm.ErrorOf(res)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := n.Metrics()
+	// One batch for the first proposal, one for all that queued behind it.
+	if batches := after.ProposeBatches - before.ProposeBatches; batches != 2 {
+		t.Fatalf("1 + %d queued proposals went in %d batches, want 2", queued, batches)
+	}
+	if fsyncs := after.Fsyncs - before.Fsyncs; fsyncs > 2 {
+		t.Fatalf("%d fsyncs for the first proposal and the queued batch, want at most 2", fsyncs)
 	}
 }
 
