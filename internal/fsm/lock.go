@@ -71,6 +71,23 @@ func (m *Machine) lockFor(name string) *lock {
 // settle grants l to waiters from the head of its queue while it has room,
 // with this entry's index as token, and deletes l if nobody holds or waits
 // for it. Only as many waiters as there is room for are woken.
+// hold makes s (owner key, acquire seq) a holder of l, granted by this
+// entry: its token is the entry's index.
+func (l *lock) hold(a *apply, s *session, ownerKey string, acquireSeq uint64) *fsmpb.Holder {
+	h := &fsmpb.Holder{
+		SessionId:     s.id,
+		OwnerKey:      ownerKey,
+		Owner:         s.owner,
+		Token:         a.index,
+		Count:         1,
+		SinceUnixNano: a.wall,
+		AcquireSeq:    acquireSeq,
+	}
+	l.holders = append(l.holders, h)
+	s.addHold(l.name)
+	return h
+}
+
 func (m *Machine) settle(a *apply, l *lock) {
 	for l.free() && len(l.waiters) > 0 {
 		w := l.waiters[0]
@@ -81,16 +98,7 @@ func (m *Machine) settle(a *apply, l *lock) {
 				quote(l.name) + " belongs to missing session " + strconv.FormatUint(w.GetSessionId(), 10))
 		}
 		delete(s.waits, waitKey{l.name, w.GetAcquireSeq()})
-		l.holders = append(l.holders, &fsmpb.Holder{
-			SessionId:     w.GetSessionId(),
-			OwnerKey:      w.GetOwnerKey(),
-			Owner:         w.GetOwner(),
-			Token:         a.index,
-			Count:         1,
-			SinceUnixNano: a.wall,
-			AcquireSeq:    w.GetAcquireSeq(),
-		})
-		s.addHold(l.name)
+		l.hold(a, s, w.GetOwnerKey(), w.GetAcquireSeq())
 		s.granted(w.GetAcquireSeq(), l.name, a.index)
 		a.res.Grants = append(a.res.Grants, &fsmpb.Grant{
 			SessionId:  w.GetSessionId(),
@@ -151,18 +159,7 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 			a.refuse(tooManyHolds(s))
 			return
 		}
-		l = m.lockFor(name)
-		h := &fsmpb.Holder{
-			SessionId:     s.id,
-			OwnerKey:      op.GetOwnerKey(),
-			Owner:         s.owner,
-			Token:         a.index,
-			Count:         1,
-			SinceUnixNano: a.wall,
-			AcquireSeq:    a.seq,
-		}
-		l.holders = append(l.holders, h)
-		s.addHold(name)
+		h := m.lockFor(name).hold(a, s, op.GetOwnerKey(), a.seq)
 		a.res.Acquire = grantedOutcome(name, h)
 		return
 	}
@@ -277,18 +274,7 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 			h.Count++
 			out = append(out, grantedOutcome(name, h))
 		case l == nil || (l.free() && len(l.waiters) == 0):
-			l = m.lockFor(name)
-			h := &fsmpb.Holder{
-				SessionId:     s.id,
-				OwnerKey:      op.GetOwnerKey(),
-				Owner:         s.owner,
-				Token:         a.index,
-				Count:         1,
-				SinceUnixNano: a.wall,
-				AcquireSeq:    a.seq,
-			}
-			l.holders = append(l.holders, h)
-			s.addHold(name)
+			h := m.lockFor(name).hold(a, s, op.GetOwnerKey(), a.seq)
 			out = append(out, grantedOutcome(name, h))
 		default:
 			out = append(out, &fsmpb.AcquireOutcome{
