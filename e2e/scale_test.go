@@ -71,6 +71,9 @@ func TestScale(t *testing.T) {
 		return err
 	})
 	t.Logf("acquired %d locks in %v", nSess*perSession, time.Since(start))
+	// Settle first: a member publishes its status at the end of a Ready,
+	// a moment after it answered the requests that Ready applied.
+	waitConverged(t, ctx, c)
 	before, err := lead.status(ctx)
 	if err != nil {
 		t.Fatal(err)
