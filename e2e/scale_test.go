@@ -23,6 +23,7 @@ var (
 	scale         = flag.Bool("e2e.scale", false, "run TestScale (minutes of load; not part of CI)")
 	scaleSessions = flag.Int("e2e.scale-sessions", 100_000, "sessions TestScale opens")
 	scaleLocks    = flag.Int("e2e.scale-locks", 1_000_000, "locks TestScale holds, spread over the sessions")
+	scaleSnap     = flag.Int("e2e.scale-snapshot-entries", 0, "servers' --snapshot-entries in TestScale (0: their default)")
 )
 
 // TestScale loads a 3-node cluster of real processes with the issue-5
@@ -38,7 +39,11 @@ func TestScale(t *testing.T) {
 		t.Skip("load test; run with -e2e.scale")
 	}
 	addrs := freeLoopbackAddrs(t, 6)
-	c := newCluster(t, clusterConfig{n: 3, clientAddrs: addrs[:3], peerAddrs: addrs[3:]})
+	var extra []string
+	if *scaleSnap > 0 {
+		extra = []string{"--snapshot-entries", strconv.Itoa(*scaleSnap)}
+	}
+	c := newCluster(t, clusterConfig{n: 3, clientAddrs: addrs[:3], peerAddrs: addrs[3:], extraArgs: extra})
 	ctx := context.Background()
 	c.start(ctx)
 	lead := waitLeader(t, ctx, c)

@@ -21,30 +21,6 @@ func (m *Machine) Snapshot() ([]byte, error) {
 }
 
 func (m *Machine) marshal(applied uint64) ([]byte, error) {
-	return MarshalState(m.state(applied, false))
-}
-
-// State returns the whole state as an fsmpb.Snapshot that later Apply calls
-// do not change (its records are copies), so it can be marshalled with
-// MarshalState on another goroutine while the machine goes on applying.
-// Building it costs a copy of every record, a fraction of marshalling.
-func (m *Machine) State() *fsmpb.Snapshot {
-	return m.state(m.applied, true)
-}
-
-// MarshalState encodes a state from State (or the machine's own) into the
-// bytes Snapshot would give for it.
-func MarshalState(snap *fsmpb.Snapshot) ([]byte, error) {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(snap)
-	if err != nil {
-		return nil, fmt.Errorf("fsm: marshal snapshot: %w", err)
-	}
-	return b, nil
-}
-
-// state builds the snapshot message; with copies, no part of it is shared
-// with the live state.
-func (m *Machine) state(applied uint64, copies bool) *fsmpb.Snapshot {
 	snap := &fsmpb.Snapshot{
 		AppliedIndex: applied,
 		Sessions:     make([]*fsmpb.Session, 0, len(m.sessions)),
@@ -54,32 +30,23 @@ func (m *Machine) state(applied uint64, copies bool) *fsmpb.Snapshot {
 		s := m.sessions[id]
 		p := s.toProto()
 		for _, c := range s.results {
-			res := c.res
-			if copies {
-				res = cloneResult(res)
-			}
-			p.Results = append(p.Results, &fsmpb.CachedResult{Seq: c.seq, Result: res, Claimed: c.claimed})
+			p.Results = append(p.Results, &fsmpb.CachedResult{Seq: c.seq, Result: c.res, Claimed: c.claimed})
 		}
 		snap.Sessions = append(snap.Sessions, p)
 		return true
 	})
 	m.lockNames.Ascend(func(name string) bool {
 		l := m.locks[name]
-		holders, waiters := l.holders, l.waiters
-		if copies {
-			holders = make([]*fsmpb.Holder, len(l.holders))
-			for i, h := range l.holders {
-				holders[i] = cloneHolder(h)
-			}
-			waiters = make([]*fsmpb.Waiter, len(l.waiters))
-			for i, w := range l.waiters {
-				waiters[i] = cloneWaiter(w)
-			}
-		}
-		snap.Locks = append(snap.Locks, &fsmpb.Lock{Name: name, Holders: holders, Waiters: waiters})
+		// The holder and waiter records are marshalled, not kept, so they
+		// need no copy.
+		snap.Locks = append(snap.Locks, &fsmpb.Lock{Name: name, Holders: l.holders, Waiters: l.waiters})
 		return true
 	})
-	return snap
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(snap)
+	if err != nil {
+		return nil, fmt.Errorf("fsm: marshal snapshot: %w", err)
+	}
+	return b, nil
 }
 
 // Hash returns the hex SHA-256 of the state's content: Snapshot's bytes

@@ -178,10 +178,6 @@ type Node struct {
 	stopOnce sync.Once
 	manual   bool // no loop goroutine: the caller drives Tick and Pump
 
-	snapC        chan snapDone  // encoded snapshots from the background
-	snapshotting bool           // loop-owned: an encoding is under way
-	bg           sync.WaitGroup // the snapshot encoder, if running
-
 	nextID   atomic.Uint64
 	isLeader atomic.Bool
 	leader   atomic.Uint64
@@ -282,7 +278,6 @@ func newNode(cfg Config) (*Node, error) {
 		readC:      make(chan *readWait, cfg.MaxInFlight),
 		recvC:      make(chan *raftpb.Message, 8192),
 		unreachC:   make(chan uint64, 64),
-		snapC:      make(chan snapDone),
 		stopC:      make(chan struct{}),
 		doneC:      make(chan struct{}),
 		waiting:    make(map[uint64]*proposal),
@@ -370,7 +365,6 @@ func (n *Node) Stop() {
 	}
 	n.stopOnce.Do(func() { close(n.stopC) })
 	<-n.doneC
-	n.bg.Wait()
 }
 
 // Done is closed when the Ready loop has ended.
@@ -552,8 +546,6 @@ func (n *Node) run() {
 			n.stepMessage(m)
 		case id := <-n.unreachC:
 			n.rn.ReportUnreachable(id)
-		case d := <-n.snapC:
-			n.saveSnapshot(d)
 		case <-n.stopC:
 			n.failAll(ErrStopped)
 			return

@@ -10,7 +10,6 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
@@ -302,69 +301,35 @@ func (n *Node) maybeCampaign() {
 }
 
 func (n *Node) maybeSnapshot() {
-	if n.snapshotting || n.applied-n.snapIndex < n.cfg.SnapshotEntries {
+	if n.applied-n.snapIndex < n.cfg.SnapshotEntries {
 		return
 	}
-	// Copying the state is cheap next to encoding it (at 1M locks about a
-	// third of the 0.75 s): the loop only copies, and the encoding runs
-	// on its own goroutine while the loop goes on sending heartbeats and
-	// applying. The manual (simulated) mode encodes inline to stay
-	// deterministic.
 	n.mu.RLock()
-	st := n.m.State()
+	data, err := n.m.Snapshot()
 	n.mu.RUnlock()
-	index, cs := n.applied, proto.Clone(n.confState).(*raftpb.ConfState)
-	if n.manual {
-		data, err := fsm.MarshalState(st)
-		n.saveSnapshot(snapDone{index: index, confState: cs, data: data, err: err})
-		return
-	}
-	n.snapshotting = true
-	n.bg.Go(func() {
-		data, err := fsm.MarshalState(st)
-		select {
-		case n.snapC <- snapDone{index: index, confState: cs, data: data, err: err}:
-		case <-n.stopC:
-		}
-	})
-}
-
-// snapDone is an encoded snapshot of the state at index.
-type snapDone struct {
-	index     uint64
-	confState *raftpb.ConfState
-	data      []byte
-	err       error
-}
-
-// saveSnapshot makes an encoded snapshot durable and compacts the log
-// behind it. Runs on the loop.
-func (n *Node) saveSnapshot(d snapDone) {
-	n.snapshotting = false
-	if d.err != nil {
-		n.log.Error("snapshot state machine", "err", d.err)
-		return
-	}
-	snap, err := n.ms.CreateSnapshot(d.index, d.confState, d.data)
 	if err != nil {
-		// E.g. a newer snapshot from the leader arrived meanwhile.
-		n.log.Warn("create snapshot", "index", d.index, "err", err)
+		n.log.Error("snapshot state machine", "err", err)
+		return
+	}
+	snap, err := n.ms.CreateSnapshot(n.applied, n.confState, data)
+	if err != nil {
+		n.log.Warn("create snapshot", "index", n.applied, "err", err)
 		return
 	}
 	if err := n.cfg.Store.SaveSnapshot(snap); err != nil {
-		n.log.Error("save snapshot", "index", d.index, "err", err)
+		n.log.Error("save snapshot", "index", n.applied, "err", err)
 		return
 	}
-	n.snapIndex = d.index
+	n.snapIndex = n.applied
 	// Keep SnapshotEntries entries behind the snapshot so a briefly slow
 	// follower catches up from the log instead of a whole snapshot.
-	if d.index > n.cfg.SnapshotEntries {
-		if err := n.ms.Compact(d.index - n.cfg.SnapshotEntries); err != nil && !errors.Is(err, raft.ErrCompacted) {
+	if n.applied > n.cfg.SnapshotEntries {
+		if err := n.ms.Compact(n.applied - n.cfg.SnapshotEntries); err != nil && !errors.Is(err, raft.ErrCompacted) {
 			n.log.Warn("compact", "err", err)
 		}
 	}
 	n.metrics.Snapshots++
-	n.log.Info("snapshot saved", "index", d.index, "bytes", len(d.data))
+	n.log.Info("snapshot saved", "index", n.applied, "bytes", len(data))
 }
 
 func (n *Node) refreshStatus() {
