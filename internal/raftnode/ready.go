@@ -35,8 +35,14 @@ func (n *Node) handleReady(rd raft.Ready) error {
 	// it may, from this very Ready) wait for the write below.
 	apply := rd.CommittedEntries
 	if raft.IsEmptySnap(rd.Snapshot) {
+		// Durable here means at or below the end of the durable log and
+		// below whatever this Ready rewrites.
+		durable := n.persisted
+		if len(rd.Entries) > 0 {
+			durable = min(durable, rd.Entries[0].GetIndex()-1)
+		}
 		i := 0
-		for i < len(apply) && apply[i].GetIndex() <= n.persisted {
+		for i < len(apply) && apply[i].GetIndex() <= durable {
 			i++
 		}
 		t := time.Now()
