@@ -142,12 +142,7 @@ func TestChaos(t *testing.T) {
 	r := newRouter(c.endpoints())
 	defer r.close()
 	for _, name := range locks {
-		var got *batonpb.GetResponse
-		err := r.do(ctx, nil, 2*time.Second, func(ctx context.Context, bc batonpb.BatonClient) error {
-			var err error
-			got, err = bc.Get(ctx, &batonpb.GetRequest{Name: name})
-			return err
-		})
+		got, err := getLock(ctx, r, name)
 		if err != nil {
 			t.Fatalf("Get %s: %v", name, err)
 		}
@@ -435,12 +430,7 @@ func checkListMatchesGet(t testing.TB, ctx context.Context, r *router, locks []s
 		inList[s.GetName()] = s
 	}
 	for _, name := range locks {
-		var got *batonpb.GetResponse
-		err := r.do(ctx, nil, 2*time.Second, func(ctx context.Context, bc batonpb.BatonClient) error {
-			var err error
-			got, err = bc.Get(ctx, &batonpb.GetRequest{Name: name})
-			return err
-		})
+		got, err := getLock(ctx, r, name)
 		if err != nil {
 			t.Errorf("Get %s: %v", name, err)
 			continue
@@ -461,3 +451,14 @@ func checkListMatchesGet(t testing.TB, ctx context.Context, r *router, locks []s
 
 // waitTimeout is the server-side bound of a waiting acquire.
 var waitTimeout = durationpb.New(time.Second)
+
+// getLock reads name linearizably through the leader-following router.
+func getLock(ctx context.Context, r *router, name string) (*batonpb.GetResponse, error) {
+	var got *batonpb.GetResponse
+	err := r.do(ctx, nil, 2*time.Second, func(ctx context.Context, bc batonpb.BatonClient) error {
+		var err error
+		got, err = bc.Get(ctx, &batonpb.GetRequest{Name: name})
+		return err
+	})
+	return got, err
+}
