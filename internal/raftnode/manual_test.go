@@ -44,6 +44,12 @@ func TestManualModeElectsAndCommits(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
+					if !did && nodes[id].PendingWrites() {
+						did, err = true, nodes[id].Persist()
+						if err != nil {
+							t.Fatal(err)
+						}
+					}
 					if !did {
 						break
 					}
@@ -159,15 +165,21 @@ func TestSnapshotHardStateIsSynced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		did, err := n.Pump()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !did {
-			break
+	settle := func() {
+		for {
+			did, err := n.Pump()
+			if err == nil && !did && n.PendingWrites() {
+				did, err = true, n.Persist()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !did {
+				break
+			}
 		}
 	}
+	settle()
 	data, err := fsm.New().Snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -175,16 +187,14 @@ func TestSnapshotHardStateIsSynced(t *testing.T) {
 	// A heartbeat of term 2 first, so that the snapshot's Ready changes
 	// only the commit index (MustSync false), as in the simulated failure.
 	n.Step(&raftpb.Message{Type: new(raftpb.MsgHeartbeat), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(2))})
-	n.Pump()
+	settle()
 	st.saves = nil
 	n.Step(&raftpb.Message{Type: new(raftpb.MsgSnap), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(2)),
 		Snapshot: &raftpb.Snapshot{Data: data, Metadata: &raftpb.SnapshotMetadata{
 			Index: new(uint64(10)), Term: new(uint64(2)),
 			ConfState: &raftpb.ConfState{Voters: []uint64{1, 2}},
 		}}})
-	if _, err := n.Pump(); err != nil {
-		t.Fatal(err)
-	}
+	settle()
 	if len(st.saves) == 0 || !st.saves[0].afterSnap {
 		t.Fatalf("saves %+v: want a hard state save right after the snapshot", st.saves)
 	}

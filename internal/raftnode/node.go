@@ -25,6 +25,11 @@ type LogStore interface {
 	Save(hs *raftpb.HardState, ents []*raftpb.Entry, sync bool) error
 	// SaveSnapshot makes snap durable and lets the log drop what it covers.
 	SaveSnapshot(snap *raftpb.Snapshot) error
+	// Snapshot returns the newest snapshot saved, data included (or
+	// raft.ErrSnapshotTemporarilyUnavailable). The node keeps only
+	// snapshot metadata in memory and reads the data back when a follower
+	// needs it: at a million locks that is tens of MB not held twice.
+	Snapshot() (*raftpb.Snapshot, error)
 }
 
 // Transport carries Raft messages to peers. Send must not block.
@@ -193,7 +198,7 @@ type Node struct {
 	confState   *raftpb.ConfState
 	snapIndex   uint64
 	applied     uint64
-	persisted   uint64 // last index of the durable log
+	loopErr     error // set when the loop must stop serving
 	readQueue   []*readWait
 	readsByCtx  map[uint64][]*readWait
 	readyReads  []readBatch
@@ -202,14 +207,23 @@ type Node struct {
 	campaigned  bool
 	term        uint64
 	metrics     Metrics
+
+	// The append worker's: what it handed to storage, and its queues.
+	appends    *mailbox // MsgStorageAppend, loop to worker
+	locals     *mailbox // responses to this node, worker to loop
+	appendErr  chan error
+	appendDone chan struct{}
+	astats     appendStats
+	savedTerm  uint64 // worker-owned: the hard state last written
+	savedVote  uint64
 }
 
 // Metrics counts the node's batching, for operators and benchmarks.
 type Metrics struct {
 	Readies, Proposals, ProposeBatches, Fsyncs, EntriesSaved, Applied, Snapshots uint64
-	// SaveNanos and ApplyNanos are the loop's time spent writing the log
-	// and applying entries, and ReadyNanos its time handling Readies in
-	// all: where a loop turn's time goes.
+	// SaveNanos is the append worker's time writing the log (fsyncs
+	// included); ApplyNanos the Ready loop's time applying entries, and
+	// ReadyNanos its time handling Readies in all.
 	SaveNanos, ApplyNanos, ReadyNanos uint64
 }
 
@@ -239,6 +253,7 @@ func Start(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	go n.runAppender()
 	go n.run()
 	return n, nil
 }
@@ -283,6 +298,10 @@ func newNode(cfg Config) (*Node, error) {
 		waiting:    make(map[uint64]*proposal),
 		readsByCtx: make(map[uint64][]*readWait),
 		confState:  &raftpb.ConfState{},
+		appends:    newMailbox(),
+		locals:     newMailbox(),
+		appendErr:  make(chan error, 1),
+		appendDone: make(chan struct{}),
 	}
 	if cfg.ProposalIDBase != 0 {
 		n.nextID.Store(cfg.ProposalIDBase)
@@ -292,7 +311,7 @@ func newNode(cfg Config) (*Node, error) {
 	rec := cfg.Recovered
 	restart := false
 	if rec.Snapshot != nil && !raft.IsEmptySnap(rec.Snapshot) {
-		if err := n.ms.ApplySnapshot(rec.Snapshot); err != nil {
+		if err := n.ms.ApplySnapshot(metadataOnly(rec.Snapshot)); err != nil {
 			return nil, fmt.Errorf("raftnode: load snapshot: %w", err)
 		}
 		if err := n.m.Restore(rec.Snapshot.GetData()); err != nil {
@@ -300,7 +319,6 @@ func newNode(cfg Config) (*Node, error) {
 		}
 		n.snapIndex = rec.Snapshot.GetMetadata().GetIndex()
 		n.applied = n.snapIndex
-		n.persisted = n.snapIndex
 		n.confState = proto.Clone(rec.Snapshot.GetMetadata().GetConfState()).(*raftpb.ConfState)
 		restart = true
 	}
@@ -308,10 +326,10 @@ func newNode(cfg Config) (*Node, error) {
 		if err := n.ms.SetHardState(rec.HardState); err != nil {
 			return nil, fmt.Errorf("raftnode: load hard state: %w", err)
 		}
+		n.savedTerm, n.savedVote = rec.HardState.GetTerm(), rec.HardState.GetVote()
 		restart = true
 	}
 	if len(rec.Entries) > 0 {
-		n.persisted = rec.Entries[len(rec.Entries)-1].GetIndex()
 		if err := n.ms.Append(rec.Entries); err != nil {
 			return nil, fmt.Errorf("raftnode: load entries: %w", err)
 		}
@@ -321,7 +339,7 @@ func newNode(cfg Config) (*Node, error) {
 		ID:                        cfg.ID,
 		ElectionTick:              cfg.ElectionTicks,
 		HeartbeatTick:             cfg.HeartbeatTicks,
-		Storage:                   n.ms,
+		Storage:                   diskSnapshots{n.ms, cfg.Store},
 		Applied:                   n.applied,
 		MaxSizePerMsg:             1 << 20,
 		MaxInflightMsgs:           256,
@@ -330,6 +348,7 @@ func newNode(cfg Config) (*Node, error) {
 		PreVote:                   true,
 		ReadOnlyOption:            raft.ReadOnlySafe,
 		DisableProposalForwarding: true,
+		AsyncStorageWrites:        true,
 		Logger:                    newRaftLogger(lg),
 	}
 	rn, err := raft.NewRawNode(rc)
@@ -337,6 +356,9 @@ func newNode(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("raftnode: %w", err)
 	}
 	n.rn = rn
+	// What was recovered now lives in the state machine and n.ms: do not
+	// keep the recovered snapshot and log alive in the config as well.
+	n.cfg.Recovered = Recovered{}
 	if !restart {
 		peers := make([]raft.Peer, len(cfg.Peers))
 		for i, id := range cfg.Peers {
@@ -365,6 +387,7 @@ func (n *Node) Stop() {
 	}
 	n.stopOnce.Do(func() { close(n.stopC) })
 	<-n.doneC
+	<-n.appendDone
 }
 
 // Done is closed when the Ready loop has ended.
@@ -386,11 +409,16 @@ func (n *Node) Status() Status {
 	return n.status
 }
 
-// Metrics returns the batching counters.
+// Metrics returns the batching counters: the loop's as of its last
+// Ready, the append worker's as of now.
 func (n *Node) Metrics() Metrics {
 	n.statusMu.Lock()
-	defer n.statusMu.Unlock()
-	return n.pubMetrics
+	m := n.pubMetrics
+	n.statusMu.Unlock()
+	m.Fsyncs = n.astats.fsyncs.Load()
+	m.EntriesSaved = n.astats.entries.Load()
+	m.SaveNanos = n.astats.saveNanos.Load()
+	return m
 }
 
 // View runs f with read access to the state machine. f must not keep m.
@@ -546,6 +574,12 @@ func (n *Node) run() {
 			n.stepMessage(m)
 		case id := <-n.unreachC:
 			n.rn.ReportUnreachable(id)
+		case <-n.locals.signal:
+			// drain, in turn, steps them.
+		case err := <-n.appendErr:
+			n.log.Error("storage failed; stopping node", "err", err)
+			n.failAll(ErrStopped)
+			return
 		case <-n.stopC:
 			n.failAll(ErrStopped)
 			return
@@ -561,6 +595,9 @@ func (n *Node) run() {
 // error means the node stopped serving (its log cannot be written).
 func (n *Node) turn() error {
 	n.drain()
+	if n.loopErr != nil {
+		return n.fail(n.loopErr)
+	}
 	n.issueReads()
 	// Handling a Ready often makes the next one (the leader's own append
 	// commits the entries it just persisted): keep going until raft has
@@ -568,16 +605,24 @@ func (n *Node) turn() error {
 	// for the next event or tick.
 	for n.rn.HasReady() {
 		if err := n.handleReady(n.rn.Ready()); err != nil {
-			// A log that cannot be written cannot be trusted:
-			// stop serving rather than acknowledge unsafely.
-			n.log.Error("storage failed; stopping node", "err", err)
-			n.failAll(ErrStopped)
-			return err
+			return n.fail(err)
 		}
 		n.drain()
+		if n.loopErr != nil {
+			return n.fail(n.loopErr)
+		}
 		n.issueReads()
 	}
 	return nil
+}
+
+// fail stops serving after an error: a log that cannot be written (or a
+// snapshot that cannot be restored) cannot be trusted, so refuse rather
+// than acknowledge unsafely.
+func (n *Node) fail(err error) error {
+	n.log.Error("storage failed; stopping node", "err", err)
+	n.failAll(ErrStopped)
+	return err
 }
 
 // Tick advances raft's logical clock by one tick and runs the loop turn
@@ -593,7 +638,7 @@ func (n *Node) Tick() error {
 // only.
 func (n *Node) Pump() (bool, error) {
 	busy := len(n.recvC) > 0 || len(n.propC) > 0 || len(n.readC) > 0 || len(n.unreachC) > 0 ||
-		len(n.readQueue) > 0 || n.rn.HasReady()
+		len(n.readQueue) > 0 || n.locals.len() > 0 || n.rn.HasReady()
 	if !busy {
 		return false, nil
 	}
@@ -609,8 +654,15 @@ func (n *Node) Pump() (bool, error) {
 	return true, n.turn()
 }
 
-// drain takes everything already queued without blocking.
+// drain takes everything already queued without blocking: first the
+// responses of finished storage work, then messages, proposals and reads.
 func (n *Node) drain() {
+	for _, m := range n.locals.take() {
+		n.stepLocal(m)
+		if n.loopErr != nil {
+			return
+		}
+	}
 	for range n.cfg.MaxBatch {
 		select {
 		case m := <-n.recvC:
@@ -694,4 +746,30 @@ func (n *Node) issueReads() {
 	n.readsByCtx[n.nextReadCtx] = n.readQueue
 	n.readQueue = nil
 	n.rn.ReadIndex(ctx[:])
+}
+
+// diskSnapshots is the raft.Storage of a node: its MemoryStorage, which
+// holds the log and only the metadata of the newest snapshot, with the
+// snapshot's data read from the log store when raft asks for it (to send
+// to a follower that fell behind the log).
+type diskSnapshots struct {
+	*raft.MemoryStorage
+	store LogStore
+}
+
+func (d diskSnapshots) Snapshot() (*raftpb.Snapshot, error) {
+	meta, err := d.MemoryStorage.Snapshot()
+	if err != nil || raft.IsEmptySnap(meta) {
+		return meta, err
+	}
+	// The store saves a snapshot before n.ms learns of it, so the newest
+	// on disk is at least as new as meta; any snapshot on disk is of
+	// committed state, so an older one (after a failed save) is still
+	// correct, only less useful.
+	return d.store.Snapshot()
+}
+
+// metadataOnly is snap without its data, for n.ms to hold.
+func metadataOnly(snap *raftpb.Snapshot) *raftpb.Snapshot {
+	return &raftpb.Snapshot{Metadata: snap.GetMetadata()}
 }

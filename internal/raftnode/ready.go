@@ -13,106 +13,42 @@ import (
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
-// handleReady processes one Ready in the order the package doc numbers.
+// handleReady processes one Ready. With raft's AsyncStorageWrites, the
+// Ready's work arrives as messages: those to peers go out at once; the
+// MsgStorageAppend (entries, hard state, snapshot to make durable) goes to
+// the append worker, which delivers its responses only after the write is
+// durable; the MsgStorageApply (committed entries, which raft hands over
+// only once they are durable here) is applied right here, on the loop, and
+// its response stepped back. So the leader sends MsgApp for new entries
+// while its own earlier writes are still in flight (Raft thesis 10.2.1),
+// and commits as soon as a quorum, itself or not, has them on disk.
 func (n *Node) handleReady(rd raft.Ready) error {
 	start := time.Now()
 	defer func() { n.metrics.ReadyNanos += uint64(time.Since(start)) }()
 	n.metrics.Readies++
-	// A leader sends first and writes its own log meanwhile (Raft thesis
-	// 10.2.1): its MsgApps carry entries it is about to persist, and since
-	// this loop finishes the write before the next Ready, no entry is
-	// applied (or acknowledged) before the leader's copy is durable.
-	// Everyone else sends only after persisting (votes and append
-	// responses must describe durable state).
-	leading := n.rn.BasicStatus().RaftState == raft.StateLeader
-	if leading {
-		n.send(rd.Messages)
+	var peers []*raftpb.Message
+	var apply *raftpb.Message
+	for _, m := range rd.Messages {
+		switch m.GetTo() {
+		case raft.LocalAppendThread:
+			n.appends.put(m)
+		case raft.LocalApplyThread:
+			apply = m
+		default:
+			peers = append(peers, m)
+		}
 	}
-	// Committed entries that are already durable here are applied before
-	// this Ready's write (as etcd applies concurrently with persisting):
-	// their answers need not wait for an fsync of newer entries. Entries
-	// raft hands over as committed but not yet durable here (in sync mode
-	// it may, from this very Ready) wait for the write below.
-	apply := rd.CommittedEntries
-	if raft.IsEmptySnap(rd.Snapshot) {
-		// Durable here means at or below the end of the durable log and
-		// below whatever this Ready rewrites.
-		durable := n.persisted
-		if len(rd.Entries) > 0 {
-			durable = min(durable, rd.Entries[0].GetIndex()-1)
-		}
-		i := 0
-		for i < len(apply) && apply[i].GetIndex() <= durable {
-			i++
-		}
+	n.send(peers)
+	if apply != nil {
 		t := time.Now()
-		n.applyEntries(apply[:i])
+		n.applyEntries(apply.GetEntries())
 		n.metrics.ApplyNanos += uint64(time.Since(t))
-		apply = apply[i:]
-	}
-	// 1. Persist.
-	if rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot) {
-		if err := n.cfg.Store.SaveSnapshot(rd.Snapshot); err != nil {
-			return fmt.Errorf("save snapshot: %w", err)
+		for _, r := range apply.GetResponses() {
+			n.stepLocal(r)
 		}
 	}
-	// A snapshot's hard state must be durable before anything is sent:
-	// raft's MustSync is false when only the commit index moved, but the
-	// store recovers only snapshots at or below the durable commit
-	// (wal.ValidSnapshotEntries), so a crash that lost this commit would
-	// drop the snapshot this node is about to acknowledge, and the leader
-	// would later panic with "tocommit(N) is out of range [lastIndex(M)]"
-	// (etcd issue 10219; found by internal/sim).
-	mustSync := rd.MustSync || (rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot))
-	if len(rd.Entries) > 0 || (rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState)) {
-		t0 := time.Now()
-		if err := n.cfg.Store.Save(rd.HardState, rd.Entries, mustSync); err != nil {
-			return fmt.Errorf("save entries: %w", err)
-		}
-		n.metrics.SaveNanos += uint64(time.Since(t0))
-		if mustSync {
-			n.metrics.Fsyncs++
-		}
-		n.metrics.EntriesSaved += uint64(len(rd.Entries))
-	}
-	if !raft.IsEmptySnap(rd.Snapshot) {
-		n.persisted = rd.Snapshot.GetMetadata().GetIndex()
-	}
-	if len(rd.Entries) > 0 {
-		// Writing entry i discards what was at i and after: the durable
-		// log now ends here, even if it ended further before.
-		n.persisted = rd.Entries[len(rd.Entries)-1].GetIndex()
-	}
-	if rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot) {
-		if err := n.ms.ApplySnapshot(rd.Snapshot); err != nil {
-			return fmt.Errorf("apply snapshot to raft storage: %w", err)
-		}
-	}
-	if rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState) {
-		if err := n.ms.SetHardState(rd.HardState); err != nil {
-			return err
-		}
-	}
-	if len(rd.Entries) > 0 {
-		if err := n.ms.Append(rd.Entries); err != nil {
-			return err
-		}
-	}
-	// 2. Send, now that everything above is durable.
-	if !leading {
-		n.send(rd.Messages)
-	}
-	// 3. Apply.
-	if rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot) {
-		if err := n.restore(rd.Snapshot); err != nil {
-			return err
-		}
-	}
-	t1 := time.Now()
-	n.applyEntries(apply)
-	n.metrics.ApplyNanos += uint64(time.Since(t1))
 	n.noteLeadership(rd.SoftState)
-	// 4. Reads whose index is applied, then Advance.
+	// Reads whose index is applied.
 	for _, rs := range rd.ReadStates {
 		if len(rs.RequestCtx) != 8 {
 			continue
@@ -124,13 +60,28 @@ func (n *Node) handleReady(rd raft.Ready) error {
 		}
 	}
 	n.releaseReads()
-	n.rn.Advance(rd)
-	// After Advance: raft refuses to campaign while committed conf
-	// changes are unapplied.
+	// Raft refuses to campaign while committed conf changes are unapplied.
 	n.maybeCampaign()
 	n.maybeSnapshot()
 	n.refreshStatus()
 	return nil
+}
+
+// stepLocal steps a response of the local storage work back into raft. A
+// snapshot written by the append worker is restored into the state
+// machine first: its response tells raft the snapshot is applied.
+func (n *Node) stepLocal(m *raftpb.Message) {
+	if m.GetType() == raftpb.MsgStorageAppendResp {
+		if snap := m.GetSnapshot(); snap != nil && !raft.IsEmptySnap(snap) && snap.GetMetadata().GetIndex() > n.applied {
+			if err := n.restore(snap); err != nil {
+				// Raft would take the snapshot as applied: stop serving
+				// instead, as for a log that cannot be written.
+				n.loopErr = err
+				return
+			}
+		}
+	}
+	n.stepMessage(m)
 }
 
 func (n *Node) restore(snap *raftpb.Snapshot) error {
@@ -317,13 +268,21 @@ func (n *Node) maybeSnapshot() {
 		n.log.Error("snapshot state machine", "err", err)
 		return
 	}
-	snap, err := n.ms.CreateSnapshot(n.applied, n.confState, data)
+	term, err := n.ms.Term(n.applied)
 	if err != nil {
 		n.log.Warn("create snapshot", "index", n.applied, "err", err)
 		return
 	}
+	snap := &raftpb.Snapshot{Data: data, Metadata: &raftpb.SnapshotMetadata{
+		Index: new(n.applied), Term: new(term), ConfState: proto.Clone(n.confState).(*raftpb.ConfState)}}
+	// Disk first: raft reads the data of the snapshot n.ms describes from
+	// the store (diskSnapshots), so the store must never be behind n.ms.
 	if err := n.cfg.Store.SaveSnapshot(snap); err != nil {
 		n.log.Error("save snapshot", "index", n.applied, "err", err)
+		return
+	}
+	if _, err := n.ms.CreateSnapshot(n.applied, n.confState, nil); err != nil {
+		n.log.Warn("create snapshot", "index", n.applied, "err", err)
 		return
 	}
 	n.snapIndex = n.applied

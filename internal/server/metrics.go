@@ -42,7 +42,7 @@ func (s *Server) MetricsHandler() http.Handler {
 			{"baton_entries_saved_total", "log entries written: entries_saved_total/fsyncs_total is entries per fsync", "counter", m.EntriesSaved},
 			{"baton_applied_commands_total", "commands applied to the state machine", "counter", m.Applied},
 			{"baton_snapshots_total", "snapshots taken", "counter", m.Snapshots},
-			{"baton_raft_save_nanoseconds_total", "Ready loop time writing the log (fsync included)", "counter", m.SaveNanos},
+			{"baton_raft_save_nanoseconds_total", "append worker time writing the log (fsync included)", "counter", m.SaveNanos},
 			{"baton_raft_apply_nanoseconds_total", "Ready loop time applying committed entries", "counter", m.ApplyNanos},
 			{"baton_raft_ready_nanoseconds_total", "Ready loop time handling Readies in all", "counter", m.ReadyNanos},
 		} {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
@@ -100,6 +101,20 @@ func (d *disk) SaveSnapshot(snap *raftpb.Snapshot) error {
 	d.flush(len(d.cache), -1)
 	d.durable.saveSnapshot(proto.Clone(snap).(*raftpb.Snapshot))
 	return nil
+}
+
+// Snapshot returns the newest snapshot saved, as storage.Store does.
+func (d *disk) Snapshot() (*raftpb.Snapshot, error) {
+	var newest *raftpb.Snapshot
+	for _, sn := range d.durable.snaps {
+		if newest == nil || sn.GetMetadata().GetIndex() > newest.GetMetadata().GetIndex() {
+			newest = sn
+		}
+	}
+	if newest == nil {
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	}
+	return proto.Clone(newest).(*raftpb.Snapshot), nil
 }
 
 // flush makes the first n cached writes durable; if tornEnts >= 0 the

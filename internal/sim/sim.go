@@ -279,6 +279,9 @@ type member struct {
 	slowFactor int
 	tracker    *liveness.Tracker
 	srv        *server
+	// writing: a write of the node's storage work is under way on the
+	// simulated disk; it completes (Persist) after the disk's latency.
+	writing bool
 }
 
 func (m *member) up() bool { return m.node != nil }
@@ -296,6 +299,7 @@ func (m *member) deferred(fn func()) bool {
 func (m *member) start() {
 	s := m.s
 	m.inc++
+	m.writing = false
 	cfg := raftnode.DefaultConfig()
 	cfg.ID = m.id
 	cfg.Peers = s.peers
@@ -402,11 +406,45 @@ func (m *member) pump() {
 	if !m.up() {
 		return
 	}
+	m.startWrite()
 	m.srv.poll()
 	if m.srv.dirty {
 		m.srv.dirty = false
 		m.s.chk.checkMember(m)
 	}
+}
+
+// startWrite begins the disk write of the storage work the node handed
+// over, if any and none is under way. It completes after a disk latency,
+// while the node goes on stepping messages and proposals (raft's
+// asynchronous storage writes); a crash meanwhile loses it.
+func (m *member) startWrite() {
+	if m.writing || !m.node.PendingWrites() {
+		return
+	}
+	m.writing = true
+	node := m.node
+	m.s.after(m.s.dur(50*time.Microsecond, 3*time.Millisecond), func() {
+		if m.node != node {
+			return // crashed meanwhile: the write never happened
+		}
+		if m.deferred(func() { m.finishWrite(node) }) {
+			return
+		}
+		m.finishWrite(node)
+	})
+}
+
+func (m *member) finishWrite(node *raftnode.Node) {
+	if m.node != node {
+		return
+	}
+	m.writing = false
+	if err := node.Persist(); err != nil {
+		m.failed()
+		return
+	}
+	m.pump()
 }
 
 // deliver steps a message into member to and runs its loop.

@@ -45,7 +45,7 @@ type Store struct {
 	snapDir string
 	snapper *snap.Snapshotter
 
-	// What Open recovered; returned by State and never changed afterwards.
+	// What Open recovered, until State hands it over.
 	snap *raftpb.Snapshot
 	hs   *raftpb.HardState
 	ents []*raftpb.Entry
@@ -137,13 +137,36 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 	return s, nil
 }
 
-// State returns what Open recovered: the snapshot (nil if none), the hard
-// state (nil if none) and the entries after the snapshot, in index order,
-// with overwritten suffixes already discarded. Entries past hs.Commit may
-// be uncommitted. The caller owns the returned values; later Saves do not
-// change them.
+// State hands over what Open recovered: the snapshot (nil if none), the
+// hard state (nil if none) and the entries after the snapshot, in index
+// order, with overwritten suffixes already discarded. Entries past
+// hs.Commit may be uncommitted. The caller owns the returned values; later
+// Saves do not change them. The Store forgets the snapshot and entries it
+// hands over (at scale they are tens of MB the process would otherwise
+// carry for its lifetime), so a second call returns only the hard state.
 func (s *Store) State() (snap *raftpb.Snapshot, hs *raftpb.HardState, ents []*raftpb.Entry) {
-	return s.snap, s.hs, s.ents
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap, hs, ents = s.snap, s.hs, s.ents
+	s.snap, s.ents = nil, nil
+	return snap, hs, ents
+}
+
+// Snapshot loads the newest snapshot saved (by SaveSnapshot, or found by
+// Open), data included, or returns raft.ErrSnapshotTemporarilyUnavailable
+// if there is none. The Ready loop keeps only snapshot metadata in memory
+// and reads the data from disk when a follower needs it.
+func (s *Store) Snapshot() (*raftpb.Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn, err := s.snapper.Load()
+	switch {
+	case errors.Is(err, snap.ErrNoSnapshot):
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	case err != nil:
+		return nil, fmt.Errorf("load snapshot: %w", err)
+	}
+	return sn, nil
 }
 
 // Save appends ents and then hs (either may be empty) to the WAL. When sync

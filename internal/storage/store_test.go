@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	"go.etcd.io/etcd/server/v3/storage/wal"
 	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -219,6 +221,35 @@ func TestSnapshotBeyondCommitIgnored(t *testing.T) {
 
 	s = mustOpen(t, dir)
 	checkState(t, s, s1, hardState(1, 1, 5), entries(1, 6, 10))
+}
+
+// Snapshot reads back the newest snapshot saved, data included, for raft
+// to send to a follower; State hands the recovered state over once.
+func TestSnapshotReadBackAndStateHandover(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	if _, err := s.Snapshot(); !errors.Is(err, raft.ErrSnapshotTemporarilyUnavailable) {
+		t.Fatalf("Snapshot of an empty store: %v, want ErrSnapshotTemporarilyUnavailable", err)
+	}
+	mustSave(t, s, hardState(1, 1, 10), entries(1, 1, 10))
+	for _, sn := range []*raftpb.Snapshot{testSnapshot(5, 1, "five"), testSnapshot(8, 1, "eight")} {
+		if err := s.SaveSnapshot(sn); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Snapshot()
+		if err != nil || !proto.Equal(got, sn) {
+			t.Fatalf("Snapshot after saving %d = %v, %v; want it back", sn.GetMetadata().GetIndex(), got, err)
+		}
+	}
+	mustClose(t, s)
+
+	s = mustOpen(t, dir)
+	checkState(t, s, testSnapshot(8, 1, "eight"), hardState(1, 1, 10), entries(1, 9, 10))
+	// Handed over: the store keeps neither the snapshot nor the entries.
+	checkState(t, s, nil, hardState(1, 1, 10), nil)
+	if got, err := s.Snapshot(); err != nil || got.GetMetadata().GetIndex() != 8 {
+		t.Fatalf("Snapshot after reopen = %v, %v; want index 8", got, err)
+	}
 }
 
 // lastSegment returns the path of the newest WAL segment and the offset
