@@ -3,28 +3,39 @@
 // entries to the lock state machine, batches proposals and linearizable
 // reads, and takes snapshots.
 //
-// One goroutine, the Ready loop, does everything that touches the RawNode
-// or the state machine's writes, following the raft package's contract
-// (go.etcd.io/raft/v3 doc.go) step by step for each Ready:
+// Raft runs with AsyncStorageWrites. Two goroutines share the work:
 //
-//  1. Persist: the snapshot (if any) and then the entries and HardState go
-//     to the log store in one write, with one fdatasync when rd.MustSync.
-//     The same entries are appended to the in-memory raft.Storage.
-//  2. Send: only after step 1, so no peer hears of a vote or an entry that
-//     this node could forget in a crash. The one exception is the leader,
-//     which sends its MsgApps before writing the same entries to its own
-//     disk (Raft thesis 10.2.1): the write still finishes before the next
-//     Ready, so nothing is applied before the leader's copy is durable.
-//     After sending a MsgSnap the node
-//     reports the snapshot as finished (the transport delivers it whole or
-//     reports the peer unreachable).
-//  3. Apply: the snapshot first (state machine Restore), then committed
-//     entries in log order. Every normal entry is one fsmpb.Command; its
-//     result goes to the waiting proposer and to the Observer. Conf-change
-//     entries always go through ApplyConfChange.
-//  4. Answer ReadStates whose index is now applied, then Advance.
+// The Ready loop does everything that touches the RawNode or the state
+// machine's writes. For each Ready it
 //
-// Proposals arriving while the loop is busy with a Ready are gathered and
-// stepped into raft as one MsgProp, so many commands share a Ready, one
-// fsync and one MsgApp per follower (group commit).
+//  1. sends the messages addressed to peers at once (the leader's MsgApps
+//     go out while its own copy is still being written, Raft thesis
+//     10.2.1; messages that promise durable state, such as a follower's
+//     MsgAppResp or a vote, are not among them: raft attaches them to the
+//     storage write as responses);
+//  2. hands the MsgStorageAppend (entries, hard state, snapshot) to the
+//     append worker;
+//  3. applies the MsgStorageApply's committed entries, which raft hands
+//     over only once they are durable on this node, and steps its
+//     response back. Every normal entry is one fsmpb.Command; its result
+//     goes to the waiting proposer and to the Observer. Conf-change
+//     entries always go through ApplyConfChange;
+//  4. answers ReadStates whose index is now applied.
+//
+// The append worker writes everything handed to it while its previous
+// write ran as one write with one fdatasync (group commit), then delivers
+// the responses: to peers directly, and to the loop, which steps them so
+// raft learns what is durable. A snapshot from the leader is written by
+// the worker and restored into the state machine by the loop just before
+// raft hears it is applied. Snapshot data is kept on disk only: raft's
+// MemoryStorage holds the metadata and reads the data back from the store
+// when a follower needs it.
+//
+// Proposals arriving while the loop is busy are gathered and stepped into
+// raft as one MsgProp, and appends queued during a write share the next
+// fsync, so many commands share a write and a MsgApp per follower.
+//
+// In manual mode (StartManual) no goroutine runs: the caller drives the
+// loop with Tick and Pump and completes writes with Persist, which is how
+// the simulation puts a disk's latency, and crashes, between the two.
 package raftnode
