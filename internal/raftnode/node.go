@@ -230,10 +230,21 @@ type Metrics struct {
 type proposal struct {
 	id    uint64
 	data  []byte
-	done  chan struct{}
+	done  chan struct{} // closed on completion, unless cb is set
+	cb    func(res *fsmpb.Result, index uint64, err error)
 	res   *fsmpb.Result
 	index uint64
 	err   error
+}
+
+// complete records the proposal's outcome and tells whoever waits.
+func (p *proposal) complete(res *fsmpb.Result, index uint64, err error) {
+	if p.cb != nil {
+		p.cb(res, index, err)
+		return
+	}
+	p.res, p.index, p.err = res, index, err
+	close(p.done)
 }
 
 type readWait struct {
@@ -481,10 +492,29 @@ func (f *Future) Wait(ctx context.Context) (*fsmpb.Result, uint64, error) {
 // from one goroutine enter the log in submission order (unless dropped by a
 // leadership change, which fails their futures).
 func (n *Node) Submit(cmd *fsmpb.Command) (*Future, error) {
+	p, err := n.submit(cmd, &proposal{done: make(chan struct{})})
+	if err != nil {
+		return nil, err
+	}
+	return &Future{n: n, p: p}, nil
+}
+
+// SubmitFunc queues cmd as Submit does and calls done once with its
+// outcome (as Future.Wait returns it), instead of handing out a future: a
+// caller with many requests in flight needs no goroutine per request.
+// done runs on the Ready loop's goroutine (or Stop's), so it must return
+// quickly and must not call the Node's blocking methods. When SubmitFunc
+// returns an error, done is never called.
+func (n *Node) SubmitFunc(cmd *fsmpb.Command, done func(res *fsmpb.Result, index uint64, err error)) error {
+	_, err := n.submit(cmd, &proposal{cb: done})
+	return err
+}
+
+func (n *Node) submit(cmd *fsmpb.Command, p *proposal) (*proposal, error) {
 	if !n.isLeader.Load() {
 		return nil, &NotLeaderError{Leader: n.leader.Load()}
 	}
-	p := &proposal{id: n.nextID.Add(1), done: make(chan struct{})}
+	p.id = n.nextID.Add(1)
 	cmd.Proposer = n.cfg.ID
 	cmd.ProposalId = p.id
 	data, err := proto.Marshal(cmd)
@@ -497,7 +527,7 @@ func (n *Node) Submit(cmd *fsmpb.Command) (*Future, error) {
 	n.wmu.Unlock()
 	select {
 	case n.propC <- p:
-		return &Future{n: n, p: p}, nil
+		return p, nil
 	case <-n.stopC:
 		n.forget(p.id)
 		return nil, ErrStopped

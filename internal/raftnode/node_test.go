@@ -346,3 +346,61 @@ func BenchmarkPropose(b *testing.B) {
 		})
 	}
 }
+
+// SubmitFunc calls done exactly once: with the result when the entry
+// applies, and with ErrStopped for what is still in flight at Stop.
+func TestSubmitFuncCallsDoneOnce(t *testing.T) {
+	st := &gatedStore{gate: make(chan struct{}), blocked: make(chan struct{}, 1)}
+	cfg := DefaultConfig()
+	cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 1, []uint64{1}, st, &memNet{nodes: map[uint64]*Node{}}
+	cfg.TickInterval = 5 * time.Millisecond
+	n, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLeader(t, n)
+	s := open(t, n, "a")
+
+	type outcome struct {
+		res   *fsmpb.Result
+		index uint64
+		err   error
+	}
+	applied := make(chan outcome, 2)
+	if err := n.SubmitFunc(acquire(s, 1, "k"), func(res *fsmpb.Result, index uint64, err error) {
+		applied <- outcome{res, index, err}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	o := <-applied
+	if o.err != nil || o.res.GetAcquire().GetToken() != o.index {
+		t.Fatalf("done(%v, %d, %v): want the grant with token = index", o.res, o.index, o.err)
+	}
+
+	st.armed.Store(true) // the next write hangs: the proposal stays in flight
+	stopped := make(chan outcome, 2)
+	if err := n.SubmitFunc(acquire(s, 2, "j"), func(res *fsmpb.Result, index uint64, err error) {
+		stopped <- outcome{res, index, err}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	<-st.blocked
+	// Stop fails what is in flight, then waits for the append worker,
+	// which the gate holds until done has been called.
+	got := make(chan outcome, 1)
+	go func() {
+		got <- <-stopped
+		close(st.gate)
+	}()
+	n.Stop()
+	if o := <-got; !errors.Is(o.err, ErrStopped) {
+		t.Fatalf("done after Stop: %v, want ErrStopped", o.err)
+	}
+	select {
+	case o := <-applied:
+		t.Fatalf("done called twice: %v", o)
+	case o := <-stopped:
+		t.Fatalf("done called twice: %v", o)
+	default:
+	}
+}

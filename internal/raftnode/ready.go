@@ -165,8 +165,7 @@ func (n *Node) finish(id uint64, res *fsmpb.Result, index uint64, err error) {
 	if p == nil {
 		return
 	}
-	p.res, p.index, p.err = res, index, err
-	close(p.done)
+	p.complete(res, index, err)
 }
 
 // noteLeadership publishes leadership changes. Losing leadership makes the
@@ -200,8 +199,7 @@ func (n *Node) failAll(err error) {
 	n.waiting = make(map[uint64]*proposal)
 	n.wmu.Unlock()
 	for _, p := range ps {
-		p.err = err
-		close(p.done)
+		p.complete(nil, 0, err)
 	}
 	rerr := err
 	if errors.Is(err, ErrOutcomeUnknown) {

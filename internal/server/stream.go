@@ -176,7 +176,7 @@ func (s *Server) attachSession(ctx context.Context, first *batonpb.SessionReques
 
 // serveStreamRequest starts one request. Mutating requests are submitted
 // to the log here, in the order they arrived on the stream, and answered
-// by a goroutine when they apply: the stream is pipelined but ordered.
+// from the Ready loop when they apply: the stream is pipelined but ordered.
 func (s *Server) serveStreamRequest(ctx context.Context, wg *sync.WaitGroup, st *stream, req *batonpb.SessionRequest) {
 	reply := func(r *batonpb.SessionResponse, err error) {
 		if r == nil {
@@ -242,13 +242,10 @@ func (s *Server) serveStreamRequest(ctx context.Context, wg *sync.WaitGroup, st 
 		return
 	}
 	cmd.WallTimeUnixNano = time.Now().UnixNano()
-	f, err := s.node.Submit(cmd)
-	if err != nil {
-		reply(nil, err)
-		return
-	}
-	wg.Go(func() {
-		res, _, err := f.Wait(ctx)
+	// The answer is queued for the stream by the Ready loop itself when the
+	// entry applies: no goroutine per request in flight, and the answers
+	// of one batch reach the stream writers together.
+	err = s.node.SubmitFunc(cmd, func(res *fsmpb.Result, _ uint64, err error) {
 		if err == nil {
 			err = fsm.ErrorOf(res)
 		}
@@ -259,9 +256,6 @@ func (s *Server) serveStreamRequest(ctx context.Context, wg *sync.WaitGroup, st 
 				reply(answer(res), err)
 				return
 			}
-			if errors.Is(err, context.Canceled) {
-				return // the stream is gone; nobody to answer
-			}
 			reply(nil, err)
 			return
 		}
@@ -270,4 +264,7 @@ func (s *Server) serveStreamRequest(ctx context.Context, wg *sync.WaitGroup, st 
 			st.end(nil)
 		}
 	})
+	if err != nil {
+		reply(nil, err)
+	}
 }
