@@ -67,9 +67,12 @@ type Config struct {
 	TickInterval   time.Duration
 	ElectionTicks  int
 	HeartbeatTicks int
-	// SnapshotEntries is how many applied entries trigger a snapshot;
-	// the log keeps that many more behind it for slow followers.
+	// SnapshotEntries is how many applied entries trigger a snapshot.
 	SnapshotEntries uint64
+	// CatchUpEntries is how much of the log a snapshot keeps behind it
+	// (at most SnapshotEntries), so a briefly slow follower catches up
+	// from the log instead of a whole snapshot. etcd keeps 5,000.
+	CatchUpEntries uint64
 	// MaxBatch bounds the commands stepped into raft as one proposal.
 	MaxBatch int
 	// MaxInFlight bounds proposals and reads queued for the loop; beyond
@@ -95,6 +98,7 @@ type Recovered struct {
 // snapshot every 100,000 entries (etcd's default count): a snapshot
 // marshals the whole state on the Ready loop (0.75 s at 1M locks), so it
 // should be rare; the log kept meanwhile is small (~150 bytes an entry).
+// A snapshot keeps 10,000 entries behind it for slow followers.
 func DefaultConfig() Config {
 	return Config{
 		GroupID:         1,
@@ -102,6 +106,7 @@ func DefaultConfig() Config {
 		ElectionTicks:   10,
 		HeartbeatTicks:  1,
 		SnapshotEntries: 100000,
+		CatchUpEntries:  10000,
 		MaxBatch:        4096,
 		MaxInFlight:     65536,
 	}
@@ -122,8 +127,8 @@ func (c Config) Validate() error {
 		return errors.New("raftnode: TickInterval must be positive")
 	case c.HeartbeatTicks <= 0 || c.ElectionTicks <= c.HeartbeatTicks:
 		return fmt.Errorf("raftnode: ElectionTicks (%d) must exceed HeartbeatTicks (%d) > 0", c.ElectionTicks, c.HeartbeatTicks)
-	case c.SnapshotEntries == 0:
-		return errors.New("raftnode: SnapshotEntries must be positive")
+	case c.SnapshotEntries == 0 || c.CatchUpEntries == 0:
+		return errors.New("raftnode: SnapshotEntries and CatchUpEntries must be positive")
 	case c.MaxBatch <= 0 || c.MaxInFlight <= 0:
 		return errors.New("raftnode: MaxBatch and MaxInFlight must be positive")
 	}

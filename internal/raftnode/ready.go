@@ -284,10 +284,10 @@ func (n *Node) maybeSnapshot() {
 		return
 	}
 	n.snapIndex = n.applied
-	// Keep SnapshotEntries entries behind the snapshot so a briefly slow
-	// follower catches up from the log instead of a whole snapshot.
-	if n.applied > n.cfg.SnapshotEntries {
-		if err := n.ms.Compact(n.applied - n.cfg.SnapshotEntries); err != nil && !errors.Is(err, raft.ErrCompacted) {
+	// Keep some entries behind the snapshot so a briefly slow follower
+	// catches up from the log instead of a whole snapshot.
+	if keep := min(n.cfg.SnapshotEntries, n.cfg.CatchUpEntries); n.applied > keep {
+		if err := n.ms.Compact(n.applied - keep); err != nil && !errors.Is(err, raft.ErrCompacted) {
 			n.log.Warn("compact", "err", err)
 		}
 	}
