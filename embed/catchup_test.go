@@ -146,7 +146,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	for _, want := range []string{"baton_is_leader 1", "baton_sessions 1", "# TYPE baton_fsyncs_total counter", "baton_propose_batches_total "} {
+	for _, want := range []string{"baton_is_leader 1", "baton_sessions 1", "# TYPE baton_fsyncs_total counter", "baton_propose_batches_total ", "baton_go_heap_objects_bytes ", "baton_process_resident_bytes "} {
 		if !strings.Contains(string(body), want) {
 			t.Fatalf("metrics lack %q:\n%s", want, body)
 		}

@@ -3,6 +3,10 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"runtime/metrics"
+	"strconv"
+	"strings"
 
 	"github.com/batonlock/baton/internal/fsm"
 )
@@ -48,5 +52,58 @@ func (s *Server) MetricsHandler() http.Handler {
 		} {
 			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", g.name, g.help, g.name, g.kind, g.name, g.v)
 		}
+		for _, g := range memoryGauges() {
+			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %d\n", g.name, g.help, g.name, g.name, g.v)
+		}
 	})
+}
+
+type gauge struct {
+	name, help string
+	v          uint64
+}
+
+// memoryGauges reads the Go runtime's memory figures (cheap: no stop the
+// world) and, on Linux, the process's resident set: what an operator
+// sizes a member by.
+func memoryGauges() []gauge {
+	samples := []metrics.Sample{
+		{Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/gc/heap/goal:bytes"},
+		{Name: "/memory/classes/total:bytes"},
+	}
+	metrics.Read(samples)
+	var v [3]uint64
+	for i, s := range samples {
+		if s.Value.Kind() == metrics.KindUint64 {
+			v[i] = s.Value.Uint64()
+		}
+	}
+	gs := []gauge{
+		{"baton_go_heap_objects_bytes", "bytes of heap objects, live and not yet swept", v[0]},
+		{"baton_go_heap_goal_bytes", "heap size at which the Go GC's next cycle ends", v[1]},
+		{"baton_go_memory_total_bytes", "all memory the Go runtime has mapped", v[2]},
+	}
+	if rss, ok := residentBytes(); ok {
+		gs = append(gs, gauge{"baton_process_resident_bytes", "resident set size of the process", rss})
+	}
+	return gs
+}
+
+// residentBytes is the process's resident set size from /proc/self/statm
+// (its second field, in pages); false where there is no such file.
+func residentBytes() (uint64, bool) {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0, false
+	}
+	pages, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return pages * uint64(os.Getpagesize()), true
 }
