@@ -377,7 +377,7 @@ func (h *harness) state() string {
 			if c.claimed {
 				claimed = " claimed"
 			}
-			fmt.Fprintf(&b, "  cached seq=%d%s: %s", c.seq, claimed, indent(formatResult(c.res)))
+			fmt.Fprintf(&b, "  cached seq=%d%s: %s", c.seq, claimed, indent(formatResult(c.toProto(nil))))
 		}
 	}
 	for _, l := range h.m.Locks("", "", 0) {

@@ -5,6 +5,10 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
 // checkInvariants returns an error describing the first broken invariant of
@@ -20,46 +24,54 @@ func checkInvariants(m *Machine) error {
 
 // checkIndexes is checkInvariants without the round trip.
 func checkIndexes(m *Machine) error {
-	if m.lockNames.Len() != len(m.locks) || m.sessionIDs.Len() != len(m.sessions) {
+	if m.lockTree.Len() != len(m.locks) || m.sessionIDs.Len() != len(m.sessions) {
 		return fmt.Errorf("sorted indexes have %d locks / %d sessions, maps %d / %d",
-			m.lockNames.Len(), m.sessionIDs.Len(), len(m.locks), len(m.sessions))
+			m.lockTree.Len(), m.sessionIDs.Len(), len(m.locks), len(m.sessions))
 	}
 	holds := make(map[uint64]map[string]uint32)
 	waits := make(map[uint64]map[waitKey]struct{})
+	idxSeen := make(map[*session]map[int32]bool)
 	for name, l := range m.locks {
-		if !m.lockNames.Has(name) || l.name != name {
+		if got, ok := m.lockTree.Get(l); !ok || got != l || l.name != name {
 			return fmt.Errorf("lock %q missing from the name index", name)
 		}
 		if len(l.holders) > holderLimit {
 			return fmt.Errorf("lock %q has %d holders", name, len(l.holders))
 		}
-		if len(l.holders) == 0 && len(l.waiters) == 0 {
+		if len(l.holders) == 0 && len(l.waiters()) == 0 {
 			return fmt.Errorf("lock %q is empty but exists", name)
 		}
-		if len(l.waiters) > 0 && l.free() {
-			return fmt.Errorf("lock %q is free but has %d waiters", name, len(l.waiters))
+		if len(l.waiters()) > 0 && l.free() {
+			return fmt.Errorf("lock %q is free but has %d waiters", name, len(l.waiters()))
 		}
 		for _, h := range l.holders {
-			if m.sessions[h.GetSessionId()] == nil {
-				return fmt.Errorf("lock %q held by missing session %d", name, h.GetSessionId())
+			if h.s == nil || m.sessions[h.s.id] != h.s {
+				return fmt.Errorf("lock %q held by a missing session", name)
 			}
-			if h.GetCount() == 0 || h.GetToken() == 0 || h.GetToken() > m.applied {
-				return fmt.Errorf("lock %q has a bad holder %v", name, h)
+			if h.count == 0 || h.token == 0 || h.token > m.applied {
+				return fmt.Errorf("lock %q has a bad holder %+v", name, h)
 			}
-			if holds[h.GetSessionId()] == nil {
-				holds[h.GetSessionId()] = make(map[string]uint32)
+			if int(h.idx) >= len(h.s.held) || h.s.held[h.idx] != l || idxSeen[h.s][h.idx] {
+				return fmt.Errorf("lock %q: holder of session %d has index %d, which is not this lock's or is taken", name, h.s.id, h.idx)
 			}
-			holds[h.GetSessionId()][name]++
+			if idxSeen[h.s] == nil {
+				idxSeen[h.s] = make(map[int32]bool)
+			}
+			idxSeen[h.s][h.idx] = true
+			if holds[h.s.id] == nil {
+				holds[h.s.id] = make(map[string]uint32)
+			}
+			holds[h.s.id][name]++
 		}
-		for _, w := range l.waiters {
-			s := m.sessions[w.GetSessionId()]
-			if s == nil || s.blacklisted {
-				return fmt.Errorf("lock %q has a waiter of missing or blacklisted session %d", name, w.GetSessionId())
+		for _, w := range l.waiters() {
+			s := w.s
+			if s == nil || m.sessions[s.id] != s || s.blacklisted {
+				return fmt.Errorf("lock %q has a waiter of a missing or blacklisted session", name)
 			}
 			if waits[s.id] == nil {
 				waits[s.id] = make(map[waitKey]struct{})
 			}
-			k := waitKey{name, w.GetAcquireSeq()}
+			k := waitKey{name, w.acquireSeq}
 			if _, dup := waits[s.id][k]; dup {
 				return fmt.Errorf("lock %q has waiter %v twice", name, k)
 			}
@@ -70,18 +82,28 @@ func checkIndexes(m *Machine) error {
 		if !m.sessionIDs.Has(id) || s.id != id {
 			return fmt.Errorf("session %d missing from the id index", id)
 		}
+		// s.held lists the lock of each of its holder records.
 		n := 0
 		for _, c := range holds[id] {
 			n += int(c)
 		}
-		if n != s.numHolds || len(holds[id]) != len(s.holds) {
-			return fmt.Errorf("session %d counts %d holds on %d locks; the locks say %d on %d",
-				id, s.numHolds, len(s.holds), n, len(holds[id]))
+		if n != s.numHolds() {
+			return fmt.Errorf("session %d indexes %d holds; the locks say %d", id, s.numHolds(), n)
+		}
+		counted := make(map[string]uint32)
+		for _, l := range s.held {
+			if m.locks[l.name] != l {
+				return fmt.Errorf("session %d indexes a hold of a deleted lock %q", id, l.name)
+			}
+			counted[l.name]++
 		}
 		for name, c := range holds[id] {
-			if s.holds[name] != c {
+			if counted[name] != c {
 				return fmt.Errorf("session %d hold index disagrees on lock %q", id, name)
 			}
+		}
+		if s.waits != nil && len(s.waits) == 0 {
+			return fmt.Errorf("session %d keeps an empty wait index", id)
 		}
 		if len(waits[id]) != len(s.waits) {
 			return fmt.Errorf("session %d indexes %d waits; the locks say %d", id, len(s.waits), len(waits[id]))
@@ -104,24 +126,33 @@ func checkIndexes(m *Machine) error {
 			if c.seq < s.minUnacked || (i > 0 && c.seq <= s.results[i-1].seq) {
 				return fmt.Errorf("session %d caches seq %d (min unacked %d)", id, c.seq, s.minUnacked)
 			}
-			if len(c.res.GetGrants())+len(c.res.GetWaitsEnded())+len(c.res.GetSessionsEnded()) > 0 {
-				return fmt.Errorf("session %d caches side effects for seq %d", id, c.seq)
-			}
 		}
 	}
 	return nil
 }
 
-// checkRoundTrip checks that Snapshot -> Restore -> Snapshot gives the same
-// bytes.
+// checkRoundTrip checks that Snapshot gives the bytes proto.Marshal gives
+// the whole fsmpb.Snapshot message (built by fullSnapshot), and that
+// Snapshot -> Restore -> Snapshot gives the same bytes and a consistent
+// machine.
 func checkRoundTrip(m *Machine) error {
 	b1, err := m.Snapshot()
 	if err != nil {
 		return err
 	}
+	want, err := proto.MarshalOptions{Deterministic: true}.Marshal(fullSnapshot(m))
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(b1, want) {
+		return fmt.Errorf("snapshot differs from the marshalled fsmpb.Snapshot (%d vs %d bytes)", len(b1), len(want))
+	}
 	r := New()
 	if err := r.Restore(b1); err != nil {
 		return err
+	}
+	if err := checkIndexes(r); err != nil {
+		return fmt.Errorf("restored machine: %w", err)
 	}
 	b2, err := r.Snapshot()
 	if err != nil {
@@ -131,4 +162,21 @@ func checkRoundTrip(m *Machine) error {
 		return fmt.Errorf("snapshot of the restored machine differs (%d vs %d bytes)", len(b1), len(b2))
 	}
 	return nil
+}
+
+// fullSnapshot builds the whole state as one fsmpb.Snapshot message, the
+// way Snapshot did before it encoded one record at a time.
+func fullSnapshot(m *Machine) *fsmpb.Snapshot {
+	snap := &fsmpb.Snapshot{AppliedIndex: m.applied}
+	m.sessionIDs.Ascend(func(id uint64) bool {
+		p := &fsmpb.Session{}
+		m.sessions[id].fill(p, nil, true)
+		snap.Sessions = append(snap.Sessions, p)
+		return true
+	})
+	m.lockTree.Ascend(func(l *lock) bool {
+		snap.Locks = append(snap.Locks, l.toProto())
+		return true
+	})
+	return snap
 }

@@ -16,37 +16,122 @@ const holderLimit = 1
 
 // lock is one lock: its holders and its FIFO queue. A lock exists while it
 // has a holder or a waiter; the last one leaving deletes it.
+//
+// Holders and waiters are plain Go records, not fsmpb messages: a million
+// held locks is the design point, and a message costs twice the bytes (its
+// bookkeeping, and an owner label that is always its session's). The
+// messages are built only at the edges: results, reads, snapshots.
 type lock struct {
 	name    string
-	holders []*fsmpb.Holder // at most holderLimit
-	waiters []*fsmpb.Waiter // FIFO: the head is granted first
+	holders []holder // at most holderLimit
+	// queue is nil until the first waiter comes, and then kept (for the
+	// next one) until the lock is deleted. Most locks never have a waiter:
+	// the pointer makes the lock a 48-byte allocation, a slice header
+	// here would make it 64.
+	queue *queue
+}
+
+// queue is the FIFO of a lock's waiters: the head is granted first.
+type queue struct {
+	waiters []waiter
+}
+
+// holder is one hold of a lock (fsmpb.Holder without the owner label, which
+// is s.owner).
+type holder struct {
+	s          *session
+	ownerKey   string
+	token      uint64 // the index of the entry that granted the hold
+	since      int64  // that entry's wall clock, display only
+	acquireSeq uint64
+	count      uint32 // reentrant count, >= 1
+	idx        int32  // where this hold is in s.held
+}
+
+// waiter is one queued acquire (fsmpb.Waiter without the owner label, which
+// is s.owner).
+type waiter struct {
+	s          *session
+	ownerKey   string
+	acquireSeq uint64
+	timeout    int64 // wait_timeout_nanos; 0 waits until cancelled
+	since      int64 // wall clock of the entry that queued it, display only
 }
 
 // free reports whether the lock has room for another holder.
 func (l *lock) free() bool { return len(l.holders) < holderLimit }
 
-// holderOf returns the holder record of (session, ownerKey), or nil.
-func (l *lock) holderOf(sessionID uint64, ownerKey string) *fsmpb.Holder {
-	for _, h := range l.holders {
-		if h.GetSessionId() == sessionID && h.GetOwnerKey() == ownerKey {
+// holderOf returns the holder record of (s, ownerKey), or nil. The pointer
+// is valid until l.holders next changes.
+func (l *lock) holderOf(s *session, ownerKey string) *holder {
+	for i := range l.holders {
+		if h := &l.holders[i]; h.s == s && h.ownerKey == ownerKey {
 			return h
 		}
 	}
 	return nil
 }
 
-// waiterIndex returns the queue position (0-based) of the waiter
-// (session, seq), or -1.
-func (l *lock) waiterIndex(sessionID, seq uint64) int {
-	return slices.IndexFunc(l.waiters, func(w *fsmpb.Waiter) bool {
-		return w.GetSessionId() == sessionID && w.GetAcquireSeq() == seq
-	})
+// removeHolder removes the record h points to from l.holders.
+func (l *lock) removeHolder(h *holder) {
+	for i := range l.holders {
+		if &l.holders[i] == h {
+			l.holders = slices.Delete(l.holders, i, i+1)
+			return
+		}
+	}
+	panic("fsm: holder of session " + strconv.FormatUint(h.s.id, 10) + " is not one of lock " + quote(l.name))
 }
 
-func (l *lock) removeWaiter(sessionID, seq uint64) {
-	if i := l.waiterIndex(sessionID, seq); i >= 0 {
-		l.waiters = slices.Delete(l.waiters, i, i+1)
+// waiters returns the queue, head first.
+func (l *lock) waiters() []waiter {
+	if l.queue == nil {
+		return nil
 	}
+	return l.queue.waiters
+}
+
+// enqueue adds w at the tail of the queue.
+func (l *lock) enqueue(w waiter) {
+	if l.queue == nil {
+		l.queue = &queue{}
+	}
+	l.queue.waiters = append(l.queue.waiters, w)
+}
+
+// waiterIndex returns the queue position (0-based) of the waiter (s, seq),
+// or -1.
+func (l *lock) waiterIndex(s *session, seq uint64) int {
+	ws := l.waiters()
+	for i := range ws {
+		if w := &ws[i]; w.s == s && w.acquireSeq == seq {
+			return i
+		}
+	}
+	return -1
+}
+
+func (l *lock) removeWaiter(s *session, seq uint64) {
+	if i := l.waiterIndex(s, seq); i >= 0 {
+		l.queue.waiters = slices.Delete(l.queue.waiters, i, i+1)
+	}
+}
+
+// popWaiter removes and returns the head of the queue, which is not empty.
+// It moves the slice past the head instead of shifting the queue (a grant
+// stays O(1) however long the queue); the vacated slot is cleared so it
+// keeps nothing alive. The last waiter leaving rewinds to the array's
+// start for the next one.
+func (l *lock) popWaiter() waiter {
+	q := l.queue
+	w := q.waiters[0]
+	q.waiters[0] = waiter{}
+	if len(q.waiters) == 1 {
+		q.waiters = q.waiters[:0]
+	} else {
+		q.waiters = q.waiters[1:]
+	}
+	return w
 }
 
 // currentHolder is the holder reported to a BUSY or QUEUED acquire.
@@ -54,7 +139,7 @@ func (l *lock) currentHolder() *fsmpb.Holder {
 	if len(l.holders) == 0 {
 		return nil
 	}
-	return cloneHolder(l.holders[0])
+	return l.holders[0].toProto(nil)
 }
 
 // lockFor returns the lock name, creating it if needed.
@@ -63,53 +148,47 @@ func (m *Machine) lockFor(name string) *lock {
 	if l == nil {
 		l = &lock{name: name}
 		m.locks[name] = l
-		m.lockNames.ReplaceOrInsert(name)
+		m.lockTree.ReplaceOrInsert(l)
 	}
 	return l
+}
+
+// hold makes s (owner key, acquire seq) a holder of l, granted by this
+// entry: its token is the entry's index. The pointer is valid until
+// l.holders next changes.
+func (l *lock) hold(a *apply, s *session, ownerKey string, acquireSeq uint64) *holder {
+	l.holders = append(l.holders, holder{
+		s:          s,
+		ownerKey:   ownerKey,
+		token:      a.index,
+		since:      a.wall,
+		acquireSeq: acquireSeq,
+		count:      1,
+		idx:        s.addHold(l),
+	})
+	return &l.holders[len(l.holders)-1]
 }
 
 // settle grants l to waiters from the head of its queue while it has room,
 // with this entry's index as token, and deletes l if nobody holds or waits
 // for it. Only as many waiters as there is room for are woken.
-// hold makes s (owner key, acquire seq) a holder of l, granted by this
-// entry: its token is the entry's index.
-func (l *lock) hold(a *apply, s *session, ownerKey string, acquireSeq uint64) *fsmpb.Holder {
-	h := &fsmpb.Holder{
-		SessionId:     s.id,
-		OwnerKey:      ownerKey,
-		Owner:         s.owner,
-		Token:         a.index,
-		Count:         1,
-		SinceUnixNano: a.wall,
-		AcquireSeq:    acquireSeq,
-	}
-	l.holders = append(l.holders, h)
-	s.addHold(l.name)
-	return h
-}
-
 func (m *Machine) settle(a *apply, l *lock) {
-	for l.free() && len(l.waiters) > 0 {
-		w := l.waiters[0]
-		l.waiters = slices.Delete(l.waiters, 0, 1)
-		s := m.sessions[w.GetSessionId()]
-		if s == nil {
-			panic("fsm: waiter " + strconv.FormatUint(w.GetAcquireSeq(), 10) + " of lock " +
-				quote(l.name) + " belongs to missing session " + strconv.FormatUint(w.GetSessionId(), 10))
-		}
-		delete(s.waits, waitKey{l.name, w.GetAcquireSeq()})
-		l.hold(a, s, w.GetOwnerKey(), w.GetAcquireSeq())
-		s.granted(w.GetAcquireSeq(), l.name, a.index)
+	for l.free() && len(l.waiters()) > 0 {
+		w := l.popWaiter()
+		s := w.s
+		s.dropWait(waitKey{l.name, w.acquireSeq})
+		l.hold(a, s, w.ownerKey, w.acquireSeq)
+		s.granted(w.acquireSeq, l.name, a.index)
 		a.res.Grants = append(a.res.Grants, &fsmpb.Grant{
-			SessionId:  w.GetSessionId(),
-			AcquireSeq: w.GetAcquireSeq(),
+			SessionId:  s.id,
+			AcquireSeq: w.acquireSeq,
 			Lock:       l.name,
 			Token:      a.index,
 		})
 	}
-	if len(l.holders) == 0 && len(l.waiters) == 0 {
+	if len(l.holders) == 0 && len(l.waiters()) == 0 {
 		delete(m.locks, l.name)
-		m.lockNames.Delete(l.name)
+		m.lockTree.Delete(l)
 	}
 }
 
@@ -143,18 +222,18 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 	name := op.GetLock()
 	l := m.locks[name]
 	if l != nil {
-		if h := l.holderOf(s.id, op.GetOwnerKey()); h != nil {
-			if h.GetCount() == math.MaxUint32 {
+		if h := l.holderOf(s, op.GetOwnerKey()); h != nil {
+			if h.count == math.MaxUint32 {
 				a.refuse(errorf(fsmpb.Error_ERROR_TOO_MANY_HOLDS,
 					"reentrant count of lock %s is at its limit %d", quote(name), uint32(math.MaxUint32)))
 				return
 			}
-			h.Count++
+			h.count++
 			a.res.Acquire = grantedOutcome(name, h)
 			return
 		}
 	}
-	if l == nil || (l.free() && len(l.waiters) == 0) {
+	if l == nil || (l.free() && len(l.waiters()) == 0) {
 		if s.load() >= MaxHoldsPerSession {
 			a.refuse(tooManyHolds(s))
 			return
@@ -171,29 +250,28 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 		}
 		return
 	}
-	if len(l.waiters) >= MaxWaitersPerLock {
+	if len(l.waiters()) >= MaxWaitersPerLock {
 		a.refuse(errorf(fsmpb.Error_ERROR_TOO_MANY_WAITERS,
-			"lock %s has %d waiters; the limit is %d", quote(name), len(l.waiters), MaxWaitersPerLock))
+			"lock %s has %d waiters; the limit is %d", quote(name), len(l.waiters()), MaxWaitersPerLock))
 		return
 	}
 	if s.load() >= MaxHoldsPerSession {
 		a.refuse(tooManyHolds(s))
 		return
 	}
-	l.waiters = append(l.waiters, &fsmpb.Waiter{
-		SessionId:        s.id,
-		OwnerKey:         op.GetOwnerKey(),
-		Owner:            s.owner,
-		AcquireSeq:       a.seq,
-		WaitTimeoutNanos: op.GetWaitTimeoutNanos(),
-		SinceUnixNano:    a.wall,
+	l.enqueue(waiter{
+		s:          s,
+		ownerKey:   op.GetOwnerKey(),
+		acquireSeq: a.seq,
+		timeout:    op.GetWaitTimeoutNanos(),
+		since:      a.wall,
 	})
-	s.waits[waitKey{name, a.seq}] = struct{}{}
+	s.addWait(waitKey{name, a.seq})
 	a.res.Acquire = &fsmpb.AcquireOutcome{
 		Lock:     name,
 		Status:   fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED,
 		Holder:   l.currentHolder(),
-		Position: uint32(len(l.waiters)),
+		Position: uint32(len(l.waiters())),
 	}
 }
 
@@ -202,12 +280,12 @@ func tooManyHolds(s *session) *Error {
 		"session %d holds or waits for %d locks; the limit is %d", s.id, s.load(), MaxHoldsPerSession)
 }
 
-func grantedOutcome(name string, h *fsmpb.Holder) *fsmpb.AcquireOutcome {
+func grantedOutcome(name string, h *holder) *fsmpb.AcquireOutcome {
 	return &fsmpb.AcquireOutcome{
 		Lock:   name,
 		Status: fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED,
-		Token:  h.GetToken(),
-		Count:  h.GetCount(),
+		Token:  h.token,
+		Count:  h.count,
 	}
 }
 
@@ -246,13 +324,13 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 	}
 	fresh := 0 // locks that would be newly held
 	for _, name := range names {
-		var h *fsmpb.Holder
+		var h *holder
 		if l := m.locks[name]; l != nil {
-			h = l.holderOf(s.id, op.GetOwnerKey())
+			h = l.holderOf(s, op.GetOwnerKey())
 		}
 		if h == nil {
 			fresh++
-		} else if h.GetCount() == math.MaxUint32 {
+		} else if h.count == math.MaxUint32 {
 			a.refuse(errorf(fsmpb.Error_ERROR_TOO_MANY_HOLDS,
 				"reentrant count of lock %s is at its limit %d", quote(name), uint32(math.MaxUint32)))
 			return
@@ -265,15 +343,16 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 		return
 	}
 
+	s.held = slices.Grow(s.held, fresh) // once, not doubling on the way
 	out := make([]*fsmpb.AcquireOutcome, 0, len(names))
 	for _, name := range names {
 		l := m.locks[name]
 		switch {
-		case l != nil && l.holderOf(s.id, op.GetOwnerKey()) != nil:
-			h := l.holderOf(s.id, op.GetOwnerKey())
-			h.Count++
+		case l != nil && l.holderOf(s, op.GetOwnerKey()) != nil:
+			h := l.holderOf(s, op.GetOwnerKey())
+			h.count++
 			out = append(out, grantedOutcome(name, h))
-		case l == nil || (l.free() && len(l.waiters) == 0):
+		case l == nil || (l.free() && len(l.waiters()) == 0):
 			h := m.lockFor(name).hold(a, s, op.GetOwnerKey(), a.seq)
 			out = append(out, grantedOutcome(name, h))
 		default:
@@ -309,32 +388,33 @@ func (m *Machine) release(a *apply, s *session, op *fsmpb.Release) {
 		a.refuse(errorf(fsmpb.Error_ERROR_LOCK_NOT_FOUND, "lock %s is not held", quote(name)))
 		return
 	}
-	h := l.holderOf(s.id, op.GetOwnerKey())
+	h := l.holderOf(s, op.GetOwnerKey())
 	if h == nil {
-		cur := l.holders[0]
+		cur := &l.holders[0]
 		a.refuse(errorf(fsmpb.Error_ERROR_NOT_HOLDER,
 			"lock %s is held by session %d key %s, not by session %d key %s",
-			quote(name), cur.GetSessionId(), quote(cur.GetOwnerKey()), s.id, quote(op.GetOwnerKey())))
+			quote(name), cur.s.id, quote(cur.ownerKey), s.id, quote(op.GetOwnerKey())))
 		return
 	}
-	if h.GetToken() != op.GetToken() {
+	if h.token != op.GetToken() {
 		a.refuse(errorf(fsmpb.Error_ERROR_TOKEN_MISMATCH,
-			"lock %s is held with token %d, not %d", quote(name), h.GetToken(), op.GetToken()))
+			"lock %s is held with token %d, not %d", quote(name), h.token, op.GetToken()))
 		return
 	}
-	h.Count--
-	a.res.RemainingCount = h.GetCount()
-	if h.GetCount() > 0 {
+	h.count--
+	a.res.RemainingCount = h.count
+	if h.count > 0 {
 		return
 	}
-	m.endHold(a, l, s, h)
+	m.endHold(a, l, h)
 }
 
-// endHold removes the holder h of s from l and hands l on.
-func (m *Machine) endHold(a *apply, l *lock, s *session, h *fsmpb.Holder) {
-	l.holders = slices.DeleteFunc(l.holders, func(x *fsmpb.Holder) bool { return x == h })
-	s.dropHold(l.name)
-	s.holdEnded(h.GetAcquireSeq(), l.name)
+// endHold removes the holder record h from l and hands l on.
+func (m *Machine) endHold(a *apply, l *lock, h *holder) {
+	s, seq, idx := h.s, h.acquireSeq, h.idx
+	l.removeHolder(h)
+	s.dropHold(idx)
+	s.holdEnded(seq, l.name)
 	m.settle(a, l)
 }
 
@@ -353,19 +433,17 @@ func (m *Machine) casRelease(a *apply, op *fsmpb.CasRelease) {
 		a.refuse(errorf(fsmpb.Error_ERROR_LOCK_NOT_FOUND, "lock %s is not held", quote(name)))
 		return
 	}
-	i := slices.IndexFunc(l.holders, func(h *fsmpb.Holder) bool {
-		return h.GetSessionId() == op.GetSessionId() && (op.GetToken() == 0 || h.GetToken() == op.GetToken())
+	i := slices.IndexFunc(l.holders, func(h holder) bool {
+		return h.s.id == op.GetSessionId() && (op.GetToken() == 0 || h.token == op.GetToken())
 	})
 	if i < 0 {
-		cur := l.holders[0]
+		cur := &l.holders[0]
 		a.refuse(errorf(fsmpb.Error_ERROR_TOKEN_MISMATCH,
 			"lock %s is held by session %d with token %d, not by session %d with token %d",
-			quote(name), cur.GetSessionId(), cur.GetToken(), op.GetSessionId(), op.GetToken()))
+			quote(name), cur.s.id, cur.token, op.GetSessionId(), op.GetToken()))
 		return
 	}
-	h := l.holders[i]
-	s := m.sessions[h.GetSessionId()]
-	m.endHold(a, l, s, h)
+	m.endHold(a, l, &l.holders[i])
 }
 
 func (m *Machine) cancelWait(a *apply, s *session, op *fsmpb.CancelWait) {
@@ -428,8 +506,8 @@ func (m *Machine) cancelWait(a *apply, s *session, op *fsmpb.CancelWait) {
 		code = fsmpb.Error_ERROR_WAIT_TIMED_OUT
 	}
 	l := m.locks[name]
-	l.removeWaiter(ws.id, key.seq)
-	delete(ws.waits, key)
+	l.removeWaiter(ws, key.seq)
+	ws.dropWait(key)
 	ws.waitEnded(key.seq, name, code)
 	a.res.WaitsEnded = append(a.res.WaitsEnded, &fsmpb.WaitEnded{
 		SessionId:  ws.id,
@@ -442,13 +520,13 @@ func (m *Machine) cancelWait(a *apply, s *session, op *fsmpb.CancelWait) {
 
 // heldThrough returns the holder record of lock name that session got
 // through its acquire seq, or nil.
-func (m *Machine) heldThrough(name string, sessionID, seq uint64) *fsmpb.Holder {
+func (m *Machine) heldThrough(name string, sessionID, seq uint64) *holder {
 	l := m.locks[name]
 	if l == nil {
 		return nil
 	}
-	for _, h := range l.holders {
-		if h.GetSessionId() == sessionID && h.GetAcquireSeq() == seq {
+	for i := range l.holders {
+		if h := &l.holders[i]; h.s.id == sessionID && h.acquireSeq == seq {
 			return h
 		}
 	}
@@ -473,7 +551,7 @@ func (m *Machine) releaseAbandoned(a *apply, ws *session, name string, seq uint6
 		return false
 	}
 	l := m.locks[name]
-	r := ws.cached(seq)
+	r := ws.cachedEntry(seq)
 	switch {
 	case r == nil:
 		a.refuse(errorf(fsmpb.Error_ERROR_NOT_WAITING,
@@ -481,7 +559,7 @@ func (m *Machine) releaseAbandoned(a *apply, ws *session, name string, seq uint6
 			ws.id, quote(name), seq))
 		a.res.Acquire = grantedOutcome(name, h)
 		return true
-	case r.GetAcquire().GetLock() != name || r.GetAcquire().GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED:
+	case !r.acquireIs(name, fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED):
 		// Not a waiting Acquire's grant (AcquireMany), or one whose hold
 		// an earlier abandoned cancel already took a count from.
 		a.refuse(errorf(fsmpb.Error_ERROR_NOT_WAITING,
@@ -491,10 +569,10 @@ func (m *Machine) releaseAbandoned(a *apply, ws *session, name string, seq uint6
 		return true
 	}
 	a.res.Acquire = grantedOutcome(name, h)
-	h.Count--
-	a.res.RemainingCount = h.GetCount()
-	if h.GetCount() == 0 {
-		m.endHold(a, l, ws, h)
+	h.count--
+	a.res.RemainingCount = h.count
+	if h.count == 0 {
+		m.endHold(a, l, h)
 	}
 	ws.abandoned(seq, name)
 	return true

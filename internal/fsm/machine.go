@@ -20,7 +20,9 @@ type Machine struct {
 	sessions   map[uint64]*session
 	sessionIDs *btree.BTreeG[uint64] // the keys of sessions, sorted
 	locks      map[string]*lock
-	lockNames  *btree.BTreeG[string] // the keys of locks, sorted
+	// lockTree holds the values of locks sorted by name: the walks in name
+	// order (snapshots, paged reads) get each lock without a map lookup.
+	lockTree *btree.BTreeG[*lock]
 }
 
 // btreeDegree is the fan-out of the sorted indexes; 32 is google/btree's
@@ -33,7 +35,7 @@ func New() *Machine {
 		sessions:   make(map[uint64]*session),
 		sessionIDs: btree.NewOrderedG[uint64](btreeDegree),
 		locks:      make(map[string]*lock),
-		lockNames:  btree.NewOrderedG[string](btreeDegree),
+		lockTree:   btree.NewG(btreeDegree, func(x, y *lock) bool { return x.name < y.name }),
 	}
 }
 
@@ -103,7 +105,7 @@ func (m *Machine) Apply(index uint64, cmd *fsmpb.Command) *fsmpb.Result {
 					// abandoned CancelWait of the seq must not undo it.
 					c.claimed = true
 				}
-				return cloneResult(c.res)
+				return c.toProto(nil)
 			}
 			minUnacked = cmd.GetMinUnackedSeq()
 			if minUnacked == 0 || minUnacked > seq {
@@ -122,7 +124,7 @@ func (m *Machine) Apply(index uint64, cmd *fsmpb.Command) *fsmpb.Result {
 
 	if dedup && m.sessions[s.id] == s {
 		s.forgetBelow(minUnacked)
-		s.remember(cmd.GetSeq(), cachedCopy(a.res))
+		s.remember(cmd.GetSeq(), a.res)
 	}
 	return a.res
 }

@@ -57,11 +57,11 @@ func (m *Machine) Locks(prefix, after string, limit int) []*fsmpb.Lock {
 	if after >= start {
 		start = after + "\x00" // the smallest string above after
 	}
-	m.lockNames.AscendGreaterOrEqual(start, func(name string) bool {
-		if !strings.HasPrefix(name, prefix) || (limit > 0 && len(out) >= limit) {
+	m.lockTree.AscendGreaterOrEqual(&lock{name: start}, func(l *lock) bool {
+		if !strings.HasPrefix(l.name, prefix) || (limit > 0 && len(out) >= limit) {
 			return false
 		}
-		out = append(out, m.locks[name].toProto())
+		out = append(out, l.toProto())
 		return true
 	})
 	return out
@@ -76,12 +76,12 @@ func (m *Machine) Check(name string, token uint64) (held bool, holder *fsmpb.Hol
 	if l == nil || len(l.holders) == 0 {
 		return false, nil
 	}
-	for _, h := range l.holders {
-		if token != 0 && h.GetToken() == token {
-			return true, cloneHolder(h)
+	for i := range l.holders {
+		if h := &l.holders[i]; token != 0 && h.token == token {
+			return true, h.toProto(nil)
 		}
 	}
-	return false, cloneHolder(l.holders[0])
+	return false, l.holders[0].toProto(nil)
 }
 
 // WaiterRef names one queued waiter that has a wait timeout.
@@ -98,14 +98,14 @@ type WaiterRef struct {
 // since it cannot know how long the waiter has waited on the old leader.
 func (m *Machine) Waiters() []*WaiterRef {
 	var out []*WaiterRef
-	m.lockNames.Ascend(func(name string) bool {
-		for _, w := range m.locks[name].waiters {
-			if w.GetWaitTimeoutNanos() > 0 {
+	m.lockTree.Ascend(func(l *lock) bool {
+		for _, w := range l.waiters() {
+			if w.timeout > 0 {
 				out = append(out, &WaiterRef{
-					Lock:       name,
-					SessionID:  w.GetSessionId(),
-					AcquireSeq: w.GetAcquireSeq(),
-					Timeout:    time.Duration(w.GetWaitTimeoutNanos()),
+					Lock:       l.name,
+					SessionID:  w.s.id,
+					AcquireSeq: w.acquireSeq,
+					Timeout:    time.Duration(w.timeout),
 				})
 			}
 		}

@@ -22,21 +22,64 @@ type session struct {
 	minUnacked uint64
 	results    []cachedResult
 
-	// holds counts this session's holder records per lock name, and
-	// numHolds is their sum; waits is the set of its queued waiters. They
-	// let the session end in O(its holds and waits).
-	holds    map[string]uint32
-	numHolds int
-	waits    map[waitKey]struct{}
+	// held has the lock of each of this session's holder records (a lock
+	// twice if held under two owner keys), in no order; each holder knows
+	// its position (holder.idx), so a hold is added and dropped in O(1).
+	// waits is the set of its queued waiters, nil while there is none.
+	// They let the session end in O(its holds and waits). (held is a slice,
+	// not a map of lock names, because at a few holds per session a map
+	// costs several times the bytes.)
+	held  []*lock
+	waits map[waitKey]struct{}
 }
 
+// cachedResult is the exactly-once cache's copy of the result of seq: the
+// fields of fsmpb.Result that the cache keeps (never the side-effect lists,
+// which concern other requests, nor session_id, which only OpenSession sets
+// and which is not deduplicated). It is a plain Go record rather than a
+// cloned message, sharing the strings of the answer it copies, because
+// every session keeps its unacknowledged results; toProto rebuilds the
+// message for a retry or a snapshot.
 type cachedResult struct {
-	seq uint64
-	res *fsmpb.Result
-	// claimed: a retry of this Acquire was answered from res (or the
+	seq       uint64
+	msg       string
+	acquire   *outcome  // Result.acquire, nil if unset
+	many      []outcome // Result.acquire_many
+	code      fsmpb.Error
+	remaining uint32 // Result.remaining_count
+	// claimed: a retry of this Acquire was answered from it (or the
 	// session's own CancelWait of it with its grant), so the client may act
 	// on that answer; an abandoned CancelWait no longer undoes the acquire.
 	claimed bool
+}
+
+// outcome is a cached fsmpb.AcquireOutcome.
+type outcome struct {
+	lock     string
+	token    uint64
+	holder   *holderCopy // BUSY / QUEUED: the holder at the time, nil if unset
+	status   fsmpb.AcquireStatus
+	count    uint32
+	position uint32
+}
+
+// holderCopy is a cached fsmpb.Holder: what a BUSY or QUEUED answer said
+// about the holder then, kept apart from the live holder record (which
+// changes, and whose session may end).
+type holderCopy struct {
+	sessionID  uint64
+	ownerKey   string
+	owner      string
+	token      uint64
+	since      int64
+	acquireSeq uint64
+	count      uint32
+}
+
+// acquireIs reports whether the cached result is an Acquire's outcome for
+// lock with status st.
+func (c *cachedResult) acquireIs(lock string, st fsmpb.AcquireStatus) bool {
+	return c.acquire != nil && c.acquire.lock == lock && c.acquire.status == st
 }
 
 // waitKey names one waiter of a session: lock name and acquire seq.
@@ -58,17 +101,7 @@ func newSession(id uint64, owner string, ttl, created int64) *session {
 		owner:   owner,
 		ttl:     ttl,
 		created: created,
-		holds:   make(map[string]uint32),
-		waits:   make(map[waitKey]struct{}),
 	}
-}
-
-// cached returns the cached result of seq, or nil.
-func (s *session) cached(seq uint64) *fsmpb.Result {
-	if c := s.cachedEntry(seq); c != nil {
-		return c.res
-	}
-	return nil
 }
 
 // cachedEntry returns the cache entry of seq, or nil. The pointer is valid
@@ -109,21 +142,22 @@ func (s *session) forgetBelow(min uint64) {
 // remember caches res as the result of seq, which is not cached yet.
 func (s *session) remember(seq uint64, res *fsmpb.Result) {
 	i := s.firstAtOrAbove(seq)
-	s.results = slices.Insert(s.results, i, cachedResult{seq: seq, res: res})
+	s.results = slices.Insert(s.results, i, cacheResult(seq, res))
 }
 
 // granted updates the cached result of the queued acquire seq, if it is
 // still cached, to say that it now holds lock with token.
 func (s *session) granted(seq uint64, lock string, token uint64) {
-	r := s.cached(seq)
-	if r == nil || r.GetAcquire().GetLock() != lock || r.GetAcquire().GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED {
+	c := s.cachedEntry(seq)
+	if c == nil || !c.acquireIs(lock, fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED) {
 		return
 	}
-	r.Acquire = &fsmpb.AcquireOutcome{
-		Lock:   lock,
-		Status: fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED,
-		Token:  token,
-		Count:  1,
+	// The outcome belongs to this entry alone: overwrite it in place.
+	*c.acquire = outcome{
+		lock:   lock,
+		status: fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED,
+		token:  token,
+		count:  1,
 	}
 }
 
@@ -132,37 +166,37 @@ func (s *session) granted(seq uint64, lock string, token uint64) {
 // request whose answer never arrived must not learn "granted" for a hold
 // that is gone (e.g. a server released it for a caller that went away).
 func (s *session) holdEnded(seq uint64, lock string) {
-	r := s.cached(seq)
-	if r == nil || r.GetAcquire().GetLock() != lock || r.GetAcquire().GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
+	c := s.cachedEntry(seq)
+	if c == nil || !c.acquireIs(lock, fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED) {
 		return
 	}
-	r.Error = fsmpb.Error_ERROR_NOT_HOLDER
-	r.Message = "the hold this request got on lock " + quote(lock) + " has since ended"
-	r.Acquire = nil
+	c.code = fsmpb.Error_ERROR_NOT_HOLDER
+	c.msg = "the hold this request got on lock " + quote(lock) + " has since ended"
+	c.acquire = nil
 }
 
 // abandoned updates the cached result of the acquire seq, whose hold an
 // abandoned CancelWait released, to say that its caller went away.
 func (s *session) abandoned(seq uint64, lock string) {
-	r := s.cached(seq)
-	if r == nil {
+	c := s.cachedEntry(seq)
+	if c == nil {
 		return
 	}
-	r.Error = fsmpb.Error_ERROR_WAIT_CANCELLED
-	r.Message = "wait for lock " + quote(lock) + " was cancelled: its caller went away, and the grant it got was released"
-	r.Acquire = nil
+	c.code = fsmpb.Error_ERROR_WAIT_CANCELLED
+	c.msg = "wait for lock " + quote(lock) + " was cancelled: its caller went away, and the grant it got was released"
+	c.acquire = nil
 }
 
 // waitEnded updates the cached result of the queued acquire seq, if it is
 // still cached, to the final refusal code.
 func (s *session) waitEnded(seq uint64, lock string, code fsmpb.Error) {
-	r := s.cached(seq)
-	if r == nil || r.GetAcquire().GetLock() != lock || r.GetAcquire().GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED {
+	c := s.cachedEntry(seq)
+	if c == nil || !c.acquireIs(lock, fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED) {
 		return
 	}
-	r.Error = code
-	r.Message = waitEndedMessage(lock, code)
-	r.Acquire = nil
+	c.code = code
+	c.msg = waitEndedMessage(lock, code)
+	c.acquire = nil
 }
 
 func waitEndedMessage(lock string, code fsmpb.Error) string {
@@ -177,22 +211,57 @@ func waitEndedMessage(lock string, code fsmpb.Error) string {
 	return "wait for lock " + quote(lock) + " ended: the session ended"
 }
 
-func (s *session) addHold(lock string) {
-	s.holds[lock]++
-	s.numHolds++
+// addHold records a new holder record of s on l and returns its position
+// in s.held, which the record keeps as holder.idx.
+func (s *session) addHold(l *lock) int32 {
+	s.held = append(s.held, l)
+	return int32(len(s.held) - 1)
 }
 
-func (s *session) dropHold(lock string) {
-	if s.holds[lock] <= 1 {
-		delete(s.holds, lock)
-	} else {
-		s.holds[lock]--
+// dropHold forgets position i of s.held, whose holder record has left its
+// lock: the last position moves into its place, and the record that points
+// to it is told.
+func (s *session) dropHold(i int32) {
+	last := int32(len(s.held) - 1)
+	if i != last {
+		moved := s.held[last]
+		s.held[i] = moved
+		for k := range moved.holders {
+			if h := &moved.holders[k]; h.s == s && h.idx == last {
+				h.idx = i
+				break
+			}
+		}
 	}
-	s.numHolds--
+	s.held[last] = nil
+	s.held = s.held[:last]
+	// Give back most of the array of a session that let go of many locks.
+	if c := cap(s.held); c > 64 && len(s.held) < c/4 {
+		s.held = append(make([]*lock, 0, 2*len(s.held)), s.held...)
+	}
+}
+
+// numHolds is the number of holder records of s.
+func (s *session) numHolds() int { return len(s.held) }
+
+// addWait and dropWait keep s.waits, which is nil while empty (most
+// sessions never wait, and an empty map still costs its header).
+func (s *session) addWait(k waitKey) {
+	if s.waits == nil {
+		s.waits = make(map[waitKey]struct{})
+	}
+	s.waits[k] = struct{}{}
+}
+
+func (s *session) dropWait(k waitKey) {
+	delete(s.waits, k)
+	if len(s.waits) == 0 {
+		s.waits = nil
+	}
 }
 
 // load is what MaxHoldsPerSession bounds.
-func (s *session) load() int { return s.numHolds + len(s.waits) }
+func (s *session) load() int { return s.numHolds() + len(s.waits) }
 
 func (m *Machine) openSession(a *apply, op *fsmpb.OpenSession) {
 	ttl := time.Duration(op.GetTtlNanos())
@@ -244,16 +313,11 @@ func (m *Machine) blacklistSession(a *apply, op *fsmpb.BlacklistSession) {
 // the next waiter with this entry's index as token.
 func (m *Machine) endSession(a *apply, s *session) {
 	m.dropWaits(a, s, fsmpb.Error_ERROR_SESSION_NOT_FOUND)
-	names := make([]string, 0, len(s.holds))
-	for name := range s.holds {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		l := m.locks[name]
-		l.holders = slices.DeleteFunc(l.holders, func(h *fsmpb.Holder) bool {
-			return h.GetSessionId() == s.id
-		})
+	held := slices.Clone(s.held)
+	slices.SortFunc(held, func(x, y *lock) int { return cmp.Compare(x.name, y.name) })
+	held = slices.Compact(held) // a lock held under two owner keys
+	for _, l := range held {
+		l.holders = slices.DeleteFunc(l.holders, func(h holder) bool { return h.s == s })
 		m.settle(a, l)
 	}
 	delete(m.sessions, s.id)
@@ -275,8 +339,8 @@ func (m *Machine) dropWaits(a *apply, s *session, code fsmpb.Error) {
 	slices.SortFunc(keys, compareWaitKeys)
 	for i, k := range keys {
 		l := m.locks[k.lock]
-		l.removeWaiter(s.id, k.seq)
-		delete(s.waits, k)
+		l.removeWaiter(s, k.seq)
+		s.dropWait(k)
 		s.waitEnded(k.seq, k.lock, code)
 		a.res.WaitsEnded = append(a.res.WaitsEnded, &fsmpb.WaitEnded{
 			SessionId:  s.id,

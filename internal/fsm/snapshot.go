@@ -3,12 +3,22 @@ package fsm
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+// The fields of fsmpb.Snapshot, which Snapshot and Restore encode and decode
+// one at a time (TestSnapshotFieldNumbers checks them against the proto).
+const (
+	snapshotAppliedIndex protowire.Number = 1
+	snapshotSessions     protowire.Number = 2
+	snapshotLocks        protowire.Number = 3
 )
 
 // Snapshot returns the whole state as an fsmpb.Snapshot in bytes. The bytes
@@ -20,33 +30,116 @@ func (m *Machine) Snapshot() ([]byte, error) {
 	return m.marshal(m.applied)
 }
 
-func (m *Machine) marshal(applied uint64) ([]byte, error) {
-	snap := &fsmpb.Snapshot{
-		AppliedIndex: applied,
-		Sessions:     make([]*fsmpb.Session, 0, len(m.sessions)),
-		Locks:        make([]*fsmpb.Lock, 0, len(m.locks)),
+var (
+	recordMarshal = proto.MarshalOptions{Deterministic: true}
+	// recordMarshalSized marshals a record whose size recordMarshal.Size
+	// has just computed (and cached in the messages).
+	recordMarshalSized = proto.MarshalOptions{Deterministic: true, UseCachedSize: true}
+)
+
+// snapshotEncoder appends a snapshot to buf one record at a time: a
+// session or a lock is described in the same scratch messages each time
+// and marshalled as one element of its repeated field. That is the
+// encoding proto.Marshal gives the whole fsmpb.Snapshot (a message's fields
+// in number order, each element of a repeated message field as its own
+// tag, length and bytes), without building the message tree of the whole
+// state, which at a million locks would be a million wrappers at once.
+type snapshotEncoder struct {
+	buf     []byte
+	session fsmpb.Session
+	lock    fsmpb.Lock
+	pa      protoAlloc
+}
+
+// appendRecord appends msg as one element of the repeated field num.
+func (e *snapshotEncoder) appendRecord(num protowire.Number, msg proto.Message) error {
+	size := recordMarshal.Size(msg)
+	e.buf = protowire.AppendTag(e.buf, num, protowire.BytesType)
+	e.buf = protowire.AppendVarint(e.buf, uint64(size))
+	start := len(e.buf)
+	var err error
+	if e.buf, err = recordMarshalSized.MarshalAppend(e.buf, msg); err != nil {
+		return err
 	}
+	if n := len(e.buf) - start; n != size {
+		return fmt.Errorf("record of field %d is %d bytes, its size said %d", num, n, size)
+	}
+	return nil
+}
+
+func (m *Machine) marshal(applied uint64) ([]byte, error) {
+	e := &snapshotEncoder{buf: make([]byte, 0, m.snapshotSizeHint())}
+	if applied != 0 { // proto3 leaves out a zero
+		e.buf = protowire.AppendTag(e.buf, snapshotAppliedIndex, protowire.VarintType)
+		e.buf = protowire.AppendVarint(e.buf, applied)
+	}
+	var err error
 	m.sessionIDs.Ascend(func(id uint64) bool {
-		s := m.sessions[id]
-		p := s.toProto()
-		for _, c := range s.results {
-			p.Results = append(p.Results, &fsmpb.CachedResult{Seq: c.seq, Result: c.res, Claimed: c.claimed})
-		}
-		snap.Sessions = append(snap.Sessions, p)
-		return true
+		e.pa.reset()
+		m.sessions[id].fill(&e.session, &e.pa, true)
+		err = e.appendRecord(snapshotSessions, &e.session)
+		return err == nil
 	})
-	m.lockNames.Ascend(func(name string) bool {
-		l := m.locks[name]
-		// The holder and waiter records are marshalled, not kept, so they
-		// need no copy.
-		snap.Locks = append(snap.Locks, &fsmpb.Lock{Name: name, Holders: l.holders, Waiters: l.waiters})
-		return true
-	})
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(snap)
+	if err == nil {
+		m.lockTree.Ascend(func(l *lock) bool {
+			e.pa.reset()
+			l.fill(&e.lock, &e.pa)
+			err = e.appendRecord(snapshotLocks, &e.lock)
+			return err == nil
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("fsm: marshal snapshot: %w", err)
 	}
-	return b, nil
+	return e.buf, nil
+}
+
+// snapshotSizeHint estimates the snapshot's size, so that its buffer is
+// allocated once rather than grown (and copied) a dozen times: exact for
+// the strings, typical for the numbers (a wall clock takes 9 bytes, a
+// token, id or seq at most as many as the applied index). Being a little
+// off costs one growth, or some capacity left unused.
+func (m *Machine) snapshotSizeHint() int {
+	v := protowire.SizeVarint(m.applied)
+	n := 1 + v
+	holds, waits := 0, 0
+	for _, s := range m.sessions {
+		// tag and length, id, owner, ttl, created, min unacked, holds
+		n += 4 + (1 + v) + (2 + len(s.owner)) + 6 + 10 + (1 + v) + 4
+		// Every holder and waiter record of s repeats its owner label.
+		n += (s.numHolds() + len(s.waits)) * (2 + len(s.owner))
+		holds += s.numHolds()
+		waits += len(s.waits)
+		for i := range s.results {
+			c := &s.results[i]
+			// tag and length, seq, claimed; the result's tag and length,
+			// error, message, remaining count
+			n += 3 + (1 + v) + 2 + 3 + 2 + (2 + len(c.msg)) + 3
+			if c.acquire != nil {
+				n += c.acquire.sizeHint(v)
+			}
+			for j := range c.many {
+				n += c.many[j].sizeHint(v)
+			}
+		}
+	}
+	for name := range m.locks { // the keys, without visiting the locks
+		n += 4 + (2 + len(name)) // tag and length, name
+	}
+	// tag and length, session id, token, count, since, acquire seq
+	n += holds * (2 + (1 + v) + (1 + v) + 2 + 10 + (1 + v))
+	// tag and length, session id, acquire seq, since
+	n += waits * (2 + (1 + v) + (1 + v) + 10)
+	return n
+}
+
+func (o *outcome) sizeHint(v int) int {
+	// tag and length, lock, status, token, count, position
+	n := 3 + (2 + len(o.lock)) + 2 + (1 + v) + 2 + 2
+	if h := o.holder; h != nil {
+		n += 2 + 3*(1+v) + (2 + len(h.owner)) + (2 + len(h.ownerKey)) + 2 + 10
+	}
+	return n
 }
 
 // Hash returns the hex SHA-256 of the state's content: Snapshot's bytes
@@ -68,130 +161,326 @@ func (m *Machine) Hash() string {
 // It checks the snapshot's consistency first; on error the Machine is
 // unchanged.
 func (m *Machine) Restore(data []byte) error {
-	var snap fsmpb.Snapshot
-	if err := proto.Unmarshal(data, &snap); err != nil {
-		return fmt.Errorf("fsm: decode snapshot: %w", err)
-	}
 	n := New()
-	if err := n.load(&snap); err != nil {
-		return fmt.Errorf("fsm: restore snapshot at index %d: %w", snap.GetAppliedIndex(), err)
+	if err := n.load(data); err != nil {
+		if de, ok := errors.AsType[*decodeError](err); ok {
+			return fmt.Errorf("fsm: decode snapshot: %w", de.err)
+		}
+		return fmt.Errorf("fsm: restore snapshot at index %d: %w", n.applied, err)
 	}
 	*m = *n
 	return nil
 }
 
-// load fills the empty machine m from snap, rebuilding the indexes and
-// checking every invariant the apply path keeps.
-func (m *Machine) load(snap *fsmpb.Snapshot) error {
-	m.applied = snap.GetAppliedIndex()
-	var prev uint64
-	for _, p := range snap.GetSessions() {
-		id := p.GetId()
+// decodeError is a snapshot that is not a well-formed fsmpb.Snapshot, as
+// opposed to one that decodes but breaks an invariant.
+type decodeError struct{ err error }
+
+func (e *decodeError) Error() string { return e.err.Error() }
+
+// eachRecord calls fn with each top-level field of the encoded
+// fsmpb.Snapshot data that the machine reads, in their order: the applied
+// index (v) and each encoded session or lock (rec). Like proto.Unmarshal it
+// skips unknown fields (and known numbers with another wire type).
+func eachRecord(data []byte, fn func(num protowire.Number, v uint64, rec []byte) error) error {
+	for len(data) > 0 {
+		num, typ, n := protowire.ConsumeTag(data)
+		if n < 0 {
+			return &decodeError{protowire.ParseError(n)}
+		}
+		data = data[n:]
+		var v uint64
+		var rec []byte
 		switch {
-		case id == 0 || id <= prev:
-			return fmt.Errorf("session id %d after %d: ids must ascend from 1", id, prev)
-		case id > m.applied:
-			return fmt.Errorf("session %d is newer than applied index %d", id, m.applied)
+		case num == snapshotAppliedIndex && typ == protowire.VarintType:
+			v, n = protowire.ConsumeVarint(data)
+		case (num == snapshotSessions || num == snapshotLocks) && typ == protowire.BytesType:
+			rec, n = protowire.ConsumeBytes(data)
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, data)
+			num = 0
 		}
-		prev = id
-		if err := checkTTL(time.Duration(p.GetTtlNanos())); err != nil {
-			return fmt.Errorf("session %d: %s", id, err.Msg)
+		if n < 0 {
+			return &decodeError{protowire.ParseError(n)}
 		}
-		if err := checkLabel("owner", p.GetOwner()); err != nil {
-			return fmt.Errorf("session %d: %s", id, err.Msg)
-		}
-		s := newSession(id, p.GetOwner(), p.GetTtlNanos(), p.GetCreatedUnixNano())
-		s.blacklisted = p.GetBlacklisted()
-		s.minUnacked = p.GetMinUnackedSeq()
-		if len(p.GetResults()) > MaxPending {
-			return fmt.Errorf("session %d has %d cached results; the limit is %d", id, len(p.GetResults()), MaxPending)
-		}
-		for i, c := range p.GetResults() {
-			if c.GetResult() == nil || c.GetSeq() < s.minUnacked || (i > 0 && c.GetSeq() <= s.results[i-1].seq) {
-				return fmt.Errorf("session %d: cached result %d (seq %d) is missing, below min unacked %d or out of order",
-					id, i, c.GetSeq(), s.minUnacked)
+		data = data[n:]
+		if num != 0 {
+			if err := fn(num, v, rec); err != nil {
+				return err
 			}
-			s.results = append(s.results, cachedResult{seq: c.GetSeq(), res: c.GetResult(), claimed: c.GetClaimed()})
 		}
-		m.sessions[id] = s
-		m.sessionIDs.ReplaceOrInsert(id)
+	}
+	return nil
+}
+
+// decodeRecord unmarshals one session or lock into msg (which it resets).
+func decodeRecord(rec []byte, msg proto.Message) error {
+	if err := proto.Unmarshal(rec, msg); err != nil {
+		return &decodeError{err}
+	}
+	return nil
+}
+
+// load fills the empty machine m from the encoded fsmpb.Snapshot data,
+// rebuilding the indexes and checking every invariant the apply path keeps.
+// It decodes one session or lock at a time into a scratch message, so the
+// messages of the whole state are never alive at once. It reads data three
+// times, as proto.Unmarshal would see it whatever the order of its fields:
+// the applied index (the last one wins) and the number of records first,
+// then the sessions, then the locks, which refer to them.
+func (m *Machine) load(data []byte) error {
+	nSessions, nLocks := 0, 0
+	err := eachRecord(data, func(num protowire.Number, v uint64, _ []byte) error {
+		switch num {
+		case snapshotAppliedIndex:
+			m.applied = v
+		case snapshotSessions:
+			nSessions++
+		case snapshotLocks:
+			nLocks++
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// Sized once: growing a map to a million locks rehashes it over and
+	// over. (The counts are bounded by the data: a record takes 2 bytes.)
+	m.sessions = make(map[uint64]*session, nSessions)
+	m.locks = make(map[string]*lock, nLocks)
+
+	var (
+		sp    fsmpb.Session
+		prev  uint64
+		holds []uint32 // the holds each session says it has, in id order
+	)
+	err = eachRecord(data, func(num protowire.Number, _ uint64, rec []byte) error {
+		if num != snapshotSessions {
+			return nil
+		}
+		if err := decodeRecord(rec, &sp); err != nil {
+			return err
+		}
+		if err := m.loadSession(&sp, prev); err != nil {
+			return err
+		}
+		prev = sp.GetId()
+		holds = append(holds, sp.GetHolds())
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 
-	prevName := ""
-	for i, p := range snap.GetLocks() {
-		name := p.GetName()
-		if err := checkLockName(name); err != nil {
-			return fmt.Errorf("lock %d: %s", i, err.Msg)
+	// Size each session's hold index for the holds it says it has (checked
+	// once the locks are in), within what the lock records can hold.
+	budget, i := nLocks*holderLimit, 0
+	m.sessionIDs.Ascend(func(id uint64) bool {
+		if n := min(int(holds[i]), budget); n > 0 {
+			m.sessions[id].held = make([]*lock, 0, n)
+			budget -= n
 		}
-		if i > 0 && name <= prevName {
-			return fmt.Errorf("lock %q after %q: names must ascend", name, prevName)
+		i++
+		return true
+	})
+
+	var (
+		lp       fsmpb.Lock
+		prevName string
+	)
+	i = 0
+	err = eachRecord(data, func(num protowire.Number, _ uint64, rec []byte) error {
+		if num != snapshotLocks {
+			return nil
 		}
-		prevName = name
-		if len(p.GetHolders()) == 0 && len(p.GetWaiters()) == 0 {
-			return fmt.Errorf("lock %q has no holder and no waiter", name)
+		if err := decodeRecord(rec, &lp); err != nil {
+			return err
 		}
-		if len(p.GetHolders()) > holderLimit {
-			return fmt.Errorf("lock %q has %d holders; the limit is %d", name, len(p.GetHolders()), holderLimit)
+		if err := m.loadLock(&lp, i, prevName); err != nil {
+			return err
 		}
-		if len(p.GetWaiters()) > MaxWaitersPerLock {
-			return fmt.Errorf("lock %q has %d waiters; the limit is %d", name, len(p.GetWaiters()), MaxWaitersPerLock)
-		}
-		if len(p.GetWaiters()) > 0 && len(p.GetHolders()) < holderLimit {
-			return fmt.Errorf("lock %q has room for a holder but waiters queued", name)
-		}
-		l := &lock{name: name}
-		for _, h := range p.GetHolders() {
-			s := m.sessions[h.GetSessionId()]
-			switch {
-			case s == nil:
-				return fmt.Errorf("lock %q is held by missing session %d", name, h.GetSessionId())
-			case h.GetCount() == 0:
-				return fmt.Errorf("lock %q has a holder with count 0", name)
-			case h.GetToken() == 0 || h.GetToken() > m.applied:
-				return fmt.Errorf("lock %q has token %d outside 1..%d", name, h.GetToken(), m.applied)
-			case l.holderOf(s.id, h.GetOwnerKey()) != nil:
-				return fmt.Errorf("lock %q is held twice by session %d key %q", name, s.id, h.GetOwnerKey())
-			}
-			if err := checkLabel("owner key", h.GetOwnerKey()); err != nil {
-				return fmt.Errorf("lock %q: %s", name, err.Msg)
-			}
-			l.holders = append(l.holders, h)
-			s.addHold(name)
-		}
-		for _, w := range p.GetWaiters() {
-			s := m.sessions[w.GetSessionId()]
-			switch {
-			case s == nil:
-				return fmt.Errorf("lock %q has a waiter of missing session %d", name, w.GetSessionId())
-			case w.GetAcquireSeq() == 0:
-				return fmt.Errorf("lock %q has a waiter without acquire seq", name)
-			case w.GetWaitTimeoutNanos() < 0:
-				return fmt.Errorf("lock %q has a waiter with negative timeout", name)
-			case s.blacklisted:
-				return fmt.Errorf("lock %q has a waiter of blacklisted session %d", name, s.id)
-			}
-			key := waitKey{name, w.GetAcquireSeq()}
-			if _, dup := s.waits[key]; dup {
-				return fmt.Errorf("lock %q has waiter seq %d of session %d twice", name, key.seq, s.id)
-			}
-			if err := checkLabel("owner key", w.GetOwnerKey()); err != nil {
-				return fmt.Errorf("lock %q: %s", name, err.Msg)
-			}
-			l.waiters = append(l.waiters, w)
-			s.waits[key] = struct{}{}
-		}
-		m.locks[name] = l
-		m.lockNames.ReplaceOrInsert(name)
+		i++
+		prevName = lp.GetName()
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 
-	for _, p := range snap.GetSessions() {
-		s := m.sessions[p.GetId()]
-		if int(p.GetHolds()) != s.numHolds {
-			return fmt.Errorf("session %d says it holds %d locks, the locks say %d", s.id, p.GetHolds(), s.numHolds)
+	// The sessions came in ascending id order, the order of holds.
+	i = 0
+	m.sessionIDs.Ascend(func(id uint64) bool {
+		s := m.sessions[id]
+		if int(holds[i]) != s.numHolds() {
+			err = fmt.Errorf("session %d says it holds %d locks, the locks say %d", s.id, holds[i], s.numHolds())
+		} else if s.load() > MaxHoldsPerSession {
+			err = fmt.Errorf("session %d holds or waits for %d locks; the limit is %d", s.id, s.load(), MaxHoldsPerSession)
 		}
-		if s.load() > MaxHoldsPerSession {
-			return fmt.Errorf("session %d holds or waits for %d locks; the limit is %d", s.id, s.load(), MaxHoldsPerSession)
+		i++
+		return err == nil
+	})
+	return err
+}
+
+// cachedName returns name, as the string of the outcome that names it in
+// the cached result of seq of s if there is one. A lock restored from a
+// snapshot takes the string its holder's acquire (often still cached, an
+// AcquireMany's outcome in the design point) decoded, so the two share it,
+// as in a machine built by Apply, instead of each keeping a copy.
+func (s *session) cachedName(seq uint64, name string) string {
+	c := s.cachedEntry(seq)
+	if c == nil {
+		return name
+	}
+	if c.acquire != nil && c.acquire.lock == name {
+		return c.acquire.lock
+	}
+	// Bounded: a big AcquireMany's locks would each scan all its outcomes.
+	for i := range min(len(c.many), 64) {
+		if c.many[i].lock == name {
+			return c.many[i].lock
 		}
 	}
+	return name
+}
+
+// loadSession adds the session p, which follows the session id prev.
+func (m *Machine) loadSession(p *fsmpb.Session, prev uint64) error {
+	id := p.GetId()
+	switch {
+	case id == 0 || id <= prev:
+		return fmt.Errorf("session id %d after %d: ids must ascend from 1", id, prev)
+	case id > m.applied:
+		return fmt.Errorf("session %d is newer than applied index %d", id, m.applied)
+	}
+	if err := checkTTL(time.Duration(p.GetTtlNanos())); err != nil {
+		return fmt.Errorf("session %d: %s", id, err.Msg)
+	}
+	if err := checkLabel("owner", p.GetOwner()); err != nil {
+		return fmt.Errorf("session %d: %s", id, err.Msg)
+	}
+	s := newSession(id, p.GetOwner(), p.GetTtlNanos(), p.GetCreatedUnixNano())
+	s.blacklisted = p.GetBlacklisted()
+	s.minUnacked = p.GetMinUnackedSeq()
+	results := p.GetResults()
+	if len(results) > MaxPending {
+		return fmt.Errorf("session %d has %d cached results; the limit is %d", id, len(results), MaxPending)
+	}
+	if len(results) > 0 {
+		s.results = make([]cachedResult, 0, len(results))
+	}
+	for i, c := range results {
+		r := c.GetResult()
+		if r == nil || c.GetSeq() < s.minUnacked || (i > 0 && c.GetSeq() <= s.results[i-1].seq) {
+			return fmt.Errorf("session %d: cached result %d (seq %d) is missing, below min unacked %d or out of order",
+				id, i, c.GetSeq(), s.minUnacked)
+		}
+		// The cache never keeps these (see cacheResult), so it could not
+		// give them back.
+		if r.GetSessionId() != 0 || len(r.GetGrants())+len(r.GetWaitsEnded())+len(r.GetSessionsEnded()) > 0 {
+			return fmt.Errorf("session %d: cached result %d (seq %d) has a session id or side effects", id, i, c.GetSeq())
+		}
+		cr := cacheResult(c.GetSeq(), r)
+		cr.claimed = c.GetClaimed()
+		s.results = append(s.results, cr)
+	}
+	m.sessions[id] = s
+	m.sessionIDs.ReplaceOrInsert(id)
+	return nil
+}
+
+// loadLock adds the lock p, the i-th (from 0), which follows the lock
+// prevName.
+func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
+	name := p.GetName()
+	if err := checkLockName(name); err != nil {
+		return fmt.Errorf("lock %d: %s", i, err.Msg)
+	}
+	if i > 0 && name <= prevName {
+		return fmt.Errorf("lock %q after %q: names must ascend", name, prevName)
+	}
+	holders, waiters := p.GetHolders(), p.GetWaiters()
+	if len(holders) == 0 && len(waiters) == 0 {
+		return fmt.Errorf("lock %q has no holder and no waiter", name)
+	}
+	if len(holders) > holderLimit {
+		return fmt.Errorf("lock %q has %d holders; the limit is %d", name, len(holders), holderLimit)
+	}
+	if len(waiters) > MaxWaitersPerLock {
+		return fmt.Errorf("lock %q has %d waiters; the limit is %d", name, len(waiters), MaxWaitersPerLock)
+	}
+	if len(waiters) > 0 && len(holders) < holderLimit {
+		return fmt.Errorf("lock %q has room for a holder but waiters queued", name)
+	}
+	l := &lock{name: name}
+	if len(holders) > 0 {
+		l.holders = make([]holder, 0, len(holders))
+		if s := m.sessions[holders[0].GetSessionId()]; s != nil {
+			l.name = s.cachedName(holders[0].GetAcquireSeq(), name)
+		}
+	}
+	for _, h := range holders {
+		s := m.sessions[h.GetSessionId()]
+		switch {
+		case s == nil:
+			return fmt.Errorf("lock %q is held by missing session %d", name, h.GetSessionId())
+		case h.GetCount() == 0:
+			return fmt.Errorf("lock %q has a holder with count 0", name)
+		case h.GetToken() == 0 || h.GetToken() > m.applied:
+			return fmt.Errorf("lock %q has token %d outside 1..%d", name, h.GetToken(), m.applied)
+		case l.holderOf(s, h.GetOwnerKey()) != nil:
+			return fmt.Errorf("lock %q is held twice by session %d key %q", name, s.id, h.GetOwnerKey())
+		case h.GetOwner() != s.owner:
+			// The record keeps no owner of its own: it is the session's.
+			return fmt.Errorf("lock %q: holder of session %d has owner %q, its session %q", name, s.id, h.GetOwner(), s.owner)
+		}
+		if err := checkLabel("owner key", h.GetOwnerKey()); err != nil {
+			return fmt.Errorf("lock %q: %s", name, err.Msg)
+		}
+		l.holders = append(l.holders, holder{
+			s:          s,
+			ownerKey:   h.GetOwnerKey(),
+			token:      h.GetToken(),
+			since:      h.GetSinceUnixNano(),
+			acquireSeq: h.GetAcquireSeq(),
+			count:      h.GetCount(),
+			idx:        s.addHold(l),
+		})
+	}
+	if len(waiters) > 0 {
+		l.queue = &queue{waiters: make([]waiter, 0, len(waiters))}
+	}
+	for _, w := range waiters {
+		s := m.sessions[w.GetSessionId()]
+		switch {
+		case s == nil:
+			return fmt.Errorf("lock %q has a waiter of missing session %d", name, w.GetSessionId())
+		case w.GetAcquireSeq() == 0:
+			return fmt.Errorf("lock %q has a waiter without acquire seq", name)
+		case w.GetWaitTimeoutNanos() < 0:
+			return fmt.Errorf("lock %q has a waiter with negative timeout", name)
+		case s.blacklisted:
+			return fmt.Errorf("lock %q has a waiter of blacklisted session %d", name, s.id)
+		case w.GetOwner() != s.owner:
+			return fmt.Errorf("lock %q: waiter of session %d has owner %q, its session %q", name, s.id, w.GetOwner(), s.owner)
+		}
+		key := waitKey{name, w.GetAcquireSeq()}
+		if _, dup := s.waits[key]; dup {
+			return fmt.Errorf("lock %q has waiter seq %d of session %d twice", name, key.seq, s.id)
+		}
+		if err := checkLabel("owner key", w.GetOwnerKey()); err != nil {
+			return fmt.Errorf("lock %q: %s", name, err.Msg)
+		}
+		l.enqueue(waiter{
+			s:          s,
+			ownerKey:   w.GetOwnerKey(),
+			acquireSeq: w.GetAcquireSeq(),
+			timeout:    w.GetWaitTimeoutNanos(),
+			since:      w.GetSinceUnixNano(),
+		})
+		s.addWait(key)
+	}
+	m.locks[l.name] = l
+	m.lockTree.ReplaceOrInsert(l)
 	return nil
 }

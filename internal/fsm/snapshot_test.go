@@ -1,9 +1,18 @@
 package fsm
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
@@ -30,6 +39,12 @@ func TestRestoreRefusesCorruptSnapshots(t *testing.T) {
 		{"wrong hold count", func(s *fsmpb.Snapshot) { s.Sessions[0].Holds = 5 }},
 		{"bad lock name", func(s *fsmpb.Snapshot) { s.Locks[0].Name = "" }},
 		{"cached result below min unacked", func(s *fsmpb.Snapshot) { s.Sessions[0].MinUnackedSeq = 9 }},
+		{"holder owner not its session's", func(s *fsmpb.Snapshot) { s.Locks[0].Holders[0].Owner = "b" }},
+		{"waiter owner not its session's", func(s *fsmpb.Snapshot) { s.Locks[0].Waiters[0].Owner = "a" }},
+		{"cached side effects", func(s *fsmpb.Snapshot) {
+			s.Sessions[0].Results[0].Result.SessionsEnded = []uint64{2}
+		}},
+		{"session newer than the applied index", func(s *fsmpb.Snapshot) { s.AppliedIndex = 1 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,6 +72,234 @@ func TestRestoreRefusesCorruptSnapshots(t *testing.T) {
 	}
 	if err := New().Restore([]byte{0xff, 0xff}); err == nil {
 		t.Fatal("restored garbage")
+	}
+	if err := New().Restore(good[:len(good)-1]); err == nil {
+		t.Fatal("restored a truncated snapshot")
+	}
+	// A well-framed snapshot whose last lock does not decode.
+	bad := protowire.AppendTag(slices.Clone(good), snapshotLocks, protowire.BytesType)
+	bad = protowire.AppendBytes(bad, []byte{0x0a, 0x05, 'x'})
+	if err := New().Restore(bad); err == nil || !strings.Contains(err.Error(), "decode snapshot") {
+		t.Fatalf("restored a snapshot with a broken lock: %v", err)
+	}
+}
+
+func TestSnapshotFieldNumbers(t *testing.T) {
+	fields := (&fsmpb.Snapshot{}).ProtoReflect().Descriptor().Fields()
+	for name, num := range map[protoreflect.Name]protowire.Number{
+		"applied_index": snapshotAppliedIndex,
+		"sessions":      snapshotSessions,
+		"locks":         snapshotLocks,
+	} {
+		if fd := fields.ByName(name); fd == nil || fd.Number() != num {
+			t.Errorf("field %s is %v, the encoder says %d", name, fd, num)
+		}
+	}
+}
+
+// TestSnapshotMatchesProtoMarshal checks, on randomized states with every
+// kind of record (holds, reentrant counts, waiters with timeouts, cached
+// grants, BUSY and QUEUED answers naming holders, claimed and rewritten
+// results, blacklisted sessions), that the record-at-a-time encoder gives
+// exactly the bytes proto.Marshal gives the whole fsmpb.Snapshot, both for
+// Snapshot and for Hash (applied index 0), and that Restore rebuilds it.
+func TestSnapshotMatchesProtoMarshal(t *testing.T) {
+	for seed := range uint64(4) {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			m := randomMachine(t, seed)
+			full := fullSnapshot(m)
+			if len(full.GetSessions()) < 50 || len(full.GetLocks()) < 100 {
+				t.Fatalf("state too small: %d sessions, %d locks", len(full.GetSessions()), len(full.GetLocks()))
+			}
+			if kinds := recordKinds(full); len(kinds) < 9 {
+				t.Fatalf("the state lacks some kind of record; it has %v", kinds)
+			}
+			want, err := proto.MarshalOptions{Deterministic: true}.Marshal(full)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := m.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("Snapshot gives %d bytes, proto.Marshal %d; first difference at %d",
+					len(got), len(want), firstDiff(got, want))
+			}
+			full.AppliedIndex = 0
+			want0, _ := proto.MarshalOptions{Deterministic: true}.Marshal(full)
+			if sum := sha256.Sum256(want0); m.Hash() != hex.EncodeToString(sum[:]) {
+				t.Fatal("Hash is not the hash of the marshalled state without its applied index")
+			}
+			if err := checkInvariants(m); err != nil {
+				t.Fatal(err)
+			}
+			hint := m.snapshotSizeHint()
+			t.Logf("%d sessions, %d locks: %d bytes, size hint %d", len(full.GetSessions()), len(full.GetLocks()), len(got), hint)
+			if hint < len(got)/2 || hint > 2*len(got) {
+				t.Errorf("size hint %d for a snapshot of %d bytes", hint, len(got))
+			}
+		})
+	}
+}
+
+// recordKinds counts the kinds of records of snap that the encoder treats
+// differently.
+func recordKinds(snap *fsmpb.Snapshot) map[string]int {
+	k := map[string]int{}
+	for _, s := range snap.GetSessions() {
+		if s.GetBlacklisted() {
+			k["blacklisted"]++
+		}
+		for _, c := range s.GetResults() {
+			r := c.GetResult()
+			if c.GetClaimed() {
+				k["claimed"]++
+			}
+			if r.GetError() != fsmpb.Error_ERROR_NONE {
+				k["cached error"]++
+			}
+			if r.GetAcquire().GetHolder() != nil {
+				k["cached holder"]++
+			}
+			if r.GetAcquire().GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED {
+				k["cached queued"]++
+			}
+			if len(r.GetAcquireMany()) > 1 {
+				k["cached many"]++
+			}
+		}
+	}
+	for _, l := range snap.GetLocks() {
+		for _, h := range l.GetHolders() {
+			if h.GetCount() > 1 {
+				k["reentrant"]++
+			}
+		}
+		for _, w := range l.GetWaiters() {
+			k["waiter"]++
+			if w.GetWaitTimeoutNanos() > 0 {
+				k["waiter timeout"]++
+			}
+		}
+	}
+	return k
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// randomMachine applies a seeded random stream of commands (with wall
+// clocks) from 60 sessions over 400 lock names, keeping their results
+// cached, and leaves the machine with a few blacklisted and ended sessions.
+func randomMachine(t *testing.T, seed uint64) *Machine {
+	rng := rand.New(rand.NewPCG(seed, 42))
+	m := New()
+	index := uint64(0)
+	apply := func(cmd *fsmpb.Command) *fsmpb.Result {
+		index++
+		cmd.WallTimeUnixNano = 1_700_000_000_000_000_000 + int64(index)*1000
+		return m.Apply(index, cmd)
+	}
+	var ids []uint64
+	seqs := map[uint64]uint64{}
+	for i := range 60 {
+		res := apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{
+			Owner: fmt.Sprintf("host-%d/%d", i%7, rng.IntN(1000))}}})
+		ids = append(ids, res.GetSessionId())
+	}
+	name := func() string { return fmt.Sprintf("row/%d/é", rng.IntN(400)) }
+	for range 3000 {
+		id := ids[rng.IntN(len(ids))]
+		seqs[id]++
+		cmd := &fsmpb.Command{SessionId: id, Seq: seqs[id], MinUnackedSeq: seqs[id] - min(seqs[id]-1, uint64(rng.IntN(20)))}
+		key := []string{"", "k", "worker-7"}[rng.IntN(3)]
+		switch n := rng.IntN(100); {
+		case n < 45:
+			cmd.Op = &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: name(), OwnerKey: key,
+				Wait: rng.IntN(2) == 0, WaitTimeoutNanos: int64(rng.IntN(3)) * 1e9}}
+		case n < 70:
+			locks := make([]string, 1+rng.IntN(10))
+			for j := range locks {
+				locks[j] = fmt.Sprintf("many/%d/%d", j, rng.IntN(60))
+			}
+			slices.Sort(locks)
+			cmd.Op = &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{Locks: slices.Compact(locks), OwnerKey: key}}
+		case n < 85:
+			lk := name()
+			tok := uint64(0)
+			if l, ok := m.Lock(lk); ok && len(l.GetHolders()) > 0 {
+				tok = l.GetHolders()[0].GetToken()
+			}
+			cmd.Op = &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: lk, OwnerKey: key, Token: tok}}
+		case n < 95:
+			// A retry of an earlier seq: claims cached acquires.
+			cmd.Seq = max(1, seqs[id]-uint64(rng.IntN(3)))
+			cmd.Op = &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: name()}}
+		default:
+			cmd.Op = &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{Lock: name(), SessionId: id,
+				AcquireSeq: max(1, seqs[id]-uint64(rng.IntN(5))), Abandoned: rng.IntN(2) == 0}}
+		}
+		apply(cmd)
+	}
+	for range 3 {
+		apply(&fsmpb.Command{Op: &fsmpb.Command_BlacklistSession{BlacklistSession: &fsmpb.BlacklistSession{SessionId: ids[rng.IntN(len(ids))]}}})
+		apply(&fsmpb.Command{Op: &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{SessionId: ids[rng.IntN(len(ids))]}}})
+	}
+	return m
+}
+
+// TestRestoreReadsFieldsInAnyOrder checks that Restore, which decodes the
+// snapshot one field at a time, takes any valid encoding of the message
+// as proto.Unmarshal would: locks before sessions, the applied index last
+// (and given twice: the last wins), unknown fields skipped.
+func TestRestoreReadsFieldsInAnyOrder(t *testing.T) {
+	m := randomMachine(t, 7)
+	full := fullSnapshot(m)
+	var b []byte
+	b = protowire.AppendTag(b, snapshotAppliedIndex, protowire.VarintType)
+	b = protowire.AppendVarint(b, 1)
+	for _, l := range full.GetLocks() {
+		rec, _ := proto.Marshal(l)
+		b = protowire.AppendTag(b, snapshotLocks, protowire.BytesType)
+		b = protowire.AppendBytes(b, rec)
+	}
+	b = protowire.AppendTag(b, 99, protowire.BytesType)
+	b = protowire.AppendString(b, "unknown")
+	b = protowire.AppendTag(b, snapshotSessions, protowire.VarintType) // another wire type: unknown
+	b = protowire.AppendVarint(b, 5)
+	for _, s := range full.GetSessions() {
+		rec, _ := proto.Marshal(s)
+		b = protowire.AppendTag(b, snapshotSessions, protowire.BytesType)
+		b = protowire.AppendBytes(b, rec)
+	}
+	b = protowire.AppendTag(b, snapshotAppliedIndex, protowire.VarintType)
+	b = protowire.AppendVarint(b, m.AppliedIndex())
+
+	var viaProto fsmpb.Snapshot
+	if err := proto.Unmarshal(b, &viaProto); err != nil {
+		t.Fatal(err)
+	}
+	if len(viaProto.ProtoReflect().GetUnknown()) == 0 {
+		t.Fatal("proto.Unmarshal kept no unknown field")
+	}
+	viaProto.ProtoReflect().SetUnknown(nil)
+	if !proto.Equal(&viaProto, full) {
+		t.Fatal("the reordered encoding is not the same message")
+	}
+	r := New()
+	if err := r.Restore(b); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := m.Snapshot()
+	if got, _ := r.Snapshot(); !bytes.Equal(got, want) {
+		t.Fatal("restoring the reordered encoding gave another state")
 	}
 }
 
