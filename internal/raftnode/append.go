@@ -72,6 +72,8 @@ func (n *Node) runAppender() {
 		case <-n.appends.signal:
 		case <-n.stopC:
 			return
+		case <-n.doneC: // the loop stopped serving: nothing more to write
+			return
 		}
 		if err := n.persist(n.appends.take()); err != nil {
 			select {
@@ -133,6 +135,7 @@ func (n *Node) persist(batch []*raftpb.Message) error {
 		}
 		n.astats.entries.Add(uint64(len(ents)))
 		if hs != nil {
+			n.writtenCommit.Store(hs.GetCommit())
 			if err := n.ms.SetHardState(hs); err != nil {
 				return err
 			}

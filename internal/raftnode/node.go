@@ -189,6 +189,7 @@ type Node struct {
 	manual   bool // no loop goroutine: the caller drives Tick and Pump
 
 	nextID   atomic.Uint64
+	dead     atomic.Bool // the loop has ended: nothing more is proposed
 	isLeader atomic.Bool
 	leader   atomic.Uint64
 
@@ -221,6 +222,10 @@ type Node struct {
 	astats     appendStats
 	savedTerm  uint64 // worker-owned: the hard state last written
 	savedVote  uint64
+	// writtenCommit is the commit index of the last hard state the worker
+	// wrote to the log (maybe not yet synced: a snapshot record's own sync
+	// makes it durable, since the log is written in order).
+	writtenCommit atomic.Uint64
 }
 
 // Metrics counts the node's batching, for operators and benchmarks.
@@ -242,7 +247,8 @@ type proposal struct {
 	err   error
 }
 
-// complete records the proposal's outcome and tells whoever waits.
+// complete records the proposal's outcome and tells whoever waits. Only
+// the one who removed p from Node.waiting calls it, so it runs once.
 func (p *proposal) complete(res *fsmpb.Result, index uint64, err error) {
 	if p.cb != nil {
 		p.cb(res, index, err)
@@ -343,6 +349,7 @@ func newNode(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("raftnode: load hard state: %w", err)
 		}
 		n.savedTerm, n.savedVote = rec.HardState.GetTerm(), rec.HardState.GetVote()
+		n.writtenCommit.Store(rec.HardState.GetCommit())
 		restart = true
 	}
 	if len(rec.Entries) > 0 {
@@ -355,7 +362,7 @@ func newNode(cfg Config) (*Node, error) {
 		ID:                        cfg.ID,
 		ElectionTick:              cfg.ElectionTicks,
 		HeartbeatTick:             cfg.HeartbeatTicks,
-		Storage:                   diskSnapshots{n.ms, cfg.Store},
+		Storage:                   diskSnapshots{n.ms, cfg.Store, lg},
 		Applied:                   n.applied,
 		MaxSizePerMsg:             1 << 20,
 		MaxInflightMsgs:           256,
@@ -396,7 +403,7 @@ func (n *Node) Stop() {
 	if n.manual {
 		n.stopOnce.Do(func() {
 			close(n.stopC)
-			n.failAll(ErrStopped)
+			n.fail(nil)
 			close(n.doneC)
 		})
 		return
@@ -530,16 +537,30 @@ func (n *Node) submit(cmd *fsmpb.Command, p *proposal) (*proposal, error) {
 	n.wmu.Lock()
 	n.waiting[p.id] = p
 	n.wmu.Unlock()
+	// A loop that has ended (Stop, or a storage error) fails everything
+	// in waiting once, after setting dead: checking dead after joining
+	// waiting means either that sweep completes p or we see dead here.
+	if n.dead.Load() {
+		return n.refuse(p, ErrStopped)
+	}
 	select {
 	case n.propC <- p:
 		return p, nil
 	case <-n.stopC:
-		n.forget(p.id)
-		return nil, ErrStopped
+		return n.refuse(p, ErrStopped)
 	default:
-		n.forget(p.id)
-		return nil, ErrOverloaded
+		return n.refuse(p, ErrOverloaded)
 	}
+}
+
+// refuse takes p back out of waiting and returns err; but if someone else
+// took it first (failAll), p is theirs to complete, and it counts as
+// submitted.
+func (n *Node) refuse(p *proposal, err error) (*proposal, error) {
+	if !n.forget(p.id) {
+		return p, nil
+	}
+	return nil, err
 }
 
 // ReadBarrier returns once this node has confirmed with a quorum that it
@@ -586,10 +607,14 @@ func (n *Node) StartRead() (*ReadFuture, error) {
 	}
 }
 
-func (n *Node) forget(id uint64) {
+// forget removes proposal id from waiting and reports whether it was
+// there.
+func (n *Node) forget(id uint64) bool {
 	n.wmu.Lock()
+	defer n.wmu.Unlock()
+	_, ok := n.waiting[id]
 	delete(n.waiting, id)
-	n.wmu.Unlock()
+	return ok
 }
 
 func (n *Node) run() {
@@ -612,11 +637,10 @@ func (n *Node) run() {
 		case <-n.locals.signal:
 			// drain, in turn, steps them.
 		case err := <-n.appendErr:
-			n.log.Error("storage failed; stopping node", "err", err)
-			n.failAll(ErrStopped)
+			n.fail(err)
 			return
 		case <-n.stopC:
-			n.failAll(ErrStopped)
+			n.fail(nil)
 			return
 		}
 		if err := n.turn(); err != nil {
@@ -655,7 +679,11 @@ func (n *Node) turn() error {
 // snapshot that cannot be restored) cannot be trusted, so refuse rather
 // than acknowledge unsafely.
 func (n *Node) fail(err error) error {
-	n.log.Error("storage failed; stopping node", "err", err)
+	if err != nil {
+		n.log.Error("storage failed; stopping node", "err", err)
+	}
+	n.dead.Store(true)
+	n.isLeader.Store(false)
 	n.failAll(ErrStopped)
 	return err
 }
@@ -790,6 +818,7 @@ func (n *Node) issueReads() {
 type diskSnapshots struct {
 	*raft.MemoryStorage
 	store LogStore
+	log   *slog.Logger
 }
 
 func (d diskSnapshots) Snapshot() (*raftpb.Snapshot, error) {
@@ -801,7 +830,13 @@ func (d diskSnapshots) Snapshot() (*raftpb.Snapshot, error) {
 	// on disk is at least as new as meta; any snapshot on disk is of
 	// committed state, so an older one (after a failed save) is still
 	// correct, only less useful.
-	return d.store.Snapshot()
+	snap, err := d.store.Snapshot()
+	if err != nil {
+		// raft panics on any other error; this one makes it retry later.
+		d.log.Warn("read snapshot to send to a follower", "err", err)
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	}
+	return snap, nil
 }
 
 // metadataOnly is snap without its data, for n.ms to hold.

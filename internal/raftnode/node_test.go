@@ -404,3 +404,49 @@ func TestSubmitFuncCallsDoneOnce(t *testing.T) {
 	default:
 	}
 }
+
+// After the loop has stopped on a storage error, proposals are refused at
+// once instead of queueing where nothing will ever complete them.
+func TestSubmitAfterStorageFailureIsRefused(t *testing.T) {
+	st := &failingStore{}
+	cfg := DefaultConfig()
+	cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 1, []uint64{1}, st, &memNet{nodes: map[uint64]*Node{}}
+	cfg.TickInterval = 5 * time.Millisecond
+	n, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop()
+	waitLeader(t, n)
+	s := open(t, n, "a")
+	st.fail.Store(true)
+	if _, _, err := n.Propose(context.Background(), acquire(s, 1, "k")); !errors.Is(err, ErrStopped) {
+		t.Fatalf("proposal whose write fails: %v, want ErrStopped", err)
+	}
+	<-n.Done()
+	called := make(chan error, 1)
+	err = n.SubmitFunc(acquire(s, 2, "j"), func(_ *fsmpb.Result, _ uint64, err error) { called <- err })
+	if err == nil {
+		select {
+		case err = <-called:
+		case <-time.After(10 * time.Second):
+			t.Fatal("SubmitFunc after the loop stopped: accepted and never completed")
+		}
+	}
+	if !errors.Is(err, ErrStopped) && !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("SubmitFunc after the loop stopped: %v, want ErrStopped or ErrNotLeader", err)
+	}
+}
+
+// failingStore fails every Save with entries once armed.
+type failingStore struct {
+	memStore
+	fail atomic.Bool
+}
+
+func (s *failingStore) Save(hs *raftpb.HardState, ents []*raftpb.Entry, sync bool) error {
+	if s.fail.Load() && len(ents) > 0 {
+		return errors.New("disk full")
+	}
+	return s.memStore.Save(hs, ents, sync)
+}

@@ -259,6 +259,20 @@ func (n *Node) maybeSnapshot() {
 	if n.applied-n.snapIndex < n.cfg.SnapshotEntries {
 		return
 	}
+	// Not before the log holds a commit index that covers the snapshot:
+	// the store trusts only snapshots at or below the logged commit
+	// (wal.ValidSnapshotEntries), and the hard state that commits what
+	// was just applied may still be on its way to the append worker. A
+	// crash would then fall back to an older snapshot whose log the WAL
+	// may already have purged (found by internal/sim).
+	if n.writtenCommit.Load() < n.applied {
+		return
+	}
+	// Whatever happens below, the next try waits for another
+	// SnapshotEntries entries: encoding costs the loop up to a second at
+	// scale, too much to repeat on every Ready while, say, the disk is
+	// full.
+	defer func() { n.snapIndex = max(n.snapIndex, n.applied) }()
 	n.mu.RLock()
 	data, err := n.m.Snapshot()
 	n.mu.RUnlock()

@@ -42,8 +42,25 @@ func (d *diskState) save(hs *raftpb.HardState, ents []*raftpb.Entry) {
 	}
 }
 
+// saveSnapshot records snap and, like the store's WAL purge at its most
+// eager, drops the entries up to the previous snapshot (the store
+// releases no further: the previous one is what recovery falls back to
+// until a hard state commits the new one). A recovery that has to fall
+// back further finds a gap instead of silently replaying entries a real
+// WAL may already have deleted.
 func (d *diskState) saveSnapshot(snap *raftpb.Snapshot) {
+	prev := uint64(0)
+	for _, sn := range d.snaps {
+		prev = max(prev, sn.GetMetadata().GetIndex())
+	}
 	d.snaps = append(d.snaps, snap)
+	kept := d.ents[:0:0]
+	for _, e := range d.ents {
+		if e.GetIndex() > prev {
+			kept = append(kept, e)
+		}
+	}
+	d.ents = kept
 }
 
 // write is one unsynced Save.

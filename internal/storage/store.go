@@ -52,6 +52,9 @@ type Store struct {
 
 	mu  sync.Mutex
 	wal *wal.WAL // nil after Close
+	// prevSnap is the index of the newest snapshot saved (or recovered):
+	// the next SaveSnapshot releases the log up to it, not further.
+	prevSnap uint64
 	// prevHS mirrors the HardState etcd's WAL compares against in
 	// raft.MustSync (the last non-empty one saved since Open, else empty),
 	// so that Save knows whether WAL.Save has already synced.
@@ -131,6 +134,7 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 	}
 	if sn != nil && !raft.IsEmptySnap(sn) {
 		s.snap = sn
+		s.prevSnap = sn.GetMetadata().GetIndex()
 	}
 	s.log.Info("opened", "index", s.snap.GetMetadata().GetIndex(), "term", s.hs.GetTerm(),
 		"commit", s.hs.GetCommit(), "entries", len(s.ents))
@@ -229,9 +233,16 @@ func (s *Store) SaveSnapshot(sn *raftpb.Snapshot) error {
 	if err := s.wal.SaveSnapshot(walSnapshot(md)); err != nil {
 		return fmt.Errorf("save wal snapshot record: %w", err)
 	}
-	if err := s.wal.ReleaseLockTo(md.GetIndex()); err != nil {
-		return fmt.Errorf("release wal segments: %w", err)
+	// Release the log only up to the previous snapshot: until a hard
+	// state that commits this one is durable, a crash makes recovery fall
+	// back to the previous snapshot (wal.ValidSnapshotEntries), which
+	// needs the entries after it (found by internal/sim).
+	if s.prevSnap > 0 {
+		if err := s.wal.ReleaseLockTo(s.prevSnap); err != nil {
+			return fmt.Errorf("release wal segments: %w", err)
+		}
 	}
+	s.prevSnap = md.GetIndex()
 	s.log.Info("saved snapshot", "index", md.GetIndex(), "term", md.GetTerm())
 	s.purgeSnapshots()
 	s.purgeWAL()
