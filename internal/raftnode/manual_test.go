@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"fmt"
 	"testing"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -207,5 +208,83 @@ func TestSnapshotHardStateIsSynced(t *testing.T) {
 	}
 	if !acked {
 		t.Fatalf("no acknowledgement of the snapshot in %v", net.msgs)
+	}
+}
+
+// commitCheckStore flags a snapshot saved above every commit index the log
+// holds so far: the store would not trust it after a crash
+// (wal.ValidSnapshotEntries) and would fall back to an older one.
+type commitCheckStore struct {
+	memStore
+	logged  uint64 // highest commit index saved in a hard state
+	snaps   int
+	badSnap string
+}
+
+func (s *commitCheckStore) Save(hs *raftpb.HardState, ents []*raftpb.Entry, sync bool) error {
+	s.logged = max(s.logged, hs.GetCommit())
+	return s.memStore.Save(hs, ents, sync)
+}
+
+func (s *commitCheckStore) SaveSnapshot(snap *raftpb.Snapshot) error {
+	s.snaps++
+	if idx := snap.GetMetadata().GetIndex(); idx > s.logged && s.badSnap == "" {
+		s.badSnap = fmt.Sprintf("snapshot at %d saved while the log's commit was %d", idx, s.logged)
+	}
+	return s.memStore.SaveSnapshot(snap)
+}
+
+// With writes completing later than the loop applies (asynchronous
+// storage), a snapshot must still wait until the log holds a commit index
+// covering it. The simulation cannot see this one on its own: the store
+// also keeps the previous snapshot's log, so recovery survives it.
+func TestSnapshotWaitsForALoggedCommit(t *testing.T) {
+	st := &commitCheckStore{}
+	cfg := DefaultConfig()
+	cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 1, []uint64{1}, st, &queueNet{}
+	cfg.SnapshotEntries, cfg.CatchUpEntries = 3, 1
+	n, err := StartManual(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop()
+	// settle runs the loop dry before each write completes, so the loop
+	// applies (and may snapshot) before the worker writes what it handed
+	// over: the widest gap the asynchronous pipeline allows.
+	settle := func() {
+		for {
+			did, err := n.Pump()
+			if err == nil && !did && n.PendingWrites() {
+				did, err = true, n.Persist()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !did {
+				return
+			}
+		}
+	}
+	settle()
+	if !n.IsLeader() {
+		t.Fatal("a lone voter did not elect itself")
+	}
+	for i := range 30 {
+		f, err := n.Submit(acquire(0, 0, fmt.Sprintf("k%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		settle()
+		select {
+		case <-f.Done():
+		default:
+			t.Fatalf("proposal %d not applied after the loop settled", i)
+		}
+	}
+	if st.snaps == 0 {
+		t.Fatal("no snapshot taken: the test proves nothing")
+	}
+	if st.badSnap != "" {
+		t.Fatal(st.badSnap)
 	}
 }
