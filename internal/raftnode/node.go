@@ -306,7 +306,8 @@ func newNode(cfg Config) (*Node, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	lg = lg.With("component", "raftnode", "node_id", fmt.Sprintf("%x", cfg.ID))
+	base := lg.With("node_id", fmt.Sprintf("%x", cfg.ID))
+	lg = base.With("component", "raftnode")
 	n := &Node{
 		cfg:        cfg,
 		log:        lg,
@@ -373,7 +374,7 @@ func newNode(cfg Config) (*Node, error) {
 		ReadOnlyOption:            raft.ReadOnlySafe,
 		DisableProposalForwarding: true,
 		AsyncStorageWrites:        true,
-		Logger:                    newRaftLogger(lg),
+		Logger:                    newRaftLogger(base),
 	}
 	rn, err := raft.NewRawNode(rc)
 	if err != nil {

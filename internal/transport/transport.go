@@ -166,7 +166,7 @@ func StartListener(l net.Listener, cfg Config, h Handler) (*Transport, error) {
 	t := &Transport{
 		cfg:     cfg,
 		h:       h,
-		log:     log.With("component", "transport", "node_id", cfg.ID),
+		log:     log.With("component", "transport", "node_id", fmt.Sprintf("%x", cfg.ID)),
 		lis:     l,
 		peers:   make(map[uint64]*peer, len(peers)),
 		ctx:     ctx,
