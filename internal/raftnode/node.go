@@ -670,8 +670,8 @@ func (n *Node) turn() error {
 		return n.fail(n.loopErr)
 	}
 	n.issueReads()
-	// Handling a Ready often makes the next one (the leader's own append
-	// commits the entries it just persisted): keep going until raft has
+	// Handling a Ready often makes the next one (stepping the append
+	// worker's responses commits entries): keep going until raft has
 	// nothing more, taking in what queued meanwhile, instead of waiting
 	// for the next event or tick.
 	for n.rn.HasReady() {

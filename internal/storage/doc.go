@@ -14,20 +14,25 @@
 //	wal/   WAL segments (<seq>-<index>.wal), each preallocated to 64 MB
 //	snap/  snapshot files (<term>-<index>.snap), newest few kept
 //
-// Contract with the Ready loop (see internal/raftnode):
+// Contract with the Raft node (see internal/raftnode, whose append worker
+// writes the log and whose Ready loop takes snapshots):
 //
-//  1. If Ready carries a snapshot, call SaveSnapshot before Save: the
-//     snapshot file is written and synced first, then the WAL snapshot
+//  1. A snapshot received from the leader: call SaveSnapshot before Save:
+//     the snapshot file is written and synced first, then the WAL snapshot
 //     record, so the WAL never points at a missing file. A WAL snapshot
 //     record is trusted on restart only once a HardState with commit >= its
 //     index was saved after it, which is what the following Save does.
-//  2. Save(HardState, Entries, MustSync). Writing entry i logically discards
+//  2. Save(HardState, Entries, sync). Writing entry i logically discards
 //     every persisted entry with index >= i; the discard is applied when the
 //     log is read back by Open.
-//  3. After the state machine takes a snapshot of its own, SaveSnapshot it;
-//     the Store then releases WAL segments wholly before the snapshot and
-//     deletes old segment and snapshot files.
+//  3. A snapshot of the node's own state machine: SaveSnapshot it only once
+//     a HardState committing its index has been saved (the snapshot
+//     record's sync makes that HardState durable too).
 //
-// A Store is safe for concurrent use, but calls are serialised; the Ready
-// loop is expected to be its only writer.
+// SaveSnapshot releases the WAL only up to the previous snapshot: until a
+// HardState commits the new one, a crash makes Open fall back to the
+// previous one, which needs the entries after it. Old segment and snapshot
+// files are deleted beyond KeepWALFiles and KeepSnapshots.
+//
+// A Store is safe for concurrent use; calls are serialised.
 package storage
