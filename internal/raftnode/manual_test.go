@@ -19,6 +19,26 @@ func (q *queueNet) Send(_ uint64, msgs []*raftpb.Message) {
 	}
 }
 
+// runDry drives a manual node until it has nothing left to do, completing
+// its storage writes only when its loop is idle, and reports whether it
+// did anything.
+func runDry(t *testing.T, n *Node) (busy bool) {
+	t.Helper()
+	for {
+		did, err := n.Pump()
+		if err == nil && !did && n.PendingWrites() {
+			did, err = true, n.Persist()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !did {
+			return busy
+		}
+		busy = true
+	}
+}
+
 // TestManualModeElectsAndCommits drives three manual nodes from one
 // goroutine: ticks elect a leader, a submitted command and a read barrier
 // complete, and every node applies the same state.
@@ -40,20 +60,7 @@ func TestManualModeElectsAndCommits(t *testing.T) {
 		for busy := true; busy; {
 			busy = false
 			for _, id := range peers {
-				for {
-					did, err := nodes[id].Pump()
-					if err != nil {
-						t.Fatal(err)
-					}
-					if !did && nodes[id].PendingWrites() {
-						did, err = true, nodes[id].Persist()
-						if err != nil {
-							t.Fatal(err)
-						}
-					}
-					if !did {
-						break
-					}
+				if runDry(t, nodes[id]) {
 					busy = true
 				}
 			}
@@ -166,20 +173,7 @@ func TestSnapshotHardStateIsSynced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	settle := func() {
-		for {
-			did, err := n.Pump()
-			if err == nil && !did && n.PendingWrites() {
-				did, err = true, n.Persist()
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !did {
-				break
-			}
-		}
-	}
+	settle := func() { runDry(t, n) }
 	settle()
 	data, err := fsm.New().Snapshot()
 	if err != nil {
@@ -248,23 +242,10 @@ func TestSnapshotWaitsForALoggedCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Stop()
-	// settle runs the loop dry before each write completes, so the loop
+	// runDry runs the loop dry before each write completes, so the loop
 	// applies (and may snapshot) before the worker writes what it handed
 	// over: the widest gap the asynchronous pipeline allows.
-	settle := func() {
-		for {
-			did, err := n.Pump()
-			if err == nil && !did && n.PendingWrites() {
-				did, err = true, n.Persist()
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !did {
-				return
-			}
-		}
-	}
+	settle := func() { runDry(t, n) }
 	settle()
 	if !n.IsLeader() {
 		t.Fatal("a lone voter did not elect itself")

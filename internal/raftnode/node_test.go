@@ -118,6 +118,22 @@ func startNode(t testing.TB, id uint64, peers []uint64, st *memStore, net *memNe
 	return n
 }
 
+// startLone starts a one-member group on st, stopped when the test ends,
+// and waits until it leads.
+func startLone(t testing.TB, st LogStore) *Node {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 1, []uint64{1}, st, &memNet{nodes: map[uint64]*Node{}}
+	cfg.TickInterval = 5 * time.Millisecond
+	n, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Stop)
+	waitLeader(t, n)
+	return n
+}
+
 func waitLeader(t testing.TB, nodes ...*Node) *Node {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
@@ -190,16 +206,7 @@ func (s *gatedStore) Save(hs *raftpb.HardState, ents []*raftpb.Entry, sync bool)
 // happened to step them into raft.
 func TestProposalsQueuedDuringAWriteShareOneBatch(t *testing.T) {
 	st := &gatedStore{gate: make(chan struct{}), blocked: make(chan struct{}, 1)}
-	net := &memNet{nodes: map[uint64]*Node{}}
-	cfg := DefaultConfig()
-	cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 1, []uint64{1}, st, net
-	cfg.TickInterval = 5 * time.Millisecond
-	n, err := Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Stop()
-	waitLeader(t, n)
+	n := startLone(t, st)
 	s := open(t, n, "a")
 
 	before := n.Metrics() // published at the end of each Ready: settled now
@@ -351,14 +358,7 @@ func BenchmarkPropose(b *testing.B) {
 // applies, and with ErrStopped for what is still in flight at Stop.
 func TestSubmitFuncCallsDoneOnce(t *testing.T) {
 	st := &gatedStore{gate: make(chan struct{}), blocked: make(chan struct{}, 1)}
-	cfg := DefaultConfig()
-	cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 1, []uint64{1}, st, &memNet{nodes: map[uint64]*Node{}}
-	cfg.TickInterval = 5 * time.Millisecond
-	n, err := Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitLeader(t, n)
+	n := startLone(t, st)
 	s := open(t, n, "a")
 
 	type outcome struct {
@@ -409,15 +409,7 @@ func TestSubmitFuncCallsDoneOnce(t *testing.T) {
 // once instead of queueing where nothing will ever complete them.
 func TestSubmitAfterStorageFailureIsRefused(t *testing.T) {
 	st := &failingStore{}
-	cfg := DefaultConfig()
-	cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 1, []uint64{1}, st, &memNet{nodes: map[uint64]*Node{}}
-	cfg.TickInterval = 5 * time.Millisecond
-	n, err := Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Stop()
-	waitLeader(t, n)
+	n := startLone(t, st)
 	s := open(t, n, "a")
 	st.fail.Store(true)
 	if _, _, err := n.Propose(context.Background(), acquire(s, 1, "k")); !errors.Is(err, ErrStopped) {
@@ -425,7 +417,7 @@ func TestSubmitAfterStorageFailureIsRefused(t *testing.T) {
 	}
 	<-n.Done()
 	called := make(chan error, 1)
-	err = n.SubmitFunc(acquire(s, 2, "j"), func(_ *fsmpb.Result, _ uint64, err error) { called <- err })
+	err := n.SubmitFunc(acquire(s, 2, "j"), func(_ *fsmpb.Result, _ uint64, err error) { called <- err })
 	if err == nil {
 		select {
 		case err = <-called:
