@@ -149,7 +149,9 @@ func (n *Node) persist(batch []*raftpb.Message) error {
 		return nil
 	}
 	for _, m := range batch {
-		if snap := m.GetSnapshot(); snap != nil && !raft.IsEmptySnap(snap) {
+		snap := m.GetSnapshot()
+		hasSnap := snap != nil && !raft.IsEmptySnap(snap)
+		if hasSnap {
 			if err := flush(); err != nil {
 				return err
 			}
@@ -179,6 +181,17 @@ func (n *Node) persist(batch []*raftpb.Message) error {
 			}
 			ents = append(ents[:keep], es...)
 			sync = true
+		}
+		if hasSnap {
+			// The hard state that commits the snapshot is durable before
+			// any later entry is written: otherwise a crash in the middle
+			// of one merged write could keep entries after the snapshot
+			// but not that hard state, and recovery, falling back to an
+			// older snapshot, would find a hole in the log (found by a
+			// long internal/sim soak).
+			if err := flush(); err != nil {
+				return err
+			}
 		}
 	}
 	if err := flush(); err != nil {
