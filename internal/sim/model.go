@@ -116,9 +116,11 @@ func lockStep(state, input, output any) []any {
 			// A retried close finds the session its first attempt closed.
 			return []any{st.kill(in.session)}
 		}
-		if o.retried {
+		if o.retried || o.ambiguous {
 			// An earlier attempt may have taken effect before the
-			// session ended.
+			// session ended; or, for a wait the client was cancelling
+			// (ambiguous), it may have been granted and the hold gone
+			// with the session before the cancel arrived.
 			return effects(st, in)
 		}
 		if st.isDead(in.session) {

@@ -74,6 +74,7 @@ var regressionSeeds = []uint64{
 	8076985813402492044, // raftnode: snapshot's hard state not synced (etcd #10219)
 	4591362866463455644, // raftnode: entries after a snapshot merged into its hard state's write: a torn write left a hole
 	2084854075002583244, // the same, on a 5-member cluster
+	3137678331211072589, // model: a cancelled wait answered SESSION_NOT_FOUND may have been granted first
 }
 
 // TestSim runs the fixed CI seeds 1..N and the regression seeds, one seed (-sim.seed), or random
