@@ -2,8 +2,10 @@
 // TigerBeetle / FoundationDB style). It runs the real raftnode Ready loop
 // (in its manual mode), the real fsm and the real liveness tracker of 3 or
 // 5 members in one goroutine, over a simulated network (delay, drop,
-// duplicate, reorder, partition, heal), simulated disks (a crash loses what
-// was not fsynced and may tear the last write), a virtual clock (raft
+// duplicate, reorder, partition, heal), simulated disks (a write completes
+// after a random latency while the node runs on, a crash loses what was
+// not fsynced and may tear the last write, and a snapshot purges the log as
+// eagerly as the store may), a virtual clock (raft
 // ticks, session deadlines, heartbeats), and simulated clients that open
 // sessions, try and wait for locks, cancel waits, release, check, stop
 // heartbeating and write to a fenced resource with their tokens.
