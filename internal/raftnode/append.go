@@ -56,7 +56,7 @@ func (b *mailbox) len() int {
 // appendStats are the append worker's counters; it updates them while the
 // loop publishes them, hence atomics.
 type appendStats struct {
-	writes, fsyncs, entries, saveNanos atomic.Uint64
+	fsyncs, entries, saveNanos atomic.Uint64
 }
 
 // runAppender is the append worker (raft's LocalAppendThread): it makes
@@ -129,7 +129,6 @@ func (n *Node) persist(batch []*raftpb.Message) error {
 			return fmt.Errorf("save entries: %w", err)
 		}
 		n.astats.saveNanos.Add(uint64(time.Since(t0)))
-		n.astats.writes.Add(1)
 		if sync {
 			n.astats.fsyncs.Add(1)
 		}
