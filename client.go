@@ -26,10 +26,15 @@ type Client struct {
 	log       *slog.Logger
 	endpoints []string
 
+	runCtx  context.Context // the Sessions streams; ends with Close
+	stopRun context.CancelFunc
+
 	mu       sync.Mutex
 	conns    map[string]*grpc.ClientConn
-	leader   string // best-known leader address; "" if unknown
-	next     int    // next endpoint to try when the leader is unknown
+	muxes    map[string]*sessionMux // working Sessions streams by member
+	noMux    bool                   // a member did not serve Sessions: one stream per session
+	leader   string                 // best-known leader address; "" if unknown
+	next     int                    // next endpoint to try when the leader is unknown
 	closed   bool
 	sessions map[*Session]struct{}
 }
@@ -60,11 +65,15 @@ func Dial(ctx context.Context, endpoints string, opts ...Option) (*Client, error
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
+	runCtx, stopRun := context.WithCancel(context.Background())
 	c := &Client{
+		runCtx:    runCtx,
+		stopRun:   stopRun,
 		cfg:       cfg,
 		log:       lg.With("component", "baton-client"),
 		endpoints: eps,
 		conns:     make(map[string]*grpc.ClientConn),
+		muxes:     make(map[string]*sessionMux),
 		sessions:  make(map[*Session]struct{}),
 	}
 	st, err := c.Status(ctx)
@@ -100,8 +109,10 @@ func (c *Client) Close() error {
 		s.shutdown(ErrClientClosed, StateClosed)
 		s.wait()
 	}
+	c.stopRun()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	clear(c.muxes)
 	var errs []error
 	for addr, cc := range c.conns {
 		errs = append(errs, cc.Close())

@@ -146,7 +146,7 @@ type holdKey struct{ name, ownerKey string }
 
 // streamConn is one attached session stream.
 type streamConn struct {
-	gs     batonpb.Baton_SessionClient
+	gs     sessionStream
 	cancel context.CancelFunc
 	addr   string
 }

@@ -306,7 +306,15 @@ func (s *Session) dialStream(ctx context.Context, addr string, first *batonpb.Se
 	sctx, cancel := context.WithCancel(s.runCtx)
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
-	gs, err := bc.Session(sctx)
+	s.c.mu.Lock()
+	mux := !s.c.noMux
+	s.c.mu.Unlock()
+	var gs sessionStream
+	if mux {
+		gs, err = s.c.channel(sctx, addr)
+	} else {
+		gs, err = bc.Session(sctx)
+	}
 	if err != nil {
 		cancel()
 		return nil, nil, fromStatus(err)
@@ -315,6 +323,14 @@ func (s *Session) dialStream(ctx context.Context, addr string, first *batonpb.Se
 	resp, err := gs.Recv()
 	if err == nil && resp.GetError() != nil {
 		err = fromWire(resp.GetError())
+	}
+	if e := (*Error)(nil); mux && errors.As(err, &e) && e.Code == codes.Unimplemented {
+		// A member of an older release: one stream per session.
+		cancel()
+		s.c.mu.Lock()
+		s.c.noMux = true
+		s.c.mu.Unlock()
+		return s.dialStream(ctx, addr, first)
 	}
 	if err == nil && resp.GetOpen() == nil {
 		err = fmt.Errorf("baton: the server answered the stream's first message with %T", resp.GetKind())

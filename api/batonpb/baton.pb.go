@@ -2476,6 +2476,269 @@ func (*SessionRequest_AcquireMany) isSessionRequest_Kind() {}
 
 func (*SessionRequest_Close) isSessionRequest_Kind() {}
 
+// SessionsRequest is a batch of requests on channels of a Sessions stream.
+type SessionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Requests      []*ChannelRequest      `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionsRequest) Reset() {
+	*x = SessionsRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionsRequest) ProtoMessage() {}
+
+func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionsRequest.ProtoReflect.Descriptor instead.
+func (*SessionsRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *SessionsRequest) GetRequests() []*ChannelRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+type ChannelRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// channel is chosen by the client, not 0, unique on its Sessions stream
+	// while the channel lives. A request on a channel the server does not
+	// know starts it, and must be open or resume.
+	Channel uint64          `protobuf:"varint,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	Request *SessionRequest `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	// detach ends the channel as closing a Session stream would: the session
+	// lives on (it can be resumed elsewhere); request is ignored.
+	Detach        bool `protobuf:"varint,3,opt,name=detach,proto3" json:"detach,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChannelRequest) Reset() {
+	*x = ChannelRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelRequest) ProtoMessage() {}
+
+func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelRequest.ProtoReflect.Descriptor instead.
+func (*ChannelRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ChannelRequest) GetChannel() uint64 {
+	if x != nil {
+		return x.Channel
+	}
+	return 0
+}
+
+func (x *ChannelRequest) GetRequest() *SessionRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *ChannelRequest) GetDetach() bool {
+	if x != nil {
+		return x.Detach
+	}
+	return false
+}
+
+// SessionsResponse is a batch of responses on channels of a Sessions
+// stream, in the order each channel would have received them.
+type SessionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Responses     []*ChannelResponse     `protobuf:"bytes,1,rep,name=responses,proto3" json:"responses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionsResponse) Reset() {
+	*x = SessionsResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionsResponse) ProtoMessage() {}
+
+func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionsResponse.ProtoReflect.Descriptor instead.
+func (*SessionsResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *SessionsResponse) GetResponses() []*ChannelResponse {
+	if x != nil {
+		return x.Responses
+	}
+	return nil
+}
+
+type ChannelResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Channel  uint64                 `protobuf:"varint,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	Response *SessionResponse       `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
+	// end, when set, is the channel's last message: it ended as a Session
+	// stream would, cleanly when end.error is unset, or with end.error. The
+	// channel's number may then be used again.
+	End           *ChannelEnd `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChannelResponse) Reset() {
+	*x = ChannelResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelResponse) ProtoMessage() {}
+
+func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelResponse.ProtoReflect.Descriptor instead.
+func (*ChannelResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ChannelResponse) GetChannel() uint64 {
+	if x != nil {
+		return x.Channel
+	}
+	return 0
+}
+
+func (x *ChannelResponse) GetResponse() *SessionResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *ChannelResponse) GetEnd() *ChannelEnd {
+	if x != nil {
+		return x.End
+	}
+	return nil
+}
+
+type ChannelEnd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChannelEnd) Reset() {
+	*x = ChannelEnd{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelEnd) ProtoMessage() {}
+
+func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelEnd.ProtoReflect.Descriptor instead.
+func (*ChannelEnd) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ChannelEnd) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 // Grant is pushed when a queued acquire (seq) gets the lock.
 type Grant struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2488,7 +2751,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2500,7 +2763,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2513,7 +2776,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Grant) GetSeq() uint64 {
@@ -2549,7 +2812,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2561,7 +2824,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2574,7 +2837,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WaitEnded) GetSeq() uint64 {
@@ -2622,7 +2885,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2634,7 +2897,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2647,7 +2910,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SessionResponse) GetId() uint64 {
@@ -2999,7 +3262,22 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x06cancel\x18\a \x01(\v2\x17.baton.v1.CancelRequestH\x00R\x06cancel\x12A\n" +
 	"\facquire_many\x18\b \x01(\v2\x1c.baton.v1.AcquireManyRequestH\x00R\vacquireMany\x125\n" +
 	"\x05close\x18\t \x01(\v2\x1d.baton.v1.CloseSessionRequestH\x00R\x05closeB\x06\n" +
-	"\x04kind\"C\n" +
+	"\x04kind\"G\n" +
+	"\x0fSessionsRequest\x124\n" +
+	"\brequests\x18\x01 \x03(\v2\x18.baton.v1.ChannelRequestR\brequests\"v\n" +
+	"\x0eChannelRequest\x12\x18\n" +
+	"\achannel\x18\x01 \x01(\x04R\achannel\x122\n" +
+	"\arequest\x18\x02 \x01(\v2\x18.baton.v1.SessionRequestR\arequest\x12\x16\n" +
+	"\x06detach\x18\x03 \x01(\bR\x06detach\"K\n" +
+	"\x10SessionsResponse\x127\n" +
+	"\tresponses\x18\x01 \x03(\v2\x19.baton.v1.ChannelResponseR\tresponses\"\x8a\x01\n" +
+	"\x0fChannelResponse\x12\x18\n" +
+	"\achannel\x18\x01 \x01(\x04R\achannel\x125\n" +
+	"\bresponse\x18\x02 \x01(\v2\x19.baton.v1.SessionResponseR\bresponse\x12&\n" +
+	"\x03end\x18\x03 \x01(\v2\x14.baton.v1.ChannelEndR\x03end\"3\n" +
+	"\n" +
+	"ChannelEnd\x12%\n" +
+	"\x05error\x18\x01 \x01(\v2\x0f.baton.v1.ErrorR\x05error\"C\n" +
 	"\x05Grant\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -3047,10 +3325,10 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x0fOUTCOME_UNKNOWN\x10\x0f\x12\x0e\n" +
 	"\n" +
 	"OVERLOADED\x10\x10\x12\x13\n" +
-	"\x0fSESSION_EXPIRED\x10\x112\xc0\n" +
-	"\n" +
+	"\x0fSESSION_EXPIRED\x10\x112\x87\v\n" +
 	"\x05Baton\x12B\n" +
-	"\aSession\x12\x18.baton.v1.SessionRequest\x1a\x19.baton.v1.SessionResponse(\x010\x01\x12c\n" +
+	"\aSession\x12\x18.baton.v1.SessionRequest\x1a\x19.baton.v1.SessionResponse(\x010\x01\x12E\n" +
+	"\bSessions\x12\x19.baton.v1.SessionsRequest\x1a\x1a.baton.v1.SessionsResponse(\x010\x01\x12c\n" +
 	"\vOpenSession\x12\x1c.baton.v1.OpenSessionRequest\x1a\x1d.baton.v1.OpenSessionResponse\"\x17\x82\xd3\xe4\x93\x02\x11:\x01*\"\f/v1/sessions\x12t\n" +
 	"\tKeepAlive\x12\x1a.baton.v1.KeepAliveRequest\x1a\x1b.baton.v1.KeepAliveResponse\".\x82\xd3\xe4\x93\x02(:\x01*\"#/v1/sessions/{session_id}/keepalive\x12y\n" +
 	"\fCloseSession\x12\x1d.baton.v1.CloseSessionRequest\x1a\x1e.baton.v1.CloseSessionResponse\"*\x82\xd3\xe4\x93\x02$:\x01*\"\x1f/v1/sessions/{session_id}/close\x12\\\n" +
@@ -3081,7 +3359,7 @@ func file_api_batonpb_baton_proto_rawDescGZIP() []byte {
 }
 
 var file_api_batonpb_baton_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_api_batonpb_baton_proto_goTypes = []any{
 	(Reason)(0),                   // 0: baton.v1.Reason
 	(*RequestHeader)(nil),         // 1: baton.v1.RequestHeader
@@ -3122,21 +3400,26 @@ var file_api_batonpb_baton_proto_goTypes = []any{
 	(*Error)(nil),                 // 36: baton.v1.Error
 	(*ResumeSession)(nil),         // 37: baton.v1.ResumeSession
 	(*SessionRequest)(nil),        // 38: baton.v1.SessionRequest
-	(*Grant)(nil),                 // 39: baton.v1.Grant
-	(*WaitEnded)(nil),             // 40: baton.v1.WaitEnded
-	(*SessionResponse)(nil),       // 41: baton.v1.SessionResponse
-	(*durationpb.Duration)(nil),   // 42: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 43: google.protobuf.Timestamp
+	(*SessionsRequest)(nil),       // 39: baton.v1.SessionsRequest
+	(*ChannelRequest)(nil),        // 40: baton.v1.ChannelRequest
+	(*SessionsResponse)(nil),      // 41: baton.v1.SessionsResponse
+	(*ChannelResponse)(nil),       // 42: baton.v1.ChannelResponse
+	(*ChannelEnd)(nil),            // 43: baton.v1.ChannelEnd
+	(*Grant)(nil),                 // 44: baton.v1.Grant
+	(*WaitEnded)(nil),             // 45: baton.v1.WaitEnded
+	(*SessionResponse)(nil),       // 46: baton.v1.SessionResponse
+	(*durationpb.Duration)(nil),   // 47: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 48: google.protobuf.Timestamp
 }
 var file_api_batonpb_baton_proto_depIdxs = []int32{
-	42, // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	42, // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	42, // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	47, // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	47, // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	47, // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
 	1,  // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
-	42, // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	43, // 5: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
-	43, // 6: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
-	42, // 7: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
+	47, // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	48, // 5: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
+	48, // 6: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
+	47, // 7: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
 	9,  // 8: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
 	1,  // 9: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
 	11, // 10: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
@@ -3149,8 +3432,8 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	23, // 17: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
 	9,  // 18: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
 	26, // 19: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	42, // 20: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	43, // 21: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	47, // 20: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	48, // 21: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
 	28, // 22: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
 	34, // 23: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
 	0,  // 24: baton.v1.Error.reason:type_name -> baton.v1.Reason
@@ -3162,51 +3445,59 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	16, // 30: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
 	12, // 31: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
 	6,  // 32: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
-	0,  // 33: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
-	36, // 34: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
-	3,  // 35: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
-	5,  // 36: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
-	11, // 37: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
-	15, // 38: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
-	17, // 39: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
-	13, // 40: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
-	7,  // 41: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
-	39, // 42: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
-	40, // 43: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
-	36, // 44: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	38, // 45: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	2,  // 46: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	4,  // 47: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	6,  // 48: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	8,  // 49: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	12, // 50: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	14, // 51: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	18, // 52: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	20, // 53: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	22, // 54: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	25, // 55: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	29, // 56: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	31, // 57: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	33, // 58: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	41, // 59: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	3,  // 60: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	5,  // 61: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	7,  // 62: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	11, // 63: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	13, // 64: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	15, // 65: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	19, // 66: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	21, // 67: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	24, // 68: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	27, // 69: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	30, // 70: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	32, // 71: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	35, // 72: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	59, // [59:73] is the sub-list for method output_type
-	45, // [45:59] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	40, // 33: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
+	38, // 34: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
+	42, // 35: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
+	46, // 36: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
+	43, // 37: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
+	36, // 38: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
+	0,  // 39: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
+	36, // 40: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
+	3,  // 41: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
+	5,  // 42: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
+	11, // 43: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
+	15, // 44: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
+	17, // 45: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
+	13, // 46: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
+	7,  // 47: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
+	44, // 48: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
+	45, // 49: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
+	36, // 50: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
+	38, // 51: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	39, // 52: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	2,  // 53: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	4,  // 54: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	6,  // 55: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	8,  // 56: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	12, // 57: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	14, // 58: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	18, // 59: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	20, // 60: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	22, // 61: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	25, // 62: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	29, // 63: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	31, // 64: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	33, // 65: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	46, // 66: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	41, // 67: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	3,  // 68: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	5,  // 69: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	7,  // 70: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	11, // 71: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	13, // 72: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	15, // 73: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	19, // 74: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	21, // 75: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	24, // 76: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	27, // 77: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	30, // 78: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	32, // 79: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	35, // 80: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	66, // [66:81] is the sub-list for method output_type
+	51, // [51:66] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }
@@ -3224,7 +3515,7 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionRequest_AcquireMany)(nil),
 		(*SessionRequest_Close)(nil),
 	}
-	file_api_batonpb_baton_proto_msgTypes[40].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[45].OneofWrappers = []any{
 		(*SessionResponse_Open)(nil),
 		(*SessionResponse_KeepAlive)(nil),
 		(*SessionResponse_Acquire)(nil),
@@ -3242,7 +3533,7 @@ func file_api_batonpb_baton_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_batonpb_baton_proto_rawDesc), len(file_api_batonpb_baton_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   41,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	Baton_Session_FullMethodName      = "/baton.v1.Baton/Session"
+	Baton_Sessions_FullMethodName     = "/baton.v1.Baton/Sessions"
 	Baton_OpenSession_FullMethodName  = "/baton.v1.Baton/OpenSession"
 	Baton_KeepAlive_FullMethodName    = "/baton.v1.Baton/KeepAlive"
 	Baton_CloseSession_FullMethodName = "/baton.v1.Baton/CloseSession"
@@ -54,6 +55,13 @@ type BatonClient interface {
 	// releases and cancels flow pipelined; grants of queued acquires are
 	// pushed on it.
 	Session(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SessionRequest, SessionResponse], error)
+	// Sessions carries many session streams ("channels") on one gRPC stream,
+	// so that a process with many sessions pays one message, and one socket
+	// write, for what is queued across all of them. A channel behaves
+	// exactly like a Session stream: its first request opens or resumes a
+	// session, and its responses come in the order Session would send them.
+	// Ending the gRPC stream ends every channel on it.
+	Sessions(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SessionsRequest, SessionsResponse], error)
 	OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*OpenSessionResponse, error)
 	KeepAlive(ctx context.Context, in *KeepAliveRequest, opts ...grpc.CallOption) (*KeepAliveResponse, error)
 	CloseSession(ctx context.Context, in *CloseSessionRequest, opts ...grpc.CallOption) (*CloseSessionResponse, error)
@@ -99,6 +107,19 @@ func (c *batonClient) Session(ctx context.Context, opts ...grpc.CallOption) (grp
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Baton_SessionClient = grpc.BidiStreamingClient[SessionRequest, SessionResponse]
+
+func (c *batonClient) Sessions(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SessionsRequest, SessionsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Baton_ServiceDesc.Streams[1], Baton_Sessions_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SessionsRequest, SessionsResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Baton_SessionsClient = grpc.BidiStreamingClient[SessionsRequest, SessionsResponse]
 
 func (c *batonClient) OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*OpenSessionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -244,6 +265,13 @@ type BatonServer interface {
 	// releases and cancels flow pipelined; grants of queued acquires are
 	// pushed on it.
 	Session(grpc.BidiStreamingServer[SessionRequest, SessionResponse]) error
+	// Sessions carries many session streams ("channels") on one gRPC stream,
+	// so that a process with many sessions pays one message, and one socket
+	// write, for what is queued across all of them. A channel behaves
+	// exactly like a Session stream: its first request opens or resumes a
+	// session, and its responses come in the order Session would send them.
+	// Ending the gRPC stream ends every channel on it.
+	Sessions(grpc.BidiStreamingServer[SessionsRequest, SessionsResponse]) error
 	OpenSession(context.Context, *OpenSessionRequest) (*OpenSessionResponse, error)
 	KeepAlive(context.Context, *KeepAliveRequest) (*KeepAliveResponse, error)
 	CloseSession(context.Context, *CloseSessionRequest) (*CloseSessionResponse, error)
@@ -279,6 +307,9 @@ type UnimplementedBatonServer struct{}
 
 func (UnimplementedBatonServer) Session(grpc.BidiStreamingServer[SessionRequest, SessionResponse]) error {
 	return status.Error(codes.Unimplemented, "method Session not implemented")
+}
+func (UnimplementedBatonServer) Sessions(grpc.BidiStreamingServer[SessionsRequest, SessionsResponse]) error {
+	return status.Error(codes.Unimplemented, "method Sessions not implemented")
 }
 func (UnimplementedBatonServer) OpenSession(context.Context, *OpenSessionRequest) (*OpenSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method OpenSession not implemented")
@@ -346,6 +377,13 @@ func _Baton_Session_Handler(srv interface{}, stream grpc.ServerStream) error {
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Baton_SessionServer = grpc.BidiStreamingServer[SessionRequest, SessionResponse]
+
+func _Baton_Sessions_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(BatonServer).Sessions(&grpc.GenericServerStream[SessionsRequest, SessionsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Baton_SessionsServer = grpc.BidiStreamingServer[SessionsRequest, SessionsResponse]
 
 func _Baton_OpenSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(OpenSessionRequest)
@@ -645,6 +683,12 @@ var Baton_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Session",
 			Handler:       _Baton_Session_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Sessions",
+			Handler:       _Baton_Sessions_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},

@@ -47,6 +47,10 @@ type Observer interface {
 	// LeaderChanged is called after the committed entries of the Ready that
 	// changed leadership are applied; m may be read during the call only.
 	LeaderChanged(isLeader bool, term uint64, m *fsm.Machine)
+	// Flush is called on the Ready loop after each batch of completion
+	// callbacks (SubmitFunc) and Applied calls: what they queued for
+	// clients can be sent now, together.
+	Flush()
 }
 
 // Config configures a Node.
@@ -799,6 +803,15 @@ func (n *Node) stepProposals(first *proposal) {
 		for _, p := range batch {
 			n.finish(p.id, nil, 0, perr)
 		}
+		n.flushObserver()
+	}
+}
+
+// flushObserver tells the observer that a batch of completions and
+// Applied calls ended.
+func (n *Node) flushObserver() {
+	if n.cfg.Observer != nil {
+		n.cfg.Observer.Flush()
 	}
 }
 

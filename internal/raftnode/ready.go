@@ -155,6 +155,7 @@ func (n *Node) applyEntries(ents []*raftpb.Entry) {
 			n.cfg.Observer.Applied(a.index, a.cmd, a.res)
 		}
 	}
+	n.flushObserver()
 }
 
 func (n *Node) finish(id uint64, res *fsmpb.Result, index uint64, err error) {
@@ -201,6 +202,7 @@ func (n *Node) failAll(err error) {
 	for _, p := range ps {
 		p.complete(nil, 0, err)
 	}
+	n.flushObserver()
 	rerr := err
 	if errors.Is(err, ErrOutcomeUnknown) {
 		rerr = &NotLeaderError{Leader: n.leader.Load()}

@@ -103,7 +103,14 @@ func (s *Server) toWire(err error) *batonpb.Error {
 		return nil
 	}
 	if st, ok := status.FromError(err); ok {
-		return &batonpb.Error{Code: uint32(st.Code()), Message: st.Message()}
+		e := &batonpb.Error{Code: uint32(st.Code()), Message: st.Message()}
+		for _, d := range st.Details() {
+			if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == ErrorDomain {
+				e.Reason = batonpb.Reason(batonpb.Reason_value[info.GetReason()])
+				e.LeaderAddr = info.GetMetadata()["leader_addr"]
+			}
+		}
+		return e
 	}
 	code, reason, leader := s.classify(err)
 	msg := s.message(code, err)

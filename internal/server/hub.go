@@ -26,6 +26,28 @@ type hub struct {
 	mu      sync.Mutex
 	waits   map[waitID]chan waitEvent
 	streams map[uint64]map[*stream]struct{}
+
+	// wakes are the stream senders to wake at the end of the Ready
+	// loop's batch (flush).
+	wakes []chan struct{}
+}
+
+// wakeLater wakes w at the next flush.
+func (h *hub) wakeLater(w chan struct{}) {
+	h.mu.Lock()
+	h.wakes = append(h.wakes, w)
+	h.mu.Unlock()
+}
+
+// flush wakes the senders of everything queued since the last flush.
+func (h *hub) flush() {
+	h.mu.Lock()
+	ws := h.wakes
+	h.wakes = nil
+	h.mu.Unlock()
+	for _, w := range ws {
+		poke(w)
+	}
 }
 
 func newHub() *hub {
@@ -94,9 +116,11 @@ func (h *hub) publish(res *fsmpb.Result) {
 			ch <- waitEvent{grant: g}
 		}
 		for st := range h.streams[g.GetSessionId()] {
-			st.push(&batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Grant{Grant: &batonpb.Grant{
+			if wk := st.queueResponse(&batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Grant{Grant: &batonpb.Grant{
 				Seq: g.GetAcquireSeq(), Name: g.GetLock(), Token: g.GetToken(),
-			}}})
+			}}}); wk != nil {
+				h.wakes = append(h.wakes, wk)
+			}
 		}
 	}
 	for _, w := range res.GetWaitsEnded() {
@@ -106,9 +130,11 @@ func (h *hub) publish(res *fsmpb.Result) {
 			ch <- waitEvent{ended: w}
 		}
 		for st := range h.streams[w.GetSessionId()] {
-			st.push(&batonpb.SessionResponse{Kind: &batonpb.SessionResponse_WaitEnded{WaitEnded: &batonpb.WaitEnded{
+			if wk := st.queueResponse(&batonpb.SessionResponse{Kind: &batonpb.SessionResponse_WaitEnded{WaitEnded: &batonpb.WaitEnded{
 				Seq: w.GetAcquireSeq(), Name: w.GetLock(), Reason: reasonOfFSM(w.GetError()),
-			}}})
+			}}}); wk != nil {
+				h.wakes = append(h.wakes, wk)
+			}
 		}
 	}
 	for _, id := range res.GetSessionsEnded() {

@@ -92,6 +92,10 @@ func (s *Server) Applied(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
 	}
 }
 
+// Flush implements raftnode.Observer: it wakes the stream senders of the
+// answers and pushes the loop queued since the last Flush.
+func (s *Server) Flush() { s.hub.flush() }
+
 // LeaderChanged implements raftnode.Observer.
 func (s *Server) LeaderChanged(isLeader bool, term uint64, m *fsm.Machine) {
 	if isLeader {

@@ -33,6 +33,10 @@ type stream struct {
 	session uint64
 	closing atomic.Bool // the client asked to close the session
 
+	// A channel of a Sessions stream queues on its mux instead (mux.go).
+	mux     *mux
+	channel *muxChannel
+
 	mu     sync.Mutex
 	queue  []*batonpb.SessionResponse
 	ready  chan struct{} // signalled (capacity 1) when queue became non-empty
@@ -45,25 +49,52 @@ func newStream(session uint64) *stream {
 	return &stream{session: session, ready: make(chan struct{}, 1), ended: make(chan struct{})}
 }
 
-// push queues r for sending without blocking; a full queue ends the
-// stream.
+// push queues r for sending without blocking and wakes the sender; a
+// full queue ends the stream.
 func (st *stream) push(r *batonpb.SessionResponse) {
+	if w := st.queueResponse(r); w != nil {
+		poke(w)
+	}
+}
+
+// pushLater is push for the Ready loop: the sender is woken by the hub's
+// flush at the end of the loop's batch, so the answers of one batch leave
+// together instead of one socket write each.
+func (st *stream) pushLater(r *batonpb.SessionResponse, h *hub) {
+	if w := st.queueResponse(r); w != nil {
+		h.wakeLater(w)
+	}
+}
+
+// queueResponse queues r and returns the channel that wakes its sender,
+// or nil when r was dropped (the stream ended).
+func (st *stream) queueResponse(r *batonpb.SessionResponse) chan struct{} {
 	st.mu.Lock()
 	select {
 	case <-st.ended:
 		st.mu.Unlock()
-		return
+		return nil
 	default:
+	}
+	if st.mux != nil {
+		st.mux.add(muxItem{ch: st.channel, st: st, resp: r})
+		st.mu.Unlock()
+		return st.mux.ready
 	}
 	if len(st.queue) >= StreamBuffer {
 		st.mu.Unlock()
 		st.end(errStreamSlow)
-		return
+		return nil
 	}
 	st.queue = append(st.queue, r)
 	st.mu.Unlock()
+	return st.ready
+}
+
+// poke signals a capacity-1 wake-up channel without blocking.
+func poke(w chan struct{}) {
 	select {
-	case st.ready <- struct{}{}:
+	case w <- struct{}{}:
 	default:
 	}
 }
@@ -80,8 +111,16 @@ func (st *stream) take() []*batonpb.SessionResponse {
 // end ends the stream with err (nil: after the queued responses are sent).
 func (st *stream) end(err error) {
 	st.once.Do(func() {
+		st.mu.Lock()
+		defer st.mu.Unlock()
 		st.endErr = err
 		close(st.ended)
+		if st.mux != nil {
+			// After everything pushed before it, as a Session stream
+			// flushes its queue before it returns.
+			st.mux.add(muxItem{ch: st.channel, st: st, end: true, err: err})
+			poke(st.mux.ready)
+		}
 	})
 }
 
@@ -105,19 +144,22 @@ func (s *Server) Session(gs batonpb.Baton_SessionServer) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	// Nothing waits for the receiver: it returns once gRPC ends the
+	// stream, which it does only after this handler returned. Waiting for
+	// it here would hold a stream this member can no longer serve open for
+	// as long as its client keeps it (found writing the Sessions stream).
+	// Keepalives end with ctx; what they push after the end is dropped.
 	recvErr := make(chan error, 1)
-	wg.Go(func() {
+	go func() {
 		for {
 			req, err := gs.Recv()
 			if err != nil {
 				recvErr <- err
 				return
 			}
-			s.serveStreamRequest(ctx, &wg, st, req)
+			s.serveStreamRequest(ctx, st, req)
 		}
-	})
+	}()
 	for {
 		select {
 		case <-st.ready:
@@ -177,7 +219,7 @@ func (s *Server) attachSession(ctx context.Context, first *batonpb.SessionReques
 // serveStreamRequest starts one request. Mutating requests are submitted
 // to the log here, in the order they arrived on the stream, and answered
 // from the Ready loop when they apply: the stream is pipelined but ordered.
-func (s *Server) serveStreamRequest(ctx context.Context, wg *sync.WaitGroup, st *stream, req *batonpb.SessionRequest) {
+func (s *Server) serveStreamRequest(ctx context.Context, st *stream, req *batonpb.SessionRequest) {
 	reply := func(r *batonpb.SessionResponse, err error) {
 		if r == nil {
 			r = &batonpb.SessionResponse{}
@@ -186,15 +228,25 @@ func (s *Server) serveStreamRequest(ctx context.Context, wg *sync.WaitGroup, st 
 		r.Error = s.toWire(err)
 		st.push(r)
 	}
+	// replyLater replies from the Ready loop: raftnode calls the
+	// observer's Flush after the completions of each batch.
+	replyLater := func(r *batonpb.SessionResponse, err error) {
+		if r == nil {
+			r = &batonpb.SessionResponse{}
+		}
+		r.Id = req.GetId()
+		r.Error = s.toWire(err)
+		st.pushLater(r, s.hub)
+	}
 	var cmd *fsmpb.Command
 	var err error
 	var answer func(res *fsmpb.Result) *batonpb.SessionResponse
 	switch k := req.GetKind().(type) {
 	case *batonpb.SessionRequest_KeepAlive:
-		wg.Go(func() {
+		go func() { // ends with ctx
 			ka, err := s.keepAlive(ctx, st.session)
 			reply(&batonpb.SessionResponse{Kind: &batonpb.SessionResponse_KeepAlive{KeepAlive: ka}}, err)
-		})
+		}()
 		return
 	case *batonpb.SessionRequest_Acquire:
 		cmd, err = acquireCommand(k.Acquire)
@@ -253,13 +305,13 @@ func (s *Server) serveStreamRequest(ctx context.Context, wg *sync.WaitGroup, st 
 			// A cancel that lost the race to a grant tells the client the
 			// acquire was granted, so it can release the hold.
 			if errors.Is(err, fsm.ErrNotWaiting) && res.GetAcquire() != nil {
-				reply(answer(res), err)
+				replyLater(answer(res), err)
 				return
 			}
-			reply(nil, err)
+			replyLater(nil, err)
 			return
 		}
-		reply(answer(res), nil)
+		replyLater(answer(res), nil)
 		if st.closing.Load() && cmd.GetCloseSession() != nil {
 			st.end(nil)
 		}

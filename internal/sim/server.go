@@ -112,6 +112,10 @@ func (v *server) Applied(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
 	}
 }
 
+// Flush implements raftnode.Observer. The simulated server answers as it
+// goes: a response is an event on the virtual clock, not a socket write.
+func (v *server) Flush() {}
+
 // LeaderChanged implements raftnode.Observer.
 func (v *server) LeaderChanged(isLeader bool, term uint64, fm *fsm.Machine) {
 	m := v.m

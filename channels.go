@@ -1,0 +1,246 @@
+package baton
+
+// Sessions share one stream per member: the client's Sessions stream
+// carries every session's requests and answers as channels, so that what
+// many sessions queue at once leaves in one message and one socket write,
+// and the server answers a whole applied batch the same way.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/batonlock/baton/api/batonpb"
+)
+
+// sessionStream is what a session reads and writes: a channel of the
+// client's Sessions stream, or a Session stream of its own when the
+// member does not serve Sessions.
+type sessionStream interface {
+	Send(*batonpb.SessionRequest) error
+	Recv() (*batonpb.SessionResponse, error)
+}
+
+// sessionMux is the client's Sessions stream to one member.
+type sessionMux struct {
+	c      *Client
+	addr   string
+	gs     batonpb.Baton_SessionsClient
+	cancel context.CancelFunc
+	wake   chan struct{} // the sender has work
+
+	mu    sync.Mutex
+	err   error // why the stream broke; nil while it works
+	next  uint64
+	chans map[uint64]*muxChan
+	sendq []*batonpb.ChannelRequest
+}
+
+// muxChan is one session's channel on a sessionMux.
+type muxChan struct {
+	m    *sessionMux
+	id   uint64
+	wake chan struct{} // Recv has something to return
+
+	// Guarded by m.mu.
+	q   []*batonpb.SessionResponse
+	end error // io.EOF when the channel ended cleanly
+}
+
+// channel opens a channel to addr for one session stream; it is detached
+// when ctx ends.
+func (c *Client) channel(ctx context.Context, addr string) (*muxChan, error) {
+	for {
+		m, err := c.sessionMux(addr)
+		if err != nil {
+			return nil, err
+		}
+		m.mu.Lock()
+		if m.err != nil {
+			// Broken since it was looked up: it is off the client's
+			// list already, the next lookup starts a new stream.
+			m.mu.Unlock()
+			continue
+		}
+		m.next++
+		ch := &muxChan{m: m, id: m.next, wake: make(chan struct{}, 1)}
+		m.chans[ch.id] = ch
+		m.mu.Unlock()
+		context.AfterFunc(ctx, ch.detach)
+		return ch, nil
+	}
+}
+
+// sessionMux returns the working Sessions stream to addr, starting one if
+// there is none.
+func (c *Client) sessionMux(addr string) (*sessionMux, error) {
+	c.mu.Lock()
+	m := c.muxes[addr]
+	c.mu.Unlock()
+	if m != nil {
+		return m, nil
+	}
+	bc, err := c.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(c.runCtx)
+	gs, err := bc.Sessions(ctx)
+	if err != nil {
+		cancel()
+		return nil, fromStatus(err)
+	}
+	m = &sessionMux{c: c, addr: addr, gs: gs, cancel: cancel, wake: make(chan struct{}, 1), chans: make(map[uint64]*muxChan)}
+	c.mu.Lock()
+	if other := c.muxes[addr]; other != nil || c.closed {
+		c.mu.Unlock()
+		cancel()
+		if other == nil {
+			return nil, ErrClientClosed
+		}
+		return other, nil
+	}
+	c.muxes[addr] = m
+	c.mu.Unlock()
+	go m.reader()
+	go m.sender()
+	return m, nil
+}
+
+// reader delivers each response to its channel until the stream breaks.
+func (m *sessionMux) reader() {
+	for {
+		msg, err := m.gs.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = &Error{Code: codes.Unavailable, Message: "the member ended the sessions stream"}
+			}
+			m.fail(fromStatus(err))
+			return
+		}
+		m.mu.Lock()
+		for _, r := range msg.GetResponses() {
+			ch := m.chans[r.GetChannel()]
+			if ch == nil {
+				continue // detached
+			}
+			if e := r.GetEnd(); e != nil {
+				ch.end = io.EOF
+				if err := fromWire(e.GetError()); err != nil {
+					ch.end = err
+				}
+				delete(m.chans, ch.id)
+			} else {
+				ch.q = append(ch.q, r.GetResponse())
+			}
+			poke(ch.wake)
+		}
+		m.mu.Unlock()
+	}
+}
+
+// sender writes everything the channels queued since its last write as
+// one message.
+func (m *sessionMux) sender() {
+	for {
+		<-m.wake
+		m.mu.Lock()
+		q, broken := m.sendq, m.err != nil
+		m.sendq = nil
+		m.mu.Unlock()
+		if broken {
+			return
+		}
+		if len(q) == 0 {
+			continue
+		}
+		if err := m.gs.Send(&batonpb.SessionsRequest{Requests: q}); err != nil {
+			m.cancel() // the reader reports why
+		}
+	}
+}
+
+// fail ends every channel with err and takes the stream off the client's
+// list.
+func (m *sessionMux) fail(err error) {
+	m.mu.Lock()
+	m.err = err
+	for id, ch := range m.chans {
+		if ch.end == nil {
+			ch.end = err
+		}
+		poke(ch.wake)
+		delete(m.chans, id)
+	}
+	m.sendq = nil
+	m.mu.Unlock()
+	poke(m.wake)
+	m.cancel()
+	m.c.mu.Lock()
+	if m.c.muxes[m.addr] == m {
+		delete(m.c.muxes, m.addr)
+	}
+	m.c.mu.Unlock()
+}
+
+// queueLocked queues r for the sender.
+func (m *sessionMux) queueLocked(r *batonpb.ChannelRequest) {
+	m.sendq = append(m.sendq, r)
+	poke(m.wake)
+}
+
+// Send queues r; it never blocks. After the channel ended it returns the
+// reason, as a gRPC stream's Send would.
+func (ch *muxChan) Send(r *batonpb.SessionRequest) error {
+	m := ch.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ch.end != nil {
+		return ch.end
+	}
+	m.queueLocked(&batonpb.ChannelRequest{Channel: ch.id, Request: r})
+	return nil
+}
+
+// Recv returns the channel's next response, or why it ended (io.EOF:
+// cleanly).
+func (ch *muxChan) Recv() (*batonpb.SessionResponse, error) {
+	m := ch.m
+	for {
+		m.mu.Lock()
+		if len(ch.q) > 0 {
+			r := ch.q[0]
+			ch.q[0] = nil
+			ch.q = ch.q[1:]
+			m.mu.Unlock()
+			return r, nil
+		}
+		if ch.end != nil {
+			err := ch.end
+			m.mu.Unlock()
+			return nil, err
+		}
+		m.mu.Unlock()
+		<-ch.wake
+	}
+}
+
+// detach ends the channel from the client's side: the session lives on.
+func (ch *muxChan) detach() {
+	m := ch.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ch.end == nil {
+		ch.end = context.Canceled
+		poke(ch.wake)
+	}
+	if m.chans[ch.id] == ch {
+		delete(m.chans, ch.id)
+		if m.err == nil {
+			m.queueLocked(&batonpb.ChannelRequest{Channel: ch.id, Detach: true})
+		}
+	}
+}

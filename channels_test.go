@@ -1,0 +1,320 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/batonlock/baton/api/batonpb"
+)
+
+// TestSessionsShareOneStream: every session of a client rides on one
+// Sessions stream to the leader, and each gets its own answers and grants.
+func TestSessionsShareOneStream(t *testing.T) {
+	_, cl := single(t)
+	ctx := testCtx(t)
+	a, b, c := newSession(t, cl), newSession(t, cl), newSession(t, cl)
+	cl.mu.Lock()
+	n := len(cl.muxes)
+	cl.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("the client holds %d Sessions streams for 3 sessions on one member, want 1", n)
+	}
+	la, err := a.Mutex("shared").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Mutex("shared").TryLock(ctx); !errors.Is(err, ErrLockBusy) {
+		t.Fatalf("b's TryLock of a held lock: %v, want ErrLockBusy", err)
+	}
+	// c waits; its grant is pushed on the shared stream when a releases.
+	got := lockAsync(ctx, c.Mutex("shared"))
+	waitFor(t, 5*time.Second, "c queued", func() bool { return len(waiters(t, cl, "shared")) == 1 })
+	if err := la.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := recv(t, got)
+	if r.err != nil {
+		t.Fatalf("c's Lock: %v", r.err)
+	}
+	if r.lease.Token() <= la.Token() {
+		t.Fatalf("c's token %d is not above a's %d", r.lease.Token(), la.Token())
+	}
+	if r.lease.Session() != c {
+		t.Fatal("the grant reached another session's call")
+	}
+}
+
+// rawSessions opens a Sessions stream to addr, without the client library.
+func rawSessions(t *testing.T, addr string) batonpb.Baton_SessionsClient {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	gs, err := batonpb.NewBatonClient(cc).Sessions(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gs
+}
+
+func sendFrames(t *testing.T, gs batonpb.Baton_SessionsClient, reqs ...*batonpb.ChannelRequest) {
+	t.Helper()
+	if err := gs.Send(&batonpb.SessionsRequest{Requests: reqs}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nextFrame reads until a frame of channel ch arrives.
+func nextFrame(t *testing.T, gs batonpb.Baton_SessionsClient, pending *[]*batonpb.ChannelResponse, ch uint64) *batonpb.ChannelResponse {
+	t.Helper()
+	for {
+		for i, r := range *pending {
+			if r.GetChannel() == ch {
+				*pending = append((*pending)[:i], (*pending)[i+1:]...)
+				return r
+			}
+		}
+		msg, err := gs.Recv()
+		if err != nil {
+			t.Fatalf("waiting for channel %d: %v", ch, err)
+		}
+		*pending = append(*pending, msg.GetResponses()...)
+	}
+}
+
+func openReq(id uint64) *batonpb.SessionRequest {
+	return &batonpb.SessionRequest{Id: id, Kind: &batonpb.SessionRequest_Open{Open: &batonpb.OpenSessionRequest{Ttl: durationpb.New(10 * time.Second)}}}
+}
+
+// TestSessionsStreamProtocol drives the wire protocol of Sessions: channels
+// are independent, a bad first request ends only its channel, a detached
+// channel leaves its session alive to resume, and channel 0 is refused.
+func TestSessionsStreamProtocol(t *testing.T) {
+	c, _ := single(t)
+	addr := c.members[c.leader()].ClientAddr()
+	gs := rawSessions(t, addr)
+	var pending []*batonpb.ChannelResponse
+
+	// Two channels opened in one message, and a third whose first request
+	// is not an open.
+	sendFrames(t, gs,
+		&batonpb.ChannelRequest{Channel: 1, Request: openReq(1)},
+		&batonpb.ChannelRequest{Channel: 2, Request: openReq(1)},
+		&batonpb.ChannelRequest{Channel: 3, Request: &batonpb.SessionRequest{Id: 1, Kind: &batonpb.SessionRequest_KeepAlive{KeepAlive: &batonpb.KeepAliveRequest{SessionId: 1}}}},
+	)
+	f1, f2 := nextFrame(t, gs, &pending, 1), nextFrame(t, gs, &pending, 2)
+	s1, s2 := f1.GetResponse().GetOpen().GetSessionId(), f2.GetResponse().GetOpen().GetSessionId()
+	if s1 == 0 || s2 == 0 || s1 == s2 {
+		t.Fatalf("opens answered %v and %v: want two distinct sessions", f1, f2)
+	}
+	bad := nextFrame(t, gs, &pending, 3)
+	if bad.GetEnd() == nil || codes.Code(bad.GetEnd().GetError().GetCode()) != codes.InvalidArgument {
+		t.Fatalf("a channel that starts with a keepalive: %v, want its end with INVALID_ARGUMENT", bad)
+	}
+
+	acquire := func(ch, id, session, seq uint64, name string) {
+		sendFrames(t, gs, &batonpb.ChannelRequest{Channel: ch, Request: &batonpb.SessionRequest{Id: id, Kind: &batonpb.SessionRequest_Acquire{Acquire: &batonpb.AcquireRequest{
+			Header: &batonpb.RequestHeader{SessionId: session, Seq: seq, MinUnackedSeq: seq}, Name: name,
+		}}}})
+	}
+	acquire(1, 2, s1, 1, "p")
+	if r := nextFrame(t, gs, &pending, 1).GetResponse(); !r.GetAcquire().GetAcquired() || r.GetId() != 2 {
+		t.Fatalf("channel 1's acquire: %v", r)
+	}
+	acquire(2, 2, s2, 1, "p")
+	if r := nextFrame(t, gs, &pending, 2).GetResponse(); r.GetAcquire().GetAcquired() {
+		t.Fatalf("channel 2 acquired the lock channel 1 holds: %v", r)
+	}
+	// A request naming another channel's session is refused on its own.
+	acquire(2, 3, s1, 2, "q")
+	if r := nextFrame(t, gs, &pending, 2).GetResponse(); codes.Code(r.GetError().GetCode()) != codes.InvalidArgument {
+		t.Fatalf("channel 2 acting for session %d: %v, want INVALID_ARGUMENT", s1, r)
+	}
+
+	// Detach channel 1; its session lives on and resumes on channel 4,
+	// still holding its lock.
+	sendFrames(t, gs, &batonpb.ChannelRequest{Channel: 1, Detach: true})
+	if end := nextFrame(t, gs, &pending, 1); end.GetEnd() == nil || end.GetEnd().GetError() != nil {
+		t.Fatalf("detached channel 1: %v, want a clean end", end)
+	}
+	sendFrames(t, gs, &batonpb.ChannelRequest{Channel: 4, Request: &batonpb.SessionRequest{Id: 1, Kind: &batonpb.SessionRequest_Resume{Resume: &batonpb.ResumeSession{SessionId: s1}}}})
+	if r := nextFrame(t, gs, &pending, 4).GetResponse(); r.GetOpen().GetSessionId() != s1 {
+		t.Fatalf("resume of session %d: %v", s1, r)
+	}
+	acquire(4, 2, s1, 1, "p") // the same seq: the cached answer, still held
+	if r := nextFrame(t, gs, &pending, 4).GetResponse(); !r.GetAcquire().GetAcquired() {
+		t.Fatalf("after the resume, session %d's acquire of p: %v", s1, r)
+	}
+
+	// Channel 0 is malformed: the whole stream ends.
+	sendFrames(t, gs, &batonpb.ChannelRequest{Channel: 0, Request: openReq(1)})
+	for {
+		_, err := gs.Recv()
+		if err == nil {
+			continue
+		}
+		if status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("stream after channel 0: %v, want INVALID_ARGUMENT", err)
+		}
+		break
+	}
+}
+
+// TestStreamsEndWhenLeaderStepsDown: a member that stops leading ends the
+// session streams attached to it with NOT_LEADER, although their clients
+// keep them open, so the clients follow the new leader.
+func TestStreamsEndWhenLeaderStepsDown(t *testing.T) {
+	c := startCluster(t, 3)
+	lead := c.leader()
+	addr := c.members[lead].ClientAddr()
+
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	bc := batonpb.NewBatonClient(cc)
+	ctx := testCtx(t)
+
+	one, err := bc.Session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := one.Send(openReq(1)); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := one.Recv(); err != nil || r.GetOpen() == nil {
+		t.Fatalf("open on a Session stream: %v %v", r, err)
+	}
+	many := rawSessions(t, addr)
+	sendFrames(t, many, &batonpb.ChannelRequest{Channel: 1, Request: openReq(1)})
+	var pending []*batonpb.ChannelResponse
+	if r := nextFrame(t, many, &pending, 1); r.GetResponse().GetOpen() == nil {
+		t.Fatalf("open on a Sessions channel: %v", r)
+	}
+
+	// Without its followers the leader steps down (CheckQuorum).
+	for i := range c.members {
+		if i != lead {
+			c.stop(i)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := one.Recv(); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-done:
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("Session stream ended with %v, want UNAVAILABLE", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Session stream is still open 10 s after its member stopped leading")
+	}
+	endC := make(chan *batonpb.ChannelResponse, 1)
+	go func() {
+		for {
+			msg, err := many.Recv()
+			if err != nil {
+				close(endC)
+				return
+			}
+			for _, r := range msg.GetResponses() {
+				if r.GetEnd() != nil {
+					endC <- r
+					return
+				}
+			}
+		}
+	}()
+	select {
+	case r, ok := <-endC:
+		if !ok {
+			t.Fatal("the Sessions stream broke instead of ending its channel")
+		}
+		if codes.Code(r.GetEnd().GetError().GetCode()) != codes.Unavailable || r.GetEnd().GetError().GetReason() != batonpb.Reason_NOT_LEADER {
+			t.Fatalf("channel ended with %v, want UNAVAILABLE/NOT_LEADER", r.GetEnd().GetError())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Sessions channel is still open 10 s after its member stopped leading")
+	}
+}
+
+// sessionOnly is a member of an older release: it serves Status and
+// Session, not Sessions.
+type sessionOnly struct {
+	batonpb.UnimplementedBatonServer
+	addr string
+}
+
+func (f *sessionOnly) Status(context.Context, *batonpb.StatusRequest) (*batonpb.StatusResponse, error) {
+	return &batonpb.StatusResponse{Name: "old", Leader: "old", Role: "leader", LeaderAddr: f.addr}, nil
+}
+
+func (f *sessionOnly) Session(gs batonpb.Baton_SessionServer) error {
+	first, err := gs.Recv()
+	if err != nil {
+		return err
+	}
+	if err := gs.Send(&batonpb.SessionResponse{Id: first.GetId(), Kind: &batonpb.SessionResponse_Open{Open: &batonpb.OpenSessionResponse{
+		SessionId: 42, Ttl: first.GetOpen().GetTtl(),
+	}}}); err != nil {
+		return err
+	}
+	for {
+		if _, err := gs.Recv(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// TestClientFallsBackToSessionStreams: against a member without Sessions
+// the client opens one Session stream per session.
+func TestClientFallsBackToSessionStreams(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	batonpb.RegisterBatonServer(srv, &sessionOnly{addr: ln.Addr().String()})
+	go srv.Serve(ln)
+	defer srv.Stop()
+
+	cl := dial(t, ln.Addr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := cl.NewSession(ctx)
+	if err != nil {
+		t.Fatalf("new session against a member without Sessions: %v", err)
+	}
+	// No Close: the fake does not answer it; cl.Close abandons s.
+	if s.ID() != 42 {
+		t.Fatalf("session %d, want 42 from the Session stream", s.ID())
+	}
+	cl.mu.Lock()
+	noMux := cl.noMux
+	cl.mu.Unlock()
+	if !noMux {
+		t.Fatal("the client did not note that the member has no Sessions")
+	}
+}
