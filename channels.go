@@ -39,15 +39,21 @@ type sessionMux struct {
 	sendq []*batonpb.ChannelRequest
 }
 
-// muxChan is one session's channel on a sessionMux.
+// muxChan is one session's channel on a sessionMux. Its responses are
+// read with Recv until the session hands them off (handOff): from then on
+// the stream's reader delivers them itself, one goroutine hand-off fewer
+// per answer.
 type muxChan struct {
 	m    *sessionMux
 	id   uint64
-	wake chan struct{} // Recv has something to return
+	wake chan struct{} // Recv or waitEnd has something to return
+	dmu  sync.Mutex    // held while delivering to handler: keeps the order
 
 	// Guarded by m.mu.
-	q   []*batonpb.SessionResponse
-	end error // io.EOF when the channel ended cleanly
+	q       []*batonpb.SessionResponse
+	end     error // io.EOF when the channel ended cleanly
+	handler func(*batonpb.SessionResponse)
+	marked  bool // on the reader's list of channels to deliver to
 }
 
 // channel opens a channel to addr for one session stream; it is detached
@@ -121,6 +127,14 @@ func (m *sessionMux) reader() {
 			m.fail(fromStatus(err))
 			return
 		}
+		// Responses first, ends after them: a handed-off channel's
+		// responses are delivered before its end shows.
+		var deliver []*muxChan
+		type ending struct {
+			ch  *muxChan
+			err error
+		}
+		var ends []ending
 		m.mu.Lock()
 		for _, r := range msg.GetResponses() {
 			ch := m.chans[r.GetChannel()]
@@ -128,17 +142,79 @@ func (m *sessionMux) reader() {
 				continue // detached
 			}
 			if e := r.GetEnd(); e != nil {
-				ch.end = io.EOF
-				if err := fromWire(e.GetError()); err != nil {
-					ch.end = err
-				}
 				delete(m.chans, ch.id)
-			} else {
-				ch.q = append(ch.q, r.GetResponse())
+				var err error = io.EOF
+				if werr := fromWire(e.GetError()); werr != nil {
+					err = werr
+				}
+				ends = append(ends, ending{ch, err})
+				continue
 			}
-			poke(ch.wake)
+			ch.q = append(ch.q, r.GetResponse())
+			switch {
+			case ch.handler == nil:
+				poke(ch.wake)
+			case !ch.marked:
+				ch.marked = true
+				deliver = append(deliver, ch)
+			}
 		}
 		m.mu.Unlock()
+		for _, ch := range deliver {
+			ch.deliver()
+		}
+		if len(ends) > 0 {
+			m.mu.Lock()
+			for _, e := range ends {
+				if e.ch.end == nil {
+					e.ch.end = e.err
+				}
+				poke(e.ch.wake)
+			}
+			m.mu.Unlock()
+		}
+	}
+}
+
+// handOff makes the reader deliver the channel's responses to h, in
+// order, starting with those already queued. Recv must not be used after
+// it; waitEnd tells when the channel ended.
+func (ch *muxChan) handOff(h func(*batonpb.SessionResponse)) {
+	ch.dmu.Lock()
+	defer ch.dmu.Unlock()
+	ch.m.mu.Lock()
+	ch.handler = h
+	q := ch.q
+	ch.q = nil
+	ch.m.mu.Unlock()
+	for _, r := range q {
+		h(r)
+	}
+}
+
+// deliver hands what is queued to the handler.
+func (ch *muxChan) deliver() {
+	ch.dmu.Lock()
+	defer ch.dmu.Unlock()
+	ch.m.mu.Lock()
+	q, h := ch.q, ch.handler
+	ch.q, ch.marked = nil, false
+	ch.m.mu.Unlock()
+	for _, r := range q {
+		h(r)
+	}
+}
+
+// waitEnd returns why a handed-off channel ended.
+func (ch *muxChan) waitEnd() error {
+	for {
+		ch.m.mu.Lock()
+		err := ch.end
+		ch.m.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		<-ch.wake
 	}
 }
 

@@ -59,6 +59,14 @@ func (s *Session) sendLocked(c *call) {
 			k.Close.SessionId, k.Close.Seq = s.id, c.seq
 		}
 	}
+	if ch, ok := s.stream.gs.(*muxChan); ok {
+		// A channel's Send only queues for its stream's sender: no need
+		// to hand r to this session's sender first.
+		if err := ch.Send(r); err != nil {
+			s.stream.cancel() // the reader reports why; the reconnect resends
+		}
+		return
+	}
 	s.sendq = append(s.sendq, r)
 	poke(s.sendWake)
 }
@@ -199,6 +207,10 @@ func (s *Session) run(sc *streamConn) {
 }
 
 func (s *Session) recvLoop(sc *streamConn) error {
+	if ch, ok := sc.gs.(*muxChan); ok {
+		ch.handOff(func(resp *batonpb.SessionResponse) { s.handle(sc, resp) })
+		return ch.waitEnd()
+	}
 	for {
 		resp, err := sc.gs.Recv()
 		if err != nil {
