@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -17,7 +18,7 @@ func runBench(g globals, args []string) int {
 	cfg := bench.DefaultConfig()
 	cfg.System = "baton"
 	ttl := 10 * time.Second
-	conns := 8
+	conns := 1
 	fs := newFlagSet("bench", "bench [--workload own|hot|zipf|batch|hold] [--workers N] [--duration D] [flags]",
 		"baton bench --workload hot --workers 16 --duration 10s --json", &g)
 	fs.StringVar(&cfg.Workload, "workload", cfg.Workload, "own (each worker its own key), hot (one key), zipf, batch (try-lock many), hold")
@@ -31,7 +32,9 @@ func runBench(g globals, args []string) int {
 	fs.StringVar(&cfg.Prefix, "prefix", cfg.Prefix, "lock name prefix")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the key choices")
 	fs.DurationVar(&ttl, "ttl", ttl, "session TTL of the workers")
-	fs.IntVar(&conns, "conns", conns, "client connections shared by the workers")
+	fs.IntVar(&conns, "conns", conns, "clients (each one connection and one Sessions stream per member) the workers' sessions are spread over")
+	var cpuProfile string
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write the load generator's CPU profile (pprof) to this file")
 	pos, _, err := parseArgs(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -47,6 +50,17 @@ func runBench(g globals, args []string) int {
 	}
 	if conns < 1 {
 		return exitCode("bench", usagef("--conns must be at least 1"))
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return exitCode("bench", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return exitCode("bench", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx := context.Background()
 	clients := make([]*baton.Client, min(conns, cfg.Workers))

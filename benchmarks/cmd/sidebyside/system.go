@@ -35,7 +35,7 @@ var systems = []system{
 	{
 		name: "baton", title: "Baton",
 		setup:  "3 nodes (`baton server`), fsync on (its default)",
-		recipe: "`baton bench` with its defaults: the product's Go client, one session per worker, the sessions sharing a few client connections (`--conns`)",
+		recipe: "`baton bench` with its defaults: the product's Go client, one session per worker, one client for all workers, whose sessions share one connection and one Sessions stream (`--conns 1`)",
 	},
 	{
 		name: "etcd", title: "etcd",
