@@ -141,6 +141,16 @@ func (m *sessionMux) reader() {
 			if ch == nil {
 				continue // detached
 			}
+			if r.GetResponse() != nil {
+				ch.q = append(ch.q, r.GetResponse())
+				switch {
+				case ch.handler == nil:
+					poke(ch.wake)
+				case !ch.marked:
+					ch.marked = true
+					deliver = append(deliver, ch)
+				}
+			}
 			if e := r.GetEnd(); e != nil {
 				delete(m.chans, ch.id)
 				var err error = io.EOF
@@ -148,15 +158,6 @@ func (m *sessionMux) reader() {
 					err = werr
 				}
 				ends = append(ends, ending{ch, err})
-				continue
-			}
-			ch.q = append(ch.q, r.GetResponse())
-			switch {
-			case ch.handler == nil:
-				poke(ch.wake)
-			case !ch.marked:
-				ch.marked = true
-				deliver = append(deliver, ch)
 			}
 		}
 		m.mu.Unlock()

@@ -255,6 +255,75 @@ func TestStreamsEndWhenLeaderStepsDown(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the Sessions channel is still open 10 s after its member stopped leading")
 	}
+	// Then the Sessions stream itself ends: the client keeps no stream to
+	// a member that does not lead.
+	streamErr := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := many.Recv(); err != nil {
+				streamErr <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-streamErr:
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("Sessions stream ended with %v, want UNAVAILABLE", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Sessions stream is still open 10 s after its member stopped leading")
+	}
+}
+
+// TestSessionsChannelNumberReuse: a channel's number is free as soon as
+// its end arrives, as the protocol says: a resume sent on it at once is
+// answered. (The server used to free the number only after the end's
+// write returned, and lost such a resume now and then.)
+func TestSessionsChannelNumberReuse(t *testing.T) {
+	c, _ := single(t)
+	gs := rawSessions(t, c.members[c.leader()].ClientAddr())
+	in := make(chan *batonpb.ChannelResponse, 64)
+	go func() {
+		defer close(in)
+		for {
+			msg, err := gs.Recv()
+			if err != nil {
+				return
+			}
+			for _, r := range msg.GetResponses() {
+				in <- r
+			}
+		}
+	}()
+	next := func(what string) *batonpb.ChannelResponse {
+		t.Helper()
+		select {
+		case r, ok := <-in:
+			if !ok {
+				t.Fatalf("%s: the stream ended", what)
+			}
+			return r
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: no answer in 5 s", what)
+		}
+		return nil
+	}
+	sendFrames(t, gs, &batonpb.ChannelRequest{Channel: 1, Request: openReq(1)})
+	sid := next("open").GetResponse().GetOpen().GetSessionId()
+	if sid == 0 {
+		t.Fatal("open failed")
+	}
+	for i := range 5000 {
+		sendFrames(t, gs, &batonpb.ChannelRequest{Channel: 1, Detach: true})
+		if e := next("detach"); e.GetEnd() == nil {
+			t.Fatalf("round %d: after a detach, %v, want the channel's end", i, e)
+		}
+		sendFrames(t, gs, &batonpb.ChannelRequest{Channel: 1, Request: &batonpb.SessionRequest{Id: 1, Kind: &batonpb.SessionRequest_Resume{Resume: &batonpb.ResumeSession{SessionId: sid}}}})
+		if r := next("resume on the reused number"); r.GetResponse().GetOpen().GetSessionId() != sid {
+			t.Fatalf("round %d: resume on the reused number answered %v", i, r)
+		}
+	}
 }
 
 // sessionOnly is a member of an older release: it serves Status and
@@ -312,7 +381,7 @@ func TestClientFallsBackToSessionStreams(t *testing.T) {
 		t.Fatalf("session %d, want 42 from the Session stream", s.ID())
 	}
 	cl.mu.Lock()
-	noMux := cl.noMux
+	noMux := cl.noMux[ln.Addr().String()]
 	cl.mu.Unlock()
 	if !noMux {
 		t.Fatal("the client did not note that the member has no Sessions")

@@ -319,7 +319,7 @@ func (s *Session) dialStream(ctx context.Context, addr string, first *batonpb.Se
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 	s.c.mu.Lock()
-	mux := !s.c.noMux
+	mux := !s.c.noMux[addr]
 	s.c.mu.Unlock()
 	var gs sessionStream
 	if mux {
@@ -337,10 +337,10 @@ func (s *Session) dialStream(ctx context.Context, addr string, first *batonpb.Se
 		err = fromWire(resp.GetError())
 	}
 	if e := (*Error)(nil); mux && errors.As(err, &e) && e.Code == codes.Unimplemented {
-		// A member of an older release: one stream per session.
+		// A member of an older release: one stream per session there.
 		cancel()
 		s.c.mu.Lock()
-		s.c.noMux = true
+		s.c.noMux[addr] = true
 		s.c.mu.Unlock()
 		return s.dialStream(ctx, addr, first)
 	}

@@ -26,6 +26,7 @@ type hub struct {
 	mu      sync.Mutex
 	waits   map[waitID]chan waitEvent
 	streams map[uint64]map[*stream]struct{}
+	muxes   map[*mux]struct{} // Sessions streams: dropAll ends them too
 
 	// wakes are the stream senders to wake at the end of the Ready
 	// loop's batch (flush).
@@ -54,6 +55,7 @@ func newHub() *hub {
 	return &hub{
 		waits:   make(map[waitID]chan waitEvent),
 		streams: make(map[uint64]map[*stream]struct{}),
+		muxes:   make(map[*mux]struct{}),
 	}
 }
 
@@ -95,7 +97,20 @@ func (h *hub) detach(st *stream) {
 	}
 }
 
-// dropAll ends every attached stream with err (this node stopped leading).
+func (h *hub) attachMux(m *mux) {
+	h.mu.Lock()
+	h.muxes[m] = struct{}{}
+	h.mu.Unlock()
+}
+
+func (h *hub) detachMux(m *mux) {
+	h.mu.Lock()
+	delete(h.muxes, m)
+	h.mu.Unlock()
+}
+
+// dropAll ends every attached stream with err (this node stopped leading),
+// then every Sessions stream, after the ends of its channels.
 func (h *hub) dropAll(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -103,6 +118,9 @@ func (h *hub) dropAll(err error) {
 		for st := range m {
 			st.end(err)
 		}
+	}
+	for m := range h.muxes {
+		m.drop(err)
 	}
 }
 

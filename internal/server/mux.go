@@ -29,6 +29,19 @@ type mux struct {
 	streams  map[*stream]struct{} // attached to the hub by this mux
 	closed   bool                 // the handler returned
 	ready    chan struct{}        // signalled (capacity 1) when items became non-empty
+
+	dropOnce sync.Once
+	dropErr  error
+	dropped  chan struct{} // closed when this member stopped leading (hub.dropAll)
+}
+
+// drop ends the whole stream with err once what is queued is sent: this
+// member stopped leading, so its client should not keep a stream to it.
+func (m *mux) drop(err error) {
+	m.dropOnce.Do(func() {
+		m.dropErr = err
+		close(m.dropped)
+	})
 }
 
 // muxChannel is one channel of a mux. Guarded by mux.mu, except the
@@ -52,7 +65,8 @@ type muxItem struct {
 }
 
 func newMux() *mux {
-	return &mux{channels: make(map[uint64]*muxChannel), streams: make(map[*stream]struct{}), ready: make(chan struct{}, 1)}
+	return &mux{channels: make(map[uint64]*muxChannel), streams: make(map[*stream]struct{}),
+		ready: make(chan struct{}, 1), dropped: make(chan struct{})}
 }
 
 // add queues it without blocking; a full queue fails the whole stream.
@@ -70,12 +84,19 @@ func (m *mux) add(it muxItem) {
 }
 
 // take returns everything queued, in order, and whether the queue
-// overflowed.
+// overflowed. The numbers of channels whose end is among the items are
+// free from here on: the client may use one again as soon as it reads the
+// end, possibly before the sender is done with the rest.
 func (m *mux) take() ([]muxItem, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	items := m.items
 	m.items = nil
+	for _, it := range items {
+		if it.end && m.channels[it.ch.id] == it.ch {
+			delete(m.channels, it.ch.id)
+		}
+	}
 	return items, m.overflow
 }
 
@@ -103,6 +124,8 @@ func (s *Server) Sessions(gs batonpb.Baton_SessionsServer) error {
 			st.end(nil)
 		}
 	}()
+	s.hub.attachMux(m)
+	defer s.hub.detachMux(m)
 	recvErr := make(chan error, 1)
 	go func() {
 		for {
@@ -123,30 +146,13 @@ func (s *Server) Sessions(gs batonpb.Baton_SessionsServer) error {
 	for {
 		select {
 		case <-m.ready:
-			items, overflow := m.take()
-			if overflow {
-				return errStreamSlow
-			}
-			if len(items) == 0 {
-				continue
-			}
-			out := &batonpb.SessionsResponse{Responses: make([]*batonpb.ChannelResponse, len(items))}
-			for i, it := range items {
-				cr := &batonpb.ChannelResponse{Channel: it.ch.id, Response: it.resp}
-				if it.end {
-					cr.End = &batonpb.ChannelEnd{Error: s.toWire(it.err)}
-				}
-				out.Responses[i] = cr
-			}
-			err := gs.Send(out)
-			for _, it := range items {
-				if it.end {
-					s.endChannel(m, it)
-				}
-			}
-			if err != nil {
+		case <-m.dropped:
+			// The channels' ends (dropAll ended every stream first) go
+			// out before the stream's.
+			if err := s.sendMux(gs, m); err != nil {
 				return err
 			}
+			return m.dropErr
 		case err := <-recvErr:
 			if errors.Is(err, io.EOF) {
 				return nil
@@ -155,10 +161,40 @@ func (s *Server) Sessions(gs batonpb.Baton_SessionsServer) error {
 		case <-s.stopC:
 			return errStreamNotLeader
 		}
+		if err := s.sendMux(gs, m); err != nil {
+			return err
+		}
 	}
 }
 
-// endChannel forgets a channel whose end was sent: its number is free.
+// sendMux sends everything queued on m as one message.
+func (s *Server) sendMux(gs batonpb.Baton_SessionsServer, m *mux) error {
+	items, overflow := m.take()
+	if overflow {
+		return errStreamSlow
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	out := &batonpb.SessionsResponse{Responses: make([]*batonpb.ChannelResponse, len(items))}
+	for i, it := range items {
+		cr := &batonpb.ChannelResponse{Channel: it.ch.id, Response: it.resp}
+		if it.end {
+			cr.End = &batonpb.ChannelEnd{Error: s.toWire(it.err)}
+		}
+		out.Responses[i] = cr
+	}
+	err := gs.Send(out)
+	for _, it := range items {
+		if it.end {
+			s.endChannel(m, it)
+		}
+	}
+	return err
+}
+
+// endChannel releases what a channel whose end was sent held (take freed
+// its number).
 func (s *Server) endChannel(m *mux, it muxItem) {
 	it.ch.cancel()
 	if it.st != nil {
@@ -166,9 +202,6 @@ func (s *Server) endChannel(m *mux, it muxItem) {
 	}
 	m.mu.Lock()
 	delete(m.streams, it.st)
-	if m.channels[it.ch.id] == it.ch {
-		delete(m.channels, it.ch.id)
-	}
 	m.mu.Unlock()
 }
 
