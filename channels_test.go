@@ -5,6 +5,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,9 +23,9 @@ import (
 // TestSessionsShareOneStream: every session of a client rides on one
 // Sessions stream to the leader, and each gets its own answers and grants.
 func TestSessionsShareOneStream(t *testing.T) {
-	_, cl := single(t)
+	c, cl := single(t)
 	ctx := testCtx(t)
-	a, b, c := newSession(t, cl), newSession(t, cl), newSession(t, cl)
+	a, b, c3 := newSession(t, cl), newSession(t, cl), newSession(t, cl)
 	cl.mu.Lock()
 	n := len(cl.muxes)
 	cl.mu.Unlock()
@@ -37,7 +40,7 @@ func TestSessionsShareOneStream(t *testing.T) {
 		t.Fatalf("b's TryLock of a held lock: %v, want ErrLockBusy", err)
 	}
 	// c waits; its grant is pushed on the shared stream when a releases.
-	got := lockAsync(ctx, c.Mutex("shared"))
+	got := lockAsync(ctx, c3.Mutex("shared"))
 	waitFor(t, 5*time.Second, "c queued", func() bool { return len(waiters(t, cl, "shared")) == 1 })
 	if err := la.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -49,9 +52,40 @@ func TestSessionsShareOneStream(t *testing.T) {
 	if r.lease.Token() <= la.Token() {
 		t.Fatalf("c's token %d is not above a's %d", r.lease.Token(), la.Token())
 	}
-	if r.lease.Session() != c {
+	if r.lease.Session() != c3 {
 		t.Fatal("the grant reached another session's call")
 	}
+	// /metrics counts the stream's messages and the answers they carried.
+	msgs, resps := metricValue(t, c.members[0].ClientAddr(), "baton_sessions_stream_messages_total"),
+		metricValue(t, c.members[0].ClientAddr(), "baton_sessions_stream_responses_total")
+	if msgs == 0 || resps < msgs || resps < 6 {
+		t.Fatalf("/metrics: %d Sessions messages carrying %d responses; want at least the 3 opens and 3 lock answers, in no more messages", msgs, resps)
+	}
+}
+
+// metricValue reads one counter from a member's /metrics.
+func metricValue(t *testing.T, addr, name string) uint64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("/metrics has no %s", name)
+	return 0
 }
 
 // rawSessions opens a Sessions stream to addr, without the client library.

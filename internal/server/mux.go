@@ -185,6 +185,8 @@ func (s *Server) sendMux(gs batonpb.Baton_SessionsServer, m *mux) error {
 		out.Responses[i] = cr
 	}
 	err := gs.Send(out)
+	s.muxMessages.Add(1)
+	s.muxResponses.Add(uint64(len(items)))
 	for _, it := range items {
 		if it.end {
 			s.endChannel(m, it)

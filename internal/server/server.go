@@ -15,6 +15,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonlock/baton/api/batonpb"
@@ -55,6 +56,9 @@ type Server struct {
 
 	stopOnce sync.Once
 	stopC    chan struct{}
+
+	// Sessions streams' batching, for /metrics.
+	muxMessages, muxResponses atomic.Uint64
 }
 
 // New returns a Server. Attach gives it its node before it serves.
