@@ -442,3 +442,80 @@ func (s *failingStore) Save(hs *raftpb.HardState, ents []*raftpb.Entry, sync boo
 	}
 	return s.memStore.Save(hs, ents, sync)
 }
+
+// seenObserver records the indexes the Observer was told of.
+type seenObserver struct {
+	mu      sync.Mutex
+	applied map[uint64]bool
+	flushes int
+	flushed chan struct{} // signalled (capacity 1) at every Flush
+}
+
+func (o *seenObserver) Applied(index uint64, _ *fsmpb.Command, _ *fsmpb.Result) {
+	o.mu.Lock()
+	o.applied[index] = true
+	o.mu.Unlock()
+}
+func (o *seenObserver) LeaderChanged(bool, uint64, *fsm.Machine) {}
+func (o *seenObserver) Flush() {
+	o.mu.Lock()
+	o.flushes++
+	o.mu.Unlock()
+	select {
+	case o.flushed <- struct{}{}:
+	default:
+	}
+}
+
+// The Observer hears of an entry before its proposer does: a client told
+// that its session exists must find the leader's liveness tracker knowing
+// it (a keepalive sent right after an open was once refused as "session
+// lost"), and answers queued by completions are flushed after the batch.
+func TestObserverHearsBeforeTheProposer(t *testing.T) {
+	obs := &seenObserver{applied: map[uint64]bool{}, flushed: make(chan struct{}, 1)}
+	cfg := DefaultConfig()
+	cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 1, []uint64{1}, &memStore{}, &memNet{nodes: map[uint64]*Node{}}
+	cfg.TickInterval = 5 * time.Millisecond
+	cfg.Observer = obs
+	n, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Stop)
+	waitLeader(t, n)
+	s := open(t, n, "a")
+	type seen struct {
+		index         uint64
+		observed      bool
+		flushesBefore int
+	}
+	got := make(chan seen, 1)
+	if err := n.SubmitFunc(acquire(s, 1, "k"), func(_ *fsmpb.Result, index uint64, err error) {
+		if err != nil {
+			t.Errorf("acquire: %v", err)
+		}
+		obs.mu.Lock()
+		got <- seen{index, obs.applied[index], obs.flushes}
+		obs.mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	g := <-got
+	if !g.observed {
+		t.Fatalf("entry %d completed before the Observer was told of it", g.index)
+	}
+	timeout := time.After(10 * time.Second)
+	for {
+		obs.mu.Lock()
+		f := obs.flushes
+		obs.mu.Unlock()
+		if f > g.flushesBefore {
+			return
+		}
+		select {
+		case <-obs.flushed:
+		case <-timeout:
+			t.Fatal("no Flush after the batch that completed the acquire")
+		}
+	}
+}

@@ -148,11 +148,16 @@ func (n *Node) applyEntries(ents []*raftpb.Entry) {
 	n.mu.Unlock()
 	n.metrics.Applied += uint64(len(out))
 	for _, a := range out {
-		if a.cmd.GetProposer() == n.cfg.ID {
-			n.finish(a.cmd.GetProposalId(), a.res, a.index, nil)
-		}
+		// The observer first: whoever learns of a result from its
+		// proposal must find the server's view (the liveness tracker,
+		// the hub) already past it. Completing first let a client that
+		// opened a session and at once sent a keepalive be told that the
+		// session was lost (found by TestSessionsChannelNumberReuse).
 		if n.cfg.Observer != nil {
 			n.cfg.Observer.Applied(a.index, a.cmd, a.res)
+		}
+		if a.cmd.GetProposer() == n.cfg.ID {
+			n.finish(a.cmd.GetProposalId(), a.res, a.index, nil)
 		}
 	}
 	n.flushObserver()
