@@ -16,5 +16,3 @@ protoc "${inc[@]}" --go_out=. --go_opt=module=github.com/batonlock/baton \
   --go-grpc_out=. --go-grpc_opt=module=github.com/batonlock/baton \
   --grpc-gateway_out=. --grpc-gateway_opt=module=github.com/batonlock/baton \
   api/batonpb/baton.proto
-protoc "${inc[@]}" --go-grpc_out=. --go-grpc_opt=module=github.com/batonlock/baton \
-  internal/transport/transportpb/transport.proto

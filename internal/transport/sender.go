@@ -1,31 +1,29 @@
 package transport
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/batonlock/baton/internal/transport/transportpb"
 )
 
 // peer is the sending side of one peer: a bounded queue and the goroutine
-// (run) that drains it onto a client stream.
+// (run) that drains it onto a TCP connection.
 type peer struct {
-	id     uint64
-	addr   string
-	conn   *grpc.ClientConn
-	client transportpb.PeerClient
-	wake   chan struct{} // capacity 1: "the queue is not empty"
+	id   uint64
+	addr string
+	wake chan struct{} // capacity 1: "the queue is not empty"
 
 	mu     sync.Mutex
 	queue  []queued
@@ -38,36 +36,13 @@ type queued struct {
 	m     *raftpb.Message
 }
 
-func (t *Transport) newPeer(id uint64, addr string) (*peer, error) {
-	conn, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(
-			grpc.MaxCallSendMsgSize(MaxMessageBytes),
-			grpc.MaxCallRecvMsgSize(MaxMessageBytes),
-		),
-		// gRPC's own reconnect backoff (default up to 120 s) would outlast
-		// ours; keep it within MinBackoff..MaxBackoff too.
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff: backoff.Config{
-				BaseDelay: MinBackoff, Multiplier: 1.6, Jitter: 0.2, MaxDelay: MaxBackoff,
-			},
-			MinConnectTimeout: connectTimeout,
-		}),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{
-			Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true,
-		}),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("peer %d at %s: %w", id, addr, err)
-	}
+func newPeer(id uint64, addr string) *peer {
 	return &peer{
 		id:     id,
 		addr:   addr,
-		conn:   conn,
-		client: transportpb.NewPeerClient(conn),
 		wake:   make(chan struct{}, 1),
 		groups: make(map[uint64]struct{}),
-	}, nil
+	}
 }
 
 // enqueue appends m to the queue, or reports false when it is full.
@@ -113,10 +88,9 @@ func (p *peer) fail() []uint64 {
 	return groups
 }
 
-// run keeps a stream to the peer open and writes the queue onto it until
-// Stop. It owns p.conn.
+// run keeps a connection to the peer open and writes the queue onto it
+// until Stop.
 func (p *peer) run(t *Transport) {
-	defer p.conn.Close()
 	log := t.log.With("peer", p.id)
 	backoff := MinBackoff
 	for {
@@ -127,10 +101,10 @@ func (p *peer) run(t *Transport) {
 		if sent {
 			backoff = MinBackoff
 		}
-		// Warn once per stream that worked; retries of a peer that stays
-		// down are Debug.
+		// Warn once per connection that worked; retries of a peer that
+		// stays down are Debug.
 		if sent {
-			log.Warn("lost peer stream, reconnecting", "addr", p.addr, "err", err)
+			log.Warn("lost peer connection, reconnecting", "addr", p.addr, "err", err)
 		} else {
 			log.Debug("cannot reach peer", "addr", p.addr, "err", err)
 		}
@@ -148,103 +122,140 @@ func (p *peer) run(t *Transport) {
 	}
 }
 
-// stream opens one stream, says Hello and then sends batches until an
-// error or Stop. sent reports whether any batch got onto the stream.
+// stream opens one connection, sends the preface and Hello and then
+// batches until an error or Stop. sent reports whether any batch got onto
+// the connection. Each wake-up drains the whole queue into one buffered
+// write: messages produced while the previous batch was on the wire leave
+// together.
 func (p *peer) stream(t *Transport) (sent bool, err error) {
-	ctx, cancel := context.WithCancel(t.ctx)
-	defer cancel()
-	s, err := p.client.Stream(ctx)
+	d := net.Dialer{Timeout: connectTimeout, KeepAliveConfig: keepAliveConfig}
+	c, err := d.DialContext(t.ctx, "tcp", p.addr)
 	if err != nil {
 		return false, err
 	}
-	// The peer never answers before the stream ends, so a pending RecvMsg
-	// is how we learn that the stream broke while idle, and why. It
-	// returns once cancel is called at the latest.
+	setUserTimeout(c, t.log)
+	// The peer never writes: a pending Read is how we learn that the
+	// connection ended while idle, and why. It returns once c is closed at
+	// the latest.
 	ended := make(chan struct{})
 	var endErr error
 	go func() {
 		defer close(ended)
-		endErr = s.RecvMsg(new(transportpb.StreamSummary))
-		if endErr == nil {
-			endErr = errors.New("stream closed by peer")
+		var b [1]byte
+		_, err := c.Read(b[:])
+		switch {
+		case err == nil:
+			err = errors.New("peer wrote on a send-only connection")
+		case errors.Is(err, io.EOF):
+			err = errors.New("connection closed by peer")
 		}
+		endErr = err
 	}()
+	stop := context.AfterFunc(t.ctx, func() { c.Close() })
 	defer func() {
-		cancel()
+		stop()
+		c.Close()
 		<-ended
 	}()
-	// sendErr turns the io.EOF that Send returns on a broken stream into
-	// the stream's status.
-	sendErr := func(err error) error {
-		if errors.Is(err, io.EOF) {
-			<-ended
+	// writeErr prefers why the connection ended to the write's own error.
+	writeErr := func(err error) error {
+		select {
+		case <-ended:
 			return endErr
+		default:
+			return err
 		}
-		return err
 	}
 
-	hello := &transportpb.Envelope{Hello: &transportpb.Hello{
+	w := bufio.NewWriterSize(c, 64<<10)
+	hello, err := proto.Marshal(&transportpb.Envelope{Hello: &transportpb.Hello{
 		Name:       t.cfg.Name,
 		Id:         t.cfg.ID,
 		ClientAddr: t.cfg.ClientAddr,
 		PeerAddr:   t.cfg.PeerAddr,
-	}}
-	if err := s.Send(hello); err != nil {
-		return false, sendErr(err)
+	}})
+	if err != nil {
+		return false, err
+	}
+	buf := append([]byte(preface), binary.BigEndian.AppendUint32(nil, uint32(len(hello)))...)
+	buf = append(buf, hello...)
+	if err := flushTo(c, w, buf); err != nil {
+		return false, writeErr(err)
 	}
 	for {
 		select {
-		case <-ctx.Done():
-			return sent, ctx.Err()
+		case <-t.ctx.Done():
+			return sent, t.ctx.Err()
 		case <-ended:
 			return sent, endErr
 		case <-p.wake:
 		}
 		q := p.take()
+		buf = buf[:0]
 		for len(q) > 0 {
-			var env *transportpb.Envelope
 			var err error
-			env, q, err = nextEnvelope(q)
+			buf, q, err = appendFrame(buf, q)
 			if err != nil {
 				// A message that cannot be marshalled is a bug upstream;
-				// drop it rather than the stream.
+				// drop it rather than the connection.
 				t.log.Error("cannot marshal raft message", "peer", p.id, "err", err)
-				continue
 			}
-			if err := s.Send(env); err != nil {
-				return sent, sendErr(err)
-			}
-			sent = true
+		}
+		if len(buf) == 0 {
+			continue
+		}
+		if err := flushTo(c, w, buf); err != nil {
+			return sent, writeErr(err)
+		}
+		sent = true
+		if cap(buf) > 4*MaxEnvelopeBytes {
+			buf = nil // do not keep a snapshot's buffer
 		}
 	}
 }
 
-// nextEnvelope returns an Envelope holding a prefix of q that has one group
-// and about MaxEnvelopeBytes at most, and the rest of q. The messages are
-// marshalled into one new buffer, and the Envelope is new, because gRPC may
-// read it after Send returns.
-func nextEnvelope(q []queued) (*transportpb.Envelope, []queued, error) {
+// flushTo writes b through w, within a deadline that grows with its size.
+func flushTo(c net.Conn, w *bufio.Writer, b []byte) error {
+	if err := c.SetWriteDeadline(time.Now().Add(writeTimeout + time.Duration(len(b)>>20)*time.Second)); err != nil {
+		return err
+	}
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+// appendFrame appends to dst one frame holding an Envelope for a prefix of
+// q that has one group and about MaxEnvelopeBytes at most, and returns the
+// rest of q. The Envelope is encoded in place: each message is marshalled
+// once, straight into dst. On error the frame is dropped and q advances
+// past the message that failed.
+func appendFrame(dst []byte, q []queued) ([]byte, []queued, error) {
 	group := q[0].group
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0) // the frame's length, set below
+	dst = protowire.AppendTag(dst, 2, protowire.VarintType)
+	dst = protowire.AppendVarint(dst, group)
+	opts := proto.MarshalOptions{UseCachedSize: true}
 	n, size := 0, 0
 	for n < len(q) && q[n].group == group {
-		sz := proto.Size(q[n].m)
+		m := q[n].m
+		sz := proto.Size(m)
 		if n > 0 && size+sz > MaxEnvelopeBytes {
 			break
+		}
+		dst = protowire.AppendTag(dst, 3, protowire.BytesType)
+		dst = protowire.AppendVarint(dst, uint64(sz))
+		var err error
+		if dst, err = opts.MarshalAppend(dst, m); err != nil {
+			return dst[:start], q[n+1:], fmt.Errorf("message %s to %d: %w", m.GetType(), m.GetTo(), err)
 		}
 		size += sz
 		n++
 	}
-	buf := make([]byte, 0, size)
-	msgs := make([][]byte, 0, n)
-	opts := proto.MarshalOptions{UseCachedSize: true}
-	for _, e := range q[:n] {
-		start := len(buf)
-		var err error
-		buf, err = opts.MarshalAppend(buf, e.m)
-		if err != nil {
-			return nil, q[n:], fmt.Errorf("message %s to %d: %w", e.m.GetType(), e.m.GetTo(), err)
-		}
-		msgs = append(msgs, buf[start:len(buf):len(buf)])
+	if len(dst)-start-4 > MaxMessageBytes {
+		return dst[:start], q[n:], fmt.Errorf("a frame of %d bytes (%d messages) is over the limit of %d", len(dst)-start-4, n, MaxMessageBytes)
 	}
-	return &transportpb.Envelope{GroupId: group, Messages: msgs}, q[n:], nil
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	return dst, q[n:], nil
 }

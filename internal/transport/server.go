@@ -1,84 +1,192 @@
 package transport
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"sync"
+	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/batonlock/baton/internal/transport/transportpb"
 )
 
-// peerServer is the receiving side: it serves the streams peers open to us.
-type peerServer struct {
-	transportpb.UnimplementedPeerServer
-	t *Transport
+// preface opens every connection, so that anything else (an older member
+// speaking gRPC, a stray client) is told apart at once.
+const preface = "BATON-PEER/1\n"
+
+// keepAliveConfig is set on every peer connection, both ends.
+var keepAliveConfig = net.KeepAliveConfig{
+	Enable: true, Idle: keepaliveIdle, Interval: keepaliveInterval, Count: keepaliveCount,
 }
 
-// inbound is one inbound stream from a peer. Only the newest stream of a
-// peer delivers; mu serialises delivery between an old stream and its
-// successor, so that once the successor has registered, the old one never
-// calls Receive again.
+// inbound is one inbound connection from a peer. Only the newest
+// connection of a peer delivers; mu serialises delivery between an old
+// connection and its successor, so that once the successor has
+// registered, the old one never calls Receive again.
 type inbound struct {
-	mu         *sync.Mutex // shared by all streams of one peer id
+	mu         *sync.Mutex // shared by all connections of one peer id
 	superseded bool        // guarded by mu
+	conn       net.Conn
 }
 
-func (ps *peerServer) Stream(s grpc.ClientStreamingServer[transportpb.Envelope, transportpb.StreamSummary]) error {
-	t := ps.t
-	env, err := s.Recv()
-	if err != nil {
+// accept serves the listener until Stop.
+func (t *Transport) accept() {
+	var pause time.Duration
+	for {
+		c, err := t.lis.Accept()
+		if err != nil {
+			if t.ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, net.ErrClosed) {
+				// The listener broke: the member can no longer receive.
+				t.log.Error("peer listener failed", "err", err)
+				return
+			}
+			// Anything else (out of file descriptors, an aborted
+			// handshake) may pass: retry after a growing pause, as
+			// net/http does.
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			t.log.Warn("accepting a peer connection failed; retrying", "err", err, "in", pause)
+			select {
+			case <-time.After(pause):
+			case <-t.ctx.Done():
+				return
+			}
+			continue
+		}
+		pause = 0
+		t.mu.Lock()
+		if t.stopped {
+			t.mu.Unlock()
+			c.Close()
+			return
+		}
+		t.conns[c] = struct{}{}
+		t.wg.Add(1) // under mu, before Stop's Wait can begin
+		t.mu.Unlock()
+		go func() {
+			defer t.wg.Done()
+			defer func() {
+				c.Close()
+				t.mu.Lock()
+				delete(t.conns, c)
+				t.mu.Unlock()
+			}()
+			if err := t.serveConn(c); err != nil && t.ctx.Err() == nil {
+				t.log.Debug("peer connection ended", "remote", c.RemoteAddr().String(), "err", err)
+			}
+		}()
+	}
+}
+
+// serveConn reads one inbound connection: the preface, a Hello, then
+// Envelopes, each delivered in order.
+func (t *Transport) serveConn(c net.Conn) error {
+	if tc, ok := c.(*net.TCPConn); ok {
+		if err := tc.SetKeepAliveConfig(keepAliveConfig); err != nil {
+			t.log.Debug("cannot set TCP keepalive", "err", err)
+		}
+	}
+	r := bufio.NewReaderSize(c, 64<<10)
+	if err := c.SetReadDeadline(time.Now().Add(connectTimeout)); err != nil {
 		return err
+	}
+	got := make([]byte, len(preface))
+	if _, err := io.ReadFull(r, got); err != nil {
+		return fmt.Errorf("reading the preface: %w", err)
+	}
+	if !bytes.Equal(got, []byte(preface)) {
+		t.log.Warn("refused a peer connection that does not speak "+preface[:len(preface)-1]+" (a member of another release?)",
+			"remote", c.RemoteAddr().String())
+		return errors.New("bad preface")
+	}
+	var buf []byte
+	env, err := readFrame(r, &buf)
+	if err != nil {
+		return fmt.Errorf("reading the Hello: %w", err)
 	}
 	hello := env.GetHello()
 	from := hello.GetId()
 	if from == 0 || from == t.cfg.ID {
-		return status.Errorf(codes.InvalidArgument, "stream must start with a Hello from another member, got id %d", from)
+		t.log.Warn("refused a peer connection without a Hello from another member", "id", from, "remote", c.RemoteAddr().String())
+		return fmt.Errorf("first frame is not a Hello from another member (id %d)", from)
+	}
+	if err := c.SetReadDeadline(time.Time{}); err != nil {
+		return err
 	}
 	log := t.log.With("peer", from)
-	in := t.register(from, hello)
-	log.Debug("peer stream opened", "name", hello.GetName(), "peer_addr", hello.GetPeerAddr())
-
+	in := t.register(from, hello, c)
+	log.Debug("peer connection opened", "name", hello.GetName(), "peer_addr", hello.GetPeerAddr())
 	for {
-		env, err := s.Recv()
-		if err == io.EOF {
-			return s.SendAndClose(&transportpb.StreamSummary{})
-		}
+		env, err := readFrame(r, &buf)
 		if err != nil {
 			return err // the peer went away or Stop; its sender reports it
 		}
-		if !ps.deliver(in, from, env, log) {
-			return status.Error(codes.Aborted, "superseded by a newer stream from the same peer")
+		if !t.deliver(in, from, env, log) {
+			return errors.New("superseded by a newer connection from the same peer")
 		}
 	}
 }
 
-// register records hello and makes the stream the one that delivers for
-// peer id, retiring the previous one.
-func (t *Transport) register(id uint64, hello *transportpb.Hello) *inbound {
+// readFrame reads one length-prefixed Envelope. buf is reused between
+// calls (Unmarshal copies what it keeps), except for large frames.
+func readFrame(r *bufio.Reader, buf *[]byte) (*transportpb.Envelope, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > MaxMessageBytes {
+		return nil, fmt.Errorf("a frame of %d bytes is over the limit of %d", n, MaxMessageBytes)
+	}
+	b := *buf
+	if uint32(cap(b)) < n {
+		b = make([]byte, n)
+		if n <= 4*MaxEnvelopeBytes {
+			*buf = b
+		}
+	}
+	b = b[:n]
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, err
+	}
+	env := &transportpb.Envelope{}
+	if err := proto.Unmarshal(b, env); err != nil {
+		return nil, fmt.Errorf("undecodable frame: %w", err)
+	}
+	return env, nil
+}
+
+// register records hello and makes c the connection that delivers for
+// peer id, retiring (and closing) the previous one.
+func (t *Transport) register(id uint64, hello *transportpb.Hello, c net.Conn) *inbound {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.info[id] = peerInfo{name: hello.GetName(), clientAddr: hello.GetClientAddr()}
-	in := &inbound{mu: new(sync.Mutex)}
+	in := &inbound{mu: new(sync.Mutex), conn: c}
 	if old := t.inbound[id]; old != nil {
 		in.mu = old.mu
 		old.mu.Lock()
 		old.superseded = true
 		old.mu.Unlock()
+		old.conn.Close()
 	}
 	t.inbound[id] = in
 	return in
 }
 
 // deliver hands env's messages to the Handler in order. It reports false
-// when the stream has been superseded.
-func (ps *peerServer) deliver(in *inbound, from uint64, env *transportpb.Envelope, log *slog.Logger) bool {
-	t := ps.t
+// when the connection has been superseded.
+func (t *Transport) deliver(in *inbound, from uint64, env *transportpb.Envelope, log *slog.Logger) bool {
 	group := env.GetGroupId()
 	in.mu.Lock()
 	defer in.mu.Unlock()

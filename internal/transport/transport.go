@@ -10,10 +10,6 @@ import (
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/keepalive"
-
-	"github.com/batonlock/baton/internal/transport/transportpb"
 )
 
 const (
@@ -29,8 +25,8 @@ const (
 	// goes alone.
 	MaxEnvelopeBytes = 4 << 20
 
-	// MaxMessageBytes is the largest gRPC message sent or accepted; it
-	// bounds the size of a MsgSnap.
+	// MaxMessageBytes is the largest frame sent or accepted; it bounds the
+	// size of a MsgSnap.
 	MaxMessageBytes = 512 << 20
 
 	// MinBackoff and MaxBackoff bound the wait before reconnecting to a
@@ -40,13 +36,24 @@ const (
 	MaxBackoff = time.Second
 
 	// connectTimeout bounds one connection attempt to a peer that does not
-	// answer (a black-holed address).
+	// answer (a black-holed address), and the wait for a new connection's
+	// preface and Hello.
 	connectTimeout = 5 * time.Second
 
-	// keepaliveTime and keepaliveTimeout detect a peer that disappeared
-	// without closing its connection (power loss, partition).
-	keepaliveTime    = 10 * time.Second
-	keepaliveTimeout = 5 * time.Second
+	// keepaliveIdle, keepaliveInterval and keepaliveCount are TCP
+	// keepalives: they end an idle connection whose peer disappeared
+	// without closing it (power loss, partition) in about 25 s.
+	keepaliveIdle     = 10 * time.Second
+	keepaliveInterval = 5 * time.Second
+	keepaliveCount    = 3
+
+	// userTimeout ends a connection whose sent data stays unacknowledged
+	// that long (Linux TCP_USER_TIMEOUT), and writeTimeout a write that
+	// cannot get into the socket: either way the peer is cut off, and the
+	// sender reconnects instead of retransmitting into a partition with
+	// ever longer backoffs.
+	userTimeout  = 15 * time.Second
+	writeTimeout = 15 * time.Second
 )
 
 // Config configures a Transport.
@@ -86,13 +93,13 @@ func (c *Config) Validate() error {
 
 // Handler receives what arrives from peers.
 //
-// Receive is called from the stream goroutine of each peer, in order per
-// peer, and never concurrently for the same peer; calls for different peers
-// run concurrently. It must not block for long: a slow Receive stalls that
-// peer's stream. The Handler owns m.
+// Receive is called from the reading goroutine of each peer's connection,
+// in order per peer, and never concurrently for the same peer; calls for
+// different peers run concurrently. It must not block for long: a slow
+// Receive stalls that peer's connection. The Handler owns m.
 //
-// ReportUnreachable is called from sender goroutines when a stream to id
-// breaks, and synchronously from within Send when id's queue is full. It
+// ReportUnreachable is called from sender goroutines when a connection to
+// id breaks, and synchronously from within Send when id's queue is full. It
 // must not block and must not call back into the Transport.
 type Handler interface {
 	Receive(groupID uint64, m *raftpb.Message)
@@ -106,17 +113,18 @@ type Transport struct {
 	h     Handler
 	log   *slog.Logger
 	lis   net.Listener
-	srv   *grpc.Server
 	peers map[uint64]*peer // fixed at Start
 
-	ctx    context.Context // cancelled by Stop; ends senders and their streams
+	ctx    context.Context // cancelled by Stop; ends senders and their connections
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	stop   sync.Once
 
 	mu      sync.Mutex
-	info    map[uint64]peerInfo // from Hellos
-	inbound map[uint64]*inbound // newest inbound stream per peer id
+	stopped bool                  // Stop began: no new inbound connection
+	conns   map[net.Conn]struct{} // open inbound connections
+	info    map[uint64]peerInfo   // from Hellos
+	inbound map[uint64]*inbound   // newest inbound connection per peer id
 }
 
 type peerInfo struct {
@@ -141,7 +149,7 @@ func Start(cfg Config, h Handler) (*Transport, error) {
 	return t, nil
 }
 
-// StartListener serves the Peer service on l and starts one sender
+// StartListener accepts peers' connections on l and starts one sender
 // goroutine per peer, which connects at once. The Transport owns l from
 // then on, even if StartListener fails. Stop ends it all.
 func StartListener(l net.Listener, cfg Config, h Handler) (*Transport, error) {
@@ -171,37 +179,14 @@ func StartListener(l net.Listener, cfg Config, h Handler) (*Transport, error) {
 		peers:   make(map[uint64]*peer, len(peers)),
 		ctx:     ctx,
 		cancel:  cancel,
+		conns:   make(map[net.Conn]struct{}),
 		info:    make(map[uint64]peerInfo),
 		inbound: make(map[uint64]*inbound),
 	}
-	t.srv = grpc.NewServer(
-		grpc.MaxRecvMsgSize(MaxMessageBytes),
-		grpc.MaxSendMsgSize(MaxMessageBytes),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveTime / 2, PermitWithoutStream: true}),
-		grpc.WaitForHandlers(true), // so that Stop waits for Receive calls to end
-	)
-	transportpb.RegisterPeerServer(t.srv, &peerServer{t: t})
-
 	for id, addr := range peers {
-		p, err := t.newPeer(id, addr)
-		if err != nil {
-			for _, p := range t.peers {
-				p.conn.Close()
-			}
-			cancel()
-			l.Close()
-			return nil, err
-		}
-		t.peers[id] = p
+		t.peers[id] = newPeer(id, addr)
 	}
-	t.wg.Go(func() {
-		// Serve returns nil after Stop; any other error means the listener
-		// broke and the member can no longer receive.
-		if err := t.srv.Serve(l); err != nil {
-			t.log.Error("peer listener failed", "err", err)
-		}
-	})
+	t.wg.Go(t.accept)
 	for _, p := range t.peers {
 		t.wg.Go(func() { p.run(t) })
 	}
@@ -260,7 +245,17 @@ func (t *Transport) Addr() net.Addr { return t.lis.Addr() }
 func (t *Transport) Stop() {
 	t.stop.Do(func() {
 		t.cancel()
-		t.srv.Stop()
+		t.mu.Lock()
+		t.stopped = true
+		conns := make([]net.Conn, 0, len(t.conns))
+		for c := range t.conns {
+			conns = append(conns, c)
+		}
+		t.mu.Unlock()
+		t.lis.Close()
+		for _, c := range conns {
+			c.Close()
+		}
 		t.wg.Wait()
 		t.log.Info("stopped")
 	})

@@ -1,16 +1,22 @@
 package transport
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/batonlock/baton/internal/transport/transportpb"
 )
 
 // waitTimeout bounds every wait in these tests; they normally take
@@ -295,12 +301,14 @@ func TestPeerRestart(t *testing.T) {
 }
 
 func TestFullQueueDrops(t *testing.T) {
-	// A peer that completes TCP handshakes (the kernel does) but never
-	// speaks: the sender stays connecting and never drains its queue.
+	// A peer that is down (its port refuses connections): the sender
+	// keeps failing to connect and backing off, so nothing drains the
+	// queue, and one Send of more than QueueSize messages must drop.
 	hole := listen(t)
-	defer hole.Close()
+	down := hole.Addr().String()
+	hole.Close()
 	r := newRecorder(t)
-	tr, err := StartListener(listen(t), config(t, 1, map[uint64]string{2: hole.Addr().String()}), r)
+	tr, err := StartListener(listen(t), config(t, 1, map[uint64]string{2: down}), r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +328,7 @@ func TestFullQueueDrops(t *testing.T) {
 	case <-time.After(waitTimeout):
 		t.Fatal("Send blocked on a full queue")
 	}
-	// One report per Send call that dropped.
+	// A report per Send call that dropped, and per failed connection.
 	for range 2 {
 		if u := r.nextUnreachable(t); u != (unreachable{1, 2}) {
 			t.Errorf("ReportUnreachable%+v, want {1 2}", u)
@@ -456,5 +464,56 @@ func BenchmarkSend(b *testing.B) {
 			wait(sent)
 			b.ReportMetric(float64(sent-1)/b.Elapsed().Seconds(), "msgs/s")
 		})
+	}
+}
+
+// TestRefusesStrangers: a connection that does not start with the preface
+// and a Hello from another member, or that announces a frame over the
+// limit, is closed without anything reaching the Handler.
+func TestRefusesStrangers(t *testing.T) {
+	ts, rs := cluster(t, 1)
+	addr := ts[0].Addr().String()
+	hello := func(id uint64) []byte {
+		b, err := proto.Marshal(&transportpb.Envelope{Hello: &transportpb.Hello{Name: "x", Id: id}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
+	}
+	frame, _, err := appendFrame(nil, []queued{{group: 1, m: msgApp(2, 1, 7)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		send []byte
+	}{
+		{"an HTTP/2 client (a member of an older release)", []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")},
+		{"no Hello first", append([]byte(preface), frame...)},
+		{"a Hello from this member's own id", append([]byte(preface), hello(1)...)},
+		{"a frame over the limit", append(append([]byte(preface), hello(2)...), binary.BigEndian.AppendUint32(nil, MaxMessageBytes+1)...)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := c.Write(tc.send); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.SetReadDeadline(time.Now().Add(waitTimeout)); err != nil {
+				t.Fatal(err)
+			}
+			var b [1]byte
+			if _, err := c.Read(b[:]); !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("read after sending %s: %v, want the connection closed", tc.name, err)
+			}
+		})
+	}
+	select {
+	case got := <-rs[0].msgs:
+		t.Fatalf("a stranger's message reached the Handler: %v", got.m)
+	default:
 	}
 }

@@ -157,42 +157,6 @@ func (x *Envelope) GetMessages() [][]byte {
 	return nil
 }
 
-type StreamSummary struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *StreamSummary) Reset() {
-	*x = StreamSummary{}
-	mi := &file_internal_transport_transportpb_transport_proto_msgTypes[2]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *StreamSummary) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*StreamSummary) ProtoMessage() {}
-
-func (x *StreamSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_transport_transportpb_transport_proto_msgTypes[2]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use StreamSummary.ProtoReflect.Descriptor instead.
-func (*StreamSummary) Descriptor() ([]byte, []int) {
-	return file_internal_transport_transportpb_transport_proto_rawDescGZIP(), []int{2}
-}
-
 var File_internal_transport_transportpb_transport_proto protoreflect.FileDescriptor
 
 const file_internal_transport_transportpb_transport_proto_rawDesc = "" +
@@ -207,10 +171,7 @@ const file_internal_transport_transportpb_transport_proto_rawDesc = "" +
 	"\bEnvelope\x12/\n" +
 	"\x05hello\x18\x01 \x01(\v2\x19.baton.transport.v1.HelloR\x05hello\x12\x19\n" +
 	"\bgroup_id\x18\x02 \x01(\x04R\agroupId\x12\x1a\n" +
-	"\bmessages\x18\x03 \x03(\fR\bmessages\"\x0f\n" +
-	"\rStreamSummary2S\n" +
-	"\x04Peer\x12K\n" +
-	"\x06Stream\x12\x1c.baton.transport.v1.Envelope\x1a!.baton.transport.v1.StreamSummary(\x01B;Z9github.com/batonlock/baton/internal/transport/transportpbb\x06proto3"
+	"\bmessages\x18\x03 \x03(\fR\bmessagesB;Z9github.com/batonlock/baton/internal/transport/transportpbb\x06proto3"
 
 var (
 	file_internal_transport_transportpb_transport_proto_rawDescOnce sync.Once
@@ -224,18 +185,15 @@ func file_internal_transport_transportpb_transport_proto_rawDescGZIP() []byte {
 	return file_internal_transport_transportpb_transport_proto_rawDescData
 }
 
-var file_internal_transport_transportpb_transport_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_internal_transport_transportpb_transport_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_internal_transport_transportpb_transport_proto_goTypes = []any{
-	(*Hello)(nil),         // 0: baton.transport.v1.Hello
-	(*Envelope)(nil),      // 1: baton.transport.v1.Envelope
-	(*StreamSummary)(nil), // 2: baton.transport.v1.StreamSummary
+	(*Hello)(nil),    // 0: baton.transport.v1.Hello
+	(*Envelope)(nil), // 1: baton.transport.v1.Envelope
 }
 var file_internal_transport_transportpb_transport_proto_depIdxs = []int32{
 	0, // 0: baton.transport.v1.Envelope.hello:type_name -> baton.transport.v1.Hello
-	1, // 1: baton.transport.v1.Peer.Stream:input_type -> baton.transport.v1.Envelope
-	2, // 2: baton.transport.v1.Peer.Stream:output_type -> baton.transport.v1.StreamSummary
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for method output_type
+	1, // [1:1] is the sub-list for method input_type
 	1, // [1:1] is the sub-list for extension type_name
 	1, // [1:1] is the sub-list for extension extendee
 	0, // [0:1] is the sub-list for field type_name
@@ -252,9 +210,9 @@ func file_internal_transport_transportpb_transport_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_transport_transportpb_transport_proto_rawDesc), len(file_internal_transport_transportpb_transport_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   2,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   0,
 		},
 		GoTypes:           file_internal_transport_transportpb_transport_proto_goTypes,
 		DependencyIndexes: file_internal_transport_transportpb_transport_proto_depIdxs,
