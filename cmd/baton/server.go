@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/batonlock/baton/embed"
+	"github.com/batonlock/baton/internal/gcfloor"
 )
 
 func runServer(args []string) int {
@@ -26,6 +27,7 @@ func runServer(args []string) int {
 	snapEntries := fs.Uint64("snapshot-entries", d.SnapshotEntries, "applied entries between snapshots")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	pprofOn := fs.Bool("pprof", false, "serve Go's profiler at /debug/pprof/ on the client address")
+	gcFloor := fs.Uint64("gc-floor-mib", 64, "let the Go heap grow to about this many MiB between collections while the live heap is smaller (0: Go's default, GOGC)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: baton server [flags]
 
@@ -82,6 +84,7 @@ Flags:
 		fmt.Fprintf(os.Stderr, "baton server: %v\n", err)
 		return 1
 	}
+	defer gcfloor.Start(*gcFloor << 20)()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	s := <-sig
