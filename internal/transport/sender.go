@@ -200,15 +200,18 @@ func (p *peer) stream(t *Transport) (sent bool, err error) {
 				// drop it rather than the connection.
 				t.log.Error("cannot marshal raft message", "peer", p.id, "err", err)
 			}
+			// Write out every MaxEnvelopeBytes or so: a long queue (a
+			// follower catching up) must not become one buffer the size
+			// of all of it (found by TestScale: the leader's memory).
+			if len(buf) >= MaxEnvelopeBytes || len(q) == 0 && len(buf) > 0 {
+				if err := flushTo(c, w, buf); err != nil {
+					return sent, writeErr(err)
+				}
+				sent = true
+				buf = buf[:0]
+			}
 		}
-		if len(buf) == 0 {
-			continue
-		}
-		if err := flushTo(c, w, buf); err != nil {
-			return sent, writeErr(err)
-		}
-		sent = true
-		if cap(buf) > 4*MaxEnvelopeBytes {
+		if cap(buf) > 2*MaxEnvelopeBytes {
 			buf = nil // do not keep a snapshot's buffer
 		}
 	}
