@@ -220,24 +220,18 @@ func (s *Server) attachSession(ctx context.Context, first *batonpb.SessionReques
 // to the log here, in the order they arrived on the stream, and answered
 // from the Ready loop when they apply: the stream is pipelined but ordered.
 func (s *Server) serveStreamRequest(ctx context.Context, st *stream, req *batonpb.SessionRequest) {
-	reply := func(r *batonpb.SessionResponse, err error) {
+	response := func(r *batonpb.SessionResponse, err error) *batonpb.SessionResponse {
 		if r == nil {
 			r = &batonpb.SessionResponse{}
 		}
 		r.Id = req.GetId()
 		r.Error = s.toWire(err)
-		st.push(r)
+		return r
 	}
+	reply := func(r *batonpb.SessionResponse, err error) { st.push(response(r, err)) }
 	// replyLater replies from the Ready loop: raftnode calls the
 	// observer's Flush after the completions of each batch.
-	replyLater := func(r *batonpb.SessionResponse, err error) {
-		if r == nil {
-			r = &batonpb.SessionResponse{}
-		}
-		r.Id = req.GetId()
-		r.Error = s.toWire(err)
-		st.pushLater(r, s.hub)
-	}
+	replyLater := func(r *batonpb.SessionResponse, err error) { st.pushLater(response(r, err), s.hub) }
 	var cmd *fsmpb.Command
 	var err error
 	var answer func(res *fsmpb.Result) *batonpb.SessionResponse
