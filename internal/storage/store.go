@@ -3,7 +3,6 @@ package storage
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,11 +12,9 @@ import (
 
 	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/snap"
-	"go.etcd.io/etcd/server/v3/storage/wal"
 	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
-	"go.uber.org/zap"
 )
 
 const (
@@ -27,9 +24,9 @@ const (
 	// valid (etcd's default --max-snapshots is 5).
 	KeepSnapshots = 5
 
-	// KeepWALFiles is how many WAL segment files are kept at least, as
-	// etcd's default --max-wals. Segments that the open WAL still needs are
-	// never deleted, whatever their number.
+	// KeepWALFiles is how many log segment files are kept at least, as
+	// etcd's default --max-wals. Segments the log still needs are never
+	// deleted, whatever their number.
 	KeepWALFiles = 5
 )
 
@@ -40,8 +37,6 @@ var ErrClosed = errors.New("storage: store closed")
 // the package doc for the order in which the Ready loop calls it.
 type Store struct {
 	log     *slog.Logger
-	zl      *zap.Logger
-	walDir  string
 	snapDir string
 	snapper *snap.Snapshotter
 
@@ -51,84 +46,69 @@ type Store struct {
 	ents []*raftpb.Entry
 
 	mu  sync.Mutex
-	wal *wal.WAL // nil after Close
+	wal *wlog // nil after Close
 	// prevSnap is the index of the newest snapshot saved (or recovered):
 	// the next SaveSnapshot releases the log up to it, not further.
 	prevSnap uint64
-	// prevHS mirrors the HardState etcd's WAL compares against in
-	// raft.MustSync (the last non-empty one saved since Open, else empty),
-	// so that Save knows whether WAL.Save has already synced.
-	prevHS *raftpb.HardState
 }
 
-// Open opens or creates the store in dir (dir/wal and dir/snap). On an
-// existing directory it loads the newest snapshot that has a valid WAL
-// record, opens the WAL at it and reads the rest of the log. A torn last
-// record (io.ErrUnexpectedEOF, e.g. after a crash in the middle of a write)
-// is cut off with etcd's wal.Repair, which keeps a copy of the damaged
-// segment as <name>.wal.broken; any other corruption is returned as an
-// error. A nil log discards etcd's and the Store's logging.
+// Open opens or creates the store in dir (dir/log and dir/snap). On an
+// existing directory it reads the log, loads the newest snapshot that has
+// a valid snapshot record in it (one at or below the commit index of the
+// last hard state) and collects the entries after it. A torn last record
+// (a crash in the middle of a write) is cut off, after keeping a copy of
+// its segment as <name>.broken; any other damage is returned as an error.
+// A directory written by an older Baton, with etcd's WAL in dir/wal, is
+// converted first (see migrate). A nil log discards the Store's logging.
 func Open(dir string, log *slog.Logger) (*Store, error) {
-	zl := newZapLogger(log)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{
 		log:     log.With("component", "storage"),
-		zl:      zl,
-		walDir:  filepath.Join(dir, "wal"),
 		snapDir: filepath.Join(dir, "snap"),
-		prevHS:  &raftpb.HardState{},
 	}
 	if err := os.MkdirAll(s.snapDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create snap dir: %w", err)
 	}
-	s.snapper = snap.New(zl, s.snapDir)
+	s.snapper = snap.New(newZapLogger(log), s.snapDir)
 
-	if !wal.Exist(s.walDir) {
-		w, err := wal.Create(zl, s.walDir, nil)
-		if err != nil {
-			return nil, fmt.Errorf("create wal %s: %w", s.walDir, err)
-		}
-		s.wal = w
-		return s, nil
+	logDir := filepath.Join(dir, "log")
+	if err := migrate(dir, logDir, s.log); err != nil {
+		return nil, err
 	}
-
-	walSnaps, err := wal.ValidSnapshotEntries(zl, s.walDir)
+	w, sc, err := openWlog(logDir, s.log)
 	if err != nil {
-		return nil, fmt.Errorf("read wal snapshot records %s: %w", s.walDir, err)
+		return nil, fmt.Errorf("open log %s: %w", logDir, err)
 	}
-	sn, err := s.snapper.LoadNewestAvailable(walSnaps)
+	ok := false
+	defer func() {
+		if !ok {
+			w.close()
+		}
+	}()
+
+	// A snapshot record is trusted once a hard state that commits it was
+	// written after it (the order the package doc asks for); the newest
+	// such one whose file is readable is where the log starts.
+	var valid []*walpb.Snapshot
+	for _, md := range sc.snaps {
+		if md.GetIndex() <= sc.hs.GetCommit() {
+			valid = append(valid, walSnapshot(md))
+		}
+	}
+	sn, err := s.snapper.LoadNewestAvailable(valid)
 	switch {
 	case errors.Is(err, snap.ErrNoSnapshot):
 		sn = nil
 	case err != nil:
 		return nil, fmt.Errorf("load snapshot %s: %w", s.snapDir, err)
 	}
-	start := &walpb.Snapshot{Index: new(uint64(0)), Term: new(uint64(0))}
-	if sn != nil {
-		start = walSnapshot(sn.GetMetadata())
+	ents, err := w.entriesAfter(sn.GetMetadata().GetIndex())
+	if err != nil {
+		return nil, fmt.Errorf("read log %s: %w", logDir, err)
 	}
-
-	for repaired := false; ; repaired = true {
-		w, err := wal.Open(zl, s.walDir, start)
-		if err != nil {
-			return nil, fmt.Errorf("open wal %s: %w", s.walDir, err)
-		}
-		_, hs, ents, err := w.ReadAll()
-		if err == nil {
-			s.wal, s.hs, s.ents = w, hs, ents
-			break
-		}
-		w.Close() // the read error is the one to report
-		if repaired || !errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, fmt.Errorf("read wal %s: %w", s.walDir, err)
-		}
-		s.log.Warn("torn write at the end of the wal, repairing", "err", err)
-		if !wal.Repair(zl, s.walDir) {
-			return nil, fmt.Errorf("repair wal %s: %w", s.walDir, err)
-		}
-	}
+	s.wal, s.hs, s.ents = w, sc.hs, ents
 	if raft.IsEmptyHardState(s.hs) {
 		s.hs = nil
 	}
@@ -136,6 +116,7 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 		s.snap = sn
 		s.prevSnap = sn.GetMetadata().GetIndex()
 	}
+	ok = true
 	s.log.Info("opened", "index", s.snap.GetMetadata().GetIndex(), "term", s.hs.GetTerm(),
 		"commit", s.hs.GetCommit(), "entries", len(s.ents))
 	return s, nil
@@ -173,17 +154,11 @@ func (s *Store) Snapshot() (*raftpb.Snapshot, error) {
 	return sn, nil
 }
 
-// Save appends ents and then hs (either may be empty) to the WAL. When sync
-// is true (raft's Ready.MustSync) everything saved so far is on disk when
-// Save returns, at the cost of one fdatasync. Writing entry i discards
-// persisted entries with index >= i. Save neither retains nor modifies hs
-// or ents.
-//
-// etcd's WAL.Save ignores the caller's wish and decides by itself: it syncs
-// when raft.MustSync(hs, previous hs, len(ents)) is true (new entries, or a
-// changed term or vote) and when a 64 MB segment fills up. So sync=false
-// does not prevent an fdatasync, and sync=true on a save that changes only
-// the commit index gets an explicit WAL.Sync here.
+// Save appends ents and then hs (either may be empty) to the log. When
+// sync is true (raft's Ready.MustSync) everything saved so far is on disk
+// when Save returns, at the cost of one fdatasync; when false, Save only
+// writes. Writing entry i discards persisted entries with index >= i.
+// Save neither retains nor modifies hs or ents.
 func (s *Store) Save(hs *raftpb.HardState, ents []*raftpb.Entry, sync bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -192,30 +167,28 @@ func (s *Store) Save(hs *raftpb.HardState, ents []*raftpb.Entry, sync bool) erro
 	}
 	if raft.IsEmptyHardState(hs) {
 		hs = nil
-	} else {
-		// etcd's WAL keeps the pointer it is given; give it our own copy.
-		hs = &raftpb.HardState{Term: new(hs.GetTerm()), Vote: new(hs.GetVote()), Commit: new(hs.GetCommit())}
 	}
-	walSyncs := (hs != nil || len(ents) > 0) && raft.MustSync(hs, s.prevHS, len(ents))
-	if err := s.wal.Save(hs, ents); err != nil {
-		return fmt.Errorf("save to wal: %w", err)
-	}
-	if hs != nil {
-		s.prevHS = hs
-	}
-	if sync && !walSyncs {
-		if err := s.wal.Sync(); err != nil {
-			return fmt.Errorf("sync wal: %w", err)
-		}
+	if err := s.wal.save(hs, ents, sync); err != nil {
+		return fmt.Errorf("save to log: %w", err)
 	}
 	return nil
 }
 
+// Syncs returns how many fdatasyncs the log has done since Open.
+func (s *Store) Syncs() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wal == nil {
+		return 0
+	}
+	return s.wal.syncs.Load()
+}
+
 // SaveSnapshot persists sn: the snapshot file first (written and synced),
-// then the WAL snapshot record (synced). It then releases the WAL segments
-// wholly before sn and deletes old segment and snapshot files, keeping
-// KeepWALFiles and KeepSnapshots of them; failures to delete are logged,
-// not returned, and retried on the next snapshot. An empty snapshot
+// then the log's snapshot record (synced). It then releases the log
+// segments wholly before the previous snapshot and deletes old snapshot
+// files, keeping KeepWALFiles segments and KeepSnapshots snapshots at
+// least; failures to delete are logged, not returned. An empty snapshot
 // (index 0) is a no-op. sn.Metadata.ConfState must be set.
 func (s *Store) SaveSnapshot(sn *raftpb.Snapshot) error {
 	if raft.IsEmptySnap(sn) {
@@ -230,36 +203,33 @@ func (s *Store) SaveSnapshot(sn *raftpb.Snapshot) error {
 	if err := s.snapper.SaveSnap(sn); err != nil {
 		return fmt.Errorf("save snapshot file: %w", err)
 	}
-	if err := s.wal.SaveSnapshot(walSnapshot(md)); err != nil {
-		return fmt.Errorf("save wal snapshot record: %w", err)
+	if err := s.wal.saveSnapshot(md); err != nil {
+		return fmt.Errorf("save snapshot record: %w", err)
 	}
 	// Release the log only up to the previous snapshot: until a hard
 	// state that commits this one is durable, a crash makes recovery fall
-	// back to the previous snapshot (wal.ValidSnapshotEntries), which
-	// needs the entries after it (found by internal/sim).
+	// back to the previous snapshot, which needs the entries after it
+	// (found by internal/sim).
 	if s.prevSnap > 0 {
-		if err := s.wal.ReleaseLockTo(s.prevSnap); err != nil {
-			return fmt.Errorf("release wal segments: %w", err)
-		}
+		s.wal.release(s.prevSnap)
 	}
 	s.prevSnap = md.GetIndex()
 	s.log.Info("saved snapshot", "index", md.GetIndex(), "term", md.GetTerm())
 	s.purgeSnapshots()
-	s.purgeWAL()
 	return nil
 }
 
-// Close syncs and closes the WAL. Later calls return nil.
+// Close syncs and closes the log. Later calls return nil.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.wal == nil {
 		return nil
 	}
-	err := s.wal.Close()
+	err := s.wal.close()
 	s.wal = nil
 	if err != nil {
-		return fmt.Errorf("close wal: %w", err)
+		return fmt.Errorf("close log: %w", err)
 	}
 	return nil
 }
@@ -285,32 +255,5 @@ func (s *Store) purgeSnapshots() {
 		if err := os.Remove(filepath.Join(s.snapDir, n)); err != nil {
 			s.log.Warn("remove old snapshot", "file", n, "err", err)
 		}
-	}
-}
-
-// purgeWAL deletes the oldest WAL segments beyond KeepWALFiles, as etcd's
-// fileutil.PurgeFile does: a segment is deleted only while we can lock it,
-// i.e. after ReleaseLockTo has let go of it, and the scan stops at the
-// first one the open WAL still holds.
-func (s *Store) purgeWAL() {
-	names, err := fileutil.ReadDir(s.walDir)
-	if err != nil {
-		s.log.Warn("list wal segments", "err", err)
-		return
-	}
-	names = slices.DeleteFunc(names, func(n string) bool { return !strings.HasSuffix(n, ".wal") })
-	for _, n := range names[:max(0, len(names)-KeepWALFiles)] {
-		p := filepath.Join(s.walDir, n)
-		l, err := fileutil.TryLockFile(p, os.O_WRONLY, fileutil.PrivateFileMode)
-		if err != nil {
-			return // still in use
-		}
-		err = os.Remove(p)
-		l.Close()
-		if err != nil {
-			s.log.Warn("remove old wal segment", "file", n, "err", err)
-			return
-		}
-		s.log.Debug("removed old wal segment", "file", n)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,8 +12,6 @@ import (
 	"testing"
 
 	"go.etcd.io/etcd/client/pkg/v3/fileutil"
-	"go.etcd.io/etcd/server/v3/storage/wal"
-	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -151,8 +148,7 @@ func testSnapshot(index, term uint64, data string) *raftpb.Snapshot {
 
 func TestSnapshotCompactReopen(t *testing.T) {
 	// Small segments, so that the snapshot leaves whole segments behind it.
-	defer func(old int64) { wal.SegmentSizeBytes = old }(wal.SegmentSizeBytes)
-	wal.SegmentSizeBytes = 4 << 10
+	smallSegments(t, 4<<10)
 
 	dir := t.TempDir()
 	s := mustOpen(t, dir)
@@ -166,11 +162,15 @@ func TestSnapshotCompactReopen(t *testing.T) {
 		mustSave(t, s, hardState(1, 1, i+9), ents)
 	}
 	segments := func() []string {
-		names, err := fileutil.ReadDir(filepath.Join(dir, "wal"))
+		segs, err := listSegments(filepath.Join(dir, "log"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return slices.DeleteFunc(names, func(n string) bool { return !strings.HasSuffix(n, ".wal") })
+		var names []string
+		for _, s := range segs {
+			names = append(names, s.name)
+		}
+		return names
 	}
 	before := segments()
 	if len(before) <= KeepWALFiles+1 {
@@ -252,47 +252,119 @@ func TestSnapshotReadBackAndStateHandover(t *testing.T) {
 	}
 }
 
-// lastSegment returns the path of the newest WAL segment and the offset
-// just past its last valid record (segments are preallocated, so the file
-// size says nothing).
+// smallSegments makes the log's segments size bytes for the test.
+func smallSegments(t *testing.T, size int64) {
+	oldMin, oldMax := minSegment, maxSegment
+	minSegment, maxSegment = size, size
+	t.Cleanup(func() { minSegment, maxSegment = oldMin, oldMax })
+}
+
+// lastSegment returns the path of the newest log segment and the offset
+// just past its last record (segments are zero-filled, so the file size
+// says nothing).
 func lastSegment(t *testing.T, dir string) (string, int64) {
 	t.Helper()
-	walDir := filepath.Join(dir, "wal")
-	names, err := fileutil.ReadDir(walDir)
+	logDir := filepath.Join(dir, "log")
+	segs, err := listSegments(logDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	names = slices.DeleteFunc(names, func(n string) bool { return !strings.HasSuffix(n, ".wal") })
-	p := filepath.Join(walDir, names[len(names)-1])
-	f, err := os.Open(p)
+	p := filepath.Join(logDir, segs[len(segs)-1].name)
+	end, torn, err := readSegment(p, true, func(byte, []byte) error { return nil })
+	if err != nil || torn {
+		t.Fatalf("read %s: %v (torn %v)", p, err, torn)
+	}
+	return p, end
+}
+
+// zeroRange overwrites [from, to) of the file at path with zeros.
+func zeroRange(t *testing.T, path string, from, to int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	d := wal.NewDecoder(fileutil.NewFileReader(f))
-	for {
-		var rec walpb.Record
-		if err := d.Decode(&rec); err != nil {
-			if err != io.EOF {
-				t.Fatalf("decode %s: %v", p, err)
-			}
-			return p, d.LastOffset()
-		}
+	if _, err := f.WriteAt(make([]byte, to-from), from); err != nil {
+		t.Fatal(err)
 	}
 }
 
+// TestTornTail crashes in the middle of the last write the ways a disk
+// can: the file ends early, or sectors of the write never arrive (they
+// keep the zeros the segment was filled with). The log ends before the
+// torn record, keeps a copy of the segment, and goes on.
 func TestTornTail(t *testing.T) {
+	const bigData = 3000 // the torn record spans several sectors
+	bigEntry := func() *raftpb.Entry {
+		e := entries(1, 11, 11)[0]
+		e.Data = bytes.Repeat([]byte{'x'}, bigData)
+		return e
+	}
+	sector := func(off int64) int64 { return off / sectorSize * sectorSize }
+	tests := []struct {
+		name       string
+		corrupt    func(t *testing.T, path string, end int64)
+		wantBroken bool
+	}{
+		{"file ends inside the last record", func(t *testing.T, path string, end int64) {
+			if err := os.Truncate(path, end-4); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"a sector inside the last record lost", func(t *testing.T, path string, end int64) {
+			from := sector(end-bigData/2) + sectorSize
+			zeroRange(t, path, from, from+sectorSize)
+		}, true},
+		{"the sector with the end of the last record lost", func(t *testing.T, path string, end int64) {
+			zeroRange(t, path, sector(end-1), end)
+		}, true},
+		{"the whole last record lost", func(t *testing.T, path string, end int64) {
+			zeroRange(t, path, end-int64(headSize+1+proto.Size(bigEntry())), end)
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := mustOpen(t, dir)
+			mustSave(t, s, hardState(1, 1, 5), entries(1, 1, 10))
+			mustSave(t, s, nil, []*raftpb.Entry{bigEntry()}) // the record to tear
+			mustClose(t, s)
+
+			path, end := lastSegment(t, dir)
+			tt.corrupt(t, path, end)
+
+			s = mustOpen(t, dir)
+			checkState(t, s, nil, hardState(1, 1, 5), entries(1, 1, 10))
+			if _, err := os.Stat(path + ".broken"); (err == nil) != tt.wantBroken {
+				t.Errorf("backup of the broken segment: %v, want one: %v", err, tt.wantBroken)
+			}
+
+			// The repaired log takes appends and reads back cleanly.
+			mustSave(t, s, hardState(1, 1, 12), entries(1, 11, 12))
+			mustClose(t, s)
+			s = mustOpen(t, dir)
+			checkState(t, s, nil, hardState(1, 1, 12), entries(1, 1, 12))
+		})
+	}
+}
+
+// TestCorruptFails: damage that is not a torn tail is not repaired: Open
+// fails, naming the segment and offset, and changes nothing.
+func TestCorruptFails(t *testing.T) {
 	tests := []struct {
 		name    string
 		corrupt func(t *testing.T, path string, end int64)
 	}{
-		{"truncated last record", func(t *testing.T, path string, end int64) {
-			if err := os.Truncate(path, end-4); err != nil {
-				t.Fatal(err)
+		{"a bit flipped in the middle", func(t *testing.T, path string, end int64) {
+			for _, off := range []int64{end / 2} {
+				flipByte(t, path, off)
 			}
 		}},
-		{"garbage after last record", func(t *testing.T, path string, end int64) {
-			// A length prefix pointing past the end of the file, then junk.
+		{"a record's size flipped", func(t *testing.T, path string, end int64) {
+			flipByte(t, path, 0) // the header record's size
+		}},
+		{"garbage after the last record", func(t *testing.T, path string, end int64) {
 			f, err := os.OpenFile(path, os.O_WRONLY, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -307,59 +379,46 @@ func TestTornTail(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			s := mustOpen(t, dir)
-			mustSave(t, s, hardState(1, 1, 5), entries(1, 1, 10))
-			mustSave(t, s, nil, entries(1, 11, 11)) // the record to tear
+			for i := uint64(1); i <= 20; i++ {
+				mustSave(t, s, hardState(1, 1, i), entries(1, i, i))
+			}
 			mustClose(t, s)
-
 			path, end := lastSegment(t, dir)
 			tt.corrupt(t, path, end)
-
-			s = mustOpen(t, dir)
-			want := entries(1, 1, 10)
-			if tt.name == "garbage after last record" {
-				want = entries(1, 1, 11)
-			}
-			checkState(t, s, nil, hardState(1, 1, 5), want)
-			if _, err := os.Stat(path + ".broken"); err != nil {
-				t.Errorf("no backup of the broken segment: %v", err)
+			before, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
 			}
 
-			// The repaired log takes appends and reads back cleanly.
-			mustSave(t, s, hardState(1, 1, 12), entries(1, 11, 12))
-			mustClose(t, s)
-			s = mustOpen(t, dir)
-			checkState(t, s, nil, hardState(1, 1, 12), entries(1, 1, 12))
+			s, err = Open(dir, testLogger(t))
+			if err == nil {
+				s.Close()
+				t.Fatal("Open succeeded on a damaged log")
+			}
+			if !errors.Is(err, errCorrupt) || !strings.Contains(err.Error(), filepath.Base(path)) {
+				t.Errorf("Open: %v; want errCorrupt naming %s", err, filepath.Base(path))
+			}
+			if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+				t.Error("the failed Open changed the segment")
+			}
 		})
 	}
 }
 
-func TestCorruptMiddleFails(t *testing.T) {
-	// Damage that is not a torn tail is not silently repaired.
-	dir := t.TempDir()
-	s := mustOpen(t, dir)
-	for i := uint64(1); i <= 20; i++ {
-		mustSave(t, s, hardState(1, 1, i), entries(1, i, i))
-	}
-	mustClose(t, s)
-	path, end := lastSegment(t, dir)
+func flipByte(t *testing.T, path string, off int64) {
+	t.Helper()
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer f.Close()
 	buf := make([]byte, 1)
-	off := end / 2
 	if _, err := f.ReadAt(buf, off); err != nil {
 		t.Fatal(err)
 	}
 	buf[0] ^= 0x55
 	if _, err := f.WriteAt(buf, off); err != nil {
 		t.Fatal(err)
-	}
-	f.Close()
-
-	if s, err := Open(dir, testLogger(t)); err == nil {
-		s.Close()
-		t.Fatal("Open succeeded on a WAL corrupted in the middle")
 	}
 }
 
