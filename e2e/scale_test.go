@@ -4,7 +4,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +27,7 @@ var (
 	scaleSessions = flag.Int("e2e.scale-sessions", 100_000, "sessions TestScale opens")
 	scaleLocks    = flag.Int("e2e.scale-locks", 1_000_000, "locks TestScale holds, spread over the sessions")
 	scaleSnap     = flag.Int("e2e.scale-snapshot-entries", 0, "servers' --snapshot-entries in TestScale (0: their default)")
+	scaleProfile  = flag.String("e2e.scale-profile", "", "TestScale: start the servers with --pprof and save each member's heap profile, MemStats, peak resident memory and log into this directory")
 )
 
 // TestScale loads a 3-node cluster of real processes with the issue-5
@@ -43,9 +47,17 @@ func TestScale(t *testing.T) {
 	if *scaleSnap > 0 {
 		extra = []string{"--snapshot-entries", strconv.Itoa(*scaleSnap)}
 	}
+	if *scaleProfile != "" {
+		extra = append(extra, "--pprof")
+	}
 	c := newCluster(t, clusterConfig{n: 3, clientAddrs: addrs[:3], peerAddrs: addrs[3:], extraArgs: extra})
 	ctx := context.Background()
 	c.start(ctx)
+	var peaks *peakRSS
+	if *scaleProfile != "" {
+		peaks = watchPeakRSS(c)
+		defer saveLogs(t, c, *scaleProfile)
+	}
 	lead := waitLeader(t, ctx, c)
 	conn, err := grpc.NewClient(lead.clientAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -98,6 +110,12 @@ func TestScale(t *testing.T) {
 	waitConverged(t, ctx, c)
 	for _, nd := range c.nodes {
 		t.Logf("%s resident memory: %d MiB", nd.name, rssMiB(t, nd))
+	}
+	if *scaleProfile != "" {
+		for _, nd := range c.nodes {
+			t.Logf("%s peak resident memory while loading: %d MiB", nd.name, peaks.stop(nd))
+			saveHeapProfile(t, ctx, nd, *scaleProfile)
+		}
 	}
 
 	for _, nd := range c.nodes {
@@ -159,18 +177,114 @@ func parallel(t *testing.T, n int, f func(i int) error) {
 }
 
 func rssMiB(t *testing.T, nd *node) int {
+	kb := vmRSSKiB(nd)
+	if kb < 0 {
+		t.Fatalf("%s: no resident memory to read", nd.name)
+	}
+	return kb / 1024
+}
+
+// vmRSSKiB is the resident memory of the process nd runs, or -1.
+func vmRSSKiB(nd *node) int {
 	nd.mu.Lock()
-	pid := nd.cmd.Process.Pid
+	cmd := nd.cmd
 	nd.mu.Unlock()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if cmd == nil {
+		return -1
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
 	if err != nil {
-		t.Fatal(err)
+		return -1
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
 		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
 			kb, _ := strconv.Atoi(f[1])
-			return kb / 1024
+			return kb
 		}
 	}
 	return -1
+}
+
+// peakRSS samples every member's resident memory until stop, so a run
+// shows the highest figure reached, not only the one at the end.
+type peakRSS struct {
+	mu   sync.Mutex
+	peak map[*node]int
+	done chan struct{}
+	once sync.Once
+}
+
+func watchPeakRSS(c *cluster) *peakRSS {
+	p := &peakRSS{peak: make(map[*node]int), done: make(chan struct{})}
+	go func() {
+		tk := time.NewTicker(200 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-p.done:
+				return
+			case <-tk.C:
+			}
+			for _, nd := range c.nodes {
+				if kb := vmRSSKiB(nd); kb > 0 {
+					p.mu.Lock()
+					p.peak[nd] = max(p.peak[nd], kb/1024)
+					p.mu.Unlock()
+				}
+			}
+		}
+	}()
+	return p
+}
+
+// stop ends the sampling (the first call) and returns nd's peak in MiB.
+func (p *peakRSS) stop(nd *node) int {
+	p.once.Do(func() { close(p.done) })
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return max(p.peak[nd], vmRSSKiB(nd)/1024)
+}
+
+// saveHeapProfile writes nd's MemStats and heap profile (as of its last
+// collection) into dir, then one taken after a forced collection.
+func saveHeapProfile(t *testing.T, ctx context.Context, nd *node, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := nd.status(ctx)
+	role := "unknown"
+	if st != nil {
+		role = st.Role
+	}
+	for _, f := range []struct{ query, file string }{
+		{"debug=1", nd.name + "-" + role + "-heap.txt"},
+		{"", nd.name + "-" + role + "-heap.pb.gz"},
+		// Last, as it collects first: what is live, exactly.
+		{"gc=1", nd.name + "-" + role + "-heap-live.pb.gz"},
+	} {
+		resp, err := http.Get("http://" + nd.clientAddr + "/debug/pprof/heap?" + f.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f.file), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%s (%s): heap profile in %s", nd.name, role, dir)
+}
+
+// saveLogs copies every member's log into dir (the cluster's own go with
+// its temporary directory).
+func saveLogs(t *testing.T, c *cluster, dir string) {
+	for _, nd := range c.nodes {
+		if b, err := os.ReadFile(nd.logPath); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, nd.name+".log"), b, 0o644)
+		}
+	}
 }
