@@ -269,3 +269,52 @@ func TestSnapshotWaitsForALoggedCommit(t *testing.T) {
 		t.Fatal(st.badSnap)
 	}
 }
+
+// A snapshot of at least CollectAfterSnapshot bytes is followed by one
+// collection (not one per snapshot while it runs); a smaller one is not.
+func TestCollectAfterALargeSnapshot(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		threshold int
+		finish    bool // the collection ends before the next snapshot
+		want      func(calls, snaps int) bool
+	}{
+		{"every snapshot, each collection done", 1, true, func(c, s int) bool { return c == s }},
+		{"one at a time", 1, false, func(c, s int) bool { return c == 1 }},
+		{"all below the threshold", 1 << 30, true, func(c, s int) bool { return c == 0 }},
+		{"off", 0, true, func(c, s int) bool { return c == 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &commitCheckStore{}
+			cfg := DefaultConfig()
+			cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 1, []uint64{1}, st, &queueNet{}
+			cfg.SnapshotEntries, cfg.CatchUpEntries = 3, 1
+			cfg.CollectAfterSnapshot = tc.threshold
+			n, err := StartManual(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer n.Stop()
+			calls := 0
+			n.collect = func(done func()) {
+				calls++
+				if tc.finish {
+					done()
+				}
+			}
+			runDry(t, n)
+			for i := range 12 {
+				if _, err := n.Submit(acquire(0, 0, fmt.Sprintf("k%d", i))); err != nil {
+					t.Fatal(err)
+				}
+				runDry(t, n)
+			}
+			if st.snaps < 2 {
+				t.Fatalf("%d snapshots: the test proves nothing", st.snaps)
+			}
+			if !tc.want(calls, st.snaps) {
+				t.Fatalf("%d collections after %d snapshots", calls, st.snaps)
+			}
+		})
+	}
+}

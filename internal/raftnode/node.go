@@ -78,6 +78,10 @@ type Config struct {
 	// (at most SnapshotEntries), so a briefly slow follower catches up
 	// from the log instead of a whole snapshot. etcd keeps 5,000.
 	CatchUpEntries uint64
+	// CollectAfterSnapshot: once the node has encoded, or restored, a
+	// snapshot of at least this many bytes, it runs a garbage collection
+	// on a goroutine of its own (0: never). See collectAfterSnapshot.
+	CollectAfterSnapshot int
 	// MaxBatch bounds the commands stepped into raft as one proposal.
 	MaxBatch int
 	// MaxInFlight bounds proposals and reads queued for the loop; beyond
@@ -103,7 +107,8 @@ type Recovered struct {
 // snapshot every 100,000 entries (etcd's default count): a snapshot
 // marshals the whole state on the Ready loop (0.75 s at 1M locks), so it
 // should be rare; the log kept meanwhile is small (~150 bytes an entry).
-// A snapshot keeps 10,000 entries behind it for slow followers.
+// A snapshot keeps 10,000 entries behind it for slow followers. A
+// snapshot of 16 MiB or more is followed by a garbage collection.
 func DefaultConfig() Config {
 	return Config{
 		GroupID:         1,
@@ -114,6 +119,8 @@ func DefaultConfig() Config {
 		CatchUpEntries:  10000,
 		MaxBatch:        4096,
 		MaxInFlight:     65536,
+
+		CollectAfterSnapshot: 16 << 20,
 	}
 }
 
@@ -136,6 +143,8 @@ func (c Config) Validate() error {
 		return errors.New("raftnode: SnapshotEntries and CatchUpEntries must be positive")
 	case c.MaxBatch <= 0 || c.MaxInFlight <= 0:
 		return errors.New("raftnode: MaxBatch and MaxInFlight must be positive")
+	case c.CollectAfterSnapshot < 0:
+		return errors.New("raftnode: CollectAfterSnapshot must not be negative")
 	}
 	return nil
 }
@@ -227,6 +236,10 @@ type Node struct {
 	astats     appendStats
 	savedTerm  uint64 // worker-owned: the hard state last written
 	savedVote  uint64
+	// collect runs a garbage collection without blocking the caller
+	// (collectAfterSnapshot); collecting is set while one runs.
+	collect    func(done func())
+	collecting atomic.Bool
 	// writtenCommit is the commit index of the last hard state the worker
 	// wrote to the log (maybe not yet synced: a snapshot record's own sync
 	// makes it durable, since the log is written in order).
@@ -330,6 +343,7 @@ func newNode(cfg Config) (*Node, error) {
 		locals:     newMailbox(),
 		appendErr:  make(chan error, 1),
 		appendDone: make(chan struct{}),
+		collect:    collectInBackground,
 	}
 	if cfg.ProposalIDBase != 0 {
 		n.nextID.Store(cfg.ProposalIDBase)
@@ -349,6 +363,8 @@ func newNode(cfg Config) (*Node, error) {
 		n.applied = n.snapIndex
 		n.confState = proto.Clone(rec.Snapshot.GetMetadata().GetConfState()).(*raftpb.ConfState)
 		restart = true
+		// Once this returns, the recovered snapshot is no longer held.
+		defer n.collectAfterSnapshot(len(rec.Snapshot.GetData()))
 	}
 	if rec.HardState != nil && !raft.IsEmptyHardState(rec.HardState) {
 		if err := n.ms.SetHardState(rec.HardState); err != nil {
