@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/batonlock/baton/internal/fsm"
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
 // queueNet collects messages for the test to deliver by hand.
@@ -316,5 +317,38 @@ func TestCollectAfterALargeSnapshot(t *testing.T) {
 				t.Fatalf("%d collections after %d snapshots", calls, st.snaps)
 			}
 		})
+	}
+}
+
+// A snapshot received from the leader is followed by a collection too.
+func TestCollectAfterAReceivedSnapshot(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 2, []uint64{1, 2}, &syncStore{}, &queueNet{}
+	cfg.CollectAfterSnapshot = 1
+	n, err := StartManual(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	n.collect = func(done func()) { calls++; done() }
+	runDry(t, n)
+	if calls != 0 {
+		t.Fatalf("%d collections before any snapshot", calls)
+	}
+	// Not empty: an empty state's snapshot is zero bytes.
+	data, err := proto.Marshal(&fsmpb.Snapshot{AppliedIndex: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Step(&raftpb.Message{Type: new(raftpb.MsgHeartbeat), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(2))})
+	runDry(t, n)
+	n.Step(&raftpb.Message{Type: new(raftpb.MsgSnap), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(2)),
+		Snapshot: &raftpb.Snapshot{Data: data, Metadata: &raftpb.SnapshotMetadata{
+			Index: new(uint64(10)), Term: new(uint64(2)),
+			ConfState: &raftpb.ConfState{Voters: []uint64{1, 2}},
+		}}})
+	runDry(t, n)
+	if calls != 1 {
+		t.Fatalf("%d collections after one received snapshot, want 1", calls)
 	}
 }

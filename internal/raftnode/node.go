@@ -78,8 +78,8 @@ type Config struct {
 	// (at most SnapshotEntries), so a briefly slow follower catches up
 	// from the log instead of a whole snapshot. etcd keeps 5,000.
 	CatchUpEntries uint64
-	// CollectAfterSnapshot: once the node has encoded, or restored, a
-	// snapshot of at least this many bytes, it runs a garbage collection
+	// CollectAfterSnapshot: once the node has saved, or received from its
+	// leader, a snapshot of at least this many bytes, it runs a garbage collection
 	// on a goroutine of its own (0: never). See collectAfterSnapshot.
 	CollectAfterSnapshot int
 	// MaxBatch bounds the commands stepped into raft as one proposal.
@@ -363,8 +363,6 @@ func newNode(cfg Config) (*Node, error) {
 		n.applied = n.snapIndex
 		n.confState = proto.Clone(rec.Snapshot.GetMetadata().GetConfState()).(*raftpb.ConfState)
 		restart = true
-		// Once this returns, the recovered snapshot is no longer held.
-		defer n.collectAfterSnapshot(len(rec.Snapshot.GetData()))
 	}
 	if rec.HardState != nil && !raft.IsEmptyHardState(rec.HardState) {
 		if err := n.ms.SetHardState(rec.HardState); err != nil {

@@ -323,8 +323,11 @@ func (n *Node) maybeSnapshot() {
 }
 
 // collectAfterSnapshot starts a garbage collection once a snapshot of size
-// bytes has been encoded and saved, or decoded, if it is at least
-// CollectAfterSnapshot bytes and no such collection runs yet.
+// bytes has been encoded and saved, or received and restored, if it is at
+// least CollectAfterSnapshot bytes and no such collection runs yet. Not
+// after the snapshot restored at start: a restart waits on the catch-up
+// that follows, and in the run measured a collection there did not lower
+// the resident size after a restart.
 //
 // A snapshot is the largest short-lived allocation a member makes: saving
 // one holds the state machine's encoding and the store's framed copy of it
