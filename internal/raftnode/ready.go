@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"runtime"
+	"runtime/debug"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -348,12 +348,20 @@ func (n *Node) collectAfterSnapshot(size int) {
 	}
 }
 
-// collectInBackground runs a full collection on a goroutine of its own and
-// then calls done.
+// collectInBackground runs a full collection on a goroutine of its own,
+// returns the freed pages to the OS, and then calls done.
+//
+// Without the return, the pages of the two buffers stay resident as idle
+// heap until the heap regrows into them: the scavenger keeps up to about
+// 10% over the heap goal, which the snapshot had inflated. At the scale
+// point, followers read a while after their snapshot were at 399 MiB
+// resident with it and 579-685 MiB after a plain collection; a leader
+// regrows its heap to its goal within seconds, so it gains less. The cost
+// is faulting pages in again as the heap regrows, once per snapshot.
 func collectInBackground(done func()) {
 	go func() {
 		defer done()
-		runtime.GC()
+		debug.FreeOSMemory()
 	}()
 }
 
