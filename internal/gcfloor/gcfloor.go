@@ -8,6 +8,11 @@
 // to about a floor before the next one, and leaves GOGC at the process's
 // setting once the live heap passes the floor: a member holding a million
 // locks collects as it would without it, and its memory is not doubled.
+//
+// Past the floor the only other intervention is raftnode's: a collection,
+// returning the freed pages to the OS, right after saving a snapshot of
+// 16 MiB or more, whose buffers would otherwise set the next goal (see
+// docs/BENCHMARKS.md, "Memory at 1,000,000 locks").
 package gcfloor
 
 import (

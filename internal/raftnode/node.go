@@ -108,7 +108,8 @@ type Recovered struct {
 // marshals the whole state on the Ready loop (0.75 s at 1M locks), so it
 // should be rare; the log kept meanwhile is small (~150 bytes an entry).
 // A snapshot keeps 10,000 entries behind it for slow followers. A
-// snapshot of 16 MiB or more is followed by a garbage collection.
+// snapshot of 16 MiB or more is followed by a garbage collection that
+// returns the freed memory to the OS.
 func DefaultConfig() Config {
 	return Config{
 		GroupID:         1,
