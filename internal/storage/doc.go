@@ -9,11 +9,12 @@
 // fallocate: on ext4 every sync of it also commits a journal transaction
 // to convert the written extents. BenchmarkSave measures the difference
 // (about 110 against 150-250 µs a synced one-entry save on this project's
-// 2-core test machines). Snapshots are still etcd's snapshotter's files
-// (go.etcd.io/etcd/server/v3/etcdserver/api/snap). Nothing of either
-// leaks through this package's API, so the rest of Baton sees only raftpb
-// types. A data directory of an older release, with etcd's WAL in wal/,
-// is converted on first Open (legacy.go).
+// 2-core test machines). Snapshot files are Baton's too (snapfile.go):
+// the state machine's encoding is written as it is, where etcd's
+// snapshotter made two more copies of it first. The rest of Baton sees
+// only raftpb types. A data directory of an older release, with etcd's
+// WAL in wal/ and etcd's snapshot files, is converted on first Open
+// (legacy.go); old snapshot files stay readable.
 //
 // Layout on disk, under the directory given to Open:
 //

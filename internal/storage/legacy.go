@@ -111,3 +111,11 @@ func readLegacy(dir, walDir string, log *slog.Logger) (*raftpb.Snapshot, *raftpb
 		}
 	}
 }
+
+func walSnapshot(md *raftpb.SnapshotMetadata) *walpb.Snapshot {
+	return &walpb.Snapshot{
+		Index:     new(md.GetIndex()),
+		Term:      new(md.GetTerm()),
+		ConfState: md.GetConfState(),
+	}
+}

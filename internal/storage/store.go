@@ -6,13 +6,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 
-	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/snap"
-	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 )
@@ -38,7 +34,6 @@ var ErrClosed = errors.New("storage: store closed")
 type Store struct {
 	log     *slog.Logger
 	snapDir string
-	snapper *snap.Snapshotter
 
 	// What Open recovered, until State hands it over.
 	snap *raftpb.Snapshot
@@ -71,7 +66,6 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 	if err := os.MkdirAll(s.snapDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create snap dir: %w", err)
 	}
-	s.snapper = snap.New(newZapLogger(log), s.snapDir)
 
 	logDir := filepath.Join(dir, "log")
 	if err := migrate(dir, logDir, s.log); err != nil {
@@ -91,13 +85,14 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 	// A snapshot record is trusted once a hard state that commits it was
 	// written after it (the order the package doc asks for); the newest
 	// such one whose file is readable is where the log starts.
-	var valid []*walpb.Snapshot
-	for _, md := range sc.snaps {
-		if md.GetIndex() <= sc.hs.GetCommit() {
-			valid = append(valid, walSnapshot(md))
+	sn, err := loadNewestSnapshot(s.snapDir, s.log, func(term, index uint64) bool {
+		for _, md := range sc.snaps {
+			if md.GetIndex() == index && md.GetTerm() == term && index <= sc.hs.GetCommit() {
+				return true
+			}
 		}
-	}
-	sn, err := s.snapper.LoadNewestAvailable(valid)
+		return false
+	})
 	switch {
 	case errors.Is(err, snap.ErrNoSnapshot):
 		sn = nil
@@ -144,7 +139,7 @@ func (s *Store) State() (snap *raftpb.Snapshot, hs *raftpb.HardState, ents []*ra
 func (s *Store) Snapshot() (*raftpb.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sn, err := s.snapper.Load()
+	sn, err := loadNewestSnapshot(s.snapDir, s.log, func(uint64, uint64) bool { return true })
 	switch {
 	case errors.Is(err, snap.ErrNoSnapshot):
 		return nil, raft.ErrSnapshotTemporarilyUnavailable
@@ -200,7 +195,7 @@ func (s *Store) SaveSnapshot(sn *raftpb.Snapshot) error {
 		return ErrClosed
 	}
 	md := sn.GetMetadata()
-	if err := s.snapper.SaveSnap(sn); err != nil {
+	if err := writeSnapshot(s.snapDir, sn); err != nil {
 		return fmt.Errorf("save snapshot file: %w", err)
 	}
 	if err := s.wal.saveSnapshot(md); err != nil {
@@ -234,23 +229,14 @@ func (s *Store) Close() error {
 	return nil
 }
 
-func walSnapshot(md *raftpb.SnapshotMetadata) *walpb.Snapshot {
-	return &walpb.Snapshot{
-		Index:     new(md.GetIndex()),
-		Term:      new(md.GetTerm()),
-		ConfState: md.GetConfState(),
-	}
-}
-
 // purgeSnapshots deletes all but the newest KeepSnapshots snapshot files.
 // Names are <term>-<index> in fixed-width hex, so lexical order is age order.
 func (s *Store) purgeSnapshots() {
-	names, err := fileutil.ReadDir(s.snapDir)
+	names, err := snapNames(s.snapDir)
 	if err != nil {
 		s.log.Warn("list snapshots", "err", err)
 		return
 	}
-	names = slices.DeleteFunc(names, func(n string) bool { return !strings.HasSuffix(n, ".snap") })
 	for _, n := range names[:max(0, len(names)-KeepSnapshots)] {
 		if err := os.Remove(filepath.Join(s.snapDir, n)); err != nil {
 			s.log.Warn("remove old snapshot", "file", n, "err", err)

@@ -235,3 +235,42 @@ func TestMigrateEtcdWAL(t *testing.T) {
 	s = mustOpen(t, dir)
 	checkState(t, s, sn, hardState(2, 2, 13), append(want, entries(2, 13, 13)...))
 }
+
+// TestDamagedSnapshotFallsBack: a snapshot file that fails its checksum is
+// set aside as .broken and the previous one is used, with the log after
+// it; a snapshot write cut short by a crash leaves only a .tmp file, which
+// is ignored and removed.
+func TestDamagedSnapshotFallsBack(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	mustSave(t, s, hardState(1, 1, 10), entries(1, 1, 10))
+	five := testSnapshot(5, 1, "five")
+	for _, sn := range []*raftpb.Snapshot{five, testSnapshot(8, 1, "eight")} {
+		if err := s.SaveSnapshot(sn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustClose(t, s)
+	newest := filepath.Join(dir, "snap", snapName(1, 8))
+	b, err := os.ReadFile(newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-6] ^= 0x01 // in the data
+	if err := os.WriteFile(newest, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, "snap", snapName(1, 9)+".tmp")
+	if err := os.WriteFile(tmp, []byte("baton-snap/1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	s = mustOpen(t, dir)
+	checkState(t, s, five, hardState(1, 1, 10), entries(1, 6, 10))
+	if _, err := os.Stat(newest + ".broken"); err != nil {
+		t.Errorf("damaged snapshot not set aside: %v", err)
+	}
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Errorf("leftover %s: %v", tmp, err)
+	}
+}
