@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/batonlock/baton/api/batonpb"
 )
@@ -231,13 +233,38 @@ func (m *sessionMux) sender() {
 		if broken {
 			return
 		}
-		if len(q) == 0 {
-			continue
-		}
-		if err := m.gs.Send(&batonpb.SessionsRequest{Requests: q}); err != nil {
-			m.cancel() // the reader reports why
+		for _, part := range splitRequests(q, maxSendBytes) {
+			if err := m.gs.Send(&batonpb.SessionsRequest{Requests: part}); err != nil {
+				m.cancel() // the reader reports why
+				break
+			}
 		}
 	}
+}
+
+// maxSendBytes is about the most one Sessions message carries: a member
+// refuses a message over its request limit (1 MiB) by ending the whole
+// stream, which a client with thousands of sessions sending keepalives at
+// once would otherwise reach.
+const maxSendBytes = 256 << 10
+
+// splitRequests cuts q into runs of at most max bytes (one request alone
+// may exceed it), in order.
+func splitRequests(q []*batonpb.ChannelRequest, max int) [][]*batonpb.ChannelRequest {
+	var parts [][]*batonpb.ChannelRequest
+	start, size := 0, 0
+	for i, r := range q {
+		n := protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(r)) // as a repeated field
+		if i > start && size+n > max {
+			parts = append(parts, q[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	if start < len(q) {
+		parts = append(parts, q[start:])
+	}
+	return parts
 }
 
 // fail ends every channel with err and takes the stream off the client's

@@ -3,6 +3,7 @@ package baton
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/batonlock/baton/api/batonpb"
@@ -419,5 +421,46 @@ func TestClientFallsBackToSessionStreams(t *testing.T) {
 	cl.mu.Unlock()
 	if !noMux {
 		t.Fatal("the client did not note that the member has no Sessions")
+	}
+}
+
+// A burst of requests leaves in messages under the member's request limit,
+// in order, none empty; a request bigger than the bound goes alone.
+func TestSplitRequests(t *testing.T) {
+	var q []*batonpb.ChannelRequest
+	for i := range 5000 {
+		q = append(q, &batonpb.ChannelRequest{Channel: uint64(i + 1), Request: &batonpb.SessionRequest{
+			Kind: &batonpb.SessionRequest_Acquire{Acquire: &batonpb.AcquireRequest{Name: fmt.Sprintf("inventory/row/%d", i)}}}})
+	}
+	q = append(q, &batonpb.ChannelRequest{Channel: 9999, Request: &batonpb.SessionRequest{
+		Kind: &batonpb.SessionRequest_Acquire{Acquire: &batonpb.AcquireRequest{Name: strings.Repeat("x", 5000)}}}})
+	const max = 4 << 10
+	parts := splitRequests(q, max)
+	if len(parts) < 2 {
+		t.Fatalf("%d parts", len(parts))
+	}
+	var all []*batonpb.ChannelRequest
+	for i, p := range parts {
+		if len(p) == 0 {
+			t.Fatalf("part %d is empty", i)
+		}
+		if size := proto.Size(&batonpb.SessionsRequest{Requests: p}); size > max && len(p) > 1 {
+			t.Errorf("part %d: %d bytes in %d requests", i, size, len(p))
+		}
+		all = append(all, p...)
+	}
+	if len(all) != len(q) {
+		t.Fatalf("%d requests out, %d in", len(all), len(q))
+	}
+	for i := range all {
+		if all[i] != q[i] {
+			t.Fatalf("request %d out of order", i)
+		}
+	}
+	if last := parts[len(parts)-1]; len(last) != 1 || last[0].GetChannel() != 9999 {
+		t.Errorf("the oversized request did not go alone: %d requests", len(last))
+	}
+	if splitRequests(nil, max) != nil {
+		t.Error("nothing to send made a message")
 	}
 }
