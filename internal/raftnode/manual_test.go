@@ -21,14 +21,18 @@ func (q *queueNet) Send(_ uint64, msgs []*raftpb.Message) {
 }
 
 // runDry drives a manual node until it has nothing left to do, completing
-// its storage writes only when its loop is idle, and reports whether it
-// did anything.
+// its storage writes and snapshots only when its loop is idle, and reports
+// whether it did anything.
 func runDry(t *testing.T, n *Node) (busy bool) {
 	t.Helper()
 	for {
 		did, err := n.Pump()
 		if err == nil && !did && n.PendingWrites() {
 			did, err = true, n.Persist()
+		}
+		if err == nil && !did && n.SnapshotPending() {
+			did = true
+			n.FinishSnapshot()
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -216,9 +216,15 @@ type Node struct {
 	pubMetrics Metrics
 
 	// Loop-owned state.
-	confState   *raftpb.ConfState
-	snapIndex   uint64
-	applied     uint64
+	confState *raftpb.ConfState
+	snapIndex uint64
+	applied   uint64
+	// snapC delivers the result of the snapshot being encoded and saved
+	// off the loop (nil when none is); deferred holds the MsgStorageApply
+	// messages raft hands over meanwhile, applied in order once it is done
+	// (see takeSnapshot).
+	snapC       chan snapResult
+	deferred    []*raftpb.Message
 	loopErr     error // set when the loop must stop serving
 	readQueue   []*readWait
 	readsByCtx  map[uint64][]*readWait
@@ -667,6 +673,8 @@ func (n *Node) run() {
 			n.rn.ReportUnreachable(id)
 		case <-n.locals.signal:
 			// drain, in turn, steps them.
+		case r := <-n.snapC:
+			n.finishSnapshot(r)
 		case err := <-n.appendErr:
 			n.fail(err)
 			return
@@ -746,6 +754,21 @@ func (n *Node) Pump() (bool, error) {
 		break
 	}
 	return true, n.turn()
+}
+
+// SnapshotPending reports whether, in manual mode, a snapshot was taken
+// and waits for FinishSnapshot. Meanwhile the node defers applying
+// committed entries, as the loop does while a goroutine encodes and saves
+// a snapshot, so the simulation can put time, and crashes, there too.
+func (n *Node) SnapshotPending() bool { return n.snapC != nil }
+
+// FinishSnapshot completes the pending snapshot, in manual mode: raft's
+// storage learns of it and the deferred entries are applied. Pump after
+// it.
+func (n *Node) FinishSnapshot() {
+	if n.snapC != nil {
+		n.finishSnapshot(<-n.snapC)
+	}
 }
 
 // drain takes everything already queued without blocking: first the

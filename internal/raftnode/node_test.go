@@ -519,3 +519,94 @@ func TestObserverHearsBeforeTheProposer(t *testing.T) {
 		}
 	}
 }
+
+// snapGatedStore blocks SaveSnapshot until its gate opens.
+type snapGatedStore struct {
+	memStore
+	gate    chan struct{}
+	blocked chan struct{} // closed once a SaveSnapshot waits at the gate
+	once    sync.Once
+}
+
+func (s *snapGatedStore) SaveSnapshot(snap *raftpb.Snapshot) error {
+	s.once.Do(func() { close(s.blocked) })
+	<-s.gate
+	return s.memStore.SaveSnapshot(snap)
+}
+
+// A snapshot is encoded and saved off the loop: while it is being saved,
+// the loop goes on committing (so heartbeats and elections go on too), and
+// what commits meanwhile is applied, in order, once the snapshot is done.
+// With the snapshot on the loop, the commit below never happened.
+func TestSnapshotDoesNotStopTheLoop(t *testing.T) {
+	st := &snapGatedStore{gate: make(chan struct{}), blocked: make(chan struct{})}
+	cfg := DefaultConfig()
+	cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 1, []uint64{1}, st, &memNet{nodes: map[uint64]*Node{}}
+	cfg.TickInterval = 5 * time.Millisecond
+	cfg.SnapshotEntries, cfg.CatchUpEntries = 10, 5
+	n, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop()
+	defer func() {
+		select {
+		case <-st.gate:
+		default:
+			close(st.gate)
+		}
+	}()
+	waitLeader(t, n)
+	s := open(t, n, "a")
+	// Commands one at a time until a snapshot starts (a snapshot waits
+	// for a logged commit index, which the next write after the apply
+	// carries).
+	var fs []*Future
+	for i := 1; ; i++ {
+		f, err := n.Submit(acquire(s, uint64(i), fmt.Sprintf("k%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs = append(fs, f)
+		select {
+		case <-st.blocked:
+		case <-f.Done():
+			if i == 200 {
+				t.Fatal("no snapshot after 200 entries")
+			}
+			continue
+		}
+		break
+	}
+	before := n.Status()
+	f, err := n.Submit(acquire(s, 1000, "during-snapshot"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); n.Status().Commit <= before.Commit; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing committed while the snapshot was being saved: %+v", n.Status())
+		}
+	}
+	if st := n.Status(); st.Applied >= st.Commit {
+		t.Fatalf("applied %d while the snapshot at %d was being saved, commit %d", st.Applied, before.Applied, st.Commit)
+	}
+	select {
+	case <-f.Done():
+		t.Fatal("a command was applied while the state machine was being encoded")
+	default:
+	}
+	close(st.gate)
+	for _, f := range fs {
+		if _, _, err := f.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, _, err := f.Wait(context.Background())
+	if err != nil || res.GetAcquire().GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
+		t.Fatalf("acquire after the snapshot: %v %v", res, err)
+	}
+	if st := n.Status(); st.Applied < st.Commit-1 {
+		t.Errorf("status after the snapshot: %+v", st)
+	}
+}

@@ -27,6 +27,11 @@ func (n *Node) handleReady(rd raft.Ready) error {
 	start := time.Now()
 	defer func() { n.metrics.ReadyNanos += uint64(time.Since(start)) }()
 	n.metrics.Readies++
+	if rd.SoftState != nil && n.snapC != nil {
+		// The observer hears of a leadership change after the entries
+		// committed before it are applied: finish the snapshot first.
+		n.finishSnapshot(<-n.snapC)
+	}
 	var peers []*raftpb.Message
 	var apply *raftpb.Message
 	for _, m := range rd.Messages {
@@ -40,13 +45,12 @@ func (n *Node) handleReady(rd raft.Ready) error {
 		}
 	}
 	n.send(peers)
-	if apply != nil {
-		t := time.Now()
-		n.applyEntries(apply.GetEntries())
-		n.metrics.ApplyNanos += uint64(time.Since(t))
-		for _, r := range apply.GetResponses() {
-			n.stepLocal(r)
-		}
+	switch {
+	case apply == nil:
+	case n.snapC != nil:
+		n.deferred = append(n.deferred, apply)
+	default:
+		n.apply(apply)
 	}
 	n.noteLeadership(rd.SoftState)
 	// Reads whose index is applied.
@@ -89,7 +93,21 @@ func (n *Node) stepLocal(m *raftpb.Message) {
 	n.collectAfterSnapshot(restored)
 }
 
+// apply applies a MsgStorageApply's entries and steps its responses.
+func (n *Node) apply(m *raftpb.Message) {
+	t := time.Now()
+	n.applyEntries(m.GetEntries())
+	n.metrics.ApplyNanos += uint64(time.Since(t))
+	for _, r := range m.GetResponses() {
+		n.stepLocal(r)
+	}
+}
+
 func (n *Node) restore(snap *raftpb.Snapshot) error {
+	if n.snapC != nil {
+		// Our own snapshot and the entries deferred behind it come first.
+		n.finishSnapshot(<-n.snapC)
+	}
 	n.mu.Lock()
 	err := n.m.Restore(snap.GetData())
 	n.mu.Unlock()
@@ -268,58 +286,97 @@ func (n *Node) maybeCampaign() {
 }
 
 func (n *Node) maybeSnapshot() {
-	if n.applied-n.snapIndex < n.cfg.SnapshotEntries {
+	if n.snapC != nil || n.applied-n.snapIndex < n.cfg.SnapshotEntries {
 		return
 	}
 	// Not before the log holds a commit index that covers the snapshot:
-	// the store trusts only snapshots at or below the logged commit
-	// (wal.ValidSnapshotEntries), and the hard state that commits what
-	// was just applied may still be on its way to the append worker. A
-	// crash would then fall back to an older snapshot whose log the WAL
-	// may already have purged (found by internal/sim).
+	// the store trusts only snapshots at or below the logged commit, and
+	// the hard state that commits what was just applied may still be on
+	// its way to the append worker. A crash would then fall back to an
+	// older snapshot whose log the store may already have released (found
+	// by internal/sim).
 	if n.writtenCommit.Load() < n.applied {
 		return
 	}
-	// Whatever happens below, the next try waits for another
-	// SnapshotEntries entries: encoding costs the loop up to a second at
-	// scale, too much to repeat on every Ready while, say, the disk is
-	// full.
-	defer func() { n.snapIndex = max(n.snapIndex, n.applied) }()
+	index := n.applied
+	// Whatever happens, the next try waits for another SnapshotEntries
+	// entries: encoding costs up to a second at scale, too much to repeat
+	// on every Ready while, say, the disk is full.
+	n.snapIndex = max(n.snapIndex, index)
+	term, err := n.ms.Term(index)
+	if err != nil {
+		n.log.Warn("create snapshot", "index", index, "err", err)
+		return
+	}
+	md := &raftpb.SnapshotMetadata{Index: new(index), Term: new(term),
+		ConfState: proto.Clone(n.confState).(*raftpb.ConfState)}
+	ch := make(chan snapResult, 1)
+	n.snapC = ch
+	if n.manual {
+		ch <- n.takeSnapshot(md)
+		return
+	}
+	go func() { ch <- n.takeSnapshot(md) }()
+}
+
+// snapResult is how taking a snapshot went.
+type snapResult struct {
+	md   *raftpb.SnapshotMetadata
+	size int
+	err  error
+}
+
+// takeSnapshot encodes the state machine and saves the snapshot, off the
+// loop. Encoding a million locks takes most of a second: on the loop it
+// stopped heartbeats for as long, against a one-second election timeout.
+// Meanwhile the loop goes on replicating, writing and committing, but
+// applies nothing (handleReady defers it), so the state machine holds
+// still at md's index while it is read here; readers share the lock.
+func (n *Node) takeSnapshot(md *raftpb.SnapshotMetadata) snapResult {
 	n.mu.RLock()
 	data, err := n.m.Snapshot()
 	n.mu.RUnlock()
 	if err != nil {
-		n.log.Error("snapshot state machine", "err", err)
-		return
+		return snapResult{md: md, err: fmt.Errorf("snapshot state machine: %w", err)}
 	}
-	term, err := n.ms.Term(n.applied)
-	if err != nil {
-		n.log.Warn("create snapshot", "index", n.applied, "err", err)
-		return
-	}
-	snap := &raftpb.Snapshot{Data: data, Metadata: &raftpb.SnapshotMetadata{
-		Index: new(n.applied), Term: new(term), ConfState: proto.Clone(n.confState).(*raftpb.ConfState)}}
 	// Disk first: raft reads the data of the snapshot n.ms describes from
 	// the store (diskSnapshots), so the store must never be behind n.ms.
-	if err := n.cfg.Store.SaveSnapshot(snap); err != nil {
-		n.log.Error("save snapshot", "index", n.applied, "err", err)
-		return
+	if err := n.cfg.Store.SaveSnapshot(&raftpb.Snapshot{Data: data, Metadata: md}); err != nil {
+		return snapResult{md: md, err: fmt.Errorf("save snapshot: %w", err)}
 	}
-	if _, err := n.ms.CreateSnapshot(n.applied, n.confState, nil); err != nil {
-		n.log.Warn("create snapshot", "index", n.applied, "err", err)
-		return
-	}
-	n.snapIndex = n.applied
-	// Keep some entries behind the snapshot so a briefly slow follower
-	// catches up from the log instead of a whole snapshot.
-	if keep := min(n.cfg.SnapshotEntries, n.cfg.CatchUpEntries); n.applied > keep {
-		if err := n.ms.Compact(n.applied - keep); err != nil && !errors.Is(err, raft.ErrCompacted) {
-			n.log.Warn("compact", "err", err)
+	return snapResult{md: md, size: len(data)}
+}
+
+// finishSnapshot, on the loop, records a saved snapshot in raft's storage,
+// compacts the log behind it, and applies what was deferred meanwhile.
+func (n *Node) finishSnapshot(r snapResult) {
+	n.snapC = nil
+	index := r.md.GetIndex()
+	if r.err != nil {
+		n.log.Error("snapshot", "index", index, "err", r.err)
+	} else if _, err := n.ms.CreateSnapshot(index, r.md.GetConfState(), nil); err != nil {
+		n.log.Warn("create snapshot", "index", index, "err", err)
+	} else {
+		// Keep some entries behind the snapshot so a briefly slow
+		// follower catches up from the log instead of a whole snapshot.
+		if keep := min(n.cfg.SnapshotEntries, n.cfg.CatchUpEntries); index > keep {
+			if err := n.ms.Compact(index - keep); err != nil && !errors.Is(err, raft.ErrCompacted) {
+				n.log.Warn("compact", "err", err)
+			}
 		}
+		n.metrics.Snapshots++
+		n.log.Info("snapshot saved", "index", index, "bytes", r.size, "deferred_applies", len(n.deferred))
+		n.collectAfterSnapshot(r.size)
 	}
-	n.metrics.Snapshots++
-	n.log.Info("snapshot saved", "index", n.applied, "bytes", len(data))
-	n.collectAfterSnapshot(len(data))
+	deferred := n.deferred
+	n.deferred = nil
+	for _, m := range deferred {
+		if n.loopErr != nil {
+			return // the node stops serving; failAll answers the rest
+		}
+		n.apply(m)
+	}
+	n.refreshStatus()
 }
 
 // collectAfterSnapshot starts a garbage collection once a snapshot of size

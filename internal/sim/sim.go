@@ -282,6 +282,8 @@ type member struct {
 	// writing: a write of the node's storage work is under way on the
 	// simulated disk; it completes (Persist) after the disk's latency.
 	writing bool
+	// snapshotting: the node's snapshot completes (FinishSnapshot) later.
+	snapshotting bool
 }
 
 func (m *member) up() bool { return m.node != nil }
@@ -299,7 +301,7 @@ func (m *member) deferred(fn func()) bool {
 func (m *member) start() {
 	s := m.s
 	m.inc++
-	m.writing = false
+	m.writing, m.snapshotting = false, false
 	cfg := raftnode.DefaultConfig()
 	cfg.ID = m.id
 	cfg.Peers = s.peers
@@ -407,6 +409,7 @@ func (m *member) pump() {
 		return
 	}
 	m.startWrite()
+	m.startSnapshot()
 	m.srv.poll()
 	if m.srv.dirty {
 		m.srv.dirty = false
@@ -433,6 +436,36 @@ func (m *member) startWrite() {
 		}
 		m.finishWrite(node)
 	})
+}
+
+// startSnapshot lets the snapshot the node took complete after a while,
+// as encoding and saving it off the loop takes time in a real member;
+// meanwhile the node commits but defers applying, and a crash loses what
+// it deferred (not what it committed).
+func (m *member) startSnapshot() {
+	if m.snapshotting || !m.node.SnapshotPending() {
+		return
+	}
+	m.snapshotting = true
+	node := m.node
+	m.s.after(m.s.dur(100*time.Microsecond, 20*time.Millisecond), func() {
+		if m.node != node {
+			return // crashed meanwhile
+		}
+		if m.deferred(func() { m.finishSnapshot(node) }) {
+			return
+		}
+		m.finishSnapshot(node)
+	})
+}
+
+func (m *member) finishSnapshot(node *raftnode.Node) {
+	if m.node != node {
+		return
+	}
+	m.snapshotting = false
+	node.FinishSnapshot()
+	m.pump()
 }
 
 func (m *member) finishWrite(node *raftnode.Node) {
