@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -111,23 +112,13 @@ func listSegments(dir string) ([]segment, error) {
 			segs = append(segs, s)
 		}
 	}
-	slices.SortFunc(segs, func(a, b segment) int { return cmpU64(a.seq, b.seq) })
+	slices.SortFunc(segs, func(a, b segment) int { return cmp.Compare(a.seq, b.seq) })
 	for i := 1; i < len(segs); i++ {
 		if segs[i].seq != segs[i-1].seq+1 {
 			return nil, fmt.Errorf("%w: segment %d missing before %s", errCorrupt, segs[i-1].seq+1, segs[i].name)
 		}
 	}
 	return segs, nil
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // readSegment calls fn for every record of the segment at path, in order,

@@ -184,7 +184,8 @@ func (s *Store) Syncs() uint64 {
 // segments wholly before the previous snapshot and deletes old snapshot
 // files, keeping KeepWALFiles segments and KeepSnapshots snapshots at
 // least; failures to delete are logged, not returned. An empty snapshot
-// (index 0) is a no-op. sn.Metadata.ConfState must be set.
+// (index 0), or one no newer than the last saved, is a no-op.
+// sn.Metadata.ConfState must be set.
 func (s *Store) SaveSnapshot(sn *raftpb.Snapshot) error {
 	if raft.IsEmptySnap(sn) {
 		return nil
@@ -195,6 +196,11 @@ func (s *Store) SaveSnapshot(sn *raftpb.Snapshot) error {
 		return ErrClosed
 	}
 	md := sn.GetMetadata()
+	if md.GetIndex() <= s.prevSnap {
+		// A node's own snapshot, taken off its loop, can finish after the
+		// append worker saved a newer one from the leader: it is of no use.
+		return nil
+	}
 	if err := writeSnapshot(s.snapDir, sn); err != nil {
 		return fmt.Errorf("save snapshot file: %w", err)
 	}

@@ -219,9 +219,9 @@ func (w *wlog) entriesAfter(after uint64) ([]*raftpb.Entry, error) {
 			if typ != recEntry {
 				return nil
 			}
-			e := &raftpb.Entry{}
-			if err := proto.Unmarshal(p, e); err != nil {
-				return fmt.Errorf("%w: entry: %v", errCorrupt, err)
+			e, err := decodeEntry(p)
+			if err != nil {
+				return err
 			}
 			if e.GetIndex() <= after {
 				return nil

@@ -274,3 +274,23 @@ func TestDamagedSnapshotFallsBack(t *testing.T) {
 		t.Errorf("leftover %s: %v", tmp, err)
 	}
 }
+
+// A snapshot no newer than the last one saved is not written: the node's
+// own, taken off its loop, can finish after a newer one from the leader.
+func TestOlderSnapshotIgnored(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	mustSave(t, s, hardState(1, 1, 10), entries(1, 1, 10))
+	eight := testSnapshot(8, 1, "eight")
+	for _, sn := range []*raftpb.Snapshot{eight, testSnapshot(5, 1, "five")} {
+		if err := s.SaveSnapshot(sn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "snap", snapName(1, 5))); !os.IsNotExist(err) {
+		t.Errorf("the older snapshot was written: %v", err)
+	}
+	mustClose(t, s)
+	s = mustOpen(t, dir)
+	checkState(t, s, eight, hardState(1, 1, 10), entries(1, 9, 10))
+}
