@@ -40,8 +40,13 @@ type Store struct {
 	hs   *raftpb.HardState
 	ents []*raftpb.Entry
 
-	mu  sync.Mutex
-	wal *wlog // nil after Close
+	// snapMu serializes SaveSnapshot calls. A snapshot file is written
+	// under snapMu only: at a million locks that is about 90 MB and its
+	// sync, and holding mu meanwhile kept every Save, so every commit,
+	// waiting for it.
+	snapMu sync.Mutex
+	mu     sync.Mutex
+	wal    *wlog // nil after Close
 	// prevSnap is the index of the newest snapshot saved (or recovered):
 	// the next SaveSnapshot releases the log up to it, not further.
 	prevSnap uint64
@@ -186,9 +191,22 @@ func (s *Store) Syncs() uint64 {
 // least; failures to delete are logged, not returned. An empty snapshot
 // (index 0), or one no newer than the last saved, is a no-op.
 // sn.Metadata.ConfState must be set.
+//
+// Save may run while the file is written: only the log record waits for
+// it. SaveSnapshot calls are serialized.
 func (s *Store) SaveSnapshot(sn *raftpb.Snapshot) error {
 	if raft.IsEmptySnap(sn) {
 		return nil
+	}
+	s.snapMu.Lock()
+	defer s.snapMu.Unlock()
+	// prevSnap changes only here, under snapMu, so it holds still while
+	// the file is written.
+	if stale, err := s.stale(sn); stale || err != nil {
+		return err
+	}
+	if err := writeSnapshotFile(s.snapDir, sn); err != nil {
+		return fmt.Errorf("save snapshot file: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -196,14 +214,6 @@ func (s *Store) SaveSnapshot(sn *raftpb.Snapshot) error {
 		return ErrClosed
 	}
 	md := sn.GetMetadata()
-	if md.GetIndex() <= s.prevSnap {
-		// A node's own snapshot, taken off its loop, can finish after the
-		// append worker saved a newer one from the leader: it is of no use.
-		return nil
-	}
-	if err := writeSnapshot(s.snapDir, sn); err != nil {
-		return fmt.Errorf("save snapshot file: %w", err)
-	}
 	if err := s.wal.saveSnapshot(md); err != nil {
 		return fmt.Errorf("save snapshot record: %w", err)
 	}
@@ -218,6 +228,22 @@ func (s *Store) SaveSnapshot(sn *raftpb.Snapshot) error {
 	s.log.Info("saved snapshot", "index", md.GetIndex(), "term", md.GetTerm())
 	s.purgeSnapshots()
 	return nil
+}
+
+// writeSnapshotFile is writeSnapshot; tests hold it up.
+var writeSnapshotFile = writeSnapshot
+
+// stale reports whether sn is no newer than the last snapshot saved (a
+// node's own snapshot, taken off its loop, can finish after the append
+// worker saved a newer one from the leader, and is of no use then), or
+// ErrClosed after Close.
+func (s *Store) stale(sn *raftpb.Snapshot) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wal == nil {
+		return false, ErrClosed
+	}
+	return sn.GetMetadata().GetIndex() <= s.prevSnap, nil
 }
 
 // Close syncs and closes the log. Later calls return nil.
