@@ -356,3 +356,95 @@ func TestCollectAfterAReceivedSnapshot(t *testing.T) {
 		t.Fatalf("%d collections after one received snapshot, want 1", calls)
 	}
 }
+
+// TestSnapshotEncodingDefersApplies steps through a snapshot in manual
+// mode: while the state machine is encoded, what commits is not applied;
+// once it is encoded, it is, while the snapshot is still being saved; the
+// save then reaches the store and raft's storage.
+func TestSnapshotEncodingDefersApplies(t *testing.T) {
+	cfg := DefaultConfig()
+	st := &memStore{}
+	cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 1, []uint64{1}, st, &queueNet{}
+	cfg.SnapshotEntries, cfg.CatchUpEntries = 10, 5
+	n, err := StartManual(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// pump runs the loop and completes writes, never the snapshot.
+	pump := func() {
+		for {
+			did, err := n.Pump()
+			if err == nil && !did && n.PendingWrites() {
+				did, err = true, n.Persist()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !did {
+				return
+			}
+		}
+	}
+	for i := 0; !n.IsLeader(); i++ {
+		if i == 100 {
+			t.Fatal("no leader after 100 ticks")
+		}
+		if err := n.Tick(); err != nil {
+			t.Fatal(err)
+		}
+		pump()
+	}
+	var i uint64
+	for i = 1; !n.SnapshotPending(); i++ {
+		if i == 200 {
+			t.Fatal("no snapshot after 200 entries")
+		}
+		if _, err := n.Submit(acquire(0, 0, fmt.Sprintf("k%d", i))); err != nil {
+			t.Fatal(err)
+		}
+		pump()
+	}
+	f, err := n.Submit(acquire(0, 0, "during-encoding"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pump()
+	if st := n.Status(); st.Commit <= st.Applied {
+		t.Fatalf("nothing committed past the applied index while encoding: %+v", st)
+	}
+	select {
+	case <-f.Done():
+		t.Fatal("applied while the state machine was being encoded")
+	default:
+	}
+
+	n.FinishSnapshot() // encoded
+	pump()
+	select {
+	case <-f.Done():
+	default:
+		t.Fatal("not applied once the snapshot was encoded")
+	}
+	if !n.SnapshotPending() {
+		t.Fatal("the snapshot's save is not pending after its encoding")
+	}
+	f, err = n.Submit(acquire(0, 0, "during-save"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pump()
+	select {
+	case <-f.Done():
+	default:
+		t.Fatal("not applied while the snapshot was being saved")
+	}
+	if st.snap != nil {
+		t.Fatal("the snapshot reached the store before its save step")
+	}
+	n.FinishSnapshot() // saved
+	pump()
+	if n.SnapshotPending() || st.snap == nil || n.Metrics().Snapshots != 1 {
+		t.Fatalf("after the save: pending %v, store's snapshot %v, snapshots %d",
+			n.SnapshotPending(), st.snap.GetMetadata(), n.Metrics().Snapshots)
+	}
+}

@@ -105,8 +105,9 @@ type Recovered struct {
 // DefaultConfig returns the defaults: 100 ms ticks, a 1 s election timeout
 // (10 ticks, long enough for a loaded 2-core machine's fsync stalls), a
 // snapshot every 100,000 entries (etcd's default count): a snapshot
-// marshals the whole state on the Ready loop (0.75 s at 1M locks), so it
-// should be rare; the log kept meanwhile is small (~150 bytes an entry).
+// encodes the whole state (a few tenths of a second at 1M locks, while
+// applying waits), so it should be rare; the log kept meanwhile is small
+// (~150 bytes an entry).
 // A snapshot keeps 10,000 entries behind it for slow followers. A
 // snapshot of 16 MiB or more is followed by a garbage collection that
 // returns the freed memory to the OS.
@@ -219,11 +220,16 @@ type Node struct {
 	confState *raftpb.ConfState
 	snapIndex uint64
 	applied   uint64
-	// snapC delivers the result of the snapshot being encoded and saved
-	// off the loop (nil when none is); deferred holds the MsgStorageApply
-	// messages raft hands over meanwhile, applied in order once it is done
-	// (see takeSnapshot).
+	// A snapshot is taken off the loop in two steps (see maybeSnapshot):
+	// encC delivers the state machine's encoding, and until it does,
+	// deferred holds the MsgStorageApply messages raft hands over (applied
+	// in order then); snapC delivers the outcome of saving it. At most one
+	// snapshot is under way; both are nil when none is. In manual mode
+	// FinishSnapshot runs the save, manualSave.
+	encC        chan encResult
+	encStart    time.Time
 	snapC       chan snapResult
+	manualSave  func() snapResult
 	deferred    []*raftpb.Message
 	loopErr     error // set when the loop must stop serving
 	readQueue   []*readWait
@@ -258,8 +264,9 @@ type Metrics struct {
 	Readies, Proposals, ProposeBatches, Fsyncs, EntriesSaved, Applied, Snapshots uint64
 	// SaveNanos is the append worker's time writing the log (fsyncs
 	// included); ApplyNanos the Ready loop's time applying entries, and
-	// ReadyNanos its time handling Readies in all.
-	SaveNanos, ApplyNanos, ReadyNanos uint64
+	// ReadyNanos its time handling Readies in all. SnapshotPauseNanos is
+	// the time applying waited for snapshots to be encoded.
+	SaveNanos, ApplyNanos, ReadyNanos, SnapshotPauseNanos uint64
 }
 
 type proposal struct {
@@ -673,6 +680,8 @@ func (n *Node) run() {
 			n.rn.ReportUnreachable(id)
 		case <-n.locals.signal:
 			// drain, in turn, steps them.
+		case r := <-n.encC:
+			n.encoded(r)
 		case r := <-n.snapC:
 			n.finishSnapshot(r)
 		case err := <-n.appendErr:
@@ -757,17 +766,25 @@ func (n *Node) Pump() (bool, error) {
 }
 
 // SnapshotPending reports whether, in manual mode, a snapshot was taken
-// and waits for FinishSnapshot. Meanwhile the node defers applying
-// committed entries, as the loop does while a goroutine encodes and saves
-// a snapshot, so the simulation can put time, and crashes, there too.
-func (n *Node) SnapshotPending() bool { return n.snapC != nil }
+// and waits for FinishSnapshot: first to be encoded, then to be saved.
+// While it is encoded the node defers applying committed entries, as the
+// loop does while a goroutine encodes a snapshot; while it is saved the
+// node applies again. So the simulation can put time, and crashes, in
+// both.
+func (n *Node) SnapshotPending() bool { return n.encC != nil || n.snapC != nil }
 
-// FinishSnapshot completes the pending snapshot, in manual mode: raft's
-// storage learns of it and the deferred entries are applied. Pump after
-// it.
+// FinishSnapshot completes the next step of the pending snapshot, in
+// manual mode: its encoding (the deferred entries are applied), or its
+// save (the snapshot is written to the store, then raft's storage learns
+// of it). Pump after it.
 func (n *Node) FinishSnapshot() {
-	if n.snapC != nil {
-		n.finishSnapshot(<-n.snapC)
+	switch {
+	case n.encC != nil:
+		n.encoded(<-n.encC)
+	case n.snapC != nil:
+		save := n.manualSave
+		n.manualSave = nil
+		n.finishSnapshot(save())
 	}
 }
 

@@ -27,10 +27,10 @@ func (n *Node) handleReady(rd raft.Ready) error {
 	start := time.Now()
 	defer func() { n.metrics.ReadyNanos += uint64(time.Since(start)) }()
 	n.metrics.Readies++
-	if rd.SoftState != nil && n.snapC != nil {
+	if rd.SoftState != nil && n.encC != nil {
 		// The observer hears of a leadership change after the entries
-		// committed before it are applied: finish the snapshot first.
-		n.finishSnapshot(<-n.snapC)
+		// committed before it are applied: finish encoding first.
+		n.encoded(<-n.encC)
 	}
 	var peers []*raftpb.Message
 	var apply *raftpb.Message
@@ -47,7 +47,7 @@ func (n *Node) handleReady(rd raft.Ready) error {
 	n.send(peers)
 	switch {
 	case apply == nil:
-	case n.snapC != nil:
+	case n.encC != nil:
 		n.deferred = append(n.deferred, apply)
 	default:
 		n.apply(apply)
@@ -104,9 +104,11 @@ func (n *Node) apply(m *raftpb.Message) {
 }
 
 func (n *Node) restore(snap *raftpb.Snapshot) error {
-	if n.snapC != nil {
-		// Our own snapshot and the entries deferred behind it come first.
-		n.finishSnapshot(<-n.snapC)
+	if n.encC != nil {
+		// Our own snapshot's encoding and the entries deferred behind it
+		// come first. Its save may still run: the store ignores it if it
+		// ends after this newer one is saved.
+		n.encoded(<-n.encC)
 	}
 	n.mu.Lock()
 	err := n.m.Restore(snap.GetData())
@@ -286,7 +288,7 @@ func (n *Node) maybeCampaign() {
 }
 
 func (n *Node) maybeSnapshot() {
-	if n.snapC != nil || n.applied-n.snapIndex < n.cfg.SnapshotEntries {
+	if n.encC != nil || n.snapC != nil || n.applied-n.snapIndex < n.cfg.SnapshotEntries {
 		return
 	}
 	// Not before the log holds a commit index that covers the snapshot:
@@ -310,63 +312,66 @@ func (n *Node) maybeSnapshot() {
 	}
 	md := &raftpb.SnapshotMetadata{Index: new(index), Term: new(term),
 		ConfState: proto.Clone(n.confState).(*raftpb.ConfState)}
-	ch := make(chan snapResult, 1)
-	n.snapC = ch
+	ch := make(chan encResult, 1)
+	n.encC, n.encStart = ch, time.Now()
 	if n.manual {
-		ch <- n.takeSnapshot(md)
+		ch <- n.encode(md)
 		return
 	}
-	go func() { ch <- n.takeSnapshot(md) }()
+	go func() { ch <- n.encode(md) }()
 }
 
-// snapResult is how taking a snapshot went.
+// encResult is a snapshot's encoding, or why there is none.
+type encResult struct {
+	md   *raftpb.SnapshotMetadata
+	data []byte
+	err  error
+}
+
+// snapResult is how saving a snapshot went.
 type snapResult struct {
 	md   *raftpb.SnapshotMetadata
 	size int
 	err  error
 }
 
-// takeSnapshot encodes the state machine and saves the snapshot, off the
-// loop. Encoding a million locks takes most of a second: on the loop it
-// stopped heartbeats for as long, against a one-second election timeout.
-// Meanwhile the loop goes on replicating, writing and committing, but
-// applies nothing (handleReady defers it), so the state machine holds
-// still at md's index while it is read here; readers share the lock.
-func (n *Node) takeSnapshot(md *raftpb.SnapshotMetadata) snapResult {
+// encode encodes the state machine, off the loop. Encoding a million
+// locks takes a few tenths of a second: on the loop it stopped heartbeats
+// for as long. Meanwhile the loop goes on replicating, writing and
+// committing, but applies nothing (handleReady defers it), so the state
+// machine holds still at md's index while it is read here; readers share
+// the lock.
+func (n *Node) encode(md *raftpb.SnapshotMetadata) encResult {
 	n.mu.RLock()
 	data, err := n.m.Snapshot()
 	n.mu.RUnlock()
 	if err != nil {
-		return snapResult{md: md, err: fmt.Errorf("snapshot state machine: %w", err)}
+		err = fmt.Errorf("snapshot state machine: %w", err)
 	}
-	// Disk first: raft reads the data of the snapshot n.ms describes from
-	// the store (diskSnapshots), so the store must never be behind n.ms.
-	if err := n.cfg.Store.SaveSnapshot(&raftpb.Snapshot{Data: data, Metadata: md}); err != nil {
-		return snapResult{md: md, err: fmt.Errorf("save snapshot: %w", err)}
-	}
-	return snapResult{md: md, size: len(data)}
+	return encResult{md: md, data: data, err: err}
 }
 
-// finishSnapshot, on the loop, records a saved snapshot in raft's storage,
-// compacts the log behind it, and applies what was deferred meanwhile.
-func (n *Node) finishSnapshot(r snapResult) {
-	n.snapC = nil
-	index := r.md.GetIndex()
+// encoded, on the loop, starts saving an encoded snapshot and applies
+// what was deferred while it was encoded: the save (90 MB and a sync at a
+// million locks) needs nothing from the state machine, so applying waits
+// for the encoding only.
+func (n *Node) encoded(r encResult) {
+	n.encC = nil
+	pause := time.Since(n.encStart)
+	n.metrics.SnapshotPauseNanos += uint64(pause)
+	n.log.Info("snapshot encoded", "index", r.md.GetIndex(), "bytes", len(r.data),
+		"applies_paused", pause, "deferred_applies", len(n.deferred))
 	if r.err != nil {
-		n.log.Error("snapshot", "index", index, "err", r.err)
-	} else if _, err := n.ms.CreateSnapshot(index, r.md.GetConfState(), nil); err != nil {
-		n.log.Warn("create snapshot", "index", index, "err", err)
+		n.log.Error("snapshot", "index", r.md.GetIndex(), "err", r.err)
 	} else {
-		// Keep some entries behind the snapshot so a briefly slow
-		// follower catches up from the log instead of a whole snapshot.
-		if keep := min(n.cfg.SnapshotEntries, n.cfg.CatchUpEntries); index > keep {
-			if err := n.ms.Compact(index - keep); err != nil && !errors.Is(err, raft.ErrCompacted) {
-				n.log.Warn("compact", "err", err)
-			}
+		ch := make(chan snapResult, 1)
+		n.snapC = ch
+		save := func() snapResult { return n.save(r.md, r.data) }
+		if n.manual {
+			n.manualSave = save
+		} else {
+			go func() { ch <- save() }()
 		}
-		n.metrics.Snapshots++
-		n.log.Info("snapshot saved", "index", index, "bytes", r.size, "deferred_applies", len(n.deferred))
-		n.collectAfterSnapshot(r.size)
 	}
 	deferred := n.deferred
 	n.deferred = nil
@@ -375,6 +380,49 @@ func (n *Node) finishSnapshot(r snapResult) {
 			return // the node stops serving; failAll answers the rest
 		}
 		n.apply(m)
+	}
+	n.refreshStatus()
+}
+
+// save writes an encoded snapshot to the store, off the loop.
+func (n *Node) save(md *raftpb.SnapshotMetadata, data []byte) snapResult {
+	// Disk first: raft reads the data of the snapshot n.ms describes from
+	// the store (diskSnapshots), so the store must never be behind n.ms.
+	if err := n.cfg.Store.SaveSnapshot(&raftpb.Snapshot{Data: data, Metadata: md}); err != nil {
+		return snapResult{md: md, err: fmt.Errorf("save snapshot: %w", err)}
+	}
+	return snapResult{md: md, size: len(data)}
+}
+
+// finishSnapshot, on the loop, records a saved snapshot in raft's storage
+// and compacts the log behind it.
+func (n *Node) finishSnapshot(r snapResult) {
+	n.snapC = nil
+	index := r.md.GetIndex()
+	var err error
+	if r.err == nil {
+		_, err = n.ms.CreateSnapshot(index, r.md.GetConfState(), nil)
+	}
+	switch {
+	case r.err != nil:
+		n.log.Error("snapshot", "index", index, "err", r.err)
+	case errors.Is(err, raft.ErrSnapOutOfDate):
+		// A newer snapshot from the leader was restored while this one
+		// was saved.
+		n.log.Debug("own snapshot superseded", "index", index)
+	case err != nil:
+		n.log.Warn("create snapshot", "index", index, "err", err)
+	default:
+		// Keep some entries behind the snapshot so a briefly slow
+		// follower catches up from the log instead of a whole snapshot.
+		if keep := min(n.cfg.SnapshotEntries, n.cfg.CatchUpEntries); index > keep {
+			if err := n.ms.Compact(index - keep); err != nil && !errors.Is(err, raft.ErrCompacted) {
+				n.log.Warn("compact", "err", err)
+			}
+		}
+		n.metrics.Snapshots++
+		n.log.Info("snapshot saved", "index", index, "bytes", r.size)
+		n.collectAfterSnapshot(r.size)
 	}
 	n.refreshStatus()
 }

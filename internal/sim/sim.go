@@ -438,10 +438,12 @@ func (m *member) startWrite() {
 	})
 }
 
-// startSnapshot lets the snapshot the node took complete after a while,
-// as encoding and saving it off the loop takes time in a real member;
-// meanwhile the node commits but defers applying, and a crash loses what
-// it deferred (not what it committed).
+// startSnapshot lets the next step of the snapshot the node took, its
+// encoding or its save, complete after a while, as each takes time off
+// the loop in a real member (pump starts the next). While it is encoded
+// the node commits but defers applying, and a crash loses what it
+// deferred (not what it committed); while it is saved the node applies,
+// and a crash loses the save.
 func (m *member) startSnapshot() {
 	if m.snapshotting || !m.node.SnapshotPending() {
 		return
