@@ -82,16 +82,135 @@ func (m *Machine) marshal(applied uint64) ([]byte, error) {
 	})
 	if err == nil {
 		m.lockTree.Ascend(func(l *lock) bool {
-			e.pa.reset()
-			l.fill(&e.lock, &e.pa)
-			err = e.appendRecord(snapshotLocks, &e.lock)
-			return err == nil
+			e.buf = appendLock(e.buf, l)
+			return true
 		})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("fsm: marshal snapshot: %w", err)
 	}
 	return e.buf, nil
+}
+
+// The fields of fsmpb.Lock, fsmpb.Holder and fsmpb.Waiter, which appendLock
+// writes itself (TestSnapshotFieldNumbers checks them against the proto).
+const (
+	lockName    protowire.Number = 1
+	lockHolders protowire.Number = 2
+	lockWaiters protowire.Number = 3
+
+	holderSessionID  protowire.Number = 1
+	holderOwnerKey   protowire.Number = 2
+	holderOwner      protowire.Number = 3
+	holderToken      protowire.Number = 4
+	holderCount      protowire.Number = 5
+	holderSince      protowire.Number = 6
+	holderAcquireSeq protowire.Number = 7
+
+	waiterSessionID  protowire.Number = 1
+	waiterOwnerKey   protowire.Number = 2
+	waiterOwner      protowire.Number = 3
+	waiterAcquireSeq protowire.Number = 4
+	waiterTimeout    protowire.Number = 5
+	waiterSince      protowire.Number = 6
+)
+
+// appendLock appends l as one element of the snapshot's locks field, as
+// the bytes proto's deterministic Marshal gives the fsmpb.Lock that fill
+// describes: fields in number order, zero values left out, each holder
+// and waiter a length-prefixed message. It writes them directly: through
+// proto, locks were three quarters of the time a snapshot of a million
+// locks took, and applying waits for that time. checkRoundTrip (every
+// model, fuzz and data-driven test) compares the whole snapshot with
+// proto's encoding.
+func appendLock(b []byte, l *lock) []byte {
+	ws := l.waiters()
+	size := sizeString(lockName, l.name)
+	for i := range l.holders {
+		size += sizeMessage(lockHolders, holderSize(&l.holders[i]))
+	}
+	for i := range ws {
+		size += sizeMessage(lockWaiters, waiterSize(&ws[i]))
+	}
+	b = protowire.AppendTag(b, snapshotLocks, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(size))
+	b = appendString(b, lockName, l.name)
+	for i := range l.holders {
+		h := &l.holders[i]
+		b = protowire.AppendTag(b, lockHolders, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(holderSize(h)))
+		b = appendUint(b, holderSessionID, h.s.id)
+		b = appendString(b, holderOwnerKey, h.ownerKey)
+		b = appendString(b, holderOwner, h.s.owner)
+		b = appendUint(b, holderToken, h.token)
+		b = appendUint(b, holderCount, uint64(h.count))
+		b = appendUint(b, holderSince, uint64(h.since))
+		b = appendUint(b, holderAcquireSeq, h.acquireSeq)
+	}
+	for i := range ws {
+		w := &ws[i]
+		b = protowire.AppendTag(b, lockWaiters, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(waiterSize(w)))
+		b = appendUint(b, waiterSessionID, w.s.id)
+		b = appendString(b, waiterOwnerKey, w.ownerKey)
+		b = appendString(b, waiterOwner, w.s.owner)
+		b = appendUint(b, waiterAcquireSeq, w.acquireSeq)
+		b = appendUint(b, waiterTimeout, uint64(w.timeout))
+		b = appendUint(b, waiterSince, uint64(w.since))
+	}
+	return b
+}
+
+func holderSize(h *holder) int {
+	return sizeUint(holderSessionID, h.s.id) + sizeString(holderOwnerKey, h.ownerKey) +
+		sizeString(holderOwner, h.s.owner) + sizeUint(holderToken, h.token) +
+		sizeUint(holderCount, uint64(h.count)) + sizeUint(holderSince, uint64(h.since)) +
+		sizeUint(holderAcquireSeq, h.acquireSeq)
+}
+
+func waiterSize(w *waiter) int {
+	return sizeUint(waiterSessionID, w.s.id) + sizeString(waiterOwnerKey, w.ownerKey) +
+		sizeString(waiterOwner, w.s.owner) + sizeUint(waiterAcquireSeq, w.acquireSeq) +
+		sizeUint(waiterTimeout, uint64(w.timeout)) + sizeUint(waiterSince, uint64(w.since))
+}
+
+// appendUint appends a varint field (uint64, uint32 or int64: a negative
+// int64 is its two's complement, ten bytes, as proto writes it) unless it
+// is zero.
+func appendUint(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
+}
+
+func sizeUint(num protowire.Number, v uint64) int {
+	if v == 0 {
+		return 0
+	}
+	return protowire.SizeTag(num) + protowire.SizeVarint(v)
+}
+
+// appendString appends a string field unless it is empty. Every string in
+// the state was checked to be UTF-8 when its command was applied.
+func appendString(b []byte, num protowire.Number, s string) []byte {
+	if s == "" {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, s)
+}
+
+func sizeString(num protowire.Number, s string) int {
+	if s == "" {
+		return 0
+	}
+	return protowire.SizeTag(num) + protowire.SizeBytes(len(s))
+}
+
+func sizeMessage(num protowire.Number, size int) int {
+	return protowire.SizeTag(num) + protowire.SizeBytes(size)
 }
 
 // snapshotSizeHint estimates the snapshot's size, so that its buffer is

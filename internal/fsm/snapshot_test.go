@@ -85,14 +85,22 @@ func TestRestoreRefusesCorruptSnapshots(t *testing.T) {
 }
 
 func TestSnapshotFieldNumbers(t *testing.T) {
-	fields := (&fsmpb.Snapshot{}).ProtoReflect().Descriptor().Fields()
-	for name, num := range map[protoreflect.Name]protowire.Number{
-		"applied_index": snapshotAppliedIndex,
-		"sessions":      snapshotSessions,
-		"locks":         snapshotLocks,
+	for msg, want := range map[proto.Message]map[protoreflect.Name]protowire.Number{
+		&fsmpb.Snapshot{}: {"applied_index": snapshotAppliedIndex, "sessions": snapshotSessions, "locks": snapshotLocks},
+		&fsmpb.Lock{}:     {"name": lockName, "holders": lockHolders, "waiters": lockWaiters},
+		&fsmpb.Holder{}: {"session_id": holderSessionID, "owner_key": holderOwnerKey, "owner": holderOwner,
+			"token": holderToken, "count": holderCount, "since_unix_nano": holderSince, "acquire_seq": holderAcquireSeq},
+		&fsmpb.Waiter{}: {"session_id": waiterSessionID, "owner_key": waiterOwnerKey, "owner": waiterOwner,
+			"acquire_seq": waiterAcquireSeq, "wait_timeout_nanos": waiterTimeout, "since_unix_nano": waiterSince},
 	} {
-		if fd := fields.ByName(name); fd == nil || fd.Number() != num {
-			t.Errorf("field %s is %v, the encoder says %d", name, fd, num)
+		fields := msg.ProtoReflect().Descriptor().Fields()
+		if fields.Len() != len(want) {
+			t.Errorf("%s has %d fields, the encoder writes %d", msg.ProtoReflect().Descriptor().FullName(), fields.Len(), len(want))
+		}
+		for name, num := range want {
+			if fd := fields.ByName(name); fd == nil || fd.Number() != num {
+				t.Errorf("field %s of %s is %v, the encoder says %d", name, msg.ProtoReflect().Descriptor().FullName(), fd, num)
+			}
 		}
 	}
 }
