@@ -325,6 +325,7 @@ func (n *Node) maybeSnapshot() {
 type encResult struct {
 	md   *raftpb.SnapshotMetadata
 	data []byte
+	took time.Duration // encoding, lock wait included
 	err  error
 }
 
@@ -342,13 +343,14 @@ type snapResult struct {
 // machine holds still at md's index while it is read here; readers share
 // the lock.
 func (n *Node) encode(md *raftpb.SnapshotMetadata) encResult {
+	start := time.Now()
 	n.mu.RLock()
 	data, err := n.m.Snapshot()
 	n.mu.RUnlock()
 	if err != nil {
 		err = fmt.Errorf("snapshot state machine: %w", err)
 	}
-	return encResult{md: md, data: data, err: err}
+	return encResult{md: md, data: data, took: time.Since(start), err: err}
 }
 
 // encoded, on the loop, starts saving an encoded snapshot and applies
@@ -360,7 +362,7 @@ func (n *Node) encoded(r encResult) {
 	pause := time.Since(n.encStart)
 	n.metrics.SnapshotPauseNanos += uint64(pause)
 	n.log.Info("snapshot encoded", "index", r.md.GetIndex(), "bytes", len(r.data),
-		"applies_paused", pause, "deferred_applies", len(n.deferred))
+		"encoding_took", r.took, "applies_paused", pause, "deferred_applies", len(n.deferred))
 	if r.err != nil {
 		n.log.Error("snapshot", "index", r.md.GetIndex(), "err", r.err)
 	} else {
