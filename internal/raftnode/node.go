@@ -72,7 +72,9 @@ type Config struct {
 	TickInterval   time.Duration
 	ElectionTicks  int
 	HeartbeatTicks int
-	// SnapshotEntries is how many applied entries trigger a snapshot.
+	// SnapshotEntries is how many applied entries trigger a snapshot:
+	// each member snapshots once per SnapshotEntries entries, at points
+	// shifted by its place among the voters (snapshotOffset).
 	SnapshotEntries uint64
 	// CatchUpEntries is how much of the log a snapshot keeps behind it
 	// (at most SnapshotEntries), so a briefly slow follower catches up

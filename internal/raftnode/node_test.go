@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -595,5 +596,51 @@ func TestSnapshotDoesNotStopTheLoop(t *testing.T) {
 	res, _, err = n.Propose(ctx, acquire(s, 1001, "after-snapshot"))
 	if err != nil || res.GetAcquire().GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
 		t.Fatalf("acquire after the snapshot: %v %v", res, err)
+	}
+}
+
+// Snapshot points: every SnapshotEntries entries, shifted per member so
+// that the members of a group take theirs at different indexes.
+func TestSnapshotPoints(t *testing.T) {
+	voters := []uint64{0x9c, 0x12, 0x5e}
+	offsets := map[uint64]uint64{}
+	for _, id := range voters {
+		offsets[id] = snapshotOffset(id, voters, 100_000)
+	}
+	if offsets[0x12] != 0 || offsets[0x5e] != 33_333 || offsets[0x9c] != 66_666 {
+		t.Fatalf("offsets %v, want 0, 33333 and 66666 by sorted id", offsets)
+	}
+	if got := snapshotOffset(7, voters, 100_000); got != 0 {
+		t.Errorf("a learner's offset is %d, want 0", got)
+	}
+	if got := snapshotOffset(7, []uint64{7}, 100_000); got != 0 {
+		t.Errorf("a single member's offset is %d, want 0", got)
+	}
+	// Each member's points over 350,000 entries, snapshotting as soon as
+	// one is due (the loop checks after every Ready).
+	points := map[uint64][]uint64{}
+	for id, off := range offsets {
+		snap := uint64(0)
+		for applied := uint64(1); applied <= 350_000; applied++ {
+			if snapshotDue(applied, snap, 100_000, off) {
+				snap = applied
+				points[id] = append(points[id], applied)
+			}
+		}
+	}
+	want := map[uint64][]uint64{
+		0x12: {100_000, 200_000, 300_000},
+		0x5e: {33_333, 133_333, 233_333, 333_333},
+		0x9c: {66_666, 166_666, 266_666},
+	}
+	for id, w := range want {
+		if !slices.Equal(points[id], w) {
+			t.Errorf("member %x snapshots at %v, want %v", id, points[id], w)
+		}
+	}
+	// A snapshot taken late (the loop was busy, or one came from the
+	// leader) does not shift the next point.
+	if !snapshotDue(200_000, 150_000, 100_000, 0) || snapshotDue(199_999, 150_000, 100_000, 0) {
+		t.Error("after a snapshot at 150,000 the next point of offset 0 is not 200,000")
 	}
 }

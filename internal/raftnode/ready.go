@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -288,7 +289,8 @@ func (n *Node) maybeCampaign() {
 }
 
 func (n *Node) maybeSnapshot() {
-	if n.encC != nil || n.snapC != nil || n.applied-n.snapIndex < n.cfg.SnapshotEntries {
+	if n.encC != nil || n.snapC != nil ||
+		!snapshotDue(n.applied, n.snapIndex, n.cfg.SnapshotEntries, snapshotOffset(n.cfg.ID, n.confState.GetVoters(), n.cfg.SnapshotEntries)) {
 		return
 	}
 	// Not before the log holds a commit index that covers the snapshot:
@@ -319,6 +321,30 @@ func (n *Node) maybeSnapshot() {
 		return
 	}
 	go func() { ch <- n.encode(md) }()
+}
+
+// snapshotDue reports whether the applied index has passed a snapshot
+// point since the last snapshot: the points are every entries entries,
+// shifted by offset (< entries).
+func snapshotDue(applied, snapIndex, entries, offset uint64) bool {
+	return (applied+entries-offset)/entries > (snapIndex+entries-offset)/entries
+}
+
+// snapshotOffset spreads the voters' snapshot points evenly over each
+// stretch of entries entries, by the member's place among the sorted
+// voter ids, so that the members do not all encode and write a snapshot
+// at the same index: had they, every member's disk would be busy with
+// one at once (90 MB at a million locks), slowing every flush a commit
+// needs, and members sharing a machine would encode on the same cores
+// (0.8-1.7 s each at a million locks, against 0.3 s alone). A learner
+// or a single member uses 0.
+func snapshotOffset(id uint64, voters []uint64, entries uint64) uint64 {
+	sorted := slices.Sorted(slices.Values(voters))
+	i, ok := slices.BinarySearch(sorted, id)
+	if !ok {
+		return 0
+	}
+	return uint64(i) * entries / uint64(len(sorted))
 }
 
 // encResult is a snapshot's encoding, or why there is none.
