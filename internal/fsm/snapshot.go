@@ -23,73 +23,35 @@ const (
 
 // Snapshot returns the whole state as an fsmpb.Snapshot in bytes. The bytes
 // are deterministic: sessions sorted by id, their cached results by seq,
-// locks by name, holders and waiters in their order, marshalled with
-// proto's Deterministic option; so equal states give equal bytes on every
-// replica.
+// locks by name, holders and waiters in their order, each record in the
+// bytes proto's deterministic Marshal gives it; so equal states give
+// equal bytes on every replica. It cannot fail: the error is for
+// implementations that can.
 func (m *Machine) Snapshot() ([]byte, error) {
-	return m.marshal(m.applied)
+	return m.marshal(m.applied), nil
 }
 
-var (
-	recordMarshal = proto.MarshalOptions{Deterministic: true}
-	// recordMarshalSized marshals a record whose size recordMarshal.Size
-	// has just computed (and cached in the messages).
-	recordMarshalSized = proto.MarshalOptions{Deterministic: true, UseCachedSize: true}
-)
-
-// snapshotEncoder appends a snapshot to buf one record at a time: a
-// session or a lock is described in the same scratch messages each time
-// and marshalled as one element of its repeated field. That is the
-// encoding proto.Marshal gives the whole fsmpb.Snapshot (a message's fields
-// in number order, each element of a repeated message field as its own
-// tag, length and bytes), without building the message tree of the whole
-// state, which at a million locks would be a million wrappers at once.
-type snapshotEncoder struct {
-	buf     []byte
-	session fsmpb.Session
-	lock    fsmpb.Lock
-	pa      protoAlloc
-}
-
-// appendRecord appends msg as one element of the repeated field num.
-func (e *snapshotEncoder) appendRecord(num protowire.Number, msg proto.Message) error {
-	size := recordMarshal.Size(msg)
-	e.buf = protowire.AppendTag(e.buf, num, protowire.BytesType)
-	e.buf = protowire.AppendVarint(e.buf, uint64(size))
-	start := len(e.buf)
-	var err error
-	if e.buf, err = recordMarshalSized.MarshalAppend(e.buf, msg); err != nil {
-		return err
-	}
-	if n := len(e.buf) - start; n != size {
-		return fmt.Errorf("record of field %d is %d bytes, its size said %d", num, n, size)
-	}
-	return nil
-}
-
-func (m *Machine) marshal(applied uint64) ([]byte, error) {
-	e := &snapshotEncoder{buf: make([]byte, 0, m.snapshotSizeHint())}
+// marshal encodes the state one record at a time, straight into one
+// buffer (appendSession, appendLock): that is the encoding proto.Marshal
+// gives the whole fsmpb.Snapshot (a message's fields in number order, each
+// element of a repeated message field as its own tag, length and bytes),
+// without building messages. Through proto, records cost three times as
+// much, and applying waits while a snapshot is encoded.
+func (m *Machine) marshal(applied uint64) []byte {
+	b := make([]byte, 0, m.snapshotSizeHint())
 	if applied != 0 { // proto3 leaves out a zero
-		e.buf = protowire.AppendTag(e.buf, snapshotAppliedIndex, protowire.VarintType)
-		e.buf = protowire.AppendVarint(e.buf, applied)
+		b = protowire.AppendTag(b, snapshotAppliedIndex, protowire.VarintType)
+		b = protowire.AppendVarint(b, applied)
 	}
-	var err error
 	m.sessionIDs.Ascend(func(id uint64) bool {
-		e.pa.reset()
-		m.sessions[id].fill(&e.session, &e.pa, true)
-		err = e.appendRecord(snapshotSessions, &e.session)
-		return err == nil
+		b = appendSession(b, m.sessions[id])
+		return true
 	})
-	if err == nil {
-		m.lockTree.Ascend(func(l *lock) bool {
-			e.buf = appendLock(e.buf, l)
-			return true
-		})
-	}
-	if err != nil {
-		return nil, fmt.Errorf("fsm: marshal snapshot: %w", err)
-	}
-	return e.buf, nil
+	m.lockTree.Ascend(func(l *lock) bool {
+		b = appendLock(b, l)
+		return true
+	})
+	return b
 }
 
 // The fields of fsmpb.Lock, fsmpb.Holder and fsmpb.Waiter, which appendLock
@@ -172,6 +134,149 @@ func waiterSize(w *waiter) int {
 	return sizeUint(waiterSessionID, w.s.id) + sizeString(waiterOwnerKey, w.ownerKey) +
 		sizeString(waiterOwner, w.s.owner) + sizeUint(waiterAcquireSeq, w.acquireSeq) +
 		sizeUint(waiterTimeout, uint64(w.timeout)) + sizeUint(waiterSince, uint64(w.since))
+}
+
+// The fields of fsmpb.Session, CachedResult, Result and AcquireOutcome
+// that appendSession writes (TestSnapshotFieldNumbers checks them). A
+// cached Result never has session_id or the side-effect lists.
+const (
+	sessionID          protowire.Number = 1
+	sessionOwner       protowire.Number = 2
+	sessionTTL         protowire.Number = 3
+	sessionBlacklisted protowire.Number = 4
+	sessionCreated     protowire.Number = 5
+	sessionMinUnacked  protowire.Number = 6
+	sessionResults     protowire.Number = 7
+	sessionHolds       protowire.Number = 8
+
+	cachedSeq     protowire.Number = 1
+	cachedResultF protowire.Number = 2
+	cachedClaimed protowire.Number = 3
+
+	resultError       protowire.Number = 1
+	resultMessage     protowire.Number = 2
+	resultAcquire     protowire.Number = 4
+	resultAcquireMany protowire.Number = 5
+	resultRemaining   protowire.Number = 9
+
+	outcomeLock     protowire.Number = 1
+	outcomeStatus   protowire.Number = 2
+	outcomeToken    protowire.Number = 3
+	outcomeCount    protowire.Number = 4
+	outcomeHolder   protowire.Number = 5
+	outcomePosition protowire.Number = 6
+)
+
+// appendSession appends s, with its cached results, as one element of the
+// snapshot's sessions field, as appendLock does a lock: the bytes proto's
+// deterministic Marshal gives the fsmpb.Session that fill describes. A
+// cached result always has its result message, empty or not, as fill
+// sets it.
+func appendSession(b []byte, s *session) []byte {
+	size := sizeUint(sessionID, s.id) + sizeString(sessionOwner, s.owner) +
+		sizeUint(sessionTTL, uint64(s.ttl)) + sizeBool(sessionBlacklisted, s.blacklisted) +
+		sizeUint(sessionCreated, uint64(s.created)) + sizeUint(sessionMinUnacked, s.minUnacked) +
+		sizeUint(sessionHolds, uint64(s.numHolds()))
+	for i := range s.results {
+		size += sizeMessage(sessionResults, cachedSize(&s.results[i]))
+	}
+	b = protowire.AppendTag(b, snapshotSessions, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(size))
+	b = appendUint(b, sessionID, s.id)
+	b = appendString(b, sessionOwner, s.owner)
+	b = appendUint(b, sessionTTL, uint64(s.ttl))
+	b = appendBool(b, sessionBlacklisted, s.blacklisted)
+	b = appendUint(b, sessionCreated, uint64(s.created))
+	b = appendUint(b, sessionMinUnacked, s.minUnacked)
+	for i := range s.results {
+		c := &s.results[i]
+		b = protowire.AppendTag(b, sessionResults, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(cachedSize(c)))
+		b = appendUint(b, cachedSeq, c.seq)
+		b = protowire.AppendTag(b, cachedResultF, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(resultSize(c)))
+		b = appendUint(b, resultError, uint64(int64(c.code)))
+		b = appendString(b, resultMessage, c.msg)
+		if c.acquire != nil {
+			b = appendOutcome(b, resultAcquire, c.acquire)
+		}
+		for j := range c.many {
+			b = appendOutcome(b, resultAcquireMany, &c.many[j])
+		}
+		b = appendUint(b, resultRemaining, uint64(c.remaining))
+		b = appendBool(b, cachedClaimed, c.claimed)
+	}
+	return appendUint(b, sessionHolds, uint64(s.numHolds()))
+}
+
+func cachedSize(c *cachedResult) int {
+	return sizeUint(cachedSeq, c.seq) + sizeMessage(cachedResultF, resultSize(c)) + sizeBool(cachedClaimed, c.claimed)
+}
+
+func resultSize(c *cachedResult) int {
+	n := sizeUint(resultError, uint64(int64(c.code))) + sizeString(resultMessage, c.msg) +
+		sizeUint(resultRemaining, uint64(c.remaining))
+	if c.acquire != nil {
+		n += sizeMessage(resultAcquire, outcomeSize(c.acquire))
+	}
+	for j := range c.many {
+		n += sizeMessage(resultAcquireMany, outcomeSize(&c.many[j]))
+	}
+	return n
+}
+
+// appendOutcome appends o as field num of a Result.
+func appendOutcome(b []byte, num protowire.Number, o *outcome) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(outcomeSize(o)))
+	b = appendString(b, outcomeLock, o.lock)
+	b = appendUint(b, outcomeStatus, uint64(int64(o.status)))
+	b = appendUint(b, outcomeToken, o.token)
+	b = appendUint(b, outcomeCount, uint64(o.count))
+	if h := o.holder; h != nil {
+		b = protowire.AppendTag(b, outcomeHolder, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(holderCopySize(h)))
+		b = appendUint(b, holderSessionID, h.sessionID)
+		b = appendString(b, holderOwnerKey, h.ownerKey)
+		b = appendString(b, holderOwner, h.owner)
+		b = appendUint(b, holderToken, h.token)
+		b = appendUint(b, holderCount, uint64(h.count))
+		b = appendUint(b, holderSince, uint64(h.since))
+		b = appendUint(b, holderAcquireSeq, h.acquireSeq)
+	}
+	return appendUint(b, outcomePosition, uint64(o.position))
+}
+
+func outcomeSize(o *outcome) int {
+	n := sizeString(outcomeLock, o.lock) + sizeUint(outcomeStatus, uint64(int64(o.status))) +
+		sizeUint(outcomeToken, o.token) + sizeUint(outcomeCount, uint64(o.count)) +
+		sizeUint(outcomePosition, uint64(o.position))
+	if h := o.holder; h != nil {
+		n += sizeMessage(outcomeHolder, holderCopySize(h))
+	}
+	return n
+}
+
+func holderCopySize(h *holderCopy) int {
+	return sizeUint(holderSessionID, h.sessionID) + sizeString(holderOwnerKey, h.ownerKey) +
+		sizeString(holderOwner, h.owner) + sizeUint(holderToken, h.token) +
+		sizeUint(holderCount, uint64(h.count)) + sizeUint(holderSince, uint64(h.since)) +
+		sizeUint(holderAcquireSeq, h.acquireSeq)
+}
+
+func appendBool(b []byte, num protowire.Number, v bool) []byte {
+	if !v {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, 1)
+}
+
+func sizeBool(num protowire.Number, v bool) int {
+	if !v {
+		return 0
+	}
+	return protowire.SizeTag(num) + 1
 }
 
 // appendUint appends a varint field (uint64, uint32 or int64: a negative
@@ -266,13 +371,7 @@ func (o *outcome) sizeHint(v int) int {
 // restart) compare equal when they hold the same locks and sessions, even if
 // one has applied more empty entries (leader no-ops) than the other.
 func (m *Machine) Hash() string {
-	b, err := m.marshal(0)
-	if err != nil {
-		// Every string in the state was validated as UTF-8 on the way in,
-		// so marshalling cannot fail unless the state is corrupt.
-		panic(err)
-	}
-	sum := sha256.Sum256(b)
+	sum := sha256.Sum256(m.marshal(0))
 	return hex.EncodeToString(sum[:])
 }
 

@@ -92,13 +92,21 @@ func TestSnapshotFieldNumbers(t *testing.T) {
 			"token": holderToken, "count": holderCount, "since_unix_nano": holderSince, "acquire_seq": holderAcquireSeq},
 		&fsmpb.Waiter{}: {"session_id": waiterSessionID, "owner_key": waiterOwnerKey, "owner": waiterOwner,
 			"acquire_seq": waiterAcquireSeq, "wait_timeout_nanos": waiterTimeout, "since_unix_nano": waiterSince},
+		&fsmpb.Session{}: {"id": sessionID, "owner": sessionOwner, "ttl_nanos": sessionTTL, "blacklisted": sessionBlacklisted,
+			"created_unix_nano": sessionCreated, "min_unacked_seq": sessionMinUnacked, "results": sessionResults, "holds": sessionHolds},
+		&fsmpb.CachedResult{}: {"seq": cachedSeq, "result": cachedResultF, "claimed": cachedClaimed},
+		// 0: a field the exactly-once cache never keeps, so never written.
+		&fsmpb.Result{}: {"error": resultError, "message": resultMessage, "session_id": 0, "acquire": resultAcquire,
+			"acquire_many": resultAcquireMany, "grants": 0, "waits_ended": 0, "sessions_ended": 0, "remaining_count": resultRemaining},
+		&fsmpb.AcquireOutcome{}: {"lock": outcomeLock, "status": outcomeStatus, "token": outcomeToken, "count": outcomeCount,
+			"holder": outcomeHolder, "position": outcomePosition},
 	} {
 		fields := msg.ProtoReflect().Descriptor().Fields()
 		if fields.Len() != len(want) {
-			t.Errorf("%s has %d fields, the encoder writes %d", msg.ProtoReflect().Descriptor().FullName(), fields.Len(), len(want))
+			t.Errorf("%s has %d fields, the encoder knows %d", msg.ProtoReflect().Descriptor().FullName(), fields.Len(), len(want))
 		}
 		for name, num := range want {
-			if fd := fields.ByName(name); fd == nil || fd.Number() != num {
+			if fd := fields.ByName(name); fd == nil || num != 0 && fd.Number() != num {
 				t.Errorf("field %s of %s is %v, the encoder says %d", name, msg.ProtoReflect().Descriptor().FullName(), fd, num)
 			}
 		}
