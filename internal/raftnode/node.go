@@ -221,7 +221,11 @@ type Node struct {
 	// Loop-owned state.
 	confState *raftpb.ConfState
 	snapIndex uint64
-	applied   uint64
+	// snapOffset is snapshotOffset for offsetVoters, the voters it was
+	// worked out for.
+	snapOffset   uint64
+	offsetVoters []uint64
+	applied      uint64
 	// A snapshot is taken off the loop in two steps (see maybeSnapshot):
 	// encC delivers the state machine's encoding, and until it does,
 	// deferred holds the MsgStorageApply messages raft hands over (applied

@@ -290,7 +290,7 @@ func (n *Node) maybeCampaign() {
 
 func (n *Node) maybeSnapshot() {
 	if n.encC != nil || n.snapC != nil ||
-		!snapshotDue(n.applied, n.snapIndex, n.cfg.SnapshotEntries, snapshotOffset(n.cfg.ID, n.confState.GetVoters(), n.cfg.SnapshotEntries)) {
+		!snapshotDue(n.applied, n.snapIndex, n.cfg.SnapshotEntries, n.snapshotOffset()) {
 		return
 	}
 	// Not before the log holds a commit index that covers the snapshot:
@@ -345,6 +345,16 @@ func snapshotOffset(id uint64, voters []uint64, entries uint64) uint64 {
 		return 0
 	}
 	return uint64(i) * entries / uint64(len(sorted))
+}
+
+// snapshotOffset is this member's snapshotOffset for the current voters,
+// worked out again only when they change (maybeSnapshot runs every Ready).
+func (n *Node) snapshotOffset() uint64 {
+	if v := n.confState.GetVoters(); !slices.Equal(v, n.offsetVoters) {
+		n.offsetVoters = slices.Clone(v)
+		n.snapOffset = snapshotOffset(n.cfg.ID, v, n.cfg.SnapshotEntries)
+	}
+	return n.snapOffset
 }
 
 // encResult is a snapshot's encoding, or why there is none.
