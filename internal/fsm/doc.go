@@ -6,7 +6,9 @@
 // fsmpb.Result out), SetApplied (an entry without a command), and
 // Snapshot/Restore. It reads no clock, randomness, disk or network, logs
 // nothing and starts no goroutines, so the same log gives the same state and
-// the same snapshot bytes on every replica. Time enters only as explicit
+// the same snapshot bytes on every replica. Freeze is Snapshot in two
+// halves: it marks the state of now, which another goroutine encodes
+// (Frozen.Encode) while Apply goes on (frozen.go). Time enters only as explicit
 // commands decided by the leader (ExpireSession, CancelWait with timed_out)
 // and as wall-clock fields that are shown to people and never decide
 // anything.

@@ -24,9 +24,9 @@ func checkInvariants(m *Machine) error {
 
 // checkIndexes is checkInvariants without the round trip.
 func checkIndexes(m *Machine) error {
-	if m.lockTree.Len() != len(m.locks) || m.sessionIDs.Len() != len(m.sessions) {
+	if m.lockTree.Len() != len(m.locks) || m.sessionTree.Len() != len(m.sessions) {
 		return fmt.Errorf("sorted indexes have %d locks / %d sessions, maps %d / %d",
-			m.lockTree.Len(), m.sessionIDs.Len(), len(m.locks), len(m.sessions))
+			m.lockTree.Len(), m.sessionTree.Len(), len(m.locks), len(m.sessions))
 	}
 	holds := make(map[uint64]map[string]uint32)
 	waits := make(map[uint64]map[waitKey]struct{})
@@ -79,7 +79,7 @@ func checkIndexes(m *Machine) error {
 		}
 	}
 	for id, s := range m.sessions {
-		if !m.sessionIDs.Has(id) || s.id != id {
+		if got, ok := m.sessionTree.Get(&session{id: id}); !ok || got != s || s.id != id {
 			return fmt.Errorf("session %d missing from the id index", id)
 		}
 		// s.held lists the lock of each of its holder records.
@@ -168,9 +168,9 @@ func checkRoundTrip(m *Machine) error {
 // way Snapshot did before it encoded one record at a time.
 func fullSnapshot(m *Machine) *fsmpb.Snapshot {
 	snap := &fsmpb.Snapshot{AppliedIndex: m.applied}
-	m.sessionIDs.Ascend(func(id uint64) bool {
+	m.sessionTree.Ascend(func(s *session) bool {
 		p := &fsmpb.Session{}
-		m.sessions[id].fill(p, nil, true)
+		s.fill(p, nil, true)
 		snap.Sessions = append(snap.Sessions, p)
 		return true
 	})

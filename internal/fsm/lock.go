@@ -156,7 +156,9 @@ func (m *Machine) lockFor(name string) *lock {
 // hold makes s (owner key, acquire seq) a holder of l, granted by this
 // entry: its token is the entry's index. The pointer is valid until
 // l.holders next changes.
-func (l *lock) hold(a *apply, s *session, ownerKey string, acquireSeq uint64) *holder {
+func (m *Machine) hold(a *apply, l *lock, s *session, ownerKey string, acquireSeq uint64) *holder {
+	m.changeLock(l)
+	m.changeSession(s)
 	l.holders = append(l.holders, holder{
 		s:          s,
 		ownerKey:   ownerKey,
@@ -174,11 +176,12 @@ func (l *lock) hold(a *apply, s *session, ownerKey string, acquireSeq uint64) *h
 // for it. Only as many waiters as there is room for are woken.
 func (m *Machine) settle(a *apply, l *lock) {
 	for l.free() && len(l.waiters()) > 0 {
+		m.changeLock(l)
 		w := l.popWaiter()
 		s := w.s
 		s.dropWait(waitKey{l.name, w.acquireSeq})
-		l.hold(a, s, w.ownerKey, w.acquireSeq)
-		s.granted(w.acquireSeq, l.name, a.index)
+		m.hold(a, l, s, w.ownerKey, w.acquireSeq)
+		s.granted(w.acquireSeq, l.name, a.index) // s changed in hold
 		a.res.Grants = append(a.res.Grants, &fsmpb.Grant{
 			SessionId:  s.id,
 			AcquireSeq: w.acquireSeq,
@@ -228,6 +231,7 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 					"reentrant count of lock %s is at its limit %d", quote(name), uint32(math.MaxUint32)))
 				return
 			}
+			m.changeLock(l)
 			h.count++
 			a.res.Acquire = grantedOutcome(name, h)
 			return
@@ -238,7 +242,7 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 			a.refuse(tooManyHolds(s))
 			return
 		}
-		h := m.lockFor(name).hold(a, s, op.GetOwnerKey(), a.seq)
+		h := m.hold(a, m.lockFor(name), s, op.GetOwnerKey(), a.seq)
 		a.res.Acquire = grantedOutcome(name, h)
 		return
 	}
@@ -259,6 +263,7 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 		a.refuse(tooManyHolds(s))
 		return
 	}
+	m.changeLock(l)
 	l.enqueue(waiter{
 		s:          s,
 		ownerKey:   op.GetOwnerKey(),
@@ -343,6 +348,7 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 		return
 	}
 
+	m.changeSession(s)
 	s.held = slices.Grow(s.held, fresh) // once, not doubling on the way
 	out := make([]*fsmpb.AcquireOutcome, 0, len(names))
 	for _, name := range names {
@@ -350,10 +356,11 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 		switch {
 		case l != nil && l.holderOf(s, op.GetOwnerKey()) != nil:
 			h := l.holderOf(s, op.GetOwnerKey())
+			m.changeLock(l)
 			h.count++
 			out = append(out, grantedOutcome(name, h))
 		case l == nil || (l.free() && len(l.waiters()) == 0):
-			h := m.lockFor(name).hold(a, s, op.GetOwnerKey(), a.seq)
+			h := m.hold(a, m.lockFor(name), s, op.GetOwnerKey(), a.seq)
 			out = append(out, grantedOutcome(name, h))
 		default:
 			out = append(out, &fsmpb.AcquireOutcome{
@@ -401,6 +408,7 @@ func (m *Machine) release(a *apply, s *session, op *fsmpb.Release) {
 			"lock %s is held with token %d, not %d", quote(name), h.token, op.GetToken()))
 		return
 	}
+	m.changeLock(l)
 	h.count--
 	a.res.RemainingCount = h.count
 	if h.count > 0 {
@@ -412,8 +420,10 @@ func (m *Machine) release(a *apply, s *session, op *fsmpb.Release) {
 // endHold removes the holder record h from l and hands l on.
 func (m *Machine) endHold(a *apply, l *lock, h *holder) {
 	s, seq, idx := h.s, h.acquireSeq, h.idx
+	m.changeLock(l)
 	l.removeHolder(h)
-	s.dropHold(idx)
+	m.changeSession(s)
+	m.dropHold(s, idx)
 	s.holdEnded(seq, l.name)
 	m.settle(a, l)
 }
@@ -493,9 +503,10 @@ func (m *Machine) cancelWait(a *apply, s *session, op *fsmpb.CancelWait) {
 			a.res.Message = "session " + strconv.FormatUint(ws.id, 10) + " already holds lock " +
 				quote(name) + " through acquire seq " + strconv.FormatUint(key.seq, 10)
 			a.res.Acquire = grantedOutcome(name, h)
-			if c := ws.cachedEntry(key.seq); s != nil && c != nil {
+			if c := ws.cachedEntry(key.seq); s != nil && c != nil && !c.claimed {
 				// The session learns the grant from this answer and may
 				// act on it, as from a retry.
+				m.changeSession(ws)
 				c.claimed = true
 			}
 		}
@@ -506,8 +517,10 @@ func (m *Machine) cancelWait(a *apply, s *session, op *fsmpb.CancelWait) {
 		code = fsmpb.Error_ERROR_WAIT_TIMED_OUT
 	}
 	l := m.locks[name]
+	m.changeLock(l)
 	l.removeWaiter(ws, key.seq)
 	ws.dropWait(key)
+	m.changeSession(ws)
 	ws.waitEnded(key.seq, name, code)
 	a.res.WaitsEnded = append(a.res.WaitsEnded, &fsmpb.WaitEnded{
 		SessionId:  ws.id,
@@ -569,11 +582,13 @@ func (m *Machine) releaseAbandoned(a *apply, ws *session, name string, seq uint6
 		return true
 	}
 	a.res.Acquire = grantedOutcome(name, h)
+	m.changeLock(l)
 	h.count--
 	a.res.RemainingCount = h.count
 	if h.count == 0 {
 		m.endHold(a, l, h)
 	}
+	m.changeSession(ws)
 	ws.abandoned(seq, name)
 	return true
 }

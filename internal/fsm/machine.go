@@ -17,12 +17,19 @@ import (
 type Machine struct {
 	applied uint64
 
-	sessions   map[uint64]*session
-	sessionIDs *btree.BTreeG[uint64] // the keys of sessions, sorted
-	locks      map[string]*lock
-	// lockTree holds the values of locks sorted by name: the walks in name
-	// order (snapshots, paged reads) get each lock without a map lookup.
-	lockTree *btree.BTreeG[*lock]
+	sessions map[uint64]*session
+	locks    map[string]*lock
+	// sessionTree and lockTree hold the values of sessions sorted by id and
+	// of locks sorted by name: the walks in order (snapshots, paged reads)
+	// get each record without a map lookup, and Freeze clones them.
+	sessionTree *btree.BTreeG[*session]
+	lockTree    *btree.BTreeG[*lock]
+
+	// frozen is the state being encoded while Apply goes on (frozen.go).
+	frozen *Frozen
+	// lastSize and lastRecords are the bytes and records of the last
+	// encoding or restored snapshot, to size the next one's buffer.
+	lastSize, lastRecords int
 }
 
 // btreeDegree is the fan-out of the sorted indexes; 32 is google/btree's
@@ -32,10 +39,10 @@ const btreeDegree = 32
 // New returns an empty Machine whose applied index is 0.
 func New() *Machine {
 	return &Machine{
-		sessions:   make(map[uint64]*session),
-		sessionIDs: btree.NewOrderedG[uint64](btreeDegree),
-		locks:      make(map[string]*lock),
-		lockTree:   btree.NewG(btreeDegree, func(x, y *lock) bool { return x.name < y.name }),
+		sessions:    make(map[uint64]*session),
+		locks:       make(map[string]*lock),
+		sessionTree: btree.NewG(btreeDegree, func(x, y *session) bool { return x.id < y.id }),
+		lockTree:    btree.NewG(btreeDegree, func(x, y *lock) bool { return x.name < y.name }),
 	}
 }
 
@@ -100,9 +107,10 @@ func (m *Machine) Apply(index uint64, cmd *fsmpb.Command) *fsmpb.Result {
 					"seq %d of session %d is below its min unacked seq %d", seq, id, s.minUnacked)
 			}
 			if c := s.cachedEntry(seq); c != nil {
-				if _, ok := cmd.GetOp().(*fsmpb.Command_Acquire); ok {
+				if _, ok := cmd.GetOp().(*fsmpb.Command_Acquire); ok && !c.claimed {
 					// The client may now act on this answer: an
 					// abandoned CancelWait of the seq must not undo it.
+					m.changeSession(s)
 					c.claimed = true
 				}
 				return c.toProto(nil)
@@ -123,6 +131,7 @@ func (m *Machine) Apply(index uint64, cmd *fsmpb.Command) *fsmpb.Result {
 	m.dispatch(a, cmd, s)
 
 	if dedup && m.sessions[s.id] == s {
+		m.changeSession(s)
 		s.forgetBelow(minUnacked)
 		s.remember(cmd.GetSeq(), a.res)
 	}

@@ -22,7 +22,9 @@ import (
 //     and every grant goes to the head of it;
 //   - a retried seq changes no lock and no session;
 //   - a machine restored from a snapshot halfway answers the rest of the
-//     stream exactly like the original (proto.Equal results, equal hashes).
+//     stream exactly like the original (proto.Equal results, equal hashes);
+//   - a state frozen at any point encodes to the snapshot of that point
+//     while entries go on being applied (freezer).
 //
 // A failure names the seed; rerun it with -run 'TestRandomStream/seed=N'.
 func TestRandomStream(t *testing.T) {
@@ -57,6 +59,7 @@ type stream struct {
 	ended    []uint64
 
 	stats map[string]int // outcomes seen, logged to show coverage
+	frz   freezer
 
 	queues     map[string][]waiterID
 	lastHolder map[string]uint64 // token of the latest holder seen per lock
@@ -85,9 +88,14 @@ func runStream(t *testing.T, seed uint64, steps int) {
 				t.Fatal(err)
 			}
 		}
+		s.frz.beforeStep(s)
 		s.step()
 	}
-	t.Logf("outcomes: %v", s.stats)
+	if s.frz.f != nil {
+		s.frz.left = 0
+		s.frz.beforeStep(s)
+	}
+	t.Logf("outcomes: %v; frozen states encoded, by mode: %v", s.stats, s.frz.taken)
 	if s.restored.Hash() != s.m.Hash() {
 		t.Fatalf("seed %d: restored machine ended with a different hash", seed)
 	}

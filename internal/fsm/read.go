@@ -28,11 +28,11 @@ func (m *Machine) Sessions(afterID uint64, limit int) []*fsmpb.Session {
 	if afterID == math.MaxUint64 {
 		return nil
 	}
-	m.sessionIDs.AscendGreaterOrEqual(afterID+1, func(id uint64) bool {
+	m.sessionTree.AscendGreaterOrEqual(&session{id: afterID + 1}, func(s *session) bool {
 		if limit > 0 && len(out) >= limit {
 			return false
 		}
-		out = append(out, m.sessions[id].toProto())
+		out = append(out, s.toProto())
 		return true
 	})
 	return out
@@ -125,9 +125,8 @@ type SessionRef struct {
 // uses it to give each a full TTL from its election (DESIGN.md §2).
 func (m *Machine) SessionIDs() []*SessionRef {
 	out := make([]*SessionRef, 0, len(m.sessions))
-	m.sessionIDs.Ascend(func(id uint64) bool {
-		s := m.sessions[id]
-		out = append(out, &SessionRef{ID: id, TTL: time.Duration(s.ttl), Blacklisted: s.blacklisted})
+	m.sessionTree.Ascend(func(s *session) bool {
+		out = append(out, &SessionRef{ID: s.id, TTL: time.Duration(s.ttl), Blacklisted: s.blacklisted})
 		return true
 	})
 	return out

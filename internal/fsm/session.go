@@ -220,12 +220,13 @@ func (s *session) addHold(l *lock) int32 {
 
 // dropHold forgets position i of s.held, whose holder record has left its
 // lock: the last position moves into its place, and the record that points
-// to it is told.
-func (s *session) dropHold(i int32) {
+// to it is told. s has been through changeSession.
+func (m *Machine) dropHold(s *session, i int32) {
 	last := int32(len(s.held) - 1)
 	if i != last {
 		moved := s.held[last]
 		s.held[i] = moved
+		m.changeLock(moved)
 		for k := range moved.holders {
 			if h := &moved.holders[k]; h.s == s && h.idx == last {
 				h.idx = i
@@ -278,7 +279,7 @@ func (m *Machine) openSession(a *apply, op *fsmpb.OpenSession) {
 	}
 	s := newSession(a.index, op.GetOwner(), int64(ttl), a.wall)
 	m.sessions[s.id] = s
-	m.sessionIDs.ReplaceOrInsert(s.id)
+	m.sessionTree.ReplaceOrInsert(s)
 	a.res.SessionId = s.id
 }
 
@@ -304,6 +305,7 @@ func (m *Machine) blacklistSession(a *apply, op *fsmpb.BlacklistSession) {
 		a.refuse(errorf(fsmpb.Error_ERROR_SESSION_NOT_FOUND, "session %d not found", op.GetSessionId()))
 		return
 	}
+	m.changeSession(s)
 	s.blacklisted = true
 	m.dropWaits(a, s, fsmpb.Error_ERROR_BLACKLISTED)
 }
@@ -317,11 +319,12 @@ func (m *Machine) endSession(a *apply, s *session) {
 	slices.SortFunc(held, func(x, y *lock) int { return cmp.Compare(x.name, y.name) })
 	held = slices.Compact(held) // a lock held under two owner keys
 	for _, l := range held {
+		m.changeLock(l)
 		l.holders = slices.DeleteFunc(l.holders, func(h holder) bool { return h.s == s })
 		m.settle(a, l)
 	}
 	delete(m.sessions, s.id)
-	m.sessionIDs.Delete(s.id)
+	m.sessionTree.Delete(s)
 	a.res.SessionsEnded = append(a.res.SessionsEnded, s.id)
 }
 
@@ -339,8 +342,10 @@ func (m *Machine) dropWaits(a *apply, s *session, code fsmpb.Error) {
 	slices.SortFunc(keys, compareWaitKeys)
 	for i, k := range keys {
 		l := m.locks[k.lock]
+		m.changeLock(l)
 		l.removeWaiter(s, k.seq)
 		s.dropWait(k)
+		m.changeSession(s)
 		s.waitEnded(k.seq, k.lock, code)
 		a.res.WaitsEnded = append(a.res.WaitsEnded, &fsmpb.WaitEnded{
 			SessionId:  s.id,

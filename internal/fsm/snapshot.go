@@ -37,15 +37,15 @@ func (m *Machine) Snapshot() ([]byte, error) {
 // gives the whole fsmpb.Snapshot (a message's fields in number order, each
 // element of a repeated message field as its own tag, length and bytes),
 // without building messages. Through proto, records cost three times as
-// much, and applying waits while a snapshot is encoded.
+// much. A Frozen state (frozen.go) is encoded by the same functions.
 func (m *Machine) marshal(applied uint64) []byte {
-	b := make([]byte, 0, m.snapshotSizeHint())
+	b := make([]byte, 0, m.encodedSizeHint())
 	if applied != 0 { // proto3 leaves out a zero
 		b = protowire.AppendTag(b, snapshotAppliedIndex, protowire.VarintType)
 		b = protowire.AppendVarint(b, applied)
 	}
-	m.sessionIDs.Ascend(func(id uint64) bool {
-		b = appendSession(b, m.sessions[id])
+	m.sessionTree.Ascend(func(s *session) bool {
+		b = appendSession(b, s)
 		return true
 	})
 	m.lockTree.Ascend(func(l *lock) bool {
@@ -83,7 +83,7 @@ const (
 // describes: fields in number order, zero values left out, each holder
 // and waiter a length-prefixed message. It writes them directly: through
 // proto, locks were three quarters of the time a snapshot of a million
-// locks took, and applying waits for that time. checkRoundTrip (every
+// locks took. checkRoundTrip (every
 // model, fuzz and data-driven test) compares the whole snapshot with
 // proto's encoding.
 func appendLock(b []byte, l *lock) []byte {
@@ -317,54 +317,6 @@ func sizeString(num protowire.Number, s string) int {
 
 func sizeMessage(num protowire.Number, size int) int {
 	return protowire.SizeTag(num) + protowire.SizeBytes(size)
-}
-
-// snapshotSizeHint estimates the snapshot's size, so that its buffer is
-// allocated once rather than grown (and copied) a dozen times: exact for
-// the strings, typical for the numbers (a wall clock takes 9 bytes, a
-// token, id or seq at most as many as the applied index). Being a little
-// off costs one growth, or some capacity left unused.
-func (m *Machine) snapshotSizeHint() int {
-	v := protowire.SizeVarint(m.applied)
-	n := 1 + v
-	holds, waits := 0, 0
-	for _, s := range m.sessions {
-		// tag and length, id, owner, ttl, created, min unacked, holds
-		n += 4 + (1 + v) + (2 + len(s.owner)) + 6 + 10 + (1 + v) + 4
-		// Every holder and waiter record of s repeats its owner label.
-		n += (s.numHolds() + len(s.waits)) * (2 + len(s.owner))
-		holds += s.numHolds()
-		waits += len(s.waits)
-		for i := range s.results {
-			c := &s.results[i]
-			// tag and length, seq, claimed; the result's tag and length,
-			// error, message, remaining count
-			n += 3 + (1 + v) + 2 + 3 + 2 + (2 + len(c.msg)) + 3
-			if c.acquire != nil {
-				n += c.acquire.sizeHint(v)
-			}
-			for j := range c.many {
-				n += c.many[j].sizeHint(v)
-			}
-		}
-	}
-	for name := range m.locks { // the keys, without visiting the locks
-		n += 4 + (2 + len(name)) // tag and length, name
-	}
-	// tag and length, session id, token, count, since, acquire seq
-	n += holds * (2 + (1 + v) + (1 + v) + 2 + 10 + (1 + v))
-	// tag and length, session id, acquire seq, since
-	n += waits * (2 + (1 + v) + (1 + v) + 10)
-	return n
-}
-
-func (o *outcome) sizeHint(v int) int {
-	// tag and length, lock, status, token, count, position
-	n := 3 + (2 + len(o.lock)) + 2 + (1 + v) + 2 + 2
-	if h := o.holder; h != nil {
-		n += 2 + 3*(1+v) + (2 + len(h.owner)) + (2 + len(h.ownerKey)) + 2 + 10
-	}
-	return n
 }
 
 // Hash returns the hex SHA-256 of the state's content: Snapshot's bytes
@@ -630,6 +582,7 @@ func (m *Machine) load(data []byte) error {
 	// over. (The counts are bounded by the data: a record takes 2 bytes.)
 	m.sessions = make(map[uint64]*session, nSessions)
 	m.locks = make(map[string]*lock, nLocks)
+	m.lastSize, m.lastRecords = len(data), nSessions+nLocks
 
 	var (
 		sp    fsmpb.Session
@@ -657,9 +610,9 @@ func (m *Machine) load(data []byte) error {
 	// Size each session's hold index for the holds it says it has (checked
 	// once the locks are in), within what the lock records can hold.
 	budget, i := nLocks*holderLimit, 0
-	m.sessionIDs.Ascend(func(id uint64) bool {
+	m.sessionTree.Ascend(func(s *session) bool {
 		if n := min(int(holds[i]), budget); n > 0 {
-			m.sessions[id].held = make([]*lock, 0, n)
+			s.held = make([]*lock, 0, n)
 			budget -= n
 		}
 		i++
@@ -691,8 +644,7 @@ func (m *Machine) load(data []byte) error {
 
 	// The sessions came in ascending id order, the order of holds.
 	i = 0
-	m.sessionIDs.Ascend(func(id uint64) bool {
-		s := m.sessions[id]
+	m.sessionTree.Ascend(func(s *session) bool {
 		if int(holds[i]) != s.numHolds() {
 			err = fmt.Errorf("session %d says it holds %d locks, the locks say %d", s.id, holds[i], s.numHolds())
 		} else if s.load() > MaxHoldsPerSession {
@@ -767,7 +719,7 @@ func (m *Machine) loadSession(p *fsmpb.Session, prev uint64) error {
 		s.results = append(s.results, cr)
 	}
 	m.sessions[id] = s
-	m.sessionIDs.ReplaceOrInsert(id)
+	m.sessionTree.ReplaceOrInsert(s)
 	return nil
 }
 

@@ -22,18 +22,17 @@
 //     entries always go through ApplyConfChange;
 //  4. answers ReadStates whose index is now applied.
 //
-// Every SnapshotEntries applied entries the loop starts a snapshot, in
-// two steps off the loop. A goroutine encodes the state machine while the
-// loop goes on stepping, sending, persisting and committing, but defers
-// step 3 (the state machine holds still at the snapshot's index; readers
-// share its lock); the loop then applies what it deferred, in order, and
-// another goroutine saves the encoding while the loop applies again. When
-// it is saved the loop records it in raft's storage and compacts the log.
-// A leadership change, or a snapshot from the leader, first waits for the
-// encoding. Encoding a million locks takes a few tenths of a second, and
-// saving it as long again: on the loop that stopped heartbeats against a
-// one-second election timeout, and deferring applies until the save ended
-// doubled the pause clients saw.
+// Every SnapshotEntries applied entries the loop starts a snapshot: it
+// freezes the state machine at the applied index (fsm.Machine.Freeze,
+// microseconds), and the rest happens off the loop in two steps while the
+// loop goes on with everything, applying included. A goroutine encodes
+// the frozen state; the loop then thaws it, and another goroutine saves
+// the encoding. When it is saved the loop records it in raft's storage
+// and compacts the log. A snapshot from the leader first waits for the
+// encoding. Encoding a million locks takes most of a second, and saving
+// it as long again: on the loop that stopped heartbeats against a
+// one-second election timeout, and a state machine that held still while
+// it was encoded kept clients waiting as long.
 //
 // The append worker writes everything handed to it while its previous
 // write ran as one write with one fdatasync (group commit), then delivers

@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -357,11 +358,12 @@ func TestCollectAfterAReceivedSnapshot(t *testing.T) {
 	}
 }
 
-// TestSnapshotEncodingDefersApplies steps through a snapshot in manual
-// mode: while the state machine is encoded, what commits is not applied;
-// once it is encoded, it is, while the snapshot is still being saved; the
-// save then reaches the store and raft's storage.
-func TestSnapshotEncodingDefersApplies(t *testing.T) {
+// TestSnapshotLetsAppliesGoOn steps through a snapshot in manual mode:
+// what commits while the state machine is frozen but not yet encoded, and
+// while the encoding is being saved, is applied at once; the snapshot that
+// reaches the store and raft's storage is the state at its index, without
+// those entries.
+func TestSnapshotLetsAppliesGoOn(t *testing.T) {
 	cfg := DefaultConfig()
 	st := &memStore{}
 	cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 1, []uint64{1}, st, &queueNet{}
@@ -394,50 +396,42 @@ func TestSnapshotEncodingDefersApplies(t *testing.T) {
 		}
 		pump()
 	}
-	var i uint64
-	for i = 1; !n.SnapshotPending(); i++ {
-		if i == 200 {
-			t.Fatal("no snapshot after 200 entries")
-		}
-		if _, err := n.Submit(acquire(0, 0, fmt.Sprintf("k%d", i))); err != nil {
+	// submit proposes cmd and runs the node until it is applied.
+	submit := func(cmd *fsmpb.Command) (*fsmpb.Result, uint64) {
+		t.Helper()
+		f, err := n.Submit(cmd)
+		if err != nil {
 			t.Fatal(err)
 		}
 		pump()
+		select {
+		case <-f.Done():
+		default:
+			t.Fatalf("%v: not applied", cmd)
+		}
+		res, index, err := f.Wait(context.Background())
+		if err != nil || fsm.ErrorOf(res) != nil {
+			t.Fatalf("%v: %v %v", cmd, res, err)
+		}
+		return res, index
 	}
-	f, err := n.Submit(acquire(0, 0, "during-encoding"))
-	if err != nil {
-		t.Fatal(err)
+	open, _ := submit(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "a"}}})
+	s := open.GetSessionId()
+	indexOf := map[string]uint64{}
+	for i := 1; !n.SnapshotPending(); i++ {
+		if i == 200 {
+			t.Fatal("no snapshot after 200 entries")
+		}
+		name := fmt.Sprintf("k%d", i)
+		_, indexOf[name] = submit(acquire(s, 0, name))
 	}
-	pump()
-	if st := n.Status(); st.Commit <= st.Applied {
-		t.Fatalf("nothing committed past the applied index while encoding: %+v", st)
-	}
-	select {
-	case <-f.Done():
-		t.Fatal("applied while the state machine was being encoded")
-	default:
-	}
-
+	_, indexOf["during-encoding"] = submit(acquire(s, 0, "during-encoding"))
 	n.FinishSnapshot() // encoded
 	pump()
-	select {
-	case <-f.Done():
-	default:
-		t.Fatal("not applied once the snapshot was encoded")
-	}
 	if !n.SnapshotPending() {
 		t.Fatal("the snapshot's save is not pending after its encoding")
 	}
-	f, err = n.Submit(acquire(0, 0, "during-save"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pump()
-	select {
-	case <-f.Done():
-	default:
-		t.Fatal("not applied while the snapshot was being saved")
-	}
+	_, indexOf["during-save"] = submit(acquire(s, 0, "during-save"))
 	if st.snap != nil {
 		t.Fatal("the snapshot reached the store before its save step")
 	}
@@ -446,5 +440,25 @@ func TestSnapshotEncodingDefersApplies(t *testing.T) {
 	if n.SnapshotPending() || st.snap == nil || n.Metrics().Snapshots != 1 {
 		t.Fatalf("after the save: pending %v, store's snapshot %v, snapshots %d",
 			n.SnapshotPending(), st.snap.GetMetadata(), n.Metrics().Snapshots)
+	}
+	snapIndex := st.snap.GetMetadata().GetIndex()
+	m := fsm.New()
+	if err := m.Restore(st.snap.GetData()); err != nil {
+		t.Fatal(err)
+	}
+	if m.AppliedIndex() != snapIndex {
+		t.Fatalf("snapshot %d has the state applied to %d", snapIndex, m.AppliedIndex())
+	}
+	after := 0
+	for name, index := range indexOf {
+		if _, ok := m.Lock(name); ok != (index <= snapIndex) {
+			t.Errorf("lock %s, acquired by entry %d: in snapshot %d: %v", name, index, snapIndex, ok)
+		}
+		if index > snapIndex {
+			after++
+		}
+	}
+	if after < 2 {
+		t.Fatalf("only %d acquires applied after snapshot %d", after, snapIndex)
 	}
 }

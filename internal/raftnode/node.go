@@ -107,8 +107,8 @@ type Recovered struct {
 // DefaultConfig returns the defaults: 100 ms ticks, a 1 s election timeout
 // (10 ticks, long enough for a loaded 2-core machine's fsync stalls), a
 // snapshot every 100,000 entries (etcd's default count): a snapshot
-// encodes the whole state (a few tenths of a second at 1M locks, while
-// applying waits), so it should be rare; the log kept meanwhile is small
+// encodes and writes the whole state (most of a second each at 1M locks,
+// off the loop, with applies going on), so it should be rare; the log kept meanwhile is small
 // (~150 bytes an entry).
 // A snapshot keeps 10,000 entries behind it for slow followers. A
 // snapshot of 16 MiB or more is followed by a garbage collection that
@@ -228,25 +228,24 @@ type Node struct {
 	offsetVoters []uint64
 	applied      uint64
 	// A snapshot is taken off the loop in two steps (see maybeSnapshot):
-	// encC delivers the state machine's encoding, and until it does,
-	// deferred holds the MsgStorageApply messages raft hands over (applied
-	// in order then); snapC delivers the outcome of saving it. At most one
-	// snapshot is under way; both are nil when none is. In manual mode
-	// FinishSnapshot runs the save, manualSave.
-	encC        chan encResult
-	encStart    time.Time
-	snapC       chan snapResult
-	manualSave  func() snapResult
-	deferred    []*raftpb.Message
-	loopErr     error // set when the loop must stop serving
-	readQueue   []*readWait
-	readsByCtx  map[uint64][]*readWait
-	readyReads  []readBatch
-	nextReadCtx uint64
-	wasLeader   bool
-	campaigned  bool
-	term        uint64
-	metrics     Metrics
+	// encC delivers the encoding of the state machine frozen at its index,
+	// snapC the outcome of saving it. At most one snapshot is under way;
+	// both are nil when none is. In manual mode FinishSnapshot runs the
+	// encoding, manualEncode, then the save, manualSave.
+	encC         chan encResult
+	encStart     time.Time
+	snapC        chan snapResult
+	manualEncode func() encResult
+	manualSave   func() snapResult
+	loopErr      error // set when the loop must stop serving
+	readQueue    []*readWait
+	readsByCtx   map[uint64][]*readWait
+	readyReads   []readBatch
+	nextReadCtx  uint64
+	wasLeader    bool
+	campaigned   bool
+	term         uint64
+	metrics      Metrics
 
 	// The append worker's: what it handed to storage, and its queues.
 	appends    *mailbox // MsgStorageAppend, loop to worker
@@ -786,20 +785,19 @@ func (n *Node) Pump() (bool, error) {
 
 // SnapshotPending reports whether, in manual mode, a snapshot was taken
 // and waits for FinishSnapshot: first to be encoded, then to be saved.
-// While it is encoded the node defers applying committed entries, as the
-// loop does while a goroutine encodes a snapshot; while it is saved the
-// node applies again. So the simulation can put time, and crashes, in
-// both.
+// The state machine was frozen when the snapshot was taken and goes on
+// applying meanwhile, as it does while a goroutine encodes, so the
+// simulation puts applies, time and crashes between freezing and
+// encoding, and between encoding and saving.
 func (n *Node) SnapshotPending() bool { return n.encC != nil || n.snapC != nil }
 
 // FinishSnapshot completes the next step of the pending snapshot, in
-// manual mode: its encoding (the deferred entries are applied), or its
-// save (the snapshot is written to the store, then raft's storage learns
-// of it). Pump after it.
+// manual mode: its encoding, or its save (the snapshot is written to the
+// store, then raft's storage learns of it). Pump after it.
 func (n *Node) FinishSnapshot() {
 	switch {
 	case n.encC != nil:
-		n.encoded(<-n.encC)
+		n.awaitEncoding()
 	case n.snapC != nil:
 		save := n.manualSave
 		n.manualSave = nil

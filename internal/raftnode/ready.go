@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
@@ -28,11 +29,6 @@ func (n *Node) handleReady(rd raft.Ready) error {
 	start := time.Now()
 	defer func() { n.metrics.ReadyNanos += uint64(time.Since(start)) }()
 	n.metrics.Readies++
-	if rd.SoftState != nil && n.encC != nil {
-		// The observer hears of a leadership change after the entries
-		// committed before it are applied: finish encoding first.
-		n.encoded(<-n.encC)
-	}
 	var peers []*raftpb.Message
 	var apply *raftpb.Message
 	for _, m := range rd.Messages {
@@ -46,11 +42,7 @@ func (n *Node) handleReady(rd raft.Ready) error {
 		}
 	}
 	n.send(peers)
-	switch {
-	case apply == nil:
-	case n.encC != nil:
-		n.deferred = append(n.deferred, apply)
-	default:
+	if apply != nil {
 		n.apply(apply)
 	}
 	n.noteLeadership(rd.SoftState)
@@ -105,12 +97,10 @@ func (n *Node) apply(m *raftpb.Message) {
 }
 
 func (n *Node) restore(snap *raftpb.Snapshot) error {
-	if n.encC != nil {
-		// Our own snapshot's encoding and the entries deferred behind it
-		// come first. Its save may still run: the store ignores it if it
-		// ends after this newer one is saved.
-		n.encoded(<-n.encC)
-	}
+	// Our own snapshot's encoding ends first, so that the state it froze
+	// is thawed before it is replaced. Its save may still run: the store
+	// ignores it if it ends after this newer one is saved.
+	n.awaitEncoding()
 	n.mu.Lock()
 	err := n.m.Restore(snap.GetData())
 	n.mu.Unlock()
@@ -314,13 +304,31 @@ func (n *Node) maybeSnapshot() {
 	}
 	md := &raftpb.SnapshotMetadata{Index: new(index), Term: new(term),
 		ConfState: proto.Clone(n.confState).(*raftpb.ConfState)}
+	start := time.Now()
+	n.mu.Lock()
+	f := n.m.Freeze()
+	n.mu.Unlock()
+	n.metrics.SnapshotPauseNanos += uint64(time.Since(start))
 	ch := make(chan encResult, 1)
-	n.encC, n.encStart = ch, time.Now()
+	n.encC, n.encStart = ch, start
 	if n.manual {
-		ch <- n.encode(md)
+		n.manualEncode = func() encResult { return n.encode(f, md) }
 		return
 	}
-	go func() { ch <- n.encode(md) }()
+	go func() { ch <- n.encode(f, md) }()
+}
+
+// awaitEncoding, on the loop, waits for the snapshot being encoded, if
+// any, and goes on to its save (in manual mode: encodes it now).
+func (n *Node) awaitEncoding() {
+	if n.encC == nil {
+		return
+	}
+	if enc := n.manualEncode; enc != nil {
+		n.manualEncode = nil
+		n.encC <- enc()
+	}
+	n.encoded(<-n.encC)
 }
 
 // snapshotDue reports whether the applied index has passed a snapshot
@@ -357,12 +365,12 @@ func (n *Node) snapshotOffset() uint64 {
 	return n.snapOffset
 }
 
-// encResult is a snapshot's encoding, or why there is none.
+// encResult is a snapshot's encoding.
 type encResult struct {
-	md   *raftpb.SnapshotMetadata
-	data []byte
-	took time.Duration // encoding, lock wait included
-	err  error
+	md     *raftpb.SnapshotMetadata
+	frozen *fsm.Frozen
+	data   []byte
+	took   time.Duration
 }
 
 // snapResult is how saving a snapshot went.
@@ -372,52 +380,33 @@ type snapResult struct {
 	err  error
 }
 
-// encode encodes the state machine, off the loop. Encoding a million
-// locks takes a few tenths of a second: on the loop it stopped heartbeats
-// for as long. Meanwhile the loop goes on replicating, writing and
-// committing, but applies nothing (handleReady defers it), so the state
-// machine holds still at md's index while it is read here; readers share
-// the lock.
-func (n *Node) encode(md *raftpb.SnapshotMetadata) encResult {
+// encode encodes the state machine as frozen at md's index, off the loop,
+// while the loop goes on applying (fsm.Frozen). Encoding a million locks
+// takes most of a second: on the loop it stopped heartbeats for as long,
+// and a state machine that held still for it kept clients waiting.
+func (n *Node) encode(f *fsm.Frozen, md *raftpb.SnapshotMetadata) encResult {
 	start := time.Now()
-	n.mu.RLock()
-	data, err := n.m.Snapshot()
-	n.mu.RUnlock()
-	if err != nil {
-		err = fmt.Errorf("snapshot state machine: %w", err)
-	}
-	return encResult{md: md, data: data, took: time.Since(start), err: err}
+	data := f.Encode()
+	return encResult{md: md, frozen: f, data: data, took: time.Since(start)}
 }
 
-// encoded, on the loop, starts saving an encoded snapshot and applies
-// what was deferred while it was encoded: the save (90 MB and a sync at a
-// million locks) needs nothing from the state machine, so applying waits
-// for the encoding only.
+// encoded, on the loop, thaws the state machine and starts saving the
+// encoded snapshot: the save (90 MB and a sync at a million locks) needs
+// nothing from the state machine.
 func (n *Node) encoded(r encResult) {
 	n.encC = nil
-	pause := time.Since(n.encStart)
-	n.metrics.SnapshotPauseNanos += uint64(pause)
+	n.mu.Lock()
+	n.m.Thaw(r.frozen)
+	n.mu.Unlock()
 	n.log.Info("snapshot encoded", "index", r.md.GetIndex(), "bytes", len(r.data),
-		"encoding_took", r.took, "applies_paused", pause, "deferred_applies", len(n.deferred))
-	if r.err != nil {
-		n.log.Error("snapshot", "index", r.md.GetIndex(), "err", r.err)
+		"encoding_took", r.took, "since_frozen", time.Since(n.encStart))
+	ch := make(chan snapResult, 1)
+	n.snapC = ch
+	save := func() snapResult { return n.save(r.md, r.data) }
+	if n.manual {
+		n.manualSave = save
 	} else {
-		ch := make(chan snapResult, 1)
-		n.snapC = ch
-		save := func() snapResult { return n.save(r.md, r.data) }
-		if n.manual {
-			n.manualSave = save
-		} else {
-			go func() { ch <- save() }()
-		}
-	}
-	deferred := n.deferred
-	n.deferred = nil
-	for _, m := range deferred {
-		if n.loopErr != nil {
-			return // the node stops serving; failAll answers the rest
-		}
-		n.apply(m)
+		go func() { ch <- save() }()
 	}
 	n.refreshStatus()
 }

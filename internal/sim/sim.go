@@ -440,10 +440,10 @@ func (m *member) startWrite() {
 
 // startSnapshot lets the next step of the snapshot the node took, its
 // encoding or its save, complete after a while, as each takes time off
-// the loop in a real member (pump starts the next). While it is encoded
-// the node commits but defers applying, and a crash loses what it
-// deferred (not what it committed); while it is saved the node applies,
-// and a crash loses the save.
+// the loop in a real member (pump starts the next). The state machine
+// was frozen when the snapshot was taken and goes on applying through
+// both steps, so the encoding is of a state applies have moved past
+// meanwhile; a crash loses the snapshot, not what was committed.
 func (m *member) startSnapshot() {
 	if m.snapshotting || !m.node.SnapshotPending() {
 		return

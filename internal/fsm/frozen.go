@@ -1,0 +1,205 @@
+package fsm
+
+import (
+	"sync"
+
+	"github.com/google/btree"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// Frozen is the state of a Machine at one applied index, which a goroutine
+// encodes (Encode) while the Machine goes on applying. At a million locks
+// encoding takes most of a second; a Machine that held still for it kept
+// every client waiting as long, every SnapshotEntries entries.
+//
+// Freeze clones the Machine's two sorted trees of records, which google/btree
+// does lazily: the clone and the Machine share nodes until one of them
+// changes, and either may then be used on its own goroutine. The records
+// themselves are shared and changed in place by Apply, so each first change
+// of a record while it is frozen goes through Frozen (Machine.changeLock,
+// Machine.changeSession) before it is made: under mu, unless the encoder has
+// already passed the record, its bytes as frozen are kept as a pre-image,
+// and the encoder writes those instead of the record. The encoder walks
+// the records in order, a batch at a time under mu, and moves its cursor
+// past each batch; it reads a record itself only while no change of it can
+// have been made. What it reads of other records through a record, the id
+// and owner of the sessions of its holders and waiters, never changes.
+//
+// The encoding is the one Snapshot gives at the frozen index, byte for byte
+// (TestFrozenEncodingIsTheFrozenState checks it in every model and fuzz
+// run, with applies in between).
+type Frozen struct {
+	applied  uint64
+	sessions *btree.BTreeG[*session]
+	locks    *btree.BTreeG[*lock]
+	hint     int
+
+	// Written by Apply only: the records it changed while frozen, with
+	// their pre-images (nil if the encoder had passed them). Read by the
+	// encoder under mu.
+	preSessions map[*session][]byte
+	preLocks    map[*lock][]byte
+
+	mu sync.Mutex
+	// The encoder's cursor, under mu: it has written every session with an
+	// id up to sessionsTo, and once inLocks, every lock with a name up to
+	// locksTo; done, everything.
+	sessionsTo uint64
+	inLocks    bool
+	locksTo    string
+	done       bool
+
+	size, records int // of the encoding, once Encode returned
+
+	// batch is encodeBatch; between, if set, runs between batches with mu
+	// released. Tests use both to apply entries at every point of an
+	// encoding.
+	batch   int
+	between func()
+}
+
+// encodeBatch is how many records the encoder writes per hold of mu: an
+// Apply that changes a record the encoder has yet to reach waits at most
+// that long (a few tens of µs), and the encoder takes mu rarely.
+const encodeBatch = 128
+
+// Freeze returns the state as of now, to be encoded by Frozen.Encode on any
+// goroutine while Apply goes on, and handed back to Thaw by the applying
+// goroutine once encoded. One Frozen at a time: Freeze panics while another
+// is out. It takes microseconds: the trees are cloned lazily.
+func (m *Machine) Freeze() *Frozen {
+	if m.frozen != nil {
+		panic("fsm: Freeze while a frozen state is being encoded")
+	}
+	f := &Frozen{
+		applied:     m.applied,
+		sessions:    m.sessionTree.Clone(),
+		locks:       m.lockTree.Clone(),
+		hint:        m.encodedSizeHint(),
+		preSessions: make(map[*session][]byte),
+		preLocks:    make(map[*lock][]byte),
+		batch:       encodeBatch,
+	}
+	m.frozen = f
+	return f
+}
+
+// Thaw ends f, once Encode has returned (or was never called): Apply stops
+// keeping pre-images. It is called on the applying goroutine. f's size
+// sizes the next encoding's buffer. After a Restore, f is no longer the
+// Machine's, and Thaw only forgets it.
+func (m *Machine) Thaw(f *Frozen) {
+	if m.frozen != f {
+		return
+	}
+	m.frozen = nil
+	if f.done {
+		m.lastSize, m.lastRecords = f.size, f.records
+	}
+}
+
+// AppliedIndex is the index f was frozen at.
+func (f *Frozen) AppliedIndex() uint64 { return f.applied }
+
+// Encode returns f's state encoded as Snapshot would have returned it at
+// f's index. It may run on any goroutine, once, while the Machine applies.
+func (f *Frozen) Encode() []byte {
+	b := make([]byte, 0, f.hint)
+	if f.applied != 0 { // proto3 leaves out a zero
+		b = protowire.AppendTag(b, snapshotAppliedIndex, protowire.VarintType)
+		b = protowire.AppendVarint(b, f.applied)
+	}
+	n := 0
+	f.mu.Lock()
+	f.sessions.Ascend(func(s *session) bool {
+		if pre, ok := f.preSessions[s]; ok {
+			b = append(b, pre...)
+		} else {
+			b = appendSession(b, s)
+		}
+		if n++; n%f.batch == 0 {
+			f.sessionsTo = s.id
+			f.pause()
+		}
+		return true
+	})
+	f.inLocks = true
+	f.pause()
+	f.locks.Ascend(func(l *lock) bool {
+		if pre, ok := f.preLocks[l]; ok {
+			b = append(b, pre...)
+		} else {
+			b = appendLock(b, l)
+		}
+		if n++; n%f.batch == 0 {
+			f.locksTo = l.name
+			f.pause()
+		}
+		return true
+	})
+	f.done = true
+	f.size, f.records = len(b), n
+	f.mu.Unlock()
+	return b
+}
+
+// pause lets Apply in between two batches.
+func (f *Frozen) pause() {
+	f.mu.Unlock()
+	if f.between != nil {
+		f.between()
+	}
+	f.mu.Lock()
+}
+
+// changeSession is called before any change to s that its encoding shows
+// (fields, cached results, number of holds). While frozen, the first
+// change keeps s's bytes as frozen unless the encoder has written s.
+func (m *Machine) changeSession(s *session) {
+	f := m.frozen
+	if f == nil {
+		return
+	}
+	if _, seen := f.preSessions[s]; seen {
+		return
+	}
+	var pre []byte
+	f.mu.Lock()
+	if !f.inLocks && s.id > f.sessionsTo {
+		pre = appendSession(nil, s)
+	}
+	f.preSessions[s] = pre
+	f.mu.Unlock()
+}
+
+// changeLock is changeSession for a lock: before any change to its holders
+// (their records included) or waiters.
+func (m *Machine) changeLock(l *lock) {
+	f := m.frozen
+	if f == nil {
+		return
+	}
+	if _, seen := f.preLocks[l]; seen {
+		return
+	}
+	var pre []byte
+	f.mu.Lock()
+	if !f.done && (!f.inLocks || l.name > f.locksTo) {
+		pre = appendLock(nil, l)
+	}
+	f.preLocks[l] = pre
+	f.mu.Unlock()
+}
+
+// encodedSizeHint sizes the next encoding's buffer: the last encoding's
+// (or restored snapshot's) bytes per record times the records now, with a
+// little room. Off by much, the buffer grows once more. Without a last
+// encoding it counts typical records.
+func (m *Machine) encodedSizeHint() int {
+	records := m.sessionTree.Len() + m.lockTree.Len()
+	if m.lastRecords == 0 {
+		return 16 + records*64
+	}
+	per := float64(m.lastSize) / float64(m.lastRecords)
+	return int(per*float64(records)*1.05) + 4096
+}
