@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ var (
 	scaleSessions = flag.Int("e2e.scale-sessions", 100_000, "sessions TestScale opens")
 	scaleLocks    = flag.Int("e2e.scale-locks", 1_000_000, "locks TestScale holds, spread over the sessions")
 	scaleSnap     = flag.Int("e2e.scale-snapshot-entries", 0, "servers' --snapshot-entries in TestScale (0: their default)")
+	scaleLoad     = flag.Duration("e2e.scale-load", 15*time.Second, "TestScale: how long 32 workers acquire and release locks at the scale point, to show the latency a snapshot of that state costs (0: skip)")
 	scaleProfile  = flag.String("e2e.scale-profile", "", "TestScale: start the servers with --pprof and save each member's heap profile, MemStats, peak resident memory and log into this directory")
 )
 
@@ -118,6 +120,10 @@ func TestScale(t *testing.T) {
 		}
 	}
 
+	if *scaleLoad > 0 {
+		loadAtScale(t, ctx, cl, lead, ids[:32], *scaleLoad)
+	}
+
 	for _, nd := range c.nodes {
 		nd.kill()
 	}
@@ -148,6 +154,80 @@ func TestScale(t *testing.T) {
 	for _, nd := range c.nodes {
 		t.Logf("%s resident memory after restart: %d MiB", nd.name, rssMiB(t, nd))
 	}
+}
+
+// loadAtScale has one worker per session acquire and release a lock of its
+// own for d, and logs the latency of the acquires and how many snapshots
+// the leader took meanwhile: with the default 100,000 entries between
+// snapshots at least one falls in a 15 s run. It measures; it asserts
+// nothing about time.
+func loadAtScale(t *testing.T, ctx context.Context, cl batonpb.BatonClient, lead *node, sessions []uint64, d time.Duration) {
+	snapsBefore := metric(t, lead, "baton_snapshots_total")
+	pauseBefore := metric(t, lead, "baton_snapshot_apply_pause_nanoseconds_total")
+	lat := make([][]time.Duration, len(sessions))
+	end := time.Now().Add(d)
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	for i, id := range sessions {
+		wg.Go(func() {
+			name := fmt.Sprintf("scale/load/%d", i)
+			for seq := uint64(2); time.Now().Before(end); seq += 2 {
+				t0 := time.Now()
+				a, err := cl.Acquire(ctx, &batonpb.AcquireRequest{Header: &batonpb.RequestHeader{SessionId: id, Seq: seq}, Name: name})
+				if err == nil && !a.GetAcquired() {
+					err = fmt.Errorf("%s not acquired", name)
+				}
+				if err != nil {
+					failed.Store(err)
+					return
+				}
+				lat[i] = append(lat[i], time.Since(t0))
+				_, err = cl.Release(ctx, &batonpb.ReleaseRequest{Header: &batonpb.RequestHeader{SessionId: id, Seq: seq + 1}, Name: name, Token: a.GetToken()})
+				if err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := failed.Load(); err != nil {
+		t.Fatalf("load at scale: %v", err)
+	}
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	slices.Sort(all)
+	q := func(p float64) time.Duration { return all[min(len(all)-1, int(p*float64(len(all))))] }
+	t.Logf("load at scale: %d acquire+release cycles by %d workers in %v (%.0f/s); acquire p50 %v, p99 %v, p99.9 %v, max %v; leader snapshots %d, apply pause %v",
+		len(all), len(sessions), d, float64(len(all))/d.Seconds(), q(0.5), q(0.99), q(0.999), all[len(all)-1],
+		metric(t, lead, "baton_snapshots_total")-snapsBefore,
+		time.Duration(metric(t, lead, "baton_snapshot_apply_pause_nanoseconds_total")-pauseBefore))
+}
+
+// metric returns the value of a counter or gauge on nd's /metrics.
+func metric(t *testing.T, nd *node, name string) uint64 {
+	resp, err := http.Get("http://" + nd.clientAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				t.Fatalf("metric %s: %v", name, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("metric %s not on %s/metrics", name, nd.clientAddr)
+	return 0
 }
 
 // parallel runs f(0..n-1) on 64 goroutines and fails t on the first error.

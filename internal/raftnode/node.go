@@ -271,7 +271,7 @@ type Metrics struct {
 	// SaveNanos is the append worker's time writing the log (fsyncs
 	// included); ApplyNanos the Ready loop's time applying entries, and
 	// ReadyNanos its time handling Readies in all. SnapshotPauseNanos is
-	// the time applying waited for snapshots to be encoded.
+	// the time applying waited for snapshots to freeze the state machine.
 	SaveNanos, ApplyNanos, ReadyNanos, SnapshotPauseNanos uint64
 }
 

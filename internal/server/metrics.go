@@ -47,7 +47,7 @@ func (s *Server) MetricsHandler() http.Handler {
 			{"baton_applied_commands_total", "commands applied to the state machine", "counter", m.Applied},
 			{"baton_snapshots_total", "snapshots taken", "counter", m.Snapshots},
 			{"baton_raft_save_nanoseconds_total", "append worker time writing the log (fsync included)", "counter", m.SaveNanos},
-			{"baton_snapshot_apply_pause_nanoseconds_total", "time applying waited for snapshots to be encoded", "counter", m.SnapshotPauseNanos},
+			{"baton_snapshot_apply_pause_nanoseconds_total", "time applying waited for snapshots to freeze the state machine (encoding and saving go on beside applying)", "counter", m.SnapshotPauseNanos},
 			{"baton_raft_apply_nanoseconds_total", "Ready loop time applying committed entries", "counter", m.ApplyNanos},
 			{"baton_raft_ready_nanoseconds_total", "Ready loop time handling Readies in all", "counter", m.ReadyNanos},
 			{"baton_sessions_stream_messages_total", "messages sent on Sessions streams", "counter", s.muxMessages.Load()},
