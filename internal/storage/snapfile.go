@@ -71,10 +71,11 @@ func writeSnapshot(dir string, sn *raftpb.Snapshot) error {
 	if err != nil {
 		return err
 	}
-	for _, b := range [][]byte{head, sn.GetData(), tail} {
-		if _, err = f.Write(b); err != nil {
-			break
-		}
+	if _, err = f.Write(head); err == nil {
+		err = writeFlushed(f, sn.GetData())
+	}
+	if err == nil {
+		_, err = f.Write(tail)
 	}
 	if err == nil {
 		err = fdatasync(f)
@@ -90,6 +91,30 @@ func writeSnapshot(dir string, sn *raftpb.Snapshot) error {
 		return err
 	}
 	return syncDir(dir)
+}
+
+// snapFlushEvery is how much of a snapshot is written between syncs.
+var snapFlushEvery = 8 << 20 // a variable for tests
+
+// writeFlushed writes data to f, syncing after every snapFlushEvery bytes.
+// The log shares the disk: written at once, a snapshot of 96 MB left that
+// much to flush in one go, and a log sync issued meanwhile waited for it
+// (39-46 ms at worst, with a 4 KiB write and sync in a loop beside it, on
+// this project's test machines), where in 8 MiB pieces it waited 6-7 ms.
+func writeFlushed(f *os.File, data []byte) error {
+	for len(data) > 0 {
+		n := min(len(data), snapFlushEvery)
+		if _, err := f.Write(data[:n]); err != nil {
+			return err
+		}
+		data = data[n:]
+		if len(data) > 0 {
+			if err := fdatasync(f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // readSnapshot reads the snapshot file at path, in either format.
