@@ -1,7 +1,10 @@
 package fsm
 
 import (
+	"runtime"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/btree"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -34,13 +37,17 @@ type Frozen struct {
 	locks    *btree.BTreeG[*lock]
 	hint     int
 
-	// Written by Apply only: the records it changed while frozen, with
-	// their pre-images (nil if the encoder had passed them). Read by the
-	// encoder under mu.
-	preSessions map[*session][]byte
-	preLocks    map[*lock][]byte
+	// seen is Apply's alone: the records it changed or created while
+	// frozen, which need nothing more.
+	seen map[any]struct{}
 
 	mu sync.Mutex
+	// want counts Apply's waits for mu; the encoder lets it in first.
+	want atomic.Int32
+	// Under mu: the pre-images of the records Apply changed before the
+	// encoder reached them.
+	preSessions map[*session][]byte
+	preLocks    map[*lock][]byte
 	// The encoder's cursor, under mu: it has written every session with an
 	// id up to sessionsTo, and once inLocks, every lock with a name up to
 	// locksTo; done, everything.
@@ -49,7 +56,8 @@ type Frozen struct {
 	locksTo    string
 	done       bool
 
-	size, records int // of the encoding, once Encode returned
+	buf           []byte // the encoding so far, the encoder's
+	size, records int    // of the encoding, once Encode returned
 
 	// batch is encodeBatch; between, if set, runs between batches with mu
 	// released. Tests use both to apply entries at every point of an
@@ -60,8 +68,13 @@ type Frozen struct {
 
 // encodeBatch is how many records the encoder writes per hold of mu: an
 // Apply that changes a record the encoder has yet to reach waits at most
-// that long (a few tens of µs), and the encoder takes mu rarely.
-const encodeBatch = 128
+// that long (a few µs), and the encoder takes mu rarely enough that doing
+// so costs it about 1%.
+const encodeBatch = 16
+
+// encodeRoom is the room the buffer has before each batch (or grows to
+// first): a batch fits in it unless a record is very large.
+const encodeRoom = 1 << 20
 
 // Freeze returns the state as of now, to be encoded by Frozen.Encode on any
 // goroutine while Apply goes on, and handed back to Thaw by the applying
@@ -76,6 +89,7 @@ func (m *Machine) Freeze() *Frozen {
 		sessions:    m.sessionTree.Clone(),
 		locks:       m.lockTree.Clone(),
 		hint:        m.encodedSizeHint(),
+		seen:        make(map[any]struct{}),
 		preSessions: make(map[*session][]byte),
 		preLocks:    make(map[*lock][]byte),
 		batch:       encodeBatch,
@@ -104,18 +118,18 @@ func (f *Frozen) AppliedIndex() uint64 { return f.applied }
 // Encode returns f's state encoded as Snapshot would have returned it at
 // f's index. It may run on any goroutine, once, while the Machine applies.
 func (f *Frozen) Encode() []byte {
-	b := make([]byte, 0, f.hint)
+	f.buf = make([]byte, 0, f.hint)
 	if f.applied != 0 { // proto3 leaves out a zero
-		b = protowire.AppendTag(b, snapshotAppliedIndex, protowire.VarintType)
-		b = protowire.AppendVarint(b, f.applied)
+		f.buf = protowire.AppendTag(f.buf, snapshotAppliedIndex, protowire.VarintType)
+		f.buf = protowire.AppendVarint(f.buf, f.applied)
 	}
 	n := 0
 	f.mu.Lock()
 	f.sessions.Ascend(func(s *session) bool {
 		if pre, ok := f.preSessions[s]; ok {
-			b = append(b, pre...)
+			f.buf = append(f.buf, pre...)
 		} else {
-			b = appendSession(b, s)
+			f.buf = appendSession(f.buf, s)
 		}
 		if n++; n%f.batch == 0 {
 			f.sessionsTo = s.id
@@ -127,9 +141,9 @@ func (f *Frozen) Encode() []byte {
 	f.pause()
 	f.locks.Ascend(func(l *lock) bool {
 		if pre, ok := f.preLocks[l]; ok {
-			b = append(b, pre...)
+			f.buf = append(f.buf, pre...)
 		} else {
-			b = appendLock(b, l)
+			f.buf = appendLock(f.buf, l)
 		}
 		if n++; n%f.batch == 0 {
 			f.locksTo = l.name
@@ -138,18 +152,38 @@ func (f *Frozen) Encode() []byte {
 		return true
 	})
 	f.done = true
+	b := f.buf
+	f.buf = nil
 	f.size, f.records = len(b), n
 	f.mu.Unlock()
 	return b
 }
 
-// pause lets Apply in between two batches.
+// pause lets Apply in between two batches. A mutex does not hand itself
+// over: unlocking and locking again at once, the encoder would keep it
+// for up to a millisecond (when sync.Mutex turns fair) while Apply waits.
+// So the encoder waits while Apply wants it.
 func (f *Frozen) pause() {
 	f.mu.Unlock()
 	if f.between != nil {
 		f.between()
 	}
+	// Grow the buffer here, not under mu: copying tens of MB held Apply
+	// up for as long (50-70 ms in BenchmarkScaleAcquireMany).
+	if cap(f.buf)-len(f.buf) < encodeRoom {
+		f.buf = slices.Grow(f.buf, max(encodeRoom, len(f.buf)/2))
+	}
+	for f.want.Load() > 0 {
+		runtime.Gosched()
+	}
 	f.mu.Lock()
+}
+
+// lock takes mu for Apply.
+func (f *Frozen) lock() {
+	f.want.Add(1)
+	f.mu.Lock()
+	f.want.Add(-1)
 }
 
 // changeSession is called before any change to s that its encoding shows
@@ -160,15 +194,14 @@ func (m *Machine) changeSession(s *session) {
 	if f == nil {
 		return
 	}
-	if _, seen := f.preSessions[s]; seen {
+	if _, seen := f.seen[s]; seen {
 		return
 	}
-	var pre []byte
-	f.mu.Lock()
+	f.seen[s] = struct{}{}
+	f.lock()
 	if !f.inLocks && s.id > f.sessionsTo {
-		pre = appendSession(nil, s)
+		f.preSessions[s] = appendSession(nil, s)
 	}
-	f.preSessions[s] = pre
 	f.mu.Unlock()
 }
 
@@ -179,16 +212,23 @@ func (m *Machine) changeLock(l *lock) {
 	if f == nil {
 		return
 	}
-	if _, seen := f.preLocks[l]; seen {
+	if _, seen := f.seen[l]; seen {
 		return
 	}
-	var pre []byte
-	f.mu.Lock()
+	f.seen[l] = struct{}{}
+	f.lock()
 	if !f.done && (!f.inLocks || l.name > f.locksTo) {
-		pre = appendLock(nil, l)
+		f.preLocks[l] = appendLock(nil, l)
 	}
-	f.preLocks[l] = pre
 	f.mu.Unlock()
+}
+
+// created is called for a record Apply creates: it is not in the frozen
+// trees, and its changes need no pre-image.
+func (m *Machine) created(r any) {
+	if f := m.frozen; f != nil {
+		f.seen[r] = struct{}{}
+	}
 }
 
 // encodedSizeHint sizes the next encoding's buffer: the last encoding's

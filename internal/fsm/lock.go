@@ -147,6 +147,7 @@ func (m *Machine) lockFor(name string) *lock {
 	l := m.locks[name]
 	if l == nil {
 		l = &lock{name: name}
+		m.created(l)
 		m.locks[name] = l
 		m.lockTree.ReplaceOrInsert(l)
 	}

@@ -278,6 +278,7 @@ func (m *Machine) openSession(a *apply, op *fsmpb.OpenSession) {
 		return
 	}
 	s := newSession(a.index, op.GetOwner(), int64(ttl), a.wall)
+	m.created(s)
 	m.sessions[s.id] = s
 	m.sessionTree.ReplaceOrInsert(s)
 	a.res.SessionId = s.id
