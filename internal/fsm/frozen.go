@@ -72,8 +72,8 @@ type Frozen struct {
 // so costs it about 1%.
 const encodeBatch = 16
 
-// encodeRoom is the room the buffer has before each batch (or grows to
-// first): a batch fits in it unless a record is very large.
+// encodeRoom is the room a large buffer has before each batch (or grows
+// to first): a batch fits in it unless a record is very large.
 const encodeRoom = 1 << 20
 
 // Freeze returns the state as of now, to be encoded by Frozen.Encode on any
@@ -169,9 +169,12 @@ func (f *Frozen) pause() {
 		f.between()
 	}
 	// Grow the buffer here, not under mu: copying tens of MB held Apply
-	// up for as long (50-70 ms in BenchmarkScaleAcquireMany).
-	if cap(f.buf)-len(f.buf) < encodeRoom {
-		f.buf = slices.Grow(f.buf, max(encodeRoom, len(f.buf)/2))
+	// up for as long (50-70 ms in BenchmarkScaleAcquireMany). A small
+	// buffer is left to grow as it goes: a copy of it costs nothing, and
+	// reserving encodeRoom for every small snapshot cost the simulation
+	// (thousands of them, under -race) more than twice its time.
+	if room := min(encodeRoom, cap(f.buf)/8); cap(f.buf)-len(f.buf) < room {
+		f.buf = slices.Grow(f.buf, max(room, len(f.buf)/2))
 	}
 	for f.want.Load() > 0 {
 		runtime.Gosched()
