@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -643,4 +644,129 @@ func TestSnapshotPoints(t *testing.T) {
 	if !snapshotDue(200_000, 150_000, 100_000, 0) || snapshotDue(199_999, 150_000, 100_000, 0) {
 		t.Error("after a snapshot at 150,000 the next point of offset 0 is not 200,000")
 	}
+}
+
+// logStore is a memStore that also keeps every entry ever saved (the last
+// write of each index) and every snapshot saved.
+type logStore struct {
+	memStore
+	all   map[uint64]*raftpb.Entry
+	snaps []*raftpb.Snapshot
+}
+
+func (s *logStore) Save(hs *raftpb.HardState, ents []*raftpb.Entry, sync bool) error {
+	s.mu.Lock()
+	for _, e := range ents {
+		s.all[e.GetIndex()] = proto.Clone(e).(*raftpb.Entry)
+	}
+	s.mu.Unlock()
+	return s.memStore.Save(hs, ents, sync)
+}
+
+func (s *logStore) SaveSnapshot(snap *raftpb.Snapshot) error {
+	s.mu.Lock()
+	s.snaps = append(s.snaps, proto.Clone(snap).(*raftpb.Snapshot))
+	s.mu.Unlock()
+	return s.memStore.SaveSnapshot(snap)
+}
+
+// Snapshots taken while commands are applied, by the goroutines a member
+// runs: every snapshot saved must be the state at its index, byte for
+// byte, as replaying the log up to that index gives it. The state is a
+// few thousand locks, so that encodings and applies overlap (with -race
+// in CI, the race detector watches them).
+func TestSnapshotsWhileApplying(t *testing.T) {
+	st := &logStore{all: map[uint64]*raftpb.Entry{}}
+	cfg := DefaultConfig()
+	cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 1, []uint64{1}, st, &memNet{nodes: map[uint64]*Node{}}
+	cfg.TickInterval = 5 * time.Millisecond
+	cfg.SnapshotEntries, cfg.CatchUpEntries = 50, 5
+	n, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop()
+	waitLeader(t, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const workers, cycles, held = 8, 60, 400
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		s := open(t, n, fmt.Sprintf("w%d", w))
+		wg.Go(func() {
+			// A few hundred held locks each, then acquire and release
+			// cycles, sequenced, so that the session's cached results
+			// change too.
+			names := make([]string, held)
+			for i := range names {
+				names[i] = fmt.Sprintf("held/%d/%d", w, i)
+			}
+			seq := uint64(1)
+			if _, _, err := n.Propose(ctx, &fsmpb.Command{SessionId: s, Seq: seq,
+				Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{Locks: names}}}); err != nil {
+				errs <- err
+				return
+			}
+			for c := range cycles {
+				name := fmt.Sprintf("cycle/%d/%d", w, c%7)
+				seq++
+				res, _, err := n.Propose(ctx, acquire(s, seq, name))
+				if err != nil {
+					errs <- err
+					return
+				}
+				seq++
+				if _, _, err := n.Propose(ctx, &fsmpb.Command{SessionId: s, Seq: seq, Op: &fsmpb.Command_Release{
+					Release: &fsmpb.Release{Lock: name, Token: res.GetAcquire().GetToken()}}}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// The last snapshot's save may still run: wait for it to be counted.
+	st.mu.Lock()
+	taken := len(st.snaps)
+	st.mu.Unlock()
+	for deadline := time.Now().Add(10 * time.Second); n.Metrics().Snapshots < uint64(taken); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a snapshot's save did not end")
+		}
+	}
+	n.Stop()
+
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.snaps) < 3 {
+		t.Fatalf("only %d snapshots taken", len(st.snaps))
+	}
+	replay := fsm.New()
+	for _, snap := range st.snaps {
+		idx := snap.GetMetadata().GetIndex()
+		for i := replay.AppliedIndex() + 1; i <= idx; i++ {
+			e := st.all[i]
+			if e == nil {
+				t.Fatalf("entry %d was never saved", i)
+			}
+			cmd := &fsmpb.Command{}
+			if e.GetType() != raftpb.EntryNormal || len(e.GetData()) == 0 {
+				replay.SetApplied(i)
+			} else if err := proto.Unmarshal(e.GetData(), cmd); err != nil {
+				t.Fatal(err)
+			} else {
+				replay.Apply(i, cmd)
+			}
+		}
+		want, _ := replay.Snapshot()
+		if !bytes.Equal(snap.GetData(), want) {
+			t.Fatalf("snapshot at %d (%d bytes) is not the state at %d (%d bytes)", idx, len(snap.GetData()), idx, len(want))
+		}
+	}
+	t.Logf("%d snapshots checked, the last at %d with %d locks", len(st.snaps), replay.AppliedIndex(), replay.NumLocks())
 }
