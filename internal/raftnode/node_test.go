@@ -536,6 +536,21 @@ func (s *snapGatedStore) SaveSnapshot(snap *raftpb.Snapshot) error {
 	return s.memStore.SaveSnapshot(snap)
 }
 
+// startSnapshotting starts a single member on st, with fast ticks and a
+// snapshot every entries entries.
+func startSnapshotting(t *testing.T, st LogStore, entries uint64) *Node {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 1, []uint64{1}, st, &memNet{nodes: map[uint64]*Node{}}
+	cfg.TickInterval = 5 * time.Millisecond
+	cfg.SnapshotEntries, cfg.CatchUpEntries = entries, 5
+	n, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // A snapshot is encoded and saved off the loop: while it is being saved,
 // the loop goes on committing (so heartbeats and elections go on too) and
 // applying, since the save needs nothing from the state machine. With the
@@ -543,14 +558,7 @@ func (s *snapGatedStore) SaveSnapshot(snap *raftpb.Snapshot) error {
 // save, the command below was not applied.
 func TestSnapshotDoesNotStopTheLoop(t *testing.T) {
 	st := &snapGatedStore{gate: make(chan struct{}), blocked: make(chan struct{})}
-	cfg := DefaultConfig()
-	cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 1, []uint64{1}, st, &memNet{nodes: map[uint64]*Node{}}
-	cfg.TickInterval = 5 * time.Millisecond
-	cfg.SnapshotEntries, cfg.CatchUpEntries = 10, 5
-	n, err := Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := startSnapshotting(t, st, 10)
 	defer n.Stop()
 	defer func() {
 		select {
@@ -677,14 +685,7 @@ func (s *logStore) SaveSnapshot(snap *raftpb.Snapshot) error {
 // in CI, the race detector watches them).
 func TestSnapshotsWhileApplying(t *testing.T) {
 	st := &logStore{all: map[uint64]*raftpb.Entry{}}
-	cfg := DefaultConfig()
-	cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 1, []uint64{1}, st, &memNet{nodes: map[uint64]*Node{}}
-	cfg.TickInterval = 5 * time.Millisecond
-	cfg.SnapshotEntries, cfg.CatchUpEntries = 50, 5
-	n, err := Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := startSnapshotting(t, st, 50)
 	defer n.Stop()
 	waitLeader(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
