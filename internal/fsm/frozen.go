@@ -28,9 +28,11 @@ import (
 // have been made. What it reads of other records through a record, the id
 // and owner of the sessions of its holders and waiters, never changes.
 //
-// The encoding is the one Snapshot gives at the frozen index, byte for byte
-// (TestFrozenEncodingIsTheFrozenState checks it in every model and fuzz
-// run, with applies in between).
+// The encoding is the one Snapshot gives at the frozen index, byte for byte:
+// TestRandomStream freezes at random points and checks it (freezer, in
+// frozen_test.go), with entries applied in between; raftnode's
+// TestSnapshotsWhileApplying checks a member's snapshots against a replay
+// of its log.
 type Frozen struct {
 	applied  uint64
 	sessions *btree.BTreeG[*session]

@@ -226,6 +226,8 @@ func (m *Machine) dropHold(s *session, i int32) {
 	if i != last {
 		moved := s.held[last]
 		s.held[i] = moved
+		// idx is not encoded, but it shares its record with fields that
+		// are: the record goes through changeLock like any other change.
 		m.changeLock(moved)
 		for k := range moved.holders {
 			if h := &moved.holders[k]; h.s == s && h.idx == last {
