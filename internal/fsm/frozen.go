@@ -58,8 +58,10 @@ type Frozen struct {
 	locksTo    string
 	done       bool
 
-	buf           []byte // the encoding so far, the encoder's
-	size, records int    // of the encoding, once Encode returned
+	buf           []byte  // the encoding so far, the encoder's
+	bufs          Buffers // where buf comes from; nil: the Go heap
+	owned         []byte  // buf's array at full length, if from bufs
+	size, records int     // of the encoding, once Encode returned
 
 	// batch is encodeBatch; between, if set, runs between batches with mu
 	// released. Tests use both to apply entries at every point of an
@@ -120,7 +122,34 @@ func (f *Frozen) AppliedIndex() uint64 { return f.applied }
 // Encode returns f's state encoded as Snapshot would have returned it at
 // f's index. It may run on any goroutine, once, while the Machine applies.
 func (f *Frozen) Encode() []byte {
-	f.buf = make([]byte, 0, f.hint)
+	b, _ := f.EncodeWith(nil)
+	return b
+}
+
+// Buffers provides an encoding's buffer from outside the Go heap. A buffer
+// of 100 MB on the heap counts as live to the collection that overlaps its
+// life and sets the next collection's goal as much higher; the member
+// collected at once after each large snapshot to undo that, a full
+// collection each time.
+type Buffers interface {
+	// Alloc returns a buffer of length 0 and capacity at least n.
+	Alloc(n int) []byte
+	// Free takes back a buffer Alloc returned (at its full capacity).
+	Free(b []byte)
+}
+
+// EncodeWith is Encode with the buffer from bufs (nil: the Go heap).
+// free gives it back once the caller is done with the bytes; it is nil
+// when they are on the Go heap (bufs nil, or the buffer outgrown by a
+// record too large for its room).
+func (f *Frozen) EncodeWith(bufs Buffers) (b []byte, free func()) {
+	f.bufs = bufs
+	if bufs != nil {
+		f.owned = bufs.Alloc(f.hint)
+		f.buf = f.owned
+	} else {
+		f.buf = make([]byte, 0, f.hint)
+	}
 	if f.applied != 0 { // proto3 leaves out a zero
 		f.buf = protowire.AppendTag(f.buf, snapshotAppliedIndex, protowire.VarintType)
 		f.buf = protowire.AppendVarint(f.buf, f.applied)
@@ -133,6 +162,7 @@ func (f *Frozen) Encode() []byte {
 		} else {
 			f.buf = appendSession(f.buf, s)
 		}
+		f.checkOwned()
 		if n++; n%f.batch == 0 {
 			f.sessionsTo = s.id
 			f.pause()
@@ -147,6 +177,7 @@ func (f *Frozen) Encode() []byte {
 		} else {
 			f.buf = appendLock(f.buf, l)
 		}
+		f.checkOwned()
 		if n++; n%f.batch == 0 {
 			f.locksTo = l.name
 			f.pause()
@@ -154,11 +185,39 @@ func (f *Frozen) Encode() []byte {
 		return true
 	})
 	f.done = true
-	b := f.buf
-	f.buf = nil
+	b, owned := f.buf, f.owned
+	f.buf, f.owned = nil, nil
 	f.size, f.records = len(b), n
 	f.mu.Unlock()
-	return b
+	if owned != nil {
+		free = func() { bufs.Free(owned) }
+	}
+	return b, free
+}
+
+// checkOwned notices that append moved the buffer to the Go heap (a record
+// larger than the room left), and gives the old one back.
+func (f *Frozen) checkOwned() {
+	if f.owned != nil && cap(f.buf) != cap(f.owned) {
+		f.bufs.Free(f.owned)
+		f.owned = nil
+	}
+}
+
+// grow makes room for at least room more bytes, in a buffer from bufs if
+// the current one is.
+func (f *Frozen) grow(room int) {
+	if cap(f.buf)-len(f.buf) >= room {
+		return
+	}
+	more := max(room, len(f.buf)/2)
+	if f.owned == nil {
+		f.buf = slices.Grow(f.buf, more)
+		return
+	}
+	nb := append(f.bufs.Alloc(len(f.buf)+more), f.buf...)
+	f.bufs.Free(f.owned)
+	f.buf, f.owned = nb, nb
 }
 
 // pause lets Apply in between two batches. A mutex does not hand itself
@@ -175,9 +234,7 @@ func (f *Frozen) pause() {
 	// buffer is left to grow as it goes: a copy of it costs nothing, and
 	// reserving encodeRoom for every small snapshot cost the simulation
 	// (thousands of them, under -race) more than twice its time.
-	if room := min(encodeRoom, cap(f.buf)/8); cap(f.buf)-len(f.buf) < room {
-		f.buf = slices.Grow(f.buf, max(room, len(f.buf)/2))
-	}
+	f.grow(min(encodeRoom, cap(f.buf)/8))
 	for f.want.Load() > 0 {
 		runtime.Gosched()
 	}

@@ -95,7 +95,8 @@ func runStream(t *testing.T, seed uint64, steps int) {
 		s.frz.left = 0
 		s.frz.beforeStep(s)
 	}
-	t.Logf("outcomes: %v; frozen states encoded, by mode: %v", s.stats, s.frz.taken)
+	t.Logf("outcomes: %v; frozen states encoded, by mode: %v; buffers %d allocated, %d freed, %d outgrown",
+		s.stats, s.frz.taken, s.frz.bufs.allocs, s.frz.bufs.frees, s.frz.bufs.outgrown)
 	if s.restored.Hash() != s.m.Hash() {
 		t.Fatalf("seed %d: restored machine ended with a different hash", seed)
 	}

@@ -277,20 +277,28 @@ func TestSnapshotWaitsForALoggedCommit(t *testing.T) {
 }
 
 // A snapshot of at least CollectAfterSnapshot bytes is followed by one
-// collection (not one per snapshot while it runs); a smaller one is not.
+// collection (not one per snapshot while it runs); a smaller one is not,
+// nor one encoded outside the Go heap (offHeap), whose memory went back
+// to the OS when it was saved.
 func TestCollectAfterALargeSnapshot(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		threshold int
 		finish    bool // the collection ends before the next snapshot
+		mapped    bool // every encoding in a memory mapping
 		want      func(calls, snaps int) bool
 	}{
-		{"every snapshot, each collection done", 1, true, func(c, s int) bool { return c == s }},
-		{"one at a time", 1, false, func(c, s int) bool { return c == 1 }},
-		{"all below the threshold", 1 << 30, true, func(c, s int) bool { return c == 0 }},
-		{"off", 0, true, func(c, s int) bool { return c == 0 }},
+		{"every snapshot, each collection done", 1, true, false, func(c, s int) bool { return c == s }},
+		{"one at a time", 1, false, false, func(c, s int) bool { return c == 1 }},
+		{"all below the threshold", 1 << 30, true, false, func(c, s int) bool { return c == 0 }},
+		{"off", 0, true, false, func(c, s int) bool { return c == 0 }},
+		{"encoded off the heap", 1, true, true, func(c, s int) bool { return c == 0 || !mappingsAvailable }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.mapped {
+				defer func(n int) { mappedMin = n }(mappedMin)
+				mappedMin = 1
+			}
 			st := &commitCheckStore{}
 			cfg := DefaultConfig()
 			cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 1, []uint64{1}, st, &queueNet{}
@@ -320,6 +328,10 @@ func TestCollectAfterALargeSnapshot(t *testing.T) {
 			}
 			if !tc.want(calls, st.snaps) {
 				t.Fatalf("%d collections after %d snapshots", calls, st.snaps)
+			}
+			// The store's copy of the last one is whole.
+			if err := fsm.New().Restore(st.snap.GetData()); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}

@@ -25,6 +25,8 @@ type LogStore interface {
 	// Save appends ents and hs; when sync, both are durable on return.
 	Save(hs *raftpb.HardState, ents []*raftpb.Entry, sync bool) error
 	// SaveSnapshot makes snap durable and lets the log drop what it covers.
+	// It must not keep snap.Data: the node may give its memory back to the
+	// OS when SaveSnapshot returns.
 	SaveSnapshot(snap *raftpb.Snapshot) error
 	// Snapshot returns the newest snapshot saved, data included (or
 	// raft.ErrSnapshotTemporarilyUnavailable). The node keeps only

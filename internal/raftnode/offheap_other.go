@@ -1,0 +1,16 @@
+//go:build !unix
+
+package raftnode
+
+// offHeap, without memory mappings, gives buffers from the Go heap.
+type offHeap struct{}
+
+func (offHeap) Alloc(n int) []byte { return make([]byte, 0, n) }
+func (offHeap) Free([]byte)        {}
+func (offHeap) mapped([]byte) bool { return false }
+
+// mappingsAvailable: offHeap maps memory on this system.
+const mappingsAvailable = false
+
+// mappedMin is unused without mappings.
+var mappedMin = 0
