@@ -9,8 +9,5 @@ func (offHeap) Alloc(n int) []byte { return make([]byte, 0, n) }
 func (offHeap) Free([]byte)        {}
 func (offHeap) mapped([]byte) bool { return false }
 
-// mappingsAvailable: offHeap maps memory on this system.
-const mappingsAvailable = false
-
-// mappedMin is unused without mappings.
+// mappedMin: without mappings, no buffer is mapped whatever its size.
 var mappedMin = 0

@@ -40,6 +40,3 @@ func (offHeap) Free(b []byte) {
 	// fallback) makes Munmap fail; the collector frees it.
 	_ = syscall.Munmap(b[:cap(b)])
 }
-
-// mappingsAvailable: offHeap maps memory on this system.
-const mappingsAvailable = true
