@@ -57,6 +57,15 @@ const (
 	// corrupt. Only the last segment can have a torn record.
 	sectorSize = 512
 
+	// directBlock is the alignment of direct writes to the log: their
+	// offset, length and memory. 4096 is every common disk's logical block
+	// or a multiple of it.
+	directBlock = 4096
+
+	// holdUnsynced bounds the bytes of unsynced saves a log writing
+	// directly keeps in memory for its next synced write.
+	holdUnsynced = 64 << 10
+
 	logExt = ".log"
 	// prepName is the segment being zero-filled for the next cut.
 	prepName = "next.tmp"
@@ -75,6 +84,10 @@ var (
 	minSegment int64 = 1 << 20
 	maxSegment int64 = 64 << 20
 )
+
+// directIO makes the log write with direct I/O where the file system
+// takes it (flushDirect). A variable so that tests cover both ways.
+var directIO = true
 
 // errCorrupt marks damage the log does not repair by itself.
 var errCorrupt = errors.New("log corrupt")

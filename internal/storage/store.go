@@ -156,8 +156,10 @@ func (s *Store) Snapshot() (*raftpb.Snapshot, error) {
 
 // Save appends ents and then hs (either may be empty) to the log. When
 // sync is true (raft's Ready.MustSync) everything saved so far is on disk
-// when Save returns, at the cost of one fdatasync; when false, Save only
-// writes. Writing entry i discards persisted entries with index >= i.
+// when Save returns, at the cost of one device flush; when false, Save
+// writes them, or keeps them in memory for the next synced Save where the
+// log writes directly (see doc.go). Writing entry i discards persisted
+// entries with index >= i.
 // Save neither retains nor modifies hs or ents.
 func (s *Store) Save(hs *raftpb.HardState, ents []*raftpb.Entry, sync bool) error {
 	s.mu.Lock()

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
+	"unsafe"
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -32,6 +34,17 @@ type wlog struct {
 	lastIndex uint64
 	hs        *raftpb.HardState // the last hard state written, nil if none
 	buf       []byte
+
+	// Direct writes (see flushDirect). df is f opened with O_DIRECT, nil
+	// when the log writes through the page cache; tail holds the bytes of
+	// the block that off falls in, up to off; scratch is the block-aligned
+	// buffer writes are assembled in; unsynced marks a direct write not
+	// yet made durable.
+	df       *os.File
+	noDirect bool // the file system refused direct I/O: do not try again
+	tail     []byte
+	scratch  []byte
+	unsynced bool
 
 	nextSize int64
 	prep     chan prepared // the next segment being zero-filled
@@ -258,6 +271,12 @@ func (w *wlog) save(hs *raftpb.HardState, ents []*raftpb.Entry, sync bool) error
 		}
 		w.hs = proto.CloneOf(hs)
 	}
+	if !sync && w.df != nil && len(w.buf) < holdUnsynced {
+		// Nothing waits for these bytes to be durable (raft's commit
+		// index alone): they go out with the next synced write, where a
+		// write of their own would cost the device a trip.
+		return nil
+	}
 	return w.fail(w.flush(sync))
 }
 
@@ -305,6 +324,9 @@ func (w *wlog) add(typ byte, m proto.Message, raw []byte) error {
 
 // flush writes the buffer at the end of the segment, and syncs if asked.
 func (w *wlog) flush(sync bool) error {
+	if w.df != nil {
+		return w.flushDirect(sync)
+	}
 	if len(w.buf) > 0 {
 		if _, err := w.f.WriteAt(w.buf, w.off); err != nil {
 			return err
@@ -335,10 +357,10 @@ func (w *wlog) cut() error {
 			return err
 		}
 		w.syncs.Add(1)
-		if err := w.f.Close(); err != nil {
+		w.unsynced = false
+		if err := w.closeFiles(); err != nil {
 			return err
 		}
-		w.f = nil
 	}
 	p := <-w.prep
 	w.prep = nil
@@ -350,7 +372,8 @@ func (w *wlog) cut() error {
 		s.seq = w.segs[n-1].seq + 1
 	}
 	s.name = segmentName(s.seq, s.first)
-	if err := os.Rename(filepath.Join(w.dir, prepName), filepath.Join(w.dir, s.name)); err != nil {
+	var err error
+	if err = os.Rename(filepath.Join(w.dir, prepName), filepath.Join(w.dir, s.name)); err != nil {
 		p.f.Close()
 		return err
 	}
@@ -360,8 +383,14 @@ func (w *wlog) cut() error {
 	}
 	w.segs = append(w.segs, s)
 	w.f, w.off, w.size, w.crc = p.f, 0, p.size, 0
+	w.tail = w.tail[:0]
+	if directIO && !w.noDirect {
+		if w.df, err = openDirect(filepath.Join(w.dir, s.name)); err != nil {
+			w.log.Info("the log writes through the page cache: the file system refused direct I/O", "err", err)
+			w.noDirect, w.df = true, nil
+		}
+	}
 	w.startPrep()
-	var err error
 	if w.buf, err = appendRecord(w.buf, &w.crc, recHeader, nil, headerPayload(s.seq, s.first)); err != nil {
 		return err
 	}
@@ -416,10 +445,9 @@ func (w *wlog) close() error {
 		if w.err == nil {
 			err = w.flush(true)
 		}
-		if cerr := w.f.Close(); err == nil {
+		if cerr := w.closeFiles(); err == nil {
 			err = cerr
 		}
-		w.f = nil
 	}
 	if w.prep != nil {
 		w.stopPrep.Store(true)
@@ -463,4 +491,93 @@ func copyFile(from, to string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// closeFiles closes the current segment's files without writing.
+func (w *wlog) closeFiles() error {
+	err := w.f.Close()
+	if w.df != nil {
+		if cerr := w.df.Close(); err == nil {
+			err = cerr
+		}
+	}
+	w.f, w.df = nil, nil
+	return err
+}
+
+// flushDirect is flush for a segment open for direct I/O. The disk takes
+// whole aligned blocks only, so a write starts at the block that off falls
+// in, repeating the bytes before off in it (tail), and ends at a block
+// boundary with zeros, which is what the zero-filled segment holds there:
+// the bytes before off are rewritten unchanged, and a crash that tears
+// the write leaves each sector old or new, as in a write through the page
+// cache. A synced write is one write with RWF_DSYNC (see pwriteDirect),
+// about 10-30% faster on this project's test machines than a write and an
+// fdatasync, and with a fifth less system time; docs/BENCHMARKS.md has
+// the figures.
+func (w *wlog) flushDirect(sync bool) error {
+	if len(w.buf) == 0 {
+		if !sync {
+			return nil
+		}
+		if err := fdatasync(w.df); err != nil {
+			return err
+		}
+		w.syncs.Add(1)
+		w.unsynced = false
+		return nil
+	}
+	start := w.off - int64(len(w.tail))
+	end := len(w.tail) + len(w.buf)
+	size := (end + directBlock - 1) &^ (directBlock - 1)
+	b := w.alignedScratch(size)
+	copy(b, w.tail)
+	copy(b[len(w.tail):], w.buf)
+	clear(b[end:])
+	// An earlier unsynced direct write is made durable only by a cache
+	// flush of the whole device: RWF_DSYNC may cover this write alone.
+	dsync := sync && !w.unsynced
+	if err := writeDirect(w.df, b, start, dsync); err != nil {
+		if errors.Is(err, syscall.EINVAL) && !w.unsynced {
+			// Alignment the file system does not take after all: write
+			// through the page cache from now on (it sees the blocks
+			// already written directly).
+			w.log.Info("the log writes through the page cache: a direct write was refused", "err", err)
+			w.df.Close()
+			w.df, w.noDirect = nil, true
+			return w.flush(sync)
+		}
+		return err
+	}
+	w.tail = append(w.tail[:0], b[end&^(directBlock-1):end]...)
+	w.off += int64(len(w.buf))
+	if cap(w.buf) > 4<<20 {
+		w.buf, w.scratch = nil, nil // do not keep a rare huge batch's buffers
+	} else {
+		w.buf = w.buf[:0]
+	}
+	switch {
+	case dsync:
+		w.syncs.Add(1)
+	case sync:
+		if err := fdatasync(w.df); err != nil {
+			return err
+		}
+		w.syncs.Add(1)
+		w.unsynced = false
+	default:
+		w.unsynced = true
+	}
+	return nil
+}
+
+// alignedScratch returns w.scratch resized to size bytes, starting at a
+// block-aligned address.
+func (w *wlog) alignedScratch(size int) []byte {
+	if cap(w.scratch) < size {
+		raw := make([]byte, size+directBlock)
+		skip := (directBlock - int(uintptr(unsafe.Pointer(unsafe.SliceData(raw)))&(directBlock-1))) & (directBlock - 1)
+		w.scratch = raw[skip : skip : skip+size]
+	}
+	return w.scratch[:size]
 }
