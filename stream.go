@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/batonlock/baton/api/batonpb"
 )
@@ -42,23 +41,11 @@ func (s *Session) sendLocked(c *call) {
 	s.lastID++
 	c.id = s.lastID
 	s.byID[c.id] = c
-	r := proto.Clone(c.req).(*batonpb.SessionRequest)
-	r.Id = c.id
+	var h *batonpb.RequestHeader
 	if c.seq != 0 {
-		h := &batonpb.RequestHeader{SessionId: s.id, Seq: c.seq, MinUnackedSeq: s.minUnackedLocked()}
-		switch k := r.GetKind().(type) {
-		case *batonpb.SessionRequest_Acquire:
-			k.Acquire.Header = h
-		case *batonpb.SessionRequest_AcquireMany:
-			k.AcquireMany.Header = h
-		case *batonpb.SessionRequest_Release:
-			k.Release.Header = h
-		case *batonpb.SessionRequest_Cancel:
-			k.Cancel.Header = h
-		case *batonpb.SessionRequest_Close:
-			k.Close.SessionId, k.Close.Seq = s.id, c.seq
-		}
+		h = &batonpb.RequestHeader{SessionId: s.id, Seq: c.seq, MinUnackedSeq: s.minUnackedLocked()}
 	}
+	r := stamp(c.req, c.id, h)
 	if ch, ok := s.stream.gs.(*muxChan); ok {
 		// A channel's Send only queues for its stream's sender: no need
 		// to hand r to this session's sender first.
@@ -69,6 +56,45 @@ func (s *Session) sendLocked(c *call) {
 	}
 	s.sendq = append(s.sendq, r)
 	poke(s.sendWake)
+}
+
+// stamp returns what one send of req carries: req with id and, for a
+// mutating request (h not nil), the header. req stays as it is, for a
+// resend on another stream; the copy is new down to the message that
+// carries the header and shares the rest (strings, durations), which
+// nobody changes once sent. proto.Clone did this before, at 7% of a
+// busy client's CPU. TestStampCopiesEveryField fails if a field added
+// to these requests is not copied here.
+func stamp(req *batonpb.SessionRequest, id uint64, h *batonpb.RequestHeader) *batonpb.SessionRequest {
+	r := &batonpb.SessionRequest{Id: id, Kind: req.GetKind()}
+	if h == nil {
+		return r
+	}
+	switch k := req.GetKind().(type) {
+	case *batonpb.SessionRequest_Acquire:
+		a := k.Acquire
+		r.Kind = &batonpb.SessionRequest_Acquire{Acquire: &batonpb.AcquireRequest{
+			Header: h, Name: a.GetName(), OwnerKey: a.GetOwnerKey(), Wait: a.GetWait(), WaitTimeout: a.GetWaitTimeout(),
+		}}
+	case *batonpb.SessionRequest_AcquireMany:
+		a := k.AcquireMany
+		r.Kind = &batonpb.SessionRequest_AcquireMany{AcquireMany: &batonpb.AcquireManyRequest{
+			Header: h, Names: a.GetNames(), OwnerKey: a.GetOwnerKey(),
+		}}
+	case *batonpb.SessionRequest_Release:
+		a := k.Release
+		r.Kind = &batonpb.SessionRequest_Release{Release: &batonpb.ReleaseRequest{
+			Header: h, Name: a.GetName(), Token: a.GetToken(), OwnerKey: a.GetOwnerKey(),
+		}}
+	case *batonpb.SessionRequest_Cancel:
+		a := k.Cancel
+		r.Kind = &batonpb.SessionRequest_Cancel{Cancel: &batonpb.CancelRequest{
+			Header: h, Name: a.GetName(), AcquireSeq: a.GetAcquireSeq(),
+		}}
+	case *batonpb.SessionRequest_Close:
+		r.Kind = &batonpb.SessionRequest_Close{Close: &batonpb.CloseSessionRequest{SessionId: h.GetSessionId(), Seq: h.GetSeq()}}
+	}
+	return r
 }
 
 // minUnackedLocked is the lowest sequence number without a final answer.
