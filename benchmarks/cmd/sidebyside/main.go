@@ -45,6 +45,7 @@ type options struct {
 	out, chart       string
 	keep             bool
 	settle           time.Duration
+	rounds           int
 	args             []string
 }
 
@@ -67,6 +68,7 @@ func parseFlags(args []string) (options, error) {
 	chart := fs.String("chart", "../docs/benchmarks", "the chart's path without extension: .svg and .png are written")
 	keep := fs.Bool("keep", false, "keep the data directory (logs, data) instead of removing it")
 	settle := fs.Duration("settle", time.Minute, "before each system, wait up to this long for other work to leave the CPU under 20% busy")
+	rounds := fs.Int("rounds", 1, "run every system this many times, in reverse order every other round; the report shows the median round and the ratios' spread")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: cd benchmarks && go run ./cmd/sidebyside [flags]\n"+
 			"   or, from the repository root: go -C benchmarks run ./cmd/sidebyside [flags]\n\nFlags:\n")
@@ -78,12 +80,15 @@ func parseFlags(args []string) (options, error) {
 	if fs.NArg() > 0 {
 		return options{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	o := options{warmup: *warmup, duration: *duration, quick: *quick, out: *out, chart: *chart, keep: *keep, settle: *settle, args: args}
+	o := options{warmup: *warmup, duration: *duration, quick: *quick, out: *out, chart: *chart, keep: *keep, settle: *settle, rounds: *rounds, args: args}
 	if o.quick {
 		o.warmup, o.duration = 500*time.Millisecond, 2*time.Second
 	}
 	if o.duration <= 0 || o.warmup < 0 {
 		return options{}, fmt.Errorf("-duration must be positive and -warmup not negative")
+	}
+	if o.rounds < 1 || o.rounds > 9 {
+		return options{}, fmt.Errorf("-rounds must be 1..9, not %d", o.rounds)
 	}
 	for n := range strings.SplitSeq(*sysList, ",") {
 		i := slices.IndexFunc(systems, func(s system) bool { return s.name == strings.TrimSpace(n) })
@@ -127,18 +132,33 @@ func run(args []string) int {
 	}
 
 	d := &doc{
-		generated: time.Now().UTC(), args: o.args, quick: o.quick, warmup: o.warmup, duration: o.duration,
+		generated: time.Now().UTC(), args: o.args, quick: o.quick, warmup: o.warmup, duration: o.duration, rounds: o.rounds,
 		machine: probeMachine(), clients: moduleVersions(), versions: map[string]string{},
 		startCmds: map[string][]string{}, busy: map[string]string{}, loads: o.loads, systems: o.systems, dir: dir,
 	}
 	if root, err := filepath.Abs(".."); err == nil {
 		d.root = root
 	}
-	for _, s := range o.systems {
-		if ctx.Err() != nil {
-			break
+	for round := 1; round <= o.rounds; round++ {
+		// Every other round runs the systems in reverse order, so that a
+		// machine that slows down or speeds up during the run does not
+		// favour the systems that come first.
+		order := slices.Clone(o.systems)
+		if round%2 == 0 {
+			slices.Reverse(order)
 		}
-		d.results = append(d.results, runSystem(ctx, s, dir, o, d)...)
+		for _, s := range order {
+			if ctx.Err() != nil {
+				break
+			}
+			if o.rounds > 1 {
+				fmt.Fprintf(os.Stderr, "== round %d of %d\n", round, o.rounds)
+			}
+			for _, r := range runSystem(ctx, s, dir, o, d) {
+				r.round = round
+				d.results = append(d.results, r)
+			}
+		}
 	}
 	if ctx.Err() != nil {
 		fmt.Fprintln(os.Stderr, "sidebyside: interrupted; the report is not written")
@@ -146,9 +166,11 @@ func run(args []string) int {
 	}
 
 	var reports []*bench.Report
-	for _, r := range d.results {
-		if r.report != nil {
-			reports = append(reports, r.report)
+	for _, w := range o.loads {
+		for _, s := range o.systems {
+			if r := d.find(s.name, w); r != nil && r.report != nil {
+				reports = append(reports, r.report)
+			}
 		}
 	}
 	fmt.Print(bench.Table(reports))

@@ -112,3 +112,32 @@ func TestRenderAndCharts(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderRounds: with several rounds, the table shows each system's
+// median round and the ratios are per round, as median and range.
+func TestRenderRounds(t *testing.T) {
+	w := workload{"own", 64}
+	rep := func(sys string, cps float64) *bench.Report {
+		return &bench.Report{System: sys, Workload: w.kind, Workers: w.workers, CyclesPerSec: cps, AcquireP50: 1000 / cps}
+	}
+	d := &doc{generated: time.Unix(0, 0).UTC(), rounds: 3, machine: machine{cores: 2}, clients: map[string]string{},
+		versions: map[string]string{}, startCmds: map[string][]string{}, loads: []workload{w}, systems: systems[:2]}
+	for i, cps := range [][2]float64{{4000, 400}, {5000, 400}, {3000, 500}} {
+		d.results = append(d.results,
+			result{sys: systems[0], load: w, report: rep("baton", cps[0]), round: i + 1, command: "baton bench"},
+			result{sys: systems[1], load: w, report: rep("etcd", cps[1]), round: i + 1})
+	}
+	if got := d.find("baton", w).report.CyclesPerSec; got != 4000 {
+		t.Errorf("Baton's median round: %v cycles/s, want 4000", got)
+	}
+	md := render(d)
+	for _, want := range []string{"**3 rounds:**", "| own/64 | Baton | 4,000 |", "| own/64 | etcd | 400 |", "| own/64 | 10× (6×–12×) / ",
+		"≥ 10× etcd's cycles/s | 10× (6×–12×), reached in 2 of 3 rounds | yes", `{"round":3,"system":"baton"`} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	if n := strings.Count(md, "$DIR/baton/baton bench"); n != 1 {
+		t.Errorf("Baton's command listed %d times, want once (round 1)", n)
+	}
+}

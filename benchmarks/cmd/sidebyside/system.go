@@ -112,6 +112,7 @@ type result struct {
 	report  *bench.Report // nil when not run
 	note    string        // why it was not run, or what failed
 	command string        // the exact load command, for the doc
+	round   int           // 1.., with -rounds
 }
 
 // script runs scripts/<name>.sh with args; it returns the "+ " command
