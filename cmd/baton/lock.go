@@ -53,7 +53,8 @@ If the lock is not acquired (--no-wait, or --wait ran out) baton says who
 holds it and exits 75. If the session's conservative deadline passes with
 no keepalive answer, the lock may be lost: baton sends SIGTERM to CMD's
 group at once - before the server can give the lock to anyone else - then
-SIGKILL after --kill-grace, and exits 76.
+SIGKILL after --kill-grace, and exits 76. (On Windows, which has neither
+process groups nor signals between processes, CMD is killed at once.)
 
 Example:
   baton lock --wait 1m jobs/nightly -- ./run-nightly.sh
@@ -192,12 +193,11 @@ func runUnderLease(lease *baton.Lease, s *baton.Session, name string, cmdArgs []
 		"BATON_TOKEN="+strconv.FormatUint(lease.Token(), 10),
 		"BATON_SESSION="+strconv.FormatUint(s.ID(), 10),
 	)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "baton lock: start %s: %v\n", cmdArgs[0], err)
 		return 127
 	}
-	pgid := cmd.Process.Pid
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	lost := false
@@ -211,17 +211,17 @@ func runUnderLease(lease *baton.Lease, s *baton.Session, name string, cmdArgs []
 			}
 			return exitStatus(err)
 		case sig := <-sigs:
-			_ = syscall.Kill(-pgid, sig.(syscall.Signal))
+			_ = signalGroup(cmd.Process, sig)
 		case <-lostC:
 			lostC = nil
 			lost = true
 			fmt.Fprintf(os.Stderr, "baton lock: lock %s may be lost (%v); sending SIGTERM to the command, SIGKILL in %s\n",
 				name, lease.Err(), grace)
-			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			_ = signalGroup(cmd.Process, terminate)
 			kill = time.After(grace)
 		case <-kill:
 			fmt.Fprintf(os.Stderr, "baton lock: command still running %s after SIGTERM; sending SIGKILL\n", grace)
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			_ = signalGroup(cmd.Process, killAfter)
 			kill = nil
 		}
 	}
