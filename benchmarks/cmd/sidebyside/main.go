@@ -154,7 +154,18 @@ func run(args []string) int {
 			if o.rounds > 1 {
 				fmt.Fprintf(os.Stderr, "== round %d of %d\n", round, o.rounds)
 			}
-			for _, r := range runSystem(ctx, s, dir, o, d) {
+			// Each round starts every system afresh in a directory of its
+			// own: the scripts set up a new data directory, and
+			// PostgreSQL's initdb refuses one that exists.
+			rdir := dir
+			if round > 1 {
+				rdir = filepath.Join(dir, fmt.Sprintf("round%d", round))
+				if err := os.MkdirAll(rdir, 0o755); err != nil {
+					fmt.Fprintf(os.Stderr, "sidebyside: %v\n", err)
+					return 1
+				}
+			}
+			for _, r := range runSystem(ctx, s, rdir, o, d) {
 				r.round = round
 				d.results = append(d.results, r)
 			}
@@ -204,12 +215,16 @@ func runSystem(ctx context.Context, s system, dir string, o options, d *doc) []r
 	d.versions[s.name] = serverVersion(s.name)
 	// Wait (bounded by -settle) for other work on the machine to quieten.
 	settle := time.Now().Add(o.settle)
+	before := d.busy[s.name] // earlier rounds'
 	for {
 		busy, ok := cpuBusy(time.Second)
 		if !ok {
 			break
 		}
 		d.busy[s.name] = fmt.Sprintf("%.0f%%", 100*busy)
+		if before != "" {
+			d.busy[s.name] = before + ", " + d.busy[s.name]
+		}
 		if busy < quietCPU || !time.Now().Before(settle) || ctx.Err() != nil {
 			break
 		}
@@ -219,7 +234,9 @@ func runSystem(ctx context.Context, s system, dir string, o options, d *doc) []r
 	startCtx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	cmds, endpoints, err := script(startCtx, s.name, "start", dir)
 	cancel()
-	d.startCmds[s.name] = cmds
+	if _, ok := d.startCmds[s.name]; !ok {
+		d.startCmds[s.name] = cmds // the first round's, for the doc
+	}
 	defer func() {
 		// Stop even after an interrupt, with a bounded wait of its own.
 		stopCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
