@@ -538,10 +538,11 @@ func (w *wlog) flushDirect(sync bool) error {
 	// flush of the whole device: RWF_DSYNC may cover this write alone.
 	dsync := sync && !w.unsynced
 	if err := writeDirect(w.df, b, start, dsync); err != nil {
-		if errors.Is(err, syscall.EINVAL) && !w.unsynced {
+		if errors.Is(err, syscall.EINVAL) {
 			// Alignment the file system does not take after all: write
-			// through the page cache from now on (it sees the blocks
-			// already written directly).
+			// through the page cache from now on. It sees the blocks
+			// already written directly, and its fdatasync flushes the
+			// device's cache, earlier unsynced direct writes included.
 			w.log.Info("the log writes through the page cache: a direct write was refused", "err", err)
 			w.df.Close()
 			w.df, w.noDirect = nil, true
