@@ -216,9 +216,11 @@ func (c *Client) Blacklist(ctx context.Context, sessionID uint64) error {
 // when it surely did not apply; after a leader change mid-call it may
 // return an error matching ErrOutcomeUnknown, and a retry then may find
 // the hold already gone (ErrNotFound or ErrTokenMismatch). The holding
-// session's client is not told: its Lease stays valid in its eyes until
-// it next touches the lock, so release holds of live processes with
-// Blacklist instead.
+// session's client, if it still runs, is told when the release applies:
+// its Lease is lost with an error matching ErrNotHeld. That push is sent
+// once, to the streams connected then; a client that is reconnecting
+// misses it and learns when it next touches the lock, so release holds
+// of live processes with Blacklist, which ends the whole session safely.
 func (c *Client) CasRelease(ctx context.Context, name string, sessionID, token uint64) error {
 	return c.invoke(ctx, retryNotApplied, func(ctx context.Context, bc batonpb.BatonClient) error {
 		_, err := bc.CasRelease(ctx, &batonpb.CasReleaseRequest{Name: name, SessionId: sessionID, Token: token})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,6 +141,16 @@ func TestOperatorCalls(t *testing.T) {
 	}
 	if err := cl.CasRelease(ctx, "ops/x", a.ID(), lx.Token()); err != nil {
 		t.Fatal(err)
+	}
+	// The holder's session lives on: the server tells it, and its Lease
+	// is lost (a `baton lock` then stops its command).
+	select {
+	case <-lx.Lost():
+	case <-ctx.Done():
+		t.Fatal("the Lease of a hold freed by CasRelease was not lost")
+	}
+	if err := lx.Err(); !errors.Is(err, ErrNotHeld) || !strings.Contains(err.Error(), "CasRelease") {
+		t.Fatalf("Err of a Lease freed by CasRelease: %v, want ErrNotHeld naming the CasRelease", err)
 	}
 	if err := cl.CasRelease(ctx, "ops/x", a.ID(), lx.Token()); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("second CasRelease: %v", err)

@@ -3,7 +3,10 @@ package baton
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
+
+	"github.com/batonlock/baton/api/batonpb"
 )
 
 // Lease is one successful acquire: a hold of a lock by (session, owner
@@ -50,7 +53,6 @@ func (s *Session) newLease(ctx context.Context, name, ownerKey string, token uin
 				// The hold those leases had ended on the server (an
 				// operator's CasRelease); this is a new hold.
 				for _, old := range ls {
-					old.released = true
 					s.endLeaseLocked(old, ErrNotHeld)
 				}
 				delete(s.holds, k)
@@ -101,12 +103,14 @@ func (l *Lease) Session() *Session { return l.s }
 func (l *Lease) Token() uint64 { return l.token }
 
 // Lost is closed when the client can no longer vouch for the hold: the
-// session's conservative deadline passed (jeopardy), the session ended, or
-// the Lease was released. Err says which.
+// session's conservative deadline passed (jeopardy), the session ended,
+// the Lease was released, or the server said an operator's CasRelease
+// ended the hold. Err says which.
 func (l *Lease) Lost() <-chan struct{} { return l.lost }
 
 // Err is nil while the Lease is valid, then ErrJeopardy, an error matching
-// ErrSessionLost or ErrSessionClosed, ErrReleased, or ErrNotHeld.
+// ErrSessionLost or ErrSessionClosed, ErrReleased, or an error matching
+// ErrNotHeld (the hold ended by a CasRelease).
 func (l *Lease) Err() error {
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
@@ -175,6 +179,23 @@ func (s *Session) releaseLocked(l *Lease) (*call, error) {
 	}
 	s.endLeaseLocked(l, ErrReleased)
 	return s.startLocked(releaseRequest(l.name, l.ownerKey, l.token), true)
+}
+
+// holdLostLocked ends the leases of a hold that the server ended without
+// this session asking (an operator's CasRelease): they are lost with an
+// error matching ErrNotHeld. Releasing one still asks the server, with its
+// token, which answers ErrNotHeld and never touches a newer hold.
+func (s *Session) holdLostLocked(h *batonpb.HoldLost) {
+	k := holdKey{h.GetName(), h.GetOwnerKey()}
+	ls := s.holds[k]
+	if len(ls) == 0 || ls[0].token != h.GetToken() {
+		return // released meanwhile, or a newer hold
+	}
+	cause := fmt.Errorf("%w: hold of %s (token %d) released by a CasRelease", ErrNotHeld, h.GetName(), h.GetToken())
+	for _, l := range ls {
+		s.endLeaseLocked(l, cause)
+	}
+	delete(s.holds, k)
 }
 
 func indexOf(ls []*Lease, l *Lease) int {

@@ -413,6 +413,9 @@ func (s *Session) handle(sc *streamConn, resp *batonpb.SessionResponse) {
 	case *batonpb.SessionResponse_SessionLost:
 		s.lostLocked(fromWire(k.SessionLost))
 		return
+	case *batonpb.SessionResponse_HoldLost:
+		s.holdLostLocked(k.HoldLost)
+		return
 	}
 	c := s.byID[resp.GetId()]
 	if c == nil {

@@ -171,3 +171,30 @@ func waitQueued(t *testing.T, ep, name string) {
 	}
 	t.Fatalf("%s never had a waiter", name)
 }
+
+// TestCLICasReleaseStopsTheHolder: an operator's `baton release` (a
+// CasRelease) of a hold whose `baton lock` still runs reaches that client
+// at once: it stops the command and exits 76 (lock lost), instead of
+// letting it run on believing it holds the lock.
+func TestCLICasReleaseStopsTheHolder(t *testing.T) {
+	ep := singleNode(t)
+	holder := startLock(t, ep, "--kill-grace", "5s", "job", "--", "sh", "-c", holdScript)
+	fields := strings.Fields(holder.line(t, 20*time.Second))
+	if len(fields) != 4 {
+		t.Fatalf("command environment: %q", fields)
+	}
+	pgid, _ := strconv.Atoi(fields[1])
+	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+
+	out, err := exec.Command(batonBinary(t), "release", "--endpoints", ep, "job",
+		"--session", fields[3], "--token", fields[0]).CombinedOutput()
+	if err != nil {
+		t.Fatalf("baton release: %v: %s", err, out)
+	}
+	if code := holder.exit(t, 20*time.Second); code != 76 {
+		t.Fatalf("holder exited %d after the CasRelease, want 76; stderr: %s", code, holder.stderr)
+	}
+	if !strings.Contains(holder.stderr.String(), "CasRelease") {
+		t.Fatalf("holder does not say why the lock was lost: %s", holder.stderr)
+	}
+}

@@ -2878,6 +2878,7 @@ type SessionResponse struct {
 	//	*SessionResponse_Grant
 	//	*SessionResponse_WaitEnded
 	//	*SessionResponse_SessionLost
+	//	*SessionResponse_HoldLost
 	Kind          isSessionResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3024,6 +3025,15 @@ func (x *SessionResponse) GetSessionLost() *Error {
 	return nil
 }
 
+func (x *SessionResponse) GetHoldLost() *HoldLost {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionResponse_HoldLost); ok {
+			return x.HoldLost
+		}
+	}
+	return nil
+}
+
 type isSessionResponse_Kind interface {
 	isSessionResponse_Kind()
 }
@@ -3070,6 +3080,12 @@ type SessionResponse_SessionLost struct {
 	SessionLost *Error `protobuf:"bytes,12,opt,name=session_lost,json=sessionLost,proto3,oneof"`
 }
 
+type SessionResponse_HoldLost struct {
+	// hold_lost is pushed when a hold of this session ended without the
+	// session asking: an operator's CasRelease.
+	HoldLost *HoldLost `protobuf:"bytes,13,opt,name=hold_lost,json=holdLost,proto3,oneof"`
+}
+
 func (*SessionResponse_Open) isSessionResponse_Kind() {}
 
 func (*SessionResponse_KeepAlive) isSessionResponse_Kind() {}
@@ -3089,6 +3105,71 @@ func (*SessionResponse_Grant) isSessionResponse_Kind() {}
 func (*SessionResponse_WaitEnded) isSessionResponse_Kind() {}
 
 func (*SessionResponse_SessionLost) isSessionResponse_Kind() {}
+
+func (*SessionResponse_HoldLost) isSessionResponse_Kind() {}
+
+// HoldLost tells a session that its hold of name (owner_key, token) ended
+// by someone else's request, a CasRelease: it must stop acting as the
+// holder. Like every push it is sent once, to the streams connected then.
+type HoldLost struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	OwnerKey      string                 `protobuf:"bytes,2,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldLost) Reset() {
+	*x = HoldLost{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldLost) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldLost) ProtoMessage() {}
+
+func (x *HoldLost) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldLost.ProtoReflect.Descriptor instead.
+func (*HoldLost) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *HoldLost) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *HoldLost) GetOwnerKey() string {
+	if x != nil {
+		return x.OwnerKey
+	}
+	return ""
+}
+
+func (x *HoldLost) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
 
 var File_api_batonpb_baton_proto protoreflect.FileDescriptor
 
@@ -3285,7 +3366,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\tWaitEnded\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12(\n" +
-	"\x06reason\x18\x03 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\"\xf6\x04\n" +
+	"\x06reason\x18\x03 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\"\xa9\x05\n" +
 	"\x0fSessionResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
 	"\x05error\x18\x02 \x01(\v2\x0f.baton.v1.ErrorR\x05error\x123\n" +
@@ -3301,8 +3382,13 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	" \x01(\v2\x0f.baton.v1.GrantH\x00R\x05grant\x124\n" +
 	"\n" +
 	"wait_ended\x18\v \x01(\v2\x13.baton.v1.WaitEndedH\x00R\twaitEnded\x124\n" +
-	"\fsession_lost\x18\f \x01(\v2\x0f.baton.v1.ErrorH\x00R\vsessionLostB\x06\n" +
-	"\x04kind*\xed\x02\n" +
+	"\fsession_lost\x18\f \x01(\v2\x0f.baton.v1.ErrorH\x00R\vsessionLost\x121\n" +
+	"\thold_lost\x18\r \x01(\v2\x12.baton.v1.HoldLostH\x00R\bholdLostB\x06\n" +
+	"\x04kind\"Q\n" +
+	"\bHoldLost\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token*\xed\x02\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10INVALID_ARGUMENT\x10\x01\x12\x15\n" +
@@ -3359,7 +3445,7 @@ func file_api_batonpb_baton_proto_rawDescGZIP() []byte {
 }
 
 var file_api_batonpb_baton_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_api_batonpb_baton_proto_goTypes = []any{
 	(Reason)(0),                   // 0: baton.v1.Reason
 	(*RequestHeader)(nil),         // 1: baton.v1.RequestHeader
@@ -3408,18 +3494,19 @@ var file_api_batonpb_baton_proto_goTypes = []any{
 	(*Grant)(nil),                 // 44: baton.v1.Grant
 	(*WaitEnded)(nil),             // 45: baton.v1.WaitEnded
 	(*SessionResponse)(nil),       // 46: baton.v1.SessionResponse
-	(*durationpb.Duration)(nil),   // 47: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 48: google.protobuf.Timestamp
+	(*HoldLost)(nil),              // 47: baton.v1.HoldLost
+	(*durationpb.Duration)(nil),   // 48: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 49: google.protobuf.Timestamp
 }
 var file_api_batonpb_baton_proto_depIdxs = []int32{
-	47, // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	47, // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	47, // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	48, // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	48, // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	48, // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
 	1,  // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
-	47, // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	48, // 5: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
-	48, // 6: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
-	47, // 7: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
+	48, // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	49, // 5: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
+	49, // 6: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
+	48, // 7: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
 	9,  // 8: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
 	1,  // 9: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
 	11, // 10: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
@@ -3432,8 +3519,8 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	23, // 17: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
 	9,  // 18: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
 	26, // 19: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	47, // 20: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	48, // 21: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	48, // 20: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	49, // 21: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
 	28, // 22: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
 	34, // 23: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
 	0,  // 24: baton.v1.Error.reason:type_name -> baton.v1.Reason
@@ -3463,41 +3550,42 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	44, // 48: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
 	45, // 49: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
 	36, // 50: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	38, // 51: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	39, // 52: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
-	2,  // 53: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	4,  // 54: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	6,  // 55: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	8,  // 56: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	12, // 57: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	14, // 58: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	18, // 59: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	20, // 60: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	22, // 61: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	25, // 62: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	29, // 63: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	31, // 64: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	33, // 65: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	46, // 66: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	41, // 67: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	3,  // 68: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	5,  // 69: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	7,  // 70: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	11, // 71: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	13, // 72: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	15, // 73: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	19, // 74: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	21, // 75: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	24, // 76: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	27, // 77: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	30, // 78: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	32, // 79: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	35, // 80: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	66, // [66:81] is the sub-list for method output_type
-	51, // [51:66] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	47, // 51: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
+	38, // 52: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	39, // 53: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	2,  // 54: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	4,  // 55: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	6,  // 56: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	8,  // 57: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	12, // 58: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	14, // 59: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	18, // 60: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	20, // 61: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	22, // 62: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	25, // 63: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	29, // 64: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	31, // 65: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	33, // 66: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	46, // 67: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	41, // 68: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	3,  // 69: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	5,  // 70: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	7,  // 71: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	11, // 72: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	13, // 73: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	15, // 74: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	19, // 75: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	21, // 76: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	24, // 77: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	27, // 78: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	30, // 79: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	32, // 80: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	35, // 81: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	67, // [67:82] is the sub-list for method output_type
+	52, // [52:67] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }
@@ -3526,6 +3614,7 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionResponse_Grant)(nil),
 		(*SessionResponse_WaitEnded)(nil),
 		(*SessionResponse_SessionLost)(nil),
+		(*SessionResponse_HoldLost)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3533,7 +3622,7 @@ func file_api_batonpb_baton_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_batonpb_baton_proto_rawDesc), len(file_api_batonpb_baton_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   46,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -56,7 +56,7 @@ func TestConversionsKeepEveryField(t *testing.T) {
 	// session id, which no cached command has.
 	r := &fsmpb.Result{}
 	fillAll(r.ProtoReflect())
-	r.Grants, r.WaitsEnded, r.SessionsEnded, r.SessionId = nil, nil, nil, 0
+	r.Grants, r.WaitsEnded, r.SessionsEnded, r.HoldsEnded, r.SessionId = nil, nil, nil, nil, 0
 	c := cacheResult(9, r)
 	if got := c.toProto(nil); !proto.Equal(got, r) {
 		t.Errorf("cached result lost fields:\n got %v\nwant %v", got, r)
@@ -96,6 +96,7 @@ func TestConversionsKeepEveryField(t *testing.T) {
 	fillAll(sp.ProtoReflect())
 	sp.Results[0].Result.Grants, sp.Results[0].Result.WaitsEnded = nil, nil
 	sp.Results[0].Result.SessionsEnded, sp.Results[0].Result.SessionId = nil, 0
+	sp.Results[0].Result.HoldsEnded = nil
 	sp.TtlNanos, sp.Id, sp.MinUnackedSeq, sp.Holds = int64(DefaultTTL), 7, 7, 0
 	m := New()
 	m.applied = 100

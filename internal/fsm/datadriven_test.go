@@ -340,6 +340,9 @@ func formatResult(r *fsmpb.Result) string {
 	for _, id := range r.GetSessionsEnded() {
 		fmt.Fprintf(&b, "  session-ended %d\n", id)
 	}
+	for _, h := range r.GetHoldsEnded() {
+		fmt.Fprintf(&b, "  hold-ended %s s%d owner-key=%q token=%d\n", h.GetLock(), h.GetSessionId(), h.GetOwnerKey(), h.GetToken())
+	}
 	return b.String()
 }
 

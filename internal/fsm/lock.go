@@ -454,7 +454,11 @@ func (m *Machine) casRelease(a *apply, op *fsmpb.CasRelease) {
 			quote(name), cur.s.id, cur.token, op.GetSessionId(), op.GetToken()))
 		return
 	}
-	m.endHold(a, l, &l.holders[i])
+	h := &l.holders[i]
+	a.res.HoldsEnded = append(a.res.HoldsEnded, &fsmpb.HoldEnded{
+		SessionId: h.s.id, Lock: name, OwnerKey: h.ownerKey, Token: h.token,
+	})
+	m.endHold(a, l, h)
 }
 
 func (m *Machine) cancelWait(a *apply, s *session, op *fsmpb.CancelWait) {

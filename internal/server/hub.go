@@ -155,6 +155,17 @@ func (h *hub) publish(res *fsmpb.Result) {
 			}
 		}
 	}
+	for _, e := range res.GetHoldsEnded() {
+		// Best effort, like every push: a session not connected now
+		// learns it when its next Release of the hold fails.
+		for st := range h.streams[e.GetSessionId()] {
+			if wk := st.queueResponse(&batonpb.SessionResponse{Kind: &batonpb.SessionResponse_HoldLost{HoldLost: &batonpb.HoldLost{
+				Name: e.GetLock(), OwnerKey: e.GetOwnerKey(), Token: e.GetToken(),
+			}}}); wk != nil {
+				h.wakes = append(h.wakes, wk)
+			}
+		}
+	}
 	for _, id := range res.GetSessionsEnded() {
 		for st := range h.streams[id] {
 			if st.closing.Load() {

@@ -88,10 +88,11 @@ func (s *Server) Attach(n *raftnode.Node) { s.node = n }
 func (s *Server) Stop() { s.stopOnce.Do(func() { close(s.stopC) }) }
 
 // Applied implements raftnode.Observer: it feeds the liveness tracker and
-// pushes grants, ended waits and ended sessions to whoever waits for them.
+// pushes grants, ended waits, ended holds and ended sessions to whoever
+// waits for them.
 func (s *Server) Applied(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
 	s.tracker.Applied(cmd, res)
-	if len(res.GetGrants()) > 0 || len(res.GetWaitsEnded()) > 0 || len(res.GetSessionsEnded()) > 0 {
+	if len(res.GetGrants()) > 0 || len(res.GetWaitsEnded()) > 0 || len(res.GetSessionsEnded()) > 0 || len(res.GetHoldsEnded()) > 0 {
 		s.hub.publish(res)
 	}
 }

@@ -964,8 +964,11 @@ type Result struct {
 	// remaining_count is the count left after a Release, or after an
 	// abandoned CancelWait released a count (0: hold ended).
 	RemainingCount uint32 `protobuf:"varint,9,opt,name=remaining_count,json=remainingCount,proto3" json:"remaining_count,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Holds of live sessions that another's request ended (CasRelease):
+	// side effects, like grants.
+	HoldsEnded    []*HoldEnded `protobuf:"bytes,10,rep,name=holds_ended,json=holdsEnded,proto3" json:"holds_ended,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Result) Reset() {
@@ -1059,6 +1062,13 @@ func (x *Result) GetRemainingCount() uint32 {
 		return x.RemainingCount
 	}
 	return 0
+}
+
+func (x *Result) GetHoldsEnded() []*HoldEnded {
+	if x != nil {
+		return x.HoldsEnded
+	}
+	return nil
 }
 
 type AcquireOutcome struct {
@@ -1214,6 +1224,77 @@ func (x *Grant) GetToken() uint64 {
 	return 0
 }
 
+// HoldEnded tells that a hold of session_id ended without the session
+// asking (a CasRelease): the session lives on and may still believe it
+// holds the lock.
+type HoldEnded struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Lock          string                 `protobuf:"bytes,2,opt,name=lock,proto3" json:"lock,omitempty"`
+	OwnerKey      string                 `protobuf:"bytes,3,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	Token         uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldEnded) Reset() {
+	*x = HoldEnded{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldEnded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldEnded) ProtoMessage() {}
+
+func (x *HoldEnded) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldEnded.ProtoReflect.Descriptor instead.
+func (*HoldEnded) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *HoldEnded) GetSessionId() uint64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *HoldEnded) GetLock() string {
+	if x != nil {
+		return x.Lock
+	}
+	return ""
+}
+
+func (x *HoldEnded) GetOwnerKey() string {
+	if x != nil {
+		return x.OwnerKey
+	}
+	return ""
+}
+
+func (x *HoldEnded) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
 // WaitEnded tells that a queued acquire left the queue without a grant.
 type WaitEnded struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1227,7 +1308,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1320,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1333,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WaitEnded) GetSessionId() uint64 {
@@ -1296,7 +1377,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1389,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1402,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Snapshot) GetAppliedIndex() uint64 {
@@ -1361,7 +1442,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1373,7 +1454,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1386,7 +1467,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1460,7 +1541,7 @@ type CachedResult struct {
 
 func (x *CachedResult) Reset() {
 	*x = CachedResult{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1472,7 +1553,7 @@ func (x *CachedResult) String() string {
 func (*CachedResult) ProtoMessage() {}
 
 func (x *CachedResult) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1485,7 +1566,7 @@ func (x *CachedResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CachedResult.ProtoReflect.Descriptor instead.
 func (*CachedResult) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CachedResult) GetSeq() uint64 {
@@ -1520,7 +1601,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1613,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1626,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Lock) GetName() string {
@@ -1584,7 +1665,7 @@ type Holder struct {
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1677,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1690,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Holder) GetSessionId() uint64 {
@@ -1675,7 +1756,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +1768,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +1781,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Waiter) GetSessionId() uint64 {
@@ -1808,7 +1889,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vacquire_seq\x18\x03 \x01(\x04R\n" +
 	"acquireSeq\x12\x1b\n" +
 	"\ttimed_out\x18\x04 \x01(\bR\btimedOut\x12\x1c\n" +
-	"\tabandoned\x18\x05 \x01(\bR\tabandoned\"\x9c\x03\n" +
+	"\tabandoned\x18\x05 \x01(\bR\tabandoned\"\xd6\x03\n" +
 	"\x06Result\x12)\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
@@ -1820,7 +1901,10 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vwaits_ended\x18\a \x03(\v2\x17.baton.fsm.v1.WaitEndedR\n" +
 	"waitsEnded\x12%\n" +
 	"\x0esessions_ended\x18\b \x03(\x04R\rsessionsEnded\x12'\n" +
-	"\x0fremaining_count\x18\t \x01(\rR\x0eremainingCount\"\xcf\x01\n" +
+	"\x0fremaining_count\x18\t \x01(\rR\x0eremainingCount\x128\n" +
+	"\vholds_ended\x18\n" +
+	" \x03(\v2\x17.baton.fsm.v1.HoldEndedR\n" +
+	"holdsEnded\"\xcf\x01\n" +
 	"\x0eAcquireOutcome\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x123\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x1b.baton.fsm.v1.AcquireStatusR\x06status\x12\x14\n" +
@@ -1834,6 +1918,12 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vacquire_seq\x18\x02 \x01(\x04R\n" +
 	"acquireSeq\x12\x12\n" +
 	"\x04lock\x18\x03 \x01(\tR\x04lock\x12\x14\n" +
+	"\x05token\x18\x04 \x01(\x04R\x05token\"q\n" +
+	"\tHoldEnded\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x12\n" +
+	"\x04lock\x18\x02 \x01(\tR\x04lock\x12\x1b\n" +
+	"\towner_key\x18\x03 \x01(\tR\bownerKey\x12\x14\n" +
 	"\x05token\x18\x04 \x01(\x04R\x05token\"\x8a\x01\n" +
 	"\tWaitEnded\x12\x1d\n" +
 	"\n" +
@@ -1918,7 +2008,7 @@ func file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(Error)(0),               // 0: baton.fsm.v1.Error
 	(AcquireStatus)(0),       // 1: baton.fsm.v1.AcquireStatus
@@ -1935,13 +2025,14 @@ var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(*Result)(nil),           // 12: baton.fsm.v1.Result
 	(*AcquireOutcome)(nil),   // 13: baton.fsm.v1.AcquireOutcome
 	(*Grant)(nil),            // 14: baton.fsm.v1.Grant
-	(*WaitEnded)(nil),        // 15: baton.fsm.v1.WaitEnded
-	(*Snapshot)(nil),         // 16: baton.fsm.v1.Snapshot
-	(*Session)(nil),          // 17: baton.fsm.v1.Session
-	(*CachedResult)(nil),     // 18: baton.fsm.v1.CachedResult
-	(*Lock)(nil),             // 19: baton.fsm.v1.Lock
-	(*Holder)(nil),           // 20: baton.fsm.v1.Holder
-	(*Waiter)(nil),           // 21: baton.fsm.v1.Waiter
+	(*HoldEnded)(nil),        // 15: baton.fsm.v1.HoldEnded
+	(*WaitEnded)(nil),        // 16: baton.fsm.v1.WaitEnded
+	(*Snapshot)(nil),         // 17: baton.fsm.v1.Snapshot
+	(*Session)(nil),          // 18: baton.fsm.v1.Session
+	(*CachedResult)(nil),     // 19: baton.fsm.v1.CachedResult
+	(*Lock)(nil),             // 20: baton.fsm.v1.Lock
+	(*Holder)(nil),           // 21: baton.fsm.v1.Holder
+	(*Waiter)(nil),           // 22: baton.fsm.v1.Waiter
 }
 var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	3,  // 0: baton.fsm.v1.Command.open_session:type_name -> baton.fsm.v1.OpenSession
@@ -1957,21 +2048,22 @@ var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	13, // 10: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
 	13, // 11: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
 	14, // 12: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
-	15, // 13: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
-	1,  // 14: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
-	20, // 15: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
-	0,  // 16: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
-	17, // 17: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
-	19, // 18: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
-	18, // 19: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
-	12, // 20: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
-	20, // 21: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
-	21, // 22: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	16, // 13: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
+	15, // 14: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
+	1,  // 15: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
+	21, // 16: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
+	0,  // 17: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
+	18, // 18: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
+	20, // 19: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
+	19, // 20: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
+	12, // 21: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
+	21, // 22: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
+	22, // 23: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_internal_fsm_fsmpb_fsm_proto_init() }
@@ -1996,7 +2088,7 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_fsm_fsmpb_fsm_proto_rawDesc), len(file_internal_fsm_fsmpb_fsm_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
