@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,7 +14,9 @@ import (
 // TestMain runs every test of the package twice: with the log writing
 // directly (where the file system takes it), then through the page cache.
 func TestMain(m *testing.M) {
-	if code := m.Run(); code != 0 {
+	flag.Parse()
+	if code := m.Run(); code != 0 || flag.Lookup("test.bench").Value.String() != "" {
+		// Benchmarks choose the way of writing themselves: once is enough.
 		os.Exit(code)
 	}
 	fmt.Fprintln(os.Stderr, "storage: the tests again, with the log writing through the page cache (directIO = false)")
