@@ -32,6 +32,7 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/batonlock/baton/internal/dashboard"
 	"github.com/batonlock/baton/internal/raftnode"
 	"github.com/batonlock/baton/internal/server"
 	"github.com/batonlock/baton/internal/storage"
@@ -69,8 +70,9 @@ type Config struct {
 	// cluster's addresses are known before its members start).
 	ClientListener net.Listener
 	PeerListener   net.Listener
-	// HTTPHandler, when set, also serves every path outside /v1/ and
-	// /metrics (which serves the member's metrics).
+	// HTTPHandler, when set, also serves every path outside /v1/,
+	// /metrics (the member's metrics) and /ui/ (the web dashboard, to
+	// which / redirects when HTTPHandler is nil).
 	HTTPHandler http.Handler
 	Logger      *slog.Logger
 }
@@ -283,8 +285,12 @@ func Start(cfg Config) (*Member, error) {
 
 	extra := http.NewServeMux()
 	extra.Handle("/metrics", m.srv.MetricsHandler())
+	ui := dashboard.Handler()
+	extra.Handle(dashboard.Prefix, ui)
 	if cfg.HTTPHandler != nil {
 		extra.Handle("/", cfg.HTTPHandler)
+	} else {
+		extra.Handle("/{$}", ui) // / redirects to the dashboard
 	}
 	api, err := server.Serve(clientL, m.srv, extra)
 	if err != nil {

@@ -1,0 +1,61 @@
+package dashboard
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestHandler(t *testing.T) {
+	h := Handler()
+	tests := []struct {
+		method, path string
+		code         int
+		ctype, body  string
+	}{
+		{"GET", "/", http.StatusFound, "", ""},
+		{"GET", "/ui/", http.StatusOK, "text/html", `<script src="app.js" defer></script>`},
+		{"GET", "/ui/app.js", http.StatusOK, "javascript", `get("/v1/status")`},
+		{"GET", "/ui/style.css", http.StatusOK, "text/css", "table"},
+		{"HEAD", "/ui/", http.StatusOK, "text/html", ""},
+		{"POST", "/ui/", http.StatusMethodNotAllowed, "", "read-only"},
+		{"GET", "/ui/nope.js", http.StatusNotFound, "", ""},
+		{"GET", "/elsewhere", http.StatusNotFound, "", ""},
+	}
+	for _, tt := range tests {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(tt.method, tt.path, nil))
+		if rec.Code != tt.code {
+			t.Errorf("%s %s: %d, want %d", tt.method, tt.path, rec.Code, tt.code)
+			continue
+		}
+		if got := rec.Header().Get("Content-Type"); !strings.Contains(got, tt.ctype) {
+			t.Errorf("%s %s: Content-Type %q, want %q", tt.method, tt.path, got, tt.ctype)
+		}
+		if !strings.Contains(rec.Body.String(), tt.body) {
+			t.Errorf("%s %s: body lacks %q", tt.method, tt.path, tt.body)
+		}
+		if tt.code == http.StatusOK && !strings.Contains(rec.Header().Get("Content-Security-Policy"), "default-src 'self'") {
+			t.Errorf("%s %s: no Content-Security-Policy limiting scripts to the member", tt.method, tt.path)
+		}
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if loc := rec.Header().Get("Location"); loc != Prefix {
+		t.Errorf("/ redirects to %q, want %q", loc, Prefix)
+	}
+}
+
+// TestNoHTMLFromData: the page puts data into the document as text only.
+func TestNoHTMLFromData(t *testing.T) {
+	js, err := static.ReadFile("static/app.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("} {
+		if strings.Contains(string(js), bad) {
+			t.Errorf("app.js uses %s: lock names and owner labels are user data", bad)
+		}
+	}
+}
