@@ -299,6 +299,7 @@ func Start(cfg Config) (*Member, error) {
 	m.api = api
 	ok = true
 	lg.Info("member started", "client_addr", clientL.Addr().String(), "peer_addr", tr.Addr().String(),
+		"dashboard", "http://"+clientL.Addr().String()+dashboard.Prefix,
 		"data_dir", cfg.DataDir, "members", len(peers))
 	return m, nil
 }
