@@ -11,6 +11,7 @@ import (
 	"embed"
 	"io/fs"
 	"net/http"
+	"strings"
 )
 
 //go:embed static
@@ -31,7 +32,7 @@ func Handler() http.Handler {
 		switch {
 		case r.URL.Path == "/":
 			http.Redirect(w, r, Prefix, http.StatusFound)
-		case len(r.URL.Path) >= len(Prefix) && r.URL.Path[:len(Prefix)] == Prefix:
+		case strings.HasPrefix(r.URL.Path, Prefix):
 			if r.Method != http.MethodGet && r.Method != http.MethodHead {
 				w.Header().Set("Allow", "GET, HEAD")
 				http.Error(w, "the dashboard is read-only: GET or HEAD", http.StatusMethodNotAllowed)
