@@ -3,6 +3,9 @@ package dashboard
 import (
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -57,5 +60,26 @@ func TestNoHTMLFromData(t *testing.T) {
 		if strings.Contains(string(js), bad) {
 			t.Errorf("app.js uses %s: lock names and owner labels are user data", bad)
 		}
+	}
+}
+
+// TestScriptParses runs the page's script through node's parser where
+// node is installed (.ci/run installs it): a syntax error would otherwise
+// reach browsers unseen, since no Go test executes the script.
+func TestScriptParses(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	js, err := static.ReadFile("static/app.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "app.js")
+	if err := os.WriteFile(path, js, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(node, "--check", path).CombinedOutput(); err != nil {
+		t.Fatalf("node --check app.js: %v\n%s", err, out)
 	}
 }
