@@ -52,6 +52,9 @@ const (
 	Reason_OUTCOME_UNKNOWN    Reason = 15
 	Reason_OVERLOADED         Reason = 16
 	Reason_SESSION_EXPIRED    Reason = 17
+	// The acquire's limit is not the lock's, or a reentrant acquire's mode
+	// (shared or exclusive) is not its hold's.
+	Reason_LIMIT_MISMATCH Reason = 18
 )
 
 // Enum value maps for Reason.
@@ -75,6 +78,7 @@ var (
 		15: "OUTCOME_UNKNOWN",
 		16: "OVERLOADED",
 		17: "SESSION_EXPIRED",
+		18: "LIMIT_MISMATCH",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED": 0,
@@ -95,6 +99,7 @@ var (
 		"OUTCOME_UNKNOWN":    15,
 		"OVERLOADED":         16,
 		"SESSION_EXPIRED":    17,
+		"LIMIT_MISMATCH":     18,
 	}
 )
 
@@ -487,7 +492,17 @@ type AcquireRequest struct {
 	OwnerKey string                 `protobuf:"bytes,3,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
 	Wait     bool                   `protobuf:"varint,4,opt,name=wait,proto3" json:"wait,omitempty"`
 	// wait_timeout bounds a wait; unset waits until cancelled.
-	WaitTimeout   *durationpb.Duration `protobuf:"bytes,5,opt,name=wait_timeout,json=waitTimeout,proto3" json:"wait_timeout,omitempty"`
+	WaitTimeout *durationpb.Duration `protobuf:"bytes,5,opt,name=wait_timeout,json=waitTimeout,proto3" json:"wait_timeout,omitempty"`
+	// shared: the hold may sit beside other shared holds, up to limit (a
+	// semaphore's permit, a read/write lock's reader); otherwise it is
+	// exclusive and sits alone (a mutex, a writer).
+	Shared bool `protobuf:"varint,6,opt,name=shared,proto3" json:"shared,omitempty"`
+	// limit is the number of holders the lock admits, 0 meaning 1: N for a
+	// semaphore of N permits; for a read/write lock the most readers at
+	// once, stated by readers and writers alike. Every acquire of a lock
+	// must state the limit it has (else LIMIT_MISMATCH) until nobody holds
+	// or waits for it.
+	Limit         uint32 `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -557,6 +572,20 @@ func (x *AcquireRequest) GetWaitTimeout() *durationpb.Duration {
 	return nil
 }
 
+func (x *AcquireRequest) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
+func (x *AcquireRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
 type Holder struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -565,6 +594,7 @@ type Holder struct {
 	Token         uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
 	Count         uint32                 `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
 	Since         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
+	Shared        bool                   `protobuf:"varint,7,opt,name=shared,proto3" json:"shared,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -641,6 +671,13 @@ func (x *Holder) GetSince() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Holder) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
 type Waiter struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -648,6 +685,7 @@ type Waiter struct {
 	OwnerKey      string                 `protobuf:"bytes,3,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
 	Since         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
 	WaitTimeout   *durationpb.Duration   `protobuf:"bytes,5,opt,name=wait_timeout,json=waitTimeout,proto3" json:"wait_timeout,omitempty"`
+	Shared        bool                   `protobuf:"varint,6,opt,name=shared,proto3" json:"shared,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -717,18 +755,29 @@ func (x *Waiter) GetWaitTimeout() *durationpb.Duration {
 	return nil
 }
 
+func (x *Waiter) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
 type AcquireResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Acquired bool                   `protobuf:"varint,2,opt,name=acquired,proto3" json:"acquired,omitempty"`
 	Token    uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
 	Count    uint32                 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
-	// holder is who holds the lock when not acquired.
+	// holder is who holds the lock when not acquired (one of them, if
+	// several hold it).
 	Holder *Holder `protobuf:"bytes,5,opt,name=holder,proto3" json:"holder,omitempty"`
 	// queued: the acquire waits (stream only; a grant is pushed later).
-	Queued        bool   `protobuf:"varint,6,opt,name=queued,proto3" json:"queued,omitempty"`
-	Position      uint32 `protobuf:"varint,7,opt,name=position,proto3" json:"position,omitempty"`
-	Seq           uint64 `protobuf:"varint,8,opt,name=seq,proto3" json:"seq,omitempty"`
+	Queued   bool   `protobuf:"varint,6,opt,name=queued,proto3" json:"queued,omitempty"`
+	Position uint32 `protobuf:"varint,7,opt,name=position,proto3" json:"position,omitempty"`
+	Seq      uint64 `protobuf:"varint,8,opt,name=seq,proto3" json:"seq,omitempty"`
+	// skipped: free, but not taken, because another lock of the same
+	// all-or-nothing AcquireMany was busy.
+	Skipped       bool `protobuf:"varint,9,opt,name=skipped,proto3" json:"skipped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -819,11 +868,24 @@ func (x *AcquireResponse) GetSeq() uint64 {
 	return 0
 }
 
+func (x *AcquireResponse) GetSkipped() bool {
+	if x != nil {
+		return x.Skipped
+	}
+	return false
+}
+
 type AcquireManyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Header        *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
-	Names         []string               `protobuf:"bytes,2,rep,name=names,proto3" json:"names,omitempty"`
-	OwnerKey      string                 `protobuf:"bytes,3,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Header   *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Names    []string               `protobuf:"bytes,2,rep,name=names,proto3" json:"names,omitempty"`
+	OwnerKey string                 `protobuf:"bytes,3,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	// shared and limit as in AcquireRequest, for every name.
+	Shared bool   `protobuf:"varint,4,opt,name=shared,proto3" json:"shared,omitempty"`
+	Limit  uint32 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	// all: every lock or none, in one log entry. If one is busy, nothing
+	// is taken: the busy ones answer with their holder, the others skipped.
+	All           bool `protobuf:"varint,6,opt,name=all,proto3" json:"all,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -877,6 +939,27 @@ func (x *AcquireManyRequest) GetOwnerKey() string {
 		return x.OwnerKey
 	}
 	return ""
+}
+
+func (x *AcquireManyRequest) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
+func (x *AcquireManyRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *AcquireManyRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
 }
 
 type AcquireManyResponse struct {
@@ -1387,10 +1470,12 @@ func (x *GetRequest) GetName() string {
 }
 
 type Lock struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Holders       []*Holder              `protobuf:"bytes,2,rep,name=holders,proto3" json:"holders,omitempty"`
-	Waiters       []*Waiter              `protobuf:"bytes,3,rep,name=waiters,proto3" json:"waiters,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Holders []*Holder              `protobuf:"bytes,2,rep,name=holders,proto3" json:"holders,omitempty"`
+	Waiters []*Waiter              `protobuf:"bytes,3,rep,name=waiters,proto3" json:"waiters,omitempty"`
+	// limit is the number of holders the lock admits: 1 for a mutex.
+	Limit         uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1444,6 +1529,13 @@ func (x *Lock) GetWaiters() []*Waiter {
 		return x.Waiters
 	}
 	return nil
+}
+
+func (x *Lock) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
 }
 
 type GetResponse struct {
@@ -1553,8 +1645,10 @@ func (x *ListRequest) GetPageToken() string {
 type LockSummary struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Holder        *Holder                `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
+	Holder        *Holder                `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"` // the first holder
 	Waiters       uint32                 `protobuf:"varint,3,opt,name=waiters,proto3" json:"waiters,omitempty"`
+	Holders       uint32                 `protobuf:"varint,4,opt,name=holders,proto3" json:"holders,omitempty"` // how many hold it
+	Limit         uint32                 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`     // how many may: 1 for a mutex
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1606,6 +1700,20 @@ func (x *LockSummary) GetHolder() *Holder {
 func (x *LockSummary) GetWaiters() uint32 {
 	if x != nil {
 		return x.Waiters
+	}
+	return 0
+}
+
+func (x *LockSummary) GetHolders() uint32 {
+	if x != nil {
+		return x.Holders
+	}
+	return 0
+}
+
+func (x *LockSummary) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
 	}
 	return 0
 }
@@ -3199,13 +3307,15 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\x16\n" +
-	"\x14CloseSessionResponse\"\xc4\x01\n" +
+	"\x14CloseSessionResponse\"\xf2\x01\n" +
 	"\x0eAcquireRequest\x12/\n" +
 	"\x06header\x18\x01 \x01(\v2\x17.baton.v1.RequestHeaderR\x06header\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
 	"\towner_key\x18\x03 \x01(\tR\bownerKey\x12\x12\n" +
 	"\x04wait\x18\x04 \x01(\bR\x04wait\x12<\n" +
-	"\fwait_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\"\xb8\x01\n" +
+	"\fwait_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\x12\x16\n" +
+	"\x06shared\x18\x06 \x01(\bR\x06shared\x12\x14\n" +
+	"\x05limit\x18\a \x01(\rR\x05limit\"\xd0\x01\n" +
 	"\x06Holder\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
@@ -3213,14 +3323,16 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\towner_key\x18\x03 \x01(\tR\bownerKey\x12\x14\n" +
 	"\x05token\x18\x04 \x01(\x04R\x05token\x12\x14\n" +
 	"\x05count\x18\x05 \x01(\rR\x05count\x120\n" +
-	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xca\x01\n" +
+	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x16\n" +
+	"\x06shared\x18\a \x01(\bR\x06shared\"\xe2\x01\n" +
 	"\x06Waiter\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1b\n" +
 	"\towner_key\x18\x03 \x01(\tR\bownerKey\x120\n" +
 	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12<\n" +
-	"\fwait_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\"\xdd\x01\n" +
+	"\fwait_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\x12\x16\n" +
+	"\x06shared\x18\x06 \x01(\bR\x06shared\"\xf7\x01\n" +
 	"\x0fAcquireResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bacquired\x18\x02 \x01(\bR\bacquired\x12\x14\n" +
@@ -3229,11 +3341,15 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x06holder\x18\x05 \x01(\v2\x10.baton.v1.HolderR\x06holder\x12\x16\n" +
 	"\x06queued\x18\x06 \x01(\bR\x06queued\x12\x1a\n" +
 	"\bposition\x18\a \x01(\rR\bposition\x12\x10\n" +
-	"\x03seq\x18\b \x01(\x04R\x03seq\"x\n" +
+	"\x03seq\x18\b \x01(\x04R\x03seq\x12\x18\n" +
+	"\askipped\x18\t \x01(\bR\askipped\"\xb8\x01\n" +
 	"\x12AcquireManyRequest\x12/\n" +
 	"\x06header\x18\x01 \x01(\v2\x17.baton.v1.RequestHeaderR\x06header\x12\x14\n" +
 	"\x05names\x18\x02 \x03(\tR\x05names\x12\x1b\n" +
-	"\towner_key\x18\x03 \x01(\tR\bownerKey\"J\n" +
+	"\towner_key\x18\x03 \x01(\tR\bownerKey\x12\x16\n" +
+	"\x06shared\x18\x04 \x01(\bR\x06shared\x12\x14\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\x12\x10\n" +
+	"\x03all\x18\x06 \x01(\bR\x03all\"J\n" +
 	"\x13AcquireManyResponse\x123\n" +
 	"\aresults\x18\x01 \x03(\v2\x19.baton.v1.AcquireResponseR\aresults\"\x88\x01\n" +
 	"\x0eReleaseRequest\x12/\n" +
@@ -3264,22 +3380,25 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x06holder\x18\x02 \x01(\v2\x10.baton.v1.HolderR\x06holder\" \n" +
 	"\n" +
 	"GetRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"r\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x88\x01\n" +
 	"\x04Lock\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\aholders\x18\x02 \x03(\v2\x10.baton.v1.HolderR\aholders\x12*\n" +
-	"\awaiters\x18\x03 \x03(\v2\x10.baton.v1.WaiterR\awaiters\"1\n" +
+	"\awaiters\x18\x03 \x03(\v2\x10.baton.v1.WaiterR\awaiters\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"1\n" +
 	"\vGetResponse\x12\"\n" +
 	"\x04lock\x18\x01 \x01(\v2\x0e.baton.v1.LockR\x04lock\"a\n" +
 	"\vListRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"e\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x95\x01\n" +
 	"\vLockSummary\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12(\n" +
 	"\x06holder\x18\x02 \x01(\v2\x10.baton.v1.HolderR\x06holder\x12\x18\n" +
-	"\awaiters\x18\x03 \x01(\rR\awaiters\"c\n" +
+	"\awaiters\x18\x03 \x01(\rR\awaiters\x12\x18\n" +
+	"\aholders\x18\x04 \x01(\rR\aholders\x12\x14\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\"c\n" +
 	"\fListResponse\x12+\n" +
 	"\x05locks\x18\x01 \x03(\v2\x15.baton.v1.LockSummaryR\x05locks\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xca\x01\n" +
@@ -3388,7 +3507,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\bHoldLost\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token*\xed\x02\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token*\x81\x03\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10INVALID_ARGUMENT\x10\x01\x12\x15\n" +
@@ -3411,7 +3530,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x0fOUTCOME_UNKNOWN\x10\x0f\x12\x0e\n" +
 	"\n" +
 	"OVERLOADED\x10\x10\x12\x13\n" +
-	"\x0fSESSION_EXPIRED\x10\x112\x87\v\n" +
+	"\x0fSESSION_EXPIRED\x10\x11\x12\x12\n" +
+	"\x0eLIMIT_MISMATCH\x10\x122\x87\v\n" +
 	"\x05Baton\x12B\n" +
 	"\aSession\x12\x18.baton.v1.SessionRequest\x1a\x19.baton.v1.SessionResponse(\x010\x01\x12E\n" +
 	"\bSessions\x12\x19.baton.v1.SessionsRequest\x1a\x1a.baton.v1.SessionsResponse(\x010\x01\x12c\n" +

@@ -93,6 +93,7 @@ func (h *holder) toProto(pa *protoAlloc) *fsmpb.Holder {
 		Count:         h.count,
 		SinceUnixNano: h.since,
 		AcquireSeq:    h.acquireSeq,
+		Shared:        h.shared,
 	}
 	return p
 }
@@ -106,6 +107,7 @@ func (w *waiter) toProto(pa *protoAlloc) *fsmpb.Waiter {
 		AcquireSeq:       w.acquireSeq,
 		WaitTimeoutNanos: w.timeout,
 		SinceUnixNano:    w.since,
+		Shared:           w.shared,
 	}
 	return p
 }
@@ -113,7 +115,7 @@ func (w *waiter) toProto(pa *protoAlloc) *fsmpb.Waiter {
 // fill describes l in p.
 func (l *lock) fill(p *fsmpb.Lock, pa *protoAlloc) {
 	holders, waiters := p.Holders[:0], p.Waiters[:0]
-	*p = fsmpb.Lock{Name: l.name}
+	*p = fsmpb.Lock{Name: l.name, Limit: encodeLimit(l.limit())}
 	if len(l.holders) > 0 {
 		p.Holders = slices.Grow(holders, len(l.holders))
 		for i := range l.holders {
@@ -205,6 +207,7 @@ func outcomeOf(o *fsmpb.AcquireOutcome) outcome {
 			since:      h.GetSinceUnixNano(),
 			acquireSeq: h.GetAcquireSeq(),
 			count:      h.GetCount(),
+			shared:     h.GetShared(),
 		}
 	}
 	return out
@@ -250,7 +253,17 @@ func (o *outcome) toProto(pa *protoAlloc) *fsmpb.AcquireOutcome {
 			Count:         h.count,
 			SinceUnixNano: h.since,
 			AcquireSeq:    h.acquireSeq,
+			Shared:        h.shared,
 		}
 	}
 	return p
+}
+
+// encodeLimit is a holder limit as fsmpb.Lock.limit keeps it: 0 for 1, so
+// a mutex's record is what it was before locks had limits.
+func encodeLimit(limit uint32) uint32 {
+	if limit == 1 {
+		return 0
+	}
+	return limit
 }

@@ -78,7 +78,9 @@ func TestConversionsKeepEveryField(t *testing.T) {
 			h.SessionId, h.Owner = s.id, s.owner
 		}
 		for _, w := range p.GetWaiters() {
-			w.SessionId, w.Owner = s.id, s.owner
+			// An exclusive waiter behind the shared holder: a shared one
+			// would have been granted.
+			w.SessionId, w.Owner, w.Shared = s.id, s.owner, false
 		}
 		m := New()
 		m.applied = 100

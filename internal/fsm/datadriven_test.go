@@ -78,10 +78,11 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		return h.apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: op}})
 
 	case "acquire":
-		// Example: acquire session=1 seq=1 lock=x key=k wait timeout=5s min-unacked=1
+		// Example: acquire session=1 seq=1 lock=x key=k wait timeout=5s min-unacked=1 shared limit=3
 		// (key-len=N uses a key of N bytes.)
-		op := &fsmpb.Acquire{Lock: lockArg(t, d), Wait: d.HasArg("wait")}
+		op := &fsmpb.Acquire{Lock: lockArg(t, d), Wait: d.HasArg("wait"), Shared: d.HasArg("shared")}
 		d.MaybeScanArgs(t, "key", &op.OwnerKey)
+		d.MaybeScanArgs(t, "limit", &op.Limit)
 		if a, ok := d.Arg("key-len"); ok {
 			n, _ := strconv.Atoi(a.SingleVal(t))
 			op.OwnerKey = strings.Repeat("k", n)
@@ -92,8 +93,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		return h.apply(sessionCmd(t, d, &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: op}}))
 
 	case "acquire-many":
-		// Example: acquire-many session=1 seq=2 locks=(a, b, c) key=k
-		op := &fsmpb.AcquireMany{}
+		// Example: acquire-many session=1 seq=2 locks=(a, b, c) key=k all shared limit=3
+		op := &fsmpb.AcquireMany{All: d.HasArg("all"), Shared: d.HasArg("shared")}
+		d.MaybeScanArgs(t, "limit", &op.Limit)
 		if a, ok := d.Arg("locks"); ok {
 			for _, v := range a.Vals {
 				op.Locks = append(op.Locks, unescape(t, d, v))
@@ -361,8 +363,16 @@ func formatOutcome(o *fsmpb.AcquireOutcome) string {
 }
 
 func formatHolder(h *fsmpb.Holder) string {
-	return fmt.Sprintf("s%d/%q token=%d count=%d seq=%d since=%ds owner=%q", h.GetSessionId(), h.GetOwnerKey(),
-		h.GetToken(), h.GetCount(), h.GetAcquireSeq(), h.GetSinceUnixNano()/int64(time.Second), h.GetOwner())
+	return fmt.Sprintf("s%d/%q token=%d count=%d seq=%d since=%ds owner=%q%s", h.GetSessionId(), h.GetOwnerKey(),
+		h.GetToken(), h.GetCount(), h.GetAcquireSeq(), h.GetSinceUnixNano()/int64(time.Second), h.GetOwner(),
+		sharedMark(h.GetShared()))
+}
+
+func sharedMark(shared bool) string {
+	if shared {
+		return " shared"
+	}
+	return ""
 }
 
 func (h *harness) state() string {
@@ -384,13 +394,18 @@ func (h *harness) state() string {
 		}
 	}
 	for _, l := range h.m.Locks("", "", 0) {
-		fmt.Fprintf(&b, "lock %s\n", l.GetName())
+		if l.GetLimit() != 0 {
+			fmt.Fprintf(&b, "lock %s limit=%d\n", l.GetName(), l.GetLimit())
+		} else {
+			fmt.Fprintf(&b, "lock %s\n", l.GetName())
+		}
 		for _, x := range l.GetHolders() {
 			fmt.Fprintf(&b, "  holder %s\n", formatHolder(x))
 		}
 		for i, w := range l.GetWaiters() {
-			fmt.Fprintf(&b, "  waiter %d: s%d/%q seq=%d timeout=%v since=%ds\n", i+1, w.GetSessionId(), w.GetOwnerKey(),
-				w.GetAcquireSeq(), time.Duration(w.GetWaitTimeoutNanos()), w.GetSinceUnixNano()/int64(time.Second))
+			fmt.Fprintf(&b, "  waiter %d: s%d/%q seq=%d timeout=%v since=%ds%s\n", i+1, w.GetSessionId(), w.GetOwnerKey(),
+				w.GetAcquireSeq(), time.Duration(w.GetWaitTimeoutNanos()), w.GetSinceUnixNano()/int64(time.Second),
+				sharedMark(w.GetShared()))
 		}
 	}
 	return b.String()

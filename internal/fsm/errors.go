@@ -66,6 +66,9 @@ var (
 	// ErrTooManyHolds: the session would hold or wait for more than
 	// MaxHoldsPerSession locks, or a reentrant count would overflow.
 	ErrTooManyHolds = &Error{fsmpb.Error_ERROR_TOO_MANY_HOLDS, "too many holds"}
+	// ErrLimitMismatch: an acquire's holder limit is not the lock's, or a
+	// reentrant acquire's mode (shared or exclusive) is not its hold's.
+	ErrLimitMismatch = &Error{fsmpb.Error_ERROR_LIMIT_MISMATCH, "limit mismatch"}
 )
 
 // ErrorOf returns nil if res succeeded (or is nil), and otherwise an *Error

@@ -35,14 +35,27 @@ func checkIndexes(m *Machine) error {
 		if got, ok := m.lockTree.Get(l); !ok || got != l || l.name != name {
 			return fmt.Errorf("lock %q missing from the name index", name)
 		}
-		if len(l.holders) > holderLimit {
-			return fmt.Errorf("lock %q has %d holders", name, len(l.holders))
+		// At most limit holders; an exclusive one alone (DESIGN.md 5.1:
+		// never a writer beside a reader).
+		limit := l.limit()
+		if limit == 0 || limit > MaxHoldersPerLock || uint32(len(l.holders)) > limit {
+			return fmt.Errorf("lock %q has %d holders, limit %d", name, len(l.holders), limit)
+		}
+		for _, h := range l.holders {
+			if h.limit != limit || (!h.shared && len(l.holders) > 1) {
+				return fmt.Errorf("lock %q: holder %+v beside %d others, lock limit %d", name, h, len(l.holders)-1, limit)
+			}
+		}
+		for _, w := range l.waiters() {
+			if w.limit != limit {
+				return fmt.Errorf("lock %q: waiter %+v, lock limit %d", name, w, limit)
+			}
 		}
 		if len(l.holders) == 0 && len(l.waiters()) == 0 {
 			return fmt.Errorf("lock %q is empty but exists", name)
 		}
-		if len(l.waiters()) > 0 && l.free() {
-			return fmt.Errorf("lock %q is free but has %d waiters", name, len(l.waiters()))
+		if ws := l.waiters(); len(ws) > 0 && l.grantable(&ws[0]) {
+			return fmt.Errorf("lock %q has room for its first of %d waiters", name, len(ws))
 		}
 		for _, h := range l.holders {
 			if h.s == nil || m.sessions[h.s.id] != h.s {

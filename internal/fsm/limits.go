@@ -34,6 +34,10 @@ const (
 	// MaxWaitersPerLock bounds one lock's FIFO queue, whose removals are
 	// linear in its length.
 	MaxWaitersPerLock = 10000
+	// MaxHoldersPerLock bounds the holder limit of one lock (a semaphore's
+	// permits, a read/write lock's readers): its holders are scanned on
+	// every reentrant acquire and release.
+	MaxHoldersPerLock = 10000
 	// MaxPending bounds the cached results of one session (its
 	// unacknowledged request window), which live in every snapshot.
 	MaxPending = 1024

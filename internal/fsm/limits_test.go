@@ -107,6 +107,7 @@ func TestErrorOf(t *testing.T) {
 		fsmpb.Error_ERROR_WAIT_CANCELLED:    ErrWaitCancelled,
 		fsmpb.Error_ERROR_WAIT_TIMED_OUT:    ErrWaitTimedOut,
 		fsmpb.Error_ERROR_TOO_MANY_HOLDS:    ErrTooManyHolds,
+		fsmpb.Error_ERROR_LIMIT_MISMATCH:    ErrLimitMismatch,
 	}
 	if len(sentinels) != len(fsmpb.Error_name)-1 {
 		t.Fatalf("%d sentinels for %d error codes", len(sentinels), len(fsmpb.Error_name)-1)

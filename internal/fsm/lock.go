@@ -9,13 +9,17 @@ import (
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
-// holderLimit is the number of holders a lock may have at once. Every lock
-// is exclusive for now; semaphores and read/write locks will raise it per
-// lock.
-const holderLimit = 1
-
 // lock is one lock: its holders and its FIFO queue. A lock exists while it
 // has a holder or a waiter; the last one leaving deletes it.
+//
+// A lock admits up to limit holders (1 for a mutex, N for a semaphore of N
+// permits, many readers of a read/write lock). A hold is exclusive (a
+// mutex's, a writer's) and sits alone, or shared (a permit, a reader) and
+// sits beside other shared holds up to the limit. The limit is the lock's
+// from its first holder or waiter until it is deleted, and every holder and
+// waiter record keeps a copy of it: the lock record itself stays at 48
+// bytes (a million of them is the design point), and a holder record has
+// room for it within its 64-byte size class.
 //
 // Holders and waiters are plain Go records, not fsmpb messages: a million
 // held locks is the design point, and a message costs twice the bytes (its
@@ -23,7 +27,7 @@ const holderLimit = 1
 // messages are built only at the edges: results, reads, snapshots.
 type lock struct {
 	name    string
-	holders []holder // at most holderLimit
+	holders []holder // at most limit(); one if it is exclusive
 	// queue is nil until the first waiter comes, and then kept (for the
 	// next one) until the lock is deleted. Most locks never have a waiter:
 	// the pointer makes the lock a 48-byte allocation, a slice header
@@ -46,6 +50,8 @@ type holder struct {
 	acquireSeq uint64
 	count      uint32 // reentrant count, >= 1
 	idx        int32  // where this hold is in s.held
+	limit      uint32 // the lock's holder limit, >= 1
+	shared     bool
 }
 
 // waiter is one queued acquire (fsmpb.Waiter without the owner label, which
@@ -56,10 +62,49 @@ type waiter struct {
 	acquireSeq uint64
 	timeout    int64 // wait_timeout_nanos; 0 waits until cancelled
 	since      int64 // wall clock of the entry that queued it, display only
+	limit      uint32
+	shared     bool
 }
 
-// free reports whether the lock has room for another holder.
-func (l *lock) free() bool { return len(l.holders) < holderLimit }
+// limit returns the number of holders l admits: its first holder's or
+// waiter's copy (a lock has one or the other, or it is deleted).
+func (l *lock) limit() uint32 {
+	if len(l.holders) > 0 {
+		return l.holders[0].limit
+	}
+	if ws := l.waiters(); len(ws) > 0 {
+		return ws[0].limit
+	}
+	return 1
+}
+
+// admits reports whether a new hold, shared or not, fits beside l's
+// holders (the queue aside): an exclusive hold needs l free, a shared one
+// no exclusive holder and fewer holders than the limit.
+func (l *lock) admits(shared bool) bool {
+	if len(l.holders) == 0 {
+		return true
+	}
+	// Holders are all shared, or one exclusive.
+	return shared && l.holders[0].shared && uint32(len(l.holders)) < l.holders[0].limit
+}
+
+// grantable reports whether the queued w may be granted now, if it is at
+// the head of the queue: its hold fits, and its session and owner key do
+// not hold l already. (A second waiting acquire by one session and key
+// waits for the first one's hold to end, whatever the lock's kind, so a
+// session and key never has two holds of one lock.)
+func (l *lock) grantable(w *waiter) bool {
+	return l.admits(w.shared) && l.holderOf(w.s, w.ownerKey) == nil
+}
+
+// mode names a hold's mode for messages.
+func mode(shared bool) string {
+	if shared {
+		return "shared"
+	}
+	return "exclusive"
+}
 
 // holderOf returns the holder record of (s, ownerKey), or nil. The pointer
 // is valid until l.holders next changes.
@@ -157,7 +202,7 @@ func (m *Machine) lockFor(name string) *lock {
 // hold makes s (owner key, acquire seq) a holder of l, granted by this
 // entry: its token is the entry's index. The pointer is valid until
 // l.holders next changes.
-func (m *Machine) hold(a *apply, l *lock, s *session, ownerKey string, acquireSeq uint64) *holder {
+func (m *Machine) hold(a *apply, l *lock, s *session, ownerKey string, acquireSeq uint64, limit uint32, shared bool) *holder {
 	m.changeLock(l)
 	m.changeSession(s)
 	l.holders = append(l.holders, holder{
@@ -168,20 +213,24 @@ func (m *Machine) hold(a *apply, l *lock, s *session, ownerKey string, acquireSe
 		acquireSeq: acquireSeq,
 		count:      1,
 		idx:        s.addHold(l),
+		limit:      limit,
+		shared:     shared,
 	})
 	return &l.holders[len(l.holders)-1]
 }
 
-// settle grants l to waiters from the head of its queue while it has room,
-// with this entry's index as token, and deletes l if nobody holds or waits
-// for it. Only as many waiters as there is room for are woken.
+// settle grants l to waiters from the head of its queue while the head
+// fits beside the holders, with this entry's index as token, and deletes l
+// if nobody holds or waits for it. Only as many waiters as there is room
+// for are woken, in queue order: a shared waiter behind an exclusive one
+// waits for it, so a stream of readers cannot starve a writer.
 func (m *Machine) settle(a *apply, l *lock) {
-	for l.free() && len(l.waiters()) > 0 {
+	for len(l.waiters()) > 0 && l.grantable(&l.waiters()[0]) {
 		m.changeLock(l)
 		w := l.popWaiter()
 		s := w.s
 		s.dropWait(waitKey{l.name, w.acquireSeq})
-		m.hold(a, l, s, w.ownerKey, w.acquireSeq)
+		m.hold(a, l, s, w.ownerKey, w.acquireSeq, w.limit, w.shared)
 		s.granted(w.acquireSeq, l.name, a.index) // s changed in hold
 		a.res.Grants = append(a.res.Grants, &fsmpb.Grant{
 			SessionId:  s.id,
@@ -218,14 +267,23 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 			return
 		}
 	}
+	limit, err := checkLimit(op.GetLimit())
+	if err != nil {
+		a.refuse(err)
+		return
+	}
 	if s.blacklisted {
 		a.refuse(errorf(fsmpb.Error_ERROR_BLACKLISTED, "session %d is blacklisted", s.id))
 		return
 	}
 
-	name := op.GetLock()
+	name, shared := op.GetLock(), op.GetShared()
 	l := m.locks[name]
 	if l != nil {
+		if err := l.fits(s, op.GetOwnerKey(), limit, shared); err != nil {
+			a.refuse(err)
+			return
+		}
 		if h := l.holderOf(s, op.GetOwnerKey()); h != nil {
 			if h.count == math.MaxUint32 {
 				a.refuse(errorf(fsmpb.Error_ERROR_TOO_MANY_HOLDS,
@@ -238,12 +296,12 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 			return
 		}
 	}
-	if l == nil || (l.free() && len(l.waiters()) == 0) {
+	if l == nil || (l.admits(shared) && len(l.waiters()) == 0) {
 		if s.load() >= MaxHoldsPerSession {
 			a.refuse(tooManyHolds(s))
 			return
 		}
-		h := m.hold(a, m.lockFor(name), s, op.GetOwnerKey(), a.seq)
+		h := m.hold(a, m.lockFor(name), s, op.GetOwnerKey(), a.seq, limit, shared)
 		a.res.Acquire = grantedOutcome(name, h)
 		return
 	}
@@ -271,6 +329,8 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 		acquireSeq: a.seq,
 		timeout:    op.GetWaitTimeoutNanos(),
 		since:      a.wall,
+		limit:      limit,
+		shared:     shared,
 	})
 	s.addWait(waitKey{name, a.seq})
 	a.res.Acquire = &fsmpb.AcquireOutcome{
@@ -279,6 +339,37 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 		Holder:   l.currentHolder(),
 		Position: uint32(len(l.waiters())),
 	}
+}
+
+// checkLimit returns the holder limit an acquire states (0 means 1), or
+// why it cannot be one.
+func checkLimit(limit uint32) (uint32, *Error) {
+	switch {
+	case limit == 0:
+		return 1, nil
+	case limit > MaxHoldersPerLock:
+		return 0, invalid("holder limit %d is over the maximum %d", limit, MaxHoldersPerLock)
+	}
+	return limit, nil
+}
+
+// fits returns nil if an acquire of l by (s, ownerKey) with this limit and
+// mode agrees with l: the same limit, and for a reentrant acquire the mode
+// of the hold it re-enters (a shared hold does not become exclusive: two
+// readers doing so would wait for each other forever; nor the other way,
+// so a hold's mode never changes).
+func (l *lock) fits(s *session, ownerKey string, limit uint32, shared bool) *Error {
+	if have := l.limit(); have != limit {
+		return errorf(fsmpb.Error_ERROR_LIMIT_MISMATCH,
+			"lock %s admits %d holders; this acquire says %d (one name must not serve two kinds of lock)",
+			quote(l.name), have, limit)
+	}
+	if h := l.holderOf(s, ownerKey); h != nil && h.shared != shared {
+		return errorf(fsmpb.Error_ERROR_LIMIT_MISMATCH,
+			"session %d key %s holds lock %s %s; it cannot take it again %s",
+			s.id, quote(ownerKey), quote(l.name), mode(h.shared), mode(shared))
+	}
+	return nil
 }
 
 func tooManyHolds(s *session) *Error {
@@ -324,15 +415,28 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 		a.refuse(err)
 		return
 	}
+	limit, err := checkLimit(op.GetLimit())
+	if err != nil {
+		a.refuse(err)
+		return
+	}
 	if s.blacklisted {
 		a.refuse(errorf(fsmpb.Error_ERROR_BLACKLISTED, "session %d is blacklisted", s.id))
 		return
 	}
-	fresh := 0 // locks that would be newly held
+	shared := op.GetShared()
+	fresh, busy := 0, 0 // locks that would be newly held; that cannot be
 	for _, name := range names {
 		var h *holder
 		if l := m.locks[name]; l != nil {
+			if err := l.fits(s, op.GetOwnerKey(), limit, shared); err != nil {
+				a.refuse(err)
+				return
+			}
 			h = l.holderOf(s, op.GetOwnerKey())
+			if h == nil && !(l.admits(shared) && len(l.waiters()) == 0) {
+				busy++
+			}
 		}
 		if h == nil {
 			fresh++
@@ -349,9 +453,26 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 		return
 	}
 
+	out := make([]*fsmpb.AcquireOutcome, 0, len(names))
+	if busy > 0 && op.GetAll() {
+		// All or nothing, and not all: nothing changes.
+		for _, name := range names {
+			l := m.locks[name]
+			if l == nil || l.holderOf(s, op.GetOwnerKey()) != nil || (l.admits(shared) && len(l.waiters()) == 0) {
+				out = append(out, &fsmpb.AcquireOutcome{Lock: name, Status: fsmpb.AcquireStatus_ACQUIRE_STATUS_SKIPPED})
+				continue
+			}
+			out = append(out, &fsmpb.AcquireOutcome{
+				Lock:   name,
+				Status: fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY,
+				Holder: l.currentHolder(),
+			})
+		}
+		a.res.AcquireMany = out
+		return
+	}
 	m.changeSession(s)
 	s.held = slices.Grow(s.held, fresh) // once, not doubling on the way
-	out := make([]*fsmpb.AcquireOutcome, 0, len(names))
 	for _, name := range names {
 		l := m.locks[name]
 		switch {
@@ -360,8 +481,8 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 			m.changeLock(l)
 			h.count++
 			out = append(out, grantedOutcome(name, h))
-		case l == nil || (l.free() && len(l.waiters()) == 0):
-			h := m.hold(a, m.lockFor(name), s, op.GetOwnerKey(), a.seq)
+		case l == nil || (l.admits(shared) && len(l.waiters()) == 0):
+			h := m.hold(a, m.lockFor(name), s, op.GetOwnerKey(), a.seq, limit, shared)
 			out = append(out, grantedOutcome(name, h))
 		default:
 			out = append(out, &fsmpb.AcquireOutcome{
@@ -399,6 +520,12 @@ func (m *Machine) release(a *apply, s *session, op *fsmpb.Release) {
 	h := l.holderOf(s, op.GetOwnerKey())
 	if h == nil {
 		cur := &l.holders[0]
+		if len(l.holders) > 1 {
+			a.refuse(errorf(fsmpb.Error_ERROR_NOT_HOLDER,
+				"lock %s has %d holders, and session %d key %s is not one of them",
+				quote(name), len(l.holders), s.id, quote(op.GetOwnerKey())))
+			return
+		}
 		a.refuse(errorf(fsmpb.Error_ERROR_NOT_HOLDER,
 			"lock %s is held by session %d key %s, not by session %d key %s",
 			quote(name), cur.s.id, quote(cur.ownerKey), s.id, quote(op.GetOwnerKey())))

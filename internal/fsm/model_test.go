@@ -14,7 +14,9 @@ import (
 // TestRandomStream applies seeded random command streams and checks, after
 // every entry, the invariants of DESIGN.md §5 against a small model built
 // only from the results:
-//   - at most one holder per lock, and every index consistent
+//   - at most limit holders per lock (one for the mutexes, three for the
+//     semaphore "sem", four readers or one writer for "rw"), never an
+//     exclusive hold beside another, and every index consistent
 //     (checkInvariants, which also round-trips Snapshot/Restore);
 //   - the tokens of successive holders of a lock strictly increase;
 //   - waiters are FIFO: the model queue of each lock (appended on QUEUED,
@@ -65,7 +67,43 @@ type stream struct {
 	lastHolder map[string]uint64 // token of the latest holder seen per lock
 }
 
-var streamLocks = []string{"a", "b", "c", "d/e"}
+var streamLocks = []string{"a", "b", "c", "d/e", "sem", "rw"}
+
+// streamMutexes are the locks of streamLocks that are mutexes; "sem" is a
+// semaphore of 3 and "rw" a read/write lock of up to 4 readers.
+var streamMutexes = streamLocks[:4]
+
+// streamLimit returns the holder limit and mode of an acquire of name:
+// mostly the lock's own kind, sometimes a wrong limit or mode.
+func (s *stream) streamLimit(name string) (limit uint32, shared bool) {
+	r := s.rng
+	switch name {
+	case "sem":
+		limit, shared = 3, true
+	case "rw":
+		limit, shared = 4, r.IntN(3) > 0
+	default:
+		limit = uint32(r.IntN(2)) // 0 and 1 both mean a mutex
+	}
+	if r.IntN(40) == 0 {
+		limit = uint32(r.IntN(5))
+	}
+	if r.IntN(40) == 0 {
+		shared = !shared
+	}
+	return limit, shared
+}
+
+// streamLimitOf is the holder limit of name's lock when used as intended.
+func streamLimitOf(name string) int {
+	switch name {
+	case "sem":
+		return 3
+	case "rw":
+		return 4
+	}
+	return 1
+}
 var streamKeys = []string{"", "k"}
 
 func runStream(t *testing.T, seed uint64, steps int) {
@@ -156,13 +194,24 @@ func (s *stream) command() (*fsmpb.Command, bool) {
 	var cmd *fsmpb.Command
 	switch n := r.IntN(100); {
 	case n < 35:
+		limit, shared := s.streamLimit(lockName)
 		cmd = &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
-			Lock: lockName, OwnerKey: key, Wait: r.IntN(3) > 0, WaitTimeoutNanos: int64(r.IntN(2)) * 1e9}}}
+			Lock: lockName, OwnerKey: key, Wait: r.IntN(3) > 0, WaitTimeoutNanos: int64(r.IntN(2)) * 1e9,
+			Limit: limit, Shared: shared}}}
 	case n < 40:
-		names := slices.Clone(streamLocks)
+		names := slices.Clone(streamMutexes)
 		r.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+		names = names[:1+r.IntN(len(names))]
+		var limit uint32
+		var shared bool
+		if r.IntN(4) == 0 {
+			// The semaphore, alone or beside mutexes (which then refuse
+			// the whole batch: one limit for all).
+			names = append(names[:r.IntN(2)], "sem")
+			limit, shared = s.streamLimit("sem")
+		}
 		cmd = &fsmpb.Command{Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{
-			Locks: names[:1+r.IntN(len(names))], OwnerKey: key}}}
+			Locks: names, OwnerKey: key, Limit: limit, Shared: shared, All: r.IntN(2) == 0}}}
 	case n < 65:
 		cmd = &fsmpb.Command{Op: &fsmpb.Command_Release{Release: &fsmpb.Release{
 			Lock: lockName, OwnerKey: key, Token: s.someToken(lockName)}}}
@@ -228,7 +277,7 @@ func (s *stream) command() (*fsmpb.Command, bool) {
 
 func (s *stream) someToken(lockName string) uint64 {
 	if l, ok := s.m.Lock(lockName); ok && len(l.GetHolders()) > 0 && s.rng.IntN(5) > 0 {
-		return l.GetHolders()[0].GetToken()
+		return l.GetHolders()[s.rng.IntN(len(l.GetHolders()))].GetToken()
 	}
 	return s.rng.Uint64N(s.index + 1)
 }
@@ -246,6 +295,9 @@ func (s *stream) observe(cmd *fsmpb.Command, res *fsmpb.Result) {
 	t := s.t
 	s.stats[res.GetError().String()]++
 	s.stats[res.GetAcquire().GetStatus().String()]++
+	for _, o := range res.GetAcquireMany() {
+		s.stats["many_"+o.GetStatus().String()]++
+	}
 	s.stats["grants"] += len(res.GetGrants())
 	s.stats["waits_ended"] += len(res.GetWaitsEnded())
 	if cmd.GetCancelWait().GetAbandoned() && res.GetError() == fsmpb.Error_ERROR_NONE && res.GetAcquire() != nil {
@@ -296,17 +348,26 @@ func (s *stream) observe(cmd *fsmpb.Command, res *fsmpb.Result) {
 		if !slices.Equal(got, s.queues[name]) {
 			t.Fatalf("entry %d: lock %s queue is %v, the model says %v", s.index, name, got, s.queues[name])
 		}
-		if len(l.GetHolders()) > 1 {
-			t.Fatalf("entry %d: lock %s has %d holders", s.index, name, len(l.GetHolders()))
+		hs := l.GetHolders()
+		if len(hs) > streamLimitOf(name) {
+			t.Fatalf("entry %d: lock %s has %d holders", s.index, name, len(hs))
 		}
-		if len(l.GetHolders()) == 1 {
-			tok := l.GetHolders()[0].GetToken()
-			if last := s.lastHolder[name]; tok != last {
-				if tok < last {
-					t.Fatalf("entry %d: lock %s went from token %d to %d", s.index, name, last, tok)
+		for _, h := range hs {
+			if !h.GetShared() && len(hs) > 1 {
+				t.Fatalf("entry %d: lock %s has an exclusive holder beside %d others", s.index, name, len(hs)-1)
+			}
+			// A hold the model has not seen has a token above every
+			// earlier hold's: the index of this entry, which granted it.
+			tok := h.GetToken()
+			if last := s.lastHolder[name]; tok > last {
+				if tok != s.index {
+					t.Fatalf("entry %d: lock %s has a new hold with token %d", s.index, name, tok)
 				}
 				s.lastHolder[name] = tok
 			}
+		}
+		if len(hs) > 0 {
+			s.stats[fmt.Sprintf("holders=%d", len(hs))]++
 		}
 	}
 }

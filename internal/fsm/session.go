@@ -74,6 +74,7 @@ type holderCopy struct {
 	since      int64
 	acquireSeq uint64
 	count      uint32
+	shared     bool
 }
 
 // acquireIs reports whether the cached result is an Acquire's outcome for

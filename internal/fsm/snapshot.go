@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -61,6 +62,7 @@ const (
 	lockName    protowire.Number = 1
 	lockHolders protowire.Number = 2
 	lockWaiters protowire.Number = 3
+	lockLimit   protowire.Number = 4
 
 	holderSessionID  protowire.Number = 1
 	holderOwnerKey   protowire.Number = 2
@@ -69,6 +71,7 @@ const (
 	holderCount      protowire.Number = 5
 	holderSince      protowire.Number = 6
 	holderAcquireSeq protowire.Number = 7
+	holderShared     protowire.Number = 8
 
 	waiterSessionID  protowire.Number = 1
 	waiterOwnerKey   protowire.Number = 2
@@ -76,6 +79,7 @@ const (
 	waiterAcquireSeq protowire.Number = 4
 	waiterTimeout    protowire.Number = 5
 	waiterSince      protowire.Number = 6
+	waiterShared     protowire.Number = 7
 )
 
 // appendLock appends l as one element of the snapshot's locks field, as
@@ -88,7 +92,7 @@ const (
 // proto's encoding.
 func appendLock(b []byte, l *lock) []byte {
 	ws := l.waiters()
-	size := sizeString(lockName, l.name)
+	size := sizeString(lockName, l.name) + sizeUint(lockLimit, uint64(encodeLimit(l.limit())))
 	for i := range l.holders {
 		size += sizeMessage(lockHolders, holderSize(&l.holders[i]))
 	}
@@ -109,6 +113,7 @@ func appendLock(b []byte, l *lock) []byte {
 		b = appendUint(b, holderCount, uint64(h.count))
 		b = appendUint(b, holderSince, uint64(h.since))
 		b = appendUint(b, holderAcquireSeq, h.acquireSeq)
+		b = appendBool(b, holderShared, h.shared)
 	}
 	for i := range ws {
 		w := &ws[i]
@@ -120,21 +125,23 @@ func appendLock(b []byte, l *lock) []byte {
 		b = appendUint(b, waiterAcquireSeq, w.acquireSeq)
 		b = appendUint(b, waiterTimeout, uint64(w.timeout))
 		b = appendUint(b, waiterSince, uint64(w.since))
+		b = appendBool(b, waiterShared, w.shared)
 	}
-	return b
+	return appendUint(b, lockLimit, uint64(encodeLimit(l.limit())))
 }
 
 func holderSize(h *holder) int {
 	return sizeUint(holderSessionID, h.s.id) + sizeString(holderOwnerKey, h.ownerKey) +
 		sizeString(holderOwner, h.s.owner) + sizeUint(holderToken, h.token) +
 		sizeUint(holderCount, uint64(h.count)) + sizeUint(holderSince, uint64(h.since)) +
-		sizeUint(holderAcquireSeq, h.acquireSeq)
+		sizeUint(holderAcquireSeq, h.acquireSeq) + sizeBool(holderShared, h.shared)
 }
 
 func waiterSize(w *waiter) int {
 	return sizeUint(waiterSessionID, w.s.id) + sizeString(waiterOwnerKey, w.ownerKey) +
 		sizeString(waiterOwner, w.s.owner) + sizeUint(waiterAcquireSeq, w.acquireSeq) +
-		sizeUint(waiterTimeout, uint64(w.timeout)) + sizeUint(waiterSince, uint64(w.since))
+		sizeUint(waiterTimeout, uint64(w.timeout)) + sizeUint(waiterSince, uint64(w.since)) +
+		sizeBool(waiterShared, w.shared)
 }
 
 // The fields of fsmpb.Session, CachedResult, Result and AcquireOutcome
@@ -244,6 +251,7 @@ func appendOutcome(b []byte, num protowire.Number, o *outcome) []byte {
 		b = appendUint(b, holderCount, uint64(h.count))
 		b = appendUint(b, holderSince, uint64(h.since))
 		b = appendUint(b, holderAcquireSeq, h.acquireSeq)
+		b = appendBool(b, holderShared, h.shared)
 	}
 	return appendUint(b, outcomePosition, uint64(o.position))
 }
@@ -262,7 +270,7 @@ func holderCopySize(h *holderCopy) int {
 	return sizeUint(holderSessionID, h.sessionID) + sizeString(holderOwnerKey, h.ownerKey) +
 		sizeString(holderOwner, h.owner) + sizeUint(holderToken, h.token) +
 		sizeUint(holderCount, uint64(h.count)) + sizeUint(holderSince, uint64(h.since)) +
-		sizeUint(holderAcquireSeq, h.acquireSeq)
+		sizeUint(holderAcquireSeq, h.acquireSeq) + sizeBool(holderShared, h.shared)
 }
 
 func appendBool(b []byte, num protowire.Number, v bool) []byte {
@@ -402,13 +410,25 @@ func decodeRecord(rec []byte, msg proto.Message) error {
 // damaged records.
 func decodeLock(rec []byte, p *fsmpb.Lock) error {
 	holders, waiters := p.Holders[:0], p.Waiters[:0]
-	var name string
+	var (
+		name  string
+		limit uint32
+	)
 	for len(rec) > 0 {
 		num, typ, n := protowire.ConsumeTag(rec)
 		if n < 0 {
 			return &decodeError{protowire.ParseError(n)}
 		}
 		rec = rec[n:]
+		if num == lockLimit && typ == protowire.VarintType {
+			v, n := protowire.ConsumeVarint(rec)
+			if n < 0 {
+				return &decodeError{protowire.ParseError(n)}
+			}
+			rec = rec[n:]
+			limit = uint32(v)
+			continue
+		}
 		if typ != protowire.BytesType || num < lockName || num > lockWaiters {
 			if n = protowire.ConsumeFieldValue(num, typ, rec); n < 0 {
 				return &decodeError{protowire.ParseError(n)}
@@ -441,7 +461,7 @@ func decodeLock(rec []byte, p *fsmpb.Lock) error {
 			}
 		}
 	}
-	*p = fsmpb.Lock{Name: name, Holders: holders, Waiters: waiters}
+	*p = fsmpb.Lock{Name: name, Holders: holders, Waiters: waiters, Limit: limit}
 	return nil
 }
 
@@ -490,6 +510,8 @@ func decodeHolder(b []byte, h *fsmpb.Holder) error {
 			h.SinceUnixNano = int64(v)
 		case num == holderAcquireSeq && !isBytes:
 			h.AcquireSeq = v
+		case num == holderShared && !isBytes:
+			h.Shared = v != 0
 		}
 		return nil
 	})
@@ -517,6 +539,8 @@ func decodeWaiter(b []byte, w *fsmpb.Waiter) error {
 			w.WaitTimeoutNanos = int64(v)
 		case num == waiterSince && !isBytes:
 			w.SinceUnixNano = int64(v)
+		case num == waiterShared && !isBytes:
+			w.Shared = v != 0
 		}
 		return nil
 	})
@@ -609,7 +633,7 @@ func (m *Machine) load(data []byte) error {
 
 	// Size each session's hold index for the holds it says it has (checked
 	// once the locks are in), within what the lock records can hold.
-	budget, i := nLocks*holderLimit, 0
+	budget, i := len(data)/2, 0 // a holder record takes 2 bytes or more
 	m.sessionTree.Ascend(func(s *session) bool {
 		if n := min(int(holds[i]), budget); n > 0 {
 			s.held = make([]*lock, 0, n)
@@ -737,14 +761,18 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 	if len(holders) == 0 && len(waiters) == 0 {
 		return fmt.Errorf("lock %q has no holder and no waiter", name)
 	}
-	if len(holders) > holderLimit {
-		return fmt.Errorf("lock %q has %d holders; the limit is %d", name, len(holders), holderLimit)
-	}
-	if len(waiters) > MaxWaitersPerLock {
+	limit, lerr := checkLimit(p.GetLimit())
+	switch {
+	case lerr != nil:
+		return fmt.Errorf("lock %q: %s", name, lerr.Msg)
+	case p.GetLimit() == 1:
+		return fmt.Errorf("lock %q has limit 1 written as 1, not 0", name) // one state, one encoding
+	case uint32(len(holders)) > limit:
+		return fmt.Errorf("lock %q has %d holders; its limit is %d", name, len(holders), limit)
+	case len(holders) > 1 && slices.ContainsFunc(holders, func(h *fsmpb.Holder) bool { return !h.GetShared() }):
+		return fmt.Errorf("lock %q has an exclusive holder beside %d others", name, len(holders)-1)
+	case len(waiters) > MaxWaitersPerLock:
 		return fmt.Errorf("lock %q has %d waiters; the limit is %d", name, len(waiters), MaxWaitersPerLock)
-	}
-	if len(waiters) > 0 && len(holders) < holderLimit {
-		return fmt.Errorf("lock %q has room for a holder but waiters queued", name)
 	}
 	l := &lock{name: name}
 	if len(holders) > 0 {
@@ -779,6 +807,8 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 			acquireSeq: h.GetAcquireSeq(),
 			count:      h.GetCount(),
 			idx:        s.addHold(l),
+			limit:      limit,
+			shared:     h.GetShared(),
 		})
 	}
 	if len(waiters) > 0 {
@@ -811,8 +841,13 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 			acquireSeq: w.GetAcquireSeq(),
 			timeout:    w.GetWaitTimeoutNanos(),
 			since:      w.GetSinceUnixNano(),
+			limit:      limit,
+			shared:     w.GetShared(),
 		})
 		s.addWait(key)
+	}
+	if ws := l.waiters(); len(ws) > 0 && l.grantable(&ws[0]) {
+		return fmt.Errorf("lock %q has room for its first waiter, which is still queued", name)
 	}
 	m.locks[l.name] = l
 	m.lockTree.ReplaceOrInsert(l)

@@ -87,11 +87,13 @@ func TestRestoreRefusesCorruptSnapshots(t *testing.T) {
 func TestSnapshotFieldNumbers(t *testing.T) {
 	for msg, want := range map[proto.Message]map[protoreflect.Name]protowire.Number{
 		&fsmpb.Snapshot{}: {"applied_index": snapshotAppliedIndex, "sessions": snapshotSessions, "locks": snapshotLocks},
-		&fsmpb.Lock{}:     {"name": lockName, "holders": lockHolders, "waiters": lockWaiters},
+		&fsmpb.Lock{}:     {"name": lockName, "holders": lockHolders, "waiters": lockWaiters, "limit": lockLimit},
 		&fsmpb.Holder{}: {"session_id": holderSessionID, "owner_key": holderOwnerKey, "owner": holderOwner,
-			"token": holderToken, "count": holderCount, "since_unix_nano": holderSince, "acquire_seq": holderAcquireSeq},
+			"token": holderToken, "count": holderCount, "since_unix_nano": holderSince, "acquire_seq": holderAcquireSeq,
+			"shared": holderShared},
 		&fsmpb.Waiter{}: {"session_id": waiterSessionID, "owner_key": waiterOwnerKey, "owner": waiterOwner,
-			"acquire_seq": waiterAcquireSeq, "wait_timeout_nanos": waiterTimeout, "since_unix_nano": waiterSince},
+			"acquire_seq": waiterAcquireSeq, "wait_timeout_nanos": waiterTimeout, "since_unix_nano": waiterSince,
+			"shared": waiterShared},
 		&fsmpb.Session{}: {"id": sessionID, "owner": sessionOwner, "ttl_nanos": sessionTTL, "blacklisted": sessionBlacklisted,
 			"created_unix_nano": sessionCreated, "min_unacked_seq": sessionMinUnacked, "results": sessionResults, "holds": sessionHolds},
 		&fsmpb.CachedResult{}: {"seq": cachedSeq, "result": cachedResultF, "claimed": cachedClaimed},

@@ -42,6 +42,7 @@ var errorMap = []struct {
 	{fsm.ErrTooManyWaiters, codes.ResourceExhausted, batonpb.Reason_TOO_MANY_WAITERS},
 	{fsm.ErrTooManyPending, codes.ResourceExhausted, batonpb.Reason_TOO_MANY_PENDING},
 	{fsm.ErrTooManyHolds, codes.ResourceExhausted, batonpb.Reason_TOO_MANY_HOLDS},
+	{fsm.ErrLimitMismatch, codes.FailedPrecondition, batonpb.Reason_LIMIT_MISMATCH},
 	{fsm.ErrStaleSequence, codes.FailedPrecondition, batonpb.Reason_STALE_SEQUENCE},
 	{fsm.ErrNotWaiting, codes.FailedPrecondition, batonpb.Reason_NOT_WAITING},
 	{fsm.ErrWaitCancelled, codes.Canceled, batonpb.Reason_WAIT_CANCELLED},

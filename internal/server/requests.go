@@ -24,10 +24,15 @@ const (
 )
 
 // reasonOfFSM maps a state-machine error to the wire Reason. The two enums
-// share their numbers for these values on purpose (see TestReasonsMatch).
+// share their numbers for values up to 13 on purpose; later ones are mapped
+// by hand (TestReasonsMatch checks every name).
 func reasonOfFSM(e fsmpb.Error) batonpb.Reason {
-	if e == fsmpb.Error_ERROR_NONE {
+	switch {
+	case e == fsmpb.Error_ERROR_NONE:
 		return batonpb.Reason_REASON_UNSPECIFIED
+	case e == fsmpb.Error_ERROR_LIMIT_MISMATCH:
+		// After the server's own reasons (14-17) on the wire.
+		return batonpb.Reason_LIMIT_MISMATCH
 	}
 	return batonpb.Reason(e)
 }
@@ -122,9 +127,20 @@ func acquireCommand(r *batonpb.AcquireRequest) (*fsmpb.Command, error) {
 			return nil, invalidf("wait_timeout is %s; it must be in (0, %s]", timeout, MaxWaitTimeout)
 		}
 	}
+	if err := checkLimit(r.GetLimit()); err != nil {
+		return nil, err
+	}
 	return stamp(r.GetHeader(), &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
 		Lock: r.GetName(), OwnerKey: r.GetOwnerKey(), Wait: r.GetWait(), WaitTimeoutNanos: int64(timeout),
+		Shared: r.GetShared(), Limit: r.GetLimit(),
 	}}}), nil
+}
+
+func checkLimit(limit uint32) error {
+	if limit > fsm.MaxHoldersPerLock {
+		return invalidf("limit is %d; it must be in 0..%d (0 means 1)", limit, fsm.MaxHoldersPerLock)
+	}
+	return nil
 }
 
 func acquireManyCommand(r *batonpb.AcquireManyRequest) (*fsmpb.Command, error) {
@@ -147,8 +163,11 @@ func acquireManyCommand(r *batonpb.AcquireManyRequest) (*fsmpb.Command, error) {
 	if err := checkOwner("owner_key", r.GetOwnerKey()); err != nil {
 		return nil, err
 	}
+	if err := checkLimit(r.GetLimit()); err != nil {
+		return nil, err
+	}
 	return stamp(r.GetHeader(), &fsmpb.Command{Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{
-		Locks: r.GetNames(), OwnerKey: r.GetOwnerKey(),
+		Locks: r.GetNames(), OwnerKey: r.GetOwnerKey(), Shared: r.GetShared(), Limit: r.GetLimit(), All: r.GetAll(),
 	}}}), nil
 }
 
@@ -198,8 +217,14 @@ func holderToWire(h *fsmpb.Holder) *batonpb.Holder {
 	}
 	return &batonpb.Holder{
 		SessionId: h.GetSessionId(), Owner: h.GetOwner(), OwnerKey: h.GetOwnerKey(),
-		Token: h.GetToken(), Count: h.GetCount(), Since: tsOf(h.GetSinceUnixNano()),
+		Token: h.GetToken(), Count: h.GetCount(), Since: tsOf(h.GetSinceUnixNano()), Shared: h.GetShared(),
 	}
+}
+
+// limitOf is a lock's holder limit as the API shows it: 1 for a mutex,
+// which the log keeps as 0.
+func limitOf(l *fsmpb.Lock) uint32 {
+	return max(l.GetLimit(), 1)
 }
 
 func tsOf(unixNano int64) *timestamppb.Timestamp {
@@ -216,17 +241,20 @@ func acquireToWire(seq uint64, o *fsmpb.AcquireOutcome) *batonpb.AcquireResponse
 		r.Acquired, r.Token, r.Count, r.Holder = true, o.GetToken(), o.GetCount(), nil
 	case fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED:
 		r.Queued, r.Position = true, o.GetPosition()
+	case fsmpb.AcquireStatus_ACQUIRE_STATUS_SKIPPED:
+		r.Skipped = true
 	}
 	return r
 }
 
 func lockToWire(l *fsmpb.Lock) *batonpb.Lock {
-	out := &batonpb.Lock{Name: l.GetName()}
+	out := &batonpb.Lock{Name: l.GetName(), Limit: limitOf(l)}
 	for _, h := range l.GetHolders() {
 		out.Holders = append(out.Holders, holderToWire(h))
 	}
 	for _, w := range l.GetWaiters() {
-		bw := &batonpb.Waiter{SessionId: w.GetSessionId(), Owner: w.GetOwner(), OwnerKey: w.GetOwnerKey(), Since: tsOf(w.GetSinceUnixNano())}
+		bw := &batonpb.Waiter{SessionId: w.GetSessionId(), Owner: w.GetOwner(), OwnerKey: w.GetOwnerKey(),
+			Since: tsOf(w.GetSinceUnixNano()), Shared: w.GetShared()}
 		if w.GetWaitTimeoutNanos() > 0 {
 			bw.WaitTimeout = durationpb.New(time.Duration(w.GetWaitTimeoutNanos()))
 		}

@@ -278,7 +278,8 @@ func (s *Server) List(ctx context.Context, r *batonpb.ListRequest) (*batonpb.Lis
 			out.NextPageToken = locks[n-1].GetName()
 		}
 		for _, l := range locks {
-			sum := &batonpb.LockSummary{Name: l.GetName(), Waiters: uint32(len(l.GetWaiters()))}
+			sum := &batonpb.LockSummary{Name: l.GetName(), Waiters: uint32(len(l.GetWaiters())),
+				Holders: uint32(len(l.GetHolders())), Limit: limitOf(l)}
 			if len(l.GetHolders()) > 0 {
 				sum.Holder = holderToWire(l.GetHolders()[0])
 			}

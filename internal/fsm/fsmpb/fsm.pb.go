@@ -48,6 +48,7 @@ const (
 	Error_ERROR_WAIT_CANCELLED    Error = 11 // (final state of a queued acquire) cancelled
 	Error_ERROR_WAIT_TIMED_OUT    Error = 12 // (final state of a queued acquire) timed out
 	Error_ERROR_TOO_MANY_HOLDS    Error = 13 // per-session hold limit reached
+	Error_ERROR_LIMIT_MISMATCH    Error = 14 // acquire's limit or mode disagrees with the lock's or its own hold's
 )
 
 // Enum value maps for Error.
@@ -67,6 +68,7 @@ var (
 		11: "ERROR_WAIT_CANCELLED",
 		12: "ERROR_WAIT_TIMED_OUT",
 		13: "ERROR_TOO_MANY_HOLDS",
+		14: "ERROR_LIMIT_MISMATCH",
 	}
 	Error_value = map[string]int32{
 		"ERROR_NONE":              0,
@@ -83,6 +85,7 @@ var (
 		"ERROR_WAIT_CANCELLED":    11,
 		"ERROR_WAIT_TIMED_OUT":    12,
 		"ERROR_TOO_MANY_HOLDS":    13,
+		"ERROR_LIMIT_MISMATCH":    14,
 	}
 )
 
@@ -120,6 +123,9 @@ const (
 	AcquireStatus_ACQUIRE_STATUS_GRANTED     AcquireStatus = 1
 	AcquireStatus_ACQUIRE_STATUS_QUEUED      AcquireStatus = 2
 	AcquireStatus_ACQUIRE_STATUS_BUSY        AcquireStatus = 3
+	// SKIPPED: free, but not taken, because another lock of the same
+	// all-or-nothing AcquireMany was busy.
+	AcquireStatus_ACQUIRE_STATUS_SKIPPED AcquireStatus = 4
 )
 
 // Enum value maps for AcquireStatus.
@@ -129,12 +135,14 @@ var (
 		1: "ACQUIRE_STATUS_GRANTED",
 		2: "ACQUIRE_STATUS_QUEUED",
 		3: "ACQUIRE_STATUS_BUSY",
+		4: "ACQUIRE_STATUS_SKIPPED",
 	}
 	AcquireStatus_value = map[string]int32{
 		"ACQUIRE_STATUS_UNSPECIFIED": 0,
 		"ACQUIRE_STATUS_GRANTED":     1,
 		"ACQUIRE_STATUS_QUEUED":      2,
 		"ACQUIRE_STATUS_BUSY":        3,
+		"ACQUIRE_STATUS_SKIPPED":     4,
 	}
 )
 
@@ -613,8 +621,17 @@ type Acquire struct {
 	// wait_timeout_nanos bounds the wait (enforced by the leader with a
 	// CancelWait command); 0 waits until cancelled.
 	WaitTimeoutNanos int64 `protobuf:"varint,4,opt,name=wait_timeout_nanos,json=waitTimeoutNanos,proto3" json:"wait_timeout_nanos,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// shared: the hold may sit beside other shared holds (a semaphore's
+	// permit, a read/write lock's reader); otherwise it is exclusive (a
+	// mutex, a writer) and sits alone.
+	Shared bool `protobuf:"varint,5,opt,name=shared,proto3" json:"shared,omitempty"`
+	// limit is the number of holders the lock admits; 0 means 1. It is the
+	// lock's from its first holder until nobody holds or waits for it, and
+	// an acquire stating another is refused with LIMIT_MISMATCH: a
+	// semaphore of 3 and one of 5 under one name would each count wrong.
+	Limit         uint32 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Acquire) Reset() {
@@ -675,11 +692,31 @@ func (x *Acquire) GetWaitTimeoutNanos() int64 {
 	return 0
 }
 
-// AcquireMany tries each lock on its own (no waiting), for one owner_key.
+func (x *Acquire) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
+func (x *Acquire) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// AcquireMany tries each lock on its own (no waiting), for one owner_key,
+// with one shared and limit for all of them (see Acquire).
 type AcquireMany struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Locks         []string               `protobuf:"bytes,1,rep,name=locks,proto3" json:"locks,omitempty"`
-	OwnerKey      string                 `protobuf:"bytes,2,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Locks    []string               `protobuf:"bytes,1,rep,name=locks,proto3" json:"locks,omitempty"`
+	OwnerKey string                 `protobuf:"bytes,2,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	Shared   bool                   `protobuf:"varint,3,opt,name=shared,proto3" json:"shared,omitempty"`
+	Limit    uint32                 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// all: every lock or none. If one of them cannot be granted now,
+	// nothing changes: the busy ones answer BUSY and the others SKIPPED.
+	All           bool `protobuf:"varint,5,opt,name=all,proto3" json:"all,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -726,6 +763,27 @@ func (x *AcquireMany) GetOwnerKey() string {
 		return x.OwnerKey
 	}
 	return ""
+}
+
+func (x *AcquireMany) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
+func (x *AcquireMany) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *AcquireMany) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
 }
 
 // Release drops one reentrant count of the requesting session's hold on
@@ -1591,10 +1649,12 @@ func (x *CachedResult) GetClaimed() bool {
 }
 
 type Lock struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Holders       []*Holder              `protobuf:"bytes,2,rep,name=holders,proto3" json:"holders,omitempty"` // at most one for an exclusive lock
-	Waiters       []*Waiter              `protobuf:"bytes,3,rep,name=waiters,proto3" json:"waiters,omitempty"` // FIFO
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Holders []*Holder              `protobuf:"bytes,2,rep,name=holders,proto3" json:"holders,omitempty"` // at most one for an exclusive lock
+	Waiters []*Waiter              `protobuf:"bytes,3,rep,name=waiters,proto3" json:"waiters,omitempty"` // FIFO
+	// limit is the number of holders the lock admits; 0 means 1 (a mutex).
+	Limit         uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1650,6 +1710,13 @@ func (x *Lock) GetWaiters() []*Waiter {
 	return nil
 }
 
+func (x *Lock) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
 type Holder struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -1659,6 +1726,7 @@ type Holder struct {
 	Count         uint32                 `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
 	SinceUnixNano int64                  `protobuf:"varint,6,opt,name=since_unix_nano,json=sinceUnixNano,proto3" json:"since_unix_nano,omitempty"`
 	AcquireSeq    uint64                 `protobuf:"varint,7,opt,name=acquire_seq,json=acquireSeq,proto3" json:"acquire_seq,omitempty"`
+	Shared        bool                   `protobuf:"varint,8,opt,name=shared,proto3" json:"shared,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1742,6 +1810,13 @@ func (x *Holder) GetAcquireSeq() uint64 {
 	return 0
 }
 
+func (x *Holder) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
 type Waiter struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	SessionId        uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -1750,6 +1825,7 @@ type Waiter struct {
 	AcquireSeq       uint64                 `protobuf:"varint,4,opt,name=acquire_seq,json=acquireSeq,proto3" json:"acquire_seq,omitempty"`
 	WaitTimeoutNanos int64                  `protobuf:"varint,5,opt,name=wait_timeout_nanos,json=waitTimeoutNanos,proto3" json:"wait_timeout_nanos,omitempty"`
 	SinceUnixNano    int64                  `protobuf:"varint,6,opt,name=since_unix_nano,json=sinceUnixNano,proto3" json:"since_unix_nano,omitempty"`
+	Shared           bool                   `protobuf:"varint,7,opt,name=shared,proto3" json:"shared,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -1826,6 +1902,13 @@ func (x *Waiter) GetSinceUnixNano() int64 {
 	return 0
 }
 
+func (x *Waiter) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
 var File_internal_fsm_fsmpb_fsm_proto protoreflect.FileDescriptor
 
 const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
@@ -1862,15 +1945,20 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\"1\n" +
 	"\x10BlacklistSession\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\x04R\tsessionId\"|\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\"\xaa\x01\n" +
 	"\aAcquire\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1b\n" +
 	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x12\n" +
 	"\x04wait\x18\x03 \x01(\bR\x04wait\x12,\n" +
-	"\x12wait_timeout_nanos\x18\x04 \x01(\x03R\x10waitTimeoutNanos\"@\n" +
+	"\x12wait_timeout_nanos\x18\x04 \x01(\x03R\x10waitTimeoutNanos\x12\x16\n" +
+	"\x06shared\x18\x05 \x01(\bR\x06shared\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\rR\x05limit\"\x80\x01\n" +
 	"\vAcquireMany\x12\x14\n" +
 	"\x05locks\x18\x01 \x03(\tR\x05locks\x12\x1b\n" +
-	"\towner_key\x18\x02 \x01(\tR\bownerKey\"P\n" +
+	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x16\n" +
+	"\x06shared\x18\x03 \x01(\bR\x06shared\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\x12\x10\n" +
+	"\x03all\x18\x05 \x01(\bR\x03all\"P\n" +
 	"\aRelease\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x1b\n" +
@@ -1948,11 +2036,12 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\fCachedResult\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12,\n" +
 	"\x06result\x18\x02 \x01(\v2\x14.baton.fsm.v1.ResultR\x06result\x12\x18\n" +
-	"\aclaimed\x18\x03 \x01(\bR\aclaimed\"z\n" +
+	"\aclaimed\x18\x03 \x01(\bR\aclaimed\"\x90\x01\n" +
 	"\x04Lock\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\aholders\x18\x02 \x03(\v2\x14.baton.fsm.v1.HolderR\aholders\x12.\n" +
-	"\awaiters\x18\x03 \x03(\v2\x14.baton.fsm.v1.WaiterR\awaiters\"\xcf\x01\n" +
+	"\awaiters\x18\x03 \x03(\v2\x14.baton.fsm.v1.WaiterR\awaiters\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"\xe7\x01\n" +
 	"\x06Holder\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1b\n" +
@@ -1962,7 +2051,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x05count\x18\x05 \x01(\rR\x05count\x12&\n" +
 	"\x0fsince_unix_nano\x18\x06 \x01(\x03R\rsinceUnixNano\x12\x1f\n" +
 	"\vacquire_seq\x18\a \x01(\x04R\n" +
-	"acquireSeq\"\xd1\x01\n" +
+	"acquireSeq\x12\x16\n" +
+	"\x06shared\x18\b \x01(\bR\x06shared\"\xe9\x01\n" +
 	"\x06Waiter\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1b\n" +
@@ -1971,7 +2061,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vacquire_seq\x18\x04 \x01(\x04R\n" +
 	"acquireSeq\x12,\n" +
 	"\x12wait_timeout_nanos\x18\x05 \x01(\x03R\x10waitTimeoutNanos\x12&\n" +
-	"\x0fsince_unix_nano\x18\x06 \x01(\x03R\rsinceUnixNano*\xe8\x02\n" +
+	"\x0fsince_unix_nano\x18\x06 \x01(\x03R\rsinceUnixNano\x12\x16\n" +
+	"\x06shared\x18\a \x01(\bR\x06shared*\x82\x03\n" +
 	"\x05Error\x12\x0e\n" +
 	"\n" +
 	"ERROR_NONE\x10\x00\x12\x1a\n" +
@@ -1988,12 +2079,14 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x12\x18\n" +
 	"\x14ERROR_WAIT_CANCELLED\x10\v\x12\x18\n" +
 	"\x14ERROR_WAIT_TIMED_OUT\x10\f\x12\x18\n" +
-	"\x14ERROR_TOO_MANY_HOLDS\x10\r*\x7f\n" +
+	"\x14ERROR_TOO_MANY_HOLDS\x10\r\x12\x18\n" +
+	"\x14ERROR_LIMIT_MISMATCH\x10\x0e*\x9b\x01\n" +
 	"\rAcquireStatus\x12\x1e\n" +
 	"\x1aACQUIRE_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ACQUIRE_STATUS_GRANTED\x10\x01\x12\x19\n" +
 	"\x15ACQUIRE_STATUS_QUEUED\x10\x02\x12\x17\n" +
-	"\x13ACQUIRE_STATUS_BUSY\x10\x03B/Z-github.com/batonlock/baton/internal/fsm/fsmpbb\x06proto3"
+	"\x13ACQUIRE_STATUS_BUSY\x10\x03\x12\x1a\n" +
+	"\x16ACQUIRE_STATUS_SKIPPED\x10\x04B/Z-github.com/batonlock/baton/internal/fsm/fsmpbb\x06proto3"
 
 var (
 	file_internal_fsm_fsmpb_fsm_proto_rawDescOnce sync.Once
