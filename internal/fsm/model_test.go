@@ -104,6 +104,7 @@ func streamLimitOf(name string) int {
 	}
 	return 1
 }
+
 var streamKeys = []string{"", "k"}
 
 func runStream(t *testing.T, seed uint64, steps int) {
