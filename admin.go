@@ -20,6 +20,9 @@ type Holder struct {
 	Count uint32
 	// Since is the granting leader's wall clock, for display only.
 	Since time.Time
+	// Shared: a semaphore's permit or a read/write lock's reader;
+	// otherwise the hold is exclusive (a mutex, a writer).
+	Shared bool
 }
 
 // Waiter is one queued acquire of a lock.
@@ -31,6 +34,8 @@ type Waiter struct {
 	Since time.Time
 	// WaitTimeout is the wait's bound; 0 means until cancelled.
 	WaitTimeout time.Duration
+	// Shared: it waits for a shared hold (see Holder.Shared).
+	Shared bool
 }
 
 // LockInfo is a lock's full record: its holders and its FIFO queue, the
@@ -39,14 +44,21 @@ type LockInfo struct {
 	Name    string
 	Holders []Holder
 	Waiters []Waiter
+	// Limit is the number of holders the lock admits: 1 for a mutex, N
+	// for a semaphore of N, the most readers for a read/write lock; 0 if
+	// nobody holds or waits for the lock.
+	Limit int
 }
 
 // LockSummary is a lock as List shows it.
 type LockSummary struct {
 	Name string
-	// Holder is nil when the lock only has waiters.
+	// Holder is the first of its holders.
 	Holder  *Holder
 	Waiters int
+	// Holders is how many hold it, Limit how many may (1 for a mutex).
+	Holders int
+	Limit   int
 }
 
 // SessionInfo is a session as Sessions shows it.
@@ -93,7 +105,8 @@ func holderOf(h *batonpb.Holder) Holder {
 	if h == nil {
 		return Holder{}
 	}
-	out := Holder{SessionID: h.GetSessionId(), Owner: h.GetOwner(), OwnerKey: h.GetOwnerKey(), Token: h.GetToken(), Count: h.GetCount()}
+	out := Holder{SessionID: h.GetSessionId(), Owner: h.GetOwner(), OwnerKey: h.GetOwnerKey(), Token: h.GetToken(),
+		Count: h.GetCount(), Shared: h.GetShared()}
 	if h.GetSince() != nil {
 		out.Since = h.GetSince().AsTime()
 	}
@@ -124,12 +137,12 @@ func (c *Client) Get(ctx context.Context, name string) (*LockInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &LockInfo{Name: name}
+	out := &LockInfo{Name: name, Limit: int(r.GetLock().GetLimit())}
 	for _, h := range r.GetLock().GetHolders() {
 		out.Holders = append(out.Holders, holderOf(h))
 	}
 	for _, w := range r.GetLock().GetWaiters() {
-		ow := Waiter{SessionID: w.GetSessionId(), Owner: w.GetOwner(), OwnerKey: w.GetOwnerKey()}
+		ow := Waiter{SessionID: w.GetSessionId(), Owner: w.GetOwner(), OwnerKey: w.GetOwnerKey(), Shared: w.GetShared()}
 		if w.GetSince() != nil {
 			ow.Since = w.GetSince().AsTime()
 		}
@@ -158,7 +171,7 @@ func (c *Client) List(ctx context.Context, prefix string) ([]LockSummary, error)
 			return nil, err
 		}
 		for _, l := range r.GetLocks() {
-			s := LockSummary{Name: l.GetName(), Waiters: int(l.GetWaiters())}
+			s := LockSummary{Name: l.GetName(), Waiters: int(l.GetWaiters()), Holders: int(l.GetHolders()), Limit: int(l.GetLimit())}
 			if l.GetHolder() != nil {
 				h := holderOf(l.GetHolder())
 				s.Holder = &h

@@ -91,6 +91,11 @@ var (
 	// ErrStaleSequence: a request's sequence number was already answered
 	// and forgotten (Reason STALE_SEQUENCE). It means a bug in this client.
 	ErrStaleSequence = errors.New("baton: stale sequence")
+	// ErrLimitMismatch: the lock is of another kind than the acquire says
+	// (a semaphore of another size, a mutex acquired as a semaphore), or a
+	// reentrant acquire asks for the other mode than the hold it re-enters
+	// (a reader cannot become a writer) (Reason LIMIT_MISMATCH).
+	ErrLimitMismatch = errors.New("baton: limit mismatch")
 	// ErrClientClosed: the Client was closed.
 	ErrClientClosed = errors.New("baton: client closed")
 )
@@ -115,6 +120,7 @@ var reasonErrors = map[batonpb.Reason][]error{
 	batonpb.Reason_OUTCOME_UNKNOWN:   {ErrOutcomeUnknown, ErrUnavailable},
 	batonpb.Reason_OVERLOADED:        {ErrOverloaded},
 	batonpb.Reason_SESSION_EXPIRED:   {ErrSessionLost},
+	batonpb.Reason_LIMIT_MISMATCH:    {ErrLimitMismatch},
 }
 
 // codeErrors maps gRPC codes of errors that carry no Reason (transport

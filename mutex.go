@@ -18,6 +18,10 @@ type Mutex struct {
 	s        *Session
 	name     string
 	ownerKey string
+	// shared and limit are a Semaphore's or RWMutex's mode (see there);
+	// a Mutex is exclusive with limit 1.
+	shared bool
+	limit  uint32
 }
 
 // Mutex returns a handle on the lock name for this session. Nothing is
@@ -66,7 +70,7 @@ func (m *Mutex) LockWithin(ctx context.Context, d time.Duration) (*Lease, error)
 }
 
 func (m *Mutex) acquire(ctx context.Context, wait bool, d time.Duration) (*Lease, error) {
-	req := &batonpb.AcquireRequest{Name: m.name, OwnerKey: m.ownerKey, Wait: wait}
+	req := &batonpb.AcquireRequest{Name: m.name, OwnerKey: m.ownerKey, Wait: wait, Shared: m.shared, Limit: m.limit}
 	if d > 0 {
 		req.WaitTimeout = durationpb.New(d)
 	}
@@ -113,20 +117,49 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 // names it did not get (held or waited for by someone else). If ctx ends
 // before the answer, whatever was granted is released.
 func (s *Session) TryLockMany(ctx context.Context, names ...string) ([]*Lease, []string, error) {
-	if len(names) == 0 {
-		return nil, nil, nil
+	leases, busy, _, err := s.tryMany(ctx, &batonpb.AcquireManyRequest{Names: names})
+	return leases, busy, err
+}
+
+// TryLockAll takes every named lock or none, in one request that the
+// server applies atomically (owner key ""): a job that needs several
+// resources together, without the deadlocks of taking them one by one.
+// If one of them is held or waited for by someone else, it takes nothing
+// and returns a *BusyError (matching ErrLockBusy) naming the first such
+// lock and its holder. The leases are in the order of names.
+func (s *Session) TryLockAll(ctx context.Context, names ...string) ([]*Lease, error) {
+	leases, busy, holders, err := s.tryMany(ctx, &batonpb.AcquireManyRequest{Names: names, All: true})
+	if err != nil {
+		return nil, err
 	}
-	req := &batonpb.AcquireManyRequest{Names: names}
+	if len(busy) > 0 {
+		return nil, &BusyError{Name: busy[0], Holder: holders[0]}
+	}
+	return leases, nil
+}
+
+// tryMany sends req and turns its answer into leases, and the names not
+// granted with their holders (the zero Holder for a lock an all-or-nothing
+// request skipped).
+func (s *Session) tryMany(ctx context.Context, req *batonpb.AcquireManyRequest) ([]*Lease, []string, []Holder, error) {
+	if len(req.Names) == 0 {
+		return nil, nil, nil, nil
+	}
 	c, err := s.do(ctx, &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_AcquireMany{AcquireMany: req}}, nil)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var leases []*Lease
 	var busy []string
+	var holders []Holder
 	results := c.resp.GetAcquireMany().GetResults()
 	for i, r := range results {
+		if r.GetSkipped() {
+			continue
+		}
 		if !r.GetAcquired() {
 			busy = append(busy, r.GetName())
+			holders = append(holders, holderOf(r.GetHolder()))
 			continue
 		}
 		l, err := s.newLease(ctx, r.GetName(), "", r.GetToken())
@@ -143,9 +176,9 @@ func (s *Session) TryLockMany(ctx context.Context, names ...string) ([]*Lease, [
 				}
 			}
 			s.mu.Unlock()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		leases = append(leases, l)
 	}
-	return leases, busy, nil
+	return leases, busy, holders, nil
 }

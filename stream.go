@@ -75,11 +75,13 @@ func stamp(req *batonpb.SessionRequest, id uint64, h *batonpb.RequestHeader) *ba
 		a := k.Acquire
 		r.Kind = &batonpb.SessionRequest_Acquire{Acquire: &batonpb.AcquireRequest{
 			Header: h, Name: a.GetName(), OwnerKey: a.GetOwnerKey(), Wait: a.GetWait(), WaitTimeout: a.GetWaitTimeout(),
+			Shared: a.GetShared(), Limit: a.GetLimit(),
 		}}
 	case *batonpb.SessionRequest_AcquireMany:
 		a := k.AcquireMany
 		r.Kind = &batonpb.SessionRequest_AcquireMany{AcquireMany: &batonpb.AcquireManyRequest{
 			Header: h, Names: a.GetNames(), OwnerKey: a.GetOwnerKey(),
+			Shared: a.GetShared(), Limit: a.GetLimit(), All: a.GetAll(),
 		}}
 	case *batonpb.SessionRequest_Release:
 		a := k.Release
