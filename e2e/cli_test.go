@@ -198,3 +198,54 @@ func TestCLICasReleaseStopsTheHolder(t *testing.T) {
 		t.Fatalf("holder does not say why the lock was lost: %s", holder.stderr)
 	}
 }
+
+// TestCLISemaphoreAndReadWrite: `baton lock --permits 2` lets two commands
+// run at once and turns the third away; `--read` holders share a lock
+// that `--write` is refused, and bad combinations are usage errors.
+func TestCLISemaphoreAndReadWrite(t *testing.T) {
+	ep := singleNode(t)
+	for i := range 2 {
+		p := startLock(t, ep, "--no-wait", "--permits", "2", "pool", "--", "sh", "-c", holdScript)
+		fields := strings.Fields(p.line(t, 20*time.Second))
+		pgid, _ := strconv.Atoi(fields[1])
+		t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+		t.Logf("permit %d: token %s", i+1, fields[0])
+	}
+	third := startLock(t, ep, "--no-wait", "--permits", "2", "pool", "--", "true")
+	if code := third.exit(t, 20*time.Second); code != 75 {
+		t.Fatalf("third permit of two exited %d, want 75; stderr: %s", code, third.stderr)
+	}
+	wrong := startLock(t, ep, "--no-wait", "--permits", "3", "pool", "--", "true")
+	if code := wrong.exit(t, 20*time.Second); code == 0 || code == 75 || !strings.Contains(wrong.stderr.String(), "admits 2 holders") {
+		t.Fatalf("a semaphore of 3 on one of 2 exited %d; stderr: %s", code, wrong.stderr)
+	}
+	out, err := exec.Command(batonBinary(t), "locks", "--endpoints", ep).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "2/2") {
+		t.Fatalf("baton locks: %v\n%s", err, out)
+	}
+
+	reader := startLock(t, ep, "--no-wait", "--read", "doc", "--", "sh", "-c", holdScript)
+	fields := strings.Fields(reader.line(t, 20*time.Second))
+	pgid, _ := strconv.Atoi(fields[1])
+	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+	second := startLock(t, ep, "--no-wait", "--read", "doc", "--", "sh", "-c", "exit 4")
+	if code := second.exit(t, 20*time.Second); code != 4 {
+		t.Fatalf("a second reader exited %d, want its command's 4; stderr: %s", code, second.stderr)
+	}
+	writer := startLock(t, ep, "--no-wait", "--write", "doc", "--", "true")
+	if code := writer.exit(t, 20*time.Second); code != 75 {
+		t.Fatalf("a writer beside a reader exited %d, want 75; stderr: %s", code, writer.stderr)
+	}
+
+	for _, args := range [][]string{
+		{"--read", "--write"},
+		{"--permits", "2", "--read"},
+		{"--permits", "0"},
+		{"--max-readers", "5"},
+	} {
+		bad := startLock(t, ep, append(args, "x", "--", "true")...)
+		if code := bad.exit(t, 20*time.Second); code != 2 {
+			t.Fatalf("baton lock %v exited %d, want 2 (usage); stderr: %s", args, code, bad.stderr)
+		}
+	}
+}

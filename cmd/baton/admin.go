@@ -56,7 +56,7 @@ func runLocks(g globals, args []string) int {
 				return printJSON(locks)
 			}
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tHOLDER\tTOKEN\tSINCE\tWAITERS")
+			fmt.Fprintln(w, "NAME\tHOLDER\tTOKEN\tSINCE\tWAITERS\tHOLDERS")
 			for _, l := range locks {
 				holder, token, since := "-", "-", "-"
 				if l.Holder != nil {
@@ -64,7 +64,9 @@ func runLocks(g globals, args []string) int {
 					token = strconv.FormatUint(l.Holder.Token, 10)
 					since = ago(l.Holder.Since)
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\n", oneLine(l.Name), holder, token, since, l.Waiters)
+				// HOLDERS: how many hold it of how many may (1/1 for a
+				// held mutex); HOLDER is the first of them.
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d/%d\n", oneLine(l.Name), holder, token, since, l.Waiters, l.Holders, l.Limit)
 			}
 			return w.Flush()
 		})
@@ -80,23 +82,40 @@ func runGet(g globals, args []string) int {
 			if g.json {
 				return printJSON(l)
 			}
-			fmt.Printf("lock %s\n", oneLine(pos[0]))
+			if l.Limit > 1 {
+				fmt.Printf("lock %s, up to %d holders\n", oneLine(pos[0]), l.Limit)
+			} else {
+				fmt.Printf("lock %s\n", oneLine(pos[0]))
+			}
 			if len(l.Holders) == 0 {
 				fmt.Println("  free")
 			}
 			for _, h := range l.Holders {
-				fmt.Printf("  held by %s, key %q, token %d, count %d, since %s\n",
-					owner(h.Owner, h.SessionID), h.OwnerKey, h.Token, h.Count, ago(h.Since))
+				fmt.Printf("  held by %s, key %q, token %d, count %d, since %s%s\n",
+					owner(h.Owner, h.SessionID), h.OwnerKey, h.Token, h.Count, ago(h.Since), modeNote(h.Shared, l.Limit))
 			}
 			for i, wt := range l.Waiters {
 				limit := "until cancelled"
 				if wt.WaitTimeout > 0 {
 					limit = "up to " + wt.WaitTimeout.String()
 				}
-				fmt.Printf("  %d. waiting: %s, key %q, since %s, %s\n", i+1, owner(wt.Owner, wt.SessionID), wt.OwnerKey, ago(wt.Since), limit)
+				fmt.Printf("  %d. waiting: %s, key %q, since %s, %s%s\n", i+1, owner(wt.Owner, wt.SessionID), wt.OwnerKey,
+					ago(wt.Since), limit, modeNote(wt.Shared, l.Limit))
 			}
 			return nil
 		})
+}
+
+// modeNote says whether a hold or wait is shared, where a lock admits
+// more than one holder (a mutex's are all exclusive).
+func modeNote(shared bool, limit int) string {
+	switch {
+	case limit <= 1:
+		return ""
+	case shared:
+		return " (shared)"
+	}
+	return " (exclusive)"
 }
 
 func runCheck(g globals, args []string) int {

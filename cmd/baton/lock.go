@@ -32,14 +32,19 @@ func runLock(g globals, args []string) int {
 		noWait    bool
 		ownerFlag string
 		grace     = 10 * time.Second
+		kind      lockKind
 	)
-	fs := newFlagSet("lock", "lock [--ttl 10s] [--wait 30s | --no-wait] [--owner LABEL] [--kill-grace 10s] NAME -- CMD [ARGS...]",
+	fs := newFlagSet("lock", "lock [--ttl 10s] [--wait 30s | --no-wait] [--owner LABEL] [--kill-grace 10s] [--permits N | --read | --write] NAME -- CMD [ARGS...]",
 		"baton lock --wait 1m jobs/nightly -- ./run-nightly.sh", &g)
 	fs.DurationVar(&ttl, "ttl", ttl, "session TTL: how long the lock outlives a silent client")
 	fs.DurationVar(&wait, "wait", wait, "how long to wait for the lock (0: until it is free)")
 	fs.BoolVar(&noWait, "no-wait", false, "fail at once (exit 75) if the lock is held")
 	fs.StringVar(&ownerFlag, "owner", "", "owner label shown to operators (default host/pid/baton-lock)")
 	fs.DurationVar(&grace, "kill-grace", grace, "after SIGTERM, how long CMD has before SIGKILL when the lock is lost")
+	fs.IntVar(&kind.permits, "permits", 0, "NAME is a semaphore of `N` permits: hold one of them (every user of NAME must say the same N)")
+	fs.BoolVar(&kind.read, "read", false, "NAME is a read/write lock: hold it as one of its readers")
+	fs.BoolVar(&kind.write, "write", false, "NAME is a read/write lock: hold it as its one writer")
+	fs.IntVar(&kind.maxReaders, "max-readers", baton.DefaultMaxReaders, "with --read or --write: the most readers at once (every user of NAME must say the same)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: baton lock [flags] NAME -- CMD [ARGS...]
 
@@ -56,8 +61,15 @@ group at once - before the server can give the lock to anyone else - then
 SIGKILL after --kill-grace, and exits 76. (On Windows, which has neither
 process groups nor signals between processes, CMD is killed at once.)
 
-Example:
+By default NAME is a mutex: one holder at a time. With --permits N it is a
+semaphore that N may hold at once; with --read or --write, a read/write
+lock that many readers or one writer hold. Waiters are served in FIFO
+order either way.
+
+Examples:
   baton lock --wait 1m jobs/nightly -- ./run-nightly.sh
+  baton lock --permits 4 pool/encoders -- ffmpeg -i in.mov out.mp4
+  baton lock --read config/site -- ./render.sh
 
 Flags:
 `)
@@ -77,9 +89,50 @@ Flags:
 		return exitCode("lock", usagef("no command: put it after --, e.g. baton lock %s -- ./job.sh", pos[0]))
 	case noWait && isSet(fs, "wait"):
 		return exitCode("lock", usagef("--wait and --no-wait exclude each other"))
+	case kind.read && kind.write:
+		return exitCode("lock", usagef("--read and --write exclude each other"))
+	case isSet(fs, "permits") && (kind.read || kind.write):
+		return exitCode("lock", usagef("--permits (a semaphore) and --read/--write (a read/write lock) exclude each other"))
+	case isSet(fs, "permits") && (kind.permits < 1 || kind.permits > baton.MaxHolders):
+		return exitCode("lock", usagef("--permits %d: want 1..%d", kind.permits, baton.MaxHolders))
+	case isSet(fs, "max-readers") && !kind.read && !kind.write:
+		return exitCode("lock", usagef("--max-readers needs --read or --write"))
+	case kind.maxReaders < 1 || kind.maxReaders > baton.MaxHolders:
+		return exitCode("lock", usagef("--max-readers %d: want 1..%d", kind.maxReaders, baton.MaxHolders))
 	}
 	name := pos[0]
-	return lockAndRun(g, name, cmdArgs, ttl, wait, noWait, ownerFlag, grace)
+	return lockAndRun(g, name, cmdArgs, ttl, wait, noWait, ownerFlag, grace, kind)
+}
+
+// lockKind is the kind of lock `baton lock` holds: a mutex, a permit of a
+// semaphore (permits > 0), or a read/write lock's reader or writer.
+type lockKind struct {
+	permits     int
+	read, write bool
+	maxReaders  int
+}
+
+// acquirer is one way to acquire a lock: at once, within d, or waiting.
+type acquirer struct {
+	try    func(context.Context) (*baton.Lease, error)
+	within func(context.Context, time.Duration) (*baton.Lease, error)
+	wait   func(context.Context) (*baton.Lease, error)
+}
+
+func (k lockKind) acquirer(s *baton.Session, name string) acquirer {
+	switch {
+	case k.permits > 0:
+		sem := s.Semaphore(name, k.permits)
+		return acquirer{sem.TryAcquire, sem.AcquireWithin, sem.Acquire}
+	case k.read:
+		rw := s.RWMutex(name, baton.WithMaxReaders(k.maxReaders))
+		return acquirer{rw.TryRLock, rw.RLockWithin, rw.RLock}
+	case k.write:
+		rw := s.RWMutex(name, baton.WithMaxReaders(k.maxReaders))
+		return acquirer{rw.TryLock, rw.LockWithin, rw.Lock}
+	}
+	m := s.Mutex(name)
+	return acquirer{m.TryLock, m.LockWithin, m.Lock}
 }
 
 func isSet(fs *flag.FlagSet, name string) bool {
@@ -88,7 +141,7 @@ func isSet(fs *flag.FlagSet, name string) bool {
 	return set
 }
 
-func lockAndRun(g globals, name string, cmdArgs []string, ttl, wait time.Duration, noWait bool, owner string, grace time.Duration) int {
+func lockAndRun(g globals, name string, cmdArgs []string, ttl, wait time.Duration, noWait bool, owner string, grace time.Duration, kind lockKind) int {
 	// Signals that arrive while we wait for the lock end the wait.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -119,7 +172,7 @@ func lockAndRun(g globals, name string, cmdArgs []string, ttl, wait time.Duratio
 		_ = s.Close(cctx)
 	}()
 
-	m := s.Mutex(name)
+	m := kind.acquirer(s, name)
 	type result struct {
 		l   *baton.Lease
 		err error
@@ -130,11 +183,11 @@ func lockAndRun(g globals, name string, cmdArgs []string, ttl, wait time.Duratio
 		var err error
 		switch {
 		case noWait:
-			l, err = m.TryLock(ctx)
+			l, err = m.try(ctx)
 		case wait > 0:
-			l, err = m.LockWithin(ctx, wait)
+			l, err = m.within(ctx, wait)
 		default:
-			l, err = m.Lock(ctx)
+			l, err = m.wait(ctx)
 		}
 		got <- result{l, err}
 	}()
