@@ -118,7 +118,7 @@ func (k *checker) acked(m *member, r *request, res *fsmpb.Result, index uint64) 
 func (k *checker) checkMember(m *member) {
 	m.node.View(func(fm *fsm.Machine) {
 		for _, l := range fm.Locks("", "", 0) {
-			if len(l.GetHolders()) > 1 {
+			if len(l.GetHolders()) > holderLimit(l.GetName()) {
 				k.s.fail("a/holders", "member %d: lock %s has %d holders: %v", m.id, l.GetName(), len(l.GetHolders()), l.GetHolders())
 			}
 		}
@@ -131,12 +131,16 @@ func (k *checker) resourceWrite(c *client, lock string, token, session uint64, i
 		r = &resource{}
 		k.resources[lock] = r
 	}
-	if token < r.maxToken {
+	// A mutex's resource keeps the highest token it has seen and rejects
+	// lower ones (fencing). A semaphore's permits are held side by side,
+	// so its resource takes every write; the final check still holds each
+	// to the hold it names.
+	if token < r.maxToken && !isSemaphore(lock) {
 		k.s.stats.WritesRejected++
 		k.s.tracef("write %s %d rejected", lock, token)
 		return
 	}
-	r.maxToken = token
+	r.maxToken = max(r.maxToken, token)
 	r.accepted = append(r.accepted, fencedWrite{client: c.id, lock: lock, token: token, session: session, issued: issued, arrived: k.s.now})
 	k.s.tracef("write %s %d accepted", lock, token)
 }
@@ -171,6 +175,9 @@ func (k *checker) internalDone(op *internalOp, res *fsmpb.Result, index uint64, 
 // record adds a client operation to the history.
 func (k *checker) record(c *client, op *clientOp, o outcome) {
 	ret := k.call()
+	if isSemaphore(op.lock) {
+		return // the model knows mutexes only (see Config.Semaphores)
+	}
 	if o.unknown {
 		ret = 1 << 60 // may take effect at any time after its call
 	}
@@ -211,15 +218,19 @@ func (k *checker) finalChecks() {
 	// (a), (b), (d) on the committed log, replayed from scratch.
 	idx := sortedKeys(k.log)
 	fm := fsm.New()
-	cur := map[string]uint64{}  // lock → current holder token
-	last := map[string]uint64{} // lock → highest token ever granted
-	// A token is unique per lock (one entry may grant several locks).
+	// A hold is a lock, a token and a session: one entry may grant
+	// several locks, and several permits of one semaphore (each to
+	// another session: one session holds one permit per key, and the
+	// simulated clients use one key).
 	type hold struct {
-		lock  string
-		token uint64
+		lock    string
+		token   uint64
+		session uint64
 	}
-	endAt := map[hold]uint64{}    // hold → index of the entry that ended it
-	holderOf := map[hold]uint64{} // hold → session
+	cur := map[hold]bool{}      // the holds after the previous entry
+	last := map[string]uint64{} // lock → highest token ever granted
+	endAt := map[hold]uint64{}  // hold → index of the entry that ended it
+	seen := map[hold]bool{}     // every hold there ever was
 	for _, i := range idx {
 		e := k.log[i]
 		res := fm.Apply(i, protoClone(e.cmd))
@@ -227,33 +238,34 @@ func (k *checker) finalChecks() {
 			s.fail("d/replay", "replaying index %d gives %v; members applied %v", i, res, e.res)
 			return
 		}
-		now := map[string]uint64{}
+		now := map[hold]bool{}
 		for _, l := range fm.Locks("", "", 0) {
 			hs := l.GetHolders()
-			if len(hs) > 1 {
+			if len(hs) > holderLimit(l.GetName()) {
 				s.fail("a/log", "after index %d lock %s has %d holders", i, l.GetName(), len(hs))
 				return
 			}
-			if len(hs) == 1 {
-				now[l.GetName()] = hs[0].GetToken()
-				holderOf[hold{l.GetName(), hs[0].GetToken()}] = hs[0].GetSessionId()
+			for _, h := range hs {
+				now[hold{l.GetName(), h.GetToken(), h.GetSessionId()}] = true
+				seen[hold{l.GetName(), h.GetToken(), h.GetSessionId()}] = true
 			}
 		}
-		for _, name := range sortedKeys(cur) {
-			if t := cur[name]; now[name] != t {
-				endAt[hold{name, t}] = i
+		for h := range cur {
+			if !now[h] {
+				endAt[h] = i
 			}
 		}
-		for _, name := range sortedKeys(now) {
-			t := now[name]
-			if cur[name] == t {
+		// A new hold's token is the index of the entry that granted it,
+		// above every earlier hold's of its lock.
+		for h := range now {
+			if cur[h] {
 				continue
 			}
-			if t <= last[name] {
-				s.fail("b/tokens", "lock %s granted token %d at index %d after token %d", name, t, i, last[name])
+			if h.token != i || (h.token <= last[h.lock] && last[h.lock] != i) {
+				s.fail("b/tokens", "lock %s granted token %d at index %d (highest before: %d)", h.lock, h.token, i, last[h.lock])
 				return
 			}
-			last[name] = t
+			last[h.lock] = h.token
 		}
 		cur = now
 	}
@@ -272,15 +284,16 @@ func (k *checker) finalChecks() {
 	for _, name := range sortedKeys(k.resources) {
 		for _, w := range k.resources[name].accepted {
 			g := k.log[w.token]
+			h := hold{name, w.token, w.session}
 			switch {
 			case g == nil || g.firstAt > w.issued:
 				s.fail("c/fence", "write %+v: token %d was not granted before the write was issued", w, w.token)
 				return
-			case holderOf[hold{name, w.token}] != w.session:
-				s.fail("c/fence", "write %+v: token %d of %s belongs to session %d", w, w.token, name, holderOf[hold{name, w.token}])
+			case !seen[h]:
+				s.fail("c/fence", "write %+v: session %d never held %s with token %d", w, w.session, name, w.token)
 				return
 			}
-			if end, ok := endAt[hold{name, w.token}]; ok && k.log[end].firstAt <= w.issued {
+			if end, ok := endAt[h]; ok && k.log[end].firstAt <= w.issued {
 				s.fail("c/fence", "write %+v issued at %v, after its hold ended by index %d (%v) at %v",
 					w, time.Duration(w.issued), end, k.log[end].cmd, time.Duration(k.log[end].firstAt))
 				return
@@ -290,7 +303,7 @@ func (k *checker) finalChecks() {
 	// (e) linearizability.
 	hist := slices.Clone(k.history)
 	for _, op := range k.internal {
-		if op.kind != opExpire && op.kind != opAbandon {
+		if op.kind != opExpire && op.kind != opAbandon || isSemaphore(op.lock) {
 			continue
 		}
 		ret, out := op.ret, op.out

@@ -142,12 +142,19 @@ func (c *client) think() {
 		}})
 	default:
 		l := c.lockName(s.rng.IntN(s.cfg.Locks))
+		semaphore := s.cfg.Semaphores > 0 && s.rng.IntN(4) == 0
+		if semaphore {
+			l = fmt.Sprintf("sem/%d", s.rng.IntN(s.cfg.Semaphores))
+		}
 		if _, ok := c.holds[l]; ok || c.tainted[l] {
 			return
 		}
 		c.seq++
 		op := &clientOp{kind: opAcquireTry, lock: l, seq: c.seq}
 		acq := &fsmpb.Acquire{Lock: l}
+		if semaphore {
+			acq.Shared, acq.Limit = true, SemaphorePermits
+		}
 		if s.rng.IntN(3) == 0 {
 			op.kind = opAcquireWait
 			op.waitTimeout = s.dur(50*time.Millisecond, 1500*time.Millisecond)

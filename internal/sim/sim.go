@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -40,6 +41,14 @@ type Config struct {
 	// (a claimed request) and the caller that never comes back (the
 	// cleanup releasing a grant) are explored.
 	RetryAbandoned bool
+	// Semaphores is the number of semaphores of SemaphorePermits permits
+	// ("sem/0", ...) that clients acquire beside the mutexes, one acquire
+	// in four. Their histories stay out of the linearizability model,
+	// which knows mutexes only; the log checks (at most that many
+	// holders at any index, tokens, replay) and the fenced-write check
+	// (a client writes under a permit only while the server agrees it
+	// holds it) cover them.
+	Semaphores int
 	// Trace, if set, receives the run's events as text (for reading a
 	// failing seed; -sim.trace in tests).
 	Trace io.Writer
@@ -62,8 +71,22 @@ func ConfigFor(seed uint64) Config {
 		Faults:  true,
 		// Drawn last, so the fields above stay what they were for a seed.
 		RetryAbandoned: r.IntN(4) != 0,
+		Semaphores:     r.IntN(3),
 	}
 }
+
+// SemaphorePermits is the holder limit of the simulated semaphores.
+const SemaphorePermits = 2
+
+// holderLimit is the number of holders lock may have in a scenario.
+func holderLimit(lock string) int {
+	if isSemaphore(lock) {
+		return SemaphorePermits
+	}
+	return 1
+}
+
+func isSemaphore(lock string) bool { return strings.HasPrefix(lock, "sem/") }
 
 // Timing of the simulated world.
 const (
