@@ -84,7 +84,7 @@ func TestDashboardReadsTheAPI(t *testing.T) {
 	locks := getJSON("/v1/locks?page_size=200&prefix=" + url.QueryEscape("dash/"))
 	has("locks", locks, use("locks", "locks", "next_page_token")...)
 	l := first("locks", locks["locks"])
-	has("lock summary", l, use("summary", "name", "holder", "waiters")...)
+	has("lock summary", l, use("summary", "name", "holder", "waiters", "holders", "limit")...)
 	has("lock summary holder", l.(map[string]any)["holder"], use("holder", holder...)...)
 
 	sessions := getJSON("/v1/sessions?page_size=200")
@@ -94,9 +94,9 @@ func TestDashboardReadsTheAPI(t *testing.T) {
 	lock := getJSON("/v1/lock?name=" + url.QueryEscape("dash/x"))
 	has("lock", lock, use("lock", "lock")...)
 	full := lock["lock"].(map[string]any)
-	has("lock in full", full, use("full", "holders", "waiters")...)
-	has("holder", first("holders", full["holders"]), holder...)
-	has("waiter", first("waiters", full["waiters"]), use("waiter", "session_id", "owner", "owner_key", "since", "wait_timeout")...)
+	has("lock in full", full, use("full", "holders", "waiters", "limit")...)
+	has("holder", first("holders", full["holders"]), append(holder, use("holder", "shared")...)...)
+	has("waiter", first("waiters", full["waiters"]), use("waiter", "session_id", "owner", "owner_key", "since", "wait_timeout", "shared")...)
 
 	js, err := os.ReadFile("internal/dashboard/static/app.js")
 	if err != nil {

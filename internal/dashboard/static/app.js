@@ -73,11 +73,17 @@ function holderCells(h) {
     el("td", {}, h.count), el("td", {}, ago(h.since))];
 }
 
+// mode says whether a hold or a wait is shared (a semaphore's permit, a
+// reader) or exclusive (a mutex, a writer).
+function mode(x) {
+  return x.shared ? "shared" : "exclusive";
+}
+
 function renderLocks(resp) {
   const rows = (resp.locks || []).map((l) => el("tr", { class: l.name === selected ? "selected" : "" },
     el("td", {}, el("a", { href: "#", onclick: (e) => { e.preventDefault(); select(l.name); } }, l.name)),
-    ...holderCells(l.holder), el("td", {}, l.waiters || 0)));
-  fill($("#locks tbody"), rows, "no locks held or awaited" + ($("#prefix").value ? " under this prefix" : ""), 8);
+    ...holderCells(l.holder), el("td", {}, (l.holders || 0) + " of " + (l.limit || 1)), el("td", {}, l.waiters || 0)));
+  fill($("#locks tbody"), rows, "no locks held or awaited" + ($("#prefix").value ? " under this prefix" : ""), 9);
   const more = $("#locks-more");
   more.hidden = !resp.next_page_token;
   more.textContent = "Showing the first " + PAGE + "; narrow the prefix, or use `baton locks PREFIX`.";
@@ -97,15 +103,19 @@ function renderDetail(resp) {
   const lock = resp.lock;
   $("#detail-name").textContent = selected;
   if (!lock) {
-    fill($("#holders tbody"), [], "free now: nobody holds or waits", 6);
-    fill($("#waiters tbody"), [], "", 6);
+    $("#detail-kind").textContent = "";
+    fill($("#holders tbody"), [], "free now: nobody holds or waits", 7);
+    fill($("#waiters tbody"), [], "", 7);
     return;
   }
-  fill($("#holders tbody"), (lock.holders || []).map((h) => el("tr", {}, ...holderCells(h))), "nobody holds it", 6);
+  $("#detail-kind").textContent = lock.limit > 1 ? "admits " + lock.limit + " holders" : "a mutex: one holder";
+  fill($("#holders tbody"), (lock.holders || []).map((h) => el("tr", {}, ...holderCells(h), el("td", {}, mode(h)))),
+    "nobody holds it", 7);
   fill($("#waiters tbody"), (lock.waiters || []).map((w, i) => el("tr", {},
     el("td", {}, i + 1), el("td", {}, w.session_id), el("td", {}, w.owner), el("td", {}, w.owner_key),
-    el("td", {}, ago(w.since)), el("td", {}, w.wait_timeout && w.wait_timeout !== "0s" ? w.wait_timeout : "until cancelled"))),
-  "nobody waits", 6);
+    el("td", {}, ago(w.since)), el("td", {}, w.wait_timeout && w.wait_timeout !== "0s" ? w.wait_timeout : "until cancelled"),
+    el("td", {}, mode(w)))),
+  "nobody waits", 7);
 }
 
 function select(name) {
