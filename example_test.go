@@ -165,6 +165,124 @@ func ExampleSession_TryLockMany() {
 	// missed [keys/b]
 }
 
+// A semaphore of 2: two encoders may run at once, a third waits for a
+// permit (or, with TryAcquire, is turned away at once).
+func ExampleSession_Semaphore() {
+	m, stop := startNode()
+	defer stop()
+	ctx := context.Background()
+	client, err := baton.Dial(ctx, m.ClientAddr())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+
+	var permits []*baton.Lease
+	for range 2 {
+		s, _ := client.NewSession(ctx)
+		defer s.Close(ctx)
+		l, err := s.Semaphore("pool/encoders", 2).Acquire(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		permits = append(permits, l)
+	}
+	third, _ := client.NewSession(ctx)
+	defer third.Close(ctx)
+	_, err = third.Semaphore("pool/encoders", 2).TryAcquire(ctx)
+	fmt.Println("third:", errors.Is(err, baton.ErrLockBusy))
+
+	// Each permit is a hold of its own, with its own fencing token.
+	if err := permits[0].Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	l, err := third.Semaphore("pool/encoders", 2).TryAcquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("third after a release:", l.Token() > permits[1].Token())
+	// Output:
+	// third: true
+	// third after a release: true
+}
+
+// A read/write lock: readers share it, a writer holds it alone, and a
+// reader that comes after a waiting writer waits for it.
+func ExampleSession_RWMutex() {
+	m, stop := startNode()
+	defer stop()
+	ctx := context.Background()
+	client, err := baton.Dial(ctx, m.ClientAddr())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	reader, _ := client.NewSession(ctx)
+	defer reader.Close(ctx)
+	writer, _ := client.NewSession(ctx)
+	defer writer.Close(ctx)
+
+	r, err := reader.RWMutex("config/site").RLock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = writer.RWMutex("config/site").TryLock(ctx)
+	fmt.Println("writer beside a reader:", errors.Is(err, baton.ErrLockBusy))
+	if err := r.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	w, err := writer.RWMutex("config/site").Lock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("writer alone:", w.Valid())
+	// Output:
+	// writer beside a reader: true
+	// writer alone: true
+}
+
+// TryLockAll takes a set of locks together or not at all: no deadlock
+// from taking them one by one in different orders, no half-taken set.
+func ExampleSession_TryLockAll() {
+	m, stop := startNode()
+	defer stop()
+	ctx := context.Background()
+	client, err := baton.Dial(ctx, m.ClientAddr())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	other, _ := client.NewSession(ctx)
+	defer other.Close(ctx)
+	held, err := other.Mutex("accounts/b").Lock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	s, _ := client.NewSession(ctx)
+	defer s.Close(ctx)
+	_, err = s.TryLockAll(ctx, "accounts/a", "accounts/b")
+	var busy *baton.BusyError
+	if errors.As(err, &busy) {
+		fmt.Println("busy:", busy.Name)
+	}
+	info, _ := client.Get(ctx, "accounts/a")
+	fmt.Println("accounts/a holders:", len(info.Holders))
+
+	if err := held.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	leases, err := s.TryLockAll(ctx, "accounts/a", "accounts/b")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("got", len(leases), "with one token:", leases[0].Token() == leases[1].Token())
+	// Output:
+	// busy: accounts/b
+	// accounts/a holders: 0
+	// got 2 with one token: true
+}
+
 // Session events tell when the client can no longer vouch for its locks.
 func ExampleWithEvents() {
 	m, stop := startNode()
