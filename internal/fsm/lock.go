@@ -280,11 +280,12 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 	name, shared := op.GetLock(), op.GetShared()
 	l := m.locks[name]
 	if l != nil {
-		if err := l.fits(s, op.GetOwnerKey(), limit, shared); err != nil {
+		h := l.holderOf(s, op.GetOwnerKey())
+		if err := l.fits(h, limit, shared); err != nil {
 			a.refuse(err)
 			return
 		}
-		if h := l.holderOf(s, op.GetOwnerKey()); h != nil {
+		if h != nil {
 			if h.count == math.MaxUint32 {
 				a.refuse(errorf(fsmpb.Error_ERROR_TOO_MANY_HOLDS,
 					"reentrant count of lock %s is at its limit %d", quote(name), uint32(math.MaxUint32)))
@@ -353,21 +354,21 @@ func checkLimit(limit uint32) (uint32, *Error) {
 	return limit, nil
 }
 
-// fits returns nil if an acquire of l by (s, ownerKey) with this limit and
-// mode agrees with l: the same limit, and for a reentrant acquire the mode
-// of the hold it re-enters (a shared hold does not become exclusive: two
-// readers doing so would wait for each other forever; nor the other way,
-// so a hold's mode never changes).
-func (l *lock) fits(s *session, ownerKey string, limit uint32, shared bool) *Error {
+// fits returns nil if an acquire of l with this limit and mode agrees with
+// l: the same limit, and for a reentrant acquire (h, the acquirer's hold,
+// is not nil) the mode of the hold it re-enters (a shared hold does not
+// become exclusive: two readers doing so would wait for each other
+// forever; nor the other way, so a hold's mode never changes).
+func (l *lock) fits(h *holder, limit uint32, shared bool) *Error {
 	if have := l.limit(); have != limit {
 		return errorf(fsmpb.Error_ERROR_LIMIT_MISMATCH,
 			"lock %s admits %d holders; this acquire says %d (one name must not serve two kinds of lock)",
 			quote(l.name), have, limit)
 	}
-	if h := l.holderOf(s, ownerKey); h != nil && h.shared != shared {
+	if h != nil && h.shared != shared {
 		return errorf(fsmpb.Error_ERROR_LIMIT_MISMATCH,
 			"session %d key %s holds lock %s %s; it cannot take it again %s",
-			s.id, quote(ownerKey), quote(l.name), mode(h.shared), mode(shared))
+			h.s.id, quote(h.ownerKey), quote(l.name), mode(h.shared), mode(shared))
 	}
 	return nil
 }
@@ -429,11 +430,11 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 	for _, name := range names {
 		var h *holder
 		if l := m.locks[name]; l != nil {
-			if err := l.fits(s, op.GetOwnerKey(), limit, shared); err != nil {
+			h = l.holderOf(s, op.GetOwnerKey())
+			if err := l.fits(h, limit, shared); err != nil {
 				a.refuse(err)
 				return
 			}
-			h = l.holderOf(s, op.GetOwnerKey())
 			if h == nil && !(l.admits(shared) && len(l.waiters()) == 0) {
 				busy++
 			}
