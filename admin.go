@@ -137,11 +137,17 @@ func (c *Client) Get(ctx context.Context, name string) (*LockInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &LockInfo{Name: name, Limit: int(r.GetLock().GetLimit())}
-	for _, h := range r.GetLock().GetHolders() {
+	out := lockInfoOf(name, r.GetLock())
+	return &out, nil
+}
+
+// lockInfoOf converts a lock's record (nil: free).
+func lockInfoOf(name string, l *batonpb.Lock) LockInfo {
+	out := LockInfo{Name: name, Limit: int(l.GetLimit())}
+	for _, h := range l.GetHolders() {
 		out.Holders = append(out.Holders, holderOf(h))
 	}
-	for _, w := range r.GetLock().GetWaiters() {
+	for _, w := range l.GetWaiters() {
 		ow := Waiter{SessionID: w.GetSessionId(), Owner: w.GetOwner(), OwnerKey: w.GetOwnerKey(), Shared: w.GetShared()}
 		if w.GetSince() != nil {
 			ow.Since = w.GetSince().AsTime()
@@ -151,7 +157,7 @@ func (c *Client) Get(ctx context.Context, name string) (*LockInfo, error) {
 		}
 		out.Waiters = append(out.Waiters, ow)
 	}
-	return out, nil
+	return out
 }
 
 // List returns every lock whose name starts with prefix, in name order,

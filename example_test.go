@@ -283,6 +283,61 @@ func ExampleSession_TryLockAll() {
 	// got 2 with one token: true
 }
 
+// Leader election: campaign by locking a mutex (the holder leads, its
+// token is the term), observe with Watch, resign by releasing.
+func ExampleClient_Watch() {
+	m, stop := startNode()
+	defer stop()
+	ctx := context.Background()
+	client, err := baton.Dial(ctx, m.ClientAddr())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+
+	a, _ := client.NewSession(ctx, baton.WithOwner("scheduler-a"))
+	defer a.Close(ctx)
+	b, _ := client.NewSession(ctx, baton.WithOwner("scheduler-b"))
+	defer b.Close(ctx)
+	leaseA, err := a.Mutex("leader/scheduler").Lock(ctx) // a campaigns and wins
+	if err != nil {
+		log.Fatal(err)
+	}
+	elected := make(chan *baton.Lease)
+	go func() { // b campaigns and waits in the queue
+		l, err := b.Mutex("leader/scheduler").Lock(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		elected <- l
+	}()
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, err := client.Watch(wctx, "leader/scheduler")
+	if err != nil {
+		log.Fatal(err)
+	}
+	leader := ""
+	for ev := range events {
+		h := ev.Holder()
+		if h == nil || h.Owner == leader {
+			continue // no leader for now, or the same one
+		}
+		leader = h.Owner
+		fmt.Println("leader:", leader)
+		if leader == "scheduler-a" {
+			_ = leaseA.Release(ctx) // a resigns
+		} else {
+			break
+		}
+	}
+	<-elected
+	// Output:
+	// leader: scheduler-a
+	// leader: scheduler-b
+}
+
 // Session events tell when the client can no longer vouch for its locks.
 func ExampleWithEvents() {
 	m, stop := startNode()

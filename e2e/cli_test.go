@@ -249,3 +249,56 @@ func TestCLISemaphoreAndReadWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIWatch: `baton watch` prints the lock's state at once, then a line
+// for each change, and ends cleanly on SIGINT.
+func TestCLIWatch(t *testing.T) {
+	ep := singleNode(t)
+	cmd := exec.Command(batonBinary(t), "watch", "--endpoints", ep, "leader/jobs")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	next := func(want string) string {
+		t.Helper()
+		select {
+		case l := <-lines:
+			if !strings.Contains(l, want) {
+				t.Fatalf("baton watch printed %q, want %q; stderr: %s", l, want, stderr.String())
+			}
+			return l
+		case <-time.After(20 * time.Second):
+			t.Fatalf("baton watch printed nothing with %q within 20s; stderr: %s", want, stderr.String())
+		}
+		return ""
+	}
+	next("leader/jobs free")
+	holder := startLock(t, ep, "--owner", "campaigner", "leader/jobs", "--", "sh", "-c", "echo $BATON_TOKEN; sleep 0.2")
+	token := holder.line(t, 20*time.Second)
+	next("held by campaigner (session")
+	if code := holder.exit(t, 20*time.Second); code != 0 {
+		t.Fatalf("baton lock exited %d; stderr: %s", code, holder.stderr)
+	}
+	next("leader/jobs free")
+	t.Logf("holder's token %s", token)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("baton watch after SIGINT: %v; stderr: %s", err, stderr.String())
+	}
+}

@@ -2038,6 +2038,102 @@ func (*BlacklistResponse) Descriptor() ([]byte, []int) {
 	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{31}
 }
 
+type WatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *WatchRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type WatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lock          *Lock                  `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`    // unset while nobody holds or waits for it
+	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"` // the applied log index this state is as of
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchResponse) Reset() {
+	*x = WatchResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchResponse) ProtoMessage() {}
+
+func (x *WatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
+func (*WatchResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *WatchResponse) GetLock() *Lock {
+	if x != nil {
+		return x.Lock
+	}
+	return nil
+}
+
+func (x *WatchResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 type StatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2046,7 +2142,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	mi := &file_api_batonpb_baton_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2154,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	mi := &file_api_batonpb_baton_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2167,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{32}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{34}
 }
 
 type Member struct {
@@ -2086,7 +2182,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[33]
+	mi := &file_api_batonpb_baton_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2194,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[33]
+	mi := &file_api_batonpb_baton_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2207,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{33}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Member) GetName() string {
@@ -2163,7 +2259,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[34]
+	mi := &file_api_batonpb_baton_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2175,7 +2271,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[34]
+	mi := &file_api_batonpb_baton_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2188,7 +2284,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{34}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StatusResponse) GetName() string {
@@ -2295,7 +2391,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[35]
+	mi := &file_api_batonpb_baton_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2307,7 +2403,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[35]
+	mi := &file_api_batonpb_baton_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2320,7 +2416,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{35}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Error) GetCode() uint32 {
@@ -2362,7 +2458,7 @@ type ResumeSession struct {
 
 func (x *ResumeSession) Reset() {
 	*x = ResumeSession{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[36]
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2374,7 +2470,7 @@ func (x *ResumeSession) String() string {
 func (*ResumeSession) ProtoMessage() {}
 
 func (x *ResumeSession) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[36]
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2387,7 +2483,7 @@ func (x *ResumeSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSession.ProtoReflect.Descriptor instead.
 func (*ResumeSession) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{36}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ResumeSession) GetSessionId() uint64 {
@@ -2418,7 +2514,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[37]
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2430,7 +2526,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[37]
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2443,7 +2539,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{37}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SessionRequest) GetId() uint64 {
@@ -2594,7 +2690,7 @@ type SessionsRequest struct {
 
 func (x *SessionsRequest) Reset() {
 	*x = SessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2606,7 +2702,7 @@ func (x *SessionsRequest) String() string {
 func (*SessionsRequest) ProtoMessage() {}
 
 func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2619,7 +2715,7 @@ func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsRequest.ProtoReflect.Descriptor instead.
 func (*SessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SessionsRequest) GetRequests() []*ChannelRequest {
@@ -2645,7 +2741,7 @@ type ChannelRequest struct {
 
 func (x *ChannelRequest) Reset() {
 	*x = ChannelRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2657,7 +2753,7 @@ func (x *ChannelRequest) String() string {
 func (*ChannelRequest) ProtoMessage() {}
 
 func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2670,7 +2766,7 @@ func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelRequest.ProtoReflect.Descriptor instead.
 func (*ChannelRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ChannelRequest) GetChannel() uint64 {
@@ -2705,7 +2801,7 @@ type SessionsResponse struct {
 
 func (x *SessionsResponse) Reset() {
 	*x = SessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2717,7 +2813,7 @@ func (x *SessionsResponse) String() string {
 func (*SessionsResponse) ProtoMessage() {}
 
 func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2730,7 +2826,7 @@ func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsResponse.ProtoReflect.Descriptor instead.
 func (*SessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SessionsResponse) GetResponses() []*ChannelResponse {
@@ -2754,7 +2850,7 @@ type ChannelResponse struct {
 
 func (x *ChannelResponse) Reset() {
 	*x = ChannelResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2766,7 +2862,7 @@ func (x *ChannelResponse) String() string {
 func (*ChannelResponse) ProtoMessage() {}
 
 func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2779,7 +2875,7 @@ func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelResponse.ProtoReflect.Descriptor instead.
 func (*ChannelResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{41}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ChannelResponse) GetChannel() uint64 {
@@ -2812,7 +2908,7 @@ type ChannelEnd struct {
 
 func (x *ChannelEnd) Reset() {
 	*x = ChannelEnd{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2824,7 +2920,7 @@ func (x *ChannelEnd) String() string {
 func (*ChannelEnd) ProtoMessage() {}
 
 func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2837,7 +2933,7 @@ func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelEnd.ProtoReflect.Descriptor instead.
 func (*ChannelEnd) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{42}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ChannelEnd) GetError() *Error {
@@ -2859,7 +2955,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2871,7 +2967,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2884,7 +2980,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Grant) GetSeq() uint64 {
@@ -2920,7 +3016,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2932,7 +3028,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2945,7 +3041,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *WaitEnded) GetSeq() uint64 {
@@ -2994,7 +3090,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3006,7 +3102,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3019,7 +3115,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SessionResponse) GetId() uint64 {
@@ -3230,7 +3326,7 @@ type HoldLost struct {
 
 func (x *HoldLost) Reset() {
 	*x = HoldLost{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3242,7 +3338,7 @@ func (x *HoldLost) String() string {
 func (*HoldLost) ProtoMessage() {}
 
 func (x *HoldLost) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3255,7 +3351,7 @@ func (x *HoldLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldLost.ProtoReflect.Descriptor instead.
 func (*HoldLost) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *HoldLost) GetName() string {
@@ -3418,7 +3514,12 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x10BlacklistRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\"\x13\n" +
-	"\x11BlacklistResponse\"\x0f\n" +
+	"\x11BlacklistResponse\"\"\n" +
+	"\fWatchRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"I\n" +
+	"\rWatchResponse\x12\"\n" +
+	"\x04lock\x18\x01 \x01(\v2\x0e.baton.v1.LockR\x04lock\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\"\x0f\n" +
 	"\rStatusRequest\"j\n" +
 	"\x06Member\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
@@ -3531,7 +3632,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\n" +
 	"OVERLOADED\x10\x10\x12\x13\n" +
 	"\x0fSESSION_EXPIRED\x10\x11\x12\x12\n" +
-	"\x0eLIMIT_MISMATCH\x10\x122\x87\v\n" +
+	"\x0eLIMIT_MISMATCH\x10\x122\xd6\v\n" +
 	"\x05Baton\x12B\n" +
 	"\aSession\x12\x18.baton.v1.SessionRequest\x1a\x19.baton.v1.SessionResponse(\x010\x01\x12E\n" +
 	"\bSessions\x12\x19.baton.v1.SessionsRequest\x1a\x1a.baton.v1.SessionsResponse(\x010\x01\x12c\n" +
@@ -3547,7 +3648,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x03Get\x12\x14.baton.v1.GetRequest\x1a\x15.baton.v1.GetResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
 	"\x12\b/v1/lock\x12H\n" +
 	"\x04List\x12\x15.baton.v1.ListRequest\x1a\x16.baton.v1.ListResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/locks\x12c\n" +
-	"\fListSessions\x12\x1d.baton.v1.ListSessionsRequest\x1a\x1e.baton.v1.ListSessionsResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/sessions\x12t\n" +
+	"\fListSessions\x12\x1d.baton.v1.ListSessionsRequest\x1a\x1e.baton.v1.ListSessionsResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/sessions\x12M\n" +
+	"\x05Watch\x12\x16.baton.v1.WatchRequest\x1a\x17.baton.v1.WatchResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/watch0\x01\x12t\n" +
 	"\tBlacklist\x12\x1a.baton.v1.BlacklistRequest\x1a\x1b.baton.v1.BlacklistResponse\".\x82\xd3\xe4\x93\x02(:\x01*\"#/v1/sessions/{session_id}/blacklist\x12O\n" +
 	"\x06Status\x12\x17.baton.v1.StatusRequest\x1a\x18.baton.v1.StatusResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
 	"/v1/statusB(Z&github.com/batonlock/baton/api/batonpbb\x06proto3"
@@ -3565,7 +3667,7 @@ func file_api_batonpb_baton_proto_rawDescGZIP() []byte {
 }
 
 var file_api_batonpb_baton_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_api_batonpb_baton_proto_goTypes = []any{
 	(Reason)(0),                   // 0: baton.v1.Reason
 	(*RequestHeader)(nil),         // 1: baton.v1.RequestHeader
@@ -3600,33 +3702,35 @@ var file_api_batonpb_baton_proto_goTypes = []any{
 	(*ListSessionsResponse)(nil),  // 30: baton.v1.ListSessionsResponse
 	(*BlacklistRequest)(nil),      // 31: baton.v1.BlacklistRequest
 	(*BlacklistResponse)(nil),     // 32: baton.v1.BlacklistResponse
-	(*StatusRequest)(nil),         // 33: baton.v1.StatusRequest
-	(*Member)(nil),                // 34: baton.v1.Member
-	(*StatusResponse)(nil),        // 35: baton.v1.StatusResponse
-	(*Error)(nil),                 // 36: baton.v1.Error
-	(*ResumeSession)(nil),         // 37: baton.v1.ResumeSession
-	(*SessionRequest)(nil),        // 38: baton.v1.SessionRequest
-	(*SessionsRequest)(nil),       // 39: baton.v1.SessionsRequest
-	(*ChannelRequest)(nil),        // 40: baton.v1.ChannelRequest
-	(*SessionsResponse)(nil),      // 41: baton.v1.SessionsResponse
-	(*ChannelResponse)(nil),       // 42: baton.v1.ChannelResponse
-	(*ChannelEnd)(nil),            // 43: baton.v1.ChannelEnd
-	(*Grant)(nil),                 // 44: baton.v1.Grant
-	(*WaitEnded)(nil),             // 45: baton.v1.WaitEnded
-	(*SessionResponse)(nil),       // 46: baton.v1.SessionResponse
-	(*HoldLost)(nil),              // 47: baton.v1.HoldLost
-	(*durationpb.Duration)(nil),   // 48: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 49: google.protobuf.Timestamp
+	(*WatchRequest)(nil),          // 33: baton.v1.WatchRequest
+	(*WatchResponse)(nil),         // 34: baton.v1.WatchResponse
+	(*StatusRequest)(nil),         // 35: baton.v1.StatusRequest
+	(*Member)(nil),                // 36: baton.v1.Member
+	(*StatusResponse)(nil),        // 37: baton.v1.StatusResponse
+	(*Error)(nil),                 // 38: baton.v1.Error
+	(*ResumeSession)(nil),         // 39: baton.v1.ResumeSession
+	(*SessionRequest)(nil),        // 40: baton.v1.SessionRequest
+	(*SessionsRequest)(nil),       // 41: baton.v1.SessionsRequest
+	(*ChannelRequest)(nil),        // 42: baton.v1.ChannelRequest
+	(*SessionsResponse)(nil),      // 43: baton.v1.SessionsResponse
+	(*ChannelResponse)(nil),       // 44: baton.v1.ChannelResponse
+	(*ChannelEnd)(nil),            // 45: baton.v1.ChannelEnd
+	(*Grant)(nil),                 // 46: baton.v1.Grant
+	(*WaitEnded)(nil),             // 47: baton.v1.WaitEnded
+	(*SessionResponse)(nil),       // 48: baton.v1.SessionResponse
+	(*HoldLost)(nil),              // 49: baton.v1.HoldLost
+	(*durationpb.Duration)(nil),   // 50: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 51: google.protobuf.Timestamp
 }
 var file_api_batonpb_baton_proto_depIdxs = []int32{
-	48, // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	48, // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	48, // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	50, // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	50, // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	50, // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
 	1,  // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
-	48, // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	49, // 5: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
-	49, // 6: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
-	48, // 7: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
+	50, // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	51, // 5: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
+	51, // 6: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
+	50, // 7: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
 	9,  // 8: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
 	1,  // 9: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
 	11, // 10: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
@@ -3639,73 +3743,76 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	23, // 17: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
 	9,  // 18: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
 	26, // 19: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	48, // 20: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	49, // 21: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	50, // 20: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	51, // 21: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
 	28, // 22: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
-	34, // 23: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
-	0,  // 24: baton.v1.Error.reason:type_name -> baton.v1.Reason
-	2,  // 25: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
-	37, // 26: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
-	4,  // 27: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
-	8,  // 28: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
-	14, // 29: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
-	16, // 30: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
-	12, // 31: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
-	6,  // 32: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
-	40, // 33: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
-	38, // 34: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
-	42, // 35: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
-	46, // 36: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
-	43, // 37: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
-	36, // 38: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
-	0,  // 39: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
-	36, // 40: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
-	3,  // 41: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
-	5,  // 42: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
-	11, // 43: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
-	15, // 44: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
-	17, // 45: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
-	13, // 46: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
-	7,  // 47: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
-	44, // 48: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
-	45, // 49: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
-	36, // 50: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	47, // 51: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
-	38, // 52: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	39, // 53: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
-	2,  // 54: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	4,  // 55: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	6,  // 56: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	8,  // 57: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	12, // 58: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	14, // 59: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	18, // 60: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	20, // 61: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	22, // 62: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	25, // 63: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	29, // 64: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	31, // 65: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	33, // 66: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	46, // 67: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	41, // 68: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	3,  // 69: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	5,  // 70: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	7,  // 71: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	11, // 72: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	13, // 73: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	15, // 74: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	19, // 75: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	21, // 76: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	24, // 77: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	27, // 78: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	30, // 79: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	32, // 80: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	35, // 81: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	67, // [67:82] is the sub-list for method output_type
-	52, // [52:67] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	23, // 23: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
+	36, // 24: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
+	0,  // 25: baton.v1.Error.reason:type_name -> baton.v1.Reason
+	2,  // 26: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
+	39, // 27: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
+	4,  // 28: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
+	8,  // 29: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
+	14, // 30: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
+	16, // 31: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
+	12, // 32: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
+	6,  // 33: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
+	42, // 34: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
+	40, // 35: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
+	44, // 36: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
+	48, // 37: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
+	45, // 38: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
+	38, // 39: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
+	0,  // 40: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
+	38, // 41: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
+	3,  // 42: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
+	5,  // 43: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
+	11, // 44: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
+	15, // 45: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
+	17, // 46: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
+	13, // 47: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
+	7,  // 48: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
+	46, // 49: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
+	47, // 50: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
+	38, // 51: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
+	49, // 52: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
+	40, // 53: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	41, // 54: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	2,  // 55: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	4,  // 56: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	6,  // 57: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	8,  // 58: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	12, // 59: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	14, // 60: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	18, // 61: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	20, // 62: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	22, // 63: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	25, // 64: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	29, // 65: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	33, // 66: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
+	31, // 67: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	35, // 68: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	48, // 69: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	43, // 70: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	3,  // 71: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	5,  // 72: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	7,  // 73: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	11, // 74: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	13, // 75: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	15, // 76: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	19, // 77: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	21, // 78: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	24, // 79: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	27, // 80: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	30, // 81: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	34, // 82: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
+	32, // 83: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	37, // 84: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	69, // [69:85] is the sub-list for method output_type
+	53, // [53:69] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }
@@ -3713,7 +3820,7 @@ func file_api_batonpb_baton_proto_init() {
 	if File_api_batonpb_baton_proto != nil {
 		return
 	}
-	file_api_batonpb_baton_proto_msgTypes[37].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[39].OneofWrappers = []any{
 		(*SessionRequest_Open)(nil),
 		(*SessionRequest_Resume)(nil),
 		(*SessionRequest_KeepAlive)(nil),
@@ -3723,7 +3830,7 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionRequest_AcquireMany)(nil),
 		(*SessionRequest_Close)(nil),
 	}
-	file_api_batonpb_baton_proto_msgTypes[45].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[47].OneofWrappers = []any{
 		(*SessionResponse_Open)(nil),
 		(*SessionResponse_KeepAlive)(nil),
 		(*SessionResponse_Acquire)(nil),
@@ -3742,7 +3849,7 @@ func file_api_batonpb_baton_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_batonpb_baton_proto_rawDesc), len(file_api_batonpb_baton_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   47,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

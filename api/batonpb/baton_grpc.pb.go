@@ -37,6 +37,7 @@ const (
 	Baton_Get_FullMethodName          = "/baton.v1.Baton/Get"
 	Baton_List_FullMethodName         = "/baton.v1.Baton/List"
 	Baton_ListSessions_FullMethodName = "/baton.v1.Baton/ListSessions"
+	Baton_Watch_FullMethodName        = "/baton.v1.Baton/Watch"
 	Baton_Blacklist_FullMethodName    = "/baton.v1.Baton/Blacklist"
 	Baton_Status_FullMethodName       = "/baton.v1.Baton/Status"
 )
@@ -79,6 +80,14 @@ type BatonClient interface {
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
 	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
+	// Watch follows one lock: its state now (linearizable), then its state
+	// again each time it changes, as the answering member applies the log,
+	// until the caller goes away. Any member answers. A state is sent once
+	// the entries that made it are applied; changes that follow each other
+	// quickly may arrive as their last state only, never out of order.
+	// Leader election rests on it: campaign by acquiring the lock, observe
+	// its holder with Watch, resign by releasing it.
+	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
 	// Blacklist marks a session: it can no longer acquire, its heartbeats
 	// are refused, and it expires in the normal way, releasing its holds.
 	Blacklist(ctx context.Context, in *BlacklistRequest, opts ...grpc.CallOption) (*BlacklistResponse, error)
@@ -231,6 +240,25 @@ func (c *batonClient) ListSessions(ctx context.Context, in *ListSessionsRequest,
 	return out, nil
 }
 
+func (c *batonClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Baton_ServiceDesc.Streams[2], Baton_Watch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRequest, WatchResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Baton_WatchClient = grpc.ServerStreamingClient[WatchResponse]
+
 func (c *batonClient) Blacklist(ctx context.Context, in *BlacklistRequest, opts ...grpc.CallOption) (*BlacklistResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(BlacklistResponse)
@@ -289,6 +317,14 @@ type BatonServer interface {
 	Get(context.Context, *GetRequest) (*GetResponse, error)
 	List(context.Context, *ListRequest) (*ListResponse, error)
 	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
+	// Watch follows one lock: its state now (linearizable), then its state
+	// again each time it changes, as the answering member applies the log,
+	// until the caller goes away. Any member answers. A state is sent once
+	// the entries that made it are applied; changes that follow each other
+	// quickly may arrive as their last state only, never out of order.
+	// Leader election rests on it: campaign by acquiring the lock, observe
+	// its holder with Watch, resign by releasing it.
+	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
 	// Blacklist marks a session: it can no longer acquire, its heartbeats
 	// are refused, and it expires in the normal way, releasing its holds.
 	Blacklist(context.Context, *BlacklistRequest) (*BlacklistResponse, error)
@@ -343,6 +379,9 @@ func (UnimplementedBatonServer) List(context.Context, *ListRequest) (*ListRespon
 }
 func (UnimplementedBatonServer) ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListSessions not implemented")
+}
+func (UnimplementedBatonServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
+	return status.Error(codes.Unimplemented, "method Watch not implemented")
 }
 func (UnimplementedBatonServer) Blacklist(context.Context, *BlacklistRequest) (*BlacklistResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Blacklist not implemented")
@@ -583,6 +622,17 @@ func _Baton_ListSessions_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Baton_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(BatonServer).Watch(m, &grpc.GenericServerStream[WatchRequest, WatchResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Baton_WatchServer = grpc.ServerStreamingServer[WatchResponse]
+
 func _Baton_Blacklist_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(BlacklistRequest)
 	if err := dec(in); err != nil {
@@ -691,6 +741,11 @@ var Baton_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _Baton_Sessions_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "Watch",
+			Handler:       _Baton_Watch_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "api/batonpb/baton.proto",

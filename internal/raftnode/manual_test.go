@@ -173,8 +173,9 @@ func (s *syncStore) SaveSnapshot(snap *raftpb.Snapshot) error {
 func TestSnapshotHardStateIsSynced(t *testing.T) {
 	st := &syncStore{}
 	net := &queueNet{}
+	obs := &seenObserver{applied: map[uint64]bool{}, flushed: make(chan struct{}, 1)}
 	cfg := DefaultConfig()
-	cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 2, []uint64{1, 2}, st, net
+	cfg.ID, cfg.Peers, cfg.Store, cfg.Transport, cfg.Observer = 2, []uint64{1, 2}, st, net, obs
 	n, err := StartManual(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -208,6 +209,12 @@ func TestSnapshotHardStateIsSynced(t *testing.T) {
 	}
 	if !acked {
 		t.Fatalf("no acknowledgement of the snapshot in %v", net.msgs)
+	}
+	// The observer hears of it: watched locks may all have changed.
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if len(obs.restored) != 1 || obs.restored[0] != 10 {
+		t.Fatalf("observer told of restores %v, want [10]", obs.restored)
 	}
 }
 

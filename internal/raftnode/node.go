@@ -53,6 +53,10 @@ type Observer interface {
 	// callbacks (SubmitFunc) and Applied calls: what they queued for
 	// clients can be sent now, together.
 	Flush()
+	// Restored is called on the Ready loop after the state machine was
+	// replaced by a snapshot from the leader, at index: anything in it
+	// may have changed without an Applied call.
+	Restored(index uint64)
 }
 
 // Config configures a Node.

@@ -447,10 +447,11 @@ func (s *failingStore) Save(hs *raftpb.HardState, ents []*raftpb.Entry, sync boo
 
 // seenObserver records the indexes the Observer was told of.
 type seenObserver struct {
-	mu      sync.Mutex
-	applied map[uint64]bool
-	flushes int
-	flushed chan struct{} // signalled (capacity 1) at every Flush
+	mu       sync.Mutex
+	applied  map[uint64]bool
+	flushes  int
+	flushed  chan struct{} // signalled (capacity 1) at every Flush
+	restored []uint64
 }
 
 func (o *seenObserver) Applied(index uint64, _ *fsmpb.Command, _ *fsmpb.Result) {
@@ -459,6 +460,11 @@ func (o *seenObserver) Applied(index uint64, _ *fsmpb.Command, _ *fsmpb.Result) 
 	o.mu.Unlock()
 }
 func (o *seenObserver) LeaderChanged(bool, uint64, *fsm.Machine) {}
+func (o *seenObserver) Restored(index uint64) {
+	o.mu.Lock()
+	o.restored = append(o.restored, index)
+	o.mu.Unlock()
+}
 func (o *seenObserver) Flush() {
 	o.mu.Lock()
 	o.flushes++

@@ -111,6 +111,10 @@ func (n *Node) restore(snap *raftpb.Snapshot) error {
 	n.applied = n.snapIndex
 	n.confState = proto.Clone(snap.GetMetadata().GetConfState()).(*raftpb.ConfState)
 	n.log.Info("restored snapshot", "index", n.snapIndex)
+	if n.cfg.Observer != nil {
+		n.cfg.Observer.Restored(n.snapIndex)
+		n.flushObserver()
+	}
 	return nil
 }
 

@@ -39,17 +39,17 @@ func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)
 	batonpb.RegisterBatonServer(gs, s)
-	gw := runtime.NewServeMux(
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
-			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true, UseProtoNames: true},
-			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
-		}),
-	)
+	jsonpb := &runtime.JSONPb{
+		MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true, UseProtoNames: true},
+		UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
+	}
+	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, jsonpb))
 	if err := batonpb.RegisterBatonHandlerServer(context.Background(), gw, s); err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", http.MaxBytesHandler(gw, MaxRequestBytes))
+	mux.Handle("/v1/watch", s.httpWatch(jsonpb.Marshal))
 	if extra != nil {
 		mux.Handle("/", extra)
 	}

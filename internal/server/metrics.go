@@ -39,6 +39,7 @@ func (s *Server) MetricsHandler() http.Handler {
 			{"baton_raft_applied_index", "highest log index applied to the state machine", "gauge", st.Applied},
 			{"baton_sessions", "live sessions", "gauge", uint64(sessions)},
 			{"baton_locks", "locks held or waited for", "gauge", uint64(locks)},
+			{"baton_watches", "Watch streams this member serves", "gauge", uint64(s.watches.active.Load())},
 			{"baton_raft_readies_total", "Ready structs handled", "counter", m.Readies},
 			{"baton_proposals_total", "commands proposed by this member", "counter", m.Proposals},
 			{"baton_propose_batches_total", "MsgProp batches: proposals_total/propose_batches_total is the mean batch", "counter", m.ProposeBatches},

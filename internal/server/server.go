@@ -53,6 +53,7 @@ type Server struct {
 	node    *raftnode.Node
 	tracker *liveness.Tracker
 	hub     *hub
+	watches *watches
 
 	stopOnce sync.Once
 	stopC    chan struct{}
@@ -68,10 +69,11 @@ func New(cfg Config) *Server {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		cfg:   cfg,
-		log:   lg.With("component", "server"),
-		hub:   newHub(),
-		stopC: make(chan struct{}),
+		cfg:     cfg,
+		log:     lg.With("component", "server"),
+		hub:     newHub(),
+		watches: newWatches(),
+		stopC:   make(chan struct{}),
 	}
 	s.tracker = liveness.New(proposer{s}, lg)
 	return s
@@ -92,6 +94,7 @@ func (s *Server) Stop() { s.stopOnce.Do(func() { close(s.stopC) }) }
 // waits for them.
 func (s *Server) Applied(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
 	s.tracker.Applied(cmd, res)
+	s.watches.touched(cmd, res)
 	if len(res.GetGrants()) > 0 || len(res.GetWaitsEnded()) > 0 || len(res.GetSessionsEnded()) > 0 || len(res.GetHoldsEnded()) > 0 {
 		s.hub.publish(res)
 	}
@@ -99,7 +102,18 @@ func (s *Server) Applied(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
 
 // Flush implements raftnode.Observer: it wakes the stream senders of the
 // answers and pushes the loop queued since the last Flush.
-func (s *Server) Flush() { s.hub.flush() }
+func (s *Server) Flush() {
+	s.hub.flush()
+	if s.watches.active.Load() > 0 {
+		// s.node is read only with a watch open: the loop can flush
+		// before Attach, and a watch comes only after it.
+		s.watches.flush(s.node.View)
+	}
+}
+
+// Restored implements raftnode.Observer: watched locks may all have
+// changed.
+func (s *Server) Restored(uint64) { s.watches.restored() }
 
 // LeaderChanged implements raftnode.Observer.
 func (s *Server) LeaderChanged(isLeader bool, term uint64, m *fsm.Machine) {

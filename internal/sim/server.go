@@ -116,6 +116,8 @@ func (v *server) Applied(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
 // goes: a response is an event on the virtual clock, not a socket write.
 func (v *server) Flush() {}
 
+func (v *server) Restored(uint64) {}
+
 // LeaderChanged implements raftnode.Observer.
 func (v *server) LeaderChanged(isLeader bool, term uint64, fm *fsm.Machine) {
 	m := v.m

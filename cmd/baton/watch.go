@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/batonlock/baton"
+)
+
+// runWatch follows one lock and prints a line each time it changes, until
+// interrupted.
+func runWatch(g globals, args []string) int {
+	fs := newFlagSet("watch", "watch NAME [flags]", "baton watch leader/scheduler", &g)
+	pos, _, err := parseArgs(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return exitCode("watch", usagef("want exactly one lock NAME, got %d arguments", len(pos)))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	c, err := dial(ctx, g)
+	if err != nil {
+		return exitCode("watch", err)
+	}
+	defer c.Close()
+	ch, err := c.Watch(ctx, pos[0])
+	if err != nil {
+		return exitCode("watch", err)
+	}
+	enc := json.NewEncoder(os.Stdout) // one object per line
+	for ev := range ch {
+		if g.json {
+			if err := enc.Encode(ev); err != nil {
+				return exitCode("watch", err)
+			}
+			continue
+		}
+		fmt.Println(describeEvent(ev))
+	}
+	if ctx.Err() == nil {
+		return exitCode("watch", errors.New("the watch ended: client closed"))
+	}
+	return 0
+}
+
+// describeEvent is one line of `baton watch`.
+func describeEvent(ev baton.LockEvent) string {
+	l := ev.Lock
+	line := fmt.Sprintf("index %d: %s ", ev.Index, oneLine(l.Name))
+	switch len(l.Holders) {
+	case 0:
+		line += "free"
+	case 1:
+		h := l.Holders[0]
+		line += fmt.Sprintf("held by %s, key %q, token %d, count %d", owner(h.Owner, h.SessionID), h.OwnerKey, h.Token, h.Count)
+	default:
+		line += fmt.Sprintf("held by %d of %d (first: %s, token %d)", len(l.Holders), l.Limit, owner(l.Holders[0].Owner, l.Holders[0].SessionID), l.Holders[0].Token)
+	}
+	if n := len(l.Waiters); n > 0 {
+		line += fmt.Sprintf(", %d waiting", n)
+	}
+	return line
+}
