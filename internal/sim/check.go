@@ -118,8 +118,8 @@ func (k *checker) acked(m *member, r *request, res *fsmpb.Result, index uint64) 
 func (k *checker) checkMember(m *member) {
 	m.node.View(func(fm *fsm.Machine) {
 		for _, l := range fm.Locks("", "", 0) {
-			if len(l.GetHolders()) > holderLimit(l.GetName()) {
-				k.s.fail("a/holders", "member %d: lock %s has %d holders: %v", m.id, l.GetName(), len(l.GetHolders()), l.GetHolders())
+			if err := checkHolders(l); err != nil {
+				k.s.fail("a/holders", "member %d: %v", m.id, err)
 			}
 		}
 	})
@@ -241,8 +241,8 @@ func (k *checker) finalChecks() {
 		now := map[hold]bool{}
 		for _, l := range fm.Locks("", "", 0) {
 			hs := l.GetHolders()
-			if len(hs) > holderLimit(l.GetName()) {
-				s.fail("a/log", "after index %d lock %s has %d holders", i, l.GetName(), len(hs))
+			if err := checkHolders(l); err != nil {
+				s.fail("a/log", "after index %d: %v", i, err)
 				return
 			}
 			for _, h := range hs {
@@ -323,3 +323,18 @@ func (k *checker) finalChecks() {
 func (s *Sim) finalChecks() { s.chk.finalChecks() }
 
 func (e *logEntry) String() string { return fmt.Sprint(e.cmd) }
+
+// checkHolders checks DESIGN.md 5.1 on one lock: at most its limit of
+// holders, and an exclusive holder alone.
+func checkHolders(l *fsmpb.Lock) error {
+	hs := l.GetHolders()
+	if len(hs) > holderLimit(l.GetName()) {
+		return fmt.Errorf("lock %s has %d holders: %v", l.GetName(), len(hs), hs)
+	}
+	for _, h := range hs {
+		if !h.GetShared() && len(hs) > 1 {
+			return fmt.Errorf("lock %s has an exclusive holder beside others: %v", l.GetName(), hs)
+		}
+	}
+	return nil
+}

@@ -153,7 +153,9 @@ func (c *client) think() {
 		op := &clientOp{kind: opAcquireTry, lock: l, seq: c.seq}
 		acq := &fsmpb.Acquire{Lock: l}
 		if semaphore {
-			acq.Shared, acq.Limit = true, SemaphorePermits
+			// Mostly permits (shared); one in three a writer of the
+			// same lock (exclusive), as a read/write lock has.
+			acq.Shared, acq.Limit = s.rng.IntN(3) > 0, SemaphorePermits
 		}
 		if s.rng.IntN(3) == 0 {
 			op.kind = opAcquireWait

@@ -41,9 +41,10 @@ type Config struct {
 	// (a claimed request) and the caller that never comes back (the
 	// cleanup releasing a grant) are explored.
 	RetryAbandoned bool
-	// Semaphores is the number of semaphores of SemaphorePermits permits
+	// Semaphores is the number of locks of SemaphorePermits holders
 	// ("sem/0", ...) that clients acquire beside the mutexes, one acquire
-	// in four. Their histories stay out of the linearizability model,
+	// in four: shared (a permit, a reader) two times in three, else
+	// exclusive (a writer). Their histories stay out of the linearizability model,
 	// which knows mutexes only; the log checks (at most that many
 	// holders at any index, tokens, replay) and the fenced-write check
 	// (a client writes under a permit only while the server agrees it
