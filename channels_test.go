@@ -189,6 +189,10 @@ func TestSessionsStreamProtocol(t *testing.T) {
 	if r := nextFrame(t, gs, &pending, 4).GetResponse(); r.GetOpen().GetSessionId() != s1 {
 		t.Fatalf("resume of session %d: %v", s1, r)
 	}
+	// Then what the session holds: p.
+	if h := nextFrame(t, gs, &pending, 4).GetResponse().GetHolds(); !h.GetDone() || len(h.GetHolds()) != 1 || h.GetHolds()[0].GetName() != "p" {
+		t.Fatalf("holds after the resume of session %d: %v, want p", s1, h)
+	}
 	acquire(4, 2, s1, 1, "p") // the same seq: the cached answer, still held
 	if r := nextFrame(t, gs, &pending, 4).GetResponse(); !r.GetAcquire().GetAcquired() {
 		t.Fatalf("after the resume, session %d's acquire of p: %v", s1, r)
@@ -358,6 +362,9 @@ func TestSessionsChannelNumberReuse(t *testing.T) {
 		sendFrames(t, gs, &batonpb.ChannelRequest{Channel: 1, Request: &batonpb.SessionRequest{Id: 1, Kind: &batonpb.SessionRequest_Resume{Resume: &batonpb.ResumeSession{SessionId: sid}}}})
 		if r := next("resume on the reused number"); r.GetResponse().GetOpen().GetSessionId() != sid {
 			t.Fatalf("round %d: resume on the reused number answered %v", i, r)
+		}
+		if r := next("holds after the resume"); !r.GetResponse().GetHolds().GetDone() {
+			t.Fatalf("round %d: after the resume, %v, want its (empty) holds", i, r)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -182,3 +183,51 @@ func TestDialFailsWithoutMembers(t *testing.T) {
 }
 
 func parseDur(s string) (d time.Duration, err error) { return time.ParseDuration(s) }
+
+// TestHoldLostWhileReconnecting: a hold that an operator's CasRelease ends
+// while the session's stream is down (its HoldLost push has nowhere to
+// go) is known at the resume, from the holds the server lists then.
+func TestHoldLostWhileReconnecting(t *testing.T) {
+	_, cl := single(t)
+	ctx := testCtx(t)
+	s := newSession(t, cl)
+	lease, err := s.Mutex("jobs/x").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := s.Mutex("jobs/y").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hook := func() {
+		once.Do(func() {
+			close(entered)
+			<-proceed
+		})
+	}
+	testHookReconnect.Store(&hook)
+	t.Cleanup(func() { testHookReconnect.Store(nil) })
+
+	s.mu.Lock()
+	sc := s.stream
+	s.mu.Unlock()
+	sc.cancel()
+	<-entered
+	if err := cl.CasRelease(ctx, "jobs/x", s.ID(), lease.Token()); err != nil {
+		t.Fatal(err)
+	}
+	close(proceed)
+	select {
+	case <-lease.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lease of a hold released while reconnecting is still valid")
+	}
+	if !errors.Is(lease.Err(), ErrNotHeld) {
+		t.Fatalf("lease error %v, want ErrNotHeld", lease.Err())
+	}
+	if !kept.Valid() {
+		t.Fatalf("the other lease was lost too: %v", kept.Err())
+	}
+}

@@ -198,6 +198,37 @@ func (s *Session) holdLostLocked(h *batonpb.HoldLost) {
 	delete(s.holds, k)
 }
 
+// serverHoldsLocked takes one message of the holds a resumed session has
+// on the server. Once the list is whole, every lease of a hold granted at
+// or before its index that is not on it is lost, with an error matching
+// ErrNotHeld: the hold ended while the stream was down (an operator's
+// CasRelease, whose HoldLost push had nowhere to go). A lease with a
+// larger token came from a grant applied after the list was read.
+func (s *Session) serverHoldsLocked(h *batonpb.SessionHolds) {
+	if s.serverHolds == nil {
+		s.serverHolds = make(map[holdKey]uint64, len(h.GetHolds()))
+	}
+	for _, x := range h.GetHolds() {
+		s.serverHolds[holdKey{x.GetName(), x.GetOwnerKey()}] = x.GetToken()
+	}
+	if !h.GetDone() {
+		return
+	}
+	have := s.serverHolds
+	s.serverHolds = nil
+	for k, ls := range s.holds {
+		tok := ls[0].token
+		if tok > h.GetIndex() || have[k] == tok {
+			continue
+		}
+		cause := fmt.Errorf("%w: hold of %s (token %d) ended while the session's stream was down", ErrNotHeld, k.name, tok)
+		for _, l := range ls {
+			s.endLeaseLocked(l, cause)
+		}
+		delete(s.holds, k)
+	}
+}
+
 func indexOf(ls []*Lease, l *Lease) int {
 	for i, x := range ls {
 		if x == l {

@@ -138,8 +138,10 @@ type Session struct {
 	bySeq    map[uint64]*call // mutating requests without a final answer
 	sendq    []*batonpb.SessionRequest
 	holds    map[holdKey][]*Lease // unreleased leases per hold, oldest first
-	closing  *call
-	events   []Event
+	// serverHolds gathers a resume's SessionHolds until the last one.
+	serverHolds map[holdKey]uint64
+	closing     *call
+	events      []Event
 }
 
 type holdKey struct{ name, ownerKey string }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -248,6 +249,9 @@ func (s *Session) recvLoop(sc *streamConn) error {
 	}
 }
 
+// testHookReconnect, when set, runs as a session starts to reconnect.
+var testHookReconnect atomic.Pointer[func()]
+
 // reconnect attaches a new stream to the leader with Resume, then sends
 // every unanswered request again with its sequence number. It returns nil
 // when the session ended.
@@ -256,7 +260,11 @@ func (s *Session) reconnect() *streamConn {
 	s.mu.Lock()
 	s.lastID++
 	resume.Id = s.lastID
+	s.serverHolds = nil // a partial list from the stream that broke
 	s.mu.Unlock()
+	if h := testHookReconnect.Load(); h != nil {
+		(*h)()
+	}
 	sc, resp, sent, err := s.connect(s.runCtx, resume, false)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -417,6 +425,9 @@ func (s *Session) handle(sc *streamConn, resp *batonpb.SessionResponse) {
 		return
 	case *batonpb.SessionResponse_HoldLost:
 		s.holdLostLocked(k.HoldLost)
+		return
+	case *batonpb.SessionResponse_Holds:
+		s.serverHoldsLocked(k.Holds)
 		return
 	}
 	c := s.byID[resp.GetId()]

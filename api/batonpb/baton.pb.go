@@ -3083,6 +3083,7 @@ type SessionResponse struct {
 	//	*SessionResponse_WaitEnded
 	//	*SessionResponse_SessionLost
 	//	*SessionResponse_HoldLost
+	//	*SessionResponse_Holds
 	Kind          isSessionResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3238,6 +3239,15 @@ func (x *SessionResponse) GetHoldLost() *HoldLost {
 	return nil
 }
 
+func (x *SessionResponse) GetHolds() *SessionHolds {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionResponse_Holds); ok {
+			return x.Holds
+		}
+	}
+	return nil
+}
+
 type isSessionResponse_Kind interface {
 	isSessionResponse_Kind()
 }
@@ -3290,6 +3300,13 @@ type SessionResponse_HoldLost struct {
 	HoldLost *HoldLost `protobuf:"bytes,13,opt,name=hold_lost,json=holdLost,proto3,oneof"`
 }
 
+type SessionResponse_Holds struct {
+	// holds follows the answer to a resume: what the session holds now,
+	// so that a hold that ended while the client was away (a hold_lost
+	// it could not receive) is known.
+	Holds *SessionHolds `protobuf:"bytes,14,opt,name=holds,proto3,oneof"`
+}
+
 func (*SessionResponse_Open) isSessionResponse_Kind() {}
 
 func (*SessionResponse_KeepAlive) isSessionResponse_Kind() {}
@@ -3312,9 +3329,74 @@ func (*SessionResponse_SessionLost) isSessionResponse_Kind() {}
 
 func (*SessionResponse_HoldLost) isSessionResponse_Kind() {}
 
+func (*SessionResponse_Holds) isSessionResponse_Kind() {}
+
 // HoldLost tells a session that its hold of name (owner_key, token) ended
 // by someone else's request, a CasRelease: it must stop acting as the
 // holder. Like every push it is sent once, to the streams connected then.
+// SessionHolds lists a session's holds as of the applied index; a client
+// ends its leases of any other hold granted at or before index. A long
+// list comes in several messages, the last with done set.
+type SessionHolds struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Holds         []*HoldLost            `protobuf:"bytes,1,rep,name=holds,proto3" json:"holds,omitempty"` // name, owner_key and token of each hold
+	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Done          bool                   `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionHolds) Reset() {
+	*x = SessionHolds{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionHolds) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionHolds) ProtoMessage() {}
+
+func (x *SessionHolds) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionHolds.ProtoReflect.Descriptor instead.
+func (*SessionHolds) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *SessionHolds) GetHolds() []*HoldLost {
+	if x != nil {
+		return x.Holds
+	}
+	return nil
+}
+
+func (x *SessionHolds) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *SessionHolds) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
 type HoldLost struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -3326,7 +3408,7 @@ type HoldLost struct {
 
 func (x *HoldLost) Reset() {
 	*x = HoldLost{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3338,7 +3420,7 @@ func (x *HoldLost) String() string {
 func (*HoldLost) ProtoMessage() {}
 
 func (x *HoldLost) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3351,7 +3433,7 @@ func (x *HoldLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldLost.ProtoReflect.Descriptor instead.
 func (*HoldLost) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *HoldLost) GetName() string {
@@ -3586,7 +3668,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\tWaitEnded\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12(\n" +
-	"\x06reason\x18\x03 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\"\xa9\x05\n" +
+	"\x06reason\x18\x03 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\"\xd9\x05\n" +
 	"\x0fSessionResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
 	"\x05error\x18\x02 \x01(\v2\x0f.baton.v1.ErrorR\x05error\x123\n" +
@@ -3603,8 +3685,13 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\n" +
 	"wait_ended\x18\v \x01(\v2\x13.baton.v1.WaitEndedH\x00R\twaitEnded\x124\n" +
 	"\fsession_lost\x18\f \x01(\v2\x0f.baton.v1.ErrorH\x00R\vsessionLost\x121\n" +
-	"\thold_lost\x18\r \x01(\v2\x12.baton.v1.HoldLostH\x00R\bholdLostB\x06\n" +
-	"\x04kind\"Q\n" +
+	"\thold_lost\x18\r \x01(\v2\x12.baton.v1.HoldLostH\x00R\bholdLost\x12.\n" +
+	"\x05holds\x18\x0e \x01(\v2\x16.baton.v1.SessionHoldsH\x00R\x05holdsB\x06\n" +
+	"\x04kind\"b\n" +
+	"\fSessionHolds\x12(\n" +
+	"\x05holds\x18\x01 \x03(\v2\x12.baton.v1.HoldLostR\x05holds\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04done\x18\x03 \x01(\bR\x04done\"Q\n" +
 	"\bHoldLost\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x14\n" +
@@ -3667,7 +3754,7 @@ func file_api_batonpb_baton_proto_rawDescGZIP() []byte {
 }
 
 var file_api_batonpb_baton_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_api_batonpb_baton_proto_goTypes = []any{
 	(Reason)(0),                   // 0: baton.v1.Reason
 	(*RequestHeader)(nil),         // 1: baton.v1.RequestHeader
@@ -3718,19 +3805,20 @@ var file_api_batonpb_baton_proto_goTypes = []any{
 	(*Grant)(nil),                 // 46: baton.v1.Grant
 	(*WaitEnded)(nil),             // 47: baton.v1.WaitEnded
 	(*SessionResponse)(nil),       // 48: baton.v1.SessionResponse
-	(*HoldLost)(nil),              // 49: baton.v1.HoldLost
-	(*durationpb.Duration)(nil),   // 50: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 51: google.protobuf.Timestamp
+	(*SessionHolds)(nil),          // 49: baton.v1.SessionHolds
+	(*HoldLost)(nil),              // 50: baton.v1.HoldLost
+	(*durationpb.Duration)(nil),   // 51: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 52: google.protobuf.Timestamp
 }
 var file_api_batonpb_baton_proto_depIdxs = []int32{
-	50, // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	50, // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	50, // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	51, // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	51, // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	51, // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
 	1,  // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
-	50, // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	51, // 5: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
-	51, // 6: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
-	50, // 7: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
+	51, // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	52, // 5: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
+	52, // 6: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
+	51, // 7: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
 	9,  // 8: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
 	1,  // 9: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
 	11, // 10: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
@@ -3743,8 +3831,8 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	23, // 17: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
 	9,  // 18: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
 	26, // 19: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	50, // 20: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	51, // 21: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	51, // 20: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	52, // 21: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
 	28, // 22: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
 	23, // 23: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
 	36, // 24: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
@@ -3775,44 +3863,46 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	46, // 49: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
 	47, // 50: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
 	38, // 51: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	49, // 52: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
-	40, // 53: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	41, // 54: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
-	2,  // 55: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	4,  // 56: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	6,  // 57: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	8,  // 58: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	12, // 59: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	14, // 60: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	18, // 61: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	20, // 62: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	22, // 63: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	25, // 64: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	29, // 65: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	33, // 66: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
-	31, // 67: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	35, // 68: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	48, // 69: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	43, // 70: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	3,  // 71: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	5,  // 72: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	7,  // 73: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	11, // 74: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	13, // 75: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	15, // 76: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	19, // 77: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	21, // 78: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	24, // 79: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	27, // 80: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	30, // 81: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	34, // 82: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
-	32, // 83: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	37, // 84: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	69, // [69:85] is the sub-list for method output_type
-	53, // [53:69] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	50, // 52: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
+	49, // 53: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
+	50, // 54: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
+	40, // 55: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	41, // 56: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	2,  // 57: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	4,  // 58: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	6,  // 59: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	8,  // 60: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	12, // 61: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	14, // 62: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	18, // 63: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	20, // 64: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	22, // 65: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	25, // 66: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	29, // 67: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	33, // 68: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
+	31, // 69: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	35, // 70: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	48, // 71: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	43, // 72: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	3,  // 73: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	5,  // 74: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	7,  // 75: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	11, // 76: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	13, // 77: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	15, // 78: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	19, // 79: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	21, // 80: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	24, // 81: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	27, // 82: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	30, // 83: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	34, // 84: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
+	32, // 85: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	37, // 86: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	71, // [71:87] is the sub-list for method output_type
+	55, // [55:71] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }
@@ -3842,6 +3932,7 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionResponse_WaitEnded)(nil),
 		(*SessionResponse_SessionLost)(nil),
 		(*SessionResponse_HoldLost)(nil),
+		(*SessionResponse_Holds)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3849,7 +3940,7 @@ func file_api_batonpb_baton_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_batonpb_baton_proto_rawDesc), len(file_api_batonpb_baton_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   49,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

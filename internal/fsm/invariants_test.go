@@ -115,6 +115,16 @@ func checkIndexes(m *Machine) error {
 				return fmt.Errorf("session %d hold index disagrees on lock %q", id, name)
 			}
 		}
+		refs := m.HoldsOf(id)
+		if len(refs) != s.numHolds() {
+			return fmt.Errorf("session %d: HoldsOf lists %d holds, it has %d", id, len(refs), s.numHolds())
+		}
+		for _, r := range refs {
+			l := m.locks[r.Lock]
+			if l == nil || l.holderOf(s, r.OwnerKey) == nil || l.holderOf(s, r.OwnerKey).token != r.Token {
+				return fmt.Errorf("session %d: HoldsOf lists %+v, which it does not hold", id, r)
+			}
+		}
 		if s.waits != nil && len(s.waits) == 0 {
 			return fmt.Errorf("session %d keeps an empty wait index", id)
 		}

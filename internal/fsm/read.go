@@ -137,3 +137,29 @@ func (m *Machine) NumSessions() int { return len(m.sessions) }
 
 // NumLocks returns the number of locks that have a holder or a waiter.
 func (m *Machine) NumLocks() int { return len(m.locks) }
+
+// HoldRef names one hold of a session.
+type HoldRef struct {
+	Lock     string
+	OwnerKey string
+	Token    uint64
+}
+
+// HoldsOf returns the holds of session id (none if it does not exist), in
+// no particular order.
+func (m *Machine) HoldsOf(id uint64) []HoldRef {
+	s := m.sessions[id]
+	if s == nil {
+		return nil
+	}
+	out := make([]HoldRef, 0, len(s.held))
+	for i, l := range s.held {
+		for k := range l.holders {
+			if h := &l.holders[k]; h.s == s && h.idx == int32(i) {
+				out = append(out, HoldRef{Lock: l.name, OwnerKey: h.ownerKey, Token: h.token})
+				break
+			}
+		}
+	}
+	return out
+}

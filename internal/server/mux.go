@@ -280,6 +280,9 @@ func (s *Server) muxAttach(m *mux, ch *muxChannel, first *batonpb.SessionRequest
 		st.end(nil)
 		return
 	}
+	if first.GetResume() != nil {
+		s.pushHolds(st, id)
+	}
 	for {
 		m.mu.Lock()
 		p := ch.pending

@@ -141,6 +141,9 @@ func (s *Server) Session(gs batonpb.Baton_SessionServer) error {
 	if err := gs.Send(&batonpb.SessionResponse{Id: first.GetId(), Kind: &batonpb.SessionResponse_Open{Open: openResp}}); err != nil {
 		return err
 	}
+	if first.GetResume() != nil {
+		s.pushHolds(st, id)
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -187,6 +190,35 @@ func (s *Server) Session(gs batonpb.Baton_SessionServer) error {
 		case <-s.stopC:
 			cancel()
 			return errStreamNotLeader
+		}
+	}
+}
+
+// holdsPerMessage bounds one SessionHolds message (a session may hold
+// fsm.MaxHoldsPerSession locks).
+const holdsPerMessage = 4096
+
+// pushHolds queues the session's holds on st, which the hub already
+// knows: a hold that ends after the read is pushed as HoldLost too, and
+// one that ended before it is missing from the list, so the client learns
+// of every hold it lost while it was away.
+func (s *Server) pushHolds(st *stream, id uint64) {
+	var (
+		refs  []fsm.HoldRef
+		index uint64
+	)
+	s.node.View(func(m *fsm.Machine) {
+		refs, index = m.HoldsOf(id), m.AppliedIndex()
+	})
+	for start := 0; ; start += holdsPerMessage {
+		end := min(start+holdsPerMessage, len(refs))
+		msg := &batonpb.SessionHolds{Index: index, Done: end == len(refs)}
+		for _, r := range refs[start:end] {
+			msg.Holds = append(msg.Holds, &batonpb.HoldLost{Name: r.Lock, OwnerKey: r.OwnerKey, Token: r.Token})
+		}
+		st.push(&batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Holds{Holds: msg}})
+		if msg.Done {
+			return
 		}
 	}
 }
