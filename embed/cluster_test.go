@@ -220,6 +220,9 @@ func queue(t *testing.T, cl batonpb.BatonClient, session uint64, name string) <-
 		t.Fatal(err)
 	}
 	r, err := st.Recv()
+	for err == nil && r.GetId() == 0 {
+		r, err = st.Recv() // a push (the holds that follow a resume), not the answer
+	}
 	if err != nil || r.GetError() != nil || !r.GetAcquire().GetQueued() {
 		t.Fatalf("acquire %s by %d: want queued, got %v %v", name, session, r, err)
 	}
