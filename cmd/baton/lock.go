@@ -112,6 +112,9 @@ type lockKind struct {
 	maxReaders  int
 }
 
+// shared reports whether the lock may have several holders.
+func (k lockKind) shared() bool { return k.permits > 1 || k.read || k.write }
+
 // acquirer is one way to acquire a lock: at once, within d, or waiting.
 type acquirer struct {
 	try    func(context.Context) (*baton.Lease, error)
@@ -207,6 +210,12 @@ func lockAndRun(g globals, name string, cmdArgs []string, ttl, wait time.Duratio
 	if err != nil {
 		var busy *baton.BusyError
 		switch {
+		case errors.As(err, &busy) && kind.shared():
+			// Full, or a writer is queued ahead: the holder named is one
+			// of several.
+			fmt.Fprintf(os.Stderr, "baton lock: %s has no room for this hold now (full, or a waiter is ahead); its first holder is %s, token %d, since %s\n",
+				name, owner4(busy.Holder), busy.Holder.Token, ago(busy.Holder.Since))
+			return ExitNotAcquired
 		case errors.As(err, &busy):
 			fmt.Fprintf(os.Stderr, "baton lock: %s is held by %s, token %d, since %s\n",
 				name, owner4(busy.Holder), busy.Holder.Token, ago(busy.Holder.Since))
