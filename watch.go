@@ -32,8 +32,9 @@ func (e LockEvent) Holder() *Holder {
 // the lock's state now (a linearizable read); then an event comes each time
 // the lock changes: a new holder or count, a waiter queued or gone. Changes
 // that follow each other quickly may come as their last state only, never
-// out of order and never going back in Index. A member that fails or goes
-// away is replaced by another, transparently. The channel is closed when
+// out of order and never going back in Index. A member that fails, goes
+// away or loses the leader (cut off from the majority, it would show an
+// old state as current) is replaced by another, transparently. The channel is closed when
 // ctx ends or the client is closed; read it promptly, since the watch
 // waits for the reader (the server keeps the latest state only).
 //

@@ -80,9 +80,11 @@ type BatonClient interface {
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
 	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
-	// Watch follows one lock: its state now (linearizable), then its state
-	// again each time it changes, as the answering member applies the log,
-	// until the caller goes away. Any member answers. A state is sent once
+	// Watch follows one lock: its state now (linearizable, so the leader
+	// answers), then its state again each time it changes, as the answering
+	// member applies the log, until the caller goes away. The stream stays
+	// open if the member stops leading (it still applies the log), and ends
+	// with UNAVAILABLE when the member knows no leader. A state is sent once
 	// the entries that made it are applied; changes that follow each other
 	// quickly may arrive as their last state only, never out of order.
 	// Leader election rests on it: campaign by acquiring the lock, observe
@@ -317,9 +319,11 @@ type BatonServer interface {
 	Get(context.Context, *GetRequest) (*GetResponse, error)
 	List(context.Context, *ListRequest) (*ListResponse, error)
 	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
-	// Watch follows one lock: its state now (linearizable), then its state
-	// again each time it changes, as the answering member applies the log,
-	// until the caller goes away. Any member answers. A state is sent once
+	// Watch follows one lock: its state now (linearizable, so the leader
+	// answers), then its state again each time it changes, as the answering
+	// member applies the log, until the caller goes away. The stream stays
+	// open if the member stops leading (it still applies the log), and ends
+	// with UNAVAILABLE when the member knows no leader. A state is sent once
 	// the entries that made it are applied; changes that follow each other
 	// quickly may arrive as their last state only, never out of order.
 	// Leader election rests on it: campaign by acquiring the lock, observe

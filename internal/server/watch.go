@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc/codes"
@@ -21,6 +22,13 @@ import (
 // goroutine, and each is looked at after every applied batch that touches
 // its lock.
 const MaxWatches = 10000
+
+// watchLeaderCheck is how often a Watch stream checks that its member
+// still knows a leader. One that does not (partitioned from the majority)
+// applies nothing new, so its watchers would see an old state as current:
+// the stream ends instead, and the client follows the lock through another
+// member (etcd's clients ask for this with WithRequireLeader).
+var watchLeaderCheck = 500 * time.Millisecond
 
 // watcher is one Watch stream: the latest state offered to it and not yet
 // sent. A slow reader sees the latest state, never a queue of old ones.
@@ -204,6 +212,8 @@ func (s *Server) watch(ctx context.Context, name string, send func(*batonpb.Watc
 	}
 	s.node.View(func(m *fsm.Machine) { w.offer(lockState(m, name)) })
 	var sent *batonpb.WatchResponse
+	check := time.NewTicker(watchLeaderCheck)
+	defer check.Stop()
 	for {
 		select {
 		case <-w.wake:
@@ -211,6 +221,11 @@ func (s *Server) watch(ctx context.Context, name string, send func(*batonpb.Watc
 			return s.toStatus(ctx.Err())
 		case <-s.stopC:
 			return status.Error(codes.Unavailable, "member stopping")
+		case <-check.C:
+			if s.node.Leader() == 0 {
+				return status.Error(codes.Unavailable, "this member knows no leader, so its state may be behind: watch through another member")
+			}
+			continue
 		}
 		next := w.take()
 		if next == nil || (sent != nil && (next.GetIndex() <= sent.GetIndex() || proto.Equal(next.GetLock(), sent.GetLock()))) {
