@@ -231,3 +231,44 @@ func TestHoldLostWhileReconnecting(t *testing.T) {
 		t.Fatalf("the other lease was lost too: %v", kept.Err())
 	}
 }
+
+// TestResumeWithManyHolds: the holds a resumed session is sent can be
+// more than a client takes in one message (4 MiB); they come in pieces and
+// the Sessions stream splits its messages, so the session resumes.
+func TestResumeWithManyHolds(t *testing.T) {
+	_, cl := single(t)
+	ctx := testCtx(t)
+	s := newSession(t, cl)
+	var leases []*Lease
+	for b := range 10 {
+		names := make([]string, 1000)
+		for i := range names {
+			names[i] = fmt.Sprintf("%0440d/%d/%d", 0, b, i) // 450-byte names: 4.5 MB in all
+		}
+		got, busy, err := s.TryLockMany(ctx, names...)
+		if err != nil || len(busy) > 0 {
+			t.Fatalf("batch %d: %v, busy %d", b, err, len(busy))
+		}
+		leases = append(leases, got...)
+	}
+	s.mu.Lock()
+	old := s.stream
+	s.mu.Unlock()
+	old.cancel()
+	// A request after the break is answered on the resumed stream.
+	l, err := s.Mutex("after/resume").TryLock(ctx)
+	if err != nil {
+		t.Fatalf("after the resume: %v", err)
+	}
+	s.mu.Lock()
+	resumed := s.stream != nil && s.stream != old
+	s.mu.Unlock()
+	if !resumed {
+		t.Fatal("the session did not resume on a new stream")
+	}
+	for _, x := range append(leases, l) {
+		if !x.Valid() {
+			t.Fatalf("lease of %.20s... lost: %v", x.Name(), x.Err())
+		}
+	}
+}

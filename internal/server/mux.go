@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/batonlock/baton/api/batonpb"
 )
@@ -167,32 +168,54 @@ func (s *Server) Sessions(gs batonpb.Baton_SessionsServer) error {
 	}
 }
 
-// sendMux sends everything queued on m as one message.
+// maxMuxMessage bounds one Sessions message: a client receives at most
+// 4 MiB in one (gRPC's default), and a burst of queued answers (a resume's
+// list of holds above all) could be more.
+const maxMuxMessage = 1 << 20
+
+// sendMux sends everything queued on m, in as few messages of at most
+// about maxMuxMessage bytes as it takes.
 func (s *Server) sendMux(gs batonpb.Baton_SessionsServer, m *mux) error {
 	items, overflow := m.take()
 	if overflow {
 		return errStreamSlow
 	}
-	if len(items) == 0 {
-		return nil
-	}
-	out := &batonpb.SessionsResponse{Responses: make([]*batonpb.ChannelResponse, len(items))}
-	for i, it := range items {
-		cr := &batonpb.ChannelResponse{Channel: it.ch.id, Response: it.resp}
-		if it.end {
-			cr.End = &batonpb.ChannelEnd{Error: s.toWire(it.err)}
+	var err error
+	for start := 0; start < len(items) && err == nil; {
+		out := &batonpb.SessionsResponse{}
+		for size := 0; start < len(items); start++ {
+			it := items[start]
+			n := muxItemSize(it)
+			if len(out.Responses) > 0 && size+n > maxMuxMessage {
+				break
+			}
+			size += n
+			cr := &batonpb.ChannelResponse{Channel: it.ch.id, Response: it.resp}
+			if it.end {
+				cr.End = &batonpb.ChannelEnd{Error: s.toWire(it.err)}
+			}
+			out.Responses = append(out.Responses, cr)
 		}
-		out.Responses[i] = cr
+		err = gs.Send(out)
+		s.muxMessages.Add(1)
+		s.muxResponses.Add(uint64(len(out.Responses)))
 	}
-	err := gs.Send(out)
-	s.muxMessages.Add(1)
-	s.muxResponses.Add(uint64(len(items)))
 	for _, it := range items {
 		if it.end {
 			s.endChannel(m, it)
 		}
 	}
 	return err
+}
+
+// muxItemSize bounds the bytes of it in a Sessions message: a list of
+// holds is sized, any other answer is small (a name, a holder, an error:
+// under 2 KiB), and sizing every one would cost on every answer.
+func muxItemSize(it muxItem) int {
+	if h := it.resp.GetHolds(); h != nil {
+		return proto.Size(it.resp) + 16
+	}
+	return 2 << 10
 }
 
 // endChannel releases what a channel whose end was sent held (take freed

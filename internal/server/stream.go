@@ -194,9 +194,14 @@ func (s *Server) Session(gs batonpb.Baton_SessionServer) error {
 	}
 }
 
-// holdsPerMessage bounds one SessionHolds message (a session may hold
-// fsm.MaxHoldsPerSession locks).
-const holdsPerMessage = 4096
+// holdsPerMessage and holdsBytesPerMessage bound one SessionHolds message
+// (a session may hold fsm.MaxHoldsPerSession locks, with names of up to
+// fsm.MaxNameLen bytes): far below what a client receives in one message
+// (gRPC's default, 4 MiB).
+const (
+	holdsPerMessage      = 4096
+	holdsBytesPerMessage = 256 << 10
+)
 
 // pushHolds queues the session's holds on st, which the hub already
 // knows: a hold that ends after the read is pushed as HoldLost too, and
@@ -210,12 +215,14 @@ func (s *Server) pushHolds(st *stream, id uint64) {
 	s.node.View(func(m *fsm.Machine) {
 		refs, index = m.HoldsOf(id), m.AppliedIndex()
 	})
-	for start := 0; ; start += holdsPerMessage {
-		end := min(start+holdsPerMessage, len(refs))
-		msg := &batonpb.SessionHolds{Index: index, Done: end == len(refs)}
-		for _, r := range refs[start:end] {
+	for start := 0; ; {
+		msg := &batonpb.SessionHolds{Index: index}
+		for size := 0; start < len(refs) && len(msg.Holds) < holdsPerMessage && size < holdsBytesPerMessage; start++ {
+			r := refs[start]
 			msg.Holds = append(msg.Holds, &batonpb.HoldLost{Name: r.Lock, OwnerKey: r.OwnerKey, Token: r.Token})
+			size += len(r.Lock) + len(r.OwnerKey) + 16
 		}
+		msg.Done = start == len(refs)
 		st.push(&batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Holds{Holds: msg}})
 		if msg.Done {
 			return
