@@ -80,3 +80,35 @@ func benchMachine(b *testing.B, n int) (*Machine, uint64) {
 	}
 	return m, index
 }
+
+// BenchmarkWakeReaders is the apply of a writer's release that lets in a
+// run of readers queued behind it, as many as a lock admits: each is
+// checked against the holders so far (a key never holds twice), which
+// must not make the entry quadratic in them.
+func BenchmarkWakeReaders(b *testing.B) {
+	for _, n := range []int{100, MaxWaitersPerLock} {
+		b.Run(fmt.Sprintf("readers=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				m := New()
+				idx := uint64(0)
+				apply := func(c *fsmpb.Command) *fsmpb.Result { idx++; return m.Apply(idx, c) }
+				open := func() uint64 {
+					return apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{TtlNanos: int64(DefaultTTL)}}}).GetSessionId()
+				}
+				w := open()
+				tok := apply(&fsmpb.Command{SessionId: w, Seq: 1, MinUnackedSeq: 1, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+					Lock: "x", Limit: MaxHoldersPerLock}}}).GetAcquire().GetToken()
+				for range n {
+					apply(&fsmpb.Command{SessionId: open(), Seq: 1, MinUnackedSeq: 1, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+						Lock: "x", Limit: MaxHoldersPerLock, Shared: true, Wait: true}}})
+				}
+				release := &fsmpb.Command{SessionId: w, Seq: 2, MinUnackedSeq: 2, Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "x", Token: tok}}}
+				b.StartTimer()
+				if res := apply(release); len(res.GetGrants()) != n {
+					b.Fatalf("%d grants, want %d", len(res.GetGrants()), n)
+				}
+			}
+		})
+	}
+}
