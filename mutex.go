@@ -2,7 +2,9 @@ package baton
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -136,6 +138,48 @@ func (s *Session) TryLockAll(ctx context.Context, names ...string) ([]*Lease, er
 		return nil, &BusyError{Name: busy[0], Holder: holders[0]}
 	}
 	return leases, nil
+}
+
+// LockAll takes every named lock (owner key ""), waiting as long as it
+// takes, and returns the leases in the order of names; or it takes none.
+// It first tries them all at once (TryLockAll: one request, atomic). If
+// one is busy it takes them one at a time in name order, each waiting in
+// its FIFO queue: every LockAll takes a set in the same order, so two
+// cannot deadlock each other (a Mutex.Lock of the same names in another
+// order still can). If ctx ends or a lock cannot be taken, it releases
+// what it took and returns the error, so the session holds none of them.
+func (s *Session) LockAll(ctx context.Context, names ...string) ([]*Lease, error) {
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		if seen[n] {
+			return nil, fmt.Errorf("%w: lock %q is named twice", ErrInvalidArgument, n)
+		}
+		seen[n] = true
+	}
+	leases, err := s.TryLockAll(ctx, names...)
+	if err == nil || !errors.Is(err, ErrLockBusy) {
+		return leases, err
+	}
+	ordered := slices.Clone(names)
+	slices.Sort(ordered)
+	got := make(map[string]*Lease, len(names))
+	for _, n := range ordered {
+		l, err := s.Mutex(n).Lock(ctx)
+		if err != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
+			for _, l := range got {
+				_ = l.Release(rctx)
+			}
+			cancel()
+			return nil, err
+		}
+		got[n] = l
+	}
+	out := make([]*Lease, len(names))
+	for i, n := range names {
+		out[i] = got[n]
+	}
+	return out, nil
 }
 
 // tryMany sends req and turns its answer into leases, and the names not

@@ -194,3 +194,73 @@ func TestTryLockAll(t *testing.T) {
 		t.Fatalf("leases for %v, want %v", got, names)
 	}
 }
+
+// TestLockAll: two sessions take overlapping sets named in opposite
+// orders, over and over; neither deadlocks, and while one holds a set the
+// other holds none of its locks. A LockAll whose ctx ends keeps nothing.
+func TestLockAll(t *testing.T) {
+	_, cl := single(t)
+	ctx := testCtx(t)
+	a, b := newSession(t, cl), newSession(t, cl)
+	sets := [][]string{{"acct/1", "acct/2", "acct/3"}, {"acct/3", "acct/2", "acct/1"}}
+	errs := make(chan error, 2)
+	for i, s := range []*Session{a, b} {
+		go func() {
+			for range 20 {
+				leases, err := s.LockAll(ctx, sets[i]...)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for j, l := range leases {
+					if l.Name() != sets[i][j] || !l.Valid() {
+						errs <- errors.New("lease out of order or invalid")
+						return
+					}
+				}
+				for _, l := range leases {
+					if err := l.Release(ctx); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// b holds acct/2; a's LockAll takes acct/1 (name order), waits for
+	// acct/2, and gives up: it keeps nothing.
+	lb, err := b.Mutex("acct/2").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := a.LockAll(short, "acct/3", "acct/2", "acct/1"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("LockAll past its deadline: %v", err)
+	}
+	waitFor(t, 5*time.Second, "a to hold nothing", func() bool {
+		list, err := cl.List(ctx, "acct/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range list {
+			if l.Holder != nil && l.Holder.SessionID == a.ID() || l.Waiters > 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if err := lb.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.LockAll(ctx, "x", "x"); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("LockAll naming a lock twice: %v", err)
+	}
+}
