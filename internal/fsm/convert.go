@@ -92,8 +92,9 @@ func (h *holder) toProto(pa *protoAlloc) *fsmpb.Holder {
 		Token:         h.token,
 		Count:         h.count,
 		SinceUnixNano: h.since,
-		AcquireSeq:    h.acquireSeq,
-		Shared:        h.shared,
+		AcquireSeq:     h.acquireSeq,
+		Shared:         h.shared,
+		HoldLimitNanos: int64(msDuration(h.holdLimit)),
 	}
 	return p
 }
@@ -108,6 +109,7 @@ func (w *waiter) toProto(pa *protoAlloc) *fsmpb.Waiter {
 		WaitTimeoutNanos: w.timeout,
 		SinceUnixNano:    w.since,
 		Shared:           w.shared,
+		HoldLimitNanos:   int64(msDuration(w.holdLimit)),
 	}
 	return p
 }
@@ -208,6 +210,7 @@ func outcomeOf(o *fsmpb.AcquireOutcome) outcome {
 			acquireSeq: h.GetAcquireSeq(),
 			count:      h.GetCount(),
 			shared:     h.GetShared(),
+			holdLimit:  h.GetHoldLimitNanos(),
 		}
 	}
 	return out
@@ -252,8 +255,9 @@ func (o *outcome) toProto(pa *protoAlloc) *fsmpb.AcquireOutcome {
 			Token:         h.token,
 			Count:         h.count,
 			SinceUnixNano: h.since,
-			AcquireSeq:    h.acquireSeq,
-			Shared:        h.shared,
+			AcquireSeq:     h.acquireSeq,
+			Shared:         h.shared,
+			HoldLimitNanos: h.holdLimit,
 		}
 	}
 	return p

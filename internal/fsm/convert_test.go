@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -76,11 +77,13 @@ func TestConversionsKeepEveryField(t *testing.T) {
 		fillAll(p.ProtoReflect())
 		for _, h := range p.GetHolders() {
 			h.SessionId, h.Owner = s.id, s.owner
+			h.HoldLimitNanos = int64(time.Minute) // in range, whole milliseconds
 		}
 		for _, w := range p.GetWaiters() {
 			// An exclusive waiter behind the shared holder: a shared one
 			// would have been granted.
 			w.SessionId, w.Owner, w.Shared = s.id, s.owner, false
+			w.HoldLimitNanos = int64(time.Second)
 		}
 		m := New()
 		m.applied = 100

@@ -90,7 +90,18 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		if a, ok := d.Arg("timeout"); ok {
 			op.WaitTimeoutNanos = int64(parseDuration(t, d, a.SingleVal(t)))
 		}
+		if a, ok := d.Arg("hold-limit"); ok {
+			op.HoldLimitNanos = int64(parseDuration(t, d, a.SingleVal(t)))
+		}
 		return h.apply(sessionCmd(t, d, &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: op}}))
+
+	case "expire-hold":
+		// Example: expire-hold lock=x holder=1 token=5 (session= makes a
+		// session send it, which is refused)
+		op := &fsmpb.ExpireHold{Lock: lockArg(t, d)}
+		d.MaybeScanArgs(t, "holder", &op.SessionId)
+		d.MaybeScanArgs(t, "token", &op.Token)
+		return h.apply(sessionCmd(t, d, &fsmpb.Command{Op: &fsmpb.Command_ExpireHold{ExpireHold: op}}))
 
 	case "acquire-many":
 		// Example: acquire-many session=1 seq=2 locks=(a, b, c) key=k all shared limit=3
@@ -333,7 +344,7 @@ func formatResult(r *fsmpb.Result) string {
 		fmt.Fprintf(&b, "  remaining %d\n", r.GetRemainingCount())
 	}
 	for _, g := range r.GetGrants() {
-		fmt.Fprintf(&b, "  grant %s to s%d seq=%d token=%d\n", g.GetLock(), g.GetSessionId(), g.GetAcquireSeq(), g.GetToken())
+		fmt.Fprintf(&b, "  grant %s to s%d seq=%d token=%d%s\n", g.GetLock(), g.GetSessionId(), g.GetAcquireSeq(), g.GetToken(), holdLimitMark(g.GetHoldLimitNanos()))
 	}
 	for _, w := range r.GetWaitsEnded() {
 		fmt.Fprintf(&b, "  wait-ended %s s%d seq=%d %s\n", w.GetLock(), w.GetSessionId(), w.GetAcquireSeq(),
@@ -365,7 +376,14 @@ func formatOutcome(o *fsmpb.AcquireOutcome) string {
 func formatHolder(h *fsmpb.Holder) string {
 	return fmt.Sprintf("s%d/%q token=%d count=%d seq=%d since=%ds owner=%q%s", h.GetSessionId(), h.GetOwnerKey(),
 		h.GetToken(), h.GetCount(), h.GetAcquireSeq(), h.GetSinceUnixNano()/int64(time.Second), h.GetOwner(),
-		sharedMark(h.GetShared()))
+		sharedMark(h.GetShared())) + holdLimitMark(h.GetHoldLimitNanos())
+}
+
+func holdLimitMark(nanos int64) string {
+	if nanos == 0 {
+		return ""
+	}
+	return " hold-limit=" + time.Duration(nanos).String()
 }
 
 func sharedMark(shared bool) string {
@@ -405,7 +423,7 @@ func (h *harness) state() string {
 		for i, w := range l.GetWaiters() {
 			fmt.Fprintf(&b, "  waiter %d: s%d/%q seq=%d timeout=%v since=%ds%s\n", i+1, w.GetSessionId(), w.GetOwnerKey(),
 				w.GetAcquireSeq(), time.Duration(w.GetWaitTimeoutNanos()), w.GetSinceUnixNano()/int64(time.Second),
-				sharedMark(w.GetShared()))
+				sharedMark(w.GetShared())+holdLimitMark(w.GetHoldLimitNanos()))
 		}
 	}
 	return b.String()

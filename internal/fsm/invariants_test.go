@@ -42,12 +42,12 @@ func checkIndexes(m *Machine) error {
 			return fmt.Errorf("lock %q has %d holders, limit %d", name, len(l.holders), limit)
 		}
 		for _, h := range l.holders {
-			if h.limit != limit || (!h.shared && len(l.holders) > 1) {
+			if uint32(h.limit) != limit || (!h.shared && len(l.holders) > 1) {
 				return fmt.Errorf("lock %q: holder %+v beside %d others, lock limit %d", name, h, len(l.holders)-1, limit)
 			}
 		}
 		for _, w := range l.waiters() {
-			if w.limit != limit {
+			if uint32(w.limit) != limit {
 				return fmt.Errorf("lock %q: waiter %+v, lock limit %d", name, w, limit)
 			}
 		}

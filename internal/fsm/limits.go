@@ -38,6 +38,12 @@ const (
 	// permits, a read/write lock's readers): its holders are scanned on
 	// every reentrant acquire and release.
 	MaxHoldersPerLock = 10000
+	// MinHoldLimit and MaxHoldLimit bound an acquire's hold limit: below
+	// a second, renewals would race elections and pauses (as for TTLs);
+	// a hold meant to last longer than a day needs no limit (the session
+	// keeps it).
+	MinHoldLimit = time.Second
+	MaxHoldLimit = 24 * time.Hour
 	// MaxPending bounds the cached results of one session (its
 	// unacknowledged request window), which live in every snapshot.
 	MaxPending = 1024

@@ -50,8 +50,9 @@ type holder struct {
 	acquireSeq uint64
 	count      uint32 // reentrant count, >= 1
 	idx        int32  // where this hold is in s.held
-	limit      uint32 // the lock's holder limit, >= 1
+	limit      uint16 // the lock's holder limit, >= 1 (MaxHoldersPerLock fits)
 	shared     bool
+	holdLimit  uint32 // milliseconds; 0: the hold has no limit
 }
 
 // waiter is one queued acquire (fsmpb.Waiter without the owner label, which
@@ -62,18 +63,19 @@ type waiter struct {
 	acquireSeq uint64
 	timeout    int64 // wait_timeout_nanos; 0 waits until cancelled
 	since      int64 // wall clock of the entry that queued it, display only
-	limit      uint32
+	limit      uint16
 	shared     bool
+	holdLimit  uint32 // milliseconds, for the hold it will get
 }
 
 // limit returns the number of holders l admits: its first holder's or
 // waiter's copy (a lock has one or the other, or it is deleted).
 func (l *lock) limit() uint32 {
 	if len(l.holders) > 0 {
-		return l.holders[0].limit
+		return uint32(l.holders[0].limit)
 	}
 	if ws := l.waiters(); len(ws) > 0 {
-		return ws[0].limit
+		return uint32(ws[0].limit)
 	}
 	return 1
 }
@@ -86,7 +88,7 @@ func (l *lock) admits(shared bool) bool {
 		return true
 	}
 	// Holders are all shared, or one exclusive.
-	return shared && l.holders[0].shared && uint32(len(l.holders)) < l.holders[0].limit
+	return shared && l.holders[0].shared && len(l.holders) < int(l.holders[0].limit)
 }
 
 // grantable reports whether the queued w may be granted now, if it is at
@@ -211,7 +213,7 @@ func (m *Machine) lockFor(name string) *lock {
 // hold makes s (owner key, acquire seq) a holder of l, granted by this
 // entry: its token is the entry's index. The pointer is valid until
 // l.holders next changes.
-func (m *Machine) hold(a *apply, l *lock, s *session, ownerKey string, acquireSeq uint64, limit uint32, shared bool) *holder {
+func (m *Machine) hold(a *apply, l *lock, s *session, ownerKey string, acquireSeq uint64, limit uint32, shared bool, holdLimit uint32) *holder {
 	m.changeLock(l)
 	m.changeSession(s)
 	l.holders = append(l.holders, holder{
@@ -222,8 +224,9 @@ func (m *Machine) hold(a *apply, l *lock, s *session, ownerKey string, acquireSe
 		acquireSeq: acquireSeq,
 		count:      1,
 		idx:        s.addHold(l),
-		limit:      limit,
+		limit:      uint16(limit),
 		shared:     shared,
+		holdLimit:  holdLimit,
 	})
 	return &l.holders[len(l.holders)-1]
 }
@@ -239,13 +242,14 @@ func (m *Machine) settle(a *apply, l *lock) {
 		w := l.popWaiter()
 		s := w.s
 		s.dropWait(waitKey{l.name, w.acquireSeq})
-		m.hold(a, l, s, w.ownerKey, w.acquireSeq, w.limit, w.shared)
+		m.hold(a, l, s, w.ownerKey, w.acquireSeq, uint32(w.limit), w.shared, w.holdLimit)
 		s.granted(w.acquireSeq, l.name, a.index) // s changed in hold
 		a.res.Grants = append(a.res.Grants, &fsmpb.Grant{
-			SessionId:  s.id,
-			AcquireSeq: w.acquireSeq,
-			Lock:       l.name,
-			Token:      a.index,
+			SessionId:      s.id,
+			AcquireSeq:     w.acquireSeq,
+			Lock:           l.name,
+			Token:          a.index,
+			HoldLimitNanos: int64(w.holdLimit) * int64(time.Millisecond),
 		})
 	}
 	if len(l.holders) == 0 && len(l.waiters()) == 0 {
@@ -281,6 +285,11 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 		a.refuse(err)
 		return
 	}
+	holdLimit, err := checkHoldLimit(op.GetHoldLimitNanos())
+	if err != nil {
+		a.refuse(err)
+		return
+	}
 	if s.blacklisted {
 		a.refuse(errorf(fsmpb.Error_ERROR_BLACKLISTED, "session %d is blacklisted", s.id))
 		return
@@ -292,6 +301,12 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 		h := l.holderOf(s, op.GetOwnerKey())
 		if err := l.fits(h, limit, shared); err != nil {
 			a.refuse(err)
+			return
+		}
+		if h != nil && h.holdLimit != holdLimit {
+			a.refuse(errorf(fsmpb.Error_ERROR_LIMIT_MISMATCH,
+				"session %d key %s holds lock %s with a hold limit of %v; this acquire says %v",
+				s.id, quote(h.ownerKey), quote(name), msDuration(h.holdLimit), msDuration(holdLimit)))
 			return
 		}
 		if h != nil {
@@ -311,7 +326,7 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 			a.refuse(tooManyHolds(s))
 			return
 		}
-		h := m.hold(a, m.lockFor(name), s, op.GetOwnerKey(), a.seq, limit, shared)
+		h := m.hold(a, m.lockFor(name), s, op.GetOwnerKey(), a.seq, limit, shared, holdLimit)
 		a.res.Acquire = grantedOutcome(name, h)
 		return
 	}
@@ -339,8 +354,9 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 		acquireSeq: a.seq,
 		timeout:    op.GetWaitTimeoutNanos(),
 		since:      a.wall,
-		limit:      limit,
+		limit:      uint16(limit),
 		shared:     shared,
+		holdLimit:  holdLimit,
 	})
 	s.addWait(waitKey{name, a.seq})
 	a.res.Acquire = &fsmpb.AcquireOutcome{
@@ -362,6 +378,24 @@ func checkLimit(limit uint32) (uint32, *Error) {
 	}
 	return limit, nil
 }
+
+// checkHoldLimit returns an acquire's hold limit in milliseconds (0: none),
+// or why it cannot be one.
+func checkHoldLimit(nanos int64) (uint32, *Error) {
+	d := time.Duration(nanos)
+	switch {
+	case d == 0:
+		return 0, nil
+	case d < MinHoldLimit || d > MaxHoldLimit:
+		return 0, invalid("hold limit %v is outside %v..%v", d, MinHoldLimit, MaxHoldLimit)
+	case d%time.Millisecond != 0:
+		return 0, invalid("hold limit %v is not a whole number of milliseconds", d)
+	}
+	return uint32(d / time.Millisecond), nil
+}
+
+// msDuration formats a hold limit kept in milliseconds.
+func msDuration(ms uint32) time.Duration { return time.Duration(ms) * time.Millisecond }
 
 // fits returns nil if an acquire of l with this limit and mode agrees with
 // l: the same limit, and for a reentrant acquire (h, the acquirer's hold,
@@ -444,6 +478,12 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 				a.refuse(err)
 				return
 			}
+			if h != nil && h.holdLimit != 0 {
+				a.refuse(errorf(fsmpb.Error_ERROR_LIMIT_MISMATCH,
+					"session %d key %s holds lock %s with a hold limit of %v; acquire_many takes holds without one",
+					s.id, quote(h.ownerKey), quote(name), msDuration(h.holdLimit)))
+				return
+			}
 			if h == nil && !(l.admits(shared) && len(l.waiters()) == 0) {
 				busy++
 			}
@@ -492,7 +532,7 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 			h.count++
 			out = append(out, grantedOutcome(name, h))
 		case l == nil || (l.admits(shared) && len(l.waiters()) == 0):
-			h := m.hold(a, m.lockFor(name), s, op.GetOwnerKey(), a.seq, limit, shared)
+			h := m.hold(a, m.lockFor(name), s, op.GetOwnerKey(), a.seq, limit, shared, 0)
 			out = append(out, grantedOutcome(name, h))
 		default:
 			out = append(out, &fsmpb.AcquireOutcome{
@@ -592,6 +632,45 @@ func (m *Machine) casRelease(a *apply, op *fsmpb.CasRelease) {
 		return
 	}
 	h := &l.holders[i]
+	a.res.HoldsEnded = append(a.res.HoldsEnded, &fsmpb.HoldEnded{
+		SessionId: h.s.id, Lock: name, OwnerKey: h.ownerKey, Token: h.token,
+	})
+	m.endHold(a, l, h)
+}
+
+// expireHold ends a hold whose limit passed on the leader's clock.
+func (m *Machine) expireHold(a *apply, s *session, op *fsmpb.ExpireHold) {
+	name := op.GetLock()
+	if err := checkLockName(name); err != nil {
+		a.refuse(err)
+		return
+	}
+	switch {
+	case s != nil:
+		a.refuse(invalid("expire_hold is the leader's: session %d cannot send it", s.id))
+		return
+	case op.GetSessionId() == 0 || op.GetToken() == 0:
+		a.refuse(invalid("expire_hold of lock %s needs the hold's session id and token", quote(name)))
+		return
+	}
+	l := m.locks[name]
+	var h *holder
+	if l != nil {
+		for i := range l.holders {
+			if x := &l.holders[i]; x.s.id == op.GetSessionId() && x.token == op.GetToken() {
+				h = x
+			}
+		}
+	}
+	switch {
+	case h == nil:
+		a.refuse(errorf(fsmpb.Error_ERROR_NOT_HOLDER,
+			"lock %s has no hold of session %d with token %d (it ended first)", quote(name), op.GetSessionId(), op.GetToken()))
+		return
+	case h.holdLimit == 0:
+		a.refuse(invalid("the hold of lock %s by session %d (token %d) has no hold limit", quote(name), op.GetSessionId(), op.GetToken()))
+		return
+	}
 	a.res.HoldsEnded = append(a.res.HoldsEnded, &fsmpb.HoldEnded{
 		SessionId: h.s.id, Lock: name, OwnerKey: h.ownerKey, Token: h.token,
 	})

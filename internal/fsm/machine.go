@@ -156,6 +156,8 @@ func (m *Machine) dispatch(a *apply, cmd *fsmpb.Command, s *session) {
 		m.casRelease(a, op.CasRelease)
 	case *fsmpb.Command_CancelWait:
 		m.cancelWait(a, s, op.CancelWait)
+	case *fsmpb.Command_ExpireHold:
+		m.expireHold(a, s, op.ExpireHold)
 	default:
 		a.refuse(errorf(fsmpb.Error_ERROR_INVALID_ARGUMENT, "unknown operation %T", op))
 	}

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -196,9 +197,18 @@ func (s *stream) command() (*fsmpb.Command, bool) {
 	switch n := r.IntN(100); {
 	case n < 35:
 		limit, shared := s.streamLimit(lockName)
+		// Holds of key "k" have a hold limit (reentrant acquires
+		// must state it), and now and then a wrong one.
+		var holdLimit int64
+		if key == "k" {
+			holdLimit = int64(time.Minute)
+		}
+		if r.IntN(40) == 0 {
+			holdLimit = []int64{0, int64(time.Second), 7}[r.IntN(3)]
+		}
 		cmd = &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
 			Lock: lockName, OwnerKey: key, Wait: r.IntN(3) > 0, WaitTimeoutNanos: int64(r.IntN(2)) * 1e9,
-			Limit: limit, Shared: shared}}}
+			Limit: limit, Shared: shared, HoldLimitNanos: holdLimit}}}
 	case n < 40:
 		names := slices.Clone(streamMutexes)
 		r.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
@@ -250,9 +260,19 @@ func (s *stream) command() (*fsmpb.Command, bool) {
 		if w.session != ss.id || r.IntN(2) == 0 {
 			return cmd, false // the leader's timeout
 		}
-	case n < 89:
+	case n < 87:
 		return &fsmpb.Command{Op: &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{
 			SessionId: s.someSession()}}}, false
+	case n < 89:
+		// The leader's expiry of a hold limit: mostly of a hold that has
+		// one, sometimes of one that has none or has ended.
+		sid, tok := s.someSession(), s.someToken(lockName)
+		if l, ok := s.m.Lock(lockName); ok && len(l.GetHolders()) > 0 && r.IntN(4) > 0 {
+			h := l.GetHolders()[r.IntN(len(l.GetHolders()))]
+			sid, tok = h.GetSessionId(), h.GetToken()
+		}
+		return &fsmpb.Command{Op: &fsmpb.Command_ExpireHold{ExpireHold: &fsmpb.ExpireHold{
+			Lock: lockName, SessionId: sid, Token: tok}}}, false
 	case n < 91:
 		return &fsmpb.Command{Op: &fsmpb.Command_BlacklistSession{BlacklistSession: &fsmpb.BlacklistSession{
 			SessionId: s.someSession()}}}, false
@@ -301,6 +321,9 @@ func (s *stream) observe(cmd *fsmpb.Command, res *fsmpb.Result) {
 	}
 	s.stats["grants"] += len(res.GetGrants())
 	s.stats["waits_ended"] += len(res.GetWaitsEnded())
+	if cmd.GetExpireHold() != nil {
+		s.stats["expire_hold_"+res.GetError().String()]++
+	}
 	if cmd.GetCancelWait().GetAbandoned() && res.GetError() == fsmpb.Error_ERROR_NONE && res.GetAcquire() != nil {
 		s.stats["abandoned_grants_released"]++
 	}

@@ -163,3 +163,28 @@ func (m *Machine) HoldsOf(id uint64) []HoldRef {
 	}
 	return out
 }
+
+// LimitedHold names a hold that has a hold limit.
+type LimitedHold struct {
+	Lock      string
+	SessionID uint64
+	Token     uint64
+	Limit     time.Duration
+}
+
+// LimitedHolds returns every hold with a hold limit, by lock name. A new
+// leader uses it to arm the timers that end those holds with ExpireHold;
+// it gives each its full limit, since it cannot know when the old leader
+// last renewed it.
+func (m *Machine) LimitedHolds() []LimitedHold {
+	var out []LimitedHold
+	m.lockTree.Ascend(func(l *lock) bool {
+		for i := range l.holders {
+			if h := &l.holders[i]; h.holdLimit != 0 {
+				out = append(out, LimitedHold{Lock: l.name, SessionID: h.s.id, Token: h.token, Limit: msDuration(h.holdLimit)})
+			}
+		}
+		return true
+	})
+	return out
+}

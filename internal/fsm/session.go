@@ -75,6 +75,7 @@ type holderCopy struct {
 	acquireSeq uint64
 	count      uint32
 	shared     bool
+	holdLimit  int64
 }
 
 // acquireIs reports whether the cached result is an Acquire's outcome for

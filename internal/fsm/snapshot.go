@@ -72,6 +72,7 @@ const (
 	holderSince      protowire.Number = 6
 	holderAcquireSeq protowire.Number = 7
 	holderShared     protowire.Number = 8
+	holderHoldLimit  protowire.Number = 9
 
 	waiterSessionID  protowire.Number = 1
 	waiterOwnerKey   protowire.Number = 2
@@ -80,6 +81,7 @@ const (
 	waiterTimeout    protowire.Number = 5
 	waiterSince      protowire.Number = 6
 	waiterShared     protowire.Number = 7
+	waiterHoldLimit  protowire.Number = 8
 )
 
 // appendLock appends l as one element of the snapshot's locks field, as
@@ -114,6 +116,7 @@ func appendLock(b []byte, l *lock) []byte {
 		b = appendUint(b, holderSince, uint64(h.since))
 		b = appendUint(b, holderAcquireSeq, h.acquireSeq)
 		b = appendBool(b, holderShared, h.shared)
+		b = appendUint(b, holderHoldLimit, uint64(msDuration(h.holdLimit)))
 	}
 	for i := range ws {
 		w := &ws[i]
@@ -126,6 +129,7 @@ func appendLock(b []byte, l *lock) []byte {
 		b = appendUint(b, waiterTimeout, uint64(w.timeout))
 		b = appendUint(b, waiterSince, uint64(w.since))
 		b = appendBool(b, waiterShared, w.shared)
+		b = appendUint(b, waiterHoldLimit, uint64(msDuration(w.holdLimit)))
 	}
 	return appendUint(b, lockLimit, uint64(encodeLimit(l.limit())))
 }
@@ -134,14 +138,15 @@ func holderSize(h *holder) int {
 	return sizeUint(holderSessionID, h.s.id) + sizeString(holderOwnerKey, h.ownerKey) +
 		sizeString(holderOwner, h.s.owner) + sizeUint(holderToken, h.token) +
 		sizeUint(holderCount, uint64(h.count)) + sizeUint(holderSince, uint64(h.since)) +
-		sizeUint(holderAcquireSeq, h.acquireSeq) + sizeBool(holderShared, h.shared)
+		sizeUint(holderAcquireSeq, h.acquireSeq) + sizeBool(holderShared, h.shared) +
+		sizeUint(holderHoldLimit, uint64(msDuration(h.holdLimit)))
 }
 
 func waiterSize(w *waiter) int {
 	return sizeUint(waiterSessionID, w.s.id) + sizeString(waiterOwnerKey, w.ownerKey) +
 		sizeString(waiterOwner, w.s.owner) + sizeUint(waiterAcquireSeq, w.acquireSeq) +
 		sizeUint(waiterTimeout, uint64(w.timeout)) + sizeUint(waiterSince, uint64(w.since)) +
-		sizeBool(waiterShared, w.shared)
+		sizeBool(waiterShared, w.shared) + sizeUint(waiterHoldLimit, uint64(msDuration(w.holdLimit)))
 }
 
 // The fields of fsmpb.Session, CachedResult, Result and AcquireOutcome
@@ -252,6 +257,7 @@ func appendOutcome(b []byte, num protowire.Number, o *outcome) []byte {
 		b = appendUint(b, holderSince, uint64(h.since))
 		b = appendUint(b, holderAcquireSeq, h.acquireSeq)
 		b = appendBool(b, holderShared, h.shared)
+		b = appendUint(b, holderHoldLimit, uint64(h.holdLimit))
 	}
 	return appendUint(b, outcomePosition, uint64(o.position))
 }
@@ -270,7 +276,8 @@ func holderCopySize(h *holderCopy) int {
 	return sizeUint(holderSessionID, h.sessionID) + sizeString(holderOwnerKey, h.ownerKey) +
 		sizeString(holderOwner, h.owner) + sizeUint(holderToken, h.token) +
 		sizeUint(holderCount, uint64(h.count)) + sizeUint(holderSince, uint64(h.since)) +
-		sizeUint(holderAcquireSeq, h.acquireSeq) + sizeBool(holderShared, h.shared)
+		sizeUint(holderAcquireSeq, h.acquireSeq) + sizeBool(holderShared, h.shared) +
+		sizeUint(holderHoldLimit, uint64(h.holdLimit))
 }
 
 func appendBool(b []byte, num protowire.Number, v bool) []byte {
@@ -512,6 +519,8 @@ func decodeHolder(b []byte, h *fsmpb.Holder) error {
 			h.AcquireSeq = v
 		case num == holderShared && !isBytes:
 			h.Shared = v != 0
+		case num == holderHoldLimit && !isBytes:
+			h.HoldLimitNanos = int64(v)
 		}
 		return nil
 	})
@@ -541,6 +550,8 @@ func decodeWaiter(b []byte, w *fsmpb.Waiter) error {
 			w.SinceUnixNano = int64(v)
 		case num == waiterShared && !isBytes:
 			w.Shared = v != 0
+		case num == waiterHoldLimit && !isBytes:
+			w.HoldLimitNanos = int64(v)
 		}
 		return nil
 	})
@@ -799,6 +810,10 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 		if err := checkLabel("owner key", h.GetOwnerKey()); err != nil {
 			return fmt.Errorf("lock %q: %s", name, err.Msg)
 		}
+		holdLimit, herr := checkHoldLimit(h.GetHoldLimitNanos())
+		if herr != nil {
+			return fmt.Errorf("lock %q: holder of session %d: %s", name, s.id, herr.Msg)
+		}
 		l.holders = append(l.holders, holder{
 			s:          s,
 			ownerKey:   h.GetOwnerKey(),
@@ -807,8 +822,9 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 			acquireSeq: h.GetAcquireSeq(),
 			count:      h.GetCount(),
 			idx:        s.addHold(l),
-			limit:      limit,
+			limit:      uint16(limit),
 			shared:     h.GetShared(),
+			holdLimit:  holdLimit,
 		})
 	}
 	if len(waiters) > 0 {
@@ -835,14 +851,19 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 		if err := checkLabel("owner key", w.GetOwnerKey()); err != nil {
 			return fmt.Errorf("lock %q: %s", name, err.Msg)
 		}
+		holdLimit, herr := checkHoldLimit(w.GetHoldLimitNanos())
+		if herr != nil {
+			return fmt.Errorf("lock %q: waiter of session %d: %s", name, s.id, herr.Msg)
+		}
 		l.enqueue(waiter{
 			s:          s,
 			ownerKey:   w.GetOwnerKey(),
 			acquireSeq: w.GetAcquireSeq(),
 			timeout:    w.GetWaitTimeoutNanos(),
 			since:      w.GetSinceUnixNano(),
-			limit:      limit,
+			limit:      uint16(limit),
 			shared:     w.GetShared(),
+			holdLimit:  holdLimit,
 		})
 		s.addWait(key)
 	}

@@ -204,6 +204,7 @@ type Command struct {
 	//	*Command_CasRelease
 	//	*Command_CancelWait
 	//	*Command_AcquireMany
+	//	*Command_ExpireHold
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -369,6 +370,15 @@ func (x *Command) GetAcquireMany() *AcquireMany {
 	return nil
 }
 
+func (x *Command) GetExpireHold() *ExpireHold {
+	if x != nil {
+		if x, ok := x.Op.(*Command_ExpireHold); ok {
+			return x.ExpireHold
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -409,6 +419,10 @@ type Command_AcquireMany struct {
 	AcquireMany *AcquireMany `protobuf:"bytes,18,opt,name=acquire_many,json=acquireMany,proto3,oneof"`
 }
 
+type Command_ExpireHold struct {
+	ExpireHold *ExpireHold `protobuf:"bytes,19,opt,name=expire_hold,json=expireHold,proto3,oneof"`
+}
+
 func (*Command_OpenSession) isCommand_Op() {}
 
 func (*Command_CloseSession) isCommand_Op() {}
@@ -426,6 +440,8 @@ func (*Command_CasRelease) isCommand_Op() {}
 func (*Command_CancelWait) isCommand_Op() {}
 
 func (*Command_AcquireMany) isCommand_Op() {}
+
+func (*Command_ExpireHold) isCommand_Op() {}
 
 // OpenSession creates a session. Its id is the index of this entry.
 type OpenSession struct {
@@ -629,9 +645,14 @@ type Acquire struct {
 	// lock's from its first holder until nobody holds or waits for it, and
 	// an acquire stating another is refused with LIMIT_MISMATCH: a
 	// semaphore of 3 and one of 5 under one name would each count wrong.
-	Limit         uint32 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Limit uint32 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	// hold_limit_nanos, if not 0, ends the hold this acquire makes that long
+	// after its grant unless the session renews it: the leader times it and
+	// proposes ExpireHold (a whole number of milliseconds, 1 s .. 24 h). A
+	// reentrant acquire must state its hold's limit.
+	HoldLimitNanos int64 `protobuf:"varint,7,opt,name=hold_limit_nanos,json=holdLimitNanos,proto3" json:"hold_limit_nanos,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Acquire) Reset() {
@@ -706,6 +727,76 @@ func (x *Acquire) GetLimit() uint32 {
 	return 0
 }
 
+func (x *Acquire) GetHoldLimitNanos() int64 {
+	if x != nil {
+		return x.HoldLimitNanos
+	}
+	return 0
+}
+
+// ExpireHold ends the hold (session_id, token) of lock, whose hold limit
+// passed on the leader without a renewal. Proposed by the leader only
+// (Command.session_id == 0).
+type ExpireHold struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lock          string                 `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
+	SessionId     uint64                 `protobuf:"varint,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExpireHold) Reset() {
+	*x = ExpireHold{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExpireHold) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExpireHold) ProtoMessage() {}
+
+func (x *ExpireHold) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExpireHold.ProtoReflect.Descriptor instead.
+func (*ExpireHold) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ExpireHold) GetLock() string {
+	if x != nil {
+		return x.Lock
+	}
+	return ""
+}
+
+func (x *ExpireHold) GetSessionId() uint64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *ExpireHold) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
 // AcquireMany tries each lock on its own (no waiting), for one owner_key,
 // with one shared and limit for all of them (see Acquire).
 type AcquireMany struct {
@@ -723,7 +814,7 @@ type AcquireMany struct {
 
 func (x *AcquireMany) Reset() {
 	*x = AcquireMany{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[6]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +826,7 @@ func (x *AcquireMany) String() string {
 func (*AcquireMany) ProtoMessage() {}
 
 func (x *AcquireMany) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[6]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +839,7 @@ func (x *AcquireMany) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireMany.ProtoReflect.Descriptor instead.
 func (*AcquireMany) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{6}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AcquireMany) GetLocks() []string {
@@ -799,7 +890,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[7]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +902,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[7]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +915,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{7}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Release) GetLock() string {
@@ -861,7 +952,7 @@ type CasRelease struct {
 
 func (x *CasRelease) Reset() {
 	*x = CasRelease{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -873,7 +964,7 @@ func (x *CasRelease) String() string {
 func (*CasRelease) ProtoMessage() {}
 
 func (x *CasRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -886,7 +977,7 @@ func (x *CasRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CasRelease.ProtoReflect.Descriptor instead.
 func (*CasRelease) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{8}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CasRelease) GetLock() string {
@@ -938,7 +1029,7 @@ type CancelWait struct {
 
 func (x *CancelWait) Reset() {
 	*x = CancelWait{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1041,7 @@ func (x *CancelWait) String() string {
 func (*CancelWait) ProtoMessage() {}
 
 func (x *CancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1054,7 @@ func (x *CancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWait.ProtoReflect.Descriptor instead.
 func (*CancelWait) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{9}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CancelWait) GetLock() string {
@@ -1031,7 +1122,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1134,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1147,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{10}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Result) GetError() Error {
@@ -1143,7 +1234,7 @@ type AcquireOutcome struct {
 
 func (x *AcquireOutcome) Reset() {
 	*x = AcquireOutcome{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1246,7 @@ func (x *AcquireOutcome) String() string {
 func (*AcquireOutcome) ProtoMessage() {}
 
 func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1259,7 @@ func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireOutcome.ProtoReflect.Descriptor instead.
 func (*AcquireOutcome) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{11}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AcquireOutcome) GetLock() string {
@@ -1215,18 +1306,19 @@ func (x *AcquireOutcome) GetPosition() uint32 {
 
 // Grant tells that a queued acquire (session_id, acquire_seq) now holds lock.
 type Grant struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	AcquireSeq    uint64                 `protobuf:"varint,2,opt,name=acquire_seq,json=acquireSeq,proto3" json:"acquire_seq,omitempty"`
-	Lock          string                 `protobuf:"bytes,3,opt,name=lock,proto3" json:"lock,omitempty"`
-	Token         uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	SessionId      uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	AcquireSeq     uint64                 `protobuf:"varint,2,opt,name=acquire_seq,json=acquireSeq,proto3" json:"acquire_seq,omitempty"`
+	Lock           string                 `protobuf:"bytes,3,opt,name=lock,proto3" json:"lock,omitempty"`
+	Token          uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	HoldLimitNanos int64                  `protobuf:"varint,5,opt,name=hold_limit_nanos,json=holdLimitNanos,proto3" json:"hold_limit_nanos,omitempty"` // the granted hold's limit, for the leader's timer
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1238,7 +1330,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1251,7 +1343,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{12}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Grant) GetSessionId() uint64 {
@@ -1282,6 +1374,13 @@ func (x *Grant) GetToken() uint64 {
 	return 0
 }
 
+func (x *Grant) GetHoldLimitNanos() int64 {
+	if x != nil {
+		return x.HoldLimitNanos
+	}
+	return 0
+}
+
 // HoldEnded tells that a hold of session_id ended without the session
 // asking (a CasRelease): the session lives on and may still believe it
 // holds the lock.
@@ -1297,7 +1396,7 @@ type HoldEnded struct {
 
 func (x *HoldEnded) Reset() {
 	*x = HoldEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1309,7 +1408,7 @@ func (x *HoldEnded) String() string {
 func (*HoldEnded) ProtoMessage() {}
 
 func (x *HoldEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1322,7 +1421,7 @@ func (x *HoldEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldEnded.ProtoReflect.Descriptor instead.
 func (*HoldEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HoldEnded) GetSessionId() uint64 {
@@ -1366,7 +1465,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1477,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1490,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WaitEnded) GetSessionId() uint64 {
@@ -1435,7 +1534,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1546,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1559,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Snapshot) GetAppliedIndex() uint64 {
@@ -1500,7 +1599,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1611,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1624,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1599,7 +1698,7 @@ type CachedResult struct {
 
 func (x *CachedResult) Reset() {
 	*x = CachedResult{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1611,7 +1710,7 @@ func (x *CachedResult) String() string {
 func (*CachedResult) ProtoMessage() {}
 
 func (x *CachedResult) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1624,7 +1723,7 @@ func (x *CachedResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CachedResult.ProtoReflect.Descriptor instead.
 func (*CachedResult) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CachedResult) GetSeq() uint64 {
@@ -1661,7 +1760,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1673,7 +1772,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1686,7 +1785,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Lock) GetName() string {
@@ -1718,22 +1817,23 @@ func (x *Lock) GetLimit() uint32 {
 }
 
 type Holder struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	OwnerKey      string                 `protobuf:"bytes,2,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
-	Owner         string                 `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"` // the session's owner label
-	Token         uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
-	Count         uint32                 `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
-	SinceUnixNano int64                  `protobuf:"varint,6,opt,name=since_unix_nano,json=sinceUnixNano,proto3" json:"since_unix_nano,omitempty"`
-	AcquireSeq    uint64                 `protobuf:"varint,7,opt,name=acquire_seq,json=acquireSeq,proto3" json:"acquire_seq,omitempty"`
-	Shared        bool                   `protobuf:"varint,8,opt,name=shared,proto3" json:"shared,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	SessionId      uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	OwnerKey       string                 `protobuf:"bytes,2,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	Owner          string                 `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"` // the session's owner label
+	Token          uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	Count          uint32                 `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
+	SinceUnixNano  int64                  `protobuf:"varint,6,opt,name=since_unix_nano,json=sinceUnixNano,proto3" json:"since_unix_nano,omitempty"`
+	AcquireSeq     uint64                 `protobuf:"varint,7,opt,name=acquire_seq,json=acquireSeq,proto3" json:"acquire_seq,omitempty"`
+	Shared         bool                   `protobuf:"varint,8,opt,name=shared,proto3" json:"shared,omitempty"`
+	HoldLimitNanos int64                  `protobuf:"varint,9,opt,name=hold_limit_nanos,json=holdLimitNanos,proto3" json:"hold_limit_nanos,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +1845,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +1858,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Holder) GetSessionId() uint64 {
@@ -1817,6 +1917,13 @@ func (x *Holder) GetShared() bool {
 	return false
 }
 
+func (x *Holder) GetHoldLimitNanos() int64 {
+	if x != nil {
+		return x.HoldLimitNanos
+	}
+	return 0
+}
+
 type Waiter struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	SessionId        uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -1826,13 +1933,14 @@ type Waiter struct {
 	WaitTimeoutNanos int64                  `protobuf:"varint,5,opt,name=wait_timeout_nanos,json=waitTimeoutNanos,proto3" json:"wait_timeout_nanos,omitempty"`
 	SinceUnixNano    int64                  `protobuf:"varint,6,opt,name=since_unix_nano,json=sinceUnixNano,proto3" json:"since_unix_nano,omitempty"`
 	Shared           bool                   `protobuf:"varint,7,opt,name=shared,proto3" json:"shared,omitempty"`
+	HoldLimitNanos   int64                  `protobuf:"varint,8,opt,name=hold_limit_nanos,json=holdLimitNanos,proto3" json:"hold_limit_nanos,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +1952,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +1965,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Waiter) GetSessionId() uint64 {
@@ -1909,11 +2017,18 @@ func (x *Waiter) GetShared() bool {
 	return false
 }
 
+func (x *Waiter) GetHoldLimitNanos() int64 {
+	if x != nil {
+		return x.HoldLimitNanos
+	}
+	return 0
+}
+
 var File_internal_fsm_fsmpb_fsm_proto protoreflect.FileDescriptor
 
 const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\n" +
-	"\x1cinternal/fsm/fsmpb/fsm.proto\x12\fbaton.fsm.v1\"\x8c\x06\n" +
+	"\x1cinternal/fsm/fsmpb/fsm.proto\x12\fbaton.fsm.v1\"\xc9\x06\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x10\n" +
@@ -1934,7 +2049,9 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"casRelease\x12;\n" +
 	"\vcancel_wait\x18\x11 \x01(\v2\x18.baton.fsm.v1.CancelWaitH\x00R\n" +
 	"cancelWait\x12>\n" +
-	"\facquire_many\x18\x12 \x01(\v2\x19.baton.fsm.v1.AcquireManyH\x00R\vacquireManyB\x04\n" +
+	"\facquire_many\x18\x12 \x01(\v2\x19.baton.fsm.v1.AcquireManyH\x00R\vacquireMany\x12;\n" +
+	"\vexpire_hold\x18\x13 \x01(\v2\x18.baton.fsm.v1.ExpireHoldH\x00R\n" +
+	"expireHoldB\x04\n" +
 	"\x02op\"@\n" +
 	"\vOpenSession\x12\x1b\n" +
 	"\tttl_nanos\x18\x01 \x01(\x03R\bttlNanos\x12\x14\n" +
@@ -1945,14 +2062,21 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\"1\n" +
 	"\x10BlacklistSession\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\x04R\tsessionId\"\xaa\x01\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\"\xd4\x01\n" +
 	"\aAcquire\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1b\n" +
 	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x12\n" +
 	"\x04wait\x18\x03 \x01(\bR\x04wait\x12,\n" +
 	"\x12wait_timeout_nanos\x18\x04 \x01(\x03R\x10waitTimeoutNanos\x12\x16\n" +
 	"\x06shared\x18\x05 \x01(\bR\x06shared\x12\x14\n" +
-	"\x05limit\x18\x06 \x01(\rR\x05limit\"\x80\x01\n" +
+	"\x05limit\x18\x06 \x01(\rR\x05limit\x12(\n" +
+	"\x10hold_limit_nanos\x18\a \x01(\x03R\x0eholdLimitNanos\"U\n" +
+	"\n" +
+	"ExpireHold\x12\x12\n" +
+	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\x04R\tsessionId\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\"\x80\x01\n" +
 	"\vAcquireMany\x12\x14\n" +
 	"\x05locks\x18\x01 \x03(\tR\x05locks\x12\x1b\n" +
 	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x16\n" +
@@ -1999,14 +2123,15 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x14\n" +
 	"\x05count\x18\x04 \x01(\rR\x05count\x12,\n" +
 	"\x06holder\x18\x05 \x01(\v2\x14.baton.fsm.v1.HolderR\x06holder\x12\x1a\n" +
-	"\bposition\x18\x06 \x01(\rR\bposition\"q\n" +
+	"\bposition\x18\x06 \x01(\rR\bposition\"\x9b\x01\n" +
 	"\x05Grant\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1f\n" +
 	"\vacquire_seq\x18\x02 \x01(\x04R\n" +
 	"acquireSeq\x12\x12\n" +
 	"\x04lock\x18\x03 \x01(\tR\x04lock\x12\x14\n" +
-	"\x05token\x18\x04 \x01(\x04R\x05token\"q\n" +
+	"\x05token\x18\x04 \x01(\x04R\x05token\x12(\n" +
+	"\x10hold_limit_nanos\x18\x05 \x01(\x03R\x0eholdLimitNanos\"q\n" +
 	"\tHoldEnded\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x12\n" +
@@ -2041,7 +2166,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\aholders\x18\x02 \x03(\v2\x14.baton.fsm.v1.HolderR\aholders\x12.\n" +
 	"\awaiters\x18\x03 \x03(\v2\x14.baton.fsm.v1.WaiterR\awaiters\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\rR\x05limit\"\xe7\x01\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"\x91\x02\n" +
 	"\x06Holder\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1b\n" +
@@ -2052,7 +2177,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x0fsince_unix_nano\x18\x06 \x01(\x03R\rsinceUnixNano\x12\x1f\n" +
 	"\vacquire_seq\x18\a \x01(\x04R\n" +
 	"acquireSeq\x12\x16\n" +
-	"\x06shared\x18\b \x01(\bR\x06shared\"\xe9\x01\n" +
+	"\x06shared\x18\b \x01(\bR\x06shared\x12(\n" +
+	"\x10hold_limit_nanos\x18\t \x01(\x03R\x0eholdLimitNanos\"\x93\x02\n" +
 	"\x06Waiter\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1b\n" +
@@ -2062,7 +2188,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"acquireSeq\x12,\n" +
 	"\x12wait_timeout_nanos\x18\x05 \x01(\x03R\x10waitTimeoutNanos\x12&\n" +
 	"\x0fsince_unix_nano\x18\x06 \x01(\x03R\rsinceUnixNano\x12\x16\n" +
-	"\x06shared\x18\a \x01(\bR\x06shared*\x82\x03\n" +
+	"\x06shared\x18\a \x01(\bR\x06shared\x12(\n" +
+	"\x10hold_limit_nanos\x18\b \x01(\x03R\x0eholdLimitNanos*\x82\x03\n" +
 	"\x05Error\x12\x0e\n" +
 	"\n" +
 	"ERROR_NONE\x10\x00\x12\x1a\n" +
@@ -2101,7 +2228,7 @@ func file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(Error)(0),               // 0: baton.fsm.v1.Error
 	(AcquireStatus)(0),       // 1: baton.fsm.v1.AcquireStatus
@@ -2111,21 +2238,22 @@ var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(*ExpireSession)(nil),    // 5: baton.fsm.v1.ExpireSession
 	(*BlacklistSession)(nil), // 6: baton.fsm.v1.BlacklistSession
 	(*Acquire)(nil),          // 7: baton.fsm.v1.Acquire
-	(*AcquireMany)(nil),      // 8: baton.fsm.v1.AcquireMany
-	(*Release)(nil),          // 9: baton.fsm.v1.Release
-	(*CasRelease)(nil),       // 10: baton.fsm.v1.CasRelease
-	(*CancelWait)(nil),       // 11: baton.fsm.v1.CancelWait
-	(*Result)(nil),           // 12: baton.fsm.v1.Result
-	(*AcquireOutcome)(nil),   // 13: baton.fsm.v1.AcquireOutcome
-	(*Grant)(nil),            // 14: baton.fsm.v1.Grant
-	(*HoldEnded)(nil),        // 15: baton.fsm.v1.HoldEnded
-	(*WaitEnded)(nil),        // 16: baton.fsm.v1.WaitEnded
-	(*Snapshot)(nil),         // 17: baton.fsm.v1.Snapshot
-	(*Session)(nil),          // 18: baton.fsm.v1.Session
-	(*CachedResult)(nil),     // 19: baton.fsm.v1.CachedResult
-	(*Lock)(nil),             // 20: baton.fsm.v1.Lock
-	(*Holder)(nil),           // 21: baton.fsm.v1.Holder
-	(*Waiter)(nil),           // 22: baton.fsm.v1.Waiter
+	(*ExpireHold)(nil),       // 8: baton.fsm.v1.ExpireHold
+	(*AcquireMany)(nil),      // 9: baton.fsm.v1.AcquireMany
+	(*Release)(nil),          // 10: baton.fsm.v1.Release
+	(*CasRelease)(nil),       // 11: baton.fsm.v1.CasRelease
+	(*CancelWait)(nil),       // 12: baton.fsm.v1.CancelWait
+	(*Result)(nil),           // 13: baton.fsm.v1.Result
+	(*AcquireOutcome)(nil),   // 14: baton.fsm.v1.AcquireOutcome
+	(*Grant)(nil),            // 15: baton.fsm.v1.Grant
+	(*HoldEnded)(nil),        // 16: baton.fsm.v1.HoldEnded
+	(*WaitEnded)(nil),        // 17: baton.fsm.v1.WaitEnded
+	(*Snapshot)(nil),         // 18: baton.fsm.v1.Snapshot
+	(*Session)(nil),          // 19: baton.fsm.v1.Session
+	(*CachedResult)(nil),     // 20: baton.fsm.v1.CachedResult
+	(*Lock)(nil),             // 21: baton.fsm.v1.Lock
+	(*Holder)(nil),           // 22: baton.fsm.v1.Holder
+	(*Waiter)(nil),           // 23: baton.fsm.v1.Waiter
 }
 var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	3,  // 0: baton.fsm.v1.Command.open_session:type_name -> baton.fsm.v1.OpenSession
@@ -2133,30 +2261,31 @@ var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	5,  // 2: baton.fsm.v1.Command.expire_session:type_name -> baton.fsm.v1.ExpireSession
 	6,  // 3: baton.fsm.v1.Command.blacklist_session:type_name -> baton.fsm.v1.BlacklistSession
 	7,  // 4: baton.fsm.v1.Command.acquire:type_name -> baton.fsm.v1.Acquire
-	9,  // 5: baton.fsm.v1.Command.release:type_name -> baton.fsm.v1.Release
-	10, // 6: baton.fsm.v1.Command.cas_release:type_name -> baton.fsm.v1.CasRelease
-	11, // 7: baton.fsm.v1.Command.cancel_wait:type_name -> baton.fsm.v1.CancelWait
-	8,  // 8: baton.fsm.v1.Command.acquire_many:type_name -> baton.fsm.v1.AcquireMany
-	0,  // 9: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
-	13, // 10: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
-	13, // 11: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
-	14, // 12: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
-	16, // 13: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
-	15, // 14: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
-	1,  // 15: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
-	21, // 16: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
-	0,  // 17: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
-	18, // 18: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
-	20, // 19: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
-	19, // 20: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
-	12, // 21: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
-	21, // 22: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
-	22, // 23: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	10, // 5: baton.fsm.v1.Command.release:type_name -> baton.fsm.v1.Release
+	11, // 6: baton.fsm.v1.Command.cas_release:type_name -> baton.fsm.v1.CasRelease
+	12, // 7: baton.fsm.v1.Command.cancel_wait:type_name -> baton.fsm.v1.CancelWait
+	9,  // 8: baton.fsm.v1.Command.acquire_many:type_name -> baton.fsm.v1.AcquireMany
+	8,  // 9: baton.fsm.v1.Command.expire_hold:type_name -> baton.fsm.v1.ExpireHold
+	0,  // 10: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
+	14, // 11: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
+	14, // 12: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
+	15, // 13: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
+	17, // 14: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
+	16, // 15: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
+	1,  // 16: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
+	22, // 17: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
+	0,  // 18: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
+	19, // 19: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
+	21, // 20: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
+	20, // 21: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
+	13, // 22: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
+	22, // 23: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
+	23, // 24: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_internal_fsm_fsmpb_fsm_proto_init() }
@@ -2174,6 +2303,7 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 		(*Command_CasRelease)(nil),
 		(*Command_CancelWait)(nil),
 		(*Command_AcquireMany)(nil),
+		(*Command_ExpireHold)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2181,7 +2311,7 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_fsm_fsmpb_fsm_proto_rawDesc), len(file_internal_fsm_fsmpb_fsm_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
