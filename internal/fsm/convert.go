@@ -86,12 +86,12 @@ func (pa *protoAlloc) cachedResult() *fsmpb.CachedResult {
 func (h *holder) toProto(pa *protoAlloc) *fsmpb.Holder {
 	p := pa.holder()
 	*p = fsmpb.Holder{
-		SessionId:     h.s.id,
-		OwnerKey:      h.ownerKey,
-		Owner:         h.s.owner,
-		Token:         h.token,
-		Count:         h.count,
-		SinceUnixNano: h.since,
+		SessionId:      h.s.id,
+		OwnerKey:       h.ownerKey,
+		Owner:          h.s.owner,
+		Token:          h.token,
+		Count:          h.count,
+		SinceUnixNano:  h.since,
 		AcquireSeq:     h.acquireSeq,
 		Shared:         h.shared,
 		HoldLimitNanos: int64(msDuration(h.holdLimit)),
@@ -249,12 +249,12 @@ func (o *outcome) toProto(pa *protoAlloc) *fsmpb.AcquireOutcome {
 	if h := o.holder; h != nil {
 		p.Holder = pa.holder()
 		*p.Holder = fsmpb.Holder{
-			SessionId:     h.sessionID,
-			OwnerKey:      h.ownerKey,
-			Owner:         h.owner,
-			Token:         h.token,
-			Count:         h.count,
-			SinceUnixNano: h.since,
+			SessionId:      h.sessionID,
+			OwnerKey:       h.ownerKey,
+			Owner:          h.owner,
+			Token:          h.token,
+			Count:          h.count,
+			SinceUnixNano:  h.since,
 			AcquireSeq:     h.acquireSeq,
 			Shared:         h.shared,
 			HoldLimitNanos: h.holdLimit,
