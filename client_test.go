@@ -272,3 +272,66 @@ func TestResumeWithManyHolds(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldLimit: a hold with a limit ends on the server when the limit
+// passes without a renewal, though its session lives; the client's Lease
+// is lost first; renewals keep it; the next waiter gets the lock with a
+// larger token.
+func TestHoldLimit(t *testing.T) {
+	c, cl := single(t)
+	ctx := testCtx(t)
+	a, b := newSession(t, cl), newSession(t, cl)
+	const limit = 1500 * time.Millisecond
+	m := a.Mutex("jobs/limited", WithHoldLimit(limit))
+	la, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := la.Remaining(); r > limit || r < limit/2 {
+		t.Fatalf("Remaining %v with a hold limit of %v", r, limit)
+	}
+	// Renewals keep it past several limits.
+	for range 3 {
+		time.Sleep(limit / 2)
+		if err := la.Renew(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !la.Valid() {
+		t.Fatalf("renewed lease lost: %v", la.Err())
+	}
+	// Without renewals: the client gives up first, then the server hands
+	// the lock on.
+	bch := lockAsync(ctx, b.Mutex("jobs/limited", WithHoldLimit(limit)))
+	select {
+	case <-la.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("lease of a hold whose limit passed is still valid")
+	}
+	lostAt := time.Now()
+	if !errors.Is(la.Err(), ErrHoldExpired) || !errors.Is(la.Err(), ErrNotHeld) {
+		t.Fatalf("lease error %v, want ErrHoldExpired", la.Err())
+	}
+	rb := recv(t, bch)
+	if rb.err != nil {
+		t.Fatal(rb.err)
+	}
+	if !rb.at.After(lostAt) || rb.lease.Token() <= la.Token() {
+		t.Fatalf("next holder at %v (client gave up at %v), token %d after %d", rb.at, lostAt, rb.lease.Token(), la.Token())
+	}
+	t.Logf("the client gave up, then the server handed the lock on %v later", rb.at.Sub(lostAt).Round(time.Millisecond))
+	if err := la.Renew(ctx); err == nil {
+		t.Fatal("renewal of an expired hold succeeded")
+	}
+	if _, err := a.Mutex("x", WithHoldLimit(100*time.Millisecond)).TryLock(ctx); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("hold limit of 100ms: %v, want ErrInvalidArgument", err)
+	}
+	lx, err := a.Mutex("x").TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lx.Renew(ctx); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("renewal of a hold without a limit: %v", err)
+	}
+	_ = c
+}

@@ -41,6 +41,11 @@ var (
 	ErrJeopardy = errors.New("baton: session in jeopardy: no keepalive answer before the conservative deadline")
 	// ErrReleased is the cause of a Lease's Context once it was released.
 	ErrReleased = errors.New("baton: lease released")
+	// ErrHoldExpired is the cause of a Lease's Context and Lost when its
+	// hold limit passed, in the client's conservative view, without a
+	// renewal (WithHoldLimit, Lease.Renew): the server ends the hold soon
+	// after. It matches ErrNotHeld.
+	ErrHoldExpired = fmt.Errorf("%w: hold limit passed", ErrNotHeld)
 	// ErrBlacklisted: the session was blacklisted by an operator (Reason
 	// BLACKLISTED); it cannot acquire and it will expire.
 	ErrBlacklisted = errors.New("baton: session blacklisted")
@@ -121,6 +126,7 @@ var reasonErrors = map[batonpb.Reason][]error{
 	batonpb.Reason_OVERLOADED:        {ErrOverloaded},
 	batonpb.Reason_SESSION_EXPIRED:   {ErrSessionLost},
 	batonpb.Reason_LIMIT_MISMATCH:    {ErrLimitMismatch},
+	batonpb.Reason_HOLD_LOST:         {ErrNotHeld},
 }
 
 // codeErrors maps gRPC codes of errors that carry no Reason (transport

@@ -34,12 +34,18 @@ type Lease struct {
 	// Guarded by s.mu.
 	err      error // why it was lost
 	released bool
+	// With a hold limit: the client's deadline for the hold (its first
+	// acquire's send, or the last renewal's, plus the limit less the
+	// session's margin), and the timer that ends the Lease then.
+	holdLimit    time.Duration
+	holdDeadline time.Time
+	holdTimer    *time.Timer
 }
 
 // newLease registers a Lease for a hold the server granted. A grant that
 // arrives in jeopardy waits until the session is safe again (or ends, or
 // ctx ends: then the hold is released in the background).
-func (s *Session) newLease(ctx context.Context, name, ownerKey string, token uint64) (*Lease, error) {
+func (s *Session) newLease(ctx context.Context, name, ownerKey string, token uint64, holdLimit time.Duration, started time.Time) (*Lease, error) {
 	for {
 		s.mu.Lock()
 		switch s.state {
@@ -56,6 +62,14 @@ func (s *Session) newLease(ctx context.Context, name, ownerKey string, token uin
 					s.endLeaseLocked(old, ErrNotHeld)
 				}
 				delete(s.holds, k)
+			}
+			if holdLimit > 0 {
+				l.holdLimit = holdLimit
+				l.holdDeadline = started.Add(holdLimit - s.margin)
+				if ls := s.holds[k]; len(ls) > 0 && !ls[0].holdDeadline.IsZero() {
+					l.holdDeadline = ls[0].holdDeadline // a reentrant Lease of the same hold
+				}
+				s.armHoldLocked(l)
 			}
 			s.holds[k] = append(s.holds[k], l)
 			s.mu.Unlock()
@@ -86,6 +100,78 @@ func (s *Session) endLeaseLocked(l *Lease, cause error) {
 	l.err = cause
 	close(l.lost)
 	l.cancel(cause)
+	if l.holdTimer != nil {
+		l.holdTimer.Stop()
+	}
+}
+
+// armHoldLocked (re)starts the timer that ends l at its hold deadline.
+func (s *Session) armHoldLocked(l *Lease) {
+	if l.holdTimer != nil {
+		l.holdTimer.Stop()
+	}
+	deadline := l.holdDeadline
+	l.holdTimer = time.AfterFunc(time.Until(deadline), func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if l.holdDeadline.Equal(deadline) {
+			s.endLeaseLocked(l, ErrHoldExpired)
+		}
+	})
+}
+
+// renewHold asks the leader to restart the limit of the hold (name,
+// token) and returns when the request was first sent (the server's new
+// deadline is at least that plus the limit) and the limit.
+func (s *Session) renewHold(ctx context.Context, name string, token uint64) (time.Time, time.Duration, error) {
+	req := &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_RenewHold{RenewHold: &batonpb.RenewHoldRequest{
+		Name: name, Token: token,
+	}}}
+	c, err := s.do(ctx, req, nil)
+	if err != nil {
+		return time.Time{}, 0, err
+	}
+	return c.started, c.resp.GetRenewHold().GetHoldLimit().AsDuration(), nil
+}
+
+// Renew gives the Lease's hold its full hold limit again (see
+// WithHoldLimit), counted from when the renewal is sent; every Lease of the
+// same hold follows. It fails with an error matching ErrNotHeld when the
+// hold is gone (its limit passed on the server first, or it was released),
+// and then the Lease is lost. A Lease without a hold limit cannot be
+// renewed: its session keeps it.
+func (l *Lease) Renew(ctx context.Context) error {
+	if l.holdLimit == 0 {
+		return fmt.Errorf("%w: the hold of %q has no hold limit to renew", ErrInvalidArgument, l.name)
+	}
+	s := l.s
+	if err := l.Err(); err != nil {
+		return err
+	}
+	started, limit, err := s.renewHold(ctx, l.name, l.token)
+	if err != nil {
+		if errors.Is(err, ErrNotHeld) {
+			s.mu.Lock()
+			for _, x := range s.holds[holdKey{l.name, l.ownerKey}] {
+				if x.token == l.token {
+					s.endLeaseLocked(x, fmt.Errorf("%w: renewal refused: %w", ErrHoldExpired, err))
+				}
+			}
+			s.endLeaseLocked(l, fmt.Errorf("%w: renewal refused: %w", ErrHoldExpired, err))
+			s.mu.Unlock()
+		}
+		return err
+	}
+	deadline := started.Add(limit - s.margin)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, x := range s.holds[holdKey{l.name, l.ownerKey}] {
+		if x.token == l.token && x.err == nil && deadline.After(x.holdDeadline) {
+			x.holdDeadline = deadline
+			s.armHoldLocked(x)
+		}
+	}
+	return l.err
 }
 
 // Name is the lock's name.
@@ -132,7 +218,11 @@ func (l *Lease) Remaining() time.Duration {
 	if l.err != nil {
 		return 0
 	}
-	return max(time.Until(l.s.deadline), 0)
+	until := l.s.deadline
+	if !l.holdDeadline.IsZero() && l.holdDeadline.Before(until) {
+		until = l.holdDeadline
+	}
+	return max(time.Until(until), 0)
 }
 
 // Valid reports whether the Lease is valid now (Remaining() > 0).
@@ -191,7 +281,7 @@ func (s *Session) holdLostLocked(h *batonpb.HoldLost) {
 	if len(ls) == 0 || ls[0].token != h.GetToken() {
 		return // released meanwhile, or a newer hold
 	}
-	cause := fmt.Errorf("%w: hold of %s (token %d) released by a CasRelease", ErrNotHeld, h.GetName(), h.GetToken())
+	cause := fmt.Errorf("%w: hold of %s (token %d) ended by the server: an operator's CasRelease, or its hold limit passed", ErrNotHeld, h.GetName(), h.GetToken())
 	for _, l := range ls {
 		s.endLeaseLocked(l, cause)
 	}

@@ -22,8 +22,9 @@ type Mutex struct {
 	ownerKey string
 	// shared and limit are a Semaphore's or RWMutex's mode (see there);
 	// a Mutex is exclusive with limit 1.
-	shared bool
-	limit  uint32
+	shared    bool
+	limit     uint32
+	holdLimit time.Duration
 }
 
 // Mutex returns a handle on the lock name for this session. Nothing is
@@ -33,7 +34,7 @@ func (s *Session) Mutex(name string, opts ...MutexOption) *Mutex {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return &Mutex{s: s, name: name, ownerKey: cfg.ownerKey}
+	return &Mutex{s: s, name: name, ownerKey: cfg.ownerKey, holdLimit: cfg.holdLimit}
 }
 
 // Name is the lock's name.
@@ -76,6 +77,9 @@ func (m *Mutex) acquire(ctx context.Context, wait bool, d time.Duration) (*Lease
 	if d > 0 {
 		req.WaitTimeout = durationpb.New(d)
 	}
+	if m.holdLimit != 0 {
+		req.HoldLimit = durationpb.New(m.holdLimit)
+	}
 	c, err := m.s.do(ctx, &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Acquire{Acquire: req}}, func(c *call) {
 		c.wait, c.name, c.ownerKey = wait, m.name, m.ownerKey
 	})
@@ -86,7 +90,21 @@ func (m *Mutex) acquire(ctx context.Context, wait bool, d time.Duration) (*Lease
 	if !a.GetAcquired() {
 		return nil, &BusyError{Name: m.name, Holder: holderOf(a.GetHolder())}
 	}
-	return m.s.newLease(ctx, m.name, m.ownerKey, a.GetToken())
+	started := c.started
+	if m.holdLimit != 0 && time.Since(started) > m.holdLimit/2 {
+		// A long wait used up much of the limit as the client counts it
+		// (from the acquire's first send; the server's count began at
+		// the grant): a renewal restarts both now.
+		rs, _, err := m.s.renewHold(ctx, m.name, a.GetToken())
+		if err != nil {
+			m.s.mu.Lock()
+			_, _ = m.s.startLocked(releaseRequest(m.name, m.ownerKey, a.GetToken()), true)
+			m.s.mu.Unlock()
+			return nil, err
+		}
+		started = rs
+	}
+	return m.s.newLease(ctx, m.name, m.ownerKey, a.GetToken(), m.holdLimit, started)
 }
 
 // Unlock releases one count of the hold of this Mutex's (session, owner
@@ -206,7 +224,7 @@ func (s *Session) tryMany(ctx context.Context, req *batonpb.AcquireManyRequest) 
 			holders = append(holders, holderOf(r.GetHolder()))
 			continue
 		}
-		l, err := s.newLease(ctx, r.GetName(), "", r.GetToken())
+		l, err := s.newLease(ctx, r.GetName(), "", r.GetToken(), 0, time.Time{})
 		if err != nil {
 			// Give back what this call got; the session retries the
 			// releases in the background.

@@ -138,7 +138,19 @@ func WithEvents(f func(Event)) SessionOption {
 type MutexOption func(*mutexConfig)
 
 type mutexConfig struct {
-	ownerKey string
+	ownerKey  string
+	holdLimit time.Duration
+}
+
+// WithHoldLimit gives every hold taken through the Mutex a hold limit: the
+// server ends the hold d after its grant unless Lease.Renew renews it, even
+// while the session lives (a process whose heartbeats go on but whose
+// work hung cannot keep the lock forever). The Lease is lost first, at the
+// client's conservative view of that deadline (ErrHoldExpired). d is 1 s ..
+// 24 h in whole milliseconds; 0, the default, leaves the hold to the
+// session. A reentrant Lock must use the same limit.
+func WithHoldLimit(d time.Duration) MutexOption {
+	return func(c *mutexConfig) { c.holdLimit = d }
 }
 
 // WithOwnerKey sets the owner key of a Mutex (default ""). A hold belongs

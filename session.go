@@ -159,6 +159,7 @@ type call struct {
 	req       *batonpb.SessionRequest // header is filled in per send
 	keepAlive bool
 	sent      time.Time // keepalives: when queued
+	started   time.Time // when first queued: nothing it asks happened before
 	wait      bool      // a waiting acquire: "queued" is not its answer
 	name      string
 	ownerKey  string

@@ -23,7 +23,7 @@ func (s *Session) startLocked(req *batonpb.SessionRequest, mutating bool) (*call
 	if s.endedLocked() {
 		return nil, s.err
 	}
-	c := &call{req: req, done: make(chan struct{})}
+	c := &call{req: req, done: make(chan struct{}), started: time.Now()}
 	if mutating {
 		s.lastSeq++
 		c.seq = s.lastSeq
@@ -76,7 +76,7 @@ func stamp(req *batonpb.SessionRequest, id uint64, h *batonpb.RequestHeader) *ba
 		a := k.Acquire
 		r.Kind = &batonpb.SessionRequest_Acquire{Acquire: &batonpb.AcquireRequest{
 			Header: h, Name: a.GetName(), OwnerKey: a.GetOwnerKey(), Wait: a.GetWait(), WaitTimeout: a.GetWaitTimeout(),
-			Shared: a.GetShared(), Limit: a.GetLimit(),
+			Shared: a.GetShared(), Limit: a.GetLimit(), HoldLimit: a.GetHoldLimit(),
 		}}
 	case *batonpb.SessionRequest_AcquireMany:
 		a := k.AcquireMany

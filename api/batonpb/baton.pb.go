@@ -53,8 +53,11 @@ const (
 	Reason_OVERLOADED         Reason = 16
 	Reason_SESSION_EXPIRED    Reason = 17
 	// The acquire's limit is not the lock's, or a reentrant acquire's mode
-	// (shared or exclusive) is not its hold's.
+	// (shared or exclusive) or hold limit is not its hold's.
 	Reason_LIMIT_MISMATCH Reason = 18
+	// A renewal names a hold that ended (its limit passed, or it was
+	// released) or has no hold limit.
+	Reason_HOLD_LOST Reason = 19
 )
 
 // Enum value maps for Reason.
@@ -79,6 +82,7 @@ var (
 		16: "OVERLOADED",
 		17: "SESSION_EXPIRED",
 		18: "LIMIT_MISMATCH",
+		19: "HOLD_LOST",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED": 0,
@@ -100,6 +104,7 @@ var (
 		"OVERLOADED":         16,
 		"SESSION_EXPIRED":    17,
 		"LIMIT_MISMATCH":     18,
+		"HOLD_LOST":          19,
 	}
 )
 
@@ -502,7 +507,11 @@ type AcquireRequest struct {
 	// once, stated by readers and writers alike. Every acquire of a lock
 	// must state the limit it has (else LIMIT_MISMATCH) until nobody holds
 	// or waits for it.
-	Limit         uint32 `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit uint32 `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
+	// hold_limit, if set, ends the hold that long after its grant unless
+	// the session renews it (RenewHold): 1 s .. 24 h, whole milliseconds. A
+	// reentrant acquire must state its hold's limit.
+	HoldLimit     *durationpb.Duration `protobuf:"bytes,8,opt,name=hold_limit,json=holdLimit,proto3" json:"hold_limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -586,6 +595,117 @@ func (x *AcquireRequest) GetLimit() uint32 {
 	return 0
 }
 
+func (x *AcquireRequest) GetHoldLimit() *durationpb.Duration {
+	if x != nil {
+		return x.HoldLimit
+	}
+	return nil
+}
+
+type RenewHoldRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewHoldRequest) Reset() {
+	*x = RenewHoldRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewHoldRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewHoldRequest) ProtoMessage() {}
+
+func (x *RenewHoldRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewHoldRequest.ProtoReflect.Descriptor instead.
+func (*RenewHoldRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RenewHoldRequest) GetSessionId() uint64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *RenewHoldRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RenewHoldRequest) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+type RenewHoldResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	HoldLimit     *durationpb.Duration   `protobuf:"bytes,1,opt,name=hold_limit,json=holdLimit,proto3" json:"hold_limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewHoldResponse) Reset() {
+	*x = RenewHoldResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewHoldResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewHoldResponse) ProtoMessage() {}
+
+func (x *RenewHoldResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewHoldResponse.ProtoReflect.Descriptor instead.
+func (*RenewHoldResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RenewHoldResponse) GetHoldLimit() *durationpb.Duration {
+	if x != nil {
+		return x.HoldLimit
+	}
+	return nil
+}
+
 type Holder struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -601,7 +721,7 @@ type Holder struct {
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[8]
+	mi := &file_api_batonpb_baton_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -613,7 +733,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[8]
+	mi := &file_api_batonpb_baton_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -626,7 +746,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{8}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Holder) GetSessionId() uint64 {
@@ -692,7 +812,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[9]
+	mi := &file_api_batonpb_baton_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -704,7 +824,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[9]
+	mi := &file_api_batonpb_baton_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -717,7 +837,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{9}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Waiter) GetSessionId() uint64 {
@@ -784,7 +904,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[10]
+	mi := &file_api_batonpb_baton_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +916,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[10]
+	mi := &file_api_batonpb_baton_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +929,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{10}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AcquireResponse) GetName() string {
@@ -892,7 +1012,7 @@ type AcquireManyRequest struct {
 
 func (x *AcquireManyRequest) Reset() {
 	*x = AcquireManyRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[11]
+	mi := &file_api_batonpb_baton_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -904,7 +1024,7 @@ func (x *AcquireManyRequest) String() string {
 func (*AcquireManyRequest) ProtoMessage() {}
 
 func (x *AcquireManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[11]
+	mi := &file_api_batonpb_baton_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -917,7 +1037,7 @@ func (x *AcquireManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireManyRequest.ProtoReflect.Descriptor instead.
 func (*AcquireManyRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{11}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AcquireManyRequest) GetHeader() *RequestHeader {
@@ -971,7 +1091,7 @@ type AcquireManyResponse struct {
 
 func (x *AcquireManyResponse) Reset() {
 	*x = AcquireManyResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[12]
+	mi := &file_api_batonpb_baton_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -983,7 +1103,7 @@ func (x *AcquireManyResponse) String() string {
 func (*AcquireManyResponse) ProtoMessage() {}
 
 func (x *AcquireManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[12]
+	mi := &file_api_batonpb_baton_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -996,7 +1116,7 @@ func (x *AcquireManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireManyResponse.ProtoReflect.Descriptor instead.
 func (*AcquireManyResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{12}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AcquireManyResponse) GetResults() []*AcquireResponse {
@@ -1018,7 +1138,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[13]
+	mi := &file_api_batonpb_baton_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1030,7 +1150,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[13]
+	mi := &file_api_batonpb_baton_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1043,7 +1163,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{13}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReleaseRequest) GetHeader() *RequestHeader {
@@ -1083,7 +1203,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[14]
+	mi := &file_api_batonpb_baton_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1095,7 +1215,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[14]
+	mi := &file_api_batonpb_baton_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1108,7 +1228,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{14}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReleaseResponse) GetRemainingCount() uint32 {
@@ -1129,7 +1249,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[15]
+	mi := &file_api_batonpb_baton_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1141,7 +1261,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[15]
+	mi := &file_api_batonpb_baton_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1154,7 +1274,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{15}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelRequest) GetHeader() *RequestHeader {
@@ -1190,7 +1310,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[16]
+	mi := &file_api_batonpb_baton_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1322,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[16]
+	mi := &file_api_batonpb_baton_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1335,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{16}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CancelResponse) GetGranted() *AcquireResponse {
@@ -1236,7 +1356,7 @@ type CasReleaseRequest struct {
 
 func (x *CasReleaseRequest) Reset() {
 	*x = CasReleaseRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[17]
+	mi := &file_api_batonpb_baton_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1368,7 @@ func (x *CasReleaseRequest) String() string {
 func (*CasReleaseRequest) ProtoMessage() {}
 
 func (x *CasReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[17]
+	mi := &file_api_batonpb_baton_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1381,7 @@ func (x *CasReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CasReleaseRequest.ProtoReflect.Descriptor instead.
 func (*CasReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{17}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CasReleaseRequest) GetName() string {
@@ -1293,7 +1413,7 @@ type CasReleaseResponse struct {
 
 func (x *CasReleaseResponse) Reset() {
 	*x = CasReleaseResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[18]
+	mi := &file_api_batonpb_baton_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1305,7 +1425,7 @@ func (x *CasReleaseResponse) String() string {
 func (*CasReleaseResponse) ProtoMessage() {}
 
 func (x *CasReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[18]
+	mi := &file_api_batonpb_baton_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1318,7 +1438,7 @@ func (x *CasReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CasReleaseResponse.ProtoReflect.Descriptor instead.
 func (*CasReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{18}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{20}
 }
 
 type CheckRequest struct {
@@ -1331,7 +1451,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[19]
+	mi := &file_api_batonpb_baton_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1463,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[19]
+	mi := &file_api_batonpb_baton_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1476,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{19}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CheckRequest) GetName() string {
@@ -1383,7 +1503,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[20]
+	mi := &file_api_batonpb_baton_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1515,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[20]
+	mi := &file_api_batonpb_baton_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1528,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{20}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CheckResponse) GetHeld() bool {
@@ -1434,7 +1554,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[21]
+	mi := &file_api_batonpb_baton_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1446,7 +1566,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[21]
+	mi := &file_api_batonpb_baton_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +1579,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{21}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetRequest) GetName() string {
@@ -1482,7 +1602,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[22]
+	mi := &file_api_batonpb_baton_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1494,7 +1614,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[22]
+	mi := &file_api_batonpb_baton_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1507,7 +1627,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{22}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Lock) GetName() string {
@@ -1547,7 +1667,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[23]
+	mi := &file_api_batonpb_baton_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1679,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[23]
+	mi := &file_api_batonpb_baton_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1692,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{23}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetResponse) GetLock() *Lock {
@@ -1593,7 +1713,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[24]
+	mi := &file_api_batonpb_baton_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1605,7 +1725,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[24]
+	mi := &file_api_batonpb_baton_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1618,7 +1738,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{24}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListRequest) GetPrefix() string {
@@ -1655,7 +1775,7 @@ type LockSummary struct {
 
 func (x *LockSummary) Reset() {
 	*x = LockSummary{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[25]
+	mi := &file_api_batonpb_baton_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1667,7 +1787,7 @@ func (x *LockSummary) String() string {
 func (*LockSummary) ProtoMessage() {}
 
 func (x *LockSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[25]
+	mi := &file_api_batonpb_baton_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1680,7 +1800,7 @@ func (x *LockSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockSummary.ProtoReflect.Descriptor instead.
 func (*LockSummary) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{25}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *LockSummary) GetName() string {
@@ -1728,7 +1848,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[26]
+	mi := &file_api_batonpb_baton_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +1860,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[26]
+	mi := &file_api_batonpb_baton_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,7 +1873,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{26}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListResponse) GetLocks() []*LockSummary {
@@ -1784,7 +1904,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[27]
+	mi := &file_api_batonpb_baton_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1796,7 +1916,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[27]
+	mi := &file_api_batonpb_baton_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1809,7 +1929,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{27}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1864,7 +1984,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[28]
+	mi := &file_api_batonpb_baton_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1876,7 +1996,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[28]
+	mi := &file_api_batonpb_baton_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1889,7 +2009,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{28}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListSessionsRequest) GetPageSize() uint32 {
@@ -1916,7 +2036,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[29]
+	mi := &file_api_batonpb_baton_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1928,7 +2048,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[29]
+	mi := &file_api_batonpb_baton_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1941,7 +2061,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{29}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -1967,7 +2087,7 @@ type BlacklistRequest struct {
 
 func (x *BlacklistRequest) Reset() {
 	*x = BlacklistRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[30]
+	mi := &file_api_batonpb_baton_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1979,7 +2099,7 @@ func (x *BlacklistRequest) String() string {
 func (*BlacklistRequest) ProtoMessage() {}
 
 func (x *BlacklistRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[30]
+	mi := &file_api_batonpb_baton_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1992,7 +2112,7 @@ func (x *BlacklistRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlacklistRequest.ProtoReflect.Descriptor instead.
 func (*BlacklistRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{30}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *BlacklistRequest) GetSessionId() uint64 {
@@ -2010,7 +2130,7 @@ type BlacklistResponse struct {
 
 func (x *BlacklistResponse) Reset() {
 	*x = BlacklistResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[31]
+	mi := &file_api_batonpb_baton_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2022,7 +2142,7 @@ func (x *BlacklistResponse) String() string {
 func (*BlacklistResponse) ProtoMessage() {}
 
 func (x *BlacklistResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[31]
+	mi := &file_api_batonpb_baton_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2035,7 +2155,7 @@ func (x *BlacklistResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlacklistResponse.ProtoReflect.Descriptor instead.
 func (*BlacklistResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{31}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{33}
 }
 
 type WatchRequest struct {
@@ -2047,7 +2167,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	mi := &file_api_batonpb_baton_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2059,7 +2179,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	mi := &file_api_batonpb_baton_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2072,7 +2192,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{32}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WatchRequest) GetName() string {
@@ -2092,7 +2212,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[33]
+	mi := &file_api_batonpb_baton_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2104,7 +2224,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[33]
+	mi := &file_api_batonpb_baton_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2117,7 +2237,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{33}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WatchResponse) GetLock() *Lock {
@@ -2142,7 +2262,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[34]
+	mi := &file_api_batonpb_baton_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2154,7 +2274,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[34]
+	mi := &file_api_batonpb_baton_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2167,7 +2287,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{34}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{36}
 }
 
 type Member struct {
@@ -2182,7 +2302,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[35]
+	mi := &file_api_batonpb_baton_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2194,7 +2314,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[35]
+	mi := &file_api_batonpb_baton_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2207,7 +2327,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{35}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Member) GetName() string {
@@ -2259,7 +2379,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[36]
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2271,7 +2391,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[36]
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2284,7 +2404,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{36}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *StatusResponse) GetName() string {
@@ -2391,7 +2511,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[37]
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2403,7 +2523,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[37]
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2416,7 +2536,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{37}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Error) GetCode() uint32 {
@@ -2458,7 +2578,7 @@ type ResumeSession struct {
 
 func (x *ResumeSession) Reset() {
 	*x = ResumeSession{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2470,7 +2590,7 @@ func (x *ResumeSession) String() string {
 func (*ResumeSession) ProtoMessage() {}
 
 func (x *ResumeSession) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2483,7 +2603,7 @@ func (x *ResumeSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSession.ProtoReflect.Descriptor instead.
 func (*ResumeSession) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ResumeSession) GetSessionId() uint64 {
@@ -2507,6 +2627,7 @@ type SessionRequest struct {
 	//	*SessionRequest_Cancel
 	//	*SessionRequest_AcquireMany
 	//	*SessionRequest_Close
+	//	*SessionRequest_RenewHold
 	Kind          isSessionRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2514,7 +2635,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2526,7 +2647,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2539,7 +2660,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SessionRequest) GetId() uint64 {
@@ -2628,6 +2749,15 @@ func (x *SessionRequest) GetClose() *CloseSessionRequest {
 	return nil
 }
 
+func (x *SessionRequest) GetRenewHold() *RenewHoldRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionRequest_RenewHold); ok {
+			return x.RenewHold
+		}
+	}
+	return nil
+}
+
 type isSessionRequest_Kind interface {
 	isSessionRequest_Kind()
 }
@@ -2664,6 +2794,10 @@ type SessionRequest_Close struct {
 	Close *CloseSessionRequest `protobuf:"bytes,9,opt,name=close,proto3,oneof"`
 }
 
+type SessionRequest_RenewHold struct {
+	RenewHold *RenewHoldRequest `protobuf:"bytes,10,opt,name=renew_hold,json=renewHold,proto3,oneof"`
+}
+
 func (*SessionRequest_Open) isSessionRequest_Kind() {}
 
 func (*SessionRequest_Resume) isSessionRequest_Kind() {}
@@ -2680,6 +2814,8 @@ func (*SessionRequest_AcquireMany) isSessionRequest_Kind() {}
 
 func (*SessionRequest_Close) isSessionRequest_Kind() {}
 
+func (*SessionRequest_RenewHold) isSessionRequest_Kind() {}
+
 // SessionsRequest is a batch of requests on channels of a Sessions stream.
 type SessionsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2690,7 +2826,7 @@ type SessionsRequest struct {
 
 func (x *SessionsRequest) Reset() {
 	*x = SessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2702,7 +2838,7 @@ func (x *SessionsRequest) String() string {
 func (*SessionsRequest) ProtoMessage() {}
 
 func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2715,7 +2851,7 @@ func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsRequest.ProtoReflect.Descriptor instead.
 func (*SessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SessionsRequest) GetRequests() []*ChannelRequest {
@@ -2741,7 +2877,7 @@ type ChannelRequest struct {
 
 func (x *ChannelRequest) Reset() {
 	*x = ChannelRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2753,7 +2889,7 @@ func (x *ChannelRequest) String() string {
 func (*ChannelRequest) ProtoMessage() {}
 
 func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2766,7 +2902,7 @@ func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelRequest.ProtoReflect.Descriptor instead.
 func (*ChannelRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{41}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ChannelRequest) GetChannel() uint64 {
@@ -2801,7 +2937,7 @@ type SessionsResponse struct {
 
 func (x *SessionsResponse) Reset() {
 	*x = SessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2813,7 +2949,7 @@ func (x *SessionsResponse) String() string {
 func (*SessionsResponse) ProtoMessage() {}
 
 func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2826,7 +2962,7 @@ func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsResponse.ProtoReflect.Descriptor instead.
 func (*SessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{42}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SessionsResponse) GetResponses() []*ChannelResponse {
@@ -2850,7 +2986,7 @@ type ChannelResponse struct {
 
 func (x *ChannelResponse) Reset() {
 	*x = ChannelResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2862,7 +2998,7 @@ func (x *ChannelResponse) String() string {
 func (*ChannelResponse) ProtoMessage() {}
 
 func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2875,7 +3011,7 @@ func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelResponse.ProtoReflect.Descriptor instead.
 func (*ChannelResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ChannelResponse) GetChannel() uint64 {
@@ -2908,7 +3044,7 @@ type ChannelEnd struct {
 
 func (x *ChannelEnd) Reset() {
 	*x = ChannelEnd{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2920,7 +3056,7 @@ func (x *ChannelEnd) String() string {
 func (*ChannelEnd) ProtoMessage() {}
 
 func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2933,7 +3069,7 @@ func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelEnd.ProtoReflect.Descriptor instead.
 func (*ChannelEnd) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ChannelEnd) GetError() *Error {
@@ -2955,7 +3091,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2967,7 +3103,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2980,7 +3116,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Grant) GetSeq() uint64 {
@@ -3016,7 +3152,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3028,7 +3164,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3041,7 +3177,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *WaitEnded) GetSeq() uint64 {
@@ -3084,6 +3220,7 @@ type SessionResponse struct {
 	//	*SessionResponse_SessionLost
 	//	*SessionResponse_HoldLost
 	//	*SessionResponse_Holds
+	//	*SessionResponse_RenewHold
 	Kind          isSessionResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3091,7 +3228,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[47]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3103,7 +3240,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[47]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3116,7 +3253,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{47}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SessionResponse) GetId() uint64 {
@@ -3248,6 +3385,15 @@ func (x *SessionResponse) GetHolds() *SessionHolds {
 	return nil
 }
 
+func (x *SessionResponse) GetRenewHold() *RenewHoldResponse {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionResponse_RenewHold); ok {
+			return x.RenewHold
+		}
+	}
+	return nil
+}
+
 type isSessionResponse_Kind interface {
 	isSessionResponse_Kind()
 }
@@ -3307,6 +3453,10 @@ type SessionResponse_Holds struct {
 	Holds *SessionHolds `protobuf:"bytes,14,opt,name=holds,proto3,oneof"`
 }
 
+type SessionResponse_RenewHold struct {
+	RenewHold *RenewHoldResponse `protobuf:"bytes,15,opt,name=renew_hold,json=renewHold,proto3,oneof"`
+}
+
 func (*SessionResponse_Open) isSessionResponse_Kind() {}
 
 func (*SessionResponse_KeepAlive) isSessionResponse_Kind() {}
@@ -3331,6 +3481,8 @@ func (*SessionResponse_HoldLost) isSessionResponse_Kind() {}
 
 func (*SessionResponse_Holds) isSessionResponse_Kind() {}
 
+func (*SessionResponse_RenewHold) isSessionResponse_Kind() {}
+
 // HoldLost tells a session that its hold of name (owner_key, token) ended
 // by someone else's request, a CasRelease: it must stop acting as the
 // holder. Like every push it is sent once, to the streams connected then.
@@ -3348,7 +3500,7 @@ type SessionHolds struct {
 
 func (x *SessionHolds) Reset() {
 	*x = SessionHolds{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3360,7 +3512,7 @@ func (x *SessionHolds) String() string {
 func (*SessionHolds) ProtoMessage() {}
 
 func (x *SessionHolds) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3373,7 +3525,7 @@ func (x *SessionHolds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionHolds.ProtoReflect.Descriptor instead.
 func (*SessionHolds) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SessionHolds) GetHolds() []*HoldLost {
@@ -3408,7 +3560,7 @@ type HoldLost struct {
 
 func (x *HoldLost) Reset() {
 	*x = HoldLost{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3420,7 +3572,7 @@ func (x *HoldLost) String() string {
 func (*HoldLost) ProtoMessage() {}
 
 func (x *HoldLost) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3433,7 +3585,7 @@ func (x *HoldLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldLost.ProtoReflect.Descriptor instead.
 func (*HoldLost) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *HoldLost) GetName() string {
@@ -3485,7 +3637,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\x16\n" +
-	"\x14CloseSessionResponse\"\xf2\x01\n" +
+	"\x14CloseSessionResponse\"\xac\x02\n" +
 	"\x0eAcquireRequest\x12/\n" +
 	"\x06header\x18\x01 \x01(\v2\x17.baton.v1.RequestHeaderR\x06header\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
@@ -3493,7 +3645,17 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x04wait\x18\x04 \x01(\bR\x04wait\x12<\n" +
 	"\fwait_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\x12\x16\n" +
 	"\x06shared\x18\x06 \x01(\bR\x06shared\x12\x14\n" +
-	"\x05limit\x18\a \x01(\rR\x05limit\"\xd0\x01\n" +
+	"\x05limit\x18\a \x01(\rR\x05limit\x128\n" +
+	"\n" +
+	"hold_limit\x18\b \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"[\n" +
+	"\x10RenewHoldRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\"M\n" +
+	"\x11RenewHoldResponse\x128\n" +
+	"\n" +
+	"hold_limit\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"\xd0\x01\n" +
 	"\x06Holder\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
@@ -3633,7 +3795,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"leaderAddr\".\n" +
 	"\rResumeSession\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\x04R\tsessionId\"\xe5\x03\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\"\xa2\x04\n" +
 	"\x0eSessionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x122\n" +
 	"\x04open\x18\x02 \x01(\v2\x1c.baton.v1.OpenSessionRequestH\x00R\x04open\x121\n" +
@@ -3644,7 +3806,10 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\arelease\x18\x06 \x01(\v2\x18.baton.v1.ReleaseRequestH\x00R\arelease\x121\n" +
 	"\x06cancel\x18\a \x01(\v2\x17.baton.v1.CancelRequestH\x00R\x06cancel\x12A\n" +
 	"\facquire_many\x18\b \x01(\v2\x1c.baton.v1.AcquireManyRequestH\x00R\vacquireMany\x125\n" +
-	"\x05close\x18\t \x01(\v2\x1d.baton.v1.CloseSessionRequestH\x00R\x05closeB\x06\n" +
+	"\x05close\x18\t \x01(\v2\x1d.baton.v1.CloseSessionRequestH\x00R\x05close\x12;\n" +
+	"\n" +
+	"renew_hold\x18\n" +
+	" \x01(\v2\x1a.baton.v1.RenewHoldRequestH\x00R\trenewHoldB\x06\n" +
 	"\x04kind\"G\n" +
 	"\x0fSessionsRequest\x124\n" +
 	"\brequests\x18\x01 \x03(\v2\x18.baton.v1.ChannelRequestR\brequests\"v\n" +
@@ -3668,7 +3833,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\tWaitEnded\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12(\n" +
-	"\x06reason\x18\x03 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\"\xd9\x05\n" +
+	"\x06reason\x18\x03 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\"\x97\x06\n" +
 	"\x0fSessionResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
 	"\x05error\x18\x02 \x01(\v2\x0f.baton.v1.ErrorR\x05error\x123\n" +
@@ -3686,7 +3851,9 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"wait_ended\x18\v \x01(\v2\x13.baton.v1.WaitEndedH\x00R\twaitEnded\x124\n" +
 	"\fsession_lost\x18\f \x01(\v2\x0f.baton.v1.ErrorH\x00R\vsessionLost\x121\n" +
 	"\thold_lost\x18\r \x01(\v2\x12.baton.v1.HoldLostH\x00R\bholdLost\x12.\n" +
-	"\x05holds\x18\x0e \x01(\v2\x16.baton.v1.SessionHoldsH\x00R\x05holdsB\x06\n" +
+	"\x05holds\x18\x0e \x01(\v2\x16.baton.v1.SessionHoldsH\x00R\x05holds\x12<\n" +
+	"\n" +
+	"renew_hold\x18\x0f \x01(\v2\x1b.baton.v1.RenewHoldResponseH\x00R\trenewHoldB\x06\n" +
 	"\x04kind\"b\n" +
 	"\fSessionHolds\x12(\n" +
 	"\x05holds\x18\x01 \x03(\v2\x12.baton.v1.HoldLostR\x05holds\x12\x14\n" +
@@ -3695,7 +3862,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\bHoldLost\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token*\x81\x03\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token*\x90\x03\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10INVALID_ARGUMENT\x10\x01\x12\x15\n" +
@@ -3719,7 +3886,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\n" +
 	"OVERLOADED\x10\x10\x12\x13\n" +
 	"\x0fSESSION_EXPIRED\x10\x11\x12\x12\n" +
-	"\x0eLIMIT_MISMATCH\x10\x122\xd6\v\n" +
+	"\x0eLIMIT_MISMATCH\x10\x12\x12\r\n" +
+	"\tHOLD_LOST\x10\x132\xb8\f\n" +
 	"\x05Baton\x12B\n" +
 	"\aSession\x12\x18.baton.v1.SessionRequest\x1a\x19.baton.v1.SessionResponse(\x010\x01\x12E\n" +
 	"\bSessions\x12\x19.baton.v1.SessionsRequest\x1a\x1a.baton.v1.SessionsResponse(\x010\x01\x12c\n" +
@@ -3727,7 +3895,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\tKeepAlive\x12\x1a.baton.v1.KeepAliveRequest\x1a\x1b.baton.v1.KeepAliveResponse\".\x82\xd3\xe4\x93\x02(:\x01*\"#/v1/sessions/{session_id}/keepalive\x12y\n" +
 	"\fCloseSession\x12\x1d.baton.v1.CloseSessionRequest\x1a\x1e.baton.v1.CloseSessionResponse\"*\x82\xd3\xe4\x93\x02$:\x01*\"\x1f/v1/sessions/{session_id}/close\x12\\\n" +
 	"\aAcquire\x12\x18.baton.v1.AcquireRequest\x1a\x19.baton.v1.AcquireResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/locks/acquire\x12m\n" +
-	"\vAcquireMany\x12\x1c.baton.v1.AcquireManyRequest\x1a\x1d.baton.v1.AcquireManyResponse\"!\x82\xd3\xe4\x93\x02\x1b:\x01*\"\x16/v1/locks/acquire-many\x12\\\n" +
+	"\vAcquireMany\x12\x1c.baton.v1.AcquireManyRequest\x1a\x1d.baton.v1.AcquireManyResponse\"!\x82\xd3\xe4\x93\x02\x1b:\x01*\"\x16/v1/locks/acquire-many\x12`\n" +
+	"\tRenewHold\x12\x1a.baton.v1.RenewHoldRequest\x1a\x1b.baton.v1.RenewHoldResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/locks/renew\x12\\\n" +
 	"\aRelease\x12\x18.baton.v1.ReleaseRequest\x1a\x19.baton.v1.ReleaseResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/locks/release\x12i\n" +
 	"\n" +
 	"CasRelease\x12\x1b.baton.v1.CasReleaseRequest\x1a\x1c.baton.v1.CasReleaseResponse\" \x82\xd3\xe4\x93\x02\x1a:\x01*\"\x15/v1/locks/cas-release\x12K\n" +
@@ -3754,7 +3923,7 @@ func file_api_batonpb_baton_proto_rawDescGZIP() []byte {
 }
 
 var file_api_batonpb_baton_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_api_batonpb_baton_proto_goTypes = []any{
 	(Reason)(0),                   // 0: baton.v1.Reason
 	(*RequestHeader)(nil),         // 1: baton.v1.RequestHeader
@@ -3765,144 +3934,152 @@ var file_api_batonpb_baton_proto_goTypes = []any{
 	(*CloseSessionRequest)(nil),   // 6: baton.v1.CloseSessionRequest
 	(*CloseSessionResponse)(nil),  // 7: baton.v1.CloseSessionResponse
 	(*AcquireRequest)(nil),        // 8: baton.v1.AcquireRequest
-	(*Holder)(nil),                // 9: baton.v1.Holder
-	(*Waiter)(nil),                // 10: baton.v1.Waiter
-	(*AcquireResponse)(nil),       // 11: baton.v1.AcquireResponse
-	(*AcquireManyRequest)(nil),    // 12: baton.v1.AcquireManyRequest
-	(*AcquireManyResponse)(nil),   // 13: baton.v1.AcquireManyResponse
-	(*ReleaseRequest)(nil),        // 14: baton.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 15: baton.v1.ReleaseResponse
-	(*CancelRequest)(nil),         // 16: baton.v1.CancelRequest
-	(*CancelResponse)(nil),        // 17: baton.v1.CancelResponse
-	(*CasReleaseRequest)(nil),     // 18: baton.v1.CasReleaseRequest
-	(*CasReleaseResponse)(nil),    // 19: baton.v1.CasReleaseResponse
-	(*CheckRequest)(nil),          // 20: baton.v1.CheckRequest
-	(*CheckResponse)(nil),         // 21: baton.v1.CheckResponse
-	(*GetRequest)(nil),            // 22: baton.v1.GetRequest
-	(*Lock)(nil),                  // 23: baton.v1.Lock
-	(*GetResponse)(nil),           // 24: baton.v1.GetResponse
-	(*ListRequest)(nil),           // 25: baton.v1.ListRequest
-	(*LockSummary)(nil),           // 26: baton.v1.LockSummary
-	(*ListResponse)(nil),          // 27: baton.v1.ListResponse
-	(*Session)(nil),               // 28: baton.v1.Session
-	(*ListSessionsRequest)(nil),   // 29: baton.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),  // 30: baton.v1.ListSessionsResponse
-	(*BlacklistRequest)(nil),      // 31: baton.v1.BlacklistRequest
-	(*BlacklistResponse)(nil),     // 32: baton.v1.BlacklistResponse
-	(*WatchRequest)(nil),          // 33: baton.v1.WatchRequest
-	(*WatchResponse)(nil),         // 34: baton.v1.WatchResponse
-	(*StatusRequest)(nil),         // 35: baton.v1.StatusRequest
-	(*Member)(nil),                // 36: baton.v1.Member
-	(*StatusResponse)(nil),        // 37: baton.v1.StatusResponse
-	(*Error)(nil),                 // 38: baton.v1.Error
-	(*ResumeSession)(nil),         // 39: baton.v1.ResumeSession
-	(*SessionRequest)(nil),        // 40: baton.v1.SessionRequest
-	(*SessionsRequest)(nil),       // 41: baton.v1.SessionsRequest
-	(*ChannelRequest)(nil),        // 42: baton.v1.ChannelRequest
-	(*SessionsResponse)(nil),      // 43: baton.v1.SessionsResponse
-	(*ChannelResponse)(nil),       // 44: baton.v1.ChannelResponse
-	(*ChannelEnd)(nil),            // 45: baton.v1.ChannelEnd
-	(*Grant)(nil),                 // 46: baton.v1.Grant
-	(*WaitEnded)(nil),             // 47: baton.v1.WaitEnded
-	(*SessionResponse)(nil),       // 48: baton.v1.SessionResponse
-	(*SessionHolds)(nil),          // 49: baton.v1.SessionHolds
-	(*HoldLost)(nil),              // 50: baton.v1.HoldLost
-	(*durationpb.Duration)(nil),   // 51: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 52: google.protobuf.Timestamp
+	(*RenewHoldRequest)(nil),      // 9: baton.v1.RenewHoldRequest
+	(*RenewHoldResponse)(nil),     // 10: baton.v1.RenewHoldResponse
+	(*Holder)(nil),                // 11: baton.v1.Holder
+	(*Waiter)(nil),                // 12: baton.v1.Waiter
+	(*AcquireResponse)(nil),       // 13: baton.v1.AcquireResponse
+	(*AcquireManyRequest)(nil),    // 14: baton.v1.AcquireManyRequest
+	(*AcquireManyResponse)(nil),   // 15: baton.v1.AcquireManyResponse
+	(*ReleaseRequest)(nil),        // 16: baton.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 17: baton.v1.ReleaseResponse
+	(*CancelRequest)(nil),         // 18: baton.v1.CancelRequest
+	(*CancelResponse)(nil),        // 19: baton.v1.CancelResponse
+	(*CasReleaseRequest)(nil),     // 20: baton.v1.CasReleaseRequest
+	(*CasReleaseResponse)(nil),    // 21: baton.v1.CasReleaseResponse
+	(*CheckRequest)(nil),          // 22: baton.v1.CheckRequest
+	(*CheckResponse)(nil),         // 23: baton.v1.CheckResponse
+	(*GetRequest)(nil),            // 24: baton.v1.GetRequest
+	(*Lock)(nil),                  // 25: baton.v1.Lock
+	(*GetResponse)(nil),           // 26: baton.v1.GetResponse
+	(*ListRequest)(nil),           // 27: baton.v1.ListRequest
+	(*LockSummary)(nil),           // 28: baton.v1.LockSummary
+	(*ListResponse)(nil),          // 29: baton.v1.ListResponse
+	(*Session)(nil),               // 30: baton.v1.Session
+	(*ListSessionsRequest)(nil),   // 31: baton.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),  // 32: baton.v1.ListSessionsResponse
+	(*BlacklistRequest)(nil),      // 33: baton.v1.BlacklistRequest
+	(*BlacklistResponse)(nil),     // 34: baton.v1.BlacklistResponse
+	(*WatchRequest)(nil),          // 35: baton.v1.WatchRequest
+	(*WatchResponse)(nil),         // 36: baton.v1.WatchResponse
+	(*StatusRequest)(nil),         // 37: baton.v1.StatusRequest
+	(*Member)(nil),                // 38: baton.v1.Member
+	(*StatusResponse)(nil),        // 39: baton.v1.StatusResponse
+	(*Error)(nil),                 // 40: baton.v1.Error
+	(*ResumeSession)(nil),         // 41: baton.v1.ResumeSession
+	(*SessionRequest)(nil),        // 42: baton.v1.SessionRequest
+	(*SessionsRequest)(nil),       // 43: baton.v1.SessionsRequest
+	(*ChannelRequest)(nil),        // 44: baton.v1.ChannelRequest
+	(*SessionsResponse)(nil),      // 45: baton.v1.SessionsResponse
+	(*ChannelResponse)(nil),       // 46: baton.v1.ChannelResponse
+	(*ChannelEnd)(nil),            // 47: baton.v1.ChannelEnd
+	(*Grant)(nil),                 // 48: baton.v1.Grant
+	(*WaitEnded)(nil),             // 49: baton.v1.WaitEnded
+	(*SessionResponse)(nil),       // 50: baton.v1.SessionResponse
+	(*SessionHolds)(nil),          // 51: baton.v1.SessionHolds
+	(*HoldLost)(nil),              // 52: baton.v1.HoldLost
+	(*durationpb.Duration)(nil),   // 53: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 54: google.protobuf.Timestamp
 }
 var file_api_batonpb_baton_proto_depIdxs = []int32{
-	51, // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	51, // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	51, // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	53, // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	53, // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	53, // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
 	1,  // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
-	51, // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	52, // 5: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
-	52, // 6: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
-	51, // 7: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
-	9,  // 8: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
-	1,  // 9: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
-	11, // 10: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
-	1,  // 11: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
-	1,  // 12: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
-	11, // 13: baton.v1.CancelResponse.granted:type_name -> baton.v1.AcquireResponse
-	9,  // 14: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
-	9,  // 15: baton.v1.Lock.holders:type_name -> baton.v1.Holder
-	10, // 16: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
-	23, // 17: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
-	9,  // 18: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
-	26, // 19: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	51, // 20: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	52, // 21: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
-	28, // 22: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
-	23, // 23: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
-	36, // 24: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
-	0,  // 25: baton.v1.Error.reason:type_name -> baton.v1.Reason
-	2,  // 26: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
-	39, // 27: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
-	4,  // 28: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
-	8,  // 29: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
-	14, // 30: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
-	16, // 31: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
-	12, // 32: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
-	6,  // 33: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
-	42, // 34: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
-	40, // 35: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
-	44, // 36: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
-	48, // 37: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
-	45, // 38: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
-	38, // 39: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
-	0,  // 40: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
-	38, // 41: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
-	3,  // 42: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
-	5,  // 43: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
-	11, // 44: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
-	15, // 45: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
-	17, // 46: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
-	13, // 47: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
-	7,  // 48: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
-	46, // 49: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
-	47, // 50: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
-	38, // 51: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	50, // 52: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
-	49, // 53: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
-	50, // 54: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
-	40, // 55: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	41, // 56: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
-	2,  // 57: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	4,  // 58: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	6,  // 59: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	8,  // 60: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	12, // 61: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	14, // 62: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	18, // 63: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	20, // 64: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	22, // 65: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	25, // 66: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	29, // 67: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	33, // 68: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
-	31, // 69: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	35, // 70: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	48, // 71: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	43, // 72: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	3,  // 73: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	5,  // 74: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	7,  // 75: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	11, // 76: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	13, // 77: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	15, // 78: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	19, // 79: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	21, // 80: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	24, // 81: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	27, // 82: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	30, // 83: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	34, // 84: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
-	32, // 85: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	37, // 86: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	71, // [71:87] is the sub-list for method output_type
-	55, // [55:71] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	53, // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	53, // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
+	53, // 6: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
+	54, // 7: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
+	54, // 8: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
+	53, // 9: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
+	11, // 10: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
+	1,  // 11: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
+	13, // 12: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
+	1,  // 13: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
+	1,  // 14: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
+	13, // 15: baton.v1.CancelResponse.granted:type_name -> baton.v1.AcquireResponse
+	11, // 16: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
+	11, // 17: baton.v1.Lock.holders:type_name -> baton.v1.Holder
+	12, // 18: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
+	25, // 19: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
+	11, // 20: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
+	28, // 21: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
+	53, // 22: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	54, // 23: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	30, // 24: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
+	25, // 25: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
+	38, // 26: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
+	0,  // 27: baton.v1.Error.reason:type_name -> baton.v1.Reason
+	2,  // 28: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
+	41, // 29: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
+	4,  // 30: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
+	8,  // 31: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
+	16, // 32: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
+	18, // 33: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
+	14, // 34: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
+	6,  // 35: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
+	9,  // 36: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
+	44, // 37: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
+	42, // 38: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
+	46, // 39: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
+	50, // 40: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
+	47, // 41: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
+	40, // 42: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
+	0,  // 43: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
+	40, // 44: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
+	3,  // 45: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
+	5,  // 46: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
+	13, // 47: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
+	17, // 48: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
+	19, // 49: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
+	15, // 50: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
+	7,  // 51: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
+	48, // 52: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
+	49, // 53: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
+	40, // 54: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
+	52, // 55: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
+	51, // 56: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
+	10, // 57: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
+	52, // 58: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
+	42, // 59: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	43, // 60: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	2,  // 61: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	4,  // 62: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	6,  // 63: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	8,  // 64: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	14, // 65: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	9,  // 66: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
+	16, // 67: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	20, // 68: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	22, // 69: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	24, // 70: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	27, // 71: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	31, // 72: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	35, // 73: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
+	33, // 74: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	37, // 75: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	50, // 76: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	45, // 77: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	3,  // 78: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	5,  // 79: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	7,  // 80: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	13, // 81: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	15, // 82: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	10, // 83: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
+	17, // 84: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	21, // 85: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	23, // 86: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	26, // 87: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	29, // 88: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	32, // 89: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	36, // 90: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
+	34, // 91: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	39, // 92: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	76, // [76:93] is the sub-list for method output_type
+	59, // [59:76] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }
@@ -3910,7 +4087,7 @@ func file_api_batonpb_baton_proto_init() {
 	if File_api_batonpb_baton_proto != nil {
 		return
 	}
-	file_api_batonpb_baton_proto_msgTypes[39].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[41].OneofWrappers = []any{
 		(*SessionRequest_Open)(nil),
 		(*SessionRequest_Resume)(nil),
 		(*SessionRequest_KeepAlive)(nil),
@@ -3919,8 +4096,9 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionRequest_Cancel)(nil),
 		(*SessionRequest_AcquireMany)(nil),
 		(*SessionRequest_Close)(nil),
+		(*SessionRequest_RenewHold)(nil),
 	}
-	file_api_batonpb_baton_proto_msgTypes[47].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[49].OneofWrappers = []any{
 		(*SessionResponse_Open)(nil),
 		(*SessionResponse_KeepAlive)(nil),
 		(*SessionResponse_Acquire)(nil),
@@ -3933,6 +4111,7 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionResponse_SessionLost)(nil),
 		(*SessionResponse_HoldLost)(nil),
 		(*SessionResponse_Holds)(nil),
+		(*SessionResponse_RenewHold)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3940,7 +4119,7 @@ func file_api_batonpb_baton_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_batonpb_baton_proto_rawDesc), len(file_api_batonpb_baton_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   50,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,7 @@ const (
 	Baton_CloseSession_FullMethodName = "/baton.v1.Baton/CloseSession"
 	Baton_Acquire_FullMethodName      = "/baton.v1.Baton/Acquire"
 	Baton_AcquireMany_FullMethodName  = "/baton.v1.Baton/AcquireMany"
+	Baton_RenewHold_FullMethodName    = "/baton.v1.Baton/RenewHold"
 	Baton_Release_FullMethodName      = "/baton.v1.Baton/Release"
 	Baton_CasRelease_FullMethodName   = "/baton.v1.Baton/CasRelease"
 	Baton_Check_FullMethodName        = "/baton.v1.Baton/Check"
@@ -71,6 +72,10 @@ type BatonClient interface {
 	// the queue through consensus).
 	Acquire(ctx context.Context, in *AcquireRequest, opts ...grpc.CallOption) (*AcquireResponse, error)
 	AcquireMany(ctx context.Context, in *AcquireManyRequest, opts ...grpc.CallOption) (*AcquireManyResponse, error)
+	// RenewHold gives a hold with a hold limit its full limit again, from
+	// when the renewal arrived. Not logged (the leader's memory, like a
+	// keepalive).
+	RenewHold(ctx context.Context, in *RenewHoldRequest, opts ...grpc.CallOption) (*RenewHoldResponse, error)
 	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
 	// CasRelease ends a hold only if its holder still is session_id (and
 	// token, when given): for supervisors freeing a dead process's locks.
@@ -176,6 +181,16 @@ func (c *batonClient) AcquireMany(ctx context.Context, in *AcquireManyRequest, o
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AcquireManyResponse)
 	err := c.cc.Invoke(ctx, Baton_AcquireMany_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *batonClient) RenewHold(ctx context.Context, in *RenewHoldRequest, opts ...grpc.CallOption) (*RenewHoldResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenewHoldResponse)
+	err := c.cc.Invoke(ctx, Baton_RenewHold_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -310,6 +325,10 @@ type BatonServer interface {
 	// the queue through consensus).
 	Acquire(context.Context, *AcquireRequest) (*AcquireResponse, error)
 	AcquireMany(context.Context, *AcquireManyRequest) (*AcquireManyResponse, error)
+	// RenewHold gives a hold with a hold limit its full limit again, from
+	// when the renewal arrived. Not logged (the leader's memory, like a
+	// keepalive).
+	RenewHold(context.Context, *RenewHoldRequest) (*RenewHoldResponse, error)
 	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
 	// CasRelease ends a hold only if its holder still is session_id (and
 	// token, when given): for supervisors freeing a dead process's locks.
@@ -365,6 +384,9 @@ func (UnimplementedBatonServer) Acquire(context.Context, *AcquireRequest) (*Acqu
 }
 func (UnimplementedBatonServer) AcquireMany(context.Context, *AcquireManyRequest) (*AcquireManyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AcquireMany not implemented")
+}
+func (UnimplementedBatonServer) RenewHold(context.Context, *RenewHoldRequest) (*RenewHoldResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RenewHold not implemented")
 }
 func (UnimplementedBatonServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
@@ -514,6 +536,24 @@ func _Baton_AcquireMany_Handler(srv interface{}, ctx context.Context, dec func(i
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(BatonServer).AcquireMany(ctx, req.(*AcquireManyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Baton_RenewHold_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenewHoldRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BatonServer).RenewHold(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Baton_RenewHold_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BatonServer).RenewHold(ctx, req.(*RenewHoldRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -699,6 +739,10 @@ var Baton_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AcquireMany",
 			Handler:    _Baton_AcquireMany_Handler,
+		},
+		{
+			MethodName: "RenewHold",
+			Handler:    _Baton_RenewHold_Handler,
 		},
 		{
 			MethodName: "Release",

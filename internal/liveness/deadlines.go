@@ -17,8 +17,10 @@ import (
 type deadline struct {
 	at      time.Time
 	wait    bool
-	session uint64  // when !wait
+	isHold  bool
+	session uint64  // when neither wait nor isHold
 	key     waitKey // when wait
+	hold    holdKey // when isHold
 }
 
 // deadlines is a min-heap ordered by time, then deterministically (sessions
@@ -30,6 +32,18 @@ func (d deadlines) Less(i, j int) bool {
 	a, b := d[i], d[j]
 	if !a.at.Equal(b.at) {
 		return a.at.Before(b.at)
+	}
+	if a.isHold != b.isHold {
+		return !a.isHold
+	}
+	if a.isHold {
+		if c := strings.Compare(a.hold.lock, b.hold.lock); c != 0 {
+			return c < 0
+		}
+		if c := cmp.Compare(a.hold.session, b.hold.session); c != 0 {
+			return c < 0
+		}
+		return a.hold.token < b.hold.token
 	}
 	if a.wait != b.wait {
 		return !a.wait
@@ -63,7 +77,11 @@ func (t *Tracker) queueWait(k waitKey, at time.Time) {
 	heap.Push(&t.queue, deadline{at: at, wait: true, key: k})
 }
 
-// rebuildQueue queues every session and wait afresh (on promotion).
+func (t *Tracker) queueHold(k holdKey, at time.Time) {
+	heap.Push(&t.queue, deadline{at: at, isHold: true, hold: k})
+}
+
+// rebuildQueue queues every session, wait and hold afresh (on promotion).
 func (t *Tracker) rebuildQueue() {
 	t.queue = t.queue[:0]
 	for id, s := range t.sessions {
@@ -71,6 +89,9 @@ func (t *Tracker) rebuildQueue() {
 	}
 	for k, w := range t.waits {
 		t.queue = append(t.queue, deadline{at: w.deadline, wait: true, key: k})
+	}
+	for k, h := range t.holds {
+		t.queue = append(t.queue, deadline{at: h.deadline, isHold: true, hold: k})
 	}
 	heap.Init(&t.queue)
 }

@@ -1,9 +1,10 @@
 // Package liveness is the only place where a clock affects lock semantics.
-// On the leader it keeps every session's deadline and every timed wait's
-// deadline in memory, on the monotonic clock, and proposes ExpireSession and
-// CancelWait commands when they pass. Nothing here is replicated: a new
-// leader starts from its own promotion and grants every session a full TTL
-// and every timed wait its full timeout (DESIGN.md section 2, "Time").
+// On the leader it keeps every session's deadline, every timed wait's and
+// every hold limit's in memory, on the monotonic clock, and proposes
+// ExpireSession, CancelWait and ExpireHold commands when they pass. Nothing
+// here is replicated: a new leader starts from its own promotion and grants
+// every session a full TTL, every timed wait its full timeout and every
+// limited hold its full limit (DESIGN.md section 2, "Time").
 package liveness
 
 import (
@@ -11,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 type Proposer interface {
 	ExpireSession(ctx context.Context, id uint64) error
 	CancelWait(ctx context.Context, lock string, session, acquireSeq uint64) error
+	ExpireHold(ctx context.Context, lock string, session, token uint64) error
 }
 
 var (
@@ -34,6 +37,9 @@ var (
 	ErrSessionLost = errors.New("liveness: session lost")
 	// ErrBlacklisted is returned by Heartbeat for a blacklisted session.
 	ErrBlacklisted = errors.New("liveness: session is blacklisted")
+	// ErrHoldLost is returned by RenewHold for a hold that is unknown (it
+	// ended, or has no limit) or whose expiry is being proposed.
+	ErrHoldLost = errors.New("liveness: hold lost")
 )
 
 // RetryDelay is how long the tracker waits before proposing again a
@@ -58,6 +64,18 @@ type wait struct {
 	cancelling bool
 }
 
+type holdKey struct {
+	lock    string
+	session uint64
+	token   uint64
+}
+
+type hold struct {
+	limit    time.Duration
+	deadline time.Time
+	expiring bool
+}
+
 // Tracker keeps deadlines on the leader. Its methods are safe for
 // concurrent use.
 type Tracker struct {
@@ -75,6 +93,7 @@ type Tracker struct {
 	term     uint64
 	sessions map[uint64]*session
 	waits    map[waitKey]*wait
+	holds    map[holdKey]*hold
 	queue    deadlines // every live deadline, lazily checked
 	wake     chan struct{}
 	wg       sync.WaitGroup
@@ -97,6 +116,7 @@ func New(p Proposer, log *slog.Logger) *Tracker {
 		now:      time.Now,
 		sessions: make(map[uint64]*session),
 		waits:    make(map[waitKey]*wait),
+		holds:    make(map[holdKey]*hold),
 		wake:     make(chan struct{}, 1),
 	}
 }
@@ -125,6 +145,10 @@ func (t *Tracker) Promote(term uint64, m *fsm.Machine) {
 	t.term = term
 	clear(t.sessions)
 	clear(t.waits)
+	clear(t.holds)
+	for _, h := range m.LimitedHolds() {
+		t.holds[holdKey{h.Lock, h.SessionID, h.Token}] = &hold{limit: h.Limit, deadline: now.Add(h.Limit)}
+	}
 	for _, s := range m.SessionIDs() {
 		t.sessions[s.ID] = &session{ttl: s.TTL, deadline: now.Add(s.TTL), blacklisted: s.Blacklisted}
 	}
@@ -132,7 +156,7 @@ func (t *Tracker) Promote(term uint64, m *fsm.Machine) {
 		t.waits[waitKey{w.Lock, w.SessionID, w.AcquireSeq}] = &wait{deadline: now.Add(w.Timeout)}
 	}
 	t.rebuildQueue()
-	t.log.Info("leading: deadlines restarted", "term", term, "sessions", len(t.sessions), "timed_waits", len(t.waits))
+	t.log.Info("leading: deadlines restarted", "term", term, "sessions", len(t.sessions), "timed_waits", len(t.waits), "limited_holds", len(t.holds))
 	t.poke()
 }
 
@@ -143,6 +167,7 @@ func (t *Tracker) Demote() {
 	t.leader = false
 	clear(t.sessions)
 	clear(t.waits)
+	clear(t.holds)
 	t.queue = nil
 }
 
@@ -176,10 +201,32 @@ func (t *Tracker) Applied(cmd *fsmpb.Command, res *fsmpb.Result) {
 				t.queueWait(k, at)
 				changed = true
 			}
+			if a.GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED && op.Acquire.GetHoldLimitNanos() > 0 {
+				changed = t.limitHold(holdKey{a.GetLock(), cmd.GetSessionId(), a.GetToken()},
+					time.Duration(op.Acquire.GetHoldLimitNanos()), now) || changed
+			}
+		case *fsmpb.Command_Release:
+			if res.GetRemainingCount() == 0 {
+				delete(t.holds, holdKey{op.Release.GetLock(), cmd.GetSessionId(), op.Release.GetToken()})
+			}
 		}
 	}
 	for _, g := range res.GetGrants() {
 		delete(t.waits, waitKey{g.GetLock(), g.GetSessionId(), g.GetAcquireSeq()})
+		if g.GetHoldLimitNanos() > 0 {
+			changed = t.limitHold(holdKey{g.GetLock(), g.GetSessionId(), g.GetToken()},
+				time.Duration(g.GetHoldLimitNanos()), now) || changed
+		}
+	}
+	for _, e := range res.GetHoldsEnded() {
+		delete(t.holds, holdKey{e.GetLock(), e.GetSessionId(), e.GetToken()})
+	}
+	if ended := res.GetSessionsEnded(); len(ended) > 0 && len(t.holds) > 0 {
+		for k := range t.holds {
+			if slices.Contains(ended, k.session) {
+				delete(t.holds, k)
+			}
+		}
 	}
 	for _, w := range res.GetWaitsEnded() {
 		delete(t.waits, waitKey{w.GetLock(), w.GetSessionId(), w.GetAcquireSeq()})
@@ -190,6 +237,53 @@ func (t *Tracker) Applied(cmd *fsmpb.Command, res *fsmpb.Result) {
 	if changed {
 		t.poke()
 	}
+}
+
+// limitHold starts the hold limit of a hold just granted, unless it is
+// known already (a retried acquire answered from the log's cache must not
+// extend it). It reports whether it queued a deadline.
+func (t *Tracker) limitHold(k holdKey, limit time.Duration, now time.Time) bool {
+	if _, ok := t.holds[k]; ok {
+		return false
+	}
+	t.holds[k] = &hold{limit: limit, deadline: now.Add(limit)}
+	t.queueHold(k, now.Add(limit))
+	return true
+}
+
+// CheckHold reports whether a renewal of the hold could be accepted now,
+// without extending it. The server calls it before its ReadIndex round.
+func (t *Tracker) CheckHold(lock string, session, token uint64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, err := t.lookupHold(holdKey{lock, session, token})
+	return err
+}
+
+// RenewHold extends a limited hold to received+limit, where received is
+// the monotonic time the renewal arrived. The caller must have confirmed
+// leadership (ReadIndex) after received. It returns the hold's limit.
+func (t *Tracker) RenewHold(lock string, session, token uint64, received time.Time) (time.Duration, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h, err := t.lookupHold(holdKey{lock, session, token})
+	if err != nil {
+		return 0, err
+	}
+	if d := received.Add(h.limit); d.After(h.deadline) {
+		h.deadline = d
+	}
+	return h.limit, nil
+}
+
+func (t *Tracker) lookupHold(k holdKey) (*hold, error) {
+	if !t.leader {
+		return nil, ErrNotLeader
+	}
+	if h := t.holds[k]; h != nil && !h.expiring {
+		return h, nil
+	}
+	return nil, ErrHoldLost
 }
 
 // Check reports whether a keepalive for id could be accepted now, without
@@ -305,9 +399,11 @@ func (t *Tracker) FireDue(ctx context.Context) time.Time {
 // job is one proposal fire decided to make.
 type job struct {
 	term    uint64
-	session uint64  // ExpireSession when wait is nil
+	session uint64  // ExpireSession unless cancel or expire
 	wait    waitKey // CancelWait when cancel
 	cancel  bool
+	hold    holdKey // ExpireHold when expire
+	expire  bool
 }
 
 // fire starts a proposal for every passed deadline and returns the next
@@ -341,6 +437,19 @@ func (t *Tracker) due() ([]job, time.Time) {
 	var jobs []job
 	for len(t.queue) > 0 && !now.Before(t.queue[0].at) {
 		d := heap.Pop(&t.queue).(deadline)
+		if d.isHold {
+			h := t.holds[d.hold]
+			switch {
+			case h == nil || h.expiring:
+				// Ended, or being expired (a failed expiry re-queues).
+			case now.Before(h.deadline):
+				t.queueHold(d.hold, h.deadline) // a renewal moved it
+			default:
+				h.expiring = true
+				jobs = append(jobs, job{term: t.term, hold: d.hold, expire: true})
+			}
+			continue
+		}
 		if d.wait {
 			w := t.waits[d.key]
 			switch {
@@ -372,6 +481,9 @@ func (t *Tracker) due() ([]job, time.Time) {
 }
 
 func (t *Tracker) propose(ctx context.Context, j job) error {
+	if j.expire {
+		return t.p.ExpireHold(ctx, j.hold.lock, j.hold.session, j.hold.token)
+	}
 	if j.cancel {
 		return t.p.CancelWait(ctx, j.wait.lock, j.wait.session, j.wait.seq)
 	}
@@ -385,7 +497,16 @@ func (t *Tracker) done(j job, err error) {
 		return
 	}
 	var rearm func()
-	if j.cancel {
+	if j.expire {
+		k := j.hold
+		t.log.Warn("expire hold", "lock", k.lock, "session", k.session, "token", k.token, "err", err)
+		rearm = func() {
+			if h := t.holds[k]; h != nil {
+				h.expiring = false
+				t.queueHold(k, t.now())
+			}
+		}
+	} else if j.cancel {
 		k := j.wait
 		t.log.Warn("cancel wait", "lock", k.lock, "session", k.session, "err", err)
 		rearm = func() {

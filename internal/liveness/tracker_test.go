@@ -14,6 +14,7 @@ import (
 
 type recProposer struct {
 	expired []uint64
+	holds   []string // "lock/session/token" of each ExpireHold
 	fail    bool
 }
 
@@ -26,6 +27,90 @@ func (p *recProposer) ExpireSession(_ context.Context, id uint64) error {
 }
 
 func (p *recProposer) CancelWait(context.Context, string, uint64, uint64) error { return nil }
+
+func (p *recProposer) ExpireHold(_ context.Context, lock string, session, token uint64) error {
+	p.holds = append(p.holds, lock+"/"+strconv.FormatUint(session, 10)+"/"+strconv.FormatUint(token, 10))
+	return nil
+}
+
+// TestHoldLimits: a limited hold is expired when its limit passes unless
+// renewed; a renewal counts from its arrival; a hold that ended is
+// forgotten; a new leader gives every limited hold its full limit from its
+// promotion.
+func TestHoldLimits(t *testing.T) {
+	now := time.Unix(1000, 0)
+	p := &recProposer{}
+	tr := NewManual(p, nil, func() time.Time { return now })
+	m := fsm.New()
+	idx := uint64(0)
+	apply := func(cmd *fsmpb.Command) *fsmpb.Result {
+		t.Helper()
+		idx++
+		res := m.Apply(idx, cmd)
+		if err := fsm.ErrorOf(res); err != nil {
+			t.Fatalf("%v: %v", cmd, err)
+		}
+		tr.Applied(cmd, res)
+		return res
+	}
+	open := func() uint64 {
+		return apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{TtlNanos: int64(10 * time.Minute), Owner: "o"}}}).GetSessionId()
+	}
+	tr.Promote(1, m)
+	a, b := open(), open()
+	acquire := func(s, seq uint64, lock string, limit time.Duration, wait bool) *fsmpb.Result {
+		return apply(&fsmpb.Command{SessionId: s, Seq: seq, MinUnackedSeq: seq, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+			Lock: lock, HoldLimitNanos: int64(limit), Wait: wait}}})
+	}
+	ta := acquire(a, 1, "x", 10*time.Second, false).GetAcquire().GetToken()
+	acquire(b, 1, "x", 20*time.Second, true) // queued behind a
+	tb := acquire(b, 2, "y", 5*time.Second, false).GetAcquire().GetToken()
+
+	now = now.Add(4 * time.Second)
+	if _, err := tr.RenewHold("y", b, tb, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.RenewHold("y", b, tb+1, now); !errors.Is(err, ErrHoldLost) {
+		t.Fatalf("renewal of an unknown hold: %v", err)
+	}
+	now = now.Add(4500 * time.Millisecond) // 8.5 s: y's renewed deadline (9 s) not yet
+	tr.FireDue(context.Background())
+	if len(p.holds) != 0 {
+		t.Fatalf("expired %v before any limit passed", p.holds)
+	}
+	if _, err := tr.RenewHold("y", b, tb, now); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(1500 * time.Millisecond) // 10 s: x's limit passed, y runs to 13.5 s
+	tr.FireDue(context.Background())
+	if want := []string{"x/" + strconv.FormatUint(a, 10) + "/" + strconv.FormatUint(ta, 10)}; !slices.Equal(p.holds, want) {
+		t.Fatalf("expired %v, want %v", p.holds, want)
+	}
+	if err := tr.CheckHold("x", a, ta); !errors.Is(err, ErrHoldLost) {
+		t.Fatalf("renewal of a hold being expired: %v", err)
+	}
+	// The expiry applies: b is granted x, with its own limit from now.
+	res := apply(&fsmpb.Command{Op: &fsmpb.Command_ExpireHold{ExpireHold: &fsmpb.ExpireHold{Lock: "x", SessionId: a, Token: ta}}})
+	if len(res.GetGrants()) != 1 || res.GetGrants()[0].GetHoldLimitNanos() != int64(20*time.Second) {
+		t.Fatalf("expiry's grants: %v", res.GetGrants())
+	}
+	tbx := res.GetGrants()[0].GetToken()
+	// b releases y: its timer is forgotten.
+	apply(&fsmpb.Command{SessionId: b, Seq: 3, MinUnackedSeq: 3, Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "y", Token: tb}}})
+	now = now.Add(time.Hour)
+	p.holds = nil
+	// A new leader: b's hold of x gets a full 20 s from the promotion.
+	tr.Demote()
+	tr.Promote(2, m)
+	if next := tr.FireDue(context.Background()); len(p.holds) != 0 || !next.Equal(now.Add(20*time.Second)) {
+		t.Fatalf("after promotion: expired %v, next %v", p.holds, next)
+	}
+	now = now.Add(20 * time.Second)
+	tr.FireDue(context.Background())
+	if want := []string{"x/" + strconv.FormatUint(b, 10) + "/" + strconv.FormatUint(tbx, 10)}; !slices.Equal(p.holds, want) {
+		t.Fatalf("expired %v, want %v", p.holds, want)
+	}
+}
 
 // TestManualTrackerOnVirtualClock checks the manual mode the simulation
 // uses: deadlines follow the injected clock, a new leader grants a full

@@ -49,6 +49,7 @@ var errorMap = []struct {
 	{fsm.ErrWaitTimedOut, codes.DeadlineExceeded, batonpb.Reason_WAIT_TIMED_OUT},
 	{liveness.ErrSessionLost, codes.NotFound, batonpb.Reason_SESSION_EXPIRED},
 	{liveness.ErrBlacklisted, codes.PermissionDenied, batonpb.Reason_BLACKLISTED},
+	{liveness.ErrHoldLost, codes.NotFound, batonpb.Reason_HOLD_LOST},
 	{liveness.ErrNotLeader, codes.Unavailable, batonpb.Reason_NOT_LEADER},
 	{raftnode.ErrNotLeader, codes.Unavailable, batonpb.Reason_NOT_LEADER},
 	{raftnode.ErrOutcomeUnknown, codes.Unavailable, batonpb.Reason_OUTCOME_UNKNOWN},

@@ -130,9 +130,19 @@ func acquireCommand(r *batonpb.AcquireRequest) (*fsmpb.Command, error) {
 	if err := checkLimit(r.GetLimit()); err != nil {
 		return nil, err
 	}
+	var holdLimit time.Duration
+	if r.GetHoldLimit() != nil {
+		if err := r.GetHoldLimit().CheckValid(); err != nil {
+			return nil, invalidf("hold_limit: %v", err)
+		}
+		holdLimit = r.GetHoldLimit().AsDuration()
+		if holdLimit < fsm.MinHoldLimit || holdLimit > fsm.MaxHoldLimit || holdLimit%time.Millisecond != 0 {
+			return nil, invalidf("hold_limit is %s; it must be in [%s, %s], in whole milliseconds", holdLimit, fsm.MinHoldLimit, fsm.MaxHoldLimit)
+		}
+	}
 	return stamp(r.GetHeader(), &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
 		Lock: r.GetName(), OwnerKey: r.GetOwnerKey(), Wait: r.GetWait(), WaitTimeoutNanos: int64(timeout),
-		Shared: r.GetShared(), Limit: r.GetLimit(),
+		Shared: r.GetShared(), Limit: r.GetLimit(), HoldLimitNanos: int64(holdLimit),
 	}}}), nil
 }
 

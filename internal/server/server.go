@@ -176,6 +176,22 @@ func (p proposer) CancelWait(ctx context.Context, lock string, session, seq uint
 	return nil
 }
 
+func (p proposer) ExpireHold(ctx context.Context, lock string, session, token uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, proposeTimeout)
+	defer cancel()
+	cmd := &fsmpb.Command{Op: &fsmpb.Command_ExpireHold{ExpireHold: &fsmpb.ExpireHold{
+		Lock: lock, SessionId: session, Token: token,
+	}}}
+	_, err := p.s.propose(ctx, cmd)
+	if err != nil && !isRefusal(err) {
+		return err
+	}
+	if err == nil {
+		p.s.log.Info("hold limit passed: hold expired", "lock", lock, "session", session, "token", token)
+	}
+	return nil
+}
+
 // propose stamps cmd with the wall clock (display only), replicates it and
 // returns its result, or the fsm's refusal as an error.
 func (s *Server) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {

@@ -281,6 +281,12 @@ func (s *Server) serveStreamRequest(ctx context.Context, st *stream, req *batonp
 			reply(&batonpb.SessionResponse{Kind: &batonpb.SessionResponse_KeepAlive{KeepAlive: ka}}, err)
 		}()
 		return
+	case *batonpb.SessionRequest_RenewHold:
+		go func() { // ends with ctx
+			rh, err := s.renewHold(ctx, st.session, k.RenewHold)
+			reply(&batonpb.SessionResponse{Kind: &batonpb.SessionResponse_RenewHold{RenewHold: rh}}, err)
+		}()
+		return
 	case *batonpb.SessionRequest_Acquire:
 		cmd, err = acquireCommand(k.Acquire)
 		answer = func(res *fsmpb.Result) *batonpb.SessionResponse {

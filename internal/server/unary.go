@@ -65,6 +65,43 @@ func (s *Server) keepAlive(ctx context.Context, id uint64) (*batonpb.KeepAliveRe
 	return &batonpb.KeepAliveResponse{SessionId: id, Ttl: durationpb.New(ttl)}, nil
 }
 
+// RenewHold implements batonpb.BatonServer.
+func (s *Server) RenewHold(ctx context.Context, r *batonpb.RenewHoldRequest) (*batonpb.RenewHoldResponse, error) {
+	resp, err := s.renewHold(ctx, r.GetSessionId(), r)
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return resp, nil
+}
+
+// renewHold is keepAlive for one limited hold: the limit restarts from when
+// the renewal arrived, once a ReadIndex round that began after it confirmed
+// that this member still leads (a new leader restarts every limit from its
+// election, which is later).
+func (s *Server) renewHold(ctx context.Context, session uint64, r *batonpb.RenewHoldRequest) (*batonpb.RenewHoldResponse, error) {
+	received := time.Now()
+	switch {
+	case session == 0:
+		return nil, invalidf("session_id is required")
+	case r.GetToken() == 0:
+		return nil, invalidf("token is required: a renewal names the hold")
+	}
+	if err := checkName("name", r.GetName()); err != nil {
+		return nil, err
+	}
+	if err := s.tracker.CheckHold(r.GetName(), session, r.GetToken()); err != nil {
+		return nil, s.leaderOr(err)
+	}
+	if err := s.node.ReadBarrier(ctx); err != nil {
+		return nil, err
+	}
+	limit, err := s.tracker.RenewHold(r.GetName(), session, r.GetToken(), received)
+	if err != nil {
+		return nil, s.leaderOr(err)
+	}
+	return &batonpb.RenewHoldResponse{HoldLimit: durationpb.New(limit)}, nil
+}
+
 // leaderOr prefers the node's not-leader error (with its leader hint)
 // over the tracker's view when this node does not lead.
 func (s *Server) leaderOr(err error) error {

@@ -302,6 +302,12 @@ func (p simProposer) CancelWait(_ context.Context, lock string, session, seq uin
 	}}}, nil)
 }
 
+func (p simProposer) ExpireHold(_ context.Context, lock string, session, token uint64) error {
+	return p.submit(&fsmpb.Command{Op: &fsmpb.Command_ExpireHold{ExpireHold: &fsmpb.ExpireHold{
+		Lock: lock, SessionId: session, Token: token,
+	}}}, nil)
+}
+
 // abandon is server.abandonWait: the caller of the queued acquire
 // (session, seq) went away, so one CancelWait marked abandoned goes through
 // consensus; it removes the waiter, or releases a grant that crossed it,
