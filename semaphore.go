@@ -104,6 +104,13 @@ type RWOption func(*rwConfig)
 type rwConfig struct {
 	ownerKey   string
 	maxReaders int
+	holdLimit  time.Duration
+}
+
+// WithRWHoldLimit gives the RWMutex's holds, read and write, a hold limit
+// (see WithHoldLimit).
+func WithRWHoldLimit(d time.Duration) RWOption {
+	return func(c *rwConfig) { c.holdLimit = d }
 }
 
 // WithRWOwnerKey sets the owner key of an RWMutex's holds (see
@@ -125,7 +132,7 @@ func (s *Session) RWMutex(name string, opts ...RWOption) *RWMutex {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	rw := &RWMutex{r: *s.Mutex(name, WithOwnerKey(cfg.ownerKey))}
+	rw := &RWMutex{r: *s.Mutex(name, WithOwnerKey(cfg.ownerKey), WithHoldLimit(cfg.holdLimit))}
 	if cfg.maxReaders < 1 || cfg.maxReaders > MaxHolders {
 		rw.err = fmt.Errorf("%w: read/write lock %q with %d readers; want 1..%d", ErrInvalidArgument, name, cfg.maxReaders, MaxHolders)
 	}

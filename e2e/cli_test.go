@@ -302,3 +302,38 @@ func TestCLIWatch(t *testing.T) {
 		t.Fatalf("baton watch after SIGINT: %v; stderr: %s", err, stderr.String())
 	}
 }
+
+// TestCLIMaxHold: `baton lock --max-hold` stops a command that holds the
+// lock too long, although baton's heartbeats go on, exits 76, and the
+// server hands the lock to the next waiter.
+func TestCLIMaxHold(t *testing.T) {
+	ep := singleNode(t)
+	holder := startLock(t, ep, "--max-hold", "1s", "--kill-grace", "1s", "job", "--", "sh", "-c", holdScript)
+	fields := strings.Fields(holder.line(t, 20*time.Second))
+	pgid, _ := strconv.Atoi(fields[1])
+	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+	waiter := startLock(t, ep, "--wait", "30s", "job", "--", "sh", "-c", `echo "$BATON_TOKEN"`)
+	if code := holder.exit(t, 20*time.Second); code != 76 {
+		t.Fatalf("a command past --max-hold: baton exited %d, want 76; stderr: %s", code, holder.stderr)
+	}
+	if !strings.Contains(holder.stderr.String(), "hold limit passed") {
+		t.Fatalf("stderr does not say why: %s", holder.stderr)
+	}
+	got := waiter.line(t, 20*time.Second)
+	if tok, _ := strconv.ParseUint(got, 10, 64); tok <= mustUint(t, fields[0]) {
+		t.Fatalf("the waiter's token %s is not above the holder's %s", got, fields[0])
+	}
+	bad := startLock(t, ep, "--max-hold", "10ms", "x", "--", "true")
+	if code := bad.exit(t, 20*time.Second); code != 2 {
+		t.Fatalf("--max-hold 10ms exited %d, want 2", code)
+	}
+}
+
+func mustUint(t *testing.T, s string) uint64 {
+	t.Helper()
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}

@@ -21,7 +21,8 @@ const (
 	// wait ran out; try again later.
 	ExitNotAcquired = 75
 	// ExitLockLost says the command was stopped because the lock may have
-	// been lost (the session's conservative deadline passed unanswered).
+	// been lost (the session's conservative deadline passed unanswered, an
+	// operator released it, or --max-hold passed).
 	ExitLockLost = 76
 )
 
@@ -45,6 +46,7 @@ func runLock(g globals, args []string) int {
 	fs.BoolVar(&kind.read, "read", false, "NAME is a read/write lock: hold it as one of its readers")
 	fs.BoolVar(&kind.write, "write", false, "NAME is a read/write lock: hold it as its one writer")
 	fs.IntVar(&kind.maxReaders, "max-readers", baton.DefaultMaxReaders, "with --read or --write: the most readers at once (every user of NAME must say the same)")
+	fs.DurationVar(&kind.maxHold, "max-hold", 0, "hold the lock at most this long (1s..24h): then CMD is stopped as for a lost lock and the server frees the lock, even if baton's heartbeats go on (0: no limit)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: baton lock [flags] NAME -- CMD [ARGS...]
 
@@ -99,6 +101,8 @@ Flags:
 		return exitCode("lock", usagef("--max-readers needs --read or --write"))
 	case kind.maxReaders < 1 || kind.maxReaders > baton.MaxHolders:
 		return exitCode("lock", usagef("--max-readers %d: want 1..%d", kind.maxReaders, baton.MaxHolders))
+	case isSet(fs, "max-hold") && (kind.maxHold < time.Second || kind.maxHold > 24*time.Hour):
+		return exitCode("lock", usagef("--max-hold %s: want 1s..24h", kind.maxHold))
 	}
 	name := pos[0]
 	return lockAndRun(g, name, cmdArgs, ttl, wait, noWait, ownerFlag, grace, kind)
@@ -110,6 +114,7 @@ type lockKind struct {
 	permits     int
 	read, write bool
 	maxReaders  int
+	maxHold     time.Duration
 }
 
 // shared reports whether the lock may have several holders.
@@ -123,18 +128,19 @@ type acquirer struct {
 }
 
 func (k lockKind) acquirer(s *baton.Session, name string) acquirer {
+	hold := baton.WithHoldLimit(k.maxHold)
 	switch {
 	case k.permits > 0:
-		sem := s.Semaphore(name, k.permits)
+		sem := s.Semaphore(name, k.permits, hold)
 		return acquirer{sem.TryAcquire, sem.AcquireWithin, sem.Acquire}
 	case k.read:
-		rw := s.RWMutex(name, baton.WithMaxReaders(k.maxReaders))
+		rw := s.RWMutex(name, baton.WithMaxReaders(k.maxReaders), baton.WithRWHoldLimit(k.maxHold))
 		return acquirer{rw.TryRLock, rw.RLockWithin, rw.RLock}
 	case k.write:
-		rw := s.RWMutex(name, baton.WithMaxReaders(k.maxReaders))
+		rw := s.RWMutex(name, baton.WithMaxReaders(k.maxReaders), baton.WithRWHoldLimit(k.maxHold))
 		return acquirer{rw.TryLock, rw.LockWithin, rw.Lock}
 	}
-	m := s.Mutex(name)
+	m := s.Mutex(name, hold)
 	return acquirer{m.TryLock, m.LockWithin, m.Lock}
 }
 
