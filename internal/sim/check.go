@@ -158,6 +158,9 @@ func (k *checker) internalDone(op *internalOp, res *fsmpb.Result, index uint64, 
 		return
 	}
 	op.out = outcome{code: res.GetError()}
+	if op.kind == opExpireHold && res.GetError() == fsmpb.Error_ERROR_NONE {
+		k.s.stats.HoldsExpired++
+	}
 	if op.kind != opAbandon || res.GetAcquire().GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
 		return
 	}
@@ -303,7 +306,7 @@ func (k *checker) finalChecks() {
 	// (e) linearizability.
 	hist := slices.Clone(k.history)
 	for _, op := range k.internal {
-		if op.kind != opExpire && op.kind != opAbandon || isSemaphore(op.lock) {
+		if op.kind != opExpire && op.kind != opAbandon && op.kind != opExpireHold || isSemaphore(op.lock) {
 			continue
 		}
 		ret, out := op.ret, op.out

@@ -28,26 +28,29 @@ const (
 	opRelease
 	opCheck
 	opClose
-	opExpire  // proposed by a leader's liveness tracker
-	opAbandon // a member's cleanup for a waiting caller that went away
+	opExpire     // proposed by a leader's liveness tracker
+	opAbandon    // a member's cleanup for a waiting caller that went away
+	opExpireHold // proposed by a leader's liveness tracker: a hold limit passed
 )
 
 func (k opKind) String() string {
-	return [...]string{"none", "open", "try", "wait", "release", "check", "close", "expire", "abandon"}[k]
+	return [...]string{"none", "open", "try", "wait", "release", "check", "close", "expire", "abandon", "expire-hold"}[k]
 }
 
 // clientOp is a client's outstanding operation, across its retries.
 type clientOp struct {
-	kind    opKind
-	session uint64
-	lock    string
-	token   uint64
-	seq     uint64
-	cmd     *fsmpb.Command
-	call    int64 // history position of the call
-	tries   int
-	attempt uint64
-	sentAt  int64
+	kind      opKind
+	session   uint64
+	lock      string
+	token     uint64
+	seq       uint64
+	cmd       *fsmpb.Command
+	call      int64 // history position of the call
+	firstSent int64 // virtual time of the first attempt
+	tries     int
+	attempt   uint64
+	sentAt    int64
+	holdLimit time.Duration // acquires: the hold's limit, 0 if none
 	// waits
 	waitTimeout time.Duration
 	cancelAt    int64
@@ -68,6 +71,7 @@ type client struct {
 	seq        uint64
 	leader     uint64
 	holds      map[string]uint64 // believed holds: lock → token
+	holdUntil  map[string]int64  // believed holds with a hold limit: lock → the client's deadline
 	tainted    map[string]bool   // acquires with unknown outcome this session
 	opening    bool
 
@@ -83,7 +87,7 @@ type client struct {
 }
 
 func newClient(s *Sim, id int) *client {
-	return &client{s: s, id: id, holds: map[string]uint64{}, tainted: map[string]bool{}}
+	return &client{s: s, id: id, holds: map[string]uint64{}, holdUntil: map[string]int64{}, tainted: map[string]bool{}}
 }
 
 func (c *client) lockName(i int) string { return fmt.Sprintf("lock/%d", i) }
@@ -97,6 +101,16 @@ func (c *client) think() {
 	defer s.after(s.dur(5*time.Millisecond, 60*time.Millisecond), c.think)
 	if c.session != 0 && s.now >= c.validUntil {
 		c.lose("deadline passed")
+	}
+	for _, l := range sortedKeys(c.holdUntil) {
+		if s.now >= c.holdUntil[l] {
+			// The hold limit passed, as the client counts it: it no
+			// longer believes it holds the lock, nor takes it again this
+			// session (the server may still hold it for it a while).
+			delete(c.holds, l)
+			delete(c.holdUntil, l)
+			c.tainted[l] = true
+		}
 	}
 	if c.session == 0 {
 		if c.op == nil && !c.opening {
@@ -122,6 +136,7 @@ func (c *client) think() {
 		l := held[s.rng.IntN(len(held))]
 		tok := c.holds[l]
 		delete(c.holds, l) // stop using it before asking
+		delete(c.holdUntil, l)
 		c.seq++
 		c.start(&clientOp{kind: opRelease, lock: l, token: tok, seq: c.seq, cmd: &fsmpb.Command{
 			SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq,
@@ -135,6 +150,7 @@ func (c *client) think() {
 		c.start(&clientOp{kind: opCheck, lock: l, token: uint64(s.rng.IntN(50))})
 	case k < 60:
 		clear(c.holds)
+		clear(c.holdUntil)
 		c.seq++
 		c.start(&clientOp{kind: opClose, seq: c.seq, cmd: &fsmpb.Command{
 			SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq,
@@ -157,6 +173,10 @@ func (c *client) think() {
 			// same lock (exclusive), as a read/write lock has.
 			acq.Shared, acq.Limit = s.rng.IntN(3) > 0, SemaphorePermits
 		}
+		if s.cfg.HoldLimits && s.rng.IntN(3) == 0 {
+			op.holdLimit = time.Duration(300+s.rng.IntN(1200)) * time.Millisecond
+			acq.HoldLimitNanos = int64(op.holdLimit)
+		}
 		if s.rng.IntN(3) == 0 {
 			op.kind = opAcquireWait
 			op.waitTimeout = s.dur(50*time.Millisecond, 1500*time.Millisecond)
@@ -176,6 +196,7 @@ func (c *client) lose(why string) {
 	c.s.tracef("client %d loses session %d: %s", c.id, c.session, why)
 	c.session = 0
 	clear(c.holds)
+	clear(c.holdUntil)
 	clear(c.tainted)
 }
 
@@ -210,6 +231,9 @@ func (c *client) send() {
 	c.nextAttempt++
 	op.attempt = c.nextAttempt
 	op.sentAt = s.now
+	if op.firstSent == 0 {
+		op.firstSent = s.now
+	}
 	r := &request{c: c, attempt: op.attempt}
 	switch op.kind {
 	case opCheck:
@@ -433,6 +457,16 @@ func (c *client) finish(op *clientOp, o outcome) {
 			s.fail("client", "client %d re-entered lock %s it did not believe it held (count %d)", c.id, op.lock, o.count)
 		}
 		c.holds[op.lock] = o.token
+		if op.holdLimit > 0 {
+			// Counted from the acquire's first send: the server's count
+			// began at the grant, later.
+			c.holdUntil[op.lock] = op.firstSent + int64(op.holdLimit-safetyMargin)
+			if s.now >= c.holdUntil[op.lock] {
+				delete(c.holds, op.lock)
+				delete(c.holdUntil, op.lock)
+				c.tainted[op.lock] = true
+			}
+		}
 	case (op.kind == opAcquireTry || op.kind == opAcquireWait) && (o.unknown || o.ambiguous):
 		c.tainted[op.lock] = true
 	case op.kind == opRelease && o.unknown:

@@ -71,6 +71,12 @@ func effects(st linState, in linInput) []any {
 		}
 	case opClose, opExpire:
 		out = append(out, st.kill(in.session))
+	case opExpireHold:
+		if st.holder == in.session && (st.token == 0 || st.token == in.token) {
+			n := st
+			n.holder, n.token = 0, 0
+			out = append(out, n)
+		}
 	case opAbandon:
 		// It may have released the hold the abandoned acquire got, if
 		// the client was never told that grant (see abandonStep).
@@ -180,6 +186,20 @@ func lockStep(state, input, output any) []any {
 			return []any{st.kill(in.session)}
 		}
 		return nil
+	case opExpireHold:
+		mine := st.holder == in.session && (st.token == 0 || st.token == in.token)
+		if o.code == fsmpb.Error_ERROR_NONE {
+			if mine {
+				n := st
+				n.holder, n.token = 0, 0
+				return []any{n}
+			}
+			return nil
+		}
+		if st.holder == in.session && st.token == in.token {
+			return nil // refused, though the hold was there
+		}
+		return []any{st}
 	}
 	return []any{st}
 }

@@ -305,7 +305,7 @@ func (p simProposer) CancelWait(_ context.Context, lock string, session, seq uin
 func (p simProposer) ExpireHold(_ context.Context, lock string, session, token uint64) error {
 	return p.submit(&fsmpb.Command{Op: &fsmpb.Command_ExpireHold{ExpireHold: &fsmpb.ExpireHold{
 		Lock: lock, SessionId: session, Token: token,
-	}}}, nil)
+	}}}, &internalOp{kind: opExpireHold, session: session, lock: lock, token: token})
 }
 
 // abandon is server.abandonWait: the caller of the queued acquire

@@ -50,6 +50,11 @@ type Config struct {
 	// (a client writes under a permit only while the server agrees it
 	// holds it) cover them.
 	Semaphores int
+	// HoldLimits gives one acquire in three a hold limit of 0.3-1.5 s,
+	// which the clients never renew: the leader expires those holds, and
+	// a client stops using one at its first send plus the limit less the
+	// safety margin. The fenced-write check holds it to that.
+	HoldLimits bool
 	// Trace, if set, receives the run's events as text (for reading a
 	// failing seed; -sim.trace in tests).
 	Trace io.Writer
@@ -73,6 +78,7 @@ func ConfigFor(seed uint64) Config {
 		// Drawn last, so the fields above stay what they were for a seed.
 		RetryAbandoned: r.IntN(4) != 0,
 		Semaphores:     r.IntN(3),
+		HoldLimits:     r.IntN(2) == 0,
 	}
 }
 
@@ -115,6 +121,8 @@ type Stats struct {
 	// and was released by the abandon's entry; AbandonsKept those whose
 	// grant stayed (a retry claimed it, or its answer was forgotten).
 	AbandonsReleased, AbandonsKept uint64
+	// HoldsExpired counts holds the leader ended at their hold limit.
+	HoldsExpired uint64
 }
 
 // Faults is the number of injected faults.
