@@ -23,6 +23,8 @@ type Holder struct {
 	// Shared: a semaphore's permit or a read/write lock's reader;
 	// otherwise the hold is exclusive (a mutex, a writer).
 	Shared bool
+	// HoldLimit is the hold's limit (WithHoldLimit); 0 if it has none.
+	HoldLimit time.Duration
 }
 
 // Waiter is one queued acquire of a lock.
@@ -109,6 +111,9 @@ func holderOf(h *batonpb.Holder) Holder {
 		Count: h.GetCount(), Shared: h.GetShared()}
 	if h.GetSince() != nil {
 		out.Since = h.GetSince().AsTime()
+	}
+	if h.GetHoldLimit() != nil {
+		out.HoldLimit = h.GetHoldLimit().AsDuration()
 	}
 	return out
 }

@@ -290,6 +290,9 @@ func TestHoldLimit(t *testing.T) {
 	if r := la.Remaining(); r > limit || r < limit/2 {
 		t.Fatalf("Remaining %v with a hold limit of %v", r, limit)
 	}
+	if info, err := cl.Get(ctx, "jobs/limited"); err != nil || len(info.Holders) != 1 || info.Holders[0].HoldLimit != limit {
+		t.Fatalf("Get shows %+v, %v; want the hold limit %v", info, err, limit)
+	}
 	// Renewals keep it past several limits.
 	for range 3 {
 		time.Sleep(limit / 2)

@@ -715,6 +715,7 @@ type Holder struct {
 	Count         uint32                 `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
 	Since         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
 	Shared        bool                   `protobuf:"varint,7,opt,name=shared,proto3" json:"shared,omitempty"`
+	HoldLimit     *durationpb.Duration   `protobuf:"bytes,8,opt,name=hold_limit,json=holdLimit,proto3" json:"hold_limit,omitempty"` // unset: no hold limit
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -796,6 +797,13 @@ func (x *Holder) GetShared() bool {
 		return x.Shared
 	}
 	return false
+}
+
+func (x *Holder) GetHoldLimit() *durationpb.Duration {
+	if x != nil {
+		return x.HoldLimit
+	}
+	return nil
 }
 
 type Waiter struct {
@@ -3655,7 +3663,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\"M\n" +
 	"\x11RenewHoldResponse\x128\n" +
 	"\n" +
-	"hold_limit\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"\xd0\x01\n" +
+	"hold_limit\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"\x8a\x02\n" +
 	"\x06Holder\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
@@ -3664,7 +3672,9 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x05token\x18\x04 \x01(\x04R\x05token\x12\x14\n" +
 	"\x05count\x18\x05 \x01(\rR\x05count\x120\n" +
 	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x16\n" +
-	"\x06shared\x18\a \x01(\bR\x06shared\"\xe2\x01\n" +
+	"\x06shared\x18\a \x01(\bR\x06shared\x128\n" +
+	"\n" +
+	"hold_limit\x18\b \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"\xe2\x01\n" +
 	"\x06Waiter\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
@@ -3990,96 +4000,97 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	53, // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
 	53, // 6: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
 	54, // 7: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
-	54, // 8: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
-	53, // 9: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
-	11, // 10: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
-	1,  // 11: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
-	13, // 12: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
-	1,  // 13: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
-	1,  // 14: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
-	13, // 15: baton.v1.CancelResponse.granted:type_name -> baton.v1.AcquireResponse
-	11, // 16: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
-	11, // 17: baton.v1.Lock.holders:type_name -> baton.v1.Holder
-	12, // 18: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
-	25, // 19: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
-	11, // 20: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
-	28, // 21: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	53, // 22: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	54, // 23: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
-	30, // 24: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
-	25, // 25: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
-	38, // 26: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
-	0,  // 27: baton.v1.Error.reason:type_name -> baton.v1.Reason
-	2,  // 28: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
-	41, // 29: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
-	4,  // 30: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
-	8,  // 31: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
-	16, // 32: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
-	18, // 33: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
-	14, // 34: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
-	6,  // 35: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
-	9,  // 36: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
-	44, // 37: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
-	42, // 38: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
-	46, // 39: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
-	50, // 40: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
-	47, // 41: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
-	40, // 42: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
-	0,  // 43: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
-	40, // 44: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
-	3,  // 45: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
-	5,  // 46: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
-	13, // 47: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
-	17, // 48: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
-	19, // 49: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
-	15, // 50: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
-	7,  // 51: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
-	48, // 52: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
-	49, // 53: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
-	40, // 54: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	52, // 55: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
-	51, // 56: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
-	10, // 57: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
-	52, // 58: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
-	42, // 59: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	43, // 60: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
-	2,  // 61: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	4,  // 62: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	6,  // 63: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	8,  // 64: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	14, // 65: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	9,  // 66: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
-	16, // 67: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	20, // 68: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	22, // 69: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	24, // 70: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	27, // 71: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	31, // 72: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	35, // 73: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
-	33, // 74: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	37, // 75: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	50, // 76: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	45, // 77: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	3,  // 78: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	5,  // 79: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	7,  // 80: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	13, // 81: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	15, // 82: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	10, // 83: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
-	17, // 84: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	21, // 85: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	23, // 86: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	26, // 87: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	29, // 88: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	32, // 89: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	36, // 90: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
-	34, // 91: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	39, // 92: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	76, // [76:93] is the sub-list for method output_type
-	59, // [59:76] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	53, // 8: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
+	54, // 9: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
+	53, // 10: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
+	11, // 11: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
+	1,  // 12: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
+	13, // 13: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
+	1,  // 14: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
+	1,  // 15: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
+	13, // 16: baton.v1.CancelResponse.granted:type_name -> baton.v1.AcquireResponse
+	11, // 17: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
+	11, // 18: baton.v1.Lock.holders:type_name -> baton.v1.Holder
+	12, // 19: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
+	25, // 20: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
+	11, // 21: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
+	28, // 22: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
+	53, // 23: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	54, // 24: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	30, // 25: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
+	25, // 26: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
+	38, // 27: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
+	0,  // 28: baton.v1.Error.reason:type_name -> baton.v1.Reason
+	2,  // 29: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
+	41, // 30: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
+	4,  // 31: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
+	8,  // 32: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
+	16, // 33: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
+	18, // 34: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
+	14, // 35: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
+	6,  // 36: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
+	9,  // 37: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
+	44, // 38: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
+	42, // 39: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
+	46, // 40: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
+	50, // 41: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
+	47, // 42: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
+	40, // 43: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
+	0,  // 44: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
+	40, // 45: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
+	3,  // 46: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
+	5,  // 47: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
+	13, // 48: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
+	17, // 49: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
+	19, // 50: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
+	15, // 51: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
+	7,  // 52: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
+	48, // 53: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
+	49, // 54: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
+	40, // 55: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
+	52, // 56: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
+	51, // 57: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
+	10, // 58: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
+	52, // 59: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
+	42, // 60: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	43, // 61: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	2,  // 62: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	4,  // 63: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	6,  // 64: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	8,  // 65: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	14, // 66: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	9,  // 67: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
+	16, // 68: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	20, // 69: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	22, // 70: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	24, // 71: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	27, // 72: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	31, // 73: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	35, // 74: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
+	33, // 75: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	37, // 76: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	50, // 77: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	45, // 78: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	3,  // 79: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	5,  // 80: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	7,  // 81: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	13, // 82: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	15, // 83: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	10, // 84: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
+	17, // 85: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	21, // 86: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	23, // 87: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	26, // 88: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	29, // 89: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	32, // 90: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	36, // 91: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
+	34, // 92: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	39, // 93: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	77, // [77:94] is the sub-list for method output_type
+	60, // [60:77] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }

@@ -91,8 +91,12 @@ func runGet(g globals, args []string) int {
 				fmt.Println("  free")
 			}
 			for _, h := range l.Holders {
-				fmt.Printf("  held by %s, key %q, token %d, count %d, since %s%s\n",
-					owner(h.Owner, h.SessionID), h.OwnerKey, h.Token, h.Count, ago(h.Since), modeNote(h.Shared, l.Limit))
+				limit := ""
+				if h.HoldLimit > 0 {
+					limit = ", hold limit " + h.HoldLimit.String()
+				}
+				fmt.Printf("  held by %s, key %q, token %d, count %d, since %s%s%s\n",
+					owner(h.Owner, h.SessionID), h.OwnerKey, h.Token, h.Count, ago(h.Since), modeNote(h.Shared, l.Limit), limit)
 			}
 			for i, wt := range l.Waiters {
 				limit := "until cancelled"

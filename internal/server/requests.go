@@ -228,7 +228,15 @@ func holderToWire(h *fsmpb.Holder) *batonpb.Holder {
 	return &batonpb.Holder{
 		SessionId: h.GetSessionId(), Owner: h.GetOwner(), OwnerKey: h.GetOwnerKey(),
 		Token: h.GetToken(), Count: h.GetCount(), Since: tsOf(h.GetSinceUnixNano()), Shared: h.GetShared(),
+		HoldLimit: durationOrNil(h.GetHoldLimitNanos()),
 	}
+}
+
+func durationOrNil(nanos int64) *durationpb.Duration {
+	if nanos == 0 {
+		return nil
+	}
+	return durationpb.New(time.Duration(nanos))
 }
 
 // limitOf is a lock's holder limit as the API shows it: 1 for a mutex,
