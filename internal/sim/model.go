@@ -63,7 +63,9 @@ func effects(st linState, in linInput) []any {
 		if st.holder == 0 && !st.isDead(in.session) {
 			out = append(out, linState{holder: in.session, last: st.last, dead: st.dead})
 		}
-	case opRelease:
+	case opRelease, opExpireHold:
+		// An expiry of a hold limit ends the hold it names, as a release
+		// of its last count does.
 		if st.holder == in.session && (st.token == 0 || st.token == in.token) {
 			n := st
 			n.holder, n.token = 0, 0
@@ -71,12 +73,7 @@ func effects(st linState, in linInput) []any {
 		}
 	case opClose, opExpire:
 		out = append(out, st.kill(in.session))
-	case opExpireHold:
-		if st.holder == in.session && (st.token == 0 || st.token == in.token) {
-			n := st
-			n.holder, n.token = 0, 0
-			out = append(out, n)
-		}
+
 	case opAbandon:
 		// It may have released the hold the abandoned acquire got, if
 		// the client was never told that grant (see abandonStep).
@@ -159,7 +156,7 @@ func lockStep(state, input, output any) []any {
 		default: // timed out, cancelled, refused: no effect
 			return []any{st}
 		}
-	case opRelease:
+	case opRelease, opExpireHold:
 		mine := st.holder == in.session && (st.token == 0 || st.token == in.token)
 		if o.code == fsmpb.Error_ERROR_NONE {
 			if mine {
@@ -186,20 +183,6 @@ func lockStep(state, input, output any) []any {
 			return []any{st.kill(in.session)}
 		}
 		return nil
-	case opExpireHold:
-		mine := st.holder == in.session && (st.token == 0 || st.token == in.token)
-		if o.code == fsmpb.Error_ERROR_NONE {
-			if mine {
-				n := st
-				n.holder, n.token = 0, 0
-				return []any{n}
-			}
-			return nil
-		}
-		if st.holder == in.session && st.token == in.token {
-			return nil // refused, though the hold was there
-		}
-		return []any{st}
 	}
 	return []any{st}
 }
