@@ -72,11 +72,21 @@ type client struct {
 	leader     uint64
 	holds      map[string]uint64 // believed holds: lock → token
 	holdUntil  map[string]int64  // believed holds with a hold limit: lock → the client's deadline
-	tainted    map[string]bool   // acquires with unknown outcome this session
+	holdLimit  map[string]time.Duration
+	renewing   map[string]bool // holds the client renews (the others run out)
+	tainted    map[string]bool // acquires with unknown outcome this session
 	opening    bool
 
 	op          *clientOp
 	nextAttempt uint64
+
+	// One hold renewal at a time, like keepalives beside the operation.
+	rnAttempt  uint64
+	rnSentAt   int64
+	rnLock     string
+	rnToken    uint64
+	rnSession  uint64
+	rnInFlight bool
 
 	kaPausedUntil int64
 	kaAttempt     uint64
@@ -87,7 +97,8 @@ type client struct {
 }
 
 func newClient(s *Sim, id int) *client {
-	return &client{s: s, id: id, holds: map[string]uint64{}, holdUntil: map[string]int64{}, tainted: map[string]bool{}}
+	return &client{s: s, id: id, holds: map[string]uint64{}, holdUntil: map[string]int64{}, holdLimit: map[string]time.Duration{},
+		renewing: map[string]bool{}, tainted: map[string]bool{}}
 }
 
 func (c *client) lockName(i int) string { return fmt.Sprintf("lock/%d", i) }
@@ -119,6 +130,7 @@ func (c *client) think() {
 		return
 	}
 	c.keepAlive()
+	c.renewHolds()
 	if c.op != nil {
 		if c.op.kind == opAcquireWait && c.op.queued && !c.op.cancelling && c.op.cancelAt != 0 && s.now >= c.op.cancelAt {
 			c.cancelWait()
@@ -311,6 +323,10 @@ func (c *client) onResponse(r *response) {
 		c.onKeepAlive(r)
 		return
 	}
+	if r.attempt == c.rnAttempt && c.rnInFlight {
+		c.onRenewal(r)
+		return
+	}
 	if c.op == nil || r.attempt != c.op.attempt {
 		return // a late answer to an abandoned attempt
 	}
@@ -461,6 +477,8 @@ func (c *client) finish(op *clientOp, o outcome) {
 			// Counted from the acquire's first send: the server's count
 			// began at the grant, later.
 			c.holdUntil[op.lock] = op.firstSent + int64(op.holdLimit-safetyMargin)
+			c.holdLimit[op.lock] = op.holdLimit
+			c.renewing[op.lock] = s.rng.IntN(2) == 0
 			if s.now >= c.holdUntil[op.lock] {
 				delete(c.holds, op.lock)
 				delete(c.holdUntil, op.lock)
@@ -471,6 +489,55 @@ func (c *client) finish(op *clientOp, o outcome) {
 		c.tainted[op.lock] = true
 	case op.kind == opRelease && o.unknown:
 		c.tainted[op.lock] = true // may still hold it: never re-enter by accident
+	}
+}
+
+// renewHolds sends a renewal of one renewed hold whose limit is half
+// gone, if none is in flight.
+func (c *client) renewHolds() {
+	s := c.s
+	if c.rnInFlight {
+		return
+	}
+	for _, l := range sortedKeys(c.holdUntil) {
+		if !c.renewing[l] || c.holdUntil[l]-s.now > int64(c.holdLimit[l]/2) {
+			continue
+		}
+		c.nextAttempt++
+		c.rnAttempt, c.rnSentAt, c.rnLock, c.rnToken, c.rnSession = c.nextAttempt, s.now, l, c.holds[l], c.session
+		c.rnInFlight = true
+		attempt := c.rnAttempt
+		s.after(reqTimeout, func() {
+			if c.rnInFlight && c.rnAttempt == attempt {
+				c.rnInFlight = false
+				c.leader = 0
+			}
+		})
+		s.sendRequest(c.target(), &request{c: c, attempt: attempt, kind: reqRenewHold, session: c.session, lock: l, token: c.rnToken})
+		return
+	}
+}
+
+// onRenewal takes a renewal's answer: a new deadline from when it was
+// sent, if the client still holds that hold.
+func (c *client) onRenewal(r *response) {
+	c.rnInFlight = false
+	l := c.rnLock
+	if c.rnSession != c.session || c.holds[l] != c.rnToken {
+		return // an answer about a hold given up since
+	}
+	switch {
+	case r.notLeader:
+		c.leader = r.hint
+	case r.lost:
+		delete(c.holds, l)
+		delete(c.holdUntil, l)
+		c.tainted[l] = true
+	case r.unknown || r.retry:
+		c.leader = 0
+	default:
+		c.s.stats.Renewals++
+		c.holdUntil[l] = max(c.holdUntil[l], c.rnSentAt+int64(r.ttl-safetyMargin))
 	}
 }
 

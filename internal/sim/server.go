@@ -18,9 +18,9 @@ type request struct {
 	attempt uint64
 	kind    reqKind
 	cmd     *fsmpb.Command // open, acquire, release, close, cancel
-	session uint64         // keepalive
-	lock    string         // check
-	token   uint64         // check
+	session uint64         // keepalive, renewal
+	lock    string         // check, renewal
+	token   uint64         // check, renewal
 }
 
 type reqKind int
@@ -29,6 +29,7 @@ const (
 	reqPropose reqKind = iota
 	reqKeepAlive
 	reqCheck
+	reqRenewHold
 )
 
 // response is what a member answers.
@@ -43,7 +44,7 @@ type response struct {
 	retry bool
 	res   *fsmpb.Result
 	index uint64
-	// keepalive
+	// keepalive, renewal (ttl is the hold limit)
 	lost bool
 	ttl  time.Duration
 	// check
@@ -174,6 +175,19 @@ func (v *server) handle(r *request) {
 			return
 		}
 		v.reads = append(v.reads, &pendingRead{req: r, f: f})
+	case reqRenewHold:
+		// server.renewHold: receive time, CheckHold, ReadIndex, RenewHold.
+		received := m.s.Now()
+		if err := m.tracker.CheckHold(r.lock, r.session, r.token); err != nil {
+			m.s.respond(r, v.keepAliveError(err))
+			return
+		}
+		f, err := m.node.StartRead()
+		if err != nil {
+			m.s.respond(r, submitError(err))
+			return
+		}
+		v.reads = append(v.reads, &pendingRead{req: r, f: f, received: received})
 	}
 	m.pump()
 }
@@ -272,6 +286,13 @@ func (v *server) poll() {
 			var held bool
 			m.node.View(func(fm *fsm.Machine) { held, _ = fm.Check(r.req.lock, r.req.token) })
 			m.s.respond(r.req, &response{held: held})
+		case reqRenewHold:
+			limit, err := m.tracker.RenewHold(r.req.lock, r.req.session, r.req.token, r.received)
+			if err != nil {
+				m.s.respond(r.req, v.keepAliveError(err))
+				continue
+			}
+			m.s.respond(r.req, &response{ttl: limit})
 		}
 	}
 	v.reads = rkeep

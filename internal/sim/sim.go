@@ -50,10 +50,13 @@ type Config struct {
 	// (a client writes under a permit only while the server agrees it
 	// holds it) cover them.
 	Semaphores int
-	// HoldLimits gives one acquire in three a hold limit of 0.3-1.5 s,
-	// which the clients never renew: the leader expires those holds, and
-	// a client stops using one at its first send plus the limit less the
-	// safety margin. The fenced-write check holds it to that.
+	// HoldLimits gives one acquire in three a hold limit of 0.3-1.5 s.
+	// Clients renew half of those holds when half the limit is gone
+	// (from when the renewal was sent, as the library does) and let the
+	// others run out: the leader expires them, and a client stops using
+	// a hold at its deadline (the acquire's first send, or the last
+	// granted renewal's, plus the limit less the safety margin). The
+	// fenced-write check holds it to that.
 	HoldLimits bool
 	// Trace, if set, receives the run's events as text (for reading a
 	// failing seed; -sim.trace in tests).
@@ -121,8 +124,9 @@ type Stats struct {
 	// and was released by the abandon's entry; AbandonsKept those whose
 	// grant stayed (a retry claimed it, or its answer was forgotten).
 	AbandonsReleased, AbandonsKept uint64
-	// HoldsExpired counts holds the leader ended at their hold limit.
-	HoldsExpired uint64
+	// HoldsExpired counts holds the leader ended at their hold limit;
+	// Renewals the hold renewals clients were granted.
+	HoldsExpired, Renewals uint64
 }
 
 // Faults is the number of injected faults.

@@ -114,9 +114,9 @@ func TestSim(t *testing.T) {
 		}
 		total = addStats(total, res.Stats)
 	}
-	t.Logf("%d scenarios, %d faults (%d crashes, %d torn writes, %d partitions, %d dropped, %d duplicated msgs, %d heartbeat pauses, %d GC pauses, %d member pauses, %d slow raft clocks, %d slow client trips, %d dropped waiting connections: %d grants released, %d kept by their abandons), %d ops (%d unknown), %d fenced writes (%d rejected), %d elections, %d snapshots sent, %d holds expired at their limit; linearizability timed out in %d",
+	t.Logf("%d scenarios, %d faults (%d crashes, %d torn writes, %d partitions, %d dropped, %d duplicated msgs, %d heartbeat pauses, %d GC pauses, %d member pauses, %d slow raft clocks, %d slow client trips, %d dropped waiting connections: %d grants released, %d kept by their abandons), %d ops (%d unknown), %d fenced writes (%d rejected), %d elections, %d snapshots sent, %d holds expired at their limit, %d renewals granted; linearizability timed out in %d",
 		n, total.Faults(), total.Crashes, total.TornWrites, total.Partitions, total.Dropped, total.Duplicated, total.HBPauses, total.GCPauses, total.NodePauses, total.SlowClocks, total.SlowReplies, total.ConnDrops,
-		total.AbandonsReleased, total.AbandonsKept, total.Ops, total.Unknown, total.Writes, total.WritesRejected, total.Elections, total.SnapsSent, total.HoldsExpired, unknownLin)
+		total.AbandonsReleased, total.AbandonsKept, total.Ops, total.Unknown, total.Writes, total.WritesRejected, total.Elections, total.SnapsSent, total.HoldsExpired, total.Renewals, unknownLin)
 }
 
 // soak runs random seeds for d.
@@ -161,7 +161,7 @@ func addStats(a, b Stats) Stats {
 		ConnDrops: a.ConnDrops + b.ConnDrops, SlowClocks: a.SlowClocks + b.SlowClocks, Ops: a.Ops + b.Ops, Unknown: a.Unknown + b.Unknown, Writes: a.Writes + b.Writes,
 		WritesRejected: a.WritesRejected + b.WritesRejected, Elections: a.Elections + b.Elections,
 		SnapsSent: a.SnapsSent + b.SnapsSent, Entries: a.Entries + b.Entries,
-		AbandonsReleased: a.AbandonsReleased + b.AbandonsReleased, AbandonsKept: a.AbandonsKept + b.AbandonsKept, HoldsExpired: a.HoldsExpired + b.HoldsExpired,
+		AbandonsReleased: a.AbandonsReleased + b.AbandonsReleased, AbandonsKept: a.AbandonsKept + b.AbandonsKept, HoldsExpired: a.HoldsExpired + b.HoldsExpired, Renewals: a.Renewals + b.Renewals,
 	}
 }
 
