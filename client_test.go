@@ -338,3 +338,33 @@ func TestHoldLimit(t *testing.T) {
 	}
 	_ = c
 }
+
+// TestRenewalNeedsTheMajority: a leader cut off from its followers may
+// not know yet that it no longer leads, and a renewal it acknowledged
+// could outlast the limit a new leader starts at its election. So a
+// renewal is answered only after a ReadIndex round; alone, the leader
+// never answers it.
+func TestRenewalNeedsTheMajority(t *testing.T) {
+	c := startCluster(t, 3)
+	lead := c.leader()
+	ctx := testCtx(t)
+	cl := dial(t, c.members[lead].ClientAddr())
+	s := newSession(t, cl, WithTTL(10*time.Second))
+	l, err := s.Mutex("jobs/limited", WithHoldLimit(5*time.Second)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Renew(ctx); err != nil {
+		t.Fatalf("renewal with the majority: %v", err)
+	}
+	for i := range c.members {
+		if i != lead {
+			c.stop(i)
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := l.Renew(short); err == nil {
+		t.Fatal("a leader without its majority acknowledged a renewal")
+	}
+}
