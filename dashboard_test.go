@@ -95,7 +95,7 @@ func TestDashboardReadsTheAPI(t *testing.T) {
 	has("lock", lock, use("lock", "lock")...)
 	full := lock["lock"].(map[string]any)
 	has("lock in full", full, use("full", "holders", "waiters", "limit")...)
-	has("holder", first("holders", full["holders"]), append(holder, use("holder", "shared")...)...)
+	has("holder", first("holders", full["holders"]), append(holder, use("holder", "shared", "hold_limit")...)...)
 	has("waiter", first("waiters", full["waiters"]), use("waiter", "session_id", "owner", "owner_key", "since", "wait_timeout", "shared")...)
 
 	js, err := os.ReadFile("internal/dashboard/static/app.js")

@@ -104,13 +104,13 @@ function renderDetail(resp) {
   $("#detail-name").textContent = selected;
   if (!lock) {
     $("#detail-kind").textContent = "";
-    fill($("#holders tbody"), [], "free now: nobody holds or waits", 7);
+    fill($("#holders tbody"), [], "free now: nobody holds or waits", 8);
     fill($("#waiters tbody"), [], "", 7);
     return;
   }
   $("#detail-kind").textContent = lock.limit > 1 ? "admits " + lock.limit + " holders" : "a mutex: one holder";
-  fill($("#holders tbody"), (lock.holders || []).map((h) => el("tr", {}, ...holderCells(h), el("td", {}, mode(h)))),
-    "nobody holds it", 7);
+  fill($("#holders tbody"), (lock.holders || []).map((h) => el("tr", {}, ...holderCells(h), el("td", {}, mode(h)),
+    el("td", {}, h.hold_limit || "none"))), "nobody holds it", 8);
   fill($("#waiters tbody"), (lock.waiters || []).map((w, i) => el("tr", {},
     el("td", {}, i + 1), el("td", {}, w.session_id), el("td", {}, w.owner), el("td", {}, w.owner_key),
     el("td", {}, ago(w.since)), el("td", {}, w.wait_timeout && w.wait_timeout !== "0s" ? w.wait_timeout : "until cancelled"),
