@@ -127,9 +127,25 @@ func (s *Session) renewHold(ctx context.Context, name string, token uint64) (tim
 	req := &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_RenewHold{RenewHold: &batonpb.RenewHoldRequest{
 		Name: name, Token: token,
 	}}}
-	c, err := s.do(ctx, req, nil)
+	if err := ctx.Err(); err != nil {
+		return time.Time{}, 0, err
+	}
+	s.mu.Lock()
+	c, err := s.startLocked(req, true)
+	s.mu.Unlock()
 	if err != nil {
 		return time.Time{}, 0, err
+	}
+	// Not s.do: a renewal the caller stopped waiting for needs no cleanup
+	// (answered late, it extended the hold on the server only, which is
+	// the safe side), so ctx's end returns at once.
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return time.Time{}, 0, ctx.Err()
+	}
+	if c.err != nil {
+		return time.Time{}, 0, c.err
 	}
 	return c.started, c.resp.GetRenewHold().GetHoldLimit().AsDuration(), nil
 }
