@@ -752,7 +752,7 @@ func (n *Node) turn() error {
 // than acknowledge unsafely.
 func (n *Node) fail(err error) error {
 	if err != nil {
-		n.log.Error("storage failed; stopping node", "err", err)
+		n.log.Error("stopping node", "err", err)
 	}
 	n.dead.Store(true)
 	n.isLeader.Store(false)

@@ -13,6 +13,7 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/batonlock/baton/internal/fsm"
@@ -776,4 +777,34 @@ func TestSnapshotsWhileApplying(t *testing.T) {
 		}
 	}
 	t.Logf("%d snapshots checked, the last at %d with %d locks", len(st.snaps), replay.AppliedIndex(), replay.NumLocks())
+}
+
+// TestEntryFromANewerReleaseStopsTheMember: an entry whose command has a
+// field this release does not know (a leader of a newer release wrote it)
+// is not applied without that field, which would part this member's state
+// from the others': the member stops, and the entry is not applied.
+func TestEntryFromANewerReleaseStopsTheMember(t *testing.T) {
+	for _, where := range []string{"command", "operation"} {
+		t.Run(where, func(t *testing.T) {
+			n := startNode(t, 1, []uint64{1}, &memStore{}, &memNet{nodes: map[uint64]*Node{}})
+			defer n.Stop()
+			waitLeader(t, n)
+			s := open(t, n, "a")
+			cmd := acquire(s, 1, "x")
+			unknown := protowire.AppendVarint(protowire.AppendTag(nil, 999, protowire.VarintType), 1)
+			if where == "command" {
+				cmd.ProtoReflect().SetUnknown(unknown)
+			} else {
+				cmd.GetAcquire().ProtoReflect().SetUnknown(unknown)
+			}
+			if _, _, err := n.Propose(context.Background(), cmd); !errors.Is(err, ErrStopped) {
+				t.Fatalf("proposal with an unknown field: %v, want ErrStopped", err)
+			}
+			n.View(func(m *fsm.Machine) {
+				if _, held := m.Lock("x"); held {
+					t.Fatal("the entry was applied without its unknown field")
+				}
+			})
+		})
+	}
 }

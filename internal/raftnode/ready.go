@@ -91,6 +91,9 @@ func (n *Node) apply(m *raftpb.Message) {
 	t := time.Now()
 	n.applyEntries(m.GetEntries())
 	n.metrics.ApplyNanos += uint64(time.Since(t))
+	if n.loopErr != nil {
+		return // raft must not learn that entries it could not apply were
+	}
 	for _, r := range m.GetResponses() {
 		n.stepLocal(r)
 	}
@@ -118,6 +121,21 @@ func (n *Node) restore(snap *raftpb.Snapshot) error {
 	return nil
 }
 
+// unknownFields reports whether cmd, or its operation, carries fields this
+// release's schema does not have. (Operations hold no messages of their
+// own below that level.)
+func unknownFields(cmd *fsmpb.Command) bool {
+	m := cmd.ProtoReflect()
+	if len(m.GetUnknown()) > 0 {
+		return true
+	}
+	fd := m.WhichOneof(commandOp)
+	return fd != nil && len(m.Get(fd).Message().GetUnknown()) > 0
+}
+
+// commandOp is the oneof of fsmpb.Command that holds its operation.
+var commandOp = (&fsmpb.Command{}).ProtoReflect().Descriptor().Oneofs().ByName("op")
+
 type applied struct {
 	index uint64
 	cmd   *fsmpb.Command
@@ -130,6 +148,7 @@ func (n *Node) applyEntries(ents []*raftpb.Entry) {
 	}
 	out := make([]applied, 0, len(ents))
 	n.mu.Lock()
+entries:
 	for _, e := range ents {
 		idx := e.GetIndex()
 		if idx <= n.applied {
@@ -146,6 +165,14 @@ func (n *Node) applyEntries(ents []*raftpb.Entry) {
 				// Only this node's own proposals enter the log, so this is
 				// a corrupt log: a broken invariant.
 				panic(fmt.Sprintf("raftnode: entry %d does not decode: %v", idx, err))
+			}
+			if unknownFields(cmd) {
+				// A leader of a newer release wrote a field this one
+				// does not know; applying the entry without it would
+				// part this member's state from the others'. Stop.
+				n.loopErr = fmt.Errorf("raftnode: entry %d has fields this release does not know (a member of a newer release proposed it): stopping rather than applying it differently; upgrade this member", idx)
+				n.log.Error("entry from a newer release", "index", idx)
+				break entries
 			}
 			out = append(out, applied{index: idx, cmd: cmd, res: n.m.Apply(idx, cmd)})
 		case raftpb.EntryConfChange:
