@@ -621,19 +621,34 @@ func (m *Machine) casRelease(a *apply, op *fsmpb.CasRelease) {
 		a.refuse(errorf(fsmpb.Error_ERROR_LOCK_NOT_FOUND, "lock %s is not held", quote(name)))
 		return
 	}
-	i := slices.IndexFunc(l.holders, func(h holder) bool {
-		return h.s.id == op.GetSessionId() && (op.GetToken() == 0 || h.token == op.GetToken())
-	})
-	if i < 0 {
+	h := l.holderWith(op.GetSessionId(), op.GetToken())
+	if h == nil {
 		cur := &l.holders[0]
 		a.refuse(errorf(fsmpb.Error_ERROR_TOKEN_MISMATCH,
 			"lock %s is held by session %d with token %d, not by session %d with token %d",
 			quote(name), cur.s.id, cur.token, op.GetSessionId(), op.GetToken()))
 		return
 	}
-	h := &l.holders[i]
+	m.endHoldOfAnother(a, l, h)
+}
+
+// holderWith returns the hold of l by session with token (any token when
+// token is 0), or nil.
+func (l *lock) holderWith(session, token uint64) *holder {
+	for i := range l.holders {
+		if h := &l.holders[i]; h.s.id == session && (token == 0 || h.token == token) {
+			return h
+		}
+	}
+	return nil
+}
+
+// endHoldOfAnother ends h, which its session did not ask to end (an
+// operator's CasRelease, the leader's ExpireHold), and reports it in
+// holds_ended so the holding session is told.
+func (m *Machine) endHoldOfAnother(a *apply, l *lock, h *holder) {
 	a.res.HoldsEnded = append(a.res.HoldsEnded, &fsmpb.HoldEnded{
-		SessionId: h.s.id, Lock: name, OwnerKey: h.ownerKey, Token: h.token,
+		SessionId: h.s.id, Lock: l.name, OwnerKey: h.ownerKey, Token: h.token,
 	})
 	m.endHold(a, l, h)
 }
@@ -656,11 +671,7 @@ func (m *Machine) expireHold(a *apply, s *session, op *fsmpb.ExpireHold) {
 	l := m.locks[name]
 	var h *holder
 	if l != nil {
-		for i := range l.holders {
-			if x := &l.holders[i]; x.s.id == op.GetSessionId() && x.token == op.GetToken() {
-				h = x
-			}
-		}
+		h = l.holderWith(op.GetSessionId(), op.GetToken()) // token != 0
 	}
 	switch {
 	case h == nil:
@@ -671,10 +682,7 @@ func (m *Machine) expireHold(a *apply, s *session, op *fsmpb.ExpireHold) {
 		a.refuse(invalid("the hold of lock %s by session %d (token %d) has no hold limit", quote(name), op.GetSessionId(), op.GetToken()))
 		return
 	}
-	a.res.HoldsEnded = append(a.res.HoldsEnded, &fsmpb.HoldEnded{
-		SessionId: h.s.id, Lock: name, OwnerKey: h.ownerKey, Token: h.token,
-	})
-	m.endHold(a, l, h)
+	m.endHoldOfAnother(a, l, h)
 }
 
 func (m *Machine) cancelWait(a *apply, s *session, op *fsmpb.CancelWait) {
