@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/batonlock/baton/internal/testnet"
 )
 
 // node is one `baton server` process, restartable from its data dir.
@@ -52,23 +53,14 @@ type clusterConfig struct {
 	extraArgs   []string
 }
 
-// freeLoopbackAddrs reserves n ports on 127.0.0.1 by binding them all
-// before closing any, so they are distinct. Another process could take
-// one before the server binds it; that shows as a start failure.
+// freeLoopbackAddrs reserves n distinct ports on 127.0.0.1 for servers
+// started as processes. testnet keeps them below the kernel's ephemeral
+// range, so no outgoing connection takes one before its server binds it.
 func freeLoopbackAddrs(t testing.TB, n int) []string {
 	t.Helper()
-	var ls []net.Listener
-	var out []string
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("reserve port: %v", err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().String())
-	}
-	for _, l := range ls {
-		l.Close()
+	out, err := testnet.Addrs(n)
+	if err != nil {
+		t.Fatalf("reserve ports: %v", err)
 	}
 	return out
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/batonlock/baton/api/batonpb"
 	"github.com/batonlock/baton/internal/fsm"
+	"github.com/batonlock/baton/internal/testnet"
 )
 
 // testCluster runs n in-process members on loopback, each with its own
@@ -32,8 +33,8 @@ func newTestCluster(t *testing.T, n int) *testCluster {
 		cfg := DefaultConfig()
 		cfg.Name = fmt.Sprintf("n%d", i+1)
 		cfg.DataDir = t.TempDir()
-		cfg.ClientAddr = freeAddr(t)
-		cfg.PeerAddr = freeAddr(t)
+		cfg.ClientListener, cfg.PeerListener = listen(t), listen(t)
+		cfg.ClientAddr, cfg.PeerAddr = cfg.ClientListener.Addr().String(), cfg.PeerListener.Addr().String()
 		cfg.TickInterval = 20 * time.Millisecond
 		cfg.ElectionTicks = 10
 		cfg.SnapshotEntries = 50 // exercise snapshots and compaction
@@ -54,17 +55,17 @@ func newTestCluster(t *testing.T, n int) *testCluster {
 	return c
 }
 
-// freeAddr returns a loopback address with a port that was free a moment
-// ago (members must know each other's peer addresses before starting).
-func freeAddr(t *testing.T) string {
+// listen binds a loopback port the member's first start takes over.
+// Restarts bind the address again; testnet keeps it out of the range the
+// kernel hands to outgoing connections, so nothing else takes it meanwhile.
+func listen(t *testing.T) net.Listener {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := testnet.Listen()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	t.Cleanup(func() { l.Close() })
+	return l
 }
 
 func (c *testCluster) start(i int) {
@@ -72,6 +73,8 @@ func (c *testCluster) start(i int) {
 	var err error
 	for attempt := 0; attempt < 50; attempt++ {
 		c.members[i], err = Start(c.cfgs[i])
+		// The listeners serve the first start only; Close closes them.
+		c.cfgs[i].ClientListener, c.cfgs[i].PeerListener = nil, nil
 		if err == nil || !strings.Contains(err.Error(), "address already in use") {
 			break
 		}

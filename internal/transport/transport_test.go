@@ -16,6 +16,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/batonlock/baton/internal/testnet"
 	"github.com/batonlock/baton/internal/transport/transportpb"
 )
 
@@ -92,16 +93,18 @@ func (w tWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// listen binds a loopback port outside the ephemeral range, so that a
+// test can stop a transport and bind its address again.
 func listen(t testing.TB) net.Listener {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := testnet.Listen()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l
 }
 
-// cluster starts n transports with ids 1..n on 127.0.0.1:0, all peers of
+// cluster starts n transports with ids 1..n on loopback, all peers of
 // each other, and stops them when the test ends.
 func cluster(t testing.TB, n int) ([]*Transport, []*recorder) {
 	t.Helper()
