@@ -282,7 +282,7 @@ func TestHoldLimit(t *testing.T) {
 	ctx := testCtx(t)
 	a, b := newSession(t, cl), newSession(t, cl)
 	const limit = 1500 * time.Millisecond
-	m := a.Mutex("jobs/limited", WithHoldLimit(limit))
+	m := a.Mutex("jobs/limited", WithHoldLimit(limit), WithManualRenewal())
 	la, err := m.Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -339,6 +339,64 @@ func TestHoldLimit(t *testing.T) {
 	_ = c
 }
 
+// TestHoldLimitRenewsItself: without WithManualRenewal the library renews
+// a hold limit while the session is healthy, so the hold outlasts many
+// limits; once the client is cut off, the hold comes back within the limit
+// although the session, with a long TTL, still lives on the server.
+func TestHoldLimitRenewsItself(t *testing.T) {
+	_, cl := single(t)
+	ctx := testCtx(t)
+	a := newSession(t, cl, WithTTL(time.Minute))
+	b := newSession(t, cl)
+	const limit = time.Second
+	la, err := a.Mutex("jobs/watched", WithHoldLimit(limit)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b waits three limits in vain: the hold was renewed meanwhile.
+	if _, err := b.Mutex("jobs/watched", WithHoldLimit(limit)).LockWithin(ctx, 3*limit); !errors.Is(err, ErrWaitTimedOut) {
+		t.Fatalf("wait of 3 limits for a renewed hold: %v, want ErrWaitTimedOut", err)
+	}
+	if !la.Valid() {
+		t.Fatalf("lease of a renewed hold lost: %v", la.Err())
+	}
+
+	// Cut a off: its stream breaks and does not come back.
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hook := func() {
+		once.Do(func() {
+			close(entered)
+			<-proceed
+		})
+	}
+	testHookReconnect.Store(&hook)
+	t.Cleanup(func() {
+		close(proceed)
+		testHookReconnect.Store(nil)
+	})
+	a.mu.Lock()
+	sc := a.stream
+	a.mu.Unlock()
+	sc.cancel()
+	<-entered
+	lb, err := b.Mutex("jobs/watched", WithHoldLimit(limit)).LockWithin(ctx, 10*time.Second)
+	if err != nil {
+		t.Fatalf("the hold of a client cut off did not come back: %v", err)
+	}
+	select {
+	case <-la.Lost():
+	default:
+		t.Fatal("the next holder got the lock while the cut-off client's lease was valid")
+	}
+	if !errors.Is(la.Err(), ErrHoldExpired) || lb.Token() <= la.Token() {
+		t.Fatalf("lease error %v (want ErrHoldExpired), tokens %d then %d", la.Err(), la.Token(), lb.Token())
+	}
+	if st := a.State(); st != StateHealthy {
+		t.Fatalf("session state %v; the test wants the hold to end before the session", st)
+	}
+}
+
 // TestRenewalNeedsTheMajority: a leader cut off from its followers may
 // not know yet that it no longer leads, and a renewal it acknowledged
 // could outlast the limit a new leader starts at its election. So a
@@ -350,7 +408,7 @@ func TestRenewalNeedsTheMajority(t *testing.T) {
 	ctx := testCtx(t)
 	cl := dial(t, c.members[lead].ClientAddr())
 	s := newSession(t, cl, WithTTL(10*time.Second))
-	l, err := s.Mutex("jobs/limited", WithHoldLimit(5*time.Second)).Lock(ctx)
+	l, err := s.Mutex("jobs/limited", WithHoldLimit(5*time.Second), WithManualRenewal()).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

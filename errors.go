@@ -43,8 +43,9 @@ var (
 	ErrReleased = errors.New("baton: lease released")
 	// ErrHoldExpired is the cause of a Lease's Context and Lost when its
 	// hold limit passed, in the client's conservative view, without a
-	// renewal (WithHoldLimit, Lease.Renew): the server ends the hold soon
-	// after. It matches ErrNotHeld.
+	// renewal (WithHoldLimit: the library could not renew it, e.g. cut off
+	// from the cluster; WithManualRenewal: the caller did not): the server
+	// ends the hold soon after. It matches ErrNotHeld.
 	ErrHoldExpired = fmt.Errorf("%w: hold limit passed", ErrNotHeld)
 	// ErrBlacklisted: the session was blacklisted by an operator (Reason
 	// BLACKLISTED); it cannot acquire and it will expire.

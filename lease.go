@@ -40,12 +40,17 @@ type Lease struct {
 	holdLimit    time.Duration
 	holdDeadline time.Time
 	holdTimer    *time.Timer
+	autoRenew    bool // the library renews the hold (WithHoldLimit)
 }
 
 // newLease registers a Lease for a hold the server granted. A grant that
 // arrives in jeopardy waits until the session is safe again (or ends, or
 // ctx ends: then the hold is released in the background).
-func (s *Session) newLease(ctx context.Context, name, ownerKey string, token uint64, holdLimit time.Duration, started time.Time) (*Lease, error) {
+//
+// With a hold limit, the limit counts from started (the acquire's first
+// send, or a renewal's); autoRenew has the library renew it (see
+// WithHoldLimit).
+func (s *Session) newLease(ctx context.Context, name, ownerKey string, token uint64, holdLimit time.Duration, autoRenew bool, started time.Time) (*Lease, error) {
 	for {
 		s.mu.Lock()
 		switch s.state {
@@ -70,6 +75,11 @@ func (s *Session) newLease(ctx context.Context, name, ownerKey string, token uin
 					l.holdDeadline = ls[0].holdDeadline // a reentrant Lease of the same hold
 				}
 				s.armHoldLocked(l)
+				l.autoRenew = autoRenew
+				if autoRenew && s.renewing[k] != token {
+					s.renewing[k] = token
+					s.renewAfterLocked(k, token, time.Until(started.Add(holdLimit/3)))
+				}
 			}
 			s.holds[k] = append(s.holds[k], l)
 			s.mu.Unlock()
@@ -155,7 +165,8 @@ func (s *Session) renewHold(ctx context.Context, name string, token uint64) (tim
 // same hold follows. It fails with an error matching ErrNotHeld when the
 // hold is gone (its limit passed on the server first, or it was released),
 // and then the Lease is lost. A Lease without a hold limit cannot be
-// renewed: its session keeps it.
+// renewed: its session keeps it. The library renews holds by itself unless
+// WithManualRenewal said otherwise; Renew works on those too.
 func (l *Lease) Renew(ctx context.Context) error {
 	if l.holdLimit == 0 {
 		return fmt.Errorf("%w: the hold of %q has no hold limit to renew", ErrInvalidArgument, l.name)
@@ -164,30 +175,96 @@ func (l *Lease) Renew(ctx context.Context) error {
 	if err := l.Err(); err != nil {
 		return err
 	}
+	k := holdKey{l.name, l.ownerKey}
 	started, limit, err := s.renewHold(ctx, l.name, l.token)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err != nil {
 		if errors.Is(err, ErrNotHeld) {
-			s.mu.Lock()
-			for _, x := range s.holds[holdKey{l.name, l.ownerKey}] {
-				if x.token == l.token {
-					s.endLeaseLocked(x, fmt.Errorf("%w: renewal refused: %w", ErrHoldExpired, err))
-				}
-			}
+			s.renewalRefusedLocked(k, l.token, err)
 			s.endLeaseLocked(l, fmt.Errorf("%w: renewal refused: %w", ErrHoldExpired, err))
-			s.mu.Unlock()
 		}
 		return err
 	}
-	deadline := started.Add(limit - s.margin)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, x := range s.holds[holdKey{l.name, l.ownerKey}] {
-		if x.token == l.token && x.err == nil && deadline.After(x.holdDeadline) {
+	s.renewedLocked(k, l.token, started.Add(limit-s.margin))
+	return l.err
+}
+
+// renewedLocked moves the hold deadline of every Lease of the hold (k,
+// token) to deadline, if that is later.
+func (s *Session) renewedLocked(k holdKey, token uint64, deadline time.Time) {
+	for _, x := range s.holds[k] {
+		if x.token == token && x.err == nil && deadline.After(x.holdDeadline) {
 			x.holdDeadline = deadline
 			s.armHoldLocked(x)
 		}
 	}
-	return l.err
+}
+
+// renewalRefusedLocked ends the Leases of the hold (k, token): the server
+// refused its renewal (err matches ErrNotHeld).
+func (s *Session) renewalRefusedLocked(k holdKey, token uint64, err error) {
+	for _, x := range s.holds[k] {
+		if x.token == token {
+			s.endLeaseLocked(x, fmt.Errorf("%w: renewal refused: %w", ErrHoldExpired, err))
+		}
+	}
+}
+
+// renewAfterLocked has the library renew the hold (k, token) after d, and
+// again a third of the limit after each renewal, for as long as a Lease of
+// the hold that asked for it (autoRenew) is valid. A renewal is sent only
+// while the session is healthy; one that fails for any reason but the
+// hold's end is tried again soon, until the hold's deadline passes (then
+// its Leases are lost, and the server ends the hold).
+func (s *Session) renewAfterLocked(k holdKey, token uint64, d time.Duration) {
+	time.AfterFunc(max(d, 0), func() { s.autoRenew(k, token) })
+}
+
+func (s *Session) autoRenew(k holdKey, token uint64) {
+	s.mu.Lock()
+	if s.renewing[k] != token {
+		s.mu.Unlock()
+		return // a newer hold of the same key took over
+	}
+	var limit time.Duration
+	for _, x := range s.holds[k] {
+		if x.token == token && x.err == nil && x.autoRenew {
+			limit = x.holdLimit
+		}
+	}
+	if limit == 0 || s.endedLocked() {
+		delete(s.renewing, k) // released, lost, or all manual
+		s.mu.Unlock()
+		return
+	}
+	retry := min(limit/10, time.Second)
+	if s.state != StateHealthy {
+		s.renewAfterLocked(k, token, retry)
+		s.mu.Unlock()
+		return
+	}
+	deadline := s.holds[k][0].holdDeadline
+	s.mu.Unlock()
+
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	started, got, err := s.renewHold(ctx, k.name, token)
+	cancel()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case err == nil:
+		s.renewedLocked(k, token, started.Add(got-s.margin))
+		s.renewAfterLocked(k, token, time.Until(started.Add(got/3)))
+	case errors.Is(err, ErrNotHeld):
+		s.renewalRefusedLocked(k, token, err)
+		delete(s.renewing, k)
+	default:
+		// Unavailable, a leader change, the stream down: the next round
+		// finds out whether the hold or the session is gone meanwhile.
+		s.renewAfterLocked(k, token, retry)
+	}
 }
 
 // Name is the lock's name.

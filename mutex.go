@@ -25,6 +25,8 @@ type Mutex struct {
 	shared    bool
 	limit     uint32
 	holdLimit time.Duration
+	// manualRenew: the caller renews the hold limit (WithManualRenewal).
+	manualRenew bool
 }
 
 // Mutex returns a handle on the lock name for this session. Nothing is
@@ -34,7 +36,7 @@ func (s *Session) Mutex(name string, opts ...MutexOption) *Mutex {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return &Mutex{s: s, name: name, ownerKey: cfg.ownerKey, holdLimit: cfg.holdLimit}
+	return &Mutex{s: s, name: name, ownerKey: cfg.ownerKey, holdLimit: cfg.holdLimit, manualRenew: cfg.manualRenew}
 }
 
 // Name is the lock's name.
@@ -104,7 +106,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool, d time.Duration) (*Lease
 		}
 		started = rs
 	}
-	return m.s.newLease(ctx, m.name, m.ownerKey, a.GetToken(), m.holdLimit, started)
+	return m.s.newLease(ctx, m.name, m.ownerKey, a.GetToken(), m.holdLimit, !m.manualRenew, started)
 }
 
 // Unlock releases one count of the hold of this Mutex's (session, owner
@@ -224,7 +226,7 @@ func (s *Session) tryMany(ctx context.Context, req *batonpb.AcquireManyRequest) 
 			holders = append(holders, holderOf(r.GetHolder()))
 			continue
 		}
-		l, err := s.newLease(ctx, r.GetName(), "", r.GetToken(), 0, time.Time{})
+		l, err := s.newLease(ctx, r.GetName(), "", r.GetToken(), 0, false, time.Time{})
 		if err != nil {
 			// Give back what this call got; the session retries the
 			// releases in the background.

@@ -138,19 +138,35 @@ func WithEvents(f func(Event)) SessionOption {
 type MutexOption func(*mutexConfig)
 
 type mutexConfig struct {
-	ownerKey  string
-	holdLimit time.Duration
+	ownerKey    string
+	holdLimit   time.Duration
+	manualRenew bool
 }
 
 // WithHoldLimit gives every hold taken through the Mutex a hold limit: the
-// server ends the hold d after its grant unless Lease.Renew renews it, even
-// while the session lives (a process whose heartbeats go on but whose
-// work hung cannot keep the lock forever). The Lease is lost first, at the
-// client's conservative view of that deadline (ErrHoldExpired). d is 1 s ..
-// 24 h in whole milliseconds; 0, the default, leaves the hold to the
-// session. A reentrant Lock must use the same limit.
+// server ends the hold d after its grant or its last renewal, whatever the
+// session does. The library renews it by itself, like a watchdog, every
+// d/3 while the session is healthy, so the hold lasts while the process
+// does, and comes back at most d after the client dies or is cut off from
+// the cluster even when the session's TTL is much longer (a long TTL to
+// ride out pauses, a short limit for the locks that must move on fast).
+// With WithManualRenewal the caller renews instead.
+//
+// The Lease is lost first, at the client's conservative view of the
+// deadline (ErrHoldExpired). d is 1 s .. 24 h in whole milliseconds; 0,
+// the default, leaves the hold to the session. A reentrant Lock must use
+// the same limit.
 func WithHoldLimit(d time.Duration) MutexOption {
 	return func(c *mutexConfig) { c.holdLimit = d }
+}
+
+// WithManualRenewal leaves the renewal of the Mutex's hold limit to the
+// caller (Lease.Renew): a hold not renewed ends d after its grant even
+// while the process lives and heartbeats, so work that hung cannot keep
+// the lock forever. Renew from the work's own progress, not from a timer.
+// Without WithHoldLimit it changes nothing.
+func WithManualRenewal() MutexOption {
+	return func(c *mutexConfig) { c.manualRenew = true }
 }
 
 // WithOwnerKey sets the owner key of a Mutex (default ""). A hold belongs

@@ -102,15 +102,22 @@ type RWMutex struct {
 type RWOption func(*rwConfig)
 
 type rwConfig struct {
-	ownerKey   string
-	maxReaders int
-	holdLimit  time.Duration
+	ownerKey    string
+	maxReaders  int
+	holdLimit   time.Duration
+	manualRenew bool
 }
 
 // WithRWHoldLimit gives the RWMutex's holds, read and write, a hold limit
-// (see WithHoldLimit).
+// (see WithHoldLimit), renewed by the library.
 func WithRWHoldLimit(d time.Duration) RWOption {
 	return func(c *rwConfig) { c.holdLimit = d }
+}
+
+// WithRWManualRenewal leaves the renewal of the RWMutex's hold limit to
+// the caller (see WithManualRenewal).
+func WithRWManualRenewal() RWOption {
+	return func(c *rwConfig) { c.manualRenew = true }
 }
 
 // WithRWOwnerKey sets the owner key of an RWMutex's holds (see
@@ -132,7 +139,11 @@ func (s *Session) RWMutex(name string, opts ...RWOption) *RWMutex {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	rw := &RWMutex{r: *s.Mutex(name, WithOwnerKey(cfg.ownerKey), WithHoldLimit(cfg.holdLimit))}
+	mopts := []MutexOption{WithOwnerKey(cfg.ownerKey), WithHoldLimit(cfg.holdLimit)}
+	if cfg.manualRenew {
+		mopts = append(mopts, WithManualRenewal())
+	}
+	rw := &RWMutex{r: *s.Mutex(name, mopts...)}
 	if cfg.maxReaders < 1 || cfg.maxReaders > MaxHolders {
 		rw.err = fmt.Errorf("%w: read/write lock %q with %d readers; want 1..%d", ErrInvalidArgument, name, cfg.maxReaders, MaxHolders)
 	}

@@ -138,6 +138,9 @@ type Session struct {
 	bySeq    map[uint64]*call // mutating requests without a final answer
 	sendq    []*batonpb.SessionRequest
 	holds    map[holdKey][]*Lease // unreleased leases per hold, oldest first
+	// renewing is the token of each hold the library renews by itself
+	// (a hold limit without WithManualRenewal), while it does.
+	renewing map[holdKey]uint64
 	// serverHolds gathers a resume's SessionHolds until the last one.
 	serverHolds map[holdKey]uint64
 	closing     *call
@@ -191,7 +194,7 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 		runCtx: runCtx, stopRun: stop,
 		wake: make(chan struct{}, 1), sendWake: make(chan struct{}, 1), eventWake: make(chan struct{}, 1),
 		stateC: make(chan struct{}), done: make(chan struct{}),
-		byID: make(map[uint64]*call), bySeq: make(map[uint64]*call), holds: make(map[holdKey][]*Lease),
+		byID: make(map[uint64]*call), bySeq: make(map[uint64]*call), holds: make(map[holdKey][]*Lease), renewing: make(map[holdKey]uint64),
 	}
 	if err := c.addSession(s); err != nil {
 		stop()

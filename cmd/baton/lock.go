@@ -128,19 +128,21 @@ type acquirer struct {
 }
 
 func (k lockKind) acquirer(s *baton.Session, name string) acquirer {
-	hold := baton.WithHoldLimit(k.maxHold)
+	// --max-hold bounds the command's run: nothing renews the hold.
+	hold := []baton.MutexOption{baton.WithHoldLimit(k.maxHold), baton.WithManualRenewal()}
+	rwOpts := []baton.RWOption{baton.WithMaxReaders(k.maxReaders), baton.WithRWHoldLimit(k.maxHold), baton.WithRWManualRenewal()}
 	switch {
 	case k.permits > 0:
-		sem := s.Semaphore(name, k.permits, hold)
+		sem := s.Semaphore(name, k.permits, hold...)
 		return acquirer{sem.TryAcquire, sem.AcquireWithin, sem.Acquire}
 	case k.read:
-		rw := s.RWMutex(name, baton.WithMaxReaders(k.maxReaders), baton.WithRWHoldLimit(k.maxHold))
+		rw := s.RWMutex(name, rwOpts...)
 		return acquirer{rw.TryRLock, rw.RLockWithin, rw.RLock}
 	case k.write:
-		rw := s.RWMutex(name, baton.WithMaxReaders(k.maxReaders), baton.WithRWHoldLimit(k.maxHold))
+		rw := s.RWMutex(name, rwOpts...)
 		return acquirer{rw.TryLock, rw.LockWithin, rw.Lock}
 	}
-	m := s.Mutex(name, hold)
+	m := s.Mutex(name, hold...)
 	return acquirer{m.TryLock, m.LockWithin, m.Lock}
 }
 
