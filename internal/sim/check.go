@@ -178,15 +178,12 @@ func (k *checker) internalDone(op *internalOp, res *fsmpb.Result, index uint64, 
 // record adds a client operation to the history.
 func (k *checker) record(c *client, op *clientOp, o outcome) {
 	ret := k.call()
-	if isSemaphore(op.lock) {
-		return // the model knows mutexes only (see Config.Semaphores)
-	}
 	if o.unknown {
 		ret = 1 << 60 // may take effect at any time after its call
 	}
 	k.history = append(k.history, porcupine.Operation{
 		ClientId: c.id,
-		Input:    linInput{kind: op.kind, session: op.session, lock: op.lock, token: op.token},
+		Input:    linInput{kind: op.kind, session: op.session, lock: op.lock, token: op.token, shared: op.cmd.GetAcquire().GetShared()},
 		Call:     op.call,
 		Output:   o,
 		Return:   ret,
@@ -303,10 +300,16 @@ func (k *checker) finalChecks() {
 			}
 		}
 	}
-	// (e) linearizability.
+	k.linearizability()
+}
+
+// linearizability is check (e): the client history against the
+// per-lock model.
+func (k *checker) linearizability() {
+	s := k.s
 	hist := slices.Clone(k.history)
 	for _, op := range k.internal {
-		if op.kind != opExpire && op.kind != opAbandon && op.kind != opExpireHold || isSemaphore(op.lock) {
+		if op.kind != opExpire && op.kind != opAbandon && op.kind != opExpireHold {
 			continue
 		}
 		ret, out := op.ret, op.out

@@ -49,8 +49,12 @@
 //	   every member's applied index after heal;
 //	e. client histories (try, wait, cancel, release, check, close, and the
 //	   leaders' expiries and the members' abandons of waits as operations) are
-//	   linearizable against a per-lock sequential model (porcupine);
-//	   unknown outcomes may take effect at any time after their call;
+//	   linearizable against a per-lock sequential model (porcupine):
+//	   a mutex's holder, or a semaphore's set of holds (at most its
+//	   limit, an exclusive hold alone); unknown outcomes may take effect
+//	   at any time after their call. The model does not follow waiters,
+//	   so a semaphore's BUSY is only held to some other session holding
+//	   it (a free permit behind a queued writer is BUSY by FIFO);
 //	f. after heal every member has the same applied index and fsm.Hash,
 //	   equal to the replayed log's.
 //

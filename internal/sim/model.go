@@ -17,13 +17,17 @@ type linInput struct {
 	session uint64
 	lock    string
 	token   uint64 // release, check
+	shared  bool   // acquires of a semaphore: a permit (else exclusive)
 }
 
 // linState is the sequential model of one lock: its holder and token
 // (token 0 = granted by an operation whose outcome the client never
 // learnt), the highest token known granted, and the sessions known ended.
+// A semaphore's holds are in holds instead of holder and token (see
+// semStep).
 type linState struct {
 	holder, token, last uint64
+	holds               string // semaphores: sorted "session/token/mode" by ","
 	dead                string // sorted, comma separated session ids
 }
 
@@ -51,6 +55,9 @@ func (st linState) kill(s uint64) linState {
 	st.dead = strings.Join(parts, ",")
 	if st.holder == s {
 		st.holder, st.token = 0, 0
+	}
+	if st.holds != "" {
+		st = st.withHolds(slices.DeleteFunc(st.semHolds(), func(h semHold) bool { return h.session == s }))
 	}
 	return st
 }
@@ -108,6 +115,9 @@ func abandonStep(st linState, in linInput, o outcome) []any {
 
 func lockStep(state, input, output any) []any {
 	st, in, o := state.(linState), input.(linInput), output.(outcome)
+	if isSemaphore(in.lock) {
+		return semStep(st, in, o)
+	}
 	if o.unknown {
 		return effects(st, in)
 	}
@@ -187,8 +197,198 @@ func lockStep(state, input, output any) []any {
 	return []any{st}
 }
 
+// semHold is one hold of a semaphore in the model: token 0 was granted by
+// an operation whose outcome its client never learnt.
+type semHold struct {
+	session, token uint64
+	shared         bool
+}
+
+func (st linState) semHolds() []semHold {
+	if st.holds == "" {
+		return nil
+	}
+	var out []semHold
+	for _, f := range strings.Split(st.holds, ",") {
+		p := strings.Split(f, "/")
+		sess, _ := strconv.ParseUint(p[0], 10, 64)
+		tok, _ := strconv.ParseUint(p[1], 10, 64)
+		out = append(out, semHold{sess, tok, p[2] == "s"})
+	}
+	return out
+}
+
+// withHolds is st with holds hs, in a canonical order (states compare
+// equal when their holds do).
+func (st linState) withHolds(hs []semHold) linState {
+	hs = slices.Clone(hs)
+	slices.SortFunc(hs, func(a, b semHold) int {
+		if a.session != b.session {
+			return cmpU(a.session, b.session)
+		}
+		return cmpU(a.token, b.token)
+	})
+	parts := make([]string, len(hs))
+	for i, h := range hs {
+		mode := "x"
+		if h.shared {
+			mode = "s"
+		}
+		parts[i] = fmt.Sprintf("%d/%d/%s", h.session, h.token, mode)
+	}
+	st.holds = strings.Join(parts, ",")
+	return st
+}
+
+func cmpU(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// semAdmits: a new hold in this mode fits beside hs (DESIGN.md 5.1: at
+// most the limit, never an exclusive hold beside another). A lock that
+// admits it may still make it wait behind a queued waiter (FIFO); the model
+// does not follow waiters, so it never requires a grant.
+func semAdmits(hs []semHold, shared bool) bool {
+	if len(hs) >= SemaphorePermits || !shared && len(hs) > 0 {
+		return false
+	}
+	for _, h := range hs {
+		if !h.shared {
+			return false
+		}
+	}
+	return true
+}
+
+// semEffects is semStep's effects: the states after in took effect with an
+// unknown output.
+func semEffects(st linState, in linInput) []any {
+	out := []any{st}
+	hs := st.semHolds()
+	switch in.kind {
+	case opAcquireTry, opAcquireWait:
+		if !st.isDead(in.session) && !slices.ContainsFunc(hs, func(h semHold) bool { return h.session == in.session }) && semAdmits(hs, in.shared) {
+			out = append(out, st.withHolds(append(hs, semHold{in.session, 0, in.shared})))
+		}
+	case opRelease, opExpireHold:
+		for i, h := range hs {
+			if h.session == in.session && (h.token == 0 || h.token == in.token) {
+				out = append(out, st.withHolds(slices.Delete(slices.Clone(hs), i, i+1)))
+			}
+		}
+	case opClose, opExpire:
+		out = append(out, st.kill(in.session))
+	case opAbandon:
+		for i, h := range hs {
+			if h.session == in.session && h.token == 0 {
+				out = append(out, st.withHolds(slices.Delete(slices.Clone(hs), i, i+1)))
+			}
+		}
+	}
+	return out
+}
+
+// semStep is lockStep for a semaphore (or read/write lock) of
+// SemaphorePermits holders: the same rules as a mutex's, over a set of
+// holds. A session holds a semaphore at most once (clients never acquire
+// what they hold). Holds granted by one entry share its index as token, so
+// tokens known granted must not decrease, rather than increase.
+func semStep(st linState, in linInput, o outcome) []any {
+	if o.unknown {
+		return semEffects(st, in)
+	}
+	hs := st.semHolds()
+	mine := -1 // the session's hold: its token, or one nobody learnt
+	for i, h := range hs {
+		if h.session == in.session && (h.token == 0 || h.token == in.token || in.kind == opAcquireTry || in.kind == opAcquireWait) {
+			mine = i
+		}
+	}
+	if in.kind == opAbandon {
+		switch {
+		case !o.granted:
+			return []any{st}
+		case mine < 0 || hs[mine].token != 0:
+			return nil
+		case o.remaining > 0:
+			return []any{st}
+		}
+		return []any{st.withHolds(slices.Delete(hs, mine, mine+1))}
+	}
+	if o.code == fsmpb.Error_ERROR_SESSION_NOT_FOUND {
+		switch {
+		case in.kind == opClose:
+			return []any{st.kill(in.session)}
+		case o.retried || o.ambiguous:
+			return semEffects(st, in)
+		case st.isDead(in.session):
+			return []any{st}
+		}
+		return nil
+	}
+	switch in.kind {
+	case opAcquireTry, opAcquireWait:
+		switch {
+		case o.granted:
+			if mine < 0 && !st.isDead(in.session) && semAdmits(hs, in.shared) && o.token >= st.last {
+				n := st.withHolds(append(hs, semHold{in.session, o.token, in.shared}))
+				n.last = o.token
+				return []any{n}
+			}
+			return nil
+		case o.busy:
+			if slices.ContainsFunc(hs, func(h semHold) bool { return h.session != in.session }) {
+				return []any{st}
+			}
+			return nil
+		case o.ambiguous, o.code == fsmpb.Error_ERROR_NOT_HOLDER:
+			return semEffects(st, in)
+		case o.retried && o.code == fsmpb.Error_ERROR_WAIT_CANCELLED:
+			return semEffects(st, in)
+		default:
+			return []any{st}
+		}
+	case opRelease, opExpireHold:
+		if o.code == fsmpb.Error_ERROR_NONE {
+			var out []any
+			for i, h := range hs {
+				if h.session == in.session && (h.token == 0 || h.token == in.token) {
+					out = append(out, st.withHolds(slices.Delete(slices.Clone(hs), i, i+1)))
+				}
+			}
+			return out
+		}
+		if slices.Contains(hs, semHold{in.session, in.token, true}) || slices.Contains(hs, semHold{in.session, in.token, false}) {
+			return nil // refused its own hold
+		}
+		return []any{st}
+	case opCheck:
+		if slices.ContainsFunc(hs, func(h semHold) bool { return h.token == 0 }) {
+			return []any{st}
+		}
+		held := in.token != 0 && slices.ContainsFunc(hs, func(h semHold) bool { return h.token == in.token })
+		if o.held == held {
+			return []any{st}
+		}
+		return nil
+	case opClose, opExpire:
+		if o.code == fsmpb.Error_ERROR_NONE && !st.isDead(in.session) {
+			return []any{st.kill(in.session)}
+		}
+		return nil
+	}
+	return []any{st}
+}
+
 // partition splits the history per lock; a session's close and expiry go
-// to every lock that session used.
+// to every lock that session used, named as that lock's (so the step knows
+// the lock's kind).
 func partition(history []porcupine.Operation) [][]porcupine.Operation {
 	byLock := map[string][]porcupine.Operation{}
 	used := map[uint64][]string{}
@@ -206,6 +406,9 @@ func partition(history []porcupine.Operation) [][]porcupine.Operation {
 	}
 	for _, op := range ends {
 		for _, l := range used[op.Input.(linInput).session] {
+			in := op.Input.(linInput)
+			in.lock = l
+			op.Input = in
 			byLock[l] = append(byLock[l], op)
 		}
 	}

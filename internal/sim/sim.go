@@ -44,11 +44,10 @@ type Config struct {
 	// Semaphores is the number of locks of SemaphorePermits holders
 	// ("sem/0", ...) that clients acquire beside the mutexes, one acquire
 	// in four: shared (a permit, a reader) two times in three, else
-	// exclusive (a writer). Their histories stay out of the linearizability model,
-	// which knows mutexes only; the log checks (at most that many
-	// holders at any index, tokens, replay) and the fenced-write check
-	// (a client writes under a permit only while the server agrees it
-	// holds it) cover them.
+	// exclusive (a writer). The log checks (at most that many holders at
+	// any index, tokens, replay), the fenced-write check (a client writes
+	// under a permit only while the server agrees it holds it) and the
+	// linearizability model (a set of holds per semaphore) cover them.
 	Semaphores int
 	// HoldLimits gives one acquire in three a hold limit of 0.3-1.5 s.
 	// Clients renew half of those holds when half the limit is gone
