@@ -397,6 +397,37 @@ func TestHoldLimitRenewsItself(t *testing.T) {
 	}
 }
 
+// TestHoldLimitRenewedAcrossLeaderChange: the library's renewals follow
+// the session to the new leader (LESSONS.md 5: renewal timers that were
+// never rescheduled after a failover).
+func TestHoldLimitRenewedAcrossLeaderChange(t *testing.T) {
+	c := startCluster(t, 3)
+	lead := c.leader()
+	cl := dial(t, c.addrs((lead+1)%3))
+	ctx := testCtx(t)
+	a := newSession(t, cl, WithTTL(10*time.Second))
+	b := newSession(t, cl, WithTTL(10*time.Second))
+	const limit = 2 * time.Second
+	la, err := a.Mutex("jobs/x", WithHoldLimit(limit)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.stop(lead)
+	if c.leader() == lead {
+		t.Fatal("the stopped member still leads")
+	}
+	if _, err := b.Mutex("jobs/x", WithHoldLimit(limit)).LockWithin(ctx, 3*limit); !errors.Is(err, ErrWaitTimedOut) {
+		t.Fatalf("wait of 3 limits after the failover: %v, want ErrWaitTimedOut", err)
+	}
+	if !la.Valid() {
+		t.Fatalf("lease lost across the failover: %v", la.Err())
+	}
+	info, err := cl.Get(ctx, "jobs/x")
+	if err != nil || len(info.Holders) != 1 || info.Holders[0].Token != la.Token() {
+		t.Fatalf("holders %+v, %v; want a's hold, token %d", info, err, la.Token())
+	}
+}
+
 // TestRenewalNeedsTheMajority: a leader cut off from its followers may
 // not know yet that it no longer leads, and a renewal it acknowledged
 // could outlast the limit a new leader starts at its election. So a
