@@ -33,8 +33,9 @@ func runBench(g globals, args []string) int {
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the key choices")
 	fs.DurationVar(&ttl, "ttl", ttl, "session TTL of the workers")
 	fs.IntVar(&conns, "conns", conns, "clients (each one connection and one Sessions stream per member) the workers' sessions are spread over")
-	var cpuProfile string
+	var cpuProfile, memProfile string
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write the load generator's CPU profile (pprof) to this file")
+	fs.StringVar(&memProfile, "memprofile", "", "write the load generator's allocation profile (pprof, every allocation's site) to this file")
 	pos, _, err := parseArgs(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -61,6 +62,18 @@ func runBench(g globals, args []string) int {
 			return exitCode("bench", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if memProfile != "" {
+		f, err := os.Create(memProfile)
+		if err != nil {
+			return exitCode("bench", err)
+		}
+		defer f.Close()
+		defer func() {
+			if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+				fmt.Fprintf(os.Stderr, "baton bench: memprofile: %v\n", err)
+			}
+		}()
 	}
 	ctx := context.Background()
 	clients := make([]*baton.Client, min(conns, cfg.Workers))
