@@ -87,8 +87,18 @@ Flags:
 	defer gcfloor.Start(*gcFloor << 20)()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	s := <-sig
-	lg.Info("stopping", "signal", s.String())
-	m.Close()
-	return 0
+	select {
+	case s := <-sig:
+		lg.Info("stopping", "signal", s.String())
+		m.Close()
+		return 0
+	case <-m.Node().Done():
+		// The member stopped serving by itself (a log it cannot write, an
+		// entry it cannot apply, a lost data dir): exit, so that a
+		// supervisor sees it, rather than answer every request with an
+		// error.
+		fmt.Fprintf(os.Stderr, "baton server: member stopped: %v\n", m.Node().Err())
+		m.Close()
+		return 1
+	}
 }

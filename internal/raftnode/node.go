@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -172,6 +173,12 @@ var (
 	ErrOverloaded = errors.New("raftnode: overloaded: too many requests in flight")
 	// ErrStopped is returned once the node is stopping.
 	ErrStopped = errors.New("raftnode: stopped")
+	// ErrLogLost is why a node stops (Err) when the leader knows it had
+	// log entries that it no longer has: its data dir was lost, wiped or
+	// rolled back. Such a member must not rejoin under its old name: the
+	// entries it acknowledged may have been counted in a majority, and
+	// with them forgotten that majority no longer holds them.
+	ErrLogLost = errors.New("raftnode: the leader knows this member had log entries it no longer has (data dir lost, wiped or rolled back); it must not rejoin under its old name")
 )
 
 // NotLeaderError says who the leader is, when known (Leader 0 if not).
@@ -214,7 +221,8 @@ type Node struct {
 	manual   bool // no loop goroutine: the caller drives Tick and Pump
 
 	nextID   atomic.Uint64
-	dead     atomic.Bool // the loop has ended: nothing more is proposed
+	dead     atomic.Bool           // the loop has ended: nothing more is proposed
+	stopErr  atomic.Pointer[error] // why the loop ended, if by an error
 	isLeader atomic.Bool
 	leader   atomic.Uint64
 
@@ -462,6 +470,17 @@ func (n *Node) Stop() {
 // Done is closed when the Ready loop has ended.
 func (n *Node) Done() <-chan struct{} { return n.doneC }
 
+// Err is why the Ready loop ended, once Done is closed: nil after Stop,
+// else the error that made the node stop serving (its log could not be
+// written, an entry it cannot apply, ErrLogLost, raft's own invariant
+// checks).
+func (n *Node) Err() error {
+	if p := n.stopErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // ID is this node's Raft id.
 func (n *Node) ID() uint64 { return n.cfg.ID }
 
@@ -665,6 +684,14 @@ func (n *Node) forget(id uint64) bool {
 
 func (n *Node) run() {
 	defer close(n.doneC)
+	// raft panics when an invariant breaks (a message that says this
+	// member lost its log, above all). The member stops serving with that
+	// as its error instead of taking down the process that embeds it.
+	defer func() {
+		if r := recover(); r != nil {
+			n.fail(raftPanicError(r))
+		}
+	}()
 	ticker := time.NewTicker(n.cfg.TickInterval)
 	defer ticker.Stop()
 	n.tickC = ticker.C
@@ -753,11 +780,22 @@ func (n *Node) turn() error {
 func (n *Node) fail(err error) error {
 	if err != nil {
 		n.log.Error("stopping node", "err", err)
+		n.stopErr.CompareAndSwap(nil, &err)
 	}
 	n.dead.Store(true)
 	n.isLeader.Store(false)
 	n.failAll(ErrStopped)
 	return err
+}
+
+// raftPanicError turns what raft panicked with into the node's error.
+func raftPanicError(r any) error {
+	msg := fmt.Sprint(r)
+	// raft's commitTo: a heartbeat or append commits past this log's end.
+	if strings.Contains(msg, "is out of range [lastIndex") {
+		return fmt.Errorf("%w: %s", ErrLogLost, msg)
+	}
+	return fmt.Errorf("raftnode: raft stopped the member: %s", msg)
 }
 
 // Tick advances raft's logical clock by one tick and runs the loop turn
