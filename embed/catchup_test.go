@@ -2,9 +2,11 @@ package embed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/internal/raftnode"
 )
 
 // A member that was down while the others compacted their logs past it
@@ -154,5 +157,119 @@ func TestMetricsEndpoint(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Fatalf("metrics lack %q:\n%s", want, body)
 		}
+	}
+}
+
+// A member whose disk was lost (its data dir wiped) and that is started
+// again under its old name must not count in the majority: the entries it
+// acknowledged may have been what made them committed. The leader still
+// knows how far it had acknowledged, and the member stops with
+// ErrLogLost when it hears that (raft panics there; the member stops
+// instead of the process). The others keep serving every hold.
+func TestMemberWithLostDiskStops(t *testing.T) {
+	c := newTestCluster(t, 3)
+	lead := c.waitLeader()
+	cl := c.client(lead)
+	a := openSession(t, cl, "a", time.Minute)
+	tokens := map[string]uint64{}
+	for i := range 20 {
+		name := fmt.Sprintf("k/%d", i)
+		r, err := cl.Acquire(context.Background(), &batonpb.AcquireRequest{Header: hdr(a, uint64(i+1)), Name: name})
+		if err != nil || !r.GetAcquired() {
+			t.Fatalf("acquire %d: %v %v", i, r, err)
+		}
+		tokens[name] = r.GetToken()
+	}
+	c.waitConverged() // the member to wipe acknowledged it all
+	lost := (lead + 1) % 3
+	c.stop(lost)
+	if err := os.RemoveAll(c.cfgs[lost].DataDir); err != nil {
+		t.Fatal(err)
+	}
+	c.start(lost)
+	node := c.members[lost].Node()
+	select {
+	case <-node.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a member that lost its log still runs")
+	}
+	if !errors.Is(node.Err(), raftnode.ErrLogLost) {
+		t.Fatalf("member stopped with %v, want ErrLogLost", node.Err())
+	}
+	c.stop(lost)
+	c.waitConverged()
+	for name, tok := range tokens {
+		got, err := cl.Get(context.Background(), &batonpb.GetRequest{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hs := got.GetLock().GetHolders(); len(hs) != 1 || hs[0].GetToken() != tok {
+			t.Fatalf("%s: %v, want token %d", name, hs, tok)
+		}
+	}
+	if r, err := cl.Acquire(context.Background(), &batonpb.AcquireRequest{Header: hdr(a, 100), Name: "after"}); err != nil || !r.GetAcquired() {
+		t.Fatalf("acquire with two of three: %v %v", r, err)
+	}
+}
+
+// The way back for a member that lost its disk while membership is static
+// (README, "A member that lost its disk"): stop the others, copy the data
+// dir of the one that led, start all three. The leader's log holds every
+// committed entry and is at least as up to date as any member's, so two
+// copies of it make a majority that never forgets an acknowledged entry.
+func TestLostDiskReplacedByTheLeadersCopy(t *testing.T) {
+	c := newTestCluster(t, 3)
+	lead := c.waitLeader()
+	cl := c.client(lead)
+	a := openSession(t, cl, "a", time.Minute)
+	tokens := map[string]uint64{}
+	for i := range 120 { // past SnapshotEntries: the copy has a snapshot
+		name := fmt.Sprintf("k/%d", i)
+		r, err := cl.Acquire(context.Background(), &batonpb.AcquireRequest{Header: hdr(a, uint64(i+1)), Name: name})
+		if err != nil || !r.GetAcquired() {
+			t.Fatalf("acquire %d: %v %v", i, r, err)
+		}
+		tokens[name] = r.GetToken()
+	}
+	lost := (lead + 1) % 3
+	c.stop(lost)
+	if err := os.RemoveAll(c.cfgs[lost].DataDir); err != nil {
+		t.Fatal(err)
+	}
+	// The other two go on without it for a while.
+	for i := range 10 {
+		name := fmt.Sprintf("two/%d", i)
+		r, err := cl.Acquire(context.Background(), &batonpb.AcquireRequest{Header: hdr(a, uint64(200+i)), Name: name})
+		if err != nil || !r.GetAcquired() {
+			t.Fatalf("acquire %s: %v %v", name, r, err)
+		}
+		tokens[name] = r.GetToken()
+	}
+	c.stop((lead + 2) % 3)
+	c.stop(lead)
+	if err := os.CopyFS(c.cfgs[lost].DataDir, os.DirFS(c.cfgs[lead].DataDir)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		c.start(i)
+	}
+	c.waitLeader()
+	c.waitConverged()
+	// The copy counts in a majority: with the old leader gone, the other
+	// two still have every hold.
+	c.stop(lead)
+	lead = c.waitLeader()
+	cl = c.client(lead)
+	for name, tok := range tokens {
+		got, err := cl.Get(context.Background(), &batonpb.GetRequest{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hs := got.GetLock().GetHolders(); len(hs) != 1 || hs[0].GetToken() != tok {
+			t.Fatalf("%s: %v, want token %d", name, hs, tok)
+		}
+	}
+	if r, err := cl.Acquire(context.Background(), &batonpb.AcquireRequest{Header: hdr(a, 300), Name: "after"}); err != nil || !r.GetAcquired() {
+		t.Fatalf("acquire after the replacement: %v %v", r, err)
 	}
 }
