@@ -1,6 +1,7 @@
 package baton
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 )
 
 // Defaults of the client's options, each with its reason.
@@ -64,6 +66,14 @@ func (c clientConfig) validate() error {
 // Without transport credentials among them the client dials in plaintext.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(c *clientConfig) { c.dialOpts = append(c.dialOpts, opts...) }
+}
+
+// WithTLS dials every member over TLS with cfg: RootCAs to trust the
+// members' certificates (nil: the system's roots), Certificates to show
+// one when the members require client certificates. The server name is
+// each endpoint's host unless cfg sets it.
+func WithTLS(cfg *tls.Config) Option {
+	return WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 }
 
 // WithMaxAttempts sets how many members a unary call or a session open

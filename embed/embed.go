@@ -16,6 +16,7 @@ package embed
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -75,6 +76,17 @@ type Config struct {
 	// which / redirects when HTTPHandler is nil).
 	HTTPHandler http.Handler
 	Logger      *slog.Logger
+	// ClientTLS, when set, serves the client port (gRPC, HTTP/JSON, the
+	// dashboard, metrics) over TLS only; set ClientCAs and ClientAuth to
+	// tls.RequireAndVerifyClientCert to admit only clients with a
+	// certificate of that CA. Unless NextProtos says otherwise, ALPN
+	// prefers "http/1.1" and offers "h2": browsers and curl speak
+	// HTTP/1.1, gRPC clients (which offer only h2) HTTP/2.
+	ClientTLS *tls.Config
+	// PeerTLS, when set, encrypts Raft traffic between members both ways
+	// (see transport.Config.TLS): every member needs it, with a
+	// certificate the others' RootCAs and ClientCAs trust.
+	PeerTLS *tls.Config
 }
 
 // DefaultConfig is the embedded single-node default: member "default",
@@ -227,6 +239,16 @@ func Start(cfg Config) (*Member, error) {
 			return nil, fmt.Errorf("embed: client address: %w", err)
 		}
 	}
+	if cfg.ClientTLS != nil {
+		tc := cfg.ClientTLS.Clone()
+		if len(tc.NextProtos) == 0 {
+			// The port tells gRPC from HTTP by what a connection sends
+			// first (cmux); an HTTP/2 connection that is not gRPC would
+			// not be served, so only gRPC gets h2.
+			tc.NextProtos = []string{"http/1.1", "h2"}
+		}
+		clientL = tls.NewListener(clientL, tc)
+	}
 	m.clientL = clientL
 
 	m.srv = server.New(server.Config{Name: cfg.Name, Version: Version, Members: m.members, Logger: lg})
@@ -241,7 +263,7 @@ func Start(cfg Config) (*Member, error) {
 	h := &handler{}
 	tcfg := transport.Config{
 		Name: cfg.Name, ID: self, PeerAddr: cfg.PeerAddr, ClientAddr: clientL.Addr().String(),
-		Peers: peerMap, Logger: lg,
+		Peers: peerMap, Logger: lg, TLS: cfg.PeerTLS,
 	}
 	var tr *transport.Transport
 	if cfg.PeerListener != nil {

@@ -79,7 +79,7 @@ func runBench(g globals, args []string) int {
 	clients := make([]*baton.Client, min(conns, cfg.Workers))
 	for i := range clients {
 		dctx, cancel := context.WithTimeout(ctx, g.timeout)
-		c, err := baton.Dial(dctx, g.endpoints)
+		c, err := dialGlobals(dctx, g)
 		cancel()
 		if err != nil {
 			return exitCode("bench", err)

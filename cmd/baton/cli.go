@@ -24,6 +24,8 @@ type globals struct {
 	endpoints string
 	json      bool
 	timeout   time.Duration
+	// TLS to the members: a CA to trust, and a certificate to show.
+	cacert, cert, key string
 }
 
 func defaultGlobals() globals {
@@ -34,6 +36,27 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.endpoints, "endpoints", g.endpoints, "comma-separated client addresses of members (env BATON_ENDPOINTS)")
 	fs.BoolVar(&g.json, "json", g.json, "print JSON instead of a table")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "how long to try before giving up (per command)")
+	fs.StringVar(&g.cacert, "cacert", g.cacert, "talk TLS to the members, trusting the CA certificates in this PEM file (env BATON_CACERT)")
+	fs.StringVar(&g.cert, "cert", g.cert, "client certificate (PEM) to show members that require one; with --key (env BATON_CERT)")
+	fs.StringVar(&g.key, "key", g.key, "the client certificate's key (PEM) (env BATON_KEY)")
+}
+
+// options are the client options the globals ask for.
+func (g globals) options() ([]baton.Option, error) {
+	cfg, err := clientTLS(g.cacert, g.cert, g.key)
+	if err != nil || cfg == nil {
+		return nil, err
+	}
+	return []baton.Option{baton.WithTLS(cfg)}, nil
+}
+
+// dialGlobals connects to the members named by g, with its TLS.
+func dialGlobals(ctx context.Context, g globals) (*baton.Client, error) {
+	opts, err := g.options()
+	if err != nil {
+		return nil, err
+	}
+	return baton.Dial(ctx, g.endpoints, opts...)
 }
 
 // leadingGlobals takes the global flags given before the command name and
@@ -48,9 +71,11 @@ func leadingGlobals(args []string) (globals, []string, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if !set["endpoints"] {
-		if v := os.Getenv("BATON_ENDPOINTS"); v != "" {
-			g.endpoints = v
+	for name, v := range map[string]*string{"endpoints": &g.endpoints, "cacert": &g.cacert, "cert": &g.cert, "key": &g.key} {
+		if !set[name] {
+			if e := os.Getenv("BATON_" + strings.ToUpper(name)); e != "" {
+				*v = e
+			}
 		}
 	}
 	return g, fs.Args(), nil
@@ -115,7 +140,15 @@ func exitCode(cmd string, err error) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	fmt.Fprintf(os.Stderr, "baton %s: %s\n", cmd, strings.TrimPrefix(err.Error(), "baton: "))
+	msg := strings.TrimPrefix(err.Error(), "baton: ")
+	switch {
+	case strings.Contains(msg, "error reading server preface: EOF"):
+		// What a plaintext client sees from a TLS port.
+		msg += " (does the member serve TLS? then give --cacert)"
+	case strings.Contains(msg, "tls: certificate required"):
+		msg += " (the member requires a client certificate: --cert and --key)"
+	}
+	fmt.Fprintf(os.Stderr, "baton %s: %s\n", cmd, msg)
 	var ue *usageError
 	if errors.As(err, &ue) {
 		return 2
@@ -127,7 +160,7 @@ func exitCode(cmd string, err error) int {
 func dial(ctx context.Context, g globals) (*baton.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	return baton.Dial(ctx, g.endpoints)
+	return dialGlobals(ctx, g)
 }
 
 func printJSON(v any) error {

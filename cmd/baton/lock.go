@@ -161,7 +161,7 @@ func lockAndRun(g globals, name string, cmdArgs []string, ttl, wait time.Duratio
 	defer cancel()
 
 	dctx, dcancel := context.WithTimeout(ctx, g.timeout)
-	c, err := baton.Dial(dctx, g.endpoints)
+	c, err := dialGlobals(dctx, g)
 	dcancel()
 	if err != nil {
 		return exitCode("lock", err)

@@ -27,6 +27,12 @@ func runServer(args []string) int {
 	snapEntries := fs.Uint64("snapshot-entries", d.SnapshotEntries, "applied entries between snapshots")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	pprofOn := fs.Bool("pprof", false, "serve Go's profiler at /debug/pprof/ on the client address")
+	certFile := fs.String("cert-file", "", "serve the client port over TLS with this certificate (PEM); with --key-file")
+	keyFile := fs.String("key-file", "", "the client port certificate's key (PEM)")
+	clientCA := fs.String("client-ca-file", "", "with TLS, admit only clients showing a certificate signed by a CA in this PEM file")
+	peerCert := fs.String("peer-cert-file", "", "encrypt Raft traffic with TLS: this member's certificate (PEM), shown both ways")
+	peerKey := fs.String("peer-key-file", "", "the peer certificate's key (PEM)")
+	peerCA := fs.String("peer-ca-file", "", "CA certificates (PEM) that sign the members' peer certificates")
 	gcFloor := fs.Uint64("gc-floor-mib", 64, "let the Go heap grow to about this many MiB between collections while the live heap is smaller (0: Go's default, GOGC)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: baton server [flags]
@@ -34,6 +40,11 @@ func runServer(args []string) int {
 Runs a Baton member. With no flags: a single node, data in ./baton-data,
 client API on 127.0.0.1:7700. Every flag can also be set as BATON_<FLAG>
 (e.g. BATON_DATA_DIR); a flag given on the command line wins.
+
+TLS: --cert-file and --key-file serve the client port (API, dashboard,
+metrics) over TLS only, --client-ca-file also requires client
+certificates; --peer-cert-file, --peer-key-file and --peer-ca-file encrypt
+and authenticate the traffic between members (all members alike).
 
 Example, a 3-node cluster on one machine:
   baton server --name n1 --data-dir d1 --client-addr 127.0.0.1:7700 --peer-addr 127.0.0.1:7701 \
@@ -68,6 +79,13 @@ Flags:
 		Name: *name, DataDir: *dataDir, ClientAddr: *clientAddr, PeerAddr: *peerAddr,
 		InitialCluster: *cluster, TickInterval: *tick, ElectionTicks: *electionTicks,
 		SnapshotEntries: *snapEntries, Logger: lg,
+	}
+	var err error
+	if cfg.ClientTLS, err = serverTLS(*certFile, *keyFile, *clientCA); err != nil {
+		return exitCode("server", err)
+	}
+	if cfg.PeerTLS, err = peerTLS(*peerCert, *peerKey, *peerCA); err != nil {
+		return exitCode("server", err)
 	}
 	if *pprofOn {
 		mux := http.NewServeMux()

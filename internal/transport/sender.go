@@ -3,6 +3,7 @@ package transport
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -134,6 +135,11 @@ func (p *peer) stream(t *Transport) (sent bool, err error) {
 		return false, err
 	}
 	setUserTimeout(c, t.log)
+	if t.cfg.TLS != nil {
+		if c, err = clientTLS(t.ctx, c, t.cfg.TLS, p.addr); err != nil {
+			return false, err
+		}
+	}
 	// The peer never writes: a pending Read is how we learn that the
 	// connection ended while idle, and why. It returns once c is closed at
 	// the latest.
@@ -218,6 +224,25 @@ func (p *peer) stream(t *Transport) (sent bool, err error) {
 }
 
 // flushTo writes b through w, within a deadline that grows with its size.
+// clientTLS runs the TLS handshake of an outbound connection, within
+// connectTimeout; c is closed if it fails.
+func clientTLS(ctx context.Context, c net.Conn, cfg *tls.Config, addr string) (net.Conn, error) {
+	if cfg.ServerName == "" {
+		cfg = cfg.Clone()
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			cfg.ServerName = host
+		}
+	}
+	tc := tls.Client(c, cfg)
+	hctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(hctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+	}
+	return tc, nil
+}
+
 func flushTo(c net.Conn, w *bufio.Writer, b []byte) error {
 	if err := c.SetWriteDeadline(time.Now().Add(writeTimeout + time.Duration(len(b)>>20)*time.Second)); err != nil {
 		return err

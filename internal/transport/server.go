@@ -3,6 +3,8 @@ package transport
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -95,6 +97,17 @@ func (t *Transport) serveConn(c net.Conn) error {
 		if err := tc.SetKeepAliveConfig(keepAliveConfig); err != nil {
 			t.log.Debug("cannot set TCP keepalive", "err", err)
 		}
+	}
+	if t.cfg.TLS != nil {
+		tc := tls.Server(c, t.cfg.TLS)
+		ctx, cancel := context.WithTimeout(t.ctx, connectTimeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			t.log.Warn("refused a peer connection: TLS handshake failed", "remote", c.RemoteAddr().String(), "err", err)
+			return err
+		}
+		c = tc
 	}
 	r := bufio.NewReaderSize(c, 64<<10)
 	if err := c.SetReadDeadline(time.Now().Add(connectTimeout)); err != nil {

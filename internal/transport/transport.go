@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -71,6 +72,12 @@ type Config struct {
 	Peers map[uint64]string
 	// Logger receives the transport's logs; nil discards them.
 	Logger *slog.Logger
+	// TLS, when set, encrypts every peer connection both ways: inbound
+	// connections are served with it (set ClientCAs and ClientAuth to
+	// tls.RequireAndVerifyClientCert so only members get in), outbound
+	// ones dial with it (RootCAs, and Certificates for the other side's
+	// check); the server name is the peer address's host unless set.
+	TLS *tls.Config
 }
 
 // Validate reports whether cfg can be started. It does not modify cfg.
