@@ -37,6 +37,7 @@ type Frozen struct {
 	applied  uint64
 	sessions *btree.BTreeG[*session]
 	locks    *btree.BTreeG[*lock]
+	members  []Member
 	hint     int
 
 	// seen is Apply's alone: the records it changed or created while
@@ -92,6 +93,7 @@ func (m *Machine) Freeze() *Frozen {
 		applied:     m.applied,
 		sessions:    m.sessionTree.Clone(),
 		locks:       m.lockTree.Clone(),
+		members:     m.Members(),
 		hint:        m.encodedSizeHint(),
 		seen:        make(map[any]struct{}),
 		preSessions: make(map[*session][]byte),
@@ -184,6 +186,8 @@ func (f *Frozen) EncodeWith(bufs Buffers) (b []byte, free func()) {
 		}
 		return true
 	})
+	f.buf = appendMembers(f.buf, f.members)
+	f.checkOwned()
 	f.done = true
 	b, owned := f.buf, f.owned
 	f.buf, f.owned = nil, nil

@@ -201,5 +201,8 @@ func fullSnapshot(m *Machine) *fsmpb.Snapshot {
 		snap.Locks = append(snap.Locks, l.toProto())
 		return true
 	})
+	for _, mb := range m.Members() {
+		snap.Members = append(snap.Members, &fsmpb.Member{Id: mb.ID, Name: mb.Name, PeerAddr: mb.PeerAddr})
+	}
 	return snap
 }

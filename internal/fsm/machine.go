@@ -25,6 +25,9 @@ type Machine struct {
 	sessionTree *btree.BTreeG[*session]
 	lockTree    *btree.BTreeG[*lock]
 
+	// members are the Raft group's members (members.go).
+	members map[uint64]Member
+
 	// frozen is the state being encoded while Apply goes on (frozen.go).
 	frozen *Frozen
 	// lastSize and lastRecords are the bytes and records of the last

@@ -21,6 +21,7 @@ const (
 	snapshotAppliedIndex protowire.Number = 1
 	snapshotSessions     protowire.Number = 2
 	snapshotLocks        protowire.Number = 3
+	snapshotMembers      protowire.Number = 4
 )
 
 // Snapshot returns the whole state as an fsmpb.Snapshot in bytes. The bytes
@@ -53,7 +54,7 @@ func (m *Machine) marshal(applied uint64) []byte {
 		b = appendLock(b, l)
 		return true
 	})
-	return b
+	return appendMembers(b, m.Members())
 }
 
 // The fields of fsmpb.Lock, fsmpb.Holder and fsmpb.Waiter, which appendLock
@@ -380,7 +381,7 @@ func eachRecord(data []byte, fn func(num protowire.Number, v uint64, rec []byte)
 		switch {
 		case num == snapshotAppliedIndex && typ == protowire.VarintType:
 			v, n = protowire.ConsumeVarint(data)
-		case (num == snapshotSessions || num == snapshotLocks) && typ == protowire.BytesType:
+		case (num == snapshotSessions || num == snapshotLocks || num == snapshotMembers) && typ == protowire.BytesType:
 			rec, n = protowire.ConsumeBytes(data)
 		default:
 			n = protowire.ConsumeFieldValue(num, typ, data)
@@ -672,6 +673,19 @@ func (m *Machine) load(data []byte) error {
 		i++
 		prevName = lp.GetName()
 		return nil
+	})
+	if err != nil {
+		return err
+	}
+
+	var prevMember uint64
+	err = eachRecord(data, func(num protowire.Number, _ uint64, rec []byte) error {
+		if num != snapshotMembers {
+			return nil
+		}
+		var err error
+		prevMember, err = m.loadMember(rec, prevMember)
+		return err
 	})
 	if err != nil {
 		return err

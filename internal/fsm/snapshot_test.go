@@ -86,7 +86,7 @@ func TestRestoreRefusesCorruptSnapshots(t *testing.T) {
 
 func TestSnapshotFieldNumbers(t *testing.T) {
 	for msg, want := range map[proto.Message]map[protoreflect.Name]protowire.Number{
-		&fsmpb.Snapshot{}: {"applied_index": snapshotAppliedIndex, "sessions": snapshotSessions, "locks": snapshotLocks},
+		&fsmpb.Snapshot{}: {"applied_index": snapshotAppliedIndex, "sessions": snapshotSessions, "locks": snapshotLocks, "members": snapshotMembers},
 		&fsmpb.Lock{}:     {"name": lockName, "holders": lockHolders, "waiters": lockWaiters, "limit": lockLimit},
 		&fsmpb.Holder{}: {"session_id": holderSessionID, "owner_key": holderOwnerKey, "owner": holderOwner,
 			"token": holderToken, "count": holderCount, "since_unix_nano": holderSince, "acquire_seq": holderAcquireSeq,
@@ -226,6 +226,9 @@ func firstDiff(a, b []byte) int {
 func randomMachine(t *testing.T, seed uint64) *Machine {
 	rng := rand.New(rand.NewPCG(seed, 42))
 	m := New()
+	for i := range 1 + rng.IntN(5) {
+		m.SetMember(Member{ID: rng.Uint64N(1 << 60), Name: fmt.Sprintf("n%d", i), PeerAddr: fmt.Sprintf("10.0.0.%d:7701", i)})
+	}
 	index := uint64(0)
 	apply := func(cmd *fsmpb.Command) *fsmpb.Result {
 		index++
@@ -290,6 +293,11 @@ func TestRestoreReadsFieldsInAnyOrder(t *testing.T) {
 	var b []byte
 	b = protowire.AppendTag(b, snapshotAppliedIndex, protowire.VarintType)
 	b = protowire.AppendVarint(b, 1)
+	for _, mb := range full.GetMembers() {
+		rec, _ := proto.Marshal(mb)
+		b = protowire.AppendTag(b, snapshotMembers, protowire.BytesType)
+		b = protowire.AppendBytes(b, rec)
+	}
 	for _, l := range full.GetLocks() {
 		rec, _ := proto.Marshal(l)
 		b = protowire.AppendTag(b, snapshotLocks, protowire.BytesType)
@@ -469,5 +477,39 @@ func TestDecodeLockMatchesProto(t *testing.T) {
 	t.Logf("%d records agreed, %d failed both ways", agreed, failed)
 	if failed < 100 || agreed < 100 {
 		t.Fatalf("too few of each: %d agreed, %d failed", agreed, failed)
+	}
+}
+
+// Members travel in snapshots (to members that never saw the membership
+// changes) and are checked on restore.
+func TestMembersInSnapshots(t *testing.T) {
+	m := New()
+	m.SetMember(Member{ID: 7, Name: "n2", PeerAddr: "10.0.0.2:7701"})
+	m.SetMember(Member{ID: 3, Name: "n1", PeerAddr: "10.0.0.1:7701"})
+	m.SetMember(Member{ID: 9, Name: "n3", PeerAddr: "10.0.0.3:7701"})
+	m.RemoveMember(9)
+	f := m.Freeze()
+	m.SetMember(Member{ID: 11, Name: "n4", PeerAddr: "10.0.0.4:7701"}) // after the freeze
+	frozen := f.Encode()
+	m.Thaw(f)
+	r := New()
+	if err := r.Restore(frozen); err != nil {
+		t.Fatal(err)
+	}
+	want := []Member{{3, "n1", "10.0.0.1:7701"}, {7, "n2", "10.0.0.2:7701"}}
+	if got := r.Members(); !slices.Equal(got, want) {
+		t.Fatalf("members after restore %v, want %v", got, want)
+	}
+	if got := m.Members(); len(got) != 3 || got[2].ID != 11 {
+		t.Fatalf("members %v", got)
+	}
+	for _, bad := range []*fsmpb.Member{{Id: 0, Name: "zero"}, {Id: 5, Name: "n"}, {Id: 2, Name: "\xff"}} {
+		snap, _ := r.Snapshot()
+		rec, _ := proto.Marshal(bad)
+		snap = protowire.AppendTag(snap, snapshotMembers, protowire.BytesType)
+		snap = protowire.AppendBytes(snap, rec)
+		if err := New().Restore(snap); err == nil {
+			t.Errorf("restored a snapshot with member %v after %v", bad, r.Members())
+		}
 	}
 }
