@@ -59,8 +59,20 @@ type Config struct {
 	ClientAddr string
 	PeerAddr   string
 	// InitialCluster lists every member as name=peerAddr, comma-separated.
-	// Empty means a single-member cluster of this member alone.
+	// Empty means a single-member cluster of this member alone. Once the
+	// cluster runs, membership changes (AddMember, RemoveMember) are the
+	// truth and are kept in the log and snapshots; the list still supplies
+	// the addresses of first members the log never recorded (clusters
+	// bootstrapped by releases before membership changes).
 	InitialCluster string
+	// Join starts a member added to a running cluster by AddMember: with
+	// an empty data dir it waits for the leader to send it the log instead
+	// of bootstrapping a cluster of InitialCluster (which must list the
+	// running members and this one: AddMember's initial_cluster). Ignored
+	// once the data dir holds a log. A member added but started without
+	// Join would bootstrap a cluster of its own, and stops when it meets
+	// the real one.
+	Join bool
 	// TickInterval and ElectionTicks set Raft's timing.
 	TickInterval  time.Duration
 	ElectionTicks int
@@ -177,8 +189,8 @@ func (c Config) Validate() error {
 		if !slices.ContainsFunc(peers, func(p PeerSpec) bool { return p.Name == c.Name }) {
 			return fmt.Errorf("initial cluster %q does not name this member %q", c.InitialCluster, c.Name)
 		}
-		if n := len(peers); n != 1 && n != 3 && n != 5 {
-			return fmt.Errorf("initial cluster has %d members; Baton runs 1, 3 or 5", n)
+		if n := len(peers); !c.Join && n != 1 && n != 3 && n != 5 {
+			return fmt.Errorf("initial cluster has %d members; Baton starts with 1, 3 or 5 (membership changes make other sizes)", n)
 		}
 	}
 	return nil
@@ -186,18 +198,20 @@ func (c Config) Validate() error {
 
 // Member is a running member.
 type Member struct {
-	cfg       Config
-	log       *slog.Logger
-	store     *storage.Store
-	tr        *transport.Transport
-	node      *raftnode.Node
-	srv       *server.Server
-	api       *server.Listener
-	clientL   net.Listener
-	peers     []PeerSpec
-	stopTrack context.CancelFunc
-	trackDone chan struct{}
-	closeOnce sync.Once
+	cfg     Config
+	log     *slog.Logger
+	store   *storage.Store
+	tr      *transport.Transport
+	node    *raftnode.Node
+	srv     *server.Server
+	api     *server.Listener
+	clientL net.Listener
+	peers   []PeerSpec // from InitialCluster
+	// membership is the latest the node published (raftnode.Membership).
+	membership atomic.Pointer[raftnode.Membership]
+	stopTrack  context.CancelFunc
+	trackDone  chan struct{}
+	closeOnce  sync.Once
 }
 
 // Start opens the data dir, joins (or bootstraps) the cluster and serves.
@@ -251,7 +265,7 @@ func Start(cfg Config) (*Member, error) {
 	}
 	m.clientL = clientL
 
-	m.srv = server.New(server.Config{Name: cfg.Name, Version: Version, Members: m.members, Logger: lg})
+	m.srv = server.New(server.Config{Name: cfg.Name, Version: Version, Members: m.members, MemberID: MemberID, Logger: lg})
 	peerMap := map[uint64]string{}
 	var voters []uint64
 	for _, p := range peers {
@@ -281,6 +295,12 @@ func Start(cfg Config) (*Member, error) {
 	rc.ID = self
 	rc.GroupID = GroupID
 	rc.Peers = voters
+	rc.PeerContexts = make(map[uint64][]byte, len(peers))
+	for _, p := range peers {
+		rc.PeerContexts[p.ID] = raftnode.MemberContext(p.Name, p.PeerAddr)
+	}
+	rc.Join = cfg.Join
+	rc.MembershipChanged = m.membershipChanged
 	rc.Store = st
 	rc.Recovered = raftnode.Recovered{Snapshot: snap, HardState: hs, Entries: ents}
 	rc.Transport = tr
@@ -345,23 +365,89 @@ func (h *handler) ReportUnreachable(groupID uint64, id uint64) {
 	}
 }
 
-// members lists the cluster with every client address known so far.
-func (m *Member) members() []server.Member {
-	out := make([]server.Member, 0, len(m.peers))
-	self := MemberID(m.cfg.Name)
+// membershipChanged points the transport at the members the node
+// applied (on the Ready loop; quick). An address comes from the log's
+// record of the member, else from InitialCluster.
+func (m *Member) membershipChanged(ms raftnode.Membership) {
+	m.membership.Store(&ms)
+	if m.tr == nil || len(ms.Voters) == 0 {
+		// A joining member knows no configuration until the leader's
+		// log or snapshot reaches it: keep the peers it started with.
+		return
+	}
+	addrs := map[uint64]string{}
+	for _, id := range append(slices.Clone(ms.Voters), ms.Learners...) {
+		if a := m.peerAddr(ms, id); a != "" {
+			addrs[id] = a
+		} else if id != MemberID(m.cfg.Name) {
+			m.log.Warn("no address for member: it is neither recorded in the log nor in the initial cluster", "id", fmt.Sprintf("%x", id))
+		}
+	}
+	m.tr.SetPeers(addrs)
+}
+
+// peerAddr is member id's peer address as known here.
+func (m *Member) peerAddr(ms raftnode.Membership, id uint64) string {
+	for _, r := range ms.Members {
+		if r.ID == id {
+			return r.PeerAddr
+		}
+	}
 	for _, p := range m.peers {
-		sm := server.Member{Name: p.Name, ID: p.ID, PeerAddr: p.PeerAddr}
-		if p.ID == self {
-			sm.ClientAddr = m.ClientAddr()
+		if p.ID == id {
+			return p.PeerAddr
+		}
+	}
+	return ""
+}
+
+// members lists the cluster with every client address known so far: the
+// voters and learners the node applied, named by the log's records (or
+// InitialCluster); before the node published any, InitialCluster.
+func (m *Member) members() []server.Member {
+	self := MemberID(m.cfg.Name)
+	var out []server.Member
+	ms := m.membership.Load()
+	if ms == nil || len(ms.Voters)+len(ms.Learners) == 0 {
+		for _, p := range m.peers {
+			out = append(out, server.Member{Name: p.Name, ID: p.ID, PeerAddr: p.PeerAddr})
+		}
+	} else {
+		name := func(id uint64) string {
+			for _, r := range ms.Members {
+				if r.ID == id {
+					return r.Name
+				}
+			}
+			for _, p := range m.peers {
+				if p.ID == id {
+					return p.Name
+				}
+			}
+			if id == self {
+				return m.cfg.Name
+			}
+			return fmt.Sprintf("%x", id)
+		}
+		for _, id := range ms.Voters {
+			out = append(out, server.Member{Name: name(id), ID: id, PeerAddr: m.peerAddr(*ms, id)})
+		}
+		for _, id := range ms.Learners {
+			out = append(out, server.Member{Name: name(id), ID: id, PeerAddr: m.peerAddr(*ms, id), Learner: true})
+		}
+		slices.SortFunc(out, func(a, b server.Member) int { return strings.Compare(a.Name, b.Name) })
+	}
+	for i := range out {
+		if out[i].ID == self {
+			out[i].ClientAddr = m.ClientAddr()
 			if m.tr != nil {
-				sm.PeerAddr = m.tr.Addr().String()
+				out[i].PeerAddr = m.tr.Addr().String()
 			}
 		} else if m.tr != nil {
-			if _, addr, ok := m.tr.PeerInfo(p.ID); ok {
-				sm.ClientAddr = addr
+			if _, addr, ok := m.tr.PeerInfo(out[i].ID); ok {
+				out[i].ClientAddr = addr
 			}
 		}
-		out = append(out, sm)
 	}
 	return out
 }

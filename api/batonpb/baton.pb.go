@@ -2304,6 +2304,7 @@ type Member struct {
 	Id            uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
 	PeerAddr      string                 `protobuf:"bytes,3,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
 	ClientAddr    string                 `protobuf:"bytes,4,opt,name=client_addr,json=clientAddr,proto3" json:"client_addr,omitempty"`
+	Learner       bool                   `protobuf:"varint,5,opt,name=learner,proto3" json:"learner,omitempty"` // receives the log, does not vote (AddMember learner)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2366,6 +2367,302 @@ func (x *Member) GetClientAddr() string {
 	return ""
 }
 
+func (x *Member) GetLearner() bool {
+	if x != nil {
+		return x.Learner
+	}
+	return false
+}
+
+type AddMemberRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`                         // unique; its Raft id derives from it
+	PeerAddr      string                 `protobuf:"bytes,2,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"` // host:port the other members reach it at
+	Learner       bool                   `protobuf:"varint,3,opt,name=learner,proto3" json:"learner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddMemberRequest) Reset() {
+	*x = AddMemberRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddMemberRequest) ProtoMessage() {}
+
+func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
+func (*AddMemberRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *AddMemberRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AddMemberRequest) GetPeerAddr() string {
+	if x != nil {
+		return x.PeerAddr
+	}
+	return ""
+}
+
+func (x *AddMemberRequest) GetLearner() bool {
+	if x != nil {
+		return x.Learner
+	}
+	return false
+}
+
+type AddMemberResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Members []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	// The --initial-cluster to start the new member with (with --join).
+	InitialCluster string `protobuf:"bytes,2,opt,name=initial_cluster,json=initialCluster,proto3" json:"initial_cluster,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *AddMemberResponse) Reset() {
+	*x = AddMemberResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddMemberResponse) ProtoMessage() {}
+
+func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
+func (*AddMemberResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *AddMemberResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *AddMemberResponse) GetInitialCluster() string {
+	if x != nil {
+		return x.InitialCluster
+	}
+	return ""
+}
+
+type PromoteMemberRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromoteMemberRequest) Reset() {
+	*x = PromoteMemberRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromoteMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromoteMemberRequest) ProtoMessage() {}
+
+func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromoteMemberRequest.ProtoReflect.Descriptor instead.
+func (*PromoteMemberRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *PromoteMemberRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type PromoteMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Members       []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromoteMemberResponse) Reset() {
+	*x = PromoteMemberResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromoteMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromoteMemberResponse) ProtoMessage() {}
+
+func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromoteMemberResponse.ProtoReflect.Descriptor instead.
+func (*PromoteMemberResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *PromoteMemberResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+type RemoveMemberRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberRequest) Reset() {
+	*x = RemoveMemberRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberRequest) ProtoMessage() {}
+
+func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
+func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *RemoveMemberRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type RemoveMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Members       []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberResponse) Reset() {
+	*x = RemoveMemberResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberResponse) ProtoMessage() {}
+
+func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
+func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *RemoveMemberResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
 type StatusResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2387,7 +2684,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2399,7 +2696,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2412,7 +2709,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *StatusResponse) GetName() string {
@@ -2519,7 +2816,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2531,7 +2828,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2544,7 +2841,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Error) GetCode() uint32 {
@@ -2586,7 +2883,7 @@ type ResumeSession struct {
 
 func (x *ResumeSession) Reset() {
 	*x = ResumeSession{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2598,7 +2895,7 @@ func (x *ResumeSession) String() string {
 func (*ResumeSession) ProtoMessage() {}
 
 func (x *ResumeSession) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2611,7 +2908,7 @@ func (x *ResumeSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSession.ProtoReflect.Descriptor instead.
 func (*ResumeSession) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ResumeSession) GetSessionId() uint64 {
@@ -2643,7 +2940,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2655,7 +2952,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2668,7 +2965,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{41}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SessionRequest) GetId() uint64 {
@@ -2834,7 +3131,7 @@ type SessionsRequest struct {
 
 func (x *SessionsRequest) Reset() {
 	*x = SessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2846,7 +3143,7 @@ func (x *SessionsRequest) String() string {
 func (*SessionsRequest) ProtoMessage() {}
 
 func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2859,7 +3156,7 @@ func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsRequest.ProtoReflect.Descriptor instead.
 func (*SessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{42}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SessionsRequest) GetRequests() []*ChannelRequest {
@@ -2885,7 +3182,7 @@ type ChannelRequest struct {
 
 func (x *ChannelRequest) Reset() {
 	*x = ChannelRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2897,7 +3194,7 @@ func (x *ChannelRequest) String() string {
 func (*ChannelRequest) ProtoMessage() {}
 
 func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2910,7 +3207,7 @@ func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelRequest.ProtoReflect.Descriptor instead.
 func (*ChannelRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ChannelRequest) GetChannel() uint64 {
@@ -2945,7 +3242,7 @@ type SessionsResponse struct {
 
 func (x *SessionsResponse) Reset() {
 	*x = SessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2957,7 +3254,7 @@ func (x *SessionsResponse) String() string {
 func (*SessionsResponse) ProtoMessage() {}
 
 func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2970,7 +3267,7 @@ func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsResponse.ProtoReflect.Descriptor instead.
 func (*SessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SessionsResponse) GetResponses() []*ChannelResponse {
@@ -2994,7 +3291,7 @@ type ChannelResponse struct {
 
 func (x *ChannelResponse) Reset() {
 	*x = ChannelResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3006,7 +3303,7 @@ func (x *ChannelResponse) String() string {
 func (*ChannelResponse) ProtoMessage() {}
 
 func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3019,7 +3316,7 @@ func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelResponse.ProtoReflect.Descriptor instead.
 func (*ChannelResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ChannelResponse) GetChannel() uint64 {
@@ -3052,7 +3349,7 @@ type ChannelEnd struct {
 
 func (x *ChannelEnd) Reset() {
 	*x = ChannelEnd{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3064,7 +3361,7 @@ func (x *ChannelEnd) String() string {
 func (*ChannelEnd) ProtoMessage() {}
 
 func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3077,7 +3374,7 @@ func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelEnd.ProtoReflect.Descriptor instead.
 func (*ChannelEnd) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ChannelEnd) GetError() *Error {
@@ -3099,7 +3396,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[47]
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3111,7 +3408,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[47]
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3124,7 +3421,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{47}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Grant) GetSeq() uint64 {
@@ -3160,7 +3457,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3172,7 +3469,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3185,7 +3482,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *WaitEnded) GetSeq() uint64 {
@@ -3236,7 +3533,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3248,7 +3545,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3261,7 +3558,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SessionResponse) GetId() uint64 {
@@ -3508,7 +3805,7 @@ type SessionHolds struct {
 
 func (x *SessionHolds) Reset() {
 	*x = SessionHolds{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3520,7 +3817,7 @@ func (x *SessionHolds) String() string {
 func (*SessionHolds) ProtoMessage() {}
 
 func (x *SessionHolds) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3533,7 +3830,7 @@ func (x *SessionHolds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionHolds.ProtoReflect.Descriptor instead.
 func (*SessionHolds) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SessionHolds) GetHolds() []*HoldLost {
@@ -3568,7 +3865,7 @@ type HoldLost struct {
 
 func (x *HoldLost) Reset() {
 	*x = HoldLost{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3580,7 +3877,7 @@ func (x *HoldLost) String() string {
 func (*HoldLost) ProtoMessage() {}
 
 func (x *HoldLost) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3593,7 +3890,7 @@ func (x *HoldLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldLost.ProtoReflect.Descriptor instead.
 func (*HoldLost) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *HoldLost) GetName() string {
@@ -3774,13 +4071,29 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\rWatchResponse\x12\"\n" +
 	"\x04lock\x18\x01 \x01(\v2\x0e.baton.v1.LockR\x04lock\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\"\x0f\n" +
-	"\rStatusRequest\"j\n" +
+	"\rStatusRequest\"\x84\x01\n" +
 	"\x06Member\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x1b\n" +
 	"\tpeer_addr\x18\x03 \x01(\tR\bpeerAddr\x12\x1f\n" +
 	"\vclient_addr\x18\x04 \x01(\tR\n" +
-	"clientAddr\"\xf2\x02\n" +
+	"clientAddr\x12\x18\n" +
+	"\alearner\x18\x05 \x01(\bR\alearner\"]\n" +
+	"\x10AddMemberRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\tpeer_addr\x18\x02 \x01(\tR\bpeerAddr\x12\x18\n" +
+	"\alearner\x18\x03 \x01(\bR\alearner\"h\n" +
+	"\x11AddMemberResponse\x12*\n" +
+	"\amembers\x18\x01 \x03(\v2\x10.baton.v1.MemberR\amembers\x12'\n" +
+	"\x0finitial_cluster\x18\x02 \x01(\tR\x0einitialCluster\"*\n" +
+	"\x14PromoteMemberRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"C\n" +
+	"\x15PromoteMemberResponse\x12*\n" +
+	"\amembers\x18\x01 \x03(\v2\x10.baton.v1.MemberR\amembers\")\n" +
+	"\x13RemoveMemberRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"B\n" +
+	"\x14RemoveMemberResponse\x12*\n" +
+	"\amembers\x18\x01 \x03(\v2\x10.baton.v1.MemberR\amembers\"\xf2\x02\n" +
 	"\x0eStatusResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x16\n" +
@@ -3897,7 +4210,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"OVERLOADED\x10\x10\x12\x13\n" +
 	"\x0fSESSION_EXPIRED\x10\x11\x12\x12\n" +
 	"\x0eLIMIT_MISMATCH\x10\x12\x12\r\n" +
-	"\tHOLD_LOST\x10\x132\xb8\f\n" +
+	"\tHOLD_LOST\x10\x132\xfa\x0e\n" +
 	"\x05Baton\x12B\n" +
 	"\aSession\x12\x18.baton.v1.SessionRequest\x1a\x19.baton.v1.SessionResponse(\x010\x01\x12E\n" +
 	"\bSessions\x12\x19.baton.v1.SessionsRequest\x1a\x1a.baton.v1.SessionsResponse(\x010\x01\x12c\n" +
@@ -3918,7 +4231,10 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x05Watch\x12\x16.baton.v1.WatchRequest\x1a\x17.baton.v1.WatchResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/watch0\x01\x12t\n" +
 	"\tBlacklist\x12\x1a.baton.v1.BlacklistRequest\x1a\x1b.baton.v1.BlacklistResponse\".\x82\xd3\xe4\x93\x02(:\x01*\"#/v1/sessions/{session_id}/blacklist\x12O\n" +
 	"\x06Status\x12\x17.baton.v1.StatusRequest\x1a\x18.baton.v1.StatusResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
-	"/v1/statusB(Z&github.com/batonlock/baton/api/batonpbb\x06proto3"
+	"/v1/status\x12`\n" +
+	"\tAddMember\x12\x1a.baton.v1.AddMemberRequest\x1a\x1b.baton.v1.AddMemberResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/members/add\x12p\n" +
+	"\rPromoteMember\x12\x1e.baton.v1.PromoteMemberRequest\x1a\x1f.baton.v1.PromoteMemberResponse\"\x1e\x82\xd3\xe4\x93\x02\x18:\x01*\"\x13/v1/members/promote\x12l\n" +
+	"\fRemoveMember\x12\x1d.baton.v1.RemoveMemberRequest\x1a\x1e.baton.v1.RemoveMemberResponse\"\x1d\x82\xd3\xe4\x93\x02\x17:\x01*\"\x12/v1/members/removeB(Z&github.com/batonlock/baton/api/batonpbb\x06proto3"
 
 var (
 	file_api_batonpb_baton_proto_rawDescOnce sync.Once
@@ -3933,7 +4249,7 @@ func file_api_batonpb_baton_proto_rawDescGZIP() []byte {
 }
 
 var file_api_batonpb_baton_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_api_batonpb_baton_proto_goTypes = []any{
 	(Reason)(0),                   // 0: baton.v1.Reason
 	(*RequestHeader)(nil),         // 1: baton.v1.RequestHeader
@@ -3974,35 +4290,41 @@ var file_api_batonpb_baton_proto_goTypes = []any{
 	(*WatchResponse)(nil),         // 36: baton.v1.WatchResponse
 	(*StatusRequest)(nil),         // 37: baton.v1.StatusRequest
 	(*Member)(nil),                // 38: baton.v1.Member
-	(*StatusResponse)(nil),        // 39: baton.v1.StatusResponse
-	(*Error)(nil),                 // 40: baton.v1.Error
-	(*ResumeSession)(nil),         // 41: baton.v1.ResumeSession
-	(*SessionRequest)(nil),        // 42: baton.v1.SessionRequest
-	(*SessionsRequest)(nil),       // 43: baton.v1.SessionsRequest
-	(*ChannelRequest)(nil),        // 44: baton.v1.ChannelRequest
-	(*SessionsResponse)(nil),      // 45: baton.v1.SessionsResponse
-	(*ChannelResponse)(nil),       // 46: baton.v1.ChannelResponse
-	(*ChannelEnd)(nil),            // 47: baton.v1.ChannelEnd
-	(*Grant)(nil),                 // 48: baton.v1.Grant
-	(*WaitEnded)(nil),             // 49: baton.v1.WaitEnded
-	(*SessionResponse)(nil),       // 50: baton.v1.SessionResponse
-	(*SessionHolds)(nil),          // 51: baton.v1.SessionHolds
-	(*HoldLost)(nil),              // 52: baton.v1.HoldLost
-	(*durationpb.Duration)(nil),   // 53: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 54: google.protobuf.Timestamp
+	(*AddMemberRequest)(nil),      // 39: baton.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),     // 40: baton.v1.AddMemberResponse
+	(*PromoteMemberRequest)(nil),  // 41: baton.v1.PromoteMemberRequest
+	(*PromoteMemberResponse)(nil), // 42: baton.v1.PromoteMemberResponse
+	(*RemoveMemberRequest)(nil),   // 43: baton.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),  // 44: baton.v1.RemoveMemberResponse
+	(*StatusResponse)(nil),        // 45: baton.v1.StatusResponse
+	(*Error)(nil),                 // 46: baton.v1.Error
+	(*ResumeSession)(nil),         // 47: baton.v1.ResumeSession
+	(*SessionRequest)(nil),        // 48: baton.v1.SessionRequest
+	(*SessionsRequest)(nil),       // 49: baton.v1.SessionsRequest
+	(*ChannelRequest)(nil),        // 50: baton.v1.ChannelRequest
+	(*SessionsResponse)(nil),      // 51: baton.v1.SessionsResponse
+	(*ChannelResponse)(nil),       // 52: baton.v1.ChannelResponse
+	(*ChannelEnd)(nil),            // 53: baton.v1.ChannelEnd
+	(*Grant)(nil),                 // 54: baton.v1.Grant
+	(*WaitEnded)(nil),             // 55: baton.v1.WaitEnded
+	(*SessionResponse)(nil),       // 56: baton.v1.SessionResponse
+	(*SessionHolds)(nil),          // 57: baton.v1.SessionHolds
+	(*HoldLost)(nil),              // 58: baton.v1.HoldLost
+	(*durationpb.Duration)(nil),   // 59: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 60: google.protobuf.Timestamp
 }
 var file_api_batonpb_baton_proto_depIdxs = []int32{
-	53, // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	53, // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	53, // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	59, // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	59, // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	59, // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
 	1,  // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
-	53, // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	53, // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
-	53, // 6: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
-	54, // 7: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
-	53, // 8: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
-	54, // 9: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
-	53, // 10: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
+	59, // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	59, // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
+	59, // 6: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
+	60, // 7: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
+	59, // 8: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
+	60, // 9: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
+	59, // 10: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
 	11, // 11: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
 	1,  // 12: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
 	13, // 13: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
@@ -4015,82 +4337,91 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	25, // 20: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
 	11, // 21: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
 	28, // 22: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	53, // 23: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	54, // 24: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	59, // 23: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	60, // 24: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
 	30, // 25: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
 	25, // 26: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
-	38, // 27: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
-	0,  // 28: baton.v1.Error.reason:type_name -> baton.v1.Reason
-	2,  // 29: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
-	41, // 30: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
-	4,  // 31: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
-	8,  // 32: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
-	16, // 33: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
-	18, // 34: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
-	14, // 35: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
-	6,  // 36: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
-	9,  // 37: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
-	44, // 38: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
-	42, // 39: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
-	46, // 40: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
-	50, // 41: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
-	47, // 42: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
-	40, // 43: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
-	0,  // 44: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
-	40, // 45: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
-	3,  // 46: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
-	5,  // 47: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
-	13, // 48: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
-	17, // 49: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
-	19, // 50: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
-	15, // 51: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
-	7,  // 52: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
-	48, // 53: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
-	49, // 54: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
-	40, // 55: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	52, // 56: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
-	51, // 57: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
-	10, // 58: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
-	52, // 59: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
-	42, // 60: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	43, // 61: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
-	2,  // 62: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	4,  // 63: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	6,  // 64: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	8,  // 65: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	14, // 66: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	9,  // 67: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
-	16, // 68: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	20, // 69: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	22, // 70: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	24, // 71: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	27, // 72: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	31, // 73: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	35, // 74: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
-	33, // 75: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	37, // 76: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	50, // 77: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	45, // 78: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	3,  // 79: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	5,  // 80: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	7,  // 81: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	13, // 82: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	15, // 83: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	10, // 84: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
-	17, // 85: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	21, // 86: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	23, // 87: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	26, // 88: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	29, // 89: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	32, // 90: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	36, // 91: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
-	34, // 92: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	39, // 93: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	77, // [77:94] is the sub-list for method output_type
-	60, // [60:77] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	38, // 27: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
+	38, // 28: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
+	38, // 29: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
+	38, // 30: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
+	0,  // 31: baton.v1.Error.reason:type_name -> baton.v1.Reason
+	2,  // 32: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
+	47, // 33: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
+	4,  // 34: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
+	8,  // 35: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
+	16, // 36: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
+	18, // 37: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
+	14, // 38: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
+	6,  // 39: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
+	9,  // 40: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
+	50, // 41: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
+	48, // 42: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
+	52, // 43: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
+	56, // 44: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
+	53, // 45: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
+	46, // 46: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
+	0,  // 47: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
+	46, // 48: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
+	3,  // 49: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
+	5,  // 50: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
+	13, // 51: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
+	17, // 52: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
+	19, // 53: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
+	15, // 54: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
+	7,  // 55: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
+	54, // 56: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
+	55, // 57: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
+	46, // 58: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
+	58, // 59: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
+	57, // 60: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
+	10, // 61: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
+	58, // 62: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
+	48, // 63: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	49, // 64: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	2,  // 65: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	4,  // 66: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	6,  // 67: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	8,  // 68: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	14, // 69: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	9,  // 70: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
+	16, // 71: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	20, // 72: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	22, // 73: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	24, // 74: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	27, // 75: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	31, // 76: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	35, // 77: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
+	33, // 78: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	37, // 79: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	39, // 80: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
+	41, // 81: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
+	43, // 82: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
+	56, // 83: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	51, // 84: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	3,  // 85: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	5,  // 86: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	7,  // 87: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	13, // 88: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	15, // 89: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	10, // 90: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
+	17, // 91: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	21, // 92: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	23, // 93: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	26, // 94: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	29, // 95: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	32, // 96: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	36, // 97: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
+	34, // 98: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	45, // 99: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	40, // 100: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
+	42, // 101: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
+	44, // 102: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
+	83, // [83:103] is the sub-list for method output_type
+	63, // [63:83] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }
@@ -4098,7 +4429,7 @@ func file_api_batonpb_baton_proto_init() {
 	if File_api_batonpb_baton_proto != nil {
 		return
 	}
-	file_api_batonpb_baton_proto_msgTypes[41].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[47].OneofWrappers = []any{
 		(*SessionRequest_Open)(nil),
 		(*SessionRequest_Resume)(nil),
 		(*SessionRequest_KeepAlive)(nil),
@@ -4109,7 +4440,7 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionRequest_Close)(nil),
 		(*SessionRequest_RenewHold)(nil),
 	}
-	file_api_batonpb_baton_proto_msgTypes[49].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[55].OneofWrappers = []any{
 		(*SessionResponse_Open)(nil),
 		(*SessionResponse_KeepAlive)(nil),
 		(*SessionResponse_Acquire)(nil),
@@ -4130,7 +4461,7 @@ func file_api_batonpb_baton_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_batonpb_baton_proto_rawDesc), len(file_api_batonpb_baton_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   52,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

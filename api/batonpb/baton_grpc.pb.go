@@ -24,23 +24,26 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Baton_Session_FullMethodName      = "/baton.v1.Baton/Session"
-	Baton_Sessions_FullMethodName     = "/baton.v1.Baton/Sessions"
-	Baton_OpenSession_FullMethodName  = "/baton.v1.Baton/OpenSession"
-	Baton_KeepAlive_FullMethodName    = "/baton.v1.Baton/KeepAlive"
-	Baton_CloseSession_FullMethodName = "/baton.v1.Baton/CloseSession"
-	Baton_Acquire_FullMethodName      = "/baton.v1.Baton/Acquire"
-	Baton_AcquireMany_FullMethodName  = "/baton.v1.Baton/AcquireMany"
-	Baton_RenewHold_FullMethodName    = "/baton.v1.Baton/RenewHold"
-	Baton_Release_FullMethodName      = "/baton.v1.Baton/Release"
-	Baton_CasRelease_FullMethodName   = "/baton.v1.Baton/CasRelease"
-	Baton_Check_FullMethodName        = "/baton.v1.Baton/Check"
-	Baton_Get_FullMethodName          = "/baton.v1.Baton/Get"
-	Baton_List_FullMethodName         = "/baton.v1.Baton/List"
-	Baton_ListSessions_FullMethodName = "/baton.v1.Baton/ListSessions"
-	Baton_Watch_FullMethodName        = "/baton.v1.Baton/Watch"
-	Baton_Blacklist_FullMethodName    = "/baton.v1.Baton/Blacklist"
-	Baton_Status_FullMethodName       = "/baton.v1.Baton/Status"
+	Baton_Session_FullMethodName       = "/baton.v1.Baton/Session"
+	Baton_Sessions_FullMethodName      = "/baton.v1.Baton/Sessions"
+	Baton_OpenSession_FullMethodName   = "/baton.v1.Baton/OpenSession"
+	Baton_KeepAlive_FullMethodName     = "/baton.v1.Baton/KeepAlive"
+	Baton_CloseSession_FullMethodName  = "/baton.v1.Baton/CloseSession"
+	Baton_Acquire_FullMethodName       = "/baton.v1.Baton/Acquire"
+	Baton_AcquireMany_FullMethodName   = "/baton.v1.Baton/AcquireMany"
+	Baton_RenewHold_FullMethodName     = "/baton.v1.Baton/RenewHold"
+	Baton_Release_FullMethodName       = "/baton.v1.Baton/Release"
+	Baton_CasRelease_FullMethodName    = "/baton.v1.Baton/CasRelease"
+	Baton_Check_FullMethodName         = "/baton.v1.Baton/Check"
+	Baton_Get_FullMethodName           = "/baton.v1.Baton/Get"
+	Baton_List_FullMethodName          = "/baton.v1.Baton/List"
+	Baton_ListSessions_FullMethodName  = "/baton.v1.Baton/ListSessions"
+	Baton_Watch_FullMethodName         = "/baton.v1.Baton/Watch"
+	Baton_Blacklist_FullMethodName     = "/baton.v1.Baton/Blacklist"
+	Baton_Status_FullMethodName        = "/baton.v1.Baton/Status"
+	Baton_AddMember_FullMethodName     = "/baton.v1.Baton/AddMember"
+	Baton_PromoteMember_FullMethodName = "/baton.v1.Baton/PromoteMember"
+	Baton_RemoveMember_FullMethodName  = "/baton.v1.Baton/RemoveMember"
 )
 
 // BatonClient is the client API for Baton service.
@@ -101,6 +104,16 @@ type BatonClient interface {
 	// Status describes this member and the cluster as it sees it. Answered
 	// locally by any member.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	// AddMember adds a member to the cluster (one membership change at a
+	// time, on the leader): a voter, or a learner that receives the log
+	// without voting until PromoteMember. Start the new member afterwards
+	// with --join and the initial_cluster the answer gives.
+	AddMember(ctx context.Context, in *AddMemberRequest, opts ...grpc.CallOption) (*AddMemberResponse, error)
+	// PromoteMember makes a learner that has caught up with the leader a
+	// voter.
+	PromoteMember(ctx context.Context, in *PromoteMemberRequest, opts ...grpc.CallOption) (*PromoteMemberResponse, error)
+	// RemoveMember removes a member; it stops once it applies its removal.
+	RemoveMember(ctx context.Context, in *RemoveMemberRequest, opts ...grpc.CallOption) (*RemoveMemberResponse, error)
 }
 
 type batonClient struct {
@@ -296,6 +309,36 @@ func (c *batonClient) Status(ctx context.Context, in *StatusRequest, opts ...grp
 	return out, nil
 }
 
+func (c *batonClient) AddMember(ctx context.Context, in *AddMemberRequest, opts ...grpc.CallOption) (*AddMemberResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddMemberResponse)
+	err := c.cc.Invoke(ctx, Baton_AddMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *batonClient) PromoteMember(ctx context.Context, in *PromoteMemberRequest, opts ...grpc.CallOption) (*PromoteMemberResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PromoteMemberResponse)
+	err := c.cc.Invoke(ctx, Baton_PromoteMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *batonClient) RemoveMember(ctx context.Context, in *RemoveMemberRequest, opts ...grpc.CallOption) (*RemoveMemberResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveMemberResponse)
+	err := c.cc.Invoke(ctx, Baton_RemoveMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BatonServer is the server API for Baton service.
 // All implementations must embed UnimplementedBatonServer
 // for forward compatibility.
@@ -354,6 +397,16 @@ type BatonServer interface {
 	// Status describes this member and the cluster as it sees it. Answered
 	// locally by any member.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	// AddMember adds a member to the cluster (one membership change at a
+	// time, on the leader): a voter, or a learner that receives the log
+	// without voting until PromoteMember. Start the new member afterwards
+	// with --join and the initial_cluster the answer gives.
+	AddMember(context.Context, *AddMemberRequest) (*AddMemberResponse, error)
+	// PromoteMember makes a learner that has caught up with the leader a
+	// voter.
+	PromoteMember(context.Context, *PromoteMemberRequest) (*PromoteMemberResponse, error)
+	// RemoveMember removes a member; it stops once it applies its removal.
+	RemoveMember(context.Context, *RemoveMemberRequest) (*RemoveMemberResponse, error)
 	mustEmbedUnimplementedBatonServer()
 }
 
@@ -414,6 +467,15 @@ func (UnimplementedBatonServer) Blacklist(context.Context, *BlacklistRequest) (*
 }
 func (UnimplementedBatonServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedBatonServer) AddMember(context.Context, *AddMemberRequest) (*AddMemberResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddMember not implemented")
+}
+func (UnimplementedBatonServer) PromoteMember(context.Context, *PromoteMemberRequest) (*PromoteMemberResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PromoteMember not implemented")
+}
+func (UnimplementedBatonServer) RemoveMember(context.Context, *RemoveMemberRequest) (*RemoveMemberResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveMember not implemented")
 }
 func (UnimplementedBatonServer) mustEmbedUnimplementedBatonServer() {}
 func (UnimplementedBatonServer) testEmbeddedByValue()               {}
@@ -713,6 +775,60 @@ func _Baton_Status_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Baton_AddMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BatonServer).AddMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Baton_AddMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BatonServer).AddMember(ctx, req.(*AddMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Baton_PromoteMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PromoteMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BatonServer).PromoteMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Baton_PromoteMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BatonServer).PromoteMember(ctx, req.(*PromoteMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Baton_RemoveMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BatonServer).RemoveMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Baton_RemoveMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BatonServer).RemoveMember(ctx, req.(*RemoveMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Baton_ServiceDesc is the grpc.ServiceDesc for Baton service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -775,6 +891,18 @@ var Baton_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Status",
 			Handler:    _Baton_Status_Handler,
+		},
+		{
+			MethodName: "AddMember",
+			Handler:    _Baton_AddMember_Handler,
+		},
+		{
+			MethodName: "PromoteMember",
+			Handler:    _Baton_PromoteMember_Handler,
+		},
+		{
+			MethodName: "RemoveMember",
+			Handler:    _Baton_RemoveMember_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -69,6 +69,19 @@ type Config struct {
 	// Peers are the voters of a brand-new cluster, this node included.
 	// Ignored when Recovered holds a hard state or snapshot.
 	Peers []uint64
+	// PeerContexts, by id, go into the bootstrap's membership entries
+	// (MemberContext), so that the state machine records every first
+	// member's name and address.
+	PeerContexts map[uint64][]byte
+	// Join starts a node with an empty log as a new member of a running
+	// group (added by a membership change) instead of bootstrapping a
+	// group of Peers: it waits for the leader to send it the log or a
+	// snapshot. Ignored when Recovered holds anything.
+	Join bool
+	// MembershipChanged, when set, is called on the loop after a
+	// membership change or a snapshot changed the membership, and once at
+	// start. It must not block.
+	MembershipChanged func(Membership)
 	// Store persists the log; Recovered is what it held at open.
 	Store     LogStore
 	Recovered Recovered
@@ -229,6 +242,13 @@ type Node struct {
 	wmu     sync.Mutex
 	waiting map[uint64]*proposal
 
+	confC             chan *confWait
+	progressC         chan *progressQuery
+	confWaits         map[uint64]*confWait // loop-owned, by ConfChange id
+	membership        Membership           // guarded by mu
+	membershipChanged bool                 // loop-owned: publish at the end of the turn
+	confSnapshotDue   bool                 // loop-owned: snapshot the new configuration
+
 	statusMu   sync.Mutex
 	status     Status
 	pubMetrics Metrics
@@ -373,6 +393,9 @@ func newNode(cfg Config) (*Node, error) {
 		waiting:    make(map[uint64]*proposal),
 		readsByCtx: make(map[uint64][]*readWait),
 		confState:  &raftpb.ConfState{},
+		confC:      make(chan *confWait),
+		progressC:  make(chan *progressQuery),
+		confWaits:  make(map[uint64]*confWait),
 		appends:    newMailbox(),
 		locals:     newMailbox(),
 		appendErr:  make(chan error, 1),
@@ -416,7 +439,7 @@ func newNode(cfg Config) (*Node, error) {
 		ID:                        cfg.ID,
 		ElectionTick:              cfg.ElectionTicks,
 		HeartbeatTick:             cfg.HeartbeatTicks,
-		Storage:                   diskSnapshots{n.ms, cfg.Store, lg},
+		Storage:                   diskSnapshots{n.ms, cfg.Store, lg, n},
 		Applied:                   n.applied,
 		MaxSizePerMsg:             1 << 20,
 		MaxInflightMsgs:           256,
@@ -426,6 +449,7 @@ func newNode(cfg Config) (*Node, error) {
 		ReadOnlyOption:            raft.ReadOnlySafe,
 		DisableProposalForwarding: true,
 		AsyncStorageWrites:        true,
+		StepDownOnRemoval:         true,
 		Logger:                    newRaftLogger(base),
 	}
 	rn, err := raft.NewRawNode(rc)
@@ -436,10 +460,12 @@ func newNode(cfg Config) (*Node, error) {
 	// What was recovered now lives in the state machine and n.ms: do not
 	// keep the recovered snapshot and log alive in the config as well.
 	n.cfg.Recovered = Recovered{}
-	if !restart {
+	n.membership = n.membershipLocked()
+	n.membershipChanged = true
+	if !restart && !cfg.Join {
 		peers := make([]raft.Peer, len(cfg.Peers))
 		for i, id := range cfg.Peers {
-			peers[i] = raft.Peer{ID: id}
+			peers[i] = raft.Peer{ID: id, Context: cfg.PeerContexts[id]}
 		}
 		if len(peers) == 0 {
 			peers = []raft.Peer{{ID: cfg.ID}}
@@ -724,6 +750,10 @@ func (n *Node) run() {
 			n.encoded(r)
 		case r := <-n.snapC:
 			n.finishSnapshot(r)
+		case w := <-n.confC:
+			n.proposeConf(w)
+		case q := <-n.progressC:
+			n.answerProgress(q)
 		case err := <-n.appendErr:
 			n.fail(err)
 			return
@@ -785,6 +815,7 @@ func (n *Node) fail(err error) error {
 	n.dead.Store(true)
 	n.isLeader.Store(false)
 	n.failAll(ErrStopped)
+	n.failConfWaits(ErrStopped)
 	return err
 }
 
@@ -960,12 +991,20 @@ type diskSnapshots struct {
 	*raft.MemoryStorage
 	store LogStore
 	log   *slog.Logger
+	n     *Node
 }
 
 func (d diskSnapshots) Snapshot() (*raftpb.Snapshot, error) {
 	meta, err := d.MemoryStorage.Snapshot()
 	if err != nil || raft.IsEmptySnap(meta) {
 		return meta, err
+	}
+	// Raft asks on the loop, which owns confState. A snapshot from before
+	// the last membership change is of no use to a member it added (raft
+	// ignores a snapshot whose configuration lacks it): wait for the one
+	// the change made due (confSnapshotDue).
+	if !proto.Equal(meta.GetMetadata().GetConfState(), d.n.confState) {
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
 	}
 	// The store saves a snapshot before n.ms learns of it, so the newest
 	// on disk is at least as new as meta; any snapshot on disk is of

@@ -29,23 +29,28 @@ func (n *Node) handleReady(rd raft.Ready) error {
 	start := time.Now()
 	defer func() { n.metrics.ReadyNanos += uint64(time.Since(start)) }()
 	n.metrics.Readies++
-	var peers []*raftpb.Message
+	var peers, appends []*raftpb.Message
 	var apply *raftpb.Message
 	for _, m := range rd.Messages {
 		switch m.GetTo() {
 		case raft.LocalAppendThread:
-			n.appends.put(m)
+			appends = append(appends, m)
 		case raft.LocalApplyThread:
 			apply = m
 		default:
 			peers = append(peers, m)
 		}
 	}
+	n.noteConfProposals(appends) // before the append worker owns them
+	for _, m := range appends {
+		n.appends.put(m)
+	}
 	n.send(peers)
 	if apply != nil {
 		n.apply(apply)
 	}
 	n.noteLeadership(rd.SoftState)
+	n.publishMembership()
 	// Reads whose index is applied.
 	for _, rs := range rd.ReadStates {
 		if len(rs.RequestCtx) != 8 {
@@ -113,6 +118,10 @@ func (n *Node) restore(snap *raftpb.Snapshot) error {
 	n.snapIndex = snap.GetMetadata().GetIndex()
 	n.applied = n.snapIndex
 	n.confState = proto.Clone(snap.GetMetadata().GetConfState()).(*raftpb.ConfState)
+	n.mu.Lock()
+	n.membership = n.membershipLocked()
+	n.mu.Unlock()
+	n.membershipChanged = true
 	n.log.Info("restored snapshot", "index", n.snapIndex)
 	if n.cfg.Observer != nil {
 		n.cfg.Observer.Restored(n.snapIndex)
@@ -180,8 +189,7 @@ entries:
 			if err := proto.Unmarshal(e.GetData(), cc); err != nil {
 				panic(fmt.Sprintf("raftnode: conf change %d does not decode: %v", idx, err))
 			}
-			n.confState = n.rn.ApplyConfChange(cc)
-			n.m.SetApplied(idx)
+			n.applyConfChange(idx, cc)
 		case raftpb.EntryConfChangeV2:
 			cc := &raftpb.ConfChangeV2{}
 			if err := proto.Unmarshal(e.GetData(), cc); err != nil {
@@ -236,6 +244,7 @@ func (n *Node) noteLeadership(ss *raft.SoftState) {
 	n.isLeader.Store(isLeader)
 	if wasLeader && !isLeader {
 		n.failAll(ErrOutcomeUnknown)
+		n.failConfWaits(ErrOutcomeUnknown)
 	}
 	if wasLeader != isLeader {
 		n.log.Info("leadership changed", "leader", isLeader, "term", st.GetTerm(), "lead", fmt.Sprintf("%x", st.Lead))
@@ -311,7 +320,7 @@ func (n *Node) maybeCampaign() {
 
 func (n *Node) maybeSnapshot() {
 	if n.encC != nil || n.snapC != nil ||
-		!snapshotDue(n.applied, n.snapIndex, n.cfg.SnapshotEntries, n.snapshotOffset()) {
+		!n.confSnapshotDue && !snapshotDue(n.applied, n.snapIndex, n.cfg.SnapshotEntries, n.snapshotOffset()) {
 		return
 	}
 	// Not before the log holds a commit index that covers the snapshot:
@@ -324,6 +333,7 @@ func (n *Node) maybeSnapshot() {
 		return
 	}
 	index := n.applied
+	n.confSnapshotDue = false
 	// Whatever happens, the next try waits for another SnapshotEntries
 	// entries: encoding costs up to a second at scale, too much to repeat
 	// on every Ready while, say, the disk is full.

@@ -55,6 +55,10 @@ var errorMap = []struct {
 	{raftnode.ErrOutcomeUnknown, codes.Unavailable, batonpb.Reason_OUTCOME_UNKNOWN},
 	{raftnode.ErrOverloaded, codes.ResourceExhausted, batonpb.Reason_OVERLOADED},
 	{raftnode.ErrStopped, codes.Unavailable, batonpb.Reason_NOT_LEADER},
+	{errMemberExists, codes.AlreadyExists, batonpb.Reason_REASON_UNSPECIFIED},
+	{errNoSuchMember, codes.NotFound, batonpb.Reason_REASON_UNSPECIFIED},
+	{errNotCaughtUp, codes.FailedPrecondition, batonpb.Reason_REASON_UNSPECIFIED},
+	{raftnode.ErrConfChangePending, codes.Aborted, batonpb.Reason_REASON_UNSPECIFIED},
 }
 
 // classify maps err to its code, reason and the leader's client address

@@ -31,6 +31,7 @@ type Member struct {
 	ID         uint64
 	PeerAddr   string
 	ClientAddr string
+	Learner    bool
 }
 
 // Config configures a Server.
@@ -41,7 +42,9 @@ type Config struct {
 	// Members returns the cluster's members with the client addresses
 	// known so far (peers' addresses are learnt from the transport).
 	Members func() []Member
-	Logger  *slog.Logger
+	// MemberID is the Raft id of a member name (membership changes).
+	MemberID func(name string) uint64
+	Logger   *slog.Logger
 }
 
 // Server implements batonpb.BatonServer and raftnode.Observer.

@@ -358,7 +358,7 @@ func (s *Server) Status(ctx context.Context, r *batonpb.StatusRequest) (*batonpb
 	}
 	if s.cfg.Members != nil {
 		for _, m := range s.cfg.Members() {
-			out.Members = append(out.Members, &batonpb.Member{Name: m.Name, Id: m.ID, PeerAddr: m.PeerAddr, ClientAddr: m.ClientAddr})
+			out.Members = append(out.Members, &batonpb.Member{Name: m.Name, Id: m.ID, PeerAddr: m.PeerAddr, ClientAddr: m.ClientAddr, Learner: m.Learner})
 			if m.ID == st.Leader {
 				out.Leader, out.LeaderAddr = m.Name, m.ClientAddr
 			}

@@ -25,6 +25,9 @@ type peer struct {
 	id   uint64
 	addr string
 	wake chan struct{} // capacity 1: "the queue is not empty"
+	// ctx ends with the Transport, or when SetPeers drops the peer.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu     sync.Mutex
 	queue  []queued
@@ -37,11 +40,14 @@ type queued struct {
 	m     *raftpb.Message
 }
 
-func newPeer(id uint64, addr string) *peer {
+func newPeer(parent context.Context, id uint64, addr string) *peer {
+	ctx, cancel := context.WithCancel(parent)
 	return &peer{
 		id:     id,
 		addr:   addr,
 		wake:   make(chan struct{}, 1),
+		ctx:    ctx,
+		cancel: cancel,
 		groups: make(map[uint64]struct{}),
 	}
 }
@@ -96,7 +102,7 @@ func (p *peer) run(t *Transport) {
 	backoff := MinBackoff
 	for {
 		sent, err := p.stream(t)
-		if t.ctx.Err() != nil {
+		if p.ctx.Err() != nil {
 			return
 		}
 		if sent {
@@ -114,7 +120,7 @@ func (p *peer) run(t *Transport) {
 		}
 		timer := time.NewTimer(backoff)
 		select {
-		case <-t.ctx.Done():
+		case <-p.ctx.Done():
 			timer.Stop()
 			return
 		case <-timer.C:
@@ -130,13 +136,13 @@ func (p *peer) run(t *Transport) {
 // together.
 func (p *peer) stream(t *Transport) (sent bool, err error) {
 	d := net.Dialer{Timeout: connectTimeout, KeepAliveConfig: keepAliveConfig}
-	c, err := d.DialContext(t.ctx, "tcp", p.addr)
+	c, err := d.DialContext(p.ctx, "tcp", p.addr)
 	if err != nil {
 		return false, err
 	}
 	setUserTimeout(c, t.log)
 	if t.cfg.TLS != nil {
-		if c, err = clientTLS(t.ctx, c, t.cfg.TLS, p.addr); err != nil {
+		if c, err = clientTLS(p.ctx, c, t.cfg.TLS, p.addr); err != nil {
 			return false, err
 		}
 	}
@@ -157,7 +163,7 @@ func (p *peer) stream(t *Transport) (sent bool, err error) {
 		}
 		endErr = err
 	}()
-	stop := context.AfterFunc(t.ctx, func() { c.Close() })
+	stop := context.AfterFunc(p.ctx, func() { c.Close() })
 	defer func() {
 		stop()
 		c.Close()
@@ -190,8 +196,8 @@ func (p *peer) stream(t *Transport) (sent bool, err error) {
 	}
 	for {
 		select {
-		case <-t.ctx.Done():
-			return sent, t.ctx.Err()
+		case <-p.ctx.Done():
+			return sent, p.ctx.Err()
 		case <-ended:
 			return sent, endErr
 		case <-p.wake:

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -116,11 +117,14 @@ type Handler interface {
 // Transport sends and receives raftpb messages to and from a fixed set of
 // peers. All methods are safe for concurrent use.
 type Transport struct {
-	cfg   Config
-	h     Handler
-	log   *slog.Logger
-	lis   net.Listener
-	peers map[uint64]*peer // fixed at Start
+	cfg Config
+	h   Handler
+	log *slog.Logger
+	lis net.Listener
+	// peers is replaced whole by SetPeers (under peersMu) and read by Send
+	// without a lock.
+	peers   atomic.Pointer[map[uint64]*peer]
+	peersMu sync.Mutex
 
 	ctx    context.Context // cancelled by Stop; ends senders and their connections
 	cancel context.CancelFunc
@@ -183,18 +187,19 @@ func StartListener(l net.Listener, cfg Config, h Handler) (*Transport, error) {
 		h:       h,
 		log:     log.With("component", "transport", "node_id", fmt.Sprintf("%x", cfg.ID)),
 		lis:     l,
-		peers:   make(map[uint64]*peer, len(peers)),
 		ctx:     ctx,
 		cancel:  cancel,
 		conns:   make(map[net.Conn]struct{}),
 		info:    make(map[uint64]peerInfo),
 		inbound: make(map[uint64]*inbound),
 	}
+	ps := make(map[uint64]*peer, len(peers))
 	for id, addr := range peers {
-		t.peers[id] = newPeer(id, addr)
+		ps[id] = newPeer(ctx, id, addr)
 	}
+	t.peers.Store(&ps)
 	t.wg.Go(t.accept)
-	for _, p := range t.peers {
+	for _, p := range ps {
 		t.wg.Go(func() { p.run(t) })
 	}
 	t.log.Info("started", "addr", l.Addr().String(), "peers", len(peers))
@@ -212,9 +217,10 @@ func (t *Transport) Send(groupID uint64, msgs []*raftpb.Message) {
 		return
 	}
 	var full map[uint64]bool // peers with drops in this call
+	peers := *t.peers.Load()
 	for _, m := range msgs {
 		to := m.GetTo()
-		p := t.peers[to]
+		p := peers[to]
 		if p == nil {
 			if to != t.cfg.ID {
 				t.log.Debug("dropped message to unknown peer", "peer", to, "type", m.GetType().String())
@@ -231,6 +237,55 @@ func (t *Transport) Send(groupID uint64, msgs []*raftpb.Message) {
 	for to := range full {
 		t.log.Debug("queue full, dropped messages", "peer", to)
 		t.h.ReportUnreachable(groupID, to)
+	}
+}
+
+// SetPeers makes addrs (id to peer address, this member's own id left
+// out) the peers messages go to, after a membership change: a new id gets
+// a sender, a dropped one loses its sender and queue, a moved one is
+// reconnected at its new address. Inbound connections are not affected.
+func (t *Transport) SetPeers(addrs map[uint64]string) {
+	t.peersMu.Lock()
+	defer t.peersMu.Unlock()
+	if t.ctx.Err() != nil {
+		return
+	}
+	old := *t.peers.Load()
+	next := make(map[uint64]*peer, len(addrs))
+	var started []*peer
+	for id, addr := range addrs {
+		if id == 0 || id == t.cfg.ID || addr == "" {
+			continue
+		}
+		if p := old[id]; p != nil && p.addr == addr {
+			next[id] = p
+			continue
+		}
+		p := newPeer(t.ctx, id, addr)
+		next[id] = p
+		started = append(started, p)
+	}
+	for id, p := range old {
+		if next[id] != p {
+			p.cancel()
+			t.log.Info("peer dropped", "peer", id, "addr", p.addr)
+		}
+	}
+	t.peers.Store(&next)
+	t.mu.Lock()
+	stopped := t.stopped
+	if !stopped {
+		for _, p := range started {
+			t.wg.Add(1) // under mu, before Stop's Wait can begin
+			go func() {
+				defer t.wg.Done()
+				p.run(t)
+			}()
+		}
+	}
+	t.mu.Unlock()
+	for _, p := range started {
+		t.log.Info("peer added", "peer", p.id, "addr", p.addr)
 	}
 }
 

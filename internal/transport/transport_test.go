@@ -520,3 +520,35 @@ func TestRefusesStrangers(t *testing.T) {
 	default:
 	}
 }
+
+// SetPeers: a member added later gets messages, a dropped one no more.
+func TestSetPeers(t *testing.T) {
+	ts, rs := cluster(t, 2)
+	a := ts[0]
+	lc := listen(t)
+	rc := newRecorder(t)
+	c, err := StartListener(lc, config(t, 3, map[uint64]string{1: a.Addr().String()}), rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	a.Send(1, []*raftpb.Message{msgApp(1, 3, 5)}) // unknown yet: dropped
+	a.SetPeers(map[uint64]string{2: ts[1].Addr().String(), 3: lc.Addr().String()})
+	a.Send(1, []*raftpb.Message{msgApp(1, 3, 6), msgApp(1, 2, 7)})
+	if got := rc.next(t); got.m.GetIndex() != 6 {
+		t.Fatalf("the added peer got index %d first, want 6", got.m.GetIndex())
+	}
+	if got := rs[1].next(t); got.m.GetIndex() != 7 {
+		t.Fatalf("the kept peer got %d, want 7", got.m.GetIndex())
+	}
+	a.SetPeers(map[uint64]string{3: lc.Addr().String()})
+	a.Send(1, []*raftpb.Message{msgApp(1, 2, 8), msgApp(1, 3, 9)})
+	if got := rc.next(t); got.m.GetIndex() != 9 {
+		t.Fatalf("got %d, want 9", got.m.GetIndex())
+	}
+	select {
+	case got := <-rs[1].msgs:
+		t.Fatalf("a dropped peer got %+v", got)
+	default: // 8 was dropped in Send (no peer 2), before 9 was queued
+	}
+}

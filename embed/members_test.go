@@ -1,0 +1,195 @@
+package embed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/internal/raftnode"
+)
+
+// addMember starts a member that AddMember added (with Join) and returns
+// its index in c.
+func (c *testCluster) addMember(name, initialCluster string, peer, client testListeners) int {
+	c.t.Helper()
+	cfg := DefaultConfig()
+	cfg.Name = name
+	cfg.DataDir = c.t.TempDir()
+	cfg.ClientListener, cfg.PeerListener = client.l, peer.l
+	cfg.ClientAddr, cfg.PeerAddr = client.addr, peer.addr
+	cfg.TickInterval = 20 * time.Millisecond
+	cfg.ElectionTicks = 10
+	cfg.SnapshotEntries = 50
+	cfg.InitialCluster = initialCluster
+	cfg.Join = true
+	c.cfgs = append(c.cfgs, cfg)
+	c.members = append(c.members, nil)
+	i := len(c.cfgs) - 1
+	c.start(i)
+	return i
+}
+
+type testListeners struct {
+	l    net.Listener
+	addr string
+}
+
+func code(err error) codes.Code { return status.Code(err) }
+
+// Membership changes: a learner is added, catches up from a snapshot,
+// is promoted, and counts in the majority once a first member is removed
+// and the leader stops; every hold survives; bad requests change nothing.
+func TestMembershipChanges(t *testing.T) {
+	c := newTestCluster(t, 3)
+	lead := c.waitLeader()
+	cl := c.client(lead)
+	ctx := context.Background()
+	a := openSession(t, cl, "a", time.Minute)
+	tokens := map[string]uint64{}
+	for i := range 120 { // past SnapshotEntries: the newcomer gets a snapshot
+		name := fmt.Sprintf("k/%d", i)
+		r, err := cl.Acquire(ctx, &batonpb.AcquireRequest{Header: hdr(a, uint64(i+1)), Name: name})
+		if err != nil || !r.GetAcquired() {
+			t.Fatalf("acquire %d: %v %v", i, r, err)
+		}
+		tokens[name] = r.GetToken()
+	}
+
+	pl, cln := listen(t), listen(t)
+	peerAddr := pl.Addr().String()
+	for _, bad := range []*batonpb.AddMemberRequest{
+		{Name: "", PeerAddr: peerAddr}, {Name: "n 4", PeerAddr: peerAddr}, {Name: "n4", PeerAddr: "nohost"},
+		{Name: "n2", PeerAddr: peerAddr}, {Name: "n4", PeerAddr: c.cfgs[0].PeerAddr},
+	} {
+		if _, err := cl.AddMember(ctx, bad); err == nil {
+			t.Fatalf("AddMember(%v) succeeded", bad)
+		}
+	}
+	added, err := cl.AddMember(ctx, &batonpb.AddMemberRequest{Name: "n4", PeerAddr: peerAddr, Learner: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(added.GetInitialCluster(), "="); n != 4 || !strings.Contains(added.GetInitialCluster(), "n4="+peerAddr) {
+		t.Fatalf("initial cluster %q", added.GetInitialCluster())
+	}
+	if _, err := cl.AddMember(ctx, &batonpb.AddMemberRequest{Name: "n4", PeerAddr: "127.0.0.1:1"}); code(err) != codes.AlreadyExists {
+		t.Fatalf("adding n4 twice: %v", err)
+	}
+	n4 := c.addMember("n4", added.GetInitialCluster(), testListeners{pl, peerAddr}, testListeners{cln, cln.Addr().String()})
+	c.waitConverged()
+	if _, err := cl.PromoteMember(ctx, &batonpb.PromoteMemberRequest{Name: "n2"}); code(err) != codes.InvalidArgument {
+		t.Fatalf("promoting a voter: %v", err)
+	}
+	if _, err := cl.PromoteMember(ctx, &batonpb.PromoteMemberRequest{Name: "n4"}); err != nil {
+		t.Fatalf("promote n4: %v", err)
+	}
+	c.waitConverged() // n4 applied its promotion too
+	st, err := c.client(n4).Status(ctx, &batonpb.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.GetMembers()) != 4 || slicesAny(st.GetMembers(), func(m *batonpb.Member) bool { return m.GetLearner() }) {
+		t.Fatalf("members after the promotion: %v", st.GetMembers())
+	}
+
+	// Remove a first member that does not lead; then stop the leader:
+	// n4 is one of the two that are left.
+	gone := (lead + 1) % 3
+	if _, err := cl.RemoveMember(ctx, &batonpb.RemoveMemberRequest{Name: c.cfgs[gone].Name}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.RemoveMember(ctx, &batonpb.RemoveMemberRequest{Name: c.cfgs[gone].Name}); code(err) != codes.NotFound {
+		t.Fatalf("removing it twice: %v", err)
+	}
+	c.stop(gone)
+	c.stop(lead)
+	lead = c.waitLeader()
+	cl = c.client(lead)
+	for name, tok := range tokens {
+		got, err := cl.Get(ctx, &batonpb.GetRequest{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hs := got.GetLock().GetHolders(); len(hs) != 1 || hs[0].GetToken() != tok {
+			t.Fatalf("%s: %v, want token %d", name, hs, tok)
+		}
+	}
+	if r, err := cl.Acquire(ctx, &batonpb.AcquireRequest{Header: hdr(a, 500), Name: "after"}); err != nil || !r.GetAcquired() {
+		t.Fatalf("acquire with the new majority: %v %v", r, err)
+	}
+	// A restarted newcomer keeps the membership (its log and snapshot
+	// say it, whatever its flags).
+	c.stop(n4)
+	c.start(n4)
+	c.waitLeader()
+	c.waitConverged()
+	ms := c.members[n4].Node().Membership()
+	if len(ms.Voters) != 3 || len(ms.Learners) != 0 || len(ms.Members) != 3 {
+		t.Fatalf("membership after n4's restart: %+v", ms)
+	}
+}
+
+// Removing the leader: it applies its own removal, steps down and stops
+// (ErrRemoved); the other two elect a leader among themselves and serve.
+func TestRemovingTheLeader(t *testing.T) {
+	c := newTestCluster(t, 3)
+	lead := c.waitLeader()
+	cl := c.client(lead)
+	ctx := context.Background()
+	a := openSession(t, cl, "a", time.Minute)
+	held, err := cl.Acquire(ctx, &batonpb.AcquireRequest{Header: hdr(a, 1), Name: "x"})
+	if err != nil || !held.GetAcquired() {
+		t.Fatal(held, err)
+	}
+	node := c.members[lead].Node()
+	_, err = cl.RemoveMember(ctx, &batonpb.RemoveMemberRequest{Name: c.cfgs[lead].Name})
+	if err != nil && code(err) != codes.Unavailable {
+		t.Fatalf("removing the leader: %v", err) // Unavailable: it stopped before its answer left
+	}
+	select {
+	case <-node.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the removed leader still runs")
+	}
+	if !errors.Is(node.Err(), raftnode.ErrRemoved) {
+		t.Fatalf("the removed leader stopped with %v", node.Err())
+	}
+	c.stop(lead)
+	lead = c.waitLeader()
+	cl = c.client(lead)
+	if ms := c.members[lead].Node().Membership(); len(ms.Voters) != 2 {
+		t.Fatalf("voters %v", ms.Voters)
+	}
+	got, err := cl.Get(ctx, &batonpb.GetRequest{Name: "x"})
+	if err != nil || len(got.GetLock().GetHolders()) != 1 || got.GetLock().GetHolders()[0].GetToken() != held.GetToken() {
+		t.Fatalf("x after the leader's removal: %v %v", got, err)
+	}
+	// Two voters: one may go (the leader again), and the last may not.
+	node = c.members[lead].Node()
+	if _, err := cl.RemoveMember(ctx, &batonpb.RemoveMemberRequest{Name: c.cfgs[lead].Name}); err != nil && code(err) != codes.Unavailable {
+		t.Fatal(err)
+	}
+	<-node.Done()
+	c.stop(lead)
+	lead = c.waitLeader()
+	if _, err := c.client(lead).RemoveMember(ctx, &batonpb.RemoveMemberRequest{Name: c.cfgs[lead].Name}); code(err) != codes.InvalidArgument {
+		t.Fatalf("removing the last voter: %v", err)
+	}
+}
+
+func slicesAny[T any](s []T, f func(T) bool) bool {
+	for _, x := range s {
+		if f(x) {
+			return true
+		}
+	}
+	return false
+}

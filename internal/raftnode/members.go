@@ -1,0 +1,241 @@
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/batonlock/baton/internal/fsm"
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+var (
+	// ErrConfChangePending: raft refused a membership change because an
+	// earlier one is not applied yet (one at a time); nothing changed.
+	ErrConfChangePending = errors.New("raftnode: another membership change is still being applied; try again")
+	// ErrRemoved is why a node stops (Err) once it applied its own removal
+	// from the group.
+	ErrRemoved = errors.New("raftnode: this member was removed from the cluster")
+)
+
+// Membership is the group's configuration as this node applied it: the
+// Raft ids of its voters and learners, and every member the log (or a
+// snapshot) recorded with its name and peer address.
+type Membership struct {
+	Voters, Learners []uint64
+	Members          []fsm.Member
+}
+
+// Has reports whether id is a voter or a learner.
+func (m Membership) Has(id uint64) bool {
+	return slices.Contains(m.Voters, id) || slices.Contains(m.Learners, id)
+}
+
+// MemberContext encodes a member's name and peer address for the context
+// of the ConfChange that adds it (and of a new group's bootstrap).
+func MemberContext(name, peerAddr string) []byte {
+	b, _ := proto.Marshal(&fsmpb.Member{Name: name, PeerAddr: peerAddr})
+	return b
+}
+
+// confWait is a membership change waiting for its entry to apply.
+type confWait struct {
+	cc       *raftpb.ConfChange
+	done     chan struct{}
+	err      error
+	proposed bool // stepped into raft; the next Ready must carry it
+	accepted bool // its entry is in the log
+}
+
+func (w *confWait) finish(err error) {
+	w.err = err
+	close(w.done)
+}
+
+// Membership returns the configuration as of the last applied entry.
+func (n *Node) Membership() Membership {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.membership
+}
+
+// ChangeMembership proposes cc (AddNode, AddLearnerNode or RemoveNode) on
+// the leader and returns once it applied here. The caller checks it
+// against Membership first: raft panics on a change that would leave no
+// voter. It fails with a *NotLeaderError on a follower, ErrConfChangePending
+// while another change is unapplied, and ErrOutcomeUnknown if leadership
+// was lost before it applied.
+func (n *Node) ChangeMembership(ctx context.Context, cc *raftpb.ConfChange) error {
+	if n.manual {
+		return errors.New("raftnode: membership changes need the Ready loop")
+	}
+	cc = proto.Clone(cc).(*raftpb.ConfChange)
+	cc.Id = new(n.nextID.Add(1))
+	w := &confWait{cc: cc, done: make(chan struct{})}
+	select {
+	case n.confC <- w:
+	case <-n.doneC:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-w.done:
+		return w.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// proposeConf steps w's change into raft (on the loop).
+func (n *Node) proposeConf(w *confWait) {
+	if !n.wasLeader {
+		w.finish(&NotLeaderError{Leader: n.leader.Load()})
+		return
+	}
+	if err := n.rn.ProposeConfChange(w.cc); err != nil {
+		w.finish(fmt.Errorf("raftnode: propose membership change: %w", err))
+		return
+	}
+	w.proposed = true
+	n.confWaits[w.cc.GetId()] = w
+}
+
+// noteConfProposals looks for the changes proposed since the last Ready
+// among the entries going to the log: raft replaces a change it refuses
+// (one is pending) with an empty entry, and says nothing else.
+func (n *Node) noteConfProposals(msgs []*raftpb.Message) {
+	if len(n.confWaits) == 0 {
+		return
+	}
+	for _, m := range msgs {
+		for _, e := range m.GetEntries() {
+			if e.GetType() != raftpb.EntryConfChange {
+				continue
+			}
+			var cc raftpb.ConfChange
+			if proto.Unmarshal(e.GetData(), &cc) == nil {
+				if w := n.confWaits[cc.GetId()]; w != nil {
+					w.accepted = true
+				}
+			}
+		}
+	}
+	for id, w := range n.confWaits {
+		if w.proposed && !w.accepted {
+			delete(n.confWaits, id)
+			w.finish(ErrConfChangePending)
+		}
+		w.proposed = false
+	}
+}
+
+// applyConfChange applies a committed membership change: to raft, to the
+// state machine's member records, then tells the waiter and the
+// MembershipChanged hook. A node that applied its own removal stops.
+func (n *Node) applyConfChange(idx uint64, cc *raftpb.ConfChange) {
+	n.confState = n.rn.ApplyConfChange(cc)
+	id := cc.GetNodeId()
+	switch cc.GetType() {
+	case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode:
+		var mb fsmpb.Member
+		if len(cc.GetContext()) > 0 && proto.Unmarshal(cc.GetContext(), &mb) == nil && mb.GetName() != "" {
+			n.m.SetMember(fsm.Member{ID: id, Name: mb.GetName(), PeerAddr: mb.GetPeerAddr()})
+		}
+	case raftpb.ConfChangeRemoveNode:
+		n.m.RemoveMember(id)
+	}
+	n.m.SetApplied(idx)
+	n.membership = n.membershipLocked()
+	if w := n.confWaits[cc.GetId()]; w != nil {
+		delete(n.confWaits, cc.GetId())
+		defer w.finish(nil)
+	}
+	if cc.GetType() == raftpb.ConfChangeRemoveNode && id == n.cfg.ID {
+		n.loopErr = ErrRemoved
+	}
+	n.membershipChanged = true
+	// A member added later catches up from a snapshot only if its
+	// configuration names it (raft ignores one that does not), so the
+	// snapshot this node sends must be taken after the change. Without a
+	// snapshot yet (a new group's first entries), raft sends the log.
+	if n.snapIndex > 0 {
+		n.confSnapshotDue = true
+	}
+}
+
+// membershipLocked builds Membership from the conf state and the state
+// machine (n.mu held, or the loop before it starts).
+func (n *Node) membershipLocked() Membership {
+	return Membership{
+		Voters:   slices.Clone(n.confState.GetVoters()),
+		Learners: slices.Clone(n.confState.GetLearners()),
+		Members:  n.m.Members(),
+	}
+}
+
+// publishMembership calls the MembershipChanged hook if the membership
+// changed since the last call (on the loop, outside n.mu).
+func (n *Node) publishMembership() {
+	if !n.membershipChanged {
+		return
+	}
+	n.membershipChanged = false
+	if n.cfg.MembershipChanged != nil {
+		n.cfg.MembershipChanged(n.Membership())
+	}
+}
+
+// failConfWaits fails every waiting membership change with err.
+func (n *Node) failConfWaits(err error) {
+	for id, w := range n.confWaits {
+		delete(n.confWaits, id)
+		w.finish(err)
+	}
+}
+
+type progressQuery struct {
+	id            uint64
+	match, commit uint64
+	ok            bool
+	done          chan struct{}
+}
+
+// Progress reports, on the leader, how far the log of member id matches
+// the leader's (match) and the leader's commit index: a learner has caught
+// up when match is close to commit. ok is false on a follower, or if id is
+// not a member.
+func (n *Node) Progress(ctx context.Context, id uint64) (match, commit uint64, ok bool, err error) {
+	if n.manual {
+		return 0, 0, false, errors.New("raftnode: Progress needs the Ready loop")
+	}
+	q := &progressQuery{id: id, done: make(chan struct{})}
+	select {
+	case n.progressC <- q:
+	case <-n.doneC:
+		return 0, 0, false, ErrStopped
+	case <-ctx.Done():
+		return 0, 0, false, ctx.Err()
+	}
+	select {
+	case <-q.done:
+		return q.match, q.commit, q.ok, nil
+	case <-ctx.Done():
+		return 0, 0, false, ctx.Err()
+	}
+}
+
+func (n *Node) answerProgress(q *progressQuery) {
+	defer close(q.done)
+	if !n.wasLeader {
+		return
+	}
+	st := n.rn.Status()
+	if pr, ok := st.Progress[q.id]; ok {
+		q.match, q.commit, q.ok = pr.Match, st.GetCommit(), true
+	}
+}

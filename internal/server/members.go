@@ -1,0 +1,193 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/internal/raftnode"
+)
+
+// maxLearnerLag is how far behind the leader's commit index a learner's
+// log may be when it is promoted: a voter that is far behind would count
+// in the majority without being able to help it yet.
+const maxLearnerLag = 1000
+
+// errMemberExists and errNoSuchMember are membership requests that name a
+// member wrongly.
+var (
+	errMemberExists = errors.New("member already exists")
+	errNoSuchMember = errors.New("no such member")
+)
+
+// checkMemberName: names become Raft ids and --initial-cluster entries.
+func checkMemberName(name string) error {
+	if name == "" || len(name) > 64 {
+		return invalidf("member name %q: want 1..64 characters", name)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return invalidf("member name %q: only letters, digits, '-', '_' and '.'", name)
+		}
+	}
+	return nil
+}
+
+func checkPeerAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return invalidf("peer address %q: want host:port", addr)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return invalidf("peer address %q: port must be 1..65535", addr)
+	}
+	return nil
+}
+
+// memberID is the Raft id of a member name (Config.MemberID).
+func (s *Server) memberID(name string) uint64 {
+	if s.cfg.MemberID == nil {
+		return 0
+	}
+	return s.cfg.MemberID(name)
+}
+
+// AddMember implements batonpb.BatonServer.
+func (s *Server) AddMember(ctx context.Context, r *batonpb.AddMemberRequest) (*batonpb.AddMemberResponse, error) {
+	if err := checkMemberName(r.GetName()); err != nil {
+		return nil, s.toStatus(err)
+	}
+	if err := checkPeerAddr(r.GetPeerAddr()); err != nil {
+		return nil, s.toStatus(err)
+	}
+	if err := s.node.ReadBarrier(ctx); err != nil {
+		return nil, s.toStatus(err)
+	}
+	id := s.memberID(r.GetName())
+	if s.node.Membership().Has(id) {
+		return nil, s.toStatus(errMemberf(errMemberExists, "member %q is already in the cluster", r.GetName()))
+	}
+	for _, m := range s.members() {
+		if m.PeerAddr == r.GetPeerAddr() {
+			return nil, s.toStatus(invalidf("peer address %s is member %q's", r.GetPeerAddr(), m.Name))
+		}
+	}
+	typ := raftpb.ConfChangeAddNode
+	if r.GetLearner() {
+		typ = raftpb.ConfChangeAddLearnerNode
+	}
+	cc := &raftpb.ConfChange{Type: &typ, NodeId: &id, Context: raftnode.MemberContext(r.GetName(), r.GetPeerAddr())}
+	if err := s.node.ChangeMembership(ctx, cc); err != nil {
+		return nil, s.toStatus(err)
+	}
+	s.log.Info("member added", "name", r.GetName(), "peer_addr", r.GetPeerAddr(), "learner", r.GetLearner())
+	out := &batonpb.AddMemberResponse{Members: s.wireMembers()}
+	var parts []string
+	for _, m := range out.Members {
+		parts = append(parts, m.GetName()+"="+m.GetPeerAddr())
+	}
+	out.InitialCluster = strings.Join(parts, ",")
+	return out, nil
+}
+
+// PromoteMember implements batonpb.BatonServer.
+func (s *Server) PromoteMember(ctx context.Context, r *batonpb.PromoteMemberRequest) (*batonpb.PromoteMemberResponse, error) {
+	if err := checkMemberName(r.GetName()); err != nil {
+		return nil, s.toStatus(err)
+	}
+	if err := s.node.ReadBarrier(ctx); err != nil {
+		return nil, s.toStatus(err)
+	}
+	id := s.memberID(r.GetName())
+	ms := s.node.Membership()
+	switch {
+	case !ms.Has(id):
+		return nil, s.toStatus(errMemberf(errNoSuchMember, "no member %q", r.GetName()))
+	case !containsID(ms.Learners, id):
+		return nil, s.toStatus(invalidf("member %q is a voter already", r.GetName()))
+	}
+	match, commit, ok, err := s.node.Progress(ctx, id)
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	if !ok || match+maxLearnerLag < commit {
+		return nil, s.toStatus(errMemberf(errNotCaughtUp, "learner %q has the log up to %d, the leader commits %d: promote it once it caught up", r.GetName(), match, commit))
+	}
+	typ := raftpb.ConfChangeAddNode
+	if err := s.node.ChangeMembership(ctx, &raftpb.ConfChange{Type: &typ, NodeId: &id}); err != nil {
+		return nil, s.toStatus(err)
+	}
+	s.log.Info("member promoted", "name", r.GetName())
+	return &batonpb.PromoteMemberResponse{Members: s.wireMembers()}, nil
+}
+
+// RemoveMember implements batonpb.BatonServer.
+func (s *Server) RemoveMember(ctx context.Context, r *batonpb.RemoveMemberRequest) (*batonpb.RemoveMemberResponse, error) {
+	if err := checkMemberName(r.GetName()); err != nil {
+		return nil, s.toStatus(err)
+	}
+	if err := s.node.ReadBarrier(ctx); err != nil {
+		return nil, s.toStatus(err)
+	}
+	id := s.memberID(r.GetName())
+	ms := s.node.Membership()
+	switch {
+	case !ms.Has(id):
+		return nil, s.toStatus(errMemberf(errNoSuchMember, "no member %q", r.GetName()))
+	case len(ms.Voters) == 1 && ms.Voters[0] == id:
+		return nil, s.toStatus(invalidf("member %q is the last voter", r.GetName()))
+	}
+	typ := raftpb.ConfChangeRemoveNode
+	if err := s.node.ChangeMembership(ctx, &raftpb.ConfChange{Type: &typ, NodeId: &id}); err != nil {
+		return nil, s.toStatus(err)
+	}
+	s.log.Info("member removed", "name", r.GetName())
+	return &batonpb.RemoveMemberResponse{Members: s.wireMembers()}, nil
+}
+
+var errNotCaughtUp = errors.New("learner not caught up")
+
+// errMemberf is an error of kind (for the status code) that reads as the
+// message alone.
+func errMemberf(kind error, format string, args ...any) error {
+	return &kindError{kind, fmt.Sprintf(format, args...)}
+}
+
+type kindError struct {
+	kind error
+	msg  string
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.kind }
+
+func containsID(ids []uint64, id uint64) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// members is Config.Members, or nothing.
+func (s *Server) members() []Member {
+	if s.cfg.Members == nil {
+		return nil
+	}
+	return s.cfg.Members()
+}
+
+func (s *Server) wireMembers() []*batonpb.Member {
+	var out []*batonpb.Member
+	for _, m := range s.members() {
+		out = append(out, &batonpb.Member{Name: m.Name, Id: m.ID, PeerAddr: m.PeerAddr, ClientAddr: m.ClientAddr, Learner: m.Learner})
+	}
+	return out
+}
