@@ -79,6 +79,17 @@ type Member struct {
 	ID         uint64
 	PeerAddr   string
 	ClientAddr string
+	// Learner: the member receives the log but does not vote (AddMember
+	// with learner, until PromoteMember).
+	Learner bool
+}
+
+func membersOf(ms []*batonpb.Member) []Member {
+	out := make([]Member, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, Member{Name: m.GetName(), ID: m.GetId(), PeerAddr: m.GetPeerAddr(), ClientAddr: m.GetClientAddr(), Learner: m.GetLearner()})
+	}
+	return out
 }
 
 // Status describes a member and the cluster as that member sees it.
@@ -269,8 +280,53 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 		LeaderAddr: r.GetLeaderAddr(), Term: r.GetTerm(), CommitIndex: r.GetCommitIndex(), AppliedIndex: r.GetAppliedIndex(),
 		Sessions: int(r.GetSessions()), Locks: int(r.GetLocks()), Version: r.GetVersion(),
 	}
-	for _, m := range r.GetMembers() {
-		out.Members = append(out.Members, Member{Name: m.GetName(), ID: m.GetId(), PeerAddr: m.GetPeerAddr(), ClientAddr: m.GetClientAddr()})
-	}
+	out.Members = membersOf(r.GetMembers())
 	return out, nil
+}
+
+// AddMember adds a member to the cluster: a voter, or with learner a
+// member that receives the log without voting until PromoteMember (the
+// safer way: a voter that is still catching up counts in the majority
+// without helping it). Then start the new member with an empty data dir,
+// Join, and the returned initialCluster (`baton server --join
+// --initial-cluster ...`). One membership change at a time: while another
+// applies it fails with ErrAborted; after a leader change mid-call, with
+// ErrOutcomeUnknown (Status tells whether it applied).
+func (c *Client) AddMember(ctx context.Context, name, peerAddr string, learner bool) (members []Member, initialCluster string, err error) {
+	err = c.invoke(ctx, retryNotApplied, func(ctx context.Context, bc batonpb.BatonClient) error {
+		r, err := bc.AddMember(ctx, &batonpb.AddMemberRequest{Name: name, PeerAddr: peerAddr, Learner: learner})
+		if err == nil {
+			members, initialCluster = membersOf(r.GetMembers()), r.GetInitialCluster()
+		}
+		return err
+	})
+	return members, initialCluster, err
+}
+
+// PromoteMember makes a learner a voter, once its log is within 1000
+// entries of the leader's commit index (else FailedPrecondition: retry).
+func (c *Client) PromoteMember(ctx context.Context, name string) ([]Member, error) {
+	var members []Member
+	err := c.invoke(ctx, retryNotApplied, func(ctx context.Context, bc batonpb.BatonClient) error {
+		r, err := bc.PromoteMember(ctx, &batonpb.PromoteMemberRequest{Name: name})
+		if err == nil {
+			members = membersOf(r.GetMembers())
+		}
+		return err
+	})
+	return members, err
+}
+
+// RemoveMember removes a member; it stops once it applies its removal
+// (a leader steps down first). The last voter cannot be removed.
+func (c *Client) RemoveMember(ctx context.Context, name string) ([]Member, error) {
+	var members []Member
+	err := c.invoke(ctx, retryNotApplied, func(ctx context.Context, bc batonpb.BatonClient) error {
+		r, err := bc.RemoveMember(ctx, &batonpb.RemoveMemberRequest{Name: name})
+		if err == nil {
+			members = membersOf(r.GetMembers())
+		}
+		return err
+	})
+	return members, err
 }

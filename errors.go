@@ -104,6 +104,11 @@ var (
 	ErrLimitMismatch = errors.New("baton: limit mismatch")
 	// ErrClientClosed: the Client was closed.
 	ErrClientClosed = errors.New("baton: client closed")
+	// ErrAlreadyExists: AddMember named a member the cluster has.
+	ErrAlreadyExists = errors.New("baton: already exists")
+	// ErrAborted: another membership change is still being applied;
+	// nothing changed, try again.
+	ErrAborted = errors.New("baton: aborted")
 )
 
 // reasonErrors is the one table from the server's Reasons to this
@@ -136,6 +141,8 @@ var codeErrors = map[codes.Code][]error{
 	codes.Unavailable:     {ErrUnavailable},
 	codes.InvalidArgument: {ErrInvalidArgument},
 	codes.NotFound:        {ErrNotFound},
+	codes.AlreadyExists:   {ErrAlreadyExists},
+	codes.Aborted:         {ErrAborted},
 	codes.Canceled:        {context.Canceled},
 	codes.DeadlineExceeded: {
 		context.DeadlineExceeded,

@@ -278,6 +278,11 @@ func Start(cfg Config) (*Member, error) {
 	tcfg := transport.Config{
 		Name: cfg.Name, ID: self, PeerAddr: cfg.PeerAddr, ClientAddr: clientL.Addr().String(),
 		Peers: peerMap, Logger: lg, TLS: cfg.PeerTLS,
+		OnRemoved: func() {
+			if n := h.node.Load(); n != nil {
+				n.StopRemoved()
+			}
+		},
 	}
 	var tr *transport.Transport
 	if cfg.PeerListener != nil {
@@ -384,6 +389,13 @@ func (m *Member) membershipChanged(ms raftnode.Membership) {
 		}
 	}
 	m.tr.SetPeers(addrs)
+	var removed []uint64
+	for _, r := range ms.Members {
+		if r.Removed {
+			removed = append(removed, r.ID)
+		}
+	}
+	m.tr.SetRemoved(removed)
 }
 
 // peerAddr is member id's peer address as known here.

@@ -132,8 +132,18 @@ func TestMembershipChanges(t *testing.T) {
 	c.waitLeader()
 	c.waitConverged()
 	ms := c.members[n4].Node().Membership()
-	if len(ms.Voters) != 3 || len(ms.Learners) != 0 || len(ms.Members) != 3 {
+	removed := 0
+	for _, r := range ms.Members {
+		if r.Removed {
+			removed++
+		}
+	}
+	if len(ms.Voters) != 3 || len(ms.Learners) != 0 || len(ms.Members) != 4 || removed != 1 {
 		t.Fatalf("membership after n4's restart: %+v", ms)
+	}
+	// A removed name does not come back.
+	if _, err := c.client(c.waitLeader()).AddMember(ctx, &batonpb.AddMemberRequest{Name: c.cfgs[gone].Name, PeerAddr: "127.0.0.1:1"}); code(err) != codes.InvalidArgument {
+		t.Fatalf("adding a removed name again: %v", err)
 	}
 }
 

@@ -29,6 +29,7 @@ func init() {
 		{"blacklist", "evict a stuck session safely (it expires, releasing its locks)", runBlacklist},
 		{"release", "release a lock only if SESSION (and TOKEN) still hold it", runRelease},
 		{"status", "show members, leader, term and indexes", runStatus},
+		{"member", "add, promote or remove a member of the cluster", runMember},
 	}
 }
 

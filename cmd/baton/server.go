@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -9,9 +10,11 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/batonlock/baton/embed"
 	"github.com/batonlock/baton/internal/gcfloor"
+	"github.com/batonlock/baton/internal/raftnode"
 )
 
 func runServer(args []string) int {
@@ -22,6 +25,7 @@ func runServer(args []string) int {
 	clientAddr := fs.String("client-addr", d.ClientAddr, "address of the client API (gRPC and HTTP/JSON)")
 	peerAddr := fs.String("peer-addr", d.PeerAddr, "address for Raft traffic between members")
 	cluster := fs.String("initial-cluster", "", "all members as name=peer-addr,... (empty: a single node)")
+	join := fs.Bool("join", false, "join a running cluster that added this member ('baton member add'): with an empty data dir, wait for the leader's log instead of bootstrapping")
 	tick := fs.Duration("tick", d.TickInterval, "Raft tick; elections take election-ticks of them")
 	electionTicks := fs.Int("election-ticks", d.ElectionTicks, "ticks without a leader before an election")
 	snapEntries := fs.Uint64("snapshot-entries", d.SnapshotEntries, "applied entries between snapshots")
@@ -77,7 +81,7 @@ Flags:
 	lg := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	cfg := embed.Config{
 		Name: *name, DataDir: *dataDir, ClientAddr: *clientAddr, PeerAddr: *peerAddr,
-		InitialCluster: *cluster, TickInterval: *tick, ElectionTicks: *electionTicks,
+		InitialCluster: *cluster, Join: *join, TickInterval: *tick, ElectionTicks: *electionTicks,
 		SnapshotEntries: *snapEntries, Logger: lg,
 	}
 	var err error
@@ -111,6 +115,16 @@ Flags:
 		m.Close()
 		return 0
 	case <-m.Node().Done():
+		if errors.Is(m.Node().Err(), raftnode.ErrRemoved) {
+			// The answer to the removal (this member led and removed
+			// itself) is on its way out: give it a moment before the
+			// connections close, or the caller sees an error for a
+			// removal that took effect.
+			lg.Info("removed from the cluster; stopping")
+			time.Sleep(500 * time.Millisecond)
+			m.Close()
+			return 0
+		}
 		// The member stopped serving by itself (a log it cannot write, an
 		// entry it cannot apply, a lost data dir): exit, so that a
 		// supervisor sees it, rather than answer every request with an

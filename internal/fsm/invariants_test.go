@@ -202,7 +202,7 @@ func fullSnapshot(m *Machine) *fsmpb.Snapshot {
 		return true
 	})
 	for _, mb := range m.Members() {
-		snap.Members = append(snap.Members, &fsmpb.Member{Id: mb.ID, Name: mb.Name, PeerAddr: mb.PeerAddr})
+		snap.Members = append(snap.Members, &fsmpb.Member{Id: mb.ID, Name: mb.Name, PeerAddr: mb.PeerAddr, Removed: mb.Removed})
 	}
 	return snap
 }

@@ -20,6 +20,9 @@ type Member struct {
 	ID       uint64
 	Name     string
 	PeerAddr string
+	// Removed marks a member removed from the group: its record stays, so
+	// that its id is never given to a member again.
+	Removed bool
 }
 
 // SetMember records m (adding it, or replacing the record of its id).
@@ -30,10 +33,14 @@ func (mc *Machine) SetMember(m Member) {
 	mc.members[m.ID] = m
 }
 
-// RemoveMember forgets the member id, if recorded.
-func (mc *Machine) RemoveMember(id uint64) { delete(mc.members, id) }
+// RemoveMember marks member id removed (recording it if it was not).
+func (mc *Machine) RemoveMember(id uint64) {
+	m := mc.members[id]
+	m.ID, m.Removed = id, true
+	mc.SetMember(m)
+}
 
-// Members returns the recorded members by id.
+// Members returns the recorded members by id, removed ones included.
 func (mc *Machine) Members() []Member {
 	out := make([]Member, 0, len(mc.members))
 	for _, m := range mc.members {
@@ -46,7 +53,7 @@ func (mc *Machine) Members() []Member {
 // appendMembers appends ms (sorted by id) as the snapshot's members field.
 func appendMembers(b []byte, ms []Member) []byte {
 	for _, m := range ms {
-		rec, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&fsmpb.Member{Id: m.ID, Name: m.Name, PeerAddr: m.PeerAddr})
+		rec, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&fsmpb.Member{Id: m.ID, Name: m.Name, PeerAddr: m.PeerAddr, Removed: m.Removed})
 		b = protowire.AppendTag(b, snapshotMembers, protowire.BytesType)
 		b = protowire.AppendBytes(b, rec)
 	}
@@ -68,6 +75,6 @@ func (mc *Machine) loadMember(rec []byte, prev uint64) (uint64, error) {
 	case !utf8.ValidString(p.GetName()) || !utf8.ValidString(p.GetPeerAddr()):
 		return 0, fmt.Errorf("member %d: name or address is not UTF-8", p.GetId())
 	}
-	mc.SetMember(Member{ID: p.GetId(), Name: p.GetName(), PeerAddr: p.GetPeerAddr()})
+	mc.SetMember(Member{ID: p.GetId(), Name: p.GetName(), PeerAddr: p.GetPeerAddr(), Removed: p.GetRemoved()})
 	return p.GetId(), nil
 }

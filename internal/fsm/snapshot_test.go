@@ -227,7 +227,7 @@ func randomMachine(t *testing.T, seed uint64) *Machine {
 	rng := rand.New(rand.NewPCG(seed, 42))
 	m := New()
 	for i := range 1 + rng.IntN(5) {
-		m.SetMember(Member{ID: rng.Uint64N(1 << 60), Name: fmt.Sprintf("n%d", i), PeerAddr: fmt.Sprintf("10.0.0.%d:7701", i)})
+		m.SetMember(Member{ID: rng.Uint64N(1 << 60), Name: fmt.Sprintf("n%d", i), PeerAddr: fmt.Sprintf("10.0.0.%d:7701", i), Removed: i == 2})
 	}
 	index := uint64(0)
 	apply := func(cmd *fsmpb.Command) *fsmpb.Result {
@@ -496,14 +496,14 @@ func TestMembersInSnapshots(t *testing.T) {
 	if err := r.Restore(frozen); err != nil {
 		t.Fatal(err)
 	}
-	want := []Member{{3, "n1", "10.0.0.1:7701"}, {7, "n2", "10.0.0.2:7701"}}
+	want := []Member{{3, "n1", "10.0.0.1:7701", false}, {7, "n2", "10.0.0.2:7701", false}, {9, "n3", "10.0.0.3:7701", true}}
 	if got := r.Members(); !slices.Equal(got, want) {
 		t.Fatalf("members after restore %v, want %v", got, want)
 	}
-	if got := m.Members(); len(got) != 3 || got[2].ID != 11 {
+	if got := m.Members(); len(got) != 4 || got[3].ID != 11 {
 		t.Fatalf("members %v", got)
 	}
-	for _, bad := range []*fsmpb.Member{{Id: 0, Name: "zero"}, {Id: 5, Name: "n"}, {Id: 2, Name: "\xff"}} {
+	for _, bad := range []*fsmpb.Member{{Id: 0, Name: "zero"}, {Id: 5, Name: "n"}, {Id: 12, Name: "\xff"}} {
 		snap, _ := r.Snapshot()
 		rec, _ := proto.Marshal(bad)
 		snap = protowire.AppendTag(snap, snapshotMembers, protowire.BytesType)

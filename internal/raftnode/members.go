@@ -239,3 +239,13 @@ func (n *Node) answerProgress(q *progressQuery) {
 		q.match, q.commit, q.ok = pr.Match, st.GetCommit(), true
 	}
 }
+
+// StopRemoved stops the node with ErrRemoved: another member, which
+// applied this one's removal, said so (the removal's own entry may never
+// reach a removed member: the leader stops sending to it once applied).
+func (n *Node) StopRemoved() {
+	select {
+	case n.removedC <- struct{}{}:
+	default:
+	}
+}

@@ -244,6 +244,7 @@ type Node struct {
 
 	confC             chan *confWait
 	progressC         chan *progressQuery
+	removedC          chan struct{}
 	confWaits         map[uint64]*confWait // loop-owned, by ConfChange id
 	membership        Membership           // guarded by mu
 	membershipChanged bool                 // loop-owned: publish at the end of the turn
@@ -395,6 +396,7 @@ func newNode(cfg Config) (*Node, error) {
 		confState:  &raftpb.ConfState{},
 		confC:      make(chan *confWait),
 		progressC:  make(chan *progressQuery),
+		removedC:   make(chan struct{}, 1),
 		confWaits:  make(map[uint64]*confWait),
 		appends:    newMailbox(),
 		locals:     newMailbox(),
@@ -754,6 +756,8 @@ func (n *Node) run() {
 			n.proposeConf(w)
 		case q := <-n.progressC:
 			n.answerProgress(q)
+		case <-n.removedC:
+			n.loopErr = ErrRemoved
 		case err := <-n.appendErr:
 			n.fail(err)
 			return

@@ -70,8 +70,16 @@ func (s *Server) AddMember(ctx context.Context, r *batonpb.AddMemberRequest) (*b
 		return nil, s.toStatus(err)
 	}
 	id := s.memberID(r.GetName())
-	if s.node.Membership().Has(id) {
+	ms := s.node.Membership()
+	if ms.Has(id) {
 		return nil, s.toStatus(errMemberf(errMemberExists, "member %q is already in the cluster", r.GetName()))
+	}
+	for _, m := range ms.Members {
+		if m.ID == id && m.Removed {
+			// Its old data dir would be trusted as if it had never left,
+			// and the others tell it, if it runs, that it was removed.
+			return nil, s.toStatus(invalidf("member name %q was removed from this cluster and cannot come back: add the member under a new name", r.GetName()))
+		}
 	}
 	for _, m := range s.members() {
 		if m.PeerAddr == r.GetPeerAddr() {

@@ -105,6 +105,12 @@ func (p *peer) run(t *Transport) {
 		if p.ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, errRemovedByPeer) {
+			log.Warn("peer says this member was removed from the cluster", "addr", p.addr)
+			if t.cfg.OnRemoved != nil {
+				t.cfg.OnRemoved()
+			}
+		}
 		if sent {
 			backoff = MinBackoff
 		}
@@ -153,10 +159,12 @@ func (p *peer) stream(t *Transport) (sent bool, err error) {
 	var endErr error
 	go func() {
 		defer close(ended)
-		var b [1]byte
-		_, err := c.Read(b[:])
+		b := make([]byte, len(removedNotice))
+		n, err := io.ReadFull(c, b)
 		switch {
-		case err == nil:
+		case string(b[:n]) == removedNotice:
+			err = errRemovedByPeer
+		case n > 0:
 			err = errors.New("peer wrote on a send-only connection")
 		case errors.Is(err, io.EOF):
 			err = errors.New("connection closed by peer")
@@ -230,6 +238,9 @@ func (p *peer) stream(t *Transport) (sent bool, err error) {
 }
 
 // flushTo writes b through w, within a deadline that grows with its size.
+// errRemovedByPeer: the peer answered removedNotice.
+var errRemovedByPeer = errors.New("peer says this member was removed from the cluster")
+
 // clientTLS runs the TLS handshake of an outbound connection, within
 // connectTimeout; c is closed if it fails.
 func clientTLS(ctx context.Context, c net.Conn, cfg *tls.Config, addr string) (net.Conn, error) {

@@ -24,6 +24,14 @@ import (
 // speaking gRPC, a stray client) is told apart at once.
 const preface = "BATON-PEER/1\n"
 
+// removedNotice is what a member writes on the connection of a peer whose
+// removal it applied, before closing it (peer connections are otherwise
+// one-way).
+const removedNotice = "BATON-REMOVED\n"
+
+// errPeerRemoved ends the connection of a removed member.
+var errPeerRemoved = errors.New("the peer was removed from the cluster: told it so")
+
 // keepAliveConfig is set on every peer connection, both ends.
 var keepAliveConfig = net.KeepAliveConfig{
 	Enable: true, Idle: keepaliveIdle, Interval: keepaliveInterval, Count: keepaliveCount,
@@ -137,6 +145,9 @@ func (t *Transport) serveConn(c net.Conn) error {
 		return err
 	}
 	log := t.log.With("peer", from)
+	if t.isRemoved(from) {
+		return t.tellRemoved(c, from, log)
+	}
 	in := t.register(from, hello, c)
 	log.Debug("peer connection opened", "name", hello.GetName(), "peer_addr", hello.GetPeerAddr())
 	for {
@@ -144,10 +155,22 @@ func (t *Transport) serveConn(c net.Conn) error {
 		if err != nil {
 			return err // the peer went away or Stop; its sender reports it
 		}
+		if t.isRemoved(from) {
+			return t.tellRemoved(c, from, log)
+		}
 		if !t.deliver(in, from, env, log) {
 			return errors.New("superseded by a newer connection from the same peer")
 		}
 	}
+}
+
+// tellRemoved writes removedNotice to a removed member's connection.
+func (t *Transport) tellRemoved(c net.Conn, from uint64, log *slog.Logger) error {
+	log.Info("told a removed member that it was removed", "remote", c.RemoteAddr().String())
+	if err := c.SetWriteDeadline(time.Now().Add(writeTimeout)); err == nil {
+		_, _ = c.Write([]byte(removedNotice))
+	}
+	return errPeerRemoved
 }
 
 // readFrame reads one length-prefixed Envelope. buf is reused between

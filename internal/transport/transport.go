@@ -73,6 +73,9 @@ type Config struct {
 	Peers map[uint64]string
 	// Logger receives the transport's logs; nil discards them.
 	Logger *slog.Logger
+	// OnRemoved, when set, is called (once per connection that hears it)
+	// when a peer says this member was removed from the group.
+	OnRemoved func()
 	// TLS, when set, encrypts every peer connection both ways: inbound
 	// connections are served with it (set ClientCAs and ClientAuth to
 	// tls.RequireAndVerifyClientCert so only members get in), outbound
@@ -125,6 +128,9 @@ type Transport struct {
 	// without a lock.
 	peers   atomic.Pointer[map[uint64]*peer]
 	peersMu sync.Mutex
+	// removed are the ids whose removal this member applied (SetRemoved):
+	// their connections are answered removedNotice and closed.
+	removed atomic.Pointer[map[uint64]bool]
 
 	ctx    context.Context // cancelled by Stop; ends senders and their connections
 	cancel context.CancelFunc
@@ -287,6 +293,23 @@ func (t *Transport) SetPeers(addrs map[uint64]string) {
 	for _, p := range started {
 		t.log.Info("peer added", "peer", p.id, "addr", p.addr)
 	}
+}
+
+// SetRemoved tells the transport the members removed from the group (by
+// changes this member applied). A removed member that still sends is told
+// so (Config.OnRemoved on its side) and its connection is closed. Only
+// ids that can never be members again belong here: a member told so stops.
+func (t *Transport) SetRemoved(ids []uint64) {
+	m := make(map[uint64]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	t.removed.Store(&m)
+}
+
+func (t *Transport) isRemoved(id uint64) bool {
+	m := t.removed.Load()
+	return m != nil && (*m)[id]
 }
 
 // PeerInfo returns the name and client address that peer id sent in the

@@ -552,3 +552,35 @@ func TestSetPeers(t *testing.T) {
 	default: // 8 was dropped in Send (no peer 2), before 9 was queued
 	}
 }
+
+// A member that still sends after its removal is told so and its
+// connection closed; nothing it sends is delivered.
+func TestRemovedPeerIsTold(t *testing.T) {
+	la, lb := listen(t), listen(t)
+	told := make(chan struct{}, 4)
+	ca := config(t, 1, map[uint64]string{2: lb.Addr().String()})
+	ca.OnRemoved = func() { told <- struct{}{} }
+	rb := newRecorder(t)
+	b, err := StartListener(lb, config(t, 2, map[uint64]string{1: la.Addr().String()}), rb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Stop)
+	b.SetRemoved([]uint64{1})
+	a, err := StartListener(la, ca, newRecorder(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Stop)
+	a.Send(1, []*raftpb.Message{msgApp(1, 2, 5)})
+	select {
+	case <-told:
+	case <-time.After(waitTimeout):
+		t.Fatal("the removed member was not told")
+	}
+	select {
+	case got := <-rb.msgs:
+		t.Fatalf("a removed member's message was delivered: %+v", got)
+	default:
+	}
+}

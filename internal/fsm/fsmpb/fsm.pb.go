@@ -1596,10 +1596,14 @@ func (x *Snapshot) GetMembers() []*Member {
 // record. (A group bootstrapped before members were recorded has none for
 // its first members: their addresses come from the configuration.)
 type Member struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	PeerAddr      string                 `protobuf:"bytes,3,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name     string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	PeerAddr string                 `protobuf:"bytes,3,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
+	// removed: a tombstone. A removed member never comes back under its id
+	// (its old log would be trusted), and members tell it, if it still
+	// runs, that it was removed.
+	Removed       bool `protobuf:"varint,4,opt,name=removed,proto3" json:"removed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1653,6 +1657,13 @@ func (x *Member) GetPeerAddr() string {
 		return x.PeerAddr
 	}
 	return ""
+}
+
+func (x *Member) GetRemoved() bool {
+	if x != nil {
+		return x.Removed
+	}
+	return false
 }
 
 type Session struct {
@@ -2221,11 +2232,12 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x121\n" +
 	"\bsessions\x18\x02 \x03(\v2\x15.baton.fsm.v1.SessionR\bsessions\x12(\n" +
 	"\x05locks\x18\x03 \x03(\v2\x12.baton.fsm.v1.LockR\x05locks\x12.\n" +
-	"\amembers\x18\x04 \x03(\v2\x14.baton.fsm.v1.MemberR\amembers\"I\n" +
+	"\amembers\x18\x04 \x03(\v2\x14.baton.fsm.v1.MemberR\amembers\"c\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
-	"\tpeer_addr\x18\x03 \x01(\tR\bpeerAddr\"\x8e\x02\n" +
+	"\tpeer_addr\x18\x03 \x01(\tR\bpeerAddr\x12\x18\n" +
+	"\aremoved\x18\x04 \x01(\bR\aremoved\"\x8e\x02\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1b\n" +
