@@ -212,9 +212,9 @@ func TestMemberWithLostDiskStops(t *testing.T) {
 	}
 }
 
-// The way back for a member that lost its disk while membership is static
-// (README, "A member that lost its disk"): stop the others, copy the data
-// dir of the one that led, start all three. The leader's log holds every
+// An offline way back for a member that lost its disk (membership
+// changes are the online one: remove it, add a new member): stop the
+// others, copy the data dir of the one that led, start all three. The leader's log holds every
 // committed entry and is at least as up to date as any member's, so two
 // copies of it make a majority that never forgets an acknowledged entry.
 func TestLostDiskReplacedByTheLeadersCopy(t *testing.T) {
