@@ -203,3 +203,45 @@ func slicesAny[T any](s []T, f func(T) bool) bool {
 	}
 	return false
 }
+
+// Two membership changes at once: raft takes one at a time and swaps the
+// other for an empty entry; that one is answered Aborted at once (not
+// left to time out), and the members are what the successful calls say.
+func TestConcurrentMembershipChanges(t *testing.T) {
+	c := newTestCluster(t, 3)
+	cl := c.client(c.waitLeader())
+	type result struct {
+		name string
+		err  error
+	}
+	added := map[string]bool{}
+	aborted := 0
+	for round := range 5 {
+		ch := make(chan result, 2)
+		for k := range 2 {
+			name := fmt.Sprintf("l%d-%d", round, k)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_, err := cl.AddMember(ctx, &batonpb.AddMemberRequest{Name: name, PeerAddr: fmt.Sprintf("127.0.0.1:%d", 20000+10*round+k), Learner: true})
+				ch <- result{name, err}
+			}()
+		}
+		for range 2 {
+			r := <-ch
+			switch code(r.err) {
+			case codes.OK:
+				added[r.name] = true
+			case codes.Aborted:
+				aborted++
+			default:
+				t.Fatalf("AddMember(%s): %v", r.name, r.err)
+			}
+		}
+	}
+	ms := c.members[c.waitLeader()].Node().Membership()
+	if len(ms.Learners) != len(added) {
+		t.Fatalf("%d learners, %d additions succeeded", len(ms.Learners), len(added))
+	}
+	t.Logf("%d additions, %d aborted", len(added), aborted)
+}
