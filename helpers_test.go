@@ -19,7 +19,7 @@ type testCluster struct {
 
 // startCluster starts n members with fast Raft ticks (elections in a few
 // hundred milliseconds).
-func startCluster(t *testing.T, n int) *testCluster {
+func startCluster(t *testing.T, n int, opts ...func(*embed.Config)) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, members: make([]*embed.Member, n)}
 	cfgs := make([]embed.Config, n)
@@ -40,6 +40,9 @@ func startCluster(t *testing.T, n int) *testCluster {
 		}
 		cfg.ClientListener, cfg.PeerListener = cl, pl
 		cfg.ClientAddr, cfg.PeerAddr = cl.Addr().String(), pl.Addr().String()
+		for _, o := range opts {
+			o(&cfg)
+		}
 		parts = append(parts, cfg.Name+"="+cfg.PeerAddr)
 		cfgs[i] = cfg
 	}

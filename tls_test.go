@@ -2,9 +2,7 @@ package baton
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -25,41 +23,8 @@ func TestTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 3
-	c := &testCluster{t: t, members: make([]*embed.Member, n)}
-	cfgs := make([]embed.Config, n)
-	var parts []string
-	for i := range n {
-		cfg := embed.DefaultConfig()
-		cfg.Name = fmt.Sprintf("n%d", i+1)
-		cfg.DataDir = t.TempDir()
-		cfg.TickInterval = 20 * time.Millisecond
-		cfg.ElectionTicks = 10
-		cl, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		pl, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.ClientListener, cfg.PeerListener = cl, pl
-		cfg.ClientAddr, cfg.PeerAddr = cl.Addr().String(), pl.Addr().String()
+	c := startCluster(t, n, func(cfg *embed.Config) {
 		cfg.ClientTLS, cfg.PeerTLS = pki.ServerConfig(), pki.PeerConfig()
-		parts = append(parts, cfg.Name+"="+cfg.PeerAddr)
-		cfgs[i] = cfg
-	}
-	for i := range cfgs {
-		cfgs[i].InitialCluster = strings.Join(parts, ",")
-		m, err := embed.Start(cfgs[i])
-		if err != nil {
-			t.Fatalf("start %s: %v", cfgs[i].Name, err)
-		}
-		c.members[i] = m
-	}
-	t.Cleanup(func() {
-		for i := range c.members {
-			c.stop(i)
-		}
 	})
 	lead := c.leader()
 	ctx := testCtx(t)

@@ -172,14 +172,7 @@ func TestMemberWithLostDiskStops(t *testing.T) {
 	cl := c.client(lead)
 	a := openSession(t, cl, "a", time.Minute)
 	tokens := map[string]uint64{}
-	for i := range 20 {
-		name := fmt.Sprintf("k/%d", i)
-		r, err := cl.Acquire(context.Background(), &batonpb.AcquireRequest{Header: hdr(a, uint64(i+1)), Name: name})
-		if err != nil || !r.GetAcquired() {
-			t.Fatalf("acquire %d: %v %v", i, r, err)
-		}
-		tokens[name] = r.GetToken()
-	}
+	acquireEach(t, cl, a, "k", 20, 1, tokens)
 	c.waitConverged() // the member to wipe acknowledged it all
 	lost := (lead + 1) % 3
 	c.stop(lost)
@@ -198,15 +191,7 @@ func TestMemberWithLostDiskStops(t *testing.T) {
 	}
 	c.stop(lost)
 	c.waitConverged()
-	for name, tok := range tokens {
-		got, err := cl.Get(context.Background(), &batonpb.GetRequest{Name: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if hs := got.GetLock().GetHolders(); len(hs) != 1 || hs[0].GetToken() != tok {
-			t.Fatalf("%s: %v, want token %d", name, hs, tok)
-		}
-	}
+	checkHolds(t, cl, tokens)
 	if r, err := cl.Acquire(context.Background(), &batonpb.AcquireRequest{Header: hdr(a, 100), Name: "after"}); err != nil || !r.GetAcquired() {
 		t.Fatalf("acquire with two of three: %v %v", r, err)
 	}
@@ -223,28 +208,14 @@ func TestLostDiskReplacedByTheLeadersCopy(t *testing.T) {
 	cl := c.client(lead)
 	a := openSession(t, cl, "a", time.Minute)
 	tokens := map[string]uint64{}
-	for i := range 120 { // past SnapshotEntries: the copy has a snapshot
-		name := fmt.Sprintf("k/%d", i)
-		r, err := cl.Acquire(context.Background(), &batonpb.AcquireRequest{Header: hdr(a, uint64(i+1)), Name: name})
-		if err != nil || !r.GetAcquired() {
-			t.Fatalf("acquire %d: %v %v", i, r, err)
-		}
-		tokens[name] = r.GetToken()
-	}
+	acquireEach(t, cl, a, "k", 120, 1, tokens) // past SnapshotEntries: the copy has a snapshot
 	lost := (lead + 1) % 3
 	c.stop(lost)
 	if err := os.RemoveAll(c.cfgs[lost].DataDir); err != nil {
 		t.Fatal(err)
 	}
 	// The other two go on without it for a while.
-	for i := range 10 {
-		name := fmt.Sprintf("two/%d", i)
-		r, err := cl.Acquire(context.Background(), &batonpb.AcquireRequest{Header: hdr(a, uint64(200+i)), Name: name})
-		if err != nil || !r.GetAcquired() {
-			t.Fatalf("acquire %s: %v %v", name, r, err)
-		}
-		tokens[name] = r.GetToken()
-	}
+	acquireEach(t, cl, a, "two", 10, 200, tokens)
 	c.stop((lead + 2) % 3)
 	c.stop(lead)
 	if err := os.CopyFS(c.cfgs[lost].DataDir, os.DirFS(c.cfgs[lead].DataDir)); err != nil {
@@ -260,15 +231,7 @@ func TestLostDiskReplacedByTheLeadersCopy(t *testing.T) {
 	c.stop(lead)
 	lead = c.waitLeader()
 	cl = c.client(lead)
-	for name, tok := range tokens {
-		got, err := cl.Get(context.Background(), &batonpb.GetRequest{Name: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if hs := got.GetLock().GetHolders(); len(hs) != 1 || hs[0].GetToken() != tok {
-			t.Fatalf("%s: %v, want token %d", name, hs, tok)
-		}
-	}
+	checkHolds(t, cl, tokens)
 	if r, err := cl.Acquire(context.Background(), &batonpb.AcquireRequest{Header: hdr(a, 300), Name: "after"}); err != nil || !r.GetAcquired() {
 		t.Fatalf("acquire after the replacement: %v %v", r, err)
 	}

@@ -363,3 +363,32 @@ func TestExpiredSessionHandsLockToNextWaiter(t *testing.T) {
 		t.Fatal("keepalive of an expired session succeeded")
 	}
 }
+
+// acquireEach has session a acquire n locks named prefix/0.. (seq from
+// firstSeq) and adds their tokens to tokens.
+func acquireEach(t *testing.T, cl batonpb.BatonClient, a uint64, prefix string, n int, firstSeq uint64, tokens map[string]uint64) {
+	t.Helper()
+	for i := range n {
+		name := fmt.Sprintf("%s/%d", prefix, i)
+		r, err := cl.Acquire(context.Background(), &batonpb.AcquireRequest{Header: hdr(a, firstSeq+uint64(i)), Name: name})
+		if err != nil || !r.GetAcquired() {
+			t.Fatalf("acquire %s: %v %v", name, r, err)
+		}
+		tokens[name] = r.GetToken()
+	}
+}
+
+// checkHolds fails unless each lock in tokens has one holder, with its
+// token.
+func checkHolds(t *testing.T, cl batonpb.BatonClient, tokens map[string]uint64) {
+	t.Helper()
+	for name, tok := range tokens {
+		got, err := cl.Get(context.Background(), &batonpb.GetRequest{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hs := got.GetLock().GetHolders(); len(hs) != 1 || hs[0].GetToken() != tok {
+			t.Fatalf("%s: %v, want token %d", name, hs, tok)
+		}
+	}
+}

@@ -54,14 +54,7 @@ func TestMembershipChanges(t *testing.T) {
 	ctx := context.Background()
 	a := openSession(t, cl, "a", time.Minute)
 	tokens := map[string]uint64{}
-	for i := range 120 { // past SnapshotEntries: the newcomer gets a snapshot
-		name := fmt.Sprintf("k/%d", i)
-		r, err := cl.Acquire(ctx, &batonpb.AcquireRequest{Header: hdr(a, uint64(i+1)), Name: name})
-		if err != nil || !r.GetAcquired() {
-			t.Fatalf("acquire %d: %v %v", i, r, err)
-		}
-		tokens[name] = r.GetToken()
-	}
+	acquireEach(t, cl, a, "k", 120, 1, tokens) // past SnapshotEntries: the newcomer gets a snapshot
 
 	pl, cln := listen(t), listen(t)
 	peerAddr := pl.Addr().String()
@@ -113,15 +106,7 @@ func TestMembershipChanges(t *testing.T) {
 	c.stop(lead)
 	lead = c.waitLeader()
 	cl = c.client(lead)
-	for name, tok := range tokens {
-		got, err := cl.Get(ctx, &batonpb.GetRequest{Name: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if hs := got.GetLock().GetHolders(); len(hs) != 1 || hs[0].GetToken() != tok {
-			t.Fatalf("%s: %v, want token %d", name, hs, tok)
-		}
-	}
+	checkHolds(t, cl, tokens)
 	if r, err := cl.Acquire(ctx, &batonpb.AcquireRequest{Header: hdr(a, 500), Name: "after"}); err != nil || !r.GetAcquired() {
 		t.Fatalf("acquire with the new majority: %v %v", r, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
@@ -106,13 +107,16 @@ func (n *Node) proposeConf(w *confWait) {
 }
 
 // noteConfProposals looks for the changes proposed since the last Ready
-// among the entries going to the log: raft replaces a change it refuses
+// among the entries of a Ready's messages to the log (msgs): raft replaces a change it refuses
 // (one is pending) with an empty entry, and says nothing else.
 func (n *Node) noteConfProposals(msgs []*raftpb.Message) {
 	if len(n.confWaits) == 0 {
 		return
 	}
 	for _, m := range msgs {
+		if m.GetTo() != raft.LocalAppendThread {
+			continue
+		}
 		for _, e := range m.GetEntries() {
 			if e.GetType() != raftpb.EntryConfChange {
 				continue

@@ -29,21 +29,18 @@ func (n *Node) handleReady(rd raft.Ready) error {
 	start := time.Now()
 	defer func() { n.metrics.ReadyNanos += uint64(time.Since(start)) }()
 	n.metrics.Readies++
-	var peers, appends []*raftpb.Message
+	n.noteConfProposals(rd.Messages) // before the append worker owns them
+	var peers []*raftpb.Message
 	var apply *raftpb.Message
 	for _, m := range rd.Messages {
 		switch m.GetTo() {
 		case raft.LocalAppendThread:
-			appends = append(appends, m)
+			n.appends.put(m)
 		case raft.LocalApplyThread:
 			apply = m
 		default:
 			peers = append(peers, m)
 		}
-	}
-	n.noteConfProposals(appends) // before the append worker owns them
-	for _, m := range appends {
-		n.appends.put(m)
 	}
 	n.send(peers)
 	if apply != nil {

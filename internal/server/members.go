@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -106,18 +107,11 @@ func (s *Server) AddMember(ctx context.Context, r *batonpb.AddMemberRequest) (*b
 
 // PromoteMember implements batonpb.BatonServer.
 func (s *Server) PromoteMember(ctx context.Context, r *batonpb.PromoteMemberRequest) (*batonpb.PromoteMemberResponse, error) {
-	if err := checkMemberName(r.GetName()); err != nil {
+	id, ms, err := s.existingMember(ctx, r.GetName())
+	if err != nil {
 		return nil, s.toStatus(err)
 	}
-	if err := s.node.ReadBarrier(ctx); err != nil {
-		return nil, s.toStatus(err)
-	}
-	id := s.memberID(r.GetName())
-	ms := s.node.Membership()
-	switch {
-	case !ms.Has(id):
-		return nil, s.toStatus(errMemberf(errNoSuchMember, "no member %q", r.GetName()))
-	case !containsID(ms.Learners, id):
+	if !slices.Contains(ms.Learners, id) {
 		return nil, s.toStatus(invalidf("member %q is a voter already", r.GetName()))
 	}
 	match, commit, ok, err := s.node.Progress(ctx, id)
@@ -137,18 +131,11 @@ func (s *Server) PromoteMember(ctx context.Context, r *batonpb.PromoteMemberRequ
 
 // RemoveMember implements batonpb.BatonServer.
 func (s *Server) RemoveMember(ctx context.Context, r *batonpb.RemoveMemberRequest) (*batonpb.RemoveMemberResponse, error) {
-	if err := checkMemberName(r.GetName()); err != nil {
+	id, ms, err := s.existingMember(ctx, r.GetName())
+	if err != nil {
 		return nil, s.toStatus(err)
 	}
-	if err := s.node.ReadBarrier(ctx); err != nil {
-		return nil, s.toStatus(err)
-	}
-	id := s.memberID(r.GetName())
-	ms := s.node.Membership()
-	switch {
-	case !ms.Has(id):
-		return nil, s.toStatus(errMemberf(errNoSuchMember, "no member %q", r.GetName()))
-	case len(ms.Voters) == 1 && ms.Voters[0] == id:
+	if len(ms.Voters) == 1 && ms.Voters[0] == id {
 		return nil, s.toStatus(invalidf("member %q is the last voter", r.GetName()))
 	}
 	typ := raftpb.ConfChangeRemoveNode
@@ -160,6 +147,23 @@ func (s *Server) RemoveMember(ctx context.Context, r *batonpb.RemoveMemberReques
 }
 
 var errNotCaughtUp = errors.New("learner not caught up")
+
+// existingMember checks a request naming a current member, on the leader
+// and up to date, and returns its id and the membership.
+func (s *Server) existingMember(ctx context.Context, name string) (uint64, raftnode.Membership, error) {
+	if err := checkMemberName(name); err != nil {
+		return 0, raftnode.Membership{}, err
+	}
+	if err := s.node.ReadBarrier(ctx); err != nil {
+		return 0, raftnode.Membership{}, err
+	}
+	id := s.memberID(name)
+	ms := s.node.Membership()
+	if !ms.Has(id) {
+		return 0, ms, errMemberf(errNoSuchMember, "no member %q", name)
+	}
+	return id, ms, nil
+}
 
 // errMemberf is an error of kind (for the status code) that reads as the
 // message alone.
@@ -174,15 +178,6 @@ type kindError struct {
 
 func (e *kindError) Error() string { return e.msg }
 func (e *kindError) Unwrap() error { return e.kind }
-
-func containsID(ids []uint64, id uint64) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
-}
 
 // members is Config.Members, or nothing.
 func (s *Server) members() []Member {
