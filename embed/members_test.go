@@ -130,6 +130,27 @@ func TestMembershipChanges(t *testing.T) {
 	if _, err := c.client(c.waitLeader()).AddMember(ctx, &batonpb.AddMemberRequest{Name: c.cfgs[gone].Name, PeerAddr: "127.0.0.1:1"}); code(err) != codes.InvalidArgument {
 		t.Fatalf("adding a removed name again: %v", err)
 	}
+	// A cold restart of all three: the first members' flags still name the
+	// old cluster, and n4's address comes from the log's record of it.
+	var running []int
+	for i, m := range c.members {
+		if m != nil {
+			running = append(running, i)
+		}
+	}
+	for _, i := range running {
+		c.stop(i)
+	}
+	for _, i := range running {
+		c.start(i)
+	}
+	lead = c.waitLeader()
+	cl = c.client(lead)
+	checkHolds(t, cl, tokens)
+	if r, err := cl.Acquire(ctx, &batonpb.AcquireRequest{Header: hdr(a, 501), Name: "after/restart"}); err != nil || !r.GetAcquired() {
+		t.Fatalf("acquire after a cold restart: %v %v", r, err)
+	}
+	c.waitConverged()
 }
 
 // Removing the leader: it applies its own removal, steps down and stops
