@@ -70,8 +70,9 @@ type Config struct {
 	// of bootstrapping a cluster of InitialCluster (which must list the
 	// running members and this one: AddMember's initial_cluster). Ignored
 	// once the data dir holds a log. A member added but started without
-	// Join would bootstrap a cluster of its own, and stops when it meets
-	// the real one.
+	// Join bootstraps a log of its own whose first entries raft cannot
+	// tell from the cluster's (no cluster id is checked): it then follows
+	// the leader, but its record of the first members can differ.
 	Join bool
 	// TickInterval and ElectionTicks set Raft's timing.
 	TickInterval  time.Duration
@@ -190,7 +191,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("initial cluster %q does not name this member %q", c.InitialCluster, c.Name)
 		}
 		if n := len(peers); !c.Join && n != 1 && n != 3 && n != 5 {
-			return fmt.Errorf("initial cluster has %d members; Baton starts with 1, 3 or 5 (membership changes make other sizes)", n)
+			return fmt.Errorf("initial cluster has %d members; a new cluster starts with 1, 3 or 5 (a member added by AddMember starts with Join: baton server --join)", n)
 		}
 	}
 	return nil
