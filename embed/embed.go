@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/batonlock/baton/internal/dashboard"
@@ -70,9 +71,8 @@ type Config struct {
 	// of bootstrapping a cluster of InitialCluster (which must list the
 	// running members and this one: AddMember's initial_cluster). Ignored
 	// once the data dir holds a log. A member added but started without
-	// Join bootstraps a log of its own whose first entries raft cannot
-	// tell from the cluster's (no cluster id is checked): it then follows
-	// the leader, but its record of the first members can differ.
+	// Join bootstraps a cluster of its own, with another cluster id, and
+	// the members refuse it (transport.Config.ClusterID).
 	Join bool
 	// TickInterval and ElectionTicks set Raft's timing.
 	TickInterval  time.Duration
@@ -153,6 +153,19 @@ func ParseCluster(s string) ([]PeerSpec, error) {
 	return out, nil
 }
 
+// clusterID identifies a cluster bootstrapped with peers: a hash of their
+// names and addresses, in name order.
+func clusterID(peers []PeerSpec) uint64 {
+	parts := make([]string, len(peers))
+	for i, p := range peers {
+		parts[i] = p.Name + "=" + p.PeerAddr
+	}
+	slices.Sort(parts)
+	h := fnv.New64a()
+	h.Write([]byte("baton-cluster\x00" + strings.Join(parts, ",")))
+	return max(h.Sum64(), 1)
+}
+
 // MemberID is the Raft id of the member called name.
 func MemberID(name string) uint64 {
 	h := fnv.New64a()
@@ -210,9 +223,12 @@ type Member struct {
 	peers   []PeerSpec // from InitialCluster
 	// membership is the latest the node published (raftnode.Membership).
 	membership atomic.Pointer[raftnode.Membership]
-	stopTrack  context.CancelFunc
-	trackDone  chan struct{}
-	closeOnce  sync.Once
+	// bootClusterID is the id of the cluster this member bootstraps (an
+	// empty data dir without Join), until the node publishes it.
+	bootClusterID uint64
+	stopTrack     context.CancelFunc
+	trackDone     chan struct{}
+	closeOnce     sync.Once
 }
 
 // Start opens the data dir, joins (or bootstraps) the cluster and serves.
@@ -247,6 +263,13 @@ func Start(cfg Config) (*Member, error) {
 		return nil, fmt.Errorf("embed: %w", err)
 	}
 	m.store = st
+	snap, hs, ents := st.State()
+	if !cfg.Join && snap == nil && (hs == nil || raft.IsEmptyHardState(hs)) && len(ents) == 0 {
+		// Bootstrapping: the cluster's id is known before any peer
+		// connects (a member of another cluster is refused from the
+		// first Hello on).
+		m.bootClusterID = clusterID(peers)
+	}
 
 	clientL := cfg.ClientListener
 	if clientL == nil {
@@ -279,6 +302,12 @@ func Start(cfg Config) (*Member, error) {
 	tcfg := transport.Config{
 		Name: cfg.Name, ID: self, PeerAddr: cfg.PeerAddr, ClientAddr: clientL.Addr().String(),
 		Peers: peerMap, Logger: lg, TLS: cfg.PeerTLS,
+		ClusterID: func() uint64 {
+			if ms := m.membership.Load(); ms != nil && ms.ClusterID != 0 {
+				return ms.ClusterID
+			}
+			return m.bootClusterID
+		},
 		OnRemoved: func() {
 			if n := h.node.Load(); n != nil {
 				n.StopRemoved()
@@ -296,14 +325,14 @@ func Start(cfg Config) (*Member, error) {
 	}
 	m.tr = tr
 
-	snap, hs, ents := st.State()
 	rc := raftnode.DefaultConfig()
 	rc.ID = self
 	rc.GroupID = GroupID
 	rc.Peers = voters
 	rc.PeerContexts = make(map[uint64][]byte, len(peers))
+	cid := clusterID(peers)
 	for _, p := range peers {
-		rc.PeerContexts[p.ID] = raftnode.MemberContext(p.Name, p.PeerAddr)
+		rc.PeerContexts[p.ID] = raftnode.MemberContext(p.Name, p.PeerAddr, cid)
 	}
 	rc.Join = cfg.Join
 	rc.MembershipChanged = m.membershipChanged

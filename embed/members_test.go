@@ -18,7 +18,7 @@ import (
 
 // addMember starts a member that AddMember added (with Join) and returns
 // its index in c.
-func (c *testCluster) addMember(name, initialCluster string, peer, client testListeners) int {
+func (c *testCluster) addMember(name, initialCluster string, peer, client testListeners, join bool) int {
 	c.t.Helper()
 	cfg := DefaultConfig()
 	cfg.Name = name
@@ -29,7 +29,7 @@ func (c *testCluster) addMember(name, initialCluster string, peer, client testLi
 	cfg.ElectionTicks = 10
 	cfg.SnapshotEntries = 50
 	cfg.InitialCluster = initialCluster
-	cfg.Join = true
+	cfg.Join = join
 	c.cfgs = append(c.cfgs, cfg)
 	c.members = append(c.members, nil)
 	i := len(c.cfgs) - 1
@@ -76,7 +76,7 @@ func TestMembershipChanges(t *testing.T) {
 	if _, err := cl.AddMember(ctx, &batonpb.AddMemberRequest{Name: "n4", PeerAddr: "127.0.0.1:1"}); code(err) != codes.AlreadyExists {
 		t.Fatalf("adding n4 twice: %v", err)
 	}
-	n4 := c.addMember("n4", added.GetInitialCluster(), testListeners{pl, peerAddr}, testListeners{cln, cln.Addr().String()})
+	n4 := c.addMember("n4", added.GetInitialCluster(), testListeners{pl, peerAddr}, testListeners{cln, cln.Addr().String()}, true)
 	c.waitConverged()
 	if _, err := cl.PromoteMember(ctx, &batonpb.PromoteMemberRequest{Name: "n2"}); code(err) != codes.InvalidArgument {
 		t.Fatalf("promoting a voter: %v", err)
@@ -250,4 +250,36 @@ func TestConcurrentMembershipChanges(t *testing.T) {
 		t.Fatalf("%d learners, %d additions succeeded", len(ms.Learners), len(added))
 	}
 	t.Logf("%d additions, %d aborted", len(added), aborted)
+}
+
+// A newcomer started without Join bootstraps a cluster of its own: its
+// cluster id differs, so the members refuse it both ways and it never
+// takes part (before ids, raft took its bootstrap entries for the
+// cluster's). The cluster goes on without it.
+func TestNewcomerWithoutJoinIsRefused(t *testing.T) {
+	c := newTestCluster(t, 3)
+	lead := c.waitLeader()
+	cl := c.client(lead)
+	ctx := context.Background()
+	a := openSession(t, cl, "a", time.Minute)
+	tokens := map[string]uint64{}
+	acquireEach(t, cl, a, "k", 20, 1, tokens)
+	gone := (lead + 1) % 3
+	if _, err := cl.RemoveMember(ctx, &batonpb.RemoveMemberRequest{Name: c.cfgs[gone].Name}); err != nil {
+		t.Fatal(err)
+	}
+	c.stop(gone)
+	pl, cln := listen(t), listen(t)
+	added, err := cl.AddMember(ctx, &batonpb.AddMemberRequest{Name: "n4", PeerAddr: pl.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := c.addMember("n4", added.GetInitialCluster(), testListeners{pl, pl.Addr().String()}, testListeners{cln, cln.Addr().String()}, false)
+	acquireEach(t, cl, a, "after", 10, 100, tokens)
+	if st := c.members[i].Node().Status(); st.Applied > 3 || st.Commit > 3 {
+		t.Fatalf("the newcomer without Join took part: %+v", st)
+	}
+	c.stop(i)
+	c.waitConverged()
+	checkHolds(t, cl, tokens)
 }

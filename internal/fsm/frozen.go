@@ -34,11 +34,12 @@ import (
 // TestSnapshotsWhileApplying checks a member's snapshots against a replay
 // of its log.
 type Frozen struct {
-	applied  uint64
-	sessions *btree.BTreeG[*session]
-	locks    *btree.BTreeG[*lock]
-	members  []Member
-	hint     int
+	applied   uint64
+	sessions  *btree.BTreeG[*session]
+	locks     *btree.BTreeG[*lock]
+	members   []Member
+	clusterID uint64
+	hint      int
 
 	// seen is Apply's alone: the records it changed or created while
 	// frozen, which need nothing more.
@@ -94,6 +95,7 @@ func (m *Machine) Freeze() *Frozen {
 		sessions:    m.sessionTree.Clone(),
 		locks:       m.lockTree.Clone(),
 		members:     m.Members(),
+		clusterID:   m.clusterID,
 		hint:        m.encodedSizeHint(),
 		seen:        make(map[any]struct{}),
 		preSessions: make(map[*session][]byte),
@@ -186,7 +188,7 @@ func (f *Frozen) EncodeWith(bufs Buffers) (b []byte, free func()) {
 		}
 		return true
 	})
-	f.buf = appendMembers(f.buf, f.members)
+	f.buf = appendClusterID(appendMembers(f.buf, f.members), f.clusterID)
 	f.checkOwned()
 	f.done = true
 	b, owned := f.buf, f.owned

@@ -204,5 +204,6 @@ func fullSnapshot(m *Machine) *fsmpb.Snapshot {
 	for _, mb := range m.Members() {
 		snap.Members = append(snap.Members, &fsmpb.Member{Id: mb.ID, Name: mb.Name, PeerAddr: mb.PeerAddr, Removed: mb.Removed})
 	}
+	snap.ClusterId = m.ClusterID()
 	return snap
 }

@@ -25,8 +25,9 @@ type Machine struct {
 	sessionTree *btree.BTreeG[*session]
 	lockTree    *btree.BTreeG[*lock]
 
-	// members are the Raft group's members (members.go).
-	members map[uint64]Member
+	// members are the Raft group's members, clusterID its id (members.go).
+	members   map[uint64]Member
+	clusterID uint64
 
 	// frozen is the state being encoded while Apply goes on (frozen.go).
 	frozen *Frozen

@@ -22,6 +22,7 @@ const (
 	snapshotSessions     protowire.Number = 2
 	snapshotLocks        protowire.Number = 3
 	snapshotMembers      protowire.Number = 4
+	snapshotClusterID    protowire.Number = 5
 )
 
 // Snapshot returns the whole state as an fsmpb.Snapshot in bytes. The bytes
@@ -54,7 +55,7 @@ func (m *Machine) marshal(applied uint64) []byte {
 		b = appendLock(b, l)
 		return true
 	})
-	return appendMembers(b, m.Members())
+	return appendClusterID(appendMembers(b, m.Members()), m.clusterID)
 }
 
 // The fields of fsmpb.Lock, fsmpb.Holder and fsmpb.Waiter, which appendLock
@@ -379,7 +380,7 @@ func eachRecord(data []byte, fn func(num protowire.Number, v uint64, rec []byte)
 		var v uint64
 		var rec []byte
 		switch {
-		case num == snapshotAppliedIndex && typ == protowire.VarintType:
+		case (num == snapshotAppliedIndex || num == snapshotClusterID) && typ == protowire.VarintType:
 			v, n = protowire.ConsumeVarint(data)
 		case (num == snapshotSessions || num == snapshotLocks || num == snapshotMembers) && typ == protowire.BytesType:
 			rec, n = protowire.ConsumeBytes(data)
@@ -604,6 +605,8 @@ func (m *Machine) load(data []byte) error {
 		switch num {
 		case snapshotAppliedIndex:
 			m.applied = v
+		case snapshotClusterID:
+			m.clusterID = v
 		case snapshotSessions:
 			nSessions++
 		case snapshotLocks:

@@ -29,6 +29,8 @@ var (
 type Membership struct {
 	Voters, Learners []uint64
 	Members          []fsm.Member
+	// ClusterID identifies the cluster (from its bootstrap), 0 if unknown.
+	ClusterID uint64
 }
 
 // Has reports whether id is a voter or a learner.
@@ -37,9 +39,10 @@ func (m Membership) Has(id uint64) bool {
 }
 
 // MemberContext encodes a member's name and peer address for the context
-// of the ConfChange that adds it (and of a new group's bootstrap).
-func MemberContext(name, peerAddr string) []byte {
-	b, _ := proto.Marshal(&fsmpb.Member{Name: name, PeerAddr: peerAddr})
+// of the ConfChange that adds it, and for a new group's bootstrap also the
+// cluster's id (0 otherwise).
+func MemberContext(name, peerAddr string, clusterID uint64) []byte {
+	b, _ := proto.Marshal(&fsmpb.Member{Name: name, PeerAddr: peerAddr, ClusterId: clusterID})
 	return b
 }
 
@@ -149,6 +152,9 @@ func (n *Node) applyConfChange(idx uint64, cc *raftpb.ConfChange) {
 		var mb fsmpb.Member
 		if len(cc.GetContext()) > 0 && proto.Unmarshal(cc.GetContext(), &mb) == nil && mb.GetName() != "" {
 			n.m.SetMember(fsm.Member{ID: id, Name: mb.GetName(), PeerAddr: mb.GetPeerAddr()})
+			if mb.GetClusterId() != 0 {
+				n.m.SetClusterID(mb.GetClusterId())
+			}
 		}
 	case raftpb.ConfChangeRemoveNode:
 		n.m.RemoveMember(id)
@@ -176,9 +182,10 @@ func (n *Node) applyConfChange(idx uint64, cc *raftpb.ConfChange) {
 // machine (n.mu held, or the loop before it starts).
 func (n *Node) membershipLocked() Membership {
 	return Membership{
-		Voters:   slices.Clone(n.confState.GetVoters()),
-		Learners: slices.Clone(n.confState.GetLearners()),
-		Members:  n.m.Members(),
+		Voters:    slices.Clone(n.confState.GetVoters()),
+		Learners:  slices.Clone(n.confState.GetLearners()),
+		Members:   n.m.Members(),
+		ClusterID: n.m.ClusterID(),
 	}
 }
 

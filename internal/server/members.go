@@ -91,7 +91,7 @@ func (s *Server) AddMember(ctx context.Context, r *batonpb.AddMemberRequest) (*b
 	if r.GetLearner() {
 		typ = raftpb.ConfChangeAddLearnerNode
 	}
-	cc := &raftpb.ConfChange{Type: &typ, NodeId: &id, Context: raftnode.MemberContext(r.GetName(), r.GetPeerAddr())}
+	cc := &raftpb.ConfChange{Type: &typ, NodeId: &id, Context: raftnode.MemberContext(r.GetName(), r.GetPeerAddr(), 0)}
 	if err := s.node.ChangeMembership(ctx, cc); err != nil {
 		return nil, s.toStatus(err)
 	}

@@ -105,6 +105,9 @@ func (p *peer) run(t *Transport) {
 		if p.ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, errForeign) {
+			log.Error("peer refused this member: it belongs to another cluster (a member added by 'baton member add' must start with --join and an empty data dir)", "addr", p.addr)
+		}
 		if errors.Is(err, errRemovedByPeer) {
 			log.Warn("peer says this member was removed from the cluster", "addr", p.addr)
 			if t.cfg.OnRemoved != nil {
@@ -164,6 +167,8 @@ func (p *peer) stream(t *Transport) (sent bool, err error) {
 		switch {
 		case string(b[:n]) == removedNotice:
 			err = errRemovedByPeer
+		case string(b[:n]) == foreignNotice:
+			err = errForeign
 		case n > 0:
 			err = errors.New("peer wrote on a send-only connection")
 		case errors.Is(err, io.EOF):
@@ -193,6 +198,7 @@ func (p *peer) stream(t *Transport) (sent bool, err error) {
 		Id:         t.cfg.ID,
 		ClientAddr: t.cfg.ClientAddr,
 		PeerAddr:   t.cfg.PeerAddr,
+		ClusterId:  t.clusterID(),
 	}})
 	if err != nil {
 		return false, err

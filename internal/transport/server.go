@@ -29,6 +29,13 @@ const preface = "BATON-PEER/1\n"
 // one-way).
 const removedNotice = "BATON-REMOVED\n"
 
+// foreignNotice is what a member writes on a connection whose Hello names
+// another cluster, before closing it (as long as removedNotice).
+const foreignNotice = "BATON-FOREIGN\n"
+
+// errForeign ends a connection from a member of another cluster.
+var errForeign = errors.New("the peer belongs to another cluster")
+
 // errPeerRemoved ends the connection of a removed member.
 var errPeerRemoved = errors.New("the peer was removed from the cluster: told it so")
 
@@ -145,6 +152,10 @@ func (t *Transport) serveConn(c net.Conn) error {
 		return err
 	}
 	log := t.log.With("peer", from)
+	theirs := hello.GetClusterId()
+	if t.foreign(theirs) {
+		return t.tellForeign(c, hello, log)
+	}
 	if t.isRemoved(from) {
 		return t.tellRemoved(c, from, log)
 	}
@@ -158,10 +169,31 @@ func (t *Transport) serveConn(c net.Conn) error {
 		if t.isRemoved(from) {
 			return t.tellRemoved(c, from, log)
 		}
+		if t.foreign(theirs) { // this member learnt its cluster's id since
+			return t.tellForeign(c, hello, log)
+		}
 		if !t.deliver(in, from, env, log) {
 			return errors.New("superseded by a newer connection from the same peer")
 		}
 	}
+}
+
+// foreign reports whether a Hello's cluster id names another cluster than
+// this member's (both known).
+func (t *Transport) foreign(theirs uint64) bool {
+	mine := t.clusterID()
+	return mine != 0 && theirs != 0 && mine != theirs
+}
+
+// tellForeign refuses a member of another cluster with foreignNotice.
+func (t *Transport) tellForeign(c net.Conn, hello *transportpb.Hello, log *slog.Logger) error {
+	log.Error("refused a peer of another cluster: a member added by 'baton member add' must start with --join and an empty data dir",
+		"name", hello.GetName(), "remote", c.RemoteAddr().String(),
+		"its_cluster", fmt.Sprintf("%x", hello.GetClusterId()), "ours", fmt.Sprintf("%x", t.clusterID()))
+	if err := c.SetWriteDeadline(time.Now().Add(writeTimeout)); err == nil {
+		_, _ = c.Write([]byte(foreignNotice))
+	}
+	return errForeign
 }
 
 // tellRemoved writes removedNotice to a removed member's connection.

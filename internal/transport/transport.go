@@ -73,6 +73,12 @@ type Config struct {
 	Peers map[uint64]string
 	// Logger receives the transport's logs; nil discards them.
 	Logger *slog.Logger
+	// ClusterID, when set, returns the id of the cluster this member's log
+	// belongs to (0: not known yet). It goes in every Hello, and a peer
+	// whose Hello names another cluster is refused both ways: a member
+	// bootstrapped apart (a newcomer started without --join, a data dir
+	// of another cluster) never exchanges a message with this one.
+	ClusterID func() uint64
 	// OnRemoved, when set, is called (once per connection that hears it)
 	// when a peer says this member was removed from the group.
 	OnRemoved func()
@@ -305,6 +311,14 @@ func (t *Transport) SetRemoved(ids []uint64) {
 		m[id] = true
 	}
 	t.removed.Store(&m)
+}
+
+// clusterID is Config.ClusterID's answer, 0 without one.
+func (t *Transport) clusterID() uint64 {
+	if t.cfg.ClusterID == nil {
+		return 0
+	}
+	return t.cfg.ClusterID()
 }
 
 func (t *Transport) isRemoved(id uint64) bool {

@@ -584,3 +584,49 @@ func TestRemovedPeerIsTold(t *testing.T) {
 	default:
 	}
 }
+
+// Members whose Hellos name different clusters exchange nothing; a
+// member that does not know its cluster yet (0) is let in.
+func TestOtherClusterRefused(t *testing.T) {
+	la, lb, lc := listen(t), listen(t), listen(t)
+	ca := config(t, 1, map[uint64]string{2: lb.Addr().String()})
+	ca.ClusterID = func() uint64 { return 111 }
+	cb := config(t, 2, map[uint64]string{1: la.Addr().String(), 3: lc.Addr().String()})
+	cb.ClusterID = func() uint64 { return 222 }
+	cc := config(t, 3, map[uint64]string{2: lb.Addr().String()}) // joining: no id yet
+	ra, rb, rc := newRecorder(t), newRecorder(t), newRecorder(t)
+	b, err := StartListener(lb, cb, rb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Stop)
+	a, err := StartListener(la, ca, ra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Stop)
+	c, err := StartListener(lc, cc, rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	a.Send(1, []*raftpb.Message{msgApp(1, 2, 5)})
+	if u := ra.nextUnreachable(t); u != (unreachable{1, 2}) {
+		t.Fatalf("ReportUnreachable%+v, want {1 2}", u)
+	}
+	b.Send(1, []*raftpb.Message{msgApp(2, 1, 6)})
+	if u := rb.nextUnreachable(t); u != (unreachable{1, 1}) {
+		t.Fatalf("ReportUnreachable%+v, want {1 1}", u)
+	}
+	c.Send(1, []*raftpb.Message{msgApp(3, 2, 7)})
+	if got := rb.next(t); got.m.GetIndex() != 7 {
+		t.Fatalf("b got %+v from the joining member, want index 7", got)
+	}
+	select {
+	case got := <-rb.msgs:
+		t.Fatalf("b got a message from another cluster: %+v", got)
+	case got := <-ra.msgs:
+		t.Fatalf("a got a message from another cluster: %+v", got)
+	default:
+	}
+}

@@ -1528,7 +1528,8 @@ type Snapshot struct {
 	AppliedIndex  uint64                 `protobuf:"varint,1,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	Sessions      []*Session             `protobuf:"bytes,2,rep,name=sessions,proto3" json:"sessions,omitempty"`
 	Locks         []*Lock                `protobuf:"bytes,3,rep,name=locks,proto3" json:"locks,omitempty"`
-	Members       []*Member              `protobuf:"bytes,4,rep,name=members,proto3" json:"members,omitempty"` // by id
+	Members       []*Member              `protobuf:"bytes,4,rep,name=members,proto3" json:"members,omitempty"`                       // by id
+	ClusterId     uint64                 `protobuf:"varint,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"` // from the bootstrap's records; 0 if none
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1591,6 +1592,13 @@ func (x *Snapshot) GetMembers() []*Member {
 	return nil
 }
 
+func (x *Snapshot) GetClusterId() uint64 {
+	if x != nil {
+		return x.ClusterId
+	}
+	return 0
+}
+
 // Member is one member of the Raft group as the membership changes in the
 // log named it: the context of a ConfChange that adds it, and a snapshot's
 // record. (A group bootstrapped before members were recorded has none for
@@ -1603,7 +1611,10 @@ type Member struct {
 	// removed: a tombstone. A removed member never comes back under its id
 	// (its old log would be trusted), and members tell it, if it still
 	// runs, that it was removed.
-	Removed       bool `protobuf:"varint,4,opt,name=removed,proto3" json:"removed,omitempty"`
+	Removed bool `protobuf:"varint,4,opt,name=removed,proto3" json:"removed,omitempty"`
+	// cluster_id, in a new cluster's bootstrap records only: a hash of its
+	// first members' names and addresses, which identifies the cluster.
+	ClusterId     uint64 `protobuf:"varint,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1664,6 +1675,13 @@ func (x *Member) GetRemoved() bool {
 		return x.Removed
 	}
 	return false
+}
+
+func (x *Member) GetClusterId() uint64 {
+	if x != nil {
+		return x.ClusterId
+	}
+	return 0
 }
 
 type Session struct {
@@ -2227,17 +2245,21 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vacquire_seq\x18\x02 \x01(\x04R\n" +
 	"acquireSeq\x12\x12\n" +
 	"\x04lock\x18\x03 \x01(\tR\x04lock\x12)\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\"\xbc\x01\n" +
+	"\x05error\x18\x04 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\"\xdb\x01\n" +
 	"\bSnapshot\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x121\n" +
 	"\bsessions\x18\x02 \x03(\v2\x15.baton.fsm.v1.SessionR\bsessions\x12(\n" +
 	"\x05locks\x18\x03 \x03(\v2\x12.baton.fsm.v1.LockR\x05locks\x12.\n" +
-	"\amembers\x18\x04 \x03(\v2\x14.baton.fsm.v1.MemberR\amembers\"c\n" +
+	"\amembers\x18\x04 \x03(\v2\x14.baton.fsm.v1.MemberR\amembers\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x05 \x01(\x04R\tclusterId\"\x82\x01\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
 	"\tpeer_addr\x18\x03 \x01(\tR\bpeerAddr\x12\x18\n" +
-	"\aremoved\x18\x04 \x01(\bR\aremoved\"\x8e\x02\n" +
+	"\aremoved\x18\x04 \x01(\bR\aremoved\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x05 \x01(\x04R\tclusterId\"\x8e\x02\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1b\n" +

@@ -27,11 +27,15 @@ const (
 
 // Hello is the first envelope of a stream: who is sending.
 type Hello struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Id            uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
-	ClientAddr    string                 `protobuf:"bytes,3,opt,name=client_addr,json=clientAddr,proto3" json:"client_addr,omitempty"`
-	PeerAddr      string                 `protobuf:"bytes,4,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Name       string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Id         uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	ClientAddr string                 `protobuf:"bytes,3,opt,name=client_addr,json=clientAddr,proto3" json:"client_addr,omitempty"`
+	PeerAddr   string                 `protobuf:"bytes,4,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
+	// cluster_id identifies the cluster the sender's log belongs to (0:
+	// not known yet, a member joining, or a cluster bootstrapped before
+	// ids). Members of different clusters refuse each other.
+	ClusterId     uint64 `protobuf:"varint,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -92,6 +96,13 @@ func (x *Hello) GetPeerAddr() string {
 		return x.PeerAddr
 	}
 	return ""
+}
+
+func (x *Hello) GetClusterId() uint64 {
+	if x != nil {
+		return x.ClusterId
+	}
+	return 0
 }
 
 // Envelope carries a batch of raftpb.Message (each marshalled on its own)
@@ -161,13 +172,15 @@ var File_internal_transport_transportpb_transport_proto protoreflect.FileDescrip
 
 const file_internal_transport_transportpb_transport_proto_rawDesc = "" +
 	"\n" +
-	".internal/transport/transportpb/transport.proto\x12\x12baton.transport.v1\"i\n" +
+	".internal/transport/transportpb/transport.proto\x12\x12baton.transport.v1\"\x88\x01\n" +
 	"\x05Hello\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x1f\n" +
 	"\vclient_addr\x18\x03 \x01(\tR\n" +
 	"clientAddr\x12\x1b\n" +
-	"\tpeer_addr\x18\x04 \x01(\tR\bpeerAddr\"r\n" +
+	"\tpeer_addr\x18\x04 \x01(\tR\bpeerAddr\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x05 \x01(\x04R\tclusterId\"r\n" +
 	"\bEnvelope\x12/\n" +
 	"\x05hello\x18\x01 \x01(\v2\x19.baton.transport.v1.HelloR\x05hello\x12\x19\n" +
 	"\bgroup_id\x18\x02 \x01(\x04R\agroupId\x12\x1a\n" +
