@@ -162,8 +162,10 @@ func (n *Node) applyConfChange(idx uint64, cc *raftpb.ConfChange) {
 	n.m.SetApplied(idx)
 	n.membership = n.membershipLocked()
 	if w := n.confWaits[cc.GetId()]; w != nil {
+		// Answered once the MembershipChanged hook has seen the change
+		// (publishMembership): the caller reads the new membership there.
 		delete(n.confWaits, cc.GetId())
-		defer w.finish(nil)
+		n.confApplied = append(n.confApplied, w)
 	}
 	if cc.GetType() == raftpb.ConfChangeRemoveNode && id == n.cfg.ID {
 		n.loopErr = ErrRemoved
@@ -192,17 +194,22 @@ func (n *Node) membershipLocked() Membership {
 // publishMembership calls the MembershipChanged hook if the membership
 // changed since the last call (on the loop, outside n.mu).
 func (n *Node) publishMembership() {
-	if !n.membershipChanged {
-		return
+	if n.membershipChanged {
+		n.membershipChanged = false
+		if n.cfg.MembershipChanged != nil {
+			n.cfg.MembershipChanged(n.Membership())
+		}
 	}
-	n.membershipChanged = false
-	if n.cfg.MembershipChanged != nil {
-		n.cfg.MembershipChanged(n.Membership())
+	for _, w := range n.confApplied {
+		w.finish(nil)
 	}
+	n.confApplied = n.confApplied[:0]
 }
 
-// failConfWaits fails every waiting membership change with err.
+// failConfWaits fails every waiting membership change with err (those
+// that applied succeed).
 func (n *Node) failConfWaits(err error) {
+	n.publishMembership()
 	for id, w := range n.confWaits {
 		delete(n.confWaits, id)
 		w.finish(err)

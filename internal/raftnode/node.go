@@ -246,6 +246,7 @@ type Node struct {
 	progressC         chan *progressQuery
 	removedC          chan struct{}
 	confWaits         map[uint64]*confWait // loop-owned, by ConfChange id
+	confApplied       []*confWait          // loop-owned: applied, answered by publishMembership
 	membership        Membership           // guarded by mu
 	membershipChanged bool                 // loop-owned: publish at the end of the turn
 	confSnapshotDue   bool                 // loop-owned: snapshot the new configuration
