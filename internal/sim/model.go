@@ -125,21 +125,7 @@ func lockStep(state, input, output any) []any {
 		return abandonStep(st, in, o)
 	}
 	if o.code == fsmpb.Error_ERROR_SESSION_NOT_FOUND {
-		if in.kind == opClose {
-			// A retried close finds the session its first attempt closed.
-			return []any{st.kill(in.session)}
-		}
-		if o.retried || o.ambiguous {
-			// An earlier attempt may have taken effect before the
-			// session ended; or, for a wait the client was cancelling
-			// (ambiguous), it may have been granted and the hold gone
-			// with the session before the cancel arrived.
-			return effects(st, in)
-		}
-		if st.isDead(in.session) {
-			return []any{st}
-		}
-		return nil
+		return sessionNotFoundStep(st, in, o, effects)
 	}
 	switch in.kind {
 	case opAcquireTry, opAcquireWait:
@@ -189,12 +175,37 @@ func lockStep(state, input, output any) []any {
 		}
 		return nil
 	case opClose, opExpire:
-		if o.code == fsmpb.Error_ERROR_NONE && !st.isDead(in.session) {
-			return []any{st.kill(in.session)}
-		}
-		return nil
+		return sessionEndStep(st, in, o)
 	}
 	return []any{st}
+}
+
+// sessionNotFoundStep is the step of any operation answered
+// SESSION_NOT_FOUND, for either kind of lock (effects is the kind's).
+func sessionNotFoundStep(st linState, in linInput, o outcome, effects func(linState, linInput) []any) []any {
+	switch {
+	case in.kind == opClose:
+		// A retried close finds the session its first attempt closed.
+		return []any{st.kill(in.session)}
+	case o.retried || o.ambiguous:
+		// An earlier attempt may have taken effect before the session
+		// ended; or, for a wait the client was cancelling (ambiguous),
+		// it may have been granted and the hold gone with the session
+		// before the cancel arrived.
+		return effects(st, in)
+	case st.isDead(in.session):
+		return []any{st}
+	}
+	return nil
+}
+
+// sessionEndStep is the step of a close or expiry known to have applied
+// or failed, for either kind of lock.
+func sessionEndStep(st linState, in linInput, o outcome) []any {
+	if o.code == fsmpb.Error_ERROR_NONE && !st.isDead(in.session) {
+		return []any{st.kill(in.session)}
+	}
+	return nil
 }
 
 // semHold is one hold of a semaphore in the model: token 0 was granted by
@@ -322,15 +333,7 @@ func semStep(st linState, in linInput, o outcome) []any {
 		return []any{st.withHolds(slices.Delete(hs, mine, mine+1))}
 	}
 	if o.code == fsmpb.Error_ERROR_SESSION_NOT_FOUND {
-		switch {
-		case in.kind == opClose:
-			return []any{st.kill(in.session)}
-		case o.retried || o.ambiguous:
-			return semEffects(st, in)
-		case st.isDead(in.session):
-			return []any{st}
-		}
-		return nil
+		return sessionNotFoundStep(st, in, o, semEffects)
 	}
 	switch in.kind {
 	case opAcquireTry, opAcquireWait:
@@ -378,10 +381,7 @@ func semStep(st linState, in linInput, o outcome) []any {
 		}
 		return nil
 	case opClose, opExpire:
-		if o.code == fsmpb.Error_ERROR_NONE && !st.isDead(in.session) {
-			return []any{st.kill(in.session)}
-		}
-		return nil
+		return sessionEndStep(st, in, o)
 	}
 	return []any{st}
 }
