@@ -248,9 +248,11 @@ func (c *Client) Blacklist(ctx context.Context, sessionID uint64) error {
 // CasRelease ends the hold of lock name only if its holder still is
 // session sessionID (and has token, when token is not 0): for supervisors
 // freeing the locks of a process they know has died. It is retried only
-// when it surely did not apply; after a leader change mid-call it may
-// return an error matching ErrOutcomeUnknown, and a retry then may find
-// the hold already gone (ErrNotFound or ErrTokenMismatch). The holding
+// when it surely did not apply, or when the connection broke mid-call;
+// after a leader change mid-call it returns an error matching
+// ErrOutcomeUnknown, and so does the answer of a retry after a broken
+// connection (matching ErrNotFound or ErrTokenMismatch too, when the hold
+// was gone by then: the lost attempt may have released it). The holding
 // session's client, if it still runs, is told when the release applies:
 // its Lease is lost with an error matching ErrNotHeld. That push is sent
 // once, to the streams connected then; a client that is reconnecting
@@ -290,8 +292,10 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 // without helping it). Then start the new member with an empty data dir,
 // Join, and the returned initialCluster (`baton server --join
 // --initial-cluster ...`). One membership change at a time: while another
-// applies it fails with ErrAborted; after a leader change mid-call, with
-// ErrOutcomeUnknown (Status tells whether it applied).
+// applies it fails with ErrAborted; after a leader change or a broken
+// connection mid-call, with an error matching ErrOutcomeUnknown (also
+// ErrAlreadyExists when a retry found the member added: Status tells
+// whether it applied). PromoteMember and RemoveMember answer the same way.
 func (c *Client) AddMember(ctx context.Context, name, peerAddr string, learner bool) (members []Member, initialCluster string, err error) {
 	err = c.invoke(ctx, retryNotApplied, func(ctx context.Context, bc batonpb.BatonClient) error {
 		r, err := bc.AddMember(ctx, &batonpb.AddMemberRequest{Name: name, PeerAddr: peerAddr, Learner: learner})

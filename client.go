@@ -205,12 +205,27 @@ const (
 
 // invoke runs f against members until one answers, following leader
 // hints.
+//
+// An UNAVAILABLE that carries no Reason comes from gRPC, not from a
+// member: the member could not be reached, or the connection broke while
+// the call was under way, after the member may have applied it. Under
+// retryNotApplied the call is tried again (the error cannot tell the two
+// apart, and the first is the common one), but what the later attempts
+// answer is then marked with ErrOutcomeUnknown: a NotFound from the retry
+// of a CasRelease may mean that the lost attempt released the hold.
 func (c *Client) invoke(ctx context.Context, policy retryPolicy, f func(ctx context.Context, bc batonpb.BatonClient) error) error {
 	var last error
+	maybeApplied := false // an earlier attempt may have taken effect
+	uncertain := func(err error) error {
+		if !maybeApplied {
+			return err
+		}
+		return fmt.Errorf("%w: an earlier attempt may have applied before its connection broke: %w", ErrOutcomeUnknown, err)
+	}
 	for attempt := 0; attempt < c.cfg.maxAttempts; attempt++ {
 		if err := ctx.Err(); err != nil {
 			if last != nil {
-				return fmt.Errorf("%w (last: %w)", err, last)
+				return uncertain(fmt.Errorf("%w (last: %w)", err, last))
 			}
 			return err
 		}
@@ -228,7 +243,7 @@ func (c *Client) invoke(ctx context.Context, policy retryPolicy, f func(ctx cont
 		isServer := errors.As(err, &e)
 		switch {
 		case !isServer:
-			return err
+			return uncertain(err)
 		case errors.Is(err, ErrNotLeader):
 			if hint := e.LeaderAddr; hint != "" && hint != addr {
 				c.setLeader(hint)
@@ -240,15 +255,18 @@ func (c *Client) invoke(ctx context.Context, policy retryPolicy, f func(ctx cont
 				return err
 			}
 		case e.Reason == batonpb.Reason_REASON_UNSPECIFIED && errors.Is(err, ErrUnavailable):
-			c.failed(addr) // unreachable: nothing was sent
+			c.failed(addr) // unreachable, or cut off mid-call
+			if policy == retryNotApplied {
+				maybeApplied = true
+			}
 		default:
-			return err
+			return uncertain(err)
 		}
 		if sleep(ctx, c.pause(attempt)) != nil {
 			continue // reported at the top of the loop
 		}
 	}
-	return fmt.Errorf("%w: gave up after %d attempts: %w", ErrUnavailable, c.cfg.maxAttempts, last)
+	return uncertain(fmt.Errorf("%w: gave up after %d attempts: %w", ErrUnavailable, c.cfg.maxAttempts, last))
 }
 
 func (c *Client) addSession(s *Session) error {

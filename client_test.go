@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -168,6 +170,53 @@ func TestOperatorCalls(t *testing.T) {
 	}
 	if _, err := cl.Get(ctx, ""); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("Get(\"\"): %v", err)
+	}
+}
+
+// TestAnswerLostAfterApply: a CasRelease applies but its answer is lost
+// with the connection (gRPC's UNAVAILABLE, no Reason). The client tries
+// again, and the retry finds the hold gone; it must not pass that off as
+// plain NotFound, as if nothing had been released by this call.
+func TestAnswerLostAfterApply(t *testing.T) {
+	c, _ := single(t)
+	ctx := testCtx(t)
+	var cut atomic.Int32 // answers of CasRelease to lose
+	lose := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if strings.HasSuffix(method, "/CasRelease") && cut.Add(-1) >= 0 {
+			return status.Error(codes.Unavailable, "error reading from server: EOF")
+		}
+		return err
+	}
+	cl := dial(t, c.addrs(0), WithDialOptions(grpc.WithChainUnaryInterceptor(lose)), WithBackoff(time.Millisecond, time.Millisecond))
+	s := newSession(t, cl)
+	l, err := s.Mutex("lost/answer").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut.Store(1)
+	err = cl.CasRelease(ctx, "lost/answer", s.ID(), l.Token())
+	if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, ErrNotFound) {
+		t.Fatalf("CasRelease whose answer was lost, retried: %v; want ErrOutcomeUnknown and ErrNotFound", err)
+	}
+	if info, err := cl.Get(ctx, "lost/answer"); err != nil || len(info.Holders) != 0 {
+		t.Fatalf("the lost attempt did not release: %+v, %v", info, err)
+	}
+
+	// A retry that succeeds is a success; an error with no lost attempt
+	// before it stays what it is.
+	l, err = s.Mutex("lost/answer").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.CasRelease(ctx, "lost/answer", s.ID(), l.Token()+1); !errors.Is(err, ErrTokenMismatch) || errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("CasRelease(wrong token): %v", err)
+	}
+	// Every attempt cut off: the caller learns it may have applied.
+	cut.Store(1000)
+	err = cl.CasRelease(ctx, "lost/answer", s.ID(), l.Token())
+	if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("CasRelease cut off every time: %v; want ErrOutcomeUnknown", err)
 	}
 }
 

@@ -79,7 +79,9 @@ var (
 	// ErrOutcomeUnknown: leadership changed before the request applied
 	// (Reason OUTCOME_UNKNOWN); it may or may not have taken effect. Session
 	// requests are retried with their sequence number and never show it; a
-	// CasRelease may. It also matches ErrUnavailable.
+	// CasRelease or a membership change may, and so does the answer of
+	// their retry after a connection broke mid-call (joined to that
+	// answer's own error). It also matches ErrUnavailable.
 	ErrOutcomeUnknown = errors.New("baton: outcome unknown")
 	// ErrOverloaded: the leader sheds load (Reason OVERLOADED). Session
 	// requests are retried after a backoff; unary calls return it.
