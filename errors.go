@@ -111,6 +111,10 @@ var (
 	// ErrAborted: another membership change is still being applied;
 	// nothing changed, try again.
 	ErrAborted = errors.New("baton: aborted")
+	// ErrPermissionDenied: an operator call (Blacklist, CasRelease, a
+	// membership change) from a client whose certificate is not one of the
+	// members' operators (`baton server --operators`).
+	ErrPermissionDenied = errors.New("baton: permission denied")
 )
 
 // reasonErrors is the one table from the server's Reasons to this
@@ -140,12 +144,13 @@ var reasonErrors = map[batonpb.Reason][]error{
 // codeErrors maps gRPC codes of errors that carry no Reason (transport
 // failures, and errors raised outside the server's table).
 var codeErrors = map[codes.Code][]error{
-	codes.Unavailable:     {ErrUnavailable},
-	codes.InvalidArgument: {ErrInvalidArgument},
-	codes.NotFound:        {ErrNotFound},
-	codes.AlreadyExists:   {ErrAlreadyExists},
-	codes.Aborted:         {ErrAborted},
-	codes.Canceled:        {context.Canceled},
+	codes.Unavailable:      {ErrUnavailable},
+	codes.InvalidArgument:  {ErrInvalidArgument},
+	codes.NotFound:         {ErrNotFound},
+	codes.AlreadyExists:    {ErrAlreadyExists},
+	codes.Aborted:          {ErrAborted},
+	codes.PermissionDenied: {ErrPermissionDenied},
+	codes.Canceled:         {context.Canceled},
 	codes.DeadlineExceeded: {
 		context.DeadlineExceeded,
 	},

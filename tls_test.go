@@ -2,6 +2,9 @@ package baton
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -75,5 +78,84 @@ func TestTLS(t *testing.T) {
 	if resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + addr + "/v1/status"); err == nil {
 		resp.Body.Close()
 		t.Fatalf("plaintext HTTP answered %d", resp.StatusCode)
+	}
+}
+
+// TestOperators: with operators named, only a client whose certificate
+// bears one of those names may make operator calls, over gRPC and HTTP;
+// another client's get PermissionDenied and change nothing, while its
+// sessions and locks work as before.
+func TestOperators(t *testing.T) {
+	pki, err := testpki.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startCluster(t, 1, func(cfg *embed.Config) {
+		cfg.ClientTLS = pki.ServerConfig()
+		cfg.Operators = []string{"someone else", testpki.OperatorName}
+	})
+	ctx := testCtx(t)
+	addr := strings.Split(c.addrs(0), ",")[0]
+	app := dial(t, addr, WithTLS(pki.ClientConfig(true)))
+	ops := dial(t, addr, WithTLS(pki.OperatorConfig()))
+
+	s := newSession(t, app)
+	l, err := s.Mutex("ops/held").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, call := range map[string]func() error{
+		"CasRelease": func() error { return app.CasRelease(ctx, "ops/held", s.ID(), l.Token()) },
+		"Blacklist":  func() error { return app.Blacklist(ctx, s.ID()) },
+		"AddMember": func() error {
+			_, _, err := app.AddMember(ctx, "n9", "127.0.0.1:1", true)
+			return err
+		},
+		"PromoteMember": func() error { _, err := app.PromoteMember(ctx, "n9"); return err },
+		"RemoveMember":  func() error { _, err := app.RemoveMember(ctx, "n9"); return err },
+	} {
+		err := call()
+		if !errors.Is(err, ErrPermissionDenied) || !strings.Contains(err.Error(), `"baton client"`) {
+			t.Errorf("%s by a client that is no operator: %v; want ErrPermissionDenied naming its certificate", what, err)
+		}
+	}
+	// Nothing changed: the hold is there, the session may go on.
+	if held, err := app.Check(ctx, "ops/held", l.Token()); err != nil || !held {
+		t.Fatalf("Check after refused operator calls: %v, %v", held, err)
+	}
+	if st, err := app.Status(ctx); err != nil || len(st.Members) != 1 {
+		t.Fatalf("Status: %+v, %v", st, err)
+	}
+
+	post := func(cfg *tls.Config, path, body string) int {
+		t.Helper()
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 5 * time.Second}
+		resp, err := hc.Post("https://"+addr+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(pki.ClientConfig(true), fmt.Sprintf("/v1/sessions/%d/blacklist", s.ID()), "{}"); code != http.StatusForbidden {
+		t.Fatalf("blacklist over HTTP by a client that is no operator: %d, want 403", code)
+	}
+	if code := post(pki.OperatorConfig(), "/v1/sessions/999999/blacklist", "{}"); code != http.StatusNotFound {
+		t.Fatalf("blacklist of an unknown session over HTTP by an operator: %d, want 404", code)
+	}
+
+	// The operator may.
+	if err := ops.CasRelease(ctx, "ops/held", s.ID(), l.Token()); err != nil {
+		t.Fatalf("CasRelease by an operator: %v", err)
+	}
+	if err := ops.Blacklist(ctx, s.ID()); err != nil {
+		t.Fatalf("Blacklist by an operator: %v", err)
+	}
+
+	// Operators are known by verified certificates only.
+	bad := embed.DefaultConfig()
+	bad.DataDir, bad.Operators = t.TempDir(), []string{"x"}
+	if err := bad.Validate(); err == nil {
+		t.Fatal("operators without client certificates were accepted")
 	}
 }

@@ -20,7 +20,8 @@ func TestCLITLS(t *testing.T) {
 	}
 	addrs := freeLoopbackAddrs(t, 2)
 	c := newCluster(t, clusterConfig{n: 1, clientAddrs: addrs[:1], peerAddrs: addrs[1:],
-		extraArgs: []string{"--cert-file", pki.CertFile, "--key-file", pki.KeyFile, "--client-ca-file", pki.CAFile}})
+		extraArgs: []string{"--cert-file", pki.CertFile, "--key-file", pki.KeyFile, "--client-ca-file", pki.CAFile,
+			"--operators", testpki.OperatorName}})
 	if err := c.nodes[0].start(c.bin); err != nil {
 		t.Fatal(err)
 	}
@@ -63,5 +64,17 @@ func TestCLITLS(t *testing.T) {
 	}
 	if out, code := run(nil, "status", "--endpoints", addrs[0], "--cert", pki.ClientCertFile); code != 2 || !strings.Contains(out, "--key") {
 		t.Fatalf("--cert without --key: exit %d (want 2): %s", code, out)
+	}
+	// Operator calls: the client's certificate is refused, the operator's
+	// is let through (to the session's NotFound).
+	if out, code := run(nil, append([]string{"blacklist", "999999"}, tlsArgs...)...); code != 1 || !strings.Contains(out, "PermissionDenied") || !strings.Contains(out, "--operators") {
+		t.Fatalf("baton blacklist by a client that is no operator: exit %d: %s", code, out)
+	}
+	opArgs := []string{"--endpoints", addrs[0], "--timeout", "3s", "--cacert", pki.CAFile, "--cert", pki.OperatorCertFile, "--key", pki.OperatorKeyFile}
+	if out, code := run(nil, append([]string{"blacklist", "999999"}, opArgs...)...); code != 1 || !strings.Contains(out, "not found") {
+		t.Fatalf("baton blacklist of an unknown session by an operator: exit %d: %s", code, out)
+	}
+	if out, code := run(nil, "server", "--operators", "ops", "--data-dir", t.TempDir()); code != 2 || !strings.Contains(out, "--client-ca-file") {
+		t.Fatalf("--operators without --client-ca-file: exit %d (want 2): %s", code, out)
 	}
 }

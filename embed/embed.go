@@ -100,6 +100,13 @@ type Config struct {
 	// (see transport.Config.TLS): every member needs it, with a
 	// certificate the others' RootCAs and ClientCAs trust.
 	PeerTLS *tls.Config
+	// Operators, when not empty, restricts operator calls (Blacklist,
+	// CasRelease, AddMember, PromoteMember, RemoveMember, over gRPC and
+	// HTTP) to clients whose verified certificate has one of these subject
+	// common names; others get PERMISSION_DENIED. It needs ClientTLS with
+	// ClientAuth tls.RequireAndVerifyClientCert. Empty: any client the
+	// port admits may make them.
+	Operators []string
 }
 
 // DefaultConfig is the embedded single-node default: member "default",
@@ -189,6 +196,16 @@ func (c Config) Validate() error {
 		return errors.New("election ticks must be at least 2")
 	case c.SnapshotEntries == 0:
 		return errors.New("snapshot entries must be positive")
+	}
+	if len(c.Operators) > 0 {
+		if c.ClientTLS == nil || c.ClientTLS.ClientAuth != tls.RequireAndVerifyClientCert {
+			return errors.New("operators need client certificates: TLS on the client port with client certificates required and verified")
+		}
+		for _, o := range c.Operators {
+			if strings.TrimSpace(o) == "" {
+				return errors.New("an operator name is empty")
+			}
+		}
 	}
 	for _, a := range []struct{ flag, v string }{{"client address", c.ClientAddr}, {"peer address", c.PeerAddr}} {
 		if _, _, err := net.SplitHostPort(a.v); err != nil {
@@ -289,7 +306,7 @@ func Start(cfg Config) (*Member, error) {
 	}
 	m.clientL = clientL
 
-	m.srv = server.New(server.Config{Name: cfg.Name, Version: Version, Members: m.members, MemberID: MemberID, Logger: lg})
+	m.srv = server.New(server.Config{Name: cfg.Name, Version: Version, Members: m.members, MemberID: MemberID, Operators: cfg.Operators, Logger: lg})
 	peerMap := map[uint64]string{}
 	var voters []uint64
 	for _, p := range peers {

@@ -9,6 +9,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -37,6 +38,7 @@ func runServer(args []string) int {
 	peerCert := fs.String("peer-cert-file", "", "encrypt Raft traffic with TLS: this member's certificate (PEM), shown both ways")
 	peerKey := fs.String("peer-key-file", "", "the peer certificate's key (PEM)")
 	peerCA := fs.String("peer-ca-file", "", "CA certificates (PEM) that sign the members' peer certificates")
+	operators := fs.String("operators", "", "comma-separated client certificate common names that alone may make operator calls (blacklist, cas-release, member add/promote/remove); needs --client-ca-file")
 	gcFloor := fs.Uint64("gc-floor-mib", 64, "let the Go heap grow to about this many MiB between collections while the live heap is smaller (0: Go's default, GOGC)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: baton server [flags]
@@ -47,8 +49,10 @@ client API on 127.0.0.1:7700. Every flag can also be set as BATON_<FLAG>
 
 TLS: --cert-file and --key-file serve the client port (API, dashboard,
 metrics) over TLS only, --client-ca-file also requires client
-certificates; --peer-cert-file, --peer-key-file and --peer-ca-file encrypt
-and authenticate the traffic between members (all members alike).
+certificates, and --operators keeps the operator calls to the clients whose
+certificates bear those common names; --peer-cert-file, --peer-key-file
+and --peer-ca-file encrypt and authenticate the traffic between members
+(all members alike).
 
 Example, a 3-node cluster on one machine:
   baton server --name n1 --data-dir d1 --client-addr 127.0.0.1:7700 --peer-addr 127.0.0.1:7701 \
@@ -90,6 +94,17 @@ Flags:
 	}
 	if cfg.PeerTLS, err = peerTLS(*peerCert, *peerKey, *peerCA); err != nil {
 		return exitCode("server", err)
+	}
+	if *operators != "" {
+		if *clientCA == "" {
+			return exitCode("server", usagef("--operators needs --client-ca-file: operators are known by their client certificates"))
+		}
+		for _, o := range strings.Split(*operators, ",") {
+			if o = strings.TrimSpace(o); o == "" {
+				return exitCode("server", usagef("--operators %q: an empty name", *operators))
+			}
+			cfg.Operators = append(cfg.Operators, o)
+		}
 	}
 	if *pprofOn {
 		mux := http.NewServeMux()

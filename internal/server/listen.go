@@ -36,6 +36,7 @@ type Listener struct {
 func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
 	gs := grpc.NewServer(
 		grpc.MaxRecvMsgSize(MaxRequestBytes),
+		grpc.Creds(connCreds{}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)
 	batonpb.RegisterBatonServer(gs, s)
@@ -56,7 +57,14 @@ func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
 	m := cmux.New(l)
 	grpcL := m.MatchWithWriters(cmux.HTTP2MatchHeaderFieldSendSettings("content-type", "application/grpc"))
 	httpL := m.Match(cmux.Any())
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if st := tlsStateOf(c); st != nil {
+				return context.WithValue(ctx, tlsStateKey{}, st)
+			}
+			return ctx
+		},
+	}
 	ln := &Listener{m: m, grpc: gs, http: hs, done: make(chan error, 3)}
 	go func() { ln.done <- ignoreClosed(gs.Serve(grpcL)) }()
 	go func() { ln.done <- ignoreClosed(hs.Serve(httpL)) }()

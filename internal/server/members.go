@@ -61,6 +61,9 @@ func (s *Server) memberID(name string) uint64 {
 
 // AddMember implements batonpb.BatonServer.
 func (s *Server) AddMember(ctx context.Context, r *batonpb.AddMemberRequest) (*batonpb.AddMemberResponse, error) {
+	if err := s.authorizeOperator(ctx, "AddMember"); err != nil {
+		return nil, err
+	}
 	if err := checkMemberName(r.GetName()); err != nil {
 		return nil, s.toStatus(err)
 	}
@@ -107,6 +110,9 @@ func (s *Server) AddMember(ctx context.Context, r *batonpb.AddMemberRequest) (*b
 
 // PromoteMember implements batonpb.BatonServer.
 func (s *Server) PromoteMember(ctx context.Context, r *batonpb.PromoteMemberRequest) (*batonpb.PromoteMemberResponse, error) {
+	if err := s.authorizeOperator(ctx, "PromoteMember"); err != nil {
+		return nil, err
+	}
 	id, ms, err := s.existingMember(ctx, r.GetName())
 	if err != nil {
 		return nil, s.toStatus(err)
@@ -131,6 +137,9 @@ func (s *Server) PromoteMember(ctx context.Context, r *batonpb.PromoteMemberRequ
 
 // RemoveMember implements batonpb.BatonServer.
 func (s *Server) RemoveMember(ctx context.Context, r *batonpb.RemoveMemberRequest) (*batonpb.RemoveMemberResponse, error) {
+	if err := s.authorizeOperator(ctx, "RemoveMember"); err != nil {
+		return nil, err
+	}
 	id, ms, err := s.existingMember(ctx, r.GetName())
 	if err != nil {
 		return nil, s.toStatus(err)

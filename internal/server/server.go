@@ -44,7 +44,12 @@ type Config struct {
 	Members func() []Member
 	// MemberID is the Raft id of a member name (membership changes).
 	MemberID func(name string) uint64
-	Logger   *slog.Logger
+	// Operators, when not empty, are the subject common names of the
+	// client certificates that may make operator calls (Blacklist,
+	// CasRelease, membership changes); other clients get
+	// PERMISSION_DENIED. Empty: any client may.
+	Operators []string
+	Logger    *slog.Logger
 }
 
 // Server implements batonpb.BatonServer and raftnode.Observer.

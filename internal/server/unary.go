@@ -230,6 +230,9 @@ func (s *Server) Release(ctx context.Context, r *batonpb.ReleaseRequest) (*baton
 
 // CasRelease implements batonpb.BatonServer.
 func (s *Server) CasRelease(ctx context.Context, r *batonpb.CasReleaseRequest) (*batonpb.CasReleaseResponse, error) {
+	if err := s.authorizeOperator(ctx, "CasRelease"); err != nil {
+		return nil, err
+	}
 	err := checkName("name", r.GetName())
 	if err == nil && r.GetSessionId() == 0 {
 		err = invalidf("session_id is required")
@@ -247,6 +250,9 @@ func (s *Server) CasRelease(ctx context.Context, r *batonpb.CasReleaseRequest) (
 
 // Blacklist implements batonpb.BatonServer.
 func (s *Server) Blacklist(ctx context.Context, r *batonpb.BlacklistRequest) (*batonpb.BlacklistResponse, error) {
+	if err := s.authorizeOperator(ctx, "Blacklist"); err != nil {
+		return nil, err
+	}
 	var err error
 	if r.GetSessionId() == 0 {
 		err = invalidf("session_id is required")

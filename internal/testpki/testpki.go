@@ -21,13 +21,20 @@ import (
 // PKI is a CA and the certificates it signed, written under Dir.
 type PKI struct {
 	// PEM files: the CA's certificate, the member's certificate and key,
-	// the client's certificate and key.
+	// the client's certificate and key, and an operator's (a client
+	// certificate with common name OperatorName).
 	CAFile, CertFile, KeyFile, ClientCertFile, ClientKeyFile string
+	OperatorCertFile, OperatorKeyFile                        string
 
-	pool   *x509.CertPool
-	member tls.Certificate
-	client tls.Certificate
+	pool     *x509.CertPool
+	member   tls.Certificate
+	client   tls.Certificate
+	operator tls.Certificate
 }
+
+// OperatorName is the common name of the operator's certificate; the
+// client's is "baton client".
+const OperatorName = "baton operator"
 
 // New makes a CA and its certificates, valid for a day, in dir.
 func New(dir string) (*PKI, error) {
@@ -52,6 +59,7 @@ func New(dir string) (*PKI, error) {
 	p := &PKI{
 		CAFile: filepath.Join(dir, "ca.pem"), CertFile: filepath.Join(dir, "member.pem"), KeyFile: filepath.Join(dir, "member-key.pem"),
 		ClientCertFile: filepath.Join(dir, "client.pem"), ClientKeyFile: filepath.Join(dir, "client-key.pem"),
+		OperatorCertFile: filepath.Join(dir, "operator.pem"), OperatorKeyFile: filepath.Join(dir, "operator-key.pem"),
 		pool: x509.NewCertPool(),
 	}
 	p.pool.AddCert(caCert)
@@ -95,6 +103,9 @@ func New(dir string) (*PKI, error) {
 	if p.client, err = issue(3, "baton client", []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, false, p.ClientCertFile, p.ClientKeyFile); err != nil {
 		return nil, err
 	}
+	if p.operator, err = issue(4, OperatorName, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, false, p.OperatorCertFile, p.OperatorKeyFile); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -121,4 +132,10 @@ func (p *PKI) ClientConfig(withCert bool) *tls.Config {
 		c.Certificates = []tls.Certificate{p.client}
 	}
 	return c
+}
+
+// OperatorConfig is an operator's client config: it trusts the CA and
+// shows the certificate named OperatorName.
+func (p *PKI) OperatorConfig() *tls.Config {
+	return &tls.Config{RootCAs: p.pool, Certificates: []tls.Certificate{p.operator}}
 }
