@@ -95,6 +95,69 @@ func (n *Node) ChangeMembership(ctx context.Context, cc *raftpb.ConfChange) erro
 	}
 }
 
+// ConfFuture is a membership change proposed in manual mode.
+type ConfFuture struct{ w *confWait }
+
+// Done is closed once the change applied here or failed.
+func (f *ConfFuture) Done() <-chan struct{} { return f.w.done }
+
+// Err is the change's outcome once Done is closed (nil: applied), as
+// ChangeMembership would return it.
+func (f *ConfFuture) Err() error {
+	select {
+	case <-f.w.done:
+		return f.w.err
+	default:
+		return nil
+	}
+}
+
+// ProposeMembership is ChangeMembership for manual mode (the
+// simulation): it steps cc into raft at once and returns; Pump, then watch
+// the future. A node abandoned without Stop (a simulated crash) never
+// completes it.
+func (n *Node) ProposeMembership(cc *raftpb.ConfChange) (*ConfFuture, error) {
+	if !n.manual {
+		return nil, errors.New("raftnode: ProposeMembership is for manual mode; use ChangeMembership")
+	}
+	if n.dead.Load() {
+		return nil, ErrStopped
+	}
+	cc = proto.Clone(cc).(*raftpb.ConfChange)
+	cc.Id = new(n.nextID.Add(1))
+	w := &confWait{cc: cc, done: make(chan struct{})}
+	n.proposeConf(w)
+	return &ConfFuture{w}, nil
+}
+
+// MembershipObserver is implemented by an Observer that also wants every
+// applied membership change, in log order among the commands (the
+// simulation's checkers replay the log with them; see ApplyMembership).
+type MembershipObserver interface {
+	MembershipApplied(index uint64, cc *raftpb.ConfChange)
+}
+
+// ApplyMembership is what applying the membership change cc at index
+// does to the state machine: it records an added member's name and
+// address (and a new group's cluster id) from the change's context, and
+// marks a removed member.
+func ApplyMembership(m *fsm.Machine, index uint64, cc *raftpb.ConfChange) {
+	id := cc.GetNodeId()
+	switch cc.GetType() {
+	case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode:
+		var mb fsmpb.Member
+		if len(cc.GetContext()) > 0 && proto.Unmarshal(cc.GetContext(), &mb) == nil && mb.GetName() != "" {
+			m.SetMember(fsm.Member{ID: id, Name: mb.GetName(), PeerAddr: mb.GetPeerAddr()})
+			if mb.GetClusterId() != 0 {
+				m.SetClusterID(mb.GetClusterId())
+			}
+		}
+	case raftpb.ConfChangeRemoveNode:
+		m.RemoveMember(id)
+	}
+	m.SetApplied(index)
+}
+
 // proposeConf steps w's change into raft (on the loop).
 func (n *Node) proposeConf(w *confWait) {
 	if !n.wasLeader {
@@ -147,19 +210,7 @@ func (n *Node) noteConfProposals(msgs []*raftpb.Message) {
 func (n *Node) applyConfChange(idx uint64, cc *raftpb.ConfChange) {
 	n.confState = n.rn.ApplyConfChange(cc)
 	id := cc.GetNodeId()
-	switch cc.GetType() {
-	case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode:
-		var mb fsmpb.Member
-		if len(cc.GetContext()) > 0 && proto.Unmarshal(cc.GetContext(), &mb) == nil && mb.GetName() != "" {
-			n.m.SetMember(fsm.Member{ID: id, Name: mb.GetName(), PeerAddr: mb.GetPeerAddr()})
-			if mb.GetClusterId() != 0 {
-				n.m.SetClusterID(mb.GetClusterId())
-			}
-		}
-	case raftpb.ConfChangeRemoveNode:
-		n.m.RemoveMember(id)
-	}
-	n.m.SetApplied(idx)
+	ApplyMembership(n.m, idx, cc)
 	n.membership = n.membershipLocked()
 	if w := n.confWaits[cc.GetId()]; w != nil {
 		// Answered once the MembershipChanged hook has seen the change

@@ -847,9 +847,14 @@ func (n *Node) Tick() error {
 // only.
 func (n *Node) Pump() (bool, error) {
 	busy := len(n.recvC) > 0 || len(n.propC) > 0 || len(n.readC) > 0 || len(n.unreachC) > 0 ||
-		len(n.readQueue) > 0 || n.locals.len() > 0 || n.rn.HasReady()
+		len(n.readQueue) > 0 || n.locals.len() > 0 || n.rn.HasReady() || len(n.removedC) > 0
 	if !busy {
 		return false, nil
+	}
+	select {
+	case <-n.removedC:
+		n.loopErr = ErrRemoved
+	default:
 	}
 	for {
 		select {

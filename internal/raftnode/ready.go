@@ -146,6 +146,7 @@ type applied struct {
 	index uint64
 	cmd   *fsmpb.Command
 	res   *fsmpb.Result
+	cc    *raftpb.ConfChange // instead of cmd: a membership change, for a MembershipObserver
 }
 
 func (n *Node) applyEntries(ents []*raftpb.Entry) {
@@ -187,6 +188,9 @@ entries:
 				panic(fmt.Sprintf("raftnode: conf change %d does not decode: %v", idx, err))
 			}
 			n.applyConfChange(idx, cc)
+			if _, ok := n.cfg.Observer.(MembershipObserver); ok {
+				out = append(out, applied{index: idx, cc: cc})
+			}
 		case raftpb.EntryConfChangeV2:
 			cc := &raftpb.ConfChangeV2{}
 			if err := proto.Unmarshal(e.GetData(), cc); err != nil {
@@ -198,8 +202,12 @@ entries:
 		n.applied = idx
 	}
 	n.mu.Unlock()
-	n.metrics.Applied += uint64(len(out))
 	for _, a := range out {
+		if a.cc != nil {
+			n.cfg.Observer.(MembershipObserver).MembershipApplied(a.index, a.cc)
+			continue
+		}
+		n.metrics.Applied++
 		// The observer first: whoever learns of a result from its
 		// proposal must find the server's view (the liveness tracker,
 		// the hub) already past it. Completing first let a client that

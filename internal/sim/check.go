@@ -6,10 +6,12 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
+	"github.com/batonlock/baton/internal/raftnode"
 )
 
 func protoClone[T proto.Message](m T) T { return proto.Clone(m).(T) }
@@ -60,10 +62,17 @@ type resource struct {
 	accepted []fencedWrite
 }
 
+// confEntry is the checker's record of one committed membership change.
+type confEntry struct {
+	cc   *raftpb.ConfChange
+	data []byte
+}
+
 // checker holds what the checkers need across a run.
 type checker struct {
 	s           *Sim
 	log         map[uint64]*logEntry
+	conf        map[uint64]*confEntry // membership changes, by index
 	acks        []ackRecord
 	pos         int64 // history clock: one tick per call or return
 	history     []porcupine.Operation
@@ -76,6 +85,7 @@ type checker struct {
 func (k *checker) init(s *Sim) {
 	k.s = s
 	k.log = make(map[uint64]*logEntry)
+	k.conf = make(map[uint64]*confEntry)
 	k.resources = make(map[string]*resource)
 }
 
@@ -87,6 +97,10 @@ func (k *checker) applied(m *member, index uint64, cmd *fsmpb.Command, res *fsmp
 	data, err := deterministic.Marshal(cmd)
 	if err != nil {
 		panic(err)
+	}
+	if c := k.conf[index]; c != nil {
+		k.s.fail("d/log", "member %d applied %v at index %d; another member applied membership change %v", m.id, cmd, index, c.cc)
+		return
 	}
 	e := k.log[index]
 	if e == nil {
@@ -101,6 +115,28 @@ func (k *checker) applied(m *member, index uint64, cmd *fsmpb.Command, res *fsmp
 	}
 	if !proto.Equal(e.res, res) {
 		k.s.fail("d/determinism", "member %d got %v at index %d; another member got %v", m.id, res, index, e.res)
+	}
+}
+
+// appliedConf records member m applying membership change cc at index,
+// and checks that every member applies the same change there (d).
+func (k *checker) appliedConf(m *member, index uint64, cc *raftpb.ConfChange) {
+	data, err := deterministic.Marshal(cc)
+	if err != nil {
+		panic(err)
+	}
+	if e := k.log[index]; e != nil {
+		k.s.fail("d/log", "member %d applied membership change %v at index %d; another member applied %v", m.id, cc, index, e.cmd)
+		return
+	}
+	c := k.conf[index]
+	if c == nil {
+		k.conf[index] = &confEntry{cc: protoClone(cc), data: data}
+		k.s.tracef("apply conf %d@%d %v %d", index, m.id, cc.GetType(), cc.GetNodeId())
+		return
+	}
+	if string(c.data) != string(data) {
+		k.s.fail("d/log", "member %d applied membership change %v at index %d; another member applied %v", m.id, cc, index, c.cc)
 	}
 }
 
@@ -193,30 +229,53 @@ func (k *checker) record(c *client, op *clientOp, o outcome) {
 // finalChecks run after the calm phase.
 func (k *checker) finalChecks() {
 	s := k.s
-	// (f) convergence.
+	// (f) convergence of the group the leader ends with. A member that
+	// stopped as removed must not be in it; members added whose change
+	// never applied are not.
+	lead := s.leader()
+	if lead == 0 {
+		s.fail("f/converge", "no leader after heal")
+		return
+	}
+	group := s.nodes[lead].node.Membership()
 	var hash string
 	var applied uint64
-	for _, id := range s.peers {
+	for _, id := range append(slices.Clone(group.Voters), group.Learners...) {
 		m := s.nodes[id]
-		if !m.up() {
+		switch {
+		case m == nil:
+			s.fail("f/converge", "the group %v has member %d, which never ran", group, id)
+			return
+		case m.retired:
+			s.fail("f/removed", "member %d stopped as removed, but the group %v has it", id, group)
+			return
+		case !m.up():
 			s.fail("f/converge", "member %d is down after heal", id)
 			return
 		}
 		var h string
 		m.node.View(func(fm *fsm.Machine) { h = fm.Hash() })
 		st := m.node.Status()
+		if got := m.node.Membership(); !slices.Equal(got.Voters, group.Voters) || !slices.Equal(got.Learners, group.Learners) {
+			s.fail("f/converge", "member %d has voters %v learners %v; leader %d has %v %v", id, got.Voters, got.Learners, lead, group.Voters, group.Learners)
+			return
+		}
 		if hash == "" {
 			hash, applied = h, st.Applied
 			continue
 		}
 		if h != hash || st.Applied != applied {
-			s.fail("f/converge", "member %d: hash %.12s applied %d; member %d: hash %.12s applied %d",
-				id, h, st.Applied, s.peers[0], hash, applied)
+			s.fail("f/converge", "member %d: hash %.12s applied %d; the first of the group: hash %.12s applied %d",
+				id, h, st.Applied, hash, applied)
 			return
 		}
 	}
 	// (a), (b), (d) on the committed log, replayed from scratch.
 	idx := sortedKeys(k.log)
+	for i := range k.conf {
+		idx = append(idx, i)
+	}
+	slices.Sort(idx)
 	fm := fsm.New()
 	// A hold is a lock, a token and a session: one entry may grant
 	// several locks, and several permits of one semaphore (each to
@@ -232,6 +291,10 @@ func (k *checker) finalChecks() {
 	endAt := map[hold]uint64{}  // hold → index of the entry that ended it
 	seen := map[hold]bool{}     // every hold there ever was
 	for _, i := range idx {
+		if c := k.conf[i]; c != nil {
+			raftnode.ApplyMembership(fm, i, c.cc)
+			continue
+		}
 		e := k.log[i]
 		res := fm.Apply(i, protoClone(e.cmd))
 		if !proto.Equal(res, e.res) {

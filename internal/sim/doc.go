@@ -27,7 +27,10 @@
 // duplication and delay (hence reordering), member process pauses, slow
 // raft clocks on one member, slow client links, clients that stop
 // heartbeating, clients that pause between their validity check and their
-// write, and dropped connections of waiting clients. After Config.Chaos
+// write, dropped connections of waiting clients, and (Config.Members)
+// membership changes on the leader: members added with an empty disk as
+// learners or voters, learners promoted, members removed (the leader
+// too), each stopping for good once told. After Config.Chaos
 // the network heals, every member restarts, clients stop, and the run goes
 // on for Config.Calm before the final checks.
 //
@@ -44,7 +47,7 @@
 //	   session the log says holds that token, and before the entry that
 //	   ended that hold was committed anywhere;
 //	d. every member applies the same command with the same result at an
-//	   index, including after restarts; every acknowledged result is the
+//	   index (or the same membership change), including after restarts; every acknowledged result is the
 //	   log's entry at its index and its replayed result, and lies within
 //	   every member's applied index after heal;
 //	e. client histories (try, wait, cancel, release, check, close, and the
@@ -55,8 +58,11 @@
 //	   at any time after their call. The model does not follow waiters,
 //	   so a semaphore's BUSY is only held to some other session holding
 //	   it (a free permit behind a queued writer is BUSY by FIFO);
-//	f. after heal every member has the same applied index and fsm.Hash,
-//	   equal to the replayed log's.
+//	f. after heal every member of the group the leader ends with is up,
+//	   has the same voters and learners, the same applied index and
+//	   fsm.Hash, equal to the replayed log's (membership changes
+//	   replayed with raftnode.ApplyMembership); no member that stopped
+//	   as removed is in the group.
 //
 // Only _test.go files import this package.
 package sim

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"go.etcd.io/raft/v3/raftpb"
+
 	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 	"github.com/batonlock/baton/internal/raftnode"
@@ -111,6 +113,12 @@ func (v *server) Applied(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
 			e.ended = w
 		}
 	}
+}
+
+// MembershipApplied implements raftnode.MembershipObserver: the checker
+// records membership changes beside the commands.
+func (v *server) MembershipApplied(index uint64, cc *raftpb.ConfChange) {
+	v.m.s.chk.appliedConf(v.m, index, cc)
 }
 
 // Flush implements raftnode.Observer. The simulated server answers as it

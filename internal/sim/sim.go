@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -57,6 +58,15 @@ type Config struct {
 	// granted renewal's, plus the limit less the safety margin). The
 	// fenced-write check holds it to that.
 	HoldLimits bool
+	// Members makes one fault in ten a membership change on the
+	// leader (raftnode.ProposeMembership): a member added (empty disk,
+	// Join) as a learner or a voter, a learner promoted, or a member
+	// removed, the leader included. Members that applied a removal tell
+	// the removed member when it sends them anything, as the transport
+	// does, and it stops for good. The log checks replay the changes; the
+	// final checks hold the group the leader ends with to convergence,
+	// and no member that stopped as removed may be in it.
+	Members bool
 	// Trace, if set, receives the run's events as text (for reading a
 	// failing seed; -sim.trace in tests).
 	Trace io.Writer
@@ -81,6 +91,7 @@ func ConfigFor(seed uint64) Config {
 		RetryAbandoned: r.IntN(4) != 0,
 		Semaphores:     r.IntN(3),
 		HoldLimits:     r.IntN(2) == 0,
+		Members:        r.IntN(2) == 0,
 	}
 }
 
@@ -126,6 +137,10 @@ type Stats struct {
 	// HoldsExpired counts holds the leader ended at their hold limit;
 	// Renewals the hold renewals clients were granted.
 	HoldsExpired, Renewals uint64
+	// MemberChanges counts membership changes proposed, MembersApplied
+	// those the proposer saw apply, Retired the members that stopped
+	// because they were removed.
+	MemberChanges, MembersApplied, Retired uint64
 }
 
 // Faults is the number of injected faults.
@@ -182,8 +197,14 @@ type Sim struct {
 	stats Stats
 	err   error
 
+	// initial are the members a new group bootstraps with; peers are the
+	// members that run or may run (the initial ones and those added,
+	// until they stop as removed).
+	initial []uint64
 	peers   []uint64
 	nodes   map[uint64]*member
+	change  *pendingChange // the membership change last proposed, until answered
+	added   int
 	net     network
 	clients []*client
 	calm    bool
@@ -203,6 +224,7 @@ func Run(cfg Config) Result {
 	for i := range cfg.Nodes {
 		s.peers = append(s.peers, uint64(i+1))
 	}
+	s.initial = slices.Clone(s.peers)
 	s.net.init(s)
 	for _, id := range s.peers {
 		m := &member{s: s, id: id, disk: &disk{}}
@@ -305,6 +327,10 @@ type member struct {
 	inc  int // incarnation
 
 	node *raftnode.Node // nil while down
+	// join: the member was added to a running group (it starts with an
+	// empty log and waits for the leader's); retired: it stopped because
+	// it was removed, for good.
+	join, retired bool
 	// pausedUntil: the process is stopped (a long GC pause, SIGSTOP):
 	// events for it wait, its ticks are lost.
 	pausedUntil int64
@@ -339,7 +365,8 @@ func (m *member) start() {
 	m.writing, m.snapshotting = false, false
 	cfg := raftnode.DefaultConfig()
 	cfg.ID = m.id
-	cfg.Peers = s.peers
+	cfg.Peers = s.initial
+	cfg.Join = m.join
 	cfg.Store = m.disk
 	rec, err := m.disk.recovered()
 	if err != nil {
@@ -412,6 +439,10 @@ func (m *member) scheduleTick(d time.Duration) {
 // failed handles a node that stopped on a storage error: the machine
 // crashed mid-write; restart it later from what its disk kept.
 func (m *member) failed() {
+	if errors.Is(m.node.Err(), raftnode.ErrRemoved) {
+		m.retire()
+		return
+	}
 	if m.disk.tore {
 		m.disk.tore = false
 		m.s.stats.TornWrites++
@@ -421,8 +452,20 @@ func (m *member) failed() {
 	m.s.after(m.s.dur(50*time.Millisecond, 500*time.Millisecond), m.restart)
 }
 
+// retire stops a member that was removed from the group, for good.
+func (m *member) retire() {
+	s := m.s
+	s.stats.Retired++
+	s.tracef("retired %d", m.id)
+	m.retired = true
+	m.node, m.tracker = nil, nil
+	m.srv.dead = true
+	m.srv = nil
+	s.peers = slices.DeleteFunc(s.peers, func(id uint64) bool { return id == m.id })
+}
+
 func (m *member) restart() {
-	if !m.up() {
+	if !m.up() && !m.retired {
 		m.start()
 	}
 }
@@ -522,8 +565,132 @@ func (m *member) deliver(msg *raftpb.Message) {
 	if !m.up() || m.deferred(func() { m.deliver(msg) }) {
 		return
 	}
+	if from := msg.GetFrom(); m.hasRemoved(from) {
+		// The transport's answer to a removed member: it stops.
+		m.s.tellRemoved(from)
+		return
+	}
 	m.node.Step(msg)
 	m.pump()
+}
+
+// hasRemoved reports whether m applied the removal of member id.
+func (m *member) hasRemoved(id uint64) bool {
+	for _, mb := range m.node.Membership().Members {
+		if mb.ID == id {
+			return mb.Removed
+		}
+	}
+	return false
+}
+
+// tellRemoved delivers the notice that member id was removed.
+func (s *Sim) tellRemoved(id uint64) {
+	s.after(s.dur(s.net.minDelay, s.net.maxDelay), func() {
+		m := s.nodes[id]
+		var tell func()
+		tell = func() {
+			if !m.up() || m.deferred(tell) {
+				return
+			}
+			s.tracef("removal notice to %d", id)
+			m.node.StopRemoved()
+			m.pump()
+		}
+		tell()
+	})
+}
+
+// pendingChange is a membership change proposed on a leader.
+type pendingChange struct {
+	m    *member
+	node *raftnode.Node
+	fut  *raftnode.ConfFuture
+	desc string
+	at   int64
+}
+
+// pollChange forgets the pending change once it is answered, or once
+// nobody can answer it (its proposer crashed) or it is old: the next
+// change may then find it still pending, which raft refuses.
+func (s *Sim) pollChange() {
+	c := s.change
+	if c == nil {
+		return
+	}
+	select {
+	case <-c.fut.Done():
+		err := c.fut.Err()
+		s.tracef("membership %s: %v", c.desc, err)
+		if err == nil {
+			s.stats.MembersApplied++
+		}
+		s.change = nil
+		return
+	default:
+	}
+	if c.m.node != c.node || s.now-c.at > int64(3*time.Second) {
+		s.change = nil
+	}
+}
+
+// changeMembership proposes a membership change on the leader: add a
+// member (as a learner or a voter), promote a learner, or remove a
+// member, the leader included, leaving at least two voters.
+func (s *Sim) changeMembership() {
+	s.pollChange()
+	lead := s.leader()
+	if s.change != nil || lead == 0 {
+		return
+	}
+	l := s.nodes[lead]
+	ms := l.node.Membership()
+	var choices []func() (*raftpb.ConfChange, string)
+	if len(ms.Learners) > 0 {
+		choices = append(choices, func() (*raftpb.ConfChange, string) {
+			id := ms.Learners[s.rng.IntN(len(ms.Learners))]
+			return &raftpb.ConfChange{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: new(id)}, fmt.Sprintf("promote %d", id)
+		})
+	}
+	if len(ms.Voters)+len(ms.Learners) < 6 && s.added < 3 {
+		choices = append(choices, func() (*raftpb.ConfChange, string) {
+			id := slices.Max(sortedKeys(s.nodes)) + 1
+			m := &member{s: s, id: id, disk: &disk{}, join: true}
+			s.nodes[id] = m
+			s.peers = append(s.peers, id)
+			s.added++
+			m.start()
+			m.scheduleTick(time.Duration(s.rng.Int64N(int64(tick))))
+			typ, what := raftpb.ConfChangeAddNode, "voter"
+			if s.rng.IntN(2) == 0 {
+				typ, what = raftpb.ConfChangeAddLearnerNode, "learner"
+			}
+			return &raftpb.ConfChange{Type: typ.Enum(), NodeId: new(id)}, fmt.Sprintf("add %s %d", what, id)
+		})
+	}
+	if len(ms.Voters) >= 3 {
+		choices = append(choices, func() (*raftpb.ConfChange, string) {
+			all := append(slices.Clone(ms.Voters), ms.Learners...)
+			id := all[s.rng.IntN(len(all))]
+			return &raftpb.ConfChange{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(id)}, fmt.Sprintf("remove %d", id)
+		})
+	}
+	if len(choices) == 0 {
+		return
+	}
+	cc, desc := choices[s.rng.IntN(len(choices))]()
+	if !l.up() {
+		return // (starting a new member cannot stop the leader; defensive)
+	}
+	fut, err := l.node.ProposeMembership(cc)
+	if err != nil {
+		s.tracef("membership %s on %d: %v", desc, lead, err)
+		return
+	}
+	s.stats.MemberChanges++
+	s.tracef("membership %s proposed on %d", desc, lead)
+	s.change = &pendingChange{m: l, node: l.node, fut: fut, desc: desc, at: s.now}
+	l.pump()
 }
 
 // network carries raft messages between members with the current faults.
@@ -586,7 +753,10 @@ func (s *Sim) chaos() {
 		return
 	}
 	lead := s.leader()
+	s.pollChange()
 	switch k := s.rng.IntN(100); {
+	case s.cfg.Members && k < 10: // a membership change
+		s.changeMembership()
 	case k < 22: // crash a member, often the leader; restart it later
 		victim := s.peers[s.rng.IntN(len(s.peers))]
 		if lead != 0 && s.rng.IntN(2) == 0 {
