@@ -40,6 +40,34 @@ type Waiter struct {
 	Shared bool
 }
 
+// PastHold is a hold that ended, in a lock's History.
+type PastHold struct {
+	SessionID uint64
+	Owner     string
+	OwnerKey  string
+	Token     uint64
+	Shared    bool
+	// Since and Ended are the wall clocks of the leaders that granted and
+	// ended the hold, for display only.
+	Since, Ended time.Time
+	// EndedIndex is the log entry that ended it.
+	EndedIndex uint64
+	// How: "released", "session closed", "session expired" (a
+	// blacklisted session too), "hold limit expired", "cas-released" or
+	// "abandoned" (granted to a wait whose caller had gone away).
+	How string
+}
+
+// holdEnds names the API's HoldEnd values.
+var holdEnds = map[batonpb.HoldEnd]string{
+	batonpb.HoldEnd_HOLD_END_RELEASED:        "released",
+	batonpb.HoldEnd_HOLD_END_SESSION_CLOSED:  "session closed",
+	batonpb.HoldEnd_HOLD_END_SESSION_EXPIRED: "session expired",
+	batonpb.HoldEnd_HOLD_END_HOLD_EXPIRED:    "hold limit expired",
+	batonpb.HoldEnd_HOLD_END_CAS_RELEASED:    "cas-released",
+	batonpb.HoldEnd_HOLD_END_ABANDONED:       "abandoned",
+}
+
 // LockInfo is a lock's full record: its holders and its FIFO queue, the
 // head first.
 type LockInfo struct {
@@ -50,6 +78,12 @@ type LockInfo struct {
 	// for a semaphore of N, the most readers for a read/write lock; 0 if
 	// nobody holds or waits for the lock.
 	Limit int
+	// History is the lock's recent ended holds, the most recent first
+	// (Get only): at most 8, kept for the 4096 locks that ended a hold
+	// most recently, in memory on the member that answered, since it
+	// started or last installed a snapshot. For people: decide nothing by
+	// it.
+	History []PastHold
 }
 
 // LockSummary is a lock as List shows it.
@@ -154,6 +188,13 @@ func (c *Client) Get(ctx context.Context, name string) (*LockInfo, error) {
 		return nil, err
 	}
 	out := lockInfoOf(name, r.GetLock())
+	for _, p := range r.GetHistory() {
+		out.History = append(out.History, PastHold{
+			SessionID: p.GetSessionId(), Owner: p.GetOwner(), OwnerKey: p.GetOwnerKey(), Token: p.GetToken(),
+			Shared: p.GetShared(), Since: p.GetSince().AsTime(), Ended: p.GetEnded().AsTime(),
+			EndedIndex: p.GetEndedIndex(), How: holdEnds[p.GetHow()],
+		})
+	}
 	return &out, nil
 }
 

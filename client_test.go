@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -217,6 +218,65 @@ func TestAnswerLostAfterApply(t *testing.T) {
 	err = cl.CasRelease(ctx, "lost/answer", s.ID(), l.Token())
 	if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("CasRelease cut off every time: %v; want ErrOutcomeUnknown", err)
+	}
+}
+
+// TestLockHistory: Get tells who held a lock before and how each hold
+// ended, the most recent first.
+func TestLockHistory(t *testing.T) {
+	_, cl := single(t)
+	ctx := testCtx(t)
+	a := newSession(t, cl, WithOwner("hist/a"))
+	la, err := a.Mutex("hist/x", WithOwnerKey("ka")).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := la.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := cl.NewSession(ctx, WithOwner("hist/b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := b.Mutex("hist/x").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lc, err := a.Mutex("hist/x").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.CasRelease(ctx, "hist/x", a.ID(), lc.Token()); err != nil {
+		t.Fatal(err)
+	}
+	info, err := cl.Get(ctx, "hist/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type end struct {
+		owner, key, how string
+		token           uint64
+	}
+	var got []end
+	for _, p := range info.History {
+		got = append(got, end{p.Owner, p.OwnerKey, p.How, p.Token})
+		if p.Since.IsZero() || p.Ended.Before(p.Since) || p.EndedIndex <= p.Token {
+			t.Errorf("past hold %+v: since, ended or ended index out of order", p)
+		}
+	}
+	want := []end{
+		{"hist/a", "", "cas-released", lc.Token()},
+		{"hist/b", "", "session closed", lb.Token()},
+		{"hist/a", "ka", "released", la.Token()},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("history %+v, want %+v", got, want)
+	}
+	if len(info.Holders) != 0 {
+		t.Fatalf("holders of a free lock: %+v", info.Holders)
 	}
 }
 

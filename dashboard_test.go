@@ -21,6 +21,13 @@ func TestDashboardReadsTheAPI(t *testing.T) {
 	ctx := testCtx(t)
 	a := newSession(t, cl, WithOwner("dash/a"))
 	b := newSession(t, cl, WithOwner("dash/b"))
+	old, err := a.Mutex("dash/x", WithOwnerKey("old")).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := a.Mutex("dash/x", WithOwnerKey("k")).Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +99,8 @@ func TestDashboardReadsTheAPI(t *testing.T) {
 	has("session", first("sessions", sessions["sessions"]), use("session", "id", "owner", "ttl", "holds", "created", "blacklisted")...)
 
 	lock := getJSON("/v1/lock?name=" + url.QueryEscape("dash/x"))
-	has("lock", lock, use("lock", "lock")...)
+	has("lock", lock, use("lock", "lock", "history")...)
+	has("past hold", first("history", lock["history"]), use("past", "session_id", "owner", "owner_key", "token", "since", "ended", "how")...)
 	full := lock["lock"].(map[string]any)
 	has("lock in full", full, use("full", "holders", "waiters", "limit")...)
 	has("holder", first("holders", full["holders"]), append(holder, use("holder", "shared", "hold_limit")...)...)

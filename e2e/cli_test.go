@@ -197,6 +197,12 @@ func TestCLICasReleaseStopsTheHolder(t *testing.T) {
 	if !strings.Contains(holder.stderr.String(), "CasRelease") {
 		t.Fatalf("holder does not say why the lock was lost: %s", holder.stderr)
 	}
+	// The lock's history says who held it and how that ended.
+	out, err = exec.Command(batonBinary(t), "get", "--endpoints", ep, "job").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "recently") || !strings.Contains(string(out), "token "+fields[0]+": held") ||
+		!strings.Contains(string(out), "cas-released") {
+		t.Fatalf("baton get after the CasRelease: %v: %s", err, out)
+	}
 }
 
 // TestCLISemaphoreAndReadWrite: `baton lock --permits 2` lets two commands

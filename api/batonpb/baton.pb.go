@@ -135,6 +135,68 @@ func (Reason) EnumDescriptor() ([]byte, []int) {
 	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{0}
 }
 
+// HoldEnd says how a hold ended.
+type HoldEnd int32
+
+const (
+	HoldEnd_HOLD_END_UNSPECIFIED     HoldEnd = 0
+	HoldEnd_HOLD_END_RELEASED        HoldEnd = 1 // its session released it
+	HoldEnd_HOLD_END_SESSION_CLOSED  HoldEnd = 2 // its session closed
+	HoldEnd_HOLD_END_SESSION_EXPIRED HoldEnd = 3 // its session expired (a blacklisted one too)
+	HoldEnd_HOLD_END_HOLD_EXPIRED    HoldEnd = 4 // its hold limit passed unrenewed
+	HoldEnd_HOLD_END_CAS_RELEASED    HoldEnd = 5 // an operator's CasRelease
+	HoldEnd_HOLD_END_ABANDONED       HoldEnd = 6 // granted to a wait whose caller had gone away
+)
+
+// Enum value maps for HoldEnd.
+var (
+	HoldEnd_name = map[int32]string{
+		0: "HOLD_END_UNSPECIFIED",
+		1: "HOLD_END_RELEASED",
+		2: "HOLD_END_SESSION_CLOSED",
+		3: "HOLD_END_SESSION_EXPIRED",
+		4: "HOLD_END_HOLD_EXPIRED",
+		5: "HOLD_END_CAS_RELEASED",
+		6: "HOLD_END_ABANDONED",
+	}
+	HoldEnd_value = map[string]int32{
+		"HOLD_END_UNSPECIFIED":     0,
+		"HOLD_END_RELEASED":        1,
+		"HOLD_END_SESSION_CLOSED":  2,
+		"HOLD_END_SESSION_EXPIRED": 3,
+		"HOLD_END_HOLD_EXPIRED":    4,
+		"HOLD_END_CAS_RELEASED":    5,
+		"HOLD_END_ABANDONED":       6,
+	}
+)
+
+func (x HoldEnd) Enum() *HoldEnd {
+	p := new(HoldEnd)
+	*p = x
+	return p
+}
+
+func (x HoldEnd) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HoldEnd) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_batonpb_baton_proto_enumTypes[1].Descriptor()
+}
+
+func (HoldEnd) Type() protoreflect.EnumType {
+	return &file_api_batonpb_baton_proto_enumTypes[1]
+}
+
+func (x HoldEnd) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HoldEnd.Descriptor instead.
+func (HoldEnd) EnumDescriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{1}
+}
+
 // RequestHeader makes a mutating request exactly-once.
 type RequestHeader struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1667,8 +1729,14 @@ func (x *Lock) GetLimit() uint32 {
 }
 
 type GetResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Lock          *Lock                  `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"` // unset when nobody holds or waits
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Lock  *Lock                  `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"` // unset when nobody holds or waits
+	// history is the lock's recent ended holds, the most recent first: at
+	// most 8 per lock, for the 4096 locks that ended a hold most recently,
+	// as the answering member applied them since it started or last
+	// installed a snapshot (kept in memory, not replicated). For people:
+	// decide nothing by it.
+	History       []*PastHold `protobuf:"bytes,2,rep,name=history,proto3" json:"history,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1710,6 +1778,123 @@ func (x *GetResponse) GetLock() *Lock {
 	return nil
 }
 
+func (x *GetResponse) GetHistory() []*PastHold {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+// PastHold is a hold that ended. Times are the wall clocks of the leaders
+// that proposed the granting and the ending entries.
+type PastHold struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	OwnerKey      string                 `protobuf:"bytes,3,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	Token         uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	Shared        bool                   `protobuf:"varint,5,opt,name=shared,proto3" json:"shared,omitempty"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
+	Ended         *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=ended,proto3" json:"ended,omitempty"`
+	EndedIndex    uint64                 `protobuf:"varint,8,opt,name=ended_index,json=endedIndex,proto3" json:"ended_index,omitempty"` // the log entry that ended it
+	How           HoldEnd                `protobuf:"varint,9,opt,name=how,proto3,enum=baton.v1.HoldEnd" json:"how,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PastHold) Reset() {
+	*x = PastHold{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PastHold) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PastHold) ProtoMessage() {}
+
+func (x *PastHold) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PastHold.ProtoReflect.Descriptor instead.
+func (*PastHold) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *PastHold) GetSessionId() uint64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *PastHold) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *PastHold) GetOwnerKey() string {
+	if x != nil {
+		return x.OwnerKey
+	}
+	return ""
+}
+
+func (x *PastHold) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *PastHold) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
+func (x *PastHold) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *PastHold) GetEnded() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Ended
+	}
+	return nil
+}
+
+func (x *PastHold) GetEndedIndex() uint64 {
+	if x != nil {
+		return x.EndedIndex
+	}
+	return 0
+}
+
+func (x *PastHold) GetHow() HoldEnd {
+	if x != nil {
+		return x.How
+	}
+	return HoldEnd_HOLD_END_UNSPECIFIED
+}
+
 type ListRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Prefix        string                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
@@ -1721,7 +1906,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[26]
+	mi := &file_api_batonpb_baton_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1733,7 +1918,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[26]
+	mi := &file_api_batonpb_baton_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1746,7 +1931,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{26}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListRequest) GetPrefix() string {
@@ -1783,7 +1968,7 @@ type LockSummary struct {
 
 func (x *LockSummary) Reset() {
 	*x = LockSummary{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[27]
+	mi := &file_api_batonpb_baton_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1795,7 +1980,7 @@ func (x *LockSummary) String() string {
 func (*LockSummary) ProtoMessage() {}
 
 func (x *LockSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[27]
+	mi := &file_api_batonpb_baton_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +1993,7 @@ func (x *LockSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockSummary.ProtoReflect.Descriptor instead.
 func (*LockSummary) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{27}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *LockSummary) GetName() string {
@@ -1856,7 +2041,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[28]
+	mi := &file_api_batonpb_baton_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1868,7 +2053,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[28]
+	mi := &file_api_batonpb_baton_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1881,7 +2066,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{28}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListResponse) GetLocks() []*LockSummary {
@@ -1912,7 +2097,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[29]
+	mi := &file_api_batonpb_baton_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1924,7 +2109,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[29]
+	mi := &file_api_batonpb_baton_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1937,7 +2122,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{29}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1992,7 +2177,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[30]
+	mi := &file_api_batonpb_baton_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2004,7 +2189,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[30]
+	mi := &file_api_batonpb_baton_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2017,7 +2202,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{30}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListSessionsRequest) GetPageSize() uint32 {
@@ -2044,7 +2229,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[31]
+	mi := &file_api_batonpb_baton_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +2241,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[31]
+	mi := &file_api_batonpb_baton_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2069,7 +2254,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{31}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -2095,7 +2280,7 @@ type BlacklistRequest struct {
 
 func (x *BlacklistRequest) Reset() {
 	*x = BlacklistRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	mi := &file_api_batonpb_baton_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2292,7 @@ func (x *BlacklistRequest) String() string {
 func (*BlacklistRequest) ProtoMessage() {}
 
 func (x *BlacklistRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	mi := &file_api_batonpb_baton_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2305,7 @@ func (x *BlacklistRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlacklistRequest.ProtoReflect.Descriptor instead.
 func (*BlacklistRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{32}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *BlacklistRequest) GetSessionId() uint64 {
@@ -2138,7 +2323,7 @@ type BlacklistResponse struct {
 
 func (x *BlacklistResponse) Reset() {
 	*x = BlacklistResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[33]
+	mi := &file_api_batonpb_baton_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2150,7 +2335,7 @@ func (x *BlacklistResponse) String() string {
 func (*BlacklistResponse) ProtoMessage() {}
 
 func (x *BlacklistResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[33]
+	mi := &file_api_batonpb_baton_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2163,7 +2348,7 @@ func (x *BlacklistResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlacklistResponse.ProtoReflect.Descriptor instead.
 func (*BlacklistResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{33}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{34}
 }
 
 type WatchRequest struct {
@@ -2175,7 +2360,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[34]
+	mi := &file_api_batonpb_baton_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2187,7 +2372,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[34]
+	mi := &file_api_batonpb_baton_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +2385,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{34}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WatchRequest) GetName() string {
@@ -2220,7 +2405,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[35]
+	mi := &file_api_batonpb_baton_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2232,7 +2417,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[35]
+	mi := &file_api_batonpb_baton_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2245,7 +2430,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{35}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WatchResponse) GetLock() *Lock {
@@ -2270,7 +2455,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[36]
+	mi := &file_api_batonpb_baton_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2282,7 +2467,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[36]
+	mi := &file_api_batonpb_baton_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2295,7 +2480,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{36}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{37}
 }
 
 type Member struct {
@@ -2311,7 +2496,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[37]
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2323,7 +2508,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[37]
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2336,7 +2521,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{37}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Member) GetName() string {
@@ -2385,7 +2570,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2397,7 +2582,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2410,7 +2595,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AddMemberRequest) GetName() string {
@@ -2445,7 +2630,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2457,7 +2642,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2470,7 +2655,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AddMemberResponse) GetMembers() []*Member {
@@ -2496,7 +2681,7 @@ type PromoteMemberRequest struct {
 
 func (x *PromoteMemberRequest) Reset() {
 	*x = PromoteMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2693,7 @@ func (x *PromoteMemberRequest) String() string {
 func (*PromoteMemberRequest) ProtoMessage() {}
 
 func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2706,7 @@ func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberRequest.ProtoReflect.Descriptor instead.
 func (*PromoteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PromoteMemberRequest) GetName() string {
@@ -2540,7 +2725,7 @@ type PromoteMemberResponse struct {
 
 func (x *PromoteMemberResponse) Reset() {
 	*x = PromoteMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2552,7 +2737,7 @@ func (x *PromoteMemberResponse) String() string {
 func (*PromoteMemberResponse) ProtoMessage() {}
 
 func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2565,7 +2750,7 @@ func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberResponse.ProtoReflect.Descriptor instead.
 func (*PromoteMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{41}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PromoteMemberResponse) GetMembers() []*Member {
@@ -2584,7 +2769,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2596,7 +2781,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2609,7 +2794,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{42}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RemoveMemberRequest) GetName() string {
@@ -2628,7 +2813,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2640,7 +2825,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2653,7 +2838,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RemoveMemberResponse) GetMembers() []*Member {
@@ -2684,7 +2869,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2696,7 +2881,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2709,7 +2894,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *StatusResponse) GetName() string {
@@ -2816,7 +3001,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2828,7 +3013,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2841,7 +3026,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Error) GetCode() uint32 {
@@ -2883,7 +3068,7 @@ type ResumeSession struct {
 
 func (x *ResumeSession) Reset() {
 	*x = ResumeSession{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2895,7 +3080,7 @@ func (x *ResumeSession) String() string {
 func (*ResumeSession) ProtoMessage() {}
 
 func (x *ResumeSession) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2908,7 +3093,7 @@ func (x *ResumeSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSession.ProtoReflect.Descriptor instead.
 func (*ResumeSession) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ResumeSession) GetSessionId() uint64 {
@@ -2940,7 +3125,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[47]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2952,7 +3137,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[47]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2965,7 +3150,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{47}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SessionRequest) GetId() uint64 {
@@ -3131,7 +3316,7 @@ type SessionsRequest struct {
 
 func (x *SessionsRequest) Reset() {
 	*x = SessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3143,7 +3328,7 @@ func (x *SessionsRequest) String() string {
 func (*SessionsRequest) ProtoMessage() {}
 
 func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3156,7 +3341,7 @@ func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsRequest.ProtoReflect.Descriptor instead.
 func (*SessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SessionsRequest) GetRequests() []*ChannelRequest {
@@ -3182,7 +3367,7 @@ type ChannelRequest struct {
 
 func (x *ChannelRequest) Reset() {
 	*x = ChannelRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3194,7 +3379,7 @@ func (x *ChannelRequest) String() string {
 func (*ChannelRequest) ProtoMessage() {}
 
 func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3207,7 +3392,7 @@ func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelRequest.ProtoReflect.Descriptor instead.
 func (*ChannelRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ChannelRequest) GetChannel() uint64 {
@@ -3242,7 +3427,7 @@ type SessionsResponse struct {
 
 func (x *SessionsResponse) Reset() {
 	*x = SessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3254,7 +3439,7 @@ func (x *SessionsResponse) String() string {
 func (*SessionsResponse) ProtoMessage() {}
 
 func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3267,7 +3452,7 @@ func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsResponse.ProtoReflect.Descriptor instead.
 func (*SessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SessionsResponse) GetResponses() []*ChannelResponse {
@@ -3291,7 +3476,7 @@ type ChannelResponse struct {
 
 func (x *ChannelResponse) Reset() {
 	*x = ChannelResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3303,7 +3488,7 @@ func (x *ChannelResponse) String() string {
 func (*ChannelResponse) ProtoMessage() {}
 
 func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3316,7 +3501,7 @@ func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelResponse.ProtoReflect.Descriptor instead.
 func (*ChannelResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ChannelResponse) GetChannel() uint64 {
@@ -3349,7 +3534,7 @@ type ChannelEnd struct {
 
 func (x *ChannelEnd) Reset() {
 	*x = ChannelEnd{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[52]
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3361,7 +3546,7 @@ func (x *ChannelEnd) String() string {
 func (*ChannelEnd) ProtoMessage() {}
 
 func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[52]
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3374,7 +3559,7 @@ func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelEnd.ProtoReflect.Descriptor instead.
 func (*ChannelEnd) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{52}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ChannelEnd) GetError() *Error {
@@ -3396,7 +3581,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3408,7 +3593,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3421,7 +3606,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{53}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Grant) GetSeq() uint64 {
@@ -3457,7 +3642,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3469,7 +3654,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3482,7 +3667,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{54}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *WaitEnded) GetSeq() uint64 {
@@ -3533,7 +3718,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3545,7 +3730,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3558,7 +3743,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{55}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SessionResponse) GetId() uint64 {
@@ -3805,7 +3990,7 @@ type SessionHolds struct {
 
 func (x *SessionHolds) Reset() {
 	*x = SessionHolds{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3817,7 +4002,7 @@ func (x *SessionHolds) String() string {
 func (*SessionHolds) ProtoMessage() {}
 
 func (x *SessionHolds) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3830,7 +4015,7 @@ func (x *SessionHolds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionHolds.ProtoReflect.Descriptor instead.
 func (*SessionHolds) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{56}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SessionHolds) GetHolds() []*HoldLost {
@@ -3865,7 +4050,7 @@ type HoldLost struct {
 
 func (x *HoldLost) Reset() {
 	*x = HoldLost{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3877,7 +4062,7 @@ func (x *HoldLost) String() string {
 func (*HoldLost) ProtoMessage() {}
 
 func (x *HoldLost) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3890,7 +4075,7 @@ func (x *HoldLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldLost.ProtoReflect.Descriptor instead.
 func (*HoldLost) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *HoldLost) GetName() string {
@@ -4032,9 +4217,22 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\aholders\x18\x02 \x03(\v2\x10.baton.v1.HolderR\aholders\x12*\n" +
 	"\awaiters\x18\x03 \x03(\v2\x10.baton.v1.WaiterR\awaiters\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\rR\x05limit\"1\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"_\n" +
 	"\vGetResponse\x12\"\n" +
-	"\x04lock\x18\x01 \x01(\v2\x0e.baton.v1.LockR\x04lock\"a\n" +
+	"\x04lock\x18\x01 \x01(\v2\x0e.baton.v1.LockR\x04lock\x12,\n" +
+	"\ahistory\x18\x02 \x03(\v2\x12.baton.v1.PastHoldR\ahistory\"\xb4\x02\n" +
+	"\bPastHold\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1b\n" +
+	"\towner_key\x18\x03 \x01(\tR\bownerKey\x12\x14\n" +
+	"\x05token\x18\x04 \x01(\x04R\x05token\x12\x16\n" +
+	"\x06shared\x18\x05 \x01(\bR\x06shared\x120\n" +
+	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
+	"\x05ended\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05ended\x12\x1f\n" +
+	"\vended_index\x18\b \x01(\x04R\n" +
+	"endedIndex\x12#\n" +
+	"\x03how\x18\t \x01(\x0e2\x11.baton.v1.HoldEndR\x03how\"a\n" +
 	"\vListRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
@@ -4210,7 +4408,15 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"OVERLOADED\x10\x10\x12\x13\n" +
 	"\x0fSESSION_EXPIRED\x10\x11\x12\x12\n" +
 	"\x0eLIMIT_MISMATCH\x10\x12\x12\r\n" +
-	"\tHOLD_LOST\x10\x132\xfa\x0e\n" +
+	"\tHOLD_LOST\x10\x13*\xc3\x01\n" +
+	"\aHoldEnd\x12\x18\n" +
+	"\x14HOLD_END_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11HOLD_END_RELEASED\x10\x01\x12\x1b\n" +
+	"\x17HOLD_END_SESSION_CLOSED\x10\x02\x12\x1c\n" +
+	"\x18HOLD_END_SESSION_EXPIRED\x10\x03\x12\x19\n" +
+	"\x15HOLD_END_HOLD_EXPIRED\x10\x04\x12\x19\n" +
+	"\x15HOLD_END_CAS_RELEASED\x10\x05\x12\x16\n" +
+	"\x12HOLD_END_ABANDONED\x10\x062\xfa\x0e\n" +
 	"\x05Baton\x12B\n" +
 	"\aSession\x12\x18.baton.v1.SessionRequest\x1a\x19.baton.v1.SessionResponse(\x010\x01\x12E\n" +
 	"\bSessions\x12\x19.baton.v1.SessionsRequest\x1a\x1a.baton.v1.SessionsResponse(\x010\x01\x12c\n" +
@@ -4248,180 +4454,186 @@ func file_api_batonpb_baton_proto_rawDescGZIP() []byte {
 	return file_api_batonpb_baton_proto_rawDescData
 }
 
-var file_api_batonpb_baton_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_api_batonpb_baton_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_api_batonpb_baton_proto_goTypes = []any{
 	(Reason)(0),                   // 0: baton.v1.Reason
-	(*RequestHeader)(nil),         // 1: baton.v1.RequestHeader
-	(*OpenSessionRequest)(nil),    // 2: baton.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),   // 3: baton.v1.OpenSessionResponse
-	(*KeepAliveRequest)(nil),      // 4: baton.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),     // 5: baton.v1.KeepAliveResponse
-	(*CloseSessionRequest)(nil),   // 6: baton.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),  // 7: baton.v1.CloseSessionResponse
-	(*AcquireRequest)(nil),        // 8: baton.v1.AcquireRequest
-	(*RenewHoldRequest)(nil),      // 9: baton.v1.RenewHoldRequest
-	(*RenewHoldResponse)(nil),     // 10: baton.v1.RenewHoldResponse
-	(*Holder)(nil),                // 11: baton.v1.Holder
-	(*Waiter)(nil),                // 12: baton.v1.Waiter
-	(*AcquireResponse)(nil),       // 13: baton.v1.AcquireResponse
-	(*AcquireManyRequest)(nil),    // 14: baton.v1.AcquireManyRequest
-	(*AcquireManyResponse)(nil),   // 15: baton.v1.AcquireManyResponse
-	(*ReleaseRequest)(nil),        // 16: baton.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 17: baton.v1.ReleaseResponse
-	(*CancelRequest)(nil),         // 18: baton.v1.CancelRequest
-	(*CancelResponse)(nil),        // 19: baton.v1.CancelResponse
-	(*CasReleaseRequest)(nil),     // 20: baton.v1.CasReleaseRequest
-	(*CasReleaseResponse)(nil),    // 21: baton.v1.CasReleaseResponse
-	(*CheckRequest)(nil),          // 22: baton.v1.CheckRequest
-	(*CheckResponse)(nil),         // 23: baton.v1.CheckResponse
-	(*GetRequest)(nil),            // 24: baton.v1.GetRequest
-	(*Lock)(nil),                  // 25: baton.v1.Lock
-	(*GetResponse)(nil),           // 26: baton.v1.GetResponse
-	(*ListRequest)(nil),           // 27: baton.v1.ListRequest
-	(*LockSummary)(nil),           // 28: baton.v1.LockSummary
-	(*ListResponse)(nil),          // 29: baton.v1.ListResponse
-	(*Session)(nil),               // 30: baton.v1.Session
-	(*ListSessionsRequest)(nil),   // 31: baton.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),  // 32: baton.v1.ListSessionsResponse
-	(*BlacklistRequest)(nil),      // 33: baton.v1.BlacklistRequest
-	(*BlacklistResponse)(nil),     // 34: baton.v1.BlacklistResponse
-	(*WatchRequest)(nil),          // 35: baton.v1.WatchRequest
-	(*WatchResponse)(nil),         // 36: baton.v1.WatchResponse
-	(*StatusRequest)(nil),         // 37: baton.v1.StatusRequest
-	(*Member)(nil),                // 38: baton.v1.Member
-	(*AddMemberRequest)(nil),      // 39: baton.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),     // 40: baton.v1.AddMemberResponse
-	(*PromoteMemberRequest)(nil),  // 41: baton.v1.PromoteMemberRequest
-	(*PromoteMemberResponse)(nil), // 42: baton.v1.PromoteMemberResponse
-	(*RemoveMemberRequest)(nil),   // 43: baton.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),  // 44: baton.v1.RemoveMemberResponse
-	(*StatusResponse)(nil),        // 45: baton.v1.StatusResponse
-	(*Error)(nil),                 // 46: baton.v1.Error
-	(*ResumeSession)(nil),         // 47: baton.v1.ResumeSession
-	(*SessionRequest)(nil),        // 48: baton.v1.SessionRequest
-	(*SessionsRequest)(nil),       // 49: baton.v1.SessionsRequest
-	(*ChannelRequest)(nil),        // 50: baton.v1.ChannelRequest
-	(*SessionsResponse)(nil),      // 51: baton.v1.SessionsResponse
-	(*ChannelResponse)(nil),       // 52: baton.v1.ChannelResponse
-	(*ChannelEnd)(nil),            // 53: baton.v1.ChannelEnd
-	(*Grant)(nil),                 // 54: baton.v1.Grant
-	(*WaitEnded)(nil),             // 55: baton.v1.WaitEnded
-	(*SessionResponse)(nil),       // 56: baton.v1.SessionResponse
-	(*SessionHolds)(nil),          // 57: baton.v1.SessionHolds
-	(*HoldLost)(nil),              // 58: baton.v1.HoldLost
-	(*durationpb.Duration)(nil),   // 59: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 60: google.protobuf.Timestamp
+	(HoldEnd)(0),                  // 1: baton.v1.HoldEnd
+	(*RequestHeader)(nil),         // 2: baton.v1.RequestHeader
+	(*OpenSessionRequest)(nil),    // 3: baton.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),   // 4: baton.v1.OpenSessionResponse
+	(*KeepAliveRequest)(nil),      // 5: baton.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),     // 6: baton.v1.KeepAliveResponse
+	(*CloseSessionRequest)(nil),   // 7: baton.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),  // 8: baton.v1.CloseSessionResponse
+	(*AcquireRequest)(nil),        // 9: baton.v1.AcquireRequest
+	(*RenewHoldRequest)(nil),      // 10: baton.v1.RenewHoldRequest
+	(*RenewHoldResponse)(nil),     // 11: baton.v1.RenewHoldResponse
+	(*Holder)(nil),                // 12: baton.v1.Holder
+	(*Waiter)(nil),                // 13: baton.v1.Waiter
+	(*AcquireResponse)(nil),       // 14: baton.v1.AcquireResponse
+	(*AcquireManyRequest)(nil),    // 15: baton.v1.AcquireManyRequest
+	(*AcquireManyResponse)(nil),   // 16: baton.v1.AcquireManyResponse
+	(*ReleaseRequest)(nil),        // 17: baton.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 18: baton.v1.ReleaseResponse
+	(*CancelRequest)(nil),         // 19: baton.v1.CancelRequest
+	(*CancelResponse)(nil),        // 20: baton.v1.CancelResponse
+	(*CasReleaseRequest)(nil),     // 21: baton.v1.CasReleaseRequest
+	(*CasReleaseResponse)(nil),    // 22: baton.v1.CasReleaseResponse
+	(*CheckRequest)(nil),          // 23: baton.v1.CheckRequest
+	(*CheckResponse)(nil),         // 24: baton.v1.CheckResponse
+	(*GetRequest)(nil),            // 25: baton.v1.GetRequest
+	(*Lock)(nil),                  // 26: baton.v1.Lock
+	(*GetResponse)(nil),           // 27: baton.v1.GetResponse
+	(*PastHold)(nil),              // 28: baton.v1.PastHold
+	(*ListRequest)(nil),           // 29: baton.v1.ListRequest
+	(*LockSummary)(nil),           // 30: baton.v1.LockSummary
+	(*ListResponse)(nil),          // 31: baton.v1.ListResponse
+	(*Session)(nil),               // 32: baton.v1.Session
+	(*ListSessionsRequest)(nil),   // 33: baton.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),  // 34: baton.v1.ListSessionsResponse
+	(*BlacklistRequest)(nil),      // 35: baton.v1.BlacklistRequest
+	(*BlacklistResponse)(nil),     // 36: baton.v1.BlacklistResponse
+	(*WatchRequest)(nil),          // 37: baton.v1.WatchRequest
+	(*WatchResponse)(nil),         // 38: baton.v1.WatchResponse
+	(*StatusRequest)(nil),         // 39: baton.v1.StatusRequest
+	(*Member)(nil),                // 40: baton.v1.Member
+	(*AddMemberRequest)(nil),      // 41: baton.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),     // 42: baton.v1.AddMemberResponse
+	(*PromoteMemberRequest)(nil),  // 43: baton.v1.PromoteMemberRequest
+	(*PromoteMemberResponse)(nil), // 44: baton.v1.PromoteMemberResponse
+	(*RemoveMemberRequest)(nil),   // 45: baton.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),  // 46: baton.v1.RemoveMemberResponse
+	(*StatusResponse)(nil),        // 47: baton.v1.StatusResponse
+	(*Error)(nil),                 // 48: baton.v1.Error
+	(*ResumeSession)(nil),         // 49: baton.v1.ResumeSession
+	(*SessionRequest)(nil),        // 50: baton.v1.SessionRequest
+	(*SessionsRequest)(nil),       // 51: baton.v1.SessionsRequest
+	(*ChannelRequest)(nil),        // 52: baton.v1.ChannelRequest
+	(*SessionsResponse)(nil),      // 53: baton.v1.SessionsResponse
+	(*ChannelResponse)(nil),       // 54: baton.v1.ChannelResponse
+	(*ChannelEnd)(nil),            // 55: baton.v1.ChannelEnd
+	(*Grant)(nil),                 // 56: baton.v1.Grant
+	(*WaitEnded)(nil),             // 57: baton.v1.WaitEnded
+	(*SessionResponse)(nil),       // 58: baton.v1.SessionResponse
+	(*SessionHolds)(nil),          // 59: baton.v1.SessionHolds
+	(*HoldLost)(nil),              // 60: baton.v1.HoldLost
+	(*durationpb.Duration)(nil),   // 61: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 62: google.protobuf.Timestamp
 }
 var file_api_batonpb_baton_proto_depIdxs = []int32{
-	59, // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	59, // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	59, // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
-	1,  // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
-	59, // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	59, // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
-	59, // 6: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
-	60, // 7: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
-	59, // 8: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
-	60, // 9: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
-	59, // 10: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
-	11, // 11: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
-	1,  // 12: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
-	13, // 13: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
-	1,  // 14: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
-	1,  // 15: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
-	13, // 16: baton.v1.CancelResponse.granted:type_name -> baton.v1.AcquireResponse
-	11, // 17: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
-	11, // 18: baton.v1.Lock.holders:type_name -> baton.v1.Holder
-	12, // 19: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
-	25, // 20: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
-	11, // 21: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
-	28, // 22: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	59, // 23: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	60, // 24: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
-	30, // 25: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
-	25, // 26: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
-	38, // 27: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
-	38, // 28: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
-	38, // 29: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
-	38, // 30: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
-	0,  // 31: baton.v1.Error.reason:type_name -> baton.v1.Reason
-	2,  // 32: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
-	47, // 33: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
-	4,  // 34: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
-	8,  // 35: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
-	16, // 36: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
-	18, // 37: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
-	14, // 38: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
-	6,  // 39: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
-	9,  // 40: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
-	50, // 41: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
-	48, // 42: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
-	52, // 43: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
-	56, // 44: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
-	53, // 45: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
-	46, // 46: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
-	0,  // 47: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
-	46, // 48: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
-	3,  // 49: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
-	5,  // 50: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
-	13, // 51: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
-	17, // 52: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
-	19, // 53: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
-	15, // 54: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
-	7,  // 55: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
-	54, // 56: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
-	55, // 57: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
-	46, // 58: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	58, // 59: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
-	57, // 60: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
-	10, // 61: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
-	58, // 62: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
-	48, // 63: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	49, // 64: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
-	2,  // 65: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	4,  // 66: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	6,  // 67: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	8,  // 68: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	14, // 69: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	9,  // 70: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
-	16, // 71: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	20, // 72: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	22, // 73: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	24, // 74: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	27, // 75: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	31, // 76: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	35, // 77: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
-	33, // 78: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	37, // 79: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	39, // 80: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
-	41, // 81: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
-	43, // 82: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
-	56, // 83: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	51, // 84: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	3,  // 85: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	5,  // 86: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	7,  // 87: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	13, // 88: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	15, // 89: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	10, // 90: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
-	17, // 91: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	21, // 92: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	23, // 93: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	26, // 94: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	29, // 95: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	32, // 96: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	36, // 97: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
-	34, // 98: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	45, // 99: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	40, // 100: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
-	42, // 101: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
-	44, // 102: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
-	83, // [83:103] is the sub-list for method output_type
-	63, // [63:83] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	61, // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	61, // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	61, // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	2,  // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
+	61, // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	61, // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
+	61, // 6: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
+	62, // 7: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
+	61, // 8: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
+	62, // 9: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
+	61, // 10: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
+	12, // 11: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
+	2,  // 12: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
+	14, // 13: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
+	2,  // 14: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
+	2,  // 15: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
+	14, // 16: baton.v1.CancelResponse.granted:type_name -> baton.v1.AcquireResponse
+	12, // 17: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
+	12, // 18: baton.v1.Lock.holders:type_name -> baton.v1.Holder
+	13, // 19: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
+	26, // 20: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
+	28, // 21: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
+	62, // 22: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
+	62, // 23: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
+	1,  // 24: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
+	12, // 25: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
+	30, // 26: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
+	61, // 27: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	62, // 28: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	32, // 29: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
+	26, // 30: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
+	40, // 31: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
+	40, // 32: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
+	40, // 33: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
+	40, // 34: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
+	0,  // 35: baton.v1.Error.reason:type_name -> baton.v1.Reason
+	3,  // 36: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
+	49, // 37: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
+	5,  // 38: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
+	9,  // 39: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
+	17, // 40: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
+	19, // 41: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
+	15, // 42: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
+	7,  // 43: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
+	10, // 44: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
+	52, // 45: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
+	50, // 46: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
+	54, // 47: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
+	58, // 48: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
+	55, // 49: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
+	48, // 50: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
+	0,  // 51: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
+	48, // 52: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
+	4,  // 53: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
+	6,  // 54: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
+	14, // 55: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
+	18, // 56: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
+	20, // 57: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
+	16, // 58: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
+	8,  // 59: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
+	56, // 60: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
+	57, // 61: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
+	48, // 62: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
+	60, // 63: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
+	59, // 64: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
+	11, // 65: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
+	60, // 66: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
+	50, // 67: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	51, // 68: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	3,  // 69: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	5,  // 70: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	7,  // 71: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	9,  // 72: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	15, // 73: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	10, // 74: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
+	17, // 75: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	21, // 76: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	23, // 77: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	25, // 78: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	29, // 79: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	33, // 80: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	37, // 81: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
+	35, // 82: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	39, // 83: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	41, // 84: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
+	43, // 85: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
+	45, // 86: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
+	58, // 87: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	53, // 88: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	4,  // 89: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	6,  // 90: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	8,  // 91: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	14, // 92: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	16, // 93: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	11, // 94: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
+	18, // 95: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	22, // 96: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	24, // 97: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	27, // 98: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	31, // 99: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	34, // 100: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	38, // 101: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
+	36, // 102: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	47, // 103: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	42, // 104: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
+	44, // 105: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
+	46, // 106: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
+	87, // [87:107] is the sub-list for method output_type
+	67, // [67:87] is the sub-list for method input_type
+	67, // [67:67] is the sub-list for extension type_name
+	67, // [67:67] is the sub-list for extension extendee
+	0,  // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }
@@ -4429,7 +4641,7 @@ func file_api_batonpb_baton_proto_init() {
 	if File_api_batonpb_baton_proto != nil {
 		return
 	}
-	file_api_batonpb_baton_proto_msgTypes[47].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[48].OneofWrappers = []any{
 		(*SessionRequest_Open)(nil),
 		(*SessionRequest_Resume)(nil),
 		(*SessionRequest_KeepAlive)(nil),
@@ -4440,7 +4652,7 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionRequest_Close)(nil),
 		(*SessionRequest_RenewHold)(nil),
 	}
-	file_api_batonpb_baton_proto_msgTypes[55].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[56].OneofWrappers = []any{
 		(*SessionResponse_Open)(nil),
 		(*SessionResponse_KeepAlive)(nil),
 		(*SessionResponse_Acquire)(nil),
@@ -4460,8 +4672,8 @@ func file_api_batonpb_baton_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_batonpb_baton_proto_rawDesc), len(file_api_batonpb_baton_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   58,
+			NumEnums:      2,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"text/tabwriter"
+	"time"
 
 	"github.com/batonlock/baton"
 )
@@ -105,6 +106,13 @@ func runGet(g globals, args []string) int {
 				}
 				fmt.Printf("  %d. waiting: %s, key %q, since %s, %s%s\n", i+1, owner(wt.Owner, wt.SessionID), wt.OwnerKey,
 					ago(wt.Since), limit, modeNote(wt.Shared, l.Limit))
+			}
+			if len(l.History) > 0 {
+				fmt.Println("  recently (this member's memory, latest first):")
+			}
+			for _, p := range l.History {
+				fmt.Printf("    %s, key %q, token %d: held %s, %s %s\n", owner(p.Owner, p.SessionID), p.OwnerKey, p.Token,
+					p.Ended.Sub(p.Since).Round(time.Millisecond), p.How, ago(p.Ended))
 			}
 			return nil
 		})

@@ -251,6 +251,16 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		return b.String()
 
+	case "past":
+		// Example: past lock=x
+		// Prints PastHolds(x), the most recent end first.
+		var b strings.Builder
+		for _, p := range h.m.PastHolds(lockArg(t, d)) {
+			fmt.Fprintf(&b, "s%d/%q owner=%q token=%d%s since=%v ended=%v at=%d %s\n", p.SessionID, p.OwnerKey, p.Owner, p.Token,
+				sharedMark(p.Shared), time.Duration(p.Since), time.Duration(p.Ended), p.EndedIndex, p.How)
+		}
+		return b.String()
+
 	case "locks":
 		// Example: locks prefix=a/ after=a/b limit=2
 		var prefix, after string

@@ -592,11 +592,13 @@ func (m *Machine) release(a *apply, s *session, op *fsmpb.Release) {
 	if h.count > 0 {
 		return
 	}
-	m.endHold(a, l, h)
+	m.endHold(a, l, h, EndReleased)
 }
 
-// endHold removes the holder record h from l and hands l on.
-func (m *Machine) endHold(a *apply, l *lock, h *holder) {
+// endHold removes the holder record h from l, records how it ended
+// (past.go) and hands l on.
+func (m *Machine) endHold(a *apply, l *lock, h *holder, how HoldEnd) {
+	m.recordEnd(a, l, h, how)
 	s, seq, idx := h.s, h.acquireSeq, h.idx
 	m.changeLock(l)
 	l.removeHolder(h)
@@ -629,7 +631,7 @@ func (m *Machine) casRelease(a *apply, op *fsmpb.CasRelease) {
 			quote(name), cur.s.id, cur.token, op.GetSessionId(), op.GetToken()))
 		return
 	}
-	m.endHoldOfAnother(a, l, h)
+	m.endHoldOfAnother(a, l, h, EndCasReleased)
 }
 
 // holderWith returns the hold of l by session with token (any token when
@@ -646,11 +648,11 @@ func (l *lock) holderWith(session, token uint64) *holder {
 // endHoldOfAnother ends h, which its session did not ask to end (an
 // operator's CasRelease, the leader's ExpireHold), and reports it in
 // holds_ended so the holding session is told.
-func (m *Machine) endHoldOfAnother(a *apply, l *lock, h *holder) {
+func (m *Machine) endHoldOfAnother(a *apply, l *lock, h *holder, how HoldEnd) {
 	a.res.HoldsEnded = append(a.res.HoldsEnded, &fsmpb.HoldEnded{
 		SessionId: h.s.id, Lock: l.name, OwnerKey: h.ownerKey, Token: h.token,
 	})
-	m.endHold(a, l, h)
+	m.endHold(a, l, h, how)
 }
 
 // expireHold ends a hold whose limit passed on the leader's clock.
@@ -682,7 +684,7 @@ func (m *Machine) expireHold(a *apply, s *session, op *fsmpb.ExpireHold) {
 		a.refuse(invalid("the hold of lock %s by session %d (token %d) has no hold limit", quote(name), op.GetSessionId(), op.GetToken()))
 		return
 	}
-	m.endHoldOfAnother(a, l, h)
+	m.endHoldOfAnother(a, l, h, EndHoldExpired)
 }
 
 func (m *Machine) cancelWait(a *apply, s *session, op *fsmpb.CancelWait) {
@@ -815,7 +817,7 @@ func (m *Machine) releaseAbandoned(a *apply, ws *session, name string, seq uint6
 	h.count--
 	a.res.RemainingCount = h.count
 	if h.count == 0 {
-		m.endHold(a, l, h)
+		m.endHold(a, l, h, EndAbandoned)
 	}
 	m.changeSession(ws)
 	ws.abandoned(seq, name)

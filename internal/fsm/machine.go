@@ -29,6 +29,9 @@ type Machine struct {
 	members   map[uint64]Member
 	clusterID uint64
 
+	// past is the recent history of holds (past.go): in memory only.
+	past past
+
 	// frozen is the state being encoded while Apply goes on (frozen.go).
 	frozen *Frozen
 	// lastSize and lastRecords are the bytes and records of the last

@@ -292,7 +292,7 @@ func (m *Machine) closeSession(a *apply, s *session) {
 	if !a.needSession(s, "close_session") {
 		return
 	}
-	m.endSession(a, s)
+	m.endSession(a, s, EndSessionClosed)
 }
 
 func (m *Machine) expireSession(a *apply, op *fsmpb.ExpireSession) {
@@ -301,7 +301,7 @@ func (m *Machine) expireSession(a *apply, op *fsmpb.ExpireSession) {
 		a.refuse(errorf(fsmpb.Error_ERROR_SESSION_NOT_FOUND, "session %d not found", op.GetSessionId()))
 		return
 	}
-	m.endSession(a, s)
+	m.endSession(a, s, EndSessionExpired)
 }
 
 func (m *Machine) blacklistSession(a *apply, op *fsmpb.BlacklistSession) {
@@ -318,13 +318,18 @@ func (m *Machine) blacklistSession(a *apply, op *fsmpb.BlacklistSession) {
 // endSession removes s in one step: its waiters leave their queues (waits
 // ended with SESSION_NOT_FOUND), then its holds end and each lock goes to
 // the next waiter with this entry's index as token.
-func (m *Machine) endSession(a *apply, s *session) {
+func (m *Machine) endSession(a *apply, s *session, how HoldEnd) {
 	m.dropWaits(a, s, fsmpb.Error_ERROR_SESSION_NOT_FOUND)
 	held := slices.Clone(s.held)
 	slices.SortFunc(held, func(x, y *lock) int { return cmp.Compare(x.name, y.name) })
 	held = slices.Compact(held) // a lock held under two owner keys
 	for _, l := range held {
 		m.changeLock(l)
+		for i := range l.holders {
+			if h := &l.holders[i]; h.s == s {
+				m.recordEnd(a, l, h, how)
+			}
+		}
 		l.holders = slices.DeleteFunc(l.holders, func(h holder) bool { return h.s == s })
 		m.settle(a, l)
 	}

@@ -281,6 +281,23 @@ func lockToWire(l *fsmpb.Lock) *batonpb.Lock {
 	return out
 }
 
+// holdEnds maps the state machine's HoldEnd to the API's.
+var holdEnds = map[fsm.HoldEnd]batonpb.HoldEnd{
+	fsm.EndReleased:       batonpb.HoldEnd_HOLD_END_RELEASED,
+	fsm.EndSessionClosed:  batonpb.HoldEnd_HOLD_END_SESSION_CLOSED,
+	fsm.EndSessionExpired: batonpb.HoldEnd_HOLD_END_SESSION_EXPIRED,
+	fsm.EndHoldExpired:    batonpb.HoldEnd_HOLD_END_HOLD_EXPIRED,
+	fsm.EndCasReleased:    batonpb.HoldEnd_HOLD_END_CAS_RELEASED,
+	fsm.EndAbandoned:      batonpb.HoldEnd_HOLD_END_ABANDONED,
+}
+
+func pastToWire(p fsm.PastHold) *batonpb.PastHold {
+	return &batonpb.PastHold{
+		SessionId: p.SessionID, Owner: p.Owner, OwnerKey: p.OwnerKey, Token: p.Token, Shared: p.Shared,
+		Since: tsOf(p.Since), Ended: tsOf(p.Ended), EndedIndex: p.EndedIndex, How: holdEnds[p.How],
+	}
+}
+
 func sessionToWire(s *fsmpb.Session) *batonpb.Session {
 	return &batonpb.Session{
 		Id: s.GetId(), Owner: s.GetOwner(), Ttl: durationpb.New(time.Duration(s.GetTtlNanos())),

@@ -297,6 +297,9 @@ func (s *Server) Get(ctx context.Context, r *batonpb.GetRequest) (*batonpb.GetRe
 		if l, ok := m.Lock(r.GetName()); ok {
 			out.Lock = lockToWire(l)
 		}
+		for _, p := range m.PastHolds(r.GetName()) {
+			out.History = append(out.History, pastToWire(p))
+		}
 	})
 	return out, nil
 }

@@ -99,9 +99,25 @@ function renderSessions(resp) {
   more.textContent = "Showing the first " + PAGE + "; `baton sessions` lists them all.";
 }
 
+// heldFor is how long a past hold lasted, from its since and ended times.
+function heldFor(p) {
+  const ms = Date.parse(p.ended) - Date.parse(p.since);
+  if (!(ms >= 0)) return "";
+  return ms < 1000 ? ms + " ms" : ms < 120000 ? (ms / 1000).toFixed(1) + " s" : Math.round(ms / 60000) + " min";
+}
+
+// howEnded turns HOLD_END_SESSION_EXPIRED into "session expired".
+function howEnded(how) {
+  return String(how || "").replace(/^HOLD_END_/, "").replace(/_/g, " ").toLowerCase();
+}
+
 function renderDetail(resp) {
   const lock = resp.lock;
   $("#detail-name").textContent = selected;
+  fill($("#history tbody"), (resp.history || []).map((p) => el("tr", {},
+    el("td", {}, p.session_id), el("td", {}, p.owner), el("td", {}, p.owner_key), el("td", {}, p.token),
+    el("td", {}, heldFor(p)), el("td", {}, ago(p.ended)), el("td", {}, howEnded(p.how)))),
+  "no hold ended here lately", 7);
   if (!lock) {
     $("#detail-kind").textContent = "";
     fill($("#holders tbody"), [], "free now: nobody holds or waits", 8);
