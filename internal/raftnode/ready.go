@@ -167,13 +167,16 @@ entries:
 				n.m.SetApplied(idx)
 				break
 			}
-			cmd := &fsmpb.Command{}
-			if err := proto.Unmarshal(e.GetData(), cmd); err != nil {
-				// Only this node's own proposals enter the log, so this is
-				// a corrupt log: a broken invariant.
-				panic(fmt.Sprintf("raftnode: entry %d does not decode: %v", idx, err))
+			cmd, fast := fsm.DecodeCommand(e.GetData())
+			if !fast {
+				cmd = &fsmpb.Command{}
+				if err := proto.Unmarshal(e.GetData(), cmd); err != nil {
+					// Only this node's own proposals enter the log, so
+					// this is a corrupt log: a broken invariant.
+					panic(fmt.Sprintf("raftnode: entry %d does not decode: %v", idx, err))
+				}
 			}
-			if unknownFields(cmd) {
+			if !fast && unknownFields(cmd) {
 				// A leader of a newer release wrote a field this one
 				// does not know; applying the entry without it would
 				// part this member's state from the others'. Stop.

@@ -1,0 +1,135 @@
+package fsm
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+// checkDecodeCommand holds DecodeCommand to proto.Unmarshal on data: when
+// it answers, proto decodes data to an equal command with no unknown
+// fields. It reports whether DecodeCommand answered.
+func checkDecodeCommand(t *testing.T, data []byte) bool {
+	t.Helper()
+	got, ok := DecodeCommand(data)
+	if !ok {
+		return false
+	}
+	want := &fsmpb.Command{}
+	if err := proto.Unmarshal(data, want); err != nil {
+		t.Fatalf("DecodeCommand took %x, which proto refuses: %v", data, err)
+	}
+	if !proto.Equal(got, want) {
+		t.Fatalf("DecodeCommand(%x) = %v; proto: %v", data, got, want)
+	}
+	m := want.ProtoReflect()
+	if len(m.GetUnknown()) > 0 {
+		t.Fatalf("DecodeCommand took %x, which has unknown fields", data)
+	}
+	if fd := m.WhichOneof(m.Descriptor().Oneofs().ByName("op")); fd != nil && len(m.Get(fd).Message().GetUnknown()) > 0 {
+		t.Fatalf("DecodeCommand took %x, whose operation has unknown fields", data)
+	}
+	return true
+}
+
+func randomCommand(r *rand.Rand) *fsmpb.Command {
+	pick := func(vals ...uint64) uint64 { return vals[r.IntN(len(vals))] }
+	cmd := &fsmpb.Command{
+		SessionId: pick(0, 1, 127, 128, 1<<40), Seq: pick(0, 1, 300), MinUnackedSeq: pick(0, 5),
+		WallTimeUnixNano: int64(pick(0, 1763830000000000000, 1<<63)), Proposer: pick(0, 3), ProposalId: pick(0, 1<<62),
+	}
+	name := []string{"", "jobs/42", "ünïcode/λ", string(make([]byte, 300))}[r.IntN(4)]
+	switch r.IntN(4) {
+	case 0:
+		cmd.Op = &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+			Lock: name, OwnerKey: []string{"", "k"}[r.IntN(2)], Wait: r.IntN(2) == 0,
+			WaitTimeoutNanos: int64(pick(0, 5e9, 1<<63)), Shared: r.IntN(2) == 0, Limit: uint32(pick(0, 3, 1<<32-1)),
+			HoldLimitNanos: int64(pick(0, 1e9)),
+		}}
+	case 1:
+		cmd.Op = &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: name, Token: pick(0, 99, 1<<63), OwnerKey: []string{"", "k"}[r.IntN(2)]}}
+	case 2:
+		cmd.Op = &fsmpb.Command_CloseSession{CloseSession: &fsmpb.CloseSession{}}
+	default:
+		cmd.Op = &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{SessionId: pick(1, 1000)}}
+	}
+	return cmd
+}
+
+// TestDecodeCommand: DecodeCommand decodes every acquire and release proto
+// encodes, as proto does, and leaves other operations to proto.
+func TestDecodeCommand(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 20_000 {
+		cmd := randomCommand(r)
+		data, err := proto.Marshal(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answered := checkDecodeCommand(t, data)
+		switch cmd.Op.(type) {
+		case *fsmpb.Command_Acquire, *fsmpb.Command_Release:
+			if !answered {
+				t.Fatalf("DecodeCommand left %v to proto", cmd)
+			}
+		default:
+			if answered {
+				t.Fatalf("DecodeCommand answered %v", cmd)
+			}
+		}
+	}
+	acquire, _ := proto.Marshal(&fsmpb.Command{Seq: 1, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: "x"}}})
+	for what, data := range map[string][]byte{
+		"a field of a newer release": protowire.AppendVarint(protowire.AppendTag(acquire, 7, protowire.VarintType), 1),
+		"an acquire field of a newer release": protowire.AppendBytes(protowire.AppendTag(nil, 14, protowire.BytesType),
+			protowire.AppendVarint(protowire.AppendTag([]byte{0x0a, 1, 'x'}, 8, protowire.VarintType), 1)),
+		"a field twice":           protowire.AppendVarint(protowire.AppendTag(acquire, 2, protowire.VarintType), 2),
+		"two operations":          append(acquire, acquire[2:]...),
+		"a known number as bytes": protowire.AppendBytes(protowire.AppendTag(acquire, 1, protowire.BytesType), []byte("x")),
+		"a lock name not UTF-8":   protowire.AppendBytes(protowire.AppendTag(nil, 14, protowire.BytesType), []byte{0x0a, 1, 0xff}),
+		"a cut tail":              acquire[:len(acquire)-1],
+		"no operation":            protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 5),
+	} {
+		if _, ok := DecodeCommand(data); ok {
+			t.Errorf("%s: DecodeCommand answered %x", what, data)
+		}
+	}
+}
+
+// FuzzDecodeCommand holds DecodeCommand to proto on any bytes.
+func FuzzDecodeCommand(f *testing.F) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 50 {
+		data, _ := proto.Marshal(randomCommand(r))
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkDecodeCommand(t, data)
+	})
+}
+
+func BenchmarkDecodeCommand(b *testing.B) {
+	data, _ := proto.Marshal(&fsmpb.Command{SessionId: 123456, Seq: 1234, MinUnackedSeq: 1200, WallTimeUnixNano: 1763830000000000000,
+		Proposer: 1, ProposalId: 99999, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: "bench/own/0042"}}})
+	b.Run("fast", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, ok := DecodeCommand(data); !ok {
+				b.Fatal("not decoded")
+			}
+		}
+	})
+	b.Run("proto", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var cmd fsmpb.Command
+			if err := proto.Unmarshal(data, &cmd); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
