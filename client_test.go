@@ -452,6 +452,62 @@ func TestHoldLimit(t *testing.T) {
 // a hold limit while the session is healthy, so the hold outlasts many
 // limits; once the client is cut off, the hold comes back within the limit
 // although the session, with a long TTL, still lives on the server.
+// TestLockSetHoldLimit: a LockSet gives every hold it takes its options:
+// with a hold limit the library renews each hold (a waiter waits three
+// limits in vain), with WithManualRenewal nothing does and each hold ends
+// at its limit (the Lease is lost, the next holder's token is larger);
+// the owner key is the set's.
+func TestLockSetHoldLimit(t *testing.T) {
+	_, cl := single(t)
+	ctx := testCtx(t)
+	a := newSession(t, cl, WithTTL(time.Minute))
+	b := newSession(t, cl)
+	const limit = time.Second
+	renewed, err := a.LockSet([]string{"set/x", "set/y"}, WithHoldLimit(limit), WithOwnerKey("k")).TryLockAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manual, got, err := a.LockSet([]string{"set/p", "set/q"}, WithHoldLimit(limit), WithManualRenewal()).TryLockMany(ctx)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("TryLockMany: %v %v", got, err)
+	}
+	for _, l := range renewed {
+		if l.OwnerKey() != "k" {
+			t.Fatalf("lease of %s has owner key %q, want the set's", l.Name(), l.OwnerKey())
+		}
+	}
+	info, err := cl.Get(ctx, "set/x")
+	if err != nil || len(info.Holders) != 1 || info.Holders[0].HoldLimit != limit || info.Holders[0].OwnerKey != "k" {
+		t.Fatalf("set/x: %+v, %v", info, err)
+	}
+
+	// Nothing renews p: b gets it once its limit passed, a's Lease is lost.
+	lp, err := b.Mutex("set/p").LockWithin(ctx, 10*limit)
+	if err != nil {
+		t.Fatalf("b's wait for a hold at its limit: %v", err)
+	}
+	if lp.Token() <= manual[0].Token() {
+		t.Fatalf("token %d after the expiry, want > %d", lp.Token(), manual[0].Token())
+	}
+	select {
+	case <-manual[0].Lost():
+	case <-ctx.Done():
+		t.Fatal("the Lease of an expired hold was not lost")
+	}
+	if err := manual[0].Err(); !errors.Is(err, ErrHoldExpired) {
+		t.Fatalf("Err of the expired hold's Lease: %v, want ErrHoldExpired", err)
+	}
+	// y is renewed: b waits three limits in vain.
+	if _, err := b.Mutex("set/y").LockWithin(ctx, 3*limit); !errors.Is(err, ErrWaitTimedOut) {
+		t.Fatalf("wait of 3 limits for a renewed hold: %v, want ErrWaitTimedOut", err)
+	}
+	for _, l := range renewed {
+		if !l.Valid() {
+			t.Fatalf("lease of renewed %s lost: %v", l.Name(), l.Err())
+		}
+	}
+}
+
 func TestHoldLimitRenewsItself(t *testing.T) {
 	_, cl := single(t)
 	ctx := testCtx(t)

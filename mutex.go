@@ -137,10 +137,10 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 // server applies atomically, each lock granted or refused on its own (owner
 // key ""). It returns the leases it got, in the order of names, and the
 // names it did not get (held or waited for by someone else). If ctx ends
-// before the answer, whatever was granted is released.
+// before the answer, whatever was granted is released. For a hold limit or
+// an owner key, use LockSet.
 func (s *Session) TryLockMany(ctx context.Context, names ...string) ([]*Lease, []string, error) {
-	leases, busy, _, err := s.tryMany(ctx, &batonpb.AcquireManyRequest{Names: names})
-	return leases, busy, err
+	return s.LockSet(names).TryLockMany(ctx)
 }
 
 // TryLockAll takes every named lock or none, in one request that the
@@ -150,14 +150,7 @@ func (s *Session) TryLockMany(ctx context.Context, names ...string) ([]*Lease, [
 // and returns a *BusyError (matching ErrLockBusy) naming the first such
 // lock and its holder. The leases are in the order of names.
 func (s *Session) TryLockAll(ctx context.Context, names ...string) ([]*Lease, error) {
-	leases, busy, holders, err := s.tryMany(ctx, &batonpb.AcquireManyRequest{Names: names, All: true})
-	if err != nil {
-		return nil, err
-	}
-	if len(busy) > 0 {
-		return nil, &BusyError{Name: busy[0], Holder: holders[0]}
-	}
-	return leases, nil
+	return s.LockSet(names).TryLockAll(ctx)
 }
 
 // LockAll takes every named lock (owner key ""), waiting as long as it
@@ -169,6 +162,62 @@ func (s *Session) TryLockAll(ctx context.Context, names ...string) ([]*Lease, er
 // order still can). If ctx ends or a lock cannot be taken, it releases
 // what it took and returns the error, so the session holds none of them.
 func (s *Session) LockAll(ctx context.Context, names ...string) ([]*Lease, error) {
+	return s.LockSet(names).LockAll(ctx)
+}
+
+// LockSet is a handle on several exclusive locks of one session taken
+// together: TryLockMany (each on its own), TryLockAll and LockAll (all or
+// none), as the Session methods of those names do. Its options apply to
+// every hold it takes: WithOwnerKey, WithHoldLimit (each hold gets the
+// limit and the library renews each, unless WithManualRenewal).
+type LockSet struct {
+	s     *Session
+	names []string
+	cfg   mutexConfig
+}
+
+// LockSet returns a handle on the locks names (copied) for this session.
+// Nothing is sent until they are locked.
+func (s *Session) LockSet(names []string, opts ...MutexOption) *LockSet {
+	ls := &LockSet{s: s, names: slices.Clone(names)}
+	for _, o := range opts {
+		o(&ls.cfg)
+	}
+	return ls
+}
+
+// Names are the set's lock names, in order.
+func (ls *LockSet) Names() []string { return slices.Clone(ls.names) }
+
+func (ls *LockSet) request(all bool) *batonpb.AcquireManyRequest {
+	req := &batonpb.AcquireManyRequest{Names: ls.names, OwnerKey: ls.cfg.ownerKey, All: all}
+	if ls.cfg.holdLimit != 0 {
+		req.HoldLimit = durationpb.New(ls.cfg.holdLimit)
+	}
+	return req
+}
+
+// TryLockMany is Session.TryLockMany with the set's options.
+func (ls *LockSet) TryLockMany(ctx context.Context) ([]*Lease, []string, error) {
+	leases, busy, _, err := ls.tryMany(ctx, ls.request(false))
+	return leases, busy, err
+}
+
+// TryLockAll is Session.TryLockAll with the set's options.
+func (ls *LockSet) TryLockAll(ctx context.Context) ([]*Lease, error) {
+	leases, busy, holders, err := ls.tryMany(ctx, ls.request(true))
+	if err != nil {
+		return nil, err
+	}
+	if len(busy) > 0 {
+		return nil, &BusyError{Name: busy[0], Holder: holders[0]}
+	}
+	return leases, nil
+}
+
+// LockAll is Session.LockAll with the set's options.
+func (ls *LockSet) LockAll(ctx context.Context) ([]*Lease, error) {
+	s, names := ls.s, ls.names
 	seen := make(map[string]bool, len(names))
 	for _, n := range names {
 		if seen[n] {
@@ -176,7 +225,7 @@ func (s *Session) LockAll(ctx context.Context, names ...string) ([]*Lease, error
 		}
 		seen[n] = true
 	}
-	leases, err := s.TryLockAll(ctx, names...)
+	leases, err := ls.TryLockAll(ctx)
 	if err == nil || !errors.Is(err, ErrLockBusy) {
 		return leases, err
 	}
@@ -184,7 +233,8 @@ func (s *Session) LockAll(ctx context.Context, names ...string) ([]*Lease, error
 	slices.Sort(ordered)
 	got := make(map[string]*Lease, len(names))
 	for _, n := range ordered {
-		l, err := s.Mutex(n).Lock(ctx)
+		m := &Mutex{s: s, name: n, ownerKey: ls.cfg.ownerKey, holdLimit: ls.cfg.holdLimit, manualRenew: ls.cfg.manualRenew}
+		l, err := m.Lock(ctx)
 		if err != nil {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
 			for _, l := range got {
@@ -205,7 +255,8 @@ func (s *Session) LockAll(ctx context.Context, names ...string) ([]*Lease, error
 // tryMany sends req and turns its answer into leases, and the names not
 // granted with their holders (the zero Holder for a lock an all-or-nothing
 // request skipped).
-func (s *Session) tryMany(ctx context.Context, req *batonpb.AcquireManyRequest) ([]*Lease, []string, []Holder, error) {
+func (ls *LockSet) tryMany(ctx context.Context, req *batonpb.AcquireManyRequest) ([]*Lease, []string, []Holder, error) {
+	s := ls.s
 	if len(req.Names) == 0 {
 		return nil, nil, nil, nil
 	}
@@ -226,7 +277,7 @@ func (s *Session) tryMany(ctx context.Context, req *batonpb.AcquireManyRequest) 
 			holders = append(holders, holderOf(r.GetHolder()))
 			continue
 		}
-		l, err := s.newLease(ctx, r.GetName(), "", r.GetToken(), 0, false, time.Time{})
+		l, err := s.newLease(ctx, r.GetName(), req.OwnerKey, r.GetToken(), ls.cfg.holdLimit, !ls.cfg.manualRenew, c.started)
 		if err != nil {
 			// Give back what this call got; the session retries the
 			// releases in the background.
@@ -236,7 +287,7 @@ func (s *Session) tryMany(ctx context.Context, req *batonpb.AcquireManyRequest) 
 			}
 			for _, r := range results[i+1:] {
 				if r.GetAcquired() {
-					_, _ = s.startLocked(releaseRequest(r.GetName(), "", r.GetToken()), true)
+					_, _ = s.startLocked(releaseRequest(r.GetName(), req.OwnerKey, r.GetToken()), true)
 				}
 			}
 			s.mu.Unlock()

@@ -82,7 +82,7 @@ func stamp(req *batonpb.SessionRequest, id uint64, h *batonpb.RequestHeader) *ba
 		a := k.AcquireMany
 		r.Kind = &batonpb.SessionRequest_AcquireMany{AcquireMany: &batonpb.AcquireManyRequest{
 			Header: h, Names: a.GetNames(), OwnerKey: a.GetOwnerKey(),
-			Shared: a.GetShared(), Limit: a.GetLimit(), All: a.GetAll(),
+			Shared: a.GetShared(), Limit: a.GetLimit(), All: a.GetAll(), HoldLimit: a.GetHoldLimit(),
 		}}
 	case *batonpb.SessionRequest_Release:
 		a := k.Release

@@ -1075,7 +1075,10 @@ type AcquireManyRequest struct {
 	Limit  uint32 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
 	// all: every lock or none, in one log entry. If one is busy, nothing
 	// is taken: the busy ones answer with their holder, the others skipped.
-	All           bool `protobuf:"varint,6,opt,name=all,proto3" json:"all,omitempty"`
+	All bool `protobuf:"varint,6,opt,name=all,proto3" json:"all,omitempty"`
+	// hold_limit, as in AcquireRequest, for every hold granted (renewed one
+	// by one with RenewRequest).
+	HoldLimit     *durationpb.Duration `protobuf:"bytes,7,opt,name=hold_limit,json=holdLimit,proto3" json:"hold_limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1150,6 +1153,13 @@ func (x *AcquireManyRequest) GetAll() bool {
 		return x.All
 	}
 	return false
+}
+
+func (x *AcquireManyRequest) GetHoldLimit() *durationpb.Duration {
+	if x != nil {
+		return x.HoldLimit
+	}
+	return nil
 }
 
 type AcquireManyResponse struct {
@@ -4174,14 +4184,16 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x06queued\x18\x06 \x01(\bR\x06queued\x12\x1a\n" +
 	"\bposition\x18\a \x01(\rR\bposition\x12\x10\n" +
 	"\x03seq\x18\b \x01(\x04R\x03seq\x12\x18\n" +
-	"\askipped\x18\t \x01(\bR\askipped\"\xb8\x01\n" +
+	"\askipped\x18\t \x01(\bR\askipped\"\xf2\x01\n" +
 	"\x12AcquireManyRequest\x12/\n" +
 	"\x06header\x18\x01 \x01(\v2\x17.baton.v1.RequestHeaderR\x06header\x12\x14\n" +
 	"\x05names\x18\x02 \x03(\tR\x05names\x12\x1b\n" +
 	"\towner_key\x18\x03 \x01(\tR\bownerKey\x12\x16\n" +
 	"\x06shared\x18\x04 \x01(\bR\x06shared\x12\x14\n" +
 	"\x05limit\x18\x05 \x01(\rR\x05limit\x12\x10\n" +
-	"\x03all\x18\x06 \x01(\bR\x03all\"J\n" +
+	"\x03all\x18\x06 \x01(\bR\x03all\x128\n" +
+	"\n" +
+	"hold_limit\x18\a \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"J\n" +
 	"\x13AcquireManyResponse\x123\n" +
 	"\aresults\x18\x01 \x03(\v2\x19.baton.v1.AcquireResponseR\aresults\"\x88\x01\n" +
 	"\x0eReleaseRequest\x12/\n" +
@@ -4535,105 +4547,106 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	61, // 10: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
 	12, // 11: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
 	2,  // 12: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
-	14, // 13: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
-	2,  // 14: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
-	2,  // 15: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
-	14, // 16: baton.v1.CancelResponse.granted:type_name -> baton.v1.AcquireResponse
-	12, // 17: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
-	12, // 18: baton.v1.Lock.holders:type_name -> baton.v1.Holder
-	13, // 19: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
-	26, // 20: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
-	28, // 21: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
-	62, // 22: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
-	62, // 23: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
-	1,  // 24: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
-	12, // 25: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
-	30, // 26: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	61, // 27: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	62, // 28: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
-	32, // 29: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
-	26, // 30: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
-	40, // 31: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
-	40, // 32: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
-	40, // 33: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
-	40, // 34: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
-	0,  // 35: baton.v1.Error.reason:type_name -> baton.v1.Reason
-	3,  // 36: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
-	49, // 37: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
-	5,  // 38: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
-	9,  // 39: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
-	17, // 40: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
-	19, // 41: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
-	15, // 42: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
-	7,  // 43: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
-	10, // 44: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
-	52, // 45: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
-	50, // 46: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
-	54, // 47: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
-	58, // 48: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
-	55, // 49: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
-	48, // 50: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
-	0,  // 51: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
-	48, // 52: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
-	4,  // 53: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
-	6,  // 54: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
-	14, // 55: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
-	18, // 56: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
-	20, // 57: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
-	16, // 58: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
-	8,  // 59: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
-	56, // 60: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
-	57, // 61: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
-	48, // 62: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	60, // 63: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
-	59, // 64: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
-	11, // 65: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
-	60, // 66: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
-	50, // 67: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	51, // 68: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
-	3,  // 69: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	5,  // 70: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	7,  // 71: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	9,  // 72: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	15, // 73: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	10, // 74: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
-	17, // 75: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	21, // 76: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	23, // 77: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	25, // 78: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	29, // 79: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	33, // 80: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	37, // 81: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
-	35, // 82: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	39, // 83: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	41, // 84: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
-	43, // 85: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
-	45, // 86: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
-	58, // 87: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	53, // 88: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	4,  // 89: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	6,  // 90: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	8,  // 91: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	14, // 92: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	16, // 93: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	11, // 94: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
-	18, // 95: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	22, // 96: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	24, // 97: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	27, // 98: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	31, // 99: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	34, // 100: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	38, // 101: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
-	36, // 102: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	47, // 103: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	42, // 104: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
-	44, // 105: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
-	46, // 106: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
-	87, // [87:107] is the sub-list for method output_type
-	67, // [67:87] is the sub-list for method input_type
-	67, // [67:67] is the sub-list for extension type_name
-	67, // [67:67] is the sub-list for extension extendee
-	0,  // [0:67] is the sub-list for field type_name
+	61, // 13: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
+	14, // 14: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
+	2,  // 15: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
+	2,  // 16: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
+	14, // 17: baton.v1.CancelResponse.granted:type_name -> baton.v1.AcquireResponse
+	12, // 18: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
+	12, // 19: baton.v1.Lock.holders:type_name -> baton.v1.Holder
+	13, // 20: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
+	26, // 21: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
+	28, // 22: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
+	62, // 23: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
+	62, // 24: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
+	1,  // 25: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
+	12, // 26: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
+	30, // 27: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
+	61, // 28: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	62, // 29: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	32, // 30: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
+	26, // 31: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
+	40, // 32: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
+	40, // 33: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
+	40, // 34: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
+	40, // 35: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
+	0,  // 36: baton.v1.Error.reason:type_name -> baton.v1.Reason
+	3,  // 37: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
+	49, // 38: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
+	5,  // 39: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
+	9,  // 40: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
+	17, // 41: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
+	19, // 42: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
+	15, // 43: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
+	7,  // 44: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
+	10, // 45: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
+	52, // 46: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
+	50, // 47: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
+	54, // 48: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
+	58, // 49: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
+	55, // 50: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
+	48, // 51: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
+	0,  // 52: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
+	48, // 53: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
+	4,  // 54: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
+	6,  // 55: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
+	14, // 56: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
+	18, // 57: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
+	20, // 58: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
+	16, // 59: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
+	8,  // 60: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
+	56, // 61: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
+	57, // 62: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
+	48, // 63: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
+	60, // 64: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
+	59, // 65: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
+	11, // 66: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
+	60, // 67: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
+	50, // 68: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	51, // 69: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	3,  // 70: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	5,  // 71: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	7,  // 72: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	9,  // 73: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	15, // 74: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	10, // 75: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
+	17, // 76: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	21, // 77: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	23, // 78: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	25, // 79: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	29, // 80: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	33, // 81: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	37, // 82: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
+	35, // 83: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	39, // 84: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	41, // 85: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
+	43, // 86: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
+	45, // 87: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
+	58, // 88: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	53, // 89: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	4,  // 90: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	6,  // 91: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	8,  // 92: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	14, // 93: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	16, // 94: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	11, // 95: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
+	18, // 96: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	22, // 97: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	24, // 98: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	27, // 99: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	31, // 100: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	34, // 101: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	38, // 102: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
+	36, // 103: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	47, // 104: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	42, // 105: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
+	44, // 106: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
+	46, // 107: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
+	88, // [88:108] is the sub-list for method output_type
+	68, // [68:88] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }

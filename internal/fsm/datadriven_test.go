@@ -104,9 +104,12 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		return h.apply(sessionCmd(t, d, &fsmpb.Command{Op: &fsmpb.Command_ExpireHold{ExpireHold: op}}))
 
 	case "acquire-many":
-		// Example: acquire-many session=1 seq=2 locks=(a, b, c) key=k all shared limit=3
+		// Example: acquire-many session=1 seq=2 locks=(a, b, c) key=k all shared limit=3 hold-limit=30s
 		op := &fsmpb.AcquireMany{All: d.HasArg("all"), Shared: d.HasArg("shared")}
 		d.MaybeScanArgs(t, "limit", &op.Limit)
+		if a, ok := d.Arg("hold-limit"); ok {
+			op.HoldLimitNanos = int64(parseDuration(t, d, a.SingleVal(t)))
+		}
 		if a, ok := d.Arg("locks"); ok {
 			for _, v := range a.Vals {
 				op.Locks = append(op.Locks, unescape(t, d, v))

@@ -464,6 +464,11 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 		a.refuse(err)
 		return
 	}
+	holdLimit, err := checkHoldLimit(op.GetHoldLimitNanos())
+	if err != nil {
+		a.refuse(err)
+		return
+	}
 	if s.blacklisted {
 		a.refuse(errorf(fsmpb.Error_ERROR_BLACKLISTED, "session %d is blacklisted", s.id))
 		return
@@ -478,10 +483,10 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 				a.refuse(err)
 				return
 			}
-			if h != nil && h.holdLimit != 0 {
+			if h != nil && h.holdLimit != holdLimit {
 				a.refuse(errorf(fsmpb.Error_ERROR_LIMIT_MISMATCH,
-					"session %d key %s holds lock %s with a hold limit of %v; acquire_many takes holds without one",
-					s.id, quote(h.ownerKey), quote(name), msDuration(h.holdLimit)))
+					"session %d key %s holds lock %s with a hold limit of %v; a reentrant acquire_many must state it, not %v",
+					s.id, quote(h.ownerKey), quote(name), msDuration(h.holdLimit), msDuration(holdLimit)))
 				return
 			}
 			if h == nil && !(l.admits(shared) && len(l.waiters()) == 0) {
@@ -532,7 +537,7 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 			h.count++
 			out = append(out, grantedOutcome(name, h))
 		case l == nil || (l.admits(shared) && len(l.waiters()) == 0):
-			h := m.hold(a, m.lockFor(name), s, op.GetOwnerKey(), a.seq, limit, shared, 0)
+			h := m.hold(a, m.lockFor(name), s, op.GetOwnerKey(), a.seq, limit, shared, holdLimit)
 			out = append(out, grantedOutcome(name, h))
 		default:
 			out = append(out, &fsmpb.AcquireOutcome{

@@ -205,6 +205,14 @@ func (t *Tracker) Applied(cmd *fsmpb.Command, res *fsmpb.Result) {
 				changed = t.limitHold(holdKey{a.GetLock(), cmd.GetSessionId(), a.GetToken()},
 					time.Duration(op.Acquire.GetHoldLimitNanos()), now) || changed
 			}
+		case *fsmpb.Command_AcquireMany:
+			if d := op.AcquireMany.GetHoldLimitNanos(); d > 0 {
+				for _, a := range res.GetAcquireMany() {
+					if a.GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
+						changed = t.limitHold(holdKey{a.GetLock(), cmd.GetSessionId(), a.GetToken()}, time.Duration(d), now) || changed
+					}
+				}
+			}
 		case *fsmpb.Command_Release:
 			if res.GetRemainingCount() == 0 {
 				delete(t.holds, holdKey{op.Release.GetLock(), cmd.GetSessionId(), op.Release.GetToken()})

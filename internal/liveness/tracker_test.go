@@ -110,6 +110,21 @@ func TestHoldLimits(t *testing.T) {
 	if want := []string{"x/" + strconv.FormatUint(b, 10) + "/" + strconv.FormatUint(tbx, 10)}; !slices.Equal(p.holds, want) {
 		t.Fatalf("expired %v, want %v", p.holds, want)
 	}
+
+	// acquire_many: each hold it grants gets its own timer.
+	p.holds = nil
+	many := apply(&fsmpb.Command{SessionId: a, Seq: 2, MinUnackedSeq: 2, Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{
+		Locks: []string{"m1", "m2"}, HoldLimitNanos: int64(3 * time.Second)}}})
+	tm := many.GetAcquireMany()[0].GetToken()
+	now = now.Add(2 * time.Second)
+	if _, err := tr.RenewHold("m2", a, tm, now); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(1500 * time.Millisecond)
+	tr.FireDue(context.Background())
+	if want := []string{"m1/" + strconv.FormatUint(a, 10) + "/" + strconv.FormatUint(tm, 10)}; !slices.Equal(p.holds, want) {
+		t.Fatalf("acquire_many's holds: expired %v, want %v (m2 was renewed)", p.holds, want)
+	}
 }
 
 // TestManualTrackerOnVirtualClock checks the manual mode the simulation

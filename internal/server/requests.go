@@ -130,20 +130,29 @@ func acquireCommand(r *batonpb.AcquireRequest) (*fsmpb.Command, error) {
 	if err := checkLimit(r.GetLimit()); err != nil {
 		return nil, err
 	}
-	var holdLimit time.Duration
-	if r.GetHoldLimit() != nil {
-		if err := r.GetHoldLimit().CheckValid(); err != nil {
-			return nil, invalidf("hold_limit: %v", err)
-		}
-		holdLimit = r.GetHoldLimit().AsDuration()
-		if holdLimit < fsm.MinHoldLimit || holdLimit > fsm.MaxHoldLimit || holdLimit%time.Millisecond != 0 {
-			return nil, invalidf("hold_limit is %s; it must be in [%s, %s], in whole milliseconds", holdLimit, fsm.MinHoldLimit, fsm.MaxHoldLimit)
-		}
+	holdLimit, err := checkHoldLimit(r.GetHoldLimit())
+	if err != nil {
+		return nil, err
 	}
 	return stamp(r.GetHeader(), &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
 		Lock: r.GetName(), OwnerKey: r.GetOwnerKey(), Wait: r.GetWait(), WaitTimeoutNanos: int64(timeout),
 		Shared: r.GetShared(), Limit: r.GetLimit(), HoldLimitNanos: int64(holdLimit),
 	}}}), nil
+}
+
+// checkHoldLimit validates an acquire's hold_limit (unset: none).
+func checkHoldLimit(d *durationpb.Duration) (time.Duration, error) {
+	if d == nil {
+		return 0, nil
+	}
+	if err := d.CheckValid(); err != nil {
+		return 0, invalidf("hold_limit: %v", err)
+	}
+	holdLimit := d.AsDuration()
+	if holdLimit < fsm.MinHoldLimit || holdLimit > fsm.MaxHoldLimit || holdLimit%time.Millisecond != 0 {
+		return 0, invalidf("hold_limit is %s; it must be in [%s, %s], in whole milliseconds", holdLimit, fsm.MinHoldLimit, fsm.MaxHoldLimit)
+	}
+	return holdLimit, nil
 }
 
 func checkLimit(limit uint32) error {
@@ -176,8 +185,13 @@ func acquireManyCommand(r *batonpb.AcquireManyRequest) (*fsmpb.Command, error) {
 	if err := checkLimit(r.GetLimit()); err != nil {
 		return nil, err
 	}
+	holdLimit, err := checkHoldLimit(r.GetHoldLimit())
+	if err != nil {
+		return nil, err
+	}
 	return stamp(r.GetHeader(), &fsmpb.Command{Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{
 		Locks: r.GetNames(), OwnerKey: r.GetOwnerKey(), Shared: r.GetShared(), Limit: r.GetLimit(), All: r.GetAll(),
+		HoldLimitNanos: int64(holdLimit),
 	}}}), nil
 }
 

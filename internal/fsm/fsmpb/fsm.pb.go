@@ -807,9 +807,12 @@ type AcquireMany struct {
 	Limit    uint32                 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
 	// all: every lock or none. If one of them cannot be granted now,
 	// nothing changes: the busy ones answer BUSY and the others SKIPPED.
-	All           bool `protobuf:"varint,5,opt,name=all,proto3" json:"all,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	All bool `protobuf:"varint,5,opt,name=all,proto3" json:"all,omitempty"`
+	// hold_limit_nanos: every hold granted gets this limit (see Acquire);
+	// a reentrant grant must state its hold's.
+	HoldLimitNanos int64 `protobuf:"varint,6,opt,name=hold_limit_nanos,json=holdLimitNanos,proto3" json:"hold_limit_nanos,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AcquireMany) Reset() {
@@ -875,6 +878,13 @@ func (x *AcquireMany) GetAll() bool {
 		return x.All
 	}
 	return false
+}
+
+func (x *AcquireMany) GetHoldLimitNanos() int64 {
+	if x != nil {
+		return x.HoldLimitNanos
+	}
+	return 0
 }
 
 // Release drops one reentrant count of the requesting session's hold on
@@ -2177,13 +2187,14 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\x04R\tsessionId\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token\"\x80\x01\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\"\xaa\x01\n" +
 	"\vAcquireMany\x12\x14\n" +
 	"\x05locks\x18\x01 \x03(\tR\x05locks\x12\x1b\n" +
 	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x16\n" +
 	"\x06shared\x18\x03 \x01(\bR\x06shared\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\x12\x10\n" +
-	"\x03all\x18\x05 \x01(\bR\x03all\"P\n" +
+	"\x03all\x18\x05 \x01(\bR\x03all\x12(\n" +
+	"\x10hold_limit_nanos\x18\x06 \x01(\x03R\x0eholdLimitNanos\"P\n" +
 	"\aRelease\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x1b\n" +
