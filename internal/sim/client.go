@@ -31,10 +31,14 @@ const (
 	opExpire     // proposed by a leader's liveness tracker
 	opAbandon    // a member's cleanup for a waiting caller that went away
 	opExpireHold // proposed by a leader's liveness tracker: a hold limit passed
+	// opAcquireMany tries several locks in one entry (acquire_many). The
+	// history gets one try per lock it answered for (a skipped lock is
+	// left alone), at the same call and return.
+	opAcquireMany
 )
 
 func (k opKind) String() string {
-	return [...]string{"none", "open", "try", "wait", "release", "check", "close", "expire", "abandon", "expire-hold"}[k]
+	return [...]string{"none", "open", "try", "wait", "release", "check", "close", "expire", "abandon", "expire-hold", "many"}[k]
 }
 
 // clientOp is a client's outstanding operation, across its retries.
@@ -51,6 +55,9 @@ type clientOp struct {
 	attempt   uint64
 	sentAt    int64
 	holdLimit time.Duration // acquires: the hold's limit, 0 if none
+	// acquire_many: its locks, and the outcomes of its answer
+	locks   []string
+	manyOut []*fsmpb.AcquireOutcome
 	// waits
 	waitTimeout time.Duration
 	cancelAt    int64
@@ -160,6 +167,8 @@ func (c *client) think() {
 	case k < 59:
 		l := c.lockName(s.rng.IntN(s.cfg.Locks))
 		c.start(&clientOp{kind: opCheck, lock: l, token: uint64(s.rng.IntN(50))})
+	case s.cfg.Many && k < 68 && k >= 60:
+		c.tryMany()
 	case k < 60:
 		clear(c.holds)
 		clear(c.holdUntil)
@@ -186,7 +195,7 @@ func (c *client) think() {
 			acq.Shared, acq.Limit = s.rng.IntN(3) > 0, SemaphorePermits
 		}
 		if s.cfg.HoldLimits && s.rng.IntN(3) == 0 {
-			op.holdLimit = time.Duration(300+s.rng.IntN(1200)) * time.Millisecond
+			op.holdLimit = time.Duration(1000+s.rng.IntN(1000)) * time.Millisecond
 			acq.HoldLimitNanos = int64(op.holdLimit)
 		}
 		if s.rng.IntN(3) == 0 {
@@ -200,6 +209,33 @@ func (c *client) think() {
 		op.cmd = &fsmpb.Command{SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq, Op: &fsmpb.Command_Acquire{Acquire: acq}}
 		c.start(op)
 	}
+}
+
+// tryMany tries some of the mutexes it neither holds nor is unsure of in
+// one acquire_many, each on its own or all or none.
+func (c *client) tryMany() {
+	s := c.s
+	var names []string
+	for _, i := range s.rng.Perm(s.cfg.Locks) {
+		l := c.lockName(i)
+		if _, ok := c.holds[l]; ok || c.tainted[l] {
+			continue
+		}
+		names = append(names, l)
+	}
+	if len(names) == 0 {
+		return
+	}
+	names = names[:1+s.rng.IntN(len(names))]
+	c.seq++
+	op := &clientOp{kind: opAcquireMany, locks: names, seq: c.seq}
+	am := &fsmpb.AcquireMany{Locks: names, All: s.rng.IntN(2) == 0}
+	if s.cfg.HoldLimits && s.rng.IntN(3) == 0 {
+		op.holdLimit = time.Duration(1000+s.rng.IntN(1000)) * time.Millisecond
+		am.HoldLimitNanos = int64(op.holdLimit)
+	}
+	op.cmd = &fsmpb.Command{SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq, Op: &fsmpb.Command_AcquireMany{AcquireMany: am}}
+	c.start(op)
 }
 
 // lose forgets the session: the client no longer believes it holds
@@ -403,6 +439,11 @@ func (c *client) answer(op *clientOp, r *response) {
 		c.finish(op, outcome{code: err})
 		return
 	}
+	if op.kind == opAcquireMany {
+		op.manyOut = res.GetAcquireMany()
+		c.finish(op, outcome{})
+		return
+	}
 	if a := res.GetAcquire(); a != nil {
 		switch a.GetStatus() {
 		case fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED:
@@ -458,8 +499,52 @@ func (c *client) finish(op *clientOp, o outcome) {
 	if o.unknown {
 		s.stats.Unknown++
 	}
+	if op.kind == opAcquireMany {
+		c.finishMany(op, o)
+		return
+	}
 	s.chk.record(c, op, o)
 	s.tracef("client %d %v %s seq %d -> %+v", c.id, op.kind, op.lock, op.seq, o)
+	c.believe(op, o)
+}
+
+// finishMany splits an acquire_many into one try per lock it answered
+// for, for the history and the client's beliefs: an error or an unknown
+// outcome is every lock's; a skipped lock (all or none, and not all) is
+// left out.
+func (c *client) finishMany(op *clientOp, o outcome) {
+	s := c.s
+	per := make(map[string]outcome, len(op.locks))
+	if o.unknown || o.code != fsmpb.Error_ERROR_NONE || op.manyOut == nil {
+		for _, l := range op.locks {
+			per[l] = o
+		}
+	} else {
+		for _, a := range op.manyOut {
+			switch a.GetStatus() {
+			case fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED:
+				per[a.GetLock()] = outcome{granted: true, token: a.GetToken(), count: a.GetCount(), retried: o.retried}
+			case fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY:
+				per[a.GetLock()] = outcome{busy: true, retried: o.retried}
+			}
+		}
+	}
+	for _, l := range op.locks {
+		lo, ok := per[l]
+		if !ok {
+			continue
+		}
+		sub := *op
+		sub.kind, sub.lock = opAcquireTry, l
+		s.chk.record(c, &sub, lo)
+		s.tracef("client %d many %s seq %d -> %+v", c.id, l, op.seq, lo)
+		c.believe(&sub, lo)
+	}
+}
+
+// believe updates what the client believes it holds after op's outcome.
+func (c *client) believe(op *clientOp, o outcome) {
+	s := c.s
 	if op.session != c.session {
 		return
 	}

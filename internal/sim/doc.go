@@ -7,7 +7,8 @@
 // not fsynced and may tear the last write, and a snapshot purges the log as
 // eagerly as the store may), a virtual clock (raft
 // ticks, session deadlines, heartbeats), and simulated clients that open
-// sessions, try and wait for locks, cancel waits, release, check, stop
+// sessions, try and wait for locks, try several in one acquire_many (each
+// on its own or all or none), cancel waits, release, check, stop
 // heartbeating and write to a fenced resource with their tokens.
 //
 // Everything random comes from one seed: the scenario's math/rand/v2

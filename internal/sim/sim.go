@@ -50,7 +50,8 @@ type Config struct {
 	// under a permit only while the server agrees it holds it) and the
 	// linearizability model (a set of holds per semaphore) cover them.
 	Semaphores int
-	// HoldLimits gives one acquire in three a hold limit of 0.3-1.5 s.
+	// HoldLimits gives one acquire in three a hold limit of 1-2 s (the
+	// state machine refuses less than fsm.MinHoldLimit, 1 s).
 	// Clients renew half of those holds when half the limit is gone
 	// (from when the renewal was sent, as the library does) and let the
 	// others run out: the leader expires them, and a client stops using
@@ -67,6 +68,12 @@ type Config struct {
 	// final checks hold the group the leader ends with to convergence,
 	// and no member that stopped as removed may be in it.
 	Members bool
+	// Many makes clients also try several mutexes in one acquire_many
+	// (each on its own, or all or none; with HoldLimits, a hold limit for
+	// all of them one time in three). The history gets one try per lock
+	// it answered for, so the model checks each lock, not the atomicity
+	// across them (the log checks see the one entry).
+	Many bool
 	// Trace, if set, receives the run's events as text (for reading a
 	// failing seed; -sim.trace in tests).
 	Trace io.Writer
@@ -92,6 +99,7 @@ func ConfigFor(seed uint64) Config {
 		Semaphores:     r.IntN(3),
 		HoldLimits:     r.IntN(2) == 0,
 		Members:        r.IntN(2) == 0,
+		Many:           r.IntN(2) == 0,
 	}
 }
 

@@ -42,8 +42,8 @@ func runSeed(t *testing.T, seed uint64) Result {
 	cfg := ConfigFor(seed)
 	if slices.Contains(regressionSeeds, seed) {
 		// As they were found, before scenarios had semaphores, hold
-		// limits and membership changes.
-		cfg.Semaphores, cfg.HoldLimits, cfg.Members = 0, false, false
+		// limits, membership changes and acquire_many.
+		cfg.Semaphores, cfg.HoldLimits, cfg.Members, cfg.Many = 0, false, false, false
 	}
 	switch *flagRetry {
 	case "on":
