@@ -2,8 +2,10 @@ package baton
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -277,6 +279,53 @@ func TestLockHistory(t *testing.T) {
 	}
 	if len(info.Holders) != 0 {
 		t.Fatalf("holders of a free lock: %+v", info.Holders)
+	}
+}
+
+// TestOpenSessionNonce: an open with a nonce is exactly-once, here over
+// HTTP/JSON: its retry answers the same session; another owner under the
+// nonce, or no nonce, opens another.
+func TestOpenSessionNonce(t *testing.T) {
+	c, cl := single(t)
+	newSession(t, cl) // the member leads
+	base := "http://" + c.members[0].ClientAddr()
+	open := func(body string) string {
+		t.Helper()
+		resp, err := http.Post(base+"/v1/sessions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct {
+			SessionID string `json:"session_id"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("open %s: %s %v", body, resp.Status, err)
+		}
+		return out.SessionID
+	}
+	first := open(`{"owner": "nonce/a", "ttl": "5s", "nonce": "4242"}`)
+	if again := open(`{"owner": "nonce/a", "ttl": "5s", "nonce": "4242"}`); again != first {
+		t.Fatalf("the retry of open %s opened %s", first, again)
+	}
+	if other := open(`{"owner": "nonce/b", "ttl": "5s", "nonce": "4242"}`); other == first {
+		t.Fatal("another owner under the nonce got the same session")
+	}
+	if plain, plain2 := open(`{"owner": "nonce/a", "ttl": "5s"}`), open(`{"owner": "nonce/a", "ttl": "5s"}`); plain == plain2 {
+		t.Fatal("two opens without a nonce got one session")
+	}
+	ss, err := cl.Sessions(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, s := range ss {
+		if strings.HasPrefix(s.Owner, "nonce/") {
+			n++
+		}
+	}
+	if n != 4 {
+		t.Fatalf("%d sessions of nonce/ owners, want 4 (the retry opened none)", n)
 	}
 }
 

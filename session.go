@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -200,10 +201,16 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 		stop()
 		return nil, err
 	}
+	// The nonce makes the open exactly-once across connect's retries: a
+	// retry after a lost answer finds the session the first attempt made.
 	open := &batonpb.SessionRequest{Id: 1, Kind: &batonpb.SessionRequest_Open{Open: &batonpb.OpenSessionRequest{
-		Ttl: durationpb.New(cfg.ttl), Owner: cfg.owner,
+		Ttl: durationpb.New(cfg.ttl), Owner: cfg.owner, Nonce: rand.Uint64() | 1,
 	}}}
-	sc, resp, sent, err := s.connect(ctx, open, true)
+	// The deadline counts from before the first attempt: a retry may be
+	// answered with the session an earlier attempt opened (the nonce),
+	// whose TTL on the leader began when that attempt applied.
+	sent := time.Now()
+	sc, resp, _, err := s.connect(ctx, open, true)
 	if err != nil {
 		stop()
 		c.removeSession(s)

@@ -263,9 +263,14 @@ func (x *RequestHeader) GetMinUnackedSeq() uint64 {
 }
 
 type OpenSessionRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ttl           *durationpb.Duration   `protobuf:"bytes,1,opt,name=ttl,proto3" json:"ttl,omitempty"`     // 1s..10m; default 10s
-	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"` // label, e.g. host/pid/purpose
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Ttl   *durationpb.Duration   `protobuf:"bytes,1,opt,name=ttl,proto3" json:"ttl,omitempty"`     // 1s..10m; default 10s
+	Owner string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"` // label, e.g. host/pid/purpose
+	// nonce, a random number the client picks once per session it opens
+	// (0: none), makes the open exactly-once: a retry with the same nonce,
+	// owner and TTL while that session lives answers its id instead of
+	// opening another (which would hold nothing and linger until its TTL).
+	Nonce         uint64 `protobuf:"varint,3,opt,name=nonce,proto3" json:"nonce,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -312,6 +317,13 @@ func (x *OpenSessionRequest) GetOwner() string {
 		return x.Owner
 	}
 	return ""
+}
+
+func (x *OpenSessionRequest) GetNonce() uint64 {
+	if x != nil {
+		return x.Nonce
+	}
+	return 0
 }
 
 type OpenSessionResponse struct {
@@ -4118,10 +4130,11 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12&\n" +
-	"\x0fmin_unacked_seq\x18\x03 \x01(\x04R\rminUnackedSeq\"W\n" +
+	"\x0fmin_unacked_seq\x18\x03 \x01(\x04R\rminUnackedSeq\"m\n" +
 	"\x12OpenSessionRequest\x12+\n" +
 	"\x03ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x14\n" +
-	"\x05owner\x18\x02 \x01(\tR\x05owner\"a\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05nonce\x18\x03 \x01(\x04R\x05nonce\"a\n" +
 	"\x13OpenSessionResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12+\n" +

@@ -149,6 +149,7 @@ func (s *session) fill(p *fsmpb.Session, pa *protoAlloc, withResults bool) {
 		CreatedUnixNano: s.created,
 		MinUnackedSeq:   s.minUnacked,
 		Holds:           uint32(s.numHolds()),
+		OpenNonce:       s.nonce,
 	}
 	if withResults && len(s.results) > 0 {
 		p.Results = slices.Grow(results, len(s.results))

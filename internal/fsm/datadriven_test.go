@@ -62,7 +62,7 @@ type harness struct {
 func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 	switch d.Cmd {
 	case "open-session":
-		// Example: open-session ttl=10s owner=worker-1
+		// Example: open-session ttl=10s owner=worker-1 nonce=7
 		// (owner-len=N uses an owner of N bytes.)
 		op := &fsmpb.OpenSession{}
 		if a, ok := d.Arg("ttl"); ok {
@@ -71,6 +71,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		if a, ok := d.Arg("owner"); ok {
 			op.Owner = a.SingleVal(t)
 		}
+		d.MaybeScanArgs(t, "nonce", &op.Nonce)
 		if a, ok := d.Arg("owner-len"); ok {
 			n, _ := strconv.Atoi(a.SingleVal(t))
 			op.Owner = strings.Repeat("o", n)
@@ -414,6 +415,9 @@ func (h *harness) state() string {
 			time.Duration(s.GetTtlNanos()), s.GetCreatedUnixNano()/int64(time.Second), s.GetMinUnackedSeq(), s.GetHolds())
 		if s.GetBlacklisted() {
 			b.WriteString(" blacklisted")
+		}
+		if n := s.GetOpenNonce(); n != 0 {
+			fmt.Fprintf(&b, " nonce=%d", n)
 		}
 		b.WriteString("\n")
 		for _, c := range h.m.sessions[s.GetId()].results {

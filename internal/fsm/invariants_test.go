@@ -28,6 +28,19 @@ func checkIndexes(m *Machine) error {
 		return fmt.Errorf("sorted indexes have %d locks / %d sessions, maps %d / %d",
 			m.lockTree.Len(), m.sessionTree.Len(), len(m.locks), len(m.sessions))
 	}
+	// Open nonces: the index holds exactly the live sessions that have one.
+	nonces := 0
+	for id, s := range m.sessions {
+		if s.nonce != 0 {
+			nonces++
+			if m.opens[s.nonce] != s {
+				return fmt.Errorf("session %d has open nonce %d, which the index does not give it", id, s.nonce)
+			}
+		}
+	}
+	if len(m.opens) != nonces {
+		return fmt.Errorf("the open nonce index has %d entries for %d sessions with a nonce", len(m.opens), nonces)
+	}
 	holds := make(map[uint64]map[string]uint32)
 	waits := make(map[uint64]map[waitKey]struct{})
 	idxSeen := make(map[*session]map[int32]bool)

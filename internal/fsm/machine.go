@@ -31,6 +31,9 @@ type Machine struct {
 
 	// past is the recent history of holds (past.go): in memory only.
 	past past
+	// opens indexes live sessions by the nonce of the OpenSession that
+	// made them (exactly-once opens); derived from the sessions.
+	opens map[uint64]*session
 
 	// frozen is the state being encoded while Apply goes on (frozen.go).
 	frozen *Frozen

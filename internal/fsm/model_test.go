@@ -60,6 +60,10 @@ type stream struct {
 	index    uint64
 	sessions []*streamSession
 	ended    []uint64
+	// lastOpen is the latest OpenSession with a nonce, and the session it
+	// opened: its retry must answer that session while it lives.
+	lastOpen   *fsmpb.Command
+	lastOpenID uint64
 
 	stats map[string]int // outcomes seen, logged to show coverage
 	frz   freezer
@@ -183,9 +187,18 @@ func equalMessages[T proto.Message](a, b []T) bool {
 // command returns a random command, and whether it repeats an earlier one.
 func (s *stream) command() (*fsmpb.Command, bool) {
 	r := s.rng
+	if s.lastOpen != nil && r.IntN(60) == 0 {
+		if _, live := s.m.Session(s.lastOpenID); live {
+			s.stats["open_retries"]++
+			return s.lastOpen, true // the retry of an open whose answer was lost
+		}
+	}
 	if len(s.sessions) < 2 || r.IntN(40) == 0 {
-		return &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{
-			TtlNanos: int64(DefaultTTL), Owner: fmt.Sprintf("owner-%d", s.index)}}}, false
+		op := &fsmpb.OpenSession{TtlNanos: int64(DefaultTTL), Owner: fmt.Sprintf("owner-%d", s.index)}
+		if r.IntN(2) == 0 {
+			op.Nonce = 1 + r.Uint64N(6) // few: other owners collide with a live nonce
+		}
+		return &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: op}}, false
 	}
 	ss := s.sessions[r.IntN(len(s.sessions))]
 	if len(ss.sent) > 0 && r.IntN(10) == 0 {
@@ -328,7 +341,19 @@ func (s *stream) observe(cmd *fsmpb.Command, res *fsmpb.Result) {
 		s.stats["abandoned_grants_released"]++
 	}
 	if id := res.GetSessionId(); id != 0 {
-		s.sessions = append(s.sessions, &streamSession{id: id})
+		if op := cmd.GetOpenSession(); op.GetNonce() != 0 {
+			if cmd == s.lastOpen && id != s.lastOpenID {
+				t.Fatalf("entry %d: the retry of the open of session %d answered session %d", s.index, s.lastOpenID, id)
+			}
+			// Only a session that got the nonce (none live had it) is
+			// found again by a retry.
+			if ss, ok := s.m.Session(id); ok && ss.GetOpenNonce() == op.GetNonce() {
+				s.lastOpen, s.lastOpenID = cmd, id
+			}
+		}
+		if !slices.ContainsFunc(s.sessions, func(ss *streamSession) bool { return ss.id == id }) {
+			s.sessions = append(s.sessions, &streamSession{id: id})
+		}
 	}
 	if o := res.GetAcquire(); o.GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED && cmd.GetAcquire() != nil {
 		w := waiterID{cmd.GetSessionId(), cmd.GetSeq()}

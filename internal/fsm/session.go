@@ -15,7 +15,8 @@ type session struct {
 	owner       string
 	ttl         int64 // nanoseconds
 	blacklisted bool
-	created     int64 // wall clock, display only
+	created     int64  // wall clock, display only
+	nonce       uint64 // the OpenSession's nonce (exactly-once opens), 0 if none
 
 	// minUnacked and results are the exactly-once window: results holds the
 	// results of seqs >= minUnacked, ascending by seq, at most MaxPending.
@@ -281,11 +282,43 @@ func (m *Machine) openSession(a *apply, op *fsmpb.OpenSession) {
 		a.refuse(err)
 		return
 	}
+	nonce := op.GetNonce()
+	if s := m.opens[nonce]; nonce != 0 && s != nil && s.owner == op.GetOwner() && s.ttl == int64(ttl) {
+		// A retry of the open that made s, whose answer was lost (the
+		// client counts s's deadline from its first attempt). One that
+		// an operator blacklisted meanwhile is refused.
+		if s.blacklisted {
+			a.refuse(errorf(fsmpb.Error_ERROR_BLACKLISTED, "session %d, which this open made, is blacklisted", s.id))
+			return
+		}
+		a.res.SessionId = s.id
+		return
+	}
 	s := newSession(a.index, op.GetOwner(), int64(ttl), a.wall)
 	m.created(s)
 	m.sessions[s.id] = s
 	m.sessionTree.ReplaceOrInsert(s)
+	m.noteNonce(s, nonce)
 	a.res.SessionId = s.id
+}
+
+// noteNonce records that s was opened with nonce and reports true, unless
+// a live session holds that nonce already (another owner or TTL under a
+// nonce in use): then s keeps none, so that at most one live session has
+// a nonce and a snapshot rebuilds the index exactly.
+func (m *Machine) noteNonce(s *session, nonce uint64) bool {
+	if nonce == 0 {
+		return true
+	}
+	if _, used := m.opens[nonce]; used {
+		return false
+	}
+	if m.opens == nil {
+		m.opens = make(map[uint64]*session)
+	}
+	s.nonce = nonce
+	m.opens[nonce] = s
+	return true
 }
 
 func (m *Machine) closeSession(a *apply, s *session) {
@@ -335,6 +368,9 @@ func (m *Machine) endSession(a *apply, s *session, how HoldEnd) {
 	}
 	delete(m.sessions, s.id)
 	m.sessionTree.Delete(s)
+	if s.nonce != 0 && m.opens[s.nonce] == s {
+		delete(m.opens, s.nonce)
+	}
 	a.res.SessionsEnded = append(a.res.SessionsEnded, s.id)
 }
 

@@ -163,6 +163,7 @@ const (
 	sessionMinUnacked  protowire.Number = 6
 	sessionResults     protowire.Number = 7
 	sessionHolds       protowire.Number = 8
+	sessionNonce       protowire.Number = 9
 
 	cachedSeq     protowire.Number = 1
 	cachedResultF protowire.Number = 2
@@ -191,7 +192,7 @@ func appendSession(b []byte, s *session) []byte {
 	size := sizeUint(sessionID, s.id) + sizeString(sessionOwner, s.owner) +
 		sizeUint(sessionTTL, uint64(s.ttl)) + sizeBool(sessionBlacklisted, s.blacklisted) +
 		sizeUint(sessionCreated, uint64(s.created)) + sizeUint(sessionMinUnacked, s.minUnacked) +
-		sizeUint(sessionHolds, uint64(s.numHolds()))
+		sizeUint(sessionHolds, uint64(s.numHolds())) + sizeUint(sessionNonce, s.nonce)
 	for i := range s.results {
 		size += sizeMessage(sessionResults, cachedSize(&s.results[i]))
 	}
@@ -221,7 +222,8 @@ func appendSession(b []byte, s *session) []byte {
 		b = appendUint(b, resultRemaining, uint64(c.remaining))
 		b = appendBool(b, cachedClaimed, c.claimed)
 	}
-	return appendUint(b, sessionHolds, uint64(s.numHolds()))
+	b = appendUint(b, sessionHolds, uint64(s.numHolds()))
+	return appendUint(b, sessionNonce, s.nonce)
 }
 
 func cachedSize(c *cachedResult) int {
@@ -746,6 +748,9 @@ func (m *Machine) loadSession(p *fsmpb.Session, prev uint64) error {
 		return fmt.Errorf("session %d: %s", id, err.Msg)
 	}
 	s := newSession(id, p.GetOwner(), p.GetTtlNanos(), p.GetCreatedUnixNano())
+	if !m.noteNonce(s, p.GetOpenNonce()) {
+		return fmt.Errorf("session %d has the open nonce of session %d", id, m.opens[p.GetOpenNonce()].id)
+	}
 	s.blacklisted = p.GetBlacklisted()
 	s.minUnacked = p.GetMinUnackedSeq()
 	results := p.GetResults()

@@ -185,9 +185,15 @@ func (t *Tracker) Applied(cmd *fsmpb.Command, res *fsmpb.Result) {
 		switch op := cmd.GetOp().(type) {
 		case *fsmpb.Command_OpenSession:
 			ttl := time.Duration(op.OpenSession.GetTtlNanos())
-			t.sessions[res.GetSessionId()] = &session{ttl: ttl, deadline: now.Add(ttl)}
-			t.queueSession(res.GetSessionId(), now.Add(ttl))
-			changed = true
+			id := res.GetSessionId()
+			if t.sessions[id] == nil {
+				t.sessions[id] = &session{ttl: ttl, deadline: now.Add(ttl)}
+				t.queueSession(id, now.Add(ttl))
+				changed = true
+			}
+			// Otherwise a retried open (its nonce) answered a live
+			// session: nothing changes. The client counts that session's
+			// deadline from its first attempt's send, before any apply.
 		case *fsmpb.Command_BlacklistSession:
 			if s := t.sessions[op.BlacklistSession.GetSessionId()]; s != nil {
 				s.blacklisted = true

@@ -100,7 +100,7 @@ func openCommand(r *batonpb.OpenSessionRequest) (*fsmpb.Command, error) {
 		return nil, err
 	}
 	return &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{
-		TtlNanos: int64(ttl), Owner: r.GetOwner(),
+		TtlNanos: int64(ttl), Owner: r.GetOwner(), Nonce: r.GetNonce(),
 	}}}, nil
 }
 

@@ -251,9 +251,13 @@ func (c *client) lose(why string) {
 func (c *client) open() {
 	c.opening = true
 	c.ttl = []time.Duration{time.Second, 2 * time.Second}[c.s.rng.IntN(2)]
-	c.start(&clientOp{kind: opOpen, cmd: &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{
-		TtlNanos: int64(c.ttl), Owner: fmt.Sprintf("client-%d", c.id),
-	}}}})
+	open := &fsmpb.OpenSession{TtlNanos: int64(c.ttl), Owner: fmt.Sprintf("client-%d", c.id)}
+	if c.s.rng.IntN(4) > 0 {
+		// As the library does: a retry finds the session an earlier
+		// attempt opened. (Without, a lost answer leaves an orphan.)
+		open.Nonce = c.s.rng.Uint64() | 1
+	}
+	c.start(&clientOp{kind: opOpen, cmd: &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: open}}})
 }
 
 func (c *client) start(op *clientOp) {
@@ -402,7 +406,9 @@ func (c *client) answer(op *clientOp, r *response) {
 			return
 		}
 		c.session = r.res.GetSessionId()
-		c.validUntil = op.sentAt + int64(c.ttl-safetyMargin)
+		// From the first attempt's send: this answer may be a retry's,
+		// naming the session an earlier attempt opened (the nonce).
+		c.validUntil = op.firstSent + int64(c.ttl-safetyMargin)
 		c.seq = 0
 		clear(c.holds)
 		clear(c.tainted)

@@ -445,9 +445,14 @@ func (*Command_ExpireHold) isCommand_Op() {}
 
 // OpenSession creates a session. Its id is the index of this entry.
 type OpenSession struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TtlNanos      int64                  `protobuf:"varint,1,opt,name=ttl_nanos,json=ttlNanos,proto3" json:"ttl_nanos,omitempty"`
-	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TtlNanos int64                  `protobuf:"varint,1,opt,name=ttl_nanos,json=ttlNanos,proto3" json:"ttl_nanos,omitempty"`
+	Owner    string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	// nonce, when not 0, makes the open exactly-once: while the session it
+	// opened lives, an OpenSession with the same nonce, owner and TTL (the
+	// client's retry after a lost answer) answers that session's id
+	// instead of opening another.
+	Nonce         uint64 `protobuf:"varint,3,opt,name=nonce,proto3" json:"nonce,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -494,6 +499,13 @@ func (x *OpenSession) GetOwner() string {
 		return x.Owner
 	}
 	return ""
+}
+
+func (x *OpenSession) GetNonce() uint64 {
+	if x != nil {
+		return x.Nonce
+	}
+	return 0
 }
 
 // CloseSession ends the requesting session (Command.session_id): all holds
@@ -1702,8 +1714,9 @@ type Session struct {
 	Blacklisted     bool                   `protobuf:"varint,4,opt,name=blacklisted,proto3" json:"blacklisted,omitempty"`
 	CreatedUnixNano int64                  `protobuf:"varint,5,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
 	MinUnackedSeq   uint64                 `protobuf:"varint,6,opt,name=min_unacked_seq,json=minUnackedSeq,proto3" json:"min_unacked_seq,omitempty"`
-	Results         []*CachedResult        `protobuf:"bytes,7,rep,name=results,proto3" json:"results,omitempty"` // sorted by seq
-	Holds           uint32                 `protobuf:"varint,8,opt,name=holds,proto3" json:"holds,omitempty"`    // number of locks held
+	Results         []*CachedResult        `protobuf:"bytes,7,rep,name=results,proto3" json:"results,omitempty"`                       // sorted by seq
+	Holds           uint32                 `protobuf:"varint,8,opt,name=holds,proto3" json:"holds,omitempty"`                          // number of locks held
+	OpenNonce       uint64                 `protobuf:"varint,9,opt,name=open_nonce,json=openNonce,proto3" json:"open_nonce,omitempty"` // OpenSession.nonce, 0 if none
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1790,6 +1803,13 @@ func (x *Session) GetResults() []*CachedResult {
 func (x *Session) GetHolds() uint32 {
 	if x != nil {
 		return x.Holds
+	}
+	return 0
+}
+
+func (x *Session) GetOpenNonce() uint64 {
+	if x != nil {
+		return x.OpenNonce
 	}
 	return 0
 }
@@ -2163,10 +2183,11 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\facquire_many\x18\x12 \x01(\v2\x19.baton.fsm.v1.AcquireManyH\x00R\vacquireMany\x12;\n" +
 	"\vexpire_hold\x18\x13 \x01(\v2\x18.baton.fsm.v1.ExpireHoldH\x00R\n" +
 	"expireHoldB\x04\n" +
-	"\x02op\"@\n" +
+	"\x02op\"V\n" +
 	"\vOpenSession\x12\x1b\n" +
 	"\tttl_nanos\x18\x01 \x01(\x03R\bttlNanos\x12\x14\n" +
-	"\x05owner\x18\x02 \x01(\tR\x05owner\"\x0e\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05nonce\x18\x03 \x01(\x04R\x05nonce\"\x0e\n" +
 	"\fCloseSession\".\n" +
 	"\rExpireSession\x12\x1d\n" +
 	"\n" +
@@ -2270,7 +2291,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\tpeer_addr\x18\x03 \x01(\tR\bpeerAddr\x12\x18\n" +
 	"\aremoved\x18\x04 \x01(\bR\aremoved\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x05 \x01(\x04R\tclusterId\"\x8e\x02\n" +
+	"cluster_id\x18\x05 \x01(\x04R\tclusterId\"\xad\x02\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1b\n" +
@@ -2279,7 +2300,9 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x11created_unix_nano\x18\x05 \x01(\x03R\x0fcreatedUnixNano\x12&\n" +
 	"\x0fmin_unacked_seq\x18\x06 \x01(\x04R\rminUnackedSeq\x124\n" +
 	"\aresults\x18\a \x03(\v2\x1a.baton.fsm.v1.CachedResultR\aresults\x12\x14\n" +
-	"\x05holds\x18\b \x01(\rR\x05holds\"h\n" +
+	"\x05holds\x18\b \x01(\rR\x05holds\x12\x1d\n" +
+	"\n" +
+	"open_nonce\x18\t \x01(\x04R\topenNonce\"h\n" +
 	"\fCachedResult\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12,\n" +
 	"\x06result\x18\x02 \x01(\v2\x14.baton.fsm.v1.ResultR\x06result\x12\x18\n" +
