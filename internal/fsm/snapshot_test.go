@@ -45,6 +45,7 @@ func TestRestoreRefusesCorruptSnapshots(t *testing.T) {
 			s.Sessions[0].Results[0].Result.SessionsEnded = []uint64{2}
 		}},
 		{"session newer than the applied index", func(s *fsmpb.Snapshot) { s.AppliedIndex = 1 }},
+		{"an open nonce twice", func(s *fsmpb.Snapshot) { s.Sessions[0].OpenNonce, s.Sessions[1].OpenNonce = 7, 7 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
