@@ -445,19 +445,26 @@ func (m *Member) membershipChanged(ms raftnode.Membership) {
 	m.tr.SetRemoved(removed)
 }
 
-// peerAddr is member id's peer address as known here.
-func (m *Member) peerAddr(ms raftnode.Membership, id uint64) string {
+// known is member id's name and peer address as known here: the log's
+// record of it, else InitialCluster's; ok is false if neither has it.
+func (m *Member) known(ms raftnode.Membership, id uint64) (name, peerAddr string, ok bool) {
 	for _, r := range ms.Members {
 		if r.ID == id {
-			return r.PeerAddr
+			return r.Name, r.PeerAddr, true
 		}
 	}
 	for _, p := range m.peers {
 		if p.ID == id {
-			return p.PeerAddr
+			return p.Name, p.PeerAddr, true
 		}
 	}
-	return ""
+	return "", "", false
+}
+
+// peerAddr is member id's peer address as known here.
+func (m *Member) peerAddr(ms raftnode.Membership, id uint64) string {
+	_, addr, _ := m.known(ms, id)
+	return addr
 }
 
 // members lists the cluster with every client address known so far: the
@@ -473,15 +480,8 @@ func (m *Member) members() []server.Member {
 		}
 	} else {
 		name := func(id uint64) string {
-			for _, r := range ms.Members {
-				if r.ID == id {
-					return r.Name
-				}
-			}
-			for _, p := range m.peers {
-				if p.ID == id {
-					return p.Name
-				}
+			if name, _, ok := m.known(*ms, id); ok {
+				return name
 			}
 			if id == self {
 				return m.cfg.Name
