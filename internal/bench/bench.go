@@ -16,6 +16,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/batonlock/baton/internal/gcfloor"
 )
 
 // Locker is one worker's connection to a lock system.
@@ -111,6 +113,10 @@ type Report struct {
 	LocksPerCycle float64 `json:"locks_per_cycle"`
 }
 
+// GCFloor is the heap size, in bytes, below which Run keeps the Go
+// collector from running (gcfloor.Start): a member's default.
+const GCFloor = 64 << 20
+
 type worker struct {
 	acq, rel []time.Duration
 	cycles   uint64
@@ -120,10 +126,17 @@ type worker struct {
 }
 
 // Run runs cfg against the system that factory connects to.
+//
+// For the run it lets the load generator's heap grow to GCFloor between
+// collections (see gcfloor), as a Baton member does: the generator shares
+// the machine's cores with the servers it measures, and with a heap of a
+// few megabytes Go collects hundreds of times a second. Every system's
+// workload runs through Run, so they all get the same.
 func Run(ctx context.Context, cfg Config, factory Factory) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	defer gcfloor.Start(GCFloor)()
 	lockers := make([]Locker, cfg.Workers)
 	for i := range lockers {
 		l, err := factory(ctx, i)
