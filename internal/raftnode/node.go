@@ -623,9 +623,12 @@ func (n *Node) submit(cmd *fsmpb.Command, p *proposal) (*proposal, error) {
 	p.id = n.nextID.Add(1)
 	cmd.Proposer = n.cfg.ID
 	cmd.ProposalId = p.id
-	data, err := proto.Marshal(cmd)
-	if err != nil {
-		return nil, fmt.Errorf("raftnode: encode command: %w", err)
+	data, ok := fsm.EncodeCommand(cmd)
+	if !ok {
+		var err error
+		if data, err = proto.Marshal(cmd); err != nil {
+			return nil, fmt.Errorf("raftnode: encode command: %w", err)
+		}
 	}
 	p.data = data
 	n.wmu.Lock()
