@@ -330,6 +330,26 @@ func (k *checker) finalChecks() {
 			}
 			last[h.lock] = h.token
 		}
+		if am := e.cmd.GetAcquireMany(); am != nil {
+			if err := checkMany(i, e.cmd.GetSessionId(), am, res, func(lock string) (before, after []uint64) {
+				for h := range cur {
+					if h.lock == lock {
+						before = append(before, h.session, h.token)
+					}
+				}
+				for h := range now {
+					if h.lock == lock {
+						after = append(after, h.session, h.token)
+					}
+				}
+				slices.Sort(before)
+				slices.Sort(after)
+				return before, after
+			}); err != nil {
+				s.fail("a/many", "%v", err)
+				return
+			}
+		}
 		cur = now
 	}
 	if fm.Hash() != hash {
@@ -404,6 +424,60 @@ func checkHolders(l *fsmpb.Lock) error {
 		if !h.GetShared() && len(hs) > 1 {
 			return fmt.Errorf("lock %s has an exclusive holder beside others: %v", l.GetName(), hs)
 		}
+	}
+	return nil
+}
+
+// checkMany checks acquire_many entry index of session against its result
+// res and the holds of each of its locks before and after it (pairs of
+// session and token, sorted): it answers each lock once, in order; a
+// lock answered GRANTED is held by the session afterwards, any other is
+// left as it was; with all, every lock is granted or none is (the busy
+// ones BUSY, the others SKIPPED), and without it none is SKIPPED.
+func checkMany(index, session uint64, am *fsmpb.AcquireMany, res *fsmpb.Result, holds func(lock string) (before, after []uint64)) error {
+	outs := res.GetAcquireMany()
+	if res.GetError() != fsmpb.Error_ERROR_NONE {
+		outs = nil
+	} else if len(outs) != len(am.GetLocks()) {
+		return fmt.Errorf("index %d: acquire_many of %d locks answered %d outcomes: %v", index, len(am.GetLocks()), len(outs), res)
+	}
+	granted, skipped := 0, 0
+	for j, lock := range am.GetLocks() {
+		before, after := holds(lock)
+		if outs == nil {
+			if !slices.Equal(before, after) {
+				return fmt.Errorf("index %d: acquire_many refused (%v) but changed the holds of %s", index, res.GetError(), lock)
+			}
+			continue
+		}
+		o := outs[j]
+		if o.GetLock() != lock {
+			return fmt.Errorf("index %d: acquire_many's outcome %d is for %s, not %s", index, j, o.GetLock(), lock)
+		}
+		switch o.GetStatus() {
+		case fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED:
+			granted++
+			held := false
+			for k := 0; k < len(after); k += 2 {
+				held = held || (after[k] == session && after[k+1] == o.GetToken())
+			}
+			if !held {
+				return fmt.Errorf("index %d: acquire_many answered %s granted with token %d, but session %d does not hold it so", index, lock, o.GetToken(), session)
+			}
+		case fsmpb.AcquireStatus_ACQUIRE_STATUS_SKIPPED:
+			skipped++
+			fallthrough
+		default:
+			if !slices.Equal(before, after) {
+				return fmt.Errorf("index %d: acquire_many answered %s %v but changed its holds", index, lock, o.GetStatus())
+			}
+		}
+	}
+	if am.GetAll() && granted != 0 && granted != len(am.GetLocks()) {
+		return fmt.Errorf("index %d: all-or-none acquire_many granted %d of its %d locks", index, granted, len(am.GetLocks()))
+	}
+	if !am.GetAll() && skipped > 0 {
+		return fmt.Errorf("index %d: acquire_many without all skipped %d locks", index, skipped)
 	}
 	return nil
 }

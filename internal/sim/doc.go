@@ -39,7 +39,10 @@
 //
 //	a. at most one holder per lock: on every member after every Ready that
 //	   applied something, and after every entry of the committed log
-//	   replayed into a fresh fsm.Machine;
+//	   replayed into a fresh fsm.Machine; and in that replay, each
+//	   acquire_many answers each of its locks, holds the ones it answers
+//	   granted, leaves the others as they were, and with all grants every
+//	   lock or none (a/many);
 //	b. per lock, each new holder's token is above every earlier one (log
 //	   replay), and every token a client is told exceeds the last (model);
 //	c. the fenced resource of each lock accepts a write only with a token
