@@ -27,6 +27,13 @@ type testCluster struct {
 
 func newTestCluster(t *testing.T, n int) *testCluster {
 	t.Helper()
+	return newTestClusterWith(t, n, nil)
+}
+
+// newTestClusterWith is newTestCluster with each member's configuration
+// changed by adjust (when not nil) before it starts.
+func newTestClusterWith(t *testing.T, n int, adjust func(i int, cfg *Config)) *testCluster {
+	t.Helper()
 	c := &testCluster{t: t, cfgs: make([]Config, n), members: make([]*Member, n)}
 	var parts []string
 	for i := range n {
@@ -43,6 +50,9 @@ func newTestCluster(t *testing.T, n int) *testCluster {
 	}
 	for i := range c.cfgs {
 		c.cfgs[i].InitialCluster = strings.Join(parts, ",")
+		if adjust != nil {
+			adjust(i, &c.cfgs[i])
+		}
 	}
 	for i := range n {
 		c.start(i)

@@ -107,6 +107,10 @@ type Config struct {
 	// ClientAuth tls.RequireAndVerifyClientCert. Empty: any client the
 	// port admits may make them.
 	Operators []string
+	// LogVersion is the newest log version this member says it reads
+	// (0: this release's, fsm.LogVersion). Tests of clusters of mixed
+	// releases set an older one; nothing else should.
+	LogVersion uint32
 }
 
 // DefaultConfig is the embedded single-node default: member "default",
@@ -243,9 +247,11 @@ type Member struct {
 	// bootClusterID is the id of the cluster this member bootstraps (an
 	// empty data dir without Join), until the node publishes it.
 	bootClusterID uint64
-	stopTrack     context.CancelFunc
-	trackDone     chan struct{}
-	closeOnce     sync.Once
+	// versionDone is closed when raiseLogVersion has returned.
+	versionDone chan struct{}
+	stopTrack   context.CancelFunc
+	trackDone   chan struct{}
+	closeOnce   sync.Once
 }
 
 // Start opens the data dir, joins (or bootstraps) the cluster and serves.
@@ -318,7 +324,7 @@ func Start(cfg Config) (*Member, error) {
 	h := &handler{}
 	tcfg := transport.Config{
 		Name: cfg.Name, ID: self, PeerAddr: cfg.PeerAddr, ClientAddr: clientL.Addr().String(),
-		Peers: peerMap, Logger: lg, TLS: cfg.PeerTLS,
+		Peers: peerMap, Logger: lg, TLS: cfg.PeerTLS, LogVersion: m.readsLogVersion(),
 		ClusterID: func() uint64 {
 			if ms := m.membership.Load(); ms != nil && ms.ClusterID != 0 {
 				return ms.ClusterID
@@ -352,6 +358,7 @@ func Start(cfg Config) (*Member, error) {
 		rc.PeerContexts[p.ID] = raftnode.MemberContext(p.Name, p.PeerAddr, cid)
 	}
 	rc.Join = cfg.Join
+	rc.LogVersion = m.readsLogVersion()
 	rc.MembershipChanged = m.membershipChanged
 	rc.Store = st
 	rc.Recovered = raftnode.Recovered{Snapshot: snap, HardState: hs, Entries: ents}
@@ -372,9 +379,14 @@ func Start(cfg Config) (*Member, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.stopTrack = cancel
 	m.trackDone = make(chan struct{})
+	m.versionDone = make(chan struct{})
 	go func() {
 		defer close(m.trackDone)
 		m.srv.Tracker().Run(ctx)
+	}()
+	go func() {
+		defer close(m.versionDone)
+		m.raiseLogVersion(ctx)
 	}()
 
 	extra := http.NewServeMux()
@@ -502,10 +514,12 @@ func (m *Member) members() []server.Member {
 			if m.tr != nil {
 				out[i].PeerAddr = m.tr.Addr().String()
 			}
+			out[i].LogVersion = m.readsLogVersion()
 		} else if m.tr != nil {
 			if _, addr, ok := m.tr.PeerInfo(out[i].ID); ok {
 				out[i].ClientAddr = addr
 			}
+			out[i].LogVersion, _ = m.tr.PeerLogVersion(out[i].ID)
 		}
 	}
 	return out
@@ -539,6 +553,7 @@ func (m *Member) Close() {
 		if m.stopTrack != nil {
 			m.stopTrack()
 			<-m.trackDone
+			<-m.versionDone
 		}
 		if m.node != nil {
 			m.node.Stop()

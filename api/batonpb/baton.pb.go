@@ -2506,12 +2506,18 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 }
 
 type Member struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Id            uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
-	PeerAddr      string                 `protobuf:"bytes,3,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
-	ClientAddr    string                 `protobuf:"bytes,4,opt,name=client_addr,json=clientAddr,proto3" json:"client_addr,omitempty"`
-	Learner       bool                   `protobuf:"varint,5,opt,name=learner,proto3" json:"learner,omitempty"` // receives the log, does not vote (AddMember learner)
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Name       string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Id         uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	PeerAddr   string                 `protobuf:"bytes,3,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
+	ClientAddr string                 `protobuf:"bytes,4,opt,name=client_addr,json=clientAddr,proto3" json:"client_addr,omitempty"`
+	Learner    bool                   `protobuf:"varint,5,opt,name=learner,proto3" json:"learner,omitempty"` // receives the log, does not vote (AddMember learner)
+	// log_version is the newest log version the member's release reads, as
+	// it told the answering member (its own for itself); 0 if that member
+	// has not heard from it since it started. The cluster's log version
+	// (StatusResponse) rises to the lowest of its members' once every
+	// member has been heard from.
+	LogVersion    uint32 `protobuf:"varint,6,opt,name=log_version,json=logVersion,proto3" json:"log_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2579,6 +2585,13 @@ func (x *Member) GetLearner() bool {
 		return x.Learner
 	}
 	return false
+}
+
+func (x *Member) GetLogVersion() uint32 {
+	if x != nil {
+		return x.LogVersion
+	}
+	return 0
 }
 
 type AddMemberRequest struct {
@@ -2871,20 +2884,23 @@ func (x *RemoveMemberResponse) GetMembers() []*Member {
 }
 
 type StatusResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Id            uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
-	Leader        string                 `protobuf:"bytes,3,opt,name=leader,proto3" json:"leader,omitempty"`
-	LeaderId      uint64                 `protobuf:"varint,4,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
-	LeaderAddr    string                 `protobuf:"bytes,5,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
-	Term          uint64                 `protobuf:"varint,6,opt,name=term,proto3" json:"term,omitempty"`
-	CommitIndex   uint64                 `protobuf:"varint,7,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
-	AppliedIndex  uint64                 `protobuf:"varint,8,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	Members       []*Member              `protobuf:"bytes,9,rep,name=members,proto3" json:"members,omitempty"`
-	Role          string                 `protobuf:"bytes,10,opt,name=role,proto3" json:"role,omitempty"`
-	Sessions      uint32                 `protobuf:"varint,11,opt,name=sessions,proto3" json:"sessions,omitempty"`
-	Locks         uint32                 `protobuf:"varint,12,opt,name=locks,proto3" json:"locks,omitempty"`
-	Version       string                 `protobuf:"bytes,13,opt,name=version,proto3" json:"version,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Name         string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Id           uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	Leader       string                 `protobuf:"bytes,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	LeaderId     uint64                 `protobuf:"varint,4,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderAddr   string                 `protobuf:"bytes,5,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
+	Term         uint64                 `protobuf:"varint,6,opt,name=term,proto3" json:"term,omitempty"`
+	CommitIndex  uint64                 `protobuf:"varint,7,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	AppliedIndex uint64                 `protobuf:"varint,8,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	Members      []*Member              `protobuf:"bytes,9,rep,name=members,proto3" json:"members,omitempty"`
+	Role         string                 `protobuf:"bytes,10,opt,name=role,proto3" json:"role,omitempty"`
+	Sessions     uint32                 `protobuf:"varint,11,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	Locks        uint32                 `protobuf:"varint,12,opt,name=locks,proto3" json:"locks,omitempty"`
+	Version      string                 `protobuf:"bytes,13,opt,name=version,proto3" json:"version,omitempty"`
+	// log_version is the cluster's log version: the leader writes only what
+	// members of that version read, so members can be upgraded in any order.
+	LogVersion    uint32 `protobuf:"varint,14,opt,name=log_version,json=logVersion,proto3" json:"log_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3008,6 +3024,13 @@ func (x *StatusResponse) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+func (x *StatusResponse) GetLogVersion() uint32 {
+	if x != nil {
+		return x.LogVersion
+	}
+	return 0
 }
 
 // Error describes a failed stream request.
@@ -4294,14 +4317,16 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\rWatchResponse\x12\"\n" +
 	"\x04lock\x18\x01 \x01(\v2\x0e.baton.v1.LockR\x04lock\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\"\x0f\n" +
-	"\rStatusRequest\"\x84\x01\n" +
+	"\rStatusRequest\"\xa5\x01\n" +
 	"\x06Member\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x1b\n" +
 	"\tpeer_addr\x18\x03 \x01(\tR\bpeerAddr\x12\x1f\n" +
 	"\vclient_addr\x18\x04 \x01(\tR\n" +
 	"clientAddr\x12\x18\n" +
-	"\alearner\x18\x05 \x01(\bR\alearner\"]\n" +
+	"\alearner\x18\x05 \x01(\bR\alearner\x12\x1f\n" +
+	"\vlog_version\x18\x06 \x01(\rR\n" +
+	"logVersion\"]\n" +
 	"\x10AddMemberRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\tpeer_addr\x18\x02 \x01(\tR\bpeerAddr\x12\x18\n" +
@@ -4316,7 +4341,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x13RemoveMemberRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"B\n" +
 	"\x14RemoveMemberResponse\x12*\n" +
-	"\amembers\x18\x01 \x03(\v2\x10.baton.v1.MemberR\amembers\"\xf2\x02\n" +
+	"\amembers\x18\x01 \x03(\v2\x10.baton.v1.MemberR\amembers\"\x93\x03\n" +
 	"\x0eStatusResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x16\n" +
@@ -4332,7 +4357,9 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	" \x01(\tR\x04role\x12\x1a\n" +
 	"\bsessions\x18\v \x01(\rR\bsessions\x12\x14\n" +
 	"\x05locks\x18\f \x01(\rR\x05locks\x12\x18\n" +
-	"\aversion\x18\r \x01(\tR\aversion\"\x80\x01\n" +
+	"\aversion\x18\r \x01(\tR\aversion\x12\x1f\n" +
+	"\vlog_version\x18\x0e \x01(\rR\n" +
+	"logVersion\"\x80\x01\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12(\n" +
 	"\x06reason\x18\x02 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\x12\x18\n" +

@@ -34,12 +34,13 @@ import (
 // TestSnapshotsWhileApplying checks a member's snapshots against a replay
 // of its log.
 type Frozen struct {
-	applied   uint64
-	sessions  *btree.BTreeG[*session]
-	locks     *btree.BTreeG[*lock]
-	members   []Member
-	clusterID uint64
-	hint      int
+	applied    uint64
+	sessions   *btree.BTreeG[*session]
+	locks      *btree.BTreeG[*lock]
+	members    []Member
+	clusterID  uint64
+	logVersion uint32
+	hint       int
 
 	// seen is Apply's alone: the records it changed or created while
 	// frozen, which need nothing more.
@@ -96,6 +97,7 @@ func (m *Machine) Freeze() *Frozen {
 		locks:       m.lockTree.Clone(),
 		members:     m.Members(),
 		clusterID:   m.clusterID,
+		logVersion:  m.logVersion,
 		hint:        m.encodedSizeHint(),
 		seen:        make(map[any]struct{}),
 		preSessions: make(map[*session][]byte),
@@ -188,7 +190,7 @@ func (f *Frozen) EncodeWith(bufs Buffers) (b []byte, free func()) {
 		}
 		return true
 	})
-	f.buf = appendClusterID(appendMembers(f.buf, f.members), f.clusterID)
+	f.buf = appendClusterInfo(appendMembers(f.buf, f.members), f.clusterID, f.logVersion)
 	f.checkOwned()
 	f.done = true
 	b, owned := f.buf, f.owned

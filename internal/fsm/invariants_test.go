@@ -218,5 +218,6 @@ func fullSnapshot(m *Machine) *fsmpb.Snapshot {
 		snap.Members = append(snap.Members, &fsmpb.Member{Id: mb.ID, Name: mb.Name, PeerAddr: mb.PeerAddr, Removed: mb.Removed})
 	}
 	snap.ClusterId = m.ClusterID()
+	snap.LogVersion = m.logVersion
 	return snap
 }

@@ -28,6 +28,9 @@ type Machine struct {
 	// members are the Raft group's members, clusterID its id (members.go).
 	members   map[uint64]Member
 	clusterID uint64
+	// logVersion is the cluster's log version (version.go); 0 for a
+	// cluster from before versions.
+	logVersion uint32
 
 	// past is the recent history of holds (past.go): in memory only.
 	past past
@@ -168,6 +171,8 @@ func (m *Machine) dispatch(a *apply, cmd *fsmpb.Command, s *session) {
 		m.cancelWait(a, s, op.CancelWait)
 	case *fsmpb.Command_ExpireHold:
 		m.expireHold(a, s, op.ExpireHold)
+	case *fsmpb.Command_SetLogVersion:
+		m.setLogVersion(a, op.SetLogVersion)
 	default:
 		a.refuse(errorf(fsmpb.Error_ERROR_INVALID_ARGUMENT, "unknown operation %T", op))
 	}

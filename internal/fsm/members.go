@@ -51,15 +51,6 @@ func (mc *Machine) SetClusterID(id uint64) {
 // ClusterID is the cluster's id, 0 if its bootstrap recorded none.
 func (mc *Machine) ClusterID() uint64 { return mc.clusterID }
 
-// appendClusterID appends the snapshot's cluster_id field.
-func appendClusterID(b []byte, id uint64) []byte {
-	if id == 0 {
-		return b
-	}
-	b = protowire.AppendTag(b, snapshotClusterID, protowire.VarintType)
-	return protowire.AppendVarint(b, id)
-}
-
 // Members returns the recorded members by id, removed ones included.
 func (mc *Machine) Members() []Member {
 	out := make([]Member, 0, len(mc.members))

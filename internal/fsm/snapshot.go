@@ -23,6 +23,7 @@ const (
 	snapshotLocks        protowire.Number = 3
 	snapshotMembers      protowire.Number = 4
 	snapshotClusterID    protowire.Number = 5
+	snapshotLogVersion   protowire.Number = 6
 )
 
 // Snapshot returns the whole state as an fsmpb.Snapshot in bytes. The bytes
@@ -55,7 +56,7 @@ func (m *Machine) marshal(applied uint64) []byte {
 		b = appendLock(b, l)
 		return true
 	})
-	return appendClusterID(appendMembers(b, m.Members()), m.clusterID)
+	return appendClusterInfo(appendMembers(b, m.Members()), m.clusterID, m.logVersion)
 }
 
 // The fields of fsmpb.Lock, fsmpb.Holder and fsmpb.Waiter, which appendLock
@@ -382,7 +383,7 @@ func eachRecord(data []byte, fn func(num protowire.Number, v uint64, rec []byte)
 		var v uint64
 		var rec []byte
 		switch {
-		case (num == snapshotAppliedIndex || num == snapshotClusterID) && typ == protowire.VarintType:
+		case (num == snapshotAppliedIndex || num == snapshotClusterID || num == snapshotLogVersion) && typ == protowire.VarintType:
 			v, n = protowire.ConsumeVarint(data)
 		case (num == snapshotSessions || num == snapshotLocks || num == snapshotMembers) && typ == protowire.BytesType:
 			rec, n = protowire.ConsumeBytes(data)
@@ -609,6 +610,8 @@ func (m *Machine) load(data []byte) error {
 			m.applied = v
 		case snapshotClusterID:
 			m.clusterID = v
+		case snapshotLogVersion:
+			m.logVersion = uint32(v)
 		case snapshotSessions:
 			nSessions++
 		case snapshotLocks:

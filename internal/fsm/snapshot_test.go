@@ -87,7 +87,7 @@ func TestRestoreRefusesCorruptSnapshots(t *testing.T) {
 
 func TestSnapshotFieldNumbers(t *testing.T) {
 	for msg, want := range map[proto.Message]map[protoreflect.Name]protowire.Number{
-		&fsmpb.Snapshot{}: {"applied_index": snapshotAppliedIndex, "sessions": snapshotSessions, "locks": snapshotLocks, "members": snapshotMembers, "cluster_id": snapshotClusterID},
+		&fsmpb.Snapshot{}: {"applied_index": snapshotAppliedIndex, "sessions": snapshotSessions, "locks": snapshotLocks, "members": snapshotMembers, "cluster_id": snapshotClusterID, "log_version": snapshotLogVersion},
 		&fsmpb.Lock{}:     {"name": lockName, "holders": lockHolders, "waiters": lockWaiters, "limit": lockLimit},
 		&fsmpb.Holder{}: {"session_id": holderSessionID, "owner_key": holderOwnerKey, "owner": holderOwner,
 			"token": holderToken, "count": holderCount, "since_unix_nano": holderSince, "acquire_seq": holderAcquireSeq,
@@ -231,6 +231,7 @@ func randomMachine(t *testing.T, seed uint64) *Machine {
 		m.SetMember(Member{ID: rng.Uint64N(1 << 60), Name: fmt.Sprintf("n%d", i), PeerAddr: fmt.Sprintf("10.0.0.%d:7701", i), Removed: i == 2})
 	}
 	m.SetClusterID(rng.Uint64())
+	m.SetLogVersion(uint32(rng.IntN(3)))
 	index := uint64(0)
 	apply := func(cmd *fsmpb.Command) *fsmpb.Result {
 		index++
@@ -297,6 +298,8 @@ func TestRestoreReadsFieldsInAnyOrder(t *testing.T) {
 	b = protowire.AppendVarint(b, 1)
 	b = protowire.AppendTag(b, snapshotClusterID, protowire.VarintType)
 	b = protowire.AppendVarint(b, full.GetClusterId())
+	b = protowire.AppendTag(b, snapshotLogVersion, protowire.VarintType)
+	b = protowire.AppendVarint(b, uint64(full.GetLogVersion()))
 	for _, mb := range full.GetMembers() {
 		rec, _ := proto.Marshal(mb)
 		b = protowire.AppendTag(b, snapshotMembers, protowire.BytesType)

@@ -73,6 +73,10 @@ type Config struct {
 	// (MemberContext), so that the state machine records every first
 	// member's name and address.
 	PeerContexts map[uint64][]byte
+	// LogVersion is the newest log version this member reads
+	// (fsm.LogVersion when 0). Tests of clusters of mixed releases set an
+	// older one: such a member stops at a SetLogVersion entry above it.
+	LogVersion uint32
 	// Join starts a node with an empty log as a new member of a running
 	// group (added by a membership change) instead of bootstrapping a
 	// group of Peers: it waits for the leader to send it the log or a
@@ -153,6 +157,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.ID == 0:
 		return errors.New("raftnode: ID must be non-zero")
+	case c.LogVersion > fsm.LogVersion:
+		return fmt.Errorf("raftnode: LogVersion %d: this release reads log versions up to %d", c.LogVersion, fsm.LogVersion)
 	case c.GroupID == 0:
 		return errors.New("raftnode: GroupID must be non-zero")
 	case c.Store == nil:
@@ -191,7 +197,11 @@ var (
 	// rolled back. Such a member must not rejoin under its old name: the
 	// entries it acknowledged may have been counted in a majority, and
 	// with them forgotten that majority no longer holds them.
-	ErrLogLost = errors.New("raftnode: the leader knows this member had log entries it no longer has (data dir lost, wiped or rolled back); it must not rejoin under its old name")
+	// ErrLogVersion is returned (wrapped, with the reason) for a command
+	// the cluster's log version does not admit yet: some member may run a
+	// release that cannot read it (fsm.ForLogVersion). Nothing was proposed.
+	ErrLogVersion = errors.New("raftnode: the cluster's log version is too old for this request")
+	ErrLogLost    = errors.New("raftnode: the leader knows this member had log entries it no longer has (data dir lost, wiped or rolled back); it must not rejoin under its old name")
 )
 
 // NotLeaderError says who the leader is, when known (Leader 0 if not).
@@ -237,7 +247,10 @@ type Node struct {
 	dead     atomic.Bool           // the loop has ended: nothing more is proposed
 	stopErr  atomic.Pointer[error] // why the loop ended, if by an error
 	isLeader atomic.Bool
-	leader   atomic.Uint64
+	// logVersion is the cluster's log version as of the last applied
+	// entry (LogVersion); submit reads it.
+	logVersion atomic.Uint32
+	leader     atomic.Uint64
 
 	wmu     sync.Mutex
 	waiting map[uint64]*proposal
@@ -379,6 +392,9 @@ func newNode(cfg Config) (*Node, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
+	if cfg.LogVersion == 0 {
+		cfg.LogVersion = fsm.LogVersion
+	}
 	base := lg.With("node_id", fmt.Sprintf("%x", cfg.ID))
 	lg = base.With("component", "raftnode")
 	n := &Node{
@@ -424,6 +440,7 @@ func newNode(cfg Config) (*Node, error) {
 		n.confState = proto.Clone(rec.Snapshot.GetMetadata().GetConfState()).(*raftpb.ConfState)
 		restart = true
 	}
+	n.logVersion.Store(n.m.LogVersion())
 	if rec.HardState != nil && !raft.IsEmptyHardState(rec.HardState) {
 		if err := n.ms.SetHardState(rec.HardState); err != nil {
 			return nil, fmt.Errorf("raftnode: load hard state: %w", err)
@@ -466,12 +483,13 @@ func newNode(cfg Config) (*Node, error) {
 	n.membership = n.membershipLocked()
 	n.membershipChanged = true
 	if !restart && !cfg.Join {
-		peers := make([]raft.Peer, len(cfg.Peers))
-		for i, id := range cfg.Peers {
-			peers[i] = raft.Peer{ID: id, Context: cfg.PeerContexts[id]}
+		ids := cfg.Peers
+		if len(ids) == 0 {
+			ids = []uint64{cfg.ID}
 		}
-		if len(peers) == 0 {
-			peers = []raft.Peer{{ID: cfg.ID}}
+		peers := make([]raft.Peer, len(ids))
+		for i, id := range ids {
+			peers[i] = raft.Peer{ID: id, Context: bootContext(cfg.PeerContexts[id], cfg.LogVersion)}
 		}
 		if err := rn.Bootstrap(peers); err != nil {
 			return nil, fmt.Errorf("raftnode: bootstrap: %w", err)
@@ -515,6 +533,13 @@ func (n *Node) ID() uint64 { return n.cfg.ID }
 
 // IsLeader reports whether this node currently believes it leads.
 func (n *Node) IsLeader() bool { return n.isLeader.Load() }
+
+// LogVersion is the cluster's log version as of the last applied entry
+// (fsm.Machine.LogVersion): what this node writes if it leads.
+func (n *Node) LogVersion() uint32 { return n.logVersion.Load() }
+
+// ReadsLogVersion is the newest log version this member reads.
+func (n *Node) ReadsLogVersion() uint32 { return n.cfg.LogVersion }
 
 // Leader is the current leader's id, 0 if unknown.
 func (n *Node) Leader() uint64 { return n.leader.Load() }
@@ -621,6 +646,12 @@ func (n *Node) submit(cmd *fsmpb.Command, p *proposal) (*proposal, error) {
 		return nil, &NotLeaderError{Leader: n.leader.Load()}
 	}
 	p.id = n.nextID.Add(1)
+	if v := n.logVersion.Load(); v < fsm.LogVersion {
+		// Some member may not read what this release would write.
+		if err := fsm.ForLogVersion(cmd, v); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrLogVersion, err)
+		}
+	}
 	cmd.Proposer = n.cfg.ID
 	cmd.ProposalId = p.id
 	data, ok := fsm.EncodeCommand(cmd)

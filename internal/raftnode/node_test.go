@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -763,7 +764,13 @@ func TestSnapshotsWhileApplying(t *testing.T) {
 				t.Fatalf("entry %d was never saved", i)
 			}
 			cmd := &fsmpb.Command{}
-			if e.GetType() != raftpb.EntryNormal || len(e.GetData()) == 0 {
+			if e.GetType() == raftpb.EntryConfChange {
+				cc := &raftpb.ConfChange{}
+				if err := proto.Unmarshal(e.GetData(), cc); err != nil {
+					t.Fatal(err)
+				}
+				ApplyMembership(replay, i, cc) // the bootstrap's records
+			} else if e.GetType() != raftpb.EntryNormal || len(e.GetData()) == 0 {
 				replay.SetApplied(i)
 			} else if err := proto.Unmarshal(e.GetData(), cmd); err != nil {
 				t.Fatal(err)
@@ -806,5 +813,90 @@ func TestEntryFromANewerReleaseStopsTheMember(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestLogVersion: a cluster bootstrapped by a release that reads log
+// version 1 stays at 1 when its member is upgraded, until SetLogVersion
+// raises it; until then what version 2 added is left out (an open's
+// nonce) or refused before anything is proposed (a hold limit on a set).
+// A member that reads only version 1 stops at the entry that raises it,
+// before applying it; upgraded, it applies it and writes version 2.
+func TestLogVersion(t *testing.T) {
+	ctx := context.Background()
+	st := &memStore{}
+	net := &memNet{nodes: map[uint64]*Node{}}
+	start := func(reads uint32) *Node {
+		cfg := DefaultConfig()
+		cfg.ID, cfg.Peers, cfg.Store, cfg.Recovered, cfg.Transport = 1, []uint64{1}, st, st.recovered(), net
+		cfg.TickInterval = 5 * time.Millisecond
+		cfg.LogVersion = reads
+		n, err := Start(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		net.set(1, n)
+		waitLeader(t, n)
+		if err := n.ReadBarrier(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	openWithNonce := func(n *Node) uint64 {
+		t.Helper()
+		res, _, err := n.Propose(ctx, &fsmpb.Command{Op: &fsmpb.Command_OpenSession{
+			OpenSession: &fsmpb.OpenSession{TtlNanos: int64(10 * time.Second), Owner: "w", Nonce: 7}}})
+		if err != nil || fsm.ErrorOf(res) != nil {
+			t.Fatalf("open session: %v %v", err, res)
+		}
+		return res.GetSessionId()
+	}
+	heldSet := func(session, seq uint64) *fsmpb.Command {
+		return &fsmpb.Command{SessionId: session, Seq: seq, Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{
+			Locks: []string{"x", "y"}, HoldLimitNanos: int64(5 * time.Second)}}}
+	}
+	setVersion := &fsmpb.Command{Op: &fsmpb.Command_SetLogVersion{SetLogVersion: &fsmpb.SetLogVersion{Version: 2}}}
+
+	if v := startLone(t, &memStore{}).LogVersion(); v != fsm.LogVersion {
+		t.Fatalf("a new cluster of this release is at log version %d, want %d", v, fsm.LogVersion)
+	}
+	old := start(1)
+	if v := old.LogVersion(); v != 1 {
+		t.Fatalf("a cluster bootstrapped by a release reading version 1 is at %d", v)
+	}
+	a := openWithNonce(old)
+	if b := openWithNonce(old); a == b {
+		t.Fatalf("at version 1 an open kept its nonce: the retry answered session %d again", a)
+	}
+	before := old.Status().Commit
+	if _, _, err := old.Propose(ctx, heldSet(a, 1)); !errors.Is(err, ErrLogVersion) || !strings.Contains(err.Error(), "hold limit on a set") {
+		t.Fatalf("a hold-limited set at version 1: %v, want ErrLogVersion", err)
+	}
+	if after := old.Status().Commit; after != before {
+		t.Fatalf("a refused command was proposed: commit %d -> %d", before, after)
+	}
+	if _, _, err := old.Propose(ctx, setVersion); !errors.Is(err, ErrStopped) {
+		t.Fatalf("raising the version on a member that reads only 1: %v, want ErrStopped", err)
+	}
+	if err := old.Err(); err == nil || !strings.Contains(err.Error(), "reads up to 1") {
+		t.Fatalf("the member stopped with %v", err)
+	}
+	if v := old.LogVersion(); v != 1 {
+		t.Fatalf("the stopped member applied the entry: version %d", v)
+	}
+	old.Stop()
+
+	up := start(0) // this release: the entry is applied on restart
+	defer up.Stop()
+	if v := up.LogVersion(); v != 2 {
+		t.Fatalf("after the upgrade the cluster is at %d, want 2", v)
+	}
+	c := openWithNonce(up)
+	if d := openWithNonce(up); c != d {
+		t.Fatalf("at version 2 a retried open made session %d, not %d again", d, c)
+	}
+	res, _, err := up.Propose(ctx, heldSet(c, 1))
+	if err != nil || fsm.ErrorOf(res) != nil || len(res.GetAcquireMany()) != 2 {
+		t.Fatalf("a hold-limited set at version 2: %v %v", err, res)
 	}
 }

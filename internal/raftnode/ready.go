@@ -117,6 +117,7 @@ func (n *Node) restore(snap *raftpb.Snapshot) error {
 	n.confState = proto.Clone(snap.GetMetadata().GetConfState()).(*raftpb.ConfState)
 	n.mu.Lock()
 	n.membership = n.membershipLocked()
+	n.logVersion.Store(n.m.LogVersion())
 	n.mu.Unlock()
 	n.membershipChanged = true
 	n.log.Info("restored snapshot", "index", n.snapIndex)
@@ -184,6 +185,13 @@ entries:
 				n.log.Error("entry from a newer release", "index", idx)
 				break entries
 			}
+			if v := cmd.GetSetLogVersion().GetVersion(); v > n.cfg.LogVersion {
+				// The leader saw every member say it reads v; this one
+				// does not (an older release started under its name).
+				n.loopErr = fmt.Errorf("raftnode: entry %d raises the cluster's log version to %d; this member reads up to %d: stopping before the entries it could not read; upgrade this member", idx, v, n.cfg.LogVersion)
+				n.log.Error("log version above this release's", "index", idx, "version", v, "reads", n.cfg.LogVersion)
+				break entries
+			}
 			out = append(out, applied{index: idx, cmd: cmd, res: n.m.Apply(idx, cmd)})
 		case raftpb.EntryConfChange:
 			cc := &raftpb.ConfChange{}
@@ -204,6 +212,7 @@ entries:
 		}
 		n.applied = idx
 	}
+	n.logVersion.Store(n.m.LogVersion())
 	n.mu.Unlock()
 	for _, a := range out {
 		if a.cc != nil {

@@ -59,6 +59,7 @@ var errorMap = []struct {
 	{errNoSuchMember, codes.NotFound, batonpb.Reason_REASON_UNSPECIFIED},
 	{errNotCaughtUp, codes.FailedPrecondition, batonpb.Reason_REASON_UNSPECIFIED},
 	{raftnode.ErrConfChangePending, codes.Aborted, batonpb.Reason_REASON_UNSPECIFIED},
+	{raftnode.ErrLogVersion, codes.FailedPrecondition, batonpb.Reason_REASON_UNSPECIFIED},
 }
 
 // classify maps err to its code, reason and the leader's client address

@@ -199,7 +199,7 @@ func (s *Server) members() []Member {
 func (s *Server) wireMembers() []*batonpb.Member {
 	var out []*batonpb.Member
 	for _, m := range s.members() {
-		out = append(out, &batonpb.Member{Name: m.Name, Id: m.ID, PeerAddr: m.PeerAddr, ClientAddr: m.ClientAddr, Learner: m.Learner})
+		out = append(out, m.toProto())
 	}
 	return out
 }

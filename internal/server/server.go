@@ -32,6 +32,13 @@ type Member struct {
 	PeerAddr   string
 	ClientAddr string
 	Learner    bool
+	// LogVersion is the newest log version the member reads; 0 if not
+	// heard from.
+	LogVersion uint32
+}
+
+func (m Member) toProto() *batonpb.Member {
+	return &batonpb.Member{Name: m.Name, Id: m.ID, PeerAddr: m.PeerAddr, ClientAddr: m.ClientAddr, Learner: m.Learner, LogVersion: m.LogVersion}
 }
 
 // Config configures a Server.

@@ -364,10 +364,11 @@ func (s *Server) Status(ctx context.Context, r *batonpb.StatusRequest) (*batonpb
 	out := &batonpb.StatusResponse{
 		Name: s.cfg.Name, Id: st.ID, LeaderId: st.Leader, Term: st.Term,
 		CommitIndex: st.Commit, AppliedIndex: st.Applied, Role: st.Role, Version: s.cfg.Version,
+		LogVersion: s.node.LogVersion(),
 	}
 	if s.cfg.Members != nil {
 		for _, m := range s.cfg.Members() {
-			out.Members = append(out.Members, &batonpb.Member{Name: m.Name, Id: m.ID, PeerAddr: m.PeerAddr, ClientAddr: m.ClientAddr, Learner: m.Learner})
+			out.Members = append(out.Members, m.toProto())
 			if m.ID == st.Leader {
 				out.Leader, out.LeaderAddr = m.Name, m.ClientAddr
 			}

@@ -199,6 +199,7 @@ func (p *peer) stream(t *Transport) (sent bool, err error) {
 		ClientAddr: t.cfg.ClientAddr,
 		PeerAddr:   t.cfg.PeerAddr,
 		ClusterId:  t.clusterID(),
+		LogVersion: t.cfg.LogVersion,
 	}})
 	if err != nil {
 		return false, err

@@ -239,7 +239,7 @@ func readFrame(r *bufio.Reader, buf *[]byte) (*transportpb.Envelope, error) {
 func (t *Transport) register(id uint64, hello *transportpb.Hello, c net.Conn) *inbound {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.info[id] = peerInfo{name: hello.GetName(), clientAddr: hello.GetClientAddr()}
+	t.info[id] = peerInfo{name: hello.GetName(), clientAddr: hello.GetClientAddr(), logVersion: max(hello.GetLogVersion(), 1)}
 	in := &inbound{mu: new(sync.Mutex), conn: c}
 	if old := t.inbound[id]; old != nil {
 		in.mu = old.mu

@@ -69,6 +69,9 @@ type Config struct {
 	PeerAddr string
 	// ClientAddr is the client API address advertised in Hello.
 	ClientAddr string
+	// LogVersion is the newest log version (fsm.LogVersion) this member
+	// reads, advertised in Hello.
+	LogVersion uint32
 	// Peers maps the id of every other member to its peer address.
 	Peers map[uint64]string
 	// Logger receives the transport's logs; nil discards them.
@@ -152,6 +155,7 @@ type Transport struct {
 
 type peerInfo struct {
 	name, clientAddr string
+	logVersion       uint32 // 1 for a release before log versions
 }
 
 // Start listens on cfg.PeerAddr and starts the transport; see
@@ -333,6 +337,16 @@ func (t *Transport) PeerInfo(id uint64) (name, clientAddr string, ok bool) {
 	defer t.mu.Unlock()
 	pi, ok := t.info[id]
 	return pi.name, pi.clientAddr, ok
+}
+
+// PeerLogVersion returns the newest log version peer id said it reads
+// in the Hello of its latest inbound stream (1 if it is of a release
+// before log versions). ok is false until one has arrived.
+func (t *Transport) PeerLogVersion(id uint64) (v uint32, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	pi, ok := t.info[id]
+	return pi.logVersion, ok
 }
 
 // Addr returns the address the transport listens on.

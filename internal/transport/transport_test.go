@@ -140,13 +140,17 @@ func config(t testing.TB, id uint64, peers map[uint64]string) Config {
 	if _, ok := t.(*testing.T); ok {
 		log = testLogger(t)
 	}
-	return Config{
+	cfg := Config{
 		Name:       fmt.Sprintf("m%d", id),
 		ID:         id,
 		ClientAddr: fmt.Sprintf("client-%d:2379", id),
 		Peers:      peers,
 		Logger:     log,
 	}
+	if id == 2 {
+		cfg.LogVersion = 2 // m1 says none, as releases before log versions
+	}
+	return cfg
 }
 
 func msgApp(from, to, index uint64) *raftpb.Message {
@@ -229,6 +233,17 @@ func TestPeerInfo(t *testing.T) {
 	name, clientAddr, ok := ts[0].PeerInfo(2)
 	if !ok || name != "m2" || clientAddr != "client-2:2379" {
 		t.Errorf("PeerInfo(2) = %q, %q, %v; want m2, client-2:2379, true", name, clientAddr, ok)
+	}
+	if v, ok := ts[0].PeerLogVersion(2); !ok || v != 2 {
+		t.Errorf("PeerLogVersion(2) = %d, %v; want 2, true", v, ok)
+	}
+	if _, ok := ts[0].PeerLogVersion(3); ok {
+		t.Error("PeerLogVersion of an unknown member is ok")
+	}
+	ts[0].Send(1, []*raftpb.Message{msgApp(1, 2, 1)})
+	rs[1].next(t)
+	if v, ok := ts[1].PeerLogVersion(1); !ok || v != 1 {
+		t.Errorf("PeerLogVersion of a member whose Hello has no version = %d, %v; want 1, true", v, ok)
 	}
 }
 

@@ -205,6 +205,7 @@ type Command struct {
 	//	*Command_CancelWait
 	//	*Command_AcquireMany
 	//	*Command_ExpireHold
+	//	*Command_SetLogVersion
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -379,6 +380,15 @@ func (x *Command) GetExpireHold() *ExpireHold {
 	return nil
 }
 
+func (x *Command) GetSetLogVersion() *SetLogVersion {
+	if x != nil {
+		if x, ok := x.Op.(*Command_SetLogVersion); ok {
+			return x.SetLogVersion
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -423,6 +433,10 @@ type Command_ExpireHold struct {
 	ExpireHold *ExpireHold `protobuf:"bytes,19,opt,name=expire_hold,json=expireHold,proto3,oneof"`
 }
 
+type Command_SetLogVersion struct {
+	SetLogVersion *SetLogVersion `protobuf:"bytes,20,opt,name=set_log_version,json=setLogVersion,proto3,oneof"`
+}
+
 func (*Command_OpenSession) isCommand_Op() {}
 
 func (*Command_CloseSession) isCommand_Op() {}
@@ -442,6 +456,8 @@ func (*Command_CancelWait) isCommand_Op() {}
 func (*Command_AcquireMany) isCommand_Op() {}
 
 func (*Command_ExpireHold) isCommand_Op() {}
+
+func (*Command_SetLogVersion) isCommand_Op() {}
 
 // OpenSession creates a session. Its id is the index of this entry.
 type OpenSession struct {
@@ -809,6 +825,54 @@ func (x *ExpireHold) GetToken() uint64 {
 	return 0
 }
 
+// SetLogVersion raises the cluster's log version (fsm.LogVersion): from
+// the entry on, the leader may write what that version added. The leader
+// proposes it once every member has said (in its transport Hello) that it
+// runs a release that reads it. A lower or equal version changes nothing.
+type SetLogVersion struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetLogVersion) Reset() {
+	*x = SetLogVersion{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetLogVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetLogVersion) ProtoMessage() {}
+
+func (x *SetLogVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetLogVersion.ProtoReflect.Descriptor instead.
+func (*SetLogVersion) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SetLogVersion) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 // AcquireMany tries each lock on its own (no waiting), for one owner_key,
 // with one shared and limit for all of them (see Acquire).
 type AcquireMany struct {
@@ -829,7 +893,7 @@ type AcquireMany struct {
 
 func (x *AcquireMany) Reset() {
 	*x = AcquireMany{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[7]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +905,7 @@ func (x *AcquireMany) String() string {
 func (*AcquireMany) ProtoMessage() {}
 
 func (x *AcquireMany) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[7]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +918,7 @@ func (x *AcquireMany) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireMany.ProtoReflect.Descriptor instead.
 func (*AcquireMany) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{7}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AcquireMany) GetLocks() []string {
@@ -912,7 +976,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +988,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1001,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{8}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Release) GetLock() string {
@@ -974,7 +1038,7 @@ type CasRelease struct {
 
 func (x *CasRelease) Reset() {
 	*x = CasRelease{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1050,7 @@ func (x *CasRelease) String() string {
 func (*CasRelease) ProtoMessage() {}
 
 func (x *CasRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1063,7 @@ func (x *CasRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CasRelease.ProtoReflect.Descriptor instead.
 func (*CasRelease) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{9}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CasRelease) GetLock() string {
@@ -1051,7 +1115,7 @@ type CancelWait struct {
 
 func (x *CancelWait) Reset() {
 	*x = CancelWait{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1063,7 +1127,7 @@ func (x *CancelWait) String() string {
 func (*CancelWait) ProtoMessage() {}
 
 func (x *CancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1076,7 +1140,7 @@ func (x *CancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWait.ProtoReflect.Descriptor instead.
 func (*CancelWait) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{10}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CancelWait) GetLock() string {
@@ -1144,7 +1208,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1156,7 +1220,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1169,7 +1233,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{11}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Result) GetError() Error {
@@ -1256,7 +1320,7 @@ type AcquireOutcome struct {
 
 func (x *AcquireOutcome) Reset() {
 	*x = AcquireOutcome{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1332,7 @@ func (x *AcquireOutcome) String() string {
 func (*AcquireOutcome) ProtoMessage() {}
 
 func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1345,7 @@ func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireOutcome.ProtoReflect.Descriptor instead.
 func (*AcquireOutcome) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{12}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AcquireOutcome) GetLock() string {
@@ -1340,7 +1404,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1416,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1429,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Grant) GetSessionId() uint64 {
@@ -1418,7 +1482,7 @@ type HoldEnded struct {
 
 func (x *HoldEnded) Reset() {
 	*x = HoldEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1430,7 +1494,7 @@ func (x *HoldEnded) String() string {
 func (*HoldEnded) ProtoMessage() {}
 
 func (x *HoldEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1443,7 +1507,7 @@ func (x *HoldEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldEnded.ProtoReflect.Descriptor instead.
 func (*HoldEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HoldEnded) GetSessionId() uint64 {
@@ -1487,7 +1551,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1563,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1576,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WaitEnded) GetSessionId() uint64 {
@@ -1546,19 +1610,22 @@ func (x *WaitEnded) GetError() Error {
 // Snapshot is the whole state, sorted (sessions by id, locks by name), so
 // equal states marshal to equal bytes.
 type Snapshot struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AppliedIndex  uint64                 `protobuf:"varint,1,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	Sessions      []*Session             `protobuf:"bytes,2,rep,name=sessions,proto3" json:"sessions,omitempty"`
-	Locks         []*Lock                `protobuf:"bytes,3,rep,name=locks,proto3" json:"locks,omitempty"`
-	Members       []*Member              `protobuf:"bytes,4,rep,name=members,proto3" json:"members,omitempty"`                       // by id
-	ClusterId     uint64                 `protobuf:"varint,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"` // from the bootstrap's records; 0 if none
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	AppliedIndex uint64                 `protobuf:"varint,1,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	Sessions     []*Session             `protobuf:"bytes,2,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	Locks        []*Lock                `protobuf:"bytes,3,rep,name=locks,proto3" json:"locks,omitempty"`
+	Members      []*Member              `protobuf:"bytes,4,rep,name=members,proto3" json:"members,omitempty"`                       // by id
+	ClusterId    uint64                 `protobuf:"varint,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"` // from the bootstrap's records; 0 if none
+	// log_version is the cluster's log version (SetLogVersion, or a new
+	// cluster's bootstrap records); 0 for a cluster from before versions.
+	LogVersion    uint32 `protobuf:"varint,6,opt,name=log_version,json=logVersion,proto3" json:"log_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1570,7 +1637,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1583,7 +1650,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Snapshot) GetAppliedIndex() uint64 {
@@ -1621,6 +1688,13 @@ func (x *Snapshot) GetClusterId() uint64 {
 	return 0
 }
 
+func (x *Snapshot) GetLogVersion() uint32 {
+	if x != nil {
+		return x.LogVersion
+	}
+	return 0
+}
+
 // Member is one member of the Raft group as the membership changes in the
 // log named it: the context of a ConfChange that adds it, and a snapshot's
 // record. (A group bootstrapped before members were recorded has none for
@@ -1636,14 +1710,17 @@ type Member struct {
 	Removed bool `protobuf:"varint,4,opt,name=removed,proto3" json:"removed,omitempty"`
 	// cluster_id, in a new cluster's bootstrap records only: a hash of its
 	// first members' names and addresses, which identifies the cluster.
-	ClusterId     uint64 `protobuf:"varint,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	ClusterId uint64 `protobuf:"varint,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// log_version, in a new cluster's bootstrap records only: the log
+	// version its first members run, the cluster's from its first entry.
+	LogVersion    uint32 `protobuf:"varint,6,opt,name=log_version,json=logVersion,proto3" json:"log_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1655,7 +1732,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1668,7 +1745,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Member) GetId() uint64 {
@@ -1706,6 +1783,13 @@ func (x *Member) GetClusterId() uint64 {
 	return 0
 }
 
+func (x *Member) GetLogVersion() uint32 {
+	if x != nil {
+		return x.LogVersion
+	}
+	return 0
+}
+
 type Session struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Id              uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1723,7 +1807,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1735,7 +1819,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1748,7 +1832,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1829,7 +1913,7 @@ type CachedResult struct {
 
 func (x *CachedResult) Reset() {
 	*x = CachedResult{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1841,7 +1925,7 @@ func (x *CachedResult) String() string {
 func (*CachedResult) ProtoMessage() {}
 
 func (x *CachedResult) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1854,7 +1938,7 @@ func (x *CachedResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CachedResult.ProtoReflect.Descriptor instead.
 func (*CachedResult) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CachedResult) GetSeq() uint64 {
@@ -1891,7 +1975,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1903,7 +1987,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1916,7 +2000,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Lock) GetName() string {
@@ -1964,7 +2048,7 @@ type Holder struct {
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1976,7 +2060,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1989,7 +2073,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Holder) GetSessionId() uint64 {
@@ -2071,7 +2155,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2083,7 +2167,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2096,7 +2180,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Waiter) GetSessionId() uint64 {
@@ -2159,7 +2243,7 @@ var File_internal_fsm_fsmpb_fsm_proto protoreflect.FileDescriptor
 
 const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\n" +
-	"\x1cinternal/fsm/fsmpb/fsm.proto\x12\fbaton.fsm.v1\"\xc9\x06\n" +
+	"\x1cinternal/fsm/fsmpb/fsm.proto\x12\fbaton.fsm.v1\"\x90\a\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x10\n" +
@@ -2182,7 +2266,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"cancelWait\x12>\n" +
 	"\facquire_many\x18\x12 \x01(\v2\x19.baton.fsm.v1.AcquireManyH\x00R\vacquireMany\x12;\n" +
 	"\vexpire_hold\x18\x13 \x01(\v2\x18.baton.fsm.v1.ExpireHoldH\x00R\n" +
-	"expireHoldB\x04\n" +
+	"expireHold\x12E\n" +
+	"\x0fset_log_version\x18\x14 \x01(\v2\x1b.baton.fsm.v1.SetLogVersionH\x00R\rsetLogVersionB\x04\n" +
 	"\x02op\"V\n" +
 	"\vOpenSession\x12\x1b\n" +
 	"\tttl_nanos\x18\x01 \x01(\x03R\bttlNanos\x12\x14\n" +
@@ -2208,7 +2293,9 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\x04R\tsessionId\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token\"\xaa\x01\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\")\n" +
+	"\rSetLogVersion\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\"\xaa\x01\n" +
 	"\vAcquireMany\x12\x14\n" +
 	"\x05locks\x18\x01 \x03(\tR\x05locks\x12\x1b\n" +
 	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x16\n" +
@@ -2277,21 +2364,25 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vacquire_seq\x18\x02 \x01(\x04R\n" +
 	"acquireSeq\x12\x12\n" +
 	"\x04lock\x18\x03 \x01(\tR\x04lock\x12)\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\"\xdb\x01\n" +
+	"\x05error\x18\x04 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\"\xfc\x01\n" +
 	"\bSnapshot\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x121\n" +
 	"\bsessions\x18\x02 \x03(\v2\x15.baton.fsm.v1.SessionR\bsessions\x12(\n" +
 	"\x05locks\x18\x03 \x03(\v2\x12.baton.fsm.v1.LockR\x05locks\x12.\n" +
 	"\amembers\x18\x04 \x03(\v2\x14.baton.fsm.v1.MemberR\amembers\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x05 \x01(\x04R\tclusterId\"\x82\x01\n" +
+	"cluster_id\x18\x05 \x01(\x04R\tclusterId\x12\x1f\n" +
+	"\vlog_version\x18\x06 \x01(\rR\n" +
+	"logVersion\"\xa3\x01\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
 	"\tpeer_addr\x18\x03 \x01(\tR\bpeerAddr\x12\x18\n" +
 	"\aremoved\x18\x04 \x01(\bR\aremoved\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x05 \x01(\x04R\tclusterId\"\xad\x02\n" +
+	"cluster_id\x18\x05 \x01(\x04R\tclusterId\x12\x1f\n" +
+	"\vlog_version\x18\x06 \x01(\rR\n" +
+	"logVersion\"\xad\x02\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1b\n" +
@@ -2373,7 +2464,7 @@ func file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(Error)(0),               // 0: baton.fsm.v1.Error
 	(AcquireStatus)(0),       // 1: baton.fsm.v1.AcquireStatus
@@ -2384,22 +2475,23 @@ var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(*BlacklistSession)(nil), // 6: baton.fsm.v1.BlacklistSession
 	(*Acquire)(nil),          // 7: baton.fsm.v1.Acquire
 	(*ExpireHold)(nil),       // 8: baton.fsm.v1.ExpireHold
-	(*AcquireMany)(nil),      // 9: baton.fsm.v1.AcquireMany
-	(*Release)(nil),          // 10: baton.fsm.v1.Release
-	(*CasRelease)(nil),       // 11: baton.fsm.v1.CasRelease
-	(*CancelWait)(nil),       // 12: baton.fsm.v1.CancelWait
-	(*Result)(nil),           // 13: baton.fsm.v1.Result
-	(*AcquireOutcome)(nil),   // 14: baton.fsm.v1.AcquireOutcome
-	(*Grant)(nil),            // 15: baton.fsm.v1.Grant
-	(*HoldEnded)(nil),        // 16: baton.fsm.v1.HoldEnded
-	(*WaitEnded)(nil),        // 17: baton.fsm.v1.WaitEnded
-	(*Snapshot)(nil),         // 18: baton.fsm.v1.Snapshot
-	(*Member)(nil),           // 19: baton.fsm.v1.Member
-	(*Session)(nil),          // 20: baton.fsm.v1.Session
-	(*CachedResult)(nil),     // 21: baton.fsm.v1.CachedResult
-	(*Lock)(nil),             // 22: baton.fsm.v1.Lock
-	(*Holder)(nil),           // 23: baton.fsm.v1.Holder
-	(*Waiter)(nil),           // 24: baton.fsm.v1.Waiter
+	(*SetLogVersion)(nil),    // 9: baton.fsm.v1.SetLogVersion
+	(*AcquireMany)(nil),      // 10: baton.fsm.v1.AcquireMany
+	(*Release)(nil),          // 11: baton.fsm.v1.Release
+	(*CasRelease)(nil),       // 12: baton.fsm.v1.CasRelease
+	(*CancelWait)(nil),       // 13: baton.fsm.v1.CancelWait
+	(*Result)(nil),           // 14: baton.fsm.v1.Result
+	(*AcquireOutcome)(nil),   // 15: baton.fsm.v1.AcquireOutcome
+	(*Grant)(nil),            // 16: baton.fsm.v1.Grant
+	(*HoldEnded)(nil),        // 17: baton.fsm.v1.HoldEnded
+	(*WaitEnded)(nil),        // 18: baton.fsm.v1.WaitEnded
+	(*Snapshot)(nil),         // 19: baton.fsm.v1.Snapshot
+	(*Member)(nil),           // 20: baton.fsm.v1.Member
+	(*Session)(nil),          // 21: baton.fsm.v1.Session
+	(*CachedResult)(nil),     // 22: baton.fsm.v1.CachedResult
+	(*Lock)(nil),             // 23: baton.fsm.v1.Lock
+	(*Holder)(nil),           // 24: baton.fsm.v1.Holder
+	(*Waiter)(nil),           // 25: baton.fsm.v1.Waiter
 }
 var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	3,  // 0: baton.fsm.v1.Command.open_session:type_name -> baton.fsm.v1.OpenSession
@@ -2407,32 +2499,33 @@ var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	5,  // 2: baton.fsm.v1.Command.expire_session:type_name -> baton.fsm.v1.ExpireSession
 	6,  // 3: baton.fsm.v1.Command.blacklist_session:type_name -> baton.fsm.v1.BlacklistSession
 	7,  // 4: baton.fsm.v1.Command.acquire:type_name -> baton.fsm.v1.Acquire
-	10, // 5: baton.fsm.v1.Command.release:type_name -> baton.fsm.v1.Release
-	11, // 6: baton.fsm.v1.Command.cas_release:type_name -> baton.fsm.v1.CasRelease
-	12, // 7: baton.fsm.v1.Command.cancel_wait:type_name -> baton.fsm.v1.CancelWait
-	9,  // 8: baton.fsm.v1.Command.acquire_many:type_name -> baton.fsm.v1.AcquireMany
+	11, // 5: baton.fsm.v1.Command.release:type_name -> baton.fsm.v1.Release
+	12, // 6: baton.fsm.v1.Command.cas_release:type_name -> baton.fsm.v1.CasRelease
+	13, // 7: baton.fsm.v1.Command.cancel_wait:type_name -> baton.fsm.v1.CancelWait
+	10, // 8: baton.fsm.v1.Command.acquire_many:type_name -> baton.fsm.v1.AcquireMany
 	8,  // 9: baton.fsm.v1.Command.expire_hold:type_name -> baton.fsm.v1.ExpireHold
-	0,  // 10: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
-	14, // 11: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
-	14, // 12: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
-	15, // 13: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
-	17, // 14: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
-	16, // 15: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
-	1,  // 16: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
-	23, // 17: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
-	0,  // 18: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
-	20, // 19: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
-	22, // 20: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
-	19, // 21: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
-	21, // 22: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
-	13, // 23: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
-	23, // 24: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
-	24, // 25: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	9,  // 10: baton.fsm.v1.Command.set_log_version:type_name -> baton.fsm.v1.SetLogVersion
+	0,  // 11: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
+	15, // 12: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
+	15, // 13: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
+	16, // 14: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
+	18, // 15: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
+	17, // 16: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
+	1,  // 17: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
+	24, // 18: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
+	0,  // 19: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
+	21, // 20: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
+	23, // 21: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
+	20, // 22: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
+	22, // 23: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
+	14, // 24: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
+	24, // 25: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
+	25, // 26: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_internal_fsm_fsmpb_fsm_proto_init() }
@@ -2451,6 +2544,7 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 		(*Command_CancelWait)(nil),
 		(*Command_AcquireMany)(nil),
 		(*Command_ExpireHold)(nil),
+		(*Command_SetLogVersion)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2458,7 +2552,7 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_fsm_fsmpb_fsm_proto_rawDesc), len(file_internal_fsm_fsmpb_fsm_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

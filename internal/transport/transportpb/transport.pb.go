@@ -35,7 +35,11 @@ type Hello struct {
 	// cluster_id identifies the cluster the sender's log belongs to (0:
 	// not known yet, a member joining, or a cluster bootstrapped before
 	// ids). Members of different clusters refuse each other.
-	ClusterId     uint64 `protobuf:"varint,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	ClusterId uint64 `protobuf:"varint,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// log_version is the newest log version (fsm.LogVersion) the sender's
+	// release reads; 0 from releases before log versions (version 1). The
+	// leader raises the cluster's once every member has said it runs one.
+	LogVersion    uint32 `protobuf:"varint,6,opt,name=log_version,json=logVersion,proto3" json:"log_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -101,6 +105,13 @@ func (x *Hello) GetPeerAddr() string {
 func (x *Hello) GetClusterId() uint64 {
 	if x != nil {
 		return x.ClusterId
+	}
+	return 0
+}
+
+func (x *Hello) GetLogVersion() uint32 {
+	if x != nil {
+		return x.LogVersion
 	}
 	return 0
 }
@@ -172,7 +183,7 @@ var File_internal_transport_transportpb_transport_proto protoreflect.FileDescrip
 
 const file_internal_transport_transportpb_transport_proto_rawDesc = "" +
 	"\n" +
-	".internal/transport/transportpb/transport.proto\x12\x12baton.transport.v1\"\x88\x01\n" +
+	".internal/transport/transportpb/transport.proto\x12\x12baton.transport.v1\"\xa9\x01\n" +
 	"\x05Hello\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x1f\n" +
@@ -180,7 +191,9 @@ const file_internal_transport_transportpb_transport_proto_rawDesc = "" +
 	"clientAddr\x12\x1b\n" +
 	"\tpeer_addr\x18\x04 \x01(\tR\bpeerAddr\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x05 \x01(\x04R\tclusterId\"r\n" +
+	"cluster_id\x18\x05 \x01(\x04R\tclusterId\x12\x1f\n" +
+	"\vlog_version\x18\x06 \x01(\rR\n" +
+	"logVersion\"r\n" +
 	"\bEnvelope\x12/\n" +
 	"\x05hello\x18\x01 \x01(\v2\x19.baton.transport.v1.HelloR\x05hello\x12\x19\n" +
 	"\bgroup_id\x18\x02 \x01(\x04R\agroupId\x12\x1a\n" +

@@ -1,0 +1,94 @@
+package embed
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/batonlock/baton/api/batonpb"
+)
+
+// TestRollingUpgrade: a cluster whose members read log version 1 (as a
+// release before log versions does) stays at 1 while its members are
+// upgraded one at a time, the leader first, and meanwhile refuses what
+// version 2 added (a hold limit on a set of locks) without proposing it,
+// so no member meets an entry it cannot read. Once the last member says
+// it reads version 2, the leader raises the cluster's version, every
+// member applies it, and the refused request works.
+func TestRollingUpgrade(t *testing.T) {
+	ctx := context.Background()
+	c := newTestClusterWith(t, 3, func(_ int, cfg *Config) { cfg.LogVersion = 1 })
+	lead := c.waitLeader()
+	status := func(i int) *batonpb.StatusResponse {
+		t.Helper()
+		st, err := c.client(i).Status(ctx, &batonpb.StatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	heldSet := func(i int) error {
+		cl := c.client(i)
+		s := openSession(t, cl, "upgrade", 10*time.Second)
+		_, err := cl.AcquireMany(ctx, &batonpb.AcquireManyRequest{Header: hdr(s, 1), Names: []string{"a", "b"},
+			HoldLimit: durationpb.New(5 * time.Second)})
+		return err
+	}
+	if v := status(lead).GetLogVersion(); v != 1 {
+		t.Fatalf("the cluster starts at log version %d, want 1", v)
+	}
+	if err := heldSet(lead); code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "needs log version 2") {
+		t.Fatalf("a hold-limited set at version 1: %v, want FAILED_PRECONDITION", err)
+	}
+
+	for k, i := range []int{lead, (lead + 1) % 3, (lead + 2) % 3} {
+		c.stop(i)
+		c.cfgs[i].LogVersion = 0 // this release
+		c.start(i)
+		lead = c.waitLeader()
+		if k == 2 {
+			break
+		}
+		// One member still reads only version 1: what the leader's
+		// raiseLogVersion would raise the version to is 1 at most.
+		if v, ok := c.members[lead].membersLogVersion(); ok && v > 1 {
+			t.Fatalf("after upgrading %d of 3 members the leader would raise the version to %d", k+1, v)
+		}
+		st := status(lead)
+		if v := st.GetLogVersion(); v != 1 {
+			t.Fatalf("after upgrading %d of 3 members the cluster is at %d; a member reads only 1", k+1, v)
+		}
+		behind := 0
+		for _, m := range st.GetMembers() {
+			if m.GetLogVersion() == 1 {
+				behind++
+			}
+		}
+		if behind != 2-k {
+			t.Fatalf("after upgrading %d of 3 members, %d are listed at version 1: %v", k+1, behind, st.GetMembers())
+		}
+		if err := heldSet(lead); code(err) != codes.FailedPrecondition {
+			t.Fatalf("a hold-limited set with a member at version 1: %v", err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for status(lead).GetLogVersion() != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the cluster did not reach log version 2: %v", status(lead))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.waitConverged()
+	for i := range c.members {
+		if v := c.members[i].Node().LogVersion(); v != 2 {
+			t.Fatalf("member %d applied log version %d", i, v)
+		}
+	}
+	if err := heldSet(lead); err != nil {
+		t.Fatalf("a hold-limited set at version 2: %v", err)
+	}
+}

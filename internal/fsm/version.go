@@ -1,0 +1,90 @@
+package fsm
+
+import (
+	"fmt"
+
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+// LogVersion is the newest version of the log and snapshot format this
+// release reads. A member stops at an entry with a field it does not know
+// (raftnode), so the leader writes what a version added only once the
+// cluster's log version (Machine.LogVersion) has reached it, and the
+// leader raises that only when every member has said it runs a release
+// that reads it. So members can be upgraded in any order.
+//
+//	1: every release before log versions (a cluster's version until raised).
+//	2: OpenSession.nonce (and Session.open_nonce in snapshots),
+//	   AcquireMany.hold_limit_nanos, SetLogVersion, Snapshot.log_version
+//	   and Member.log_version.
+//
+// A field added to a log or snapshot message needs a new version here, and
+// its entry in fieldVersions (TestEveryLogFieldHasAVersion fails without).
+const LogVersion = 2
+
+// LogVersion is the cluster's log version: what the leader may write.
+// A cluster from before log versions is at 1 until the leader raises it.
+func (m *Machine) LogVersion() uint32 { return max(m.logVersion, 1) }
+
+// SetLogVersion raises the cluster's log version to v (never lowers it):
+// a new cluster's bootstrap records, and the SetLogVersion command.
+func (m *Machine) SetLogVersion(v uint32) {
+	m.logVersion = max(m.logVersion, v)
+}
+
+func (m *Machine) setLogVersion(a *apply, op *fsmpb.SetLogVersion) {
+	if op.GetVersion() == 0 {
+		a.refuse(invalid("log version 0 does not exist"))
+		return
+	}
+	m.SetLogVersion(op.GetVersion())
+}
+
+// VersionNeeded is the log version a member needs to apply cmd: the
+// newest version that added a field cmd sets.
+func VersionNeeded(cmd *fsmpb.Command) uint32 {
+	switch op := cmd.GetOp().(type) {
+	case *fsmpb.Command_OpenSession:
+		if op.OpenSession.GetNonce() != 0 {
+			return 2
+		}
+	case *fsmpb.Command_AcquireMany:
+		if op.AcquireMany.GetHoldLimitNanos() != 0 {
+			return 2
+		}
+	case *fsmpb.Command_SetLogVersion:
+		return 2
+	}
+	return 1
+}
+
+// ForLogVersion rewrites cmd, if it can, so that members of log version v
+// can apply it, or says why it cannot. An OpenSession loses its nonce (the
+// open is then not exactly-once, as before version 2); a hold limit on a
+// set of locks cannot be left out. SetLogVersion passes: it is what
+// raises v, and the leader proposes it only once every member has said it
+// reads the version it sets.
+func ForLogVersion(cmd *fsmpb.Command, v uint32) error {
+	if VersionNeeded(cmd) <= v || cmd.GetSetLogVersion() != nil {
+		return nil
+	}
+	if op, ok := cmd.GetOp().(*fsmpb.Command_OpenSession); ok {
+		op.OpenSession.Nonce = 0
+		if VersionNeeded(cmd) <= v {
+			return nil
+		}
+	}
+	what := "this request"
+	if cmd.GetAcquireMany() != nil {
+		what = "a hold limit on a set of locks"
+	}
+	return fmt.Errorf("%s needs log version %d and the cluster's is %d: a member runs an older release, "+
+		"or has not been heard from since the leader started (upgrade every member; `baton member list` shows each one's version)",
+		what, VersionNeeded(cmd), v)
+}
+
+// appendClusterInfo appends the snapshot's cluster_id and log_version.
+func appendClusterInfo(b []byte, clusterID uint64, logVersion uint32) []byte {
+	b = appendUint(b, snapshotClusterID, clusterID)
+	return appendUint(b, snapshotLogVersion, uint64(logVersion))
+}

@@ -1,0 +1,190 @@
+package fsm
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+// fieldsAddedIn is every field of a log or snapshot message added after
+// log version 1, with the version that added it.
+var fieldsAddedIn = map[protoreflect.FullName]uint32{
+	"baton.fsm.v1.OpenSession.nonce":            2,
+	"baton.fsm.v1.Session.open_nonce":           2,
+	"baton.fsm.v1.AcquireMany.hold_limit_nanos": 2,
+	"baton.fsm.v1.Command.set_log_version":      2,
+	"baton.fsm.v1.SetLogVersion.version":        2,
+	"baton.fsm.v1.Snapshot.log_version":         2,
+	"baton.fsm.v1.Member.log_version":           2,
+}
+
+// fieldCounts is how many fields each message of the log and snapshots
+// has at LogVersion.
+var fieldCounts = map[protoreflect.FullName]int{
+	"baton.fsm.v1.Command": 17, "baton.fsm.v1.OpenSession": 3, "baton.fsm.v1.CloseSession": 0,
+	"baton.fsm.v1.ExpireSession": 1, "baton.fsm.v1.BlacklistSession": 1, "baton.fsm.v1.Acquire": 7,
+	"baton.fsm.v1.Release": 3, "baton.fsm.v1.CasRelease": 3, "baton.fsm.v1.CancelWait": 5,
+	"baton.fsm.v1.AcquireMany": 6, "baton.fsm.v1.ExpireHold": 3, "baton.fsm.v1.SetLogVersion": 1,
+	"baton.fsm.v1.Snapshot": 6, "baton.fsm.v1.Session": 9, "baton.fsm.v1.CachedResult": 3,
+	"baton.fsm.v1.Result": 10, "baton.fsm.v1.AcquireOutcome": 6, "baton.fsm.v1.Holder": 9,
+	"baton.fsm.v1.Waiter": 8, "baton.fsm.v1.Lock": 4, "baton.fsm.v1.Member": 6,
+	"baton.fsm.v1.Grant": 5, "baton.fsm.v1.WaitEnded": 4, "baton.fsm.v1.HoldEnded": 4,
+}
+
+// TestEveryLogFieldHasAVersion: members of an older release stop at a
+// field they do not know, so a field added to a log entry or snapshot
+// must come with a new LogVersion (and VersionNeeded and ForLogVersion
+// must know it), or a rolling upgrade stops the members not yet upgraded.
+// This fails when a message reachable from Command or Snapshot changes
+// its number of fields.
+func TestEveryLogFieldHasAVersion(t *testing.T) {
+	seen := map[protoreflect.FullName]bool{}
+	var walk func(md protoreflect.MessageDescriptor)
+	walk = func(md protoreflect.MessageDescriptor) {
+		if seen[md.FullName()] {
+			return
+		}
+		seen[md.FullName()] = true
+		if want, ok := fieldCounts[md.FullName()]; !ok || want != md.Fields().Len() {
+			t.Errorf("%s has %d fields; fieldCounts says %d. A new field of the log or snapshots needs a new fsm.LogVersion, "+
+				"its entry in fieldsAddedIn, VersionNeeded and ForLogVersion, and then this count", md.FullName(), md.Fields().Len(), want)
+		}
+		for i := range md.Fields().Len() {
+			fd := md.Fields().Get(i)
+			if v := fieldsAddedIn[fd.FullName()]; v > LogVersion {
+				t.Errorf("%s was added in log version %d, beyond LogVersion %d", fd.FullName(), v, LogVersion)
+			}
+			if fd.Message() != nil {
+				walk(fd.Message())
+			}
+		}
+	}
+	walk((&fsmpb.Command{}).ProtoReflect().Descriptor())
+	walk((&fsmpb.Snapshot{}).ProtoReflect().Descriptor())
+	walk((&fsmpb.Member{}).ProtoReflect().Descriptor())
+	for name := range fieldCounts {
+		if !seen[name] {
+			t.Errorf("fieldCounts lists %s, which is not in the log", name)
+		}
+	}
+	for name := range fieldsAddedIn {
+		if !seen[name.Parent()] {
+			t.Errorf("fieldsAddedIn lists %s, whose message is not in the log", name)
+		}
+	}
+}
+
+// TestVersionNeeded sets each operation's fields one at a time and holds
+// VersionNeeded to fieldsAddedIn: a command needs the newest version of a
+// field it sets.
+func TestVersionNeeded(t *testing.T) {
+	cmd := (&fsmpb.Command{}).ProtoReflect()
+	oneof := cmd.Descriptor().Oneofs().ByName("op")
+	for i := range oneof.Fields().Len() {
+		opField := oneof.Fields().Get(i)
+		opMsg := cmd.NewField(opField).Message()
+		for j := range opMsg.Descriptor().Fields().Len() {
+			fd := opMsg.Descriptor().Fields().Get(j)
+			c := &fsmpb.Command{}
+			op := c.ProtoReflect().NewField(opField).Message()
+			op.Set(fd, nonZero(op, fd))
+			c.ProtoReflect().Set(opField, protoreflect.ValueOfMessage(op))
+			want := max(uint32(1), fieldsAddedIn[opField.FullName()], fieldsAddedIn[fd.FullName()])
+			if got := VersionNeeded(c); got != want {
+				t.Errorf("VersionNeeded(%v) = %d, want %d", c, got, want)
+			}
+		}
+	}
+}
+
+func nonZero(m protoreflect.Message, fd protoreflect.FieldDescriptor) protoreflect.Value {
+	if fd.IsList() {
+		l := m.NewField(fd).List()
+		l.Append(protoreflect.ValueOfString("x"))
+		return protoreflect.ValueOfList(l)
+	}
+	switch fd.Kind() {
+	case protoreflect.StringKind:
+		return protoreflect.ValueOfString("x")
+	case protoreflect.BoolKind:
+		return protoreflect.ValueOfBool(true)
+	case protoreflect.Uint64Kind:
+		return protoreflect.ValueOfUint64(1)
+	case protoreflect.Uint32Kind:
+		return protoreflect.ValueOfUint32(1)
+	case protoreflect.Int64Kind:
+		return protoreflect.ValueOfInt64(1)
+	case protoreflect.EnumKind:
+		return protoreflect.ValueOfEnum(1)
+	}
+	panic("nonZero: add kind " + fd.Kind().String())
+}
+
+func TestForLogVersion(t *testing.T) {
+	open := &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{TtlNanos: 1e10, Owner: "w", Nonce: 42}}}
+	if err := ForLogVersion(open, 2); err != nil || open.GetOpenSession().GetNonce() != 42 {
+		t.Fatalf("at version 2: %v, %v", err, open)
+	}
+	if err := ForLogVersion(open, 1); err != nil || open.GetOpenSession().GetNonce() != 0 || open.GetOpenSession().GetOwner() != "w" {
+		t.Fatalf("at version 1 an open should lose only its nonce: %v, %v", err, open)
+	}
+	many := &fsmpb.Command{Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{Locks: []string{"a"}, HoldLimitNanos: 5e9}}}
+	err := ForLogVersion(many, 1)
+	if err == nil || !strings.Contains(err.Error(), "hold limit on a set") || !strings.Contains(err.Error(), "log version 2") {
+		t.Fatalf("a hold-limited set at version 1: %v", err)
+	}
+	if many.GetAcquireMany().GetHoldLimitNanos() != 5e9 {
+		t.Fatalf("a refused command changed: %v", many)
+	}
+	set := &fsmpb.Command{Op: &fsmpb.Command_SetLogVersion{SetLogVersion: &fsmpb.SetLogVersion{Version: 2}}}
+	if err := ForLogVersion(set, 1); err != nil {
+		t.Fatalf("SetLogVersion is what raises the version, and must pass: %v", err)
+	}
+	plain := &fsmpb.Command{Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{Locks: []string{"a"}}}}
+	if err := ForLogVersion(plain, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSetLogVersion: the command raises the version, never lowers it,
+// refuses 0, and the version travels in snapshots and counts in Hash.
+func TestSetLogVersion(t *testing.T) {
+	m := New()
+	if m.LogVersion() != 1 {
+		t.Fatalf("a new machine is at %d, want 1", m.LogVersion())
+	}
+	before := m.Hash()
+	set := func(index uint64, v uint32) *fsmpb.Result {
+		return m.Apply(index, &fsmpb.Command{Op: &fsmpb.Command_SetLogVersion{SetLogVersion: &fsmpb.SetLogVersion{Version: v}}})
+	}
+	if res := set(1, 2); ErrorOf(res) != nil || m.LogVersion() != 2 {
+		t.Fatalf("set 2: %v, version %d", res, m.LogVersion())
+	}
+	if m.Hash() == before {
+		t.Fatal("the log version does not count in Hash")
+	}
+	if res := set(2, 1); ErrorOf(res) != nil || m.LogVersion() != 2 {
+		t.Fatalf("set 1 after 2: %v, version %d", res, m.LogVersion())
+	}
+	if res := set(3, 0); ErrorOf(res) == nil || m.LogVersion() != 2 {
+		t.Fatalf("set 0: %v, version %d", res, m.LogVersion())
+	}
+	data, _ := m.Snapshot()
+	var snap fsmpb.Snapshot
+	if err := proto.Unmarshal(data, &snap); err != nil || snap.GetLogVersion() != 2 {
+		t.Fatalf("snapshot: %v, %v", err, &snap)
+	}
+	r := New()
+	if err := r.Restore(data); err != nil || r.LogVersion() != 2 || r.Hash() != m.Hash() {
+		t.Fatalf("restore: %v, version %d", err, r.LogVersion())
+	}
+	f := m.Freeze()
+	frozen := f.Encode()
+	if string(frozen) != string(data) {
+		t.Fatal("a frozen state encodes otherwise than Snapshot")
+	}
+}
