@@ -116,12 +116,18 @@ type Member struct {
 	// Learner: the member receives the log but does not vote (AddMember
 	// with learner, until PromoteMember).
 	Learner bool
+	// LogVersion is the newest log version the member's release reads,
+	// as it told the answering member; 0 if not heard from since that
+	// member started. The cluster moves to a newer log version (Status)
+	// once every member reads it.
+	LogVersion uint32
 }
 
 func membersOf(ms []*batonpb.Member) []Member {
 	out := make([]Member, 0, len(ms))
 	for _, m := range ms {
-		out = append(out, Member{Name: m.GetName(), ID: m.GetId(), PeerAddr: m.GetPeerAddr(), ClientAddr: m.GetClientAddr(), Learner: m.GetLearner()})
+		out = append(out, Member{Name: m.GetName(), ID: m.GetId(), PeerAddr: m.GetPeerAddr(), ClientAddr: m.GetClientAddr(), Learner: m.GetLearner(),
+			LogVersion: m.GetLogVersion()})
 	}
 	return out
 }
@@ -146,6 +152,9 @@ type Status struct {
 	Sessions     int
 	Locks        int
 	Version      string
+	// LogVersion is the cluster's log version: the leader writes only what
+	// every member reads, so members can be upgraded in any order.
+	LogVersion uint32
 }
 
 func holderOf(h *batonpb.Holder) Holder {
@@ -322,6 +331,7 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 		Name: r.GetName(), ID: r.GetId(), Role: r.GetRole(), Leader: r.GetLeader(), LeaderID: r.GetLeaderId(),
 		LeaderAddr: r.GetLeaderAddr(), Term: r.GetTerm(), CommitIndex: r.GetCommitIndex(), AppliedIndex: r.GetAppliedIndex(),
 		Sessions: int(r.GetSessions()), Locks: int(r.GetLocks()), Version: r.GetVersion(),
+		LogVersion: r.GetLogVersion(),
 	}
 	out.Members = membersOf(r.GetMembers())
 	return out, nil

@@ -218,15 +218,23 @@ func runStatus(g globals, args []string) int {
 			if g.json {
 				return printJSON(st)
 			}
-			fmt.Printf("member %s (%s), leader %s, term %d, commit %d, applied %d, %d sessions, %d locks\n",
-				st.Name, st.Role, orDash(st.Leader), st.Term, st.CommitIndex, st.AppliedIndex, st.Sessions, st.Locks)
+			fmt.Printf("member %s (%s), leader %s, term %d, commit %d, applied %d, %d sessions, %d locks, log version %d\n",
+				st.Name, st.Role, orDash(st.Leader), st.Term, st.CommitIndex, st.AppliedIndex, st.Sessions, st.Locks, st.LogVersion)
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tCLIENT\tPEER\tLEADER")
+			fmt.Fprintln(w, "NAME\tCLIENT\tPEER\tLEADER\tREADS LOG")
 			for _, m := range st.Members {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%v\n", m.Name, orDash(m.ClientAddr), m.PeerAddr, m.ID == st.LeaderID)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%v\t%s\n", m.Name, orDash(m.ClientAddr), m.PeerAddr, m.ID == st.LeaderID, logVersion(m.LogVersion))
 			}
 			return w.Flush()
 		})
+}
+
+// logVersion prints a member's log version: "-" if not heard from.
+func logVersion(v uint32) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprint(v)
 }
 
 func orDash(s string) string {

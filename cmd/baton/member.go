@@ -93,13 +93,13 @@ func runMember(g globals, args []string) int {
 
 func printMembers(ms []baton.Member) error {
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tROLE\tCLIENT\tPEER")
+	fmt.Fprintln(w, "NAME\tROLE\tCLIENT\tPEER\tREADS LOG")
 	for _, m := range ms {
 		role := "voter"
 		if m.Learner {
 			role = "learner"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", m.Name, role, orDash(m.ClientAddr), m.PeerAddr)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", m.Name, role, orDash(m.ClientAddr), m.PeerAddr, logVersion(m.LogVersion))
 	}
 	return w.Flush()
 }
