@@ -41,7 +41,8 @@ func (m *Machine) setLogVersion(a *apply, op *fsmpb.SetLogVersion) {
 }
 
 // VersionNeeded is the log version a member needs to apply cmd: the
-// newest version that added a field cmd sets.
+// newest version that added a field cmd sets (for SetLogVersion, at least
+// the version it sets).
 func VersionNeeded(cmd *fsmpb.Command) uint32 {
 	switch op := cmd.GetOp().(type) {
 	case *fsmpb.Command_OpenSession:
@@ -53,7 +54,7 @@ func VersionNeeded(cmd *fsmpb.Command) uint32 {
 			return 2
 		}
 	case *fsmpb.Command_SetLogVersion:
-		return 2
+		return max(2, op.SetLogVersion.GetVersion())
 	}
 	return 1
 }

@@ -185,11 +185,15 @@ entries:
 				n.log.Error("entry from a newer release", "index", idx)
 				break entries
 			}
-			if v := cmd.GetSetLogVersion().GetVersion(); v > n.cfg.LogVersion {
-				// The leader saw every member say it reads v; this one
-				// does not (an older release started under its name).
-				n.loopErr = fmt.Errorf("raftnode: entry %d raises the cluster's log version to %d; this member reads up to %d: stopping before the entries it could not read; upgrade this member", idx, v, n.cfg.LogVersion)
-				n.log.Error("log version above this release's", "index", idx, "version", v, "reads", n.cfg.LogVersion)
+			if v := fsm.VersionNeeded(cmd); v > n.cfg.LogVersion {
+				// Only a member configured to read an older version
+				// (tests of mixed releases) gets here with an entry it
+				// decoded: it stops as that release would. A real
+				// older release stops above, at the unknown fields, or
+				// here at a SetLogVersion above it (an older release
+				// started on a cluster that moved on).
+				n.loopErr = fmt.Errorf("raftnode: entry %d needs log version %d; this member reads up to %d: stopping rather than applying it; upgrade this member", idx, v, n.cfg.LogVersion)
+				n.log.Error("entry above this member's log version", "index", idx, "needs", v, "reads", n.cfg.LogVersion)
 				break entries
 			}
 			out = append(out, applied{index: idx, cmd: cmd, res: n.m.Apply(idx, cmd)})
