@@ -6,6 +6,7 @@ import (
 
 	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
+	"github.com/batonlock/baton/internal/raftnode"
 )
 
 // logVersionEvery is how often the leader looks whether it may raise the
@@ -55,20 +56,5 @@ func (m *Member) raiseLogVersion(ctx context.Context) {
 // membersLogVersion is the lowest log version the members read; ok is
 // false while one of them has not been heard from.
 func (m *Member) membersLogVersion() (v uint32, ok bool) {
-	ms := m.node.Membership()
-	self := MemberID(m.cfg.Name)
-	v = m.readsLogVersion()
-	for _, ids := range [][]uint64{ms.Voters, ms.Learners} {
-		for _, id := range ids {
-			if id == self {
-				continue
-			}
-			pv, ok := m.tr.PeerLogVersion(id)
-			if !ok {
-				return 0, false
-			}
-			v = min(v, pv)
-		}
-	}
-	return v, true
+	return raftnode.MembersLogVersion(m.node.Membership(), MemberID(m.cfg.Name), m.readsLogVersion(), m.tr.PeerLogVersion)
 }

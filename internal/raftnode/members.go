@@ -46,6 +46,27 @@ func MemberContext(name, peerAddr string, clusterID uint64) []byte {
 	return b
 }
 
+// MembersLogVersion is the log version a leader may raise the cluster's
+// to: the lowest of what it reads (own) and what every other voter and
+// learner of ms said it reads (heard). ok is false while one of them has
+// not been heard from.
+func MembersLogVersion(ms Membership, self uint64, own uint32, heard func(id uint64) (uint32, bool)) (v uint32, ok bool) {
+	v = own
+	for _, ids := range [][]uint64{ms.Voters, ms.Learners} {
+		for _, id := range ids {
+			if id == self {
+				continue
+			}
+			hv, ok := heard(id)
+			if !ok {
+				return 0, false
+			}
+			v = min(v, hv)
+		}
+	}
+	return v, true
+}
+
 // bootContext is a first member's context in a new group's bootstrap:
 // ctx (MemberContext, or none) with the log version this member reads,
 // which becomes the new cluster's. Every first member is expected to run

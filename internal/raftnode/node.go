@@ -201,7 +201,10 @@ var (
 	// the cluster's log version does not admit yet: some member may run a
 	// release that cannot read it (fsm.ForLogVersion). Nothing was proposed.
 	ErrLogVersion = errors.New("raftnode: the cluster's log version is too old for this request")
-	ErrLogLost    = errors.New("raftnode: the leader knows this member had log entries it no longer has (data dir lost, wiped or rolled back); it must not rejoin under its old name")
+	// ErrAboveLogVersion is why a node stops (Err) at an entry that needs
+	// a newer log version than it reads (Config.LogVersion).
+	ErrAboveLogVersion = errors.New("raftnode: stopped rather than apply an entry of a log version this member does not read")
+	ErrLogLost         = errors.New("raftnode: the leader knows this member had log entries it no longer has (data dir lost, wiped or rolled back); it must not rejoin under its old name")
 )
 
 // NotLeaderError says who the leader is, when known (Leader 0 if not).
@@ -250,7 +253,11 @@ type Node struct {
 	// logVersion is the cluster's log version as of the last applied
 	// entry (LogVersion); submit reads it.
 	logVersion atomic.Uint32
-	leader     atomic.Uint64
+	// caughtUp: this node leads and has applied an entry of its own term,
+	// so everything committed before its term is applied, logVersion
+	// included.
+	caughtUp atomic.Bool
+	leader   atomic.Uint64
 
 	wmu     sync.Mutex
 	waiting map[uint64]*proposal
@@ -646,8 +653,15 @@ func (n *Node) submit(cmd *fsmpb.Command, p *proposal) (*proposal, error) {
 		return nil, &NotLeaderError{Leader: n.leader.Load()}
 	}
 	p.id = n.nextID.Add(1)
-	if v := n.logVersion.Load(); v < fsm.LogVersion {
-		// Some member may not read what this release would write.
+	if v := n.logVersion.Load(); v < fsm.LogVersion && fsm.VersionNeeded(cmd) > v {
+		// Some member may not read what this release would write. A
+		// new leader may not have applied the entry that raised the
+		// version yet (an earlier attempt of this very request may have
+		// applied after it): until it has, it decides nothing and the
+		// caller retries, here.
+		if !n.caughtUp.Load() {
+			return nil, &NotLeaderError{Leader: n.cfg.ID}
+		}
 		if err := fsm.ForLogVersion(cmd, v); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrLogVersion, err)
 		}

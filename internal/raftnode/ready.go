@@ -192,7 +192,7 @@ entries:
 				// older release stops above, at the unknown fields, or
 				// here at a SetLogVersion above it (an older release
 				// started on a cluster that moved on).
-				n.loopErr = fmt.Errorf("raftnode: entry %d needs log version %d; this member reads up to %d: stopping rather than applying it; upgrade this member", idx, v, n.cfg.LogVersion)
+				n.loopErr = fmt.Errorf("%w: entry %d needs log version %d, this member reads up to %d; upgrade this member", ErrAboveLogVersion, idx, v, n.cfg.LogVersion)
 				n.log.Error("entry above this member's log version", "index", idx, "needs", v, "reads", n.cfg.LogVersion)
 				break entries
 			}
@@ -215,6 +215,9 @@ entries:
 			n.m.SetApplied(idx)
 		}
 		n.applied = idx
+		if n.wasLeader && e.GetTerm() == n.term && !n.caughtUp.Load() {
+			n.caughtUp.Store(true)
+		}
 	}
 	n.logVersion.Store(n.m.LogVersion())
 	n.mu.Unlock()
@@ -262,6 +265,7 @@ func (n *Node) noteLeadership(ss *raft.SoftState) {
 	wasLeader := n.wasLeader
 	n.wasLeader = isLeader
 	n.term = st.GetTerm()
+	n.caughtUp.Store(false)
 	n.isLeader.Store(isLeader)
 	if wasLeader && !isLeader {
 		n.failAll(ErrOutcomeUnknown)

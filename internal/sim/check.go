@@ -270,6 +270,12 @@ func (k *checker) finalChecks() {
 			return
 		}
 	}
+	// Every member reads this release's log version after heal: the
+	// leader must have raised the cluster's to it.
+	if v := s.nodes[lead].node.LogVersion(); v != fsm.LogVersion {
+		s.fail("f/version", "after heal every member reads log version %d, the cluster is at %d", fsm.LogVersion, v)
+		return
+	}
 	// (a), (b), (d) on the committed log, replayed from scratch.
 	idx := sortedKeys(k.log)
 	for i := range k.conf {

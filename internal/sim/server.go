@@ -200,6 +200,30 @@ func (v *server) handle(r *request) {
 	m.pump()
 }
 
+// raiseLogVersion is embed's raiseLogVersion, one look per tick: a leader
+// that reads more than the cluster's version proposes SetLogVersion once
+// every member has said it reads more too.
+func (m *member) raiseLogVersion() {
+	n := m.node
+	if !n.IsLeader() || n.LogVersion() >= m.reads || (m.raising != nil && !done(m.raising.Done())) {
+		return
+	}
+	v, ok := raftnode.MembersLogVersion(n.Membership(), m.id, m.reads, func(id uint64) (uint32, bool) {
+		hv, ok := m.heard[id]
+		return hv, ok
+	})
+	if !ok || v <= n.LogVersion() {
+		return
+	}
+	f, err := n.Submit(&fsmpb.Command{Op: &fsmpb.Command_SetLogVersion{SetLogVersion: &fsmpb.SetLogVersion{Version: v}}})
+	if err != nil {
+		return
+	}
+	m.raising = f
+	m.s.stats.VersionRaises++
+	m.s.tracef("raise %d log version %d", m.id, v)
+}
+
 func (v *server) keepAliveError(err error) *response {
 	if !v.m.node.IsLeader() {
 		return &response{notLeader: true, hint: v.m.node.Leader()}
@@ -214,6 +238,9 @@ func submitError(err error) *response {
 		return &response{notLeader: true, hint: nl.Leader}
 	case errors.Is(err, raftnode.ErrOverloaded):
 		return &response{retry: true}
+	case errors.Is(err, raftnode.ErrLogVersion):
+		// Refused before it was proposed (FAILED_PRECONDITION).
+		return &response{res: &fsmpb.Result{Error: fsmpb.Error_ERROR_INVALID_ARGUMENT, Message: err.Error()}}
 	default:
 		return &response{unknown: true}
 	}

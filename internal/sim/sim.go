@@ -19,6 +19,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 	"github.com/batonlock/baton/internal/liveness"
 	"github.com/batonlock/baton/internal/raftnode"
@@ -74,6 +75,16 @@ type Config struct {
 	// it answered for, so the model checks each lock, not the atomicity
 	// across them (the log checks see the one entry).
 	Many bool
+	// Upgrade starts the cluster on a release that reads log version 1
+	// (as releases before versions do) and upgrades its members to this
+	// release's version (fsm.LogVersion) while it runs: a member that
+	// crashes comes back upgraded one time in two, and the heal upgrades
+	// the rest (a clean restart). A member tells those it sends to which
+	// version it reads, as the transport's Hello does, and the leader
+	// raises the cluster's version once all do (raftnode.MembersLogVersion),
+	// as embed does. A member that stops at an entry above its version
+	// fails v/stopped; after heal the cluster must be at fsm.LogVersion.
+	Upgrade bool
 	// Trace, if set, receives the run's events as text (for reading a
 	// failing seed; -sim.trace in tests).
 	Trace io.Writer
@@ -100,6 +111,7 @@ func ConfigFor(seed uint64) Config {
 		HoldLimits:     r.IntN(2) == 0,
 		Members:        r.IntN(2) == 0,
 		Many:           r.IntN(2) == 0,
+		Upgrade:        r.IntN(2) == 0,
 	}
 }
 
@@ -149,6 +161,9 @@ type Stats struct {
 	// those the proposer saw apply, Retired the members that stopped
 	// because they were removed.
 	MemberChanges, MembersApplied, Retired uint64
+	// Upgrades counts members restarted on this release's log version,
+	// VersionRaises the SetLogVersion entries leaders proposed.
+	Upgrades, VersionRaises uint64
 }
 
 // Faults is the number of injected faults.
@@ -235,7 +250,10 @@ func Run(cfg Config) Result {
 	s.initial = slices.Clone(s.peers)
 	s.net.init(s)
 	for _, id := range s.peers {
-		m := &member{s: s, id: id, disk: &disk{}}
+		m := &member{s: s, id: id, disk: &disk{}, reads: fsm.LogVersion}
+		if cfg.Upgrade {
+			m.reads = 1
+		}
 		s.nodes[id] = m
 		m.start()
 		// Each member's ticker has its own phase.
@@ -353,6 +371,12 @@ type member struct {
 	writing bool
 	// snapshotting: the node's snapshot completes (FinishSnapshot) later.
 	snapshotting bool
+	// reads is the log version of the member's release (Config.Upgrade);
+	// heard, what the members that sent to this process said they read;
+	// raising, the SetLogVersion this process proposed as leader.
+	reads   uint32
+	heard   map[uint64]uint32
+	raising *raftnode.Future
 }
 
 func (m *member) up() bool { return m.node != nil }
@@ -388,6 +412,8 @@ func (m *member) start() {
 	cfg.HeartbeatTicks = heartbeatTicks
 	cfg.SnapshotEntries = 8
 	cfg.ProposalIDBase = uint64(s.Now().UnixNano())
+	cfg.LogVersion = m.reads
+	m.heard, m.raising = make(map[uint64]uint32), nil
 	srv := &server{m: m, expect: make(map[waitID]*expectation)}
 	cfg.Observer = srv
 	m.srv = srv
@@ -432,6 +458,7 @@ func (m *member) scheduleTick(d time.Duration) {
 				if err := m.node.Tick(); err != nil {
 					m.failed()
 				} else {
+					m.raiseLogVersion()
 					m.pump()
 				}
 			}
@@ -449,6 +476,10 @@ func (m *member) scheduleTick(d time.Duration) {
 func (m *member) failed() {
 	if errors.Is(m.node.Err(), raftnode.ErrRemoved) {
 		m.retire()
+		return
+	}
+	if errors.Is(m.node.Err(), raftnode.ErrAboveLogVersion) {
+		m.s.fail("v/stopped", "member %d, reading log version %d: %v", m.id, m.reads, m.node.Err())
 		return
 	}
 	if m.disk.tore {
@@ -474,8 +505,18 @@ func (m *member) retire() {
 
 func (m *member) restart() {
 	if !m.up() && !m.retired {
+		if m.reads < fsm.LogVersion && m.s.rng.IntN(2) == 0 {
+			m.upgrade()
+		}
 		m.start()
 	}
+}
+
+// upgrade puts the member, down, on this release.
+func (m *member) upgrade() {
+	m.reads = fsm.LogVersion
+	m.s.stats.Upgrades++
+	m.s.tracef("upgrade %d", m.id)
 }
 
 // pump runs the node's loop until it has nothing left to do, then lets
@@ -663,7 +704,7 @@ func (s *Sim) changeMembership() {
 	if len(ms.Voters)+len(ms.Learners) < 6 && s.added < 3 {
 		choices = append(choices, func() (*raftpb.ConfChange, string) {
 			id := slices.Max(sortedKeys(s.nodes)) + 1
-			m := &member{s: s, id: id, disk: &disk{}, join: true}
+			m := &member{s: s, id: id, disk: &disk{}, join: true, reads: fsm.LogVersion}
 			s.nodes[id] = m
 			s.peers = append(s.peers, id)
 			s.added++
@@ -736,6 +777,7 @@ func (n *network) Send(_ uint64, msgs []*raftpb.Message) {
 			s.stats.Dropped++
 			continue
 		}
+		reads := s.nodes[from].reads // said in the Hello of its connection
 		copies := 1
 		if n.dup > 0 && s.rng.Float64() < n.dup {
 			copies = 2
@@ -749,6 +791,9 @@ func (n *network) Send(_ uint64, msgs []*raftpb.Message) {
 					return // partitioned while in flight
 				}
 				s.traceMsg(from, to, c)
+				if dst := s.nodes[to]; dst.up() {
+					dst.heard[from] = reads
+				}
 				s.nodes[to].deliver(c)
 			})
 		}
@@ -874,6 +919,12 @@ func (s *Sim) heal() {
 		m := s.nodes[id]
 		m.disk.tearNext = 0
 		m.pausedUntil, m.slowUntil = 0, 0
+		if m.reads < fsm.LogVersion && !m.retired {
+			if m.up() {
+				m.down() // a clean stop: the disk keeps what it has
+			}
+			m.upgrade()
+		}
 		if !m.up() {
 			m.start()
 		}

@@ -114,9 +114,9 @@ func TestSim(t *testing.T) {
 		}
 		total = addStats(total, res.Stats)
 	}
-	t.Logf("%d scenarios, %d faults (%d crashes, %d torn writes, %d partitions, %d dropped, %d duplicated msgs, %d heartbeat pauses, %d GC pauses, %d member pauses, %d slow raft clocks, %d slow client trips, %d dropped waiting connections: %d grants released, %d kept by their abandons), %d ops (%d unknown), %d fenced writes (%d rejected), %d elections, %d snapshots sent, %d holds expired at their limit, %d renewals granted; linearizability timed out in %d",
+	t.Logf("%d scenarios, %d faults (%d crashes, %d torn writes, %d partitions, %d dropped, %d duplicated msgs, %d heartbeat pauses, %d GC pauses, %d member pauses, %d slow raft clocks, %d slow client trips, %d dropped waiting connections: %d grants released, %d kept by their abandons), %d ops (%d unknown), %d fenced writes (%d rejected), %d elections, %d snapshots sent, %d holds expired at their limit, %d renewals granted, %d membership changes (%d applied, %d members retired), %d members upgraded, %d log version raises; linearizability timed out in %d",
 		n, total.Faults(), total.Crashes, total.TornWrites, total.Partitions, total.Dropped, total.Duplicated, total.HBPauses, total.GCPauses, total.NodePauses, total.SlowClocks, total.SlowReplies, total.ConnDrops,
-		total.AbandonsReleased, total.AbandonsKept, total.Ops, total.Unknown, total.Writes, total.WritesRejected, total.Elections, total.SnapsSent, total.HoldsExpired, total.Renewals, unknownLin)
+		total.AbandonsReleased, total.AbandonsKept, total.Ops, total.Unknown, total.Writes, total.WritesRejected, total.Elections, total.SnapsSent, total.HoldsExpired, total.Renewals, total.MemberChanges, total.MembersApplied, total.Retired, total.Upgrades, total.VersionRaises, unknownLin)
 }
 
 // soak runs random seeds for d.
@@ -162,6 +162,8 @@ func addStats(a, b Stats) Stats {
 		WritesRejected: a.WritesRejected + b.WritesRejected, Elections: a.Elections + b.Elections,
 		SnapsSent: a.SnapsSent + b.SnapsSent, Entries: a.Entries + b.Entries,
 		AbandonsReleased: a.AbandonsReleased + b.AbandonsReleased, AbandonsKept: a.AbandonsKept + b.AbandonsKept, HoldsExpired: a.HoldsExpired + b.HoldsExpired, Renewals: a.Renewals + b.Renewals,
+		MemberChanges: a.MemberChanges + b.MemberChanges, MembersApplied: a.MembersApplied + b.MembersApplied, Retired: a.Retired + b.Retired,
+		Upgrades: a.Upgrades + b.Upgrades, VersionRaises: a.VersionRaises + b.VersionRaises,
 	}
 }
 
