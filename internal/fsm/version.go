@@ -15,19 +15,20 @@ import (
 //
 //	1: every release before log versions (a cluster's version until raised).
 //	2: OpenSession.nonce (and Session.open_nonce in snapshots),
-//	   AcquireMany.hold_limit_nanos, SetLogVersion, Snapshot.log_version
-//	   and Member.log_version.
+//	   AcquireMany.hold_limit_nanos, SetLogVersion and Snapshot.log_version.
 //
 // A field added to a log or snapshot message needs a new version here, and
 // its entry in fieldVersions (TestEveryLogFieldHasAVersion fails without).
 const LogVersion = 2
 
 // LogVersion is the cluster's log version: what the leader may write.
-// A cluster from before log versions is at 1 until the leader raises it.
+// Every cluster starts at 1 (a new one too: its bootstrap records, which
+// each first member writes for itself, must not depend on its release)
+// until its leader raises it.
 func (m *Machine) LogVersion() uint32 { return max(m.logVersion, 1) }
 
-// SetLogVersion raises the cluster's log version to v (never lowers it):
-// a new cluster's bootstrap records, and the SetLogVersion command.
+// SetLogVersion raises the cluster's log version to v (never lowers it),
+// as the SetLogVersion command does.
 func (m *Machine) SetLogVersion(v uint32) {
 	m.logVersion = max(m.logVersion, v)
 }

@@ -19,7 +19,6 @@ var fieldsAddedIn = map[protoreflect.FullName]uint32{
 	"baton.fsm.v1.Command.set_log_version":      2,
 	"baton.fsm.v1.SetLogVersion.version":        2,
 	"baton.fsm.v1.Snapshot.log_version":         2,
-	"baton.fsm.v1.Member.log_version":           2,
 }
 
 // fieldCounts is how many fields each message of the log and snapshots
@@ -31,7 +30,7 @@ var fieldCounts = map[protoreflect.FullName]int{
 	"baton.fsm.v1.AcquireMany": 6, "baton.fsm.v1.ExpireHold": 3, "baton.fsm.v1.SetLogVersion": 1,
 	"baton.fsm.v1.Snapshot": 6, "baton.fsm.v1.Session": 9, "baton.fsm.v1.CachedResult": 3,
 	"baton.fsm.v1.Result": 10, "baton.fsm.v1.AcquireOutcome": 6, "baton.fsm.v1.Holder": 9,
-	"baton.fsm.v1.Waiter": 8, "baton.fsm.v1.Lock": 4, "baton.fsm.v1.Member": 6,
+	"baton.fsm.v1.Waiter": 8, "baton.fsm.v1.Lock": 4, "baton.fsm.v1.Member": 5,
 	"baton.fsm.v1.Grant": 5, "baton.fsm.v1.WaitEnded": 4, "baton.fsm.v1.HoldEnded": 4,
 }
 

@@ -67,20 +67,6 @@ func MembersLogVersion(ms Membership, self uint64, own uint32, heard func(id uin
 	return v, true
 }
 
-// bootContext is a first member's context in a new group's bootstrap:
-// ctx (MemberContext, or none) with the log version this member reads,
-// which becomes the new cluster's. Every first member is expected to run
-// the same release (their bootstrap entries must be equal).
-func bootContext(ctx []byte, logVersion uint32) []byte {
-	var mb fsmpb.Member
-	if proto.Unmarshal(ctx, &mb) != nil {
-		return ctx
-	}
-	mb.LogVersion = logVersion
-	b, _ := proto.Marshal(&mb)
-	return b
-}
-
 // confWait is a membership change waiting for its entry to apply.
 type confWait struct {
 	cc       *raftpb.ConfChange
@@ -181,14 +167,11 @@ func ApplyMembership(m *fsm.Machine, index uint64, cc *raftpb.ConfChange) {
 	switch cc.GetType() {
 	case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode:
 		var mb fsmpb.Member
-		if len(cc.GetContext()) > 0 && proto.Unmarshal(cc.GetContext(), &mb) == nil {
-			if mb.GetName() != "" {
-				m.SetMember(fsm.Member{ID: id, Name: mb.GetName(), PeerAddr: mb.GetPeerAddr()})
-			}
+		if len(cc.GetContext()) > 0 && proto.Unmarshal(cc.GetContext(), &mb) == nil && mb.GetName() != "" {
+			m.SetMember(fsm.Member{ID: id, Name: mb.GetName(), PeerAddr: mb.GetPeerAddr()})
 			if mb.GetClusterId() != 0 {
 				m.SetClusterID(mb.GetClusterId())
 			}
-			m.SetLogVersion(mb.GetLogVersion())
 		}
 	case raftpb.ConfChangeRemoveNode:
 		m.RemoveMember(id)

@@ -496,7 +496,7 @@ func newNode(cfg Config) (*Node, error) {
 		}
 		peers := make([]raft.Peer, len(ids))
 		for i, id := range ids {
-			peers[i] = raft.Peer{ID: id, Context: bootContext(cfg.PeerContexts[id], cfg.LogVersion)}
+			peers[i] = raft.Peer{ID: id, Context: cfg.PeerContexts[id]}
 		}
 		if err := rn.Bootstrap(peers); err != nil {
 			return nil, fmt.Errorf("raftnode: bootstrap: %w", err)

@@ -857,8 +857,8 @@ func TestLogVersion(t *testing.T) {
 	}
 	setVersion := &fsmpb.Command{Op: &fsmpb.Command_SetLogVersion{SetLogVersion: &fsmpb.SetLogVersion{Version: 2}}}
 
-	if v := startLone(t, &memStore{}).LogVersion(); v != fsm.LogVersion {
-		t.Fatalf("a new cluster of this release is at log version %d, want %d", v, fsm.LogVersion)
+	if v := startLone(t, &memStore{}).LogVersion(); v != 1 {
+		t.Fatalf("a new cluster is at log version %d, want 1 until its leader raises it", v)
 	}
 	old := start(1)
 	if v := old.LogVersion(); v != 1 {

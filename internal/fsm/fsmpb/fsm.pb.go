@@ -1616,8 +1616,8 @@ type Snapshot struct {
 	Locks        []*Lock                `protobuf:"bytes,3,rep,name=locks,proto3" json:"locks,omitempty"`
 	Members      []*Member              `protobuf:"bytes,4,rep,name=members,proto3" json:"members,omitempty"`                       // by id
 	ClusterId    uint64                 `protobuf:"varint,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"` // from the bootstrap's records; 0 if none
-	// log_version is the cluster's log version (SetLogVersion, or a new
-	// cluster's bootstrap records); 0 for a cluster from before versions.
+	// log_version is the cluster's log version (SetLogVersion); 0 until
+	// the first raise, and in clusters from before versions.
 	LogVersion    uint32 `protobuf:"varint,6,opt,name=log_version,json=logVersion,proto3" json:"log_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1710,10 +1710,7 @@ type Member struct {
 	Removed bool `protobuf:"varint,4,opt,name=removed,proto3" json:"removed,omitempty"`
 	// cluster_id, in a new cluster's bootstrap records only: a hash of its
 	// first members' names and addresses, which identifies the cluster.
-	ClusterId uint64 `protobuf:"varint,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	// log_version, in a new cluster's bootstrap records only: the log
-	// version its first members run, the cluster's from its first entry.
-	LogVersion    uint32 `protobuf:"varint,6,opt,name=log_version,json=logVersion,proto3" json:"log_version,omitempty"`
+	ClusterId     uint64 `protobuf:"varint,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1779,13 +1776,6 @@ func (x *Member) GetRemoved() bool {
 func (x *Member) GetClusterId() uint64 {
 	if x != nil {
 		return x.ClusterId
-	}
-	return 0
-}
-
-func (x *Member) GetLogVersion() uint32 {
-	if x != nil {
-		return x.LogVersion
 	}
 	return 0
 }
@@ -2373,16 +2363,14 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x05 \x01(\x04R\tclusterId\x12\x1f\n" +
 	"\vlog_version\x18\x06 \x01(\rR\n" +
-	"logVersion\"\xa3\x01\n" +
+	"logVersion\"\x82\x01\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
 	"\tpeer_addr\x18\x03 \x01(\tR\bpeerAddr\x12\x18\n" +
 	"\aremoved\x18\x04 \x01(\bR\aremoved\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x05 \x01(\x04R\tclusterId\x12\x1f\n" +
-	"\vlog_version\x18\x06 \x01(\rR\n" +
-	"logVersion\"\xad\x02\n" +
+	"cluster_id\x18\x05 \x01(\x04R\tclusterId\"\xad\x02\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1b\n" +
