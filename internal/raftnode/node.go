@@ -75,7 +75,8 @@ type Config struct {
 	PeerContexts map[uint64][]byte
 	// LogVersion is the newest log version this member reads
 	// (fsm.LogVersion when 0). Tests of clusters of mixed releases set an
-	// older one: such a member stops at a SetLogVersion entry above it.
+	// older one: such a member stops at an entry above it, as a member of
+	// that release would (ErrAboveLogVersion).
 	LogVersion uint32
 	// Join starts a node with an empty log as a new member of a running
 	// group (added by a membership change) instead of bootstrapping a
@@ -197,6 +198,7 @@ var (
 	// rolled back. Such a member must not rejoin under its old name: the
 	// entries it acknowledged may have been counted in a majority, and
 	// with them forgotten that majority no longer holds them.
+	ErrLogLost = errors.New("raftnode: the leader knows this member had log entries it no longer has (data dir lost, wiped or rolled back); it must not rejoin under its old name")
 	// ErrLogVersion is returned (wrapped, with the reason) for a command
 	// the cluster's log version does not admit yet: some member may run a
 	// release that cannot read it (fsm.ForLogVersion). Nothing was proposed.
@@ -204,7 +206,6 @@ var (
 	// ErrAboveLogVersion is why a node stops (Err) at an entry that needs
 	// a newer log version than it reads (Config.LogVersion).
 	ErrAboveLogVersion = errors.New("raftnode: stopped rather than apply an entry of a log version this member does not read")
-	ErrLogLost         = errors.New("raftnode: the leader knows this member had log entries it no longer has (data dir lost, wiped or rolled back); it must not rejoin under its old name")
 )
 
 // NotLeaderError says who the leader is, when known (Leader 0 if not).
@@ -490,13 +491,12 @@ func newNode(cfg Config) (*Node, error) {
 	n.membership = n.membershipLocked()
 	n.membershipChanged = true
 	if !restart && !cfg.Join {
-		ids := cfg.Peers
-		if len(ids) == 0 {
-			ids = []uint64{cfg.ID}
-		}
-		peers := make([]raft.Peer, len(ids))
-		for i, id := range ids {
+		peers := make([]raft.Peer, len(cfg.Peers))
+		for i, id := range cfg.Peers {
 			peers[i] = raft.Peer{ID: id, Context: cfg.PeerContexts[id]}
+		}
+		if len(peers) == 0 {
+			peers = []raft.Peer{{ID: cfg.ID}}
 		}
 		if err := rn.Bootstrap(peers); err != nil {
 			return nil, fmt.Errorf("raftnode: bootstrap: %w", err)
@@ -544,9 +544,6 @@ func (n *Node) IsLeader() bool { return n.isLeader.Load() }
 // LogVersion is the cluster's log version as of the last applied entry
 // (fsm.Machine.LogVersion): what this node writes if it leads.
 func (n *Node) LogVersion() uint32 { return n.logVersion.Load() }
-
-// ReadsLogVersion is the newest log version this member reads.
-func (n *Node) ReadsLogVersion() uint32 { return n.cfg.LogVersion }
 
 // Leader is the current leader's id, 0 if unknown.
 func (n *Node) Leader() uint64 { return n.leader.Load() }
