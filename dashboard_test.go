@@ -85,8 +85,8 @@ func TestDashboardReadsTheAPI(t *testing.T) {
 	}
 
 	st := getJSON("/v1/status")
-	has("status", st, use("status", "name", "role", "leader", "leader_id", "term", "commit_index", "applied_index", "sessions", "locks", "version", "members")...)
-	has("status member", first("members", st["members"]), use("member", "id", "name", "client_addr", "peer_addr", "learner")...)
+	has("status", st, use("status", "name", "role", "leader", "leader_id", "term", "commit_index", "applied_index", "sessions", "locks", "version", "log_version", "members")...)
+	has("status member", first("members", st["members"]), use("member", "id", "name", "client_addr", "peer_addr", "learner", "log_version")...)
 
 	locks := getJSON("/v1/locks?page_size=200&prefix=" + url.QueryEscape("dash/"))
 	has("locks", locks, use("locks", "locks", "next_page_token")...)

@@ -60,11 +60,13 @@ function renderStatus(st) {
     ["sessions", st.sessions],
     ["locks", st.locks],
     ["version", st.version],
+    ["log version", st.log_version],
   ];
   $("#cluster").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
   fill($("#members tbody"), (st.members || []).map((m) => el("tr", { class: m.id === st.leader_id ? "leader" : "" },
     el("td", {}, m.name), el("td", {}, m.id), el("td", {}, m.client_addr), el("td", {}, m.peer_addr),
-    el("td", {}, m.id === st.leader_id ? "leader" : m.learner ? "learner" : ""))), "no members known", 5);
+    el("td", {}, m.log_version || "-"),
+    el("td", {}, m.id === st.leader_id ? "leader" : m.learner ? "learner" : ""))), "no members known", 6);
 }
 
 function holderCells(h) {
