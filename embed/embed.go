@@ -359,6 +359,7 @@ func Start(cfg Config) (*Member, error) {
 	}
 	rc.Join = cfg.Join
 	rc.LogVersion = m.readsLogVersion()
+	rc.LogVersionDue = m.logVersionDue
 	rc.MembershipChanged = m.membershipChanged
 	rc.Store = st
 	rc.Recovered = raftnode.Recovered{Snapshot: snap, HardState: hs, Entries: ents}

@@ -58,5 +58,11 @@ func (m *Member) raiseLogVersion(ctx context.Context) {
 // membersLogVersion is the lowest log version the members read; ok is
 // false while one of them has not been heard from.
 func (m *Member) membersLogVersion() (v uint32, ok bool) {
-	return raftnode.MembersLogVersion(m.node.Membership(), MemberID(m.cfg.Name), m.readsLogVersion(), m.tr.PeerLogVersion)
+	return m.logVersionDue(m.node.Membership())
+}
+
+// logVersionDue is raftnode.Config.LogVersionDue: the lowest log version
+// the members of ms read, as their Hellos said.
+func (m *Member) logVersionDue(ms raftnode.Membership) (v uint32, ok bool) {
+	return raftnode.MembersLogVersion(ms, MemberID(m.cfg.Name), m.readsLogVersion(), m.tr.PeerLogVersion)
 }

@@ -78,6 +78,13 @@ type Config struct {
 	// older one: such a member stops at an entry above it, as a member of
 	// that release would (ErrAboveLogVersion).
 	LogVersion uint32
+	// LogVersionDue, when set, is the version the cluster is about to be
+	// raised to: the lowest that the members of ms said they read (ok
+	// false while one has not been heard from; see MembersLogVersion). A
+	// command that needs a version above the cluster's but not above the
+	// due one is answered "retry" instead of being changed or refused: a
+	// new cluster starts at 1 and is raised within moments.
+	LogVersionDue func(ms Membership) (v uint32, ok bool)
 	// Join starts a node with an empty log as a new member of a running
 	// group (added by a membership change) instead of bootstrapping a
 	// group of Peers: it waits for the leader to send it the log or a
@@ -650,17 +657,24 @@ func (n *Node) submit(cmd *fsmpb.Command, p *proposal) (*proposal, error) {
 		return nil, &NotLeaderError{Leader: n.leader.Load()}
 	}
 	p.id = n.nextID.Add(1)
-	if v := n.logVersion.Load(); v < fsm.LogVersion && fsm.VersionNeeded(cmd) > v {
-		// Some member may not read what this release would write. A
-		// new leader may not have applied the entry that raised the
-		// version yet (an earlier attempt of this very request may have
-		// applied after it): until it has, it decides nothing and the
-		// caller retries, here.
-		if !n.caughtUp.Load() {
-			return nil, &NotLeaderError{Leader: n.cfg.ID}
-		}
-		if err := fsm.ForLogVersion(cmd, v); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrLogVersion, err)
+	if v := n.logVersion.Load(); v < fsm.LogVersion && cmd.GetSetLogVersion() == nil {
+		if need := fsm.VersionNeeded(cmd); need > v {
+			// Some member may not read what this release would write.
+			// A new leader may not have applied the entry that raised
+			// the version (an earlier attempt of this very request may
+			// have applied after it), and a raise may be on its way:
+			// then the caller retries, here.
+			if !n.caughtUp.Load() {
+				return nil, &NotLeaderError{Leader: n.cfg.ID}
+			}
+			if due := n.cfg.LogVersionDue; due != nil {
+				if dv, ok := due(n.Membership()); ok && dv >= need {
+					return nil, &NotLeaderError{Leader: n.cfg.ID}
+				}
+			}
+			if err := fsm.ForLogVersion(cmd, v); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrLogVersion, err)
+			}
 		}
 	}
 	cmd.Proposer = n.cfg.ID

@@ -208,10 +208,7 @@ func (m *member) raiseLogVersion() {
 	if !n.IsLeader() || n.LogVersion() >= m.reads || (m.raising != nil && !done(m.raising.Done())) {
 		return
 	}
-	v, ok := raftnode.MembersLogVersion(n.Membership(), m.id, m.reads, func(id uint64) (uint32, bool) {
-		hv, ok := m.heard[id]
-		return hv, ok
-	})
+	v, ok := m.logVersionDue(n.Membership())
 	if !ok || v <= n.LogVersion() {
 		return
 	}
@@ -222,6 +219,15 @@ func (m *member) raiseLogVersion() {
 	m.raising = f
 	m.s.stats.VersionRaises++
 	m.s.tracef("raise %d log version %d", m.id, v)
+}
+
+// logVersionDue is raftnode.Config.LogVersionDue, from what the members
+// that sent to this process said they read.
+func (m *member) logVersionDue(ms raftnode.Membership) (uint32, bool) {
+	return raftnode.MembersLogVersion(ms, m.id, m.reads, func(id uint64) (uint32, bool) {
+		hv, ok := m.heard[id]
+		return hv, ok
+	})
 }
 
 func (v *server) keepAliveError(err error) *response {

@@ -413,6 +413,7 @@ func (m *member) start() {
 	cfg.SnapshotEntries = 8
 	cfg.ProposalIDBase = uint64(s.Now().UnixNano())
 	cfg.LogVersion = m.reads
+	cfg.LogVersionDue = m.logVersionDue
 	m.heard, m.raising = make(map[uint64]uint32), nil
 	srv := &server{m: m, expect: make(map[waitID]*expectation)}
 	cfg.Observer = srv
