@@ -247,11 +247,9 @@ type Member struct {
 	// bootClusterID is the id of the cluster this member bootstraps (an
 	// empty data dir without Join), until the node publishes it.
 	bootClusterID uint64
-	// versionDone is closed when raiseLogVersion has returned.
-	versionDone chan struct{}
-	stopTrack   context.CancelFunc
-	trackDone   chan struct{}
-	closeOnce   sync.Once
+	stopTrack     context.CancelFunc
+	trackDone     chan struct{}
+	closeOnce     sync.Once
 }
 
 // Start opens the data dir, joins (or bootstraps) the cluster and serves.
@@ -380,14 +378,9 @@ func Start(cfg Config) (*Member, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.stopTrack = cancel
 	m.trackDone = make(chan struct{})
-	m.versionDone = make(chan struct{})
 	go func() {
 		defer close(m.trackDone)
 		m.srv.Tracker().Run(ctx)
-	}()
-	go func() {
-		defer close(m.versionDone)
-		m.raiseLogVersion(ctx)
 	}()
 
 	extra := http.NewServeMux()
@@ -554,7 +547,6 @@ func (m *Member) Close() {
 		if m.stopTrack != nil {
 			m.stopTrack()
 			<-m.trackDone
-			<-m.versionDone
 		}
 		if m.node != nil {
 			m.node.Stop()

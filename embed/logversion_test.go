@@ -96,7 +96,7 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 		// One member still reads only version 1: what the leader's
 		// raiseLogVersion would raise the version to is 1 at most.
-		if v, ok := c.members[lead].membersLogVersion(); ok && v > 1 {
+		if v, ok := c.members[lead].logVersionDue(c.members[lead].Node().Membership()); ok && v > 1 {
 			t.Fatalf("after upgrading %d of 3 members the leader would raise the version to %d", k+1, v)
 		}
 		st := status(lead)

@@ -339,3 +339,33 @@ func (n *Node) StopRemoved() {
 	default:
 	}
 }
+
+// maybeRaiseLogVersion (on the loop) proposes SetLogVersion when this node
+// leads, has applied an entry of its term, reads a newer log version than
+// the cluster's, and every member has said it reads one too
+// (Config.LogVersionDue). One at a time; a failed one is tried again at
+// the next turn.
+func (n *Node) maybeRaiseLogVersion() {
+	cur := n.logVersion.Load()
+	if cur >= n.cfg.LogVersion || n.cfg.LogVersionDue == nil || !n.caughtUp.Load() || n.raising.Load() {
+		return
+	}
+	v, ok := n.cfg.LogVersionDue(n.membership)
+	v = min(v, n.cfg.LogVersion)
+	if !ok || v <= cur {
+		return
+	}
+	n.raising.Store(true)
+	cmd := &fsmpb.Command{Op: &fsmpb.Command_SetLogVersion{SetLogVersion: &fsmpb.SetLogVersion{Version: v}}}
+	_, err := n.submit(cmd, &proposal{cb: func(_ *fsmpb.Result, _ uint64, err error) {
+		n.raising.Store(false)
+		if err != nil {
+			n.log.Warn("raising the cluster's log version", "to", v, "err", err)
+			return
+		}
+		n.log.Info("raised the cluster's log version: every member reads it", "log_version", v)
+	}})
+	if err != nil {
+		n.raising.Store(false)
+	}
+}

@@ -78,12 +78,14 @@ type Config struct {
 	// older one: such a member stops at an entry above it, as a member of
 	// that release would (ErrAboveLogVersion).
 	LogVersion uint32
-	// LogVersionDue, when set, is the version the cluster is about to be
-	// raised to: the lowest that the members of ms said they read (ok
-	// false while one has not been heard from; see MembersLogVersion). A
-	// command that needs a version above the cluster's but not above the
-	// due one is answered "retry" instead of being changed or refused: a
-	// new cluster starts at 1 and is raised within moments.
+	// LogVersionDue, when set, is the version the cluster may be raised
+	// to: the lowest that the members of ms said they read (ok false
+	// while one has not been heard from; see MembersLogVersion). A leader
+	// that has applied an entry of its term proposes SetLogVersion as soon
+	// as that is above the cluster's version; meanwhile a command that
+	// needs a version above the cluster's but not above the due one is
+	// answered "retry" instead of being changed or refused. A new cluster
+	// starts at 1 and is raised right after its first election.
 	LogVersionDue func(ms Membership) (v uint32, ok bool)
 	// Join starts a node with an empty log as a new member of a running
 	// group (added by a membership change) instead of bootstrapping a
@@ -265,7 +267,9 @@ type Node struct {
 	// so everything committed before its term is applied, logVersion
 	// included.
 	caughtUp atomic.Bool
-	leader   atomic.Uint64
+	// raising: a SetLogVersion this node proposed has not completed.
+	raising atomic.Bool
+	leader  atomic.Uint64
 
 	wmu     sync.Mutex
 	waiting map[uint64]*proposal

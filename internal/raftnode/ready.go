@@ -62,6 +62,7 @@ func (n *Node) handleReady(rd raft.Ready) error {
 	n.releaseReads()
 	// Raft refuses to campaign while committed conf changes are unapplied.
 	n.maybeCampaign()
+	n.maybeRaiseLogVersion()
 	n.maybeSnapshot()
 	n.refreshStatus()
 	return nil

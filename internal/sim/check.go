@@ -106,6 +106,9 @@ func (k *checker) applied(m *member, index uint64, cmd *fsmpb.Command, res *fsmp
 	if e == nil {
 		k.log[index] = &logEntry{cmd: protoClone(cmd), data: data, res: protoClone(res), firstAt: k.s.now}
 		k.s.stats.Entries++
+		if cmd.GetSetLogVersion() != nil {
+			k.s.stats.VersionRaises++
+		}
 		k.s.tracef("apply %d@%d %x", index, m.id, data)
 		return
 	}

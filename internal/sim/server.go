@@ -200,27 +200,6 @@ func (v *server) handle(r *request) {
 	m.pump()
 }
 
-// raiseLogVersion is embed's raiseLogVersion, one look per tick: a leader
-// that reads more than the cluster's version proposes SetLogVersion once
-// every member has said it reads more too.
-func (m *member) raiseLogVersion() {
-	n := m.node
-	if !n.IsLeader() || n.LogVersion() >= m.reads || (m.raising != nil && !done(m.raising.Done())) {
-		return
-	}
-	v, ok := m.logVersionDue(n.Membership())
-	if !ok || v <= n.LogVersion() {
-		return
-	}
-	f, err := n.Submit(&fsmpb.Command{Op: &fsmpb.Command_SetLogVersion{SetLogVersion: &fsmpb.SetLogVersion{Version: v}}})
-	if err != nil {
-		return
-	}
-	m.raising = f
-	m.s.stats.VersionRaises++
-	m.s.tracef("raise %d log version %d", m.id, v)
-}
-
 // logVersionDue is raftnode.Config.LogVersionDue, from what the members
 // that sent to this process said they read.
 func (m *member) logVersionDue(ms raftnode.Membership) (uint32, bool) {

@@ -80,9 +80,9 @@ type Config struct {
 	// release's version (fsm.LogVersion) while it runs: a member that
 	// crashes comes back upgraded one time in two, and the heal upgrades
 	// the rest (a clean restart). A member tells those it sends to which
-	// version it reads, as the transport's Hello does, and the leader
-	// raises the cluster's version once all do (raftnode.MembersLogVersion),
-	// as embed does. A member that stops at an entry above its version
+	// version it reads, as the transport's Hello does, and the leader's
+	// node raises the cluster's version once all do
+	// (Config.LogVersionDue, raftnode.MembersLogVersion), as in embed. A member that stops at an entry above its version
 	// fails v/stopped; after heal the cluster must be at fsm.LogVersion.
 	Upgrade bool
 	// Trace, if set, receives the run's events as text (for reading a
@@ -162,7 +162,7 @@ type Stats struct {
 	// because they were removed.
 	MemberChanges, MembersApplied, Retired uint64
 	// Upgrades counts members restarted on this release's log version,
-	// VersionRaises the SetLogVersion entries leaders proposed.
+	// VersionRaises the SetLogVersion entries committed.
 	Upgrades, VersionRaises uint64
 }
 
@@ -372,11 +372,9 @@ type member struct {
 	// snapshotting: the node's snapshot completes (FinishSnapshot) later.
 	snapshotting bool
 	// reads is the log version of the member's release (Config.Upgrade);
-	// heard, what the members that sent to this process said they read;
-	// raising, the SetLogVersion this process proposed as leader.
-	reads   uint32
-	heard   map[uint64]uint32
-	raising *raftnode.Future
+	// heard, what the members that sent to this process said they read.
+	reads uint32
+	heard map[uint64]uint32
 }
 
 func (m *member) up() bool { return m.node != nil }
@@ -414,7 +412,7 @@ func (m *member) start() {
 	cfg.ProposalIDBase = uint64(s.Now().UnixNano())
 	cfg.LogVersion = m.reads
 	cfg.LogVersionDue = m.logVersionDue
-	m.heard, m.raising = make(map[uint64]uint32), nil
+	m.heard = make(map[uint64]uint32)
 	srv := &server{m: m, expect: make(map[waitID]*expectation)}
 	cfg.Observer = srv
 	m.srv = srv
@@ -459,7 +457,6 @@ func (m *member) scheduleTick(d time.Duration) {
 				if err := m.node.Tick(); err != nil {
 					m.failed()
 				} else {
-					m.raiseLogVersion()
 					m.pump()
 				}
 			}
