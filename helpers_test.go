@@ -13,13 +13,13 @@ import (
 
 // testCluster is n real members on loopback, each in its own temp dir.
 type testCluster struct {
-	t       *testing.T
+	t       testing.TB
 	members []*embed.Member
 }
 
 // startCluster starts n members with fast Raft ticks (elections in a few
 // hundred milliseconds).
-func startCluster(t *testing.T, n int, opts ...func(*embed.Config)) *testCluster {
+func startCluster(t testing.TB, n int, opts ...func(*embed.Config)) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, members: make([]*embed.Member, n)}
 	cfgs := make([]embed.Config, n)
@@ -101,7 +101,7 @@ func (c *testCluster) leader() int {
 }
 
 // dial connects a client to the cluster and closes it at the end.
-func dial(t *testing.T, endpoints string, opts ...Option) *Client {
+func dial(t testing.TB, endpoints string, opts ...Option) *Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -114,7 +114,7 @@ func dial(t *testing.T, endpoints string, opts ...Option) *Client {
 }
 
 // newSession opens a session and closes it at the end.
-func newSession(t *testing.T, cl *Client, opts ...SessionOption) *Session {
+func newSession(t testing.TB, cl *Client, opts ...SessionOption) *Session {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -139,7 +139,7 @@ func single(t *testing.T) (*testCluster, *Client) {
 
 // waitFor polls cond until it holds (state on the server that no event
 // announces, such as a waiter having queued).
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {
