@@ -357,14 +357,14 @@ func (n *Node) maybeRaiseLogVersion() {
 	}
 	n.raising.Store(true)
 	cmd := &fsmpb.Command{Op: &fsmpb.Command_SetLogVersion{SetLogVersion: &fsmpb.SetLogVersion{Version: v}}}
-	_, err := n.submit(cmd, &proposal{cb: func(_ *fsmpb.Result, _ uint64, err error) {
+	_, err := n.submit(cmd, &proposal{cb: completeFunc(func(_ *fsmpb.Result, _ uint64, err error) {
 		n.raising.Store(false)
 		if err != nil {
 			n.log.Warn("raising the cluster's log version", "to", v, "err", err)
 			return
 		}
 		n.log.Info("raised the cluster's log version: every member reads it", "log_version", v)
-	}})
+	})})
 	if err != nil {
 		n.raising.Store(false)
 	}

@@ -347,7 +347,7 @@ type proposal struct {
 	id    uint64
 	data  []byte
 	done  chan struct{} // closed on completion, unless cb is set
-	cb    func(res *fsmpb.Result, index uint64, err error)
+	cb    Completer
 	res   *fsmpb.Result
 	index uint64
 	err   error
@@ -357,7 +357,7 @@ type proposal struct {
 // the one who removed p from Node.waiting calls it, so it runs once.
 func (p *proposal) complete(res *fsmpb.Result, index uint64, err error) {
 	if p.cb != nil {
-		p.cb(res, index, err)
+		p.cb.Complete(res, index, err)
 		return
 	}
 	p.res, p.index, p.err = res, index, err
@@ -652,7 +652,24 @@ func (n *Node) Submit(cmd *fsmpb.Command) (*Future, error) {
 // quickly and must not call the Node's blocking methods. When SubmitFunc
 // returns an error, done is never called.
 func (n *Node) SubmitFunc(cmd *fsmpb.Command, done func(res *fsmpb.Result, index uint64, err error)) error {
-	_, err := n.submit(cmd, &proposal{cb: done})
+	return n.SubmitTo(cmd, completeFunc(done))
+}
+
+// Completer is told the outcome of a command given to SubmitTo.
+type Completer interface {
+	Complete(res *fsmpb.Result, index uint64, err error)
+}
+
+type completeFunc func(res *fsmpb.Result, index uint64, err error)
+
+func (f completeFunc) Complete(res *fsmpb.Result, index uint64, err error) { f(res, index, err) }
+
+// SubmitTo is SubmitFunc for a caller that keeps what it needs to answer
+// in a value of its own: c.Complete is called as done would be. A server
+// with a request in flight per session pays one allocation for it, where
+// closures over the request cost several.
+func (n *Node) SubmitTo(cmd *fsmpb.Command, c Completer) error {
+	_, err := n.submit(cmd, &proposal{cb: c})
 	return err
 }
 

@@ -267,7 +267,14 @@ func tsOf(unixNano int64) *timestamppb.Timestamp {
 }
 
 func acquireToWire(seq uint64, o *fsmpb.AcquireOutcome) *batonpb.AcquireResponse {
-	r := &batonpb.AcquireResponse{Name: o.GetLock(), Seq: seq, Holder: holderToWire(o.GetHolder())}
+	r := &batonpb.AcquireResponse{}
+	fillAcquireResponse(r, seq, o)
+	return r
+}
+
+// fillAcquireResponse sets r, a zero AcquireResponse, to the API's form of o.
+func fillAcquireResponse(r *batonpb.AcquireResponse, seq uint64, o *fsmpb.AcquireOutcome) {
+	r.Name, r.Seq, r.Holder = o.GetLock(), seq, holderToWire(o.GetHolder())
 	switch o.GetStatus() {
 	case fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED:
 		r.Acquired, r.Token, r.Count, r.Holder = true, o.GetToken(), o.GetCount(), nil
@@ -276,7 +283,6 @@ func acquireToWire(seq uint64, o *fsmpb.AcquireOutcome) *batonpb.AcquireResponse
 	case fsmpb.AcquireStatus_ACQUIRE_STATUS_SKIPPED:
 		r.Skipped = true
 	}
-	return r
 }
 
 func lockToWire(l *fsmpb.Lock) *batonpb.Lock {
