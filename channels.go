@@ -11,11 +11,13 @@ import (
 	"io"
 	"sync"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/api/wire"
 )
 
 // sessionStream is what a session reads and writes: a channel of the
@@ -96,7 +98,8 @@ func (c *Client) sessionMux(addr string) (*sessionMux, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(c.runCtx)
-	gs, err := bc.Sessions(ctx)
+	// The stream's answers are decoded without protobuf's reflection.
+	gs, err := bc.Sessions(ctx, grpc.ForceCodecV2(wire.Codec{}))
 	if err != nil {
 		cancel()
 		return nil, fromStatus(err)

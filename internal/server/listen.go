@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/api/wire"
 )
 
 // MaxRequestBytes bounds one request message; bigger ones are refused with
@@ -38,6 +39,8 @@ func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
 		grpc.MaxRecvMsgSize(MaxRequestBytes),
 		grpc.Creds(connCreds{}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		// Sessions streams decoded without protobuf's reflection.
+		grpc.ForceServerCodecV2(wire.Codec{}),
 	)
 	batonpb.RegisterBatonServer(gs, s)
 	jsonpb := &runtime.JSONPb{
