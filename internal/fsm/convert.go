@@ -223,7 +223,7 @@ func (c *cachedResult) toProto(pa *protoAlloc) *fsmpb.Result {
 	many := p.AcquireMany[:0]
 	*p = fsmpb.Result{
 		Error:          c.code,
-		Message:        c.msg,
+		Message:        c.message(),
 		RemainingCount: c.remaining,
 	}
 	if c.acquire != nil {

@@ -43,7 +43,8 @@ type session struct {
 // message for a retry or a snapshot.
 type cachedResult struct {
 	seq       uint64
-	msg       string
+	msg       string    // Result.message, unless endedLock is set
+	endedLock string    // the hold this acquire got on it has ended (holdEnded)
 	acquire   *outcome  // Result.acquire, nil if unset
 	many      []outcome // Result.acquire_many
 	code      fsmpb.Error
@@ -174,8 +175,19 @@ func (s *session) holdEnded(seq uint64, lock string) {
 		return
 	}
 	c.code = fsmpb.Error_ERROR_NOT_HOLDER
-	c.msg = "the hold this request got on lock " + quote(lock) + " has since ended"
+	// The message is made when it is read, which is rare: every release
+	// comes here while its acquire's answer is still cached, and the
+	// answer is mostly forgotten right after.
+	c.msg, c.endedLock = "", lock
 	c.acquire = nil
+}
+
+// message is the cached result's error message.
+func (c *cachedResult) message() string {
+	if c.endedLock != "" {
+		return "the hold this request got on lock " + quote(c.endedLock) + " has since ended"
+	}
+	return c.msg
 }
 
 // abandoned updates the cached result of the acquire seq, whose hold an
@@ -185,7 +197,7 @@ func (s *session) abandoned(seq uint64, lock string) {
 	if c == nil {
 		return
 	}
-	c.code = fsmpb.Error_ERROR_WAIT_CANCELLED
+	c.code, c.endedLock = fsmpb.Error_ERROR_WAIT_CANCELLED, ""
 	c.msg = "wait for lock " + quote(lock) + " was cancelled: its caller went away, and the grant it got was released"
 	c.acquire = nil
 }
@@ -198,7 +210,7 @@ func (s *session) waitEnded(seq uint64, lock string, code fsmpb.Error) {
 		return
 	}
 	c.code = code
-	c.msg = waitEndedMessage(lock, code)
+	c.msg, c.endedLock = waitEndedMessage(lock, code), ""
 	c.acquire = nil
 }
 

@@ -213,7 +213,7 @@ func appendSession(b []byte, s *session) []byte {
 		b = protowire.AppendTag(b, cachedResultF, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(resultSize(c)))
 		b = appendUint(b, resultError, uint64(int64(c.code)))
-		b = appendString(b, resultMessage, c.msg)
+		b = appendString(b, resultMessage, c.message())
 		if c.acquire != nil {
 			b = appendOutcome(b, resultAcquire, c.acquire)
 		}
@@ -232,7 +232,7 @@ func cachedSize(c *cachedResult) int {
 }
 
 func resultSize(c *cachedResult) int {
-	n := sizeUint(resultError, uint64(int64(c.code))) + sizeString(resultMessage, c.msg) +
+	n := sizeUint(resultError, uint64(int64(c.code))) + sizeString(resultMessage, c.message()) +
 		sizeUint(resultRemaining, uint64(c.remaining))
 	if c.acquire != nil {
 		n += sizeMessage(resultAcquire, outcomeSize(c.acquire))
