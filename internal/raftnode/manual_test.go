@@ -646,3 +646,66 @@ func TestNewLeaderDecidesNoVersionBeforeCatchingUp(t *testing.T) {
 		t.Fatalf("after catching up: %v", err)
 	}
 }
+
+// TestSnapshotWhenEachWriteCarriesThePreviousCommit: commands one at a
+// time, each submitted before the write that logs the previous one's
+// commit, so that every write carries the commit of the entry before its
+// own. A snapshot must wait for a logged commit at its index; checked
+// only after each turn's apply, that never held (the turn that follows a
+// write applies the entry it committed) and no snapshot was ever taken.
+// Found by TestSnapshotDoesNotStopTheLoop failing on a busy machine.
+func TestSnapshotWhenEachWriteCarriesThePreviousCommit(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 1, []uint64{1}, &memStore{}, &queueNet{}
+	cfg.SnapshotEntries, cfg.CatchUpEntries = 10, 5
+	n, err := StartManual(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; !n.IsLeader(); i++ {
+		if i == 100 {
+			t.Fatal("no leader after 100 ticks")
+		}
+		if err := n.Tick(); err != nil {
+			t.Fatal(err)
+		}
+		runDry(t, n)
+	}
+	// submit runs the node until cmd is applied and no further: the write
+	// of its commit stays queued, to go with the next command's entry.
+	submit := func(cmd *fsmpb.Command) *fsmpb.Result {
+		t.Helper()
+		f, err := n.Submit(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			select {
+			case <-f.Done():
+				res, _, err := f.Wait(context.Background())
+				if err != nil || fsm.ErrorOf(res) != nil {
+					t.Fatalf("%v: %v %v", cmd, res, err)
+				}
+				return res
+			default:
+			}
+			did, err := n.Pump()
+			if err == nil && !did {
+				if !n.PendingWrites() {
+					t.Fatalf("%v: not applied, and nothing to do", cmd)
+				}
+				err = n.Persist()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s := submit(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "a"}}}).GetSessionId()
+	for i := 1; !n.SnapshotPending(); i++ {
+		if i == 100 {
+			t.Fatal("no snapshot after 100 entries, with one due every 10")
+		}
+		submit(acquire(s, 0, fmt.Sprintf("k%d", i)))
+	}
+}

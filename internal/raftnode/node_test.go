@@ -717,7 +717,10 @@ func TestSnapshotsWhileApplying(t *testing.T) {
 				errs <- err
 				return
 			}
-			for c := range cycles {
+			// At least cycles each, and on until three snapshots were
+			// saved: on a busy machine the first ones take longer than
+			// the cycles (ctx bounds it).
+			for c := 0; c < cycles || n.Metrics().Snapshots < 3; c++ {
 				name := fmt.Sprintf("cycle/%d/%d", w, c%7)
 				seq++
 				res, _, err := n.Propose(ctx, acquire(s, seq, name))

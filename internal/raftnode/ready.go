@@ -44,6 +44,14 @@ func (n *Node) handleReady(rd raft.Ready) error {
 	}
 	n.send(peers)
 	if apply != nil {
+		// The write that just ended may have logged the commit of what
+		// is applied so far, and this turn applies what it committed:
+		// try the snapshot before. Checked only after the apply, a
+		// member whose writes each carry the previous commit (commands
+		// one at a time, each write merged with the commit's) never
+		// found its logged commit at the applied index, and postponed
+		// snapshots for as long as that went on.
+		n.maybeSnapshot()
 		n.apply(apply)
 	}
 	n.noteLeadership(rd.SoftState)
