@@ -14,9 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
-
 	"github.com/batonlock/baton/internal/transport/transportpb"
 )
 
@@ -206,7 +203,8 @@ func (t *Transport) tellRemoved(c net.Conn, from uint64, log *slog.Logger) error
 }
 
 // readFrame reads one length-prefixed Envelope. buf is reused between
-// calls (Unmarshal copies what it keeps), except for large frames.
+// calls, except for large frames, and the Envelope's messages alias it:
+// deliver decodes them (copying what it keeps) before the next call.
 func readFrame(r *bufio.Reader, buf *[]byte) (*transportpb.Envelope, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
@@ -227,8 +225,8 @@ func readFrame(r *bufio.Reader, buf *[]byte) (*transportpb.Envelope, error) {
 	if _, err := io.ReadFull(r, b); err != nil {
 		return nil, err
 	}
-	env := &transportpb.Envelope{}
-	if err := proto.Unmarshal(b, env); err != nil {
+	env, err := decodeEnvelope(b)
+	if err != nil {
 		return nil, fmt.Errorf("undecodable frame: %w", err)
 	}
 	return env, nil
@@ -262,8 +260,8 @@ func (t *Transport) deliver(in *inbound, from uint64, env *transportpb.Envelope,
 		return false
 	}
 	for _, b := range env.GetMessages() {
-		m := new(raftpb.Message)
-		if err := proto.Unmarshal(b, m); err != nil {
+		m, err := decodeMessage(b)
+		if err != nil {
 			log.Warn("dropped undecodable message", "err", err)
 			continue
 		}
