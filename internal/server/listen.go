@@ -32,6 +32,10 @@ type Listener struct {
 	done chan error
 }
 
+// flowWindow is the HTTP/2 flow-control window of client connections and
+// their streams, as the client's (package baton).
+const flowWindow = 1 << 20
+
 // Serve starts serving s on l and returns at once; Close stops it.
 // extra, when non-nil, serves HTTP paths outside /v1/ (dashboard, metrics).
 func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
@@ -39,6 +43,9 @@ func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
 		grpc.MaxRecvMsgSize(MaxRequestBytes),
 		grpc.Creds(connCreds{}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		// A fixed window, as the client's (the client's flowWindow): no bandwidth
+		// estimation pings, few window updates.
+		grpc.InitialWindowSize(flowWindow), grpc.InitialConnWindowSize(flowWindow),
 		// Sessions streams decoded without protobuf's reflection.
 		grpc.ForceServerCodecV2(wire.Codec{}),
 	)
