@@ -311,6 +311,12 @@ type Node struct {
 	readyReads   []readBatch
 	nextReadCtx  uint64
 	wasLeader    bool
+	// What dropCommitOnly must not leave out (ready.go): commit indexes
+	// followers must hear of at once, and the highest commit sent to each.
+	mustTell     []uint64
+	toldCommit   map[uint64]uint64
+	appendedTerm uint64   // the term of the last entry appended
+	replicating  []uint64 // scratch
 	campaigned   bool
 	term         uint64
 	metrics      Metrics

@@ -4,12 +4,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"slices"
 	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/batonlock/baton/internal/fsm"
@@ -35,6 +37,7 @@ func (n *Node) handleReady(rd raft.Ready) error {
 	for _, m := range rd.Messages {
 		switch m.GetTo() {
 		case raft.LocalAppendThread:
+			n.noteMustTell(m.GetEntries())
 			n.appends.put(m)
 		case raft.LocalApplyThread:
 			apply = m
@@ -42,7 +45,7 @@ func (n *Node) handleReady(rd raft.Ready) error {
 			peers = append(peers, m)
 		}
 	}
-	n.send(peers)
+	n.send(n.dropCommitOnly(peers))
 	if apply != nil {
 		// The write that just ended may have logged the commit of what
 		// is applied so far, and this turn applies what it committed:
@@ -276,6 +279,7 @@ func (n *Node) noteLeadership(ss *raft.SoftState) {
 	n.term = st.GetTerm()
 	n.caughtUp.Store(false)
 	n.isLeader.Store(isLeader)
+	clear(n.toldCommit) // what this term's leader sent
 	if wasLeader && !isLeader {
 		n.failAll(ErrOutcomeUnknown)
 		n.failConfWaits(ErrOutcomeUnknown)
@@ -603,12 +607,83 @@ func (n *Node) refreshStatus() {
 	n.statusMu.Unlock()
 }
 
+// dropCommitOnly leaves out the appends that carry no entries to a
+// follower that has been sent every entry (raft's progress state
+// "replicate"): they only tell it the new commit index, which it learns
+// from the next append or heartbeat. Raft sends one to every follower
+// after each commit; when one lock is taken at a time they were two of
+// the leader's five socket writes per commit, and each follower read it,
+// turned its loop and answered. Leaving a message out is what raft
+// expects of any network; probes (a follower in state "probe") go.
+//
+// What followers must hear at once still goes: the commit of a
+// membership change (a leader that removes itself stops right after it
+// applies its removal, and the last other voter of two could not elect
+// itself without learning it, found by embed's TestRemovingTheLeader),
+// and of a leader's first entry, which commits every entry it inherited
+// (those may hold membership changes this process never saw appended).
+func (n *Node) dropCommitOnly(msgs []*raftpb.Message) []*raftpb.Message {
+	if !slices.ContainsFunc(msgs, commitOnly) {
+		return msgs
+	}
+	n.replicating = n.replicating[:0]
+	told := uint64(math.MaxUint64) // the least commit sent to a follower
+	n.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if id == n.cfg.ID {
+			return
+		}
+		told = min(told, n.toldCommit[id])
+		if pr.State == tracker.StateReplicate {
+			n.replicating = append(n.replicating, id)
+		}
+	})
+	// Every follower has been sent these.
+	n.mustTell = slices.DeleteFunc(n.mustTell, func(c uint64) bool { return c <= told })
+	return slices.DeleteFunc(msgs, func(m *raftpb.Message) bool {
+		if !commitOnly(m) || !slices.Contains(n.replicating, m.GetTo()) {
+			return false
+		}
+		sent := n.toldCommit[m.GetTo()]
+		return !slices.ContainsFunc(n.mustTell, func(c uint64) bool { return sent < c && c <= m.GetCommit() })
+	})
+}
+
+func commitOnly(m *raftpb.Message) bool {
+	return m.GetType() == raftpb.MsgApp && len(m.GetEntries()) == 0
+}
+
+// noteMustTell records, of the entries this member appends, those whose
+// commit dropCommitOnly must send at once: membership changes and the
+// first entry of each term (a new leader's).
+func (n *Node) noteMustTell(ents []*raftpb.Entry) {
+	for _, e := range ents {
+		first := e.GetTerm() != n.appendedTerm
+		n.appendedTerm = e.GetTerm()
+		if first || e.GetType() == raftpb.EntryConfChange || e.GetType() == raftpb.EntryConfChangeV2 {
+			if len(n.mustTell) >= maxMustTell {
+				n.mustTell = slices.Delete(n.mustTell, 0, 1)
+			}
+			n.mustTell = append(n.mustTell, e.GetIndex())
+		}
+	}
+}
+
+// maxMustTell bounds mustTell while a follower is away (its entries go
+// once it has been sent them all).
+const maxMustTell = 1024
+
 func (n *Node) send(msgs []*raftpb.Message) {
 	if len(msgs) == 0 {
 		return
 	}
 	n.cfg.Transport.Send(n.cfg.GroupID, msgs)
 	for _, m := range msgs {
+		if t := m.GetType(); t == raftpb.MsgApp || t == raftpb.MsgHeartbeat {
+			if n.toldCommit == nil {
+				n.toldCommit = map[uint64]uint64{}
+			}
+			n.toldCommit[m.GetTo()] = max(n.toldCommit[m.GetTo()], m.GetCommit())
+		}
 		if m.GetType() == raftpb.MsgSnap {
 			n.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFinish)
 		}
