@@ -709,3 +709,119 @@ func TestSnapshotWhenEachWriteCarriesThePreviousCommit(t *testing.T) {
 		submit(acquire(s, 0, fmt.Sprintf("k%d", i)))
 	}
 }
+
+// TestLeaderLeavesOutCommitOnlyAppends: after a command commits, the
+// leader sends up-to-date followers no append that only carries the new
+// commit index (they learn it from the next append or heartbeat); after a
+// membership change commits, it does, and the followers apply the change
+// without waiting for a heartbeat (a leader that removed itself would not
+// send one).
+func TestLeaderLeavesOutCommitOnlyAppends(t *testing.T) {
+	peers := []uint64{1, 2, 3}
+	net := &queueNet{}
+	nodes := map[uint64]*Node{}
+	for _, id := range peers {
+		cfg := DefaultConfig()
+		cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = id, peers, &memStore{}, net
+		cfg.ProposalIDBase = id << 32
+		n, err := StartManual(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[id] = n
+	}
+	var sent []*raftpb.Message // what settle delivered
+	settle := func() {
+		for busy := true; busy; {
+			busy = false
+			for _, id := range peers {
+				if nodes[id] != nil && runDry(t, nodes[id]) {
+					busy = true
+				}
+			}
+			msgs := net.msgs
+			net.msgs = nil
+			for _, m := range msgs {
+				sent = append(sent, m)
+				if to := nodes[m.GetTo()]; to != nil {
+					to.Step(m)
+					busy = true
+				}
+			}
+		}
+	}
+	tick := func() {
+		for _, id := range peers {
+			if err := nodes[id].Tick(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		settle()
+	}
+	var lead *Node
+	for i := 0; lead == nil; i++ {
+		if i == 100 {
+			t.Fatal("no leader after 100 ticks")
+		}
+		tick()
+		for _, id := range peers {
+			if nodes[id].IsLeader() {
+				lead = nodes[id]
+			}
+		}
+	}
+	tick() // every follower acknowledged the leader's first entry
+	commitOnlyTo := func(id uint64) (n int) {
+		for _, m := range sent {
+			if m.GetFrom() == lead.cfg.ID && m.GetTo() == id && commitOnly(m) {
+				n++
+			}
+		}
+		return n
+	}
+
+	sent = nil
+	f, err := lead.Submit(acquire(0, 0, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	select {
+	case <-f.Done():
+	default:
+		t.Fatal("the command was not applied")
+	}
+	for _, id := range peers {
+		if id != lead.cfg.ID && commitOnlyTo(id) != 0 {
+			t.Errorf("after a command, the leader sent %d appends with only a commit index to %d", commitOnlyTo(id), id)
+		}
+	}
+
+	var gone uint64 = 1
+	for gone == lead.cfg.ID {
+		gone++
+	}
+	nodes[gone] = nil // it need not take part, and would stop once removed
+	sent = nil
+	cf, err := lead.ProposeMembership(&raftpb.ConfChange{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: &gone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	select {
+	case <-cf.Done():
+	default:
+		t.Fatal("the membership change was not applied")
+	}
+	for _, id := range peers {
+		if id == lead.cfg.ID || id == gone {
+			continue
+		}
+		if commitOnlyTo(id) == 0 {
+			t.Errorf("the leader did not send %d the commit of the membership change", id)
+		}
+		if ms := nodes[id].Membership(); ms.Has(gone) {
+			t.Errorf("member %d still has %d as a voter without a heartbeat: %v", id, gone, ms.Voters)
+		}
+	}
+}
