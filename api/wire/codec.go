@@ -29,8 +29,33 @@ func init() {
 // every member's listener routes to gRPC.
 func (Codec) Name() string { return "" }
 
-// Marshal is the proto codec's.
-func (Codec) Marshal(v any) (mem.BufferSlice, error) { return protoCodec.Marshal(v) }
+// Marshal encodes v as the proto codec does, the stream's batches with
+// this package.
+func (Codec) Marshal(v any) (mem.BufferSlice, error) {
+	switch m := v.(type) {
+	case *batonpb.SessionsRequest:
+		if size, ok := sizeSessionsRequest(m); ok {
+			return encoded(size, func(b []byte) []byte { return appendSessionsRequest(b, m) }), nil
+		}
+	case *batonpb.SessionsResponse:
+		if size, ok := sizeSessionsResponse(m); ok {
+			return encoded(size, func(b []byte) []byte { return appendSessionsResponse(b, m) }), nil
+		}
+	}
+	return protoCodec.Marshal(v)
+}
+
+// encoded is a message of size bytes written by appendTo, in a pooled
+// buffer unless it is small (as the proto codec does).
+func encoded(size int, appendTo func([]byte) []byte) mem.BufferSlice {
+	if mem.IsBelowBufferPoolingThreshold(size) {
+		return mem.BufferSlice{mem.SliceBuffer(appendTo(make([]byte, 0, size)))}
+	}
+	pool := mem.DefaultBufferPool()
+	buf := pool.Get(size)
+	*buf = appendTo((*buf)[:0])
+	return mem.BufferSlice{mem.NewBuffer(buf, pool)}
+}
 
 // Unmarshal decodes data into v.
 func (Codec) Unmarshal(data mem.BufferSlice, v any) error {

@@ -1,0 +1,138 @@
+package wire
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/batonlock/baton/api/batonpb"
+)
+
+// checkEncode encodes m with this package and with proto and fails unless
+// both refuse it or both give the same bytes; fast says whether the
+// package's own encoder must have taken it.
+func checkEncode(t *testing.T, what string, m proto.Message, fast bool) {
+	t.Helper()
+	var (
+		got []byte
+		err error
+		ok  bool
+	)
+	switch m := m.(type) {
+	case *batonpb.SessionsRequest:
+		_, ok = sizeSessionsRequest(m)
+		got, err = MarshalSessionsRequest(nil, m)
+	case *batonpb.SessionsResponse:
+		_, ok = sizeSessionsResponse(m)
+		got, err = MarshalSessionsResponse(nil, m)
+	}
+	if fast && !ok {
+		t.Errorf("%s: not encoded by the fast path", what)
+	}
+	want, werr := proto.Marshal(m)
+	if (err == nil) != (werr == nil) {
+		t.Fatalf("%s: error %v, proto's %v", what, err, werr)
+	}
+	if err == nil && !bytes.Equal(got, want) {
+		t.Fatalf("%s: encoded\n%x\nproto encoded\n%x", what, got, want)
+	}
+	if err != nil {
+		return
+	}
+	data, err := Codec{}.Marshal(m)
+	if err != nil || !bytes.Equal(data.Materialize(), want) {
+		t.Fatalf("%s: the codec encoded %x, %v", what, data.Materialize(), err)
+	}
+	data.Free()
+}
+
+// TestEncodeAsProto: the hot shapes take the package's encoder and come
+// out as proto's bytes; other shapes are proto's too.
+func TestEncodeAsProto(t *testing.T) {
+	reqs := []*batonpb.ChannelRequest{
+		acquireReq(1, "jobs/1"), releaseReq(2, "jobs/1"), keepAliveReq(3),
+		{Channel: 4, Request: &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Acquire{Acquire: &batonpb.AcquireRequest{Name: "no header"}}}},
+		{Channel: 5, Detach: true, Request: &batonpb.SessionRequest{Id: 1, Kind: &batonpb.SessionRequest_Release{Release: &batonpb.ReleaseRequest{}}}},
+	}
+	checkEncode(t, "hot requests", &batonpb.SessionsRequest{Requests: reqs}, true)
+	checkEncode(t, "no requests", &batonpb.SessionsRequest{}, true)
+	resps := []*batonpb.ChannelResponse{
+		acquireResp(1, "jobs/1"), queuedResp(2), releaseResp(3), grantResp(4),
+		{Channel: 5, Response: &batonpb.SessionResponse{Id: 9, Error: &batonpb.Error{Code: 9, Reason: batonpb.Reason_NOT_HOLDER, Message: "busy", LeaderAddr: "a:1"}}},
+		{Channel: 6, Response: &batonpb.SessionResponse{Id: 9, Error: &batonpb.Error{Code: 10}, Kind: &batonpb.SessionResponse_Acquire{Acquire: &batonpb.AcquireResponse{Name: "n"}}}},
+		{Channel: 7, Response: &batonpb.SessionResponse{}},
+	}
+	checkEncode(t, "hot responses", &batonpb.SessionsResponse{Responses: resps}, true)
+
+	for name, r := range map[string]*batonpb.ChannelRequest{
+		"open": {Channel: 1, Request: &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Open{
+			Open: &batonpb.OpenSessionRequest{Ttl: durationpb.New(time.Second), Owner: "o"}}}},
+		"wait timeout": {Channel: 1, Request: &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Acquire{
+			Acquire: &batonpb.AcquireRequest{Name: "a", WaitTimeout: durationpb.New(time.Second)}}}},
+		"detach only":   {Channel: 1, Detach: true},
+		"invalid UTF-8": {Channel: 1, Request: &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Release{Release: &batonpb.ReleaseRequest{Name: "\xff"}}}},
+	} {
+		checkEncode(t, name, &batonpb.SessionsRequest{Requests: []*batonpb.ChannelRequest{acquireReq(1, "a"), r}}, false)
+		if got, want := ChannelRequestSize(r), proto.Size(r); got != want {
+			t.Errorf("%s: ChannelRequestSize %d, proto.Size %d", name, got, want)
+		}
+	}
+	for name, r := range map[string]*batonpb.ChannelResponse{
+		"holder": {Channel: 1, Response: &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Acquire{
+			Acquire: &batonpb.AcquireResponse{Name: "a", Holder: &batonpb.Holder{SessionId: 3}}}}},
+		"end": {Channel: 1, End: &batonpb.ChannelEnd{}},
+		"keepalive": {Channel: 1, Response: &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_KeepAlive{
+			KeepAlive: &batonpb.KeepAliveResponse{SessionId: 1, Ttl: durationpb.New(time.Second)}}}},
+		"invalid UTF-8": {Channel: 1, Response: &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Grant{Grant: &batonpb.Grant{Name: "\xff"}}}},
+	} {
+		checkEncode(t, name, &batonpb.SessionsResponse{Responses: []*batonpb.ChannelResponse{acquireResp(1, "a"), r}}, false)
+	}
+	withUnknown := acquireReq(1, "a")
+	withUnknown.GetRequest().GetAcquire().ProtoReflect().SetUnknown([]byte{0x78, 1}) // field 15, varint 1
+	checkEncode(t, "unknown field", &batonpb.SessionsRequest{Requests: []*batonpb.ChannelRequest{withUnknown}}, false)
+}
+
+// FuzzEncode builds hot-shaped messages from the input and checks that
+// they encode as proto encodes them.
+//
+//	go test -run '^$' -fuzz FuzzEncode -fuzztime 60s ./api/wire
+func FuzzEncode(f *testing.F) {
+	f.Add(uint8(0), uint64(1), uint64(2), uint64(3), uint64(4), uint64(5), "jobs/1", "k", true, false, uint32(3), int32(2))
+	f.Add(uint8(1), uint64(0), uint64(0), uint64(0), uint64(0), uint64(0), "", "", false, true, uint32(0), int32(-1))
+	f.Add(uint8(2), uint64(1<<63), uint64(300), uint64(1), uint64(128), uint64(1<<40), "\xff", "é", true, true, uint32(1<<31), int32(19))
+	f.Fuzz(func(t *testing.T, kind uint8, ch, id, sess, seq, token uint64, name, owner string, b1, b2 bool, small uint32, reason int32) {
+		var h *batonpb.RequestHeader
+		if sess != 0 || seq != 0 || kind&4 != 0 {
+			h = &batonpb.RequestHeader{SessionId: sess, Seq: seq, MinUnackedSeq: seq / 2}
+		}
+		sr := &batonpb.SessionRequest{Id: id}
+		switch kind % 3 {
+		case 0:
+			sr.Kind = &batonpb.SessionRequest_Acquire{Acquire: &batonpb.AcquireRequest{Header: h, Name: name, OwnerKey: owner, Wait: b1, Shared: b2, Limit: small}}
+		case 1:
+			sr.Kind = &batonpb.SessionRequest_Release{Release: &batonpb.ReleaseRequest{Header: h, Name: name, Token: token, OwnerKey: owner}}
+		case 2:
+			sr.Kind = &batonpb.SessionRequest_KeepAlive{KeepAlive: &batonpb.KeepAliveRequest{SessionId: sess}}
+		}
+		req := &batonpb.SessionsRequest{Requests: []*batonpb.ChannelRequest{{Channel: ch, Request: sr, Detach: b1 && b2}, acquireReq(2, "x")}}
+		checkEncode(t, "request", req, false)
+
+		resp := &batonpb.SessionResponse{Id: id}
+		if kind&8 != 0 {
+			resp.Error = &batonpb.Error{Code: small, Reason: batonpb.Reason(reason), Message: owner, LeaderAddr: name}
+		}
+		switch kind % 4 {
+		case 0:
+			resp.Kind = &batonpb.SessionResponse_Acquire{Acquire: &batonpb.AcquireResponse{Name: name, Acquired: b1, Token: token,
+				Count: small, Queued: b2, Position: small / 3, Seq: seq, Skipped: b1 && !b2}}
+		case 1:
+			resp.Kind = &batonpb.SessionResponse_Release{Release: &batonpb.ReleaseResponse{RemainingCount: small}}
+		case 2:
+			resp.Kind = &batonpb.SessionResponse_Grant{Grant: &batonpb.Grant{Seq: seq, Name: name, Token: token}}
+		}
+		checkEncode(t, "response", &batonpb.SessionsResponse{Responses: []*batonpb.ChannelResponse{{Channel: ch, Response: resp}, grantResp(3)}}, false)
+	})
+}
