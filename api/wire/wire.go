@@ -11,6 +11,7 @@
 package wire
 
 import (
+	"slices"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -194,6 +195,26 @@ type (
 	}
 )
 
+// idAndKind reads a SessionRequest or SessionResponse that holds only its
+// id (field 1) and one of kinds, a oneof's message fields.
+func idAndKind(b []byte, kinds ...protowire.Number) (id uint64, kind protowire.Number, body []byte, ok bool) {
+	f := fields{b: b}
+	for f.next() {
+		switch {
+		case f.varint(1):
+			id = f.v
+		case f.typ == protowire.BytesType && slices.Contains(kinds, f.num):
+			if kind != 0 {
+				return 0, 0, nil, false // two kinds of a oneof: proto keeps the last
+			}
+			kind, body = f.num, f.data
+		default:
+			return 0, 0, nil, false
+		}
+	}
+	return id, kind, body, !f.bad
+}
+
 // decodeChannelRequest decodes a ChannelRequest carrying an acquire, a
 // release or a keepalive; it reports false for anything else.
 func decodeChannelRequest(b []byte) (*batonpb.ChannelRequest, bool) {
@@ -218,26 +239,8 @@ func decodeChannelRequest(b []byte) (*batonpb.ChannelRequest, bool) {
 	if f.bad || req == nil {
 		return nil, false
 	}
-	var (
-		id   uint64
-		kind protowire.Number
-		body []byte
-	)
-	f = fields{b: req}
-	for f.next() {
-		switch {
-		case f.varint(1):
-			id = f.v
-		case (f.num == 4 || f.num == 5 || f.num == 6) && f.typ == protowire.BytesType:
-			if kind != 0 {
-				return nil, false // two kinds of a oneof: proto keeps the last
-			}
-			kind, body = f.num, f.data
-		default:
-			return nil, false
-		}
-	}
-	if f.bad {
+	id, kind, body, ok := idAndKind(req, 4, 5, 6)
+	if !ok {
 		return nil, false
 	}
 	var (
@@ -382,26 +385,8 @@ func decodeChannelResponse(b []byte) (*batonpb.ChannelResponse, bool) {
 	if f.bad || resp == nil {
 		return nil, false
 	}
-	var (
-		id   uint64
-		kind protowire.Number
-		body []byte
-	)
-	f = fields{b: resp}
-	for f.next() {
-		switch {
-		case f.varint(1):
-			id = f.v
-		case (f.num == 5 || f.num == 6 || f.num == 10) && f.typ == protowire.BytesType:
-			if kind != 0 {
-				return nil, false
-			}
-			kind, body = f.num, f.data
-		default:
-			return nil, false
-		}
-	}
-	if f.bad {
+	id, kind, body, ok := idAndKind(resp, 5, 6, 10)
+	if !ok {
 		return nil, false
 	}
 	var (
