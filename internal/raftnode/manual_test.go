@@ -712,10 +712,11 @@ func TestSnapshotWhenEachWriteCarriesThePreviousCommit(t *testing.T) {
 
 // TestLeaderLeavesOutCommitOnlyAppends: after a command commits, the
 // leader sends up-to-date followers no append that only carries the new
-// commit index (they learn it from the next append or heartbeat); after a
-// membership change commits, it does, and the followers apply the change
-// without waiting for a heartbeat (a leader that removed itself would not
-// send one).
+// commit index (they learn it from the next append or heartbeat); a
+// follower whose append was lost still catches up on heartbeats alone;
+// after a membership change commits, the leader sends its commit, and the
+// followers apply the change without waiting for a heartbeat (a leader
+// that removed itself would not send one).
 func TestLeaderLeavesOutCommitOnlyAppends(t *testing.T) {
 	peers := []uint64{1, 2, 3}
 	net := &queueNet{}
@@ -730,7 +731,8 @@ func TestLeaderLeavesOutCommitOnlyAppends(t *testing.T) {
 		}
 		nodes[id] = n
 	}
-	var sent []*raftpb.Message // what settle delivered
+	var sent []*raftpb.Message            // what settle delivered
+	var lose func(m *raftpb.Message) bool // what it lost instead
 	settle := func() {
 		for busy := true; busy; {
 			busy = false
@@ -742,6 +744,9 @@ func TestLeaderLeavesOutCommitOnlyAppends(t *testing.T) {
 			msgs := net.msgs
 			net.msgs = nil
 			for _, m := range msgs {
+				if lose != nil && lose(m) {
+					continue
+				}
 				sent = append(sent, m)
 				if to := nodes[m.GetTo()]; to != nil {
 					to.Step(m)
@@ -795,6 +800,26 @@ func TestLeaderLeavesOutCommitOnlyAppends(t *testing.T) {
 		if id != lead.cfg.ID && commitOnlyTo(id) != 0 {
 			t.Errorf("after a command, the leader sent %d appends with only a commit index to %d", commitOnlyTo(id), id)
 		}
+	}
+
+	// A follower whose append was lost is found out by the empty append
+	// raft sends when it answers a heartbeat, and catches up with no
+	// command after it.
+	var behind uint64 = 1
+	for behind == lead.cfg.ID {
+		behind++
+	}
+	lose = func(m *raftpb.Message) bool { return m.GetTo() == behind && len(m.GetEntries()) > 0 }
+	if _, err := lead.Submit(acquire(0, 0, "y")); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	lose = nil
+	for i := 0; nodes[behind].Status().Applied < lead.Status().Applied; i++ {
+		if i == 50 {
+			t.Fatalf("member %d applied %d after 50 ticks, the leader %d", behind, nodes[behind].Status().Applied, lead.Status().Applied)
+		}
+		tick()
 	}
 
 	var gone uint64 = 1

@@ -316,6 +316,7 @@ type Node struct {
 	mustTell     []uint64
 	toldCommit   map[uint64]uint64
 	appendedTerm uint64   // the term of the last entry appended
+	beatAnswered []uint64 // followers whose heartbeat response was stepped since the last Ready
 	replicating  []uint64 // scratch
 	campaigned   bool
 	term         uint64
@@ -1011,6 +1012,9 @@ func (n *Node) drain() {
 }
 
 func (n *Node) stepMessage(m *raftpb.Message) {
+	if m.GetType() == raftpb.MsgHeartbeatResp {
+		n.beatAnswered = append(n.beatAnswered, m.GetFrom())
+	}
 	if err := n.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepLocalMsg) {
 		n.log.Debug("step", "err", err)
 	}

@@ -82,12 +82,13 @@ var regressionSeeds = []uint64{
 	2084854075002583244, // the same, on a 5-member cluster
 	3137678331211072589, // model: a cancelled wait answered SESSION_NOT_FOUND may have been granted first
 	// Found with every feature of ConfigFor (runSeed leaves them on):
-	9330103799006312214, // bootstrap records that depended on the member's release (log versions)
+	9330103799006312214,  // bootstrap records that depended on the member's release (log versions)
+	11406312118502588755, // raftnode: the leader left out the empty append that finds a follower whose appends were lost
 }
 
 // seedsWithEveryFeature are the regression seeds found after scenarios had
 // semaphores, hold limits, membership changes, acquire_many and upgrades.
-var seedsWithEveryFeature = []uint64{9330103799006312214}
+var seedsWithEveryFeature = []uint64{9330103799006312214, 11406312118502588755}
 
 // TestSim runs the fixed CI seeds 1..N and the regression seeds, one seed (-sim.seed), or random
 // seeds for a while (-sim.duration). A failure prints its replay command.
