@@ -48,12 +48,9 @@ func runDry(t *testing.T, n *Node) (busy bool) {
 	}
 }
 
-// TestManualModeElectsAndCommits drives three manual nodes from one
-// goroutine: ticks elect a leader, a submitted command and a read barrier
-// complete, and every node applies the same state.
-func TestManualModeElectsAndCommits(t *testing.T) {
-	peers := []uint64{1, 2, 3}
-	net := &queueNet{}
+// startManualNodes starts a manual node for each of peers, on net.
+func startManualNodes(t *testing.T, peers []uint64, net *queueNet) map[uint64]*Node {
+	t.Helper()
 	nodes := map[uint64]*Node{}
 	for _, id := range peers {
 		cfg := DefaultConfig()
@@ -65,6 +62,16 @@ func TestManualModeElectsAndCommits(t *testing.T) {
 		}
 		nodes[id] = n
 	}
+	return nodes
+}
+
+// TestManualModeElectsAndCommits drives three manual nodes from one
+// goroutine: ticks elect a leader, a submitted command and a read barrier
+// complete, and every node applies the same state.
+func TestManualModeElectsAndCommits(t *testing.T) {
+	peers := []uint64{1, 2, 3}
+	net := &queueNet{}
+	nodes := startManualNodes(t, peers, net)
 	settle := func() {
 		for busy := true; busy; {
 			busy = false
@@ -720,17 +727,7 @@ func TestSnapshotWhenEachWriteCarriesThePreviousCommit(t *testing.T) {
 func TestLeaderLeavesOutCommitOnlyAppends(t *testing.T) {
 	peers := []uint64{1, 2, 3}
 	net := &queueNet{}
-	nodes := map[uint64]*Node{}
-	for _, id := range peers {
-		cfg := DefaultConfig()
-		cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = id, peers, &memStore{}, net
-		cfg.ProposalIDBase = id << 32
-		n, err := StartManual(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes[id] = n
-	}
+	nodes := startManualNodes(t, peers, net)
 	var sent []*raftpb.Message            // what settle delivered
 	var lose func(m *raftpb.Message) bool // what it lost instead
 	settle := func() {
