@@ -10,8 +10,8 @@ import (
 	"github.com/batonlock/baton/api/batonpb"
 )
 
-// Codec is gRPC's proto codec, except that it decodes SessionsRequest and
-// SessionsResponse with this package. The server installs it with
+// Codec is gRPC's proto codec, except that it encodes and decodes
+// SessionsRequest and SessionsResponse with this package. The server installs it with
 // grpc.ForceServerCodecV2, the client for its Sessions streams with
 // grpc.ForceCodecV2; the bytes on the wire are the same either way.
 type Codec struct{}

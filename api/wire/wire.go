@@ -1,13 +1,15 @@
-// Package wire decodes the messages of the Sessions stream, where every
-// lock and release of a client travels, without protobuf's reflection.
+// Package wire encodes and decodes the messages of the Sessions stream,
+// where every lock and release of a client travels, without protobuf's
+// reflection.
 //
-// The client and the server decode each batch of the stream with it (see
-// Codec). It knows the shapes of the hot path (acquire, release and
-// keepalive requests; acquire, release and grant answers) and decodes
-// them into messages allocated together; any other shape, or anything
-// unusual (a field it does not know, a field twice, a malformed or
-// non-UTF-8 string), goes to proto.Unmarshal, so the result is always
-// what proto.Unmarshal would give (FuzzUnmarshal checks).
+// The client and the server encode and decode each batch of the stream
+// with it (see Codec). It knows the shapes of the hot path (acquire,
+// release and keepalive requests; acquire, release and grant answers),
+// decodes them into messages allocated together and encodes them byte for
+// byte as proto.Marshal; any other shape, or anything unusual (a field it
+// does not know, a field twice, a malformed or non-UTF-8 string), goes to
+// proto, so the result is always proto's (FuzzUnmarshal and FuzzEncode
+// check).
 package wire
 
 import (
