@@ -802,10 +802,13 @@ func TestLeaderLeavesOutCommitOnlyAppends(t *testing.T) {
 	// A follower whose append was lost is found out by the empty append
 	// raft sends when it answers a heartbeat, and catches up with no
 	// command after it.
-	var behind uint64 = 1
-	for behind == lead.cfg.ID {
-		behind++
+	// A follower: the one that misses an append below, and later the
+	// member removed.
+	follower := uint64(1)
+	if follower == lead.cfg.ID {
+		follower = 2
 	}
+	behind := follower
 	lose = func(m *raftpb.Message) bool { return m.GetTo() == behind && len(m.GetEntries()) > 0 }
 	if _, err := lead.Submit(acquire(0, 0, "y")); err != nil {
 		t.Fatal(err)
@@ -819,10 +822,7 @@ func TestLeaderLeavesOutCommitOnlyAppends(t *testing.T) {
 		tick()
 	}
 
-	var gone uint64 = 1
-	for gone == lead.cfg.ID {
-		gone++
-	}
+	gone := follower
 	nodes[gone] = nil // it need not take part, and would stop once removed
 	sent = nil
 	cf, err := lead.ProposeMembership(&raftpb.ConfChange{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: &gone})
