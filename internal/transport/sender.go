@@ -28,6 +28,7 @@ type peer struct {
 	// ctx ends with the Transport, or when SetPeers drops the peer.
 	ctx    context.Context
 	cancel context.CancelFunc
+	done   chan struct{} // closed when run returns
 
 	mu     sync.Mutex
 	queue  []queued
@@ -48,6 +49,7 @@ func newPeer(parent context.Context, id uint64, addr string) *peer {
 		wake:   make(chan struct{}, 1),
 		ctx:    ctx,
 		cancel: cancel,
+		done:   make(chan struct{}),
 		groups: make(map[uint64]struct{}),
 	}
 }
@@ -98,11 +100,12 @@ func (p *peer) fail() []uint64 {
 // run keeps a connection to the peer open and writes the queue onto it
 // until Stop.
 func (p *peer) run(t *Transport) {
+	defer close(p.done)
 	log := t.log.With("peer", p.id)
 	backoff := MinBackoff
 	for {
 		sent, err := p.stream(t)
-		if p.ctx.Err() != nil {
+		if p.ctx.Err() != nil || errors.Is(err, errStopping) {
 			return
 		}
 		if errors.Is(err, errForeign) {
@@ -132,17 +135,24 @@ func (p *peer) run(t *Transport) {
 		case <-p.ctx.Done():
 			timer.Stop()
 			return
+		case <-t.flush: // nothing to write it on
+			timer.Stop()
+			return
 		case <-timer.C:
 		}
 		backoff = min(2*backoff, MaxBackoff)
 	}
 }
 
+// errStopping ends a stream whose queue Stop had it write out.
+var errStopping = errors.New("transport stopping")
+
 // stream opens one connection, sends the preface and Hello and then
 // batches until an error or Stop. sent reports whether any batch got onto
 // the connection. Each wake-up drains the whole queue into one buffered
 // write: messages produced while the previous batch was on the wire leave
-// together.
+// together. When Stop begins it writes what is queued and returns
+// errStopping.
 func (p *peer) stream(t *Transport) (sent bool, err error) {
 	d := net.Dialer{Timeout: connectTimeout, KeepAliveConfig: keepAliveConfig}
 	c, err := d.DialContext(p.ctx, "tcp", p.addr)
@@ -210,12 +220,15 @@ func (p *peer) stream(t *Transport) (sent bool, err error) {
 		return false, writeErr(err)
 	}
 	for {
+		stopping := false
 		select {
 		case <-p.ctx.Done():
 			return sent, p.ctx.Err()
 		case <-ended:
 			return sent, endErr
 		case <-p.wake:
+		case <-t.flush:
+			stopping = true
 		}
 		q := p.take()
 		buf = buf[:0]
@@ -237,6 +250,9 @@ func (p *peer) stream(t *Transport) (sent bool, err error) {
 				sent = true
 				buf = buf[:0]
 			}
+		}
+		if stopping {
+			return sent, errStopping
 		}
 		if cap(buf) > 2*MaxEnvelopeBytes {
 			buf = nil // do not keep a snapshot's buffer

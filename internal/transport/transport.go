@@ -56,6 +56,13 @@ const (
 	// ever longer backoffs.
 	userTimeout  = 15 * time.Second
 	writeTimeout = 15 * time.Second
+
+	// StopFlushTimeout bounds how long Stop lets the senders write what is
+	// queued on connections they have open: a stopping member's last
+	// messages (the commit of its own removal, which the last other voter
+	// may need to elect itself; a final vote or commit) leave with it,
+	// and a peer that does not take them costs a stop this long at most.
+	StopFlushTimeout = time.Second
 )
 
 // Config configures a Transport.
@@ -143,8 +150,11 @@ type Transport struct {
 
 	ctx    context.Context // cancelled by Stop; ends senders and their connections
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	stop   sync.Once
+	// flush is closed when Stop begins: senders write what is queued on
+	// the connection they have and return.
+	flush chan struct{}
+	wg    sync.WaitGroup
+	stop  sync.Once
 
 	mu      sync.Mutex
 	stopped bool                  // Stop began: no new inbound connection
@@ -205,6 +215,7 @@ func StartListener(l net.Listener, cfg Config, h Handler) (*Transport, error) {
 		lis:     l,
 		ctx:     ctx,
 		cancel:  cancel,
+		flush:   make(chan struct{}),
 		conns:   make(map[net.Conn]struct{}),
 		info:    make(map[uint64]peerInfo),
 		inbound: make(map[uint64]*inbound),
@@ -353,10 +364,22 @@ func (t *Transport) PeerLogVersion(id uint64) (v uint32, ok bool) {
 func (t *Transport) Addr() net.Addr { return t.lis.Addr() }
 
 // Stop closes the listener and every stream, and waits for all goroutines
-// of the Transport. No Handler method is called after Stop returns. Queued
-// messages are dropped. Stop may be called more than once.
+// of the Transport. No Handler method is called after Stop returns. First
+// each sender writes what is queued for its peer onto the connection it
+// has open, within StopFlushTimeout for all of them together; messages to
+// a peer without a connection, or left after that, are dropped. Stop may
+// be called more than once.
 func (t *Transport) Stop() {
 	t.stop.Do(func() {
+		close(t.flush)
+		timer := time.NewTimer(StopFlushTimeout)
+		for _, p := range *t.peers.Load() {
+			select {
+			case <-p.done:
+			case <-timer.C:
+			}
+		}
+		timer.Stop()
 		t.cancel()
 		t.mu.Lock()
 		t.stopped = true

@@ -318,6 +318,30 @@ func TestPeerRestart(t *testing.T) {
 	}
 }
 
+// Stop writes what is queued before it closes the connections: the
+// last message of a member that stops on its own removal (the commit of
+// that removal) may be the one the last other voter needs to elect
+// itself. Each round sends a batch and stops at once, before the sender
+// is likely to have run.
+func TestStopWritesWhatIsQueued(t *testing.T) {
+	for round := range 20 {
+		ts, rs := cluster(t, 2)
+		ts[0].Send(1, []*raftpb.Message{msgApp(1, 2, 1)})
+		rs[1].next(t) // connected
+		var msgs []*raftpb.Message
+		for i := uint64(2); i <= 101; i++ {
+			msgs = append(msgs, msgApp(1, 2, i))
+		}
+		ts[0].Send(1, msgs)
+		ts[0].Stop()
+		for want := uint64(2); want <= 101; want++ {
+			if got := rs[1].next(t); got.m.GetIndex() != want {
+				t.Fatalf("round %d: got index %d, want %d", round, got.m.GetIndex(), want)
+			}
+		}
+	}
+}
+
 func TestFullQueueDrops(t *testing.T) {
 	// A peer that is down (its port refuses connections): the sender
 	// keeps failing to connect and backing off, so nothing drains the
