@@ -846,4 +846,19 @@ func TestLeaderLeavesOutCommitOnlyAppends(t *testing.T) {
 			t.Errorf("member %d still has %d as a voter without a heartbeat: %v", id, gone, ms.Voters)
 		}
 	}
+
+	// Only a leader needs the indexes whose commit goes at once: a
+	// follower forgets those it applied, rather than keep maxMustTell.
+	if _, err := lead.Submit(acquire(0, 0, "z")); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	for _, id := range peers {
+		if id == lead.cfg.ID || id == gone {
+			continue
+		}
+		if n := nodes[id]; len(n.mustTell) != 0 {
+			t.Errorf("follower %d keeps indexes %v, applied %d", id, n.mustTell, n.Status().Applied)
+		}
+	}
 }

@@ -663,6 +663,12 @@ func commitOnly(m *raftpb.Message) bool {
 // commit dropCommitOnly must send at once: membership changes and the
 // first entry of each term (a new leader's).
 func (n *Node) noteMustTell(ents []*raftpb.Entry) {
+	if !n.wasLeader && len(ents) > 0 {
+		// Only a leader prunes by what it sent. A follower that becomes
+		// leader commits nothing before its own first entry, which is
+		// noted then and covers every applied one, so those can go.
+		n.mustTell = slices.DeleteFunc(n.mustTell, func(c uint64) bool { return c <= n.applied })
+	}
 	for _, e := range ents {
 		first := e.GetTerm() != n.appendedTerm
 		n.appendedTerm = e.GetTerm()
