@@ -372,14 +372,14 @@ func (t *Transport) Addr() net.Addr { return t.lis.Addr() }
 func (t *Transport) Stop() {
 	t.stop.Do(func() {
 		close(t.flush)
-		timer := time.NewTimer(StopFlushTimeout)
+		flushed, cancel := context.WithTimeout(context.Background(), StopFlushTimeout)
 		for _, p := range *t.peers.Load() {
 			select {
 			case <-p.done:
-			case <-timer.C:
+			case <-flushed.Done(): // stays done for the peers after
 			}
 		}
-		timer.Stop()
+		cancel()
 		t.cancel()
 		t.mu.Lock()
 		t.stopped = true

@@ -342,6 +342,43 @@ func TestStopWritesWhatIsQueued(t *testing.T) {
 	}
 }
 
+// Stop's flush is bounded for all peers together: two peers that accept
+// the connection and never read keep their senders in a write, and Stop
+// still returns after StopFlushTimeout, not after each write's own
+// deadline (15 s) in turn.
+func TestStopIsBoundedByPeersThatDoNotRead(t *testing.T) {
+	peers := map[uint64]string{}
+	for id := uint64(2); id <= 3; id++ {
+		l := listen(t) // accepts (the kernel does) and never reads
+		defer l.Close()
+		peers[id] = l.Addr().String()
+	}
+	tr, err := StartListener(listen(t), config(t, 1, peers), newRecorder(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 1<<20)
+	for range 48 { // 48 MiB per peer: more than the sockets buffer
+		var msgs []*raftpb.Message
+		for id := range peers {
+			m := msgApp(1, id, 1)
+			m.Entries[0].Data = big
+			msgs = append(msgs, m)
+		}
+		tr.Send(1, msgs)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		tr.Stop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(waitTimeout):
+		t.Fatal("Stop waited on each peer that does not read in turn")
+	}
+}
+
 func TestFullQueueDrops(t *testing.T) {
 	// A peer that is down (its port refuses connections): the sender
 	// keeps failing to connect and backing off, so nothing drains the
