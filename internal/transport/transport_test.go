@@ -367,16 +367,7 @@ func TestStopIsBoundedByPeersThatDoNotRead(t *testing.T) {
 		}
 		tr.Send(1, msgs)
 	}
-	stopped := make(chan struct{})
-	go func() {
-		tr.Stop()
-		close(stopped)
-	}()
-	select {
-	case <-stopped:
-	case <-time.After(waitTimeout):
-		t.Fatal("Stop waited on each peer that does not read in turn")
-	}
+	stopWithin(t, tr, "Stop waited on each peer that does not read in turn")
 }
 
 func TestFullQueueDrops(t *testing.T) {
@@ -414,6 +405,13 @@ func TestFullQueueDrops(t *testing.T) {
 		}
 	}
 
+	stopWithin(t, tr, "Stop hung on a peer that never answers")
+}
+
+// stopWithin stops tr, failing the test with why if that takes longer
+// than waitTimeout.
+func stopWithin(t *testing.T, tr *Transport, why string) {
+	t.Helper()
 	stopped := make(chan struct{})
 	go func() {
 		tr.Stop()
@@ -422,7 +420,7 @@ func TestFullQueueDrops(t *testing.T) {
 	select {
 	case <-stopped:
 	case <-time.After(waitTimeout):
-		t.Fatal("Stop hung on a peer that never answers")
+		t.Fatal(why)
 	}
 }
 
