@@ -366,9 +366,9 @@ func (t *Transport) Addr() net.Addr { return t.lis.Addr() }
 // Stop closes the listener and every stream, and waits for all goroutines
 // of the Transport. No Handler method is called after Stop returns. First
 // each sender writes what is queued for its peer onto the connection it
-// has open, within StopFlushTimeout for all of them together; messages to
-// a peer without a connection, or left after that, are dropped. Stop may
-// be called more than once.
+// has open (or is opening), within StopFlushTimeout for all of them
+// together; messages to a peer it is waiting to reconnect to, or left
+// after that, are dropped. Stop may be called more than once.
 func (t *Transport) Stop() {
 	t.stop.Do(func() {
 		close(t.flush)
