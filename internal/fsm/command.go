@@ -22,7 +22,57 @@ import (
 // ok is true, cmd is what proto.Unmarshal would make of data, and it has
 // no unknown fields (FuzzDecodeCommand holds it to that).
 func DecodeCommand(data []byte) (cmd *fsmpb.Command, ok bool) {
-	cmd = &fsmpb.Command{}
+	var d Decoder
+	return d.Decode(data)
+}
+
+// A Decoder decodes the commands of a batch of entries as DecodeCommand
+// does, taking their memory from blocks it allocates for many commands at
+// once: a command and its operation are otherwise three objects (the
+// command, the operation and the wrapper that puts it in the oneof), and
+// every member decodes every entry it applies. What Decode returns is never
+// reused, so a caller may keep it as long as it likes; it keeps its block
+// alive as long.
+//
+// Expect sizes the blocks: the number of entries the caller is about to
+// decode. The zero Decoder allocates one command at a time.
+type Decoder struct {
+	left int // commands still expected
+	cmds []fsmpb.Command
+	acqs []acquireOp
+	rels []releaseOp
+}
+
+// maxBlock bounds a Decoder's blocks, so that one long batch (a member
+// catching up) does not allocate for all of it at once.
+const maxBlock = 256
+
+type acquireOp struct {
+	w  fsmpb.Command_Acquire
+	op fsmpb.Acquire
+}
+
+type releaseOp struct {
+	w  fsmpb.Command_Release
+	op fsmpb.Release
+}
+
+// Expect tells d that about n commands follow.
+func (d *Decoder) Expect(n int) { d.left = n }
+
+// block is how many commands a new block holds; opBlock how many
+// operations of one kind (a lock's cycle is an acquire and a release, so a
+// batch is about half of each).
+func (d *Decoder) block() int   { return min(max(d.left, 1), maxBlock) }
+func (d *Decoder) opBlock() int { return min(max((d.left+1)/2, 1), maxBlock) }
+
+// Decode is DecodeCommand.
+func (d *Decoder) Decode(data []byte) (cmd *fsmpb.Command, ok bool) {
+	if len(d.cmds) == 0 {
+		d.cmds = make([]fsmpb.Command, d.block())
+	}
+	cmd, d.cmds = &d.cmds[0], d.cmds[1:]
+	d.left--
 	var seen uint32
 	for len(data) > 0 {
 		num, typ, n := protowire.ConsumeTag(data)
@@ -62,17 +112,27 @@ func DecodeCommand(data []byte) (cmd *fsmpb.Command, ok bool) {
 			}
 			data = data[n:]
 			if num == 14 {
-				op, ok := decodeAcquire(b)
-				if !ok {
+				if len(d.acqs) == 0 {
+					d.acqs = make([]acquireOp, d.opBlock())
+				}
+				a := &d.acqs[0]
+				d.acqs = d.acqs[1:]
+				if !decodeAcquire(&a.op, b) {
 					return nil, false
 				}
-				cmd.Op = &fsmpb.Command_Acquire{Acquire: op}
+				a.w.Acquire = &a.op
+				cmd.Op = &a.w
 			} else {
-				op, ok := decodeRelease(b)
-				if !ok {
+				if len(d.rels) == 0 {
+					d.rels = make([]releaseOp, d.opBlock())
+				}
+				r := &d.rels[0]
+				d.rels = d.rels[1:]
+				if !decodeRelease(&r.op, b) {
 					return nil, false
 				}
-				cmd.Op = &fsmpb.Command_Release{Release: op}
+				r.w.Release = &r.op
+				cmd.Op = &r.w
 			}
 		default:
 			return nil, false
@@ -123,19 +183,19 @@ func str(b []byte) (string, bool) {
 	return string(b), true
 }
 
-func decodeAcquire(b []byte) (*fsmpb.Acquire, bool) {
-	op := &fsmpb.Acquire{}
+// decodeAcquire decodes b into op, a zero Acquire.
+func decodeAcquire(op *fsmpb.Acquire, b []byte) bool {
 	s := fieldScanner{b: b}
 	for len(s.b) > 0 {
 		num, v, b, isBytes, ok := s.next()
 		if !ok {
-			return nil, false
+			return false
 		}
 		switch {
 		case (num == 1 || num == 2) && isBytes:
 			text, ok := str(b)
 			if !ok {
-				return nil, false
+				return false
 			}
 			if num == 1 {
 				op.Lock = text
@@ -156,25 +216,25 @@ func decodeAcquire(b []byte) (*fsmpb.Acquire, bool) {
 				op.HoldLimitNanos = int64(v)
 			}
 		default:
-			return nil, false
+			return false
 		}
 	}
-	return op, true
+	return true
 }
 
-func decodeRelease(b []byte) (*fsmpb.Release, bool) {
-	op := &fsmpb.Release{}
+// decodeRelease decodes b into op, a zero Release.
+func decodeRelease(op *fsmpb.Release, b []byte) bool {
 	s := fieldScanner{b: b}
 	for len(s.b) > 0 {
 		num, v, b, isBytes, ok := s.next()
 		if !ok {
-			return nil, false
+			return false
 		}
 		switch {
 		case (num == 1 || num == 3) && isBytes:
 			text, ok := str(b)
 			if !ok {
-				return nil, false
+				return false
 			}
 			if num == 1 {
 				op.Lock = text
@@ -184,10 +244,10 @@ func decodeRelease(b []byte) (*fsmpb.Release, bool) {
 		case num == 2 && !isBytes:
 			op.Token = v
 		default:
-			return nil, false
+			return false
 		}
 	}
-	return op, true
+	return true
 }
 
 // EncodeCommand encodes cmd as proto.Marshal does, byte for byte, without

@@ -100,6 +100,44 @@ func TestDecodeCommand(t *testing.T) {
 	}
 }
 
+// TestDecoderBatch: a Decoder decodes a batch as DecodeCommand does, and
+// nothing it returned changes while it decodes the rest (its blocks are
+// never reused), with the entries it leaves to proto, and blocks that run
+// out, in between.
+func TestDecoderBatch(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{1, 2, 7, maxBlock + 3, 3 * maxBlock} {
+		datas := make([][]byte, n)
+		for i := range datas {
+			data, err := proto.Marshal(randomCommand(r))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.IntN(10) == 0 {
+				data = data[:len(data)-1] // refused, or a different command
+			}
+			datas[i] = data
+		}
+		var d Decoder
+		d.Expect(n - n/3) // fewer than come: blocks run out
+		got := make([]*fsmpb.Command, n)
+		for i, data := range datas {
+			if cmd, ok := d.Decode(data); ok {
+				got[i] = cmd
+			}
+		}
+		for i, data := range datas {
+			want, ok := DecodeCommand(data)
+			if ok != (got[i] != nil) {
+				t.Fatalf("batch of %d, command %d: Decoder answered %v, DecodeCommand %v", n, i, got[i] != nil, ok)
+			}
+			if ok && !proto.Equal(got[i], want) {
+				t.Fatalf("batch of %d, command %d: Decoder kept %v; DecodeCommand: %v", n, i, got[i], want)
+			}
+		}
+	}
+}
+
 // addCommandSeeds seeds f with 50 random commands, encoded.
 func addCommandSeeds(f *testing.F, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, seed+1))
@@ -120,6 +158,18 @@ func FuzzDecodeCommand(f *testing.F) {
 func BenchmarkDecodeCommand(b *testing.B) {
 	data, _ := proto.Marshal(&fsmpb.Command{SessionId: 123456, Seq: 1234, MinUnackedSeq: 1200, WallTimeUnixNano: 1763830000000000000,
 		Proposer: 1, ProposalId: 99999, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: "bench/own/0042"}}})
+	b.Run("batch", func(b *testing.B) {
+		b.ReportAllocs()
+		var d Decoder
+		for b.Loop() {
+			if len(d.cmds) == 0 {
+				d.Expect(64)
+			}
+			if _, ok := d.Decode(data); !ok {
+				b.Fatal("not decoded")
+			}
+		}
+	})
 	b.Run("fast", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

@@ -167,6 +167,8 @@ func (n *Node) applyEntries(ents []*raftpb.Entry) {
 		return
 	}
 	out := make([]applied, 0, len(ents))
+	var dec fsm.Decoder
+	dec.Expect(len(ents))
 	n.mu.Lock()
 entries:
 	for _, e := range ents {
@@ -180,7 +182,7 @@ entries:
 				n.m.SetApplied(idx)
 				break
 			}
-			cmd, fast := fsm.DecodeCommand(e.GetData())
+			cmd, fast := dec.Decode(e.GetData())
 			if !fast {
 				cmd = &fsmpb.Command{}
 				if err := proto.Unmarshal(e.GetData(), cmd); err != nil {
