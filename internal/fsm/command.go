@@ -57,6 +57,30 @@ type releaseOp struct {
 	op fsmpb.Release
 }
 
+// NewAcquire returns a command holding an Acquire, op, in one allocation
+// instead of three.
+func NewAcquire() (cmd *fsmpb.Command, op *fsmpb.Acquire) {
+	c := &struct {
+		cmd fsmpb.Command
+		acquireOp
+	}{}
+	c.w.Acquire = &c.op
+	c.cmd.Op = &c.w
+	return &c.cmd, &c.op
+}
+
+// NewRelease returns a command holding a Release, op, in one allocation
+// instead of three.
+func NewRelease() (cmd *fsmpb.Command, op *fsmpb.Release) {
+	c := &struct {
+		cmd fsmpb.Command
+		releaseOp
+	}{}
+	c.w.Release = &c.op
+	c.cmd.Op = &c.w
+	return &c.cmd, &c.op
+}
+
 // Expect tells d that about n commands follow.
 func (d *Decoder) Expect(n int) { d.left = n }
 

@@ -1033,9 +1033,11 @@ func (n *Node) stepProposals(first *proposal) {
 		}
 		break
 	}
-	ents := make([]*raftpb.Entry, len(batch))
+	// Raft appends clones of the entries: one block holds them all.
+	ents, blk := make([]*raftpb.Entry, len(batch)), make([]raftpb.Entry, len(batch))
 	for i, p := range batch {
-		ents[i] = &raftpb.Entry{Data: p.data}
+		blk[i].Data = p.data
+		ents[i] = &blk[i]
 	}
 	err := n.rn.Step(&raftpb.Message{Type: new(raftpb.MsgProp), From: new(n.cfg.ID), Entries: ents})
 	n.metrics.Proposals += uint64(len(batch))

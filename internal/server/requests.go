@@ -134,10 +134,10 @@ func acquireCommand(r *batonpb.AcquireRequest) (*fsmpb.Command, error) {
 	if err != nil {
 		return nil, err
 	}
-	return stamp(r.GetHeader(), &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
-		Lock: r.GetName(), OwnerKey: r.GetOwnerKey(), Wait: r.GetWait(), WaitTimeoutNanos: int64(timeout),
-		Shared: r.GetShared(), Limit: r.GetLimit(), HoldLimitNanos: int64(holdLimit),
-	}}}), nil
+	cmd, op := fsm.NewAcquire()
+	op.Lock, op.OwnerKey, op.Wait, op.WaitTimeoutNanos = r.GetName(), r.GetOwnerKey(), r.GetWait(), int64(timeout)
+	op.Shared, op.Limit, op.HoldLimitNanos = r.GetShared(), r.GetLimit(), int64(holdLimit)
+	return stamp(r.GetHeader(), cmd), nil
 }
 
 // checkHoldLimit validates an acquire's hold_limit (unset: none).
@@ -208,9 +208,9 @@ func releaseCommand(r *batonpb.ReleaseRequest) (*fsmpb.Command, error) {
 	if err := checkOwner("owner_key", r.GetOwnerKey()); err != nil {
 		return nil, err
 	}
-	return stamp(r.GetHeader(), &fsmpb.Command{Op: &fsmpb.Command_Release{Release: &fsmpb.Release{
-		Lock: r.GetName(), Token: r.GetToken(), OwnerKey: r.GetOwnerKey(),
-	}}}), nil
+	cmd, op := fsm.NewRelease()
+	op.Lock, op.Token, op.OwnerKey = r.GetName(), r.GetToken(), r.GetOwnerKey()
+	return stamp(r.GetHeader(), cmd), nil
 }
 
 func cancelCommand(r *batonpb.CancelRequest) (*fsmpb.Command, error) {
