@@ -27,11 +27,14 @@ type Lease struct {
 	name     string
 	ownerKey string
 	token    uint64
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
-	lost     chan struct{}
+	acquire  context.Context // the acquire's ctx, for Context's values
 
 	// Guarded by s.mu.
+	// Made on first use (most Leases are released without either):
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	lost   chan struct{}
+
 	err      error // why it was lost
 	released bool
 	// With a hold limit: the client's deadline for the hold (its first
@@ -55,10 +58,7 @@ func (s *Session) newLease(ctx context.Context, name, ownerKey string, token uin
 		s.mu.Lock()
 		switch s.state {
 		case StateHealthy:
-			l := &Lease{s: s, name: name, ownerKey: ownerKey, token: token, lost: make(chan struct{})}
-			// The Lease outlives the call that acquired it: ctx may be a
-			// short wait deadline, so only its values are kept.
-			l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+			l := &Lease{s: s, name: name, ownerKey: ownerKey, token: token, acquire: ctx}
 			k := holdKey{name, ownerKey}
 			if ls := s.holds[k]; len(ls) > 0 && ls[0].token != token {
 				// The hold those leases had ended on the server (an
@@ -108,8 +108,12 @@ func (s *Session) endLeaseLocked(l *Lease, cause error) {
 		return
 	}
 	l.err = cause
-	close(l.lost)
-	l.cancel(cause)
+	if l.lost != nil {
+		close(l.lost)
+	}
+	if l.cancel != nil {
+		l.cancel(cause)
+	}
 	if l.holdTimer != nil {
 		l.holdTimer.Stop()
 	}
@@ -285,7 +289,17 @@ func (l *Lease) Token() uint64 { return l.token }
 // session's conservative deadline passed (jeopardy), the session ended,
 // the Lease was released, or the server said an operator's CasRelease
 // ended the hold. Err says which.
-func (l *Lease) Lost() <-chan struct{} { return l.lost }
+func (l *Lease) Lost() <-chan struct{} {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	if l.lost == nil {
+		l.lost = make(chan struct{})
+		if l.err != nil {
+			close(l.lost)
+		}
+	}
+	return l.lost
+}
 
 // Err is nil while the Lease is valid, then ErrJeopardy, an error matching
 // ErrSessionLost or ErrSessionClosed, ErrReleased, or an error matching
@@ -300,7 +314,19 @@ func (l *Lease) Err() error {
 // Lease is lost: run the work done under the lock with it. It carries the
 // values of the ctx given to the acquire, but not its cancellation or
 // deadline: that ctx bounds the wait for the lock, not the hold.
-func (l *Lease) Context() context.Context { return l.ctx }
+func (l *Lease) Context() context.Context {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	if l.ctx == nil {
+		// The Lease outlives the call that acquired it: that ctx may be
+		// a short wait deadline, so only its values are kept.
+		l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(l.acquire))
+		if l.err != nil {
+			l.cancel(l.err)
+		}
+	}
+	return l.ctx
+}
 
 // Remaining is how long the Lease stays valid, in the client's
 // conservative view, unless a keepalive answer extends it: the time left

@@ -75,14 +75,15 @@ func (m *Mutex) LockWithin(ctx context.Context, d time.Duration) (*Lease, error)
 }
 
 func (m *Mutex) acquire(ctx context.Context, wait bool, d time.Duration) (*Lease, error) {
-	req := &batonpb.AcquireRequest{Name: m.name, OwnerKey: m.ownerKey, Wait: wait, Shared: m.shared, Limit: m.limit}
+	sreq, req := acquireRequest()
+	req.Name, req.OwnerKey, req.Wait, req.Shared, req.Limit = m.name, m.ownerKey, wait, m.shared, m.limit
 	if d > 0 {
 		req.WaitTimeout = durationpb.New(d)
 	}
 	if m.holdLimit != 0 {
 		req.HoldLimit = durationpb.New(m.holdLimit)
 	}
-	c, err := m.s.do(ctx, &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Acquire{Acquire: req}}, func(c *call) {
+	c, err := m.s.do(ctx, sreq, func(c *call) {
 		c.wait, c.name, c.ownerKey = wait, m.name, m.ownerKey
 	})
 	if err != nil {

@@ -30,8 +30,22 @@ func TestTryLockBusyThenFree(t *testing.T) {
 	if busy.Holder.SessionID != a.ID() || busy.Holder.Token != la.Token() || busy.Holder.Owner != "test/a" {
 		t.Fatalf("busy holder %+v, want session %d token %d", busy.Holder, a.ID(), la.Token())
 	}
+	// Taken before the release (the Lease makes them on first use), they
+	// end with it, as do those first taken after it (below).
+	ctxBefore, lostBefore := la.Context(), la.Lost()
+	if ctxBefore.Err() != nil {
+		t.Fatalf("held lease context: %v", ctxBefore.Err())
+	}
 	if err := a.Mutex("jobs/1").Unlock(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if !errors.Is(context.Cause(ctxBefore), ErrReleased) || la.Context() != ctxBefore {
+		t.Fatalf("released lease context taken before: cause %v", context.Cause(ctxBefore))
+	}
+	select {
+	case <-lostBefore:
+	default:
+		t.Fatal("released lease: Lost taken before not closed")
 	}
 	if !errors.Is(la.Err(), ErrReleased) {
 		t.Fatalf("released lease Err %v", la.Err())

@@ -179,9 +179,28 @@ func (s *Session) cleanupLocked(c *call) {
 }
 
 func releaseRequest(name, ownerKey string, token uint64) *batonpb.SessionRequest {
-	return &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Release{Release: &batonpb.ReleaseRequest{
-		Name: name, Token: token, OwnerKey: ownerKey,
-	}}}
+	s := &struct {
+		r batonpb.SessionRequest
+		k batonpb.SessionRequest_Release
+		a batonpb.ReleaseRequest
+	}{}
+	s.a.Name, s.a.Token, s.a.OwnerKey = name, token, ownerKey
+	s.k.Release = &s.a
+	s.r.Kind = &s.k
+	return &s.r
+}
+
+// acquireRequest returns a session request holding an acquire, a, in one
+// allocation instead of three.
+func acquireRequest() (req *batonpb.SessionRequest, a *batonpb.AcquireRequest) {
+	s := &struct {
+		r batonpb.SessionRequest
+		k batonpb.SessionRequest_Acquire
+		a batonpb.AcquireRequest
+	}{}
+	s.k.Acquire = &s.a
+	s.r.Kind = &s.k
+	return &s.r, &s.a
 }
 
 // abandon gives up on c for a caller whose ctx ended: a queued wait is
