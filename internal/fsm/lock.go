@@ -17,9 +17,9 @@ import (
 // mutex's, a writer's) and sits alone, or shared (a permit, a reader) and
 // sits beside other shared holds up to the limit. The limit is the lock's
 // from its first holder or waiter until it is deleted, and every holder and
-// waiter record keeps a copy of it: the lock record itself stays at 48
-// bytes (a million of them is the design point), and a holder record has
-// room for it within its 64-byte size class.
+// waiter record keeps a copy of it: the lock record stays within its size
+// class (a million of them is the design point; see TestRecordSizes), and
+// a holder record has room for it within its 64 bytes.
 //
 // Holders and waiters are plain Go records, not fsmpb messages: a million
 // held locks is the design point, and a message costs twice the bytes (its
@@ -30,9 +30,27 @@ type lock struct {
 	holders []holder // at most limit(); one if it is exclusive
 	// queue is nil until the first waiter comes, and then kept (for the
 	// next one) until the lock is deleted. Most locks never have a waiter:
-	// the pointer makes the lock a 48-byte allocation, a slice header
-	// here would make it 64.
+	// a pointer here takes 8 bytes, a slice header 24.
 	queue *queue
+	// one is where holders keeps its only holder (see useOne): most
+	// locks have one, so a lock and its holder are one 112-byte
+	// allocation, not a 48-byte and a 64-byte one.
+	one [1]holder
+}
+
+// useOne points an empty holders at l.one, unless it already has room.
+func (l *lock) useOne() {
+	if cap(l.holders) == 0 {
+		l.holders = l.one[:0]
+	}
+}
+
+// leftOne clears l.one once holders has moved to an array of its own (a
+// second holder came), so that it keeps no session alive.
+func (l *lock) leftOne() {
+	if len(l.holders) > 0 && &l.holders[0] != &l.one[0] {
+		l.one[0] = holder{}
+	}
 }
 
 // queue is the FIFO of a lock's waiters: the head is granted first.
@@ -216,6 +234,7 @@ func (m *Machine) lockFor(name string) *lock {
 func (m *Machine) hold(a *apply, l *lock, s *session, ownerKey string, acquireSeq uint64, limit uint32, shared bool, holdLimit uint32) *holder {
 	m.changeLock(l)
 	m.changeSession(s)
+	l.useOne()
 	l.holders = append(l.holders, holder{
 		s:          s,
 		ownerKey:   ownerKey,
@@ -228,6 +247,7 @@ func (m *Machine) hold(a *apply, l *lock, s *session, ownerKey string, acquireSe
 		shared:     shared,
 		holdLimit:  holdLimit,
 	})
+	l.leftOne()
 	return &l.holders[len(l.holders)-1]
 }
 

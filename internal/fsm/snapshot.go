@@ -812,7 +812,10 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 	}
 	l := &lock{name: name}
 	if len(holders) > 0 {
-		l.holders = make([]holder, 0, len(holders))
+		l.useOne()
+		if len(holders) > 1 {
+			l.holders = make([]holder, 0, len(holders))
+		}
 		if s := m.sessions[holders[0].GetSessionId()]; s != nil {
 			l.name = s.cachedName(holders[0].GetAcquireSeq(), name)
 		}
