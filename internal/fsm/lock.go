@@ -337,7 +337,7 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 			}
 			m.changeLock(l)
 			h.count++
-			a.res.Acquire = grantedOutcome(name, h)
+			a.res.Acquire = a.granted(name, h)
 			return
 		}
 	}
@@ -347,15 +347,13 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 			return
 		}
 		h := m.hold(a, m.lockFor(name), s, op.GetOwnerKey(), a.seq, limit, shared, holdLimit)
-		a.res.Acquire = grantedOutcome(name, h)
+		a.res.Acquire = a.granted(name, h)
 		return
 	}
 	if !op.GetWait() {
-		a.res.Acquire = &fsmpb.AcquireOutcome{
-			Lock:   name,
-			Status: fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY,
-			Holder: l.currentHolder(),
-		}
+		o := a.newOutcome()
+		o.Lock, o.Status, o.Holder = name, fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY, l.currentHolder()
+		a.res.Acquire = o
 		return
 	}
 	if len(l.waiters()) >= MaxWaitersPerLock {
@@ -379,12 +377,10 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 		holdLimit:  holdLimit,
 	})
 	s.addWait(waitKey{name, a.seq})
-	a.res.Acquire = &fsmpb.AcquireOutcome{
-		Lock:     name,
-		Status:   fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED,
-		Holder:   l.currentHolder(),
-		Position: uint32(len(l.waiters())),
-	}
+	o := a.newOutcome()
+	o.Lock, o.Status, o.Holder = name, fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED, l.currentHolder()
+	o.Position = uint32(len(l.waiters()))
+	a.res.Acquire = o
 }
 
 // checkLimit returns the holder limit an acquire states (0 means 1), or
@@ -448,6 +444,13 @@ func grantedOutcome(name string, h *holder) *fsmpb.AcquireOutcome {
 		Token:  h.token,
 		Count:  h.count,
 	}
+}
+
+// granted is grantedOutcome in a's outcome (see newOutcome).
+func (a *apply) granted(name string, h *holder) *fsmpb.AcquireOutcome {
+	o := a.newOutcome()
+	o.Lock, o.Status, o.Token, o.Count = name, fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED, h.token, h.count
+	return o
 }
 
 func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
