@@ -16,8 +16,9 @@ import (
 
 	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/batonlock/baton/internal/raftwire"
 )
 
 // fdatasync is fdatasync(2) on Linux (F_FULLFSYNC on macOS).
@@ -240,9 +241,11 @@ func allZero(b []byte) bool {
 func appendRecord(buf []byte, crc *uint32, typ byte, m proto.Message, raw []byte) ([]byte, error) {
 	start := len(buf)
 	buf = append(buf, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, typ)
-	if e, ok := m.(*raftpb.Entry); ok && len(e.ProtoReflect().GetUnknown()) == 0 {
-		buf = appendEntry(buf, e)
-	} else if m != nil {
+	var fast bool
+	if e, ok := m.(*raftpb.Entry); ok {
+		buf, fast = raftwire.AppendEntry(buf, e)
+	}
+	if !fast && m != nil {
 		var err error
 		if buf, err = (proto.MarshalOptions{}).MarshalAppend(buf, m); err != nil {
 			return buf[:start], err
@@ -259,26 +262,6 @@ func appendRecord(buf []byte, crc *uint32, typ byte, m proto.Message, raw []byte
 	*crc = crc32.Update(*crc, crcTable, buf[start+headSize:])
 	binary.LittleEndian.PutUint32(buf[start+8:], *crc)
 	return buf, nil
-}
-
-// appendEntry appends e encoded as proto.Marshal does, byte for byte
-// (fields in number order, each only when set), without its reflection:
-// every entry a member logs goes through here. TestAppendEntry holds it
-// to proto.Marshal.
-func appendEntry(buf []byte, e *raftpb.Entry) []byte {
-	if e.Type != nil {
-		buf = protowire.AppendVarint(protowire.AppendTag(buf, 1, protowire.VarintType), uint64(*e.Type))
-	}
-	if e.Term != nil {
-		buf = protowire.AppendVarint(protowire.AppendTag(buf, 2, protowire.VarintType), *e.Term)
-	}
-	if e.Index != nil {
-		buf = protowire.AppendVarint(protowire.AppendTag(buf, 3, protowire.VarintType), *e.Index)
-	}
-	if e.Data != nil {
-		buf = protowire.AppendBytes(protowire.AppendTag(buf, 4, protowire.BytesType), e.Data)
-	}
-	return buf
 }
 
 func headerPayload(seq, first uint64) []byte {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/batonlock/baton/internal/raftwire"
 	"github.com/batonlock/baton/internal/transport/transportpb"
 )
 
@@ -308,15 +309,22 @@ func appendFrame(dst []byte, q []queued) ([]byte, []queued, error) {
 	n, size := 0, 0
 	for n < len(q) && q[n].group == group {
 		m := q[n].m
-		sz := proto.Size(m)
+		sz, fast := raftwire.MessageSize(m)
+		if !fast {
+			sz = proto.Size(m)
+		}
 		if n > 0 && size+sz > MaxEnvelopeBytes {
 			break
 		}
 		dst = protowire.AppendTag(dst, 3, protowire.BytesType)
 		dst = protowire.AppendVarint(dst, uint64(sz))
-		var err error
-		if dst, err = opts.MarshalAppend(dst, m); err != nil {
-			return dst[:start], q[n+1:], fmt.Errorf("message %s to %d: %w", m.GetType(), m.GetTo(), err)
+		if fast {
+			dst = raftwire.AppendMessage(dst, m)
+		} else {
+			var err error
+			if dst, err = opts.MarshalAppend(dst, m); err != nil {
+				return dst[:start], q[n+1:], fmt.Errorf("message %s to %d: %w", m.GetType(), m.GetTo(), err)
+			}
 		}
 		size += sz
 		n++
