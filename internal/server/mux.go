@@ -182,7 +182,10 @@ func (s *Server) sendMux(gs batonpb.Baton_SessionsServer, m *mux) error {
 	}
 	var err error
 	for start := 0; start < len(items) && err == nil; {
-		out := &batonpb.SessionsResponse{}
+		// Send encodes the message before it returns: one block holds its
+		// channel responses.
+		crs := make([]batonpb.ChannelResponse, len(items)-start)
+		out := &batonpb.SessionsResponse{Responses: make([]*batonpb.ChannelResponse, 0, len(crs))}
 		for size := 0; start < len(items); start++ {
 			it := items[start]
 			n := muxItemSize(it)
@@ -190,7 +193,8 @@ func (s *Server) sendMux(gs batonpb.Baton_SessionsServer, m *mux) error {
 				break
 			}
 			size += n
-			cr := &batonpb.ChannelResponse{Channel: it.ch.id, Response: it.resp}
+			cr := &crs[len(out.Responses)]
+			cr.Channel, cr.Response = it.ch.id, it.resp
 			if it.end {
 				cr.End = &batonpb.ChannelEnd{Error: s.toWire(it.err)}
 			}

@@ -259,7 +259,20 @@ func (s *Server) attachSession(ctx context.Context, first *batonpb.SessionReques
 // to the log here, in the order they arrived on the stream, and answered
 // from the Ready loop when they apply: the stream is pipelined but ordered.
 func (s *Server) serveStreamRequest(ctx context.Context, st *stream, req *batonpb.SessionRequest) {
-	c := &streamCall{s: s, st: st, req: req}
+	var c *streamCall
+	switch req.GetKind().(type) {
+	case *batonpb.SessionRequest_Acquire:
+		ac := &acquireCall{}
+		ac.acq = &ac.ans
+		c = &ac.streamCall
+	case *batonpb.SessionRequest_Release:
+		rc := &releaseCall{}
+		rc.rel = &rc.ans
+		c = &rc.streamCall
+	default:
+		c = &streamCall{}
+	}
+	c.s, c.st, c.req = s, st, req
 	var err error
 	switch k := req.GetKind().(type) {
 	case *batonpb.SessionRequest_KeepAlive:
@@ -313,6 +326,22 @@ type streamCall struct {
 	st  *stream
 	req *batonpb.SessionRequest
 	cmd *fsmpb.Command // a mutating request's, once submitted
+	// The answer of an acquire or a release, allocated with the call
+	// (acquireCall, releaseCall); nil once used.
+	acq *acquireAnswer
+	rel *releaseAnswer
+}
+
+// acquireCall and releaseCall are a streamCall with room for its answer,
+// for the two commonest requests: one allocation where there were two.
+type acquireCall struct {
+	streamCall
+	ans acquireAnswer
+}
+
+type releaseCall struct {
+	streamCall
+	ans releaseAnswer
 }
 
 // response completes r (nil: an empty one) as the answer to c.req.
@@ -350,13 +379,21 @@ func (c *streamCall) Complete(res *fsmpb.Result, _ uint64, err error) {
 func (c *streamCall) answer(res *fsmpb.Result) *batonpb.SessionResponse {
 	switch k := c.req.GetKind().(type) {
 	case *batonpb.SessionRequest_Acquire:
-		a := &acquireAnswer{}
+		a := c.acq
+		if a == nil {
+			a = &acquireAnswer{}
+		}
+		c.acq = nil
 		fillAcquireResponse(&a.acquire, c.cmd.GetSeq(), res.GetAcquire())
 		a.kind.Acquire = &a.acquire
 		a.resp.Kind = &a.kind
 		return &a.resp
 	case *batonpb.SessionRequest_Release:
-		a := &releaseAnswer{}
+		a := c.rel
+		if a == nil {
+			a = &releaseAnswer{}
+		}
+		c.rel = nil
 		a.release.RemainingCount = res.GetRemainingCount()
 		a.kind.Release = &a.release
 		a.resp.Kind = &a.kind
