@@ -120,46 +120,35 @@ func TestAppendMessage(t *testing.T) {
 	}
 }
 
+// BenchmarkAppendMessage: a 30-entry append and an append response, by
+// hand and by proto.
 func BenchmarkAppendMessage(b *testing.B) {
-	m := &raftpb.Message{Type: new(raftpb.MsgApp), To: new(uint64(2)), From: new(uint64(1)), Term: new(uint64(3)),
+	app := &raftpb.Message{Type: new(raftpb.MsgApp), To: new(uint64(2)), From: new(uint64(1)), Term: new(uint64(3)),
 		LogTerm: new(uint64(3)), Index: new(uint64(123456)), Commit: new(uint64(123450))}
 	for i := range 30 {
-		m.Entries = append(m.Entries, &raftpb.Entry{Type: new(raftpb.EntryType_EntryNormal), Term: new(uint64(3)),
+		app.Entries = append(app.Entries, &raftpb.Entry{Type: new(raftpb.EntryType_EntryNormal), Term: new(uint64(3)),
 			Index: new(uint64(123457 + i)), Data: make([]byte, 60)})
 	}
-	buf := make([]byte, 0, 8192)
-	b.Run("hand", func(b *testing.B) {
-		for b.Loop() {
-			if _, ok := MessageSize(m); !ok {
-				b.Fatal("left to proto")
-			}
-			buf = AppendMessage(buf[:0], m)
-		}
-	})
-	b.Run("proto", func(b *testing.B) {
-		for b.Loop() {
-			_ = proto.Size(m)
-			buf, _ = proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(buf[:0], m)
-		}
-	})
-}
-
-func BenchmarkAppendMessageResp(b *testing.B) {
-	m := &raftpb.Message{Type: new(raftpb.MsgAppResp), To: new(uint64(1)), From: new(uint64(2)), Term: new(uint64(3)),
+	resp := &raftpb.Message{Type: new(raftpb.MsgAppResp), To: new(uint64(1)), From: new(uint64(2)), Term: new(uint64(3)),
 		Index: new(uint64(123456)), Commit: new(uint64(123450))}
 	buf := make([]byte, 0, 8192)
-	b.Run("hand", func(b *testing.B) {
-		for b.Loop() {
-			if _, ok := MessageSize(m); !ok {
-				b.Fatal("left to proto")
+	for _, c := range []struct {
+		name string
+		m    *raftpb.Message
+	}{{"append", app}, {"response", resp}} {
+		b.Run(c.name+"/hand", func(b *testing.B) {
+			for b.Loop() {
+				if _, ok := MessageSize(c.m); !ok {
+					b.Fatal("left to proto")
+				}
+				buf = AppendMessage(buf[:0], c.m)
 			}
-			buf = AppendMessage(buf[:0], m)
-		}
-	})
-	b.Run("proto", func(b *testing.B) {
-		for b.Loop() {
-			_ = proto.Size(m)
-			buf, _ = proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(buf[:0], m)
-		}
-	})
+		})
+		b.Run(c.name+"/proto", func(b *testing.B) {
+			for b.Loop() {
+				_ = proto.Size(c.m)
+				buf, _ = proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(buf[:0], c.m)
+			}
+		})
+	}
 }
