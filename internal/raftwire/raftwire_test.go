@@ -152,3 +152,43 @@ func BenchmarkAppendMessage(b *testing.B) {
 		})
 	}
 }
+
+// FuzzAppendMessage holds the encoders to proto.Marshal on any message
+// proto decodes from the input: AppendMessage where MessageSize takes it,
+// and AppendEntry on each of its entries.
+func FuzzAppendMessage(f *testing.F) {
+	g := gen{rand.New(rand.NewPCG(11, 12))}
+	for range 20 {
+		b, err := proto.Marshal(g.message())
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m := &raftpb.Message{}
+		if proto.Unmarshal(data, m) != nil {
+			return
+		}
+		for _, e := range m.Entries {
+			want, err := proto.Marshal(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, ok := AppendEntry(nil, e); ok && !bytes.Equal(got, want) {
+				t.Fatalf("AppendEntry(%v) = %x; proto.Marshal: %x", e, got, want)
+			}
+		}
+		size, ok := MessageSize(m)
+		if !ok {
+			return
+		}
+		want, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendMessage(nil, m); size != len(want) || !bytes.Equal(got, want) {
+			t.Fatalf("AppendMessage(%v) = %x (size %d); proto.Marshal: %x", m, got, size, want)
+		}
+	})
+}
