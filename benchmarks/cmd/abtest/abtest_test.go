@@ -1,0 +1,177 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/internal/bench"
+)
+
+func TestParseStat(t *testing.T) {
+	// A name with spaces and a ')' of its own: fields count from the last ')'.
+	line := "4242 (baton (x) y) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 75 0 0 20 0 9 0 100 0 0"
+	got, err := parseStat(line)
+	if err != nil || got != 325*clockTick {
+		t.Fatalf("parseStat = %v, %v; want %v", got, err, 325*clockTick)
+	}
+	for _, bad := range []string{"", "4242 baton S 1", "4242 (baton) S 1 2 3", "4242 (b) S 1 1 1 0 -1 0 0 0 0 0 x 75"} {
+		if _, err := parseStat(bad); err == nil {
+			t.Errorf("parseStat(%q) took it", bad)
+		}
+	}
+}
+
+func TestProcCPUOfThisProcess(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("/proc is Linux's")
+	}
+	d, err := procCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d < 0 || d > time.Hour {
+		t.Fatalf("this process used %v of CPU", d)
+	}
+}
+
+func TestParseWorkloads(t *testing.T) {
+	ws, err := parseWorkloads("own/1, hot/16,zipf/64")
+	if err != nil || len(ws) != 3 || ws[1] != (workload{"hot", 16}) || ws[2].String() != "zipf/64" {
+		t.Fatalf("parseWorkloads = %v, %v", ws, err)
+	}
+	for _, bad := range []string{"", "own", "own/0", "own/x", "mine/4", "own/4,"} {
+		if _, err := parseWorkloads(bad); err == nil {
+			t.Errorf("parseWorkloads(%q) took it", bad)
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	o, err := parseFlags([]string{"-a", "x", "-env-b", "GODEBUG=schedtrace=0 GOGC=200", "-rounds", "3"}, io.Discard)
+	if err != nil || o.b != "HEAD" || len(o.envB) != 2 || o.rounds != 3 || o.workloads[0] != (workload{"own", 64}) {
+		t.Fatalf("parseFlags = %+v, %v", o, err)
+	}
+	for _, bad := range [][]string{
+		{},                               // no -a
+		{"-a", "x", "-rounds", "0"},      // no pairs
+		{"-a", "x", "-duration", "0s"},   // nothing measured
+		{"-a", "x", "-env-a", "GOGC"},    // not KEY=VALUE
+		{"-a", "x", "-env-a", "=1"},      // no key
+		{"-a", "x", "-port", "80"},       // privileged
+		{"-a", "x", "-workloads", "x/1"}, // unknown kind
+		{"-a", "x", "extra"},             // stray argument
+	} {
+		if _, err := parseFlags(bad, io.Discard); err == nil {
+			t.Errorf("parseFlags(%q) took it", bad)
+		}
+	}
+}
+
+func TestDecodeReport(t *testing.T) {
+	var r bench.Report
+	out := "some log line\n{\n  \"cycles\": 10,\n  \"cycles_per_sec\": 5,\n  \"acquire_p50_ms\": 0.5\n}\n"
+	if err := decodeReport(out, &r); err != nil || r.Cycles != 10 || r.CyclesPerSec != 5 || r.AcquireP50 != 0.5 {
+		t.Fatalf("decodeReport = %+v, %v", r, err)
+	}
+	if err := decodeReport("no report", &r); err == nil {
+		t.Error("decodeReport took output without a report")
+	}
+	if err := decodeReport("{\"cycles\": ", &r); err == nil {
+		t.Error("decodeReport took a cut report")
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	m := func(cps, p50 float64, cpuUS int) measurement {
+		return measurement{report: bench.Report{CyclesPerSec: cps, AcquireP50: p50}, cpuPerCyc: time.Duration(cpuUS) * time.Microsecond}
+	}
+	pairs := []pair{
+		{m(100, 2.0, 80), m(120, 1.5, 60)},
+		{m(100, 1.0, 80), m(90, 1.2, 70)},
+		{m(110, 2.0, 90), m(132, 1.8, 100)},
+	}
+	got := summarize(workload{"own", 64}, pairs)
+	for _, want := range []string{
+		"own/64, 3 pairs:",
+		"A: cycles/s median 100 (100-110), acquire p50 median 2.00 ms, servers' CPU/cycle median 80.0 us",
+		"B: cycles/s median 120 (90-132), acquire p50 median 1.50 ms, servers' CPU/cycle median 70.0 us",
+		"B/A cycles/s: median 1.200 (0.900-1.200); B ahead in 2 of 3 pairs, lower acquire p50 in 2, less CPU per cycle in 2 of 3",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary lacks %q:\n%s", want, got)
+		}
+	}
+	// Without /proc the CPU figures are left out, not shown as zero.
+	pairs[0][0].cpuPerCyc = 0
+	if got := summarize(workload{"own", 1}, pairs); strings.Contains(got, "A: cycles/s median 100 (100-110), acquire p50 median 2.00 ms, servers'") ||
+		!strings.Contains(got, "less CPU per cycle in 1 of 2") {
+		t.Errorf("summary with an unknown CPU figure:\n%s", got)
+	}
+}
+
+func TestUntarRefusesPathsOutside(t *testing.T) {
+	for _, name := range []string{"../evil", "/abs/evil", "a/../../evil"} {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
+		tw.Write([]byte("x"))
+		tw.Close()
+		dir := t.TempDir()
+		if err := untar(&buf, filepath.Join(dir, "src")); err == nil {
+			t.Errorf("untar wrote %q", name)
+		}
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "d/", Mode: 0o755, Typeflag: tar.TypeDir})
+	tw.WriteHeader(&tar.Header{Name: "d/f.go", Mode: 0o644, Size: 2, Typeflag: tar.TypeReg})
+	tw.Write([]byte("ok"))
+	tw.Close()
+	dir := t.TempDir()
+	if err := untar(&buf, dir); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "d", "f.go")); err != nil || string(b) != "ok" {
+		t.Fatalf("untar wrote %q, %v", b, err)
+	}
+}
+
+// TestRunTwoBuilds runs the command end to end: this checkout's baton as
+// both A and B (B with an extra variable), one short pair of own/1.
+func TestRunTwoBuilds(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the servers' CPU comes from /proc")
+	}
+	bin := filepath.Join(t.TempDir(), "baton")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/baton")
+	build.Dir = filepath.Join("..", "..", "..")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build baton: %v\n%s", err, out)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"-a", bin, "-b", bin, "-env-b", "GOGC=200", "-workloads", "own/1", "-rounds", "1",
+		"-duration", "500ms", "-warmup", "0s", "-port", "28900"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("abtest exited %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	for _, re := range []string{
+		`B: .*baton \[GOGC=200\]`,
+		`own/1 +round 1 A: +\d+ cycles/s  acquire p50 +[\d.]+ ms  p99 +[\d.]+ ms  servers' CPU/cycle [\d.]+ us  errors 0`,
+		`own/1 +round 1 B: +\d+ cycles/s`,
+		`B/A cycles/s: median [\d.]+ \([\d.]+-[\d.]+\); B ahead in [01] of 1 pairs, lower acquire p50 in [01], less CPU per cycle in [01] of 1`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("output lacks %s:\n%s", re, out)
+		}
+	}
+}

@@ -1,0 +1,155 @@
+// Command abtest alternates two builds of Baton on fresh 3-member clusters
+// and reports, pair by pair, what a workload did on each: cycles/s,
+// acquire p50 and p99, and the servers' CPU per cycle.
+//
+// On the shared, noisy machines these benchmarks run on, the side-by-side
+// ratios of one build move by more from run to run than a change of 5-10%
+// moves them. Pairs run back to back on fresh clusters, in alternating
+// order, and counted as wins, resolve such a change; the servers' CPU per
+// cycle, read from /proc, is the steadiest figure of all
+// (docs/BENCHMARKS.md, "Run to run").
+//
+//	go -C benchmarks run ./cmd/abtest -a cc40e06 -b HEAD -workloads own/1,own/64 -rounds 6
+//	go -C benchmarks run ./cmd/abtest -a HEAD -b HEAD -env-b GODEBUG=schedtrace=0
+//
+// -a and -b each name a baton binary or a git revision of this repository,
+// which is built into a temporary directory.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+type options struct {
+	a, b             string
+	envA, envB       []string
+	workloads        []workload
+	rounds           int
+	duration, warmup time.Duration
+	basePort         int
+	keep             bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("abtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.a, "a", "", "build A: a baton binary, or a git revision of this repository to build")
+	fs.StringVar(&o.b, "b", "HEAD", "build B: a baton binary, or a git revision of this repository to build")
+	envA := fs.String("env-a", "", "space-separated KEY=VALUE added to build A's servers' environment")
+	envB := fs.String("env-b", "", "space-separated KEY=VALUE added to build B's servers' environment")
+	wls := fs.String("workloads", "own/64", "comma-separated KIND/WORKERS of `baton bench` (own, hot, zipf, batch, hold)")
+	fs.IntVar(&o.rounds, "rounds", 6, "pairs per workload; A runs first in odd rounds, B in even ones")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time of each run")
+	fs.DurationVar(&o.warmup, "warmup", time.Second, "load before each measured run, on the same cluster")
+	fs.IntVar(&o.basePort, "port", 27800, "client ports PORT, PORT+10, PORT+20; peer ports one above each")
+	fs.BoolVar(&o.keep, "keep", false, "keep the clusters' data directories and logs")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: go run ./cmd/abtest -a BUILD [-b BUILD] [flags]\n\n"+
+			"Alternates two builds of Baton on fresh 3-member clusters on 127.0.0.1 and\n"+
+			"reports cycles/s, acquire latency and the servers' CPU per cycle, pair by pair.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if o.a == "" {
+		return o, errors.New("-a is required: a baton binary or a git revision")
+	}
+	if o.rounds < 1 {
+		return o, fmt.Errorf("-rounds %d: want at least 1", o.rounds)
+	}
+	if o.duration <= 0 || o.warmup < 0 {
+		return o, fmt.Errorf("-duration %v, -warmup %v: want a positive duration and a warm-up of 0 or more", o.duration, o.warmup)
+	}
+	if o.basePort < 1024 || o.basePort+21 > 65535 {
+		return o, fmt.Errorf("-port %d: want 1024 to 65514", o.basePort)
+	}
+	var err error
+	if o.envA, err = parseEnv("-env-a", *envA); err != nil {
+		return o, err
+	}
+	if o.envB, err = parseEnv("-env-b", *envB); err != nil {
+		return o, err
+	}
+	if o.workloads, err = parseWorkloads(*wls); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "abtest: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	work, err := os.MkdirTemp("", "abtest-")
+	if err != nil {
+		fmt.Fprintf(stderr, "abtest: %v\n", err)
+		return 1
+	}
+	if o.keep {
+		fmt.Fprintf(stdout, "data and logs in %s\n", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
+	sides := [2]*side{{name: "A", env: o.envA}, {name: "B", env: o.envB}}
+	for i, spec := range []string{o.a, o.b} {
+		s := sides[i]
+		if s.bin, s.label, err = resolveBuild(ctx, spec, filepath.Join(work, "build-"+s.name)); err != nil {
+			fmt.Fprintf(stderr, "abtest: build %s (%s): %v\n", s.name, spec, err)
+			return 1
+		}
+		if len(s.env) > 0 {
+			s.label += " [" + strings.Join(s.env, " ") + "]"
+		}
+		fmt.Fprintf(stdout, "%s: %s\n", s.name, s.label)
+	}
+	for _, w := range o.workloads {
+		var pairs []pair
+		for r := 1; r <= o.rounds; r++ {
+			order := []int{0, 1}
+			if r%2 == 0 {
+				order = []int{1, 0}
+			}
+			var p pair
+			for _, i := range order {
+				s := sides[i]
+				dir := filepath.Join(work, fmt.Sprintf("%s-%d-%s", strings.ReplaceAll(w.String(), "/", "-"), r, s.name))
+				m, err := measure(ctx, s, w, dir, o)
+				if err != nil {
+					fmt.Fprintf(stderr, "abtest: %s round %d, %s: %v\n", w, r, s.name, err)
+					return 1
+				}
+				p[i] = m
+				fmt.Fprintf(stdout, "%-8s round %d %s: %s\n", w, r, s.name, m)
+			}
+			pairs = append(pairs, p)
+		}
+		fmt.Fprintln(stdout, summarize(w, pairs))
+	}
+	return 0
+}

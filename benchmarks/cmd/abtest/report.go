@@ -1,0 +1,114 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// workload is a `baton bench` workload and its number of workers.
+type workload struct {
+	kind    string
+	workers int
+}
+
+func (w workload) String() string { return fmt.Sprintf("%s/%d", w.kind, w.workers) }
+
+func parseWorkloads(s string) ([]workload, error) {
+	var ws []workload
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		kind, n, ok := strings.Cut(f, "/")
+		workers, err := strconv.Atoi(n)
+		if !ok || err != nil || workers < 1 {
+			return nil, fmt.Errorf("workload %q: want KIND/WORKERS, e.g. own/64", f)
+		}
+		switch kind {
+		case "own", "hot", "zipf", "batch", "hold":
+		default:
+			return nil, fmt.Errorf("workload %q: kind %q is not one of own, hot, zipf, batch, hold", f, kind)
+		}
+		ws = append(ws, workload{kind, workers})
+	}
+	return ws, nil
+}
+
+// parseEnv splits "K=V K2=V2" and checks every word is KEY=VALUE.
+func parseEnv(flagName, s string) ([]string, error) {
+	env := strings.Fields(s)
+	for _, kv := range env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return nil, fmt.Errorf("%s: %q is not KEY=VALUE", flagName, kv)
+		}
+	}
+	return env, nil
+}
+
+// pair is one round: A's measurement and B's.
+type pair [2]measurement
+
+// summarize is the report of a workload's pairs: each side's medians,
+// and B against A pair by pair.
+func summarize(w workload, pairs []pair) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%s, %d pairs:\n", w, len(pairs))
+	for i, name := range []string{"A", "B"} {
+		var cps, p50, cpu []float64
+		for _, p := range pairs {
+			cps = append(cps, p[i].report.CyclesPerSec)
+			p50 = append(p50, p[i].report.AcquireP50)
+			if p[i].cpuPerCyc > 0 {
+				cpu = append(cpu, float64(p[i].cpuPerCyc)/float64(time.Microsecond))
+			}
+		}
+		fmt.Fprintf(&b, "  %s: cycles/s median %.0f (%.0f-%.0f), acquire p50 median %.2f ms", name, median(cps), slices.Min(cps), slices.Max(cps), median(p50))
+		if len(cpu) == len(pairs) {
+			fmt.Fprintf(&b, ", servers' CPU/cycle median %.1f us", median(cpu))
+		}
+		b.WriteString("\n")
+	}
+	var ratios []float64
+	faster, lowerP50, lowerCPU, cpuPairs := 0, 0, 0, 0
+	for _, p := range pairs {
+		a, bb := p[0], p[1]
+		if a.report.CyclesPerSec > 0 {
+			ratios = append(ratios, bb.report.CyclesPerSec/a.report.CyclesPerSec)
+		}
+		if bb.report.CyclesPerSec > a.report.CyclesPerSec {
+			faster++
+		}
+		if bb.report.AcquireP50 < a.report.AcquireP50 {
+			lowerP50++
+		}
+		if a.cpuPerCyc > 0 && bb.cpuPerCyc > 0 {
+			cpuPairs++
+			if bb.cpuPerCyc < a.cpuPerCyc {
+				lowerCPU++
+			}
+		}
+	}
+	if len(ratios) > 0 {
+		fmt.Fprintf(&b, "  B/A cycles/s: median %.3f (%.3f-%.3f); B ahead in %d of %d pairs, lower acquire p50 in %d",
+			median(ratios), slices.Min(ratios), slices.Max(ratios), faster, len(pairs), lowerP50)
+		if cpuPairs > 0 {
+			fmt.Fprintf(&b, ", less CPU per cycle in %d of %d", lowerCPU, cpuPairs)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
