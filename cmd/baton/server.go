@@ -55,12 +55,12 @@ certificates bear those common names; --peer-cert-file, --peer-key-file
 and --peer-ca-file encrypt and authenticate the traffic between members
 (all members alike).
 
-Go's runtime: the member re-executes itself once at start with
-GODEBUG=schedtrace=2147483647 added, which keeps the runtime's monitor
-thread from being woken by every command after an idle moment (a fifth
-less CPU per command here; docs/BENCHMARKS.md). Its only visible effect is
-a line starting "SCHED" on standard error once every 24.8 days of machine
-uptime. GODEBUG=schedtrace=0 turns it off.
+Go's runtime: with more than one processor the member re-executes itself
+once at start with GODEBUG=schedtrace=2147483647 added, which keeps the
+runtime's monitor thread from being woken by every command after an idle
+moment (a fifth less CPU per command here; docs/BENCHMARKS.md). Besides
+the CPU it shows as a line starting "SCHED" on standard error once every
+24.8 days of machine uptime. GODEBUG=schedtrace=0 turns it off.
 
 Example, a 3-node cluster on one machine:
   baton server --name n1 --data-dir d1 --client-addr 127.0.0.1:7700 --peer-addr 127.0.0.1:7701 \
