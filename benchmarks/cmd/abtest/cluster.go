@@ -139,7 +139,9 @@ func measure(ctx context.Context, s *side, w workload, dir string, o options) (m
 	procs, endpoints, err := startCluster(ctx, s, dir, o.basePort)
 	defer func() {
 		stopCluster(procs)
-		if !o.keep {
+		if err != nil {
+			err = fmt.Errorf("%w (the members' logs are in %s)", err, dir)
+		} else if !o.keep {
 			os.RemoveAll(dir)
 		}
 	}()
@@ -186,15 +188,22 @@ func decodeReport(out string, r *bench.Report) error {
 	return nil
 }
 
+// member is a started server process; done is closed when it exits.
+type member struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
 // startCluster starts three members of s's build with data and logs in
 // dir and waits until each knows a leader.
-func startCluster(ctx context.Context, s *side, dir string, base int) ([]*exec.Cmd, string, error) {
+func startCluster(ctx context.Context, s *side, dir string, base int) ([]*member, string, error) {
 	var cluster, endpoints []string
 	for i := range 3 {
 		cluster = append(cluster, fmt.Sprintf("n%d=127.0.0.1:%d", i+1, base+10*i+1))
 		endpoints = append(endpoints, fmt.Sprintf("127.0.0.1:%d", base+10*i))
 	}
-	var procs []*exec.Cmd
+	var procs []*member
 	for i := range 3 {
 		name := fmt.Sprintf("n%d", i+1)
 		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
@@ -214,13 +223,22 @@ func startCluster(ctx context.Context, s *side, dir string, base int) ([]*exec.C
 		if err != nil {
 			return procs, "", fmt.Errorf("start %s: %w", name, err)
 		}
-		procs = append(procs, cmd)
+		m := &member{name: name, cmd: cmd, done: make(chan struct{})}
+		go func() { cmd.Wait(); close(m.done) }()
+		procs = append(procs, m)
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for _, ep := range endpoints {
 		for !knowsLeader(ctx, ep) {
+			for _, m := range procs {
+				select {
+				case <-m.done:
+					return procs, "", fmt.Errorf("%s exited: %s", m.name, m.cmd.ProcessState)
+				default:
+				}
+			}
 			if time.Now().After(deadline) {
-				return procs, "", fmt.Errorf("%s knows no leader after 60 s; logs in %s", ep, dir)
+				return procs, "", fmt.Errorf("%s knows no leader after 60 s", ep)
 			}
 			if err := ctx.Err(); err != nil {
 				return procs, "", err
@@ -251,18 +269,16 @@ func knowsLeader(ctx context.Context, endpoint string) bool {
 
 // stopCluster ends the members it started, by their PIDs: SIGTERM, then
 // SIGKILL after 10 s.
-func stopCluster(procs []*exec.Cmd) {
-	for _, p := range procs {
-		p.Process.Signal(syscall.SIGTERM)
+func stopCluster(procs []*member) {
+	for _, m := range procs {
+		m.cmd.Process.Signal(syscall.SIGTERM)
 	}
-	for _, p := range procs {
-		done := make(chan struct{})
-		go func() { p.Wait(); close(done) }()
+	for _, m := range procs {
 		select {
-		case <-done:
+		case <-m.done:
 		case <-time.After(10 * time.Second):
-			p.Process.Kill()
-			<-done
+			m.cmd.Process.Kill()
+			<-m.done
 		}
 	}
 }
@@ -273,10 +289,10 @@ const clockTick = 10 * time.Millisecond
 
 // cpuTime is the user and system time the processes used so far, from
 // /proc; false where there is no /proc.
-func cpuTime(procs []*exec.Cmd) (time.Duration, bool) {
+func cpuTime(procs []*member) (time.Duration, bool) {
 	var total time.Duration
-	for _, p := range procs {
-		t, err := procCPU(p.Process.Pid)
+	for _, m := range procs {
+		t, err := procCPU(m.cmd.Process.Pid)
 		if err != nil {
 			return 0, false
 		}

@@ -111,11 +111,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "abtest: %v\n", err)
 		return 1
 	}
+	keepWork := o.keep // and when a run fails, for its logs
 	if o.keep {
 		fmt.Fprintf(stdout, "data and logs in %s\n", work)
-	} else {
-		defer os.RemoveAll(work)
 	}
+	defer func() {
+		if !keepWork {
+			os.RemoveAll(work)
+		}
+	}()
 	sides := [2]*side{{name: "A", env: o.envA}, {name: "B", env: o.envB}}
 	for i, spec := range []string{o.a, o.b} {
 		s := sides[i]
@@ -142,6 +146,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 				m, err := measure(ctx, s, w, dir, o)
 				if err != nil {
 					fmt.Fprintf(stderr, "abtest: %s round %d, %s: %v\n", w, r, s.name, err)
+					keepWork = true
 					return 1
 				}
 				p[i] = m
