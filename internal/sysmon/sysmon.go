@@ -41,7 +41,9 @@ const Setting = "schedtrace=2147483647"
 //   - the process has a single processor (procs, GOMAXPROCS): with the
 //     monitor backed off, a goroutine queued behind one that blocks in a
 //     system call could wait up to 10 ms for it to be noticed, where with
-//     more processors an idle one takes the work over.
+//     more processors an idle one takes the work over. This is decided
+//     once, at start: a GOMAXPROCS that the runtime lowers to 1 later (a
+//     container's CPU limit changed) keeps the setting.
 func Env(environ []string, procs int) ([]string, bool) {
 	if procs < 2 {
 		return nil, false
