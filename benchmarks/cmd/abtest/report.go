@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/batonlock/baton/internal/bench"
 )
 
 // workload is a `baton bench` workload and its number of workers.
@@ -26,7 +28,7 @@ func parseWorkloads(s string) ([]workload, error) {
 			return nil, fmt.Errorf("workload %q: want KIND/WORKERS, e.g. own/64", f)
 		}
 		switch kind {
-		case "own", "hot", "zipf", "batch", "hold":
+		case bench.OwnKeys, bench.HotKey, bench.Zipf, bench.Batch, bench.Hold:
 		default:
 			return nil, fmt.Errorf("workload %q: kind %q is not one of own, hot, zipf, batch, hold", f, kind)
 		}
