@@ -10,7 +10,6 @@ import (
 	"errors"
 	"io"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -32,7 +31,7 @@ type sessionStream interface {
 type sessionMux struct {
 	c      *Client
 	addr   string
-	gs     muxStream
+	gs     batonpb.Baton_SessionsClient
 	cancel context.CancelFunc
 	wake   chan struct{} // the sender has work
 
@@ -93,9 +92,16 @@ func (c *Client) sessionMux(addr string) (*sessionMux, error) {
 	if m != nil {
 		return m, nil
 	}
-	gs, cancel, err := c.openSessions(addr)
+	bc, err := c.conn(addr)
 	if err != nil {
 		return nil, err
+	}
+	ctx, cancel := context.WithCancel(c.runCtx)
+	// The stream's answers are decoded without protobuf's reflection.
+	gs, err := bc.Sessions(ctx, grpc.ForceCodecV2(wire.Codec{}))
+	if err != nil {
+		cancel()
+		return nil, fromStatus(err)
 	}
 	m = &sessionMux{c: c, addr: addr, gs: gs, cancel: cancel, wake: make(chan struct{}, 1), chans: make(map[uint64]*muxChan)}
 	c.mu.Lock()
@@ -112,43 +118,6 @@ func (c *Client) sessionMux(addr string) (*sessionMux, error) {
 	go m.reader()
 	go m.sender()
 	return m, nil
-}
-
-// openSessions opens a Sessions stream to addr: a Sessions connection
-// unless the client is told otherwise or the member does not serve them,
-// else a gRPC call. cancel ends it.
-func (c *Client) openSessions(addr string) (gs muxStream, cancel func(), err error) {
-	c.mu.Lock()
-	useRaw := !c.cfg.grpcSessions && time.Now().After(c.noRaw[addr])
-	c.mu.Unlock()
-	if useRaw {
-		rs, err := dialRawSessions(c.runCtx, addr, c.cfg.tls)
-		switch {
-		case err == nil:
-			// Close ends it, as it ends the gRPC calls.
-			stop := context.AfterFunc(c.runCtx, rs.close)
-			return rs, func() { stop(); rs.close() }, nil
-		case errors.Is(err, errNoRawSessions):
-			c.log.Info("member does not serve Sessions connections; using gRPC calls", "addr", addr, "for", noRawFor, "err", err)
-			c.mu.Lock()
-			c.noRaw[addr] = time.Now().Add(noRawFor)
-			c.mu.Unlock()
-		default:
-			return nil, nil, &Error{Code: codes.Unavailable, Message: err.Error()}
-		}
-	}
-	bc, err := c.conn(addr)
-	if err != nil {
-		return nil, nil, err
-	}
-	ctx, stop := context.WithCancel(c.runCtx)
-	// The stream's answers are decoded without protobuf's reflection.
-	call, err := bc.Sessions(ctx, grpc.ForceCodecV2(wire.Codec{}))
-	if err != nil {
-		stop()
-		return nil, nil, fromStatus(err)
-	}
-	return call, stop, nil
 }
 
 // reader delivers each response to its channel until the stream breaks.

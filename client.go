@@ -32,7 +32,6 @@ type Client struct {
 	mu       sync.Mutex
 	conns    map[string]*grpc.ClientConn
 	muxes    map[string]*sessionMux // working Sessions streams by member
-	noRaw    map[string]time.Time   // members that did not answer a Sessions connection, until when
 	noMux    map[string]bool        // members without Sessions: one stream per session there
 	leader   string                 // best-known leader address; "" if unknown
 	next     int                    // next endpoint to try when the leader is unknown
@@ -75,7 +74,6 @@ func Dial(ctx context.Context, endpoints string, opts ...Option) (*Client, error
 		endpoints: eps,
 		conns:     make(map[string]*grpc.ClientConn),
 		muxes:     make(map[string]*sessionMux),
-		noRaw:     make(map[string]time.Time),
 		noMux:     make(map[string]bool),
 		sessions:  make(map[*Session]struct{}),
 	}

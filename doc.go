@@ -20,13 +20,10 @@
 //
 // A Session is the liveness every hold and wait rides on. It keeps one
 // stream to the leader, sends a keepalive on it every TTL/3, and pipelines
-// its requests on it. The sessions of one Client share one stream per
+// its requests on it. The sessions of one Client share one gRPC stream per
 // member (each is a channel of it), so a process with many sessions sends
 // and receives their traffic in few messages: prefer one Client per
-// process. That stream is a connection of its own to the member's client
-// port, carrying the gRPC Sessions call's messages without HTTP/2
-// (WithGRPCSessions makes it the gRPC call, as it is with
-// WithDialOptions and against a member that does not answer one). Every mutating request carries the session's next
+// process. Every mutating request carries the session's next
 // sequence number (from 1) and the lowest sequence number still without a
 // final answer; after a stream breaks or the leader changes, the session
 // resumes on the new leader and sends every unanswered request again with

@@ -41,18 +41,11 @@ const (
 type Option func(*clientConfig)
 
 type clientConfig struct {
-	dialOpts []grpc.DialOption
-	// tls is WithTLS's configuration, for Sessions connections.
-	tls *tls.Config
-	// grpcSessions: sessions ride gRPC Sessions calls, never Sessions
-	// connections; set by WithDialOptions (its options may say how to
-	// reach a member: a dialer, a proxy, credentials) and
-	// WithGRPCSessions.
-	grpcSessions bool
-	maxAttempts  int
-	backoff      time.Duration
-	maxBackoff   time.Duration
-	logger       *slog.Logger
+	dialOpts    []grpc.DialOption
+	maxAttempts int
+	backoff     time.Duration
+	maxBackoff  time.Duration
+	logger      *slog.Logger
 }
 
 func defaultClientConfig() clientConfig {
@@ -71,13 +64,8 @@ func (c clientConfig) validate() error {
 
 // WithDialOptions adds gRPC dial options (TLS credentials, interceptors).
 // Without transport credentials among them the client dials in plaintext.
-// With them, sessions use gRPC calls (see WithGRPCSessions), so that the
-// options apply to everything the client sends.
 func WithDialOptions(opts ...grpc.DialOption) Option {
-	return func(c *clientConfig) {
-		c.dialOpts = append(c.dialOpts, opts...)
-		c.grpcSessions = true
-	}
+	return func(c *clientConfig) { c.dialOpts = append(c.dialOpts, opts...) }
 }
 
 // WithTLS dials every member over TLS with cfg: RootCAs to trust the
@@ -85,22 +73,7 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 // one when the members require client certificates. The server name is
 // each endpoint's host unless cfg sets it.
 func WithTLS(cfg *tls.Config) Option {
-	return func(c *clientConfig) {
-		c.dialOpts = append(c.dialOpts, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
-		c.tls = cfg
-	}
-}
-
-// WithGRPCSessions makes sessions ride gRPC Sessions calls. By default a
-// client carries its sessions on a Sessions connection of its own to the
-// member's client port (the same messages without HTTP/2 and the
-// goroutine hand-offs of gRPC's reader and writer: about 8% more lock
-// cycles a second, docs/ARCHITECTURE.md), and falls back to the gRPC
-// call for a minute when the member does not answer one (an older
-// release, a proxy that passes only gRPC). Unary calls use gRPC either
-// way.
-func WithGRPCSessions() Option {
-	return func(c *clientConfig) { c.grpcSessions = true }
+	return WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 }
 
 // WithMaxAttempts sets how many members a unary call or a session open

@@ -23,14 +23,12 @@ import (
 const MaxRequestBytes = 1 << 20
 
 // Listener serves the API on one address: gRPC (HTTP/2 with content-type
-// application/grpc), Sessions connections (package wire's
-// SessionsPreface) and HTTP/JSON (everything else), split by cmux as
+// application/grpc) and HTTP/JSON (everything else), split by cmux as
 // etcd's client port does.
 type Listener struct {
 	m    cmux.CMux
 	grpc *grpc.Server
 	http *http.Server
-	raw  *rawConns
 	done chan error
 }
 
@@ -67,7 +65,6 @@ func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
 		mux.Handle("/", extra)
 	}
 	m := cmux.New(l)
-	rawL := m.Match(matchPreface(wire.SessionsPreface))
 	grpcL := m.MatchWithWriters(cmux.HTTP2MatchHeaderFieldSendSettings("content-type", "application/grpc"))
 	httpL := m.Match(cmux.Any())
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
@@ -78,8 +75,7 @@ func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
 			return ctx
 		},
 	}
-	ln := &Listener{m: m, grpc: gs, http: hs, raw: &rawConns{s: s, conns: make(map[net.Conn]struct{})}, done: make(chan error, 4)}
-	go func() { ln.done <- ignoreClosed(ln.raw.serve(rawL)) }()
+	ln := &Listener{m: m, grpc: gs, http: hs, done: make(chan error, 3)}
 	go func() { ln.done <- ignoreClosed(gs.Serve(grpcL)) }()
 	go func() { ln.done <- ignoreClosed(hs.Serve(httpL)) }()
 	go func() { ln.done <- ignoreClosed(m.Serve()) }()
@@ -89,10 +85,9 @@ func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
 // Close stops accepting, ends every call, and waits for the servers.
 func (l *Listener) Close() {
 	l.m.Close()
-	l.raw.close()
 	l.grpc.Stop()
 	_ = l.http.Close()
-	for range 4 {
+	for range 3 {
 		<-l.done
 	}
 }

@@ -53,7 +53,6 @@ func (s *Server) MetricsHandler() http.Handler {
 			{"baton_raft_ready_nanoseconds_total", "Ready loop time handling Readies in all", "counter", m.ReadyNanos},
 			{"baton_sessions_stream_messages_total", "messages sent on Sessions streams", "counter", s.muxMessages.Load()},
 			{"baton_sessions_stream_responses_total", "channel responses sent on Sessions streams: responses_total/messages_total is the mean batch", "counter", s.muxResponses.Load()},
-			{"baton_sessions_connections", "open Sessions streams on connections of their own (the rest are gRPC calls)", "gauge", uint64(max(s.rawOpen.Load(), 0))},
 		} {
 			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", g.name, g.help, g.name, g.kind, g.name, g.v)
 		}

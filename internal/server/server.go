@@ -75,7 +75,6 @@ type Server struct {
 
 	// Sessions streams' batching, for /metrics.
 	muxMessages, muxResponses atomic.Uint64
-	rawOpen                   atomic.Int64 // open Sessions connections
 }
 
 // New returns a Server. Attach gives it its node before it serves.
