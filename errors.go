@@ -200,6 +200,11 @@ type BusyError struct {
 
 // Error names the lock and its holder.
 func (e *BusyError) Error() string {
+	if e.Holder.SessionID == 0 {
+		// A retried TryLockAll: the hold its first attempt got ended
+		// before the answer came.
+		return fmt.Sprintf("baton: lock %q was not taken: the hold an earlier attempt of this request got on it has since ended", e.Name)
+	}
 	return fmt.Sprintf("baton: lock %q is busy: held by session %d (%q, key %q) with token %d",
 		e.Name, e.Holder.SessionID, e.Holder.Owner, e.Holder.OwnerKey, e.Holder.Token)
 }

@@ -137,9 +137,11 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 // TryLockMany tries every named lock at once, in one request that the
 // server applies atomically, each lock granted or refused on its own (owner
 // key ""). It returns the leases it got, in the order of names, and the
-// names it did not get (held or waited for by someone else). If ctx ends
-// before the answer, whatever was granted is released. For a hold limit or
-// an owner key, use LockSet.
+// names it did not get (held or waited for by someone else; or, when the
+// request had to be sent again after its answer was lost, granted to the
+// first attempt and ended since, by an operator's CasRelease or its hold
+// limit). If ctx ends before the answer, whatever was granted is
+// released. For a hold limit or an owner key, use LockSet.
 func (s *Session) TryLockMany(ctx context.Context, names ...string) ([]*Lease, []string, error) {
 	return s.LockSet(names).TryLockMany(ctx)
 }
@@ -211,6 +213,14 @@ func (ls *LockSet) TryLockAll(ctx context.Context) ([]*Lease, error) {
 		return nil, err
 	}
 	if len(busy) > 0 {
+		// All or none: some granted beside a busy one only when this
+		// answer is a retry's, and a hold the first attempt got has
+		// ended since (BUSY without a holder). Give the others back.
+		ls.s.mu.Lock()
+		for _, l := range leases {
+			_, _ = ls.s.releaseLocked(l)
+		}
+		ls.s.mu.Unlock()
 		return nil, &BusyError{Name: busy[0], Holder: holders[0]}
 	}
 	return leases, nil

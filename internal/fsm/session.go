@@ -169,9 +169,21 @@ func (s *session) granted(seq uint64, lock string, token uint64) {
 // cached as granted, to say that the hold it got has ended: a retry of a
 // request whose answer never arrived must not learn "granted" for a hold
 // that is gone (e.g. a server released it for a caller that went away).
+// An AcquireMany's outcome for the lock becomes BUSY without a holder
+// (the lock is not the caller's; the others' outcomes stand, so that the
+// caller learns the holds it still has).
 func (s *session) holdEnded(seq uint64, lock string) {
 	c := s.cachedEntry(seq)
-	if c == nil || !c.acquireIs(lock, fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED) {
+	if c == nil {
+		return
+	}
+	for i := range c.many {
+		if o := &c.many[i]; o.lock == lock && o.status == fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
+			*o = outcome{lock: lock, status: fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY}
+			return
+		}
+	}
+	if !c.acquireIs(lock, fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED) {
 		return
 	}
 	c.code = fsmpb.Error_ERROR_NOT_HOLDER

@@ -531,6 +531,12 @@ func (c *client) finishMany(op *clientOp, o outcome) {
 			case fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED:
 				per[a.GetLock()] = outcome{granted: true, token: a.GetToken(), count: a.GetCount(), retried: o.retried}
 			case fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY:
+				if a.GetHolder() == nil {
+					// From the cache: the hold an earlier attempt got
+					// has ended since (a single acquire's NOT_HOLDER).
+					per[a.GetLock()] = outcome{code: fsmpb.Error_ERROR_NOT_HOLDER, retried: o.retried}
+					continue
+				}
 				per[a.GetLock()] = outcome{busy: true, retried: o.retried}
 			}
 		}
