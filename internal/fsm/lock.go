@@ -627,12 +627,12 @@ func (m *Machine) release(a *apply, s *session, op *fsmpb.Release) {
 // (past.go) and hands l on.
 func (m *Machine) endHold(a *apply, l *lock, h *holder, how HoldEnd) {
 	m.recordEnd(a, l, h, how)
-	s, seq, idx := h.s, h.acquireSeq, h.idx
+	s, token, idx := h.s, h.token, h.idx
 	m.changeLock(l)
 	l.removeHolder(h)
 	m.changeSession(s)
 	m.dropHold(s, idx)
-	s.holdEnded(seq, l.name)
+	s.holdEnded(l.name, token)
 	m.settle(a, l)
 }
 

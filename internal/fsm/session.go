@@ -165,33 +165,34 @@ func (s *session) granted(seq uint64, lock string, token uint64) {
 	}
 }
 
-// holdEnded updates the cached result of the acquire seq, if it is still
-// cached as granted, to say that the hold it got has ended: a retry of a
-// request whose answer never arrived must not learn "granted" for a hold
-// that is gone (e.g. a server released it for a caller that went away).
-// An AcquireMany's outcome for the lock becomes BUSY without a holder
-// (the lock is not the caller's; the others' outcomes stand, so that the
-// caller learns the holds it still has).
-func (s *session) holdEnded(seq uint64, lock string) {
-	c := s.cachedEntry(seq)
-	if c == nil {
-		return
-	}
-	for i := range c.many {
-		if o := &c.many[i]; o.lock == lock && o.status == fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
-			*o = outcome{lock: lock, status: fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY}
-			return
+// holdEnded updates the cached results that granted the hold of lock
+// with token, those still cached, to say that the hold has ended: a retry
+// of a request whose answer never arrived must not learn "granted" for a
+// hold that is gone (e.g. a server released it for a caller that went
+// away, or an operator's CasRelease ended it). That is the acquire that
+// made the hold and any reentrant acquire of it since; an AcquireMany's
+// outcome for the lock becomes BUSY without a holder (the lock is not the
+// caller's; its other outcomes stand, so that the caller learns the holds
+// it still has). A session keeps few results (those not yet
+// acknowledged), so the scan is short.
+func (s *session) holdEnded(lock string, token uint64) {
+	for i := range s.results {
+		c := &s.results[i]
+		if c.acquireIs(lock, fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED) && c.acquire.token == token {
+			c.code = fsmpb.Error_ERROR_NOT_HOLDER
+			// The message is made when it is read, which is rare: every
+			// release comes here while its acquire's answer is still
+			// cached, and the answer is mostly forgotten right after.
+			c.msg, c.endedLock = "", lock
+			c.acquire = nil
+			continue
+		}
+		for j := range c.many {
+			if o := &c.many[j]; o.lock == lock && o.token == token && o.status == fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
+				*o = outcome{lock: lock, status: fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY}
+			}
 		}
 	}
-	if !c.acquireIs(lock, fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED) {
-		return
-	}
-	c.code = fsmpb.Error_ERROR_NOT_HOLDER
-	// The message is made when it is read, which is rare: every release
-	// comes here while its acquire's answer is still cached, and the
-	// answer is mostly forgotten right after.
-	c.msg, c.endedLock = "", lock
-	c.acquire = nil
 }
 
 // message is the cached result's error message.
