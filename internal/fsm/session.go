@@ -174,7 +174,10 @@ func (s *session) granted(seq uint64, lock string, token uint64) {
 // outcome for the lock becomes BUSY without a holder (the lock is not the
 // caller's; its other outcomes stand, so that the caller learns the holds
 // it still has). A session keeps few results (those not yet
-// acknowledged), so the scan is short.
+// acknowledged, MaxPending at most), so the scan is short. It is the whole
+// cache, not the results from the hold's acquireSeq on: requests retried
+// after a lost connection can apply out of seq order, so a reentrant
+// acquire's seq may be below the one that made the hold.
 func (s *session) holdEnded(lock string, token uint64) {
 	for i := range s.results {
 		c := &s.results[i]
