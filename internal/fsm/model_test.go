@@ -23,7 +23,8 @@ import (
 //   - waiters are FIFO: the model queue of each lock (appended on QUEUED,
 //     popped on grants and waits_ended) always equals the machine's queue,
 //     and every grant goes to the head of it;
-//   - a retried seq changes no lock and no session;
+//   - a retried seq changes no lock and no session, and every lock its
+//     answer says GRANTED is held by the session with that token;
 //   - a machine restored from a snapshot halfway answers the rest of the
 //     stream exactly like the original (proto.Equal results, equal hashes);
 //   - a state frozen at any point encodes to the snapshot of that point
@@ -173,10 +174,36 @@ func (s *stream) step() {
 		if !equalMessages(before, after) || !equalMessages(beforeSessions, afterSessions) {
 			s.t.Fatalf("entry %d: retry %v changed the state", s.index, cmd)
 		}
+		s.checkRetriedGrants(cmd, res)
 	}
 	s.observe(cmd, res)
 	if err := checkInvariants(s.m); err != nil {
 		s.t.Fatalf("entry %d %v -> %v: %v", s.index, cmd, res, err)
+	}
+}
+
+// checkRetriedGrants checks a retry's answer: every lock it says GRANTED
+// (an Acquire, or an AcquireMany's outcome) is held by the session with
+// that token now. The first attempt's hold may have ended since (a
+// release, a CasRelease, a hold limit), and the caller of a retry acts on
+// its answer.
+func (s *stream) checkRetriedGrants(cmd *fsmpb.Command, res *fsmpb.Result) {
+	outs := res.GetAcquireMany()
+	if a := res.GetAcquire(); a != nil {
+		outs = append(outs, a)
+	}
+	for _, o := range outs {
+		if o.GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
+			continue
+		}
+		s.stats["retried_grants"]++
+		l, _ := s.m.Lock(o.GetLock())
+		if !slices.ContainsFunc(l.GetHolders(), func(h *fsmpb.Holder) bool {
+			return h.GetSessionId() == cmd.GetSessionId() && h.GetToken() == o.GetToken()
+		}) {
+			s.t.Fatalf("entry %d: retry %v answered %s GRANTED with token %d, but session %d does not hold it so: %v",
+				s.index, cmd, o.GetLock(), o.GetToken(), cmd.GetSessionId(), l.GetHolders())
+		}
 	}
 }
 
