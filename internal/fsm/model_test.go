@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -31,12 +32,14 @@ import (
 //     while entries go on being applied (freezer).
 //
 // A failure names the seed; rerun it with -run 'TestRandomStream/seed=N'.
+var streamSeeds = flag.Int("fsm.stream-seeds", 8, "how many seeds TestRandomStream runs (0 to N-1); a soak: -fsm.stream-seeds=600, about two minutes")
+
 func TestRandomStream(t *testing.T) {
 	steps := 3000
 	if testing.Short() {
 		steps = 500
 	}
-	for seed := range uint64(8) {
+	for seed := range uint64(*streamSeeds) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			runStream(t, seed, steps)
 		})
