@@ -374,6 +374,8 @@ func TestSessionsChannelNumberReuse(t *testing.T) {
 type sessionOnly struct {
 	batonpb.UnimplementedBatonServer
 	addr string
+	// answer, if set, answers the requests after the open (nil: none).
+	answer func(*batonpb.SessionRequest) *batonpb.SessionResponse
 }
 
 func (f *sessionOnly) Status(context.Context, *batonpb.StatusRequest) (*batonpb.StatusResponse, error) {
@@ -391,28 +393,46 @@ func (f *sessionOnly) Session(gs batonpb.Baton_SessionServer) error {
 		return err
 	}
 	for {
-		if _, err := gs.Recv(); err != nil {
+		r, err := gs.Recv()
+		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			return err
 		}
+		if f.answer == nil {
+			continue
+		}
+		if resp := f.answer(r); resp != nil {
+			resp.Id = r.GetId()
+			if err := gs.Send(resp); err != nil {
+				return err
+			}
+		}
 	}
+}
+
+// serveSessionOnly serves f on a loopback port until the test ends and
+// returns its address (f's too).
+func serveSessionOnly(t *testing.T, f *sessionOnly) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.addr = ln.Addr().String()
+	srv := grpc.NewServer()
+	batonpb.RegisterBatonServer(srv, f)
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	return f.addr
 }
 
 // TestClientFallsBackToSessionStreams: against a member without Sessions
 // the client opens one Session stream per session.
 func TestClientFallsBackToSessionStreams(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	batonpb.RegisterBatonServer(srv, &sessionOnly{addr: ln.Addr().String()})
-	go srv.Serve(ln)
-	defer srv.Stop()
-
-	cl := dial(t, ln.Addr().String())
+	addr := serveSessionOnly(t, &sessionOnly{})
+	cl := dial(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := cl.NewSession(ctx)
@@ -424,7 +444,7 @@ func TestClientFallsBackToSessionStreams(t *testing.T) {
 		t.Fatalf("session %d, want 42 from the Session stream", s.ID())
 	}
 	cl.mu.Lock()
-	noMux := cl.noMux[ln.Addr().String()]
+	noMux := cl.noMux[addr]
 	cl.mu.Unlock()
 	if !noMux {
 		t.Fatal("the client did not note that the member has no Sessions")
