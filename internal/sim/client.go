@@ -55,6 +55,7 @@ type clientOp struct {
 	attempt   uint64
 	sentAt    int64
 	holdLimit time.Duration // acquires: the hold's limit, 0 if none
+	reentrant bool          // acquires: of a hold the client has (count + 1)
 	// acquire_many: its locks, and the outcomes of its answer
 	locks   []string
 	manyOut []*fsmpb.AcquireOutcome
@@ -78,6 +79,7 @@ type client struct {
 	seq        uint64
 	leader     uint64
 	holds      map[string]uint64 // believed holds: lock → token
+	counts     map[string]uint32 // believed holds: lock → reentrant count
 	holdUntil  map[string]int64  // believed holds with a hold limit: lock → the client's deadline
 	holdLimit  map[string]time.Duration
 	renewing   map[string]bool // holds the client renews (the others run out)
@@ -104,7 +106,7 @@ type client struct {
 }
 
 func newClient(s *Sim, id int) *client {
-	return &client{s: s, id: id, holds: map[string]uint64{}, holdUntil: map[string]int64{}, holdLimit: map[string]time.Duration{},
+	return &client{s: s, id: id, holds: map[string]uint64{}, counts: map[string]uint32{}, holdUntil: map[string]int64{}, holdLimit: map[string]time.Duration{},
 		renewing: map[string]bool{}, tainted: map[string]bool{}}
 }
 
@@ -125,8 +127,7 @@ func (c *client) think() {
 			// The hold limit passed, as the client counts it: it no
 			// longer believes it holds the lock, nor takes it again this
 			// session (the server may still hold it for it a while).
-			delete(c.holds, l)
-			delete(c.holdUntil, l)
+			c.forget(l)
 			c.tainted[l] = true
 		}
 	}
@@ -154,8 +155,9 @@ func (c *client) think() {
 	case k < 50 && len(held) > 0:
 		l := held[s.rng.IntN(len(held))]
 		tok := c.holds[l]
-		delete(c.holds, l) // stop using it before asking
-		delete(c.holdUntil, l)
+		if c.counts[l] <= 1 {
+			c.forget(l) // stop using it before asking
+		}
 		c.seq++
 		c.start(&clientOp{kind: opRelease, lock: l, token: tok, seq: c.seq, cmd: &fsmpb.Command{
 			SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq,
@@ -169,8 +171,11 @@ func (c *client) think() {
 		c.start(&clientOp{kind: opCheck, lock: l, token: uint64(s.rng.IntN(50))})
 	case s.cfg.Many && k < 68 && k >= 60:
 		c.tryMany()
+	case s.cfg.Reentrant && k >= 68 && k < 74 && len(held) > 0:
+		c.reenter(held)
 	case k < 60:
 		clear(c.holds)
+		clear(c.counts)
 		clear(c.holdUntil)
 		c.seq++
 		c.start(&clientOp{kind: opClose, seq: c.seq, cmd: &fsmpb.Command{
@@ -211,6 +216,44 @@ func (c *client) think() {
 	}
 }
 
+// reenter acquires again one of the mutexes it holds, with the hold's
+// limit (the state machine refuses another): granted at once, same
+// token, count + 1, whether it asks to wait or not.
+func (c *client) reenter(held []string) {
+	s := c.s
+	var mutexes []string
+	for _, l := range held {
+		if !isSemaphore(l) {
+			mutexes = append(mutexes, l)
+		}
+	}
+	if len(mutexes) == 0 {
+		return
+	}
+	l := mutexes[s.rng.IntN(len(mutexes))]
+	c.seq++
+	op := &clientOp{kind: opAcquireTry, lock: l, seq: c.seq, reentrant: true}
+	acq := &fsmpb.Acquire{Lock: l}
+	if _, ok := c.holdUntil[l]; ok {
+		op.holdLimit = c.holdLimit[l]
+		acq.HoldLimitNanos = int64(op.holdLimit)
+	}
+	if s.rng.IntN(3) == 0 {
+		op.kind = opAcquireWait
+		op.waitTimeout = s.dur(50*time.Millisecond, 1500*time.Millisecond)
+		acq.Wait, acq.WaitTimeoutNanos = true, int64(op.waitTimeout)
+	}
+	op.cmd = &fsmpb.Command{SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq, Op: &fsmpb.Command_Acquire{Acquire: acq}}
+	c.start(op)
+}
+
+// forget drops the client's belief that it holds l.
+func (c *client) forget(l string) {
+	delete(c.holds, l)
+	delete(c.counts, l)
+	delete(c.holdUntil, l)
+}
+
 // tryMany tries some of the mutexes it neither holds nor is unsure of in
 // one acquire_many, each on its own or all or none.
 func (c *client) tryMany() {
@@ -244,6 +287,7 @@ func (c *client) lose(why string) {
 	c.s.tracef("client %d loses session %d: %s", c.id, c.session, why)
 	c.session = 0
 	clear(c.holds)
+	clear(c.counts)
 	clear(c.holdUntil)
 	clear(c.tainted)
 }
@@ -411,6 +455,7 @@ func (c *client) answer(op *clientOp, r *response) {
 		c.validUntil = op.firstSent + int64(c.ttl-safetyMargin)
 		c.seq = 0
 		clear(c.holds)
+		clear(c.counts)
 		clear(c.tainted)
 		s.tracef("client %d session %d", c.id, c.session)
 		return
@@ -565,11 +610,24 @@ func (c *client) believe(op *clientOp, o outcome) {
 		c.lose("server says not found")
 	case op.kind == opClose:
 		c.lose("closed")
+	case (op.kind == opAcquireTry || op.kind == opAcquireWait) && o.granted && op.reentrant && o.count > 1:
+		// Another count of the hold. One the client gave up while the
+		// acquire was under way (its deadline passed) stays given up.
+		s.stats.Reentered++
+		if tok, ok := c.holds[op.lock]; ok {
+			if tok != o.token {
+				s.fail("client", "client %d re-entered lock %s, which it holds with token %d: granted count %d with token %d", c.id, op.lock, tok, o.count, o.token)
+			}
+			c.counts[op.lock] = o.count
+		}
 	case (op.kind == opAcquireTry || op.kind == opAcquireWait) && o.granted:
 		if o.count > 1 {
 			s.fail("client", "client %d re-entered lock %s it did not believe it held (count %d)", c.id, op.lock, o.count)
 		}
+		// A reentrant acquire granted count 1 found the hold it meant
+		// ended (at its limit): this is a new one.
 		c.holds[op.lock] = o.token
+		c.counts[op.lock] = 1
 		if op.holdLimit > 0 {
 			// Counted from the acquire's first send: the server's count
 			// began at the grant, later.
@@ -577,15 +635,23 @@ func (c *client) believe(op *clientOp, o outcome) {
 			c.holdLimit[op.lock] = op.holdLimit
 			c.renewing[op.lock] = s.rng.IntN(2) == 0
 			if s.now >= c.holdUntil[op.lock] {
-				delete(c.holds, op.lock)
-				delete(c.holdUntil, op.lock)
+				c.forget(op.lock)
 				c.tainted[op.lock] = true
 			}
 		}
 	case (op.kind == opAcquireTry || op.kind == opAcquireWait) && (o.unknown || o.ambiguous):
 		c.tainted[op.lock] = true
+	case op.kind == opRelease && c.holds[op.lock] == op.token && o.code == fsmpb.Error_ERROR_NONE && !o.unknown && o.remaining > 0:
+		c.counts[op.lock] = o.remaining // one count of several released
+		s.stats.CountsReleased++
 	case op.kind == opRelease && o.unknown:
+		c.forget(op.lock)
 		c.tainted[op.lock] = true // may still hold it: never re-enter by accident
+	case op.kind == opRelease && c.holds[op.lock] == op.token:
+		// The release of one count of several ended the hold, or was
+		// refused: the client no longer knows what it holds.
+		c.forget(op.lock)
+		c.tainted[op.lock] = true
 	}
 }
 
@@ -627,8 +693,7 @@ func (c *client) onRenewal(r *response) {
 	case r.notLeader:
 		c.leader = r.hint
 	case r.lost:
-		delete(c.holds, l)
-		delete(c.holdUntil, l)
+		c.forget(l)
 		c.tainted[l] = true
 	case r.unknown || r.retry:
 		c.leader = 0

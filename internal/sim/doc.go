@@ -8,7 +8,8 @@
 // eagerly as the store may), a virtual clock (raft
 // ticks, session deadlines, heartbeats), and simulated clients that open
 // sessions, try and wait for locks, try several in one acquire_many (each
-// on its own or all or none), cancel waits, release, check, stop
+// on its own or all or none), take again mutexes they hold (reentrant
+// counts, Config.Reentrant), cancel waits, release, check, stop
 // heartbeating and write to a fenced resource with their tokens.
 //
 // Everything random comes from one seed: the scenario's math/rand/v2
@@ -57,7 +58,9 @@
 //	e. client histories (try, wait, cancel, release, check, close, and the
 //	   leaders' expiries and the members' abandons of waits as operations) are
 //	   linearizable against a per-lock sequential model (porcupine):
-//	   a mutex's holder, or a semaphore's set of holds (at most its
+//	   a mutex's holder and its reentrant count (each acquire adds one
+//	   count however often retried; a release's remaining count must be
+//	   the model's), or a semaphore's set of holds (at most its
 //	   limit, an exclusive hold alone); unknown outcomes may take effect
 //	   at any time after their call. The model does not follow waiters,
 //	   so a semaphore's BUSY is only held to some other session holding

@@ -20,15 +20,30 @@ type linInput struct {
 	shared  bool   // acquires of a semaphore: a permit (else exclusive)
 }
 
-// linState is the sequential model of one lock: its holder and token
+// linState is the sequential model of one lock: its holder, token
 // (token 0 = granted by an operation whose outcome the client never
-// learnt), the highest token known granted, and the sessions known ended.
-// A semaphore's holds are in holds instead of holder and token (see
-// semStep).
+// learnt) and reentrant count, the highest token known granted, and the
+// sessions known ended. A semaphore's holds are in holds instead of
+// holder and token (see semStep); clients never re-enter those.
 type linState struct {
 	holder, token, last uint64
+	count               uint32 // the holder's reentrant count, >= 1 while held
 	holds               string // semaphores: sorted "session/token/mode" by ","
 	dead                string // sorted, comma separated session ids
+}
+
+// released is st after its holder gave up one count of its hold (told
+// the hold's token, if the model did not know it).
+func (st linState) released(token uint64) linState {
+	if st.count <= 1 {
+		st.holder, st.token, st.count = 0, 0, 0
+		return st
+	}
+	st.count--
+	if st.token == 0 {
+		st.token = token
+	}
+	return st
 }
 
 func (st linState) isDead(s uint64) bool {
@@ -54,7 +69,7 @@ func (st linState) kill(s uint64) linState {
 	}
 	st.dead = strings.Join(parts, ",")
 	if st.holder == s {
-		st.holder, st.token = 0, 0
+		st.holder, st.token, st.count = 0, 0, 0
 	}
 	if st.holds != "" {
 		st = st.withHolds(slices.DeleteFunc(st.semHolds(), func(h semHold) bool { return h.session == s }))
@@ -67,27 +82,33 @@ func effects(st linState, in linInput) []any {
 	out := []any{st}
 	switch in.kind {
 	case opAcquireTry, opAcquireWait:
-		if st.holder == 0 && !st.isDead(in.session) {
-			out = append(out, linState{holder: in.session, last: st.last, dead: st.dead})
-		}
-	case opRelease, opExpireHold:
-		// An expiry of a hold limit ends the hold it names, as a release
-		// of its last count does.
-		if st.holder == in.session && (st.token == 0 || st.token == in.token) {
-			n := st
-			n.holder, n.token = 0, 0
+		switch {
+		case st.isDead(in.session):
+		case st.holder == 0:
+			out = append(out, linState{holder: in.session, count: 1, last: st.last, dead: st.dead})
+		case st.holder == in.session:
+			n := st // another count of its hold
+			n.count++
 			out = append(out, n)
+		}
+	case opRelease:
+		if st.holder == in.session && (st.token == 0 || st.token == in.token) {
+			out = append(out, st.released(in.token))
+		}
+	case opExpireHold:
+		// An expiry of a hold limit ends the hold it names, every count.
+		if st.holder == in.session && (st.token == 0 || st.token == in.token) {
+			out = append(out, st.ended())
 		}
 	case opClose, opExpire:
 		out = append(out, st.kill(in.session))
 
 	case opAbandon:
-		// It may have released the hold the abandoned acquire got, if
-		// the client was never told that grant (see abandonStep).
+		// It may have released a count of the hold the abandoned acquire
+		// got, if the client was never told that grant (see
+		// abandonStep).
 		if st.holder == in.session && st.token == 0 {
-			n := st
-			n.holder, n.token = 0, 0
-			out = append(out, n)
+			out = append(out, st.released(0))
 		}
 	}
 	return out
@@ -102,15 +123,16 @@ func abandonStep(st linState, in linInput, o outcome) []any {
 	if !o.granted {
 		return []any{st} // left the lock alone: dequeued, claimed or refused
 	}
-	if st.holder != in.session || st.token != 0 {
+	if st.holder != in.session || st.token != 0 || o.remaining != st.count-1 {
 		return nil
 	}
-	if o.remaining > 0 {
-		return []any{st}
-	}
-	n := st
-	n.holder, n.token = 0, 0
-	return []any{n}
+	return []any{st.released(0)}
+}
+
+// ended is st with no holder: a hold ended whatever its count.
+func (st linState) ended() linState {
+	st.holder, st.token, st.count = 0, 0, 0
+	return st
 }
 
 func lockStep(state, input, output any) []any {
@@ -130,10 +152,24 @@ func lockStep(state, input, output any) []any {
 	switch in.kind {
 	case opAcquireTry, opAcquireWait:
 		switch {
-		case o.granted:
-			if st.holder == 0 && !st.isDead(in.session) && o.token > st.last {
-				return []any{linState{holder: in.session, token: o.token, last: o.token, dead: st.dead}}
+		case o.granted && st.isDead(in.session):
+			return nil
+		case o.granted && st.holder == 0:
+			// A new hold (count 0: a wait's grant pushed without it).
+			if o.token > st.last && o.count <= 1 {
+				return []any{linState{holder: in.session, token: o.token, count: 1, last: o.token, dead: st.dead}}
 			}
+			return nil
+		case o.granted && st.holder == in.session:
+			// Another count of the session's hold, with its token: once
+			// per acquire, however often retried.
+			if (st.token == o.token || st.token == 0 && o.token > st.last) && (o.count == st.count+1 || o.count == 0) {
+				n := st
+				n.token, n.count, n.last = o.token, st.count+1, max(st.last, o.token)
+				return []any{n}
+			}
+			return nil
+		case o.granted:
 			return nil
 		case o.busy:
 			if st.holder != 0 && st.holder != in.session {
@@ -154,13 +190,16 @@ func lockStep(state, input, output any) []any {
 		}
 	case opRelease, opExpireHold:
 		mine := st.holder == in.session && (st.token == 0 || st.token == in.token)
-		if o.code == fsmpb.Error_ERROR_NONE {
-			if mine {
-				n := st
-				n.holder, n.token = 0, 0
-				return []any{n}
-			}
+		switch {
+		case o.code != fsmpb.Error_ERROR_NONE:
+		case !mine:
 			return nil
+		case in.kind == opExpireHold:
+			return []any{st.ended()}
+		case o.remaining == st.count-1:
+			return []any{st.released(in.token)}
+		default:
+			return nil // a count gained or lost somewhere
 		}
 		if st.holder == in.session && st.token == in.token {
 			return nil // refused its own hold

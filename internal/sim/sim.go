@@ -85,6 +85,14 @@ type Config struct {
 	// (Config.LogVersionDue, raftnode.MembersLogVersion), as in embed. A member that stops at an entry above its version
 	// fails v/stopped; after heal the cluster must be at fsm.LogVersion.
 	Upgrade bool
+	// Reentrant makes clients also take again, one action in sixteen, a
+	// mutex they hold (same token, count + 1; a wait is granted at once),
+	// and release one count at a time: a hold ends when its count does.
+	// The model follows each hold's count, so an acquire applied twice
+	// (a retry that became a second count) or a count lost shows as a
+	// release's remaining count it cannot explain; a retried acquire
+	// whose hold has ended since must say so (NOT_HOLDER), not GRANTED.
+	Reentrant bool
 	// Trace, if set, receives the run's events as text (for reading a
 	// failing seed; -sim.trace in tests).
 	Trace io.Writer
@@ -112,6 +120,7 @@ func ConfigFor(seed uint64) Config {
 		Members:        r.IntN(2) == 0,
 		Many:           r.IntN(2) == 0,
 		Upgrade:        r.IntN(2) == 0,
+		Reentrant:      r.IntN(2) == 0,
 	}
 }
 
@@ -164,6 +173,9 @@ type Stats struct {
 	// Upgrades counts members restarted on this release's log version,
 	// VersionRaises the SetLogVersion entries committed.
 	Upgrades, VersionRaises uint64
+	// Reentered counts reentrant acquires granted (count 2 or more),
+	// CountsReleased the releases that left a count of the hold.
+	Reentered, CountsReleased uint64
 }
 
 // Faults is the number of injected faults.
