@@ -69,6 +69,8 @@ func tlsStateOf(c net.Conn) *tls.ConnectionState {
 			return &st
 		case *cmux.MuxConn:
 			c = v.Conn
+		case *trackedConn:
+			c = v.Conn
 		default:
 			return nil
 		}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -26,10 +27,11 @@ const MaxRequestBytes = 1 << 20
 // application/grpc) and HTTP/JSON (everything else), split by cmux as
 // etcd's client port does.
 type Listener struct {
-	m    cmux.CMux
-	grpc *grpc.Server
-	http *http.Server
-	done chan error
+	m     cmux.CMux
+	conns *trackedListener
+	grpc  *grpc.Server
+	http  *http.Server
+	done  chan error
 }
 
 // flowWindow is the HTTP/2 flow-control window of client connections and
@@ -64,7 +66,8 @@ func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
 	if extra != nil {
 		mux.Handle("/", extra)
 	}
-	m := cmux.New(l)
+	tl := &trackedListener{Listener: l, conns: map[*trackedConn]struct{}{}}
+	m := cmux.New(tl)
 	grpcL := m.MatchWithWriters(cmux.HTTP2MatchHeaderFieldSendSettings("content-type", "application/grpc"))
 	httpL := m.Match(cmux.Any())
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
@@ -75,21 +78,84 @@ func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
 			return ctx
 		},
 	}
-	ln := &Listener{m: m, grpc: gs, http: hs, done: make(chan error, 3)}
+	ln := &Listener{m: m, conns: tl, grpc: gs, http: hs, done: make(chan error, 3)}
 	go func() { ln.done <- ignoreClosed(gs.Serve(grpcL)) }()
 	go func() { ln.done <- ignoreClosed(hs.Serve(httpL)) }()
 	go func() { ln.done <- ignoreClosed(m.Serve()) }()
 	return ln, nil
 }
 
-// Close stops accepting, ends every call, and waits for the servers.
+// Close stops accepting, ends every call and connection, and waits for
+// the servers.
 func (l *Listener) Close() {
 	l.m.Close()
 	l.grpc.Stop()
 	_ = l.http.Close()
+	// The servers closed the connections cmux handed them; those it is
+	// still matching (no request yet) only this ends, and cmux's Serve
+	// waits for them.
+	l.conns.closeAll()
 	for range 3 {
 		<-l.done
 	}
+}
+
+// trackedListener keeps the connections it accepted until they close, so
+// that Listener.Close can end them all. cmux reads a new connection until
+// it can tell gRPC from HTTP, with no deadline, and its Close neither
+// ends that read nor lets its Serve return before it does: a client that
+// connected and has sent no request yet (a gRPC client connects before
+// its first call, and a TLS client may not have finished its handshake)
+// would hold Close, and `baton server`'s exit, for as long as it stays.
+type trackedListener struct {
+	net.Listener
+	mu     sync.Mutex
+	conns  map[*trackedConn]struct{}
+	closed bool
+}
+
+func (l *trackedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	tc := &trackedConn{Conn: c, l: l}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	l.conns[tc] = struct{}{}
+	return tc, nil
+}
+
+// closeAll closes every connection still open, and any accepted later.
+func (l *trackedListener) closeAll() {
+	l.mu.Lock()
+	l.closed = true
+	conns := make([]*trackedConn, 0, len(l.conns))
+	for c := range l.conns {
+		conns = append(conns, c)
+	}
+	l.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// trackedConn is an accepted connection that leaves its listener's set
+// when closed.
+type trackedConn struct {
+	net.Conn
+	l *trackedListener
+}
+
+func (c *trackedConn) Close() error {
+	c.l.mu.Lock()
+	delete(c.l.conns, c)
+	c.l.mu.Unlock()
+	return c.Conn.Close()
 }
 
 func ignoreClosed(err error) error {
