@@ -3,17 +3,19 @@ package baton
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/batonlock/baton/embed"
+	"github.com/batonlock/baton/internal/testnet"
 )
 
-// testCluster is n real members on loopback, each in its own temp dir.
+// testCluster is n real members on loopback, each in its own temp dir,
+// which can be stopped and started again from their disks.
 type testCluster struct {
 	t       testing.TB
+	cfgs    []embed.Config
 	members []*embed.Member
 }
 
@@ -23,6 +25,7 @@ func startCluster(t testing.TB, n int, opts ...func(*embed.Config)) *testCluster
 	t.Helper()
 	c := &testCluster{t: t, members: make([]*embed.Member, n)}
 	cfgs := make([]embed.Config, n)
+	c.cfgs = cfgs
 	var parts []string
 	for i := range n {
 		cfg := embed.DefaultConfig()
@@ -30,11 +33,13 @@ func startCluster(t testing.TB, n int, opts ...func(*embed.Config)) *testCluster
 		cfg.DataDir = t.TempDir()
 		cfg.TickInterval = 20 * time.Millisecond
 		cfg.ElectionTicks = 10
-		cl, err := net.Listen("tcp", "127.0.0.1:0")
+		// Out of the kernel's range for outgoing connections, so that a
+		// restart can bind the address again (testnet).
+		cl, err := testnet.Listen()
 		if err != nil {
 			t.Fatal(err)
 		}
-		pl, err := net.Listen("tcp", "127.0.0.1:0")
+		pl, err := testnet.Listen()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,11 +55,7 @@ func startCluster(t testing.TB, n int, opts ...func(*embed.Config)) *testCluster
 		if n > 1 {
 			cfgs[i].InitialCluster = strings.Join(parts, ",")
 		}
-		m, err := embed.Start(cfgs[i])
-		if err != nil {
-			t.Fatalf("start %s: %v", cfgs[i].Name, err)
-		}
-		c.members[i] = m
+		c.start(i)
 	}
 	t.Cleanup(func() {
 		for i := range c.members {
@@ -62,6 +63,34 @@ func startCluster(t testing.TB, n int, opts ...func(*embed.Config)) *testCluster
 		}
 	})
 	return c
+}
+
+// start starts member i: the first time on the listeners startCluster
+// made, then from its disk on its addresses.
+func (c *testCluster) start(i int) {
+	c.t.Helper()
+	if err := c.restart(i); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// restart is start for goroutines other than the test's: it returns the
+// error.
+func (c *testCluster) restart(i int) error {
+	var err error
+	for attempt := 0; attempt < 50; attempt++ {
+		c.members[i], err = embed.Start(c.cfgs[i])
+		// The listeners serve the first start only; Close closes them.
+		c.cfgs[i].ClientListener, c.cfgs[i].PeerListener = nil, nil
+		if err == nil || !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // the old sockets are closing
+	}
+	if err != nil {
+		return fmt.Errorf("start %s: %v", c.cfgs[i].Name, err)
+	}
+	return nil
 }
 
 func (c *testCluster) stop(i int) {

@@ -1,0 +1,477 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	flagLibChaos     = flag.Duration("lib.chaos-duration", 0, "run TestLibraryChaos this long (a soak) instead of its CI length")
+	flagLibChaosSeed = flag.Uint64("lib.chaos-seed", 1, "seed of TestLibraryChaos's choices (the schedule stays the machine's)")
+)
+
+// TestLibraryChaos runs this package, the client library a user links,
+// against a 3-member cluster whose members are stopped and started again
+// from their disks (the leader three times in four) while workers lock,
+// wait and give up waiting, try, re-enter, take sets all or none, release
+// and close sessions, each with a TTL of a few seconds. It checks what the
+// library promises:
+//
+//   - no Lease is granted on a lock while another session's Lease on it is
+//     still valid in its client's view (Remaining > 0): the client's
+//     deadline passes before the server may hand the lock on, across
+//     leader changes, retries and resumed streams;
+//   - a new hold's token exceeds every earlier hold's of the lock, and a
+//     reentrant Lease has its hold's token;
+//   - a fenced resource written under valid Leases only never refuses one
+//     of those writes (a stale token would mean two holders);
+//   - at the end, each live session's holds on the server are its
+//     worker's Leases, count for count (abandoned acquires released, no
+//     retry applied twice, no release lost), and once every session is
+//     closed no lock has a holder or a waiter.
+//
+// The choices come from a seed; the schedule is the machine's, so a
+// failure is not replayed bit for bit (internal/sim is the deterministic
+// one, on a mirror of the server). -lib.chaos-duration makes it a soak.
+func TestLibraryChaos(t *testing.T) {
+	d := 10 * time.Second
+	if *flagLibChaos > 0 {
+		d = *flagLibChaos
+	}
+	c := startCluster(t, 3)
+	cl := dial(t, c.addrs(0), WithBackoff(10*time.Millisecond, 200*time.Millisecond))
+	locks := []string{"chaos/a", "chaos/b", "chaos/c"}
+	g := &chaosLedger{leases: map[string][]*Lease{}, holdToken: map[string]map[*Session]uint64{},
+		maxToken: map[string]uint64{}, resource: map[string]uint64{}}
+	rng := rand.New(rand.NewPCG(*flagLibChaosSeed, 0xc4a05))
+
+	ctx, cancel := context.WithTimeout(context.Background(), d+2*time.Minute)
+	defer cancel()
+	until := time.Now().Add(d)
+	var wg sync.WaitGroup
+	workers := make([]*chaosWorker, 6)
+	for i := range workers {
+		w := &chaosWorker{id: i, cl: cl, g: g, locks: locks, rng: rand.New(rand.NewPCG(rng.Uint64(), uint64(i))), held: map[string][]*Lease{}}
+		workers[i] = w
+		wg.Go(func() { w.run(ctx, until) })
+	}
+	chaosRng := rand.New(rand.NewPCG(rng.Uint64(), 0xdead))
+	kills, chaosErr := chaosMembers(ctx, c, chaosRng, until)
+	wg.Wait()
+	if chaosErr != nil {
+		t.Fatal(chaosErr)
+	}
+	for _, w := range workers {
+		if w.err != nil {
+			t.Error(w.err)
+		}
+	}
+	g.mu.Lock()
+	for _, v := range g.violations {
+		t.Error(v)
+	}
+	t.Logf("%v: %d members stopped and restarted; %d grants (%d reentrant), %d sessions, %d fenced writes; outcomes %v",
+		d, kills, g.grants, g.reentrant, g.sessions, g.writes, g.outcomes)
+	if g.grants < 50 {
+		t.Errorf("only %d grants: the run did not exercise the library", g.grants)
+	}
+	g.mu.Unlock()
+
+	// Each live session holds on the server what its worker has Leases
+	// for: an abandoned acquire's grant is released in the background
+	// (within CleanupTimeout), so wait for that.
+	check := testCtx(t)
+	for _, w := range workers {
+		if w.s == nil || w.s.Err() != nil {
+			continue
+		}
+		var diff string
+		waitFor(t, 10*time.Second, "each session's holds to be its Leases", func() bool {
+			diff = w.compare(check)
+			return diff == ""
+		})
+		if diff != "" {
+			t.Errorf("worker %d: %s", w.id, diff)
+		}
+	}
+	for _, w := range workers {
+		w.closeSession(check)
+	}
+
+	// Every session is closed: every lock must be free, with nobody waiting.
+	for _, name := range locks {
+		var info *LockInfo
+		var err error
+		waitFor(t, 10*time.Second, "the locks to be free", func() bool {
+			info, err = cl.Get(check, name)
+			return err == nil && len(info.Holders) == 0 && len(info.Waiters) == 0
+		})
+		if err != nil || len(info.Holders) != 0 || len(info.Waiters) != 0 {
+			t.Fatalf("lock %s after every session closed: %+v, %v", name, info, err)
+		}
+	}
+}
+
+// chaosMembers stops a member (the leader three times in four) every 0.5-2
+// s and starts it again from its disk 0.2-1.5 s later, until until; then
+// every member runs. One time in six it stops a second one too, for up to
+// 4 s: without a majority keepalives fail, sessions fall into jeopardy
+// (their TTL is 3 s) and their Leases are lost, while the server keeps
+// the sessions (a new leader gives each a full TTL). It returns how many
+// members it stopped.
+func chaosMembers(ctx context.Context, c *testCluster, rng *rand.Rand, until time.Time) (int, error) {
+	kills := 0
+	for time.Now().Before(until) {
+		if !sleepUntil(ctx, time.Now().Add(time.Duration(500+rng.IntN(1500))*time.Millisecond)) {
+			break
+		}
+		victim := rng.IntN(len(c.members))
+		if rng.IntN(4) > 0 {
+			for i, m := range c.members {
+				if m != nil && m.Node().IsLeader() {
+					victim = i
+				}
+			}
+		}
+		if c.members[victim] == nil {
+			continue
+		}
+		c.stop(victim)
+		kills++
+		down := []int{victim}
+		pause := time.Duration(200+rng.IntN(1300)) * time.Millisecond
+		if rng.IntN(6) == 0 {
+			second := (victim + 1 + rng.IntN(len(c.members)-1)) % len(c.members)
+			c.stop(second)
+			kills++
+			down = append(down, second)
+			pause = time.Duration(500+rng.IntN(3500)) * time.Millisecond
+		}
+		sleepUntil(ctx, time.Now().Add(pause))
+		for _, i := range down {
+			if err := c.restart(i); err != nil {
+				return kills, err
+			}
+		}
+	}
+	return kills, nil
+}
+
+func sleepUntil(ctx context.Context, at time.Time) bool {
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// chaosLedger is what the workers tell each other, under one mutex.
+type chaosLedger struct {
+	mu         sync.Mutex
+	leases     map[string][]*Lease            // lock -> Leases granted and not given up
+	holdToken  map[string]map[*Session]uint64 // lock -> session -> its hold's token
+	maxToken   map[string]uint64              // lock -> highest token granted
+	resource   map[string]uint64              // lock -> highest token the fenced resource accepted
+	violations []string
+
+	grants, reentrant, sessions, writes int
+	outcomes                            map[string]int
+}
+
+func (g *chaosLedger) violate(format string, args ...any) {
+	g.violations = append(g.violations, fmt.Sprintf(format, args...))
+}
+
+// granted registers l, just granted, after checking it against every
+// other session's Lease on the lock and the lock's tokens.
+func (g *chaosLedger) granted(l *Lease) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.grants++
+	name, s := l.Name(), l.Session()
+	for _, o := range g.leases[name] {
+		if o.Session() != s {
+			if r := o.Remaining(); r > 0 {
+				g.violate("lock %s granted to session %d (token %d) while session %d's Lease (token %d) is valid for %v more",
+					name, s.ID(), l.Token(), o.Session().ID(), o.Token(), r)
+			}
+		}
+	}
+	if g.holdToken[name] == nil {
+		g.holdToken[name] = map[*Session]uint64{}
+	}
+	if tok, ok := g.holdToken[name][s]; ok {
+		g.reentrant++
+		if tok != l.Token() {
+			g.violate("session %d re-entered lock %s, which it holds with token %d, and got token %d", s.ID(), name, tok, l.Token())
+		}
+	} else {
+		if l.Token() <= g.maxToken[name] {
+			g.violate("lock %s: a new hold of session %d has token %d, not above %d granted earlier", name, s.ID(), l.Token(), g.maxToken[name])
+		}
+		g.maxToken[name] = max(g.maxToken[name], l.Token())
+		g.holdToken[name][s] = l.Token()
+	}
+	g.leases[name] = append(slices.DeleteFunc(g.leases[name], func(o *Lease) bool { return o.Err() != nil && o.Session() != s }), l)
+}
+
+// givenUp unregisters l before its release: its worker stops using it
+// first. last says whether it was the hold's last Lease.
+func (g *chaosLedger) givenUp(l *Lease, last bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.leases[l.Name()] = slices.DeleteFunc(g.leases[l.Name()], func(o *Lease) bool { return o == l })
+	if last {
+		delete(g.holdToken[l.Name()], l.Session())
+	}
+}
+
+// sessionEnded unregisters every Lease of s (closed or lost).
+func (g *chaosLedger) sessionEnded(s *Session) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for name := range g.leases {
+		g.leases[name] = slices.DeleteFunc(g.leases[name], func(o *Lease) bool { return o.Session() == s })
+		delete(g.holdToken[name], s)
+	}
+}
+
+// write writes to the lock's fenced resource with l's token, if l is
+// valid: the resource refuses a token below one it accepted.
+func (g *chaosLedger) write(l *Lease) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !l.Valid() {
+		return
+	}
+	g.writes++
+	if l.Token() < g.resource[l.Name()] {
+		g.violate("fenced resource of lock %s refused token %d of a valid Lease of session %d: it accepted %d",
+			l.Name(), l.Token(), l.Session().ID(), g.resource[l.Name()])
+		return
+	}
+	g.resource[l.Name()] = l.Token()
+}
+
+func (g *chaosLedger) outcome(what string, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.outcomes == nil {
+		g.outcomes = map[string]int{}
+	}
+	k := what + ":ok"
+	if err != nil {
+		k = what + ":" + errorKind(err)
+	}
+	g.outcomes[k]++
+}
+
+// errorKind names err by the library's sentinel it matches.
+func errorKind(err error) string {
+	for _, e := range []error{ErrLockBusy, ErrWaitTimedOut, ErrSessionLost, ErrSessionClosed, ErrJeopardy, ErrNotHeld,
+		ErrOutcomeUnknown, ErrUnavailable, ErrOverloaded, ErrTooManyPending, context.DeadlineExceeded, context.Canceled} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	return "other"
+}
+
+// chaosWorker is one process of the user's: one session at a time.
+type chaosWorker struct {
+	id    int
+	cl    *Client
+	g     *chaosLedger
+	rng   *rand.Rand
+	locks []string
+	s     *Session
+	held  map[string][]*Lease // lock -> its Leases (counts of one hold)
+	err   error               // an outcome the library must never give
+}
+
+func (w *chaosWorker) run(ctx context.Context, until time.Time) {
+	for time.Now().Before(until) && ctx.Err() == nil && w.err == nil {
+		w.step(ctx)
+	}
+}
+
+// compare returns how the server's holds of w's session differ from its
+// Leases, "" if they do not.
+func (w *chaosWorker) compare(ctx context.Context) string {
+	for _, name := range w.locks {
+		info, err := w.cl.Get(ctx, name)
+		if err != nil {
+			return fmt.Sprintf("get %s: %v", name, err)
+		}
+		var count uint32
+		for _, h := range info.Holders {
+			if h.SessionID == w.s.ID() {
+				count = h.Count
+			}
+		}
+		if int(count) != len(w.held[name]) {
+			return fmt.Sprintf("session %d holds lock %s %d times on the server, with %d Leases", w.s.ID(), name, count, len(w.held[name]))
+		}
+	}
+	return ""
+}
+
+func (w *chaosWorker) opCtx(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d)
+}
+
+func (w *chaosWorker) step(ctx context.Context) {
+	if w.s == nil {
+		octx, cancel := w.opCtx(ctx, 3*time.Second)
+		s, err := w.cl.NewSession(octx, WithTTL(3*time.Second), WithOwner(fmt.Sprintf("chaos-%d", w.id)))
+		cancel()
+		w.g.outcome("open", err)
+		if err != nil {
+			sleepUntil(ctx, time.Now().Add(20*time.Millisecond))
+			return
+		}
+		w.s = s
+		w.g.mu.Lock()
+		w.g.sessions++
+		w.g.mu.Unlock()
+		return
+	}
+	// A Lease lost (jeopardy, session end): the process gives the session
+	// up, which releases what the server still holds for it.
+	for _, ls := range w.held {
+		for _, l := range ls {
+			if l.Err() != nil {
+				w.closeSession(ctx)
+				return
+			}
+		}
+	}
+	for _, name := range w.heldNames() {
+		w.g.write(w.held[name][0])
+	}
+	name := w.locks[w.rng.IntN(len(w.locks))]
+	m := w.s.Mutex(name)
+	switch k := w.rng.IntN(100); {
+	case k < 25: // wait, giving up after a while (often before the grant)
+		octx, cancel := w.opCtx(ctx, time.Duration(20+w.rng.IntN(1500))*time.Millisecond)
+		l, err := m.Lock(octx)
+		cancel()
+		w.got("lock", name, l, err)
+	case k < 40: // try: re-enters a lock it holds
+		octx, cancel := w.opCtx(ctx, 3*time.Second)
+		l, err := m.TryLock(octx)
+		cancel()
+		w.got("trylock", name, l, err)
+	case k < 50: // wait a bounded time on the server
+		octx, cancel := w.opCtx(ctx, 3*time.Second)
+		l, err := m.LockWithin(octx, time.Duration(10+w.rng.IntN(500))*time.Millisecond)
+		cancel()
+		w.got("lockwithin", name, l, err)
+	case k < 60: // all or none of two
+		other := w.locks[(slices.Index(w.locks, name)+1+w.rng.IntN(len(w.locks)-1))%len(w.locks)]
+		if len(w.held[name]) > 0 || len(w.held[other]) > 0 {
+			return // a set the session partly holds would re-enter those
+		}
+		octx, cancel := w.opCtx(ctx, 3*time.Second)
+		ls, err := w.s.TryLockAll(octx, name, other)
+		cancel()
+		w.g.outcome("trylockall", err)
+		if err == nil && len(ls) != 2 {
+			w.err = fmt.Errorf("TryLockAll(%s, %s) gave %d leases and no error", name, other, len(ls))
+		}
+		for _, l := range ls {
+			w.keep(l)
+		}
+		w.checkErr("trylockall", err)
+	case k < 92: // release one count of a hold
+		names := w.heldNames()
+		if len(names) == 0 {
+			return
+		}
+		name = names[w.rng.IntN(len(names))]
+		ls := w.held[name]
+		l := ls[len(ls)-1]
+		w.held[name] = ls[:len(ls)-1]
+		if len(w.held[name]) == 0 {
+			delete(w.held, name)
+		}
+		w.g.givenUp(l, len(ls) == 1)
+		octx, cancel := w.opCtx(ctx, 3*time.Second)
+		err := l.Release(octx)
+		cancel()
+		w.g.outcome("release", err)
+		if err != nil {
+			// Not released for sure: the hold may stay; give the
+			// session up, which ends it.
+			w.closeSession(ctx)
+		}
+	case k < 95:
+		w.closeSession(ctx)
+	default: // hold a little longer
+		sleepUntil(ctx, time.Now().Add(time.Duration(1+w.rng.IntN(20))*time.Millisecond))
+	}
+}
+
+// got takes an acquire's outcome.
+func (w *chaosWorker) got(what, name string, l *Lease, err error) {
+	w.g.outcome(what, err)
+	if err == nil {
+		w.keep(l)
+	}
+	w.checkErr(what, err)
+}
+
+func (w *chaosWorker) keep(l *Lease) {
+	w.g.granted(l)
+	w.held[l.Name()] = append(w.held[l.Name()], l)
+}
+
+// checkErr ends the session on errors that may leave it unusable, and
+// records those the library must never return here.
+func (w *chaosWorker) checkErr(what string, err error) {
+	switch {
+	case err == nil, errors.Is(err, ErrLockBusy), errors.Is(err, ErrWaitTimedOut),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+	case errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrLimitMismatch), errors.Is(err, ErrTooManyHolds),
+		errors.Is(err, ErrStaleSequence), errors.Is(err, ErrNotWaiting):
+		w.err = fmt.Errorf("worker %d: %s: %w", w.id, what, err)
+	default: // the session lost, or a call that gave up: start again
+		w.closeSession(context.Background())
+	}
+}
+
+func (w *chaosWorker) heldNames() []string {
+	var out []string
+	for _, name := range w.locks {
+		if len(w.held[name]) > 0 {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// closeSession gives up every Lease and closes the session, which ends
+// its holds and waits on the server; if the close does not get through,
+// the session expires by its TTL.
+func (w *chaosWorker) closeSession(ctx context.Context) {
+	if w.s == nil {
+		return
+	}
+	w.g.sessionEnded(w.s)
+	clear(w.held)
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	err := w.s.Close(octx)
+	cancel()
+	w.g.outcome("close", err)
+	w.s = nil
+}
