@@ -21,15 +21,18 @@ var (
 // against a 3-member cluster whose members are stopped and started again
 // from their disks (the leader three times in four) while workers lock,
 // wait and give up waiting, try, re-enter, take sets all or none, release
-// and close sessions, each with a TTL of a few seconds. It checks what the
-// library promises:
+// and close sessions, each with a TTL of a few seconds; one hold of a
+// mutex in four has a hold limit the library renews, and one lock is a
+// read/write lock. It checks what the library promises:
 //
 //   - no Lease is granted on a lock while another session's Lease on it is
-//     still valid in its client's view (Remaining > 0): the client's
-//     deadline passes before the server may hand the lock on, across
-//     leader changes, retries and resumed streams;
-//   - a new hold's token exceeds every earlier hold's of the lock, and a
-//     reentrant Lease has its hold's token;
+//     still valid in its client's view (Remaining > 0; both readers is
+//     allowed): the client's deadline (the session's, or the hold's with a
+//     hold limit) passes before the server may hand the lock on, across
+//     leader changes, retries, resumed streams and renewals;
+//   - a new exclusive hold's token exceeds every earlier hold's of the
+//     lock (a reader's may equal a reader's granted in the same entry),
+//     and a reentrant Lease has its hold's token;
 //   - a fenced resource written under valid Leases only never refuses one
 //     of those writes (a stale token would mean two holders);
 //   - at the end, each live session's holds on the server are its
@@ -47,8 +50,8 @@ func TestLibraryChaos(t *testing.T) {
 	}
 	c := startCluster(t, 3)
 	cl := dial(t, c.addrs(0), WithBackoff(10*time.Millisecond, 200*time.Millisecond))
-	locks := []string{"chaos/a", "chaos/b", "chaos/c"}
-	g := &chaosLedger{leases: map[string][]*Lease{}, holdToken: map[string]map[*Session]uint64{},
+	locks := []string{"chaos/a", "chaos/b", "chaos/c", chaosRW}
+	g := &chaosLedger{leases: map[string][]*Lease{}, shared: map[*Lease]bool{}, holdToken: map[string]map[*Session]uint64{},
 		maxToken: map[string]uint64{}, resource: map[string]uint64{}}
 	rng := rand.New(rand.NewPCG(*flagLibChaosSeed, 0xc4a05))
 
@@ -58,7 +61,8 @@ func TestLibraryChaos(t *testing.T) {
 	var wg sync.WaitGroup
 	workers := make([]*chaosWorker, 6)
 	for i := range workers {
-		w := &chaosWorker{id: i, cl: cl, g: g, locks: locks, rng: rand.New(rand.NewPCG(rng.Uint64(), uint64(i))), held: map[string][]*Lease{}}
+		w := &chaosWorker{id: i, cl: cl, g: g, locks: locks, rng: rand.New(rand.NewPCG(rng.Uint64(), uint64(i))),
+			held: map[string][]*Lease{}, holdLimit: map[string]time.Duration{}}
 		workers[i] = w
 		wg.Go(func() { w.run(ctx, until) })
 	}
@@ -175,10 +179,14 @@ func sleepUntil(ctx context.Context, at time.Time) bool {
 	}
 }
 
+// chaosRW is the read/write lock of TestLibraryChaos.
+const chaosRW = "chaos/rw"
+
 // chaosLedger is what the workers tell each other, under one mutex.
 type chaosLedger struct {
 	mu         sync.Mutex
 	leases     map[string][]*Lease            // lock -> Leases granted and not given up
+	shared     map[*Lease]bool                // a reader's Lease
 	holdToken  map[string]map[*Session]uint64 // lock -> session -> its hold's token
 	maxToken   map[string]uint64              // lock -> highest token granted
 	resource   map[string]uint64              // lock -> highest token the fenced resource accepted
@@ -192,15 +200,16 @@ func (g *chaosLedger) violate(format string, args ...any) {
 	g.violations = append(g.violations, fmt.Sprintf(format, args...))
 }
 
-// granted registers l, just granted, after checking it against every
-// other session's Lease on the lock and the lock's tokens.
-func (g *chaosLedger) granted(l *Lease) {
+// granted registers l, just granted (a reader's if shared), after
+// checking it against every other session's Lease on the lock and the
+// lock's tokens.
+func (g *chaosLedger) granted(l *Lease, shared bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.grants++
 	name, s := l.Name(), l.Session()
 	for _, o := range g.leases[name] {
-		if o.Session() != s {
+		if o.Session() != s && (!shared || !g.shared[o]) {
 			if r := o.Remaining(); r > 0 {
 				g.violate("lock %s granted to session %d (token %d) while session %d's Lease (token %d) is valid for %v more",
 					name, s.ID(), l.Token(), o.Session().ID(), o.Token(), r)
@@ -216,13 +225,22 @@ func (g *chaosLedger) granted(l *Lease) {
 			g.violate("session %d re-entered lock %s, which it holds with token %d, and got token %d", s.ID(), name, tok, l.Token())
 		}
 	} else {
-		if l.Token() <= g.maxToken[name] {
-			g.violate("lock %s: a new hold of session %d has token %d, not above %d granted earlier", name, s.ID(), l.Token(), g.maxToken[name])
+		if l.Token() < g.maxToken[name] || l.Token() == g.maxToken[name] && !shared {
+			g.violate("lock %s: a new hold of session %d (shared %v) has token %d, not above %d granted earlier", name, s.ID(), shared, l.Token(), g.maxToken[name])
 		}
 		g.maxToken[name] = max(g.maxToken[name], l.Token())
 		g.holdToken[name][s] = l.Token()
 	}
-	g.leases[name] = append(slices.DeleteFunc(g.leases[name], func(o *Lease) bool { return o.Err() != nil && o.Session() != s }), l)
+	g.leases[name] = append(slices.DeleteFunc(g.leases[name], func(o *Lease) bool {
+		if o.Err() != nil && o.Session() != s {
+			delete(g.shared, o)
+			return true
+		}
+		return false
+	}), l)
+	if shared {
+		g.shared[l] = true
+	}
 }
 
 // givenUp unregisters l before its release: its worker stops using it
@@ -231,6 +249,7 @@ func (g *chaosLedger) givenUp(l *Lease, last bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.leases[l.Name()] = slices.DeleteFunc(g.leases[l.Name()], func(o *Lease) bool { return o == l })
+	delete(g.shared, l)
 	if last {
 		delete(g.holdToken[l.Name()], l.Session())
 	}
@@ -241,17 +260,24 @@ func (g *chaosLedger) sessionEnded(s *Session) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for name := range g.leases {
-		g.leases[name] = slices.DeleteFunc(g.leases[name], func(o *Lease) bool { return o.Session() == s })
+		g.leases[name] = slices.DeleteFunc(g.leases[name], func(o *Lease) bool {
+			if o.Session() == s {
+				delete(g.shared, o)
+				return true
+			}
+			return false
+		})
 		delete(g.holdToken[name], s)
 	}
 }
 
 // write writes to the lock's fenced resource with l's token, if l is
-// valid: the resource refuses a token below one it accepted.
+// valid and exclusive: the resource refuses a token below one it
+// accepted.
 func (g *chaosLedger) write(l *Lease) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !l.Valid() {
+	if !l.Valid() || g.shared[l] {
 		return
 	}
 	g.writes++
@@ -296,7 +322,11 @@ type chaosWorker struct {
 	locks []string
 	s     *Session
 	held  map[string][]*Lease // lock -> its Leases (counts of one hold)
-	err   error               // an outcome the library must never give
+	// Of the holds in held: a mutex's hold limit (a reentrant acquire
+	// must say the same), and whether the read/write lock's is a reader's.
+	holdLimit map[string]time.Duration
+	reader    bool
+	err       error // an outcome the library must never give
 }
 
 func (w *chaosWorker) run(ctx context.Context, until time.Time) {
@@ -360,25 +390,42 @@ func (w *chaosWorker) step(ctx context.Context) {
 		w.g.write(w.held[name][0])
 	}
 	name := w.locks[w.rng.IntN(len(w.locks))]
-	m := w.s.Mutex(name)
+	if name == chaosRW && w.rng.IntN(2) == 0 {
+		w.rwStep(ctx)
+		return
+	}
+	if name == chaosRW {
+		name = w.locks[w.rng.IntN(len(w.locks)-1)]
+	}
+	limit, ok := w.holdLimit[name]
+	if !ok && w.rng.IntN(4) == 0 {
+		limit = time.Duration(1000+w.rng.IntN(1000)) * time.Millisecond
+	}
+	var m *Mutex
+	if limit > 0 {
+		m = w.s.Mutex(name, WithHoldLimit(limit))
+	} else {
+		m = w.s.Mutex(name)
+	}
 	switch k := w.rng.IntN(100); {
 	case k < 25: // wait, giving up after a while (often before the grant)
 		octx, cancel := w.opCtx(ctx, time.Duration(20+w.rng.IntN(1500))*time.Millisecond)
 		l, err := m.Lock(octx)
 		cancel()
-		w.got("lock", name, l, err)
+		w.got("lock", l, false, limit, err)
 	case k < 40: // try: re-enters a lock it holds
 		octx, cancel := w.opCtx(ctx, 3*time.Second)
 		l, err := m.TryLock(octx)
 		cancel()
-		w.got("trylock", name, l, err)
+		w.got("trylock", l, false, limit, err)
 	case k < 50: // wait a bounded time on the server
 		octx, cancel := w.opCtx(ctx, 3*time.Second)
 		l, err := m.LockWithin(octx, time.Duration(10+w.rng.IntN(500))*time.Millisecond)
 		cancel()
-		w.got("lockwithin", name, l, err)
-	case k < 60: // all or none of two
-		other := w.locks[(slices.Index(w.locks, name)+1+w.rng.IntN(len(w.locks)-1))%len(w.locks)]
+		w.got("lockwithin", l, false, limit, err)
+	case k < 60: // all or none of two mutexes
+		mutexes := w.locks[:len(w.locks)-1]
+		other := mutexes[(slices.Index(mutexes, name)+1+w.rng.IntN(len(mutexes)-1))%len(mutexes)]
 		if len(w.held[name]) > 0 || len(w.held[other]) > 0 {
 			return // a set the session partly holds would re-enter those
 		}
@@ -390,7 +437,7 @@ func (w *chaosWorker) step(ctx context.Context) {
 			w.err = fmt.Errorf("TryLockAll(%s, %s) gave %d leases and no error", name, other, len(ls))
 		}
 		for _, l := range ls {
-			w.keep(l)
+			w.keep(l, false, 0)
 		}
 		w.checkErr("trylockall", err)
 	case k < 92: // release one count of a hold
@@ -404,6 +451,7 @@ func (w *chaosWorker) step(ctx context.Context) {
 		w.held[name] = ls[:len(ls)-1]
 		if len(w.held[name]) == 0 {
 			delete(w.held, name)
+			delete(w.holdLimit, name)
 		}
 		w.g.givenUp(l, len(ls) == 1)
 		octx, cancel := w.opCtx(ctx, 3*time.Second)
@@ -422,18 +470,48 @@ func (w *chaosWorker) step(ctx context.Context) {
 	}
 }
 
+// rwStep takes the read/write lock, as a reader or a writer (in the mode
+// it holds it in, if it does: a hold's mode never changes).
+func (w *chaosWorker) rwStep(ctx context.Context) {
+	reader := w.rng.IntN(3) > 0
+	if len(w.held[chaosRW]) > 0 {
+		reader = w.reader
+	}
+	rw := w.s.RWMutex(chaosRW)
+	octx, cancel := w.opCtx(ctx, time.Duration(20+w.rng.IntN(1500))*time.Millisecond)
+	defer cancel()
+	var l *Lease
+	var err error
+	switch try := w.rng.IntN(2) == 0; {
+	case reader && try:
+		l, err = rw.TryRLock(octx)
+	case reader:
+		l, err = rw.RLock(octx)
+	case try:
+		l, err = rw.TryLock(octx)
+	default:
+		l, err = rw.Lock(octx)
+	}
+	w.got(map[bool]string{true: "rlock", false: "wlock"}[reader], l, reader, 0, err)
+}
+
 // got takes an acquire's outcome.
-func (w *chaosWorker) got(what, name string, l *Lease, err error) {
+func (w *chaosWorker) got(what string, l *Lease, shared bool, limit time.Duration, err error) {
 	w.g.outcome(what, err)
 	if err == nil {
-		w.keep(l)
+		w.keep(l, shared, limit)
 	}
 	w.checkErr(what, err)
 }
 
-func (w *chaosWorker) keep(l *Lease) {
-	w.g.granted(l)
+func (w *chaosWorker) keep(l *Lease, shared bool, limit time.Duration) {
+	w.g.granted(l, shared)
 	w.held[l.Name()] = append(w.held[l.Name()], l)
+	if l.Name() == chaosRW {
+		w.reader = shared
+	} else {
+		w.holdLimit[l.Name()] = limit
+	}
 }
 
 // checkErr ends the session on errors that may leave it unusable, and
@@ -469,6 +547,7 @@ func (w *chaosWorker) closeSession(ctx context.Context) {
 	}
 	w.g.sessionEnded(w.s)
 	clear(w.held)
+	clear(w.holdLimit)
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	err := w.s.Close(octx)
 	cancel()
