@@ -31,8 +31,8 @@ var (
 //     hold limit) passes before the server may hand the lock on, across
 //     leader changes, retries, resumed streams and renewals;
 //   - a new exclusive hold's token exceeds every earlier hold's of the
-//     lock (a reader's may equal a reader's granted in the same entry),
-//     and a reentrant Lease has its hold's token;
+//     lock, a reader's every earlier writer's, and a reentrant Lease has
+//     its hold's token;
 //   - a fenced resource written under valid Leases only never refuses one
 //     of those writes (a stale token would mean two holders);
 //   - at the end, each live session's holds on the server are its
@@ -52,7 +52,7 @@ func TestLibraryChaos(t *testing.T) {
 	cl := dial(t, c.addrs(0), WithBackoff(10*time.Millisecond, 200*time.Millisecond))
 	locks := []string{"chaos/a", "chaos/b", "chaos/c", chaosRW}
 	g := &chaosLedger{leases: map[string][]*Lease{}, shared: map[*Lease]bool{}, holdToken: map[string]map[*Session]uint64{},
-		maxToken: map[string]uint64{}, resource: map[string]uint64{}}
+		maxToken: map[string]uint64{}, maxExclusive: map[string]uint64{}, resource: map[string]uint64{}}
 	rng := rand.New(rand.NewPCG(*flagLibChaosSeed, 0xc4a05))
 
 	ctx, cancel := context.WithTimeout(context.Background(), d+2*time.Minute)
@@ -184,13 +184,15 @@ const chaosRW = "chaos/rw"
 
 // chaosLedger is what the workers tell each other, under one mutex.
 type chaosLedger struct {
-	mu         sync.Mutex
-	leases     map[string][]*Lease            // lock -> Leases granted and not given up
-	shared     map[*Lease]bool                // a reader's Lease
-	holdToken  map[string]map[*Session]uint64 // lock -> session -> its hold's token
-	maxToken   map[string]uint64              // lock -> highest token granted
-	resource   map[string]uint64              // lock -> highest token the fenced resource accepted
-	violations []string
+	mu        sync.Mutex
+	leases    map[string][]*Lease            // lock -> Leases granted and not given up
+	shared    map[*Lease]bool                // a reader's Lease
+	holdToken map[string]map[*Session]uint64 // lock -> session -> its hold's token
+	maxToken  map[string]uint64              // lock -> highest token granted
+	// lock -> highest token granted to an exclusive hold
+	maxExclusive map[string]uint64
+	resource     map[string]uint64 // lock -> highest token the fenced resource accepted
+	violations   []string
 
 	grants, reentrant, sessions, writes int
 	outcomes                            map[string]int
@@ -225,10 +227,19 @@ func (g *chaosLedger) granted(l *Lease, shared bool) {
 			g.violate("session %d re-entered lock %s, which it holds with token %d, and got token %d", s.ID(), name, tok, l.Token())
 		}
 	} else {
-		if l.Token() < g.maxToken[name] || l.Token() == g.maxToken[name] && !shared {
-			g.violate("lock %s: a new hold of session %d (shared %v) has token %d, not above %d granted earlier", name, s.ID(), shared, l.Token(), g.maxToken[name])
+		// Holds are registered in the order their clients learn of them:
+		// a writer's after every earlier hold's release, which follows its
+		// grant, but two readers' in either order.
+		if shared && l.Token() <= g.maxExclusive[name] {
+			g.violate("lock %s: a reader's new hold (session %d) has token %d, not above the writer's %d granted earlier", name, s.ID(), l.Token(), g.maxExclusive[name])
+		}
+		if !shared && l.Token() <= g.maxToken[name] {
+			g.violate("lock %s: a new exclusive hold of session %d has token %d, not above %d granted earlier", name, s.ID(), l.Token(), g.maxToken[name])
 		}
 		g.maxToken[name] = max(g.maxToken[name], l.Token())
+		if !shared {
+			g.maxExclusive[name] = max(g.maxExclusive[name], l.Token())
+		}
 		g.holdToken[name][s] = l.Token()
 	}
 	g.leases[name] = append(slices.DeleteFunc(g.leases[name], func(o *Lease) bool {
