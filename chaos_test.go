@@ -22,8 +22,9 @@ var (
 // from their disks (the leader three times in four) while workers lock,
 // wait and give up waiting, try, re-enter, take sets all or none, release
 // and close sessions, each with a TTL of a few seconds; one hold of a
-// mutex in four has a hold limit the library renews, and one lock is a
-// read/write lock. It checks what the library promises:
+// mutex in four has a hold limit, which the library renews or (half of
+// them) lets run out, and one lock is a read/write lock. It checks what
+// the library promises:
 //
 //   - no Lease is granted on a lock while another session's Lease on it is
 //     still valid in its client's view (Remaining > 0; both readers is
@@ -62,7 +63,7 @@ func TestLibraryChaos(t *testing.T) {
 	workers := make([]*chaosWorker, 6)
 	for i := range workers {
 		w := &chaosWorker{id: i, cl: cl, g: g, locks: locks, rng: rand.New(rand.NewPCG(rng.Uint64(), uint64(i))),
-			held: map[string][]*Lease{}, holdLimit: map[string]time.Duration{}}
+			held: map[string][]*Lease{}, holdLimit: map[string]time.Duration{}, manual: map[string]bool{}}
 		workers[i] = w
 		wg.Go(func() { w.run(ctx, until) })
 	}
@@ -336,6 +337,7 @@ type chaosWorker struct {
 	// Of the holds in held: a mutex's hold limit (a reentrant acquire
 	// must say the same), and whether the read/write lock's is a reader's.
 	holdLimit map[string]time.Duration
+	manual    map[string]bool // the hold is not renewed
 	reader    bool
 	err       error // an outcome the library must never give
 }
@@ -360,9 +362,16 @@ func (w *chaosWorker) compare(ctx context.Context) string {
 				count = h.Count
 			}
 		}
-		if int(count) != len(w.held[name]) {
-			return fmt.Sprintf("session %d holds lock %s %d times on the server, with %d Leases", w.s.ID(), name, count, len(w.held[name]))
+		ls := w.held[name]
+		if int(count) == len(ls) {
+			continue
 		}
+		// A hold whose limit passed as the client counts ends on the
+		// server a little later (its own count).
+		if count == 0 && len(ls) > 0 && errors.Is(ls[0].Err(), ErrHoldExpired) {
+			continue
+		}
+		return fmt.Sprintf("session %d holds lock %s %d times on the server, with %d Leases", w.s.ID(), name, count, len(ls))
 	}
 	return ""
 }
@@ -387,11 +396,37 @@ func (w *chaosWorker) step(ctx context.Context) {
 		w.g.mu.Unlock()
 		return
 	}
-	// A Lease lost (jeopardy, session end): the process gives the session
-	// up, which releases what the server still holds for it.
-	for _, ls := range w.held {
+	// A hold whose limit passed as the client counts (one not renewed,
+	// or whose renewal was refused) is released: the server may still
+	// have it, until its own count of the limit ends it (ErrNotHeld
+	// then). Any other Lease lost (jeopardy, session end): the process
+	// gives the session up, which releases what the server still holds
+	// for it.
+	for _, name := range w.heldNames() {
+		ls := w.held[name]
+		expired := false
 		for _, l := range ls {
-			if l.Err() != nil {
+			switch err := l.Err(); {
+			case errors.Is(err, ErrHoldExpired):
+				expired = true
+			case err != nil:
+				w.closeSession(ctx)
+				return
+			}
+		}
+		if !expired {
+			continue
+		}
+		delete(w.held, name)
+		delete(w.holdLimit, name)
+		delete(w.manual, name)
+		for i, l := range ls {
+			w.g.givenUp(l, i == len(ls)-1)
+			octx, cancel := w.opCtx(ctx, 3*time.Second)
+			err := l.Release(octx)
+			cancel()
+			w.g.outcome("release-expired", err)
+			if err != nil && !errors.Is(err, ErrNotHeld) {
 				w.closeSession(ctx)
 				return
 			}
@@ -409,31 +444,38 @@ func (w *chaosWorker) step(ctx context.Context) {
 		name = w.locks[w.rng.IntN(len(w.locks)-1)]
 	}
 	limit, ok := w.holdLimit[name]
+	manual := w.manual[name]
 	if !ok && w.rng.IntN(4) == 0 {
 		limit = time.Duration(1000+w.rng.IntN(1000)) * time.Millisecond
+		manual = w.rng.IntN(2) == 0
 	}
-	var m *Mutex
+	var opts []MutexOption
 	if limit > 0 {
-		m = w.s.Mutex(name, WithHoldLimit(limit))
-	} else {
-		m = w.s.Mutex(name)
+		opts = append(opts, WithHoldLimit(limit))
 	}
+	if manual {
+		opts = append(opts, WithManualRenewal()) // never renewed: runs out
+	}
+	m := w.s.Mutex(name, opts...)
 	switch k := w.rng.IntN(100); {
 	case k < 25: // wait, giving up after a while (often before the grant)
 		octx, cancel := w.opCtx(ctx, time.Duration(20+w.rng.IntN(1500))*time.Millisecond)
 		l, err := m.Lock(octx)
 		cancel()
 		w.got("lock", l, false, limit, err)
+		w.noteManual(l, manual)
 	case k < 40: // try: re-enters a lock it holds
 		octx, cancel := w.opCtx(ctx, 3*time.Second)
 		l, err := m.TryLock(octx)
 		cancel()
 		w.got("trylock", l, false, limit, err)
+		w.noteManual(l, manual)
 	case k < 50: // wait a bounded time on the server
 		octx, cancel := w.opCtx(ctx, 3*time.Second)
 		l, err := m.LockWithin(octx, time.Duration(10+w.rng.IntN(500))*time.Millisecond)
 		cancel()
 		w.got("lockwithin", l, false, limit, err)
+		w.noteManual(l, manual)
 	case k < 60: // all or none of two mutexes
 		mutexes := w.locks[:len(w.locks)-1]
 		other := mutexes[(slices.Index(mutexes, name)+1+w.rng.IntN(len(mutexes)-1))%len(mutexes)]
@@ -451,8 +493,8 @@ func (w *chaosWorker) step(ctx context.Context) {
 			w.keep(l, false, 0)
 		}
 		w.checkErr("trylockall", err)
-	case k < 92: // release one count of a hold
-		names := w.heldNames()
+	case k < 92: // release one count of a hold (one not renewed runs out)
+		names := slices.DeleteFunc(w.heldNames(), func(n string) bool { return w.manual[n] })
 		if len(names) == 0 {
 			return
 		}
@@ -463,6 +505,7 @@ func (w *chaosWorker) step(ctx context.Context) {
 		if len(w.held[name]) == 0 {
 			delete(w.held, name)
 			delete(w.holdLimit, name)
+			delete(w.manual, name)
 		}
 		w.g.givenUp(l, len(ls) == 1)
 		octx, cancel := w.opCtx(ctx, 3*time.Second)
@@ -504,6 +547,13 @@ func (w *chaosWorker) rwStep(ctx context.Context) {
 		l, err = rw.Lock(octx)
 	}
 	w.got(map[bool]string{true: "rlock", false: "wlock"}[reader], l, reader, 0, err)
+}
+
+// noteManual records that the hold of l, if granted, is not renewed.
+func (w *chaosWorker) noteManual(l *Lease, manual bool) {
+	if l != nil && w.held[l.Name()] != nil {
+		w.manual[l.Name()] = manual
+	}
 }
 
 // got takes an acquire's outcome.
@@ -559,6 +609,7 @@ func (w *chaosWorker) closeSession(ctx context.Context) {
 	w.g.sessionEnded(w.s)
 	clear(w.held)
 	clear(w.holdLimit)
+	clear(w.manual)
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	err := w.s.Close(octx)
 	cancel()
