@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"errors"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -134,10 +136,7 @@ func (l *trackedListener) Accept() (net.Conn, error) {
 func (l *trackedListener) closeAll() {
 	l.mu.Lock()
 	l.closed = true
-	conns := make([]*trackedConn, 0, len(l.conns))
-	for c := range l.conns {
-		conns = append(conns, c)
-	}
+	conns := slices.Collect(maps.Keys(l.conns))
 	l.mu.Unlock()
 	for _, c := range conns {
 		c.Close()
