@@ -388,13 +388,9 @@ func (w *chaosWorker) compare(ctx context.Context) string {
 	return ""
 }
 
-func (w *chaosWorker) opCtx(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, d)
-}
-
 func (w *chaosWorker) step(ctx context.Context) {
 	if w.s == nil {
-		octx, cancel := w.opCtx(ctx, 3*time.Second)
+		octx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		s, err := w.cl.NewSession(octx, WithTTL(3*time.Second), WithOwner(fmt.Sprintf("chaos-%d", w.id)))
 		cancel()
 		w.g.outcome("open", err)
@@ -434,7 +430,7 @@ func (w *chaosWorker) step(ctx context.Context) {
 		delete(w.manual, name)
 		for i, l := range ls {
 			w.g.givenUp(l, i == len(ls)-1)
-			octx, cancel := w.opCtx(ctx, 3*time.Second)
+			octx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			err := l.Release(octx)
 			cancel()
 			w.g.outcome("release-expired", err)
@@ -471,19 +467,19 @@ func (w *chaosWorker) step(ctx context.Context) {
 	m := w.s.Mutex(name, opts...)
 	switch k := w.rng.IntN(100); {
 	case k < 25: // wait, giving up after a while (often before the grant)
-		octx, cancel := w.opCtx(ctx, time.Duration(20+w.rng.IntN(1500))*time.Millisecond)
+		octx, cancel := context.WithTimeout(ctx, time.Duration(20+w.rng.IntN(1500))*time.Millisecond)
 		l, err := m.Lock(octx)
 		cancel()
 		w.got("lock", l, false, limit, err)
 		w.noteManual(l, manual)
 	case k < 40: // try: re-enters a lock it holds
-		octx, cancel := w.opCtx(ctx, 3*time.Second)
+		octx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		l, err := m.TryLock(octx)
 		cancel()
 		w.got("trylock", l, false, limit, err)
 		w.noteManual(l, manual)
 	case k < 50: // wait a bounded time on the server
-		octx, cancel := w.opCtx(ctx, 3*time.Second)
+		octx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		l, err := m.LockWithin(octx, time.Duration(10+w.rng.IntN(500))*time.Millisecond)
 		cancel()
 		w.got("lockwithin", l, false, limit, err)
@@ -494,7 +490,7 @@ func (w *chaosWorker) step(ctx context.Context) {
 		if len(w.held[name]) > 0 || len(w.held[other]) > 0 {
 			return // a set the session partly holds would re-enter those
 		}
-		octx, cancel := w.opCtx(ctx, 3*time.Second)
+		octx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		ls, err := w.s.TryLockAll(octx, name, other)
 		cancel()
 		w.g.outcome("trylockall", err)
@@ -520,7 +516,7 @@ func (w *chaosWorker) step(ctx context.Context) {
 			delete(w.manual, name)
 		}
 		w.g.givenUp(l, len(ls) == 1)
-		octx, cancel := w.opCtx(ctx, 3*time.Second)
+		octx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		err := l.Release(octx)
 		cancel()
 		w.g.outcome("release", err)
@@ -544,7 +540,7 @@ func (w *chaosWorker) rwStep(ctx context.Context) {
 		reader = w.reader
 	}
 	rw := w.s.RWMutex(chaosRW)
-	octx, cancel := w.opCtx(ctx, time.Duration(20+w.rng.IntN(1500))*time.Millisecond)
+	octx, cancel := context.WithTimeout(ctx, time.Duration(20+w.rng.IntN(1500))*time.Millisecond)
 	defer cancel()
 	var l *Lease
 	var err error
