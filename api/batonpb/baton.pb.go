@@ -58,6 +58,9 @@ const (
 	// A renewal names a hold that ended (its limit passed, or it was
 	// released) or has no hold limit.
 	Reason_HOLD_LOST Reason = 19
+	// The request's session secret is not the one its session was opened
+	// with (PERMISSION_DENIED): only a session's owner may act for it.
+	Reason_SECRET_MISMATCH Reason = 20
 )
 
 // Enum value maps for Reason.
@@ -83,6 +86,7 @@ var (
 		17: "SESSION_EXPIRED",
 		18: "LIMIT_MISMATCH",
 		19: "HOLD_LOST",
+		20: "SECRET_MISMATCH",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED": 0,
@@ -105,6 +109,7 @@ var (
 		"SESSION_EXPIRED":    17,
 		"LIMIT_MISMATCH":     18,
 		"HOLD_LOST":          19,
+		"SECRET_MISMATCH":    20,
 	}
 )
 
@@ -207,6 +212,11 @@ type RequestHeader struct {
 	// min_unacked_seq: every seq below it has had its reply; the server may
 	// forget those answers. 0 means seq.
 	MinUnackedSeq uint64 `protobuf:"varint,3,opt,name=min_unacked_seq,json=minUnackedSeq,proto3" json:"min_unacked_seq,omitempty"`
+	// secret proves the request is the session's owner's: the secret the
+	// session was opened with (OpenSessionResponse.secret). Required on
+	// unary and HTTP calls; a session stream proves it once, when it opens
+	// or resumes, and ignores it here.
+	Secret        string `protobuf:"bytes,4,opt,name=secret,proto3" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -262,6 +272,13 @@ func (x *RequestHeader) GetMinUnackedSeq() uint64 {
 	return 0
 }
 
+func (x *RequestHeader) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
 type OpenSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Ttl   *durationpb.Duration   `protobuf:"bytes,1,opt,name=ttl,proto3" json:"ttl,omitempty"`     // 1s..10m; default 10s
@@ -270,7 +287,13 @@ type OpenSessionRequest struct {
 	// (0: none), makes the open exactly-once: a retry with the same nonce,
 	// owner and TTL while that session lives answers its id instead of
 	// opening another (which would hold nothing and linger until its TTL).
-	Nonce         uint64 `protobuf:"varint,3,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	Nonce uint64 `protobuf:"varint,3,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	// secret, if set, is the session's secret, chosen by the client: 22 to
+	// 128 printable ASCII characters, drawn from a cryptographic random
+	// source (the Go client draws 32 bytes), so that a retried open (same
+	// nonce) is answered with the same session. Unset: the server draws
+	// one. Either way only its SHA-256 is stored.
+	Secret        string `protobuf:"bytes,4,opt,name=secret,proto3" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -326,10 +349,22 @@ func (x *OpenSessionRequest) GetNonce() uint64 {
 	return 0
 }
 
+func (x *OpenSessionRequest) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
 type OpenSessionResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Ttl           *durationpb.Duration   `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Ttl       *durationpb.Duration   `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// secret is what every later request for the session must show
+	// (RequestHeader.secret and the like): the id is public, the secret is
+	// not. Keep it as a password; whoever has it can release the session's
+	// locks. On a resumed stream it is unset.
+	Secret        string `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -378,9 +413,17 @@ func (x *OpenSessionResponse) GetTtl() *durationpb.Duration {
 	return nil
 }
 
+func (x *OpenSessionResponse) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
 type KeepAliveRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Secret        string                 `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"` // as RequestHeader.secret
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -420,6 +463,13 @@ func (x *KeepAliveRequest) GetSessionId() uint64 {
 		return x.SessionId
 	}
 	return 0
+}
+
+func (x *KeepAliveRequest) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
 }
 
 type KeepAliveResponse struct {
@@ -480,6 +530,7 @@ type CloseSessionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Secret        string                 `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"` // as RequestHeader.secret
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -526,6 +577,13 @@ func (x *CloseSessionRequest) GetSeq() uint64 {
 		return x.Seq
 	}
 	return 0
+}
+
+func (x *CloseSessionRequest) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
 }
 
 type CloseSessionResponse struct {
@@ -681,6 +739,7 @@ type RenewHoldRequest struct {
 	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	Secret        string                 `protobuf:"bytes,4,opt,name=secret,proto3" json:"secret,omitempty"` // as RequestHeader.secret
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -734,6 +793,13 @@ func (x *RenewHoldRequest) GetToken() uint64 {
 		return x.Token
 	}
 	return 0
+}
+
+func (x *RenewHoldRequest) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
 }
 
 type RenewHoldResponse struct {
@@ -3107,6 +3173,7 @@ func (x *Error) GetLeaderAddr() string {
 type ResumeSession struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Secret        string                 `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"` // the session's secret: the stream acts for it
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3146,6 +3213,13 @@ func (x *ResumeSession) GetSessionId() uint64 {
 		return x.SessionId
 	}
 	return 0
+}
+
+func (x *ResumeSession) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
 }
 
 type SessionRequest struct {
@@ -4148,31 +4222,36 @@ var File_api_batonpb_baton_proto protoreflect.FileDescriptor
 
 const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\n" +
-	"\x17api/batonpb/baton.proto\x12\bbaton.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"h\n" +
+	"\x17api/batonpb/baton.proto\x12\bbaton.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x80\x01\n" +
 	"\rRequestHeader\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12&\n" +
-	"\x0fmin_unacked_seq\x18\x03 \x01(\x04R\rminUnackedSeq\"m\n" +
+	"\x0fmin_unacked_seq\x18\x03 \x01(\x04R\rminUnackedSeq\x12\x16\n" +
+	"\x06secret\x18\x04 \x01(\tR\x06secret\"\x85\x01\n" +
 	"\x12OpenSessionRequest\x12+\n" +
 	"\x03ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
-	"\x05nonce\x18\x03 \x01(\x04R\x05nonce\"a\n" +
+	"\x05nonce\x18\x03 \x01(\x04R\x05nonce\x12\x16\n" +
+	"\x06secret\x18\x04 \x01(\tR\x06secret\"y\n" +
 	"\x13OpenSessionResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12+\n" +
-	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"1\n" +
+	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x16\n" +
+	"\x06secret\x18\x03 \x01(\tR\x06secret\"I\n" +
 	"\x10KeepAliveRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\x04R\tsessionId\"_\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"_\n" +
 	"\x11KeepAliveResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12+\n" +
-	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"F\n" +
+	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"^\n" +
 	"\x13CloseSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\x16\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x16\n" +
+	"\x06secret\x18\x03 \x01(\tR\x06secret\"\x16\n" +
 	"\x14CloseSessionResponse\"\xac\x02\n" +
 	"\x0eAcquireRequest\x12/\n" +
 	"\x06header\x18\x01 \x01(\v2\x17.baton.v1.RequestHeaderR\x06header\x12\x12\n" +
@@ -4183,12 +4262,13 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x06shared\x18\x06 \x01(\bR\x06shared\x12\x14\n" +
 	"\x05limit\x18\a \x01(\rR\x05limit\x128\n" +
 	"\n" +
-	"hold_limit\x18\b \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"[\n" +
+	"hold_limit\x18\b \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"s\n" +
 	"\x10RenewHoldRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token\"M\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x16\n" +
+	"\x06secret\x18\x04 \x01(\tR\x06secret\"M\n" +
 	"\x11RenewHoldResponse\x128\n" +
 	"\n" +
 	"hold_limit\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"\x8a\x02\n" +
@@ -4365,10 +4445,11 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1f\n" +
 	"\vleader_addr\x18\x04 \x01(\tR\n" +
-	"leaderAddr\".\n" +
+	"leaderAddr\"F\n" +
 	"\rResumeSession\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\x04R\tsessionId\"\xa2\x04\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"\xa2\x04\n" +
 	"\x0eSessionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x122\n" +
 	"\x04open\x18\x02 \x01(\v2\x1c.baton.v1.OpenSessionRequestH\x00R\x04open\x121\n" +
@@ -4435,7 +4516,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\bHoldLost\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token*\x90\x03\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token*\xa5\x03\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10INVALID_ARGUMENT\x10\x01\x12\x15\n" +
@@ -4460,7 +4541,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"OVERLOADED\x10\x10\x12\x13\n" +
 	"\x0fSESSION_EXPIRED\x10\x11\x12\x12\n" +
 	"\x0eLIMIT_MISMATCH\x10\x12\x12\r\n" +
-	"\tHOLD_LOST\x10\x13*\xc3\x01\n" +
+	"\tHOLD_LOST\x10\x13\x12\x13\n" +
+	"\x0fSECRET_MISMATCH\x10\x14*\xc3\x01\n" +
 	"\aHoldEnd\x12\x18\n" +
 	"\x14HOLD_END_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11HOLD_END_RELEASED\x10\x01\x12\x1b\n" +

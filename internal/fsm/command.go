@@ -41,6 +41,9 @@ type Decoder struct {
 	cmds []fsmpb.Command
 	acqs []acquireOp
 	rels []releaseOp
+	// hashes is room for the commands' secret hashes, which are copied
+	// out of data (it may be a buffer that is reused).
+	hashes []byte
 }
 
 // maxBlock bounds a Decoder's blocks, so that one long batch (a member
@@ -125,6 +128,22 @@ func (d *Decoder) Decode(data []byte) (cmd *fsmpb.Command, ok bool) {
 				cmd.Proposer = v
 			case 6:
 				cmd.ProposalId = v
+			}
+		case num == 7 && typ == protowire.BytesType:
+			b, n := protowire.ConsumeBytes(data)
+			if n < 0 {
+				return nil, false
+			}
+			data = data[n:]
+			if len(b) > 0 {
+				if len(d.hashes) < len(b) {
+					d.hashes = make([]byte, max(d.block()*SecretHashLen, len(b)))
+				}
+				cmd.SecretHash = d.hashes[:len(b):len(b)]
+				d.hashes = d.hashes[len(b):]
+				copy(cmd.SecretHash, b)
+			} else {
+				cmd.SecretHash = []byte{} // as proto: present, empty
 			}
 		case (num == 14 || num == 15) && typ == protowire.BytesType:
 			if cmd.Op != nil {
@@ -308,7 +327,7 @@ func EncodeCommand(cmd *fsmpb.Command) (data []byte, ok bool) {
 		return nil, false
 	}
 	head := [...]uint64{cmd.SessionId, cmd.Seq, cmd.MinUnackedSeq, uint64(cmd.WallTimeUnixNano), cmd.Proposer, cmd.ProposalId}
-	size := sizeMessage(opNum, opSize)
+	size := sizeMessage(opNum, opSize) + sizeBytes(7, cmd.SecretHash)
 	for i, v := range head {
 		size += sizeUint(protowire.Number(i+1), v)
 	}
@@ -316,6 +335,7 @@ func EncodeCommand(cmd *fsmpb.Command) (data []byte, ok bool) {
 	for i, v := range head {
 		b = appendUint(b, protowire.Number(i+1), v)
 	}
+	b = appendBytes(b, 7, cmd.SecretHash)
 	b = protowire.AppendTag(b, opNum, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(opSize))
 	switch op := cmd.GetOp().(type) {

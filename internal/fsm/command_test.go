@@ -42,6 +42,10 @@ func randomCommand(r *rand.Rand) *fsmpb.Command {
 		SessionId: pick(0, 1, 127, 128, 1<<40), Seq: pick(0, 1, 300), MinUnackedSeq: pick(0, 5),
 		WallTimeUnixNano: int64(pick(0, 1763830000000000000, 1<<63)), Proposer: pick(0, 3), ProposalId: pick(0, 1<<62),
 	}
+	cmd.SecretHash = [][]byte{nil, make([]byte, SecretHashLen), []byte("x")}[r.IntN(3)]
+	if len(cmd.SecretHash) == SecretHashLen {
+		cmd.SecretHash[0], cmd.SecretHash[31] = byte(r.Uint32()), byte(r.Uint32())
+	}
 	name := []string{"", "jobs/42", "ünïcode/λ", string(make([]byte, 300))}[r.IntN(4)]
 	switch r.IntN(4) {
 	case 0:
@@ -157,7 +161,7 @@ func FuzzDecodeCommand(f *testing.F) {
 
 func BenchmarkDecodeCommand(b *testing.B) {
 	data, _ := proto.Marshal(&fsmpb.Command{SessionId: 123456, Seq: 1234, MinUnackedSeq: 1200, WallTimeUnixNano: 1763830000000000000,
-		Proposer: 1, ProposalId: 99999, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: "bench/own/0042"}}})
+		Proposer: 1, ProposalId: 99999, SecretHash: make([]byte, SecretHashLen), Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: "bench/own/0042"}}})
 	b.Run("batch", func(b *testing.B) {
 		b.ReportAllocs()
 		var d Decoder
@@ -265,7 +269,7 @@ func FuzzEncodeCommand(f *testing.F) {
 
 func BenchmarkEncodeCommand(b *testing.B) {
 	cmd := &fsmpb.Command{SessionId: 123456, Seq: 1234, MinUnackedSeq: 1200, WallTimeUnixNano: 1763830000000000000,
-		Proposer: 1, ProposalId: 99999, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: "bench/own/0042"}}}
+		Proposer: 1, ProposalId: 99999, SecretHash: make([]byte, SecretHashLen), Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: "bench/own/0042"}}}
 	b.Run("fast", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

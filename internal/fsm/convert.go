@@ -150,6 +150,7 @@ func (s *session) fill(p *fsmpb.Session, pa *protoAlloc, withResults bool) {
 		MinUnackedSeq:   s.minUnacked,
 		Holds:           uint32(s.numHolds()),
 		OpenNonce:       s.nonce,
+		SecretHash:      s.secretHashBytes(),
 	}
 	if withResults && len(s.results) > 0 {
 		p.Results = slices.Grow(results, len(s.results))

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
@@ -46,6 +47,8 @@ func scalar(fd protoreflect.FieldDescriptor) protoreflect.Value {
 		return protoreflect.ValueOfUint32(7)
 	case protoreflect.Uint64Kind:
 		return protoreflect.ValueOfUint64(7)
+	case protoreflect.BytesKind: // the one bytes field is a secret's hash
+		return protoreflect.ValueOfBytes(bytes.Repeat([]byte{7}, SecretHashLen))
 	}
 	panic("unexpected kind " + fd.Kind().String())
 }

@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -62,8 +64,9 @@ type harness struct {
 func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 	switch d.Cmd {
 	case "open-session":
-		// Example: open-session ttl=10s owner=worker-1 nonce=7
-		// (owner-len=N uses an owner of N bytes.)
+		// Example: open-session ttl=10s owner=worker-1 nonce=7 secret=s3cret
+		// (owner-len=N uses an owner of N bytes; secret=WORD stores the
+		// SHA-256 of WORD, secret-hash-len=N a hash of N bytes.)
 		op := &fsmpb.OpenSession{}
 		if a, ok := d.Arg("ttl"); ok {
 			op.TtlNanos = int64(parseDuration(t, d, a.SingleVal(t)))
@@ -72,6 +75,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			op.Owner = a.SingleVal(t)
 		}
 		d.MaybeScanArgs(t, "nonce", &op.Nonce)
+		op.SecretHash = secretArg(t, d)
 		if a, ok := d.Arg("owner-len"); ok {
 			n, _ := strconv.Atoi(a.SingleVal(t))
 			op.Owner = strings.Repeat("o", n)
@@ -297,7 +301,23 @@ func sessionCmd(t *testing.T, d *datadriven.TestData, cmd *fsmpb.Command) *fsmpb
 	d.MaybeScanArgs(t, "session", &cmd.SessionId)
 	d.MaybeScanArgs(t, "seq", &cmd.Seq)
 	d.MaybeScanArgs(t, "min-unacked", &cmd.MinUnackedSeq)
+	cmd.SecretHash = secretArg(t, d)
 	return cmd
+}
+
+// secretArg is the hash of secret=WORD (nil without), or with
+// secret-hash-len=N a hash of N bytes 0x01.
+func secretArg(t *testing.T, d *datadriven.TestData) []byte {
+	if a, ok := d.Arg("secret-hash-len"); ok {
+		n, _ := strconv.Atoi(a.SingleVal(t))
+		return bytes.Repeat([]byte{1}, n)
+	}
+	a, ok := d.Arg("secret")
+	if !ok {
+		return nil
+	}
+	h := sha256.Sum256([]byte(a.SingleVal(t)))
+	return h[:]
 }
 
 // lockArg returns lock=NAME (with Go escapes such as \t and \x00 decoded),
@@ -418,6 +438,9 @@ func (h *harness) state() string {
 		}
 		if n := s.GetOpenNonce(); n != 0 {
 			fmt.Fprintf(&b, " nonce=%d", n)
+		}
+		if h := s.GetSecretHash(); len(h) > 0 {
+			fmt.Fprintf(&b, " secret=%x…", h[:4])
 		}
 		b.WriteString("\n")
 		for _, c := range h.m.sessions[s.GetId()].results {

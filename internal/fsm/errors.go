@@ -69,6 +69,10 @@ var (
 	// ErrLimitMismatch: an acquire's holder limit is not the lock's, or a
 	// reentrant acquire's mode (shared or exclusive) is not its hold's.
 	ErrLimitMismatch = &Error{fsmpb.Error_ERROR_LIMIT_MISMATCH, "limit mismatch"}
+	// ErrSecretMismatch: a command for a session that has a secret does not
+	// carry its hash. Nothing changed, not even the session's sequence
+	// window, and no cached answer was given.
+	ErrSecretMismatch = &Error{fsmpb.Error_ERROR_SECRET_MISMATCH, "secret mismatch"}
 )
 
 // ErrorOf returns nil if res succeeded (or is nil), and otherwise an *Error

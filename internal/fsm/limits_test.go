@@ -108,6 +108,7 @@ func TestErrorOf(t *testing.T) {
 		fsmpb.Error_ERROR_WAIT_TIMED_OUT:    ErrWaitTimedOut,
 		fsmpb.Error_ERROR_TOO_MANY_HOLDS:    ErrTooManyHolds,
 		fsmpb.Error_ERROR_LIMIT_MISMATCH:    ErrLimitMismatch,
+		fsmpb.Error_ERROR_SECRET_MISMATCH:   ErrSecretMismatch,
 	}
 	if len(sentinels) != len(fsmpb.Error_name)-1 {
 		t.Fatalf("%d sentinels for %d error codes", len(sentinels), len(fsmpb.Error_name)-1)

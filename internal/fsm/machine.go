@@ -135,6 +135,12 @@ func (m *Machine) Apply(index uint64, cmd *fsmpb.Command) *fsmpb.Result {
 		if s == nil {
 			return failf(fsmpb.Error_ERROR_SESSION_NOT_FOUND, "session %d not found", id)
 		}
+		if !s.admits(cmd.GetSecretHash()) {
+			// Before the cache and the sequence window: a stranger learns
+			// no answer of the session's and moves none of its numbers.
+			return failf(fsmpb.Error_ERROR_SECRET_MISMATCH,
+				"session %d: the request's session secret is not the session's (only its owner may act for it)", id)
+		}
 		if seq := cmd.GetSeq(); seq != 0 {
 			if seq < s.minUnacked {
 				return failf(fsmpb.Error_ERROR_STALE_SEQUENCE,

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"cmp"
+	"crypto/subtle"
 	"slices"
 	"sort"
 	"time"
@@ -17,6 +18,9 @@ type session struct {
 	blacklisted bool
 	created     int64  // wall clock, display only
 	nonce       uint64 // the OpenSession's nonce (exactly-once opens), 0 if none
+	// secretHash is the SHA-256 of the session's secret; all zero for a
+	// session without one (opened before log version 3).
+	secretHash [SecretHashLen]byte
 
 	// minUnacked and results are the exactly-once window: results holds the
 	// results of seqs >= minUnacked, ascending by seq, at most MaxPending.
@@ -32,6 +36,40 @@ type session struct {
 	// costs several times the bytes.)
 	held  []*lock
 	waits map[waitKey]struct{}
+}
+
+// SecretHashLen is the length of a session secret's hash (SHA-256).
+const SecretHashLen = 32
+
+// setSecretHash records h (empty: no secret) and reports whether it is a
+// hash at all.
+func (s *session) setSecretHash(h []byte) bool {
+	if len(h) == 0 {
+		return true
+	}
+	if len(h) != SecretHashLen || [SecretHashLen]byte(h) == ([SecretHashLen]byte{}) {
+		return false
+	}
+	s.secretHash = [SecretHashLen]byte(h)
+	return true
+}
+
+// hasSecret reports whether the session was opened with a secret.
+func (s *session) hasSecret() bool { return s.secretHash != [SecretHashLen]byte{} }
+
+// secretHashBytes is the hash as a field value: nil without a secret.
+func (s *session) secretHashBytes() []byte {
+	if !s.hasSecret() {
+		return nil
+	}
+	return s.secretHash[:]
+}
+
+// admits reports whether a command carrying hash h may act for s: any
+// command for a session without a secret, else one with its hash,
+// compared in constant time.
+func (s *session) admits(h []byte) bool {
+	return !s.hasSecret() || subtle.ConstantTimeCompare(s.secretHash[:], h) == 1
 }
 
 // cachedResult is the exactly-once cache's copy of the result of seq: the
@@ -310,8 +348,13 @@ func (m *Machine) openSession(a *apply, op *fsmpb.OpenSession) {
 		a.refuse(err)
 		return
 	}
+	probe := session{}
+	if !probe.setSecretHash(op.GetSecretHash()) {
+		a.refuse(invalid("secret_hash is %d bytes; a SHA-256 (%d bytes, not all zero) or nothing", len(op.GetSecretHash()), SecretHashLen))
+		return
+	}
 	nonce := op.GetNonce()
-	if s := m.opens[nonce]; nonce != 0 && s != nil && s.owner == op.GetOwner() && s.ttl == int64(ttl) {
+	if s := m.opens[nonce]; nonce != 0 && s != nil && s.owner == op.GetOwner() && s.ttl == int64(ttl) && s.secretHash == probe.secretHash {
 		// A retry of the open that made s, whose answer was lost (the
 		// client counts s's deadline from its first attempt). One that
 		// an operator blacklisted meanwhile is refused.
@@ -323,6 +366,7 @@ func (m *Machine) openSession(a *apply, op *fsmpb.OpenSession) {
 		return
 	}
 	s := newSession(a.index, op.GetOwner(), int64(ttl), a.wall)
+	s.secretHash = probe.secretHash
 	m.created(s)
 	m.sessions[s.id] = s
 	m.sessionTree.ReplaceOrInsert(s)

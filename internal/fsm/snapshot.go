@@ -165,6 +165,7 @@ const (
 	sessionResults     protowire.Number = 7
 	sessionHolds       protowire.Number = 8
 	sessionNonce       protowire.Number = 9
+	sessionSecretHash  protowire.Number = 10
 
 	cachedSeq     protowire.Number = 1
 	cachedResultF protowire.Number = 2
@@ -193,7 +194,8 @@ func appendSession(b []byte, s *session) []byte {
 	size := sizeUint(sessionID, s.id) + sizeString(sessionOwner, s.owner) +
 		sizeUint(sessionTTL, uint64(s.ttl)) + sizeBool(sessionBlacklisted, s.blacklisted) +
 		sizeUint(sessionCreated, uint64(s.created)) + sizeUint(sessionMinUnacked, s.minUnacked) +
-		sizeUint(sessionHolds, uint64(s.numHolds())) + sizeUint(sessionNonce, s.nonce)
+		sizeUint(sessionHolds, uint64(s.numHolds())) + sizeUint(sessionNonce, s.nonce) +
+		sizeBytes(sessionSecretHash, s.secretHashBytes())
 	for i := range s.results {
 		size += sizeMessage(sessionResults, cachedSize(&s.results[i]))
 	}
@@ -224,7 +226,8 @@ func appendSession(b []byte, s *session) []byte {
 		b = appendBool(b, cachedClaimed, c.claimed)
 	}
 	b = appendUint(b, sessionHolds, uint64(s.numHolds()))
-	return appendUint(b, sessionNonce, s.nonce)
+	b = appendUint(b, sessionNonce, s.nonce)
+	return appendBytes(b, sessionSecretHash, s.secretHashBytes())
 }
 
 func cachedSize(c *cachedResult) int {
@@ -333,6 +336,22 @@ func sizeString(num protowire.Number, s string) int {
 		return 0
 	}
 	return protowire.SizeTag(num) + protowire.SizeBytes(len(s))
+}
+
+// appendBytes appends a bytes field unless it is empty.
+func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
+	if len(v) == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendBytes(b, v)
+}
+
+func sizeBytes(num protowire.Number, v []byte) int {
+	if len(v) == 0 {
+		return 0
+	}
+	return protowire.SizeTag(num) + protowire.SizeBytes(len(v))
 }
 
 func sizeMessage(num protowire.Number, size int) int {
@@ -751,6 +770,9 @@ func (m *Machine) loadSession(p *fsmpb.Session, prev uint64) error {
 		return fmt.Errorf("session %d: %s", id, err.Msg)
 	}
 	s := newSession(id, p.GetOwner(), p.GetTtlNanos(), p.GetCreatedUnixNano())
+	if !s.setSecretHash(p.GetSecretHash()) {
+		return fmt.Errorf("session %d: secret hash of %d bytes; want %d, not all zero, or none", id, len(p.GetSecretHash()), SecretHashLen)
+	}
 	if !m.noteNonce(s, p.GetOpenNonce()) {
 		return fmt.Errorf("session %d has the open nonce of session %d", id, m.opens[p.GetOpenNonce()].id)
 	}

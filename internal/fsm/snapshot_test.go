@@ -96,7 +96,8 @@ func TestSnapshotFieldNumbers(t *testing.T) {
 			"acquire_seq": waiterAcquireSeq, "wait_timeout_nanos": waiterTimeout, "since_unix_nano": waiterSince,
 			"shared": waiterShared, "hold_limit_nanos": waiterHoldLimit},
 		&fsmpb.Session{}: {"id": sessionID, "owner": sessionOwner, "ttl_nanos": sessionTTL, "blacklisted": sessionBlacklisted,
-			"created_unix_nano": sessionCreated, "min_unacked_seq": sessionMinUnacked, "results": sessionResults, "holds": sessionHolds, "open_nonce": sessionNonce},
+			"created_unix_nano": sessionCreated, "min_unacked_seq": sessionMinUnacked, "results": sessionResults, "holds": sessionHolds, "open_nonce": sessionNonce,
+			"secret_hash": sessionSecretHash},
 		&fsmpb.CachedResult{}: {"seq": cachedSeq, "result": cachedResultF, "claimed": cachedClaimed},
 		// 0: a field the exactly-once cache never keeps, so never written.
 		&fsmpb.Result{}: {"error": resultError, "message": resultMessage, "session_id": 0, "acquire": resultAcquire,

@@ -16,10 +16,12 @@ import (
 //	1: every release before log versions (a cluster's version until raised).
 //	2: OpenSession.nonce (and Session.open_nonce in snapshots),
 //	   AcquireMany.hold_limit_nanos, SetLogVersion and Snapshot.log_version.
+//	3: session secrets: OpenSession.secret_hash, Command.secret_hash (and
+//	   Session.secret_hash in snapshots).
 //
 // A field added to a log or snapshot message needs a new version here, and
 // its entry in fieldVersions (TestEveryLogFieldHasAVersion fails without).
-const LogVersion = 2
+const LogVersion = 3
 
 // LogVersion is the cluster's log version: what the leader may write.
 // Every cluster starts at 1 (a new one too: its bootstrap records, which
@@ -45,8 +47,14 @@ func (m *Machine) setLogVersion(a *apply, op *fsmpb.SetLogVersion) {
 // newest version that added a field cmd sets (for SetLogVersion, at least
 // the version it sets).
 func VersionNeeded(cmd *fsmpb.Command) uint32 {
+	if len(cmd.GetSecretHash()) > 0 {
+		return 3
+	}
 	switch op := cmd.GetOp().(type) {
 	case *fsmpb.Command_OpenSession:
+		if len(op.OpenSession.GetSecretHash()) > 0 {
+			return 3
+		}
 		if op.OpenSession.GetNonce() != 0 {
 			return 2
 		}
@@ -61,20 +69,28 @@ func VersionNeeded(cmd *fsmpb.Command) uint32 {
 }
 
 // ForLogVersion rewrites cmd, if it can, so that members of log version v
-// can apply it, or says why it cannot. An OpenSession loses its nonce (the
-// open is then not exactly-once, as before version 2); a hold limit on a
-// set of locks cannot be left out. SetLogVersion passes: it is what
-// raises v, and the leader proposes it only once every member has said it
-// reads the version it sets.
+// can apply it, or says why it cannot. Below version 3 a command loses its
+// secret hash, and an OpenSession the secret's (the session then has no
+// secret, as before version 3: its requests are not checked); below 2 an
+// OpenSession loses its nonce (the open is then not exactly-once); a hold
+// limit on a set of locks cannot be left out. SetLogVersion passes: it is
+// what raises v, and the leader proposes it only once every member has
+// said it reads the version it sets.
 func ForLogVersion(cmd *fsmpb.Command, v uint32) error {
 	if VersionNeeded(cmd) <= v || cmd.GetSetLogVersion() != nil {
 		return nil
 	}
-	if op, ok := cmd.GetOp().(*fsmpb.Command_OpenSession); ok {
-		op.OpenSession.Nonce = 0
-		if VersionNeeded(cmd) <= v {
-			return nil
+	if v < 3 {
+		cmd.SecretHash = nil
+		if op, ok := cmd.GetOp().(*fsmpb.Command_OpenSession); ok {
+			op.OpenSession.SecretHash = nil
 		}
+	}
+	if op, ok := cmd.GetOp().(*fsmpb.Command_OpenSession); ok && v < 2 {
+		op.OpenSession.Nonce = 0
+	}
+	if VersionNeeded(cmd) <= v {
+		return nil
 	}
 	what := "this request"
 	if cmd.GetAcquireMany() != nil {

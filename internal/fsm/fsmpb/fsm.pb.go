@@ -49,6 +49,7 @@ const (
 	Error_ERROR_WAIT_TIMED_OUT    Error = 12 // (final state of a queued acquire) timed out
 	Error_ERROR_TOO_MANY_HOLDS    Error = 13 // per-session hold limit reached
 	Error_ERROR_LIMIT_MISMATCH    Error = 14 // acquire's limit or mode disagrees with the lock's or its own hold's
+	Error_ERROR_SECRET_MISMATCH   Error = 15 // the command's secret_hash is not its session's
 )
 
 // Enum value maps for Error.
@@ -69,6 +70,7 @@ var (
 		12: "ERROR_WAIT_TIMED_OUT",
 		13: "ERROR_TOO_MANY_HOLDS",
 		14: "ERROR_LIMIT_MISMATCH",
+		15: "ERROR_SECRET_MISMATCH",
 	}
 	Error_value = map[string]int32{
 		"ERROR_NONE":              0,
@@ -86,6 +88,7 @@ var (
 		"ERROR_WAIT_TIMED_OUT":    12,
 		"ERROR_TOO_MANY_HOLDS":    13,
 		"ERROR_LIMIT_MISMATCH":    14,
+		"ERROR_SECRET_MISMATCH":   15,
 	}
 )
 
@@ -193,6 +196,11 @@ type Command struct {
 	// entry to its waiting request. The state machine ignores both.
 	Proposer   uint64 `protobuf:"varint,5,opt,name=proposer,proto3" json:"proposer,omitempty"`
 	ProposalId uint64 `protobuf:"varint,6,opt,name=proposal_id,json=proposalId,proto3" json:"proposal_id,omitempty"`
+	// secret_hash is the SHA-256 of the session secret the request showed
+	// (the API hashes it; the secret itself is never logged). A command for
+	// a session whose secret_hash is set applies only if they are equal
+	// (SECRET_MISMATCH otherwise, before anything else is looked at).
+	SecretHash []byte `protobuf:"bytes,7,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
 	// Types that are valid to be assigned to Op:
 	//
 	//	*Command_OpenSession
@@ -281,6 +289,13 @@ func (x *Command) GetProposalId() uint64 {
 		return x.ProposalId
 	}
 	return 0
+}
+
+func (x *Command) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
 }
 
 func (x *Command) GetOp() isCommand_Op {
@@ -468,7 +483,11 @@ type OpenSession struct {
 	// opened lives, an OpenSession with the same nonce, owner and TTL (the
 	// client's retry after a lost answer) answers that session's id
 	// instead of opening another.
-	Nonce         uint64 `protobuf:"varint,3,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	Nonce uint64 `protobuf:"varint,3,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	// secret_hash is the SHA-256 of the session's secret: every later
+	// command for the session must carry the same (Command.secret_hash).
+	// Empty: a session without a secret (opened before log version 3).
+	SecretHash    []byte `protobuf:"bytes,4,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -522,6 +541,13 @@ func (x *OpenSession) GetNonce() uint64 {
 		return x.Nonce
 	}
 	return 0
+}
+
+func (x *OpenSession) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
 }
 
 // CloseSession ends the requesting session (Command.session_id): all holds
@@ -1788,9 +1814,10 @@ type Session struct {
 	Blacklisted     bool                   `protobuf:"varint,4,opt,name=blacklisted,proto3" json:"blacklisted,omitempty"`
 	CreatedUnixNano int64                  `protobuf:"varint,5,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
 	MinUnackedSeq   uint64                 `protobuf:"varint,6,opt,name=min_unacked_seq,json=minUnackedSeq,proto3" json:"min_unacked_seq,omitempty"`
-	Results         []*CachedResult        `protobuf:"bytes,7,rep,name=results,proto3" json:"results,omitempty"`                       // sorted by seq
-	Holds           uint32                 `protobuf:"varint,8,opt,name=holds,proto3" json:"holds,omitempty"`                          // number of locks held
-	OpenNonce       uint64                 `protobuf:"varint,9,opt,name=open_nonce,json=openNonce,proto3" json:"open_nonce,omitempty"` // OpenSession.nonce, 0 if none
+	Results         []*CachedResult        `protobuf:"bytes,7,rep,name=results,proto3" json:"results,omitempty"`                          // sorted by seq
+	Holds           uint32                 `protobuf:"varint,8,opt,name=holds,proto3" json:"holds,omitempty"`                             // number of locks held
+	OpenNonce       uint64                 `protobuf:"varint,9,opt,name=open_nonce,json=openNonce,proto3" json:"open_nonce,omitempty"`    // OpenSession.nonce, 0 if none
+	SecretHash      []byte                 `protobuf:"bytes,10,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"` // OpenSession.secret_hash, empty if none
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1886,6 +1913,13 @@ func (x *Session) GetOpenNonce() uint64 {
 		return x.OpenNonce
 	}
 	return 0
+}
+
+func (x *Session) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
 }
 
 type CachedResult struct {
@@ -2233,7 +2267,7 @@ var File_internal_fsm_fsmpb_fsm_proto protoreflect.FileDescriptor
 
 const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\n" +
-	"\x1cinternal/fsm/fsmpb/fsm.proto\x12\fbaton.fsm.v1\"\x90\a\n" +
+	"\x1cinternal/fsm/fsmpb/fsm.proto\x12\fbaton.fsm.v1\"\xb1\a\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x10\n" +
@@ -2242,7 +2276,9 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x13wall_time_unix_nano\x18\x04 \x01(\x03R\x10wallTimeUnixNano\x12\x1a\n" +
 	"\bproposer\x18\x05 \x01(\x04R\bproposer\x12\x1f\n" +
 	"\vproposal_id\x18\x06 \x01(\x04R\n" +
-	"proposalId\x12>\n" +
+	"proposalId\x12\x1f\n" +
+	"\vsecret_hash\x18\a \x01(\fR\n" +
+	"secretHash\x12>\n" +
 	"\fopen_session\x18\n" +
 	" \x01(\v2\x19.baton.fsm.v1.OpenSessionH\x00R\vopenSession\x12A\n" +
 	"\rclose_session\x18\v \x01(\v2\x1a.baton.fsm.v1.CloseSessionH\x00R\fcloseSession\x12D\n" +
@@ -2258,11 +2294,13 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vexpire_hold\x18\x13 \x01(\v2\x18.baton.fsm.v1.ExpireHoldH\x00R\n" +
 	"expireHold\x12E\n" +
 	"\x0fset_log_version\x18\x14 \x01(\v2\x1b.baton.fsm.v1.SetLogVersionH\x00R\rsetLogVersionB\x04\n" +
-	"\x02op\"V\n" +
+	"\x02op\"w\n" +
 	"\vOpenSession\x12\x1b\n" +
 	"\tttl_nanos\x18\x01 \x01(\x03R\bttlNanos\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
-	"\x05nonce\x18\x03 \x01(\x04R\x05nonce\"\x0e\n" +
+	"\x05nonce\x18\x03 \x01(\x04R\x05nonce\x12\x1f\n" +
+	"\vsecret_hash\x18\x04 \x01(\fR\n" +
+	"secretHash\"\x0e\n" +
 	"\fCloseSession\".\n" +
 	"\rExpireSession\x12\x1d\n" +
 	"\n" +
@@ -2370,7 +2408,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\tpeer_addr\x18\x03 \x01(\tR\bpeerAddr\x12\x18\n" +
 	"\aremoved\x18\x04 \x01(\bR\aremoved\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x05 \x01(\x04R\tclusterId\"\xad\x02\n" +
+	"cluster_id\x18\x05 \x01(\x04R\tclusterId\"\xce\x02\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1b\n" +
@@ -2381,7 +2419,10 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\aresults\x18\a \x03(\v2\x1a.baton.fsm.v1.CachedResultR\aresults\x12\x14\n" +
 	"\x05holds\x18\b \x01(\rR\x05holds\x12\x1d\n" +
 	"\n" +
-	"open_nonce\x18\t \x01(\x04R\topenNonce\"h\n" +
+	"open_nonce\x18\t \x01(\x04R\topenNonce\x12\x1f\n" +
+	"\vsecret_hash\x18\n" +
+	" \x01(\fR\n" +
+	"secretHash\"h\n" +
 	"\fCachedResult\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12,\n" +
 	"\x06result\x18\x02 \x01(\v2\x14.baton.fsm.v1.ResultR\x06result\x12\x18\n" +
@@ -2413,7 +2454,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x12wait_timeout_nanos\x18\x05 \x01(\x03R\x10waitTimeoutNanos\x12&\n" +
 	"\x0fsince_unix_nano\x18\x06 \x01(\x03R\rsinceUnixNano\x12\x16\n" +
 	"\x06shared\x18\a \x01(\bR\x06shared\x12(\n" +
-	"\x10hold_limit_nanos\x18\b \x01(\x03R\x0eholdLimitNanos*\x82\x03\n" +
+	"\x10hold_limit_nanos\x18\b \x01(\x03R\x0eholdLimitNanos*\x9d\x03\n" +
 	"\x05Error\x12\x0e\n" +
 	"\n" +
 	"ERROR_NONE\x10\x00\x12\x1a\n" +
@@ -2431,7 +2472,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x14ERROR_WAIT_CANCELLED\x10\v\x12\x18\n" +
 	"\x14ERROR_WAIT_TIMED_OUT\x10\f\x12\x18\n" +
 	"\x14ERROR_TOO_MANY_HOLDS\x10\r\x12\x18\n" +
-	"\x14ERROR_LIMIT_MISMATCH\x10\x0e*\x9b\x01\n" +
+	"\x14ERROR_LIMIT_MISMATCH\x10\x0e\x12\x19\n" +
+	"\x15ERROR_SECRET_MISMATCH\x10\x0f*\x9b\x01\n" +
 	"\rAcquireStatus\x12\x1e\n" +
 	"\x1aACQUIRE_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ACQUIRE_STATUS_GRANTED\x10\x01\x12\x19\n" +
