@@ -179,13 +179,20 @@ func TestSessionsStreamProtocol(t *testing.T) {
 		t.Fatalf("channel 2 acting for session %d: %v, want INVALID_ARGUMENT", s1, r)
 	}
 
-	// Detach channel 1; its session lives on and resumes on channel 4,
-	// still holding its lock.
+	// Detach channel 1; its session lives on. A resume that does not show
+	// its secret is refused (channel 5 ends with PERMISSION_DENIED); with
+	// the secret it resumes on channel 4, still holding its lock.
 	sendFrames(t, gs, &batonpb.ChannelRequest{Channel: 1, Detach: true})
 	if end := nextFrame(t, gs, &pending, 1); end.GetEnd() == nil || end.GetEnd().GetError() != nil {
 		t.Fatalf("detached channel 1: %v, want a clean end", end)
 	}
-	sendFrames(t, gs, &batonpb.ChannelRequest{Channel: 4, Request: &batonpb.SessionRequest{Id: 1, Kind: &batonpb.SessionRequest_Resume{Resume: &batonpb.ResumeSession{SessionId: s1}}}})
+	for _, wrong := range []string{"", f2.GetResponse().GetOpen().GetSecret()} {
+		sendFrames(t, gs, &batonpb.ChannelRequest{Channel: 5, Request: &batonpb.SessionRequest{Id: 1, Kind: &batonpb.SessionRequest_Resume{Resume: &batonpb.ResumeSession{SessionId: s1, Secret: wrong}}}})
+		if end := nextFrame(t, gs, &pending, 5); codes.Code(end.GetEnd().GetError().GetCode()) != codes.PermissionDenied {
+			t.Fatalf("a resume of session %d showing secret %q: %v, want PERMISSION_DENIED", s1, wrong, end)
+		}
+	}
+	sendFrames(t, gs, &batonpb.ChannelRequest{Channel: 4, Request: &batonpb.SessionRequest{Id: 1, Kind: &batonpb.SessionRequest_Resume{Resume: &batonpb.ResumeSession{SessionId: s1, Secret: f1.GetResponse().GetOpen().GetSecret()}}}})
 	if r := nextFrame(t, gs, &pending, 4).GetResponse(); r.GetOpen().GetSessionId() != s1 {
 		t.Fatalf("resume of session %d: %v", s1, r)
 	}
@@ -350,7 +357,8 @@ func TestSessionsChannelNumberReuse(t *testing.T) {
 		return nil
 	}
 	sendFrames(t, gs, &batonpb.ChannelRequest{Channel: 1, Request: openReq(1)})
-	sid := next("open").GetResponse().GetOpen().GetSessionId()
+	opened := next("open").GetResponse().GetOpen()
+	sid, secret := opened.GetSessionId(), opened.GetSecret()
 	if sid == 0 {
 		t.Fatal("open failed")
 	}
@@ -359,7 +367,7 @@ func TestSessionsChannelNumberReuse(t *testing.T) {
 		if e := next("detach"); e.GetEnd() == nil {
 			t.Fatalf("round %d: after a detach, %v, want the channel's end", i, e)
 		}
-		sendFrames(t, gs, &batonpb.ChannelRequest{Channel: 1, Request: &batonpb.SessionRequest{Id: 1, Kind: &batonpb.SessionRequest_Resume{Resume: &batonpb.ResumeSession{SessionId: sid}}}})
+		sendFrames(t, gs, &batonpb.ChannelRequest{Channel: 1, Request: &batonpb.SessionRequest{Id: 1, Kind: &batonpb.SessionRequest_Resume{Resume: &batonpb.ResumeSession{SessionId: sid, Secret: secret}}}})
 		if r := next("resume on the reused number"); r.GetResponse().GetOpen().GetSessionId() != sid {
 			t.Fatalf("round %d: resume on the reused number answered %v", i, r)
 		}

@@ -304,8 +304,9 @@ func TestOpenSessionNonce(t *testing.T) {
 		}
 		return out.SessionID
 	}
-	first := open(`{"owner": "nonce/a", "ttl": "5s", "nonce": "4242"}`)
-	if again := open(`{"owner": "nonce/a", "ttl": "5s", "nonce": "4242"}`); again != first {
+	// The secret is the client's, so that its retry shows the same.
+	first := open(`{"owner": "nonce/a", "ttl": "5s", "nonce": "4242", "secret": "nonce-test-secret-0123456"}`)
+	if again := open(`{"owner": "nonce/a", "ttl": "5s", "nonce": "4242", "secret": "nonce-test-secret-0123456"}`); again != first {
 		t.Fatalf("the retry of open %s opened %s", first, again)
 	}
 	if other := open(`{"owner": "nonce/b", "ttl": "5s", "nonce": "4242"}`); other == first {

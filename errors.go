@@ -113,7 +113,9 @@ var (
 	ErrAborted = errors.New("baton: aborted")
 	// ErrPermissionDenied: an operator call (Blacklist, CasRelease, a
 	// membership change) from a client whose certificate is not one of the
-	// members' operators (`baton server --operators`).
+	// members' operators (`baton server --operators`), or a request for a
+	// session that did not show the session's secret (Reason
+	// SECRET_MISMATCH: only a session's owner may act for it).
 	ErrPermissionDenied = errors.New("baton: permission denied")
 )
 
@@ -139,6 +141,7 @@ var reasonErrors = map[batonpb.Reason][]error{
 	batonpb.Reason_SESSION_EXPIRED:   {ErrSessionLost},
 	batonpb.Reason_LIMIT_MISMATCH:    {ErrLimitMismatch},
 	batonpb.Reason_HOLD_LOST:         {ErrNotHeld},
+	batonpb.Reason_SECRET_MISMATCH:   {ErrPermissionDenied},
 }
 
 // codeErrors maps gRPC codes of errors that carry no Reason (transport

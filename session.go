@@ -2,6 +2,8 @@ package baton
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -111,6 +113,7 @@ type Session struct {
 	c       *Client
 	log     *slog.Logger
 	id      uint64
+	secret  string // proves to the server that a request is this session's
 	ttl     time.Duration
 	owner   string
 	margin  time.Duration
@@ -191,7 +194,7 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 	}
 	runCtx, stop := context.WithCancel(context.Background())
 	s := &Session{
-		c: c, log: c.log, ttl: cfg.ttl, owner: cfg.owner, margin: SafetyMargin(cfg.ttl), onEvent: cfg.onEvent,
+		c: c, log: c.log, secret: newSecret(), ttl: cfg.ttl, owner: cfg.owner, margin: SafetyMargin(cfg.ttl), onEvent: cfg.onEvent,
 		runCtx: runCtx, stopRun: stop,
 		wake: make(chan struct{}, 1), sendWake: make(chan struct{}, 1), eventWake: make(chan struct{}, 1),
 		stateC: make(chan struct{}), done: make(chan struct{}),
@@ -202,9 +205,10 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 		return nil, err
 	}
 	// The nonce makes the open exactly-once across connect's retries: a
-	// retry after a lost answer finds the session the first attempt made.
+	// retry after a lost answer finds the session the first attempt made
+	// (the secret is ours, so the retry shows the same).
 	open := &batonpb.SessionRequest{Id: 1, Kind: &batonpb.SessionRequest_Open{Open: &batonpb.OpenSessionRequest{
-		Ttl: durationpb.New(cfg.ttl), Owner: cfg.owner, Nonce: rand.Uint64() | 1,
+		Ttl: durationpb.New(cfg.ttl), Owner: cfg.owner, Nonce: rand.Uint64() | 1, Secret: s.secret,
 	}}}
 	// The deadline counts from before the first attempt: a retry may be
 	// answered with the session an earlier attempt opened (the nonce),
@@ -236,6 +240,21 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 
 // ID is the session's id (unique forever in its cluster).
 func (s *Session) ID() uint64 { return s.id }
+
+// Secret is what proves to the cluster that a request is this session's:
+// the client draws it (32 bytes from crypto/rand) and shows it on every
+// stream it opens or resumes. The id is public; the secret is not. Give
+// it only to a process that should act for this session (`baton lock`
+// passes it to its command as BATON_SESSION_SECRET), never to a log.
+func (s *Session) Secret() string { return s.secret }
+
+// newSecret draws a session secret: 32 bytes from crypto/rand, base64url
+// (43 characters).
+func newSecret() string {
+	b := make([]byte, 32)
+	crand.Read(b) // never fails (crypto/rand documents it)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
 
 // TTL is the session's TTL.
 func (s *Session) TTL() time.Duration { return s.ttl }

@@ -104,7 +104,7 @@ func stamp(req *batonpb.SessionRequest, id uint64, h *batonpb.RequestHeader) *ba
 			Header: hc, Name: a.GetName(), AcquireSeq: a.GetAcquireSeq(),
 		}}
 	case *batonpb.SessionRequest_Close:
-		r.Kind = &batonpb.SessionRequest_Close{Close: &batonpb.CloseSessionRequest{SessionId: h.GetSessionId(), Seq: h.GetSeq()}}
+		r.Kind = &batonpb.SessionRequest_Close{Close: &batonpb.CloseSessionRequest{SessionId: h.GetSessionId(), Seq: h.GetSeq(), Secret: k.Close.GetSecret()}}
 	}
 	return r
 }
@@ -305,7 +305,7 @@ var testHookReconnect atomic.Pointer[func()]
 // every unanswered request again with its sequence number. It returns nil
 // when the session ended.
 func (s *Session) reconnect() *streamConn {
-	resume := &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Resume{Resume: &batonpb.ResumeSession{SessionId: s.id}}}
+	resume := &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Resume{Resume: &batonpb.ResumeSession{SessionId: s.id, Secret: s.secret}}}
 	s.mu.Lock()
 	s.lastID++
 	resume.Id = s.lastID

@@ -213,7 +213,7 @@ func TestPartition(t *testing.T) {
 		// The isolated old leader must not grant: its acquire can only
 		// fail or time out, since it cannot commit.
 		direct := newRouter([]string{old.clientAddr})
-		acq := &batonpb.AcquireRequest{Header: &batonpb.RequestHeader{SessionId: sessA, Seq: 1}, Name: lock}
+		acq := &batonpb.AcquireRequest{Header: &batonpb.RequestHeader{SessionId: sessA, Seq: 1, Secret: e2eSecret}, Name: lock}
 		actx, acancel := context.WithTimeout(ctx, 3*time.Second)
 		cl, _ := direct.client(old.clientAddr)
 		resp, err := cl.Acquire(actx, acq)
@@ -240,7 +240,7 @@ func TestPartition(t *testing.T) {
 		mctx, mcancel := context.WithTimeout(ctx, 20*time.Second)
 		err = mr.do(mctx, nil, 2*time.Second, func(ctx context.Context, bc batonpb.BatonClient) error {
 			var err error
-			got, err = bc.Acquire(ctx, &batonpb.AcquireRequest{Header: &batonpb.RequestHeader{SessionId: sessB, Seq: 1}, Name: lock})
+			got, err = bc.Acquire(ctx, &batonpb.AcquireRequest{Header: &batonpb.RequestHeader{SessionId: sessB, Seq: 1, Secret: e2eSecret}, Name: lock})
 			return err
 		})
 		mcancel()
@@ -299,7 +299,7 @@ func TestPartition(t *testing.T) {
 		var got *batonpb.AcquireResponse
 		err := r.do(actx, nil, 2*time.Second, func(ctx context.Context, bc batonpb.BatonClient) error {
 			var err error
-			got, err = bc.Acquire(ctx, &batonpb.AcquireRequest{Header: &batonpb.RequestHeader{SessionId: sess, Seq: seq}, Name: "part/f"})
+			got, err = bc.Acquire(ctx, &batonpb.AcquireRequest{Header: &batonpb.RequestHeader{SessionId: sess, Seq: seq, Secret: e2eSecret}, Name: "part/f"})
 			return err
 		})
 		if err == nil && !got.GetAcquired() {
@@ -308,7 +308,7 @@ func TestPartition(t *testing.T) {
 		if err == nil {
 			ops++
 			err = r.do(actx, nil, 2*time.Second, func(ctx context.Context, bc batonpb.BatonClient) error {
-				_, err := bc.Release(ctx, &batonpb.ReleaseRequest{Header: &batonpb.RequestHeader{SessionId: sess, Seq: seq + 1}, Name: "part/f", Token: got.GetToken()})
+				_, err := bc.Release(ctx, &batonpb.ReleaseRequest{Header: &batonpb.RequestHeader{SessionId: sess, Seq: seq + 1, Secret: e2eSecret}, Name: "part/f", Token: got.GetToken()})
 				return err
 			})
 		}
@@ -329,6 +329,10 @@ func errOr(err error, v any) any {
 	return v
 }
 
+// e2eSecret is the secret of the sessions these tests open over the
+// unary API.
+const e2eSecret = "e2e-test-session-secret-0"
+
 // openSession opens a 30s session through any member.
 func openSession(t testing.TB, ctx context.Context, endpoints []string, owner string) uint64 {
 	t.Helper()
@@ -339,7 +343,7 @@ func openSession(t testing.TB, ctx context.Context, endpoints []string, owner st
 	defer cancel()
 	err := r.do(octx, nil, 2*time.Second, func(ctx context.Context, bc batonpb.BatonClient) error {
 		var err error
-		resp, err = bc.OpenSession(ctx, &batonpb.OpenSessionRequest{Ttl: durationpb.New(30 * time.Second), Owner: owner})
+		resp, err = bc.OpenSession(ctx, &batonpb.OpenSessionRequest{Ttl: durationpb.New(30 * time.Second), Owner: owner, Secret: e2eSecret})
 		return err
 	})
 	if err != nil {

@@ -72,7 +72,7 @@ func TestScale(t *testing.T) {
 	ids := make([]uint64, nSess)
 	start := time.Now()
 	parallel(t, nSess, func(i int) error {
-		r, err := cl.OpenSession(ctx, &batonpb.OpenSessionRequest{Ttl: durationpb.New(10 * time.Minute), Owner: fmt.Sprintf("scale/%d", i)})
+		r, err := cl.OpenSession(ctx, &batonpb.OpenSessionRequest{Ttl: durationpb.New(10 * time.Minute), Owner: fmt.Sprintf("scale/%d", i), Secret: e2eSecret})
 		ids[i] = r.GetSessionId()
 		return err
 	})
@@ -83,7 +83,7 @@ func TestScale(t *testing.T) {
 		for j := range names {
 			names[j] = fmt.Sprintf("inventory/row/%d", i*perSession+j)
 		}
-		r, err := cl.AcquireMany(ctx, &batonpb.AcquireManyRequest{Header: &batonpb.RequestHeader{SessionId: ids[i], Seq: 1}, Names: names})
+		r, err := cl.AcquireMany(ctx, &batonpb.AcquireManyRequest{Header: &batonpb.RequestHeader{SessionId: ids[i], Seq: 1, Secret: e2eSecret}, Names: names})
 		if err == nil && len(r.GetResults()) > 0 && !r.GetResults()[0].GetAcquired() {
 			err = fmt.Errorf("session %d: %s not acquired", ids[i], names[0])
 		}
@@ -99,7 +99,7 @@ func TestScale(t *testing.T) {
 	}
 	start = time.Now()
 	parallel(t, nSess, func(i int) error {
-		_, err := cl.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: ids[i]})
+		_, err := cl.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: ids[i], Secret: e2eSecret})
 		return err
 	})
 	st, err := lead.status(ctx)
@@ -173,7 +173,7 @@ func loadAtScale(t *testing.T, ctx context.Context, cl batonpb.BatonClient, lead
 			name := fmt.Sprintf("scale/load/%d", i)
 			for seq := uint64(2); time.Now().Before(end); seq += 2 {
 				t0 := time.Now()
-				a, err := cl.Acquire(ctx, &batonpb.AcquireRequest{Header: &batonpb.RequestHeader{SessionId: id, Seq: seq}, Name: name})
+				a, err := cl.Acquire(ctx, &batonpb.AcquireRequest{Header: &batonpb.RequestHeader{SessionId: id, Seq: seq, Secret: e2eSecret}, Name: name})
 				if err == nil && !a.GetAcquired() {
 					err = fmt.Errorf("%s not acquired", name)
 				}
@@ -182,7 +182,7 @@ func loadAtScale(t *testing.T, ctx context.Context, cl batonpb.BatonClient, lead
 					return
 				}
 				lat[i] = append(lat[i], time.Since(t0))
-				_, err = cl.Release(ctx, &batonpb.ReleaseRequest{Header: &batonpb.RequestHeader{SessionId: id, Seq: seq + 1}, Name: name, Token: a.GetToken()})
+				_, err = cl.Release(ctx, &batonpb.ReleaseRequest{Header: &batonpb.RequestHeader{SessionId: id, Seq: seq + 1, Secret: e2eSecret}, Name: name, Token: a.GetToken()})
 				if err != nil {
 					failed.Store(err)
 					return

@@ -23,6 +23,7 @@ type worker struct {
 	stats *callStats
 
 	session uint64
+	secret  string // the session's, drawn by the server (as for an HTTP client)
 	seq     uint64
 	holds   map[string]uint64 // lock -> token the client was granted
 
@@ -86,20 +87,20 @@ func (w *worker) open(ctx context.Context) bool {
 	w.h.op(opRec{kind: opOpen, client: w.id, session: resp.GetSessionId(), at: now})
 	w.sessionsOpened++
 	w.mu.Lock()
-	w.session, w.seq, w.holds = resp.GetSessionId(), 0, map[string]uint64{}
+	w.session, w.secret, w.seq, w.holds = resp.GetSessionId(), resp.GetSecret(), 0, map[string]uint64{}
 	w.lost = false
 	w.deadline = sent.Add(resp.GetTtl().AsDuration() - chaosMargin)
 	kctx, kstop := context.WithCancel(ctx)
 	w.kaStop, w.kaDone = kstop, make(chan struct{})
 	w.mu.Unlock()
-	go w.keepAlive(kctx, resp.GetSessionId(), w.kaDone)
+	go w.keepAlive(kctx, resp.GetSessionId(), resp.GetSecret(), w.kaDone)
 	return true
 }
 
 // keepAlive sends unary KeepAlives every TTL/5 until ctx ends or the
 // session is refused. A refusal or a passed deadline ends the session for
 // the client.
-func (w *worker) keepAlive(ctx context.Context, id uint64, done chan struct{}) {
+func (w *worker) keepAlive(ctx context.Context, id uint64, secret string, done chan struct{}) {
 	defer close(done)
 	for {
 		select {
@@ -118,7 +119,7 @@ func (w *worker) keepAlive(ctx context.Context, id uint64, done chan struct{}) {
 		kctx, cancel := context.WithTimeout(ctx, chaosTTL/2)
 		err := w.r.do(kctx, nil, time.Second, func(ctx context.Context, c batonpb.BatonClient) error {
 			var err error
-			resp, err = c.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: id})
+			resp, err = c.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: id, Secret: secret})
 			return err
 		})
 		cancel()
@@ -233,7 +234,7 @@ func (w *worker) zombie(ctx context.Context, name string, token uint64) {
 func (w *worker) acquire(ctx context.Context, name string, wait bool) (uint64, bool) {
 	w.seq++
 	req := &batonpb.AcquireRequest{
-		Header: &batonpb.RequestHeader{SessionId: w.session, Seq: w.seq},
+		Header: &batonpb.RequestHeader{SessionId: w.session, Seq: w.seq, Secret: w.secret},
 		Name:   name, Wait: wait,
 	}
 	attempt := 2 * time.Second
@@ -277,7 +278,7 @@ func (w *worker) acquire(ctx context.Context, name string, wait bool) (uint64, b
 func (w *worker) release(ctx context.Context, name string, token uint64) {
 	w.seq++
 	req := &batonpb.ReleaseRequest{
-		Header: &batonpb.RequestHeader{SessionId: w.session, Seq: w.seq},
+		Header: &batonpb.RequestHeader{SessionId: w.session, Seq: w.seq, Secret: w.secret},
 		Name:   name, Token: token,
 	}
 	dctx, cancel := w.deadlineCtx(ctx)
@@ -312,10 +313,10 @@ func (w *worker) finish(ctx context.Context) {
 		}
 		if w.alive() {
 			w.seq++
-			seq, id := w.seq, w.session
+			seq, id, secret := w.seq, w.session, w.secret
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			err := w.r.do(cctx, w.stats, 2*time.Second, func(ctx context.Context, c batonpb.BatonClient) error {
-				_, err := c.CloseSession(ctx, &batonpb.CloseSessionRequest{SessionId: id, Seq: seq})
+				_, err := c.CloseSession(ctx, &batonpb.CloseSessionRequest{SessionId: id, Seq: seq, Secret: secret})
 				return err
 			})
 			cancel()

@@ -61,7 +61,7 @@ func TestBlacklistEvictsThroughExpiry(t *testing.T) {
 	if _, err := cl.Blacklist(ctx, &batonpb.BlacklistRequest{SessionId: stuck}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cl.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: stuck}); err == nil {
+	if _, err := cl.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: stuck, Secret: testSecret}); err == nil {
 		t.Fatal("keepalive of a blacklisted session succeeded")
 	}
 	if _, err := cl.Acquire(ctx, &batonpb.AcquireRequest{Header: hdr(stuck, 2), Name: "other"}); err == nil {

@@ -198,13 +198,17 @@ func minU(a, b uint64) uint64 {
 	return b
 }
 
+// testSecret is the secret of every session these tests open over the
+// unary API (tests of strangers choose another).
+const testSecret = "embed-test-session-secret"
+
 func hdr(session, seq uint64) *batonpb.RequestHeader {
-	return &batonpb.RequestHeader{SessionId: session, Seq: seq}
+	return &batonpb.RequestHeader{SessionId: session, Seq: seq, Secret: testSecret}
 }
 
 func openSession(t *testing.T, cl batonpb.BatonClient, owner string, ttl time.Duration) uint64 {
 	t.Helper()
-	resp, err := cl.OpenSession(context.Background(), &batonpb.OpenSessionRequest{Ttl: durationpb.New(ttl), Owner: owner})
+	resp, err := cl.OpenSession(context.Background(), &batonpb.OpenSessionRequest{Ttl: durationpb.New(ttl), Owner: owner, Secret: testSecret})
 	if err != nil {
 		t.Fatalf("open session %s: %v", owner, err)
 	}
@@ -221,7 +225,7 @@ func queue(t *testing.T, cl batonpb.BatonClient, session uint64, name string) <-
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Send(&batonpb.SessionRequest{Id: 1, Kind: &batonpb.SessionRequest_Resume{Resume: &batonpb.ResumeSession{SessionId: session}}}); err != nil {
+	if err := st.Send(&batonpb.SessionRequest{Id: 1, Kind: &batonpb.SessionRequest_Resume{Resume: &batonpb.ResumeSession{SessionId: session, Secret: testSecret}}}); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := st.Recv(); err != nil || r.GetError() != nil {
@@ -356,7 +360,7 @@ func TestExpiredSessionHandsLockToNextWaiter(t *testing.T) {
 	}
 	// a's last sign of life: a keepalive received now.
 	lastBeat := time.Now()
-	if _, err := cl.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: a}); err != nil {
+	if _, err := cl.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: a, Secret: testSecret}); err != nil {
 		t.Fatal(err)
 	}
 	grants := queue(t, cl, b, "x")
@@ -369,7 +373,7 @@ func TestExpiredSessionHandsLockToNextWaiter(t *testing.T) {
 	if g.GetToken() <= held.GetToken() {
 		t.Fatalf("new token %d, want > %d", g.GetToken(), held.GetToken())
 	}
-	if _, err := cl.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: a}); err == nil {
+	if _, err := cl.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: a, Secret: testSecret}); err == nil {
 		t.Fatal("keepalive of an expired session succeeded")
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/internal/fsm"
 )
 
 // TestRollingUpgrade: a cluster whose members read log version 1 (as a
@@ -19,8 +20,8 @@ import (
 // upgraded one at a time, the leader first, and meanwhile refuses what
 // version 2 added (a hold limit on a set of locks) without proposing it,
 // so no member meets an entry it cannot read. Once the last member says
-// it reads version 2, the leader raises the cluster's version, every
-// member applies it, and the refused request works.
+// it reads this release's version, the leader raises the cluster's
+// version, every member applies it, and the refused request works.
 func TestRollingUpgrade(t *testing.T) {
 	ctx := context.Background()
 	c := newTestClusterWith(t, 3, func(_ int, cfg *Config) { cfg.LogVersion = 1 })
@@ -117,20 +118,20 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for status(lead).GetLogVersion() != 2 {
+	for status(lead).GetLogVersion() != fsm.LogVersion {
 		if time.Now().After(deadline) {
-			t.Fatalf("the cluster did not reach log version 2: %v", status(lead))
+			t.Fatalf("the cluster did not reach log version %d: %v", fsm.LogVersion, status(lead))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	c.waitConverged()
 	for i := range c.members {
-		if v := c.members[i].Node().LogVersion(); v != 2 {
+		if v := c.members[i].Node().LogVersion(); v != fsm.LogVersion {
 			t.Fatalf("member %d applied log version %d", i, v)
 		}
 	}
 	if err := heldSet(lead); err != nil {
-		t.Fatalf("a hold-limited set at version 2: %v", err)
+		t.Fatalf("a hold-limited set at version %d: %v", fsm.LogVersion, err)
 	}
 	useClient("after")
 }

@@ -51,8 +51,10 @@ func runLock(g globals, args []string) int {
 		fmt.Fprintf(fs.Output(), `Usage: baton lock [flags] NAME -- CMD [ARGS...]
 
 Runs CMD while holding the lock NAME, then releases it. CMD runs in its own
-process group with BATON_LOCK, BATON_TOKEN (the fencing token) and
-BATON_SESSION in its environment; baton exits with CMD's exit status.
+process group with BATON_LOCK, BATON_TOKEN (the fencing token),
+BATON_SESSION and BATON_SESSION_SECRET in its environment (with the last
+two, CMD may act for the session over the API: renew, release; keep the
+secret out of logs); baton exits with CMD's exit status.
 SIGINT and SIGTERM are forwarded to CMD's group; the lock is released when
 CMD ends.
 
@@ -262,6 +264,7 @@ func runUnderLease(lease *baton.Lease, s *baton.Session, name string, cmdArgs []
 		"BATON_LOCK="+name,
 		"BATON_TOKEN="+strconv.FormatUint(lease.Token(), 10),
 		"BATON_SESSION="+strconv.FormatUint(s.ID(), 10),
+		"BATON_SESSION_SECRET="+s.Secret(),
 	)
 	ownGroup(cmd)
 	if err := cmd.Start(); err != nil {

@@ -135,7 +135,7 @@ func (m *Machine) Apply(index uint64, cmd *fsmpb.Command) *fsmpb.Result {
 		if s == nil {
 			return failf(fsmpb.Error_ERROR_SESSION_NOT_FOUND, "session %d not found", id)
 		}
-		if !s.admits(cmd.GetSecretHash()) {
+		if !s.secretHash.Admits(cmd.GetSecretHash()) {
 			// Before the cache and the sequence window: a stranger learns
 			// no answer of the session's and moves none of its numbers.
 			return failf(fsmpb.Error_ERROR_SECRET_MISMATCH,

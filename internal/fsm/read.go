@@ -119,6 +119,8 @@ type SessionRef struct {
 	ID          uint64
 	TTL         time.Duration
 	Blacklisted bool
+	// SecretHash is what a keepalive or renewal for it must show.
+	SecretHash SecretHash
 }
 
 // SessionIDs returns every live session in ascending id order. A new leader
@@ -126,7 +128,7 @@ type SessionRef struct {
 func (m *Machine) SessionIDs() []*SessionRef {
 	out := make([]*SessionRef, 0, len(m.sessions))
 	m.sessionTree.Ascend(func(s *session) bool {
-		out = append(out, &SessionRef{ID: s.id, TTL: time.Duration(s.ttl), Blacklisted: s.blacklisted})
+		out = append(out, &SessionRef{ID: s.id, TTL: time.Duration(s.ttl), Blacklisted: s.blacklisted, SecretHash: s.secretHash})
 		return true
 	})
 	return out

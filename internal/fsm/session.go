@@ -20,7 +20,7 @@ type session struct {
 	nonce       uint64 // the OpenSession's nonce (exactly-once opens), 0 if none
 	// secretHash is the SHA-256 of the session's secret; all zero for a
 	// session without one (opened before log version 3).
-	secretHash [SecretHashLen]byte
+	secretHash SecretHash
 
 	// minUnacked and results are the exactly-once window: results holds the
 	// results of seqs >= minUnacked, ascending by seq, at most MaxPending.
@@ -41,36 +41,48 @@ type session struct {
 // SecretHashLen is the length of a session secret's hash (SHA-256).
 const SecretHashLen = 32
 
-// setSecretHash records h (empty: no secret) and reports whether it is a
-// hash at all.
-func (s *session) setSecretHash(h []byte) bool {
-	if len(h) == 0 {
-		return true
+// SecretHash is the SHA-256 of a session's secret, as the state keeps it;
+// the zero value stands for a session without a secret (opened before
+// log version 3).
+type SecretHash [SecretHashLen]byte
+
+// ParseSecretHash reads a hash field: empty is none; anything else must be
+// SecretHashLen bytes, not all zero.
+func ParseSecretHash(b []byte) (SecretHash, bool) {
+	if len(b) == 0 {
+		return SecretHash{}, true
 	}
-	if len(h) != SecretHashLen || [SecretHashLen]byte(h) == ([SecretHashLen]byte{}) {
-		return false
+	if len(b) != SecretHashLen || SecretHash(b) == (SecretHash{}) {
+		return SecretHash{}, false
 	}
-	s.secretHash = [SecretHashLen]byte(h)
-	return true
+	return SecretHash(b), true
 }
 
-// hasSecret reports whether the session was opened with a secret.
-func (s *session) hasSecret() bool { return s.secretHash != [SecretHashLen]byte{} }
+// IsSet reports whether h is a secret's hash (not the zero value).
+func (h SecretHash) IsSet() bool { return h != SecretHash{} }
 
-// secretHashBytes is the hash as a field value: nil without a secret.
-func (s *session) secretHashBytes() []byte {
-	if !s.hasSecret() {
+// Bytes is h as a field value: nil for no secret.
+func (h *SecretHash) Bytes() []byte {
+	if !h.IsSet() {
 		return nil
 	}
-	return s.secretHash[:]
+	return h[:]
 }
 
-// admits reports whether a command carrying hash h may act for s: any
-// command for a session without a secret, else one with its hash,
-// compared in constant time.
-func (s *session) admits(h []byte) bool {
-	return !s.hasSecret() || subtle.ConstantTimeCompare(s.secretHash[:], h) == 1
+// Admits reports whether a request that showed a secret hashing to shown
+// may act for the session: any request for a session without a secret,
+// else one with its hash, compared in constant time.
+func (h *SecretHash) Admits(shown []byte) bool {
+	return !h.IsSet() || subtle.ConstantTimeCompare(h[:], shown) == 1
 }
+
+func (s *session) setSecretHash(b []byte) bool {
+	h, ok := ParseSecretHash(b)
+	s.secretHash = h
+	return ok
+}
+
+func (s *session) secretHashBytes() []byte { return s.secretHash.Bytes() }
 
 // cachedResult is the exactly-once cache's copy of the result of seq: the
 // fields of fsmpb.Result that the cache keeps (never the side-effect lists,

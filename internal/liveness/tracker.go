@@ -37,6 +37,9 @@ var (
 	ErrSessionLost = errors.New("liveness: session lost")
 	// ErrBlacklisted is returned by Heartbeat for a blacklisted session.
 	ErrBlacklisted = errors.New("liveness: session is blacklisted")
+	// ErrSecretMismatch is returned by Check and CheckHold when the
+	// request did not show the session's secret.
+	ErrSecretMismatch = errors.New("liveness: the request's session secret is not the session's (only its owner may act for it)")
 	// ErrHoldLost is returned by RenewHold for a hold that is unknown (it
 	// ended, or has no limit) or whose expiry is being proposed.
 	ErrHoldLost = errors.New("liveness: hold lost")
@@ -51,6 +54,7 @@ type session struct {
 	deadline    time.Time
 	blacklisted bool
 	expiring    bool
+	secret      fsm.SecretHash // what its keepalives and renewals must show
 }
 
 type waitKey struct {
@@ -150,7 +154,7 @@ func (t *Tracker) Promote(term uint64, m *fsm.Machine) {
 		t.holds[holdKey{h.Lock, h.SessionID, h.Token}] = &hold{limit: h.Limit, deadline: now.Add(h.Limit)}
 	}
 	for _, s := range m.SessionIDs() {
-		t.sessions[s.ID] = &session{ttl: s.TTL, deadline: now.Add(s.TTL), blacklisted: s.Blacklisted}
+		t.sessions[s.ID] = &session{ttl: s.TTL, deadline: now.Add(s.TTL), blacklisted: s.Blacklisted, secret: s.SecretHash}
 	}
 	for _, w := range m.Waiters() {
 		t.waits[waitKey{w.Lock, w.SessionID, w.AcquireSeq}] = &wait{deadline: now.Add(w.Timeout)}
@@ -187,7 +191,9 @@ func (t *Tracker) Applied(cmd *fsmpb.Command, res *fsmpb.Result) {
 			ttl := time.Duration(op.OpenSession.GetTtlNanos())
 			id := res.GetSessionId()
 			if t.sessions[id] == nil {
-				t.sessions[id] = &session{ttl: ttl, deadline: now.Add(ttl)}
+				// The state machine applied it: the hash is well formed.
+				secret, _ := fsm.ParseSecretHash(op.OpenSession.GetSecretHash())
+				t.sessions[id] = &session{ttl: ttl, deadline: now.Add(ttl), secret: secret}
 				t.queueSession(id, now.Add(ttl))
 				changed = true
 			}
@@ -265,11 +271,15 @@ func (t *Tracker) limitHold(k holdKey, limit time.Duration, now time.Time) bool 
 	return true
 }
 
-// CheckHold reports whether a renewal of the hold could be accepted now,
-// without extending it. The server calls it before its ReadIndex round.
-func (t *Tracker) CheckHold(lock string, session, token uint64) error {
+// CheckHold reports whether a renewal of the hold, by a request that
+// showed a secret hashing to shown, could be accepted now, without
+// extending it. The server calls it before its ReadIndex round.
+func (t *Tracker) CheckHold(lock string, session, token uint64, shown []byte) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if s := t.sessions[session]; s != nil && !s.secret.Admits(shown) {
+		return ErrSecretMismatch
+	}
 	_, err := t.lookupHold(holdKey{lock, session, token})
 	return err
 }
@@ -300,13 +310,18 @@ func (t *Tracker) lookupHold(k holdKey) (*hold, error) {
 	return nil, ErrHoldLost
 }
 
-// Check reports whether a keepalive for id could be accepted now, without
-// extending anything. The server calls it before its ReadIndex round so a
-// lost session is told at once.
-func (t *Tracker) Check(id uint64) error {
+// Check reports whether a keepalive for id, by a request that showed a
+// secret hashing to shown, could be accepted now, without extending
+// anything. The server calls it before its ReadIndex round so a lost
+// session is told at once. A session's secret never changes, so one check
+// covers the Heartbeat that follows.
+func (t *Tracker) Check(id uint64, shown []byte) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	_, err := t.lookup(id)
+	s, err := t.lookup(id)
+	if err == nil && !s.secret.Admits(shown) {
+		return ErrSecretMismatch
+	}
 	return err
 }
 

@@ -2,6 +2,7 @@ package liveness
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"slices"
 	"strconv"
@@ -86,7 +87,7 @@ func TestHoldLimits(t *testing.T) {
 	if want := []string{"x/" + strconv.FormatUint(a, 10) + "/" + strconv.FormatUint(ta, 10)}; !slices.Equal(p.holds, want) {
 		t.Fatalf("expired %v, want %v", p.holds, want)
 	}
-	if err := tr.CheckHold("x", a, ta); !errors.Is(err, ErrHoldLost) {
+	if err := tr.CheckHold("x", a, ta, nil); !errors.Is(err, ErrHoldLost) {
 		t.Fatalf("renewal of a hold being expired: %v", err)
 	}
 	// The expiry applies: b is granted x, with its own limit from now.
@@ -163,7 +164,7 @@ func TestManualTrackerOnVirtualClock(t *testing.T) {
 	if want := now.Add(RetryDelay); !next.Equal(want) {
 		t.Fatalf("next %v, want the retry at %v", next, want)
 	}
-	if err := tr.Check(1); !errors.Is(err, ErrSessionLost) {
+	if err := tr.Check(1, nil); !errors.Is(err, ErrSessionLost) {
 		t.Fatalf("check of an expiring session: %v", err)
 	}
 	p.fail = false
@@ -204,4 +205,46 @@ func BenchmarkHeartbeatAndDue(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestSecrets: a keepalive or renewal for a session opened with a secret
+// must show its hash, whether the tracker learnt the session from the log
+// (Applied) or from the state machine at its promotion (a new leader).
+func TestSecrets(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tr := NewManual(&recProposer{}, nil, func() time.Time { return now })
+	m := fsm.New()
+	hash := sha256.Sum256([]byte("the owner's secret"))
+	other := sha256.Sum256([]byte("a guess"))
+	tr.Promote(1, m)
+	open := &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{
+		TtlNanos: int64(time.Minute), Owner: "o", SecretHash: hash[:]}}}
+	res := m.Apply(1, open)
+	tr.Applied(open, res)
+	acq := &fsmpb.Command{SessionId: res.GetSessionId(), Seq: 1, SecretHash: hash[:], Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+		Lock: "x", HoldLimitNanos: int64(time.Minute)}}}
+	ares := m.Apply(2, acq)
+	tr.Applied(acq, ares)
+	id, token := res.GetSessionId(), ares.GetAcquire().GetToken()
+	check := func(when string) {
+		t.Helper()
+		for _, shown := range [][]byte{nil, other[:], hash[:31]} {
+			if err := tr.Check(id, shown); !errors.Is(err, ErrSecretMismatch) {
+				t.Errorf("%s: keepalive showing %x: %v; want ErrSecretMismatch", when, shown, err)
+			}
+			if err := tr.CheckHold("x", id, token, shown); !errors.Is(err, ErrSecretMismatch) {
+				t.Errorf("%s: renewal showing %x: %v; want ErrSecretMismatch", when, shown, err)
+			}
+		}
+		if err := tr.Check(id, hash[:]); err != nil {
+			t.Errorf("%s: the owner's keepalive: %v", when, err)
+		}
+		if err := tr.CheckHold("x", id, token, hash[:]); err != nil {
+			t.Errorf("%s: the owner's renewal: %v", when, err)
+		}
+	}
+	check("after Applied")
+	tr.Demote()
+	tr.Promote(2, m)
+	check("after a promotion")
 }

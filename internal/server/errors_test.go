@@ -102,7 +102,7 @@ func TestRequestValidation(t *testing.T) {
 			}
 		})
 	}
-	if _, err := openCommand(&batonpb.OpenSessionRequest{Ttl: durationOf(int64(fsm.MaxTTL) + 1)}); !errors.Is(err, errInvalid) {
+	if _, _, err := openCommand(&batonpb.OpenSessionRequest{Ttl: durationOf(int64(fsm.MaxTTL) + 1)}); !errors.Is(err, errInvalid) {
 		t.Fatalf("ttl above max: %v", err)
 	}
 	if _, err := acquireManyCommand(&batonpb.AcquireManyRequest{Header: h, Names: []string{"a", "a"}}); !errors.Is(err, errInvalid) {

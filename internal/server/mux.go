@@ -279,13 +279,13 @@ func (s *Server) muxRequest(ctx context.Context, m *mux, r *batonpb.ChannelReque
 // muxAttach opens or resumes the session of a new channel, answers the
 // first request, then serves the requests that came meanwhile, in order.
 func (s *Server) muxAttach(m *mux, ch *muxChannel, first *batonpb.SessionRequest) {
-	id, openResp, err := s.attachSession(ch.ctx, first)
+	id, openResp, secret, err := s.attachSession(ch.ctx, first)
 	if err != nil {
 		m.add(muxItem{ch: ch, end: true, err: err})
 		poke(m.ready)
 		return
 	}
-	st := newStream(id)
+	st := newStream(id, secret)
 	st.mux, st.channel = m, ch
 	m.mu.Lock()
 	if m.closed {

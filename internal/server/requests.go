@@ -33,6 +33,8 @@ func reasonOfFSM(e fsmpb.Error) batonpb.Reason {
 	case e == fsmpb.Error_ERROR_LIMIT_MISMATCH:
 		// After the server's own reasons (14-17) on the wire.
 		return batonpb.Reason_LIMIT_MISMATCH
+	case e == fsmpb.Error_ERROR_SECRET_MISMATCH:
+		return batonpb.Reason_SECRET_MISMATCH
 	}
 	return batonpb.Reason(e)
 }
@@ -85,23 +87,31 @@ func trimPrefix(err error) string {
 	return msg
 }
 
-func openCommand(r *batonpb.OpenSessionRequest) (*fsmpb.Command, error) {
+// openCommand validates an open and returns its command and the session's
+// secret: the client's, or one drawn here.
+func openCommand(r *batonpb.OpenSessionRequest) (*fsmpb.Command, string, error) {
 	ttl := fsm.DefaultTTL
 	if r.GetTtl() != nil {
 		if err := r.GetTtl().CheckValid(); err != nil {
-			return nil, invalidf("ttl: %v", err)
+			return nil, "", invalidf("ttl: %v", err)
 		}
 		ttl = r.GetTtl().AsDuration()
 	}
 	if err := fsm.ValidateTTL(ttl); err != nil {
-		return nil, invalidf("ttl: %s", trimPrefix(err))
+		return nil, "", invalidf("ttl: %s", trimPrefix(err))
 	}
 	if err := checkOwner("owner", r.GetOwner()); err != nil {
-		return nil, err
+		return nil, "", err
+	}
+	secret := r.GetSecret()
+	if secret == "" {
+		secret = NewSecret()
+	} else if err := checkSecret("secret", secret); err != nil {
+		return nil, "", err
 	}
 	return &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{
-		TtlNanos: int64(ttl), Owner: r.GetOwner(), Nonce: r.GetNonce(),
-	}}}, nil
+		TtlNanos: int64(ttl), Owner: r.GetOwner(), Nonce: r.GetNonce(), SecretHash: hashSecret(secret),
+	}}}, secret, nil
 }
 
 func acquireCommand(r *batonpb.AcquireRequest) (*fsmpb.Command, error) {

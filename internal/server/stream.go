@@ -31,6 +31,9 @@ var (
 // stream is one attached session stream.
 type stream struct {
 	session uint64
+	// secret is the hash of the secret the stream's first message showed:
+	// every request on the stream carries it to the state machine.
+	secret  fsm.SecretHash
 	closing atomic.Bool // the client asked to close the session
 
 	// A channel of a Sessions stream queues on its mux instead (mux.go).
@@ -45,8 +48,8 @@ type stream struct {
 	ended  chan struct{}
 }
 
-func newStream(session uint64) *stream {
-	return &stream{session: session, ready: make(chan struct{}, 1), ended: make(chan struct{})}
+func newStream(session uint64, secret fsm.SecretHash) *stream {
+	return &stream{session: session, secret: secret, ready: make(chan struct{}, 1), ended: make(chan struct{})}
 }
 
 // push queues r for sending without blocking and wakes the sender; a
@@ -131,11 +134,11 @@ func (s *Server) Session(gs batonpb.Baton_SessionServer) error {
 	if err != nil {
 		return err
 	}
-	id, openResp, err := s.attachSession(ctx, first)
+	id, openResp, secret, err := s.attachSession(ctx, first)
 	if err != nil {
 		return s.toStatus(err)
 	}
-	st := newStream(id)
+	st := newStream(id, secret)
 	s.hub.attach(st)
 	defer s.hub.detach(st)
 	if err := gs.Send(&batonpb.SessionResponse{Id: first.GetId(), Kind: &batonpb.SessionResponse_Open{Open: openResp}}); err != nil {
@@ -231,27 +234,31 @@ func (s *Server) pushHolds(st *stream, id uint64) {
 }
 
 // attachSession handles the first message of a stream: open or resume.
-func (s *Server) attachSession(ctx context.Context, first *batonpb.SessionRequest) (uint64, *batonpb.OpenSessionResponse, error) {
+// It returns the session and the hash of its secret, which the first
+// message proved (a resume) or set (an open).
+func (s *Server) attachSession(ctx context.Context, first *batonpb.SessionRequest) (uint64, *batonpb.OpenSessionResponse, fsm.SecretHash, error) {
 	switch k := first.GetKind().(type) {
 	case *batonpb.SessionRequest_Open:
 		resp, err := s.openSession(ctx, k.Open)
 		if err != nil {
-			return 0, nil, err
+			return 0, nil, fsm.SecretHash{}, err
 		}
-		return resp.GetSessionId(), resp, nil
+		return resp.GetSessionId(), resp, secretOf(resp.GetSecret()), nil
 	case *batonpb.SessionRequest_Resume:
 		id := k.Resume.GetSessionId()
 		if id == 0 {
-			return 0, nil, invalidf("resume.session_id is required")
+			return 0, nil, fsm.SecretHash{}, invalidf("resume.session_id is required")
 		}
-		// A resume counts as a keepalive: it proves the client is alive.
-		ka, err := s.keepAlive(ctx, id)
+		secret := secretOf(k.Resume.GetSecret())
+		// A resume counts as a keepalive: it proves the client is alive,
+		// and that it is the session's owner.
+		ka, err := s.keepAlive(ctx, id, secret.Bytes())
 		if err != nil {
-			return 0, nil, err
+			return 0, nil, fsm.SecretHash{}, err
 		}
-		return id, &batonpb.OpenSessionResponse{SessionId: id, Ttl: ka.GetTtl()}, nil
+		return id, &batonpb.OpenSessionResponse{SessionId: id, Ttl: ka.GetTtl()}, secret, nil
 	default:
-		return 0, nil, invalidf("the first message of a session stream must be open or resume")
+		return 0, nil, fsm.SecretHash{}, invalidf("the first message of a session stream must be open or resume")
 	}
 }
 
@@ -277,13 +284,13 @@ func (s *Server) serveStreamRequest(ctx context.Context, st *stream, req *batonp
 	switch k := req.GetKind().(type) {
 	case *batonpb.SessionRequest_KeepAlive:
 		go func() { // ends with ctx
-			ka, err := s.keepAlive(ctx, st.session)
+			ka, err := s.keepAlive(ctx, st.session, st.secret.Bytes())
 			c.reply(&batonpb.SessionResponse{Kind: &batonpb.SessionResponse_KeepAlive{KeepAlive: ka}}, err)
 		}()
 		return
 	case *batonpb.SessionRequest_RenewHold:
 		go func() { // ends with ctx
-			rh, err := s.renewHold(ctx, st.session, k.RenewHold)
+			rh, err := s.renewHold(ctx, st.session, st.secret.Bytes(), k.RenewHold)
 			c.reply(&batonpb.SessionResponse{Kind: &batonpb.SessionResponse_RenewHold{RenewHold: rh}}, err)
 		}()
 		return
@@ -310,6 +317,7 @@ func (s *Server) serveStreamRequest(ctx context.Context, st *stream, req *batonp
 		return
 	}
 	c.cmd.WallTimeUnixNano = time.Now().UnixNano()
+	c.cmd.SecretHash = st.secret.Bytes()
 	// The answer is queued for the stream by the Ready loop itself when the
 	// entry applies (c.Complete): no goroutine per request in flight, and
 	// the answers of one batch reach the stream writers together.

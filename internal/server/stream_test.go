@@ -4,10 +4,11 @@ import (
 	"testing"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/internal/fsm"
 )
 
 func TestStreamQueueKeepsOrderAndEndsWhenFull(t *testing.T) {
-	st := newStream(1)
+	st := newStream(1, fsm.SecretHash{})
 	for i := range 3 {
 		st.push(&batonpb.SessionResponse{Id: uint64(i)})
 	}

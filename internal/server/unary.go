@@ -22,7 +22,7 @@ func (s *Server) OpenSession(ctx context.Context, r *batonpb.OpenSessionRequest)
 }
 
 func (s *Server) openSession(ctx context.Context, r *batonpb.OpenSessionRequest) (*batonpb.OpenSessionResponse, error) {
-	cmd, err := openCommand(r)
+	cmd, secret, err := openCommand(r)
 	if err != nil {
 		return nil, err
 	}
@@ -33,12 +33,13 @@ func (s *Server) openSession(ctx context.Context, r *batonpb.OpenSessionRequest)
 	return &batonpb.OpenSessionResponse{
 		SessionId: res.GetSessionId(),
 		Ttl:       durationpb.New(time.Duration(cmd.GetOpenSession().GetTtlNanos())),
+		Secret:    secret,
 	}, nil
 }
 
 // KeepAlive implements batonpb.BatonServer.
 func (s *Server) KeepAlive(ctx context.Context, r *batonpb.KeepAliveRequest) (*batonpb.KeepAliveResponse, error) {
-	resp, err := s.keepAlive(ctx, r.GetSessionId())
+	resp, err := s.keepAlive(ctx, r.GetSessionId(), hashSecret(r.GetSecret()))
 	return resp, s.toStatus(err)
 }
 
@@ -46,13 +47,14 @@ func (s *Server) KeepAlive(ctx context.Context, r *batonpb.KeepAliveRequest) (*b
 // request arrived, and the answer waits for a ReadIndex round that proves
 // this node still leads after that moment (see docs/ARCHITECTURE.md):
 // only then can the client's own deadline, counted from when it sent the
-// request, be safely earlier than the server's.
-func (s *Server) keepAlive(ctx context.Context, id uint64) (*batonpb.KeepAliveResponse, error) {
+// request, be safely earlier than the server's. shown is the hash of the
+// secret the request showed.
+func (s *Server) keepAlive(ctx context.Context, id uint64, shown []byte) (*batonpb.KeepAliveResponse, error) {
 	received := time.Now()
 	if id == 0 {
 		return nil, invalidf("session_id is required")
 	}
-	if err := s.tracker.Check(id); err != nil {
+	if err := s.tracker.Check(id, shown); err != nil {
 		return nil, s.leaderOr(err)
 	}
 	if err := s.node.ReadBarrier(ctx); err != nil {
@@ -67,7 +69,7 @@ func (s *Server) keepAlive(ctx context.Context, id uint64) (*batonpb.KeepAliveRe
 
 // RenewHold implements batonpb.BatonServer.
 func (s *Server) RenewHold(ctx context.Context, r *batonpb.RenewHoldRequest) (*batonpb.RenewHoldResponse, error) {
-	resp, err := s.renewHold(ctx, r.GetSessionId(), r)
+	resp, err := s.renewHold(ctx, r.GetSessionId(), hashSecret(r.GetSecret()), r)
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
@@ -78,7 +80,7 @@ func (s *Server) RenewHold(ctx context.Context, r *batonpb.RenewHoldRequest) (*b
 // the renewal arrived, once a ReadIndex round that began after it confirmed
 // that this member still leads (a new leader restarts every limit from its
 // election, which is later).
-func (s *Server) renewHold(ctx context.Context, session uint64, r *batonpb.RenewHoldRequest) (*batonpb.RenewHoldResponse, error) {
+func (s *Server) renewHold(ctx context.Context, session uint64, shown []byte, r *batonpb.RenewHoldRequest) (*batonpb.RenewHoldResponse, error) {
 	received := time.Now()
 	switch {
 	case session == 0:
@@ -89,7 +91,7 @@ func (s *Server) renewHold(ctx context.Context, session uint64, r *batonpb.Renew
 	if err := checkName("name", r.GetName()); err != nil {
 		return nil, err
 	}
-	if err := s.tracker.CheckHold(r.GetName(), session, r.GetToken()); err != nil {
+	if err := s.tracker.CheckHold(r.GetName(), session, r.GetToken(), shown); err != nil {
 		return nil, s.leaderOr(err)
 	}
 	if err := s.node.ReadBarrier(ctx); err != nil {
@@ -115,6 +117,7 @@ func (s *Server) leaderOr(err error) error {
 func (s *Server) CloseSession(ctx context.Context, r *batonpb.CloseSessionRequest) (*batonpb.CloseSessionResponse, error) {
 	cmd, err := closeCommand(r.GetSessionId(), r.GetSeq())
 	if err == nil {
+		cmd.SecretHash = hashSecret(r.GetSecret())
 		_, err = s.propose(ctx, cmd)
 	}
 	if err != nil {
@@ -138,6 +141,7 @@ func (s *Server) acquire(ctx context.Context, r *batonpb.AcquireRequest) (*baton
 	if err != nil {
 		return nil, err
 	}
+	cmd.SecretHash = hashSecret(r.GetHeader().GetSecret())
 	id := waitID{cmd.GetSessionId(), cmd.GetSeq()}
 	var events <-chan waitEvent
 	if r.GetWait() {
@@ -204,6 +208,7 @@ func (s *Server) acquireMany(ctx context.Context, r *batonpb.AcquireManyRequest)
 	if err != nil {
 		return nil, err
 	}
+	cmd.SecretHash = hashSecret(r.GetHeader().GetSecret())
 	res, err := s.propose(ctx, cmd)
 	if err != nil {
 		return nil, err
@@ -220,6 +225,7 @@ func (s *Server) Release(ctx context.Context, r *batonpb.ReleaseRequest) (*baton
 	cmd, err := releaseCommand(r)
 	var res *fsmpb.Result
 	if err == nil {
+		cmd.SecretHash = hashSecret(r.GetHeader().GetSecret())
 		res, err = s.propose(ctx, cmd)
 	}
 	if err != nil {

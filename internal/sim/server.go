@@ -21,6 +21,7 @@ type request struct {
 	kind    reqKind
 	cmd     *fsmpb.Command // open, acquire, release, close, cancel
 	session uint64         // keepalive, renewal
+	secret  []byte         // keepalive, renewal: the hash of the secret shown
 	lock    string         // check, renewal
 	token   uint64         // check, renewal
 }
@@ -166,7 +167,7 @@ func (v *server) handle(r *request) {
 	case reqKeepAlive:
 		// server.keepAlive: receive time, Check, ReadIndex, Heartbeat.
 		received := m.s.Now()
-		if err := m.tracker.Check(r.session); err != nil {
+		if err := m.tracker.Check(r.session, r.secret); err != nil {
 			m.s.respond(r, v.keepAliveError(err))
 			return
 		}
@@ -186,7 +187,7 @@ func (v *server) handle(r *request) {
 	case reqRenewHold:
 		// server.renewHold: receive time, CheckHold, ReadIndex, RenewHold.
 		received := m.s.Now()
-		if err := m.tracker.CheckHold(r.lock, r.session, r.token); err != nil {
+		if err := m.tracker.CheckHold(r.lock, r.session, r.token, r.secret); err != nil {
 			m.s.respond(r, v.keepAliveError(err))
 			return
 		}
