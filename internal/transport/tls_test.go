@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"crypto/tls"
 	"net"
 	"testing"
 	"time"
@@ -9,6 +10,16 @@ import (
 
 	"github.com/batonlock/baton/internal/testpki"
 )
+
+// peerTLS is member name's peer TLS config from pki.
+func peerTLS(t testing.TB, pki *testpki.PKI, name string) *tls.Config {
+	t.Helper()
+	cfg, err := pki.PeerConfig(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
 
 // With TLS, members exchange messages as in plaintext, and a member
 // without a certificate of the CA is refused: its messages never arrive.
@@ -20,9 +31,9 @@ func TestTLSPeers(t *testing.T) {
 	la, lb := listen(t), listen(t)
 	addrA, addrB := la.Addr().String(), lb.Addr().String()
 	ca := config(t, 1, map[uint64]string{2: addrB})
-	ca.TLS = pki.PeerConfig()
+	ca.TLS = peerTLS(t, pki, ca.Name)
 	cb := config(t, 2, map[uint64]string{1: addrA})
-	cb.TLS = pki.PeerConfig()
+	cb.TLS = peerTLS(t, pki, cb.Name)
 	ra, rb := newRecorder(t), newRecorder(t)
 	a, err := StartListener(la, ca, ra)
 	if err != nil {
