@@ -24,6 +24,7 @@ import (
 // (run) that drains it onto a TCP connection.
 type peer struct {
 	id   uint64
+	name string
 	addr string
 	wake chan struct{} // capacity 1: "the queue is not empty"
 	// ctx ends with the Transport, or when SetPeers drops the peer.
@@ -42,11 +43,12 @@ type queued struct {
 	m     *raftpb.Message
 }
 
-func newPeer(parent context.Context, id uint64, addr string) *peer {
+func newPeer(parent context.Context, id uint64, spec Peer) *peer {
 	ctx, cancel := context.WithCancel(parent)
 	return &peer{
 		id:     id,
-		addr:   addr,
+		name:   spec.Name,
+		addr:   spec.Addr,
 		wake:   make(chan struct{}, 1),
 		ctx:    ctx,
 		cancel: cancel,
