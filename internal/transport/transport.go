@@ -96,9 +96,11 @@ type Config struct {
 	OnRemoved func()
 	// TLS, when set, encrypts every peer connection both ways: inbound
 	// connections are served with it (set ClientCAs and ClientAuth to
-	// tls.RequireAndVerifyClientCert so only members get in), outbound
-	// ones dial with it (RootCAs, and Certificates for the other side's
-	// check); the server name is the peer address's host unless set.
+	// tls.RequireAndVerifyClientCert: a peer is known by its verified
+	// certificate), outbound ones dial with it (RootCAs, and Certificates
+	// for the other side's check); the server name is the peer address's
+	// host unless set. A peer's certificate must name it (Peer.Name) as
+	// its common name or a DNS name; see the package doc.
 	TLS *tls.Config
 }
 
