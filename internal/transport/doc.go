@@ -57,6 +57,9 @@
 // from the applied membership); a member joining with cluster id 0 is
 // held to the same. The one exception is an id whose removal this member
 // applied: it is no longer a peer, and is only told of its removal.
+// Outbound, the certificate of the member dialled must name it as well,
+// whatever the server name verified (the address's host, unless set);
+// nothing is written to one that does not.
 // Without TLS nothing is verified and the Hello is believed: plaintext is
 // for loopback and trusted networks.
 package transport

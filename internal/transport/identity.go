@@ -22,6 +22,10 @@ import (
 // member here.
 var errNotNamed = errors.New("the peer's certificate does not name a member it may speak for")
 
+// errWrongPeer ends an outbound connection to a member whose certificate
+// does not name that member.
+var errWrongPeer = errors.New("the peer's certificate does not name the member dialled")
+
 // certNames returns the names the verified certificate of a TLS
 // connection gives its holder: the subject common name, then the DNS
 // subject alternative names. It is nil when the handshake verified no

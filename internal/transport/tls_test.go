@@ -275,3 +275,49 @@ func TestTLSClaimMustBeNamed(t *testing.T) {
 		t.Fatalf("got %v from the joining n4, want index %d", got.m, index)
 	}
 }
+
+// With TLS, a member dialling n2 sends nothing to a server whose
+// certificate names n3 (though it is of the CA and valid for the address)
+// and reports n2 unreachable.
+func TestTLSDialledPeerMustBeNamed(t *testing.T) {
+	pki, err := testpki.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	impostor := tls.NewListener(listen(t), peerTLS(t, pki, "n3"))
+	t.Cleanup(func() { impostor.Close() })
+	got := make(chan int, 1)
+	go func() {
+		c, err := impostor.Accept()
+		if err != nil {
+			got <- -1
+			return
+		}
+		defer c.Close()
+		_ = c.SetReadDeadline(time.Now().Add(waitTimeout))
+		n, _ := c.Read(make([]byte, 512)) // runs the handshake first
+		got <- n
+	}()
+	cfg := config(t, 1, nil)
+	cfg.Name = "n1"
+	cfg.Peers = map[uint64]Peer{2: {Name: "n2", Addr: impostor.Addr().String()}}
+	cfg.TLS = peerTLS(t, pki, "n1")
+	r := newRecorder(t)
+	n1, err := StartListener(listen(t), cfg, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n1.Stop)
+	n1.Send(1, []*raftpb.Message{msgApp(1, 2, 5)})
+	select {
+	case n := <-got:
+		if n != 0 {
+			t.Fatalf("the server naming n3 read %d bytes from a member dialling n2, want 0", n)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("nobody dialled the impostor")
+	}
+	if u := r.nextUnreachable(t); u != (unreachable{1, 2}) {
+		t.Fatalf("ReportUnreachable%+v, want {1 2}", u)
+	}
+}
