@@ -2,6 +2,7 @@ package transport
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net"
 	"slices"
@@ -34,12 +35,33 @@ func certNames(cs tls.ConnectionState) []string {
 	if len(cs.VerifiedChains) == 0 || len(cs.VerifiedChains[0]) == 0 {
 		return nil
 	}
-	leaf := cs.VerifiedChains[0][0]
+	return leafNames(cs.VerifiedChains[0][0])
+}
+
+// leafNames returns the subject common name and the DNS subject
+// alternative names of leaf.
+func leafNames(leaf *x509.Certificate) []string {
 	names := make([]string, 0, 1+len(leaf.DNSNames))
 	if cn := leaf.Subject.CommonName; cn != "" {
 		names = append(names, cn)
 	}
 	return append(names, leaf.DNSNames...)
+}
+
+// ownNames returns the names cert (this member's own) gives its holder,
+// as certNames does for a peer's verified one.
+func ownNames(cert tls.Certificate) ([]string, error) {
+	leaf := cert.Leaf
+	if leaf == nil {
+		if len(cert.Certificate) == 0 {
+			return nil, errors.New("no certificate in it")
+		}
+		var err error
+		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return nil, err
+		}
+	}
+	return leafNames(leaf), nil
 }
 
 // namesMember reports whether names (a certificate's) name the member

@@ -321,3 +321,47 @@ func TestTLSDialledPeerMustBeNamed(t *testing.T) {
 		t.Fatalf("ReportUnreachable%+v, want {1 2}", u)
 	}
 }
+
+// A member whose own certificate does not name it does not start: every
+// peer would refuse it.
+func TestConfigValidateOwnCertificate(t *testing.T) {
+	pki, err := testpki.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := func(c testpki.Cert) *tls.Config {
+		t.Helper()
+		tc, err := pki.Issue(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.Leaf = nil // as a hand-made tls.Certificate may come
+		return pki.PeerConfigWith(tc)
+	}
+	tests := []struct {
+		name    string
+		tls     *tls.Config
+		wantErr string
+	}{
+		{"common name", cert(testpki.Cert{CommonName: "n1", Server: true}), ""},
+		{"DNS name", cert(testpki.Cert{CommonName: "host-7", DNSNames: []string{"n1"}, Server: true}), ""},
+		{"no certificate of its own", pki.ClientConfig(false), ""},
+		{"another member's", cert(testpki.Cert{CommonName: "n2", DNSNames: []string{"n2"}, Server: true}), `names ["n2" "n2" "localhost"], not this member "n1"`},
+		{"another case", cert(testpki.Cert{CommonName: "N1", Server: true}), `not this member "n1"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := Config{Name: "n1", ID: 1, TLS: tt.tls}
+			err := cfg.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Validate() = %v, want error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}

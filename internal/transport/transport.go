@@ -128,6 +128,16 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("transport: peer %d has no address", id)
 		}
 	}
+	if c.TLS != nil && len(c.TLS.Certificates) > 0 {
+		// The peers would refuse it; say so at start instead.
+		names, err := ownNames(c.TLS.Certificates[0])
+		if err != nil {
+			return fmt.Errorf("transport: the TLS certificate: %w", err)
+		}
+		if !namesMember(names, c.Name) {
+			return fmt.Errorf("transport: the TLS certificate names %q, not this member %q (its common name or a DNS name must be the member's name)", names, c.Name)
+		}
+	}
 	return nil
 }
 
