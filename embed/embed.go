@@ -98,7 +98,9 @@ type Config struct {
 	ClientTLS *tls.Config
 	// PeerTLS, when set, encrypts Raft traffic between members both ways
 	// (see transport.Config.TLS): every member needs it, with a
-	// certificate the others' RootCAs and ClientCAs trust.
+	// certificate the others' RootCAs and ClientCAs trust and that names
+	// the member (Name) as its common name or a DNS name; members refuse
+	// a certificate that does not name the member it speaks for.
 	PeerTLS *tls.Config
 	// Operators, when not empty, restricts operator calls (Blacklist,
 	// CasRelease, AddMember, PromoteMember, RemoveMember, over gRPC and
