@@ -27,7 +27,10 @@ func TestTLS(t *testing.T) {
 	}
 	const n = 3
 	c := startCluster(t, n, func(cfg *embed.Config) {
-		cfg.ClientTLS, cfg.PeerTLS = pki.ServerConfig(), pki.PeerConfig()
+		cfg.ClientTLS = pki.ServerConfig()
+		if cfg.PeerTLS, err = pki.PeerConfig(cfg.Name); err != nil {
+			t.Fatal(err)
+		}
 	})
 	lead := c.leader()
 	ctx := testCtx(t)

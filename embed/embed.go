@@ -98,7 +98,9 @@ type Config struct {
 	ClientTLS *tls.Config
 	// PeerTLS, when set, encrypts Raft traffic between members both ways
 	// (see transport.Config.TLS): every member needs it, with a
-	// certificate the others' RootCAs and ClientCAs trust.
+	// certificate the others' RootCAs and ClientCAs trust and that names
+	// the member (Name) as its common name or a DNS name; members refuse
+	// a certificate that does not name the member it speaks for.
 	PeerTLS *tls.Config
 	// Operators, when not empty, restricts operator calls (Blacklist,
 	// CasRelease, AddMember, PromoteMember, RemoveMember, over gRPC and
@@ -311,12 +313,12 @@ func Start(cfg Config) (*Member, error) {
 	m.clientL = clientL
 
 	m.srv = server.New(server.Config{Name: cfg.Name, Version: Version, Members: m.members, MemberID: MemberID, Operators: cfg.Operators, Logger: lg})
-	peerMap := map[uint64]string{}
+	peerMap := map[uint64]transport.Peer{}
 	var voters []uint64
 	for _, p := range peers {
 		voters = append(voters, p.ID)
 		if p.ID != self {
-			peerMap[p.ID] = p.PeerAddr
+			peerMap[p.ID] = transport.Peer{Name: p.Name, Addr: p.PeerAddr}
 		}
 	}
 	h := &handler{}
@@ -424,8 +426,8 @@ func (h *handler) ReportUnreachable(groupID uint64, id uint64) {
 }
 
 // membershipChanged points the transport at the members the node
-// applied (on the Ready loop; quick). An address comes from the log's
-// record of the member, else from InitialCluster.
+// applied (on the Ready loop; quick). A name and address come from the
+// log's record of the member, else from InitialCluster.
 func (m *Member) membershipChanged(ms raftnode.Membership) {
 	m.membership.Store(&ms)
 	if m.tr == nil || len(ms.Voters) == 0 {
@@ -433,15 +435,15 @@ func (m *Member) membershipChanged(ms raftnode.Membership) {
 		// log or snapshot reaches it: keep the peers it started with.
 		return
 	}
-	addrs := map[uint64]string{}
+	peers := map[uint64]transport.Peer{}
 	for _, id := range append(slices.Clone(ms.Voters), ms.Learners...) {
-		if a := m.peerAddr(ms, id); a != "" {
-			addrs[id] = a
+		if name, addr, _ := m.known(ms, id); addr != "" {
+			peers[id] = transport.Peer{Name: name, Addr: addr}
 		} else if id != MemberID(m.cfg.Name) {
 			m.log.Warn("no address for member: it is neither recorded in the log nor in the initial cluster", "id", fmt.Sprintf("%x", id))
 		}
 	}
-	m.tr.SetPeers(addrs)
+	m.tr.SetPeers(peers)
 	var removed []uint64
 	for _, r := range ms.Members {
 		if r.Removed {

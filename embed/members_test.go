@@ -14,11 +14,12 @@ import (
 
 	"github.com/batonlock/baton/api/batonpb"
 	"github.com/batonlock/baton/internal/raftnode"
+	"github.com/batonlock/baton/internal/testpki"
 )
 
 // addMember starts a member that AddMember added (with Join) and returns
-// its index in c.
-func (c *testCluster) addMember(name, initialCluster string, peer, client testListeners, join bool) int {
+// its index in c; adjust, if given, changes its configuration first.
+func (c *testCluster) addMember(name, initialCluster string, peer, client testListeners, join bool, adjust ...func(*Config)) int {
 	c.t.Helper()
 	cfg := DefaultConfig()
 	cfg.Name = name
@@ -30,6 +31,9 @@ func (c *testCluster) addMember(name, initialCluster string, peer, client testLi
 	cfg.SnapshotEntries = 50
 	cfg.InitialCluster = initialCluster
 	cfg.Join = join
+	for _, f := range adjust {
+		f(&cfg)
+	}
 	c.cfgs = append(c.cfgs, cfg)
 	c.members = append(c.members, nil)
 	i := len(c.cfgs) - 1
@@ -281,5 +285,39 @@ func TestNewcomerWithoutJoinIsRefused(t *testing.T) {
 	}
 	c.stop(i)
 	c.waitConverged()
+	checkHolds(t, cl, tokens)
+}
+
+// With peer TLS a member added later joins: the leader finds its name in
+// the membership it applied (it was in no initial cluster), the newcomer
+// finds the leader's in its initial cluster, and each one's certificate
+// names it.
+func TestJoinWithPeerTLS(t *testing.T) {
+	pki, err := testpki.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	peerTLS := func(cfg *Config) {
+		if cfg.PeerTLS, err = pki.PeerConfig(cfg.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newTestClusterWith(t, 1, func(_ int, cfg *Config) { peerTLS(cfg) })
+	lead := c.waitLeader()
+	cl := c.client(lead)
+	a := openSession(t, cl, "a", time.Minute)
+	tokens := map[string]uint64{}
+	acquireEach(t, cl, a, "k", 10, 1, tokens)
+	pl, cln := listen(t), listen(t)
+	added, err := cl.AddMember(context.Background(), &batonpb.AddMemberRequest{Name: "n2", PeerAddr: pl.Addr().String(), Learner: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n2 := c.addMember("n2", added.GetInitialCluster(), testListeners{pl, pl.Addr().String()}, testListeners{cln, cln.Addr().String()}, true, peerTLS)
+	acquireEach(t, cl, a, "after", 10, 100, tokens)
+	c.waitConverged() // the same state on both: they talk both ways
+	if got := c.members[n2].Node().Status().Applied; got < 20 {
+		t.Fatalf("n2 applied %d entries, want its 20 acquires at least", got)
+	}
 	checkHolds(t, cl, tokens)
 }

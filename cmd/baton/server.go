@@ -36,9 +36,9 @@ func runServer(args []string) int {
 	certFile := fs.String("cert-file", "", "serve the client port over TLS with this certificate (PEM); with --key-file")
 	keyFile := fs.String("key-file", "", "the client port certificate's key (PEM)")
 	clientCA := fs.String("client-ca-file", "", "with TLS, admit only clients showing a certificate signed by a CA in this PEM file")
-	peerCert := fs.String("peer-cert-file", "", "encrypt Raft traffic with TLS: this member's certificate (PEM), shown both ways")
+	peerCert := fs.String("peer-cert-file", "", "encrypt Raft traffic with TLS: this member's certificate (PEM), shown both ways; must name this member (--name) as CN or DNS name")
 	peerKey := fs.String("peer-key-file", "", "the peer certificate's key (PEM)")
-	peerCA := fs.String("peer-ca-file", "", "CA certificates (PEM) that sign the members' peer certificates")
+	peerCA := fs.String("peer-ca-file", "", "CA certificates (PEM) that sign the members' peer certificates (and nothing else: not the clients')")
 	operators := fs.String("operators", "", "comma-separated client certificate common names that alone may make operator calls (blacklist, cas-release, member add/promote/remove); needs --client-ca-file")
 	gcFloor := fs.Uint64("gc-floor-mib", 64, "let the Go heap grow to about this many MiB between collections while the live heap is smaller (0: Go's default, GOGC)")
 	fs.Usage = func() {
@@ -53,7 +53,9 @@ metrics) over TLS only, --client-ca-file also requires client
 certificates, and --operators keeps the operator calls to the clients whose
 certificates bear those common names; --peer-cert-file, --peer-key-file
 and --peer-ca-file encrypt and authenticate the traffic between members
-(all members alike).
+(every member has them): each member's peer certificate must name it
+(--name) as CN or DNS name, and the peer CA should sign member
+certificates only, apart from the CA of the clients.
 
 Go's runtime: with more than one processor the member re-executes itself
 once at start with GODEBUG=schedtrace=2147483647 added, which keeps the

@@ -48,5 +48,18 @@
 // messages (heartbeats included). TODO(transport): stream large snapshots
 // in chunks on a connection of their own, as etcd's rafthttp does.
 //
-// There is no authentication or TLS yet: peers are trusted.
+// Identity. With Config.TLS every connection is TLS both ways, and a
+// member is known by its certificate (verified against the CA of the
+// config): it must name the member, as its subject common name or as a
+// DNS name (identity.go). An inbound connection is read past its Hello
+// only if its certificate names the member the Hello claims and that
+// member is one of this transport's peers (Config.Peers, then SetPeers
+// from the applied membership); a member joining with cluster id 0 is
+// held to the same. The one exception is an id whose removal this member
+// applied: it is no longer a peer, and is only told of its removal.
+// Outbound, the certificate of the member dialled must name it as well,
+// whatever the server name verified (the address's host, unless set);
+// nothing is written to one that does not.
+// Without TLS nothing is verified and the Hello is believed: plaintext is
+// for loopback and trusted networks.
 package transport

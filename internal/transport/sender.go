@@ -24,6 +24,7 @@ import (
 // (run) that drains it onto a TCP connection.
 type peer struct {
 	id   uint64
+	name string
 	addr string
 	wake chan struct{} // capacity 1: "the queue is not empty"
 	// ctx ends with the Transport, or when SetPeers drops the peer.
@@ -42,11 +43,12 @@ type queued struct {
 	m     *raftpb.Message
 }
 
-func newPeer(parent context.Context, id uint64, addr string) *peer {
+func newPeer(parent context.Context, id uint64, spec Peer) *peer {
 	ctx, cancel := context.WithCancel(parent)
 	return &peer{
 		id:     id,
-		addr:   addr,
+		name:   spec.Name,
+		addr:   spec.Addr,
 		wake:   make(chan struct{}, 1),
 		ctx:    ctx,
 		cancel: cancel,
@@ -109,6 +111,9 @@ func (p *peer) run(t *Transport) {
 		if p.ctx.Err() != nil || errors.Is(err, errStopping) {
 			return
 		}
+		if errors.Is(err, errWrongPeer) {
+			log.Warn("refused to send to a peer whose certificate does not name it", "err", err)
+		}
 		if errors.Is(err, errForeign) {
 			log.Error("peer refused this member: it belongs to another cluster (a member added by 'baton member add' must start with --join and an empty data dir)", "addr", p.addr)
 		}
@@ -162,7 +167,7 @@ func (p *peer) stream(t *Transport) (sent bool, err error) {
 	}
 	setUserTimeout(c, t.log)
 	if t.cfg.TLS != nil {
-		if c, err = clientTLS(p.ctx, c, t.cfg.TLS, p.addr); err != nil {
+		if c, err = clientTLS(p.ctx, c, t.cfg.TLS, p.addr, p.name); err != nil {
 			return false, err
 		}
 	}
@@ -265,9 +270,13 @@ func (p *peer) stream(t *Transport) (sent bool, err error) {
 // errRemovedByPeer: the peer answered removedNotice.
 var errRemovedByPeer = errors.New("peer says this member was removed from the cluster")
 
-// clientTLS runs the TLS handshake of an outbound connection, within
-// connectTimeout; c is closed if it fails.
-func clientTLS(ctx context.Context, c net.Conn, cfg *tls.Config, addr string) (net.Conn, error) {
+// clientTLS runs the TLS handshake of an outbound connection to the
+// member called name, within connectTimeout, and checks that the
+// certificate the other side showed names that member: hostname
+// verification alone (the server name is the address's host unless set)
+// would take any member's certificate for a shared host or IP. c is
+// closed if either fails.
+func clientTLS(ctx context.Context, c net.Conn, cfg *tls.Config, addr, name string) (net.Conn, error) {
 	if cfg.ServerName == "" {
 		cfg = cfg.Clone()
 		if host, _, err := net.SplitHostPort(addr); err == nil {
@@ -280,6 +289,10 @@ func clientTLS(ctx context.Context, c net.Conn, cfg *tls.Config, addr string) (n
 	if err := tc.HandshakeContext(hctx); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+	}
+	if names := certNames(tc.ConnectionState()); !namesMember(names, name) {
+		c.Close()
+		return nil, fmt.Errorf("%w: dialled %q at %s, its certificate names %q", errWrongPeer, name, addr, names)
 	}
 	return tc, nil
 }

@@ -103,13 +103,16 @@ func (t *Transport) accept() {
 }
 
 // serveConn reads one inbound connection: the preface, a Hello, then
-// Envelopes, each delivered in order.
+// Envelopes, each delivered in order. With TLS, a connection whose
+// certificate does not name the member its Hello claims is closed after
+// the Hello (identity.go).
 func (t *Transport) serveConn(c net.Conn) error {
 	if tc, ok := c.(*net.TCPConn); ok {
 		if err := tc.SetKeepAliveConfig(keepAliveConfig); err != nil {
 			t.log.Debug("cannot set TCP keepalive", "err", err)
 		}
 	}
+	var certNamed []string // with TLS: the names its verified certificate gives
 	if t.cfg.TLS != nil {
 		tc := tls.Server(c, t.cfg.TLS)
 		ctx, cancel := context.WithTimeout(t.ctx, connectTimeout)
@@ -120,6 +123,7 @@ func (t *Transport) serveConn(c net.Conn) error {
 			return err
 		}
 		c = tc
+		certNamed = certNames(tc.ConnectionState())
 	}
 	r := bufio.NewReaderSize(c, 64<<10)
 	if err := c.SetReadDeadline(time.Now().Add(connectTimeout)); err != nil {
@@ -149,6 +153,14 @@ func (t *Transport) serveConn(c net.Conn) error {
 		return err
 	}
 	log := t.log.With("peer", from)
+	// A removed member is no longer among the peers whose names are
+	// known: whoever claims its id is only told it was removed (or of
+	// another cluster) below, and nothing it sends is read.
+	if t.cfg.TLS != nil && !t.isRemoved(from) {
+		if err := t.checkClaim(c, from, certNamed); err != nil {
+			return err
+		}
+	}
 	theirs := hello.GetClusterId()
 	if t.foreign(theirs) {
 		return t.tellForeign(c, hello, log)

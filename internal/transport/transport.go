@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -79,8 +80,9 @@ type Config struct {
 	// LogVersion is the newest log version (fsm.LogVersion) this member
 	// reads, advertised in Hello.
 	LogVersion uint32
-	// Peers maps the id of every other member to its peer address.
-	Peers map[uint64]string
+	// Peers maps the id of every other member to its name and peer
+	// address.
+	Peers map[uint64]Peer
 	// Logger receives the transport's logs; nil discards them.
 	Logger *slog.Logger
 	// ClusterID, when set, returns the id of the cluster this member's log
@@ -94,10 +96,21 @@ type Config struct {
 	OnRemoved func()
 	// TLS, when set, encrypts every peer connection both ways: inbound
 	// connections are served with it (set ClientCAs and ClientAuth to
-	// tls.RequireAndVerifyClientCert so only members get in), outbound
-	// ones dial with it (RootCAs, and Certificates for the other side's
-	// check); the server name is the peer address's host unless set.
+	// tls.RequireAndVerifyClientCert: a peer is known by its verified
+	// certificate), outbound ones dial with it (RootCAs, and Certificates
+	// for the other side's check); the server name is the peer address's
+	// host unless set. A peer's certificate must name it (Peer.Name) as
+	// its common name or a DNS name; see the package doc.
 	TLS *tls.Config
+}
+
+// Peer is another member as the transport knows it.
+type Peer struct {
+	// Name is the member's name. With TLS, the certificate it shows must
+	// name it (Config.TLS).
+	Name string
+	// Addr is its peer address.
+	Addr string
 }
 
 // Validate reports whether cfg can be started. It does not modify cfg.
@@ -105,14 +118,24 @@ func (c *Config) Validate() error {
 	if c.ID == 0 {
 		return errors.New("transport: ID must not be 0")
 	}
-	for id, addr := range c.Peers {
+	for id, p := range c.Peers {
 		switch {
 		case id == 0:
 			return errors.New("transport: peer ID must not be 0")
 		case id == c.ID:
 			return fmt.Errorf("transport: Peers contains this member's own ID %d", id)
-		case addr == "":
+		case p.Addr == "":
 			return fmt.Errorf("transport: peer %d has no address", id)
+		}
+	}
+	if c.TLS != nil && len(c.TLS.Certificates) > 0 {
+		// The peers would refuse it; say so at start instead.
+		names, err := ownNames(c.TLS.Certificates[0])
+		if err != nil {
+			return fmt.Errorf("transport: the TLS certificate: %w", err)
+		}
+		if !namesMember(names, c.Name) {
+			return fmt.Errorf("transport: the TLS certificate names %q, not this member %q (its common name or a DNS name must be the member's name)", names, c.Name)
 		}
 	}
 	return nil
@@ -201,11 +224,7 @@ func StartListener(l net.Listener, cfg Config, h Handler) (*Transport, error) {
 	if cfg.PeerAddr == "" {
 		cfg.PeerAddr = l.Addr().String()
 	}
-	peers := make(map[uint64]string, len(cfg.Peers))
-	for id, addr := range cfg.Peers {
-		peers[id] = addr
-	}
-	cfg.Peers = peers // our own copy
+	cfg.Peers = maps.Clone(cfg.Peers) // our own copy
 
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Transport{
@@ -220,16 +239,16 @@ func StartListener(l net.Listener, cfg Config, h Handler) (*Transport, error) {
 		info:    make(map[uint64]peerInfo),
 		inbound: make(map[uint64]*inbound),
 	}
-	ps := make(map[uint64]*peer, len(peers))
-	for id, addr := range peers {
-		ps[id] = newPeer(ctx, id, addr)
+	ps := make(map[uint64]*peer, len(cfg.Peers))
+	for id, p := range cfg.Peers {
+		ps[id] = newPeer(ctx, id, p)
 	}
 	t.peers.Store(&ps)
 	t.wg.Go(t.accept)
 	for _, p := range ps {
 		t.wg.Go(func() { p.run(t) })
 	}
-	t.log.Info("started", "addr", l.Addr().String(), "peers", len(peers))
+	t.log.Info("started", "addr", l.Addr().String(), "peers", len(ps))
 	return t, nil
 }
 
@@ -267,28 +286,29 @@ func (t *Transport) Send(groupID uint64, msgs []*raftpb.Message) {
 	}
 }
 
-// SetPeers makes addrs (id to peer address, this member's own id left
-// out) the peers messages go to, after a membership change: a new id gets
-// a sender, a dropped one loses its sender and queue, a moved one is
-// reconnected at its new address. Inbound connections are not affected.
-func (t *Transport) SetPeers(addrs map[uint64]string) {
+// SetPeers makes peers (id to name and peer address; this member's own id
+// is ignored) the members messages go to, after a membership change: a
+// new id gets a sender, a dropped one loses its sender and queue, a moved
+// or renamed one is reconnected. Inbound connections already open are not
+// affected.
+func (t *Transport) SetPeers(peers map[uint64]Peer) {
 	t.peersMu.Lock()
 	defer t.peersMu.Unlock()
 	if t.ctx.Err() != nil {
 		return
 	}
 	old := *t.peers.Load()
-	next := make(map[uint64]*peer, len(addrs))
+	next := make(map[uint64]*peer, len(peers))
 	var started []*peer
-	for id, addr := range addrs {
-		if id == 0 || id == t.cfg.ID || addr == "" {
+	for id, spec := range peers {
+		if id == 0 || id == t.cfg.ID || spec.Addr == "" {
 			continue
 		}
-		if p := old[id]; p != nil && p.addr == addr {
+		if p := old[id]; p != nil && p.addr == spec.Addr && p.name == spec.Name {
 			next[id] = p
 			continue
 		}
-		p := newPeer(t.ctx, id, addr)
+		p := newPeer(t.ctx, id, spec)
 		next[id] = p
 		started = append(started, p)
 	}
@@ -312,7 +332,7 @@ func (t *Transport) SetPeers(addrs map[uint64]string) {
 	}
 	t.mu.Unlock()
 	for _, p := range started {
-		t.log.Info("peer added", "peer", p.id, "addr", p.addr)
+		t.log.Info("peer added", "peer", p.id, "name", p.name, "addr", p.addr)
 	}
 }
 

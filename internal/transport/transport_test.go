@@ -135,16 +135,30 @@ func cluster(t testing.TB, n int) ([]*Transport, []*recorder) {
 	return ts, rs
 }
 
+// named gives every peer in addrs the name config gives its id.
+func named(addrs map[uint64]string) map[uint64]Peer {
+	peers := make(map[uint64]Peer, len(addrs))
+	for id, a := range addrs {
+		peers[id] = Peer{Name: memberName(id), Addr: a}
+	}
+	return peers
+}
+
+// memberName is the name of member id in these tests.
+func memberName(id uint64) string { return fmt.Sprintf("m%d", id) }
+
+// config is member id's Config, with the members in peers (id to peer
+// address) named by memberName.
 func config(t testing.TB, id uint64, peers map[uint64]string) Config {
 	var log *slog.Logger
 	if _, ok := t.(*testing.T); ok {
 		log = testLogger(t)
 	}
 	cfg := Config{
-		Name:       fmt.Sprintf("m%d", id),
+		Name:       memberName(id),
 		ID:         id,
 		ClientAddr: fmt.Sprintf("client-%d:2379", id),
-		Peers:      peers,
+		Peers:      named(peers),
 		Logger:     log,
 	}
 	if id == 2 {
@@ -430,12 +444,12 @@ func TestConfigValidate(t *testing.T) {
 		cfg     Config
 		wantErr string
 	}{
-		{"ok", Config{ID: 1, Peers: map[uint64]string{2: "h:1"}}, ""},
+		{"ok", Config{ID: 1, Peers: map[uint64]Peer{2: {Addr: "h:1"}}}, ""},
 		{"no peers", Config{ID: 1}, ""},
 		{"zero id", Config{ID: 0}, "ID must not be 0"},
-		{"zero peer id", Config{ID: 1, Peers: map[uint64]string{0: "h:1"}}, "peer ID must not be 0"},
-		{"self in peers", Config{ID: 1, Peers: map[uint64]string{1: "h:1"}}, "own ID"},
-		{"empty address", Config{ID: 1, Peers: map[uint64]string{2: ""}}, "no address"},
+		{"zero peer id", Config{ID: 1, Peers: map[uint64]Peer{0: {Addr: "h:1"}}}, "peer ID must not be 0"},
+		{"self in peers", Config{ID: 1, Peers: map[uint64]Peer{1: {Addr: "h:1"}}}, "own ID"},
+		{"empty address", Config{ID: 1, Peers: map[uint64]Peer{2: {Name: "m2"}}}, "no address"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -607,7 +621,7 @@ func TestSetPeers(t *testing.T) {
 	}
 	t.Cleanup(c.Stop)
 	a.Send(1, []*raftpb.Message{msgApp(1, 3, 5)}) // unknown yet: dropped
-	a.SetPeers(map[uint64]string{2: ts[1].Addr().String(), 3: lc.Addr().String()})
+	a.SetPeers(named(map[uint64]string{2: ts[1].Addr().String(), 3: lc.Addr().String()}))
 	a.Send(1, []*raftpb.Message{msgApp(1, 3, 6), msgApp(1, 2, 7)})
 	if got := rc.next(t); got.m.GetIndex() != 6 {
 		t.Fatalf("the added peer got index %d first, want 6", got.m.GetIndex())
@@ -615,7 +629,7 @@ func TestSetPeers(t *testing.T) {
 	if got := rs[1].next(t); got.m.GetIndex() != 7 {
 		t.Fatalf("the kept peer got %d, want 7", got.m.GetIndex())
 	}
-	a.SetPeers(map[uint64]string{3: lc.Addr().String()})
+	a.SetPeers(named(map[uint64]string{3: lc.Addr().String()}))
 	a.Send(1, []*raftpb.Message{msgApp(1, 2, 8), msgApp(1, 3, 9)})
 	if got := rc.next(t); got.m.GetIndex() != 9 {
 		t.Fatalf("got %d, want 9", got.m.GetIndex())
