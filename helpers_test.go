@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/embed"
+	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/testnet"
 )
 
@@ -113,14 +114,17 @@ func (c *testCluster) addrs(first int) string {
 	return strings.Join(out, ",")
 }
 
-// leader returns the index of the member that leads, waiting for one.
+// leader returns the index of the member that leads, waiting for one
+// that has raised a new cluster's log version to this release's: until
+// then it answers an open, which carries a secret's hash, NOT_LEADER
+// naming itself (the Go client retries; raw requests in tests do not).
 func (c *testCluster) leader() int {
 	c.t.Helper()
 	var lead int
 	waitFor(c.t, 10*time.Second, "a leader", func() bool {
 		lead = -1
 		for i, m := range c.members {
-			if m != nil && m.Node().IsLeader() {
+			if m != nil && m.Node().IsLeader() && m.Node().LogVersion() >= fsm.LogVersion {
 				lead = i
 			}
 		}
