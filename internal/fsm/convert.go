@@ -151,6 +151,7 @@ func (s *session) fill(p *fsmpb.Session, pa *protoAlloc, withResults bool) {
 		Holds:           uint32(s.numHolds()),
 		OpenNonce:       s.nonce,
 		SecretHash:      s.secretHashBytes(),
+		Principal:       s.principal,
 	}
 	if withResults && len(s.results) > 0 {
 		p.Results = slices.Grow(results, len(s.results))

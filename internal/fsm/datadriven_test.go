@@ -59,10 +59,67 @@ const roundTripMaxLocks = 10000
 type harness struct {
 	m     *Machine
 	index uint64
+	as    string // the principal of the command being run (as=USER)
 }
 
 func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
+	// Any command: as=USER names its principal, as the API stamps it.
+	h.as = ""
+	d.MaybeScanArgs(t, "as", &h.as)
 	switch d.Cmd {
+	case "auth":
+		// Example: auth change=grant role=jobs prefix=jobs/ perms=lock,read as=root
+		// change= is an AuthChange kind in lower case with dashes
+		// (add-user user=u token=WORD stores the SHA-256 of WORD).
+		var kind string
+		d.ScanArgs(t, "change", &kind)
+		v, ok := fsmpb.AuthChange_Kind_value[strings.ToUpper(strings.ReplaceAll(kind, "-", "_"))]
+		if !ok {
+			d.Fatalf(t, "unknown auth change %q", kind)
+		}
+		op := &fsmpb.AuthChange{Kind: fsmpb.AuthChange_Kind(v)}
+		d.MaybeScanArgs(t, "user", &op.User)
+		d.MaybeScanArgs(t, "role", &op.Role)
+		d.MaybeScanArgs(t, "prefix", &op.Prefix)
+		if a, ok := d.Arg("token"); ok {
+			h := sha256.Sum256([]byte(a.SingleVal(t)))
+			op.TokenHash = h[:]
+		}
+		if a, ok := d.Arg("perms"); ok {
+			p, err := ParsePerm(strings.Join(a.Vals, ","))
+			if err != nil {
+				d.Fatalf(t, "%v", err)
+			}
+			op.Perms = uint32(p)
+		}
+		return h.apply(&fsmpb.Command{Op: &fsmpb.Command_AuthChange{AuthChange: op}})
+
+	case "auth-state":
+		// Example: auth-state
+		// Prints AuthState (users, their roles, roles and permissions)
+		// and the audit records.
+		var b strings.Builder
+		st := h.m.authProto()
+		fmt.Fprintf(&b, "enabled=%v\n", st.GetEnabled())
+		for _, u := range st.GetUsers() {
+			tok := ""
+			if len(u.GetTokenHash()) > 0 {
+				tok = " token"
+			}
+			fmt.Fprintf(&b, "user %s%s roles=%v\n", u.GetName(), tok, u.GetRoles())
+		}
+		for _, r := range st.GetRoles() {
+			fmt.Fprintf(&b, "role %s", r.GetName())
+			for _, p := range r.GetPermissions() {
+				fmt.Fprintf(&b, " %q:%s", p.GetPrefix(), Perm(p.GetPerms()))
+			}
+			b.WriteString("\n")
+		}
+		for _, r := range h.m.AuditRecords() {
+			fmt.Fprintf(&b, "audit %d %ds by=%q: %s\n", r.GetIndex(), r.GetWallUnixNano()/int64(time.Second), r.GetPrincipal(), r.GetAction())
+		}
+		return b.String()
+
 	case "open-session":
 		// Example: open-session ttl=10s owner=worker-1 nonce=7 secret=s3cret
 		// (owner-len=N uses an owner of N bytes; secret=WORD stores the
@@ -292,6 +349,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 func (h *harness) apply(cmd *fsmpb.Command) string {
 	h.index++
 	cmd.WallTimeUnixNano = int64(h.index) * int64(time.Second)
+	if cmd.Principal == "" {
+		cmd.Principal = h.as
+	}
 	return fmt.Sprintf("%d: %s", h.index, formatResult(h.m.Apply(h.index, cmd)))
 }
 

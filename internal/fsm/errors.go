@@ -73,6 +73,10 @@ var (
 	// carry its hash. Nothing changed, not even the session's sequence
 	// window, and no cached answer was given.
 	ErrSecretMismatch = &Error{fsmpb.Error_ERROR_SECRET_MISMATCH, "secret mismatch"}
+	// ErrPermissionDenied: authentication is on and the command's
+	// principal may not make it (AuthState), or the session it names is
+	// another user's. Nothing changed.
+	ErrPermissionDenied = &Error{fsmpb.Error_ERROR_PERMISSION_DENIED, "permission denied"}
 )
 
 // ErrorOf returns nil if res succeeded (or is nil), and otherwise an *Error

@@ -40,6 +40,7 @@ type Frozen struct {
 	members    []Member
 	clusterID  uint64
 	logVersion uint32
+	auth       []byte // the auth and audit fields, encoded at Freeze (small)
 	hint       int
 
 	// seen is Apply's alone: the records it changed or created while
@@ -98,6 +99,7 @@ func (m *Machine) Freeze() *Frozen {
 		members:     m.Members(),
 		clusterID:   m.clusterID,
 		logVersion:  m.logVersion,
+		auth:        m.encodeAuth(),
 		hint:        m.encodedSizeHint(),
 		seen:        make(map[any]struct{}),
 		preSessions: make(map[*session][]byte),
@@ -191,6 +193,7 @@ func (f *Frozen) EncodeWith(bufs Buffers) (b []byte, free func()) {
 		return true
 	})
 	f.buf = appendClusterInfo(appendMembers(f.buf, f.members), f.clusterID, f.logVersion)
+	f.buf = append(f.buf, f.auth...)
 	f.checkOwned()
 	f.done = true
 	b, owned := f.buf, f.owned

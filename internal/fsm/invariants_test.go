@@ -219,5 +219,9 @@ func fullSnapshot(m *Machine) *fsmpb.Snapshot {
 	}
 	snap.ClusterId = m.ClusterID()
 	snap.LogVersion = m.logVersion
+	if m.auth.enabled || len(m.auth.users) > 0 || len(m.auth.roles) > 0 {
+		snap.Auth = m.authProto()
+	}
+	snap.Audit = m.AuditRecords()
 	return snap
 }

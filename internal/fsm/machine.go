@@ -31,6 +31,10 @@ type Machine struct {
 	// logVersion is the cluster's log version (version.go); 0 for a
 	// cluster from before versions.
 	logVersion uint32
+	// auth is who may do what (auth.go); audits the recent admin and
+	// auth actions, oldest first.
+	auth   authState
+	audits []auditRecord
 
 	// past is the recent history of holds (past.go): in memory only.
 	past past
@@ -123,7 +127,10 @@ func (m *Machine) Apply(index uint64, cmd *fsmpb.Command) *fsmpb.Result {
 	}
 	if op, ok := cmd.GetOp().(*fsmpb.Command_OpenSession); ok {
 		// Not deduplicated: the session does not exist yet.
-		m.openSession(a, op.OpenSession)
+		if err := m.authorize(cmd, nil); err != nil {
+			return failf(err.Code, "%s", err.Msg)
+		}
+		m.openSession(a, op.OpenSession, cmd.GetPrincipal())
 		return a.res
 	}
 
@@ -141,6 +148,13 @@ func (m *Machine) Apply(index uint64, cmd *fsmpb.Command) *fsmpb.Result {
 			return failf(fsmpb.Error_ERROR_SECRET_MISMATCH,
 				"session %d: the request's session secret is not the session's (only its owner may act for it)", id)
 		}
+	}
+	// Before the cache too: a user who lost a permission learns nothing.
+	if err := m.authorize(cmd, s); err != nil {
+		return failf(err.Code, "%s", err.Msg)
+	}
+	if s != nil {
+		id := s.id
 		if seq := cmd.GetSeq(); seq != 0 {
 			if seq < s.minUnacked {
 				return failf(fsmpb.Error_ERROR_STALE_SEQUENCE,
@@ -186,6 +200,9 @@ func (m *Machine) dispatch(a *apply, cmd *fsmpb.Command, s *session) {
 		m.expireSession(a, op.ExpireSession)
 	case *fsmpb.Command_BlacklistSession:
 		m.blacklistSession(a, op.BlacklistSession)
+		if a.res.GetError() == fsmpb.Error_ERROR_NONE {
+			m.audit(a, cmd.GetPrincipal(), fmt.Sprintf("blacklisted session %d", op.BlacklistSession.GetSessionId()))
+		}
 	case *fsmpb.Command_Acquire:
 		m.acquire(a, s, op.Acquire)
 	case *fsmpb.Command_AcquireMany:
@@ -194,12 +211,18 @@ func (m *Machine) dispatch(a *apply, cmd *fsmpb.Command, s *session) {
 		m.release(a, s, op.Release)
 	case *fsmpb.Command_CasRelease:
 		m.casRelease(a, op.CasRelease)
+		if a.res.GetError() == fsmpb.Error_ERROR_NONE {
+			m.audit(a, cmd.GetPrincipal(), fmt.Sprintf("cas-released lock %s (session %d, token %d)",
+				quote(op.CasRelease.GetLock()), op.CasRelease.GetSessionId(), op.CasRelease.GetToken()))
+		}
 	case *fsmpb.Command_CancelWait:
 		m.cancelWait(a, s, op.CancelWait)
 	case *fsmpb.Command_ExpireHold:
 		m.expireHold(a, s, op.ExpireHold)
 	case *fsmpb.Command_SetLogVersion:
 		m.setLogVersion(a, op.SetLogVersion)
+	case *fsmpb.Command_AuthChange:
+		m.applyAuthChange(a, cmd.GetPrincipal(), op.AuthChange)
 	default:
 		a.refuse(errorf(fsmpb.Error_ERROR_INVALID_ARGUMENT, "unknown operation %T", op))
 	}

@@ -21,6 +21,9 @@ type session struct {
 	// secretHash is the SHA-256 of the session's secret; all zero for a
 	// session without one (opened before log version 3).
 	secretHash SecretHash
+	// principal is the user that opened it; with authentication on, only
+	// that user may act for it. Empty: opened while authentication was off.
+	principal string
 
 	// minUnacked and results are the exactly-once window: results holds the
 	// results of seqs >= minUnacked, ascending by seq, at most MaxPending.
@@ -347,7 +350,7 @@ func (s *session) dropWait(k waitKey) {
 // load is what MaxHoldsPerSession bounds.
 func (s *session) load() int { return s.numHolds() + len(s.waits) }
 
-func (m *Machine) openSession(a *apply, op *fsmpb.OpenSession) {
+func (m *Machine) openSession(a *apply, op *fsmpb.OpenSession, principal string) {
 	ttl := time.Duration(op.GetTtlNanos())
 	if ttl == 0 {
 		ttl = DefaultTTL
@@ -366,7 +369,7 @@ func (m *Machine) openSession(a *apply, op *fsmpb.OpenSession) {
 		return
 	}
 	nonce := op.GetNonce()
-	if s := m.opens[nonce]; nonce != 0 && s != nil && s.owner == op.GetOwner() && s.ttl == int64(ttl) && s.secretHash == probe.secretHash {
+	if s := m.opens[nonce]; nonce != 0 && s != nil && s.owner == op.GetOwner() && s.ttl == int64(ttl) && s.secretHash == probe.secretHash && s.principal == principal {
 		// A retry of the open that made s, whose answer was lost (the
 		// client counts s's deadline from its first attempt). One that
 		// an operator blacklisted meanwhile is refused.
@@ -378,7 +381,7 @@ func (m *Machine) openSession(a *apply, op *fsmpb.OpenSession) {
 		return
 	}
 	s := newSession(a.index, op.GetOwner(), int64(ttl), a.wall)
-	s.secretHash = probe.secretHash
+	s.secretHash, s.principal = probe.secretHash, principal
 	m.created(s)
 	m.sessions[s.id] = s
 	m.sessionTree.ReplaceOrInsert(s)

@@ -24,6 +24,8 @@ const (
 	snapshotMembers      protowire.Number = 4
 	snapshotClusterID    protowire.Number = 5
 	snapshotLogVersion   protowire.Number = 6
+	snapshotAuth         protowire.Number = 7
+	snapshotAudit        protowire.Number = 8
 )
 
 // Snapshot returns the whole state as an fsmpb.Snapshot in bytes. The bytes
@@ -56,7 +58,8 @@ func (m *Machine) marshal(applied uint64) []byte {
 		b = appendLock(b, l)
 		return true
 	})
-	return appendClusterInfo(appendMembers(b, m.Members()), m.clusterID, m.logVersion)
+	b = appendClusterInfo(appendMembers(b, m.Members()), m.clusterID, m.logVersion)
+	return append(b, m.encodeAuth()...)
 }
 
 // The fields of fsmpb.Lock, fsmpb.Holder and fsmpb.Waiter, which appendLock
@@ -166,6 +169,7 @@ const (
 	sessionHolds       protowire.Number = 8
 	sessionNonce       protowire.Number = 9
 	sessionSecretHash  protowire.Number = 10
+	sessionPrincipal   protowire.Number = 11
 
 	cachedSeq     protowire.Number = 1
 	cachedResultF protowire.Number = 2
@@ -195,7 +199,7 @@ func appendSession(b []byte, s *session) []byte {
 		sizeUint(sessionTTL, uint64(s.ttl)) + sizeBool(sessionBlacklisted, s.blacklisted) +
 		sizeUint(sessionCreated, uint64(s.created)) + sizeUint(sessionMinUnacked, s.minUnacked) +
 		sizeUint(sessionHolds, uint64(s.numHolds())) + sizeUint(sessionNonce, s.nonce) +
-		sizeBytes(sessionSecretHash, s.secretHashBytes())
+		sizeBytes(sessionSecretHash, s.secretHashBytes()) + sizeString(sessionPrincipal, s.principal)
 	for i := range s.results {
 		size += sizeMessage(sessionResults, cachedSize(&s.results[i]))
 	}
@@ -227,7 +231,8 @@ func appendSession(b []byte, s *session) []byte {
 	}
 	b = appendUint(b, sessionHolds, uint64(s.numHolds()))
 	b = appendUint(b, sessionNonce, s.nonce)
-	return appendBytes(b, sessionSecretHash, s.secretHashBytes())
+	b = appendBytes(b, sessionSecretHash, s.secretHashBytes())
+	return appendString(b, sessionPrincipal, s.principal)
 }
 
 func cachedSize(c *cachedResult) int {
@@ -404,7 +409,7 @@ func eachRecord(data []byte, fn func(num protowire.Number, v uint64, rec []byte)
 		switch {
 		case (num == snapshotAppliedIndex || num == snapshotClusterID || num == snapshotLogVersion) && typ == protowire.VarintType:
 			v, n = protowire.ConsumeVarint(data)
-		case (num == snapshotSessions || num == snapshotLocks || num == snapshotMembers) && typ == protowire.BytesType:
+		case (num == snapshotSessions || num == snapshotLocks || num == snapshotMembers || num == snapshotAuth || num == snapshotAudit) && typ == protowire.BytesType:
 			rec, n = protowire.ConsumeBytes(data)
 		default:
 			n = protowire.ConsumeFieldValue(num, typ, data)
@@ -718,6 +723,36 @@ func (m *Machine) load(data []byte) error {
 		return err
 	}
 
+	var (
+		auth   fsmpb.AuthState
+		audits []*fsmpb.AuditRecord
+	)
+	err = eachRecord(data, func(num protowire.Number, _ uint64, rec []byte) error {
+		switch num {
+		case snapshotAuth: // a message given twice merges, as proto does
+			opts := proto.UnmarshalOptions{Merge: true}
+			if err := opts.Unmarshal(rec, &auth); err != nil {
+				return &decodeError{err}
+			}
+		case snapshotAudit:
+			r := &fsmpb.AuditRecord{}
+			if err := decodeRecord(rec, r); err != nil {
+				return err
+			}
+			audits = append(audits, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := m.loadAuth(&auth); err != nil {
+		return err
+	}
+	if err := m.loadAudit(audits); err != nil {
+		return err
+	}
+
 	// The sessions came in ascending id order, the order of holds.
 	i = 0
 	m.sessionTree.Ascend(func(s *session) bool {
@@ -773,6 +808,7 @@ func (m *Machine) loadSession(p *fsmpb.Session, prev uint64) error {
 	if !s.setSecretHash(p.GetSecretHash()) {
 		return fmt.Errorf("session %d: secret hash of %d bytes; want %d, not all zero, or none", id, len(p.GetSecretHash()), SecretHashLen)
 	}
+	s.principal = p.GetPrincipal()
 	if !m.noteNonce(s, p.GetOpenNonce()) {
 		return fmt.Errorf("session %d has the open nonce of session %d", id, m.opens[p.GetOpenNonce()].id)
 	}

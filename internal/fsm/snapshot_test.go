@@ -87,8 +87,9 @@ func TestRestoreRefusesCorruptSnapshots(t *testing.T) {
 
 func TestSnapshotFieldNumbers(t *testing.T) {
 	for msg, want := range map[proto.Message]map[protoreflect.Name]protowire.Number{
-		&fsmpb.Snapshot{}: {"applied_index": snapshotAppliedIndex, "sessions": snapshotSessions, "locks": snapshotLocks, "members": snapshotMembers, "cluster_id": snapshotClusterID, "log_version": snapshotLogVersion},
-		&fsmpb.Lock{}:     {"name": lockName, "holders": lockHolders, "waiters": lockWaiters, "limit": lockLimit},
+		&fsmpb.Snapshot{}: {"applied_index": snapshotAppliedIndex, "sessions": snapshotSessions, "locks": snapshotLocks, "members": snapshotMembers, "cluster_id": snapshotClusterID, "log_version": snapshotLogVersion,
+			"auth": snapshotAuth, "audit": snapshotAudit},
+		&fsmpb.Lock{}: {"name": lockName, "holders": lockHolders, "waiters": lockWaiters, "limit": lockLimit},
 		&fsmpb.Holder{}: {"session_id": holderSessionID, "owner_key": holderOwnerKey, "owner": holderOwner,
 			"token": holderToken, "count": holderCount, "since_unix_nano": holderSince, "acquire_seq": holderAcquireSeq,
 			"shared": holderShared, "hold_limit_nanos": holderHoldLimit},
@@ -97,7 +98,7 @@ func TestSnapshotFieldNumbers(t *testing.T) {
 			"shared": waiterShared, "hold_limit_nanos": waiterHoldLimit},
 		&fsmpb.Session{}: {"id": sessionID, "owner": sessionOwner, "ttl_nanos": sessionTTL, "blacklisted": sessionBlacklisted,
 			"created_unix_nano": sessionCreated, "min_unacked_seq": sessionMinUnacked, "results": sessionResults, "holds": sessionHolds, "open_nonce": sessionNonce,
-			"secret_hash": sessionSecretHash},
+			"secret_hash": sessionSecretHash, "principal": sessionPrincipal},
 		&fsmpb.CachedResult{}: {"seq": cachedSeq, "result": cachedResultF, "claimed": cachedClaimed},
 		// 0: a field the exactly-once cache never keeps, so never written.
 		&fsmpb.Result{}: {"error": resultError, "message": resultMessage, "session_id": 0, "acquire": resultAcquire,
@@ -318,6 +319,11 @@ func TestRestoreReadsFieldsInAnyOrder(t *testing.T) {
 	for _, s := range full.GetSessions() {
 		rec, _ := proto.Marshal(s)
 		b = protowire.AppendTag(b, snapshotSessions, protowire.BytesType)
+		b = protowire.AppendBytes(b, rec)
+	}
+	for _, r := range full.GetAudit() {
+		rec, _ := proto.Marshal(r)
+		b = protowire.AppendTag(b, snapshotAudit, protowire.BytesType)
 		b = protowire.AppendBytes(b, rec)
 	}
 	b = protowire.AppendTag(b, snapshotAppliedIndex, protowire.VarintType)

@@ -18,10 +18,12 @@ import (
 //	   AcquireMany.hold_limit_nanos, SetLogVersion and Snapshot.log_version.
 //	3: session secrets: OpenSession.secret_hash, Command.secret_hash (and
 //	   Session.secret_hash in snapshots).
+//	4: authentication: Command.principal, AuthChange (and
+//	   Session.principal, Snapshot.auth and Snapshot.audit in snapshots).
 //
 // A field added to a log or snapshot message needs a new version here, and
 // its entry in fieldVersions (TestEveryLogFieldHasAVersion fails without).
-const LogVersion = 3
+const LogVersion = 4
 
 // LogVersion is the cluster's log version: what the leader may write.
 // Every cluster starts at 1 (a new one too: its bootstrap records, which
@@ -47,6 +49,9 @@ func (m *Machine) setLogVersion(a *apply, op *fsmpb.SetLogVersion) {
 // newest version that added a field cmd sets (for SetLogVersion, at least
 // the version it sets).
 func VersionNeeded(cmd *fsmpb.Command) uint32 {
+	if cmd.GetPrincipal() != "" || cmd.GetAuthChange() != nil {
+		return 4
+	}
 	if len(cmd.GetSecretHash()) > 0 {
 		return 3
 	}
@@ -80,6 +85,11 @@ func ForLogVersion(cmd *fsmpb.Command, v uint32) error {
 	if VersionNeeded(cmd) <= v || cmd.GetSetLogVersion() != nil {
 		return nil
 	}
+	if v < 4 {
+		// Authentication cannot be on below version 4: nobody needs to
+		// be named.
+		cmd.Principal = ""
+	}
 	if v < 3 {
 		cmd.SecretHash = nil
 		if op, ok := cmd.GetOp().(*fsmpb.Command_OpenSession); ok {
@@ -93,8 +103,11 @@ func ForLogVersion(cmd *fsmpb.Command, v uint32) error {
 		return nil
 	}
 	what := "this request"
-	if cmd.GetAcquireMany() != nil {
+	switch {
+	case cmd.GetAcquireMany() != nil:
 		what = "a hold limit on a set of locks"
+	case cmd.GetAuthChange() != nil:
+		what = "a change of users, roles or permissions"
 	}
 	return fmt.Errorf("%s needs log version %d and the cluster's is %d: a member runs an older release, "+
 		"or has not been heard from since the leader started (upgrade every member; `baton member list` shows each one's version)",

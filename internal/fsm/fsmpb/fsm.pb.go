@@ -50,6 +50,7 @@ const (
 	Error_ERROR_TOO_MANY_HOLDS    Error = 13 // per-session hold limit reached
 	Error_ERROR_LIMIT_MISMATCH    Error = 14 // acquire's limit or mode disagrees with the lock's or its own hold's
 	Error_ERROR_SECRET_MISMATCH   Error = 15 // the command's secret_hash is not its session's
+	Error_ERROR_PERMISSION_DENIED Error = 16 // the command's principal may not do this (AuthState)
 )
 
 // Enum value maps for Error.
@@ -71,6 +72,7 @@ var (
 		13: "ERROR_TOO_MANY_HOLDS",
 		14: "ERROR_LIMIT_MISMATCH",
 		15: "ERROR_SECRET_MISMATCH",
+		16: "ERROR_PERMISSION_DENIED",
 	}
 	Error_value = map[string]int32{
 		"ERROR_NONE":              0,
@@ -89,6 +91,7 @@ var (
 		"ERROR_TOO_MANY_HOLDS":    13,
 		"ERROR_LIMIT_MISMATCH":    14,
 		"ERROR_SECRET_MISMATCH":   15,
+		"ERROR_PERMISSION_DENIED": 16,
 	}
 )
 
@@ -176,6 +179,79 @@ func (AcquireStatus) EnumDescriptor() ([]byte, []int) {
 	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{1}
 }
 
+type AuthChange_Kind int32
+
+const (
+	AuthChange_KIND_UNSPECIFIED AuthChange_Kind = 0
+	AuthChange_ENABLE           AuthChange_Kind = 1 // needs a user with the role root
+	AuthChange_DISABLE          AuthChange_Kind = 2
+	AuthChange_ADD_USER         AuthChange_Kind = 3  // user, token_hash (empty: certificates only)
+	AuthChange_DELETE_USER      AuthChange_Kind = 4  // user
+	AuthChange_GRANT_ROLE       AuthChange_Kind = 5  // user, role
+	AuthChange_REVOKE_ROLE      AuthChange_Kind = 6  // user, role
+	AuthChange_ADD_ROLE         AuthChange_Kind = 7  // role
+	AuthChange_DELETE_ROLE      AuthChange_Kind = 8  // role (no user may have it)
+	AuthChange_GRANT            AuthChange_Kind = 9  // role, prefix, perms: sets the role's permissions on prefix
+	AuthChange_REVOKE           AuthChange_Kind = 10 // role, prefix
+)
+
+// Enum value maps for AuthChange_Kind.
+var (
+	AuthChange_Kind_name = map[int32]string{
+		0:  "KIND_UNSPECIFIED",
+		1:  "ENABLE",
+		2:  "DISABLE",
+		3:  "ADD_USER",
+		4:  "DELETE_USER",
+		5:  "GRANT_ROLE",
+		6:  "REVOKE_ROLE",
+		7:  "ADD_ROLE",
+		8:  "DELETE_ROLE",
+		9:  "GRANT",
+		10: "REVOKE",
+	}
+	AuthChange_Kind_value = map[string]int32{
+		"KIND_UNSPECIFIED": 0,
+		"ENABLE":           1,
+		"DISABLE":          2,
+		"ADD_USER":         3,
+		"DELETE_USER":      4,
+		"GRANT_ROLE":       5,
+		"REVOKE_ROLE":      6,
+		"ADD_ROLE":         7,
+		"DELETE_ROLE":      8,
+		"GRANT":            9,
+		"REVOKE":           10,
+	}
+)
+
+func (x AuthChange_Kind) Enum() *AuthChange_Kind {
+	p := new(AuthChange_Kind)
+	*p = x
+	return p
+}
+
+func (x AuthChange_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AuthChange_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_internal_fsm_fsmpb_fsm_proto_enumTypes[2].Descriptor()
+}
+
+func (AuthChange_Kind) Type() protoreflect.EnumType {
+	return &file_internal_fsm_fsmpb_fsm_proto_enumTypes[2]
+}
+
+func (x AuthChange_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AuthChange_Kind.Descriptor instead.
+func (AuthChange_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{8, 0}
+}
+
 // Command is the payload of one log entry.
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -201,6 +277,11 @@ type Command struct {
 	// a session whose secret_hash is set applies only if they are equal
 	// (SECRET_MISMATCH otherwise, before anything else is looked at).
 	SecretHash []byte `protobuf:"bytes,7,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	// principal is who made the request, as the API authenticated it (a
+	// user's name): with authentication on, the state machine decides
+	// whether that user may (AuthState). Empty for the leader's own
+	// commands and while authentication is off.
+	Principal string `protobuf:"bytes,8,opt,name=principal,proto3" json:"principal,omitempty"`
 	// Types that are valid to be assigned to Op:
 	//
 	//	*Command_OpenSession
@@ -214,6 +295,7 @@ type Command struct {
 	//	*Command_AcquireMany
 	//	*Command_ExpireHold
 	//	*Command_SetLogVersion
+	//	*Command_AuthChange
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -296,6 +378,13 @@ func (x *Command) GetSecretHash() []byte {
 		return x.SecretHash
 	}
 	return nil
+}
+
+func (x *Command) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
 }
 
 func (x *Command) GetOp() isCommand_Op {
@@ -404,6 +493,15 @@ func (x *Command) GetSetLogVersion() *SetLogVersion {
 	return nil
 }
 
+func (x *Command) GetAuthChange() *AuthChange {
+	if x != nil {
+		if x, ok := x.Op.(*Command_AuthChange); ok {
+			return x.AuthChange
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -452,6 +550,10 @@ type Command_SetLogVersion struct {
 	SetLogVersion *SetLogVersion `protobuf:"bytes,20,opt,name=set_log_version,json=setLogVersion,proto3,oneof"`
 }
 
+type Command_AuthChange struct {
+	AuthChange *AuthChange `protobuf:"bytes,21,opt,name=auth_change,json=authChange,proto3,oneof"`
+}
+
 func (*Command_OpenSession) isCommand_Op() {}
 
 func (*Command_CloseSession) isCommand_Op() {}
@@ -473,6 +575,8 @@ func (*Command_AcquireMany) isCommand_Op() {}
 func (*Command_ExpireHold) isCommand_Op() {}
 
 func (*Command_SetLogVersion) isCommand_Op() {}
+
+func (*Command_AuthChange) isCommand_Op() {}
 
 // OpenSession creates a session. Its id is the index of this entry.
 type OpenSession struct {
@@ -899,6 +1003,93 @@ func (x *SetLogVersion) GetVersion() uint32 {
 	return 0
 }
 
+// AuthChange changes who may do what (AuthState). With authentication on,
+// only a principal with admin over every name (the prefix "") may make
+// one.
+type AuthChange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          AuthChange_Kind        `protobuf:"varint,1,opt,name=kind,proto3,enum=baton.fsm.v1.AuthChange_Kind" json:"kind,omitempty"`
+	User          string                 `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	Role          string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	TokenHash     []byte                 `protobuf:"bytes,4,opt,name=token_hash,json=tokenHash,proto3" json:"token_hash,omitempty"` // SHA-256 of the user's bearer token
+	Prefix        string                 `protobuf:"bytes,5,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Perms         uint32                 `protobuf:"varint,6,opt,name=perms,proto3" json:"perms,omitempty"` // bits: 1 read, 2 lock, 4 admin
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthChange) Reset() {
+	*x = AuthChange{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthChange) ProtoMessage() {}
+
+func (x *AuthChange) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthChange.ProtoReflect.Descriptor instead.
+func (*AuthChange) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AuthChange) GetKind() AuthChange_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return AuthChange_KIND_UNSPECIFIED
+}
+
+func (x *AuthChange) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *AuthChange) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *AuthChange) GetTokenHash() []byte {
+	if x != nil {
+		return x.TokenHash
+	}
+	return nil
+}
+
+func (x *AuthChange) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *AuthChange) GetPerms() uint32 {
+	if x != nil {
+		return x.Perms
+	}
+	return 0
+}
+
 // AcquireMany tries each lock on its own (no waiting), for one owner_key,
 // with one shared and limit for all of them (see Acquire).
 type AcquireMany struct {
@@ -919,7 +1110,7 @@ type AcquireMany struct {
 
 func (x *AcquireMany) Reset() {
 	*x = AcquireMany{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -931,7 +1122,7 @@ func (x *AcquireMany) String() string {
 func (*AcquireMany) ProtoMessage() {}
 
 func (x *AcquireMany) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -944,7 +1135,7 @@ func (x *AcquireMany) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireMany.ProtoReflect.Descriptor instead.
 func (*AcquireMany) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{8}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AcquireMany) GetLocks() []string {
@@ -1002,7 +1193,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1205,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1218,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{9}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Release) GetLock() string {
@@ -1064,7 +1255,7 @@ type CasRelease struct {
 
 func (x *CasRelease) Reset() {
 	*x = CasRelease{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1267,7 @@ func (x *CasRelease) String() string {
 func (*CasRelease) ProtoMessage() {}
 
 func (x *CasRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1280,7 @@ func (x *CasRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CasRelease.ProtoReflect.Descriptor instead.
 func (*CasRelease) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{10}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CasRelease) GetLock() string {
@@ -1141,7 +1332,7 @@ type CancelWait struct {
 
 func (x *CancelWait) Reset() {
 	*x = CancelWait{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1344,7 @@ func (x *CancelWait) String() string {
 func (*CancelWait) ProtoMessage() {}
 
 func (x *CancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1357,7 @@ func (x *CancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWait.ProtoReflect.Descriptor instead.
 func (*CancelWait) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{11}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CancelWait) GetLock() string {
@@ -1234,7 +1425,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1437,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1450,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{12}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Result) GetError() Error {
@@ -1346,7 +1537,7 @@ type AcquireOutcome struct {
 
 func (x *AcquireOutcome) Reset() {
 	*x = AcquireOutcome{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1549,7 @@ func (x *AcquireOutcome) String() string {
 func (*AcquireOutcome) ProtoMessage() {}
 
 func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1562,7 @@ func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireOutcome.ProtoReflect.Descriptor instead.
 func (*AcquireOutcome) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AcquireOutcome) GetLock() string {
@@ -1430,7 +1621,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1633,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1646,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Grant) GetSessionId() uint64 {
@@ -1508,7 +1699,7 @@ type HoldEnded struct {
 
 func (x *HoldEnded) Reset() {
 	*x = HoldEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1520,7 +1711,7 @@ func (x *HoldEnded) String() string {
 func (*HoldEnded) ProtoMessage() {}
 
 func (x *HoldEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1533,7 +1724,7 @@ func (x *HoldEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldEnded.ProtoReflect.Descriptor instead.
 func (*HoldEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HoldEnded) GetSessionId() uint64 {
@@ -1577,7 +1768,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1780,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1793,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WaitEnded) GetSessionId() uint64 {
@@ -1644,14 +1835,17 @@ type Snapshot struct {
 	ClusterId    uint64                 `protobuf:"varint,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"` // from the bootstrap's records; 0 if none
 	// log_version is the cluster's log version (SetLogVersion); 0 until
 	// the first raise, and in clusters from before versions.
-	LogVersion    uint32 `protobuf:"varint,6,opt,name=log_version,json=logVersion,proto3" json:"log_version,omitempty"`
+	LogVersion uint32     `protobuf:"varint,6,opt,name=log_version,json=logVersion,proto3" json:"log_version,omitempty"`
+	Auth       *AuthState `protobuf:"bytes,7,opt,name=auth,proto3" json:"auth,omitempty"`
+	// audit is the most recent admin and auth actions, oldest first.
+	Audit         []*AuditRecord `protobuf:"bytes,8,rep,name=audit,proto3" json:"audit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1663,7 +1857,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1676,7 +1870,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Snapshot) GetAppliedIndex() uint64 {
@@ -1721,6 +1915,315 @@ func (x *Snapshot) GetLogVersion() uint32 {
 	return 0
 }
 
+func (x *Snapshot) GetAuth() *AuthState {
+	if x != nil {
+		return x.Auth
+	}
+	return nil
+}
+
+func (x *Snapshot) GetAudit() []*AuditRecord {
+	if x != nil {
+		return x.Audit
+	}
+	return nil
+}
+
+// AuthState is who may do what: users, each with roles, each role with
+// permissions over lock-name prefixes. Users and roles sorted by name.
+type AuthState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Enabled       bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	Users         []*User                `protobuf:"bytes,2,rep,name=users,proto3" json:"users,omitempty"`
+	Roles         []*Role                `protobuf:"bytes,3,rep,name=roles,proto3" json:"roles,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthState) Reset() {
+	*x = AuthState{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthState) ProtoMessage() {}
+
+func (x *AuthState) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthState.ProtoReflect.Descriptor instead.
+func (*AuthState) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *AuthState) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *AuthState) GetUsers() []*User {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+func (x *AuthState) GetRoles() []*Role {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+type User struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`                            // a client certificate's common name, or a token's user
+	TokenHash     []byte                 `protobuf:"bytes,2,opt,name=token_hash,json=tokenHash,proto3" json:"token_hash,omitempty"` // SHA-256 of its bearer token; empty if none
+	Roles         []string               `protobuf:"bytes,3,rep,name=roles,proto3" json:"roles,omitempty"`                          // sorted
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *User) Reset() {
+	*x = User{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *User) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*User) ProtoMessage() {}
+
+func (x *User) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use User.ProtoReflect.Descriptor instead.
+func (*User) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *User) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *User) GetTokenHash() []byte {
+	if x != nil {
+		return x.TokenHash
+	}
+	return nil
+}
+
+func (x *User) GetRoles() []string {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+type Role struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Permissions   []*Permission          `protobuf:"bytes,2,rep,name=permissions,proto3" json:"permissions,omitempty"` // sorted by prefix
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Role) Reset() {
+	*x = Role{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Role) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Role) ProtoMessage() {}
+
+func (x *Role) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Role.ProtoReflect.Descriptor instead.
+func (*Role) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *Role) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Role) GetPermissions() []*Permission {
+	if x != nil {
+		return x.Permissions
+	}
+	return nil
+}
+
+type Permission struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Prefix        string                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Perms         uint32                 `protobuf:"varint,2,opt,name=perms,proto3" json:"perms,omitempty"` // bits: 1 read, 2 lock, 4 admin
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Permission) Reset() {
+	*x = Permission{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Permission) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Permission) ProtoMessage() {}
+
+func (x *Permission) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Permission.ProtoReflect.Descriptor instead.
+func (*Permission) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *Permission) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *Permission) GetPerms() uint32 {
+	if x != nil {
+		return x.Perms
+	}
+	return 0
+}
+
+// AuditRecord is one admin or auth action that took effect.
+type AuditRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`                                     // the log entry
+	WallUnixNano  int64                  `protobuf:"varint,2,opt,name=wall_unix_nano,json=wallUnixNano,proto3" json:"wall_unix_nano,omitempty"` // the proposing leader's clock
+	Principal     string                 `protobuf:"bytes,3,opt,name=principal,proto3" json:"principal,omitempty"`                              // who asked; empty while authentication was off
+	Action        string                 `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`                                    // what it did, in words
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditRecord) Reset() {
+	*x = AuditRecord{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditRecord) ProtoMessage() {}
+
+func (x *AuditRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
+func (*AuditRecord) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *AuditRecord) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *AuditRecord) GetWallUnixNano() int64 {
+	if x != nil {
+		return x.WallUnixNano
+	}
+	return 0
+}
+
+func (x *AuditRecord) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
 // Member is one member of the Raft group as the membership changes in the
 // log named it: the context of a ConfChange that adds it, and a snapshot's
 // record. (A group bootstrapped before members were recorded has none for
@@ -1743,7 +2246,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1755,7 +2258,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1768,7 +2271,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Member) GetId() uint64 {
@@ -1818,13 +2321,14 @@ type Session struct {
 	Holds           uint32                 `protobuf:"varint,8,opt,name=holds,proto3" json:"holds,omitempty"`                             // number of locks held
 	OpenNonce       uint64                 `protobuf:"varint,9,opt,name=open_nonce,json=openNonce,proto3" json:"open_nonce,omitempty"`    // OpenSession.nonce, 0 if none
 	SecretHash      []byte                 `protobuf:"bytes,10,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"` // OpenSession.secret_hash, empty if none
+	Principal       string                 `protobuf:"bytes,11,opt,name=principal,proto3" json:"principal,omitempty"`                     // the user that opened it (Command.principal)
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1836,7 +2340,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1849,7 +2353,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1922,6 +2426,13 @@ func (x *Session) GetSecretHash() []byte {
 	return nil
 }
 
+func (x *Session) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
 type CachedResult struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Seq    uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
@@ -1937,7 +2448,7 @@ type CachedResult struct {
 
 func (x *CachedResult) Reset() {
 	*x = CachedResult{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1949,7 +2460,7 @@ func (x *CachedResult) String() string {
 func (*CachedResult) ProtoMessage() {}
 
 func (x *CachedResult) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1962,7 +2473,7 @@ func (x *CachedResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CachedResult.ProtoReflect.Descriptor instead.
 func (*CachedResult) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CachedResult) GetSeq() uint64 {
@@ -1999,7 +2510,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2011,7 +2522,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2024,7 +2535,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Lock) GetName() string {
@@ -2072,7 +2583,7 @@ type Holder struct {
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2084,7 +2595,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2097,7 +2608,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Holder) GetSessionId() uint64 {
@@ -2179,7 +2690,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2702,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2715,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Waiter) GetSessionId() uint64 {
@@ -2267,7 +2778,7 @@ var File_internal_fsm_fsmpb_fsm_proto protoreflect.FileDescriptor
 
 const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\n" +
-	"\x1cinternal/fsm/fsmpb/fsm.proto\x12\fbaton.fsm.v1\"\xb1\a\n" +
+	"\x1cinternal/fsm/fsmpb/fsm.proto\x12\fbaton.fsm.v1\"\x8c\b\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x10\n" +
@@ -2278,7 +2789,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vproposal_id\x18\x06 \x01(\x04R\n" +
 	"proposalId\x12\x1f\n" +
 	"\vsecret_hash\x18\a \x01(\fR\n" +
-	"secretHash\x12>\n" +
+	"secretHash\x12\x1c\n" +
+	"\tprincipal\x18\b \x01(\tR\tprincipal\x12>\n" +
 	"\fopen_session\x18\n" +
 	" \x01(\v2\x19.baton.fsm.v1.OpenSessionH\x00R\vopenSession\x12A\n" +
 	"\rclose_session\x18\v \x01(\v2\x1a.baton.fsm.v1.CloseSessionH\x00R\fcloseSession\x12D\n" +
@@ -2293,7 +2805,9 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\facquire_many\x18\x12 \x01(\v2\x19.baton.fsm.v1.AcquireManyH\x00R\vacquireMany\x12;\n" +
 	"\vexpire_hold\x18\x13 \x01(\v2\x18.baton.fsm.v1.ExpireHoldH\x00R\n" +
 	"expireHold\x12E\n" +
-	"\x0fset_log_version\x18\x14 \x01(\v2\x1b.baton.fsm.v1.SetLogVersionH\x00R\rsetLogVersionB\x04\n" +
+	"\x0fset_log_version\x18\x14 \x01(\v2\x1b.baton.fsm.v1.SetLogVersionH\x00R\rsetLogVersion\x12;\n" +
+	"\vauth_change\x18\x15 \x01(\v2\x18.baton.fsm.v1.AuthChangeH\x00R\n" +
+	"authChangeB\x04\n" +
 	"\x02op\"w\n" +
 	"\vOpenSession\x12\x1b\n" +
 	"\tttl_nanos\x18\x01 \x01(\x03R\bttlNanos\x12\x14\n" +
@@ -2323,7 +2837,32 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"session_id\x18\x02 \x01(\x04R\tsessionId\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\")\n" +
 	"\rSetLogVersion\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\rR\aversion\"\xaa\x01\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\"\xe2\x02\n" +
+	"\n" +
+	"AuthChange\x121\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x1d.baton.fsm.v1.AuthChange.KindR\x04kind\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12\x1d\n" +
+	"\n" +
+	"token_hash\x18\x04 \x01(\fR\ttokenHash\x12\x16\n" +
+	"\x06prefix\x18\x05 \x01(\tR\x06prefix\x12\x14\n" +
+	"\x05perms\x18\x06 \x01(\rR\x05perms\"\xab\x01\n" +
+	"\x04Kind\x12\x14\n" +
+	"\x10KIND_UNSPECIFIED\x10\x00\x12\n" +
+	"\n" +
+	"\x06ENABLE\x10\x01\x12\v\n" +
+	"\aDISABLE\x10\x02\x12\f\n" +
+	"\bADD_USER\x10\x03\x12\x0f\n" +
+	"\vDELETE_USER\x10\x04\x12\x0e\n" +
+	"\n" +
+	"GRANT_ROLE\x10\x05\x12\x0f\n" +
+	"\vREVOKE_ROLE\x10\x06\x12\f\n" +
+	"\bADD_ROLE\x10\a\x12\x0f\n" +
+	"\vDELETE_ROLE\x10\b\x12\t\n" +
+	"\x05GRANT\x10\t\x12\n" +
+	"\n" +
+	"\x06REVOKE\x10\n" +
+	"\"\xaa\x01\n" +
 	"\vAcquireMany\x12\x14\n" +
 	"\x05locks\x18\x01 \x03(\tR\x05locks\x12\x1b\n" +
 	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x16\n" +
@@ -2392,7 +2931,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vacquire_seq\x18\x02 \x01(\x04R\n" +
 	"acquireSeq\x12\x12\n" +
 	"\x04lock\x18\x03 \x01(\tR\x04lock\x12)\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\"\xfc\x01\n" +
+	"\x05error\x18\x04 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\"\xda\x02\n" +
 	"\bSnapshot\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x121\n" +
 	"\bsessions\x18\x02 \x03(\v2\x15.baton.fsm.v1.SessionR\bsessions\x12(\n" +
@@ -2401,14 +2940,37 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x05 \x01(\x04R\tclusterId\x12\x1f\n" +
 	"\vlog_version\x18\x06 \x01(\rR\n" +
-	"logVersion\"\x82\x01\n" +
+	"logVersion\x12+\n" +
+	"\x04auth\x18\a \x01(\v2\x17.baton.fsm.v1.AuthStateR\x04auth\x12/\n" +
+	"\x05audit\x18\b \x03(\v2\x19.baton.fsm.v1.AuditRecordR\x05audit\"y\n" +
+	"\tAuthState\x12\x18\n" +
+	"\aenabled\x18\x01 \x01(\bR\aenabled\x12(\n" +
+	"\x05users\x18\x02 \x03(\v2\x12.baton.fsm.v1.UserR\x05users\x12(\n" +
+	"\x05roles\x18\x03 \x03(\v2\x12.baton.fsm.v1.RoleR\x05roles\"O\n" +
+	"\x04User\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"token_hash\x18\x02 \x01(\fR\ttokenHash\x12\x14\n" +
+	"\x05roles\x18\x03 \x03(\tR\x05roles\"V\n" +
+	"\x04Role\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12:\n" +
+	"\vpermissions\x18\x02 \x03(\v2\x18.baton.fsm.v1.PermissionR\vpermissions\":\n" +
+	"\n" +
+	"Permission\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x14\n" +
+	"\x05perms\x18\x02 \x01(\rR\x05perms\"\x7f\n" +
+	"\vAuditRecord\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12$\n" +
+	"\x0ewall_unix_nano\x18\x02 \x01(\x03R\fwallUnixNano\x12\x1c\n" +
+	"\tprincipal\x18\x03 \x01(\tR\tprincipal\x12\x16\n" +
+	"\x06action\x18\x04 \x01(\tR\x06action\"\x82\x01\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
 	"\tpeer_addr\x18\x03 \x01(\tR\bpeerAddr\x12\x18\n" +
 	"\aremoved\x18\x04 \x01(\bR\aremoved\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x05 \x01(\x04R\tclusterId\"\xce\x02\n" +
+	"cluster_id\x18\x05 \x01(\x04R\tclusterId\"\xec\x02\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1b\n" +
@@ -2422,7 +2984,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"open_nonce\x18\t \x01(\x04R\topenNonce\x12\x1f\n" +
 	"\vsecret_hash\x18\n" +
 	" \x01(\fR\n" +
-	"secretHash\"h\n" +
+	"secretHash\x12\x1c\n" +
+	"\tprincipal\x18\v \x01(\tR\tprincipal\"h\n" +
 	"\fCachedResult\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12,\n" +
 	"\x06result\x18\x02 \x01(\v2\x14.baton.fsm.v1.ResultR\x06result\x12\x18\n" +
@@ -2454,7 +3017,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x12wait_timeout_nanos\x18\x05 \x01(\x03R\x10waitTimeoutNanos\x12&\n" +
 	"\x0fsince_unix_nano\x18\x06 \x01(\x03R\rsinceUnixNano\x12\x16\n" +
 	"\x06shared\x18\a \x01(\bR\x06shared\x12(\n" +
-	"\x10hold_limit_nanos\x18\b \x01(\x03R\x0eholdLimitNanos*\x9d\x03\n" +
+	"\x10hold_limit_nanos\x18\b \x01(\x03R\x0eholdLimitNanos*\xba\x03\n" +
 	"\x05Error\x12\x0e\n" +
 	"\n" +
 	"ERROR_NONE\x10\x00\x12\x1a\n" +
@@ -2473,7 +3036,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x14ERROR_WAIT_TIMED_OUT\x10\f\x12\x18\n" +
 	"\x14ERROR_TOO_MANY_HOLDS\x10\r\x12\x18\n" +
 	"\x14ERROR_LIMIT_MISMATCH\x10\x0e\x12\x19\n" +
-	"\x15ERROR_SECRET_MISMATCH\x10\x0f*\x9b\x01\n" +
+	"\x15ERROR_SECRET_MISMATCH\x10\x0f\x12\x1b\n" +
+	"\x17ERROR_PERMISSION_DENIED\x10\x10*\x9b\x01\n" +
 	"\rAcquireStatus\x12\x1e\n" +
 	"\x1aACQUIRE_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ACQUIRE_STATUS_GRANTED\x10\x01\x12\x19\n" +
@@ -2493,69 +3057,83 @@ func file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP() []byte {
 	return file_internal_fsm_fsmpb_fsm_proto_rawDescData
 }
 
-var file_internal_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_internal_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(Error)(0),               // 0: baton.fsm.v1.Error
 	(AcquireStatus)(0),       // 1: baton.fsm.v1.AcquireStatus
-	(*Command)(nil),          // 2: baton.fsm.v1.Command
-	(*OpenSession)(nil),      // 3: baton.fsm.v1.OpenSession
-	(*CloseSession)(nil),     // 4: baton.fsm.v1.CloseSession
-	(*ExpireSession)(nil),    // 5: baton.fsm.v1.ExpireSession
-	(*BlacklistSession)(nil), // 6: baton.fsm.v1.BlacklistSession
-	(*Acquire)(nil),          // 7: baton.fsm.v1.Acquire
-	(*ExpireHold)(nil),       // 8: baton.fsm.v1.ExpireHold
-	(*SetLogVersion)(nil),    // 9: baton.fsm.v1.SetLogVersion
-	(*AcquireMany)(nil),      // 10: baton.fsm.v1.AcquireMany
-	(*Release)(nil),          // 11: baton.fsm.v1.Release
-	(*CasRelease)(nil),       // 12: baton.fsm.v1.CasRelease
-	(*CancelWait)(nil),       // 13: baton.fsm.v1.CancelWait
-	(*Result)(nil),           // 14: baton.fsm.v1.Result
-	(*AcquireOutcome)(nil),   // 15: baton.fsm.v1.AcquireOutcome
-	(*Grant)(nil),            // 16: baton.fsm.v1.Grant
-	(*HoldEnded)(nil),        // 17: baton.fsm.v1.HoldEnded
-	(*WaitEnded)(nil),        // 18: baton.fsm.v1.WaitEnded
-	(*Snapshot)(nil),         // 19: baton.fsm.v1.Snapshot
-	(*Member)(nil),           // 20: baton.fsm.v1.Member
-	(*Session)(nil),          // 21: baton.fsm.v1.Session
-	(*CachedResult)(nil),     // 22: baton.fsm.v1.CachedResult
-	(*Lock)(nil),             // 23: baton.fsm.v1.Lock
-	(*Holder)(nil),           // 24: baton.fsm.v1.Holder
-	(*Waiter)(nil),           // 25: baton.fsm.v1.Waiter
+	(AuthChange_Kind)(0),     // 2: baton.fsm.v1.AuthChange.Kind
+	(*Command)(nil),          // 3: baton.fsm.v1.Command
+	(*OpenSession)(nil),      // 4: baton.fsm.v1.OpenSession
+	(*CloseSession)(nil),     // 5: baton.fsm.v1.CloseSession
+	(*ExpireSession)(nil),    // 6: baton.fsm.v1.ExpireSession
+	(*BlacklistSession)(nil), // 7: baton.fsm.v1.BlacklistSession
+	(*Acquire)(nil),          // 8: baton.fsm.v1.Acquire
+	(*ExpireHold)(nil),       // 9: baton.fsm.v1.ExpireHold
+	(*SetLogVersion)(nil),    // 10: baton.fsm.v1.SetLogVersion
+	(*AuthChange)(nil),       // 11: baton.fsm.v1.AuthChange
+	(*AcquireMany)(nil),      // 12: baton.fsm.v1.AcquireMany
+	(*Release)(nil),          // 13: baton.fsm.v1.Release
+	(*CasRelease)(nil),       // 14: baton.fsm.v1.CasRelease
+	(*CancelWait)(nil),       // 15: baton.fsm.v1.CancelWait
+	(*Result)(nil),           // 16: baton.fsm.v1.Result
+	(*AcquireOutcome)(nil),   // 17: baton.fsm.v1.AcquireOutcome
+	(*Grant)(nil),            // 18: baton.fsm.v1.Grant
+	(*HoldEnded)(nil),        // 19: baton.fsm.v1.HoldEnded
+	(*WaitEnded)(nil),        // 20: baton.fsm.v1.WaitEnded
+	(*Snapshot)(nil),         // 21: baton.fsm.v1.Snapshot
+	(*AuthState)(nil),        // 22: baton.fsm.v1.AuthState
+	(*User)(nil),             // 23: baton.fsm.v1.User
+	(*Role)(nil),             // 24: baton.fsm.v1.Role
+	(*Permission)(nil),       // 25: baton.fsm.v1.Permission
+	(*AuditRecord)(nil),      // 26: baton.fsm.v1.AuditRecord
+	(*Member)(nil),           // 27: baton.fsm.v1.Member
+	(*Session)(nil),          // 28: baton.fsm.v1.Session
+	(*CachedResult)(nil),     // 29: baton.fsm.v1.CachedResult
+	(*Lock)(nil),             // 30: baton.fsm.v1.Lock
+	(*Holder)(nil),           // 31: baton.fsm.v1.Holder
+	(*Waiter)(nil),           // 32: baton.fsm.v1.Waiter
 }
 var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
-	3,  // 0: baton.fsm.v1.Command.open_session:type_name -> baton.fsm.v1.OpenSession
-	4,  // 1: baton.fsm.v1.Command.close_session:type_name -> baton.fsm.v1.CloseSession
-	5,  // 2: baton.fsm.v1.Command.expire_session:type_name -> baton.fsm.v1.ExpireSession
-	6,  // 3: baton.fsm.v1.Command.blacklist_session:type_name -> baton.fsm.v1.BlacklistSession
-	7,  // 4: baton.fsm.v1.Command.acquire:type_name -> baton.fsm.v1.Acquire
-	11, // 5: baton.fsm.v1.Command.release:type_name -> baton.fsm.v1.Release
-	12, // 6: baton.fsm.v1.Command.cas_release:type_name -> baton.fsm.v1.CasRelease
-	13, // 7: baton.fsm.v1.Command.cancel_wait:type_name -> baton.fsm.v1.CancelWait
-	10, // 8: baton.fsm.v1.Command.acquire_many:type_name -> baton.fsm.v1.AcquireMany
-	8,  // 9: baton.fsm.v1.Command.expire_hold:type_name -> baton.fsm.v1.ExpireHold
-	9,  // 10: baton.fsm.v1.Command.set_log_version:type_name -> baton.fsm.v1.SetLogVersion
-	0,  // 11: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
-	15, // 12: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
-	15, // 13: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
-	16, // 14: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
-	18, // 15: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
-	17, // 16: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
-	1,  // 17: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
-	24, // 18: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
-	0,  // 19: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
-	21, // 20: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
-	23, // 21: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
-	20, // 22: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
-	22, // 23: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
-	14, // 24: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
-	24, // 25: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
-	25, // 26: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	4,  // 0: baton.fsm.v1.Command.open_session:type_name -> baton.fsm.v1.OpenSession
+	5,  // 1: baton.fsm.v1.Command.close_session:type_name -> baton.fsm.v1.CloseSession
+	6,  // 2: baton.fsm.v1.Command.expire_session:type_name -> baton.fsm.v1.ExpireSession
+	7,  // 3: baton.fsm.v1.Command.blacklist_session:type_name -> baton.fsm.v1.BlacklistSession
+	8,  // 4: baton.fsm.v1.Command.acquire:type_name -> baton.fsm.v1.Acquire
+	13, // 5: baton.fsm.v1.Command.release:type_name -> baton.fsm.v1.Release
+	14, // 6: baton.fsm.v1.Command.cas_release:type_name -> baton.fsm.v1.CasRelease
+	15, // 7: baton.fsm.v1.Command.cancel_wait:type_name -> baton.fsm.v1.CancelWait
+	12, // 8: baton.fsm.v1.Command.acquire_many:type_name -> baton.fsm.v1.AcquireMany
+	9,  // 9: baton.fsm.v1.Command.expire_hold:type_name -> baton.fsm.v1.ExpireHold
+	10, // 10: baton.fsm.v1.Command.set_log_version:type_name -> baton.fsm.v1.SetLogVersion
+	11, // 11: baton.fsm.v1.Command.auth_change:type_name -> baton.fsm.v1.AuthChange
+	2,  // 12: baton.fsm.v1.AuthChange.kind:type_name -> baton.fsm.v1.AuthChange.Kind
+	0,  // 13: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
+	17, // 14: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
+	17, // 15: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
+	18, // 16: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
+	20, // 17: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
+	19, // 18: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
+	1,  // 19: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
+	31, // 20: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
+	0,  // 21: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
+	28, // 22: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
+	30, // 23: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
+	27, // 24: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
+	22, // 25: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
+	26, // 26: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
+	23, // 27: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
+	24, // 28: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
+	25, // 29: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
+	29, // 30: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
+	16, // 31: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
+	31, // 32: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
+	32, // 33: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_internal_fsm_fsmpb_fsm_proto_init() }
@@ -2575,14 +3153,15 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 		(*Command_AcquireMany)(nil),
 		(*Command_ExpireHold)(nil),
 		(*Command_SetLogVersion)(nil),
+		(*Command_AuthChange)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_fsm_fsmpb_fsm_proto_rawDesc), len(file_internal_fsm_fsmpb_fsm_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   24,
+			NumEnums:      3,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
