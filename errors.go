@@ -117,6 +117,10 @@ var (
 	// session that did not show the session's secret (Reason
 	// SECRET_MISMATCH: only a session's owner may act for it).
 	ErrPermissionDenied = errors.New("baton: permission denied")
+	// ErrUnauthenticated: authentication is on and the call showed no
+	// credential (WithToken, a client certificate) that names a user
+	// (Reason NO_CREDENTIALS).
+	ErrUnauthenticated = errors.New("baton: unauthenticated")
 )
 
 // reasonErrors is the one table from the server's Reasons to this
@@ -142,6 +146,8 @@ var reasonErrors = map[batonpb.Reason][]error{
 	batonpb.Reason_LIMIT_MISMATCH:    {ErrLimitMismatch},
 	batonpb.Reason_HOLD_LOST:         {ErrNotHeld},
 	batonpb.Reason_SECRET_MISMATCH:   {ErrPermissionDenied},
+	batonpb.Reason_NOT_PERMITTED:     {ErrPermissionDenied},
+	batonpb.Reason_NO_CREDENTIALS:    {ErrUnauthenticated},
 }
 
 // codeErrors maps gRPC codes of errors that carry no Reason (transport
@@ -153,6 +159,7 @@ var codeErrors = map[codes.Code][]error{
 	codes.AlreadyExists:    {ErrAlreadyExists},
 	codes.Aborted:          {ErrAborted},
 	codes.PermissionDenied: {ErrPermissionDenied},
+	codes.Unauthenticated:  {ErrUnauthenticated},
 	codes.Canceled:         {context.Canceled},
 	codes.DeadlineExceeded: {
 		context.DeadlineExceeded,

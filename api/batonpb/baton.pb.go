@@ -61,6 +61,12 @@ const (
 	// The request's session secret is not the one its session was opened
 	// with (PERMISSION_DENIED): only a session's owner may act for it.
 	Reason_SECRET_MISMATCH Reason = 20
+	// Authentication is on and the request showed no credential, or one
+	// that names no user (UNAUTHENTICATED, HTTP 401).
+	Reason_NO_CREDENTIALS Reason = 21
+	// The request's user may not do this (PERMISSION_DENIED, HTTP 403): the
+	// message names the permission and the prefix.
+	Reason_NOT_PERMITTED Reason = 22
 )
 
 // Enum value maps for Reason.
@@ -87,6 +93,8 @@ var (
 		18: "LIMIT_MISMATCH",
 		19: "HOLD_LOST",
 		20: "SECRET_MISMATCH",
+		21: "NO_CREDENTIALS",
+		22: "NOT_PERMITTED",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED": 0,
@@ -110,6 +118,8 @@ var (
 		"LIMIT_MISMATCH":     18,
 		"HOLD_LOST":          19,
 		"SECRET_MISMATCH":    20,
+		"NO_CREDENTIALS":     21,
+		"NOT_PERMITTED":      22,
 	}
 )
 
@@ -200,6 +210,79 @@ func (x HoldEnd) Number() protoreflect.EnumNumber {
 // Deprecated: Use HoldEnd.Descriptor instead.
 func (HoldEnd) EnumDescriptor() ([]byte, []int) {
 	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{1}
+}
+
+type ChangeAuthRequest_Kind int32
+
+const (
+	ChangeAuthRequest_KIND_UNSPECIFIED ChangeAuthRequest_Kind = 0
+	ChangeAuthRequest_ENABLE           ChangeAuthRequest_Kind = 1 // needs a user with the role root
+	ChangeAuthRequest_DISABLE          ChangeAuthRequest_Kind = 2
+	ChangeAuthRequest_ADD_USER         ChangeAuthRequest_Kind = 3  // user; with_token: the answer carries its bearer token
+	ChangeAuthRequest_DELETE_USER      ChangeAuthRequest_Kind = 4  // user
+	ChangeAuthRequest_GRANT_ROLE       ChangeAuthRequest_Kind = 5  // user, role
+	ChangeAuthRequest_REVOKE_ROLE      ChangeAuthRequest_Kind = 6  // user, role
+	ChangeAuthRequest_ADD_ROLE         ChangeAuthRequest_Kind = 7  // role
+	ChangeAuthRequest_DELETE_ROLE      ChangeAuthRequest_Kind = 8  // role
+	ChangeAuthRequest_GRANT            ChangeAuthRequest_Kind = 9  // role, prefix, perms: the role's permissions over prefix
+	ChangeAuthRequest_REVOKE           ChangeAuthRequest_Kind = 10 // role, prefix
+)
+
+// Enum value maps for ChangeAuthRequest_Kind.
+var (
+	ChangeAuthRequest_Kind_name = map[int32]string{
+		0:  "KIND_UNSPECIFIED",
+		1:  "ENABLE",
+		2:  "DISABLE",
+		3:  "ADD_USER",
+		4:  "DELETE_USER",
+		5:  "GRANT_ROLE",
+		6:  "REVOKE_ROLE",
+		7:  "ADD_ROLE",
+		8:  "DELETE_ROLE",
+		9:  "GRANT",
+		10: "REVOKE",
+	}
+	ChangeAuthRequest_Kind_value = map[string]int32{
+		"KIND_UNSPECIFIED": 0,
+		"ENABLE":           1,
+		"DISABLE":          2,
+		"ADD_USER":         3,
+		"DELETE_USER":      4,
+		"GRANT_ROLE":       5,
+		"REVOKE_ROLE":      6,
+		"ADD_ROLE":         7,
+		"DELETE_ROLE":      8,
+		"GRANT":            9,
+		"REVOKE":           10,
+	}
+)
+
+func (x ChangeAuthRequest_Kind) Enum() *ChangeAuthRequest_Kind {
+	p := new(ChangeAuthRequest_Kind)
+	*p = x
+	return p
+}
+
+func (x ChangeAuthRequest_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ChangeAuthRequest_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_batonpb_baton_proto_enumTypes[2].Descriptor()
+}
+
+func (ChangeAuthRequest_Kind) Type() protoreflect.EnumType {
+	return &file_api_batonpb_baton_proto_enumTypes[2]
+}
+
+func (x ChangeAuthRequest_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ChangeAuthRequest_Kind.Descriptor instead.
+func (ChangeAuthRequest_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59, 0}
 }
 
 // RequestHeader makes a mutating request exactly-once.
@@ -4218,6 +4301,557 @@ func (x *HoldLost) GetToken() uint64 {
 	return 0
 }
 
+type ChangeAuthRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Kind   ChangeAuthRequest_Kind `protobuf:"varint,1,opt,name=kind,proto3,enum=baton.v1.ChangeAuthRequest_Kind" json:"kind,omitempty"`
+	User   string                 `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	Role   string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	Prefix string                 `protobuf:"bytes,4,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// perms: "read", "lock", "admin", comma-separated, or "all".
+	Perms string `protobuf:"bytes,5,opt,name=perms,proto3" json:"perms,omitempty"`
+	// with_token (ADD_USER): draw a bearer token for the user. Without, the
+	// user authenticates with a client certificate whose common name is
+	// its name.
+	WithToken     bool `protobuf:"varint,6,opt,name=with_token,json=withToken,proto3" json:"with_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeAuthRequest) Reset() {
+	*x = ChangeAuthRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeAuthRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeAuthRequest) ProtoMessage() {}
+
+func (x *ChangeAuthRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeAuthRequest.ProtoReflect.Descriptor instead.
+func (*ChangeAuthRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *ChangeAuthRequest) GetKind() ChangeAuthRequest_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return ChangeAuthRequest_KIND_UNSPECIFIED
+}
+
+func (x *ChangeAuthRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *ChangeAuthRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *ChangeAuthRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *ChangeAuthRequest) GetPerms() string {
+	if x != nil {
+		return x.Perms
+	}
+	return ""
+}
+
+func (x *ChangeAuthRequest) GetWithToken() bool {
+	if x != nil {
+		return x.WithToken
+	}
+	return false
+}
+
+type ChangeAuthResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// token is the new user's bearer token (ADD_USER with with_token), shown
+	// this once: only its SHA-256 is kept.
+	Token         string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeAuthResponse) Reset() {
+	*x = ChangeAuthResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeAuthResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeAuthResponse) ProtoMessage() {}
+
+func (x *ChangeAuthResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeAuthResponse.ProtoReflect.Descriptor instead.
+func (*ChangeAuthResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *ChangeAuthResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+type GetAuthRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAuthRequest) Reset() {
+	*x = GetAuthRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAuthRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAuthRequest) ProtoMessage() {}
+
+func (x *GetAuthRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAuthRequest.ProtoReflect.Descriptor instead.
+func (*GetAuthRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61}
+}
+
+type AuthUser struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Roles         []string               `protobuf:"bytes,2,rep,name=roles,proto3" json:"roles,omitempty"`
+	HasToken      bool                   `protobuf:"varint,3,opt,name=has_token,json=hasToken,proto3" json:"has_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthUser) Reset() {
+	*x = AuthUser{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthUser) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthUser) ProtoMessage() {}
+
+func (x *AuthUser) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthUser.ProtoReflect.Descriptor instead.
+func (*AuthUser) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *AuthUser) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AuthUser) GetRoles() []string {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+func (x *AuthUser) GetHasToken() bool {
+	if x != nil {
+		return x.HasToken
+	}
+	return false
+}
+
+type AuthPermission struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Prefix        string                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Perms         string                 `protobuf:"bytes,2,opt,name=perms,proto3" json:"perms,omitempty"` // e.g. "read,lock"
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthPermission) Reset() {
+	*x = AuthPermission{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthPermission) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthPermission) ProtoMessage() {}
+
+func (x *AuthPermission) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthPermission.ProtoReflect.Descriptor instead.
+func (*AuthPermission) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *AuthPermission) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *AuthPermission) GetPerms() string {
+	if x != nil {
+		return x.Perms
+	}
+	return ""
+}
+
+type AuthRole struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Permissions   []*AuthPermission      `protobuf:"bytes,2,rep,name=permissions,proto3" json:"permissions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthRole) Reset() {
+	*x = AuthRole{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthRole) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthRole) ProtoMessage() {}
+
+func (x *AuthRole) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthRole.ProtoReflect.Descriptor instead.
+func (*AuthRole) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *AuthRole) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AuthRole) GetPermissions() []*AuthPermission {
+	if x != nil {
+		return x.Permissions
+	}
+	return nil
+}
+
+type GetAuthResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Enabled bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	Users   []*AuthUser            `protobuf:"bytes,2,rep,name=users,proto3" json:"users,omitempty"`
+	Roles   []*AuthRole            `protobuf:"bytes,3,rep,name=roles,proto3" json:"roles,omitempty"`
+	// you is the user the request authenticated as (empty when none).
+	You           string `protobuf:"bytes,4,opt,name=you,proto3" json:"you,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAuthResponse) Reset() {
+	*x = GetAuthResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAuthResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAuthResponse) ProtoMessage() {}
+
+func (x *GetAuthResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAuthResponse.ProtoReflect.Descriptor instead.
+func (*GetAuthResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *GetAuthResponse) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *GetAuthResponse) GetUsers() []*AuthUser {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+func (x *GetAuthResponse) GetRoles() []*AuthRole {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+func (x *GetAuthResponse) GetYou() string {
+	if x != nil {
+		return x.You
+	}
+	return ""
+}
+
+type AuditRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditRequest) Reset() {
+	*x = AuditRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditRequest) ProtoMessage() {}
+
+func (x *AuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditRequest.ProtoReflect.Descriptor instead.
+func (*AuditRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{66}
+}
+
+type AuditEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Time          *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	Principal     string                 `protobuf:"bytes,3,opt,name=principal,proto3" json:"principal,omitempty"`
+	Action        string                 `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditEntry) Reset() {
+	*x = AuditEntry{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditEntry) ProtoMessage() {}
+
+func (x *AuditEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
+func (*AuditEntry) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *AuditEntry) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *AuditEntry) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *AuditEntry) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+type AuditResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*AuditEntry          `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditResponse) Reset() {
+	*x = AuditResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditResponse) ProtoMessage() {}
+
+func (x *AuditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditResponse.ProtoReflect.Descriptor instead.
+func (*AuditResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *AuditResponse) GetEntries() []*AuditEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
 var File_api_batonpb_baton_proto protoreflect.FileDescriptor
 
 const file_api_batonpb_baton_proto_rawDesc = "" +
@@ -4516,7 +5150,58 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\bHoldLost\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token*\xa5\x03\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\"\xec\x02\n" +
+	"\x11ChangeAuthRequest\x124\n" +
+	"\x04kind\x18\x01 \x01(\x0e2 .baton.v1.ChangeAuthRequest.KindR\x04kind\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12\x16\n" +
+	"\x06prefix\x18\x04 \x01(\tR\x06prefix\x12\x14\n" +
+	"\x05perms\x18\x05 \x01(\tR\x05perms\x12\x1d\n" +
+	"\n" +
+	"with_token\x18\x06 \x01(\bR\twithToken\"\xab\x01\n" +
+	"\x04Kind\x12\x14\n" +
+	"\x10KIND_UNSPECIFIED\x10\x00\x12\n" +
+	"\n" +
+	"\x06ENABLE\x10\x01\x12\v\n" +
+	"\aDISABLE\x10\x02\x12\f\n" +
+	"\bADD_USER\x10\x03\x12\x0f\n" +
+	"\vDELETE_USER\x10\x04\x12\x0e\n" +
+	"\n" +
+	"GRANT_ROLE\x10\x05\x12\x0f\n" +
+	"\vREVOKE_ROLE\x10\x06\x12\f\n" +
+	"\bADD_ROLE\x10\a\x12\x0f\n" +
+	"\vDELETE_ROLE\x10\b\x12\t\n" +
+	"\x05GRANT\x10\t\x12\n" +
+	"\n" +
+	"\x06REVOKE\x10\n" +
+	"\"*\n" +
+	"\x12ChangeAuthResponse\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\"\x10\n" +
+	"\x0eGetAuthRequest\"Q\n" +
+	"\bAuthUser\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05roles\x18\x02 \x03(\tR\x05roles\x12\x1b\n" +
+	"\thas_token\x18\x03 \x01(\bR\bhasToken\">\n" +
+	"\x0eAuthPermission\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x14\n" +
+	"\x05perms\x18\x02 \x01(\tR\x05perms\"Z\n" +
+	"\bAuthRole\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12:\n" +
+	"\vpermissions\x18\x02 \x03(\v2\x18.baton.v1.AuthPermissionR\vpermissions\"\x91\x01\n" +
+	"\x0fGetAuthResponse\x12\x18\n" +
+	"\aenabled\x18\x01 \x01(\bR\aenabled\x12(\n" +
+	"\x05users\x18\x02 \x03(\v2\x12.baton.v1.AuthUserR\x05users\x12(\n" +
+	"\x05roles\x18\x03 \x03(\v2\x12.baton.v1.AuthRoleR\x05roles\x12\x10\n" +
+	"\x03you\x18\x04 \x01(\tR\x03you\"\x0e\n" +
+	"\fAuditRequest\"\x88\x01\n" +
+	"\n" +
+	"AuditEntry\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12.\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1c\n" +
+	"\tprincipal\x18\x03 \x01(\tR\tprincipal\x12\x16\n" +
+	"\x06action\x18\x04 \x01(\tR\x06action\"?\n" +
+	"\rAuditResponse\x12.\n" +
+	"\aentries\x18\x01 \x03(\v2\x14.baton.v1.AuditEntryR\aentries*\xcc\x03\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10INVALID_ARGUMENT\x10\x01\x12\x15\n" +
@@ -4542,7 +5227,9 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x0fSESSION_EXPIRED\x10\x11\x12\x12\n" +
 	"\x0eLIMIT_MISMATCH\x10\x12\x12\r\n" +
 	"\tHOLD_LOST\x10\x13\x12\x13\n" +
-	"\x0fSECRET_MISMATCH\x10\x14*\xc3\x01\n" +
+	"\x0fSECRET_MISMATCH\x10\x14\x12\x12\n" +
+	"\x0eNO_CREDENTIALS\x10\x15\x12\x11\n" +
+	"\rNOT_PERMITTED\x10\x16*\xc3\x01\n" +
 	"\aHoldEnd\x12\x18\n" +
 	"\x14HOLD_END_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11HOLD_END_RELEASED\x10\x01\x12\x1b\n" +
@@ -4550,7 +5237,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x18HOLD_END_SESSION_EXPIRED\x10\x03\x12\x19\n" +
 	"\x15HOLD_END_HOLD_EXPIRED\x10\x04\x12\x19\n" +
 	"\x15HOLD_END_CAS_RELEASED\x10\x05\x12\x16\n" +
-	"\x12HOLD_END_ABANDONED\x10\x062\xfa\x0e\n" +
+	"\x12HOLD_END_ABANDONED\x10\x062\xf7\x10\n" +
 	"\x05Baton\x12B\n" +
 	"\aSession\x12\x18.baton.v1.SessionRequest\x1a\x19.baton.v1.SessionResponse(\x010\x01\x12E\n" +
 	"\bSessions\x12\x19.baton.v1.SessionsRequest\x1a\x1a.baton.v1.SessionsResponse(\x010\x01\x12c\n" +
@@ -4574,7 +5261,12 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"/v1/status\x12`\n" +
 	"\tAddMember\x12\x1a.baton.v1.AddMemberRequest\x1a\x1b.baton.v1.AddMemberResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/members/add\x12p\n" +
 	"\rPromoteMember\x12\x1e.baton.v1.PromoteMemberRequest\x1a\x1f.baton.v1.PromoteMemberResponse\"\x1e\x82\xd3\xe4\x93\x02\x18:\x01*\"\x13/v1/members/promote\x12l\n" +
-	"\fRemoveMember\x12\x1d.baton.v1.RemoveMemberRequest\x1a\x1e.baton.v1.RemoveMemberResponse\"\x1d\x82\xd3\xe4\x93\x02\x17:\x01*\"\x12/v1/members/removeB(Z&github.com/batonlock/baton/api/batonpbb\x06proto3"
+	"\fRemoveMember\x12\x1d.baton.v1.RemoveMemberRequest\x1a\x1e.baton.v1.RemoveMemberResponse\"\x1d\x82\xd3\xe4\x93\x02\x17:\x01*\"\x12/v1/members/remove\x12\\\n" +
+	"\n" +
+	"ChangeAuth\x12\x1b.baton.v1.ChangeAuthRequest\x1a\x1c.baton.v1.ChangeAuthResponse\"\x13\x82\xd3\xe4\x93\x02\r:\x01*\"\b/v1/auth\x12P\n" +
+	"\aGetAuth\x12\x18.baton.v1.GetAuthRequest\x1a\x19.baton.v1.GetAuthResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
+	"\x12\b/v1/auth\x12K\n" +
+	"\x05Audit\x12\x16.baton.v1.AuditRequest\x1a\x17.baton.v1.AuditResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/auditB(Z&github.com/batonlock/baton/api/batonpbb\x06proto3"
 
 var (
 	file_api_batonpb_baton_proto_rawDescOnce sync.Once
@@ -4588,187 +5280,210 @@ func file_api_batonpb_baton_proto_rawDescGZIP() []byte {
 	return file_api_batonpb_baton_proto_rawDescData
 }
 
-var file_api_batonpb_baton_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_api_batonpb_baton_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_api_batonpb_baton_proto_goTypes = []any{
 	(Reason)(0),                   // 0: baton.v1.Reason
 	(HoldEnd)(0),                  // 1: baton.v1.HoldEnd
-	(*RequestHeader)(nil),         // 2: baton.v1.RequestHeader
-	(*OpenSessionRequest)(nil),    // 3: baton.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),   // 4: baton.v1.OpenSessionResponse
-	(*KeepAliveRequest)(nil),      // 5: baton.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),     // 6: baton.v1.KeepAliveResponse
-	(*CloseSessionRequest)(nil),   // 7: baton.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),  // 8: baton.v1.CloseSessionResponse
-	(*AcquireRequest)(nil),        // 9: baton.v1.AcquireRequest
-	(*RenewHoldRequest)(nil),      // 10: baton.v1.RenewHoldRequest
-	(*RenewHoldResponse)(nil),     // 11: baton.v1.RenewHoldResponse
-	(*Holder)(nil),                // 12: baton.v1.Holder
-	(*Waiter)(nil),                // 13: baton.v1.Waiter
-	(*AcquireResponse)(nil),       // 14: baton.v1.AcquireResponse
-	(*AcquireManyRequest)(nil),    // 15: baton.v1.AcquireManyRequest
-	(*AcquireManyResponse)(nil),   // 16: baton.v1.AcquireManyResponse
-	(*ReleaseRequest)(nil),        // 17: baton.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 18: baton.v1.ReleaseResponse
-	(*CancelRequest)(nil),         // 19: baton.v1.CancelRequest
-	(*CancelResponse)(nil),        // 20: baton.v1.CancelResponse
-	(*CasReleaseRequest)(nil),     // 21: baton.v1.CasReleaseRequest
-	(*CasReleaseResponse)(nil),    // 22: baton.v1.CasReleaseResponse
-	(*CheckRequest)(nil),          // 23: baton.v1.CheckRequest
-	(*CheckResponse)(nil),         // 24: baton.v1.CheckResponse
-	(*GetRequest)(nil),            // 25: baton.v1.GetRequest
-	(*Lock)(nil),                  // 26: baton.v1.Lock
-	(*GetResponse)(nil),           // 27: baton.v1.GetResponse
-	(*PastHold)(nil),              // 28: baton.v1.PastHold
-	(*ListRequest)(nil),           // 29: baton.v1.ListRequest
-	(*LockSummary)(nil),           // 30: baton.v1.LockSummary
-	(*ListResponse)(nil),          // 31: baton.v1.ListResponse
-	(*Session)(nil),               // 32: baton.v1.Session
-	(*ListSessionsRequest)(nil),   // 33: baton.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),  // 34: baton.v1.ListSessionsResponse
-	(*BlacklistRequest)(nil),      // 35: baton.v1.BlacklistRequest
-	(*BlacklistResponse)(nil),     // 36: baton.v1.BlacklistResponse
-	(*WatchRequest)(nil),          // 37: baton.v1.WatchRequest
-	(*WatchResponse)(nil),         // 38: baton.v1.WatchResponse
-	(*StatusRequest)(nil),         // 39: baton.v1.StatusRequest
-	(*Member)(nil),                // 40: baton.v1.Member
-	(*AddMemberRequest)(nil),      // 41: baton.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),     // 42: baton.v1.AddMemberResponse
-	(*PromoteMemberRequest)(nil),  // 43: baton.v1.PromoteMemberRequest
-	(*PromoteMemberResponse)(nil), // 44: baton.v1.PromoteMemberResponse
-	(*RemoveMemberRequest)(nil),   // 45: baton.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),  // 46: baton.v1.RemoveMemberResponse
-	(*StatusResponse)(nil),        // 47: baton.v1.StatusResponse
-	(*Error)(nil),                 // 48: baton.v1.Error
-	(*ResumeSession)(nil),         // 49: baton.v1.ResumeSession
-	(*SessionRequest)(nil),        // 50: baton.v1.SessionRequest
-	(*SessionsRequest)(nil),       // 51: baton.v1.SessionsRequest
-	(*ChannelRequest)(nil),        // 52: baton.v1.ChannelRequest
-	(*SessionsResponse)(nil),      // 53: baton.v1.SessionsResponse
-	(*ChannelResponse)(nil),       // 54: baton.v1.ChannelResponse
-	(*ChannelEnd)(nil),            // 55: baton.v1.ChannelEnd
-	(*Grant)(nil),                 // 56: baton.v1.Grant
-	(*WaitEnded)(nil),             // 57: baton.v1.WaitEnded
-	(*SessionResponse)(nil),       // 58: baton.v1.SessionResponse
-	(*SessionHolds)(nil),          // 59: baton.v1.SessionHolds
-	(*HoldLost)(nil),              // 60: baton.v1.HoldLost
-	(*durationpb.Duration)(nil),   // 61: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 62: google.protobuf.Timestamp
+	(ChangeAuthRequest_Kind)(0),   // 2: baton.v1.ChangeAuthRequest.Kind
+	(*RequestHeader)(nil),         // 3: baton.v1.RequestHeader
+	(*OpenSessionRequest)(nil),    // 4: baton.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),   // 5: baton.v1.OpenSessionResponse
+	(*KeepAliveRequest)(nil),      // 6: baton.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),     // 7: baton.v1.KeepAliveResponse
+	(*CloseSessionRequest)(nil),   // 8: baton.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),  // 9: baton.v1.CloseSessionResponse
+	(*AcquireRequest)(nil),        // 10: baton.v1.AcquireRequest
+	(*RenewHoldRequest)(nil),      // 11: baton.v1.RenewHoldRequest
+	(*RenewHoldResponse)(nil),     // 12: baton.v1.RenewHoldResponse
+	(*Holder)(nil),                // 13: baton.v1.Holder
+	(*Waiter)(nil),                // 14: baton.v1.Waiter
+	(*AcquireResponse)(nil),       // 15: baton.v1.AcquireResponse
+	(*AcquireManyRequest)(nil),    // 16: baton.v1.AcquireManyRequest
+	(*AcquireManyResponse)(nil),   // 17: baton.v1.AcquireManyResponse
+	(*ReleaseRequest)(nil),        // 18: baton.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 19: baton.v1.ReleaseResponse
+	(*CancelRequest)(nil),         // 20: baton.v1.CancelRequest
+	(*CancelResponse)(nil),        // 21: baton.v1.CancelResponse
+	(*CasReleaseRequest)(nil),     // 22: baton.v1.CasReleaseRequest
+	(*CasReleaseResponse)(nil),    // 23: baton.v1.CasReleaseResponse
+	(*CheckRequest)(nil),          // 24: baton.v1.CheckRequest
+	(*CheckResponse)(nil),         // 25: baton.v1.CheckResponse
+	(*GetRequest)(nil),            // 26: baton.v1.GetRequest
+	(*Lock)(nil),                  // 27: baton.v1.Lock
+	(*GetResponse)(nil),           // 28: baton.v1.GetResponse
+	(*PastHold)(nil),              // 29: baton.v1.PastHold
+	(*ListRequest)(nil),           // 30: baton.v1.ListRequest
+	(*LockSummary)(nil),           // 31: baton.v1.LockSummary
+	(*ListResponse)(nil),          // 32: baton.v1.ListResponse
+	(*Session)(nil),               // 33: baton.v1.Session
+	(*ListSessionsRequest)(nil),   // 34: baton.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),  // 35: baton.v1.ListSessionsResponse
+	(*BlacklistRequest)(nil),      // 36: baton.v1.BlacklistRequest
+	(*BlacklistResponse)(nil),     // 37: baton.v1.BlacklistResponse
+	(*WatchRequest)(nil),          // 38: baton.v1.WatchRequest
+	(*WatchResponse)(nil),         // 39: baton.v1.WatchResponse
+	(*StatusRequest)(nil),         // 40: baton.v1.StatusRequest
+	(*Member)(nil),                // 41: baton.v1.Member
+	(*AddMemberRequest)(nil),      // 42: baton.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),     // 43: baton.v1.AddMemberResponse
+	(*PromoteMemberRequest)(nil),  // 44: baton.v1.PromoteMemberRequest
+	(*PromoteMemberResponse)(nil), // 45: baton.v1.PromoteMemberResponse
+	(*RemoveMemberRequest)(nil),   // 46: baton.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),  // 47: baton.v1.RemoveMemberResponse
+	(*StatusResponse)(nil),        // 48: baton.v1.StatusResponse
+	(*Error)(nil),                 // 49: baton.v1.Error
+	(*ResumeSession)(nil),         // 50: baton.v1.ResumeSession
+	(*SessionRequest)(nil),        // 51: baton.v1.SessionRequest
+	(*SessionsRequest)(nil),       // 52: baton.v1.SessionsRequest
+	(*ChannelRequest)(nil),        // 53: baton.v1.ChannelRequest
+	(*SessionsResponse)(nil),      // 54: baton.v1.SessionsResponse
+	(*ChannelResponse)(nil),       // 55: baton.v1.ChannelResponse
+	(*ChannelEnd)(nil),            // 56: baton.v1.ChannelEnd
+	(*Grant)(nil),                 // 57: baton.v1.Grant
+	(*WaitEnded)(nil),             // 58: baton.v1.WaitEnded
+	(*SessionResponse)(nil),       // 59: baton.v1.SessionResponse
+	(*SessionHolds)(nil),          // 60: baton.v1.SessionHolds
+	(*HoldLost)(nil),              // 61: baton.v1.HoldLost
+	(*ChangeAuthRequest)(nil),     // 62: baton.v1.ChangeAuthRequest
+	(*ChangeAuthResponse)(nil),    // 63: baton.v1.ChangeAuthResponse
+	(*GetAuthRequest)(nil),        // 64: baton.v1.GetAuthRequest
+	(*AuthUser)(nil),              // 65: baton.v1.AuthUser
+	(*AuthPermission)(nil),        // 66: baton.v1.AuthPermission
+	(*AuthRole)(nil),              // 67: baton.v1.AuthRole
+	(*GetAuthResponse)(nil),       // 68: baton.v1.GetAuthResponse
+	(*AuditRequest)(nil),          // 69: baton.v1.AuditRequest
+	(*AuditEntry)(nil),            // 70: baton.v1.AuditEntry
+	(*AuditResponse)(nil),         // 71: baton.v1.AuditResponse
+	(*durationpb.Duration)(nil),   // 72: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 73: google.protobuf.Timestamp
 }
 var file_api_batonpb_baton_proto_depIdxs = []int32{
-	61, // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	61, // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	61, // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
-	2,  // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
-	61, // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	61, // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
-	61, // 6: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
-	62, // 7: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
-	61, // 8: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
-	62, // 9: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
-	61, // 10: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
-	12, // 11: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
-	2,  // 12: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
-	61, // 13: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
-	14, // 14: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
-	2,  // 15: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
-	2,  // 16: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
-	14, // 17: baton.v1.CancelResponse.granted:type_name -> baton.v1.AcquireResponse
-	12, // 18: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
-	12, // 19: baton.v1.Lock.holders:type_name -> baton.v1.Holder
-	13, // 20: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
-	26, // 21: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
-	28, // 22: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
-	62, // 23: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
-	62, // 24: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
+	72, // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	72, // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	72, // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	3,  // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
+	72, // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	72, // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
+	72, // 6: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
+	73, // 7: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
+	72, // 8: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
+	73, // 9: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
+	72, // 10: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
+	13, // 11: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
+	3,  // 12: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
+	72, // 13: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
+	15, // 14: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
+	3,  // 15: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
+	3,  // 16: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
+	15, // 17: baton.v1.CancelResponse.granted:type_name -> baton.v1.AcquireResponse
+	13, // 18: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
+	13, // 19: baton.v1.Lock.holders:type_name -> baton.v1.Holder
+	14, // 20: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
+	27, // 21: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
+	29, // 22: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
+	73, // 23: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
+	73, // 24: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
 	1,  // 25: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
-	12, // 26: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
-	30, // 27: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	61, // 28: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	62, // 29: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
-	32, // 30: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
-	26, // 31: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
-	40, // 32: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
-	40, // 33: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
-	40, // 34: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
-	40, // 35: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
+	13, // 26: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
+	31, // 27: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
+	72, // 28: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	73, // 29: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	33, // 30: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
+	27, // 31: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
+	41, // 32: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
+	41, // 33: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
+	41, // 34: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
+	41, // 35: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
 	0,  // 36: baton.v1.Error.reason:type_name -> baton.v1.Reason
-	3,  // 37: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
-	49, // 38: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
-	5,  // 39: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
-	9,  // 40: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
-	17, // 41: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
-	19, // 42: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
-	15, // 43: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
-	7,  // 44: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
-	10, // 45: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
-	52, // 46: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
-	50, // 47: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
-	54, // 48: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
-	58, // 49: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
-	55, // 50: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
-	48, // 51: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
+	4,  // 37: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
+	50, // 38: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
+	6,  // 39: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
+	10, // 40: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
+	18, // 41: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
+	20, // 42: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
+	16, // 43: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
+	8,  // 44: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
+	11, // 45: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
+	53, // 46: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
+	51, // 47: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
+	55, // 48: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
+	59, // 49: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
+	56, // 50: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
+	49, // 51: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
 	0,  // 52: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
-	48, // 53: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
-	4,  // 54: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
-	6,  // 55: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
-	14, // 56: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
-	18, // 57: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
-	20, // 58: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
-	16, // 59: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
-	8,  // 60: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
-	56, // 61: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
-	57, // 62: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
-	48, // 63: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	60, // 64: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
-	59, // 65: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
-	11, // 66: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
-	60, // 67: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
-	50, // 68: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	51, // 69: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
-	3,  // 70: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	5,  // 71: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	7,  // 72: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	9,  // 73: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	15, // 74: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	10, // 75: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
-	17, // 76: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	21, // 77: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	23, // 78: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	25, // 79: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	29, // 80: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	33, // 81: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	37, // 82: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
-	35, // 83: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	39, // 84: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	41, // 85: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
-	43, // 86: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
-	45, // 87: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
-	58, // 88: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	53, // 89: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	4,  // 90: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	6,  // 91: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	8,  // 92: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	14, // 93: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	16, // 94: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	11, // 95: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
-	18, // 96: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	22, // 97: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	24, // 98: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	27, // 99: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	31, // 100: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	34, // 101: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	38, // 102: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
-	36, // 103: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	47, // 104: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	42, // 105: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
-	44, // 106: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
-	46, // 107: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
-	88, // [88:108] is the sub-list for method output_type
-	68, // [68:88] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	49, // 53: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
+	5,  // 54: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
+	7,  // 55: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
+	15, // 56: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
+	19, // 57: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
+	21, // 58: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
+	17, // 59: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
+	9,  // 60: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
+	57, // 61: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
+	58, // 62: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
+	49, // 63: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
+	61, // 64: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
+	60, // 65: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
+	12, // 66: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
+	61, // 67: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
+	2,  // 68: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
+	66, // 69: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
+	65, // 70: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
+	67, // 71: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
+	73, // 72: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	70, // 73: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
+	51, // 74: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	52, // 75: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	4,  // 76: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	6,  // 77: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	8,  // 78: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	10, // 79: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	16, // 80: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	11, // 81: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
+	18, // 82: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	22, // 83: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	24, // 84: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	26, // 85: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	30, // 86: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	34, // 87: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	38, // 88: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
+	36, // 89: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	40, // 90: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	42, // 91: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
+	44, // 92: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
+	46, // 93: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
+	62, // 94: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
+	64, // 95: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
+	69, // 96: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
+	59, // 97: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	54, // 98: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	5,  // 99: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	7,  // 100: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	9,  // 101: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	15, // 102: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	17, // 103: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	12, // 104: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
+	19, // 105: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	23, // 106: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	25, // 107: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	28, // 108: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	32, // 109: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	35, // 110: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	39, // 111: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
+	37, // 112: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	48, // 113: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	43, // 114: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
+	45, // 115: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
+	47, // 116: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
+	63, // 117: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
+	68, // 118: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
+	71, // 119: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
+	97, // [97:120] is the sub-list for method output_type
+	74, // [74:97] is the sub-list for method input_type
+	74, // [74:74] is the sub-list for extension type_name
+	74, // [74:74] is the sub-list for extension extendee
+	0,  // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }
@@ -4807,8 +5522,8 @@ func file_api_batonpb_baton_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_batonpb_baton_proto_rawDesc), len(file_api_batonpb_baton_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   59,
+			NumEnums:      3,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

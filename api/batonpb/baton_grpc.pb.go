@@ -44,6 +44,9 @@ const (
 	Baton_AddMember_FullMethodName     = "/baton.v1.Baton/AddMember"
 	Baton_PromoteMember_FullMethodName = "/baton.v1.Baton/PromoteMember"
 	Baton_RemoveMember_FullMethodName  = "/baton.v1.Baton/RemoveMember"
+	Baton_ChangeAuth_FullMethodName    = "/baton.v1.Baton/ChangeAuth"
+	Baton_GetAuth_FullMethodName       = "/baton.v1.Baton/GetAuth"
+	Baton_Audit_FullMethodName         = "/baton.v1.Baton/Audit"
 )
 
 // BatonClient is the client API for Baton service.
@@ -114,6 +117,17 @@ type BatonClient interface {
 	PromoteMember(ctx context.Context, in *PromoteMemberRequest, opts ...grpc.CallOption) (*PromoteMemberResponse, error)
 	// RemoveMember removes a member; it stops once it applies its removal.
 	RemoveMember(ctx context.Context, in *RemoveMemberRequest, opts ...grpc.CallOption) (*RemoveMemberResponse, error)
+	// ChangeAuth changes users, roles and permissions, or turns
+	// authentication on or off. With authentication on, it needs admin
+	// over every name (the role root has it).
+	ChangeAuth(ctx context.Context, in *ChangeAuthRequest, opts ...grpc.CallOption) (*ChangeAuthResponse, error)
+	// GetAuth lists users (without their tokens), roles and permissions,
+	// and whether authentication is on. Needs read over every name.
+	GetAuth(ctx context.Context, in *GetAuthRequest, opts ...grpc.CallOption) (*GetAuthResponse, error)
+	// Audit lists the recent admin and auth actions that took effect
+	// (blacklists, conditional releases, auth changes), oldest first: at
+	// most 1,000, replicated. Needs read over every name.
+	Audit(ctx context.Context, in *AuditRequest, opts ...grpc.CallOption) (*AuditResponse, error)
 }
 
 type batonClient struct {
@@ -339,6 +353,36 @@ func (c *batonClient) RemoveMember(ctx context.Context, in *RemoveMemberRequest,
 	return out, nil
 }
 
+func (c *batonClient) ChangeAuth(ctx context.Context, in *ChangeAuthRequest, opts ...grpc.CallOption) (*ChangeAuthResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ChangeAuthResponse)
+	err := c.cc.Invoke(ctx, Baton_ChangeAuth_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *batonClient) GetAuth(ctx context.Context, in *GetAuthRequest, opts ...grpc.CallOption) (*GetAuthResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetAuthResponse)
+	err := c.cc.Invoke(ctx, Baton_GetAuth_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *batonClient) Audit(ctx context.Context, in *AuditRequest, opts ...grpc.CallOption) (*AuditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AuditResponse)
+	err := c.cc.Invoke(ctx, Baton_Audit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BatonServer is the server API for Baton service.
 // All implementations must embed UnimplementedBatonServer
 // for forward compatibility.
@@ -407,6 +451,17 @@ type BatonServer interface {
 	PromoteMember(context.Context, *PromoteMemberRequest) (*PromoteMemberResponse, error)
 	// RemoveMember removes a member; it stops once it applies its removal.
 	RemoveMember(context.Context, *RemoveMemberRequest) (*RemoveMemberResponse, error)
+	// ChangeAuth changes users, roles and permissions, or turns
+	// authentication on or off. With authentication on, it needs admin
+	// over every name (the role root has it).
+	ChangeAuth(context.Context, *ChangeAuthRequest) (*ChangeAuthResponse, error)
+	// GetAuth lists users (without their tokens), roles and permissions,
+	// and whether authentication is on. Needs read over every name.
+	GetAuth(context.Context, *GetAuthRequest) (*GetAuthResponse, error)
+	// Audit lists the recent admin and auth actions that took effect
+	// (blacklists, conditional releases, auth changes), oldest first: at
+	// most 1,000, replicated. Needs read over every name.
+	Audit(context.Context, *AuditRequest) (*AuditResponse, error)
 	mustEmbedUnimplementedBatonServer()
 }
 
@@ -476,6 +531,15 @@ func (UnimplementedBatonServer) PromoteMember(context.Context, *PromoteMemberReq
 }
 func (UnimplementedBatonServer) RemoveMember(context.Context, *RemoveMemberRequest) (*RemoveMemberResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveMember not implemented")
+}
+func (UnimplementedBatonServer) ChangeAuth(context.Context, *ChangeAuthRequest) (*ChangeAuthResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ChangeAuth not implemented")
+}
+func (UnimplementedBatonServer) GetAuth(context.Context, *GetAuthRequest) (*GetAuthResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetAuth not implemented")
+}
+func (UnimplementedBatonServer) Audit(context.Context, *AuditRequest) (*AuditResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Audit not implemented")
 }
 func (UnimplementedBatonServer) mustEmbedUnimplementedBatonServer() {}
 func (UnimplementedBatonServer) testEmbeddedByValue()               {}
@@ -829,6 +893,60 @@ func _Baton_RemoveMember_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Baton_ChangeAuth_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ChangeAuthRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BatonServer).ChangeAuth(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Baton_ChangeAuth_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BatonServer).ChangeAuth(ctx, req.(*ChangeAuthRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Baton_GetAuth_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetAuthRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BatonServer).GetAuth(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Baton_GetAuth_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BatonServer).GetAuth(ctx, req.(*GetAuthRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Baton_Audit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AuditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BatonServer).Audit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Baton_Audit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BatonServer).Audit(ctx, req.(*AuditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Baton_ServiceDesc is the grpc.ServiceDesc for Baton service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -903,6 +1021,18 @@ var Baton_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveMember",
 			Handler:    _Baton_RemoveMember_Handler,
+		},
+		{
+			MethodName: "ChangeAuth",
+			Handler:    _Baton_ChangeAuth_Handler,
+		},
+		{
+			MethodName: "GetAuth",
+			Handler:    _Baton_GetAuth_Handler,
+		},
+		{
+			MethodName: "Audit",
+			Handler:    _Baton_Audit_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -3,6 +3,7 @@ package fsm
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -127,6 +128,16 @@ func (m *Machine) AuthEnabled() bool { return m.auth.enabled }
 func (m *Machine) UserOfToken(h SecretHash) (string, bool) {
 	name, ok := m.auth.tokens[h]
 	return name, ok
+}
+
+// UserTokens returns a copy of the bearer tokens' hashes, each with its
+// user.
+func (m *Machine) UserTokens() map[SecretHash]string { return maps.Clone(m.auth.tokens) }
+
+// UserHasToken reports whether the user may show a bearer token.
+func (m *Machine) UserHasToken(name string) bool {
+	u := m.auth.users[name]
+	return u != nil && u.tokenHash.IsSet()
 }
 
 // HasUser reports whether a user of that name exists.

@@ -145,6 +145,17 @@ func (d *Decoder) Decode(data []byte) (cmd *fsmpb.Command, ok bool) {
 			} else {
 				cmd.SecretHash = []byte{} // as proto: present, empty
 			}
+		case num == 8 && typ == protowire.BytesType:
+			b, n := protowire.ConsumeBytes(data)
+			if n < 0 {
+				return nil, false
+			}
+			data = data[n:]
+			text, ok := str(b)
+			if !ok {
+				return nil, false
+			}
+			cmd.Principal = text
 		case (num == 14 || num == 15) && typ == protowire.BytesType:
 			if cmd.Op != nil {
 				return nil, false // two operations: proto keeps the last
@@ -301,7 +312,7 @@ func decodeRelease(op *fsmpb.Release, b []byte) bool {
 // caller encodes with proto. TestEncodeCommand and FuzzEncodeCommand hold
 // it to proto.Marshal.
 func EncodeCommand(cmd *fsmpb.Command) (data []byte, ok bool) {
-	if len(cmd.ProtoReflect().GetUnknown()) > 0 {
+	if len(cmd.ProtoReflect().GetUnknown()) > 0 || !utf8.ValidString(cmd.Principal) {
 		return nil, false
 	}
 	var opNum protowire.Number
@@ -327,7 +338,7 @@ func EncodeCommand(cmd *fsmpb.Command) (data []byte, ok bool) {
 		return nil, false
 	}
 	head := [...]uint64{cmd.SessionId, cmd.Seq, cmd.MinUnackedSeq, uint64(cmd.WallTimeUnixNano), cmd.Proposer, cmd.ProposalId}
-	size := sizeMessage(opNum, opSize) + sizeBytes(7, cmd.SecretHash)
+	size := sizeMessage(opNum, opSize) + sizeBytes(7, cmd.SecretHash) + sizeString(8, cmd.Principal)
 	for i, v := range head {
 		size += sizeUint(protowire.Number(i+1), v)
 	}
@@ -336,6 +347,7 @@ func EncodeCommand(cmd *fsmpb.Command) (data []byte, ok bool) {
 		b = appendUint(b, protowire.Number(i+1), v)
 	}
 	b = appendBytes(b, 7, cmd.SecretHash)
+	b = appendString(b, 8, cmd.Principal)
 	b = protowire.AppendTag(b, opNum, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(opSize))
 	switch op := cmd.GetOp().(type) {

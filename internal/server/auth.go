@@ -19,9 +19,20 @@ import (
 // Everything else (sessions, locks, reads) is open to any client the
 // client port admits.
 
-// authorizeOperator refuses op unless operators are unrestricted or the
-// caller showed a verified client certificate whose subject common name is
-// one of Config.Operators.
+// operator authenticates the caller of an operator call. With
+// authentication on, it returns the caller's user, whose permissions the
+// state machine (or, for membership, the handler) checks. Otherwise it
+// refuses op unless operators are unrestricted or the caller showed a
+// verified client certificate whose common name is one of
+// Config.Operators.
+func (s *Server) operator(ctx context.Context, op string) (string, error) {
+	who, err := s.principal(ctx)
+	if err != nil || s.authView().enabled {
+		return who, err
+	}
+	return "", s.authorizeOperator(ctx, op)
+}
+
 func (s *Server) authorizeOperator(ctx context.Context, op string) error {
 	if len(s.cfg.Operators) == 0 {
 		return nil

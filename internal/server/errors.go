@@ -22,7 +22,12 @@ const ErrorDomain = "batonlock.io"
 var errInvalid = errors.New("invalid argument")
 
 func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", errInvalid, fmt.Sprintf(format, args...))
+	return wrapf(errInvalid, format, args...)
+}
+
+// wrapf is an error matching err whose message says what went wrong.
+func wrapf(err error, format string, args ...any) error {
+	return fmt.Errorf("%w: %s", err, fmt.Sprintf(format, args...))
 }
 
 // errorMap is the one table from internal errors to gRPC codes and
@@ -44,6 +49,9 @@ var errorMap = []struct {
 	{fsm.ErrTooManyHolds, codes.ResourceExhausted, batonpb.Reason_TOO_MANY_HOLDS},
 	{fsm.ErrLimitMismatch, codes.FailedPrecondition, batonpb.Reason_LIMIT_MISMATCH},
 	{fsm.ErrSecretMismatch, codes.PermissionDenied, batonpb.Reason_SECRET_MISMATCH},
+	{fsm.ErrPermissionDenied, codes.PermissionDenied, batonpb.Reason_NOT_PERMITTED},
+	{errNotPermitted, codes.PermissionDenied, batonpb.Reason_NOT_PERMITTED},
+	{errNoCredentials, codes.Unauthenticated, batonpb.Reason_NO_CREDENTIALS},
 	{fsm.ErrStaleSequence, codes.FailedPrecondition, batonpb.Reason_STALE_SEQUENCE},
 	{fsm.ErrNotWaiting, codes.FailedPrecondition, batonpb.Reason_NOT_WAITING},
 	{fsm.ErrWaitCancelled, codes.Canceled, batonpb.Reason_WAIT_CANCELLED},

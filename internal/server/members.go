@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/raftnode"
 )
 
@@ -61,7 +62,7 @@ func (s *Server) memberID(name string) uint64 {
 
 // AddMember implements batonpb.BatonServer.
 func (s *Server) AddMember(ctx context.Context, r *batonpb.AddMemberRequest) (*batonpb.AddMemberResponse, error) {
-	if err := s.authorizeOperator(ctx, "AddMember"); err != nil {
+	if err := s.memberAdmin(ctx, "AddMember"); err != nil {
 		return nil, err
 	}
 	if err := checkMemberName(r.GetName()); err != nil {
@@ -110,7 +111,7 @@ func (s *Server) AddMember(ctx context.Context, r *batonpb.AddMemberRequest) (*b
 
 // PromoteMember implements batonpb.BatonServer.
 func (s *Server) PromoteMember(ctx context.Context, r *batonpb.PromoteMemberRequest) (*batonpb.PromoteMemberResponse, error) {
-	if err := s.authorizeOperator(ctx, "PromoteMember"); err != nil {
+	if err := s.memberAdmin(ctx, "PromoteMember"); err != nil {
 		return nil, err
 	}
 	id, ms, err := s.existingMember(ctx, r.GetName())
@@ -137,7 +138,7 @@ func (s *Server) PromoteMember(ctx context.Context, r *batonpb.PromoteMemberRequ
 
 // RemoveMember implements batonpb.BatonServer.
 func (s *Server) RemoveMember(ctx context.Context, r *batonpb.RemoveMemberRequest) (*batonpb.RemoveMemberResponse, error) {
-	if err := s.authorizeOperator(ctx, "RemoveMember"); err != nil {
+	if err := s.memberAdmin(ctx, "RemoveMember"); err != nil {
 		return nil, err
 	}
 	id, ms, err := s.existingMember(ctx, r.GetName())
@@ -156,6 +157,17 @@ func (s *Server) RemoveMember(ctx context.Context, r *batonpb.RemoveMemberReques
 }
 
 var errNotCaughtUp = errors.New("learner not caught up")
+
+// memberAdmin refuses a membership change unless the caller may make it:
+// an operator, or with authentication on, a user with admin over every
+// name.
+func (s *Server) memberAdmin(ctx context.Context, op string) error {
+	who, err := s.operator(ctx, op)
+	if err == nil && s.authView().enabled {
+		s.node.View(func(m *fsm.Machine) { err = may(m, who, "", fsm.PermAdmin) })
+	}
+	return s.toStatus(err)
+}
 
 // existingMember checks a request naming a current member, on the leader
 // and up to date, and returns its id and the membership.

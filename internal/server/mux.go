@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/internal/fsm"
 )
 
 // MuxBuffer is how many responses may wait to be sent on one Sessions
@@ -279,13 +280,21 @@ func (s *Server) muxRequest(ctx context.Context, m *mux, r *batonpb.ChannelReque
 // muxAttach opens or resumes the session of a new channel, answers the
 // first request, then serves the requests that came meanwhile, in order.
 func (s *Server) muxAttach(m *mux, ch *muxChannel, first *batonpb.SessionRequest) {
-	id, openResp, secret, err := s.attachSession(ch.ctx, first)
+	who, err := s.principal(ch.ctx)
+	var (
+		id       uint64
+		openResp *batonpb.OpenSessionResponse
+		secret   fsm.SecretHash
+	)
+	if err == nil {
+		id, openResp, secret, err = s.attachSession(ch.ctx, first)
+	}
 	if err != nil {
 		m.add(muxItem{ch: ch, end: true, err: err})
 		poke(m.ready)
 		return
 	}
-	st := newStream(id, secret)
+	st := newStream(id, secret, who)
 	st.mux, st.channel = m, ch
 	m.mu.Lock()
 	if m.closed {

@@ -35,6 +35,8 @@ func reasonOfFSM(e fsmpb.Error) batonpb.Reason {
 		return batonpb.Reason_LIMIT_MISMATCH
 	case e == fsmpb.Error_ERROR_SECRET_MISMATCH:
 		return batonpb.Reason_SECRET_MISMATCH
+	case e == fsmpb.Error_ERROR_PERMISSION_DENIED:
+		return batonpb.Reason_NOT_PERMITTED
 	}
 	return batonpb.Reason(e)
 }

@@ -69,6 +69,8 @@ type Server struct {
 	tracker *liveness.Tracker
 	hub     *hub
 	watches *watches
+	// authCache is what authentication reads of the auth state.
+	authCache authCache
 
 	stopOnce sync.Once
 	stopC    chan struct{}
@@ -109,6 +111,9 @@ func (s *Server) Stop() { s.stopOnce.Do(func() { close(s.stopC) }) }
 // waits for them.
 func (s *Server) Applied(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
 	s.tracker.Applied(cmd, res)
+	if cmd.GetAuthChange() != nil {
+		s.authCache.dirty.Store(true)
+	}
 	s.watches.touched(cmd, res)
 	if len(res.GetGrants()) > 0 || len(res.GetWaitsEnded()) > 0 || len(res.GetSessionsEnded()) > 0 || len(res.GetHoldsEnded()) > 0 {
 		s.hub.publish(res)
@@ -128,7 +133,10 @@ func (s *Server) Flush() {
 
 // Restored implements raftnode.Observer: watched locks may all have
 // changed.
-func (s *Server) Restored(uint64) { s.watches.restored() }
+func (s *Server) Restored(uint64) {
+	s.watches.restored()
+	s.authCache.dirty.Store(true)
+}
 
 // LeaderChanged implements raftnode.Observer.
 func (s *Server) LeaderChanged(isLeader bool, term uint64, m *fsm.Machine) {

@@ -33,8 +33,11 @@ type stream struct {
 	session uint64
 	// secret is the hash of the secret the stream's first message showed:
 	// every request on the stream carries it to the state machine.
-	secret  fsm.SecretHash
-	closing atomic.Bool // the client asked to close the session
+	secret fsm.SecretHash
+	// principal is the user the stream authenticated as when it opened
+	// (empty while authentication is off), stamped on its commands.
+	principal string
+	closing   atomic.Bool // the client asked to close the session
 
 	// A channel of a Sessions stream queues on its mux instead (mux.go).
 	mux     *mux
@@ -48,8 +51,8 @@ type stream struct {
 	ended  chan struct{}
 }
 
-func newStream(session uint64, secret fsm.SecretHash) *stream {
-	return &stream{session: session, secret: secret, ready: make(chan struct{}, 1), ended: make(chan struct{})}
+func newStream(session uint64, secret fsm.SecretHash, principal string) *stream {
+	return &stream{session: session, secret: secret, principal: principal, ready: make(chan struct{}, 1), ended: make(chan struct{})}
 }
 
 // push queues r for sending without blocking and wakes the sender; a
@@ -134,11 +137,15 @@ func (s *Server) Session(gs batonpb.Baton_SessionServer) error {
 	if err != nil {
 		return err
 	}
+	who, err := s.principal(ctx)
+	if err != nil {
+		return s.toStatus(err)
+	}
 	id, openResp, secret, err := s.attachSession(ctx, first)
 	if err != nil {
 		return s.toStatus(err)
 	}
-	st := newStream(id, secret)
+	st := newStream(id, secret, who)
 	s.hub.attach(st)
 	defer s.hub.detach(st)
 	if err := gs.Send(&batonpb.SessionResponse{Id: first.GetId(), Kind: &batonpb.SessionResponse_Open{Open: openResp}}); err != nil {
@@ -317,7 +324,7 @@ func (s *Server) serveStreamRequest(ctx context.Context, st *stream, req *batonp
 		return
 	}
 	c.cmd.WallTimeUnixNano = time.Now().UnixNano()
-	c.cmd.SecretHash = st.secret.Bytes()
+	c.cmd.SecretHash, c.cmd.Principal = st.secret.Bytes(), st.principal
 	// The answer is queued for the stream by the Ready loop itself when the
 	// entry applies (c.Complete): no goroutine per request in flight, and
 	// the answers of one batch reach the stream writers together.

@@ -8,7 +8,7 @@ import (
 )
 
 func TestStreamQueueKeepsOrderAndEndsWhenFull(t *testing.T) {
-	st := newStream(1, fsm.SecretHash{})
+	st := newStream(1, fsm.SecretHash{}, "")
 	for i := range 3 {
 		st.push(&batonpb.SessionResponse{Id: uint64(i)})
 	}

@@ -26,6 +26,9 @@ func (s *Server) openSession(ctx context.Context, r *batonpb.OpenSessionRequest)
 	if err != nil {
 		return nil, err
 	}
+	if cmd.Principal, err = s.principal(ctx); err != nil {
+		return nil, err
+	}
 	res, err := s.propose(ctx, cmd)
 	if err != nil {
 		return nil, err
@@ -53,6 +56,9 @@ func (s *Server) keepAlive(ctx context.Context, id uint64, shown []byte) (*baton
 	received := time.Now()
 	if id == 0 {
 		return nil, invalidf("session_id is required")
+	}
+	if _, err := s.principal(ctx); err != nil {
+		return nil, err
 	}
 	if err := s.tracker.Check(id, shown); err != nil {
 		return nil, s.leaderOr(err)
@@ -91,6 +97,9 @@ func (s *Server) renewHold(ctx context.Context, session uint64, shown []byte, r 
 	if err := checkName("name", r.GetName()); err != nil {
 		return nil, err
 	}
+	if _, err := s.principal(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.tracker.CheckHold(r.GetName(), session, r.GetToken(), shown); err != nil {
 		return nil, s.leaderOr(err)
 	}
@@ -118,6 +127,9 @@ func (s *Server) CloseSession(ctx context.Context, r *batonpb.CloseSessionReques
 	cmd, err := closeCommand(r.GetSessionId(), r.GetSeq())
 	if err == nil {
 		cmd.SecretHash = hashSecret(r.GetSecret())
+		cmd.Principal, err = s.principal(ctx)
+	}
+	if err == nil {
 		_, err = s.propose(ctx, cmd)
 	}
 	if err != nil {
@@ -142,6 +154,9 @@ func (s *Server) acquire(ctx context.Context, r *batonpb.AcquireRequest) (*baton
 		return nil, err
 	}
 	cmd.SecretHash = hashSecret(r.GetHeader().GetSecret())
+	if cmd.Principal, err = s.principal(ctx); err != nil {
+		return nil, err
+	}
 	id := waitID{cmd.GetSessionId(), cmd.GetSeq()}
 	var events <-chan waitEvent
 	if r.GetWait() {
@@ -209,6 +224,9 @@ func (s *Server) acquireMany(ctx context.Context, r *batonpb.AcquireManyRequest)
 		return nil, err
 	}
 	cmd.SecretHash = hashSecret(r.GetHeader().GetSecret())
+	if cmd.Principal, err = s.principal(ctx); err != nil {
+		return nil, err
+	}
 	res, err := s.propose(ctx, cmd)
 	if err != nil {
 		return nil, err
@@ -226,6 +244,9 @@ func (s *Server) Release(ctx context.Context, r *batonpb.ReleaseRequest) (*baton
 	var res *fsmpb.Result
 	if err == nil {
 		cmd.SecretHash = hashSecret(r.GetHeader().GetSecret())
+		cmd.Principal, err = s.principal(ctx)
+	}
+	if err == nil {
 		res, err = s.propose(ctx, cmd)
 	}
 	if err != nil {
@@ -236,15 +257,16 @@ func (s *Server) Release(ctx context.Context, r *batonpb.ReleaseRequest) (*baton
 
 // CasRelease implements batonpb.BatonServer.
 func (s *Server) CasRelease(ctx context.Context, r *batonpb.CasReleaseRequest) (*batonpb.CasReleaseResponse, error) {
-	if err := s.authorizeOperator(ctx, "CasRelease"); err != nil {
-		return nil, err
+	who, err := s.operator(ctx, "CasRelease")
+	if err != nil {
+		return nil, s.toStatus(err)
 	}
-	err := checkName("name", r.GetName())
+	err = checkName("name", r.GetName())
 	if err == nil && r.GetSessionId() == 0 {
 		err = invalidf("session_id is required")
 	}
 	if err == nil {
-		_, err = s.propose(ctx, &fsmpb.Command{Op: &fsmpb.Command_CasRelease{CasRelease: &fsmpb.CasRelease{
+		_, err = s.propose(ctx, &fsmpb.Command{Principal: who, Op: &fsmpb.Command_CasRelease{CasRelease: &fsmpb.CasRelease{
 			Lock: r.GetName(), SessionId: r.GetSessionId(), Token: r.GetToken(),
 		}}})
 	}
@@ -256,14 +278,14 @@ func (s *Server) CasRelease(ctx context.Context, r *batonpb.CasReleaseRequest) (
 
 // Blacklist implements batonpb.BatonServer.
 func (s *Server) Blacklist(ctx context.Context, r *batonpb.BlacklistRequest) (*batonpb.BlacklistResponse, error) {
-	if err := s.authorizeOperator(ctx, "Blacklist"); err != nil {
-		return nil, err
+	who, err := s.operator(ctx, "Blacklist")
+	if err != nil {
+		return nil, s.toStatus(err)
 	}
-	var err error
 	if r.GetSessionId() == 0 {
 		err = invalidf("session_id is required")
 	} else {
-		_, err = s.propose(ctx, &fsmpb.Command{Op: &fsmpb.Command_BlacklistSession{BlacklistSession: &fsmpb.BlacklistSession{
+		_, err = s.propose(ctx, &fsmpb.Command{Principal: who, Op: &fsmpb.Command_BlacklistSession{BlacklistSession: &fsmpb.BlacklistSession{
 			SessionId: r.GetSessionId(),
 		}}})
 	}
@@ -276,30 +298,35 @@ func (s *Server) Blacklist(ctx context.Context, r *batonpb.BlacklistRequest) (*b
 
 // Check implements batonpb.BatonServer (linearizable).
 func (s *Server) Check(ctx context.Context, r *batonpb.CheckRequest) (*batonpb.CheckResponse, error) {
-	if err := checkName("name", r.GetName()); err != nil {
-		return nil, s.toStatus(err)
-	}
-	if err := s.node.ReadBarrier(ctx); err != nil {
+	who, err := s.reader(ctx, "name", r.GetName())
+	if err != nil {
 		return nil, s.toStatus(err)
 	}
 	out := &batonpb.CheckResponse{}
 	s.node.View(func(m *fsm.Machine) {
+		if err = mayRead(m, who, r.GetName()); err != nil {
+			return
+		}
 		held, h := m.Check(r.GetName(), r.GetToken())
 		out.Held, out.Holder = held, holderToWire(h)
 	})
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
 	return out, nil
 }
 
 // Get implements batonpb.BatonServer (linearizable).
 func (s *Server) Get(ctx context.Context, r *batonpb.GetRequest) (*batonpb.GetResponse, error) {
-	if err := checkName("name", r.GetName()); err != nil {
-		return nil, s.toStatus(err)
-	}
-	if err := s.node.ReadBarrier(ctx); err != nil {
+	who, err := s.reader(ctx, "name", r.GetName())
+	if err != nil {
 		return nil, s.toStatus(err)
 	}
 	out := &batonpb.GetResponse{}
 	s.node.View(func(m *fsm.Machine) {
+		if err = mayRead(m, who, r.GetName()); err != nil {
+			return
+		}
 		if l, ok := m.Lock(r.GetName()); ok {
 			out.Lock = lockToWire(l)
 		}
@@ -307,6 +334,9 @@ func (s *Server) Get(ctx context.Context, r *batonpb.GetRequest) (*batonpb.GetRe
 			out.History = append(out.History, pastToWire(p))
 		}
 	})
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
 	return out, nil
 }
 
@@ -316,14 +346,18 @@ func (s *Server) List(ctx context.Context, r *batonpb.ListRequest) (*batonpb.Lis
 	if err == nil && len(r.GetPrefix()) > fsm.MaxNameLen {
 		err = invalidf("prefix is %d bytes; the limit is %d", len(r.GetPrefix()), fsm.MaxNameLen)
 	}
+	var who string
 	if err == nil {
-		err = s.node.ReadBarrier(ctx)
+		who, err = s.reader(ctx, "", "")
 	}
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
 	out := &batonpb.ListResponse{}
 	s.node.View(func(m *fsm.Machine) {
+		if err = mayRead(m, who, r.GetPrefix()); err != nil {
+			return
+		}
 		locks := m.Locks(r.GetPrefix(), r.GetPageToken(), n+1)
 		if len(locks) > n {
 			locks = locks[:n]
@@ -338,20 +372,27 @@ func (s *Server) List(ctx context.Context, r *batonpb.ListRequest) (*batonpb.Lis
 			out.Locks = append(out.Locks, sum)
 		}
 	})
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
 	return out, nil
 }
 
 // ListSessions implements batonpb.BatonServer (linearizable), by id.
 func (s *Server) ListSessions(ctx context.Context, r *batonpb.ListSessionsRequest) (*batonpb.ListSessionsResponse, error) {
 	n, err := pageSize(r.GetPageSize())
+	var who string
 	if err == nil {
-		err = s.node.ReadBarrier(ctx)
+		who, err = s.reader(ctx, "", "")
 	}
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
 	out := &batonpb.ListSessionsResponse{}
 	s.node.View(func(m *fsm.Machine) {
+		if err = mayRead(m, who, ""); err != nil { // sessions are no prefix's
+			return
+		}
 		ss := m.Sessions(r.GetAfterId(), n+1)
 		if len(ss) > n {
 			ss = ss[:n]
@@ -361,6 +402,9 @@ func (s *Server) ListSessions(ctx context.Context, r *batonpb.ListSessionsReques
 			out.Sessions = append(out.Sessions, sessionToWire(x))
 		}
 	})
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
 	return out, nil
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -201,6 +202,10 @@ func (s *Server) watch(ctx context.Context, name string, send func(*batonpb.Watc
 	if err := checkName("name", name); err != nil {
 		return s.toStatus(err)
 	}
+	who, err := s.principal(ctx)
+	if err != nil {
+		return s.toStatus(err)
+	}
 	w := &watcher{name: name, wake: make(chan struct{}, 1)}
 	// Registered before the first read, so no change after it is missed.
 	if err := s.watches.add(w); err != nil {
@@ -210,7 +215,14 @@ func (s *Server) watch(ctx context.Context, name string, send func(*batonpb.Watc
 	if err := s.node.ReadBarrier(ctx); err != nil {
 		return s.toStatus(err)
 	}
-	s.node.View(func(m *fsm.Machine) { w.offer(lockState(m, name)) })
+	s.node.View(func(m *fsm.Machine) {
+		if err = mayRead(m, who, name); err == nil {
+			w.offer(lockState(m, name))
+		}
+	})
+	if err != nil {
+		return s.toStatus(err)
+	}
 	var sent *batonpb.WatchResponse
 	check := time.NewTicker(watchLeaderCheck)
 	defer check.Stop()
@@ -252,7 +264,10 @@ func (s *Server) httpWatch(marshal func(any) ([]byte, error)) http.HandlerFunc {
 		}
 		flusher, _ := w.(http.Flusher)
 		started := false
-		err := s.watch(r.Context(), r.URL.Query().Get("name"), func(resp *batonpb.WatchResponse) error {
+		// A plain HTTP handler, not the gateway's: the bearer token is
+		// passed on as the gateway passes it.
+		ctx := metadata.NewIncomingContext(r.Context(), metadata.Pairs("authorization", r.Header.Get("Authorization")))
+		err := s.watch(ctx, r.URL.Query().Get("name"), func(resp *batonpb.WatchResponse) error {
 			b, err := marshal(resp)
 			if err != nil {
 				return err

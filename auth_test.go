@@ -1,0 +1,146 @@
+package baton
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// authCluster is a single member with authentication on: a user root
+// (role root) and a user alice whose role jobs may lock and read under
+// jobs/. It returns the member's address and the two users' tokens.
+func authCluster(t *testing.T) (addr, rootTok, aliceTok string, admin *Client) {
+	t.Helper()
+	c, cl := single(t)
+	ctx := testCtx(t)
+	var err error
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rootTok, err = cl.AddUser(ctx, "root", true)
+	must(err)
+	must(cl.GrantRole(ctx, "root", "root"))
+	must(cl.AddRole(ctx, "jobs"))
+	must(cl.Grant(ctx, "jobs", "jobs/", "lock,read"))
+	aliceTok, err = cl.AddUser(ctx, "alice", true)
+	must(err)
+	must(cl.GrantRole(ctx, "alice", "jobs"))
+	must(cl.EnableAuth(ctx))
+	addr = c.members[0].ClientAddr()
+	return addr, rootTok, aliceTok, dial(t, addr, WithToken(rootTok))
+}
+
+// TestAuthPermissions: with authentication on, a call without a
+// credential the cluster knows is UNAUTHENTICATED; a user whose role may
+// lock and read under jobs/ can do that and nothing else (no other
+// prefix, no blacklist, no auth change, no listing of everything); a
+// revoked permission takes effect at the next call; root sees the audit.
+func TestAuthPermissions(t *testing.T) {
+	addr, rootTok, aliceTok, root := authCluster(t)
+	ctx := testCtx(t)
+
+	for what, cl := range map[string]*Client{
+		"no credential": dial(t, addr, WithMaxAttempts(1)),
+		"a wrong token": dial(t, addr, WithToken("not-a-token-of-anyone"), WithMaxAttempts(1)),
+	} {
+		if _, err := cl.NewSession(ctx); !errors.Is(err, ErrUnauthenticated) {
+			t.Errorf("%s: NewSession: %v, want ErrUnauthenticated", what, err)
+		}
+		if _, err := cl.Get(ctx, "jobs/1"); !errors.Is(err, ErrUnauthenticated) {
+			t.Errorf("%s: Get: %v, want ErrUnauthenticated", what, err)
+		}
+	}
+
+	alice := dial(t, addr, WithToken(aliceTok))
+	s := newSession(t, alice)
+	lease, err := s.Mutex("jobs/1").Lock(ctx)
+	if err != nil {
+		t.Fatalf("alice's lock under jobs/: %v", err)
+	}
+	denied := func(what string, err error, names string) {
+		t.Helper()
+		if !errors.Is(err, ErrPermissionDenied) || !strings.Contains(err.Error(), names) {
+			t.Errorf("%s: %v, want ErrPermissionDenied naming %s", what, err, names)
+		}
+	}
+	_, err = s.Mutex("billing/x").TryLock(ctx)
+	denied("alice's lock of billing/x", err, `"billing/x"`)
+	_, err = s.TryLockAll(ctx, "jobs/2", "billing/y")
+	denied("alice's lock of jobs/2 and billing/y", err, `"billing/y"`)
+	denied("alice's blacklist", alice.Blacklist(ctx, s.ID()), "admin")
+	denied("alice's cas-release", alice.CasRelease(ctx, "jobs/1", s.ID(), lease.Token()), "admin")
+	_, err = alice.AddUser(ctx, "mallory", true)
+	denied("alice adding a user", err, "admin")
+	_, err = alice.Get(ctx, "billing/x")
+	denied("alice's read of billing/x", err, `"billing/x"`)
+	_, err = alice.List(ctx, "")
+	denied("alice's list of every lock", err, "read")
+	_, err = alice.Sessions(ctx)
+	denied("alice's list of sessions", err, "read")
+	if _, err := alice.List(ctx, "jobs/"); err != nil {
+		t.Errorf("alice's list of jobs/: %v", err)
+	}
+	if info, err := alice.Get(ctx, "jobs/1"); err != nil || len(info.Holders) != 1 {
+		t.Errorf("alice's read of jobs/1: %+v %v", info, err)
+	}
+
+	// A session is its user's: root, even with its secret, cannot act for
+	// alice's session.
+	body := fmt.Sprintf(`{"header": {"session_id": %d, "seq": 1000, "secret": %q}, "name": "jobs/9"}`, s.ID(), s.Secret())
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/locks/acquire", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+rootTok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("root acting for alice's session over HTTP: %s, want 403", resp.Status)
+	}
+	// Over HTTP, no credential is 401.
+	resp, err = http.Get("http://" + addr + "/v1/lock?name=jobs/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a read over HTTP without a credential: %s, want 401", resp.Status)
+	}
+
+	// A revoked permission takes effect at once.
+	if err := root.Revoke(ctx, "jobs", "jobs/"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Mutex("jobs/2").TryLock(ctx)
+	denied("alice's lock after the revocation", err, `"jobs/2"`)
+	_, err = alice.Get(ctx, "jobs/1")
+	denied("alice's read after the revocation", err, `"jobs/1"`)
+	// What she holds she may still release.
+	if err := lease.Release(ctx); err != nil {
+		t.Errorf("alice's release after the revocation: %v", err)
+	}
+
+	audit, err := root.Audit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, e := range audit {
+		lines = append(lines, e.Principal+": "+e.Action)
+	}
+	got := strings.Join(lines, "\n")
+	for _, want := range []string{`: enabled authentication`, `: added user "alice" (with a token)`, `root: took role "jobs"'s permissions over "jobs/"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the audit lacks %q:\n%s", want, got)
+		}
+	}
+	st, err := root.GetAuth(ctx)
+	if err != nil || !st.Enabled || st.You != "root" || len(st.Users) != 2 {
+		t.Errorf("GetAuth: %+v %v", st, err)
+	}
+}
