@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -14,9 +16,9 @@ import (
 
 var ctxBackground = context.Background()
 
-// request is what a client sends to a member.
+// request is what a client (or a stranger) sends to a member.
 type request struct {
-	c       *client
+	from    asker
 	attempt uint64
 	kind    reqKind
 	cmd     *fsmpb.Command // open, acquire, release, close, cancel
@@ -324,7 +326,12 @@ func sortedWaitIDs(m map[waitID]*expectation) []waitID {
 	for id := range m {
 		ids = append(ids, id)
 	}
-	slicesSortFunc(ids)
+	slices.SortFunc(ids, func(a, b waitID) int {
+		if c := cmp.Compare(a.session, b.session); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
 	return ids
 }
 
