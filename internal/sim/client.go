@@ -74,6 +74,9 @@ type client struct {
 	renewing   map[string]bool // holds the client renews (the others run out)
 	tainted    map[string]bool // acquires with unknown outcome this session
 	opening    bool
+	// secret is the hash of the session's secret, drawn at each open (its
+	// retries show the same one); every request for the session shows it.
+	secret []byte
 
 	op          *clientOp
 	nextAttempt uint64
@@ -286,7 +289,8 @@ func (c *client) lose(why string) {
 func (c *client) open() {
 	c.opening = true
 	c.ttl = []time.Duration{time.Second, 2 * time.Second}[c.s.rng.IntN(2)]
-	open := &fsmpb.OpenSession{TtlNanos: int64(c.ttl), Owner: fmt.Sprintf("client-%d", c.id)}
+	c.secret = c.s.drawSecret()
+	open := &fsmpb.OpenSession{TtlNanos: int64(c.ttl), Owner: fmt.Sprintf("client-%d", c.id), SecretHash: c.secret}
 	if c.s.rng.IntN(4) > 0 {
 		// As the library does: a retry finds the session an earlier
 		// attempt opened. (Without, a lost answer leaves an orphan.)
@@ -299,6 +303,9 @@ func (c *client) start(op *clientOp) {
 	op.session = c.session
 	if op.kind != opOpen {
 		op.call = c.s.chk.call()
+		if op.cmd != nil {
+			op.cmd.SecretHash = c.secret
+		}
 	}
 	c.op = op
 	c.send()
@@ -329,7 +336,7 @@ func (c *client) send() {
 		r.kind = reqPropose
 		r.cmd = cloneCmd(op.cmd)
 		if op.cancelling {
-			r.cmd = &fsmpb.Command{Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{
+			r.cmd = &fsmpb.Command{SessionId: op.session, SecretHash: op.cmd.GetSecretHash(), Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{
 				Lock: op.lock, SessionId: op.session, AcquireSeq: op.seq,
 			}}}
 		}
@@ -379,6 +386,7 @@ func (c *client) cancelWait() {
 
 // onResponse is an answer's arrival at the client.
 func (c *client) onResponse(r *response) {
+	c.s.checkOwnAnswer(c, r)
 	if r.attempt == c.kaAttempt && c.kaInFlight {
 		c.onKeepAlive(r)
 		return
@@ -652,7 +660,7 @@ func (c *client) renewHolds() {
 				c.leader = 0
 			}
 		})
-		s.sendRequest(c.target(), &request{from: c, attempt: attempt, kind: reqRenewHold, session: c.session, lock: l, token: c.rnToken})
+		s.sendRequest(c.target(), &request{from: c, attempt: attempt, kind: reqRenewHold, session: c.session, secret: c.secret, lock: l, token: c.rnToken})
 		return
 	}
 }
@@ -697,7 +705,7 @@ func (c *client) keepAlive() {
 			c.leader = 0
 		}
 	})
-	s.sendRequest(c.target(), &request{from: c, attempt: attempt, kind: reqKeepAlive, session: session})
+	s.sendRequest(c.target(), &request{from: c, attempt: attempt, kind: reqKeepAlive, session: session, secret: c.secret})
 }
 
 func (c *client) onKeepAlive(r *response) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
+	"github.com/batonlock/baton/internal/liveness"
 	"github.com/batonlock/baton/internal/raftnode"
 )
 
@@ -23,7 +24,7 @@ type request struct {
 	kind    reqKind
 	cmd     *fsmpb.Command // open, acquire, release, close, cancel
 	session uint64         // keepalive, renewal
-	secret  []byte         // keepalive, renewal: the hash of the secret shown
+	secret  []byte         // keepalive, renewal: the hash of the secret shown (commands carry theirs)
 	lock    string         // check, renewal
 	token   uint64         // check, renewal
 }
@@ -49,9 +50,10 @@ type response struct {
 	retry bool
 	res   *fsmpb.Result
 	index uint64
-	// keepalive, renewal (ttl is the hold limit)
-	lost bool
-	ttl  time.Duration
+	// keepalive, renewal (ttl is the hold limit). mismatch: refused, the
+	// request did not show the session's secret (liveness.ErrSecretMismatch).
+	lost, mismatch bool
+	ttl            time.Duration
 	// check
 	held bool
 	// queued: an interim notice that the acquire is waiting in the queue.
@@ -215,6 +217,9 @@ func (m *member) logVersionDue(ms raftnode.Membership) (uint32, bool) {
 func (v *server) keepAliveError(err error) *response {
 	if !v.m.node.IsLeader() {
 		return &response{notLeader: true, hint: v.m.node.Leader()}
+	}
+	if errors.Is(err, liveness.ErrSecretMismatch) {
+		return &response{mismatch: true}
 	}
 	return &response{lost: true}
 }

@@ -223,14 +223,16 @@ func (q *eventQueue) Pop() any {
 
 // Sim is one running scenario.
 type Sim struct {
-	cfg   Config
-	rng   *rand.Rand
-	now   int64 // virtual nanoseconds since epoch
-	seq   uint64
-	q     eventQueue
-	trace hash.Hash
-	stats Stats
-	err   error
+	cfg Config
+	rng *rand.Rand
+	// secrets draws the clients' session secrets (drawSecret).
+	secrets *rand.Rand
+	now     int64 // virtual nanoseconds since epoch
+	seq     uint64
+	q       eventQueue
+	trace   hash.Hash
+	stats   Stats
+	err     error
 
 	// initial are the members a new group bootstraps with; peers are the
 	// members that run or may run (the initial ones and those added,
@@ -250,10 +252,11 @@ type Sim struct {
 // Run runs one scenario to the end and checks it.
 func Run(cfg Config) Result {
 	s := &Sim{
-		cfg:   cfg,
-		rng:   rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
-		trace: sha256.New(),
-		nodes: make(map[uint64]*member),
+		cfg:     cfg,
+		rng:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		secrets: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5ec7e75ec7e75ec7)),
+		trace:   sha256.New(),
+		nodes:   make(map[uint64]*member),
 	}
 	s.chk.init(s)
 	for i := range cfg.Nodes {
