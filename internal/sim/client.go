@@ -1,22 +1,11 @@
 package sim
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
-
-func slicesSortFunc(ids []waitID) {
-	slices.SortFunc(ids, func(a, b waitID) int {
-		if c := cmp.Compare(a.session, b.session); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.seq, b.seq)
-	})
-}
 
 type opKind int
 
@@ -85,6 +74,9 @@ type client struct {
 	renewing   map[string]bool // holds the client renews (the others run out)
 	tainted    map[string]bool // acquires with unknown outcome this session
 	opening    bool
+	// secret is the hash of the session's secret, drawn at each open (its
+	// retries show the same one); every request for the session shows it.
+	secret []byte
 
 	op          *clientOp
 	nextAttempt uint64
@@ -111,6 +103,8 @@ func newClient(s *Sim, id int) *client {
 }
 
 func (c *client) lockName(i int) string { return fmt.Sprintf("lock/%d", i) }
+
+func (c *client) String() string { return fmt.Sprintf("c%d", c.id) }
 
 // think is the client's main loop, run every few tens of milliseconds.
 func (c *client) think() {
@@ -295,7 +289,8 @@ func (c *client) lose(why string) {
 func (c *client) open() {
 	c.opening = true
 	c.ttl = []time.Duration{time.Second, 2 * time.Second}[c.s.rng.IntN(2)]
-	open := &fsmpb.OpenSession{TtlNanos: int64(c.ttl), Owner: fmt.Sprintf("client-%d", c.id)}
+	c.secret = c.s.drawSecret()
+	open := &fsmpb.OpenSession{TtlNanos: int64(c.ttl), Owner: fmt.Sprintf("client-%d", c.id), SecretHash: c.secret}
 	if c.s.rng.IntN(4) > 0 {
 		// As the library does: a retry finds the session an earlier
 		// attempt opened. (Without, a lost answer leaves an orphan.)
@@ -308,6 +303,9 @@ func (c *client) start(op *clientOp) {
 	op.session = c.session
 	if op.kind != opOpen {
 		op.call = c.s.chk.call()
+		if op.cmd != nil {
+			op.cmd.SecretHash = c.secret
+		}
 	}
 	c.op = op
 	c.send()
@@ -330,7 +328,7 @@ func (c *client) send() {
 	if op.firstSent == 0 {
 		op.firstSent = s.now
 	}
-	r := &request{c: c, attempt: op.attempt}
+	r := &request{from: c, attempt: op.attempt}
 	switch op.kind {
 	case opCheck:
 		r.kind, r.lock, r.token = reqCheck, op.lock, op.token
@@ -338,7 +336,7 @@ func (c *client) send() {
 		r.kind = reqPropose
 		r.cmd = cloneCmd(op.cmd)
 		if op.cancelling {
-			r.cmd = &fsmpb.Command{Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{
+			r.cmd = &fsmpb.Command{SessionId: op.session, SecretHash: op.cmd.GetSecretHash(), Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{
 				Lock: op.lock, SessionId: op.session, AcquireSeq: op.seq,
 			}}}
 		}
@@ -380,21 +378,6 @@ func (c *client) dropConn() {
 	c.answer(op, &response{attempt: op.attempt, unknown: true})
 }
 
-// sendAbandon tells member id that the caller of (session, seq) is gone.
-func (s *Sim) sendAbandon(id, session, seq uint64) {
-	s.after(s.clientDelay(), func() {
-		m := s.nodes[id]
-		var handle func()
-		handle = func() {
-			if !m.up() || m.deferred(handle) {
-				return
-			}
-			m.srv.abandon(session, seq)
-		}
-		handle()
-	})
-}
-
 func (c *client) cancelWait() {
 	c.op.cancelling = true
 	c.op.tries = 0
@@ -403,6 +386,7 @@ func (c *client) cancelWait() {
 
 // onResponse is an answer's arrival at the client.
 func (c *client) onResponse(r *response) {
+	c.s.checkOwnAnswer(c, r)
 	if r.attempt == c.kaAttempt && c.kaInFlight {
 		c.onKeepAlive(r)
 		return
@@ -676,7 +660,7 @@ func (c *client) renewHolds() {
 				c.leader = 0
 			}
 		})
-		s.sendRequest(c.target(), &request{c: c, attempt: attempt, kind: reqRenewHold, session: c.session, lock: l, token: c.rnToken})
+		s.sendRequest(c.target(), &request{from: c, attempt: attempt, kind: reqRenewHold, session: c.session, secret: c.secret, lock: l, token: c.rnToken})
 		return
 	}
 }
@@ -721,7 +705,7 @@ func (c *client) keepAlive() {
 			c.leader = 0
 		}
 	})
-	s.sendRequest(c.target(), &request{c: c, attempt: attempt, kind: reqKeepAlive, session: session})
+	s.sendRequest(c.target(), &request{from: c, attempt: attempt, kind: reqKeepAlive, session: session, secret: c.secret})
 }
 
 func (c *client) onKeepAlive(r *response) {
@@ -758,45 +742,6 @@ func (c *client) write(lock string, token uint64) {
 	session := c.session
 	s.stats.Writes++
 	s.after(d, func() { s.chk.resourceWrite(c, lock, token, session, issued) })
-}
-
-// sendRequest carries r to member id over the client network (it may be
-// lost; the client's timeout covers it).
-func (s *Sim) sendRequest(id uint64, r *request) {
-	if !s.calm && s.rng.IntN(100) < 2 {
-		return
-	}
-	s.after(s.clientDelay(), func() {
-		m := s.nodes[id]
-		var handle func()
-		handle = func() {
-			if !m.up() || m.deferred(handle) {
-				return
-			}
-			s.tracef("req c%d a%d -> %d", r.c.id, r.attempt, id)
-			m.srv.handle(r)
-		}
-		handle()
-	})
-}
-
-// clientDelay is one trip between a client and a member: usually a few
-// milliseconds, sometimes a long stall (a slow or congested link).
-func (s *Sim) clientDelay() time.Duration {
-	if !s.calm && s.rng.IntN(100) < 3 {
-		s.stats.SlowReplies++
-		return s.dur(50*time.Millisecond, 600*time.Millisecond)
-	}
-	return s.dur(200*time.Microsecond, 3*time.Millisecond)
-}
-
-// respond carries an answer back to the client.
-func (s *Sim) respond(r *request, resp *response) {
-	resp.attempt = r.attempt
-	if !s.calm && s.rng.IntN(100) < 2 {
-		return
-	}
-	s.after(s.clientDelay(), func() { r.c.onResponse(resp) })
 }
 
 func cloneCmd(c *fsmpb.Command) *fsmpb.Command {

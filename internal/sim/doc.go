@@ -10,7 +10,10 @@
 // sessions, try and wait for locks, try several in one acquire_many (each
 // on its own or all or none), take again mutexes they hold (reentrant
 // counts, Config.Reentrant), cancel waits, release, check, stop
-// heartbeating and write to a fenced resource with their tokens.
+// heartbeating and write to a fenced resource with their tokens. Each
+// session has a secret whose hash every request for it shows; with
+// Config.Strangers a stranger acts for clients' sessions without it
+// (releases, acquires with a high seq, closes, keepalives, renewals).
 //
 // Everything random comes from one seed: the scenario's math/rand/v2
 // generator and, in tests, crypto/rand (which raft uses for election
@@ -70,6 +73,11 @@
 //	   fsm.Hash, equal to the replayed log's (membership changes
 //	   replayed with raftnode.ApplyMembership); no member that stopped
 //	   as removed is in the group.
+//	g. no request of a stranger succeeds: each is refused for its secret,
+//	   by the state machine or the leader's tracker, or finds nothing to
+//	   act on; and no client is told that its own request lacked its
+//	   secret, or that its seq is below its session's window (which
+//	   only its own requests move).
 //
 // Only _test.go files import this package.
 package sim

@@ -1,27 +1,30 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
+	"github.com/batonlock/baton/internal/liveness"
 	"github.com/batonlock/baton/internal/raftnode"
 )
 
 var ctxBackground = context.Background()
 
-// request is what a client sends to a member.
+// request is what a client (or a stranger) sends to a member.
 type request struct {
-	c       *client
+	from    asker
 	attempt uint64
 	kind    reqKind
 	cmd     *fsmpb.Command // open, acquire, release, close, cancel
 	session uint64         // keepalive, renewal
-	secret  []byte         // keepalive, renewal: the hash of the secret shown
+	secret  []byte         // keepalive, renewal: the hash of the secret shown (commands carry theirs)
 	lock    string         // check, renewal
 	token   uint64         // check, renewal
 }
@@ -47,9 +50,10 @@ type response struct {
 	retry bool
 	res   *fsmpb.Result
 	index uint64
-	// keepalive, renewal (ttl is the hold limit)
-	lost bool
-	ttl  time.Duration
+	// keepalive, renewal (ttl is the hold limit). mismatch: refused, the
+	// request did not show the session's secret (liveness.ErrSecretMismatch).
+	lost, mismatch bool
+	ttl            time.Duration
 	// check
 	held bool
 	// queued: an interim notice that the acquire is waiting in the queue.
@@ -214,6 +218,9 @@ func (v *server) keepAliveError(err error) *response {
 	if !v.m.node.IsLeader() {
 		return &response{notLeader: true, hint: v.m.node.Leader()}
 	}
+	if errors.Is(err, liveness.ErrSecretMismatch) {
+		return &response{mismatch: true}
+	}
 	return &response{lost: true}
 }
 
@@ -324,7 +331,12 @@ func sortedWaitIDs(m map[waitID]*expectation) []waitID {
 	for id := range m {
 		ids = append(ids, id)
 	}
-	slicesSortFunc(ids)
+	slices.SortFunc(ids, func(a, b waitID) int {
+		if c := cmp.Compare(a.session, b.session); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
 	return ids
 }
 

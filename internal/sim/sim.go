@@ -93,6 +93,15 @@ type Config struct {
 	// release's remaining count it cannot explain; a retried acquire
 	// whose hold has ended since must say so (NOT_HOLDER), not GRANTED.
 	Reentrant bool
+	// Strangers adds an actor that acts for sessions that are not its
+	// own (stranger.go): every so often it picks a client's live session
+	// that has a secret and holds a lock (ids and tokens are public) and
+	// sends a random member a release of a hold, an acquire of another
+	// lock with a high seq, a close of the session, a keepalive of it or
+	// a renewal of a limited hold, showing no secret or a wrong one. An
+	// answer that is a success fails the run (check "stranger"); the
+	// other checkers see that the victims went on untouched.
+	Strangers bool
 	// Trace, if set, receives the run's events as text (for reading a
 	// failing seed; -sim.trace in tests).
 	Trace io.Writer
@@ -121,6 +130,7 @@ func ConfigFor(seed uint64) Config {
 		Many:           r.IntN(2) == 0,
 		Upgrade:        r.IntN(2) == 0,
 		Reentrant:      r.IntN(2) == 0,
+		Strangers:      r.IntN(2) == 0,
 	}
 }
 
@@ -176,6 +186,11 @@ type Stats struct {
 	// Reentered counts reentrant acquires granted (count 2 or more),
 	// CountsReleased the releases that left a count of the hold.
 	Reentered, CountsReleased uint64
+	// StrangerSent counts the requests strangers sent, StrangerRefused
+	// those answered that they did not show the session's secret: by the
+	// state machine or, for keepalives and renewals, by the leader's
+	// tracker (StrangerRefusedByTracker of them).
+	StrangerSent, StrangerRefused, StrangerRefusedByTracker uint64
 }
 
 // Faults is the number of injected faults.
@@ -223,14 +238,16 @@ func (q *eventQueue) Pop() any {
 
 // Sim is one running scenario.
 type Sim struct {
-	cfg   Config
-	rng   *rand.Rand
-	now   int64 // virtual nanoseconds since epoch
-	seq   uint64
-	q     eventQueue
-	trace hash.Hash
-	stats Stats
-	err   error
+	cfg Config
+	rng *rand.Rand
+	// secrets draws the clients' session secrets (drawSecret).
+	secrets *rand.Rand
+	now     int64 // virtual nanoseconds since epoch
+	seq     uint64
+	q       eventQueue
+	trace   hash.Hash
+	stats   Stats
+	err     error
 
 	// initial are the members a new group bootstraps with; peers are the
 	// members that run or may run (the initial ones and those added,
@@ -250,10 +267,11 @@ type Sim struct {
 // Run runs one scenario to the end and checks it.
 func Run(cfg Config) Result {
 	s := &Sim{
-		cfg:   cfg,
-		rng:   rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
-		trace: sha256.New(),
-		nodes: make(map[uint64]*member),
+		cfg:     cfg,
+		rng:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		secrets: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5ec7e75ec7e75ec7)),
+		trace:   sha256.New(),
+		nodes:   make(map[uint64]*member),
 	}
 	s.chk.init(s)
 	for i := range cfg.Nodes {
@@ -278,6 +296,9 @@ func Run(cfg Config) Result {
 	}
 	if cfg.Faults {
 		s.after(time.Duration(s.rng.Int64N(int64(500*time.Millisecond))), s.chaos)
+	}
+	if cfg.Strangers {
+		s.after(s.dur(20*time.Millisecond, 200*time.Millisecond), newStranger(s).act)
 	}
 	s.at(int64(cfg.Chaos), s.heal)
 	s.loop(int64(cfg.Chaos + cfg.Calm))

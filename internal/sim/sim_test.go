@@ -48,6 +48,9 @@ func runSeed(t *testing.T, seed uint64) Result {
 	if slices.Contains(regressionSeeds, seed) && !slices.Contains(seedsWithReentrant, seed) {
 		cfg.Reentrant = false // as they were found: their schedules depend on it
 	}
+	if slices.Contains(regressionSeeds, seed) && !slices.Contains(seedsWithStrangers, seed) {
+		cfg.Strangers = false // as they were found
+	}
 	switch *flagRetry {
 	case "on":
 		cfg.RetryAbandoned = true
@@ -98,6 +101,10 @@ var seedsWithEveryFeature = []uint64{9330103799006312214, 11406312118502588755, 
 // reentrant acquires (Config.Reentrant); the others run without them.
 var seedsWithReentrant = []uint64{}
 
+// seedsWithStrangers are the regression seeds found after scenarios had
+// strangers (Config.Strangers); the others run without them.
+var seedsWithStrangers = []uint64{}
+
 // TestSim runs the fixed CI seeds 1..N and the regression seeds, one seed (-sim.seed), or random
 // seeds for a while (-sim.duration). A failure prints its replay command.
 func TestSim(t *testing.T) {
@@ -116,7 +123,7 @@ func TestSim(t *testing.T) {
 		n = ciSeeds()
 	}
 	var total Stats
-	unknownLin := 0
+	unknownLin, withStrangers := 0, 0
 	seeds := regressionSeeds
 	for seed := uint64(1); seed <= uint64(n); seed++ {
 		seeds = append(seeds, seed)
@@ -128,10 +135,19 @@ func TestSim(t *testing.T) {
 			unknownLin++
 		}
 		total = addStats(total, res.Stats)
+		if res.Config.Strangers {
+			withStrangers++
+		}
 	}
-	t.Logf("%d scenarios, %d faults (%d crashes, %d torn writes, %d partitions, %d dropped, %d duplicated msgs, %d heartbeat pauses, %d GC pauses, %d member pauses, %d slow raft clocks, %d slow client trips, %d dropped waiting connections: %d grants released, %d kept by their abandons), %d ops (%d unknown), %d fenced writes (%d rejected), %d elections, %d snapshots sent, %d holds expired at their limit, %d renewals granted, %d membership changes (%d applied, %d members retired), %d members upgraded, %d log version raises, %d reentrant acquires granted, %d releases of one count of several; linearizability timed out in %d",
+	t.Logf("%d scenarios, %d faults (%d crashes, %d torn writes, %d partitions, %d dropped, %d duplicated msgs, %d heartbeat pauses, %d GC pauses, %d member pauses, %d slow raft clocks, %d slow client trips, %d dropped waiting connections: %d grants released, %d kept by their abandons), %d ops (%d unknown), %d fenced writes (%d rejected), %d elections, %d snapshots sent, %d holds expired at their limit, %d renewals granted, %d membership changes (%d applied, %d members retired), %d members upgraded, %d log version raises, %d reentrant acquires granted, %d releases of one count of several, %d stranger requests (%d refused for their secret, %d of them by the tracker); linearizability timed out in %d",
 		n, total.Faults(), total.Crashes, total.TornWrites, total.Partitions, total.Dropped, total.Duplicated, total.HBPauses, total.GCPauses, total.NodePauses, total.SlowClocks, total.SlowReplies, total.ConnDrops,
-		total.AbandonsReleased, total.AbandonsKept, total.Ops, total.Unknown, total.Writes, total.WritesRejected, total.Elections, total.SnapsSent, total.HoldsExpired, total.Renewals, total.MemberChanges, total.MembersApplied, total.Retired, total.Upgrades, total.VersionRaises, total.Reentered, total.CountsReleased, unknownLin)
+		total.AbandonsReleased, total.AbandonsKept, total.Ops, total.Unknown, total.Writes, total.WritesRejected, total.Elections, total.SnapsSent, total.HoldsExpired, total.Renewals, total.MemberChanges, total.MembersApplied, total.Retired, total.Upgrades, total.VersionRaises, total.Reentered, total.CountsReleased, total.StrangerSent, total.StrangerRefused, total.StrangerRefusedByTracker, unknownLin)
+	// Strangers are only checked when they act: a victim must have a
+	// secret and a hold, a request must reach the leader.
+	if withStrangers > 0 && (total.StrangerRefused == total.StrangerRefusedByTracker || total.StrangerRefusedByTracker == 0) {
+		t.Errorf("%d scenarios had strangers, and the state machine refused %d of their requests for the secret, the tracker %d: both must refuse some, else the test checks nothing of secrets",
+			withStrangers, total.StrangerRefused-total.StrangerRefusedByTracker, total.StrangerRefusedByTracker)
+	}
 }
 
 // soak runs random seeds for d.
@@ -180,6 +196,8 @@ func addStats(a, b Stats) Stats {
 		MemberChanges: a.MemberChanges + b.MemberChanges, MembersApplied: a.MembersApplied + b.MembersApplied, Retired: a.Retired + b.Retired,
 		Upgrades: a.Upgrades + b.Upgrades, VersionRaises: a.VersionRaises + b.VersionRaises,
 		Reentered: a.Reentered + b.Reentered, CountsReleased: a.CountsReleased + b.CountsReleased,
+		StrangerSent: a.StrangerSent + b.StrangerSent, StrangerRefused: a.StrangerRefused + b.StrangerRefused,
+		StrangerRefusedByTracker: a.StrangerRefusedByTracker + b.StrangerRefusedByTracker,
 	}
 }
 
