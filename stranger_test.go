@@ -178,3 +178,54 @@ func TestSessionSecretOverHTTP(t *testing.T) {
 		t.Fatalf("the session listing shows a secret: %s", list)
 	}
 }
+
+// TestStrangerCannotStealAWaitersGrant: a stranger's waiting acquire that
+// names a victim's queued (session, seq) is refused by the log, and the
+// victim's unary call still hears its grant (the server's listener for
+// that wait was once replaced by the stranger's and then forgotten).
+func TestStrangerCannotStealAWaitersGrant(t *testing.T) {
+	c, cl := single(t)
+	ctx := testCtx(t)
+	holder := newSession(t, cl)
+	held, err := holder.Mutex("q/1").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient(c.members[0].ClientAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	api := batonpb.NewBatonClient(cc)
+	opened, err := api.OpenSession(ctx, &batonpb.OpenSessionRequest{Owner: "victim"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := opened.GetSessionId()
+	got := make(chan *batonpb.AcquireResponse, 1)
+	go func() {
+		r, err := api.Acquire(ctx, &batonpb.AcquireRequest{Name: "q/1", Wait: true,
+			Header: &batonpb.RequestHeader{SessionId: id, Seq: 1, Secret: opened.GetSecret()}})
+		if err != nil {
+			t.Errorf("the victim's wait: %v", err)
+		}
+		got <- r
+	}()
+	waitFor(t, 5*time.Second, "the victim queued", func() bool { return len(waiters(t, cl, "q/1")) == 1 })
+	_, err = api.Acquire(ctx, &batonpb.AcquireRequest{Name: "q/1", Wait: true,
+		Header: &batonpb.RequestHeader{SessionId: id, Seq: 1, Secret: "a-guess-of-the-secret-0123"}})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("the stranger's wait: %v, want PERMISSION_DENIED", err)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got:
+		if !r.GetAcquired() {
+			t.Fatalf("the victim's wait ended with %v, want its grant", r)
+		}
+	case <-ctx.Done():
+		t.Fatal("the victim never heard its grant")
+	}
+}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/batonlock/baton/api/batonpb"
@@ -23,8 +24,12 @@ type waitEvent struct {
 // for a grant, and session streams. publish runs on the apply path and
 // never blocks.
 type hub struct {
-	mu      sync.Mutex
-	waits   map[waitID]chan waitEvent
+	mu sync.Mutex
+	// waits has every listener of a queued acquire: more than one when a
+	// retry of the same request waits too, or when someone else's request
+	// names the same session and seq (the log refuses it, and its handler
+	// then forgets its own listener, not the owner's).
+	waits   map[waitID][]chan waitEvent
 	streams map[uint64]map[*stream]struct{}
 	muxes   map[*mux]struct{} // Sessions streams: dropAll ends them too
 
@@ -53,7 +58,7 @@ func (h *hub) flush() {
 
 func newHub() *hub {
 	return &hub{
-		waits:   make(map[waitID]chan waitEvent),
+		waits:   make(map[waitID][]chan waitEvent),
 		streams: make(map[uint64]map[*stream]struct{}),
 		muxes:   make(map[*mux]struct{}),
 	}
@@ -61,18 +66,24 @@ func newHub() *hub {
 
 // expect registers interest in the outcome of a queued acquire before it
 // is proposed, so no grant can slip by unseen.
-func (h *hub) expect(id waitID) <-chan waitEvent {
+func (h *hub) expect(id waitID) chan waitEvent {
 	ch := make(chan waitEvent, 1)
 	h.mu.Lock()
-	h.waits[id] = ch
+	h.waits[id] = append(h.waits[id], ch)
 	h.mu.Unlock()
 	return ch
 }
 
-func (h *hub) forget(id waitID) {
+// forget drops the listener ch of id (the others stay).
+func (h *hub) forget(id waitID, ch chan waitEvent) {
 	h.mu.Lock()
-	delete(h.waits, id)
-	h.mu.Unlock()
+	defer h.mu.Unlock()
+	chs := slices.DeleteFunc(h.waits[id], func(c chan waitEvent) bool { return c == ch })
+	if len(chs) == 0 {
+		delete(h.waits, id)
+	} else {
+		h.waits[id] = chs
+	}
 }
 
 func (h *hub) attach(st *stream) {
@@ -129,10 +140,10 @@ func (h *hub) publish(res *fsmpb.Result) {
 	defer h.mu.Unlock()
 	for _, g := range res.GetGrants() {
 		id := waitID{g.GetSessionId(), g.GetAcquireSeq()}
-		if ch, ok := h.waits[id]; ok {
-			delete(h.waits, id)
+		for _, ch := range h.waits[id] {
 			ch <- waitEvent{grant: g}
 		}
+		delete(h.waits, id)
 		for st := range h.streams[g.GetSessionId()] {
 			if wk := st.queueResponse(&batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Grant{Grant: &batonpb.Grant{
 				Seq: g.GetAcquireSeq(), Name: g.GetLock(), Token: g.GetToken(),
@@ -143,10 +154,10 @@ func (h *hub) publish(res *fsmpb.Result) {
 	}
 	for _, w := range res.GetWaitsEnded() {
 		id := waitID{w.GetSessionId(), w.GetAcquireSeq()}
-		if ch, ok := h.waits[id]; ok {
-			delete(h.waits, id)
+		for _, ch := range h.waits[id] {
 			ch <- waitEvent{ended: w}
 		}
+		delete(h.waits, id)
 		for st := range h.streams[w.GetSessionId()] {
 			if wk := st.queueResponse(&batonpb.SessionResponse{Kind: &batonpb.SessionResponse_WaitEnded{WaitEnded: &batonpb.WaitEnded{
 				Seq: w.GetAcquireSeq(), Name: w.GetLock(), Reason: reasonOfFSM(w.GetError()),

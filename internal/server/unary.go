@@ -158,10 +158,10 @@ func (s *Server) acquire(ctx context.Context, r *batonpb.AcquireRequest) (*baton
 		return nil, err
 	}
 	id := waitID{cmd.GetSessionId(), cmd.GetSeq()}
-	var events <-chan waitEvent
+	var events chan waitEvent
 	if r.GetWait() {
 		events = s.hub.expect(id)
-		defer s.hub.forget(id)
+		defer s.hub.forget(id, events)
 	}
 	res, err := s.propose(ctx, cmd)
 	if err != nil {
