@@ -26,6 +26,9 @@ type globals struct {
 	timeout   time.Duration
 	// TLS to the members: a CA to trust, and a certificate to show.
 	cacert, cert, key string
+	// authToken is a user's bearer token, when the cluster has
+	// authentication on and the user has no certificate.
+	authToken string
 }
 
 func defaultGlobals() globals {
@@ -39,15 +42,23 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.cacert, "cacert", g.cacert, "talk TLS to the members, trusting the CA certificates in this PEM file (env BATON_CACERT)")
 	fs.StringVar(&g.cert, "cert", g.cert, "client certificate (PEM) to show members that require one; with --key (env BATON_CERT)")
 	fs.StringVar(&g.key, "key", g.key, "the client certificate's key (PEM) (env BATON_KEY)")
+	fs.StringVar(&g.authToken, "auth-token", g.authToken, "a user's bearer token, for a cluster with authentication on (env BATON_AUTH_TOKEN; prefer the environment: a flag shows in ps)")
 }
 
 // options are the client options the globals ask for.
 func (g globals) options() ([]baton.Option, error) {
 	cfg, err := clientTLS(g.cacert, g.cert, g.key)
-	if err != nil || cfg == nil {
+	if err != nil {
 		return nil, err
 	}
-	return []baton.Option{baton.WithTLS(cfg)}, nil
+	var opts []baton.Option
+	if cfg != nil {
+		opts = append(opts, baton.WithTLS(cfg))
+	}
+	if g.authToken != "" {
+		opts = append(opts, baton.WithToken(g.authToken))
+	}
+	return opts, nil
 }
 
 // dialGlobals connects to the members named by g, with its TLS.
@@ -71,9 +82,9 @@ func leadingGlobals(args []string) (globals, []string, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for name, v := range map[string]*string{"endpoints": &g.endpoints, "cacert": &g.cacert, "cert": &g.cert, "key": &g.key} {
+	for name, v := range map[string]*string{"endpoints": &g.endpoints, "cacert": &g.cacert, "cert": &g.cert, "key": &g.key, "auth-token": &g.authToken} {
 		if !set[name] {
-			if e := os.Getenv("BATON_" + strings.ToUpper(name)); e != "" {
+			if e := os.Getenv("BATON_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); e != "" {
 				*v = e
 			}
 		}

@@ -30,6 +30,10 @@ func init() {
 		{"release", "release a lock only if SESSION (and TOKEN) still hold it", runRelease},
 		{"status", "show members, leader, term and indexes", runStatus},
 		{"member", "add, promote or remove a member of the cluster", runMember},
+		{"auth", "turn authentication on or off, or show who may do what", runAuth},
+		{"user", "add or remove a user, give or take its roles", runUser},
+		{"role", "add or remove a role, set its permissions over prefixes", runRole},
+		{"audit", "list the recent admin and auth actions", runAudit},
 	}
 }
 
