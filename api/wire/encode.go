@@ -89,7 +89,8 @@ func sizeSessionsResponse(m *batonpb.SessionsResponse) (int, bool) {
 func unknown(m proto.Message) bool { return len(m.ProtoReflect().GetUnknown()) > 0 }
 
 // fastChannelRequest reports whether r is a shape the encoder writes: an
-// acquire without durations, a release or a keepalive, nothing unknown.
+// acquire without durations, a release or a keepalive, without secrets,
+// nothing unknown.
 func fastChannelRequest(r *batonpb.ChannelRequest) bool {
 	if r == nil || unknown(r) {
 		return false
@@ -111,12 +112,15 @@ func fastChannelRequest(r *batonpb.ChannelRequest) bool {
 		return a != nil && !unknown(a) && headerOK(a.GetHeader()) &&
 			utf8.ValidString(a.GetName()) && utf8.ValidString(a.GetOwnerKey())
 	case *batonpb.SessionRequest_KeepAlive:
-		return k.KeepAlive != nil && !unknown(k.KeepAlive)
+		return k.KeepAlive != nil && !unknown(k.KeepAlive) && k.KeepAlive.GetSecret() == ""
 	}
 	return false
 }
 
-func headerOK(h *batonpb.RequestHeader) bool { return h == nil || !unknown(h) }
+// headerOK reports whether the encoder writes h: it writes the ids only,
+// so a header that carries a secret (which a stream ignores: see
+// RequestHeader) is left to proto.
+func headerOK(h *batonpb.RequestHeader) bool { return h == nil || !unknown(h) && h.GetSecret() == "" }
 
 // fastChannelResponse reports whether r is a shape the encoder writes:
 // an acquire's answer without a holder, a release's or a grant, with or

@@ -72,7 +72,11 @@ func TestEncodeAsProto(t *testing.T) {
 			Open: &batonpb.OpenSessionRequest{Ttl: durationpb.New(time.Second), Owner: "o"}}}},
 		"wait timeout": {Channel: 1, Request: &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Acquire{
 			Acquire: &batonpb.AcquireRequest{Name: "a", WaitTimeout: durationpb.New(time.Second)}}}},
-		"detach only":   {Channel: 1, Detach: true},
+		"detach only": {Channel: 1, Detach: true},
+		"header secret": {Channel: 1, Request: &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Release{Release: &batonpb.ReleaseRequest{
+			Header: &batonpb.RequestHeader{SessionId: 1, Seq: 2, Secret: "s"}, Name: "a"}}}},
+		"keepalive secret": {Channel: 1, Request: &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_KeepAlive{
+			KeepAlive: &batonpb.KeepAliveRequest{SessionId: 1, Secret: "s"}}}},
 		"invalid UTF-8": {Channel: 1, Request: &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Release{Release: &batonpb.ReleaseRequest{Name: "\xff"}}}},
 	} {
 		checkEncode(t, name, &batonpb.SessionsRequest{Requests: []*batonpb.ChannelRequest{acquireReq(1, "a"), r}}, false)
