@@ -18,10 +18,15 @@ import (
 )
 
 // startLocked registers a request and queues it for sending. Mutating
-// requests get the next sequence number.
+// requests get the next sequence number. A request that cannot be sent
+// (see sendable) fails alone, before it has a sequence number or reaches
+// the stream.
 func (s *Session) startLocked(req *batonpb.SessionRequest, mutating bool) (*call, error) {
 	if s.endedLocked() {
 		return nil, s.err
+	}
+	if err := sendable(req); err != nil {
+		return nil, err
 	}
 	c := &call{req: req, done: make(chan struct{}), started: time.Now()}
 	if mutating {
@@ -396,6 +401,9 @@ func (s *Session) connect(ctx context.Context, first *batonpb.SessionRequest, bo
 
 // dialStream opens a stream on addr, sends first and reads its answer.
 func (s *Session) dialStream(ctx context.Context, addr string, first *batonpb.SessionRequest) (*streamConn, *batonpb.OpenSessionResponse, error) {
+	if err := sendable(first); err != nil {
+		return nil, nil, err
+	}
 	bc, err := s.c.conn(addr)
 	if err != nil {
 		return nil, nil, err

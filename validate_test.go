@@ -3,6 +3,7 @@ package baton
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"strings"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/batonlock/baton/api/batonpb"
 	"github.com/batonlock/baton/api/rules"
 )
 
@@ -138,6 +140,55 @@ func TestBadNameFailsAlone(t *testing.T) {
 	}
 	if _, err := other.Mutex("jobs/other").TryLock(ctx); err != nil {
 		t.Fatalf("the session that sent the bad names: %v", err)
+	}
+	w.unbroken(t)
+}
+
+// TestUnsendableRequestFailsAlone: a request that the checks of the
+// public methods would not let through (built here by hand) still fails
+// alone if it cannot be encoded or is bigger than a member reads, and the
+// shared stream carries on.
+func TestUnsendableRequestFailsAlone(t *testing.T) {
+	_, cl := single(t)
+	ctx := testCtx(t)
+	holder, s := newSession(t, cl), newSession(t, cl)
+	held, err := holder.Mutex("jobs/held").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := watchStreams(t, cl, holder, s)
+	big := make([]string, 3*rules.MaxAcquireMany) // 1.5 MB of valid names
+	for i := range big {
+		big[i] = fmt.Sprintf("%0500d", i)
+	}
+	for what, tt := range map[string]struct {
+		req  *batonpb.SessionRequest
+		want string
+	}{
+		"cancel with a name not UTF-8": {
+			&batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Cancel{Cancel: &batonpb.CancelRequest{Name: "bad\xff", AcquireSeq: 1}}},
+			"cannot be encoded",
+		},
+		"acquire with an owner key not UTF-8": {
+			&batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Acquire{Acquire: &batonpb.AcquireRequest{Name: "ok", OwnerKey: "k\xff"}}},
+			"cannot be encoded",
+		},
+		"acquire_many over the request limit": {
+			&batonpb.SessionRequest{Kind: &batonpb.SessionRequest_AcquireMany{AcquireMany: &batonpb.AcquireManyRequest{Names: big}}},
+			"a member reads at most",
+		},
+	} {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := s.do(cctx, tt.req, nil)
+		cancel()
+		wantInvalid(t, what, err, tt.want)
+	}
+	w.unbroken(t)
+	if err := held.Err(); err != nil {
+		t.Fatalf("the other session's lease was lost: %v", err)
+	}
+	if _, err := s.Mutex("jobs/after").TryLock(ctx); err != nil {
+		t.Fatalf("a request after the bad ones: %v", err)
 	}
 	w.unbroken(t)
 }
