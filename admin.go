@@ -1,11 +1,17 @@
 package baton
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/api/rules"
 )
+
+// errNoSessionID refuses an operator call that names no session.
+var errNoSessionID = fmt.Errorf("%w: session id 0: name the session", ErrInvalidArgument)
 
 // Holder is one hold of a lock.
 type Holder struct {
@@ -175,6 +181,9 @@ func holderOf(h *batonpb.Holder) Holder {
 // Check reports, linearizably, whether token is the current hold of the
 // lock name: for resources that cannot keep fencing state themselves.
 func (c *Client) Check(ctx context.Context, name string, token uint64) (bool, error) {
+	if err := rules.CheckLockName(name); err != nil {
+		return false, invalid(err)
+	}
 	var held bool
 	err := c.invoke(ctx, retryRead, func(ctx context.Context, bc batonpb.BatonClient) error {
 		r, err := bc.Check(ctx, &batonpb.CheckRequest{Name: name, Token: token})
@@ -187,6 +196,9 @@ func (c *Client) Check(ctx context.Context, name string, token uint64) (bool, er
 // Get returns the lock's record, linearizably. A lock nobody holds or waits
 // for has no holders and no waiters.
 func (c *Client) Get(ctx context.Context, name string) (*LockInfo, error) {
+	if err := rules.CheckLockName(name); err != nil {
+		return nil, invalid(err)
+	}
 	var r *batonpb.GetResponse
 	err := c.invoke(ctx, retryRead, func(ctx context.Context, bc batonpb.BatonClient) error {
 		var err error
@@ -230,13 +242,16 @@ func lockInfoOf(name string, l *batonpb.Lock) LockInfo {
 // following the server's pages. Each page is linearizable; the whole list
 // is not one snapshot.
 func (c *Client) List(ctx context.Context, prefix string) ([]LockSummary, error) {
+	if err := rules.CheckPrefix(prefix); err != nil {
+		return nil, invalid(err)
+	}
 	var out []LockSummary
 	token := ""
 	for {
 		var r *batonpb.ListResponse
 		err := c.invoke(ctx, retryRead, func(ctx context.Context, bc batonpb.BatonClient) error {
 			var err error
-			r, err = bc.List(ctx, &batonpb.ListRequest{Prefix: prefix, PageToken: token, PageSize: 1000})
+			r, err = bc.List(ctx, &batonpb.ListRequest{Prefix: prefix, PageToken: token, PageSize: rules.MaxPageSize})
 			return err
 		})
 		if err != nil {
@@ -265,7 +280,7 @@ func (c *Client) Sessions(ctx context.Context) ([]SessionInfo, error) {
 		var r *batonpb.ListSessionsResponse
 		err := c.invoke(ctx, retryRead, func(ctx context.Context, bc batonpb.BatonClient) error {
 			var err error
-			r, err = bc.ListSessions(ctx, &batonpb.ListSessionsRequest{AfterId: after, PageSize: 1000})
+			r, err = bc.ListSessions(ctx, &batonpb.ListSessionsRequest{AfterId: after, PageSize: rules.MaxPageSize})
 			return err
 		})
 		if err != nil {
@@ -289,6 +304,9 @@ func (c *Client) Sessions(ctx context.Context) ([]SessionInfo, error) {
 // how an operator evicts a stuck process safely. Blacklisting twice is
 // harmless, so the call is retried across leader changes.
 func (c *Client) Blacklist(ctx context.Context, sessionID uint64) error {
+	if sessionID == 0 {
+		return errNoSessionID
+	}
 	return c.invoke(ctx, retryRead, func(ctx context.Context, bc batonpb.BatonClient) error {
 		_, err := bc.Blacklist(ctx, &batonpb.BlacklistRequest{SessionId: sessionID})
 		return err
@@ -309,6 +327,12 @@ func (c *Client) Blacklist(ctx context.Context, sessionID uint64) error {
 // misses it and learns when it next touches the lock, so release holds
 // of live processes with Blacklist, which ends the whole session safely.
 func (c *Client) CasRelease(ctx context.Context, name string, sessionID, token uint64) error {
+	if err := rules.CheckLockName(name); err != nil {
+		return invalid(err)
+	}
+	if sessionID == 0 {
+		return errNoSessionID
+	}
 	return c.invoke(ctx, retryNotApplied, func(ctx context.Context, bc batonpb.BatonClient) error {
 		_, err := bc.CasRelease(ctx, &batonpb.CasReleaseRequest{Name: name, SessionId: sessionID, Token: token})
 		return err
@@ -348,6 +372,9 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 // ErrAlreadyExists when a retry found the member added: Status tells
 // whether it applied). PromoteMember and RemoveMember answer the same way.
 func (c *Client) AddMember(ctx context.Context, name, peerAddr string, learner bool) (members []Member, initialCluster string, err error) {
+	if err := invalid(cmp.Or(rules.CheckMemberName(name), rules.CheckPeerAddr(peerAddr))); err != nil {
+		return nil, "", err
+	}
 	err = c.invoke(ctx, retryNotApplied, func(ctx context.Context, bc batonpb.BatonClient) error {
 		r, err := bc.AddMember(ctx, &batonpb.AddMemberRequest{Name: name, PeerAddr: peerAddr, Learner: learner})
 		if err == nil {
@@ -361,6 +388,9 @@ func (c *Client) AddMember(ctx context.Context, name, peerAddr string, learner b
 // PromoteMember makes a learner a voter, once its log is within 1000
 // entries of the leader's commit index (else FailedPrecondition: retry).
 func (c *Client) PromoteMember(ctx context.Context, name string) ([]Member, error) {
+	if err := rules.CheckMemberName(name); err != nil {
+		return nil, invalid(err)
+	}
 	var members []Member
 	err := c.invoke(ctx, retryNotApplied, func(ctx context.Context, bc batonpb.BatonClient) error {
 		r, err := bc.PromoteMember(ctx, &batonpb.PromoteMemberRequest{Name: name})
@@ -375,6 +405,9 @@ func (c *Client) PromoteMember(ctx context.Context, name string) ([]Member, erro
 // RemoveMember removes a member; it stops once it applies its removal
 // (a leader steps down first). The last voter cannot be removed.
 func (c *Client) RemoveMember(ctx context.Context, name string) ([]Member, error) {
+	if err := rules.CheckMemberName(name); err != nil {
+		return nil, invalid(err)
+	}
 	var members []Member
 	err := c.invoke(ctx, retryNotApplied, func(ctx context.Context, bc batonpb.BatonClient) error {
 		r, err := bc.RemoveMember(ctx, &batonpb.RemoveMemberRequest{Name: name})

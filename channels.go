@@ -62,16 +62,21 @@ type muxChan struct {
 // channel opens a channel to addr for one session stream; it is detached
 // when ctx ends.
 func (c *Client) channel(ctx context.Context, addr string) (*muxChan, error) {
-	for {
+	for attempt := 1; ; attempt++ {
 		m, err := c.sessionMux(addr)
 		if err != nil {
 			return nil, err
 		}
 		m.mu.Lock()
-		if m.err != nil {
+		if err := m.err; err != nil {
 			// Broken since it was looked up: it is off the client's
-			// list already, the next lookup starts a new stream.
+			// list already, the next lookup starts a new stream. A
+			// member that ends each at once is the caller's to back
+			// off from.
 			m.mu.Unlock()
+			if attempt == 3 {
+				return nil, err
+			}
 			continue
 		}
 		m.next++

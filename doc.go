@@ -82,4 +82,11 @@
 // Reason; errors.Is matches them against this package's sentinels
 // (ErrNotHeld, ErrLockBusy, ErrSessionLost, ErrBlacklisted, ...) through
 // one table, never by message.
+//
+// The client checks every request before it sends it, with the rules the
+// members apply (package rules: lock names, owner labels and keys, TTLs,
+// hold and holder limits, batches, wait timeouts, member names). A request
+// that breaks one fails at once, alone, with an error matching
+// ErrInvalidArgument that names the value and what is wrong with it;
+// nothing is sent, and the client's other sessions never notice.
 package baton

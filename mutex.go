@@ -1,6 +1,7 @@
 package baton
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/api/rules"
 )
 
 // Mutex is a handle on one lock for one (session, owner key). It holds no
@@ -27,16 +29,30 @@ type Mutex struct {
 	holdLimit time.Duration
 	// manualRenew: the caller renews the hold limit (WithManualRenewal).
 	manualRenew bool
+	// err is why no acquire of the handle can be sent (a name or an
+	// option that breaks a rule); each acquire returns it.
+	err error
 }
 
 // Mutex returns a handle on the lock name for this session. Nothing is
-// sent until it is locked.
+// sent until it is locked. A name or an option that no member would
+// accept (see package rules: a name of 1..512 bytes of UTF-8 without
+// control characters, an owner key of up to 256 bytes of UTF-8, a hold
+// limit of 1 s..24 h) makes every acquire fail at once with an error
+// matching ErrInvalidArgument that says what is wrong, sending nothing.
 func (s *Session) Mutex(name string, opts ...MutexOption) *Mutex {
 	var cfg mutexConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return &Mutex{s: s, name: name, ownerKey: cfg.ownerKey, holdLimit: cfg.holdLimit, manualRenew: cfg.manualRenew}
+	return s.mutex(name, cfg)
+}
+
+// mutex makes a handle on name with cfg, checked (Session.Mutex, and
+// through it Semaphore and RWMutex; LockAll's locks one by one).
+func (s *Session) mutex(name string, cfg mutexConfig) *Mutex {
+	return &Mutex{s: s, name: name, ownerKey: cfg.ownerKey, holdLimit: cfg.holdLimit, manualRenew: cfg.manualRenew,
+		err: invalid(cmp.Or(rules.CheckLockName(name), rules.CheckOwnerKey(cfg.ownerKey), rules.CheckHoldLimit(cfg.holdLimit)))}
 }
 
 // Name is the lock's name.
@@ -66,15 +82,19 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
 
 // LockWithin is Lock with a wait bounded by d on the server: when d passes
 // unserved, the waiter leaves the queue and LockWithin returns
-// ErrWaitTimedOut. ctx still bounds the wait as it does for Lock.
+// ErrWaitTimedOut. ctx still bounds the wait as it does for Lock. d is
+// more than 0 and at most 24 h (rules.MaxWaitTimeout).
 func (m *Mutex) LockWithin(ctx context.Context, d time.Duration) (*Lease, error) {
-	if d <= 0 {
-		return nil, fmt.Errorf("%w: wait %v; want > 0", ErrInvalidArgument, d)
+	if err := rules.CheckWaitTimeout(d); err != nil {
+		return nil, invalid(err)
 	}
 	return m.acquire(ctx, true, d)
 }
 
 func (m *Mutex) acquire(ctx context.Context, wait bool, d time.Duration) (*Lease, error) {
+	if m.err != nil {
+		return nil, m.err
+	}
 	sreq, req := acquireRequest()
 	req.Name, req.OwnerKey, req.Wait, req.Shared, req.Limit = m.name, m.ownerKey, wait, m.shared, m.limit
 	if d > 0 {
@@ -177,15 +197,25 @@ type LockSet struct {
 	s     *Session
 	names []string
 	cfg   mutexConfig
+	// err is why no request of the set can be sent; each returns it.
+	err error
 }
 
 // LockSet returns a handle on the locks names (copied) for this session.
-// Nothing is sent until they are locked.
+// Nothing is sent until they are locked. Names or options that no member
+// would accept (each name as for Mutex, none twice, at most 1000 of them)
+// make every method fail at once with an error matching
+// ErrInvalidArgument, sending nothing; no names at all take nothing.
 func (s *Session) LockSet(names []string, opts ...MutexOption) *LockSet {
 	ls := &LockSet{s: s, names: slices.Clone(names)}
 	for _, o := range opts {
 		o(&ls.cfg)
 	}
+	var nameErr error
+	if len(names) > 0 {
+		nameErr = rules.CheckLockNames(names)
+	}
+	ls.err = invalid(cmp.Or(nameErr, rules.CheckOwnerKey(ls.cfg.ownerKey), rules.CheckHoldLimit(ls.cfg.holdLimit)))
 	return ls
 }
 
@@ -229,13 +259,6 @@ func (ls *LockSet) TryLockAll(ctx context.Context) ([]*Lease, error) {
 // LockAll is Session.LockAll with the set's options.
 func (ls *LockSet) LockAll(ctx context.Context) ([]*Lease, error) {
 	s, names := ls.s, ls.names
-	seen := make(map[string]bool, len(names))
-	for _, n := range names {
-		if seen[n] {
-			return nil, fmt.Errorf("%w: lock %q is named twice", ErrInvalidArgument, n)
-		}
-		seen[n] = true
-	}
 	leases, err := ls.TryLockAll(ctx)
 	if err == nil || !errors.Is(err, ErrLockBusy) {
 		return leases, err
@@ -244,8 +267,7 @@ func (ls *LockSet) LockAll(ctx context.Context) ([]*Lease, error) {
 	slices.Sort(ordered)
 	got := make(map[string]*Lease, len(names))
 	for _, n := range ordered {
-		m := &Mutex{s: s, name: n, ownerKey: ls.cfg.ownerKey, holdLimit: ls.cfg.holdLimit, manualRenew: ls.cfg.manualRenew}
-		l, err := m.Lock(ctx)
+		l, err := s.mutex(n, ls.cfg).Lock(ctx)
 		if err != nil {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
 			for _, l := range got {
@@ -270,6 +292,9 @@ func (ls *LockSet) tryMany(ctx context.Context, req *batonpb.AcquireManyRequest)
 	s := ls.s
 	if len(req.Names) == 0 {
 		return nil, nil, nil, nil
+	}
+	if ls.err != nil {
+		return nil, nil, nil, ls.err
 	}
 	c, err := s.do(ctx, &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_AcquireMany{AcquireMany: req}}, nil)
 	if err != nil {

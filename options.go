@@ -1,6 +1,7 @@
 package baton
 
 import (
+	"cmp"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/batonlock/baton/api/rules"
 )
 
 // Defaults of the client's options, each with its reason.
@@ -17,10 +20,10 @@ const (
 	// DefaultTTL is a session's TTL unless WithTTL says otherwise: the
 	// server's default, long enough to ride out a leader election and a GC
 	// pause, short enough that a dead client's locks come back quickly.
-	DefaultTTL = 10 * time.Second
+	DefaultTTL = rules.DefaultTTL
 	// MinTTL and MaxTTL are the TTLs the server accepts.
-	MinTTL = time.Second
-	MaxTTL = 10 * time.Minute
+	MinTTL = rules.MinTTL
+	MaxTTL = rules.MaxTTL
 	// DefaultMaxAttempts bounds how many members a unary call or a session
 	// open tries (following leader hints and rotating over the endpoints)
 	// before it gives up with ErrUnavailable; with the backoff below that
@@ -112,13 +115,7 @@ func defaultSessionConfig() sessionConfig {
 }
 
 func (c sessionConfig) validate() error {
-	if c.ttl < MinTTL || c.ttl > MaxTTL {
-		return fmt.Errorf("%w: ttl %v; want %v..%v", ErrInvalidArgument, c.ttl, MinTTL, MaxTTL)
-	}
-	if len(c.owner) > 256 {
-		return fmt.Errorf("%w: owner label is %d bytes; the limit is 256", ErrInvalidArgument, len(c.owner))
-	}
-	return nil
+	return invalid(cmp.Or(rules.CheckTTL(c.ttl), rules.CheckOwner(c.owner)))
 }
 
 // WithTTL sets the session's TTL (default DefaultTTL; MinTTL..MaxTTL). The
@@ -129,7 +126,7 @@ func WithTTL(d time.Duration) SessionOption {
 
 // WithOwner sets the session's owner label, shown to operators beside
 // every hold and wait (default "host/pid"); "host/pid/purpose" is a good
-// shape.
+// shape. It is up to 256 bytes of UTF-8 (rules.CheckOwner).
 func WithOwner(label string) SessionOption {
 	return func(c *sessionConfig) { c.owner = label }
 }
@@ -184,7 +181,8 @@ func WithManualRenewal() MutexOption {
 // name and key re-enters the hold (the count goes up, the token stays),
 // while a different key of the same session queues like any other
 // holder. Go has no thread identity, so the caller chooses what a key
-// stands for: a worker, a request, a goroutine it manages.
+// stands for: a worker, a request, a goroutine it manages. A key is up
+// to 256 bytes of UTF-8 (rules.CheckOwnerKey).
 func WithOwnerKey(key string) MutexOption {
 	return func(c *mutexConfig) { c.ownerKey = key }
 }

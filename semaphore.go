@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/batonlock/baton/api/rules"
 )
 
 // MaxHolders is the largest holder limit a lock can have: the most permits
 // of a Semaphore, the most readers of an RWMutex at once.
-const MaxHolders = 10000
+const MaxHolders = rules.MaxHoldersPerLock
 
 // DefaultMaxReaders is the reader limit of an RWMutex made without
 // WithMaxReaders. Every handle on one lock must state the same limit, so
@@ -33,7 +35,9 @@ type Semaphore struct {
 }
 
 // Semaphore returns a handle on the lock name as a semaphore of permits
-// holders. Nothing is sent until a permit is acquired.
+// holders. Nothing is sent until a permit is acquired. A name, a number of
+// permits or an option no member would accept (see Mutex) makes every
+// acquire fail at once with an error matching ErrInvalidArgument.
 func (s *Session) Semaphore(name string, permits int, opts ...MutexOption) *Semaphore {
 	sem := &Semaphore{m: *s.Mutex(name, opts...)}
 	if permits < 1 || permits > MaxHolders {
@@ -133,7 +137,9 @@ func WithMaxReaders(n int) RWOption {
 }
 
 // RWMutex returns a handle on the lock name as a read/write lock. Nothing
-// is sent until it is locked.
+// is sent until it is locked. A name or an option no member would accept
+// (see Mutex) makes every acquire fail at once with an error matching
+// ErrInvalidArgument.
 func (s *Session) RWMutex(name string, opts ...RWOption) *RWMutex {
 	cfg := rwConfig{maxReaders: DefaultMaxReaders}
 	for _, o := range opts {

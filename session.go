@@ -104,7 +104,9 @@ func SafetyMargin(ttl time.Duration) time.Duration {
 // (every TTL/3), its requests (pipelined) and the grants pushed to it; when
 // the stream breaks the session follows the leader, resumes, and sends
 // every unanswered request again with its original sequence number, so
-// each takes effect exactly once. A Session is safe for concurrent use.
+// each takes effect exactly once. Resumes back off as other attempts do
+// (WithBackoff): streams that keep breaking are resumed a few times a
+// second at most. A Session is safe for concurrent use.
 //
 // A lock can be lost at any time: a partition, a pause or an operator's
 // blacklist ends the session. Work under a lock should run under its

@@ -18,10 +18,15 @@ import (
 )
 
 // startLocked registers a request and queues it for sending. Mutating
-// requests get the next sequence number.
+// requests get the next sequence number. A request that cannot be sent
+// (see sendable) fails alone, before it has a sequence number or reaches
+// the stream.
 func (s *Session) startLocked(req *batonpb.SessionRequest, mutating bool) (*call, error) {
 	if s.endedLocked() {
 		return nil, s.err
+	}
+	if err := sendable(req); err != nil {
+		return nil, err
 	}
 	c := &call{req: req, done: make(chan struct{}), started: time.Now()}
 	if mutating {
@@ -263,9 +268,18 @@ func (s *Session) do(ctx context.Context, req *batonpb.SessionRequest, setup fun
 
 // run reads the current stream; when it breaks, it resumes the session on
 // the leader.
+//
+// Reconnects back off: the n-th in a row waits Client.pause(n) first (by
+// default 10-20 ms, doubling up to 0.5-1 s, with jitter), and the count
+// starts again once a stream stayed up for the longest pause. A resume
+// that succeeds is not enough to start again: a stream that ends as soon
+// as it is attached (a member that ends it at once, a request it cannot
+// take) would otherwise be resumed in a loop that takes a whole core.
 func (s *Session) run(sc *streamConn) {
 	defer s.wg.Done()
+	breaks := 0 // in a row: each stream ended before the longest pause
 	for sc != nil {
+		attached := time.Now()
 		err := s.recvLoop(sc)
 		sc.cancel()
 		s.mu.Lock()
@@ -279,7 +293,14 @@ func (s *Session) run(sc *streamConn) {
 		if ended {
 			return
 		}
+		if time.Since(attached) >= s.c.cfg.maxBackoff {
+			breaks = 0
+		}
 		s.log.Info("session stream broke; resuming", "peer", sc.addr, "err", err)
+		if sleep(s.runCtx, s.c.pause(breaks)) != nil {
+			return // closed meanwhile
+		}
+		breaks++
 		sc = s.reconnect()
 	}
 }
@@ -396,6 +417,9 @@ func (s *Session) connect(ctx context.Context, first *batonpb.SessionRequest, bo
 
 // dialStream opens a stream on addr, sends first and reads its answer.
 func (s *Session) dialStream(ctx context.Context, addr string, first *batonpb.SessionRequest) (*streamConn, *batonpb.OpenSessionResponse, error) {
+	if err := sendable(first); err != nil {
+		return nil, nil, err
+	}
 	bc, err := s.c.conn(addr)
 	if err != nil {
 		return nil, nil, err

@@ -6,6 +6,7 @@ import (
 	"reflect"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/api/rules"
 )
 
 // LockEvent is a lock's state as of a log index.
@@ -42,6 +43,9 @@ func (e LockEvent) Holder() *Holder {
 // holder is the leader, and its fencing token the term), observe with
 // Watch (LockEvent.Holder), resign by releasing the Lease.
 func (c *Client) Watch(ctx context.Context, name string) (<-chan LockEvent, error) {
+	if err := rules.CheckLockName(name); err != nil {
+		return nil, invalid(err)
+	}
 	first, stream, err := c.openWatch(ctx, name)
 	if err != nil {
 		return nil, err

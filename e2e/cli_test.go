@@ -335,6 +335,35 @@ func TestCLIMaxHold(t *testing.T) {
 	}
 }
 
+// TestCLIBadLockName: a lock name no member would accept, here not
+// UTF-8, used to hang `baton lock` past its --timeout while its client
+// reconnected in a loop (issue 23). It is a usage error: one line on
+// stderr and exit 2, at once. Other commands refuse it the same way.
+func TestCLIBadLockName(t *testing.T) {
+	ep := singleNode(t)
+	const bad = "bad\xffname"
+	start := time.Now()
+	p := startLock(t, ep, "--timeout", "5s", bad, "--", "true")
+	code := p.exit(t, 20*time.Second)
+	took := time.Since(start)
+	lines := strings.Split(strings.TrimRight(p.stderr.String(), "\n"), "\n")
+	if code != 2 || len(lines) != 1 || !strings.Contains(lines[0], `lock name "bad\xffname" is not valid UTF-8`) {
+		t.Fatalf("baton lock of a name not UTF-8 exited %d after %v, stderr %q; want 2 and one line saying why", code, took, p.stderr)
+	}
+	if took > 4*time.Second {
+		t.Fatalf("baton lock of a name not UTF-8 took %v; want at once", took)
+	}
+	cmd := exec.Command(batonBinary(t), "get", "--endpoints", ep, "--timeout", "5s", bad)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || strings.Count(strings.TrimRight(stderr.String(), "\n"), "\n") != 0 ||
+		!strings.Contains(stderr.String(), "not valid UTF-8") {
+		t.Fatalf("baton get of a name not UTF-8: %v, stderr %q; want exit 2 and one line saying why", err, stderr.String())
+	}
+}
+
 func mustUint(t *testing.T, s string) uint64 {
 	t.Helper()
 	v, err := strconv.ParseUint(s, 10, 64)

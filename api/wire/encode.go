@@ -88,17 +88,30 @@ func sizeSessionsResponse(m *batonpb.SessionsResponse) (int, bool) {
 
 func unknown(m proto.Message) bool { return len(m.ProtoReflect().GetUnknown()) > 0 }
 
+// CheckSessionRequest returns the size of r encoded, or why proto.Marshal
+// (and so Codec) cannot encode it: a string that is not valid UTF-8, say.
+// gRPC ends a stream whose message it cannot encode, and on the Sessions
+// stream that ends every session's channel, so the client checks each
+// request alone before it joins a batch. The hot shapes are checked
+// without reflection, the others by encoding them.
+func CheckSessionRequest(r *batonpb.SessionRequest) (int, error) {
+	if fastSessionRequest(r) {
+		return sessionRequestSize(r), nil
+	}
+	b, err := proto.Marshal(r)
+	return len(b), err
+}
+
 // fastChannelRequest reports whether r is a shape the encoder writes: an
-// acquire without durations, a release or a keepalive, nothing unknown.
+// acquire without durations, a release or a keepalive, without secrets,
+// nothing unknown.
 func fastChannelRequest(r *batonpb.ChannelRequest) bool {
-	if r == nil || unknown(r) {
-		return false
-	}
-	sr := r.GetRequest()
-	if sr == nil {
-		return false
-	}
-	if unknown(sr) {
+	return r != nil && !unknown(r) && fastSessionRequest(r.GetRequest())
+}
+
+// fastSessionRequest is fastChannelRequest for the request it carries.
+func fastSessionRequest(sr *batonpb.SessionRequest) bool {
+	if sr == nil || unknown(sr) {
 		return false
 	}
 	switch k := sr.GetKind().(type) {
@@ -111,12 +124,15 @@ func fastChannelRequest(r *batonpb.ChannelRequest) bool {
 		return a != nil && !unknown(a) && headerOK(a.GetHeader()) &&
 			utf8.ValidString(a.GetName()) && utf8.ValidString(a.GetOwnerKey())
 	case *batonpb.SessionRequest_KeepAlive:
-		return k.KeepAlive != nil && !unknown(k.KeepAlive)
+		return k.KeepAlive != nil && !unknown(k.KeepAlive) && k.KeepAlive.GetSecret() == ""
 	}
 	return false
 }
 
-func headerOK(h *batonpb.RequestHeader) bool { return h == nil || !unknown(h) }
+// headerOK reports whether the encoder writes h: it writes the ids only,
+// so a header that carries a secret (which a stream ignores: see
+// RequestHeader) is left to proto.
+func headerOK(h *batonpb.RequestHeader) bool { return h == nil || !unknown(h) && h.GetSecret() == "" }
 
 // fastChannelResponse reports whether r is a shape the encoder writes:
 // an acquire's answer without a holder, a release's or a grant, with or

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/batonlock/baton/api/batonpb"
@@ -72,7 +73,11 @@ func TestEncodeAsProto(t *testing.T) {
 			Open: &batonpb.OpenSessionRequest{Ttl: durationpb.New(time.Second), Owner: "o"}}}},
 		"wait timeout": {Channel: 1, Request: &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Acquire{
 			Acquire: &batonpb.AcquireRequest{Name: "a", WaitTimeout: durationpb.New(time.Second)}}}},
-		"detach only":   {Channel: 1, Detach: true},
+		"detach only": {Channel: 1, Detach: true},
+		"header secret": {Channel: 1, Request: &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Release{Release: &batonpb.ReleaseRequest{
+			Header: &batonpb.RequestHeader{SessionId: 1, Seq: 2, Secret: "s"}, Name: "a"}}}},
+		"keepalive secret": {Channel: 1, Request: &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_KeepAlive{
+			KeepAlive: &batonpb.KeepAliveRequest{SessionId: 1, Secret: "s"}}}},
 		"invalid UTF-8": {Channel: 1, Request: &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Release{Release: &batonpb.ReleaseRequest{Name: "\xff"}}}},
 	} {
 		checkEncode(t, name, &batonpb.SessionsRequest{Requests: []*batonpb.ChannelRequest{acquireReq(1, "a"), r}}, false)
@@ -135,4 +140,96 @@ func FuzzEncode(f *testing.F) {
 		}
 		checkEncode(t, "response", &batonpb.SessionsResponse{Responses: []*batonpb.ChannelResponse{{Channel: ch, Response: resp}, grantResp(3)}}, false)
 	})
+}
+
+// TestCheckSessionRequest: CheckSessionRequest refuses what proto.Marshal
+// refuses, and answers proto.Size otherwise, for every kind of session
+// request with each of its strings (its header's too) in turn not valid
+// UTF-8. A string field added to a hot shape and missed by its check
+// fails here.
+func TestCheckSessionRequest(t *testing.T) {
+	kinds := (&batonpb.SessionRequest{}).ProtoReflect().Descriptor().Oneofs().ByName("kind").Fields()
+	for i := range kinds.Len() {
+		kind := kinds.Get(i)
+		strs := stringFields(kind.Message())
+		if len(strs) == 0 {
+			t.Fatalf("%s has no string field: is the walk wrong?", kind.Name())
+		}
+		// The other strings empty: a secret makes a hot shape proto's, and
+		// the check of the hot shapes is what this is about.
+		for _, bad := range append([]protoreflect.FieldDescriptor{nil}, strs...) {
+			r := &batonpb.SessionRequest{Id: 7}
+			fill(r.ProtoReflect().Mutable(kind).Message(), bad, "")
+			what := string(kind.Name()) + " valid"
+			if bad != nil {
+				what = string(kind.Name()) + " with " + string(bad.FullName()) + " not UTF-8"
+			}
+			size, err := CheckSessionRequest(r)
+			_, perr := proto.Marshal(r)
+			switch {
+			case (err == nil) != (bad == nil) || (err == nil) != (perr == nil):
+				t.Errorf("%s: %v; proto.Marshal: %v", what, err, perr)
+			case err == nil && size != proto.Size(r):
+				t.Errorf("%s: size %d, proto.Size %d", what, size, proto.Size(r))
+			}
+		}
+	}
+	for i := range kinds.Len() {
+		r := &batonpb.SessionRequest{Id: 7}
+		fill(r.ProtoReflect().Mutable(kinds.Get(i)).Message(), nil, "ok")
+		if size, err := CheckSessionRequest(r); err != nil || size != proto.Size(r) {
+			t.Errorf("%s with every string set: %d, %v; proto.Size %d", kinds.Get(i).Name(), size, err, proto.Size(r))
+		}
+	}
+	hot := acquireReq(1, "a").GetRequest()
+	if !fastSessionRequest(hot) {
+		t.Fatal("an acquire is not a hot shape")
+	}
+	if n, err := CheckSessionRequest(hot); err != nil || n != proto.Size(hot) {
+		t.Fatalf("hot acquire: %d, %v; proto.Size %d", n, err, proto.Size(hot))
+	}
+}
+
+// stringFields lists the string fields of md and of the messages it
+// holds (a header), one level down.
+func stringFields(md protoreflect.MessageDescriptor) []protoreflect.FieldDescriptor {
+	var out []protoreflect.FieldDescriptor
+	fields := md.Fields()
+	for i := range fields.Len() {
+		f := fields.Get(i)
+		switch {
+		case f.Kind() == protoreflect.StringKind:
+			out = append(out, f)
+		case f.Kind() == protoreflect.MessageKind && !f.IsList() && !f.IsMap() && f.Message().ParentFile().Package() == md.ParentFile().Package():
+			out = append(out, stringFields(f.Message())...)
+		}
+	}
+	return out
+}
+
+// fill sets every string field of m, and of the messages it holds, to
+// other, bad to a string that is not valid UTF-8.
+func fill(m protoreflect.Message, bad protoreflect.FieldDescriptor, other string) {
+	fields := m.Descriptor().Fields()
+	for i := range fields.Len() {
+		f := fields.Get(i)
+		switch {
+		case f.Kind() == protoreflect.StringKind:
+			v := protoreflect.ValueOfString(other)
+			if f == bad {
+				v = protoreflect.ValueOfString("ok\xff")
+			}
+			if f.IsList() {
+				l := m.Mutable(f).List()
+				l.Append(protoreflect.ValueOfString("first"))
+				l.Append(v)
+			} else {
+				m.Set(f, v)
+			}
+		case f.Kind() == protoreflect.MessageKind && !f.IsList() && !f.IsMap() && f.Message().ParentFile().Package() == m.Descriptor().ParentFile().Package():
+			fill(m.Mutable(f).Message(), bad, other)
+		case f.Kind() == protoreflect.Uint64Kind && !f.IsList():
+			m.Set(f, protoreflect.ValueOfUint64(3))
+		}
+	}
 }

@@ -136,7 +136,9 @@ func newFlagSet(name, synopsis, example string, g *globals) *flag.FlagSet {
 	return fs
 }
 
-// usageError is a mistake on the command line: exit status 2.
+// usageError is a mistake on the command line: exit status 2, as for an
+// argument the client refuses (baton.ErrInvalidArgument: a lock name, a
+// member name or address no member would accept).
 type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
@@ -161,7 +163,7 @@ func exitCode(cmd string, err error) int {
 	}
 	fmt.Fprintf(os.Stderr, "baton %s: %s\n", cmd, msg)
 	var ue *usageError
-	if errors.As(err, &ue) {
+	if errors.As(err, &ue) || errors.Is(err, baton.ErrInvalidArgument) {
 		return 2
 	}
 	return 1

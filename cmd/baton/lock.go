@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/api/rules"
 )
 
 // Exit statuses of `baton lock` besides the command's own.
@@ -105,6 +106,11 @@ Flags:
 		return exitCode("lock", usagef("--max-readers %d: want 1..%d", kind.maxReaders, baton.MaxHolders))
 	case isSet(fs, "max-hold") && (kind.maxHold < time.Second || kind.maxHold > 24*time.Hour):
 		return exitCode("lock", usagef("--max-hold %s: want 1s..24h", kind.maxHold))
+	}
+	// A name no member would accept is refused before anything is sent
+	// (the client would refuse it too, but after opening a session).
+	if err := rules.CheckLockName(pos[0]); err != nil {
+		return exitCode("lock", usagef("%v", err))
 	}
 	name := pos[0]
 	return lockAndRun(g, name, cmdArgs, ttl, wait, noWait, ownerFlag, grace, kind)

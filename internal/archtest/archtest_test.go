@@ -33,6 +33,11 @@ var rules = []struct {
 	{mod, mod + "/internal/", "the client ships to users and may become its own module"},
 }
 
+// leaves may import the standard library only, with the reason.
+var leaves = []struct{ pkg, why string }{
+	{mod + "/api/rules", "the one table of what a request may contain: the client, the API and the state machine all import it"},
+}
+
 type pkg struct {
 	ImportPath string
 	Deps       []string
@@ -66,6 +71,16 @@ func TestDependencyRules(t *testing.T) {
 			for _, d := range p.Deps {
 				if matches(d, r.banned) {
 					t.Errorf("%s depends on %s: %s", p.ImportPath, d, r.why)
+				}
+			}
+		}
+		for _, l := range leaves {
+			if p.ImportPath != l.pkg {
+				continue
+			}
+			for _, d := range p.Deps {
+				if first, _, _ := strings.Cut(d, "/"); strings.Contains(first, ".") {
+					t.Errorf("%s depends on %s: %s", p.ImportPath, d, l.why)
 				}
 			}
 		}

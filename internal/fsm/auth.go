@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
@@ -52,7 +53,6 @@ const (
 	MaxRolesPerUser    = 64
 	MaxPermsPerRole    = 256
 	MaxAuditRecords    = 1000
-	maxAuthNameLen     = 128
 	permBits           = uint32(PermAll)
 	auditActionMaxSize = 512
 )
@@ -215,23 +215,23 @@ func (m *Machine) authorize(cmd *fsmpb.Command, s *session) *Error {
 	who := cmd.GetPrincipal()
 	if m.auth.users[who] == nil {
 		if who == "" {
-			return errorf(fsmpb.Error_ERROR_PERMISSION_DENIED, "authentication is on and the request names no user")
+			return errorf(fsmpb.Error_ERROR_NOT_PERMITTED, "authentication is on and the request names no user")
 		}
-		return errorf(fsmpb.Error_ERROR_PERMISSION_DENIED, "user %q does not exist", who)
+		return errorf(fsmpb.Error_ERROR_NOT_PERMITTED, "user %q does not exist", who)
 	}
 	if s != nil && s.principal != "" && s.principal != who {
-		return errorf(fsmpb.Error_ERROR_PERMISSION_DENIED, "session %d belongs to user %q, not %q", s.id, s.principal, who)
+		return errorf(fsmpb.Error_ERROR_NOT_PERMITTED, "session %d belongs to user %q, not %q", s.id, s.principal, who)
 	}
 	need := func(name string, p Perm) *Error {
 		if m.Allowed(who, name, p) {
 			return nil
 		}
-		return errorf(fsmpb.Error_ERROR_PERMISSION_DENIED, "user %q has no %s permission over %s", who, p, quote(name))
+		return errorf(fsmpb.Error_ERROR_NOT_PERMITTED, "user %q has no %s permission over %s", who, p, quote(name))
 	}
 	switch op := cmd.GetOp().(type) {
 	case *fsmpb.Command_OpenSession:
 		if !m.allowedSomewhere(who, PermLock) {
-			return errorf(fsmpb.Error_ERROR_PERMISSION_DENIED, "user %q has no lock permission anywhere, so no use for a session", who)
+			return errorf(fsmpb.Error_ERROR_NOT_PERMITTED, "user %q has no lock permission anywhere, so no use for a session", who)
 		}
 	case *fsmpb.Command_Acquire:
 		return need(op.Acquire.GetLock(), PermLock)
@@ -419,15 +419,7 @@ func (m *Machine) rootUsers() int {
 	return n
 }
 
-func checkAuthName(what, name string) *Error {
-	if name == "" || len(name) > maxAuthNameLen {
-		return invalid("%s name is %d bytes; it must have 1..%d", what, len(name), maxAuthNameLen)
-	}
-	if err := checkLabel(what, name); err != nil {
-		return err
-	}
-	return nil
-}
+func checkAuthName(what, name string) *Error { return refusal(rules.CheckAuthName(what, name)) }
 
 func describeAuthChange(op *fsmpb.AuthChange) string {
 	switch op.GetKind() {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
@@ -94,14 +95,14 @@ func BenchmarkWakeReaders(b *testing.B) {
 				idx := uint64(0)
 				apply := func(c *fsmpb.Command) *fsmpb.Result { idx++; return m.Apply(idx, c) }
 				open := func() uint64 {
-					return apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{TtlNanos: int64(DefaultTTL)}}}).GetSessionId()
+					return apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{TtlNanos: int64(rules.DefaultTTL)}}}).GetSessionId()
 				}
 				w := open()
 				tok := apply(&fsmpb.Command{SessionId: w, Seq: 1, MinUnackedSeq: 1, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
-					Lock: "x", Limit: MaxHoldersPerLock}}}).GetAcquire().GetToken()
+					Lock: "x", Limit: rules.MaxHoldersPerLock}}}).GetAcquire().GetToken()
 				for range n {
 					apply(&fsmpb.Command{SessionId: open(), Seq: 1, MinUnackedSeq: 1, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
-						Lock: "x", Limit: MaxHoldersPerLock, Shared: true, Wait: true}}})
+						Lock: "x", Limit: rules.MaxHoldersPerLock, Shared: true, Wait: true}}})
 				}
 				release := &fsmpb.Command{SessionId: w, Seq: 2, MinUnackedSeq: 2, Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "x", Token: tok}}}
 				b.StartTimer()

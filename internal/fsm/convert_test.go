@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
@@ -105,7 +106,7 @@ func TestConversionsKeepEveryField(t *testing.T) {
 	sp.Results[0].Result.Grants, sp.Results[0].Result.WaitsEnded = nil, nil
 	sp.Results[0].Result.SessionsEnded, sp.Results[0].Result.SessionId = nil, 0
 	sp.Results[0].Result.HoldsEnded = nil
-	sp.TtlNanos, sp.Id, sp.MinUnackedSeq, sp.Holds = int64(DefaultTTL), 7, 7, 0
+	sp.TtlNanos, sp.Id, sp.MinUnackedSeq, sp.Holds = int64(rules.DefaultTTL), 7, 7, 0
 	m := New()
 	m.applied = 100
 	if err := m.loadSession(sp, 0); err != nil {

@@ -65,7 +65,7 @@
 //     ERROR_BLACKLISTED): a blacklisted session may not acquire, and a
 //     waiter granted to it would only hold the lock until its expiry. Its
 //     current holds stay until release, CAS release, close or expiry.
-//   - OpenSession with ttl_nanos 0 gets DefaultTTL.
+//   - OpenSession with ttl_nanos 0 gets rules.DefaultTTL.
 //   - min_unacked_seq 0 means seq; a min_unacked_seq above seq is taken as
 //     seq (the command being applied cannot have been acknowledged yet).
 //   - A session expiring or closing drops its waiters before it releases its

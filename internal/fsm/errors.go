@@ -76,7 +76,7 @@ var (
 	// ErrPermissionDenied: authentication is on and the command's
 	// principal may not make it (AuthState), or the session it names is
 	// another user's. Nothing changed.
-	ErrPermissionDenied = &Error{fsmpb.Error_ERROR_PERMISSION_DENIED, "permission denied"}
+	ErrPermissionDenied = &Error{fsmpb.Error_ERROR_NOT_PERMITTED, "permission denied"}
 )
 
 // ErrorOf returns nil if res succeeded (or is nil), and otherwise an *Error

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
@@ -51,7 +52,7 @@ func checkIndexes(m *Machine) error {
 		// At most limit holders; an exclusive one alone (DESIGN.md 5.1:
 		// never a writer beside a reader).
 		limit := l.limit()
-		if limit == 0 || limit > MaxHoldersPerLock || uint32(len(l.holders)) > limit {
+		if limit == 0 || limit > rules.MaxHoldersPerLock || uint32(len(l.holders)) > limit {
 			return fmt.Errorf("lock %q has %d holders, limit %d", name, len(l.holders), limit)
 		}
 		for _, h := range l.holders {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
@@ -17,7 +18,7 @@ func TestValidateLockName(t *testing.T) {
 	}{
 		{"simple", "jobs/42", ""},
 		{"unicode", "verrou/été/🔒", ""},
-		{"max length", strings.Repeat("a", MaxNameLen), ""},
+		{"max length", strings.Repeat("a", rules.MaxNameLen), ""},
 		{"empty", "", "lock name is empty"},
 		{"too long", strings.Repeat("a", 600), "lock name is 600 bytes; the limit is 512"},
 		{"bad utf8", "a\xffb", "not valid UTF-8"},
@@ -41,8 +42,8 @@ func TestValidateOwner(t *testing.T) {
 	}{
 		{"empty", "", ""},
 		{"label", "host-1/4242/indexer", ""},
-		{"max length", strings.Repeat("o", MaxOwnerLen), ""},
-		{"too long", strings.Repeat("o", MaxOwnerLen+1), "owner is 257 bytes; the limit is 256"},
+		{"max length", strings.Repeat("o", rules.MaxOwnerLen), ""},
+		{"too long", strings.Repeat("o", rules.MaxOwnerLen+1), "owner is 257 bytes; the limit is 256"},
 		{"bad utf8", "\xc3", "not valid UTF-8"},
 	}
 	for _, tt := range tests {
@@ -58,12 +59,12 @@ func TestValidateTTL(t *testing.T) {
 		input   time.Duration
 		wantErr string
 	}{
-		{"min", MinTTL, ""},
-		{"default", DefaultTTL, ""},
-		{"max", MaxTTL, ""},
+		{"min", rules.MinTTL, ""},
+		{"default", rules.DefaultTTL, ""},
+		{"max", rules.MaxTTL, ""},
 		{"zero", 0, "ttl 0s is outside 1s..10m0s"},
-		{"below", MinTTL - 1, "outside"},
-		{"above", MaxTTL + 1, "outside"},
+		{"below", rules.MinTTL - 1, "outside"},
+		{"above", rules.MaxTTL + 1, "outside"},
 		{"negative", -time.Second, "outside"},
 	}
 	for _, tt := range tests {
@@ -109,7 +110,7 @@ func TestErrorOf(t *testing.T) {
 		fsmpb.Error_ERROR_TOO_MANY_HOLDS:    ErrTooManyHolds,
 		fsmpb.Error_ERROR_LIMIT_MISMATCH:    ErrLimitMismatch,
 		fsmpb.Error_ERROR_SECRET_MISMATCH:   ErrSecretMismatch,
-		fsmpb.Error_ERROR_PERMISSION_DENIED: ErrPermissionDenied,
+		fsmpb.Error_ERROR_NOT_PERMITTED: ErrPermissionDenied,
 	}
 	if len(sentinels) != len(fsmpb.Error_name)-1 {
 		t.Fatalf("%d sentinels for %d error codes", len(sentinels), len(fsmpb.Error_name)-1)

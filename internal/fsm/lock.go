@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
@@ -68,7 +69,7 @@ type holder struct {
 	acquireSeq uint64
 	count      uint32 // reentrant count, >= 1
 	idx        int32  // where this hold is in s.held
-	limit      uint16 // the lock's holder limit, >= 1 (MaxHoldersPerLock fits)
+	limit      uint16 // the lock's holder limit, >= 1 (rules.MaxHoldersPerLock fits)
 	shared     bool
 	holdLimit  uint32 // milliseconds; 0: the hold has no limit
 }
@@ -119,7 +120,7 @@ func (l *lock) grantable(w *waiter) bool {
 		return false
 	}
 	// The shorter of the two lists first: a release that lets in a run of
-	// readers checks each against a lock with up to MaxHoldersPerLock
+	// readers checks each against a lock with up to rules.MaxHoldersPerLock
 	// holders, and their sessions hold few locks.
 	if len(w.s.held) < len(l.holders) && !slices.Contains(w.s.held, l) {
 		return true
@@ -286,7 +287,7 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 		a.refuse(err)
 		return
 	}
-	if err := checkLabel("owner key", op.GetOwnerKey()); err != nil {
+	if err := checkOwnerKey(op.GetOwnerKey()); err != nil {
 		a.refuse(err)
 		return
 	}
@@ -386,26 +387,18 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 // checkLimit returns the holder limit an acquire states (0 means 1), or
 // why it cannot be one.
 func checkLimit(limit uint32) (uint32, *Error) {
-	switch {
-	case limit == 0:
-		return 1, nil
-	case limit > MaxHoldersPerLock:
-		return 0, invalid("holder limit %d is over the maximum %d", limit, MaxHoldersPerLock)
+	if err := refusal(rules.CheckHolderLimit(limit)); err != nil {
+		return 0, err
 	}
-	return limit, nil
+	return max(limit, 1), nil
 }
 
 // checkHoldLimit returns an acquire's hold limit in milliseconds (0: none),
 // or why it cannot be one.
 func checkHoldLimit(nanos int64) (uint32, *Error) {
 	d := time.Duration(nanos)
-	switch {
-	case d == 0:
-		return 0, nil
-	case d < MinHoldLimit || d > MaxHoldLimit:
-		return 0, invalid("hold limit %v is outside %v..%v", d, MinHoldLimit, MaxHoldLimit)
-	case d%time.Millisecond != 0:
-		return 0, invalid("hold limit %v is not a whole number of milliseconds", d)
+	if err := refusal(rules.CheckHoldLimit(d)); err != nil {
+		return 0, err
 	}
 	return uint32(d / time.Millisecond), nil
 }
@@ -458,27 +451,11 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 		return
 	}
 	names := op.GetLocks()
-	switch {
-	case len(names) == 0:
-		a.refuse(invalid("acquire_many names no lock"))
-		return
-	case len(names) > MaxAcquireMany:
-		a.refuse(invalid("acquire_many names %d locks; the limit is %d", len(names), MaxAcquireMany))
+	if err := refusal(rules.CheckLockNames(names)); err != nil {
+		a.refuse(err)
 		return
 	}
-	seen := make(map[string]int, len(names))
-	for i, name := range names {
-		if err := checkLockName(name); err != nil {
-			a.refuse(invalid("lock %d of %d: %s", i+1, len(names), err.Msg))
-			return
-		}
-		if j, dup := seen[name]; dup {
-			a.refuse(invalid("lock %s is named twice (positions %d and %d)", quote(name), j+1, i+1))
-			return
-		}
-		seen[name] = i
-	}
-	if err := checkLabel("owner key", op.GetOwnerKey()); err != nil {
+	if err := checkOwnerKey(op.GetOwnerKey()); err != nil {
 		a.refuse(err)
 		return
 	}
@@ -582,7 +559,7 @@ func (m *Machine) release(a *apply, s *session, op *fsmpb.Release) {
 		a.refuse(err)
 		return
 	}
-	if err := checkLabel("owner key", op.GetOwnerKey()); err != nil {
+	if err := checkOwnerKey(op.GetOwnerKey()); err != nil {
 		a.refuse(err)
 		return
 	}

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
@@ -224,7 +225,7 @@ func (s *stream) command() (*fsmpb.Command, bool) {
 		}
 	}
 	if len(s.sessions) < 2 || r.IntN(40) == 0 {
-		op := &fsmpb.OpenSession{TtlNanos: int64(DefaultTTL), Owner: fmt.Sprintf("owner-%d", s.index)}
+		op := &fsmpb.OpenSession{TtlNanos: int64(rules.DefaultTTL), Owner: fmt.Sprintf("owner-%d", s.index)}
 		if r.IntN(2) == 0 {
 			op.Nonce = 1 + r.Uint64N(6) // few: other owners collide with a live nonce
 		}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
@@ -353,13 +354,13 @@ func (s *session) load() int { return s.numHolds() + len(s.waits) }
 func (m *Machine) openSession(a *apply, op *fsmpb.OpenSession, principal string) {
 	ttl := time.Duration(op.GetTtlNanos())
 	if ttl == 0 {
-		ttl = DefaultTTL
+		ttl = rules.DefaultTTL
 	}
 	if err := checkTTL(ttl); err != nil {
 		a.refuse(err)
 		return
 	}
-	if err := checkLabel("owner", op.GetOwner()); err != nil {
+	if err := checkOwner(op.GetOwner()); err != nil {
 		a.refuse(err)
 		return
 	}

@@ -801,7 +801,7 @@ func (m *Machine) loadSession(p *fsmpb.Session, prev uint64) error {
 	if err := checkTTL(time.Duration(p.GetTtlNanos())); err != nil {
 		return fmt.Errorf("session %d: %s", id, err.Msg)
 	}
-	if err := checkLabel("owner", p.GetOwner()); err != nil {
+	if err := checkOwner(p.GetOwner()); err != nil {
 		return fmt.Errorf("session %d: %s", id, err.Msg)
 	}
 	s := newSession(id, p.GetOwner(), p.GetTtlNanos(), p.GetCreatedUnixNano())
@@ -893,7 +893,7 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 			// The record keeps no owner of its own: it is the session's.
 			return fmt.Errorf("lock %q: holder of session %d has owner %q, its session %q", name, s.id, h.GetOwner(), s.owner)
 		}
-		if err := checkLabel("owner key", h.GetOwnerKey()); err != nil {
+		if err := checkOwnerKey(h.GetOwnerKey()); err != nil {
 			return fmt.Errorf("lock %q: %s", name, err.Msg)
 		}
 		holdLimit, herr := checkHoldLimit(h.GetHoldLimitNanos())
@@ -934,7 +934,7 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 		if _, dup := s.waits[key]; dup {
 			return fmt.Errorf("lock %q has waiter seq %d of session %d twice", name, key.seq, s.id)
 		}
-		if err := checkLabel("owner key", w.GetOwnerKey()); err != nil {
+		if err := checkOwnerKey(w.GetOwnerKey()); err != nil {
 			return fmt.Errorf("lock %q: %s", name, err.Msg)
 		}
 		holdLimit, herr := checkHoldLimit(w.GetHoldLimitNanos())

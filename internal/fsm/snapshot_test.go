@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
@@ -391,7 +392,7 @@ func TestSessionsPaging(t *testing.T) {
 	if m.NumSessions() != 5 || len(m.SessionIDs()) != 5 || m.Sessions(^uint64(0), 0) != nil {
 		t.Fatal("session counts disagree")
 	}
-	if s, ok := m.Session(3); !ok || s.GetTtlNanos() != int64(DefaultTTL) {
+	if s, ok := m.Session(3); !ok || s.GetTtlNanos() != int64(rules.DefaultTTL) {
 		t.Fatalf("Session(3) = %v, %v", s, ok)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 	"github.com/batonlock/baton/internal/liveness"
@@ -80,7 +81,7 @@ func TestErrorMapping(t *testing.T) {
 
 func TestRequestValidation(t *testing.T) {
 	h := &batonpb.RequestHeader{SessionId: 1, Seq: 1}
-	long := string(make([]byte, fsm.MaxNameLen+1))
+	long := string(make([]byte, rules.MaxNameLen+1))
 	tests := []struct {
 		name string
 		req  *batonpb.AcquireRequest
@@ -102,7 +103,7 @@ func TestRequestValidation(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := openCommand(&batonpb.OpenSessionRequest{Ttl: durationOf(int64(fsm.MaxTTL) + 1)}); !errors.Is(err, errInvalid) {
+	if _, _, err := openCommand(&batonpb.OpenSessionRequest{Ttl: durationOf(int64(rules.MaxTTL) + 1)}); !errors.Is(err, errInvalid) {
 		t.Fatalf("ttl above max: %v", err)
 	}
 	if _, err := acquireManyCommand(&batonpb.AcquireManyRequest{Header: h, Names: []string{"a", "a"}}); !errors.Is(err, errInvalid) {

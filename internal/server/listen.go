@@ -18,12 +18,9 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/api/wire"
 )
-
-// MaxRequestBytes bounds one request message; bigger ones are refused with
-// RESOURCE_EXHAUSTED by gRPC (and 413 over HTTP) before they are read.
-const MaxRequestBytes = 1 << 20
 
 // Listener serves the API on one address: gRPC (HTTP/2 with content-type
 // application/grpc) and HTTP/JSON (everything else), split by cmux as
@@ -44,7 +41,9 @@ const flowWindow = 1 << 20
 // extra, when non-nil, serves HTTP paths outside /v1/ (dashboard, metrics).
 func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
 	gs := grpc.NewServer(
-		grpc.MaxRecvMsgSize(MaxRequestBytes),
+		// Bigger requests are refused with RESOURCE_EXHAUSTED (413 over
+		// HTTP) before they are read.
+		grpc.MaxRecvMsgSize(rules.MaxRequestBytes),
 		grpc.Creds(connCreds{}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		// A fixed window, as the client's (the client's flowWindow): no bandwidth
@@ -63,7 +62,7 @@ func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", http.MaxBytesHandler(gw, MaxRequestBytes))
+	mux.Handle("/v1/", http.MaxBytesHandler(gw, rules.MaxRequestBytes))
 	mux.Handle("/v1/watch", s.httpWatch(jsonpb.Marshal))
 	if extra != nil {
 		mux.Handle("/", extra)

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
-	"strconv"
 	"strings"
 
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/raftnode"
 )
@@ -30,24 +29,15 @@ var (
 
 // checkMemberName: names become Raft ids and --initial-cluster entries.
 func checkMemberName(name string) error {
-	if name == "" || len(name) > 64 {
-		return invalidf("member name %q: want 1..64 characters", name)
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			return invalidf("member name %q: only letters, digits, '-', '_' and '.'", name)
-		}
+	if err := rules.CheckMemberName(name); err != nil {
+		return invalidf("%s", err) // the rule names the field
 	}
 	return nil
 }
 
 func checkPeerAddr(addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil || host == "" {
-		return invalidf("peer address %q: want host:port", addr)
-	}
-	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-		return invalidf("peer address %q: port must be 1..65535", addr)
+	if err := rules.CheckPeerAddr(addr); err != nil {
+		return invalidf("%s", err)
 	}
 	return nil
 }

@@ -1,26 +1,15 @@
 package server
 
 import (
-	"strconv"
-	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
-)
-
-// Limits of the API that the state machine does not know.
-const (
-	// DefaultPageSize and MaxPageSize bound List and ListSessions pages.
-	DefaultPageSize = 100
-	MaxPageSize     = 1000
-	// MaxWaitTimeout bounds wait_timeout: a longer wait is better expressed
-	// as "until cancelled".
-	MaxWaitTimeout = 24 * time.Hour
 )
 
 // reasonOfFSM maps a state-machine error to the wire Reason. The two enums
@@ -35,7 +24,7 @@ func reasonOfFSM(e fsmpb.Error) batonpb.Reason {
 		return batonpb.Reason_LIMIT_MISMATCH
 	case e == fsmpb.Error_ERROR_SECRET_MISMATCH:
 		return batonpb.Reason_SECRET_MISMATCH
-	case e == fsmpb.Error_ERROR_PERMISSION_DENIED:
+	case e == fsmpb.Error_ERROR_NOT_PERMITTED:
 		return batonpb.Reason_NOT_PERMITTED
 	}
 	return batonpb.Reason(e)
@@ -65,51 +54,41 @@ func stamp(h *batonpb.RequestHeader, cmd *fsmpb.Command) *fsmpb.Command {
 	return cmd
 }
 
-func checkName(field, name string) error {
-	if err := fsm.ValidateLockName(name); err != nil {
-		return invalidf("%s: %s", field, trimPrefix(err))
+// invalidField refuses a request whose field broke a rule of package
+// rules (nil for nil), naming the field as the API spells it before the
+// rule's own words.
+func invalidField(field string, err error) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	return invalidf("%s: %s", field, err)
 }
 
-func checkOwner(field, owner string) error {
-	if err := fsm.ValidateOwner(owner); err != nil {
-		return invalidf("%s: %s", field, trimPrefix(err))
-	}
-	return nil
-}
+func checkName(field, name string) error { return invalidField(field, rules.CheckLockName(name)) }
 
-// trimPrefix drops the "fsm: invalid argument: " style prefixes so that a
-// message names the field once.
-func trimPrefix(err error) string {
-	msg := err.Error()
-	if i := strings.LastIndex(msg, ": "); i >= 0 && strings.HasPrefix(msg, "fsm") {
-		return msg[i+2:]
-	}
-	return msg
-}
+func checkOwnerKey(key string) error { return invalidField("owner_key", rules.CheckOwnerKey(key)) }
 
 // openCommand validates an open and returns its command and the session's
 // secret: the client's, or one drawn here.
 func openCommand(r *batonpb.OpenSessionRequest) (*fsmpb.Command, string, error) {
-	ttl := fsm.DefaultTTL
+	ttl := rules.DefaultTTL
 	if r.GetTtl() != nil {
 		if err := r.GetTtl().CheckValid(); err != nil {
 			return nil, "", invalidf("ttl: %v", err)
 		}
 		ttl = r.GetTtl().AsDuration()
 	}
-	if err := fsm.ValidateTTL(ttl); err != nil {
-		return nil, "", invalidf("ttl: %s", trimPrefix(err))
+	if err := invalidField("ttl", rules.CheckTTL(ttl)); err != nil {
+		return nil, "", err
 	}
-	if err := checkOwner("owner", r.GetOwner()); err != nil {
+	if err := invalidField("owner", rules.CheckOwner(r.GetOwner())); err != nil {
 		return nil, "", err
 	}
 	secret := r.GetSecret()
 	if secret == "" {
 		secret = NewSecret()
-	} else if err := checkSecret("secret", secret); err != nil {
-		return nil, "", err
+	} else if err := rules.CheckSecret(secret); err != nil {
+		return nil, "", invalidf("%s", err) // the rule names the field
 	}
 	return &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{
 		TtlNanos: int64(ttl), Owner: r.GetOwner(), Nonce: r.GetNonce(), SecretHash: hashSecret(secret),
@@ -123,7 +102,7 @@ func acquireCommand(r *batonpb.AcquireRequest) (*fsmpb.Command, error) {
 	if err := checkName("name", r.GetName()); err != nil {
 		return nil, err
 	}
-	if err := checkOwner("owner_key", r.GetOwnerKey()); err != nil {
+	if err := checkOwnerKey(r.GetOwnerKey()); err != nil {
 		return nil, err
 	}
 	var timeout time.Duration
@@ -135,11 +114,11 @@ func acquireCommand(r *batonpb.AcquireRequest) (*fsmpb.Command, error) {
 			return nil, invalidf("wait_timeout: %v", err)
 		}
 		timeout = r.GetWaitTimeout().AsDuration()
-		if timeout <= 0 || timeout > MaxWaitTimeout {
-			return nil, invalidf("wait_timeout is %s; it must be in (0, %s]", timeout, MaxWaitTimeout)
+		if err := invalidField("wait_timeout", rules.CheckWaitTimeout(timeout)); err != nil {
+			return nil, err
 		}
 	}
-	if err := checkLimit(r.GetLimit()); err != nil {
+	if err := invalidField("limit", rules.CheckHolderLimit(r.GetLimit())); err != nil {
 		return nil, err
 	}
 	holdLimit, err := checkHoldLimit(r.GetHoldLimit())
@@ -161,40 +140,26 @@ func checkHoldLimit(d *durationpb.Duration) (time.Duration, error) {
 		return 0, invalidf("hold_limit: %v", err)
 	}
 	holdLimit := d.AsDuration()
-	if holdLimit < fsm.MinHoldLimit || holdLimit > fsm.MaxHoldLimit || holdLimit%time.Millisecond != 0 {
-		return 0, invalidf("hold_limit is %s; it must be in [%s, %s], in whole milliseconds", holdLimit, fsm.MinHoldLimit, fsm.MaxHoldLimit)
+	if holdLimit == 0 {
+		return 0, invalidf("hold_limit is 0s: leave it unset for none")
+	}
+	if err := invalidField("hold_limit", rules.CheckHoldLimit(holdLimit)); err != nil {
+		return 0, err
 	}
 	return holdLimit, nil
-}
-
-func checkLimit(limit uint32) error {
-	if limit > fsm.MaxHoldersPerLock {
-		return invalidf("limit is %d; it must be in 0..%d (0 means 1)", limit, fsm.MaxHoldersPerLock)
-	}
-	return nil
 }
 
 func acquireManyCommand(r *batonpb.AcquireManyRequest) (*fsmpb.Command, error) {
 	if err := checkHeader(r.GetHeader()); err != nil {
 		return nil, err
 	}
-	if n := len(r.GetNames()); n == 0 || n > fsm.MaxAcquireMany {
-		return nil, invalidf("names has %d entries; it must have 1..%d", n, fsm.MaxAcquireMany)
-	}
-	seen := make(map[string]struct{}, len(r.GetNames()))
-	for i, name := range r.GetNames() {
-		if err := checkName("names["+strconv.Itoa(i)+"]", name); err != nil {
-			return nil, err
-		}
-		if _, dup := seen[name]; dup {
-			return nil, invalidf("names[%d]: %q appears twice", i, name)
-		}
-		seen[name] = struct{}{}
-	}
-	if err := checkOwner("owner_key", r.GetOwnerKey()); err != nil {
+	if err := invalidField("names", rules.CheckLockNames(r.GetNames())); err != nil {
 		return nil, err
 	}
-	if err := checkLimit(r.GetLimit()); err != nil {
+	if err := checkOwnerKey(r.GetOwnerKey()); err != nil {
+		return nil, err
+	}
+	if err := invalidField("limit", rules.CheckHolderLimit(r.GetLimit())); err != nil {
 		return nil, err
 	}
 	holdLimit, err := checkHoldLimit(r.GetHoldLimit())
@@ -217,7 +182,7 @@ func releaseCommand(r *batonpb.ReleaseRequest) (*fsmpb.Command, error) {
 	if r.GetToken() == 0 {
 		return nil, invalidf("token is required: a release names the hold it ends")
 	}
-	if err := checkOwner("owner_key", r.GetOwnerKey()); err != nil {
+	if err := checkOwnerKey(r.GetOwnerKey()); err != nil {
 		return nil, err
 	}
 	cmd, op := fsm.NewRelease()
@@ -340,9 +305,9 @@ func sessionToWire(s *fsmpb.Session) *batonpb.Session {
 func pageSize(n uint32) (int, error) {
 	switch {
 	case n == 0:
-		return DefaultPageSize, nil
-	case n > MaxPageSize:
-		return 0, invalidf("page_size is %d; the limit is %d", n, MaxPageSize)
+		return rules.DefaultPageSize, nil
+	case n > rules.MaxPageSize:
+		return 0, invalidf("page_size is %d; the limit is %d", n, rules.MaxPageSize)
 	}
 	return int(n), nil
 }

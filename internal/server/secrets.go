@@ -15,11 +15,8 @@ import (
 // liveness tracker for keepalives and renewals, which are not logged).
 // A session stream shows the secret once, when it opens or resumes; a
 // unary or HTTP request shows it every time.
+// A secret a client chooses is checked by rules.CheckSecret.
 const (
-	// MinSecretLen and MaxSecretLen bound a secret a client chooses: 22
-	// base64 characters carry 128 bits.
-	MinSecretLen = 22
-	MaxSecretLen = 128
 	// secretBytes is how many random bytes a secret the server draws has.
 	secretBytes = 32
 )
@@ -29,20 +26,6 @@ func NewSecret() string {
 	b := make([]byte, secretBytes)
 	rand.Read(b) // never fails (crypto/rand documents it)
 	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// checkSecret validates a secret a client chose for its session.
-func checkSecret(field, secret string) error {
-	if n := len(secret); n < MinSecretLen || n > MaxSecretLen {
-		return invalidf("%s is %d characters; a session secret has %d to %d (or leave it unset and the server draws one)",
-			field, n, MinSecretLen, MaxSecretLen)
-	}
-	for i := 0; i < len(secret); i++ {
-		if c := secret[i]; c < 0x21 || c > 0x7e {
-			return invalidf("%s has a character that is not printable ASCII at byte %d", field, i)
-		}
-	}
-	return nil
 }
 
 // hashSecret is what a request that showed secret proves: its SHA-256, or

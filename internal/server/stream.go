@@ -206,7 +206,7 @@ func (s *Server) Session(gs batonpb.Baton_SessionServer) error {
 
 // holdsPerMessage and holdsBytesPerMessage bound one SessionHolds message
 // (a session may hold fsm.MaxHoldsPerSession locks, with names of up to
-// fsm.MaxNameLen bytes): far below what a client receives in one message
+// rules.MaxNameLen bytes): far below what a client receives in one message
 // (gRPC's default, 4 MiB).
 const (
 	holdsPerMessage      = 4096

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
@@ -343,8 +344,10 @@ func (s *Server) Get(ctx context.Context, r *batonpb.GetRequest) (*batonpb.GetRe
 // List implements batonpb.BatonServer (linearizable), in name order.
 func (s *Server) List(ctx context.Context, r *batonpb.ListRequest) (*batonpb.ListResponse, error) {
 	n, err := pageSize(r.GetPageSize())
-	if err == nil && len(r.GetPrefix()) > fsm.MaxNameLen {
-		err = invalidf("prefix is %d bytes; the limit is %d", len(r.GetPrefix()), fsm.MaxNameLen)
+	if err == nil {
+		if perr := rules.CheckPrefix(r.GetPrefix()); perr != nil {
+			err = invalidf("%s", perr) // the rule names the field
+		}
 	}
 	var who string
 	if err == nil {

@@ -52,7 +52,7 @@ type Config struct {
 	// linearizability model (a set of holds per semaphore) cover them.
 	Semaphores int
 	// HoldLimits gives one acquire in three a hold limit of 1-2 s (the
-	// state machine refuses less than fsm.MinHoldLimit, 1 s).
+	// state machine refuses less than rules.MinHoldLimit, 1 s).
 	// Clients renew half of those holds when half the limit is gone
 	// (from when the renewal was sent, as the library does) and let the
 	// others run out: the leader expires them, and a client stops using

@@ -50,7 +50,7 @@ const (
 	Error_ERROR_TOO_MANY_HOLDS    Error = 13 // per-session hold limit reached
 	Error_ERROR_LIMIT_MISMATCH    Error = 14 // acquire's limit or mode disagrees with the lock's or its own hold's
 	Error_ERROR_SECRET_MISMATCH   Error = 15 // the command's secret_hash is not its session's
-	Error_ERROR_PERMISSION_DENIED Error = 16 // the command's principal may not do this (AuthState)
+	Error_ERROR_NOT_PERMITTED     Error = 16 // the command's principal may not do this (AuthState)
 )
 
 // Enum value maps for Error.
@@ -72,7 +72,7 @@ var (
 		13: "ERROR_TOO_MANY_HOLDS",
 		14: "ERROR_LIMIT_MISMATCH",
 		15: "ERROR_SECRET_MISMATCH",
-		16: "ERROR_PERMISSION_DENIED",
+		16: "ERROR_NOT_PERMITTED",
 	}
 	Error_value = map[string]int32{
 		"ERROR_NONE":              0,
@@ -91,7 +91,7 @@ var (
 		"ERROR_TOO_MANY_HOLDS":    13,
 		"ERROR_LIMIT_MISMATCH":    14,
 		"ERROR_SECRET_MISMATCH":   15,
-		"ERROR_PERMISSION_DENIED": 16,
+		"ERROR_NOT_PERMITTED":     16,
 	}
 )
 
@@ -3017,7 +3017,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x12wait_timeout_nanos\x18\x05 \x01(\x03R\x10waitTimeoutNanos\x12&\n" +
 	"\x0fsince_unix_nano\x18\x06 \x01(\x03R\rsinceUnixNano\x12\x16\n" +
 	"\x06shared\x18\a \x01(\bR\x06shared\x12(\n" +
-	"\x10hold_limit_nanos\x18\b \x01(\x03R\x0eholdLimitNanos*\xba\x03\n" +
+	"\x10hold_limit_nanos\x18\b \x01(\x03R\x0eholdLimitNanos*\xb6\x03\n" +
 	"\x05Error\x12\x0e\n" +
 	"\n" +
 	"ERROR_NONE\x10\x00\x12\x1a\n" +
@@ -3036,8 +3036,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x14ERROR_WAIT_TIMED_OUT\x10\f\x12\x18\n" +
 	"\x14ERROR_TOO_MANY_HOLDS\x10\r\x12\x18\n" +
 	"\x14ERROR_LIMIT_MISMATCH\x10\x0e\x12\x19\n" +
-	"\x15ERROR_SECRET_MISMATCH\x10\x0f\x12\x1b\n" +
-	"\x17ERROR_PERMISSION_DENIED\x10\x10*\x9b\x01\n" +
+	"\x15ERROR_SECRET_MISMATCH\x10\x0f\x12\x17\n" +
+	"\x13ERROR_NOT_PERMITTED\x10\x10*\x9b\x01\n" +
 	"\rAcquireStatus\x12\x1e\n" +
 	"\x1aACQUIRE_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ACQUIRE_STATUS_GRANTED\x10\x01\x12\x19\n" +

@@ -1,0 +1,186 @@
+package rules
+
+import (
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// check runs one case: want "" means valid, otherwise a substring of the
+// message.
+func check(t *testing.T, err error, want string) {
+	t.Helper()
+	if want == "" {
+		if err != nil {
+			t.Fatalf("got %v, want nil", err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("got nil, want an error containing %q", want)
+	}
+	e, ok := errors.AsType[*Error](err)
+	if !ok || e.Msg != err.Error() {
+		t.Errorf("%#v is not an *Error whose message is its Msg", err)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("got %q, want it to contain %q", err, want)
+	}
+}
+
+func TestCheckLockName(t *testing.T) {
+	tests := []struct {
+		name    string
+		input   string
+		wantErr string
+	}{
+		{"simple", "jobs/42", ""},
+		{"unicode", "verrou/été/🔒", ""},
+		{"max length", strings.Repeat("a", MaxNameLen), ""},
+		{"empty", "", "lock name is empty"},
+		{"too long", strings.Repeat("a", 600), "lock name is 600 bytes; the limit is 512"},
+		{"bad utf8", "a\xffb", `lock name "a\xffb" is not valid UTF-8`},
+		{"nul", "a\x00b", "control character U+0000 at byte 1"},
+		{"newline", "a\nb", "control character U+000A"},
+		{"del", "a\x7f", "control character U+007F"},
+		{"c1 control", "a\u0085", "control character U+0085"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { check(t, CheckLockName(tt.input), tt.wantErr) })
+	}
+}
+
+func TestCheckLockNames(t *testing.T) {
+	many := make([]string, MaxAcquireMany+1)
+	for i := range many {
+		many[i] = "n" + strconv.Itoa(i)
+	}
+	tests := []struct {
+		name    string
+		input   []string
+		wantErr string
+	}{
+		{"one", []string{"a"}, ""},
+		{"max", many[:MaxAcquireMany], ""},
+		{"none", nil, "acquire_many names no lock"},
+		{"too many", many, "acquire_many names 1001 locks; the limit is 1000"},
+		{"bad name", []string{"a", "b\xff"}, `lock 2 of 2: lock name "b\xff" is not valid UTF-8`},
+		{"twice", []string{"a", "b", "a"}, `lock "a" is named twice (positions 1 and 3)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { check(t, CheckLockNames(tt.input), tt.wantErr) })
+	}
+}
+
+func TestCheckOwner(t *testing.T) {
+	tests := []struct {
+		name    string
+		check   func(string) error
+		input   string
+		wantErr string
+	}{
+		{"empty", CheckOwner, "", ""},
+		{"label", CheckOwner, "host-1/4242/indexer", ""},
+		{"max length", CheckOwner, strings.Repeat("o", MaxOwnerLen), ""},
+		{"too long", CheckOwner, strings.Repeat("o", MaxOwnerLen+1), "owner is 257 bytes; the limit is 256"},
+		{"bad utf8", CheckOwner, "\xc3", `owner "\xc3" is not valid UTF-8`},
+		{"key", CheckOwnerKey, "worker-7", ""},
+		{"key too long", CheckOwnerKey, strings.Repeat("k", MaxOwnerLen+1), "owner key is 257 bytes; the limit is 256"},
+		{"key bad utf8", CheckOwnerKey, "k\xff", `owner key "k\xff" is not valid UTF-8`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { check(t, tt.check(tt.input), tt.wantErr) })
+	}
+}
+
+func TestCheckDurations(t *testing.T) {
+	tests := []struct {
+		name    string
+		check   func(time.Duration) error
+		input   time.Duration
+		wantErr string
+	}{
+		{"ttl min", CheckTTL, MinTTL, ""},
+		{"ttl default", CheckTTL, DefaultTTL, ""},
+		{"ttl max", CheckTTL, MaxTTL, ""},
+		{"ttl zero", CheckTTL, 0, "ttl 0s is outside 1s..10m0s"},
+		{"ttl below", CheckTTL, MinTTL - 1, "outside"},
+		{"ttl above", CheckTTL, MaxTTL + 1, "outside"},
+		{"ttl negative", CheckTTL, -time.Second, "outside"},
+		{"hold limit none", CheckHoldLimit, 0, ""},
+		{"hold limit min", CheckHoldLimit, MinHoldLimit, ""},
+		{"hold limit max", CheckHoldLimit, MaxHoldLimit, ""},
+		{"hold limit short", CheckHoldLimit, 10 * time.Millisecond, "hold limit 10ms is outside 1s..24h0m0s"},
+		{"hold limit long", CheckHoldLimit, MaxHoldLimit + time.Millisecond, "outside"},
+		{"hold limit fraction", CheckHoldLimit, time.Second + time.Microsecond, "hold limit 1.000001s is not a whole number of milliseconds"},
+		{"wait", CheckWaitTimeout, time.Second, ""},
+		{"wait max", CheckWaitTimeout, MaxWaitTimeout, ""},
+		{"wait zero", CheckWaitTimeout, 0, "wait timeout 0s is outside (0s, 24h0m0s]"},
+		{"wait negative", CheckWaitTimeout, -time.Second, "outside"},
+		{"wait long", CheckWaitTimeout, MaxWaitTimeout + 1, "outside"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { check(t, tt.check(tt.input), tt.wantErr) })
+	}
+}
+
+func TestCheckHolderLimit(t *testing.T) {
+	check(t, CheckHolderLimit(0), "")
+	check(t, CheckHolderLimit(MaxHoldersPerLock), "")
+	check(t, CheckHolderLimit(MaxHoldersPerLock+1), "holder limit 10001 is over the maximum 10000")
+}
+
+func TestCheckStrings(t *testing.T) {
+	tests := []struct {
+		name    string
+		check   func(string) error
+		input   string
+		wantErr string
+	}{
+		{"secret", CheckSecret, strings.Repeat("s", MinSecretLen), ""},
+		{"secret max", CheckSecret, strings.Repeat("s", MaxSecretLen), ""},
+		{"secret short", CheckSecret, "short", "secret is 5 characters; a session secret has 22 to 128"},
+		{"secret long", CheckSecret, strings.Repeat("s", MaxSecretLen+1), "secret is 129 characters"},
+		{"secret space", CheckSecret, strings.Repeat("s", 30) + " ", "not printable ASCII at byte 30"},
+		{"secret utf8", CheckSecret, strings.Repeat("s", 30) + "é", "not printable ASCII at byte 30"},
+		{"prefix empty", CheckPrefix, "", ""},
+		{"prefix", CheckPrefix, "jobs/", ""},
+		{"prefix long", CheckPrefix, strings.Repeat("p", MaxNameLen+1), "prefix is 513 bytes; the limit is 512"},
+		{"prefix utf8", CheckPrefix, "jobs/\xff", `prefix "jobs/\xff" is not valid UTF-8`},
+		{"member", CheckMemberName, "n1.east_2-b", ""},
+		{"member empty", CheckMemberName, "", `member name "": want 1..64 characters`},
+		{"member long", CheckMemberName, strings.Repeat("m", 65), "want 1..64 characters"},
+		{"member slash", CheckMemberName, "n/1", `member name "n/1": only letters, digits`},
+		{"member utf8", CheckMemberName, "n\xff", "only letters, digits"},
+		{"peer", CheckPeerAddr, "10.0.0.1:2380", ""},
+		{"peer name", CheckPeerAddr, "n1.example:2380", ""},
+		{"peer ipv6", CheckPeerAddr, "[::1]:2380", ""},
+		{"peer no port", CheckPeerAddr, "10.0.0.1", `peer address "10.0.0.1": want host:port`},
+		{"peer no host", CheckPeerAddr, ":2380", "want host:port"},
+		{"peer port 0", CheckPeerAddr, "h:0", `peer address "h:0": port must be 1..65535`},
+		{"peer port big", CheckPeerAddr, "h:65536", "port must be 1..65535"},
+		{"peer port name", CheckPeerAddr, "h:http", "port must be 1..65535"},
+		{"peer utf8", CheckPeerAddr, "h\xff:80", "want host:port"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { check(t, tt.check(tt.input), tt.wantErr) })
+	}
+}
+
+// TestSplitHostPort: splitHostPort agrees with net.SplitHostPort.
+func TestSplitHostPort(t *testing.T) {
+	for _, in := range []string{
+		"", ":", "h:1", "h:", ":1", "h", "h:1:2", "[::1]:80", "[::1]", "[::1]80", "[::1]:", "[]:80",
+		"[::1]::80", "[::1]x:80", "[h:80", "h]:80", "a[b:80", "[a]b]:80", "[a[b]:80", "h:[80", "h:]80",
+		"[fe80::1%eth0]:2380", "example.com:2380",
+	} {
+		host, port, ok := splitHostPort(in)
+		wantHost, wantPort, err := net.SplitHostPort(in)
+		if ok != (err == nil) || ok && (host != wantHost || port != wantPort) {
+			t.Errorf("splitHostPort(%q) = %q, %q, %v; net.SplitHostPort: %q, %q, %v", in, host, port, ok, wantHost, wantPort, err)
+		}
+	}
+}
