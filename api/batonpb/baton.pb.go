@@ -58,6 +58,10 @@ const (
 	// A renewal names a hold that ended (its limit passed, or it was
 	// released) or has no hold limit.
 	Reason_HOLD_LOST Reason = 19
+	// The cluster has as many live sessions as its leader admits (`baton
+	// server --max-sessions`): nothing was opened; try again once sessions
+	// close or expire.
+	Reason_TOO_MANY_SESSIONS Reason = 20
 )
 
 // Enum value maps for Reason.
@@ -83,6 +87,7 @@ var (
 		17: "SESSION_EXPIRED",
 		18: "LIMIT_MISMATCH",
 		19: "HOLD_LOST",
+		20: "TOO_MANY_SESSIONS",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED": 0,
@@ -105,6 +110,7 @@ var (
 		"SESSION_EXPIRED":    17,
 		"LIMIT_MISMATCH":     18,
 		"HOLD_LOST":          19,
+		"TOO_MANY_SESSIONS":  20,
 	}
 )
 
@@ -4435,7 +4441,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\bHoldLost\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token*\x90\x03\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token*\xa7\x03\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10INVALID_ARGUMENT\x10\x01\x12\x15\n" +
@@ -4460,7 +4466,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"OVERLOADED\x10\x10\x12\x13\n" +
 	"\x0fSESSION_EXPIRED\x10\x11\x12\x12\n" +
 	"\x0eLIMIT_MISMATCH\x10\x12\x12\r\n" +
-	"\tHOLD_LOST\x10\x13*\xc3\x01\n" +
+	"\tHOLD_LOST\x10\x13\x12\x15\n" +
+	"\x11TOO_MANY_SESSIONS\x10\x14*\xc3\x01\n" +
 	"\aHoldEnd\x12\x18\n" +
 	"\x14HOLD_END_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11HOLD_END_RELEASED\x10\x01\x12\x1b\n" +
