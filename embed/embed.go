@@ -111,12 +111,25 @@ type Config struct {
 	// (0: this release's, fsm.LogVersion). Tests of clusters of mixed
 	// releases set an older one; nothing else should.
 	LogVersion uint32
+
+	// Limits on what clients may take of this member (limits.go); each
+	// must be positive. A refusal names the limit and its flag.
+
+	// MaxClientConns bounds the connections open on the client port: one
+	// more is closed as soon as it is accepted. DefaultConfig derives it
+	// from the process's open file limit (DefaultMaxClientConns) so that
+	// the log, snapshots and peers always have descriptors left.
+	MaxClientConns int
 }
 
 // DefaultConfig is the embedded single-node default: member "default",
 // data in ./baton-data, client API on 127.0.0.1:7700, peers on :7701.
 func DefaultConfig() Config {
 	rc := raftnode.DefaultConfig()
+	maxConns := MaxClientConnsCeiling
+	if nofile, ok := openFileLimit(); ok {
+		maxConns = DefaultMaxClientConns(nofile)
+	}
 	return Config{
 		Name:            "default",
 		DataDir:         "baton-data",
@@ -125,6 +138,7 @@ func DefaultConfig() Config {
 		TickInterval:    rc.TickInterval,
 		ElectionTicks:   rc.ElectionTicks,
 		SnapshotEntries: rc.SnapshotEntries,
+		MaxClientConns:  maxConns,
 	}
 }
 
@@ -200,6 +214,8 @@ func (c Config) Validate() error {
 		return errors.New("election ticks must be at least 2")
 	case c.SnapshotEntries == 0:
 		return errors.New("snapshot entries must be positive")
+	case c.MaxClientConns < 1:
+		return errors.New("max client conns must be positive")
 	}
 	if len(c.Operators) > 0 {
 		if c.ClientTLS == nil || c.ClientTLS.ClientAuth != tls.RequireAndVerifyClientCert {
@@ -310,7 +326,8 @@ func Start(cfg Config) (*Member, error) {
 	}
 	m.clientL = clientL
 
-	m.srv = server.New(server.Config{Name: cfg.Name, Version: Version, Members: m.members, MemberID: MemberID, Operators: cfg.Operators, Logger: lg})
+	m.srv = server.New(server.Config{Name: cfg.Name, Version: Version, Members: m.members, MemberID: MemberID, Operators: cfg.Operators,
+		Limits: server.Limits{MaxClientConns: cfg.MaxClientConns}, Logger: lg})
 	peerMap := map[uint64]string{}
 	var voters []uint64
 	for _, p := range peers {

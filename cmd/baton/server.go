@@ -41,6 +41,7 @@ func runServer(args []string) int {
 	peerCA := fs.String("peer-ca-file", "", "CA certificates (PEM) that sign the members' peer certificates")
 	operators := fs.String("operators", "", "comma-separated client certificate common names that alone may make operator calls (blacklist, cas-release, member add/promote/remove); needs --client-ca-file")
 	gcFloor := fs.Uint64("gc-floor-mib", 64, "let the Go heap grow to about this many MiB between collections while the live heap is smaller (0: Go's default, GOGC)")
+	maxConns := fs.Int("max-client-conns", d.MaxClientConns, fmt.Sprintf("connections the client port keeps open at most; more are closed as soon as accepted. The default is min(%d, the open file limit - %d), which leaves descriptors for the log, snapshots and peers", embed.MaxClientConnsCeiling, embed.ReservedFiles))
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: baton server [flags]
 
@@ -100,6 +101,7 @@ Flags:
 		Name: *name, DataDir: *dataDir, ClientAddr: *clientAddr, PeerAddr: *peerAddr,
 		InitialCluster: *cluster, Join: *join, TickInterval: *tick, ElectionTicks: *electionTicks,
 		SnapshotEntries: *snapEntries, Logger: lg,
+		MaxClientConns: *maxConns,
 	}
 	var err error
 	if cfg.ClientTLS, err = serverTLS(*certFile, *keyFile, *clientCA); err != nil {
@@ -128,7 +130,8 @@ Flags:
 	}
 	lg.Info("starting", "name", cfg.Name, "data_dir", cfg.DataDir, "client_addr", cfg.ClientAddr,
 		"peer_addr", cfg.PeerAddr, "initial_cluster", cfg.InitialCluster, "tick", cfg.TickInterval,
-		"election_ticks", cfg.ElectionTicks, "snapshot_entries", cfg.SnapshotEntries)
+		"election_ticks", cfg.ElectionTicks, "snapshot_entries", cfg.SnapshotEntries,
+		"max_client_conns", cfg.MaxClientConns)
 	m, err := embed.Start(cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "baton server: %v\n", err)

@@ -3,12 +3,14 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"maps"
 	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -68,7 +70,8 @@ func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
 	if extra != nil {
 		mux.Handle("/", extra)
 	}
-	tl := &trackedListener{Listener: l, conns: map[*trackedConn]struct{}{}}
+	tl := &trackedListener{Listener: l, conns: map[*trackedConn]struct{}{}, max: s.cfg.Limits.MaxClientConns, log: s.log, born: time.Now()}
+	s.clientConns.Store(tl)
 	m := cmux.New(tl)
 	grpcL := m.MatchWithWriters(cmux.HTTP2MatchHeaderFieldSendSettings("content-type", "application/grpc"))
 	httpL := m.Match(cmux.Any())
@@ -103,33 +106,80 @@ func (l *Listener) Close() {
 }
 
 // trackedListener keeps the connections it accepted until they close, so
-// that Listener.Close can end them all. cmux reads a new connection until
-// it can tell gRPC from HTTP, with no deadline, and its Close neither
-// ends that read nor lets its Serve return before it does: a client that
-// connected and has sent no request yet (a gRPC client connects before
-// its first call, and a TLS client may not have finished its handshake)
-// would hold Close, and `baton server`'s exit, for as long as it stays.
+// that Listener.Close can end them all and /metrics can count them, and
+// closes at once each connection accepted while max are open: a member
+// keeps file descriptors for its log, its snapshots and its peers however
+// many clients connect, and an accepted connection leaves the listen
+// backlog, so that it does not fill and the client learns of the refusal
+// at once (and tries another member) instead of timing out.
+//
+// cmux reads a new connection until it can tell gRPC from HTTP, and its
+// Close neither ends that read nor lets its Serve return before it does: a
+// client that connected and has sent no request yet (a gRPC client
+// connects before its first call, and a TLS client may not have finished
+// its handshake) would hold Close, and `baton server`'s exit, until it
+// sends or its time to do so runs out.
 type trackedListener struct {
 	net.Listener
+	max int // 0: no limit
+	log *slog.Logger
+
 	mu     sync.Mutex
 	conns  map[*trackedConn]struct{}
 	closed bool
+
+	refused atomic.Uint64
+	// warned is when a refusal was last logged, in nanoseconds since
+	// born: one line per refusalLogInterval, not one per refusal.
+	warned atomic.Int64
+	born   time.Time
 }
 
+// refusalLogInterval spaces the warnings about refused connections.
+const refusalLogInterval = 10 * time.Second
+
 func (l *trackedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			c.Close()
+			return nil, net.ErrClosed
+		}
+		if l.max > 0 && len(l.conns) >= l.max {
+			l.mu.Unlock()
+			c.Close()
+			l.refuse()
+			continue
+		}
+		tc := &trackedConn{Conn: c, l: l}
+		l.conns[tc] = struct{}{}
+		l.mu.Unlock()
+		return tc, nil
 	}
-	tc := &trackedConn{Conn: c, l: l}
+}
+
+// refuse counts a connection closed for the limit, and says so in the log
+// now and then.
+func (l *trackedListener) refuse() {
+	n := l.refused.Add(1)
+	now := int64(time.Since(l.born))
+	last := l.warned.Load()
+	if (last == 0 || now-last >= int64(refusalLogInterval)) && l.warned.CompareAndSwap(last, now) {
+		l.log.Warn("client connections refused: the client port has as many open as --max-client-conns allows",
+			"max_client_conns", l.max, "refused_total", n)
+	}
+}
+
+// open is how many accepted connections are open.
+func (l *trackedListener) open() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
-		c.Close()
-		return nil, net.ErrClosed
-	}
-	l.conns[tc] = struct{}{}
-	return tc, nil
+	return len(l.conns)
 }
 
 // closeAll closes every connection still open, and any accepted later.

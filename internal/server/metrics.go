@@ -28,6 +28,11 @@ func (s *Server) MetricsHandler() http.Handler {
 		if s.node.IsLeader() {
 			leader = 1
 		}
+		var conns int
+		var connsRefused uint64
+		if tl := s.clientConns.Load(); tl != nil {
+			conns, connsRefused = tl.open(), tl.refused.Load()
+		}
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		for _, g := range []struct {
 			name, help, kind string
@@ -40,6 +45,9 @@ func (s *Server) MetricsHandler() http.Handler {
 			{"baton_sessions", "live sessions", "gauge", uint64(sessions)},
 			{"baton_locks", "locks held or waited for", "gauge", uint64(locks)},
 			{"baton_watches", "Watch streams this member serves", "gauge", uint64(s.watches.active.Load())},
+			{"baton_client_connections", "connections open on the client port", "gauge", uint64(conns)},
+			{"baton_client_connections_limit", "connections the client port keeps open at most (--max-client-conns; 0: no limit)", "gauge", uint64(s.cfg.Limits.MaxClientConns)},
+			{"baton_client_connections_refused_total", "connections closed as soon as accepted because --max-client-conns were open", "counter", connsRefused},
 			{"baton_raft_readies_total", "Ready structs handled", "counter", m.Readies},
 			{"baton_proposals_total", "commands proposed by this member", "counter", m.Proposals},
 			{"baton_propose_batches_total", "MsgProp batches: proposals_total/propose_batches_total is the mean batch", "counter", m.ProposeBatches},

@@ -56,7 +56,9 @@ type Config struct {
 	// CasRelease, membership changes); other clients get
 	// PERMISSION_DENIED. Empty: any client may.
 	Operators []string
-	Logger    *slog.Logger
+	// Limits bound what clients may take of this member (limits.go).
+	Limits Limits
+	Logger *slog.Logger
 }
 
 // Server implements batonpb.BatonServer and raftnode.Observer.
@@ -75,6 +77,8 @@ type Server struct {
 
 	// Sessions streams' batching, for /metrics.
 	muxMessages, muxResponses atomic.Uint64
+	// clientConns is the client port's listener once Serve started.
+	clientConns atomic.Pointer[trackedListener]
 }
 
 // New returns a Server. Attach gives it its node before it serves.
