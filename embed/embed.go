@@ -120,6 +120,14 @@ type Config struct {
 	// from the process's open file limit (DefaultMaxClientConns) so that
 	// the log, snapshots and peers always have descriptors left.
 	MaxClientConns int
+	// ConnHandshakeTimeout bounds the time a new client connection has to
+	// show whether it speaks gRPC or HTTP/1 (its TLS handshake included;
+	// a gRPC client shows it with its first call), and an HTTP request to
+	// send its header; the member closes it then.
+	ConnHandshakeTimeout time.Duration
+	// ConnIdleTimeout closes an HTTP/1 keep-alive connection idle between
+	// requests, and a gRPC connection without a call, for that long.
+	ConnIdleTimeout time.Duration
 }
 
 // DefaultConfig is the embedded single-node default: member "default",
@@ -131,14 +139,16 @@ func DefaultConfig() Config {
 		maxConns = DefaultMaxClientConns(nofile)
 	}
 	return Config{
-		Name:            "default",
-		DataDir:         "baton-data",
-		ClientAddr:      "127.0.0.1:7700",
-		PeerAddr:        "127.0.0.1:7701",
-		TickInterval:    rc.TickInterval,
-		ElectionTicks:   rc.ElectionTicks,
-		SnapshotEntries: rc.SnapshotEntries,
-		MaxClientConns:  maxConns,
+		Name:                 "default",
+		DataDir:              "baton-data",
+		ClientAddr:           "127.0.0.1:7700",
+		PeerAddr:             "127.0.0.1:7701",
+		TickInterval:         rc.TickInterval,
+		ElectionTicks:        rc.ElectionTicks,
+		SnapshotEntries:      rc.SnapshotEntries,
+		MaxClientConns:       maxConns,
+		ConnHandshakeTimeout: DefaultConnHandshakeTimeout,
+		ConnIdleTimeout:      DefaultConnIdleTimeout,
 	}
 }
 
@@ -216,6 +226,10 @@ func (c Config) Validate() error {
 		return errors.New("snapshot entries must be positive")
 	case c.MaxClientConns < 1:
 		return errors.New("max client conns must be positive")
+	case c.ConnHandshakeTimeout <= 0:
+		return errors.New("conn handshake timeout must be positive")
+	case c.ConnIdleTimeout <= 0:
+		return errors.New("conn idle timeout must be positive")
 	}
 	if len(c.Operators) > 0 {
 		if c.ClientTLS == nil || c.ClientTLS.ClientAuth != tls.RequireAndVerifyClientCert {
@@ -327,7 +341,8 @@ func Start(cfg Config) (*Member, error) {
 	m.clientL = clientL
 
 	m.srv = server.New(server.Config{Name: cfg.Name, Version: Version, Members: m.members, MemberID: MemberID, Operators: cfg.Operators,
-		Limits: server.Limits{MaxClientConns: cfg.MaxClientConns}, Logger: lg})
+		Limits: server.Limits{MaxClientConns: cfg.MaxClientConns, HandshakeTimeout: cfg.ConnHandshakeTimeout, IdleTimeout: cfg.ConnIdleTimeout},
+		Logger: lg})
 	peerMap := map[uint64]string{}
 	var voters []uint64
 	for _, p := range peers {

@@ -1,5 +1,7 @@
 package embed
 
+import "time"
+
 // Defaults of the limits that protect a member from its clients
 // (Config.MaxClientConns and the fields after it; README.md "Limits").
 const (
@@ -14,6 +16,15 @@ const (
 	// per peer, the Go runtime's own. A member that runs out of them
 	// cannot write its log and stops.
 	ReservedFiles = 1024
+	// DefaultConnHandshakeTimeout is the default of
+	// Config.ConnHandshakeTimeout: a client on another continent
+	// finishes TCP, TLS and its first request in well under a second.
+	DefaultConnHandshakeTimeout = 10 * time.Second
+	// DefaultConnIdleTimeout is the default of Config.ConnIdleTimeout:
+	// longer than HTTP clients keep idle connections (Go's 90 s, browsers'
+	// minutes), so that the client, not the member, closes them, which
+	// spares a request sent as the member closes.
+	DefaultConnIdleTimeout = 5 * time.Minute
 )
 
 // DefaultMaxClientConns is the default of Config.MaxClientConns for a

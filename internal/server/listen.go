@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -45,10 +46,14 @@ const flowWindow = 1 << 20
 // Serve starts serving s on l and returns at once; Close stops it.
 // extra, when non-nil, serves HTTP paths outside /v1/ (dashboard, metrics).
 func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
+	lim := s.cfg.Limits
 	gs := grpc.NewServer(
 		grpc.MaxRecvMsgSize(MaxRequestBytes),
 		grpc.Creds(connCreds{}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		// A connection without a call for IdleTimeout is sent GOAWAY and
+		// closed; its client connects again for its next call.
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: lim.IdleTimeout}),
 		// A fixed window, as the client's (the client's flowWindow): no bandwidth
 		// estimation pings, few window updates.
 		grpc.InitialWindowSize(flowWindow), grpc.InitialConnWindowSize(flowWindow),
@@ -70,12 +75,24 @@ func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
 	if extra != nil {
 		mux.Handle("/", extra)
 	}
-	tl := &trackedListener{Listener: l, conns: map[*trackedConn]struct{}{}, max: s.cfg.Limits.MaxClientConns, log: s.log, born: time.Now()}
+	tl := &trackedListener{Listener: l, conns: map[*trackedConn]struct{}{}, max: lim.MaxClientConns, log: s.log, born: time.Now()}
 	s.clientConns.Store(tl)
 	m := cmux.New(tl)
+	// A new connection has HandshakeTimeout to show what it speaks (TLS
+	// wraps l, so its handshake is in that time too); one that does not is
+	// closed unmatched. A gRPC client shows it with its first call's
+	// headers, so one that connected and makes no call is closed too: it
+	// connects again for its call.
+	m.SetReadTimeout(lim.HandshakeTimeout)
+	m.HandleError(func(err error) bool {
+		if _, ok := err.(cmux.ErrNotMatched); ok {
+			s.handshakesFailed.Add(1)
+		}
+		return true // cmux's own handling: go on unless the error is permanent
+	})
 	grpcL := m.MatchWithWriters(cmux.HTTP2MatchHeaderFieldSendSettings("content-type", "application/grpc"))
-	httpL := m.Match(cmux.Any())
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+	httpL := m.Match(matchHTTP1)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: lim.HandshakeTimeout, IdleTimeout: lim.IdleTimeout,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if st := tlsStateOf(c); st != nil {
 				return context.WithValue(ctx, tlsStateKey{}, st)
@@ -205,6 +222,27 @@ func (c *trackedConn) Close() error {
 	delete(c.l.conns, c)
 	c.l.mu.Unlock()
 	return c.Conn.Close()
+}
+
+// matchHTTP1 matches a connection that sent something other than
+// HTTP/2's client preface: an HTTP/1 request (the gRPC matcher before it
+// took gRPC). One that sent nothing before the handshake deadline, or
+// sent HTTP/2 but no gRPC call in time, is left unmatched and closed.
+func matchHTTP1(r io.Reader) bool {
+	const h2 = "PRI " // the start of HTTP/2's client preface
+	var b [len(h2)]byte
+	n := 0
+	for n < len(b) {
+		k, err := r.Read(b[n:])
+		n += k
+		if string(b[:n]) != h2[:n] {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+	}
+	return false
 }
 
 func ignoreClosed(err error) error {

@@ -79,6 +79,9 @@ type Server struct {
 	muxMessages, muxResponses atomic.Uint64
 	// clientConns is the client port's listener once Serve started.
 	clientConns atomic.Pointer[trackedListener]
+	// handshakesFailed counts client connections closed before they
+	// showed gRPC or HTTP/1 in time.
+	handshakesFailed atomic.Uint64
 }
 
 // New returns a Server. Attach gives it its node before it serves.
