@@ -128,6 +128,11 @@ type Config struct {
 	// ConnIdleTimeout closes an HTTP/1 keep-alive connection idle between
 	// requests, and a gRPC connection without a call, for that long.
 	ConnIdleTimeout time.Duration
+	// MaxSessions bounds the cluster's live sessions, as its leader
+	// counts them: an open over it gets RESOURCE_EXHAUSTED with Reason
+	// TOO_MANY_SESSIONS and opens nothing. Resuming a session, or
+	// retrying an open that made a live one, is never refused.
+	MaxSessions int
 }
 
 // DefaultConfig is the embedded single-node default: member "default",
@@ -149,6 +154,7 @@ func DefaultConfig() Config {
 		MaxClientConns:       maxConns,
 		ConnHandshakeTimeout: DefaultConnHandshakeTimeout,
 		ConnIdleTimeout:      DefaultConnIdleTimeout,
+		MaxSessions:          DefaultMaxSessions,
 	}
 }
 
@@ -230,6 +236,8 @@ func (c Config) Validate() error {
 		return errors.New("conn handshake timeout must be positive")
 	case c.ConnIdleTimeout <= 0:
 		return errors.New("conn idle timeout must be positive")
+	case c.MaxSessions < 1:
+		return errors.New("max sessions must be positive")
 	}
 	if len(c.Operators) > 0 {
 		if c.ClientTLS == nil || c.ClientTLS.ClientAuth != tls.RequireAndVerifyClientCert {
@@ -341,8 +349,7 @@ func Start(cfg Config) (*Member, error) {
 	m.clientL = clientL
 
 	m.srv = server.New(server.Config{Name: cfg.Name, Version: Version, Members: m.members, MemberID: MemberID, Operators: cfg.Operators,
-		Limits: server.Limits{MaxClientConns: cfg.MaxClientConns, HandshakeTimeout: cfg.ConnHandshakeTimeout, IdleTimeout: cfg.ConnIdleTimeout},
-		Logger: lg})
+		Limits: cfg.limits(), Logger: lg})
 	peerMap := map[uint64]string{}
 	var voters []uint64
 	for _, p := range peers {

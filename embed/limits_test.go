@@ -4,18 +4,26 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/testpki"
 )
 
@@ -226,4 +234,137 @@ func TestDefaultMaxClientConns(t *testing.T) {
 			t.Errorf("DefaultMaxClientConns(%d) = %d, want %d", tt.nofile, got, tt.want)
 		}
 	}
+}
+
+// TestMaxSessions: with MaxSessions 50, opens at once never take the
+// cluster past 50, the 51st session is refused with RESOURCE_EXHAUSTED
+// (TOO_MANY_SESSIONS, 429 over HTTP, the client's ErrTooManySessions),
+// and the first 50 live on; a retried open of a live session is no new
+// session, and a place freed is open again (issue 23: one client opened
+// 200,000 sessions in 36 s).
+func TestMaxSessions(t *testing.T) {
+	const limit = 50
+	c := newTestClusterWith(t, 1, func(_ int, cfg *Config) { cfg.MaxSessions = limit })
+	c.waitLeader()
+	// Opens with a nonce wait for the log version the new leader raises
+	// after its election (until then the member answers NOT_LEADER).
+	for deadline := time.Now().Add(10 * time.Second); c.members[0].Node().LogVersion() < fsm.LogVersion; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("log version %d after 10 s, want %d", c.members[0].Node().LogVersion(), fsm.LogVersion)
+		}
+	}
+	addr := c.members[0].ClientAddr()
+	api := c.client(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ttl := durationpb.New(time.Minute)
+	open := func(nonce uint64) (uint64, error) {
+		resp, err := api.OpenSession(ctx, &batonpb.OpenSessionRequest{Ttl: ttl, Owner: "limits", Nonce: nonce})
+		return resp.GetSessionId(), err
+	}
+
+	// More opens at once than there are places.
+	var (
+		mu      sync.Mutex
+		ids     []uint64
+		byNonce = map[uint64]uint64{}
+		refused int
+		wg      sync.WaitGroup
+	)
+	for i := range limit + 20 {
+		wg.Go(func() {
+			nonce := uint64(i + 1)
+			id, err := open(nonce)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				ids = append(ids, id)
+				byNonce[nonce] = id
+			case status.Code(err) == codes.ResourceExhausted:
+				refused++
+			default:
+				t.Errorf("open: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(ids) > limit || refused < 20 {
+		t.Fatalf("%d opens at once with %d places: %d opened, %d refused", limit+20, limit, len(ids), refused)
+	}
+	// The rest one by one, then one more.
+	for i := len(ids); i < limit; i++ {
+		nonce := uint64(1000 + i)
+		id, err := open(nonce)
+		if err != nil {
+			t.Fatalf("open %d of %d: %v", i+1, limit, err)
+		}
+		ids = append(ids, id)
+		byNonce[nonce] = id
+	}
+	_, err := open(2000)
+	st := status.Convert(err)
+	if st.Code() != codes.ResourceExhausted || reasonOf(st) != batonpb.Reason_TOO_MANY_SESSIONS.String() || !strings.Contains(st.Message(), "--max-sessions") {
+		t.Fatalf("open %d of %d: %v (reason %q), want RESOURCE_EXHAUSTED, TOO_MANY_SESSIONS, naming --max-sessions", limit+1, limit, err, reasonOf(st))
+	}
+	cl, err := baton.Dial(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.NewSession(ctx); !errors.Is(err, baton.ErrTooManySessions) {
+		t.Fatalf("the client's NewSession over the limit: %v, want ErrTooManySessions", err)
+	}
+	resp, err := http.Post("http://"+addr+"/v1/sessions", "application/json", strings.NewReader(`{"ttl":"60s"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("HTTP open over the limit: %s, want 429", resp.Status)
+	}
+
+	// A retry of an open that made a live session answers that session.
+	for nonce, want := range byNonce {
+		if id, err := open(nonce); err != nil || id != want {
+			t.Fatalf("retried open of live session %d: session %d, %v", want, id, err)
+		}
+		break
+	}
+	// The first 50 live on.
+	for _, id := range ids {
+		if _, err := api.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: id}); err != nil {
+			t.Fatalf("keepalive of session %d: %v", id, err)
+		}
+	}
+	ls, err := api.ListSessions(ctx, &batonpb.ListSessionsRequest{})
+	if err != nil || len(ls.GetSessions()) != limit {
+		t.Fatalf("%d live sessions (%v), want %d", len(ls.GetSessions()), err, limit)
+	}
+	// A place freed is open again.
+	if _, err := api.CloseSession(ctx, &batonpb.CloseSessionRequest{SessionId: ids[0]}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open(3000); err != nil {
+		t.Fatalf("open after a close: %v", err)
+	}
+	metrics := httpGet(t, dial(t, addr), "/metrics")
+	for _, want := range []string{"baton_sessions 50\n", "baton_sessions_limit 50\n"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
+		}
+	}
+	if strings.Contains(metrics, "baton_sessions_refused_total 0\n") {
+		t.Error("/metrics counts no refused open")
+	}
+}
+
+// reasonOf is the Reason of st's ErrorInfo, if any.
+func reasonOf(st *status.Status) string {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetReason()
+		}
+	}
+	return ""
 }

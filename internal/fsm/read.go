@@ -135,6 +135,16 @@ func (m *Machine) SessionIDs() []*SessionRef {
 // NumSessions returns the number of live sessions.
 func (m *Machine) NumSessions() int { return len(m.sessions) }
 
+// RetriedOpen returns the live session that op, applied now, would answer
+// as a retry of the open that made it (the same nonce, owner and TTL),
+// and whether there is one: then op opens no new session.
+func (m *Machine) RetriedOpen(op *fsmpb.OpenSession) (uint64, bool) {
+	if s := m.retriedOpen(op); s != nil {
+		return s.id, true
+	}
+	return 0, false
+}
+
 // NumLocks returns the number of locks that have a holder or a waiter.
 func (m *Machine) NumLocks() int { return len(m.locks) }
 

@@ -310,8 +310,7 @@ func (m *Machine) openSession(a *apply, op *fsmpb.OpenSession) {
 		a.refuse(err)
 		return
 	}
-	nonce := op.GetNonce()
-	if s := m.opens[nonce]; nonce != 0 && s != nil && s.owner == op.GetOwner() && s.ttl == int64(ttl) {
+	if s := m.retriedOpen(op); s != nil {
 		// A retry of the open that made s, whose answer was lost (the
 		// client counts s's deadline from its first attempt). One that
 		// an operator blacklisted meanwhile is refused.
@@ -326,8 +325,22 @@ func (m *Machine) openSession(a *apply, op *fsmpb.OpenSession) {
 	m.created(s)
 	m.sessions[s.id] = s
 	m.sessionTree.ReplaceOrInsert(s)
-	m.noteNonce(s, nonce)
+	m.noteNonce(s, op.GetNonce())
 	a.res.SessionId = s.id
+}
+
+// retriedOpen is the live session that op retries the open of (the same
+// nonce, owner and TTL), or nil if op opens a new one.
+func (m *Machine) retriedOpen(op *fsmpb.OpenSession) *session {
+	ttl := op.GetTtlNanos()
+	if ttl == 0 {
+		ttl = int64(DefaultTTL)
+	}
+	nonce := op.GetNonce()
+	if s := m.opens[nonce]; nonce != 0 && s != nil && s.owner == op.GetOwner() && s.ttl == ttl {
+		return s
+	}
+	return nil
 }
 
 // noteNonce records that s was opened with nonce and reports true, unless

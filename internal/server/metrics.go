@@ -43,6 +43,8 @@ func (s *Server) MetricsHandler() http.Handler {
 			{"baton_raft_commit_index", "highest log index known committed", "gauge", st.Commit},
 			{"baton_raft_applied_index", "highest log index applied to the state machine", "gauge", st.Applied},
 			{"baton_sessions", "live sessions", "gauge", uint64(sessions)},
+			{"baton_sessions_limit", "live sessions the leader admits at most (--max-sessions; 0: no limit)", "gauge", uint64(s.cfg.Limits.MaxSessions)},
+			{"baton_sessions_refused_total", "opens this member refused, leading, because the cluster had --max-sessions live sessions", "counter", s.sessionsRefused.Load()},
 			{"baton_locks", "locks held or waited for", "gauge", uint64(locks)},
 			{"baton_watches", "Watch streams this member serves", "gauge", uint64(s.watches.active.Load())},
 			{"baton_client_connections", "connections open on the client port", "gauge", uint64(conns)},

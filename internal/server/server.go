@@ -82,6 +82,10 @@ type Server struct {
 	// handshakesFailed counts client connections closed before they
 	// showed gRPC or HTTP/1 in time.
 	handshakesFailed atomic.Uint64
+	// opening counts the opens in flight that hold a place under
+	// Limits.MaxSessions; sessionsRefused those refused for it.
+	opening         atomic.Int64
+	sessionsRefused atomic.Uint64
 }
 
 // New returns a Server. Attach gives it its node before it serves.

@@ -26,7 +26,7 @@ func (s *Server) openSession(ctx context.Context, r *batonpb.OpenSessionRequest)
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.propose(ctx, cmd)
+	res, err := s.proposeOpen(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
