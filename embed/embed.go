@@ -133,6 +133,11 @@ type Config struct {
 	// TOO_MANY_SESSIONS and opens nothing. Resuming a session, or
 	// retrying an open that made a live one, is never refused.
 	MaxSessions int
+	// MaxKeepAliveRate bounds one session's keepalives (resumes
+	// included) a second, with as many at once: one over it gets
+	// RESOURCE_EXHAUSTED (Reason OVERLOADED, which the Go client backs
+	// off from) without costing the leader a ReadIndex round.
+	MaxKeepAliveRate int
 }
 
 // DefaultConfig is the embedded single-node default: member "default",
@@ -155,6 +160,7 @@ func DefaultConfig() Config {
 		ConnHandshakeTimeout: DefaultConnHandshakeTimeout,
 		ConnIdleTimeout:      DefaultConnIdleTimeout,
 		MaxSessions:          DefaultMaxSessions,
+		MaxKeepAliveRate:     DefaultMaxKeepAliveRate,
 	}
 }
 
@@ -238,6 +244,8 @@ func (c Config) Validate() error {
 		return errors.New("conn idle timeout must be positive")
 	case c.MaxSessions < 1:
 		return errors.New("max sessions must be positive")
+	case c.MaxKeepAliveRate < 1:
+		return errors.New("max keepalive rate must be positive")
 	}
 	if len(c.Operators) > 0 {
 		if c.ClientTLS == nil || c.ClientTLS.ClientAuth != tls.RequireAndVerifyClientCert {

@@ -33,6 +33,12 @@ const (
 	// measured (TestScale in package e2e: 100,000 sessions holding
 	// 1,000,000 locks, every member under 1 GiB resident).
 	DefaultMaxSessions = 100000
+	// DefaultMaxKeepAliveRate is the default of Config.MaxKeepAliveRate:
+	// the Go client sends three keepalives per TTL (at most three a
+	// second, TTLs being at least a second), and a resume is one more; 50
+	// leaves room for other clients' habits while a session's flood of
+	// keepalives, each a ReadIndex round on the leader, is cut short.
+	DefaultMaxKeepAliveRate = 50
 )
 
 // DefaultMaxClientConns is the default of Config.MaxClientConns for a
@@ -54,5 +60,6 @@ func (c Config) limits() server.Limits {
 		HandshakeTimeout: c.ConnHandshakeTimeout,
 		IdleTimeout:      c.ConnIdleTimeout,
 		MaxSessions:      c.MaxSessions,
+		MaxKeepAliveRate: c.MaxKeepAliveRate,
 	}
 }

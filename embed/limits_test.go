@@ -368,3 +368,39 @@ func reasonOf(st *status.Status) string {
 	}
 	return ""
 }
+
+// TestKeepAliveRate: a session's keepalives over MaxKeepAliveRate are
+// refused with RESOURCE_EXHAUSTED (OVERLOADED) naming the flag, and the
+// session lives on.
+func TestKeepAliveRate(t *testing.T) {
+	c := newTestClusterWith(t, 1, func(_ int, cfg *Config) { cfg.MaxKeepAliveRate = 1 })
+	c.waitLeader()
+	api := c.client(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := api.OpenSession(ctx, &batonpb.OpenSessionRequest{Ttl: durationpb.New(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := s.GetSessionId()
+	// One a second is admitted: of 100 in a row (each a round trip of a
+	// millisecond or so), one is refused long before the end.
+	var refusal error
+	for range 100 {
+		if _, err := api.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: id}); err != nil {
+			refusal = err
+			break
+		}
+	}
+	st := status.Convert(refusal)
+	if st.Code() != codes.ResourceExhausted || reasonOf(st) != batonpb.Reason_OVERLOADED.String() || !strings.Contains(st.Message(), "--max-keepalive-rate") {
+		t.Fatalf("100 keepalives in a row at a rate of 1 a second: %v (reason %q), want RESOURCE_EXHAUSTED, OVERLOADED, naming --max-keepalive-rate",
+			refusal, reasonOf(st))
+	}
+	if ls, err := api.ListSessions(ctx, &batonpb.ListSessionsRequest{}); err != nil || len(ls.GetSessions()) != 1 {
+		t.Fatalf("sessions after the refusal: %v, %v", ls.GetSessions(), err)
+	}
+	if metrics := httpGet(t, dial(t, c.members[0].ClientAddr()), "/metrics"); strings.Contains(metrics, "baton_keepalives_refused_total 0\n") {
+		t.Error("/metrics counts no refused keepalive")
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
+	"github.com/batonlock/baton/internal/liveness"
 )
 
 // Limits bound what clients may take of a member (DESIGN.md section 4):
@@ -32,10 +33,32 @@ type Limits struct {
 	// (--max-sessions). Resuming a session, or retrying an open that made
 	// a live one, opens none and is never refused.
 	MaxSessions int
+	// MaxKeepAliveRate bounds one session's keepalives (resumes
+	// included) a second, as many at once, on the leader; one over it is
+	// refused before its ReadIndex round (--max-keepalive-rate).
+	MaxKeepAliveRate int
 }
 
-// errTooManySessions refuses an open over Limits.MaxSessions.
-var errTooManySessions = errors.New("too many sessions")
+var (
+	// errTooManySessions refuses an open over Limits.MaxSessions.
+	errTooManySessions = errors.New("too many sessions")
+	// errKeepAliveRate refuses a keepalive over Limits.MaxKeepAliveRate.
+	errKeepAliveRate = errors.New("keepalives too frequent")
+)
+
+// admitKeepAlive checks that session id lives and that a keepalive
+// received then is within its rate: the tracker keeps the rate with the
+// session's deadline, in the leader's memory only.
+func (s *Server) admitKeepAlive(id uint64, received time.Time) error {
+	rate := s.cfg.Limits.MaxKeepAliveRate
+	err := s.tracker.Admit(id, received, rate)
+	if errors.Is(err, liveness.ErrTooFast) {
+		s.keepAlivesRefused.Add(1)
+		return fmt.Errorf("%w: session %d sent more than %d keepalives a second (--max-keepalive-rate); one every third of its TTL keeps it",
+			errKeepAliveRate, id, rate)
+	}
+	return err
+}
 
 // proposeOpen is propose for cmd, an OpenSession, on a leader with room
 // for the session it would open. Every open in flight holds a place from

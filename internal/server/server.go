@@ -86,6 +86,8 @@ type Server struct {
 	// Limits.MaxSessions; sessionsRefused those refused for it.
 	opening         atomic.Int64
 	sessionsRefused atomic.Uint64
+	// keepAlivesRefused counts keepalives over Limits.MaxKeepAliveRate.
+	keepAlivesRefused atomic.Uint64
 }
 
 // New returns a Server. Attach gives it its node before it serves.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -52,7 +53,10 @@ func (s *Server) keepAlive(ctx context.Context, id uint64) (*batonpb.KeepAliveRe
 	if id == 0 {
 		return nil, invalidf("session_id is required")
 	}
-	if err := s.tracker.Check(id); err != nil {
+	if err := s.admitKeepAlive(id, received); err != nil {
+		if errors.Is(err, errKeepAliveRate) {
+			return nil, err
+		}
 		return nil, s.leaderOr(err)
 	}
 	if err := s.node.ReadBarrier(ctx); err != nil {
