@@ -404,3 +404,50 @@ func TestKeepAliveRate(t *testing.T) {
 		t.Error("/metrics counts no refused keepalive")
 	}
 }
+
+// TestHTTPErrors: over HTTP/JSON a method the path does not take is 405
+// with the methods it does in Allow, and a body over the limit on one
+// request is 413 (they were 501 and 400).
+func TestHTTPErrors(t *testing.T) {
+	c := newTestCluster(t, 1)
+	c.waitLeader()
+	base := "http://" + c.members[0].ClientAddr()
+	do := func(method, path, body string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	for _, tt := range []struct {
+		method, path, allow string
+	}{
+		{"GET", "/v1/locks/acquire", "POST"},
+		{"DELETE", "/v1/sessions", "GET, POST"},
+		{"PUT", "/v1/sessions/7/keepalive", "POST"},
+	} {
+		resp := do(tt.method, tt.path, "")
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != tt.allow {
+			t.Errorf("%s %s: %s, Allow %q; want 405, Allow %q", tt.method, tt.path, resp.Status, resp.Header.Get("Allow"), tt.allow)
+		}
+	}
+	// A body of 2 MiB: a name far over the limit, in valid JSON.
+	big := `{"name":"` + strings.Repeat("x", 2<<20) + `"}`
+	if resp := do("POST", "/v1/locks/acquire", big); resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("POST of %d bytes: %s, want 413", len(big), resp.Status)
+	}
+	// Unchanged: an unknown path, and a small bad body.
+	if resp := do("GET", "/v1/nope", ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /v1/nope: %s, want 404", resp.Status)
+	}
+	if resp := do("POST", "/v1/locks/acquire", `{"name":`); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("POST of a cut-off JSON body: %s, want 400", resp.Status)
+	}
+}

@@ -65,12 +65,13 @@ func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
 		MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true, UseProtoNames: true},
 		UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
 	}
-	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, jsonpb))
+	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, jsonpb),
+		runtime.WithRoutingErrorHandler(routingError), runtime.WithErrorHandler(httpError))
 	if err := batonpb.RegisterBatonHandlerServer(context.Background(), gw, s); err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", http.MaxBytesHandler(gw, MaxRequestBytes))
+	mux.Handle("/v1/", limitBody(gw, MaxRequestBytes))
 	mux.Handle("/v1/watch", s.httpWatch(jsonpb.Marshal))
 	if extra != nil {
 		mux.Handle("/", extra)
