@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/batonlock/baton/internal/fsm"
@@ -61,34 +62,36 @@ func (s *Server) admitKeepAlive(id uint64, received time.Time) error {
 }
 
 // proposeOpen is propose for cmd, an OpenSession, on a leader with room
-// for the session it would open. Every open in flight holds a place from
-// before the leader counts the live sessions until its outcome is known,
-// applied or failed, even if ctx ends the waiting first: opens at once
-// can never together take the cluster past MaxSessions. (A place may be
-// counted twice for a moment, in the count of live sessions and as in
-// flight: then an open at the limit is refused that would have fitted.)
+// for the session it would open: live sessions (the state machine's) plus
+// the opens in flight stay within MaxSessions. An open holds its place
+// from before the count until its proposal's outcome is known, applied or
+// failed, even if ctx ends the waiting first, so opens at once cannot
+// overshoot. An open that applied is counted twice until its outcome
+// arrives a moment later (the Ready loop applies a batch, then completes
+// it), and one in flight may fail; so an open that finds every place
+// taken, but not every one by a live session, waits for the outcome of an
+// open in flight and looks again. An open is refused exactly when the
+// state machine holds MaxSessions live sessions.
 func (s *Server) proposeOpen(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
 	limit := s.cfg.Limits.MaxSessions
 	if limit <= 0 || s.node == nil || !s.node.IsLeader() {
 		return s.propose(ctx, cmd) // a follower's refusal names the leader
 	}
-	opening := s.opening.Add(1)
-	release := func() { s.opening.Add(-1) }
-	var live int
-	var retry bool
-	s.node.View(func(m *fsm.Machine) {
-		live = m.NumSessions()
-		_, retry = m.RetriedOpen(cmd.GetOpenSession())
+	reserved, err := s.opens.reserve(ctx, limit, func() (live int, retry bool) {
+		s.node.View(func(m *fsm.Machine) {
+			live = m.NumSessions()
+			_, retry = m.RetriedOpen(cmd.GetOpenSession())
+		})
+		return live, retry
 	})
 	switch {
-	case retry:
-		release()
-		return s.propose(ctx, cmd)
-	case live+int(opening) > limit:
-		release()
+	case errors.Is(err, errTooManySessions):
 		s.sessionsRefused.Add(1)
-		return nil, fmt.Errorf("%w: the cluster has %d live sessions and %d being opened, and its leader admits %d (--max-sessions); close sessions or raise the limit",
-			errTooManySessions, live, opening-1, limit)
+		return nil, err
+	case err != nil:
+		return nil, err
+	case !reserved:
+		return s.propose(ctx, cmd) // a retry of a live session's open
 	}
 	type outcome struct {
 		res *fsmpb.Result
@@ -96,12 +99,12 @@ func (s *Server) proposeOpen(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Re
 	}
 	done := make(chan outcome, 1)
 	cmd.WallTimeUnixNano = time.Now().UnixNano()
-	err := s.node.SubmitFunc(cmd, func(res *fsmpb.Result, _ uint64, err error) {
-		release()
+	err = s.node.SubmitFunc(cmd, func(res *fsmpb.Result, _ uint64, err error) {
+		s.opens.release()
 		done <- outcome{res, err}
 	})
 	if err != nil {
-		release()
+		s.opens.release()
 		return nil, err
 	}
 	select {
@@ -112,5 +115,61 @@ func (s *Server) proposeOpen(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Re
 		return o.res, fsm.ErrorOf(o.res)
 	case <-ctx.Done():
 		return nil, ctx.Err() // the open may still apply, and keeps its place until then
+	}
+}
+
+// openSlots counts the opens in flight that hold a place under
+// Limits.MaxSessions.
+type openSlots struct {
+	mu      sync.Mutex
+	n       int
+	changed chan struct{} // closed, and replaced, when n goes down
+}
+
+// reserve takes a place under limit for an open and reports true, or
+// reports false for a retry of the open that made a live session (it
+// opens none), or refuses with errTooManySessions when the live sessions
+// fill every place. count reads the state machine's live sessions and
+// whether the open is such a retry; reserve calls it with o.mu held.
+func (o *openSlots) reserve(ctx context.Context, limit int, count func() (live int, retry bool)) (bool, error) {
+	for {
+		o.mu.Lock()
+		live, retry := count()
+		switch {
+		case retry:
+			o.mu.Unlock()
+			return false, nil
+		case live >= limit:
+			o.mu.Unlock()
+			return false, fmt.Errorf("%w: the cluster has %d live sessions, the most its leader admits (--max-sessions); close sessions or raise the limit",
+				errTooManySessions, live)
+		case live+o.n < limit:
+			o.n++
+			o.mu.Unlock()
+			return true, nil
+		}
+		// Every place is live or in flight: wait until an open in flight
+		// applies or fails, and look again.
+		if o.changed == nil {
+			o.changed = make(chan struct{})
+		}
+		changed := o.changed
+		o.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+}
+
+// release gives back the place of an open whose outcome is known.
+func (o *openSlots) release() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.n--
+	if o.changed != nil {
+		close(o.changed)
+		o.changed = nil
 	}
 }

@@ -82,9 +82,9 @@ type Server struct {
 	// handshakesFailed counts client connections closed before they
 	// showed gRPC or HTTP/1 in time.
 	handshakesFailed atomic.Uint64
-	// opening counts the opens in flight that hold a place under
-	// Limits.MaxSessions; sessionsRefused those refused for it.
-	opening         atomic.Int64
+	// opens are the opens in flight that hold a place under
+	// Limits.MaxSessions; sessionsRefused counts those refused for it.
+	opens           openSlots
 	sessionsRefused atomic.Uint64
 	// keepAlivesRefused counts keepalives over Limits.MaxKeepAliveRate.
 	keepAlivesRefused atomic.Uint64
