@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/embed"
 )
 
 // TestSessionsShareOneStream: every session of a client rides on one
@@ -328,7 +329,9 @@ func TestStreamsEndWhenLeaderStepsDown(t *testing.T) {
 // answered. (The server used to free the number only after the end's
 // write returned, and lost such a resume now and then.)
 func TestSessionsChannelNumberReuse(t *testing.T) {
-	c, _ := single(t)
+	// Every resume is a keepalive, and this loop sends them far faster
+	// than a member's default keepalive rate admits.
+	c := startCluster(t, 1, func(cfg *embed.Config) { cfg.MaxKeepAliveRate = 1 << 20 })
 	gs := rawSessions(t, c.members[c.leader()].ClientAddr())
 	in := make(chan *batonpb.ChannelResponse, 64)
 	go func() {

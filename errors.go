@@ -93,6 +93,11 @@ var (
 	// its request in the session's window, so a session that also makes
 	// about a thousand other requests meanwhile meets this limit.
 	ErrTooManyPending = errors.New("baton: too many pending requests")
+	// ErrTooManySessions: the cluster has as many live sessions as its
+	// leader admits (Reason TOO_MANY_SESSIONS, `baton server
+	// --max-sessions`); nothing was opened. NewSession returns it at once:
+	// retrying helps only once other sessions close or expire.
+	ErrTooManySessions = errors.New("baton: too many sessions")
 	// ErrTooManyHolds: the session holds or waits for too many locks, or a
 	// reentrant count would overflow (Reason TOO_MANY_HOLDS).
 	ErrTooManyHolds = errors.New("baton: too many holds")
@@ -148,6 +153,7 @@ var reasonErrors = map[batonpb.Reason][]error{
 	batonpb.Reason_SECRET_MISMATCH:   {ErrPermissionDenied},
 	batonpb.Reason_NOT_PERMITTED:     {ErrPermissionDenied},
 	batonpb.Reason_NO_CREDENTIALS:    {ErrUnauthenticated},
+	batonpb.Reason_TOO_MANY_SESSIONS: {ErrTooManySessions},
 }
 
 // codeErrors maps gRPC codes of errors that carry no Reason (transport

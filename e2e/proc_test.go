@@ -27,6 +27,7 @@ type node struct {
 	dataDir    string
 	logPath    string
 	netns      string // run inside this network namespace ("": the test's own)
+	nofile     int    // when > 0, the open file limit the process runs with
 	args       []string
 
 	mu   sync.Mutex
@@ -154,10 +155,15 @@ func (nd *node) start(bin string) error {
 	nd.runs++
 	fmt.Fprintf(lf, "=== e2e: start #%d of %s at %s ===\n", nd.runs, nd.name, time.Now().Format(time.RFC3339Nano))
 	var cmd *exec.Cmd
-	if nd.netns != "" {
+	switch {
+	case nd.netns != "":
 		// ip netns exec execs the binary, so the PID is the server's.
 		cmd = exec.Command("ip", append([]string{"netns", "exec", nd.netns, bin}, nd.args...)...)
-	} else {
+	case nd.nofile > 0:
+		// The shell execs the binary too.
+		script := fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nd.nofile)
+		cmd = exec.Command("sh", append([]string{"-c", script, bin}, nd.args...)...)
+	default:
 		cmd = exec.Command(bin, nd.args...)
 	}
 	cmd.Env = serverEnv()

@@ -113,20 +113,56 @@ type Config struct {
 	// (0: this release's, fsm.LogVersion). Tests of clusters of mixed
 	// releases set an older one; nothing else should.
 	LogVersion uint32
+
+	// Limits on what clients may take of this member (limits.go); each
+	// must be positive. A refusal names the limit and its flag.
+
+	// MaxClientConns bounds the connections open on the client port: one
+	// more is closed as soon as it is accepted. DefaultConfig derives it
+	// from the process's open file limit (DefaultMaxClientConns) so that
+	// the log, snapshots and peers always have descriptors left.
+	MaxClientConns int
+	// ConnHandshakeTimeout bounds the time a new client connection has to
+	// show whether it speaks gRPC or HTTP/1 (its TLS handshake included;
+	// a gRPC client shows it with its first call), and an HTTP request to
+	// send its header; the member closes it then.
+	ConnHandshakeTimeout time.Duration
+	// ConnIdleTimeout closes an HTTP/1 keep-alive connection idle between
+	// requests, and a gRPC connection without a call, for that long.
+	ConnIdleTimeout time.Duration
+	// MaxSessions bounds the cluster's live sessions, as its leader
+	// counts them: an open over it gets RESOURCE_EXHAUSTED with Reason
+	// TOO_MANY_SESSIONS and opens nothing. Resuming a session, or
+	// retrying an open that made a live one, is never refused.
+	MaxSessions int
+	// MaxKeepAliveRate bounds one session's keepalives (resumes
+	// included) a second, with as many at once: one over it gets
+	// RESOURCE_EXHAUSTED (Reason OVERLOADED, which the Go client backs
+	// off from) without costing the leader a ReadIndex round.
+	MaxKeepAliveRate int
 }
 
 // DefaultConfig is the embedded single-node default: member "default",
 // data in ./baton-data, client API on 127.0.0.1:7700, peers on :7701.
 func DefaultConfig() Config {
 	rc := raftnode.DefaultConfig()
+	maxConns := MaxClientConnsCeiling
+	if nofile, ok := openFileLimit(); ok {
+		maxConns = DefaultMaxClientConns(nofile)
+	}
 	return Config{
-		Name:            "default",
-		DataDir:         "baton-data",
-		ClientAddr:      "127.0.0.1:7700",
-		PeerAddr:        "127.0.0.1:7701",
-		TickInterval:    rc.TickInterval,
-		ElectionTicks:   rc.ElectionTicks,
-		SnapshotEntries: rc.SnapshotEntries,
+		Name:                 "default",
+		DataDir:              "baton-data",
+		ClientAddr:           "127.0.0.1:7700",
+		PeerAddr:             "127.0.0.1:7701",
+		TickInterval:         rc.TickInterval,
+		ElectionTicks:        rc.ElectionTicks,
+		SnapshotEntries:      rc.SnapshotEntries,
+		MaxClientConns:       maxConns,
+		ConnHandshakeTimeout: DefaultConnHandshakeTimeout,
+		ConnIdleTimeout:      DefaultConnIdleTimeout,
+		MaxSessions:          DefaultMaxSessions,
+		MaxKeepAliveRate:     DefaultMaxKeepAliveRate,
 	}
 }
 
@@ -202,6 +238,16 @@ func (c Config) Validate() error {
 		return errors.New("election ticks must be at least 2")
 	case c.SnapshotEntries == 0:
 		return errors.New("snapshot entries must be positive")
+	case c.MaxClientConns < 1:
+		return errors.New("max client conns must be positive")
+	case c.ConnHandshakeTimeout <= 0:
+		return errors.New("conn handshake timeout must be positive")
+	case c.ConnIdleTimeout <= 0:
+		return errors.New("conn idle timeout must be positive")
+	case c.MaxSessions < 1:
+		return errors.New("max sessions must be positive")
+	case c.MaxKeepAliveRate < 1:
+		return errors.New("max keepalive rate must be positive")
 	}
 	if len(c.Operators) > 0 {
 		if c.ClientTLS == nil || c.ClientTLS.ClientAuth != tls.RequireAndVerifyClientCert {
@@ -312,7 +358,8 @@ func Start(cfg Config) (*Member, error) {
 	}
 	m.clientL = clientL
 
-	m.srv = server.New(server.Config{Name: cfg.Name, Version: Version, Members: m.members, MemberID: MemberID, Operators: cfg.Operators, Logger: lg})
+	m.srv = server.New(server.Config{Name: cfg.Name, Version: Version, Members: m.members, MemberID: MemberID, Operators: cfg.Operators,
+		Limits: cfg.limits(), Logger: lg})
 	peerMap := map[uint64]transport.Peer{}
 	var voters []uint64
 	for _, p := range peers {

@@ -67,6 +67,10 @@ const (
 	// The request's user may not do this (PERMISSION_DENIED, HTTP 403): the
 	// message names the permission and the prefix.
 	Reason_NOT_PERMITTED Reason = 22
+	// The cluster has as many live sessions as its leader admits (`baton
+	// server --max-sessions`): nothing was opened; try again once sessions
+	// close or expire.
+	Reason_TOO_MANY_SESSIONS Reason = 23
 )
 
 // Enum value maps for Reason.
@@ -95,6 +99,7 @@ var (
 		20: "SECRET_MISMATCH",
 		21: "NO_CREDENTIALS",
 		22: "NOT_PERMITTED",
+		23: "TOO_MANY_SESSIONS",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED": 0,
@@ -120,6 +125,7 @@ var (
 		"SECRET_MISMATCH":    20,
 		"NO_CREDENTIALS":     21,
 		"NOT_PERMITTED":      22,
+		"TOO_MANY_SESSIONS":  23,
 	}
 )
 
@@ -5201,7 +5207,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\tprincipal\x18\x03 \x01(\tR\tprincipal\x12\x16\n" +
 	"\x06action\x18\x04 \x01(\tR\x06action\"?\n" +
 	"\rAuditResponse\x12.\n" +
-	"\aentries\x18\x01 \x03(\v2\x14.baton.v1.AuditEntryR\aentries*\xcc\x03\n" +
+	"\aentries\x18\x01 \x03(\v2\x14.baton.v1.AuditEntryR\aentries*\xe3\x03\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10INVALID_ARGUMENT\x10\x01\x12\x15\n" +
@@ -5229,7 +5235,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\tHOLD_LOST\x10\x13\x12\x13\n" +
 	"\x0fSECRET_MISMATCH\x10\x14\x12\x12\n" +
 	"\x0eNO_CREDENTIALS\x10\x15\x12\x11\n" +
-	"\rNOT_PERMITTED\x10\x16*\xc3\x01\n" +
+	"\rNOT_PERMITTED\x10\x16\x12\x15\n" +
+	"\x11TOO_MANY_SESSIONS\x10\x17*\xc3\x01\n" +
 	"\aHoldEnd\x12\x18\n" +
 	"\x14HOLD_END_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11HOLD_END_RELEASED\x10\x01\x12\x1b\n" +

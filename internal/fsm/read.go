@@ -137,6 +137,17 @@ func (m *Machine) SessionIDs() []*SessionRef {
 // NumSessions returns the number of live sessions.
 func (m *Machine) NumSessions() int { return len(m.sessions) }
 
+// RetriedOpen returns the live session that the open cmd, applied now,
+// would answer as a retry of the open that made it (the same nonce,
+// owner, TTL, secret and user), and whether there is one: then cmd opens
+// no new session.
+func (m *Machine) RetriedOpen(cmd *fsmpb.Command) (uint64, bool) {
+	if s := m.retriedOpen(cmd.GetOpenSession(), cmd.GetPrincipal()); s != nil {
+		return s.id, true
+	}
+	return 0, false
+}
+
 // NumLocks returns the number of locks that have a holder or a waiter.
 func (m *Machine) NumLocks() int { return len(m.locks) }
 

@@ -369,8 +369,7 @@ func (m *Machine) openSession(a *apply, op *fsmpb.OpenSession, principal string)
 		a.refuse(invalid("secret_hash is %d bytes; a SHA-256 (%d bytes, not all zero) or nothing", len(op.GetSecretHash()), SecretHashLen))
 		return
 	}
-	nonce := op.GetNonce()
-	if s := m.opens[nonce]; nonce != 0 && s != nil && s.owner == op.GetOwner() && s.ttl == int64(ttl) && s.secretHash == probe.secretHash && s.principal == principal {
+	if s := m.retriedOpen(op, principal); s != nil {
 		// A retry of the open that made s, whose answer was lost (the
 		// client counts s's deadline from its first attempt). One that
 		// an operator blacklisted meanwhile is refused.
@@ -386,8 +385,27 @@ func (m *Machine) openSession(a *apply, op *fsmpb.OpenSession, principal string)
 	m.created(s)
 	m.sessions[s.id] = s
 	m.sessionTree.ReplaceOrInsert(s)
-	m.noteNonce(s, nonce)
+	m.noteNonce(s, op.GetNonce())
 	a.res.SessionId = s.id
+}
+
+// retriedOpen is the live session that op, by principal, retries the
+// open of (the same nonce, owner, TTL, secret and user), or nil if op
+// opens a new one.
+func (m *Machine) retriedOpen(op *fsmpb.OpenSession, principal string) *session {
+	ttl := op.GetTtlNanos()
+	if ttl == 0 {
+		ttl = int64(rules.DefaultTTL)
+	}
+	nonce := op.GetNonce()
+	s := m.opens[nonce]
+	if nonce == 0 || s == nil || s.owner != op.GetOwner() || s.ttl != ttl || s.principal != principal {
+		return nil
+	}
+	if h, ok := ParseSecretHash(op.GetSecretHash()); !ok || h != s.secretHash {
+		return nil
+	}
+	return s
 }
 
 // noteNonce records that s was opened with nonce and reports true, unless

@@ -43,6 +43,9 @@ var (
 	// ErrHoldLost is returned by RenewHold for a hold that is unknown (it
 	// ended, or has no limit) or whose expiry is being proposed.
 	ErrHoldLost = errors.New("liveness: hold lost")
+	// ErrTooFast is returned by Admit for a keepalive over the session's
+	// rate.
+	ErrTooFast = errors.New("liveness: keepalives over the session's rate")
 )
 
 // RetryDelay is how long the tracker waits before proposing again a
@@ -55,6 +58,10 @@ type session struct {
 	blacklisted bool
 	expiring    bool
 	secret      fsm.SecretHash // what its keepalives and renewals must show
+	// paced is when the session's keepalives, one per interval of its
+	// rate, are paid up to (Admit): the generic cell rate algorithm's
+	// theoretical arrival time, a token bucket in one field.
+	paced time.Time
 }
 
 type waitKey struct {
@@ -323,6 +330,34 @@ func (t *Tracker) Check(id uint64, shown []byte) error {
 		return ErrSecretMismatch
 	}
 	return err
+}
+
+// Admit is Check for a keepalive that arrived at received, which it also
+// counts against the session's rate: perSecond keepalives a second on
+// average, as many at once (0: no bound). One over the rate gets
+// ErrTooFast, before the server spends a ReadIndex round on it; it changes
+// nothing, so a client that slows down is admitted again. The secret is
+// checked first: a stranger's keepalives do not spend the owner's rate.
+func (t *Tracker) Admit(id uint64, shown []byte, received time.Time, perSecond int) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, err := t.lookup(id)
+	if err == nil && !s.secret.Admits(shown) {
+		return ErrSecretMismatch
+	}
+	if err != nil || perSecond <= 0 {
+		return err
+	}
+	interval := time.Second / time.Duration(perSecond)
+	paced := s.paced
+	if paced.Before(received) {
+		paced = received
+	}
+	if paced.Sub(received) > time.Second-interval {
+		return ErrTooFast
+	}
+	s.paced = paced.Add(interval)
+	return nil
 }
 
 // Heartbeat extends session id to received+TTL, where received is the

@@ -248,3 +248,54 @@ func TestSecrets(t *testing.T) {
 	tr.Promote(2, m)
 	check("after a promotion")
 }
+
+// TestAdmitRate: a session's keepalives are admitted up to its rate, as
+// many at once, then one per interval; one over is refused without
+// changing anything, and each session has its own.
+func TestAdmitRate(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tr := NewManual(&recProposer{}, nil, func() time.Time { return now })
+	m := fsm.New()
+	idx := uint64(0)
+	open := func() uint64 {
+		idx++
+		cmd := &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{TtlNanos: int64(time.Minute), Owner: "o"}}}
+		res := m.Apply(idx, cmd)
+		tr.Applied(cmd, res)
+		return res.GetSessionId()
+	}
+	tr.Promote(1, m)
+	a, b := open(), open()
+	const rate = 50
+	admit := func(id uint64, at time.Duration) error { return tr.Admit(id, nil, now.Add(at), rate) }
+	for i := range rate {
+		if err := admit(a, 0); err != nil {
+			t.Fatalf("keepalive %d of %d at once: %v", i+1, rate, err)
+		}
+	}
+	if err := admit(a, 0); !errors.Is(err, ErrTooFast) {
+		t.Fatalf("keepalive %d at once: %v, want ErrTooFast", rate+1, err)
+	}
+	if err := admit(b, 0); err != nil {
+		t.Fatalf("another session's keepalive: %v", err)
+	}
+	// One interval (20 ms) later, one more; not two.
+	if err := admit(a, 20*time.Millisecond); err != nil {
+		t.Fatalf("keepalive an interval later: %v", err)
+	}
+	if err := admit(a, 20*time.Millisecond); !errors.Is(err, ErrTooFast) {
+		t.Fatalf("second keepalive an interval later: %v, want ErrTooFast", err)
+	}
+	// A second after the last, the whole burst again.
+	for i := range rate {
+		if err := admit(a, 1040*time.Millisecond); err != nil {
+			t.Fatalf("keepalive %d of %d a second later: %v", i+1, rate, err)
+		}
+	}
+	if err := tr.Admit(a, nil, now, 0); err != nil {
+		t.Fatalf("no rate: %v", err)
+	}
+	if err := admit(999, 0); !errors.Is(err, ErrSessionLost) {
+		t.Fatalf("unknown session: %v, want ErrSessionLost", err)
+	}
+}

@@ -64,6 +64,8 @@ var errorMap = []struct {
 	{raftnode.ErrNotLeader, codes.Unavailable, batonpb.Reason_NOT_LEADER},
 	{raftnode.ErrOutcomeUnknown, codes.Unavailable, batonpb.Reason_OUTCOME_UNKNOWN},
 	{raftnode.ErrOverloaded, codes.ResourceExhausted, batonpb.Reason_OVERLOADED},
+	{errTooManySessions, codes.ResourceExhausted, batonpb.Reason_TOO_MANY_SESSIONS},
+	{errKeepAliveRate, codes.ResourceExhausted, batonpb.Reason_OVERLOADED},
 	{raftnode.ErrStopped, codes.Unavailable, batonpb.Reason_NOT_LEADER},
 	{errMemberExists, codes.AlreadyExists, batonpb.Reason_REASON_UNSPECIFIED},
 	{errNoSuchMember, codes.NotFound, batonpb.Reason_REASON_UNSPECIFIED},

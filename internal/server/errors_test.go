@@ -49,6 +49,8 @@ func TestErrorMapping(t *testing.T) {
 		{fmt.Errorf("wrapped: %w", &raftnode.NotLeaderError{Leader: 7}), codes.Unavailable, batonpb.Reason_NOT_LEADER},
 		{raftnode.ErrOutcomeUnknown, codes.Unavailable, batonpb.Reason_OUTCOME_UNKNOWN},
 		{raftnode.ErrOverloaded, codes.ResourceExhausted, batonpb.Reason_OVERLOADED},
+		{fmt.Errorf("%w: 5 live", errTooManySessions), codes.ResourceExhausted, batonpb.Reason_TOO_MANY_SESSIONS},
+		{fmt.Errorf("%w: session 5", errKeepAliveRate), codes.ResourceExhausted, batonpb.Reason_OVERLOADED},
 		{liveness.ErrSessionLost, codes.NotFound, batonpb.Reason_SESSION_EXPIRED},
 		{context.DeadlineExceeded, codes.DeadlineExceeded, batonpb.Reason_REASON_UNSPECIFIED},
 		{errors.New("boom"), codes.Internal, batonpb.Reason_REASON_UNSPECIFIED},

@@ -28,6 +28,11 @@ func (s *Server) MetricsHandler() http.Handler {
 		if s.node.IsLeader() {
 			leader = 1
 		}
+		var conns int
+		var connsRefused uint64
+		if tl := s.clientConns.Load(); tl != nil {
+			conns, connsRefused = tl.open(), tl.refused.Load()
+		}
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		for _, g := range []struct {
 			name, help, kind string
@@ -38,8 +43,16 @@ func (s *Server) MetricsHandler() http.Handler {
 			{"baton_raft_commit_index", "highest log index known committed", "gauge", st.Commit},
 			{"baton_raft_applied_index", "highest log index applied to the state machine", "gauge", st.Applied},
 			{"baton_sessions", "live sessions", "gauge", uint64(sessions)},
+			{"baton_sessions_limit", "live sessions the leader admits at most (--max-sessions; 0: no limit)", "gauge", uint64(s.cfg.Limits.MaxSessions)},
+			{"baton_sessions_refused_total", "opens this member refused, leading, because the cluster had --max-sessions live sessions", "counter", s.sessionsRefused.Load()},
+			{"baton_keepalive_rate_limit", "keepalives a second one session may send (--max-keepalive-rate; 0: no limit)", "gauge", uint64(s.cfg.Limits.MaxKeepAliveRate)},
+			{"baton_keepalives_refused_total", "keepalives this member refused, leading, because their session sent more than --max-keepalive-rate a second", "counter", s.keepAlivesRefused.Load()},
 			{"baton_locks", "locks held or waited for", "gauge", uint64(locks)},
 			{"baton_watches", "Watch streams this member serves", "gauge", uint64(s.watches.active.Load())},
+			{"baton_client_connections", "connections open on the client port", "gauge", uint64(conns)},
+			{"baton_client_connections_limit", "connections the client port keeps open at most (--max-client-conns; 0: no limit)", "gauge", uint64(s.cfg.Limits.MaxClientConns)},
+			{"baton_client_connections_refused_total", "connections closed as soon as accepted because --max-client-conns were open", "counter", connsRefused},
+			{"baton_client_handshakes_failed_total", "connections closed before they showed gRPC or HTTP/1 within --conn-handshake-timeout (silent, a TLS handshake not done, HTTP/2 without a gRPC call)", "counter", s.handshakesFailed.Load()},
 			{"baton_raft_readies_total", "Ready structs handled", "counter", m.Readies},
 			{"baton_proposals_total", "commands proposed by this member", "counter", m.Proposals},
 			{"baton_propose_batches_total", "MsgProp batches: proposals_total/propose_batches_total is the mean batch", "counter", m.ProposeBatches},

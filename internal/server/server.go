@@ -56,7 +56,9 @@ type Config struct {
 	// CasRelease, membership changes); other clients get
 	// PERMISSION_DENIED. Empty: any client may.
 	Operators []string
-	Logger    *slog.Logger
+	// Limits bound what clients may take of this member (limits.go).
+	Limits Limits
+	Logger *slog.Logger
 }
 
 // Server implements batonpb.BatonServer and raftnode.Observer.
@@ -77,6 +79,17 @@ type Server struct {
 
 	// Sessions streams' batching, for /metrics.
 	muxMessages, muxResponses atomic.Uint64
+	// clientConns is the client port's listener once Serve started.
+	clientConns atomic.Pointer[trackedListener]
+	// handshakesFailed counts client connections closed before they
+	// showed gRPC or HTTP/1 in time.
+	handshakesFailed atomic.Uint64
+	// opens are the opens in flight that hold a place under
+	// Limits.MaxSessions; sessionsRefused counts those refused for it.
+	opens           openSlots
+	sessionsRefused atomic.Uint64
+	// keepAlivesRefused counts keepalives over Limits.MaxKeepAliveRate.
+	keepAlivesRefused atomic.Uint64
 }
 
 // New returns a Server. Attach gives it its node before it serves.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -30,7 +31,7 @@ func (s *Server) openSession(ctx context.Context, r *batonpb.OpenSessionRequest)
 	if cmd.Principal, err = s.principal(ctx); err != nil {
 		return nil, err
 	}
-	res, err := s.propose(ctx, cmd)
+	res, err := s.proposeOpen(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +62,10 @@ func (s *Server) keepAlive(ctx context.Context, id uint64, shown []byte) (*baton
 	if _, err := s.principal(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.tracker.Check(id, shown); err != nil {
+	if err := s.admitKeepAlive(id, shown, received); err != nil {
+		if errors.Is(err, errKeepAliveRate) {
+			return nil, err
+		}
 		return nil, s.leaderOr(err)
 	}
 	if err := s.node.ReadBarrier(ctx); err != nil {

@@ -1,0 +1,443 @@
+package embed
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/internal/fsm"
+	"github.com/batonlock/baton/internal/testpki"
+)
+
+// TestClientConnLimit: with MaxClientConns open, the member closes a new
+// connection as soon as it accepts it, counts it in /metrics, and admits
+// one again once a connection closed (issue 23: idle connections used to
+// take every file descriptor until the member could not write its log).
+func TestClientConnLimit(t *testing.T) {
+	c := newTestClusterWith(t, 1, func(_ int, cfg *Config) { cfg.MaxClientConns = 2 })
+	c.waitLeader()
+	addr := c.members[0].ClientAddr()
+	// Accepted in the order they connected: a and the next take both
+	// places.
+	a := dial(t, addr)
+	dial(t, addr)
+	over := dial(t, addr)
+	if !closedByMember(t, over) {
+		t.Fatal("a connection over MaxClientConns stayed open")
+	}
+	// a asks for the metrics and is closed after the answer; by the time
+	// its end reaches this side the member has given its place back.
+	metrics := httpGet(t, a, "/metrics")
+	for _, want := range []string{"baton_client_connections 2\n", "baton_client_connections_limit 2\n", "baton_client_connections_refused_total 1\n"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
+		}
+	}
+	if got := httpGet(t, dial(t, addr), "/v1/status"); !strings.HasPrefix(got, "HTTP/1.1 200") {
+		t.Fatalf("a connection after one closed: %.80q", got)
+	}
+}
+
+// TestConnTimeouts: the member closes a client connection that has not
+// shown whether it speaks gRPC or HTTP/1 within ConnHandshakeTimeout (its
+// TLS handshake included), an HTTP request whose header has not come in
+// that time, and connections idle for ConnIdleTimeout. Before, a silent
+// connection stayed for as long as its client wanted (issue 23).
+func TestConnTimeouts(t *testing.T) {
+	short := func(_ int, cfg *Config) {
+		cfg.ConnHandshakeTimeout = 200 * time.Millisecond
+		cfg.ConnIdleTimeout = 200 * time.Millisecond
+	}
+	t.Run("plain", func(t *testing.T) {
+		c := newTestClusterWith(t, 1, short)
+		c.waitLeader()
+		addr := c.members[0].ClientAddr()
+		cases := []struct {
+			name string
+			send string
+		}{
+			{"silent", ""},
+			// A gRPC client that connected but made no call: the client
+			// preface and an empty SETTINGS frame.
+			{"HTTP/2 without a call", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"},
+			{"HTTP/1 header unfinished", "GET /v1/status HTTP/1.1\r\nHost: member\r\n"},
+		}
+		for _, tc := range cases {
+			conn := dial(t, addr)
+			if _, err := io.WriteString(conn, tc.send); err != nil {
+				t.Fatal(err)
+			}
+			if !closedByMember(t, conn) {
+				t.Errorf("%s: the connection stayed open", tc.name)
+			}
+		}
+
+		// Idle HTTP/1 keep-alive connection, after an answer.
+		conn := dial(t, addr)
+		if _, err := io.WriteString(conn, "GET /v1/status HTTP/1.1\r\nHost: member\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		if !closedByMember(t, conn) {
+			t.Error("an idle HTTP/1 keep-alive connection stayed open")
+		}
+
+		// Idle gRPC connection, after a call: GOAWAY, and the client's
+		// channel leaves READY.
+		gc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer gc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := batonpb.NewBatonClient(gc).Status(ctx, &batonpb.StatusRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		if st := gc.GetState(); st != connectivity.Ready || !gc.WaitForStateChange(ctx, st) {
+			t.Errorf("an idle gRPC connection stayed %v", gc.GetState())
+		}
+
+		metrics := httpGet(t, dial(t, addr), "/metrics")
+		if !strings.Contains(metrics, "baton_client_handshakes_failed_total 2\n") {
+			t.Errorf("/metrics does not count the silent and the HTTP/2 connection:\n%s", grep(metrics, "handshakes"))
+		}
+	})
+	t.Run("TLS", func(t *testing.T) {
+		pki, err := testpki.New(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newTestClusterWith(t, 1, func(i int, cfg *Config) {
+			short(i, cfg)
+			cfg.ClientTLS = pki.ServerConfig()
+		})
+		c.waitLeader()
+		addr := c.members[0].ClientAddr()
+		silent := dial(t, addr)
+		// The start of a ClientHello record that never ends.
+		partial := dial(t, addr)
+		if _, err := partial.Write([]byte{0x16, 0x03, 0x01, 0x01, 0x00, 0x01}); err != nil {
+			t.Fatal(err)
+		}
+		done, err := tls.Dial("tcp", addr, pki.ClientConfig(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer done.Close()
+		for name, conn := range map[string]net.Conn{"silent": silent, "ClientHello unfinished": partial, "handshake done, nothing sent": done} {
+			if !closedByMember(t, conn) {
+				t.Errorf("%s: the connection stayed open", name)
+			}
+		}
+	})
+}
+
+// grep returns the lines of s that contain substr.
+func grep(s, substr string) string {
+	var out []string
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, substr) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "")
+}
+
+// dial connects to addr; the test's end closes the connection.
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// closedByMember reads conn until the member closes it and reports true,
+// or false if it stayed open for 5 s (a bound for the failure only: the
+// member closes it at once, or after a timeout the test set far lower).
+func closedByMember(t *testing.T, conn net.Conn) bool {
+	t.Helper()
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 512)
+	for {
+		if _, err := conn.Read(buf); err != nil {
+			ne, ok := err.(net.Error)
+			return !ok || !ne.Timeout()
+		}
+	}
+}
+
+// httpGet sends GET path on conn with "Connection: close" and returns the
+// whole answer, status line first, once the member closed the connection.
+func httpGet(t *testing.T, conn net.Conn, path string) string {
+	t.Helper()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(conn, "GET "+path+" HTTP/1.1\r\nHost: member\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	// The member closes after the answer ("Connection: close").
+	if !closedByMember(t, conn) {
+		t.Fatalf("GET %s: the member kept the connection open after answering", path)
+	}
+	return resp.Proto + " " + resp.Status + "\n" + string(body)
+}
+
+func TestDefaultMaxClientConns(t *testing.T) {
+	tests := []struct {
+		nofile uint64
+		want   int
+	}{
+		{20000, 10000}, // this project's test machines: the ceiling
+		{10240, 9216},
+		{4096, 3072},
+		{2048, 1024}, // from here on half, so clients still get some
+		{1024, 512},
+		{1, 1},
+		{0, 1},
+		{^uint64(0), 10000}, // RLIM_INFINITY
+	}
+	for _, tt := range tests {
+		if got := DefaultMaxClientConns(tt.nofile); got != tt.want {
+			t.Errorf("DefaultMaxClientConns(%d) = %d, want %d", tt.nofile, got, tt.want)
+		}
+	}
+}
+
+// TestMaxSessions: with MaxSessions 50, of 70 opens at once exactly 50
+// open, a 71st is refused with RESOURCE_EXHAUSTED
+// (TOO_MANY_SESSIONS, 429 over HTTP, the client's ErrTooManySessions),
+// and the first 50 live on; a retried open of a live session is no new
+// session, and a place freed is open again (issue 23: one client opened
+// 200,000 sessions in 36 s).
+func TestMaxSessions(t *testing.T) {
+	const limit = 50
+	c := newTestClusterWith(t, 1, func(_ int, cfg *Config) { cfg.MaxSessions = limit })
+	c.waitLeader()
+	// Opens with a nonce wait for the log version the new leader raises
+	// after its election (until then the member answers NOT_LEADER).
+	for deadline := time.Now().Add(10 * time.Second); c.members[0].Node().LogVersion() < fsm.LogVersion; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("log version %d after 10 s, want %d", c.members[0].Node().LogVersion(), fsm.LogVersion)
+		}
+	}
+	addr := c.members[0].ClientAddr()
+	api := c.client(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ttl := durationpb.New(time.Minute)
+	open := func(nonce uint64) (uint64, error) {
+		resp, err := api.OpenSession(ctx, &batonpb.OpenSessionRequest{Ttl: ttl, Owner: "limits", Nonce: nonce, Secret: testSecret})
+		return resp.GetSessionId(), err
+	}
+
+	// More opens at once than there are places.
+	var (
+		mu      sync.Mutex
+		ids     []uint64
+		byNonce = map[uint64]uint64{}
+		refused int
+		wg      sync.WaitGroup
+	)
+	for i := range limit + 20 {
+		wg.Go(func() {
+			nonce := uint64(i + 1)
+			id, err := open(nonce)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				ids = append(ids, id)
+				byNonce[nonce] = id
+			case status.Code(err) == codes.ResourceExhausted:
+				refused++
+			default:
+				t.Errorf("open: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(ids) != limit || refused != 20 {
+		t.Fatalf("%d opens at once with %d places: %d opened, %d refused", limit+20, limit, len(ids), refused)
+	}
+	_, err := open(2000)
+	st := status.Convert(err)
+	if st.Code() != codes.ResourceExhausted || reasonOf(st) != batonpb.Reason_TOO_MANY_SESSIONS.String() || !strings.Contains(st.Message(), "--max-sessions") {
+		t.Fatalf("one more open: %v (reason %q), want RESOURCE_EXHAUSTED, TOO_MANY_SESSIONS, naming --max-sessions", err, reasonOf(st))
+	}
+	cl, err := baton.Dial(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.NewSession(ctx); !errors.Is(err, baton.ErrTooManySessions) {
+		t.Fatalf("the client's NewSession over the limit: %v, want ErrTooManySessions", err)
+	}
+	resp, err := http.Post("http://"+addr+"/v1/sessions", "application/json", strings.NewReader(`{"ttl":"60s"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("HTTP open over the limit: %s, want 429", resp.Status)
+	}
+
+	// A retry of an open that made a live session answers that session.
+	for nonce, want := range byNonce {
+		if id, err := open(nonce); err != nil || id != want {
+			t.Fatalf("retried open of live session %d: session %d, %v", want, id, err)
+		}
+		break
+	}
+	// The first 50 live on.
+	for _, id := range ids {
+		if _, err := api.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: id, Secret: testSecret}); err != nil {
+			t.Fatalf("keepalive of session %d: %v", id, err)
+		}
+	}
+	ls, err := api.ListSessions(ctx, &batonpb.ListSessionsRequest{})
+	if err != nil || len(ls.GetSessions()) != limit {
+		t.Fatalf("%d live sessions (%v), want %d", len(ls.GetSessions()), err, limit)
+	}
+	// A place freed is open again.
+	if _, err := api.CloseSession(ctx, &batonpb.CloseSessionRequest{SessionId: ids[0], Secret: testSecret}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open(3000); err != nil {
+		t.Fatalf("open after a close: %v", err)
+	}
+	metrics := httpGet(t, dial(t, addr), "/metrics")
+	for _, want := range []string{"baton_sessions 50\n", "baton_sessions_limit 50\n"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
+		}
+	}
+	if strings.Contains(metrics, "baton_sessions_refused_total 0\n") {
+		t.Error("/metrics counts no refused open")
+	}
+}
+
+// reasonOf is the Reason of st's ErrorInfo, if any.
+func reasonOf(st *status.Status) string {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetReason()
+		}
+	}
+	return ""
+}
+
+// TestKeepAliveRate: a session's keepalives over MaxKeepAliveRate are
+// refused with RESOURCE_EXHAUSTED (OVERLOADED) naming the flag, and the
+// session lives on.
+func TestKeepAliveRate(t *testing.T) {
+	c := newTestClusterWith(t, 1, func(_ int, cfg *Config) { cfg.MaxKeepAliveRate = 1 })
+	c.waitLeader()
+	api := c.client(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := api.OpenSession(ctx, &batonpb.OpenSessionRequest{Ttl: durationpb.New(time.Minute), Secret: testSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := s.GetSessionId()
+	// One a second is admitted: of 100 in a row (each a round trip of a
+	// millisecond or so), one is refused long before the end.
+	var refusal error
+	for range 100 {
+		if _, err := api.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: id, Secret: testSecret}); err != nil {
+			refusal = err
+			break
+		}
+	}
+	st := status.Convert(refusal)
+	if st.Code() != codes.ResourceExhausted || reasonOf(st) != batonpb.Reason_OVERLOADED.String() || !strings.Contains(st.Message(), "--max-keepalive-rate") {
+		t.Fatalf("100 keepalives in a row at a rate of 1 a second: %v (reason %q), want RESOURCE_EXHAUSTED, OVERLOADED, naming --max-keepalive-rate",
+			refusal, reasonOf(st))
+	}
+	if ls, err := api.ListSessions(ctx, &batonpb.ListSessionsRequest{}); err != nil || len(ls.GetSessions()) != 1 {
+		t.Fatalf("sessions after the refusal: %v, %v", ls.GetSessions(), err)
+	}
+	if metrics := httpGet(t, dial(t, c.members[0].ClientAddr()), "/metrics"); strings.Contains(metrics, "baton_keepalives_refused_total 0\n") {
+		t.Error("/metrics counts no refused keepalive")
+	}
+}
+
+// TestHTTPErrors: over HTTP/JSON a method the path does not take is 405
+// with the methods it does in Allow, and a body over the limit on one
+// request is 413 (they were 501 and 400).
+func TestHTTPErrors(t *testing.T) {
+	c := newTestCluster(t, 1)
+	c.waitLeader()
+	base := "http://" + c.members[0].ClientAddr()
+	do := func(method, path, body string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	for _, tt := range []struct {
+		method, path, allow string
+	}{
+		{"GET", "/v1/locks/acquire", "POST"},
+		{"DELETE", "/v1/sessions", "GET, POST"},
+		{"PUT", "/v1/sessions/7/keepalive", "POST"},
+	} {
+		resp := do(tt.method, tt.path, "")
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != tt.allow {
+			t.Errorf("%s %s: %s, Allow %q; want 405, Allow %q", tt.method, tt.path, resp.Status, resp.Header.Get("Allow"), tt.allow)
+		}
+	}
+	// A body of 2 MiB: a name far over the limit, in valid JSON.
+	big := `{"name":"` + strings.Repeat("x", 2<<20) + `"}`
+	if resp := do("POST", "/v1/locks/acquire", big); resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("POST of %d bytes: %s, want 413", len(big), resp.Status)
+	}
+	// Unchanged: an unknown path, and a small bad body.
+	if resp := do("GET", "/v1/nope", ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /v1/nope: %s, want 404", resp.Status)
+	}
+	if resp := do("POST", "/v1/locks/acquire", `{"name":`); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("POST of a cut-off JSON body: %s, want 400", resp.Status)
+	}
+}
