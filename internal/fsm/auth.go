@@ -147,32 +147,17 @@ func (m *Machine) HasUser(name string) bool { return m.auth.users[name] != nil }
 // itself: a grant over "jobs/" covers "jobs/42" and the prefix "jobs/x").
 // While authentication is off everything is allowed.
 func (m *Machine) Allowed(principal, name string, p Perm) bool {
-	if !m.auth.enabled {
-		return true
-	}
-	u := m.auth.users[principal]
-	if u == nil {
-		return false
-	}
-	for _, r := range u.roles {
-		if r == RootRole {
-			return true
-		}
-		ro := m.auth.roles[r]
-		if ro == nil {
-			continue
-		}
-		for _, g := range ro.perms {
-			if Perm(g.GetPerms())&p == p && strings.HasPrefix(name, g.GetPrefix()) {
-				return true
-			}
-		}
-	}
-	return false
+	return m.permits(principal, p, func(prefix string) bool { return strings.HasPrefix(name, prefix) })
 }
 
 // allowedSomewhere reports whether principal has p over some prefix.
 func (m *Machine) allowedSomewhere(principal string, p Perm) bool {
+	return m.permits(principal, p, func(string) bool { return true })
+}
+
+// permits reports whether one of principal's roles grants p over a
+// prefix for which covers is true.
+func (m *Machine) permits(principal string, p Perm, covers func(prefix string) bool) bool {
 	if !m.auth.enabled {
 		return true
 	}
@@ -186,7 +171,7 @@ func (m *Machine) allowedSomewhere(principal string, p Perm) bool {
 		}
 		if ro := m.auth.roles[r]; ro != nil {
 			for _, g := range ro.perms {
-				if Perm(g.GetPerms())&p == p {
+				if Perm(g.GetPerms())&p == p && covers(g.GetPrefix()) {
 					return true
 				}
 			}
