@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +106,19 @@ func TestMembershipChanges(t *testing.T) {
 	}
 	if _, err := cl.RemoveMember(ctx, &batonpb.RemoveMemberRequest{Name: c.cfgs[gone].Name}); code(err) != codes.NotFound {
 		t.Fatalf("removing it twice: %v", err)
+	}
+	// Every change that applied is in the audit, once.
+	audit, err := cl.Audit(ctx, &batonpb.AuditRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, e := range audit.GetEntries() {
+		actions = append(actions, e.GetAction())
+	}
+	want := []string{`added member "n4" at ` + peerAddr + ` as a learner`, `promoted member "n4" to a voter`, fmt.Sprintf("removed member %q", c.cfgs[gone].Name)}
+	if !slices.Equal(actions, want) {
+		t.Fatalf("audit %q, want %q", actions, want)
 	}
 	c.stop(gone)
 	c.stop(lead)

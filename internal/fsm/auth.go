@@ -228,7 +228,7 @@ func (m *Machine) authorize(cmd *fsmpb.Command, s *session) *Error {
 		}
 	case *fsmpb.Command_CasRelease:
 		return need(op.CasRelease.GetLock(), PermAdmin)
-	case *fsmpb.Command_BlacklistSession, *fsmpb.Command_AuthChange:
+	case *fsmpb.Command_BlacklistSession, *fsmpb.Command_AuthChange, *fsmpb.Command_AuditNote:
 		return need("", PermAdmin)
 	}
 	return nil

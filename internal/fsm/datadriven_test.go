@@ -94,6 +94,11 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		return h.apply(&fsmpb.Command{Op: &fsmpb.Command_AuthChange{AuthChange: op}})
 
+	case "audit-note":
+		// Example: audit-note action=(removed member "n2") as=root
+		a, _ := d.Arg("action")
+		return h.apply(&fsmpb.Command{Op: &fsmpb.Command_AuditNote{AuditNote: &fsmpb.AuditNote{Action: strings.Join(a.Vals, ", ")}}})
+
 	case "auth-state":
 		// Example: auth-state
 		// Prints AuthState (users, their roles, roles and permissions)

@@ -223,6 +223,8 @@ func (m *Machine) dispatch(a *apply, cmd *fsmpb.Command, s *session) {
 		m.setLogVersion(a, op.SetLogVersion)
 	case *fsmpb.Command_AuthChange:
 		m.applyAuthChange(a, cmd.GetPrincipal(), op.AuthChange)
+	case *fsmpb.Command_AuditNote:
+		m.audit(a, cmd.GetPrincipal(), op.AuditNote.GetAction())
 	default:
 		a.refuse(errorf(fsmpb.Error_ERROR_INVALID_ARGUMENT, "unknown operation %T", op))
 	}

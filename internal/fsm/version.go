@@ -18,7 +18,7 @@ import (
 //	   AcquireMany.hold_limit_nanos, SetLogVersion and Snapshot.log_version.
 //	3: session secrets: OpenSession.secret_hash, Command.secret_hash (and
 //	   Session.secret_hash in snapshots).
-//	4: authentication: Command.principal, AuthChange (and
+//	4: authentication: Command.principal, AuthChange, AuditNote (and
 //	   Session.principal, Snapshot.auth and Snapshot.audit in snapshots).
 //
 // A field added to a log or snapshot message needs a new version here, and
@@ -49,7 +49,7 @@ func (m *Machine) setLogVersion(a *apply, op *fsmpb.SetLogVersion) {
 // newest version that added a field cmd sets (for SetLogVersion, at least
 // the version it sets).
 func VersionNeeded(cmd *fsmpb.Command) uint32 {
-	if cmd.GetPrincipal() != "" || cmd.GetAuthChange() != nil {
+	if cmd.GetPrincipal() != "" || cmd.GetAuthChange() != nil || cmd.GetAuditNote() != nil {
 		return 4
 	}
 	if len(cmd.GetSecretHash()) > 0 {
@@ -108,6 +108,8 @@ func ForLogVersion(cmd *fsmpb.Command, v uint32) error {
 		what = "a hold limit on a set of locks"
 	case cmd.GetAuthChange() != nil:
 		what = "a change of users, roles or permissions"
+	case cmd.GetAuditNote() != nil:
+		what = "an audit record"
 	}
 	return fmt.Errorf("%s needs log version %d and the cluster's is %d: a member runs an older release, "+
 		"or has not been heard from since the leader started (upgrade every member; `baton member list` shows each one's version)",

@@ -12,6 +12,7 @@ import (
 	"github.com/batonlock/baton/api/batonpb"
 	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm"
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
 	"github.com/batonlock/baton/internal/raftnode"
 )
 
@@ -52,7 +53,8 @@ func (s *Server) memberID(name string) uint64 {
 
 // AddMember implements batonpb.BatonServer.
 func (s *Server) AddMember(ctx context.Context, r *batonpb.AddMemberRequest) (*batonpb.AddMemberResponse, error) {
-	if err := s.memberAdmin(ctx, "AddMember"); err != nil {
+	who, err := s.memberAdmin(ctx, "AddMember")
+	if err != nil {
 		return nil, err
 	}
 	if err := checkMemberName(r.GetName()); err != nil {
@@ -90,6 +92,11 @@ func (s *Server) AddMember(ctx context.Context, r *batonpb.AddMemberRequest) (*b
 		return nil, s.toStatus(err)
 	}
 	s.log.Info("member added", "name", r.GetName(), "peer_addr", r.GetPeerAddr(), "learner", r.GetLearner())
+	kind := "a voter"
+	if r.GetLearner() {
+		kind = "a learner"
+	}
+	s.auditMembership(ctx, who, fmt.Sprintf("added member %q at %s as %s", r.GetName(), r.GetPeerAddr(), kind))
 	out := &batonpb.AddMemberResponse{Members: s.wireMembers()}
 	var parts []string
 	for _, m := range out.Members {
@@ -101,7 +108,8 @@ func (s *Server) AddMember(ctx context.Context, r *batonpb.AddMemberRequest) (*b
 
 // PromoteMember implements batonpb.BatonServer.
 func (s *Server) PromoteMember(ctx context.Context, r *batonpb.PromoteMemberRequest) (*batonpb.PromoteMemberResponse, error) {
-	if err := s.memberAdmin(ctx, "PromoteMember"); err != nil {
+	who, err := s.memberAdmin(ctx, "PromoteMember")
+	if err != nil {
 		return nil, err
 	}
 	id, ms, err := s.existingMember(ctx, r.GetName())
@@ -123,12 +131,14 @@ func (s *Server) PromoteMember(ctx context.Context, r *batonpb.PromoteMemberRequ
 		return nil, s.toStatus(err)
 	}
 	s.log.Info("member promoted", "name", r.GetName())
+	s.auditMembership(ctx, who, fmt.Sprintf("promoted member %q to a voter", r.GetName()))
 	return &batonpb.PromoteMemberResponse{Members: s.wireMembers()}, nil
 }
 
 // RemoveMember implements batonpb.BatonServer.
 func (s *Server) RemoveMember(ctx context.Context, r *batonpb.RemoveMemberRequest) (*batonpb.RemoveMemberResponse, error) {
-	if err := s.memberAdmin(ctx, "RemoveMember"); err != nil {
+	who, err := s.memberAdmin(ctx, "RemoveMember")
+	if err != nil {
 		return nil, err
 	}
 	id, ms, err := s.existingMember(ctx, r.GetName())
@@ -143,6 +153,7 @@ func (s *Server) RemoveMember(ctx context.Context, r *batonpb.RemoveMemberReques
 		return nil, s.toStatus(err)
 	}
 	s.log.Info("member removed", "name", r.GetName())
+	s.auditMembership(ctx, who, fmt.Sprintf("removed member %q", r.GetName()))
 	return &batonpb.RemoveMemberResponse{Members: s.wireMembers()}, nil
 }
 
@@ -151,12 +162,25 @@ var errNotCaughtUp = errors.New("learner not caught up")
 // memberAdmin refuses a membership change unless the caller may make it:
 // an operator, or with authentication on, a user with admin over every
 // name.
-func (s *Server) memberAdmin(ctx context.Context, op string) error {
+func (s *Server) memberAdmin(ctx context.Context, op string) (string, error) {
 	who, err := s.operator(ctx, op)
 	if err == nil && s.authView().enabled {
 		s.node.View(func(m *fsm.Machine) { err = may(m, who, "", fsm.PermAdmin) })
 	}
-	return s.toStatus(err)
+	return who, s.toStatus(err)
+}
+
+// auditMembership records a membership change that applied in the audit.
+// The change is a Raft configuration change, not a command, so the note
+// follows it in an entry of its own: a leader that fails between the two
+// leaves the change unrecorded (the member's log line says it).
+func (s *Server) auditMembership(ctx context.Context, who, action string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), proposeTimeout)
+	defer cancel()
+	note := &fsmpb.Command{Principal: who, Op: &fsmpb.Command_AuditNote{AuditNote: &fsmpb.AuditNote{Action: action}}}
+	if _, err := s.propose(ctx, note); err != nil {
+		s.log.Warn("membership change not recorded in the audit", "action", action, "err", err)
+	}
 }
 
 // existingMember checks a request naming a current member, on the leader

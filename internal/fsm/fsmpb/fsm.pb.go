@@ -249,7 +249,7 @@ func (x AuthChange_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AuthChange_Kind.Descriptor instead.
 func (AuthChange_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{8, 0}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{9, 0}
 }
 
 // Command is the payload of one log entry.
@@ -296,6 +296,7 @@ type Command struct {
 	//	*Command_ExpireHold
 	//	*Command_SetLogVersion
 	//	*Command_AuthChange
+	//	*Command_AuditNote
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -502,6 +503,15 @@ func (x *Command) GetAuthChange() *AuthChange {
 	return nil
 }
 
+func (x *Command) GetAuditNote() *AuditNote {
+	if x != nil {
+		if x, ok := x.Op.(*Command_AuditNote); ok {
+			return x.AuditNote
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -554,6 +564,10 @@ type Command_AuthChange struct {
 	AuthChange *AuthChange `protobuf:"bytes,21,opt,name=auth_change,json=authChange,proto3,oneof"`
 }
 
+type Command_AuditNote struct {
+	AuditNote *AuditNote `protobuf:"bytes,22,opt,name=audit_note,json=auditNote,proto3,oneof"`
+}
+
 func (*Command_OpenSession) isCommand_Op() {}
 
 func (*Command_CloseSession) isCommand_Op() {}
@@ -577,6 +591,8 @@ func (*Command_ExpireHold) isCommand_Op() {}
 func (*Command_SetLogVersion) isCommand_Op() {}
 
 func (*Command_AuthChange) isCommand_Op() {}
+
+func (*Command_AuditNote) isCommand_Op() {}
 
 // OpenSession creates a session. Its id is the index of this entry.
 type OpenSession struct {
@@ -1003,6 +1019,53 @@ func (x *SetLogVersion) GetVersion() uint32 {
 	return 0
 }
 
+// AuditNote records in the audit an admin action that is not a command
+// of its own (a membership change, a Raft configuration change): the
+// member that made it proposes the note once the change applied.
+type AuditNote struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Action        string                 `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditNote) Reset() {
+	*x = AuditNote{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditNote) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditNote) ProtoMessage() {}
+
+func (x *AuditNote) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditNote.ProtoReflect.Descriptor instead.
+func (*AuditNote) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AuditNote) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
 // AuthChange changes who may do what (AuthState). With authentication on,
 // only a principal with admin over every name (the prefix "") may make
 // one.
@@ -1020,7 +1083,7 @@ type AuthChange struct {
 
 func (x *AuthChange) Reset() {
 	*x = AuthChange{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1032,7 +1095,7 @@ func (x *AuthChange) String() string {
 func (*AuthChange) ProtoMessage() {}
 
 func (x *AuthChange) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1045,7 +1108,7 @@ func (x *AuthChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthChange.ProtoReflect.Descriptor instead.
 func (*AuthChange) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{8}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AuthChange) GetKind() AuthChange_Kind {
@@ -1110,7 +1173,7 @@ type AcquireMany struct {
 
 func (x *AcquireMany) Reset() {
 	*x = AcquireMany{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1185,7 @@ func (x *AcquireMany) String() string {
 func (*AcquireMany) ProtoMessage() {}
 
 func (x *AcquireMany) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1198,7 @@ func (x *AcquireMany) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireMany.ProtoReflect.Descriptor instead.
 func (*AcquireMany) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{9}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AcquireMany) GetLocks() []string {
@@ -1193,7 +1256,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1205,7 +1268,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1218,7 +1281,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{10}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Release) GetLock() string {
@@ -1255,7 +1318,7 @@ type CasRelease struct {
 
 func (x *CasRelease) Reset() {
 	*x = CasRelease{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1267,7 +1330,7 @@ func (x *CasRelease) String() string {
 func (*CasRelease) ProtoMessage() {}
 
 func (x *CasRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1280,7 +1343,7 @@ func (x *CasRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CasRelease.ProtoReflect.Descriptor instead.
 func (*CasRelease) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{11}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CasRelease) GetLock() string {
@@ -1332,7 +1395,7 @@ type CancelWait struct {
 
 func (x *CancelWait) Reset() {
 	*x = CancelWait{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1407,7 @@ func (x *CancelWait) String() string {
 func (*CancelWait) ProtoMessage() {}
 
 func (x *CancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1420,7 @@ func (x *CancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWait.ProtoReflect.Descriptor instead.
 func (*CancelWait) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{12}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CancelWait) GetLock() string {
@@ -1425,7 +1488,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1500,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1513,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Result) GetError() Error {
@@ -1537,7 +1600,7 @@ type AcquireOutcome struct {
 
 func (x *AcquireOutcome) Reset() {
 	*x = AcquireOutcome{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +1612,7 @@ func (x *AcquireOutcome) String() string {
 func (*AcquireOutcome) ProtoMessage() {}
 
 func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +1625,7 @@ func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireOutcome.ProtoReflect.Descriptor instead.
 func (*AcquireOutcome) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AcquireOutcome) GetLock() string {
@@ -1621,7 +1684,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1633,7 +1696,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1646,7 +1709,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Grant) GetSessionId() uint64 {
@@ -1699,7 +1762,7 @@ type HoldEnded struct {
 
 func (x *HoldEnded) Reset() {
 	*x = HoldEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1711,7 +1774,7 @@ func (x *HoldEnded) String() string {
 func (*HoldEnded) ProtoMessage() {}
 
 func (x *HoldEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1724,7 +1787,7 @@ func (x *HoldEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldEnded.ProtoReflect.Descriptor instead.
 func (*HoldEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HoldEnded) GetSessionId() uint64 {
@@ -1768,7 +1831,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1780,7 +1843,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1793,7 +1856,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WaitEnded) GetSessionId() uint64 {
@@ -1845,7 +1908,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1857,7 +1920,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1870,7 +1933,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Snapshot) GetAppliedIndex() uint64 {
@@ -1942,7 +2005,7 @@ type AuthState struct {
 
 func (x *AuthState) Reset() {
 	*x = AuthState{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1954,7 +2017,7 @@ func (x *AuthState) String() string {
 func (*AuthState) ProtoMessage() {}
 
 func (x *AuthState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1967,7 +2030,7 @@ func (x *AuthState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthState.ProtoReflect.Descriptor instead.
 func (*AuthState) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AuthState) GetEnabled() bool {
@@ -2002,7 +2065,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2014,7 +2077,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2027,7 +2090,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *User) GetName() string {
@@ -2061,7 +2124,7 @@ type Role struct {
 
 func (x *Role) Reset() {
 	*x = Role{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2073,7 +2136,7 @@ func (x *Role) String() string {
 func (*Role) ProtoMessage() {}
 
 func (x *Role) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2086,7 +2149,7 @@ func (x *Role) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Role.ProtoReflect.Descriptor instead.
 func (*Role) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Role) GetName() string {
@@ -2113,7 +2176,7 @@ type Permission struct {
 
 func (x *Permission) Reset() {
 	*x = Permission{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2125,7 +2188,7 @@ func (x *Permission) String() string {
 func (*Permission) ProtoMessage() {}
 
 func (x *Permission) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2138,7 +2201,7 @@ func (x *Permission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permission.ProtoReflect.Descriptor instead.
 func (*Permission) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Permission) GetPrefix() string {
@@ -2168,7 +2231,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2180,7 +2243,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2193,7 +2256,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AuditRecord) GetIndex() uint64 {
@@ -2246,7 +2309,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2258,7 +2321,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2271,7 +2334,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Member) GetId() uint64 {
@@ -2328,7 +2391,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2340,7 +2403,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2353,7 +2416,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Session) GetId() uint64 {
@@ -2448,7 +2511,7 @@ type CachedResult struct {
 
 func (x *CachedResult) Reset() {
 	*x = CachedResult{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2460,7 +2523,7 @@ func (x *CachedResult) String() string {
 func (*CachedResult) ProtoMessage() {}
 
 func (x *CachedResult) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2473,7 +2536,7 @@ func (x *CachedResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CachedResult.ProtoReflect.Descriptor instead.
 func (*CachedResult) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CachedResult) GetSeq() uint64 {
@@ -2510,7 +2573,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2522,7 +2585,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2535,7 +2598,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Lock) GetName() string {
@@ -2583,7 +2646,7 @@ type Holder struct {
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2595,7 +2658,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2608,7 +2671,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Holder) GetSessionId() uint64 {
@@ -2690,7 +2753,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2702,7 +2765,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2715,7 +2778,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Waiter) GetSessionId() uint64 {
@@ -2778,7 +2841,7 @@ var File_internal_fsm_fsmpb_fsm_proto protoreflect.FileDescriptor
 
 const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\n" +
-	"\x1cinternal/fsm/fsmpb/fsm.proto\x12\fbaton.fsm.v1\"\x8c\b\n" +
+	"\x1cinternal/fsm/fsmpb/fsm.proto\x12\fbaton.fsm.v1\"\xc6\b\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x10\n" +
@@ -2807,7 +2870,9 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"expireHold\x12E\n" +
 	"\x0fset_log_version\x18\x14 \x01(\v2\x1b.baton.fsm.v1.SetLogVersionH\x00R\rsetLogVersion\x12;\n" +
 	"\vauth_change\x18\x15 \x01(\v2\x18.baton.fsm.v1.AuthChangeH\x00R\n" +
-	"authChangeB\x04\n" +
+	"authChange\x128\n" +
+	"\n" +
+	"audit_note\x18\x16 \x01(\v2\x17.baton.fsm.v1.AuditNoteH\x00R\tauditNoteB\x04\n" +
 	"\x02op\"w\n" +
 	"\vOpenSession\x12\x1b\n" +
 	"\tttl_nanos\x18\x01 \x01(\x03R\bttlNanos\x12\x14\n" +
@@ -2837,7 +2902,9 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"session_id\x18\x02 \x01(\x04R\tsessionId\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\")\n" +
 	"\rSetLogVersion\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\rR\aversion\"\xe2\x02\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\"#\n" +
+	"\tAuditNote\x12\x16\n" +
+	"\x06action\x18\x01 \x01(\tR\x06action\"\xe2\x02\n" +
 	"\n" +
 	"AuthChange\x121\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1d.baton.fsm.v1.AuthChange.KindR\x04kind\x12\x12\n" +
@@ -3058,7 +3125,7 @@ func file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(Error)(0),               // 0: baton.fsm.v1.Error
 	(AcquireStatus)(0),       // 1: baton.fsm.v1.AcquireStatus
@@ -3071,28 +3138,29 @@ var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(*Acquire)(nil),          // 8: baton.fsm.v1.Acquire
 	(*ExpireHold)(nil),       // 9: baton.fsm.v1.ExpireHold
 	(*SetLogVersion)(nil),    // 10: baton.fsm.v1.SetLogVersion
-	(*AuthChange)(nil),       // 11: baton.fsm.v1.AuthChange
-	(*AcquireMany)(nil),      // 12: baton.fsm.v1.AcquireMany
-	(*Release)(nil),          // 13: baton.fsm.v1.Release
-	(*CasRelease)(nil),       // 14: baton.fsm.v1.CasRelease
-	(*CancelWait)(nil),       // 15: baton.fsm.v1.CancelWait
-	(*Result)(nil),           // 16: baton.fsm.v1.Result
-	(*AcquireOutcome)(nil),   // 17: baton.fsm.v1.AcquireOutcome
-	(*Grant)(nil),            // 18: baton.fsm.v1.Grant
-	(*HoldEnded)(nil),        // 19: baton.fsm.v1.HoldEnded
-	(*WaitEnded)(nil),        // 20: baton.fsm.v1.WaitEnded
-	(*Snapshot)(nil),         // 21: baton.fsm.v1.Snapshot
-	(*AuthState)(nil),        // 22: baton.fsm.v1.AuthState
-	(*User)(nil),             // 23: baton.fsm.v1.User
-	(*Role)(nil),             // 24: baton.fsm.v1.Role
-	(*Permission)(nil),       // 25: baton.fsm.v1.Permission
-	(*AuditRecord)(nil),      // 26: baton.fsm.v1.AuditRecord
-	(*Member)(nil),           // 27: baton.fsm.v1.Member
-	(*Session)(nil),          // 28: baton.fsm.v1.Session
-	(*CachedResult)(nil),     // 29: baton.fsm.v1.CachedResult
-	(*Lock)(nil),             // 30: baton.fsm.v1.Lock
-	(*Holder)(nil),           // 31: baton.fsm.v1.Holder
-	(*Waiter)(nil),           // 32: baton.fsm.v1.Waiter
+	(*AuditNote)(nil),        // 11: baton.fsm.v1.AuditNote
+	(*AuthChange)(nil),       // 12: baton.fsm.v1.AuthChange
+	(*AcquireMany)(nil),      // 13: baton.fsm.v1.AcquireMany
+	(*Release)(nil),          // 14: baton.fsm.v1.Release
+	(*CasRelease)(nil),       // 15: baton.fsm.v1.CasRelease
+	(*CancelWait)(nil),       // 16: baton.fsm.v1.CancelWait
+	(*Result)(nil),           // 17: baton.fsm.v1.Result
+	(*AcquireOutcome)(nil),   // 18: baton.fsm.v1.AcquireOutcome
+	(*Grant)(nil),            // 19: baton.fsm.v1.Grant
+	(*HoldEnded)(nil),        // 20: baton.fsm.v1.HoldEnded
+	(*WaitEnded)(nil),        // 21: baton.fsm.v1.WaitEnded
+	(*Snapshot)(nil),         // 22: baton.fsm.v1.Snapshot
+	(*AuthState)(nil),        // 23: baton.fsm.v1.AuthState
+	(*User)(nil),             // 24: baton.fsm.v1.User
+	(*Role)(nil),             // 25: baton.fsm.v1.Role
+	(*Permission)(nil),       // 26: baton.fsm.v1.Permission
+	(*AuditRecord)(nil),      // 27: baton.fsm.v1.AuditRecord
+	(*Member)(nil),           // 28: baton.fsm.v1.Member
+	(*Session)(nil),          // 29: baton.fsm.v1.Session
+	(*CachedResult)(nil),     // 30: baton.fsm.v1.CachedResult
+	(*Lock)(nil),             // 31: baton.fsm.v1.Lock
+	(*Holder)(nil),           // 32: baton.fsm.v1.Holder
+	(*Waiter)(nil),           // 33: baton.fsm.v1.Waiter
 }
 var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	4,  // 0: baton.fsm.v1.Command.open_session:type_name -> baton.fsm.v1.OpenSession
@@ -3100,40 +3168,41 @@ var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	6,  // 2: baton.fsm.v1.Command.expire_session:type_name -> baton.fsm.v1.ExpireSession
 	7,  // 3: baton.fsm.v1.Command.blacklist_session:type_name -> baton.fsm.v1.BlacklistSession
 	8,  // 4: baton.fsm.v1.Command.acquire:type_name -> baton.fsm.v1.Acquire
-	13, // 5: baton.fsm.v1.Command.release:type_name -> baton.fsm.v1.Release
-	14, // 6: baton.fsm.v1.Command.cas_release:type_name -> baton.fsm.v1.CasRelease
-	15, // 7: baton.fsm.v1.Command.cancel_wait:type_name -> baton.fsm.v1.CancelWait
-	12, // 8: baton.fsm.v1.Command.acquire_many:type_name -> baton.fsm.v1.AcquireMany
+	14, // 5: baton.fsm.v1.Command.release:type_name -> baton.fsm.v1.Release
+	15, // 6: baton.fsm.v1.Command.cas_release:type_name -> baton.fsm.v1.CasRelease
+	16, // 7: baton.fsm.v1.Command.cancel_wait:type_name -> baton.fsm.v1.CancelWait
+	13, // 8: baton.fsm.v1.Command.acquire_many:type_name -> baton.fsm.v1.AcquireMany
 	9,  // 9: baton.fsm.v1.Command.expire_hold:type_name -> baton.fsm.v1.ExpireHold
 	10, // 10: baton.fsm.v1.Command.set_log_version:type_name -> baton.fsm.v1.SetLogVersion
-	11, // 11: baton.fsm.v1.Command.auth_change:type_name -> baton.fsm.v1.AuthChange
-	2,  // 12: baton.fsm.v1.AuthChange.kind:type_name -> baton.fsm.v1.AuthChange.Kind
-	0,  // 13: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
-	17, // 14: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
-	17, // 15: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
-	18, // 16: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
-	20, // 17: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
-	19, // 18: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
-	1,  // 19: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
-	31, // 20: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
-	0,  // 21: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
-	28, // 22: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
-	30, // 23: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
-	27, // 24: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
-	22, // 25: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
-	26, // 26: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
-	23, // 27: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
-	24, // 28: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
-	25, // 29: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
-	29, // 30: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
-	16, // 31: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
-	31, // 32: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
-	32, // 33: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	12, // 11: baton.fsm.v1.Command.auth_change:type_name -> baton.fsm.v1.AuthChange
+	11, // 12: baton.fsm.v1.Command.audit_note:type_name -> baton.fsm.v1.AuditNote
+	2,  // 13: baton.fsm.v1.AuthChange.kind:type_name -> baton.fsm.v1.AuthChange.Kind
+	0,  // 14: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
+	18, // 15: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
+	18, // 16: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
+	19, // 17: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
+	21, // 18: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
+	20, // 19: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
+	1,  // 20: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
+	32, // 21: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
+	0,  // 22: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
+	29, // 23: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
+	31, // 24: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
+	28, // 25: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
+	23, // 26: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
+	27, // 27: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
+	24, // 28: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
+	25, // 29: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
+	26, // 30: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
+	30, // 31: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
+	17, // 32: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
+	32, // 33: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
+	33, // 34: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_internal_fsm_fsmpb_fsm_proto_init() }
@@ -3154,6 +3223,7 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 		(*Command_ExpireHold)(nil),
 		(*Command_SetLogVersion)(nil),
 		(*Command_AuthChange)(nil),
+		(*Command_AuditNote)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3161,7 +3231,7 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_fsm_fsmpb_fsm_proto_rawDesc), len(file_internal_fsm_fsmpb_fsm_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   30,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
