@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -206,13 +207,23 @@ func hdr(session, seq uint64) *batonpb.RequestHeader {
 	return &batonpb.RequestHeader{SessionId: session, Seq: seq, Secret: testSecret}
 }
 
+// openSession opens a session on cl, the leader's client. It retries
+// while the leader answers NOT_LEADER naming itself, as a new cluster's
+// leader does until it has raised the log version (an open carries a
+// secret's hash).
 func openSession(t *testing.T, cl batonpb.BatonClient, owner string, ttl time.Duration) uint64 {
 	t.Helper()
-	resp, err := cl.OpenSession(context.Background(), &batonpb.OpenSessionRequest{Ttl: durationpb.New(ttl), Owner: owner, Secret: testSecret})
-	if err != nil {
-		t.Fatalf("open session %s: %v", owner, err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := cl.OpenSession(context.Background(), &batonpb.OpenSessionRequest{Ttl: durationpb.New(ttl), Owner: owner, Secret: testSecret})
+		if err == nil {
+			return resp.GetSessionId()
+		}
+		if code(err) != codes.Unavailable || time.Now().After(deadline) {
+			t.Fatalf("open session %s: %v", owner, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return resp.GetSessionId()
 }
 
 // queue starts a waiting acquire on a session stream and returns once the

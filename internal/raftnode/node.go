@@ -269,7 +269,9 @@ type Node struct {
 	caughtUp atomic.Bool
 	// raising: a SetLogVersion this node proposed has not completed.
 	raising atomic.Bool
-	leader  atomic.Uint64
+	// ledTicks counts the ticks since this node took the lead (tick).
+	ledTicks atomic.Int64
+	leader   atomic.Uint64
 
 	wmu     sync.Mutex
 	waiting map[uint64]*proposal
@@ -695,8 +697,13 @@ func (n *Node) submit(cmd *fsmpb.Command, p *proposal) (*proposal, error) {
 			if !n.caughtUp.Load() {
 				return nil, &NotLeaderError{Leader: n.cfg.ID}
 			}
+			// A member not heard from yet (a new cluster's, at its
+			// first election) may be about to say it reads the version:
+			// for a while the caller retries rather than lose what
+			// the command carries (an open's secret).
 			if due := n.cfg.LogVersionDue; due != nil {
-				if dv, ok := due(n.Membership()); ok && dv >= need {
+				dv, ok := due(n.Membership())
+				if ok && dv >= need || !ok && n.ledTicks.Load() < int64(versionGraceElections*n.cfg.ElectionTicks) {
 					return nil, &NotLeaderError{Leader: n.cfg.ID}
 				}
 			}
@@ -815,7 +822,7 @@ func (n *Node) run() {
 	for {
 		select {
 		case <-ticker.C:
-			n.rn.Tick()
+			n.tick()
 		case p := <-n.propC:
 			// One proposal woke the loop; others are usually a moment
 			// behind it (the session streams answered by the last batch
@@ -881,7 +888,7 @@ func (n *Node) turn() error {
 		// election).
 		select {
 		case <-n.tickC:
-			n.rn.Tick()
+			n.tick()
 		default:
 		}
 		if err := n.handleReady(n.rn.Ready()); err != nil {
@@ -924,8 +931,21 @@ func raftPanicError(r any) error {
 // Tick advances raft's logical clock by one tick and runs the loop turn
 // that follows, as the loop does when its ticker fires. Manual mode only.
 func (n *Node) Tick() error {
-	n.rn.Tick()
+	n.tick()
 	return n.turn()
+}
+
+// versionGraceElections is how many election timeouts a new leader waits
+// for every member to say which log version it reads before it writes
+// commands stripped for a member it has not heard from (submit).
+const versionGraceElections = 2
+
+// tick advances raft's clock and counts the ticks of this node's lead.
+func (n *Node) tick() {
+	n.rn.Tick()
+	if n.wasLeader {
+		n.ledTicks.Add(1)
+	}
 }
 
 // Pump runs one loop turn if anything is pending: queued messages,

@@ -280,6 +280,7 @@ func (n *Node) noteLeadership(ss *raft.SoftState) {
 	n.wasLeader = isLeader
 	n.term = st.GetTerm()
 	n.caughtUp.Store(false)
+	n.ledTicks.Store(0)
 	n.isLeader.Store(isLeader)
 	clear(n.toldCommit) // what this term's leader sent
 	if wasLeader && !isLeader {
