@@ -71,6 +71,11 @@ const (
 	// server --max-sessions`): nothing was opened; try again once sessions
 	// close or expire.
 	Reason_TOO_MANY_SESSIONS Reason = 23
+	// The leader's data dir has less free space than it keeps for what it
+	// already holds (`baton server --min-free-disk`): a new session or
+	// acquire is refused (RESOURCE_EXHAUSTED, HTTP 429) and changes nothing;
+	// keepalives, releases and closes go on. Try again once space is freed.
+	Reason_NO_SPACE Reason = 24
 )
 
 // Enum value maps for Reason.
@@ -100,6 +105,7 @@ var (
 		21: "NO_CREDENTIALS",
 		22: "NOT_PERMITTED",
 		23: "TOO_MANY_SESSIONS",
+		24: "NO_SPACE",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED": 0,
@@ -126,6 +132,7 @@ var (
 		"NO_CREDENTIALS":     21,
 		"NOT_PERMITTED":      22,
 		"TOO_MANY_SESSIONS":  23,
+		"NO_SPACE":           24,
 	}
 )
 
@@ -5207,7 +5214,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\tprincipal\x18\x03 \x01(\tR\tprincipal\x12\x16\n" +
 	"\x06action\x18\x04 \x01(\tR\x06action\"?\n" +
 	"\rAuditResponse\x12.\n" +
-	"\aentries\x18\x01 \x03(\v2\x14.baton.v1.AuditEntryR\aentries*\xe3\x03\n" +
+	"\aentries\x18\x01 \x03(\v2\x14.baton.v1.AuditEntryR\aentries*\xf1\x03\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10INVALID_ARGUMENT\x10\x01\x12\x15\n" +
@@ -5236,7 +5243,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x0fSECRET_MISMATCH\x10\x14\x12\x12\n" +
 	"\x0eNO_CREDENTIALS\x10\x15\x12\x11\n" +
 	"\rNOT_PERMITTED\x10\x16\x12\x15\n" +
-	"\x11TOO_MANY_SESSIONS\x10\x17*\xc3\x01\n" +
+	"\x11TOO_MANY_SESSIONS\x10\x17\x12\f\n" +
+	"\bNO_SPACE\x10\x18*\xc3\x01\n" +
 	"\aHoldEnd\x12\x18\n" +
 	"\x14HOLD_END_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11HOLD_END_RELEASED\x10\x01\x12\x1b\n" +
