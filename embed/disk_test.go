@@ -270,6 +270,19 @@ func TestNoSpace(t *testing.T) {
 		}
 	}
 
+	// Shown: in the member's status (the Go client's too) and metrics.
+	checkDisk(t, ctx, api, 100<<20, minFree, true)
+	if st, err := cl.Status(ctx); err != nil || !st.LowDisk || st.DiskFree != 100<<20 || !st.DiskFreeKnown || st.MinFreeDisk != minFree {
+		t.Fatalf("the Go client's Status: %+v, %v", st, err)
+	}
+	metrics := httpGet(t, dial(t, addr), "/metrics")
+	for _, want := range []string{"baton_disk_free_bytes 104857600\n", "baton_disk_free_bytes_limit 1073741824\n", "baton_disk_low 1\n",
+		"baton_no_space_refused_total 7\n"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
+		}
+	}
+
 	// Served: retries of what the log has, and what holds, reads or frees.
 	if id, err := open(1); err != nil || id != s1 {
 		t.Fatalf("retried open of session %d: %d, %v", s1, id, err)
@@ -310,6 +323,10 @@ func TestNoSpace(t *testing.T) {
 
 	// Space is back: new work again, without a restart.
 	disk.free.Store(minFree)
+	checkDisk(t, ctx, api, minFree, minFree, false)
+	if metrics := httpGet(t, dial(t, addr), "/metrics"); !strings.Contains(metrics, "baton_disk_low 0\n") {
+		t.Error("/metrics lacks baton_disk_low 0 with space back")
+	}
 	s3, err := open(6)
 	if err != nil {
 		t.Fatalf("open with space back: %v", err)
@@ -323,6 +340,59 @@ func TestNoSpace(t *testing.T) {
 	}
 	if _, err := gs.Mutex("held").TryLock(ctx); err != nil {
 		t.Fatalf("the Go client's TryLock with space back: %v", err)
+	}
+}
+
+// TestNoSpaceFollower: every member reports its own disk, and only the
+// leader's refuses: a follower with a low disk does not keep the cluster
+// from new work, a leader with one does.
+func TestNoSpaceFollower(t *testing.T) {
+	const minFree = 1 << 30
+	disks := make([]*fakeDisk, 3)
+	c := newTestClusterWith(t, 3, func(i int, cfg *Config) {
+		disks[i] = &fakeDisk{}
+		disks[i].free.Store(2 << 30)
+		cfg.MinFreeDisk, cfg.DiskSpace = minFree, disks[i]
+	})
+	lead := c.waitLeader()
+	follower := (lead + 1) % 3
+	disks[follower].free.Store(1 << 20)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	checkDisk(t, ctx, c.client(follower), 1<<20, minFree, true)
+	checkDisk(t, ctx, c.client(lead), 2<<30, minFree, false)
+	var addrs []string
+	for _, m := range c.members {
+		addrs = append(addrs, m.ClientAddr())
+	}
+	cl, err := baton.Dial(ctx, strings.Join(addrs, ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	s, err := cl.NewSession(ctx)
+	if err != nil {
+		t.Fatalf("NewSession with a follower's disk low: %v", err)
+	}
+	if _, err := s.Mutex("x").TryLock(ctx); err != nil {
+		t.Fatalf("TryLock with a follower's disk low: %v", err)
+	}
+	disks[lead].free.Store(1 << 20)
+	if _, err := s.Mutex("y").TryLock(ctx); !errors.Is(err, baton.ErrNoSpace) {
+		t.Fatalf("TryLock with the leader's disk low: %v, want ErrNoSpace", err)
+	}
+}
+
+// checkDisk checks what a member's Status says of its disk.
+func checkDisk(t *testing.T, ctx context.Context, api batonpb.BatonClient, free, minFree uint64, low bool) {
+	t.Helper()
+	st, err := api.Status(ctx, &batonpb.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.DiskFreeBytes == nil || st.GetDiskFreeBytes() != free || st.GetMinFreeDiskBytes() != minFree || st.GetLowDisk() != low {
+		t.Fatalf("%s's status: disk free %v, min free %d, low %v; want %d, %d, %v",
+			st.GetName(), st.DiskFreeBytes, st.GetMinFreeDiskBytes(), st.GetLowDisk(), free, minFree, low)
 	}
 }
 

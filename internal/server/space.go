@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
+	"github.com/batonlock/baton/api/batonpb"
 	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
@@ -78,6 +80,40 @@ func (s *Server) admitGrowth(ctx context.Context, cmd *fsmpb.Command) error {
 	}
 	return fmt.Errorf("%w: the leader's data dir has %s free, under the %s it keeps free (--min-free-disk): it takes no new %s until space is freed; keepalives, releases and closes go on",
 		errNoSpace, sizeString(free), sizeString(s.cfg.Disk.MinFree), what)
+}
+
+// diskStatus adds this member's disk to its Status: every member reports
+// its own, leading or not.
+func (s *Server) diskStatus(out *batonpb.StatusResponse) {
+	free, known, low := s.cfg.Disk.diskState()
+	if known {
+		out.DiskFreeBytes = &free
+	}
+	out.MinFreeDiskBytes, out.LowDisk = s.cfg.Disk.MinFree, low
+}
+
+// writeDiskMetrics writes the disk guard's metrics: the free space (when
+// known), the threshold, whether it is under it, and the refusals.
+func (s *Server) writeDiskMetrics(w io.Writer) {
+	free, known, low := s.cfg.Disk.diskState()
+	lowV := uint64(0)
+	if low {
+		lowV = 1
+	}
+	for _, g := range []struct {
+		name, help, kind string
+		v                uint64
+		show             bool
+	}{
+		{"baton_disk_free_bytes", "free space of the data dir's file system, measured once a second", "gauge", free, known},
+		{"baton_disk_free_bytes_limit", "free space under which this member, leading, refuses new sessions and acquires (--min-free-disk; 0: no limit)", "gauge", s.cfg.Disk.MinFree, true},
+		{"baton_disk_low", "1 while the data dir has less free space than --min-free-disk", "gauge", lowV, true},
+		{"baton_no_space_refused_total", "opens and acquires this member refused, leading, with NO_SPACE because its data dir had less free space than --min-free-disk", "counter", s.noSpaceRefused.Load(), true},
+	} {
+		if g.show {
+			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", g.name, g.help, g.name, g.kind, g.name, g.v)
+		}
+	}
 }
 
 // sizeString is n bytes for people: "200.0 MiB (209715200 bytes)".

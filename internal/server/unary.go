@@ -432,6 +432,7 @@ func (s *Server) Status(ctx context.Context, r *batonpb.StatusRequest) (*batonpb
 		CommitIndex: st.Commit, AppliedIndex: st.Applied, Role: st.Role, Version: s.cfg.Version,
 		LogVersion: s.node.LogVersion(),
 	}
+	s.diskStatus(out)
 	if s.cfg.Members != nil {
 		for _, m := range s.cfg.Members() {
 			out.Members = append(out.Members, m.toProto())
