@@ -161,6 +161,16 @@ type Status struct {
 	// LogVersion is the cluster's log version: the leader writes only what
 	// every member reads, so members can be upgraded in any order.
 	LogVersion uint32
+	// DiskFree is the free space of the answering member's data dir, if
+	// DiskFreeKnown (it is not where the member cannot measure it).
+	DiskFree      uint64
+	DiskFreeKnown bool
+	// MinFreeDisk is the free space the member keeps (`baton server
+	// --min-free-disk`; 0: none), and LowDisk is true while DiskFree is
+	// below it: leading, the member then refuses new sessions and
+	// acquires with ErrNoSpace.
+	MinFreeDisk uint64
+	LowDisk     bool
 }
 
 func holderOf(h *batonpb.Holder) Holder {
@@ -355,7 +365,8 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 		Name: r.GetName(), ID: r.GetId(), Role: r.GetRole(), Leader: r.GetLeader(), LeaderID: r.GetLeaderId(),
 		LeaderAddr: r.GetLeaderAddr(), Term: r.GetTerm(), CommitIndex: r.GetCommitIndex(), AppliedIndex: r.GetAppliedIndex(),
 		Sessions: int(r.GetSessions()), Locks: int(r.GetLocks()), Version: r.GetVersion(),
-		LogVersion: r.GetLogVersion(),
+		LogVersion: r.GetLogVersion(), DiskFree: r.GetDiskFreeBytes(), DiskFreeKnown: r.DiskFreeBytes != nil,
+		MinFreeDisk: r.GetMinFreeDiskBytes(), LowDisk: r.GetLowDisk(),
 	}
 	out.Members = membersOf(r.GetMembers())
 	return out, nil

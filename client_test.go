@@ -49,6 +49,7 @@ func TestErrorMapping(t *testing.T) {
 		{"invalid", withInfo(codes.InvalidArgument, batonpb.Reason_INVALID_ARGUMENT, ""), []error{ErrInvalidArgument}, nil},
 		{"too many waiters", withInfo(codes.ResourceExhausted, batonpb.Reason_TOO_MANY_WAITERS, ""), []error{ErrTooManyWaiters}, nil},
 		{"too many sessions", withInfo(codes.ResourceExhausted, batonpb.Reason_TOO_MANY_SESSIONS, ""), []error{ErrTooManySessions}, []error{ErrOverloaded, ErrUnavailable}},
+		{"no space", withInfo(codes.ResourceExhausted, batonpb.Reason_NO_SPACE, ""), []error{ErrNoSpace}, []error{ErrOverloaded, ErrUnavailable, ErrTooManySessions}},
 		{"transport unavailable", status.Error(codes.Unavailable, "connection refused"), []error{ErrUnavailable}, []error{ErrNotLeader}},
 		{"deadline", status.Error(codes.DeadlineExceeded, "late"), []error{context.DeadlineExceeded}, nil},
 		{"busy", &BusyError{Name: "x"}, []error{ErrLockBusy}, []error{ErrNotHeld}},

@@ -98,6 +98,12 @@ var (
 	// --max-sessions`); nothing was opened. NewSession returns it at once:
 	// retrying helps only once other sessions close or expire.
 	ErrTooManySessions = errors.New("baton: too many sessions")
+	// ErrNoSpace: the leader's data dir is nearly full (Reason NO_SPACE,
+	// `baton server --min-free-disk`), so it takes no new session or
+	// acquire; nothing was opened or acquired. Holds, keepalives, releases
+	// and closes go on, and the leader takes new work again by itself once
+	// space is freed. NewSession and Lock return it at once.
+	ErrNoSpace = errors.New("baton: no space on the leader's disk")
 	// ErrTooManyHolds: the session holds or waits for too many locks, or a
 	// reentrant count would overflow (Reason TOO_MANY_HOLDS).
 	ErrTooManyHolds = errors.New("baton: too many holds")
@@ -154,6 +160,7 @@ var reasonErrors = map[batonpb.Reason][]error{
 	batonpb.Reason_NOT_PERMITTED:     {ErrPermissionDenied},
 	batonpb.Reason_NO_CREDENTIALS:    {ErrUnauthenticated},
 	batonpb.Reason_TOO_MANY_SESSIONS: {ErrTooManySessions},
+	batonpb.Reason_NO_SPACE:          {ErrNoSpace},
 }
 
 // codeErrors maps gRPC codes of errors that carry no Reason (transport

@@ -140,6 +140,20 @@ type Config struct {
 	// RESOURCE_EXHAUSTED (Reason OVERLOADED, which the Go client backs
 	// off from) without costing the leader a ReadIndex round.
 	MaxKeepAliveRate int
+	// MinFreeDisk is the free space, in bytes, the member keeps in
+	// DataDir's file system for what it already holds: below it, while it
+	// leads, it refuses new sessions and acquires with RESOURCE_EXHAUSTED
+	// (Reason NO_SPACE) and serves everything else, until space is freed.
+	// 0 turns the guard off; MinFreeDiskAuto (DefaultConfig's) is
+	// DefaultMinFreeDisk of the file system (disk.go). A disk that fills
+	// all the same stops the member at its next log write, having lost
+	// nothing it acknowledged.
+	MinFreeDisk int64
+	// DiskSpace, when set, reports DataDir's free space instead of the
+	// member's own measure (statfs once every DiskPollInterval; none where
+	// the platform has no statfs, and then the guard is off). Tests set it
+	// to play a nearly full disk.
+	DiskSpace DiskSpace
 }
 
 // DefaultConfig is the embedded single-node default: member "default",
@@ -163,6 +177,7 @@ func DefaultConfig() Config {
 		ConnIdleTimeout:      DefaultConnIdleTimeout,
 		MaxSessions:          DefaultMaxSessions,
 		MaxKeepAliveRate:     DefaultMaxKeepAliveRate,
+		MinFreeDisk:          MinFreeDiskAuto,
 	}
 }
 
@@ -248,6 +263,8 @@ func (c Config) Validate() error {
 		return errors.New("max sessions must be positive")
 	case c.MaxKeepAliveRate < 1:
 		return errors.New("max keepalive rate must be positive")
+	case c.MinFreeDisk < MinFreeDiskAuto:
+		return errors.New("min free disk must be a number of bytes, 0 (no guard) or MinFreeDiskAuto")
 	}
 	if len(c.Operators) > 0 {
 		if c.ClientTLS == nil || c.ClientTLS.ClientAuth != tls.RequireAndVerifyClientCert {
@@ -298,6 +315,10 @@ type Member struct {
 	stopTrack     context.CancelFunc
 	trackDone     chan struct{}
 	closeOnce     sync.Once
+
+	// disk measures the data dir's free space, unless Config.DiskSpace
+	// does.
+	disk *diskPoller
 }
 
 // Start opens the data dir, joins (or bootstraps) the cluster and serves.
@@ -358,8 +379,10 @@ func Start(cfg Config) (*Member, error) {
 	}
 	m.clientL = clientL
 
+	var guard server.DiskGuard
+	guard, m.disk = cfg.diskGuard(dir, statDisk, lg)
 	m.srv = server.New(server.Config{Name: cfg.Name, Version: Version, Members: m.members, MemberID: MemberID, Operators: cfg.Operators,
-		Limits: cfg.limits(), Logger: lg})
+		Limits: cfg.limits(), Disk: guard, Logger: lg})
 	peerMap := map[uint64]transport.Peer{}
 	var voters []uint64
 	for _, p := range peers {
@@ -602,6 +625,9 @@ func (m *Member) Close() {
 		}
 		if m.tr != nil {
 			m.tr.Stop()
+		}
+		if m.disk != nil {
+			m.disk.Stop()
 		}
 		if m.store != nil {
 			if err := m.store.Close(); err != nil {

@@ -71,6 +71,11 @@ const (
 	// server --max-sessions`): nothing was opened; try again once sessions
 	// close or expire.
 	Reason_TOO_MANY_SESSIONS Reason = 23
+	// The leader's data dir has less free space than it keeps for what it
+	// already holds (`baton server --min-free-disk`): a new session or
+	// acquire is refused (RESOURCE_EXHAUSTED, HTTP 429) and changes nothing;
+	// keepalives, releases and closes go on. Try again once space is freed.
+	Reason_NO_SPACE Reason = 24
 )
 
 // Enum value maps for Reason.
@@ -100,6 +105,7 @@ var (
 		21: "NO_CREDENTIALS",
 		22: "NOT_PERMITTED",
 		23: "TOO_MANY_SESSIONS",
+		24: "NO_SPACE",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED": 0,
@@ -126,6 +132,7 @@ var (
 		"NO_CREDENTIALS":     21,
 		"NOT_PERMITTED":      22,
 		"TOO_MANY_SESSIONS":  23,
+		"NO_SPACE":           24,
 	}
 )
 
@@ -3055,7 +3062,17 @@ type StatusResponse struct {
 	Version      string                 `protobuf:"bytes,13,opt,name=version,proto3" json:"version,omitempty"`
 	// log_version is the cluster's log version: the leader writes only what
 	// members of that version read, so members can be upgraded in any order.
-	LogVersion    uint32 `protobuf:"varint,14,opt,name=log_version,json=logVersion,proto3" json:"log_version,omitempty"`
+	LogVersion uint32 `protobuf:"varint,14,opt,name=log_version,json=logVersion,proto3" json:"log_version,omitempty"`
+	// disk_free_bytes is the free space of this member's data dir, as it
+	// last measured it (once a second); unset where it cannot measure it.
+	DiskFreeBytes *uint64 `protobuf:"varint,15,opt,name=disk_free_bytes,json=diskFreeBytes,proto3,oneof" json:"disk_free_bytes,omitempty"`
+	// min_free_disk_bytes is the free space under which this member, while
+	// it leads, refuses new sessions and acquires (`--min-free-disk`; 0:
+	// never).
+	MinFreeDiskBytes uint64 `protobuf:"varint,16,opt,name=min_free_disk_bytes,json=minFreeDiskBytes,proto3" json:"min_free_disk_bytes,omitempty"`
+	// low_disk is true while disk_free_bytes is below min_free_disk_bytes.
+	// Every member reports its own disk; only the leader's refuses.
+	LowDisk       bool `protobuf:"varint,17,opt,name=low_disk,json=lowDisk,proto3" json:"low_disk,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3186,6 +3203,27 @@ func (x *StatusResponse) GetLogVersion() uint32 {
 		return x.LogVersion
 	}
 	return 0
+}
+
+func (x *StatusResponse) GetDiskFreeBytes() uint64 {
+	if x != nil && x.DiskFreeBytes != nil {
+		return *x.DiskFreeBytes
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetMinFreeDiskBytes() uint64 {
+	if x != nil {
+		return x.MinFreeDiskBytes
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetLowDisk() bool {
+	if x != nil {
+		return x.LowDisk
+	}
+	return false
 }
 
 // Error describes a failed stream request.
@@ -5061,7 +5099,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x13RemoveMemberRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"B\n" +
 	"\x14RemoveMemberResponse\x12*\n" +
-	"\amembers\x18\x01 \x03(\v2\x10.baton.v1.MemberR\amembers\"\x93\x03\n" +
+	"\amembers\x18\x01 \x03(\v2\x10.baton.v1.MemberR\amembers\"\x9e\x04\n" +
 	"\x0eStatusResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x16\n" +
@@ -5079,7 +5117,11 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x05locks\x18\f \x01(\rR\x05locks\x12\x18\n" +
 	"\aversion\x18\r \x01(\tR\aversion\x12\x1f\n" +
 	"\vlog_version\x18\x0e \x01(\rR\n" +
-	"logVersion\"\x80\x01\n" +
+	"logVersion\x12+\n" +
+	"\x0fdisk_free_bytes\x18\x0f \x01(\x04H\x00R\rdiskFreeBytes\x88\x01\x01\x12-\n" +
+	"\x13min_free_disk_bytes\x18\x10 \x01(\x04R\x10minFreeDiskBytes\x12\x19\n" +
+	"\blow_disk\x18\x11 \x01(\bR\alowDiskB\x12\n" +
+	"\x10_disk_free_bytes\"\x80\x01\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12(\n" +
 	"\x06reason\x18\x02 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\x12\x18\n" +
@@ -5207,7 +5249,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\tprincipal\x18\x03 \x01(\tR\tprincipal\x12\x16\n" +
 	"\x06action\x18\x04 \x01(\tR\x06action\"?\n" +
 	"\rAuditResponse\x12.\n" +
-	"\aentries\x18\x01 \x03(\v2\x14.baton.v1.AuditEntryR\aentries*\xe3\x03\n" +
+	"\aentries\x18\x01 \x03(\v2\x14.baton.v1.AuditEntryR\aentries*\xf1\x03\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10INVALID_ARGUMENT\x10\x01\x12\x15\n" +
@@ -5236,7 +5278,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x0fSECRET_MISMATCH\x10\x14\x12\x12\n" +
 	"\x0eNO_CREDENTIALS\x10\x15\x12\x11\n" +
 	"\rNOT_PERMITTED\x10\x16\x12\x15\n" +
-	"\x11TOO_MANY_SESSIONS\x10\x17*\xc3\x01\n" +
+	"\x11TOO_MANY_SESSIONS\x10\x17\x12\f\n" +
+	"\bNO_SPACE\x10\x18*\xc3\x01\n" +
 	"\aHoldEnd\x12\x18\n" +
 	"\x14HOLD_END_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11HOLD_END_RELEASED\x10\x01\x12\x1b\n" +
@@ -5498,6 +5541,7 @@ func file_api_batonpb_baton_proto_init() {
 	if File_api_batonpb_baton_proto != nil {
 		return
 	}
+	file_api_batonpb_baton_proto_msgTypes[45].OneofWrappers = []any{}
 	file_api_batonpb_baton_proto_msgTypes[48].OneofWrappers = []any{
 		(*SessionRequest_Open)(nil),
 		(*SessionRequest_Resume)(nil),

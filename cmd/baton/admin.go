@@ -220,6 +220,7 @@ func runStatus(g globals, args []string) int {
 			}
 			fmt.Printf("member %s (%s), leader %s, term %d, commit %d, applied %d, %d sessions, %d locks, log version %d\n",
 				st.Name, st.Role, orDash(st.Leader), st.Term, st.CommitIndex, st.AppliedIndex, st.Sessions, st.Locks, st.LogVersion)
+			fmt.Println(diskLine(st))
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tCLIENT\tPEER\tLEADER\tREADS LOG")
 			for _, m := range st.Members {
@@ -227,6 +228,35 @@ func runStatus(g globals, args []string) int {
 			}
 			return w.Flush()
 		})
+}
+
+// diskLine is what status says of the answering member's disk.
+func diskLine(st *baton.Status) string {
+	switch {
+	case !st.DiskFreeKnown && st.MinFreeDisk == 0:
+		return "disk: not guarded (--min-free-disk 0, or no statfs on this platform)"
+	case !st.DiskFreeKnown:
+		return fmt.Sprintf("disk: free space unknown (cannot measure it), keeps %s (--min-free-disk): nothing is refused for it", sizeString(st.MinFreeDisk))
+	case st.LowDisk:
+		return fmt.Sprintf("disk: LOW, %s free, under the %s it keeps (--min-free-disk): leading, it refuses new sessions and acquires",
+			sizeString(st.DiskFree), sizeString(st.MinFreeDisk))
+	case st.MinFreeDisk == 0:
+		return fmt.Sprintf("disk: %s free (--min-free-disk 0: no guard)", sizeString(st.DiskFree))
+	}
+	return fmt.Sprintf("disk: %s free, keeps %s (--min-free-disk)", sizeString(st.DiskFree), sizeString(st.MinFreeDisk))
+}
+
+// sizeString is n bytes for people: "1.5 GiB".
+func sizeString(n uint64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n), 0
+	for v >= 1024 && i < 4 {
+		v /= 1024
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, "KMGT"[i-1])
 }
 
 // logVersion prints a member's log version: "-" if not heard from.

@@ -148,6 +148,14 @@ func (m *Machine) RetriedOpen(cmd *fsmpb.Command) (uint64, bool) {
 	return 0, false
 }
 
+// HasResult reports whether session id keeps the result of its request
+// seq: a command of that session and seq, applied now, would be answered
+// from the session's exactly-once cache and add nothing (a retry).
+func (m *Machine) HasResult(id, seq uint64) bool {
+	s := m.sessions[id]
+	return s != nil && seq != 0 && s.cachedEntry(seq) != nil
+}
+
 // NumLocks returns the number of locks that have a holder or a waiter.
 func (m *Machine) NumLocks() int { return len(m.locks) }
 

@@ -66,6 +66,7 @@ var errorMap = []struct {
 	{raftnode.ErrOverloaded, codes.ResourceExhausted, batonpb.Reason_OVERLOADED},
 	{errTooManySessions, codes.ResourceExhausted, batonpb.Reason_TOO_MANY_SESSIONS},
 	{errKeepAliveRate, codes.ResourceExhausted, batonpb.Reason_OVERLOADED},
+	{errNoSpace, codes.ResourceExhausted, batonpb.Reason_NO_SPACE},
 	{raftnode.ErrStopped, codes.Unavailable, batonpb.Reason_NOT_LEADER},
 	{errMemberExists, codes.AlreadyExists, batonpb.Reason_REASON_UNSPECIFIED},
 	{errNoSuchMember, codes.NotFound, batonpb.Reason_REASON_UNSPECIFIED},

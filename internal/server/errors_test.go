@@ -51,6 +51,7 @@ func TestErrorMapping(t *testing.T) {
 		{raftnode.ErrOverloaded, codes.ResourceExhausted, batonpb.Reason_OVERLOADED},
 		{fmt.Errorf("%w: 5 live", errTooManySessions), codes.ResourceExhausted, batonpb.Reason_TOO_MANY_SESSIONS},
 		{fmt.Errorf("%w: session 5", errKeepAliveRate), codes.ResourceExhausted, batonpb.Reason_OVERLOADED},
+		{fmt.Errorf("%w: 1 MiB free", errNoSpace), codes.ResourceExhausted, batonpb.Reason_NO_SPACE},
 		{liveness.ErrSessionLost, codes.NotFound, batonpb.Reason_SESSION_EXPIRED},
 		{context.DeadlineExceeded, codes.DeadlineExceeded, batonpb.Reason_REASON_UNSPECIFIED},
 		{errors.New("boom"), codes.Internal, batonpb.Reason_REASON_UNSPECIFIED},

@@ -69,6 +69,7 @@ func (s *Server) MetricsHandler() http.Handler {
 		} {
 			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", g.name, g.help, g.name, g.kind, g.name, g.v)
 		}
+		s.writeDiskMetrics(w)
 		for _, g := range memoryGauges() {
 			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %d\n", g.name, g.help, g.name, g.name, g.v)
 		}

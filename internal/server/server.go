@@ -58,6 +58,8 @@ type Config struct {
 	Operators []string
 	// Limits bound what clients may take of this member (limits.go).
 	Limits Limits
+	// Disk keeps clients from filling the data dir (space.go).
+	Disk   DiskGuard
 	Logger *slog.Logger
 }
 
@@ -90,6 +92,8 @@ type Server struct {
 	sessionsRefused atomic.Uint64
 	// keepAlivesRefused counts keepalives over Limits.MaxKeepAliveRate.
 	keepAlivesRefused atomic.Uint64
+	// noSpaceRefused counts opens and acquires refused by Config.Disk.
+	noSpaceRefused atomic.Uint64
 }
 
 // New returns a Server. Attach gives it its node before it serves.

@@ -319,6 +319,9 @@ func (s *Server) serveStreamRequest(ctx context.Context, st *stream, req *batonp
 	if err == nil && c.cmd.GetSessionId() != st.session {
 		err = invalidf("request names session %d on the stream of session %d", c.cmd.GetSessionId(), st.session)
 	}
+	if err == nil && (c.cmd.GetAcquire() != nil || c.cmd.GetAcquireMany() != nil) {
+		err = s.admitGrowth(ctx, c.cmd)
+	}
 	if err != nil {
 		c.reply(nil, err)
 		return

@@ -31,6 +31,9 @@ func (s *Server) openSession(ctx context.Context, r *batonpb.OpenSessionRequest)
 	if cmd.Principal, err = s.principal(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.admitGrowth(ctx, cmd); err != nil {
+		return nil, err
+	}
 	res, err := s.proposeOpen(ctx, cmd)
 	if err != nil {
 		return nil, err
@@ -162,6 +165,9 @@ func (s *Server) acquire(ctx context.Context, r *batonpb.AcquireRequest) (*baton
 	if cmd.Principal, err = s.principal(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.admitGrowth(ctx, cmd); err != nil {
+		return nil, err
+	}
 	id := waitID{cmd.GetSessionId(), cmd.GetSeq()}
 	var events chan waitEvent
 	if r.GetWait() {
@@ -230,6 +236,9 @@ func (s *Server) acquireMany(ctx context.Context, r *batonpb.AcquireManyRequest)
 	}
 	cmd.SecretHash = hashSecret(r.GetHeader().GetSecret())
 	if cmd.Principal, err = s.principal(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.admitGrowth(ctx, cmd); err != nil {
 		return nil, err
 	}
 	res, err := s.propose(ctx, cmd)
@@ -423,6 +432,7 @@ func (s *Server) Status(ctx context.Context, r *batonpb.StatusRequest) (*batonpb
 		CommitIndex: st.Commit, AppliedIndex: st.Applied, Role: st.Role, Version: s.cfg.Version,
 		LogVersion: s.node.LogVersion(),
 	}
+	s.diskStatus(out)
 	if s.cfg.Members != nil {
 		for _, m := range s.cfg.Members() {
 			out.Members = append(out.Members, m.toProto())
