@@ -502,6 +502,37 @@ func (m *Machine) encodeAuth() []byte {
 	return b
 }
 
+// loadAuthRecords restores the snapshot's auth state and audit records.
+func (m *Machine) loadAuthRecords(data []byte) error {
+	var (
+		auth   fsmpb.AuthState
+		audits []*fsmpb.AuditRecord
+	)
+	err := eachRecord(data, func(num protowire.Number, _ uint64, rec []byte) error {
+		switch num {
+		case snapshotAuth: // a message given twice merges, as proto does
+			opts := proto.UnmarshalOptions{Merge: true}
+			if err := opts.Unmarshal(rec, &auth); err != nil {
+				return &decodeError{err}
+			}
+		case snapshotAudit:
+			r := &fsmpb.AuditRecord{}
+			if err := decodeRecord(rec, r); err != nil {
+				return err
+			}
+			audits = append(audits, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := m.loadAuth(&auth); err != nil {
+		return err
+	}
+	return m.loadAudit(audits)
+}
+
 // loadAuth restores the auth state of a snapshot.
 func (m *Machine) loadAuth(st *fsmpb.AuthState) error {
 	m.auth = authState{}

@@ -723,33 +723,7 @@ func (m *Machine) load(data []byte) error {
 		return err
 	}
 
-	var (
-		auth   fsmpb.AuthState
-		audits []*fsmpb.AuditRecord
-	)
-	err = eachRecord(data, func(num protowire.Number, _ uint64, rec []byte) error {
-		switch num {
-		case snapshotAuth: // a message given twice merges, as proto does
-			opts := proto.UnmarshalOptions{Merge: true}
-			if err := opts.Unmarshal(rec, &auth); err != nil {
-				return &decodeError{err}
-			}
-		case snapshotAudit:
-			r := &fsmpb.AuditRecord{}
-			if err := decodeRecord(rec, r); err != nil {
-				return err
-			}
-			audits = append(audits, r)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if err := m.loadAuth(&auth); err != nil {
-		return err
-	}
-	if err := m.loadAudit(audits); err != nil {
+	if err := m.loadAuthRecords(data); err != nil {
 		return err
 	}
 

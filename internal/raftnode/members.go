@@ -369,3 +369,16 @@ func (n *Node) maybeRaiseLogVersion() {
 		n.raising.Store(false)
 	}
 }
+
+// versionGraceElections is how many election timeouts a new leader waits
+// for every member to say which log version it reads before it writes
+// commands stripped for a member it has not heard from (submit).
+const versionGraceElections = 2
+
+// tick advances raft's clock and counts the ticks of this node's lead.
+func (n *Node) tick() {
+	n.rn.Tick()
+	if n.wasLeader {
+		n.ledTicks.Add(1)
+	}
+}

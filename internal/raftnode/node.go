@@ -935,19 +935,6 @@ func (n *Node) Tick() error {
 	return n.turn()
 }
 
-// versionGraceElections is how many election timeouts a new leader waits
-// for every member to say which log version it reads before it writes
-// commands stripped for a member it has not heard from (submit).
-const versionGraceElections = 2
-
-// tick advances raft's clock and counts the ticks of this node's lead.
-func (n *Node) tick() {
-	n.rn.Tick()
-	if n.wasLeader {
-		n.ledTicks.Add(1)
-	}
-}
-
 // Pump runs one loop turn if anything is pending: queued messages,
 // proposals, reads or unreachable reports, or a Ready. It reports whether
 // it did anything; the caller pumps until it reports false. Manual mode
