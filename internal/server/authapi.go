@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
@@ -36,7 +37,9 @@ func (s *Server) changeAuth(ctx context.Context, r *batonpb.ChangeAuthRequest) (
 
 // authChangeCommand validates a ChangeAuth and returns its command,
 // without its principal, and the new user's bearer token when it asked
-// for one (only its hash is in the command).
+// for one (only its hash is in the command). It checks the names and
+// prefix the change uses by package rules, as the state machine does;
+// whether they exist is the state machine's to say.
 func authChangeCommand(r *batonpb.ChangeAuthRequest) (*fsmpb.Command, string, error) {
 	kind := fsmpb.AuthChange_Kind(r.GetKind())
 	if _, known := fsmpb.AuthChange_Kind_name[int32(kind)]; !known || kind == fsmpb.AuthChange_KIND_UNSPECIFIED {
@@ -48,12 +51,25 @@ func authChangeCommand(r *batonpb.ChangeAuthRequest) (*fsmpb.Command, string, er
 		if r.GetUser() == "" {
 			return nil, "", invalidf("user is required")
 		}
+		if err := rules.CheckAuthName("user", r.GetUser()); err != nil {
+			return nil, "", invalidf("%s", err) // the rule names the field
+		}
 	}
 	switch kind {
 	case fsmpb.AuthChange_GRANT_ROLE, fsmpb.AuthChange_REVOKE_ROLE, fsmpb.AuthChange_ADD_ROLE,
 		fsmpb.AuthChange_DELETE_ROLE, fsmpb.AuthChange_GRANT, fsmpb.AuthChange_REVOKE:
 		if r.GetRole() == "" {
 			return nil, "", invalidf("role is required")
+		}
+		if err := rules.CheckAuthName("role", r.GetRole()); err != nil {
+			return nil, "", invalidf("%s", err)
+		}
+	}
+	if (kind == fsmpb.AuthChange_GRANT || kind == fsmpb.AuthChange_REVOKE) && r.GetPrefix() != "" {
+		// "" is every name; any other prefix is a lock name or the start
+		// of one, as the state machine has it.
+		if err := invalidField("prefix", rules.CheckLockName(r.GetPrefix())); err != nil {
+			return nil, "", err
 		}
 	}
 	if kind == fsmpb.AuthChange_GRANT {
