@@ -6,14 +6,17 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/batonlock/baton/embed"
 )
 
 // authCluster is a single member with authentication on: a user root
 // (role root) and a user alice whose role jobs may lock and read under
 // jobs/. It returns the member's address and the two users' tokens.
-func authCluster(t *testing.T) (addr, rootTok, aliceTok string, admin *Client) {
+// opts adjust the member's config.
+func authCluster(t *testing.T, opts ...func(*embed.Config)) (addr, rootTok, aliceTok string, admin *Client) {
 	t.Helper()
-	c, cl := single(t)
+	c, cl := single(t, opts...)
 	ctx := testCtx(t)
 	var err error
 	must := func(err error) {
@@ -143,4 +146,50 @@ func TestAuthPermissions(t *testing.T) {
 	if err != nil || !st.Enabled || st.You != "root" || len(st.Users) != 2 {
 		t.Errorf("GetAuth: %+v %v", st, err)
 	}
+}
+
+// TestMaxSessionsPerUser: with authentication on and 3 sessions a user,
+// alice's fourth open is refused (RESOURCE_EXHAUSTED, TOO_MANY_SESSIONS,
+// HTTP 429, naming her and the flag) while bob, a user like her, and
+// root still open; one of her sessions closed gives her a place again
+// (issue 23: sessions bounded "in total and per principal").
+func TestMaxSessionsPerUser(t *testing.T) {
+	const limit = 3
+	addr, _, aliceTok, root := authCluster(t, func(c *embed.Config) { c.MaxSessionsPerUser = limit })
+	ctx := testCtx(t)
+	bobTok, err := root.AddUser(ctx, "bob", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := root.GrantRole(ctx, "bob", "jobs"); err != nil {
+		t.Fatal(err)
+	}
+	alice := dial(t, addr, WithToken(aliceTok))
+	var hers []*Session
+	for range limit {
+		hers = append(hers, newSession(t, alice))
+	}
+
+	_, err = alice.NewSession(ctx)
+	if !errors.Is(err, ErrTooManySessions) || !strings.Contains(err.Error(), `user "alice"`) || !strings.Contains(err.Error(), "--max-sessions-per-user") {
+		t.Fatalf("alice's open over %d sessions: %v, want ErrTooManySessions naming her and --max-sessions-per-user", limit, err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/sessions", strings.NewReader(`{"ttl":"60s"}`))
+	req.Header.Set("Authorization", "Bearer "+aliceTok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("alice's open over HTTP over the limit: %s, want 429", resp.Status)
+	}
+
+	newSession(t, dial(t, addr, WithToken(bobTok)))
+	newSession(t, root)
+
+	if err := hers[0].Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	newSession(t, alice)
 }

@@ -95,8 +95,10 @@ var (
 	ErrTooManyPending = errors.New("baton: too many pending requests")
 	// ErrTooManySessions: the cluster has as many live sessions as its
 	// leader admits (Reason TOO_MANY_SESSIONS, `baton server
-	// --max-sessions`); nothing was opened. NewSession returns it at once:
-	// retrying helps only once other sessions close or expire.
+	// --max-sessions`), or the client's user has as many as it admits of
+	// one user (`--max-sessions-per-user`; the message says which);
+	// nothing was opened. NewSession returns it at once: retrying helps
+	// only once other sessions close or expire.
 	ErrTooManySessions = errors.New("baton: too many sessions")
 	// ErrNoSpace: the leader's data dir is nearly full (Reason NO_SPACE,
 	// `baton server --min-free-disk`), so it takes no new session or

@@ -163,10 +163,11 @@ func newSession(t testing.TB, cl *Client, opts ...SessionOption) *Session {
 	return s
 }
 
-// single starts one member and a client of it.
-func single(t *testing.T) (*testCluster, *Client) {
+// single starts one member, its config adjusted by opts, and a client
+// of it.
+func single(t *testing.T, opts ...func(*embed.Config)) (*testCluster, *Client) {
 	t.Helper()
-	c := startCluster(t, 1)
+	c := startCluster(t, 1, opts...)
 	return c, dial(t, c.addrs(0))
 }
 

@@ -135,6 +135,11 @@ type Config struct {
 	// TOO_MANY_SESSIONS and opens nothing. Resuming a session, or
 	// retrying an open that made a live one, is never refused.
 	MaxSessions int
+	// MaxSessionsPerUser bounds, with authentication on, the live
+	// sessions one user opened, counted as MaxSessions is: an open over
+	// it gets RESOURCE_EXHAUSTED with Reason TOO_MANY_SESSIONS. Sessions
+	// opened while authentication is off are no user's. 0: no bound.
+	MaxSessionsPerUser int
 	// MaxKeepAliveRate bounds one session's keepalives (resumes
 	// included) a second, with as many at once: one over it gets
 	// RESOURCE_EXHAUSTED (Reason OVERLOADED, which the Go client backs
@@ -176,6 +181,7 @@ func DefaultConfig() Config {
 		ConnHandshakeTimeout: DefaultConnHandshakeTimeout,
 		ConnIdleTimeout:      DefaultConnIdleTimeout,
 		MaxSessions:          DefaultMaxSessions,
+		MaxSessionsPerUser:   DefaultMaxSessionsPerUser,
 		MaxKeepAliveRate:     DefaultMaxKeepAliveRate,
 		MinFreeDisk:          MinFreeDiskAuto,
 	}
@@ -261,6 +267,8 @@ func (c Config) Validate() error {
 		return errors.New("conn idle timeout must be positive")
 	case c.MaxSessions < 1:
 		return errors.New("max sessions must be positive")
+	case c.MaxSessionsPerUser < 0:
+		return errors.New("max sessions per user must not be negative (0: no bound)")
 	case c.MaxKeepAliveRate < 1:
 		return errors.New("max keepalive rate must be positive")
 	case c.MinFreeDisk < MinFreeDiskAuto:

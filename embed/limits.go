@@ -33,6 +33,14 @@ const (
 	// measured (TestScale in package e2e: 100,000 sessions holding
 	// 1,000,000 locks, every member under 1 GiB resident).
 	DefaultMaxSessions = 100000
+	// DefaultMaxSessionsPerUser is the default of
+	// Config.MaxSessionsPerUser: a tenth of DefaultMaxSessions, so that
+	// it takes ten users at least to fill the cluster's places, and still
+	// far more than one application needs (a process keeps a session or
+	// a few). A fixed number rather than a share of MaxSessions, so that
+	// the default means the same whatever else is set; with MaxSessions
+	// lowered below it, only the total bounds a user.
+	DefaultMaxSessionsPerUser = DefaultMaxSessions / 10
 	// DefaultMaxKeepAliveRate is the default of Config.MaxKeepAliveRate:
 	// the Go client sends three keepalives per TTL (at most three a
 	// second, TTLs being at least a second), and a resume is one more; 50
@@ -56,10 +64,11 @@ func DefaultMaxClientConns(nofile uint64) int {
 // limits is what the server needs of c's limits.
 func (c Config) limits() server.Limits {
 	return server.Limits{
-		MaxClientConns:   c.MaxClientConns,
-		HandshakeTimeout: c.ConnHandshakeTimeout,
-		IdleTimeout:      c.ConnIdleTimeout,
-		MaxSessions:      c.MaxSessions,
-		MaxKeepAliveRate: c.MaxKeepAliveRate,
+		MaxClientConns:     c.MaxClientConns,
+		HandshakeTimeout:   c.ConnHandshakeTimeout,
+		IdleTimeout:        c.ConnIdleTimeout,
+		MaxSessions:        c.MaxSessions,
+		MaxSessionsPerUser: c.MaxSessionsPerUser,
+		MaxKeepAliveRate:   c.MaxKeepAliveRate,
 	}
 }

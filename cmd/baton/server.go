@@ -44,6 +44,7 @@ func runServer(args []string) int {
 	handshake := fs.Duration("conn-handshake-timeout", d.ConnHandshakeTimeout, "time a new client connection has to show whether it speaks gRPC or HTTP (TLS handshake included; gRPC shows it with its first call) and an HTTP request to send its header; then the member closes it")
 	idle := fs.Duration("conn-idle-timeout", d.ConnIdleTimeout, "close an HTTP/1 keep-alive connection idle between requests, and a gRPC connection without a call, after this long")
 	maxSessions := fs.Int("max-sessions", d.MaxSessions, "live sessions the cluster's leader admits; an open over it gets RESOURCE_EXHAUSTED (TOO_MANY_SESSIONS)")
+	maxUserSessions := fs.Int("max-sessions-per-user", d.MaxSessionsPerUser, "with authentication on, live sessions of one user the cluster's leader admits; an open over it gets RESOURCE_EXHAUSTED (TOO_MANY_SESSIONS); 0: no bound")
 	kaRate := fs.Int("max-keepalive-rate", d.MaxKeepAliveRate, "keepalives a second one session may send, as many at once; more get RESOURCE_EXHAUSTED (OVERLOADED) without a ReadIndex round")
 	minFreeDisk := byteSize(d.MinFreeDisk)
 	fs.Var(&minFreeDisk, "min-free-disk", "free space the member keeps in its data dir's file system: a `size` in bytes, or with a unit (512MiB, 2GiB). Below it, while leading, it refuses new sessions and acquires with RESOURCE_EXHAUSTED (NO_SPACE) and goes on serving keepalives, releases, closes and reads, until space is freed. auto is min(256MiB, 2% of the file system); 0 turns it off. A disk that fills all the same stops the member (exit 1) at its next log write, with nothing it acknowledged lost")
@@ -110,7 +111,7 @@ Flags:
 		InitialCluster: *cluster, Join: *join, TickInterval: *tick, ElectionTicks: *electionTicks,
 		SnapshotEntries: *snapEntries, Logger: lg,
 		MaxClientConns: *maxConns, ConnHandshakeTimeout: *handshake, ConnIdleTimeout: *idle,
-		MaxSessions: *maxSessions, MaxKeepAliveRate: *kaRate, MinFreeDisk: int64(minFreeDisk),
+		MaxSessions: *maxSessions, MaxSessionsPerUser: *maxUserSessions, MaxKeepAliveRate: *kaRate, MinFreeDisk: int64(minFreeDisk),
 	}
 	var err error
 	if cfg.ClientTLS, err = serverTLS(*certFile, *keyFile, *clientCA); err != nil {
@@ -141,8 +142,8 @@ Flags:
 		"peer_addr", cfg.PeerAddr, "initial_cluster", cfg.InitialCluster, "tick", cfg.TickInterval,
 		"election_ticks", cfg.ElectionTicks, "snapshot_entries", cfg.SnapshotEntries,
 		"max_client_conns", cfg.MaxClientConns, "conn_handshake_timeout", cfg.ConnHandshakeTimeout,
-		"conn_idle_timeout", cfg.ConnIdleTimeout, "max_sessions", cfg.MaxSessions, "max_keepalive_rate", cfg.MaxKeepAliveRate,
-		"min_free_disk", minFreeDisk.String())
+		"conn_idle_timeout", cfg.ConnIdleTimeout, "max_sessions", cfg.MaxSessions, "max_sessions_per_user", cfg.MaxSessionsPerUser,
+		"max_keepalive_rate", cfg.MaxKeepAliveRate, "min_free_disk", minFreeDisk.String())
 	m, err := embed.Start(cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "baton server: %v\n", err)

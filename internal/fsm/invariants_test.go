@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 
 	"google.golang.org/protobuf/proto"
@@ -41,6 +42,21 @@ func checkIndexes(m *Machine) error {
 	}
 	if len(m.opens) != nonces {
 		return fmt.Errorf("the open nonce index has %d entries for %d sessions with a nonce", len(m.opens), nonces)
+	}
+	// Sessions per principal: the counts are exactly the live sessions'.
+	byPrincipal := make(map[string]int)
+	for _, s := range m.sessions {
+		if s.principal != "" {
+			byPrincipal[s.principal]++
+		}
+	}
+	if !maps.Equal(byPrincipal, m.byPrincipal) {
+		return fmt.Errorf("sessions per principal are counted %v; the sessions say %v", m.byPrincipal, byPrincipal)
+	}
+	for p, n := range byPrincipal {
+		if got := m.NumSessionsOf(p); got != n {
+			return fmt.Errorf("NumSessionsOf(%q) = %d; the sessions say %d", p, got, n)
+		}
 	}
 	holds := make(map[uint64]map[string]uint32)
 	waits := make(map[uint64]map[waitKey]struct{})

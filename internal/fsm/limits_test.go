@@ -135,3 +135,58 @@ func TestErrorOf(t *testing.T) {
 		t.Fatal("success is not an error")
 	}
 }
+
+// TestNumSessionsOf: each user's live sessions are counted as they open
+// and end (a retried open is no new session, a blacklisted one still
+// lives), sessions opened with authentication off are no one's, and a
+// restored machine counts the same.
+func TestNumSessionsOf(t *testing.T) {
+	m := New()
+	index := uint64(0)
+	apply := func(cmd *fsmpb.Command) *fsmpb.Result {
+		t.Helper()
+		index++
+		res := m.Apply(index, cmd)
+		if err := ErrorOf(res); err != nil {
+			t.Fatalf("%v: %v", cmd, err)
+		}
+		return res
+	}
+	open := func(principal string, nonce uint64) uint64 {
+		return apply(&fsmpb.Command{Principal: principal, Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Nonce: nonce}}}).GetSessionId()
+	}
+	want := func(what string, counts map[string]int) {
+		t.Helper()
+		for p, n := range counts {
+			if got := m.NumSessionsOf(p); got != n {
+				t.Fatalf("%s: NumSessionsOf(%q) = %d, want %d", what, p, got, n)
+			}
+		}
+		if err := checkIndexes(m); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+
+	a1, a2 := open("alice", 1), open("alice", 2)
+	b := open("bob", 0)
+	open("", 0)
+	want("opened", map[string]int{"alice": 2, "bob": 1, "": 0, "carol": 0})
+	if id := open("alice", 1); id != a1 {
+		t.Fatalf("a retried open made session %d, not %d", id, a1)
+	}
+	apply(&fsmpb.Command{Op: &fsmpb.Command_BlacklistSession{BlacklistSession: &fsmpb.BlacklistSession{SessionId: a2}}})
+	want("a retry and a blacklisting", map[string]int{"alice": 2, "bob": 1})
+	apply(&fsmpb.Command{Principal: "alice", SessionId: a1, Op: &fsmpb.Command_CloseSession{CloseSession: &fsmpb.CloseSession{}}})
+	apply(&fsmpb.Command{Op: &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{SessionId: b}}})
+	want("a close and an expiry", map[string]int{"alice": 1, "bob": 0})
+
+	snap, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = New()
+	if err := m.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	want("restored", map[string]int{"alice": 1, "bob": 0, "": 0})
+}

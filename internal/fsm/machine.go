@@ -41,6 +41,11 @@ type Machine struct {
 	// opens indexes live sessions by the nonce of the OpenSession that
 	// made them (exactly-once opens); derived from the sessions.
 	opens map[uint64]*session
+	// byPrincipal counts the live sessions of each user that opened some
+	// (a session's principal); derived from the sessions, so it is in no
+	// snapshot. Sessions opened while authentication was off are no
+	// one's and not counted.
+	byPrincipal map[string]int
 
 	// frozen is the state being encoded while Apply goes on (frozen.go).
 	frozen *Frozen

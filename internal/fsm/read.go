@@ -137,6 +137,16 @@ func (m *Machine) SessionIDs() []*SessionRef {
 // NumSessions returns the number of live sessions.
 func (m *Machine) NumSessions() int { return len(m.sessions) }
 
+// NumSessionsOf returns the number of live sessions that principal
+// opened, in constant time; 0 for "" (sessions opened while
+// authentication was off are no user's).
+func (m *Machine) NumSessionsOf(principal string) int {
+	if principal == "" {
+		return 0
+	}
+	return m.byPrincipal[principal]
+}
+
 // RetriedOpen returns the live session that the open cmd, applied now,
 // would answer as a retry of the open that made it (the same nonce,
 // owner, TTL, secret and user), and whether there is one: then cmd opens

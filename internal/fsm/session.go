@@ -383,10 +383,32 @@ func (m *Machine) openSession(a *apply, op *fsmpb.OpenSession, principal string)
 	s := newSession(a.index, op.GetOwner(), int64(ttl), a.wall)
 	s.secretHash, s.principal = probe.secretHash, principal
 	m.created(s)
-	m.sessions[s.id] = s
-	m.sessionTree.ReplaceOrInsert(s)
+	m.addSession(s)
 	m.noteNonce(s, op.GetNonce())
 	a.res.SessionId = s.id
+}
+
+// addSession and dropSession add and remove a live session in the
+// indexes every session is in: by id, in id order, and by principal.
+func (m *Machine) addSession(s *session) {
+	m.sessions[s.id] = s
+	m.sessionTree.ReplaceOrInsert(s)
+	if s.principal != "" {
+		if m.byPrincipal == nil {
+			m.byPrincipal = make(map[string]int)
+		}
+		m.byPrincipal[s.principal]++
+	}
+}
+
+func (m *Machine) dropSession(s *session) {
+	delete(m.sessions, s.id)
+	m.sessionTree.Delete(s)
+	if s.principal != "" {
+		if m.byPrincipal[s.principal]--; m.byPrincipal[s.principal] == 0 {
+			delete(m.byPrincipal, s.principal)
+		}
+	}
 }
 
 // retriedOpen is the live session that op, by principal, retries the
@@ -472,8 +494,7 @@ func (m *Machine) endSession(a *apply, s *session, how HoldEnd) {
 		l.holders = slices.DeleteFunc(l.holders, func(h holder) bool { return h.s == s })
 		m.settle(a, l)
 	}
-	delete(m.sessions, s.id)
-	m.sessionTree.Delete(s)
+	m.dropSession(s)
 	if s.nonce != 0 && m.opens[s.nonce] == s {
 		delete(m.opens, s.nonce)
 	}

@@ -810,8 +810,7 @@ func (m *Machine) loadSession(p *fsmpb.Session, prev uint64) error {
 		cr.claimed = c.GetClaimed()
 		s.results = append(s.results, cr)
 	}
-	m.sessions[id] = s
-	m.sessionTree.ReplaceOrInsert(s)
+	m.addSession(s)
 	return nil
 }
 

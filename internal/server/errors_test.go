@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,6 +115,43 @@ func TestRequestValidation(t *testing.T) {
 	}
 	if _, err := releaseCommand(&batonpb.ReleaseRequest{Header: h, Name: "a"}); !errors.Is(err, errInvalid) {
 		t.Fatalf("release without token: %v", err)
+	}
+}
+
+// TestAuthChangeValidation: a change of users, roles or permissions
+// whose names or prefix break a rule is refused before it is proposed,
+// in the rule's words, as the state machine would refuse it applied
+// (FuzzRequestCommands found them proposed: a log entry on every member
+// for a refusal).
+func TestAuthChangeValidation(t *testing.T) {
+	long := strings.Repeat("u", rules.MaxAuthNameLen+1)
+	tests := []struct {
+		name string
+		req  *batonpb.ChangeAuthRequest
+		want string // in the refusal; "" accepted
+	}{
+		{"add user", &batonpb.ChangeAuthRequest{Kind: batonpb.ChangeAuthRequest_ADD_USER, User: "alice"}, ""},
+		{"no user", &batonpb.ChangeAuthRequest{Kind: batonpb.ChangeAuthRequest_ADD_USER}, "user is required"},
+		{"user with a control character", &batonpb.ChangeAuthRequest{Kind: batonpb.ChangeAuthRequest_ADD_USER, User: "000\x010"}, "user name"},
+		{"long user", &batonpb.ChangeAuthRequest{Kind: batonpb.ChangeAuthRequest_DELETE_USER, User: long}, "user name is 129 bytes"},
+		{"role with a newline", &batonpb.ChangeAuthRequest{Kind: batonpb.ChangeAuthRequest_GRANT_ROLE, User: "alice", Role: "a\nb"}, "role name"},
+		{"long role", &batonpb.ChangeAuthRequest{Kind: batonpb.ChangeAuthRequest_ADD_ROLE, Role: long}, "role name is 129 bytes"},
+		{"grant over every name", &batonpb.ChangeAuthRequest{Kind: batonpb.ChangeAuthRequest_GRANT, Role: "ops", Perms: "all"}, ""},
+		{"grant over a control character", &batonpb.ChangeAuthRequest{Kind: batonpb.ChangeAuthRequest_GRANT, Role: "ops", Prefix: "jobs/\x00", Perms: "read"}, "prefix: lock name"},
+		{"revoke over a long prefix", &batonpb.ChangeAuthRequest{Kind: batonpb.ChangeAuthRequest_REVOKE, Role: "ops", Prefix: strings.Repeat("p", rules.MaxNameLen+1)}, "prefix: lock name is 513 bytes"},
+		{"no perms", &batonpb.ChangeAuthRequest{Kind: batonpb.ChangeAuthRequest_GRANT, Role: "ops", Prefix: "jobs/"}, "perms"},
+		{"no kind", &batonpb.ChangeAuthRequest{User: "alice"}, "not an auth change"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := authChangeCommand(tt.req)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.want != "" && (!errors.Is(err, errInvalid) || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("got %v, want invalid argument saying %q", err, tt.want)
+			}
+		})
 	}
 }
 

@@ -60,10 +60,7 @@ func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
 		grpc.ForceServerCodecV2(wire.Codec{}),
 	)
 	batonpb.RegisterBatonServer(gs, s)
-	jsonpb := &runtime.JSONPb{
-		MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true, UseProtoNames: true},
-		UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
-	}
+	jsonpb := gatewayJSON()
 	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, jsonpb),
 		runtime.WithRoutingErrorHandler(routingError), runtime.WithErrorHandler(httpError))
 	if err := batonpb.RegisterBatonHandlerServer(context.Background(), gw, s); err != nil {
@@ -105,6 +102,16 @@ func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
 	go func() { ln.done <- ignoreClosed(hs.Serve(httpL)) }()
 	go func() { ln.done <- ignoreClosed(m.Serve()) }()
 	return ln, nil
+}
+
+// gatewayJSON is how the HTTP/JSON gateway reads requests and writes
+// answers: proto field names, every field written, unknown fields
+// refused.
+func gatewayJSON() *runtime.JSONPb {
+	return &runtime.JSONPb{
+		MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true, UseProtoNames: true},
+		UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
+	}
 }
 
 // Close stops accepting, ends every call and connection, and waits for

@@ -45,6 +45,8 @@ func (s *Server) MetricsHandler() http.Handler {
 			{"baton_sessions", "live sessions", "gauge", uint64(sessions)},
 			{"baton_sessions_limit", "live sessions the leader admits at most (--max-sessions; 0: no limit)", "gauge", uint64(s.cfg.Limits.MaxSessions)},
 			{"baton_sessions_refused_total", "opens this member refused, leading, because the cluster had --max-sessions live sessions", "counter", s.sessionsRefused.Load()},
+			{"baton_sessions_per_user_limit", "live sessions of one user the leader admits at most, with authentication on (--max-sessions-per-user; 0: no limit)", "gauge", uint64(s.cfg.Limits.MaxSessionsPerUser)},
+			{"baton_user_sessions_refused_total", "opens this member refused, leading, because their user had --max-sessions-per-user live sessions", "counter", s.userSessionsRefused.Load()},
 			{"baton_keepalive_rate_limit", "keepalives a second one session may send (--max-keepalive-rate; 0: no limit)", "gauge", uint64(s.cfg.Limits.MaxKeepAliveRate)},
 			{"baton_keepalives_refused_total", "keepalives this member refused, leading, because their session sent more than --max-keepalive-rate a second", "counter", s.keepAlivesRefused.Load()},
 			{"baton_locks", "locks held or waited for", "gauge", uint64(locks)},

@@ -212,6 +212,40 @@ func closeCommand(id, seq uint64) (*fsmpb.Command, error) {
 	return &fsmpb.Command{SessionId: id, Seq: seq, MinUnackedSeq: seq, Op: &fsmpb.Command_CloseSession{CloseSession: &fsmpb.CloseSession{}}}, nil
 }
 
+// casReleaseCommand validates an operator's CasRelease and returns its
+// command, without its principal.
+func casReleaseCommand(r *batonpb.CasReleaseRequest) (*fsmpb.Command, error) {
+	if err := checkName("name", r.GetName()); err != nil {
+		return nil, err
+	}
+	if r.GetSessionId() == 0 {
+		return nil, invalidf("session_id is required")
+	}
+	return &fsmpb.Command{Op: &fsmpb.Command_CasRelease{CasRelease: &fsmpb.CasRelease{
+		Lock: r.GetName(), SessionId: r.GetSessionId(), Token: r.GetToken(),
+	}}}, nil
+}
+
+// blacklistCommand validates an operator's Blacklist and returns its
+// command, without its principal.
+func blacklistCommand(r *batonpb.BlacklistRequest) (*fsmpb.Command, error) {
+	if r.GetSessionId() == 0 {
+		return nil, invalidf("session_id is required")
+	}
+	return &fsmpb.Command{Op: &fsmpb.Command_BlacklistSession{BlacklistSession: &fsmpb.BlacklistSession{
+		SessionId: r.GetSessionId(),
+	}}}, nil
+}
+
+// checkRenewHold validates a renewal's hold (its session is the
+// stream's, or the unary request's header).
+func checkRenewHold(r *batonpb.RenewHoldRequest) error {
+	if r.GetToken() == 0 {
+		return invalidf("token is required: a renewal names the hold")
+	}
+	return checkName("name", r.GetName())
+}
+
 func holderToWire(h *fsmpb.Holder) *batonpb.Holder {
 	if h == nil {
 		return nil

@@ -87,9 +87,10 @@ type Server struct {
 	// showed gRPC or HTTP/1 in time.
 	handshakesFailed atomic.Uint64
 	// opens are the opens in flight that hold a place under
-	// Limits.MaxSessions; sessionsRefused counts those refused for it.
-	opens           openSlots
-	sessionsRefused atomic.Uint64
+	// Limits.MaxSessions (and MaxSessionsPerUser); sessionsRefused and
+	// userSessionsRefused count those refused for each.
+	opens                                openSlots
+	sessionsRefused, userSessionsRefused atomic.Uint64
 	// keepAlivesRefused counts keepalives over Limits.MaxKeepAliveRate.
 	keepAlivesRefused atomic.Uint64
 	// noSpaceRefused counts opens and acquires refused by Config.Disk.

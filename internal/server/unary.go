@@ -96,13 +96,10 @@ func (s *Server) RenewHold(ctx context.Context, r *batonpb.RenewHoldRequest) (*b
 // election, which is later).
 func (s *Server) renewHold(ctx context.Context, session uint64, shown []byte, r *batonpb.RenewHoldRequest) (*batonpb.RenewHoldResponse, error) {
 	received := time.Now()
-	switch {
-	case session == 0:
+	if session == 0 {
 		return nil, invalidf("session_id is required")
-	case r.GetToken() == 0:
-		return nil, invalidf("token is required: a renewal names the hold")
 	}
-	if err := checkName("name", r.GetName()); err != nil {
+	if err := checkRenewHold(r); err != nil {
 		return nil, err
 	}
 	if _, err := s.principal(ctx); err != nil {
@@ -275,14 +272,10 @@ func (s *Server) CasRelease(ctx context.Context, r *batonpb.CasReleaseRequest) (
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
-	err = checkName("name", r.GetName())
-	if err == nil && r.GetSessionId() == 0 {
-		err = invalidf("session_id is required")
-	}
+	cmd, err := casReleaseCommand(r)
 	if err == nil {
-		_, err = s.propose(ctx, &fsmpb.Command{Principal: who, Op: &fsmpb.Command_CasRelease{CasRelease: &fsmpb.CasRelease{
-			Lock: r.GetName(), SessionId: r.GetSessionId(), Token: r.GetToken(),
-		}}})
+		cmd.Principal = who
+		_, err = s.propose(ctx, cmd)
 	}
 	if err != nil {
 		return nil, s.toStatus(err)
@@ -296,12 +289,10 @@ func (s *Server) Blacklist(ctx context.Context, r *batonpb.BlacklistRequest) (*b
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
-	if r.GetSessionId() == 0 {
-		err = invalidf("session_id is required")
-	} else {
-		_, err = s.propose(ctx, &fsmpb.Command{Principal: who, Op: &fsmpb.Command_BlacklistSession{BlacklistSession: &fsmpb.BlacklistSession{
-			SessionId: r.GetSessionId(),
-		}}})
+	cmd, err := blacklistCommand(r)
+	if err == nil {
+		cmd.Principal = who
+		_, err = s.propose(ctx, cmd)
 	}
 	if err != nil {
 		return nil, s.toStatus(err)
