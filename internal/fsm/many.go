@@ -1,0 +1,115 @@
+package fsm
+
+import (
+	"math"
+	"slices"
+
+	"github.com/batonlock/baton/api/rules"
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+// acquireMany applies an AcquireMany: each lock tried on its own, for one
+// owner key, or with all, every lock or none in this one entry.
+func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
+	if !a.needSession(s, "acquire_many") {
+		return
+	}
+	names := op.GetLocks()
+	if err := refusal(rules.CheckLockNames(names)); err != nil {
+		a.refuse(err)
+		return
+	}
+	if err := checkOwnerKey(op.GetOwnerKey()); err != nil {
+		a.refuse(err)
+		return
+	}
+	limit, err := checkLimit(op.GetLimit())
+	if err != nil {
+		a.refuse(err)
+		return
+	}
+	holdLimit, err := checkHoldLimit(op.GetHoldLimitNanos())
+	if err != nil {
+		a.refuse(err)
+		return
+	}
+	if s.blacklisted {
+		a.refuse(errorf(fsmpb.Error_ERROR_BLACKLISTED, "session %d is blacklisted", s.id))
+		return
+	}
+	shared := op.GetShared()
+	fresh, busy := 0, 0 // locks that would be newly held; that cannot be
+	for _, name := range names {
+		var h *holder
+		if l := m.locks[name]; l != nil {
+			h = l.holderOf(s, op.GetOwnerKey())
+			if err := l.fits(h, limit, shared); err != nil {
+				a.refuse(err)
+				return
+			}
+			if h != nil && h.holdLimit != holdLimit {
+				a.refuse(errorf(fsmpb.Error_ERROR_LIMIT_MISMATCH,
+					"session %d key %s holds lock %s with a hold limit of %v; a reentrant acquire_many must state it, not %v",
+					s.id, quote(h.ownerKey), quote(name), msDuration(h.holdLimit), msDuration(holdLimit)))
+				return
+			}
+			if h == nil && !(l.admits(shared) && len(l.waiters()) == 0) {
+				busy++
+			}
+		}
+		if h == nil {
+			fresh++
+		} else if h.count == math.MaxUint32 {
+			a.refuse(errorf(fsmpb.Error_ERROR_TOO_MANY_HOLDS,
+				"reentrant count of lock %s is at its limit %d", quote(name), uint32(math.MaxUint32)))
+			return
+		}
+	}
+	if s.load()+fresh > MaxHoldsPerSession {
+		a.refuse(errorf(fsmpb.Error_ERROR_TOO_MANY_HOLDS,
+			"session %d holds or waits for %d locks and asks for %d more; the limit is %d",
+			s.id, s.load(), fresh, MaxHoldsPerSession))
+		return
+	}
+
+	out := make([]*fsmpb.AcquireOutcome, 0, len(names))
+	if busy > 0 && op.GetAll() {
+		// All or nothing, and not all: nothing changes.
+		for _, name := range names {
+			l := m.locks[name]
+			if l == nil || l.holderOf(s, op.GetOwnerKey()) != nil || (l.admits(shared) && len(l.waiters()) == 0) {
+				out = append(out, &fsmpb.AcquireOutcome{Lock: name, Status: fsmpb.AcquireStatus_ACQUIRE_STATUS_SKIPPED})
+				continue
+			}
+			out = append(out, &fsmpb.AcquireOutcome{
+				Lock:   name,
+				Status: fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY,
+				Holder: l.currentHolder(),
+			})
+		}
+		a.res.AcquireMany = out
+		return
+	}
+	m.changeSession(s)
+	s.held = slices.Grow(s.held, fresh) // once, not doubling on the way
+	for _, name := range names {
+		l := m.locks[name]
+		switch {
+		case l != nil && l.holderOf(s, op.GetOwnerKey()) != nil:
+			h := l.holderOf(s, op.GetOwnerKey())
+			m.changeLock(l)
+			h.count++
+			out = append(out, grantedOutcome(name, h))
+		case l == nil || (l.admits(shared) && len(l.waiters()) == 0):
+			h := m.hold(a, m.lockFor(name), s, op.GetOwnerKey(), a.seq, limit, shared, holdLimit)
+			out = append(out, grantedOutcome(name, h))
+		default:
+			out = append(out, &fsmpb.AcquireOutcome{
+				Lock:   name,
+				Status: fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY,
+				Holder: l.currentHolder(),
+			})
+		}
+	}
+	a.res.AcquireMany = out
+}

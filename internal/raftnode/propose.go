@@ -1,0 +1,208 @@
+package raftnode
+
+// Proposals and read barriers: how the API hands commands to the loop and
+// waits for their results, and how it waits for linearizable reads.
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/batonlock/baton/internal/fsm"
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+// Propose replicates cmd and waits until it is applied, returning its
+// result and log index. It sets cmd's Proposer and ProposalId. Cancelling
+// ctx stops the waiting, not the proposal: the command may still apply.
+func (n *Node) Propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, uint64, error) {
+	f, err := n.Submit(cmd)
+	if err != nil {
+		return nil, 0, err
+	}
+	return f.Wait(ctx)
+}
+
+// Future is a submitted proposal.
+type Future struct {
+	n *Node
+	p *proposal
+}
+
+// Done is closed when the proposal applied or failed.
+func (f *Future) Done() <-chan struct{} { return f.p.done }
+
+// Wait waits for the proposal's result and log index. Cancelling ctx
+// stops the waiting, not the proposal.
+func (f *Future) Wait(ctx context.Context) (*fsmpb.Result, uint64, error) {
+	select {
+	case <-f.p.done:
+		return f.p.res, f.p.index, f.p.err
+	case <-ctx.Done():
+		f.n.forget(f.p.id)
+		return nil, 0, ctx.Err()
+	}
+}
+
+// Submit queues cmd for replication without waiting. Commands submitted
+// from one goroutine enter the log in submission order (unless dropped by a
+// leadership change, which fails their futures).
+func (n *Node) Submit(cmd *fsmpb.Command) (*Future, error) {
+	p, err := n.submit(cmd, &proposal{done: make(chan struct{})})
+	if err != nil {
+		return nil, err
+	}
+	return &Future{n: n, p: p}, nil
+}
+
+// SubmitFunc queues cmd as Submit does and calls done once with its
+// outcome (as Future.Wait returns it), instead of handing out a future: a
+// caller with many requests in flight needs no goroutine per request.
+// done runs on the Ready loop's goroutine (or Stop's), so it must return
+// quickly and must not call the Node's blocking methods. When SubmitFunc
+// returns an error, done is never called.
+func (n *Node) SubmitFunc(cmd *fsmpb.Command, done func(res *fsmpb.Result, index uint64, err error)) error {
+	return n.SubmitTo(cmd, completeFunc(done))
+}
+
+// Completer is told the outcome of a command given to SubmitTo.
+type Completer interface {
+	Complete(res *fsmpb.Result, index uint64, err error)
+}
+
+type completeFunc func(res *fsmpb.Result, index uint64, err error)
+
+func (f completeFunc) Complete(res *fsmpb.Result, index uint64, err error) { f(res, index, err) }
+
+// SubmitTo is SubmitFunc for a caller that keeps what it needs to answer
+// in a value of its own: c.Complete is called as done would be. A server
+// with a request in flight per session pays one allocation for it, where
+// closures over the request cost several.
+func (n *Node) SubmitTo(cmd *fsmpb.Command, c Completer) error {
+	_, err := n.submit(cmd, &proposal{cb: c})
+	return err
+}
+
+func (n *Node) submit(cmd *fsmpb.Command, p *proposal) (*proposal, error) {
+	if !n.isLeader.Load() {
+		return nil, &NotLeaderError{Leader: n.leader.Load()}
+	}
+	p.id = n.nextID.Add(1)
+	if v := n.logVersion.Load(); v < fsm.LogVersion && cmd.GetSetLogVersion() == nil {
+		if need := fsm.VersionNeeded(cmd); need > v {
+			// Some member may not read what this release would write.
+			// A new leader may not have applied the entry that raised
+			// the version (an earlier attempt of this very request may
+			// have applied after it), and a raise may be on its way:
+			// then the caller retries, here.
+			if !n.caughtUp.Load() {
+				return nil, &NotLeaderError{Leader: n.cfg.ID}
+			}
+			// A member not heard from yet (a new cluster's, at its
+			// first election) may be about to say it reads the version:
+			// for a while the caller retries rather than lose what
+			// the command carries (an open's secret).
+			if due := n.cfg.LogVersionDue; due != nil {
+				dv, ok := due(n.Membership())
+				if ok && dv >= need || !ok && n.ledTicks.Load() < int64(versionGraceElections*n.cfg.ElectionTicks) {
+					return nil, &NotLeaderError{Leader: n.cfg.ID}
+				}
+			}
+			if err := fsm.ForLogVersion(cmd, v); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrLogVersion, err)
+			}
+		}
+	}
+	cmd.Proposer = n.cfg.ID
+	cmd.ProposalId = p.id
+	data, ok := fsm.EncodeCommand(cmd)
+	if !ok {
+		var err error
+		if data, err = proto.Marshal(cmd); err != nil {
+			return nil, fmt.Errorf("raftnode: encode command: %w", err)
+		}
+	}
+	p.data = data
+	n.wmu.Lock()
+	n.waiting[p.id] = p
+	n.wmu.Unlock()
+	// A loop that has ended (Stop, or a storage error) fails everything
+	// in waiting once, after setting dead: checking dead after joining
+	// waiting means either that sweep completes p or we see dead here.
+	if n.dead.Load() {
+		return n.refuse(p, ErrStopped)
+	}
+	select {
+	case n.propC <- p:
+		return p, nil
+	case <-n.stopC:
+		return n.refuse(p, ErrStopped)
+	default:
+		return n.refuse(p, ErrOverloaded)
+	}
+}
+
+// refuse takes p back out of waiting and returns err; but if someone else
+// took it first (failAll), p is theirs to complete, and it counts as
+// submitted.
+func (n *Node) refuse(p *proposal, err error) (*proposal, error) {
+	if !n.forget(p.id) {
+		return p, nil
+	}
+	return nil, err
+}
+
+// ReadBarrier returns once this node has confirmed with a quorum that it
+// still leads, at a moment after the call began, and has applied every
+// entry committed before that moment: state read from View afterwards is
+// linearizable. Concurrent barriers share one ReadIndex round.
+func (n *Node) ReadBarrier(ctx context.Context) error {
+	r, err := n.StartRead()
+	if err != nil {
+		return err
+	}
+	select {
+	case <-r.Done():
+		return r.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ReadFuture is a read barrier started by StartRead.
+type ReadFuture struct{ r *readWait }
+
+// Done is closed when the barrier passed or failed.
+func (f *ReadFuture) Done() <-chan struct{} { return f.r.done }
+
+// Err is the barrier's outcome once Done is closed: nil when state read
+// from View now is linearizable (as for ReadBarrier).
+func (f *ReadFuture) Err() error { return f.r.err }
+
+// StartRead queues a read barrier without waiting for it; ReadBarrier is
+// StartRead followed by a wait on the future.
+func (n *Node) StartRead() (*ReadFuture, error) {
+	if !n.isLeader.Load() {
+		return nil, &NotLeaderError{Leader: n.leader.Load()}
+	}
+	r := &readWait{done: make(chan struct{})}
+	select {
+	case n.readC <- r:
+		return &ReadFuture{r: r}, nil
+	case <-n.stopC:
+		return nil, ErrStopped
+	default:
+		return nil, ErrOverloaded
+	}
+}
+
+// forget removes proposal id from waiting and reports whether it was
+// there.
+func (n *Node) forget(id uint64) bool {
+	n.wmu.Lock()
+	defer n.wmu.Unlock()
+	_, ok := n.waiting[id]
+	delete(n.waiting, id)
+	return ok
+}
