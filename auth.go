@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/api/rules"
 )
 
 // Authentication. With authentication on in the cluster (`baton auth
@@ -72,8 +73,22 @@ type AuditEntry struct {
 }
 
 // changeAuth makes one change; it is retried only when it surely did not
-// apply (a retried ADD_USER could otherwise meet the user it made).
+// apply (a retried ADD_USER could otherwise meet the user it made). The
+// names it carries are checked first, with the server's rules.
 func (c *Client) changeAuth(ctx context.Context, r *batonpb.ChangeAuthRequest) (*batonpb.ChangeAuthResponse, error) {
+	if r.GetUser() != "" || r.GetKind() == batonpb.ChangeAuthRequest_ADD_USER {
+		if err := invalid(rules.CheckAuthName("user", r.GetUser())); err != nil {
+			return nil, err
+		}
+	}
+	if r.GetRole() != "" {
+		if err := invalid(rules.CheckAuthName("role", r.GetRole())); err != nil {
+			return nil, err
+		}
+	}
+	if err := invalid(rules.CheckPrefix(r.GetPrefix())); err != nil {
+		return nil, err
+	}
 	var out *batonpb.ChangeAuthResponse
 	err := c.invoke(ctx, retryNotApplied, func(ctx context.Context, bc batonpb.BatonClient) error {
 		var err error

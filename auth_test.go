@@ -193,3 +193,23 @@ func TestMaxSessionsPerUser(t *testing.T) {
 	}
 	newSession(t, alice)
 }
+
+// TestAuthCallsCheckNames: the client's auth calls refuse names the
+// server would, before they send anything (the member is stopped: a call
+// that were sent would be UNAVAILABLE).
+func TestAuthCallsCheckNames(t *testing.T) {
+	c := startCluster(t, 1)
+	cl := dial(t, c.addrs(0), WithMaxAttempts(1))
+	c.stop(0)
+	ctx := testCtx(t)
+	for what, err := range map[string]error{
+		"a user with a newline":     func() error { _, err := cl.AddUser(ctx, "a\nb", false); return err }(),
+		"an empty user":             func() error { _, err := cl.AddUser(ctx, "", true); return err }(),
+		"a role of 200 bytes":       cl.AddRole(ctx, strings.Repeat("r", 200)),
+		"a prefix that is no UTF-8": cl.Grant(ctx, "jobs", "\xff", "lock"),
+	} {
+		if !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidArgument", what, err)
+		}
+	}
+}
