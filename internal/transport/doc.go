@@ -12,9 +12,8 @@
 // hand-off and HTTP/2 frame is on a commit's critical path. gRPC adds a
 // hand-off on each side of each message (its reader to the stream's
 // handler, the sender to its writer goroutine); a plain connection has the
-// sender write and the reader deliver. In alternating runs against the
-// gRPC transport an uncontended acquire went from 0.73-0.83 to 0.53-0.62 ms
-// at p50 (docs/BENCHMARKS.md).
+// sender write and the reader deliver (the measurement is in
+// docs/BENCHMARKS.md).
 //
 // Sending. Send never blocks: it appends each message to the bounded queue
 // of its destination (QueueSize messages) and wakes that peer's sender
