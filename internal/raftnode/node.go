@@ -425,9 +425,8 @@ func (n *Node) run() {
 			// submitted first and go into the same MsgProp, Ready and
 			// MsgApp: on a busy machine this cuts the loop's work per
 			// command; on an idle one nothing else is runnable and
-			// Gosched returns at once. Measured with baton bench, own
-			// keys, 64 workers, 3 nodes: +10-38% cycles/s, no change for
-			// one worker.
+			// Gosched returns at once (docs/BENCHMARKS.md has the
+			// figures).
 			runtime.Gosched()
 			n.stepProposals(p)
 		case r := <-n.readC:
@@ -478,9 +477,8 @@ func (n *Node) turn() error {
 		// A long run of Readies (a restart replaying the log after its
 		// snapshot, 10 MB of entries at a time) must not stop the clock:
 		// the ticker drops what is not taken, and a member that replayed
-		// for seconds then waited a whole election timeout more before
-		// campaigning (measured in TestScale: 4.2 s from ready to the
-		// election).
+		// for seconds would then wait a whole election timeout more
+		// before campaigning.
 		select {
 		case <-n.tickC:
 			n.tick()
