@@ -252,12 +252,12 @@ func (m *Machine) hold(a *apply, l *lock, s *session, ownerKey string, acquireSe
 	return &l.holders[len(l.holders)-1]
 }
 
-// settle grants l to waiters from the head of its queue while the head
+// grantWaiters grants l to waiters from the head of its queue while the head
 // fits beside the holders, with this entry's index as token, and deletes l
 // if nobody holds or waits for it. Only as many waiters as there is room
 // for are woken, in queue order: a shared waiter behind an exclusive one
 // waits for it, so a stream of readers cannot starve a writer.
-func (m *Machine) settle(a *apply, l *lock) {
+func (m *Machine) grantWaiters(a *apply, l *lock) {
 	for len(l.waiters()) > 0 && l.grantable(&l.waiters()[0]) {
 		m.changeLock(l)
 		w := l.popWaiter()
@@ -506,7 +506,7 @@ func (m *Machine) endHold(a *apply, l *lock, h *holder, how HoldEnd) {
 	m.changeSession(s)
 	m.dropHold(s, idx)
 	s.holdEnded(l.name, token)
-	m.settle(a, l)
+	m.grantWaiters(a, l)
 }
 
 func (m *Machine) casRelease(a *apply, op *fsmpb.CasRelease) {
@@ -660,7 +660,7 @@ func (m *Machine) cancelWait(a *apply, s *session, op *fsmpb.CancelWait) {
 		Lock:       name,
 		Error:      code,
 	})
-	m.settle(a, l)
+	m.grantWaiters(a, l)
 }
 
 // heldThrough returns the holder record of lock name that session got

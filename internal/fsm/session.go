@@ -492,7 +492,7 @@ func (m *Machine) endSession(a *apply, s *session, how HoldEnd) {
 			}
 		}
 		l.holders = slices.DeleteFunc(l.holders, func(h holder) bool { return h.s == s })
-		m.settle(a, l)
+		m.grantWaiters(a, l)
 	}
 	m.dropSession(s)
 	if s.nonce != 0 && m.opens[s.nonce] == s {
@@ -527,7 +527,7 @@ func (m *Machine) dropWaits(a *apply, s *session, code fsmpb.Error) {
 			Error:      code,
 		})
 		if i+1 == len(keys) || keys[i+1].lock != k.lock {
-			m.settle(a, l)
+			m.grantWaiters(a, l)
 		}
 	}
 }
