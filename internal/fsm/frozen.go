@@ -77,7 +77,7 @@ type Frozen struct {
 // encodeBatch is how many records the encoder writes per hold of mu: an
 // Apply that changes a record the encoder has yet to reach waits at most
 // that long (a few µs), and the encoder takes mu rarely enough that doing
-// so costs it about 1%.
+// so costs it little.
 const encodeBatch = 16
 
 // encodeRoom is the room a large buffer has before each batch (or grows
@@ -240,11 +240,11 @@ func (f *Frozen) pause() {
 	if f.between != nil {
 		f.between()
 	}
-	// Grow the buffer here, not under mu: copying tens of MB held Apply
-	// up for as long (50-70 ms in BenchmarkScaleAcquireMany). A small
-	// buffer is left to grow as it goes: a copy of it costs nothing, and
-	// reserving encodeRoom for every small snapshot cost the simulation
-	// (thousands of them, under -race) more than twice its time.
+	// Grow the buffer here, not under mu: copying tens of MB under mu
+	// would hold Apply up for as long (BenchmarkScaleAcquireMany). A
+	// small buffer is left to grow as it goes: a copy of it costs
+	// nothing, and reserving encodeRoom for every small snapshot would
+	// slow whoever takes thousands of them (the simulation).
 	f.grow(min(encodeRoom, cap(f.buf)/8))
 	for f.want.Load() > 0 {
 		runtime.Gosched()

@@ -81,8 +81,9 @@ func decodeRecord(rec []byte, msg proto.Message) error {
 // reflection: a field of another number, or of a known number but another
 // wire type, is skipped; the last of a scalar wins; strings must be UTF-8.
 // It reuses p's holder and waiter messages (loadLock copies out what it
-// keeps). Through proto, decoding was 40% of a restore at a million locks,
-// and a restarting member serves nothing until its restore is done.
+// keeps). Through proto, decoding was a large part of a restore at a
+// million locks, and a restarting member serves nothing until its
+// restore is done.
 // TestDecodeLockMatchesProto compares it with proto.Unmarshal on valid and
 // damaged records.
 func decodeLock(rec []byte, p *fsmpb.Lock) error {

@@ -551,8 +551,8 @@ func (n *Node) finishSnapshot(r snapResult) {
 // bytes has been encoded and saved, or received and restored, if it is at
 // least CollectAfterSnapshot bytes and no such collection runs yet. Not
 // after the snapshot restored at start: a restart waits on the catch-up
-// that follows, and in the run measured a collection there did not lower
-// the resident size after a restart.
+// that follows, and a collection there does not lower the resident size
+// after a restart.
 //
 // A snapshot is the largest short-lived allocation a member makes: saving
 // one holds the state machine's encoding and the store's framed copy of it
@@ -583,11 +583,11 @@ func (n *Node) collectAfterSnapshot(size int) {
 //
 // Without the return, the pages of the two buffers stay resident as idle
 // heap until the heap regrows into them: the scavenger keeps up to about
-// 10% over the heap goal, which the snapshot had inflated. At the scale
-// point, followers read a while after their snapshot were at 399 MiB
-// resident with it and 579-685 MiB after a plain collection; a leader
-// regrows its heap to its goal within seconds, so it gains less. The cost
-// is faulting pages in again as the heap regrows, once per snapshot.
+// 10% over the heap goal, which the snapshot had inflated. Followers,
+// whose heaps regrow slowly, keep hundreds of MiB less resident at the
+// scale point; a leader regrows its heap within seconds, so it gains
+// less. The cost is faulting pages in again as the heap regrows, once
+// per snapshot.
 func collectInBackground(done func()) {
 	go func() {
 		defer done()

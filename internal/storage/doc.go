@@ -7,11 +7,9 @@
 // already allocated and initialised, so an fdatasync flushes data and no
 // allocation metadata (on ext4 without a journal the inode's block still
 // goes out when the modification time moved, at most once per clock
-// tick). etcd's WAL, which earlier releases used, preallocates with
-// fallocate: on ext4 every sync of it also commits a journal transaction
-// to convert the written extents. BenchmarkSave measures the difference
-// (about 110 against 150-250 µs a synced one-entry save on this project's
-// 2-core test machines). On Linux the log writes with direct I/O
+// tick). etcd's WAL preallocates with fallocate instead: on ext4 every
+// sync of it also commits a journal transaction to convert the written
+// extents (BenchmarkSave measures the difference). On Linux the log writes with direct I/O
 // where the file system takes it (not tmpfs): whole aligned blocks, the
 // partial last one repeated from memory, and a synced write is one
 // pwritev2 with RWF_DSYNC instead of a write and an fdatasync. That takes

@@ -97,10 +97,9 @@ func writeSnapshot(dir string, sn *raftpb.Snapshot) error {
 var snapFlushEvery = 8 << 20 // a variable for tests
 
 // writeFlushed writes data to f, syncing after every snapFlushEvery bytes.
-// The log shares the disk: written at once, a snapshot of 96 MB left that
-// much to flush in one go, and a log sync issued meanwhile waited for it
-// (39-46 ms at worst, with a 4 KiB write and sync in a loop beside it, on
-// this project's test machines), where in 8 MiB pieces it waited 6-7 ms.
+// The log shares the disk: a snapshot written at once leaves all of it to
+// flush in one go, and a log sync issued meanwhile waits for all of it;
+// written in pieces, a log sync waits for one piece at most.
 func writeFlushed(f *os.File, data []byte) error {
 	for len(data) > 0 {
 		n := min(len(data), snapFlushEvery)

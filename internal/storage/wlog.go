@@ -511,10 +511,9 @@ func (w *wlog) closeFiles() error {
 // boundary with zeros, which is what the zero-filled segment holds there:
 // the bytes before off are rewritten unchanged, and a crash that tears
 // the write leaves each sector old or new, as in a write through the page
-// cache. A synced write is one write with RWF_DSYNC (see pwriteDirect),
-// about 10-30% faster on this project's test machines than a write and an
-// fdatasync, and with a fifth less system time; docs/BENCHMARKS.md has
-// the figures.
+// cache. A synced write is one write with RWF_DSYNC (see pwriteDirect):
+// one trip to the device and fewer system calls than a write and an
+// fdatasync; docs/BENCHMARKS.md has the figures.
 func (w *wlog) flushDirect(sync bool) error {
 	if len(w.buf) == 0 {
 		if !sync {
