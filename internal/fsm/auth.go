@@ -140,9 +140,6 @@ func (m *Machine) UserHasToken(name string) bool {
 	return u != nil && u.tokenHash.IsSet()
 }
 
-// HasUser reports whether a user of that name exists.
-func (m *Machine) HasUser(name string) bool { return m.auth.users[name] != nil }
-
 // Allowed reports whether principal has p over name (with name a prefix
 // itself: a grant over "jobs/" covers "jobs/42" and the prefix "jobs/x").
 // While authentication is off everything is allowed.

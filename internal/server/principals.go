@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/batonlock/baton/internal/fsm"
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
 // Authentication: who a request comes from. While authentication is off
@@ -96,6 +97,16 @@ func (s *Server) principal(ctx context.Context) (string, error) {
 		return "", unauthenticatedf("the client certificate's common name %q names no user", cn)
 	}
 	return "", unauthenticatedf("authentication is on: show a bearer token (authorization: Bearer TOKEN) or a client certificate naming a user")
+}
+
+// asCaller stamps cmd, the command of a unary request for a session, with
+// the hash of the secret the request showed and the user it
+// authenticated as: what the state machine checks (a stream stamps its
+// own, proven when it attached).
+func (s *Server) asCaller(ctx context.Context, cmd *fsmpb.Command, secret string) (err error) {
+	cmd.SecretHash = hashSecret(secret)
+	cmd.Principal, err = s.principal(ctx)
+	return err
 }
 
 // bearerToken is the token of the request's "authorization: Bearer"

@@ -31,11 +31,8 @@ func NewSecret() string {
 // hashSecret is what a request that showed secret proves: its SHA-256, or
 // nil for no secret (which only a session without one admits).
 func hashSecret(secret string) []byte {
-	if secret == "" {
-		return nil
-	}
-	h := sha256.Sum256([]byte(secret))
-	return h[:]
+	h := secretOf(secret)
+	return h.Bytes()
 }
 
 // secretOf is a stream's proof, once its first message showed it.

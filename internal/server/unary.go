@@ -131,8 +131,7 @@ func (s *Server) leaderOr(err error) error {
 func (s *Server) CloseSession(ctx context.Context, r *batonpb.CloseSessionRequest) (*batonpb.CloseSessionResponse, error) {
 	cmd, err := closeCommand(r.GetSessionId(), r.GetSeq())
 	if err == nil {
-		cmd.SecretHash = hashSecret(r.GetSecret())
-		cmd.Principal, err = s.principal(ctx)
+		err = s.asCaller(ctx, cmd, r.GetSecret())
 	}
 	if err == nil {
 		_, err = s.propose(ctx, cmd)
@@ -158,8 +157,7 @@ func (s *Server) acquire(ctx context.Context, r *batonpb.AcquireRequest) (*baton
 	if err != nil {
 		return nil, err
 	}
-	cmd.SecretHash = hashSecret(r.GetHeader().GetSecret())
-	if cmd.Principal, err = s.principal(ctx); err != nil {
+	if err := s.asCaller(ctx, cmd, r.GetHeader().GetSecret()); err != nil {
 		return nil, err
 	}
 	if err := s.admitGrowth(ctx, cmd); err != nil {
@@ -231,8 +229,7 @@ func (s *Server) acquireMany(ctx context.Context, r *batonpb.AcquireManyRequest)
 	if err != nil {
 		return nil, err
 	}
-	cmd.SecretHash = hashSecret(r.GetHeader().GetSecret())
-	if cmd.Principal, err = s.principal(ctx); err != nil {
+	if err := s.asCaller(ctx, cmd, r.GetHeader().GetSecret()); err != nil {
 		return nil, err
 	}
 	if err := s.admitGrowth(ctx, cmd); err != nil {
@@ -254,8 +251,7 @@ func (s *Server) Release(ctx context.Context, r *batonpb.ReleaseRequest) (*baton
 	cmd, err := releaseCommand(r)
 	var res *fsmpb.Result
 	if err == nil {
-		cmd.SecretHash = hashSecret(r.GetHeader().GetSecret())
-		cmd.Principal, err = s.principal(ctx)
+		err = s.asCaller(ctx, cmd, r.GetHeader().GetSecret())
 	}
 	if err == nil {
 		res, err = s.propose(ctx, cmd)
