@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/embed/embedtest"
 	"github.com/batonlock/baton/internal/bench"
 	"github.com/batonlock/baton/internal/gcfloor"
 )
@@ -29,9 +30,9 @@ func BenchmarkCycle(b *testing.B) {
 			// their heap grow to 64 MiB before collecting; here the four
 			// share one heap.
 			b.Cleanup(gcfloor.Start(4 * bench.GCFloor))
-			c := startCluster(b, members)
-			c.leader()
-			cl := dial(b, c.addrs(0))
+			c := embedtest.New(b, members)
+			c.WaitLeader()
+			cl := dial(b, c.Endpoints(0))
 			// RunParallel starts parallelism x GOMAXPROCS goroutines: 64
 			// on two cores, each with its own session and lock.
 			parallelism := (64 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0)

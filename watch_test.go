@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/embed/embedtest"
 )
 
 // nextEvent waits for the next event of a watch.
@@ -108,14 +109,14 @@ func TestWatch(t *testing.T) {
 // goes on through another member, without going back in index or missing
 // the current holder.
 func TestWatchMovesToAnotherMember(t *testing.T) {
-	c := startCluster(t, 3)
-	lead := c.leader()
+	c := embedtest.New(t, 3)
+	lead := c.WaitLeader()
 	ctx := testCtx(t)
-	wcl := dial(t, c.addrs(lead))
-	cl := dial(t, c.addrs(lead))
+	wcl := dial(t, c.Endpoints(lead))
+	cl := dial(t, c.Endpoints(lead))
 	s := newSession(t, cl, WithOwner("campaigner"), WithTTL(5*time.Second))
-	if got := wcl.target(); got != c.members[lead].ClientAddr() {
-		t.Fatalf("the watch would go to %s, not the leader %s", got, c.members[lead].ClientAddr())
+	if got := wcl.target(); got != c.ClientAddr(lead) {
+		t.Fatalf("the watch would go to %s, not the leader %s", got, c.ClientAddr(lead))
 	}
 	ch, err := wcl.Watch(ctx, "leader/x")
 	if err != nil {
@@ -129,7 +130,7 @@ func TestWatchMovesToAnotherMember(t *testing.T) {
 	ev = eventWhere(t, ch, ev.Index, "the first hold", func(ev LockEvent) bool { return ev.Holder() != nil })
 
 	// The member serving the watch (and the session) stops.
-	c.stop(lead)
+	c.Stop(lead)
 	if err := l1.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func TestWatchOverHTTP(t *testing.T) {
 	c, cl := single(t)
 	ctx := testCtx(t)
 	s := newSession(t, cl) // the member leads from here on
-	base := "http://" + c.members[0].ClientAddr()
+	base := "http://" + c.ClientAddr(0)
 	if resp, err := http.Get(base + "/v1/watch?name="); err != nil || resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("watch of an empty name: %v %v, want 400", resp.Status, err)
 	}
@@ -201,10 +202,10 @@ func TestWatchOverHTTP(t *testing.T) {
 // client moves to another member. Here the leader that serves the watch
 // loses both followers and steps down (CheckQuorum).
 func TestWatchEndsWhenItsMemberLosesTheLeader(t *testing.T) {
-	c := startCluster(t, 3)
-	f := c.leader()
+	c := embedtest.New(t, 3)
+	f := c.WaitLeader()
 	ctx := testCtx(t)
-	cc, err := grpc.NewClient(c.members[f].ClientAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(c.ClientAddr(f), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,9 +217,9 @@ func TestWatchEndsWhenItsMemberLosesTheLeader(t *testing.T) {
 	if _, err := st.Recv(); err != nil {
 		t.Fatalf("first state from the leader: %v", err)
 	}
-	for i := range c.members {
+	for i := range c.Len() {
 		if i != f {
-			c.stop(i)
+			c.Stop(i)
 		}
 	}
 	start := time.Now()
