@@ -645,33 +645,3 @@ func TestHoldLimitRenewedAcrossLeaderChange(t *testing.T) {
 		t.Fatalf("holders %+v, %v; want a's hold, token %d", info, err, la.Token())
 	}
 }
-
-// TestRenewalNeedsTheMajority: a leader cut off from its followers may
-// not know yet that it no longer leads, and a renewal it acknowledged
-// could outlast the limit a new leader starts at its election. So a
-// renewal is answered only after a ReadIndex round; alone, the leader
-// never answers it.
-func TestRenewalNeedsTheMajority(t *testing.T) {
-	c := embedtest.New(t, 3)
-	lead := c.WaitLeader()
-	ctx := testCtx(t)
-	cl := dial(t, c.ClientAddr(lead))
-	s := newSession(t, cl, WithTTL(10*time.Second))
-	l, err := s.Mutex("jobs/limited", WithHoldLimit(5*time.Second), WithManualRenewal()).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Renew(ctx); err != nil {
-		t.Fatalf("renewal with the majority: %v", err)
-	}
-	for i := range c.Len() {
-		if i != lead {
-			c.Stop(i)
-		}
-	}
-	short, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if err := l.Renew(short); err == nil {
-		t.Fatal("a leader without its majority acknowledged a renewal")
-	}
-}
