@@ -9,9 +9,11 @@ import (
 	"github.com/batonlock/baton/embed/embedtest"
 )
 
-// The tests of library_*_test.go, dashboard_test.go and stranger_test.go
-// run members in this process (embedtest) and talk to them through the
-// Go client, as a program that links both would.
+// The tests of library_*_test.go, leader_loss_test.go, dashboard_test.go
+// and stranger_test.go run members in this process (embedtest) and talk
+// to them through the Go client, as a program that links both would.
+// These helpers repeat the root package's: its tests, inside package
+// baton, cannot import a package that imports baton.
 
 // single starts one member, configured by opts, and a client of it.
 func single(t *testing.T, opts ...embedtest.Option) (*embedtest.Cluster, *baton.Client) {
