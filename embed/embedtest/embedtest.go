@@ -32,8 +32,8 @@ import (
 
 // Raft timing of every member: elections in a few hundred milliseconds.
 const (
-	TickInterval  = 20 * time.Millisecond
-	ElectionTicks = 10
+	tickInterval  = 20 * time.Millisecond
+	electionTicks = 10
 )
 
 // Option changes how New builds the cluster.
@@ -98,8 +98,8 @@ func (c *Cluster) baseConfig(name string) embed.Config {
 	cfg := embed.DefaultConfig()
 	cfg.Name = name
 	cfg.DataDir = c.t.TempDir()
-	cfg.TickInterval = TickInterval
-	cfg.ElectionTicks = ElectionTicks
+	cfg.TickInterval = tickInterval
+	cfg.ElectionTicks = electionTicks
 	cfg.ClientListener, cfg.PeerListener = c.listen(), c.listen()
 	cfg.ClientAddr, cfg.PeerAddr = cfg.ClientListener.Addr().String(), cfg.PeerListener.Addr().String()
 	return cfg
