@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"testing"
 	"time"
 
 	"google.golang.org/grpc"
@@ -29,6 +28,17 @@ import (
 	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/testnet"
 )
+
+// T is what the harness needs of a test: *testing.T and *testing.B have
+// it. embedtest does not import testing (no package outside tests does
+// here: a program linking it would get the test flags).
+type T interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	TempDir() string
+	Cleanup(f func())
+}
 
 // Raft timing of every member: elections in a few hundred milliseconds.
 const (
@@ -55,7 +65,7 @@ func Configure(f func(i int, cfg *embed.Config)) Option {
 // one goroutine (the test's, for the methods that fail it) starts and
 // stops its members.
 type Cluster struct {
-	t       testing.TB
+	t       T
 	opts    options
 	cfgs    []embed.Config
 	members []*embed.Member
@@ -63,7 +73,7 @@ type Cluster struct {
 
 // New starts an n-member cluster (1, 3 or 5) named n1..nn and stops it at
 // the end of the test. It does not wait for a leader (WaitLeader does).
-func New(t testing.TB, n int, opts ...Option) *Cluster {
+func New(t T, n int, opts ...Option) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t}
 	for _, o := range opts {
@@ -292,7 +302,7 @@ func (c *Cluster) live() []int {
 // WaitFor polls cond until it holds, for state no event announces (a
 // waiter queued on the server, a member caught up); after within it
 // fails t, saying what it waited for.
-func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
+func WaitFor(t T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	if !poll(within, cond) {
 		t.Fatalf("timed out after %v waiting for %s", within, what)
