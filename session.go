@@ -125,7 +125,6 @@ type Session struct {
 	stopRun   context.CancelFunc
 	wg        sync.WaitGroup
 	wake      chan struct{} // the deadline moved: the clock re-arms
-	sendWake  chan struct{}
 	eventWake chan struct{}
 
 	// testPauseKeepAlives stops the keepalives (tests of the deadline).
@@ -141,8 +140,7 @@ type Session struct {
 	lastID   uint64
 	stream   *streamConn // nil while reconnecting
 	byID     map[uint64]*call
-	bySeq    map[uint64]*call // mutating requests without a final answer
-	sendq    []*batonpb.SessionRequest
+	bySeq    map[uint64]*call     // mutating requests without a final answer
 	holds    map[holdKey][]*Lease // unreleased leases per hold, oldest first
 	// renewing is the token of each hold the library renews by itself
 	// (a hold limit without WithManualRenewal), while it does.
@@ -157,7 +155,7 @@ type holdKey struct{ name, ownerKey string }
 
 // streamConn is one attached session stream.
 type streamConn struct {
-	gs     sessionStream
+	ch     *muxChan
 	cancel context.CancelFunc
 	addr   string
 }
@@ -198,7 +196,7 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 	s := &Session{
 		c: c, log: c.log, secret: newSecret(), ttl: cfg.ttl, owner: cfg.owner, margin: SafetyMargin(cfg.ttl), onEvent: cfg.onEvent,
 		runCtx: runCtx, stopRun: stop,
-		wake: make(chan struct{}, 1), sendWake: make(chan struct{}, 1), eventWake: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), eventWake: make(chan struct{}, 1),
 		stateC: make(chan struct{}), done: make(chan struct{}),
 		byID: make(map[uint64]*call), bySeq: make(map[uint64]*call), holds: make(map[holdKey][]*Lease), renewing: make(map[holdKey]uint64),
 	}
@@ -229,10 +227,9 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 	s.stream = sc
 	s.deadline = sent.Add(s.serverTTL(resp.GetTtl()) - s.margin)
 	s.mu.Unlock()
-	s.wg.Add(3)
+	s.wg.Add(2)
 	go s.run(sc)
 	go s.clock()
-	go s.sender()
 	if s.onEvent != nil {
 		s.wg.Add(1)
 		go s.dispatch()

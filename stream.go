@@ -1,7 +1,7 @@
 package baton
 
 // The session's stream: requests and their sequence numbers, the reader,
-// the reconnect-and-resume loop, the keepalive clock and the sender.
+// the reconnect-and-resume loop and the keepalive clock.
 
 import (
 	"cmp"
@@ -51,17 +51,9 @@ func (s *Session) sendLocked(c *call) {
 	if c.seq != 0 {
 		h = &batonpb.RequestHeader{SessionId: s.id, Seq: c.seq, MinUnackedSeq: s.minUnackedLocked()}
 	}
-	r := stamp(c.req, c.id, h)
-	if ch, ok := s.stream.gs.(*muxChan); ok {
-		// A channel's Send only queues for its stream's sender: no need
-		// to hand r to this session's sender first.
-		if err := ch.Send(r); err != nil {
-			s.stream.cancel() // the reader reports why; the reconnect resends
-		}
-		return
+	if err := s.stream.ch.Send(stamp(c.req, c.id, h)); err != nil {
+		s.stream.cancel() // the reader reports why; the reconnect resends
 	}
-	s.sendq = append(s.sendq, r)
-	poke(s.sendWake)
 }
 
 // stamp returns what one send of req carries: req with id and, for a
@@ -286,7 +278,6 @@ func (s *Session) run(sc *streamConn) {
 		if s.stream == sc {
 			s.stream = nil
 			clear(s.byID)
-			s.sendq = nil
 		}
 		ended := s.endedLocked()
 		s.mu.Unlock()
@@ -305,18 +296,11 @@ func (s *Session) run(sc *streamConn) {
 	}
 }
 
+// recvLoop hands sc's answers to handle until the stream ends, and
+// returns why it ended.
 func (s *Session) recvLoop(sc *streamConn) error {
-	if ch, ok := sc.gs.(*muxChan); ok {
-		ch.handOff(func(resp *batonpb.SessionResponse) { s.handle(sc, resp) })
-		return ch.waitEnd()
-	}
-	for {
-		resp, err := sc.gs.Recv()
-		if err != nil {
-			return err
-		}
-		s.handle(sc, resp)
-	}
+	sc.ch.handOff(func(resp *batonpb.SessionResponse) { s.handle(sc, resp) })
+	return sc.ch.waitEnd()
 }
 
 // testHookReconnect, when set, runs as a session starts to reconnect.
@@ -350,7 +334,6 @@ func (s *Session) reconnect() *streamConn {
 	}
 	s.stream = sc
 	clear(s.byID)
-	s.sendq = nil
 	// A resume is a keepalive: the server extended the session from when
 	// it received it.
 	s.extendLocked(sent, s.serverTTL(resp.GetTtl()))
@@ -415,43 +398,30 @@ func (s *Session) connect(ctx context.Context, first *batonpb.SessionRequest, bo
 	}
 }
 
-// dialStream opens a stream on addr, sends first and reads its answer.
+// dialStream opens a channel of the Sessions stream to addr, sends first
+// on it and reads its answer. A member that does not serve Sessions (it
+// answers Unimplemented) is refused with an error matching
+// errors.ErrUnsupported: every supported release serves it, and the
+// client speaks no other session protocol.
 func (s *Session) dialStream(ctx context.Context, addr string, first *batonpb.SessionRequest) (*streamConn, *batonpb.OpenSessionResponse, error) {
 	if err := sendable(first); err != nil {
-		return nil, nil, err
-	}
-	bc, err := s.c.conn(addr)
-	if err != nil {
 		return nil, nil, err
 	}
 	sctx, cancel := context.WithCancel(s.runCtx)
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
-	s.c.mu.Lock()
-	mux := !s.c.noMux[addr]
-	s.c.mu.Unlock()
-	var gs sessionStream
-	if mux {
-		gs, err = s.c.channel(sctx, addr)
-	} else {
-		gs, err = bc.Session(sctx)
-	}
+	ch, err := s.c.channel(sctx, addr)
 	if err != nil {
 		cancel()
 		return nil, nil, fromStatus(err)
 	}
-	_ = gs.Send(first) // a failed send shows in Recv, with the status
-	resp, err := gs.Recv()
+	_ = ch.Send(first) // a failed send shows in Recv, with the status
+	resp, err := ch.Recv()
 	if err == nil && resp.GetError() != nil {
 		err = fromWire(resp.GetError())
 	}
-	if e := (*Error)(nil); mux && errors.As(err, &e) && e.Code == codes.Unimplemented {
-		// A member of an older release: one stream per session there.
-		cancel()
-		s.c.mu.Lock()
-		s.c.noMux[addr] = true
-		s.c.mu.Unlock()
-		return s.dialStream(ctx, addr, first)
+	if e, ok := errors.AsType[*Error](err); ok && e.Code == codes.Unimplemented {
+		err = fmt.Errorf("%w: member %s does not serve the Sessions stream, the one session protocol of this client: %w", errors.ErrUnsupported, addr, err)
 	}
 	if err == nil && resp.GetOpen() == nil {
 		err = fmt.Errorf("baton: the server answered the stream's first message with %T", resp.GetKind())
@@ -460,7 +430,7 @@ func (s *Session) dialStream(ctx context.Context, addr string, first *batonpb.Se
 		cancel()
 		return nil, nil, fromStatus(err)
 	}
-	return &streamConn{gs: gs, cancel: cancel, addr: addr}, resp.GetOpen(), nil
+	return &streamConn{ch: ch, cancel: cancel, addr: addr}, resp.GetOpen(), nil
 }
 
 // handle takes one message of stream sc.
@@ -634,31 +604,6 @@ func (s *Session) checkDeadline() {
 		s.setStateLocked(StateJeopardy, StateJeopardy, ErrJeopardy)
 	case s.state == StateJeopardy && !now.Before(s.deadline.Add(s.ttl)):
 		s.lostLocked(fmt.Errorf("%w: no answer from the cluster for a TTL (%v) past the deadline", ErrSessionLost, s.ttl))
-	}
-}
-
-// sender writes queued requests to the current stream, in order.
-func (s *Session) sender() {
-	defer s.wg.Done()
-	for {
-		select {
-		case <-s.runCtx.Done():
-			return
-		case <-s.sendWake:
-		}
-		s.mu.Lock()
-		q, sc := s.sendq, s.stream
-		s.sendq = nil
-		s.mu.Unlock()
-		if sc == nil {
-			continue
-		}
-		for _, r := range q {
-			if err := sc.gs.Send(r); err != nil {
-				sc.cancel() // Recv reports why; the reconnect resends
-				break
-			}
-		}
 	}
 }
 
