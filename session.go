@@ -71,34 +71,6 @@ type Event struct {
 	Err error
 }
 
-// The client's safety margin. A session stays valid, in the client's
-// eyes, until sendTime + TTL - SafetyMargin(TTL), where sendTime is when
-// the client queued the newest keepalive that was answered (its monotonic
-// reading, taken before the request is even written to the network). The
-// server counts its own deadline from when it received that keepalive, so
-// the client's deadline is earlier by the network delay plus the margin.
-// The margin covers:
-//
-//   - a difference in clock rate between the client and the leader, up to
-//     ClockRateAllowance of the TTL (1%; quartz is off by ~0.01%), but at
-//     least MinClockMargin; and
-//   - SchedulingAllowance: the time the client may take, once the deadline
-//     passes, to notice it (timer and goroutine scheduling, a GC pause) and
-//     cancel the Lease contexts.
-//
-// Clock jumps cannot matter: only monotonic readings are compared.
-const (
-	ClockRateAllowance  = 0.01
-	MinClockMargin      = 50 * time.Millisecond
-	SchedulingAllowance = 50 * time.Millisecond
-)
-
-// SafetyMargin is the margin the client subtracts from a session of the
-// given TTL: max(1% of TTL, 50ms) + 50ms.
-func SafetyMargin(ttl time.Duration) time.Duration {
-	return max(time.Duration(float64(ttl)*ClockRateAllowance), MinClockMargin) + SchedulingAllowance
-}
-
 // Session is a client session: the liveness that every hold and wait of it
 // rides on. One long-lived stream to the leader carries its keepalives
 // (every TTL/3), its requests (pipelined) and the grants pushed to it; when
@@ -149,36 +121,6 @@ type Session struct {
 	serverHolds map[holdKey]uint64
 	closing     *call
 	events      []Event
-}
-
-type holdKey struct{ name, ownerKey string }
-
-// streamConn is one attached session stream.
-type streamConn struct {
-	ch     *muxChan
-	cancel context.CancelFunc
-	addr   string
-}
-
-// call is one request on the session stream.
-type call struct {
-	id, seq   uint64
-	req       *batonpb.SessionRequest // header is filled in per send
-	keepAlive bool
-	sent      time.Time // keepalives: when queued
-	started   time.Time // when first queued: nothing it asks happened before
-	wait      bool      // a waiting acquire: "queued" is not its answer
-	name      string
-	ownerKey  string
-	retries   int
-
-	// Guarded by Session.mu.
-	final     bool
-	resp      *batonpb.SessionResponse
-	err       error
-	abandoned bool  // the caller left: release whatever it was granted
-	cleanup   *call // the release of an abandoned grant
-	done      chan struct{}
 }
 
 // NewSession opens a session on the leader. It returns once the session
@@ -395,31 +337,38 @@ func (s *Session) emitLocked(ev Event) {
 	poke(s.eventWake)
 }
 
+// dispatch delivers events to the WithEvents callback, in order.
+func (s *Session) dispatch() {
+	defer s.wg.Done()
+	for {
+		s.mu.Lock()
+		evs := s.events
+		s.events = nil
+		s.mu.Unlock()
+		for _, ev := range evs {
+			s.onEvent(ev)
+		}
+		if len(evs) > 0 {
+			continue
+		}
+		select {
+		case <-s.eventWake:
+		case <-s.runCtx.Done():
+			s.mu.Lock()
+			evs := s.events
+			s.events = nil
+			s.mu.Unlock()
+			for _, ev := range evs {
+				s.onEvent(ev)
+			}
+			return
+		}
+	}
+}
+
 func poke(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
 	default:
-	}
-}
-
-// serverTTL is the TTL the server granted, or the session's own.
-func (s *Session) serverTTL(d *durationpb.Duration) time.Duration {
-	if d != nil && d.AsDuration() > 0 {
-		return d.AsDuration()
-	}
-	return s.ttl
-}
-
-// extendLocked moves the deadline after a keepalive (or resume) queued at
-// sent was answered with ttl.
-func (s *Session) extendLocked(sent time.Time, ttl time.Duration) {
-	nd := sent.Add(ttl - s.margin)
-	if nd.After(s.deadline) {
-		s.deadline = nd
-		poke(s.wake)
-	}
-	if s.state == StateJeopardy && time.Now().Before(nd) {
-		s.log.Info("session safe again")
-		s.setStateLocked(StateHealthy, StateSafe, nil)
 	}
 }
