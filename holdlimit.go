@@ -14,6 +14,24 @@ import (
 	"github.com/batonlock/baton/api/batonpb"
 )
 
+// limitHoldLocked gives l, a new Lease of hold k, the hold's deadline:
+// the limit counted from started less the session's margin, or the
+// deadline of the hold's other Leases when l re-enters it. With autoRenew
+// the library renews the hold from then on.
+func (s *Session) limitHoldLocked(l *Lease, k holdKey, limit time.Duration, autoRenew bool, started time.Time) {
+	l.holdLimit = limit
+	l.holdDeadline = started.Add(limit - s.keepalive.margin)
+	if ls := s.leases.holds[k]; len(ls) > 0 && !ls[0].holdDeadline.IsZero() {
+		l.holdDeadline = ls[0].holdDeadline // a reentrant Lease of the same hold
+	}
+	s.armHoldLocked(l)
+	l.autoRenew = autoRenew
+	if autoRenew && s.leases.renewing[k] != l.token {
+		s.leases.renewing[k] = l.token
+		s.renewAfterLocked(k, l.token, time.Until(started.Add(limit/3)))
+	}
+}
+
 // armHoldLocked (re)starts the timer that ends l at its hold deadline.
 func (s *Session) armHoldLocked(l *Lease) {
 	if l.holdTimer != nil {
@@ -85,14 +103,14 @@ func (l *Lease) Renew(ctx context.Context) error {
 		}
 		return err
 	}
-	s.renewedLocked(k, l.token, started.Add(limit-s.margin))
+	s.renewedLocked(k, l.token, started.Add(limit-s.keepalive.margin))
 	return l.err
 }
 
 // renewedLocked moves the hold deadline of every Lease of the hold (k,
 // token) to deadline, if that is later.
 func (s *Session) renewedLocked(k holdKey, token uint64, deadline time.Time) {
-	for _, x := range s.holds[k] {
+	for _, x := range s.leases.holds[k] {
 		if x.token == token && x.err == nil && deadline.After(x.holdDeadline) {
 			x.holdDeadline = deadline
 			s.armHoldLocked(x)
@@ -103,7 +121,7 @@ func (s *Session) renewedLocked(k holdKey, token uint64, deadline time.Time) {
 // renewalRefusedLocked ends the Leases of the hold (k, token): the server
 // refused its renewal (err matches ErrNotHeld).
 func (s *Session) renewalRefusedLocked(k holdKey, token uint64, err error) {
-	for _, x := range s.holds[k] {
+	for _, x := range s.leases.holds[k] {
 		if x.token == token {
 			s.endLeaseLocked(x, fmt.Errorf("%w: renewal refused: %w", ErrHoldExpired, err))
 		}
@@ -122,28 +140,28 @@ func (s *Session) renewAfterLocked(k holdKey, token uint64, d time.Duration) {
 
 func (s *Session) autoRenew(k holdKey, token uint64) {
 	s.mu.Lock()
-	if s.renewing[k] != token {
+	if s.leases.renewing[k] != token {
 		s.mu.Unlock()
 		return // a newer hold of the same key took over
 	}
 	var limit time.Duration
-	for _, x := range s.holds[k] {
+	for _, x := range s.leases.holds[k] {
 		if x.token == token && x.err == nil && x.autoRenew {
 			limit = x.holdLimit
 		}
 	}
 	if limit == 0 || s.endedLocked() {
-		delete(s.renewing, k) // released, lost, or all manual
+		delete(s.leases.renewing, k) // released, lost, or all manual
 		s.mu.Unlock()
 		return
 	}
 	retry := min(limit/10, time.Second)
-	if s.state != StateHealthy {
+	if s.life.state != StateHealthy {
 		s.renewAfterLocked(k, token, retry)
 		s.mu.Unlock()
 		return
 	}
-	deadline := s.holds[k][0].holdDeadline
+	deadline := s.leases.holds[k][0].holdDeadline
 	s.mu.Unlock()
 
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
@@ -154,11 +172,11 @@ func (s *Session) autoRenew(k holdKey, token uint64) {
 	defer s.mu.Unlock()
 	switch {
 	case err == nil:
-		s.renewedLocked(k, token, started.Add(got-s.margin))
+		s.renewedLocked(k, token, started.Add(got-s.keepalive.margin))
 		s.renewAfterLocked(k, token, time.Until(started.Add(got/3)))
 	case errors.Is(err, ErrNotHeld):
 		s.renewalRefusedLocked(k, token, err)
-		delete(s.renewing, k)
+		delete(s.leases.renewing, k)
 	default:
 		// Unavailable, a leader change, the stream down: the next round
 		// finds out whether the hold or the session is gone meanwhile.

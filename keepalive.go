@@ -1,14 +1,17 @@
 package baton
 
-// Keepalives and the client's deadline: when the client decides that its
-// session, and with it every Lease, is lost. A keepalive goes every TTL/3;
-// the answer to one queued at t moves the deadline to t + TTL -
-// SafetyMargin(TTL) (extendLocked); the deadline passing unanswered puts
-// the session in jeopardy, and a TTL later it is lost (checkDeadline).
+// Keepalives and the client's deadline: where the client decides that its
+// session, and with it every Lease, is lost. A keepalive goes every TTL/3
+// (keepAliveLoop). The answer to one queued at t moves the deadline to
+// t + TTL - SafetyMargin(TTL) (extendLocked), which passes before the
+// server's own, counted from when the keepalive arrived. When the deadline
+// passes unanswered, every Lease is lost and the session is in jeopardy;
+// a TTL later, the session is lost (checkDeadline).
 
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -44,18 +47,30 @@ func SafetyMargin(ttl time.Duration) time.Duration {
 	return max(time.Duration(float64(ttl)*ClockRateAllowance), MinClockMargin) + SchedulingAllowance
 }
 
-// clock sends keepalives every TTL/3 and watches the deadline.
-func (s *Session) clock() {
-	defer s.wg.Done()
+// keepaliveState is the session's liveness as the client sees it.
+type keepaliveState struct {
+	margin time.Duration // SafetyMargin(TTL)
+	wake   chan struct{} // the deadline moved: keepAliveLoop re-arms its timer
+	// testPaused stops the keepalives (tests of the deadline).
+	testPaused atomic.Bool
+
+	// deadline is the client's conservative deadline (a monotonic
+	// reading): every Lease is valid until then. Guarded by Session.mu.
+	deadline time.Time
+}
+
+// keepAliveLoop sends a keepalive every TTL/3 and checks the deadline when
+// it passes (and, in jeopardy, when a TTL past it passes).
+func (s *Session) keepAliveLoop() {
 	ka := time.NewTicker(s.ttl / 3)
 	defer ka.Stop()
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
 		s.mu.Lock()
-		next := s.deadline
-		if s.state == StateJeopardy {
-			next = s.deadline.Add(s.ttl) // give up a TTL past the deadline
+		next := s.keepalive.deadline
+		if s.life.state == StateJeopardy {
+			next = s.keepalive.deadline.Add(s.ttl) // give up a TTL past the deadline
 		}
 		s.mu.Unlock()
 		t.Reset(time.Until(next))
@@ -63,16 +78,18 @@ func (s *Session) clock() {
 		case <-s.runCtx.Done():
 			return
 		case <-ka.C:
-			s.keepAlive()
-		case <-s.wake:
+			s.sendKeepAlive()
+		case <-s.keepalive.wake:
 		case <-t.C:
 			s.checkDeadline()
 		}
 	}
 }
 
-func (s *Session) keepAlive() {
-	if s.testPauseKeepAlives.Load() {
+// sendKeepAlive queues a keepalive on the current stream, noting when:
+// its answer counts the deadline from then.
+func (s *Session) sendKeepAlive() {
+	if s.keepalive.testPaused.Load() {
 		return
 	}
 	s.mu.Lock()
@@ -85,7 +102,9 @@ func (s *Session) keepAlive() {
 	s.sendLocked(c)
 }
 
-func (s *Session) keepAliveAnswerLocked(sc *streamConn, c *call, resp *batonpb.SessionResponse, err error) {
+// keepAliveAnsweredLocked takes the answer to keepalive c on stream sc:
+// the deadline moves, or the session follows the leader, or it is lost.
+func (s *Session) keepAliveAnsweredLocked(sc *streamConn, c *call, resp *batonpb.SessionResponse, err error) {
 	if err == nil {
 		s.extendLocked(c.sent, s.serverTTL(resp.GetKeepAlive().GetTtl()))
 		return
@@ -109,42 +128,43 @@ func (s *Session) keepAliveAnswerLocked(sc *streamConn, c *call, resp *batonpb.S
 	}
 }
 
+// extendLocked moves the deadline after a keepalive (or resume) queued at
+// sent was answered with ttl. An answer in time after a jeopardy makes the
+// session healthy again (StateSafe).
+func (s *Session) extendLocked(sent time.Time, ttl time.Duration) {
+	nd := sent.Add(ttl - s.keepalive.margin)
+	if nd.After(s.keepalive.deadline) {
+		s.keepalive.deadline = nd
+		poke(s.keepalive.wake)
+	}
+	if s.life.state == StateJeopardy && time.Now().Before(nd) {
+		s.log.Info("session safe again")
+		s.setStateLocked(StateHealthy, StateSafe, nil)
+	}
+}
+
+// checkDeadline is where the client decides its Leases are lost: once the
+// deadline passed with no keepalive answered, every Lease is lost
+// (ErrJeopardy) and the session is in jeopardy; once a TTL more passed,
+// the client gives up and the session is lost.
+func (s *Session) checkDeadline() {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.life.state == StateHealthy && !now.Before(s.keepalive.deadline):
+		s.log.Warn("session in jeopardy: no keepalive answer before the deadline", "late", now.Sub(s.keepalive.deadline))
+		s.endEveryLeaseLocked(ErrJeopardy)
+		s.setStateLocked(StateJeopardy, StateJeopardy, ErrJeopardy)
+	case s.life.state == StateJeopardy && !now.Before(s.keepalive.deadline.Add(s.ttl)):
+		s.lostLocked(fmt.Errorf("%w: no answer from the cluster for a TTL (%v) past the deadline", ErrSessionLost, s.ttl))
+	}
+}
+
 // serverTTL is the TTL the server granted, or the session's own.
 func (s *Session) serverTTL(d *durationpb.Duration) time.Duration {
 	if d != nil && d.AsDuration() > 0 {
 		return d.AsDuration()
 	}
 	return s.ttl
-}
-
-// extendLocked moves the deadline after a keepalive (or resume) queued at
-// sent was answered with ttl.
-func (s *Session) extendLocked(sent time.Time, ttl time.Duration) {
-	nd := sent.Add(ttl - s.margin)
-	if nd.After(s.deadline) {
-		s.deadline = nd
-		poke(s.wake)
-	}
-	if s.state == StateJeopardy && time.Now().Before(nd) {
-		s.log.Info("session safe again")
-		s.setStateLocked(StateHealthy, StateSafe, nil)
-	}
-}
-
-func (s *Session) checkDeadline() {
-	now := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case s.state == StateHealthy && !now.Before(s.deadline):
-		s.log.Warn("session in jeopardy: no keepalive answer before the deadline", "late", now.Sub(s.deadline))
-		for _, ls := range s.holds {
-			for _, l := range ls {
-				s.endLeaseLocked(l, ErrJeopardy)
-			}
-		}
-		s.setStateLocked(StateJeopardy, StateJeopardy, ErrJeopardy)
-	case s.state == StateJeopardy && !now.Before(s.deadline.Add(s.ttl)):
-		s.lostLocked(fmt.Errorf("%w: no answer from the cluster for a TTL (%v) past the deadline", ErrSessionLost, s.ttl))
-	}
 }

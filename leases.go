@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/batonlock/baton/api/batonpb"
@@ -50,6 +51,18 @@ type Lease struct {
 	autoRenew    bool // the library renews the hold (WithHoldLimit)
 }
 
+// leaseTable is the session's table of Leases. Guarded by Session.mu.
+type leaseTable struct {
+	holds map[holdKey][]*Lease // unreleased Leases per hold, oldest first
+	// renewing is the token of each hold the library renews by itself
+	// (a hold limit without WithManualRenewal), while it does
+	// (holdlimit.go).
+	renewing map[holdKey]uint64
+	// serverHolds gathers a resume's SessionHolds until the last one.
+	serverHolds map[holdKey]uint64
+}
+
+// holdKey names a hold within its session: a lock and an owner key.
 type holdKey struct{ name, ownerKey string }
 
 // newLease registers a Lease for a hold the server granted. A grant that
@@ -62,40 +75,30 @@ type holdKey struct{ name, ownerKey string }
 func (s *Session) newLease(ctx context.Context, name, ownerKey string, token uint64, holdLimit time.Duration, autoRenew bool, started time.Time) (*Lease, error) {
 	for {
 		s.mu.Lock()
-		switch s.state {
+		switch s.life.state {
 		case StateHealthy:
 			l := &Lease{s: s, name: name, ownerKey: ownerKey, token: token, acquire: ctx}
 			k := holdKey{name, ownerKey}
-			if ls := s.holds[k]; len(ls) > 0 && ls[0].token != token {
+			if ls := s.leases.holds[k]; len(ls) > 0 && ls[0].token != token {
 				// The hold those leases had ended on the server (an
 				// operator's CasRelease); this is a new hold.
 				for _, old := range ls {
 					s.endLeaseLocked(old, ErrNotHeld)
 				}
-				delete(s.holds, k)
+				delete(s.leases.holds, k)
 			}
 			if holdLimit > 0 {
-				l.holdLimit = holdLimit
-				l.holdDeadline = started.Add(holdLimit - s.margin)
-				if ls := s.holds[k]; len(ls) > 0 && !ls[0].holdDeadline.IsZero() {
-					l.holdDeadline = ls[0].holdDeadline // a reentrant Lease of the same hold
-				}
-				s.armHoldLocked(l)
-				l.autoRenew = autoRenew
-				if autoRenew && s.renewing[k] != token {
-					s.renewing[k] = token
-					s.renewAfterLocked(k, token, time.Until(started.Add(holdLimit/3)))
-				}
+				s.limitHoldLocked(l, k, holdLimit, autoRenew, started)
 			}
-			s.holds[k] = append(s.holds[k], l)
+			s.leases.holds[k] = append(s.leases.holds[k], l)
 			s.mu.Unlock()
 			return l, nil
 		case StateExpired, StateClosed:
-			err := s.err
+			err := s.life.err
 			s.mu.Unlock()
 			return nil, err
 		}
-		ch := s.stateC
+		ch := s.life.stateC
 		s.mu.Unlock()
 		select {
 		case <-ch:
@@ -104,6 +107,16 @@ func (s *Session) newLease(ctx context.Context, name, ownerKey string, token uin
 			_, _ = s.startLocked(releaseRequest(name, ownerKey, token), true)
 			s.mu.Unlock()
 			return nil, ctx.Err()
+		}
+	}
+}
+
+// endEveryLeaseLocked marks every Lease of the session lost with cause.
+// The table keeps them: Release still asks the server.
+func (s *Session) endEveryLeaseLocked(cause error) {
+	for _, ls := range s.leases.holds {
+		for _, l := range ls {
+			s.endLeaseLocked(l, cause)
 		}
 	}
 }
@@ -191,7 +204,7 @@ func (l *Lease) Remaining() time.Duration {
 	if l.err != nil {
 		return 0
 	}
-	until := l.s.deadline
+	until := l.s.keepalive.deadline
 	if !l.holdDeadline.IsZero() && l.holdDeadline.Before(until) {
 		until = l.holdDeadline
 	}
@@ -228,17 +241,17 @@ func (s *Session) releaseLocked(l *Lease) (*call, error) {
 	}
 	l.released = true
 	if s.endedLocked() {
-		return nil, s.err
+		return nil, s.life.err
 	}
 	k := holdKey{l.name, l.ownerKey}
-	ls := s.holds[k]
-	if i := indexOf(ls, l); i >= 0 {
+	ls := s.leases.holds[k]
+	if i := slices.Index(ls, l); i >= 0 {
 		ls = append(ls[:i:i], ls[i+1:]...)
 	}
 	if len(ls) == 0 {
-		delete(s.holds, k)
+		delete(s.leases.holds, k)
 	} else {
-		s.holds[k] = ls
+		s.leases.holds[k] = ls
 	}
 	s.endLeaseLocked(l, ErrReleased)
 	return s.startLocked(releaseRequest(l.name, l.ownerKey, l.token), true)
@@ -256,22 +269,13 @@ func (s *Session) awaitRelease(ctx context.Context, c *call) error {
 	return c.err
 }
 
-func indexOf(ls []*Lease, l *Lease) int {
-	for i, x := range ls {
-		if x == l {
-			return i
-		}
-	}
-	return -1
-}
-
 // holdLostLocked ends the leases of a hold that the server ended without
 // this session asking (an operator's CasRelease): they are lost with an
 // error matching ErrNotHeld. Releasing one still asks the server, with its
 // token, which answers ErrNotHeld and never touches a newer hold.
 func (s *Session) holdLostLocked(h *batonpb.HoldLost) {
 	k := holdKey{h.GetName(), h.GetOwnerKey()}
-	ls := s.holds[k]
+	ls := s.leases.holds[k]
 	if len(ls) == 0 || ls[0].token != h.GetToken() {
 		return // released meanwhile, or a newer hold
 	}
@@ -279,7 +283,7 @@ func (s *Session) holdLostLocked(h *batonpb.HoldLost) {
 	for _, l := range ls {
 		s.endLeaseLocked(l, cause)
 	}
-	delete(s.holds, k)
+	delete(s.leases.holds, k)
 }
 
 // serverHoldsLocked takes one message of the holds a resumed session has
@@ -289,18 +293,18 @@ func (s *Session) holdLostLocked(h *batonpb.HoldLost) {
 // CasRelease, whose HoldLost push had nowhere to go). A lease with a
 // larger token came from a grant applied after the list was read.
 func (s *Session) serverHoldsLocked(h *batonpb.SessionHolds) {
-	if s.serverHolds == nil {
-		s.serverHolds = make(map[holdKey]uint64, len(h.GetHolds()))
+	if s.leases.serverHolds == nil {
+		s.leases.serverHolds = make(map[holdKey]uint64, len(h.GetHolds()))
 	}
 	for _, x := range h.GetHolds() {
-		s.serverHolds[holdKey{x.GetName(), x.GetOwnerKey()}] = x.GetToken()
+		s.leases.serverHolds[holdKey{x.GetName(), x.GetOwnerKey()}] = x.GetToken()
 	}
 	if !h.GetDone() {
 		return
 	}
-	have := s.serverHolds
-	s.serverHolds = nil
-	for k, ls := range s.holds {
+	have := s.leases.serverHolds
+	s.leases.serverHolds = nil
+	for k, ls := range s.leases.holds {
 		tok := ls[0].token
 		if tok > h.GetIndex() || have[k] == tok {
 			continue
@@ -309,6 +313,6 @@ func (s *Session) serverHoldsLocked(h *batonpb.SessionHolds) {
 		for _, l := range ls {
 			s.endLeaseLocked(l, cause)
 		}
-		delete(s.holds, k)
+		delete(s.leases.holds, k)
 	}
 }

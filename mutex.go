@@ -137,11 +137,11 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	s := m.s
 	s.mu.Lock()
 	if s.endedLocked() {
-		err := s.err
+		err := s.life.err
 		s.mu.Unlock()
 		return err
 	}
-	ls := s.holds[holdKey{m.name, m.ownerKey}]
+	ls := s.leases.holds[holdKey{m.name, m.ownerKey}]
 	if len(ls) == 0 {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: %q (key %q) by session %d", ErrNotHeld, m.name, m.ownerKey, s.id)

@@ -5,11 +5,9 @@ package baton
 // reconnect).
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -106,8 +104,8 @@ func (s *Session) dialStream(ctx context.Context, addr string, first *batonpb.Se
 	return &streamConn{ch: ch, cancel: cancel, addr: addr}, resp.GetOpen(), nil
 }
 
-// run reads the current stream; when it breaks, it resumes the session on
-// the leader.
+// streamLoop reads the current stream; when it breaks, it resumes the
+// session on the leader, until the session ends.
 //
 // Reconnects back off: the n-th in a row waits Client.pause(n) first (by
 // default 10-20 ms, doubling up to 0.5-1 s, with jitter), and the count
@@ -115,8 +113,7 @@ func (s *Session) dialStream(ctx context.Context, addr string, first *batonpb.Se
 // that succeeds is not enough to start again: a stream that ends as soon
 // as it is attached (a member that ends it at once, a request it cannot
 // take) would otherwise be resumed in a loop that takes a whole core.
-func (s *Session) run(sc *streamConn) {
-	defer s.wg.Done()
+func (s *Session) streamLoop(sc *streamConn) {
 	breaks := 0 // in a row: each stream ended before the longest pause
 	for sc != nil {
 		attached := time.Now()
@@ -125,7 +122,7 @@ func (s *Session) run(sc *streamConn) {
 		s.mu.Lock()
 		if s.stream == sc {
 			s.stream = nil
-			clear(s.byID)
+			clear(s.requests.byID)
 		}
 		ended := s.endedLocked()
 		s.mu.Unlock()
@@ -160,9 +157,9 @@ var testHookReconnect atomic.Pointer[func()]
 func (s *Session) reconnect() *streamConn {
 	resume := &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Resume{Resume: &batonpb.ResumeSession{SessionId: s.id, Secret: s.secret}}}
 	s.mu.Lock()
-	s.lastID++
-	resume.Id = s.lastID
-	s.serverHolds = nil // a partial list from the stream that broke
+	s.requests.lastID++
+	resume.Id = s.requests.lastID
+	s.leases.serverHolds = nil // a partial list from the stream that broke
 	s.mu.Unlock()
 	if h := testHookReconnect.Load(); h != nil {
 		(*h)()
@@ -181,21 +178,11 @@ func (s *Session) reconnect() *streamConn {
 		return nil
 	}
 	s.stream = sc
-	clear(s.byID)
+	clear(s.requests.byID)
 	// A resume is a keepalive: the server extended the session from when
 	// it received it.
 	s.extendLocked(sent, s.serverTTL(resp.GetTtl()))
-	pending := slices.Collect(func(yield func(*call) bool) {
-		for _, c := range s.bySeq {
-			if !yield(c) {
-				return
-			}
-		}
-	})
-	slices.SortFunc(pending, func(a, b *call) int { return cmp.Compare(a.seq, b.seq) })
-	for _, c := range pending {
-		s.sendLocked(c)
-	}
-	s.log.Info("session resumed", "peer", sc.addr, "resent", len(pending))
+	resent := s.resendLocked()
+	s.log.Info("session resumed", "peer", sc.addr, "resent", resent)
 	return sc
 }

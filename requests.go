@@ -7,9 +7,12 @@ package baton
 // handle matches each message from the stream to its call.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -36,6 +39,14 @@ type call struct {
 	abandoned bool  // the caller left: release whatever it was granted
 	cleanup   *call // the release of an abandoned grant
 	done      chan struct{}
+}
+
+// requestTable is the session's book of requests. Guarded by Session.mu.
+type requestTable struct {
+	lastSeq uint64           // the sequence number of the last mutating request
+	lastID  uint64           // the id of the last send, on any stream
+	byID    map[uint64]*call // sent on the current stream and unanswered, by id
+	bySeq   map[uint64]*call // mutating and without a final answer, by seq
 }
 
 // do starts a request and waits for its final answer or ctx. On ctx's end
@@ -68,16 +79,16 @@ func (s *Session) do(ctx context.Context, req *batonpb.SessionRequest, setup fun
 // the stream.
 func (s *Session) startLocked(req *batonpb.SessionRequest, mutating bool) (*call, error) {
 	if s.endedLocked() {
-		return nil, s.err
+		return nil, s.life.err
 	}
 	if err := sendable(req); err != nil {
 		return nil, err
 	}
 	c := &call{req: req, done: make(chan struct{}), started: time.Now()}
 	if mutating {
-		s.lastSeq++
-		c.seq = s.lastSeq
-		s.bySeq[c.seq] = c
+		s.requests.lastSeq++
+		c.seq = s.requests.lastSeq
+		s.requests.bySeq[c.seq] = c
 	}
 	s.sendLocked(c)
 	return c, nil
@@ -89,9 +100,9 @@ func (s *Session) sendLocked(c *call) {
 	if s.stream == nil || c.final {
 		return
 	}
-	s.lastID++
-	c.id = s.lastID
-	s.byID[c.id] = c
+	s.requests.lastID++
+	c.id = s.requests.lastID
+	s.requests.byID[c.id] = c
 	var h *batonpb.RequestHeader // stamp copies it: it stays on the stack
 	if c.seq != 0 {
 		h = &batonpb.RequestHeader{SessionId: s.id, Seq: c.seq, MinUnackedSeq: s.minUnackedLocked()}
@@ -101,12 +112,24 @@ func (s *Session) sendLocked(c *call) {
 	}
 }
 
+// resendLocked sends every mutating request without a final answer
+// again on the new stream, in the order of their sequence numbers, and
+// returns how many: each keeps its number, so each takes effect once
+// however many streams carried it.
+func (s *Session) resendLocked() int {
+	pending := slices.SortedFunc(maps.Values(s.requests.bySeq), func(a, b *call) int { return cmp.Compare(a.seq, b.seq) })
+	for _, c := range pending {
+		s.sendLocked(c)
+	}
+	return len(pending)
+}
+
 // minUnackedLocked is the lowest sequence number without a final answer.
 // A queued acquire counts as unanswered until it is granted or its wait
 // ends, so that a retry after a reconnect can still learn its outcome.
 func (s *Session) minUnackedLocked() uint64 {
-	m := s.lastSeq + 1
-	for seq := range s.bySeq {
+	m := s.requests.lastSeq + 1
+	for seq := range s.requests.bySeq {
 		m = min(m, seq)
 	}
 	return m
@@ -121,7 +144,7 @@ func (s *Session) handle(sc *streamConn, resp *batonpb.SessionResponse) {
 	}
 	switch k := resp.GetKind().(type) {
 	case *batonpb.SessionResponse_Grant:
-		c := s.bySeq[k.Grant.GetSeq()]
+		c := s.requests.bySeq[k.Grant.GetSeq()]
 		if c == nil {
 			s.log.Warn("grant for an unknown acquire", "lock", k.Grant.GetName(), "seq", k.Grant.GetSeq(), "token", k.Grant.GetToken())
 			return
@@ -131,7 +154,7 @@ func (s *Session) handle(sc *streamConn, resp *batonpb.SessionResponse) {
 		}}}, nil)
 		return
 	case *batonpb.SessionResponse_WaitEnded:
-		c := s.bySeq[k.WaitEnded.GetSeq()]
+		c := s.requests.bySeq[k.WaitEnded.GetSeq()]
 		if c == nil || !c.wait {
 			return
 		}
@@ -152,14 +175,14 @@ func (s *Session) handle(sc *streamConn, resp *batonpb.SessionResponse) {
 		s.serverHoldsLocked(k.Holds)
 		return
 	}
-	c := s.byID[resp.GetId()]
+	c := s.requests.byID[resp.GetId()]
 	if c == nil {
 		return
 	}
-	delete(s.byID, resp.GetId())
+	delete(s.requests.byID, resp.GetId())
 	err := fromWire(resp.GetError())
 	if c.keepAlive {
-		s.keepAliveAnswerLocked(sc, c, resp, err)
+		s.keepAliveAnsweredLocked(sc, c, resp, err)
 		return
 	}
 	if err != nil {
@@ -209,8 +232,8 @@ func (s *Session) finishLocked(c *call, resp *batonpb.SessionResponse, err error
 		return
 	}
 	c.final, c.resp, c.err = true, resp, err
-	if c.seq != 0 && s.bySeq[c.seq] == c {
-		delete(s.bySeq, c.seq)
+	if c.seq != 0 && s.requests.bySeq[c.seq] == c {
+		delete(s.requests.bySeq, c.seq)
 	}
 	close(c.done)
 	if c.abandoned {

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -84,43 +83,47 @@ type Event struct {
 // blacklist ends the session. Work under a lock should run under its
 // Lease's Context and write through fencing tokens.
 type Session struct {
-	c       *Client
-	log     *slog.Logger
-	id      uint64
-	secret  string // proves to the server that a request is this session's
-	ttl     time.Duration
-	owner   string
-	margin  time.Duration
-	onEvent func(Event)
+	c      *Client
+	log    *slog.Logger
+	id     uint64
+	secret string // proves to the server that a request is this session's
+	ttl    time.Duration
+	owner  string
 
-	runCtx    context.Context // the session's goroutines and streams
-	stopRun   context.CancelFunc
-	wg        sync.WaitGroup
-	wake      chan struct{} // the deadline moved: the clock re-arms
-	eventWake chan struct{}
+	// runCtx ends with the session. It stops the session's stream and
+	// its goroutines (streamLoop, keepAliveLoop, deliverEvents), which wg
+	// waits for.
+	runCtx  context.Context
+	stopRun context.CancelFunc
+	wg      sync.WaitGroup
 
-	// testPauseKeepAlives stops the keepalives (tests of the deadline).
-	testPauseKeepAlives atomic.Bool
+	// mu guards the stream, the fields of the groups below that say so,
+	// and those of the session's calls and Leases that say so.
+	mu        sync.Mutex
+	life      lifecycle      // state, and how the session ended (this file)
+	events    eventQueue     // the WithEvents callback's queue (this file)
+	keepalive keepaliveState // the client's deadline (keepalive.go)
+	requests  requestTable   // sequence numbers, unanswered calls (requests.go)
+	stream    *streamConn    // the attached stream; nil while reconnecting (reconnect.go)
+	leases    leaseTable     // the Leases by hold, their renewals (leases.go)
+}
 
-	mu       sync.Mutex
-	state    State
-	stateC   chan struct{} // closed and replaced at every state change
-	err      error         // why the session ended
-	done     chan struct{}
-	deadline time.Time // conservative, monotonic
-	lastSeq  uint64
-	lastID   uint64
-	stream   *streamConn // nil while reconnecting
-	byID     map[uint64]*call
-	bySeq    map[uint64]*call     // mutating requests without a final answer
-	holds    map[holdKey][]*Lease // unreleased leases per hold, oldest first
-	// renewing is the token of each hold the library renews by itself
-	// (a hold limit without WithManualRenewal), while it does.
-	renewing map[holdKey]uint64
-	// serverHolds gathers a resume's SessionHolds until the last one.
-	serverHolds map[holdKey]uint64
-	closing     *call
-	events      []Event
+// lifecycle is where a session is between NewSession and its end.
+// Guarded by Session.mu.
+type lifecycle struct {
+	state   State
+	stateC  chan struct{} // closed and replaced at every state change
+	err     error         // why the session ended
+	done    chan struct{} // closed when the session ended
+	closing *call         // Close's request, once sent
+}
+
+// eventQueue holds the session's events until deliverEvents hands them to
+// the WithEvents callback, in order.
+type eventQueue struct {
+	onEvent func(Event)   // nil: no callback, and nothing is queued
+	wake    chan struct{} // pending grew
+	pending []Event       // guarded by Session.mu
 }
 
 // NewSession opens a session on the leader. It returns once the session
@@ -136,11 +139,13 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 	}
 	runCtx, stop := context.WithCancel(context.Background())
 	s := &Session{
-		c: c, log: c.log, secret: newSecret(), ttl: cfg.ttl, owner: cfg.owner, margin: SafetyMargin(cfg.ttl), onEvent: cfg.onEvent,
+		c: c, log: c.log, secret: newSecret(), ttl: cfg.ttl, owner: cfg.owner,
 		runCtx: runCtx, stopRun: stop,
-		wake: make(chan struct{}, 1), eventWake: make(chan struct{}, 1),
-		stateC: make(chan struct{}), done: make(chan struct{}),
-		byID: make(map[uint64]*call), bySeq: make(map[uint64]*call), holds: make(map[holdKey][]*Lease), renewing: make(map[holdKey]uint64),
+		life:      lifecycle{stateC: make(chan struct{}), done: make(chan struct{})},
+		events:    eventQueue{onEvent: cfg.onEvent, wake: make(chan struct{}, 1)},
+		keepalive: keepaliveState{margin: SafetyMargin(cfg.ttl), wake: make(chan struct{}, 1)},
+		requests:  requestTable{byID: make(map[uint64]*call), bySeq: make(map[uint64]*call)},
+		leases:    leaseTable{holds: make(map[holdKey][]*Lease), renewing: make(map[holdKey]uint64)},
 	}
 	if err := c.addSession(s); err != nil {
 		stop()
@@ -164,17 +169,15 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 	}
 	s.id = resp.GetSessionId()
 	s.log = s.log.With("session", s.id)
-	s.lastID = 1
+	s.requests.lastID = 1
 	s.mu.Lock()
 	s.stream = sc
-	s.deadline = sent.Add(s.serverTTL(resp.GetTtl()) - s.margin)
+	s.keepalive.deadline = sent.Add(s.serverTTL(resp.GetTtl()) - s.keepalive.margin)
 	s.mu.Unlock()
-	s.wg.Add(2)
-	go s.run(sc)
-	go s.clock()
-	if s.onEvent != nil {
-		s.wg.Add(1)
-		go s.dispatch()
+	s.wg.Go(func() { s.streamLoop(sc) })
+	s.wg.Go(s.keepAliveLoop)
+	if s.events.onEvent != nil {
+		s.wg.Go(s.deliverEvents)
 	}
 	return s, nil
 }
@@ -205,7 +208,7 @@ func (s *Session) Owner() string { return s.owner }
 
 // Done is closed when the session ended: expired, lost or closed. Err says
 // why.
-func (s *Session) Done() <-chan struct{} { return s.done }
+func (s *Session) Done() <-chan struct{} { return s.life.done }
 
 // Err is nil while the session lives; then an error matching
 // ErrSessionLost (expired; also ErrBlacklisted when an operator evicted
@@ -213,14 +216,14 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 func (s *Session) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.err
+	return s.life.err
 }
 
 // State is the session's state now: healthy, jeopardy, expired or closed.
 func (s *Session) State() State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.state
+	return s.life.state
 }
 
 // Deadline is the client's conservative deadline: the session is valid,
@@ -228,7 +231,7 @@ func (s *Session) State() State {
 func (s *Session) Deadline() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.deadline
+	return s.keepalive.deadline
 }
 
 // Close ends the session on the server, which releases its holds and drops
@@ -243,10 +246,10 @@ func (s *Session) Close(ctx context.Context) error {
 		s.wait()
 		return nil
 	}
-	if s.closing == nil {
-		s.closing, _ = s.startLocked(&batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Close{Close: &batonpb.CloseSessionRequest{}}}, true)
+	if s.life.closing == nil {
+		s.life.closing, _ = s.startLocked(&batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Close{Close: &batonpb.CloseSessionRequest{}}}, true)
 	}
-	c := s.closing
+	c := s.life.closing
 	s.mu.Unlock()
 	var err error
 	select {
@@ -275,8 +278,9 @@ func (s *Session) wait() {
 	s.c.removeSession(s)
 }
 
+// endedLocked reports whether the session ended (expired or closed).
 func (s *Session) endedLocked() bool {
-	return s.state == StateExpired || s.state == StateClosed
+	return s.life.state == StateExpired || s.life.state == StateClosed
 }
 
 // endLocked ends the session: every lease is lost, every call fails with
@@ -285,24 +289,20 @@ func (s *Session) endLocked(err error, st State) {
 	if s.endedLocked() {
 		return
 	}
-	s.err = err
-	for _, ls := range s.holds {
-		for _, l := range ls {
-			s.endLeaseLocked(l, err)
-		}
-	}
-	clear(s.holds)
-	for _, c := range s.bySeq {
+	s.life.err = err
+	s.endEveryLeaseLocked(err)
+	clear(s.leases.holds)
+	for _, c := range s.requests.bySeq {
 		s.finishLocked(c, nil, err)
 	}
-	for _, c := range s.byID {
+	for _, c := range s.requests.byID {
 		s.finishLocked(c, nil, err)
 	}
-	if s.closing != nil {
-		s.finishLocked(s.closing, nil, err)
+	if s.life.closing != nil {
+		s.finishLocked(s.life.closing, nil, err)
 	}
 	s.setStateLocked(st, st, err)
-	close(s.done)
+	close(s.life.done)
 	s.stopRun()
 	s.log.Info("session ended", "state", st.String(), "err", err)
 }
@@ -310,8 +310,8 @@ func (s *Session) endLocked(err error, st State) {
 // lostLocked ends the session because the server no longer has it (or
 // refuses it); a Close in progress makes that a clean close.
 func (s *Session) lostLocked(cause error) {
-	if s.closing != nil {
-		s.finishLocked(s.closing, nil, nil)
+	if s.life.closing != nil {
+		s.finishLocked(s.life.closing, nil, nil)
 		s.endLocked(ErrSessionClosed, StateClosed)
 		return
 	}
@@ -323,49 +323,55 @@ func (s *Session) lostLocked(cause error) {
 
 // setStateLocked moves to st and emits ev (st itself, or StateSafe).
 func (s *Session) setStateLocked(st, ev State, err error) {
-	s.state = st
-	close(s.stateC)
-	s.stateC = make(chan struct{})
+	s.life.state = st
+	close(s.life.stateC)
+	s.life.stateC = make(chan struct{})
 	s.emitLocked(Event{State: ev, At: time.Now(), Err: err})
 }
 
+// emitLocked queues ev for the WithEvents callback, if there is one.
 func (s *Session) emitLocked(ev Event) {
-	if s.onEvent == nil {
+	if s.events.onEvent == nil {
 		return
 	}
-	s.events = append(s.events, ev)
-	poke(s.eventWake)
+	s.events.pending = append(s.events.pending, ev)
+	poke(s.events.wake)
 }
 
-// dispatch delivers events to the WithEvents callback, in order.
-func (s *Session) dispatch() {
-	defer s.wg.Done()
+// deliverEvents hands the session's events to the WithEvents callback,
+// in order, one call at a time, never with Session.mu held, until the
+// session ended and its last event was delivered.
+func (s *Session) deliverEvents() {
 	for {
-		s.mu.Lock()
-		evs := s.events
-		s.events = nil
-		s.mu.Unlock()
-		for _, ev := range evs {
-			s.onEvent(ev)
-		}
-		if len(evs) > 0 {
-			continue
-		}
+		s.deliverPendingEvents()
 		select {
-		case <-s.eventWake:
+		case <-s.events.wake:
 		case <-s.runCtx.Done():
-			s.mu.Lock()
-			evs := s.events
-			s.events = nil
-			s.mu.Unlock()
-			for _, ev := range evs {
-				s.onEvent(ev)
-			}
+			s.deliverPendingEvents()
 			return
 		}
 	}
 }
 
+// deliverPendingEvents hands over what is queued, and what is queued
+// meanwhile, until the queue is empty.
+func (s *Session) deliverPendingEvents() {
+	for {
+		s.mu.Lock()
+		evs := s.events.pending
+		s.events.pending = nil
+		s.mu.Unlock()
+		if len(evs) == 0 {
+			return
+		}
+		for _, ev := range evs {
+			s.events.onEvent(ev)
+		}
+	}
+}
+
+// poke wakes the goroutine that waits on ch (a channel of one slot)
+// without blocking: a wake-up already pending is enough.
 func poke(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:

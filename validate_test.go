@@ -266,14 +266,14 @@ func TestClientChecksBeforeSending(t *testing.T) {
 			// Every session request but a keepalive takes a sequence
 			// number (keepalives go on by themselves).
 			s.mu.Lock()
-			lastSeq := s.lastSeq
+			lastSeq := s.requests.lastSeq
 			s.mu.Unlock()
 			wantInvalid(t, tt.name, tt.call(), tt.want)
 			if n := rpcs.n.Load() - before; n != 0 {
 				t.Errorf("%d RPCs started", n)
 			}
 			s.mu.Lock()
-			sent := s.lastSeq != lastSeq
+			sent := s.requests.lastSeq != lastSeq
 			s.mu.Unlock()
 			if sent {
 				t.Error("a request went on the session's stream")
