@@ -65,14 +65,16 @@ type leaseTable struct {
 // holdKey names a hold within its session: a lock and an owner key.
 type holdKey struct{ name, ownerKey string }
 
-// newLease registers a Lease for a hold the server granted. A grant that
-// arrives in jeopardy waits until the session is safe again (or ends, or
-// ctx ends: then the hold is released in the background).
+// newLease registers a Lease for the hold of name with token that the
+// server granted to an acquire with the options cfg. A grant that arrives
+// in jeopardy waits until the session is safe again (or ends, or ctx
+// ends: then the hold is released in the background).
 //
 // With a hold limit, the limit counts from started (the acquire's first
-// send, or a renewal's); autoRenew has the library renew it (see
-// WithHoldLimit).
-func (s *Session) newLease(ctx context.Context, name, ownerKey string, token uint64, holdLimit time.Duration, autoRenew bool, started time.Time) (*Lease, error) {
+// send, or a renewal's); the library renews it unless cfg says
+// WithManualRenewal.
+func (s *Session) newLease(ctx context.Context, name string, token uint64, cfg holdConfig, started time.Time) (*Lease, error) {
+	ownerKey := cfg.ownerKey
 	for {
 		s.mu.Lock()
 		switch s.life.state {
@@ -87,8 +89,8 @@ func (s *Session) newLease(ctx context.Context, name, ownerKey string, token uin
 				}
 				delete(s.leases.holds, k)
 			}
-			if holdLimit > 0 {
-				s.limitHoldLocked(l, k, holdLimit, autoRenew, started)
+			if cfg.holdLimit > 0 {
+				s.limitHoldLocked(l, k, cfg.holdLimit, !cfg.manualRenew, started)
 			}
 			s.leases.holds[k] = append(s.leases.holds[k], l)
 			s.mu.Unlock()

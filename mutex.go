@@ -15,20 +15,17 @@ import (
 )
 
 // Mutex is a handle on one lock for one (session, owner key). It holds no
-// state of its own beyond its name and key: every Mutex of the same
+// state of its own beyond its name and options: every Mutex of the same
 // session, name and key shares one hold (see WithOwnerKey), and a Mutex is
 // safe for concurrent use.
 type Mutex struct {
-	s        *Session
-	name     string
-	ownerKey string
+	s    *Session
+	name string
+	hold holdConfig
 	// shared and limit are a Semaphore's or RWMutex's mode (see there);
 	// a Mutex is exclusive with limit 1.
-	shared    bool
-	limit     uint32
-	holdLimit time.Duration
-	// manualRenew: the caller renews the hold limit (WithManualRenewal).
-	manualRenew bool
+	shared bool
+	limit  uint32
 	// err is why no acquire of the handle can be sent (a name or an
 	// option that breaks a rule); each acquire returns it.
 	err error
@@ -38,28 +35,25 @@ type Mutex struct {
 // sent until it is locked. A name or an option that no member would
 // accept (see package rules: a name of 1..512 bytes of UTF-8 without
 // control characters, an owner key of up to 256 bytes of UTF-8, a hold
-// limit of 1 s..24 h) makes every acquire fail at once with an error
+// limit of 1 s..24 h), or an option a Mutex does not take
+// (WithMaxReaders), makes every acquire fail at once with an error
 // matching ErrInvalidArgument that says what is wrong, sending nothing.
-func (s *Session) Mutex(name string, opts ...MutexOption) *Mutex {
-	var cfg mutexConfig
-	for _, o := range opts {
-		o(&cfg)
-	}
-	return s.mutex(name, cfg)
+func (s *Session) Mutex(name string, opts ...HoldOption) *Mutex {
+	return s.mutex(name, newHoldConfig(opts), "Mutex")
 }
 
-// mutex makes a handle on name with cfg, checked (Session.Mutex, and
-// through it Semaphore and RWMutex; LockAll's locks one by one).
-func (s *Session) mutex(name string, cfg mutexConfig) *Mutex {
-	return &Mutex{s: s, name: name, ownerKey: cfg.ownerKey, holdLimit: cfg.holdLimit, manualRenew: cfg.manualRenew,
-		err: invalid(cmp.Or(rules.CheckLockName(name), rules.CheckOwnerKey(cfg.ownerKey), rules.CheckHoldLimit(cfg.holdLimit)))}
+// mutex makes a handle on name with cfg, checked for a handle of kind
+// (see holdConfig.check): the Mutex of Session.Mutex, the one under a
+// Semaphore or an RWMutex, and LockAll's locks one by one.
+func (s *Session) mutex(name string, cfg holdConfig, kind string) *Mutex {
+	return &Mutex{s: s, name: name, hold: cfg, err: cmp.Or(invalid(rules.CheckLockName(name)), cfg.check(kind))}
 }
 
 // Name is the lock's name.
 func (m *Mutex) Name() string { return m.name }
 
 // OwnerKey is the Mutex's owner key.
-func (m *Mutex) OwnerKey() string { return m.ownerKey }
+func (m *Mutex) OwnerKey() string { return m.hold.ownerKey }
 
 // Lock acquires the lock, waiting in the lock's FIFO queue on the server
 // as long as it takes. ctx bounds the wait only, never the hold: when it
@@ -96,15 +90,15 @@ func (m *Mutex) acquire(ctx context.Context, wait bool, d time.Duration) (*Lease
 		return nil, m.err
 	}
 	sreq, req := acquireRequest()
-	req.Name, req.OwnerKey, req.Wait, req.Shared, req.Limit = m.name, m.ownerKey, wait, m.shared, m.limit
+	req.Name, req.OwnerKey, req.Wait, req.Shared, req.Limit = m.name, m.hold.ownerKey, wait, m.shared, m.limit
 	if d > 0 {
 		req.WaitTimeout = durationpb.New(d)
 	}
-	if m.holdLimit != 0 {
-		req.HoldLimit = durationpb.New(m.holdLimit)
+	if m.hold.holdLimit != 0 {
+		req.HoldLimit = durationpb.New(m.hold.holdLimit)
 	}
 	c, err := m.s.do(ctx, sreq, func(c *call) {
-		c.wait, c.name, c.ownerKey = wait, m.name, m.ownerKey
+		c.wait, c.name, c.ownerKey = wait, m.name, m.hold.ownerKey
 	})
 	if err != nil {
 		return nil, err
@@ -114,20 +108,20 @@ func (m *Mutex) acquire(ctx context.Context, wait bool, d time.Duration) (*Lease
 		return nil, &BusyError{Name: m.name, Holder: holderOf(a.GetHolder())}
 	}
 	started := c.started
-	if m.holdLimit != 0 && time.Since(started) > m.holdLimit/2 {
+	if m.hold.holdLimit != 0 && time.Since(started) > m.hold.holdLimit/2 {
 		// A long wait used up much of the limit as the client counts it
 		// (from the acquire's first send; the server's count began at
 		// the grant): a renewal restarts both now.
 		rs, _, err := m.s.renewHold(ctx, m.name, a.GetToken())
 		if err != nil {
 			m.s.mu.Lock()
-			_, _ = m.s.startLocked(releaseRequest(m.name, m.ownerKey, a.GetToken()), true)
+			_, _ = m.s.startLocked(releaseRequest(m.name, m.hold.ownerKey, a.GetToken()), true)
 			m.s.mu.Unlock()
 			return nil, err
 		}
 		started = rs
 	}
-	return m.s.newLease(ctx, m.name, m.ownerKey, a.GetToken(), m.holdLimit, !m.manualRenew, started)
+	return m.s.newLease(ctx, m.name, a.GetToken(), m.hold, started)
 }
 
 // Unlock releases one count of the hold of this Mutex's (session, owner
@@ -141,10 +135,10 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 		s.mu.Unlock()
 		return err
 	}
-	ls := s.leases.holds[holdKey{m.name, m.ownerKey}]
+	ls := s.leases.holds[holdKey{m.name, m.hold.ownerKey}]
 	if len(ls) == 0 {
 		s.mu.Unlock()
-		return fmt.Errorf("%w: %q (key %q) by session %d", ErrNotHeld, m.name, m.ownerKey, s.id)
+		return fmt.Errorf("%w: %q (key %q) by session %d", ErrNotHeld, m.name, m.hold.ownerKey, s.id)
 	}
 	c, err := s.releaseLocked(ls[len(ls)-1])
 	s.mu.Unlock()
@@ -196,26 +190,24 @@ func (s *Session) LockAll(ctx context.Context, names ...string) ([]*Lease, error
 type LockSet struct {
 	s     *Session
 	names []string
-	cfg   mutexConfig
+	cfg   holdConfig
 	// err is why no request of the set can be sent; each returns it.
 	err error
 }
 
 // LockSet returns a handle on the locks names (copied) for this session.
 // Nothing is sent until they are locked. Names or options that no member
-// would accept (each name as for Mutex, none twice, at most 1000 of them)
-// make every method fail at once with an error matching
-// ErrInvalidArgument, sending nothing; no names at all take nothing.
-func (s *Session) LockSet(names []string, opts ...MutexOption) *LockSet {
-	ls := &LockSet{s: s, names: slices.Clone(names)}
-	for _, o := range opts {
-		o(&ls.cfg)
-	}
+// would accept (each name as for Mutex, none twice, at most 1000 of them),
+// or WithMaxReaders, which a LockSet does not take, make every method
+// fail at once with an error matching ErrInvalidArgument, sending
+// nothing; no names at all take nothing.
+func (s *Session) LockSet(names []string, opts ...HoldOption) *LockSet {
+	ls := &LockSet{s: s, names: slices.Clone(names), cfg: newHoldConfig(opts)}
 	var nameErr error
 	if len(names) > 0 {
 		nameErr = rules.CheckLockNames(names)
 	}
-	ls.err = invalid(cmp.Or(nameErr, rules.CheckOwnerKey(ls.cfg.ownerKey), rules.CheckHoldLimit(ls.cfg.holdLimit)))
+	ls.err = cmp.Or(invalid(nameErr), ls.cfg.check("LockSet"))
 	return ls
 }
 
@@ -267,7 +259,7 @@ func (ls *LockSet) LockAll(ctx context.Context) ([]*Lease, error) {
 	slices.Sort(ordered)
 	got := make(map[string]*Lease, len(names))
 	for _, n := range ordered {
-		l, err := s.mutex(n, ls.cfg).Lock(ctx)
+		l, err := s.mutex(n, ls.cfg, "LockSet").Lock(ctx)
 		if err != nil {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
 			for _, l := range got {
@@ -313,7 +305,7 @@ func (ls *LockSet) tryMany(ctx context.Context, req *batonpb.AcquireManyRequest)
 			holders = append(holders, holderOf(r.GetHolder()))
 			continue
 		}
-		l, err := s.newLease(ctx, r.GetName(), req.OwnerKey, r.GetToken(), ls.cfg.holdLimit, !ls.cfg.manualRenew, c.started)
+		l, err := s.newLease(ctx, r.GetName(), r.GetToken(), ls.cfg, c.started)
 		if err != nil {
 			// Give back what this call got; the session retries the
 			// releases in the background.
