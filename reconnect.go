@@ -1,7 +1,7 @@
 package baton
 
 // The session's stream: attaching it on the leader (connect, dialStream),
-// reading it, and when it breaks, reconnecting and resuming (run,
+// reading it, and when it breaks, reconnecting and resuming (streamLoop,
 // reconnect).
 
 import (
@@ -16,7 +16,9 @@ import (
 	"github.com/batonlock/baton/api/batonpb"
 )
 
-// streamConn is one attached session stream.
+// streamConn is the session's attached stream: its channel on the
+// client's Sessions stream to addr. cancel detaches the channel; the
+// session lives on, to resume on another.
 type streamConn struct {
 	ch     *muxChan
 	cancel context.CancelFunc

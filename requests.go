@@ -135,7 +135,12 @@ func (s *Session) minUnackedLocked() uint64 {
 	return m
 }
 
-// handle takes one message of stream sc.
+// handle takes one message of stream sc: a push, matched to its acquire
+// by sequence number (a grant, the end of a wait) or to the table of
+// Leases (a hold ended, the holds after a resume), the session's loss, or
+// the answer to a request, matched by id. A failed mutating request the
+// server did not apply (not the leader, overloaded) is sent again with
+// its sequence number.
 func (s *Session) handle(sc *streamConn, resp *batonpb.SessionResponse) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
