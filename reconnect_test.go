@@ -2,12 +2,10 @@ package baton
 
 import (
 	"context"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -19,14 +17,9 @@ import (
 // every Sessions stream: at once after answering its resume
 // (answerResume), or instead of answering it.
 type breaksStreams struct {
-	batonpb.UnimplementedBatonServer
-	addr         string
+	fakeMember
 	answerResume bool
 	streams      atomic.Int64
-}
-
-func (f *breaksStreams) Status(context.Context, *batonpb.StatusRequest) (*batonpb.StatusResponse, error) {
-	return &batonpb.StatusResponse{Name: "breaks", Leader: "breaks", Role: "leader", LeaderAddr: f.addr}, nil
 }
 
 func (f *breaksStreams) Sessions(gs batonpb.Baton_SessionsServer) error {
@@ -64,16 +57,7 @@ func TestReconnectsBackOff(t *testing.T) {
 		name := map[bool]string{true: "ends after the resume", false: "refuses the resume"}[answerResume]
 		t.Run(name, func(t *testing.T) {
 			f := &breaksStreams{answerResume: answerResume}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.addr = ln.Addr().String()
-			srv := grpc.NewServer()
-			batonpb.RegisterBatonServer(srv, f)
-			go srv.Serve(ln)
-			t.Cleanup(srv.Stop)
-			cl := dial(t, f.addr) // the default backoff: 20 ms doubling to 1 s
+			cl := serveFake(t, f) // the default backoff: 20 ms doubling to 1 s
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			// No Close: the member does not answer it; cl.Close abandons s.
