@@ -9,7 +9,6 @@ import (
 
 	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
-	"github.com/batonlock/baton/internal/liveness"
 )
 
 // Limits bound what clients may take of a member (DESIGN.md section 4):
@@ -55,20 +54,6 @@ var (
 	// errKeepAliveRate refuses a keepalive over Limits.MaxKeepAliveRate.
 	errKeepAliveRate = errors.New("keepalives too frequent")
 )
-
-// admitKeepAlive checks that session id lives and that a keepalive
-// received then is within its rate: the tracker keeps the rate with the
-// session's deadline, in the leader's memory only.
-func (s *Server) admitKeepAlive(id uint64, shown []byte, received time.Time) error {
-	rate := s.cfg.Limits.MaxKeepAliveRate
-	err := s.tracker.Admit(id, shown, received, rate)
-	if errors.Is(err, liveness.ErrTooFast) {
-		s.keepAlivesRefused.Add(1)
-		return fmt.Errorf("%w: session %d sent more than %d keepalives a second (--max-keepalive-rate); one every third of its TTL keeps it",
-			errKeepAliveRate, id, rate)
-	}
-	return err
-}
 
 // proposeOpen is propose for cmd, an OpenSession, on a leader with room
 // for the session it would open: live sessions (the state machine's) plus

@@ -80,7 +80,7 @@ type Server struct {
 	stopC    chan struct{}
 
 	// Sessions streams' batching, for /metrics.
-	muxMessages, muxResponses atomic.Uint64
+	streamMessages, streamResponses atomic.Uint64
 	// clientConns is the client port's listener once Serve started.
 	clientConns atomic.Pointer[trackedListener]
 	// handshakesFailed counts client connections closed before they
