@@ -73,7 +73,7 @@ func (s *Server) proposeOpen(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Re
 	if user := cmd.GetPrincipal(); user != "" && s.cfg.Limits.MaxSessionsPerUser > 0 {
 		lim.user, lim.perUser = user, s.cfg.Limits.MaxSessionsPerUser
 	}
-	if (lim.total <= 0 && lim.perUser <= 0) || s.node == nil || !s.node.IsLeader() {
+	if (lim.total <= 0 && lim.perUser <= 0) || !s.node.IsLeader() {
 		return s.propose(ctx, cmd) // a follower's refusal names the leader
 	}
 	reserved, err := s.opens.reserve(ctx, lim, func() (live, users int, retry bool) {

@@ -16,10 +16,6 @@ import (
 // that show group commit at work (proposals per batch, entries per fsync).
 func (s *Server) MetricsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.node == nil {
-			http.Error(w, "not started", http.StatusServiceUnavailable)
-			return
-		}
 		st := s.node.Status()
 		m := s.node.Metrics()
 		var sessions, locks int
