@@ -52,15 +52,31 @@ func newHub() *hub {
 	}
 }
 
-// send queues r for its channel's client: every answer and every push for
-// a channel, and its end, leaves the server through here, in the order
-// sent. The stream's sender is woken when r is the first thing queued
-// since it last looked: at once, or, with later (the caller is the Ready
-// loop), at the end of the loop's batch (flush), so that the answers of
-// one applied batch leave together, in one message per stream.
+// send queues r on its channel's stream without blocking: every answer
+// and every push for a channel, and its end, leaves the server through
+// here, in the order sent. The stream's sender is woken when r is the
+// first thing queued since it last took: at once, or, with later (the
+// caller is the Ready loop), at the end of the loop's batch (flush), so
+// that the answers of one applied batch leave together, in one message
+// per stream. A full queue fails the whole stream (its client reads too
+// slowly); what comes for a channel after its end is dropped.
 func (h *hub) send(r reply, later bool) {
 	st := r.ch.stream
-	if !st.add(r) {
+	st.mu.Lock()
+	wake := false
+	switch {
+	case r.ch.ended || st.overflow:
+	case len(st.queue) >= StreamBuffer:
+		st.overflow, wake = true, true
+	default:
+		st.queue = append(st.queue, r)
+		wake = len(st.queue) == 1
+	}
+	if r.end {
+		r.ch.ended = true
+	}
+	st.mu.Unlock()
+	if !wake {
 		return
 	}
 	if later {

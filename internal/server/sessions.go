@@ -40,12 +40,12 @@ func (s *Server) Session(batonpb.Baton_SessionServer) error { return errSessionR
 // applied batch leave in one message and one socket write.
 type sessionsStream struct {
 	mu       sync.Mutex
-	queue    []reply
-	overflow bool
+	queue    []reply               // written by hub.send only, taken by the sender
+	overflow bool                  // the client read too slowly: the stream fails
 	channels map[uint64]*channel   // by number, while the client may not reuse it
 	attached map[*channel]struct{} // attached to the hub by this stream
 	closed   bool                  // the handler returned
-	ready    chan struct{}         // signalled (capacity 1) when queue became non-empty
+	ready    chan struct{}         // wakes the sender (capacity 1): see hub.send
 
 	dropOnce sync.Once
 	dropErr  error
@@ -64,30 +64,6 @@ type reply struct {
 func newSessionsStream() *sessionsStream {
 	return &sessionsStream{channels: make(map[uint64]*channel), attached: make(map[*channel]struct{}),
 		ready: make(chan struct{}, 1), dropped: make(chan struct{})}
-}
-
-// add queues r without blocking (hub.send is its one caller) and reports
-// whether the sender must be woken: r is the first thing queued since the
-// sender last took, or the queue just overflowed. A full queue fails the
-// whole stream; what comes for a channel after its end is dropped.
-func (st *sessionsStream) add(r reply) bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if r.ch.ended {
-		return false
-	}
-	if r.end {
-		r.ch.ended = true
-	}
-	switch {
-	case st.overflow:
-		return false
-	case len(st.queue) >= StreamBuffer:
-		st.overflow = true
-		return true
-	}
-	st.queue = append(st.queue, r)
-	return len(st.queue) == 1
 }
 
 // take returns everything queued, in order, and whether the queue
