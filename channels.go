@@ -19,14 +19,6 @@ import (
 	"github.com/batonlock/baton/api/wire"
 )
 
-// sessionStream is what a session reads and writes: a channel of the
-// client's Sessions stream, or a Session stream of its own when the
-// member does not serve Sessions.
-type sessionStream interface {
-	Send(*batonpb.SessionRequest) error
-	Recv() (*batonpb.SessionResponse, error)
-}
-
 // sessionMux is the client's Sessions stream to one member.
 type sessionMux struct {
 	c      *Client
@@ -42,10 +34,11 @@ type sessionMux struct {
 	sendq []*batonpb.ChannelRequest
 }
 
-// muxChan is one session's channel on a sessionMux. Its responses are
-// read with Recv until the session hands them off (handOff): from then on
-// the stream's reader delivers them itself, one goroutine hand-off fewer
-// per answer.
+// muxChan is one session's channel on a sessionMux: the only stream a
+// session reads and writes. Send only queues for the stream's sender. The
+// channel's responses are read with Recv until the session hands them off
+// (handOff): from then on the stream's reader delivers them itself, one
+// goroutine hand-off fewer per answer.
 type muxChan struct {
 	m    *sessionMux
 	id   uint64

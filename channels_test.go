@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -222,31 +222,14 @@ func TestSessionsStreamProtocol(t *testing.T) {
 }
 
 // TestStreamsEndWhenLeaderStepsDown: a member that stops leading ends the
-// session streams attached to it with NOT_LEADER, although their clients
-// keep them open, so the clients follow the new leader.
+// session channels attached to it with NOT_LEADER, then the Sessions
+// stream, although their clients keep them open, so the clients follow
+// the new leader.
 func TestStreamsEndWhenLeaderStepsDown(t *testing.T) {
 	c := embedtest.New(t, 3)
 	lead := c.WaitLeader()
 	addr := c.ClientAddr(lead)
 
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	bc := batonpb.NewBatonClient(cc)
-	ctx := testCtx(t)
-
-	one, err := bc.Session(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := one.Send(openReq(1)); err != nil {
-		t.Fatal(err)
-	}
-	if r, err := one.Recv(); err != nil || r.GetOpen() == nil {
-		t.Fatalf("open on a Session stream: %v %v", r, err)
-	}
 	many := rawSessions(t, addr)
 	sendFrames(t, many, &batonpb.ChannelRequest{Channel: 1, Request: openReq(1)})
 	var pending []*batonpb.ChannelResponse
@@ -259,23 +242,6 @@ func TestStreamsEndWhenLeaderStepsDown(t *testing.T) {
 		if i != lead {
 			c.Stop(i)
 		}
-	}
-	done := make(chan error, 1)
-	go func() {
-		for {
-			if _, err := one.Recv(); err != nil {
-				done <- err
-				return
-			}
-		}
-	}()
-	select {
-	case err := <-done:
-		if status.Code(err) != codes.Unavailable {
-			t.Fatalf("Session stream ended with %v, want UNAVAILABLE", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the Session stream is still open 10 s after its member stopped leading")
 	}
 	endC := make(chan *batonpb.ChannelResponse, 1)
 	go func() {
@@ -381,85 +347,36 @@ func TestSessionsChannelNumberReuse(t *testing.T) {
 	}
 }
 
-// sessionOnly is a member of an older release: it serves Status and
-// Session, not Sessions.
-type sessionOnly struct {
-	batonpb.UnimplementedBatonServer
-	addr string
-	// answer, if set, answers the requests after the open (nil: none).
-	answer func(*batonpb.SessionRequest) *batonpb.SessionResponse
+// withoutSessions is a member that serves Status but not the Sessions
+// stream: it answers Unimplemented, as a server without that RPC would.
+type withoutSessions struct {
+	fakeMember
+	attempts atomic.Int64 // Sessions streams opened
 }
 
-func (f *sessionOnly) Status(context.Context, *batonpb.StatusRequest) (*batonpb.StatusResponse, error) {
-	return &batonpb.StatusResponse{Name: "old", Leader: "old", Role: "leader", LeaderAddr: f.addr}, nil
+func (f *withoutSessions) Sessions(batonpb.Baton_SessionsServer) error {
+	f.attempts.Add(1)
+	return status.Error(codes.Unimplemented, "unknown method Sessions")
 }
 
-func (f *sessionOnly) Session(gs batonpb.Baton_SessionServer) error {
-	first, err := gs.Recv()
-	if err != nil {
-		return err
-	}
-	if err := gs.Send(&batonpb.SessionResponse{Id: first.GetId(), Kind: &batonpb.SessionResponse_Open{Open: &batonpb.OpenSessionResponse{
-		SessionId: 42, Ttl: first.GetOpen().GetTtl(),
-	}}}); err != nil {
-		return err
-	}
-	for {
-		r, err := gs.Recv()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-		if f.answer == nil {
-			continue
-		}
-		if resp := f.answer(r); resp != nil {
-			resp.Id = r.GetId()
-			if err := gs.Send(resp); err != nil {
-				return err
-			}
-		}
-	}
-}
-
-// serveSessionOnly serves f on a loopback port until the test ends and
-// returns its address (f's too).
-func serveSessionOnly(t *testing.T, f *sessionOnly) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.addr = ln.Addr().String()
-	srv := grpc.NewServer()
-	batonpb.RegisterBatonServer(srv, f)
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
-	return f.addr
-}
-
-// TestClientFallsBackToSessionStreams: against a member without Sessions
-// the client opens one Session stream per session.
-func TestClientFallsBackToSessionStreams(t *testing.T) {
-	addr := serveSessionOnly(t, &sessionOnly{})
-	cl := dial(t, addr)
+// TestMemberWithoutSessionsIsRefused: the client speaks one session
+// protocol. Against a member that does not serve Sessions, NewSession
+// fails at once (one attempt, no retries) with an error that matches
+// errors.ErrUnsupported and names the stream.
+func TestMemberWithoutSessionsIsRefused(t *testing.T) {
+	f := &withoutSessions{}
+	cl := serveFake(t, f)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := cl.NewSession(ctx)
-	if err != nil {
-		t.Fatalf("new session against a member without Sessions: %v", err)
+	if err == nil {
+		t.Fatalf("session %d opened on a member without Sessions", s.ID())
 	}
-	// No Close: the fake does not answer it; cl.Close abandons s.
-	if s.ID() != 42 {
-		t.Fatalf("session %d, want 42 from the Session stream", s.ID())
+	if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "does not serve the Sessions stream") {
+		t.Fatalf("new session against a member without Sessions: %v, want errors.ErrUnsupported naming the Sessions stream", err)
 	}
-	cl.mu.Lock()
-	noMux := cl.noMux[addr]
-	cl.mu.Unlock()
-	if !noMux {
-		t.Fatal("the client did not note that the member has no Sessions")
+	if n := f.attempts.Load(); n != 1 {
+		t.Fatalf("%d Sessions streams tried, want 1: the refusal is final", n)
 	}
 }
 

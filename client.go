@@ -32,7 +32,6 @@ type Client struct {
 	mu       sync.Mutex
 	conns    map[string]*grpc.ClientConn
 	muxes    map[string]*sessionMux // working Sessions streams by member
-	noMux    map[string]bool        // members without Sessions: one stream per session there
 	leader   string                 // best-known leader address; "" if unknown
 	next     int                    // next endpoint to try when the leader is unknown
 	closed   bool
@@ -74,7 +73,6 @@ func Dial(ctx context.Context, endpoints string, opts ...Option) (*Client, error
 		endpoints: eps,
 		conns:     make(map[string]*grpc.ClientConn),
 		muxes:     make(map[string]*sessionMux),
-		noMux:     make(map[string]bool),
 		sessions:  make(map[*Session]struct{}),
 	}
 	st, err := c.Status(ctx)

@@ -501,10 +501,6 @@ func TestHoldLimit(t *testing.T) {
 	_ = c
 }
 
-// TestHoldLimitRenewsItself: without WithManualRenewal the library renews
-// a hold limit while the session is healthy, so the hold outlasts many
-// limits; once the client is cut off, the hold comes back within the limit
-// although the session, with a long TTL, still lives on the server.
 // TestLockSetHoldLimit: a LockSet gives every hold it takes its options:
 // with a hold limit the library renews each hold (a waiter waits three
 // limits in vain), with WithManualRenewal nothing does and each hold ends
@@ -561,6 +557,10 @@ func TestLockSetHoldLimit(t *testing.T) {
 	}
 }
 
+// TestHoldLimitRenewsItself: without WithManualRenewal the library renews
+// a hold limit while the session is healthy, so the hold outlasts many
+// limits; once the client is cut off, the hold comes back within the limit
+// although the session, with a long TTL, still lives on the server.
 func TestHoldLimitRenewsItself(t *testing.T) {
 	_, cl := single(t)
 	ctx := testCtx(t)

@@ -16,9 +16,9 @@ import (
 // keeping a lease the caller never sees.
 func TestTryLockAllAfterAHoldEnded(t *testing.T) {
 	released := make(chan string, 4)
-	// A member (of the one-stream-per-session kind) that answers every
-	// AcquireMany as such a retry: "a" granted, "b" BUSY without a holder.
-	f := &sessionOnly{answer: func(r *batonpb.SessionRequest) *batonpb.SessionResponse {
+	// A member that answers every AcquireMany as such a retry: "a"
+	// granted, "b" BUSY without a holder.
+	f := &scriptedMember{answer: func(r *batonpb.SessionRequest) *batonpb.SessionResponse {
 		switch {
 		case r.GetAcquireMany() != nil:
 			return &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_AcquireMany{AcquireMany: &batonpb.AcquireManyResponse{Results: []*batonpb.AcquireResponse{
@@ -31,7 +31,7 @@ func TestTryLockAllAfterAHoldEnded(t *testing.T) {
 		}
 		return nil
 	}}
-	cl := dial(t, serveSessionOnly(t, f))
+	cl := serveFake(t, f)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := cl.NewSession(ctx)

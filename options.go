@@ -141,48 +141,88 @@ func WithEvents(f func(Event)) SessionOption {
 	return func(c *sessionConfig) { c.onEvent = f }
 }
 
-// MutexOption configures Session.Mutex.
-type MutexOption func(*mutexConfig)
+// HoldOption configures the holds taken through a lock handle: a Mutex,
+// an RWMutex, a Semaphore or a LockSet. Every option applies to every
+// kind of handle except WithMaxReaders, which only an RWMutex takes.
+// An option that is out of range, or given to a kind that does not take
+// it, makes every acquire through the handle fail at once with an error
+// matching ErrInvalidArgument that names it, sending nothing.
+type HoldOption func(*holdConfig)
 
-type mutexConfig struct {
+type holdConfig struct {
 	ownerKey    string
 	holdLimit   time.Duration
 	manualRenew bool
+	// maxReaders is WithMaxReaders' value, when readersSet.
+	maxReaders int
+	readersSet bool
 }
 
-// WithHoldLimit gives every hold taken through the Mutex a hold limit: the
-// server ends the hold d after its grant or its last renewal, whatever the
-// session does. The library renews it by itself, like a watchdog, every
-// d/3 while the session is healthy, so the hold lasts while the process
-// does, and comes back at most d after the client dies or is cut off from
-// the cluster even when the session's TTL is much longer (a long TTL to
-// ride out pauses, a short limit for the locks that must move on fast).
-// With WithManualRenewal the caller renews instead.
+// newHoldConfig applies opts in order.
+func newHoldConfig(opts []HoldOption) holdConfig {
+	var c holdConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// check returns why no member would take c (its owner key or hold
+// limit), or why a handle of kind ("Mutex", "RWMutex", "Semaphore" or
+// "LockSet") cannot: only an RWMutex takes WithMaxReaders.
+func (c holdConfig) check(kind string) error {
+	if c.readersSet && kind != "RWMutex" {
+		return fmt.Errorf("%w: WithMaxReaders applies to an RWMutex only, not to a %s", ErrInvalidArgument, kind)
+	}
+	return invalid(cmp.Or(rules.CheckOwnerKey(c.ownerKey), rules.CheckHoldLimit(c.holdLimit)))
+}
+
+// WithOwnerKey sets the owner key of the handle's holds (default ""). A
+// hold belongs to (session, owner key): an acquire through any handle of
+// the same session, lock name and key re-enters the hold (the count goes
+// up, the token stays), while a different key of the same session queues
+// like any other holder. So a Semaphore holds at most one permit per key,
+// and an RWMutex reads and writes under one key in one mode at a time.
+// Go has no thread identity, so the caller chooses what a key stands for:
+// a worker, a request, a goroutine it manages. A key is up to 256 bytes
+// of UTF-8 (rules.CheckOwnerKey). Given to a LockSet, the key is that of
+// every lock in the set.
+func WithOwnerKey(key string) HoldOption {
+	return func(c *holdConfig) { c.ownerKey = key }
+}
+
+// WithHoldLimit gives every hold taken through the handle (every lock of
+// a LockSet, each on its own) a hold limit: the server ends the hold d
+// after its grant or its last renewal, whatever the session does. The
+// library renews it by itself, like a watchdog, every d/3 while the
+// session is healthy, so the hold lasts while the process does, and
+// comes back at most d after the client dies or is cut off from the
+// cluster even when the session's TTL is much longer (a long TTL to ride
+// out pauses, a short limit for the locks that must move on fast). With
+// WithManualRenewal the caller renews instead.
 //
 // The Lease is lost first, at the client's conservative view of the
 // deadline (ErrHoldExpired). d is 1 s .. 24 h in whole milliseconds; 0,
-// the default, leaves the hold to the session. A reentrant Lock must use
-// the same limit.
-func WithHoldLimit(d time.Duration) MutexOption {
-	return func(c *mutexConfig) { c.holdLimit = d }
+// the default, leaves the hold to the session. A reentrant acquire must
+// use the same limit.
+func WithHoldLimit(d time.Duration) HoldOption {
+	return func(c *holdConfig) { c.holdLimit = d }
 }
 
-// WithManualRenewal leaves the renewal of the Mutex's hold limit to the
-// caller (Lease.Renew): a hold not renewed ends d after its grant even
-// while the process lives and heartbeats, so work that hung cannot keep
-// the lock forever. Renew from the work's own progress, not from a timer.
-// Without WithHoldLimit it changes nothing.
-func WithManualRenewal() MutexOption {
-	return func(c *mutexConfig) { c.manualRenew = true }
+// WithManualRenewal leaves the renewal of the hold limit to the caller
+// (Lease.Renew): a hold not renewed ends d after its grant even while the
+// process lives and heartbeats, so work that hung cannot keep the lock
+// forever. Renew from the work's own progress, not from a timer. Without
+// WithHoldLimit it changes nothing.
+func WithManualRenewal() HoldOption {
+	return func(c *holdConfig) { c.manualRenew = true }
 }
 
-// WithOwnerKey sets the owner key of a Mutex (default ""). A hold belongs
-// to (session, owner key): a Lock through any Mutex of the same session,
-// name and key re-enters the hold (the count goes up, the token stays),
-// while a different key of the same session queues like any other
-// holder. Go has no thread identity, so the caller chooses what a key
-// stands for: a worker, a request, a goroutine it manages. A key is up
-// to 256 bytes of UTF-8 (rules.CheckOwnerKey).
-func WithOwnerKey(key string) MutexOption {
-	return func(c *mutexConfig) { c.ownerKey = key }
+// WithMaxReaders bounds how many readers hold an RWMutex at once: 1 ..
+// MaxHolders, default DefaultMaxReaders. Every handle on one lock must
+// state the same limit while anyone holds or waits for it. Only an
+// RWMutex takes this option (a Semaphore's permits are an argument of
+// Session.Semaphore).
+func WithMaxReaders(n int) HoldOption {
+	return func(c *holdConfig) { c.maxReaders, c.readersSet = n, true }
 }

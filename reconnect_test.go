@@ -21,14 +21,9 @@ import (
 // every Sessions stream: at once after answering its resume
 // (answerResume), or instead of answering it.
 type breaksStreams struct {
-	batonpb.UnimplementedBatonServer
-	addr         string
+	fakeMember
 	answerResume bool
 	streams      atomic.Int64
-}
-
-func (f *breaksStreams) Status(context.Context, *batonpb.StatusRequest) (*batonpb.StatusResponse, error) {
-	return &batonpb.StatusResponse{Name: "breaks", Leader: "breaks", Role: "leader", LeaderAddr: f.addr}, nil
 }
 
 func (f *breaksStreams) Sessions(gs batonpb.Baton_SessionsServer) error {
@@ -115,7 +110,8 @@ func TestReconnectsBackOff(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ln := newPipeListener()
-				f := &breaksStreams{answerResume: answerResume, addr: ln.Addr().String()}
+				f := &breaksStreams{answerResume: answerResume}
+				f.setAddr(ln.Addr().String())
 				srv := grpc.NewServer()
 				batonpb.RegisterBatonServer(srv, f)
 				go srv.Serve(ln)

@@ -36,10 +36,11 @@ type Semaphore struct {
 
 // Semaphore returns a handle on the lock name as a semaphore of permits
 // holders. Nothing is sent until a permit is acquired. A name, a number of
-// permits or an option no member would accept (see Mutex) makes every
-// acquire fail at once with an error matching ErrInvalidArgument.
-func (s *Session) Semaphore(name string, permits int, opts ...MutexOption) *Semaphore {
-	sem := &Semaphore{m: *s.Mutex(name, opts...)}
+// permits or an option no member would accept, or an option a Semaphore
+// does not take (see Mutex), makes every acquire fail at once with an
+// error matching ErrInvalidArgument.
+func (s *Session) Semaphore(name string, permits int, opts ...HoldOption) *Semaphore {
+	sem := &Semaphore{m: *s.mutex(name, newHoldConfig(opts), "Semaphore")}
 	if permits < 1 || permits > MaxHolders {
 		sem.err = fmt.Errorf("%w: semaphore %q of %d permits; want 1..%d", ErrInvalidArgument, name, permits, MaxHolders)
 	}
@@ -102,58 +103,22 @@ type RWMutex struct {
 	err  error
 }
 
-// RWOption configures an RWMutex.
-type RWOption func(*rwConfig)
-
-type rwConfig struct {
-	ownerKey    string
-	maxReaders  int
-	holdLimit   time.Duration
-	manualRenew bool
-}
-
-// WithRWHoldLimit gives the RWMutex's holds, read and write, a hold limit
-// (see WithHoldLimit), renewed by the library.
-func WithRWHoldLimit(d time.Duration) RWOption {
-	return func(c *rwConfig) { c.holdLimit = d }
-}
-
-// WithRWManualRenewal leaves the renewal of the RWMutex's hold limit to
-// the caller (see WithManualRenewal).
-func WithRWManualRenewal() RWOption {
-	return func(c *rwConfig) { c.manualRenew = true }
-}
-
-// WithRWOwnerKey sets the owner key of an RWMutex's holds (see
-// WithOwnerKey).
-func WithRWOwnerKey(key string) RWOption {
-	return func(c *rwConfig) { c.ownerKey = key }
-}
-
-// WithMaxReaders bounds how many readers hold the lock at once (default
-// DefaultMaxReaders, at most MaxHolders).
-func WithMaxReaders(n int) RWOption {
-	return func(c *rwConfig) { c.maxReaders = n }
-}
-
-// RWMutex returns a handle on the lock name as a read/write lock. Nothing
+// RWMutex returns a handle on the lock name as a read/write lock, of
+// DefaultMaxReaders readers unless WithMaxReaders says otherwise. Nothing
 // is sent until it is locked. A name or an option no member would accept
 // (see Mutex) makes every acquire fail at once with an error matching
 // ErrInvalidArgument.
-func (s *Session) RWMutex(name string, opts ...RWOption) *RWMutex {
-	cfg := rwConfig{maxReaders: DefaultMaxReaders}
-	for _, o := range opts {
-		o(&cfg)
+func (s *Session) RWMutex(name string, opts ...HoldOption) *RWMutex {
+	cfg := newHoldConfig(opts)
+	readers := DefaultMaxReaders
+	if cfg.readersSet {
+		readers = cfg.maxReaders
 	}
-	mopts := []MutexOption{WithOwnerKey(cfg.ownerKey), WithHoldLimit(cfg.holdLimit)}
-	if cfg.manualRenew {
-		mopts = append(mopts, WithManualRenewal())
+	rw := &RWMutex{r: *s.mutex(name, cfg, "RWMutex")}
+	if readers < 1 || readers > MaxHolders {
+		rw.err = fmt.Errorf("%w: read/write lock %q with %d readers; want 1..%d", ErrInvalidArgument, name, readers, MaxHolders)
 	}
-	rw := &RWMutex{r: *s.Mutex(name, mopts...)}
-	if cfg.maxReaders < 1 || cfg.maxReaders > MaxHolders {
-		rw.err = fmt.Errorf("%w: read/write lock %q with %d readers; want 1..%d", ErrInvalidArgument, name, cfg.maxReaders, MaxHolders)
-	}
-	rw.r.limit = uint32(cfg.maxReaders)
+	rw.r.limit = uint32(readers)
 	rw.w = rw.r
 	rw.r.shared = true
 	return rw

@@ -116,7 +116,7 @@ func TestRWMutex(t *testing.T) {
 	embedtest.WaitFor(t, 5*time.Second, "the writer to queue", func() bool { return len(waiters(t, cl, "doc")) == 1 })
 	rch := acquireAsync(ctx, r3.RWMutex("doc").RLock)
 	embedtest.WaitFor(t, 5*time.Second, "the reader to queue", func() bool { return len(waiters(t, cl, "doc")) == 2 })
-	if _, err := r3.RWMutex("doc", WithRWOwnerKey("try")).TryRLock(ctx); !errors.Is(err, ErrLockBusy) {
+	if _, err := r3.RWMutex("doc", WithOwnerKey("try")).TryRLock(ctx); !errors.Is(err, ErrLockBusy) {
 		t.Fatalf("TryRLock behind a waiting writer: %v, want ErrLockBusy", err)
 	}
 	// A reader cannot become a writer under its key.

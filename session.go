@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -71,34 +70,6 @@ type Event struct {
 	Err error
 }
 
-// The client's safety margin. A session stays valid, in the client's
-// eyes, until sendTime + TTL - SafetyMargin(TTL), where sendTime is when
-// the client queued the newest keepalive that was answered (its monotonic
-// reading, taken before the request is even written to the network). The
-// server counts its own deadline from when it received that keepalive, so
-// the client's deadline is earlier by the network delay plus the margin.
-// The margin covers:
-//
-//   - a difference in clock rate between the client and the leader, up to
-//     ClockRateAllowance of the TTL (1%; quartz is off by ~0.01%), but at
-//     least MinClockMargin; and
-//   - SchedulingAllowance: the time the client may take, once the deadline
-//     passes, to notice it (timer and goroutine scheduling, a GC pause) and
-//     cancel the Lease contexts.
-//
-// Clock jumps cannot matter: only monotonic readings are compared.
-const (
-	ClockRateAllowance  = 0.01
-	MinClockMargin      = 50 * time.Millisecond
-	SchedulingAllowance = 50 * time.Millisecond
-)
-
-// SafetyMargin is the margin the client subtracts from a session of the
-// given TTL: max(1% of TTL, 50ms) + 50ms.
-func SafetyMargin(ttl time.Duration) time.Duration {
-	return max(time.Duration(float64(ttl)*ClockRateAllowance), MinClockMargin) + SchedulingAllowance
-}
-
 // Session is a client session: the liveness that every hold and wait of it
 // rides on. One long-lived stream to the leader carries its keepalives
 // (every TTL/3), its requests (pipelined) and the grants pushed to it; when
@@ -112,75 +83,47 @@ func SafetyMargin(ttl time.Duration) time.Duration {
 // blacklist ends the session. Work under a lock should run under its
 // Lease's Context and write through fencing tokens.
 type Session struct {
-	c       *Client
-	log     *slog.Logger
-	id      uint64
-	secret  string // proves to the server that a request is this session's
-	ttl     time.Duration
-	owner   string
-	margin  time.Duration
-	onEvent func(Event)
+	c      *Client
+	log    *slog.Logger
+	id     uint64
+	secret string // proves to the server that a request is this session's
+	ttl    time.Duration
+	owner  string
 
-	runCtx    context.Context // the session's goroutines and streams
-	stopRun   context.CancelFunc
-	wg        sync.WaitGroup
-	wake      chan struct{} // the deadline moved: the clock re-arms
-	sendWake  chan struct{}
-	eventWake chan struct{}
+	// runCtx ends with the session. It stops the session's stream and
+	// its goroutines (streamLoop, keepAliveLoop, deliverEvents), which wg
+	// waits for.
+	runCtx  context.Context
+	stopRun context.CancelFunc
+	wg      sync.WaitGroup
 
-	// testPauseKeepAlives stops the keepalives (tests of the deadline).
-	testPauseKeepAlives atomic.Bool
-
-	mu       sync.Mutex
-	state    State
-	stateC   chan struct{} // closed and replaced at every state change
-	err      error         // why the session ended
-	done     chan struct{}
-	deadline time.Time // conservative, monotonic
-	lastSeq  uint64
-	lastID   uint64
-	stream   *streamConn // nil while reconnecting
-	byID     map[uint64]*call
-	bySeq    map[uint64]*call // mutating requests without a final answer
-	sendq    []*batonpb.SessionRequest
-	holds    map[holdKey][]*Lease // unreleased leases per hold, oldest first
-	// renewing is the token of each hold the library renews by itself
-	// (a hold limit without WithManualRenewal), while it does.
-	renewing map[holdKey]uint64
-	// serverHolds gathers a resume's SessionHolds until the last one.
-	serverHolds map[holdKey]uint64
-	closing     *call
-	events      []Event
+	// mu guards the stream, the fields of the groups below that say so,
+	// and those of the session's calls and Leases that say so.
+	mu        sync.Mutex
+	life      lifecycle      // state, and how the session ended (this file)
+	events    eventQueue     // the WithEvents callback's queue (this file)
+	keepalive keepaliveState // the client's deadline (keepalive.go)
+	requests  requestTable   // sequence numbers, unanswered calls (requests.go)
+	stream    *streamConn    // the attached stream; nil while reconnecting (reconnect.go)
+	leases    leaseTable     // the Leases by hold, their renewals (leases.go)
 }
 
-type holdKey struct{ name, ownerKey string }
-
-// streamConn is one attached session stream.
-type streamConn struct {
-	gs     sessionStream
-	cancel context.CancelFunc
-	addr   string
+// lifecycle is where a session is between NewSession and its end.
+// Guarded by Session.mu.
+type lifecycle struct {
+	state   State
+	stateC  chan struct{} // closed and replaced at every state change
+	err     error         // why the session ended
+	done    chan struct{} // closed when the session ended
+	closing *call         // Close's request, once sent
 }
 
-// call is one request on the session stream.
-type call struct {
-	id, seq   uint64
-	req       *batonpb.SessionRequest // header is filled in per send
-	keepAlive bool
-	sent      time.Time // keepalives: when queued
-	started   time.Time // when first queued: nothing it asks happened before
-	wait      bool      // a waiting acquire: "queued" is not its answer
-	name      string
-	ownerKey  string
-	retries   int
-
-	// Guarded by Session.mu.
-	final     bool
-	resp      *batonpb.SessionResponse
-	err       error
-	abandoned bool  // the caller left: release whatever it was granted
-	cleanup   *call // the release of an abandoned grant
-	done      chan struct{}
+// eventQueue holds the session's events until deliverEvents hands them to
+// the WithEvents callback, in order.
+type eventQueue struct {
+	onEvent func(Event)   // nil: no callback, and nothing is queued
+	wake    chan struct{} // pending grew
+	pending []Event       // guarded by Session.mu
 }
 
 // NewSession opens a session on the leader. It returns once the session
@@ -196,11 +139,13 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 	}
 	runCtx, stop := context.WithCancel(context.Background())
 	s := &Session{
-		c: c, log: c.log, secret: newSecret(), ttl: cfg.ttl, owner: cfg.owner, margin: SafetyMargin(cfg.ttl), onEvent: cfg.onEvent,
+		c: c, log: c.log, secret: newSecret(), ttl: cfg.ttl, owner: cfg.owner,
 		runCtx: runCtx, stopRun: stop,
-		wake: make(chan struct{}, 1), sendWake: make(chan struct{}, 1), eventWake: make(chan struct{}, 1),
-		stateC: make(chan struct{}), done: make(chan struct{}),
-		byID: make(map[uint64]*call), bySeq: make(map[uint64]*call), holds: make(map[holdKey][]*Lease), renewing: make(map[holdKey]uint64),
+		life:      lifecycle{stateC: make(chan struct{}), done: make(chan struct{})},
+		events:    eventQueue{onEvent: cfg.onEvent, wake: make(chan struct{}, 1)},
+		keepalive: keepaliveState{margin: SafetyMargin(cfg.ttl), wake: make(chan struct{}, 1)},
+		requests:  requestTable{byID: make(map[uint64]*call), bySeq: make(map[uint64]*call)},
+		leases:    leaseTable{holds: make(map[holdKey][]*Lease), renewing: make(map[holdKey]uint64)},
 	}
 	if err := c.addSession(s); err != nil {
 		stop()
@@ -224,18 +169,15 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 	}
 	s.id = resp.GetSessionId()
 	s.log = s.log.With("session", s.id)
-	s.lastID = 1
+	s.requests.lastID = 1
 	s.mu.Lock()
 	s.stream = sc
-	s.deadline = sent.Add(s.serverTTL(resp.GetTtl()) - s.margin)
+	s.keepalive.deadline = sent.Add(s.serverTTL(resp.GetTtl()) - s.keepalive.margin)
 	s.mu.Unlock()
-	s.wg.Add(3)
-	go s.run(sc)
-	go s.clock()
-	go s.sender()
-	if s.onEvent != nil {
-		s.wg.Add(1)
-		go s.dispatch()
+	s.wg.Go(func() { s.streamLoop(sc) })
+	s.wg.Go(s.keepAliveLoop)
+	if s.events.onEvent != nil {
+		s.wg.Go(s.deliverEvents)
 	}
 	return s, nil
 }
@@ -266,7 +208,7 @@ func (s *Session) Owner() string { return s.owner }
 
 // Done is closed when the session ended: expired, lost or closed. Err says
 // why.
-func (s *Session) Done() <-chan struct{} { return s.done }
+func (s *Session) Done() <-chan struct{} { return s.life.done }
 
 // Err is nil while the session lives; then an error matching
 // ErrSessionLost (expired; also ErrBlacklisted when an operator evicted
@@ -274,14 +216,14 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 func (s *Session) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.err
+	return s.life.err
 }
 
 // State is the session's state now: healthy, jeopardy, expired or closed.
 func (s *Session) State() State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.state
+	return s.life.state
 }
 
 // Deadline is the client's conservative deadline: the session is valid,
@@ -289,7 +231,7 @@ func (s *Session) State() State {
 func (s *Session) Deadline() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.deadline
+	return s.keepalive.deadline
 }
 
 // Close ends the session on the server, which releases its holds and drops
@@ -304,10 +246,10 @@ func (s *Session) Close(ctx context.Context) error {
 		s.wait()
 		return nil
 	}
-	if s.closing == nil {
-		s.closing, _ = s.startLocked(&batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Close{Close: &batonpb.CloseSessionRequest{}}}, true)
+	if s.life.closing == nil {
+		s.life.closing, _ = s.startLocked(&batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Close{Close: &batonpb.CloseSessionRequest{}}}, true)
 	}
-	c := s.closing
+	c := s.life.closing
 	s.mu.Unlock()
 	var err error
 	select {
@@ -336,8 +278,9 @@ func (s *Session) wait() {
 	s.c.removeSession(s)
 }
 
+// endedLocked reports whether the session ended (expired or closed).
 func (s *Session) endedLocked() bool {
-	return s.state == StateExpired || s.state == StateClosed
+	return s.life.state == StateExpired || s.life.state == StateClosed
 }
 
 // endLocked ends the session: every lease is lost, every call fails with
@@ -346,24 +289,20 @@ func (s *Session) endLocked(err error, st State) {
 	if s.endedLocked() {
 		return
 	}
-	s.err = err
-	for _, ls := range s.holds {
-		for _, l := range ls {
-			s.endLeaseLocked(l, err)
-		}
-	}
-	clear(s.holds)
-	for _, c := range s.bySeq {
+	s.life.err = err
+	s.endEveryLeaseLocked(err)
+	clear(s.leases.holds)
+	for _, c := range s.requests.bySeq {
 		s.finishLocked(c, nil, err)
 	}
-	for _, c := range s.byID {
+	for _, c := range s.requests.byID {
 		s.finishLocked(c, nil, err)
 	}
-	if s.closing != nil {
-		s.finishLocked(s.closing, nil, err)
+	if s.life.closing != nil {
+		s.finishLocked(s.life.closing, nil, err)
 	}
 	s.setStateLocked(st, st, err)
-	close(s.done)
+	close(s.life.done)
 	s.stopRun()
 	s.log.Info("session ended", "state", st.String(), "err", err)
 }
@@ -371,8 +310,8 @@ func (s *Session) endLocked(err error, st State) {
 // lostLocked ends the session because the server no longer has it (or
 // refuses it); a Close in progress makes that a clean close.
 func (s *Session) lostLocked(cause error) {
-	if s.closing != nil {
-		s.finishLocked(s.closing, nil, nil)
+	if s.life.closing != nil {
+		s.finishLocked(s.life.closing, nil, nil)
 		s.endLocked(ErrSessionClosed, StateClosed)
 		return
 	}
@@ -384,45 +323,58 @@ func (s *Session) lostLocked(cause error) {
 
 // setStateLocked moves to st and emits ev (st itself, or StateSafe).
 func (s *Session) setStateLocked(st, ev State, err error) {
-	s.state = st
-	close(s.stateC)
-	s.stateC = make(chan struct{})
+	s.life.state = st
+	close(s.life.stateC)
+	s.life.stateC = make(chan struct{})
 	s.emitLocked(Event{State: ev, At: time.Now(), Err: err})
 }
 
+// emitLocked queues ev for the WithEvents callback, if there is one.
 func (s *Session) emitLocked(ev Event) {
-	if s.onEvent == nil {
+	if s.events.onEvent == nil {
 		return
 	}
-	s.events = append(s.events, ev)
-	poke(s.eventWake)
+	s.events.pending = append(s.events.pending, ev)
+	poke(s.events.wake)
 }
 
+// deliverEvents hands the session's events to the WithEvents callback,
+// in order, one call at a time, never with Session.mu held, until the
+// session ended and its last event was delivered.
+func (s *Session) deliverEvents() {
+	for {
+		s.deliverPendingEvents()
+		select {
+		case <-s.events.wake:
+		case <-s.runCtx.Done():
+			s.deliverPendingEvents()
+			return
+		}
+	}
+}
+
+// deliverPendingEvents hands over what is queued, and what is queued
+// meanwhile, until the queue is empty.
+func (s *Session) deliverPendingEvents() {
+	for {
+		s.mu.Lock()
+		evs := s.events.pending
+		s.events.pending = nil
+		s.mu.Unlock()
+		if len(evs) == 0 {
+			return
+		}
+		for _, ev := range evs {
+			s.events.onEvent(ev)
+		}
+	}
+}
+
+// poke wakes the goroutine that waits on ch (a channel of one slot)
+// without blocking: a wake-up already pending is enough.
 func poke(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
 	default:
-	}
-}
-
-// serverTTL is the TTL the server granted, or the session's own.
-func (s *Session) serverTTL(d *durationpb.Duration) time.Duration {
-	if d != nil && d.AsDuration() > 0 {
-		return d.AsDuration()
-	}
-	return s.ttl
-}
-
-// extendLocked moves the deadline after a keepalive (or resume) queued at
-// sent was answered with ttl.
-func (s *Session) extendLocked(sent time.Time, ttl time.Duration) {
-	nd := sent.Add(ttl - s.margin)
-	if nd.After(s.deadline) {
-		s.deadline = nd
-		poke(s.wake)
-	}
-	if s.state == StateJeopardy && time.Now().Before(nd) {
-		s.log.Info("session safe again")
-		s.setStateLocked(StateHealthy, StateSafe, nil)
 	}
 }

@@ -67,7 +67,7 @@ func TestClientDeclaresLossBeforeHandoff(t *testing.T) {
 	embedtest.WaitFor(t, 5*time.Second, "b to queue", func() bool { return len(waiters(t, cl, "x")) == 1 })
 
 	paused := time.Now()
-	a.testPauseKeepAlives.Store(true)
+	a.keepalive.testPaused.Store(true)
 	jeopardy := events.next(t, StateJeopardy, 3*ttl)
 	lost := <-lostAt
 	r := recv(t, res)
@@ -115,7 +115,7 @@ func TestExpiredSessionFailsWaitersAtOnce(t *testing.T) {
 	w := newSession(t, cl, WithTTL(time.Second))
 	res := lockAsync(ctx, w.Mutex("x"))
 	embedtest.WaitFor(t, 5*time.Second, "w to queue", func() bool { return len(waiters(t, cl, "x")) == 1 })
-	w.testPauseKeepAlives.Store(true)
+	w.keepalive.testPaused.Store(true)
 	r := recv(t, res)
 	if !errors.Is(r.err, ErrSessionLost) {
 		t.Fatalf("waiter of an expired session: %v, want ErrSessionLost", r.err)
@@ -252,10 +252,10 @@ func TestJeopardyThenSafe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.testPauseKeepAlives.Store(true)
+	a.keepalive.testPaused.Store(true)
 	events.next(t, StateJeopardy, 3*time.Second)
-	a.testPauseKeepAlives.Store(false)
-	a.keepAlive() // at once: the server's deadline is still ~margin away
+	a.keepalive.testPaused.Store(false)
+	a.sendKeepAlive() // at once: the server's deadline is still ~margin away
 	events.next(t, StateSafe, 3*time.Second)
 	if a.State() != StateHealthy || !errors.Is(la.Err(), ErrJeopardy) {
 		t.Fatalf("after safe: state %v, lease err %v", a.State(), la.Err())

@@ -236,18 +236,22 @@ func TestClientChecksBeforeSending(t *testing.T) {
 		{"ttl too short", func() error { _, err := cl.NewSession(ctx, WithTTL(time.Millisecond)); return err }, "ttl 1ms is outside 1s..10m0s"},
 		{"owner key too long", func() error { _, err := s.Mutex("a", WithOwnerKey(long)).Lock(ctx); return err }, "owner key is 257 bytes"},
 		{"owner key not UTF-8", func() error { _, err := s.Mutex("a", WithOwnerKey("k\xff")).TryLock(ctx); return err }, `owner key "k\xff" is not valid UTF-8`},
-		{"rw owner key", func() error { _, err := s.RWMutex("a", WithRWOwnerKey(long)).Lock(ctx); return err }, "owner key is 257 bytes"},
+		{"rw owner key", func() error { _, err := s.RWMutex("a", WithOwnerKey(long)).Lock(ctx); return err }, "owner key is 257 bytes"},
 		{"name too long", func() error { _, err := s.Mutex(strings.Repeat("n", 513)).TryLock(ctx); return err }, "lock name is 513 bytes; the limit is 512"},
 		{"name empty", func() error { _, err := s.Mutex("").TryLock(ctx); return err }, "lock name is empty"},
 		{"name with a newline", func() error { _, err := s.Mutex("a\nb").Lock(ctx); return err }, "control character U+000A at byte 1"},
 		{"hold limit too short", func() error { _, err := s.Mutex("a", WithHoldLimit(10*time.Millisecond)).Lock(ctx); return err }, "hold limit 10ms is outside 1s..24h0m0s"},
-		{"rw hold limit", func() error { _, err := s.RWMutex("a", WithRWHoldLimit(time.Second+1)).RLock(ctx); return err }, "not a whole number of milliseconds"},
+		{"rw hold limit", func() error { _, err := s.RWMutex("a", WithHoldLimit(time.Second+1)).RLock(ctx); return err }, "not a whole number of milliseconds"},
 		{"wait timeout 0", func() error { _, err := s.Mutex("a").LockWithin(ctx, 0); return err }, "wait timeout 0s is outside"},
 		{"wait timeout too long", func() error { _, err := s.Mutex("a").LockWithin(ctx, 25*time.Hour); return err }, "wait timeout 25h0m0s is outside"},
 		{"permits", func() error { _, err := s.Semaphore("a", MaxHolders+1).TryAcquire(ctx); return err }, "of 10001 permits"},
 		{"too many names", func() error { _, _, err := s.TryLockMany(ctx, tooMany...); return err }, "acquire_many names 1001 locks; the limit is 1000"},
 		{"a name twice", func() error { _, err := s.LockAll(ctx, "a", "b", "a"); return err }, `lock "a" is named twice (positions 1 and 3)`},
 		{"set owner key", func() error { _, err := s.LockSet([]string{"a"}, WithOwnerKey(long)).TryLockAll(ctx); return err }, "owner key is 257 bytes"},
+		{"max readers of a Mutex", func() error { _, err := s.Mutex("a", WithMaxReaders(3)).Lock(ctx); return err }, "WithMaxReaders applies to an RWMutex only, not to a Mutex"},
+		{"max readers of a Semaphore", func() error { _, err := s.Semaphore("a", 2, WithMaxReaders(3)).Acquire(ctx); return err }, "WithMaxReaders applies to an RWMutex only, not to a Semaphore"},
+		{"max readers of a LockSet", func() error { _, err := s.LockSet([]string{"a"}, WithMaxReaders(3)).LockAll(ctx); return err }, "WithMaxReaders applies to an RWMutex only, not to a LockSet"},
+		{"max readers 0", func() error { _, err := s.RWMutex("a", WithMaxReaders(0)).RLock(ctx); return err }, `read/write lock "a" with 0 readers; want 1..10000`},
 		{"Get", func() error { _, err := cl.Get(ctx, "g\xff"); return err }, "not valid UTF-8"},
 		{"Check", func() error { _, err := cl.Check(ctx, "", 1); return err }, "lock name is empty"},
 		{"Watch", func() error { _, err := cl.Watch(ctx, "w\x00"); return err }, "control character U+0000"},
@@ -267,14 +271,14 @@ func TestClientChecksBeforeSending(t *testing.T) {
 			// Every session request but a keepalive takes a sequence
 			// number (keepalives go on by themselves).
 			s.mu.Lock()
-			lastSeq := s.lastSeq
+			lastSeq := s.requests.lastSeq
 			s.mu.Unlock()
 			wantInvalid(t, tt.name, tt.call(), tt.want)
 			if n := rpcs.n.Load() - before; n != 0 {
 				t.Errorf("%d RPCs started", n)
 			}
 			s.mu.Lock()
-			sent := s.lastSeq != lastSeq
+			sent := s.requests.lastSeq != lastSeq
 			s.mu.Unlock()
 			if sent {
 				t.Error("a request went on the session's stream")

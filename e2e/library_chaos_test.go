@@ -461,7 +461,7 @@ func (w *chaosWorker) step(ctx context.Context) {
 		limit = time.Duration(1000+w.rng.IntN(1000)) * time.Millisecond
 		manual = w.rng.IntN(2) == 0
 	}
-	var opts []MutexOption
+	var opts []HoldOption
 	if limit > 0 {
 		opts = append(opts, WithHoldLimit(limit))
 	}

@@ -68,15 +68,20 @@ func TestStrangerCannotActForASession(t *testing.T) {
 		_, err = api.CloseSession(ctx, &batonpb.CloseSessionRequest{SessionId: id, Seq: 1003, Secret: secret})
 		refused("close"+by, err)
 
-		st, err := api.Session(ctx)
+		gs, err := api.Sessions(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.Send(&batonpb.SessionRequest{Id: 1, Kind: &batonpb.SessionRequest_Resume{Resume: &batonpb.ResumeSession{SessionId: id, Secret: secret}}}); err != nil {
+		if err := gs.Send(&batonpb.SessionsRequest{Requests: []*batonpb.ChannelRequest{{Channel: 1, Request: &batonpb.SessionRequest{Id: 1, Kind: &batonpb.SessionRequest_Resume{Resume: &batonpb.ResumeSession{SessionId: id, Secret: secret}}}}}}); err != nil {
 			t.Fatal(err)
 		}
-		_, err = st.Recv()
-		refused("resume of a session stream"+by, err)
+		// Channel 1 is the stream's only one: its first frame is the answer.
+		msg, err := gs.Recv()
+		if err != nil || len(msg.GetResponses()) == 0 {
+			t.Fatalf("resume of a session channel%s: %v %v", by, msg, err)
+		}
+		end := msg.GetResponses()[0].GetEnd().GetError()
+		refused("resume of a session channel"+by, status.Error(codes.Code(end.GetCode()), end.GetMessage()))
 
 		for _, call := range []struct{ path, body string }{
 			{"/v1/locks/release", fmt.Sprintf(`{"header": {"session_id": %d, "seq": 1004, "secret": %q}, "name": "jobs/42", "token": %d}`, id, secret, token)},

@@ -3,6 +3,7 @@ package embed_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,13 +65,49 @@ func openSession(t *testing.T, cl batonpb.BatonClient, owner string, ttl time.Du
 	return id
 }
 
-// queue starts a waiting acquire on a session stream and returns once the
-// server answered "queued"; grants arrive on the returned channel.
+// channelStream is one session on channel 1 of a Sessions stream, read
+// as a stream of its own.
+type channelStream struct {
+	gs     batonpb.Baton_SessionsClient
+	queued []*batonpb.ChannelResponse
+}
+
+func openChannelStream(ctx context.Context, cl batonpb.BatonClient) (*channelStream, error) {
+	gs, err := cl.Sessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &channelStream{gs: gs}, nil
+}
+
+func (c *channelStream) Send(r *batonpb.SessionRequest) error {
+	return c.gs.Send(&batonpb.SessionsRequest{Requests: []*batonpb.ChannelRequest{{Channel: 1, Request: r}}})
+}
+
+// Recv returns the channel's next response; its end is an error.
+func (c *channelStream) Recv() (*batonpb.SessionResponse, error) {
+	for len(c.queued) == 0 {
+		msg, err := c.gs.Recv()
+		if err != nil {
+			return nil, err
+		}
+		c.queued = msg.GetResponses()
+	}
+	cr := c.queued[0]
+	c.queued = c.queued[1:]
+	if e := cr.GetEnd(); e != nil {
+		return nil, fmt.Errorf("channel ended: %v", e.GetError())
+	}
+	return cr.GetResponse(), nil
+}
+
+// queue starts a waiting acquire on a session's channel and returns once
+// the server answered "queued"; grants arrive on the returned channel.
 func queue(t *testing.T, cl batonpb.BatonClient, session uint64, name string) <-chan *batonpb.Grant {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	st, err := cl.Session(ctx)
+	st, err := openChannelStream(ctx, cl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,5 +290,22 @@ func checkHolds(t *testing.T, cl batonpb.BatonClient, tokens map[string]uint64) 
 		if hs := got.GetLock().GetHolders(); len(hs) != 1 || hs[0].GetToken() != tok {
 			t.Fatalf("%s: %v, want token %d", name, hs, tok)
 		}
+	}
+}
+
+// TestRetiredSessionStreamIsRefused is what a client too old to speak
+// Sessions sees: UNIMPLEMENTED, with a message that names the fix.
+func TestRetiredSessionStreamIsRefused(t *testing.T) {
+	c := embedtest.New(t, 1, snapshotOften)
+	cl := c.Client(c.WaitLeader())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := cl.Session(ctx)
+	if err == nil {
+		_, err = st.Recv()
+	}
+	if code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "Baton/Session was retired") ||
+		!strings.Contains(err.Error(), "use a client that speaks Sessions") {
+		t.Fatalf("a Session stream: %v; want UNIMPLEMENTED naming Sessions", err)
 	}
 }

@@ -35,6 +35,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/batonlock/baton/internal/dashboard"
+	"github.com/batonlock/baton/internal/liveness"
 	"github.com/batonlock/baton/internal/raftnode"
 	"github.com/batonlock/baton/internal/server"
 	"github.com/batonlock/baton/internal/storage"
@@ -387,10 +388,6 @@ func Start(cfg Config) (*Member, error) {
 	}
 	m.clientL = clientL
 
-	var guard server.DiskGuard
-	guard, m.disk = cfg.diskGuard(dir, statDisk, lg)
-	m.srv = server.New(server.Config{Name: cfg.Name, Version: Version, Members: m.members, MemberID: MemberID, Operators: cfg.Operators,
-		Limits: cfg.limits(), Disk: guard, Logger: lg})
 	peerMap := map[uint64]transport.Peer{}
 	var voters []uint64
 	for _, p := range peers {
@@ -400,6 +397,8 @@ func Start(cfg Config) (*Member, error) {
 		}
 	}
 	h := &handler{}
+	tracker := liveness.New(expirer{node: &h.node, log: lg.With("component", "liveness")}, lg)
+	fan := &fanout{tracker: tracker}
 	tcfg := transport.Config{
 		Name: cfg.Name, ID: self, PeerAddr: cfg.PeerAddr, ClientAddr: clientL.Addr().String(),
 		Peers: peerMap, Logger: lg, TLS: cfg.PeerTLS, LogVersion: m.readsLogVersion(),
@@ -442,7 +441,7 @@ func Start(cfg Config) (*Member, error) {
 	rc.Store = st
 	rc.Recovered = raftnode.Recovered{Snapshot: snap, HardState: hs, Entries: ents}
 	rc.Transport = tr
-	rc.Observer = m.srv
+	rc.Observer = fan
 	rc.TickInterval = cfg.TickInterval
 	rc.ElectionTicks = cfg.ElectionTicks
 	rc.SnapshotEntries = cfg.SnapshotEntries
@@ -453,15 +452,20 @@ func Start(cfg Config) (*Member, error) {
 	}
 	m.node = node
 	h.node.Store(node)
-	m.srv.Attach(node)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	m.stopTrack = cancel
 	m.trackDone = make(chan struct{})
 	go func() {
 		defer close(m.trackDone)
-		m.srv.Tracker().Run(ctx)
+		tracker.Run(ctx)
 	}()
+
+	var guard server.DiskGuard
+	guard, m.disk = cfg.diskGuard(dir, statDisk, lg)
+	m.srv = server.New(server.Config{Name: cfg.Name, Version: Version, Node: node, Liveness: tracker,
+		Members: m.members, MemberID: MemberID, Operators: cfg.Operators, Limits: cfg.limits(), Disk: guard, Logger: lg})
+	fan.api.Store(m.srv)
 
 	extra := http.NewServeMux()
 	extra.Handle("/metrics", m.srv.MetricsHandler())

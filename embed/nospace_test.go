@@ -244,18 +244,18 @@ func checkDisk(t *testing.T, ctx context.Context, api batonpb.BatonClient, free,
 	}
 }
 
-// testStream is one Session stream of a session, read by the test.
+// testStream is one session's channel, read by the test.
 type testStream struct {
-	stream batonpb.Baton_SessionClient
+	stream *channelStream
 	cancel context.CancelFunc
 	nextID uint64
 }
 
-// attachStream resumes session on a new Session stream.
+// attachStream resumes session on a new Sessions stream.
 func attachStream(t *testing.T, ctx context.Context, api batonpb.BatonClient, session uint64) *testStream {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
-	st, err := api.Session(ctx)
+	st, err := openChannelStream(ctx, api)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

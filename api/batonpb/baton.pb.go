@@ -3295,7 +3295,7 @@ func (x *Error) GetLeaderAddr() string {
 	return ""
 }
 
-// ResumeSession attaches a new stream to an existing session, e.g. after
+// ResumeSession attaches a new channel to an existing session, e.g. after
 // the client followed a new leader.
 type ResumeSession struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3351,7 +3351,7 @@ func (x *ResumeSession) GetSecret() string {
 
 type SessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// id correlates the response on this stream; chosen by the client.
+	// id correlates the response on this channel; chosen by the client.
 	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Types that are valid to be assigned to Kind:
 	//
@@ -3604,8 +3604,8 @@ type ChannelRequest struct {
 	// know starts it, and must be open or resume.
 	Channel uint64          `protobuf:"varint,1,opt,name=channel,proto3" json:"channel,omitempty"`
 	Request *SessionRequest `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
-	// detach ends the channel as closing a Session stream would: the session
-	// lives on (it can be resumed elsewhere); request is ignored.
+	// detach ends the channel cleanly: the session lives on (it can be
+	// resumed elsewhere); request is ignored.
 	Detach        bool `protobuf:"varint,3,opt,name=detach,proto3" json:"detach,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3663,7 +3663,7 @@ func (x *ChannelRequest) GetDetach() bool {
 }
 
 // SessionsResponse is a batch of responses on channels of a Sessions
-// stream, in the order each channel would have received them.
+// stream, each channel's in order.
 type SessionsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Responses     []*ChannelResponse     `protobuf:"bytes,1,rep,name=responses,proto3" json:"responses,omitempty"`
@@ -3712,9 +3712,9 @@ type ChannelResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Channel  uint64                 `protobuf:"varint,1,opt,name=channel,proto3" json:"channel,omitempty"`
 	Response *SessionResponse       `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
-	// end, when set, is the channel's last message: it ended as a Session
-	// stream would, cleanly when end.error is unset, or with end.error. The
-	// channel's number may then be used again.
+	// end, when set, is the channel's last message: it ended cleanly when
+	// end.error is unset, or with end.error. The channel's number may then
+	// be used again.
 	End           *ChannelEnd `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

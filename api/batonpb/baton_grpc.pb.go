@@ -58,17 +58,17 @@ const (
 // client address in ErrorInfo metadata ("leader_addr") when made on a
 // follower (followers answer with the leader; they do not forward).
 type BatonClient interface {
-	// Session is the long-lived stream of one client session: the first
-	// message opens or resumes the session, then keepalives, acquires,
-	// releases and cancels flow pipelined; grants of queued acquires are
-	// pushed on it.
+	// Deprecated: Session, the stream of one client session, was retired.
+	// Servers answer it with UNIMPLEMENTED and a message naming Sessions,
+	// so that a client too old to speak Sessions learns why it is refused.
 	Session(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SessionRequest, SessionResponse], error)
-	// Sessions carries many session streams ("channels") on one gRPC stream,
-	// so that a process with many sessions pays one message, and one socket
-	// write, for what is queued across all of them. A channel behaves
-	// exactly like a Session stream: its first request opens or resumes a
-	// session, and its responses come in the order Session would send them.
-	// Ending the gRPC stream ends every channel on it.
+	// Sessions carries a client's sessions, each a channel of one gRPC
+	// stream, so that a process with many sessions pays one message, and
+	// one socket write, for what is queued across all of them. A channel's
+	// first request opens or resumes a session; then keepalives, acquires,
+	// releases and cancels flow pipelined, answered in order, and grants of
+	// queued acquires, ended waits, lost holds and the session's loss are
+	// pushed on it. Ending the gRPC stream ends every channel on it.
 	Sessions(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SessionsRequest, SessionsResponse], error)
 	OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*OpenSessionResponse, error)
 	KeepAlive(ctx context.Context, in *KeepAliveRequest, opts ...grpc.CallOption) (*KeepAliveResponse, error)
@@ -392,17 +392,17 @@ func (c *batonClient) Audit(ctx context.Context, in *AuditRequest, opts ...grpc.
 // client address in ErrorInfo metadata ("leader_addr") when made on a
 // follower (followers answer with the leader; they do not forward).
 type BatonServer interface {
-	// Session is the long-lived stream of one client session: the first
-	// message opens or resumes the session, then keepalives, acquires,
-	// releases and cancels flow pipelined; grants of queued acquires are
-	// pushed on it.
+	// Deprecated: Session, the stream of one client session, was retired.
+	// Servers answer it with UNIMPLEMENTED and a message naming Sessions,
+	// so that a client too old to speak Sessions learns why it is refused.
 	Session(grpc.BidiStreamingServer[SessionRequest, SessionResponse]) error
-	// Sessions carries many session streams ("channels") on one gRPC stream,
-	// so that a process with many sessions pays one message, and one socket
-	// write, for what is queued across all of them. A channel behaves
-	// exactly like a Session stream: its first request opens or resumes a
-	// session, and its responses come in the order Session would send them.
-	// Ending the gRPC stream ends every channel on it.
+	// Sessions carries a client's sessions, each a channel of one gRPC
+	// stream, so that a process with many sessions pays one message, and
+	// one socket write, for what is queued across all of them. A channel's
+	// first request opens or resumes a session; then keepalives, acquires,
+	// releases and cancels flow pipelined, answered in order, and grants of
+	// queued acquires, ended waits, lost holds and the session's loss are
+	// pushed on it. Ending the gRPC stream ends every channel on it.
 	Sessions(grpc.BidiStreamingServer[SessionsRequest, SessionsResponse]) error
 	OpenSession(context.Context, *OpenSessionRequest) (*OpenSessionResponse, error)
 	KeepAlive(context.Context, *KeepAliveRequest) (*KeepAliveResponse, error)

@@ -137,17 +137,16 @@ type acquirer struct {
 
 func (k lockKind) acquirer(s *baton.Session, name string) acquirer {
 	// --max-hold bounds the command's run: nothing renews the hold.
-	hold := []baton.MutexOption{baton.WithHoldLimit(k.maxHold), baton.WithManualRenewal()}
-	rwOpts := []baton.RWOption{baton.WithMaxReaders(k.maxReaders), baton.WithRWHoldLimit(k.maxHold), baton.WithRWManualRenewal()}
+	hold := []baton.HoldOption{baton.WithHoldLimit(k.maxHold), baton.WithManualRenewal()}
 	switch {
 	case k.permits > 0:
 		sem := s.Semaphore(name, k.permits, hold...)
 		return acquirer{sem.TryAcquire, sem.AcquireWithin, sem.Acquire}
-	case k.read:
-		rw := s.RWMutex(name, rwOpts...)
-		return acquirer{rw.TryRLock, rw.RLockWithin, rw.RLock}
-	case k.write:
-		rw := s.RWMutex(name, rwOpts...)
+	case k.read, k.write:
+		rw := s.RWMutex(name, append(hold, baton.WithMaxReaders(k.maxReaders))...)
+		if k.read {
+			return acquirer{rw.TryRLock, rw.RLockWithin, rw.RLock}
+		}
 		return acquirer{rw.TryLock, rw.LockWithin, rw.Lock}
 	}
 	m := s.Mutex(name, hold...)

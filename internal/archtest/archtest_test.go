@@ -1,13 +1,21 @@
 // Package archtest keeps the layout telling the architecture: each rule
-// bans a package from depending on another, with the reason (STYLE.md 1).
+// bans a package from depending on another, or from naming more of a
+// package it imports than it should, with the reason (STYLE.md 1).
 package archtest
 
 import (
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/batonlock/baton/internal/raftnode"
+	"github.com/batonlock/baton/internal/server"
 )
 
 const mod = "github.com/batonlock/baton"
@@ -28,6 +36,8 @@ var rules = []struct {
 	{mod + "/internal/transport", mod + "/internal/raftnode", "transport is a plain I/O adapter"},
 	{mod + "/internal/liveness", "google.golang.org/grpc", "liveness decides; the server talks"},
 	{mod + "/internal/liveness", mod + "/internal/storage", "liveness is never persisted"},
+	{mod + "/internal/liveness", mod + "/internal/raftnode", "the tracker proposes through its own Proposer; embed wires it to the node"},
+	{mod + "/internal/raftnode", mod + "/internal/liveness", "raftnode tells what applied to the one Observer it declares (embed's fan-out), not to the tracker"},
 	{mod + "/internal/server", mod + "/internal/storage", "the API goes through raftnode"},
 	{mod + "/internal/server", mod + "/internal/transport", "the API goes through raftnode"},
 	{mod, mod + "/internal/", "the client ships to users and may become its own module"},
@@ -38,8 +48,17 @@ var leaves = []struct{ pkg, why string }{
 	{mod + "/api/rules", "the one table of what a request may contain: the client, the API and the state machine all import it"},
 }
 
+// narrowUses lets a package name, of a package it imports, only the
+// identifiers that start with a prefix, with the reason.
+var narrowUses = []struct{ pkg, imported, prefix, why string }{
+	{mod + "/internal/server", mod + "/internal/liveness", "Err",
+		"the server serves the API: it reaches the tracker through its own Liveness interface (embed builds, runs and feeds it) and names only its error sentinels, in the one error table"},
+}
+
 type pkg struct {
 	ImportPath string
+	Dir        string
+	GoFiles    []string
 	Deps       []string
 	Imports    []string
 }
@@ -84,12 +103,62 @@ func TestDependencyRules(t *testing.T) {
 				}
 			}
 		}
+		for _, u := range narrowUses {
+			if p.ImportPath == u.pkg {
+				checkNarrowUse(t, p, u.imported, u.prefix, u.why)
+			}
+		}
 		// Non-test code never imports testing.
 		for _, imp := range p.Imports {
 			if imp == "testing" && !strings.Contains(p.ImportPath, "/internal/sim") {
 				t.Errorf("%s imports testing in non-test code", p.ImportPath)
 			}
 		}
+	}
+}
+
+// checkNarrowUse reports every identifier of imported that p's non-test
+// files name without prefix.
+func checkNarrowUse(t *testing.T, p pkg, imported, prefix, why string) {
+	t.Helper()
+	for _, name := range p.GoFiles {
+		path := filepath.Join(p.Dir, name)
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		local := ""
+		for _, imp := range f.Imports {
+			if strings.Trim(imp.Path.Value, `"`) == imported {
+				local = imported[strings.LastIndex(imported, "/")+1:]
+				if imp.Name != nil {
+					local = imp.Name.Name
+				}
+			}
+		}
+		if local == "" {
+			continue
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); ok && x.Name == local && !strings.HasPrefix(sel.Sel.Name, prefix) {
+				t.Errorf("%s names %s.%s: %s", path, imported, sel.Sel.Name, why)
+			}
+			return true
+		})
+	}
+}
+
+// TestServerIsNotTheObserver keeps the server's one job: it serves the
+// API. embed's fan-out is the node's Observer and feeds the tracker and
+// the server, so the server is built in one phase, with its node.
+func TestServerIsNotTheObserver(t *testing.T) {
+	var s any = (*server.Server)(nil)
+	if _, ok := s.(raftnode.Observer); ok {
+		t.Error("server.Server implements raftnode.Observer: embed's fan-out observes the node and feeds the server (Deliver, Flush, Restored, StoppedLeading)")
 	}
 }
 

@@ -36,7 +36,7 @@ func one(cmd *fsmpb.Command, err error) ([]*fsmpb.Command, error) {
 }
 
 // sessionRequestCommands is what the Sessions stream makes of one
-// request (stream.go, mux.go): keepalives and resumes make no command.
+// request (channel.go, sessions.go): keepalives and resumes make no command.
 func sessionRequestCommands(r *batonpb.SessionRequest) ([]*fsmpb.Command, error) {
 	switch k := r.GetKind().(type) {
 	case *batonpb.SessionRequest_Open:

@@ -20,47 +20,96 @@ type waitEvent struct {
 	ended *fsmpb.WaitEnded
 }
 
-// hub routes apply-time events to their listeners: unary acquires waiting
-// for a grant, and session streams. publish runs on the apply path and
-// never blocks.
+// hub routes answers to their listeners: apply-time events (publish) to
+// the unary acquires waiting for them and to the channels of their
+// sessions, and every answer and push for a channel out through send.
+// Nothing in it blocks.
+//
+// Locks: mu, then a stream's mu, then wakeMu.
 type hub struct {
 	mu sync.Mutex
 	// waits has every listener of a queued acquire: more than one when a
 	// retry of the same request waits too, or when someone else's request
 	// names the same session and seq (the log refuses it, and its handler
 	// then forgets its own listener, not the owner's).
-	waits   map[waitID][]chan waitEvent
-	streams map[uint64]map[*stream]struct{}
-	muxes   map[*mux]struct{} // Sessions streams: dropAll ends them too
+	waits map[waitID][]chan waitEvent
+	// channels has every attached channel, by session: a session may be
+	// on more than one while a resume replaces a broken stream.
+	channels map[uint64]map[*channel]struct{}
+	streams  map[*sessionsStream]struct{} // dropAll ends them
 
+	wakeMu sync.Mutex
 	// wakes are the stream senders to wake at the end of the Ready
-	// loop's batch (flush).
-	wakes []chan struct{}
-}
-
-// wakeLater wakes w at the next flush.
-func (h *hub) wakeLater(w chan struct{}) {
-	h.mu.Lock()
-	h.wakes = append(h.wakes, w)
-	h.mu.Unlock()
-}
-
-// flush wakes the senders of everything queued since the last flush.
-func (h *hub) flush() {
-	h.mu.Lock()
-	ws := h.wakes
-	h.wakes = nil
-	h.mu.Unlock()
-	for _, w := range ws {
-		poke(w)
-	}
+	// loop's batch (flush): each at most once.
+	wakes []*sessionsStream
 }
 
 func newHub() *hub {
 	return &hub{
-		waits:   make(map[waitID][]chan waitEvent),
-		streams: make(map[uint64]map[*stream]struct{}),
-		muxes:   make(map[*mux]struct{}),
+		waits:    make(map[waitID][]chan waitEvent),
+		channels: make(map[uint64]map[*channel]struct{}),
+		streams:  make(map[*sessionsStream]struct{}),
+	}
+}
+
+// send queues r on its channel's stream without blocking: every answer
+// and every push for a channel, and its end, leaves the server through
+// here, in the order sent. The stream's sender is woken when r is the
+// first thing queued since it last took: at once, or, with later (the
+// caller is the Ready loop), at the end of the loop's batch (flush), so
+// that the answers of one applied batch leave together, in one message
+// per stream. A full queue fails the whole stream (its client reads too
+// slowly); what comes for a channel after its end is dropped.
+func (h *hub) send(r reply, later bool) {
+	st := r.ch.stream
+	st.mu.Lock()
+	wake := false
+	switch {
+	case r.ch.ended || st.overflow:
+	case len(st.queue) >= StreamBuffer:
+		st.overflow, wake = true, true
+	default:
+		st.queue = append(st.queue, r)
+		wake = len(st.queue) == 1
+	}
+	if r.end {
+		r.ch.ended = true
+	}
+	st.mu.Unlock()
+	if !wake {
+		return
+	}
+	if later {
+		h.wakeMu.Lock()
+		h.wakes = append(h.wakes, st)
+		h.wakeMu.Unlock()
+		return
+	}
+	poke(st.ready)
+}
+
+// end ends ch after everything sent to it before: cleanly with a nil
+// err, else with err.
+func (h *hub) end(ch *channel, err error) {
+	h.send(reply{ch: ch, end: true, err: err}, false)
+}
+
+// flush wakes the senders of everything queued since the last flush.
+func (h *hub) flush() {
+	h.wakeMu.Lock()
+	sts := h.wakes
+	h.wakes = nil
+	h.wakeMu.Unlock()
+	for _, st := range sts {
+		poke(st.ready)
+	}
+}
+
+// poke signals a capacity-1 wake-up channel without blocking.
+func poke(w chan struct{}) {
+	select {
+	case w <- struct{}{}:
+	default:
 	}
 }
 
@@ -86,106 +135,103 @@ func (h *hub) forget(id waitID, ch chan waitEvent) {
 	}
 }
 
-func (h *hub) attach(st *stream) {
+func (h *hub) attach(ch *channel) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	m := h.streams[st.session]
+	m := h.channels[ch.session]
 	if m == nil {
-		m = make(map[*stream]struct{})
-		h.streams[st.session] = m
+		m = make(map[*channel]struct{})
+		h.channels[ch.session] = m
 	}
-	m[st] = struct{}{}
+	m[ch] = struct{}{}
 }
 
-func (h *hub) detach(st *stream) {
+func (h *hub) detach(ch *channel) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if m := h.streams[st.session]; m != nil {
-		delete(m, st)
+	if m := h.channels[ch.session]; m != nil {
+		delete(m, ch)
 		if len(m) == 0 {
-			delete(h.streams, st.session)
+			delete(h.channels, ch.session)
 		}
 	}
 }
 
-func (h *hub) attachMux(m *mux) {
+func (h *hub) attachStream(st *sessionsStream) {
 	h.mu.Lock()
-	h.muxes[m] = struct{}{}
+	h.streams[st] = struct{}{}
 	h.mu.Unlock()
 }
 
-func (h *hub) detachMux(m *mux) {
+func (h *hub) detachStream(st *sessionsStream) {
 	h.mu.Lock()
-	delete(h.muxes, m)
+	delete(h.streams, st)
 	h.mu.Unlock()
 }
 
-// dropAll ends every attached stream with err (this node stopped leading),
-// then every Sessions stream, after the ends of its channels.
+// dropAll ends every attached channel with err (this node stopped
+// leading), then every Sessions stream, after the ends of its channels.
 func (h *hub) dropAll(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, m := range h.streams {
-		for st := range m {
-			st.end(err)
+	for _, m := range h.channels {
+		for ch := range m {
+			h.end(ch, err)
 		}
 	}
-	for m := range h.muxes {
-		m.drop(err)
+	for st := range h.streams {
+		st.drop(err)
 	}
 }
 
+// publish routes what one applied command ended or granted to whoever
+// waits for it: the unary acquires waiting for a queued grant, and the
+// channels of the sessions it names. It runs on the Ready loop.
 func (h *hub) publish(res *fsmpb.Result) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, g := range res.GetGrants() {
 		id := waitID{g.GetSessionId(), g.GetAcquireSeq()}
-		for _, ch := range h.waits[id] {
-			ch <- waitEvent{grant: g}
+		for _, w := range h.waits[id] {
+			w <- waitEvent{grant: g}
 		}
 		delete(h.waits, id)
-		for st := range h.streams[g.GetSessionId()] {
-			if wk := st.queueResponse(&batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Grant{Grant: &batonpb.Grant{
+		for ch := range h.channels[g.GetSessionId()] {
+			h.send(reply{ch: ch, resp: &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Grant{Grant: &batonpb.Grant{
 				Seq: g.GetAcquireSeq(), Name: g.GetLock(), Token: g.GetToken(),
-			}}}); wk != nil {
-				h.wakes = append(h.wakes, wk)
-			}
+			}}}}, true)
 		}
 	}
-	for _, w := range res.GetWaitsEnded() {
-		id := waitID{w.GetSessionId(), w.GetAcquireSeq()}
-		for _, ch := range h.waits[id] {
-			ch <- waitEvent{ended: w}
+	for _, e := range res.GetWaitsEnded() {
+		id := waitID{e.GetSessionId(), e.GetAcquireSeq()}
+		for _, w := range h.waits[id] {
+			w <- waitEvent{ended: e}
 		}
 		delete(h.waits, id)
-		for st := range h.streams[w.GetSessionId()] {
-			if wk := st.queueResponse(&batonpb.SessionResponse{Kind: &batonpb.SessionResponse_WaitEnded{WaitEnded: &batonpb.WaitEnded{
-				Seq: w.GetAcquireSeq(), Name: w.GetLock(), Reason: reasonOfFSM(w.GetError()),
-			}}}); wk != nil {
-				h.wakes = append(h.wakes, wk)
-			}
+		for ch := range h.channels[e.GetSessionId()] {
+			h.send(reply{ch: ch, resp: &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_WaitEnded{WaitEnded: &batonpb.WaitEnded{
+				Seq: e.GetAcquireSeq(), Name: e.GetLock(), Reason: reasonOfFSM(e.GetError()),
+			}}}}, true)
 		}
 	}
 	for _, e := range res.GetHoldsEnded() {
 		// Best effort, like every push: a session not connected now
 		// learns it when its next Release of the hold fails.
-		for st := range h.streams[e.GetSessionId()] {
-			if wk := st.queueResponse(&batonpb.SessionResponse{Kind: &batonpb.SessionResponse_HoldLost{HoldLost: &batonpb.HoldLost{
+		for ch := range h.channels[e.GetSessionId()] {
+			h.send(reply{ch: ch, resp: &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_HoldLost{HoldLost: &batonpb.HoldLost{
 				Name: e.GetLock(), OwnerKey: e.GetOwnerKey(), Token: e.GetToken(),
-			}}}); wk != nil {
-				h.wakes = append(h.wakes, wk)
-			}
+			}}}}, true)
 		}
 	}
 	for _, id := range res.GetSessionsEnded() {
-		for st := range h.streams[id] {
-			if st.closing.Load() {
+		for ch := range h.channels[id] {
+			if ch.closing.Load() {
 				continue // the close's reply ends it
 			}
-			st.push(&batonpb.SessionResponse{Kind: &batonpb.SessionResponse_SessionLost{SessionLost: &batonpb.Error{
+			h.send(reply{ch: ch, resp: &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_SessionLost{SessionLost: &batonpb.Error{
 				Code: 5, Reason: batonpb.Reason_SESSION_EXPIRED, Message: "session ended",
-			}}})
-			st.end(nil)
+			}}}}, true)
+			h.end(ch, nil)
 		}
 	}
 }

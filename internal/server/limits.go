@@ -9,7 +9,6 @@ import (
 
 	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
-	"github.com/batonlock/baton/internal/liveness"
 )
 
 // Limits bound what clients may take of a member (DESIGN.md section 4):
@@ -56,20 +55,6 @@ var (
 	errKeepAliveRate = errors.New("keepalives too frequent")
 )
 
-// admitKeepAlive checks that session id lives and that a keepalive
-// received then is within its rate: the tracker keeps the rate with the
-// session's deadline, in the leader's memory only.
-func (s *Server) admitKeepAlive(id uint64, shown []byte, received time.Time) error {
-	rate := s.cfg.Limits.MaxKeepAliveRate
-	err := s.tracker.Admit(id, shown, received, rate)
-	if errors.Is(err, liveness.ErrTooFast) {
-		s.keepAlivesRefused.Add(1)
-		return fmt.Errorf("%w: session %d sent more than %d keepalives a second (--max-keepalive-rate); one every third of its TTL keeps it",
-			errKeepAliveRate, id, rate)
-	}
-	return err
-}
-
 // proposeOpen is propose for cmd, an OpenSession, on a leader with room
 // for the session it would open: live sessions (the state machine's) plus
 // the opens in flight stay within MaxSessions, and those of the command's
@@ -88,7 +73,7 @@ func (s *Server) proposeOpen(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Re
 	if user := cmd.GetPrincipal(); user != "" && s.cfg.Limits.MaxSessionsPerUser > 0 {
 		lim.user, lim.perUser = user, s.cfg.Limits.MaxSessionsPerUser
 	}
-	if (lim.total <= 0 && lim.perUser <= 0) || s.node == nil || !s.node.IsLeader() {
+	if (lim.total <= 0 && lim.perUser <= 0) || !s.node.IsLeader() {
 		return s.propose(ctx, cmd) // a follower's refusal names the leader
 	}
 	reserved, err := s.opens.reserve(ctx, lim, func() (live, users int, retry bool) {

@@ -175,7 +175,7 @@ func (s *Server) memberAdmin(ctx context.Context, op string) (string, error) {
 // follows it in an entry of its own: a leader that fails between the two
 // leaves the change unrecorded (the member's log line says it).
 func (s *Server) auditMembership(ctx context.Context, who, action string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), proposeTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	note := &fsmpb.Command{Principal: who, Op: &fsmpb.Command_AuditNote{AuditNote: &fsmpb.AuditNote{Action: action}}}
 	if _, err := s.propose(ctx, note); err != nil {

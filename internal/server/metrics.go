@@ -16,10 +16,6 @@ import (
 // that show group commit at work (proposals per batch, entries per fsync).
 func (s *Server) MetricsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.node == nil {
-			http.Error(w, "not started", http.StatusServiceUnavailable)
-			return
-		}
 		st := s.node.Status()
 		m := s.node.Metrics()
 		var sessions, locks int
@@ -66,8 +62,8 @@ func (s *Server) MetricsHandler() http.Handler {
 			{"baton_snapshot_apply_pause_nanoseconds_total", "time applying waited for snapshots to freeze the state machine (encoding and saving go on beside applying)", "counter", m.SnapshotPauseNanos},
 			{"baton_raft_apply_nanoseconds_total", "Ready loop time applying committed entries", "counter", m.ApplyNanos},
 			{"baton_raft_ready_nanoseconds_total", "Ready loop time handling Readies in all", "counter", m.ReadyNanos},
-			{"baton_sessions_stream_messages_total", "messages sent on Sessions streams", "counter", s.muxMessages.Load()},
-			{"baton_sessions_stream_responses_total", "channel responses sent on Sessions streams: responses_total/messages_total is the mean batch", "counter", s.muxResponses.Load()},
+			{"baton_sessions_stream_messages_total", "messages sent on Sessions streams", "counter", s.streamMessages.Load()},
+			{"baton_sessions_stream_responses_total", "channel responses sent on Sessions streams: responses_total/messages_total is the mean batch", "counter", s.streamResponses.Load()},
 		} {
 			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", g.name, g.help, g.name, g.kind, g.name, g.v)
 		}

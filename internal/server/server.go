@@ -18,10 +18,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/raft/v3/raftpb"
+
 	"github.com/batonlock/baton/api/batonpb"
 	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
-	"github.com/batonlock/baton/internal/liveness"
 	"github.com/batonlock/baton/internal/raftnode"
 )
 
@@ -41,11 +42,50 @@ func (m Member) toProto() *batonpb.Member {
 	return &batonpb.Member{Name: m.Name, Id: m.ID, PeerAddr: m.PeerAddr, ClientAddr: m.ClientAddr, Learner: m.Learner, LogVersion: m.LogVersion}
 }
 
+// Node is the Raft node as the server uses it (*raftnode.Node): it
+// proposes and waits, reads the state machine, and reads and changes the
+// membership.
+type Node interface {
+	Propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, uint64, error)
+	SubmitTo(cmd *fsmpb.Command, c raftnode.Completer) error
+	SubmitFunc(cmd *fsmpb.Command, done func(res *fsmpb.Result, index uint64, err error)) error
+	ReadBarrier(ctx context.Context) error
+	View(f func(m *fsm.Machine))
+	IsLeader() bool
+	Leader() uint64
+	Status() raftnode.Status
+	Metrics() raftnode.Metrics
+	LogVersion() uint32
+	Membership() raftnode.Membership
+	ChangeMembership(ctx context.Context, cc *raftpb.ConfChange) error
+	Progress(ctx context.Context, id uint64) (match, commit uint64, ok bool, err error)
+}
+
+// Liveness is the leader's clock of sessions and limited holds
+// (*liveness.Tracker), as keepalives and renewals use it (keepalive.go).
+// Its errors are liveness's sentinels, which errors.go maps to codes.
+type Liveness interface {
+	// Admit checks that a keepalive for session id, showing the secret
+	// hash shown, is its owner's and within perSecond.
+	Admit(id uint64, shown []byte, received time.Time, perSecond int) error
+	// Heartbeat extends session id to received+TTL and returns the TTL.
+	Heartbeat(id uint64, received time.Time) (time.Duration, error)
+	// CheckHold checks that a renewal of a hold is its owner's.
+	CheckHold(lock string, session, token uint64, shown []byte) error
+	// RenewHold restarts a limited hold's limit from received.
+	RenewHold(lock string, session, token uint64, received time.Time) (time.Duration, error)
+}
+
 // Config configures a Server.
 type Config struct {
 	// Name is this member's name; Version is reported by Status.
 	Name    string
 	Version string
+	// Node is the Raft node the server proposes to and reads from.
+	Node Node
+	// Liveness keeps the leader's session deadlines and hold limits; the
+	// caller runs it and feeds it what applies.
+	Liveness Liveness
 	// Members returns the cluster's members with the client addresses
 	// known so far (peers' addresses are learnt from the transport).
 	Members func() []Member
@@ -63,14 +103,16 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Server implements batonpb.BatonServer and raftnode.Observer.
+// Server implements batonpb.BatonServer. Whoever observes the node feeds
+// it what applied (Deliver, Flush, Restored, StoppedLeading): that is
+// how queued grants, ended waits and lost holds reach their clients.
 type Server struct {
 	batonpb.UnimplementedBatonServer
 
 	cfg     Config
 	log     *slog.Logger
-	node    *raftnode.Node
-	tracker *liveness.Tracker
+	node    Node
+	tracker Liveness
 	hub     *hub
 	watches *watches
 	// authCache is what authentication reads of the auth state.
@@ -80,7 +122,7 @@ type Server struct {
 	stopC    chan struct{}
 
 	// Sessions streams' batching, for /metrics.
-	muxMessages, muxResponses atomic.Uint64
+	streamMessages, streamResponses atomic.Uint64
 	// clientConns is the client port's listener once Serve started.
 	clientConns atomic.Pointer[trackedListener]
 	// handshakesFailed counts client connections closed before they
@@ -97,38 +139,31 @@ type Server struct {
 	noSpaceRefused atomic.Uint64
 }
 
-// New returns a Server. Attach gives it its node before it serves.
+// New returns a Server of cfg.Node, ready to serve.
 func New(cfg Config) *Server {
 	lg := cfg.Logger
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{
+	return &Server{
 		cfg:     cfg,
 		log:     lg.With("component", "server"),
+		node:    cfg.Node,
+		tracker: cfg.Liveness,
 		hub:     newHub(),
 		watches: newWatches(),
 		stopC:   make(chan struct{}),
 	}
-	s.tracker = liveness.New(proposer{s}, lg)
-	return s
 }
-
-// Tracker is the server's leader-side liveness tracker; the caller runs it.
-func (s *Server) Tracker() *liveness.Tracker { return s.tracker }
-
-// Attach sets the Raft node the server proposes to. Call it once, before
-// serving.
-func (s *Server) Attach(n *raftnode.Node) { s.node = n }
 
 // Stop ends every session stream served so far.
 func (s *Server) Stop() { s.stopOnce.Do(func() { close(s.stopC) }) }
 
-// Applied implements raftnode.Observer: it feeds the liveness tracker and
-// pushes grants, ended waits, ended holds and ended sessions to whoever
-// waits for them.
-func (s *Server) Applied(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
-	s.tracker.Applied(cmd, res)
+// Deliver hands the outcome of one applied command to whoever waits for
+// it here: unary acquires, session channels (grants, ended waits, ended
+// holds, ended sessions) and watches. Call it on the Ready loop, in log
+// order; what it queues leaves at the next Flush.
+func (s *Server) Deliver(cmd *fsmpb.Command, res *fsmpb.Result) {
 	if cmd.GetAuthChange() != nil {
 		s.authCache.dirty.Store(true)
 	}
@@ -138,38 +173,28 @@ func (s *Server) Applied(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
 	}
 }
 
-// Flush implements raftnode.Observer: it wakes the stream senders of the
-// answers and pushes the loop queued since the last Flush.
+// Flush sends what Deliver and the Ready loop's completions queued since
+// the last Flush: each Sessions stream's sender wakes once for the batch,
+// and watches read the locks it changed.
 func (s *Server) Flush() {
 	s.hub.flush()
 	if s.watches.active.Load() > 0 {
-		// s.node is read only with a watch open: the loop can flush
-		// before Attach, and a watch comes only after it.
 		s.watches.flush(s.node.View)
 	}
 }
 
-// Restored implements raftnode.Observer: watched locks may all have
-// changed.
-func (s *Server) Restored(uint64) {
+// Restored tells the server that the state machine was replaced by a
+// snapshot: watched locks and the auth state may all have changed.
+func (s *Server) Restored() {
 	s.watches.restored()
 	s.authCache.dirty.Store(true)
 }
 
-// LeaderChanged implements raftnode.Observer.
-func (s *Server) LeaderChanged(isLeader bool, term uint64, m *fsm.Machine) {
-	if isLeader {
-		s.tracker.Promote(term, m)
-	} else {
-		s.tracker.Demote()
-		// Streams attached here cannot be served any more: end them so
-		// their clients follow the new leader.
-		var lead uint64
-		if s.node != nil {
-			lead = s.node.Leader()
-		}
-		s.hub.dropAll(s.toStatus(&raftnode.NotLeaderError{Leader: lead}))
-	}
+// StoppedLeading ends every session stream served here: this member
+// cannot serve them any more, and the error names the new leader, which
+// their clients follow.
+func (s *Server) StoppedLeading() {
+	s.hub.dropAll(s.toStatus(&raftnode.NotLeaderError{Leader: s.node.Leader()}))
 }
 
 // leaderAddr is the client address of the current leader, if known.
@@ -186,59 +211,9 @@ func (s *Server) leaderAddr() string {
 	return ""
 }
 
-// proposer lets the liveness tracker propose through the server's node.
-type proposer struct{ s *Server }
-
-// proposeTimeout bounds the tracker's own proposals.
-const proposeTimeout = 5 * time.Second
-
-func (p proposer) ExpireSession(ctx context.Context, id uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, proposeTimeout)
-	defer cancel()
-	cmd := &fsmpb.Command{Op: &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{SessionId: id}}}
-	_, err := p.s.propose(ctx, cmd)
-	if err != nil && !isRefusal(err) {
-		return err
-	}
-	p.s.log.Info("session expired", "session", id)
-	return nil
-}
-
-func (p proposer) CancelWait(ctx context.Context, lock string, session, seq uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, proposeTimeout)
-	defer cancel()
-	cmd := &fsmpb.Command{Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{
-		Lock: lock, SessionId: session, AcquireSeq: seq, TimedOut: true,
-	}}}
-	_, err := p.s.propose(ctx, cmd)
-	if err != nil && !isRefusal(err) {
-		return err
-	}
-	return nil
-}
-
-func (p proposer) ExpireHold(ctx context.Context, lock string, session, token uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, proposeTimeout)
-	defer cancel()
-	cmd := &fsmpb.Command{Op: &fsmpb.Command_ExpireHold{ExpireHold: &fsmpb.ExpireHold{
-		Lock: lock, SessionId: session, Token: token,
-	}}}
-	_, err := p.s.propose(ctx, cmd)
-	if err != nil && !isRefusal(err) {
-		return err
-	}
-	if err == nil {
-		p.s.log.Info("hold limit passed: hold expired", "lock", lock, "session", session, "token", token)
-	}
-	return nil
-}
-
 // propose stamps cmd with the wall clock (display only), replicates it and
 // returns its result, or the fsm's refusal as an error.
 func (s *Server) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
-	if s.node == nil {
-		return nil, raftnode.ErrStopped
-	}
 	cmd.WallTimeUnixNano = time.Now().UnixNano()
 	res, _, err := s.node.Propose(ctx, cmd)
 	if err != nil {

@@ -56,7 +56,7 @@ func (g DiskGuard) diskState() (free uint64, known, low bool) {
 // refuses nothing: the proposal's NOT_LEADER sends the client on.
 func (s *Server) admitGrowth(ctx context.Context, cmd *fsmpb.Command) error {
 	free, _, low := s.cfg.Disk.diskState()
-	if !low || s.node == nil || !s.node.IsLeader() {
+	if !low || !s.node.IsLeader() {
 		return nil
 	}
 	if err := s.node.ReadBarrier(ctx); err != nil {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -43,88 +42,6 @@ func (s *Server) openSession(ctx context.Context, r *batonpb.OpenSessionRequest)
 		Ttl:       durationpb.New(time.Duration(cmd.GetOpenSession().GetTtlNanos())),
 		Secret:    secret,
 	}, nil
-}
-
-// KeepAlive implements batonpb.BatonServer.
-func (s *Server) KeepAlive(ctx context.Context, r *batonpb.KeepAliveRequest) (*batonpb.KeepAliveResponse, error) {
-	resp, err := s.keepAlive(ctx, r.GetSessionId(), hashSecret(r.GetSecret()))
-	return resp, s.toStatus(err)
-}
-
-// keepAlive extends a session. The deadline counts from the moment the
-// request arrived, and the answer waits for a ReadIndex round that proves
-// this node still leads after that moment (see docs/ARCHITECTURE.md):
-// only then can the client's own deadline, counted from when it sent the
-// request, be safely earlier than the server's. shown is the hash of the
-// secret the request showed.
-func (s *Server) keepAlive(ctx context.Context, id uint64, shown []byte) (*batonpb.KeepAliveResponse, error) {
-	received := time.Now()
-	if id == 0 {
-		return nil, invalidf("session_id is required")
-	}
-	if _, err := s.principal(ctx); err != nil {
-		return nil, err
-	}
-	if err := s.admitKeepAlive(id, shown, received); err != nil {
-		if errors.Is(err, errKeepAliveRate) {
-			return nil, err
-		}
-		return nil, s.leaderOr(err)
-	}
-	if err := s.node.ReadBarrier(ctx); err != nil {
-		return nil, err
-	}
-	ttl, err := s.tracker.Heartbeat(id, received)
-	if err != nil {
-		return nil, s.leaderOr(err)
-	}
-	return &batonpb.KeepAliveResponse{SessionId: id, Ttl: durationpb.New(ttl)}, nil
-}
-
-// RenewHold implements batonpb.BatonServer.
-func (s *Server) RenewHold(ctx context.Context, r *batonpb.RenewHoldRequest) (*batonpb.RenewHoldResponse, error) {
-	resp, err := s.renewHold(ctx, r.GetSessionId(), hashSecret(r.GetSecret()), r)
-	if err != nil {
-		return nil, s.toStatus(err)
-	}
-	return resp, nil
-}
-
-// renewHold is keepAlive for one limited hold: the limit restarts from when
-// the renewal arrived, once a ReadIndex round that began after it confirmed
-// that this member still leads (a new leader restarts every limit from its
-// election, which is later).
-func (s *Server) renewHold(ctx context.Context, session uint64, shown []byte, r *batonpb.RenewHoldRequest) (*batonpb.RenewHoldResponse, error) {
-	received := time.Now()
-	if session == 0 {
-		return nil, invalidf("session_id is required")
-	}
-	if err := checkRenewHold(r); err != nil {
-		return nil, err
-	}
-	if _, err := s.principal(ctx); err != nil {
-		return nil, err
-	}
-	if err := s.tracker.CheckHold(r.GetName(), session, r.GetToken(), shown); err != nil {
-		return nil, s.leaderOr(err)
-	}
-	if err := s.node.ReadBarrier(ctx); err != nil {
-		return nil, err
-	}
-	limit, err := s.tracker.RenewHold(r.GetName(), session, r.GetToken(), received)
-	if err != nil {
-		return nil, s.leaderOr(err)
-	}
-	return &batonpb.RenewHoldResponse{HoldLimit: durationpb.New(limit)}, nil
-}
-
-// leaderOr prefers the node's not-leader error (with its leader hint)
-// over the tracker's view when this node does not lead.
-func (s *Server) leaderOr(err error) error {
-	if !s.node.IsLeader() {
-		return s.node.ReadBarrier(context.Background())
-	}
-	return err
 }
 
 // CloseSession implements batonpb.BatonServer.

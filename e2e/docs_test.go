@@ -10,28 +10,28 @@ import (
 	"time"
 )
 
-// TestReadmeRunningSecurely runs README's "Running securely" block as it
-// is, with its ports moved to free ones: a 3-member cluster with TLS on
-// both ports and separate CAs, authentication turned on by root's
-// certificate, a user whose role may lock under jobs/ and is refused
-// elsewhere. The block exits non-zero if a step that must succeed fails
+// TestDocsRunningSecurely runs the "Running securely" block of
+// docs/SECURITY.md as it is, with its ports moved to free ones: a
+// 3-member cluster with TLS on both ports and separate CAs,
+// authentication turned on by root's certificate, a user whose role may
+// lock under jobs/ and is refused elsewhere. The block exits non-zero if a step that must succeed fails
 // or one that must be refused succeeds.
-func TestReadmeRunningSecurely(t *testing.T) {
+func TestDocsRunningSecurely(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds baton and runs three members")
 	}
 	if _, err := exec.LookPath("openssl"); err != nil {
 		t.Fatal("the block needs openssl (Debian: apt-get install openssl)")
 	}
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "SECURITY.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := string(readme)
+	text := string(doc)
 	start := strings.Index(text, "<!-- running-securely -->")
 	end := strings.Index(text, "<!-- /running-securely -->")
 	if start < 0 || end < start {
-		t.Fatal("README has no running-securely block")
+		t.Fatal("docs/SECURITY.md has no running-securely block")
 	}
 	block := text[start:end]
 	block = block[strings.Index(block, "```sh")+len("```sh") : strings.LastIndex(block, "```")]
@@ -72,12 +72,12 @@ func TestReadmeRunningSecurely(t *testing.T) {
 		for _, n := range []string{"n1", "n2", "n3"} {
 			logs += "\n--- " + n + ".log:\n" + tail(filepath.Join(run, n+".log"), 20)
 		}
-		t.Fatalf("README's block failed: %v\n%s%s", err, out, logs)
+		t.Fatalf("docs/SECURITY.md's block failed: %v\n%s%s", err, out, logs)
 	}
 	for _, want := range []string{"ci holds jobs/nightly", `no lock permission over "billing/close"`,
 		`no admin permission over ""`, `root  gave user "ci" the role "jobs"`} {
 		if !strings.Contains(string(out), want) {
-			t.Errorf("README's block printed no %q:\n%s", want, out)
+			t.Errorf("docs/SECURITY.md's block printed no %q:\n%s", want, out)
 		}
 	}
 }

@@ -1,9 +1,14 @@
 package baton
 
+// The table of Leases: every Lease the session gave out, by hold (lock
+// name and owner key), and what ends them: a release, the session's end or
+// jeopardy, or the server ending a hold (an operator's CasRelease).
+
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/batonlock/baton/api/batonpb"
@@ -46,50 +51,56 @@ type Lease struct {
 	autoRenew    bool // the library renews the hold (WithHoldLimit)
 }
 
-// newLease registers a Lease for a hold the server granted. A grant that
-// arrives in jeopardy waits until the session is safe again (or ends, or
-// ctx ends: then the hold is released in the background).
+// leaseTable is the session's table of Leases. Guarded by Session.mu.
+type leaseTable struct {
+	holds map[holdKey][]*Lease // unreleased Leases per hold, oldest first
+	// renewing is the token of each hold the library renews by itself
+	// (a hold limit without WithManualRenewal), while it does
+	// (holdlimit.go).
+	renewing map[holdKey]uint64
+	// serverHolds gathers a resume's SessionHolds until the last one.
+	serverHolds map[holdKey]uint64
+}
+
+// holdKey names a hold within its session: a lock and an owner key.
+type holdKey struct{ name, ownerKey string }
+
+// newLease registers a Lease for the hold of name with token that the
+// server granted to an acquire with the options cfg. A grant that arrives
+// in jeopardy waits until the session is safe again (or ends, or ctx
+// ends: then the hold is released in the background).
 //
 // With a hold limit, the limit counts from started (the acquire's first
-// send, or a renewal's); autoRenew has the library renew it (see
-// WithHoldLimit).
-func (s *Session) newLease(ctx context.Context, name, ownerKey string, token uint64, holdLimit time.Duration, autoRenew bool, started time.Time) (*Lease, error) {
+// send, or a renewal's); the library renews it unless cfg says
+// WithManualRenewal.
+func (s *Session) newLease(ctx context.Context, name string, token uint64, cfg holdConfig, started time.Time) (*Lease, error) {
+	ownerKey := cfg.ownerKey
 	for {
 		s.mu.Lock()
-		switch s.state {
+		switch s.life.state {
 		case StateHealthy:
 			l := &Lease{s: s, name: name, ownerKey: ownerKey, token: token, acquire: ctx}
 			k := holdKey{name, ownerKey}
-			if ls := s.holds[k]; len(ls) > 0 && ls[0].token != token {
+			if ls := s.leases.holds[k]; len(ls) > 0 && ls[0].token != token {
 				// The hold those leases had ended on the server (an
 				// operator's CasRelease); this is a new hold.
 				for _, old := range ls {
 					s.endLeaseLocked(old, ErrNotHeld)
 				}
-				delete(s.holds, k)
+				delete(s.leases.holds, k)
 			}
-			if holdLimit > 0 {
-				l.holdLimit = holdLimit
-				l.holdDeadline = started.Add(holdLimit - s.margin)
-				if ls := s.holds[k]; len(ls) > 0 && !ls[0].holdDeadline.IsZero() {
-					l.holdDeadline = ls[0].holdDeadline // a reentrant Lease of the same hold
-				}
-				s.armHoldLocked(l)
-				l.autoRenew = autoRenew
-				if autoRenew && s.renewing[k] != token {
-					s.renewing[k] = token
-					s.renewAfterLocked(k, token, time.Until(started.Add(holdLimit/3)))
-				}
+			if cfg.holdLimit > 0 {
+				s.limitHoldLocked(l, k, cfg.holdLimit, !cfg.manualRenew, started)
 			}
-			s.holds[k] = append(s.holds[k], l)
+			s.leases.holds[k] = append(s.leases.holds[k], l)
 			s.mu.Unlock()
 			return l, nil
 		case StateExpired, StateClosed:
-			err := s.err
+			err := s.life.err
 			s.mu.Unlock()
 			return nil, err
 		}
-		ch := s.stateC
+		ch := s.life.stateC
 		s.mu.Unlock()
 		select {
 		case <-ch:
@@ -98,6 +109,16 @@ func (s *Session) newLease(ctx context.Context, name, ownerKey string, token uin
 			_, _ = s.startLocked(releaseRequest(name, ownerKey, token), true)
 			s.mu.Unlock()
 			return nil, ctx.Err()
+		}
+	}
+}
+
+// endEveryLeaseLocked marks every Lease of the session lost with cause.
+// The table keeps them: Release still asks the server.
+func (s *Session) endEveryLeaseLocked(cause error) {
+	for _, ls := range s.leases.holds {
+		for _, l := range ls {
+			s.endLeaseLocked(l, cause)
 		}
 	}
 }
@@ -116,158 +137,6 @@ func (s *Session) endLeaseLocked(l *Lease, cause error) {
 	}
 	if l.holdTimer != nil {
 		l.holdTimer.Stop()
-	}
-}
-
-// armHoldLocked (re)starts the timer that ends l at its hold deadline.
-func (s *Session) armHoldLocked(l *Lease) {
-	if l.holdTimer != nil {
-		l.holdTimer.Stop()
-	}
-	deadline := l.holdDeadline
-	l.holdTimer = time.AfterFunc(time.Until(deadline), func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if l.holdDeadline.Equal(deadline) {
-			s.endLeaseLocked(l, ErrHoldExpired)
-		}
-	})
-}
-
-// renewHold asks the leader to restart the limit of the hold (name,
-// token) and returns when the request was first sent (the server's new
-// deadline is at least that plus the limit) and the limit.
-func (s *Session) renewHold(ctx context.Context, name string, token uint64) (time.Time, time.Duration, error) {
-	req := &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_RenewHold{RenewHold: &batonpb.RenewHoldRequest{
-		Name: name, Token: token,
-	}}}
-	if err := ctx.Err(); err != nil {
-		return time.Time{}, 0, err
-	}
-	s.mu.Lock()
-	c, err := s.startLocked(req, true)
-	s.mu.Unlock()
-	if err != nil {
-		return time.Time{}, 0, err
-	}
-	// Not s.do: a renewal the caller stopped waiting for needs no cleanup
-	// (answered late, it extended the hold on the server only, which is
-	// the safe side), so ctx's end returns at once.
-	select {
-	case <-c.done:
-	case <-ctx.Done():
-		return time.Time{}, 0, ctx.Err()
-	}
-	if c.err != nil {
-		return time.Time{}, 0, c.err
-	}
-	return c.started, c.resp.GetRenewHold().GetHoldLimit().AsDuration(), nil
-}
-
-// Renew gives the Lease's hold its full hold limit again (see
-// WithHoldLimit), counted from when the renewal is sent; every Lease of the
-// same hold follows. It fails with an error matching ErrNotHeld when the
-// hold is gone (its limit passed on the server first, or it was released),
-// and then the Lease is lost. A Lease without a hold limit cannot be
-// renewed: its session keeps it. The library renews holds by itself unless
-// WithManualRenewal said otherwise; Renew works on those too.
-func (l *Lease) Renew(ctx context.Context) error {
-	if l.holdLimit == 0 {
-		return fmt.Errorf("%w: the hold of %q has no hold limit to renew", ErrInvalidArgument, l.name)
-	}
-	s := l.s
-	if err := l.Err(); err != nil {
-		return err
-	}
-	k := holdKey{l.name, l.ownerKey}
-	started, limit, err := s.renewHold(ctx, l.name, l.token)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err != nil {
-		if errors.Is(err, ErrNotHeld) {
-			s.renewalRefusedLocked(k, l.token, err)
-			s.endLeaseLocked(l, fmt.Errorf("%w: renewal refused: %w", ErrHoldExpired, err))
-		}
-		return err
-	}
-	s.renewedLocked(k, l.token, started.Add(limit-s.margin))
-	return l.err
-}
-
-// renewedLocked moves the hold deadline of every Lease of the hold (k,
-// token) to deadline, if that is later.
-func (s *Session) renewedLocked(k holdKey, token uint64, deadline time.Time) {
-	for _, x := range s.holds[k] {
-		if x.token == token && x.err == nil && deadline.After(x.holdDeadline) {
-			x.holdDeadline = deadline
-			s.armHoldLocked(x)
-		}
-	}
-}
-
-// renewalRefusedLocked ends the Leases of the hold (k, token): the server
-// refused its renewal (err matches ErrNotHeld).
-func (s *Session) renewalRefusedLocked(k holdKey, token uint64, err error) {
-	for _, x := range s.holds[k] {
-		if x.token == token {
-			s.endLeaseLocked(x, fmt.Errorf("%w: renewal refused: %w", ErrHoldExpired, err))
-		}
-	}
-}
-
-// renewAfterLocked has the library renew the hold (k, token) after d, and
-// again a third of the limit after each renewal, for as long as a Lease of
-// the hold that asked for it (autoRenew) is valid. A renewal is sent only
-// while the session is healthy; one that fails for any reason but the
-// hold's end is tried again soon, until the hold's deadline passes (then
-// its Leases are lost, and the server ends the hold).
-func (s *Session) renewAfterLocked(k holdKey, token uint64, d time.Duration) {
-	time.AfterFunc(max(d, 0), func() { s.autoRenew(k, token) })
-}
-
-func (s *Session) autoRenew(k holdKey, token uint64) {
-	s.mu.Lock()
-	if s.renewing[k] != token {
-		s.mu.Unlock()
-		return // a newer hold of the same key took over
-	}
-	var limit time.Duration
-	for _, x := range s.holds[k] {
-		if x.token == token && x.err == nil && x.autoRenew {
-			limit = x.holdLimit
-		}
-	}
-	if limit == 0 || s.endedLocked() {
-		delete(s.renewing, k) // released, lost, or all manual
-		s.mu.Unlock()
-		return
-	}
-	retry := min(limit/10, time.Second)
-	if s.state != StateHealthy {
-		s.renewAfterLocked(k, token, retry)
-		s.mu.Unlock()
-		return
-	}
-	deadline := s.holds[k][0].holdDeadline
-	s.mu.Unlock()
-
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	started, got, err := s.renewHold(ctx, k.name, token)
-	cancel()
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case err == nil:
-		s.renewedLocked(k, token, started.Add(got-s.margin))
-		s.renewAfterLocked(k, token, time.Until(started.Add(got/3)))
-	case errors.Is(err, ErrNotHeld):
-		s.renewalRefusedLocked(k, token, err)
-		delete(s.renewing, k)
-	default:
-		// Unavailable, a leader change, the stream down: the next round
-		// finds out whether the hold or the session is gone meanwhile.
-		s.renewAfterLocked(k, token, retry)
 	}
 }
 
@@ -337,7 +206,7 @@ func (l *Lease) Remaining() time.Duration {
 	if l.err != nil {
 		return 0
 	}
-	until := l.s.deadline
+	until := l.s.keepalive.deadline
 	if !l.holdDeadline.IsZero() && l.holdDeadline.Before(until) {
 		until = l.holdDeadline
 	}
@@ -374,77 +243,20 @@ func (s *Session) releaseLocked(l *Lease) (*call, error) {
 	}
 	l.released = true
 	if s.endedLocked() {
-		return nil, s.err
+		return nil, s.life.err
 	}
 	k := holdKey{l.name, l.ownerKey}
-	ls := s.holds[k]
-	if i := indexOf(ls, l); i >= 0 {
+	ls := s.leases.holds[k]
+	if i := slices.Index(ls, l); i >= 0 {
 		ls = append(ls[:i:i], ls[i+1:]...)
 	}
 	if len(ls) == 0 {
-		delete(s.holds, k)
+		delete(s.leases.holds, k)
 	} else {
-		s.holds[k] = ls
+		s.leases.holds[k] = ls
 	}
 	s.endLeaseLocked(l, ErrReleased)
 	return s.startLocked(releaseRequest(l.name, l.ownerKey, l.token), true)
-}
-
-// holdLostLocked ends the leases of a hold that the server ended without
-// this session asking (an operator's CasRelease): they are lost with an
-// error matching ErrNotHeld. Releasing one still asks the server, with its
-// token, which answers ErrNotHeld and never touches a newer hold.
-func (s *Session) holdLostLocked(h *batonpb.HoldLost) {
-	k := holdKey{h.GetName(), h.GetOwnerKey()}
-	ls := s.holds[k]
-	if len(ls) == 0 || ls[0].token != h.GetToken() {
-		return // released meanwhile, or a newer hold
-	}
-	cause := fmt.Errorf("%w: hold of %s (token %d) ended by the server: an operator's CasRelease, or its hold limit passed", ErrNotHeld, h.GetName(), h.GetToken())
-	for _, l := range ls {
-		s.endLeaseLocked(l, cause)
-	}
-	delete(s.holds, k)
-}
-
-// serverHoldsLocked takes one message of the holds a resumed session has
-// on the server. Once the list is whole, every lease of a hold granted at
-// or before its index that is not on it is lost, with an error matching
-// ErrNotHeld: the hold ended while the stream was down (an operator's
-// CasRelease, whose HoldLost push had nowhere to go). A lease with a
-// larger token came from a grant applied after the list was read.
-func (s *Session) serverHoldsLocked(h *batonpb.SessionHolds) {
-	if s.serverHolds == nil {
-		s.serverHolds = make(map[holdKey]uint64, len(h.GetHolds()))
-	}
-	for _, x := range h.GetHolds() {
-		s.serverHolds[holdKey{x.GetName(), x.GetOwnerKey()}] = x.GetToken()
-	}
-	if !h.GetDone() {
-		return
-	}
-	have := s.serverHolds
-	s.serverHolds = nil
-	for k, ls := range s.holds {
-		tok := ls[0].token
-		if tok > h.GetIndex() || have[k] == tok {
-			continue
-		}
-		cause := fmt.Errorf("%w: hold of %s (token %d) ended while the session's stream was down", ErrNotHeld, k.name, tok)
-		for _, l := range ls {
-			s.endLeaseLocked(l, cause)
-		}
-		delete(s.holds, k)
-	}
-}
-
-func indexOf(ls []*Lease, l *Lease) int {
-	for i, x := range ls {
-		if x == l {
-			return i
-		}
-	}
-	return -1
 }
 
 func (s *Session) awaitRelease(ctx context.Context, c *call) error {
@@ -457,4 +269,52 @@ func (s *Session) awaitRelease(ctx context.Context, c *call) error {
 		return nil
 	}
 	return c.err
+}
+
+// holdLostLocked ends the leases of a hold that the server ended without
+// this session asking (an operator's CasRelease): they are lost with an
+// error matching ErrNotHeld. Releasing one still asks the server, with its
+// token, which answers ErrNotHeld and never touches a newer hold.
+func (s *Session) holdLostLocked(h *batonpb.HoldLost) {
+	k := holdKey{h.GetName(), h.GetOwnerKey()}
+	ls := s.leases.holds[k]
+	if len(ls) == 0 || ls[0].token != h.GetToken() {
+		return // released meanwhile, or a newer hold
+	}
+	cause := fmt.Errorf("%w: hold of %s (token %d) ended by the server: an operator's CasRelease, or its hold limit passed", ErrNotHeld, h.GetName(), h.GetToken())
+	for _, l := range ls {
+		s.endLeaseLocked(l, cause)
+	}
+	delete(s.leases.holds, k)
+}
+
+// serverHoldsLocked takes one message of the holds a resumed session has
+// on the server. Once the list is whole, every lease of a hold granted at
+// or before its index that is not on it is lost, with an error matching
+// ErrNotHeld: the hold ended while the stream was down (an operator's
+// CasRelease, whose HoldLost push had nowhere to go). A lease with a
+// larger token came from a grant applied after the list was read.
+func (s *Session) serverHoldsLocked(h *batonpb.SessionHolds) {
+	if s.leases.serverHolds == nil {
+		s.leases.serverHolds = make(map[holdKey]uint64, len(h.GetHolds()))
+	}
+	for _, x := range h.GetHolds() {
+		s.leases.serverHolds[holdKey{x.GetName(), x.GetOwnerKey()}] = x.GetToken()
+	}
+	if !h.GetDone() {
+		return
+	}
+	have := s.leases.serverHolds
+	s.leases.serverHolds = nil
+	for k, ls := range s.leases.holds {
+		tok := ls[0].token
+		if tok > h.GetIndex() || have[k] == tok {
+			continue
+		}
+		cause := fmt.Errorf("%w: hold of %s (token %d) ended while the session's stream was down", ErrNotHeld, k.name, tok)
+		for _, l := range ls {
+			s.endLeaseLocked(l, cause)
+		}
+		delete(s.leases.holds, k)
+	}
 }

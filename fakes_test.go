@@ -1,0 +1,89 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	"github.com/batonlock/baton/api/batonpb"
+)
+
+// fakeMember is the base of the scripted members these tests dial: it
+// answers Status as the leader at its own address, and Unimplemented to
+// everything its embedder does not serve.
+type fakeMember struct {
+	batonpb.UnimplementedBatonServer
+	addr string
+}
+
+func (f *fakeMember) Status(context.Context, *batonpb.StatusRequest) (*batonpb.StatusResponse, error) {
+	return &batonpb.StatusResponse{Name: "fake", Leader: "fake", Role: "leader", LeaderAddr: f.addr}, nil
+}
+
+func (f *fakeMember) setAddr(addr string) { f.addr = addr }
+
+// serveFake serves f on a loopback port until the test ends and returns
+// a client dialled to it.
+func serveFake(t *testing.T, f interface {
+	batonpb.BatonServer
+	setAddr(string)
+}) *Client {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.setAddr(ln.Addr().String())
+	srv := grpc.NewServer()
+	batonpb.RegisterBatonServer(srv, f)
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	return dial(t, ln.Addr().String())
+}
+
+// scriptedMember serves Sessions: it answers every channel's open or
+// resume with session 42, and the requests after it with answer (nil: no
+// answer, as for a Close it never acknowledges).
+type scriptedMember struct {
+	fakeMember
+	answer func(*batonpb.SessionRequest) *batonpb.SessionResponse
+}
+
+func (f *scriptedMember) Sessions(gs batonpb.Baton_SessionsServer) error {
+	for {
+		msg, err := gs.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var out []*batonpb.ChannelResponse
+		for _, cr := range msg.GetRequests() {
+			r := cr.GetRequest()
+			var resp *batonpb.SessionResponse
+			switch {
+			case r == nil: // a detach
+			case r.GetOpen() != nil || r.GetResume() != nil:
+				resp = &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Open{Open: &batonpb.OpenSessionResponse{
+					SessionId: 42, Ttl: r.GetOpen().GetTtl(),
+				}}}
+			case f.answer != nil:
+				resp = f.answer(r)
+			}
+			if resp != nil {
+				resp.Id = r.GetId()
+				out = append(out, &batonpb.ChannelResponse{Channel: cr.GetChannel(), Response: resp})
+			}
+		}
+		if len(out) > 0 {
+			if err := gs.Send(&batonpb.SessionsResponse{Responses: out}); err != nil {
+				return err
+			}
+		}
+	}
+}
