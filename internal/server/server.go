@@ -128,7 +128,7 @@ func (s *Server) Stop() { s.stopOnce.Do(func() { close(s.stopC) }) }
 // pushes grants, ended waits, ended holds and ended sessions to whoever
 // waits for them.
 func (s *Server) Applied(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
-	s.tracker.Applied(cmd, res)
+	s.tracker.Applied(res)
 	if cmd.GetAuthChange() != nil {
 		s.authCache.dirty.Store(true)
 	}
