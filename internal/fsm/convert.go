@@ -173,8 +173,8 @@ func (s *session) toProto() *fsmpb.Session {
 
 // cacheResult returns the exactly-once cache's copy of res, the result of
 // seq: all but the side-effect lists, which concern other requests, the
-// reports to the leader's tracker, which only the entry that did it makes
-// (hasTrackerReport), and session_id, which no deduplicated command sets.
+// report to the leader's tracker (liveness), which only the entry that did
+// it makes, and session_id, which no deduplicated command sets.
 // It shares res's strings (they are immutable) and nothing else.
 func cacheResult(seq uint64, res *fsmpb.Result) cachedResult {
 	c := cachedResult{
@@ -194,13 +194,6 @@ func cacheResult(seq uint64, res *fsmpb.Result) cachedResult {
 		}
 	}
 	return c
-}
-
-// hasTrackerReport reports whether res tells the leader's tracker of
-// something that entry started or ended (see Result in fsm.proto).
-func hasTrackerReport(res *fsmpb.Result) bool {
-	return res.GetSessionOpened() != nil || res.GetSessionBlacklisted() != 0 || res.GetWaitQueued() != nil ||
-		len(res.GetLimitedHoldsGranted()) > 0 || res.GetLimitedHoldReleased() != nil
 }
 
 func outcomeOf(o *fsmpb.AcquireOutcome) outcome {

@@ -121,8 +121,7 @@ func TestConversionsKeepEveryField(t *testing.T) {
 // keeps (cacheResult).
 func clearUncached(r *fsmpb.Result) {
 	r.Grants, r.WaitsEnded, r.SessionsEnded, r.HoldsEnded, r.SessionId = nil, nil, nil, nil, 0
-	r.SessionOpened, r.SessionBlacklisted, r.WaitQueued = nil, 0, nil
-	r.LimitedHoldsGranted, r.LimitedHoldReleased = nil, nil
+	r.Liveness = nil
 }
 
 // TestScratchMessagesForgetTheirLastRecord checks that the snapshot

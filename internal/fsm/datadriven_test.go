@@ -456,23 +456,24 @@ func formatResult(r *fsmpb.Result) string {
 		fmt.Fprintf(&b, "  hold-ended %s s%d owner-key=%q token=%d\n", h.GetLock(), h.GetSessionId(), h.GetOwnerKey(), h.GetToken())
 	}
 	// What the leader's liveness tracker reads.
-	if o := r.GetSessionOpened(); o != nil {
+	lv := r.GetLiveness()
+	if o := lv.GetSessionOpened(); o != nil {
 		fmt.Fprintf(&b, "  session-opened %d ttl=%v", o.GetSessionId(), time.Duration(o.GetTtlNanos()))
 		if h := o.GetSecretHash(); len(h) > 0 {
 			fmt.Fprintf(&b, " secret-hash=%x…", h[:4])
 		}
 		b.WriteString("\n")
 	}
-	if id := r.GetSessionBlacklisted(); id != 0 {
+	if id := lv.GetSessionBlacklisted(); id != 0 {
 		fmt.Fprintf(&b, "  session-blacklisted %d\n", id)
 	}
-	if w := r.GetWaitQueued(); w != nil {
+	if w := lv.GetWaitQueued(); w != nil {
 		fmt.Fprintf(&b, "  wait-queued %s s%d seq=%d timeout=%v\n", w.GetLock(), w.GetSessionId(), w.GetAcquireSeq(), time.Duration(w.GetWaitTimeoutNanos()))
 	}
-	for _, h := range r.GetLimitedHoldsGranted() {
+	for _, h := range lv.GetLimitedHoldsGranted() {
 		fmt.Fprintf(&b, "  limited-hold-granted %s\n", formatLimitedHold(h))
 	}
-	if h := r.GetLimitedHoldReleased(); h != nil {
+	if h := lv.GetLimitedHoldReleased(); h != nil {
 		fmt.Fprintf(&b, "  limited-hold-released %s\n", formatLimitedHold(h))
 	}
 	return b.String()

@@ -231,7 +231,7 @@ func (m *Machine) lockFor(name string) *lock {
 
 // hold makes s (owner key, acquire seq) a holder of l, granted by this
 // entry: its token is the entry's index. A hold with a hold limit is
-// reported in limited_holds_granted. The pointer is valid until l.holders
+// reported in liveness.limited_holds_granted. The pointer is valid until l.holders
 // next changes.
 func (m *Machine) hold(a *apply, l *lock, s *session, ownerKey string, acquireSeq uint64, limit uint32, shared bool, holdLimit uint32) *holder {
 	m.changeLock(l)
@@ -252,7 +252,8 @@ func (m *Machine) hold(a *apply, l *lock, s *session, ownerKey string, acquireSe
 	l.leftOne()
 	h := &l.holders[len(l.holders)-1]
 	if holdLimit != 0 {
-		a.res.LimitedHoldsGranted = append(a.res.LimitedHoldsGranted, l.limitedHold(h))
+		lv := a.liveness()
+		lv.LimitedHoldsGranted = append(lv.LimitedHoldsGranted, l.limitedHold(h))
 	}
 	return h
 }
@@ -389,7 +390,7 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 	})
 	s.addWait(waitKey{name, a.seq})
 	if t := op.GetWaitTimeoutNanos(); t > 0 {
-		a.res.WaitQueued = &fsmpb.WaitQueued{SessionId: s.id, AcquireSeq: a.seq, Lock: name, WaitTimeoutNanos: t}
+		a.liveness().WaitQueued = &fsmpb.WaitQueued{SessionId: s.id, AcquireSeq: a.seq, Lock: name, WaitTimeoutNanos: t}
 	}
 	o := a.newOutcome()
 	o.Lock, o.Status, o.Holder = name, fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED, l.currentHolder()
@@ -511,11 +512,11 @@ func (m *Machine) release(a *apply, s *session, op *fsmpb.Release) {
 
 // endOwnHold ends h at its own session's request (a Release, or an
 // abandoned CancelWait, taking its last count): no one is told the hold
-// was lost, but a limited hold is reported in limited_hold_released so
-// the leader's tracker stops its clock.
+// was lost, but a limited hold is reported in
+// liveness.limited_hold_released so the leader's tracker stops its clock.
 func (m *Machine) endOwnHold(a *apply, l *lock, h *holder, how HoldEnd) {
 	if h.holdLimit != 0 {
-		a.res.LimitedHoldReleased = l.limitedHold(h)
+		a.liveness().LimitedHoldReleased = l.limitedHold(h)
 	}
 	m.endHold(a, l, h, how)
 }

@@ -107,6 +107,15 @@ func (a *apply) newOutcome() *fsmpb.AcquireOutcome {
 	return &fsmpb.AcquireOutcome{}
 }
 
+// liveness returns the result's report to the leader's liveness tracker,
+// made on first use: most entries have nothing to report, and no report.
+func (a *apply) liveness() *fsmpb.Liveness {
+	if a.res.Liveness == nil {
+		a.res.Liveness = &fsmpb.Liveness{}
+	}
+	return a.res.Liveness
+}
+
 // Apply applies cmd, the command of the log entry at index, and returns its
 // result. index must be above AppliedIndex (Apply panics otherwise: the log
 // is being applied out of order). Bad input never panics: the result carries
@@ -114,8 +123,7 @@ func (a *apply) newOutcome() *fsmpb.AcquireOutcome {
 //
 // The returned Result belongs to the caller. Its side-effect lists (grants,
 // waits_ended, sessions_ended, holds_ended) describe what the entry did to
-// other requests, in a deterministic order; session_opened,
-// session_blacklisted, wait_queued and the limited holds what it started or
+// other requests, in a deterministic order; its liveness what it started or
 // ended that the leader's liveness tracker times.
 func (m *Machine) Apply(index uint64, cmd *fsmpb.Command) *fsmpb.Result {
 	m.advance(index)

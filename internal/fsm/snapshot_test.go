@@ -45,18 +45,8 @@ func TestRestoreRefusesCorruptSnapshots(t *testing.T) {
 		{"cached side effects", func(s *fsmpb.Snapshot) {
 			s.Sessions[0].Results[0].Result.SessionsEnded = []uint64{2}
 		}},
-		{"cached session opened", func(s *fsmpb.Snapshot) {
-			s.Sessions[0].Results[0].Result.SessionOpened = &fsmpb.SessionOpened{SessionId: 9, TtlNanos: 1}
-		}},
-		{"cached session blacklisted", func(s *fsmpb.Snapshot) { s.Sessions[0].Results[0].Result.SessionBlacklisted = 2 }},
-		{"cached wait queued", func(s *fsmpb.Snapshot) {
-			s.Sessions[0].Results[0].Result.WaitQueued = &fsmpb.WaitQueued{SessionId: 1, AcquireSeq: 1, Lock: "x", WaitTimeoutNanos: 1}
-		}},
-		{"cached limited hold granted", func(s *fsmpb.Snapshot) {
-			s.Sessions[0].Results[0].Result.LimitedHoldsGranted = []*fsmpb.LimitedHold{{SessionId: 1, Lock: "x", Token: 3, HoldLimitNanos: 1e9}}
-		}},
-		{"cached limited hold released", func(s *fsmpb.Snapshot) {
-			s.Sessions[0].Results[0].Result.LimitedHoldReleased = &fsmpb.LimitedHold{SessionId: 1, Lock: "x", Token: 3, HoldLimitNanos: 1e9}
+		{"cached liveness", func(s *fsmpb.Snapshot) {
+			s.Sessions[0].Results[0].Result.Liveness = &fsmpb.Liveness{SessionBlacklisted: 2}
 		}},
 		{"session newer than the applied index", func(s *fsmpb.Snapshot) { s.AppliedIndex = 1 }},
 		{"an open nonce twice", func(s *fsmpb.Snapshot) { s.Sessions[0].OpenNonce, s.Sessions[1].OpenNonce = 7, 7 }},
@@ -117,8 +107,7 @@ func TestSnapshotFieldNumbers(t *testing.T) {
 		// 0: a field the exactly-once cache never keeps, so never written.
 		&fsmpb.Result{}: {"error": resultError, "message": resultMessage, "session_id": 0, "acquire": resultAcquire,
 			"acquire_many": resultAcquireMany, "grants": 0, "waits_ended": 0, "sessions_ended": 0, "remaining_count": resultRemaining,
-			"holds_ended": 0, "session_opened": 0, "session_blacklisted": 0, "wait_queued": 0, "limited_holds_granted": 0,
-			"limited_hold_released": 0},
+			"holds_ended": 0, "liveness": 0},
 		&fsmpb.AcquireOutcome{}: {"lock": outcomeLock, "status": outcomeStatus, "token": outcomeToken, "count": outcomeCount,
 			"holder": outcomeHolder, "position": outcomePosition},
 	} {

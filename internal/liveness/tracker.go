@@ -183,12 +183,13 @@ func (t *Tracker) Demote() {
 }
 
 // Applied follows the state machine through what each entry's result
-// reports (fsmpb.Result): sessions opened, blacklisted and ended, timed
-// waits queued and ended, limited holds granted and ended. It reads
-// nothing else, and is called in log order on the apply path. Only the
-// entry that did it reports it (a retry answered from the exactly-once
-// cache reports nothing); the checks for a known session or hold below
-// keep a deadline from moving all the same.
+// reports: in its liveness, the session opened or blacklisted, the timed
+// wait queued, the limited holds granted or released; in its side-effect
+// lists, the waits granted or ended, the holds and sessions ended. It
+// reads nothing else, and is called in log order on the apply path. Only
+// the entry that did it reports it (a retry answered from the
+// exactly-once cache reports nothing); the checks for a known session or
+// hold below keep a deadline from moving all the same.
 func (t *Tracker) Applied(res *fsmpb.Result) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -197,7 +198,8 @@ func (t *Tracker) Applied(res *fsmpb.Result) {
 	}
 	now := t.now()
 	changed := false
-	if o := res.GetSessionOpened(); o != nil && t.sessions[o.GetSessionId()] == nil {
+	lv := res.GetLiveness()
+	if o := lv.GetSessionOpened(); o != nil && t.sessions[o.GetSessionId()] == nil {
 		ttl := time.Duration(o.GetTtlNanos())
 		// The state machine applied it: the hash is well formed.
 		secret, _ := fsm.ParseSecretHash(o.GetSecretHash())
@@ -205,10 +207,10 @@ func (t *Tracker) Applied(res *fsmpb.Result) {
 		t.queueSession(o.GetSessionId(), now.Add(ttl))
 		changed = true
 	}
-	if id := res.GetSessionBlacklisted(); id != 0 && t.sessions[id] != nil {
+	if id := lv.GetSessionBlacklisted(); id != 0 && t.sessions[id] != nil {
 		t.sessions[id].blacklisted = true
 	}
-	if w := res.GetWaitQueued(); w != nil {
+	if w := lv.GetWaitQueued(); w != nil {
 		k := waitKey{w.GetLock(), w.GetSessionId(), w.GetAcquireSeq()}
 		at := now.Add(time.Duration(w.GetWaitTimeoutNanos()))
 		t.waits[k] = &wait{deadline: at}
@@ -218,10 +220,10 @@ func (t *Tracker) Applied(res *fsmpb.Result) {
 	for _, g := range res.GetGrants() {
 		delete(t.waits, waitKey{g.GetLock(), g.GetSessionId(), g.GetAcquireSeq()})
 	}
-	for _, h := range res.GetLimitedHoldsGranted() {
+	for _, h := range lv.GetLimitedHoldsGranted() {
 		changed = t.limitHold(holdKey{h.GetLock(), h.GetSessionId(), h.GetToken()}, time.Duration(h.GetHoldLimitNanos()), now) || changed
 	}
-	if h := res.GetLimitedHoldReleased(); h != nil {
+	if h := lv.GetLimitedHoldReleased(); h != nil {
 		delete(t.holds, holdKey{h.GetLock(), h.GetSessionId(), h.GetToken()})
 	}
 	for _, e := range res.GetHoldsEnded() {

@@ -96,7 +96,7 @@ func TestHoldLimits(t *testing.T) {
 	}
 	// The expiry applies: b is granted x, with its own limit from now.
 	res := apply(&fsmpb.Command{Op: &fsmpb.Command_ExpireHold{ExpireHold: &fsmpb.ExpireHold{Lock: "x", SessionId: a, Token: ta}}})
-	if lh := res.GetLimitedHoldsGranted(); len(res.GetGrants()) != 1 || len(lh) != 1 || lh[0].GetHoldLimitNanos() != int64(20*time.Second) {
+	if lh := res.GetLiveness().GetLimitedHoldsGranted(); len(res.GetGrants()) != 1 || len(lh) != 1 || lh[0].GetHoldLimitNanos() != int64(20*time.Second) {
 		t.Fatalf("expiry's grants: %v, limited holds %v", res.GetGrants(), lh)
 	}
 	tbx := res.GetGrants()[0].GetToken()
