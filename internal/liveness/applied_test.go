@@ -58,6 +58,20 @@ func (l *leading) at(d time.Duration) {
 	l.tr.FireDue(context.Background())
 }
 
+// expiresAt checks that the expiry of session id, the first, is proposed
+// at d after start and not a moment before.
+func (l *leading) expiresAt(id uint64, d time.Duration) {
+	l.t.Helper()
+	l.at(d - time.Nanosecond)
+	if len(l.p.expired) != 0 {
+		l.t.Fatalf("expired %v before %v", l.p.expired, d)
+	}
+	l.at(d)
+	if !slices.Equal(l.p.expired, []uint64{id}) {
+		l.t.Fatalf("at %v: expired %v, want [%d]", d, l.p.expired, id)
+	}
+}
+
 func openCmd(ttl time.Duration, nonce uint64) *fsmpb.Command {
 	return &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{
 		TtlNanos: int64(ttl), Owner: "o", Nonce: nonce}}}
@@ -99,14 +113,7 @@ func TestAppliedSessionOpened(t *testing.T) {
 	if left, _ := l.tr.Remaining(id); left != 3*time.Second {
 		t.Fatalf("after a retried open: %v left, want 3s (the deadline stays)", left)
 	}
-	l.at(6*time.Second - time.Nanosecond)
-	if len(l.p.expired) != 0 {
-		t.Fatalf("expired %v before its deadline", l.p.expired)
-	}
-	l.at(6 * time.Second)
-	if !slices.Equal(l.p.expired, []uint64{id}) {
-		t.Fatalf("at the deadline: expired %v, want [%d]", l.p.expired, id)
-	}
+	l.expiresAt(id, 6*time.Second)
 }
 
 // TestAppliedKeepalive: a keepalive moves the deadline to its arrival
@@ -132,14 +139,7 @@ func TestAppliedKeepalive(t *testing.T) {
 	if left, _ := l.tr.Remaining(id); left != 5*time.Second {
 		t.Fatalf("after keepalives at 2s and 1s: %v left at 2s, want 5s", left)
 	}
-	l.at(7*time.Second - time.Nanosecond)
-	if len(l.p.expired) != 0 {
-		t.Fatalf("expired %v before received+TTL", l.p.expired)
-	}
-	l.at(7 * time.Second)
-	if !slices.Equal(l.p.expired, []uint64{id}) {
-		t.Fatalf("at received+TTL: expired %v, want [%d]", l.p.expired, id)
-	}
+	l.expiresAt(id, 7*time.Second) // received+TTL
 
 	other := l.apply(openCmd(time.Minute, 0)).GetSessionId()
 	if err := l.tr.Check(other, nil); err != nil {
