@@ -231,8 +231,8 @@ func (m *Machine) lockFor(name string) *lock {
 
 // hold makes s (owner key, acquire seq) a holder of l, granted by this
 // entry: its token is the entry's index. A hold with a hold limit is
-// reported in liveness.limited_holds_granted. The pointer is valid until l.holders
-// next changes.
+// reported in liveness.limited_holds_granted. The pointer is valid until
+// l.holders next changes.
 func (m *Machine) hold(a *apply, l *lock, s *session, ownerKey string, acquireSeq uint64, limit uint32, shared bool, holdLimit uint32) *holder {
 	m.changeLock(l)
 	m.changeSession(s)
