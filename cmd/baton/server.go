@@ -16,7 +16,6 @@ import (
 	"github.com/batonlock/baton/embed"
 	"github.com/batonlock/baton/internal/gcfloor"
 	"github.com/batonlock/baton/internal/raftnode"
-	"github.com/batonlock/baton/internal/sysmon"
 )
 
 func runServer(args []string) int {
@@ -65,13 +64,6 @@ and --peer-ca-file encrypt and authenticate the traffic between members
 (--name) as CN or DNS name, and the peer CA should sign member
 certificates only, apart from the CA of the clients.
 
-Go's runtime: with more than one processor the member re-executes itself
-once at start with GODEBUG=schedtrace=2147483647 added, which keeps the
-runtime's monitor thread from being woken by every command after an idle
-moment (a fifth less CPU per command here; docs/BENCHMARKS.md). Besides
-the CPU it shows as a line starting "SCHED" on standard error once every
-24.8 days of machine uptime. GODEBUG=schedtrace=0 turns it off.
-
 Example, a 3-node cluster on one machine:
   baton server --name n1 --data-dir d1 --client-addr 127.0.0.1:7700 --peer-addr 127.0.0.1:7701 \
     --initial-cluster n1=127.0.0.1:7701,n2=127.0.0.1:7711,n3=127.0.0.1:7721
@@ -101,11 +93,6 @@ Flags:
 		return 2
 	}
 	lg := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	// Before anything is opened: the process may be replaced by itself
-	// with GODEBUG set for the runtime's monitor (internal/sysmon).
-	if err := sysmon.Reexec(); err != nil {
-		lg.Warn("could not re-execute with the runtime's monitor kept awake; going on without", "err", err)
-	}
 	cfg := embed.Config{
 		Name: *name, DataDir: *dataDir, ClientAddr: *clientAddr, PeerAddr: *peerAddr,
 		InitialCluster: *cluster, Join: *join, TickInterval: *tick, ElectionTicks: *electionTicks,
