@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/embed"
-	"github.com/batonlock/baton/internal/gcfloor"
 	"github.com/batonlock/baton/internal/raftnode"
 )
 
@@ -39,7 +38,7 @@ func runServer(args []string) int {
 	peerKey := fs.String("peer-key-file", "", "the peer certificate's key (PEM)")
 	peerCA := fs.String("peer-ca-file", "", "CA certificates (PEM) that sign the members' peer certificates (and nothing else: not the clients')")
 	operators := fs.String("operators", "", "comma-separated client certificate common names that alone may make operator calls (blacklist, cas-release, member add/promote/remove); needs --client-ca-file")
-	gcFloor := fs.Uint64("gc-floor-mib", 64, "let the Go heap grow to about this many MiB between collections while the live heap is smaller (0: Go's default, GOGC)")
+	removedFlag(fs, "gc-floor-mib", "the member runs Go's garbage collector with the runtime's own settings; set GOGC or GOMEMLIMIT in its environment instead (docs/OPERATIONS.md)")
 	handshake := fs.Duration("conn-handshake-timeout", d.ConnHandshakeTimeout, "time a new client connection has to show whether it speaks gRPC or HTTP (TLS handshake included; gRPC shows it with its first call) and an HTTP request to send its header; then the member closes it")
 	idle := fs.Duration("conn-idle-timeout", d.ConnIdleTimeout, "close an HTTP/1 keep-alive connection idle between requests, and a gRPC connection without a call, after this long")
 	maxSessions := fs.Int("max-sessions", d.MaxSessions, "live sessions the cluster's leader admits; an open over it gets RESOURCE_EXHAUSTED (TOO_MANY_SESSIONS)")
@@ -136,7 +135,6 @@ Flags:
 		fmt.Fprintf(os.Stderr, "baton server: %v\n", err)
 		return 1
 	}
-	defer gcfloor.Start(*gcFloor << 20)()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	select {
