@@ -1,5 +1,6 @@
 // Package archtest keeps the layout telling the architecture: each rule
-// bans a package from depending on another, with the reason (STYLE.md 1).
+// bans a package from depending on another, or the code from a call that
+// changes how the process runs, with the reason (STYLE.md 1).
 package archtest
 
 import (
