@@ -63,6 +63,9 @@ and --peer-ca-file encrypt and authenticate the traffic between members
 (--name) as CN or DNS name, and the peer CA should sign member
 certificates only, apart from the CA of the clients.
 
+Go's runtime runs as shipped; GOMAXPROCS (members sharing a machine),
+GOGC and GOMEMLIMIT in the environment tune it (docs/OPERATIONS.md).
+
 Example, a 3-node cluster on one machine:
   baton server --name n1 --data-dir d1 --client-addr 127.0.0.1:7700 --peer-addr 127.0.0.1:7701 \
     --initial-cluster n1=127.0.0.1:7701,n2=127.0.0.1:7711,n3=127.0.0.1:7721
