@@ -10,9 +10,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/batonlock/baton/internal/bench"
-	"github.com/batonlock/baton/internal/gcfloor"
 )
 
 // BenchmarkCycle runs the own/64 workload of `baton bench` (each of 64
@@ -25,10 +22,6 @@ import (
 func BenchmarkCycle(b *testing.B) {
 	for _, members := range []int{1, 3} {
 		b.Run(fmt.Sprintf("members=%d", members), func(b *testing.B) {
-			// Each member and the load generator of `baton bench` let
-			// their heap grow to 64 MiB before collecting; here the four
-			// share one heap.
-			b.Cleanup(gcfloor.Start(4 * bench.GCFloor))
 			c := startCluster(b, members)
 			c.leader()
 			cl := dial(b, c.addrs(0))
