@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/embed/embedtest"
-	"github.com/batonlock/baton/internal/bench"
-	"github.com/batonlock/baton/internal/gcfloor"
 )
 
 // BenchmarkCycle runs the own/64 workload of `baton bench` (each of 64
@@ -26,10 +24,6 @@ import (
 func BenchmarkCycle(b *testing.B) {
 	for _, members := range []int{1, 3} {
 		b.Run(fmt.Sprintf("members=%d", members), func(b *testing.B) {
-			// Each member and the load generator of `baton bench` let
-			// their heap grow to 64 MiB before collecting; here the four
-			// share one heap.
-			b.Cleanup(gcfloor.Start(4 * bench.GCFloor))
 			c := embedtest.New(b, members)
 			c.WaitLeader()
 			cl := dial(b, c.Endpoints(0))

@@ -28,7 +28,7 @@ type fanout struct {
 }
 
 func (f *fanout) Applied(_ uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
-	f.tracker.Applied(cmd, res)
+	f.tracker.Applied(res)
 	if s := f.api.Load(); s != nil {
 		s.Deliver(cmd, res)
 	}

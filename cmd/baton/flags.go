@@ -38,6 +38,16 @@ func applyEnv(fs *flag.FlagSet) error {
 	return err
 }
 
+// removedFlag registers a flag that an earlier release had and this one
+// does not: given on the command line or as its BATON_* variable, it fails
+// the parse with why it went and what to use instead, rather than being
+// refused as unknown or, from the environment, silently ignored.
+func removedFlag(fs *flag.FlagSet, name, instead string) {
+	fs.Func(name, "removed: "+instead, func(string) error {
+		return fmt.Errorf("--%s was removed: %s", name, instead)
+	})
+}
+
 // byteSize is a flag of a number of bytes: an integer with an optional
 // unit (B, KB, MB, GB, TB in powers of 1000; KiB, MiB, GiB, TiB in powers
 // of 1024; any case), or "auto" (embed.MinFreeDiskAuto, -1).

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/batonlock/baton/embed"
@@ -46,4 +48,50 @@ func TestByteSize(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A removed flag fails `baton server` with the reason and what to use
+// instead, from the command line and from its BATON_* variable (which an
+// unknown flag's variable would not: applyEnv reads only the flags it
+// knows). The extra argument keeps the server from starting if the flag
+// were accepted.
+func TestRemovedServerFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  string
+		args []string
+	}{
+		{"flag", "", []string{"--gc-floor-mib", "64", "unexpected"}},
+		{"environment", "64", []string{"unexpected"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("BATON_GC_FLOOR_MIB", tc.env)
+			}
+			var code int
+			out := captureStderr(t, func() { code = runServer(tc.args) })
+			if code != 2 || !strings.Contains(out, "--gc-floor-mib was removed: ") || !strings.Contains(out, "GOGC") {
+				t.Errorf("runServer(%q) = %d, printed\n%s\nwant 2 and why --gc-floor-mib was removed", tc.args, code, out)
+			}
+		})
+	}
+}
+
+// captureStderr returns what f writes to os.Stderr.
+func captureStderr(t *testing.T, f func()) string {
+	t.Helper()
+	file, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	saved := os.Stderr
+	os.Stderr = file
+	defer func() { os.Stderr = saved }()
+	f()
+	out, err := os.ReadFile(file.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
 }

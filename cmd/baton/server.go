@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/embed"
-	"github.com/batonlock/baton/internal/gcfloor"
-	"github.com/batonlock/baton/internal/sysmon"
 )
 
 func runServer(args []string) int {
@@ -39,7 +37,7 @@ func runServer(args []string) int {
 	peerKey := fs.String("peer-key-file", "", "the peer certificate's key (PEM)")
 	peerCA := fs.String("peer-ca-file", "", "CA certificates (PEM) that sign the members' peer certificates (and nothing else: not the clients')")
 	operators := fs.String("operators", "", "comma-separated client certificate common names that alone may make operator calls (blacklist, cas-release, member add/promote/remove); needs --client-ca-file")
-	gcFloor := fs.Uint64("gc-floor-mib", 64, "let the Go heap grow to about this many MiB between collections while the live heap is smaller (0: Go's default, GOGC)")
+	removedFlag(fs, "gc-floor-mib", "the member runs Go's garbage collector with the runtime's own settings; set GOGC or GOMEMLIMIT in its environment instead (docs/OPERATIONS.md)")
 	handshake := fs.Duration("conn-handshake-timeout", d.ConnHandshakeTimeout, "time a new client connection has to show whether it speaks gRPC or HTTP (TLS handshake included; gRPC shows it with its first call) and an HTTP request to send its header; then the member closes it")
 	idle := fs.Duration("conn-idle-timeout", d.ConnIdleTimeout, "close an HTTP/1 keep-alive connection idle between requests, and a gRPC connection without a call, after this long")
 	maxSessions := fs.Int("max-sessions", d.MaxSessions, "live sessions the cluster's leader admits; an open over it gets RESOURCE_EXHAUSTED (TOO_MANY_SESSIONS)")
@@ -64,12 +62,8 @@ and --peer-ca-file encrypt and authenticate the traffic between members
 (--name) as CN or DNS name, and the peer CA should sign member
 certificates only, apart from the CA of the clients.
 
-Go's runtime: with more than one processor the member re-executes itself
-once at start with GODEBUG=schedtrace=2147483647 added, which keeps the
-runtime's monitor thread from being woken by every command after an idle
-moment (a fifth less CPU per command here; docs/BENCHMARKS.md). Besides
-the CPU it shows as a line starting "SCHED" on standard error once every
-24.8 days of machine uptime. GODEBUG=schedtrace=0 turns it off.
+Go's runtime runs as shipped; GOMAXPROCS (members sharing a machine),
+GOGC and GOMEMLIMIT in the environment tune it (docs/OPERATIONS.md).
 
 Example, a 3-node cluster on one machine:
   baton server --name n1 --data-dir d1 --client-addr 127.0.0.1:7700 --peer-addr 127.0.0.1:7701 \
@@ -100,11 +94,6 @@ Flags:
 		return 2
 	}
 	lg := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	// Before anything is opened: the process may be replaced by itself
-	// with GODEBUG set for the runtime's monitor (internal/sysmon).
-	if err := sysmon.Reexec(); err != nil {
-		lg.Warn("could not re-execute with the runtime's monitor kept awake; going on without", "err", err)
-	}
 	cfg := embed.Config{
 		Name: *name, DataDir: *dataDir, ClientAddr: *clientAddr, PeerAddr: *peerAddr,
 		InitialCluster: *cluster, Join: *join, TickInterval: *tick, ElectionTicks: *electionTicks,
@@ -148,7 +137,6 @@ Flags:
 		fmt.Fprintf(os.Stderr, "baton server: %v\n", err)
 		return 1
 	}
-	defer gcfloor.Start(*gcFloor << 20)()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	select {

@@ -1,6 +1,7 @@
 // Package archtest keeps the layout telling the architecture: each rule
-// bans a package from depending on another, or from naming more of a
-// package it imports than it should, with the reason (STYLE.md 1).
+// bans a package from depending on another, from naming more of a package
+// it imports than it should, or the code from a call that changes how the
+// process runs, each with its reason (STYLE.md 1).
 package archtest
 
 import (

@@ -16,8 +16,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/batonlock/baton/internal/gcfloor"
 )
 
 // Locker is one worker's connection to a lock system.
@@ -113,10 +111,6 @@ type Report struct {
 	LocksPerCycle float64 `json:"locks_per_cycle"`
 }
 
-// GCFloor is the heap size, in bytes, below which Run keeps the Go
-// collector from running (gcfloor.Start): a member's default.
-const GCFloor = 64 << 20
-
 type worker struct {
 	acq, rel []time.Duration
 	cycles   uint64
@@ -136,18 +130,13 @@ const (
 	maxErrorPause = 100 * time.Millisecond
 )
 
-// Run runs cfg against the system that factory connects to.
-//
-// For the run it lets the load generator's heap grow to GCFloor between
-// collections (see gcfloor), as a Baton member does: the generator shares
-// the machine's cores with the servers it measures, and with a heap of a
-// few megabytes Go collects hundreds of times a second. Every system's
-// workload runs through Run, so they all get the same.
+// Run runs cfg against the system that factory connects to. It leaves
+// the Go runtime's settings as the process has them: a benchmark measures
+// the runtime as shipped.
 func Run(ctx context.Context, cfg Config, factory Factory) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	defer gcfloor.Start(GCFloor)()
 	lockers := make([]Locker, cfg.Workers)
 	for i := range lockers {
 		l, err := factory(ctx, i)

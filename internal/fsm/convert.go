@@ -172,9 +172,10 @@ func (s *session) toProto() *fsmpb.Session {
 }
 
 // cacheResult returns the exactly-once cache's copy of res, the result of
-// seq: all but the side-effect lists, which concern other requests, and
-// session_id, which no deduplicated command sets. It shares res's strings
-// (they are immutable) and nothing else.
+// seq: all but the side-effect lists, which concern other requests, the
+// report to the leader's tracker (liveness), which only the entry that did
+// it makes, and session_id, which no deduplicated command sets. It shares
+// res's strings (they are immutable) and nothing else.
 func cacheResult(seq uint64, res *fsmpb.Result) cachedResult {
 	c := cachedResult{
 		seq:       seq,

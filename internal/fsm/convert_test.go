@@ -57,11 +57,11 @@ func scalar(fd protoreflect.FieldDescriptor) protoreflect.Value {
 // TestConversionsKeepEveryField fails when a field added to the proto is
 // not carried by the compact records and their conversions.
 func TestConversionsKeepEveryField(t *testing.T) {
-	// A cached result keeps everything but the side effects and the
-	// session id, which no cached command has.
+	// A cached result keeps everything but the side effects, the
+	// tracker's reports and the session id, which no cached command has.
 	r := &fsmpb.Result{}
 	fillAll(r.ProtoReflect())
-	r.Grants, r.WaitsEnded, r.SessionsEnded, r.HoldsEnded, r.SessionId = nil, nil, nil, nil, 0
+	clearUncached(r)
 	c := cacheResult(9, r)
 	if got := c.toProto(nil); !proto.Equal(got, r) {
 		t.Errorf("cached result lost fields:\n got %v\nwant %v", got, r)
@@ -103,9 +103,7 @@ func TestConversionsKeepEveryField(t *testing.T) {
 
 	sp := &fsmpb.Session{}
 	fillAll(sp.ProtoReflect())
-	sp.Results[0].Result.Grants, sp.Results[0].Result.WaitsEnded = nil, nil
-	sp.Results[0].Result.SessionsEnded, sp.Results[0].Result.SessionId = nil, 0
-	sp.Results[0].Result.HoldsEnded = nil
+	clearUncached(sp.Results[0].Result)
 	sp.TtlNanos, sp.Id, sp.MinUnackedSeq, sp.Holds = int64(rules.DefaultTTL), 7, 7, 0
 	m := New()
 	m.applied = 100
@@ -117,6 +115,13 @@ func TestConversionsKeepEveryField(t *testing.T) {
 	if !proto.Equal(got, sp) {
 		t.Errorf("session lost fields:\n got %v\nwant %v", got, sp)
 	}
+}
+
+// clearUncached clears the fields of r that the exactly-once cache never
+// keeps (cacheResult).
+func clearUncached(r *fsmpb.Result) {
+	r.Grants, r.WaitsEnded, r.SessionsEnded, r.HoldsEnded, r.SessionId = nil, nil, nil, nil, 0
+	r.Liveness = nil
 }
 
 // TestScratchMessagesForgetTheirLastRecord checks that the snapshot

@@ -443,7 +443,7 @@ func formatResult(r *fsmpb.Result) string {
 		fmt.Fprintf(&b, "  remaining %d\n", r.GetRemainingCount())
 	}
 	for _, g := range r.GetGrants() {
-		fmt.Fprintf(&b, "  grant %s to s%d seq=%d token=%d%s\n", g.GetLock(), g.GetSessionId(), g.GetAcquireSeq(), g.GetToken(), holdLimitMark(g.GetHoldLimitNanos()))
+		fmt.Fprintf(&b, "  grant %s to s%d seq=%d token=%d\n", g.GetLock(), g.GetSessionId(), g.GetAcquireSeq(), g.GetToken())
 	}
 	for _, w := range r.GetWaitsEnded() {
 		fmt.Fprintf(&b, "  wait-ended %s s%d seq=%d %s\n", w.GetLock(), w.GetSessionId(), w.GetAcquireSeq(),
@@ -455,7 +455,32 @@ func formatResult(r *fsmpb.Result) string {
 	for _, h := range r.GetHoldsEnded() {
 		fmt.Fprintf(&b, "  hold-ended %s s%d owner-key=%q token=%d\n", h.GetLock(), h.GetSessionId(), h.GetOwnerKey(), h.GetToken())
 	}
+	// What the leader's liveness tracker reads.
+	lv := r.GetLiveness()
+	if o := lv.GetSessionOpened(); o != nil {
+		fmt.Fprintf(&b, "  session-opened %d ttl=%v", o.GetSessionId(), time.Duration(o.GetTtlNanos()))
+		if h := o.GetSecretHash(); len(h) > 0 {
+			fmt.Fprintf(&b, " secret-hash=%x…", h[:4])
+		}
+		b.WriteString("\n")
+	}
+	if id := lv.GetSessionBlacklisted(); id != 0 {
+		fmt.Fprintf(&b, "  session-blacklisted %d\n", id)
+	}
+	if w := lv.GetWaitQueued(); w != nil {
+		fmt.Fprintf(&b, "  wait-queued %s s%d seq=%d timeout=%v\n", w.GetLock(), w.GetSessionId(), w.GetAcquireSeq(), time.Duration(w.GetWaitTimeoutNanos()))
+	}
+	for _, h := range lv.GetLimitedHoldsGranted() {
+		fmt.Fprintf(&b, "  limited-hold-granted %s\n", formatLimitedHold(h))
+	}
+	if h := lv.GetLimitedHoldReleased(); h != nil {
+		fmt.Fprintf(&b, "  limited-hold-released %s\n", formatLimitedHold(h))
+	}
 	return b.String()
+}
+
+func formatLimitedHold(h *fsmpb.LimitedHold) string {
+	return fmt.Sprintf("%s s%d token=%d%s", h.GetLock(), h.GetSessionId(), h.GetToken(), holdLimitMark(h.GetHoldLimitNanos()))
 }
 
 func formatOutcome(o *fsmpb.AcquireOutcome) string {

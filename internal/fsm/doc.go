@@ -28,8 +28,9 @@
 // the results of the sequences at or above it. A seq below min_unacked_seq is
 // refused as ERROR_STALE_SEQUENCE; a seq with a cached result gets a copy of
 // that result and has no effect; otherwise the command is applied and its
-// result (without the side-effect lists grants, waits_ended and
-// sessions_ended) is cached. At most MaxPending results are kept per session:
+// result (without the side-effect lists grants, waits_ended, sessions_ended
+// and holds_ended, nor what it reports to the leader's liveness tracker) is
+// cached. At most MaxPending results are kept per session:
 // a new command that would need a further slot is refused with
 // ERROR_TOO_MANY_PENDING before it is applied. The cached result of a queued
 // Acquire is updated in place when the waiter is granted or leaves the queue,

@@ -230,7 +230,8 @@ func (m *Machine) lockFor(name string) *lock {
 }
 
 // hold makes s (owner key, acquire seq) a holder of l, granted by this
-// entry: its token is the entry's index. The pointer is valid until
+// entry: its token is the entry's index. A hold with a hold limit is
+// reported in liveness.limited_holds_granted. The pointer is valid until
 // l.holders next changes.
 func (m *Machine) hold(a *apply, l *lock, s *session, ownerKey string, acquireSeq uint64, limit uint32, shared bool, holdLimit uint32) *holder {
 	m.changeLock(l)
@@ -249,7 +250,18 @@ func (m *Machine) hold(a *apply, l *lock, s *session, ownerKey string, acquireSe
 		holdLimit:  holdLimit,
 	})
 	l.leftOne()
-	return &l.holders[len(l.holders)-1]
+	h := &l.holders[len(l.holders)-1]
+	if holdLimit != 0 {
+		lv := a.liveness()
+		lv.LimitedHoldsGranted = append(lv.LimitedHoldsGranted, l.limitedHold(h))
+	}
+	return h
+}
+
+// limitedHold describes h, a hold of l with a hold limit, for the leader's
+// liveness tracker.
+func (l *lock) limitedHold(h *holder) *fsmpb.LimitedHold {
+	return &fsmpb.LimitedHold{SessionId: h.s.id, Lock: l.name, Token: h.token, HoldLimitNanos: int64(msDuration(h.holdLimit))}
 }
 
 // grantWaiters grants l to waiters from the head of its queue while the head
@@ -266,11 +278,10 @@ func (m *Machine) grantWaiters(a *apply, l *lock) {
 		m.hold(a, l, s, w.ownerKey, w.acquireSeq, uint32(w.limit), w.shared, w.holdLimit)
 		s.granted(w.acquireSeq, l.name, a.index) // s changed in hold
 		a.res.Grants = append(a.res.Grants, &fsmpb.Grant{
-			SessionId:      s.id,
-			AcquireSeq:     w.acquireSeq,
-			Lock:           l.name,
-			Token:          a.index,
-			HoldLimitNanos: int64(w.holdLimit) * int64(time.Millisecond),
+			SessionId:  s.id,
+			AcquireSeq: w.acquireSeq,
+			Lock:       l.name,
+			Token:      a.index,
 		})
 	}
 	if len(l.holders) == 0 && len(l.waiters()) == 0 {
@@ -378,6 +389,9 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 		holdLimit:  holdLimit,
 	})
 	s.addWait(waitKey{name, a.seq})
+	if t := op.GetWaitTimeoutNanos(); t > 0 {
+		a.liveness().WaitQueued = &fsmpb.WaitQueued{SessionId: s.id, AcquireSeq: a.seq, Lock: name, WaitTimeoutNanos: t}
+	}
 	o := a.newOutcome()
 	o.Lock, o.Status, o.Holder = name, fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED, l.currentHolder()
 	o.Position = uint32(len(l.waiters()))
@@ -493,7 +507,18 @@ func (m *Machine) release(a *apply, s *session, op *fsmpb.Release) {
 	if h.count > 0 {
 		return
 	}
-	m.endHold(a, l, h, EndReleased)
+	m.endOwnHold(a, l, h, EndReleased)
+}
+
+// endOwnHold ends h at its own session's request (a Release, or an
+// abandoned CancelWait, taking its last count): no one is told the hold
+// was lost, but a limited hold is reported in
+// liveness.limited_hold_released so the leader's tracker stops its clock.
+func (m *Machine) endOwnHold(a *apply, l *lock, h *holder, how HoldEnd) {
+	if h.holdLimit != 0 {
+		a.liveness().LimitedHoldReleased = l.limitedHold(h)
+	}
+	m.endHold(a, l, h, how)
 }
 
 // endHold removes the holder record h from l, records how it ended
@@ -718,7 +743,7 @@ func (m *Machine) releaseAbandoned(a *apply, ws *session, name string, seq uint6
 	h.count--
 	a.res.RemainingCount = h.count
 	if h.count == 0 {
-		m.endHold(a, l, h, EndAbandoned)
+		m.endOwnHold(a, l, h, EndAbandoned)
 	}
 	m.changeSession(ws)
 	ws.abandoned(seq, name)

@@ -107,36 +107,48 @@ func (a *apply) newOutcome() *fsmpb.AcquireOutcome {
 	return &fsmpb.AcquireOutcome{}
 }
 
+// liveness returns the result's report to the leader's liveness tracker,
+// made on first use: most entries have nothing to report, and no report.
+func (a *apply) liveness() *fsmpb.Liveness {
+	if a.res.Liveness == nil {
+		a.res.Liveness = &fsmpb.Liveness{}
+	}
+	return a.res.Liveness
+}
+
 // Apply applies cmd, the command of the log entry at index, and returns its
 // result. index must be above AppliedIndex (Apply panics otherwise: the log
 // is being applied out of order). Bad input never panics: the result carries
 // the error, and nothing but the applied index changes.
 //
 // The returned Result belongs to the caller. Its side-effect lists (grants,
-// waits_ended, sessions_ended) describe what the entry did to other requests,
-// in a deterministic order.
+// waits_ended, sessions_ended, holds_ended) describe what the entry did to
+// other requests, in a deterministic order; its liveness what it started or
+// ended that the leader's liveness tracker times.
 func (m *Machine) Apply(index uint64, cmd *fsmpb.Command) *fsmpb.Result {
 	m.advance(index)
 	if cmd == nil || cmd.GetOp() == nil {
 		return failf(fsmpb.Error_ERROR_INVALID_ARGUMENT, "command has no operation")
 	}
 	a := &apply{index: index, wall: cmd.GetWallTimeUnixNano(), seq: cmd.GetSeq()}
-	if _, ok := cmd.GetOp().(*fsmpb.Command_Acquire); ok {
+	switch op := cmd.GetOp().(type) {
+	case *fsmpb.Command_Acquire:
 		r := &struct {
 			res fsmpb.Result
 			out fsmpb.AcquireOutcome
 		}{}
 		a.res, a.outcome = &r.res, &r.out
-	} else {
-		a.res = &fsmpb.Result{}
-	}
-	if op, ok := cmd.GetOp().(*fsmpb.Command_OpenSession); ok {
+	case *fsmpb.Command_OpenSession:
 		// Not deduplicated: the session does not exist yet.
 		if err := m.authorize(cmd, nil); err != nil {
 			return failf(err.Code, "%s", err.Msg)
 		}
-		m.openSession(a, op.OpenSession, cmd.GetPrincipal())
+		r := &opened{}
+		a.res = &r.res
+		m.openSession(a, r, op.OpenSession, cmd.GetPrincipal())
 		return a.res
+	default:
+		a.res = &fsmpb.Result{}
 	}
 
 	var s *session

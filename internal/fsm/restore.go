@@ -445,7 +445,8 @@ func (m *Machine) loadSession(p *fsmpb.Session, prev uint64) error {
 		}
 		// The cache never keeps these (see cacheResult), so it could not
 		// give them back.
-		if r.GetSessionId() != 0 || len(r.GetGrants())+len(r.GetWaitsEnded())+len(r.GetSessionsEnded())+len(r.GetHoldsEnded()) > 0 {
+		if r.GetSessionId() != 0 || len(r.GetGrants())+len(r.GetWaitsEnded())+len(r.GetSessionsEnded())+len(r.GetHoldsEnded()) > 0 ||
+			r.GetLiveness() != nil {
 			return fmt.Errorf("session %d: cached result %d (seq %d) has a session id or side effects", id, i, c.GetSeq())
 		}
 		cr := cacheResult(c.GetSeq(), r)

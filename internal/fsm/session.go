@@ -351,7 +351,16 @@ func (s *session) dropWait(k waitKey) {
 // load is what MaxHoldsPerSession bounds.
 func (s *session) load() int { return s.numHolds() + len(s.waits) }
 
-func (m *Machine) openSession(a *apply, op *fsmpb.OpenSession, principal string) {
+// opened is an OpenSession's result with room for what it reports to the
+// tracker (liveness.session_opened), so that an open stays one allocation.
+type opened struct {
+	res    fsmpb.Result
+	lv     fsmpb.Liveness
+	report fsmpb.SessionOpened
+	hash   SecretHash // report's secret_hash: the result's own copy
+}
+
+func (m *Machine) openSession(a *apply, r *opened, op *fsmpb.OpenSession, principal string) {
 	ttl := time.Duration(op.GetTtlNanos())
 	if ttl == 0 {
 		ttl = rules.DefaultTTL
@@ -386,6 +395,10 @@ func (m *Machine) openSession(a *apply, op *fsmpb.OpenSession, principal string)
 	m.addSession(s)
 	m.noteNonce(s, op.GetNonce())
 	a.res.SessionId = s.id
+	r.hash = s.secretHash
+	r.report = fsmpb.SessionOpened{SessionId: s.id, TtlNanos: s.ttl, SecretHash: r.hash.Bytes()}
+	r.lv.SessionOpened = &r.report
+	a.res.Liveness = &r.lv
 }
 
 // addSession and dropSession add and remove a live session in the
@@ -473,6 +486,7 @@ func (m *Machine) blacklistSession(a *apply, op *fsmpb.BlacklistSession) {
 	}
 	m.changeSession(s)
 	s.blacklisted = true
+	a.liveness().SessionBlacklisted = s.id
 	m.dropWaits(a, s, fsmpb.Error_ERROR_BLACKLISTED)
 }
 

@@ -45,6 +45,9 @@ func TestRestoreRefusesCorruptSnapshots(t *testing.T) {
 		{"cached side effects", func(s *fsmpb.Snapshot) {
 			s.Sessions[0].Results[0].Result.SessionsEnded = []uint64{2}
 		}},
+		{"cached liveness", func(s *fsmpb.Snapshot) {
+			s.Sessions[0].Results[0].Result.Liveness = &fsmpb.Liveness{SessionBlacklisted: 2}
+		}},
 		{"session newer than the applied index", func(s *fsmpb.Snapshot) { s.AppliedIndex = 1 }},
 		{"an open nonce twice", func(s *fsmpb.Snapshot) { s.Sessions[0].OpenNonce, s.Sessions[1].OpenNonce = 7, 7 }},
 	}
@@ -104,7 +107,7 @@ func TestSnapshotFieldNumbers(t *testing.T) {
 		// 0: a field the exactly-once cache never keeps, so never written.
 		&fsmpb.Result{}: {"error": resultError, "message": resultMessage, "session_id": 0, "acquire": resultAcquire,
 			"acquire_many": resultAcquireMany, "grants": 0, "waits_ended": 0, "sessions_ended": 0, "remaining_count": resultRemaining,
-			"holds_ended": 0},
+			"holds_ended": 0, "liveness": 0},
 		&fsmpb.AcquireOutcome{}: {"lock": outcomeLock, "status": outcomeStatus, "token": outcomeToken, "count": outcomeCount,
 			"holder": outcomeHolder, "position": outcomePosition},
 	} {

@@ -182,9 +182,15 @@ func (t *Tracker) Demote() {
 	t.queue = nil
 }
 
-// Applied follows the state machine: sessions and timed waits come and go.
-// It is called in log order on the apply path.
-func (t *Tracker) Applied(cmd *fsmpb.Command, res *fsmpb.Result) {
+// Applied follows the state machine through what each entry's result
+// reports: in its liveness, the session opened or blacklisted, the timed
+// wait queued, the limited holds granted or released; in its side-effect
+// lists, the waits granted or ended, the holds and sessions ended. It
+// reads nothing else, and is called in log order on the apply path. Only
+// the entry that did it reports it (a retry answered from the
+// exactly-once cache reports nothing); the checks for a known session or
+// hold below keep a deadline from moving all the same.
+func (t *Tracker) Applied(res *fsmpb.Result) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.leader {
@@ -192,58 +198,33 @@ func (t *Tracker) Applied(cmd *fsmpb.Command, res *fsmpb.Result) {
 	}
 	now := t.now()
 	changed := false
-	if res.GetError() == fsmpb.Error_ERROR_NONE {
-		switch op := cmd.GetOp().(type) {
-		case *fsmpb.Command_OpenSession:
-			ttl := time.Duration(op.OpenSession.GetTtlNanos())
-			id := res.GetSessionId()
-			if t.sessions[id] == nil {
-				// The state machine applied it: the hash is well formed.
-				secret, _ := fsm.ParseSecretHash(op.OpenSession.GetSecretHash())
-				t.sessions[id] = &session{ttl: ttl, deadline: now.Add(ttl), secret: secret}
-				t.queueSession(id, now.Add(ttl))
-				changed = true
-			}
-			// Otherwise a retried open (its nonce) answered a live
-			// session: nothing changes. The client counts that session's
-			// deadline from its first attempt's send, before any apply.
-		case *fsmpb.Command_BlacklistSession:
-			if s := t.sessions[op.BlacklistSession.GetSessionId()]; s != nil {
-				s.blacklisted = true
-			}
-		case *fsmpb.Command_Acquire:
-			a := res.GetAcquire()
-			if a.GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED && op.Acquire.GetWaitTimeoutNanos() > 0 {
-				k := waitKey{a.GetLock(), cmd.GetSessionId(), cmd.GetSeq()}
-				at := now.Add(time.Duration(op.Acquire.GetWaitTimeoutNanos()))
-				t.waits[k] = &wait{deadline: at}
-				t.queueWait(k, at)
-				changed = true
-			}
-			if a.GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED && op.Acquire.GetHoldLimitNanos() > 0 {
-				changed = t.limitHold(holdKey{a.GetLock(), cmd.GetSessionId(), a.GetToken()},
-					time.Duration(op.Acquire.GetHoldLimitNanos()), now) || changed
-			}
-		case *fsmpb.Command_AcquireMany:
-			if d := op.AcquireMany.GetHoldLimitNanos(); d > 0 {
-				for _, a := range res.GetAcquireMany() {
-					if a.GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
-						changed = t.limitHold(holdKey{a.GetLock(), cmd.GetSessionId(), a.GetToken()}, time.Duration(d), now) || changed
-					}
-				}
-			}
-		case *fsmpb.Command_Release:
-			if res.GetRemainingCount() == 0 {
-				delete(t.holds, holdKey{op.Release.GetLock(), cmd.GetSessionId(), op.Release.GetToken()})
-			}
-		}
+	lv := res.GetLiveness()
+	if o := lv.GetSessionOpened(); o != nil && t.sessions[o.GetSessionId()] == nil {
+		ttl := time.Duration(o.GetTtlNanos())
+		// The state machine applied it: the hash is well formed.
+		secret, _ := fsm.ParseSecretHash(o.GetSecretHash())
+		t.sessions[o.GetSessionId()] = &session{ttl: ttl, deadline: now.Add(ttl), secret: secret}
+		t.queueSession(o.GetSessionId(), now.Add(ttl))
+		changed = true
+	}
+	if id := lv.GetSessionBlacklisted(); id != 0 && t.sessions[id] != nil {
+		t.sessions[id].blacklisted = true
+	}
+	if w := lv.GetWaitQueued(); w != nil {
+		k := waitKey{w.GetLock(), w.GetSessionId(), w.GetAcquireSeq()}
+		at := now.Add(time.Duration(w.GetWaitTimeoutNanos()))
+		t.waits[k] = &wait{deadline: at}
+		t.queueWait(k, at)
+		changed = true
 	}
 	for _, g := range res.GetGrants() {
 		delete(t.waits, waitKey{g.GetLock(), g.GetSessionId(), g.GetAcquireSeq()})
-		if g.GetHoldLimitNanos() > 0 {
-			changed = t.limitHold(holdKey{g.GetLock(), g.GetSessionId(), g.GetToken()},
-				time.Duration(g.GetHoldLimitNanos()), now) || changed
-		}
+	}
+	for _, h := range lv.GetLimitedHoldsGranted() {
+		changed = t.limitHold(holdKey{h.GetLock(), h.GetSessionId(), h.GetToken()}, time.Duration(h.GetHoldLimitNanos()), now) || changed
+	}
+	if h := lv.GetLimitedHoldReleased(); h != nil {
+		delete(t.holds, holdKey{h.GetLock(), h.GetSessionId(), h.GetToken()})
 	}
 	for _, e := range res.GetHoldsEnded() {
 		delete(t.holds, holdKey{e.GetLock(), e.GetSessionId(), e.GetToken()})
@@ -267,8 +248,7 @@ func (t *Tracker) Applied(cmd *fsmpb.Command, res *fsmpb.Result) {
 }
 
 // limitHold starts the hold limit of a hold just granted, unless it is
-// known already (a retried acquire answered from the log's cache must not
-// extend it). It reports whether it queued a deadline.
+// known already. It reports whether it queued a deadline.
 func (t *Tracker) limitHold(k holdKey, limit time.Duration, now time.Time) bool {
 	if _, ok := t.holds[k]; ok {
 		return false

@@ -16,6 +16,7 @@ import (
 type recProposer struct {
 	expired []uint64
 	holds   []string // "lock/session/token" of each ExpireHold
+	cancels []string // "lock/session/seq" of each CancelWait
 	fail    bool
 }
 
@@ -27,7 +28,10 @@ func (p *recProposer) ExpireSession(_ context.Context, id uint64) error {
 	return nil
 }
 
-func (p *recProposer) CancelWait(context.Context, string, uint64, uint64) error { return nil }
+func (p *recProposer) CancelWait(_ context.Context, lock string, session, seq uint64) error {
+	p.cancels = append(p.cancels, lock+"/"+strconv.FormatUint(session, 10)+"/"+strconv.FormatUint(seq, 10))
+	return nil
+}
 
 func (p *recProposer) ExpireHold(_ context.Context, lock string, session, token uint64) error {
 	p.holds = append(p.holds, lock+"/"+strconv.FormatUint(session, 10)+"/"+strconv.FormatUint(token, 10))
@@ -51,7 +55,7 @@ func TestHoldLimits(t *testing.T) {
 		if err := fsm.ErrorOf(res); err != nil {
 			t.Fatalf("%v: %v", cmd, err)
 		}
-		tr.Applied(cmd, res)
+		tr.Applied(res)
 		return res
 	}
 	open := func() uint64 {
@@ -92,8 +96,8 @@ func TestHoldLimits(t *testing.T) {
 	}
 	// The expiry applies: b is granted x, with its own limit from now.
 	res := apply(&fsmpb.Command{Op: &fsmpb.Command_ExpireHold{ExpireHold: &fsmpb.ExpireHold{Lock: "x", SessionId: a, Token: ta}}})
-	if len(res.GetGrants()) != 1 || res.GetGrants()[0].GetHoldLimitNanos() != int64(20*time.Second) {
-		t.Fatalf("expiry's grants: %v", res.GetGrants())
+	if lh := res.GetLiveness().GetLimitedHoldsGranted(); len(res.GetGrants()) != 1 || len(lh) != 1 || lh[0].GetHoldLimitNanos() != int64(20*time.Second) {
+		t.Fatalf("expiry's grants: %v, limited holds %v", res.GetGrants(), lh)
 	}
 	tbx := res.GetGrants()[0].GetToken()
 	// b releases y: its timer is forgotten.
@@ -220,11 +224,11 @@ func TestSecrets(t *testing.T) {
 	open := &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{
 		TtlNanos: int64(time.Minute), Owner: "o", SecretHash: hash[:]}}}
 	res := m.Apply(1, open)
-	tr.Applied(open, res)
+	tr.Applied(res)
 	acq := &fsmpb.Command{SessionId: res.GetSessionId(), Seq: 1, SecretHash: hash[:], Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
 		Lock: "x", HoldLimitNanos: int64(time.Minute)}}}
 	ares := m.Apply(2, acq)
-	tr.Applied(acq, ares)
+	tr.Applied(ares)
 	id, token := res.GetSessionId(), ares.GetAcquire().GetToken()
 	check := func(when string) {
 		t.Helper()
@@ -261,7 +265,7 @@ func TestAdmitRate(t *testing.T) {
 		idx++
 		cmd := &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{TtlNanos: int64(time.Minute), Owner: "o"}}}
 		res := m.Apply(idx, cmd)
-		tr.Applied(cmd, res)
+		tr.Applied(res)
 		return res.GetSessionId()
 	}
 	tr.Promote(1, m)

@@ -106,7 +106,7 @@ type server struct {
 func (v *server) Applied(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
 	m := v.m
 	v.dirty = true
-	m.tracker.Applied(cmd, res)
+	m.tracker.Applied(res)
 	m.s.chk.applied(m, index, cmd, res)
 	for _, g := range res.GetGrants() {
 		if e := v.expect[waitID{g.GetSessionId(), g.GetAcquireSeq()}]; e != nil && e.grant == nil && e.ended == nil {

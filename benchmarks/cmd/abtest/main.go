@@ -10,7 +10,7 @@
 // (docs/BENCHMARKS.md, "Run to run").
 //
 //	go -C benchmarks run ./cmd/abtest -a cc40e06 -b HEAD -workloads own/1,own/64 -rounds 6
-//	go -C benchmarks run ./cmd/abtest -a HEAD -b HEAD -env-b GODEBUG=schedtrace=0
+//	go -C benchmarks run ./cmd/abtest -a HEAD -b HEAD -env-b GOGC=200
 //
 // -a and -b each name a baton binary or a git revision of this repository,
 // which is built into a temporary directory.

@@ -1479,9 +1479,16 @@ type Result struct {
 	// remaining_count is the count left after a Release, or after an
 	// abandoned CancelWait released a count (0: hold ended).
 	RemainingCount uint32 `protobuf:"varint,9,opt,name=remaining_count,json=remainingCount,proto3" json:"remaining_count,omitempty"`
-	// Holds of live sessions that another's request ended (CasRelease):
-	// side effects, like grants.
-	HoldsEnded    []*HoldEnded `protobuf:"bytes,10,rep,name=holds_ended,json=holdsEnded,proto3" json:"holds_ended,omitempty"`
+	// Holds of live sessions that another's request ended (CasRelease,
+	// ExpireHold): side effects, like grants.
+	HoldsEnded []*HoldEnded `protobuf:"bytes,10,rep,name=holds_ended,json=holdsEnded,proto3" json:"holds_ended,omitempty"`
+	// liveness is what the entry started or ended that the leader's
+	// liveness tracker (internal/liveness) times; unset when nothing. The
+	// tracker reads it and the side-effect lists above, nothing else. Only
+	// the entry that did it reports it: never an answer from the
+	// exactly-once cache, nor one to an open retried with its nonce; the
+	// cache never keeps it.
+	Liveness      *Liveness `protobuf:"bytes,11,opt,name=liveness,proto3" json:"liveness,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1586,6 +1593,305 @@ func (x *Result) GetHoldsEnded() []*HoldEnded {
 	return nil
 }
 
+func (x *Result) GetLiveness() *Liveness {
+	if x != nil {
+		return x.Liveness
+	}
+	return nil
+}
+
+// Liveness is what one entry started or ended that runs on the leader's
+// clock. One message behind one field of Result: a result that has none
+// (most) costs a nil pointer, not five empty fields.
+type Liveness struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_opened: the session the entry opened, with its TTL.
+	SessionOpened *SessionOpened `protobuf:"bytes,1,opt,name=session_opened,json=sessionOpened,proto3" json:"session_opened,omitempty"`
+	// session_blacklisted: the id of the session the entry blacklisted
+	// (0: none); its keepalives are refused from now on.
+	SessionBlacklisted uint64 `protobuf:"varint,2,opt,name=session_blacklisted,json=sessionBlacklisted,proto3" json:"session_blacklisted,omitempty"`
+	// wait_queued: the acquire the entry queued, if it has a wait timeout
+	// (a wait without one has no clock).
+	WaitQueued *WaitQueued `protobuf:"bytes,3,opt,name=wait_queued,json=waitQueued,proto3" json:"wait_queued,omitempty"`
+	// limited_holds_granted: every hold with a hold limit that the entry
+	// started, its own request's (Acquire, AcquireMany) or a queued
+	// acquire's (also in Result.grants). A reentrant acquire starts none.
+	LimitedHoldsGranted []*LimitedHold `protobuf:"bytes,4,rep,name=limited_holds_granted,json=limitedHoldsGranted,proto3" json:"limited_holds_granted,omitempty"`
+	// limited_hold_released: the hold with a hold limit that the entry ended
+	// at its own session's request (a Release, or an abandoned CancelWait,
+	// taking its last count). Unlike Result.holds_ended, no one is told the
+	// hold was lost.
+	LimitedHoldReleased *LimitedHold `protobuf:"bytes,5,opt,name=limited_hold_released,json=limitedHoldReleased,proto3" json:"limited_hold_released,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *Liveness) Reset() {
+	*x = Liveness{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Liveness) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Liveness) ProtoMessage() {}
+
+func (x *Liveness) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Liveness.ProtoReflect.Descriptor instead.
+func (*Liveness) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Liveness) GetSessionOpened() *SessionOpened {
+	if x != nil {
+		return x.SessionOpened
+	}
+	return nil
+}
+
+func (x *Liveness) GetSessionBlacklisted() uint64 {
+	if x != nil {
+		return x.SessionBlacklisted
+	}
+	return 0
+}
+
+func (x *Liveness) GetWaitQueued() *WaitQueued {
+	if x != nil {
+		return x.WaitQueued
+	}
+	return nil
+}
+
+func (x *Liveness) GetLimitedHoldsGranted() []*LimitedHold {
+	if x != nil {
+		return x.LimitedHoldsGranted
+	}
+	return nil
+}
+
+func (x *Liveness) GetLimitedHoldReleased() *LimitedHold {
+	if x != nil {
+		return x.LimitedHoldReleased
+	}
+	return nil
+}
+
+// SessionOpened is a session as it was opened.
+type SessionOpened struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	TtlNanos      int64                  `protobuf:"varint,2,opt,name=ttl_nanos,json=ttlNanos,proto3" json:"ttl_nanos,omitempty"`      // the TTL it was opened with (the default applied)
+	SecretHash    []byte                 `protobuf:"bytes,3,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"` // what its keepalives must show; empty: none
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionOpened) Reset() {
+	*x = SessionOpened{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionOpened) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionOpened) ProtoMessage() {}
+
+func (x *SessionOpened) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionOpened.ProtoReflect.Descriptor instead.
+func (*SessionOpened) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *SessionOpened) GetSessionId() uint64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *SessionOpened) GetTtlNanos() int64 {
+	if x != nil {
+		return x.TtlNanos
+	}
+	return 0
+}
+
+func (x *SessionOpened) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+// WaitQueued is a queued acquire (session_id, acquire_seq) of lock, which
+// gives up wait_timeout_nanos after it was queued.
+type WaitQueued struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	SessionId        uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	AcquireSeq       uint64                 `protobuf:"varint,2,opt,name=acquire_seq,json=acquireSeq,proto3" json:"acquire_seq,omitempty"`
+	Lock             string                 `protobuf:"bytes,3,opt,name=lock,proto3" json:"lock,omitempty"`
+	WaitTimeoutNanos int64                  `protobuf:"varint,4,opt,name=wait_timeout_nanos,json=waitTimeoutNanos,proto3" json:"wait_timeout_nanos,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *WaitQueued) Reset() {
+	*x = WaitQueued{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitQueued) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitQueued) ProtoMessage() {}
+
+func (x *WaitQueued) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitQueued.ProtoReflect.Descriptor instead.
+func (*WaitQueued) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *WaitQueued) GetSessionId() uint64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *WaitQueued) GetAcquireSeq() uint64 {
+	if x != nil {
+		return x.AcquireSeq
+	}
+	return 0
+}
+
+func (x *WaitQueued) GetLock() string {
+	if x != nil {
+		return x.Lock
+	}
+	return ""
+}
+
+func (x *WaitQueued) GetWaitTimeoutNanos() int64 {
+	if x != nil {
+		return x.WaitTimeoutNanos
+	}
+	return 0
+}
+
+// LimitedHold is a hold of lock by session_id, known by its token, that
+// ends hold_limit_nanos after it was granted unless renewed.
+type LimitedHold struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	SessionId      uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Lock           string                 `protobuf:"bytes,2,opt,name=lock,proto3" json:"lock,omitempty"`
+	Token          uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	HoldLimitNanos int64                  `protobuf:"varint,4,opt,name=hold_limit_nanos,json=holdLimitNanos,proto3" json:"hold_limit_nanos,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *LimitedHold) Reset() {
+	*x = LimitedHold{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LimitedHold) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LimitedHold) ProtoMessage() {}
+
+func (x *LimitedHold) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LimitedHold.ProtoReflect.Descriptor instead.
+func (*LimitedHold) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *LimitedHold) GetSessionId() uint64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *LimitedHold) GetLock() string {
+	if x != nil {
+		return x.Lock
+	}
+	return ""
+}
+
+func (x *LimitedHold) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *LimitedHold) GetHoldLimitNanos() int64 {
+	if x != nil {
+		return x.HoldLimitNanos
+	}
+	return 0
+}
+
 type AcquireOutcome struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Lock          string                 `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
@@ -1600,7 +1906,7 @@ type AcquireOutcome struct {
 
 func (x *AcquireOutcome) Reset() {
 	*x = AcquireOutcome{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1612,7 +1918,7 @@ func (x *AcquireOutcome) String() string {
 func (*AcquireOutcome) ProtoMessage() {}
 
 func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1625,7 +1931,7 @@ func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireOutcome.ProtoReflect.Descriptor instead.
 func (*AcquireOutcome) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AcquireOutcome) GetLock() string {
@@ -1672,19 +1978,18 @@ func (x *AcquireOutcome) GetPosition() uint32 {
 
 // Grant tells that a queued acquire (session_id, acquire_seq) now holds lock.
 type Grant struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	SessionId      uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	AcquireSeq     uint64                 `protobuf:"varint,2,opt,name=acquire_seq,json=acquireSeq,proto3" json:"acquire_seq,omitempty"`
-	Lock           string                 `protobuf:"bytes,3,opt,name=lock,proto3" json:"lock,omitempty"`
-	Token          uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
-	HoldLimitNanos int64                  `protobuf:"varint,5,opt,name=hold_limit_nanos,json=holdLimitNanos,proto3" json:"hold_limit_nanos,omitempty"` // the granted hold's limit, for the leader's timer
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	AcquireSeq    uint64                 `protobuf:"varint,2,opt,name=acquire_seq,json=acquireSeq,proto3" json:"acquire_seq,omitempty"`
+	Lock          string                 `protobuf:"bytes,3,opt,name=lock,proto3" json:"lock,omitempty"`
+	Token         uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +2001,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1709,7 +2014,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Grant) GetSessionId() uint64 {
@@ -1740,13 +2045,6 @@ func (x *Grant) GetToken() uint64 {
 	return 0
 }
 
-func (x *Grant) GetHoldLimitNanos() int64 {
-	if x != nil {
-		return x.HoldLimitNanos
-	}
-	return 0
-}
-
 // HoldEnded tells that a hold of session_id ended without the session
 // asking (a CasRelease): the session lives on and may still believe it
 // holds the lock.
@@ -1762,7 +2060,7 @@ type HoldEnded struct {
 
 func (x *HoldEnded) Reset() {
 	*x = HoldEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1774,7 +2072,7 @@ func (x *HoldEnded) String() string {
 func (*HoldEnded) ProtoMessage() {}
 
 func (x *HoldEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1787,7 +2085,7 @@ func (x *HoldEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldEnded.ProtoReflect.Descriptor instead.
 func (*HoldEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HoldEnded) GetSessionId() uint64 {
@@ -1831,7 +2129,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1843,7 +2141,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1856,7 +2154,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WaitEnded) GetSessionId() uint64 {
@@ -1908,7 +2206,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1920,7 +2218,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1933,7 +2231,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Snapshot) GetAppliedIndex() uint64 {
@@ -2005,7 +2303,7 @@ type AuthState struct {
 
 func (x *AuthState) Reset() {
 	*x = AuthState{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2017,7 +2315,7 @@ func (x *AuthState) String() string {
 func (*AuthState) ProtoMessage() {}
 
 func (x *AuthState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2030,7 +2328,7 @@ func (x *AuthState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthState.ProtoReflect.Descriptor instead.
 func (*AuthState) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AuthState) GetEnabled() bool {
@@ -2065,7 +2363,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2077,7 +2375,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2090,7 +2388,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *User) GetName() string {
@@ -2124,7 +2422,7 @@ type Role struct {
 
 func (x *Role) Reset() {
 	*x = Role{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2136,7 +2434,7 @@ func (x *Role) String() string {
 func (*Role) ProtoMessage() {}
 
 func (x *Role) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2149,7 +2447,7 @@ func (x *Role) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Role.ProtoReflect.Descriptor instead.
 func (*Role) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Role) GetName() string {
@@ -2176,7 +2474,7 @@ type Permission struct {
 
 func (x *Permission) Reset() {
 	*x = Permission{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2188,7 +2486,7 @@ func (x *Permission) String() string {
 func (*Permission) ProtoMessage() {}
 
 func (x *Permission) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2201,7 +2499,7 @@ func (x *Permission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permission.ProtoReflect.Descriptor instead.
 func (*Permission) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Permission) GetPrefix() string {
@@ -2231,7 +2529,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2243,7 +2541,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2256,7 +2554,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AuditRecord) GetIndex() uint64 {
@@ -2309,7 +2607,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2321,7 +2619,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2334,7 +2632,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Member) GetId() uint64 {
@@ -2391,7 +2689,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2403,7 +2701,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2416,7 +2714,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Session) GetId() uint64 {
@@ -2511,7 +2809,7 @@ type CachedResult struct {
 
 func (x *CachedResult) Reset() {
 	*x = CachedResult{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2523,7 +2821,7 @@ func (x *CachedResult) String() string {
 func (*CachedResult) ProtoMessage() {}
 
 func (x *CachedResult) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2536,7 +2834,7 @@ func (x *CachedResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CachedResult.ProtoReflect.Descriptor instead.
 func (*CachedResult) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CachedResult) GetSeq() uint64 {
@@ -2573,7 +2871,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2585,7 +2883,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2598,7 +2896,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Lock) GetName() string {
@@ -2646,7 +2944,7 @@ type Holder struct {
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2658,7 +2956,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2671,7 +2969,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Holder) GetSessionId() uint64 {
@@ -2753,7 +3051,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2765,7 +3063,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2778,7 +3076,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Waiter) GetSessionId() uint64 {
@@ -2955,7 +3253,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vacquire_seq\x18\x03 \x01(\x04R\n" +
 	"acquireSeq\x12\x1b\n" +
 	"\ttimed_out\x18\x04 \x01(\bR\btimedOut\x12\x1c\n" +
-	"\tabandoned\x18\x05 \x01(\bR\tabandoned\"\xd6\x03\n" +
+	"\tabandoned\x18\x05 \x01(\bR\tabandoned\"\x8a\x04\n" +
 	"\x06Result\x12)\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
@@ -2970,22 +3268,49 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x0fremaining_count\x18\t \x01(\rR\x0eremainingCount\x128\n" +
 	"\vholds_ended\x18\n" +
 	" \x03(\v2\x17.baton.fsm.v1.HoldEndedR\n" +
-	"holdsEnded\"\xcf\x01\n" +
+	"holdsEnded\x122\n" +
+	"\bliveness\x18\v \x01(\v2\x16.baton.fsm.v1.LivenessR\bliveness\"\xd8\x02\n" +
+	"\bLiveness\x12B\n" +
+	"\x0esession_opened\x18\x01 \x01(\v2\x1b.baton.fsm.v1.SessionOpenedR\rsessionOpened\x12/\n" +
+	"\x13session_blacklisted\x18\x02 \x01(\x04R\x12sessionBlacklisted\x129\n" +
+	"\vwait_queued\x18\x03 \x01(\v2\x18.baton.fsm.v1.WaitQueuedR\n" +
+	"waitQueued\x12M\n" +
+	"\x15limited_holds_granted\x18\x04 \x03(\v2\x19.baton.fsm.v1.LimitedHoldR\x13limitedHoldsGranted\x12M\n" +
+	"\x15limited_hold_released\x18\x05 \x01(\v2\x19.baton.fsm.v1.LimitedHoldR\x13limitedHoldReleased\"l\n" +
+	"\rSessionOpened\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1b\n" +
+	"\tttl_nanos\x18\x02 \x01(\x03R\bttlNanos\x12\x1f\n" +
+	"\vsecret_hash\x18\x03 \x01(\fR\n" +
+	"secretHash\"\x8e\x01\n" +
+	"\n" +
+	"WaitQueued\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1f\n" +
+	"\vacquire_seq\x18\x02 \x01(\x04R\n" +
+	"acquireSeq\x12\x12\n" +
+	"\x04lock\x18\x03 \x01(\tR\x04lock\x12,\n" +
+	"\x12wait_timeout_nanos\x18\x04 \x01(\x03R\x10waitTimeoutNanos\"\x80\x01\n" +
+	"\vLimitedHold\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x12\n" +
+	"\x04lock\x18\x02 \x01(\tR\x04lock\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12(\n" +
+	"\x10hold_limit_nanos\x18\x04 \x01(\x03R\x0eholdLimitNanos\"\xcf\x01\n" +
 	"\x0eAcquireOutcome\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x123\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x1b.baton.fsm.v1.AcquireStatusR\x06status\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x14\n" +
 	"\x05count\x18\x04 \x01(\rR\x05count\x12,\n" +
 	"\x06holder\x18\x05 \x01(\v2\x14.baton.fsm.v1.HolderR\x06holder\x12\x1a\n" +
-	"\bposition\x18\x06 \x01(\rR\bposition\"\x9b\x01\n" +
+	"\bposition\x18\x06 \x01(\rR\bposition\"\x89\x01\n" +
 	"\x05Grant\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1f\n" +
 	"\vacquire_seq\x18\x02 \x01(\x04R\n" +
 	"acquireSeq\x12\x12\n" +
 	"\x04lock\x18\x03 \x01(\tR\x04lock\x12\x14\n" +
-	"\x05token\x18\x04 \x01(\x04R\x05token\x12(\n" +
-	"\x10hold_limit_nanos\x18\x05 \x01(\x03R\x0eholdLimitNanos\"q\n" +
+	"\x05token\x18\x04 \x01(\x04R\x05tokenJ\x04\b\x05\x10\x06R\x10hold_limit_nanos\"q\n" +
 	"\tHoldEnded\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x12\n" +
@@ -3125,7 +3450,7 @@ func file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(Error)(0),               // 0: baton.fsm.v1.Error
 	(AcquireStatus)(0),       // 1: baton.fsm.v1.AcquireStatus
@@ -3145,22 +3470,26 @@ var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(*CasRelease)(nil),       // 15: baton.fsm.v1.CasRelease
 	(*CancelWait)(nil),       // 16: baton.fsm.v1.CancelWait
 	(*Result)(nil),           // 17: baton.fsm.v1.Result
-	(*AcquireOutcome)(nil),   // 18: baton.fsm.v1.AcquireOutcome
-	(*Grant)(nil),            // 19: baton.fsm.v1.Grant
-	(*HoldEnded)(nil),        // 20: baton.fsm.v1.HoldEnded
-	(*WaitEnded)(nil),        // 21: baton.fsm.v1.WaitEnded
-	(*Snapshot)(nil),         // 22: baton.fsm.v1.Snapshot
-	(*AuthState)(nil),        // 23: baton.fsm.v1.AuthState
-	(*User)(nil),             // 24: baton.fsm.v1.User
-	(*Role)(nil),             // 25: baton.fsm.v1.Role
-	(*Permission)(nil),       // 26: baton.fsm.v1.Permission
-	(*AuditRecord)(nil),      // 27: baton.fsm.v1.AuditRecord
-	(*Member)(nil),           // 28: baton.fsm.v1.Member
-	(*Session)(nil),          // 29: baton.fsm.v1.Session
-	(*CachedResult)(nil),     // 30: baton.fsm.v1.CachedResult
-	(*Lock)(nil),             // 31: baton.fsm.v1.Lock
-	(*Holder)(nil),           // 32: baton.fsm.v1.Holder
-	(*Waiter)(nil),           // 33: baton.fsm.v1.Waiter
+	(*Liveness)(nil),         // 18: baton.fsm.v1.Liveness
+	(*SessionOpened)(nil),    // 19: baton.fsm.v1.SessionOpened
+	(*WaitQueued)(nil),       // 20: baton.fsm.v1.WaitQueued
+	(*LimitedHold)(nil),      // 21: baton.fsm.v1.LimitedHold
+	(*AcquireOutcome)(nil),   // 22: baton.fsm.v1.AcquireOutcome
+	(*Grant)(nil),            // 23: baton.fsm.v1.Grant
+	(*HoldEnded)(nil),        // 24: baton.fsm.v1.HoldEnded
+	(*WaitEnded)(nil),        // 25: baton.fsm.v1.WaitEnded
+	(*Snapshot)(nil),         // 26: baton.fsm.v1.Snapshot
+	(*AuthState)(nil),        // 27: baton.fsm.v1.AuthState
+	(*User)(nil),             // 28: baton.fsm.v1.User
+	(*Role)(nil),             // 29: baton.fsm.v1.Role
+	(*Permission)(nil),       // 30: baton.fsm.v1.Permission
+	(*AuditRecord)(nil),      // 31: baton.fsm.v1.AuditRecord
+	(*Member)(nil),           // 32: baton.fsm.v1.Member
+	(*Session)(nil),          // 33: baton.fsm.v1.Session
+	(*CachedResult)(nil),     // 34: baton.fsm.v1.CachedResult
+	(*Lock)(nil),             // 35: baton.fsm.v1.Lock
+	(*Holder)(nil),           // 36: baton.fsm.v1.Holder
+	(*Waiter)(nil),           // 37: baton.fsm.v1.Waiter
 }
 var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	4,  // 0: baton.fsm.v1.Command.open_session:type_name -> baton.fsm.v1.OpenSession
@@ -3178,31 +3507,36 @@ var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	11, // 12: baton.fsm.v1.Command.audit_note:type_name -> baton.fsm.v1.AuditNote
 	2,  // 13: baton.fsm.v1.AuthChange.kind:type_name -> baton.fsm.v1.AuthChange.Kind
 	0,  // 14: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
-	18, // 15: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
-	18, // 16: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
-	19, // 17: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
-	21, // 18: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
-	20, // 19: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
-	1,  // 20: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
-	32, // 21: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
-	0,  // 22: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
-	29, // 23: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
-	31, // 24: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
-	28, // 25: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
-	23, // 26: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
-	27, // 27: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
-	24, // 28: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
-	25, // 29: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
-	26, // 30: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
-	30, // 31: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
-	17, // 32: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
-	32, // 33: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
-	33, // 34: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	22, // 15: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
+	22, // 16: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
+	23, // 17: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
+	25, // 18: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
+	24, // 19: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
+	18, // 20: baton.fsm.v1.Result.liveness:type_name -> baton.fsm.v1.Liveness
+	19, // 21: baton.fsm.v1.Liveness.session_opened:type_name -> baton.fsm.v1.SessionOpened
+	20, // 22: baton.fsm.v1.Liveness.wait_queued:type_name -> baton.fsm.v1.WaitQueued
+	21, // 23: baton.fsm.v1.Liveness.limited_holds_granted:type_name -> baton.fsm.v1.LimitedHold
+	21, // 24: baton.fsm.v1.Liveness.limited_hold_released:type_name -> baton.fsm.v1.LimitedHold
+	1,  // 25: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
+	36, // 26: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
+	0,  // 27: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
+	33, // 28: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
+	35, // 29: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
+	32, // 30: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
+	27, // 31: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
+	31, // 32: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
+	28, // 33: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
+	29, // 34: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
+	30, // 35: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
+	34, // 36: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
+	17, // 37: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
+	36, // 38: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
+	37, // 39: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
+	40, // [40:40] is the sub-list for method output_type
+	40, // [40:40] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_internal_fsm_fsmpb_fsm_proto_init() }
@@ -3231,7 +3565,7 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_fsm_fsmpb_fsm_proto_rawDesc), len(file_internal_fsm_fsmpb_fsm_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   31,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
