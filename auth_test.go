@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"github.com/batonlock/baton/embed"
+	"github.com/batonlock/baton/embed/embedtest"
 )
 
 // authCluster is a single member with authentication on: a user root
 // (role root) and a user alice whose role jobs may lock and read under
 // jobs/. It returns the member's address and the two users' tokens.
-// opts adjust the member's config.
-func authCluster(t *testing.T, opts ...func(*embed.Config)) (addr, rootTok, aliceTok string, admin *Client) {
+// opts configure the member.
+func authCluster(t *testing.T, opts ...embedtest.Option) (addr, rootTok, aliceTok string, admin *Client) {
 	t.Helper()
 	c, cl := single(t, opts...)
 	ctx := testCtx(t)
@@ -34,7 +35,7 @@ func authCluster(t *testing.T, opts ...func(*embed.Config)) (addr, rootTok, alic
 	must(err)
 	must(cl.GrantRole(ctx, "alice", "jobs"))
 	must(cl.EnableAuth(ctx))
-	addr = c.members[0].ClientAddr()
+	addr = c.ClientAddr(0)
 	return addr, rootTok, aliceTok, dial(t, addr, WithToken(rootTok))
 }
 
@@ -155,7 +156,7 @@ func TestAuthPermissions(t *testing.T) {
 // (issue 23: sessions bounded "in total and per principal").
 func TestMaxSessionsPerUser(t *testing.T) {
 	const limit = 3
-	addr, _, aliceTok, root := authCluster(t, func(c *embed.Config) { c.MaxSessionsPerUser = limit })
+	addr, _, aliceTok, root := authCluster(t, embedtest.Configure(func(_ int, c *embed.Config) { c.MaxSessionsPerUser = limit }))
 	ctx := testCtx(t)
 	bobTok, err := root.AddUser(ctx, "bob", true)
 	if err != nil {
@@ -198,9 +199,9 @@ func TestMaxSessionsPerUser(t *testing.T) {
 // server would, before they send anything (the member is stopped: a call
 // that were sent would be UNAVAILABLE).
 func TestAuthCallsCheckNames(t *testing.T) {
-	c := startCluster(t, 1)
-	cl := dial(t, c.addrs(0), WithMaxAttempts(1))
-	c.stop(0)
+	c := embedtest.New(t, 1)
+	cl := dial(t, c.Endpoints(0), WithMaxAttempts(1))
+	c.Stop(0)
 	ctx := testCtx(t)
 	for what, err := range map[string]error{
 		"a user with a newline":     func() error { _, err := cl.AddUser(ctx, "a\nb", false); return err }(),

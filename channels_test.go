@@ -21,6 +21,7 @@ import (
 
 	"github.com/batonlock/baton/api/batonpb"
 	"github.com/batonlock/baton/embed"
+	"github.com/batonlock/baton/embed/embedtest"
 )
 
 // TestSessionsShareOneStream: every session of a client rides on one
@@ -44,7 +45,7 @@ func TestSessionsShareOneStream(t *testing.T) {
 	}
 	// c waits; its grant is pushed on the shared stream when a releases.
 	got := lockAsync(ctx, c3.Mutex("shared"))
-	waitFor(t, 5*time.Second, "c queued", func() bool { return len(waiters(t, cl, "shared")) == 1 })
+	embedtest.WaitFor(t, 5*time.Second, "c queued", func() bool { return len(waiters(t, cl, "shared")) == 1 })
 	if err := la.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -59,8 +60,8 @@ func TestSessionsShareOneStream(t *testing.T) {
 		t.Fatal("the grant reached another session's call")
 	}
 	// /metrics counts the stream's messages and the answers they carried.
-	msgs, resps := metricValue(t, c.members[0].ClientAddr(), "baton_sessions_stream_messages_total"),
-		metricValue(t, c.members[0].ClientAddr(), "baton_sessions_stream_responses_total")
+	msgs, resps := metricValue(t, c.ClientAddr(0), "baton_sessions_stream_messages_total"),
+		metricValue(t, c.ClientAddr(0), "baton_sessions_stream_responses_total")
 	if msgs == 0 || resps < msgs || resps < 6 {
 		t.Fatalf("/metrics: %d Sessions messages carrying %d responses; want at least the 3 opens and 3 lock answers, in no more messages", msgs, resps)
 	}
@@ -140,7 +141,7 @@ func openReq(id uint64) *batonpb.SessionRequest {
 // channel leaves its session alive to resume, and channel 0 is refused.
 func TestSessionsStreamProtocol(t *testing.T) {
 	c, _ := single(t)
-	addr := c.members[c.leader()].ClientAddr()
+	addr := c.ClientAddr(c.WaitLeader())
 	gs := rawSessions(t, addr)
 	var pending []*batonpb.ChannelResponse
 
@@ -225,9 +226,9 @@ func TestSessionsStreamProtocol(t *testing.T) {
 // stream, although their clients keep them open, so the clients follow
 // the new leader.
 func TestStreamsEndWhenLeaderStepsDown(t *testing.T) {
-	c := startCluster(t, 3)
-	lead := c.leader()
-	addr := c.members[lead].ClientAddr()
+	c := embedtest.New(t, 3)
+	lead := c.WaitLeader()
+	addr := c.ClientAddr(lead)
 
 	many := rawSessions(t, addr)
 	sendFrames(t, many, &batonpb.ChannelRequest{Channel: 1, Request: openReq(1)})
@@ -237,9 +238,9 @@ func TestStreamsEndWhenLeaderStepsDown(t *testing.T) {
 	}
 
 	// Without its followers the leader steps down (CheckQuorum).
-	for i := range c.members {
+	for i := range c.Len() {
 		if i != lead {
-			c.stop(i)
+			c.Stop(i)
 		}
 	}
 	endC := make(chan *batonpb.ChannelResponse, 1)
@@ -297,8 +298,8 @@ func TestStreamsEndWhenLeaderStepsDown(t *testing.T) {
 func TestSessionsChannelNumberReuse(t *testing.T) {
 	// Every resume is a keepalive, and this loop sends them far faster
 	// than a member's default keepalive rate admits.
-	c := startCluster(t, 1, func(cfg *embed.Config) { cfg.MaxKeepAliveRate = 1 << 20 })
-	gs := rawSessions(t, c.members[c.leader()].ClientAddr())
+	c := embedtest.New(t, 1, embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.MaxKeepAliveRate = 1 << 20 }))
+	gs := rawSessions(t, c.ClientAddr(c.WaitLeader()))
 	in := make(chan *batonpb.ChannelResponse, 64)
 	go func() {
 		defer close(in)

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/embed/embedtest"
 )
 
 func TestErrorMapping(t *testing.T) {
@@ -193,7 +194,7 @@ func TestAnswerLostAfterApply(t *testing.T) {
 		}
 		return err
 	}
-	cl := dial(t, c.addrs(0), WithDialOptions(grpc.WithChainUnaryInterceptor(lose)), WithBackoff(time.Millisecond, time.Millisecond))
+	cl := dial(t, c.Endpoints(0), WithDialOptions(grpc.WithChainUnaryInterceptor(lose)), WithBackoff(time.Millisecond, time.Millisecond))
 	s := newSession(t, cl)
 	l, err := s.Mutex("lost/answer").Lock(ctx)
 	if err != nil {
@@ -290,7 +291,7 @@ func TestLockHistory(t *testing.T) {
 func TestOpenSessionNonce(t *testing.T) {
 	c, cl := single(t)
 	newSession(t, cl) // the member leads
-	base := "http://" + c.members[0].ClientAddr()
+	base := "http://" + c.ClientAddr(0)
 	open := func(body string) string {
 		t.Helper()
 		resp, err := http.Post(base+"/v1/sessions", "application/json", strings.NewReader(body))
@@ -618,9 +619,9 @@ func TestHoldLimitRenewsItself(t *testing.T) {
 // the session to the new leader (LESSONS.md 5: renewal timers that were
 // never rescheduled after a failover).
 func TestHoldLimitRenewedAcrossLeaderChange(t *testing.T) {
-	c := startCluster(t, 3)
-	lead := c.leader()
-	cl := dial(t, c.addrs((lead+1)%3))
+	c := embedtest.New(t, 3)
+	lead := c.WaitLeader()
+	cl := dial(t, c.Endpoints((lead+1)%3))
 	ctx := testCtx(t)
 	a := newSession(t, cl, WithTTL(10*time.Second))
 	b := newSession(t, cl, WithTTL(10*time.Second))
@@ -629,8 +630,8 @@ func TestHoldLimitRenewedAcrossLeaderChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.stop(lead)
-	if c.leader() == lead {
+	c.Stop(lead)
+	if c.WaitLeader() == lead {
 		t.Fatal("the stopped member still leads")
 	}
 	if _, err := b.Mutex("jobs/x", WithHoldLimit(limit)).LockWithin(ctx, 3*limit); !errors.Is(err, ErrWaitTimedOut) {
@@ -642,35 +643,5 @@ func TestHoldLimitRenewedAcrossLeaderChange(t *testing.T) {
 	info, err := cl.Get(ctx, "jobs/x")
 	if err != nil || len(info.Holders) != 1 || info.Holders[0].Token != la.Token() {
 		t.Fatalf("holders %+v, %v; want a's hold, token %d", info, err, la.Token())
-	}
-}
-
-// TestRenewalNeedsTheMajority: a leader cut off from its followers may
-// not know yet that it no longer leads, and a renewal it acknowledged
-// could outlast the limit a new leader starts at its election. So a
-// renewal is answered only after a ReadIndex round; alone, the leader
-// never answers it.
-func TestRenewalNeedsTheMajority(t *testing.T) {
-	c := startCluster(t, 3)
-	lead := c.leader()
-	ctx := testCtx(t)
-	cl := dial(t, c.members[lead].ClientAddr())
-	s := newSession(t, cl, WithTTL(10*time.Second))
-	l, err := s.Mutex("jobs/limited", WithHoldLimit(5*time.Second), WithManualRenewal()).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Renew(ctx); err != nil {
-		t.Fatalf("renewal with the majority: %v", err)
-	}
-	for i := range c.members {
-		if i != lead {
-			c.stop(i)
-		}
-	}
-	short, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if err := l.Renew(short); err == nil {
-		t.Fatal("a leader without its majority acknowledged a renewal")
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/batonlock/baton/embed/embedtest"
 )
 
 // BenchmarkCycle runs the own/64 workload of `baton bench` (each of 64
@@ -22,9 +24,9 @@ import (
 func BenchmarkCycle(b *testing.B) {
 	for _, members := range []int{1, 3} {
 		b.Run(fmt.Sprintf("members=%d", members), func(b *testing.B) {
-			c := startCluster(b, members)
-			c.leader()
-			cl := dial(b, c.addrs(0))
+			c := embedtest.New(b, members)
+			c.WaitLeader()
+			cl := dial(b, c.Endpoints(0))
 			// RunParallel starts parallelism x GOMAXPROCS goroutines: 64
 			// on two cores, each with its own session and lock.
 			parallelism := (64 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0)

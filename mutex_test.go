@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/batonlock/baton/embed/embedtest"
 )
 
 func TestTryLockBusyThenFree(t *testing.T) {
@@ -87,7 +89,7 @@ func TestLockWaitsFIFOAndTokensIncrease(t *testing.T) {
 	for i := range n {
 		sessions[i] = newSession(t, cl, WithOwner(fmt.Sprintf("w%d", i)))
 		results[i] = lockAsync(ctx, sessions[i].Mutex("q"))
-		waitFor(t, 5*time.Second, "waiter to queue", func() bool { return len(waiters(t, cl, "q")) == i+1 })
+		embedtest.WaitFor(t, 5*time.Second, "waiter to queue", func() bool { return len(waiters(t, cl, "q")) == i+1 })
 	}
 	var want []uint64
 	for _, s := range sessions {
@@ -174,7 +176,7 @@ func TestLockCancelledLeavesQueue(t *testing.T) {
 	// So does a cancel, once the waiter is queued.
 	cctx, cancel2 := context.WithCancel(ctx)
 	res := lockAsync(cctx, b.Mutex("x"))
-	waitFor(t, 5*time.Second, "b to queue", func() bool { return len(waiters(t, cl, "x")) == 1 })
+	embedtest.WaitFor(t, 5*time.Second, "b to queue", func() bool { return len(waiters(t, cl, "x")) == 1 })
 	cancel2()
 	if r := recv(t, res); !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("Lock: %v, want Canceled", r.err)
@@ -216,7 +218,7 @@ func TestCancelRacesGrant(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		res := lockAsync(cctx, b.Mutex(name))
-		waitFor(t, 5*time.Second, "b to queue", func() bool { return len(waiters(t, cl, name)) == 1 })
+		embedtest.WaitFor(t, 5*time.Second, "b to queue", func() bool { return len(waiters(t, cl, name)) == 1 })
 		switch i % 3 {
 		case 0: // the cancel is sent first
 			cancel()
@@ -342,7 +344,7 @@ func TestSessionCloseReleasesAndWakesWaiters(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := lockAsync(ctx, b.Mutex("c"))
-	waitFor(t, 5*time.Second, "b to queue", func() bool { return len(waiters(t, cl, "c")) == 1 })
+	embedtest.WaitFor(t, 5*time.Second, "b to queue", func() bool { return len(waiters(t, cl, "c")) == 1 })
 	if err := a.Close(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -2,10 +2,14 @@ package baton
 
 import (
 	"context"
+	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -47,37 +51,95 @@ func (f *breaksStreams) Sessions(gs batonpb.Baton_SessionsServer) error {
 	}
 }
 
+// pipeListener is a listener in memory: the connections a test's dialer
+// makes through dial (net.Pipe), which block on channels only, so a
+// gRPC server and client talk inside a synctest bubble.
+type pipeListener struct {
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), closed: make(chan struct{})}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+
+// dial is a grpc.WithContextDialer dialer that connects to l.
+func (l *pipeListener) dial(ctx context.Context, _ string) (net.Conn, error) {
+	client, server := net.Pipe()
+	select {
+	case l.conns <- server:
+		return client, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "127.0.0.1:7700" }
+
 // TestReconnectsBackOff: a session whose every stream ends (as soon as
 // its resume is answered, or before) reconnects a few times a second at
 // most. Before the backoff, a stream that ended right after its resume
 // was resumed in a loop (thousands of streams a second, a whole core):
 // the issue 23 client, whose bad request ended each stream it resumed.
+// It runs on synctest's clock, over connections in memory.
 func TestReconnectsBackOff(t *testing.T) {
 	for _, answerResume := range []bool{true, false} {
 		name := map[bool]string{true: "ends after the resume", false: "refuses the resume"}[answerResume]
 		t.Run(name, func(t *testing.T) {
-			f := &breaksStreams{answerResume: answerResume}
-			cl := serveFake(t, f) // the default backoff: 20 ms doubling to 1 s
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			// No Close: the member does not answer it; cl.Close abandons s.
-			if _, err := cl.NewSession(ctx); err != nil {
-				t.Fatal(err)
-			}
-			// The pauses before the first six reconnects add up to at
-			// least 10+20+40+80+160+320 ms (each is half to all of
-			// 20 ms << n): in 600 ms, at most six more streams.
-			const window = 600 * time.Millisecond
-			start := f.streams.Load()
-			<-time.After(window)
-			n := f.streams.Load() - start
-			t.Logf("%d streams in %v", n, window)
-			if n > 10 {
-				t.Fatalf("%d streams in %v: reconnects do not back off", n, window)
-			}
-			if n < 2 {
-				t.Fatalf("%d streams in %v: the session stopped reconnecting", n, window)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				ln := newPipeListener()
+				f := &breaksStreams{answerResume: answerResume}
+				f.setAddr(ln.Addr().String())
+				srv := grpc.NewServer()
+				batonpb.RegisterBatonServer(srv, f)
+				go srv.Serve(ln)
+				defer srv.Stop()
+				// The default backoff: 20 ms doubling to 1 s.
+				cl := dial(t, f.addr, WithDialOptions(grpc.WithContextDialer(ln.dial)))
+				defer cl.Close()
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				// No Close: the member does not answer it; cl.Close abandons s.
+				if _, err := cl.NewSession(ctx); err != nil {
+					t.Fatal(err)
+				}
+				// The pauses before the first six reconnects add up to at
+				// least 10+20+40+80+160+320 ms (each is half to all of
+				// 20 ms << n): in 600 ms, at most six more streams.
+				const window = 600 * time.Millisecond
+				start := f.streams.Load()
+				time.Sleep(window)
+				n := f.streams.Load() - start
+				t.Logf("%d streams in %v", n, window)
+				if n > 6 {
+					t.Fatalf("%d streams in %v: reconnects do not back off", n, window)
+				}
+				if n < 2 {
+					t.Fatalf("%d streams in %v: the session stopped reconnecting", n, window)
+				}
+			})
 		})
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/batonlock/baton/embed/embedtest"
 )
 
 // acquireAsync runs acquire on a goroutine.
@@ -55,7 +57,7 @@ func TestSemaphore(t *testing.T) {
 	}
 	// A waiter gets the permit of the first release, with a larger token.
 	ch := acquireAsync(ctx, ss[3].Semaphore("pool/db", 3).Acquire)
-	waitFor(t, 5*time.Second, "the fourth to queue", func() bool { return len(waiters(t, cl, "pool/db")) == 1 })
+	embedtest.WaitFor(t, 5*time.Second, "the fourth to queue", func() bool { return len(waiters(t, cl, "pool/db")) == 1 })
 	notYet(t, ch, "Acquire of a full semaphore")
 	if err := leases[1].Release(ctx); err != nil {
 		t.Fatal(err)
@@ -111,9 +113,9 @@ func TestRWMutex(t *testing.T) {
 	}
 	// A writer queues; a reader after it waits for it (no starvation).
 	wch := acquireAsync(ctx, w.RWMutex("doc").Lock)
-	waitFor(t, 5*time.Second, "the writer to queue", func() bool { return len(waiters(t, cl, "doc")) == 1 })
+	embedtest.WaitFor(t, 5*time.Second, "the writer to queue", func() bool { return len(waiters(t, cl, "doc")) == 1 })
 	rch := acquireAsync(ctx, r3.RWMutex("doc").RLock)
-	waitFor(t, 5*time.Second, "the reader to queue", func() bool { return len(waiters(t, cl, "doc")) == 2 })
+	embedtest.WaitFor(t, 5*time.Second, "the reader to queue", func() bool { return len(waiters(t, cl, "doc")) == 2 })
 	if _, err := r3.RWMutex("doc", WithOwnerKey("try")).TryRLock(ctx); !errors.Is(err, ErrLockBusy) {
 		t.Fatalf("TryRLock behind a waiting writer: %v, want ErrLockBusy", err)
 	}
@@ -245,7 +247,7 @@ func TestLockAll(t *testing.T) {
 	if _, err := a.LockAll(short, "acct/3", "acct/2", "acct/1"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("LockAll past its deadline: %v", err)
 	}
-	waitFor(t, 5*time.Second, "a to hold nothing", func() bool {
+	embedtest.WaitFor(t, 5*time.Second, "a to hold nothing", func() bool {
 		list, err := cl.List(ctx, "acct/")
 		if err != nil {
 			t.Fatal(err)

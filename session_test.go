@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/batonlock/baton/embed/embedtest"
 )
 
 // eventLog records a session's events.
@@ -62,7 +64,7 @@ func TestClientDeclaresLossBeforeHandoff(t *testing.T) {
 		lostAt <- time.Now()
 	}()
 	res := lockAsync(ctx, b.Mutex("x"))
-	waitFor(t, 5*time.Second, "b to queue", func() bool { return len(waiters(t, cl, "x")) == 1 })
+	embedtest.WaitFor(t, 5*time.Second, "b to queue", func() bool { return len(waiters(t, cl, "x")) == 1 })
 
 	paused := time.Now()
 	a.keepalive.testPaused.Store(true)
@@ -112,7 +114,7 @@ func TestExpiredSessionFailsWaitersAtOnce(t *testing.T) {
 	}
 	w := newSession(t, cl, WithTTL(time.Second))
 	res := lockAsync(ctx, w.Mutex("x"))
-	waitFor(t, 5*time.Second, "w to queue", func() bool { return len(waiters(t, cl, "x")) == 1 })
+	embedtest.WaitFor(t, 5*time.Second, "w to queue", func() bool { return len(waiters(t, cl, "x")) == 1 })
 	w.keepalive.testPaused.Store(true)
 	r := recv(t, res)
 	if !errors.Is(r.err, ErrSessionLost) {
@@ -136,7 +138,7 @@ func TestBlacklistEvictsSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := lockAsync(ctx, b.Mutex("x"))
-	waitFor(t, 5*time.Second, "b to queue", func() bool { return len(waiters(t, cl, "x")) == 1 })
+	embedtest.WaitFor(t, 5*time.Second, "b to queue", func() bool { return len(waiters(t, cl, "x")) == 1 })
 	if err := cl.Blacklist(ctx, a.ID()); err != nil {
 		t.Fatal(err)
 	}
@@ -167,10 +169,10 @@ func TestBlacklistEvictsSession(t *testing.T) {
 // a wait queued before the failover is granted after it (its acquire
 // re-sent with its original seq), and a release there works.
 func TestSessionSurvivesLeaderChange(t *testing.T) {
-	c := startCluster(t, 3)
-	lead := c.leader()
+	c := embedtest.New(t, 3)
+	lead := c.WaitLeader()
 	// Dial a follower first: the client must follow the leader hint.
-	cl := dial(t, c.addrs((lead+1)%3))
+	cl := dial(t, c.Endpoints((lead+1)%3))
 	ctx := testCtx(t)
 	events := newEventLog()
 	a := newSession(t, cl, WithTTL(5*time.Second), WithEvents(events.record))
@@ -184,11 +186,11 @@ func TestSessionSurvivesLeaderChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := lockAsync(ctx, a.Mutex("queued"))
-	waitFor(t, 5*time.Second, "a to queue", func() bool { return len(waiters(t, cl, "queued")) == 1 })
+	embedtest.WaitFor(t, 5*time.Second, "a to queue", func() bool { return len(waiters(t, cl, "queued")) == 1 })
 
 	stopped := time.Now()
-	c.stop(lead)
-	lead2 := c.leader()
+	c.Stop(lead)
+	lead2 := c.WaitLeader()
 	if lead2 == lead {
 		t.Fatal("the stopped member still leads")
 	}

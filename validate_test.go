@@ -14,6 +14,7 @@ import (
 
 	"github.com/batonlock/baton/api/batonpb"
 	"github.com/batonlock/baton/api/rules"
+	"github.com/batonlock/baton/embed/embedtest"
 )
 
 // streamWatch notes a client's streams and counts its sessions'
@@ -214,9 +215,9 @@ func (c *countCalls) options() Option {
 // ErrInvalidArgument in the rules' words, and nothing is sent: no RPC, no
 // request on the session's stream.
 func TestClientChecksBeforeSending(t *testing.T) {
-	c := startCluster(t, 1)
+	c := embedtest.New(t, 1)
 	var rpcs countCalls
-	cl := dial(t, c.addrs(0), rpcs.options())
+	cl := dial(t, c.Endpoints(0), rpcs.options())
 	ctx := testCtx(t)
 	s := newSession(t, cl)
 	w := watchStreams(t, cl, s)

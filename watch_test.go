@@ -11,12 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
-
-	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/embed/embedtest"
 )
 
 // nextEvent waits for the next event of a watch.
@@ -108,14 +103,14 @@ func TestWatch(t *testing.T) {
 // goes on through another member, without going back in index or missing
 // the current holder.
 func TestWatchMovesToAnotherMember(t *testing.T) {
-	c := startCluster(t, 3)
-	lead := c.leader()
+	c := embedtest.New(t, 3)
+	lead := c.WaitLeader()
 	ctx := testCtx(t)
-	wcl := dial(t, c.addrs(lead))
-	cl := dial(t, c.addrs(lead))
+	wcl := dial(t, c.Endpoints(lead))
+	cl := dial(t, c.Endpoints(lead))
 	s := newSession(t, cl, WithOwner("campaigner"), WithTTL(5*time.Second))
-	if got := wcl.target(); got != c.members[lead].ClientAddr() {
-		t.Fatalf("the watch would go to %s, not the leader %s", got, c.members[lead].ClientAddr())
+	if got := wcl.target(); got != c.ClientAddr(lead) {
+		t.Fatalf("the watch would go to %s, not the leader %s", got, c.ClientAddr(lead))
 	}
 	ch, err := wcl.Watch(ctx, "leader/x")
 	if err != nil {
@@ -129,7 +124,7 @@ func TestWatchMovesToAnotherMember(t *testing.T) {
 	ev = eventWhere(t, ch, ev.Index, "the first hold", func(ev LockEvent) bool { return ev.Holder() != nil })
 
 	// The member serving the watch (and the session) stops.
-	c.stop(lead)
+	c.Stop(lead)
 	if err := l1.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +145,7 @@ func TestWatchOverHTTP(t *testing.T) {
 	c, cl := single(t)
 	ctx := testCtx(t)
 	s := newSession(t, cl) // the member leads from here on
-	base := "http://" + c.members[0].ClientAddr()
+	base := "http://" + c.ClientAddr(0)
 	if resp, err := http.Get(base + "/v1/watch?name="); err != nil || resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("watch of an empty name: %v %v, want 400", resp.Status, err)
 	}
@@ -193,38 +188,4 @@ func TestWatchOverHTTP(t *testing.T) {
 	if l.Result.Lock == nil || len(l.Result.Lock.Holders) != 1 || l.Result.Lock.Holders[0].Token != strconv.FormatUint(lease.Token(), 10) {
 		t.Fatalf("line after the acquire: %+v (token %d)", l, lease.Token())
 	}
-}
-
-// TestWatchEndsWhenItsMemberLosesTheLeader: a member cut off from the
-// majority applies nothing new, so a watch it serves would show an old
-// state as current; it ends the stream instead (UNAVAILABLE), and the Go
-// client moves to another member. Here the leader that serves the watch
-// loses both followers and steps down (CheckQuorum).
-func TestWatchEndsWhenItsMemberLosesTheLeader(t *testing.T) {
-	c := startCluster(t, 3)
-	f := c.leader()
-	ctx := testCtx(t)
-	cc, err := grpc.NewClient(c.members[f].ClientAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	st, err := batonpb.NewBatonClient(cc).Watch(ctx, &batonpb.WatchRequest{Name: "leader/y"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Recv(); err != nil {
-		t.Fatalf("first state from the leader: %v", err)
-	}
-	for i := range c.members {
-		if i != f {
-			c.stop(i)
-		}
-	}
-	start := time.Now()
-	_, err = st.Recv()
-	if status.Code(err) != codes.Unavailable {
-		t.Fatalf("watch on a member alone: %v, want UNAVAILABLE", err)
-	}
-	t.Logf("the stream ended %v after the majority stopped", time.Since(start).Round(time.Millisecond))
 }

@@ -1,6 +1,6 @@
-// Package e2e holds Baton's end-to-end tests: real `baton server`
-// processes, started from a binary built once per test run, talked to over
-// real sockets through the generated gRPC client (api/batonpb).
+// Package e2e holds Baton's end-to-end tests, on real sockets: most run
+// `baton server` processes, started from a binary built once per test
+// run, and talk to them through the generated gRPC client (api/batonpb).
 //
 //   - TestChaos runs three members on 127.0.0.1 under a client load that
 //     writes through fencing tokens to an in-test resource, while a loop
@@ -11,7 +11,13 @@
 //     joined by veth pairs and cuts and heals links (both ways, one way,
 //     leader isolated). It needs root and `ip netns`; it skips, saying why,
 //     where those are missing.
+//   - TestLibraryChaos, the TLS, dashboard and stranger tests run members
+//     in the test's process (embed/embedtest) and drive them through the
+//     Go client: the library under member restarts, TLS and operators
+//     end to end, the dashboard's fields, the API's refusals of a caller
+//     without a session's secret.
 //
 // Every test here listens on real ports and skips under -short. Flags:
-// -chaos.duration, -chaos.clients, -chaos.locks, -chaos.seed, -e2e.keep.
+// -chaos.duration, -chaos.clients, -chaos.locks, -chaos.seed,
+// -lib.chaos-duration, -lib.chaos-seed, -e2e.keep.
 package e2e

@@ -1,4 +1,4 @@
-package embed
+package embed_test
 
 import (
 	"context"
@@ -15,17 +15,18 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/batonlock/baton/api/batonpb"
-	"github.com/batonlock/baton/internal/raftnode"
+	"github.com/batonlock/baton/embed"
+	"github.com/batonlock/baton/embed/embedtest"
 )
 
 // A member that was down while the others compacted their logs past it
 // must catch up from a snapshot (MsgSnap), not from entries.
 func TestLaggingMemberCatchesUpFromSnapshot(t *testing.T) {
-	c := newTestCluster(t, 3)
-	lead := c.waitLeader()
+	c := embedtest.New(t, 3, snapshotOften)
+	lead := c.WaitLeader()
 	down := (lead + 1) % 3
-	c.stop(down)
-	cl := c.client(lead)
+	c.Stop(down)
+	cl := c.Client(lead)
 	a := openSession(t, cl, "a", 30*time.Second)
 	// 4x SnapshotEntries: the live members snapshot and compact past
 	// everything the stopped member has.
@@ -37,20 +38,18 @@ func TestLaggingMemberCatchesUpFromSnapshot(t *testing.T) {
 	}
 	// A snapshot counts once saved, which no longer holds applies back:
 	// the last acquire can return before the save of the last snapshot.
-	for deadline := time.Now().Add(10 * time.Second); c.members[lead].Node().Metrics().Snapshots == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("leader took no snapshot: %+v", c.members[lead].Node().Metrics())
-		}
-	}
-	c.start(down)
-	c.waitConverged()
+	embedtest.WaitFor(t, 10*time.Second, "the leader to save a snapshot", func() bool {
+		return embed.RaftNode(c.Member(lead)).Metrics().Snapshots > 0
+	})
+	c.Start(down)
+	waitConverged(t, c)
 }
 
 // Blacklisting a session refuses its keepalives and acquires; the session
 // then expires on its own and its lock passes to the next waiter.
 func TestBlacklistEvictsThroughExpiry(t *testing.T) {
-	c := newTestCluster(t, 1)
-	cl := c.client(c.waitLeader())
+	c := embedtest.New(t, 1, snapshotOften)
+	cl := c.Client(c.WaitLeader())
 	ctx := context.Background()
 	stuck := openSession(t, cl, "stuck", time.Second)
 	next := openSession(t, cl, "next", 30*time.Second)
@@ -80,8 +79,8 @@ func TestBlacklistEvictsThroughExpiry(t *testing.T) {
 
 // Oversized requests are refused before they reach consensus.
 func TestOversizedRequestRefused(t *testing.T) {
-	c := newTestCluster(t, 1)
-	cl := c.client(c.waitLeader())
+	c := embedtest.New(t, 1, snapshotOften)
+	cl := c.Client(c.WaitLeader())
 	names := make([]string, 0, 2100)
 	for i := range cap(names) {
 		names = append(names, fmt.Sprintf("%0500d", i))
@@ -91,7 +90,7 @@ func TestOversizedRequestRefused(t *testing.T) {
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("oversized request: %v, want ResourceExhausted", err)
 	}
-	st := c.members[0].Node().Status()
+	st := c.Member(0).Status()
 	if st.Applied > 3 {
 		t.Fatalf("something was applied: %+v", st)
 	}
@@ -99,12 +98,12 @@ func TestOversizedRequestRefused(t *testing.T) {
 
 // A 5-member cluster keeps serving with two members down.
 func TestFiveMembersSurviveTwoFailures(t *testing.T) {
-	c := newTestCluster(t, 5)
-	lead := c.waitLeader()
-	c.stop(lead)
-	c.stop((lead + 1) % 5)
-	lead = c.waitLeader()
-	cl := c.client(lead)
+	c := embedtest.New(t, 5, snapshotOften)
+	lead := c.WaitLeader()
+	c.Stop(lead)
+	c.Stop((lead + 1) % 5)
+	lead = c.WaitLeader()
+	cl := c.Client(lead)
 	a := openSession(t, cl, "a", 30*time.Second)
 	r, err := cl.Acquire(context.Background(), &batonpb.AcquireRequest{Header: hdr(a, 1), Name: "x"})
 	if err != nil || !r.GetAcquired() {
@@ -115,8 +114,8 @@ func TestFiveMembersSurviveTwoFailures(t *testing.T) {
 // A retried acquire (same session and seq) gets the first answer and never
 // becomes a second, reentrant hold.
 func TestRetriedAcquireIsExactlyOnce(t *testing.T) {
-	c := newTestCluster(t, 1)
-	cl := c.client(c.waitLeader())
+	c := embedtest.New(t, 1, snapshotOften)
+	cl := c.Client(c.WaitLeader())
 	ctx := context.Background()
 	a := openSession(t, cl, "a", 30*time.Second)
 	req := &batonpb.AcquireRequest{Header: hdr(a, 1), Name: "x"}
@@ -144,10 +143,10 @@ func TestRetriedAcquireIsExactlyOnce(t *testing.T) {
 
 // /metrics shows the batching counters in the Prometheus text format.
 func TestMetricsEndpoint(t *testing.T) {
-	c := newTestCluster(t, 1)
-	cl := c.client(c.waitLeader())
+	c := embedtest.New(t, 1, snapshotOften)
+	cl := c.Client(c.WaitLeader())
 	openSession(t, cl, "a", 30*time.Second)
-	resp, err := http.Get("http://" + c.members[0].ClientAddr() + "/metrics")
+	resp, err := http.Get("http://" + c.ClientAddr(0) + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,30 +166,30 @@ func TestMetricsEndpoint(t *testing.T) {
 // ErrLogLost when it hears that (raft panics there; the member stops
 // instead of the process). The others keep serving every hold.
 func TestMemberWithLostDiskStops(t *testing.T) {
-	c := newTestCluster(t, 3)
-	lead := c.waitLeader()
-	cl := c.client(lead)
+	c := embedtest.New(t, 3, snapshotOften)
+	lead := c.WaitLeader()
+	cl := c.Client(lead)
 	a := openSession(t, cl, "a", time.Minute)
 	tokens := map[string]uint64{}
 	acquireEach(t, cl, a, "k", 20, 1, tokens)
-	c.waitConverged() // the member to wipe acknowledged it all
+	waitConverged(t, c) // the member to wipe acknowledged it all
 	lost := (lead + 1) % 3
-	c.stop(lost)
-	if err := os.RemoveAll(c.cfgs[lost].DataDir); err != nil {
+	c.Stop(lost)
+	if err := os.RemoveAll(c.Config(lost).DataDir); err != nil {
 		t.Fatal(err)
 	}
-	c.start(lost)
-	node := c.members[lost].Node()
+	c.Start(lost)
+	wiped := c.Member(lost)
 	select {
-	case <-node.Done():
+	case <-wiped.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("a member that lost its log still runs")
 	}
-	if !errors.Is(node.Err(), raftnode.ErrLogLost) {
-		t.Fatalf("member stopped with %v, want ErrLogLost", node.Err())
+	if !errors.Is(wiped.Err(), embed.ErrLogLost) {
+		t.Fatalf("member stopped with %v, want ErrLogLost", wiped.Err())
 	}
-	c.stop(lost)
-	c.waitConverged()
+	c.Stop(lost)
+	waitConverged(t, c)
 	checkHolds(t, cl, tokens)
 	if r, err := cl.Acquire(context.Background(), &batonpb.AcquireRequest{Header: hdr(a, 100), Name: "after"}); err != nil || !r.GetAcquired() {
 		t.Fatalf("acquire with two of three: %v %v", r, err)
@@ -203,34 +202,34 @@ func TestMemberWithLostDiskStops(t *testing.T) {
 // committed entry and is at least as up to date as any member's, so two
 // copies of it make a majority that never forgets an acknowledged entry.
 func TestLostDiskReplacedByTheLeadersCopy(t *testing.T) {
-	c := newTestCluster(t, 3)
-	lead := c.waitLeader()
-	cl := c.client(lead)
+	c := embedtest.New(t, 3, snapshotOften)
+	lead := c.WaitLeader()
+	cl := c.Client(lead)
 	a := openSession(t, cl, "a", time.Minute)
 	tokens := map[string]uint64{}
 	acquireEach(t, cl, a, "k", 120, 1, tokens) // past SnapshotEntries: the copy has a snapshot
 	lost := (lead + 1) % 3
-	c.stop(lost)
-	if err := os.RemoveAll(c.cfgs[lost].DataDir); err != nil {
+	c.Stop(lost)
+	if err := os.RemoveAll(c.Config(lost).DataDir); err != nil {
 		t.Fatal(err)
 	}
 	// The other two go on without it for a while.
 	acquireEach(t, cl, a, "two", 10, 200, tokens)
-	c.stop((lead + 2) % 3)
-	c.stop(lead)
-	if err := os.CopyFS(c.cfgs[lost].DataDir, os.DirFS(c.cfgs[lead].DataDir)); err != nil {
+	c.Stop((lead + 2) % 3)
+	c.Stop(lead)
+	if err := os.CopyFS(c.Config(lost).DataDir, os.DirFS(c.Config(lead).DataDir)); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		c.start(i)
+		c.Start(i)
 	}
-	c.waitLeader()
-	c.waitConverged()
+	c.WaitLeader()
+	waitConverged(t, c)
 	// The copy counts in a majority: with the old leader gone, the other
 	// two still have every hold.
-	c.stop(lead)
-	lead = c.waitLeader()
-	cl = c.client(lead)
+	c.Stop(lead)
+	lead = c.WaitLeader()
+	cl = c.Client(lead)
 	checkHolds(t, cl, tokens)
 	if r, err := cl.Acquire(context.Background(), &batonpb.AcquireRequest{Header: hdr(a, 300), Name: "after"}); err != nil || !r.GetAcquired() {
 		t.Fatalf("acquire after the replacement: %v %v", r, err)

@@ -1,9 +1,11 @@
-package embed
+package embed_test
 
 import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/batonlock/baton/embed/embedtest"
 )
 
 // TestCloseWithIdleClientConnections: a member stops although clients hold
@@ -15,9 +17,9 @@ import (
 // on SIGTERM) hung for as long as the client stayed (found by
 // TestLibraryChaos, whose client reconnects to members as they restart).
 func TestCloseWithIdleClientConnections(t *testing.T) {
-	c := newTestCluster(t, 1)
-	c.waitLeader()
-	addr := c.members[0].ClientAddr()
+	c := embedtest.New(t, 1, snapshotOften)
+	c.WaitLeader()
+	addr := c.ClientAddr(0)
 	silent, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +37,7 @@ func TestCloseWithIdleClientConnections(t *testing.T) {
 
 	closed := make(chan struct{})
 	go func() {
-		c.stop(0)
+		c.Stop(0)
 		close(closed)
 	}()
 	// A bound for the failure only: Close takes milliseconds.

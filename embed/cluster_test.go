@@ -1,202 +1,42 @@
-package embed
+package embed_test
 
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/embed"
+	"github.com/batonlock/baton/embed/embedtest"
 	"github.com/batonlock/baton/internal/fsm"
-	"github.com/batonlock/baton/internal/testnet"
 )
 
-// testCluster runs n in-process members on loopback, each with its own
-// data dir, so members can be stopped and restarted from disk.
-type testCluster struct {
-	t       *testing.T
-	cfgs    []Config
-	members []*Member
-}
+// snapshotOften makes members snapshot and compact their logs every 50
+// entries, so that the tests here exercise both.
+var snapshotOften = embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.SnapshotEntries = 50 })
 
-func newTestCluster(t *testing.T, n int) *testCluster {
+// waitConverged waits until every running member has applied the same
+// entries to the same state, and returns their state hashes by name.
+func waitConverged(t *testing.T, c *embedtest.Cluster) map[string]string {
 	t.Helper()
-	return newTestClusterWith(t, n, nil)
-}
-
-// newTestClusterWith is newTestCluster with each member's configuration
-// changed by adjust (when not nil) before it starts.
-func newTestClusterWith(t *testing.T, n int, adjust func(i int, cfg *Config)) *testCluster {
-	t.Helper()
-	c := &testCluster{t: t, cfgs: make([]Config, n), members: make([]*Member, n)}
-	var parts []string
-	for i := range n {
-		cfg := DefaultConfig()
-		cfg.Name = fmt.Sprintf("n%d", i+1)
-		cfg.DataDir = t.TempDir()
-		cfg.ClientListener, cfg.PeerListener = listen(t), listen(t)
-		cfg.ClientAddr, cfg.PeerAddr = cfg.ClientListener.Addr().String(), cfg.PeerListener.Addr().String()
-		cfg.TickInterval = 20 * time.Millisecond
-		cfg.ElectionTicks = 10
-		cfg.SnapshotEntries = 50 // exercise snapshots and compaction
-		parts = append(parts, cfg.Name+"="+cfg.PeerAddr)
-		c.cfgs[i] = cfg
-	}
-	for i := range c.cfgs {
-		c.cfgs[i].InitialCluster = strings.Join(parts, ",")
-		if adjust != nil {
-			adjust(i, &c.cfgs[i])
+	var hashes map[string]string
+	embedtest.WaitFor(t, 10*time.Second, "the running members to apply the same entries to the same state", func() bool {
+		hashes = map[string]string{}
+		states := map[string]bool{}
+		for _, i := range c.Running() {
+			embed.RaftNode(c.Member(i)).View(func(fm *fsm.Machine) {
+				hashes[c.Config(i).Name] = fm.Hash()
+				states[fmt.Sprintf("%d/%s", fm.AppliedIndex(), fm.Hash())] = true
+			})
 		}
-	}
-	for i := range n {
-		c.start(i)
-	}
-	t.Cleanup(func() {
-		for i := range c.members {
-			c.stop(i)
-		}
+		return len(states) == 1
 	})
-	return c
-}
-
-// listen binds a loopback port the member's first start takes over.
-// Restarts bind the address again; testnet keeps it out of the range the
-// kernel hands to outgoing connections, so nothing else takes it meanwhile.
-func listen(t *testing.T) net.Listener {
-	t.Helper()
-	l, err := testnet.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
-}
-
-func (c *testCluster) start(i int) {
-	c.t.Helper()
-	var err error
-	for attempt := 0; attempt < 50; attempt++ {
-		c.members[i], err = Start(c.cfgs[i])
-		// The listeners serve the first start only; Close closes them.
-		c.cfgs[i].ClientListener, c.cfgs[i].PeerListener = nil, nil
-		if err == nil || !strings.Contains(err.Error(), "address already in use") {
-			break
-		}
-		time.Sleep(20 * time.Millisecond) // the old sockets are closing
-	}
-	if err != nil {
-		c.t.Fatalf("start %s: %v", c.cfgs[i].Name, err)
-	}
-}
-
-func (c *testCluster) stop(i int) {
-	if c.members[i] != nil {
-		c.members[i].Close()
-		c.members[i] = nil
-	}
-}
-
-// waitLeader waits until every running member agrees on one leader and
-// that leader has applied its own term's first entry; it returns its index.
-func (c *testCluster) waitLeader() int {
-	c.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		lead := -1
-		agree := true
-		var leadID uint64
-		for i, m := range c.members {
-			if m == nil {
-				continue
-			}
-			st := m.Node().Status()
-			if leadID == 0 {
-				leadID = st.Leader
-			}
-			if st.Leader == 0 || st.Leader != leadID {
-				agree = false
-			}
-			if m.Node().IsLeader() {
-				lead = i
-			}
-		}
-		if agree && lead >= 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			err := c.members[lead].Node().ReadBarrier(ctx)
-			cancel()
-			if err == nil {
-				return lead
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	c.t.Fatal("no leader agreed within 10s")
-	return -1
-}
-
-func (c *testCluster) client(i int) batonpb.BatonClient {
-	c.t.Helper()
-	conn, err := grpc.NewClient(c.members[i].ClientAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.t.Cleanup(func() { conn.Close() })
-	return batonpb.NewBatonClient(conn)
-}
-
-// waitApplied waits until every running member has applied as far as the
-// furthest one and returns their state hashes.
-func (c *testCluster) waitConverged() map[string]string {
-	c.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		hashes := map[string]string{}
-		var max, min uint64 = 0, ^uint64(0)
-		for i, m := range c.members {
-			if m == nil {
-				continue
-			}
-			a := m.Node().Status().Applied
-			max, min = maxU(max, a), minU(min, a)
-			m.Node().View(func(fm *fsm.Machine) { hashes[c.cfgs[i].Name] = fm.Hash() })
-		}
-		same := true
-		var first string
-		for _, h := range hashes {
-			if first == "" {
-				first = h
-			}
-			same = same && h == first
-		}
-		if min == max && same {
-			return hashes
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("members did not converge: applied %d..%d, hashes %v", min, max, hashes)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func maxU(a, b uint64) uint64 {
-	if a > b {
-		return a
-	}
-	return b
-}
-
-func minU(a, b uint64) uint64 {
-	if a < b {
-		return a
-	}
-	return b
+	return hashes
 }
 
 // testSecret is the secret of every session these tests open over the
@@ -213,17 +53,16 @@ func hdr(session, seq uint64) *batonpb.RequestHeader {
 // secret's hash).
 func openSession(t *testing.T, cl batonpb.BatonClient, owner string, ttl time.Duration) uint64 {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var id uint64
+	embedtest.WaitFor(t, 10*time.Second, "session "+owner+" to open", func() bool {
 		resp, err := cl.OpenSession(context.Background(), &batonpb.OpenSessionRequest{Ttl: durationpb.New(ttl), Owner: owner, Secret: testSecret})
-		if err == nil {
-			return resp.GetSessionId()
-		}
-		if code(err) != codes.Unavailable || time.Now().After(deadline) {
+		if err != nil && code(err) != codes.Unavailable {
 			t.Fatalf("open session %s: %v", owner, err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		id = resp.GetSessionId()
+		return err == nil
+	})
+	return id
 }
 
 // channelStream is one session on channel 1 of a Sessions stream, read
@@ -307,9 +146,9 @@ func queue(t *testing.T, cl batonpb.BatonClient, session uint64, name string) <-
 }
 
 func TestLeaderFailoverKeepsHoldsAndQueue(t *testing.T) {
-	c := newTestCluster(t, 3)
-	lead := c.waitLeader()
-	cl := c.client(lead)
+	c := embedtest.New(t, 3, snapshotOften)
+	lead := c.WaitLeader()
+	cl := c.Client(lead)
 	ctx := context.Background()
 
 	a := openSession(t, cl, "a", 30*time.Second)
@@ -331,12 +170,12 @@ func TestLeaderFailoverKeepsHoldsAndQueue(t *testing.T) {
 		}
 	}
 
-	c.stop(lead)
-	lead2 := c.waitLeader()
+	c.Stop(lead)
+	lead2 := c.WaitLeader()
 	if lead2 == lead {
 		t.Fatal("stopped member still leads")
 	}
-	cl2 := c.client(lead2)
+	cl2 := c.Client(lead2)
 	got, err := cl2.Get(ctx, &batonpb.GetRequest{Name: "job"})
 	if err != nil {
 		t.Fatal(err)
@@ -369,16 +208,16 @@ func TestLeaderFailoverKeepsHoldsAndQueue(t *testing.T) {
 
 	// The old leader comes back and catches up; then every member restarts
 	// from disk and all agree on the same state.
-	c.start(lead)
-	before := c.waitConverged()
-	for i := range c.members {
-		c.stop(i)
+	c.Start(lead)
+	before := waitConverged(t, c)
+	for i := range c.Len() {
+		c.Stop(i)
 	}
-	for i := range c.members {
-		c.start(i)
+	for i := range c.Len() {
+		c.Start(i)
 	}
-	c.waitLeader()
-	after := c.waitConverged()
+	c.WaitLeader()
+	after := waitConverged(t, c)
 	for name, h := range after {
 		if h != before[name] {
 			t.Fatalf("%s: state after restart %s, before %s", name, h, before[name])
@@ -395,8 +234,8 @@ func queueGrantWatch(t *testing.T, cl batonpb.BatonClient, session uint64) <-cha
 }
 
 func TestExpiredSessionHandsLockToNextWaiter(t *testing.T) {
-	c := newTestCluster(t, 1)
-	cl := c.client(c.waitLeader())
+	c := embedtest.New(t, 1, snapshotOften)
+	cl := c.Client(c.WaitLeader())
 	ctx := context.Background()
 	const ttl = time.Second
 	a := openSession(t, cl, "silent", ttl)
@@ -457,8 +296,8 @@ func checkHolds(t *testing.T, cl batonpb.BatonClient, tokens map[string]uint64) 
 // TestRetiredSessionStreamIsRefused is what a client too old to speak
 // Sessions sees: UNIMPLEMENTED, with a message that names the fix.
 func TestRetiredSessionStreamIsRefused(t *testing.T) {
-	c := newTestCluster(t, 1)
-	cl := c.client(c.waitLeader())
+	c := embedtest.New(t, 1, snapshotOften)
+	cl := c.Client(c.WaitLeader())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st, err := cl.Session(ctx)

@@ -614,9 +614,6 @@ func (m *Member) ClientAddr() string {
 // PeerAddr is the address the peer transport listens on.
 func (m *Member) PeerAddr() string { return m.tr.Addr().String() }
 
-// Node exposes the Raft node to this module's tests and tools.
-func (m *Member) Node() *raftnode.Node { return m.node }
-
 // Close stops serving and closes the log. It is safe to call twice.
 func (m *Member) Close() {
 	m.closeOnce.Do(func() {

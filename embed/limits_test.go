@@ -1,4 +1,4 @@
-package embed
+package embed_test
 
 import (
 	"bufio"
@@ -23,7 +23,8 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/api/batonpb"
-	"github.com/batonlock/baton/internal/fsm"
+	"github.com/batonlock/baton/embed"
+	"github.com/batonlock/baton/embed/embedtest"
 	"github.com/batonlock/baton/internal/testpki"
 )
 
@@ -32,9 +33,9 @@ import (
 // one again once a connection closed (issue 23: idle connections used to
 // take every file descriptor until the member could not write its log).
 func TestClientConnLimit(t *testing.T) {
-	c := newTestClusterWith(t, 1, func(_ int, cfg *Config) { cfg.MaxClientConns = 2 })
-	c.waitLeader()
-	addr := c.members[0].ClientAddr()
+	c := embedtest.New(t, 1, snapshotOften, embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.MaxClientConns = 2 }))
+	c.WaitLeader()
+	addr := c.ClientAddr(0)
 	// Accepted in the order they connected: a and the next take both
 	// places.
 	a := dial(t, addr)
@@ -62,14 +63,14 @@ func TestClientConnLimit(t *testing.T) {
 // that time, and connections idle for ConnIdleTimeout. Before, a silent
 // connection stayed for as long as its client wanted (issue 23).
 func TestConnTimeouts(t *testing.T) {
-	short := func(_ int, cfg *Config) {
+	short := embedtest.Configure(func(_ int, cfg *embed.Config) {
 		cfg.ConnHandshakeTimeout = 200 * time.Millisecond
 		cfg.ConnIdleTimeout = 200 * time.Millisecond
-	}
+	})
 	t.Run("plain", func(t *testing.T) {
-		c := newTestClusterWith(t, 1, short)
-		c.waitLeader()
-		addr := c.members[0].ClientAddr()
+		c := embedtest.New(t, 1, snapshotOften, short)
+		c.WaitLeader()
+		addr := c.ClientAddr(0)
 		cases := []struct {
 			name string
 			send string
@@ -130,12 +131,11 @@ func TestConnTimeouts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := newTestClusterWith(t, 1, func(i int, cfg *Config) {
-			short(i, cfg)
+		c := embedtest.New(t, 1, snapshotOften, short, embedtest.Configure(func(_ int, cfg *embed.Config) {
 			cfg.ClientTLS = pki.ServerConfig()
-		})
-		c.waitLeader()
-		addr := c.members[0].ClientAddr()
+		}))
+		c.WaitLeader()
+		addr := c.ClientAddr(0)
 		silent := dial(t, addr)
 		// The start of a ClientHello record that never ends.
 		partial := dial(t, addr)
@@ -230,8 +230,8 @@ func TestDefaultMaxClientConns(t *testing.T) {
 		{^uint64(0), 10000}, // RLIM_INFINITY
 	}
 	for _, tt := range tests {
-		if got := DefaultMaxClientConns(tt.nofile); got != tt.want {
-			t.Errorf("DefaultMaxClientConns(%d) = %d, want %d", tt.nofile, got, tt.want)
+		if got := embed.DefaultMaxClientConns(tt.nofile); got != tt.want {
+			t.Errorf("embed.DefaultMaxClientConns(%d) = %d, want %d", tt.nofile, got, tt.want)
 		}
 	}
 }
@@ -244,17 +244,12 @@ func TestDefaultMaxClientConns(t *testing.T) {
 // 200,000 sessions in 36 s).
 func TestMaxSessions(t *testing.T) {
 	const limit = 50
-	c := newTestClusterWith(t, 1, func(_ int, cfg *Config) { cfg.MaxSessions = limit })
-	c.waitLeader()
-	// Opens with a nonce wait for the log version the new leader raises
+	c := embedtest.New(t, 1, snapshotOften, embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.MaxSessions = limit }))
+	// Opens with a nonce need the log version the new leader raises
 	// after its election (until then the member answers NOT_LEADER).
-	for deadline := time.Now().Add(10 * time.Second); c.members[0].Node().LogVersion() < fsm.LogVersion; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("log version %d after 10 s, want %d", c.members[0].Node().LogVersion(), fsm.LogVersion)
-		}
-	}
-	addr := c.members[0].ClientAddr()
-	api := c.client(0)
+	c.WaitLeader()
+	addr := c.ClientAddr(0)
+	api := c.Client(0)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	ttl := durationpb.New(time.Minute)
@@ -363,9 +358,9 @@ func reasonOf(st *status.Status) string {
 // refused with RESOURCE_EXHAUSTED (OVERLOADED) naming the flag, and the
 // session lives on.
 func TestKeepAliveRate(t *testing.T) {
-	c := newTestClusterWith(t, 1, func(_ int, cfg *Config) { cfg.MaxKeepAliveRate = 1 })
-	c.waitLeader()
-	api := c.client(0)
+	c := embedtest.New(t, 1, snapshotOften, embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.MaxKeepAliveRate = 1 }))
+	c.WaitLeader()
+	api := c.Client(0)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	s, err := api.OpenSession(ctx, &batonpb.OpenSessionRequest{Ttl: durationpb.New(time.Minute), Secret: testSecret})
@@ -390,7 +385,7 @@ func TestKeepAliveRate(t *testing.T) {
 	if ls, err := api.ListSessions(ctx, &batonpb.ListSessionsRequest{}); err != nil || len(ls.GetSessions()) != 1 {
 		t.Fatalf("sessions after the refusal: %v, %v", ls.GetSessions(), err)
 	}
-	if metrics := httpGet(t, dial(t, c.members[0].ClientAddr()), "/metrics"); strings.Contains(metrics, "baton_keepalives_refused_total 0\n") {
+	if metrics := httpGet(t, dial(t, c.ClientAddr(0)), "/metrics"); strings.Contains(metrics, "baton_keepalives_refused_total 0\n") {
 		t.Error("/metrics counts no refused keepalive")
 	}
 }
@@ -399,9 +394,9 @@ func TestKeepAliveRate(t *testing.T) {
 // with the methods it does in Allow, and a body over the limit on one
 // request is 413 (they were 501 and 400).
 func TestHTTPErrors(t *testing.T) {
-	c := newTestCluster(t, 1)
-	c.waitLeader()
-	base := "http://" + c.members[0].ClientAddr()
+	c := embedtest.New(t, 1, snapshotOften)
+	c.WaitLeader()
+	base := "http://" + c.ClientAddr(0)
 	do := func(method, path, body string) *http.Response {
 		t.Helper()
 		req, err := http.NewRequest(method, base+path, strings.NewReader(body))

@@ -1,4 +1,4 @@
-package embed
+package embed_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/embed"
+	"github.com/batonlock/baton/embed/embedtest"
 	"github.com/batonlock/baton/internal/fsm"
 )
 
@@ -24,18 +26,18 @@ import (
 // version, every member applies it, and the refused request works.
 func TestRollingUpgrade(t *testing.T) {
 	ctx := context.Background()
-	c := newTestClusterWith(t, 3, func(_ int, cfg *Config) { cfg.LogVersion = 1 })
-	lead := c.waitLeader()
+	c := embedtest.New(t, 3, snapshotOften, embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.LogVersion = 1 }))
+	lead := c.WaitLeader()
 	status := func(i int) *batonpb.StatusResponse {
 		t.Helper()
-		st, err := c.client(i).Status(ctx, &batonpb.StatusRequest{})
+		st, err := c.Client(i).Status(ctx, &batonpb.StatusRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return st
 	}
 	heldSet := func(i int) error {
-		cl := c.client(i)
+		cl := c.Client(i)
 		s := openSession(t, cl, "upgrade", 10*time.Second)
 		_, err := cl.AcquireMany(ctx, &batonpb.AcquireManyRequest{Header: hdr(s, 1), Names: []string{"a", "b"},
 			HoldLimit: durationpb.New(5 * time.Second)})
@@ -48,15 +50,11 @@ func TestRollingUpgrade(t *testing.T) {
 	// only version 1 stop at (as an older release stops at the unknown
 	// field): through the whole upgrade, a session is opened and a lock
 	// taken at every step, and no member may stop.
-	var endpoints []string
-	for i := range c.members {
-		endpoints = append(endpoints, c.members[i].ClientAddr())
-	}
 	useClient := func(step string) {
 		t.Helper()
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		cl, err := baton.Dial(cctx, strings.Join(endpoints, ","))
+		cl, err := baton.Dial(cctx, c.Endpoints(0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,9 +73,9 @@ func TestRollingUpgrade(t *testing.T) {
 		if err := s.Close(cctx); err != nil {
 			t.Fatalf("%s: close the session: %v", step, err)
 		}
-		for i, m := range c.members {
-			if m != nil && m.Node().Err() != nil {
-				t.Fatalf("%s: member %d stopped: %v", step, i, m.Node().Err())
+		for _, i := range c.Running() {
+			if err := c.Member(i).Err(); err != nil {
+				t.Fatalf("%s: member %d stopped: %v", step, i, err)
 			}
 		}
 	}
@@ -87,17 +85,17 @@ func TestRollingUpgrade(t *testing.T) {
 	}
 
 	for k, i := range []int{lead, (lead + 1) % 3, (lead + 2) % 3} {
-		c.stop(i)
-		c.cfgs[i].LogVersion = 0 // this release
-		c.start(i)
-		lead = c.waitLeader()
+		c.Stop(i)
+		c.ChangeConfig(i, func(cfg *embed.Config) { cfg.LogVersion = 0 }) // this release
+		c.Start(i)
+		lead = c.WaitLeader()
 		useClient(fmt.Sprintf("upgraded-%d", k+1))
 		if k == 2 {
 			break
 		}
 		// One member still reads only version 1: what the leader's
 		// raiseLogVersion would raise the version to is 1 at most.
-		if v, ok := c.members[lead].logVersionDue(c.members[lead].Node().Membership()); ok && v > 1 {
+		if v, ok := embed.LogVersionDue(c.Member(lead)); ok && v > 1 {
 			t.Fatalf("after upgrading %d of 3 members the leader would raise the version to %d", k+1, v)
 		}
 		st := status(lead)
@@ -117,16 +115,12 @@ func TestRollingUpgrade(t *testing.T) {
 			t.Fatalf("a hold-limited set with a member at version 1: %v", err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for status(lead).GetLogVersion() != fsm.LogVersion {
-		if time.Now().After(deadline) {
-			t.Fatalf("the cluster did not reach log version %d: %v", fsm.LogVersion, status(lead))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	c.waitConverged()
-	for i := range c.members {
-		if v := c.members[i].Node().LogVersion(); v != fsm.LogVersion {
+	embedtest.WaitFor(t, 10*time.Second, fmt.Sprintf("the cluster to reach log version %d", fsm.LogVersion), func() bool {
+		return status(lead).GetLogVersion() == fsm.LogVersion
+	})
+	waitConverged(t, c)
+	for i := range c.Len() {
+		if v := c.Member(i).Status().LogVersion; v != fsm.LogVersion {
 			t.Fatalf("member %d applied log version %d", i, v)
 		}
 	}

@@ -1,10 +1,9 @@
-package embed
+package embed_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -14,38 +13,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/batonlock/baton/api/batonpb"
-	"github.com/batonlock/baton/internal/raftnode"
+	"github.com/batonlock/baton/embed"
+	"github.com/batonlock/baton/embed/embedtest"
 	"github.com/batonlock/baton/internal/testpki"
 )
-
-// addMember starts a member that AddMember added (with Join) and returns
-// its index in c; adjust, if given, changes its configuration first.
-func (c *testCluster) addMember(name, initialCluster string, peer, client testListeners, join bool, adjust ...func(*Config)) int {
-	c.t.Helper()
-	cfg := DefaultConfig()
-	cfg.Name = name
-	cfg.DataDir = c.t.TempDir()
-	cfg.ClientListener, cfg.PeerListener = client.l, peer.l
-	cfg.ClientAddr, cfg.PeerAddr = client.addr, peer.addr
-	cfg.TickInterval = 20 * time.Millisecond
-	cfg.ElectionTicks = 10
-	cfg.SnapshotEntries = 50
-	cfg.InitialCluster = initialCluster
-	cfg.Join = join
-	for _, f := range adjust {
-		f(&cfg)
-	}
-	c.cfgs = append(c.cfgs, cfg)
-	c.members = append(c.members, nil)
-	i := len(c.cfgs) - 1
-	c.start(i)
-	return i
-}
-
-type testListeners struct {
-	l    net.Listener
-	addr string
-}
 
 func code(err error) codes.Code { return status.Code(err) }
 
@@ -53,19 +24,19 @@ func code(err error) codes.Code { return status.Code(err) }
 // is promoted, and counts in the majority once a first member is removed
 // and the leader stops; every hold survives; bad requests change nothing.
 func TestMembershipChanges(t *testing.T) {
-	c := newTestCluster(t, 3)
-	lead := c.waitLeader()
-	cl := c.client(lead)
+	c := embedtest.New(t, 3, snapshotOften)
+	lead := c.WaitLeader()
+	cl := c.Client(lead)
 	ctx := context.Background()
 	a := openSession(t, cl, "a", time.Minute)
 	tokens := map[string]uint64{}
 	acquireEach(t, cl, a, "k", 120, 1, tokens) // past SnapshotEntries: the newcomer gets a snapshot
 
-	pl, cln := listen(t), listen(t)
-	peerAddr := pl.Addr().String()
+	n4cfg := c.MemberConfig("n4")
+	peerAddr := n4cfg.PeerAddr
 	for _, bad := range []*batonpb.AddMemberRequest{
 		{Name: "", PeerAddr: peerAddr}, {Name: "n 4", PeerAddr: peerAddr}, {Name: "n4", PeerAddr: "nohost"},
-		{Name: "n2", PeerAddr: peerAddr}, {Name: "n4", PeerAddr: c.cfgs[0].PeerAddr},
+		{Name: "n2", PeerAddr: peerAddr}, {Name: "n4", PeerAddr: c.Config(0).PeerAddr},
 	} {
 		if _, err := cl.AddMember(ctx, bad); err == nil {
 			t.Fatalf("AddMember(%v) succeeded", bad)
@@ -81,16 +52,17 @@ func TestMembershipChanges(t *testing.T) {
 	if _, err := cl.AddMember(ctx, &batonpb.AddMemberRequest{Name: "n4", PeerAddr: "127.0.0.1:1"}); code(err) != codes.AlreadyExists {
 		t.Fatalf("adding n4 twice: %v", err)
 	}
-	n4 := c.addMember("n4", added.GetInitialCluster(), testListeners{pl, peerAddr}, testListeners{cln, cln.Addr().String()}, true)
-	c.waitConverged()
+	n4cfg.InitialCluster, n4cfg.Join = added.GetInitialCluster(), true
+	n4 := c.Add(n4cfg)
+	waitConverged(t, c)
 	if _, err := cl.PromoteMember(ctx, &batonpb.PromoteMemberRequest{Name: "n2"}); code(err) != codes.InvalidArgument {
 		t.Fatalf("promoting a voter: %v", err)
 	}
 	if _, err := cl.PromoteMember(ctx, &batonpb.PromoteMemberRequest{Name: "n4"}); err != nil {
 		t.Fatalf("promote n4: %v", err)
 	}
-	c.waitConverged() // n4 applied its promotion too
-	st, err := c.client(n4).Status(ctx, &batonpb.StatusRequest{})
+	waitConverged(t, c) // n4 applied its promotion too
+	st, err := c.Client(n4).Status(ctx, &batonpb.StatusRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,10 +73,10 @@ func TestMembershipChanges(t *testing.T) {
 	// Remove a first member that does not lead; then stop the leader:
 	// n4 is one of the two that are left.
 	gone := (lead + 1) % 3
-	if _, err := cl.RemoveMember(ctx, &batonpb.RemoveMemberRequest{Name: c.cfgs[gone].Name}); err != nil {
+	if _, err := cl.RemoveMember(ctx, &batonpb.RemoveMemberRequest{Name: c.Config(gone).Name}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cl.RemoveMember(ctx, &batonpb.RemoveMemberRequest{Name: c.cfgs[gone].Name}); code(err) != codes.NotFound {
+	if _, err := cl.RemoveMember(ctx, &batonpb.RemoveMemberRequest{Name: c.Config(gone).Name}); code(err) != codes.NotFound {
 		t.Fatalf("removing it twice: %v", err)
 	}
 	// Every change that applied is in the audit, once.
@@ -116,25 +88,25 @@ func TestMembershipChanges(t *testing.T) {
 	for _, e := range audit.GetEntries() {
 		actions = append(actions, e.GetAction())
 	}
-	want := []string{`added member "n4" at ` + peerAddr + ` as a learner`, `promoted member "n4" to a voter`, fmt.Sprintf("removed member %q", c.cfgs[gone].Name)}
+	want := []string{`added member "n4" at ` + peerAddr + ` as a learner`, `promoted member "n4" to a voter`, fmt.Sprintf("removed member %q", c.Config(gone).Name)}
 	if !slices.Equal(actions, want) {
 		t.Fatalf("audit %q, want %q", actions, want)
 	}
-	c.stop(gone)
-	c.stop(lead)
-	lead = c.waitLeader()
-	cl = c.client(lead)
+	c.Stop(gone)
+	c.Stop(lead)
+	lead = c.WaitLeader()
+	cl = c.Client(lead)
 	checkHolds(t, cl, tokens)
 	if r, err := cl.Acquire(ctx, &batonpb.AcquireRequest{Header: hdr(a, 500), Name: "after"}); err != nil || !r.GetAcquired() {
 		t.Fatalf("acquire with the new majority: %v %v", r, err)
 	}
 	// A restarted newcomer keeps the membership (its log and snapshot
 	// say it, whatever its flags).
-	c.stop(n4)
-	c.start(n4)
-	c.waitLeader()
-	c.waitConverged()
-	ms := c.members[n4].Node().Membership()
+	c.Stop(n4)
+	c.Start(n4)
+	c.WaitLeader()
+	waitConverged(t, c)
+	ms := embed.RaftNode(c.Member(n4)).Membership()
 	removed := 0
 	for _, r := range ms.Members {
 		if r.Removed {
@@ -145,61 +117,56 @@ func TestMembershipChanges(t *testing.T) {
 		t.Fatalf("membership after n4's restart: %+v", ms)
 	}
 	// A removed name does not come back.
-	if _, err := c.client(c.waitLeader()).AddMember(ctx, &batonpb.AddMemberRequest{Name: c.cfgs[gone].Name, PeerAddr: "127.0.0.1:1"}); code(err) != codes.InvalidArgument {
+	if _, err := c.Client(c.WaitLeader()).AddMember(ctx, &batonpb.AddMemberRequest{Name: c.Config(gone).Name, PeerAddr: "127.0.0.1:1"}); code(err) != codes.InvalidArgument {
 		t.Fatalf("adding a removed name again: %v", err)
 	}
 	// A cold restart of all three: the first members' flags still name the
 	// old cluster, and n4's address comes from the log's record of it.
-	var running []int
-	for i, m := range c.members {
-		if m != nil {
-			running = append(running, i)
-		}
+	running := c.Running()
+	for _, i := range running {
+		c.Stop(i)
 	}
 	for _, i := range running {
-		c.stop(i)
+		c.Start(i)
 	}
-	for _, i := range running {
-		c.start(i)
-	}
-	lead = c.waitLeader()
-	cl = c.client(lead)
+	lead = c.WaitLeader()
+	cl = c.Client(lead)
 	checkHolds(t, cl, tokens)
 	if r, err := cl.Acquire(ctx, &batonpb.AcquireRequest{Header: hdr(a, 501), Name: "after/restart"}); err != nil || !r.GetAcquired() {
 		t.Fatalf("acquire after a cold restart: %v %v", r, err)
 	}
-	c.waitConverged()
+	waitConverged(t, c)
 }
 
 // Removing the leader: it applies its own removal, steps down and stops
 // (ErrRemoved); the other two elect a leader among themselves and serve.
 func TestRemovingTheLeader(t *testing.T) {
-	c := newTestCluster(t, 3)
-	lead := c.waitLeader()
-	cl := c.client(lead)
+	c := embedtest.New(t, 3, snapshotOften)
+	lead := c.WaitLeader()
+	cl := c.Client(lead)
 	ctx := context.Background()
 	a := openSession(t, cl, "a", time.Minute)
 	held, err := cl.Acquire(ctx, &batonpb.AcquireRequest{Header: hdr(a, 1), Name: "x"})
 	if err != nil || !held.GetAcquired() {
 		t.Fatal(held, err)
 	}
-	node := c.members[lead].Node()
-	_, err = cl.RemoveMember(ctx, &batonpb.RemoveMemberRequest{Name: c.cfgs[lead].Name})
+	removed := c.Member(lead)
+	_, err = cl.RemoveMember(ctx, &batonpb.RemoveMemberRequest{Name: c.Config(lead).Name})
 	if err != nil && code(err) != codes.Unavailable {
 		t.Fatalf("removing the leader: %v", err) // Unavailable: it stopped before its answer left
 	}
 	select {
-	case <-node.Done():
+	case <-removed.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the removed leader still runs")
 	}
-	if !errors.Is(node.Err(), raftnode.ErrRemoved) {
-		t.Fatalf("the removed leader stopped with %v", node.Err())
+	if !errors.Is(removed.Err(), embed.ErrRemoved) {
+		t.Fatalf("the removed leader stopped with %v", removed.Err())
 	}
-	c.stop(lead)
-	lead = c.waitLeader()
-	cl = c.client(lead)
-	if ms := c.members[lead].Node().Membership(); len(ms.Voters) != 2 {
+	c.Stop(lead)
+	lead = c.WaitLeader()
+	cl = c.Client(lead)
+	if ms := embed.RaftNode(c.Member(lead)).Membership(); len(ms.Voters) != 2 {
 		t.Fatalf("voters %v", ms.Voters)
 	}
 	got, err := cl.Get(ctx, &batonpb.GetRequest{Name: "x"})
@@ -207,14 +174,14 @@ func TestRemovingTheLeader(t *testing.T) {
 		t.Fatalf("x after the leader's removal: %v %v", got, err)
 	}
 	// Two voters: one may go (the leader again), and the last may not.
-	node = c.members[lead].Node()
-	if _, err := cl.RemoveMember(ctx, &batonpb.RemoveMemberRequest{Name: c.cfgs[lead].Name}); err != nil && code(err) != codes.Unavailable {
+	removed = c.Member(lead)
+	if _, err := cl.RemoveMember(ctx, &batonpb.RemoveMemberRequest{Name: c.Config(lead).Name}); err != nil && code(err) != codes.Unavailable {
 		t.Fatal(err)
 	}
-	<-node.Done()
-	c.stop(lead)
-	lead = c.waitLeader()
-	if _, err := c.client(lead).RemoveMember(ctx, &batonpb.RemoveMemberRequest{Name: c.cfgs[lead].Name}); code(err) != codes.InvalidArgument {
+	<-removed.Done()
+	c.Stop(lead)
+	lead = c.WaitLeader()
+	if _, err := c.Client(lead).RemoveMember(ctx, &batonpb.RemoveMemberRequest{Name: c.Config(lead).Name}); code(err) != codes.InvalidArgument {
 		t.Fatalf("removing the last voter: %v", err)
 	}
 }
@@ -232,8 +199,8 @@ func slicesAny[T any](s []T, f func(T) bool) bool {
 // other for an empty entry; that one is answered Aborted at once (not
 // left to time out), and the members are what the successful calls say.
 func TestConcurrentMembershipChanges(t *testing.T) {
-	c := newTestCluster(t, 3)
-	cl := c.client(c.waitLeader())
+	c := embedtest.New(t, 3, snapshotOften)
+	cl := c.Client(c.WaitLeader())
 	type result struct {
 		name string
 		err  error
@@ -263,7 +230,7 @@ func TestConcurrentMembershipChanges(t *testing.T) {
 			}
 		}
 	}
-	ms := c.members[c.waitLeader()].Node().Membership()
+	ms := embed.RaftNode(c.Member(c.WaitLeader())).Membership()
 	if len(ms.Learners) != len(added) {
 		t.Fatalf("%d learners, %d additions succeeded", len(ms.Learners), len(added))
 	}
@@ -275,30 +242,31 @@ func TestConcurrentMembershipChanges(t *testing.T) {
 // takes part (before ids, raft took its bootstrap entries for the
 // cluster's). The cluster goes on without it.
 func TestNewcomerWithoutJoinIsRefused(t *testing.T) {
-	c := newTestCluster(t, 3)
-	lead := c.waitLeader()
-	cl := c.client(lead)
+	c := embedtest.New(t, 3, snapshotOften)
+	lead := c.WaitLeader()
+	cl := c.Client(lead)
 	ctx := context.Background()
 	a := openSession(t, cl, "a", time.Minute)
 	tokens := map[string]uint64{}
 	acquireEach(t, cl, a, "k", 20, 1, tokens)
 	gone := (lead + 1) % 3
-	if _, err := cl.RemoveMember(ctx, &batonpb.RemoveMemberRequest{Name: c.cfgs[gone].Name}); err != nil {
+	if _, err := cl.RemoveMember(ctx, &batonpb.RemoveMemberRequest{Name: c.Config(gone).Name}); err != nil {
 		t.Fatal(err)
 	}
-	c.stop(gone)
-	pl, cln := listen(t), listen(t)
-	added, err := cl.AddMember(ctx, &batonpb.AddMemberRequest{Name: "n4", PeerAddr: pl.Addr().String()})
+	c.Stop(gone)
+	n4 := c.MemberConfig("n4")
+	added, err := cl.AddMember(ctx, &batonpb.AddMemberRequest{Name: "n4", PeerAddr: n4.PeerAddr})
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := c.addMember("n4", added.GetInitialCluster(), testListeners{pl, pl.Addr().String()}, testListeners{cln, cln.Addr().String()}, false)
+	n4.InitialCluster = added.GetInitialCluster()
+	i := c.Add(n4)
 	acquireEach(t, cl, a, "after", 10, 100, tokens)
-	if st := c.members[i].Node().Status(); st.Applied > 3 || st.Commit > 3 {
+	if st := c.Member(i).Status(); st.Applied > 3 || st.Commit > 3 {
 		t.Fatalf("the newcomer without Join took part: %+v", st)
 	}
-	c.stop(i)
-	c.waitConverged()
+	c.Stop(i)
+	waitConverged(t, c)
 	checkHolds(t, cl, tokens)
 }
 
@@ -311,26 +279,27 @@ func TestJoinWithPeerTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	peerTLS := func(cfg *Config) {
+	peerTLS := func(cfg *embed.Config) {
 		if cfg.PeerTLS, err = pki.PeerConfig(cfg.Name); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c := newTestClusterWith(t, 1, func(_ int, cfg *Config) { peerTLS(cfg) })
-	lead := c.waitLeader()
-	cl := c.client(lead)
+	c := embedtest.New(t, 1, snapshotOften, embedtest.Configure(func(_ int, cfg *embed.Config) { peerTLS(cfg) }))
+	lead := c.WaitLeader()
+	cl := c.Client(lead)
 	a := openSession(t, cl, "a", time.Minute)
 	tokens := map[string]uint64{}
 	acquireEach(t, cl, a, "k", 10, 1, tokens)
-	pl, cln := listen(t), listen(t)
-	added, err := cl.AddMember(context.Background(), &batonpb.AddMemberRequest{Name: "n2", PeerAddr: pl.Addr().String(), Learner: true})
+	n2cfg := c.MemberConfig("n2") // peerTLS applies to it too
+	added, err := cl.AddMember(context.Background(), &batonpb.AddMemberRequest{Name: "n2", PeerAddr: n2cfg.PeerAddr, Learner: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n2 := c.addMember("n2", added.GetInitialCluster(), testListeners{pl, pl.Addr().String()}, testListeners{cln, cln.Addr().String()}, true, peerTLS)
+	n2cfg.InitialCluster, n2cfg.Join = added.GetInitialCluster(), true
+	n2 := c.Add(n2cfg)
 	acquireEach(t, cl, a, "after", 10, 100, tokens)
-	c.waitConverged() // the same state on both: they talk both ways
-	if got := c.members[n2].Node().Status().Applied; got < 20 {
+	waitConverged(t, c) // the same state on both: they talk both ways
+	if got := c.Member(n2).Status().Applied; got < 20 {
 		t.Fatalf("n2 applied %d entries, want its 20 acquires at least", got)
 	}
 	checkHolds(t, cl, tokens)

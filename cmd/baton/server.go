@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/embed"
-	"github.com/batonlock/baton/internal/raftnode"
 )
 
 func runServer(args []string) int {
@@ -145,8 +144,8 @@ Flags:
 		lg.Info("stopping", "signal", s.String())
 		m.Close()
 		return 0
-	case <-m.Node().Done():
-		if errors.Is(m.Node().Err(), raftnode.ErrRemoved) {
+	case <-m.Done():
+		if errors.Is(m.Err(), embed.ErrRemoved) {
 			// The answer to the removal (this member led and removed
 			// itself) is on its way out: give it a moment before the
 			// connections close, or the caller sees an error for a
@@ -160,7 +159,7 @@ Flags:
 		// entry it cannot apply, a lost data dir): exit, so that a
 		// supervisor sees it, rather than answer every request with an
 		// error.
-		fmt.Fprintf(os.Stderr, "baton server: member stopped: %v\n", m.Node().Err())
+		fmt.Fprintf(os.Stderr, "baton server: member stopped: %v\n", m.Err())
 		m.Close()
 		return 1
 	}

@@ -1,4 +1,4 @@
-package baton
+package e2e
 
 import (
 	"encoding/json"
@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	. "github.com/batonlock/baton" // moved from the baton package: its names as they were there
+	"github.com/batonlock/baton/embed/embedtest"
 )
 
 // TestDashboardReadsTheAPI: every JSON field the web dashboard reads is
@@ -32,7 +35,7 @@ func TestDashboardReadsTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() { _, _ = b.Mutex("dash/x").LockWithin(ctx, time.Minute) }()
-	base := "http://" + c.members[0].ClientAddr()
+	base := "http://" + c.ClientAddr(0)
 	getJSON := func(path string) map[string]any {
 		t.Helper()
 		resp, err := http.Get(base + path)
@@ -50,7 +53,7 @@ func TestDashboardReadsTheAPI(t *testing.T) {
 		}
 		return m
 	}
-	waitFor(t, 10*time.Second, "a waiter on dash/x", func() bool {
+	embedtest.WaitFor(t, 10*time.Second, "a waiter on dash/x", func() bool {
 		l, _ := getJSON("/v1/lock?name=" + url.QueryEscape("dash/x"))["lock"].(map[string]any)
 		ws, _ := l["waiters"].([]any)
 		return len(ws) == 1
@@ -106,7 +109,7 @@ func TestDashboardReadsTheAPI(t *testing.T) {
 	has("holder", first("holders", full["holders"]), append(holder, use("holder", "shared", "hold_limit")...)...)
 	has("waiter", first("waiters", full["waiters"]), use("waiter", "session_id", "owner", "owner_key", "since", "wait_timeout", "shared")...)
 
-	js, err := os.ReadFile("internal/dashboard/static/app.js")
+	js, err := os.ReadFile("../internal/dashboard/static/app.js")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package baton
+package e2e
 
 import (
 	"context"
@@ -10,6 +10,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	. "github.com/batonlock/baton" // moved from the baton package: its names as they were there
+	"github.com/batonlock/baton/embed/embedtest"
 )
 
 var (
@@ -49,8 +52,9 @@ func TestLibraryChaos(t *testing.T) {
 	if *flagLibChaos > 0 {
 		d = *flagLibChaos
 	}
-	c := startCluster(t, 3)
-	cl := dial(t, c.addrs(0), WithBackoff(10*time.Millisecond, 200*time.Millisecond))
+	skipShort(t)
+	c := embedtest.New(t, 3)
+	cl := dial(t, c.Endpoints(0), WithBackoff(10*time.Millisecond, 200*time.Millisecond))
 	locks := []string{"chaos/a", "chaos/b", "chaos/c", chaosRW}
 	g := &chaosLedger{leases: map[string][]*Lease{}, shared: map[*Lease]bool{}, holdToken: map[string]map[*Session]uint64{},
 		maxToken: map[string]uint64{}, maxExclusive: map[string]uint64{}, resource: map[string]uint64{}}
@@ -143,37 +147,37 @@ func settles(within time.Duration, f func() string) string {
 // (their TTL is 3 s) and their Leases are lost, while the server keeps
 // the sessions (a new leader gives each a full TTL). It returns how many
 // members it stopped.
-func chaosMembers(ctx context.Context, c *testCluster, rng *rand.Rand, until time.Time) (int, error) {
+func chaosMembers(ctx context.Context, c *embedtest.Cluster, rng *rand.Rand, until time.Time) (int, error) {
 	kills := 0
 	for time.Now().Before(until) {
 		if !sleepUntil(ctx, time.Now().Add(time.Duration(500+rng.IntN(1500))*time.Millisecond)) {
 			break
 		}
-		victim := rng.IntN(len(c.members))
+		victim := rng.IntN(c.Len())
 		if rng.IntN(4) > 0 {
-			for i, m := range c.members {
-				if m != nil && m.Node().IsLeader() {
+			for _, i := range c.Running() {
+				if c.Member(i).IsLeader() {
 					victim = i
 				}
 			}
 		}
-		if c.members[victim] == nil {
+		if c.Member(victim) == nil {
 			continue
 		}
-		c.stop(victim)
+		c.Stop(victim)
 		kills++
 		down := []int{victim}
 		pause := time.Duration(200+rng.IntN(1300)) * time.Millisecond
 		if rng.IntN(6) == 0 {
-			second := (victim + 1 + rng.IntN(len(c.members)-1)) % len(c.members)
-			c.stop(second)
+			second := (victim + 1 + rng.IntN(c.Len()-1)) % c.Len()
+			c.Stop(second)
 			kills++
 			down = append(down, second)
 			pause = time.Duration(500+rng.IntN(3500)) * time.Millisecond
 		}
 		sleepUntil(ctx, time.Now().Add(pause))
 		for _, i := range down {
-			if err := c.restart(i); err != nil {
+			if err := c.TryStart(i); err != nil {
 				return kills, err
 			}
 		}

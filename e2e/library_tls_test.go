@@ -1,4 +1,4 @@
-package baton
+package e2e
 
 import (
 	"context"
@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/batonlock/baton" // moved from the baton package: its names as they were there
 	"github.com/batonlock/baton/embed"
+	"github.com/batonlock/baton/embed/embedtest"
 	"github.com/batonlock/baton/internal/testpki"
 )
 
@@ -21,27 +23,28 @@ import (
 // or without a certificate, gets nothing; HTTPS serves the API and a
 // plaintext request is refused.
 func TestTLS(t *testing.T) {
+	skipShort(t)
 	pki, err := testpki.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	const n = 3
-	c := startCluster(t, n, func(cfg *embed.Config) {
+	c := embedtest.New(t, n, embedtest.Configure(func(_ int, cfg *embed.Config) {
 		cfg.ClientTLS = pki.ServerConfig()
 		if cfg.PeerTLS, err = pki.PeerConfig(cfg.Name); err != nil {
 			t.Fatal(err)
 		}
-	})
-	lead := c.leader()
+	}))
+	lead := c.WaitLeader()
 	ctx := testCtx(t)
 
-	cl := dial(t, c.addrs((lead+1)%n), WithTLS(pki.ClientConfig(true)))
+	cl := dial(t, c.Endpoints((lead+1)%n), WithTLS(pki.ClientConfig(true)))
 	s := newSession(t, cl)
 	l, err := s.Mutex("tls/x").Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.stop(lead)
+	c.Stop(lead)
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("release after the leader stopped: %v", err)
 	}
@@ -49,8 +52,7 @@ func TestTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	addr := c.addrs((lead + 1) % n)
-	addr = strings.Split(addr, ",")[0]
+	addr := c.ClientAddr((lead + 1) % n)
 	short, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if plain, err := Dial(short, addr, WithMaxAttempts(2)); err == nil {
@@ -89,16 +91,17 @@ func TestTLS(t *testing.T) {
 // another client's get PermissionDenied and change nothing, while its
 // sessions and locks work as before.
 func TestOperators(t *testing.T) {
+	skipShort(t)
 	pki, err := testpki.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := startCluster(t, 1, func(cfg *embed.Config) {
+	c := embedtest.New(t, 1, embedtest.Configure(func(_ int, cfg *embed.Config) {
 		cfg.ClientTLS = pki.ServerConfig()
 		cfg.Operators = []string{"someone else", testpki.OperatorName}
-	})
+	}))
 	ctx := testCtx(t)
-	addr := strings.Split(c.addrs(0), ",")[0]
+	addr := c.ClientAddr(0)
 	app := dial(t, addr, WithTLS(pki.ClientConfig(true)))
 	ops := dial(t, addr, WithTLS(pki.OperatorConfig()))
 

@@ -1,4 +1,4 @@
-package baton
+package e2e
 
 import (
 	"encoding/json"
@@ -14,7 +14,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	. "github.com/batonlock/baton" // moved from the baton package: its names as they were there
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/embed/embedtest"
 )
 
 // TestStrangerCannotActForASession: a stranger who knows a session's id
@@ -35,7 +37,7 @@ func TestStrangerCannotActForASession(t *testing.T) {
 	other := newSession(t, cl, WithOwner("stranger"))
 	id, token := victim.ID(), lease.Token()
 
-	addr := c.members[0].ClientAddr()
+	addr := c.ClientAddr(0)
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -70,9 +72,15 @@ func TestStrangerCannotActForASession(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sendFrames(t, gs, &batonpb.ChannelRequest{Channel: 1, Request: &batonpb.SessionRequest{Id: 1, Kind: &batonpb.SessionRequest_Resume{Resume: &batonpb.ResumeSession{SessionId: id, Secret: secret}}}})
-		var pending []*batonpb.ChannelResponse
-		end := nextFrame(t, gs, &pending, 1).GetEnd().GetError()
+		if err := gs.Send(&batonpb.SessionsRequest{Requests: []*batonpb.ChannelRequest{{Channel: 1, Request: &batonpb.SessionRequest{Id: 1, Kind: &batonpb.SessionRequest_Resume{Resume: &batonpb.ResumeSession{SessionId: id, Secret: secret}}}}}}); err != nil {
+			t.Fatal(err)
+		}
+		// Channel 1 is the stream's only one: its first frame is the answer.
+		msg, err := gs.Recv()
+		if err != nil || len(msg.GetResponses()) == 0 {
+			t.Fatalf("resume of a session channel%s: %v %v", by, msg, err)
+		}
+		end := msg.GetResponses()[0].GetEnd().GetError()
 		refused("resume of a session channel"+by, status.Error(codes.Code(end.GetCode()), end.GetMessage()))
 
 		for _, call := range []struct{ path, body string }{
@@ -125,7 +133,7 @@ func TestStrangerCannotActForASession(t *testing.T) {
 func TestSessionSecretOverHTTP(t *testing.T) {
 	c, cl := single(t)
 	newSession(t, cl) // the member leads
-	base := "http://" + c.members[0].ClientAddr()
+	base := "http://" + c.ClientAddr(0)
 	post := func(path, body string, out any) int {
 		t.Helper()
 		resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
@@ -190,7 +198,7 @@ func TestStrangerCannotStealAWaitersGrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, err := grpc.NewClient(c.members[0].ClientAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(c.ClientAddr(0), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +218,10 @@ func TestStrangerCannotStealAWaitersGrant(t *testing.T) {
 		}
 		got <- r
 	}()
-	waitFor(t, 5*time.Second, "the victim queued", func() bool { return len(waiters(t, cl, "q/1")) == 1 })
+	embedtest.WaitFor(t, 5*time.Second, "the victim queued", func() bool {
+		info, err := cl.Get(ctx, "q/1")
+		return err == nil && len(info.Waiters) == 1
+	})
 	_, err = api.Acquire(ctx, &batonpb.AcquireRequest{Name: "q/1", Wait: true,
 		Header: &batonpb.RequestHeader{SessionId: id, Seq: 1, Secret: "a-guess-of-the-secret-0123"}})
 	if status.Code(err) != codes.PermissionDenied {
