@@ -28,7 +28,7 @@ func (m *Machine) Sessions(afterID uint64, limit int) []*fsmpb.Session {
 	if afterID == math.MaxUint64 {
 		return nil
 	}
-	m.sessionTree.AscendGreaterOrEqual(&session{id: afterID + 1}, func(s *session) bool {
+	m.sessionTree.AscendGreaterOrEqual(&sessionState{sess: &session{id: afterID + 1}}, func(s *sessionState) bool {
 		if limit > 0 && len(out) >= limit {
 			return false
 		}
@@ -57,7 +57,7 @@ func (m *Machine) Locks(prefix, after string, limit int) []*fsmpb.Lock {
 	if after >= start {
 		start = after + "\x00" // the smallest string above after
 	}
-	m.lockTree.AscendGreaterOrEqual(&lock{name: start}, func(l *lock) bool {
+	m.lockTree.AscendGreaterOrEqual(&lockState{name: start}, func(l *lockState) bool {
 		if !strings.HasPrefix(l.name, prefix) || (limit > 0 && len(out) >= limit) {
 			return false
 		}
@@ -98,7 +98,7 @@ type WaiterRef struct {
 // since it cannot know how long the waiter has waited on the old leader.
 func (m *Machine) Waiters() []*WaiterRef {
 	var out []*WaiterRef
-	m.lockTree.Ascend(func(l *lock) bool {
+	m.lockTree.Ascend(func(l *lockState) bool {
 		for _, w := range l.waiters() {
 			if w.timeout > 0 {
 				out = append(out, &WaiterRef{
@@ -127,8 +127,8 @@ type SessionRef struct {
 // uses it to give each a full TTL from its election (DESIGN.md §2).
 func (m *Machine) SessionIDs() []*SessionRef {
 	out := make([]*SessionRef, 0, len(m.sessions))
-	m.sessionTree.Ascend(func(s *session) bool {
-		out = append(out, &SessionRef{ID: s.id, TTL: time.Duration(s.ttl), Blacklisted: s.blacklisted, SecretHash: s.secretHash})
+	m.sessionTree.Ascend(func(s *sessionState) bool {
+		out = append(out, &SessionRef{ID: s.sess.id, TTL: time.Duration(s.sess.ttl), Blacklisted: s.blacklisted, SecretHash: s.sess.secretHash})
 		return true
 	})
 	return out
@@ -209,7 +209,7 @@ type LimitedHold struct {
 // last renewed it.
 func (m *Machine) LimitedHolds() []LimitedHold {
 	var out []LimitedHold
-	m.lockTree.Ascend(func(l *lock) bool {
+	m.lockTree.Ascend(func(l *lockState) bool {
 		for i := range l.holders {
 			if h := &l.holders[i]; h.holdLimit != 0 {
 				out = append(out, LimitedHold{Lock: l.name, SessionID: h.s.id, Token: h.token, Limit: msDuration(h.holdLimit)})

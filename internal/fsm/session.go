@@ -11,20 +11,39 @@ import (
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
-// session is one client session and its indexes.
+// session is one client session: what it was opened with, which never
+// changes, and a handle on its current sessionState, which Apply changes
+// in place unless a frozen state shares it; then its first change copies
+// it (changeSession, in frozen.go). Holders and waiters point at the
+// session, and an encoder of a frozen state reads their id and owner
+// through it.
 type session struct {
-	id          uint64
-	owner       string
-	ttl         int64 // nanoseconds
-	blacklisted bool
-	created     int64  // wall clock, display only
-	nonce       uint64 // the OpenSession's nonce (exactly-once opens), 0 if none
+	id      uint64
+	owner   string
+	ttl     int64  // nanoseconds
+	created int64  // wall clock, display only
+	nonce   uint64 // the OpenSession's nonce (exactly-once opens), 0 if none
 	// secretHash is the SHA-256 of the session's secret; all zero for a
 	// session without one (opened before log version 3).
 	secretHash SecretHash
 	// principal is the user that opened it; with authentication on, only
 	// that user may act for it. Empty: opened while authentication was off.
 	principal string
+
+	*sessionState
+	// epoch is the Machine's freeze epoch when sessionState was made.
+	epoch uint64
+
+	// waits is the set of its queued waiters, nil while there is none. It
+	// is in no snapshot (the waiters are, in their locks).
+	waits map[waitKey]struct{}
+}
+
+// sessionState is what of a session changes, as the Machine or a frozen
+// state sees it: once a frozen state shares it, it never changes.
+type sessionState struct {
+	sess        *session // whose state it is
+	blacklisted bool
 
 	// minUnacked and results are the exactly-once window: results holds the
 	// results of seqs >= minUnacked, ascending by seq, at most MaxPending.
@@ -34,12 +53,10 @@ type session struct {
 	// held has the lock of each of this session's holder records (a lock
 	// twice if held under two owner keys), in no order; each holder knows
 	// its position (holder.idx), so a hold is added and dropped in O(1).
-	// waits is the set of its queued waiters, nil while there is none.
-	// They let the session end in O(its holds and waits). (held is a slice,
-	// not a map of lock names, because at a few holds per session a map
-	// costs several times the bytes.)
-	held  []*lock
-	waits map[waitKey]struct{}
+	// With waits, it lets the session end in O(its holds and waits). (held
+	// is a slice, not a map of lock names, because at a few holds per
+	// session a map costs several times the bytes.)
+	held []*lock
 }
 
 // SecretHashLen is the length of a session secret's hash (SHA-256).
@@ -154,12 +171,15 @@ func compareWaitKeys(x, y waitKey) int {
 }
 
 func newSession(id uint64, owner string, ttl, created int64) *session {
-	return &session{
-		id:      id,
-		owner:   owner,
-		ttl:     ttl,
-		created: created,
+	s := &session{
+		id:           id,
+		owner:        owner,
+		ttl:          ttl,
+		created:      created,
+		sessionState: &sessionState{},
 	}
+	s.sess = s
+	return s
 }
 
 // cachedEntry returns the cache entry of seq, or nil. The pointer is valid
@@ -330,7 +350,7 @@ func (m *Machine) dropHold(s *session, i int32) {
 }
 
 // numHolds is the number of holder records of s.
-func (s *session) numHolds() int { return len(s.held) }
+func (s *sessionState) numHolds() int { return len(s.held) }
 
 // addWait and dropWait keep s.waits, which is nil while empty (most
 // sessions never wait, and an empty map still costs its header).
@@ -392,7 +412,7 @@ func (m *Machine) openSession(a *apply, op *fsmpb.OpenSession, principal string)
 // indexes every session is in: by id, in id order, and by principal.
 func (m *Machine) addSession(s *session) {
 	m.sessions[s.id] = s
-	m.sessionTree.ReplaceOrInsert(s)
+	m.sessionTree.ReplaceOrInsert(s.sessionState)
 	if s.principal != "" {
 		if m.byPrincipal == nil {
 			m.byPrincipal = make(map[string]int)
@@ -403,7 +423,7 @@ func (m *Machine) addSession(s *session) {
 
 func (m *Machine) dropSession(s *session) {
 	delete(m.sessions, s.id)
-	m.sessionTree.Delete(s)
+	m.sessionTree.Delete(s.sessionState)
 	if s.principal != "" {
 		if m.byPrincipal[s.principal]--; m.byPrincipal[s.principal] == 0 {
 			delete(m.byPrincipal, s.principal)
