@@ -4,7 +4,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
@@ -287,7 +286,7 @@ func (m *Machine) grantWaiters(a *apply, l *lock) {
 			AcquireSeq:     w.acquireSeq,
 			Lock:           l.name,
 			Token:          a.index,
-			HoldLimitNanos: int64(w.holdLimit) * int64(time.Millisecond),
+			HoldLimitNanos: int64(msDuration(w.holdLimit)),
 		})
 	}
 	if len(l.holders) == 0 && len(l.waiters()) == 0 {
@@ -314,7 +313,7 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 			return
 		}
 		if op.GetWaitTimeoutNanos() < 0 {
-			a.refuse(invalid("wait timeout %v is negative", time.Duration(op.GetWaitTimeoutNanos())))
+			a.refuse(invalid("wait timeout %v is negative", nanos(op.GetWaitTimeoutNanos())))
 			return
 		}
 	}
@@ -412,16 +411,15 @@ func checkLimit(limit uint32) (uint32, *Error) {
 
 // checkHoldLimit returns an acquire's hold limit in milliseconds (0: none),
 // or why it cannot be one.
-func checkHoldLimit(nanos int64) (uint32, *Error) {
-	d := time.Duration(nanos)
-	if err := refusal(rules.CheckHoldLimit(d)); err != nil {
+func checkHoldLimit(d int64) (uint32, *Error) {
+	if err := refusal(rules.CheckHoldLimitNanos(d)); err != nil {
 		return 0, err
 	}
-	return uint32(d / time.Millisecond), nil
+	return uint32(nanos(d) / millisecond), nil
 }
 
-// msDuration formats a hold limit kept in milliseconds.
-func msDuration(ms uint32) time.Duration { return time.Duration(ms) * time.Millisecond }
+// msDuration is a hold limit kept in milliseconds, in nanos.
+func msDuration(ms uint32) nanos { return nanos(ms) * millisecond }
 
 // fits returns nil if an acquire of l with this limit and mode agrees with
 // l: the same limit, and for a reentrant acquire (h, the acquirer's hold,

@@ -3,7 +3,6 @@ package fsm
 import (
 	"math"
 	"strings"
-	"time"
 
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
@@ -86,10 +85,10 @@ func (m *Machine) Check(name string, token uint64) (held bool, holder *fsmpb.Hol
 
 // WaiterRef names one queued waiter that has a wait timeout.
 type WaiterRef struct {
-	Lock       string
-	SessionID  uint64
-	AcquireSeq uint64
-	Timeout    time.Duration
+	Lock         string
+	SessionID    uint64
+	AcquireSeq   uint64
+	TimeoutNanos int64
 }
 
 // Waiters returns every queued waiter with a wait timeout, by lock name and
@@ -102,10 +101,10 @@ func (m *Machine) Waiters() []*WaiterRef {
 		for _, w := range l.waiters() {
 			if w.timeout > 0 {
 				out = append(out, &WaiterRef{
-					Lock:       l.name,
-					SessionID:  w.s.id,
-					AcquireSeq: w.acquireSeq,
-					Timeout:    time.Duration(w.timeout),
+					Lock:         l.name,
+					SessionID:    w.s.id,
+					AcquireSeq:   w.acquireSeq,
+					TimeoutNanos: w.timeout,
 				})
 			}
 		}
@@ -117,7 +116,7 @@ func (m *Machine) Waiters() []*WaiterRef {
 // SessionRef is what the leader needs to keep a session's deadline.
 type SessionRef struct {
 	ID          uint64
-	TTL         time.Duration
+	TTLNanos    int64
 	Blacklisted bool
 	// SecretHash is what a keepalive or renewal for it must show.
 	SecretHash SecretHash
@@ -128,7 +127,7 @@ type SessionRef struct {
 func (m *Machine) SessionIDs() []*SessionRef {
 	out := make([]*SessionRef, 0, len(m.sessions))
 	m.sessionTree.Ascend(func(s *sessionState) bool {
-		out = append(out, &SessionRef{ID: s.sess.id, TTL: time.Duration(s.sess.ttl), Blacklisted: s.blacklisted, SecretHash: s.sess.secretHash})
+		out = append(out, &SessionRef{ID: s.sess.id, TTLNanos: s.sess.ttl, Blacklisted: s.blacklisted, SecretHash: s.sess.secretHash})
 		return true
 	})
 	return out
@@ -197,10 +196,10 @@ func (m *Machine) HoldsOf(id uint64) []HoldRef {
 
 // LimitedHold names a hold that has a hold limit.
 type LimitedHold struct {
-	Lock      string
-	SessionID uint64
-	Token     uint64
-	Limit     time.Duration
+	Lock       string
+	SessionID  uint64
+	Token      uint64
+	LimitNanos int64
 }
 
 // LimitedHolds returns every hold with a hold limit, by lock name. A new
@@ -212,7 +211,7 @@ func (m *Machine) LimitedHolds() []LimitedHold {
 	m.lockTree.Ascend(func(l *lockState) bool {
 		for i := range l.holders {
 			if h := &l.holders[i]; h.holdLimit != 0 {
-				out = append(out, LimitedHold{Lock: l.name, SessionID: h.s.id, Token: h.token, Limit: msDuration(h.holdLimit)})
+				out = append(out, LimitedHold{Lock: l.name, SessionID: h.s.id, Token: h.token, LimitNanos: int64(msDuration(h.holdLimit))})
 			}
 		}
 		return true

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -415,7 +414,7 @@ func (m *Machine) loadSession(p *fsmpb.Session, prev uint64) error {
 	case id > m.applied:
 		return fmt.Errorf("session %d is newer than applied index %d", id, m.applied)
 	}
-	if err := checkTTL(time.Duration(p.GetTtlNanos())); err != nil {
+	if err := checkTTL(p.GetTtlNanos()); err != nil {
 		return fmt.Errorf("session %d: %s", id, err.Msg)
 	}
 	if err := checkOwner(p.GetOwner()); err != nil {

@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"slices"
 	"sort"
-	"time"
 
 	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
@@ -372,9 +371,9 @@ func (s *session) dropWait(k waitKey) {
 func (s *session) load() int { return s.numHolds() + len(s.waits) }
 
 func (m *Machine) openSession(a *apply, op *fsmpb.OpenSession, principal string) {
-	ttl := time.Duration(op.GetTtlNanos())
+	ttl := op.GetTtlNanos()
 	if ttl == 0 {
-		ttl = rules.DefaultTTL
+		ttl = int64(rules.DefaultTTL)
 	}
 	if err := checkTTL(ttl); err != nil {
 		a.refuse(err)
@@ -400,7 +399,7 @@ func (m *Machine) openSession(a *apply, op *fsmpb.OpenSession, principal string)
 		a.res.SessionId = s.id
 		return
 	}
-	s := newSession(a.index, op.GetOwner(), int64(ttl), a.wall)
+	s := newSession(a.index, op.GetOwner(), ttl, a.wall)
 	s.secretHash, s.principal = probe.secretHash, principal
 	m.created(s)
 	m.addSession(s)
