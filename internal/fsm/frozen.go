@@ -236,27 +236,8 @@ func (f *Frozen) EncodeWith(bufs Buffers) (b []byte, free func()) {
 		e.buf = protowire.AppendTag(e.buf, snapshotAppliedIndex, protowire.VarintType)
 		e.buf = protowire.AppendVarint(e.buf, f.applied)
 	}
-	n := 0
-	f.sessions.Ascend(func(s *sessionState) bool {
-		e.grow(min(encodeRoom, cap(e.buf)/8))
-		e.buf = appendSession(e.buf, s)
-		e.checkOwned()
-		n++
-		if f.between != nil {
-			f.between()
-		}
-		return true
-	})
-	f.locks.Ascend(func(l *lockState) bool {
-		e.grow(min(encodeRoom, cap(e.buf)/8))
-		e.buf = appendLock(e.buf, l)
-		e.checkOwned()
-		n++
-		if f.between != nil {
-			f.between()
-		}
-		return true
-	})
+	n := encodeTree(e, f.sessions, appendSession, f.between) +
+		encodeTree(e, f.locks, appendLock, f.between)
 	e.buf = appendClusterInfo(appendMembers(e.buf, f.members), f.clusterID, f.logVersion)
 	e.buf = append(e.buf, f.auth...)
 	e.checkOwned()
@@ -265,6 +246,23 @@ func (f *Frozen) EncodeWith(bufs Buffers) (b []byte, free func()) {
 		free = func() { bufs.Free(owned) }
 	}
 	return e.buf, free
+}
+
+// encodeTree appends every record of tree, in order, with appendRecord
+// and returns how many there were; between, if set, runs after each.
+func encodeTree[R any](e *encoding, tree *btree.BTreeG[R], appendRecord func([]byte, R) []byte, between func()) int {
+	n := 0
+	tree.Ascend(func(r R) bool {
+		e.grow(min(encodeRoom, cap(e.buf)/8))
+		e.buf = appendRecord(e.buf, r)
+		e.checkOwned()
+		n++
+		if between != nil {
+			between()
+		}
+		return true
+	})
+	return n
 }
 
 // encoding is the buffer of one EncodeWith.
