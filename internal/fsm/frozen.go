@@ -22,9 +22,9 @@ import (
 // its tree and in the record's handle (lock, session), through which the
 // rest of the Machine reaches it. A state is the frozen state's if it
 // was made before the freeze: each handle keeps the epoch of its state,
-// and Freeze starts a new epoch (shares). Through a state the encoder
-// reads only the id and owner of the sessions of holders and waiters,
-// which never change.
+// and Freeze starts a new epoch (shares). Of a session (the state's own,
+// a holder's, a waiter's) the encoder reads only what it was opened with
+// (id, owner, TTL, ...), which never changes.
 //
 // So fsm needs no lock and no scheduler: whatever hands the Frozen to the
 // encoding goroutine and its encoding back (raftnode: a goroutine's start
