@@ -181,11 +181,10 @@ func (l *lockState) clone() *lockState {
 }
 
 // clone returns a copy of s that shares nothing Apply changes in place:
-// the holds, the cached results and their outcomes (granted, holdEnded
-// rewrite those).
+// the cached results and their outcomes (granted, holdEnded rewrite
+// those).
 func (s *sessionState) clone() *sessionState {
 	c := *s
-	c.held = slices.Clone(s.held)
 	c.results = slices.Clone(s.results)
 	for i := range c.results {
 		r := &c.results[i]

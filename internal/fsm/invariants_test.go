@@ -133,6 +133,9 @@ func checkIndexes(m *Machine) error {
 		if n != s.numHolds() {
 			return fmt.Errorf("session %d indexes %d holds; the locks say %d", id, s.numHolds(), n)
 		}
+		if len(s.held) != s.numHolds() {
+			return fmt.Errorf("session %d lists %d holds; its state counts %d", id, len(s.held), s.numHolds())
+		}
 		counted := make(map[string]uint32)
 		for _, l := range s.held {
 			if m.locks[l.name] != l {

@@ -321,7 +321,7 @@ func (m *Machine) load(data []byte) error {
 	budget, i := len(data)/2, 0 // a holder record takes 2 bytes or more
 	m.sessionTree.Ascend(func(s *sessionState) bool {
 		if n := min(int(holds[i]), budget); n > 0 {
-			s.held = make([]*lock, 0, n)
+			s.sess.held = make([]*lock, 0, n)
 			budget -= n
 		}
 		i++

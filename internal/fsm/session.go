@@ -33,29 +33,32 @@ type session struct {
 	// epoch is the Machine's freeze epoch when sessionState was made.
 	epoch uint64
 
-	// waits is the set of its queued waiters, nil while there is none. It
-	// is in no snapshot (the waiters are, in their locks).
+	// held has the lock of each of this session's holder records (a lock
+	// twice if held under two owner keys), in no order; each holder knows
+	// its position (holder.idx), so a hold is added and dropped in O(1).
+	// waits is the set of its queued waiters, nil while there is none.
+	// They let the session end in O(its holds and waits). (held is a slice,
+	// not a map of lock names, because at a few holds per session a map
+	// costs several times the bytes.) Snapshots show neither (the holds
+	// and waiters are in their locks; the number of holds is in the
+	// state), so they are not in the state a frozen state may share, and a
+	// session holding many locks is not copied with them.
+	held  []*lock
 	waits map[waitKey]struct{}
 }
 
-// sessionState is what of a session changes, as the Machine or a frozen
-// state sees it: once a frozen state shares it, it never changes.
+// sessionState is what of a session changes and snapshots show, as the
+// Machine or a frozen state sees it: once a frozen state shares it, it
+// never changes.
 type sessionState struct {
 	sess        *session // whose state it is
+	holds       uint32   // len(sess.held), at most MaxHoldsPerSession
 	blacklisted bool
 
 	// minUnacked and results are the exactly-once window: results holds the
 	// results of seqs >= minUnacked, ascending by seq, at most MaxPending.
 	minUnacked uint64
 	results    []cachedResult
-
-	// held has the lock of each of this session's holder records (a lock
-	// twice if held under two owner keys), in no order; each holder knows
-	// its position (holder.idx), so a hold is added and dropped in O(1).
-	// With waits, it lets the session end in O(its holds and waits). (held
-	// is a slice, not a map of lock names, because at a few holds per
-	// session a map costs several times the bytes.)
-	held []*lock
 }
 
 // SecretHashLen is the length of a session secret's hash (SHA-256).
@@ -319,6 +322,7 @@ func waitEndedMessage(lock string, code fsmpb.Error) string {
 // in s.held, which the record keeps as holder.idx.
 func (s *session) addHold(l *lock) int32 {
 	s.held = append(s.held, l)
+	s.holds++
 	return int32(len(s.held) - 1)
 }
 
@@ -342,6 +346,7 @@ func (m *Machine) dropHold(s *session, i int32) {
 	}
 	s.held[last] = nil
 	s.held = s.held[:last]
+	s.holds--
 	// Give back most of the array of a session that let go of many locks.
 	if c := cap(s.held); c > 64 && len(s.held) < c/4 {
 		s.held = append(make([]*lock, 0, 2*len(s.held)), s.held...)
@@ -349,7 +354,7 @@ func (m *Machine) dropHold(s *session, i int32) {
 }
 
 // numHolds is the number of holder records of s.
-func (s *sessionState) numHolds() int { return len(s.held) }
+func (s *sessionState) numHolds() int { return int(s.holds) }
 
 // addWait and dropWait keep s.waits, which is nil while empty (most
 // sessions never wait, and an empty map still costs its header).
