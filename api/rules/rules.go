@@ -176,6 +176,15 @@ func CheckTTL(ttl time.Duration) error {
 	return nil
 }
 
+// CheckTTLNanos is CheckTTL of a TTL in nanoseconds, as the log carries
+// it: the state machine keeps durations so and imports no time.
+func CheckTTLNanos(ttl int64) error { return CheckTTL(time.Duration(ttl)) }
+
+// FormatNanos writes a duration in nanoseconds as the checks of this
+// package quote durations (time.Duration's String: "1m30s"), for the state
+// machine's refusals.
+func FormatNanos(d int64) string { return time.Duration(d).String() }
+
 // CheckHolderLimit returns nil if limit can be the holder limit an acquire
 // states: 0..MaxHoldersPerLock, 0 meaning 1 (a mutex).
 func CheckHolderLimit(limit uint32) error {
@@ -198,6 +207,10 @@ func CheckHoldLimit(d time.Duration) error {
 	}
 	return nil
 }
+
+// CheckHoldLimitNanos is CheckHoldLimit of a hold limit in nanoseconds,
+// as the log carries it.
+func CheckHoldLimitNanos(d int64) error { return CheckHoldLimit(time.Duration(d)) }
 
 // CheckWaitTimeout returns nil if d can bound an acquire's wait: more
 // than 0, at most MaxWaitTimeout.

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -124,6 +125,29 @@ func TestCheckDurations(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { check(t, tt.check(tt.input), tt.wantErr) })
+	}
+}
+
+// TestNanosForms: the checks of durations in nanoseconds refuse exactly
+// what the checks of time.Durations refuse, in the same words, and
+// FormatNanos quotes as they do.
+func TestNanosForms(t *testing.T) {
+	for _, d := range []time.Duration{0, 1, -1, -time.Second, time.Millisecond, MinTTL - 1, MinTTL, DefaultTTL, MaxTTL, MaxTTL + 1,
+		MinHoldLimit, time.Second + time.Microsecond, 90 * time.Second, MaxHoldLimit, MaxHoldLimit + time.Millisecond, 1<<63 - 1} {
+		for _, c := range []struct {
+			name        string
+			nanos, want error
+		}{
+			{"CheckTTLNanos", CheckTTLNanos(int64(d)), CheckTTL(d)},
+			{"CheckHoldLimitNanos", CheckHoldLimitNanos(int64(d)), CheckHoldLimit(d)},
+		} {
+			if fmt.Sprint(c.nanos) != fmt.Sprint(c.want) {
+				t.Errorf("%s(%d) = %v; for a time.Duration %v", c.name, int64(d), c.nanos, c.want)
+			}
+		}
+		if got := FormatNanos(int64(d)); got != d.String() {
+			t.Errorf("FormatNanos(%d) = %q, want %q", int64(d), got, d.String())
+		}
 	}
 }
 

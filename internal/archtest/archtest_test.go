@@ -44,6 +44,21 @@ var rules = []struct {
 	{mod, mod + "/internal/", "the client ships to users and may become its own module"},
 }
 
+// imports ban a package from importing another itself. Through its
+// dependencies every package reaches os, sync and time (fmt alone does),
+// so these rules look at the package's own imports, and at anything
+// under the banned path too; the first rule that matches an import
+// reports it.
+var imports = []struct {
+	pkg, banned, why string
+}{
+	{mod + "/internal/fsm", "os", "the state machine is a pure function of the log: no files, no environment"},
+	{mod + "/internal/fsm", "sync/atomic", "the state machine is a pure function of the log: concurrency belongs to raftnode (a frozen state is copy-on-write)"},
+	{mod + "/internal/fsm", "sync", "the state machine is a pure function of the log: concurrency belongs to raftnode (a frozen state is copy-on-write)"},
+	{mod + "/internal/fsm", "runtime", "the state machine is a pure function of the log: no scheduler or collector calls; concurrency belongs to raftnode"},
+	{mod + "/internal/fsm", "time", "the state machine is a pure function of the log: clocks belong to raftnode and liveness; durations are int64 nanoseconds"},
+}
+
 // leaves may import the standard library only, with the reason.
 var leaves = []struct{ pkg, why string }{
 	{mod + "/api/rules", "the one table of what a request may contain: the client, the API and the state machine all import it"},
@@ -91,6 +106,14 @@ func TestDependencyRules(t *testing.T) {
 			for _, d := range p.Deps {
 				if matches(d, r.banned) {
 					t.Errorf("%s depends on %s: %s", p.ImportPath, d, r.why)
+				}
+			}
+		}
+		for _, imp := range p.Imports {
+			for _, r := range imports {
+				if p.ImportPath == r.pkg && matches(imp, r.banned) {
+					t.Errorf("%s imports %s: %s", p.ImportPath, imp, r.why)
+					break
 				}
 			}
 		}

@@ -115,7 +115,7 @@ func (w *waiter) toProto(pa *protoAlloc) *fsmpb.Waiter {
 }
 
 // fill describes l in p.
-func (l *lock) fill(p *fsmpb.Lock, pa *protoAlloc) {
+func (l *lockState) fill(p *fsmpb.Lock, pa *protoAlloc) {
 	holders, waiters := p.Holders[:0], p.Waiters[:0]
 	*p = fsmpb.Lock{Name: l.name, Limit: encodeLimit(l.limit())}
 	if len(l.holders) > 0 {
@@ -132,26 +132,27 @@ func (l *lock) fill(p *fsmpb.Lock, pa *protoAlloc) {
 	}
 }
 
-func (l *lock) toProto() *fsmpb.Lock {
+func (l *lockState) toProto() *fsmpb.Lock {
 	p := &fsmpb.Lock{}
 	l.fill(p, nil)
 	return p
 }
 
 // fill describes s in p, with its cached results if withResults.
-func (s *session) fill(p *fsmpb.Session, pa *protoAlloc, withResults bool) {
+func (s *sessionState) fill(p *fsmpb.Session, pa *protoAlloc, withResults bool) {
 	results := p.Results[:0]
+	o := s.sess
 	*p = fsmpb.Session{
-		Id:              s.id,
-		Owner:           s.owner,
-		TtlNanos:        s.ttl,
+		Id:              o.id,
+		Owner:           o.owner,
+		TtlNanos:        o.ttl,
 		Blacklisted:     s.blacklisted,
-		CreatedUnixNano: s.created,
+		CreatedUnixNano: o.created,
 		MinUnackedSeq:   s.minUnacked,
 		Holds:           uint32(s.numHolds()),
-		OpenNonce:       s.nonce,
-		SecretHash:      s.secretHashBytes(),
-		Principal:       s.principal,
+		OpenNonce:       o.nonce,
+		SecretHash:      o.secretHashBytes(),
+		Principal:       o.principal,
 	}
 	if withResults && len(s.results) > 0 {
 		p.Results = slices.Grow(results, len(s.results))
@@ -165,7 +166,7 @@ func (s *session) fill(p *fsmpb.Session, pa *protoAlloc, withResults bool) {
 }
 
 // toProto describes s without its cached results.
-func (s *session) toProto() *fsmpb.Session {
+func (s *sessionState) toProto() *fsmpb.Session {
 	p := &fsmpb.Session{}
 	s.fill(p, nil, false)
 	return p

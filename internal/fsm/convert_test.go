@@ -98,7 +98,7 @@ func TestConversionsKeepEveryField(t *testing.T) {
 		if got := m.locks[p.GetName()].toProto(); !proto.Equal(got, p) {
 			t.Errorf("lock lost fields:\n got %v\nwant %v", got, p)
 		}
-		s.held, s.waits = nil, nil
+		s.held, s.waits, s.holds = nil, nil, 0
 	}
 
 	sp := &fsmpb.Session{}
@@ -132,7 +132,7 @@ func TestScratchMessagesForgetTheirLastRecord(t *testing.T) {
 	var p fsmpb.Lock
 	m.locks["x"].fill(&p, &pa) // a holder and a waiter
 	pa.reset()
-	l := &lock{name: "y", holders: []holder{{s: m.sessions[1], token: 2, count: 1}}}
+	l := &lockState{name: "y", holders: []holder{{s: m.sessions[1], token: 2, count: 1}}}
 	l.fill(&p, &pa)
 	want := &fsmpb.Lock{Name: "y", Holders: []*fsmpb.Holder{{SessionId: 1, Owner: "a", Token: 2, Count: 1}}}
 	if !proto.Equal(&p, want) {

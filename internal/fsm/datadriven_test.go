@@ -314,10 +314,10 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		// Prints Waiters() and SessionIDs(), what a new leader re-arms.
 		var b strings.Builder
 		for _, s := range h.m.SessionIDs() {
-			fmt.Fprintf(&b, "session %d ttl=%v blacklisted=%v\n", s.ID, s.TTL, s.Blacklisted)
+			fmt.Fprintf(&b, "session %d ttl=%v blacklisted=%v\n", s.ID, time.Duration(s.TTLNanos), s.Blacklisted)
 		}
 		for _, w := range h.m.Waiters() {
-			fmt.Fprintf(&b, "waiter %s s%d seq=%d timeout=%v\n", w.Lock, w.SessionID, w.AcquireSeq, w.Timeout)
+			fmt.Fprintf(&b, "waiter %s s%d seq=%d timeout=%v\n", w.Lock, w.SessionID, w.AcquireSeq, time.Duration(w.TimeoutNanos))
 		}
 		return b.String()
 

@@ -5,13 +5,14 @@
 // A Machine is a pure value. Its only doors are Apply (one log entry in, one
 // fsmpb.Result out), SetApplied (an entry without a command), and
 // Snapshot/Restore. It reads no clock, randomness, disk or network, logs
-// nothing and starts no goroutines, so the same log gives the same state and
-// the same snapshot bytes on every replica. Freeze is Snapshot in two
-// halves: it marks the state of now, which another goroutine encodes
-// (Frozen.Encode) while Apply goes on (frozen.go). Time enters only as explicit
-// commands decided by the leader (ExpireSession, CancelWait with timed_out)
-// and as wall-clock fields that are shown to people and never decide
-// anything.
+// nothing, starts no goroutines and takes no locks, so the same log gives
+// the same state and the same snapshot bytes on every replica. Freeze is
+// Snapshot in two halves: it marks the state of now, which another
+// goroutine encodes (Frozen.Encode) while Apply goes on, each on records
+// the other never changes (copy-on-write, frozen.go). Time enters only as
+// explicit commands decided by the leader (ExpireSession, CancelWait with
+// timed_out), as durations in nanoseconds, and as wall-clock fields that
+// are shown to people and never decide anything.
 //
 // # Tokens
 //

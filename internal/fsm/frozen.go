@@ -1,10 +1,7 @@
 package fsm
 
 import (
-	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 
 	"github.com/google/btree"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -15,73 +12,52 @@ import (
 // encoding takes most of a second; a Machine that held still for it kept
 // every client waiting as long, every SnapshotEntries entries.
 //
-// Freeze clones the Machine's two sorted trees of records, which google/btree
-// does lazily: the clone and the Machine share nodes until one of them
-// changes, and either may then be used on its own goroutine. The records
-// themselves are shared and changed in place by Apply, so each first change
-// of a record while it is frozen goes through Frozen (Machine.changeLock,
-// Machine.changeSession) before it is made: under mu, unless the encoder has
-// already passed the record, its bytes as frozen are kept as a pre-image,
-// and the encoder writes those instead of the record. The encoder walks
-// the records in order, a batch at a time under mu, and moves its cursor
-// past each batch; it reads a record itself only while no change of it can
-// have been made. What it reads of other records through a record, the id
-// and owner of the sessions of its holders and waiters, never changes.
+// The two share nothing that either changes, so neither waits for the
+// other. Freeze clones the Machine's two sorted trees of record states
+// (lockState, sessionState), which google/btree does lazily: the clone
+// and the Machine's tree share nodes, and whichever changes a shared node
+// copies it first. The states are copy-on-write too: from the freeze on,
+// Apply changes no state the frozen trees hold. Before its first change
+// of one (changeLock, changeSession) it copies it, and puts the copy in
+// its tree and in the record's handle (lock, session), through which the
+// rest of the Machine reaches it. A state is the frozen state's if it
+// was made before the freeze: each handle keeps the epoch of its state,
+// and Freeze starts a new epoch (shares). Of a session (the state's own,
+// a holder's, a waiter's) the encoder reads only what it was opened with
+// (id, owner, TTL, ...), which never changes.
 //
-// The encoding is the one Snapshot gives at the frozen index, byte for byte:
-// TestRandomStream freezes at random points and checks it (freezer, in
-// frozen_test.go), with entries applied in between; raftnode's
+// So fsm needs no lock and no scheduler: whatever hands the Frozen to the
+// encoding goroutine and its encoding back (raftnode: a goroutine's start
+// and a channel) orders the two sides.
+//
+// The encoding is the one Snapshot gives at the frozen index, byte for
+// byte: TestRandomStream freezes at random points and checks it (freezer,
+// in frozen_test.go), with entries applied in between and -race watching;
+// TestSnapshotBytesArePinned checks it against pinned bytes; raftnode's
 // TestSnapshotsWhileApplying checks a member's snapshots against a replay
 // of its log.
 type Frozen struct {
 	applied    uint64
-	sessions   *btree.BTreeG[*session]
-	locks      *btree.BTreeG[*lock]
+	sessions   *btree.BTreeG[*sessionState]
+	locks      *btree.BTreeG[*lockState]
 	members    []Member
 	clusterID  uint64
 	logVersion uint32
 	auth       []byte // the auth and audit fields, encoded at Freeze (small)
 	hint       int
 
-	// seen is Apply's alone: the records it changed or created while
-	// frozen, which need nothing more.
-	seen map[any]struct{}
+	// Of the encoding, once Encode returned: for Thaw, on the applying
+	// goroutine after the caller has the encoding.
+	done          bool
+	size, records int
 
-	mu sync.Mutex
-	// want counts Apply's waits for mu; the encoder lets it in first.
-	want atomic.Int32
-	// Under mu: the pre-images of the records Apply changed before the
-	// encoder reached them.
-	preSessions map[*session][]byte
-	preLocks    map[*lock][]byte
-	// The encoder's cursor, under mu: it has written every session with an
-	// id up to sessionsTo, and once inLocks, every lock with a name up to
-	// locksTo; done, everything.
-	sessionsTo uint64
-	inLocks    bool
-	locksTo    string
-	done       bool
-
-	buf           []byte  // the encoding so far, the encoder's
-	bufs          Buffers // where buf comes from; nil: the Go heap
-	owned         []byte  // buf's array at full length, if from bufs
-	size, records int     // of the encoding, once Encode returned
-
-	// batch is encodeBatch; between, if set, runs between batches with mu
-	// released. Tests use both to apply entries at every point of an
-	// encoding.
-	batch   int
+	// between, if set, runs after each record the encoder writes: tests
+	// apply entries there, at every point of an encoding.
 	between func()
 }
 
-// encodeBatch is how many records the encoder writes per hold of mu: an
-// Apply that changes a record the encoder has yet to reach waits at most
-// that long (a few µs), and the encoder takes mu rarely enough that doing
-// so costs it little.
-const encodeBatch = 16
-
-// encodeRoom is the room a large buffer has before each batch (or grows
-// to first): a batch fits in it unless a record is very large.
+// encodeRoom is the room a large buffer from Buffers keeps ahead of the
+// encoder (or grows to first): a record fits in it unless it is very large.
 const encodeRoom = 1 << 20
 
 // Freeze returns the state as of now, to be encoded by Frozen.Encode on any
@@ -92,28 +68,25 @@ func (m *Machine) Freeze() *Frozen {
 	if m.frozen != nil {
 		panic("fsm: Freeze while a frozen state is being encoded")
 	}
+	m.epoch++
 	f := &Frozen{
-		applied:     m.applied,
-		sessions:    m.sessionTree.Clone(),
-		locks:       m.lockTree.Clone(),
-		members:     m.Members(),
-		clusterID:   m.clusterID,
-		logVersion:  m.logVersion,
-		auth:        m.encodeAuth(),
-		hint:        m.encodedSizeHint(),
-		seen:        make(map[any]struct{}),
-		preSessions: make(map[*session][]byte),
-		preLocks:    make(map[*lock][]byte),
-		batch:       encodeBatch,
+		applied:    m.applied,
+		sessions:   m.sessionTree.Clone(),
+		locks:      m.lockTree.Clone(),
+		members:    m.Members(),
+		clusterID:  m.clusterID,
+		logVersion: m.logVersion,
+		auth:       m.encodeAuth(),
+		hint:       m.encodedSizeHint(),
 	}
 	m.frozen = f
 	return f
 }
 
 // Thaw ends f, once Encode has returned (or was never called): Apply stops
-// keeping pre-images. It is called on the applying goroutine. f's size
-// sizes the next encoding's buffer. After a Restore, f is no longer the
-// Machine's, and Thaw only forgets it.
+// copying the states it changes first. It is called on the applying
+// goroutine. f's size sizes the next encoding's buffer. After a Restore, f
+// is no longer the Machine's, and Thaw only forgets it.
 func (m *Machine) Thaw(f *Frozen) {
 	if m.frozen != f {
 		return
@@ -122,6 +95,106 @@ func (m *Machine) Thaw(f *Frozen) {
 	if f.done {
 		m.lastSize, m.lastRecords = f.size, f.records
 	}
+}
+
+// shares reports whether the frozen state, if any, holds a state made in
+// epoch: it holds every state made before it was frozen.
+func (m *Machine) shares(epoch uint64) bool { return m.frozen != nil && epoch != m.epoch }
+
+// created is called for a record Apply creates: its state is in no frozen
+// state, and its changes need no copy.
+func (m *Machine) created(r any) {
+	switch r := r.(type) {
+	case *lock:
+		r.epoch = m.epoch
+	case *session:
+		r.epoch = m.epoch
+	}
+}
+
+// changeLock is called before any change to l's state (its holders, their
+// records included, or its waiters): while a frozen state shares the
+// state, l gets a copy of its own, in l and in the lock tree. Pointers
+// into the old state's holders and waiters then point at the frozen
+// state's: changeHolder gives a holder's new place.
+func (m *Machine) changeLock(l *lock) {
+	if !m.shares(l.epoch) {
+		return
+	}
+	l.lockState, l.epoch = l.lockState.clone(), m.epoch
+	if _, ok := m.lockTree.ReplaceOrInsert(l.lockState); !ok {
+		panic("fsm: change of lock " + quote(l.name) + ", which is no longer in the state")
+	}
+}
+
+// changeHolder is changeLock before a change to the holder record h of l,
+// and returns h's place in l's state from then on.
+func (m *Machine) changeHolder(l *lock, h *holder) *holder {
+	if !m.shares(l.epoch) {
+		return h
+	}
+	i := 0
+	for i < len(l.holders) && &l.holders[i] != h {
+		i++
+	}
+	if i == len(l.holders) {
+		panic("fsm: a holder record that is not one of lock " + quote(l.name))
+	}
+	m.changeLock(l)
+	return &l.holders[i]
+}
+
+// changeSession is changeLock for a session: before any change to its
+// state (fields, cached results, holds).
+func (m *Machine) changeSession(s *session) {
+	if !m.shares(s.epoch) {
+		return
+	}
+	s.sessionState, s.epoch = s.sessionState.clone(), m.epoch
+	if _, ok := m.sessionTree.ReplaceOrInsert(s.sessionState); !ok {
+		panic("fsm: change of a session that is no longer in the state")
+	}
+}
+
+// claim marks the cached result of seq, which s keeps, as claimed (the
+// client may act on it), and returns it.
+func (m *Machine) claim(s *session, seq uint64) *cachedResult {
+	m.changeSession(s)
+	c := s.cachedEntry(seq)
+	c.claimed = true
+	return c
+}
+
+// clone returns a copy of l that shares nothing Apply changes in place:
+// the holders (in the copy's one if they were in l's), the queue.
+func (l *lockState) clone() *lockState {
+	c := &lockState{name: l.name, one: l.one}
+	if cap(l.holders) > 0 && &l.holders[:1][0] == &l.one[0] {
+		c.holders = c.one[:len(l.holders)]
+	} else {
+		c.holders = slices.Clone(l.holders)
+	}
+	if l.queue != nil {
+		c.queue = &queue{waiters: slices.Clone(l.queue.waiters)}
+	}
+	return c
+}
+
+// clone returns a copy of s that shares nothing Apply changes in place:
+// the cached results and their outcomes (granted, holdEnded rewrite
+// those).
+func (s *sessionState) clone() *sessionState {
+	c := *s
+	c.results = slices.Clone(s.results)
+	for i := range c.results {
+		r := &c.results[i]
+		if r.acquire != nil {
+			o := *r.acquire
+			r.acquire = &o
+		}
+		r.many = slices.Clone(r.many)
+	}
+	return &c
 }
 
 // AppliedIndex is the index f was frozen at.
@@ -151,157 +224,79 @@ type Buffers interface {
 // when they are on the Go heap (bufs nil, or the buffer outgrown by a
 // record too large for its room).
 func (f *Frozen) EncodeWith(bufs Buffers) (b []byte, free func()) {
-	f.bufs = bufs
+	e := &encoding{bufs: bufs}
 	if bufs != nil {
-		f.owned = bufs.Alloc(f.hint)
-		f.buf = f.owned
+		e.owned = bufs.Alloc(f.hint)
+		e.buf = e.owned
 	} else {
-		f.buf = make([]byte, 0, f.hint)
+		e.buf = make([]byte, 0, f.hint)
 	}
 	if f.applied != 0 { // proto3 leaves out a zero
-		f.buf = protowire.AppendTag(f.buf, snapshotAppliedIndex, protowire.VarintType)
-		f.buf = protowire.AppendVarint(f.buf, f.applied)
+		e.buf = protowire.AppendTag(e.buf, snapshotAppliedIndex, protowire.VarintType)
+		e.buf = protowire.AppendVarint(e.buf, f.applied)
 	}
-	n := 0
-	f.mu.Lock()
-	f.sessions.Ascend(func(s *session) bool {
-		if pre, ok := f.preSessions[s]; ok {
-			f.buf = append(f.buf, pre...)
-		} else {
-			f.buf = appendSession(f.buf, s)
-		}
-		f.checkOwned()
-		if n++; n%f.batch == 0 {
-			f.sessionsTo = s.id
-			f.pause()
-		}
-		return true
-	})
-	f.inLocks = true
-	f.pause()
-	f.locks.Ascend(func(l *lock) bool {
-		if pre, ok := f.preLocks[l]; ok {
-			f.buf = append(f.buf, pre...)
-		} else {
-			f.buf = appendLock(f.buf, l)
-		}
-		f.checkOwned()
-		if n++; n%f.batch == 0 {
-			f.locksTo = l.name
-			f.pause()
-		}
-		return true
-	})
-	f.buf = appendClusterInfo(appendMembers(f.buf, f.members), f.clusterID, f.logVersion)
-	f.buf = append(f.buf, f.auth...)
-	f.checkOwned()
-	f.done = true
-	b, owned := f.buf, f.owned
-	f.buf, f.owned = nil, nil
-	f.size, f.records = len(b), n
-	f.mu.Unlock()
-	if owned != nil {
+	n := encodeTree(e, f.sessions, appendSession, f.between) +
+		encodeTree(e, f.locks, appendLock, f.between)
+	e.buf = appendClusterInfo(appendMembers(e.buf, f.members), f.clusterID, f.logVersion)
+	e.buf = append(e.buf, f.auth...)
+	e.checkOwned()
+	f.done, f.size, f.records = true, len(e.buf), n
+	if owned := e.owned; owned != nil {
 		free = func() { bufs.Free(owned) }
 	}
-	return b, free
+	return e.buf, free
+}
+
+// encodeTree appends every record of tree, in order, with appendRecord
+// and returns how many there were; between, if set, runs after each.
+func encodeTree[R any](e *encoding, tree *btree.BTreeG[R], appendRecord func([]byte, R) []byte, between func()) int {
+	n := 0
+	tree.Ascend(func(r R) bool {
+		e.grow(min(encodeRoom, cap(e.buf)/8))
+		e.buf = appendRecord(e.buf, r)
+		e.checkOwned()
+		n++
+		if between != nil {
+			between()
+		}
+		return true
+	})
+	return n
+}
+
+// encoding is the buffer of one EncodeWith.
+type encoding struct {
+	buf   []byte
+	bufs  Buffers // where buf comes from; nil: the Go heap
+	owned []byte  // buf's array at full length, if from bufs
 }
 
 // checkOwned notices that append moved the buffer to the Go heap (a record
 // larger than the room left), and gives the old one back.
-func (f *Frozen) checkOwned() {
-	if f.owned != nil && cap(f.buf) != cap(f.owned) {
-		f.bufs.Free(f.owned)
-		f.owned = nil
+func (e *encoding) checkOwned() {
+	if e.owned != nil && cap(e.buf) != cap(e.owned) {
+		e.bufs.Free(e.owned)
+		e.owned = nil
 	}
 }
 
 // grow makes room for at least room more bytes, in a buffer from bufs if
-// the current one is.
-func (f *Frozen) grow(room int) {
-	if cap(f.buf)-len(f.buf) >= room {
+// the current one is. The room asked is an eighth of the buffer (at most
+// encodeRoom): a small buffer grows as it goes, and reserving encodeRoom
+// for every small snapshot would slow whoever takes thousands of them
+// (the simulation).
+func (e *encoding) grow(room int) {
+	if cap(e.buf)-len(e.buf) >= room {
 		return
 	}
-	more := max(room, len(f.buf)/2)
-	if f.owned == nil {
-		f.buf = slices.Grow(f.buf, more)
+	more := max(room, len(e.buf)/2)
+	if e.owned == nil {
+		e.buf = slices.Grow(e.buf, more)
 		return
 	}
-	nb := append(f.bufs.Alloc(len(f.buf)+more), f.buf...)
-	f.bufs.Free(f.owned)
-	f.buf, f.owned = nb, nb
-}
-
-// pause lets Apply in between two batches. A mutex does not hand itself
-// over: unlocking and locking again at once, the encoder would keep it
-// for up to a millisecond (when sync.Mutex turns fair) while Apply waits.
-// So the encoder waits while Apply wants it.
-func (f *Frozen) pause() {
-	f.mu.Unlock()
-	if f.between != nil {
-		f.between()
-	}
-	// Grow the buffer here, not under mu: copying tens of MB under mu
-	// would hold Apply up for as long (BenchmarkScaleAcquireMany). A
-	// small buffer is left to grow as it goes: a copy of it costs
-	// nothing, and reserving encodeRoom for every small snapshot would
-	// slow whoever takes thousands of them (the simulation).
-	f.grow(min(encodeRoom, cap(f.buf)/8))
-	for f.want.Load() > 0 {
-		runtime.Gosched()
-	}
-	f.mu.Lock()
-}
-
-// lock takes mu for Apply.
-func (f *Frozen) lock() {
-	f.want.Add(1)
-	f.mu.Lock()
-	f.want.Add(-1)
-}
-
-// changeSession is called before any change to s that its encoding shows
-// (fields, cached results, number of holds). While frozen, the first
-// change keeps s's bytes as frozen unless the encoder has written s.
-func (m *Machine) changeSession(s *session) {
-	f := m.frozen
-	if f == nil {
-		return
-	}
-	if _, seen := f.seen[s]; seen {
-		return
-	}
-	f.seen[s] = struct{}{}
-	f.lock()
-	if !f.inLocks && s.id > f.sessionsTo {
-		f.preSessions[s] = appendSession(nil, s)
-	}
-	f.mu.Unlock()
-}
-
-// changeLock is changeSession for a lock: before any change to its holders
-// (their records included) or waiters.
-func (m *Machine) changeLock(l *lock) {
-	f := m.frozen
-	if f == nil {
-		return
-	}
-	if _, seen := f.seen[l]; seen {
-		return
-	}
-	f.seen[l] = struct{}{}
-	f.lock()
-	if !f.done && (!f.inLocks || l.name > f.locksTo) {
-		f.preLocks[l] = appendLock(nil, l)
-	}
-	f.mu.Unlock()
-}
-
-// created is called for a record Apply creates: it is not in the frozen
-// trees, and its changes need no pre-image.
-func (m *Machine) created(r any) {
-	if f := m.frozen; f != nil {
-		f.seen[r] = struct{}{}
-	}
+	nb := append(e.bufs.Alloc(len(e.buf)+more), e.buf...)
+	e.bufs.Free(e.owned)
+	e.buf, e.owned = nb, nb
 }
 
 // encodedSizeHint sizes the next encoding's buffer: the last encoding's

@@ -78,7 +78,6 @@ func (z *freezer) beforeStep(s *stream) {
 	case 0:
 		got = z.f.Encode()
 	case 1:
-		z.f.batch = 1
 		z.f.between = func() {
 			for k := r.IntN(3); k > 0; k-- {
 				s.step()
@@ -89,8 +88,8 @@ func (z *freezer) beforeStep(s *stream) {
 		got = <-z.async
 	case 3:
 		// Exact capacities and small hints: the buffer is outgrown,
-		// between batches (grow) and within one (checkOwned).
-		z.f.hint, z.f.batch = 1+r.IntN(2000), 1+r.IntN(4)
+		// before a record (grow) and by one (checkOwned).
+		z.f.hint = 1 + r.IntN(2000)
 		bufs := &z.bufs
 		var free func()
 		got, free = z.f.EncodeWith(bufs)

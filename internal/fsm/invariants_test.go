@@ -62,8 +62,8 @@ func checkIndexes(m *Machine) error {
 	waits := make(map[uint64]map[waitKey]struct{})
 	idxSeen := make(map[*session]map[int32]bool)
 	for name, l := range m.locks {
-		if got, ok := m.lockTree.Get(l); !ok || got != l || l.name != name {
-			return fmt.Errorf("lock %q missing from the name index", name)
+		if got, ok := m.lockTree.Get(l.lockState); !ok || got != l.lockState || l.name != name {
+			return fmt.Errorf("lock %q: the name index does not have its current state", name)
 		}
 		// At most limit holders; an exclusive one alone (DESIGN.md 5.1:
 		// never a writer beside a reader).
@@ -122,8 +122,8 @@ func checkIndexes(m *Machine) error {
 		}
 	}
 	for id, s := range m.sessions {
-		if got, ok := m.sessionTree.Get(&session{id: id}); !ok || got != s || s.id != id {
-			return fmt.Errorf("session %d missing from the id index", id)
+		if got, ok := m.sessionTree.Get(&sessionState{sess: &session{id: id}}); !ok || got != s.sessionState || s.id != id || s.sess != s {
+			return fmt.Errorf("session %d: the id index does not have its current state", id)
 		}
 		// s.held lists the lock of each of its holder records.
 		n := 0
@@ -132,6 +132,9 @@ func checkIndexes(m *Machine) error {
 		}
 		if n != s.numHolds() {
 			return fmt.Errorf("session %d indexes %d holds; the locks say %d", id, s.numHolds(), n)
+		}
+		if len(s.held) != s.numHolds() {
+			return fmt.Errorf("session %d lists %d holds; its state counts %d", id, len(s.held), s.numHolds())
 		}
 		counted := make(map[string]uint32)
 		for _, l := range s.held {
@@ -221,13 +224,13 @@ func checkRoundTrip(m *Machine) error {
 // way Snapshot did before it encoded one record at a time.
 func fullSnapshot(m *Machine) *fsmpb.Snapshot {
 	snap := &fsmpb.Snapshot{AppliedIndex: m.applied}
-	m.sessionTree.Ascend(func(s *session) bool {
+	m.sessionTree.Ascend(func(s *sessionState) bool {
 		p := &fsmpb.Session{}
 		s.fill(p, nil, true)
 		snap.Sessions = append(snap.Sessions, p)
 		return true
 	})
-	m.lockTree.Ascend(func(l *lock) bool {
+	m.lockTree.Ascend(func(l *lockState) bool {
 		snap.Locks = append(snap.Locks, l.toProto())
 		return true
 	})

@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
@@ -42,11 +41,12 @@ func ValidateOwner(owner string) error {
 	return nil
 }
 
-// ValidateTTL returns nil if ttl is a valid session TTL (rules.CheckTTL).
-// Otherwise it returns an *Error matching ErrInvalidArgument. (OpenSession
-// also accepts 0, meaning rules.DefaultTTL.)
-func ValidateTTL(ttl time.Duration) error {
-	if err := checkTTL(ttl); err != nil {
+// ValidateTTL returns nil if ttlNanos is a valid session TTL in
+// nanoseconds (rules.CheckTTL). Otherwise it returns an *Error matching
+// ErrInvalidArgument. (OpenSession also accepts 0, meaning
+// rules.DefaultTTL.)
+func ValidateTTL(ttlNanos int64) error {
+	if err := checkTTL(ttlNanos); err != nil {
 		return err
 	}
 	return nil
@@ -63,7 +63,7 @@ func checkOwner(label string) *Error { return refusal(rules.CheckOwner(label)) }
 
 func checkOwnerKey(key string) *Error { return refusal(rules.CheckOwnerKey(key)) }
 
-func checkTTL(ttl time.Duration) *Error { return refusal(rules.CheckTTL(ttl)) }
+func checkTTL(ttl int64) *Error { return refusal(rules.CheckTTLNanos(ttl)) }
 
 // refusal is the state machine's refusal of what a rule refused, in the
 // rule's words; nil for nil.
@@ -73,6 +73,16 @@ func refusal(err error) *Error {
 	}
 	return &Error{Code: fsmpb.Error_ERROR_INVALID_ARGUMENT, Msg: err.Error()}
 }
+
+// nanos is a duration in nanoseconds, as the log carries durations (the
+// state machine keeps no time.Duration: it imports no time). It prints as
+// package rules quotes durations ("1m30s").
+type nanos int64
+
+// millisecond is a millisecond in nanos.
+const millisecond nanos = 1e6
+
+func (d nanos) String() string { return rules.FormatNanos(int64(d)) }
 
 func invalid(format string, args ...any) *Error {
 	return &Error{Code: fsmpb.Error_ERROR_INVALID_ARGUMENT, Msg: fmt.Sprintf(format, args...)}

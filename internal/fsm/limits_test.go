@@ -69,7 +69,7 @@ func TestValidateTTL(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			checkValidation(t, ValidateTTL(tt.input), tt.wantErr)
+			checkValidation(t, ValidateTTL(int64(tt.input)), tt.wantErr)
 		})
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
@@ -26,7 +25,24 @@ import (
 // held locks is the design point, and a message costs twice the bytes (its
 // bookkeeping, and an owner label that is always its session's). The
 // messages are built only at the edges: results, reads, snapshots.
+//
+// A lock is a handle on its current lockState. Apply changes the state in
+// place unless a frozen state shares it; then its first change copies it
+// (changeLock, in frozen.go). Sessions, the index by name and Apply hold
+// the handle, so a copy moves nothing else.
 type lock struct {
+	*lockState
+	// epoch is the Machine's freeze epoch when lockState was made.
+	epoch uint64
+}
+
+// newLock returns a lock named name, with no holder and no waiter.
+func newLock(name string) *lock { return &lock{lockState: &lockState{name: name}} }
+
+// lockState is a lock's name, holders and queue, as the Machine or a
+// frozen state sees them: once a frozen state shares it, it never
+// changes.
+type lockState struct {
 	name    string
 	holders []holder // at most limit(); one if it is exclusive
 	// queue is nil until the first waiter comes, and then kept (for the
@@ -34,7 +50,7 @@ type lock struct {
 	// a pointer here takes 8 bytes, a slice header 24.
 	queue *queue
 	// one is where holders keeps its only holder (see useOne): most
-	// locks have one, so a lock and its holder are one 112-byte
+	// locks have one, so a lock's state and its holder are one 112-byte
 	// allocation, not a 48-byte and a 64-byte one.
 	one [1]holder
 }
@@ -89,7 +105,7 @@ type waiter struct {
 
 // limit returns the number of holders l admits: its first holder's or
 // waiter's copy (a lock has one or the other, or it is deleted).
-func (l *lock) limit() uint32 {
+func (l *lockState) limit() uint32 {
 	if len(l.holders) > 0 {
 		return uint32(l.holders[0].limit)
 	}
@@ -159,7 +175,7 @@ func (l *lock) removeHolder(h *holder) {
 }
 
 // waiters returns the queue, head first.
-func (l *lock) waiters() []waiter {
+func (l *lockState) waiters() []waiter {
 	if l.queue == nil {
 		return nil
 	}
@@ -221,10 +237,10 @@ func (l *lock) currentHolder() *fsmpb.Holder {
 func (m *Machine) lockFor(name string) *lock {
 	l := m.locks[name]
 	if l == nil {
-		l = &lock{name: name}
+		l = newLock(name)
 		m.created(l)
 		m.locks[name] = l
-		m.lockTree.ReplaceOrInsert(l)
+		m.lockTree.ReplaceOrInsert(l.lockState)
 	}
 	return l
 }
@@ -286,7 +302,7 @@ func (m *Machine) grantWaiters(a *apply, l *lock) {
 	}
 	if len(l.holders) == 0 && len(l.waiters()) == 0 {
 		delete(m.locks, l.name)
-		m.lockTree.Delete(l)
+		m.lockTree.Delete(l.lockState)
 	}
 }
 
@@ -308,7 +324,7 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 			return
 		}
 		if op.GetWaitTimeoutNanos() < 0 {
-			a.refuse(invalid("wait timeout %v is negative", time.Duration(op.GetWaitTimeoutNanos())))
+			a.refuse(invalid("wait timeout %v is negative", nanos(op.GetWaitTimeoutNanos())))
 			return
 		}
 	}
@@ -347,7 +363,7 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 					"reentrant count of lock %s is at its limit %d", quote(name), uint32(math.MaxUint32)))
 				return
 			}
-			m.changeLock(l)
+			h = m.changeHolder(l, h)
 			h.count++
 			a.res.Acquire = a.granted(name, h)
 			return
@@ -409,16 +425,15 @@ func checkLimit(limit uint32) (uint32, *Error) {
 
 // checkHoldLimit returns an acquire's hold limit in milliseconds (0: none),
 // or why it cannot be one.
-func checkHoldLimit(nanos int64) (uint32, *Error) {
-	d := time.Duration(nanos)
-	if err := refusal(rules.CheckHoldLimit(d)); err != nil {
+func checkHoldLimit(d int64) (uint32, *Error) {
+	if err := refusal(rules.CheckHoldLimitNanos(d)); err != nil {
 		return 0, err
 	}
-	return uint32(d / time.Millisecond), nil
+	return uint32(nanos(d) / millisecond), nil
 }
 
-// msDuration formats a hold limit kept in milliseconds.
-func msDuration(ms uint32) time.Duration { return time.Duration(ms) * time.Millisecond }
+// msDuration is a hold limit kept in milliseconds, in nanos.
+func msDuration(ms uint32) nanos { return nanos(ms) * millisecond }
 
 // fits returns nil if an acquire of l with this limit and mode agrees with
 // l: the same limit, and for a reentrant acquire (h, the acquirer's hold,
@@ -501,7 +516,7 @@ func (m *Machine) release(a *apply, s *session, op *fsmpb.Release) {
 			"lock %s is held with token %d, not %d", quote(name), h.token, op.GetToken()))
 		return
 	}
-	m.changeLock(l)
+	h = m.changeHolder(l, h)
 	h.count--
 	a.res.RemainingCount = h.count
 	if h.count > 0 {
@@ -526,7 +541,7 @@ func (m *Machine) endOwnHold(a *apply, l *lock, h *holder, how HoldEnd) {
 func (m *Machine) endHold(a *apply, l *lock, h *holder, how HoldEnd) {
 	m.recordEnd(a, l, h, how)
 	s, token, idx := h.s, h.token, h.idx
-	m.changeLock(l)
+	h = m.changeHolder(l, h)
 	l.removeHolder(h)
 	m.changeSession(s)
 	m.dropHold(s, idx)
@@ -663,8 +678,7 @@ func (m *Machine) cancelWait(a *apply, s *session, op *fsmpb.CancelWait) {
 			if c := ws.cachedEntry(key.seq); s != nil && c != nil && !c.claimed {
 				// The session learns the grant from this answer and may
 				// act on it, as from a retry.
-				m.changeSession(ws)
-				c.claimed = true
+				m.claim(ws, key.seq)
 			}
 		}
 		return
@@ -739,7 +753,7 @@ func (m *Machine) releaseAbandoned(a *apply, ws *session, name string, seq uint6
 		return true
 	}
 	a.res.Acquire = grantedOutcome(name, h)
-	m.changeLock(l)
+	h = m.changeHolder(l, h)
 	h.count--
 	a.res.RemainingCount = h.count
 	if h.count == 0 {

@@ -10,7 +10,8 @@ import (
 
 // Machine is the lock state machine of one Raft group. It is not safe for
 // concurrent use: the caller serialises Apply, reads and snapshots (the apply
-// loop owns it; readers take the same lock).
+// loop owns it; readers take the same lock). Only a Frozen state may be
+// encoded on another goroutine while the Machine goes on (frozen.go).
 //
 // Every Result and every value returned by a read is a fresh copy the caller
 // may keep and modify.
@@ -19,11 +20,12 @@ type Machine struct {
 
 	sessions map[uint64]*session
 	locks    map[string]*lock
-	// sessionTree and lockTree hold the values of sessions sorted by id and
-	// of locks sorted by name: the walks in order (snapshots, paged reads)
-	// get each record without a map lookup, and Freeze clones them.
-	sessionTree *btree.BTreeG[*session]
-	lockTree    *btree.BTreeG[*lock]
+	// sessionTree and lockTree hold the current states of sessions sorted
+	// by id and of locks sorted by name: the walks in order (snapshots,
+	// paged reads) get each record without a map lookup, and Freeze
+	// clones them.
+	sessionTree *btree.BTreeG[*sessionState]
+	lockTree    *btree.BTreeG[*lockState]
 
 	// members are the Raft group's members, clusterID its id (members.go).
 	members   map[uint64]Member
@@ -47,8 +49,10 @@ type Machine struct {
 	// one's and not counted.
 	byPrincipal map[string]int
 
-	// frozen is the state being encoded while Apply goes on (frozen.go).
+	// frozen is the state being encoded while Apply goes on, and epoch
+	// counts the freezes (frozen.go).
 	frozen *Frozen
+	epoch  uint64
 	// lastSize and lastRecords are the bytes and records of the last
 	// encoding or restored snapshot, to size the next one's buffer.
 	lastSize, lastRecords int
@@ -63,8 +67,8 @@ func New() *Machine {
 	return &Machine{
 		sessions:    make(map[uint64]*session),
 		locks:       make(map[string]*lock),
-		sessionTree: btree.NewG(btreeDegree, func(x, y *session) bool { return x.id < y.id }),
-		lockTree:    btree.NewG(btreeDegree, func(x, y *lock) bool { return x.name < y.name }),
+		sessionTree: btree.NewG(btreeDegree, func(x, y *sessionState) bool { return x.sess.id < y.sess.id }),
+		lockTree:    btree.NewG(btreeDegree, func(x, y *lockState) bool { return x.name < y.name }),
 	}
 }
 
@@ -181,8 +185,7 @@ func (m *Machine) Apply(index uint64, cmd *fsmpb.Command) *fsmpb.Result {
 				if _, ok := cmd.GetOp().(*fsmpb.Command_Acquire); ok && !c.claimed {
 					// The client may now act on this answer: an
 					// abandoned CancelWait of the seq must not undo it.
-					m.changeSession(s)
-					c.claimed = true
+					c = m.claim(s, seq)
 				}
 				return c.toProto(nil)
 			}

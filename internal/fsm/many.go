@@ -96,8 +96,7 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 		l := m.locks[name]
 		switch {
 		case l != nil && l.holderOf(s, op.GetOwnerKey()) != nil:
-			h := l.holderOf(s, op.GetOwnerKey())
-			m.changeLock(l)
+			h := m.changeHolder(l, l.holderOf(s, op.GetOwnerKey()))
 			h.count++
 			out = append(out, grantedOutcome(name, h))
 		case l == nil || (l.admits(shared) && len(l.waiters()) == 0):

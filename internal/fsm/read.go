@@ -3,7 +3,6 @@ package fsm
 import (
 	"math"
 	"strings"
-	"time"
 
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
@@ -28,7 +27,7 @@ func (m *Machine) Sessions(afterID uint64, limit int) []*fsmpb.Session {
 	if afterID == math.MaxUint64 {
 		return nil
 	}
-	m.sessionTree.AscendGreaterOrEqual(&session{id: afterID + 1}, func(s *session) bool {
+	m.sessionTree.AscendGreaterOrEqual(&sessionState{sess: &session{id: afterID + 1}}, func(s *sessionState) bool {
 		if limit > 0 && len(out) >= limit {
 			return false
 		}
@@ -57,7 +56,7 @@ func (m *Machine) Locks(prefix, after string, limit int) []*fsmpb.Lock {
 	if after >= start {
 		start = after + "\x00" // the smallest string above after
 	}
-	m.lockTree.AscendGreaterOrEqual(&lock{name: start}, func(l *lock) bool {
+	m.lockTree.AscendGreaterOrEqual(&lockState{name: start}, func(l *lockState) bool {
 		if !strings.HasPrefix(l.name, prefix) || (limit > 0 && len(out) >= limit) {
 			return false
 		}
@@ -86,10 +85,10 @@ func (m *Machine) Check(name string, token uint64) (held bool, holder *fsmpb.Hol
 
 // WaiterRef names one queued waiter that has a wait timeout.
 type WaiterRef struct {
-	Lock       string
-	SessionID  uint64
-	AcquireSeq uint64
-	Timeout    time.Duration
+	Lock         string
+	SessionID    uint64
+	AcquireSeq   uint64
+	TimeoutNanos int64
 }
 
 // Waiters returns every queued waiter with a wait timeout, by lock name and
@@ -98,14 +97,14 @@ type WaiterRef struct {
 // since it cannot know how long the waiter has waited on the old leader.
 func (m *Machine) Waiters() []*WaiterRef {
 	var out []*WaiterRef
-	m.lockTree.Ascend(func(l *lock) bool {
+	m.lockTree.Ascend(func(l *lockState) bool {
 		for _, w := range l.waiters() {
 			if w.timeout > 0 {
 				out = append(out, &WaiterRef{
-					Lock:       l.name,
-					SessionID:  w.s.id,
-					AcquireSeq: w.acquireSeq,
-					Timeout:    time.Duration(w.timeout),
+					Lock:         l.name,
+					SessionID:    w.s.id,
+					AcquireSeq:   w.acquireSeq,
+					TimeoutNanos: w.timeout,
 				})
 			}
 		}
@@ -117,7 +116,7 @@ func (m *Machine) Waiters() []*WaiterRef {
 // SessionRef is what the leader needs to keep a session's deadline.
 type SessionRef struct {
 	ID          uint64
-	TTL         time.Duration
+	TTLNanos    int64
 	Blacklisted bool
 	// SecretHash is what a keepalive or renewal for it must show.
 	SecretHash SecretHash
@@ -127,8 +126,8 @@ type SessionRef struct {
 // uses it to give each a full TTL from its election (DESIGN.md §2).
 func (m *Machine) SessionIDs() []*SessionRef {
 	out := make([]*SessionRef, 0, len(m.sessions))
-	m.sessionTree.Ascend(func(s *session) bool {
-		out = append(out, &SessionRef{ID: s.id, TTL: time.Duration(s.ttl), Blacklisted: s.blacklisted, SecretHash: s.secretHash})
+	m.sessionTree.Ascend(func(s *sessionState) bool {
+		out = append(out, &SessionRef{ID: s.sess.id, TTLNanos: s.sess.ttl, Blacklisted: s.blacklisted, SecretHash: s.sess.secretHash})
 		return true
 	})
 	return out
@@ -197,10 +196,10 @@ func (m *Machine) HoldsOf(id uint64) []HoldRef {
 
 // LimitedHold names a hold that has a hold limit.
 type LimitedHold struct {
-	Lock      string
-	SessionID uint64
-	Token     uint64
-	Limit     time.Duration
+	Lock       string
+	SessionID  uint64
+	Token      uint64
+	LimitNanos int64
 }
 
 // LimitedHolds returns every hold with a hold limit, by lock name. A new
@@ -209,10 +208,10 @@ type LimitedHold struct {
 // last renewed it.
 func (m *Machine) LimitedHolds() []LimitedHold {
 	var out []LimitedHold
-	m.lockTree.Ascend(func(l *lock) bool {
+	m.lockTree.Ascend(func(l *lockState) bool {
 		for i := range l.holders {
 			if h := &l.holders[i]; h.holdLimit != 0 {
-				out = append(out, LimitedHold{Lock: l.name, SessionID: h.s.id, Token: h.token, Limit: msDuration(h.holdLimit)})
+				out = append(out, LimitedHold{Lock: l.name, SessionID: h.s.id, Token: h.token, LimitNanos: int64(msDuration(h.holdLimit))})
 			}
 		}
 		return true

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -320,9 +319,9 @@ func (m *Machine) load(data []byte) error {
 	// Size each session's hold index for the holds it says it has (checked
 	// once the locks are in), within what the lock records can hold.
 	budget, i := len(data)/2, 0 // a holder record takes 2 bytes or more
-	m.sessionTree.Ascend(func(s *session) bool {
+	m.sessionTree.Ascend(func(s *sessionState) bool {
 		if n := min(int(holds[i]), budget); n > 0 {
-			s.held = make([]*lock, 0, n)
+			s.sess.held = make([]*lock, 0, n)
 			budget -= n
 		}
 		i++
@@ -371,7 +370,8 @@ func (m *Machine) load(data []byte) error {
 
 	// The sessions came in ascending id order, the order of holds.
 	i = 0
-	m.sessionTree.Ascend(func(s *session) bool {
+	m.sessionTree.Ascend(func(st *sessionState) bool {
+		s := st.sess
 		if int(holds[i]) != s.numHolds() {
 			err = fmt.Errorf("session %d says it holds %d locks, the locks say %d", s.id, holds[i], s.numHolds())
 		} else if s.load() > MaxHoldsPerSession {
@@ -414,7 +414,7 @@ func (m *Machine) loadSession(p *fsmpb.Session, prev uint64) error {
 	case id > m.applied:
 		return fmt.Errorf("session %d is newer than applied index %d", id, m.applied)
 	}
-	if err := checkTTL(time.Duration(p.GetTtlNanos())); err != nil {
+	if err := checkTTL(p.GetTtlNanos()); err != nil {
 		return fmt.Errorf("session %d: %s", id, err.Msg)
 	}
 	if err := checkOwner(p.GetOwner()); err != nil {
@@ -484,7 +484,7 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 	case len(waiters) > MaxWaitersPerLock:
 		return fmt.Errorf("lock %q has %d waiters; the limit is %d", name, len(waiters), MaxWaitersPerLock)
 	}
-	l := &lock{name: name}
+	l := newLock(name)
 	if len(holders) > 0 {
 		l.useOne()
 		if len(holders) > 1 {
@@ -573,6 +573,6 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 		return fmt.Errorf("lock %q has room for its first waiter, which is still queued", name)
 	}
 	m.locks[l.name] = l
-	m.lockTree.ReplaceOrInsert(l)
+	m.lockTree.ReplaceOrInsert(l.lockState)
 	return nil
 }

@@ -5,20 +5,23 @@ import (
 	"crypto/subtle"
 	"slices"
 	"sort"
-	"time"
 
 	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
-// session is one client session and its indexes.
+// session is one client session: what it was opened with, which never
+// changes, and a handle on its current sessionState, which Apply changes
+// in place unless a frozen state shares it; then its first change copies
+// it (changeSession, in frozen.go). Holders and waiters point at the
+// session, and an encoder of a frozen state reads their id and owner
+// through it.
 type session struct {
-	id          uint64
-	owner       string
-	ttl         int64 // nanoseconds
-	blacklisted bool
-	created     int64  // wall clock, display only
-	nonce       uint64 // the OpenSession's nonce (exactly-once opens), 0 if none
+	id      uint64
+	owner   string
+	ttl     int64  // nanoseconds
+	created int64  // wall clock, display only
+	nonce   uint64 // the OpenSession's nonce (exactly-once opens), 0 if none
 	// secretHash is the SHA-256 of the session's secret; all zero for a
 	// session without one (opened before log version 3).
 	secretHash SecretHash
@@ -26,10 +29,9 @@ type session struct {
 	// that user may act for it. Empty: opened while authentication was off.
 	principal string
 
-	// minUnacked and results are the exactly-once window: results holds the
-	// results of seqs >= minUnacked, ascending by seq, at most MaxPending.
-	minUnacked uint64
-	results    []cachedResult
+	*sessionState
+	// epoch is the Machine's freeze epoch when sessionState was made.
+	epoch uint64
 
 	// held has the lock of each of this session's holder records (a lock
 	// twice if held under two owner keys), in no order; each holder knows
@@ -37,9 +39,26 @@ type session struct {
 	// waits is the set of its queued waiters, nil while there is none.
 	// They let the session end in O(its holds and waits). (held is a slice,
 	// not a map of lock names, because at a few holds per session a map
-	// costs several times the bytes.)
+	// costs several times the bytes.) Snapshots show neither (the holds
+	// and waiters are in their locks; the number of holds is in the
+	// state), so they are not in the state a frozen state may share, and a
+	// session holding many locks is not copied with them.
 	held  []*lock
 	waits map[waitKey]struct{}
+}
+
+// sessionState is what of a session changes and snapshots show, as the
+// Machine or a frozen state sees it: once a frozen state shares it, it
+// never changes.
+type sessionState struct {
+	sess        *session // whose state it is
+	holds       uint32   // len(sess.held), at most MaxHoldsPerSession
+	blacklisted bool
+
+	// minUnacked and results are the exactly-once window: results holds the
+	// results of seqs >= minUnacked, ascending by seq, at most MaxPending.
+	minUnacked uint64
+	results    []cachedResult
 }
 
 // SecretHashLen is the length of a session secret's hash (SHA-256).
@@ -154,12 +173,15 @@ func compareWaitKeys(x, y waitKey) int {
 }
 
 func newSession(id uint64, owner string, ttl, created int64) *session {
-	return &session{
-		id:      id,
-		owner:   owner,
-		ttl:     ttl,
-		created: created,
+	s := &session{
+		id:           id,
+		owner:        owner,
+		ttl:          ttl,
+		created:      created,
+		sessionState: &sessionState{},
 	}
+	s.sess = s
+	return s
 }
 
 // cachedEntry returns the cache entry of seq, or nil. The pointer is valid
@@ -300,6 +322,7 @@ func waitEndedMessage(lock string, code fsmpb.Error) string {
 // in s.held, which the record keeps as holder.idx.
 func (s *session) addHold(l *lock) int32 {
 	s.held = append(s.held, l)
+	s.holds++
 	return int32(len(s.held) - 1)
 }
 
@@ -323,6 +346,7 @@ func (m *Machine) dropHold(s *session, i int32) {
 	}
 	s.held[last] = nil
 	s.held = s.held[:last]
+	s.holds--
 	// Give back most of the array of a session that let go of many locks.
 	if c := cap(s.held); c > 64 && len(s.held) < c/4 {
 		s.held = append(make([]*lock, 0, 2*len(s.held)), s.held...)
@@ -330,7 +354,7 @@ func (m *Machine) dropHold(s *session, i int32) {
 }
 
 // numHolds is the number of holder records of s.
-func (s *session) numHolds() int { return len(s.held) }
+func (s *sessionState) numHolds() int { return int(s.holds) }
 
 // addWait and dropWait keep s.waits, which is nil while empty (most
 // sessions never wait, and an empty map still costs its header).
@@ -361,9 +385,9 @@ type opened struct {
 }
 
 func (m *Machine) openSession(a *apply, r *opened, op *fsmpb.OpenSession, principal string) {
-	ttl := time.Duration(op.GetTtlNanos())
+	ttl := op.GetTtlNanos()
 	if ttl == 0 {
-		ttl = rules.DefaultTTL
+		ttl = int64(rules.DefaultTTL)
 	}
 	if err := checkTTL(ttl); err != nil {
 		a.refuse(err)
@@ -389,7 +413,7 @@ func (m *Machine) openSession(a *apply, r *opened, op *fsmpb.OpenSession, princi
 		a.res.SessionId = s.id
 		return
 	}
-	s := newSession(a.index, op.GetOwner(), int64(ttl), a.wall)
+	s := newSession(a.index, op.GetOwner(), ttl, a.wall)
 	s.secretHash, s.principal = probe.secretHash, principal
 	m.created(s)
 	m.addSession(s)
@@ -405,7 +429,7 @@ func (m *Machine) openSession(a *apply, r *opened, op *fsmpb.OpenSession, princi
 // indexes every session is in: by id, in id order, and by principal.
 func (m *Machine) addSession(s *session) {
 	m.sessions[s.id] = s
-	m.sessionTree.ReplaceOrInsert(s)
+	m.sessionTree.ReplaceOrInsert(s.sessionState)
 	if s.principal != "" {
 		if m.byPrincipal == nil {
 			m.byPrincipal = make(map[string]int)
@@ -416,7 +440,7 @@ func (m *Machine) addSession(s *session) {
 
 func (m *Machine) dropSession(s *session) {
 	delete(m.sessions, s.id)
-	m.sessionTree.Delete(s)
+	m.sessionTree.Delete(s.sessionState)
 	if s.principal != "" {
 		if m.byPrincipal[s.principal]--; m.byPrincipal[s.principal] == 0 {
 			delete(m.byPrincipal, s.principal)

@@ -42,11 +42,11 @@ func (m *Machine) marshal(applied uint64) []byte {
 		b = protowire.AppendTag(b, snapshotAppliedIndex, protowire.VarintType)
 		b = protowire.AppendVarint(b, applied)
 	}
-	m.sessionTree.Ascend(func(s *session) bool {
+	m.sessionTree.Ascend(func(s *sessionState) bool {
 		b = appendSession(b, s)
 		return true
 	})
-	m.lockTree.Ascend(func(l *lock) bool {
+	m.lockTree.Ascend(func(l *lockState) bool {
 		b = appendLock(b, l)
 		return true
 	})
@@ -90,7 +90,7 @@ const (
 // locks took. checkRoundTrip (every
 // model, fuzz and data-driven test) compares the whole snapshot with
 // proto's encoding.
-func appendLock(b []byte, l *lock) []byte {
+func appendLock(b []byte, l *lockState) []byte {
 	ws := l.waiters()
 	size := sizeString(lockName, l.name) + sizeUint(lockLimit, uint64(encodeLimit(l.limit())))
 	for i := range l.holders {
@@ -186,22 +186,23 @@ const (
 // deterministic Marshal gives the fsmpb.Session that fill describes. A
 // cached result always has its result message, empty or not, as fill
 // sets it.
-func appendSession(b []byte, s *session) []byte {
-	size := sizeUint(sessionID, s.id) + sizeString(sessionOwner, s.owner) +
-		sizeUint(sessionTTL, uint64(s.ttl)) + sizeBool(sessionBlacklisted, s.blacklisted) +
-		sizeUint(sessionCreated, uint64(s.created)) + sizeUint(sessionMinUnacked, s.minUnacked) +
-		sizeUint(sessionHolds, uint64(s.numHolds())) + sizeUint(sessionNonce, s.nonce) +
-		sizeBytes(sessionSecretHash, s.secretHashBytes()) + sizeString(sessionPrincipal, s.principal)
+func appendSession(b []byte, s *sessionState) []byte {
+	o := s.sess // what the session was opened with
+	size := sizeUint(sessionID, o.id) + sizeString(sessionOwner, o.owner) +
+		sizeUint(sessionTTL, uint64(o.ttl)) + sizeBool(sessionBlacklisted, s.blacklisted) +
+		sizeUint(sessionCreated, uint64(o.created)) + sizeUint(sessionMinUnacked, s.minUnacked) +
+		sizeUint(sessionHolds, uint64(s.numHolds())) + sizeUint(sessionNonce, o.nonce) +
+		sizeBytes(sessionSecretHash, o.secretHashBytes()) + sizeString(sessionPrincipal, o.principal)
 	for i := range s.results {
 		size += sizeMessage(sessionResults, cachedSize(&s.results[i]))
 	}
 	b = protowire.AppendTag(b, snapshotSessions, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(size))
-	b = appendUint(b, sessionID, s.id)
-	b = appendString(b, sessionOwner, s.owner)
-	b = appendUint(b, sessionTTL, uint64(s.ttl))
+	b = appendUint(b, sessionID, o.id)
+	b = appendString(b, sessionOwner, o.owner)
+	b = appendUint(b, sessionTTL, uint64(o.ttl))
 	b = appendBool(b, sessionBlacklisted, s.blacklisted)
-	b = appendUint(b, sessionCreated, uint64(s.created))
+	b = appendUint(b, sessionCreated, uint64(o.created))
 	b = appendUint(b, sessionMinUnacked, s.minUnacked)
 	for i := range s.results {
 		c := &s.results[i]
@@ -222,9 +223,9 @@ func appendSession(b []byte, s *session) []byte {
 		b = appendBool(b, cachedClaimed, c.claimed)
 	}
 	b = appendUint(b, sessionHolds, uint64(s.numHolds()))
-	b = appendUint(b, sessionNonce, s.nonce)
-	b = appendBytes(b, sessionSecretHash, s.secretHashBytes())
-	return appendString(b, sessionPrincipal, s.principal)
+	b = appendUint(b, sessionNonce, o.nonce)
+	b = appendBytes(b, sessionSecretHash, o.secretHashBytes())
+	return appendString(b, sessionPrincipal, o.principal)
 }
 
 func cachedSize(c *cachedResult) int {

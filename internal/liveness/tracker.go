@@ -158,13 +158,15 @@ func (t *Tracker) Promote(term uint64, m *fsm.Machine) {
 	clear(t.waits)
 	clear(t.holds)
 	for _, h := range m.LimitedHolds() {
-		t.holds[holdKey{h.Lock, h.SessionID, h.Token}] = &hold{limit: h.Limit, deadline: now.Add(h.Limit)}
+		limit := time.Duration(h.LimitNanos)
+		t.holds[holdKey{h.Lock, h.SessionID, h.Token}] = &hold{limit: limit, deadline: now.Add(limit)}
 	}
 	for _, s := range m.SessionIDs() {
-		t.sessions[s.ID] = &session{ttl: s.TTL, deadline: now.Add(s.TTL), blacklisted: s.Blacklisted, secret: s.SecretHash}
+		ttl := time.Duration(s.TTLNanos)
+		t.sessions[s.ID] = &session{ttl: ttl, deadline: now.Add(ttl), blacklisted: s.Blacklisted, secret: s.SecretHash}
 	}
 	for _, w := range m.Waiters() {
-		t.waits[waitKey{w.Lock, w.SessionID, w.AcquireSeq}] = &wait{deadline: now.Add(w.Timeout)}
+		t.waits[waitKey{w.Lock, w.SessionID, w.AcquireSeq}] = &wait{deadline: now.Add(time.Duration(w.TimeoutNanos))}
 	}
 	t.rebuildQueue()
 	t.log.Info("leading: deadlines restarted", "term", term, "sessions", len(t.sessions), "timed_waits", len(t.waits), "limited_holds", len(t.holds))

@@ -1,0 +1,174 @@
+package fsm
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"flag"
+	"os"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+var rewriteGolden = flag.Bool("rewrite-snapshot", false, "rewrite testdata/snapshot.golden from the current encoding")
+
+// goldenPath holds the snapshot of goldenMachine's state, in hex.
+const goldenPath = "testdata/snapshot.golden"
+
+// TestSnapshotBytesArePinned pins the bytes of the snapshot of one state
+// with every kind of record. Members of different releases restore each
+// other's snapshots and compare each other's Hash, so one state must
+// encode to the same bytes in every release: a change here is a change of
+// the snapshot format, which needs a log version (version.go), not a new
+// golden file. The state is also frozen with entries applied after the
+// freeze, and the frozen encoding must be the same bytes.
+//
+// Regenerate (only for a deliberate format change):
+// go test ./internal/fsm -run TestSnapshotBytesArePinned -rewrite-snapshot
+func TestSnapshotBytesArePinned(t *testing.T) {
+	m := goldenMachine(t)
+	got, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *rewriteGolden {
+		if err := os.WriteFile(goldenPath, []byte(hexLines(got)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text, err := os.ReadFile(goldenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := hex.DecodeString(strings.ReplaceAll(string(text), "\n", ""))
+	if err != nil {
+		t.Fatalf("%s: %v", goldenPath, err)
+	}
+	if !bytes.Equal(got, want) {
+		var g, w fsmpb.Snapshot
+		_ = proto.Unmarshal(got, &g)
+		_ = proto.Unmarshal(want, &w)
+		t.Fatalf("the snapshot is %d bytes (sha256 %x), the pinned one %d (sha256 %x); first difference at %d\ngot:\n%s\nwant:\n%s",
+			len(got), sha256.Sum256(got), len(want), sha256.Sum256(want), firstDiff(got, want),
+			prototext.Format(&g), prototext.Format(&w))
+	}
+	if n := len(fullSnapshot(m).GetLocks()); n < 5 {
+		t.Fatalf("the golden state has %d locks", n)
+	}
+
+	// Frozen, then changed in every record: the frozen state still
+	// encodes to the pinned bytes.
+	f := m.Freeze()
+	index := m.AppliedIndex()
+	for _, cmd := range []*fsmpb.Command{
+		{SessionId: 4, Seq: 8, Principal: "alice", Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "sem", OwnerKey: "k", Token: 12}}},
+		{SessionId: 2, Seq: 6, Op: &fsmpb.Command_CloseSession{CloseSession: &fsmpb.CloseSession{}}},
+		{Op: &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{SessionId: 3}}},
+		{Op: &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{SessionId: 5}}},
+		{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "later"}}},
+	} {
+		index++
+		if err := ErrorOf(m.Apply(index, cmd)); err != nil {
+			t.Fatalf("entry %d after the freeze: %v", index, err)
+		}
+	}
+	if m.NumSessions() != 2 {
+		t.Fatalf("%d sessions after the freeze, want 2", m.NumSessions())
+	}
+	m.SetMember(Member{ID: 99, Name: "later", PeerAddr: "10.0.0.99:7701"})
+	if frozen := f.Encode(); !bytes.Equal(frozen, want) {
+		t.Fatalf("the frozen state encodes to %d bytes, the pinned snapshot is %d; first difference at %d",
+			len(frozen), len(want), firstDiff(frozen, want))
+	}
+	m.Thaw(f)
+}
+
+// goldenMachine applies a fixed log that leaves every kind of record in
+// the state: sessions with a nonce, a secret, a user, or blacklisted;
+// cached results (granted, queued and busy answers naming a holder with a
+// hold limit, acquire_many outcomes, refusals, claimed answers, answers
+// rewritten when their hold ended); exclusive, reentrant, limited and
+// shared holds; waiters with timeouts, shared and limited; members, the
+// cluster id, the log version, users, roles and audit records.
+func goldenMachine(t *testing.T) *Machine {
+	m := New()
+	m.SetMember(Member{ID: 7, Name: "n2", PeerAddr: "10.0.0.2:7701"})
+	m.SetMember(Member{ID: 3, Name: "n1", PeerAddr: "10.0.0.1:7701"})
+	m.SetMember(Member{ID: 9, Name: "n3", PeerAddr: "10.0.0.3:7701", Removed: true})
+	m.SetClusterID(0x5eed)
+	secret := sha256.Sum256([]byte("golden secret"))
+	minute, second := int64(60e9), int64(1e9)
+	acq := func(a *fsmpb.Acquire) *fsmpb.Command_Acquire { return &fsmpb.Command_Acquire{Acquire: a} }
+	index := uint64(0)
+	for _, cmd := range []*fsmpb.Command{
+		{Op: &fsmpb.Command_SetLogVersion{SetLogVersion: &fsmpb.SetLogVersion{Version: LogVersion}}},
+		// Sessions 2, 3, 4, 5.
+		{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "host-a/worker", TtlNanos: 15 * second, Nonce: 77}}},
+		{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "host-b/worker", SecretHash: secret[:]}}},
+		{Principal: "alice", Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "host-c"}}},
+		{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "doomed"}}},
+		// 6: session 2 holds "a" with a hold limit; 7: again (count 2).
+		{SessionId: 2, Seq: 1, Op: acq(&fsmpb.Acquire{Lock: "a", HoldLimitNanos: minute})},
+		{SessionId: 2, Seq: 2, Op: acq(&fsmpb.Acquire{Lock: "a", HoldLimitNanos: minute})},
+		// 8: session 3 queues for "a" with a timeout (QUEUED, naming 2).
+		{SessionId: 3, Seq: 1, SecretHash: secret[:], Op: acq(&fsmpb.Acquire{Lock: "a", Wait: true, WaitTimeoutNanos: 30 * second, HoldLimitNanos: minute})},
+		// 9: session 4 tries "a" (BUSY), 10: a refusal (bad name).
+		{SessionId: 4, Seq: 1, Principal: "alice", Op: acq(&fsmpb.Acquire{Lock: "a", HoldLimitNanos: minute})},
+		{SessionId: 4, Seq: 2, Principal: "alice", Op: acq(&fsmpb.Acquire{Lock: ""})},
+		// 11-12: a semaphore of 3 with two shared holders; 13: a shared waiter of "a".
+		{SessionId: 2, Seq: 3, Op: acq(&fsmpb.Acquire{Lock: "sem", Limit: 3, Shared: true})},
+		{SessionId: 4, Seq: 3, Principal: "alice", Op: acq(&fsmpb.Acquire{Lock: "sem", Limit: 3, Shared: true, OwnerKey: "k"})},
+		{SessionId: 4, Seq: 4, Principal: "alice", Op: acq(&fsmpb.Acquire{Lock: "a", Wait: true, HoldLimitNanos: minute, OwnerKey: "reader"})},
+		// 14: acquire_many, some granted and one busy.
+		{SessionId: 3, Seq: 2, SecretHash: secret[:], Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{Locks: []string{"a", "m/1", "m/2"}, HoldLimitNanos: minute}}},
+		// 15: a retry of seq 1 of session 3 claims its answer.
+		{SessionId: 3, Seq: 1, SecretHash: secret[:], Op: acq(&fsmpb.Acquire{Lock: "a", Wait: true, WaitTimeoutNanos: 30 * second, HoldLimitNanos: minute})},
+		// 16-17: session 5 takes "z" and queues for "m/1"; 18: it is blacklisted (its wait ends).
+		{SessionId: 5, Seq: 1, Op: acq(&fsmpb.Acquire{Lock: "z"})},
+		{SessionId: 5, Seq: 2, Op: acq(&fsmpb.Acquire{Lock: "m/1", Wait: true})},
+		{Op: &fsmpb.Command_BlacklistSession{BlacklistSession: &fsmpb.BlacklistSession{SessionId: 5}}},
+		// 19: a release of one of two counts (remaining 1); 20: a hold ended by an operator.
+		{SessionId: 2, Seq: 4, Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "a", Token: 6}}},
+		{Op: &fsmpb.Command_CasRelease{CasRelease: &fsmpb.CasRelease{Lock: "m/2", SessionId: 3}}},
+		// 21-22: an exclusive and a shared, limited waiter of the semaphore.
+		{SessionId: 2, Seq: 5, Op: acq(&fsmpb.Acquire{Lock: "sem", Limit: 3, Wait: true, OwnerKey: "w"})},
+		{SessionId: 3, Seq: 3, SecretHash: secret[:], Op: acq(&fsmpb.Acquire{Lock: "sem", Limit: 3, Shared: true, Wait: true, WaitTimeoutNanos: minute, HoldLimitNanos: 2 * minute})},
+		// 23-24: a hold taken and released (its cached grant is rewritten); 25: one kept.
+		{SessionId: 4, Seq: 5, Principal: "alice", Op: acq(&fsmpb.Acquire{Lock: "gone"})},
+		{SessionId: 4, Seq: 6, Principal: "alice", Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "gone", Token: 23}}},
+		{SessionId: 4, Seq: 7, Principal: "alice", Op: acq(&fsmpb.Acquire{Lock: "solo/é", HoldLimitNanos: 90 * second})},
+		// Users, a role, an audit note.
+		{Op: &fsmpb.Command_AuthChange{AuthChange: &fsmpb.AuthChange{Kind: fsmpb.AuthChange_ADD_ROLE, Role: "jobs"}}},
+		{Op: &fsmpb.Command_AuthChange{AuthChange: &fsmpb.AuthChange{Kind: fsmpb.AuthChange_GRANT, Role: "jobs", Prefix: "m/", Perms: uint32(PermLock | PermRead)}}},
+		{Op: &fsmpb.Command_AuthChange{AuthChange: &fsmpb.AuthChange{Kind: fsmpb.AuthChange_ADD_USER, User: "alice"}}},
+		{Principal: "root", Op: &fsmpb.Command_AuditNote{AuditNote: &fsmpb.AuditNote{Action: "golden note"}}},
+	} {
+		index++
+		cmd.WallTimeUnixNano = 1_700_000_000_000_000_000 + int64(index)*second
+		if cmd.GetSessionId() != 0 {
+			cmd.MinUnackedSeq = 1 // every answer stays cached
+		}
+		m.Apply(index, cmd)
+	}
+	if err := checkInvariants(m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// hexLines writes b in hex, 32 bytes a line.
+func hexLines(b []byte) string {
+	var s strings.Builder
+	for len(b) > 0 {
+		n := min(len(b), 32)
+		s.WriteString(hex.EncodeToString(b[:n]))
+		s.WriteByte('\n')
+		b = b[n:]
+	}
+	return s.String()
+}
