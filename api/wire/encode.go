@@ -7,7 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/batonlock/baton/api/batonpb"
-	"github.com/batonlock/baton/internal/protofield"
+	"github.com/batonlock/baton/api/protofield"
 )
 
 // The encoders write the hot shapes (those the decoders know) byte for

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/batonlock/baton/api/batonpb"
-	"github.com/batonlock/baton/internal/protofield"
+	"github.com/batonlock/baton/api/protofield"
 )
 
 // UnmarshalSessionsRequest decodes b into m, a new message, as

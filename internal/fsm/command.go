@@ -5,8 +5,8 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/batonlock/baton/api/protofield"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
-	"github.com/batonlock/baton/internal/protofield"
 )
 
 // DecodeCommand decodes a log entry's command without proto's reflection,

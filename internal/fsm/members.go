@@ -8,8 +8,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/batonlock/baton/api/protofield"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
-	"github.com/batonlock/baton/internal/protofield"
 )
 
 // Member is one member of the Raft group: its Raft id, name and peer

@@ -12,7 +12,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/batonlock/baton/internal/protofield"
+	"github.com/batonlock/baton/api/protofield"
 )
 
 // AppendEntry appends e as proto.Marshal encodes it, or reports false

@@ -15,7 +15,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/batonlock/baton/internal/protofield"
+	"github.com/batonlock/baton/api/protofield"
 	"github.com/batonlock/baton/internal/raftwire"
 	"github.com/batonlock/baton/internal/transport/transportpb"
 )

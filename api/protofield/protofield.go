@@ -12,11 +12,16 @@
 // shape the decoder knows. The tests hold every helper to protowire and
 // proto.Marshal.
 //
-// The appenders are small enough for the compiler to inline where they
-// are used (most fields of these messages are numbered below 16 and hold
-// small values: a one-byte tag and a one-byte value, which they append
-// directly). A field number is always a valid one, 1 to
-// protowire.MaxValidNumber; every caller passes a constant.
+// It is outside internal/ because the client's codec (api/wire) uses it,
+// and it imports the standard library and protowire only (archtest), so
+// that the client can take it along when it becomes a module of its own.
+//
+// Most fields of these messages are numbered below 16 and hold small
+// values: a one-byte tag and a one-byte value or length, which the
+// appenders write directly, without protowire's general varint encoder;
+// AppendPresentUint, which writes every field of raft's messages, and
+// the sizes of scalars and messages are small enough for the compiler to
+// inline. A field number must be valid: 1 to protowire.MaxValidNumber.
 package protofield
 
 import (

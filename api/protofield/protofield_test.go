@@ -145,7 +145,7 @@ func TestAppendAsProto(t *testing.T) {
 
 // FuzzAppendAsProto is TestAppendAsProto for any value and string.
 //
-//	go test -run '^$' -fuzz FuzzAppendAsProto -fuzztime 60s ./internal/protofield
+//	go test -run '^$' -fuzz FuzzAppendAsProto -fuzztime 60s ./api/protofield
 func FuzzAppendAsProto(f *testing.F) {
 	f.Add(uint8(0), uint64(0), "")
 	f.Add(uint8(3), uint64(1<<63), "héllo")

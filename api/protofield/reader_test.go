@@ -182,7 +182,7 @@ func TestReaderText(t *testing.T) {
 
 // FuzzReader holds the Reader to protowire's own walk on any input.
 //
-//	go test -run '^$' -fuzz FuzzReader -fuzztime 60s ./internal/protofield
+//	go test -run '^$' -fuzz FuzzReader -fuzztime 60s ./api/protofield
 func FuzzReader(f *testing.F) {
 	f.Add([]byte{})
 	f.Add(AppendString(AppendPresentUint(nil, 1, 300), 2, "name"))
