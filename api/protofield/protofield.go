@@ -1,7 +1,7 @@
 // Package protofield writes, sizes and reads single protobuf fields for
 // Baton's hand-written codecs: the Sessions stream (api/wire), raft's
 // entries and messages (internal/raftwire, internal/transport), the log's
-// commands and the snapshot (internal/fsm). Those codecs encode byte for
+// commands (internal/fsm). Those codecs encode byte for
 // byte as proto.Marshal does and decode as proto.Unmarshal does, without
 // proto's reflection, and they run once per message or entry.
 //

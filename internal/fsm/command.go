@@ -133,34 +133,33 @@ func (d *Decoder) Decode(data []byte) (cmd *fsmpb.Command, ok bool) {
 				return nil, false
 			}
 			cmd.Principal = text
-		case f.IsBytes(14):
+		case f.IsBytes(14) || f.IsBytes(15):
 			if cmd.Op != nil {
 				return nil, false // two operations: proto keeps the last
 			}
-			if len(d.acqs) == 0 {
-				d.acqs = make([]acquireOp, d.opBlock())
+			if f.Number() == 14 {
+				if len(d.acqs) == 0 {
+					d.acqs = make([]acquireOp, d.opBlock())
+				}
+				a := &d.acqs[0]
+				d.acqs = d.acqs[1:]
+				if !decodeAcquire(&a.op, f.Bytes()) {
+					return nil, false
+				}
+				a.w.Acquire = &a.op
+				cmd.Op = &a.w
+			} else {
+				if len(d.rels) == 0 {
+					d.rels = make([]releaseOp, d.opBlock())
+				}
+				r := &d.rels[0]
+				d.rels = d.rels[1:]
+				if !decodeRelease(&r.op, f.Bytes()) {
+					return nil, false
+				}
+				r.w.Release = &r.op
+				cmd.Op = &r.w
 			}
-			a := &d.acqs[0]
-			d.acqs = d.acqs[1:]
-			if !decodeAcquire(&a.op, f.Bytes()) {
-				return nil, false
-			}
-			a.w.Acquire = &a.op
-			cmd.Op = &a.w
-		case f.IsBytes(15):
-			if cmd.Op != nil {
-				return nil, false
-			}
-			if len(d.rels) == 0 {
-				d.rels = make([]releaseOp, d.opBlock())
-			}
-			r := &d.rels[0]
-			d.rels = d.rels[1:]
-			if !decodeRelease(&r.op, f.Bytes()) {
-				return nil, false
-			}
-			r.w.Release = &r.op
-			cmd.Op = &r.w
 		default:
 			return nil, false
 		}
