@@ -112,10 +112,12 @@ func AppendPresentUint(b []byte, num protowire.Number, v uint64) []byte {
 	return appendVarintField(b, num, v)
 }
 
-// appendVarintField is AppendPresentUint for any number and value, out
-// of line so that AppendPresentUint stays small enough to inline.
+// appendVarintField is AppendPresentUint for any number and value, kept
+// out of line so that AppendPresentUint stays small enough to inline.
+//
+//go:noinline
 func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
-	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.VarintType), v)
+	return appendVarint(appendTag(b, num, protowire.VarintType), v)
 }
 
 // SizePresentUint is the size AppendPresentUint appends.
@@ -152,16 +154,27 @@ func SizeMessage(num protowire.Number, size int) int {
 }
 
 // appendLen appends the tag and length of a length-delimited field, the
-// common one-byte tag and length inline.
+// common one-byte tag and length directly.
 func appendLen(b []byte, num protowire.Number, n int) []byte {
 	if num < 16 && n < 0x80 {
 		return append(b, byte(num)<<3|byte(protowire.BytesType), byte(n))
 	}
-	return appendLenField(b, num, n)
+	return appendVarint(appendTag(b, num, protowire.BytesType), uint64(n))
 }
 
-func appendLenField(b []byte, num protowire.Number, n int) []byte {
-	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.BytesType), uint64(n))
+func appendTag(b []byte, num protowire.Number, typ protowire.Type) []byte {
+	return appendVarint(b, protowire.EncodeTag(num, typ))
+}
+
+// appendVarint is protowire.AppendVarint as a loop, which the compiler
+// inlines into appendVarintField and appendLen: a call fewer per field
+// whose value takes more than a byte (a raft index, a lock token).
+func appendVarint(b []byte, v uint64) []byte {
+	for v >= 0x80 {
+		b = append(b, byte(v)|0x80)
+		v >>= 7
+	}
+	return append(b, byte(v))
 }
 
 // sizeTag is protowire.SizeTag(num), in fewer steps for the inliner.

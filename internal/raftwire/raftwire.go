@@ -66,14 +66,26 @@ func MessageSize(m *raftpb.Message) (int, bool) {
 	if m.Snapshot != nil || len(m.Responses) > 0 || len(m.ProtoReflect().GetUnknown()) > 0 {
 		return 0, false
 	}
+	// Each field by its constant number, which lets the compiler fold
+	// the tag's size and encoding away.
 	n := 0
-	for i, v := range [...]*uint64{m.To, m.From, m.Term, m.LogTerm, m.Index} {
-		if v != nil {
-			n += protofield.SizePresentUint(protowire.Number(2+i), *v)
-		}
-	}
 	if m.Type != nil {
 		n += protofield.SizePresentUint(1, uint64(*m.Type))
+	}
+	if m.To != nil {
+		n += protofield.SizePresentUint(2, *m.To)
+	}
+	if m.From != nil {
+		n += protofield.SizePresentUint(3, *m.From)
+	}
+	if m.Term != nil {
+		n += protofield.SizePresentUint(4, *m.Term)
+	}
+	if m.LogTerm != nil {
+		n += protofield.SizePresentUint(5, *m.LogTerm)
+	}
+	if m.Index != nil {
+		n += protofield.SizePresentUint(6, *m.Index)
 	}
 	for _, e := range m.Entries {
 		if len(e.ProtoReflect().GetUnknown()) > 0 {
@@ -105,10 +117,20 @@ func AppendMessage(b []byte, m *raftpb.Message) []byte {
 	if m.Type != nil {
 		b = protofield.AppendPresentUint(b, 1, uint64(*m.Type))
 	}
-	for i, v := range [...]*uint64{m.To, m.From, m.Term, m.LogTerm, m.Index} {
-		if v != nil {
-			b = protofield.AppendPresentUint(b, protowire.Number(2+i), *v)
-		}
+	if m.To != nil {
+		b = protofield.AppendPresentUint(b, 2, *m.To)
+	}
+	if m.From != nil {
+		b = protofield.AppendPresentUint(b, 3, *m.From)
+	}
+	if m.Term != nil {
+		b = protofield.AppendPresentUint(b, 4, *m.Term)
+	}
+	if m.LogTerm != nil {
+		b = protofield.AppendPresentUint(b, 5, *m.LogTerm)
+	}
+	if m.Index != nil {
+		b = protofield.AppendPresentUint(b, 6, *m.Index)
 	}
 	for _, e := range m.Entries {
 		b = appendEntry(protofield.AppendMessageHeader(b, 7, entrySize(e)), e)
