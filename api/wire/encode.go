@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/api/protofield"
 )
 
 // The encoders write the hot shapes (those the decoders know) byte for
@@ -25,8 +26,7 @@ func MarshalSessionsRequest(b []byte, m *batonpb.SessionsRequest) ([]byte, error
 
 func appendSessionsRequest(b []byte, m *batonpb.SessionsRequest) []byte {
 	for _, r := range m.GetRequests() {
-		b = protowire.AppendTag(b, 1, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(channelRequestSize(r)))
+		b = protofield.AppendMessageHeader(b, 1, channelRequestSize(r))
 		b = appendChannelRequest(b, r)
 	}
 	return b
@@ -43,8 +43,7 @@ func MarshalSessionsResponse(b []byte, m *batonpb.SessionsResponse) ([]byte, err
 
 func appendSessionsResponse(b []byte, m *batonpb.SessionsResponse) []byte {
 	for _, r := range m.GetResponses() {
-		b = protowire.AppendTag(b, 1, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(channelResponseSize(r)))
+		b = protofield.AppendMessageHeader(b, 1, channelResponseSize(r))
 		b = appendChannelResponse(b, r)
 	}
 	return b
@@ -67,7 +66,7 @@ func sizeSessionsRequest(m *batonpb.SessionsRequest) (int, bool) {
 		if !fastChannelRequest(r) {
 			return 0, false
 		}
-		n += protowire.SizeTag(1) + protowire.SizeBytes(channelRequestSize(r))
+		n += protofield.SizeMessage(1, channelRequestSize(r))
 	}
 	return n, true
 }
@@ -81,7 +80,7 @@ func sizeSessionsResponse(m *batonpb.SessionsResponse) (int, bool) {
 		if !fastChannelResponse(r) {
 			return 0, false
 		}
-		n += protowire.SizeTag(1) + protowire.SizeBytes(channelResponseSize(r))
+		n += protofield.SizeMessage(1, channelResponseSize(r))
 	}
 	return n, true
 }
@@ -162,87 +161,39 @@ func fastChannelResponse(r *batonpb.ChannelResponse) bool {
 	return false
 }
 
-// Sizes and appenders of each field, proto3: a zero scalar is left out,
-// a message is written when set.
-
-func sizeUint(num protowire.Number, v uint64) int {
-	if v == 0 {
-		return 0
-	}
-	return protowire.SizeTag(num) + protowire.SizeVarint(v)
-}
-
-func sizeBool(num protowire.Number, v bool) int {
-	if !v {
-		return 0
-	}
-	return protowire.SizeTag(num) + 1
-}
-
-func sizeString(num protowire.Number, v string) int {
-	if v == "" {
-		return 0
-	}
-	return protowire.SizeTag(num) + protowire.SizeBytes(len(v))
-}
-
-func sizeMessage(num protowire.Number, size int) int {
-	return protowire.SizeTag(num) + protowire.SizeBytes(size)
-}
-
-func appendUint(b []byte, num protowire.Number, v uint64) []byte {
-	if v == 0 {
-		return b
-	}
-	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.VarintType), v)
-}
-
-func appendBool(b []byte, num protowire.Number, v bool) []byte {
-	if !v {
-		return b
-	}
-	return append(protowire.AppendTag(b, num, protowire.VarintType), 1)
-}
-
-func appendString(b []byte, num protowire.Number, v string) []byte {
-	if v == "" {
-		return b
-	}
-	return protowire.AppendString(protowire.AppendTag(b, num, protowire.BytesType), v)
-}
-
-func appendMessageHeader(b []byte, num protowire.Number, size int) []byte {
-	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.BytesType), uint64(size))
-}
+// The fields are written with protofield's proto3 helpers: a zero scalar
+// is left out, a message is written when set.
 
 func headerSize(h *batonpb.RequestHeader) int {
-	return sizeUint(1, h.GetSessionId()) + sizeUint(2, h.GetSeq()) + sizeUint(3, h.GetMinUnackedSeq())
+	return protofield.SizeUint(1, h.GetSessionId()) + protofield.SizeUint(2, h.GetSeq()) +
+		protofield.SizeUint(3, h.GetMinUnackedSeq())
 }
 
 func appendHeader(b []byte, num protowire.Number, h *batonpb.RequestHeader) []byte {
 	if h == nil {
 		return b
 	}
-	b = appendMessageHeader(b, num, headerSize(h))
-	b = appendUint(b, 1, h.GetSessionId())
-	b = appendUint(b, 2, h.GetSeq())
-	return appendUint(b, 3, h.GetMinUnackedSeq())
+	b = protofield.AppendMessageHeader(b, num, headerSize(h))
+	b = protofield.AppendUint(b, 1, h.GetSessionId())
+	b = protofield.AppendUint(b, 2, h.GetSeq())
+	return protofield.AppendUint(b, 3, h.GetMinUnackedSeq())
 }
 
 func sizeHeaderField(num protowire.Number, h *batonpb.RequestHeader) int {
 	if h == nil {
 		return 0
 	}
-	return sizeMessage(num, headerSize(h))
+	return protofield.SizeMessage(num, headerSize(h))
 }
 
 func acquireRequestSize(a *batonpb.AcquireRequest) int {
-	return sizeHeaderField(1, a.GetHeader()) + sizeString(2, a.GetName()) + sizeString(3, a.GetOwnerKey()) +
-		sizeBool(4, a.GetWait()) + sizeBool(6, a.GetShared()) + sizeUint(7, uint64(a.GetLimit()))
+	return sizeHeaderField(1, a.GetHeader()) + protofield.SizeString(2, a.GetName()) + protofield.SizeString(3, a.GetOwnerKey()) +
+		protofield.SizeBool(4, a.GetWait()) + protofield.SizeBool(6, a.GetShared()) + protofield.SizeUint(7, uint64(a.GetLimit()))
 }
 
 func releaseRequestSize(r *batonpb.ReleaseRequest) int {
-	return sizeHeaderField(1, r.GetHeader()) + sizeString(2, r.GetName()) + sizeUint(3, r.GetToken()) + sizeString(4, r.GetOwnerKey())
+	return sizeHeaderField(1, r.GetHeader()) + protofield.SizeString(2, r.GetName()) +
+		protofield.SizeUint(3, r.GetToken()) + protofield.SizeString(4, r.GetOwnerKey())
 }
 
 // sessionRequestBody is the number and size of sr's kind.
@@ -253,61 +204,63 @@ func sessionRequestBody(sr *batonpb.SessionRequest) (protowire.Number, int) {
 	case *batonpb.SessionRequest_Release:
 		return 6, releaseRequestSize(k.Release)
 	case *batonpb.SessionRequest_KeepAlive:
-		return 4, sizeUint(1, k.KeepAlive.GetSessionId())
+		return 4, protofield.SizeUint(1, k.KeepAlive.GetSessionId())
 	}
 	panic("wire: not a fast shape")
 }
 
 func sessionRequestSize(sr *batonpb.SessionRequest) int {
 	num, size := sessionRequestBody(sr)
-	return sizeUint(1, sr.GetId()) + sizeMessage(num, size)
+	return protofield.SizeUint(1, sr.GetId()) + protofield.SizeMessage(num, size)
 }
 
 func channelRequestSize(r *batonpb.ChannelRequest) int {
-	return sizeUint(1, r.GetChannel()) + sizeMessage(2, sessionRequestSize(r.GetRequest())) + sizeBool(3, r.GetDetach())
+	return protofield.SizeUint(1, r.GetChannel()) + protofield.SizeMessage(2, sessionRequestSize(r.GetRequest())) +
+		protofield.SizeBool(3, r.GetDetach())
 }
 
 func appendChannelRequest(b []byte, r *batonpb.ChannelRequest) []byte {
 	sr := r.GetRequest()
-	b = appendUint(b, 1, r.GetChannel())
-	b = appendMessageHeader(b, 2, sessionRequestSize(sr))
-	b = appendUint(b, 1, sr.GetId())
+	b = protofield.AppendUint(b, 1, r.GetChannel())
+	b = protofield.AppendMessageHeader(b, 2, sessionRequestSize(sr))
+	b = protofield.AppendUint(b, 1, sr.GetId())
 	num, size := sessionRequestBody(sr)
-	b = appendMessageHeader(b, num, size)
+	b = protofield.AppendMessageHeader(b, num, size)
 	switch k := sr.GetKind().(type) {
 	case *batonpb.SessionRequest_Acquire:
 		a := k.Acquire
 		b = appendHeader(b, 1, a.GetHeader())
-		b = appendString(b, 2, a.GetName())
-		b = appendString(b, 3, a.GetOwnerKey())
-		b = appendBool(b, 4, a.GetWait())
-		b = appendBool(b, 6, a.GetShared())
-		b = appendUint(b, 7, uint64(a.GetLimit()))
+		b = protofield.AppendString(b, 2, a.GetName())
+		b = protofield.AppendString(b, 3, a.GetOwnerKey())
+		b = protofield.AppendBool(b, 4, a.GetWait())
+		b = protofield.AppendBool(b, 6, a.GetShared())
+		b = protofield.AppendUint(b, 7, uint64(a.GetLimit()))
 	case *batonpb.SessionRequest_Release:
 		a := k.Release
 		b = appendHeader(b, 1, a.GetHeader())
-		b = appendString(b, 2, a.GetName())
-		b = appendUint(b, 3, a.GetToken())
-		b = appendString(b, 4, a.GetOwnerKey())
+		b = protofield.AppendString(b, 2, a.GetName())
+		b = protofield.AppendUint(b, 3, a.GetToken())
+		b = protofield.AppendString(b, 4, a.GetOwnerKey())
 	case *batonpb.SessionRequest_KeepAlive:
-		b = appendUint(b, 1, k.KeepAlive.GetSessionId())
+		b = protofield.AppendUint(b, 1, k.KeepAlive.GetSessionId())
 	}
-	return appendBool(b, 3, r.GetDetach())
+	return protofield.AppendBool(b, 3, r.GetDetach())
 }
 
 func errorSize(e *batonpb.Error) int {
-	return sizeUint(1, uint64(e.GetCode())) + sizeUint(2, uint64(int64(e.GetReason()))) +
-		sizeString(3, e.GetMessage()) + sizeString(4, e.GetLeaderAddr())
+	return protofield.SizeUint(1, uint64(e.GetCode())) + protofield.SizeUint(2, uint64(int64(e.GetReason()))) +
+		protofield.SizeString(3, e.GetMessage()) + protofield.SizeString(4, e.GetLeaderAddr())
 }
 
 func acquireResponseSize(a *batonpb.AcquireResponse) int {
-	return sizeString(1, a.GetName()) + sizeBool(2, a.GetAcquired()) + sizeUint(3, a.GetToken()) +
-		sizeUint(4, uint64(a.GetCount())) + sizeBool(6, a.GetQueued()) + sizeUint(7, uint64(a.GetPosition())) +
-		sizeUint(8, a.GetSeq()) + sizeBool(9, a.GetSkipped())
+	return protofield.SizeString(1, a.GetName()) + protofield.SizeBool(2, a.GetAcquired()) +
+		protofield.SizeUint(3, a.GetToken()) + protofield.SizeUint(4, uint64(a.GetCount())) +
+		protofield.SizeBool(6, a.GetQueued()) + protofield.SizeUint(7, uint64(a.GetPosition())) +
+		protofield.SizeUint(8, a.GetSeq()) + protofield.SizeBool(9, a.GetSkipped())
 }
 
 func grantSize(g *batonpb.Grant) int {
-	return sizeUint(1, g.GetSeq()) + sizeString(2, g.GetName()) + sizeUint(3, g.GetToken())
+	return protofield.SizeUint(1, g.GetSeq()) + protofield.SizeString(2, g.GetName()) + protofield.SizeUint(3, g.GetToken())
 }
 
 // sessionResponseBody is the number and size of sr's kind (0: none).
@@ -316,7 +269,7 @@ func sessionResponseBody(sr *batonpb.SessionResponse) (protowire.Number, int) {
 	case *batonpb.SessionResponse_Acquire:
 		return 5, acquireResponseSize(k.Acquire)
 	case *batonpb.SessionResponse_Release:
-		return 6, sizeUint(1, uint64(k.Release.GetRemainingCount()))
+		return 6, protofield.SizeUint(1, uint64(k.Release.GetRemainingCount()))
 	case *batonpb.SessionResponse_Grant:
 		return 10, grantSize(k.Grant)
 	}
@@ -324,55 +277,55 @@ func sessionResponseBody(sr *batonpb.SessionResponse) (protowire.Number, int) {
 }
 
 func sessionResponseSize(sr *batonpb.SessionResponse) int {
-	n := sizeUint(1, sr.GetId())
+	n := protofield.SizeUint(1, sr.GetId())
 	if e := sr.GetError(); e != nil {
-		n += sizeMessage(2, errorSize(e))
+		n += protofield.SizeMessage(2, errorSize(e))
 	}
 	if num, size := sessionResponseBody(sr); num != 0 {
-		n += sizeMessage(num, size)
+		n += protofield.SizeMessage(num, size)
 	}
 	return n
 }
 
 func channelResponseSize(r *batonpb.ChannelResponse) int {
-	return sizeUint(1, r.GetChannel()) + sizeMessage(2, sessionResponseSize(r.GetResponse()))
+	return protofield.SizeUint(1, r.GetChannel()) + protofield.SizeMessage(2, sessionResponseSize(r.GetResponse()))
 }
 
 func appendChannelResponse(b []byte, r *batonpb.ChannelResponse) []byte {
 	sr := r.GetResponse()
-	b = appendUint(b, 1, r.GetChannel())
-	b = appendMessageHeader(b, 2, sessionResponseSize(sr))
-	b = appendUint(b, 1, sr.GetId())
+	b = protofield.AppendUint(b, 1, r.GetChannel())
+	b = protofield.AppendMessageHeader(b, 2, sessionResponseSize(sr))
+	b = protofield.AppendUint(b, 1, sr.GetId())
 	if e := sr.GetError(); e != nil {
-		b = appendMessageHeader(b, 2, errorSize(e))
-		b = appendUint(b, 1, uint64(e.GetCode()))
-		b = appendUint(b, 2, uint64(int64(e.GetReason())))
-		b = appendString(b, 3, e.GetMessage())
-		b = appendString(b, 4, e.GetLeaderAddr())
+		b = protofield.AppendMessageHeader(b, 2, errorSize(e))
+		b = protofield.AppendUint(b, 1, uint64(e.GetCode()))
+		b = protofield.AppendUint(b, 2, uint64(int64(e.GetReason())))
+		b = protofield.AppendString(b, 3, e.GetMessage())
+		b = protofield.AppendString(b, 4, e.GetLeaderAddr())
 	}
 	num, size := sessionResponseBody(sr)
 	if num == 0 {
 		return b
 	}
-	b = appendMessageHeader(b, num, size)
+	b = protofield.AppendMessageHeader(b, num, size)
 	switch k := sr.GetKind().(type) {
 	case *batonpb.SessionResponse_Acquire:
 		a := k.Acquire
-		b = appendString(b, 1, a.GetName())
-		b = appendBool(b, 2, a.GetAcquired())
-		b = appendUint(b, 3, a.GetToken())
-		b = appendUint(b, 4, uint64(a.GetCount()))
-		b = appendBool(b, 6, a.GetQueued())
-		b = appendUint(b, 7, uint64(a.GetPosition()))
-		b = appendUint(b, 8, a.GetSeq())
-		b = appendBool(b, 9, a.GetSkipped())
+		b = protofield.AppendString(b, 1, a.GetName())
+		b = protofield.AppendBool(b, 2, a.GetAcquired())
+		b = protofield.AppendUint(b, 3, a.GetToken())
+		b = protofield.AppendUint(b, 4, uint64(a.GetCount()))
+		b = protofield.AppendBool(b, 6, a.GetQueued())
+		b = protofield.AppendUint(b, 7, uint64(a.GetPosition()))
+		b = protofield.AppendUint(b, 8, a.GetSeq())
+		b = protofield.AppendBool(b, 9, a.GetSkipped())
 	case *batonpb.SessionResponse_Release:
-		b = appendUint(b, 1, uint64(k.Release.GetRemainingCount()))
+		b = protofield.AppendUint(b, 1, uint64(k.Release.GetRemainingCount()))
 	case *batonpb.SessionResponse_Grant:
 		g := k.Grant
-		b = appendUint(b, 1, g.GetSeq())
-		b = appendString(b, 2, g.GetName())
-		b = appendUint(b, 3, g.GetToken())
+		b = protofield.AppendUint(b, 1, g.GetSeq())
+		b = protofield.AppendString(b, 2, g.GetName())
+		b = protofield.AppendUint(b, 3, g.GetToken())
 	}
 	return b
 }

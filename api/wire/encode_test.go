@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -231,5 +232,47 @@ func fill(m protoreflect.Message, bad protoreflect.FieldDescriptor, other string
 		case f.Kind() == protoreflect.Uint64Kind && !f.IsList():
 			m.Set(f, protoreflect.ValueOfUint64(3))
 		}
+	}
+}
+
+// BenchmarkMarshal compares this package with proto on a batch of 32
+// acquires and on one of 32 answers, as own/64 sends them.
+//
+//	go test -run '^$' -bench BenchmarkMarshal -benchmem ./api/wire
+func BenchmarkMarshal(b *testing.B) {
+	req, resp := &batonpb.SessionsRequest{}, &batonpb.SessionsResponse{}
+	for i := range 32 {
+		req.Requests = append(req.Requests, acquireReq(uint64(i+1), fmt.Sprintf("bench/%d", i)))
+		resp.Responses = append(resp.Responses, acquireResp(uint64(i+1), fmt.Sprintf("bench/%d", i)))
+	}
+	buf := make([]byte, 0, 8192)
+	for _, c := range []struct {
+		name string
+		m    proto.Message
+	}{{"request", req}, {"response", resp}} {
+		b.Run(c.name+"/wire", func(b *testing.B) {
+			b.ReportAllocs()
+			var err error
+			for b.Loop() {
+				switch m := c.m.(type) {
+				case *batonpb.SessionsRequest:
+					buf, err = MarshalSessionsRequest(buf[:0], m)
+				case *batonpb.SessionsResponse:
+					buf, err = MarshalSessionsResponse(buf[:0], m)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.name+"/proto", func(b *testing.B) {
+			b.ReportAllocs()
+			var err error
+			for b.Loop() {
+				if buf, err = (proto.MarshalOptions{}).MarshalAppend(buf[:0], c.m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -14,12 +14,12 @@ package wire
 
 import (
 	"slices"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/api/protofield"
 )
 
 // UnmarshalSessionsRequest decodes b into m, a new message, as
@@ -30,9 +30,8 @@ func UnmarshalSessionsRequest(b []byte, m *batonpb.SessionsRequest) error {
 		return proto.Unmarshal(b, m)
 	}
 	m.Requests = make([]*batonpb.ChannelRequest, 0, n)
-	for range n {
-		var e []byte
-		e, b = element(b)
+	for f := elements(b); f.Next(); {
+		e := f.Bytes()
 		r, ok := decodeChannelRequest(e)
 		if !ok {
 			// Each element of a repeated message decodes alone.
@@ -55,9 +54,8 @@ func UnmarshalSessionsResponse(b []byte, m *batonpb.SessionsResponse) error {
 		return proto.Unmarshal(b, m)
 	}
 	m.Responses = make([]*batonpb.ChannelResponse, 0, n)
-	for range n {
-		var e []byte
-		e, b = element(b)
+	for f := elements(b); f.Next(); {
+		e := f.Bytes()
 		r, ok := decodeChannelResponse(e)
 		if !ok {
 			r = &batonpb.ChannelResponse{}
@@ -71,88 +69,26 @@ func UnmarshalSessionsResponse(b []byte, m *batonpb.SessionsResponse) error {
 	return nil
 }
 
-// countRepeated counts the elements of a message that holds only field 1,
-// a repeated message (SessionsRequest, SessionsResponse).
+// elements reads a message that holds only field 1, a repeated message
+// (SessionsRequest, SessionsResponse).
+func elements(b []byte) protofield.Reader {
+	f := protofield.NewReader(b)
+	f.AllowRepeat(1)
+	return f
+}
+
+// countRepeated counts the elements of a message elements reads, or
+// reports false if it holds anything else.
 func countRepeated(b []byte) (int, bool) {
 	n := 0
-	for len(b) > 0 {
-		num, typ, k := protowire.ConsumeTag(b)
-		if k < 0 || num != 1 || typ != protowire.BytesType {
+	f := elements(b)
+	for f.Next() {
+		if !f.IsBytes(1) {
 			return 0, false
 		}
-		b = b[k:]
-		if k = protowire.ConsumeFieldValue(num, typ, b); k < 0 {
-			return 0, false
-		}
-		b = b[k:]
 		n++
 	}
-	return n, true
-}
-
-// element returns the first element of a message countRepeated accepted,
-// and the rest.
-func element(b []byte) (e, rest []byte) {
-	_, _, k := protowire.ConsumeTag(b)
-	e, n := protowire.ConsumeBytes(b[k:])
-	return e, b[k+n:]
-}
-
-// fields walks the fields of one message. It stops, with bad set, at
-// anything the decoders here leave to proto: malformed data, a wire type
-// other than varint and bytes, a field number above 63, or a field seen
-// twice (proto merges or keeps the last; these messages never repeat one).
-type fields struct {
-	b    []byte
-	seen uint64
-	bad  bool
-	num  protowire.Number
-	typ  protowire.Type
-	v    uint64 // a varint field's value
-	data []byte // a bytes field's value
-}
-
-func (f *fields) next() bool {
-	if len(f.b) == 0 {
-		return false
-	}
-	num, typ, n := protowire.ConsumeTag(f.b)
-	if n < 0 || num > 63 || f.seen&(1<<num) != 0 {
-		f.bad = true
-		return false
-	}
-	f.seen |= 1 << num
-	f.b = f.b[n:]
-	switch typ {
-	case protowire.VarintType:
-		f.v, n = protowire.ConsumeVarint(f.b)
-	case protowire.BytesType:
-		f.data, n = protowire.ConsumeBytes(f.b)
-	default:
-		n = -1
-	}
-	if n < 0 {
-		f.bad = true
-		return false
-	}
-	f.num, f.typ, f.b = num, typ, f.b[n:]
-	return true
-}
-
-func (f *fields) varint(num protowire.Number) bool {
-	return f.num == num && f.typ == protowire.VarintType
-}
-
-func (f *fields) bytes(num protowire.Number) bool {
-	return f.num == num && f.typ == protowire.BytesType
-}
-
-// str is a string field's value; proto refuses one that is not UTF-8.
-func str(b []byte) (string, bool) {
-	if !utf8.Valid(b) {
-		return "", false
-	}
-	return string(b), true
+	return n, f.Done()
 }
 
 // The messages of one request or answer, allocated together.
@@ -200,21 +136,21 @@ type (
 // idAndKind reads a SessionRequest or SessionResponse that holds only its
 // id (field 1) and one of kinds, a oneof's message fields.
 func idAndKind(b []byte, kinds ...protowire.Number) (id uint64, kind protowire.Number, body []byte, ok bool) {
-	f := fields{b: b}
-	for f.next() {
-		switch {
-		case f.varint(1):
-			id = f.v
-		case f.typ == protowire.BytesType && slices.Contains(kinds, f.num):
+	f := protofield.NewReader(b)
+	for f.Next() {
+		switch num := f.Number(); {
+		case f.IsVarint(1):
+			id = f.Varint()
+		case f.IsBytes(num) && slices.Contains(kinds, num):
 			if kind != 0 {
 				return 0, 0, nil, false // two kinds of a oneof: proto keeps the last
 			}
-			kind, body = f.num, f.data
+			kind, body = num, f.Bytes()
 		default:
 			return 0, 0, nil, false
 		}
 	}
-	return id, kind, body, !f.bad
+	return id, kind, body, f.Done()
 }
 
 // decodeChannelRequest decodes a ChannelRequest carrying an acquire, a
@@ -225,20 +161,20 @@ func decodeChannelRequest(b []byte) (*batonpb.ChannelRequest, bool) {
 		detach  bool
 		req     []byte
 	)
-	f := fields{b: b}
-	for f.next() {
+	f := protofield.NewReader(b)
+	for f.Next() {
 		switch {
-		case f.varint(1):
-			channel = f.v
-		case f.bytes(2):
-			req = f.data
-		case f.varint(3):
-			detach = f.v != 0
+		case f.IsVarint(1):
+			channel = f.Varint()
+		case f.IsBytes(2):
+			req = f.Bytes()
+		case f.IsVarint(3):
+			detach = f.Varint() != 0
 		default:
 			return nil, false
 		}
 	}
-	if f.bad || req == nil {
+	if !f.Done() || req == nil {
 		return nil, false
 	}
 	id, kind, body, ok := idAndKind(req, 4, 5, 6)
@@ -268,13 +204,13 @@ func decodeChannelRequest(b []byte) (*batonpb.ChannelRequest, bool) {
 		sr.Kind = &m.k
 	case 4:
 		m := &keepAliveRequest{}
-		for f = (fields{b: body}); f.next(); {
-			if !f.varint(1) {
+		for f = protofield.NewReader(body); f.Next(); {
+			if !f.IsVarint(1) {
 				return nil, false
 			}
-			m.ka.SessionId = f.v
+			m.ka.SessionId = f.Varint()
 		}
-		if f.bad {
+		if !f.Done() {
 			return nil, false
 		}
 		m.k.KeepAlive = &m.ka
@@ -289,80 +225,80 @@ func decodeChannelRequest(b []byte) (*batonpb.ChannelRequest, bool) {
 }
 
 func decodeHeader(b []byte, h *batonpb.RequestHeader) bool {
-	f := fields{b: b}
-	for f.next() {
+	f := protofield.NewReader(b)
+	for f.Next() {
 		switch {
-		case f.varint(1):
-			h.SessionId = f.v
-		case f.varint(2):
-			h.Seq = f.v
-		case f.varint(3):
-			h.MinUnackedSeq = f.v
+		case f.IsVarint(1):
+			h.SessionId = f.Varint()
+		case f.IsVarint(2):
+			h.Seq = f.Varint()
+		case f.IsVarint(3):
+			h.MinUnackedSeq = f.Varint()
 		default:
 			return false
 		}
 	}
-	return !f.bad
+	return f.Done()
 }
 
 // decodeAcquireRequest decodes an acquire without durations (a wait's
 // timeout, a hold limit); h is where its header goes.
 func decodeAcquireRequest(b []byte, a *batonpb.AcquireRequest, h *batonpb.RequestHeader) bool {
-	f := fields{b: b}
+	f := protofield.NewReader(b)
 	var ok bool
-	for f.next() {
+	for f.Next() {
 		switch {
-		case f.bytes(1):
-			if !decodeHeader(f.data, h) {
+		case f.IsBytes(1):
+			if !decodeHeader(f.Bytes(), h) {
 				return false
 			}
 			a.Header = h
-		case f.bytes(2):
-			if a.Name, ok = str(f.data); !ok {
+		case f.IsBytes(2):
+			if a.Name, ok = f.Text(); !ok {
 				return false
 			}
-		case f.bytes(3):
-			if a.OwnerKey, ok = str(f.data); !ok {
+		case f.IsBytes(3):
+			if a.OwnerKey, ok = f.Text(); !ok {
 				return false
 			}
-		case f.varint(4):
-			a.Wait = f.v != 0
-		case f.varint(6):
-			a.Shared = f.v != 0
-		case f.varint(7):
-			a.Limit = uint32(f.v)
+		case f.IsVarint(4):
+			a.Wait = f.Varint() != 0
+		case f.IsVarint(6):
+			a.Shared = f.Varint() != 0
+		case f.IsVarint(7):
+			a.Limit = uint32(f.Varint())
 		default:
 			return false
 		}
 	}
-	return !f.bad
+	return f.Done()
 }
 
 func decodeReleaseRequest(b []byte, r *batonpb.ReleaseRequest, h *batonpb.RequestHeader) bool {
-	f := fields{b: b}
+	f := protofield.NewReader(b)
 	var ok bool
-	for f.next() {
+	for f.Next() {
 		switch {
-		case f.bytes(1):
-			if !decodeHeader(f.data, h) {
+		case f.IsBytes(1):
+			if !decodeHeader(f.Bytes(), h) {
 				return false
 			}
 			r.Header = h
-		case f.bytes(2):
-			if r.Name, ok = str(f.data); !ok {
+		case f.IsBytes(2):
+			if r.Name, ok = f.Text(); !ok {
 				return false
 			}
-		case f.varint(3):
-			r.Token = f.v
-		case f.bytes(4):
-			if r.OwnerKey, ok = str(f.data); !ok {
+		case f.IsVarint(3):
+			r.Token = f.Varint()
+		case f.IsBytes(4):
+			if r.OwnerKey, ok = f.Text(); !ok {
 				return false
 			}
 		default:
 			return false
 		}
 	}
-	return !f.bad
+	return f.Done()
 }
 
 // decodeChannelResponse decodes a ChannelResponse carrying an acquire's
@@ -373,18 +309,18 @@ func decodeChannelResponse(b []byte) (*batonpb.ChannelResponse, bool) {
 		channel uint64
 		resp    []byte
 	)
-	f := fields{b: b}
-	for f.next() {
+	f := protofield.NewReader(b)
+	for f.Next() {
 		switch {
-		case f.varint(1):
-			channel = f.v
-		case f.bytes(2):
-			resp = f.data
+		case f.IsVarint(1):
+			channel = f.Varint()
+		case f.IsBytes(2):
+			resp = f.Bytes()
 		default:
 			return nil, false
 		}
 	}
-	if f.bad || resp == nil {
+	if !f.Done() || resp == nil {
 		return nil, false
 	}
 	id, kind, body, ok := idAndKind(resp, 5, 6, 10)
@@ -406,13 +342,13 @@ func decodeChannelResponse(b []byte) (*batonpb.ChannelResponse, bool) {
 		sr.Kind = &m.k
 	case 6:
 		m := &releaseResponse{}
-		for f = (fields{b: body}); f.next(); {
-			if !f.varint(1) {
+		for f = protofield.NewReader(body); f.Next(); {
+			if !f.IsVarint(1) {
 				return nil, false
 			}
-			m.r.RemainingCount = uint32(f.v)
+			m.r.RemainingCount = uint32(f.Varint())
 		}
-		if f.bad {
+		if !f.Done() {
 			return nil, false
 		}
 		m.k.Release = &m.r
@@ -435,51 +371,51 @@ func decodeChannelResponse(b []byte) (*batonpb.ChannelResponse, bool) {
 }
 
 func decodeAcquireResponse(b []byte, a *batonpb.AcquireResponse) bool {
-	f := fields{b: b}
+	f := protofield.NewReader(b)
 	var ok bool
-	for f.next() {
+	for f.Next() {
 		switch {
-		case f.bytes(1):
-			if a.Name, ok = str(f.data); !ok {
+		case f.IsBytes(1):
+			if a.Name, ok = f.Text(); !ok {
 				return false
 			}
-		case f.varint(2):
-			a.Acquired = f.v != 0
-		case f.varint(3):
-			a.Token = f.v
-		case f.varint(4):
-			a.Count = uint32(f.v)
-		case f.varint(6):
-			a.Queued = f.v != 0
-		case f.varint(7):
-			a.Position = uint32(f.v)
-		case f.varint(8):
-			a.Seq = f.v
-		case f.varint(9):
-			a.Skipped = f.v != 0
+		case f.IsVarint(2):
+			a.Acquired = f.Varint() != 0
+		case f.IsVarint(3):
+			a.Token = f.Varint()
+		case f.IsVarint(4):
+			a.Count = uint32(f.Varint())
+		case f.IsVarint(6):
+			a.Queued = f.Varint() != 0
+		case f.IsVarint(7):
+			a.Position = uint32(f.Varint())
+		case f.IsVarint(8):
+			a.Seq = f.Varint()
+		case f.IsVarint(9):
+			a.Skipped = f.Varint() != 0
 		default:
 			return false // the holder, among others
 		}
 	}
-	return !f.bad
+	return f.Done()
 }
 
 func decodeGrant(b []byte, g *batonpb.Grant) bool {
-	f := fields{b: b}
+	f := protofield.NewReader(b)
 	var ok bool
-	for f.next() {
+	for f.Next() {
 		switch {
-		case f.varint(1):
-			g.Seq = f.v
-		case f.bytes(2):
-			if g.Name, ok = str(f.data); !ok {
+		case f.IsVarint(1):
+			g.Seq = f.Varint()
+		case f.IsBytes(2):
+			if g.Name, ok = f.Text(); !ok {
 				return false
 			}
-		case f.varint(3):
-			g.Token = f.v
+		case f.IsVarint(3):
+			g.Token = f.Varint()
 		default:
 			return false
 		}
 	}
-	return !f.bad
+	return f.Done()
 }

@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/batonlock/baton/api/protofield"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
@@ -100,42 +101,23 @@ func (d *Decoder) Decode(data []byte) (cmd *fsmpb.Command, ok bool) {
 	}
 	cmd, d.cmds = &d.cmds[0], d.cmds[1:]
 	d.left--
-	var seen uint32
-	for len(data) > 0 {
-		num, typ, n := protowire.ConsumeTag(data)
-		if n < 0 || num > 31 || seen&(1<<num) != 0 {
-			return nil, false
-		}
-		seen |= 1 << num
-		data = data[n:]
+	f := protofield.NewReader(data)
+	for f.Next() {
 		switch {
-		case num >= 1 && num <= 6 && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(data)
-			if n < 0 {
-				return nil, false
-			}
-			data = data[n:]
-			switch num {
-			case 1:
-				cmd.SessionId = v
-			case 2:
-				cmd.Seq = v
-			case 3:
-				cmd.MinUnackedSeq = v
-			case 4:
-				cmd.WallTimeUnixNano = int64(v)
-			case 5:
-				cmd.Proposer = v
-			case 6:
-				cmd.ProposalId = v
-			}
-		case num == 7 && typ == protowire.BytesType:
-			b, n := protowire.ConsumeBytes(data)
-			if n < 0 {
-				return nil, false
-			}
-			data = data[n:]
-			if len(b) > 0 {
+		case f.IsVarint(1):
+			cmd.SessionId = f.Varint()
+		case f.IsVarint(2):
+			cmd.Seq = f.Varint()
+		case f.IsVarint(3):
+			cmd.MinUnackedSeq = f.Varint()
+		case f.IsVarint(4):
+			cmd.WallTimeUnixNano = int64(f.Varint())
+		case f.IsVarint(5):
+			cmd.Proposer = f.Varint()
+		case f.IsVarint(6):
+			cmd.ProposalId = f.Varint()
+		case f.IsBytes(7):
+			if b := f.Bytes(); len(b) > 0 {
 				if len(d.hashes) < len(b) {
 					d.hashes = make([]byte, max(d.block()*SecretHashLen, len(b)))
 				}
@@ -145,33 +127,23 @@ func (d *Decoder) Decode(data []byte) (cmd *fsmpb.Command, ok bool) {
 			} else {
 				cmd.SecretHash = []byte{} // as proto: present, empty
 			}
-		case num == 8 && typ == protowire.BytesType:
-			b, n := protowire.ConsumeBytes(data)
-			if n < 0 {
-				return nil, false
-			}
-			data = data[n:]
-			text, ok := str(b)
+		case f.IsBytes(8):
+			text, ok := f.Text()
 			if !ok {
 				return nil, false
 			}
 			cmd.Principal = text
-		case (num == 14 || num == 15) && typ == protowire.BytesType:
+		case f.IsBytes(14) || f.IsBytes(15):
 			if cmd.Op != nil {
 				return nil, false // two operations: proto keeps the last
 			}
-			b, n := protowire.ConsumeBytes(data)
-			if n < 0 {
-				return nil, false
-			}
-			data = data[n:]
-			if num == 14 {
+			if f.Number() == 14 {
 				if len(d.acqs) == 0 {
 					d.acqs = make([]acquireOp, d.opBlock())
 				}
 				a := &d.acqs[0]
 				d.acqs = d.acqs[1:]
-				if !decodeAcquire(&a.op, b) {
+				if !decodeAcquire(&a.op, f.Bytes()) {
 					return nil, false
 				}
 				a.w.Acquire = &a.op
@@ -182,7 +154,7 @@ func (d *Decoder) Decode(data []byte) (cmd *fsmpb.Command, ok bool) {
 				}
 				r := &d.rels[0]
 				d.rels = d.rels[1:]
-				if !decodeRelease(&r.op, b) {
+				if !decodeRelease(&r.op, f.Bytes()) {
 					return nil, false
 				}
 				r.w.Release = &r.op
@@ -192,116 +164,64 @@ func (d *Decoder) Decode(data []byte) (cmd *fsmpb.Command, ok bool) {
 			return nil, false
 		}
 	}
-	if cmd.Op == nil {
+	if !f.Done() || cmd.Op == nil {
 		return nil, false
 	}
 	return cmd, true
 }
 
-// fieldScanner walks the fields of a small message, refusing (ok false)
-// what DecodeCommand leaves to proto.
-type fieldScanner struct {
-	b    []byte
-	seen uint32
-}
-
-// next returns the next field's number and its varint value or bytes.
-func (s *fieldScanner) next() (num protowire.Number, v uint64, b []byte, isBytes, ok bool) {
-	num, typ, n := protowire.ConsumeTag(s.b)
-	if n < 0 || num > 31 || s.seen&(1<<num) != 0 {
-		return 0, 0, nil, false, false
-	}
-	s.seen |= 1 << num
-	s.b = s.b[n:]
-	switch typ {
-	case protowire.VarintType:
-		v, n = protowire.ConsumeVarint(s.b)
-	case protowire.BytesType:
-		b, n = protowire.ConsumeBytes(s.b)
-		isBytes = true
-	default:
-		return 0, 0, nil, false, false
-	}
-	if n < 0 {
-		return 0, 0, nil, false, false
-	}
-	s.b = s.b[n:]
-	return num, v, b, isBytes, true
-}
-
-// str converts a proto3 string field, which must be UTF-8.
-func str(b []byte) (string, bool) {
-	if !utf8.Valid(b) {
-		return "", false
-	}
-	return string(b), true
-}
-
 // decodeAcquire decodes b into op, a zero Acquire.
 func decodeAcquire(op *fsmpb.Acquire, b []byte) bool {
-	s := fieldScanner{b: b}
-	for len(s.b) > 0 {
-		num, v, b, isBytes, ok := s.next()
-		if !ok {
-			return false
-		}
+	var ok bool
+	f := protofield.NewReader(b)
+	for f.Next() {
 		switch {
-		case (num == 1 || num == 2) && isBytes:
-			text, ok := str(b)
-			if !ok {
+		case f.IsBytes(1):
+			if op.Lock, ok = f.Text(); !ok {
 				return false
 			}
-			if num == 1 {
-				op.Lock = text
-			} else {
-				op.OwnerKey = text
+		case f.IsBytes(2):
+			if op.OwnerKey, ok = f.Text(); !ok {
+				return false
 			}
-		case num >= 3 && num <= 7 && !isBytes:
-			switch num {
-			case 3:
-				op.Wait = v != 0
-			case 4:
-				op.WaitTimeoutNanos = int64(v)
-			case 5:
-				op.Shared = v != 0
-			case 6:
-				op.Limit = uint32(v)
-			case 7:
-				op.HoldLimitNanos = int64(v)
-			}
+		case f.IsVarint(3):
+			op.Wait = f.Varint() != 0
+		case f.IsVarint(4):
+			op.WaitTimeoutNanos = int64(f.Varint())
+		case f.IsVarint(5):
+			op.Shared = f.Varint() != 0
+		case f.IsVarint(6):
+			op.Limit = uint32(f.Varint())
+		case f.IsVarint(7):
+			op.HoldLimitNanos = int64(f.Varint())
 		default:
 			return false
 		}
 	}
-	return true
+	return f.Done()
 }
 
 // decodeRelease decodes b into op, a zero Release.
 func decodeRelease(op *fsmpb.Release, b []byte) bool {
-	s := fieldScanner{b: b}
-	for len(s.b) > 0 {
-		num, v, b, isBytes, ok := s.next()
-		if !ok {
-			return false
-		}
+	var ok bool
+	f := protofield.NewReader(b)
+	for f.Next() {
 		switch {
-		case (num == 1 || num == 3) && isBytes:
-			text, ok := str(b)
-			if !ok {
+		case f.IsBytes(1):
+			if op.Lock, ok = f.Text(); !ok {
 				return false
 			}
-			if num == 1 {
-				op.Lock = text
-			} else {
-				op.OwnerKey = text
+		case f.IsVarint(2):
+			op.Token = f.Varint()
+		case f.IsBytes(3):
+			if op.OwnerKey, ok = f.Text(); !ok {
+				return false
 			}
-		case num == 2 && !isBytes:
-			op.Token = v
 		default:
 			return false
 		}
 	}
-	return true
+	return f.Done()
 }
 
 // EncodeCommand encodes cmd as proto.Marshal does, byte for byte, without
@@ -324,47 +244,46 @@ func EncodeCommand(cmd *fsmpb.Command) (data []byte, ok bool) {
 			return nil, false
 		}
 		opNum = 14
-		opSize = sizeString(1, a.Lock) + sizeString(2, a.OwnerKey) + sizeBool(3, a.Wait) +
-			sizeUint(4, uint64(a.WaitTimeoutNanos)) + sizeBool(5, a.Shared) +
-			sizeUint(6, uint64(a.Limit)) + sizeUint(7, uint64(a.HoldLimitNanos))
+		opSize = protofield.SizeString(1, a.Lock) + protofield.SizeString(2, a.OwnerKey) + protofield.SizeBool(3, a.Wait) +
+			protofield.SizeUint(4, uint64(a.WaitTimeoutNanos)) + protofield.SizeBool(5, a.Shared) +
+			protofield.SizeUint(6, uint64(a.Limit)) + protofield.SizeUint(7, uint64(a.HoldLimitNanos))
 	case *fsmpb.Command_Release:
 		r := op.Release
 		if r == nil || len(r.ProtoReflect().GetUnknown()) > 0 || !utf8.ValidString(r.Lock) || !utf8.ValidString(r.OwnerKey) {
 			return nil, false
 		}
 		opNum = 15
-		opSize = sizeString(1, r.Lock) + sizeUint(2, r.Token) + sizeString(3, r.OwnerKey)
+		opSize = protofield.SizeString(1, r.Lock) + protofield.SizeUint(2, r.Token) + protofield.SizeString(3, r.OwnerKey)
 	default:
 		return nil, false
 	}
 	head := [...]uint64{cmd.SessionId, cmd.Seq, cmd.MinUnackedSeq, uint64(cmd.WallTimeUnixNano), cmd.Proposer, cmd.ProposalId}
-	size := sizeMessage(opNum, opSize) + sizeBytes(7, cmd.SecretHash) + sizeString(8, cmd.Principal)
+	size := protofield.SizeMessage(opNum, opSize) + protofield.SizeBytes(7, cmd.SecretHash) + protofield.SizeString(8, cmd.Principal)
 	for i, v := range head {
-		size += sizeUint(protowire.Number(i+1), v)
+		size += protofield.SizeUint(protowire.Number(i+1), v)
 	}
 	b := make([]byte, 0, size)
 	for i, v := range head {
-		b = appendUint(b, protowire.Number(i+1), v)
+		b = protofield.AppendUint(b, protowire.Number(i+1), v)
 	}
-	b = appendBytes(b, 7, cmd.SecretHash)
-	b = appendString(b, 8, cmd.Principal)
-	b = protowire.AppendTag(b, opNum, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(opSize))
+	b = protofield.AppendBytes(b, 7, cmd.SecretHash)
+	b = protofield.AppendString(b, 8, cmd.Principal)
+	b = protofield.AppendMessageHeader(b, opNum, opSize)
 	switch op := cmd.GetOp().(type) {
 	case *fsmpb.Command_Acquire:
 		a := op.Acquire
-		b = appendString(b, 1, a.Lock)
-		b = appendString(b, 2, a.OwnerKey)
-		b = appendBool(b, 3, a.Wait)
-		b = appendUint(b, 4, uint64(a.WaitTimeoutNanos))
-		b = appendBool(b, 5, a.Shared)
-		b = appendUint(b, 6, uint64(a.Limit))
-		b = appendUint(b, 7, uint64(a.HoldLimitNanos))
+		b = protofield.AppendString(b, 1, a.Lock)
+		b = protofield.AppendString(b, 2, a.OwnerKey)
+		b = protofield.AppendBool(b, 3, a.Wait)
+		b = protofield.AppendUint(b, 4, uint64(a.WaitTimeoutNanos))
+		b = protofield.AppendBool(b, 5, a.Shared)
+		b = protofield.AppendUint(b, 6, uint64(a.Limit))
+		b = protofield.AppendUint(b, 7, uint64(a.HoldLimitNanos))
 	case *fsmpb.Command_Release:
 		r := op.Release
-		b = appendString(b, 1, r.Lock)
-		b = appendUint(b, 2, r.Token)
-		b = appendString(b, 3, r.OwnerKey)
+		b = protofield.AppendString(b, 1, r.Lock)
+		b = protofield.AppendUint(b, 2, r.Token)
+		b = protofield.AppendString(b, 3, r.OwnerKey)
 	}
 	return b, true
 }

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"unicode/utf8"
 
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/batonlock/baton/api/protofield"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
@@ -65,8 +65,7 @@ func (mc *Machine) Members() []Member {
 func appendMembers(b []byte, ms []Member) []byte {
 	for _, m := range ms {
 		rec, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&fsmpb.Member{Id: m.ID, Name: m.Name, PeerAddr: m.PeerAddr, Removed: m.Removed})
-		b = protowire.AppendTag(b, snapshotMembers, protowire.BytesType)
-		b = protowire.AppendBytes(b, rec)
+		b = protofield.AppendPresentBytes(b, snapshotMembers, rec)
 	}
 	return b
 }

@@ -11,6 +11,8 @@ package raftwire
 import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/batonlock/baton/api/protofield"
 )
 
 // AppendEntry appends e as proto.Marshal encodes it, or reports false
@@ -22,51 +24,37 @@ func AppendEntry(b []byte, e *raftpb.Entry) ([]byte, bool) {
 	return appendEntry(b, e), true
 }
 
-// appendEntry encodes e's fields in number order, each only when set.
+// appendEntry encodes e's fields in number order, each only when set
+// (raftpb's fields are proto2's, with presence).
 func appendEntry(b []byte, e *raftpb.Entry) []byte {
 	if e.Type != nil {
-		b = appendVarint(b, 1, uint64(*e.Type))
+		b = protofield.AppendPresentUint(b, 1, uint64(*e.Type))
 	}
 	if e.Term != nil {
-		b = appendVarint(b, 2, *e.Term)
+		b = protofield.AppendPresentUint(b, 2, *e.Term)
 	}
 	if e.Index != nil {
-		b = appendVarint(b, 3, *e.Index)
+		b = protofield.AppendPresentUint(b, 3, *e.Index)
 	}
 	if e.Data != nil {
-		b = appendBytes(b, 4, e.Data)
+		b = protofield.AppendPresentBytes(b, 4, e.Data)
 	}
 	return b
-}
-
-// appendBytes appends a bytes field numbered below 16.
-func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
-	b = appendLen(b, num, len(v))
-	return append(b, v...)
-}
-
-// appendLen appends the tag and length of a bytes field numbered below 16.
-func appendLen(b []byte, num protowire.Number, n int) []byte {
-	tag := byte(num)<<3 | byte(protowire.BytesType)
-	if n < 0x80 {
-		return append(b, tag, byte(n))
-	}
-	return protowire.AppendVarint(append(b, tag), uint64(n))
 }
 
 func entrySize(e *raftpb.Entry) int {
 	n := 0
 	if e.Type != nil {
-		n += 1 + protowire.SizeVarint(uint64(*e.Type))
+		n += protofield.SizePresentUint(1, uint64(*e.Type))
 	}
 	if e.Term != nil {
-		n += 1 + protowire.SizeVarint(*e.Term)
+		n += protofield.SizePresentUint(2, *e.Term)
 	}
 	if e.Index != nil {
-		n += 1 + protowire.SizeVarint(*e.Index)
+		n += protofield.SizePresentUint(3, *e.Index)
 	}
 	if e.Data != nil {
-		n += 1 + protowire.SizeBytes(len(e.Data))
+		n += protofield.SizePresentBytes(4, len(e.Data))
 	}
 	return n
 }
@@ -78,35 +66,47 @@ func MessageSize(m *raftpb.Message) (int, bool) {
 	if m.Snapshot != nil || len(m.Responses) > 0 || len(m.ProtoReflect().GetUnknown()) > 0 {
 		return 0, false
 	}
+	// Each field by its constant number, which lets the compiler fold
+	// the tag's size and encoding away.
 	n := 0
-	for _, v := range [...]*uint64{m.To, m.From, m.Term, m.LogTerm, m.Index} {
-		if v != nil {
-			n += 1 + protowire.SizeVarint(*v)
-		}
-	}
 	if m.Type != nil {
-		n += 1 + protowire.SizeVarint(uint64(*m.Type))
+		n += protofield.SizePresentUint(1, uint64(*m.Type))
+	}
+	if m.To != nil {
+		n += protofield.SizePresentUint(2, *m.To)
+	}
+	if m.From != nil {
+		n += protofield.SizePresentUint(3, *m.From)
+	}
+	if m.Term != nil {
+		n += protofield.SizePresentUint(4, *m.Term)
+	}
+	if m.LogTerm != nil {
+		n += protofield.SizePresentUint(5, *m.LogTerm)
+	}
+	if m.Index != nil {
+		n += protofield.SizePresentUint(6, *m.Index)
 	}
 	for _, e := range m.Entries {
 		if len(e.ProtoReflect().GetUnknown()) > 0 {
 			return 0, false
 		}
-		n += 1 + protowire.SizeBytes(entrySize(e))
+		n += protofield.SizeMessage(7, entrySize(e))
 	}
 	if m.Commit != nil {
-		n += 1 + protowire.SizeVarint(*m.Commit)
+		n += protofield.SizePresentUint(8, *m.Commit)
 	}
 	if m.Reject != nil {
-		n += 2
+		n += protofield.SizePresentUint(10, protowire.EncodeBool(*m.Reject))
 	}
 	if m.RejectHint != nil {
-		n += 1 + protowire.SizeVarint(*m.RejectHint)
+		n += protofield.SizePresentUint(11, *m.RejectHint)
 	}
 	if m.Context != nil {
-		n += 1 + protowire.SizeBytes(len(m.Context))
+		n += protofield.SizePresentBytes(12, len(m.Context))
 	}
 	if m.Vote != nil {
-		n += 1 + protowire.SizeVarint(*m.Vote)
+		n += protofield.SizePresentUint(13, *m.Vote)
 	}
 	return n, true
 }
@@ -115,39 +115,40 @@ func MessageSize(m *raftpb.Message) (int, bool) {
 // message MessageSize said it encodes.
 func AppendMessage(b []byte, m *raftpb.Message) []byte {
 	if m.Type != nil {
-		b = appendVarint(b, 1, uint64(*m.Type))
+		b = protofield.AppendPresentUint(b, 1, uint64(*m.Type))
 	}
-	for i, v := range [...]*uint64{m.To, m.From, m.Term, m.LogTerm, m.Index} {
-		if v != nil {
-			b = appendVarint(b, protowire.Number(2+i), *v)
-		}
+	if m.To != nil {
+		b = protofield.AppendPresentUint(b, 2, *m.To)
+	}
+	if m.From != nil {
+		b = protofield.AppendPresentUint(b, 3, *m.From)
+	}
+	if m.Term != nil {
+		b = protofield.AppendPresentUint(b, 4, *m.Term)
+	}
+	if m.LogTerm != nil {
+		b = protofield.AppendPresentUint(b, 5, *m.LogTerm)
+	}
+	if m.Index != nil {
+		b = protofield.AppendPresentUint(b, 6, *m.Index)
 	}
 	for _, e := range m.Entries {
-		b = appendEntry(appendLen(b, 7, entrySize(e)), e)
+		b = appendEntry(protofield.AppendMessageHeader(b, 7, entrySize(e)), e)
 	}
 	if m.Commit != nil {
-		b = appendVarint(b, 8, *m.Commit)
+		b = protofield.AppendPresentUint(b, 8, *m.Commit)
 	}
 	if m.Reject != nil {
-		b = appendVarint(b, 10, protowire.EncodeBool(*m.Reject))
+		b = protofield.AppendPresentUint(b, 10, protowire.EncodeBool(*m.Reject))
 	}
 	if m.RejectHint != nil {
-		b = appendVarint(b, 11, *m.RejectHint)
+		b = protofield.AppendPresentUint(b, 11, *m.RejectHint)
 	}
 	if m.Context != nil {
-		b = appendBytes(b, 12, m.Context)
+		b = protofield.AppendPresentBytes(b, 12, m.Context)
 	}
 	if m.Vote != nil {
-		b = appendVarint(b, 13, *m.Vote)
+		b = protofield.AppendPresentUint(b, 13, *m.Vote)
 	}
 	return b
-}
-
-// appendVarint appends a varint field numbered below 16 (a one-byte tag),
-// with the common small values inline.
-func appendVarint(b []byte, num protowire.Number, v uint64) []byte {
-	if v < 0x80 {
-		return append(b, byte(num)<<3, byte(v))
-	}
-	return protowire.AppendVarint(append(b, byte(num)<<3), v)
 }

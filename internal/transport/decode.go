@@ -4,9 +4,9 @@ import (
 	"math"
 
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/batonlock/baton/api/protofield"
 	"github.com/batonlock/baton/internal/transport/transportpb"
 )
 
@@ -34,30 +34,19 @@ func decodeEnvelope(b []byte) (*transportpb.Envelope, error) {
 
 func fastEnvelope(b []byte) (*transportpb.Envelope, bool) {
 	env := &transportpb.Envelope{}
-	seenGroup := false
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil, false
-		}
-		b = b[n:]
+	r := protofield.NewReader(b)
+	r.AllowRepeat(3)
+	for r.Next() {
 		switch {
-		case num == 2 && typ == protowire.VarintType && !seenGroup:
-			env.GroupId, n = protowire.ConsumeVarint(b)
-			seenGroup = true
-		case num == 3 && typ == protowire.BytesType:
-			var m []byte
-			m, n = protowire.ConsumeBytes(b)
-			env.Messages = append(env.Messages, m)
+		case r.IsVarint(2):
+			env.GroupId = r.Varint()
+		case r.IsBytes(3):
+			env.Messages = append(env.Messages, r.Bytes())
 		default:
 			return nil, false // the Hello, among others
 		}
-		if n < 0 {
-			return nil, false
-		}
-		b = b[n:]
 	}
-	return env, true
+	return env, r.Done()
 }
 
 // decodeMessage decodes one raftpb.Message as proto.Unmarshal does. What
@@ -90,43 +79,26 @@ type entry struct {
 }
 
 func fastMessage(b []byte) (*raftpb.Message, bool) {
-	// A first pass counts the entries and their data, which are then
-	// allocated together.
+	// A first pass checks the fields and counts the entries and their
+	// data, which are then allocated together.
 	var (
-		seen     uint64
 		nEntries int
 		dataSize int
 	)
-	for rest := b; len(rest) > 0; {
-		num, typ, n := protowire.ConsumeTag(rest)
-		if n < 0 || num > 63 {
-			return nil, false
-		}
-		if num != 7 {
-			if seen&(1<<num) != 0 {
-				return nil, false // proto keeps the last
-			}
-			seen |= 1 << num
-		}
-		rest = rest[n:]
-		if num == 7 && typ == protowire.BytesType {
-			e, n := protowire.ConsumeBytes(rest)
-			if n < 0 {
-				return nil, false
-			}
-			size, ok := entryDataSize(e)
+	r := protofield.NewReader(b)
+	r.AllowRepeat(7)
+	for r.Next() {
+		if r.IsBytes(7) {
+			size, ok := entryDataSize(r.Bytes())
 			if !ok {
 				return nil, false
 			}
 			nEntries++
 			dataSize += size
-			rest = rest[n:]
-			continue
 		}
-		if n = protowire.ConsumeFieldValue(num, typ, rest); n < 0 {
-			return nil, false
-		}
-		rest = rest[n:]
+	}
+	if !r.Done() {
+		return nil, false
 	}
 
 	mm := &message{}
@@ -145,39 +117,24 @@ func fastMessage(b []byte) (*raftpb.Message, bool) {
 		return &mm.u[i]
 	}
 	next := 0
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		b = b[n:]
-		if typ == protowire.BytesType && num == 12 {
-			c, n := protowire.ConsumeBytes(b)
-			b = b[n:]
-			m.Context = append(make([]byte, 0, len(c)), c...) // not nil when empty, as proto2 has it
-			continue
-		}
-		if typ == protowire.BytesType {
-			if num != 7 {
-				return nil, false // a snapshot, local responses
-			}
-			e, n := protowire.ConsumeBytes(b)
-			b = b[n:]
+	r = protofield.NewReader(b)
+	r.AllowRepeat(7)
+	for r.Next() {
+		switch num := r.Number(); {
+		case r.IsBytes(12):
+			m.Context = append(make([]byte, 0, len(r.Bytes())), r.Bytes()...) // not nil when empty, as proto2 has it
+		case r.IsBytes(7):
 			en := &ents[next]
-			if data, n = decodeEntry(e, en, data); n < 0 {
+			var ok bool
+			if data, ok = decodeEntry(r.Bytes(), en, data); !ok {
 				return nil, false
 			}
 			m.Entries[next] = &en.e
 			next++
-			continue
-		}
-		if typ != protowire.VarintType {
-			return nil, false
-		}
-		v, n := protowire.ConsumeVarint(b)
-		if n < 0 {
-			return nil, false
-		}
-		b = b[n:]
-		switch num {
-		case 1:
+		case !r.IsVarint(num):
+			return nil, false // a snapshot, local responses
+		case num == 1:
+			v := r.Varint()
 			if v > math.MaxInt32 {
 				return nil, false
 			}
@@ -186,81 +143,65 @@ func fastMessage(b []byte) (*raftpb.Message, bool) {
 			}
 			mm.typ = raftpb.MessageType(v)
 			m.Type = &mm.typ
-		case 2:
-			m.To = set(0, v)
-		case 3:
-			m.From = set(1, v)
-		case 4:
-			m.Term = set(2, v)
-		case 5:
-			m.LogTerm = set(3, v)
-		case 6:
-			m.Index = set(4, v)
-		case 8:
-			m.Commit = set(5, v)
-		case 13:
-			m.Vote = set(6, v)
-		case 10:
-			mm.rej = v != 0
+		case num == 2:
+			m.To = set(0, r.Varint())
+		case num == 3:
+			m.From = set(1, r.Varint())
+		case num == 4:
+			m.Term = set(2, r.Varint())
+		case num == 5:
+			m.LogTerm = set(3, r.Varint())
+		case num == 6:
+			m.Index = set(4, r.Varint())
+		case num == 8:
+			m.Commit = set(5, r.Varint())
+		case num == 13:
+			m.Vote = set(6, r.Varint())
+		case num == 10:
+			mm.rej = r.Varint() != 0
 			m.Reject = &mm.rej
-		case 11:
-			m.RejectHint = set(7, v)
+		case num == 11:
+			m.RejectHint = set(7, r.Varint())
 		default:
 			return nil, false
 		}
 	}
-	return m, true
+	return m, r.Done()
 }
 
 // entryDataSize checks that e is an entry decodeEntry takes and returns
 // the size of its data.
 func entryDataSize(e []byte) (int, bool) {
-	var seen uint64
 	size := 0
-	for len(e) > 0 {
-		num, typ, n := protowire.ConsumeTag(e)
-		if n < 0 || num < 1 || num > 4 || seen&(1<<num) != 0 {
-			return 0, false
-		}
-		seen |= 1 << num
-		e = e[n:]
-		switch {
-		case num == 4 && typ == protowire.BytesType:
-			d, n := protowire.ConsumeBytes(e)
-			if n < 0 {
-				return 0, false
-			}
-			size += len(d)
-			e = e[n:]
-		case num != 4 && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(e)
+	r := protofield.NewReader(e)
+	for r.Next() {
+		switch num := r.Number(); {
+		case r.IsBytes(4):
+			size += len(r.Bytes())
+		case num >= 1 && num <= 3 && r.IsVarint(num):
 			// Another type (a later raft's) goes to proto, which knows
 			// whether it is one.
-			if n < 0 || num == 1 && v > uint64(raftpb.EntryConfChangeV2) {
+			if num == 1 && r.Varint() > uint64(raftpb.EntryConfChangeV2) {
 				return 0, false
 			}
-			e = e[n:]
 		default:
 			return 0, false
 		}
 	}
-	return size, true
+	return size, r.Done()
 }
 
 // decodeEntry decodes e, which entryDataSize accepted, into en, copying
 // its data onto the end of data (whose capacity has room for it). It
-// returns data and a negative n if e is not such an entry after all.
-func decodeEntry(e []byte, en *entry, data []byte) ([]byte, int) {
-	for len(e) > 0 {
-		num, typ, n := protowire.ConsumeTag(e)
-		if n < 0 {
-			return data, -1
-		}
-		e = e[n:]
-		if typ == protowire.BytesType && num == 4 {
-			d, n := protowire.ConsumeBytes(e)
-			if n < 0 || len(data)+len(d) > cap(data) {
-				return data, -1
+// returns data, and false if e is not such an entry after all.
+func decodeEntry(e []byte, en *entry, data []byte) ([]byte, bool) {
+	r := protofield.NewReader(e)
+	for r.Next() {
+		switch {
+		case r.IsBytes(4):
+			d := r.Bytes()
+			if len(data)+len(d) > cap(data) {
+				return data, false
 			}
 			start := len(data)
 			data = append(data, d...)
@@ -268,27 +209,18 @@ func decodeEntry(e []byte, en *entry, data []byte) ([]byte, int) {
 			// appends over the next; present but empty is not nil (data
 			// is not), as proto2 has it.
 			en.e.Data = data[start:len(data):len(data)]
-			e = e[n:]
-			continue
-		}
-		v, n := protowire.ConsumeVarint(e)
-		if n < 0 || typ != protowire.VarintType {
-			return data, -1
-		}
-		e = e[n:]
-		switch num {
-		case 1:
-			en.typ = raftpb.EntryType(v)
+		case r.IsVarint(1):
+			en.typ = raftpb.EntryType(r.Varint())
 			en.e.Type = &en.typ
-		case 2:
-			en.term = v
+		case r.IsVarint(2):
+			en.term = r.Varint()
 			en.e.Term = &en.term
-		case 3:
-			en.index = v
+		case r.IsVarint(3):
+			en.index = r.Varint()
 			en.e.Index = &en.index
 		default:
-			return data, -1
+			return data, false
 		}
 	}
-	return data, 0
+	return data, r.Done()
 }

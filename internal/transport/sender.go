@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/batonlock/baton/api/protofield"
 	"github.com/batonlock/baton/internal/raftwire"
 	"github.com/batonlock/baton/internal/transport/transportpb"
 )
@@ -316,8 +316,8 @@ func appendFrame(dst []byte, q []queued) ([]byte, []queued, error) {
 	group := q[0].group
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0) // the frame's length, set below
-	dst = protowire.AppendTag(dst, 2, protowire.VarintType)
-	dst = protowire.AppendVarint(dst, group)
+	// The Envelope: its group_id, then each message as one of messages.
+	dst = protofield.AppendPresentUint(dst, 2, group)
 	opts := proto.MarshalOptions{UseCachedSize: true}
 	n, size := 0, 0
 	for n < len(q) && q[n].group == group {
@@ -329,8 +329,7 @@ func appendFrame(dst []byte, q []queued) ([]byte, []queued, error) {
 		if n > 0 && size+sz > MaxEnvelopeBytes {
 			break
 		}
-		dst = protowire.AppendTag(dst, 3, protowire.BytesType)
-		dst = protowire.AppendVarint(dst, uint64(sz))
+		dst = protofield.AppendMessageHeader(dst, 3, sz)
 		if fast {
 			dst = raftwire.AppendMessage(dst, m)
 		} else {
