@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/batonlock/baton/api/protofield"
 	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
@@ -487,14 +488,12 @@ func (m *Machine) encodeAuth() []byte {
 	var b []byte
 	if m.auth.enabled || len(m.auth.users) > 0 || len(m.auth.roles) > 0 {
 		rec, _ := proto.MarshalOptions{Deterministic: true}.Marshal(m.authProto())
-		b = protowire.AppendTag(b, snapshotAuth, protowire.BytesType)
-		b = protowire.AppendBytes(b, rec)
+		b = protofield.AppendPresentBytes(b, snapshotAuth, rec)
 	}
 	for _, r := range m.audits {
 		rec, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&fsmpb.AuditRecord{
 			Index: r.index, WallUnixNano: r.wall, Principal: r.principal, Action: r.action})
-		b = protowire.AppendTag(b, snapshotAudit, protowire.BytesType)
-		b = protowire.AppendBytes(b, rec)
+		b = protofield.AppendPresentBytes(b, snapshotAudit, rec)
 	}
 	return b
 }

@@ -4,7 +4,8 @@ import (
 	"slices"
 
 	"github.com/google/btree"
-	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/batonlock/baton/api/protofield"
 )
 
 // Frozen is the state of a Machine at one applied index, which a goroutine
@@ -231,10 +232,7 @@ func (f *Frozen) EncodeWith(bufs Buffers) (b []byte, free func()) {
 	} else {
 		e.buf = make([]byte, 0, f.hint)
 	}
-	if f.applied != 0 { // proto3 leaves out a zero
-		e.buf = protowire.AppendTag(e.buf, snapshotAppliedIndex, protowire.VarintType)
-		e.buf = protowire.AppendVarint(e.buf, f.applied)
-	}
+	e.buf = protofield.AppendUint(e.buf, snapshotAppliedIndex, f.applied) // proto3 leaves out a zero
 	n := encodeTree(e, f.sessions, appendSession, f.between) +
 		encodeTree(e, f.locks, appendLock, f.between)
 	e.buf = appendClusterInfo(appendMembers(e.buf, f.members), f.clusterID, f.logVersion)

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/batonlock/baton/api/protofield"
 )
 
 // The fields of fsmpb.Snapshot, which Snapshot and Restore encode and decode
@@ -38,10 +40,7 @@ func (m *Machine) Snapshot() ([]byte, error) {
 // much. A Frozen state (frozen.go) is encoded by the same functions.
 func (m *Machine) marshal(applied uint64) []byte {
 	b := make([]byte, 0, m.encodedSizeHint())
-	if applied != 0 { // proto3 leaves out a zero
-		b = protowire.AppendTag(b, snapshotAppliedIndex, protowire.VarintType)
-		b = protowire.AppendVarint(b, applied)
-	}
+	b = protofield.AppendUint(b, snapshotAppliedIndex, applied) // proto3 leaves out a zero
 	m.sessionTree.Ascend(func(s *sessionState) bool {
 		b = appendSession(b, s)
 		return true
@@ -92,59 +91,56 @@ const (
 // proto's encoding.
 func appendLock(b []byte, l *lockState) []byte {
 	ws := l.waiters()
-	size := sizeString(lockName, l.name) + sizeUint(lockLimit, uint64(encodeLimit(l.limit())))
+	size := protofield.SizeString(lockName, l.name) + protofield.SizeUint(lockLimit, uint64(encodeLimit(l.limit())))
 	for i := range l.holders {
-		size += sizeMessage(lockHolders, holderSize(&l.holders[i]))
+		size += protofield.SizeMessage(lockHolders, holderSize(&l.holders[i]))
 	}
 	for i := range ws {
-		size += sizeMessage(lockWaiters, waiterSize(&ws[i]))
+		size += protofield.SizeMessage(lockWaiters, waiterSize(&ws[i]))
 	}
-	b = protowire.AppendTag(b, snapshotLocks, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(size))
-	b = appendString(b, lockName, l.name)
+	b = protofield.AppendMessageHeader(b, snapshotLocks, size)
+	b = protofield.AppendString(b, lockName, l.name)
 	for i := range l.holders {
 		h := &l.holders[i]
-		b = protowire.AppendTag(b, lockHolders, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(holderSize(h)))
-		b = appendUint(b, holderSessionID, h.s.id)
-		b = appendString(b, holderOwnerKey, h.ownerKey)
-		b = appendString(b, holderOwner, h.s.owner)
-		b = appendUint(b, holderToken, h.token)
-		b = appendUint(b, holderCount, uint64(h.count))
-		b = appendUint(b, holderSince, uint64(h.since))
-		b = appendUint(b, holderAcquireSeq, h.acquireSeq)
-		b = appendBool(b, holderShared, h.shared)
-		b = appendUint(b, holderHoldLimit, uint64(msDuration(h.holdLimit)))
+		b = protofield.AppendMessageHeader(b, lockHolders, holderSize(h))
+		b = protofield.AppendUint(b, holderSessionID, h.s.id)
+		b = protofield.AppendString(b, holderOwnerKey, h.ownerKey)
+		b = protofield.AppendString(b, holderOwner, h.s.owner)
+		b = protofield.AppendUint(b, holderToken, h.token)
+		b = protofield.AppendUint(b, holderCount, uint64(h.count))
+		b = protofield.AppendUint(b, holderSince, uint64(h.since))
+		b = protofield.AppendUint(b, holderAcquireSeq, h.acquireSeq)
+		b = protofield.AppendBool(b, holderShared, h.shared)
+		b = protofield.AppendUint(b, holderHoldLimit, uint64(msDuration(h.holdLimit)))
 	}
 	for i := range ws {
 		w := &ws[i]
-		b = protowire.AppendTag(b, lockWaiters, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(waiterSize(w)))
-		b = appendUint(b, waiterSessionID, w.s.id)
-		b = appendString(b, waiterOwnerKey, w.ownerKey)
-		b = appendString(b, waiterOwner, w.s.owner)
-		b = appendUint(b, waiterAcquireSeq, w.acquireSeq)
-		b = appendUint(b, waiterTimeout, uint64(w.timeout))
-		b = appendUint(b, waiterSince, uint64(w.since))
-		b = appendBool(b, waiterShared, w.shared)
-		b = appendUint(b, waiterHoldLimit, uint64(msDuration(w.holdLimit)))
+		b = protofield.AppendMessageHeader(b, lockWaiters, waiterSize(w))
+		b = protofield.AppendUint(b, waiterSessionID, w.s.id)
+		b = protofield.AppendString(b, waiterOwnerKey, w.ownerKey)
+		b = protofield.AppendString(b, waiterOwner, w.s.owner)
+		b = protofield.AppendUint(b, waiterAcquireSeq, w.acquireSeq)
+		b = protofield.AppendUint(b, waiterTimeout, uint64(w.timeout))
+		b = protofield.AppendUint(b, waiterSince, uint64(w.since))
+		b = protofield.AppendBool(b, waiterShared, w.shared)
+		b = protofield.AppendUint(b, waiterHoldLimit, uint64(msDuration(w.holdLimit)))
 	}
-	return appendUint(b, lockLimit, uint64(encodeLimit(l.limit())))
+	return protofield.AppendUint(b, lockLimit, uint64(encodeLimit(l.limit())))
 }
 
 func holderSize(h *holder) int {
-	return sizeUint(holderSessionID, h.s.id) + sizeString(holderOwnerKey, h.ownerKey) +
-		sizeString(holderOwner, h.s.owner) + sizeUint(holderToken, h.token) +
-		sizeUint(holderCount, uint64(h.count)) + sizeUint(holderSince, uint64(h.since)) +
-		sizeUint(holderAcquireSeq, h.acquireSeq) + sizeBool(holderShared, h.shared) +
-		sizeUint(holderHoldLimit, uint64(msDuration(h.holdLimit)))
+	return protofield.SizeUint(holderSessionID, h.s.id) + protofield.SizeString(holderOwnerKey, h.ownerKey) +
+		protofield.SizeString(holderOwner, h.s.owner) + protofield.SizeUint(holderToken, h.token) +
+		protofield.SizeUint(holderCount, uint64(h.count)) + protofield.SizeUint(holderSince, uint64(h.since)) +
+		protofield.SizeUint(holderAcquireSeq, h.acquireSeq) + protofield.SizeBool(holderShared, h.shared) +
+		protofield.SizeUint(holderHoldLimit, uint64(msDuration(h.holdLimit)))
 }
 
 func waiterSize(w *waiter) int {
-	return sizeUint(waiterSessionID, w.s.id) + sizeString(waiterOwnerKey, w.ownerKey) +
-		sizeString(waiterOwner, w.s.owner) + sizeUint(waiterAcquireSeq, w.acquireSeq) +
-		sizeUint(waiterTimeout, uint64(w.timeout)) + sizeUint(waiterSince, uint64(w.since)) +
-		sizeBool(waiterShared, w.shared) + sizeUint(waiterHoldLimit, uint64(msDuration(w.holdLimit)))
+	return protofield.SizeUint(waiterSessionID, w.s.id) + protofield.SizeString(waiterOwnerKey, w.ownerKey) +
+		protofield.SizeString(waiterOwner, w.s.owner) + protofield.SizeUint(waiterAcquireSeq, w.acquireSeq) +
+		protofield.SizeUint(waiterTimeout, uint64(w.timeout)) + protofield.SizeUint(waiterSince, uint64(w.since)) +
+		protofield.SizeBool(waiterShared, w.shared) + protofield.SizeUint(waiterHoldLimit, uint64(msDuration(w.holdLimit)))
 }
 
 // The fields of fsmpb.Session, CachedResult, Result and AcquireOutcome
@@ -188,172 +184,97 @@ const (
 // sets it.
 func appendSession(b []byte, s *sessionState) []byte {
 	o := s.sess // what the session was opened with
-	size := sizeUint(sessionID, o.id) + sizeString(sessionOwner, o.owner) +
-		sizeUint(sessionTTL, uint64(o.ttl)) + sizeBool(sessionBlacklisted, s.blacklisted) +
-		sizeUint(sessionCreated, uint64(o.created)) + sizeUint(sessionMinUnacked, s.minUnacked) +
-		sizeUint(sessionHolds, uint64(s.numHolds())) + sizeUint(sessionNonce, o.nonce) +
-		sizeBytes(sessionSecretHash, o.secretHashBytes()) + sizeString(sessionPrincipal, o.principal)
+	size := protofield.SizeUint(sessionID, o.id) + protofield.SizeString(sessionOwner, o.owner) +
+		protofield.SizeUint(sessionTTL, uint64(o.ttl)) + protofield.SizeBool(sessionBlacklisted, s.blacklisted) +
+		protofield.SizeUint(sessionCreated, uint64(o.created)) + protofield.SizeUint(sessionMinUnacked, s.minUnacked) +
+		protofield.SizeUint(sessionHolds, uint64(s.numHolds())) + protofield.SizeUint(sessionNonce, o.nonce) +
+		protofield.SizeBytes(sessionSecretHash, o.secretHashBytes()) + protofield.SizeString(sessionPrincipal, o.principal)
 	for i := range s.results {
-		size += sizeMessage(sessionResults, cachedSize(&s.results[i]))
+		size += protofield.SizeMessage(sessionResults, cachedSize(&s.results[i]))
 	}
-	b = protowire.AppendTag(b, snapshotSessions, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(size))
-	b = appendUint(b, sessionID, o.id)
-	b = appendString(b, sessionOwner, o.owner)
-	b = appendUint(b, sessionTTL, uint64(o.ttl))
-	b = appendBool(b, sessionBlacklisted, s.blacklisted)
-	b = appendUint(b, sessionCreated, uint64(o.created))
-	b = appendUint(b, sessionMinUnacked, s.minUnacked)
+	b = protofield.AppendMessageHeader(b, snapshotSessions, size)
+	b = protofield.AppendUint(b, sessionID, o.id)
+	b = protofield.AppendString(b, sessionOwner, o.owner)
+	b = protofield.AppendUint(b, sessionTTL, uint64(o.ttl))
+	b = protofield.AppendBool(b, sessionBlacklisted, s.blacklisted)
+	b = protofield.AppendUint(b, sessionCreated, uint64(o.created))
+	b = protofield.AppendUint(b, sessionMinUnacked, s.minUnacked)
 	for i := range s.results {
 		c := &s.results[i]
-		b = protowire.AppendTag(b, sessionResults, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(cachedSize(c)))
-		b = appendUint(b, cachedSeq, c.seq)
-		b = protowire.AppendTag(b, cachedResultF, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(resultSize(c)))
-		b = appendUint(b, resultError, uint64(int64(c.code)))
-		b = appendString(b, resultMessage, c.message())
+		b = protofield.AppendMessageHeader(b, sessionResults, cachedSize(c))
+		b = protofield.AppendUint(b, cachedSeq, c.seq)
+		b = protofield.AppendMessageHeader(b, cachedResultF, resultSize(c))
+		b = protofield.AppendUint(b, resultError, uint64(int64(c.code)))
+		b = protofield.AppendString(b, resultMessage, c.message())
 		if c.acquire != nil {
 			b = appendOutcome(b, resultAcquire, c.acquire)
 		}
 		for j := range c.many {
 			b = appendOutcome(b, resultAcquireMany, &c.many[j])
 		}
-		b = appendUint(b, resultRemaining, uint64(c.remaining))
-		b = appendBool(b, cachedClaimed, c.claimed)
+		b = protofield.AppendUint(b, resultRemaining, uint64(c.remaining))
+		b = protofield.AppendBool(b, cachedClaimed, c.claimed)
 	}
-	b = appendUint(b, sessionHolds, uint64(s.numHolds()))
-	b = appendUint(b, sessionNonce, o.nonce)
-	b = appendBytes(b, sessionSecretHash, o.secretHashBytes())
-	return appendString(b, sessionPrincipal, o.principal)
+	b = protofield.AppendUint(b, sessionHolds, uint64(s.numHolds()))
+	b = protofield.AppendUint(b, sessionNonce, o.nonce)
+	b = protofield.AppendBytes(b, sessionSecretHash, o.secretHashBytes())
+	return protofield.AppendString(b, sessionPrincipal, o.principal)
 }
 
 func cachedSize(c *cachedResult) int {
-	return sizeUint(cachedSeq, c.seq) + sizeMessage(cachedResultF, resultSize(c)) + sizeBool(cachedClaimed, c.claimed)
+	return protofield.SizeUint(cachedSeq, c.seq) + protofield.SizeMessage(cachedResultF, resultSize(c)) + protofield.SizeBool(cachedClaimed, c.claimed)
 }
 
 func resultSize(c *cachedResult) int {
-	n := sizeUint(resultError, uint64(int64(c.code))) + sizeString(resultMessage, c.message()) +
-		sizeUint(resultRemaining, uint64(c.remaining))
+	n := protofield.SizeUint(resultError, uint64(int64(c.code))) + protofield.SizeString(resultMessage, c.message()) +
+		protofield.SizeUint(resultRemaining, uint64(c.remaining))
 	if c.acquire != nil {
-		n += sizeMessage(resultAcquire, outcomeSize(c.acquire))
+		n += protofield.SizeMessage(resultAcquire, outcomeSize(c.acquire))
 	}
 	for j := range c.many {
-		n += sizeMessage(resultAcquireMany, outcomeSize(&c.many[j]))
+		n += protofield.SizeMessage(resultAcquireMany, outcomeSize(&c.many[j]))
 	}
 	return n
 }
 
 // appendOutcome appends o as field num of a Result.
 func appendOutcome(b []byte, num protowire.Number, o *outcome) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(outcomeSize(o)))
-	b = appendString(b, outcomeLock, o.lock)
-	b = appendUint(b, outcomeStatus, uint64(int64(o.status)))
-	b = appendUint(b, outcomeToken, o.token)
-	b = appendUint(b, outcomeCount, uint64(o.count))
+	b = protofield.AppendMessageHeader(b, num, outcomeSize(o))
+	b = protofield.AppendString(b, outcomeLock, o.lock)
+	b = protofield.AppendUint(b, outcomeStatus, uint64(int64(o.status)))
+	b = protofield.AppendUint(b, outcomeToken, o.token)
+	b = protofield.AppendUint(b, outcomeCount, uint64(o.count))
 	if h := o.holder; h != nil {
-		b = protowire.AppendTag(b, outcomeHolder, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(holderCopySize(h)))
-		b = appendUint(b, holderSessionID, h.sessionID)
-		b = appendString(b, holderOwnerKey, h.ownerKey)
-		b = appendString(b, holderOwner, h.owner)
-		b = appendUint(b, holderToken, h.token)
-		b = appendUint(b, holderCount, uint64(h.count))
-		b = appendUint(b, holderSince, uint64(h.since))
-		b = appendUint(b, holderAcquireSeq, h.acquireSeq)
-		b = appendBool(b, holderShared, h.shared)
-		b = appendUint(b, holderHoldLimit, uint64(h.holdLimit))
+		b = protofield.AppendMessageHeader(b, outcomeHolder, holderCopySize(h))
+		b = protofield.AppendUint(b, holderSessionID, h.sessionID)
+		b = protofield.AppendString(b, holderOwnerKey, h.ownerKey)
+		b = protofield.AppendString(b, holderOwner, h.owner)
+		b = protofield.AppendUint(b, holderToken, h.token)
+		b = protofield.AppendUint(b, holderCount, uint64(h.count))
+		b = protofield.AppendUint(b, holderSince, uint64(h.since))
+		b = protofield.AppendUint(b, holderAcquireSeq, h.acquireSeq)
+		b = protofield.AppendBool(b, holderShared, h.shared)
+		b = protofield.AppendUint(b, holderHoldLimit, uint64(h.holdLimit))
 	}
-	return appendUint(b, outcomePosition, uint64(o.position))
+	return protofield.AppendUint(b, outcomePosition, uint64(o.position))
 }
 
 func outcomeSize(o *outcome) int {
-	n := sizeString(outcomeLock, o.lock) + sizeUint(outcomeStatus, uint64(int64(o.status))) +
-		sizeUint(outcomeToken, o.token) + sizeUint(outcomeCount, uint64(o.count)) +
-		sizeUint(outcomePosition, uint64(o.position))
+	n := protofield.SizeString(outcomeLock, o.lock) + protofield.SizeUint(outcomeStatus, uint64(int64(o.status))) +
+		protofield.SizeUint(outcomeToken, o.token) + protofield.SizeUint(outcomeCount, uint64(o.count)) +
+		protofield.SizeUint(outcomePosition, uint64(o.position))
 	if h := o.holder; h != nil {
-		n += sizeMessage(outcomeHolder, holderCopySize(h))
+		n += protofield.SizeMessage(outcomeHolder, holderCopySize(h))
 	}
 	return n
 }
 
 func holderCopySize(h *holderCopy) int {
-	return sizeUint(holderSessionID, h.sessionID) + sizeString(holderOwnerKey, h.ownerKey) +
-		sizeString(holderOwner, h.owner) + sizeUint(holderToken, h.token) +
-		sizeUint(holderCount, uint64(h.count)) + sizeUint(holderSince, uint64(h.since)) +
-		sizeUint(holderAcquireSeq, h.acquireSeq) + sizeBool(holderShared, h.shared) +
-		sizeUint(holderHoldLimit, uint64(h.holdLimit))
-}
-
-func appendBool(b []byte, num protowire.Number, v bool) []byte {
-	if !v {
-		return b
-	}
-	b = protowire.AppendTag(b, num, protowire.VarintType)
-	return protowire.AppendVarint(b, 1)
-}
-
-func sizeBool(num protowire.Number, v bool) int {
-	if !v {
-		return 0
-	}
-	return protowire.SizeTag(num) + 1
-}
-
-// appendUint appends a varint field (uint64, uint32 or int64: a negative
-// int64 is its two's complement, ten bytes, as proto writes it) unless it
-// is zero.
-func appendUint(b []byte, num protowire.Number, v uint64) []byte {
-	if v == 0 {
-		return b
-	}
-	b = protowire.AppendTag(b, num, protowire.VarintType)
-	return protowire.AppendVarint(b, v)
-}
-
-func sizeUint(num protowire.Number, v uint64) int {
-	if v == 0 {
-		return 0
-	}
-	return protowire.SizeTag(num) + protowire.SizeVarint(v)
-}
-
-// appendString appends a string field unless it is empty. Every string in
-// the state was checked to be UTF-8 when its command was applied.
-func appendString(b []byte, num protowire.Number, s string) []byte {
-	if s == "" {
-		return b
-	}
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendString(b, s)
-}
-
-func sizeString(num protowire.Number, s string) int {
-	if s == "" {
-		return 0
-	}
-	return protowire.SizeTag(num) + protowire.SizeBytes(len(s))
-}
-
-// appendBytes appends a bytes field unless it is empty.
-func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
-	if len(v) == 0 {
-		return b
-	}
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendBytes(b, v)
-}
-
-func sizeBytes(num protowire.Number, v []byte) int {
-	if len(v) == 0 {
-		return 0
-	}
-	return protowire.SizeTag(num) + protowire.SizeBytes(len(v))
-}
-
-func sizeMessage(num protowire.Number, size int) int {
-	return protowire.SizeTag(num) + protowire.SizeBytes(size)
+	return protofield.SizeUint(holderSessionID, h.sessionID) + protofield.SizeString(holderOwnerKey, h.ownerKey) +
+		protofield.SizeString(holderOwner, h.owner) + protofield.SizeUint(holderToken, h.token) +
+		protofield.SizeUint(holderCount, uint64(h.count)) + protofield.SizeUint(holderSince, uint64(h.since)) +
+		protofield.SizeUint(holderAcquireSeq, h.acquireSeq) + protofield.SizeBool(holderShared, h.shared) +
+		protofield.SizeUint(holderHoldLimit, uint64(h.holdLimit))
 }
 
 // Hash returns the hex SHA-256 of the state's content: Snapshot's bytes

@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 
+	"github.com/batonlock/baton/api/protofield"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
@@ -118,6 +119,6 @@ func ForLogVersion(cmd *fsmpb.Command, v uint32) error {
 
 // appendClusterInfo appends the snapshot's cluster_id and log_version.
 func appendClusterInfo(b []byte, clusterID uint64, logVersion uint32) []byte {
-	b = appendUint(b, snapshotClusterID, clusterID)
-	return appendUint(b, snapshotLogVersion, uint64(logVersion))
+	b = protofield.AppendUint(b, snapshotClusterID, clusterID)
+	return protofield.AppendUint(b, snapshotLogVersion, uint64(logVersion))
 }
