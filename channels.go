@@ -13,9 +13,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/api/protofield"
 	"github.com/batonlock/baton/api/wire"
 )
 
@@ -254,7 +254,7 @@ func splitRequests(q []*batonpb.ChannelRequest, max int) [][]*batonpb.ChannelReq
 	var parts [][]*batonpb.ChannelRequest
 	start, size := 0, 0
 	for i, r := range q {
-		n := protowire.SizeTag(1) + protowire.SizeBytes(wire.ChannelRequestSize(r)) // as a repeated field
+		n := protofield.SizeMessage(1, wire.ChannelRequestSize(r)) // as a repeated field
 		if i > start && size+n > max {
 			parts = append(parts, q[start:i])
 			start, size = i, 0
