@@ -124,9 +124,8 @@ func (c *Client) Close() error {
 // and of each of their streams, which members use too. A fixed window turns
 // off gRPC's bandwidth estimation, which pinged the peer (and the peer
 // answered) after most messages it received, and makes window updates
-// rare: at one lock at a time, a client made 2.4 socket writes per request
-// instead of one, and the leader as many more, each a wake-up on the other
-// side. A lock service's messages are small; 1 MiB in flight per
+// rare: without it a client made more than one socket write per request,
+// and the leader as many more, each a wake-up on the other side. A lock service's messages are small; 1 MiB in flight per
 // connection is far more than its requests need, on any network.
 const flowWindow = 1 << 20
 

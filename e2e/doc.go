@@ -5,7 +5,7 @@
 //   - TestChaos runs three members on 127.0.0.1 under a client load that
 //     writes through fencing tokens to an in-test resource, while a loop
 //     kill -9s and restarts members (the leader included); it then checks
-//     DESIGN.md section 5 against the clients' history, the final cluster
+//     the safety properties of docs/ARCHITECTURE.md against the clients' history, the final cluster
 //     state and the replayed Raft logs of all three members.
 //   - TestPartition runs three members in their own network namespaces
 //     joined by veth pairs and cuts and heals links (both ways, one way,

@@ -10,7 +10,7 @@ import (
 )
 
 // The free space a member keeps in its data dir's file system
-// (Config.MinFreeDisk; README.md "Limits").
+// (Config.MinFreeDisk; docs/CLUSTER.md "Limits").
 const (
 	// MinFreeDiskCeiling caps the default of MinFreeDisk. It holds what a
 	// member may still write once it refuses new work: the log segment it

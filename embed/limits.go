@@ -7,7 +7,7 @@ import (
 )
 
 // Defaults of the limits that protect a member from its clients
-// (Config.MaxClientConns and the fields after it; README.md "Limits").
+// (Config.MaxClientConns and the fields after it; docs/CLUSTER.md "Limits").
 const (
 	// MaxClientConnsCeiling caps the default of MaxClientConns: far more
 	// connections than a cluster's clients need (each client keeps one

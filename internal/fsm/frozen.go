@@ -209,10 +209,9 @@ func (f *Frozen) Encode() []byte {
 }
 
 // Buffers provides an encoding's buffer from outside the Go heap. A buffer
-// of 100 MB on the heap counts as live to the collection that overlaps its
-// life and sets the next collection's goal as much higher; the member
-// collected at once after each large snapshot to undo that, a full
-// collection each time.
+// the size of the whole state on the heap counts as live to the
+// collection that overlaps its life and sets the next collection's goal
+// as much higher; outside the heap it costs the collector nothing.
 type Buffers interface {
 	// Alloc returns a buffer of length 0 and capacity at least n.
 	Alloc(n int) []byte

@@ -425,8 +425,7 @@ func (n *Node) run() {
 			// submitted first and go into the same MsgProp, Ready and
 			// MsgApp: on a busy machine this cuts the loop's work per
 			// command; on an idle one nothing else is runnable and
-			// Gosched returns at once (docs/BENCHMARKS.md has the
-			// figures).
+			// Gosched returns at once.
 			runtime.Gosched()
 			n.stepProposals(p)
 		case r := <-n.readC:

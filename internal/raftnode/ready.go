@@ -556,19 +556,16 @@ func (n *Node) finishSnapshot(r snapResult) {
 //
 // A snapshot is the largest short-lived allocation a member makes: saving
 // one holds the state machine's encoding and the store's framed copy of it
-// at once (97 MB each at a million locks), all garbage once written. A
+// at once (about 100 bytes per lock), all garbage once written. A
 // collection whose mark runs meanwhile counts them as live, and with GOGC
-// the next one waits until the heap is twice that. At the issue-5 scale
-// point a leader's collection marked 530 MB during a snapshot, 337 MB
-// after it, and its heap then grew to 958 MB (1 GiB resident) before the
-// next one. Collecting once the buffers are dropped sets the next goal
+// the next one waits until the heap is twice that, so a member at a
+// million locks would grow towards twice its real heap after each
+// snapshot. Collecting once the buffers are dropped sets the next goal
 // from what is really live. It costs one collection per snapshot, less
 // than the snapshot's own encoding, and none for a small state. A
 // member's own snapshot is encoded outside the Go heap when large
-// (offHeap), and needs none: in TestScale's load at a million locks, these
-// collections had been 4 of the leader's 10 in 30 s, 0.6-0.95 s of CPU
-// each. A snapshot received from the leader is read onto the heap and
-// still gets one.
+// (offHeap) and needs none; a snapshot received from the leader is read
+// onto the heap and still gets one.
 func (n *Node) collectAfterSnapshot(size int) {
 	if n.cfg.CollectAfterSnapshot == 0 || size < n.cfg.CollectAfterSnapshot {
 		return
@@ -584,8 +581,8 @@ func (n *Node) collectAfterSnapshot(size int) {
 // Without the return, the pages of the two buffers stay resident as idle
 // heap until the heap regrows into them: the scavenger keeps up to about
 // 10% over the heap goal, which the snapshot had inflated. Followers,
-// whose heaps regrow slowly, keep hundreds of MiB less resident at the
-// scale point; a leader regrows its heap within seconds, so it gains
+// whose heaps regrow slowly, keep much less resident at a large
+// state; a leader regrows its heap within seconds, so it gains
 // less. The cost is faulting pages in again as the heap regrows, once
 // per snapshot.
 func collectInBackground(done func()) {
@@ -628,8 +625,8 @@ func (n *Node) refreshStatus() {
 // So does the empty append raft sends when a follower answers a
 // heartbeat while behind: it is how a follower whose appends were lost
 // is found out (it rejects, and the leader goes back); without it such
-// a follower stayed behind until the next command (found by
-// internal/sim, seed 11406312118502588755).
+// a follower stayed behind until the next command (internal/sim checks
+// that followers catch up).
 func (n *Node) dropCommitOnly(msgs []*raftpb.Message) []*raftpb.Message {
 	answered := n.beatAnswered
 	n.beatAnswered = n.beatAnswered[:0]

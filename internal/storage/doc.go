@@ -13,8 +13,8 @@
 // where the file system takes it (not tmpfs): whole aligned blocks, the
 // partial last one repeated from memory, and a synced write is one
 // pwritev2 with RWF_DSYNC instead of a write and an fdatasync. That takes
-// the device one trip per commit, and a fifth less system time per
-// flush; unsynced saves (a commit index alone) wait in memory for the
+// the device one trip per commit, and fewer system calls per flush;
+// unsynced saves (a commit index alone) wait in memory for the
 // next synced one. Snapshot files are Baton's too (snapfile.go):
 // the state machine's encoding is written as it is, where etcd's
 // snapshotter made two more copies of it first. The rest of Baton sees

@@ -39,10 +39,10 @@ var fdatasync = fileutil.Fdatasync
 // must match its name) and the hard state current when it was cut. A
 // segment is zero-filled and synced before it is used, so an append writes
 // into blocks the file system has already allocated and initialised, and
-// fdatasync has no allocation metadata to commit: on ext4 that is about a
-// third off every sync (see docs/BENCHMARKS.md). The file's modification
-// time is still written, once per clock tick at most, where ext4 runs
-// without a journal ("Next steps" 3 there). A size of 0 ends a segment.
+// fdatasync has no allocation metadata to commit (BenchmarkSave shows
+// the difference on ext4). The file's modification time is still
+// written, once per clock tick at most, where ext4 runs without a
+// journal. A size of 0 ends a segment.
 const (
 	recHeader   byte = 1
 	recEntry    byte = 2

@@ -513,7 +513,7 @@ func (w *wlog) closeFiles() error {
 // the write leaves each sector old or new, as in a write through the page
 // cache. A synced write is one write with RWF_DSYNC (see pwriteDirect):
 // one trip to the device and fewer system calls than a write and an
-// fdatasync; docs/BENCHMARKS.md has the figures.
+// fdatasync.
 func (w *wlog) flushDirect(sync bool) error {
 	if len(w.buf) == 0 {
 		if !sync {

@@ -12,8 +12,7 @@
 // hand-off and HTTP/2 frame is on a commit's critical path. gRPC adds a
 // hand-off on each side of each message (its reader to the stream's
 // handler, the sender to its writer goroutine); a plain connection has the
-// sender write and the reader deliver (the measurement is in
-// docs/BENCHMARKS.md).
+// sender write and the reader deliver.
 //
 // Sending. Send never blocks: it appends each message to the bounded queue
 // of its destination (QueueSize messages) and wakes that peer's sender
