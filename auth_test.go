@@ -199,7 +199,7 @@ func TestMaxSessionsPerUser(t *testing.T) {
 // server would, before they send anything (the member is stopped: a call
 // that were sent would be UNAVAILABLE).
 func TestAuthCallsCheckNames(t *testing.T) {
-	c := embedtest.New(t, 1)
+	c := startCluster(t, 1)
 	cl := dial(t, c.Endpoints(0), WithMaxAttempts(1))
 	c.Stop(0)
 	ctx := testCtx(t)

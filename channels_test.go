@@ -226,7 +226,7 @@ func TestSessionsStreamProtocol(t *testing.T) {
 // stream, although their clients keep them open, so the clients follow
 // the new leader.
 func TestStreamsEndWhenLeaderStepsDown(t *testing.T) {
-	c := embedtest.New(t, 3)
+	c := startCluster(t, 3)
 	lead := c.WaitLeader()
 	addr := c.ClientAddr(lead)
 
@@ -298,7 +298,7 @@ func TestStreamsEndWhenLeaderStepsDown(t *testing.T) {
 func TestSessionsChannelNumberReuse(t *testing.T) {
 	// Every resume is a keepalive, and this loop sends them far faster
 	// than a member's default keepalive rate admits.
-	c := embedtest.New(t, 1, embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.MaxKeepAliveRate = 1 << 20 }))
+	c := startCluster(t, 1, embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.MaxKeepAliveRate = 1 << 20 }))
 	gs := rawSessions(t, c.ClientAddr(c.WaitLeader()))
 	in := make(chan *batonpb.ChannelResponse, 64)
 	go func() {

@@ -19,7 +19,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/batonlock/baton/api/batonpb"
-	"github.com/batonlock/baton/embed/embedtest"
 )
 
 func TestErrorMapping(t *testing.T) {
@@ -624,7 +623,7 @@ func TestHoldLimitRenewsItself(t *testing.T) {
 // the session to the new leader (LESSONS.md 5: renewal timers that were
 // never rescheduled after a failover).
 func TestHoldLimitRenewedAcrossLeaderChange(t *testing.T) {
-	c := embedtest.New(t, 3)
+	c := startCluster(t, 3)
 	lead := c.WaitLeader()
 	cl := dial(t, c.Endpoints((lead+1)%3))
 	ctx := testCtx(t)

@@ -38,10 +38,21 @@ func newSession(t testing.TB, cl *Client, opts ...SessionOption) *Session {
 	return s
 }
 
+// startCluster starts n members in the test's process (embedtest). They
+// listen on real ports, so the test skips under -short: `go test -short`
+// runs the client's unit tests alone.
+func startCluster(t *testing.T, n int, opts ...embedtest.Option) *embedtest.Cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts members on real ports; runs without -short")
+	}
+	return embedtest.New(t, n, opts...)
+}
+
 // single starts one member, configured by opts, and a client of it.
 func single(t *testing.T, opts ...embedtest.Option) (*embedtest.Cluster, *Client) {
 	t.Helper()
-	c := embedtest.New(t, 1, opts...)
+	c := startCluster(t, 1, opts...)
 	return c, dial(t, c.Endpoints(0))
 }
 

@@ -169,7 +169,7 @@ func TestBlacklistEvictsSession(t *testing.T) {
 // a wait queued before the failover is granted after it (its acquire
 // re-sent with its original seq), and a release there works.
 func TestSessionSurvivesLeaderChange(t *testing.T) {
-	c := embedtest.New(t, 3)
+	c := startCluster(t, 3)
 	lead := c.WaitLeader()
 	// Dial a follower first: the client must follow the leader hint.
 	cl := dial(t, c.Endpoints((lead+1)%3))

@@ -14,7 +14,6 @@ import (
 
 	"github.com/batonlock/baton/api/batonpb"
 	"github.com/batonlock/baton/api/rules"
-	"github.com/batonlock/baton/embed/embedtest"
 )
 
 // streamWatch notes a client's streams and counts its sessions'
@@ -215,7 +214,7 @@ func (c *countCalls) options() Option {
 // ErrInvalidArgument in the rules' words, and nothing is sent: no RPC, no
 // request on the session's stream.
 func TestClientChecksBeforeSending(t *testing.T) {
-	c := embedtest.New(t, 1)
+	c := startCluster(t, 1)
 	var rpcs countCalls
 	cl := dial(t, c.Endpoints(0), rpcs.options())
 	ctx := testCtx(t)

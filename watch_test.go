@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/batonlock/baton/embed/embedtest"
 )
 
 // nextEvent waits for the next event of a watch.
@@ -103,7 +101,7 @@ func TestWatch(t *testing.T) {
 // goes on through another member, without going back in index or missing
 // the current holder.
 func TestWatchMovesToAnotherMember(t *testing.T) {
-	c := embedtest.New(t, 3)
+	c := startCluster(t, 3)
 	lead := c.WaitLeader()
 	ctx := testCtx(t)
 	wcl := dial(t, c.Endpoints(lead))

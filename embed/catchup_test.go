@@ -22,7 +22,7 @@ import (
 // A member that was down while the others compacted their logs past it
 // must catch up from a snapshot (MsgSnap), not from entries.
 func TestLaggingMemberCatchesUpFromSnapshot(t *testing.T) {
-	c := embedtest.New(t, 3, snapshotOften)
+	c := startCluster(t, 3, snapshotOften)
 	lead := c.WaitLeader()
 	down := (lead + 1) % 3
 	c.Stop(down)
@@ -48,7 +48,7 @@ func TestLaggingMemberCatchesUpFromSnapshot(t *testing.T) {
 // Blacklisting a session refuses its keepalives and acquires; the session
 // then expires on its own and its lock passes to the next waiter.
 func TestBlacklistEvictsThroughExpiry(t *testing.T) {
-	c := embedtest.New(t, 1, snapshotOften)
+	c := startCluster(t, 1, snapshotOften)
 	cl := c.Client(c.WaitLeader())
 	ctx := context.Background()
 	stuck := openSession(t, cl, "stuck", time.Second)
@@ -79,7 +79,7 @@ func TestBlacklistEvictsThroughExpiry(t *testing.T) {
 
 // Oversized requests are refused before they reach consensus.
 func TestOversizedRequestRefused(t *testing.T) {
-	c := embedtest.New(t, 1, snapshotOften)
+	c := startCluster(t, 1, snapshotOften)
 	cl := c.Client(c.WaitLeader())
 	names := make([]string, 0, 2100)
 	for i := range cap(names) {
@@ -98,7 +98,7 @@ func TestOversizedRequestRefused(t *testing.T) {
 
 // A 5-member cluster keeps serving with two members down.
 func TestFiveMembersSurviveTwoFailures(t *testing.T) {
-	c := embedtest.New(t, 5, snapshotOften)
+	c := startCluster(t, 5, snapshotOften)
 	lead := c.WaitLeader()
 	c.Stop(lead)
 	c.Stop((lead + 1) % 5)
@@ -114,7 +114,7 @@ func TestFiveMembersSurviveTwoFailures(t *testing.T) {
 // A retried acquire (same session and seq) gets the first answer and never
 // becomes a second, reentrant hold.
 func TestRetriedAcquireIsExactlyOnce(t *testing.T) {
-	c := embedtest.New(t, 1, snapshotOften)
+	c := startCluster(t, 1, snapshotOften)
 	cl := c.Client(c.WaitLeader())
 	ctx := context.Background()
 	a := openSession(t, cl, "a", 30*time.Second)
@@ -143,7 +143,7 @@ func TestRetriedAcquireIsExactlyOnce(t *testing.T) {
 
 // /metrics shows the batching counters in the Prometheus text format.
 func TestMetricsEndpoint(t *testing.T) {
-	c := embedtest.New(t, 1, snapshotOften)
+	c := startCluster(t, 1, snapshotOften)
 	cl := c.Client(c.WaitLeader())
 	openSession(t, cl, "a", 30*time.Second)
 	resp, err := http.Get("http://" + c.ClientAddr(0) + "/metrics")
@@ -166,7 +166,7 @@ func TestMetricsEndpoint(t *testing.T) {
 // ErrLogLost when it hears that (raft panics there; the member stops
 // instead of the process). The others keep serving every hold.
 func TestMemberWithLostDiskStops(t *testing.T) {
-	c := embedtest.New(t, 3, snapshotOften)
+	c := startCluster(t, 3, snapshotOften)
 	lead := c.WaitLeader()
 	cl := c.Client(lead)
 	a := openSession(t, cl, "a", time.Minute)
@@ -202,7 +202,7 @@ func TestMemberWithLostDiskStops(t *testing.T) {
 // committed entry and is at least as up to date as any member's, so two
 // copies of it make a majority that never forgets an acknowledged entry.
 func TestLostDiskReplacedByTheLeadersCopy(t *testing.T) {
-	c := embedtest.New(t, 3, snapshotOften)
+	c := startCluster(t, 3, snapshotOften)
 	lead := c.WaitLeader()
 	cl := c.Client(lead)
 	a := openSession(t, cl, "a", time.Minute)

@@ -4,8 +4,6 @@ import (
 	"net"
 	"testing"
 	"time"
-
-	"github.com/batonlock/baton/embed/embedtest"
 )
 
 // TestCloseWithIdleClientConnections: a member stops although clients hold
@@ -17,7 +15,7 @@ import (
 // on SIGTERM) hung for as long as the client stayed (found by
 // TestLibraryChaos, whose client reconnects to members as they restart).
 func TestCloseWithIdleClientConnections(t *testing.T) {
-	c := embedtest.New(t, 1, snapshotOften)
+	c := startCluster(t, 1, snapshotOften)
 	c.WaitLeader()
 	addr := c.ClientAddr(0)
 	silent, err := net.Dial("tcp", addr)

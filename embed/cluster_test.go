@@ -20,6 +20,16 @@ import (
 // entries, so that the tests here exercise both.
 var snapshotOften = embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.SnapshotEntries = 50 })
 
+// startCluster starts n members (embedtest). They listen on real ports,
+// so the test skips under -short.
+func startCluster(t *testing.T, n int, opts ...embedtest.Option) *embedtest.Cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts members on real ports; runs without -short")
+	}
+	return embedtest.New(t, n, opts...)
+}
+
 // waitConverged waits until every running member has applied the same
 // entries to the same state, and returns their state hashes by name.
 func waitConverged(t *testing.T, c *embedtest.Cluster) map[string]string {
@@ -146,7 +156,7 @@ func queue(t *testing.T, cl batonpb.BatonClient, session uint64, name string) <-
 }
 
 func TestLeaderFailoverKeepsHoldsAndQueue(t *testing.T) {
-	c := embedtest.New(t, 3, snapshotOften)
+	c := startCluster(t, 3, snapshotOften)
 	lead := c.WaitLeader()
 	cl := c.Client(lead)
 	ctx := context.Background()
@@ -234,7 +244,7 @@ func queueGrantWatch(t *testing.T, cl batonpb.BatonClient, session uint64) <-cha
 }
 
 func TestExpiredSessionHandsLockToNextWaiter(t *testing.T) {
-	c := embedtest.New(t, 1, snapshotOften)
+	c := startCluster(t, 1, snapshotOften)
 	cl := c.Client(c.WaitLeader())
 	ctx := context.Background()
 	const ttl = time.Second
@@ -296,7 +306,7 @@ func checkHolds(t *testing.T, cl batonpb.BatonClient, tokens map[string]uint64) 
 // TestRetiredSessionStreamIsRefused is what a client too old to speak
 // Sessions sees: UNIMPLEMENTED, with a message that names the fix.
 func TestRetiredSessionStreamIsRefused(t *testing.T) {
-	c := embedtest.New(t, 1, snapshotOften)
+	c := startCluster(t, 1, snapshotOften)
 	cl := c.Client(c.WaitLeader())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -33,7 +33,7 @@ import (
 // one again once a connection closed (issue 23: idle connections used to
 // take every file descriptor until the member could not write its log).
 func TestClientConnLimit(t *testing.T) {
-	c := embedtest.New(t, 1, snapshotOften, embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.MaxClientConns = 2 }))
+	c := startCluster(t, 1, snapshotOften, embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.MaxClientConns = 2 }))
 	c.WaitLeader()
 	addr := c.ClientAddr(0)
 	// Accepted in the order they connected: a and the next take both
@@ -68,7 +68,7 @@ func TestConnTimeouts(t *testing.T) {
 		cfg.ConnIdleTimeout = 200 * time.Millisecond
 	})
 	t.Run("plain", func(t *testing.T) {
-		c := embedtest.New(t, 1, snapshotOften, short)
+		c := startCluster(t, 1, snapshotOften, short)
 		c.WaitLeader()
 		addr := c.ClientAddr(0)
 		cases := []struct {
@@ -131,7 +131,7 @@ func TestConnTimeouts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := embedtest.New(t, 1, snapshotOften, short, embedtest.Configure(func(_ int, cfg *embed.Config) {
+		c := startCluster(t, 1, snapshotOften, short, embedtest.Configure(func(_ int, cfg *embed.Config) {
 			cfg.ClientTLS = pki.ServerConfig()
 		}))
 		c.WaitLeader()
@@ -244,7 +244,7 @@ func TestDefaultMaxClientConns(t *testing.T) {
 // 200,000 sessions in 36 s).
 func TestMaxSessions(t *testing.T) {
 	const limit = 50
-	c := embedtest.New(t, 1, snapshotOften, embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.MaxSessions = limit }))
+	c := startCluster(t, 1, snapshotOften, embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.MaxSessions = limit }))
 	// Opens with a nonce need the log version the new leader raises
 	// after its election (until then the member answers NOT_LEADER).
 	c.WaitLeader()
@@ -358,7 +358,7 @@ func reasonOf(st *status.Status) string {
 // refused with RESOURCE_EXHAUSTED (OVERLOADED) naming the flag, and the
 // session lives on.
 func TestKeepAliveRate(t *testing.T) {
-	c := embedtest.New(t, 1, snapshotOften, embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.MaxKeepAliveRate = 1 }))
+	c := startCluster(t, 1, snapshotOften, embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.MaxKeepAliveRate = 1 }))
 	c.WaitLeader()
 	api := c.Client(0)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -394,7 +394,7 @@ func TestKeepAliveRate(t *testing.T) {
 // with the methods it does in Allow, and a body over the limit on one
 // request is 413 (they were 501 and 400).
 func TestHTTPErrors(t *testing.T) {
-	c := embedtest.New(t, 1, snapshotOften)
+	c := startCluster(t, 1, snapshotOften)
 	c.WaitLeader()
 	base := "http://" + c.ClientAddr(0)
 	do := func(method, path, body string) *http.Response {

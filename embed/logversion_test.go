@@ -26,7 +26,7 @@ import (
 // version, every member applies it, and the refused request works.
 func TestRollingUpgrade(t *testing.T) {
 	ctx := context.Background()
-	c := embedtest.New(t, 3, snapshotOften, embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.LogVersion = 1 }))
+	c := startCluster(t, 3, snapshotOften, embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.LogVersion = 1 }))
 	lead := c.WaitLeader()
 	status := func(i int) *batonpb.StatusResponse {
 		t.Helper()

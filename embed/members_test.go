@@ -24,7 +24,7 @@ func code(err error) codes.Code { return status.Code(err) }
 // is promoted, and counts in the majority once a first member is removed
 // and the leader stops; every hold survives; bad requests change nothing.
 func TestMembershipChanges(t *testing.T) {
-	c := embedtest.New(t, 3, snapshotOften)
+	c := startCluster(t, 3, snapshotOften)
 	lead := c.WaitLeader()
 	cl := c.Client(lead)
 	ctx := context.Background()
@@ -141,7 +141,7 @@ func TestMembershipChanges(t *testing.T) {
 // Removing the leader: it applies its own removal, steps down and stops
 // (ErrRemoved); the other two elect a leader among themselves and serve.
 func TestRemovingTheLeader(t *testing.T) {
-	c := embedtest.New(t, 3, snapshotOften)
+	c := startCluster(t, 3, snapshotOften)
 	lead := c.WaitLeader()
 	cl := c.Client(lead)
 	ctx := context.Background()
@@ -199,7 +199,7 @@ func slicesAny[T any](s []T, f func(T) bool) bool {
 // other for an empty entry; that one is answered Aborted at once (not
 // left to time out), and the members are what the successful calls say.
 func TestConcurrentMembershipChanges(t *testing.T) {
-	c := embedtest.New(t, 3, snapshotOften)
+	c := startCluster(t, 3, snapshotOften)
 	cl := c.Client(c.WaitLeader())
 	type result struct {
 		name string
@@ -242,7 +242,7 @@ func TestConcurrentMembershipChanges(t *testing.T) {
 // takes part (before ids, raft took its bootstrap entries for the
 // cluster's). The cluster goes on without it.
 func TestNewcomerWithoutJoinIsRefused(t *testing.T) {
-	c := embedtest.New(t, 3, snapshotOften)
+	c := startCluster(t, 3, snapshotOften)
 	lead := c.WaitLeader()
 	cl := c.Client(lead)
 	ctx := context.Background()
@@ -284,7 +284,7 @@ func TestJoinWithPeerTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := embedtest.New(t, 1, snapshotOften, embedtest.Configure(func(_ int, cfg *embed.Config) { peerTLS(cfg) }))
+	c := startCluster(t, 1, snapshotOften, embedtest.Configure(func(_ int, cfg *embed.Config) { peerTLS(cfg) }))
 	lead := c.WaitLeader()
 	cl := c.Client(lead)
 	a := openSession(t, cl, "a", time.Minute)

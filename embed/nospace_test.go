@@ -38,7 +38,7 @@ func TestNoSpace(t *testing.T) {
 	const minFree = 1 << 30
 	disk := &fakeDisk{}
 	disk.free.Store(2 << 30)
-	c := embedtest.New(t, 1, snapshotOften, embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.MinFreeDisk, cfg.DiskSpace = minFree, disk }))
+	c := startCluster(t, 1, snapshotOften, embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.MinFreeDisk, cfg.DiskSpace = minFree, disk }))
 	// Opens with a nonce need the log version the new leader raises
 	// after its election (until then the member answers NOT_LEADER).
 	c.WaitLeader()
@@ -201,7 +201,7 @@ func TestNoSpace(t *testing.T) {
 func TestNoSpaceFollower(t *testing.T) {
 	const minFree = 1 << 30
 	disks := make([]*fakeDisk, 3)
-	c := embedtest.New(t, 3, snapshotOften, embedtest.Configure(func(i int, cfg *embed.Config) {
+	c := startCluster(t, 3, snapshotOften, embedtest.Configure(func(i int, cfg *embed.Config) {
 		disks[i] = &fakeDisk{}
 		disks[i].free.Store(2 << 30)
 		cfg.MinFreeDisk, cfg.DiskSpace = minFree, disks[i]
