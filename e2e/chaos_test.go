@@ -212,6 +212,26 @@ func TestChaos(t *testing.T) {
 	for _, b := range mon.violations() {
 		t.Errorf("election safety: %s", b)
 	}
+	// A run that did too little proves nothing: every check above passes
+	// on a history where every call failed or no member was ever killed.
+	// The floors are far below what a loaded 2-core machine does (a kill
+	// every few seconds, thousands of ops a minute).
+	minutes := chaosDuration.Minutes()
+	for _, f := range []struct {
+		what      string
+		got, want int
+	}{
+		{"kills", kills, max(1, int(2*minutes))},
+		{"kills of the leader", leaderKills, 1},
+		{"elections seen (the first and one after a leader was killed)", mon.elections(), 2},
+		{"acked ops", nOps, max(1, int(100*minutes))},
+		{"accepted fenced writes", acc, max(1, int(50*minutes))},
+		{"sessions opened", sessions, len(workers)},
+	} {
+		if f.got < f.want {
+			t.Errorf("%s: %d in %v, want at least %d: the run did too little to prove anything", f.what, f.got, *chaosDuration, f.want)
+		}
+	}
 }
 
 // checkLogs replays every member's committed log and checks the history
