@@ -413,8 +413,12 @@ func (k *checker) linearizability() {
 	k.fullHistory = hist
 	verdict := porcupine.CheckOperationsTimeout(lockModel, hist, 20*time.Second)
 	k.linVerdict = string(verdict)
-	if verdict == porcupine.Illegal {
+	switch verdict {
+	case porcupine.Illegal:
 		s.fail("e/linearizable", "client history of %d operations is not linearizable", len(hist))
+	case porcupine.Unknown:
+		// A check that gave up has checked nothing: fail rather than pass.
+		s.fail("e/linearizable", "porcupine gave up after 20s on a history of %d operations: not checked", len(hist))
 	}
 }
 
