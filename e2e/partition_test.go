@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/internal/testenv"
 )
 
 // netLab is three network namespaces, one per member. Each has
@@ -40,25 +41,26 @@ func run(args ...string) error {
 	return nil
 }
 
-// newNetLab builds the namespaces or skips t, saying why. Cleanup deletes
+// newNetLab builds the namespaces or, where the machine cannot, skips t
+// (fails it under testenv.Strict), saying why. Cleanup deletes
 // the namespaces (and with them every veth made here).
 func newNetLab(t *testing.T, n int) *netLab {
 	if os.Geteuid() != 0 {
-		t.Skip("partition test needs root to create network namespaces")
+		testenv.Missing(t, "partition test needs root to create network namespaces")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("partition test needs iproute2's ip: " + err.Error())
+		testenv.Missing(t, "partition test needs iproute2's ip: %v", err)
 	}
 	if _, err := exec.LookPath("tc"); err != nil {
-		t.Skip("partition test needs iproute2's tc: " + err.Error())
+		testenv.Missing(t, "partition test needs iproute2's tc: %v", err)
 	}
 	lab := &netLab{t: t, tag: fmt.Sprintf("bt%04x", os.Getpid()&0xffff)}
 	if out, _ := exec.Command("ip", "route", "show", "10.213.0.0/16").CombinedOutput(); strings.TrimSpace(string(out)) != "" {
-		t.Skipf("10.213.0.0/16 is already routed here (%s); another partition test may be running", strings.TrimSpace(string(out)))
+		testenv.Missing(t, "10.213.0.0/16 is already routed here (%s); another partition test may be running", strings.TrimSpace(string(out)))
 	}
 	probe := lab.tag + "-probe"
 	if err := run("ip", "netns", "add", probe); err != nil {
-		t.Skipf("cannot create network namespaces: %v", err)
+		testenv.Missing(t, "cannot create network namespaces: %v", err)
 	}
 	_ = run("ip", "netns", "del", probe)
 	t.Cleanup(lab.destroy)
@@ -77,7 +79,7 @@ func newNetLab(t *testing.T, n int) *netLab {
 			{"ip", "-n", ns, "link", "set", "c0", "up"},
 		} {
 			if err := run(cmd...); err != nil {
-				t.Skipf("cannot build the namespace network: %v", err)
+				testenv.Missing(t, "cannot build the namespace network: %v", err)
 			}
 		}
 	}
@@ -92,7 +94,7 @@ func newNetLab(t *testing.T, n int) *netLab {
 				{"ip", "-n", b, "route", "add", fmt.Sprintf("10.214.0.%d/32", i), "dev", fmt.Sprintf("p%d", i), "src", fmt.Sprintf("10.214.0.%d", j)},
 			} {
 				if err := run(cmd...); err != nil {
-					t.Skipf("cannot build the namespace network: %v", err)
+					testenv.Missing(t, "cannot build the namespace network: %v", err)
 				}
 			}
 		}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/batonlock/baton/internal/testenv"
 )
 
 func TestHandler(t *testing.T) {
@@ -64,12 +66,13 @@ func TestNoHTMLFromData(t *testing.T) {
 }
 
 // TestScriptParses runs the page's script through node's parser where
-// node is installed (.ci/run installs it): a syntax error would otherwise
-// reach browsers unseen, since no Go test executes the script.
+// node is installed (.ci/run installs it; without node the test skips, or
+// fails under testenv.Strict): a syntax error would otherwise reach
+// browsers unseen, since no Go test executes the script.
 func TestScriptParses(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node is not installed")
+		testenv.Missing(t, "node is not installed: %v", err)
 	}
 	js, err := static.ReadFile("static/app.js")
 	if err != nil {

@@ -9,48 +9,85 @@ import (
 	"testing"
 
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/batonlock/baton/internal/testenv"
 )
 
 // TestMain runs every test of the package twice: with the log writing
 // directly (where the file system takes it), then through the page cache.
+// Where the temporary directory refuses direct I/O (tmpfs on older
+// kernels), the tests make their directories under the package's directory
+// instead, so that the first run writes directly.
 func TestMain(m *testing.M) {
 	flag.Parse()
+	os.Exit(runTwice(m))
+}
+
+func runTwice(m *testing.M) int {
+	if dir, err := directTempDir(); err != nil {
+		// TestDirectWrites says so: it skips, or fails under testenv.Strict.
+		fmt.Fprintf(os.Stderr, "storage: %v; the log writes through the page cache in both runs\n", err)
+	} else if dir != "" {
+		defer os.RemoveAll(dir)
+		os.Setenv("TMPDIR", dir)
+	}
 	if code := m.Run(); code != 0 || flag.Lookup("test.bench").Value.String() != "" {
 		// Benchmarks choose the way of writing themselves: once is enough.
-		os.Exit(code)
+		return code
 	}
 	fmt.Fprintln(os.Stderr, "storage: the tests again, with the log writing through the page cache (directIO = false)")
 	directIO = false
-	os.Exit(m.Run())
+	return m.Run()
 }
 
-// directSupported reports whether the file system under dir takes direct
-// I/O (tmpfs does not).
-func directSupported(t *testing.T, dir string) bool {
-	t.Helper()
-	p := filepath.Join(dir, "probe")
-	if err := os.WriteFile(p, nil, 0o600); err != nil {
-		t.Fatal(err)
+// directTempDir returns "" where os.TempDir() takes direct I/O, else a
+// new directory under the working directory (the package's, on the
+// checkout's file system) that does, for the caller to remove.
+func directTempDir() (string, error) {
+	errTemp := probeDirect(os.TempDir())
+	if errTemp == nil {
+		return "", nil
 	}
-	defer os.Remove(p)
-	f, err := openDirect(p)
+	dir, err := os.MkdirTemp(".", ".direct-io-test-")
 	if err != nil {
-		return false
+		return "", fmt.Errorf("%s refuses direct I/O (%v) and no directory can be made here: %v", os.TempDir(), errTemp, err)
+	}
+	if err := probeDirect(dir); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("neither %s (%v) nor the package's directory (%v) takes direct I/O", os.TempDir(), errTemp, err)
+	}
+	return filepath.Abs(dir)
+}
+
+// probeDirect opens a new file in dir for direct I/O, and removes it.
+func probeDirect(dir string) error {
+	f, err := os.CreateTemp(dir, "probe-")
+	if err != nil {
+		return err
 	}
 	f.Close()
-	return true
+	defer os.Remove(f.Name())
+	d, err := openDirect(f.Name())
+	if err != nil {
+		return err
+	}
+	return d.Close()
 }
 
-// TestDirectWrites: where direct I/O is on and the file system takes it,
-// the log writes directly; many saves smaller than a block, each
+// TestDirectWrites: where direct I/O is on (the first run), the log
+// writes directly (a file system that refuses it skips the test, or fails
+// it under testenv.Strict); many saves smaller than a block, each
 // rewriting the block before it, read back whole, from the live segment
 // through the page cache and after a reopen; and a direct write the file
 // system refuses makes the log go on through the page cache, losing
 // nothing.
 func TestDirectWrites(t *testing.T) {
+	if !directIO {
+		t.Skip("the second run: the log writes through the page cache")
+	}
 	dir := t.TempDir()
-	if !directIO || !directSupported(t, dir) {
-		t.Skip("the log writes through the page cache here")
+	if err := probeDirect(dir); err != nil {
+		testenv.Missing(t, "the file system under %s refuses direct I/O: %v", dir, err)
 	}
 	defer func(f func(*os.File, []byte, int64, bool) error) { writeDirect = f }(writeDirect)
 	const refuseAt = 150
