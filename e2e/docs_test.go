@@ -74,6 +74,11 @@ func TestDocsRunningSecurely(t *testing.T) {
 		}
 		t.Fatalf("docs/SECURITY.md's block failed: %v\n%s%s", err, out, logs)
 	}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		if r := raceReport(filepath.Join(run, n+".log")); r != "" {
+			t.Errorf("%s: the race detector reported a data race:\n%s", n, r)
+		}
+	}
 	for _, want := range []string{"ci holds jobs/nightly", `no lock permission over "billing/close"`,
 		`no admin permission over ""`, `root  gave user "ci" the role "jobs"`} {
 		if !strings.Contains(string(out), want) {

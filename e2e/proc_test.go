@@ -99,6 +99,13 @@ func newCluster(t testing.TB, cfg clusterConfig) *cluster {
 		for _, nd := range c.nodes {
 			nd.kill()
 		}
+		for _, nd := range c.nodes {
+			// A server built with -race (BATON_TEST_RACE_SERVER=1) reports
+			// a race on its stderr and runs on.
+			if r := raceReport(nd.logPath); r != "" {
+				t.Errorf("%s: the race detector reported a data race:\n%s", nd.name, r)
+			}
+		}
 		if t.Failed() {
 			for _, nd := range c.nodes {
 				t.Logf("--- tail of %s (%s) ---\n%s", nd.name, nd.logPath, tail(nd.logPath, 60))
@@ -339,4 +346,22 @@ func grepLog(path string, subs ...string) []string {
 		}
 	}
 	return out
+}
+
+// raceReport returns the first data race report in the log at path, or "".
+func raceReport(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	const start, end = "WARNING: DATA RACE", "=================="
+	i := strings.Index(string(data), start)
+	if i < 0 {
+		return ""
+	}
+	r := string(data[i:])
+	if j := strings.Index(r, end); j >= 0 {
+		r = r[:j]
+	}
+	return r
 }
