@@ -24,7 +24,7 @@ import (
 )
 
 var (
-	scale         = flag.Bool("e2e.scale", false, "run TestScale (minutes of load; not part of CI)")
+	scale         = flag.Bool("e2e.scale", false, "run TestScale (minutes of load; CI runs TestScale100kLocks, a tenth of it)")
 	scaleSessions = flag.Int("e2e.scale-sessions", 100_000, "sessions TestScale opens")
 	scaleLocks    = flag.Int("e2e.scale-locks", 1_000_000, "locks TestScale holds, spread over the sessions")
 	scaleSnap     = flag.Int("e2e.scale-snapshot-entries", 0, "servers' --snapshot-entries in TestScale (0: their default)")
@@ -42,23 +42,49 @@ var (
 func TestScale(t *testing.T) {
 	skipShort(t)
 	if !*scale {
-		t.Skip("load test; run with -e2e.scale")
+		t.Skip("load test; run with -e2e.scale (TestScale100kLocks runs a tenth of it without)")
 	}
+	runScale(t, scalePoint{sessions: *scaleSessions, locks: *scaleLocks, snapshotEntries: *scaleSnap, load: *scaleLoad, profile: *scaleProfile})
+}
+
+// TestScale100kLocks is TestScale at a tenth of the scale point (100,000
+// held locks over 10,000 sessions), without the load phase: every test
+// run checks that a cluster holds that state, keeps it alive, and serves
+// it again after kill -9 of every member.
+func TestScale100kLocks(t *testing.T) {
+	skipShort(t)
+	runScale(t, scalePoint{sessions: 10_000, locks: 100_000})
+}
+
+// scalePoint is the state runScale builds and what it does with it.
+type scalePoint struct {
+	sessions, locks int
+	snapshotEntries int           // the servers' --snapshot-entries (0: their default)
+	load            time.Duration // loadAtScale's run (0: none)
+	profile         string        // a directory for heap profiles and logs ("": none)
+}
+
+// runScale opens p.sessions sessions on a new 3-node cluster, each
+// holding its share of p.locks, keeps every session alive once, then
+// kill -9s every member and restarts them. It checks that every lock was
+// granted and that the members agree on the counts before the kill and
+// after the restart; it logs the time each step took and resident memory.
+func runScale(t *testing.T, p scalePoint) {
 	addrs := freeLoopbackAddrs(t, 6)
 	var extra []string
-	if *scaleSnap > 0 {
-		extra = []string{"--snapshot-entries", strconv.Itoa(*scaleSnap)}
+	if p.snapshotEntries > 0 {
+		extra = []string{"--snapshot-entries", strconv.Itoa(p.snapshotEntries)}
 	}
-	if *scaleProfile != "" {
+	if p.profile != "" {
 		extra = append(extra, "--pprof")
 	}
 	c := newCluster(t, clusterConfig{n: 3, clientAddrs: addrs[:3], peerAddrs: addrs[3:], extraArgs: extra})
 	ctx := context.Background()
 	c.start(ctx)
 	var peaks *peakRSS
-	if *scaleProfile != "" {
+	if p.profile != "" {
 		peaks = watchPeakRSS(c)
-		defer saveLogs(t, c, *scaleProfile)
+		defer saveLogs(t, c, p.profile)
 	}
 	lead := waitLeader(t, ctx, c)
 	conn, err := grpc.NewClient(lead.clientAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -68,7 +94,7 @@ func TestScale(t *testing.T) {
 	defer conn.Close()
 	cl := batonpb.NewBatonClient(conn)
 
-	nSess, perSession := *scaleSessions, *scaleLocks / *scaleSessions
+	nSess, perSession := p.sessions, p.locks/p.sessions
 	ids := make([]uint64, nSess)
 	start := time.Now()
 	parallel(t, nSess, func(i int) error {
@@ -84,10 +110,18 @@ func TestScale(t *testing.T) {
 			names[j] = fmt.Sprintf("inventory/row/%d", i*perSession+j)
 		}
 		r, err := cl.AcquireMany(ctx, &batonpb.AcquireManyRequest{Header: &batonpb.RequestHeader{SessionId: ids[i], Seq: 1, Secret: e2eSecret}, Names: names})
-		if err == nil && len(r.GetResults()) > 0 && !r.GetResults()[0].GetAcquired() {
-			err = fmt.Errorf("session %d: %s not acquired", ids[i], names[0])
+		if err != nil {
+			return err
 		}
-		return err
+		if len(r.GetResults()) != perSession {
+			return fmt.Errorf("session %d: %d results for %d names", ids[i], len(r.GetResults()), perSession)
+		}
+		for j, res := range r.GetResults() {
+			if !res.GetAcquired() {
+				return fmt.Errorf("session %d: %s not acquired", ids[i], names[j])
+			}
+		}
+		return nil
 	})
 	t.Logf("acquired %d locks in %v", nSess*perSession, time.Since(start))
 	// Settle first: a member publishes its status at the end of a Ready,
@@ -97,6 +131,7 @@ func TestScale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkScaleCounts(t, "after loading", before, nSess, nSess*perSession)
 	start = time.Now()
 	parallel(t, nSess, func(i int) error {
 		_, err := cl.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: ids[i], Secret: e2eSecret})
@@ -113,15 +148,15 @@ func TestScale(t *testing.T) {
 	for _, nd := range c.nodes {
 		t.Logf("%s resident memory: %d MiB", nd.name, rssMiB(t, nd))
 	}
-	if *scaleProfile != "" {
+	if p.profile != "" {
 		for _, nd := range c.nodes {
 			t.Logf("%s peak resident memory while loading: %d MiB", nd.name, peaks.stop(nd))
-			saveHeapProfile(t, ctx, nd, *scaleProfile)
+			saveHeapProfile(t, ctx, nd, p.profile)
 		}
 	}
 
-	if *scaleLoad > 0 {
-		loadAtScale(t, ctx, cl, lead, ids[:32], *scaleLoad)
+	if p.load > 0 {
+		loadAtScale(t, ctx, cl, lead, ids[:32], p.load)
 	}
 
 	for _, nd := range c.nodes {
@@ -151,8 +186,23 @@ func TestScale(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("after kill -9 of all members: serving a linearizable read %v after restart", time.Since(start))
+	waitConverged(t, ctx, c)
+	after, err := lead.status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkScaleCounts(t, "after kill -9 and restart", after, nSess, nSess*perSession)
 	for _, nd := range c.nodes {
 		t.Logf("%s resident memory after restart: %d MiB", nd.name, rssMiB(t, nd))
+	}
+}
+
+// checkScaleCounts fails t unless st counts sessions and locks (a load
+// phase's locks are released again, so it adds none).
+func checkScaleCounts(t *testing.T, when string, st *statusJSON, sessions, locks int) {
+	t.Helper()
+	if st.Sessions != sessions || st.Locks != locks {
+		t.Errorf("%s: %s reports %d sessions and %d locks, want %d and %d", when, st.Name, st.Sessions, st.Locks, sessions, locks)
 	}
 }
 
