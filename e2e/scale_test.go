@@ -38,7 +38,7 @@ var (
 // kill -9s every member, restarts them and reports the time until the
 // cluster serves a linearizable read again.
 //
-//	go test ./e2e -run TestScale -e2e.scale -v
+//	go test ./e2e -run 'TestScale$' -e2e.scale -v
 func TestScale(t *testing.T) {
 	skipShort(t)
 	if !*scale {
