@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/batonlock/baton/embed/embedtest"
 )
 
@@ -54,6 +56,29 @@ func single(t *testing.T, opts ...embedtest.Option) (*embedtest.Cluster, *Client
 	t.Helper()
 	c := startCluster(t, 1, opts...)
 	return c, dial(t, c.Endpoints(0))
+}
+
+// startInMemory starts n members on a network in memory
+// (embedtest.InMemory). Inside a testing/synctest bubble they, and the
+// clients of dialCluster, run on the bubble's clock, so a test checks
+// their deadlines exactly. It takes no port and runs under -short.
+func startInMemory(t *testing.T, n int, opts ...embedtest.Option) *embedtest.Cluster {
+	t.Helper()
+	return embedtest.New(t, n, append(opts, embedtest.InMemory())...)
+}
+
+// dialCluster connects a client to c's running members, member first
+// first, through c's dialer.
+func dialCluster(t *testing.T, c *embedtest.Cluster, first int) *Client {
+	t.Helper()
+	return dial(t, c.Endpoints(first), WithDialOptions(grpc.WithContextDialer(c.Dial)))
+}
+
+// singleInMemory is single on a network in memory (startInMemory).
+func singleInMemory(t *testing.T, opts ...embedtest.Option) (*embedtest.Cluster, *Client) {
+	t.Helper()
+	c := startInMemory(t, 1, opts...)
+	return c, dialCluster(t, c, 0)
 }
 
 // waiters returns the session ids queued for name.
