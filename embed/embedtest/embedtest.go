@@ -10,6 +10,17 @@
 //	...
 //	c.Stop(lead) // the client follows the new leader
 //
+// With InMemory the members listen and reach each other on a Network in
+// memory instead of loopback ports; built inside a testing/synctest
+// bubble, the cluster runs on the bubble's clock:
+//
+//	synctest.Test(t, func(t *testing.T) {
+//		c := embedtest.New(t, 1, embedtest.InMemory())
+//		client, err := baton.Dial(ctx, c.Endpoints(0),
+//			baton.WithDialOptions(grpc.WithContextDialer(c.Dial)))
+//		...
+//	})
+//
 // Every wait is bounded: a condition that does not come true in time
 // fails the test, saying what it waited for.
 package embedtest
