@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -361,17 +360,7 @@ func TestHoldLostWhileReconnecting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	entered, proceed := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	hook := func() {
-		once.Do(func() {
-			close(entered)
-			<-proceed
-		})
-	}
-	testHookReconnect.Store(&hook)
-	t.Cleanup(func() { testHookReconnect.Store(nil) })
-
+	entered, proceed := pauseReconnect(t)
 	s.mu.Lock()
 	sc := s.stream
 	s.mu.Unlock()
@@ -380,7 +369,7 @@ func TestHoldLostWhileReconnecting(t *testing.T) {
 	if err := cl.CasRelease(ctx, "jobs/x", s.ID(), lease.Token()); err != nil {
 		t.Fatal(err)
 	}
-	close(proceed)
+	proceed()
 	select {
 	case <-lease.Lost():
 	case <-time.After(10 * time.Second):
@@ -602,19 +591,7 @@ func TestHoldLimitRenewsItself(t *testing.T) {
 		}
 
 		// Cut a off: its stream breaks and does not come back.
-		entered, proceed := make(chan struct{}), make(chan struct{})
-		var once sync.Once
-		hook := func() {
-			once.Do(func() {
-				close(entered)
-				<-proceed
-			})
-		}
-		testHookReconnect.Store(&hook)
-		t.Cleanup(func() {
-			close(proceed)
-			testHookReconnect.Store(nil)
-		})
+		entered, _ := pauseReconnect(t)
 		lostAt := make(chan time.Time, 1)
 		go func() {
 			<-la.Lost()

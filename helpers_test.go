@@ -2,6 +2,7 @@ package baton
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,6 +80,27 @@ func singleInMemory(t *testing.T, opts ...embedtest.Option) (*embedtest.Cluster,
 	t.Helper()
 	c := startInMemory(t, 1, opts...)
 	return c, dialCluster(t, c, 0)
+}
+
+// pauseReconnect holds the next reconnect of any session: entered is
+// closed once it started, and it goes on when proceed is called (at the
+// test's end, if not before).
+func pauseReconnect(t *testing.T) (entered <-chan struct{}, proceed func()) {
+	in, resume := make(chan struct{}), make(chan struct{})
+	var first, resumed sync.Once
+	hook := func() {
+		first.Do(func() {
+			close(in)
+			<-resume
+		})
+	}
+	testHookReconnect.Store(&hook)
+	proceed = func() { resumed.Do(func() { close(resume) }) }
+	t.Cleanup(func() {
+		proceed()
+		testHookReconnect.Store(nil)
+	})
+	return in, proceed
 }
 
 // waiters returns the session ids queued for name.
