@@ -447,11 +447,7 @@ func TestHoldLimit(t *testing.T) {
 		if info, err := cl.Get(ctx, "jobs/limited"); err != nil || len(info.Holders) != 1 || info.Holders[0].HoldLimit != limit {
 			t.Fatalf("Get shows %+v, %v; want the hold limit %v", info, err, limit)
 		}
-		lostAt := make(chan time.Time, 1)
-		go func() {
-			<-la.Lost()
-			lostAt <- time.Now()
-		}()
+		lostAt := whenLost(la)
 		// Renewals keep it past several limits.
 		var renewed time.Time
 		for range 3 {
@@ -533,11 +529,7 @@ func TestLockSetHoldLimit(t *testing.T) {
 
 		// Nothing renews p: a's Lease is lost a margin before its limit,
 		// b gets it at its limit.
-		lostAt := make(chan time.Time, 1)
-		go func() {
-			<-manual[0].Lost()
-			lostAt <- time.Now()
-		}()
+		lostAt := whenLost(manual[0])
 		lp, err := b.Mutex("set/p").LockWithin(ctx, 10*limit)
 		if err != nil {
 			t.Fatalf("b's wait for a hold at its limit: %v", err)
@@ -592,11 +584,7 @@ func TestHoldLimitRenewsItself(t *testing.T) {
 
 		// Cut a off: its stream breaks and does not come back.
 		entered, _ := pauseReconnect(t)
-		lostAt := make(chan time.Time, 1)
-		go func() {
-			<-la.Lost()
-			lostAt <- time.Now()
-		}()
+		lostAt := whenLost(la)
 		time.Sleep(limit / 6) // between two renewals
 		a.mu.Lock()
 		sc := a.stream

@@ -82,6 +82,17 @@ func singleInMemory(t *testing.T, opts ...embedtest.Option) (*embedtest.Cluster,
 	return c, dialCluster(t, c, 0)
 }
 
+// whenLost reports when l is lost: on synctest's clock, the instant the
+// client ended it.
+func whenLost(l *Lease) <-chan time.Time {
+	at := make(chan time.Time, 1)
+	go func() {
+		<-l.Lost()
+		at <- time.Now()
+	}()
+	return at
+}
+
 // pauseReconnect holds the next reconnect of any session: entered is
 // closed once it started, and it goes on when proceed is called (at the
 // test's end, if not before).

@@ -89,11 +89,7 @@ func TestClientDeclaresLossBeforeHandoff(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lostAt := make(chan time.Time, 1)
-		go func() {
-			<-la.Lost()
-			lostAt <- time.Now()
-		}()
+		lostAt := whenLost(la)
 		res := lockAsync(ctx, b.Mutex("x"))
 		synctest.Wait()
 		if w := waiters(t, cl, "x"); len(w) != 1 {
