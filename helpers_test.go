@@ -2,8 +2,11 @@ package baton
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/batonlock/baton/embed/embedtest"
 )
@@ -54,6 +57,61 @@ func single(t *testing.T, opts ...embedtest.Option) (*embedtest.Cluster, *Client
 	t.Helper()
 	c := startCluster(t, 1, opts...)
 	return c, dial(t, c.Endpoints(0))
+}
+
+// startInMemory starts n members on a network in memory
+// (embedtest.InMemory). Inside a testing/synctest bubble they, and the
+// clients of dialCluster, run on the bubble's clock, so a test checks
+// their deadlines exactly. It takes no port and runs under -short.
+func startInMemory(t *testing.T, n int, opts ...embedtest.Option) *embedtest.Cluster {
+	t.Helper()
+	return embedtest.New(t, n, append(opts, embedtest.InMemory())...)
+}
+
+// dialCluster connects a client to c's running members, member first
+// first, through c's dialer.
+func dialCluster(t *testing.T, c *embedtest.Cluster, first int) *Client {
+	t.Helper()
+	return dial(t, c.Endpoints(first), WithDialOptions(grpc.WithContextDialer(c.Dial)))
+}
+
+// singleInMemory is single on a network in memory (startInMemory).
+func singleInMemory(t *testing.T, opts ...embedtest.Option) (*embedtest.Cluster, *Client) {
+	t.Helper()
+	c := startInMemory(t, 1, opts...)
+	return c, dialCluster(t, c, 0)
+}
+
+// whenLost reports when l is lost: on synctest's clock, the instant the
+// client ended it.
+func whenLost(l *Lease) <-chan time.Time {
+	at := make(chan time.Time, 1)
+	go func() {
+		<-l.Lost()
+		at <- time.Now()
+	}()
+	return at
+}
+
+// pauseReconnect holds the next reconnect of any session: entered is
+// closed once it started, and it goes on when proceed is called (at the
+// test's end, if not before).
+func pauseReconnect(t *testing.T) (entered <-chan struct{}, proceed func()) {
+	in, resume := make(chan struct{}), make(chan struct{})
+	var first, resumed sync.Once
+	hook := func() {
+		first.Do(func() {
+			close(in)
+			<-resume
+		})
+	}
+	testHookReconnect.Store(&hook)
+	proceed = func() { resumed.Do(func() { close(resume) }) }
+	t.Cleanup(func() {
+		proceed()
+		testHookReconnect.Store(nil)
+	})
+	return in, proceed
 }
 
 // waiters returns the session ids queued for name.

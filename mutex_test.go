@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/batonlock/baton/embed/embedtest"
@@ -126,31 +127,36 @@ func TestLockWaitsFIFOAndTokensIncrease(t *testing.T) {
 	}
 }
 
+// TestLockWithinTimesOut: a LockWithin on a held lock gives up at its
+// timeout, on synctest's clock exactly then, and leaves the queue.
 func TestLockWithinTimesOut(t *testing.T) {
-	_, cl := single(t)
-	ctx := testCtx(t)
-	a, b := newSession(t, cl), newSession(t, cl)
-	if _, err := a.Mutex("x").Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	_, err := b.Mutex("x").LockWithin(ctx, 300*time.Millisecond)
-	if !errors.Is(err, ErrWaitTimedOut) {
-		t.Fatalf("LockWithin: %v, want ErrWaitTimedOut", err)
-	}
-	if d := time.Since(start); d < 300*time.Millisecond {
-		t.Fatalf("LockWithin gave up after %v, before its 300ms", d)
-	}
-	if w := waiters(t, cl, "x"); len(w) != 0 {
-		t.Fatalf("waiters after timeout %v", w)
-	}
-	// A LockWithin on a free lock is granted at once.
-	if _, err := b.Mutex("y").LockWithin(ctx, time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Mutex("y").LockWithin(ctx, 0); !errors.Is(err, ErrInvalidArgument) {
-		t.Fatalf("LockWithin(0): %v", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		_, cl := singleInMemory(t)
+		ctx := testCtx(t)
+		a, b := newSession(t, cl), newSession(t, cl)
+		if _, err := a.Mutex("x").Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		const timeout = 300 * time.Millisecond
+		start := time.Now()
+		_, err := b.Mutex("x").LockWithin(ctx, timeout)
+		if !errors.Is(err, ErrWaitTimedOut) {
+			t.Fatalf("LockWithin: %v, want ErrWaitTimedOut", err)
+		}
+		if d := time.Since(start); d != timeout {
+			t.Fatalf("LockWithin gave up after %v, want at its timeout, %v", d, timeout)
+		}
+		if w := waiters(t, cl, "x"); len(w) != 0 {
+			t.Fatalf("waiters after timeout %v", w)
+		}
+		// A LockWithin on a free lock is granted at once.
+		if _, err := b.Mutex("y").LockWithin(ctx, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Mutex("y").LockWithin(ctx, 0); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("LockWithin(0): %v", err)
+		}
+	})
 }
 
 func TestLockCancelledLeavesQueue(t *testing.T) {

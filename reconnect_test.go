@@ -2,8 +2,6 @@ package baton
 
 import (
 	"context"
-	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -15,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/embed/embedtest"
 )
 
 // breaksStreams is a member that answers a session's open and then ends
@@ -51,53 +50,6 @@ func (f *breaksStreams) Sessions(gs batonpb.Baton_SessionsServer) error {
 	}
 }
 
-// pipeListener is a listener in memory: the connections a test's dialer
-// makes through dial (net.Pipe), which block on channels only, so a
-// gRPC server and client talk inside a synctest bubble.
-type pipeListener struct {
-	conns  chan net.Conn
-	closed chan struct{}
-	once   sync.Once
-}
-
-func newPipeListener() *pipeListener {
-	return &pipeListener{conns: make(chan net.Conn), closed: make(chan struct{})}
-}
-
-func (l *pipeListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *pipeListener) Close() error {
-	l.once.Do(func() { close(l.closed) })
-	return nil
-}
-
-func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
-
-// dial is a grpc.WithContextDialer dialer that connects to l.
-func (l *pipeListener) dial(ctx context.Context, _ string) (net.Conn, error) {
-	client, server := net.Pipe()
-	select {
-	case l.conns <- server:
-		return client, nil
-	case <-l.closed:
-		return nil, net.ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-type pipeAddr struct{}
-
-func (pipeAddr) Network() string { return "pipe" }
-func (pipeAddr) String() string  { return "127.0.0.1:7700" }
-
 // TestReconnectsBackOff: a session whose every stream ends (as soon as
 // its resume is answered, or before) reconnects a few times a second at
 // most. Before the backoff, a stream that ended right after its resume
@@ -109,7 +61,11 @@ func TestReconnectsBackOff(t *testing.T) {
 		name := map[bool]string{true: "ends after the resume", false: "refuses the resume"}[answerResume]
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ln := newPipeListener()
+				network := embedtest.NewNetwork()
+				ln, err := network.Listen("")
+				if err != nil {
+					t.Fatal(err)
+				}
 				f := &breaksStreams{answerResume: answerResume}
 				f.setAddr(ln.Addr().String())
 				srv := grpc.NewServer()
@@ -117,7 +73,7 @@ func TestReconnectsBackOff(t *testing.T) {
 				go srv.Serve(ln)
 				defer srv.Stop()
 				// The default backoff: 20 ms doubling to 1 s.
-				cl := dial(t, f.addr, WithDialOptions(grpc.WithContextDialer(ln.dial)))
+				cl := dial(t, f.addr, WithDialOptions(grpc.WithContextDialer(network.Dial)))
 				defer cl.Close()
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()

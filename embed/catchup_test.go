@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -46,35 +47,47 @@ func TestLaggingMemberCatchesUpFromSnapshot(t *testing.T) {
 }
 
 // Blacklisting a session refuses its keepalives and acquires; the session
-// then expires on its own and its lock passes to the next waiter.
+// then expires on its own, a TTL after its last keepalive (on synctest's
+// clock exactly), and its lock passes to the next waiter.
 func TestBlacklistEvictsThroughExpiry(t *testing.T) {
-	c := startCluster(t, 1, snapshotOften)
-	cl := c.Client(c.WaitLeader())
-	ctx := context.Background()
-	stuck := openSession(t, cl, "stuck", time.Second)
-	next := openSession(t, cl, "next", 30*time.Second)
-	held, err := cl.Acquire(ctx, &batonpb.AcquireRequest{Header: hdr(stuck, 1), Name: "row"})
-	if err != nil || !held.GetAcquired() {
-		t.Fatal(err)
-	}
-	if _, err := cl.Blacklist(ctx, &batonpb.BlacklistRequest{SessionId: stuck}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cl.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: stuck, Secret: testSecret}); err == nil {
-		t.Fatal("keepalive of a blacklisted session succeeded")
-	}
-	if _, err := cl.Acquire(ctx, &batonpb.AcquireRequest{Header: hdr(stuck, 2), Name: "other"}); err == nil {
-		t.Fatal("acquire by a blacklisted session succeeded")
-	}
-	// The hold is not force-deleted: it stays until the session expires.
-	got, err := cl.Get(ctx, &batonpb.GetRequest{Name: "row"})
-	if err != nil || len(got.GetLock().GetHolders()) != 1 {
-		t.Fatalf("hold after blacklist: %v %v", got, err)
-	}
-	g := <-queue(t, cl, next, "row")
-	if g.GetToken() <= held.GetToken() {
-		t.Fatalf("token %d after eviction, want > %d", g.GetToken(), held.GetToken())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		c := startInMemory(t, 1, snapshotOften)
+		cl := c.Client(c.WaitLeader())
+		ctx := context.Background()
+		const ttl = time.Second
+		stuck := openSession(t, cl, "stuck", ttl)
+		next := openSession(t, cl, "next", 30*time.Second)
+		held, err := cl.Acquire(ctx, &batonpb.AcquireRequest{Header: hdr(stuck, 1), Name: "row"})
+		if err != nil || !held.GetAcquired() {
+			t.Fatal(err)
+		}
+		time.Sleep(ttl / 2)
+		lastBeat := time.Now()
+		if _, err := cl.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: stuck, Secret: testSecret}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.Blacklist(ctx, &batonpb.BlacklistRequest{SessionId: stuck}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: stuck, Secret: testSecret}); err == nil {
+			t.Fatal("keepalive of a blacklisted session succeeded")
+		}
+		if _, err := cl.Acquire(ctx, &batonpb.AcquireRequest{Header: hdr(stuck, 2), Name: "other"}); err == nil {
+			t.Fatal("acquire by a blacklisted session succeeded")
+		}
+		// The hold is not force-deleted: it stays until the session expires.
+		got, err := cl.Get(ctx, &batonpb.GetRequest{Name: "row"})
+		if err != nil || len(got.GetLock().GetHolders()) != 1 {
+			t.Fatalf("hold after blacklist: %v %v", got, err)
+		}
+		g := <-queue(t, cl, next, "row")
+		if after := time.Since(lastBeat); after != ttl {
+			t.Fatalf("lock passed %v after the last keepalive, want at the TTL, %v", after, ttl)
+		}
+		if g.GetToken() <= held.GetToken() {
+			t.Fatalf("token %d after eviction, want > %d", g.GetToken(), held.GetToken())
+		}
+	})
 }
 
 // Oversized requests are refused before they reach consensus.

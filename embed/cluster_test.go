@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -28,6 +29,15 @@ func startCluster(t *testing.T, n int, opts ...embedtest.Option) *embedtest.Clus
 		t.Skip("starts members on real ports; runs without -short")
 	}
 	return embedtest.New(t, n, opts...)
+}
+
+// startInMemory starts n members on a network in memory
+// (embedtest.InMemory), reached through c.Dial. Inside a testing/synctest
+// bubble they run on the bubble's clock, so a test checks their deadlines
+// exactly. It takes no port and runs under -short.
+func startInMemory(t *testing.T, n int, opts ...embedtest.Option) *embedtest.Cluster {
+	t.Helper()
+	return embedtest.New(t, n, append(opts, embedtest.InMemory())...)
 }
 
 // waitConverged waits until every running member has applied the same
@@ -243,35 +253,43 @@ func queueGrantWatch(t *testing.T, cl batonpb.BatonClient, session uint64) <-cha
 	return queue(t, cl, session, "job")
 }
 
+// TestExpiredSessionHandsLockToNextWaiter: a session's keepalives, one
+// every TTL/3 for several TTLs, each move its deadline to when it was
+// received + TTL; once they stop, the session expires then, on synctest's
+// clock exactly, and its lock passes to the next waiter with a larger
+// token.
 func TestExpiredSessionHandsLockToNextWaiter(t *testing.T) {
-	c := startCluster(t, 1, snapshotOften)
-	cl := c.Client(c.WaitLeader())
-	ctx := context.Background()
-	const ttl = time.Second
-	a := openSession(t, cl, "silent", ttl)
-	b := openSession(t, cl, "waiter", 30*time.Second)
-	held, err := cl.Acquire(ctx, &batonpb.AcquireRequest{Header: hdr(a, 1), Name: "x"})
-	if err != nil || !held.GetAcquired() {
-		t.Fatal(err)
-	}
-	// a's last sign of life: a keepalive received now.
-	lastBeat := time.Now()
-	if _, err := cl.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: a, Secret: testSecret}); err != nil {
-		t.Fatal(err)
-	}
-	grants := queue(t, cl, b, "x")
-	g := <-grants
-	after := time.Since(lastBeat)
-	t.Logf("lock passed %v after the last keepalive (ttl %v)", after, ttl)
-	if after < ttl {
-		t.Fatalf("lock passed after %v, before the TTL %v ran out", after, ttl)
-	}
-	if g.GetToken() <= held.GetToken() {
-		t.Fatalf("new token %d, want > %d", g.GetToken(), held.GetToken())
-	}
-	if _, err := cl.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: a, Secret: testSecret}); err == nil {
-		t.Fatal("keepalive of an expired session succeeded")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		c := startInMemory(t, 1, snapshotOften)
+		cl := c.Client(c.WaitLeader())
+		ctx := context.Background()
+		const ttl = time.Second
+		a := openSession(t, cl, "silent", ttl)
+		b := openSession(t, cl, "waiter", 30*time.Second)
+		held, err := cl.Acquire(ctx, &batonpb.AcquireRequest{Header: hdr(a, 1), Name: "x"})
+		if err != nil || !held.GetAcquired() {
+			t.Fatal(err)
+		}
+		grants := queue(t, cl, b, "x")
+		var lastBeat time.Time
+		for range 7 {
+			time.Sleep(ttl / 3)
+			lastBeat = time.Now()
+			if _, err := cl.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: a, Secret: testSecret}); err != nil {
+				t.Fatalf("keepalive %v after the last: %v", ttl/3, err)
+			}
+		}
+		g := <-grants
+		if after := time.Since(lastBeat); after != ttl {
+			t.Fatalf("lock passed %v after the last keepalive, want at the TTL, %v", after, ttl)
+		}
+		if g.GetToken() <= held.GetToken() {
+			t.Fatalf("new token %d, want > %d", g.GetToken(), held.GetToken())
+		}
+		if _, err := cl.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: a, Secret: testSecret}); err == nil {
+			t.Fatal("keepalive of an expired session succeeded")
+		}
+	})
 }
 
 // acquireEach has session a acquire n locks named prefix/0.. (seq from

@@ -85,6 +85,10 @@ type Config struct {
 	// cluster's addresses are known before its members start).
 	ClientListener net.Listener
 	PeerListener   net.Listener
+	// PeerDial, when set, opens the connections to other members instead
+	// of TCP (with PeerListener, tests run members over connections in
+	// memory: embedtest.InMemory).
+	PeerDial func(ctx context.Context, addr string) (net.Conn, error)
 	// HTTPHandler, when set, also serves every path outside /v1/,
 	// /metrics (the member's metrics) and /ui/ (the web dashboard, to
 	// which / redirects when HTTPHandler is nil).
@@ -401,7 +405,7 @@ func Start(cfg Config) (*Member, error) {
 	fan := &fanout{tracker: tracker}
 	tcfg := transport.Config{
 		Name: cfg.Name, ID: self, PeerAddr: cfg.PeerAddr, ClientAddr: clientL.Addr().String(),
-		Peers: peerMap, Logger: lg, TLS: cfg.PeerTLS, LogVersion: m.readsLogVersion(),
+		Peers: peerMap, Logger: lg, TLS: cfg.PeerTLS, Dial: cfg.PeerDial, LogVersion: m.readsLogVersion(),
 		ClusterID: func() uint64 {
 			if ms := m.membership.Load(); ms != nil && ms.ClusterID != 0 {
 				return ms.ClusterID

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -35,12 +36,11 @@ import (
 func TestClientConnLimit(t *testing.T) {
 	c := startCluster(t, 1, snapshotOften, embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.MaxClientConns = 2 }))
 	c.WaitLeader()
-	addr := c.ClientAddr(0)
 	// Accepted in the order they connected: a and the next take both
 	// places.
-	a := dial(t, addr)
-	dial(t, addr)
-	over := dial(t, addr)
+	a := dial(t, c)
+	dial(t, c)
+	over := dial(t, c)
 	if !closedByMember(t, over) {
 		t.Fatal("a connection over MaxClientConns stayed open")
 	}
@@ -52,7 +52,7 @@ func TestClientConnLimit(t *testing.T) {
 			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
 		}
 	}
-	if got := httpGet(t, dial(t, addr), "/v1/status"); !strings.HasPrefix(got, "HTTP/1.1 200") {
+	if got := httpGet(t, dial(t, c), "/v1/status"); !strings.HasPrefix(got, "HTTP/1.1 200") {
 		t.Fatalf("a connection after one closed: %.80q", got)
 	}
 }
@@ -61,97 +61,113 @@ func TestClientConnLimit(t *testing.T) {
 // shown whether it speaks gRPC or HTTP/1 within ConnHandshakeTimeout (its
 // TLS handshake included), an HTTP request whose header has not come in
 // that time, and connections idle for ConnIdleTimeout. Before, a silent
-// connection stayed for as long as its client wanted (issue 23).
+// connection stayed for as long as its client wanted (issue 23). On
+// synctest's clock, each closes exactly when its timeout passes.
 func TestConnTimeouts(t *testing.T) {
+	const timeout = 200 * time.Millisecond
 	short := embedtest.Configure(func(_ int, cfg *embed.Config) {
-		cfg.ConnHandshakeTimeout = 200 * time.Millisecond
-		cfg.ConnIdleTimeout = 200 * time.Millisecond
+		cfg.ConnHandshakeTimeout = timeout
+		cfg.ConnIdleTimeout = timeout
 	})
-	t.Run("plain", func(t *testing.T) {
-		c := startCluster(t, 1, snapshotOften, short)
-		c.WaitLeader()
-		addr := c.ClientAddr(0)
-		cases := []struct {
-			name string
-			send string
-		}{
-			{"silent", ""},
-			// A gRPC client that connected but made no call: the client
-			// preface and an empty SETTINGS frame.
-			{"HTTP/2 without a call", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"},
-			{"HTTP/1 header unfinished", "GET /v1/status HTTP/1.1\r\nHost: member\r\n"},
+	// closedAfterTimeout fails t unless the member closes conn exactly
+	// timeout after since.
+	closedAfterTimeout := func(t *testing.T, conn net.Conn, since time.Time, what string) {
+		t.Helper()
+		if !closedByMember(t, conn) {
+			t.Errorf("%s: the connection stayed open", what)
+		} else if d := time.Since(since); d != timeout {
+			t.Errorf("%s: the connection closed after %v, want at the timeout, %v", what, d, timeout)
 		}
-		for _, tc := range cases {
-			conn := dial(t, addr)
-			if _, err := io.WriteString(conn, tc.send); err != nil {
+	}
+	t.Run("plain", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			c := startInMemory(t, 1, snapshotOften, short)
+			c.WaitLeader()
+			cases := []struct {
+				name string
+				send string
+			}{
+				{"silent", ""},
+				// A gRPC client that connected but made no call: the
+				// client preface and an empty SETTINGS frame.
+				{"HTTP/2 without a call", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"},
+				{"HTTP/1 header unfinished", "GET /v1/status HTTP/1.1\r\nHost: member\r\n"},
+			}
+			for _, tc := range cases {
+				start := time.Now()
+				conn := dial(t, c)
+				if _, err := io.WriteString(conn, tc.send); err != nil {
+					t.Fatal(err)
+				}
+				closedAfterTimeout(t, conn, start, tc.name)
+			}
+
+			// Idle HTTP/1 keep-alive connection, after an answer.
+			conn := dial(t, c)
+			if _, err := io.WriteString(conn, "GET /v1/status HTTP/1.1\r\nHost: member\r\n\r\n"); err != nil {
 				t.Fatal(err)
 			}
-			if !closedByMember(t, conn) {
-				t.Errorf("%s: the connection stayed open", tc.name)
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			io.Copy(io.Discard, resp.Body)
+			closedAfterTimeout(t, conn, time.Now(), "an idle HTTP/1 keep-alive connection")
 
-		// Idle HTTP/1 keep-alive connection, after an answer.
-		conn := dial(t, addr)
-		if _, err := io.WriteString(conn, "GET /v1/status HTTP/1.1\r\nHost: member\r\n\r\n"); err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		if !closedByMember(t, conn) {
-			t.Error("an idle HTTP/1 keep-alive connection stayed open")
-		}
+			// Idle gRPC connection, after a call: GOAWAY, and the client's
+			// channel leaves READY.
+			gc, err := grpc.NewClient(c.ClientAddr(0), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(c.Dial))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer gc.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if _, err := batonpb.NewBatonClient(gc).Status(ctx, &batonpb.StatusRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			called := time.Now()
+			synctest.Wait() // the channel's state, which its own goroutine sets, shows the call's connection
+			if st := gc.GetState(); st != connectivity.Ready || !gc.WaitForStateChange(ctx, st) {
+				t.Errorf("an idle gRPC connection stayed %v", gc.GetState())
+			} else if d := time.Since(called); d != timeout {
+				t.Errorf("an idle gRPC connection left READY %v after its call, want at the timeout, %v", d, timeout)
+			}
 
-		// Idle gRPC connection, after a call: GOAWAY, and the client's
-		// channel leaves READY.
-		gc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer gc.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := batonpb.NewBatonClient(gc).Status(ctx, &batonpb.StatusRequest{}); err != nil {
-			t.Fatal(err)
-		}
-		if st := gc.GetState(); st != connectivity.Ready || !gc.WaitForStateChange(ctx, st) {
-			t.Errorf("an idle gRPC connection stayed %v", gc.GetState())
-		}
-
-		metrics := httpGet(t, dial(t, addr), "/metrics")
-		if !strings.Contains(metrics, "baton_client_handshakes_failed_total 2\n") {
-			t.Errorf("/metrics does not count the silent and the HTTP/2 connection:\n%s", grep(metrics, "handshakes"))
-		}
+			metrics := httpGet(t, dial(t, c), "/metrics")
+			if !strings.Contains(metrics, "baton_client_handshakes_failed_total 2\n") {
+				t.Errorf("/metrics does not count the silent and the HTTP/2 connection:\n%s", grep(metrics, "handshakes"))
+			}
+		})
 	})
 	t.Run("TLS", func(t *testing.T) {
-		pki, err := testpki.New(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := startCluster(t, 1, snapshotOften, short, embedtest.Configure(func(_ int, cfg *embed.Config) {
-			cfg.ClientTLS = pki.ServerConfig()
-		}))
-		c.WaitLeader()
-		addr := c.ClientAddr(0)
-		silent := dial(t, addr)
-		// The start of a ClientHello record that never ends.
-		partial := dial(t, addr)
-		if _, err := partial.Write([]byte{0x16, 0x03, 0x01, 0x01, 0x00, 0x01}); err != nil {
-			t.Fatal(err)
-		}
-		done, err := tls.Dial("tcp", addr, pki.ClientConfig(true))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer done.Close()
-		for name, conn := range map[string]net.Conn{"silent": silent, "ClientHello unfinished": partial, "handshake done, nothing sent": done} {
-			if !closedByMember(t, conn) {
-				t.Errorf("%s: the connection stayed open", name)
+		synctest.Test(t, func(t *testing.T) {
+			pki, err := testpki.New(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			c := startInMemory(t, 1, snapshotOften, short, embedtest.Configure(func(_ int, cfg *embed.Config) {
+				cfg.ClientTLS = pki.ServerConfig()
+			}))
+			c.WaitLeader()
+			start := time.Now()
+			silent := dial(t, c)
+			// The start of a ClientHello record that never ends.
+			partial := dial(t, c)
+			if _, err := partial.Write([]byte{0x16, 0x03, 0x01, 0x01, 0x00, 0x01}); err != nil {
+				t.Fatal(err)
+			}
+			tc := pki.ClientConfig(true)
+			tc.ServerName = "127.0.0.1"
+			done := tls.Client(dial(t, c), tc)
+			if err := done.Handshake(); err != nil {
+				t.Fatal(err)
+			}
+			defer done.Close()
+			for name, conn := range map[string]net.Conn{"silent": silent, "ClientHello unfinished": partial, "handshake done, nothing sent": done} {
+				closedAfterTimeout(t, conn, start, name)
+			}
+		})
 	})
 }
 
@@ -166,10 +182,11 @@ func grep(s, substr string) string {
 	return strings.Join(out, "")
 }
 
-// dial connects to addr; the test's end closes the connection.
-func dial(t *testing.T, addr string) net.Conn {
+// dial connects to c's first member's client port (c.Dial); the test's
+// end closes the connection.
+func dial(t *testing.T, c *embedtest.Cluster) net.Conn {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
+	conn, err := c.Dial(context.Background(), c.ClientAddr(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +350,7 @@ func TestMaxSessions(t *testing.T) {
 	if _, err := open(3000); err != nil {
 		t.Fatalf("open after a close: %v", err)
 	}
-	metrics := httpGet(t, dial(t, addr), "/metrics")
+	metrics := httpGet(t, dial(t, c), "/metrics")
 	for _, want := range []string{"baton_sessions 50\n", "baton_sessions_limit 50\n"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
@@ -356,38 +373,48 @@ func reasonOf(st *status.Status) string {
 
 // TestKeepAliveRate: a session's keepalives over MaxKeepAliveRate are
 // refused with RESOURCE_EXHAUSTED (OVERLOADED) naming the flag, and the
-// session lives on.
+// session lives on: at a rate of one a second, on synctest's clock, of
+// keepalives sent at once the first is admitted and the second refused,
+// and a second later one is admitted again.
 func TestKeepAliveRate(t *testing.T) {
-	c := startCluster(t, 1, snapshotOften, embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.MaxKeepAliveRate = 1 }))
-	c.WaitLeader()
-	api := c.Client(0)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	s, err := api.OpenSession(ctx, &batonpb.OpenSessionRequest{Ttl: durationpb.New(time.Minute), Secret: testSecret})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := s.GetSessionId()
-	// One a second is admitted: of 100 in a row (each a round trip of a
-	// millisecond or so), one is refused long before the end.
-	var refusal error
-	for range 100 {
-		if _, err := api.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: id, Secret: testSecret}); err != nil {
-			refusal = err
-			break
+	synctest.Test(t, func(t *testing.T) {
+		c := startInMemory(t, 1, snapshotOften, embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.MaxKeepAliveRate = 1 }))
+		c.WaitLeader()
+		api := c.Client(0)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		s, err := api.OpenSession(ctx, &batonpb.OpenSessionRequest{Ttl: durationpb.New(time.Minute), Secret: testSecret})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	st := status.Convert(refusal)
-	if st.Code() != codes.ResourceExhausted || reasonOf(st) != batonpb.Reason_OVERLOADED.String() || !strings.Contains(st.Message(), "--max-keepalive-rate") {
-		t.Fatalf("100 keepalives in a row at a rate of 1 a second: %v (reason %q), want RESOURCE_EXHAUSTED, OVERLOADED, naming --max-keepalive-rate",
-			refusal, reasonOf(st))
-	}
-	if ls, err := api.ListSessions(ctx, &batonpb.ListSessionsRequest{}); err != nil || len(ls.GetSessions()) != 1 {
-		t.Fatalf("sessions after the refusal: %v, %v", ls.GetSessions(), err)
-	}
-	if metrics := httpGet(t, dial(t, c.ClientAddr(0)), "/metrics"); strings.Contains(metrics, "baton_keepalives_refused_total 0\n") {
-		t.Error("/metrics counts no refused keepalive")
-	}
+		keepAlive := func() error {
+			_, err := api.KeepAlive(ctx, &batonpb.KeepAliveRequest{SessionId: s.GetSessionId(), Secret: testSecret})
+			return err
+		}
+		if err := keepAlive(); err != nil {
+			t.Fatalf("the first keepalive: %v", err)
+		}
+		refusal := keepAlive()
+		st := status.Convert(refusal)
+		if st.Code() != codes.ResourceExhausted || reasonOf(st) != batonpb.Reason_OVERLOADED.String() || !strings.Contains(st.Message(), "--max-keepalive-rate") {
+			t.Fatalf("a second keepalive at once at a rate of 1 a second: %v (reason %q), want RESOURCE_EXHAUSTED, OVERLOADED, naming --max-keepalive-rate",
+				refusal, reasonOf(st))
+		}
+		time.Sleep(time.Second - time.Nanosecond)
+		if err := keepAlive(); status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("a keepalive a nanosecond before a second passed: %v, want RESOURCE_EXHAUSTED", err)
+		}
+		time.Sleep(time.Nanosecond)
+		if err := keepAlive(); err != nil {
+			t.Fatalf("a keepalive a second after the first: %v", err)
+		}
+		if ls, err := api.ListSessions(ctx, &batonpb.ListSessionsRequest{}); err != nil || len(ls.GetSessions()) != 1 {
+			t.Fatalf("sessions after the refusal: %v, %v", ls.GetSessions(), err)
+		}
+		if metrics := httpGet(t, dial(t, c), "/metrics"); !strings.Contains(metrics, "baton_keepalives_refused_total 2\n") {
+			t.Errorf("/metrics does not count the two refused keepalives:\n%s", grep(metrics, "keepalives_refused"))
+		}
+	})
 }
 
 // TestHTTPErrors: over HTTP/JSON a method the path does not take is 405

@@ -127,7 +127,7 @@ func TestNoSpace(t *testing.T) {
 	if st, err := cl.Status(ctx); err != nil || !st.LowDisk || st.DiskFree != 100<<20 || !st.DiskFreeKnown || st.MinFreeDisk != minFree {
 		t.Fatalf("the Go client's Status: %+v, %v", st, err)
 	}
-	metrics := httpGet(t, dial(t, addr), "/metrics")
+	metrics := httpGet(t, dial(t, c), "/metrics")
 	for _, want := range []string{"baton_disk_free_bytes 104857600\n", "baton_disk_free_bytes_limit 1073741824\n", "baton_disk_low 1\n",
 		"baton_no_space_refused_total 7\n"} {
 		if !strings.Contains(metrics, want) {
@@ -176,7 +176,7 @@ func TestNoSpace(t *testing.T) {
 	// Space is back: new work again, without a restart.
 	disk.free.Store(minFree)
 	checkDisk(t, ctx, api, minFree, minFree, false)
-	if metrics := httpGet(t, dial(t, addr), "/metrics"); !strings.Contains(metrics, "baton_disk_low 0\n") {
+	if metrics := httpGet(t, dial(t, c), "/metrics"); !strings.Contains(metrics, "baton_disk_low 0\n") {
 		t.Error("/metrics lacks baton_disk_low 0 with space back")
 	}
 	s3, err := open(6)

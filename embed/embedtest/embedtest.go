@@ -10,11 +10,23 @@
 //	...
 //	c.Stop(lead) // the client follows the new leader
 //
+// With InMemory the members listen and reach each other on a Network in
+// memory instead of loopback ports; built inside a testing/synctest
+// bubble, the cluster runs on the bubble's clock:
+//
+//	synctest.Test(t, func(t *testing.T) {
+//		c := embedtest.New(t, 1, embedtest.InMemory())
+//		client, err := baton.Dial(ctx, c.Endpoints(0),
+//			baton.WithDialOptions(grpc.WithContextDialer(c.Dial)))
+//		...
+//	})
+//
 // Every wait is bounded: a condition that does not come true in time
 // fails the test, saying what it waited for.
 package embedtest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"strings"
@@ -51,6 +63,7 @@ type Option func(*options)
 
 type options struct {
 	configure []func(i int, cfg *embed.Config)
+	inMemory  bool
 }
 
 // Configure changes member i's configuration before its first start:
@@ -61,6 +74,17 @@ func Configure(f func(i int, cfg *embed.Config)) Option {
 	return func(o *options) { o.configure = append(o.configure, f) }
 }
 
+// InMemory runs the cluster on a Network of its own instead of loopback
+// ports: members listen and reach each other in memory, and clients
+// reach them through Cluster.Dial. A test that waits on the members' or
+// its clients' clocks runs such a cluster inside a testing/synctest
+// bubble (New inside the bubble), where those clocks are the bubble's:
+// the test checks deadlines exactly, and runs as fast as the work it
+// does.
+func InMemory() Option {
+	return func(o *options) { o.inMemory = true }
+}
+
 // Cluster is a running test cluster. It is not safe for concurrent use:
 // one goroutine (the test's, for the methods that fail it) starts and
 // stops its members.
@@ -69,6 +93,7 @@ type Cluster struct {
 	opts    options
 	cfgs    []embed.Config
 	members []*embed.Member
+	network *Network // nil: loopback ports
 }
 
 // New starts an n-member cluster (1, 3 or 5) named n1..nn and stops it at
@@ -78,6 +103,9 @@ func New(t T, n int, opts ...Option) *Cluster {
 	c := &Cluster{t: t}
 	for _, o := range opts {
 		o(&c.opts)
+	}
+	if c.opts.inMemory {
+		c.network = NewNetwork()
 	}
 	c.cfgs = make([]embed.Config, n)
 	c.members = make([]*embed.Member, n)
@@ -102,26 +130,36 @@ func New(t T, n int, opts ...Option) *Cluster {
 }
 
 // baseConfig is the configuration of a member called name: its own data
-// dir, fast Raft ticks and two loopback listeners its first start takes
-// over.
+// dir, fast Raft ticks and two listeners (loopback, or on the cluster's
+// Network) its first start takes over.
 func (c *Cluster) baseConfig(name string) embed.Config {
 	cfg := embed.DefaultConfig()
 	cfg.Name = name
 	cfg.DataDir = c.t.TempDir()
 	cfg.TickInterval = tickInterval
 	cfg.ElectionTicks = electionTicks
-	cfg.ClientListener, cfg.PeerListener = c.listen(), c.listen()
+	cfg.ClientListener, cfg.PeerListener = c.listen(""), c.listen("")
 	cfg.ClientAddr, cfg.PeerAddr = cfg.ClientListener.Addr().String(), cfg.PeerListener.Addr().String()
+	if c.network != nil {
+		cfg.PeerDial = c.network.Dial
+	}
 	return cfg
 }
 
-// listen binds a loopback port below the kernel's range for outgoing
+// listen listens on addr ("": a new one) of the cluster's Network, or
+// binds a new loopback port below the kernel's range for outgoing
 // connections (testnet), so that a member restarted on its address can
 // bind it again. The member closes it; the cleanup closes one no member
 // took.
-func (c *Cluster) listen() net.Listener {
+func (c *Cluster) listen(addr string) net.Listener {
 	c.t.Helper()
-	l, err := testnet.Listen()
+	var l net.Listener
+	var err error
+	if c.network != nil {
+		l, err = c.network.Listen(addr)
+	} else {
+		l, err = testnet.Listen()
+	}
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -183,6 +221,15 @@ func (c *Cluster) Start(i int) {
 // call t.Fatal): it returns the error.
 func (c *Cluster) TryStart(i int) error {
 	var err error
+	if c.network != nil && c.cfgs[i].ClientListener == nil {
+		// A restart: listen on the old addresses again.
+		if c.cfgs[i].ClientListener, err = c.network.Listen(c.cfgs[i].ClientAddr); err == nil {
+			c.cfgs[i].PeerListener, err = c.network.Listen(c.cfgs[i].PeerAddr)
+		}
+		if err != nil {
+			return err
+		}
+	}
 	// A restart binds the old addresses again, which the closed sockets
 	// may hold for a moment.
 	poll(time.Second, func() bool {
@@ -233,11 +280,23 @@ func (c *Cluster) Endpoints(first int) string {
 	return strings.Join(out, ",")
 }
 
+// Dial connects to addr, a member's client or peer address: on the
+// cluster's Network, or over TCP. It has the signature of
+// grpc.WithContextDialer's: clients of an InMemory cluster dial with it.
+func (c *Cluster) Dial(ctx context.Context, addr string) (net.Conn, error) {
+	if c.network != nil {
+		return c.network.Dial(ctx, addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
+}
+
 // Client is a gRPC client of member i's API in plaintext (a cluster
 // without ClientTLS), closed at the end of the test.
 func (c *Cluster) Client(i int) batonpb.BatonClient {
 	c.t.Helper()
-	conn, err := grpc.NewClient(c.cfgs[i].ClientAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(c.cfgs[i].ClientAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(c.Dial))
 	if err != nil {
 		c.t.Fatal(err)
 	}

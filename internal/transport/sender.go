@@ -160,8 +160,7 @@ var errStopping = errors.New("transport stopping")
 // together. When Stop begins it writes what is queued and returns
 // errStopping.
 func (p *peer) stream(t *Transport) (sent bool, err error) {
-	d := net.Dialer{Timeout: connectTimeout, KeepAliveConfig: keepAliveConfig}
-	c, err := d.DialContext(p.ctx, "tcp", p.addr)
+	c, err := t.dial(p.ctx, p.addr)
 	if err != nil {
 		return false, err
 	}
@@ -269,6 +268,18 @@ func (p *peer) stream(t *Transport) (sent bool, err error) {
 // flushTo writes b through w, within a deadline that grows with its size.
 // errRemovedByPeer: the peer answered removedNotice.
 var errRemovedByPeer = errors.New("peer says this member was removed from the cluster")
+
+// dial connects to a peer's addr within connectTimeout: over TCP, or
+// through Config.Dial.
+func (t *Transport) dial(ctx context.Context, addr string) (net.Conn, error) {
+	if t.cfg.Dial == nil {
+		d := net.Dialer{Timeout: connectTimeout, KeepAliveConfig: keepAliveConfig}
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	return t.cfg.Dial(ctx, addr)
+}
 
 // clientTLS runs the TLS handshake of an outbound connection to the
 // member called name, within connectTimeout, and checks that the

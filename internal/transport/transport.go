@@ -102,6 +102,10 @@ type Config struct {
 	// host unless set. A peer's certificate must name it (Peer.Name) as
 	// its common name or a DNS name; see the package doc.
 	TLS *tls.Config
+	// Dial, when set, opens the connections to peers instead of TCP
+	// (tests run members over connections in memory). The connect timeout
+	// applies through ctx.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // Peer is another member as the transport knows it.
