@@ -265,7 +265,6 @@ func (p *peer) stream(t *Transport) (sent bool, err error) {
 	}
 }
 
-// flushTo writes b through w, within a deadline that grows with its size.
 // errRemovedByPeer: the peer answered removedNotice.
 var errRemovedByPeer = errors.New("peer says this member was removed from the cluster")
 
@@ -308,6 +307,7 @@ func clientTLS(ctx context.Context, c net.Conn, cfg *tls.Config, addr, name stri
 	return tc, nil
 }
 
+// flushTo writes b through w, within a deadline that grows with its size.
 func flushTo(c net.Conn, w *bufio.Writer, b []byte) error {
 	if err := c.SetWriteDeadline(time.Now().Add(writeTimeout + time.Duration(len(b)>>20)*time.Second)); err != nil {
 		return err
