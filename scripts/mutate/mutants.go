@@ -169,6 +169,11 @@ var mutants = []mutant{
 		to:   "if d := received.Add(h.limit / 2); d.After(h.deadline) {",
 	},
 	{
+		name: "liveness/renewal-counts-from-processing", file: "internal/liveness/tracker.go", checks: livenessChecks,
+		from: "if d := received.Add(h.limit); d.After(h.deadline) {",
+		to:   "if d := t.now().Add(h.limit); d.After(h.deadline) {",
+	},
+	{
 		name: "liveness/hold-outlives-its-limit", file: "internal/liveness/tracker.go", checks: livenessChecks,
 		from: "t.queueHold(k, now.Add(limit))",
 		to:   "t.queueHold(k, now.Add(2*limit))",
