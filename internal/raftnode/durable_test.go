@@ -183,58 +183,57 @@ func TestEntriesAfterASnapshotWaitForItsCommit(t *testing.T) {
 	}
 }
 
-// TestSnapshotSavedFirstIsCoveredByTheLoggedCommit is
-// TestSnapshotWaitsForALoggedCommit with the snapshot's encoding and save
-// completed before the log write pending beside it, an order the member's
-// goroutines may take: a snapshot is only taken once the log holds a
-// commit that covers it, so even saved at once it is never above the
-// logged commit.
-func TestSnapshotSavedFirstIsCoveredByTheLoggedCommit(t *testing.T) {
+// TestSnapshotWaitsForTheCommitToBeWritten: a member applies what is
+// committed before the hard state carrying that commit is written (the
+// append worker writes it while the loop goes on), and takes no snapshot
+// in that gap: saved before the write, such a snapshot would be above
+// every commit the log holds, and recovery would not trust it.
+// (TestSnapshotWaitsForALoggedCommit writes before every snapshot's save,
+// so it cannot see one taken too early.)
+func TestSnapshotWaitsForTheCommitToBeWritten(t *testing.T) {
 	st := &commitCheckStore{}
 	cfg := DefaultConfig()
 	cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 1, []uint64{1}, st, &queueNet{}
+	// Snapshot points every 3 entries: the first at the submitted entry
+	// (after the membership entry and the leader's empty one).
 	cfg.SnapshotEntries, cfg.CatchUpEntries = 3, 1
 	n, err := StartManual(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer n.Stop()
-	settle := func() {
-		for {
-			did, err := n.Pump()
-			switch {
-			case err != nil:
-				t.Fatal(err)
-			case did:
-			case n.SnapshotPending():
-				n.FinishSnapshot()
-			case n.PendingWrites():
-				if err := n.Persist(); err != nil {
-					t.Fatal(err)
-				}
-			default:
-				return
-			}
-		}
+	runDry(t, n)
+	if !n.IsLeader() || n.Status().Applied != 2 || n.SnapshotPending() {
+		t.Fatalf("a lone voter elected itself: %+v, snapshot pending %v; want leading at index 2, no snapshot pending", n.Status(), n.SnapshotPending())
 	}
-	settle()
-	if !n.IsLeader() {
-		t.Fatal("a lone voter did not elect itself")
+	f, err := n.Submit(acquire(0, 0, "x"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := range 30 {
-		f, err := n.Submit(acquire(0, 0, fmt.Sprintf("k%d", i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		settle()
-		select {
-		case <-f.Done():
-		default:
-			t.Fatalf("proposal %d not applied after the loop settled", i)
-		}
+	pumpOnly(t, n) // the entry goes to the append worker
+	if err := n.Persist(); err != nil {
+		t.Fatal(err)
 	}
+	pumpOnly(t, n) // durable, so committed and applied; its commit is not written yet
+	select {
+	case <-f.Done():
+	default:
+		t.Fatal("the entry was not applied once written")
+	}
+	if !n.PendingWrites() {
+		t.Fatal("no write pending after the apply: the test proves nothing")
+	}
+	if n.SnapshotPending() {
+		t.Fatalf("a snapshot was taken at the applied index %d while the log's commit is %d", n.Status().Applied, st.logged)
+	}
+	// Once the commit is written, the next Ready takes it.
+	runDry(t, n)
+	if _, err := n.Submit(acquire(0, 0, "y")); err != nil {
+		t.Fatal(err)
+	}
+	runDry(t, n)
 	if st.snaps == 0 {
-		t.Fatal("no snapshot taken: the test proves nothing")
+		t.Fatal("no snapshot once the commit was written: the test proves nothing")
 	}
 	if st.badSnap != "" {
 		t.Fatal(st.badSnap)
