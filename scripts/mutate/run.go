@@ -182,6 +182,9 @@ func (r result) by() string {
 	var parts []string
 	for _, k := range r.killers {
 		s := k.check.name + ": " + strings.Join(k.tests[:min(3, len(k.tests))], ", ")
+		if len(k.tests) == 0 {
+			s += "failed outside a test (TestMain, a package's init)"
+		}
 		if len(k.tests) > 3 {
 			s += fmt.Sprintf(" and %d more", len(k.tests)-3)
 		}
