@@ -1,0 +1,290 @@
+package main
+
+import "time"
+
+// mutant is one deliberate break of a safety rule: in file (from the
+// repository's top), the text from, found exactly once, becomes to. Its
+// name is "<area>/<what the broken code does>". checks are the test
+// commands that should notice, cheapest first. accepted, for a mutant
+// no test kills, says why that is acceptable (the change is equivalent,
+// or what it breaks is guarded elsewhere); a survivor without it fails
+// the run.
+type mutant struct {
+	name     string
+	file     string
+	from, to string
+	checks   []check
+	accepted string
+}
+
+// The test commands. The simulation runs its fixed CI seeds; the root
+// package's tests are the client's, against real members.
+var (
+	fsmTests      = check{"fsm", []string{"./internal/fsm"}, 5 * time.Minute}
+	livenessTests = check{"liveness", []string{"./internal/liveness"}, 2 * time.Minute}
+	raftnodeTests = check{"raftnode", []string{"./internal/raftnode"}, 5 * time.Minute}
+	simSeeds      = check{"sim", []string{"./internal/sim"}, 10 * time.Minute}
+	embedTests    = check{"embed", []string{"./embed"}, 5 * time.Minute}
+	clientTests   = check{"client", []string{"."}, 5 * time.Minute}
+)
+
+var (
+	fsmChecks      = []check{fsmTests, simSeeds}
+	livenessChecks = []check{livenessTests, simSeeds, embedTests}
+	raftnodeChecks = []check{raftnodeTests, simSeeds}
+	clientChecks   = []check{clientTests}
+)
+
+// mutants is the table. Keep each edit small and its text the code's, so
+// a reviewer reads the rule it breaks from the diff.
+var mutants = []mutant{
+	// The state machine: who may hold a lock, in what order, with which
+	// token; exactly-once; the ends of sessions and holds.
+	{
+		name: "fsm/second-exclusive-holder", file: "internal/fsm/lock.go", checks: fsmChecks,
+		from: "if len(l.holders) == 0 {\n\t\treturn true",
+		to:   "if len(l.holders) <= 1 {\n\t\treturn true",
+	},
+	{
+		name: "fsm/permit-beyond-limit", file: "internal/fsm/lock.go", checks: fsmChecks,
+		from: "len(l.holders) < int(l.holders[0].limit)",
+		to:   "len(l.holders) <= int(l.holders[0].limit)",
+	},
+	{
+		name: "fsm/reader-beside-writer", file: "internal/fsm/lock.go", checks: fsmChecks,
+		from: "return shared && l.holders[0].shared && len(",
+		to:   "return shared && len(",
+	},
+	{
+		name: "fsm/acquire-jumps-queue", file: "internal/fsm/lock.go", checks: fsmChecks,
+		from: "if l == nil || (l.admits(shared) && len(l.waiters()) == 0) {",
+		to:   "if l == nil || l.admits(shared) {",
+	},
+	{
+		name: "fsm/queue-last-in-first-out", file: "internal/fsm/lock.go", checks: fsmChecks,
+		from: "l.queue.waiters = append(l.queue.waiters, w)",
+		to:   "l.queue.waiters = append([]waiter{w}, l.queue.waiters...)",
+	},
+	{
+		name: "fsm/token-not-increasing", file: "internal/fsm/lock.go", checks: fsmChecks,
+		from: "token:      a.index,",
+		to:   "token:      uint64(len(l.holders)) + 1,",
+	},
+	{
+		name: "fsm/retry-applied-again", file: "internal/fsm/machine.go", checks: fsmChecks,
+		from: "if c := s.cachedEntry(seq); c != nil {",
+		to:   "if c := s.cachedEntry(seq); c != nil && false {",
+	},
+	{
+		name: "fsm/blacklisted-session-acquires", file: "internal/fsm/lock.go", checks: fsmChecks,
+		from: "if s.blacklisted {",
+		to:   "if false {",
+	},
+	{
+		name: "fsm/blacklist-not-told-to-tracker", file: "internal/fsm/session.go", checks: fsmChecks,
+		from: "a.liveness().SessionBlacklisted = s.id",
+		to:   "",
+	},
+	{
+		name: "fsm/ended-session-keeps-holds", file: "internal/fsm/session.go", checks: fsmChecks,
+		from: "for _, l := range held {",
+		to:   "for _, l := range held[:0] {",
+	},
+	{
+		name: "fsm/ended-session-strands-waiters", file: "internal/fsm/session.go", checks: fsmChecks,
+		from: "\t\tm.grantWaiters(a, l)\n\t}\n\tm.dropSession(s)",
+		to:   "\t}\n\tm.dropSession(s)",
+	},
+	{
+		name: "fsm/release-ignores-token", file: "internal/fsm/lock.go", checks: fsmChecks,
+		from: "if h.token != op.GetToken() {",
+		to:   "if false {",
+	},
+	{
+		name: "fsm/cas-release-ignores-token", file: "internal/fsm/lock.go", checks: fsmChecks,
+		from: "(token == 0 || h.token == token)",
+		to:   "true",
+	},
+	{
+		name: "fsm/lock-set-partly-granted", file: "internal/fsm/many.go", checks: fsmChecks,
+		from: "if busy > 0 && op.GetAll() {",
+		to:   "if busy == len(names) && op.GetAll() {",
+	},
+	{
+		name: "fsm/timed-wait-not-told-to-tracker", file: "internal/fsm/lock.go", checks: fsmChecks,
+		from: "if t := op.GetWaitTimeoutNanos(); t > 0 {",
+		to:   "if t := op.GetWaitTimeoutNanos(); t < 0 {",
+	},
+	{
+		name: "fsm/limited-hold-not-told-to-tracker", file: "internal/fsm/lock.go", checks: fsmChecks,
+		from: "if holdLimit != 0 {\n\t\tlv := a.liveness()",
+		to:   "if holdLimit != 0 && false {\n\t\tlv := a.liveness()",
+	},
+
+	// The leader's clocks: session deadlines, wait timeouts, hold limits,
+	// and what a new leader grants.
+	{
+		name: "liveness/keepalive-extends-half-ttl", file: "internal/liveness/tracker.go", checks: livenessChecks,
+		from: "if d := received.Add(s.ttl); d.After(s.deadline) {",
+		to:   "if d := received.Add(s.ttl / 2); d.After(s.deadline) {",
+	},
+	{
+		name: "liveness/keepalive-counts-from-processing", file: "internal/liveness/tracker.go", checks: livenessChecks,
+		from: "if d := received.Add(s.ttl); d.After(s.deadline) {",
+		to:   "if d := t.now().Add(s.ttl); d.After(s.deadline) {",
+	},
+	{
+		name: "liveness/late-keepalive-moves-deadline-back", file: "internal/liveness/tracker.go", checks: livenessChecks,
+		from: "if d := received.Add(s.ttl); d.After(s.deadline) {",
+		to:   "if d := received.Add(s.ttl); true {",
+	},
+	{
+		name: "liveness/keepalive-after-expiry-proposed", file: "internal/liveness/tracker.go", checks: livenessChecks,
+		from: "case s == nil || s.expiring:\n\t\treturn nil, ErrSessionLost",
+		to:   "case s == nil:\n\t\treturn nil, ErrSessionLost",
+	},
+	{
+		name: "liveness/blacklisted-keepalive-accepted", file: "internal/liveness/tracker.go", checks: livenessChecks,
+		from: "case s.blacklisted:\n\t\treturn nil, ErrBlacklisted",
+		to:   "case false:\n\t\treturn nil, ErrBlacklisted",
+	},
+	{
+		name: "liveness/expiry-ignores-keepalives", file: "internal/liveness/tracker.go", checks: livenessChecks,
+		from: "case now.Before(s.deadline):",
+		to:   "case false:",
+	},
+	{
+		name: "liveness/open-grants-half-ttl", file: "internal/liveness/tracker.go", checks: livenessChecks,
+		from: "deadline: now.Add(ttl), secret: secret}\n\t\tt.queueSession(o.GetSessionId(), now.Add(ttl))",
+		to:   "deadline: now.Add(ttl / 2), secret: secret}\n\t\tt.queueSession(o.GetSessionId(), now.Add(ttl/2))",
+	},
+	{
+		name: "liveness/wait-times-out-late", file: "internal/liveness/tracker.go", checks: livenessChecks,
+		from: "at := now.Add(time.Duration(w.GetWaitTimeoutNanos()))",
+		to:   "at := now.Add(2 * time.Duration(w.GetWaitTimeoutNanos()))",
+	},
+	{
+		name: "liveness/renewal-extends-half-limit", file: "internal/liveness/tracker.go", checks: livenessChecks,
+		from: "if d := received.Add(h.limit); d.After(h.deadline) {",
+		to:   "if d := received.Add(h.limit / 2); d.After(h.deadline) {",
+	},
+	{
+		name: "liveness/renewal-counts-from-processing", file: "internal/liveness/tracker.go", checks: livenessChecks,
+		from: "if d := received.Add(h.limit); d.After(h.deadline) {",
+		to:   "if d := t.now().Add(h.limit); d.After(h.deadline) {",
+	},
+	{
+		name: "liveness/hold-outlives-its-limit", file: "internal/liveness/tracker.go", checks: livenessChecks,
+		from: "t.queueHold(k, now.Add(limit))",
+		to:   "t.queueHold(k, now.Add(2*limit))",
+	},
+	{
+		name: "liveness/new-leader-grants-half-ttl", file: "internal/liveness/tracker.go", checks: livenessChecks,
+		from: "t.sessions[s.ID] = &session{ttl: ttl, deadline: now.Add(ttl),",
+		to:   "t.sessions[s.ID] = &session{ttl: ttl, deadline: now.Add(ttl / 2),",
+	},
+	{
+		name: "liveness/new-leader-expires-holds-at-once", file: "internal/liveness/tracker.go", checks: livenessChecks,
+		from: "t.holds[holdKey{h.Lock, h.SessionID, h.Token}] = &hold{limit: limit, deadline: now.Add(limit)}",
+		to:   "t.holds[holdKey{h.Lock, h.SessionID, h.Token}] = &hold{limit: limit, deadline: now}",
+	},
+
+	// Raft plumbing: durable before anyone hears of it; apply committed
+	// entries, in order, and tell the tracker before the proposer.
+	{
+		name: "raftnode/ack-before-persist", file: "internal/raftnode/ready.go", checks: raftnodeChecks,
+		from: "\t\t\tn.noteMustTell(m.GetEntries())\n\t\t\tn.appends.put(m)\n",
+		to: `			n.noteMustTell(m.GetEntries())
+			toPeer := func(r *raftpb.Message) bool {
+				return r.GetTo() != n.cfg.ID && r.GetTo() != raft.LocalAppendThread && r.GetTo() != raft.LocalApplyThread
+			}
+			for _, r := range m.GetResponses() {
+				if toPeer(r) {
+					peers = append(peers, r)
+				}
+			}
+			m.Responses = slices.DeleteFunc(m.Responses, toPeer)
+			n.appends.put(m)
+`,
+	},
+	{
+		name: "raftnode/vote-not-synced", file: "internal/raftnode/append.go", checks: raftnodeChecks,
+		from: "\t\t\tsync = true\n\t\t\tn.savedTerm, n.savedVote = hs.GetTerm(), hs.GetVote()",
+		to:   "\t\t\tn.savedTerm, n.savedVote = hs.GetTerm(), hs.GetVote()",
+	},
+	{
+		name: "raftnode/entries-not-synced", file: "internal/raftnode/append.go", checks: raftnodeChecks,
+		from: "ents = append(ents[:keep], es...)\n\t\t\tsync = true",
+		to:   "ents = append(ents[:keep], es...)",
+	},
+	{
+		name: "raftnode/snapshot-commit-not-synced", file: "internal/raftnode/append.go", checks: raftnodeChecks,
+		from: "\t\t\tsync = true\n\t\t\tif err := n.ms.ApplySnapshot(",
+		to:   "\t\t\tif err := n.ms.ApplySnapshot(",
+	},
+	{
+		name: "raftnode/entries-share-snapshot-write", file: "internal/raftnode/append.go", checks: raftnodeChecks,
+		from: "\t\tif hasSnap {\n\t\t\t// The hard state that commits the snapshot",
+		to:   "\t\tif false {\n\t\t\t// The hard state that commits the snapshot",
+	},
+	{
+		name: "raftnode/snapshot-above-logged-commit", file: "internal/raftnode/ready.go", checks: raftnodeChecks,
+		from: "if n.writtenCommit.Load() < n.applied {",
+		to:   "if false {",
+	},
+	{
+		name: "raftnode/apply-uncommitted", file: "internal/raftnode/ready.go", checks: raftnodeChecks,
+		from: "\t\t\tn.appends.put(m)\n",
+		to:   "\t\t\tn.applyEntries(m.GetEntries())\n\t\t\tn.appends.put(m)\n",
+	},
+	{
+		name: "raftnode/apply-out-of-order", file: "internal/raftnode/ready.go", checks: raftnodeChecks,
+		from: "for _, e := range ents {\n\t\tidx := e.GetIndex()",
+		to:   "for _, e := range slices.Backward(ents) {\n\t\tidx := e.GetIndex()",
+	},
+	{
+		name: "raftnode/proposer-told-before-tracker", file: "internal/raftnode/ready.go",
+		checks: []check{raftnodeTests, simSeeds, clientTests},
+		from: `		if n.cfg.Observer != nil {
+			n.cfg.Observer.Applied(a.index, a.cmd, a.res)
+		}
+		if a.cmd.GetProposer() == n.cfg.ID {
+			n.finish(a.cmd.GetProposalId(), a.res, a.index, nil)
+		}`,
+		to: `		if a.cmd.GetProposer() == n.cfg.ID {
+			n.finish(a.cmd.GetProposalId(), a.res, a.index, nil)
+		}
+		if n.cfg.Observer != nil {
+			n.cfg.Observer.Applied(a.index, a.cmd, a.res)
+		}`,
+	},
+
+	// The client's deadline: counted from the send of the keepalive,
+	// less the safety margin, so the client gives up before the server
+	// can expire the session.
+	{
+		name: "client/deadline-from-receive", file: "keepalive.go", checks: clientChecks,
+		from: "s.extendLocked(c.sent, s.serverTTL(",
+		to:   "s.extendLocked(time.Now(), s.serverTTL(",
+	},
+	{
+		name: "client/deadline-without-margin", file: "keepalive.go", checks: clientChecks,
+		from: "nd := sent.Add(ttl - s.keepalive.margin)",
+		to:   "nd := sent.Add(ttl)",
+	},
+	{
+		name: "client/loss-declared-late", file: "keepalive.go", checks: clientChecks,
+		from: "next := s.keepalive.deadline\n",
+		to:   "next := s.keepalive.deadline.Add(s.keepalive.margin)\n",
+	},
+	{
+		name: "client/late-answer-ends-jeopardy", file: "keepalive.go", checks: clientChecks,
+		from: "if s.life.state == StateJeopardy && time.Now().Before(nd) {",
+		to:   "if s.life.state == StateJeopardy {",
+	},
+	{
+		name: "client/open-deadline-from-answer", file: "session.go", checks: clientChecks,
+		from: "\tsent := time.Now()\n\tsc, resp, _, err := s.connect(ctx, open, true)\n",
+		to:   "\tsc, resp, _, err := s.connect(ctx, open, true)\n\tsent := time.Now()\n",
+	},
+}
