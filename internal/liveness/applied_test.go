@@ -20,35 +20,40 @@ import (
 // start is when each test's leader was promoted.
 var start = time.Unix(1000, 0)
 
-// leading is a state machine whose manual tracker leads, on a clock the
-// test moves.
-type leading struct {
+// applier is a state machine and the tracker its results go to.
+type applier struct {
 	t   *testing.T
-	now time.Time
-	p   *recProposer
 	tr  *Tracker
 	m   *fsm.Machine
 	idx uint64
 }
 
+// apply applies cmd at the next index, which must succeed, and hands its
+// result to the tracker.
+func (a *applier) apply(cmd *fsmpb.Command) *fsmpb.Result {
+	a.t.Helper()
+	a.idx++
+	res := a.m.Apply(a.idx, cmd)
+	if err := fsm.ErrorOf(res); err != nil {
+		a.t.Fatalf("%v: %v", cmd, err)
+	}
+	a.tr.Applied(res)
+	return res
+}
+
+// leading is a state machine whose manual tracker leads, on a clock the
+// test moves.
+type leading struct {
+	applier
+	now time.Time
+	p   *recProposer
+}
+
 func newLeading(t *testing.T) *leading {
-	l := &leading{t: t, now: start, p: &recProposer{}, m: fsm.New()}
+	l := &leading{applier: applier{t: t, m: fsm.New()}, now: start, p: &recProposer{}}
 	l.tr = NewManual(l.p, nil, func() time.Time { return l.now })
 	l.tr.Promote(1, l.m)
 	return l
-}
-
-// apply applies cmd at the next index, which must succeed, and hands its
-// result to the tracker.
-func (l *leading) apply(cmd *fsmpb.Command) *fsmpb.Result {
-	l.t.Helper()
-	l.idx++
-	res := l.m.Apply(l.idx, cmd)
-	if err := fsm.ErrorOf(res); err != nil {
-		l.t.Fatalf("%v: %v", cmd, err)
-	}
-	l.tr.Applied(res)
-	return res
 }
 
 // at moves the clock to d after start and lets the tracker propose what

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/internal/fsm"
-	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
 // The tests here hold the real-time loop (Run) to its deadlines: each runs
@@ -81,11 +80,8 @@ func (p *callLog) fresh() []string {
 // running is a tracker that leads and runs its real-time loop in a
 // synctest bubble, over a state machine whose commands the test applies.
 type running struct {
-	t     *testing.T
+	applier
 	p     *callLog
-	tr    *Tracker
-	m     *fsm.Machine
-	idx   uint64
 	start time.Time // the promotion
 	stop  func()    // ends Run and waits for it
 	done  chan struct{}
@@ -93,7 +89,7 @@ type running struct {
 
 // newRunning promotes a tracker and starts Run; call it in a bubble.
 func newRunning(t *testing.T) *running {
-	r := &running{t: t, p: &callLog{}, m: fsm.New(), start: time.Now(), done: make(chan struct{})}
+	r := &running{applier: applier{t: t, m: fsm.New()}, p: &callLog{}, start: time.Now(), done: make(chan struct{})}
 	r.tr = New(r.p, nil)
 	r.tr.Promote(1, r.m)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -107,17 +103,6 @@ func newRunning(t *testing.T) *running {
 	}
 	t.Cleanup(r.stop)
 	return r
-}
-
-func (r *running) apply(cmd *fsmpb.Command) *fsmpb.Result {
-	r.t.Helper()
-	r.idx++
-	res := r.m.Apply(r.idx, cmd)
-	if err := fsm.ErrorOf(res); err != nil {
-		r.t.Fatalf("%v: %v", cmd, err)
-	}
-	r.tr.Applied(res)
-	return res
 }
 
 // at sleeps until d after the promotion and lets every goroutine of the
