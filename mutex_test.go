@@ -209,13 +209,17 @@ func TestLockCancelledLeavesQueue(t *testing.T) {
 
 // TestCancelRacesGrant cancels waits at the moment the lock is handed to
 // them: whichever wins, the waiter ends up either holding (Lock returned a
-// lease) or neither holding nor waiting.
+// lease) or neither holding nor waiting. Each way the race can go must
+// have been taken: the grant reached Lock first (it returned the lease);
+// the grant was applied first but Lock gave up (the library released
+// what it was granted: the lock's history shows b's hold); the cancel was
+// applied first (b never held the lock).
 func TestCancelRacesGrant(t *testing.T) {
 	_, cl := single(t)
 	ctx := testCtx(t)
 	a, b := newSession(t, cl), newSession(t, cl)
-	won, lost := 0, 0
-	for i := range 20 {
+	var won, grantedAbandoned, cancelled [3]int
+	for i := range 60 {
 		name := fmt.Sprintf("race/%d", i)
 		la, err := a.Mutex(name).Lock(ctx)
 		if err != nil {
@@ -244,7 +248,7 @@ func TestCancelRacesGrant(t *testing.T) {
 			t.Fatal(err)
 		}
 		if r.err == nil {
-			won++
+			won[i%3]++
 			if len(info.Holders) != 1 || info.Holders[0].SessionID != b.ID() {
 				t.Fatalf("round %d: Lock won but the holders are %+v", i, info.Holders)
 			}
@@ -253,7 +257,6 @@ func TestCancelRacesGrant(t *testing.T) {
 			}
 			continue
 		}
-		lost++
 		if !errors.Is(r.err, context.Canceled) {
 			t.Fatalf("round %d: %v", i, r.err)
 		}
@@ -265,8 +268,25 @@ func TestCancelRacesGrant(t *testing.T) {
 		if len(info.Waiters) != 0 {
 			t.Fatalf("round %d: waiters left %+v", i, info.Waiters)
 		}
+		if slices.ContainsFunc(info.History, func(h PastHold) bool { return h.SessionID == b.ID() }) {
+			grantedAbandoned[i%3]++
+		} else {
+			cancelled[i%3]++
+		}
 	}
-	t.Logf("grant won %d rounds, cancel won %d", won, lost)
+	t.Logf("by case (cancel first, at once, grant first): Lock returned the lease %v, the grant was applied but Lock gave up %v, the cancel was applied first %v",
+		won, grantedAbandoned, cancelled)
+	// Each way is taken in many of the rounds, so missing one in 60
+	// rounds means the race was not run.
+	sum := func(n [3]int) int { return n[0] + n[1] + n[2] }
+	for _, way := range []struct {
+		what string
+		n    [3]int
+	}{{"Lock returned the lease", won}, {"the grant was applied but Lock gave up", grantedAbandoned}, {"the cancel was applied first", cancelled}} {
+		if sum(way.n) == 0 {
+			t.Errorf("in no round: %s", way.what)
+		}
+	}
 }
 
 func TestReentrancyByOwnerKey(t *testing.T) {

@@ -188,7 +188,7 @@ func TestChaos(t *testing.T) {
 	for _, nd := range c.nodes {
 		nd.stop()
 	}
-	checkLogs(t, c, h, locks)
+	verified := checkLogs(t, c, h, locks)
 
 	nOps, nWrites, acc, rej := h.counts()
 	st := &callStats{}
@@ -226,6 +226,8 @@ func TestChaos(t *testing.T) {
 		{"elections seen (the first and one after a leader was killed)", mon.elections(), 2},
 		{"acked ops", nOps, max(1, int(100*minutes))},
 		{"accepted fenced writes", acc, max(1, int(50*minutes))},
+		// Writes below a snapshot cannot be checked against the log.
+		{"accepted fenced writes verified against the log", verified, max(1, int(25*minutes))},
 		{"sessions opened", sessions, len(workers)},
 	} {
 		if f.got < f.want {
@@ -256,8 +258,8 @@ func TestChaos(t *testing.T) {
 //     session; a released hold ended at that release's entry).
 //
 // Writes whose token is below a snapshot cannot be checked against the
-// log; they are counted.
-func checkLogs(t *testing.T, c *cluster, h *history, locks []string) {
+// log; they are counted. It returns how many accepted writes it verified.
+func checkLogs(t *testing.T, c *cluster, h *history, locks []string) int {
 	var logs []*committedLog
 	for _, nd := range c.nodes {
 		l, err := readCommittedLog(nd.name, nd.dataDir)
@@ -268,7 +270,7 @@ func checkLogs(t *testing.T, c *cluster, h *history, locks []string) {
 		logs = append(logs, l)
 	}
 	if len(logs) == 0 {
-		return
+		return 0
 	}
 	for _, b := range compareLogs(logs) {
 		t.Errorf("log matching: %s", b)
@@ -356,6 +358,7 @@ func checkLogs(t *testing.T, c *cluster, h *history, locks []string) {
 		}
 	}
 	t.Logf("log check: %d accepted writes verified against the log, %d below the replayed range", verified, unverifiable)
+	return verified
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

@@ -49,6 +49,17 @@ func (w *worker) alive() bool {
 	return w.session != 0 && !w.lost && time.Now().Before(w.deadline)
 }
 
+// validUntil is the session's deadline as the client reckons it, zero
+// once the server refused the session.
+func (w *worker) validUntil() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.session == 0 || w.lost {
+		return time.Time{}
+	}
+	return w.deadline
+}
+
 func (w *worker) extend(to time.Time) {
 	w.mu.Lock()
 	if !w.lost && to.After(w.deadline) {
@@ -201,7 +212,7 @@ func (w *worker) run(ctx context.Context, stop *atomic.Bool) {
 			if !w.alive() {
 				break
 			}
-			w.h.write(name, token, w.id, w.session)
+			w.h.write(name, token, w.id, w.session, w.validUntil())
 			sleepCtx(ctx, time.Duration(w.rng.IntN(15))*time.Millisecond)
 		}
 		if !w.alive() {
@@ -224,7 +235,7 @@ func (w *worker) zombie(ctx context.Context, name string, token uint64) {
 	w.paused = false
 	w.mu.Unlock()
 	w.zombieWrites++
-	if !w.h.writeZombie(name, token, w.id, w.session) {
+	if !w.h.writeZombie(name, token, w.id, w.session, w.validUntil()) {
 		w.zombieFenced++
 	}
 }
@@ -246,6 +257,7 @@ func (w *worker) acquire(ctx context.Context, name string, wait bool) (uint64, b
 	}
 	dctx, cancel := w.deadlineCtx(ctx)
 	defer cancel()
+	sent := time.Now()
 	var resp *batonpb.AcquireResponse
 	err := w.r.do(dctx, w.stats, attempt, func(ctx context.Context, c batonpb.BatonClient) error {
 		var err error
@@ -265,7 +277,7 @@ func (w *worker) acquire(ctx context.Context, name string, wait bool) (uint64, b
 		return 0, false
 	}
 	w.h.op(opRec{kind: opAcquire, client: w.id, session: w.session, seq: req.Header.Seq, lock: name,
-		acquired: resp.GetAcquired(), token: resp.GetToken(), at: now})
+		acquired: resp.GetAcquired(), token: resp.GetToken(), sent: sent, at: now})
 	if !resp.GetAcquired() {
 		return 0, false
 	}

@@ -207,7 +207,8 @@ func TestConcurrentMembershipChanges(t *testing.T) {
 	}
 	added := map[string]bool{}
 	aborted := 0
-	for round := range 5 {
+	const rounds = 5
+	for round := range rounds {
 		ch := make(chan result, 2)
 		for k := range 2 {
 			name := fmt.Sprintf("l%d-%d", round, k)
@@ -235,6 +236,14 @@ func TestConcurrentMembershipChanges(t *testing.T) {
 		t.Fatalf("%d learners, %d additions succeeded", len(ms.Learners), len(added))
 	}
 	t.Logf("%d additions, %d aborted", len(added), aborted)
+	// Each round one of the two goes through; in most the other is
+	// aborted. None aborted means the changes never overlapped.
+	if len(added) < rounds {
+		t.Errorf("%d additions in %d rounds, want one a round at least", len(added), rounds)
+	}
+	if aborted == 0 {
+		t.Errorf("no change was aborted in %d rounds: the two changes of a round never overlapped", rounds)
+	}
 }
 
 // A newcomer started without Join bootstraps a cluster of its own: its

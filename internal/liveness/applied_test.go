@@ -20,35 +20,40 @@ import (
 // start is when each test's leader was promoted.
 var start = time.Unix(1000, 0)
 
-// leading is a state machine whose manual tracker leads, on a clock the
-// test moves.
-type leading struct {
+// applier is a state machine and the tracker its results go to.
+type applier struct {
 	t   *testing.T
-	now time.Time
-	p   *recProposer
 	tr  *Tracker
 	m   *fsm.Machine
 	idx uint64
 }
 
+// apply applies cmd at the next index, which must succeed, and hands its
+// result to the tracker.
+func (a *applier) apply(cmd *fsmpb.Command) *fsmpb.Result {
+	a.t.Helper()
+	a.idx++
+	res := a.m.Apply(a.idx, cmd)
+	if err := fsm.ErrorOf(res); err != nil {
+		a.t.Fatalf("%v: %v", cmd, err)
+	}
+	a.tr.Applied(res)
+	return res
+}
+
+// leading is a state machine whose manual tracker leads, on a clock the
+// test moves.
+type leading struct {
+	applier
+	now time.Time
+	p   *recProposer
+}
+
 func newLeading(t *testing.T) *leading {
-	l := &leading{t: t, now: start, p: &recProposer{}, m: fsm.New()}
+	l := &leading{applier: applier{t: t, m: fsm.New()}, now: start, p: &recProposer{}}
 	l.tr = NewManual(l.p, nil, func() time.Time { return l.now })
 	l.tr.Promote(1, l.m)
 	return l
-}
-
-// apply applies cmd at the next index, which must succeed, and hands its
-// result to the tracker.
-func (l *leading) apply(cmd *fsmpb.Command) *fsmpb.Result {
-	l.t.Helper()
-	l.idx++
-	res := l.m.Apply(l.idx, cmd)
-	if err := fsm.ErrorOf(res); err != nil {
-		l.t.Fatalf("%v: %v", cmd, err)
-	}
-	l.tr.Applied(res)
-	return res
 }
 
 // at moves the clock to d after start and lets the tracker propose what
@@ -243,5 +248,35 @@ func TestAppliedHoldLimit(t *testing.T) {
 	l.at(time.Hour - time.Nanosecond)
 	if len(l.p.holds) != 2 {
 		t.Fatalf("later: expired %v; y and z ended at their sessions' request", l.p.holds)
+	}
+}
+
+// TestAppliedSessionEnded: a session that ended, closed or expired, is
+// forgotten with its timed waits and limited holds: nothing of it is
+// proposed again, and its keepalives are refused.
+func TestAppliedSessionEnded(t *testing.T) {
+	l := newLeading(t)
+	a, b := l.apply(openCmd(10*time.Second, 0)).GetSessionId(), l.apply(openCmd(10*time.Minute, 0)).GetSessionId()
+	c := l.apply(openCmd(2*time.Second, 0)).GetSessionId()
+	l.apply(acquireCmd(b, 1, "x", 0, 0))
+	l.apply(acquireCmd(a, 1, "h", 0, 5*time.Second))
+	l.apply(acquireCmd(a, 2, "x", 3*time.Second, 0))
+	tk := l.apply(acquireCmd(c, 1, "k", 0, 4*time.Second)).GetAcquire().GetToken()
+	l.at(time.Second)
+	l.apply(&fsmpb.Command{SessionId: a, Seq: 3, MinUnackedSeq: 1, Op: &fsmpb.Command_CloseSession{CloseSession: &fsmpb.CloseSession{}}})
+	if err := l.tr.Check(a, nil); !errors.Is(err, ErrSessionLost) {
+		t.Fatalf("keepalive of a closed session: %v, want ErrSessionLost", err)
+	}
+	l.at(2 * time.Second)
+	if want := []string{"expire " + strconv.FormatUint(c, 10)}; !slices.Equal(l.p.all, want) {
+		t.Fatalf("at 2s: proposed %q, want %q", l.p.all, want)
+	}
+	l.apply(&fsmpb.Command{Op: &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{SessionId: c}}})
+	if err := l.tr.CheckHold("k", c, tk, nil); !errors.Is(err, ErrHoldLost) {
+		t.Fatalf("renewal of an expired session's hold: %v, want ErrHoldLost", err)
+	}
+	l.at(10*time.Minute - time.Nanosecond) // b's deadline
+	if len(l.p.all) != 1 {
+		t.Fatalf("proposed %q; a and c ended, with their wait and holds", l.p.all)
 	}
 }

@@ -14,6 +14,7 @@ import (
 )
 
 type recProposer struct {
+	all     []string // every call, in order: "expire 3", "cancel x/2/1", "hold x/2/5"
 	expired []uint64
 	holds   []string // "lock/session/token" of each ExpireHold
 	cancels []string // "lock/session/seq" of each CancelWait
@@ -22,6 +23,7 @@ type recProposer struct {
 
 func (p *recProposer) ExpireSession(_ context.Context, id uint64) error {
 	p.expired = append(p.expired, id)
+	p.all = append(p.all, "expire "+strconv.FormatUint(id, 10))
 	if p.fail {
 		return errors.New("not now")
 	}
@@ -30,11 +32,13 @@ func (p *recProposer) ExpireSession(_ context.Context, id uint64) error {
 
 func (p *recProposer) CancelWait(_ context.Context, lock string, session, seq uint64) error {
 	p.cancels = append(p.cancels, lock+"/"+strconv.FormatUint(session, 10)+"/"+strconv.FormatUint(seq, 10))
+	p.all = append(p.all, "cancel "+p.cancels[len(p.cancels)-1])
 	return nil
 }
 
 func (p *recProposer) ExpireHold(_ context.Context, lock string, session, token uint64) error {
 	p.holds = append(p.holds, lock+"/"+strconv.FormatUint(session, 10)+"/"+strconv.FormatUint(token, 10))
+	p.all = append(p.all, "hold "+p.holds[len(p.holds)-1])
 	return nil
 }
 
@@ -251,6 +255,20 @@ func TestSecrets(t *testing.T) {
 	tr.Demote()
 	tr.Promote(2, m)
 	check("after a promotion")
+
+	// A stranger's keepalives are refused before they count against the
+	// session's rate: the owner still has its whole burst.
+	const rate = 10
+	for range 3 * rate {
+		if err := tr.Admit(id, other[:], now, rate); !errors.Is(err, ErrSecretMismatch) {
+			t.Fatalf("a stranger's keepalive: %v, want ErrSecretMismatch", err)
+		}
+	}
+	for i := range rate {
+		if err := tr.Admit(id, hash[:], now, rate); err != nil {
+			t.Fatalf("the owner's keepalive %d of %d after a stranger's: %v", i+1, rate, err)
+		}
+	}
 }
 
 // TestAdmitRate: a session's keepalives are admitted up to its rate, as
@@ -301,5 +319,67 @@ func TestAdmitRate(t *testing.T) {
 	}
 	if err := admit(999, 0); !errors.Is(err, ErrSessionLost) {
 		t.Fatalf("unknown session: %v, want ErrSessionLost", err)
+	}
+}
+
+// TestSameInstantInKeyOrder: deadlines that pass at the same instant are
+// proposed in one order whatever the order they were queued in: sessions
+// by id, then waits by lock, session and sequence, then holds by lock,
+// session and token (the simulation replays a seed by it).
+func TestSameInstantInKeyOrder(t *testing.T) {
+	l := newLeading(t)
+	long := 10 * time.Minute
+	s1, s2 := l.apply(openCmd(5*time.Second, 0)).GetSessionId(), l.apply(openCmd(10*time.Second, 0)).GetSessionId()
+	h, w, g := l.apply(openCmd(long, 0)).GetSessionId(), l.apply(openCmd(long, 0)).GetSessionId(), l.apply(openCmd(long, 0)).GetSessionId()
+	w2 := l.apply(openCmd(long, 0)).GetSessionId()
+	// Each kind queued in the reverse of the order it is due in, and the
+	// kinds in the reverse of theirs: holds, waits, then s1 again.
+	thb := l.apply(acquireCmd(g, 1, "hb", 0, 10*time.Second)).GetAcquire().GetToken()
+	tha := l.apply(acquireCmd(g, 2, "ha", 0, 10*time.Second)).GetAcquire().GetToken()
+	l.apply(acquireCmd(h, 1, "wa", 0, 0))
+	l.apply(acquireCmd(h, 2, "wb", 0, 0))
+	l.apply(acquireCmd(w, 1, "wb", 10*time.Second, 0))
+	l.apply(acquireCmd(w2, 1, "wa", 10*time.Second, 0))
+	l.apply(acquireCmd(w, 2, "wa", 10*time.Second, 0))
+	l.now = start.Add(5 * time.Second)
+	if _, err := l.tr.Heartbeat(s1, l.now); err != nil {
+		t.Fatal(err)
+	}
+	l.at(5 * time.Second) // s1's first deadline: queued again at 10s
+	l.at(10*time.Second - time.Nanosecond)
+	if len(l.p.all) != 0 {
+		t.Fatalf("proposed %q before 10s", l.p.all)
+	}
+	l.at(10 * time.Second)
+	want := []string{
+		"expire " + strconv.FormatUint(s1, 10), "expire " + strconv.FormatUint(s2, 10),
+		"cancel " + key("wa", w, 2), "cancel " + key("wa", w2, 1), "cancel " + key("wb", w, 1),
+		"hold " + key("ha", g, tha), "hold " + key("hb", g, thb),
+	}
+	if !slices.Equal(l.p.all, want) {
+		t.Fatalf("at 10s: proposed %q, want %q", l.p.all, want)
+	}
+}
+
+// TestPromoteRestartsTimedWaits: a new leader gives every timed wait its
+// full timeout from its promotion, however long the wait was queued
+// before; a wait without a timeout is never cancelled.
+func TestPromoteRestartsTimedWaits(t *testing.T) {
+	l := newLeading(t)
+	a, b := l.apply(openCmd(10*time.Minute, 0)).GetSessionId(), l.apply(openCmd(10*time.Minute, 0)).GetSessionId()
+	l.apply(acquireCmd(a, 1, "x", 0, 0))
+	l.apply(acquireCmd(b, 1, "x", 3*time.Second, 0))
+	l.apply(acquireCmd(b, 2, "x", forever, 0))
+	l.at(time.Second)
+	l.tr.Demote()
+	l.at(time.Hour)
+	l.tr.Promote(2, l.m)
+	l.at(time.Hour + 3*time.Second - time.Nanosecond)
+	if len(l.p.all) != 0 {
+		t.Fatalf("proposed %q before the full timeout from the promotion", l.p.all)
+	}
+	l.at(time.Hour + 3*time.Second)
+	if want := []string{"cancel " + key("x", b, 1)}; !slices.Equal(l.p.all, want) {
+		t.Fatalf("a timeout after the promotion: proposed %q, want %q", l.p.all, want)
 	}
 }
