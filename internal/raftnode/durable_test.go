@@ -187,9 +187,9 @@ func TestEntriesAfterASnapshotWaitForItsCommit(t *testing.T) {
 // committed before the hard state carrying that commit is written (the
 // append worker writes it while the loop goes on), and takes no snapshot
 // in that gap: saved before the write, such a snapshot would be above
-// every commit the log holds, and recovery would not trust it.
-// (TestSnapshotWaitsForALoggedCommit writes before every snapshot's save,
-// so it cannot see one taken too early.)
+// every commit the log holds, and recovery would not trust it. The
+// simulation cannot see this on its own: the store also keeps the
+// previous snapshot's log, so recovery survives it.
 func TestSnapshotWaitsForTheCommitToBeWritten(t *testing.T) {
 	st := &commitCheckStore{}
 	cfg := DefaultConfig()

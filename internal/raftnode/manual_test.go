@@ -248,48 +248,6 @@ func (s *commitCheckStore) SaveSnapshot(snap *raftpb.Snapshot) error {
 	return s.memStore.SaveSnapshot(snap)
 }
 
-// With writes completing later than the loop applies (asynchronous
-// storage), a snapshot must still wait until the log holds a commit index
-// covering it. The simulation cannot see this one on its own: the store
-// also keeps the previous snapshot's log, so recovery survives it.
-func TestSnapshotWaitsForALoggedCommit(t *testing.T) {
-	st := &commitCheckStore{}
-	cfg := DefaultConfig()
-	cfg.ID, cfg.Peers, cfg.Store, cfg.Transport = 1, []uint64{1}, st, &queueNet{}
-	cfg.SnapshotEntries, cfg.CatchUpEntries = 3, 1
-	n, err := StartManual(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Stop()
-	// runDry runs the loop dry before each write completes, so the loop
-	// applies (and may snapshot) before the worker writes what it handed
-	// over: the widest gap the asynchronous pipeline allows.
-	settle := func() { runDry(t, n) }
-	settle()
-	if !n.IsLeader() {
-		t.Fatal("a lone voter did not elect itself")
-	}
-	for i := range 30 {
-		f, err := n.Submit(acquire(0, 0, fmt.Sprintf("k%d", i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		settle()
-		select {
-		case <-f.Done():
-		default:
-			t.Fatalf("proposal %d not applied after the loop settled", i)
-		}
-	}
-	if st.snaps == 0 {
-		t.Fatal("no snapshot taken: the test proves nothing")
-	}
-	if st.badSnap != "" {
-		t.Fatal(st.badSnap)
-	}
-}
-
 // A snapshot of at least CollectAfterSnapshot bytes is followed by one
 // collection (not one per snapshot while it runs); a smaller one is not,
 // nor one encoded outside the Go heap (offHeap), whose memory went back
