@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -209,30 +208,6 @@ type Result struct {
 	history []porcupine.Operation
 }
 
-type event struct {
-	at  int64
-	seq uint64
-	fn  func()
-}
-
-type eventQueue []*event
-
-func (q eventQueue) Len() int { return len(q) }
-func (q eventQueue) Less(i, j int) bool {
-	if q[i].at != q[j].at {
-		return q[i].at < q[j].at
-	}
-	return q[i].seq < q[j].seq
-}
-func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *eventQueue) Push(x any)   { *q = append(*q, x.(*event)) }
-func (q *eventQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
-}
-
 // Sim is one running scenario.
 type Sim struct {
 	cfg Config
@@ -243,8 +218,10 @@ type Sim struct {
 	seq     uint64
 	q       eventQueue
 	trace   hash.Hash
-	stats   Stats
-	err     error
+	// traceBuf is reused for what each trace line folds into trace.
+	traceBuf []byte
+	stats    Stats
+	err      error
 
 	// initial are the members a new group bootstraps with; peers are the
 	// members that run or may run (the initial ones and those added,
@@ -313,7 +290,7 @@ func (s *Sim) loop(end int64) {
 		}
 	}()
 	for s.q.Len() > 0 && s.err == nil {
-		e := heap.Pop(&s.q).(*event)
+		e := s.q.pop()
 		if e.at > end {
 			break
 		}
@@ -331,17 +308,17 @@ func (s *Sim) Now() time.Time { return epoch.Add(time.Duration(s.now)) }
 
 func (s *Sim) at(t int64, fn func()) {
 	s.seq++
-	heap.Push(&s.q, &event{at: t, seq: s.seq, fn: fn})
+	s.q.push(event{at: t, seq: s.seq, fn: fn})
 }
 
 func (s *Sim) after(d time.Duration, fn func()) { s.at(s.now+int64(max(d, 0)), fn) }
 
 // tracef folds a line into the trace hash (the run's fingerprint).
 func (s *Sim) tracef(format string, args ...any) {
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(s.now))
-	s.trace.Write(b[:])
-	fmt.Fprintf(s.trace, format, args...)
+	b := binary.LittleEndian.AppendUint64(s.traceBuf[:0], uint64(s.now))
+	b = fmt.Appendf(b, format, args...)
+	s.trace.Write(b)
+	s.traceBuf = b[:0]
 	if s.cfg.Trace != nil {
 		fmt.Fprintf(s.cfg.Trace, "%12v ", time.Duration(s.now))
 		fmt.Fprintf(s.cfg.Trace, format+"\n", args...)
@@ -349,14 +326,12 @@ func (s *Sim) tracef(format string, args ...any) {
 }
 
 func (s *Sim) traceMsg(from, to uint64, m *raftpb.Message) {
-	var b [48]byte
-	binary.LittleEndian.PutUint64(b[0:], uint64(s.now))
-	binary.LittleEndian.PutUint64(b[8:], from<<32|to)
-	binary.LittleEndian.PutUint64(b[16:], uint64(m.GetType()))
-	binary.LittleEndian.PutUint64(b[24:], m.GetTerm())
-	binary.LittleEndian.PutUint64(b[32:], m.GetIndex())
-	binary.LittleEndian.PutUint64(b[40:], m.GetCommit())
-	s.trace.Write(b[:])
+	b := s.traceBuf[:0]
+	for _, v := range [...]uint64{uint64(s.now), from<<32 | to, uint64(m.GetType()), m.GetTerm(), m.GetIndex(), m.GetCommit()} {
+		b = binary.LittleEndian.AppendUint64(b, v)
+	}
+	s.trace.Write(b)
+	s.traceBuf = b[:0]
 	if s.cfg.Trace != nil {
 		fmt.Fprintf(s.cfg.Trace, "%12v deliver %d->%d %v term %d index %d logterm %d commit %d reject %v ents %d\n", time.Duration(s.now), from, to,
 			m.GetType(), m.GetTerm(), m.GetIndex(), m.GetLogTerm(), m.GetCommit(), m.GetReject(), len(m.GetEntries()))
