@@ -15,7 +15,6 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
@@ -391,7 +390,7 @@ func (n *network) Send(_ uint64, msgs []*raftpb.Message) {
 			s.stats.Duplicated++
 		}
 		for range copies {
-			c := proto.Clone(msg).(*raftpb.Message)
+			c := copyMessage(msg)
 			d := s.dur(n.minDelay, n.maxDelay)
 			s.after(d, func() {
 				if n.cut[[2]uint64{from, to}] {
