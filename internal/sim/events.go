@@ -2,11 +2,13 @@ package sim
 
 // event is fn, due at virtual time at; seq orders events due at the same
 // time by when they were scheduled, so the order of a run is total and a
-// seed replays it exactly.
+// seed replays it exactly. A routine event is the cluster's own traffic
+// (Sim.afterRoutine).
 type event struct {
-	at  int64
-	seq uint64
-	fn  func()
+	at      int64
+	seq     uint64
+	fn      func()
+	routine bool
 }
 
 func (e *event) before(o *event) bool {

@@ -125,7 +125,7 @@ func (m *member) down() {
 }
 
 func (m *member) scheduleTick(d time.Duration) {
-	m.s.after(d, func() {
+	m.s.afterRoutine(d, func() {
 		if m.up() && m.s.now >= m.pausedUntil {
 			m.tracker.FireDue(ctxBackground)
 			if m.up() {
@@ -227,7 +227,7 @@ func (m *member) startWrite() {
 	}
 	m.writing = true
 	node := m.node
-	m.s.after(m.s.dur(50*time.Microsecond, 3*time.Millisecond), func() {
+	m.s.afterRoutine(m.s.dur(50*time.Microsecond, 3*time.Millisecond), func() {
 		if m.node != node {
 			return // crashed meanwhile: the write never happened
 		}
@@ -250,7 +250,7 @@ func (m *member) startSnapshot() {
 	}
 	m.snapshotting = true
 	node := m.node
-	m.s.after(m.s.dur(100*time.Microsecond, 20*time.Millisecond), func() {
+	m.s.afterRoutine(m.s.dur(100*time.Microsecond, 20*time.Millisecond), func() {
 		if m.node != node {
 			return // crashed meanwhile
 		}

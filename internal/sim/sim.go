@@ -18,6 +18,7 @@ import (
 
 	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
+	"github.com/batonlock/baton/internal/raftnode"
 )
 
 // Config shapes one scenario. Seed decides everything else.
@@ -27,7 +28,7 @@ type Config struct {
 	Nodes, Clients, Locks int
 	// Chaos is the virtual time with faults and load; Calm follows it with
 	// every fault healed, clients stopped, until sessions expire and every
-	// member converges.
+	// member converges, or for Calm at most (Sim.settle).
 	Chaos, Calm time.Duration
 	// Faults enables crashes, partitions and message faults.
 	Faults bool
@@ -233,6 +234,12 @@ type Sim struct {
 	net     network
 	clients []*client
 	calm    bool
+	// pending counts the events queued that are not routine; settled
+	// ends the run early, lastQuiet is the leader's status at the last
+	// look that found the run quiet (settle).
+	pending   int
+	settled   bool
+	lastQuiet raftnode.Status
 
 	chk checker
 }
@@ -288,10 +295,13 @@ func (s *Sim) loop(end int64) {
 			s.err = fmt.Errorf("panic at t=%v: %v\n%s", time.Duration(s.now), r, debug.Stack())
 		}
 	}()
-	for s.q.Len() > 0 && s.err == nil {
+	for s.q.Len() > 0 && s.err == nil && !s.settled {
 		e := s.q.pop()
 		if e.at > end {
 			break
+		}
+		if !e.routine {
+			s.pending--
 		}
 		s.now = e.at
 		s.stats.Events++
@@ -307,10 +317,19 @@ func (s *Sim) Now() time.Time { return epoch.Add(time.Duration(s.now)) }
 
 func (s *Sim) at(t int64, fn func()) {
 	s.seq++
+	s.pending++
 	s.q.push(event{at: t, seq: s.seq, fn: fn})
 }
 
 func (s *Sim) after(d time.Duration, fn func()) { s.at(s.now+int64(max(d, 0)), fn) }
+
+// afterRoutine schedules fn as after does, for the work the cluster
+// makes by itself for as long as it runs (ticks, raft messages, disk
+// completions): the calm may end while such events are pending (settle).
+func (s *Sim) afterRoutine(d time.Duration, fn func()) {
+	s.seq++
+	s.q.push(event{at: s.now + int64(max(d, 0)), seq: s.seq, fn: fn, routine: true})
+}
 
 // tracef folds a line into the trace hash (the run's fingerprint).
 func (s *Sim) tracef(format string, args ...any) {
@@ -392,7 +411,7 @@ func (n *network) Send(_ uint64, msgs []*raftpb.Message) {
 		for range copies {
 			c := copyMessage(msg)
 			d := s.dur(n.minDelay, n.maxDelay)
-			s.after(d, func() {
+			s.afterRoutine(d, func() {
 				if n.cut[[2]uint64{from, to}] {
 					return // partitioned while in flight
 				}
@@ -513,28 +532,6 @@ func (s *Sim) healNet() {
 	}
 	clear(s.net.cut)
 	s.tracef("heal")
-}
-
-// heal ends the chaos: the network is repaired, every member restarted,
-// clients stop; the calm phase lets sessions expire and members converge.
-func (s *Sim) heal() {
-	s.calm = true
-	s.healNet()
-	s.net.drop, s.net.dup, s.net.maxDelay = 0, 0, 5*time.Millisecond
-	for _, id := range s.peers {
-		m := s.nodes[id]
-		m.disk.tearNext = 0
-		m.pausedUntil, m.slowUntil = 0, 0
-		if m.reads < fsm.LogVersion && !m.retired {
-			if m.up() {
-				m.down() // a clean stop: the disk keeps what it has
-			}
-			m.upgrade()
-		}
-		if !m.up() {
-			m.start()
-		}
-	}
 }
 
 // leader is the member that believes it leads with the highest term.
