@@ -13,8 +13,19 @@ type raftLogger struct{ l *slog.Logger }
 
 func newRaftLogger(l *slog.Logger) *raftLogger { return &raftLogger{l: l.With("component", "raft")} }
 
-func (r *raftLogger) Debug(v ...any)                 { r.l.Debug(fmt.Sprint(v...)) }
-func (r *raftLogger) Debugf(format string, v ...any) { r.l.Debug(fmt.Sprintf(format, v...)) }
+// Debug and Debugf format only if debug logging is on: raft calls them
+// on hot paths (every rejected append, every vote) with arguments to
+// format.
+func (r *raftLogger) Debug(v ...any) {
+	if r.l.Enabled(context.Background(), slog.LevelDebug) {
+		r.l.Debug(fmt.Sprint(v...))
+	}
+}
+func (r *raftLogger) Debugf(format string, v ...any) {
+	if r.l.Enabled(context.Background(), slog.LevelDebug) {
+		r.l.Debug(fmt.Sprintf(format, v...))
+	}
+}
 func (r *raftLogger) Error(v ...any)                 { r.l.Error(fmt.Sprint(v...)) }
 func (r *raftLogger) Errorf(format string, v ...any) { r.l.Error(fmt.Sprintf(format, v...)) }
 func (r *raftLogger) Info(v ...any)                  { r.l.Info(fmt.Sprint(v...)) }

@@ -37,7 +37,9 @@
 // learners or voters, learners promoted, members removed (the leader
 // too), each stopping for good once told. After Config.Chaos
 // the network heals, every member restarts, clients stop, and the run goes
-// on for Config.Calm before the final checks.
+// on until it is quiet (every request answered, every session expired,
+// every member caught up: calm.go), or for Config.Calm at most, before
+// the final checks.
 //
 // Checkers (check.go, model.go):
 //

@@ -78,6 +78,12 @@ func (m *member) start() {
 	cfg.ElectionTicks = electionTicks
 	cfg.HeartbeatTicks = heartbeatTicks
 	cfg.SnapshotEntries = 8
+	// Proposals and reads wait in the node's queues only until the next
+	// loop turn, which every request's arrival runs: a few dozen at most
+	// here (a new leader's tracker expiring every session at once). The
+	// default bound (65,536 each) would allocate and clear 1 MiB at every
+	// start and restart, half of all a scenario allocates.
+	cfg.MaxInFlight = 1024
 	cfg.ProposalIDBase = uint64(s.Now().UnixNano())
 	cfg.LogVersion = m.reads
 	cfg.LogVersionDue = m.logVersionDue
@@ -119,7 +125,7 @@ func (m *member) down() {
 }
 
 func (m *member) scheduleTick(d time.Duration) {
-	m.s.after(d, func() {
+	m.s.afterRoutine(d, func() {
 		if m.up() && m.s.now >= m.pausedUntil {
 			m.tracker.FireDue(ctxBackground)
 			if m.up() {
@@ -221,7 +227,7 @@ func (m *member) startWrite() {
 	}
 	m.writing = true
 	node := m.node
-	m.s.after(m.s.dur(50*time.Microsecond, 3*time.Millisecond), func() {
+	m.s.afterRoutine(m.s.dur(50*time.Microsecond, 3*time.Millisecond), func() {
 		if m.node != node {
 			return // crashed meanwhile: the write never happened
 		}
@@ -244,7 +250,7 @@ func (m *member) startSnapshot() {
 	}
 	m.snapshotting = true
 	node := m.node
-	m.s.after(m.s.dur(100*time.Microsecond, 20*time.Millisecond), func() {
+	m.s.afterRoutine(m.s.dur(100*time.Microsecond, 20*time.Millisecond), func() {
 		if m.node != node {
 			return // crashed meanwhile
 		}

@@ -284,11 +284,17 @@ func (v *server) poll() {
 		m.s.respond(p.req, &response{res: res, index: index})
 	}
 	v.props = keep
-	for _, id := range sortedWaitIDs(v.expect) {
-		e := v.expect[id]
-		if !e.queued || (e.grant == nil && e.ended == nil) {
-			continue
+	// The hub answers the queued acquires whose wait ended, in order of
+	// (session, seq); poll runs after every loop turn, and seldom finds one.
+	var ended []waitID
+	for id, e := range v.expect {
+		if e.queued && (e.grant != nil || e.ended != nil) {
+			ended = append(ended, id)
 		}
+	}
+	sortWaitIDs(ended)
+	for _, id := range ended {
+		e := v.expect[id]
 		delete(v.expect, id)
 		m.s.respond(e.req, &response{grant: e.grant, ended: e.ended})
 	}
@@ -331,13 +337,17 @@ func sortedWaitIDs(m map[waitID]*expectation) []waitID {
 	for id := range m {
 		ids = append(ids, id)
 	}
+	sortWaitIDs(ids)
+	return ids
+}
+
+func sortWaitIDs(ids []waitID) {
 	slices.SortFunc(ids, func(a, b waitID) int {
 		if c := cmp.Compare(a.session, b.session); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.seq, b.seq)
 	})
-	return ids
 }
 
 // simProposer is the liveness tracker's Proposer on a member: it queues

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -16,10 +15,10 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
+	"github.com/batonlock/baton/internal/raftnode"
 )
 
 // Config shapes one scenario. Seed decides everything else.
@@ -29,7 +28,7 @@ type Config struct {
 	Nodes, Clients, Locks int
 	// Chaos is the virtual time with faults and load; Calm follows it with
 	// every fault healed, clients stopped, until sessions expire and every
-	// member converges.
+	// member converges, or for Calm at most (Sim.settle).
 	Chaos, Calm time.Duration
 	// Faults enables crashes, partitions and message faults.
 	Faults bool
@@ -209,30 +208,6 @@ type Result struct {
 	history []porcupine.Operation
 }
 
-type event struct {
-	at  int64
-	seq uint64
-	fn  func()
-}
-
-type eventQueue []*event
-
-func (q eventQueue) Len() int { return len(q) }
-func (q eventQueue) Less(i, j int) bool {
-	if q[i].at != q[j].at {
-		return q[i].at < q[j].at
-	}
-	return q[i].seq < q[j].seq
-}
-func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *eventQueue) Push(x any)   { *q = append(*q, x.(*event)) }
-func (q *eventQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
-}
-
 // Sim is one running scenario.
 type Sim struct {
 	cfg Config
@@ -243,8 +218,10 @@ type Sim struct {
 	seq     uint64
 	q       eventQueue
 	trace   hash.Hash
-	stats   Stats
-	err     error
+	// traceBuf is reused for what each trace line folds into trace.
+	traceBuf []byte
+	stats    Stats
+	err      error
 
 	// initial are the members a new group bootstraps with; peers are the
 	// members that run or may run (the initial ones and those added,
@@ -257,6 +234,12 @@ type Sim struct {
 	net     network
 	clients []*client
 	calm    bool
+	// pending counts the events queued that are not routine; settled
+	// ends the run early, lastQuiet is the leader's status at the last
+	// look that found the run quiet (settle).
+	pending   int
+	settled   bool
+	lastQuiet raftnode.Status
 
 	chk checker
 }
@@ -312,10 +295,13 @@ func (s *Sim) loop(end int64) {
 			s.err = fmt.Errorf("panic at t=%v: %v\n%s", time.Duration(s.now), r, debug.Stack())
 		}
 	}()
-	for s.q.Len() > 0 && s.err == nil {
-		e := heap.Pop(&s.q).(*event)
+	for s.q.Len() > 0 && s.err == nil && !s.settled {
+		e := s.q.pop()
 		if e.at > end {
 			break
+		}
+		if !e.routine {
+			s.pending--
 		}
 		s.now = e.at
 		s.stats.Events++
@@ -331,17 +317,26 @@ func (s *Sim) Now() time.Time { return epoch.Add(time.Duration(s.now)) }
 
 func (s *Sim) at(t int64, fn func()) {
 	s.seq++
-	heap.Push(&s.q, &event{at: t, seq: s.seq, fn: fn})
+	s.pending++
+	s.q.push(event{at: t, seq: s.seq, fn: fn})
 }
 
 func (s *Sim) after(d time.Duration, fn func()) { s.at(s.now+int64(max(d, 0)), fn) }
 
+// afterRoutine schedules fn as after does, for the work the cluster
+// makes by itself for as long as it runs (ticks, raft messages, disk
+// completions): the calm may end while such events are pending (settle).
+func (s *Sim) afterRoutine(d time.Duration, fn func()) {
+	s.seq++
+	s.q.push(event{at: s.now + int64(max(d, 0)), seq: s.seq, fn: fn, routine: true})
+}
+
 // tracef folds a line into the trace hash (the run's fingerprint).
 func (s *Sim) tracef(format string, args ...any) {
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(s.now))
-	s.trace.Write(b[:])
-	fmt.Fprintf(s.trace, format, args...)
+	b := binary.LittleEndian.AppendUint64(s.traceBuf[:0], uint64(s.now))
+	b = fmt.Appendf(b, format, args...)
+	s.trace.Write(b)
+	s.traceBuf = b[:0]
 	if s.cfg.Trace != nil {
 		fmt.Fprintf(s.cfg.Trace, "%12v ", time.Duration(s.now))
 		fmt.Fprintf(s.cfg.Trace, format+"\n", args...)
@@ -349,14 +344,12 @@ func (s *Sim) tracef(format string, args ...any) {
 }
 
 func (s *Sim) traceMsg(from, to uint64, m *raftpb.Message) {
-	var b [48]byte
-	binary.LittleEndian.PutUint64(b[0:], uint64(s.now))
-	binary.LittleEndian.PutUint64(b[8:], from<<32|to)
-	binary.LittleEndian.PutUint64(b[16:], uint64(m.GetType()))
-	binary.LittleEndian.PutUint64(b[24:], m.GetTerm())
-	binary.LittleEndian.PutUint64(b[32:], m.GetIndex())
-	binary.LittleEndian.PutUint64(b[40:], m.GetCommit())
-	s.trace.Write(b[:])
+	b := s.traceBuf[:0]
+	for _, v := range [...]uint64{uint64(s.now), from<<32 | to, uint64(m.GetType()), m.GetTerm(), m.GetIndex(), m.GetCommit()} {
+		b = binary.LittleEndian.AppendUint64(b, v)
+	}
+	s.trace.Write(b)
+	s.traceBuf = b[:0]
 	if s.cfg.Trace != nil {
 		fmt.Fprintf(s.cfg.Trace, "%12v deliver %d->%d %v term %d index %d logterm %d commit %d reject %v ents %d\n", time.Duration(s.now), from, to,
 			m.GetType(), m.GetTerm(), m.GetIndex(), m.GetLogTerm(), m.GetCommit(), m.GetReject(), len(m.GetEntries()))
@@ -416,9 +409,9 @@ func (n *network) Send(_ uint64, msgs []*raftpb.Message) {
 			s.stats.Duplicated++
 		}
 		for range copies {
-			c := proto.Clone(msg).(*raftpb.Message)
+			c := copyMessage(msg)
 			d := s.dur(n.minDelay, n.maxDelay)
-			s.after(d, func() {
+			s.afterRoutine(d, func() {
 				if n.cut[[2]uint64{from, to}] {
 					return // partitioned while in flight
 				}
@@ -539,28 +532,6 @@ func (s *Sim) healNet() {
 	}
 	clear(s.net.cut)
 	s.tracef("heal")
-}
-
-// heal ends the chaos: the network is repaired, every member restarted,
-// clients stop; the calm phase lets sessions expire and members converge.
-func (s *Sim) heal() {
-	s.calm = true
-	s.healNet()
-	s.net.drop, s.net.dup, s.net.maxDelay = 0, 0, 5*time.Millisecond
-	for _, id := range s.peers {
-		m := s.nodes[id]
-		m.disk.tearNext = 0
-		m.pausedUntil, m.slowUntil = 0, 0
-		if m.reads < fsm.LogVersion && !m.retired {
-			if m.up() {
-				m.down() // a clean stop: the disk keeps what it has
-			}
-			m.upgrade()
-		}
-		if !m.up() {
-			m.start()
-		}
-	}
 }
 
 // leader is the member that believes it leads with the highest term.
