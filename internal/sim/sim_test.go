@@ -22,17 +22,17 @@ var (
 	flagRetry    = flag.String("sim.retry-abandoned", "seed", "whether clients retry abandoned waits: seed (as ConfigFor draws it), on or off")
 )
 
-// ciSeeds is how many fixed seeds CI runs: a few hundred scenarios
-// (300 under the race detector, which slows the simulation tenfold: about
+// ciSeeds is how many fixed seeds CI runs: several hundred scenarios
+// (500 under the race detector, which slows the simulation tenfold: about
 // 90 s on 2 cores).
 func ciSeeds() int {
 	switch {
 	case testing.Short():
 		return 40
 	case raceEnabled:
-		return 300
+		return 500
 	}
-	return 500
+	return 1000
 }
 
 // runSeed runs one seed with crypto/rand (raft's election jitter) made
