@@ -141,8 +141,9 @@ func TestSim(t *testing.T) {
 		}
 	}
 	t.Logf("%d scenarios, %d faults (%d crashes, %d torn writes, %d partitions, %d dropped, %d duplicated msgs, %d heartbeat pauses, %d GC pauses, %d member pauses, %d slow raft clocks, %d slow client trips, %d dropped waiting connections: %d grants released, %d kept by their abandons), %d ops (%d unknown), %d fenced writes (%d rejected), %d elections, %d snapshots sent, %d holds expired at their limit, %d renewals granted, %d membership changes (%d applied, %d members retired), %d members upgraded, %d log version raises, %d reentrant acquires granted, %d releases of one count of several, %d stranger requests (%d refused for their secret, %d of them by the tracker); linearizability timed out in %d",
-		n, total.Faults(), total.Crashes, total.TornWrites, total.Partitions, total.Dropped, total.Duplicated, total.HBPauses, total.GCPauses, total.NodePauses, total.SlowClocks, total.SlowReplies, total.ConnDrops,
+		len(seeds), total.Faults(), total.Crashes, total.TornWrites, total.Partitions, total.Dropped, total.Duplicated, total.HBPauses, total.GCPauses, total.NodePauses, total.SlowClocks, total.SlowReplies, total.ConnDrops,
 		total.AbandonsReleased, total.AbandonsKept, total.Ops, total.Unknown, total.Writes, total.WritesRejected, total.Elections, total.SnapsSent, total.HoldsExpired, total.Renewals, total.MemberChanges, total.MembersApplied, total.Retired, total.Upgrades, total.VersionRaises, total.Reentered, total.CountsReleased, total.StrangerSent, total.StrangerRefused, total.StrangerRefusedByTracker, unknownLin)
+	checkWorkDone(t, len(seeds), total)
 	// Strangers are only checked when they act: a victim must have a
 	// secret and a hold, a request must reach the leader.
 	if withStrangers > 0 && (total.StrangerRefused == total.StrangerRefusedByTracker || total.StrangerRefusedByTracker == 0) {
@@ -178,6 +179,7 @@ func soak(t *testing.T, d time.Duration) {
 			t.Errorf("seed %d failed: %v\nreplay: %s", seed, res.Err, replayCmd(seed))
 		}
 	}
+	checkWorkDone(t, n, total)
 	wall := time.Since(start)
 	cpuEnd, _ := processCPU()
 	cpu := (cpuEnd - cpuStart).Seconds()
@@ -194,6 +196,31 @@ func soak(t *testing.T, d time.Duration) {
 	if cpuKnown && cpu > 0 {
 		t.Logf("throughput per core (per minute of the %.1f s of CPU time, user and system, used on all cores, GC included): %.0f scenarios, %.0f faults, %.0f client ops",
 			cpu, perMin(uint64(n), cpu), perMin(total.Faults(), cpu), perMin(total.Ops, cpu))
+	}
+}
+
+// checkWorkDone fails a run of n scenarios that did too little to have
+// tested anything: scenarios whose clients made no calls, whose members
+// never crashed or re-elected, or whose fenced writes never happened
+// pass every checker. The floors are a fifth or less of what the fixed
+// seeds average (about 100 client operations, 4 crashes, 5 elections and
+// 19 fenced writes a scenario).
+func checkWorkDone(t *testing.T, n int, total Stats) {
+	t.Helper()
+	floors := []struct {
+		what       string
+		got, least uint64
+	}{
+		{"client operations", total.Ops, 20 * uint64(n)},
+		{"faults injected", total.Faults(), 10 * uint64(n)},
+		{"member crashes", total.Crashes, uint64(n) / 2},
+		{"elections", total.Elections, uint64(n)},
+		{"fenced writes", total.Writes, 2 * uint64(n)},
+	}
+	for _, f := range floors {
+		if f.got < f.least {
+			t.Errorf("%d scenarios made %d %s, want at least %d: the run checked too little", n, f.got, f.what, f.least)
+		}
 	}
 }
 
