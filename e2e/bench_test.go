@@ -1,17 +1,20 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
 // TestCLIBench runs `baton bench` against a real node, every workload
 // briefly, and checks the JSON the side-by-side runner and scripts read:
 // the issue's fields, cycles done, no errors, and the profiles written.
-// It asserts nothing about speed (benchmarks are benchmarks).
+// The header on stderr says how the workers share clients. It asserts
+// nothing about speed (benchmarks are benchmarks).
 func TestCLIBench(t *testing.T) {
 	ep := singleNode(t)
 	dir := t.TempDir()
@@ -19,7 +22,13 @@ func TestCLIBench(t *testing.T) {
 		t.Run(wl, func(t *testing.T) {
 			args := []string{"bench", "--endpoints", ep, "--workload", wl, "--workers", "4",
 				"--duration", "500ms", "--warmup", "0s", "--json", "--prefix", "bench-" + wl}
+			// The default is one client per worker; hot runs the shared
+			// variant, every worker's session on one client.
+			header := "4 workers, each with its own client"
 			switch wl {
+			case "hot":
+				args = append(args, "--conns", "1")
+				header = "4 workers sharing one client"
 			case "batch":
 				args = append(args, "--batch", "10", "--keys", "100")
 			case "hold":
@@ -27,13 +36,15 @@ func TestCLIBench(t *testing.T) {
 			case "own":
 				args = append(args, "--cpuprofile", filepath.Join(dir, "cpu.prof"), "--memprofile", filepath.Join(dir, "mem.prof"))
 			}
-			out, err := exec.Command(batonBinary(t), args...).Output()
+			cmd := exec.Command(batonBinary(t), args...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
 			if err != nil {
-				var stderr []byte
-				if ee, ok := err.(*exec.ExitError); ok {
-					stderr = ee.Stderr
-				}
-				t.Fatalf("baton %v: %v\n%s", args, err, stderr)
+				t.Fatalf("baton %v: %v\n%s", args, err, stderr.Bytes())
+			}
+			if !strings.Contains(stderr.String(), "baton bench: "+wl+", "+header) {
+				t.Errorf("stderr lacks the header %q:\n%s", header, stderr.Bytes())
 			}
 			var r map[string]any
 			if err := json.Unmarshal(out, &r); err != nil {

@@ -2,6 +2,7 @@ package lockers
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -23,15 +24,17 @@ func TestLive(t *testing.T) {
 		factory func(string) bench.Factory
 	}{
 		{"BENCH_ETCD", func(e string) bench.Factory { return Etcd(strings.Split(e, ",")) }},
+		{"BENCH_ETCD/shared", func(e string) bench.Factory { return EtcdShared(strings.Split(e, ",")) }},
 		{"BENCH_ZOOKEEPER", func(e string) bench.Factory { return ZooKeeper(strings.Split(e, ",")) }},
 		{"BENCH_REDIS", Redis},
 		{"BENCH_POSTGRES", func(e string) bench.Factory { return Postgres("postgres://postgres@" + e + "/postgres") }},
 	}
 	for _, s := range systems {
 		t.Run(s.env, func(t *testing.T) {
-			e := os.Getenv(s.env)
+			env, _, _ := strings.Cut(s.env, "/")
+			e := os.Getenv(env)
 			if e == "" {
-				t.Skipf("%s not set", s.env)
+				t.Skipf("%s not set", env)
 			}
 			for _, wl := range []string{bench.OwnKeys, bench.HotKey, bench.Zipf} {
 				cfg := bench.DefaultConfig()
@@ -53,5 +56,51 @@ func TestLive(t *testing.T) {
 func TestAdvisoryKey(t *testing.T) {
 	if AdvisoryKey("a") == AdvisoryKey("b") || AdvisoryKey("x") != AdvisoryKey("x") {
 		t.Fatal("AdvisoryKey is not a stable hash")
+	}
+}
+
+// TestSharedClient: the first worker dials the one client, later ones
+// reuse it, and the last to release it closes it; a failed dial leaves
+// nothing to close and the next worker dials again.
+func TestSharedClient(t *testing.T) {
+	dials, closes := 0, 0
+	fail := true
+	s := &sharedClient[int]{
+		dial: func(context.Context) (int, error) {
+			if fail {
+				return 0, errors.New("refused")
+			}
+			dials++
+			return dials, nil
+		},
+		close: func(c int) error {
+			if c != dials {
+				t.Errorf("closed client %d, want %d", c, dials)
+			}
+			closes++
+			return nil
+		},
+	}
+	ctx := context.Background()
+	if _, err := s.acquire(ctx); err == nil {
+		t.Fatal("acquire took a failed dial")
+	}
+	fail = false
+	for i := range 3 {
+		if c, err := s.acquire(ctx); err != nil || c != 1 {
+			t.Fatalf("worker %d got client %d, %v; want the one client, 1", i, c, err)
+		}
+	}
+	for i := range 3 {
+		if closes != 0 {
+			t.Fatalf("client closed with %d workers still on it", 3-i)
+		}
+		s.release()
+	}
+	if dials != 1 || closes != 1 {
+		t.Fatalf("%d dials and %d closes for three workers; want 1 and 1", dials, closes)
+	}
+	if c, err := s.acquire(ctx); err != nil || c != 2 {
+		t.Fatalf("after the last release, acquire got client %d, %v; want a new one, 2", c, err)
 	}
 }

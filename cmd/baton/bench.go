@@ -18,7 +18,7 @@ func runBench(g globals, args []string) int {
 	cfg := bench.DefaultConfig()
 	cfg.System = "baton"
 	ttl := 10 * time.Second
-	conns := 1
+	conns := 0 // one client per worker
 	fs := newFlagSet("bench", "bench [--workload own|hot|zipf|batch|hold] [--workers N] [--duration D] [flags]",
 		"baton bench --workload hot --workers 16 --duration 10s --json", &g)
 	fs.StringVar(&cfg.Workload, "workload", cfg.Workload, "own (each worker its own key), hot (one key), zipf, batch (try-lock many), hold")
@@ -32,7 +32,8 @@ func runBench(g globals, args []string) int {
 	fs.StringVar(&cfg.Prefix, "prefix", cfg.Prefix, "lock name prefix")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the key choices")
 	fs.DurationVar(&ttl, "ttl", ttl, "session TTL of the workers")
-	fs.IntVar(&conns, "conns", conns, "clients (each one connection and one Sessions stream per member) the workers' sessions are spread over")
+	fs.IntVar(&conns, "conns", conns, "clients the workers' sessions are spread over, each with one connection and one Sessions stream per member it talks to; "+
+		"0, the default, is one client per worker, as a fleet of processes has; 1 puts every worker's session on one shared connection")
 	var cpuProfile, memProfile string
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write the load generator's CPU profile (pprof) to this file")
 	fs.StringVar(&memProfile, "memprofile", "", "write the load generator's allocation profile (pprof, every allocation's site) to this file")
@@ -49,8 +50,9 @@ func runBench(g globals, args []string) int {
 	if err := cfg.Validate(); err != nil {
 		return exitCode("bench", usagef("%v", err))
 	}
-	if conns < 1 {
-		return exitCode("bench", usagef("--conns must be at least 1"))
+	nClients, err := benchClients(conns, cfg.Workers)
+	if err != nil {
+		return exitCode("bench", usagef("%v", err))
 	}
 	if cpuProfile != "" {
 		f, err := os.Create(cpuProfile)
@@ -76,7 +78,13 @@ func runBench(g globals, args []string) int {
 		}()
 	}
 	ctx := context.Background()
-	clients := make([]*baton.Client, min(conns, cfg.Workers))
+	// The header goes to stderr with --json, whose stdout is the report only.
+	header := os.Stdout
+	if g.json {
+		header = os.Stderr
+	}
+	fmt.Fprintf(header, "baton bench: %s, %s\n", cfg.Workload, clientsLine(cfg.Workers, nClients))
+	clients := make([]*baton.Client, nClients)
 	for i := range clients {
 		dctx, cancel := context.WithTimeout(ctx, g.timeout)
 		c, err := dialGlobals(dctx, g)
@@ -111,6 +119,32 @@ func runBench(g globals, args []string) int {
 		}
 	}
 	return 0
+}
+
+// benchClients is how many clients --conns asks for with workers workers:
+// 0 means one per worker; more clients than workers would sit idle.
+func benchClients(conns, workers int) (int, error) {
+	switch {
+	case conns < 0:
+		return 0, fmt.Errorf("--conns is %d; want 0 (one client per worker) or more", conns)
+	case conns == 0:
+		return workers, nil
+	}
+	return min(conns, workers), nil
+}
+
+// clientsLine says how the workers reach the cluster, for the header.
+func clientsLine(workers, clients int) string {
+	switch {
+	case workers == 1:
+		return "1 worker with its own client: its own connection and session (--conns 1)"
+	case clients == workers:
+		return fmt.Sprintf("%d workers, each with its own client: its own connection and session (--conns %d)", workers, clients)
+	case clients == 1:
+		return fmt.Sprintf("%d workers sharing one client: one connection and one Sessions stream for all their sessions (--conns 1)", workers)
+	}
+	return fmt.Sprintf("%d workers over %d clients: %d to %d sessions share each connection (--conns %d)",
+		workers, clients, workers/clients, (workers+clients-1)/clients, clients)
 }
 
 // benchLocker is one bench worker: a session and its leases.

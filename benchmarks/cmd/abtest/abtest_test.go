@@ -60,6 +60,13 @@ func TestParseFlags(t *testing.T) {
 	if err != nil || o.b != "HEAD" || len(o.envB) != 2 || o.rounds != 3 || o.workloads[0] != (workload{"own", 64}) {
 		t.Fatalf("parseFlags = %+v, %v", o, err)
 	}
+	// One client per worker unless -shared, named to baton bench either way.
+	if o.shared || o.conns(workload{"own", 64}) != 64 || !strings.Contains(o.variant(), "one per worker") {
+		t.Errorf("default clients: shared %v, --conns %d, %q", o.shared, o.conns(workload{"own", 64}), o.variant())
+	}
+	if o, err := parseFlags([]string{"-a", "x", "-shared"}, io.Discard); err != nil || o.conns(workload{"hot", 16}) != 1 || !strings.Contains(o.variant(), "shared connection") {
+		t.Errorf("-shared: %+v, %v", o, err)
+	}
 	for _, bad := range [][]string{
 		{},                               // no -a
 		{"-a", "x", "-rounds", "0"},      // no pairs
@@ -99,9 +106,9 @@ func TestSummarize(t *testing.T) {
 		{m(100, 1.0, 80), m(90, 1.2, 70)},
 		{m(110, 2.0, 90), m(132, 1.8, 100)},
 	}
-	got := summarize(workload{"own", 64}, pairs)
+	got := summarize(workload{"own", 64}, "one per worker", pairs)
 	for _, want := range []string{
-		"own/64, 3 pairs:",
+		"own/64, 3 pairs, clients one per worker:",
 		"A: cycles/s median 100 (100-110), acquire p50 median 2.00 ms, servers' CPU/cycle median 80.0 us",
 		"B: cycles/s median 120 (90-132), acquire p50 median 1.50 ms, servers' CPU/cycle median 70.0 us",
 		"B/A cycles/s: median 1.200 (0.900-1.200); B ahead in 2 of 3 pairs, lower acquire p50 in 2, less CPU per cycle in 2 of 3",
@@ -112,7 +119,7 @@ func TestSummarize(t *testing.T) {
 	}
 	// Without /proc the CPU figures are left out, not shown as zero.
 	pairs[0][0].cpuPerCyc = 0
-	if got := summarize(workload{"own", 1}, pairs); strings.Contains(got, "A: cycles/s median 100 (100-110), acquire p50 median 2.00 ms, servers'") ||
+	if got := summarize(workload{"own", 1}, "one per worker", pairs); strings.Contains(got, "A: cycles/s median 100 (100-110), acquire p50 median 2.00 ms, servers'") ||
 		!strings.Contains(got, "less CPU per cycle in 1 of 2") {
 		t.Errorf("summary with an unknown CPU figure:\n%s", got)
 	}
@@ -166,6 +173,7 @@ func TestRunTwoBuilds(t *testing.T) {
 	out := stdout.String()
 	for _, re := range []string{
 		`B: .*baton \[GOGC=200\]`,
+		`clients: one per worker, each its own connection and session \(--conns equal to the workers\)`,
 		`own/1 +round 1 A: +\d+ cycles/s  acquire p50 +[\d.]+ ms  p99 +[\d.]+ ms  servers' CPU/cycle [\d.]+ us  errors 0`,
 		`own/1 +round 1 B: +\d+ cycles/s`,
 		`B/A cycles/s: median [\d.]+ \([\d.]+-[\d.]+\); B ahead in [01] of 1 pairs, lower acquire p50 in [01], less CPU per cycle in [01] of 1`,

@@ -150,7 +150,7 @@ func measure(ctx context.Context, s *side, w workload, dir string, o options) (m
 	}
 	args := func(d time.Duration) []string {
 		return []string{"bench", "--endpoints", endpoints, "--workload", w.kind, "--workers", strconv.Itoa(w.workers),
-			"--duration", d.String(), "--warmup", "0s", "--json"}
+			"--conns", strconv.Itoa(o.conns(w)), "--duration", d.String(), "--warmup", "0s", "--json"}
 	}
 	if o.warmup > 0 {
 		if _, err := output(ctx, "", s.bin, args(o.warmup)...); err != nil {

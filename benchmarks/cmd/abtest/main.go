@@ -12,6 +12,11 @@
 //	go -C benchmarks run ./cmd/abtest -a cc40e06 -b HEAD -workloads own/1,own/64 -rounds 6
 //	go -C benchmarks run ./cmd/abtest -a HEAD -b HEAD -env-b GOGC=200
 //
+// Each worker of `baton bench` has its own client (--conns equal to the
+// workers), as each process of a fleet has; -shared puts every worker's
+// session on one client (--conns 1). Both builds get --conns explicitly,
+// so builds whose `baton bench` has another default measure the same.
+//
 // -a and -b each name a baton binary or a git revision of this repository,
 // which is built into a temporary directory.
 package main
@@ -42,6 +47,7 @@ type options struct {
 	duration, warmup time.Duration
 	basePort         int
 	keep             bool
+	shared           bool // every worker's session on one client, not one client per worker
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -58,6 +64,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "load before each measured run, on the same cluster")
 	fs.IntVar(&o.basePort, "port", 27800, "client ports PORT, PORT+10, PORT+20; peer ports one above each")
 	fs.BoolVar(&o.keep, "keep", false, "keep the clusters' data directories and logs")
+	fs.BoolVar(&o.shared, "shared", false, "the shared-connection variant: every worker's session on one client (baton bench --conns 1) "+
+		"instead of one client per worker (--conns equal to the workers), whatever the builds' default")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: go run ./cmd/abtest -a BUILD [-b BUILD] [flags]\n\n"+
 			"Alternates two builds of Baton on fresh 3-member clusters on 127.0.0.1 and\n"+
@@ -132,6 +140,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "%s: %s\n", s.name, s.label)
 	}
+	fmt.Fprintf(stdout, "clients: %s\n", o.variant())
 	for _, w := range o.workloads {
 		var pairs []pair
 		for r := 1; r <= o.rounds; r++ {
@@ -154,7 +163,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			pairs = append(pairs, p)
 		}
-		fmt.Fprintln(stdout, summarize(w, pairs))
+		fmt.Fprintln(stdout, summarize(w, o.variant(), pairs))
 	}
 	return 0
+}
+
+// variant says how `baton bench`'s workers reach the cluster.
+func (o options) variant() string {
+	if o.shared {
+		return "shared connection, every worker's session on one client (--conns 1)"
+	}
+	return "one per worker, each its own connection and session (--conns equal to the workers)"
+}
+
+// conns is the --conns of `baton bench` for w.
+func (o options) conns(w workload) int {
+	if o.shared {
+		return 1
+	}
+	return w.workers
 }

@@ -51,11 +51,11 @@ func parseEnv(flagName, s string) ([]string, error) {
 // pair is one round: A's measurement and B's.
 type pair [2]measurement
 
-// summarize is the report of a workload's pairs: each side's medians,
-// and B against A pair by pair.
-func summarize(w workload, pairs []pair) string {
+// summarize is the report of a workload's pairs, with the clients' variant:
+// each side's medians, and B against A pair by pair.
+func summarize(w workload, clients string, pairs []pair) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n%s, %d pairs:\n", w, len(pairs))
+	fmt.Fprintf(&b, "\n%s, %d pairs, clients %s:\n", w, len(pairs), clients)
 	for i, name := range []string{"A", "B"} {
 		var cps, p50, cpu []float64
 		for _, p := range pairs {

@@ -24,6 +24,16 @@ var palette = map[string]color.RGBA{
 	"postgres":  {R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
 }
 
+// barColor is s's palette colour, halfway to white for the
+// shared-connection variant.
+func barColor(s system) color.RGBA {
+	c := palette[s.name]
+	if s.shared {
+		c.R, c.G, c.B = c.R/2+0x80, c.G/2+0x80, c.B/2+0x80
+	}
+	return c
+}
+
 // metric is one row of the chart.
 type metric struct {
 	title  string
@@ -99,7 +109,10 @@ func panel(d *doc, m metric, w workload) (*plot.Plot, error) {
 	var labels []string
 	for i, s := range d.systems {
 		names = append(names, s.title)
-		r := d.find(s.name, w)
+		if s.shared {
+			names[len(names)-1] += " shared"
+		}
+		r := d.find(s.id(), w)
 		v, label := 0.0, "not run"
 		if r != nil && r.report != nil {
 			v = m.value(r)
@@ -110,7 +123,7 @@ func panel(d *doc, m metric, w workload) (*plot.Plot, error) {
 			return nil, err
 		}
 		bars.XMin = float64(i)
-		bars.Color = palette[s.name]
+		bars.Color = barColor(s)
 		bars.LineStyle.Width = 0
 		p.Add(bars)
 		xys = append(xys, plotter.XY{X: float64(i), Y: v})

@@ -15,6 +15,13 @@
 // Baton's rows come from `baton bench` against a 3-node cluster built from
 // this checkout; the others' from the Go drivers in ../lockers driven by
 // the same engine (internal/bench) in this process.
+//
+// Every system is measured alike: each worker has its own client, so its
+// own connection and session, as each process of a fleet has. The
+// shared-connection variant, every worker's session on one client, is a
+// system of its own in -systems (baton/shared, etcd/shared), run on fresh
+// servers and labelled as such in the report; the systems whose client
+// cannot carry many sessions on one connection have none.
 package main
 
 import (
@@ -58,11 +65,9 @@ func parseFlags(args []string) (options, error) {
 	duration := fs.Duration("duration", 8*time.Second, "measured time per workload and system")
 	warmup := fs.Duration("warmup", 2*time.Second, "unmeasured warm-up before each measurement")
 	quick := fs.Bool("quick", false, "a quick run: 2s per workload after 0.5s warm-up (overrides -duration and -warmup)")
-	names := make([]string, len(systems))
-	for i, s := range systems {
-		names[i] = s.name
-	}
-	sysList := fs.String("systems", strings.Join(names, ","), "systems to run, in table order")
+	sysList := fs.String("systems", strings.Join(systemNames(), ","),
+		"systems to run, in table order; every worker has its own connection and session. "+
+			"The shared-connection variant, every worker's session on one client, is a system of its own: "+strings.Join(sharedIDs(), ", "))
 	loadList := fs.String("workloads", "own/1,own/64,hot/16,zipf/64", "KIND/WORKERS,... with KIND own, hot or zipf")
 	out := fs.String("out", "../docs/BENCHMARKS.md", "the Markdown report to write")
 	chart := fs.String("chart", "../docs/benchmarks", "the chart's path without extension: .svg and .png are written")
@@ -90,14 +95,10 @@ func parseFlags(args []string) (options, error) {
 	if o.rounds < 1 || o.rounds > 9 {
 		return options{}, fmt.Errorf("-rounds must be 1..9, not %d", o.rounds)
 	}
-	for n := range strings.SplitSeq(*sysList, ",") {
-		i := slices.IndexFunc(systems, func(s system) bool { return s.name == strings.TrimSpace(n) })
-		if i < 0 {
-			return options{}, fmt.Errorf("unknown system %q; want some of %s", n, strings.Join(names, ","))
-		}
-		o.systems = append(o.systems, systems[i])
-	}
 	var err error
+	if o.systems, err = parseSystems(*sysList); err != nil {
+		return options{}, err
+	}
 	if o.loads, err = parseWorkloads(*loadList); err != nil {
 		return options{}, err
 	}
@@ -165,7 +166,7 @@ func run(args []string) int {
 					return 1
 				}
 			}
-			for _, r := range runSystem(ctx, s, rdir, o, d) {
+			for _, r := range runSystem(ctx, s, s.dataDir(rdir), o, d) {
 				r.round = round
 				d.results = append(d.results, r)
 			}
@@ -179,7 +180,7 @@ func run(args []string) int {
 	var reports []*bench.Report
 	for _, w := range o.loads {
 		for _, s := range o.systems {
-			if r := d.find(s.name, w); r != nil && r.report != nil {
+			if r := d.find(s.id(), w); r != nil && r.report != nil {
 				reports = append(reports, r.report)
 			}
 		}
@@ -215,22 +216,22 @@ func runSystem(ctx context.Context, s system, dir string, o options, d *doc) []r
 	d.versions[s.name] = serverVersion(s.name)
 	// Wait (bounded by -settle) for other work on the machine to quieten.
 	settle := time.Now().Add(o.settle)
-	before := d.busy[s.name] // earlier rounds'
+	before := d.busy[s.id()] // earlier rounds'
 	for {
 		busy, ok := cpuBusy(time.Second)
 		if !ok {
 			break
 		}
-		d.busy[s.name] = fmt.Sprintf("%.0f%%", 100*busy)
+		d.busy[s.id()] = fmt.Sprintf("%.0f%%", 100*busy)
 		if before != "" {
-			d.busy[s.name] = before + ", " + d.busy[s.name]
+			d.busy[s.id()] = before + ", " + d.busy[s.id()]
 		}
 		if busy < quietCPU || !time.Now().Before(settle) || ctx.Err() != nil {
 			break
 		}
 		fmt.Fprintf(os.Stderr, "waiting for the CPU to quieten: %.0f%% busy\n", 100*busy)
 	}
-	fmt.Fprintf(os.Stderr, "== %s (%s): starting\n", s.title, d.versions[s.name])
+	fmt.Fprintf(os.Stderr, "== %s (%s): starting\n", s.label(), d.versions[s.name])
 	startCtx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	cmds, endpoints, err := script(startCtx, s.name, "start", dir)
 	cancel()
@@ -256,12 +257,12 @@ func runSystem(ctx context.Context, s system, dir string, o options, d *doc) []r
 		}
 		var r result
 		if s.factory == nil {
-			r, err = runBaton(ctx, filepath.Join(dir, s.name, "baton"), endpoints, w, o.warmup, o.duration)
+			r, err = runBaton(ctx, s, filepath.Join(dir, s.name, "baton"), endpoints, w, o.warmup, o.duration)
 			if err == errNoBench {
-				fmt.Fprintf(os.Stderr, "%s: %v; Baton rows are marked not run\n", s.title, err)
+				fmt.Fprintf(os.Stderr, "%s: %v; Baton rows are marked not run\n", s.label(), err)
 				rs := notRun("not run: " + errNoBench.Error())
 				for i := range rs {
-					rs[i].command = "baton " + strings.Join(batonArgs(endpoints, rs[i].load, o.warmup, o.duration), " ")
+					rs[i].command = "baton " + strings.Join(batonArgs(s, endpoints, rs[i].load, o.warmup, o.duration), " ")
 				}
 				return rs
 			}
@@ -272,7 +273,7 @@ func runSystem(ctx context.Context, s system, dir string, o options, d *doc) []r
 		if r.report != nil {
 			fmt.Fprint(os.Stderr, strings.SplitN(bench.Table([]*bench.Report{r.report}), "\n", 2)[1])
 		} else {
-			fmt.Fprintf(os.Stderr, "%-10s %-6s %7d  %s\n", s.name, w.kind, w.workers, r.note)
+			fmt.Fprintf(os.Stderr, "%-10s %-6s %7d  %s\n", s.id(), w.kind, w.workers, r.note)
 		}
 		if i < len(o.loads)-1 {
 			// Let the last run's connections close before the next.

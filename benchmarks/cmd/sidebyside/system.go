@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,9 +19,15 @@ import (
 	"github.com/batonlock/baton/internal/bench"
 )
 
-// system is one lock service under test.
+// system is one lock service under test, in one of two variants. By
+// default every worker has its own client: one connection and one session,
+// as each process of a fleet has. The shared-connection variant (shared)
+// gives every worker its own session but one client for all of them; it
+// runs only for systems whose client can carry many sessions on one
+// connection.
 type system struct {
 	name   string // also the script's name: scripts/<name>.sh
+	shared bool   // the shared-connection variant
 	title  string
 	setup  string // servers and durability, for the doc
 	recipe string // how a worker locks, for the doc
@@ -28,14 +35,60 @@ type system struct {
 	// factory connects workers to the endpoints the script printed; nil
 	// for Baton, whose load comes from `baton bench`.
 	factory func(endpoints string) bench.Factory
+	// sharedRecipe and sharedFactory are the shared-connection variant's
+	// recipe and factory; noShare says why a system has none.
+	sharedRecipe  string
+	sharedFactory func(endpoints string) bench.Factory
+	noShare       string
+}
+
+// sharedSuffix names the shared-connection variant in -systems: etcd/shared.
+const sharedSuffix = "/shared"
+
+// id names the system and variant in -systems, the raw reports and the
+// text table: baton, baton/shared.
+func (s system) id() string {
+	if s.shared {
+		return s.name + sharedSuffix
+	}
+	return s.name
+}
+
+// label is the system and variant in the doc's tables.
+func (s system) label() string {
+	if s.shared {
+		return s.title + ", shared connection"
+	}
+	return s.title
+}
+
+// variant returns s's shared-connection variant.
+func (s system) variant() (system, error) {
+	if s.noShare != "" {
+		return system{}, fmt.Errorf("%s has no shared-connection variant: %s", s.title, s.noShare)
+	}
+	v := s
+	v.shared, v.recipe, v.factory = true, s.sharedRecipe, s.sharedFactory
+	return v, nil
+}
+
+// dataDir is the directory the system's script gets under a round's
+// directory: the variant runs on fresh servers of its own.
+func (s system) dataDir(round string) string {
+	if s.shared {
+		return filepath.Join(round, "shared")
+	}
+	return round
 }
 
 // systems are listed in the order of the tables.
 var systems = []system{
 	{
 		name: "baton", title: "Baton",
-		setup:  "3 nodes (`baton server`), fsync on (its default)",
-		recipe: "`baton bench` with its defaults: the product's Go client, one session per worker, one client for all workers, whose sessions share one connection and one Sessions stream (`--conns 1`)",
+		setup: "3 nodes (`baton server`), fsync on (its default)",
+		recipe: "`baton bench --conns N` with N the number of workers (its default): the product's Go client, one client per worker, " +
+			"so each worker its own connection (to each member it talks to), Sessions stream and session",
+		sharedRecipe: "`baton bench --conns 1`: one session per worker, all on one client, so on one connection and one Sessions stream",
 	},
 	{
 		name: "etcd", title: "etcd",
@@ -44,6 +97,10 @@ var systems = []system{
 		module: "go.etcd.io/etcd/client/v3",
 		factory: func(e string) bench.Factory {
 			return lockers.Etcd(strings.Split(e, ","))
+		},
+		sharedRecipe: "concurrency.Mutex, one session (60 s lease) per worker, all on one client, so on one gRPC connection to each member",
+		sharedFactory: func(e string) bench.Factory {
+			return lockers.EtcdShared(strings.Split(e, ","))
 		},
 	},
 	{
@@ -54,6 +111,7 @@ var systems = []system{
 		factory: func(e string) bench.Factory {
 			return lockers.ZooKeeper(strings.Split(e, ","))
 		},
+		noShare: "a ZooKeeper session is its connection, so workers on one connection would share one session and its lock nodes",
 	},
 	{
 		name: "redis", title: "Redis",
@@ -63,6 +121,7 @@ var systems = []system{
 		factory: func(e string) bench.Factory {
 			return lockers.Redis(e)
 		},
+		noShare: "go-redis gives a connection to one command at a time, so workers on one connection would queue for it, not share it",
 	},
 	{
 		name: "postgres", title: "PostgreSQL",
@@ -72,7 +131,53 @@ var systems = []system{
 		factory: func(e string) bench.Factory {
 			return lockers.Postgres("postgres://postgres@" + e + "/postgres?sslmode=disable")
 		},
+		noShare: "advisory locks belong to the connection's session, and a connection runs one statement at a time",
 	},
+}
+
+// parseSystems parses "baton,etcd,baton/shared" into systems and variants.
+func parseSystems(list string) ([]system, error) {
+	var out []system
+	for f := range strings.SplitSeq(list, ",") {
+		f = strings.TrimSpace(f)
+		name, shared := strings.CutSuffix(f, sharedSuffix)
+		i := slices.IndexFunc(systems, func(s system) bool { return s.name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("unknown system %q; want some of %s, each with %s for its shared-connection variant where it has one",
+				f, strings.Join(systemNames(), ","), sharedSuffix)
+		}
+		s := systems[i]
+		if shared {
+			var err error
+			if s, err = s.variant(); err != nil {
+				return nil, err
+			}
+		}
+		if slices.ContainsFunc(out, func(o system) bool { return o.id() == s.id() }) {
+			return nil, fmt.Errorf("system %q listed twice", f)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func systemNames() []string {
+	names := make([]string, len(systems))
+	for i, s := range systems {
+		names[i] = s.name
+	}
+	return names
+}
+
+// sharedIDs lists the shared-connection variants there are: baton/shared,...
+func sharedIDs() []string {
+	var ids []string
+	for _, s := range systems {
+		if v, err := s.variant(); err == nil {
+			ids = append(ids, v.id())
+		}
+	}
+	return ids
 }
 
 // workload is one row group: a bench workload with a number of workers.
@@ -159,7 +264,7 @@ func runInProcess(ctx context.Context, s system, endpoints string, w workload, w
 	res := result{sys: s, load: w, command: fmt.Sprintf("in-process bench.Run, workload %s, %d workers (%s)", w.kind, w.workers, s.module)}
 	ctx, cancel := context.WithTimeout(ctx, warmup+duration+90*time.Second)
 	defer cancel()
-	r, err := bench.Run(ctx, benchConfig(s.name, w, warmup, duration), s.factory(endpoints))
+	r, err := bench.Run(ctx, benchConfig(s.id(), w, warmup, duration), s.factory(endpoints))
 	if err != nil {
 		res.note = err.Error()
 		return res
@@ -171,16 +276,23 @@ func runInProcess(ctx context.Context, s system, endpoints string, w workload, w
 // errNoBench means the baton binary has no bench command yet.
 var errNoBench = errors.New("this build of baton has no `bench` command")
 
-// batonArgs are the arguments of `baton bench` for one workload.
-func batonArgs(endpoints string, w workload, warmup, duration time.Duration) []string {
+// batonArgs are the arguments of `baton bench` for one workload. They
+// name --conns whatever the variant, so that the command says how the
+// workers reach the cluster and builds with another default measure the
+// same.
+func batonArgs(s system, endpoints string, w workload, warmup, duration time.Duration) []string {
+	conns := w.workers
+	if s.shared {
+		conns = 1
+	}
 	return []string{"bench", "--endpoints", endpoints, "--workload", w.kind, "--workers", strconv.Itoa(w.workers),
-		"--duration", duration.String(), "--warmup", warmup.String(), "--json"}
+		"--conns", strconv.Itoa(conns), "--duration", duration.String(), "--warmup", warmup.String(), "--json"}
 }
 
 // runBaton runs `baton bench` against the cluster and parses its JSON.
-func runBaton(ctx context.Context, bin, endpoints string, w workload, warmup, duration time.Duration) (result, error) {
-	args := batonArgs(endpoints, w, warmup, duration)
-	res := result{sys: systems[0], load: w, command: "baton " + strings.Join(args, " ")}
+func runBaton(ctx context.Context, s system, bin, endpoints string, w workload, warmup, duration time.Duration) (result, error) {
+	args := batonArgs(s, endpoints, w, warmup, duration)
+	res := result{sys: s, load: w, command: "baton " + strings.Join(args, " ")}
 	ctx, cancel := context.WithTimeout(ctx, warmup+duration+90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
@@ -203,9 +315,7 @@ func runBaton(ctx context.Context, bin, endpoints string, w workload, warmup, du
 		res.note = "baton bench failed: " + msg
 		return res, nil
 	}
-	if r.System == "" {
-		r.System = "baton"
-	}
+	r.System = s.id()
 	res.report = r
 	return res, nil
 }
