@@ -163,6 +163,11 @@ func TestSim(t *testing.T) {
 // run six times less often, for about a quarter less CPU time per
 // scenario.
 func soak(t *testing.T, d time.Duration) {
+	// go test's -timeout (10m unless set) would end a longer soak with a
+	// panic and no figures: refuse it at once, saying what to add.
+	if deadline, ok := t.Deadline(); ok && time.Until(deadline) < d+time.Minute {
+		t.Fatalf("-sim.duration %v does not fit in go test's -timeout (%v left): add -timeout %v", d, time.Until(deadline).Round(time.Second), d+5*time.Minute)
+	}
 	start := time.Now()
 	cpuStart, cpuKnown := processCPU()
 	// The PID too: two soaks started together read the same clock here
