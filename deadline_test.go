@@ -7,11 +7,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/batonlock/baton/api/batonpb"
-	"github.com/batonlock/baton/embed/embedtest"
 )
 
 // The tests here hold the client's deadline to its rule, on synctest's
@@ -90,17 +88,7 @@ func (f *keepaliveMember) keepaliveArrival(t *testing.T, n int) time.Time {
 // session is abandoned (the member answers no Close).
 func sessionOn(t *testing.T, f *keepaliveMember, events *eventLog) (*Session, time.Time) {
 	t.Helper()
-	network := embedtest.NewNetwork()
-	ln, err := network.Listen("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.setAddr(ln.Addr().String())
-	srv := grpc.NewServer()
-	batonpb.RegisterBatonServer(srv, f)
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
-	cl := dial(t, f.addr, WithDialOptions(grpc.WithContextDialer(network.Dial)))
+	cl := serveFakeInMemory(t, f)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	before := time.Now()

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/embed/embedtest"
 )
 
 // fakeMember is the base of the scripted members these tests dial: it
@@ -26,23 +27,46 @@ func (f *fakeMember) Status(context.Context, *batonpb.StatusRequest) (*batonpb.S
 
 func (f *fakeMember) setAddr(addr string) { f.addr = addr }
 
-// serveFake serves f on a loopback port until the test ends and returns
-// a client dialled to it.
-func serveFake(t *testing.T, f interface {
+// fake is a scripted member: a Baton server that learns its address.
+type fake interface {
 	batonpb.BatonServer
 	setAddr(string)
-}) *Client {
+}
+
+// serveFake serves f on a loopback port until the test ends and returns
+// a client dialled to it.
+func serveFake(t *testing.T, f fake) *Client {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveFakeOn(t, f, ln)
+}
+
+// serveFakeInMemory serves f on a network in memory (embedtest.Network),
+// whose connections block on channels only, so that f and the client it
+// returns run inside a synctest bubble.
+func serveFakeInMemory(t *testing.T, f fake) *Client {
+	t.Helper()
+	network := embedtest.NewNetwork()
+	ln, err := network.Listen("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveFakeOn(t, f, ln, WithDialOptions(grpc.WithContextDialer(network.Dial)))
+}
+
+// serveFakeOn serves f on ln until the test ends and returns a client
+// dialled to it with opts.
+func serveFakeOn(t *testing.T, f fake, ln net.Listener, opts ...Option) *Client {
+	t.Helper()
 	f.setAddr(ln.Addr().String())
 	srv := grpc.NewServer()
 	batonpb.RegisterBatonServer(srv, f)
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)
-	return dial(t, ln.Addr().String())
+	return dial(t, ln.Addr().String(), opts...)
 }
 
 // scriptedMember serves Sessions: it answers every channel's open or

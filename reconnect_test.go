@@ -7,13 +7,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/batonlock/baton/api/batonpb"
-	"github.com/batonlock/baton/embed/embedtest"
 )
 
 // breaksStreams is a member that answers a session's open and then ends
@@ -61,20 +59,9 @@ func TestReconnectsBackOff(t *testing.T) {
 		name := map[bool]string{true: "ends after the resume", false: "refuses the resume"}[answerResume]
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				network := embedtest.NewNetwork()
-				ln, err := network.Listen("")
-				if err != nil {
-					t.Fatal(err)
-				}
 				f := &breaksStreams{answerResume: answerResume}
-				f.setAddr(ln.Addr().String())
-				srv := grpc.NewServer()
-				batonpb.RegisterBatonServer(srv, f)
-				go srv.Serve(ln)
-				defer srv.Stop()
 				// The default backoff: 20 ms doubling to 1 s.
-				cl := dial(t, f.addr, WithDialOptions(grpc.WithContextDialer(network.Dial)))
-				defer cl.Close()
+				cl := serveFakeInMemory(t, f)
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
 				// No Close: the member does not answer it; cl.Close abandons s.
