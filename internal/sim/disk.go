@@ -43,16 +43,13 @@ func (d *diskState) save(hs *raftpb.HardState, ents []*raftpb.Entry) {
 }
 
 // saveSnapshot records snap and, like the store's WAL purge at its most
-// eager, drops the entries up to the previous snapshot (the store
-// releases no further: the previous one is what recovery falls back to
-// until a hard state commits the new one). A recovery that has to fall
-// back further finds a gap instead of silently replaying entries a real
-// WAL may already have deleted.
-func (d *diskState) saveSnapshot(snap *raftpb.Snapshot) {
-	prev := uint64(0)
-	for _, sn := range d.snaps {
-		prev = max(prev, sn.GetMetadata().GetIndex())
-	}
+// eager, drops the entries up to prev, the snapshot saved before it in
+// this run or recovered at the member's start (the store releases no
+// further: prev is what recovery falls back to until a hard state commits
+// the new one). A recovery that has to fall back further finds a gap
+// instead of silently replaying entries a real WAL may already have
+// deleted.
+func (d *diskState) saveSnapshot(snap *raftpb.Snapshot, prev uint64) {
 	d.snaps = append(d.snaps, snap)
 	kept := d.ents[:0:0]
 	for _, e := range d.ents {
@@ -84,6 +81,11 @@ type disk struct {
 	// before it sends or acknowledges anything.
 	tearNext int
 	tore     bool
+	// prevSnap is the index of the snapshot saved last since the member
+	// started, or of the one it recovered, as storage.Store keeps it: a
+	// snapshot saved before a crash that lost the hard state committing
+	// it is not recovered, so it is not what the next save releases up to.
+	prevSnap uint64
 }
 
 func (d *disk) Save(hs *raftpb.HardState, ents []*raftpb.Entry, sync bool) error {
@@ -116,7 +118,11 @@ func (d *disk) SaveSnapshot(snap *raftpb.Snapshot) error {
 	// The snapshot file is written and fsynced on its own; the WAL before
 	// it is flushed first (as etcd's WAL does when it records a snapshot).
 	d.flush(len(d.cache), -1)
-	d.durable.saveSnapshot(proto.Clone(snap).(*raftpb.Snapshot))
+	if snap.GetMetadata().GetIndex() <= d.prevSnap {
+		return nil // stale, as storage.Store ignores it
+	}
+	d.durable.saveSnapshot(proto.Clone(snap).(*raftpb.Snapshot), d.prevSnap)
+	d.prevSnap = snap.GetMetadata().GetIndex()
 	return nil
 }
 
@@ -167,7 +173,8 @@ func (d *disk) crash(r randSource) bool {
 
 // recovered is what storage.Open would return: the newest snapshot at or
 // below the hard state's commit, the hard state, and the entries after the
-// snapshot. A gap in those entries is an error (the WAL reports
+// snapshot. Like Open, it makes that snapshot the one the next save
+// releases the log up to. A gap in those entries is an error (the WAL reports
 // ErrSliceOutOfRange).
 func (d *disk) recovered() (raftnode.Recovered, error) {
 	st := d.durable.clone()
@@ -181,9 +188,11 @@ func (d *disk) recovered() (raftnode.Recovered, error) {
 	}
 	rec := raftnode.Recovered{}
 	next := uint64(1)
+	d.prevSnap = 0
 	if snap != nil {
 		rec.Snapshot = proto.Clone(snap).(*raftpb.Snapshot)
 		next = snap.GetMetadata().GetIndex() + 1
+		d.prevSnap = snap.GetMetadata().GetIndex()
 	}
 	for _, e := range st.ents {
 		if e.GetIndex() < next {
