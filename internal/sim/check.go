@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -37,6 +38,7 @@ type logEntry struct {
 	data, resData []byte
 	res           *fsmpb.Result
 	firstAt       int64 // virtual time it was first applied anywhere (= committed)
+	firstPos      int64 // history clock then: a point at which it took effect
 }
 
 type ackRecord struct {
@@ -59,6 +61,16 @@ type internalOp struct {
 	ret     int64
 	out     outcome
 	done    bool
+	key     string // proposalKey of its command
+	index   uint64 // where it applied, when done with no error
+}
+
+// proposalKey names what a proposal asks, whoever proposes it and when:
+// its command without the proposer's wall time.
+func proposalKey(cmd *fsmpb.Command) string {
+	c := protoClone(cmd)
+	c.WallTimeUnixNano = 0
+	return string(encode(c))
 }
 
 type fencedWrite struct {
@@ -114,7 +126,7 @@ func (k *checker) applied(m *member, index uint64, cmd *fsmpb.Command, res *fsmp
 	}
 	e := k.log[index]
 	if e == nil {
-		k.log[index] = &logEntry{cmd: protoClone(cmd), data: data, res: protoClone(res), resData: encode(res), firstAt: k.s.now}
+		k.log[index] = &logEntry{cmd: protoClone(cmd), data: data, res: protoClone(res), resData: encode(res), firstAt: k.s.now, firstPos: k.call()}
 		k.s.stats.Entries++
 		if cmd.GetSetLogVersion() != nil {
 			k.s.stats.VersionRaises++
@@ -203,22 +215,30 @@ func (k *checker) internalDone(op *internalOp, res *fsmpb.Result, index uint64, 
 		op.ret, op.out = 1<<60, outcome{unknown: true}
 		return
 	}
-	op.out = outcome{code: res.GetError()}
+	op.index = index
+	op.settle(res)
 	if op.kind == opExpireHold && res.GetError() == fsmpb.Error_ERROR_NONE {
 		k.s.stats.HoldsExpired++
 	}
-	if op.kind != opAbandon || res.GetAcquire().GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
+	if op.kind == opAbandon && res.GetAcquire().GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
+		if op.out.granted {
+			k.s.stats.AbandonsReleased++
+		} else {
+			k.s.stats.AbandonsKept++ // claimed by a retry, or its answer forgotten
+		}
+	}
+}
+
+// settle sets op's outcome from the result of its entry. An abandon whose
+// grant had won the race with it released one count of that grant, and
+// learns the grant's token.
+func (op *internalOp) settle(res *fsmpb.Result) {
+	op.out = outcome{code: res.GetError()}
+	if op.kind != opAbandon || res.GetAcquire().GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED || res.GetError() != fsmpb.Error_ERROR_NONE {
 		return
 	}
-	// The grant had won the race with the abandon.
-	if res.GetError() == fsmpb.Error_ERROR_NONE {
-		// The entry released one count of it.
-		op.token = res.GetAcquire().GetToken()
-		op.out.granted, op.out.token, op.out.remaining = true, op.token, res.GetRemainingCount()
-		k.s.stats.AbandonsReleased++
-		return
-	}
-	k.s.stats.AbandonsKept++ // claimed by a retry, or its answer forgotten
+	op.token = res.GetAcquire().GetToken()
+	op.out.granted, op.out.token, op.out.remaining = true, op.token, res.GetRemainingCount()
 }
 
 // record adds a client operation to the history.
@@ -402,20 +422,80 @@ func (k *checker) finalChecks() {
 	k.linearizability()
 }
 
-// linearizability is check (e): the client history against the
-// per-lock model.
-func (k *checker) linearizability() {
-	s := k.s
-	hist := slices.Clone(k.history)
+// resolveInternal is the internal operations that change what clients
+// observe, each with a known outcome where the log tells it. A member's own
+// proposal may never learn its outcome (its leader lost office, or the
+// member stopped), yet whether it took effect is in the log: an entry with
+// its command that was applied after the proposal was made. Each such entry
+// not claimed by a proposal that learnt its outcome is given to the earliest
+// unresolved proposal of the same command (two leaders' trackers may both
+// propose one expiry); it then returns when the entry was first applied,
+// with the entry's result. A proposal left with no entry never took effect
+// and is dropped. This is exact for the model, and it keeps the history
+// free of operations open until the end of time, which porcupine's search
+// pays for dearly.
+func (k *checker) resolveInternal() []*internalOp {
+	type applied struct {
+		index uint64
+		e     *logEntry
+	}
+	claimed := map[uint64]bool{}
+	var ops, open []*internalOp
 	for _, op := range k.internal {
 		if op.kind != opExpire && op.kind != opAbandon && op.kind != opExpireHold {
 			continue
 		}
-		ret, out := op.ret, op.out
-		if !op.done {
-			ret, out = 1<<60, outcome{unknown: true}
+		if op.done && !op.out.unknown {
+			claimed[op.index] = true
+			ops = append(ops, op)
+			continue
 		}
-		hist = append(hist, porcupine.Operation{ClientId: -1, Input: linInput{kind: op.kind, session: op.session, lock: op.lock, token: op.token}, Call: op.call, Output: out, Return: ret})
+		open = append(open, op)
+	}
+	if len(open) == 0 {
+		return ops
+	}
+	byKey := map[string][]applied{}
+	for _, i := range sortedKeys(k.log) {
+		e := k.log[i]
+		if claimed[i] || e.cmd.GetExpireSession() == nil && e.cmd.GetExpireHold() == nil && e.cmd.GetCancelWait() == nil {
+			continue
+		}
+		key := proposalKey(e.cmd)
+		byKey[key] = append(byKey[key], applied{i, e})
+	}
+	slices.SortFunc(open, func(a, b *internalOp) int { return cmp.Compare(a.call, b.call) })
+	for _, op := range open {
+		es := byKey[op.key]
+		j := slices.IndexFunc(es, func(a applied) bool { return a.e.firstPos > op.call })
+		if j < 0 {
+			continue // never applied: no effect
+		}
+		r := *op
+		r.settle(es[j].e.res)
+		r.ret = es[j].e.firstPos
+		byKey[op.key] = slices.Delete(es, j, j+1)
+		ops = append(ops, &r)
+	}
+	return ops
+}
+
+// linearizability is check (e): the client history against the
+// per-lock model.
+func (k *checker) linearizability() {
+	s := k.s
+	hist := make([]porcupine.Operation, 0, len(k.history)+len(k.internal))
+	for _, op := range k.history {
+		// A check changes nothing: one whose answer never came is no
+		// operation at all (its step is the identity), and dropping it
+		// spares the search an operation open until the end of time.
+		if op.Input.(linInput).kind == opCheck && op.Output.(outcome).unknown {
+			continue
+		}
+		hist = append(hist, op)
+	}
+	for _, op := range k.resolveInternal() {
+		hist = append(hist, porcupine.Operation{ClientId: -1, Input: linInput{kind: op.kind, session: op.session, lock: op.lock, token: op.token}, Call: op.call, Output: op.out, Return: op.ret})
 	}
 	k.fullHistory = hist
 	verdict := porcupine.CheckOperationsTimeout(lockModel, hist, 20*time.Second)

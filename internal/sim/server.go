@@ -412,6 +412,7 @@ func (p simProposer) submitThen(cmd *fsmpb.Command, op *internalOp, then func(*f
 	if op == nil {
 		op = &internalOp{kind: opNone}
 	}
+	op.key = proposalKey(cmd)
 	v.m.s.chk.internalStart(op)
 	v.props = append(v.props, &pendingProp{f: f, internal: op, then: then})
 	return nil

@@ -93,19 +93,20 @@ var regressionSeeds = []uint64{
 	11406312118502588755, // raftnode: the leader left out the empty append that finds a follower whose appends were lost
 	16760015683538415519, // fsm: a retried acquire_many told GRANTED for a hold that had ended since
 	9264638333974126981,  // sim's disk: a save released the log up to a snapshot a crash had left uncommitted
+	8514884895799829375,  // checker: 14 operations open to the end (unanswered checks, expiries two trackers proposed) made porcupine give up
 }
 
 // seedsWithEveryFeature are the regression seeds found after scenarios had
 // semaphores, hold limits, membership changes, acquire_many and upgrades.
-var seedsWithEveryFeature = []uint64{9330103799006312214, 11406312118502588755, 16760015683538415519, 9264638333974126981}
+var seedsWithEveryFeature = []uint64{9330103799006312214, 11406312118502588755, 16760015683538415519, 9264638333974126981, 8514884895799829375}
 
 // seedsWithReentrant are the regression seeds found after scenarios had
 // reentrant acquires (Config.Reentrant); the others run without them.
-var seedsWithReentrant = []uint64{9264638333974126981}
+var seedsWithReentrant = []uint64{9264638333974126981, 8514884895799829375}
 
 // seedsWithStrangers are the regression seeds found after scenarios had
 // strangers (Config.Strangers); the others run without them.
-var seedsWithStrangers = []uint64{9264638333974126981}
+var seedsWithStrangers = []uint64{9264638333974126981, 8514884895799829375}
 
 // TestSim runs the fixed CI seeds 1..N and the regression seeds, one seed (-sim.seed), or random
 // seeds for a while (-sim.duration). A failure prints its replay command.
