@@ -123,6 +123,7 @@ type Server struct {
 
 	// Sessions streams' batching, for /metrics.
 	streamMessages, streamResponses atomic.Uint64
+	framedStreams                   atomic.Uint64 // Sessions streams on streamconn
 	// clientConns is the client port's listener once Serve started.
 	clientConns atomic.Pointer[trackedListener]
 	// handshakesFailed counts client connections closed before they
