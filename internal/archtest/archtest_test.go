@@ -141,6 +141,12 @@ func TestDependencyRules(t *testing.T) {
 				checkNarrowUse(t, p, u.imported, u.prefix, u.why)
 			}
 		}
+		// Test helpers that start processes serve tests and examples only.
+		for _, imp := range p.Imports {
+			if _, ok := startersAllowedIn[strings.TrimPrefix(imp, mod+"/")]; ok && !strings.HasPrefix(p.ImportPath, mod+"/examples/") {
+				t.Errorf("%s imports %s in non-test code: it starts processes, for tests and examples only", p.ImportPath, imp)
+			}
+		}
 		// Non-test code never imports testing.
 		for _, imp := range p.Imports {
 			if imp == "testing" && !strings.Contains(p.ImportPath, "/internal/sim") {
