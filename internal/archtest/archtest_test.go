@@ -70,6 +70,8 @@ var leaves = []struct {
 	{mod + "/api/rules", nil, "the one table of what a request may contain: the client, the API and the state machine all import it"},
 	{mod + "/api/protofield", []string{"google.golang.org/protobuf/encoding/protowire"},
 		"the field helpers of every hand-written codec (api/wire, raftwire, transport, fsm) rest on protowire alone"},
+	{mod + "/fence", nil,
+		"resource owners take the fencing kit alone: it imports none of Baton (a Lease reaches it as an interface)"},
 }
 
 // narrowUses lets a package name, of a package it imports, only the
