@@ -72,6 +72,11 @@ var leaves = []struct {
 		"the field helpers of every hand-written codec (api/wire, raftwire, transport, fsm) rest on protowire alone"},
 	{mod + "/fence", nil,
 		"resource owners take the fencing kit alone: it imports none of Baton (a Lease reaches it as an interface)"},
+	{mod + "/fence/fencegrpc", []string{mod + "/fence", "google.golang.org/grpc", "google.golang.org/grpc/codes",
+		"google.golang.org/grpc/metadata", "google.golang.org/grpc/status", "google.golang.org/genproto/googleapis/rpc/errdetails"},
+		"the fencing kit's gRPC side: fence and gRPC, none of Baton"},
+	{mod + "/fence/fencepgx", []string{mod + "/fence", "github.com/jackc/pgx/v5/pgconn"},
+		"the fencing kit's pgx side: fence and pgx, none of Baton"},
 }
 
 // narrowUses lets a package name, of a package it imports, only the
