@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +16,9 @@ import (
 
 	"github.com/batonlock/baton/embed"
 )
+
+// stepDownTimeout bounds a leader's hand-off of its office on SIGTERM.
+const stepDownTimeout = 10 * time.Second
 
 func runServer(args []string) int {
 	d := embed.DefaultConfig()
@@ -142,6 +146,25 @@ Flags:
 	select {
 	case s := <-sig:
 		lg.Info("stopping", "signal", s.String())
+		// A leader hands its office on first, so that its clients retry
+		// on the next leader at once instead of waiting out an election.
+		// A second signal stops at once.
+		ctx, cancel := context.WithTimeout(context.Background(), stepDownTimeout)
+		go func() {
+			select {
+			case <-sig:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		if m.IsLeader() {
+			if err := m.StepDown(ctx); err != nil {
+				lg.Warn("could not hand leadership on before stopping; the others elect a leader after their election timeout", "err", err)
+			} else if st := m.Status(); st.Leader != st.ID {
+				lg.Info("handed leadership on before stopping", "leader", fmt.Sprintf("%x", st.Leader))
+			}
+		}
+		cancel()
 		m.Close()
 		return 0
 	case <-m.Done():

@@ -59,6 +59,7 @@ type Node interface {
 	Membership() raftnode.Membership
 	ChangeMembership(ctx context.Context, cc *raftpb.ConfChange) error
 	Progress(ctx context.Context, id uint64) (match, commit uint64, ok bool, err error)
+	TransferLeadership(ctx context.Context, to uint64) (uint64, error)
 }
 
 // Liveness is the leader's clock of sessions and limited holds
