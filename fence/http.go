@@ -3,7 +3,9 @@ package fence
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"time"
 )
 
 // Unfenced says what a fenced server does with a request that carries no
@@ -36,15 +38,61 @@ const (
 // with ClaimFrom. Guard only the routes that write under the lock: a
 // stale holder's reads are harmless, and serializing them costs.
 func Middleware(g *Guard, unfenced Unfenced) func(http.Handler) http.Handler {
+	return fenced(g, unfenced, func(r *http.Request) (*http.Request, Claim, bool, int, error) {
+		c, ok, err := ParseClaim(r.Header.Values(LockHeader), r.Header.Values(TokenHeader))
+		if err != nil {
+			return r, Claim{}, false, http.StatusBadRequest, err
+		}
+		return r, c, ok, 0, nil
+	}, LockHeader+" and "+TokenHeader)
+}
+
+// SignedMiddleware is Middleware for claims no client can forge: the
+// claim is that of the request's signed token (SignedTokenHeader), which
+// must verify with keys() (the cluster's, from FetchKeys) at the time of
+// the request; a LockHeader the request also carries must name the same
+// lock. A request with plain headers only counts as carrying no claim.
+// Besides Middleware's answers, it refuses a token that does not verify
+// (a bad signature, an unknown or retired key) with 403 Forbidden. The
+// handler finds the verified claims with SignedClaimsFrom.
+func SignedMiddleware(g *Guard, keys func() KeySet, unfenced Unfenced) func(http.Handler) http.Handler {
+	return fenced(g, unfenced, func(r *http.Request) (*http.Request, Claim, bool, int, error) {
+		vs := r.Header.Values(SignedTokenHeader)
+		switch {
+		case len(vs) == 0:
+			return r, Claim{}, false, 0, nil
+		case len(vs) > 1:
+			return r, Claim{}, false, http.StatusBadRequest, fmt.Errorf("%w: %d %s headers", ErrMalformed, len(vs), SignedTokenHeader)
+		}
+		sc, err := keys().Verify(vs[0], time.Now())
+		switch {
+		case errors.Is(err, ErrMalformed):
+			return r, Claim{}, false, http.StatusBadRequest, err
+		case err != nil:
+			return r, Claim{}, false, http.StatusForbidden, err
+		}
+		if ls := r.Header.Values(LockHeader); len(ls) > 0 {
+			if l, err := UnescapeLock(ls[0]); err != nil || len(ls) > 1 || l != sc.Lock {
+				return r, Claim{}, false, http.StatusBadRequest, fmt.Errorf("%w: %s does not name the signed token's lock %q", ErrMalformed, LockHeader, sc.Lock)
+			}
+		}
+		return r.WithContext(context.WithValue(r.Context(), signedClaimsKey{}, sc)), sc.Claim(), true, 0, nil
+	}, SignedTokenHeader)
+}
+
+// fenced is the middleware both share: claimOf reads a request's claim
+// (ok false: none; a status with err: refused) and returns the request to
+// serve.
+func fenced(g *Guard, unfenced Unfenced, claimOf func(*http.Request) (*http.Request, Claim, bool, int, error), headers string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			c, ok, err := ParseClaim(r.Header.Values(LockHeader), r.Header.Values(TokenHeader))
+			r, c, ok, code, err := claimOf(r)
 			switch {
 			case err != nil:
-				http.Error(w, err.Error(), http.StatusBadRequest)
+				http.Error(w, err.Error(), code)
 				return
 			case !ok && unfenced == RefuseUnfenced:
-				http.Error(w, ErrNoToken.Error()+" (headers "+LockHeader+" and "+TokenHeader+")", http.StatusPreconditionRequired)
+				http.Error(w, ErrNoToken.Error()+" (headers "+headers+")", http.StatusPreconditionRequired)
 				return
 			case !ok:
 				next.ServeHTTP(w, r)
@@ -64,6 +112,15 @@ func Middleware(g *Guard, unfenced Unfenced) func(http.Handler) http.Handler {
 	}
 }
 
+type signedClaimsKey struct{}
+
+// SignedClaimsFrom is the verified signed token of a request that
+// SignedMiddleware admitted.
+func SignedClaimsFrom(ctx context.Context) (Claims, bool) {
+	c, ok := ctx.Value(signedClaimsKey{}).(Claims)
+	return c, ok
+}
+
 type claimKey struct{}
 
 // WithClaim returns a context carrying c, which ClaimFrom reads: what the
@@ -78,12 +135,23 @@ func ClaimFrom(ctx context.Context) (Claim, bool) {
 	return c, ok
 }
 
+// SignedHolder is a Holder whose grant came with a signed token (a
+// *baton.Lease from a cluster with signed tokens; "" otherwise).
+type SignedHolder interface {
+	Holder
+	SignedToken() string
+}
+
 // SetHeaders sets h's LockHeader and TokenHeader to holder's lock and
-// token, replacing any there.
+// token, and its SignedTokenHeader when holder has a signed token,
+// replacing any there.
 func SetHeaders(h http.Header, holder Holder) {
 	lock, token := ClaimOf(holder).Values()
 	h.Set(LockHeader, lock)
 	h.Set(TokenHeader, token)
+	if sh, ok := holder.(SignedHolder); ok && sh.SignedToken() != "" {
+		h.Set(SignedTokenHeader, sh.SignedToken())
+	}
 }
 
 // Transport is an http.RoundTripper that sends every request with the
