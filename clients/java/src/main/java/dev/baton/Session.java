@@ -86,8 +86,8 @@ public final class Session implements AutoCloseable {
         this.owner = owner;
         this.marginNanos = safetyMargin(ttl).toNanos();
         this.deadline = deadline;
-        this.keepAliveThread = new Thread(this::keepAliveLoop, "baton-keepalive-" + id);
-        this.watchdogThread = new Thread(this::watchdogLoop, "baton-deadline-" + id);
+        this.keepAliveThread = new Thread(this::keepAliveLoop, "baton-keepalives-" + Long.toUnsignedString(id));
+        this.watchdogThread = new Thread(this::watchdogLoop, "baton-deadline-" + Long.toUnsignedString(id));
         keepAliveThread.setDaemon(true);
         watchdogThread.setDaemon(true);
     }
@@ -360,16 +360,14 @@ public final class Session implements AutoCloseable {
     // ---- keepalives and the deadline ----
 
     /**
-     * keepAliveLoop sends a keepalive every TTL/3. An answer moves the
-     * deadline to the attempt's send time + TTL - margin (extend); a member
-     * that is not the leader names it and the call follows; a refusal that
-     * says the session is gone ends it.
+     * keepAliveLoop starts a keepalive every TTL/3, each on a thread of its
+     * own, so that a slow answer neither delays the next keepalive nor is
+     * given up while it can still move the deadline (until a TTL after its
+     * send).
      */
     private void keepAliveLoop() {
         long period = ttl.toNanos() / 3;
         long next = System.nanoTime() + period;
-        String path = "/v1/sessions/" + Long.toUnsignedString(id) + "/keepalive";
-        ObjectNode body = Wire.object().put("secret", secret);
         while (true) {
             synchronized (mu) {
                 long wait;
@@ -384,31 +382,45 @@ public final class Session implements AutoCloseable {
                     return;
                 }
             }
-            long giveUp = next + period; // a keepalive's attempts stop when the next is due
             next = Math.max(next + period, System.nanoTime());
-            if (keepAlivesPaused) {
-                continue;
+            if (!keepAlivesPaused) {
+                Thread t = new Thread(this::keepAlive, "baton-keepalive-" + Long.toUnsignedString(id));
+                t.setDaemon(true);
+                t.start();
             }
-            try {
-                Transport.Answer a = transport.call("POST", path, body, new Transport.Retry(() -> {
-                    BatonException e = stopCause();
-                    if (e == null && System.nanoTime() - giveUp > 0) {
-                        e = new UnavailableException(14, "", "keepalive unanswered until the next was due", null);
-                    }
-                    return e;
-                }, Duration.ofNanos(period), 0), inFlight);
-                extend(a.sentNanos(), orDefault(Wire.duration(a.body().get("ttl")), ttl));
-            } catch (SessionLostException | PermissionDeniedException e) {
-                // Expired, not found, blacklisted (its keepalives refused, so it
-                // will expire), or a secret it no longer has: lost now.
-                end(e, State.EXPIRED);
-                return;
-            } catch (BatonException e) {
-                // Not answered in time: the next keepalive tries again, and the
-                // watchdog decides at the deadline.
-            } catch (InterruptedException e) {
-                return;
-            }
+        }
+    }
+
+    /**
+     * keepAlive sends one keepalive. An answer moves the deadline to the
+     * answered attempt's send time + TTL - margin (extend); a member that is
+     * not the leader names it and the call follows; a refusal that says the
+     * session is gone ends it. Its attempts stop a TTL after the first: an
+     * answer to a later one could not move the deadline past what the next
+     * keepalives do.
+     */
+    private void keepAlive() {
+        long giveUp = System.nanoTime() + ttl.toNanos();
+        String path = "/v1/sessions/" + Long.toUnsignedString(id) + "/keepalive";
+        try {
+            Transport.Answer a = transport.call("POST", path, Wire.object().put("secret", secret),
+                    new Transport.Retry(() -> {
+                        BatonException e = stopCause();
+                        if (e == null && System.nanoTime() - giveUp > 0) {
+                            e = new UnavailableException(14, "", "keepalive unanswered for a TTL", null);
+                        }
+                        return e;
+                    }, ttl, 0), inFlight);
+            extend(a.sentNanos(), orDefault(Wire.duration(a.body().get("ttl")), ttl));
+        } catch (SessionLostException | PermissionDeniedException e) {
+            // Expired, not found, blacklisted (its keepalives refused, so it
+            // will expire), or a secret it no longer has: lost now.
+            end(e, State.EXPIRED);
+        } catch (BatonException e) {
+            // Unanswered: the next keepalive tries again, and the watchdog
+            // decides at the deadline.
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 
