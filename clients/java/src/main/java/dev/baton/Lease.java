@@ -1,0 +1,162 @@
+package dev.baton;
+
+import java.net.http.HttpRequest;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Lease is one granted hold of a lock: its fencing token, and whether the
+ * client may still act as its holder. A Lease is valid until it is
+ * released, its session ends, or the session's conservative deadline passes
+ * with no keepalive answered: the client then declares it lost (isValid()
+ * turns false and the onLost callbacks run) before the server can hand the
+ * lock on. A lock can be lost at any time; work under it should stop when
+ * onLost runs, and write through the token ({@link Fencing}). Close it
+ * (try-with-resources) to release the hold.
+ */
+public final class Lease implements AutoCloseable {
+    private final Session session;
+    private final String name;
+    private final String ownerKey;
+    private final long token;
+
+    private final Object mu = new Object();
+    private boolean lost; // guarded by mu
+    private boolean released; // guarded by mu
+    private List<Runnable> onLost = new ArrayList<>(); // guarded by mu; null once they ran
+
+    Lease(Session session, String name, String ownerKey, long token) {
+        this.session = session;
+        this.name = name;
+        this.ownerKey = ownerKey;
+        this.token = token;
+    }
+
+    /** The lock's name. */
+    public String name() {
+        return name;
+    }
+
+    /**
+     * The hold's fencing token: the index of the log entry that granted it,
+     * larger than every earlier holder's of this lock. Storage that keeps the
+     * largest token it saw and refuses smaller ones shuts out a holder that
+     * lost the lock without knowing (a pause, a partition).
+     */
+    public long token() {
+        return token;
+    }
+
+    /** The session the hold belongs to. */
+    public Session session() {
+        return session;
+    }
+
+    /**
+     * isValid reports whether the client may still act as the holder: not
+     * released, not lost, and the session's conservative deadline ahead. It
+     * turns false at the deadline itself, whatever the threads are doing.
+     */
+    public boolean isValid() {
+        synchronized (mu) {
+            if (lost || released) {
+                return false;
+            }
+        }
+        return session.deadlineAhead();
+    }
+
+    /** The time until the session's conservative deadline while valid; zero otherwise. */
+    public Duration remaining() {
+        return isValid() ? session.remaining() : Duration.ZERO;
+    }
+
+    /**
+     * onLost runs r once when the Lease is lost (the deadline passed
+     * unanswered, the session ended or was closed), on the client's thread
+     * that decided it, before the server can hand the lock on; at once, on
+     * this thread, if it is lost already. A release is not a loss. r should
+     * be quick: stop the work, do not wait for it.
+     */
+    public void onLost(Runnable r) {
+        synchronized (mu) {
+            if (!lost) {
+                if (!released) {
+                    onLost.add(r);
+                }
+                return;
+            }
+        }
+        r.run();
+    }
+
+    /** lose declares the Lease lost and runs its callbacks. */
+    void lose() {
+        List<Runnable> rs;
+        synchronized (mu) {
+            if (lost || released) {
+                return;
+            }
+            lost = true;
+            rs = onLost;
+            onLost = null;
+        }
+        for (Runnable r : rs) {
+            try {
+                r.run();
+            } catch (RuntimeException e) {
+                // A callback's failure is its own; the others still run.
+            }
+        }
+    }
+
+    /**
+     * release gives the hold back (one entry of it, for a reentrant hold).
+     * Releasing twice does nothing. A Lease lost to the deadline may still
+     * be held on the server (the session may come back): release asks
+     * anyway, and a hold already gone is no error.
+     *
+     * @throws BatonException when the server refused otherwise; interrupted,
+     *     it returns with the thread's interrupt flag set and the session's
+     *     end or TTL frees the hold
+     */
+    public void release() {
+        synchronized (mu) {
+            if (released) {
+                return;
+            }
+            released = true;
+            onLost = null;
+        }
+        session.forget(this);
+        if (session.ended()) {
+            return;
+        }
+        try {
+            session.release(name, ownerKey, token);
+        } catch (NotHolderException | SessionLostException e) {
+            // Gone already: what release wants.
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /** close releases the hold (release). */
+    @Override
+    public void close() {
+        release();
+    }
+
+    /** fence puts the Lease's fencing claim on an outgoing HTTP request (Fencing.headers). */
+    public HttpRequest.Builder fence(HttpRequest.Builder b) {
+        return Fencing.headers(b, this);
+    }
+
+    /** The lock, token and session; never the session's secret. */
+    @Override
+    public String toString() {
+        return "Lease{" + name + (ownerKey.isEmpty() ? "" : ", key " + ownerKey) + ", token " + token + ", session "
+                + Long.toUnsignedString(session.id()) + "}";
+    }
+}

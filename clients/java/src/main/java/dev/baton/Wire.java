@@ -1,0 +1,106 @@
+package dev.baton;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.math.BigDecimal;
+import java.time.Duration;
+
+/**
+ * Wire is the JSON of Baton's HTTP face (grpc-gateway's protojson, with
+ * proto field names): 64-bit integers come as decimal strings, durations as
+ * "1.5s", and the server's errors map to the exception hierarchy here, in
+ * one table.
+ */
+final class Wire {
+    static final ObjectMapper JSON = new ObjectMapper();
+
+    private Wire() {}
+
+    static ObjectNode object() {
+        return JSON.createObjectNode();
+    }
+
+    /** A protobuf Duration's JSON: seconds with up to nine decimals, then "s". */
+    static String duration(Duration d) {
+        BigDecimal s = BigDecimal.valueOf(d.getSeconds()).add(BigDecimal.valueOf(d.getNano(), 9));
+        return s.stripTrailingZeros().toPlainString() + "s";
+    }
+
+    /** The Duration of a protobuf Duration's JSON; null for null or an empty node. */
+    static Duration duration(JsonNode n) {
+        if (n == null || n.isNull() || n.asText().isEmpty()) {
+            return null;
+        }
+        String t = n.asText();
+        BigDecimal s = new BigDecimal(t.substring(0, t.length() - 1));
+        return Duration.ofNanos(s.movePointRight(9).longValueExact());
+    }
+
+    /** A uint64 field (a string or a number); 0 when absent. */
+    static long uint64(JsonNode n, String field) {
+        JsonNode v = n.get(field);
+        return v == null || v.isNull() ? 0 : Long.parseUnsignedLong(v.asText());
+    }
+
+    /** The Holder of a Holder message; null when absent. */
+    static Holder holder(JsonNode n) {
+        if (n == null || n.isNull() || !n.isObject()) {
+            return null;
+        }
+        return new Holder(uint64(n, "session_id"), n.path("owner").asText(), n.path("owner_key").asText(),
+                uint64(n, "token"), n.path("count").asInt(), n.path("shared").asBoolean());
+    }
+
+    /**
+     * The exception for a server's error: its gRPC code, its Reason and its
+     * message, in the one table of the client. The server's messages carry
+     * no secrets.
+     */
+    static BatonException error(int code, String reason, String message) {
+        switch (reason) {
+            case "SESSION_NOT_FOUND":
+            case "SESSION_EXPIRED":
+                return new SessionLostException(code, reason, message, null);
+            case "WAIT_TIMED_OUT":
+                return new WaitTimeoutException(code, reason, message, null);
+            case "SECRET_MISMATCH":
+            case "BLACKLISTED":
+            case "NOT_PERMITTED":
+            case "NO_CREDENTIALS":
+                return new PermissionDeniedException(code, reason, message, null);
+            case "INVALID_ARGUMENT":
+            case "LIMIT_MISMATCH":
+                return new InvalidArgumentException(code, reason, message, null);
+            case "NOT_HOLDER":
+            case "TOKEN_MISMATCH":
+            case "HOLD_LOST":
+                return new NotHolderException(code, reason, message, null);
+            case "TOO_MANY_WAITERS":
+            case "TOO_MANY_PENDING":
+            case "TOO_MANY_HOLDS":
+            case "TOO_MANY_SESSIONS":
+            case "NO_SPACE":
+            case "OVERLOADED":
+                return new ResourceExhaustedException(code, reason, message, null);
+            case "NOT_LEADER":
+            case "OUTCOME_UNKNOWN":
+                return new UnavailableException(code, reason, message, null);
+            default:
+                break;
+        }
+        switch (code) {
+            case 3: // INVALID_ARGUMENT
+                return new InvalidArgumentException(code, reason, message, null);
+            case 7: // PERMISSION_DENIED
+            case 16: // UNAUTHENTICATED
+                return new PermissionDeniedException(code, reason, message, null);
+            case 8: // RESOURCE_EXHAUSTED
+                return new ResourceExhaustedException(code, reason, message, null);
+            case 14: // UNAVAILABLE
+                return new UnavailableException(code, reason, message, null);
+            default:
+                return new BatonException(code, reason, message, null);
+        }
+    }
+}
