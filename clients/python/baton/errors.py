@@ -129,7 +129,13 @@ class InvalidArgument(Error):
     or by the member (INVALID_ARGUMENT). Nothing changed."""
 
 
-class LimitMismatch(Error):
+class FailedPrecondition(Error):
+    """The request does not fit the state: a cancel found no such waiter
+    (NOT_WAITING), or a sequence number was already forgotten
+    (STALE_SEQUENCE: a bug in this client)."""
+
+
+class LimitMismatch(FailedPrecondition):
     """The lock is of another kind or size than the acquire states, or a
     reentrant acquire asks for the other mode (LIMIT_MISMATCH)."""
 
@@ -168,6 +174,8 @@ _BY_REASON: dict[int, type[Error]] = {
     _R.NO_SPACE: ResourceExhausted,
     _R.OVERLOADED: ResourceExhausted,
     _R.LIMIT_MISMATCH: LimitMismatch,
+    _R.STALE_SEQUENCE: FailedPrecondition,
+    _R.NOT_WAITING: FailedPrecondition,
     _R.WAIT_TIMED_OUT: Timeout,
     _R.WAIT_CANCELLED: Cancelled,
     _R.NOT_LEADER: Unavailable,
@@ -182,6 +190,7 @@ _BY_CODE: dict[int, type[Error]] = {
     UNAUTHENTICATED: Unauthenticated,
     RESOURCE_EXHAUSTED: ResourceExhausted,
     DEADLINE_EXCEEDED: Timeout,
+    FAILED_PRECONDITION: FailedPrecondition,
     CANCELLED: Cancelled,
 }
 
