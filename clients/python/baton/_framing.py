@@ -15,7 +15,7 @@ import queue
 import socket
 import ssl
 import threading
-from typing import Optional
+from typing import Optional, Union
 
 from baton._pb import pb
 from baton.errors import Error, Unavailable, make_error, UNAVAILABLE
@@ -70,29 +70,35 @@ def hello(token: Optional[str]) -> bytes:
     return bytes(b)
 
 
-def _fields(buf: bytes) -> list[tuple[int, int, object]]:
-    """The fields of a protobuf message: (number, wire type, value)."""
-    out: list[tuple[int, int, object]] = []
+def _fields(buf: bytes) -> list[tuple[int, Union[int, bytes]]]:
+    """The fields of a protobuf message: (number, value), a varint's value
+    as an int and anything else as its bytes."""
+    out: list[tuple[int, Union[int, bytes]]] = []
     i = 0
     while i < len(buf):
         tag, i = read_varint(buf, i)
         num, typ = tag >> 3, tag & 7
         if typ == 0:
             v, i = read_varint(buf, i)
-            out.append((num, typ, v))
-        elif typ == 2:
+            out.append((num, v))
+            continue
+        if typ == 2:
             n, i = read_varint(buf, i)
-            out.append((num, typ, buf[i:i + n]))
-            i += n
-        elif typ == 1:
-            out.append((num, typ, buf[i:i + 8]))
-            i += 8
-        elif typ == 5:
-            out.append((num, typ, buf[i:i + 4]))
-            i += 4
+        elif typ in (1, 5):
+            n = 8 if typ == 1 else 4
         else:
             raise ValueError(f"wire type {typ}")
+        out.append((num, bytes(buf[i:i + n])))
+        i += n
     return out
+
+
+def _text(v: Union[int, bytes]) -> str:
+    return v.decode(errors="replace") if isinstance(v, bytes) else ""
+
+
+def _blob(v: Union[int, bytes]) -> bytes:
+    return v if isinstance(v, bytes) else b""
 
 
 def parse_status(buf: bytes) -> Optional[Error]:
@@ -100,31 +106,26 @@ def parse_status(buf: bytes) -> Optional[Error]:
     code, the message, and the Reason and leader of its ErrorInfo detail.
     Decoded by hand: google.rpc's messages are not among the generated ones."""
     code, message, reason, leader = 0, "", 0, ""
-    for num, _, v in _fields(buf):
-        if num == 1:
-            code = int(v)  # type: ignore[arg-type]
+    for num, v in _fields(buf):
+        if num == 1 and isinstance(v, int):
+            code = v
         elif num == 2:
-            message = bytes(v).decode(errors="replace")  # type: ignore[arg-type]
+            message = _text(v)
         elif num == 3:
-            type_url, value = "", b""
-            for n2, _, v2 in _fields(bytes(v)):  # type: ignore[arg-type]
-                if n2 == 1:
-                    type_url = bytes(v2).decode(errors="replace")  # type: ignore[arg-type]
-                elif n2 == 2:
-                    value = bytes(v2)  # type: ignore[arg-type]
-            if type_url.endswith("/google.rpc.ErrorInfo"):
-                r, domain, meta = "", "", {}
-                for n3, _, v3 in _fields(value):
-                    s = bytes(v3)  # type: ignore[arg-type]
-                    if n3 == 1:
-                        r = s.decode(errors="replace")
-                    elif n3 == 2:
-                        domain = s.decode(errors="replace")
-                    elif n3 == 3:
-                        kv = {k: bytes(x).decode(errors="replace") for k, _, x in _fields(s)}  # type: ignore[arg-type]
-                        meta[kv.get(1, "")] = kv.get(2, "")
-                if domain == ERROR_DOMAIN and r in pb.Reason.keys():
-                    reason, leader = pb.Reason.Value(r), meta.get("leader_addr", "")
+            detail = dict(_fields(_blob(v)))
+            if not _text(detail.get(1, b"")).endswith("/google.rpc.ErrorInfo"):
+                continue
+            r, domain, meta = "", "", {}
+            for n3, v3 in _fields(_blob(detail.get(2, b""))):
+                if n3 == 1:
+                    r = _text(v3)
+                elif n3 == 2:
+                    domain = _text(v3)
+                elif n3 == 3:
+                    kv = dict(_fields(_blob(v3)))
+                    meta[_text(kv.get(1, b""))] = _text(kv.get(2, b""))
+            if domain == ERROR_DOMAIN and r in pb.Reason.keys():
+                reason, leader = pb.Reason.Value(r), meta.get("leader_addr", "")
     if code == 0:
         return None
     return make_error(code, reason, message, leader)

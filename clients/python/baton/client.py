@@ -15,9 +15,10 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence, TypeVar, Union
 
 from google.protobuf import json_format
+from google.protobuf.message import Message
 
 from baton import rules
 from baton._pb import pb
@@ -30,6 +31,8 @@ DEFAULT_MAX_ATTEMPTS = 20
 DEFAULT_BACKOFF = 0.02
 DEFAULT_MAX_BACKOFF = 1.0
 HTTP_TIMEOUT = 10.0
+
+M = TypeVar("M", bound=Message)
 
 
 @dataclass(frozen=True)
@@ -114,8 +117,7 @@ class Client:
         linearizably by the leader: for resources that cannot keep the
         largest token they saw."""
         rules.check_lock_name(name)
-        out = self._get("/v1/check", {"name": name, "token": str(token)}, pb.CheckResponse())
-        return out.held
+        return self._get("/v1/check", {"name": name, "token": str(token)}, pb.CheckResponse()).held
 
     def get_lock(self, name: str) -> Optional[LockState]:
         """The lock's holders and waiters now (None when nobody holds or
@@ -128,7 +130,7 @@ class Client:
         return LockState(name=lk.name, limit=lk.limit or 1, holders=[Holder.from_pb(h) for h in lk.holders],
                          waiters=[w.session_id for w in lk.waiters])
 
-    def _get(self, path: str, params: dict[str, str], out: "pb.Message") -> "pb.Message":  # type: ignore[name-defined]
+    def _get(self, path: str, params: dict[str, str], out: M) -> M:
         last: Optional[Error] = None
         for attempt in range(self.max_attempts):
             addr = self._target()

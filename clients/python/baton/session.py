@@ -413,10 +413,10 @@ class Session:
                 w = resp.wait_ended
                 c = self._by_seq.get(w.seq)
                 if c is not None and c.wait:
-                    err = from_wire(pb.Error(code=9, reason=w.reason, message=f"wait for lock {w.name!r} ended"))
-                    if is_session_gone(err):
-                        err = SessionLost(f"session lost while waiting for {w.name!r}", reason=err.reason)
-                    self._finish_locked(c, None, err)
+                    ended: Error = from_wire(pb.Error(code=9, reason=w.reason, message=f"wait for lock {w.name!r} ended"))
+                    if is_session_gone(ended):
+                        ended = SessionLost(f"session lost while waiting for {w.name!r}", reason=ended.reason)
+                    self._finish_locked(c, None, ended)
                 return
             if kind == "session_lost":
                 self._lost_locked(from_wire(resp.session_lost))
