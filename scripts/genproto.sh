@@ -16,3 +16,18 @@ protoc "${inc[@]}" --go_out=. --go_opt=module=github.com/batonlock/baton \
   --go-grpc_out=. --go-grpc_opt=module=github.com/batonlock/baton \
   --grpc-gateway_out=. --grpc-gateway_opt=module=github.com/batonlock/baton \
   api/batonpb/baton.proto
+# The Python client's messages (clients/python/baton/_pb), with protoc's
+# own Python generator (code, and .pyi stubs for type checkers):
+# baton.proto and the google/api annotations it imports. protoc writes
+# absolute imports (`from google.api import ...`), which would need
+# another distribution's google.api package; they are made imports of the
+# client's own copy.
+py=clients/python/baton/_pb
+rm -rf "$py/api" "$py/google"
+protoc "${inc[@]}" --python_out="$py" --pyi_out="$py" \
+  api/batonpb/baton.proto google/api/annotations.proto google/api/http.proto
+sed -i 's/^from google\.api import /from baton._pb.google.api import /' \
+  "$py"/api/batonpb/baton_pb2.py* "$py"/google/api/annotations_pb2.py*
+for d in "$py/api" "$py/api/batonpb" "$py/google" "$py/google/api"; do
+  : >"$d/__init__.py"
+done
