@@ -276,6 +276,31 @@ func CheckPeerAddr(addr string) error {
 	return nil
 }
 
+// CheckClientAddr returns nil if addr can be the client address a member
+// tells others, and clients dial: what CheckPeerAddr takes, with a host
+// that is not the unspecified address (0.0.0.0, ::), which a member bound
+// to every interface would otherwise announce and no client can dial.
+func CheckClientAddr(addr string) error {
+	host, port, ok := splitHostPort(addr)
+	if !ok || host == "" || !utf8.ValidString(host) {
+		return invalid("client address %q: want host:port", addr)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return invalid("client address %q: port must be 1..65535", addr)
+	}
+	if isUnspecified(host) {
+		return invalid("client address %q: %s is every address of the machine, none to dial: give one that clients reach it at", addr, host)
+	}
+	return nil
+}
+
+// isUnspecified reports whether host is the unspecified address as
+// net.ParseIP reads it: 0.0.0.0, or an IPv6 address of zeros only ("::",
+// "0:0:0:0:0:0:0:0"). This package does not import net.
+func isUnspecified(host string) bool {
+	return host == "0.0.0.0" || strings.Contains(host, ":") && strings.Trim(host, "0:") == ""
+}
+
 // splitHostPort splits as net.SplitHostPort does (TestSplitHostPort
 // compares them); this package does not import net, which the state
 // machine may not depend on.

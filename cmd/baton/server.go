@@ -27,6 +27,7 @@ func runServer(args []string) int {
 	dataDir := fs.String("data-dir", d.DataDir, "directory for the log and snapshots")
 	clientAddr := fs.String("client-addr", d.ClientAddr, "address of the client API (gRPC and HTTP/JSON)")
 	peerAddr := fs.String("peer-addr", d.PeerAddr, "address for Raft traffic between members")
+	advertiseClient := fs.String("advertise-client-addr", "", "the client address (host:port) this member tells the others and clients, who learn the members from any one of them (default: --client-addr; give it when that is 0.0.0.0 or [::])")
 	cluster := fs.String("initial-cluster", "", "all members as name=peer-addr,... (empty: a single node)")
 	join := fs.Bool("join", false, "join a running cluster that added this member ('baton member add'): with an empty data dir, wait for the leader's log instead of bootstrapping")
 	tick := fs.Duration("tick", d.TickInterval, "Raft tick; elections take election-ticks of them")
@@ -99,7 +100,7 @@ Flags:
 	}
 	lg := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	cfg := embed.Config{
-		Name: *name, DataDir: *dataDir, ClientAddr: *clientAddr, PeerAddr: *peerAddr,
+		Name: *name, DataDir: *dataDir, ClientAddr: *clientAddr, PeerAddr: *peerAddr, AdvertiseClientAddr: *advertiseClient,
 		InitialCluster: *cluster, Join: *join, TickInterval: *tick, ElectionTicks: *electionTicks,
 		SnapshotEntries: *snapEntries, Logger: lg,
 		MaxClientConns: *maxConns, ConnHandshakeTimeout: *handshake, ConnIdleTimeout: *idle,
@@ -130,7 +131,7 @@ Flags:
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		cfg.HTTPHandler = mux
 	}
-	lg.Info("starting", "name", cfg.Name, "data_dir", cfg.DataDir, "client_addr", cfg.ClientAddr,
+	lg.Info("starting", "name", cfg.Name, "data_dir", cfg.DataDir, "client_addr", cfg.ClientAddr, "advertise_client_addr", cfg.AdvertiseClientAddr,
 		"peer_addr", cfg.PeerAddr, "initial_cluster", cfg.InitialCluster, "tick", cfg.TickInterval,
 		"election_ticks", cfg.ElectionTicks, "snapshot_entries", cfg.SnapshotEntries,
 		"max_client_conns", cfg.MaxClientConns, "conn_handshake_timeout", cfg.ConnHandshakeTimeout,
