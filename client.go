@@ -47,8 +47,10 @@ type Client struct {
 // learns the other members' addresses from the one that answers and
 // keeps them current (Endpoints, WithSyncInterval), so that it follows
 // the cluster when the member it was given dies. Dial returns once a
-// member answered, or ErrUnavailable when none did within the attempts
-// and ctx.
+// member answered; a *RefusedError at once when every endpoint refused
+// the connection (nothing listens there); or ErrUnavailable when no
+// member answered within the attempts and ctx. Once dialled, the client
+// never gives up on a refusal: a member restarting refuses for a moment.
 func Dial(ctx context.Context, endpoints string, opts ...Option) (*Client, error) {
 	cfg := defaultClientConfig()
 	for _, o := range opts {
@@ -59,7 +61,7 @@ func Dial(ctx context.Context, endpoints string, opts ...Option) (*Client, error
 	}
 	var eps []string
 	for e := range strings.SplitSeq(endpoints, ",") {
-		if e = strings.TrimSpace(e); e != "" {
+		if e = strings.TrimSpace(e); e != "" && !slices.Contains(eps, e) {
 			eps = append(eps, e)
 		}
 	}
@@ -82,7 +84,7 @@ func Dial(ctx context.Context, endpoints string, opts ...Option) (*Client, error
 		grpcOnly: make(map[string]time.Time),
 		sessions: make(map[*Session]struct{}),
 	}
-	st, err := c.Status(ctx)
+	st, err := c.status(ctx, retryDial)
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -223,6 +225,10 @@ const (
 	// retryNotApplied retries only what surely did not apply: NOT_LEADER
 	// and failures to reach a member.
 	retryNotApplied
+	// retryDial is retryRead for Dial's first call, except that when
+	// every endpoint given refused the connection there is no cluster to
+	// wait for: it fails at once with a *RefusedError.
+	retryDial
 )
 
 // invoke runs f against members until one answers, following leader
@@ -237,7 +243,8 @@ const (
 // of a CasRelease may mean that the lost attempt released the hold.
 func (c *Client) invoke(ctx context.Context, policy retryPolicy, f func(ctx context.Context, bc batonpb.BatonClient) error) error {
 	var last error
-	maybeApplied := false // an earlier attempt may have taken effect
+	maybeApplied := false        // an earlier attempt may have taken effect
+	var refusing map[string]bool // under retryDial: the given endpoints that refused
 	uncertain := func(err error) error {
 		if !maybeApplied {
 			return err
@@ -273,10 +280,15 @@ func (c *Client) invoke(ctx context.Context, policy retryPolicy, f func(ctx cont
 			}
 			c.failed(addr)
 		case errors.Is(err, ErrOutcomeUnknown):
-			if policy != retryRead {
+			if policy == retryNotApplied {
 				return err
 			}
 		case e.Reason == batonpb.Reason_REASON_UNSPECIFIED && errors.Is(err, ErrUnavailable):
+			if policy == retryDial {
+				if err := c.refusedByAll(ctx, addr, &refusing); err != nil {
+					return err
+				}
+			}
 			c.failed(addr) // unreachable, or cut off mid-call
 			if policy == retryNotApplied {
 				maybeApplied = true

@@ -7,7 +7,9 @@ package baton
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/batonlock/baton/api/rules"
@@ -20,7 +22,8 @@ const syncTimeout = 10 * time.Second
 // endpointList is the client's endpoints. Guarded by Client.mu.
 type endpointList struct {
 	// given are the endpoints Dial was given, in their order; they stay
-	// in the list whatever the cluster says (a member may come back).
+	// in the list whatever the cluster says (a member may come back). Set
+	// by Dial and never changed: reading it needs no lock.
 	given []string
 	// learned maps a member's id to its client address, from the latest
 	// Status that named the member with a usable address.
@@ -125,4 +128,42 @@ func (c *Client) syncLoop(interval time.Duration) {
 		}
 		cancel()
 	}
+}
+
+// probeTimeout bounds the connection Dial opens to tell a member that
+// refuses connections from one that fails otherwise.
+const probeTimeout = time.Second
+
+// refusedByAll is Dial's check after a call to addr found no member: it
+// records whether addr, if it is an endpoint given to Dial, refuses
+// connections now (a new connection to it is refused), and returns a
+// *RefusedError once every given endpoint did. A connection that is not
+// refused (a member that answers late, a timeout) takes addr out of the
+// count, so only a cluster that is nowhere to be found fails fast. The
+// probe needs to dial as gRPC does: with WithDialOptions alone the client
+// cannot, and it never fails fast.
+func (c *Client) refusedByAll(ctx context.Context, addr string, refusing *map[string]bool) error {
+	if !slices.Contains(c.eps.given, addr) || c.cfg.opaqueDial && c.cfg.dialer == nil {
+		return nil
+	}
+	if *refusing == nil {
+		*refusing = make(map[string]bool, len(c.eps.given))
+	}
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	conn, err := c.dialPlain(pctx, addr)
+	cancel()
+	if err == nil {
+		conn.Close()
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		delete(*refusing, addr)
+		return nil
+	}
+	(*refusing)[addr] = true
+	for _, a := range c.eps.given {
+		if !(*refusing)[a] {
+			return nil
+		}
+	}
+	return &RefusedError{Addrs: slices.Clone(c.eps.given)}
 }

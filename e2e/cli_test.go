@@ -372,3 +372,30 @@ func mustUint(t *testing.T, s string) uint64 {
 	}
 	return v
 }
+
+// TestCLINothingListening: with no member at the address it was given, a
+// command fails at once, not after its --timeout, with one line naming
+// the address.
+func TestCLINothingListening(t *testing.T) {
+	skipShort(t)
+	addr := freeLoopbackAddrs(t, 1)[0]
+	for _, args := range [][]string{{"status"}, {"lock", "job", "--", "true"}} {
+		cmd := exec.Command(batonBinary(t), append([]string{args[0], "--endpoints", addr, "--timeout", "10s"}, args[1:]...)...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		start := time.Now()
+		err := cmd.Run()
+		took := time.Since(start)
+		want := "baton " + args[0] + ": no member listens at " + addr + " (connection refused)\n"
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || stderr.String() != want {
+			t.Errorf("baton %v with nothing listening: %v, stderr %q; want exit 1 and %q", args, err, stderr.String(), want)
+		}
+		// Well under a second on an idle machine; the bound leaves room
+		// for a loaded one, far below the 10 s timeout.
+		if took > 3*time.Second {
+			t.Errorf("baton %v with nothing listening took %v; want at once", args, took)
+		}
+		t.Logf("baton %v with nothing listening failed in %v", args, took)
+	}
+}
