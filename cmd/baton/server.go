@@ -79,24 +79,20 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	pos, _, code, ok := parseCommand("server", fs, args)
+	if !ok {
+		return code
 	}
 	if err := applyEnv(fs); err != nil {
 		fmt.Fprintf(os.Stderr, "baton server: %v\n", err)
 		return 2
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "baton server: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if err := argCount(pos, 0, 0, nil); err != nil {
+		return exitCode("server", err)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(os.Stderr, "baton server: --log-level %q: want debug, info, warn or error\n", *logLevel)
-		return 2
+		return exitCode("server", usagef("--log-level %q: want debug, info, warn or error", *logLevel))
 	}
 	lg := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	cfg := embed.Config{
