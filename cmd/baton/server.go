@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
@@ -34,6 +35,7 @@ func runServer(args []string) int {
 	electionTicks := fs.Int("election-ticks", d.ElectionTicks, "ticks without a leader before an election")
 	snapEntries := fs.Uint64("snapshot-entries", d.SnapshotEntries, "applied entries between snapshots")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text (key=value) or json (one JSON object a line, for log collectors)")
 	pprofOn := fs.Bool("pprof", false, "serve Go's profiler at /debug/pprof/ on the client address")
 	certFile := fs.String("cert-file", "", "serve the client port over TLS with this certificate (PEM); with --key-file")
 	keyFile := fs.String("key-file", "", "the client port certificate's key (PEM)")
@@ -90,11 +92,10 @@ Flags:
 	if err := argCount(pos, 0, 0, nil); err != nil {
 		return exitCode("server", err)
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return exitCode("server", usagef("--log-level %q: want debug, info, warn or error", *logLevel))
+	lg, err := serverLogger(os.Stderr, *logFormat, *logLevel)
+	if err != nil {
+		return exitCode("server", err)
 	}
-	lg := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	cfg := embed.Config{
 		Name: *name, DataDir: *dataDir, ClientAddr: *clientAddr, PeerAddr: *peerAddr, AdvertiseClientAddr: *advertiseClient,
 		InitialCluster: *cluster, Join: *join, TickInterval: *tick, ElectionTicks: *electionTicks,
@@ -102,7 +103,6 @@ Flags:
 		MaxClientConns: *maxConns, ConnHandshakeTimeout: *handshake, ConnIdleTimeout: *idle,
 		MaxSessions: *maxSessions, MaxSessionsPerUser: *maxUserSessions, MaxKeepAliveRate: *kaRate, MinFreeDisk: int64(minFreeDisk),
 	}
-	var err error
 	if cfg.ClientTLS, err = serverTLS(*certFile, *keyFile, *clientCA); err != nil {
 		return exitCode("server", err)
 	}
@@ -183,4 +183,22 @@ Flags:
 		m.Close()
 		return 1
 	}
+}
+
+// serverLogger is the member's logger: to w, in format ("text" or
+// "json", slog's handlers), from level ("debug", "info", "warn" or
+// "error") up.
+func serverLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usagef("--log-format %q: want text or json", format)
 }
