@@ -72,10 +72,11 @@ certificates only, apart from the CA of the clients.
 Go's runtime runs as shipped; GOMAXPROCS (members sharing a machine),
 GOGC and GOMEMLIMIT in the environment tune it (docs/OPERATIONS.md).
 
-Example, a 3-node cluster on one machine:
-  baton server --name n1 --data-dir d1 --client-addr 127.0.0.1:7700 --peer-addr 127.0.0.1:7701 \
-    --initial-cluster n1=127.0.0.1:7701,n2=127.0.0.1:7711,n3=127.0.0.1:7721
-  (and n2, n3 with their own addresses and the same --initial-cluster)
+Example, a 3-node cluster on one machine, beside the single node:
+  baton server --name n1 --data-dir baton-cluster/n1 --client-addr 127.0.0.1:7810 --peer-addr 127.0.0.1:7811 \
+    --initial-cluster n1=127.0.0.1:7811,n2=127.0.0.1:7821,n3=127.0.0.1:7831
+  (and n2, n3 with their own addresses and the same --initial-cluster;
+  docs/CLUSTER.md has it in full)
 
 Flags:
 `)
