@@ -352,8 +352,14 @@ func (c *Client) CasRelease(ctx context.Context, name string, sessionID, token u
 // Status describes the cluster as the member the client reaches first sees
 // it (the leader, when the client knows it).
 func (c *Client) Status(ctx context.Context) (*Status, error) {
+	return c.status(ctx, retryRead)
+}
+
+// status is Status with the retry policy: Dial's first call fails at once
+// when every endpoint refuses the connection (retryDial).
+func (c *Client) status(ctx context.Context, policy retryPolicy) (*Status, error) {
 	var r *batonpb.StatusResponse
-	err := c.invoke(ctx, retryRead, func(ctx context.Context, bc batonpb.BatonClient) error {
+	err := c.invoke(ctx, policy, func(ctx context.Context, bc batonpb.BatonClient) error {
 		var err error
 		r, err = bc.Status(ctx, &batonpb.StatusRequest{})
 		return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,17 +23,18 @@ import (
 // try the next endpoint, with a bounded, jittered backoff that honours the
 // caller's ctx. A Client is safe for concurrent use.
 type Client struct {
-	cfg       clientConfig
-	log       *slog.Logger
-	endpoints []string
+	cfg clientConfig
+	log *slog.Logger
 
-	runCtx  context.Context // the Sessions streams; ends with Close
+	runCtx  context.Context // the Sessions streams and the sync loop; ends with Close
 	stopRun context.CancelFunc
+	syncing sync.WaitGroup // the sync loop
 
 	mu       sync.Mutex
 	conns    map[string]*grpc.ClientConn
 	muxes    map[string]*sessionMux // working Sessions streams by member
 	grpcOnly map[string]time.Time   // members that do not speak Baton's framing, until when
+	eps      endpointList           // where the members are (endpoints.go)
 	leader   string                 // best-known leader address; "" if unknown
 	next     int                    // next endpoint to try when the leader is unknown
 	closed   bool
@@ -41,9 +43,14 @@ type Client struct {
 
 // Dial connects to the cluster at endpoints, a comma-separated list of
 // members' client addresses (host:port), the same syntax as the CLI's
-// --endpoints. Any member will do; the client finds the leader. Dial
-// returns once a member answered, or ErrUnavailable when none did within
-// the attempts and ctx.
+// --endpoints. Any member will do: the client finds the leader, and
+// learns the other members' addresses from the one that answers and
+// keeps them current (Endpoints, WithSyncInterval), so that it follows
+// the cluster when the member it was given dies. Dial returns once a
+// member answered; a *RefusedError at once when every endpoint refused
+// the connection (nothing listens there); or ErrUnavailable when no
+// member answered within the attempts and ctx. Once dialled, the client
+// never gives up on a refusal: a member restarting refuses for a moment.
 func Dial(ctx context.Context, endpoints string, opts ...Option) (*Client, error) {
 	cfg := defaultClientConfig()
 	for _, o := range opts {
@@ -54,7 +61,7 @@ func Dial(ctx context.Context, endpoints string, opts ...Option) (*Client, error
 	}
 	var eps []string
 	for e := range strings.SplitSeq(endpoints, ",") {
-		if e = strings.TrimSpace(e); e != "" {
+		if e = strings.TrimSpace(e); e != "" && !slices.Contains(eps, e) {
 			eps = append(eps, e)
 		}
 	}
@@ -67,29 +74,27 @@ func Dial(ctx context.Context, endpoints string, opts ...Option) (*Client, error
 	}
 	runCtx, stopRun := context.WithCancel(context.Background())
 	c := &Client{
-		runCtx:    runCtx,
-		stopRun:   stopRun,
-		cfg:       cfg,
-		log:       lg.With("component", "baton-client"),
-		endpoints: eps,
-		conns:     make(map[string]*grpc.ClientConn),
-		muxes:     make(map[string]*sessionMux),
-		grpcOnly:  make(map[string]time.Time),
-		sessions:  make(map[*Session]struct{}),
+		runCtx:   runCtx,
+		stopRun:  stopRun,
+		cfg:      cfg,
+		log:      lg.With("component", "baton-client"),
+		eps:      endpointList{given: eps, all: slices.Clone(eps)},
+		conns:    make(map[string]*grpc.ClientConn),
+		muxes:    make(map[string]*sessionMux),
+		grpcOnly: make(map[string]time.Time),
+		sessions: make(map[*Session]struct{}),
 	}
-	st, err := c.Status(ctx)
+	st, err := c.status(ctx, retryDial)
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
-	if st.LeaderAddr != "" {
-		c.setLeader(st.LeaderAddr)
+	c.learn(st)
+	if cfg.syncInterval > 0 {
+		c.syncing.Go(func() { c.syncLoop(cfg.syncInterval) })
 	}
 	return c, nil
 }
-
-// Endpoints returns the endpoints the client was dialled with.
-func (c *Client) Endpoints() []string { return append([]string(nil), c.endpoints...) }
 
 // Close abandons every session of the client (their goroutines stop; the
 // server expires them after their TTL, so Close them first to release at
@@ -111,6 +116,7 @@ func (c *Client) Close() error {
 		s.wait()
 	}
 	c.stopRun()
+	c.syncing.Wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	clear(c.muxes)
@@ -161,10 +167,16 @@ func (c *Client) target() string {
 	if c.leader != "" {
 		return c.leader
 	}
-	return c.endpoints[c.next%len(c.endpoints)]
+	return c.eps.all[c.next%len(c.eps.all)]
 }
 
+// setLeader makes addr the member to try first. An address no client can
+// dial (a member bound to 0.0.0.0 without an advertised address) is
+// ignored.
 func (c *Client) setLeader(addr string) {
+	if !usableAddr(addr) {
+		return
+	}
 	c.mu.Lock()
 	c.leader = addr
 	c.mu.Unlock()
@@ -177,7 +189,7 @@ func (c *Client) failed(addr string) {
 	if c.leader == addr {
 		c.leader = ""
 	}
-	if c.endpoints[c.next%len(c.endpoints)] == addr || c.leader == "" {
+	if c.eps.all[c.next%len(c.eps.all)] == addr || c.leader == "" {
 		c.next++
 	}
 }
@@ -213,6 +225,10 @@ const (
 	// retryNotApplied retries only what surely did not apply: NOT_LEADER
 	// and failures to reach a member.
 	retryNotApplied
+	// retryDial is retryRead for Dial's first call, except that when
+	// every endpoint given refused the connection there is no cluster to
+	// wait for: it fails at once with a *RefusedError.
+	retryDial
 )
 
 // invoke runs f against members until one answers, following leader
@@ -227,7 +243,8 @@ const (
 // of a CasRelease may mean that the lost attempt released the hold.
 func (c *Client) invoke(ctx context.Context, policy retryPolicy, f func(ctx context.Context, bc batonpb.BatonClient) error) error {
 	var last error
-	maybeApplied := false // an earlier attempt may have taken effect
+	maybeApplied := false        // an earlier attempt may have taken effect
+	var refusing map[string]bool // under retryDial: the given endpoints that refused
 	uncertain := func(err error) error {
 		if !maybeApplied {
 			return err
@@ -257,16 +274,21 @@ func (c *Client) invoke(ctx context.Context, policy retryPolicy, f func(ctx cont
 		case !isServer:
 			return uncertain(err)
 		case errors.Is(err, ErrNotLeader):
-			if hint := e.LeaderAddr; hint != "" && hint != addr {
+			if hint := e.LeaderAddr; usableAddr(hint) && hint != addr {
 				c.setLeader(hint)
 				continue
 			}
 			c.failed(addr)
 		case errors.Is(err, ErrOutcomeUnknown):
-			if policy != retryRead {
+			if policy == retryNotApplied {
 				return err
 			}
 		case e.Reason == batonpb.Reason_REASON_UNSPECIFIED && errors.Is(err, ErrUnavailable):
+			if policy == retryDial {
+				if err := c.refusedByAll(ctx, addr, &refusing); err != nil {
+					return err
+				}
+			}
 			c.failed(addr) // unreachable, or cut off mid-call
 			if policy == retryNotApplied {
 				maybeApplied = true

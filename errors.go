@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -180,6 +181,25 @@ var codeErrors = map[codes.Code][]error{
 		context.DeadlineExceeded,
 	},
 }
+
+// RefusedError is Dial's error when every endpoint it was given refused
+// the connection: nothing listens there (a mistyped address, a cluster
+// that is not running). Dial returns it at once rather than retry for
+// its attempts and ctx; every other failure to reach a member is retried.
+// It matches ErrUnavailable.
+type RefusedError struct {
+	// Addrs are the endpoints that refused, in the order given.
+	Addrs []string
+}
+
+// Error names the addresses: "baton: no member listens at
+// 127.0.0.1:7700 (connection refused)".
+func (e *RefusedError) Error() string {
+	return "baton: no member listens at " + strings.Join(e.Addrs, ", ") + " (connection refused)"
+}
+
+// Is matches ErrUnavailable.
+func (e *RefusedError) Is(target error) bool { return target == ErrUnavailable }
 
 // Error is an error answered by a Baton member: its gRPC code, its Reason
 // and message, and for NOT_LEADER the leader's client address if the

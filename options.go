@@ -40,6 +40,12 @@ const (
 	// won the race to be released) before it returns. The session keeps
 	// retrying in the background after that.
 	CleanupTimeout = 5 * time.Second
+	// DefaultSyncInterval is how often a client asks the cluster for its
+	// members (WithSyncInterval): membership changes are an operator's
+	// work of minutes, so a client learns a replaced member well before
+	// it could need it, for one cheap Status call (answered locally by
+	// the member) a minute.
+	DefaultSyncInterval = time.Minute
 )
 
 // Option configures Dial.
@@ -56,10 +62,13 @@ type clientConfig struct {
 	backoff     time.Duration
 	maxBackoff  time.Duration
 	logger      *slog.Logger
+	// syncInterval is WithSyncInterval's; 0: no periodic sync.
+	syncInterval time.Duration
 }
 
 func defaultClientConfig() clientConfig {
-	return clientConfig{maxAttempts: DefaultMaxAttempts, backoff: DefaultBackoff, maxBackoff: DefaultMaxBackoff}
+	return clientConfig{maxAttempts: DefaultMaxAttempts, backoff: DefaultBackoff, maxBackoff: DefaultMaxBackoff,
+		syncInterval: DefaultSyncInterval}
 }
 
 func (c clientConfig) validate() error {
@@ -68,6 +77,8 @@ func (c clientConfig) validate() error {
 		return fmt.Errorf("%w: max attempts %d; want >= 1", ErrInvalidArgument, c.maxAttempts)
 	case c.backoff <= 0 || c.maxBackoff < c.backoff:
 		return fmt.Errorf("%w: backoff %v..%v; want 0 < first <= max", ErrInvalidArgument, c.backoff, c.maxBackoff)
+	case c.syncInterval < 0:
+		return fmt.Errorf("%w: sync interval %v; want > 0, or 0 for none", ErrInvalidArgument, c.syncInterval)
 	}
 	return nil
 }
@@ -125,6 +136,14 @@ func WithMaxAttempts(n int) Option {
 // WithBackoff sets the first and the largest pause between attempts.
 func WithBackoff(first, max time.Duration) Option {
 	return func(c *clientConfig) { c.backoff, c.maxBackoff = first, max }
+}
+
+// WithSyncInterval sets how often the client asks the cluster for its
+// members to keep Endpoints current (default DefaultSyncInterval); 0
+// turns the periodic sync off, leaving the members learned at Dial and
+// by Client.Sync.
+func WithSyncInterval(d time.Duration) Option {
+	return func(c *clientConfig) { c.syncInterval = d }
 }
 
 // WithLogger sets the logger of reconnects and session state changes; nil

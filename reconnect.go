@@ -51,7 +51,7 @@ func (s *Session) connect(ctx context.Context, first *batonpb.SessionRequest, bo
 		last = err
 		switch {
 		case errors.Is(err, ErrNotLeader):
-			if hint := leaderHint(err); hint != "" && hint != addr && hops < 3 {
+			if hint := leaderHint(err); usableAddr(hint) && hint != addr && hops < 3 {
 				s.c.setLeader(hint)
 				hops++
 				continue

@@ -89,12 +89,7 @@ func (c *Client) openStreamConn(ctx, dialCtx context.Context, addr string) (*con
 // dialConn connects to addr as gRPC would: with the client's dialer, over
 // TLS when the client has it.
 func (c *Client) dialConn(ctx context.Context, addr string) (net.Conn, error) {
-	dial := c.cfg.dialer
-	if dial == nil {
-		var d net.Dialer
-		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
-	}
-	conn, err := dial(ctx, addr)
+	conn, err := c.dialPlain(ctx, addr)
 	if err != nil || c.cfg.tls == nil {
 		return conn, err
 	}
@@ -113,6 +108,16 @@ func (c *Client) dialConn(ctx context.Context, addr string) (net.Conn, error) {
 		return nil, err
 	}
 	return tc, nil
+}
+
+// dialPlain connects to addr with the client's dialer (WithDialer), or
+// over TCP.
+func (c *Client) dialPlain(ctx context.Context, addr string) (net.Conn, error) {
+	if c.cfg.dialer != nil {
+		return c.cfg.dialer(ctx, addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
 }
 
 // handshake sends the preface and the hello, and reads the member's

@@ -372,3 +372,93 @@ func mustUint(t *testing.T, s string) uint64 {
 	}
 	return v
 }
+
+// TestCLINothingListening: with no member at the address it was given, a
+// command fails at once, not after its --timeout, with one line naming
+// the address.
+func TestCLINothingListening(t *testing.T) {
+	skipShort(t)
+	addr := freeLoopbackAddrs(t, 1)[0]
+	for _, args := range [][]string{{"status"}, {"lock", "job", "--", "true"}} {
+		cmd := exec.Command(batonBinary(t), append([]string{args[0], "--endpoints", addr, "--timeout", "10s"}, args[1:]...)...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		start := time.Now()
+		err := cmd.Run()
+		took := time.Since(start)
+		want := "baton " + args[0] + ": no member listens at " + addr + " (connection refused)\n"
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || stderr.String() != want {
+			t.Errorf("baton %v with nothing listening: %v, stderr %q; want exit 1 and %q", args, err, stderr.String(), want)
+		}
+		// Well under a second on an idle machine; the bound leaves room
+		// for a loaded one, far below the 10 s timeout.
+		if took > 3*time.Second {
+			t.Errorf("baton %v with nothing listening took %v; want at once", args, took)
+		}
+		t.Logf("baton %v with nothing listening failed in %v", args, took)
+	}
+}
+
+// TestCLILockOneEndpointSurvivesKill9 is the real-process half of issue
+// 28's acceptance test (the exact one is the root package's
+// TestOneEndpointSurvivesItsMember): `baton lock` given ONE member of a
+// 3-member cluster, the leader, holds a lock; the leader is killed with
+// SIGKILL; the command runs on for three TTLs (a client that knew only
+// that member would have stopped it within one), the lock keeps its
+// holder and token, and it is released when the command ends.
+func TestCLILockOneEndpointSurvivesKill9(t *testing.T) {
+	skipShort(t)
+	addrs := freeLoopbackAddrs(t, 6)
+	c := newCluster(t, clusterConfig{n: 3, clientAddrs: addrs[:3], peerAddrs: addrs[3:]})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c.start(ctx)
+	leaderAddr := ""
+	deadline := time.Now().Add(30 * time.Second)
+	for leaderAddr == "" && time.Now().Before(deadline) {
+		if st, err := c.nodes[0].status(ctx); err == nil && st.LeaderAddr != "" {
+			leaderAddr = st.LeaderAddr
+		} else {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	leader := c.byClientAddr(leaderAddr)
+	if leader == nil {
+		t.Fatalf("no leader within 30s (last: %q)", leaderAddr)
+	}
+	var others []string
+	for _, ep := range c.endpoints() {
+		if ep != leaderAddr {
+			others = append(others, ep)
+		}
+	}
+
+	const ttl = 3 * time.Second
+	holder := startLock(t, leaderAddr, "--ttl", ttl.String(), "job", "--", "sh", "-c", holdScript)
+	fields := strings.Fields(holder.line(t, 30*time.Second))
+	pgid, _ := strconv.Atoi(fields[1])
+	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+	if !leader.kill() {
+		t.Fatal("the leader did not die of SIGKILL")
+	}
+	select {
+	case err := <-holder.done:
+		t.Fatalf("baton lock ended after its one member was killed: %v; stderr: %s", err, holder.stderr)
+	case <-time.After(3 * ttl):
+	}
+	out, err := exec.Command(batonBinary(t), "get", "--endpoints", strings.Join(others, ","), "job").Output()
+	if err != nil || !strings.Contains(string(out), "token "+fields[0]+",") {
+		t.Fatalf("baton get job after the kill: %v\n%s\nwant the hold of token %s", err, out, fields[0])
+	}
+	if err := holder.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := holder.exit(t, 20*time.Second); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("holder exited %d, want %d (its command's SIGTERM); stderr: %s", code, 128+int(syscall.SIGTERM), holder.stderr)
+	}
+	next := startLock(t, strings.Join(others, ","), "--no-wait", "job", "--", "true")
+	if code := next.exit(t, 20*time.Second); code != 0 {
+		t.Fatalf("lock after the holder ended exited %d, want 0 (released); stderr: %s", code, next.stderr)
+	}
+}

@@ -86,3 +86,79 @@ func TestDocsRunningSecurely(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsThreeMembers runs the three-member block of README.md and of
+// docs/CLUSTER.md as it is, with its ports moved to free ones, in a
+// directory of its own: the members start, `baton status` on one of
+// them lists all three, and their data dirs are under baton-cluster/,
+// which .gitignore ignores.
+func TestDocsThreeMembers(t *testing.T) {
+	skipShort(t)
+	for _, doc := range []string{"README.md", filepath.Join("docs", "CLUSTER.md")} {
+		t.Run(doc, func(t *testing.T) {
+			text, err := os.ReadFile(filepath.Join("..", doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := string(text)
+			start, end := strings.Index(s, "<!-- three-members -->"), strings.Index(s, "<!-- /three-members -->")
+			if start < 0 || end < start {
+				t.Fatalf("%s has no three-members block", doc)
+			}
+			block := s[start:end]
+			block = block[strings.Index(block, "```sh")+len("```sh") : strings.LastIndex(block, "```")]
+			for _, port := range []string{"7700", "7701"} {
+				if strings.Contains(block, port) {
+					t.Errorf("the block uses the single node's port %s", port)
+				}
+			}
+			addrs := freeLoopbackAddrs(t, 6)
+			for i, port := range []string{"7810", "7811", "7820", "7821", "7830", "7831"} {
+				_, free, _ := strings.Cut(addrs[i], ":")
+				block = strings.ReplaceAll(block, port, free)
+			}
+			build := "go build -o baton ./cmd/baton\n"
+			if !strings.Contains(block, build) {
+				t.Fatalf("the block does not start with %q", build)
+			}
+			block = strings.Replace(block, build, "", 1) + "jobs -p > pids\n"
+
+			dir := t.TempDir()
+			bin, err := os.ReadFile(batonBinary(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "baton"), bin, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "bash", "-c", block)
+			cmd.Dir = dir
+			cmd.Env = serverEnv()
+			cmd.WaitDelay = 2 * time.Second
+			out, err := cmd.Output()
+			t.Cleanup(func() {
+				if pids, err := os.ReadFile(filepath.Join(dir, "pids")); err == nil {
+					exec.Command("kill", strings.Fields(string(pids))...).Run()
+				}
+			})
+			if err != nil {
+				t.Fatalf("%s's block failed: %v\n%s\n--- n1.log:\n%s", doc, err, out, tail(filepath.Join(dir, "baton-cluster", "n1.log"), 20))
+			}
+			for _, n := range []string{"n1", "n2", "n3"} {
+				if !strings.Contains(string(out), "\n"+n+" ") {
+					t.Errorf("status lists no member %s:\n%s", n, out)
+				}
+				if _, err := os.Stat(filepath.Join(dir, "baton-cluster", n, "group-1")); err != nil {
+					t.Errorf("member %s's data dir: %v", n, err)
+				}
+			}
+			ignored := exec.Command("git", "check-ignore", "-q", "baton-cluster/n1/group-1")
+			ignored.Dir = ".."
+			if err := ignored.Run(); err != nil {
+				t.Errorf("git check-ignore baton-cluster/n1/group-1: %v; want it ignored", err)
+			}
+		})
+	}
+}

@@ -34,6 +34,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/dashboard"
 	"github.com/batonlock/baton/internal/liveness"
 	"github.com/batonlock/baton/internal/raftnode"
@@ -60,6 +61,12 @@ type Config struct {
 	// Raft traffic. Port 0 picks a free port (see Member.ClientAddr).
 	ClientAddr string
 	PeerAddr   string
+	// AdvertiseClientAddr is the client address this member tells the
+	// other members, and through them clients (Status, leader hints), as
+	// host:port; empty: the address the client API is bound to. Set it
+	// when that is no address to dial: bound to 0.0.0.0 or [::], or
+	// behind NAT.
+	AdvertiseClientAddr string
 	// InitialCluster lists every member as name=peerAddr, comma-separated.
 	// Empty means a single-member cluster of this member alone. Once the
 	// cluster runs, membership changes (AddMember, RemoveMember) are the
@@ -295,6 +302,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%s %q: %w", a.flag, a.v, err)
 		}
 	}
+	if c.AdvertiseClientAddr != "" {
+		if err := rules.CheckClientAddr(c.AdvertiseClientAddr); err != nil {
+			return fmt.Errorf("advertised %w", err)
+		}
+	}
 	if c.InitialCluster != "" {
 		peers, err := ParseCluster(c.InitialCluster)
 		if err != nil {
@@ -405,7 +417,7 @@ func Start(cfg Config) (*Member, error) {
 	tracker := liveness.New(expirer{node: &h.node, log: lg.With("component", "liveness")}, lg)
 	fan := &fanout{tracker: tracker}
 	tcfg := transport.Config{
-		Name: cfg.Name, ID: self, PeerAddr: cfg.PeerAddr, ClientAddr: clientL.Addr().String(),
+		Name: cfg.Name, ID: self, PeerAddr: cfg.PeerAddr, ClientAddr: m.advertisedClientAddr(),
 		Peers: peerMap, Logger: lg, TLS: cfg.PeerTLS, Dial: cfg.PeerDial, LogVersion: m.readsLogVersion(),
 		ClusterID: func() uint64 {
 			if ms := m.membership.Load(); ms != nil && ms.ClusterID != 0 {
@@ -489,7 +501,11 @@ func Start(cfg Config) (*Member, error) {
 	}
 	m.api = api
 	ok = true
-	lg.Info("member started", "client_addr", clientL.Addr().String(), "peer_addr", tr.Addr().String(),
+	if rules.CheckClientAddr(m.advertisedClientAddr()) != nil {
+		lg.Warn("clients cannot learn this member's client address: it is bound to an address nobody can dial; give the address clients reach it at (baton server --advertise-client-addr)",
+			"client_addr", clientL.Addr().String())
+	}
+	lg.Info("member started", "client_addr", clientL.Addr().String(), "advertised_client_addr", m.advertisedClientAddr(), "peer_addr", tr.Addr().String(),
 		"dashboard", "http://"+clientL.Addr().String()+dashboard.Prefix,
 		"data_dir", cfg.DataDir, "members", len(peers))
 	return m, nil
@@ -595,7 +611,7 @@ func (m *Member) members() []server.Member {
 	}
 	for i := range out {
 		if out[i].ID == self {
-			out[i].ClientAddr = m.ClientAddr()
+			out[i].ClientAddr = m.advertisedClientAddr()
 			if m.tr != nil {
 				out[i].PeerAddr = m.tr.Addr().String()
 			}
@@ -616,6 +632,15 @@ func (m *Member) ClientAddr() string {
 		return ""
 	}
 	return m.clientL.Addr().String()
+}
+
+// advertisedClientAddr is the client address the member tells others:
+// Config.AdvertiseClientAddr, else the address it is bound to.
+func (m *Member) advertisedClientAddr() string {
+	if m.cfg.AdvertiseClientAddr != "" {
+		return m.cfg.AdvertiseClientAddr
+	}
+	return m.ClientAddr()
 }
 
 // PeerAddr is the address the peer transport listens on.

@@ -266,14 +266,43 @@ func CheckMemberName(name string) error {
 // host:port (net.SplitHostPort's syntax, an IPv6 host in brackets) with a
 // host and a port in 1..65535.
 func CheckPeerAddr(addr string) error {
+	_, err := checkHostPort("peer address", addr)
+	return err
+}
+
+// checkHostPort returns addr's host if addr is host:port with a host and
+// a port in 1..65535; what names the address in the error.
+func checkHostPort(what, addr string) (string, error) {
 	host, port, ok := splitHostPort(addr)
 	if !ok || host == "" || !utf8.ValidString(host) {
-		return invalid("peer address %q: want host:port", addr)
+		return "", invalid("%s %q: want host:port", what, addr)
 	}
 	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-		return invalid("peer address %q: port must be 1..65535", addr)
+		return "", invalid("%s %q: port must be 1..65535", what, addr)
+	}
+	return host, nil
+}
+
+// CheckClientAddr returns nil if addr can be the client address a member
+// tells others, and clients dial: what CheckPeerAddr takes, with a host
+// that is not the unspecified address (0.0.0.0, ::), which a member bound
+// to every interface would otherwise announce and no client can dial.
+func CheckClientAddr(addr string) error {
+	host, err := checkHostPort("client address", addr)
+	if err != nil {
+		return err
+	}
+	if isUnspecified(host) {
+		return invalid("client address %q: %s is every address of the machine, none to dial: give one that clients reach it at", addr, host)
 	}
 	return nil
+}
+
+// isUnspecified reports whether host is the unspecified address as
+// net.ParseIP reads it: 0.0.0.0, or an IPv6 address of zeros only ("::",
+// "0:0:0:0:0:0:0:0"). This package does not import net.
+func isUnspecified(host string) bool {
+	return host == "0.0.0.0" || strings.Contains(host, ":") && strings.Trim(host, "0:") == ""
 }
 
 // splitHostPort splits as net.SplitHostPort does (TestSplitHostPort

@@ -187,6 +187,17 @@ func TestCheckStrings(t *testing.T) {
 		{"peer port 0", CheckPeerAddr, "h:0", `peer address "h:0": port must be 1..65535`},
 		{"peer port big", CheckPeerAddr, "h:65536", "port must be 1..65535"},
 		{"peer port name", CheckPeerAddr, "h:http", "port must be 1..65535"},
+		{"client", CheckClientAddr, "10.0.0.1:7700", ""},
+		{"client name", CheckClientAddr, "n1.example:7700", ""},
+		{"client ipv6", CheckClientAddr, "[2001:db8::1]:7700", ""},
+		{"client no port", CheckClientAddr, "10.0.0.1", `client address "10.0.0.1": want host:port`},
+		{"client no host", CheckClientAddr, ":7700", "want host:port"},
+		{"client port 0", CheckClientAddr, "h:0", "port must be 1..65535"},
+		{"client any v4", CheckClientAddr, "0.0.0.0:7700", "0.0.0.0 is every address of the machine"},
+		{"client any v6", CheckClientAddr, "[::]:7700", ":: is every address of the machine"},
+		{"client any v6 long", CheckClientAddr, "[0:0:0:0:0:0:0:0]:7700", "is every address of the machine"},
+		{"client v6 loopback", CheckClientAddr, "[::1]:7700", ""},
+		{"client v4 zero net", CheckClientAddr, "0.0.0.1:7700", ""},
 		{"peer utf8", CheckPeerAddr, "h\xff:80", "want host:port"},
 	}
 	for _, tt := range tests {

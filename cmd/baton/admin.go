@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -21,16 +21,12 @@ func clientCommand(name, synopsis, example string, minArgs, maxArgs int, g globa
 	if extra != nil {
 		extra(fs)
 	}
-	pos, _, err := parseArgs(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	pos, _, code, ok := parseCommand(name, fs, args)
+	if !ok {
+		return code
 	}
-	if len(pos) < minArgs || (maxArgs >= 0 && len(pos) > maxArgs) {
-		fs.Usage()
-		return exitCode(name, usagef("wrong number of arguments"))
+	if err := argCount(pos, minArgs, maxArgs, synopsisArgs(synopsis, len(strings.Fields(name)))); err != nil {
+		return exitCode(name, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
 	defer cancel()
@@ -131,7 +127,7 @@ func modeNote(shared bool, limit int) string {
 }
 
 func runCheck(g globals, args []string) int {
-	held := false
+	checked, held := false, false
 	code := clientCommand("check", "check NAME TOKEN [flags]", "baton check jobs/42 1234 && echo still mine", 2, 2, g, args, nil,
 		func(ctx context.Context, c *baton.Client, pos []string, g globals) error {
 			token, err := strconv.ParseUint(pos[1], 10, 64)
@@ -142,6 +138,7 @@ func runCheck(g globals, args []string) int {
 			if err != nil {
 				return err
 			}
+			checked = true
 			if held {
 				fmt.Printf("token %d is the current hold of %s\n", token, pos[0])
 			} else {
@@ -149,7 +146,7 @@ func runCheck(g globals, args []string) int {
 			}
 			return nil
 		})
-	if code == 0 && !held {
+	if checked && !held {
 		return 1
 	}
 	return code

@@ -25,12 +25,12 @@ func runSubcommands(name string, g globals, args []string, subs []subcommand) in
 	for _, s := range subs {
 		verbs = append(verbs, s.verb)
 	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		return exitCode(name, usagef("missing subcommand: want one of %s", strings.Join(verbs, ", ")))
+	}
+	if args[0] == "-h" || args[0] == "--help" {
 		for _, s := range subs {
 			fmt.Fprintf(os.Stderr, "  baton %s\n", s.synopsis)
-		}
-		if len(args) == 0 {
-			return exitCode(name, usagef("want one of: %s", strings.Join(verbs, ", ")))
 		}
 		return 0
 	}

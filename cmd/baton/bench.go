@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"runtime/pprof"
@@ -37,12 +35,9 @@ func runBench(g globals, args []string) int {
 	var cpuProfile, memProfile string
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write the load generator's CPU profile (pprof) to this file")
 	fs.StringVar(&memProfile, "memprofile", "", "write the load generator's allocation profile (pprof, every allocation's site) to this file")
-	pos, _, err := parseArgs(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	pos, _, code, ok := parseCommand("bench", fs, args)
+	if !ok {
+		return code
 	}
 	if len(pos) > 0 {
 		return exitCode("bench", usagef("unexpected argument %q", pos[0]))

@@ -138,12 +138,104 @@ func newFlagSet(name, synopsis, example string, g *globals) *flag.FlagSet {
 
 // usageError is a mistake on the command line: exit status 2, as for an
 // argument the client refuses (baton.ErrInvalidArgument: a lock name, a
-// member name or address no member would accept).
+// member name or address no member would accept). exitCode prints it in
+// one line and, below it, how to get the command's usage.
 type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// helpLine is what follows a usage error: how to get cmd's usage.
+func helpLine(cmd string) string {
+	if cmd == "" {
+		return "run 'baton --help' for usage"
+	}
+	return "run 'baton " + cmd + " --help' for usage"
+}
+
+// parseCommand parses cmd's command line with fs (parseArgs). On -h or
+// --help it prints fs's usage and returns exit status 0; on a mistake it
+// prints one line naming it, and how to get the usage, and returns 2.
+// Go's flag package would print its error and then the whole usage. ok
+// reports whether the command goes on with pos and rest.
+func parseCommand(cmd string, fs *flag.FlagSet, args []string) (pos, rest []string, code int, ok bool) {
+	fs.SetOutput(io.Discard)
+	pos, rest, err := parseArgs(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(os.Stderr)
+		fs.Usage()
+		return nil, nil, 0, false
+	case err != nil:
+		return nil, nil, exitCode(cmd, usagef("%s", flagMistake(err))), false
+	}
+	return pos, rest, 0, true
+}
+
+// flagMistake says what the flag package found wrong, with flags spelt
+// as this command line spells them (--name): "unknown flag --bogus".
+func flagMistake(err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return "unknown flag --" + name
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return "flag --" + name + " needs a value"
+	}
+	// invalid value "x" for flag -tick: ...; invalid boolean value "x" for -json: ...
+	if before, after, ok := strings.Cut(msg, " for flag -"); ok {
+		return before + " for --" + after
+	}
+	if before, after, ok := strings.Cut(msg, " for -"); ok {
+		return before + " for --" + after
+	}
+	return msg
+}
+
+// argCount checks that a command got min..max positional arguments
+// (max < 0: any number), and says which is missing or which is one too
+// many. names are the arguments' names, as the synopsis gives them.
+func argCount(pos []string, min, max int, names []string) error {
+	switch {
+	case len(pos) < min && len(names) >= min:
+		return usagef("missing %s", strings.Join(names[len(pos):min], " and "))
+	case len(pos) < min:
+		return usagef("want at least %d arguments, got %d", min, len(pos))
+	case max >= 0 && len(pos) > max:
+		return usagef("unexpected argument %q", pos[max])
+	}
+	return nil
+}
+
+// synopsisArgs lists the positional arguments a synopsis names after the
+// command's own words (skip of them): its upper-case words, optional or
+// not, leaving out flags and their values. "check NAME TOKEN [flags]"
+// gives NAME, TOKEN; "release NAME --session S [--token T]" gives NAME.
+func synopsisArgs(synopsis string, skip int) []string {
+	words := strings.Fields(synopsis)
+	var out []string
+	for i := skip; i < len(words); i++ {
+		w := words[i]
+		if strings.HasPrefix(strings.TrimPrefix(w, "["), "-") {
+			if !strings.HasSuffix(w, "]") && i+1 < len(words) && isPlaceholder(words[i+1]) {
+				i++ // the flag's value
+			}
+			continue
+		}
+		if isPlaceholder(w) {
+			out = append(out, strings.Trim(w, "[]."))
+		}
+	}
+	return out
+}
+
+// isPlaceholder reports whether w is an upper-case word of a synopsis
+// (NAME, [PREFIX], PEER_ADDR).
+func isPlaceholder(w string) bool {
+	w = strings.Trim(w, "[].")
+	return w != "" && strings.ToUpper(w) == w && strings.IndexFunc(w, func(r rune) bool { return r != '_' && (r < 'A' || r > 'Z') }) < 0
+}
 
 // exitCode prints err as one line and returns the command's exit status.
 func exitCode(cmd string, err error) int {
@@ -162,8 +254,11 @@ func exitCode(cmd string, err error) int {
 		msg += " (the member requires a client certificate: --cert and --key)"
 	}
 	fmt.Fprintf(os.Stderr, "baton %s: %s\n", cmd, msg)
-	var ue *usageError
-	if errors.As(err, &ue) || errors.Is(err, baton.ErrInvalidArgument) {
+	if _, ok := errors.AsType[*usageError](err); ok {
+		fmt.Fprintln(os.Stderr, helpLine(cmd))
+		return 2
+	}
+	if errors.Is(err, baton.ErrInvalidArgument) {
 		return 2
 	}
 	return 1

@@ -12,12 +12,12 @@ import (
 func runLeader(g globals, args []string) int {
 	const synopsis = `leader transfer [--to NAME]`
 	const example = `baton leader transfer --to n2   (before maintenance of the leader's machine; a leader given SIGTERM does it by itself)`
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		return exitCode("leader", usagef("missing subcommand: want transfer"))
+	}
+	if args[0] == "-h" || args[0] == "--help" {
 		fs := newFlagSet("leader", synopsis, example, &g)
 		fs.Usage()
-		if len(args) == 0 {
-			return exitCode("leader", usagef("want transfer"))
-		}
 		return 0
 	}
 	if args[0] != "transfer" {

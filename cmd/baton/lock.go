@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -80,16 +81,17 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	pos, cmdArgs, err := parseArgs(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	pos, cmdArgs, code, ok := parseCommand("lock", fs, args)
+	if !ok {
+		return code
 	}
 	switch {
-	case len(pos) != 1:
-		return exitCode("lock", usagef("want exactly one lock NAME before --, got %d arguments", len(pos)))
+	case len(pos) == 0:
+		return exitCode("lock", usagef("missing NAME"))
+	case len(pos) > 1 && cmdArgs == nil:
+		return exitCode("lock", usagef("unexpected argument %q: put the command after --, e.g. baton lock %s -- %s", pos[1], pos[0], strings.Join(pos[1:], " ")))
+	case len(pos) > 1:
+		return exitCode("lock", usagef("unexpected argument %q: one lock NAME goes before --", pos[1]))
 	case len(cmdArgs) == 0:
 		return exitCode("lock", usagef("no command: put it after --, e.g. baton lock %s -- ./job.sh", pos[0]))
 	case noWait && isSet(fs, "wait"):
@@ -110,7 +112,7 @@ Flags:
 	// A name no member would accept is refused before anything is sent
 	// (the client would refuse it too, but after opening a session).
 	if err := rules.CheckLockName(pos[0]); err != nil {
-		return exitCode("lock", usagef("%v", err))
+		return exitCode("lock", fmt.Errorf("%w: %w", baton.ErrInvalidArgument, err))
 	}
 	name := pos[0]
 	return lockAndRun(g, name, cmdArgs, ttl, wait, noWait, ownerFlag, grace, kind)

@@ -62,8 +62,7 @@ func run(args []string) int {
 	}
 	g, args, err := leadingGlobals(args)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "baton: %v\n", err)
-		usage()
+		fmt.Fprintf(os.Stderr, "baton: %s\n%s\n", flagMistake(err), helpLine(""))
 		return 2
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -78,7 +77,6 @@ func run(args []string) int {
 			return c.run(g, args[1:])
 		}
 	}
-	fmt.Fprintf(os.Stderr, "baton: unknown command %q\n", args[0])
-	usage()
+	fmt.Fprintf(os.Stderr, "baton: unknown command %q\n%s\n", args[0], helpLine(""))
 	return 2
 }

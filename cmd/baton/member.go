@@ -14,12 +14,12 @@ import (
 func runMember(g globals, args []string) int {
 	const synopsis = `member add NAME PEER_ADDR [--learner] | member promote NAME | member remove NAME | member list`
 	const example = `baton member add n4 10.0.0.4:7701 --learner   (then start n4 with the printed command; then: baton member promote n4)`
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		return exitCode("member", usagef("missing subcommand: want add, promote, remove or list"))
+	}
+	if args[0] == "-h" || args[0] == "--help" {
 		fs := newFlagSet("member", synopsis, example, &g)
 		fs.Usage()
-		if len(args) == 0 {
-			return exitCode("member", usagef("want add, promote, remove or list"))
-		}
 		return 0
 	}
 	sub, rest := args[0], args[1:]

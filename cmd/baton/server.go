@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
@@ -27,12 +28,14 @@ func runServer(args []string) int {
 	dataDir := fs.String("data-dir", d.DataDir, "directory for the log and snapshots")
 	clientAddr := fs.String("client-addr", d.ClientAddr, "address of the client API (gRPC and HTTP/JSON)")
 	peerAddr := fs.String("peer-addr", d.PeerAddr, "address for Raft traffic between members")
+	advertiseClient := fs.String("advertise-client-addr", "", "the client address (host:port) this member tells the others and clients, who learn the members from any one of them (default: --client-addr; give it when that is 0.0.0.0 or [::])")
 	cluster := fs.String("initial-cluster", "", "all members as name=peer-addr,... (empty: a single node)")
 	join := fs.Bool("join", false, "join a running cluster that added this member ('baton member add'): with an empty data dir, wait for the leader's log instead of bootstrapping")
 	tick := fs.Duration("tick", d.TickInterval, "Raft tick; elections take election-ticks of them")
 	electionTicks := fs.Int("election-ticks", d.ElectionTicks, "ticks without a leader before an election")
 	snapEntries := fs.Uint64("snapshot-entries", d.SnapshotEntries, "applied entries between snapshots")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text (key=value) or json (one JSON object a line, for log collectors)")
 	pprofOn := fs.Bool("pprof", false, "serve Go's profiler at /debug/pprof/ on the client address")
 	certFile := fs.String("cert-file", "", "serve the client port over TLS with this certificate (PEM); with --key-file")
 	keyFile := fs.String("key-file", "", "the client port certificate's key (PEM)")
@@ -69,43 +72,38 @@ certificates only, apart from the CA of the clients.
 Go's runtime runs as shipped; GOMAXPROCS (members sharing a machine),
 GOGC and GOMEMLIMIT in the environment tune it (docs/OPERATIONS.md).
 
-Example, a 3-node cluster on one machine:
-  baton server --name n1 --data-dir d1 --client-addr 127.0.0.1:7700 --peer-addr 127.0.0.1:7701 \
-    --initial-cluster n1=127.0.0.1:7701,n2=127.0.0.1:7711,n3=127.0.0.1:7721
-  (and n2, n3 with their own addresses and the same --initial-cluster)
+Example, a 3-node cluster on one machine, beside the single node:
+  baton server --name n1 --data-dir baton-cluster/n1 --client-addr 127.0.0.1:7810 --peer-addr 127.0.0.1:7811 \
+    --initial-cluster n1=127.0.0.1:7811,n2=127.0.0.1:7821,n3=127.0.0.1:7831
+  (and n2, n3 with their own addresses and the same --initial-cluster;
+  docs/CLUSTER.md has it in full)
 
 Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	pos, _, code, ok := parseCommand("server", fs, args)
+	if !ok {
+		return code
 	}
 	if err := applyEnv(fs); err != nil {
 		fmt.Fprintf(os.Stderr, "baton server: %v\n", err)
 		return 2
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "baton server: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if err := argCount(pos, 0, 0, nil); err != nil {
+		return exitCode("server", err)
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(os.Stderr, "baton server: --log-level %q: want debug, info, warn or error\n", *logLevel)
-		return 2
+	lg, err := serverLogger(os.Stderr, *logFormat, *logLevel)
+	if err != nil {
+		return exitCode("server", err)
 	}
-	lg := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	cfg := embed.Config{
-		Name: *name, DataDir: *dataDir, ClientAddr: *clientAddr, PeerAddr: *peerAddr,
+		Name: *name, DataDir: *dataDir, ClientAddr: *clientAddr, PeerAddr: *peerAddr, AdvertiseClientAddr: *advertiseClient,
 		InitialCluster: *cluster, Join: *join, TickInterval: *tick, ElectionTicks: *electionTicks,
 		SnapshotEntries: *snapEntries, Logger: lg,
 		MaxClientConns: *maxConns, ConnHandshakeTimeout: *handshake, ConnIdleTimeout: *idle,
 		MaxSessions: *maxSessions, MaxSessionsPerUser: *maxUserSessions, MaxKeepAliveRate: *kaRate, MinFreeDisk: int64(minFreeDisk),
 	}
-	var err error
 	if cfg.ClientTLS, err = serverTLS(*certFile, *keyFile, *clientCA); err != nil {
 		return exitCode("server", err)
 	}
@@ -130,7 +128,7 @@ Flags:
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		cfg.HTTPHandler = mux
 	}
-	lg.Info("starting", "name", cfg.Name, "data_dir", cfg.DataDir, "client_addr", cfg.ClientAddr,
+	lg.Info("starting", "name", cfg.Name, "data_dir", cfg.DataDir, "client_addr", cfg.ClientAddr, "advertise_client_addr", cfg.AdvertiseClientAddr,
 		"peer_addr", cfg.PeerAddr, "initial_cluster", cfg.InitialCluster, "tick", cfg.TickInterval,
 		"election_ticks", cfg.ElectionTicks, "snapshot_entries", cfg.SnapshotEntries,
 		"max_client_conns", cfg.MaxClientConns, "conn_handshake_timeout", cfg.ConnHandshakeTimeout,
@@ -186,4 +184,22 @@ Flags:
 		m.Close()
 		return 1
 	}
+}
+
+// serverLogger is the member's logger: to w, in format ("text" or
+// "json", slog's handlers), from level ("debug", "info", "warn" or
+// "error") up.
+func serverLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usagef("--log-format %q: want text or json", format)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -17,16 +16,12 @@ import (
 // interrupted.
 func runWatch(g globals, args []string) int {
 	fs := newFlagSet("watch", "watch NAME [flags]", "baton watch leader/scheduler", &g)
-	pos, _, err := parseArgs(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	pos, _, code, ok := parseCommand("watch", fs, args)
+	if !ok {
+		return code
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return exitCode("watch", usagef("want exactly one lock NAME, got %d arguments", len(pos)))
+	if err := argCount(pos, 1, 1, []string{"NAME"}); err != nil {
+		return exitCode("watch", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

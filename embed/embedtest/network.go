@@ -2,11 +2,12 @@ package embedtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"sync"
+	"syscall"
 )
 
 // Network is a network in memory: listeners on made-up loopback
@@ -64,7 +65,9 @@ func (n *Network) Dial(ctx context.Context, addr string) (net.Conn, error) {
 	}
 }
 
-var errRefused = errors.New("connection refused")
+// errRefused is what dialling an address nobody listens on returns, as
+// on TCP: it matches syscall.ECONNREFUSED.
+var errRefused = os.NewSyscallError("connect", syscall.ECONNREFUSED)
 
 // Listener is a listener of a Network: Accept returns the server's end
 // of each connection dialled to its address.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -112,10 +113,11 @@ func (p *peer) run(t *Transport) {
 			return
 		}
 		if errors.Is(err, errWrongPeer) {
-			log.Warn("refused to send to a peer whose certificate does not name it", "err", err)
+			t.repeats.log(log, slog.LevelWarn, "wrong-peer/"+p.addr, "refused to send to a peer whose certificate does not name it", "err", err)
 		}
 		if errors.Is(err, errForeign) {
-			log.Error("peer refused this member: it belongs to another cluster (a member added by 'baton member add' must start with --join and an empty data dir)", "addr", p.addr)
+			t.repeats.log(log, slog.LevelError, "foreign-out/"+p.addr, "peer refused this member: it belongs to another cluster. "+foreignCause, "addr", p.addr)
+			sent = false // nothing to hurry back for: it refuses again until someone acts
 		}
 		if errors.Is(err, errRemovedByPeer) {
 			log.Warn("peer says this member was removed from the cluster", "addr", p.addr)

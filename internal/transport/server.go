@@ -33,6 +33,13 @@ const foreignNotice = "BATON-FOREIGN\n"
 // errForeign ends a connection from a member of another cluster.
 var errForeign = errors.New("the peer belongs to another cluster")
 
+// foreignCause is what the logs of a refusal between clusters say of its
+// likely causes, the usual one first: a new cluster started on the peer
+// addresses of one that still runs (a 3-member example started beside a
+// single node on the same ports), or a member added without --join.
+const foreignCause = "Most likely two clusters use the same peer addresses: give each cluster its own ports (--peer-addr, --initial-cluster) and data dirs, or stop the other one. " +
+	"Else a member added by 'baton member add' was started without --join, or with a data dir of another cluster (it needs --join and an empty data dir)"
+
 // errPeerRemoved ends the connection of a removed member.
 var errPeerRemoved = errors.New("the peer was removed from the cluster: told it so")
 
@@ -119,7 +126,7 @@ func (t *Transport) serveConn(c net.Conn) error {
 		err := tc.HandshakeContext(ctx)
 		cancel()
 		if err != nil {
-			t.log.Warn("refused a peer connection: TLS handshake failed", "remote", c.RemoteAddr().String(), "err", err)
+			t.repeats.log(t.log, slog.LevelWarn, "tls/"+remoteHost(c), "refused a peer connection: TLS handshake failed", "remote", c.RemoteAddr().String(), "err", err)
 			return err
 		}
 		c = tc
@@ -134,7 +141,7 @@ func (t *Transport) serveConn(c net.Conn) error {
 		return fmt.Errorf("reading the preface: %w", err)
 	}
 	if !bytes.Equal(got, []byte(preface)) {
-		t.log.Warn("refused a peer connection that does not speak "+preface[:len(preface)-1]+" (a member of another release?)",
+		t.repeats.log(t.log, slog.LevelWarn, "preface/"+remoteHost(c), "refused a peer connection that does not speak "+preface[:len(preface)-1]+" (a member of another release?)",
 			"remote", c.RemoteAddr().String())
 		return errors.New("bad preface")
 	}
@@ -187,6 +194,16 @@ func (t *Transport) serveConn(c net.Conn) error {
 	}
 }
 
+// remoteHost is the host of c's remote address: a peer's reconnects
+// come from new ports.
+func remoteHost(c net.Conn) string {
+	host, _, err := net.SplitHostPort(c.RemoteAddr().String())
+	if err != nil {
+		return c.RemoteAddr().String()
+	}
+	return host
+}
+
 // foreign reports whether a Hello's cluster id names another cluster than
 // this member's (both known).
 func (t *Transport) foreign(theirs uint64) bool {
@@ -196,7 +213,8 @@ func (t *Transport) foreign(theirs uint64) bool {
 
 // tellForeign refuses a member of another cluster with foreignNotice.
 func (t *Transport) tellForeign(c net.Conn, hello *transportpb.Hello, log *slog.Logger) error {
-	log.Error("refused a peer of another cluster: a member added by 'baton member add' must start with --join and an empty data dir",
+	t.repeats.log(log, slog.LevelError, "foreign-in/"+hello.GetName()+"/"+fmt.Sprintf("%x", hello.GetClusterId()),
+		"refused a peer of another cluster. "+foreignCause,
 		"name", hello.GetName(), "remote", c.RemoteAddr().String(),
 		"its_cluster", fmt.Sprintf("%x", hello.GetClusterId()), "ours", fmt.Sprintf("%x", t.clusterID()))
 	if err := c.SetWriteDeadline(time.Now().Add(writeTimeout)); err == nil {

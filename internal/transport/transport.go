@@ -175,6 +175,10 @@ type Transport struct {
 	// their connections are answered removedNotice and closed.
 	removed atomic.Pointer[map[uint64]bool]
 
+	// repeats rate-limits the lines a misconfigured peer repeats at every
+	// reconnect.
+	repeats repeats
+
 	ctx    context.Context // cancelled by Stop; ends senders and their connections
 	cancel context.CancelFunc
 	// flush is closed when Stop begins: senders write what is queued on
