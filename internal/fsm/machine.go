@@ -239,6 +239,8 @@ func (m *Machine) dispatch(a *apply, cmd *fsmpb.Command, s *session) {
 		m.cancelWait(a, s, op.CancelWait)
 	case *fsmpb.Command_ExpireHold:
 		m.expireHold(a, s, op.ExpireHold)
+	case *fsmpb.Command_EndLockDelay:
+		m.endLockDelay(a, s, op.EndLockDelay)
 	case *fsmpb.Command_SetLogVersion:
 		m.setLogVersion(a, op.SetLogVersion)
 	case *fsmpb.Command_AuthChange:
