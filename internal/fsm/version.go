@@ -32,6 +32,10 @@ import (
 // its entry in fieldVersions (TestEveryLogFieldHasAVersion fails without).
 const LogVersion = 5
 
+// LockDelayVersion is the log version that added lock-delays: below it a
+// server gives no hold its default lock-delay.
+const LockDelayVersion = 5
+
 // LogVersion is the cluster's log version: what the leader may write.
 // Every cluster starts at 1 (a new one too: its bootstrap records, which
 // each first member writes for itself, must not depend on its release)
@@ -57,7 +61,7 @@ func (m *Machine) setLogVersion(a *apply, op *fsmpb.SetLogVersion) {
 // the version it sets).
 func VersionNeeded(cmd *fsmpb.Command) uint32 {
 	if cmd.GetEndLockDelay() != nil || cmd.GetAcquire().GetLockDelayNanos() != 0 || cmd.GetAcquireMany().GetLockDelayNanos() != 0 {
-		return 5
+		return LockDelayVersion
 	}
 	if cmd.GetPrincipal() != "" || cmd.GetAuthChange() != nil || cmd.GetAuditNote() != nil {
 		return 4
