@@ -38,6 +38,24 @@ func expiredAt(t *testing.T, cl *Client, name string, token uint64) time.Time {
 	}
 }
 
+// releaseHandsOnAtOnce queues next for l's lock, releases l, and checks
+// that next got the lock at the release's instant: a clean release
+// starts no lock-delay.
+func releaseHandsOnAtOnce(t *testing.T, cl *Client, l *Lease, next *Mutex) {
+	t.Helper()
+	ch := lockAsync(testCtx(t), next)
+	for len(waiters(t, cl, l.Name())) == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	released := time.Now()
+	if err := l.Release(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if r := recv(t, ch); r.err != nil || !r.at.Equal(released) {
+		t.Fatalf("after a clean release the next holder got the lock %v later (%v), want at once", r.at.Sub(released), r.err)
+	}
+}
+
 // TestLockDelay: on synctest's clock, a hold with a lock-delay whose
 // session expires keeps its lock from everyone for exactly the delay
 // after the server's expiry (the client's Lease is lost at least a margin
@@ -102,17 +120,7 @@ func TestLockDelay(t *testing.T) {
 		}
 
 		// A clean release starts no delay: c gets it at once.
-		cch := lockAsync(ctx, c.Mutex("jobs/x"))
-		for len(waiters(t, cl, "jobs/x")) == 0 {
-			time.Sleep(10 * time.Millisecond)
-		}
-		released := time.Now()
-		if err := rb.lease.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if rc := recv(t, cch); rc.err != nil || !rc.at.Equal(released) {
-			t.Fatalf("after a clean release c got the lock %v later (%v), want at once", rc.at.Sub(released), rc.err)
-		}
+		releaseHandsOnAtOnce(t, cl, rb.lease, c.Mutex("jobs/x"))
 
 		// The member's default for a prefix, and none asked for.
 		ld, err := c.Mutex("slow/1").TryLock(ctx)
@@ -170,16 +178,6 @@ func TestLockDelayAcrossLeaderChange(t *testing.T) {
 				rb.at.Sub(stopped), delay)
 		}
 
-		wch := lockAsync(ctx, w.Mutex("jobs/y"))
-		for len(waiters(t, cl, "jobs/y")) == 0 {
-			time.Sleep(10 * time.Millisecond)
-		}
-		released := time.Now()
-		if err := rb.lease.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if rw := recv(t, wch); rw.err != nil || !rw.at.Equal(released) {
-			t.Fatalf("after a clean release the waiter got the lock %v later (%v), want at once", rw.at.Sub(released), rw.err)
-		}
+		releaseHandsOnAtOnce(t, cl, rb.lease, w.Mutex("jobs/y"))
 	})
 }

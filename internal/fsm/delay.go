@@ -90,15 +90,10 @@ func (m *Machine) startDelay(a *apply, l *lock, secs uint8) {
 // ends, and l goes to its waiters (or, with none, is deleted).
 func (m *Machine) endLockDelay(a *apply, s *session, op *fsmpb.EndLockDelay) {
 	name := op.GetLock()
-	if err := checkLockName(name); err != nil {
-		a.refuse(err)
+	if !a.leaderCommand(s, "end_lock_delay", name) {
 		return
 	}
-	switch {
-	case s != nil:
-		a.refuse(invalid("end_lock_delay is the leader's: session %d cannot send it", s.id))
-		return
-	case op.GetDelayFrom() == 0:
+	if op.GetDelayFrom() == 0 {
 		a.refuse(invalid("end_lock_delay of lock %s needs the entry that started the delay", quote(name)))
 		return
 	}

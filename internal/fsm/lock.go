@@ -625,14 +625,10 @@ func (m *Machine) endHoldOfAnother(a *apply, l *lock, h *holder, how HoldEnd) {
 // expireHold ends a hold whose limit passed on the leader's clock.
 func (m *Machine) expireHold(a *apply, s *session, op *fsmpb.ExpireHold) {
 	name := op.GetLock()
-	if err := checkLockName(name); err != nil {
-		a.refuse(err)
+	if !a.leaderCommand(s, "expire_hold", name) {
 		return
 	}
 	switch {
-	case s != nil:
-		a.refuse(invalid("expire_hold is the leader's: session %d cannot send it", s.id))
-		return
 	case op.GetSessionId() == 0 || op.GetToken() == 0:
 		a.refuse(invalid("expire_hold of lock %s needs the hold's session id and token", quote(name)))
 		return

@@ -259,6 +259,21 @@ func (a *apply) refuse(err *Error) {
 	a.res.Message = err.Msg
 }
 
+// leaderCommand refuses a leader's command (what) about lock name that a
+// session sent (s is not nil), or whose name is no lock's, and reports
+// whether it may go on.
+func (a *apply) leaderCommand(s *session, what, name string) bool {
+	if err := checkLockName(name); err != nil {
+		a.refuse(err)
+		return false
+	}
+	if s != nil {
+		a.refuse(invalid("%s is the leader's: session %d cannot send it", what, s.id))
+		return false
+	}
+	return true
+}
+
 // needSession refuses commands that must come from a session when s is nil.
 func (a *apply) needSession(s *session, what string) bool {
 	if s == nil {

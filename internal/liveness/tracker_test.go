@@ -52,18 +52,17 @@ func (p *recProposer) EndLockDelay(_ context.Context, lock string, delayFrom uin
 	return nil
 }
 
-// TestLockDelays: a lock-delay an expiry started is ended when its length
-// passes on the leader's clock, counted from the entry's apply; a restart
-// (a later expiry of another holder) replaces it; a failed end is
-// proposed again; a new leader times every running delay afresh, in
-// full, from its promotion.
-func TestLockDelays(t *testing.T) {
-	now := time.Unix(1000, 0)
-	p := &recProposer{}
-	tr := NewManual(p, nil, func() time.Time { return now })
-	m := fsm.New()
+// appliedTracker returns a manual tracker on the clock *now, with a
+// recording proposer, and the machine it follows: apply applies a command
+// as the next entry (failing the test if it is refused) and gives the
+// tracker its result; open opens a session of a 10-minute TTL.
+func appliedTracker(t *testing.T, now *time.Time) (tr *Tracker, p *recProposer, m *fsm.Machine,
+	apply func(*fsmpb.Command) *fsmpb.Result, open func() uint64) {
+	p = &recProposer{}
+	tr = NewManual(p, nil, func() time.Time { return *now })
+	m = fsm.New()
 	idx := uint64(0)
-	apply := func(cmd *fsmpb.Command) *fsmpb.Result {
+	apply = func(cmd *fsmpb.Command) *fsmpb.Result {
 		t.Helper()
 		idx++
 		res := m.Apply(idx, cmd)
@@ -73,9 +72,20 @@ func TestLockDelays(t *testing.T) {
 		tr.Applied(res)
 		return res
 	}
-	open := func() uint64 {
+	open = func() uint64 {
 		return apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{TtlNanos: int64(10 * time.Minute), Owner: "o"}}}).GetSessionId()
 	}
+	return tr, p, m, apply, open
+}
+
+// TestLockDelays: a lock-delay an expiry started is ended when its length
+// passes on the leader's clock, counted from the entry's apply; a restart
+// (a later expiry of another holder) replaces it; a failed end is
+// proposed again; a new leader times every running delay afresh, in
+// full, from its promotion.
+func TestLockDelays(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tr, p, m, apply, open := appliedTracker(t, &now)
 	tr.Promote(1, m)
 	a, b, c := open(), open(), open()
 	acquire := func(s uint64, lock string, delay time.Duration, shared bool) {
@@ -84,7 +94,7 @@ func TestLockDelays(t *testing.T) {
 	}
 	expire := func(s uint64) uint64 {
 		apply(&fsmpb.Command{Op: &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{SessionId: s}}})
-		return idx
+		return m.AppliedIndex()
 	}
 	acquire(a, "x", 5*time.Second, true)
 	acquire(b, "x", 5*time.Second, true)
@@ -146,23 +156,7 @@ func TestLockDelays(t *testing.T) {
 // promotion.
 func TestHoldLimits(t *testing.T) {
 	now := time.Unix(1000, 0)
-	p := &recProposer{}
-	tr := NewManual(p, nil, func() time.Time { return now })
-	m := fsm.New()
-	idx := uint64(0)
-	apply := func(cmd *fsmpb.Command) *fsmpb.Result {
-		t.Helper()
-		idx++
-		res := m.Apply(idx, cmd)
-		if err := fsm.ErrorOf(res); err != nil {
-			t.Fatalf("%v: %v", cmd, err)
-		}
-		tr.Applied(res)
-		return res
-	}
-	open := func() uint64 {
-		return apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{TtlNanos: int64(10 * time.Minute), Owner: "o"}}}).GetSessionId()
-	}
+	tr, p, m, apply, open := appliedTracker(t, &now)
 	tr.Promote(1, m)
 	a, b := open(), open()
 	acquire := func(s, seq uint64, lock string, limit time.Duration, wait bool) *fsmpb.Result {
