@@ -31,6 +31,9 @@ type Holder struct {
 	Shared bool
 	// HoldLimit is the hold's limit (WithHoldLimit); 0 if it has none.
 	HoldLimit time.Duration
+	// LockDelay is the hold's lock-delay (WithLockDelay, or the member's
+	// default); 0 if it has none.
+	LockDelay time.Duration
 }
 
 // Waiter is one queued acquire of a lock.
@@ -90,6 +93,10 @@ type LockInfo struct {
 	// started or last installed a snapshot. For people: decide nothing by
 	// it.
 	History []PastHold
+	// DelayedUntil, if not zero, is when the lock's lock-delay ends (a
+	// holder's session or hold limit expired): until then it is granted
+	// to no one. The clock of the leader that started it; for people.
+	DelayedUntil time.Time
 }
 
 // LockSummary is a lock as List shows it.
@@ -101,6 +108,8 @@ type LockSummary struct {
 	// Holders is how many hold it, Limit how many may (1 for a mutex).
 	Holders int
 	Limit   int
+	// DelayedUntil, if not zero, is when its lock-delay ends (LockInfo).
+	DelayedUntil time.Time
 }
 
 // SessionInfo is a session as Sessions shows it.
@@ -185,6 +194,7 @@ func holderOf(h *batonpb.Holder) Holder {
 	if h.GetHoldLimit() != nil {
 		out.HoldLimit = h.GetHoldLimit().AsDuration()
 	}
+	out.LockDelay = h.GetLockDelay().AsDuration()
 	return out
 }
 
@@ -232,6 +242,9 @@ func (c *Client) Get(ctx context.Context, name string) (*LockInfo, error) {
 // lockInfoOf converts a lock's record (nil: free).
 func lockInfoOf(name string, l *batonpb.Lock) LockInfo {
 	out := LockInfo{Name: name, Limit: int(l.GetLimit())}
+	if l.GetDelayedUntil() != nil {
+		out.DelayedUntil = l.GetDelayedUntil().AsTime()
+	}
 	for _, h := range l.GetHolders() {
 		out.Holders = append(out.Holders, holderOf(h))
 	}
@@ -269,6 +282,9 @@ func (c *Client) List(ctx context.Context, prefix string) ([]LockSummary, error)
 		}
 		for _, l := range r.GetLocks() {
 			s := LockSummary{Name: l.GetName(), Waiters: int(l.GetWaiters()), Holders: int(l.GetHolders()), Limit: int(l.GetLimit())}
+			if l.GetDelayedUntil() != nil {
+				s.DelayedUntil = l.GetDelayedUntil().AsTime()
+			}
 			if l.GetHolder() != nil {
 				h := holderOf(l.GetHolder())
 				s.Holder = &h

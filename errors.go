@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -241,10 +242,32 @@ type BusyError struct {
 	// Holder is the current holder as the server reported it; the zero
 	// Holder if it did not say.
 	Holder Holder
+	// DelayedUntil, if not zero, is when the lock's lock-delay ends: a
+	// holder's session or hold limit expired, and the lock is granted to
+	// no one until then (the leader's clock; see WithLockDelay).
+	DelayedUntil time.Time
 }
 
-// Error names the lock and its holder.
+// busyError is the BusyError of a, an acquire's answer that did not
+// acquire name.
+func busyError(name string, a *batonpb.AcquireResponse) *BusyError {
+	e := &BusyError{Name: name, Holder: holderOf(a.GetHolder())}
+	if a.GetDelayedUntil() != nil {
+		e.DelayedUntil = a.GetDelayedUntil().AsTime()
+	}
+	return e
+}
+
+// Error names the lock and its holder, and its lock-delay if it is in one.
 func (e *BusyError) Error() string {
+	if !e.DelayedUntil.IsZero() && e.Holder.SessionID == 0 {
+		return fmt.Sprintf("baton: lock %q is in its lock-delay until %s: a holder's session or hold limit expired, and the lock is granted to no one until then",
+			e.Name, e.DelayedUntil.Format(time.RFC3339))
+	}
+	if !e.DelayedUntil.IsZero() {
+		return fmt.Sprintf("baton: lock %q is busy: held by session %d (%q, key %q) with token %d, and in its lock-delay until %s",
+			e.Name, e.Holder.SessionID, e.Holder.Owner, e.Holder.OwnerKey, e.Holder.Token, e.DelayedUntil.Format(time.RFC3339))
+	}
 	if e.Holder.SessionID == 0 {
 		// A retried TryLockAll: the hold its first attempt got ended
 		// before the answer came.

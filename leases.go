@@ -33,6 +33,8 @@ type Lease struct {
 	ownerKey string
 	token    uint64
 	acquire  context.Context // the acquire's ctx, for Context's values
+	// lockDelay is the hold's lock-delay as the server answered (0: none).
+	lockDelay time.Duration
 
 	// Guarded by s.mu.
 	// Made on first use (most Leases are released without either):
@@ -73,13 +75,13 @@ type holdKey struct{ name, ownerKey string }
 // With a hold limit, the limit counts from started (the acquire's first
 // send, or a renewal's); the library renews it unless cfg says
 // WithManualRenewal.
-func (s *Session) newLease(ctx context.Context, name string, token uint64, cfg holdConfig, started time.Time) (*Lease, error) {
+func (s *Session) newLease(ctx context.Context, name string, token uint64, cfg holdConfig, started time.Time, lockDelay time.Duration) (*Lease, error) {
 	ownerKey := cfg.ownerKey
 	for {
 		s.mu.Lock()
 		switch s.life.state {
 		case StateHealthy:
-			l := &Lease{s: s, name: name, ownerKey: ownerKey, token: token, acquire: ctx}
+			l := &Lease{s: s, name: name, ownerKey: ownerKey, token: token, acquire: ctx, lockDelay: lockDelay}
 			k := holdKey{name, ownerKey}
 			if ls := s.leases.holds[k]; len(ls) > 0 && ls[0].token != token {
 				// The hold those leases had ended on the server (an
@@ -153,6 +155,13 @@ func (l *Lease) Session() *Session { return l.s }
 // holder of this lock. Storage that remembers the largest token it has seen
 // and refuses smaller ones cannot be written by a holder that lost the lock.
 func (l *Lease) Token() uint64 { return l.token }
+
+// LockDelay is the hold's lock-delay (WithLockDelay, or the member's
+// default): if the hold ends by the session's expiry or its hold limit,
+// the server grants the lock to no one for that long after. The Lease is
+// lost (Lost) before the server can end the hold, so work stopped within
+// LockDelay of Lost cannot overlap the next holder's. 0: none.
+func (l *Lease) LockDelay() time.Duration { return l.lockDelay }
 
 // Lost is closed when the client can no longer vouch for the hold: the
 // session's conservative deadline passed (jeopardy), the session ended,

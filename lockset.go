@@ -53,7 +53,7 @@ func (s *Session) LockAll(ctx context.Context, names ...string) ([]*Lease, error
 // LockSet is a handle on several exclusive locks of one session taken
 // together: TryLockMany (each on its own), TryLockAll and LockAll (all or
 // none), as the Session methods of those names do. Its options apply to
-// every hold it takes: WithOwnerKey, WithHoldLimit (each hold gets the
+// every hold it takes: WithOwnerKey, WithLockDelay, WithHoldLimit (each hold gets the
 // limit and the library renews each, unless WithManualRenewal).
 type LockSet struct {
 	s     *Session
@@ -87,6 +87,7 @@ func (ls *LockSet) request(all bool) *batonpb.AcquireManyRequest {
 	if ls.cfg.holdLimit != 0 {
 		req.HoldLimit = durationpb.New(ls.cfg.holdLimit)
 	}
+	req.LockDelay = ls.cfg.lockDelayField()
 	return req
 }
 
@@ -173,7 +174,7 @@ func (ls *LockSet) tryMany(ctx context.Context, req *batonpb.AcquireManyRequest)
 			holders = append(holders, holderOf(r.GetHolder()))
 			continue
 		}
-		l, err := s.newLease(ctx, r.GetName(), r.GetToken(), ls.cfg, c.started)
+		l, err := s.newLease(ctx, r.GetName(), r.GetToken(), ls.cfg, c.started, r.GetLockDelay().AsDuration())
 		if err != nil {
 			// Give back what this call got; the session retries the
 			// releases in the background.

@@ -94,6 +94,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool, d time.Duration) (*Lease
 	if m.hold.holdLimit != 0 {
 		req.HoldLimit = durationpb.New(m.hold.holdLimit)
 	}
+	req.LockDelay = m.hold.lockDelayField()
 	c, err := m.s.do(ctx, sreq, func(c *call) {
 		c.wait, c.name, c.ownerKey = wait, m.name, m.hold.ownerKey
 	})
@@ -102,7 +103,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool, d time.Duration) (*Lease
 	}
 	a := c.resp.GetAcquire()
 	if !a.GetAcquired() {
-		return nil, &BusyError{Name: m.name, Holder: holderOf(a.GetHolder())}
+		return nil, busyError(m.name, a)
 	}
 	started := c.started
 	if m.hold.holdLimit != 0 && time.Since(started) > m.hold.holdLimit/2 {
@@ -118,7 +119,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool, d time.Duration) (*Lease
 		}
 		started = rs
 	}
-	return m.s.newLease(ctx, m.name, a.GetToken(), m.hold, started)
+	return m.s.newLease(ctx, m.name, a.GetToken(), m.hold, started, a.GetLockDelay().AsDuration())
 }
 
 // Unlock releases one count of the hold of this Mutex's (session, owner

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/batonlock/baton/api/rules"
 )
@@ -208,6 +209,9 @@ type holdConfig struct {
 	ownerKey    string
 	holdLimit   time.Duration
 	manualRenew bool
+	// lockDelay is WithLockDelay's value, when lockDelaySet.
+	lockDelay    time.Duration
+	lockDelaySet bool
 	// maxReaders is WithMaxReaders' value, when readersSet.
 	maxReaders int
 	readersSet bool
@@ -229,7 +233,16 @@ func (c holdConfig) check(kind string) error {
 	if c.readersSet && kind != "RWMutex" {
 		return fmt.Errorf("%w: WithMaxReaders applies to an RWMutex only, not to a %s", ErrInvalidArgument, kind)
 	}
-	return invalid(cmp.Or(rules.CheckOwnerKey(c.ownerKey), rules.CheckHoldLimit(c.holdLimit)))
+	return invalid(cmp.Or(rules.CheckOwnerKey(c.ownerKey), rules.CheckHoldLimit(c.holdLimit), rules.CheckLockDelay(c.lockDelay)))
+}
+
+// lockDelayField is the acquire's lock_delay: unset for the member's
+// default, unless WithLockDelay said.
+func (c holdConfig) lockDelayField() *durationpb.Duration {
+	if !c.lockDelaySet {
+		return nil
+	}
+	return durationpb.New(c.lockDelay)
 }
 
 // WithOwnerKey sets the owner key of the handle's holds (default ""). A
@@ -262,6 +275,23 @@ func WithOwnerKey(key string) HoldOption {
 // use the same limit.
 func WithHoldLimit(d time.Duration) HoldOption {
 	return func(c *holdConfig) { c.holdLimit = d }
+}
+
+// WithLockDelay gives every hold taken through the handle a lock-delay
+// of d: when the hold ends by the session's expiry (a blacklisted
+// session's too) or by its hold limit, not by a release or a close, the
+// server grants the lock to no one for d, so that writes the holder sent
+// before it lost the lock drain before the next holder starts (Chubby's
+// and Consul's lock-delay). Waiters stay queued in order; a TryLock in
+// the meantime gets a *BusyError whose DelayedUntil says until when.
+// Use it for resources that cannot check a fencing token; those that can
+// need no delay. d is 0 .. 60 s in whole seconds; 0 asks for none even
+// where the member has a default. Without this option the hold gets the
+// member's default for the name (`baton server --lock-delay`; none
+// unless set), which Lease.LockDelay reports. A reentrant acquire must
+// use the hold's lock-delay.
+func WithLockDelay(d time.Duration) HoldOption {
+	return func(c *holdConfig) { c.lockDelay, c.lockDelaySet = d, true }
 }
 
 // WithManualRenewal leaves the renewal of the hold limit to the caller

@@ -24,7 +24,7 @@ func stamp(req *batonpb.SessionRequest, id uint64, h *batonpb.RequestHeader) *ba
 		a, s := k.Acquire, &stampedAcquire{}
 		copyHeader(&s.h, h)
 		s.a.Header, s.a.Name, s.a.OwnerKey, s.a.Wait, s.a.WaitTimeout = &s.h, a.GetName(), a.GetOwnerKey(), a.GetWait(), a.GetWaitTimeout()
-		s.a.Shared, s.a.Limit, s.a.HoldLimit = a.GetShared(), a.GetLimit(), a.GetHoldLimit()
+		s.a.Shared, s.a.Limit, s.a.HoldLimit, s.a.LockDelay = a.GetShared(), a.GetLimit(), a.GetHoldLimit(), a.GetLockDelay()
 		s.k.Acquire = &s.a
 		s.r.Id, s.r.Kind = id, &s.k
 		return &s.r
@@ -45,6 +45,7 @@ func stamp(req *batonpb.SessionRequest, id uint64, h *batonpb.RequestHeader) *ba
 		r.Kind = &batonpb.SessionRequest_AcquireMany{AcquireMany: &batonpb.AcquireManyRequest{
 			Header: hc, Names: a.GetNames(), OwnerKey: a.GetOwnerKey(),
 			Shared: a.GetShared(), Limit: a.GetLimit(), All: a.GetAll(), HoldLimit: a.GetHoldLimit(),
+			LockDelay: a.GetLockDelay(),
 		}}
 	case *batonpb.SessionRequest_Cancel:
 		a := k.Cancel

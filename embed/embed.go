@@ -122,6 +122,16 @@ type Config struct {
 	// ClientAuth tls.RequireAndVerifyClientCert. Empty: any client the
 	// port admits may make them.
 	Operators []string
+	// LockDelay is the lock-delay this member, while it leads, gives the
+	// hold of an acquire that states none, and LockDelayByPrefix the one
+	// for lock names starting with a prefix (the longest prefix wins):
+	// when such a hold ends by its session's expiry or its hold limit,
+	// the lock is granted to no one that long, so that its holder's last
+	// writes drain. 0 s .. 60 s in whole seconds; zero: none (the
+	// default). Applied from log version 5 (every member of this release
+	// or newer).
+	LockDelay         time.Duration
+	LockDelayByPrefix map[string]time.Duration
 	// LogVersion is the newest log version this member says it reads
 	// (0: this release's, fsm.LogVersion). Tests of clusters of mixed
 	// releases set an older one; nothing else should.
@@ -286,6 +296,9 @@ func (c Config) Validate() error {
 		return errors.New("max keepalive rate must be positive")
 	case c.MinFreeDisk < MinFreeDiskAuto:
 		return errors.New("min free disk must be a number of bytes, 0 (no guard) or MinFreeDiskAuto")
+	}
+	if err := (server.LockDelays{Default: c.LockDelay, ByPrefix: c.LockDelayByPrefix}).Validate(); err != nil {
+		return err
 	}
 	if len(c.Operators) > 0 {
 		if c.ClientTLS == nil || c.ClientTLS.ClientAuth != tls.RequireAndVerifyClientCert {
@@ -481,7 +494,8 @@ func Start(cfg Config) (*Member, error) {
 	var guard server.DiskGuard
 	guard, m.disk = cfg.diskGuard(dir, statDisk, lg)
 	m.srv = server.New(server.Config{Name: cfg.Name, Version: Version, Node: node, Liveness: tracker,
-		Members: m.members, MemberID: MemberID, Operators: cfg.Operators, Limits: cfg.limits(), Disk: guard, Logger: lg})
+		Members: m.members, MemberID: MemberID, Operators: cfg.Operators, Limits: cfg.limits(), Disk: guard, Logger: lg,
+		LockDelays: server.LockDelays{Default: cfg.LockDelay, ByPrefix: cfg.LockDelayByPrefix}})
 	fan.api.Store(m.srv)
 
 	extra := http.NewServeMux()

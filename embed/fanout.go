@@ -105,3 +105,14 @@ func (e expirer) ExpireHold(ctx context.Context, lock string, session, token uin
 	}
 	return err
 }
+
+func (e expirer) EndLockDelay(ctx context.Context, lock string, delayFrom uint64) error {
+	cmd := &fsmpb.Command{Op: &fsmpb.Command_EndLockDelay{EndLockDelay: &fsmpb.EndLockDelay{
+		Lock: lock, DelayFrom: delayFrom,
+	}}}
+	applied, err := e.propose(ctx, cmd)
+	if applied {
+		e.log.Info("lock-delay passed", "lock", lock, "index", delayFrom)
+	}
+	return err
+}

@@ -739,7 +739,14 @@ type AcquireRequest struct {
 	// hold_limit, if set, ends the hold that long after its grant unless
 	// the session renews it (RenewHold): 1 s .. 24 h, whole milliseconds. A
 	// reentrant acquire must state its hold's limit.
-	HoldLimit     *durationpb.Duration `protobuf:"bytes,8,opt,name=hold_limit,json=holdLimit,proto3" json:"hold_limit,omitempty"`
+	HoldLimit *durationpb.Duration `protobuf:"bytes,8,opt,name=hold_limit,json=holdLimit,proto3" json:"hold_limit,omitempty"`
+	// lock_delay: when the hold this acquire makes ends by its session's
+	// expiry or by its hold limit (not by a release or a close), the lock
+	// is granted to no one for that long, so the holder's last writes
+	// drain (0 s .. 60 s, whole seconds). Unset: the member's default for
+	// the name (`baton server --lock-delay`); 0s: none. A reentrant acquire
+	// must state its hold's lock-delay.
+	LockDelay     *durationpb.Duration `protobuf:"bytes,9,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -826,6 +833,13 @@ func (x *AcquireRequest) GetLimit() uint32 {
 func (x *AcquireRequest) GetHoldLimit() *durationpb.Duration {
 	if x != nil {
 		return x.HoldLimit
+	}
+	return nil
+}
+
+func (x *AcquireRequest) GetLockDelay() *durationpb.Duration {
+	if x != nil {
+		return x.LockDelay
 	}
 	return nil
 }
@@ -952,6 +966,7 @@ type Holder struct {
 	Since         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
 	Shared        bool                   `protobuf:"varint,7,opt,name=shared,proto3" json:"shared,omitempty"`
 	HoldLimit     *durationpb.Duration   `protobuf:"bytes,8,opt,name=hold_limit,json=holdLimit,proto3" json:"hold_limit,omitempty"` // unset: no hold limit
+	LockDelay     *durationpb.Duration   `protobuf:"bytes,9,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"` // unset: no lock-delay
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1038,6 +1053,13 @@ func (x *Holder) GetShared() bool {
 func (x *Holder) GetHoldLimit() *durationpb.Duration {
 	if x != nil {
 		return x.HoldLimit
+	}
+	return nil
+}
+
+func (x *Holder) GetLockDelay() *durationpb.Duration {
+	if x != nil {
+		return x.LockDelay
 	}
 	return nil
 }
@@ -1141,7 +1163,15 @@ type AcquireResponse struct {
 	Seq      uint64 `protobuf:"varint,8,opt,name=seq,proto3" json:"seq,omitempty"`
 	// skipped: free, but not taken, because another lock of the same
 	// all-or-nothing AcquireMany was busy.
-	Skipped       bool `protobuf:"varint,9,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	Skipped bool `protobuf:"varint,9,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// lock_delay: acquired or queued, the lock-delay the request gave its
+	// hold (the member's default filled in); unset: none.
+	LockDelay *durationpb.Duration `protobuf:"bytes,10,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
+	// delayed_until: not acquired (or queued), because the lock is in its
+	// lock-delay until then (a holder's session expired or its hold limit
+	// passed): granted to no one until that time, by the clock of the
+	// leader that started the delay.
+	DelayedUntil  *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=delayed_until,json=delayedUntil,proto3" json:"delayed_until,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1239,6 +1269,20 @@ func (x *AcquireResponse) GetSkipped() bool {
 	return false
 }
 
+func (x *AcquireResponse) GetLockDelay() *durationpb.Duration {
+	if x != nil {
+		return x.LockDelay
+	}
+	return nil
+}
+
+func (x *AcquireResponse) GetDelayedUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DelayedUntil
+	}
+	return nil
+}
+
 type AcquireManyRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Header   *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
@@ -1252,7 +1296,10 @@ type AcquireManyRequest struct {
 	All bool `protobuf:"varint,6,opt,name=all,proto3" json:"all,omitempty"`
 	// hold_limit, as in AcquireRequest, for every hold granted (renewed one
 	// by one with RenewRequest).
-	HoldLimit     *durationpb.Duration `protobuf:"bytes,7,opt,name=hold_limit,json=holdLimit,proto3" json:"hold_limit,omitempty"`
+	HoldLimit *durationpb.Duration `protobuf:"bytes,7,opt,name=hold_limit,json=holdLimit,proto3" json:"hold_limit,omitempty"`
+	// lock_delay, as in AcquireRequest, for every hold granted (unset: the
+	// longest of the member's defaults for the names).
+	LockDelay     *durationpb.Duration `protobuf:"bytes,8,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1332,6 +1379,13 @@ func (x *AcquireManyRequest) GetAll() bool {
 func (x *AcquireManyRequest) GetHoldLimit() *durationpb.Duration {
 	if x != nil {
 		return x.HoldLimit
+	}
+	return nil
+}
+
+func (x *AcquireManyRequest) GetLockDelay() *durationpb.Duration {
+	if x != nil {
+		return x.LockDelay
 	}
 	return nil
 }
@@ -1849,7 +1903,11 @@ type Lock struct {
 	Holders []*Holder              `protobuf:"bytes,2,rep,name=holders,proto3" json:"holders,omitempty"`
 	Waiters []*Waiter              `protobuf:"bytes,3,rep,name=waiters,proto3" json:"waiters,omitempty"`
 	// limit is the number of holders the lock admits: 1 for a mutex.
-	Limit         uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// delayed_until: the lock is in its lock-delay until then (see
+	// AcquireResponse.delayed_until); a lock in its delay is shown even
+	// with no holder and no waiter.
+	DelayedUntil  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=delayed_until,json=delayedUntil,proto3" json:"delayed_until,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1912,9 +1970,16 @@ func (x *Lock) GetLimit() uint32 {
 	return 0
 }
 
+func (x *Lock) GetDelayedUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DelayedUntil
+	}
+	return nil
+}
+
 type GetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Lock  *Lock                  `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"` // unset when nobody holds or waits
+	Lock  *Lock                  `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"` // unset when nobody holds or waits and no lock-delay runs
 	// history is the lock's recent ended holds, the most recent first: at
 	// most 8 per lock, for the 4096 locks that ended a hold most recently,
 	// as the answering member applied them since it started or last
@@ -2140,12 +2205,14 @@ func (x *ListRequest) GetPageToken() string {
 }
 
 type LockSummary struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Holder        *Holder                `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"` // the first holder
-	Waiters       uint32                 `protobuf:"varint,3,opt,name=waiters,proto3" json:"waiters,omitempty"`
-	Holders       uint32                 `protobuf:"varint,4,opt,name=holders,proto3" json:"holders,omitempty"` // how many hold it
-	Limit         uint32                 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`     // how many may: 1 for a mutex
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Holder  *Holder                `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"` // the first holder
+	Waiters uint32                 `protobuf:"varint,3,opt,name=waiters,proto3" json:"waiters,omitempty"`
+	Holders uint32                 `protobuf:"varint,4,opt,name=holders,proto3" json:"holders,omitempty"` // how many hold it
+	Limit   uint32                 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`     // how many may: 1 for a mutex
+	// delayed_until: in its lock-delay until then (Lock.delayed_until).
+	DelayedUntil  *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=delayed_until,json=delayedUntil,proto3" json:"delayed_until,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2213,6 +2280,13 @@ func (x *LockSummary) GetLimit() uint32 {
 		return x.Limit
 	}
 	return 0
+}
+
+func (x *LockSummary) GetDelayedUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DelayedUntil
+	}
+	return nil
 }
 
 type ListResponse struct {
@@ -5027,7 +5101,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x16\n" +
 	"\x06secret\x18\x03 \x01(\tR\x06secret\"\x16\n" +
-	"\x14CloseSessionResponse\"\xac\x02\n" +
+	"\x14CloseSessionResponse\"\xe6\x02\n" +
 	"\x0eAcquireRequest\x12/\n" +
 	"\x06header\x18\x01 \x01(\v2\x17.baton.v1.RequestHeaderR\x06header\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
@@ -5037,7 +5111,9 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x06shared\x18\x06 \x01(\bR\x06shared\x12\x14\n" +
 	"\x05limit\x18\a \x01(\rR\x05limit\x128\n" +
 	"\n" +
-	"hold_limit\x18\b \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"s\n" +
+	"hold_limit\x18\b \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\x128\n" +
+	"\n" +
+	"lock_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\"s\n" +
 	"\x10RenewHoldRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x12\n" +
@@ -5046,7 +5122,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x06secret\x18\x04 \x01(\tR\x06secret\"M\n" +
 	"\x11RenewHoldResponse\x128\n" +
 	"\n" +
-	"hold_limit\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"\x8a\x02\n" +
+	"hold_limit\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"\xc4\x02\n" +
 	"\x06Holder\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
@@ -5057,7 +5133,9 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x16\n" +
 	"\x06shared\x18\a \x01(\bR\x06shared\x128\n" +
 	"\n" +
-	"hold_limit\x18\b \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"\xe2\x01\n" +
+	"hold_limit\x18\b \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\x128\n" +
+	"\n" +
+	"lock_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\"\xe2\x01\n" +
 	"\x06Waiter\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
@@ -5065,7 +5143,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\towner_key\x18\x03 \x01(\tR\bownerKey\x120\n" +
 	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12<\n" +
 	"\fwait_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\x12\x16\n" +
-	"\x06shared\x18\x06 \x01(\bR\x06shared\"\xf7\x01\n" +
+	"\x06shared\x18\x06 \x01(\bR\x06shared\"\xf2\x02\n" +
 	"\x0fAcquireResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bacquired\x18\x02 \x01(\bR\bacquired\x12\x14\n" +
@@ -5075,7 +5153,11 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x06queued\x18\x06 \x01(\bR\x06queued\x12\x1a\n" +
 	"\bposition\x18\a \x01(\rR\bposition\x12\x10\n" +
 	"\x03seq\x18\b \x01(\x04R\x03seq\x12\x18\n" +
-	"\askipped\x18\t \x01(\bR\askipped\"\xf2\x01\n" +
+	"\askipped\x18\t \x01(\bR\askipped\x128\n" +
+	"\n" +
+	"lock_delay\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12?\n" +
+	"\rdelayed_until\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\fdelayedUntil\"\xac\x02\n" +
 	"\x12AcquireManyRequest\x12/\n" +
 	"\x06header\x18\x01 \x01(\v2\x17.baton.v1.RequestHeaderR\x06header\x12\x14\n" +
 	"\x05names\x18\x02 \x03(\tR\x05names\x12\x1b\n" +
@@ -5084,7 +5166,9 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x05limit\x18\x05 \x01(\rR\x05limit\x12\x10\n" +
 	"\x03all\x18\x06 \x01(\bR\x03all\x128\n" +
 	"\n" +
-	"hold_limit\x18\a \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"J\n" +
+	"hold_limit\x18\a \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\x128\n" +
+	"\n" +
+	"lock_delay\x18\b \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\"J\n" +
 	"\x13AcquireManyResponse\x123\n" +
 	"\aresults\x18\x01 \x03(\v2\x19.baton.v1.AcquireResponseR\aresults\"\x88\x01\n" +
 	"\x0eReleaseRequest\x12/\n" +
@@ -5115,12 +5199,13 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x06holder\x18\x02 \x01(\v2\x10.baton.v1.HolderR\x06holder\" \n" +
 	"\n" +
 	"GetRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x88\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xc9\x01\n" +
 	"\x04Lock\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\aholders\x18\x02 \x03(\v2\x10.baton.v1.HolderR\aholders\x12*\n" +
 	"\awaiters\x18\x03 \x03(\v2\x10.baton.v1.WaiterR\awaiters\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\rR\x05limit\"_\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\x12?\n" +
+	"\rdelayed_until\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\fdelayedUntil\"_\n" +
 	"\vGetResponse\x12\"\n" +
 	"\x04lock\x18\x01 \x01(\v2\x0e.baton.v1.LockR\x04lock\x12,\n" +
 	"\ahistory\x18\x02 \x03(\v2\x12.baton.v1.PastHoldR\ahistory\"\xb4\x02\n" +
@@ -5140,13 +5225,14 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\x95\x01\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xd6\x01\n" +
 	"\vLockSummary\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12(\n" +
 	"\x06holder\x18\x02 \x01(\v2\x10.baton.v1.HolderR\x06holder\x12\x18\n" +
 	"\awaiters\x18\x03 \x01(\rR\awaiters\x12\x18\n" +
 	"\aholders\x18\x04 \x01(\rR\aholders\x12\x14\n" +
-	"\x05limit\x18\x05 \x01(\rR\x05limit\"c\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\x12?\n" +
+	"\rdelayed_until\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\fdelayedUntil\"c\n" +
 	"\fListResponse\x12+\n" +
 	"\x05locks\x18\x01 \x03(\v2\x15.baton.v1.LockSummaryR\x05locks\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xca\x01\n" +
@@ -5515,133 +5601,140 @@ var file_api_batonpb_baton_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),      // 75: google.protobuf.Timestamp
 }
 var file_api_batonpb_baton_proto_depIdxs = []int32{
-	74, // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	74, // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	74, // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
-	3,  // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
-	74, // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	74, // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
-	74, // 6: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
-	75, // 7: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
-	74, // 8: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
-	75, // 9: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
-	74, // 10: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
-	13, // 11: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
-	3,  // 12: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
-	74, // 13: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
-	15, // 14: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
-	3,  // 15: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
-	3,  // 16: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
-	15, // 17: baton.v1.CancelResponse.granted:type_name -> baton.v1.AcquireResponse
-	13, // 18: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
-	13, // 19: baton.v1.Lock.holders:type_name -> baton.v1.Holder
-	14, // 20: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
-	27, // 21: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
-	29, // 22: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
-	75, // 23: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
-	75, // 24: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
-	1,  // 25: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
-	13, // 26: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
-	31, // 27: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	74, // 28: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	75, // 29: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
-	33, // 30: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
-	27, // 31: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
-	41, // 32: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
-	41, // 33: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
-	41, // 34: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
-	41, // 35: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
-	0,  // 36: baton.v1.Error.reason:type_name -> baton.v1.Reason
-	4,  // 37: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
-	52, // 38: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
-	6,  // 39: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
-	10, // 40: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
-	18, // 41: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
-	20, // 42: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
-	16, // 43: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
-	8,  // 44: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
-	11, // 45: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
-	55, // 46: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
-	53, // 47: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
-	57, // 48: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
-	61, // 49: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
-	58, // 50: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
-	51, // 51: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
-	0,  // 52: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
-	51, // 53: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
-	5,  // 54: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
-	7,  // 55: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
-	15, // 56: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
-	19, // 57: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
-	21, // 58: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
-	17, // 59: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
-	9,  // 60: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
-	59, // 61: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
-	60, // 62: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
-	51, // 63: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	63, // 64: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
-	62, // 65: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
-	12, // 66: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
-	63, // 67: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
-	2,  // 68: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
-	68, // 69: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
-	67, // 70: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
-	69, // 71: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
-	75, // 72: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	72, // 73: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
-	53, // 74: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	54, // 75: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
-	4,  // 76: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	6,  // 77: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	8,  // 78: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	10, // 79: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	16, // 80: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	11, // 81: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
-	18, // 82: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	22, // 83: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	24, // 84: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	26, // 85: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	30, // 86: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	34, // 87: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	38, // 88: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
-	36, // 89: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	40, // 90: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	42, // 91: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
-	44, // 92: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
-	48, // 93: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
-	46, // 94: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
-	64, // 95: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
-	66, // 96: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
-	71, // 97: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
-	61, // 98: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	56, // 99: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	5,  // 100: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	7,  // 101: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	9,  // 102: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	15, // 103: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	17, // 104: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	12, // 105: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
-	19, // 106: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	23, // 107: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	25, // 108: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	28, // 109: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	32, // 110: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	35, // 111: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	39, // 112: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
-	37, // 113: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	50, // 114: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	43, // 115: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
-	45, // 116: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
-	49, // 117: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
-	47, // 118: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
-	65, // 119: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
-	70, // 120: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
-	73, // 121: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
-	98, // [98:122] is the sub-list for method output_type
-	74, // [74:98] is the sub-list for method input_type
-	74, // [74:74] is the sub-list for extension type_name
-	74, // [74:74] is the sub-list for extension extendee
-	0,  // [0:74] is the sub-list for field type_name
+	74,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	74,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	74,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	3,   // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
+	74,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	74,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
+	74,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	74,  // 7: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
+	75,  // 8: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
+	74,  // 9: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
+	74,  // 10: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
+	75,  // 11: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
+	74,  // 12: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
+	13,  // 13: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
+	74,  // 14: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
+	75,  // 15: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
+	3,   // 16: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
+	74,  // 17: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
+	74,  // 18: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
+	15,  // 19: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
+	3,   // 20: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
+	3,   // 21: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
+	15,  // 22: baton.v1.CancelResponse.granted:type_name -> baton.v1.AcquireResponse
+	13,  // 23: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
+	13,  // 24: baton.v1.Lock.holders:type_name -> baton.v1.Holder
+	14,  // 25: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
+	75,  // 26: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
+	27,  // 27: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
+	29,  // 28: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
+	75,  // 29: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
+	75,  // 30: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
+	1,   // 31: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
+	13,  // 32: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
+	75,  // 33: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
+	31,  // 34: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
+	74,  // 35: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	75,  // 36: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	33,  // 37: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
+	27,  // 38: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
+	41,  // 39: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
+	41,  // 40: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
+	41,  // 41: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
+	41,  // 42: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
+	0,   // 43: baton.v1.Error.reason:type_name -> baton.v1.Reason
+	4,   // 44: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
+	52,  // 45: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
+	6,   // 46: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
+	10,  // 47: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
+	18,  // 48: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
+	20,  // 49: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
+	16,  // 50: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
+	8,   // 51: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
+	11,  // 52: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
+	55,  // 53: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
+	53,  // 54: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
+	57,  // 55: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
+	61,  // 56: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
+	58,  // 57: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
+	51,  // 58: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
+	0,   // 59: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
+	51,  // 60: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
+	5,   // 61: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
+	7,   // 62: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
+	15,  // 63: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
+	19,  // 64: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
+	21,  // 65: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
+	17,  // 66: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
+	9,   // 67: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
+	59,  // 68: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
+	60,  // 69: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
+	51,  // 70: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
+	63,  // 71: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
+	62,  // 72: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
+	12,  // 73: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
+	63,  // 74: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
+	2,   // 75: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
+	68,  // 76: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
+	67,  // 77: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
+	69,  // 78: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
+	75,  // 79: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	72,  // 80: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
+	53,  // 81: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	54,  // 82: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	4,   // 83: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	6,   // 84: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	8,   // 85: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	10,  // 86: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	16,  // 87: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	11,  // 88: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
+	18,  // 89: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	22,  // 90: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	24,  // 91: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	26,  // 92: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	30,  // 93: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	34,  // 94: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	38,  // 95: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
+	36,  // 96: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	40,  // 97: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	42,  // 98: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
+	44,  // 99: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
+	48,  // 100: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
+	46,  // 101: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
+	64,  // 102: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
+	66,  // 103: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
+	71,  // 104: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
+	61,  // 105: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	56,  // 106: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	5,   // 107: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	7,   // 108: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	9,   // 109: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	15,  // 110: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	17,  // 111: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	12,  // 112: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
+	19,  // 113: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	23,  // 114: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	25,  // 115: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	28,  // 116: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	32,  // 117: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	35,  // 118: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	39,  // 119: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
+	37,  // 120: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	50,  // 121: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	43,  // 122: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
+	45,  // 123: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
+	49,  // 124: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
+	47,  // 125: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
+	65,  // 126: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
+	70,  // 127: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
+	73,  // 128: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
+	105, // [105:129] is the sub-list for method output_type
+	81,  // [81:105] is the sub-list for method input_type
+	81,  // [81:81] is the sub-list for extension type_name
+	81,  // [81:81] is the sub-list for extension extendee
+	0,   // [0:81] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }

@@ -51,6 +51,12 @@ const (
 	// keeps it).
 	MinHoldLimit = time.Second
 	MaxHoldLimit = 24 * time.Hour
+	// MaxLockDelay bounds a hold's lock-delay (after the hold ends by
+	// expiry, its lock is granted to no one that long): Consul's bound. A
+	// delay is kept in whole seconds (a holder record has one byte for
+	// it), and a resource that needs its writes drained for longer than
+	// a minute needs fencing, not a longer pause of the lock.
+	MaxLockDelay = 60 * time.Second
 	// MaxAcquireMany bounds the locks of one AcquireMany, so one log entry
 	// stays small and quick to apply.
 	MaxAcquireMany = 1000
@@ -211,6 +217,22 @@ func CheckHoldLimit(d time.Duration) error {
 // CheckHoldLimitNanos is CheckHoldLimit of a hold limit in nanoseconds,
 // as the log carries it.
 func CheckHoldLimitNanos(d int64) error { return CheckHoldLimit(time.Duration(d)) }
+
+// CheckLockDelay returns nil if d can be a hold's lock-delay: 0 (none),
+// or up to MaxLockDelay in whole seconds.
+func CheckLockDelay(d time.Duration) error {
+	switch {
+	case d < 0 || d > MaxLockDelay:
+		return invalid("lock-delay %v is outside 0s..%v", d, MaxLockDelay)
+	case d%time.Second != 0:
+		return invalid("lock-delay %v is not a whole number of seconds", d)
+	}
+	return nil
+}
+
+// CheckLockDelayNanos is CheckLockDelay of a lock-delay in nanoseconds,
+// as the log carries it.
+func CheckLockDelayNanos(d int64) error { return CheckLockDelay(time.Duration(d)) }
 
 // CheckWaitTimeout returns nil if d can bound an acquire's wait: more
 // than 0, at most MaxWaitTimeout.

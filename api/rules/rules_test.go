@@ -117,6 +117,11 @@ func TestCheckDurations(t *testing.T) {
 		{"hold limit short", CheckHoldLimit, 10 * time.Millisecond, "hold limit 10ms is outside 1s..24h0m0s"},
 		{"hold limit long", CheckHoldLimit, MaxHoldLimit + time.Millisecond, "outside"},
 		{"hold limit fraction", CheckHoldLimit, time.Second + time.Microsecond, "hold limit 1.000001s is not a whole number of milliseconds"},
+		{"lock-delay none", CheckLockDelay, 0, ""},
+		{"lock-delay max", CheckLockDelay, MaxLockDelay, ""},
+		{"lock-delay long", CheckLockDelay, MaxLockDelay + time.Second, "lock-delay 1m1s is outside 0s..1m0s"},
+		{"lock-delay negative", CheckLockDelay, -time.Second, "outside"},
+		{"lock-delay fraction", CheckLockDelay, 1500 * time.Millisecond, "lock-delay 1.5s is not a whole number of seconds"},
 		{"wait", CheckWaitTimeout, time.Second, ""},
 		{"wait max", CheckWaitTimeout, MaxWaitTimeout, ""},
 		{"wait zero", CheckWaitTimeout, 0, "wait timeout 0s is outside (0s, 24h0m0s]"},
@@ -140,6 +145,7 @@ func TestNanosForms(t *testing.T) {
 		}{
 			{"CheckTTLNanos", CheckTTLNanos(int64(d)), CheckTTL(d)},
 			{"CheckHoldLimitNanos", CheckHoldLimitNanos(int64(d)), CheckHoldLimit(d)},
+			{"CheckLockDelayNanos", CheckLockDelayNanos(int64(d)), CheckLockDelay(d)},
 		} {
 			if fmt.Sprint(c.nanos) != fmt.Sprint(c.want) {
 				t.Errorf("%s(%d) = %v; for a time.Duration %v", c.name, int64(d), c.nanos, c.want)

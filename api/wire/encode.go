@@ -102,8 +102,8 @@ func CheckSessionRequest(r *batonpb.SessionRequest) (int, error) {
 }
 
 // fastChannelRequest reports whether r is a shape the encoder writes: an
-// acquire without durations, a release or a keepalive, without secrets,
-// nothing unknown.
+// acquire without durations (a wait timeout, a hold limit, a lock-delay),
+// a release or a keepalive, without secrets, nothing unknown.
 func fastChannelRequest(r *batonpb.ChannelRequest) bool {
 	return r != nil && !unknown(r) && fastSessionRequest(r.GetRequest())
 }
@@ -116,7 +116,7 @@ func fastSessionRequest(sr *batonpb.SessionRequest) bool {
 	switch k := sr.GetKind().(type) {
 	case *batonpb.SessionRequest_Acquire:
 		a := k.Acquire
-		return a != nil && !unknown(a) && a.GetWaitTimeout() == nil && a.GetHoldLimit() == nil && headerOK(a.GetHeader()) &&
+		return a != nil && !unknown(a) && a.GetWaitTimeout() == nil && a.GetHoldLimit() == nil && a.GetLockDelay() == nil && headerOK(a.GetHeader()) &&
 			utf8.ValidString(a.GetName()) && utf8.ValidString(a.GetOwnerKey())
 	case *batonpb.SessionRequest_Release:
 		a := k.Release
@@ -134,8 +134,9 @@ func fastSessionRequest(sr *batonpb.SessionRequest) bool {
 func headerOK(h *batonpb.RequestHeader) bool { return h == nil || !unknown(h) && h.GetSecret() == "" }
 
 // fastChannelResponse reports whether r is a shape the encoder writes:
-// an acquire's answer without a holder, a release's or a grant, with or
-// without an error, nothing unknown.
+// an acquire's answer without a holder or a lock-delay's durations and
+// times, a release's or a grant, with or without an error, nothing
+// unknown.
 func fastChannelResponse(r *batonpb.ChannelResponse) bool {
 	if r == nil || unknown(r) || r.GetEnd() != nil {
 		return false
@@ -152,7 +153,8 @@ func fastChannelResponse(r *batonpb.ChannelResponse) bool {
 	case nil:
 		return true
 	case *batonpb.SessionResponse_Acquire:
-		return k.Acquire != nil && !unknown(k.Acquire) && k.Acquire.GetHolder() == nil && utf8.ValidString(k.Acquire.GetName())
+		a := k.Acquire
+		return a != nil && !unknown(a) && a.GetHolder() == nil && a.GetLockDelay() == nil && a.GetDelayedUntil() == nil && utf8.ValidString(a.GetName())
 	case *batonpb.SessionResponse_Release:
 		return k.Release != nil && !unknown(k.Release)
 	case *batonpb.SessionResponse_Grant:

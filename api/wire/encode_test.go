@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/batonlock/baton/api/batonpb"
 )
@@ -74,6 +75,10 @@ func TestEncodeAsProto(t *testing.T) {
 			Open: &batonpb.OpenSessionRequest{Ttl: durationpb.New(time.Second), Owner: "o"}}}},
 		"wait timeout": {Channel: 1, Request: &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Acquire{
 			Acquire: &batonpb.AcquireRequest{Name: "a", WaitTimeout: durationpb.New(time.Second)}}}},
+		"lock-delay": {Channel: 1, Request: &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Acquire{
+			Acquire: &batonpb.AcquireRequest{Name: "a", LockDelay: durationpb.New(15 * time.Second)}}}},
+		"no lock-delay": {Channel: 1, Request: &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Acquire{
+			Acquire: &batonpb.AcquireRequest{Name: "a", LockDelay: durationpb.New(0)}}}},
 		"detach only": {Channel: 1, Detach: true},
 		"header secret": {Channel: 1, Request: &batonpb.SessionRequest{Kind: &batonpb.SessionRequest_Release{Release: &batonpb.ReleaseRequest{
 			Header: &batonpb.RequestHeader{SessionId: 1, Seq: 2, Secret: "s"}, Name: "a"}}}},
@@ -89,6 +94,10 @@ func TestEncodeAsProto(t *testing.T) {
 	for name, r := range map[string]*batonpb.ChannelResponse{
 		"holder": {Channel: 1, Response: &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Acquire{
 			Acquire: &batonpb.AcquireResponse{Name: "a", Holder: &batonpb.Holder{SessionId: 3}}}}},
+		"lock-delay": {Channel: 1, Response: &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Acquire{
+			Acquire: &batonpb.AcquireResponse{Name: "a", Acquired: true, LockDelay: durationpb.New(time.Second)}}}},
+		"delayed until": {Channel: 1, Response: &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Acquire{
+			Acquire: &batonpb.AcquireResponse{Name: "a", DelayedUntil: timestamppb.New(time.Unix(1, 0))}}}},
 		"end": {Channel: 1, End: &batonpb.ChannelEnd{}},
 		"keepalive": {Channel: 1, Response: &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_KeepAlive{
 			KeepAlive: &batonpb.KeepAliveResponse{SessionId: 1, Ttl: durationpb.New(time.Second)}}}},

@@ -84,13 +84,19 @@ func runGet(g globals, args []string) int {
 			} else {
 				fmt.Printf("lock %s\n", oneLine(pos[0]))
 			}
-			if len(l.Holders) == 0 {
+			if !l.DelayedUntil.IsZero() {
+				fmt.Printf("  in its lock-delay until %s (%s): granted to no one, as a holder's session or hold limit expired\n",
+					l.DelayedUntil.Format(time.RFC3339), until(l.DelayedUntil))
+			} else if len(l.Holders) == 0 {
 				fmt.Println("  free")
 			}
 			for _, h := range l.Holders {
 				limit := ""
 				if h.HoldLimit > 0 {
 					limit = ", hold limit " + h.HoldLimit.String()
+				}
+				if h.LockDelay > 0 {
+					limit += ", lock-delay " + h.LockDelay.String()
 				}
 				fmt.Printf("  held by %s, key %q, token %d, count %d, since %s%s%s\n",
 					owner(h.Owner, h.SessionID), h.OwnerKey, h.Token, h.Count, ago(h.Since), modeNote(h.Shared, l.Limit), limit)
@@ -112,6 +118,15 @@ func runGet(g globals, args []string) int {
 			}
 			return nil
 		})
+}
+
+// until says how far off t is: "in 4s", or "passed" once it has.
+func until(t time.Time) string {
+	d := time.Until(t).Round(time.Second)
+	if d <= 0 {
+		return "passed"
+	}
+	return "in " + d.String()
 }
 
 // modeNote says whether a hold or wait is shared, where a lock admits

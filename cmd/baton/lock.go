@@ -34,16 +34,17 @@ func runLock(g globals, args []string) int {
 		wait      = 30 * time.Second
 		noWait    bool
 		ownerFlag string
-		grace     = 10 * time.Second
+		grace     = DefaultKillGrace
 		kind      lockKind
 	)
-	fs := newFlagSet("lock", "lock [--ttl 10s] [--wait 30s | --no-wait] [--owner LABEL] [--kill-grace 10s] [--permits N | --read | --write] NAME -- CMD [ARGS...]",
+	fs := newFlagSet("lock", "lock [--ttl 10s] [--wait 30s | --no-wait] [--owner LABEL] [--lock-delay 15s] [--kill-grace 10s] [--permits N | --read | --write] NAME -- CMD [ARGS...]",
 		"baton lock --wait 1m jobs/nightly -- ./run-nightly.sh", &g)
 	fs.DurationVar(&ttl, "ttl", ttl, "session TTL: how long the lock outlives a silent client")
 	fs.DurationVar(&wait, "wait", wait, "how long to wait for the lock (0: until it is free)")
 	fs.BoolVar(&noWait, "no-wait", false, "fail at once (exit 75) if the lock is held")
 	fs.StringVar(&ownerFlag, "owner", "", "owner label shown to operators (default host/pid/baton-lock)")
-	fs.DurationVar(&grace, "kill-grace", grace, "after SIGTERM, how long CMD has before SIGKILL when the lock is lost")
+	fs.DurationVar(&grace, "kill-grace", grace, "after SIGTERM, how long CMD has before SIGKILL when the lock is lost; by default 10s, or less to fit inside the hold's lock-delay (its length less baton.SafetyMargin of it)")
+	fs.DurationVar(&kind.lockDelay, "lock-delay", 0, "if the lock is lost by expiry (this client silent for the TTL, or --max-hold), the server grants it to no one for this long, so CMD's last writes drain before the next holder starts (0s..60s, whole seconds; unset: the server's default, --lock-delay of baton server)")
 	fs.IntVar(&kind.permits, "permits", 0, "NAME is a semaphore of `N` permits: hold one of them (every user of NAME must say the same N)")
 	fs.BoolVar(&kind.read, "read", false, "NAME is a read/write lock: hold it as one of its readers")
 	fs.BoolVar(&kind.write, "write", false, "NAME is a read/write lock: hold it as its one writer")
@@ -66,6 +67,13 @@ no keepalive answer, the lock may be lost: baton sends SIGTERM to CMD's
 group at once - before the server can give the lock to anyone else - then
 SIGKILL after --kill-grace, and exits 76. (On Windows, which has neither
 process groups nor signals between processes, CMD is killed at once.)
+
+With a lock-delay (--lock-delay, or the server's default), the server
+grants the lock to no one for that long after it ends the hold by
+expiry, and by default --kill-grace shrinks to fit inside it: CMD is
+SIGKILLed before the next holder can start, even if it ignores SIGTERM.
+Without one, the next holder may start while CMD is still in its grace:
+protect the data with fencing tokens (BATON_TOKEN) or set a lock-delay.
 
 By default NAME is a mutex: one holder at a time. With --permits N it is a
 semaphore that N may hold at once; with --read or --write, a read/write
@@ -108,7 +116,14 @@ Flags:
 		return exitCode("lock", usagef("--max-readers %d: want 1..%d", kind.maxReaders, baton.MaxHolders))
 	case isSet(fs, "max-hold") && (kind.maxHold < time.Second || kind.maxHold > 24*time.Hour):
 		return exitCode("lock", usagef("--max-hold %s: want 1s..24h", kind.maxHold))
+	case isSet(fs, "kill-grace") && grace < 0:
+		return exitCode("lock", usagef("--kill-grace %s is negative", grace))
 	}
+	if err := rules.CheckLockDelay(kind.lockDelay); err != nil {
+		return exitCode("lock", usagef("--lock-delay: %v", err))
+	}
+	kind.lockDelaySet = isSet(fs, "lock-delay")
+	kind.graceSet = isSet(fs, "kill-grace")
 	// A name no member would accept is refused before anything is sent
 	// (the client would refuse it too, but after opening a session).
 	if err := rules.CheckLockName(pos[0]); err != nil {
@@ -125,6 +140,11 @@ type lockKind struct {
 	read, write bool
 	maxReaders  int
 	maxHold     time.Duration
+	// lockDelay is --lock-delay, when lockDelaySet; graceSet says
+	// whether --kill-grace was given (else it fits the lock-delay).
+	lockDelay    time.Duration
+	lockDelaySet bool
+	graceSet     bool
 }
 
 // shared reports whether the lock may have several holders.
@@ -140,6 +160,9 @@ type acquirer struct {
 func (k lockKind) acquirer(s *baton.Session, name string) acquirer {
 	// --max-hold bounds the command's run: nothing renews the hold.
 	hold := []baton.HoldOption{baton.WithHoldLimit(k.maxHold), baton.WithManualRenewal()}
+	if k.lockDelaySet {
+		hold = append(hold, baton.WithLockDelay(k.lockDelay))
+	}
 	switch {
 	case k.permits > 0:
 		sem := s.Semaphore(name, k.permits, hold...)
@@ -227,6 +250,10 @@ func lockAndRun(g globals, name string, cmdArgs []string, ttl, wait time.Duratio
 	if err != nil {
 		var busy *baton.BusyError
 		switch {
+		case errors.As(err, &busy) && busy.Holder.SessionID == 0 && !busy.DelayedUntil.IsZero():
+			fmt.Fprintf(os.Stderr, "baton lock: %s is in its lock-delay until %s (%s): a holder's session or hold limit expired, and the lock is granted to no one until then\n",
+				name, busy.DelayedUntil.Format(time.RFC3339), until(busy.DelayedUntil))
+			return ExitNotAcquired
 		case errors.As(err, &busy) && kind.shared():
 			// Full, or a writer is queued ahead: the holder named is one
 			// of several.
@@ -250,7 +277,38 @@ func lockAndRun(g globals, name string, cmdArgs []string, ttl, wait time.Duratio
 		}
 		return exitCode("lock", err)
 	}
+	grace = killGrace(grace, kind.graceSet, lease.LockDelay())
 	return runUnderLease(lease, s, name, cmdArgs, sigs, grace)
+}
+
+// DefaultKillGrace is how long `baton lock` gives a command between
+// SIGTERM and SIGKILL when the lock is lost and the hold has no
+// lock-delay: time to finish a write and exit cleanly.
+const DefaultKillGrace = 10 * time.Second
+
+// killGrace is the kill grace `baton lock` uses for a hold with the
+// given lock-delay: --kill-grace if given (with a warning if it outlasts
+// the lock-delay), else DefaultKillGrace, shortened to fit inside the
+// lock-delay. SIGTERM goes at the client's deadline, which passes at
+// least baton.SafetyMargin(TTL) before the server can end the hold; the
+// lock-delay then runs on the leader's clock. SIGKILL at
+// lockDelay - SafetyMargin(lockDelay) after SIGTERM leaves the same
+// allowance for a difference of clock rates over the delay and for
+// scheduling the kill: the command is dead before anyone else is
+// granted the lock.
+func killGrace(grace time.Duration, set bool, lockDelay time.Duration) time.Duration {
+	if lockDelay <= 0 {
+		return grace
+	}
+	fit := max(lockDelay-baton.SafetyMargin(lockDelay), 0)
+	if !set {
+		return min(grace, fit)
+	}
+	if grace > fit {
+		fmt.Fprintf(os.Stderr, "baton lock: --kill-grace %s outlasts the hold's lock-delay %s (it fits %s): a command that ignores SIGTERM may still run when the next holder starts\n",
+			grace, lockDelay, fit)
+	}
+	return grace
 }
 
 func owner4(h baton.Holder) string { return owner(h.Owner, h.SessionID) }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/embed"
+	"github.com/batonlock/baton/internal/server"
 )
 
 // stepDownTimeout bounds a leader's hand-off of its office on SIGTERM.
@@ -52,6 +53,7 @@ func runServer(args []string) int {
 	kaRate := fs.Int("max-keepalive-rate", d.MaxKeepAliveRate, "keepalives a second one session may send, as many at once; more get RESOURCE_EXHAUSTED (OVERLOADED) without a ReadIndex round")
 	minFreeDisk := byteSize(d.MinFreeDisk)
 	fs.Var(&minFreeDisk, "min-free-disk", "free space the member keeps in its data dir's file system: a `size` in bytes, or with a unit (512MiB, 2GiB). Below it, while leading, it refuses new sessions and acquires with RESOURCE_EXHAUSTED (NO_SPACE) and goes on serving keepalives, releases, closes and reads, until space is freed. auto is min(256MiB, 2% of the file system); 0 turns it off. A disk that fills all the same stops the member (exit 1) at its next log write, with nothing it acknowledged lost")
+	lockDelay := fs.String("lock-delay", "0s", "the lock-delay this member, leading, gives a hold whose acquire states none: `DELAY[,PREFIX=DELAY...]`, a default and one for each name prefix (longest wins), e.g. 15s,jobs/=30s,cache/=0s. When such a hold ends by its session's expiry or its hold limit (not by a release or close), the lock is granted to no one that long, so its holder's last writes drain. Each 0s..60s in whole seconds")
 	maxConns := fs.Int("max-client-conns", d.MaxClientConns, fmt.Sprintf("connections the client port keeps open at most; more are closed as soon as accepted. The default is min(%d, the open file limit - %d), which leaves descriptors for the log, snapshots and peers", embed.MaxClientConnsCeiling, embed.ReservedFiles))
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: baton server [flags]
@@ -97,12 +99,17 @@ Flags:
 	if err != nil {
 		return exitCode("server", err)
 	}
+	delays, err := server.ParseLockDelays(*lockDelay)
+	if err != nil {
+		return exitCode("server", usagef("--lock-delay: %v", err))
+	}
 	cfg := embed.Config{
 		Name: *name, DataDir: *dataDir, ClientAddr: *clientAddr, PeerAddr: *peerAddr, AdvertiseClientAddr: *advertiseClient,
 		InitialCluster: *cluster, Join: *join, TickInterval: *tick, ElectionTicks: *electionTicks,
 		SnapshotEntries: *snapEntries, Logger: lg,
 		MaxClientConns: *maxConns, ConnHandshakeTimeout: *handshake, ConnIdleTimeout: *idle,
 		MaxSessions: *maxSessions, MaxSessionsPerUser: *maxUserSessions, MaxKeepAliveRate: *kaRate, MinFreeDisk: int64(minFreeDisk),
+		LockDelay: delays.Default, LockDelayByPrefix: delays.ByPrefix,
 	}
 	if cfg.ClientTLS, err = serverTLS(*certFile, *keyFile, *clientCA); err != nil {
 		return exitCode("server", err)
@@ -133,7 +140,7 @@ Flags:
 		"election_ticks", cfg.ElectionTicks, "snapshot_entries", cfg.SnapshotEntries,
 		"max_client_conns", cfg.MaxClientConns, "conn_handshake_timeout", cfg.ConnHandshakeTimeout,
 		"conn_idle_timeout", cfg.ConnIdleTimeout, "max_sessions", cfg.MaxSessions, "max_sessions_per_user", cfg.MaxSessionsPerUser,
-		"max_keepalive_rate", cfg.MaxKeepAliveRate, "min_free_disk", minFreeDisk.String())
+		"max_keepalive_rate", cfg.MaxKeepAliveRate, "min_free_disk", minFreeDisk.String(), "lock_delay", delays.String())
 	m, err := embed.Start(cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "baton server: %v\n", err)

@@ -186,7 +186,7 @@ func (m *Machine) authorize(cmd *fsmpb.Command, s *session) *Error {
 		return nil
 	}
 	switch op := cmd.GetOp().(type) {
-	case *fsmpb.Command_ExpireSession, *fsmpb.Command_ExpireHold, *fsmpb.Command_SetLogVersion:
+	case *fsmpb.Command_ExpireSession, *fsmpb.Command_ExpireHold, *fsmpb.Command_EndLockDelay, *fsmpb.Command_SetLogVersion:
 		return nil
 	case *fsmpb.Command_CancelWait:
 		if cmd.GetSessionId() == 0 {

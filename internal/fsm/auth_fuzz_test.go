@@ -40,17 +40,18 @@ const authStepLen = 8
 const (
 	stepAuthChange byte = iota // kind: extra&0xf; user, role, name (prefix), perms; token extra>>5 if extra&0x10
 	stepOpen
-	stepAcquire     // sess, name; waits if extra&1
-	stepAcquireMany // sess, name and the next name
-	stepRelease     // sess, name; the hold's token
-	stepClose       // sess
-	stepCasRelease  // name, sess (the holder's); its token
-	stepBlacklist   // sess
-	stepCancelWait  // sess, name: the session cancels its wait
-	stepTimeout     // sess, name: the leader's CancelWait, with no session
-	stepExpire      // sess: the leader's ExpireSession
-	stepExpireHold  // sess, name: the leader's ExpireHold
-	stepRestore     // go on with the machine restored from a snapshot
+	stepAcquire      // sess, name; waits if extra&1, a lock-delay if extra&2
+	stepAcquireMany  // sess, name and the next name
+	stepRelease      // sess, name; the hold's token
+	stepClose        // sess
+	stepCasRelease   // name, sess (the holder's); its token
+	stepBlacklist    // sess
+	stepCancelWait   // sess, name: the session cancels its wait
+	stepTimeout      // sess, name: the leader's CancelWait, with no session
+	stepExpire       // sess: the leader's ExpireSession
+	stepExpireHold   // sess, name: the leader's ExpireHold
+	stepRestore      // go on with the machine restored from a snapshot
+	stepEndLockDelay // name: the leader's EndLockDelay of its running delay
 	numSteps
 )
 
@@ -177,7 +178,7 @@ func (st authStep) command(m *Machine, sessions []uint64, seqs map[uint64]uint64
 		cmd.Op = &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "fuzz"}}
 	case stepAcquire:
 		bySession()
-		cmd.Op = &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: name, Wait: st.extra&1 != 0}}
+		cmd.Op = &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: name, Wait: st.extra&1 != 0, LockDelayNanos: int64(st.extra&2) * 1e9}}
 	case stepAcquireMany:
 		bySession()
 		next := pick(fuzzNames, st.name+1)
@@ -201,6 +202,14 @@ func (st authStep) command(m *Machine, sessions []uint64, seqs map[uint64]uint64
 		cmd.Op = &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{SessionId: sess}}
 	case stepExpireHold:
 		cmd.Op = &fsmpb.Command_ExpireHold{ExpireHold: &fsmpb.ExpireHold{Lock: name, SessionId: sess, Token: token}}
+	case stepEndLockDelay:
+		from := uint64(st.extra)
+		for _, d := range m.LockDelays() {
+			if d.Lock == name {
+				from = d.DelayFrom
+			}
+		}
+		cmd.Op = &fsmpb.Command_EndLockDelay{EndLockDelay: &fsmpb.EndLockDelay{Lock: name, DelayFrom: from}}
 	}
 	return cmd
 }
@@ -219,7 +228,7 @@ func refAllowed(st *fsmpb.AuthState, cmd *fsmpb.Command, owner string) bool {
 		return true
 	}
 	switch cmd.GetOp().(type) {
-	case *fsmpb.Command_ExpireSession, *fsmpb.Command_ExpireHold, *fsmpb.Command_SetLogVersion:
+	case *fsmpb.Command_ExpireSession, *fsmpb.Command_ExpireHold, *fsmpb.Command_EndLockDelay, *fsmpb.Command_SetLogVersion:
 		return true
 	case *fsmpb.Command_CancelWait:
 		if cmd.GetSessionId() == 0 {

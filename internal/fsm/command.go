@@ -194,6 +194,8 @@ func decodeAcquire(op *fsmpb.Acquire, b []byte) bool {
 			op.Limit = uint32(f.Varint())
 		case f.IsVarint(7):
 			op.HoldLimitNanos = int64(f.Varint())
+		case f.IsVarint(8):
+			op.LockDelayNanos = int64(f.Varint())
 		default:
 			return false
 		}
@@ -246,7 +248,8 @@ func EncodeCommand(cmd *fsmpb.Command) (data []byte, ok bool) {
 		opNum = 14
 		opSize = protofield.SizeString(1, a.Lock) + protofield.SizeString(2, a.OwnerKey) + protofield.SizeBool(3, a.Wait) +
 			protofield.SizeUint(4, uint64(a.WaitTimeoutNanos)) + protofield.SizeBool(5, a.Shared) +
-			protofield.SizeUint(6, uint64(a.Limit)) + protofield.SizeUint(7, uint64(a.HoldLimitNanos))
+			protofield.SizeUint(6, uint64(a.Limit)) + protofield.SizeUint(7, uint64(a.HoldLimitNanos)) +
+			protofield.SizeUint(8, uint64(a.LockDelayNanos))
 	case *fsmpb.Command_Release:
 		r := op.Release
 		if r == nil || len(r.ProtoReflect().GetUnknown()) > 0 || !utf8.ValidString(r.Lock) || !utf8.ValidString(r.OwnerKey) {
@@ -279,6 +282,7 @@ func EncodeCommand(cmd *fsmpb.Command) (data []byte, ok bool) {
 		b = protofield.AppendBool(b, 5, a.Shared)
 		b = protofield.AppendUint(b, 6, uint64(a.Limit))
 		b = protofield.AppendUint(b, 7, uint64(a.HoldLimitNanos))
+		b = protofield.AppendUint(b, 8, uint64(a.LockDelayNanos))
 	case *fsmpb.Command_Release:
 		r := op.Release
 		b = protofield.AppendString(b, 1, r.Lock)

@@ -53,7 +53,7 @@ func randomCommand(r *rand.Rand) *fsmpb.Command {
 		cmd.Op = &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
 			Lock: name, OwnerKey: []string{"", "k"}[r.IntN(2)], Wait: r.IntN(2) == 0,
 			WaitTimeoutNanos: int64(pick(0, 5e9, 1<<63)), Shared: r.IntN(2) == 0, Limit: uint32(pick(0, 3, 1<<32-1)),
-			HoldLimitNanos: int64(pick(0, 1e9)),
+			HoldLimitNanos: int64(pick(0, 1e9)), LockDelayNanos: int64(pick(0, 15e9)),
 		}}
 	case 1:
 		cmd.Op = &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: name, Token: pick(0, 99, 1<<63), OwnerKey: []string{"", "k"}[r.IntN(2)]}}
@@ -91,7 +91,7 @@ func TestDecodeCommand(t *testing.T) {
 	for what, data := range map[string][]byte{
 		"a field of a newer release": protowire.AppendVarint(protowire.AppendTag(acquire, 7, protowire.VarintType), 1),
 		"an acquire field of a newer release": protowire.AppendBytes(protowire.AppendTag(nil, 14, protowire.BytesType),
-			protowire.AppendVarint(protowire.AppendTag([]byte{0x0a, 1, 'x'}, 8, protowire.VarintType), 1)),
+			protowire.AppendVarint(protowire.AppendTag([]byte{0x0a, 1, 'x'}, 9, protowire.VarintType), 1)),
 		"a field twice":           protowire.AppendVarint(protowire.AppendTag(acquire, 2, protowire.VarintType), 2),
 		"two operations":          append(acquire, acquire[2:]...),
 		"a known number as bytes": protowire.AppendBytes(protowire.AppendTag(acquire, 1, protowire.BytesType), []byte("x")),

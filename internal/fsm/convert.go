@@ -95,6 +95,7 @@ func (h *holder) toProto(pa *protoAlloc) *fsmpb.Holder {
 		AcquireSeq:     h.acquireSeq,
 		Shared:         h.shared,
 		HoldLimitNanos: int64(msDuration(h.holdLimit)),
+		LockDelayNanos: int64(secDuration(h.lockDelay)),
 	}
 	return p
 }
@@ -110,6 +111,7 @@ func (w *waiter) toProto(pa *protoAlloc) *fsmpb.Waiter {
 		SinceUnixNano:    w.since,
 		Shared:           w.shared,
 		HoldLimitNanos:   int64(msDuration(w.holdLimit)),
+		LockDelayNanos:   int64(secDuration(w.lockDelay)),
 	}
 	return p
 }
@@ -117,7 +119,8 @@ func (w *waiter) toProto(pa *protoAlloc) *fsmpb.Waiter {
 // fill describes l in p.
 func (l *lockState) fill(p *fsmpb.Lock, pa *protoAlloc) {
 	holders, waiters := p.Holders[:0], p.Waiters[:0]
-	*p = fsmpb.Lock{Name: l.name, Limit: encodeLimit(l.limit())}
+	d := l.delay()
+	*p = fsmpb.Lock{Name: l.name, Limit: encodeLimit(l.limit()), DelayFrom: d.from, DelayNanos: d.nanos, DelayedUntilUnixNano: d.until}
 	if len(l.holders) > 0 {
 		p.Holders = slices.Grow(holders, len(l.holders))
 		for i := range l.holders {
@@ -204,6 +207,7 @@ func outcomeOf(o *fsmpb.AcquireOutcome) outcome {
 		status:   o.GetStatus(),
 		count:    o.GetCount(),
 		position: o.GetPosition(),
+		delayed:  o.GetDelayedUntilUnixNano(),
 	}
 	if h := o.GetHolder(); h != nil {
 		out.holder = &holderCopy{
@@ -216,6 +220,7 @@ func outcomeOf(o *fsmpb.AcquireOutcome) outcome {
 			count:      h.GetCount(),
 			shared:     h.GetShared(),
 			holdLimit:  h.GetHoldLimitNanos(),
+			lockDelay:  h.GetLockDelayNanos(),
 		}
 	}
 	return out
@@ -250,6 +255,8 @@ func (o *outcome) toProto(pa *protoAlloc) *fsmpb.AcquireOutcome {
 		Token:    o.token,
 		Count:    o.count,
 		Position: o.position,
+
+		DelayedUntilUnixNano: o.delayed,
 	}
 	if h := o.holder; h != nil {
 		p.Holder = pa.holder()
@@ -263,6 +270,7 @@ func (o *outcome) toProto(pa *protoAlloc) *fsmpb.AcquireOutcome {
 			AcquireSeq:     h.acquireSeq,
 			Shared:         h.shared,
 			HoldLimitNanos: h.holdLimit,
+			LockDelayNanos: h.lockDelay,
 		}
 	}
 	return p

@@ -82,13 +82,16 @@ func TestConversionsKeepEveryField(t *testing.T) {
 		for _, h := range p.GetHolders() {
 			h.SessionId, h.Owner = s.id, s.owner
 			h.HoldLimitNanos = int64(time.Minute) // in range, whole milliseconds
+			h.LockDelayNanos = int64(time.Second) // in range, whole seconds
 		}
 		for _, w := range p.GetWaiters() {
 			// An exclusive waiter behind the shared holder: a shared one
 			// would have been granted.
 			w.SessionId, w.Owner, w.Shared = s.id, s.owner, false
 			w.HoldLimitNanos = int64(time.Second)
+			w.LockDelayNanos = int64(time.Minute)
 		}
+		p.DelayFrom, p.DelayNanos = 99, int64(15*time.Second) // an entry applied, a delay in range
 		m := New()
 		m.applied = 100
 		m.sessions[s.id] = s

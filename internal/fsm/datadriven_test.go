@@ -60,12 +60,18 @@ type harness struct {
 	m     *Machine
 	index uint64
 	as    string // the principal of the command being run (as=USER)
+	// logVersion, if not 0, is the cluster's log version the command is
+	// proposed at (log-version=N): it goes through ForLogVersion first,
+	// as the leader's proposals do, and a refusal applies nothing.
+	logVersion uint32
 }
 
 func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
-	// Any command: as=USER names its principal, as the API stamps it.
-	h.as = ""
+	// Any command: as=USER names its principal, as the API stamps it;
+	// log-version=N proposes it at that log version (ForLogVersion).
+	h.as, h.logVersion = "", 0
 	d.MaybeScanArgs(t, "as", &h.as)
+	d.MaybeScanArgs(t, "log-version", &h.logVersion)
 	switch d.Cmd {
 	case "auth":
 		// Example: auth change=grant role=jobs prefix=jobs/ perms=lock,read as=root
@@ -145,7 +151,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		return h.apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: op}})
 
 	case "acquire":
-		// Example: acquire session=1 seq=1 lock=x key=k wait timeout=5s min-unacked=1 shared limit=3
+		// Example: acquire session=1 seq=1 lock=x key=k wait timeout=5s min-unacked=1 shared limit=3 lock-delay=15s
 		// (key-len=N uses a key of N bytes.)
 		op := &fsmpb.Acquire{Lock: lockArg(t, d), Wait: d.HasArg("wait"), Shared: d.HasArg("shared")}
 		d.MaybeScanArgs(t, "key", &op.OwnerKey)
@@ -160,7 +166,26 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		if a, ok := d.Arg("hold-limit"); ok {
 			op.HoldLimitNanos = int64(parseDuration(t, d, a.SingleVal(t)))
 		}
+		if a, ok := d.Arg("lock-delay"); ok {
+			op.LockDelayNanos = int64(parseDuration(t, d, a.SingleVal(t)))
+		}
 		return h.apply(sessionCmd(t, d, &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: op}}))
+
+	case "end-lock-delay":
+		// Example: end-lock-delay lock=x from=7 (session= makes a session
+		// send it, which is refused)
+		op := &fsmpb.EndLockDelay{Lock: lockArg(t, d)}
+		d.MaybeScanArgs(t, "from", &op.DelayFrom)
+		return h.apply(sessionCmd(t, d, &fsmpb.Command{Op: &fsmpb.Command_EndLockDelay{EndLockDelay: op}}))
+
+	case "lock-delays":
+		// Example: lock-delays
+		// Prints LockDelays(), what a new leader re-arms.
+		var b strings.Builder
+		for _, r := range h.m.LockDelays() {
+			fmt.Fprintf(&b, "lock-delay %s from=%d delay=%v\n", r.Lock, r.DelayFrom, time.Duration(r.DelayNanos))
+		}
+		return b.String()
 
 	case "expire-hold":
 		// Example: expire-hold lock=x holder=1 token=5 (session= makes a
@@ -171,11 +196,14 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		return h.apply(sessionCmd(t, d, &fsmpb.Command{Op: &fsmpb.Command_ExpireHold{ExpireHold: op}}))
 
 	case "acquire-many":
-		// Example: acquire-many session=1 seq=2 locks=(a, b, c) key=k all shared limit=3 hold-limit=30s
+		// Example: acquire-many session=1 seq=2 locks=(a, b, c) key=k all shared limit=3 hold-limit=30s lock-delay=5s
 		op := &fsmpb.AcquireMany{All: d.HasArg("all"), Shared: d.HasArg("shared")}
 		d.MaybeScanArgs(t, "limit", &op.Limit)
 		if a, ok := d.Arg("hold-limit"); ok {
 			op.HoldLimitNanos = int64(parseDuration(t, d, a.SingleVal(t)))
+		}
+		if a, ok := d.Arg("lock-delay"); ok {
+			op.LockDelayNanos = int64(parseDuration(t, d, a.SingleVal(t)))
 		}
 		if a, ok := d.Arg("locks"); ok {
 			for _, v := range a.Vals {
@@ -352,6 +380,11 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 
 // apply applies cmd as the next entry and formats its result.
 func (h *harness) apply(cmd *fsmpb.Command) string {
+	if h.logVersion != 0 {
+		if err := ForLogVersion(cmd, h.logVersion); err != nil {
+			return fmt.Sprintf("not proposed: %v\n", err)
+		}
+	}
 	h.index++
 	cmd.WallTimeUnixNano = int64(h.index) * int64(time.Second)
 	if cmd.Principal == "" {
@@ -476,6 +509,12 @@ func formatResult(r *fsmpb.Result) string {
 	if h := lv.GetLimitedHoldReleased(); h != nil {
 		fmt.Fprintf(&b, "  limited-hold-released %s\n", formatLimitedHold(h))
 	}
+	for _, d := range lv.GetLockDelaysStarted() {
+		fmt.Fprintf(&b, "  lock-delay-started %s from=%d delay=%v\n", d.GetLock(), d.GetDelayFrom(), time.Duration(d.GetDelayNanos()))
+	}
+	if d := lv.GetLockDelayEnded(); d != nil {
+		fmt.Fprintf(&b, "  lock-delay-ended %s from=%d delay=%v\n", d.GetLock(), d.GetDelayFrom(), time.Duration(d.GetDelayNanos()))
+	}
 	return b.String()
 }
 
@@ -494,13 +533,23 @@ func formatOutcome(o *fsmpb.AcquireOutcome) string {
 	if o.GetHolder() != nil {
 		s += " holder=" + formatHolder(o.GetHolder())
 	}
+	if u := o.GetDelayedUntilUnixNano(); u != 0 {
+		s += fmt.Sprintf(" lock-delay-until=%ds", u/int64(time.Second))
+	}
 	return s
 }
 
 func formatHolder(h *fsmpb.Holder) string {
 	return fmt.Sprintf("s%d/%q token=%d count=%d seq=%d since=%ds owner=%q%s", h.GetSessionId(), h.GetOwnerKey(),
 		h.GetToken(), h.GetCount(), h.GetAcquireSeq(), h.GetSinceUnixNano()/int64(time.Second), h.GetOwner(),
-		sharedMark(h.GetShared())) + holdLimitMark(h.GetHoldLimitNanos())
+		sharedMark(h.GetShared())) + holdLimitMark(h.GetHoldLimitNanos()) + lockDelayMark(h.GetLockDelayNanos())
+}
+
+func lockDelayMark(nanos int64) string {
+	if nanos == 0 {
+		return ""
+	}
+	return " lock-delay=" + time.Duration(nanos).String()
 }
 
 func holdLimitMark(nanos int64) string {
@@ -547,13 +596,17 @@ func (h *harness) state() string {
 		} else {
 			fmt.Fprintf(&b, "lock %s\n", l.GetName())
 		}
+		if l.GetDelayFrom() != 0 {
+			fmt.Fprintf(&b, "  lock-delay from=%d delay=%v until=%ds\n", l.GetDelayFrom(), time.Duration(l.GetDelayNanos()),
+				l.GetDelayedUntilUnixNano()/int64(time.Second))
+		}
 		for _, x := range l.GetHolders() {
 			fmt.Fprintf(&b, "  holder %s\n", formatHolder(x))
 		}
 		for i, w := range l.GetWaiters() {
 			fmt.Fprintf(&b, "  waiter %d: s%d/%q seq=%d timeout=%v since=%ds%s\n", i+1, w.GetSessionId(), w.GetOwnerKey(),
 				w.GetAcquireSeq(), time.Duration(w.GetWaitTimeoutNanos()), w.GetSinceUnixNano()/int64(time.Second),
-				sharedMark(w.GetShared())+holdLimitMark(w.GetHoldLimitNanos()))
+				sharedMark(w.GetShared())+holdLimitMark(w.GetHoldLimitNanos())+lockDelayMark(w.GetLockDelayNanos()))
 		}
 	}
 	return b.String()

@@ -82,6 +82,15 @@ func fuzzSeeds() [][]*fsmpb.Command {
 			{Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{Lock: "x", SessionId: 2, AcquireSeq: 1, Abandoned: true}}},
 		},
 		{
+			// A hold with a lock-delay expires: the lock is in its delay,
+			// then the leader ends it (and a stale end).
+			{SessionId: 2, Seq: 2, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: "d", LockDelayNanos: 5e9}}},
+			{SessionId: 1, Seq: 2, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: "d", Wait: true}}},
+			{Op: &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{SessionId: 2}}},
+			{Op: &fsmpb.Command_EndLockDelay{EndLockDelay: &fsmpb.EndLockDelay{Lock: "d", DelayFrom: 7}}},
+			{Op: &fsmpb.Command_EndLockDelay{EndLockDelay: &fsmpb.EndLockDelay{Lock: "d", DelayFrom: 7}}},
+		},
+		{
 			{Op: &fsmpb.Command_BlacklistSession{BlacklistSession: &fsmpb.BlacklistSession{SessionId: 2}}},
 			{SessionId: 1, Seq: 5, MinUnackedSeq: 3, Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{Locks: []string{"x", "y"}}}},
 			{SessionId: 1, Seq: 6, Op: &fsmpb.Command_CloseSession{CloseSession: &fsmpb.CloseSession{}}},

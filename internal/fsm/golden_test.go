@@ -147,6 +147,18 @@ func goldenMachine(t *testing.T) *Machine {
 		{Op: &fsmpb.Command_AuthChange{AuthChange: &fsmpb.AuthChange{Kind: fsmpb.AuthChange_GRANT, Role: "jobs", Prefix: "m/", Perms: uint32(PermLock | PermRead)}}},
 		{Op: &fsmpb.Command_AuthChange{AuthChange: &fsmpb.AuthChange{Kind: fsmpb.AuthChange_ADD_USER, User: "alice"}}},
 		{Principal: "root", Op: &fsmpb.Command_AuditNote{AuditNote: &fsmpb.AuditNote{Action: "golden note"}}},
+		// 30: session 30 opens; 31-32: it holds "d" and "e" with lock-delays;
+		// 33: session 4 queues for "d" with a lock-delay of its own.
+		{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "delayed"}}},
+		{SessionId: 30, Seq: 1, Op: acq(&fsmpb.Acquire{Lock: "d", LockDelayNanos: 15 * second})},
+		{SessionId: 30, Seq: 2, Op: acq(&fsmpb.Acquire{Lock: "e", LockDelayNanos: 5 * second})},
+		{SessionId: 4, Seq: 8, Principal: "alice", Op: acq(&fsmpb.Acquire{Lock: "d", Wait: true, LockDelayNanos: minute})},
+		// 34: session 30 expires: "d" (its waiter queued) and "e" (nobody)
+		// are in their lock-delays; 35: a try of "d" is BUSY until its end.
+		{Op: &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{SessionId: 30}}},
+		{SessionId: 2, Seq: 7, Op: acq(&fsmpb.Acquire{Lock: "d"})},
+		// 36: a hold with a lock-delay that stays.
+		{SessionId: 3, Seq: 4, SecretHash: secret[:], Op: acq(&fsmpb.Acquire{Lock: "ld", LockDelayNanos: 30 * second})},
 	} {
 		index++
 		cmd.WallTimeUnixNano = 1_700_000_000_000_000_000 + int64(index)*second

@@ -81,11 +81,17 @@ func checkIndexes(m *Machine) error {
 				return fmt.Errorf("lock %q: waiter %+v, lock limit %d", name, w, limit)
 			}
 		}
-		if len(l.holders) == 0 && len(l.waiters()) == 0 {
+		// A lock exists while it has a holder, a waiter or a lock-delay,
+		// and a waiter that fits waits only for a lock-delay.
+		d := l.delay()
+		if len(l.holders) == 0 && len(l.waiters()) == 0 && d.from == 0 {
 			return fmt.Errorf("lock %q is empty but exists", name)
 		}
-		if ws := l.waiters(); len(ws) > 0 && l.grantable(&ws[0]) {
+		if ws := l.waiters(); len(ws) > 0 && d.from == 0 && l.grantable(&ws[0]) {
 			return fmt.Errorf("lock %q has room for its first of %d waiters", name, len(ws))
+		}
+		if d.from > m.applied || (d.from == 0) != (d.nanos == 0) || d.nanos < 0 || d.nanos > int64(rules.MaxLockDelay) {
+			return fmt.Errorf("lock %q has a bad lock-delay %+v", name, d)
 		}
 		for _, h := range l.holders {
 			if h.s == nil || m.sessions[h.s.id] != h.s {

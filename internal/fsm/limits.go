@@ -79,8 +79,11 @@ func refusal(err error) *Error {
 // package rules quotes durations ("1m30s").
 type nanos int64
 
-// millisecond is a millisecond in nanos.
-const millisecond nanos = 1e6
+// millisecond and second in nanos.
+const (
+	millisecond nanos = 1e6
+	second      nanos = 1e9
+)
 
 func (d nanos) String() string { return rules.FormatNanos(int64(d)) }
 

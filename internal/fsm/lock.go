@@ -45,9 +45,10 @@ func newLock(name string) *lock { return &lock{lockState: &lockState{name: name}
 type lockState struct {
 	name    string
 	holders []holder // at most limit(); one if it is exclusive
-	// queue is nil until the first waiter comes, and then kept (for the
-	// next one) until the lock is deleted. Most locks never have a waiter:
-	// a pointer here takes 8 bytes, a slice header 24.
+	// queue is nil until the first waiter comes or a lock-delay starts,
+	// and then kept (for the next one) until the lock is deleted. Most
+	// locks never have either: a pointer here takes 8 bytes, a slice
+	// header 24.
 	queue *queue
 	// one is where holders keeps its only holder (see useOne): most
 	// locks have one, so a lock's state and its holder are one 112-byte
@@ -70,9 +71,11 @@ func (l *lock) leftOne() {
 	}
 }
 
-// queue is the FIFO of a lock's waiters: the head is granted first.
+// queue is the FIFO of a lock's waiters: the head is granted first;
+// and the lock-delay that holds them back, if one runs (delay.go).
 type queue struct {
 	waiters []waiter
+	delay   lockDelay
 }
 
 // holder is one hold of a lock (fsmpb.Holder without the owner label, which
@@ -87,6 +90,7 @@ type holder struct {
 	idx        int32  // where this hold is in s.held
 	limit      uint16 // the lock's holder limit, >= 1 (rules.MaxHoldersPerLock fits)
 	shared     bool
+	lockDelay  uint8  // seconds (rules.MaxLockDelay fits); 0: none
 	holdLimit  uint32 // milliseconds; 0: the hold has no limit
 }
 
@@ -100,6 +104,7 @@ type waiter struct {
 	since      int64 // wall clock of the entry that queued it, display only
 	limit      uint16
 	shared     bool
+	lockDelay  uint8  // seconds, for the hold it will get
 	holdLimit  uint32 // milliseconds, for the hold it will get
 }
 
@@ -249,7 +254,7 @@ func (m *Machine) lockFor(name string) *lock {
 // entry: its token is the entry's index. A hold with a hold limit is
 // reported in liveness.limited_holds_granted. The pointer is valid until
 // l.holders next changes.
-func (m *Machine) hold(a *apply, l *lock, s *session, ownerKey string, acquireSeq uint64, limit uint32, shared bool, holdLimit uint32) *holder {
+func (m *Machine) hold(a *apply, l *lock, s *session, ownerKey string, acquireSeq uint64, limit uint32, shared bool, holdLimit uint32, lockDelay uint8) *holder {
 	m.changeLock(l)
 	m.changeSession(s)
 	l.useOne()
@@ -263,6 +268,7 @@ func (m *Machine) hold(a *apply, l *lock, s *session, ownerKey string, acquireSe
 		idx:        s.addHold(l),
 		limit:      uint16(limit),
 		shared:     shared,
+		lockDelay:  lockDelay,
 		holdLimit:  holdLimit,
 	})
 	l.leftOne()
@@ -282,16 +288,17 @@ func (l *lock) limitedHold(h *holder) *fsmpb.LimitedHold {
 
 // grantWaiters grants l to waiters from the head of its queue while the head
 // fits beside the holders, with this entry's index as token, and deletes l
-// if nobody holds or waits for it. Only as many waiters as there is room
-// for are woken, in queue order: a shared waiter behind an exclusive one
-// waits for it, so a stream of readers cannot starve a writer.
+// if nobody holds or waits for it and no lock-delay runs. Only as many
+// waiters as there is room for are woken, in queue order: a shared waiter
+// behind an exclusive one waits for it, so a stream of readers cannot
+// starve a writer. A lock in its lock-delay is granted to no one.
 func (m *Machine) grantWaiters(a *apply, l *lock) {
-	for len(l.waiters()) > 0 && l.grantable(&l.waiters()[0]) {
+	for !l.delayed() && len(l.waiters()) > 0 && l.grantable(&l.waiters()[0]) {
 		m.changeLock(l)
 		w := l.popWaiter()
 		s := w.s
 		s.dropWait(waitKey{l.name, w.acquireSeq})
-		m.hold(a, l, s, w.ownerKey, w.acquireSeq, uint32(w.limit), w.shared, w.holdLimit)
+		m.hold(a, l, s, w.ownerKey, w.acquireSeq, uint32(w.limit), w.shared, w.holdLimit, w.lockDelay)
 		s.granted(w.acquireSeq, l.name, a.index) // s changed in hold
 		a.res.Grants = append(a.res.Grants, &fsmpb.Grant{
 			SessionId:  s.id,
@@ -300,7 +307,7 @@ func (m *Machine) grantWaiters(a *apply, l *lock) {
 			Token:      a.index,
 		})
 	}
-	if len(l.holders) == 0 && len(l.waiters()) == 0 {
+	if len(l.holders) == 0 && len(l.waiters()) == 0 && !l.delayed() {
 		delete(m.locks, l.name)
 		m.lockTree.Delete(l.lockState)
 	}
@@ -338,6 +345,11 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 		a.refuse(err)
 		return
 	}
+	lockDelay, err := checkLockDelay(op.GetLockDelayNanos())
+	if err != nil {
+		a.refuse(err)
+		return
+	}
 	if s.blacklisted {
 		a.refuse(errorf(fsmpb.Error_ERROR_BLACKLISTED, "session %d is blacklisted", s.id))
 		return
@@ -357,6 +369,12 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 				s.id, quote(h.ownerKey), quote(name), msDuration(h.holdLimit), msDuration(holdLimit)))
 			return
 		}
+		if h != nil && h.lockDelay != lockDelay {
+			a.refuse(errorf(fsmpb.Error_ERROR_LIMIT_MISMATCH,
+				"session %d key %s holds lock %s with a lock-delay of %v; this acquire says %v",
+				s.id, quote(h.ownerKey), quote(name), secDuration(h.lockDelay), secDuration(lockDelay)))
+			return
+		}
 		if h != nil {
 			if h.count == math.MaxUint32 {
 				a.refuse(errorf(fsmpb.Error_ERROR_TOO_MANY_HOLDS,
@@ -369,18 +387,19 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 			return
 		}
 	}
-	if l == nil || (l.admits(shared) && len(l.waiters()) == 0) {
+	if l == nil || l.grantsAtOnce(shared) {
 		if s.load() >= MaxHoldsPerSession {
 			a.refuse(tooManyHolds(s))
 			return
 		}
-		h := m.hold(a, m.lockFor(name), s, op.GetOwnerKey(), a.seq, limit, shared, holdLimit)
+		h := m.hold(a, m.lockFor(name), s, op.GetOwnerKey(), a.seq, limit, shared, holdLimit, lockDelay)
 		a.res.Acquire = a.granted(name, h)
 		return
 	}
 	if !op.GetWait() {
 		o := a.newOutcome()
 		o.Lock, o.Status, o.Holder = name, fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY, l.currentHolder()
+		l.delayedOutcome(o)
 		a.res.Acquire = o
 		return
 	}
@@ -402,6 +421,7 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 		since:      a.wall,
 		limit:      uint16(limit),
 		shared:     shared,
+		lockDelay:  lockDelay,
 		holdLimit:  holdLimit,
 	})
 	s.addWait(waitKey{name, a.seq})
@@ -411,6 +431,7 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 	o := a.newOutcome()
 	o.Lock, o.Status, o.Holder = name, fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED, l.currentHolder()
 	o.Position = uint32(len(l.waiters()))
+	l.delayedOutcome(o)
 	a.res.Acquire = o
 }
 
@@ -436,12 +457,13 @@ func checkHoldLimit(d int64) (uint32, *Error) {
 func msDuration(ms uint32) nanos { return nanos(ms) * millisecond }
 
 // fits returns nil if an acquire of l with this limit and mode agrees with
-// l: the same limit, and for a reentrant acquire (h, the acquirer's hold,
+// l: the same limit (any, while no one holds or waits for it: a lock in
+// its lock-delay keeps no limit), and for a reentrant acquire (h, the acquirer's hold,
 // is not nil) the mode of the hold it re-enters (a shared hold does not
 // become exclusive: two readers doing so would wait for each other
 // forever; nor the other way, so a hold's mode never changes).
 func (l *lock) fits(h *holder, limit uint32, shared bool) *Error {
-	if have := l.limit(); have != limit {
+	if have := l.limit(); have != limit && (len(l.holders) > 0 || len(l.waiters()) > 0) {
 		return errorf(fsmpb.Error_ERROR_LIMIT_MISMATCH,
 			"lock %s admits %d holders; this acquire says %d (one name must not serve two kinds of lock)",
 			quote(l.name), have, limit)
@@ -537,15 +559,19 @@ func (m *Machine) endOwnHold(a *apply, l *lock, h *holder, how HoldEnd) {
 }
 
 // endHold removes the holder record h from l, records how it ended
-// (past.go) and hands l on.
+// (past.go) and hands l on, after its lock-delay if the way it ended
+// starts one (delay.go).
 func (m *Machine) endHold(a *apply, l *lock, h *holder, how HoldEnd) {
 	m.recordEnd(a, l, h, how)
-	s, token, idx := h.s, h.token, h.idx
+	s, token, idx, delay := h.s, h.token, h.idx, h.lockDelay
 	h = m.changeHolder(l, h)
 	l.removeHolder(h)
 	m.changeSession(s)
 	m.dropHold(s, idx)
 	s.holdEnded(l.name, token)
+	if delay != 0 && how.delays() {
+		m.startDelay(a, l, delay)
+	}
 	m.grantWaiters(a, l)
 }
 
@@ -599,14 +625,10 @@ func (m *Machine) endHoldOfAnother(a *apply, l *lock, h *holder, how HoldEnd) {
 // expireHold ends a hold whose limit passed on the leader's clock.
 func (m *Machine) expireHold(a *apply, s *session, op *fsmpb.ExpireHold) {
 	name := op.GetLock()
-	if err := checkLockName(name); err != nil {
-		a.refuse(err)
+	if !a.leaderCommand(s, "expire_hold", name) {
 		return
 	}
 	switch {
-	case s != nil:
-		a.refuse(invalid("expire_hold is the leader's: session %d cannot send it", s.id))
-		return
 	case op.GetSessionId() == 0 || op.GetToken() == 0:
 		a.refuse(invalid("expire_hold of lock %s needs the hold's session id and token", quote(name)))
 		return

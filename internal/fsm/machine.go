@@ -239,6 +239,8 @@ func (m *Machine) dispatch(a *apply, cmd *fsmpb.Command, s *session) {
 		m.cancelWait(a, s, op.CancelWait)
 	case *fsmpb.Command_ExpireHold:
 		m.expireHold(a, s, op.ExpireHold)
+	case *fsmpb.Command_EndLockDelay:
+		m.endLockDelay(a, s, op.EndLockDelay)
 	case *fsmpb.Command_SetLogVersion:
 		m.setLogVersion(a, op.SetLogVersion)
 	case *fsmpb.Command_AuthChange:
@@ -255,6 +257,21 @@ func (m *Machine) dispatch(a *apply, cmd *fsmpb.Command, s *session) {
 func (a *apply) refuse(err *Error) {
 	a.res.Error = err.Code
 	a.res.Message = err.Msg
+}
+
+// leaderCommand refuses a leader's command (what) about lock name that a
+// session sent (s is not nil), or whose name is no lock's, and reports
+// whether it may go on.
+func (a *apply) leaderCommand(s *session, what, name string) bool {
+	if err := checkLockName(name); err != nil {
+		a.refuse(err)
+		return false
+	}
+	if s != nil {
+		a.refuse(invalid("%s is the leader's: session %d cannot send it", what, s.id))
+		return false
+	}
+	return true
 }
 
 // needSession refuses commands that must come from a session when s is nil.

@@ -33,6 +33,11 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 		a.refuse(err)
 		return
 	}
+	lockDelay, err := checkLockDelay(op.GetLockDelayNanos())
+	if err != nil {
+		a.refuse(err)
+		return
+	}
 	if s.blacklisted {
 		a.refuse(errorf(fsmpb.Error_ERROR_BLACKLISTED, "session %d is blacklisted", s.id))
 		return
@@ -53,7 +58,13 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 					s.id, quote(h.ownerKey), quote(name), msDuration(h.holdLimit), msDuration(holdLimit)))
 				return
 			}
-			if h == nil && !(l.admits(shared) && len(l.waiters()) == 0) {
+			if h != nil && h.lockDelay != lockDelay {
+				a.refuse(errorf(fsmpb.Error_ERROR_LIMIT_MISMATCH,
+					"session %d key %s holds lock %s with a lock-delay of %v; a reentrant acquire_many must state it, not %v",
+					s.id, quote(h.ownerKey), quote(name), secDuration(h.lockDelay), secDuration(lockDelay)))
+				return
+			}
+			if h == nil && !l.grantsAtOnce(shared) {
 				busy++
 			}
 		}
@@ -77,15 +88,11 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 		// All or nothing, and not all: nothing changes.
 		for _, name := range names {
 			l := m.locks[name]
-			if l == nil || l.holderOf(s, op.GetOwnerKey()) != nil || (l.admits(shared) && len(l.waiters()) == 0) {
+			if l == nil || l.holderOf(s, op.GetOwnerKey()) != nil || l.grantsAtOnce(shared) {
 				out = append(out, &fsmpb.AcquireOutcome{Lock: name, Status: fsmpb.AcquireStatus_ACQUIRE_STATUS_SKIPPED})
 				continue
 			}
-			out = append(out, &fsmpb.AcquireOutcome{
-				Lock:   name,
-				Status: fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY,
-				Holder: l.currentHolder(),
-			})
+			out = append(out, l.busyOutcome())
 		}
 		a.res.AcquireMany = out
 		return
@@ -99,16 +106,20 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 			h := m.changeHolder(l, l.holderOf(s, op.GetOwnerKey()))
 			h.count++
 			out = append(out, grantedOutcome(name, h))
-		case l == nil || (l.admits(shared) && len(l.waiters()) == 0):
-			h := m.hold(a, m.lockFor(name), s, op.GetOwnerKey(), a.seq, limit, shared, holdLimit)
+		case l == nil || l.grantsAtOnce(shared):
+			h := m.hold(a, m.lockFor(name), s, op.GetOwnerKey(), a.seq, limit, shared, holdLimit, lockDelay)
 			out = append(out, grantedOutcome(name, h))
 		default:
-			out = append(out, &fsmpb.AcquireOutcome{
-				Lock:   name,
-				Status: fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY,
-				Holder: l.currentHolder(),
-			})
+			out = append(out, l.busyOutcome())
 		}
 	}
 	a.res.AcquireMany = out
+}
+
+// busyOutcome is an AcquireMany's BUSY answer about l: its holder, and
+// the end of its lock-delay if it is in one.
+func (l *lock) busyOutcome() *fsmpb.AcquireOutcome {
+	o := &fsmpb.AcquireOutcome{Lock: l.name, Status: fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY, Holder: l.currentHolder()}
+	l.delayedOutcome(o)
+	return o
 }

@@ -30,7 +30,10 @@ import (
 //   - a machine restored from a snapshot halfway answers the rest of the
 //     stream exactly like the original (proto.Equal results, equal hashes);
 //   - a state frozen at any point encodes to the snapshot of that point
-//     while entries go on being applied (freezer).
+//     while entries go on being applied (freezer);
+//   - no lock is granted while in a lock-delay: the model follows the
+//     delays the results report started and ended, and the machine's
+//     delays always equal them.
 //
 // A failure names the seed; rerun it with -run 'TestRandomStream/seed=N'.
 var streamSeeds = flag.Int("fsm.stream-seeds", 8, "how many seeds TestRandomStream runs (0 to N-1); a soak: -fsm.stream-seeds=600, about two minutes")
@@ -75,6 +78,7 @@ type stream struct {
 
 	queues     map[string][]waiterID
 	lastHolder map[string]uint64 // token of the latest holder seen per lock
+	delays     map[string]uint64 // the entry that started each lock's running lock-delay
 }
 
 var streamLocks = []string{"a", "b", "c", "d/e", "sem", "rw"}
@@ -117,6 +121,17 @@ func streamLimitOf(name string) int {
 
 var streamKeys = []string{"", "k"}
 
+// streamLockDelay is the lock-delay of the holds of name: a second for
+// "b", "sem" and "rw" (every acquire of a hold states the same), none
+// for the others.
+func streamLockDelay(name string) int64 {
+	switch name {
+	case "b", "sem", "rw":
+		return int64(time.Second)
+	}
+	return 0
+}
+
 func runStream(t *testing.T, seed uint64, steps int) {
 	s := &stream{
 		t:          t,
@@ -124,6 +139,7 @@ func runStream(t *testing.T, seed uint64, steps int) {
 		m:          New(),
 		queues:     make(map[string][]waiterID),
 		lastHolder: make(map[string]uint64),
+		delays:     make(map[string]uint64),
 		stats:      make(map[string]int),
 	}
 	for step := range steps {
@@ -250,9 +266,13 @@ func (s *stream) command() (*fsmpb.Command, bool) {
 		if r.IntN(40) == 0 {
 			holdLimit = []int64{0, int64(time.Second), 7}[r.IntN(3)]
 		}
+		lockDelay := streamLockDelay(lockName)
+		if r.IntN(40) == 0 {
+			lockDelay = []int64{0, int64(2 * time.Second), 7}[r.IntN(3)]
+		}
 		cmd = &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
 			Lock: lockName, OwnerKey: key, Wait: r.IntN(3) > 0, WaitTimeoutNanos: int64(r.IntN(2)) * 1e9,
-			Limit: limit, Shared: shared, HoldLimitNanos: holdLimit}}}
+			Limit: limit, Shared: shared, HoldLimitNanos: holdLimit, LockDelayNanos: lockDelay}}}
 	case n < 40:
 		names := slices.Clone(streamMutexes)
 		r.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
@@ -265,8 +285,14 @@ func (s *stream) command() (*fsmpb.Command, bool) {
 			names = append(names[:r.IntN(2)], "sem")
 			limit, shared = s.streamLimit("sem")
 		}
+		// One lock-delay for all: "b"'s or "sem"'s if it is in the set
+		// (a reentrant grant of another lock is then refused).
+		var lockDelay int64
+		for _, name := range names {
+			lockDelay = max(lockDelay, streamLockDelay(name))
+		}
 		cmd = &fsmpb.Command{Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{
-			Locks: names, OwnerKey: key, Limit: limit, Shared: shared, All: r.IntN(2) == 0}}}
+			Locks: names, OwnerKey: key, Limit: limit, Shared: shared, All: r.IntN(2) == 0, LockDelayNanos: lockDelay}}}
 	case n < 65:
 		cmd = &fsmpb.Command{Op: &fsmpb.Command_Release{Release: &fsmpb.Release{
 			Lock: lockName, OwnerKey: key, Token: s.someToken(lockName)}}}
@@ -325,6 +351,15 @@ func (s *stream) command() (*fsmpb.Command, bool) {
 			SessionId: s.someSession()}}}, false
 	case n < 93:
 		cmd = &fsmpb.Command{Op: &fsmpb.Command_CloseSession{CloseSession: &fsmpb.CloseSession{}}}
+	case n < 96:
+		// The leader's end of a lock-delay: mostly of the running one,
+		// sometimes of one that ended or was restarted.
+		from := s.rng.Uint64N(s.index + 1)
+		if d, ok := s.delays[lockName]; ok && r.IntN(4) > 0 {
+			from = d
+		}
+		return &fsmpb.Command{Op: &fsmpb.Command_EndLockDelay{EndLockDelay: &fsmpb.EndLockDelay{
+			Lock: lockName, DelayFrom: from}}}, false
 	default:
 		// A stale or far-ahead seq, or an invalid name.
 		cmd = &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: ""}}}
@@ -422,6 +457,7 @@ func (s *stream) observe(cmd *fsmpb.Command, res *fsmpb.Result) {
 		s.sessions = slices.DeleteFunc(s.sessions, func(ss *streamSession) bool { return ss.id == id })
 		s.ended = append(s.ended, id)
 	}
+	s.observeDelays(cmd, res)
 	for _, name := range streamLocks {
 		l, _ := s.m.Lock(name)
 		var got []waiterID
@@ -453,6 +489,56 @@ func (s *stream) observe(cmd *fsmpb.Command, res *fsmpb.Result) {
 		}
 		if len(hs) > 0 {
 			s.stats[fmt.Sprintf("holders=%d", len(hs))]++
+		}
+	}
+}
+
+// observeDelays follows the lock-delays res reports started and ended,
+// and checks that no lock was granted in one: a grant of this entry goes
+// to a lock whose delay, if it had one, this entry ended; and no lock in
+// its delay after the entry has a hold this entry granted.
+func (s *stream) observeDelays(cmd *fsmpb.Command, res *fsmpb.Result) {
+	t := s.t
+	lv := res.GetLiveness()
+	ended := lv.GetLockDelayEnded()
+	if ended != nil {
+		if s.delays[ended.GetLock()] != ended.GetDelayFrom() || cmd.GetEndLockDelay() == nil {
+			t.Fatalf("entry %d: %v ended lock-delay %v; the model has %d", s.index, cmd, ended, s.delays[ended.GetLock()])
+		}
+		delete(s.delays, ended.GetLock())
+		s.stats["lock_delays_ended"]++
+	}
+	for _, d := range lv.GetLockDelaysStarted() {
+		if d.GetDelayFrom() != s.index || d.GetDelayNanos() <= 0 {
+			t.Fatalf("entry %d: lock-delay %v", s.index, d)
+		}
+		s.delays[d.GetLock()] = d.GetDelayFrom()
+		s.stats["lock_delays_started"]++
+	}
+	for _, name := range streamLocks {
+		l, _ := s.m.Lock(name)
+		if l.GetDelayFrom() != s.delays[name] {
+			t.Fatalf("entry %d %v -> %v: lock %s is in the lock-delay from %d, the model says %d", s.index, cmd, res, name, l.GetDelayFrom(), s.delays[name])
+		}
+		if l.GetDelayFrom() == 0 {
+			continue
+		}
+		for _, h := range l.GetHolders() {
+			if h.GetToken() == s.index {
+				t.Fatalf("entry %d: lock %s was granted in its lock-delay: %v", s.index, name, l)
+			}
+		}
+		if res.GetAcquire().GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY && res.GetAcquire().GetLock() == name &&
+			cmd.GetAcquire() != nil && res.GetAcquire().GetDelayedUntilUnixNano() == 0 && !s.m.HasResult(cmd.GetSessionId(), cmd.GetSeq()) {
+			t.Fatalf("entry %d: a BUSY answer about %s in its lock-delay does not say until when", s.index, name)
+		}
+	}
+	for _, g := range res.GetGrants() {
+		if _, ok := s.delays[g.GetLock()]; ok {
+			t.Fatalf("entry %d: grant %v of a lock in its lock-delay", s.index, g)
+		}
+		if ended != nil && ended.GetLock() == g.GetLock() {
+			s.stats["grants_after_lock_delay"]++
 		}
 	}
 }

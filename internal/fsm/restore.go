@@ -88,8 +88,10 @@ func decodeRecord(rec []byte, msg proto.Message) error {
 func decodeLock(rec []byte, p *fsmpb.Lock) error {
 	holders, waiters := p.Holders[:0], p.Waiters[:0]
 	var (
-		name  string
-		limit uint32
+		name                string
+		limit               uint32
+		delayFrom           uint64
+		delayNanos, delayed int64
 	)
 	for len(rec) > 0 {
 		num, typ, n := protowire.ConsumeTag(rec)
@@ -97,13 +99,22 @@ func decodeLock(rec []byte, p *fsmpb.Lock) error {
 			return &decodeError{protowire.ParseError(n)}
 		}
 		rec = rec[n:]
-		if num == lockLimit && typ == protowire.VarintType {
+		if num >= lockLimit && num <= lockDelayUntil && typ == protowire.VarintType {
 			v, n := protowire.ConsumeVarint(rec)
 			if n < 0 {
 				return &decodeError{protowire.ParseError(n)}
 			}
 			rec = rec[n:]
-			limit = uint32(v)
+			switch num {
+			case lockLimit:
+				limit = uint32(v)
+			case lockDelayFrom:
+				delayFrom = v
+			case lockDelayNanos:
+				delayNanos = int64(v)
+			case lockDelayUntil:
+				delayed = int64(v)
+			}
 			continue
 		}
 		if typ != protowire.BytesType || num < lockName || num > lockWaiters {
@@ -138,7 +149,8 @@ func decodeLock(rec []byte, p *fsmpb.Lock) error {
 			}
 		}
 	}
-	*p = fsmpb.Lock{Name: name, Holders: holders, Waiters: waiters, Limit: limit}
+	*p = fsmpb.Lock{Name: name, Holders: holders, Waiters: waiters, Limit: limit,
+		DelayFrom: delayFrom, DelayNanos: delayNanos, DelayedUntilUnixNano: delayed}
 	return nil
 }
 
@@ -191,6 +203,8 @@ func decodeHolder(b []byte, h *fsmpb.Holder) error {
 			h.Shared = v != 0
 		case num == holderHoldLimit && !isBytes:
 			h.HoldLimitNanos = int64(v)
+		case num == holderLockDelay && !isBytes:
+			h.LockDelayNanos = int64(v)
 		}
 		return nil
 	})
@@ -222,6 +236,8 @@ func decodeWaiter(b []byte, w *fsmpb.Waiter) error {
 			w.Shared = v != 0
 		case num == waiterHoldLimit && !isBytes:
 			w.HoldLimitNanos = int64(v)
+		case num == waiterLockDelay && !isBytes:
+			w.LockDelayNanos = int64(v)
 		}
 		return nil
 	})
@@ -468,8 +484,11 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 		return fmt.Errorf("lock %q after %q: names must ascend", name, prevName)
 	}
 	holders, waiters := p.GetHolders(), p.GetWaiters()
-	if len(holders) == 0 && len(waiters) == 0 {
-		return fmt.Errorf("lock %q has no holder and no waiter", name)
+	if err := checkDelay(p, m.applied); err != nil {
+		return fmt.Errorf("lock %q: %s", name, err.Msg)
+	}
+	if len(holders) == 0 && len(waiters) == 0 && p.GetDelayFrom() == 0 {
+		return fmt.Errorf("lock %q has no holder, no waiter and no lock-delay", name)
 	}
 	limit, lerr := checkLimit(p.GetLimit())
 	switch {
@@ -477,6 +496,8 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 		return fmt.Errorf("lock %q: %s", name, lerr.Msg)
 	case p.GetLimit() == 1:
 		return fmt.Errorf("lock %q has limit 1 written as 1, not 0", name) // one state, one encoding
+	case len(holders) == 0 && len(waiters) == 0 && p.GetLimit() != 0:
+		return fmt.Errorf("lock %q has limit %d and no holder or waiter to have it", name, p.GetLimit())
 	case uint32(len(holders)) > limit:
 		return fmt.Errorf("lock %q has %d holders; its limit is %d", name, len(holders), limit)
 	case len(holders) > 1 && slices.ContainsFunc(holders, func(h *fsmpb.Holder) bool { return !h.GetShared() }):
@@ -485,6 +506,9 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 		return fmt.Errorf("lock %q has %d waiters; the limit is %d", name, len(waiters), MaxWaitersPerLock)
 	}
 	l := newLock(name)
+	if p.GetDelayFrom() != 0 {
+		l.queue = &queue{delay: lockDelay{from: p.GetDelayFrom(), nanos: p.GetDelayNanos(), until: p.GetDelayedUntilUnixNano()}}
+	}
 	if len(holders) > 0 {
 		l.useOne()
 		if len(holders) > 1 {
@@ -516,6 +540,10 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 		if herr != nil {
 			return fmt.Errorf("lock %q: holder of session %d: %s", name, s.id, herr.Msg)
 		}
+		lockDelay, derr := checkLockDelay(h.GetLockDelayNanos())
+		if derr != nil {
+			return fmt.Errorf("lock %q: holder of session %d: %s", name, s.id, derr.Msg)
+		}
 		l.holders = append(l.holders, holder{
 			s:          s,
 			ownerKey:   h.GetOwnerKey(),
@@ -526,11 +554,15 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 			idx:        s.addHold(l),
 			limit:      uint16(limit),
 			shared:     h.GetShared(),
+			lockDelay:  lockDelay,
 			holdLimit:  holdLimit,
 		})
 	}
 	if len(waiters) > 0 {
-		l.queue = &queue{waiters: make([]waiter, 0, len(waiters))}
+		if l.queue == nil {
+			l.queue = &queue{}
+		}
+		l.queue.waiters = make([]waiter, 0, len(waiters))
 	}
 	for _, w := range waiters {
 		s := m.sessions[w.GetSessionId()]
@@ -557,6 +589,10 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 		if herr != nil {
 			return fmt.Errorf("lock %q: waiter of session %d: %s", name, s.id, herr.Msg)
 		}
+		lockDelay, derr := checkLockDelay(w.GetLockDelayNanos())
+		if derr != nil {
+			return fmt.Errorf("lock %q: waiter of session %d: %s", name, s.id, derr.Msg)
+		}
 		l.enqueue(waiter{
 			s:          s,
 			ownerKey:   w.GetOwnerKey(),
@@ -565,11 +601,12 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 			since:      w.GetSinceUnixNano(),
 			limit:      uint16(limit),
 			shared:     w.GetShared(),
+			lockDelay:  lockDelay,
 			holdLimit:  holdLimit,
 		})
 		s.addWait(key)
 	}
-	if ws := l.waiters(); len(ws) > 0 && l.grantable(&ws[0]) {
+	if ws := l.waiters(); len(ws) > 0 && !l.delayed() && l.grantable(&ws[0]) {
 		return fmt.Errorf("lock %q has room for its first waiter, which is still queued", name)
 	}
 	m.locks[l.name] = l

@@ -136,6 +136,7 @@ type outcome struct {
 	status   fsmpb.AcquireStatus
 	count    uint32
 	position uint32
+	delayed  int64 // BUSY / QUEUED: the end of the lock's lock-delay, for people
 }
 
 // holderCopy is a cached fsmpb.Holder: what a BUSY or QUEUED answer said
@@ -151,6 +152,7 @@ type holderCopy struct {
 	count      uint32
 	shared     bool
 	holdLimit  int64
+	lockDelay  int64
 }
 
 // acquireIs reports whether the cached result is an Acquire's outcome for
@@ -516,7 +518,8 @@ func (m *Machine) blacklistSession(a *apply, op *fsmpb.BlacklistSession) {
 
 // endSession removes s in one step: its waiters leave their queues (waits
 // ended with SESSION_NOT_FOUND), then its holds end and each lock goes to
-// the next waiter with this entry's index as token.
+// the next waiter with this entry's index as token, after the longest
+// lock-delay of the session's holds of it if s expired (delay.go).
 func (m *Machine) endSession(a *apply, s *session, how HoldEnd) {
 	m.dropWaits(a, s, fsmpb.Error_ERROR_SESSION_NOT_FOUND)
 	held := slices.Clone(s.held)
@@ -524,12 +527,17 @@ func (m *Machine) endSession(a *apply, s *session, how HoldEnd) {
 	held = slices.Compact(held) // a lock held under two owner keys
 	for _, l := range held {
 		m.changeLock(l)
+		var delay uint8
 		for i := range l.holders {
 			if h := &l.holders[i]; h.s == s {
 				m.recordEnd(a, l, h, how)
+				delay = max(delay, h.lockDelay)
 			}
 		}
 		l.holders = slices.DeleteFunc(l.holders, func(h holder) bool { return h.s == s })
+		if delay != 0 && how.delays() {
+			m.startDelay(a, l, delay)
+		}
 		m.grantWaiters(a, l)
 	}
 	m.dropSession(s)

@@ -56,10 +56,13 @@ func (m *Machine) marshal(applied uint64) []byte {
 // The fields of fsmpb.Lock, fsmpb.Holder and fsmpb.Waiter, which appendLock
 // writes itself (TestSnapshotFieldNumbers checks them against the proto).
 const (
-	lockName    protowire.Number = 1
-	lockHolders protowire.Number = 2
-	lockWaiters protowire.Number = 3
-	lockLimit   protowire.Number = 4
+	lockName       protowire.Number = 1
+	lockHolders    protowire.Number = 2
+	lockWaiters    protowire.Number = 3
+	lockLimit      protowire.Number = 4
+	lockDelayFrom  protowire.Number = 5
+	lockDelayNanos protowire.Number = 6
+	lockDelayUntil protowire.Number = 7
 
 	holderSessionID  protowire.Number = 1
 	holderOwnerKey   protowire.Number = 2
@@ -70,6 +73,7 @@ const (
 	holderAcquireSeq protowire.Number = 7
 	holderShared     protowire.Number = 8
 	holderHoldLimit  protowire.Number = 9
+	holderLockDelay  protowire.Number = 10
 
 	waiterSessionID  protowire.Number = 1
 	waiterOwnerKey   protowire.Number = 2
@@ -79,6 +83,7 @@ const (
 	waiterSince      protowire.Number = 6
 	waiterShared     protowire.Number = 7
 	waiterHoldLimit  protowire.Number = 8
+	waiterLockDelay  protowire.Number = 9
 )
 
 // appendLock appends l as one element of the snapshot's locks field, as
@@ -90,8 +95,10 @@ const (
 // model, fuzz and data-driven test) compares the whole snapshot with
 // proto's encoding.
 func appendLock(b []byte, l *lockState) []byte {
-	ws := l.waiters()
-	size := protofield.SizeString(lockName, l.name) + protofield.SizeUint(lockLimit, uint64(encodeLimit(l.limit())))
+	ws, d := l.waiters(), l.delay()
+	size := protofield.SizeString(lockName, l.name) + protofield.SizeUint(lockLimit, uint64(encodeLimit(l.limit()))) +
+		protofield.SizeUint(lockDelayFrom, d.from) + protofield.SizeUint(lockDelayNanos, uint64(d.nanos)) +
+		protofield.SizeUint(lockDelayUntil, uint64(d.until))
 	for i := range l.holders {
 		size += protofield.SizeMessage(lockHolders, holderSize(&l.holders[i]))
 	}
@@ -112,6 +119,7 @@ func appendLock(b []byte, l *lockState) []byte {
 		b = protofield.AppendUint(b, holderAcquireSeq, h.acquireSeq)
 		b = protofield.AppendBool(b, holderShared, h.shared)
 		b = protofield.AppendUint(b, holderHoldLimit, uint64(msDuration(h.holdLimit)))
+		b = protofield.AppendUint(b, holderLockDelay, uint64(secDuration(h.lockDelay)))
 	}
 	for i := range ws {
 		w := &ws[i]
@@ -124,8 +132,12 @@ func appendLock(b []byte, l *lockState) []byte {
 		b = protofield.AppendUint(b, waiterSince, uint64(w.since))
 		b = protofield.AppendBool(b, waiterShared, w.shared)
 		b = protofield.AppendUint(b, waiterHoldLimit, uint64(msDuration(w.holdLimit)))
+		b = protofield.AppendUint(b, waiterLockDelay, uint64(secDuration(w.lockDelay)))
 	}
-	return protofield.AppendUint(b, lockLimit, uint64(encodeLimit(l.limit())))
+	b = protofield.AppendUint(b, lockLimit, uint64(encodeLimit(l.limit())))
+	b = protofield.AppendUint(b, lockDelayFrom, d.from)
+	b = protofield.AppendUint(b, lockDelayNanos, uint64(d.nanos))
+	return protofield.AppendUint(b, lockDelayUntil, uint64(d.until))
 }
 
 func holderSize(h *holder) int {
@@ -133,14 +145,16 @@ func holderSize(h *holder) int {
 		protofield.SizeString(holderOwner, h.s.owner) + protofield.SizeUint(holderToken, h.token) +
 		protofield.SizeUint(holderCount, uint64(h.count)) + protofield.SizeUint(holderSince, uint64(h.since)) +
 		protofield.SizeUint(holderAcquireSeq, h.acquireSeq) + protofield.SizeBool(holderShared, h.shared) +
-		protofield.SizeUint(holderHoldLimit, uint64(msDuration(h.holdLimit)))
+		protofield.SizeUint(holderHoldLimit, uint64(msDuration(h.holdLimit))) +
+		protofield.SizeUint(holderLockDelay, uint64(secDuration(h.lockDelay)))
 }
 
 func waiterSize(w *waiter) int {
 	return protofield.SizeUint(waiterSessionID, w.s.id) + protofield.SizeString(waiterOwnerKey, w.ownerKey) +
 		protofield.SizeString(waiterOwner, w.s.owner) + protofield.SizeUint(waiterAcquireSeq, w.acquireSeq) +
 		protofield.SizeUint(waiterTimeout, uint64(w.timeout)) + protofield.SizeUint(waiterSince, uint64(w.since)) +
-		protofield.SizeBool(waiterShared, w.shared) + protofield.SizeUint(waiterHoldLimit, uint64(msDuration(w.holdLimit)))
+		protofield.SizeBool(waiterShared, w.shared) + protofield.SizeUint(waiterHoldLimit, uint64(msDuration(w.holdLimit))) +
+		protofield.SizeUint(waiterLockDelay, uint64(secDuration(w.lockDelay)))
 }
 
 // The fields of fsmpb.Session, CachedResult, Result and AcquireOutcome
@@ -175,6 +189,7 @@ const (
 	outcomeCount    protowire.Number = 4
 	outcomeHolder   protowire.Number = 5
 	outcomePosition protowire.Number = 6
+	outcomeDelayed  protowire.Number = 7
 )
 
 // appendSession appends s, with its cached results, as one element of the
@@ -255,14 +270,16 @@ func appendOutcome(b []byte, num protowire.Number, o *outcome) []byte {
 		b = protofield.AppendUint(b, holderAcquireSeq, h.acquireSeq)
 		b = protofield.AppendBool(b, holderShared, h.shared)
 		b = protofield.AppendUint(b, holderHoldLimit, uint64(h.holdLimit))
+		b = protofield.AppendUint(b, holderLockDelay, uint64(h.lockDelay))
 	}
-	return protofield.AppendUint(b, outcomePosition, uint64(o.position))
+	b = protofield.AppendUint(b, outcomePosition, uint64(o.position))
+	return protofield.AppendUint(b, outcomeDelayed, uint64(o.delayed))
 }
 
 func outcomeSize(o *outcome) int {
 	n := protofield.SizeString(outcomeLock, o.lock) + protofield.SizeUint(outcomeStatus, uint64(int64(o.status))) +
 		protofield.SizeUint(outcomeToken, o.token) + protofield.SizeUint(outcomeCount, uint64(o.count)) +
-		protofield.SizeUint(outcomePosition, uint64(o.position))
+		protofield.SizeUint(outcomePosition, uint64(o.position)) + protofield.SizeUint(outcomeDelayed, uint64(o.delayed))
 	if h := o.holder; h != nil {
 		n += protofield.SizeMessage(outcomeHolder, holderCopySize(h))
 	}
@@ -274,7 +291,7 @@ func holderCopySize(h *holderCopy) int {
 		protofield.SizeString(holderOwner, h.owner) + protofield.SizeUint(holderToken, h.token) +
 		protofield.SizeUint(holderCount, uint64(h.count)) + protofield.SizeUint(holderSince, uint64(h.since)) +
 		protofield.SizeUint(holderAcquireSeq, h.acquireSeq) + protofield.SizeBool(holderShared, h.shared) +
-		protofield.SizeUint(holderHoldLimit, uint64(h.holdLimit))
+		protofield.SizeUint(holderHoldLimit, uint64(h.holdLimit)) + protofield.SizeUint(holderLockDelay, uint64(h.lockDelay))
 }
 
 // Hash returns the hex SHA-256 of the state's content: Snapshot's bytes

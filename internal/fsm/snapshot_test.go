@@ -93,13 +93,14 @@ func TestSnapshotFieldNumbers(t *testing.T) {
 	for msg, want := range map[proto.Message]map[protoreflect.Name]protowire.Number{
 		&fsmpb.Snapshot{}: {"applied_index": snapshotAppliedIndex, "sessions": snapshotSessions, "locks": snapshotLocks, "members": snapshotMembers, "cluster_id": snapshotClusterID, "log_version": snapshotLogVersion,
 			"auth": snapshotAuth, "audit": snapshotAudit},
-		&fsmpb.Lock{}: {"name": lockName, "holders": lockHolders, "waiters": lockWaiters, "limit": lockLimit},
+		&fsmpb.Lock{}: {"name": lockName, "holders": lockHolders, "waiters": lockWaiters, "limit": lockLimit,
+			"delay_from": lockDelayFrom, "delay_nanos": lockDelayNanos, "delayed_until_unix_nano": lockDelayUntil},
 		&fsmpb.Holder{}: {"session_id": holderSessionID, "owner_key": holderOwnerKey, "owner": holderOwner,
 			"token": holderToken, "count": holderCount, "since_unix_nano": holderSince, "acquire_seq": holderAcquireSeq,
-			"shared": holderShared, "hold_limit_nanos": holderHoldLimit},
+			"shared": holderShared, "hold_limit_nanos": holderHoldLimit, "lock_delay_nanos": holderLockDelay},
 		&fsmpb.Waiter{}: {"session_id": waiterSessionID, "owner_key": waiterOwnerKey, "owner": waiterOwner,
 			"acquire_seq": waiterAcquireSeq, "wait_timeout_nanos": waiterTimeout, "since_unix_nano": waiterSince,
-			"shared": waiterShared, "hold_limit_nanos": waiterHoldLimit},
+			"shared": waiterShared, "hold_limit_nanos": waiterHoldLimit, "lock_delay_nanos": waiterLockDelay},
 		&fsmpb.Session{}: {"id": sessionID, "owner": sessionOwner, "ttl_nanos": sessionTTL, "blacklisted": sessionBlacklisted,
 			"created_unix_nano": sessionCreated, "min_unacked_seq": sessionMinUnacked, "results": sessionResults, "holds": sessionHolds, "open_nonce": sessionNonce,
 			"secret_hash": sessionSecretHash, "principal": sessionPrincipal},
@@ -109,7 +110,7 @@ func TestSnapshotFieldNumbers(t *testing.T) {
 			"acquire_many": resultAcquireMany, "grants": 0, "waits_ended": 0, "sessions_ended": 0, "remaining_count": resultRemaining,
 			"holds_ended": 0, "liveness": 0},
 		&fsmpb.AcquireOutcome{}: {"lock": outcomeLock, "status": outcomeStatus, "token": outcomeToken, "count": outcomeCount,
-			"holder": outcomeHolder, "position": outcomePosition},
+			"holder": outcomeHolder, "position": outcomePosition, "delayed_until_unix_nano": outcomeDelayed},
 	} {
 		fields := msg.ProtoReflect().Descriptor().Fields()
 		if fields.Len() != len(want) {

@@ -21,10 +21,20 @@ import (
 //	   Session.secret_hash in snapshots).
 //	4: authentication: Command.principal, AuthChange, AuditNote (and
 //	   Session.principal, Snapshot.auth and Snapshot.audit in snapshots).
+//	5: lock-delay: Acquire.lock_delay_nanos, AcquireMany.lock_delay_nanos,
+//	   EndLockDelay (and Lock.delay_*, Holder.lock_delay_nanos,
+//	   Waiter.lock_delay_nanos and AcquireOutcome.delayed_until_unix_nano
+//	   in snapshots). A hold gets a lock-delay only from an entry of
+//	   version 5, so a log below it never starts one, and members of
+//	   older releases apply it alike.
 //
 // A field added to a log or snapshot message needs a new version here, and
 // its entry in fieldVersions (TestEveryLogFieldHasAVersion fails without).
-const LogVersion = 4
+const LogVersion = 5
+
+// LockDelayVersion is the log version that added lock-delays: below it a
+// server gives no hold its default lock-delay.
+const LockDelayVersion = 5
 
 // LogVersion is the cluster's log version: what the leader may write.
 // Every cluster starts at 1 (a new one too: its bootstrap records, which
@@ -50,6 +60,9 @@ func (m *Machine) setLogVersion(a *apply, op *fsmpb.SetLogVersion) {
 // newest version that added a field cmd sets (for SetLogVersion, at least
 // the version it sets).
 func VersionNeeded(cmd *fsmpb.Command) uint32 {
+	if cmd.GetEndLockDelay() != nil || cmd.GetAcquire().GetLockDelayNanos() != 0 || cmd.GetAcquireMany().GetLockDelayNanos() != 0 {
+		return LockDelayVersion
+	}
 	if cmd.GetPrincipal() != "" || cmd.GetAuthChange() != nil || cmd.GetAuditNote() != nil {
 		return 4
 	}
@@ -79,7 +92,8 @@ func VersionNeeded(cmd *fsmpb.Command) uint32 {
 // secret hash, and an OpenSession the secret's (the session then has no
 // secret, as before version 3: its requests are not checked); below 2 an
 // OpenSession loses its nonce (the open is then not exactly-once); a hold
-// limit on a set of locks cannot be left out. SetLogVersion passes: it is
+// limit on a set of locks, or a lock-delay, cannot be left out (the
+// server applies its default lock-delay only from version 5). SetLogVersion passes: it is
 // what raises v, and the leader proposes it only once every member has
 // said it reads the version it sets.
 func ForLogVersion(cmd *fsmpb.Command, v uint32) error {
@@ -105,6 +119,10 @@ func ForLogVersion(cmd *fsmpb.Command, v uint32) error {
 	}
 	what := "this request"
 	switch {
+	case cmd.GetAcquire().GetLockDelayNanos() != 0 || cmd.GetAcquireMany().GetLockDelayNanos() != 0:
+		what = "a lock-delay"
+	case cmd.GetEndLockDelay() != nil:
+		what = "the end of a lock-delay"
 	case cmd.GetAcquireMany() != nil:
 		what = "a hold limit on a set of locks"
 	case cmd.GetAuthChange() != nil:

@@ -13,22 +13,33 @@ import (
 // fieldsAddedIn is every field of a log or snapshot message added after
 // log version 1, with the version that added it.
 var fieldsAddedIn = map[protoreflect.FullName]uint32{
-	"baton.fsm.v1.OpenSession.nonce":            2,
-	"baton.fsm.v1.Session.open_nonce":           2,
-	"baton.fsm.v1.AcquireMany.hold_limit_nanos": 2,
-	"baton.fsm.v1.Command.set_log_version":      2,
-	"baton.fsm.v1.SetLogVersion.version":        2,
-	"baton.fsm.v1.Snapshot.log_version":         2,
-	"baton.fsm.v1.OpenSession.secret_hash":      3,
-	"baton.fsm.v1.Command.secret_hash":          3,
-	"baton.fsm.v1.Session.secret_hash":          3,
-	"baton.fsm.v1.Command.principal":            4,
-	"baton.fsm.v1.Command.auth_change":          4,
-	"baton.fsm.v1.Command.audit_note":           4,
-	"baton.fsm.v1.AuditNote.action":             4,
-	"baton.fsm.v1.Session.principal":            4,
-	"baton.fsm.v1.Snapshot.auth":                4,
-	"baton.fsm.v1.Snapshot.audit":               4,
+	"baton.fsm.v1.OpenSession.nonce":                      2,
+	"baton.fsm.v1.Session.open_nonce":                     2,
+	"baton.fsm.v1.AcquireMany.hold_limit_nanos":           2,
+	"baton.fsm.v1.Command.set_log_version":                2,
+	"baton.fsm.v1.SetLogVersion.version":                  2,
+	"baton.fsm.v1.Snapshot.log_version":                   2,
+	"baton.fsm.v1.OpenSession.secret_hash":                3,
+	"baton.fsm.v1.Command.secret_hash":                    3,
+	"baton.fsm.v1.Session.secret_hash":                    3,
+	"baton.fsm.v1.Command.principal":                      4,
+	"baton.fsm.v1.Command.auth_change":                    4,
+	"baton.fsm.v1.Command.audit_note":                     4,
+	"baton.fsm.v1.AuditNote.action":                       4,
+	"baton.fsm.v1.Session.principal":                      4,
+	"baton.fsm.v1.Snapshot.auth":                          4,
+	"baton.fsm.v1.Snapshot.audit":                         4,
+	"baton.fsm.v1.Acquire.lock_delay_nanos":               5,
+	"baton.fsm.v1.AcquireMany.lock_delay_nanos":           5,
+	"baton.fsm.v1.Command.end_lock_delay":                 5,
+	"baton.fsm.v1.EndLockDelay.lock":                      5,
+	"baton.fsm.v1.EndLockDelay.delay_from":                5,
+	"baton.fsm.v1.Lock.delay_from":                        5,
+	"baton.fsm.v1.Lock.delay_nanos":                       5,
+	"baton.fsm.v1.Lock.delayed_until_unix_nano":           5,
+	"baton.fsm.v1.Holder.lock_delay_nanos":                5,
+	"baton.fsm.v1.Waiter.lock_delay_nanos":                5,
+	"baton.fsm.v1.AcquireOutcome.delayed_until_unix_nano": 5,
 }
 
 // fieldCounts is how many fields each message of the log and snapshots
@@ -37,17 +48,17 @@ var fieldsAddedIn = map[protoreflect.FullName]uint32{
 // cached results have none (cacheResult; Restore refuses them), so they
 // change no format.
 var fieldCounts = map[protoreflect.FullName]int{
-	"baton.fsm.v1.Command": 21, "baton.fsm.v1.OpenSession": 4, "baton.fsm.v1.CloseSession": 0,
-	"baton.fsm.v1.ExpireSession": 1, "baton.fsm.v1.BlacklistSession": 1, "baton.fsm.v1.Acquire": 7,
+	"baton.fsm.v1.Command": 22, "baton.fsm.v1.OpenSession": 4, "baton.fsm.v1.CloseSession": 0,
+	"baton.fsm.v1.ExpireSession": 1, "baton.fsm.v1.BlacklistSession": 1, "baton.fsm.v1.Acquire": 8,
 	"baton.fsm.v1.Release": 3, "baton.fsm.v1.CasRelease": 3, "baton.fsm.v1.CancelWait": 5,
-	"baton.fsm.v1.AcquireMany": 6, "baton.fsm.v1.ExpireHold": 3, "baton.fsm.v1.SetLogVersion": 1,
+	"baton.fsm.v1.AcquireMany": 7, "baton.fsm.v1.ExpireHold": 3, "baton.fsm.v1.SetLogVersion": 1,
 	"baton.fsm.v1.Snapshot": 8, "baton.fsm.v1.Session": 11, "baton.fsm.v1.CachedResult": 3,
-	"baton.fsm.v1.Result": 11, "baton.fsm.v1.AcquireOutcome": 6, "baton.fsm.v1.Holder": 9,
-	"baton.fsm.v1.Waiter": 8, "baton.fsm.v1.Lock": 4, "baton.fsm.v1.Member": 5,
+	"baton.fsm.v1.Result": 11, "baton.fsm.v1.AcquireOutcome": 7, "baton.fsm.v1.Holder": 10,
+	"baton.fsm.v1.Waiter": 9, "baton.fsm.v1.Lock": 7, "baton.fsm.v1.EndLockDelay": 2, "baton.fsm.v1.Member": 5,
 	"baton.fsm.v1.AuthChange": 6, "baton.fsm.v1.AuditNote": 1, "baton.fsm.v1.AuthState": 3, "baton.fsm.v1.User": 3, "baton.fsm.v1.Role": 2,
 	"baton.fsm.v1.Permission": 2, "baton.fsm.v1.AuditRecord": 4,
 	"baton.fsm.v1.Grant": 4, "baton.fsm.v1.WaitEnded": 4, "baton.fsm.v1.HoldEnded": 4,
-	"baton.fsm.v1.Liveness": 5, "baton.fsm.v1.SessionOpened": 3, "baton.fsm.v1.WaitQueued": 4, "baton.fsm.v1.LimitedHold": 4,
+	"baton.fsm.v1.Liveness": 7, "baton.fsm.v1.LockDelay": 3, "baton.fsm.v1.SessionOpened": 3, "baton.fsm.v1.WaitQueued": 4, "baton.fsm.v1.LimitedHold": 4,
 }
 
 // TestEveryLogFieldHasAVersion: members of an older release stop at a
@@ -148,6 +159,19 @@ func TestForLogVersion(t *testing.T) {
 	set := &fsmpb.Command{Op: &fsmpb.Command_SetLogVersion{SetLogVersion: &fsmpb.SetLogVersion{Version: 2}}}
 	if err := ForLogVersion(set, 1); err != nil {
 		t.Fatalf("SetLogVersion is what raises the version, and must pass: %v", err)
+	}
+	for _, delayed := range []*fsmpb.Command{
+		{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: "a", LockDelayNanos: 15e9}}},
+		{Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{Locks: []string{"a"}, LockDelayNanos: 15e9}}},
+	} {
+		err := ForLogVersion(delayed, 4)
+		if err == nil || !strings.Contains(err.Error(), "a lock-delay needs log version 5") {
+			t.Fatalf("a lock-delay at version 4: %v", err)
+		}
+	}
+	end := &fsmpb.Command{Op: &fsmpb.Command_EndLockDelay{EndLockDelay: &fsmpb.EndLockDelay{Lock: "a", DelayFrom: 3}}}
+	if err := ForLogVersion(end, 4); err == nil || !strings.Contains(err.Error(), "the end of a lock-delay") {
+		t.Fatalf("an EndLockDelay at version 4: %v", err)
 	}
 	plain := &fsmpb.Command{Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{Locks: []string{"a"}}}}
 	if err := ForLogVersion(plain, 1); err != nil {

@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// deadline is one entry of the tracker's queue: a session's or a timed
-// wait's deadline as it was when queued. Entries are checked lazily when
+// deadline is one entry of the tracker's queue: a session's, a timed
+// wait's, a hold limit's or a lock-delay's deadline as it was when
+// queued. Entries are checked lazily when
 // they come due: a heartbeat moves a session's deadline without touching
 // the queue, and the stale entry is re-queued at the new deadline when it
 // pops; entries of ended sessions and waits are dropped then. So a
@@ -18,13 +19,17 @@ type deadline struct {
 	at      time.Time
 	wait    bool
 	isHold  bool
-	session uint64  // when neither wait nor isHold
+	isDelay bool
+	session uint64  // when none of wait, isHold, isDelay
 	key     waitKey // when wait
 	hold    holdKey // when isHold
+	lock    string  // when isDelay
 }
 
-// deadlines is a min-heap ordered by time, then deterministically (sessions
-// before waits, then by id and key) so a manual tracker replays exactly.
+// deadlines is a min-heap ordered by time, then deterministically
+// (lock-delays after the rest, by lock; holds after sessions and waits;
+// sessions before waits, then by id and key) so a manual tracker replays
+// exactly.
 type deadlines []deadline
 
 func (d deadlines) Len() int { return len(d) }
@@ -32,6 +37,12 @@ func (d deadlines) Less(i, j int) bool {
 	a, b := d[i], d[j]
 	if !a.at.Equal(b.at) {
 		return a.at.Before(b.at)
+	}
+	if a.isDelay != b.isDelay {
+		return !a.isDelay
+	}
+	if a.isDelay {
+		return a.lock < b.lock
 	}
 	if a.isHold != b.isHold {
 		return !a.isHold
@@ -81,7 +92,12 @@ func (t *Tracker) queueHold(k holdKey, at time.Time) {
 	heap.Push(&t.queue, deadline{at: at, isHold: true, hold: k})
 }
 
-// rebuildQueue queues every session, wait and hold afresh (on promotion).
+func (t *Tracker) queueDelay(lock string, at time.Time) {
+	heap.Push(&t.queue, deadline{at: at, isDelay: true, lock: lock})
+}
+
+// rebuildQueue queues every session, wait, hold and lock-delay afresh (on
+// promotion).
 func (t *Tracker) rebuildQueue() {
 	t.queue = t.queue[:0]
 	for id, s := range t.sessions {
@@ -92,6 +108,9 @@ func (t *Tracker) rebuildQueue() {
 	}
 	for k, h := range t.holds {
 		t.queue = append(t.queue, deadline{at: h.deadline, isHold: true, hold: k})
+	}
+	for lock, d := range t.delays {
+		t.queue = append(t.queue, deadline{at: d.deadline, isDelay: true, lock: lock})
 	}
 	heap.Init(&t.queue)
 }

@@ -60,6 +60,10 @@ func (p *callLog) ExpireHold(_ context.Context, lock string, session, token uint
 	return p.call("hold " + key(lock, session, token))
 }
 
+func (p *callLog) EndLockDelay(_ context.Context, lock string, delayFrom uint64) error {
+	return p.call(fmt.Sprintf("end-delay %s/%d", lock, delayFrom))
+}
+
 func (p *callLog) setFailing(fail bool) {
 	p.mu.Lock()
 	p.failing = fail

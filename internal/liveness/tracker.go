@@ -1,10 +1,12 @@
 // Package liveness is the only place where a clock affects lock semantics.
-// On the leader it keeps every session's deadline, every timed wait's and
-// every hold limit's in memory, on the monotonic clock, and proposes
-// ExpireSession, CancelWait and ExpireHold commands when they pass. Nothing
-// here is replicated: a new leader starts from its own promotion and grants
-// every session a full TTL, every timed wait its full timeout and every
-// limited hold its full limit (DESIGN.md section 2, "Time").
+// On the leader it keeps every session's deadline, every timed wait's,
+// every hold limit's and every lock-delay's in memory, on the monotonic
+// clock, and proposes ExpireSession, CancelWait, ExpireHold and
+// EndLockDelay commands when they pass. Nothing here is replicated: a new
+// leader starts from its own promotion and grants every session a full
+// TTL, every timed wait its full timeout, every limited hold its full
+// limit and every lock-delay its full length (DESIGN.md section 2,
+// "Time").
 package liveness
 
 import (
@@ -27,6 +29,7 @@ type Proposer interface {
 	ExpireSession(ctx context.Context, id uint64) error
 	CancelWait(ctx context.Context, lock string, session, acquireSeq uint64) error
 	ExpireHold(ctx context.Context, lock string, session, token uint64) error
+	EndLockDelay(ctx context.Context, lock string, delayFrom uint64) error
 }
 
 var (
@@ -87,6 +90,14 @@ type hold struct {
 	expiring bool
 }
 
+// lockDelay is a lock's running lock-delay (a lock is in one at most):
+// the entry that started it, and when it ends.
+type lockDelay struct {
+	from     uint64
+	deadline time.Time
+	ending   bool
+}
+
 // Tracker keeps deadlines on the leader. Its methods are safe for
 // concurrent use.
 type Tracker struct {
@@ -105,7 +116,8 @@ type Tracker struct {
 	sessions map[uint64]*session
 	waits    map[waitKey]*wait
 	holds    map[holdKey]*hold
-	queue    deadlines // every live deadline, lazily checked
+	delays   map[string]*lockDelay // by lock name
+	queue    deadlines             // every live deadline, lazily checked
 	wake     chan struct{}
 	wg       sync.WaitGroup
 }
@@ -128,6 +140,7 @@ func New(p Proposer, log *slog.Logger) *Tracker {
 		sessions: make(map[uint64]*session),
 		waits:    make(map[waitKey]*wait),
 		holds:    make(map[holdKey]*hold),
+		delays:   make(map[string]*lockDelay),
 		wake:     make(chan struct{}, 1),
 	}
 }
@@ -145,9 +158,11 @@ func NewManual(p Proposer, log *slog.Logger, clock func() time.Time) *Tracker {
 	return t
 }
 
-// Promote makes the tracker lead: every live session gets a full TTL and
-// every timed wait its full timeout, counted from now. m is read during
-// the call only.
+// Promote makes the tracker lead: every live session gets a full TTL,
+// every timed wait its full timeout, every limited hold its full limit
+// and every running lock-delay its full length, counted from now (the
+// old leader's clock is gone; a delay timed afresh ends no earlier than
+// it would have). m is read during the call only.
 func (t *Tracker) Promote(term uint64, m *fsm.Machine) {
 	now := t.now()
 	t.mu.Lock()
@@ -157,6 +172,10 @@ func (t *Tracker) Promote(term uint64, m *fsm.Machine) {
 	clear(t.sessions)
 	clear(t.waits)
 	clear(t.holds)
+	clear(t.delays)
+	for _, d := range m.LockDelays() {
+		t.delays[d.Lock] = &lockDelay{from: d.DelayFrom, deadline: now.Add(time.Duration(d.DelayNanos))}
+	}
 	for _, h := range m.LimitedHolds() {
 		limit := time.Duration(h.LimitNanos)
 		t.holds[holdKey{h.Lock, h.SessionID, h.Token}] = &hold{limit: limit, deadline: now.Add(limit)}
@@ -169,7 +188,8 @@ func (t *Tracker) Promote(term uint64, m *fsm.Machine) {
 		t.waits[waitKey{w.Lock, w.SessionID, w.AcquireSeq}] = &wait{deadline: now.Add(time.Duration(w.TimeoutNanos))}
 	}
 	t.rebuildQueue()
-	t.log.Info("leading: deadlines restarted", "term", term, "sessions", len(t.sessions), "timed_waits", len(t.waits), "limited_holds", len(t.holds))
+	t.log.Info("leading: deadlines restarted", "term", term, "sessions", len(t.sessions), "timed_waits", len(t.waits),
+		"limited_holds", len(t.holds), "lock_delays", len(t.delays))
 	t.poke()
 }
 
@@ -181,12 +201,14 @@ func (t *Tracker) Demote() {
 	clear(t.sessions)
 	clear(t.waits)
 	clear(t.holds)
+	clear(t.delays)
 	t.queue = nil
 }
 
 // Applied follows the state machine through what each entry's result
 // reports: in its liveness, the session opened or blacklisted, the timed
-// wait queued, the limited holds granted or released; in its side-effect
+// wait queued, the limited holds granted or released, the lock-delays
+// started or ended; in its side-effect
 // lists, the waits granted or ended, the holds and sessions ended. It
 // reads nothing else, and is called in log order on the apply path. Only
 // the entry that did it reports it (a retry answered from the
@@ -240,6 +262,19 @@ func (t *Tracker) Applied(res *fsmpb.Result) {
 	}
 	for _, w := range res.GetWaitsEnded() {
 		delete(t.waits, waitKey{w.GetLock(), w.GetSessionId(), w.GetAcquireSeq()})
+	}
+	if d := lv.GetLockDelayEnded(); d != nil {
+		if cur := t.delays[d.GetLock()]; cur != nil && cur.from == d.GetDelayFrom() {
+			delete(t.delays, d.GetLock())
+		}
+	}
+	for _, d := range lv.GetLockDelaysStarted() {
+		// A restart replaces the running delay: the end of the old one
+		// would be refused.
+		at := now.Add(time.Duration(d.GetDelayNanos()))
+		t.delays[d.GetLock()] = &lockDelay{from: d.GetDelayFrom(), deadline: at}
+		t.queueDelay(d.GetLock(), at)
+		changed = true
 	}
 	for _, id := range res.GetSessionsEnded() {
 		delete(t.sessions, id)
@@ -450,6 +485,9 @@ type job struct {
 	cancel  bool
 	hold    holdKey // ExpireHold when expire
 	expire  bool
+	delay   string // EndLockDelay of from on this lock when end
+	from    uint64
+	end     bool
 }
 
 // fire starts a proposal for every passed deadline and returns the next
@@ -483,6 +521,19 @@ func (t *Tracker) due() ([]job, time.Time) {
 	var jobs []job
 	for len(t.queue) > 0 && !now.Before(t.queue[0].at) {
 		d := heap.Pop(&t.queue).(deadline)
+		if d.isDelay {
+			ld := t.delays[d.lock]
+			switch {
+			case ld == nil || ld.ending:
+				// Ended, or being ended (a failed end re-queues).
+			case now.Before(ld.deadline):
+				t.queueDelay(d.lock, ld.deadline) // a restart moved it
+			default:
+				ld.ending = true
+				jobs = append(jobs, job{term: t.term, delay: d.lock, from: ld.from, end: true})
+			}
+			continue
+		}
 		if d.isHold {
 			h := t.holds[d.hold]
 			switch {
@@ -527,6 +578,9 @@ func (t *Tracker) due() ([]job, time.Time) {
 }
 
 func (t *Tracker) propose(ctx context.Context, j job) error {
+	if j.end {
+		return t.p.EndLockDelay(ctx, j.delay, j.from)
+	}
 	if j.expire {
 		return t.p.ExpireHold(ctx, j.hold.lock, j.hold.session, j.hold.token)
 	}
@@ -543,7 +597,16 @@ func (t *Tracker) done(j job, err error) {
 		return
 	}
 	var rearm func()
-	if j.expire {
+	if j.end {
+		lock, from := j.delay, j.from
+		t.log.Warn("end lock-delay", "lock", lock, "index", from, "err", err)
+		rearm = func() {
+			if ld := t.delays[lock]; ld != nil && ld.from == from {
+				ld.ending = false
+				t.queueDelay(lock, t.now())
+			}
+		}
+	} else if j.expire {
 		k := j.hold
 		t.log.Warn("expire hold", "lock", k.lock, "session", k.session, "token", k.token, "err", err)
 		rearm = func() {

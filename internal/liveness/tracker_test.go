@@ -18,6 +18,7 @@ type recProposer struct {
 	expired []uint64
 	holds   []string // "lock/session/token" of each ExpireHold
 	cancels []string // "lock/session/seq" of each CancelWait
+	delays  []string // "lock/from" of each EndLockDelay
 	fail    bool
 }
 
@@ -42,17 +43,26 @@ func (p *recProposer) ExpireHold(_ context.Context, lock string, session, token 
 	return nil
 }
 
-// TestHoldLimits: a limited hold is expired when its limit passes unless
-// renewed; a renewal counts from its arrival; a hold that ended is
-// forgotten; a new leader gives every limited hold its full limit from its
-// promotion.
-func TestHoldLimits(t *testing.T) {
-	now := time.Unix(1000, 0)
-	p := &recProposer{}
-	tr := NewManual(p, nil, func() time.Time { return now })
-	m := fsm.New()
+func (p *recProposer) EndLockDelay(_ context.Context, lock string, delayFrom uint64) error {
+	p.delays = append(p.delays, lock+"/"+strconv.FormatUint(delayFrom, 10))
+	p.all = append(p.all, "end-delay "+p.delays[len(p.delays)-1])
+	if p.fail {
+		return errors.New("not now")
+	}
+	return nil
+}
+
+// appliedTracker returns a manual tracker on the clock *now, with a
+// recording proposer, and the machine it follows: apply applies a command
+// as the next entry (failing the test if it is refused) and gives the
+// tracker its result; open opens a session of a 10-minute TTL.
+func appliedTracker(t *testing.T, now *time.Time) (tr *Tracker, p *recProposer, m *fsm.Machine,
+	apply func(*fsmpb.Command) *fsmpb.Result, open func() uint64) {
+	p = &recProposer{}
+	tr = NewManual(p, nil, func() time.Time { return *now })
+	m = fsm.New()
 	idx := uint64(0)
-	apply := func(cmd *fsmpb.Command) *fsmpb.Result {
+	apply = func(cmd *fsmpb.Command) *fsmpb.Result {
 		t.Helper()
 		idx++
 		res := m.Apply(idx, cmd)
@@ -62,9 +72,91 @@ func TestHoldLimits(t *testing.T) {
 		tr.Applied(res)
 		return res
 	}
-	open := func() uint64 {
+	open = func() uint64 {
 		return apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{TtlNanos: int64(10 * time.Minute), Owner: "o"}}}).GetSessionId()
 	}
+	return tr, p, m, apply, open
+}
+
+// TestLockDelays: a lock-delay an expiry started is ended when its length
+// passes on the leader's clock, counted from the entry's apply; a restart
+// (a later expiry of another holder) replaces it; a failed end is
+// proposed again; a new leader times every running delay afresh, in
+// full, from its promotion.
+func TestLockDelays(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tr, p, m, apply, open := appliedTracker(t, &now)
+	tr.Promote(1, m)
+	a, b, c := open(), open(), open()
+	acquire := func(s uint64, lock string, delay time.Duration, shared bool) {
+		apply(&fsmpb.Command{SessionId: s, Seq: 1, MinUnackedSeq: 1, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+			Lock: lock, LockDelayNanos: int64(delay), Shared: shared, Limit: 2}}})
+	}
+	expire := func(s uint64) uint64 {
+		apply(&fsmpb.Command{Op: &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{SessionId: s}}})
+		return m.AppliedIndex()
+	}
+	acquire(a, "x", 5*time.Second, true)
+	acquire(b, "x", 5*time.Second, true)
+	acquire(c, "y", 2*time.Second, false)
+	fromA := expire(a) // x's delay runs to 1005
+	now = now.Add(3 * time.Second)
+	fromB := expire(b) // restarted: x's delay runs to 1008
+	fromC := expire(c) // y's runs to 1005
+	if fromA == fromB {
+		t.Fatal("one entry for two expiries")
+	}
+	now = now.Add(2 * time.Second) // 1005
+	tr.FireDue(context.Background())
+	if want := []string{"y/" + strconv.FormatUint(fromC, 10)}; !slices.Equal(p.delays, want) {
+		t.Fatalf("ended %v, want %v (x's delay was restarted)", p.delays, want)
+	}
+	apply(&fsmpb.Command{Op: &fsmpb.Command_EndLockDelay{EndLockDelay: &fsmpb.EndLockDelay{Lock: "y", DelayFrom: fromC}}})
+
+	// A failed end is proposed again RetryDelay later.
+	p.delays, p.fail = nil, true
+	now = now.Add(3 * time.Second) // 1008
+	tr.FireDue(context.Background())
+	p.fail = false
+	now = now.Add(RetryDelay)
+	tr.FireDue(context.Background())
+	want := "x/" + strconv.FormatUint(fromB, 10)
+	if !slices.Equal(p.delays, []string{want, want}) {
+		t.Fatalf("ended %v, want %s twice (a failed end is retried)", p.delays, want)
+	}
+
+	// A new leader: the delay (not yet ended in the log) runs its full
+	// length from the promotion.
+	p.delays = nil
+	tr.Demote()
+	now = now.Add(time.Minute)
+	tr.Promote(2, m)
+	if next := tr.FireDue(context.Background()); len(p.delays) != 0 || !next.Equal(now.Add(5*time.Second)) {
+		t.Fatalf("after promotion: ended %v, next %v; want none and %v", p.delays, next, now.Add(5*time.Second))
+	}
+	now = now.Add(5 * time.Second)
+	tr.FireDue(context.Background())
+	if !slices.Equal(p.delays, []string{want}) {
+		t.Fatalf("after promotion: ended %v, want %s", p.delays, want)
+	}
+	res := apply(&fsmpb.Command{Op: &fsmpb.Command_EndLockDelay{EndLockDelay: &fsmpb.EndLockDelay{Lock: "x", DelayFrom: fromB}}})
+	if res.GetLiveness().GetLockDelayEnded() == nil {
+		t.Fatalf("the end reports no ended delay: %v", res)
+	}
+	p.delays = nil
+	now = now.Add(time.Hour)
+	if next := tr.FireDue(context.Background()); len(p.delays) != 0 || !next.IsZero() {
+		t.Fatalf("an ended delay is proposed again: %v, next %v", p.delays, next)
+	}
+}
+
+// TestHoldLimits: a limited hold is expired when its limit passes unless
+// renewed; a renewal counts from its arrival; a hold that ended is
+// forgotten; a new leader gives every limited hold its full limit from its
+// promotion.
+func TestHoldLimits(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tr, p, m, apply, open := appliedTracker(t, &now)
 	tr.Promote(1, m)
 	a, b := open(), open()
 	acquire := func(s, seq uint64, lock string, limit time.Duration, wait bool) *fsmpb.Result {

@@ -77,9 +77,13 @@ func (s *Server) serve(ch *channel, req *batonpb.SessionRequest) {
 	var err error
 	switch k := req.GetKind().(type) {
 	case *batonpb.SessionRequest_Acquire:
-		c.cmd, err = acquireCommand(k.Acquire)
+		if c.cmd, err = acquireCommand(k.Acquire); err == nil {
+			s.defaultLockDelay(c.cmd, k.Acquire.GetLockDelay() != nil)
+		}
 	case *batonpb.SessionRequest_AcquireMany:
-		c.cmd, err = acquireManyCommand(k.AcquireMany)
+		if c.cmd, err = acquireManyCommand(k.AcquireMany); err == nil {
+			s.defaultLockDelay(c.cmd, k.AcquireMany.GetLockDelay() != nil)
+		}
 	case *batonpb.SessionRequest_Release:
 		c.cmd, err = releaseCommand(k.Release)
 	case *batonpb.SessionRequest_Cancel:
@@ -166,7 +170,7 @@ func (c *call) answer(res *fsmpb.Result) *batonpb.SessionResponse {
 			a = &acquireAnswer{}
 		}
 		c.acq = nil
-		fillAcquireResponse(&a.acquire, c.cmd.GetSeq(), res.GetAcquire())
+		fillAcquireResponse(&a.acquire, c.cmd.GetSeq(), res.GetAcquire(), lockDelayOf(c.cmd))
 		a.kind.Acquire = &a.acquire
 		a.resp.Kind = &a.kind
 		return &a.resp
@@ -183,13 +187,13 @@ func (c *call) answer(res *fsmpb.Result) *batonpb.SessionResponse {
 	case *batonpb.SessionRequest_AcquireMany:
 		out := &batonpb.AcquireManyResponse{}
 		for _, o := range res.GetAcquireMany() {
-			out.Results = append(out.Results, acquireToWire(c.cmd.GetSeq(), o))
+			out.Results = append(out.Results, acquireToWire(c.cmd.GetSeq(), o, lockDelayOf(c.cmd)))
 		}
 		return &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_AcquireMany{AcquireMany: out}}
 	case *batonpb.SessionRequest_Cancel:
 		out := &batonpb.CancelResponse{}
 		if a := res.GetAcquire(); a.GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
-			out.Granted = acquireToWire(k.Cancel.GetAcquireSeq(), a)
+			out.Granted = acquireToWire(k.Cancel.GetAcquireSeq(), a, 0)
 		}
 		return &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Cancel{Cancel: out}}
 	case *batonpb.SessionRequest_Close:

@@ -254,6 +254,8 @@ func requestSeeds(tb testing.TB) [][]byte {
 		&batonpb.AcquireRequest{Header: h, Name: "jobs/nightly", OwnerKey: "worker", Wait: true, WaitTimeout: durationpb.New(time.Minute)},
 		&batonpb.AcquireRequest{Header: h, Name: "pool/encoders", Limit: 4, Shared: true, HoldLimit: durationpb.New(time.Hour)},
 		&batonpb.AcquireManyRequest{Header: h, Names: []string{"a", "b", "c"}, All: true, HoldLimit: durationpb.New(30 * time.Second)},
+		&batonpb.AcquireRequest{Header: h, Name: "files/report", LockDelay: durationpb.New(15 * time.Second)},
+		&batonpb.AcquireManyRequest{Header: h, Names: []string{"a", "b"}, LockDelay: durationpb.New(0)},
 		&batonpb.ReleaseRequest{Header: h, Name: "jobs/nightly", Token: 42, OwnerKey: "worker"},
 		&batonpb.CancelRequest{Header: h, Name: "jobs/nightly", AcquireSeq: 3},
 		&batonpb.CloseSessionRequest{SessionId: 7, Seq: 4},
@@ -268,7 +270,7 @@ func requestSeeds(tb testing.TB) [][]byte {
 		// At the limits, a byte or a nanosecond from a refusal.
 		&batonpb.OpenSessionRequest{Ttl: durationpb.New(rules.MaxTTL), Owner: strings.Repeat("o", rules.MaxOwnerLen), Secret: strings.Repeat("s", rules.MaxSecretLen)},
 		&batonpb.AcquireRequest{Header: h, Name: strings.Repeat("n", rules.MaxNameLen), OwnerKey: strings.Repeat("k", rules.MaxOwnerLen), Limit: rules.MaxHoldersPerLock,
-			HoldLimit: durationpb.New(rules.MaxHoldLimit), Wait: true, WaitTimeout: durationpb.New(rules.MaxWaitTimeout)},
+			HoldLimit: durationpb.New(rules.MaxHoldLimit), Wait: true, WaitTimeout: durationpb.New(rules.MaxWaitTimeout), LockDelay: durationpb.New(rules.MaxLockDelay)},
 		&batonpb.ChangeAuthRequest{Kind: batonpb.ChangeAuthRequest_GRANT_ROLE, User: strings.Repeat("u", rules.MaxAuthNameLen), Role: strings.Repeat("r", rules.MaxAuthNameLen)},
 	}
 	var out [][]byte

@@ -125,9 +125,13 @@ func acquireCommand(r *batonpb.AcquireRequest) (*fsmpb.Command, error) {
 	if err != nil {
 		return nil, err
 	}
+	lockDelay, err := checkLockDelay(r.GetLockDelay())
+	if err != nil {
+		return nil, err
+	}
 	cmd, op := fsm.NewAcquire()
 	op.Lock, op.OwnerKey, op.Wait, op.WaitTimeoutNanos = r.GetName(), r.GetOwnerKey(), r.GetWait(), int64(timeout)
-	op.Shared, op.Limit, op.HoldLimitNanos = r.GetShared(), r.GetLimit(), int64(holdLimit)
+	op.Shared, op.Limit, op.HoldLimitNanos, op.LockDelayNanos = r.GetShared(), r.GetLimit(), int64(holdLimit), int64(lockDelay)
 	return stamp(r.GetHeader(), cmd), nil
 }
 
@@ -166,9 +170,13 @@ func acquireManyCommand(r *batonpb.AcquireManyRequest) (*fsmpb.Command, error) {
 	if err != nil {
 		return nil, err
 	}
+	lockDelay, err := checkLockDelay(r.GetLockDelay())
+	if err != nil {
+		return nil, err
+	}
 	return stamp(r.GetHeader(), &fsmpb.Command{Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{
 		Locks: r.GetNames(), OwnerKey: r.GetOwnerKey(), Shared: r.GetShared(), Limit: r.GetLimit(), All: r.GetAll(),
-		HoldLimitNanos: int64(holdLimit),
+		HoldLimitNanos: int64(holdLimit), LockDelayNanos: int64(lockDelay),
 	}}}), nil
 }
 
@@ -253,7 +261,7 @@ func holderToWire(h *fsmpb.Holder) *batonpb.Holder {
 	return &batonpb.Holder{
 		SessionId: h.GetSessionId(), Owner: h.GetOwner(), OwnerKey: h.GetOwnerKey(),
 		Token: h.GetToken(), Count: h.GetCount(), Since: tsOf(h.GetSinceUnixNano()), Shared: h.GetShared(),
-		HoldLimit: durationOrNil(h.GetHoldLimitNanos()),
+		HoldLimit: durationOrNil(h.GetHoldLimitNanos()), LockDelay: durationOrNil(h.GetLockDelayNanos()),
 	}
 }
 
@@ -277,27 +285,40 @@ func tsOf(unixNano int64) *timestamppb.Timestamp {
 	return timestamppb.New(time.Unix(0, unixNano))
 }
 
-func acquireToWire(seq uint64, o *fsmpb.AcquireOutcome) *batonpb.AcquireResponse {
+func acquireToWire(seq uint64, o *fsmpb.AcquireOutcome, lockDelay int64) *batonpb.AcquireResponse {
 	r := &batonpb.AcquireResponse{}
-	fillAcquireResponse(r, seq, o)
+	fillAcquireResponse(r, seq, o, lockDelay)
 	return r
 }
 
-// fillAcquireResponse sets r, a zero AcquireResponse, to the API's form of o.
-func fillAcquireResponse(r *batonpb.AcquireResponse, seq uint64, o *fsmpb.AcquireOutcome) {
+// fillAcquireResponse sets r, a zero AcquireResponse, to the API's form of
+// o, the outcome of a request that gave its hold lockDelay.
+func fillAcquireResponse(r *batonpb.AcquireResponse, seq uint64, o *fsmpb.AcquireOutcome, lockDelay int64) {
 	r.Name, r.Seq, r.Holder = o.GetLock(), seq, holderToWire(o.GetHolder())
+	r.DelayedUntil = tsOf(o.GetDelayedUntilUnixNano())
 	switch o.GetStatus() {
 	case fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED:
 		r.Acquired, r.Token, r.Count, r.Holder = true, o.GetToken(), o.GetCount(), nil
+		r.LockDelay = durationOrNil(lockDelay)
 	case fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED:
 		r.Queued, r.Position = true, o.GetPosition()
+		r.LockDelay = durationOrNil(lockDelay)
 	case fsmpb.AcquireStatus_ACQUIRE_STATUS_SKIPPED:
 		r.Skipped = true
 	}
 }
 
+// lockDelayOf is the lock-delay cmd, an Acquire or AcquireMany, gives its
+// holds.
+func lockDelayOf(cmd *fsmpb.Command) int64 {
+	if op := cmd.GetAcquire(); op != nil {
+		return op.GetLockDelayNanos()
+	}
+	return cmd.GetAcquireMany().GetLockDelayNanos()
+}
+
 func lockToWire(l *fsmpb.Lock) *batonpb.Lock {
-	out := &batonpb.Lock{Name: l.GetName(), Limit: limitOf(l)}
+	out := &batonpb.Lock{Name: l.GetName(), Limit: limitOf(l), DelayedUntil: tsOf(l.GetDelayedUntilUnixNano())}
 	for _, h := range l.GetHolders() {
 		out.Holders = append(out.Holders, holderToWire(h))
 	}

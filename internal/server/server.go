@@ -99,6 +99,9 @@ type Config struct {
 	Operators []string
 	// Limits bound what clients may take of this member (limits.go).
 	Limits Limits
+	// LockDelays are the lock-delays this member, leading, gives the holds
+	// of acquires that state none (lockdelay.go).
+	LockDelays LockDelays
 	// Disk keeps clients from filling the data dir (space.go).
 	Disk   DiskGuard
 	Logger *slog.Logger

@@ -74,6 +74,7 @@ func (s *Server) acquire(ctx context.Context, r *batonpb.AcquireRequest) (*baton
 	if err != nil {
 		return nil, err
 	}
+	s.defaultLockDelay(cmd, r.GetLockDelay() != nil)
 	if err := s.asCaller(ctx, cmd, r.GetHeader().GetSecret()); err != nil {
 		return nil, err
 	}
@@ -90,13 +91,13 @@ func (s *Server) acquire(ctx context.Context, r *batonpb.AcquireRequest) (*baton
 	if err != nil {
 		return nil, err
 	}
-	out := acquireToWire(cmd.GetSeq(), res.GetAcquire())
+	out := acquireToWire(cmd.GetSeq(), res.GetAcquire(), lockDelayOf(cmd))
 	if !out.Queued {
 		return out, nil
 	}
 	select {
 	case ev := <-events:
-		return s.waitOutcome(cmd.GetSeq(), ev)
+		return s.waitOutcome(cmd, ev)
 	case <-ctx.Done():
 		s.abandonWait(cmd, res.GetAcquire())
 		return nil, ctx.Err()
@@ -105,9 +106,10 @@ func (s *Server) acquire(ctx context.Context, r *batonpb.AcquireRequest) (*baton
 	}
 }
 
-func (s *Server) waitOutcome(seq uint64, ev waitEvent) (*batonpb.AcquireResponse, error) {
+func (s *Server) waitOutcome(cmd *fsmpb.Command, ev waitEvent) (*batonpb.AcquireResponse, error) {
 	if g := ev.grant; g != nil {
-		return &batonpb.AcquireResponse{Name: g.GetLock(), Seq: seq, Acquired: true, Token: g.GetToken(), Count: 1}, nil
+		return &batonpb.AcquireResponse{Name: g.GetLock(), Seq: cmd.GetSeq(), Acquired: true, Token: g.GetToken(), Count: 1,
+			LockDelay: durationOrNil(lockDelayOf(cmd))}, nil
 	}
 	return nil, fsm.ErrorOf(&fsmpb.Result{Error: ev.ended.GetError(), Message: "wait for " + ev.ended.GetLock() + " ended"})
 }
@@ -146,6 +148,7 @@ func (s *Server) acquireMany(ctx context.Context, r *batonpb.AcquireManyRequest)
 	if err != nil {
 		return nil, err
 	}
+	s.defaultLockDelay(cmd, r.GetLockDelay() != nil)
 	if err := s.asCaller(ctx, cmd, r.GetHeader().GetSecret()); err != nil {
 		return nil, err
 	}
@@ -158,7 +161,7 @@ func (s *Server) acquireMany(ctx context.Context, r *batonpb.AcquireManyRequest)
 	}
 	out := &batonpb.AcquireManyResponse{}
 	for _, o := range res.GetAcquireMany() {
-		out.Results = append(out.Results, acquireToWire(cmd.GetSeq(), o))
+		out.Results = append(out.Results, acquireToWire(cmd.GetSeq(), o, lockDelayOf(cmd)))
 	}
 	return out, nil
 }
@@ -285,7 +288,7 @@ func (s *Server) List(ctx context.Context, r *batonpb.ListRequest) (*batonpb.Lis
 		}
 		for _, l := range locks {
 			sum := &batonpb.LockSummary{Name: l.GetName(), Waiters: uint32(len(l.GetWaiters())),
-				Holders: uint32(len(l.GetHolders())), Limit: limitOf(l)}
+				Holders: uint32(len(l.GetHolders())), Limit: limitOf(l), DelayedUntil: tsOf(l.GetDelayedUntilUnixNano())}
 			if len(l.GetHolders()) > 0 {
 				sum.Holder = holderToWire(l.GetHolders()[0])
 			}

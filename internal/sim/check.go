@@ -3,6 +3,7 @@ package sim
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"slices"
 	"time"
 
@@ -322,10 +323,11 @@ func (k *checker) finalChecks() {
 		token   uint64
 		session uint64
 	}
-	cur := map[hold]bool{}      // the holds after the previous entry
-	last := map[string]uint64{} // lock → highest token ever granted
-	endAt := map[hold]uint64{}  // hold → index of the entry that ended it
-	seen := map[hold]bool{}     // every hold there ever was
+	delays := map[string]delayRun{} // lock → the lock-delay it is in
+	cur := map[hold]bool{}          // the holds after the previous entry
+	last := map[string]uint64{}     // lock → highest token ever granted
+	endAt := map[hold]uint64{}      // hold → index of the entry that ended it
+	seen := map[hold]bool{}         // every hold there ever was
 	for _, i := range idx {
 		if c := k.conf[i]; c != nil {
 			raftnode.ApplyMembership(fm, i, c.cc)
@@ -365,6 +367,16 @@ func (k *checker) finalChecks() {
 				return
 			}
 			last[h.lock] = h.token
+		}
+		if err := k.checkDelays(i, e, res, delays, func(yield func(string) bool) {
+			for h := range now {
+				if !cur[h] && !yield(h.lock) {
+					return
+				}
+			}
+		}); err != nil {
+			s.fail("h/lock-delay", "%v", err)
+			return
 		}
 		if am := e.cmd.GetAcquireMany(); am != nil {
 			if err := checkMany(i, e.cmd.GetSessionId(), am, res, func(lock string) (before, after []uint64) {
@@ -570,7 +582,7 @@ func checkMany(index, session uint64, am *fsmpb.AcquireMany, res *fsmpb.Result, 
 			skipped++
 			fallthrough
 		default:
-			if o.GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY && o.GetHolder() == nil {
+			if o.GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY && o.GetHolder() == nil && o.GetDelayedUntilUnixNano() == 0 {
 				// A retry answered from the cache: the hold the first
 				// attempt got has ended since. It counts as granted
 				// for all or none.
@@ -586,6 +598,47 @@ func checkMany(index, session uint64, am *fsmpb.AcquireMany, res *fsmpb.Result, 
 	}
 	if !am.GetAll() && skipped > 0 {
 		return fmt.Errorf("index %d: acquire_many without all skipped %d locks", index, skipped)
+	}
+	return nil
+}
+
+// delayRun is a lock-delay the replayed log started: the entry, its wall
+// clock (the proposing leader's) and the delay's length.
+type delayRun struct {
+	from  uint64
+	wall  int64
+	nanos int64
+}
+
+// checkDelays follows the lock-delays the entry at index i ended and
+// started (its result's report to the tracker) and checks (h) that the
+// entry granted no lock in a delay (granted yields the locks of the holds
+// it made), that an EndLockDelay ends the delay that runs, and that it was
+// proposed no earlier than the delay's length after the entry that
+// started it: each leader times a delay from its own apply, or, new, in
+// full from its election.
+func (k *checker) checkDelays(i uint64, e *logEntry, res *fsmpb.Result, delays map[string]delayRun, granted iter.Seq[string]) error {
+	lv := res.GetLiveness()
+	if d := lv.GetLockDelayEnded(); d != nil {
+		run, ok := delays[d.GetLock()]
+		switch {
+		case !ok || run.from != d.GetDelayFrom():
+			return fmt.Errorf("index %d ended the lock-delay of %s from %d; the log has %+v running", i, d.GetLock(), d.GetDelayFrom(), run)
+		case e.cmd.GetWallTimeUnixNano()-run.wall < run.nanos:
+			return fmt.Errorf("index %d ended the lock-delay of %s from index %d %v after it started, before its length %v",
+				i, d.GetLock(), run.from, time.Duration(e.cmd.GetWallTimeUnixNano()-run.wall), time.Duration(run.nanos))
+		}
+		delete(delays, d.GetLock())
+		k.s.stats.LockDelaysEnded++
+	}
+	for _, d := range lv.GetLockDelaysStarted() {
+		delays[d.GetLock()] = delayRun{from: i, wall: e.cmd.GetWallTimeUnixNano(), nanos: d.GetDelayNanos()}
+		k.s.stats.LockDelays++
+	}
+	for lock := range granted {
+		if run, ok := delays[lock]; ok {
+			return fmt.Errorf("index %d (%v) granted %s in its lock-delay from index %d", i, e.cmd, lock, run.from)
+		}
 	}
 	return nil
 }

@@ -187,7 +187,7 @@ func (c *client) think() {
 		}
 		c.seq++
 		op := &clientOp{kind: opAcquireTry, lock: l, seq: c.seq}
-		acq := &fsmpb.Acquire{Lock: l}
+		acq := &fsmpb.Acquire{Lock: l, LockDelayNanos: int64(s.lockDelayOf(l))}
 		if semaphore {
 			// Mostly permits (shared); one in three a writer of the
 			// same lock (exclusive), as a read/write lock has.
@@ -227,7 +227,7 @@ func (c *client) reenter(held []string) {
 	l := mutexes[s.rng.IntN(len(mutexes))]
 	c.seq++
 	op := &clientOp{kind: opAcquireTry, lock: l, seq: c.seq, reentrant: true}
-	acq := &fsmpb.Acquire{Lock: l}
+	acq := &fsmpb.Acquire{Lock: l, LockDelayNanos: int64(s.lockDelayOf(l))}
 	if _, ok := c.holdUntil[l]; ok {
 		op.holdLimit = c.holdLimit[l]
 		acq.HoldLimitNanos = int64(op.holdLimit)
@@ -267,6 +267,9 @@ func (c *client) tryMany() {
 	c.seq++
 	op := &clientOp{kind: opAcquireMany, locks: names, seq: c.seq}
 	am := &fsmpb.AcquireMany{Locks: names, All: s.rng.IntN(2) == 0}
+	for _, l := range names {
+		am.LockDelayNanos = max(am.LockDelayNanos, int64(s.lockDelayOf(l)))
+	}
 	if s.cfg.HoldLimits && s.rng.IntN(3) == 0 {
 		op.holdLimit = time.Duration(1000+s.rng.IntN(1000)) * time.Millisecond
 		am.HoldLimitNanos = int64(op.holdLimit)
@@ -484,7 +487,7 @@ func (c *client) answer(op *clientOp, r *response) {
 		case fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED:
 			c.finish(op, outcome{granted: true, token: a.GetToken(), count: a.GetCount()})
 		case fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY:
-			c.finish(op, outcome{busy: true})
+			c.finish(op, outcome{busy: true, delayed: a.GetDelayedUntilUnixNano() != 0})
 		case fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED:
 			// A retry learnt the wait is still queued (cached result):
 			// keep waiting, on the member that answered.
@@ -515,6 +518,7 @@ type outcome struct {
 	retried   bool // an attempt with an unknown outcome came before
 	granted   bool
 	busy      bool
+	delayed   bool // busy: the lock was in its lock-delay
 	token     uint64
 	count     uint32
 	held      bool
@@ -533,6 +537,9 @@ func (c *client) finish(op *clientOp, o outcome) {
 	s.stats.Ops++
 	if o.unknown {
 		s.stats.Unknown++
+	}
+	if o.delayed {
+		s.stats.DelayedBusy++
 	}
 	if op.kind == opAcquireMany {
 		c.finishMany(op, o)
@@ -560,6 +567,10 @@ func (c *client) finishMany(op *clientOp, o outcome) {
 			case fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED:
 				per[a.GetLock()] = outcome{granted: true, token: a.GetToken(), count: a.GetCount(), retried: o.retried}
 			case fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY:
+				if a.GetDelayedUntilUnixNano() != 0 {
+					per[a.GetLock()] = outcome{busy: true, delayed: true, retried: o.retried}
+					continue
+				}
 				if a.GetHolder() == nil {
 					// From the cache: the hold an earlier attempt got
 					// has ended since (a single acquire's NOT_HOLDER).

@@ -10,7 +10,8 @@
 // sessions, try and wait for locks, try several in one acquire_many (each
 // on its own or all or none), take again mutexes they hold (reentrant
 // counts, Config.Reentrant), cancel waits, release, check, stop
-// heartbeating and write to a fenced resource with their tokens. Each
+// heartbeating and write to a fenced resource with their tokens, with
+// lock-delays on some locks (Config.LockDelays). Each
 // session has a secret whose hash every request for it shows; with
 // Config.Strangers a stranger acts for clients' sessions without it
 // (releases, acquires with a high seq, closes, keepalives, renewals).
@@ -80,6 +81,10 @@
 //	   act on; and no client is told that its own request lacked its
 //	   secret, or that its seq is below its session's window (which
 //	   only its own requests move).
+//	h. (Config.LockDelays) in the replayed log no entry grants a lock in
+//	   its lock-delay, every EndLockDelay ends the delay that runs, and
+//	   none was proposed before the delay's length had passed since the
+//	   entry that started it.
 //
 // Only _test.go files import this package.
 package sim

@@ -172,7 +172,9 @@ func lockStep(state, input, output any) []any {
 		case o.granted:
 			return nil
 		case o.busy:
-			if st.holder != 0 && st.holder != in.session {
+			// Another's hold, or a lock-delay (check h/lock-delay holds
+			// the log to it): the model does not follow delays.
+			if st.holder != 0 && st.holder != in.session || o.delayed && st.holder != in.session {
 				return []any{st}
 			}
 			return nil
@@ -385,7 +387,7 @@ func semStep(st linState, in linInput, o outcome) []any {
 			}
 			return nil
 		case o.busy:
-			if slices.ContainsFunc(hs, func(h semHold) bool { return h.session != in.session }) {
+			if o.delayed || slices.ContainsFunc(hs, func(h semHold) bool { return h.session != in.session }) {
 				return []any{st}
 			}
 			return nil

@@ -372,6 +372,12 @@ func (p simProposer) ExpireHold(_ context.Context, lock string, session, token u
 	}}}, &internalOp{kind: opExpireHold, session: session, lock: lock, token: token})
 }
 
+func (p simProposer) EndLockDelay(_ context.Context, lock string, delayFrom uint64) error {
+	return p.submit(&fsmpb.Command{Op: &fsmpb.Command_EndLockDelay{EndLockDelay: &fsmpb.EndLockDelay{
+		Lock: lock, DelayFrom: delayFrom,
+	}}}, nil)
+}
+
 // abandon is server.abandonWait: the caller of the queued acquire
 // (session, seq) went away, so one CancelWait marked abandoned goes through
 // consensus; it removes the waiter, or releases a grant that crossed it,

@@ -98,6 +98,17 @@ type Config struct {
 	// answer that is a success fails the run (check "stranger"); the
 	// other checkers see that the victims went on untouched.
 	Strangers bool
+	// LockDelays gives every hold of the locks whose name ends in an even
+	// digit ("lock/0", "lock/2", "sem/0") a lock-delay of one second
+	// (lockDelayOf): when such a hold ends by its session's expiry or
+	// its hold limit, the lock is granted to no one for that second.
+	// Check h/lock-delay replays the log: no lock is granted while in a
+	// delay, and each delay ends (EndLockDelay, proposed by the leader's
+	// tracker) no earlier than its length after the entry that started
+	// it, by the proposers' clocks, whatever leader changes came between.
+	// The linearizability model takes a BUSY answer that says the lock is
+	// in its delay as needing no other holder.
+	LockDelays bool
 	// Trace, if set, receives the run's events as text (for reading a
 	// failing seed; -sim.trace in tests).
 	Trace io.Writer
@@ -127,7 +138,18 @@ func ConfigFor(seed uint64) Config {
 		Upgrade:        r.IntN(2) == 0,
 		Reentrant:      r.IntN(2) == 0,
 		Strangers:      r.IntN(2) == 0,
+		LockDelays:     r.IntN(2) == 0,
 	}
+}
+
+// lockDelayOf is the lock-delay the clients of a scenario with
+// LockDelays give every hold of lock (the same for every acquire of it:
+// a reentrant one must state its hold's).
+func (s *Sim) lockDelayOf(lock string) time.Duration {
+	if !s.cfg.LockDelays || (lock[len(lock)-1]-'0')%2 != 0 {
+		return 0
+	}
+	return time.Second
 }
 
 // SemaphorePermits is the holder limit of the simulated semaphores.
@@ -187,6 +209,10 @@ type Stats struct {
 	// state machine or, for keepalives and renewals, by the leader's
 	// tracker (StrangerRefusedByTracker of them).
 	StrangerSent, StrangerRefused, StrangerRefusedByTracker uint64
+	// LockDelays counts the lock-delays the log started, LockDelaysEnded
+	// those it ended, and DelayedBusy the tries answered BUSY because the
+	// lock was in its delay.
+	LockDelays, LockDelaysEnded, DelayedBusy uint64
 }
 
 // Faults is the number of injected faults.

@@ -56,9 +56,24 @@ var mutants = []mutant{
 		to:   "return shared && len(",
 	},
 	{
-		name: "fsm/acquire-jumps-queue", file: "internal/fsm/lock.go", checks: fsmChecks,
-		from: "if l == nil || (l.admits(shared) && len(l.waiters()) == 0) {",
-		to:   "if l == nil || l.admits(shared) {",
+		name: "fsm/acquire-jumps-queue", file: "internal/fsm/delay.go", checks: fsmChecks,
+		from: "return l.admits(shared) && len(l.waiters()) == 0 && !l.delayed()",
+		to:   "return l.admits(shared) && !l.delayed()",
+	},
+	{
+		name: "fsm/acquire-in-lock-delay", file: "internal/fsm/delay.go", checks: fsmChecks,
+		from: "return l.admits(shared) && len(l.waiters()) == 0 && !l.delayed()",
+		to:   "return l.admits(shared) && len(l.waiters()) == 0",
+	},
+	{
+		name: "fsm/waiter-granted-in-lock-delay", file: "internal/fsm/lock.go", checks: fsmChecks,
+		from: "for !l.delayed() && len(l.waiters()) > 0 && l.grantable(&l.waiters()[0]) {",
+		to:   "for len(l.waiters()) > 0 && l.grantable(&l.waiters()[0]) {",
+	},
+	{
+		name: "fsm/close-starts-lock-delay", file: "internal/fsm/delay.go", checks: fsmChecks,
+		from: "return e == EndSessionExpired || e == EndHoldExpired",
+		to:   "return e == EndSessionExpired || e == EndHoldExpired || e == EndSessionClosed",
 	},
 	{
 		name: "fsm/queue-last-in-first-out", file: "internal/fsm/lock.go", checks: fsmChecks,
@@ -152,6 +167,11 @@ var mutants = []mutant{
 		name: "liveness/expiry-ignores-keepalives", file: "internal/liveness/tracker.go", checks: livenessChecks,
 		from: "case now.Before(s.deadline):",
 		to:   "case false:",
+	},
+	{
+		name: "liveness/new-leader-ends-lock-delays-at-once", file: "internal/liveness/tracker.go", checks: livenessChecks,
+		from: "t.delays[d.Lock] = &lockDelay{from: d.DelayFrom, deadline: now.Add(time.Duration(d.DelayNanos))}",
+		to:   "t.delays[d.Lock] = &lockDelay{from: d.DelayFrom, deadline: now}",
 	},
 	{
 		name: "liveness/open-grants-half-ttl", file: "internal/liveness/tracker.go", checks: livenessChecks,

@@ -69,8 +69,16 @@ function renderStatus(st) {
     el("td", {}, m.id === st.leader_id ? "leader" : m.learner ? "learner" : ""))), "no members known", 6);
 }
 
-function holderCells(h) {
-  if (!h) return [el("td", { class: "muted" }, "free"), el("td"), el("td"), el("td"), el("td"), el("td")];
+// delayedNote says until when a lock is in its lock-delay (granted to no
+// one after a holder's session or hold limit expired), or "".
+function delayedNote(x) {
+  if (!x || !x.delayed_until) return "";
+  const s = Math.max(0, Math.ceil((Date.parse(x.delayed_until) - Date.now()) / 1000));
+  return "lock-delay: granted to no one until " + new Date(x.delayed_until).toLocaleTimeString() + " (" + s + " s)";
+}
+
+function holderCells(h, delayed) {
+  if (!h) return [el("td", { class: "muted" }, delayed || "free"), el("td"), el("td"), el("td"), el("td"), el("td")];
   return [el("td", {}, h.session_id), el("td", {}, h.owner), el("td", {}, h.owner_key), el("td", {}, h.token),
     el("td", {}, h.count), el("td", {}, ago(h.since))];
 }
@@ -84,7 +92,7 @@ function mode(x) {
 function renderLocks(resp) {
   const rows = (resp.locks || []).map((l) => el("tr", { class: l.name === selected ? "selected" : "" },
     el("td", {}, el("a", { href: "#", onclick: (e) => { e.preventDefault(); select(l.name); } }, l.name)),
-    ...holderCells(l.holder), el("td", {}, (l.holders || 0) + " of " + (l.limit || 1)), el("td", {}, l.waiters || 0)));
+    ...holderCells(l.holder, delayedNote(l)), el("td", {}, (l.holders || 0) + " of " + (l.limit || 1)), el("td", {}, l.waiters || 0)));
   fill($("#locks tbody"), rows, "no locks held or awaited" + ($("#prefix").value ? " under this prefix" : ""), 9);
   const more = $("#locks-more");
   more.hidden = !resp.next_page_token;
@@ -126,9 +134,11 @@ function renderDetail(resp) {
     fill($("#waiters tbody"), [], "", 7);
     return;
   }
-  $("#detail-kind").textContent = lock.limit > 1 ? "admits " + lock.limit + " holders" : "a mutex: one holder";
+  const kind = lock.limit > 1 ? "admits " + lock.limit + " holders" : "a mutex: one holder";
+  const delayed = delayedNote(lock);
+  $("#detail-kind").textContent = delayed ? kind + "; " + delayed : kind;
   fill($("#holders tbody"), (lock.holders || []).map((h) => el("tr", {}, ...holderCells(h), el("td", {}, mode(h)),
-    el("td", {}, h.hold_limit || "none"))), "nobody holds it", 8);
+    el("td", {}, h.hold_limit || "none"), el("td", {}, h.lock_delay || "none"))), delayed || "nobody holds it", 9);
   fill($("#waiters tbody"), (lock.waiters || []).map((w, i) => el("tr", {},
     el("td", {}, i + 1), el("td", {}, w.session_id), el("td", {}, w.owner), el("td", {}, w.owner_key),
     el("td", {}, ago(w.since)), el("td", {}, w.wait_timeout && w.wait_timeout !== "0s" ? w.wait_timeout : "until cancelled"),

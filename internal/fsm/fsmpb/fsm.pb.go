@@ -249,7 +249,7 @@ func (x AuthChange_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AuthChange_Kind.Descriptor instead.
 func (AuthChange_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{9, 0}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{10, 0}
 }
 
 // Command is the payload of one log entry.
@@ -297,6 +297,7 @@ type Command struct {
 	//	*Command_SetLogVersion
 	//	*Command_AuthChange
 	//	*Command_AuditNote
+	//	*Command_EndLockDelay
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -512,6 +513,15 @@ func (x *Command) GetAuditNote() *AuditNote {
 	return nil
 }
 
+func (x *Command) GetEndLockDelay() *EndLockDelay {
+	if x != nil {
+		if x, ok := x.Op.(*Command_EndLockDelay); ok {
+			return x.EndLockDelay
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -568,6 +578,10 @@ type Command_AuditNote struct {
 	AuditNote *AuditNote `protobuf:"bytes,22,opt,name=audit_note,json=auditNote,proto3,oneof"`
 }
 
+type Command_EndLockDelay struct {
+	EndLockDelay *EndLockDelay `protobuf:"bytes,23,opt,name=end_lock_delay,json=endLockDelay,proto3,oneof"`
+}
+
 func (*Command_OpenSession) isCommand_Op() {}
 
 func (*Command_CloseSession) isCommand_Op() {}
@@ -593,6 +607,8 @@ func (*Command_SetLogVersion) isCommand_Op() {}
 func (*Command_AuthChange) isCommand_Op() {}
 
 func (*Command_AuditNote) isCommand_Op() {}
+
+func (*Command_EndLockDelay) isCommand_Op() {}
 
 // OpenSession creates a session. Its id is the index of this entry.
 type OpenSession struct {
@@ -825,6 +841,13 @@ type Acquire struct {
 	// proposes ExpireHold (a whole number of milliseconds, 1 s .. 24 h). A
 	// reentrant acquire must state its hold's limit.
 	HoldLimitNanos int64 `protobuf:"varint,7,opt,name=hold_limit_nanos,json=holdLimitNanos,proto3" json:"hold_limit_nanos,omitempty"`
+	// lock_delay_nanos, if not 0, is the hold's lock-delay (whole seconds,
+	// up to 60 s): when the hold ends by its session's expiry or by its
+	// hold limit (not by a release or a close), the lock is granted to no
+	// one for that long, so that the holder's last writes drain. The
+	// server fills in its default for an acquire that states none. A
+	// reentrant acquire must state its hold's lock-delay.
+	LockDelayNanos int64 `protobuf:"varint,8,opt,name=lock_delay_nanos,json=lockDelayNanos,proto3" json:"lock_delay_nanos,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -908,6 +931,70 @@ func (x *Acquire) GetHoldLimitNanos() int64 {
 	return 0
 }
 
+func (x *Acquire) GetLockDelayNanos() int64 {
+	if x != nil {
+		return x.LockDelayNanos
+	}
+	return 0
+}
+
+// EndLockDelay ends the lock-delay of lock that the entry delay_from
+// started, once it passed on the leader's clock: the lock is granted to
+// its waiters again. Proposed by the leader only (Command.session_id ==
+// 0); refused if the lock's delay is not that one (it ended, or a later
+// expiry restarted it).
+type EndLockDelay struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lock          string                 `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
+	DelayFrom     uint64                 `protobuf:"varint,2,opt,name=delay_from,json=delayFrom,proto3" json:"delay_from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndLockDelay) Reset() {
+	*x = EndLockDelay{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndLockDelay) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndLockDelay) ProtoMessage() {}
+
+func (x *EndLockDelay) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndLockDelay.ProtoReflect.Descriptor instead.
+func (*EndLockDelay) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *EndLockDelay) GetLock() string {
+	if x != nil {
+		return x.Lock
+	}
+	return ""
+}
+
+func (x *EndLockDelay) GetDelayFrom() uint64 {
+	if x != nil {
+		return x.DelayFrom
+	}
+	return 0
+}
+
 // ExpireHold ends the hold (session_id, token) of lock, whose hold limit
 // passed on the leader without a renewal. Proposed by the leader only
 // (Command.session_id == 0).
@@ -922,7 +1009,7 @@ type ExpireHold struct {
 
 func (x *ExpireHold) Reset() {
 	*x = ExpireHold{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[6]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +1021,7 @@ func (x *ExpireHold) String() string {
 func (*ExpireHold) ProtoMessage() {}
 
 func (x *ExpireHold) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[6]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1034,7 @@ func (x *ExpireHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireHold.ProtoReflect.Descriptor instead.
 func (*ExpireHold) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{6}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ExpireHold) GetLock() string {
@@ -984,7 +1071,7 @@ type SetLogVersion struct {
 
 func (x *SetLogVersion) Reset() {
 	*x = SetLogVersion{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[7]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1083,7 @@ func (x *SetLogVersion) String() string {
 func (*SetLogVersion) ProtoMessage() {}
 
 func (x *SetLogVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[7]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1096,7 @@ func (x *SetLogVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLogVersion.ProtoReflect.Descriptor instead.
 func (*SetLogVersion) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{7}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SetLogVersion) GetVersion() uint32 {
@@ -1031,7 +1118,7 @@ type AuditNote struct {
 
 func (x *AuditNote) Reset() {
 	*x = AuditNote{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1130,7 @@ func (x *AuditNote) String() string {
 func (*AuditNote) ProtoMessage() {}
 
 func (x *AuditNote) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1143,7 @@ func (x *AuditNote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditNote.ProtoReflect.Descriptor instead.
 func (*AuditNote) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{8}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AuditNote) GetAction() string {
@@ -1083,7 +1170,7 @@ type AuthChange struct {
 
 func (x *AuthChange) Reset() {
 	*x = AuthChange{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1095,7 +1182,7 @@ func (x *AuthChange) String() string {
 func (*AuthChange) ProtoMessage() {}
 
 func (x *AuthChange) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1108,7 +1195,7 @@ func (x *AuthChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthChange.ProtoReflect.Descriptor instead.
 func (*AuthChange) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{9}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AuthChange) GetKind() AuthChange_Kind {
@@ -1167,13 +1254,16 @@ type AcquireMany struct {
 	// hold_limit_nanos: every hold granted gets this limit (see Acquire);
 	// a reentrant grant must state its hold's.
 	HoldLimitNanos int64 `protobuf:"varint,6,opt,name=hold_limit_nanos,json=holdLimitNanos,proto3" json:"hold_limit_nanos,omitempty"`
+	// lock_delay_nanos: every hold granted gets this lock-delay (see
+	// Acquire); a reentrant grant must state its hold's.
+	LockDelayNanos int64 `protobuf:"varint,7,opt,name=lock_delay_nanos,json=lockDelayNanos,proto3" json:"lock_delay_nanos,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AcquireMany) Reset() {
 	*x = AcquireMany{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1275,7 @@ func (x *AcquireMany) String() string {
 func (*AcquireMany) ProtoMessage() {}
 
 func (x *AcquireMany) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1288,7 @@ func (x *AcquireMany) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireMany.ProtoReflect.Descriptor instead.
 func (*AcquireMany) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{10}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AcquireMany) GetLocks() []string {
@@ -1243,6 +1333,13 @@ func (x *AcquireMany) GetHoldLimitNanos() int64 {
 	return 0
 }
 
+func (x *AcquireMany) GetLockDelayNanos() int64 {
+	if x != nil {
+		return x.LockDelayNanos
+	}
+	return 0
+}
+
 // Release drops one reentrant count of the requesting session's hold on
 // lock, named by its token; the hold ends when the count reaches zero.
 type Release struct {
@@ -1256,7 +1353,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1365,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1378,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{11}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Release) GetLock() string {
@@ -1318,7 +1415,7 @@ type CasRelease struct {
 
 func (x *CasRelease) Reset() {
 	*x = CasRelease{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1330,7 +1427,7 @@ func (x *CasRelease) String() string {
 func (*CasRelease) ProtoMessage() {}
 
 func (x *CasRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1343,7 +1440,7 @@ func (x *CasRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CasRelease.ProtoReflect.Descriptor instead.
 func (*CasRelease) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{12}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CasRelease) GetLock() string {
@@ -1395,7 +1492,7 @@ type CancelWait struct {
 
 func (x *CancelWait) Reset() {
 	*x = CancelWait{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1504,7 @@ func (x *CancelWait) String() string {
 func (*CancelWait) ProtoMessage() {}
 
 func (x *CancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1517,7 @@ func (x *CancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWait.ProtoReflect.Descriptor instead.
 func (*CancelWait) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelWait) GetLock() string {
@@ -1495,7 +1592,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1604,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1617,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Result) GetError() Error {
@@ -1622,13 +1719,19 @@ type Liveness struct {
 	// taking its last count). Unlike Result.holds_ended, no one is told the
 	// hold was lost.
 	LimitedHoldReleased *LimitedHold `protobuf:"bytes,5,opt,name=limited_hold_released,json=limitedHoldReleased,proto3" json:"limited_hold_released,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// lock_delays_started: every lock-delay the entry started (an expiry
+	// that ended holds with a lock-delay), by lock name. A lock already in
+	// its delay restarts it with this entry as delay_from.
+	LockDelaysStarted []*LockDelay `protobuf:"bytes,6,rep,name=lock_delays_started,json=lockDelaysStarted,proto3" json:"lock_delays_started,omitempty"`
+	// lock_delay_ended: the lock-delay an EndLockDelay ended.
+	LockDelayEnded *LockDelay `protobuf:"bytes,7,opt,name=lock_delay_ended,json=lockDelayEnded,proto3" json:"lock_delay_ended,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Liveness) Reset() {
 	*x = Liveness{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1743,7 @@ func (x *Liveness) String() string {
 func (*Liveness) ProtoMessage() {}
 
 func (x *Liveness) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1756,7 @@ func (x *Liveness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Liveness.ProtoReflect.Descriptor instead.
 func (*Liveness) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Liveness) GetSessionOpened() *SessionOpened {
@@ -1691,6 +1794,82 @@ func (x *Liveness) GetLimitedHoldReleased() *LimitedHold {
 	return nil
 }
 
+func (x *Liveness) GetLockDelaysStarted() []*LockDelay {
+	if x != nil {
+		return x.LockDelaysStarted
+	}
+	return nil
+}
+
+func (x *Liveness) GetLockDelayEnded() *LockDelay {
+	if x != nil {
+		return x.LockDelayEnded
+	}
+	return nil
+}
+
+// LockDelay is the lock-delay of lock that the entry delay_from started,
+// delay_nanos long on the leader's clock.
+type LockDelay struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lock          string                 `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
+	DelayFrom     uint64                 `protobuf:"varint,2,opt,name=delay_from,json=delayFrom,proto3" json:"delay_from,omitempty"`
+	DelayNanos    int64                  `protobuf:"varint,3,opt,name=delay_nanos,json=delayNanos,proto3" json:"delay_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockDelay) Reset() {
+	*x = LockDelay{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockDelay) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockDelay) ProtoMessage() {}
+
+func (x *LockDelay) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockDelay.ProtoReflect.Descriptor instead.
+func (*LockDelay) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *LockDelay) GetLock() string {
+	if x != nil {
+		return x.Lock
+	}
+	return ""
+}
+
+func (x *LockDelay) GetDelayFrom() uint64 {
+	if x != nil {
+		return x.DelayFrom
+	}
+	return 0
+}
+
+func (x *LockDelay) GetDelayNanos() int64 {
+	if x != nil {
+		return x.DelayNanos
+	}
+	return 0
+}
+
 // SessionOpened is a session as it was opened.
 type SessionOpened struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1703,7 +1882,7 @@ type SessionOpened struct {
 
 func (x *SessionOpened) Reset() {
 	*x = SessionOpened{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1894,7 @@ func (x *SessionOpened) String() string {
 func (*SessionOpened) ProtoMessage() {}
 
 func (x *SessionOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +1907,7 @@ func (x *SessionOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOpened.ProtoReflect.Descriptor instead.
 func (*SessionOpened) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SessionOpened) GetSessionId() uint64 {
@@ -1766,7 +1945,7 @@ type WaitQueued struct {
 
 func (x *WaitQueued) Reset() {
 	*x = WaitQueued{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1778,7 +1957,7 @@ func (x *WaitQueued) String() string {
 func (*WaitQueued) ProtoMessage() {}
 
 func (x *WaitQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1791,7 +1970,7 @@ func (x *WaitQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitQueued.ProtoReflect.Descriptor instead.
 func (*WaitQueued) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WaitQueued) GetSessionId() uint64 {
@@ -1836,7 +2015,7 @@ type LimitedHold struct {
 
 func (x *LimitedHold) Reset() {
 	*x = LimitedHold{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +2027,7 @@ func (x *LimitedHold) String() string {
 func (*LimitedHold) ProtoMessage() {}
 
 func (x *LimitedHold) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +2040,7 @@ func (x *LimitedHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitedHold.ProtoReflect.Descriptor instead.
 func (*LimitedHold) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LimitedHold) GetSessionId() uint64 {
@@ -1893,20 +2072,23 @@ func (x *LimitedHold) GetHoldLimitNanos() int64 {
 }
 
 type AcquireOutcome struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Lock          string                 `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
-	Status        AcquireStatus          `protobuf:"varint,2,opt,name=status,proto3,enum=baton.fsm.v1.AcquireStatus" json:"status,omitempty"`
-	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`       // GRANTED: the fencing token
-	Count         uint32                 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`       // GRANTED: reentrant count after this acquire
-	Holder        *Holder                `protobuf:"bytes,5,opt,name=holder,proto3" json:"holder,omitempty"`      // BUSY / QUEUED: the current holder
-	Position      uint32                 `protobuf:"varint,6,opt,name=position,proto3" json:"position,omitempty"` // QUEUED: 1-based place in the queue
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Lock     string                 `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
+	Status   AcquireStatus          `protobuf:"varint,2,opt,name=status,proto3,enum=baton.fsm.v1.AcquireStatus" json:"status,omitempty"`
+	Token    uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`       // GRANTED: the fencing token
+	Count    uint32                 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`       // GRANTED: reentrant count after this acquire
+	Holder   *Holder                `protobuf:"bytes,5,opt,name=holder,proto3" json:"holder,omitempty"`      // BUSY / QUEUED: the current holder
+	Position uint32                 `protobuf:"varint,6,opt,name=position,proto3" json:"position,omitempty"` // QUEUED: 1-based place in the queue
+	// BUSY / QUEUED: the lock is in its lock-delay until then (the wall
+	// clock of the leader that started it, plus the delay; for people).
+	DelayedUntilUnixNano int64 `protobuf:"varint,7,opt,name=delayed_until_unix_nano,json=delayedUntilUnixNano,proto3" json:"delayed_until_unix_nano,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *AcquireOutcome) Reset() {
 	*x = AcquireOutcome{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2100,7 @@ func (x *AcquireOutcome) String() string {
 func (*AcquireOutcome) ProtoMessage() {}
 
 func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2113,7 @@ func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireOutcome.ProtoReflect.Descriptor instead.
 func (*AcquireOutcome) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AcquireOutcome) GetLock() string {
@@ -1976,6 +2158,13 @@ func (x *AcquireOutcome) GetPosition() uint32 {
 	return 0
 }
 
+func (x *AcquireOutcome) GetDelayedUntilUnixNano() int64 {
+	if x != nil {
+		return x.DelayedUntilUnixNano
+	}
+	return 0
+}
+
 // Grant tells that a queued acquire (session_id, acquire_seq) now holds lock.
 type Grant struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1989,7 +2178,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2190,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2203,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Grant) GetSessionId() uint64 {
@@ -2060,7 +2249,7 @@ type HoldEnded struct {
 
 func (x *HoldEnded) Reset() {
 	*x = HoldEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2261,7 @@ func (x *HoldEnded) String() string {
 func (*HoldEnded) ProtoMessage() {}
 
 func (x *HoldEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2274,7 @@ func (x *HoldEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldEnded.ProtoReflect.Descriptor instead.
 func (*HoldEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HoldEnded) GetSessionId() uint64 {
@@ -2129,7 +2318,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2141,7 +2330,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2154,7 +2343,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WaitEnded) GetSessionId() uint64 {
@@ -2206,7 +2395,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2218,7 +2407,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2231,7 +2420,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Snapshot) GetAppliedIndex() uint64 {
@@ -2303,7 +2492,7 @@ type AuthState struct {
 
 func (x *AuthState) Reset() {
 	*x = AuthState{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2315,7 +2504,7 @@ func (x *AuthState) String() string {
 func (*AuthState) ProtoMessage() {}
 
 func (x *AuthState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2328,7 +2517,7 @@ func (x *AuthState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthState.ProtoReflect.Descriptor instead.
 func (*AuthState) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AuthState) GetEnabled() bool {
@@ -2363,7 +2552,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2375,7 +2564,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2388,7 +2577,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *User) GetName() string {
@@ -2422,7 +2611,7 @@ type Role struct {
 
 func (x *Role) Reset() {
 	*x = Role{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2434,7 +2623,7 @@ func (x *Role) String() string {
 func (*Role) ProtoMessage() {}
 
 func (x *Role) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2447,7 +2636,7 @@ func (x *Role) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Role.ProtoReflect.Descriptor instead.
 func (*Role) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Role) GetName() string {
@@ -2474,7 +2663,7 @@ type Permission struct {
 
 func (x *Permission) Reset() {
 	*x = Permission{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2675,7 @@ func (x *Permission) String() string {
 func (*Permission) ProtoMessage() {}
 
 func (x *Permission) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2688,7 @@ func (x *Permission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permission.ProtoReflect.Descriptor instead.
 func (*Permission) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Permission) GetPrefix() string {
@@ -2529,7 +2718,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2541,7 +2730,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2554,7 +2743,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AuditRecord) GetIndex() uint64 {
@@ -2607,7 +2796,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2619,7 +2808,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2632,7 +2821,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Member) GetId() uint64 {
@@ -2689,7 +2878,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2701,7 +2890,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2714,7 +2903,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Session) GetId() uint64 {
@@ -2809,7 +2998,7 @@ type CachedResult struct {
 
 func (x *CachedResult) Reset() {
 	*x = CachedResult{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2821,7 +3010,7 @@ func (x *CachedResult) String() string {
 func (*CachedResult) ProtoMessage() {}
 
 func (x *CachedResult) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2834,7 +3023,7 @@ func (x *CachedResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CachedResult.ProtoReflect.Descriptor instead.
 func (*CachedResult) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CachedResult) GetSeq() uint64 {
@@ -2864,14 +3053,23 @@ type Lock struct {
 	Holders []*Holder              `protobuf:"bytes,2,rep,name=holders,proto3" json:"holders,omitempty"` // at most one for an exclusive lock
 	Waiters []*Waiter              `protobuf:"bytes,3,rep,name=waiters,proto3" json:"waiters,omitempty"` // FIFO
 	// limit is the number of holders the lock admits; 0 means 1 (a mutex).
-	Limit         uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Limit uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// delay_from, if not 0, is the entry that started the lock's
+	// lock-delay: until an EndLockDelay of it, the lock is granted to no
+	// one (a lock in its delay exists with no holder and no waiter).
+	// delay_nanos is its length, from which a new leader times it afresh;
+	// delayed_until_unix_nano that entry's wall clock plus delay_nanos,
+	// for people.
+	DelayFrom            uint64 `protobuf:"varint,5,opt,name=delay_from,json=delayFrom,proto3" json:"delay_from,omitempty"`
+	DelayNanos           int64  `protobuf:"varint,6,opt,name=delay_nanos,json=delayNanos,proto3" json:"delay_nanos,omitempty"`
+	DelayedUntilUnixNano int64  `protobuf:"varint,7,opt,name=delayed_until_unix_nano,json=delayedUntilUnixNano,proto3" json:"delayed_until_unix_nano,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2883,7 +3081,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2896,7 +3094,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Lock) GetName() string {
@@ -2927,6 +3125,27 @@ func (x *Lock) GetLimit() uint32 {
 	return 0
 }
 
+func (x *Lock) GetDelayFrom() uint64 {
+	if x != nil {
+		return x.DelayFrom
+	}
+	return 0
+}
+
+func (x *Lock) GetDelayNanos() int64 {
+	if x != nil {
+		return x.DelayNanos
+	}
+	return 0
+}
+
+func (x *Lock) GetDelayedUntilUnixNano() int64 {
+	if x != nil {
+		return x.DelayedUntilUnixNano
+	}
+	return 0
+}
+
 type Holder struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	SessionId      uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -2938,13 +3157,14 @@ type Holder struct {
 	AcquireSeq     uint64                 `protobuf:"varint,7,opt,name=acquire_seq,json=acquireSeq,proto3" json:"acquire_seq,omitempty"`
 	Shared         bool                   `protobuf:"varint,8,opt,name=shared,proto3" json:"shared,omitempty"`
 	HoldLimitNanos int64                  `protobuf:"varint,9,opt,name=hold_limit_nanos,json=holdLimitNanos,proto3" json:"hold_limit_nanos,omitempty"`
+	LockDelayNanos int64                  `protobuf:"varint,10,opt,name=lock_delay_nanos,json=lockDelayNanos,proto3" json:"lock_delay_nanos,omitempty"` // the hold's lock-delay (Acquire)
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2956,7 +3176,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2969,7 +3189,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Holder) GetSessionId() uint64 {
@@ -3035,6 +3255,13 @@ func (x *Holder) GetHoldLimitNanos() int64 {
 	return 0
 }
 
+func (x *Holder) GetLockDelayNanos() int64 {
+	if x != nil {
+		return x.LockDelayNanos
+	}
+	return 0
+}
+
 type Waiter struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	SessionId        uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -3045,13 +3272,14 @@ type Waiter struct {
 	SinceUnixNano    int64                  `protobuf:"varint,6,opt,name=since_unix_nano,json=sinceUnixNano,proto3" json:"since_unix_nano,omitempty"`
 	Shared           bool                   `protobuf:"varint,7,opt,name=shared,proto3" json:"shared,omitempty"`
 	HoldLimitNanos   int64                  `protobuf:"varint,8,opt,name=hold_limit_nanos,json=holdLimitNanos,proto3" json:"hold_limit_nanos,omitempty"`
+	LockDelayNanos   int64                  `protobuf:"varint,9,opt,name=lock_delay_nanos,json=lockDelayNanos,proto3" json:"lock_delay_nanos,omitempty"` // for the hold it will get
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3063,7 +3291,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3076,7 +3304,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Waiter) GetSessionId() uint64 {
@@ -3135,11 +3363,18 @@ func (x *Waiter) GetHoldLimitNanos() int64 {
 	return 0
 }
 
+func (x *Waiter) GetLockDelayNanos() int64 {
+	if x != nil {
+		return x.LockDelayNanos
+	}
+	return 0
+}
+
 var File_internal_fsm_fsmpb_fsm_proto protoreflect.FileDescriptor
 
 const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\n" +
-	"\x1cinternal/fsm/fsmpb/fsm.proto\x12\fbaton.fsm.v1\"\xc6\b\n" +
+	"\x1cinternal/fsm/fsmpb/fsm.proto\x12\fbaton.fsm.v1\"\x8a\t\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x10\n" +
@@ -3170,7 +3405,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vauth_change\x18\x15 \x01(\v2\x18.baton.fsm.v1.AuthChangeH\x00R\n" +
 	"authChange\x128\n" +
 	"\n" +
-	"audit_note\x18\x16 \x01(\v2\x17.baton.fsm.v1.AuditNoteH\x00R\tauditNoteB\x04\n" +
+	"audit_note\x18\x16 \x01(\v2\x17.baton.fsm.v1.AuditNoteH\x00R\tauditNote\x12B\n" +
+	"\x0eend_lock_delay\x18\x17 \x01(\v2\x1a.baton.fsm.v1.EndLockDelayH\x00R\fendLockDelayB\x04\n" +
 	"\x02op\"w\n" +
 	"\vOpenSession\x12\x1b\n" +
 	"\tttl_nanos\x18\x01 \x01(\x03R\bttlNanos\x12\x14\n" +
@@ -3184,7 +3420,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\"1\n" +
 	"\x10BlacklistSession\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\x04R\tsessionId\"\xd4\x01\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\"\xfe\x01\n" +
 	"\aAcquire\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1b\n" +
 	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x12\n" +
@@ -3192,7 +3428,12 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x12wait_timeout_nanos\x18\x04 \x01(\x03R\x10waitTimeoutNanos\x12\x16\n" +
 	"\x06shared\x18\x05 \x01(\bR\x06shared\x12\x14\n" +
 	"\x05limit\x18\x06 \x01(\rR\x05limit\x12(\n" +
-	"\x10hold_limit_nanos\x18\a \x01(\x03R\x0eholdLimitNanos\"U\n" +
+	"\x10hold_limit_nanos\x18\a \x01(\x03R\x0eholdLimitNanos\x12(\n" +
+	"\x10lock_delay_nanos\x18\b \x01(\x03R\x0elockDelayNanos\"A\n" +
+	"\fEndLockDelay\x12\x12\n" +
+	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1d\n" +
+	"\n" +
+	"delay_from\x18\x02 \x01(\x04R\tdelayFrom\"U\n" +
 	"\n" +
 	"ExpireHold\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1d\n" +
@@ -3227,14 +3468,15 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x05GRANT\x10\t\x12\n" +
 	"\n" +
 	"\x06REVOKE\x10\n" +
-	"\"\xaa\x01\n" +
+	"\"\xd4\x01\n" +
 	"\vAcquireMany\x12\x14\n" +
 	"\x05locks\x18\x01 \x03(\tR\x05locks\x12\x1b\n" +
 	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x16\n" +
 	"\x06shared\x18\x03 \x01(\bR\x06shared\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\x12\x10\n" +
 	"\x03all\x18\x05 \x01(\bR\x03all\x12(\n" +
-	"\x10hold_limit_nanos\x18\x06 \x01(\x03R\x0eholdLimitNanos\"P\n" +
+	"\x10hold_limit_nanos\x18\x06 \x01(\x03R\x0eholdLimitNanos\x12(\n" +
+	"\x10lock_delay_nanos\x18\a \x01(\x03R\x0elockDelayNanos\"P\n" +
 	"\aRelease\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x1b\n" +
@@ -3269,14 +3511,22 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vholds_ended\x18\n" +
 	" \x03(\v2\x17.baton.fsm.v1.HoldEndedR\n" +
 	"holdsEnded\x122\n" +
-	"\bliveness\x18\v \x01(\v2\x16.baton.fsm.v1.LivenessR\bliveness\"\xd8\x02\n" +
+	"\bliveness\x18\v \x01(\v2\x16.baton.fsm.v1.LivenessR\bliveness\"\xe4\x03\n" +
 	"\bLiveness\x12B\n" +
 	"\x0esession_opened\x18\x01 \x01(\v2\x1b.baton.fsm.v1.SessionOpenedR\rsessionOpened\x12/\n" +
 	"\x13session_blacklisted\x18\x02 \x01(\x04R\x12sessionBlacklisted\x129\n" +
 	"\vwait_queued\x18\x03 \x01(\v2\x18.baton.fsm.v1.WaitQueuedR\n" +
 	"waitQueued\x12M\n" +
 	"\x15limited_holds_granted\x18\x04 \x03(\v2\x19.baton.fsm.v1.LimitedHoldR\x13limitedHoldsGranted\x12M\n" +
-	"\x15limited_hold_released\x18\x05 \x01(\v2\x19.baton.fsm.v1.LimitedHoldR\x13limitedHoldReleased\"l\n" +
+	"\x15limited_hold_released\x18\x05 \x01(\v2\x19.baton.fsm.v1.LimitedHoldR\x13limitedHoldReleased\x12G\n" +
+	"\x13lock_delays_started\x18\x06 \x03(\v2\x17.baton.fsm.v1.LockDelayR\x11lockDelaysStarted\x12A\n" +
+	"\x10lock_delay_ended\x18\a \x01(\v2\x17.baton.fsm.v1.LockDelayR\x0elockDelayEnded\"_\n" +
+	"\tLockDelay\x12\x12\n" +
+	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1d\n" +
+	"\n" +
+	"delay_from\x18\x02 \x01(\x04R\tdelayFrom\x12\x1f\n" +
+	"\vdelay_nanos\x18\x03 \x01(\x03R\n" +
+	"delayNanos\"l\n" +
 	"\rSessionOpened\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1b\n" +
@@ -3296,14 +3546,15 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x12\n" +
 	"\x04lock\x18\x02 \x01(\tR\x04lock\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12(\n" +
-	"\x10hold_limit_nanos\x18\x04 \x01(\x03R\x0eholdLimitNanos\"\xcf\x01\n" +
+	"\x10hold_limit_nanos\x18\x04 \x01(\x03R\x0eholdLimitNanos\"\x86\x02\n" +
 	"\x0eAcquireOutcome\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x123\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x1b.baton.fsm.v1.AcquireStatusR\x06status\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x14\n" +
 	"\x05count\x18\x04 \x01(\rR\x05count\x12,\n" +
 	"\x06holder\x18\x05 \x01(\v2\x14.baton.fsm.v1.HolderR\x06holder\x12\x1a\n" +
-	"\bposition\x18\x06 \x01(\rR\bposition\"\x89\x01\n" +
+	"\bposition\x18\x06 \x01(\rR\bposition\x125\n" +
+	"\x17delayed_until_unix_nano\x18\a \x01(\x03R\x14delayedUntilUnixNano\"\x89\x01\n" +
 	"\x05Grant\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1f\n" +
@@ -3381,12 +3632,17 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\fCachedResult\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12,\n" +
 	"\x06result\x18\x02 \x01(\v2\x14.baton.fsm.v1.ResultR\x06result\x12\x18\n" +
-	"\aclaimed\x18\x03 \x01(\bR\aclaimed\"\x90\x01\n" +
+	"\aclaimed\x18\x03 \x01(\bR\aclaimed\"\x87\x02\n" +
 	"\x04Lock\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\aholders\x18\x02 \x03(\v2\x14.baton.fsm.v1.HolderR\aholders\x12.\n" +
 	"\awaiters\x18\x03 \x03(\v2\x14.baton.fsm.v1.WaiterR\awaiters\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\rR\x05limit\"\x91\x02\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\x12\x1d\n" +
+	"\n" +
+	"delay_from\x18\x05 \x01(\x04R\tdelayFrom\x12\x1f\n" +
+	"\vdelay_nanos\x18\x06 \x01(\x03R\n" +
+	"delayNanos\x125\n" +
+	"\x17delayed_until_unix_nano\x18\a \x01(\x03R\x14delayedUntilUnixNano\"\xbb\x02\n" +
 	"\x06Holder\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1b\n" +
@@ -3398,7 +3654,9 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vacquire_seq\x18\a \x01(\x04R\n" +
 	"acquireSeq\x12\x16\n" +
 	"\x06shared\x18\b \x01(\bR\x06shared\x12(\n" +
-	"\x10hold_limit_nanos\x18\t \x01(\x03R\x0eholdLimitNanos\"\x93\x02\n" +
+	"\x10hold_limit_nanos\x18\t \x01(\x03R\x0eholdLimitNanos\x12(\n" +
+	"\x10lock_delay_nanos\x18\n" +
+	" \x01(\x03R\x0elockDelayNanos\"\xbd\x02\n" +
 	"\x06Waiter\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1b\n" +
@@ -3409,7 +3667,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x12wait_timeout_nanos\x18\x05 \x01(\x03R\x10waitTimeoutNanos\x12&\n" +
 	"\x0fsince_unix_nano\x18\x06 \x01(\x03R\rsinceUnixNano\x12\x16\n" +
 	"\x06shared\x18\a \x01(\bR\x06shared\x12(\n" +
-	"\x10hold_limit_nanos\x18\b \x01(\x03R\x0eholdLimitNanos*\xb6\x03\n" +
+	"\x10hold_limit_nanos\x18\b \x01(\x03R\x0eholdLimitNanos\x12(\n" +
+	"\x10lock_delay_nanos\x18\t \x01(\x03R\x0elockDelayNanos*\xb6\x03\n" +
 	"\x05Error\x12\x0e\n" +
 	"\n" +
 	"ERROR_NONE\x10\x00\x12\x1a\n" +
@@ -3450,7 +3709,7 @@ func file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(Error)(0),               // 0: baton.fsm.v1.Error
 	(AcquireStatus)(0),       // 1: baton.fsm.v1.AcquireStatus
@@ -3461,35 +3720,37 @@ var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(*ExpireSession)(nil),    // 6: baton.fsm.v1.ExpireSession
 	(*BlacklistSession)(nil), // 7: baton.fsm.v1.BlacklistSession
 	(*Acquire)(nil),          // 8: baton.fsm.v1.Acquire
-	(*ExpireHold)(nil),       // 9: baton.fsm.v1.ExpireHold
-	(*SetLogVersion)(nil),    // 10: baton.fsm.v1.SetLogVersion
-	(*AuditNote)(nil),        // 11: baton.fsm.v1.AuditNote
-	(*AuthChange)(nil),       // 12: baton.fsm.v1.AuthChange
-	(*AcquireMany)(nil),      // 13: baton.fsm.v1.AcquireMany
-	(*Release)(nil),          // 14: baton.fsm.v1.Release
-	(*CasRelease)(nil),       // 15: baton.fsm.v1.CasRelease
-	(*CancelWait)(nil),       // 16: baton.fsm.v1.CancelWait
-	(*Result)(nil),           // 17: baton.fsm.v1.Result
-	(*Liveness)(nil),         // 18: baton.fsm.v1.Liveness
-	(*SessionOpened)(nil),    // 19: baton.fsm.v1.SessionOpened
-	(*WaitQueued)(nil),       // 20: baton.fsm.v1.WaitQueued
-	(*LimitedHold)(nil),      // 21: baton.fsm.v1.LimitedHold
-	(*AcquireOutcome)(nil),   // 22: baton.fsm.v1.AcquireOutcome
-	(*Grant)(nil),            // 23: baton.fsm.v1.Grant
-	(*HoldEnded)(nil),        // 24: baton.fsm.v1.HoldEnded
-	(*WaitEnded)(nil),        // 25: baton.fsm.v1.WaitEnded
-	(*Snapshot)(nil),         // 26: baton.fsm.v1.Snapshot
-	(*AuthState)(nil),        // 27: baton.fsm.v1.AuthState
-	(*User)(nil),             // 28: baton.fsm.v1.User
-	(*Role)(nil),             // 29: baton.fsm.v1.Role
-	(*Permission)(nil),       // 30: baton.fsm.v1.Permission
-	(*AuditRecord)(nil),      // 31: baton.fsm.v1.AuditRecord
-	(*Member)(nil),           // 32: baton.fsm.v1.Member
-	(*Session)(nil),          // 33: baton.fsm.v1.Session
-	(*CachedResult)(nil),     // 34: baton.fsm.v1.CachedResult
-	(*Lock)(nil),             // 35: baton.fsm.v1.Lock
-	(*Holder)(nil),           // 36: baton.fsm.v1.Holder
-	(*Waiter)(nil),           // 37: baton.fsm.v1.Waiter
+	(*EndLockDelay)(nil),     // 9: baton.fsm.v1.EndLockDelay
+	(*ExpireHold)(nil),       // 10: baton.fsm.v1.ExpireHold
+	(*SetLogVersion)(nil),    // 11: baton.fsm.v1.SetLogVersion
+	(*AuditNote)(nil),        // 12: baton.fsm.v1.AuditNote
+	(*AuthChange)(nil),       // 13: baton.fsm.v1.AuthChange
+	(*AcquireMany)(nil),      // 14: baton.fsm.v1.AcquireMany
+	(*Release)(nil),          // 15: baton.fsm.v1.Release
+	(*CasRelease)(nil),       // 16: baton.fsm.v1.CasRelease
+	(*CancelWait)(nil),       // 17: baton.fsm.v1.CancelWait
+	(*Result)(nil),           // 18: baton.fsm.v1.Result
+	(*Liveness)(nil),         // 19: baton.fsm.v1.Liveness
+	(*LockDelay)(nil),        // 20: baton.fsm.v1.LockDelay
+	(*SessionOpened)(nil),    // 21: baton.fsm.v1.SessionOpened
+	(*WaitQueued)(nil),       // 22: baton.fsm.v1.WaitQueued
+	(*LimitedHold)(nil),      // 23: baton.fsm.v1.LimitedHold
+	(*AcquireOutcome)(nil),   // 24: baton.fsm.v1.AcquireOutcome
+	(*Grant)(nil),            // 25: baton.fsm.v1.Grant
+	(*HoldEnded)(nil),        // 26: baton.fsm.v1.HoldEnded
+	(*WaitEnded)(nil),        // 27: baton.fsm.v1.WaitEnded
+	(*Snapshot)(nil),         // 28: baton.fsm.v1.Snapshot
+	(*AuthState)(nil),        // 29: baton.fsm.v1.AuthState
+	(*User)(nil),             // 30: baton.fsm.v1.User
+	(*Role)(nil),             // 31: baton.fsm.v1.Role
+	(*Permission)(nil),       // 32: baton.fsm.v1.Permission
+	(*AuditRecord)(nil),      // 33: baton.fsm.v1.AuditRecord
+	(*Member)(nil),           // 34: baton.fsm.v1.Member
+	(*Session)(nil),          // 35: baton.fsm.v1.Session
+	(*CachedResult)(nil),     // 36: baton.fsm.v1.CachedResult
+	(*Lock)(nil),             // 37: baton.fsm.v1.Lock
+	(*Holder)(nil),           // 38: baton.fsm.v1.Holder
+	(*Waiter)(nil),           // 39: baton.fsm.v1.Waiter
 }
 var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	4,  // 0: baton.fsm.v1.Command.open_session:type_name -> baton.fsm.v1.OpenSession
@@ -3497,46 +3758,49 @@ var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	6,  // 2: baton.fsm.v1.Command.expire_session:type_name -> baton.fsm.v1.ExpireSession
 	7,  // 3: baton.fsm.v1.Command.blacklist_session:type_name -> baton.fsm.v1.BlacklistSession
 	8,  // 4: baton.fsm.v1.Command.acquire:type_name -> baton.fsm.v1.Acquire
-	14, // 5: baton.fsm.v1.Command.release:type_name -> baton.fsm.v1.Release
-	15, // 6: baton.fsm.v1.Command.cas_release:type_name -> baton.fsm.v1.CasRelease
-	16, // 7: baton.fsm.v1.Command.cancel_wait:type_name -> baton.fsm.v1.CancelWait
-	13, // 8: baton.fsm.v1.Command.acquire_many:type_name -> baton.fsm.v1.AcquireMany
-	9,  // 9: baton.fsm.v1.Command.expire_hold:type_name -> baton.fsm.v1.ExpireHold
-	10, // 10: baton.fsm.v1.Command.set_log_version:type_name -> baton.fsm.v1.SetLogVersion
-	12, // 11: baton.fsm.v1.Command.auth_change:type_name -> baton.fsm.v1.AuthChange
-	11, // 12: baton.fsm.v1.Command.audit_note:type_name -> baton.fsm.v1.AuditNote
-	2,  // 13: baton.fsm.v1.AuthChange.kind:type_name -> baton.fsm.v1.AuthChange.Kind
-	0,  // 14: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
-	22, // 15: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
-	22, // 16: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
-	23, // 17: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
-	25, // 18: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
-	24, // 19: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
-	18, // 20: baton.fsm.v1.Result.liveness:type_name -> baton.fsm.v1.Liveness
-	19, // 21: baton.fsm.v1.Liveness.session_opened:type_name -> baton.fsm.v1.SessionOpened
-	20, // 22: baton.fsm.v1.Liveness.wait_queued:type_name -> baton.fsm.v1.WaitQueued
-	21, // 23: baton.fsm.v1.Liveness.limited_holds_granted:type_name -> baton.fsm.v1.LimitedHold
-	21, // 24: baton.fsm.v1.Liveness.limited_hold_released:type_name -> baton.fsm.v1.LimitedHold
-	1,  // 25: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
-	36, // 26: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
-	0,  // 27: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
-	33, // 28: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
-	35, // 29: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
-	32, // 30: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
-	27, // 31: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
-	31, // 32: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
-	28, // 33: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
-	29, // 34: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
-	30, // 35: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
-	34, // 36: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
-	17, // 37: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
-	36, // 38: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
-	37, // 39: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
-	40, // [40:40] is the sub-list for method output_type
-	40, // [40:40] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	15, // 5: baton.fsm.v1.Command.release:type_name -> baton.fsm.v1.Release
+	16, // 6: baton.fsm.v1.Command.cas_release:type_name -> baton.fsm.v1.CasRelease
+	17, // 7: baton.fsm.v1.Command.cancel_wait:type_name -> baton.fsm.v1.CancelWait
+	14, // 8: baton.fsm.v1.Command.acquire_many:type_name -> baton.fsm.v1.AcquireMany
+	10, // 9: baton.fsm.v1.Command.expire_hold:type_name -> baton.fsm.v1.ExpireHold
+	11, // 10: baton.fsm.v1.Command.set_log_version:type_name -> baton.fsm.v1.SetLogVersion
+	13, // 11: baton.fsm.v1.Command.auth_change:type_name -> baton.fsm.v1.AuthChange
+	12, // 12: baton.fsm.v1.Command.audit_note:type_name -> baton.fsm.v1.AuditNote
+	9,  // 13: baton.fsm.v1.Command.end_lock_delay:type_name -> baton.fsm.v1.EndLockDelay
+	2,  // 14: baton.fsm.v1.AuthChange.kind:type_name -> baton.fsm.v1.AuthChange.Kind
+	0,  // 15: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
+	24, // 16: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
+	24, // 17: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
+	25, // 18: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
+	27, // 19: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
+	26, // 20: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
+	19, // 21: baton.fsm.v1.Result.liveness:type_name -> baton.fsm.v1.Liveness
+	21, // 22: baton.fsm.v1.Liveness.session_opened:type_name -> baton.fsm.v1.SessionOpened
+	22, // 23: baton.fsm.v1.Liveness.wait_queued:type_name -> baton.fsm.v1.WaitQueued
+	23, // 24: baton.fsm.v1.Liveness.limited_holds_granted:type_name -> baton.fsm.v1.LimitedHold
+	23, // 25: baton.fsm.v1.Liveness.limited_hold_released:type_name -> baton.fsm.v1.LimitedHold
+	20, // 26: baton.fsm.v1.Liveness.lock_delays_started:type_name -> baton.fsm.v1.LockDelay
+	20, // 27: baton.fsm.v1.Liveness.lock_delay_ended:type_name -> baton.fsm.v1.LockDelay
+	1,  // 28: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
+	38, // 29: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
+	0,  // 30: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
+	35, // 31: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
+	37, // 32: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
+	34, // 33: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
+	29, // 34: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
+	33, // 35: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
+	30, // 36: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
+	31, // 37: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
+	32, // 38: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
+	36, // 39: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
+	18, // 40: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
+	38, // 41: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
+	39, // 42: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_internal_fsm_fsmpb_fsm_proto_init() }
@@ -3558,6 +3822,7 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 		(*Command_SetLogVersion)(nil),
 		(*Command_AuthChange)(nil),
 		(*Command_AuditNote)(nil),
+		(*Command_EndLockDelay)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3565,7 +3830,7 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_fsm_fsmpb_fsm_proto_rawDesc), len(file_internal_fsm_fsmpb_fsm_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   35,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

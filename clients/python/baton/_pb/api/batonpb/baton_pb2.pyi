@@ -42,11 +42,12 @@ WAIT_CANCELLED: Reason
 WAIT_TIMED_OUT: Reason
 
 class AcquireManyRequest(_message.Message):
-    __slots__ = ["all", "header", "hold_limit", "limit", "names", "owner_key", "shared"]
+    __slots__ = ["all", "header", "hold_limit", "limit", "lock_delay", "names", "owner_key", "shared"]
     ALL_FIELD_NUMBER: _ClassVar[int]
     HEADER_FIELD_NUMBER: _ClassVar[int]
     HOLD_LIMIT_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    LOCK_DELAY_FIELD_NUMBER: _ClassVar[int]
     NAMES_FIELD_NUMBER: _ClassVar[int]
     OWNER_KEY_FIELD_NUMBER: _ClassVar[int]
     SHARED_FIELD_NUMBER: _ClassVar[int]
@@ -54,10 +55,11 @@ class AcquireManyRequest(_message.Message):
     header: RequestHeader
     hold_limit: _duration_pb2.Duration
     limit: int
+    lock_delay: _duration_pb2.Duration
     names: _containers.RepeatedScalarFieldContainer[str]
     owner_key: str
     shared: bool
-    def __init__(self, header: _Optional[_Union[RequestHeader, _Mapping]] = ..., names: _Optional[_Iterable[str]] = ..., owner_key: _Optional[str] = ..., shared: bool = ..., limit: _Optional[int] = ..., all: bool = ..., hold_limit: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[RequestHeader, _Mapping]] = ..., names: _Optional[_Iterable[str]] = ..., owner_key: _Optional[str] = ..., shared: bool = ..., limit: _Optional[int] = ..., all: bool = ..., hold_limit: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., lock_delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class AcquireManyResponse(_message.Message):
     __slots__ = ["results"]
@@ -66,10 +68,11 @@ class AcquireManyResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[AcquireResponse, _Mapping]]] = ...) -> None: ...
 
 class AcquireRequest(_message.Message):
-    __slots__ = ["header", "hold_limit", "limit", "name", "owner_key", "shared", "wait", "wait_timeout"]
+    __slots__ = ["header", "hold_limit", "limit", "lock_delay", "name", "owner_key", "shared", "wait", "wait_timeout"]
     HEADER_FIELD_NUMBER: _ClassVar[int]
     HOLD_LIMIT_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    LOCK_DELAY_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     OWNER_KEY_FIELD_NUMBER: _ClassVar[int]
     SHARED_FIELD_NUMBER: _ClassVar[int]
@@ -78,18 +81,21 @@ class AcquireRequest(_message.Message):
     header: RequestHeader
     hold_limit: _duration_pb2.Duration
     limit: int
+    lock_delay: _duration_pb2.Duration
     name: str
     owner_key: str
     shared: bool
     wait: bool
     wait_timeout: _duration_pb2.Duration
-    def __init__(self, header: _Optional[_Union[RequestHeader, _Mapping]] = ..., name: _Optional[str] = ..., owner_key: _Optional[str] = ..., wait: bool = ..., wait_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., shared: bool = ..., limit: _Optional[int] = ..., hold_limit: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[RequestHeader, _Mapping]] = ..., name: _Optional[str] = ..., owner_key: _Optional[str] = ..., wait: bool = ..., wait_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., shared: bool = ..., limit: _Optional[int] = ..., hold_limit: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., lock_delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class AcquireResponse(_message.Message):
-    __slots__ = ["acquired", "count", "holder", "name", "position", "queued", "seq", "skipped", "token"]
+    __slots__ = ["acquired", "count", "delayed_until", "holder", "lock_delay", "name", "position", "queued", "seq", "skipped", "token"]
     ACQUIRED_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
+    DELAYED_UNTIL_FIELD_NUMBER: _ClassVar[int]
     HOLDER_FIELD_NUMBER: _ClassVar[int]
+    LOCK_DELAY_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     POSITION_FIELD_NUMBER: _ClassVar[int]
     QUEUED_FIELD_NUMBER: _ClassVar[int]
@@ -98,14 +104,16 @@ class AcquireResponse(_message.Message):
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     acquired: bool
     count: int
+    delayed_until: _timestamp_pb2.Timestamp
     holder: Holder
+    lock_delay: _duration_pb2.Duration
     name: str
     position: int
     queued: bool
     seq: int
     skipped: bool
     token: int
-    def __init__(self, name: _Optional[str] = ..., acquired: bool = ..., token: _Optional[int] = ..., count: _Optional[int] = ..., holder: _Optional[_Union[Holder, _Mapping]] = ..., queued: bool = ..., position: _Optional[int] = ..., seq: _Optional[int] = ..., skipped: bool = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., acquired: bool = ..., token: _Optional[int] = ..., count: _Optional[int] = ..., holder: _Optional[_Union[Holder, _Mapping]] = ..., queued: bool = ..., position: _Optional[int] = ..., seq: _Optional[int] = ..., skipped: bool = ..., lock_delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., delayed_until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class AddMemberRequest(_message.Message):
     __slots__ = ["learner", "name", "peer_addr"]
@@ -367,9 +375,10 @@ class HoldLost(_message.Message):
     def __init__(self, name: _Optional[str] = ..., owner_key: _Optional[str] = ..., token: _Optional[int] = ...) -> None: ...
 
 class Holder(_message.Message):
-    __slots__ = ["count", "hold_limit", "owner", "owner_key", "session_id", "shared", "since", "token"]
+    __slots__ = ["count", "hold_limit", "lock_delay", "owner", "owner_key", "session_id", "shared", "since", "token"]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     HOLD_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    LOCK_DELAY_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     OWNER_KEY_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -378,13 +387,14 @@ class Holder(_message.Message):
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     count: int
     hold_limit: _duration_pb2.Duration
+    lock_delay: _duration_pb2.Duration
     owner: str
     owner_key: str
     session_id: int
     shared: bool
     since: _timestamp_pb2.Timestamp
     token: int
-    def __init__(self, session_id: _Optional[int] = ..., owner: _Optional[str] = ..., owner_key: _Optional[str] = ..., token: _Optional[int] = ..., count: _Optional[int] = ..., since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., shared: bool = ..., hold_limit: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[int] = ..., owner: _Optional[str] = ..., owner_key: _Optional[str] = ..., token: _Optional[int] = ..., count: _Optional[int] = ..., since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., shared: bool = ..., hold_limit: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., lock_delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class KeepAliveRequest(_message.Message):
     __slots__ = ["secret", "session_id"]
@@ -437,30 +447,34 @@ class ListSessionsResponse(_message.Message):
     def __init__(self, sessions: _Optional[_Iterable[_Union[Session, _Mapping]]] = ..., next_after_id: _Optional[int] = ...) -> None: ...
 
 class Lock(_message.Message):
-    __slots__ = ["holders", "limit", "name", "waiters"]
+    __slots__ = ["delayed_until", "holders", "limit", "name", "waiters"]
+    DELAYED_UNTIL_FIELD_NUMBER: _ClassVar[int]
     HOLDERS_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     WAITERS_FIELD_NUMBER: _ClassVar[int]
+    delayed_until: _timestamp_pb2.Timestamp
     holders: _containers.RepeatedCompositeFieldContainer[Holder]
     limit: int
     name: str
     waiters: _containers.RepeatedCompositeFieldContainer[Waiter]
-    def __init__(self, name: _Optional[str] = ..., holders: _Optional[_Iterable[_Union[Holder, _Mapping]]] = ..., waiters: _Optional[_Iterable[_Union[Waiter, _Mapping]]] = ..., limit: _Optional[int] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., holders: _Optional[_Iterable[_Union[Holder, _Mapping]]] = ..., waiters: _Optional[_Iterable[_Union[Waiter, _Mapping]]] = ..., limit: _Optional[int] = ..., delayed_until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class LockSummary(_message.Message):
-    __slots__ = ["holder", "holders", "limit", "name", "waiters"]
+    __slots__ = ["delayed_until", "holder", "holders", "limit", "name", "waiters"]
+    DELAYED_UNTIL_FIELD_NUMBER: _ClassVar[int]
     HOLDERS_FIELD_NUMBER: _ClassVar[int]
     HOLDER_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     WAITERS_FIELD_NUMBER: _ClassVar[int]
+    delayed_until: _timestamp_pb2.Timestamp
     holder: Holder
     holders: int
     limit: int
     name: str
     waiters: int
-    def __init__(self, name: _Optional[str] = ..., holder: _Optional[_Union[Holder, _Mapping]] = ..., waiters: _Optional[int] = ..., holders: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., holder: _Optional[_Union[Holder, _Mapping]] = ..., waiters: _Optional[int] = ..., holders: _Optional[int] = ..., limit: _Optional[int] = ..., delayed_until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Member(_message.Message):
     __slots__ = ["client_addr", "id", "learner", "log_version", "name", "peer_addr"]
