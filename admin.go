@@ -429,3 +429,27 @@ func (c *Client) RemoveMember(ctx context.Context, name string) ([]Member, error
 	})
 	return members, err
 }
+
+// TransferLeadership hands the leader's office to member to (empty: the
+// voter whose log is furthest along) and returns the member that leads
+// once it does: for maintenance of the leader's machine without an
+// election timeout (clients see at most a retry). An operator call; with
+// authentication on, it needs admin over every name.
+func (c *Client) TransferLeadership(ctx context.Context, to string) (leader string, err error) {
+	if to != "" {
+		if err := rules.CheckMemberName(to); err != nil {
+			return "", invalid(err)
+		}
+	}
+	err = c.invoke(ctx, retryNotApplied, func(ctx context.Context, bc batonpb.BatonClient) error {
+		r, err := bc.TransferLeadership(ctx, &batonpb.TransferLeadershipRequest{To: to})
+		if err == nil {
+			leader = r.GetLeader()
+			if addr := r.GetLeaderAddr(); addr != "" {
+				c.setLeader(addr)
+			}
+		}
+		return err
+	})
+	return leader, err
+}

@@ -23,7 +23,10 @@ import (
 // Bearer TOKEN"). Over a connection without TLS the token travels in
 // plaintext: use it with WithTLS except on loopback.
 func WithToken(token string) Option {
-	return WithDialOptions(grpc.WithPerRPCCredentials(bearer(token)))
+	return func(c *clientConfig) {
+		c.dialOpts = append(c.dialOpts, grpc.WithPerRPCCredentials(bearer(token)))
+		c.token = token
+	}
 }
 
 type bearer string

@@ -16,6 +16,7 @@ import (
 
 	"github.com/batonlock/baton/api/batonpb"
 	"github.com/batonlock/baton/api/protofield"
+	"github.com/batonlock/baton/api/streamconn"
 	"github.com/batonlock/baton/api/wire"
 )
 
@@ -23,7 +24,7 @@ import (
 type sessionMux struct {
 	c      *Client
 	addr   string
-	gs     batonpb.Baton_SessionsClient
+	gs     sessionsStream
 	cancel context.CancelFunc
 	wake   chan struct{} // the sender has work
 
@@ -56,7 +57,7 @@ type muxChan struct {
 // when ctx ends.
 func (c *Client) channel(ctx context.Context, addr string) (*muxChan, error) {
 	for attempt := 1; ; attempt++ {
-		m, err := c.sessionMux(addr)
+		m, err := c.sessionMux(ctx, addr)
 		if err != nil {
 			return nil, err
 		}
@@ -82,21 +83,16 @@ func (c *Client) channel(ctx context.Context, addr string) (*muxChan, error) {
 }
 
 // sessionMux returns the working Sessions stream to addr, starting one if
-// there is none.
-func (c *Client) sessionMux(addr string) (*sessionMux, error) {
+// there is none (connecting within dialCtx).
+func (c *Client) sessionMux(dialCtx context.Context, addr string) (*sessionMux, error) {
 	c.mu.Lock()
 	m := c.muxes[addr]
 	c.mu.Unlock()
 	if m != nil {
 		return m, nil
 	}
-	bc, err := c.conn(addr)
-	if err != nil {
-		return nil, err
-	}
 	ctx, cancel := context.WithCancel(c.runCtx)
-	// The stream's answers are decoded without protobuf's reflection.
-	gs, err := bc.Sessions(ctx, grpc.ForceCodecV2(wire.Codec{}))
+	gs, err := c.openSessions(ctx, dialCtx, addr)
 	if err != nil {
 		cancel()
 		return nil, fromStatus(err)
@@ -116,6 +112,24 @@ func (c *Client) sessionMux(addr string) (*sessionMux, error) {
 	go m.reader()
 	go m.sender()
 	return m, nil
+}
+
+// openSessions opens a Sessions stream to addr that lasts until ctx ends:
+// on Baton's framing when the member speaks it, else on gRPC.
+func (c *Client) openSessions(ctx, dialCtx context.Context, addr string) (sessionsStream, error) {
+	if c.useStreamConn(addr) {
+		s, err := c.openStreamConn(ctx, dialCtx, addr)
+		if !errors.Is(err, streamconn.ErrNotSpoken) {
+			return s, err
+		}
+		c.log.Info("member does not speak Baton's session framing; using gRPC", "member", addr, "err", err)
+	}
+	bc, err := c.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	// The stream's answers are decoded without protobuf's reflection.
+	return bc.Sessions(ctx, grpc.ForceCodecV2(wire.Codec{}))
 }
 
 // reader delivers each response to its channel until the stream breaks.

@@ -32,6 +32,7 @@ type Client struct {
 	mu       sync.Mutex
 	conns    map[string]*grpc.ClientConn
 	muxes    map[string]*sessionMux // working Sessions streams by member
+	grpcOnly map[string]time.Time   // members that do not speak Baton's framing, until when
 	leader   string                 // best-known leader address; "" if unknown
 	next     int                    // next endpoint to try when the leader is unknown
 	closed   bool
@@ -73,6 +74,7 @@ func Dial(ctx context.Context, endpoints string, opts ...Option) (*Client, error
 		endpoints: eps,
 		conns:     make(map[string]*grpc.ClientConn),
 		muxes:     make(map[string]*sessionMux),
+		grpcOnly:  make(map[string]time.Time),
 		sessions:  make(map[*Session]struct{}),
 	}
 	st, err := c.Status(ctx)

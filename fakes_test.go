@@ -54,11 +54,12 @@ func serveFakeInMemory(t *testing.T, f fake) *Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return serveFakeOn(t, f, ln, WithDialOptions(grpc.WithContextDialer(network.Dial)))
+	return serveFakeOn(t, f, ln, WithDialer(network.Dial))
 }
 
 // serveFakeOn serves f on ln until the test ends and returns a client
-// dialled to it with opts.
+// dialled to it with opts. A fake is a gRPC service only: its client's
+// Sessions streams go over gRPC (WithGRPCSessionStreams).
 func serveFakeOn(t *testing.T, f fake, ln net.Listener, opts ...Option) *Client {
 	t.Helper()
 	f.setAddr(ln.Addr().String())
@@ -66,7 +67,7 @@ func serveFakeOn(t *testing.T, f fake, ln net.Listener, opts ...Option) *Client 
 	batonpb.RegisterBatonServer(srv, f)
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)
-	return dial(t, ln.Addr().String(), opts...)
+	return dial(t, ln.Addr().String(), append(opts, WithGRPCSessionStreams())...)
 }
 
 // scriptedMember serves Sessions: it answers every channel's open or

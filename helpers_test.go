@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/batonlock/baton/embed/embedtest"
 )
 
@@ -72,7 +70,7 @@ func startInMemory(t *testing.T, n int, opts ...embedtest.Option) *embedtest.Clu
 // first, through c's dialer.
 func dialCluster(t *testing.T, c *embedtest.Cluster, first int) *Client {
 	t.Helper()
-	return dial(t, c.Endpoints(first), WithDialOptions(grpc.WithContextDialer(c.Dial)))
+	return dial(t, c.Endpoints(first), WithDialer(c.Dial))
 }
 
 // singleInMemory is single on a network in memory (startInMemory).

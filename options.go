@@ -2,9 +2,11 @@ package baton
 
 import (
 	"cmp"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"time"
@@ -45,6 +47,11 @@ type Option func(*clientConfig)
 
 type clientConfig struct {
 	dialOpts    []grpc.DialOption
+	tls         *tls.Config                                     // WithTLS's
+	token       string                                          // WithToken's
+	dialer      func(context.Context, string) (net.Conn, error) // WithDialer's
+	opaqueDial  bool                                            // WithDialOptions was used
+	grpcStreams bool                                            // WithGRPCSessionStreams
 	maxAttempts int
 	backoff     time.Duration
 	maxBackoff  time.Duration
@@ -67,8 +74,31 @@ func (c clientConfig) validate() error {
 
 // WithDialOptions adds gRPC dial options (TLS credentials, interceptors).
 // Without transport credentials among them the client dials in plaintext.
+// The client cannot tell what they do, so its Sessions streams go over
+// gRPC too (see WithGRPCSessionStreams): for TLS, a bearer token or a
+// custom dialer, WithTLS, WithToken and WithDialer keep Baton's framing.
 func WithDialOptions(opts ...grpc.DialOption) Option {
-	return func(c *clientConfig) { c.dialOpts = append(c.dialOpts, opts...) }
+	return func(c *clientConfig) {
+		c.dialOpts = append(c.dialOpts, opts...)
+		c.opaqueDial = true
+	}
+}
+
+// WithDialer makes the client open its connections to members with dial
+// (as grpc.WithContextDialer), for gRPC and for Baton's framing alike.
+func WithDialer(dial func(ctx context.Context, addr string) (net.Conn, error)) Option {
+	return func(c *clientConfig) {
+		c.dialOpts = append(c.dialOpts, grpc.WithContextDialer(dial))
+		c.dialer = dial
+	}
+}
+
+// WithGRPCSessionStreams carries the sessions' streams over gRPC, as unary
+// calls are, instead of Baton's own framing on a connection of their own
+// (the default; package api/streamconn). The requests, answers and
+// guarantees are the same; the framing costs a member less per request.
+func WithGRPCSessionStreams() Option {
+	return func(c *clientConfig) { c.grpcStreams = true }
 }
 
 // WithTLS dials every member over TLS with cfg: RootCAs to trust the
@@ -76,7 +106,13 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 // one when the members require client certificates. The server name is
 // each endpoint's host unless cfg sets it.
 func WithTLS(cfg *tls.Config) Option {
-	return WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	return func(c *clientConfig) {
+		c.dialOpts = append(c.dialOpts, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		c.tls = &tls.Config{}
+		if cfg != nil {
+			c.tls = cfg.Clone()
+		}
+	}
 }
 
 // WithMaxAttempts sets how many members a unary call or a session open

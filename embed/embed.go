@@ -90,8 +90,9 @@ type Config struct {
 	// memory: embedtest.InMemory).
 	PeerDial func(ctx context.Context, addr string) (net.Conn, error)
 	// HTTPHandler, when set, also serves every path outside /v1/,
-	// /metrics (the member's metrics) and /ui/ (the web dashboard, to
-	// which / redirects when HTTPHandler is nil).
+	// /metrics (the member's metrics), /healthz and /readyz (health
+	// probes) and /ui/ (the web dashboard, to which / redirects when
+	// HTTPHandler is nil).
 	HTTPHandler http.Handler
 	Logger      *slog.Logger
 	// ClientTLS, when set, serves the client port (gRPC, HTTP/JSON, the
@@ -487,6 +488,8 @@ func Start(cfg Config) (*Member, error) {
 
 	extra := http.NewServeMux()
 	extra.Handle("/metrics", m.srv.MetricsHandler())
+	extra.Handle("/healthz", m.srv.HealthzHandler())
+	extra.Handle("/readyz", m.srv.ReadyzHandler())
 	ui := dashboard.Handler()
 	extra.Handle(dashboard.Prefix, ui)
 	if cfg.HTTPHandler != nil {

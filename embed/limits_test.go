@@ -24,6 +24,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/api/streamconn"
 	"github.com/batonlock/baton/embed"
 	"github.com/batonlock/baton/embed/embedtest"
 	"github.com/batonlock/baton/internal/testpki"
@@ -92,6 +93,10 @@ func TestConnTimeouts(t *testing.T) {
 				// client preface and an empty SETTINGS frame.
 				{"HTTP/2 without a call", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"},
 				{"HTTP/1 header unfinished", "GET /v1/status HTTP/1.1\r\nHost: member\r\n"},
+				// Baton's session framing: the preface, then no hello or
+				// half of one.
+				{"session framing without a hello", streamconn.Preface},
+				{"session framing, hello unfinished", streamconn.Preface + "\x01\x05ab"},
 			}
 			for _, tc := range cases {
 				start := time.Now()
@@ -135,8 +140,8 @@ func TestConnTimeouts(t *testing.T) {
 			}
 
 			metrics := httpGet(t, dial(t, c), "/metrics")
-			if !strings.Contains(metrics, "baton_client_handshakes_failed_total 2\n") {
-				t.Errorf("/metrics does not count the silent and the HTTP/2 connection:\n%s", grep(metrics, "handshakes"))
+			if !strings.Contains(metrics, "baton_client_handshakes_failed_total 4\n") {
+				t.Errorf("/metrics does not count the silent, the HTTP/2 and the two session framing connections:\n%s", grep(metrics, "handshakes"))
 			}
 		})
 	})

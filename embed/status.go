@@ -1,6 +1,11 @@
 package embed
 
-import "github.com/batonlock/baton/internal/raftnode"
+import (
+	"context"
+	"errors"
+
+	"github.com/batonlock/baton/internal/raftnode"
+)
 
 // The errors a member stops with by itself (Member.Err, once Member.Done
 // is closed). Any other error is its log or its data dir failing.
@@ -51,3 +56,23 @@ func (m *Member) Done() <-chan struct{} { return m.node.Done() }
 // ErrRemoved, ErrLogLost, ErrAboveLogVersion, or the error its log or
 // data dir gave.
 func (m *Member) Err() error { return m.node.Err() }
+
+// StepDown hands leadership to the voter whose log is furthest along, if
+// this member leads and the group has another voter, and returns once
+// that member leads: what `baton server` does on SIGTERM before Close, so
+// that restarting the leader costs clients a retry, not an election
+// timeout. It returns nil at once on a follower or a group of one; an
+// error (the transfer did not complete within two election timeouts, or
+// ctx ended) leaves this member as it was.
+func (m *Member) StepDown(ctx context.Context) error {
+	ms := m.node.Membership()
+	if !m.node.IsLeader() || len(ms.Voters) < 2 {
+		return nil
+	}
+	_, err := m.node.TransferLeadership(ctx, 0)
+	var nl *raftnode.NotLeaderError
+	if errors.As(err, &nl) {
+		return nil // it stopped leading meanwhile
+	}
+	return err
+}

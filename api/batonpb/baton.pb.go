@@ -295,7 +295,7 @@ func (x ChangeAuthRequest_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeAuthRequest_Kind.Descriptor instead.
 func (ChangeAuthRequest_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59, 0}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61, 0}
 }
 
 // RequestHeader makes a mutating request exactly-once.
@@ -3031,6 +3031,103 @@ func (x *PromoteMemberResponse) GetMembers() []*Member {
 	return nil
 }
 
+type TransferLeadershipRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The member to lead; empty: the voter whose log is furthest along.
+	To            string `protobuf:"bytes,1,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipRequest) Reset() {
+	*x = TransferLeadershipRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipRequest) ProtoMessage() {}
+
+func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *TransferLeadershipRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+type TransferLeadershipResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Leader        string                 `protobuf:"bytes,1,opt,name=leader,proto3" json:"leader,omitempty"`                           // the member that leads now
+	LeaderAddr    string                 `protobuf:"bytes,2,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"` // its client address
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipResponse) Reset() {
+	*x = TransferLeadershipResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipResponse) ProtoMessage() {}
+
+func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *TransferLeadershipResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *TransferLeadershipResponse) GetLeaderAddr() string {
+	if x != nil {
+		return x.LeaderAddr
+	}
+	return ""
+}
+
 type RemoveMemberRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -3040,7 +3137,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3052,7 +3149,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3065,7 +3162,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RemoveMemberRequest) GetName() string {
@@ -3084,7 +3181,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3096,7 +3193,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3109,7 +3206,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RemoveMemberResponse) GetMembers() []*Member {
@@ -3153,7 +3250,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3165,7 +3262,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3178,7 +3275,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *StatusResponse) GetName() string {
@@ -3313,7 +3410,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3325,7 +3422,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3338,7 +3435,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Error) GetCode() uint32 {
@@ -3381,7 +3478,7 @@ type ResumeSession struct {
 
 func (x *ResumeSession) Reset() {
 	*x = ResumeSession{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[47]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3393,7 +3490,7 @@ func (x *ResumeSession) String() string {
 func (*ResumeSession) ProtoMessage() {}
 
 func (x *ResumeSession) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[47]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3406,7 +3503,7 @@ func (x *ResumeSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSession.ProtoReflect.Descriptor instead.
 func (*ResumeSession) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{47}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ResumeSession) GetSessionId() uint64 {
@@ -3445,7 +3542,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3457,7 +3554,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3470,7 +3567,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SessionRequest) GetId() uint64 {
@@ -3636,7 +3733,7 @@ type SessionsRequest struct {
 
 func (x *SessionsRequest) Reset() {
 	*x = SessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3648,7 +3745,7 @@ func (x *SessionsRequest) String() string {
 func (*SessionsRequest) ProtoMessage() {}
 
 func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3661,7 +3758,7 @@ func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsRequest.ProtoReflect.Descriptor instead.
 func (*SessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SessionsRequest) GetRequests() []*ChannelRequest {
@@ -3687,7 +3784,7 @@ type ChannelRequest struct {
 
 func (x *ChannelRequest) Reset() {
 	*x = ChannelRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3699,7 +3796,7 @@ func (x *ChannelRequest) String() string {
 func (*ChannelRequest) ProtoMessage() {}
 
 func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3712,7 +3809,7 @@ func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelRequest.ProtoReflect.Descriptor instead.
 func (*ChannelRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ChannelRequest) GetChannel() uint64 {
@@ -3747,7 +3844,7 @@ type SessionsResponse struct {
 
 func (x *SessionsResponse) Reset() {
 	*x = SessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3759,7 +3856,7 @@ func (x *SessionsResponse) String() string {
 func (*SessionsResponse) ProtoMessage() {}
 
 func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3772,7 +3869,7 @@ func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsResponse.ProtoReflect.Descriptor instead.
 func (*SessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SessionsResponse) GetResponses() []*ChannelResponse {
@@ -3796,7 +3893,7 @@ type ChannelResponse struct {
 
 func (x *ChannelResponse) Reset() {
 	*x = ChannelResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[52]
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3808,7 +3905,7 @@ func (x *ChannelResponse) String() string {
 func (*ChannelResponse) ProtoMessage() {}
 
 func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[52]
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3821,7 +3918,7 @@ func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelResponse.ProtoReflect.Descriptor instead.
 func (*ChannelResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{52}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ChannelResponse) GetChannel() uint64 {
@@ -3854,7 +3951,7 @@ type ChannelEnd struct {
 
 func (x *ChannelEnd) Reset() {
 	*x = ChannelEnd{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3866,7 +3963,7 @@ func (x *ChannelEnd) String() string {
 func (*ChannelEnd) ProtoMessage() {}
 
 func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3879,7 +3976,7 @@ func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelEnd.ProtoReflect.Descriptor instead.
 func (*ChannelEnd) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{53}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ChannelEnd) GetError() *Error {
@@ -3901,7 +3998,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3913,7 +4010,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3926,7 +4023,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{54}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Grant) GetSeq() uint64 {
@@ -3962,7 +4059,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3974,7 +4071,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3987,7 +4084,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{55}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *WaitEnded) GetSeq() uint64 {
@@ -4038,7 +4135,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4050,7 +4147,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4063,7 +4160,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{56}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SessionResponse) GetId() uint64 {
@@ -4310,7 +4407,7 @@ type SessionHolds struct {
 
 func (x *SessionHolds) Reset() {
 	*x = SessionHolds{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4322,7 +4419,7 @@ func (x *SessionHolds) String() string {
 func (*SessionHolds) ProtoMessage() {}
 
 func (x *SessionHolds) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4335,7 +4432,7 @@ func (x *SessionHolds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionHolds.ProtoReflect.Descriptor instead.
 func (*SessionHolds) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SessionHolds) GetHolds() []*HoldLost {
@@ -4370,7 +4467,7 @@ type HoldLost struct {
 
 func (x *HoldLost) Reset() {
 	*x = HoldLost{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4382,7 +4479,7 @@ func (x *HoldLost) String() string {
 func (*HoldLost) ProtoMessage() {}
 
 func (x *HoldLost) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4395,7 +4492,7 @@ func (x *HoldLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldLost.ProtoReflect.Descriptor instead.
 func (*HoldLost) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{58}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *HoldLost) GetName() string {
@@ -4437,7 +4534,7 @@ type ChangeAuthRequest struct {
 
 func (x *ChangeAuthRequest) Reset() {
 	*x = ChangeAuthRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4449,7 +4546,7 @@ func (x *ChangeAuthRequest) String() string {
 func (*ChangeAuthRequest) ProtoMessage() {}
 
 func (x *ChangeAuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4462,7 +4559,7 @@ func (x *ChangeAuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeAuthRequest.ProtoReflect.Descriptor instead.
 func (*ChangeAuthRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ChangeAuthRequest) GetKind() ChangeAuthRequest_Kind {
@@ -4518,7 +4615,7 @@ type ChangeAuthResponse struct {
 
 func (x *ChangeAuthResponse) Reset() {
 	*x = ChangeAuthResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4530,7 +4627,7 @@ func (x *ChangeAuthResponse) String() string {
 func (*ChangeAuthResponse) ProtoMessage() {}
 
 func (x *ChangeAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4543,7 +4640,7 @@ func (x *ChangeAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeAuthResponse.ProtoReflect.Descriptor instead.
 func (*ChangeAuthResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{60}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ChangeAuthResponse) GetToken() string {
@@ -4561,7 +4658,7 @@ type GetAuthRequest struct {
 
 func (x *GetAuthRequest) Reset() {
 	*x = GetAuthRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4573,7 +4670,7 @@ func (x *GetAuthRequest) String() string {
 func (*GetAuthRequest) ProtoMessage() {}
 
 func (x *GetAuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4586,7 +4683,7 @@ func (x *GetAuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthRequest.ProtoReflect.Descriptor instead.
 func (*GetAuthRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63}
 }
 
 type AuthUser struct {
@@ -4600,7 +4697,7 @@ type AuthUser struct {
 
 func (x *AuthUser) Reset() {
 	*x = AuthUser{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4612,7 +4709,7 @@ func (x *AuthUser) String() string {
 func (*AuthUser) ProtoMessage() {}
 
 func (x *AuthUser) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4625,7 +4722,7 @@ func (x *AuthUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthUser.ProtoReflect.Descriptor instead.
 func (*AuthUser) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *AuthUser) GetName() string {
@@ -4659,7 +4756,7 @@ type AuthPermission struct {
 
 func (x *AuthPermission) Reset() {
 	*x = AuthPermission{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4671,7 +4768,7 @@ func (x *AuthPermission) String() string {
 func (*AuthPermission) ProtoMessage() {}
 
 func (x *AuthPermission) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4684,7 +4781,7 @@ func (x *AuthPermission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthPermission.ProtoReflect.Descriptor instead.
 func (*AuthPermission) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *AuthPermission) GetPrefix() string {
@@ -4711,7 +4808,7 @@ type AuthRole struct {
 
 func (x *AuthRole) Reset() {
 	*x = AuthRole{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4723,7 +4820,7 @@ func (x *AuthRole) String() string {
 func (*AuthRole) ProtoMessage() {}
 
 func (x *AuthRole) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4736,7 +4833,7 @@ func (x *AuthRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthRole.ProtoReflect.Descriptor instead.
 func (*AuthRole) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *AuthRole) GetName() string {
@@ -4766,7 +4863,7 @@ type GetAuthResponse struct {
 
 func (x *GetAuthResponse) Reset() {
 	*x = GetAuthResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4778,7 +4875,7 @@ func (x *GetAuthResponse) String() string {
 func (*GetAuthResponse) ProtoMessage() {}
 
 func (x *GetAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4791,7 +4888,7 @@ func (x *GetAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthResponse.ProtoReflect.Descriptor instead.
 func (*GetAuthResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetAuthResponse) GetEnabled() bool {
@@ -4830,7 +4927,7 @@ type AuditRequest struct {
 
 func (x *AuditRequest) Reset() {
 	*x = AuditRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4842,7 +4939,7 @@ func (x *AuditRequest) String() string {
 func (*AuditRequest) ProtoMessage() {}
 
 func (x *AuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4855,7 +4952,7 @@ func (x *AuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRequest.ProtoReflect.Descriptor instead.
 func (*AuditRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{66}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{68}
 }
 
 type AuditEntry struct {
@@ -4870,7 +4967,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	mi := &file_api_batonpb_baton_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4882,7 +4979,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	mi := &file_api_batonpb_baton_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4895,7 +4992,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *AuditEntry) GetIndex() uint64 {
@@ -4935,7 +5032,7 @@ type AuditResponse struct {
 
 func (x *AuditResponse) Reset() {
 	*x = AuditResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	mi := &file_api_batonpb_baton_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4947,7 +5044,7 @@ func (x *AuditResponse) String() string {
 func (*AuditResponse) ProtoMessage() {}
 
 func (x *AuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	mi := &file_api_batonpb_baton_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4960,7 +5057,7 @@ func (x *AuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditResponse.ProtoReflect.Descriptor instead.
 func (*AuditResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{68}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *AuditResponse) GetEntries() []*AuditEntry {
@@ -5181,7 +5278,13 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x14PromoteMemberRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"C\n" +
 	"\x15PromoteMemberResponse\x12*\n" +
-	"\amembers\x18\x01 \x03(\v2\x10.baton.v1.MemberR\amembers\")\n" +
+	"\amembers\x18\x01 \x03(\v2\x10.baton.v1.MemberR\amembers\"+\n" +
+	"\x19TransferLeadershipRequest\x12\x0e\n" +
+	"\x02to\x18\x01 \x01(\tR\x02to\"U\n" +
+	"\x1aTransferLeadershipResponse\x12\x16\n" +
+	"\x06leader\x18\x01 \x01(\tR\x06leader\x12\x1f\n" +
+	"\vleader_addr\x18\x02 \x01(\tR\n" +
+	"leaderAddr\")\n" +
 	"\x13RemoveMemberRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"B\n" +
 	"\x14RemoveMemberResponse\x12*\n" +
@@ -5373,7 +5476,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x18HOLD_END_SESSION_EXPIRED\x10\x03\x12\x19\n" +
 	"\x15HOLD_END_HOLD_EXPIRED\x10\x04\x12\x19\n" +
 	"\x15HOLD_END_CAS_RELEASED\x10\x05\x12\x16\n" +
-	"\x12HOLD_END_ABANDONED\x10\x062\xf7\x10\n" +
+	"\x12HOLD_END_ABANDONED\x10\x062\xf8\x11\n" +
 	"\x05Baton\x12B\n" +
 	"\aSession\x12\x18.baton.v1.SessionRequest\x1a\x19.baton.v1.SessionResponse(\x010\x01\x12E\n" +
 	"\bSessions\x12\x19.baton.v1.SessionsRequest\x1a\x1a.baton.v1.SessionsResponse(\x010\x01\x12c\n" +
@@ -5397,7 +5500,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"/v1/status\x12`\n" +
 	"\tAddMember\x12\x1a.baton.v1.AddMemberRequest\x1a\x1b.baton.v1.AddMemberResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/members/add\x12p\n" +
 	"\rPromoteMember\x12\x1e.baton.v1.PromoteMemberRequest\x1a\x1f.baton.v1.PromoteMemberResponse\"\x1e\x82\xd3\xe4\x93\x02\x18:\x01*\"\x13/v1/members/promote\x12l\n" +
-	"\fRemoveMember\x12\x1d.baton.v1.RemoveMemberRequest\x1a\x1e.baton.v1.RemoveMemberResponse\"\x1d\x82\xd3\xe4\x93\x02\x17:\x01*\"\x12/v1/members/remove\x12\\\n" +
+	"\fRemoveMember\x12\x1d.baton.v1.RemoveMemberRequest\x1a\x1e.baton.v1.RemoveMemberResponse\"\x1d\x82\xd3\xe4\x93\x02\x17:\x01*\"\x12/v1/members/remove\x12\x7f\n" +
+	"\x12TransferLeadership\x12#.baton.v1.TransferLeadershipRequest\x1a$.baton.v1.TransferLeadershipResponse\"\x1e\x82\xd3\xe4\x93\x02\x18:\x01*\"\x13/v1/leader/transfer\x12\\\n" +
 	"\n" +
 	"ChangeAuth\x12\x1b.baton.v1.ChangeAuthRequest\x1a\x1c.baton.v1.ChangeAuthResponse\"\x13\x82\xd3\xe4\x93\x02\r:\x01*\"\b/v1/auth\x12P\n" +
 	"\aGetAuth\x12\x18.baton.v1.GetAuthRequest\x1a\x19.baton.v1.GetAuthResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
@@ -5417,103 +5521,105 @@ func file_api_batonpb_baton_proto_rawDescGZIP() []byte {
 }
 
 var file_api_batonpb_baton_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_api_batonpb_baton_proto_goTypes = []any{
-	(Reason)(0),                   // 0: baton.v1.Reason
-	(HoldEnd)(0),                  // 1: baton.v1.HoldEnd
-	(ChangeAuthRequest_Kind)(0),   // 2: baton.v1.ChangeAuthRequest.Kind
-	(*RequestHeader)(nil),         // 3: baton.v1.RequestHeader
-	(*OpenSessionRequest)(nil),    // 4: baton.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),   // 5: baton.v1.OpenSessionResponse
-	(*KeepAliveRequest)(nil),      // 6: baton.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),     // 7: baton.v1.KeepAliveResponse
-	(*CloseSessionRequest)(nil),   // 8: baton.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),  // 9: baton.v1.CloseSessionResponse
-	(*AcquireRequest)(nil),        // 10: baton.v1.AcquireRequest
-	(*RenewHoldRequest)(nil),      // 11: baton.v1.RenewHoldRequest
-	(*RenewHoldResponse)(nil),     // 12: baton.v1.RenewHoldResponse
-	(*Holder)(nil),                // 13: baton.v1.Holder
-	(*Waiter)(nil),                // 14: baton.v1.Waiter
-	(*AcquireResponse)(nil),       // 15: baton.v1.AcquireResponse
-	(*AcquireManyRequest)(nil),    // 16: baton.v1.AcquireManyRequest
-	(*AcquireManyResponse)(nil),   // 17: baton.v1.AcquireManyResponse
-	(*ReleaseRequest)(nil),        // 18: baton.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 19: baton.v1.ReleaseResponse
-	(*CancelRequest)(nil),         // 20: baton.v1.CancelRequest
-	(*CancelResponse)(nil),        // 21: baton.v1.CancelResponse
-	(*CasReleaseRequest)(nil),     // 22: baton.v1.CasReleaseRequest
-	(*CasReleaseResponse)(nil),    // 23: baton.v1.CasReleaseResponse
-	(*CheckRequest)(nil),          // 24: baton.v1.CheckRequest
-	(*CheckResponse)(nil),         // 25: baton.v1.CheckResponse
-	(*GetRequest)(nil),            // 26: baton.v1.GetRequest
-	(*Lock)(nil),                  // 27: baton.v1.Lock
-	(*GetResponse)(nil),           // 28: baton.v1.GetResponse
-	(*PastHold)(nil),              // 29: baton.v1.PastHold
-	(*ListRequest)(nil),           // 30: baton.v1.ListRequest
-	(*LockSummary)(nil),           // 31: baton.v1.LockSummary
-	(*ListResponse)(nil),          // 32: baton.v1.ListResponse
-	(*Session)(nil),               // 33: baton.v1.Session
-	(*ListSessionsRequest)(nil),   // 34: baton.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),  // 35: baton.v1.ListSessionsResponse
-	(*BlacklistRequest)(nil),      // 36: baton.v1.BlacklistRequest
-	(*BlacklistResponse)(nil),     // 37: baton.v1.BlacklistResponse
-	(*WatchRequest)(nil),          // 38: baton.v1.WatchRequest
-	(*WatchResponse)(nil),         // 39: baton.v1.WatchResponse
-	(*StatusRequest)(nil),         // 40: baton.v1.StatusRequest
-	(*Member)(nil),                // 41: baton.v1.Member
-	(*AddMemberRequest)(nil),      // 42: baton.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),     // 43: baton.v1.AddMemberResponse
-	(*PromoteMemberRequest)(nil),  // 44: baton.v1.PromoteMemberRequest
-	(*PromoteMemberResponse)(nil), // 45: baton.v1.PromoteMemberResponse
-	(*RemoveMemberRequest)(nil),   // 46: baton.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),  // 47: baton.v1.RemoveMemberResponse
-	(*StatusResponse)(nil),        // 48: baton.v1.StatusResponse
-	(*Error)(nil),                 // 49: baton.v1.Error
-	(*ResumeSession)(nil),         // 50: baton.v1.ResumeSession
-	(*SessionRequest)(nil),        // 51: baton.v1.SessionRequest
-	(*SessionsRequest)(nil),       // 52: baton.v1.SessionsRequest
-	(*ChannelRequest)(nil),        // 53: baton.v1.ChannelRequest
-	(*SessionsResponse)(nil),      // 54: baton.v1.SessionsResponse
-	(*ChannelResponse)(nil),       // 55: baton.v1.ChannelResponse
-	(*ChannelEnd)(nil),            // 56: baton.v1.ChannelEnd
-	(*Grant)(nil),                 // 57: baton.v1.Grant
-	(*WaitEnded)(nil),             // 58: baton.v1.WaitEnded
-	(*SessionResponse)(nil),       // 59: baton.v1.SessionResponse
-	(*SessionHolds)(nil),          // 60: baton.v1.SessionHolds
-	(*HoldLost)(nil),              // 61: baton.v1.HoldLost
-	(*ChangeAuthRequest)(nil),     // 62: baton.v1.ChangeAuthRequest
-	(*ChangeAuthResponse)(nil),    // 63: baton.v1.ChangeAuthResponse
-	(*GetAuthRequest)(nil),        // 64: baton.v1.GetAuthRequest
-	(*AuthUser)(nil),              // 65: baton.v1.AuthUser
-	(*AuthPermission)(nil),        // 66: baton.v1.AuthPermission
-	(*AuthRole)(nil),              // 67: baton.v1.AuthRole
-	(*GetAuthResponse)(nil),       // 68: baton.v1.GetAuthResponse
-	(*AuditRequest)(nil),          // 69: baton.v1.AuditRequest
-	(*AuditEntry)(nil),            // 70: baton.v1.AuditEntry
-	(*AuditResponse)(nil),         // 71: baton.v1.AuditResponse
-	(*durationpb.Duration)(nil),   // 72: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 73: google.protobuf.Timestamp
+	(Reason)(0),                        // 0: baton.v1.Reason
+	(HoldEnd)(0),                       // 1: baton.v1.HoldEnd
+	(ChangeAuthRequest_Kind)(0),        // 2: baton.v1.ChangeAuthRequest.Kind
+	(*RequestHeader)(nil),              // 3: baton.v1.RequestHeader
+	(*OpenSessionRequest)(nil),         // 4: baton.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),        // 5: baton.v1.OpenSessionResponse
+	(*KeepAliveRequest)(nil),           // 6: baton.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),          // 7: baton.v1.KeepAliveResponse
+	(*CloseSessionRequest)(nil),        // 8: baton.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),       // 9: baton.v1.CloseSessionResponse
+	(*AcquireRequest)(nil),             // 10: baton.v1.AcquireRequest
+	(*RenewHoldRequest)(nil),           // 11: baton.v1.RenewHoldRequest
+	(*RenewHoldResponse)(nil),          // 12: baton.v1.RenewHoldResponse
+	(*Holder)(nil),                     // 13: baton.v1.Holder
+	(*Waiter)(nil),                     // 14: baton.v1.Waiter
+	(*AcquireResponse)(nil),            // 15: baton.v1.AcquireResponse
+	(*AcquireManyRequest)(nil),         // 16: baton.v1.AcquireManyRequest
+	(*AcquireManyResponse)(nil),        // 17: baton.v1.AcquireManyResponse
+	(*ReleaseRequest)(nil),             // 18: baton.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),            // 19: baton.v1.ReleaseResponse
+	(*CancelRequest)(nil),              // 20: baton.v1.CancelRequest
+	(*CancelResponse)(nil),             // 21: baton.v1.CancelResponse
+	(*CasReleaseRequest)(nil),          // 22: baton.v1.CasReleaseRequest
+	(*CasReleaseResponse)(nil),         // 23: baton.v1.CasReleaseResponse
+	(*CheckRequest)(nil),               // 24: baton.v1.CheckRequest
+	(*CheckResponse)(nil),              // 25: baton.v1.CheckResponse
+	(*GetRequest)(nil),                 // 26: baton.v1.GetRequest
+	(*Lock)(nil),                       // 27: baton.v1.Lock
+	(*GetResponse)(nil),                // 28: baton.v1.GetResponse
+	(*PastHold)(nil),                   // 29: baton.v1.PastHold
+	(*ListRequest)(nil),                // 30: baton.v1.ListRequest
+	(*LockSummary)(nil),                // 31: baton.v1.LockSummary
+	(*ListResponse)(nil),               // 32: baton.v1.ListResponse
+	(*Session)(nil),                    // 33: baton.v1.Session
+	(*ListSessionsRequest)(nil),        // 34: baton.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),       // 35: baton.v1.ListSessionsResponse
+	(*BlacklistRequest)(nil),           // 36: baton.v1.BlacklistRequest
+	(*BlacklistResponse)(nil),          // 37: baton.v1.BlacklistResponse
+	(*WatchRequest)(nil),               // 38: baton.v1.WatchRequest
+	(*WatchResponse)(nil),              // 39: baton.v1.WatchResponse
+	(*StatusRequest)(nil),              // 40: baton.v1.StatusRequest
+	(*Member)(nil),                     // 41: baton.v1.Member
+	(*AddMemberRequest)(nil),           // 42: baton.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),          // 43: baton.v1.AddMemberResponse
+	(*PromoteMemberRequest)(nil),       // 44: baton.v1.PromoteMemberRequest
+	(*PromoteMemberResponse)(nil),      // 45: baton.v1.PromoteMemberResponse
+	(*TransferLeadershipRequest)(nil),  // 46: baton.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 47: baton.v1.TransferLeadershipResponse
+	(*RemoveMemberRequest)(nil),        // 48: baton.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 49: baton.v1.RemoveMemberResponse
+	(*StatusResponse)(nil),             // 50: baton.v1.StatusResponse
+	(*Error)(nil),                      // 51: baton.v1.Error
+	(*ResumeSession)(nil),              // 52: baton.v1.ResumeSession
+	(*SessionRequest)(nil),             // 53: baton.v1.SessionRequest
+	(*SessionsRequest)(nil),            // 54: baton.v1.SessionsRequest
+	(*ChannelRequest)(nil),             // 55: baton.v1.ChannelRequest
+	(*SessionsResponse)(nil),           // 56: baton.v1.SessionsResponse
+	(*ChannelResponse)(nil),            // 57: baton.v1.ChannelResponse
+	(*ChannelEnd)(nil),                 // 58: baton.v1.ChannelEnd
+	(*Grant)(nil),                      // 59: baton.v1.Grant
+	(*WaitEnded)(nil),                  // 60: baton.v1.WaitEnded
+	(*SessionResponse)(nil),            // 61: baton.v1.SessionResponse
+	(*SessionHolds)(nil),               // 62: baton.v1.SessionHolds
+	(*HoldLost)(nil),                   // 63: baton.v1.HoldLost
+	(*ChangeAuthRequest)(nil),          // 64: baton.v1.ChangeAuthRequest
+	(*ChangeAuthResponse)(nil),         // 65: baton.v1.ChangeAuthResponse
+	(*GetAuthRequest)(nil),             // 66: baton.v1.GetAuthRequest
+	(*AuthUser)(nil),                   // 67: baton.v1.AuthUser
+	(*AuthPermission)(nil),             // 68: baton.v1.AuthPermission
+	(*AuthRole)(nil),                   // 69: baton.v1.AuthRole
+	(*GetAuthResponse)(nil),            // 70: baton.v1.GetAuthResponse
+	(*AuditRequest)(nil),               // 71: baton.v1.AuditRequest
+	(*AuditEntry)(nil),                 // 72: baton.v1.AuditEntry
+	(*AuditResponse)(nil),              // 73: baton.v1.AuditResponse
+	(*durationpb.Duration)(nil),        // 74: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),      // 75: google.protobuf.Timestamp
 }
 var file_api_batonpb_baton_proto_depIdxs = []int32{
-	72,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	72,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	72,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	74,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	74,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	74,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
 	3,   // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
-	72,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	72,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
-	72,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
-	72,  // 7: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
-	73,  // 8: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
-	72,  // 9: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
-	72,  // 10: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
-	73,  // 11: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
-	72,  // 12: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
+	74,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	74,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
+	74,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	74,  // 7: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
+	75,  // 8: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
+	74,  // 9: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
+	74,  // 10: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
+	75,  // 11: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
+	74,  // 12: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
 	13,  // 13: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
-	72,  // 14: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
-	73,  // 15: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
+	74,  // 14: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
+	75,  // 15: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
 	3,   // 16: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
-	72,  // 17: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
-	72,  // 18: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
+	74,  // 17: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
+	74,  // 18: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
 	15,  // 19: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
 	3,   // 20: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
 	3,   // 21: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
@@ -5521,17 +5627,17 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	13,  // 23: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
 	13,  // 24: baton.v1.Lock.holders:type_name -> baton.v1.Holder
 	14,  // 25: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
-	73,  // 26: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
+	75,  // 26: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
 	27,  // 27: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
 	29,  // 28: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
-	73,  // 29: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
-	73,  // 30: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
+	75,  // 29: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
+	75,  // 30: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
 	1,   // 31: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
 	13,  // 32: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
-	73,  // 33: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
+	75,  // 33: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
 	31,  // 34: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	72,  // 35: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	73,  // 36: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	74,  // 35: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	75,  // 36: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
 	33,  // 37: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
 	27,  // 38: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
 	41,  // 39: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
@@ -5540,7 +5646,7 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	41,  // 42: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
 	0,   // 43: baton.v1.Error.reason:type_name -> baton.v1.Reason
 	4,   // 44: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
-	50,  // 45: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
+	52,  // 45: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
 	6,   // 46: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
 	10,  // 47: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
 	18,  // 48: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
@@ -5548,14 +5654,14 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	16,  // 50: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
 	8,   // 51: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
 	11,  // 52: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
-	53,  // 53: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
-	51,  // 54: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
-	55,  // 55: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
-	59,  // 56: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
-	56,  // 57: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
-	49,  // 58: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
+	55,  // 53: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
+	53,  // 54: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
+	57,  // 55: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
+	61,  // 56: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
+	58,  // 57: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
+	51,  // 58: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
 	0,   // 59: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
-	49,  // 60: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
+	51,  // 60: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
 	5,   // 61: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
 	7,   // 62: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
 	15,  // 63: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
@@ -5563,21 +5669,21 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	21,  // 65: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
 	17,  // 66: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
 	9,   // 67: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
-	57,  // 68: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
-	58,  // 69: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
-	49,  // 70: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	61,  // 71: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
-	60,  // 72: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
+	59,  // 68: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
+	60,  // 69: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
+	51,  // 70: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
+	63,  // 71: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
+	62,  // 72: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
 	12,  // 73: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
-	61,  // 74: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
+	63,  // 74: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
 	2,   // 75: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
-	66,  // 76: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
-	65,  // 77: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
-	67,  // 78: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
-	73,  // 79: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	70,  // 80: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
-	51,  // 81: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	52,  // 82: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	68,  // 76: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
+	67,  // 77: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
+	69,  // 78: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
+	75,  // 79: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	72,  // 80: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
+	53,  // 81: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	54,  // 82: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
 	4,   // 83: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
 	6,   // 84: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
 	8,   // 85: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
@@ -5595,35 +5701,37 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	40,  // 97: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
 	42,  // 98: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
 	44,  // 99: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
-	46,  // 100: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
-	62,  // 101: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
-	64,  // 102: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
-	69,  // 103: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
-	59,  // 104: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	54,  // 105: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	5,   // 106: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	7,   // 107: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	9,   // 108: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	15,  // 109: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	17,  // 110: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	12,  // 111: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
-	19,  // 112: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	23,  // 113: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	25,  // 114: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	28,  // 115: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	32,  // 116: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	35,  // 117: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	39,  // 118: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
-	37,  // 119: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	48,  // 120: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	43,  // 121: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
-	45,  // 122: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
-	47,  // 123: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
-	63,  // 124: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
-	68,  // 125: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
-	71,  // 126: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
-	104, // [104:127] is the sub-list for method output_type
-	81,  // [81:104] is the sub-list for method input_type
+	48,  // 100: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
+	46,  // 101: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
+	64,  // 102: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
+	66,  // 103: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
+	71,  // 104: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
+	61,  // 105: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	56,  // 106: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	5,   // 107: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	7,   // 108: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	9,   // 109: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	15,  // 110: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	17,  // 111: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	12,  // 112: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
+	19,  // 113: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	23,  // 114: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	25,  // 115: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	28,  // 116: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	32,  // 117: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	35,  // 118: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	39,  // 119: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
+	37,  // 120: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	50,  // 121: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	43,  // 122: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
+	45,  // 123: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
+	49,  // 124: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
+	47,  // 125: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
+	65,  // 126: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
+	70,  // 127: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
+	73,  // 128: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
+	105, // [105:129] is the sub-list for method output_type
+	81,  // [81:105] is the sub-list for method input_type
 	81,  // [81:81] is the sub-list for extension type_name
 	81,  // [81:81] is the sub-list for extension extendee
 	0,   // [0:81] is the sub-list for field type_name
@@ -5634,8 +5742,8 @@ func file_api_batonpb_baton_proto_init() {
 	if File_api_batonpb_baton_proto != nil {
 		return
 	}
-	file_api_batonpb_baton_proto_msgTypes[45].OneofWrappers = []any{}
-	file_api_batonpb_baton_proto_msgTypes[48].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[47].OneofWrappers = []any{}
+	file_api_batonpb_baton_proto_msgTypes[50].OneofWrappers = []any{
 		(*SessionRequest_Open)(nil),
 		(*SessionRequest_Resume)(nil),
 		(*SessionRequest_KeepAlive)(nil),
@@ -5646,7 +5754,7 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionRequest_Close)(nil),
 		(*SessionRequest_RenewHold)(nil),
 	}
-	file_api_batonpb_baton_proto_msgTypes[56].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[58].OneofWrappers = []any{
 		(*SessionResponse_Open)(nil),
 		(*SessionResponse_KeepAlive)(nil),
 		(*SessionResponse_Acquire)(nil),
@@ -5667,7 +5775,7 @@ func file_api_batonpb_baton_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_batonpb_baton_proto_rawDesc), len(file_api_batonpb_baton_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   69,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

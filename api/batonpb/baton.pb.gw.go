@@ -602,6 +602,33 @@ func local_request_Baton_RemoveMember_0(ctx context.Context, marshaler runtime.M
 	return msg, metadata, err
 }
 
+func request_Baton_TransferLeadership_0(ctx context.Context, marshaler runtime.Marshaler, client BatonClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq TransferLeadershipRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.TransferLeadership(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_Baton_TransferLeadership_0(ctx context.Context, marshaler runtime.Marshaler, server BatonServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq TransferLeadershipRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.TransferLeadership(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 func request_Baton_ChangeAuth_0(ctx context.Context, marshaler runtime.Marshaler, client BatonClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
 		protoReq ChangeAuthRequest
@@ -1024,6 +1051,26 @@ func RegisterBatonHandlerServer(ctx context.Context, mux *runtime.ServeMux, serv
 		}
 		forward_Baton_RemoveMember_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_Baton_TransferLeadership_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/baton.v1.Baton/TransferLeadership", runtime.WithHTTPPathPattern("/v1/leader/transfer"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_Baton_TransferLeadership_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_Baton_TransferLeadership_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodPost, pattern_Baton_ChangeAuth_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -1430,6 +1477,23 @@ func RegisterBatonHandlerClient(ctx context.Context, mux *runtime.ServeMux, clie
 		}
 		forward_Baton_RemoveMember_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_Baton_TransferLeadership_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/baton.v1.Baton/TransferLeadership", runtime.WithHTTPPathPattern("/v1/leader/transfer"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_Baton_TransferLeadership_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_Baton_TransferLeadership_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodPost, pattern_Baton_ChangeAuth_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -1485,49 +1549,51 @@ func RegisterBatonHandlerClient(ctx context.Context, mux *runtime.ServeMux, clie
 }
 
 var (
-	pattern_Baton_OpenSession_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "sessions"}, ""))
-	pattern_Baton_KeepAlive_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v1", "sessions", "session_id", "keepalive"}, ""))
-	pattern_Baton_CloseSession_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v1", "sessions", "session_id", "close"}, ""))
-	pattern_Baton_Acquire_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "locks", "acquire"}, ""))
-	pattern_Baton_AcquireMany_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "locks", "acquire-many"}, ""))
-	pattern_Baton_RenewHold_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "locks", "renew"}, ""))
-	pattern_Baton_Release_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "locks", "release"}, ""))
-	pattern_Baton_CasRelease_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "locks", "cas-release"}, ""))
-	pattern_Baton_Check_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "check"}, ""))
-	pattern_Baton_Get_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "lock"}, ""))
-	pattern_Baton_List_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "locks"}, ""))
-	pattern_Baton_ListSessions_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "sessions"}, ""))
-	pattern_Baton_Watch_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "watch"}, ""))
-	pattern_Baton_Blacklist_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v1", "sessions", "session_id", "blacklist"}, ""))
-	pattern_Baton_Status_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "status"}, ""))
-	pattern_Baton_AddMember_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "members", "add"}, ""))
-	pattern_Baton_PromoteMember_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "members", "promote"}, ""))
-	pattern_Baton_RemoveMember_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "members", "remove"}, ""))
-	pattern_Baton_ChangeAuth_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "auth"}, ""))
-	pattern_Baton_GetAuth_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "auth"}, ""))
-	pattern_Baton_Audit_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "audit"}, ""))
+	pattern_Baton_OpenSession_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "sessions"}, ""))
+	pattern_Baton_KeepAlive_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v1", "sessions", "session_id", "keepalive"}, ""))
+	pattern_Baton_CloseSession_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v1", "sessions", "session_id", "close"}, ""))
+	pattern_Baton_Acquire_0            = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "locks", "acquire"}, ""))
+	pattern_Baton_AcquireMany_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "locks", "acquire-many"}, ""))
+	pattern_Baton_RenewHold_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "locks", "renew"}, ""))
+	pattern_Baton_Release_0            = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "locks", "release"}, ""))
+	pattern_Baton_CasRelease_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "locks", "cas-release"}, ""))
+	pattern_Baton_Check_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "check"}, ""))
+	pattern_Baton_Get_0                = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "lock"}, ""))
+	pattern_Baton_List_0               = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "locks"}, ""))
+	pattern_Baton_ListSessions_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "sessions"}, ""))
+	pattern_Baton_Watch_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "watch"}, ""))
+	pattern_Baton_Blacklist_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3}, []string{"v1", "sessions", "session_id", "blacklist"}, ""))
+	pattern_Baton_Status_0             = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "status"}, ""))
+	pattern_Baton_AddMember_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "members", "add"}, ""))
+	pattern_Baton_PromoteMember_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "members", "promote"}, ""))
+	pattern_Baton_RemoveMember_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "members", "remove"}, ""))
+	pattern_Baton_TransferLeadership_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "leader", "transfer"}, ""))
+	pattern_Baton_ChangeAuth_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "auth"}, ""))
+	pattern_Baton_GetAuth_0            = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "auth"}, ""))
+	pattern_Baton_Audit_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "audit"}, ""))
 )
 
 var (
-	forward_Baton_OpenSession_0   = runtime.ForwardResponseMessage
-	forward_Baton_KeepAlive_0     = runtime.ForwardResponseMessage
-	forward_Baton_CloseSession_0  = runtime.ForwardResponseMessage
-	forward_Baton_Acquire_0       = runtime.ForwardResponseMessage
-	forward_Baton_AcquireMany_0   = runtime.ForwardResponseMessage
-	forward_Baton_RenewHold_0     = runtime.ForwardResponseMessage
-	forward_Baton_Release_0       = runtime.ForwardResponseMessage
-	forward_Baton_CasRelease_0    = runtime.ForwardResponseMessage
-	forward_Baton_Check_0         = runtime.ForwardResponseMessage
-	forward_Baton_Get_0           = runtime.ForwardResponseMessage
-	forward_Baton_List_0          = runtime.ForwardResponseMessage
-	forward_Baton_ListSessions_0  = runtime.ForwardResponseMessage
-	forward_Baton_Watch_0         = runtime.ForwardResponseStream
-	forward_Baton_Blacklist_0     = runtime.ForwardResponseMessage
-	forward_Baton_Status_0        = runtime.ForwardResponseMessage
-	forward_Baton_AddMember_0     = runtime.ForwardResponseMessage
-	forward_Baton_PromoteMember_0 = runtime.ForwardResponseMessage
-	forward_Baton_RemoveMember_0  = runtime.ForwardResponseMessage
-	forward_Baton_ChangeAuth_0    = runtime.ForwardResponseMessage
-	forward_Baton_GetAuth_0       = runtime.ForwardResponseMessage
-	forward_Baton_Audit_0         = runtime.ForwardResponseMessage
+	forward_Baton_OpenSession_0        = runtime.ForwardResponseMessage
+	forward_Baton_KeepAlive_0          = runtime.ForwardResponseMessage
+	forward_Baton_CloseSession_0       = runtime.ForwardResponseMessage
+	forward_Baton_Acquire_0            = runtime.ForwardResponseMessage
+	forward_Baton_AcquireMany_0        = runtime.ForwardResponseMessage
+	forward_Baton_RenewHold_0          = runtime.ForwardResponseMessage
+	forward_Baton_Release_0            = runtime.ForwardResponseMessage
+	forward_Baton_CasRelease_0         = runtime.ForwardResponseMessage
+	forward_Baton_Check_0              = runtime.ForwardResponseMessage
+	forward_Baton_Get_0                = runtime.ForwardResponseMessage
+	forward_Baton_List_0               = runtime.ForwardResponseMessage
+	forward_Baton_ListSessions_0       = runtime.ForwardResponseMessage
+	forward_Baton_Watch_0              = runtime.ForwardResponseStream
+	forward_Baton_Blacklist_0          = runtime.ForwardResponseMessage
+	forward_Baton_Status_0             = runtime.ForwardResponseMessage
+	forward_Baton_AddMember_0          = runtime.ForwardResponseMessage
+	forward_Baton_PromoteMember_0      = runtime.ForwardResponseMessage
+	forward_Baton_RemoveMember_0       = runtime.ForwardResponseMessage
+	forward_Baton_TransferLeadership_0 = runtime.ForwardResponseMessage
+	forward_Baton_ChangeAuth_0         = runtime.ForwardResponseMessage
+	forward_Baton_GetAuth_0            = runtime.ForwardResponseMessage
+	forward_Baton_Audit_0              = runtime.ForwardResponseMessage
 )

@@ -24,29 +24,30 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Baton_Session_FullMethodName       = "/baton.v1.Baton/Session"
-	Baton_Sessions_FullMethodName      = "/baton.v1.Baton/Sessions"
-	Baton_OpenSession_FullMethodName   = "/baton.v1.Baton/OpenSession"
-	Baton_KeepAlive_FullMethodName     = "/baton.v1.Baton/KeepAlive"
-	Baton_CloseSession_FullMethodName  = "/baton.v1.Baton/CloseSession"
-	Baton_Acquire_FullMethodName       = "/baton.v1.Baton/Acquire"
-	Baton_AcquireMany_FullMethodName   = "/baton.v1.Baton/AcquireMany"
-	Baton_RenewHold_FullMethodName     = "/baton.v1.Baton/RenewHold"
-	Baton_Release_FullMethodName       = "/baton.v1.Baton/Release"
-	Baton_CasRelease_FullMethodName    = "/baton.v1.Baton/CasRelease"
-	Baton_Check_FullMethodName         = "/baton.v1.Baton/Check"
-	Baton_Get_FullMethodName           = "/baton.v1.Baton/Get"
-	Baton_List_FullMethodName          = "/baton.v1.Baton/List"
-	Baton_ListSessions_FullMethodName  = "/baton.v1.Baton/ListSessions"
-	Baton_Watch_FullMethodName         = "/baton.v1.Baton/Watch"
-	Baton_Blacklist_FullMethodName     = "/baton.v1.Baton/Blacklist"
-	Baton_Status_FullMethodName        = "/baton.v1.Baton/Status"
-	Baton_AddMember_FullMethodName     = "/baton.v1.Baton/AddMember"
-	Baton_PromoteMember_FullMethodName = "/baton.v1.Baton/PromoteMember"
-	Baton_RemoveMember_FullMethodName  = "/baton.v1.Baton/RemoveMember"
-	Baton_ChangeAuth_FullMethodName    = "/baton.v1.Baton/ChangeAuth"
-	Baton_GetAuth_FullMethodName       = "/baton.v1.Baton/GetAuth"
-	Baton_Audit_FullMethodName         = "/baton.v1.Baton/Audit"
+	Baton_Session_FullMethodName            = "/baton.v1.Baton/Session"
+	Baton_Sessions_FullMethodName           = "/baton.v1.Baton/Sessions"
+	Baton_OpenSession_FullMethodName        = "/baton.v1.Baton/OpenSession"
+	Baton_KeepAlive_FullMethodName          = "/baton.v1.Baton/KeepAlive"
+	Baton_CloseSession_FullMethodName       = "/baton.v1.Baton/CloseSession"
+	Baton_Acquire_FullMethodName            = "/baton.v1.Baton/Acquire"
+	Baton_AcquireMany_FullMethodName        = "/baton.v1.Baton/AcquireMany"
+	Baton_RenewHold_FullMethodName          = "/baton.v1.Baton/RenewHold"
+	Baton_Release_FullMethodName            = "/baton.v1.Baton/Release"
+	Baton_CasRelease_FullMethodName         = "/baton.v1.Baton/CasRelease"
+	Baton_Check_FullMethodName              = "/baton.v1.Baton/Check"
+	Baton_Get_FullMethodName                = "/baton.v1.Baton/Get"
+	Baton_List_FullMethodName               = "/baton.v1.Baton/List"
+	Baton_ListSessions_FullMethodName       = "/baton.v1.Baton/ListSessions"
+	Baton_Watch_FullMethodName              = "/baton.v1.Baton/Watch"
+	Baton_Blacklist_FullMethodName          = "/baton.v1.Baton/Blacklist"
+	Baton_Status_FullMethodName             = "/baton.v1.Baton/Status"
+	Baton_AddMember_FullMethodName          = "/baton.v1.Baton/AddMember"
+	Baton_PromoteMember_FullMethodName      = "/baton.v1.Baton/PromoteMember"
+	Baton_RemoveMember_FullMethodName       = "/baton.v1.Baton/RemoveMember"
+	Baton_TransferLeadership_FullMethodName = "/baton.v1.Baton/TransferLeadership"
+	Baton_ChangeAuth_FullMethodName         = "/baton.v1.Baton/ChangeAuth"
+	Baton_GetAuth_FullMethodName            = "/baton.v1.Baton/GetAuth"
+	Baton_Audit_FullMethodName              = "/baton.v1.Baton/Audit"
 )
 
 // BatonClient is the client API for Baton service.
@@ -117,6 +118,11 @@ type BatonClient interface {
 	PromoteMember(ctx context.Context, in *PromoteMemberRequest, opts ...grpc.CallOption) (*PromoteMemberResponse, error)
 	// RemoveMember removes a member; it stops once it applies its removal.
 	RemoveMember(ctx context.Context, in *RemoveMemberRequest, opts ...grpc.CallOption) (*RemoveMemberResponse, error)
+	// TransferLeadership hands the leader's office to the named voter, or
+	// (no name) to the one whose log is furthest along, and answers once it
+	// leads: for maintenance of the leader without an election timeout.
+	// Admin over every name when authentication is on; an operator call.
+	TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error)
 	// ChangeAuth changes users, roles and permissions, or turns
 	// authentication on or off. With authentication on, it needs admin
 	// over every name (the role root has it).
@@ -353,6 +359,16 @@ func (c *batonClient) RemoveMember(ctx context.Context, in *RemoveMemberRequest,
 	return out, nil
 }
 
+func (c *batonClient) TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TransferLeadershipResponse)
+	err := c.cc.Invoke(ctx, Baton_TransferLeadership_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *batonClient) ChangeAuth(ctx context.Context, in *ChangeAuthRequest, opts ...grpc.CallOption) (*ChangeAuthResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ChangeAuthResponse)
@@ -451,6 +467,11 @@ type BatonServer interface {
 	PromoteMember(context.Context, *PromoteMemberRequest) (*PromoteMemberResponse, error)
 	// RemoveMember removes a member; it stops once it applies its removal.
 	RemoveMember(context.Context, *RemoveMemberRequest) (*RemoveMemberResponse, error)
+	// TransferLeadership hands the leader's office to the named voter, or
+	// (no name) to the one whose log is furthest along, and answers once it
+	// leads: for maintenance of the leader without an election timeout.
+	// Admin over every name when authentication is on; an operator call.
+	TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error)
 	// ChangeAuth changes users, roles and permissions, or turns
 	// authentication on or off. With authentication on, it needs admin
 	// over every name (the role root has it).
@@ -531,6 +552,9 @@ func (UnimplementedBatonServer) PromoteMember(context.Context, *PromoteMemberReq
 }
 func (UnimplementedBatonServer) RemoveMember(context.Context, *RemoveMemberRequest) (*RemoveMemberResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveMember not implemented")
+}
+func (UnimplementedBatonServer) TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TransferLeadership not implemented")
 }
 func (UnimplementedBatonServer) ChangeAuth(context.Context, *ChangeAuthRequest) (*ChangeAuthResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ChangeAuth not implemented")
@@ -893,6 +917,24 @@ func _Baton_RemoveMember_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Baton_TransferLeadership_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TransferLeadershipRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BatonServer).TransferLeadership(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Baton_TransferLeadership_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BatonServer).TransferLeadership(ctx, req.(*TransferLeadershipRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Baton_ChangeAuth_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ChangeAuthRequest)
 	if err := dec(in); err != nil {
@@ -1021,6 +1063,10 @@ var Baton_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveMember",
 			Handler:    _Baton_RemoveMember_Handler,
+		},
+		{
+			MethodName: "TransferLeadership",
+			Handler:    _Baton_TransferLeadership_Handler,
 		},
 		{
 			MethodName: "ChangeAuth",

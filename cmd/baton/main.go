@@ -30,6 +30,7 @@ func init() {
 		{"release", "release a lock only if SESSION (and TOKEN) still hold it", runRelease},
 		{"status", "show members, leader, term and indexes", runStatus},
 		{"member", "add, promote or remove a member of the cluster", runMember},
+		{"leader", "hand the leader's office to another member", runLeader},
 		{"auth", "turn authentication on or off, or show who may do what", runAuth},
 		{"user", "add or remove a user, give or take its roles", runUser},
 		{"role", "add or remove a role, set its permissions over prefixes", runRole},

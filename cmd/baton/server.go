@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,6 +17,9 @@ import (
 	"github.com/batonlock/baton/embed"
 	"github.com/batonlock/baton/internal/server"
 )
+
+// stepDownTimeout bounds a leader's hand-off of its office on SIGTERM.
+const stepDownTimeout = 10 * time.Second
 
 func runServer(args []string) int {
 	d := embed.DefaultConfig()
@@ -39,7 +43,7 @@ func runServer(args []string) int {
 	peerCA := fs.String("peer-ca-file", "", "CA certificates (PEM) that sign the members' peer certificates (and nothing else: not the clients')")
 	operators := fs.String("operators", "", "comma-separated client certificate common names that alone may make operator calls (blacklist, cas-release, member add/promote/remove); needs --client-ca-file")
 	removedFlag(fs, "gc-floor-mib", "the member runs Go's garbage collector with the runtime's own settings; set GOGC or GOMEMLIMIT in its environment instead (docs/OPERATIONS.md)")
-	handshake := fs.Duration("conn-handshake-timeout", d.ConnHandshakeTimeout, "time a new client connection has to show whether it speaks gRPC or HTTP (TLS handshake included; gRPC shows it with its first call) and an HTTP request to send its header; then the member closes it")
+	handshake := fs.Duration("conn-handshake-timeout", d.ConnHandshakeTimeout, "time a new client connection has to show whether it speaks Baton's session framing, gRPC or HTTP (TLS handshake included; gRPC shows it with its first call, the framing with its hello) and an HTTP request to send its header; then the member closes it")
 	idle := fs.Duration("conn-idle-timeout", d.ConnIdleTimeout, "close an HTTP/1 keep-alive connection idle between requests, and a gRPC connection without a call, after this long")
 	maxSessions := fs.Int("max-sessions", d.MaxSessions, "live sessions the cluster's leader admits; an open over it gets RESOURCE_EXHAUSTED (TOO_MANY_SESSIONS)")
 	maxUserSessions := fs.Int("max-sessions-per-user", d.MaxSessionsPerUser, "with authentication on, live sessions of one user the cluster's leader admits; an open over it gets RESOURCE_EXHAUSTED (TOO_MANY_SESSIONS); 0: no bound")
@@ -148,6 +152,25 @@ Flags:
 	select {
 	case s := <-sig:
 		lg.Info("stopping", "signal", s.String())
+		// A leader hands its office on first, so that its clients retry
+		// on the next leader at once instead of waiting out an election.
+		// A second signal stops at once.
+		ctx, cancel := context.WithTimeout(context.Background(), stepDownTimeout)
+		go func() {
+			select {
+			case <-sig:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		if m.IsLeader() {
+			if err := m.StepDown(ctx); err != nil {
+				lg.Warn("could not hand leadership on before stopping; the others elect a leader after their election timeout", "err", err)
+			} else if st := m.Status(); st.Leader != st.ID {
+				lg.Info("handed leadership on before stopping", "leader", fmt.Sprintf("%x", st.Leader))
+			}
+		}
+		cancel()
 		m.Close()
 		return 0
 	case <-m.Done():

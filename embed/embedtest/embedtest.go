@@ -17,7 +17,7 @@
 //	synctest.Test(t, func(t *testing.T) {
 //		c := embedtest.New(t, 1, embedtest.InMemory())
 //		client, err := baton.Dial(ctx, c.Endpoints(0),
-//			baton.WithDialOptions(grpc.WithContextDialer(c.Dial)))
+//			baton.WithDialer(c.Dial))
 //		...
 //	})
 //

@@ -70,6 +70,13 @@ var leaves = []struct {
 	{mod + "/api/rules", nil, "the one table of what a request may contain: the client, the API and the state machine all import it"},
 	{mod + "/api/protofield", []string{"google.golang.org/protobuf/encoding/protowire"},
 		"the field helpers of every hand-written codec (api/wire, raftwire, transport, fsm) rest on protowire alone"},
+	{mod + "/fence", nil,
+		"resource owners take the fencing kit alone: it imports none of Baton (a Lease reaches it as an interface)"},
+	{mod + "/fence/fencegrpc", []string{mod + "/fence", "google.golang.org/grpc", "google.golang.org/grpc/codes",
+		"google.golang.org/grpc/metadata", "google.golang.org/grpc/status", "google.golang.org/genproto/googleapis/rpc/errdetails"},
+		"the fencing kit's gRPC side: fence and gRPC, none of Baton"},
+	{mod + "/fence/fencepgx", []string{mod + "/fence", "github.com/jackc/pgx/v5/pgconn"},
+		"the fencing kit's pgx side: fence and pgx, none of Baton"},
 }
 
 // narrowUses lets a package name, of a package it imports, only the
@@ -139,6 +146,12 @@ func TestDependencyRules(t *testing.T) {
 		for _, u := range narrowUses {
 			if p.ImportPath == u.pkg {
 				checkNarrowUse(t, p, u.imported, u.prefix, u.why)
+			}
+		}
+		// Test helpers that start processes serve tests and examples only.
+		for _, imp := range p.Imports {
+			if _, ok := startersAllowedIn[strings.TrimPrefix(imp, mod+"/")]; ok && !strings.HasPrefix(p.ImportPath, mod+"/examples/") {
+				t.Errorf("%s imports %s in non-test code: it starts processes, for tests and examples only", p.ImportPath, imp)
 			}
 		}
 		// Non-test code never imports testing.

@@ -67,6 +67,7 @@ type Node struct {
 
 	confC             chan *confWait
 	progressC         chan *progressQuery
+	transferC         chan *transferQuery
 	removedC          chan struct{}
 	confWaits         map[uint64]*confWait // loop-owned, by ConfChange id
 	confApplied       []*confWait          // loop-owned: applied, answered by publishMembership
@@ -230,6 +231,7 @@ func newNode(cfg Config) (*Node, error) {
 		confState:  &raftpb.ConfState{},
 		confC:      make(chan *confWait),
 		progressC:  make(chan *progressQuery),
+		transferC:  make(chan *transferQuery),
 		removedC:   make(chan struct{}, 1),
 		confWaits:  make(map[uint64]*confWait),
 		appends:    newMailbox(),
@@ -444,6 +446,8 @@ func (n *Node) run() {
 			n.proposeConf(w)
 		case q := <-n.progressC:
 			n.answerProgress(q)
+		case q := <-n.transferC:
+			n.startTransfer(q)
 		case <-n.removedC:
 			n.loopErr = ErrRemoved
 		case err := <-n.appendErr:

@@ -25,15 +25,17 @@ import (
 	"github.com/batonlock/baton/api/wire"
 )
 
-// Listener serves the API on one address: gRPC (HTTP/2 with content-type
+// Listener serves the API on one address: Sessions streams on Baton's own
+// framing (package streamconn), gRPC (HTTP/2 with content-type
 // application/grpc) and HTTP/JSON (everything else), split by cmux as
 // etcd's client port does.
 type Listener struct {
-	m     cmux.CMux
-	conns *trackedListener
-	grpc  *grpc.Server
-	http  *http.Server
-	done  chan error
+	m       cmux.CMux
+	conns   *trackedListener
+	grpc    *grpc.Server
+	http    *http.Server
+	streams *streamConns
+	done    chan error
 }
 
 // flowWindow is the HTTP/2 flow-control window of client connections and
@@ -87,6 +89,9 @@ func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
 		}
 		return true // cmux's own handling: go on unless the error is permanent
 	})
+	// Baton's session framing first: its matcher reads only as far as the
+	// preface agrees, and the others would wait for bytes it never sends.
+	streamL := m.Match(matchStreamConn)
 	grpcL := m.MatchWithWriters(cmux.HTTP2MatchHeaderFieldSendSettings("content-type", "application/grpc"))
 	httpL := m.Match(matchHTTP1)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: lim.HandshakeTimeout, IdleTimeout: lim.IdleTimeout,
@@ -97,8 +102,9 @@ func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
 			return ctx
 		},
 	}
-	ln := &Listener{m: m, conns: tl, grpc: gs, http: hs, done: make(chan error, 3)}
+	ln := &Listener{m: m, conns: tl, grpc: gs, http: hs, streams: &streamConns{s: s, timeout: lim.HandshakeTimeout}, done: make(chan error, 4)}
 	go func() { ln.done <- ignoreClosed(gs.Serve(grpcL)) }()
+	go func() { ln.done <- ignoreClosed(ln.streams.serve(streamL)) }()
 	go func() { ln.done <- ignoreClosed(hs.Serve(httpL)) }()
 	go func() { ln.done <- ignoreClosed(m.Serve()) }()
 	return ln, nil
@@ -124,9 +130,10 @@ func (l *Listener) Close() {
 	// still matching (no request yet) only this ends, and cmux's Serve
 	// waits for them.
 	l.conns.closeAll()
-	for range 3 {
+	for range cap(l.done) {
 		<-l.done
 	}
+	l.streams.wg.Wait()
 }
 
 // trackedListener keeps the connections it accepted until they close, so

@@ -50,7 +50,7 @@ func (s *Server) MetricsHandler() http.Handler {
 			{"baton_client_connections", "connections open on the client port", "gauge", uint64(conns)},
 			{"baton_client_connections_limit", "connections the client port keeps open at most (--max-client-conns; 0: no limit)", "gauge", uint64(s.cfg.Limits.MaxClientConns)},
 			{"baton_client_connections_refused_total", "connections closed as soon as accepted because --max-client-conns were open", "counter", connsRefused},
-			{"baton_client_handshakes_failed_total", "connections closed before they showed gRPC or HTTP/1 within --conn-handshake-timeout (silent, a TLS handshake not done, HTTP/2 without a gRPC call)", "counter", s.handshakesFailed.Load()},
+			{"baton_client_handshakes_failed_total", "connections closed before they showed Baton's session framing, gRPC or HTTP/1 within --conn-handshake-timeout (silent, a TLS handshake not done, HTTP/2 without a gRPC call)", "counter", s.handshakesFailed.Load()},
 			{"baton_raft_readies_total", "Ready structs handled", "counter", m.Readies},
 			{"baton_proposals_total", "commands proposed by this member", "counter", m.Proposals},
 			{"baton_propose_batches_total", "MsgProp batches: proposals_total/propose_batches_total is the mean batch", "counter", m.ProposeBatches},
@@ -63,6 +63,7 @@ func (s *Server) MetricsHandler() http.Handler {
 			{"baton_raft_apply_nanoseconds_total", "Ready loop time applying committed entries", "counter", m.ApplyNanos},
 			{"baton_raft_ready_nanoseconds_total", "Ready loop time handling Readies in all", "counter", m.ReadyNanos},
 			{"baton_sessions_stream_messages_total", "messages sent on Sessions streams", "counter", s.streamMessages.Load()},
+			{"baton_sessions_streams_framed_total", "Sessions streams opened on Baton's own framing (the others are gRPC's)", "counter", s.framedStreams.Load()},
 			{"baton_sessions_stream_responses_total", "channel responses sent on Sessions streams: responses_total/messages_total is the mean batch", "counter", s.streamResponses.Load()},
 		} {
 			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", g.name, g.help, g.name, g.kind, g.name, g.v)

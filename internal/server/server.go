@@ -59,6 +59,7 @@ type Node interface {
 	Membership() raftnode.Membership
 	ChangeMembership(ctx context.Context, cc *raftpb.ConfChange) error
 	Progress(ctx context.Context, id uint64) (match, commit uint64, ok bool, err error)
+	TransferLeadership(ctx context.Context, to uint64) (uint64, error)
 }
 
 // Liveness is the leader's clock of sessions and limited holds
@@ -126,6 +127,7 @@ type Server struct {
 
 	// Sessions streams' batching, for /metrics.
 	streamMessages, streamResponses atomic.Uint64
+	framedStreams                   atomic.Uint64 // Sessions streams on streamconn
 	// clientConns is the client port's listener once Serve started.
 	clientConns atomic.Pointer[trackedListener]
 	// handshakesFailed counts client connections closed before they

@@ -174,7 +174,7 @@ func TestRunTwoBuilds(t *testing.T) {
 	for _, re := range []string{
 		`B: .*baton \[GOGC=200\]`,
 		`clients: one per worker, each its own connection and session \(--conns equal to the workers\)`,
-		`own/1 +round 1 A: +\d+ cycles/s  acquire p50 +[\d.]+ ms  p99 +[\d.]+ ms  servers' CPU/cycle [\d.]+ us  errors 0`,
+		`own/1 +round 1 A: +\d+ cycles/s  acquire p50 +[\d.]+ ms  p99 +[\d.]+ ms  servers' CPU/cycle [\d.]+ us \(leader [\d.]+ us\)  errors 0`,
 		`own/1 +round 1 B: +\d+ cycles/s`,
 		`B/A cycles/s: median [\d.]+ \([\d.]+-[\d.]+\); B ahead in [01] of 1 pairs, lower acquire p50 in [01], less CPU per cycle in [01] of 1`,
 	} {

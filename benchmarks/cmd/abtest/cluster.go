@@ -119,17 +119,20 @@ func untar(r io.Reader, dir string) error {
 
 // measurement is one run of a workload on one build.
 type measurement struct {
-	report    bench.Report
-	cpuPerCyc time.Duration // the three servers' CPU per cycle; 0 if unknown
+	report          bench.Report
+	cpuPerCyc       time.Duration // the three servers' CPU per cycle; 0 if unknown
+	leaderCPUPerCyc time.Duration // the leader's alone; 0 if unknown
 }
 
 func (m measurement) String() string {
-	cpu := "-"
-	if m.cpuPerCyc > 0 {
-		cpu = fmt.Sprintf("%.1f us", float64(m.cpuPerCyc)/1e3)
+	us := func(d time.Duration) string {
+		if d <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f us", float64(d)/1e3)
 	}
-	return fmt.Sprintf("%9.0f cycles/s  acquire p50 %6.2f ms  p99 %6.2f ms  servers' CPU/cycle %s  errors %d",
-		m.report.CyclesPerSec, m.report.AcquireP50, m.report.AcquireP99, cpu, m.report.Errors)
+	return fmt.Sprintf("%9.0f cycles/s  acquire p50 %6.2f ms  p99 %6.2f ms  servers' CPU/cycle %s (leader %s)  errors %d",
+		m.report.CyclesPerSec, m.report.AcquireP50, m.report.AcquireP99, us(m.cpuPerCyc), us(m.leaderCPUPerCyc), m.report.Errors)
 }
 
 // measure starts a fresh cluster of s's build in dir, warms it up, runs
@@ -157,12 +160,21 @@ func measure(ctx context.Context, s *side, w workload, dir string, o options) (m
 			return m, fmt.Errorf("warm-up: %w", err)
 		}
 	}
+	leader := leaderOf(ctx, procs, strings.Split(endpoints, ","))
 	cpu0, cpuOK := cpuTime(procs)
+	var lead0 time.Duration
+	if leader != nil {
+		lead0, _ = procCPU(leader.cmd.Process.Pid)
+	}
 	out, err := output(ctx, "", s.bin, args(o.duration)...)
 	if err != nil {
 		return m, err
 	}
 	cpu1, cpuOK1 := cpuTime(procs)
+	var lead1 time.Duration
+	if leader != nil {
+		lead1, _ = procCPU(leader.cmd.Process.Pid)
+	}
 	if err := decodeReport(out, &m.report); err != nil {
 		return m, err
 	}
@@ -171,6 +183,9 @@ func measure(ctx context.Context, s *side, w workload, dir string, o options) (m
 	}
 	if cpuOK && cpuOK1 && m.report.Cycles > 0 {
 		m.cpuPerCyc = (cpu1 - cpu0) / time.Duration(m.report.Cycles)
+	}
+	if lead1 > lead0 && m.report.Cycles > 0 {
+		m.leaderCPUPerCyc = (lead1 - lead0) / time.Duration(m.report.Cycles)
 	}
 	return m, nil
 }
@@ -250,6 +265,35 @@ func startCluster(ctx context.Context, s *side, dir string, base int) ([]*member
 }
 
 var leaderAddr = regexp.MustCompile(`"leader_?[aA]ddr": ?"[^"]`)
+
+var leaderAddrValue = regexp.MustCompile(`"leader_?[aA]ddr": ?"([^"]+)"`)
+
+// leaderOf is the process of the member that leads, by the first
+// endpoint's /v1/status; nil if it cannot tell.
+func leaderOf(ctx context.Context, procs []*member, endpoints []string) *member {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+endpoints[0]+"/v1/status", nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	m := leaderAddrValue.FindSubmatch(body)
+	if m == nil {
+		return nil
+	}
+	for i, ep := range endpoints {
+		if ep == string(m[1]) && i < len(procs) {
+			return procs[i]
+		}
+	}
+	return nil
+}
 
 func knowsLeader(ctx context.Context, endpoint string) bool {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)

@@ -57,17 +57,23 @@ func summarize(w workload, clients string, pairs []pair) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%s, %d pairs, clients %s:\n", w, len(pairs), clients)
 	for i, name := range []string{"A", "B"} {
-		var cps, p50, cpu []float64
+		var cps, p50, cpu, lead []float64
 		for _, p := range pairs {
 			cps = append(cps, p[i].report.CyclesPerSec)
 			p50 = append(p50, p[i].report.AcquireP50)
 			if p[i].cpuPerCyc > 0 {
 				cpu = append(cpu, float64(p[i].cpuPerCyc)/float64(time.Microsecond))
 			}
+			if p[i].leaderCPUPerCyc > 0 {
+				lead = append(lead, float64(p[i].leaderCPUPerCyc)/float64(time.Microsecond))
+			}
 		}
 		fmt.Fprintf(&b, "  %s: cycles/s median %.0f (%.0f-%.0f), acquire p50 median %.2f ms", name, median(cps), slices.Min(cps), slices.Max(cps), median(p50))
 		if len(cpu) == len(pairs) {
 			fmt.Fprintf(&b, ", servers' CPU/cycle median %.1f us", median(cpu))
+		}
+		if len(lead) == len(pairs) {
+			fmt.Fprintf(&b, " (leader %.1f us)", median(lead))
 		}
 		b.WriteString("\n")
 	}

@@ -1,0 +1,10 @@
+package baton_test
+
+import (
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/fence"
+)
+
+// A Lease is what the fence package's client helpers take, though fence
+// does not import baton.
+var _ fence.Holder = (*baton.Lease)(nil)
