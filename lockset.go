@@ -173,7 +173,7 @@ func (ls *LockSet) tryMany(ctx context.Context, req *batonpb.AcquireManyRequest)
 			holders = append(holders, holderOf(r.GetHolder()))
 			continue
 		}
-		l, err := s.newLease(ctx, r.GetName(), r.GetToken(), ls.cfg, c.started)
+		l, err := s.newLease(ctx, r.GetName(), r.GetToken(), ls.cfg, c.started, r.GetSignedToken())
 		if err != nil {
 			// Give back what this call got; the session retries the
 			// releases in the background.

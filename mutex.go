@@ -118,7 +118,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool, d time.Duration) (*Lease
 		}
 		started = rs
 	}
-	return m.s.newLease(ctx, m.name, a.GetToken(), m.hold, started)
+	return m.s.newLease(ctx, m.name, a.GetToken(), m.hold, started, a.GetSignedToken())
 }
 
 // Unlock releases one count of the hold of this Mutex's (session, owner
