@@ -4,7 +4,10 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -335,5 +338,50 @@ func TestUnsignedByDefault(t *testing.T) {
 	}
 	if _, err := fence.FetchKeys(ctx, nil, "http://"+c.ClientAddr(0)); err == nil {
 		t.Fatal("FetchKeys found keys on a cluster without any")
+	}
+}
+
+// TestCLISignedTokens: baton lock gives its child the grant's signed
+// token (BATON_SIGNED_TOKEN), which verifies with the cluster's keys;
+// baton keys lists them and baton keys rotate retires the current one.
+func TestCLISignedTokens(t *testing.T) {
+	c, cl := single(t, signedTokens)
+	ks := waitKeys(t, c, 0)
+	ep := c.Endpoints(0)
+	p := startLock(t, ep, "cli/signed", "--", "sh", "-c", `echo "$BATON_TOKEN $BATON_SIGNED_TOKEN"`)
+	fields := strings.Fields(p.line(t, 10*time.Second))
+	if len(fields) != 2 {
+		t.Fatalf("the child saw %q, want a token and a signed token", fields)
+	}
+	claims, err := ks.Verify(fields[1], time.Now())
+	if err != nil || claims.Lock != "cli/signed" || strconv.FormatUint(claims.Token, 10) != fields[0] {
+		t.Fatalf("BATON_SIGNED_TOKEN says %+v (%v); BATON_TOKEN is %s", claims, err, fields[0])
+	}
+	if code := p.exit(t, 10*time.Second); code != 0 {
+		t.Fatalf("baton lock exited %d", code)
+	}
+
+	run := func(args ...string) string {
+		cmd := exec.Command(batonBinary(t), args...)
+		cmd.Env = append(os.Environ(), "BATON_ENDPOINTS="+ep)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("baton %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	id := strconv.FormatUint(ks[0].ID, 10)
+	if out := run("keys"); !strings.Contains(out, id) || !strings.Contains(out, "current") {
+		t.Fatalf("baton keys:\n%s", out)
+	}
+	if out := run("keys", "rotate", "--retention", "1h"); !strings.Contains(out, "verifies for 1h0m0s") {
+		t.Fatalf("baton keys rotate:\n%s", out)
+	}
+	keys, err := cl.Keys(testCtx(t))
+	if err != nil || len(keys) != 2 || keys[0].ID != ks[0].ID || keys[0].Current {
+		t.Fatalf("after baton keys rotate: %+v, %v", keys, err)
+	}
+	if out := run("keys"); !strings.Contains(out, "retired, verifies until") {
+		t.Fatalf("baton keys after a rotation:\n%s", out)
 	}
 }
