@@ -35,6 +35,8 @@ type Lease struct {
 	acquire  context.Context // the acquire's ctx, for Context's values
 	// lockDelay is the hold's lock-delay as the server answered (0: none).
 	lockDelay time.Duration
+	// signedToken is the grant signed by the cluster ("" if unsigned).
+	signedToken string
 
 	// Guarded by s.mu.
 	// Made on first use (most Leases are released without either):
@@ -74,14 +76,16 @@ type holdKey struct{ name, ownerKey string }
 //
 // With a hold limit, the limit counts from started (the acquire's first
 // send, or a renewal's); the library renews it unless cfg says
-// WithManualRenewal.
-func (s *Session) newLease(ctx context.Context, name string, token uint64, cfg holdConfig, started time.Time, lockDelay time.Duration) (*Lease, error) {
+// WithManualRenewal. lockDelay is the hold's lock-delay as the server
+// answered; signedToken is the grant's signed token, if the
+// cluster signed it.
+func (s *Session) newLease(ctx context.Context, name string, token uint64, cfg holdConfig, started time.Time, lockDelay time.Duration, signedToken string) (*Lease, error) {
 	ownerKey := cfg.ownerKey
 	for {
 		s.mu.Lock()
 		switch s.life.state {
 		case StateHealthy:
-			l := &Lease{s: s, name: name, ownerKey: ownerKey, token: token, acquire: ctx, lockDelay: lockDelay}
+			l := &Lease{s: s, name: name, ownerKey: ownerKey, token: token, acquire: ctx, lockDelay: lockDelay, signedToken: signedToken}
 			k := holdKey{name, ownerKey}
 			if ls := s.leases.holds[k]; len(ls) > 0 && ls[0].token != token {
 				// The hold those leases had ended on the server (an
@@ -162,6 +166,15 @@ func (l *Lease) Token() uint64 { return l.token }
 // lost (Lost) before the server can end the hold, so work stopped within
 // LockDelay of Lost cannot overlap the next holder's. 0: none.
 func (l *Lease) LockDelay() time.Duration { return l.lockDelay }
+
+// SignedToken is the grant signed by the cluster, for a resource that
+// verifies it offline (package fence: SignedMiddleware, KeySet.Verify)
+// with the cluster's public keys: the lock, the fencing token, the
+// session, the mode, when and with what hold limit it was granted, none
+// of which the client that shows it can alter. "" when the cluster gives
+// none (its members run without --signed-tokens). A reentrant acquire's
+// Lease has the signed token of its own grant (the same fencing token).
+func (l *Lease) SignedToken() string { return l.signedToken }
 
 // Lost is closed when the client can no longer vouch for the hold: the
 // session's conservative deadline passed (jeopardy), the session ended,

@@ -174,7 +174,7 @@ func (ls *LockSet) tryMany(ctx context.Context, req *batonpb.AcquireManyRequest)
 			holders = append(holders, holderOf(r.GetHolder()))
 			continue
 		}
-		l, err := s.newLease(ctx, r.GetName(), r.GetToken(), ls.cfg, c.started, r.GetLockDelay().AsDuration())
+		l, err := s.newLease(ctx, r.GetName(), r.GetToken(), ls.cfg, c.started, r.GetLockDelay().AsDuration(), r.GetSignedToken())
 		if err != nil {
 			// Give back what this call got; the session retries the
 			// releases in the background.

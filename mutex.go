@@ -119,7 +119,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool, d time.Duration) (*Lease
 		}
 		started = rs
 	}
-	return m.s.newLease(ctx, m.name, a.GetToken(), m.hold, started, a.GetLockDelay().AsDuration())
+	return m.s.newLease(ctx, m.name, a.GetToken(), m.hold, started, a.GetLockDelay().AsDuration(), a.GetSignedToken())
 }
 
 // Unlock releases one count of the hold of this Mutex's (session, owner

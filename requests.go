@@ -156,6 +156,7 @@ func (s *Session) handle(sc *streamConn, resp *batonpb.SessionResponse) {
 		}
 		s.finishLocked(c, &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Acquire{Acquire: &batonpb.AcquireResponse{
 			Name: k.Grant.GetName(), Acquired: true, Token: k.Grant.GetToken(), Count: 1, Seq: k.Grant.GetSeq(),
+			SignedToken: k.Grant.GetSignedToken(),
 		}}}, nil)
 		return
 	case *batonpb.SessionResponse_WaitEnded:

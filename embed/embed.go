@@ -132,6 +132,13 @@ type Config struct {
 	// or newer).
 	LockDelay         time.Duration
 	LockDelayByPrefix map[string]time.Duration
+	// SignedTokens: this member signs every grant it answers with the
+	// cluster's current signing key (fence.SignToken; the public keys are
+	// served at GET /v1/keys), and, leading a cluster without one,
+	// proposes the first. It needs log version 6 (every member of this
+	// release or newer). Start every member alike: one without it signs
+	// nothing while it leads.
+	SignedTokens bool
 	// LogVersion is the newest log version this member says it reads
 	// (0: this release's, fsm.LogVersion). Tests of clusters of mixed
 	// releases set an older one; nothing else should.
@@ -353,6 +360,7 @@ type Member struct {
 	bootClusterID uint64
 	stopTrack     context.CancelFunc
 	trackDone     chan struct{}
+	keysDone      chan struct{} // KeepSigningKey's end; it stops with stopTrack
 	closeOnce     sync.Once
 
 	// disk measures the data dir's free space, unless Config.DiskSpace
@@ -495,8 +503,13 @@ func Start(cfg Config) (*Member, error) {
 	guard, m.disk = cfg.diskGuard(dir, statDisk, lg)
 	m.srv = server.New(server.Config{Name: cfg.Name, Version: Version, Node: node, Liveness: tracker,
 		Members: m.members, MemberID: MemberID, Operators: cfg.Operators, Limits: cfg.limits(), Disk: guard, Logger: lg,
-		LockDelays: server.LockDelays{Default: cfg.LockDelay, ByPrefix: cfg.LockDelayByPrefix}})
+		LockDelays: server.LockDelays{Default: cfg.LockDelay, ByPrefix: cfg.LockDelayByPrefix}, SignedTokens: cfg.SignedTokens})
 	fan.api.Store(m.srv)
+	m.keysDone = make(chan struct{})
+	go func() {
+		defer close(m.keysDone)
+		m.srv.KeepSigningKey(ctx)
+	}()
 
 	extra := http.NewServeMux()
 	extra.Handle("/metrics", m.srv.MetricsHandler())
@@ -674,6 +687,9 @@ func (m *Member) Close() {
 		if m.stopTrack != nil {
 			m.stopTrack()
 			<-m.trackDone
+			if m.keysDone != nil {
+				<-m.keysDone
+			}
 		}
 		if m.node != nil {
 			m.node.Stop()

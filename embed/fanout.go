@@ -16,8 +16,9 @@ import (
 // applied command goes first to the liveness tracker (sessions, timed
 // waits and limited holds come and go), then to the API server, which
 // hands it to whoever waits for it (unary acquires, session channels,
-// watches); leadership changes promote or demote the tracker and end the
-// server's session streams.
+// watches); leadership changes promote or demote the tracker, and tell
+// the server (which ends its session streams, or looks whether the
+// cluster needs its first signing key).
 //
 // The node starts before the server (the server is built with its node),
 // so the server is added once built; what applies before that has nobody
@@ -49,6 +50,9 @@ func (f *fanout) Restored(uint64) {
 func (f *fanout) LeaderChanged(isLeader bool, term uint64, m *fsm.Machine) {
 	if isLeader {
 		f.tracker.Promote(term, m)
+		if s := f.api.Load(); s != nil {
+			s.StartedLeading()
+		}
 		return
 	}
 	f.tracker.Demote()

@@ -1171,7 +1171,12 @@ type AcquireResponse struct {
 	// lock-delay until then (a holder's session expired or its hold limit
 	// passed): granted to no one until that time, by the clock of the
 	// leader that started the delay.
-	DelayedUntil  *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=delayed_until,json=delayedUntil,proto3" json:"delayed_until,omitempty"`
+	DelayedUntil *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=delayed_until,json=delayedUntil,proto3" json:"delayed_until,omitempty"`
+	// signed_token: acquired from a cluster with signed tokens (`baton
+	// server --signed-tokens`), the grant signed by the cluster's current
+	// key (fence.SignToken's text form), which a resource verifies offline
+	// with the keys of GET /v1/keys; empty otherwise.
+	SignedToken   string `protobuf:"bytes,12,opt,name=signed_token,json=signedToken,proto3" json:"signed_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1281,6 +1286,13 @@ func (x *AcquireResponse) GetDelayedUntil() *timestamppb.Timestamp {
 		return x.DelayedUntil
 	}
 	return nil
+}
+
+func (x *AcquireResponse) GetSignedToken() string {
+	if x != nil {
+		return x.SignedToken
+	}
+	return ""
 }
 
 type AcquireManyRequest struct {
@@ -3992,6 +4004,7 @@ type Grant struct {
 	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
 	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	SignedToken   string                 `protobuf:"bytes,4,opt,name=signed_token,json=signedToken,proto3" json:"signed_token,omitempty"` // as AcquireResponse.signed_token
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4045,6 +4058,13 @@ func (x *Grant) GetToken() uint64 {
 		return x.Token
 	}
 	return 0
+}
+
+func (x *Grant) GetSignedToken() string {
+	if x != nil {
+		return x.SignedToken
+	}
+	return ""
 }
 
 // WaitEnded is pushed when a queued acquire (seq) left the queue unserved.
@@ -5067,6 +5087,272 @@ func (x *AuditResponse) GetEntries() []*AuditEntry {
 	return nil
 }
 
+type KeysRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeysRequest) Reset() {
+	*x = KeysRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeysRequest) ProtoMessage() {}
+
+func (x *KeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeysRequest.ProtoReflect.Descriptor instead.
+func (*KeysRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71}
+}
+
+// SigningKey is one of the cluster's Ed25519 signed-token keys, its
+// public half.
+type SigningKey struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`                               // a signed token names it (fence.Claims.KeyID)
+	PublicKey []byte                 `protobuf:"bytes,2,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"` // 32 bytes
+	Created   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=created,proto3" json:"created,omitempty"`
+	// current: grants are signed with it. Otherwise it was retired at
+	// retired and verifies until not_after_unix_nano (its retention after
+	// that); 0 for the current key.
+	Current          bool                   `protobuf:"varint,4,opt,name=current,proto3" json:"current,omitempty"`
+	Retired          *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=retired,proto3" json:"retired,omitempty"`
+	NotAfterUnixNano int64                  `protobuf:"varint,6,opt,name=not_after_unix_nano,json=notAfterUnixNano,proto3" json:"not_after_unix_nano,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *SigningKey) Reset() {
+	*x = SigningKey{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SigningKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SigningKey) ProtoMessage() {}
+
+func (x *SigningKey) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
+func (*SigningKey) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *SigningKey) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SigningKey) GetPublicKey() []byte {
+	if x != nil {
+		return x.PublicKey
+	}
+	return nil
+}
+
+func (x *SigningKey) GetCreated() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Created
+	}
+	return nil
+}
+
+func (x *SigningKey) GetCurrent() bool {
+	if x != nil {
+		return x.Current
+	}
+	return false
+}
+
+func (x *SigningKey) GetRetired() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Retired
+	}
+	return nil
+}
+
+func (x *SigningKey) GetNotAfterUnixNano() int64 {
+	if x != nil {
+		return x.NotAfterUnixNano
+	}
+	return 0
+}
+
+type KeysResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          []*SigningKey          `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"` // by id, the current one last
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeysResponse) Reset() {
+	*x = KeysResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeysResponse) ProtoMessage() {}
+
+func (x *KeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeysResponse.ProtoReflect.Descriptor instead.
+func (*KeysResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *KeysResponse) GetKeys() []*SigningKey {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type RotateSigningKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// retention: how long the key rotated out still verifies; unset: 24 h.
+	Retention     *durationpb.Duration `protobuf:"bytes,1,opt,name=retention,proto3" json:"retention,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateSigningKeyRequest) Reset() {
+	*x = RotateSigningKeyRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateSigningKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateSigningKeyRequest) ProtoMessage() {}
+
+func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateSigningKeyRequest.ProtoReflect.Descriptor instead.
+func (*RotateSigningKeyRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *RotateSigningKeyRequest) GetRetention() *durationpb.Duration {
+	if x != nil {
+		return x.Retention
+	}
+	return nil
+}
+
+type RotateSigningKeyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	KeyId         uint64                 `protobuf:"varint,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"` // the new current key
+	Keys          []*SigningKey          `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`                 // every key after the rotation
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateSigningKeyResponse) Reset() {
+	*x = RotateSigningKeyResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateSigningKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateSigningKeyResponse) ProtoMessage() {}
+
+func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateSigningKeyResponse.ProtoReflect.Descriptor instead.
+func (*RotateSigningKeyResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *RotateSigningKeyResponse) GetKeyId() uint64 {
+	if x != nil {
+		return x.KeyId
+	}
+	return 0
+}
+
+func (x *RotateSigningKeyResponse) GetKeys() []*SigningKey {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
 var File_api_batonpb_baton_proto protoreflect.FileDescriptor
 
 const file_api_batonpb_baton_proto_rawDesc = "" +
@@ -5143,7 +5429,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\towner_key\x18\x03 \x01(\tR\bownerKey\x120\n" +
 	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12<\n" +
 	"\fwait_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\x12\x16\n" +
-	"\x06shared\x18\x06 \x01(\bR\x06shared\"\xf2\x02\n" +
+	"\x06shared\x18\x06 \x01(\bR\x06shared\"\x95\x03\n" +
 	"\x0fAcquireResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bacquired\x18\x02 \x01(\bR\bacquired\x12\x14\n" +
@@ -5157,7 +5443,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\n" +
 	"lock_delay\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12?\n" +
-	"\rdelayed_until\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\fdelayedUntil\"\xac\x02\n" +
+	"\rdelayed_until\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\fdelayedUntil\x12!\n" +
+	"\fsigned_token\x18\f \x01(\tR\vsignedToken\"\xac\x02\n" +
 	"\x12AcquireManyRequest\x12/\n" +
 	"\x06header\x18\x01 \x01(\v2\x17.baton.v1.RequestHeaderR\x06header\x12\x14\n" +
 	"\x05names\x18\x02 \x03(\tR\x05names\x12\x1b\n" +
@@ -5350,11 +5637,12 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x03end\x18\x03 \x01(\v2\x14.baton.v1.ChannelEndR\x03end\"3\n" +
 	"\n" +
 	"ChannelEnd\x12%\n" +
-	"\x05error\x18\x01 \x01(\v2\x0f.baton.v1.ErrorR\x05error\"C\n" +
+	"\x05error\x18\x01 \x01(\v2\x0f.baton.v1.ErrorR\x05error\"f\n" +
 	"\x05Grant\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token\"[\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12!\n" +
+	"\fsigned_token\x18\x04 \x01(\tR\vsignedToken\"[\n" +
 	"\tWaitEnded\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12(\n" +
@@ -5438,7 +5726,24 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\tprincipal\x18\x03 \x01(\tR\tprincipal\x12\x16\n" +
 	"\x06action\x18\x04 \x01(\tR\x06action\"?\n" +
 	"\rAuditResponse\x12.\n" +
-	"\aentries\x18\x01 \x03(\v2\x14.baton.v1.AuditEntryR\aentries*\xf1\x03\n" +
+	"\aentries\x18\x01 \x03(\v2\x14.baton.v1.AuditEntryR\aentries\"\r\n" +
+	"\vKeysRequest\"\xf0\x01\n" +
+	"\n" +
+	"SigningKey\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1d\n" +
+	"\n" +
+	"public_key\x18\x02 \x01(\fR\tpublicKey\x124\n" +
+	"\acreated\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x12\x18\n" +
+	"\acurrent\x18\x04 \x01(\bR\acurrent\x124\n" +
+	"\aretired\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aretired\x12-\n" +
+	"\x13not_after_unix_nano\x18\x06 \x01(\x03R\x10notAfterUnixNano\"8\n" +
+	"\fKeysResponse\x12(\n" +
+	"\x04keys\x18\x01 \x03(\v2\x14.baton.v1.SigningKeyR\x04keys\"R\n" +
+	"\x17RotateSigningKeyRequest\x127\n" +
+	"\tretention\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\tretention\"[\n" +
+	"\x18RotateSigningKeyResponse\x12\x15\n" +
+	"\x06key_id\x18\x01 \x01(\x04R\x05keyId\x12(\n" +
+	"\x04keys\x18\x02 \x03(\v2\x14.baton.v1.SigningKeyR\x04keys*\xf1\x03\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10INVALID_ARGUMENT\x10\x01\x12\x15\n" +
@@ -5476,7 +5781,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x18HOLD_END_SESSION_EXPIRED\x10\x03\x12\x19\n" +
 	"\x15HOLD_END_HOLD_EXPIRED\x10\x04\x12\x19\n" +
 	"\x15HOLD_END_CAS_RELEASED\x10\x05\x12\x16\n" +
-	"\x12HOLD_END_ABANDONED\x10\x062\xf8\x11\n" +
+	"\x12HOLD_END_ABANDONED\x10\x062\xb8\x13\n" +
 	"\x05Baton\x12B\n" +
 	"\aSession\x12\x18.baton.v1.SessionRequest\x1a\x19.baton.v1.SessionResponse(\x010\x01\x12E\n" +
 	"\bSessions\x12\x19.baton.v1.SessionsRequest\x1a\x1a.baton.v1.SessionsResponse(\x010\x01\x12c\n" +
@@ -5506,7 +5811,10 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"ChangeAuth\x12\x1b.baton.v1.ChangeAuthRequest\x1a\x1c.baton.v1.ChangeAuthResponse\"\x13\x82\xd3\xe4\x93\x02\r:\x01*\"\b/v1/auth\x12P\n" +
 	"\aGetAuth\x12\x18.baton.v1.GetAuthRequest\x1a\x19.baton.v1.GetAuthResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
 	"\x12\b/v1/auth\x12K\n" +
-	"\x05Audit\x12\x16.baton.v1.AuditRequest\x1a\x17.baton.v1.AuditResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/auditB(Z&github.com/batonlock/baton/api/batonpbb\x06proto3"
+	"\x05Audit\x12\x16.baton.v1.AuditRequest\x1a\x17.baton.v1.AuditResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/audit\x12G\n" +
+	"\x04Keys\x12\x15.baton.v1.KeysRequest\x1a\x16.baton.v1.KeysResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
+	"\x12\b/v1/keys\x12u\n" +
+	"\x10RotateSigningKey\x12!.baton.v1.RotateSigningKeyRequest\x1a\".baton.v1.RotateSigningKeyResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/keys/rotateB(Z&github.com/batonlock/baton/api/batonpbb\x06proto3"
 
 var (
 	file_api_batonpb_baton_proto_rawDescOnce sync.Once
@@ -5521,7 +5829,7 @@ func file_api_batonpb_baton_proto_rawDescGZIP() []byte {
 }
 
 var file_api_batonpb_baton_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
+var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_api_batonpb_baton_proto_goTypes = []any{
 	(Reason)(0),                        // 0: baton.v1.Reason
 	(HoldEnd)(0),                       // 1: baton.v1.HoldEnd
@@ -5597,29 +5905,34 @@ var file_api_batonpb_baton_proto_goTypes = []any{
 	(*AuditRequest)(nil),               // 71: baton.v1.AuditRequest
 	(*AuditEntry)(nil),                 // 72: baton.v1.AuditEntry
 	(*AuditResponse)(nil),              // 73: baton.v1.AuditResponse
-	(*durationpb.Duration)(nil),        // 74: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),      // 75: google.protobuf.Timestamp
+	(*KeysRequest)(nil),                // 74: baton.v1.KeysRequest
+	(*SigningKey)(nil),                 // 75: baton.v1.SigningKey
+	(*KeysResponse)(nil),               // 76: baton.v1.KeysResponse
+	(*RotateSigningKeyRequest)(nil),    // 77: baton.v1.RotateSigningKeyRequest
+	(*RotateSigningKeyResponse)(nil),   // 78: baton.v1.RotateSigningKeyResponse
+	(*durationpb.Duration)(nil),        // 79: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),      // 80: google.protobuf.Timestamp
 }
 var file_api_batonpb_baton_proto_depIdxs = []int32{
-	74,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	74,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	74,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	79,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	79,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	79,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
 	3,   // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
-	74,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	74,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
-	74,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
-	74,  // 7: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
-	75,  // 8: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
-	74,  // 9: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
-	74,  // 10: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
-	75,  // 11: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
-	74,  // 12: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
+	79,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	79,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
+	79,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	79,  // 7: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
+	80,  // 8: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
+	79,  // 9: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
+	79,  // 10: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
+	80,  // 11: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
+	79,  // 12: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
 	13,  // 13: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
-	74,  // 14: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
-	75,  // 15: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
+	79,  // 14: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
+	80,  // 15: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
 	3,   // 16: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
-	74,  // 17: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
-	74,  // 18: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
+	79,  // 17: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
+	79,  // 18: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
 	15,  // 19: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
 	3,   // 20: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
 	3,   // 21: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
@@ -5627,17 +5940,17 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	13,  // 23: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
 	13,  // 24: baton.v1.Lock.holders:type_name -> baton.v1.Holder
 	14,  // 25: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
-	75,  // 26: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
+	80,  // 26: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
 	27,  // 27: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
 	29,  // 28: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
-	75,  // 29: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
-	75,  // 30: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
+	80,  // 29: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
+	80,  // 30: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
 	1,   // 31: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
 	13,  // 32: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
-	75,  // 33: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
+	80,  // 33: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
 	31,  // 34: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	74,  // 35: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	75,  // 36: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	79,  // 35: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	80,  // 36: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
 	33,  // 37: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
 	27,  // 38: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
 	41,  // 39: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
@@ -5680,61 +5993,70 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	68,  // 76: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
 	67,  // 77: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
 	69,  // 78: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
-	75,  // 79: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	80,  // 79: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
 	72,  // 80: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
-	53,  // 81: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	54,  // 82: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
-	4,   // 83: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	6,   // 84: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	8,   // 85: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	10,  // 86: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	16,  // 87: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	11,  // 88: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
-	18,  // 89: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	22,  // 90: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	24,  // 91: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	26,  // 92: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	30,  // 93: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	34,  // 94: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	38,  // 95: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
-	36,  // 96: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	40,  // 97: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	42,  // 98: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
-	44,  // 99: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
-	48,  // 100: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
-	46,  // 101: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
-	64,  // 102: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
-	66,  // 103: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
-	71,  // 104: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
-	61,  // 105: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	56,  // 106: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	5,   // 107: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	7,   // 108: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	9,   // 109: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	15,  // 110: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	17,  // 111: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	12,  // 112: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
-	19,  // 113: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	23,  // 114: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	25,  // 115: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	28,  // 116: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	32,  // 117: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	35,  // 118: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	39,  // 119: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
-	37,  // 120: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	50,  // 121: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	43,  // 122: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
-	45,  // 123: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
-	49,  // 124: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
-	47,  // 125: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
-	65,  // 126: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
-	70,  // 127: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
-	73,  // 128: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
-	105, // [105:129] is the sub-list for method output_type
-	81,  // [81:105] is the sub-list for method input_type
-	81,  // [81:81] is the sub-list for extension type_name
-	81,  // [81:81] is the sub-list for extension extendee
-	0,   // [0:81] is the sub-list for field type_name
+	80,  // 81: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
+	80,  // 82: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
+	75,  // 83: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
+	79,  // 84: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
+	75,  // 85: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
+	53,  // 86: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	54,  // 87: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	4,   // 88: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	6,   // 89: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	8,   // 90: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	10,  // 91: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	16,  // 92: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	11,  // 93: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
+	18,  // 94: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	22,  // 95: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	24,  // 96: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	26,  // 97: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	30,  // 98: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	34,  // 99: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	38,  // 100: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
+	36,  // 101: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	40,  // 102: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	42,  // 103: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
+	44,  // 104: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
+	48,  // 105: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
+	46,  // 106: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
+	64,  // 107: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
+	66,  // 108: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
+	71,  // 109: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
+	74,  // 110: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
+	77,  // 111: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
+	61,  // 112: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	56,  // 113: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	5,   // 114: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	7,   // 115: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	9,   // 116: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	15,  // 117: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	17,  // 118: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	12,  // 119: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
+	19,  // 120: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	23,  // 121: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	25,  // 122: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	28,  // 123: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	32,  // 124: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	35,  // 125: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	39,  // 126: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
+	37,  // 127: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	50,  // 128: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	43,  // 129: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
+	45,  // 130: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
+	49,  // 131: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
+	47,  // 132: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
+	65,  // 133: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
+	70,  // 134: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
+	73,  // 135: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
+	76,  // 136: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
+	78,  // 137: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
+	112, // [112:138] is the sub-list for method output_type
+	86,  // [86:112] is the sub-list for method input_type
+	86,  // [86:86] is the sub-list for extension type_name
+	86,  // [86:86] is the sub-list for extension extendee
+	0,   // [0:86] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }
@@ -5775,7 +6097,7 @@ func file_api_batonpb_baton_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_batonpb_baton_proto_rawDesc), len(file_api_batonpb_baton_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   71,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

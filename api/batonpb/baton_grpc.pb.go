@@ -48,6 +48,8 @@ const (
 	Baton_ChangeAuth_FullMethodName         = "/baton.v1.Baton/ChangeAuth"
 	Baton_GetAuth_FullMethodName            = "/baton.v1.Baton/GetAuth"
 	Baton_Audit_FullMethodName              = "/baton.v1.Baton/Audit"
+	Baton_Keys_FullMethodName               = "/baton.v1.Baton/Keys"
+	Baton_RotateSigningKey_FullMethodName   = "/baton.v1.Baton/RotateSigningKey"
 )
 
 // BatonClient is the client API for Baton service.
@@ -134,6 +136,16 @@ type BatonClient interface {
 	// (blacklists, conditional releases, auth changes), oldest first: at
 	// most 1,000, replicated. Needs read over every name.
 	Audit(ctx context.Context, in *AuditRequest, opts ...grpc.CallOption) (*AuditResponse, error)
+	// Keys lists the cluster's signed-token public keys: the current one
+	// and those rotated out whose retention has not ended (the JSON that
+	// fence.FetchKeys reads). Public: it needs no credential, and any
+	// member answers from its own state, without the leader.
+	Keys(ctx context.Context, in *KeysRequest, opts ...grpc.CallOption) (*KeysResponse, error)
+	// RotateSigningKey makes a new signing key current; the old one still
+	// verifies for the retention (default 24 h, up to 30 days; 0s: not at
+	// all, for a key whose seed was exposed). Admin over every name when
+	// authentication is on; an operator call.
+	RotateSigningKey(ctx context.Context, in *RotateSigningKeyRequest, opts ...grpc.CallOption) (*RotateSigningKeyResponse, error)
 }
 
 type batonClient struct {
@@ -399,6 +411,26 @@ func (c *batonClient) Audit(ctx context.Context, in *AuditRequest, opts ...grpc.
 	return out, nil
 }
 
+func (c *batonClient) Keys(ctx context.Context, in *KeysRequest, opts ...grpc.CallOption) (*KeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(KeysResponse)
+	err := c.cc.Invoke(ctx, Baton_Keys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *batonClient) RotateSigningKey(ctx context.Context, in *RotateSigningKeyRequest, opts ...grpc.CallOption) (*RotateSigningKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RotateSigningKeyResponse)
+	err := c.cc.Invoke(ctx, Baton_RotateSigningKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BatonServer is the server API for Baton service.
 // All implementations must embed UnimplementedBatonServer
 // for forward compatibility.
@@ -483,6 +515,16 @@ type BatonServer interface {
 	// (blacklists, conditional releases, auth changes), oldest first: at
 	// most 1,000, replicated. Needs read over every name.
 	Audit(context.Context, *AuditRequest) (*AuditResponse, error)
+	// Keys lists the cluster's signed-token public keys: the current one
+	// and those rotated out whose retention has not ended (the JSON that
+	// fence.FetchKeys reads). Public: it needs no credential, and any
+	// member answers from its own state, without the leader.
+	Keys(context.Context, *KeysRequest) (*KeysResponse, error)
+	// RotateSigningKey makes a new signing key current; the old one still
+	// verifies for the retention (default 24 h, up to 30 days; 0s: not at
+	// all, for a key whose seed was exposed). Admin over every name when
+	// authentication is on; an operator call.
+	RotateSigningKey(context.Context, *RotateSigningKeyRequest) (*RotateSigningKeyResponse, error)
 	mustEmbedUnimplementedBatonServer()
 }
 
@@ -564,6 +606,12 @@ func (UnimplementedBatonServer) GetAuth(context.Context, *GetAuthRequest) (*GetA
 }
 func (UnimplementedBatonServer) Audit(context.Context, *AuditRequest) (*AuditResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Audit not implemented")
+}
+func (UnimplementedBatonServer) Keys(context.Context, *KeysRequest) (*KeysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Keys not implemented")
+}
+func (UnimplementedBatonServer) RotateSigningKey(context.Context, *RotateSigningKeyRequest) (*RotateSigningKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RotateSigningKey not implemented")
 }
 func (UnimplementedBatonServer) mustEmbedUnimplementedBatonServer() {}
 func (UnimplementedBatonServer) testEmbeddedByValue()               {}
@@ -989,6 +1037,42 @@ func _Baton_Audit_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Baton_Keys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(KeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BatonServer).Keys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Baton_Keys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BatonServer).Keys(ctx, req.(*KeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Baton_RotateSigningKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RotateSigningKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BatonServer).RotateSigningKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Baton_RotateSigningKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BatonServer).RotateSigningKey(ctx, req.(*RotateSigningKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Baton_ServiceDesc is the grpc.ServiceDesc for Baton service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1079,6 +1163,14 @@ var Baton_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Audit",
 			Handler:    _Baton_Audit_Handler,
+		},
+		{
+			MethodName: "Keys",
+			Handler:    _Baton_Keys_Handler,
+		},
+		{
+			MethodName: "RotateSigningKey",
+			Handler:    _Baton_RotateSigningKey_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -57,6 +57,13 @@ const (
 	// it), and a resource that needs its writes drained for longer than
 	// a minute needs fencing, not a longer pause of the lock.
 	MaxLockDelay = 60 * time.Second
+	// DefaultKeyRetention is how long a signing key rotated out still
+	// verifies when the rotation states no retention: a day, so that the
+	// signed tokens of holds granted before a routine rotation keep
+	// verifying while their holders finish. MaxKeyRetention bounds it: a
+	// retired key stays in every snapshot and in GET /v1/keys as long.
+	DefaultKeyRetention = 24 * time.Hour
+	MaxKeyRetention     = 30 * 24 * time.Hour
 	// MaxAcquireMany bounds the locks of one AcquireMany, so one log entry
 	// stays small and quick to apply.
 	MaxAcquireMany = 1000
@@ -233,6 +240,20 @@ func CheckLockDelay(d time.Duration) error {
 // CheckLockDelayNanos is CheckLockDelay of a lock-delay in nanoseconds,
 // as the log carries it.
 func CheckLockDelayNanos(d int64) error { return CheckLockDelay(time.Duration(d)) }
+
+// CheckKeyRetention returns nil if d can be how long a rotated-out
+// signing key still verifies: 0 (not at all: a key whose seed was
+// exposed) up to MaxKeyRetention.
+func CheckKeyRetention(d time.Duration) error {
+	if d < 0 || d > MaxKeyRetention {
+		return invalid("key retention %v is outside 0s..%v", d, MaxKeyRetention)
+	}
+	return nil
+}
+
+// CheckKeyRetentionNanos is CheckKeyRetention of a retention in
+// nanoseconds, as the log carries it.
+func CheckKeyRetentionNanos(d int64) error { return CheckKeyRetention(time.Duration(d)) }
 
 // CheckWaitTimeout returns nil if d can bound an acquire's wait: more
 // than 0, at most MaxWaitTimeout.

@@ -122,6 +122,11 @@ func TestCheckDurations(t *testing.T) {
 		{"lock-delay long", CheckLockDelay, MaxLockDelay + time.Second, "lock-delay 1m1s is outside 0s..1m0s"},
 		{"lock-delay negative", CheckLockDelay, -time.Second, "outside"},
 		{"lock-delay fraction", CheckLockDelay, 1500 * time.Millisecond, "lock-delay 1.5s is not a whole number of seconds"},
+		{"key retention none", CheckKeyRetention, 0, ""},
+		{"key retention default", CheckKeyRetention, DefaultKeyRetention, ""},
+		{"key retention max", CheckKeyRetention, MaxKeyRetention, ""},
+		{"key retention long", CheckKeyRetention, MaxKeyRetention + 1, "key retention 720h0m0.000000001s is outside 0s..720h0m0s"},
+		{"key retention negative", CheckKeyRetention, -time.Second, "outside"},
 		{"wait", CheckWaitTimeout, time.Second, ""},
 		{"wait max", CheckWaitTimeout, MaxWaitTimeout, ""},
 		{"wait zero", CheckWaitTimeout, 0, "wait timeout 0s is outside (0s, 24h0m0s]"},
@@ -146,6 +151,7 @@ func TestNanosForms(t *testing.T) {
 			{"CheckTTLNanos", CheckTTLNanos(int64(d)), CheckTTL(d)},
 			{"CheckHoldLimitNanos", CheckHoldLimitNanos(int64(d)), CheckHoldLimit(d)},
 			{"CheckLockDelayNanos", CheckLockDelayNanos(int64(d)), CheckLockDelay(d)},
+			{"CheckKeyRetentionNanos", CheckKeyRetentionNanos(int64(d)), CheckKeyRetention(d)},
 		} {
 			if fmt.Sprint(c.nanos) != fmt.Sprint(c.want) {
 				t.Errorf("%s(%d) = %v; for a time.Duration %v", c.name, int64(d), c.nanos, c.want)

@@ -149,6 +149,10 @@ func fastChannelResponse(r *batonpb.ChannelResponse) bool {
 	if e := sr.GetError(); e != nil && (unknown(e) || !utf8.ValidString(e.GetMessage()) || !utf8.ValidString(e.GetLeaderAddr())) {
 		return false
 	}
+	// And a signed token that is not (the server's never are: base64url).
+	if !utf8.ValidString(sr.GetAcquire().GetSignedToken()) || !utf8.ValidString(sr.GetGrant().GetSignedToken()) {
+		return false
+	}
 	switch k := sr.GetKind().(type) {
 	case nil:
 		return true
@@ -258,11 +262,13 @@ func acquireResponseSize(a *batonpb.AcquireResponse) int {
 	return protofield.SizeString(1, a.GetName()) + protofield.SizeBool(2, a.GetAcquired()) +
 		protofield.SizeUint(3, a.GetToken()) + protofield.SizeUint(4, uint64(a.GetCount())) +
 		protofield.SizeBool(6, a.GetQueued()) + protofield.SizeUint(7, uint64(a.GetPosition())) +
-		protofield.SizeUint(8, a.GetSeq()) + protofield.SizeBool(9, a.GetSkipped())
+		protofield.SizeUint(8, a.GetSeq()) + protofield.SizeBool(9, a.GetSkipped()) +
+		protofield.SizeString(12, a.GetSignedToken())
 }
 
 func grantSize(g *batonpb.Grant) int {
-	return protofield.SizeUint(1, g.GetSeq()) + protofield.SizeString(2, g.GetName()) + protofield.SizeUint(3, g.GetToken())
+	return protofield.SizeUint(1, g.GetSeq()) + protofield.SizeString(2, g.GetName()) + protofield.SizeUint(3, g.GetToken()) +
+		protofield.SizeString(4, g.GetSignedToken())
 }
 
 // sessionResponseBody is the number and size of sr's kind (0: none).
@@ -321,6 +327,7 @@ func appendChannelResponse(b []byte, r *batonpb.ChannelResponse) []byte {
 		b = protofield.AppendUint(b, 7, uint64(a.GetPosition()))
 		b = protofield.AppendUint(b, 8, a.GetSeq())
 		b = protofield.AppendBool(b, 9, a.GetSkipped())
+		b = protofield.AppendString(b, 12, a.GetSignedToken())
 	case *batonpb.SessionResponse_Release:
 		b = protofield.AppendUint(b, 1, uint64(k.Release.GetRemainingCount()))
 	case *batonpb.SessionResponse_Grant:
@@ -328,6 +335,7 @@ func appendChannelResponse(b []byte, r *batonpb.ChannelResponse) []byte {
 		b = protofield.AppendUint(b, 1, g.GetSeq())
 		b = protofield.AppendString(b, 2, g.GetName())
 		b = protofield.AppendUint(b, 3, g.GetToken())
+		b = protofield.AppendString(b, 4, g.GetSignedToken())
 	}
 	return b
 }

@@ -102,6 +102,10 @@ func TestEncodeAsProto(t *testing.T) {
 		"keepalive": {Channel: 1, Response: &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_KeepAlive{
 			KeepAlive: &batonpb.KeepAliveResponse{SessionId: 1, Ttl: durationpb.New(time.Second)}}}},
 		"invalid UTF-8": {Channel: 1, Response: &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Grant{Grant: &batonpb.Grant{Name: "\xff"}}}},
+		"signed token not UTF-8": {Channel: 1, Response: &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Grant{
+			Grant: &batonpb.Grant{Name: "a", SignedToken: "\xff"}}}},
+		"acquire's signed token not UTF-8": {Channel: 1, Response: &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Acquire{
+			Acquire: &batonpb.AcquireResponse{Name: "a", SignedToken: "\xff"}}}},
 	} {
 		checkEncode(t, name, &batonpb.SessionsResponse{Responses: []*batonpb.ChannelResponse{acquireResp(1, "a"), r}}, false)
 	}
@@ -142,11 +146,11 @@ func FuzzEncode(f *testing.F) {
 		switch kind % 4 {
 		case 0:
 			resp.Kind = &batonpb.SessionResponse_Acquire{Acquire: &batonpb.AcquireResponse{Name: name, Acquired: b1, Token: token,
-				Count: small, Queued: b2, Position: small / 3, Seq: seq, Skipped: b1 && !b2}}
+				Count: small, Queued: b2, Position: small / 3, Seq: seq, Skipped: b1 && !b2, SignedToken: owner}}
 		case 1:
 			resp.Kind = &batonpb.SessionResponse_Release{Release: &batonpb.ReleaseResponse{RemainingCount: small}}
 		case 2:
-			resp.Kind = &batonpb.SessionResponse_Grant{Grant: &batonpb.Grant{Seq: seq, Name: name, Token: token}}
+			resp.Kind = &batonpb.SessionResponse_Grant{Grant: &batonpb.Grant{Seq: seq, Name: name, Token: token, SignedToken: owner}}
 		}
 		checkEncode(t, "response", &batonpb.SessionsResponse{Responses: []*batonpb.ChannelResponse{{Channel: ch, Response: resp}, grantResp(3)}}, false)
 	})

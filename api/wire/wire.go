@@ -393,6 +393,10 @@ func decodeAcquireResponse(b []byte, a *batonpb.AcquireResponse) bool {
 			a.Seq = f.Varint()
 		case f.IsVarint(9):
 			a.Skipped = f.Varint() != 0
+		case f.IsBytes(12):
+			if a.SignedToken, ok = f.Text(); !ok {
+				return false
+			}
 		default:
 			return false // the holder, among others
 		}
@@ -413,6 +417,10 @@ func decodeGrant(b []byte, g *batonpb.Grant) bool {
 			}
 		case f.IsVarint(3):
 			g.Token = f.Varint()
+		case f.IsBytes(4):
+			if g.SignedToken, ok = f.Text(); !ok {
+				return false
+			}
 		default:
 			return false
 		}

@@ -32,7 +32,7 @@ func keepAliveReq(ch uint64) *batonpb.ChannelRequest {
 
 func acquireResp(ch uint64, name string) *batonpb.ChannelResponse {
 	return &batonpb.ChannelResponse{Channel: ch, Response: &batonpb.SessionResponse{Id: 4, Kind: &batonpb.SessionResponse_Acquire{
-		Acquire: &batonpb.AcquireResponse{Name: name, Acquired: true, Token: 99, Count: 1, Seq: 12}}}}
+		Acquire: &batonpb.AcquireResponse{Name: name, Acquired: true, Token: 99, Count: 1, Seq: 12, SignedToken: "AWNsYWltcw"}}}}
 }
 
 func queuedResp(ch uint64) *batonpb.ChannelResponse {
@@ -47,7 +47,7 @@ func releaseResp(ch uint64) *batonpb.ChannelResponse {
 
 func grantResp(ch uint64) *batonpb.ChannelResponse {
 	return &batonpb.ChannelResponse{Channel: ch, Response: &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Grant{
-		Grant: &batonpb.Grant{Seq: 14, Name: "q", Token: 100}}}}
+		Grant: &batonpb.Grant{Seq: 14, Name: "q", Token: 100, SignedToken: "AWdyYW50"}}}}
 }
 
 func marshal(t testing.TB, m proto.Message) []byte {

@@ -57,7 +57,9 @@ Runs CMD while holding the lock NAME, then releases it. CMD runs in its own
 process group with BATON_LOCK, BATON_TOKEN (the fencing token),
 BATON_SESSION and BATON_SESSION_SECRET in its environment (with the last
 two, CMD may act for the session over the API: renew, release; keep the
-secret out of logs); baton exits with CMD's exit status.
+secret out of logs), and BATON_SIGNED_TOKEN (the grant signed by the
+cluster, for resources that verify it offline) when the cluster signs
+grants (baton server --signed-tokens); baton exits with CMD's exit status.
 SIGINT and SIGTERM are forwarded to CMD's group; the lock is released when
 CMD ends.
 
@@ -331,6 +333,9 @@ func runUnderLease(lease *baton.Lease, s *baton.Session, name string, cmdArgs []
 		"BATON_SESSION="+strconv.FormatUint(s.ID(), 10),
 		"BATON_SESSION_SECRET="+s.Secret(),
 	)
+	if st := lease.SignedToken(); st != "" {
+		cmd.Env = append(cmd.Env, "BATON_SIGNED_TOKEN="+st)
+	}
 	ownGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "baton lock: start %s: %v\n", cmdArgs[0], err)

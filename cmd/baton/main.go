@@ -35,6 +35,7 @@ func init() {
 		{"user", "add or remove a user, give or take its roles", runUser},
 		{"role", "add or remove a role, set its permissions over prefixes", runRole},
 		{"audit", "list the recent admin and auth actions", runAudit},
+		{"keys", "list the signed-token keys, or rotate: baton keys rotate", runKeys},
 	}
 }
 

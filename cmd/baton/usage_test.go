@@ -37,7 +37,7 @@ var everyCommand = []string{
 	"member add", "member promote", "member remove", "member list", "leader transfer",
 	"auth enable", "auth disable", "auth status",
 	"user add", "user remove", "user grant", "user revoke",
-	"role add", "role remove", "role grant", "role revoke", "audit",
+	"role add", "role remove", "role grant", "role revoke", "audit", "keys", "keys rotate",
 }
 
 // TestEveryCommandListed keeps everyCommand in step with the commands.

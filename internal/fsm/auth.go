@@ -33,8 +33,8 @@ const (
 	// PermLock: open sessions and take locks under the prefix.
 	PermLock
 	// PermAdmin: end others' holds under the prefix (CasRelease); over
-	// every name (the prefix ""), blacklist sessions, change membership
-	// and change users, roles and permissions.
+	// every name (the prefix ""), blacklist sessions, change membership,
+	// rotate the signing key and change users, roles and permissions.
 	PermAdmin
 
 	// PermAll is every permission.
@@ -192,6 +192,10 @@ func (m *Machine) authorize(cmd *fsmpb.Command, s *session) *Error {
 		if cmd.GetSessionId() == 0 {
 			return nil // a timeout, or a server cleaning up for a caller that left
 		}
+	case *fsmpb.Command_RotateSigningKey:
+		if op.RotateSigningKey.GetFirst() {
+			return nil // the leader's, while the cluster has no key
+		}
 	default:
 		_ = op
 	}
@@ -226,7 +230,7 @@ func (m *Machine) authorize(cmd *fsmpb.Command, s *session) *Error {
 		}
 	case *fsmpb.Command_CasRelease:
 		return need(op.CasRelease.GetLock(), PermAdmin)
-	case *fsmpb.Command_BlacklistSession, *fsmpb.Command_AuthChange, *fsmpb.Command_AuditNote:
+	case *fsmpb.Command_BlacklistSession, *fsmpb.Command_AuthChange, *fsmpb.Command_AuditNote, *fsmpb.Command_RotateSigningKey:
 		return need("", PermAdmin)
 	}
 	return nil

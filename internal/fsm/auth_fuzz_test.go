@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"fmt"
 	"maps"
@@ -52,6 +53,7 @@ const (
 	stepExpireHold   // sess, name: the leader's ExpireHold
 	stepRestore      // go on with the machine restored from a snapshot
 	stepEndLockDelay // name: the leader's EndLockDelay of its running delay
+	stepRotateKey    // a seed of extra; the leader's first key if extra&1, a retention of extra&6 hours
 	numSteps
 )
 
@@ -210,6 +212,9 @@ func (st authStep) command(m *Machine, sessions []uint64, seqs map[uint64]uint64
 			}
 		}
 		cmd.Op = &fsmpb.Command_EndLockDelay{EndLockDelay: &fsmpb.EndLockDelay{Lock: name, DelayFrom: from}}
+	case stepRotateKey:
+		cmd.Op = &fsmpb.Command_RotateSigningKey{RotateSigningKey: &fsmpb.RotateSigningKey{
+			Seed: bytes.Repeat([]byte{st.extra | 0x80}, SigningKeySeedLen), First: st.extra&1 != 0, RetentionNanos: int64(st.extra&6) * 3600e9}}
 	}
 	return cmd
 }
@@ -227,12 +232,16 @@ func refAllowed(st *fsmpb.AuthState, cmd *fsmpb.Command, owner string) bool {
 	if !st.GetEnabled() {
 		return true
 	}
-	switch cmd.GetOp().(type) {
+	switch op := cmd.GetOp().(type) {
 	case *fsmpb.Command_ExpireSession, *fsmpb.Command_ExpireHold, *fsmpb.Command_EndLockDelay, *fsmpb.Command_SetLogVersion:
 		return true
 	case *fsmpb.Command_CancelWait:
 		if cmd.GetSessionId() == 0 {
 			return true
+		}
+	case *fsmpb.Command_RotateSigningKey:
+		if op.RotateSigningKey.GetFirst() {
+			return true // the leader's first key
 		}
 	}
 	who := cmd.GetPrincipal()
@@ -290,7 +299,7 @@ func refAllowed(st *fsmpb.AuthState, cmd *fsmpb.Command, owner string) bool {
 		}
 	case *fsmpb.Command_CasRelease:
 		return has(op.CasRelease.GetLock(), PermAdmin)
-	case *fsmpb.Command_BlacklistSession, *fsmpb.Command_AuthChange:
+	case *fsmpb.Command_BlacklistSession, *fsmpb.Command_AuthChange, *fsmpb.Command_RotateSigningKey:
 		return has("", PermAdmin)
 	}
 	return true
@@ -400,6 +409,11 @@ func authSeeds() [][]authStep {
 			change(pRoot, fsmpb.AuthChange_REVOKE_ROLE, pRoot, rRoot, 0, 0),
 			authStep{op: stepCasRelease, who: pRoot, sess: 0, name: nA1},
 			authStep{op: stepBlacklist, who: pRoot, sess: 0},
+			authStep{op: stepRestore},
+			// The leader's first key is no one's; a rotation is an admin's.
+			authStep{op: stepRotateKey, who: pNone, extra: 1},
+			authStep{op: stepRotateKey, who: pAlice, extra: 2},
+			authStep{op: stepRotateKey, who: pRoot, extra: 4},
 			authStep{op: stepRestore},
 			change(pRoot, fsmpb.AuthChange_GRANT_ROLE, pBob, rRoot, 0, 0),
 			change(pBob, fsmpb.AuthChange_REVOKE_ROLE, pRoot, rRoot, 0, 0),

@@ -48,7 +48,7 @@ func randomCommand(r *rand.Rand) *fsmpb.Command {
 	}
 	cmd.Principal = []string{"", "alice", "ünïcode"}[r.IntN(3)]
 	name := []string{"", "jobs/42", "ünïcode/λ", string(make([]byte, 300))}[r.IntN(4)]
-	switch r.IntN(4) {
+	switch r.IntN(5) {
 	case 0:
 		cmd.Op = &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
 			Lock: name, OwnerKey: []string{"", "k"}[r.IntN(2)], Wait: r.IntN(2) == 0,
@@ -59,6 +59,9 @@ func randomCommand(r *rand.Rand) *fsmpb.Command {
 		cmd.Op = &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: name, Token: pick(0, 99, 1<<63), OwnerKey: []string{"", "k"}[r.IntN(2)]}}
 	case 2:
 		cmd.Op = &fsmpb.Command_CloseSession{CloseSession: &fsmpb.CloseSession{}}
+	case 3:
+		cmd.Op = &fsmpb.Command_RotateSigningKey{RotateSigningKey: &fsmpb.RotateSigningKey{
+			Seed: make([]byte, pick(0, SigningKeySeedLen)), RetentionNanos: int64(pick(0, 3600e9)), First: r.IntN(2) == 0}}
 	default:
 		cmd.Op = &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{SessionId: pick(1, 1000)}}
 	}

@@ -131,6 +131,49 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		return b.String()
 
+	case "rotate-signing-key":
+		// Example: rotate-signing-key seed=WORD retention=24h first as=root
+		// (seed=WORD is the SHA-256 of WORD; seed-len=N a seed of N bytes
+		// 0x01, seed-len=N zero a seed of N zero bytes; session= makes a
+		// session send it, which is refused.)
+		op := &fsmpb.RotateSigningKey{First: d.HasArg("first")}
+		if a, ok := d.Arg("seed"); ok {
+			h := sha256.Sum256([]byte(a.SingleVal(t)))
+			op.Seed = h[:]
+		}
+		if a, ok := d.Arg("seed-len"); ok {
+			n, _ := strconv.Atoi(a.SingleVal(t))
+			op.Seed = bytes.Repeat([]byte{1}, n)
+			if d.HasArg("zero") {
+				op.Seed = make([]byte, n)
+			}
+		}
+		if a, ok := d.Arg("retention"); ok {
+			op.RetentionNanos = int64(parseDuration(t, d, a.SingleVal(t)))
+		}
+		return h.apply(sessionCmd(t, d, &fsmpb.Command{Op: &fsmpb.Command_RotateSigningKey{RotateSigningKey: op}}))
+
+	case "signing-keys":
+		// Example: signing-keys
+		// Prints SigningKeys() (the entry's wall clock is its index in
+		// seconds) and the first bytes of each key's seed's SHA-256.
+		var b strings.Builder
+		for _, k := range h.m.SigningKeys() {
+			seed, _ := h.m.SigningSeed(k.ID)
+			fmt.Fprintf(&b, "key %d created=%ds", k.ID, k.CreatedUnixNano/int64(time.Second))
+			if k.Current {
+				b.WriteString(" current")
+			} else {
+				fmt.Fprintf(&b, " retired=%ds not-after=%ds", k.RetiredUnixNano/int64(time.Second), k.NotAfterUnixNano/int64(time.Second))
+			}
+			sum := sha256.Sum256(seed)
+			fmt.Fprintf(&b, " seed-sha=%x…\n", sum[:4])
+		}
+		if id, ok := h.m.CurrentSigningKey(); ok {
+			fmt.Fprintf(&b, "current %d\n", id)
+		}
+		return b.String()
+
 	case "open-session":
 		// Example: open-session ttl=10s owner=worker-1 nonce=7 secret=s3cret
 		// (owner-len=N uses an owner of N bytes; secret=WORD stores the
@@ -476,7 +519,7 @@ func formatResult(r *fsmpb.Result) string {
 		fmt.Fprintf(&b, "  remaining %d\n", r.GetRemainingCount())
 	}
 	for _, g := range r.GetGrants() {
-		fmt.Fprintf(&b, "  grant %s to s%d seq=%d token=%d\n", g.GetLock(), g.GetSessionId(), g.GetAcquireSeq(), g.GetToken())
+		fmt.Fprintf(&b, "  grant %s to s%d seq=%d token=%d%s\n", g.GetLock(), g.GetSessionId(), g.GetAcquireSeq(), g.GetToken(), sharedMark(g.GetShared()))
 	}
 	for _, w := range r.GetWaitsEnded() {
 		fmt.Fprintf(&b, "  wait-ended %s s%d seq=%d %s\n", w.GetLock(), w.GetSessionId(), w.GetAcquireSeq(),

@@ -44,7 +44,7 @@ type Frozen struct {
 	members    []Member
 	clusterID  uint64
 	logVersion uint32
-	auth       []byte // the auth and audit fields, encoded at Freeze (small)
+	tail       []byte // the auth, audit and signing key fields, encoded at Freeze (small)
 	hint       int
 
 	// Of the encoding, once Encode returned: for Thaw, on the applying
@@ -77,7 +77,7 @@ func (m *Machine) Freeze() *Frozen {
 		members:    m.Members(),
 		clusterID:  m.clusterID,
 		logVersion: m.logVersion,
-		auth:       m.encodeAuth(),
+		tail:       m.encodeTail(),
 		hint:       m.encodedSizeHint(),
 	}
 	m.frozen = f
@@ -236,7 +236,7 @@ func (f *Frozen) EncodeWith(bufs Buffers) (b []byte, free func()) {
 	n := encodeTree(e, f.sessions, appendSession, f.between) +
 		encodeTree(e, f.locks, appendLock, f.between)
 	e.buf = appendClusterInfo(appendMembers(e.buf, f.members), f.clusterID, f.logVersion)
-	e.buf = append(e.buf, f.auth...)
+	e.buf = append(e.buf, f.tail...)
 	e.checkOwned()
 	f.done, f.size, f.records = true, len(e.buf), n
 	if owned := e.owned; owned != nil {

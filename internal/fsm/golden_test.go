@@ -60,6 +60,9 @@ func TestSnapshotBytesArePinned(t *testing.T) {
 	if n := len(fullSnapshot(m).GetLocks()); n < 5 {
 		t.Fatalf("the golden state has %d locks", n)
 	}
+	if keys := m.SigningKeys(); len(keys) != 2 || keys[0].Current || !keys[1].Current {
+		t.Fatalf("the golden state's signing keys: %+v, want a retired and a current one", keys)
+	}
 
 	// Frozen, then changed in every record: the frozen state still
 	// encodes to the pinned bytes.
@@ -94,7 +97,8 @@ func TestSnapshotBytesArePinned(t *testing.T) {
 // hold limit, acquire_many outcomes, refusals, claimed answers, answers
 // rewritten when their hold ended); exclusive, reentrant, limited and
 // shared holds; waiters with timeouts, shared and limited; members, the
-// cluster id, the log version, users, roles and audit records.
+// cluster id, the log version, users, roles, audit records, and a current
+// and a retired signing key.
 func goldenMachine(t *testing.T) *Machine {
 	m := New()
 	m.SetMember(Member{ID: 7, Name: "n2", PeerAddr: "10.0.0.2:7701"})
@@ -104,6 +108,10 @@ func goldenMachine(t *testing.T) *Machine {
 	secret := sha256.Sum256([]byte("golden secret"))
 	minute, second := int64(60e9), int64(1e9)
 	acq := func(a *fsmpb.Acquire) *fsmpb.Command_Acquire { return &fsmpb.Command_Acquire{Acquire: a} }
+	rotate := func(seed byte, retention int64, first bool) *fsmpb.Command_RotateSigningKey {
+		return &fsmpb.Command_RotateSigningKey{RotateSigningKey: &fsmpb.RotateSigningKey{
+			Seed: bytes.Repeat([]byte{seed}, SigningKeySeedLen), RetentionNanos: retention, First: first}}
+	}
 	index := uint64(0)
 	for _, cmd := range []*fsmpb.Command{
 		{Op: &fsmpb.Command_SetLogVersion{SetLogVersion: &fsmpb.SetLogVersion{Version: LogVersion}}},
@@ -159,6 +167,11 @@ func goldenMachine(t *testing.T) *Machine {
 		{SessionId: 2, Seq: 7, Op: acq(&fsmpb.Acquire{Lock: "d"})},
 		// 36: a hold with a lock-delay that stays.
 		{SessionId: 3, Seq: 4, SecretHash: secret[:], Op: acq(&fsmpb.Acquire{Lock: "ld", LockDelayNanos: 30 * second})},
+		// 37: the first signing key; 38: a rotation retires it for a
+		// second; 39: the next drops it and retires key 38 for a day.
+		{Op: rotate(1, 0, true)},
+		{Principal: "root", Op: rotate(2, second, false)},
+		{Op: rotate(3, 24*60*minute, false)},
 	} {
 		index++
 		cmd.WallTimeUnixNano = 1_700_000_000_000_000_000 + int64(index)*second

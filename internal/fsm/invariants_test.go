@@ -249,5 +249,6 @@ func fullSnapshot(m *Machine) *fsmpb.Snapshot {
 		snap.Auth = m.authProto()
 	}
 	snap.Audit = m.AuditRecords()
+	snap.SigningKeys = m.signingKeysProto()
 	return snap
 }

@@ -305,6 +305,7 @@ func (m *Machine) grantWaiters(a *apply, l *lock) {
 			AcquireSeq: w.acquireSeq,
 			Lock:       l.name,
 			Token:      a.index,
+			Shared:     w.shared,
 		})
 	}
 	if len(l.holders) == 0 && len(l.waiters()) == 0 && !l.delayed() {

@@ -37,6 +37,9 @@ type Machine struct {
 	// auth actions, oldest first.
 	auth   authState
 	audits []auditRecord
+	// keys are the cluster's token signing keys by id, the current one
+	// last (signing.go).
+	keys []signingKey
 
 	// past is the recent history of holds (past.go): in memory only.
 	past past
@@ -247,6 +250,8 @@ func (m *Machine) dispatch(a *apply, cmd *fsmpb.Command, s *session) {
 		m.applyAuthChange(a, cmd.GetPrincipal(), op.AuthChange)
 	case *fsmpb.Command_AuditNote:
 		m.audit(a, cmd.GetPrincipal(), op.AuditNote.GetAction())
+	case *fsmpb.Command_RotateSigningKey:
+		m.rotateSigningKey(a, s, cmd.GetPrincipal(), op.RotateSigningKey)
 	default:
 		a.refuse(errorf(fsmpb.Error_ERROR_INVALID_ARGUMENT, "unknown operation %T", op))
 	}

@@ -240,6 +240,14 @@ func (s *stream) command() (*fsmpb.Command, bool) {
 			return s.lastOpen, true // the retry of an open whose answer was lost
 		}
 	}
+	if r.IntN(200) == 0 {
+		// An admin's rotation of the signing key, retiring the current
+		// one for up to a few entries' wall clock (or none).
+		seed := make([]byte, SigningKeySeedLen)
+		seed[0], seed[1] = 1, byte(r.Uint32())
+		return &fsmpb.Command{Op: &fsmpb.Command_RotateSigningKey{RotateSigningKey: &fsmpb.RotateSigningKey{
+			Seed: seed, RetentionNanos: int64(r.IntN(4)) * 1e9, First: r.IntN(4) == 0}}}, false
+	}
 	if len(s.sessions) < 2 || r.IntN(40) == 0 {
 		op := &fsmpb.OpenSession{TtlNanos: int64(rules.DefaultTTL), Owner: fmt.Sprintf("owner-%d", s.index)}
 		if r.IntN(2) == 0 {

@@ -49,7 +49,8 @@ func eachRecord(data []byte, fn func(num protowire.Number, v uint64, rec []byte)
 		switch {
 		case (num == snapshotAppliedIndex || num == snapshotClusterID || num == snapshotLogVersion) && typ == protowire.VarintType:
 			v, n = protowire.ConsumeVarint(data)
-		case (num == snapshotSessions || num == snapshotLocks || num == snapshotMembers || num == snapshotAuth || num == snapshotAudit) && typ == protowire.BytesType:
+		case (num == snapshotSessions || num == snapshotLocks || num == snapshotMembers || num == snapshotAuth || num == snapshotAudit ||
+			num == snapshotSigningKeys) && typ == protowire.BytesType:
 			rec, n = protowire.ConsumeBytes(data)
 		default:
 			n = protowire.ConsumeFieldValue(num, typ, data)
@@ -381,6 +382,9 @@ func (m *Machine) load(data []byte) error {
 	}
 
 	if err := m.loadAuthRecords(data); err != nil {
+		return err
+	}
+	if err := m.loadSigningKeys(data); err != nil {
 		return err
 	}
 

@@ -20,6 +20,7 @@ const (
 	snapshotLogVersion   protowire.Number = 6
 	snapshotAuth         protowire.Number = 7
 	snapshotAudit        protowire.Number = 8
+	snapshotSigningKeys  protowire.Number = 9
 )
 
 // Snapshot returns the whole state as an fsmpb.Snapshot in bytes. The bytes
@@ -50,7 +51,13 @@ func (m *Machine) marshal(applied uint64) []byte {
 		return true
 	})
 	b = appendClusterInfo(appendMembers(b, m.Members()), m.clusterID, m.logVersion)
-	return append(b, m.encodeAuth()...)
+	return append(b, m.encodeTail()...)
+}
+
+// encodeTail is the snapshot's small fields after the cluster info, in
+// field order: auth, audit and signing keys.
+func (m *Machine) encodeTail() []byte {
+	return append(m.encodeAuth(), m.encodeSigningKeys()...)
 }
 
 // The fields of fsmpb.Lock, fsmpb.Holder and fsmpb.Waiter, which appendLock

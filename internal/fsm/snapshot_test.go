@@ -92,7 +92,7 @@ func TestRestoreRefusesCorruptSnapshots(t *testing.T) {
 func TestSnapshotFieldNumbers(t *testing.T) {
 	for msg, want := range map[proto.Message]map[protoreflect.Name]protowire.Number{
 		&fsmpb.Snapshot{}: {"applied_index": snapshotAppliedIndex, "sessions": snapshotSessions, "locks": snapshotLocks, "members": snapshotMembers, "cluster_id": snapshotClusterID, "log_version": snapshotLogVersion,
-			"auth": snapshotAuth, "audit": snapshotAudit},
+			"auth": snapshotAuth, "audit": snapshotAudit, "signing_keys": snapshotSigningKeys},
 		&fsmpb.Lock{}: {"name": lockName, "holders": lockHolders, "waiters": lockWaiters, "limit": lockLimit,
 			"delay_from": lockDelayFrom, "delay_nanos": lockDelayNanos, "delayed_until_unix_nano": lockDelayUntil},
 		&fsmpb.Holder{}: {"session_id": holderSessionID, "owner_key": holderOwnerKey, "owner": holderOwner,

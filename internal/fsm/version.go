@@ -27,10 +27,13 @@ import (
 //	   in snapshots). A hold gets a lock-delay only from an entry of
 //	   version 5, so a log below it never starts one, and members of
 //	   older releases apply it alike.
+//	6: signed tokens: RotateSigningKey (and Snapshot.signing_keys in
+//	   snapshots). A cluster below it has no signing key, and its
+//	   members sign nothing (SignedTokensVersion).
 //
 // A field added to a log or snapshot message needs a new version here, and
 // its entry in fieldVersions (TestEveryLogFieldHasAVersion fails without).
-const LogVersion = 5
+const LogVersion = 6
 
 // LockDelayVersion is the log version that added lock-delays: below it a
 // server gives no hold its default lock-delay.
@@ -60,6 +63,9 @@ func (m *Machine) setLogVersion(a *apply, op *fsmpb.SetLogVersion) {
 // newest version that added a field cmd sets (for SetLogVersion, at least
 // the version it sets).
 func VersionNeeded(cmd *fsmpb.Command) uint32 {
+	if cmd.GetRotateSigningKey() != nil {
+		return SignedTokensVersion
+	}
 	if cmd.GetEndLockDelay() != nil || cmd.GetAcquire().GetLockDelayNanos() != 0 || cmd.GetAcquireMany().GetLockDelayNanos() != 0 {
 		return LockDelayVersion
 	}
@@ -92,8 +98,9 @@ func VersionNeeded(cmd *fsmpb.Command) uint32 {
 // secret hash, and an OpenSession the secret's (the session then has no
 // secret, as before version 3: its requests are not checked); below 2 an
 // OpenSession loses its nonce (the open is then not exactly-once); a hold
-// limit on a set of locks, or a lock-delay, cannot be left out (the
-// server applies its default lock-delay only from version 5). SetLogVersion passes: it is
+// limit on a set of locks, a lock-delay or a signing key cannot be left
+// out (the server applies its default lock-delay only from version 5,
+// and makes no first key below 6). SetLogVersion passes: it is
 // what raises v, and the leader proposes it only once every member has
 // said it reads the version it sets.
 func ForLogVersion(cmd *fsmpb.Command, v uint32) error {
@@ -123,6 +130,8 @@ func ForLogVersion(cmd *fsmpb.Command, v uint32) error {
 		what = "a lock-delay"
 	case cmd.GetEndLockDelay() != nil:
 		what = "the end of a lock-delay"
+	case cmd.GetRotateSigningKey() != nil:
+		what = "a signing key"
 	case cmd.GetAcquireMany() != nil:
 		what = "a hold limit on a set of locks"
 	case cmd.GetAuthChange() != nil:

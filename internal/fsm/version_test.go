@@ -40,6 +40,16 @@ var fieldsAddedIn = map[protoreflect.FullName]uint32{
 	"baton.fsm.v1.Holder.lock_delay_nanos":                5,
 	"baton.fsm.v1.Waiter.lock_delay_nanos":                5,
 	"baton.fsm.v1.AcquireOutcome.delayed_until_unix_nano": 5,
+	"baton.fsm.v1.Command.rotate_signing_key":             6,
+	"baton.fsm.v1.RotateSigningKey.seed":                  6,
+	"baton.fsm.v1.RotateSigningKey.retention_nanos":       6,
+	"baton.fsm.v1.RotateSigningKey.first":                 6,
+	"baton.fsm.v1.Snapshot.signing_keys":                  6,
+	"baton.fsm.v1.SigningKey.id":                          6,
+	"baton.fsm.v1.SigningKey.seed":                        6,
+	"baton.fsm.v1.SigningKey.created_unix_nano":           6,
+	"baton.fsm.v1.SigningKey.retired_unix_nano":           6,
+	"baton.fsm.v1.SigningKey.retention_nanos":             6,
 }
 
 // fieldCounts is how many fields each message of the log and snapshots
@@ -48,16 +58,17 @@ var fieldsAddedIn = map[protoreflect.FullName]uint32{
 // cached results have none (cacheResult; Restore refuses them), so they
 // change no format.
 var fieldCounts = map[protoreflect.FullName]int{
-	"baton.fsm.v1.Command": 22, "baton.fsm.v1.OpenSession": 4, "baton.fsm.v1.CloseSession": 0,
+	"baton.fsm.v1.Command": 23, "baton.fsm.v1.OpenSession": 4, "baton.fsm.v1.CloseSession": 0,
 	"baton.fsm.v1.ExpireSession": 1, "baton.fsm.v1.BlacklistSession": 1, "baton.fsm.v1.Acquire": 8,
 	"baton.fsm.v1.Release": 3, "baton.fsm.v1.CasRelease": 3, "baton.fsm.v1.CancelWait": 5,
 	"baton.fsm.v1.AcquireMany": 7, "baton.fsm.v1.ExpireHold": 3, "baton.fsm.v1.SetLogVersion": 1,
-	"baton.fsm.v1.Snapshot": 8, "baton.fsm.v1.Session": 11, "baton.fsm.v1.CachedResult": 3,
+	"baton.fsm.v1.Snapshot": 9, "baton.fsm.v1.Session": 11, "baton.fsm.v1.CachedResult": 3,
 	"baton.fsm.v1.Result": 11, "baton.fsm.v1.AcquireOutcome": 7, "baton.fsm.v1.Holder": 10,
 	"baton.fsm.v1.Waiter": 9, "baton.fsm.v1.Lock": 7, "baton.fsm.v1.EndLockDelay": 2, "baton.fsm.v1.Member": 5,
 	"baton.fsm.v1.AuthChange": 6, "baton.fsm.v1.AuditNote": 1, "baton.fsm.v1.AuthState": 3, "baton.fsm.v1.User": 3, "baton.fsm.v1.Role": 2,
 	"baton.fsm.v1.Permission": 2, "baton.fsm.v1.AuditRecord": 4,
-	"baton.fsm.v1.Grant": 4, "baton.fsm.v1.WaitEnded": 4, "baton.fsm.v1.HoldEnded": 4,
+	"baton.fsm.v1.RotateSigningKey": 3, "baton.fsm.v1.SigningKey": 5,
+	"baton.fsm.v1.Grant": 5, "baton.fsm.v1.WaitEnded": 4, "baton.fsm.v1.HoldEnded": 4,
 	"baton.fsm.v1.Liveness": 7, "baton.fsm.v1.LockDelay": 3, "baton.fsm.v1.SessionOpened": 3, "baton.fsm.v1.WaitQueued": 4, "baton.fsm.v1.LimitedHold": 4,
 }
 
@@ -172,6 +183,13 @@ func TestForLogVersion(t *testing.T) {
 	end := &fsmpb.Command{Op: &fsmpb.Command_EndLockDelay{EndLockDelay: &fsmpb.EndLockDelay{Lock: "a", DelayFrom: 3}}}
 	if err := ForLogVersion(end, 4); err == nil || !strings.Contains(err.Error(), "the end of a lock-delay") {
 		t.Fatalf("an EndLockDelay at version 4: %v", err)
+	}
+	rotate := &fsmpb.Command{Op: &fsmpb.Command_RotateSigningKey{RotateSigningKey: &fsmpb.RotateSigningKey{Seed: make([]byte, 32), First: true}}}
+	if err := ForLogVersion(rotate, 5); err == nil || !strings.Contains(err.Error(), "a signing key needs log version 6 and the cluster's is 5") {
+		t.Fatalf("a RotateSigningKey at version 5: %v", err)
+	}
+	if err := ForLogVersion(rotate, 6); err != nil {
+		t.Fatalf("a RotateSigningKey at version 6: %v", err)
 	}
 	plain := &fsmpb.Command{Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{Locks: []string{"a"}}}}
 	if err := ForLogVersion(plain, 1); err != nil {

@@ -40,12 +40,18 @@ type channel struct {
 // answer sends r (nil: an empty response) as the answer to req, with err
 // as its error; later as for hub.send.
 func (s *Server) answer(ch *channel, req *batonpb.SessionRequest, r *batonpb.SessionResponse, err error, later bool) {
+	s.answerSigned(ch, req, r, err, later, nil)
+}
+
+// answerSigned is answer, with the mode of the grants r carries when the
+// sender is to sign them (nil: it signs nothing).
+func (s *Server) answerSigned(ch *channel, req *batonpb.SessionRequest, r *batonpb.SessionResponse, err error, later bool, sign *grantMode) {
 	if r == nil {
 		r = &batonpb.SessionResponse{}
 	}
 	r.Id = req.GetId()
 	r.Error = s.toWire(err)
-	s.hub.send(reply{ch: ch, resp: r}, later)
+	s.hub.send(reply{ch: ch, resp: r, sign: sign}, later)
 }
 
 // serve starts one request of an attached channel. Keepalives and
@@ -155,7 +161,12 @@ func (c *call) Complete(res *fsmpb.Result, _ uint64, err error) {
 	if err == nil || errors.Is(err, fsm.ErrNotWaiting) && res.GetAcquire() != nil {
 		r = c.answer(res)
 	}
-	c.s.answer(c.ch, c.req, r, err, true)
+	var sign *grantMode
+	if err == nil && c.s.signs() && (c.cmd.GetAcquire() != nil || c.cmd.GetAcquireMany() != nil) {
+		mode := modeOf(c.cmd)
+		sign = &mode
+	}
+	c.s.answerSigned(c.ch, c.req, r, err, true, sign)
 	if err == nil && c.ch.closing.Load() && c.cmd.GetCloseSession() != nil {
 		c.s.hub.end(c.ch, nil)
 	}

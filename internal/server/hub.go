@@ -38,6 +38,10 @@ type hub struct {
 	channels map[uint64]map[*channel]struct{}
 	streams  map[*sessionsStream]struct{} // dropAll ends them
 
+	// signs: grants pushed carry their mode for the sender to sign
+	// (Config.SignedTokens).
+	signs bool
+
 	wakeMu sync.Mutex
 	// wakes are the stream senders to wake at the end of the Ready
 	// loop's batch (flush): each at most once.
@@ -196,10 +200,15 @@ func (h *hub) publish(res *fsmpb.Result) {
 			w <- waitEvent{grant: g}
 		}
 		delete(h.waits, id)
+		var sign *grantMode
+		if h.signs {
+			mode := grantModeIn(res, g)
+			sign = &mode
+		}
 		for ch := range h.channels[g.GetSessionId()] {
 			h.send(reply{ch: ch, resp: &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Grant{Grant: &batonpb.Grant{
 				Seq: g.GetAcquireSeq(), Name: g.GetLock(), Token: g.GetToken(),
-			}}}}, true)
+			}}}, sign: sign}, true)
 		}
 	}
 	for _, e := range res.GetWaitsEnded() {

@@ -102,6 +102,11 @@ type Config struct {
 	// LockDelays are the lock-delays this member, leading, gives the holds
 	// of acquires that state none (lockdelay.go).
 	LockDelays LockDelays
+	// SignedTokens: this member signs every grant it answers with the
+	// cluster's current signing key, and, leading a cluster that has
+	// none, proposes the first one (signing.go). Start every member of a
+	// cluster alike.
+	SignedTokens bool
 	// Disk keeps clients from filling the data dir (space.go).
 	Disk   DiskGuard
 	Logger *slog.Logger
@@ -121,6 +126,8 @@ type Server struct {
 	watches *watches
 	// authCache is what authentication reads of the auth state.
 	authCache authCache
+	// keys is this member's copy of the signing keys (signing.go).
+	keys signingKeys
 
 	stopOnce sync.Once
 	stopC    chan struct{}
@@ -150,7 +157,7 @@ func New(cfg Config) *Server {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	return &Server{
+	s := &Server{
 		cfg:     cfg,
 		log:     lg.With("component", "server"),
 		node:    cfg.Node,
@@ -159,6 +166,10 @@ func New(cfg Config) *Server {
 		watches: newWatches(),
 		stopC:   make(chan struct{}),
 	}
+	s.hub.signs = cfg.SignedTokens
+	s.keys.poke = make(chan struct{}, 1)
+	s.pokeSigningKey() // KeepSigningKey looks once at its start
+	return s
 }
 
 // Stop ends every session stream served so far.
@@ -171,6 +182,9 @@ func (s *Server) Stop() { s.stopOnce.Do(func() { close(s.stopC) }) }
 func (s *Server) Deliver(cmd *fsmpb.Command, res *fsmpb.Result) {
 	if cmd.GetAuthChange() != nil {
 		s.authCache.dirty.Store(true)
+	}
+	if cmd.GetRotateSigningKey() != nil || cmd.GetSetLogVersion() != nil {
+		s.keysChanged()
 	}
 	s.watches.touched(cmd, res)
 	if len(res.GetGrants()) > 0 || len(res.GetWaitsEnded()) > 0 || len(res.GetSessionsEnded()) > 0 || len(res.GetHoldsEnded()) > 0 {
@@ -193,6 +207,7 @@ func (s *Server) Flush() {
 func (s *Server) Restored() {
 	s.watches.restored()
 	s.authCache.dirty.Store(true)
+	s.keysChanged()
 }
 
 // StoppedLeading ends every session stream served here: this member

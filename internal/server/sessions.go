@@ -59,6 +59,9 @@ type reply struct {
 	resp *batonpb.SessionResponse
 	end  bool
 	err  error // with end: why (nil: cleanly)
+	// sign, when set, is the mode of the grants resp carries, which the
+	// sender signs (signing.go).
+	sign *grantMode
 }
 
 func newSessionsStream() *sessionsStream {
@@ -180,6 +183,9 @@ func (s *Server) sendQueued(gs batonpb.Baton_SessionsServer, st *sessionsStream)
 		out := &batonpb.SessionsResponse{Responses: make([]*batonpb.ChannelResponse, 0, len(crs))}
 		for size := 0; start < len(q); start++ {
 			r := q[start]
+			if r.sign != nil {
+				s.signReply(r)
+			}
 			n := replySize(r)
 			if len(out.Responses) > 0 && size+n > maxStreamMessage {
 				break

@@ -93,6 +93,7 @@ func (s *Server) acquire(ctx context.Context, r *batonpb.AcquireRequest) (*baton
 	}
 	out := acquireToWire(cmd.GetSeq(), res.GetAcquire(), lockDelayOf(cmd))
 	if !out.Queued {
+		s.signAcquire(out, cmd.GetSessionId(), modeOf(cmd))
 		return out, nil
 	}
 	select {
@@ -108,8 +109,10 @@ func (s *Server) acquire(ctx context.Context, r *batonpb.AcquireRequest) (*baton
 
 func (s *Server) waitOutcome(cmd *fsmpb.Command, ev waitEvent) (*batonpb.AcquireResponse, error) {
 	if g := ev.grant; g != nil {
-		return &batonpb.AcquireResponse{Name: g.GetLock(), Seq: cmd.GetSeq(), Acquired: true, Token: g.GetToken(), Count: 1,
-			LockDelay: durationOrNil(lockDelayOf(cmd))}, nil
+		out := &batonpb.AcquireResponse{Name: g.GetLock(), Seq: cmd.GetSeq(), Acquired: true, Token: g.GetToken(), Count: 1,
+			LockDelay: durationOrNil(lockDelayOf(cmd))}
+		s.signAcquire(out, cmd.GetSessionId(), modeOf(cmd))
+		return out, nil
 	}
 	return nil, fsm.ErrorOf(&fsmpb.Result{Error: ev.ended.GetError(), Message: "wait for " + ev.ended.GetLock() + " ended"})
 }
@@ -161,7 +164,9 @@ func (s *Server) acquireMany(ctx context.Context, r *batonpb.AcquireManyRequest)
 	}
 	out := &batonpb.AcquireManyResponse{}
 	for _, o := range res.GetAcquireMany() {
-		out.Results = append(out.Results, acquireToWire(cmd.GetSeq(), o, lockDelayOf(cmd)))
+		a := acquireToWire(cmd.GetSeq(), o, lockDelayOf(cmd))
+		s.signAcquire(a, cmd.GetSessionId(), modeOf(cmd))
+		out.Results = append(out.Results, a)
 	}
 	return out, nil
 }

@@ -249,7 +249,7 @@ func (x AuthChange_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AuthChange_Kind.Descriptor instead.
 func (AuthChange_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{10, 0}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{11, 0}
 }
 
 // Command is the payload of one log entry.
@@ -298,6 +298,7 @@ type Command struct {
 	//	*Command_AuthChange
 	//	*Command_AuditNote
 	//	*Command_EndLockDelay
+	//	*Command_RotateSigningKey
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -522,6 +523,15 @@ func (x *Command) GetEndLockDelay() *EndLockDelay {
 	return nil
 }
 
+func (x *Command) GetRotateSigningKey() *RotateSigningKey {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RotateSigningKey); ok {
+			return x.RotateSigningKey
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -582,6 +592,10 @@ type Command_EndLockDelay struct {
 	EndLockDelay *EndLockDelay `protobuf:"bytes,23,opt,name=end_lock_delay,json=endLockDelay,proto3,oneof"`
 }
 
+type Command_RotateSigningKey struct {
+	RotateSigningKey *RotateSigningKey `protobuf:"bytes,24,opt,name=rotate_signing_key,json=rotateSigningKey,proto3,oneof"`
+}
+
 func (*Command_OpenSession) isCommand_Op() {}
 
 func (*Command_CloseSession) isCommand_Op() {}
@@ -609,6 +623,8 @@ func (*Command_AuthChange) isCommand_Op() {}
 func (*Command_AuditNote) isCommand_Op() {}
 
 func (*Command_EndLockDelay) isCommand_Op() {}
+
+func (*Command_RotateSigningKey) isCommand_Op() {}
 
 // OpenSession creates a session. Its id is the index of this entry.
 type OpenSession struct {
@@ -995,6 +1011,76 @@ func (x *EndLockDelay) GetDelayFrom() uint64 {
 	return 0
 }
 
+// RotateSigningKey makes a new signing key the cluster's current one (its
+// id is this entry's index): the key that was current is retired at this
+// entry's wall clock and still verifies for retention_nanos after it, and
+// retired keys whose retention ended by this entry's wall clock are
+// dropped. The proposer draws the seed (crypto/rand); the log, snapshots
+// and every member's data dir hold it, and nothing else shows it. An
+// admin's command (Command.session_id 0; with authentication on, admin
+// over every name), except with first set: the leader's own, for a
+// cluster started with signed tokens that has no key yet, refused once it
+// has one (so two leaders' first keys do not both apply).
+type RotateSigningKey struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Seed           []byte                 `protobuf:"bytes,1,opt,name=seed,proto3" json:"seed,omitempty"`                                            // an Ed25519 seed: 32 bytes, not all zero
+	RetentionNanos int64                  `protobuf:"varint,2,opt,name=retention_nanos,json=retentionNanos,proto3" json:"retention_nanos,omitempty"` // 0 .. rules.MaxKeyRetention
+	First          bool                   `protobuf:"varint,3,opt,name=first,proto3" json:"first,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RotateSigningKey) Reset() {
+	*x = RotateSigningKey{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateSigningKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateSigningKey) ProtoMessage() {}
+
+func (x *RotateSigningKey) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateSigningKey.ProtoReflect.Descriptor instead.
+func (*RotateSigningKey) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RotateSigningKey) GetSeed() []byte {
+	if x != nil {
+		return x.Seed
+	}
+	return nil
+}
+
+func (x *RotateSigningKey) GetRetentionNanos() int64 {
+	if x != nil {
+		return x.RetentionNanos
+	}
+	return 0
+}
+
+func (x *RotateSigningKey) GetFirst() bool {
+	if x != nil {
+		return x.First
+	}
+	return false
+}
+
 // ExpireHold ends the hold (session_id, token) of lock, whose hold limit
 // passed on the leader without a renewal. Proposed by the leader only
 // (Command.session_id == 0).
@@ -1009,7 +1095,7 @@ type ExpireHold struct {
 
 func (x *ExpireHold) Reset() {
 	*x = ExpireHold{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[7]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1107,7 @@ func (x *ExpireHold) String() string {
 func (*ExpireHold) ProtoMessage() {}
 
 func (x *ExpireHold) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[7]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1120,7 @@ func (x *ExpireHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireHold.ProtoReflect.Descriptor instead.
 func (*ExpireHold) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{7}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ExpireHold) GetLock() string {
@@ -1071,7 +1157,7 @@ type SetLogVersion struct {
 
 func (x *SetLogVersion) Reset() {
 	*x = SetLogVersion{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1083,7 +1169,7 @@ func (x *SetLogVersion) String() string {
 func (*SetLogVersion) ProtoMessage() {}
 
 func (x *SetLogVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1096,7 +1182,7 @@ func (x *SetLogVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLogVersion.ProtoReflect.Descriptor instead.
 func (*SetLogVersion) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{8}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetLogVersion) GetVersion() uint32 {
@@ -1118,7 +1204,7 @@ type AuditNote struct {
 
 func (x *AuditNote) Reset() {
 	*x = AuditNote{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1130,7 +1216,7 @@ func (x *AuditNote) String() string {
 func (*AuditNote) ProtoMessage() {}
 
 func (x *AuditNote) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1143,7 +1229,7 @@ func (x *AuditNote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditNote.ProtoReflect.Descriptor instead.
 func (*AuditNote) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{9}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AuditNote) GetAction() string {
@@ -1170,7 +1256,7 @@ type AuthChange struct {
 
 func (x *AuthChange) Reset() {
 	*x = AuthChange{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1268,7 @@ func (x *AuthChange) String() string {
 func (*AuthChange) ProtoMessage() {}
 
 func (x *AuthChange) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1281,7 @@ func (x *AuthChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthChange.ProtoReflect.Descriptor instead.
 func (*AuthChange) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{10}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AuthChange) GetKind() AuthChange_Kind {
@@ -1263,7 +1349,7 @@ type AcquireMany struct {
 
 func (x *AcquireMany) Reset() {
 	*x = AcquireMany{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1361,7 @@ func (x *AcquireMany) String() string {
 func (*AcquireMany) ProtoMessage() {}
 
 func (x *AcquireMany) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1374,7 @@ func (x *AcquireMany) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireMany.ProtoReflect.Descriptor instead.
 func (*AcquireMany) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{11}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AcquireMany) GetLocks() []string {
@@ -1353,7 +1439,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1451,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1464,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{12}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Release) GetLock() string {
@@ -1415,7 +1501,7 @@ type CasRelease struct {
 
 func (x *CasRelease) Reset() {
 	*x = CasRelease{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1427,7 +1513,7 @@ func (x *CasRelease) String() string {
 func (*CasRelease) ProtoMessage() {}
 
 func (x *CasRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1440,7 +1526,7 @@ func (x *CasRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CasRelease.ProtoReflect.Descriptor instead.
 func (*CasRelease) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CasRelease) GetLock() string {
@@ -1492,7 +1578,7 @@ type CancelWait struct {
 
 func (x *CancelWait) Reset() {
 	*x = CancelWait{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1504,7 +1590,7 @@ func (x *CancelWait) String() string {
 func (*CancelWait) ProtoMessage() {}
 
 func (x *CancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1517,7 +1603,7 @@ func (x *CancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWait.ProtoReflect.Descriptor instead.
 func (*CancelWait) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelWait) GetLock() string {
@@ -1592,7 +1678,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +1690,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +1703,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Result) GetError() Error {
@@ -1731,7 +1817,7 @@ type Liveness struct {
 
 func (x *Liveness) Reset() {
 	*x = Liveness{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1743,7 +1829,7 @@ func (x *Liveness) String() string {
 func (*Liveness) ProtoMessage() {}
 
 func (x *Liveness) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1756,7 +1842,7 @@ func (x *Liveness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Liveness.ProtoReflect.Descriptor instead.
 func (*Liveness) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Liveness) GetSessionOpened() *SessionOpened {
@@ -1821,7 +1907,7 @@ type LockDelay struct {
 
 func (x *LockDelay) Reset() {
 	*x = LockDelay{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +1919,7 @@ func (x *LockDelay) String() string {
 func (*LockDelay) ProtoMessage() {}
 
 func (x *LockDelay) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +1932,7 @@ func (x *LockDelay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockDelay.ProtoReflect.Descriptor instead.
 func (*LockDelay) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *LockDelay) GetLock() string {
@@ -1882,7 +1968,7 @@ type SessionOpened struct {
 
 func (x *SessionOpened) Reset() {
 	*x = SessionOpened{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +1980,7 @@ func (x *SessionOpened) String() string {
 func (*SessionOpened) ProtoMessage() {}
 
 func (x *SessionOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +1993,7 @@ func (x *SessionOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOpened.ProtoReflect.Descriptor instead.
 func (*SessionOpened) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SessionOpened) GetSessionId() uint64 {
@@ -1945,7 +2031,7 @@ type WaitQueued struct {
 
 func (x *WaitQueued) Reset() {
 	*x = WaitQueued{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1957,7 +2043,7 @@ func (x *WaitQueued) String() string {
 func (*WaitQueued) ProtoMessage() {}
 
 func (x *WaitQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1970,7 +2056,7 @@ func (x *WaitQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitQueued.ProtoReflect.Descriptor instead.
 func (*WaitQueued) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WaitQueued) GetSessionId() uint64 {
@@ -2015,7 +2101,7 @@ type LimitedHold struct {
 
 func (x *LimitedHold) Reset() {
 	*x = LimitedHold{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2027,7 +2113,7 @@ func (x *LimitedHold) String() string {
 func (*LimitedHold) ProtoMessage() {}
 
 func (x *LimitedHold) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2040,7 +2126,7 @@ func (x *LimitedHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitedHold.ProtoReflect.Descriptor instead.
 func (*LimitedHold) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LimitedHold) GetSessionId() uint64 {
@@ -2088,7 +2174,7 @@ type AcquireOutcome struct {
 
 func (x *AcquireOutcome) Reset() {
 	*x = AcquireOutcome{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2186,7 @@ func (x *AcquireOutcome) String() string {
 func (*AcquireOutcome) ProtoMessage() {}
 
 func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2199,7 @@ func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireOutcome.ProtoReflect.Descriptor instead.
 func (*AcquireOutcome) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AcquireOutcome) GetLock() string {
@@ -2167,18 +2253,20 @@ func (x *AcquireOutcome) GetDelayedUntilUnixNano() int64 {
 
 // Grant tells that a queued acquire (session_id, acquire_seq) now holds lock.
 type Grant struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	AcquireSeq    uint64                 `protobuf:"varint,2,opt,name=acquire_seq,json=acquireSeq,proto3" json:"acquire_seq,omitempty"`
-	Lock          string                 `protobuf:"bytes,3,opt,name=lock,proto3" json:"lock,omitempty"`
-	Token         uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	SessionId  uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	AcquireSeq uint64                 `protobuf:"varint,2,opt,name=acquire_seq,json=acquireSeq,proto3" json:"acquire_seq,omitempty"`
+	Lock       string                 `protobuf:"bytes,3,opt,name=lock,proto3" json:"lock,omitempty"`
+	Token      uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	// shared: the hold sits beside others (a read lock's, a permit).
+	Shared        bool `protobuf:"varint,6,opt,name=shared,proto3" json:"shared,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2190,7 +2278,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2203,7 +2291,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Grant) GetSessionId() uint64 {
@@ -2234,6 +2322,13 @@ func (x *Grant) GetToken() uint64 {
 	return 0
 }
 
+func (x *Grant) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
 // HoldEnded tells that a hold of session_id ended without the session
 // asking (a CasRelease): the session lives on and may still believe it
 // holds the lock.
@@ -2249,7 +2344,7 @@ type HoldEnded struct {
 
 func (x *HoldEnded) Reset() {
 	*x = HoldEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2356,7 @@ func (x *HoldEnded) String() string {
 func (*HoldEnded) ProtoMessage() {}
 
 func (x *HoldEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2369,7 @@ func (x *HoldEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldEnded.ProtoReflect.Descriptor instead.
 func (*HoldEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *HoldEnded) GetSessionId() uint64 {
@@ -2318,7 +2413,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2330,7 +2425,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2343,7 +2438,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WaitEnded) GetSessionId() uint64 {
@@ -2388,14 +2483,17 @@ type Snapshot struct {
 	LogVersion uint32     `protobuf:"varint,6,opt,name=log_version,json=logVersion,proto3" json:"log_version,omitempty"`
 	Auth       *AuthState `protobuf:"bytes,7,opt,name=auth,proto3" json:"auth,omitempty"`
 	// audit is the most recent admin and auth actions, oldest first.
-	Audit         []*AuditRecord `protobuf:"bytes,8,rep,name=audit,proto3" json:"audit,omitempty"`
+	Audit []*AuditRecord `protobuf:"bytes,8,rep,name=audit,proto3" json:"audit,omitempty"`
+	// signing_keys are the cluster's token signing keys by id, the last
+	// the current one (RotateSigningKey); none until the first.
+	SigningKeys   []*SigningKey `protobuf:"bytes,9,rep,name=signing_keys,json=signingKeys,proto3" json:"signing_keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2407,7 +2505,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2420,7 +2518,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Snapshot) GetAppliedIndex() uint64 {
@@ -2479,6 +2577,93 @@ func (x *Snapshot) GetAudit() []*AuditRecord {
 	return nil
 }
 
+func (x *Snapshot) GetSigningKeys() []*SigningKey {
+	if x != nil {
+		return x.SigningKeys
+	}
+	return nil
+}
+
+// SigningKey is one of the cluster's Ed25519 token signing keys.
+type SigningKey struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Id              uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`                                                    // the entry that made it
+	Seed            []byte                 `protobuf:"bytes,2,opt,name=seed,proto3" json:"seed,omitempty"`                                                 // its private key's seed: a secret
+	CreatedUnixNano int64                  `protobuf:"varint,3,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"` // that entry's wall clock
+	// retired_unix_nano is the wall clock of the rotation that retired it
+	// and retention_nanos how long after that it still verifies; both 0
+	// for the current key.
+	RetiredUnixNano int64 `protobuf:"varint,4,opt,name=retired_unix_nano,json=retiredUnixNano,proto3" json:"retired_unix_nano,omitempty"`
+	RetentionNanos  int64 `protobuf:"varint,5,opt,name=retention_nanos,json=retentionNanos,proto3" json:"retention_nanos,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SigningKey) Reset() {
+	*x = SigningKey{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SigningKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SigningKey) ProtoMessage() {}
+
+func (x *SigningKey) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
+func (*SigningKey) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *SigningKey) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SigningKey) GetSeed() []byte {
+	if x != nil {
+		return x.Seed
+	}
+	return nil
+}
+
+func (x *SigningKey) GetCreatedUnixNano() int64 {
+	if x != nil {
+		return x.CreatedUnixNano
+	}
+	return 0
+}
+
+func (x *SigningKey) GetRetiredUnixNano() int64 {
+	if x != nil {
+		return x.RetiredUnixNano
+	}
+	return 0
+}
+
+func (x *SigningKey) GetRetentionNanos() int64 {
+	if x != nil {
+		return x.RetentionNanos
+	}
+	return 0
+}
+
 // AuthState is who may do what: users, each with roles, each role with
 // permissions over lock-name prefixes. Users and roles sorted by name.
 type AuthState struct {
@@ -2492,7 +2677,7 @@ type AuthState struct {
 
 func (x *AuthState) Reset() {
 	*x = AuthState{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2504,7 +2689,7 @@ func (x *AuthState) String() string {
 func (*AuthState) ProtoMessage() {}
 
 func (x *AuthState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2517,7 +2702,7 @@ func (x *AuthState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthState.ProtoReflect.Descriptor instead.
 func (*AuthState) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AuthState) GetEnabled() bool {
@@ -2552,7 +2737,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2564,7 +2749,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2577,7 +2762,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *User) GetName() string {
@@ -2611,7 +2796,7 @@ type Role struct {
 
 func (x *Role) Reset() {
 	*x = Role{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2623,7 +2808,7 @@ func (x *Role) String() string {
 func (*Role) ProtoMessage() {}
 
 func (x *Role) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2636,7 +2821,7 @@ func (x *Role) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Role.ProtoReflect.Descriptor instead.
 func (*Role) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Role) GetName() string {
@@ -2663,7 +2848,7 @@ type Permission struct {
 
 func (x *Permission) Reset() {
 	*x = Permission{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +2860,7 @@ func (x *Permission) String() string {
 func (*Permission) ProtoMessage() {}
 
 func (x *Permission) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,7 +2873,7 @@ func (x *Permission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permission.ProtoReflect.Descriptor instead.
 func (*Permission) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Permission) GetPrefix() string {
@@ -2718,7 +2903,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2730,7 +2915,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2743,7 +2928,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AuditRecord) GetIndex() uint64 {
@@ -2796,7 +2981,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2808,7 +2993,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2821,7 +3006,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Member) GetId() uint64 {
@@ -2878,7 +3063,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2890,7 +3075,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2903,7 +3088,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Session) GetId() uint64 {
@@ -2998,7 +3183,7 @@ type CachedResult struct {
 
 func (x *CachedResult) Reset() {
 	*x = CachedResult{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3010,7 +3195,7 @@ func (x *CachedResult) String() string {
 func (*CachedResult) ProtoMessage() {}
 
 func (x *CachedResult) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3023,7 +3208,7 @@ func (x *CachedResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CachedResult.ProtoReflect.Descriptor instead.
 func (*CachedResult) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CachedResult) GetSeq() uint64 {
@@ -3069,7 +3254,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3081,7 +3266,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3094,7 +3279,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Lock) GetName() string {
@@ -3164,7 +3349,7 @@ type Holder struct {
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3176,7 +3361,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3189,7 +3374,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Holder) GetSessionId() uint64 {
@@ -3279,7 +3464,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3291,7 +3476,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3304,7 +3489,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Waiter) GetSessionId() uint64 {
@@ -3374,7 +3559,7 @@ var File_internal_fsm_fsmpb_fsm_proto protoreflect.FileDescriptor
 
 const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\n" +
-	"\x1cinternal/fsm/fsmpb/fsm.proto\x12\fbaton.fsm.v1\"\x8a\t\n" +
+	"\x1cinternal/fsm/fsmpb/fsm.proto\x12\fbaton.fsm.v1\"\xda\t\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x10\n" +
@@ -3406,7 +3591,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"authChange\x128\n" +
 	"\n" +
 	"audit_note\x18\x16 \x01(\v2\x17.baton.fsm.v1.AuditNoteH\x00R\tauditNote\x12B\n" +
-	"\x0eend_lock_delay\x18\x17 \x01(\v2\x1a.baton.fsm.v1.EndLockDelayH\x00R\fendLockDelayB\x04\n" +
+	"\x0eend_lock_delay\x18\x17 \x01(\v2\x1a.baton.fsm.v1.EndLockDelayH\x00R\fendLockDelay\x12N\n" +
+	"\x12rotate_signing_key\x18\x18 \x01(\v2\x1e.baton.fsm.v1.RotateSigningKeyH\x00R\x10rotateSigningKeyB\x04\n" +
 	"\x02op\"w\n" +
 	"\vOpenSession\x12\x1b\n" +
 	"\tttl_nanos\x18\x01 \x01(\x03R\bttlNanos\x12\x14\n" +
@@ -3433,7 +3619,11 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\fEndLockDelay\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1d\n" +
 	"\n" +
-	"delay_from\x18\x02 \x01(\x04R\tdelayFrom\"U\n" +
+	"delay_from\x18\x02 \x01(\x04R\tdelayFrom\"e\n" +
+	"\x10RotateSigningKey\x12\x12\n" +
+	"\x04seed\x18\x01 \x01(\fR\x04seed\x12'\n" +
+	"\x0fretention_nanos\x18\x02 \x01(\x03R\x0eretentionNanos\x12\x14\n" +
+	"\x05first\x18\x03 \x01(\bR\x05first\"U\n" +
 	"\n" +
 	"ExpireHold\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1d\n" +
@@ -3554,14 +3744,15 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x05count\x18\x04 \x01(\rR\x05count\x12,\n" +
 	"\x06holder\x18\x05 \x01(\v2\x14.baton.fsm.v1.HolderR\x06holder\x12\x1a\n" +
 	"\bposition\x18\x06 \x01(\rR\bposition\x125\n" +
-	"\x17delayed_until_unix_nano\x18\a \x01(\x03R\x14delayedUntilUnixNano\"\x89\x01\n" +
+	"\x17delayed_until_unix_nano\x18\a \x01(\x03R\x14delayedUntilUnixNano\"\xa1\x01\n" +
 	"\x05Grant\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1f\n" +
 	"\vacquire_seq\x18\x02 \x01(\x04R\n" +
 	"acquireSeq\x12\x12\n" +
 	"\x04lock\x18\x03 \x01(\tR\x04lock\x12\x14\n" +
-	"\x05token\x18\x04 \x01(\x04R\x05tokenJ\x04\b\x05\x10\x06R\x10hold_limit_nanos\"q\n" +
+	"\x05token\x18\x04 \x01(\x04R\x05token\x12\x16\n" +
+	"\x06shared\x18\x06 \x01(\bR\x06sharedJ\x04\b\x05\x10\x06R\x10hold_limit_nanos\"q\n" +
 	"\tHoldEnded\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x12\n" +
@@ -3574,7 +3765,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vacquire_seq\x18\x02 \x01(\x04R\n" +
 	"acquireSeq\x12\x12\n" +
 	"\x04lock\x18\x03 \x01(\tR\x04lock\x12)\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\"\xda\x02\n" +
+	"\x05error\x18\x04 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\"\x97\x03\n" +
 	"\bSnapshot\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x121\n" +
 	"\bsessions\x18\x02 \x03(\v2\x15.baton.fsm.v1.SessionR\bsessions\x12(\n" +
@@ -3585,7 +3776,15 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vlog_version\x18\x06 \x01(\rR\n" +
 	"logVersion\x12+\n" +
 	"\x04auth\x18\a \x01(\v2\x17.baton.fsm.v1.AuthStateR\x04auth\x12/\n" +
-	"\x05audit\x18\b \x03(\v2\x19.baton.fsm.v1.AuditRecordR\x05audit\"y\n" +
+	"\x05audit\x18\b \x03(\v2\x19.baton.fsm.v1.AuditRecordR\x05audit\x12;\n" +
+	"\fsigning_keys\x18\t \x03(\v2\x18.baton.fsm.v1.SigningKeyR\vsigningKeys\"\xb1\x01\n" +
+	"\n" +
+	"SigningKey\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04seed\x18\x02 \x01(\fR\x04seed\x12*\n" +
+	"\x11created_unix_nano\x18\x03 \x01(\x03R\x0fcreatedUnixNano\x12*\n" +
+	"\x11retired_unix_nano\x18\x04 \x01(\x03R\x0fretiredUnixNano\x12'\n" +
+	"\x0fretention_nanos\x18\x05 \x01(\x03R\x0eretentionNanos\"y\n" +
 	"\tAuthState\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12(\n" +
 	"\x05users\x18\x02 \x03(\v2\x12.baton.fsm.v1.UserR\x05users\x12(\n" +
@@ -3709,7 +3908,7 @@ func file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(Error)(0),               // 0: baton.fsm.v1.Error
 	(AcquireStatus)(0),       // 1: baton.fsm.v1.AcquireStatus
@@ -3721,36 +3920,38 @@ var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(*BlacklistSession)(nil), // 7: baton.fsm.v1.BlacklistSession
 	(*Acquire)(nil),          // 8: baton.fsm.v1.Acquire
 	(*EndLockDelay)(nil),     // 9: baton.fsm.v1.EndLockDelay
-	(*ExpireHold)(nil),       // 10: baton.fsm.v1.ExpireHold
-	(*SetLogVersion)(nil),    // 11: baton.fsm.v1.SetLogVersion
-	(*AuditNote)(nil),        // 12: baton.fsm.v1.AuditNote
-	(*AuthChange)(nil),       // 13: baton.fsm.v1.AuthChange
-	(*AcquireMany)(nil),      // 14: baton.fsm.v1.AcquireMany
-	(*Release)(nil),          // 15: baton.fsm.v1.Release
-	(*CasRelease)(nil),       // 16: baton.fsm.v1.CasRelease
-	(*CancelWait)(nil),       // 17: baton.fsm.v1.CancelWait
-	(*Result)(nil),           // 18: baton.fsm.v1.Result
-	(*Liveness)(nil),         // 19: baton.fsm.v1.Liveness
-	(*LockDelay)(nil),        // 20: baton.fsm.v1.LockDelay
-	(*SessionOpened)(nil),    // 21: baton.fsm.v1.SessionOpened
-	(*WaitQueued)(nil),       // 22: baton.fsm.v1.WaitQueued
-	(*LimitedHold)(nil),      // 23: baton.fsm.v1.LimitedHold
-	(*AcquireOutcome)(nil),   // 24: baton.fsm.v1.AcquireOutcome
-	(*Grant)(nil),            // 25: baton.fsm.v1.Grant
-	(*HoldEnded)(nil),        // 26: baton.fsm.v1.HoldEnded
-	(*WaitEnded)(nil),        // 27: baton.fsm.v1.WaitEnded
-	(*Snapshot)(nil),         // 28: baton.fsm.v1.Snapshot
-	(*AuthState)(nil),        // 29: baton.fsm.v1.AuthState
-	(*User)(nil),             // 30: baton.fsm.v1.User
-	(*Role)(nil),             // 31: baton.fsm.v1.Role
-	(*Permission)(nil),       // 32: baton.fsm.v1.Permission
-	(*AuditRecord)(nil),      // 33: baton.fsm.v1.AuditRecord
-	(*Member)(nil),           // 34: baton.fsm.v1.Member
-	(*Session)(nil),          // 35: baton.fsm.v1.Session
-	(*CachedResult)(nil),     // 36: baton.fsm.v1.CachedResult
-	(*Lock)(nil),             // 37: baton.fsm.v1.Lock
-	(*Holder)(nil),           // 38: baton.fsm.v1.Holder
-	(*Waiter)(nil),           // 39: baton.fsm.v1.Waiter
+	(*RotateSigningKey)(nil), // 10: baton.fsm.v1.RotateSigningKey
+	(*ExpireHold)(nil),       // 11: baton.fsm.v1.ExpireHold
+	(*SetLogVersion)(nil),    // 12: baton.fsm.v1.SetLogVersion
+	(*AuditNote)(nil),        // 13: baton.fsm.v1.AuditNote
+	(*AuthChange)(nil),       // 14: baton.fsm.v1.AuthChange
+	(*AcquireMany)(nil),      // 15: baton.fsm.v1.AcquireMany
+	(*Release)(nil),          // 16: baton.fsm.v1.Release
+	(*CasRelease)(nil),       // 17: baton.fsm.v1.CasRelease
+	(*CancelWait)(nil),       // 18: baton.fsm.v1.CancelWait
+	(*Result)(nil),           // 19: baton.fsm.v1.Result
+	(*Liveness)(nil),         // 20: baton.fsm.v1.Liveness
+	(*LockDelay)(nil),        // 21: baton.fsm.v1.LockDelay
+	(*SessionOpened)(nil),    // 22: baton.fsm.v1.SessionOpened
+	(*WaitQueued)(nil),       // 23: baton.fsm.v1.WaitQueued
+	(*LimitedHold)(nil),      // 24: baton.fsm.v1.LimitedHold
+	(*AcquireOutcome)(nil),   // 25: baton.fsm.v1.AcquireOutcome
+	(*Grant)(nil),            // 26: baton.fsm.v1.Grant
+	(*HoldEnded)(nil),        // 27: baton.fsm.v1.HoldEnded
+	(*WaitEnded)(nil),        // 28: baton.fsm.v1.WaitEnded
+	(*Snapshot)(nil),         // 29: baton.fsm.v1.Snapshot
+	(*SigningKey)(nil),       // 30: baton.fsm.v1.SigningKey
+	(*AuthState)(nil),        // 31: baton.fsm.v1.AuthState
+	(*User)(nil),             // 32: baton.fsm.v1.User
+	(*Role)(nil),             // 33: baton.fsm.v1.Role
+	(*Permission)(nil),       // 34: baton.fsm.v1.Permission
+	(*AuditRecord)(nil),      // 35: baton.fsm.v1.AuditRecord
+	(*Member)(nil),           // 36: baton.fsm.v1.Member
+	(*Session)(nil),          // 37: baton.fsm.v1.Session
+	(*CachedResult)(nil),     // 38: baton.fsm.v1.CachedResult
+	(*Lock)(nil),             // 39: baton.fsm.v1.Lock
+	(*Holder)(nil),           // 40: baton.fsm.v1.Holder
+	(*Waiter)(nil),           // 41: baton.fsm.v1.Waiter
 }
 var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	4,  // 0: baton.fsm.v1.Command.open_session:type_name -> baton.fsm.v1.OpenSession
@@ -3758,49 +3959,51 @@ var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	6,  // 2: baton.fsm.v1.Command.expire_session:type_name -> baton.fsm.v1.ExpireSession
 	7,  // 3: baton.fsm.v1.Command.blacklist_session:type_name -> baton.fsm.v1.BlacklistSession
 	8,  // 4: baton.fsm.v1.Command.acquire:type_name -> baton.fsm.v1.Acquire
-	15, // 5: baton.fsm.v1.Command.release:type_name -> baton.fsm.v1.Release
-	16, // 6: baton.fsm.v1.Command.cas_release:type_name -> baton.fsm.v1.CasRelease
-	17, // 7: baton.fsm.v1.Command.cancel_wait:type_name -> baton.fsm.v1.CancelWait
-	14, // 8: baton.fsm.v1.Command.acquire_many:type_name -> baton.fsm.v1.AcquireMany
-	10, // 9: baton.fsm.v1.Command.expire_hold:type_name -> baton.fsm.v1.ExpireHold
-	11, // 10: baton.fsm.v1.Command.set_log_version:type_name -> baton.fsm.v1.SetLogVersion
-	13, // 11: baton.fsm.v1.Command.auth_change:type_name -> baton.fsm.v1.AuthChange
-	12, // 12: baton.fsm.v1.Command.audit_note:type_name -> baton.fsm.v1.AuditNote
+	16, // 5: baton.fsm.v1.Command.release:type_name -> baton.fsm.v1.Release
+	17, // 6: baton.fsm.v1.Command.cas_release:type_name -> baton.fsm.v1.CasRelease
+	18, // 7: baton.fsm.v1.Command.cancel_wait:type_name -> baton.fsm.v1.CancelWait
+	15, // 8: baton.fsm.v1.Command.acquire_many:type_name -> baton.fsm.v1.AcquireMany
+	11, // 9: baton.fsm.v1.Command.expire_hold:type_name -> baton.fsm.v1.ExpireHold
+	12, // 10: baton.fsm.v1.Command.set_log_version:type_name -> baton.fsm.v1.SetLogVersion
+	14, // 11: baton.fsm.v1.Command.auth_change:type_name -> baton.fsm.v1.AuthChange
+	13, // 12: baton.fsm.v1.Command.audit_note:type_name -> baton.fsm.v1.AuditNote
 	9,  // 13: baton.fsm.v1.Command.end_lock_delay:type_name -> baton.fsm.v1.EndLockDelay
-	2,  // 14: baton.fsm.v1.AuthChange.kind:type_name -> baton.fsm.v1.AuthChange.Kind
-	0,  // 15: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
-	24, // 16: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
-	24, // 17: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
-	25, // 18: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
-	27, // 19: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
-	26, // 20: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
-	19, // 21: baton.fsm.v1.Result.liveness:type_name -> baton.fsm.v1.Liveness
-	21, // 22: baton.fsm.v1.Liveness.session_opened:type_name -> baton.fsm.v1.SessionOpened
-	22, // 23: baton.fsm.v1.Liveness.wait_queued:type_name -> baton.fsm.v1.WaitQueued
-	23, // 24: baton.fsm.v1.Liveness.limited_holds_granted:type_name -> baton.fsm.v1.LimitedHold
-	23, // 25: baton.fsm.v1.Liveness.limited_hold_released:type_name -> baton.fsm.v1.LimitedHold
-	20, // 26: baton.fsm.v1.Liveness.lock_delays_started:type_name -> baton.fsm.v1.LockDelay
-	20, // 27: baton.fsm.v1.Liveness.lock_delay_ended:type_name -> baton.fsm.v1.LockDelay
-	1,  // 28: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
-	38, // 29: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
-	0,  // 30: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
-	35, // 31: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
-	37, // 32: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
-	34, // 33: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
-	29, // 34: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
-	33, // 35: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
-	30, // 36: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
-	31, // 37: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
-	32, // 38: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
-	36, // 39: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
-	18, // 40: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
-	38, // 41: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
-	39, // 42: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
-	43, // [43:43] is the sub-list for method output_type
-	43, // [43:43] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	10, // 14: baton.fsm.v1.Command.rotate_signing_key:type_name -> baton.fsm.v1.RotateSigningKey
+	2,  // 15: baton.fsm.v1.AuthChange.kind:type_name -> baton.fsm.v1.AuthChange.Kind
+	0,  // 16: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
+	25, // 17: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
+	25, // 18: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
+	26, // 19: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
+	28, // 20: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
+	27, // 21: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
+	20, // 22: baton.fsm.v1.Result.liveness:type_name -> baton.fsm.v1.Liveness
+	22, // 23: baton.fsm.v1.Liveness.session_opened:type_name -> baton.fsm.v1.SessionOpened
+	23, // 24: baton.fsm.v1.Liveness.wait_queued:type_name -> baton.fsm.v1.WaitQueued
+	24, // 25: baton.fsm.v1.Liveness.limited_holds_granted:type_name -> baton.fsm.v1.LimitedHold
+	24, // 26: baton.fsm.v1.Liveness.limited_hold_released:type_name -> baton.fsm.v1.LimitedHold
+	21, // 27: baton.fsm.v1.Liveness.lock_delays_started:type_name -> baton.fsm.v1.LockDelay
+	21, // 28: baton.fsm.v1.Liveness.lock_delay_ended:type_name -> baton.fsm.v1.LockDelay
+	1,  // 29: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
+	40, // 30: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
+	0,  // 31: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
+	37, // 32: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
+	39, // 33: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
+	36, // 34: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
+	31, // 35: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
+	35, // 36: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
+	30, // 37: baton.fsm.v1.Snapshot.signing_keys:type_name -> baton.fsm.v1.SigningKey
+	32, // 38: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
+	33, // 39: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
+	34, // 40: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
+	38, // 41: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
+	19, // 42: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
+	40, // 43: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
+	41, // 44: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_internal_fsm_fsmpb_fsm_proto_init() }
@@ -3823,6 +4026,7 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 		(*Command_AuthChange)(nil),
 		(*Command_AuditNote)(nil),
 		(*Command_EndLockDelay)(nil),
+		(*Command_RotateSigningKey)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3830,7 +4034,7 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_fsm_fsmpb_fsm_proto_rawDesc), len(file_internal_fsm_fsmpb_fsm_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   37,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

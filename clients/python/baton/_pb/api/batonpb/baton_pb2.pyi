@@ -90,7 +90,7 @@ class AcquireRequest(_message.Message):
     def __init__(self, header: _Optional[_Union[RequestHeader, _Mapping]] = ..., name: _Optional[str] = ..., owner_key: _Optional[str] = ..., wait: bool = ..., wait_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., shared: bool = ..., limit: _Optional[int] = ..., hold_limit: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., lock_delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class AcquireResponse(_message.Message):
-    __slots__ = ["acquired", "count", "delayed_until", "holder", "lock_delay", "name", "position", "queued", "seq", "skipped", "token"]
+    __slots__ = ["acquired", "count", "delayed_until", "holder", "lock_delay", "name", "position", "queued", "seq", "signed_token", "skipped", "token"]
     ACQUIRED_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     DELAYED_UNTIL_FIELD_NUMBER: _ClassVar[int]
@@ -100,6 +100,7 @@ class AcquireResponse(_message.Message):
     POSITION_FIELD_NUMBER: _ClassVar[int]
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    SIGNED_TOKEN_FIELD_NUMBER: _ClassVar[int]
     SKIPPED_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     acquired: bool
@@ -111,9 +112,10 @@ class AcquireResponse(_message.Message):
     position: int
     queued: bool
     seq: int
+    signed_token: str
     skipped: bool
     token: int
-    def __init__(self, name: _Optional[str] = ..., acquired: bool = ..., token: _Optional[int] = ..., count: _Optional[int] = ..., holder: _Optional[_Union[Holder, _Mapping]] = ..., queued: bool = ..., position: _Optional[int] = ..., seq: _Optional[int] = ..., skipped: bool = ..., lock_delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., delayed_until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., acquired: bool = ..., token: _Optional[int] = ..., count: _Optional[int] = ..., holder: _Optional[_Union[Holder, _Mapping]] = ..., queued: bool = ..., position: _Optional[int] = ..., seq: _Optional[int] = ..., skipped: bool = ..., lock_delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., delayed_until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., signed_token: _Optional[str] = ...) -> None: ...
 
 class AddMemberRequest(_message.Message):
     __slots__ = ["learner", "name", "peer_addr"]
@@ -355,14 +357,16 @@ class GetResponse(_message.Message):
     def __init__(self, lock: _Optional[_Union[Lock, _Mapping]] = ..., history: _Optional[_Iterable[_Union[PastHold, _Mapping]]] = ...) -> None: ...
 
 class Grant(_message.Message):
-    __slots__ = ["name", "seq", "token"]
+    __slots__ = ["name", "seq", "signed_token", "token"]
     NAME_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    SIGNED_TOKEN_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     name: str
     seq: int
+    signed_token: str
     token: int
-    def __init__(self, seq: _Optional[int] = ..., name: _Optional[str] = ..., token: _Optional[int] = ...) -> None: ...
+    def __init__(self, seq: _Optional[int] = ..., name: _Optional[str] = ..., token: _Optional[int] = ..., signed_token: _Optional[str] = ...) -> None: ...
 
 class HoldLost(_message.Message):
     __slots__ = ["name", "owner_key", "token"]
@@ -411,6 +415,16 @@ class KeepAliveResponse(_message.Message):
     session_id: int
     ttl: _duration_pb2.Duration
     def __init__(self, session_id: _Optional[int] = ..., ttl: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class KeysRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class KeysResponse(_message.Message):
+    __slots__ = ["keys"]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    keys: _containers.RepeatedCompositeFieldContainer[SigningKey]
+    def __init__(self, keys: _Optional[_Iterable[_Union[SigningKey, _Mapping]]] = ...) -> None: ...
 
 class ListRequest(_message.Message):
     __slots__ = ["page_size", "page_token", "prefix"]
@@ -616,6 +630,20 @@ class ResumeSession(_message.Message):
     session_id: int
     def __init__(self, session_id: _Optional[int] = ..., secret: _Optional[str] = ...) -> None: ...
 
+class RotateSigningKeyRequest(_message.Message):
+    __slots__ = ["retention"]
+    RETENTION_FIELD_NUMBER: _ClassVar[int]
+    retention: _duration_pb2.Duration
+    def __init__(self, retention: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class RotateSigningKeyResponse(_message.Message):
+    __slots__ = ["key_id", "keys"]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    key_id: int
+    keys: _containers.RepeatedCompositeFieldContainer[SigningKey]
+    def __init__(self, key_id: _Optional[int] = ..., keys: _Optional[_Iterable[_Union[SigningKey, _Mapping]]] = ...) -> None: ...
+
 class Session(_message.Message):
     __slots__ = ["blacklisted", "created", "holds", "id", "owner", "ttl"]
     BLACKLISTED_FIELD_NUMBER: _ClassVar[int]
@@ -711,6 +739,22 @@ class SessionsResponse(_message.Message):
     RESPONSES_FIELD_NUMBER: _ClassVar[int]
     responses: _containers.RepeatedCompositeFieldContainer[ChannelResponse]
     def __init__(self, responses: _Optional[_Iterable[_Union[ChannelResponse, _Mapping]]] = ...) -> None: ...
+
+class SigningKey(_message.Message):
+    __slots__ = ["created", "current", "id", "not_after_unix_nano", "public_key", "retired"]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NOT_AFTER_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    RETIRED_FIELD_NUMBER: _ClassVar[int]
+    created: _timestamp_pb2.Timestamp
+    current: bool
+    id: int
+    not_after_unix_nano: int
+    public_key: bytes
+    retired: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[int] = ..., public_key: _Optional[bytes] = ..., created: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., current: bool = ..., retired: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., not_after_unix_nano: _Optional[int] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = []
