@@ -434,7 +434,9 @@ func TestCLILockOneEndpointSurvivesKill9(t *testing.T) {
 		}
 	}
 
-	const ttl = 3 * time.Second
+	// A TTL well above the failover (an election timeout of 1-2 s, then
+	// the reconnect), with room for a loaded machine.
+	const ttl = 6 * time.Second
 	holder := startLock(t, leaderAddr, "--ttl", ttl.String(), "job", "--", "sh", "-c", holdScript)
 	fields := strings.Fields(holder.line(t, 30*time.Second))
 	pgid, _ := strconv.Atoi(fields[1])
