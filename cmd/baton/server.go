@@ -49,6 +49,7 @@ func runServer(args []string) int {
 	kaRate := fs.Int("max-keepalive-rate", d.MaxKeepAliveRate, "keepalives a second one session may send, as many at once; more get RESOURCE_EXHAUSTED (OVERLOADED) without a ReadIndex round")
 	minFreeDisk := byteSize(d.MinFreeDisk)
 	fs.Var(&minFreeDisk, "min-free-disk", "free space the member keeps in its data dir's file system: a `size` in bytes, or with a unit (512MiB, 2GiB). Below it, while leading, it refuses new sessions and acquires with RESOURCE_EXHAUSTED (NO_SPACE) and goes on serving keepalives, releases, closes and reads, until space is freed. auto is min(256MiB, 2% of the file system); 0 turns it off. A disk that fills all the same stops the member (exit 1) at its next log write, with nothing it acknowledged lost")
+	prefixDepth := fs.Int("metrics-prefix-depth", d.MetricsPrefixDepth, "how many '/'-separated segments of a lock's name label its metrics on /metrics: 1 counts jobs/42 under jobs/; 0 labels none. The first 100 prefixes a member meets have series of their own, the rest count under \"other\"")
 	maxConns := fs.Int("max-client-conns", d.MaxClientConns, fmt.Sprintf("connections the client port keeps open at most; more are closed as soon as accepted. The default is min(%d, the open file limit - %d), which leaves descriptors for the log, snapshots and peers", embed.MaxClientConnsCeiling, embed.ReservedFiles))
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: baton server [flags]
@@ -104,6 +105,7 @@ Flags:
 		SnapshotEntries: *snapEntries, Logger: lg,
 		MaxClientConns: *maxConns, ConnHandshakeTimeout: *handshake, ConnIdleTimeout: *idle,
 		MaxSessions: *maxSessions, MaxSessionsPerUser: *maxUserSessions, MaxKeepAliveRate: *kaRate, MinFreeDisk: int64(minFreeDisk),
+		MetricsPrefixDepth: *prefixDepth,
 	}
 	var err error
 	if cfg.ClientTLS, err = serverTLS(*certFile, *keyFile, *clientCA); err != nil {

@@ -70,6 +70,7 @@ func (s *Server) Acquire(ctx context.Context, r *batonpb.AcquireRequest) (*baton
 }
 
 func (s *Server) acquire(ctx context.Context, r *batonpb.AcquireRequest) (*batonpb.AcquireResponse, error) {
+	arrived := time.Now()
 	cmd, err := acquireCommand(r)
 	if err != nil {
 		return nil, err
@@ -87,17 +88,24 @@ func (s *Server) acquire(ctx context.Context, r *batonpb.AcquireRequest) (*baton
 		defer s.hub.forget(id, events)
 	}
 	res, err := s.propose(ctx, cmd)
+	waited := func(granted bool) { s.locks.series(r.GetName()).observeWait(time.Since(arrived), granted) }
 	if err != nil {
+		if isRefusal(err) {
+			waited(false)
+		}
 		return nil, err
 	}
 	out := acquireToWire(cmd.GetSeq(), res.GetAcquire())
 	if !out.Queued {
+		waited(out.Acquired)
 		return out, nil
 	}
 	select {
 	case ev := <-events:
+		waited(ev.grant != nil)
 		return s.waitOutcome(cmd.GetSeq(), ev)
 	case <-ctx.Done():
+		waited(false)
 		s.abandonWait(cmd, res.GetAcquire())
 		return nil, ctx.Err()
 	case <-s.stopC:
