@@ -75,9 +75,13 @@ type appendedBatch struct {
 }
 
 // appended notes a batch of entries ending at index last handed over at.
+// The committed batches before head are dropped once they are half the
+// slice, so that a leader always appending before its last batch
+// committed reuses the slice's array rather than growing it.
 func (c *commitClock) appended(last uint64, at time.Time) {
-	if c.head == len(c.pending) {
-		c.pending, c.head = c.pending[:0], 0
+	if c.head > 0 && c.head*2 >= len(c.pending) {
+		n := copy(c.pending, c.pending[c.head:])
+		c.pending, c.head = c.pending[:n], 0
 	}
 	c.pending = append(c.pending, appendedBatch{last: last, at: at})
 }

@@ -45,10 +45,19 @@ func TestCommitClock(t *testing.T) {
 	if l := c.latency.load(); l.Count() != 2 || l.Sum != 6*time.Millisecond {
 		t.Fatalf("after both committed: %+v", l)
 	}
+	// A leader that always appends before its last batch committed
+	// keeps the array it has.
+	for i := range uint64(1000) {
+		c.appended(10+2*i, t0)
+		c.committed(9+2*i, t0)
+	}
+	if len(c.pending)-c.head != 1 || cap(c.pending) > 4 {
+		t.Fatalf("%d batches pending in an array of %d", len(c.pending)-c.head, cap(c.pending))
+	}
 	c.appended(12, t0)
 	c.forget()
-	c.committed(12, t0.Add(time.Second))
-	if l := c.latency.load(); l.Count() != 2 {
+	c.committed(2012, t0.Add(time.Second))
+	if l := c.latency.load(); l.Count() != 2+999 {
 		t.Fatalf("a forgotten batch was timed: %+v", l)
 	}
 }
