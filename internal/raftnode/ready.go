@@ -37,10 +37,10 @@ func (n *Node) handleReady(rd raft.Ready) error {
 	for _, m := range rd.Messages {
 		switch m.GetTo() {
 		case raft.LocalAppendThread:
-			n.noteMustTell(m.GetEntries())
 			if ents := m.GetEntries(); n.wasLeader && len(ents) > 0 {
 				n.commits.appended(ents[len(ents)-1].GetIndex(), start)
 			}
+			n.noteMustTell(m.GetEntries())
 			n.appends.put(m)
 		case raft.LocalApplyThread:
 			apply = m
