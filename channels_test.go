@@ -81,11 +81,11 @@ func metricValue(t *testing.T, addr, name string) uint64 {
 	}
 	for line := range strings.SplitSeq(string(body), "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			n, err := strconv.ParseUint(v, 10, 64)
+			n, err := strconv.ParseFloat(v, 64) // large values come as 1.5e+06
 			if err != nil {
 				t.Fatalf("%s: %v", line, err)
 			}
-			return n
+			return uint64(n)
 		}
 	}
 	t.Fatalf("/metrics has no %s", name)

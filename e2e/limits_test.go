@@ -206,8 +206,8 @@ func httpGetNewConn(ctx context.Context, url string) (string, error) {
 func metricValue(text, name string) uint64 {
 	for line := range strings.Lines(text) {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-			return n
+			n, _ := strconv.ParseFloat(strings.TrimSpace(v), 64) // large values come as 1.5e+06
+			return uint64(n)
 		}
 	}
 	return 0

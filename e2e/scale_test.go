@@ -269,11 +269,11 @@ func metric(t *testing.T, nd *node, name string) uint64 {
 	}
 	for line := range strings.Lines(string(b)) {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
-			n, err := strconv.ParseUint(v, 10, 64)
+			n, err := strconv.ParseFloat(v, 64) // large values come as 1.5e+06
 			if err != nil {
 				t.Fatalf("metric %s: %v", name, err)
 			}
-			return n
+			return uint64(n)
 		}
 	}
 	t.Fatalf("metric %s not on %s/metrics", name, nd.clientAddr)

@@ -189,6 +189,13 @@ type Config struct {
 	// the platform has no statfs, and then the guard is off). Tests set it
 	// to play a nearly full disk.
 	DiskSpace DiskSpace
+
+	// MetricsPrefixDepth is how many '/'-separated segments of a lock's
+	// name label its metrics on /metrics: 1 (DefaultConfig's) counts
+	// "jobs/42" under "jobs/"; 0 labels none. The first 100 prefixes a
+	// member meets have series of their own, the others count under
+	// "other", so the number of series stays bounded whatever the names.
+	MetricsPrefixDepth int
 }
 
 // DefaultConfig is the embedded single-node default: member "default",
@@ -214,8 +221,13 @@ func DefaultConfig() Config {
 		MaxSessionsPerUser:   DefaultMaxSessionsPerUser,
 		MaxKeepAliveRate:     DefaultMaxKeepAliveRate,
 		MinFreeDisk:          MinFreeDiskAuto,
+		MetricsPrefixDepth:   DefaultMetricsPrefixDepth,
 	}
 }
+
+// DefaultMetricsPrefixDepth labels lock metrics by the first segment of
+// a lock's name: a namespace per application is the common use of '/'.
+const DefaultMetricsPrefixDepth = 1
 
 // PeerSpec is one entry of InitialCluster.
 type PeerSpec struct {
@@ -303,6 +315,8 @@ func (c Config) Validate() error {
 		return errors.New("max keepalive rate must be positive")
 	case c.MinFreeDisk < MinFreeDiskAuto:
 		return errors.New("min free disk must be a number of bytes, 0 (no guard) or MinFreeDiskAuto")
+	case c.MetricsPrefixDepth < 0:
+		return errors.New("metrics prefix depth must not be negative (0: no prefix label)")
 	}
 	if err := (server.LockDelays{Default: c.LockDelay, ByPrefix: c.LockDelayByPrefix}).Validate(); err != nil {
 		return err
@@ -502,7 +516,7 @@ func Start(cfg Config) (*Member, error) {
 	var guard server.DiskGuard
 	guard, m.disk = cfg.diskGuard(dir, statDisk, lg)
 	m.srv = server.New(server.Config{Name: cfg.Name, Version: Version, Node: node, Liveness: tracker,
-		Members: m.members, MemberID: MemberID, Operators: cfg.Operators, Limits: cfg.limits(), Disk: guard, Logger: lg,
+		Members: m.members, MemberID: MemberID, Operators: cfg.Operators, Limits: cfg.limits(), Disk: guard, MetricsPrefixDepth: cfg.MetricsPrefixDepth, Logger: lg,
 		LockDelays: server.LockDelays{Default: cfg.LockDelay, ByPrefix: cfg.LockDelayByPrefix}, SignedTokens: cfg.SignedTokens})
 	fan.api.Store(m.srv)
 	m.keysDone = make(chan struct{})

@@ -28,10 +28,10 @@ type fanout struct {
 	api     atomic.Pointer[server.Server]
 }
 
-func (f *fanout) Applied(_ uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
+func (f *fanout) Applied(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
 	f.tracker.Applied(res)
 	if s := f.api.Load(); s != nil {
-		s.Deliver(cmd, res)
+		s.Deliver(index, cmd, res)
 	}
 }
 

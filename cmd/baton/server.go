@@ -55,6 +55,7 @@ func runServer(args []string) int {
 	fs.Var(&minFreeDisk, "min-free-disk", "free space the member keeps in its data dir's file system: a `size` in bytes, or with a unit (512MiB, 2GiB). Below it, while leading, it refuses new sessions and acquires with RESOURCE_EXHAUSTED (NO_SPACE) and goes on serving keepalives, releases, closes and reads, until space is freed. auto is min(256MiB, 2% of the file system); 0 turns it off. A disk that fills all the same stops the member (exit 1) at its next log write, with nothing it acknowledged lost")
 	lockDelay := fs.String("lock-delay", "0s", "the lock-delay this member, leading, gives a hold whose acquire states none: `DELAY[,PREFIX=DELAY...]`, a default and one for each name prefix (longest wins), e.g. 15s,jobs/=30s,cache/=0s. When such a hold ends by its session's expiry or its hold limit (not by a release or close), the lock is granted to no one that long, so its holder's last writes drain. Each 0s..60s in whole seconds")
 	signedTokens := fs.Bool("signed-tokens", false, "sign every grant this member answers with the cluster's current Ed25519 key (the grant's signed_token; `baton lock` passes it as BATON_SIGNED_TOKEN), which a resource verifies offline with the public keys of GET /v1/keys (`baton keys`, the fence package); leading a cluster without a key, make the first. Needs every member at this release or newer; start every member alike")
+	prefixDepth := fs.Int("metrics-prefix-depth", d.MetricsPrefixDepth, "how many '/'-separated segments of a lock's name label its metrics on /metrics: 1 counts jobs/42 under jobs/; 0 labels none. The first 100 prefixes a member meets have series of their own, the rest count under \"other\"")
 	maxConns := fs.Int("max-client-conns", d.MaxClientConns, fmt.Sprintf("connections the client port keeps open at most; more are closed as soon as accepted. The default is min(%d, the open file limit - %d), which leaves descriptors for the log, snapshots and peers", embed.MaxClientConnsCeiling, embed.ReservedFiles))
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: baton server [flags]
@@ -111,6 +112,7 @@ Flags:
 		MaxClientConns: *maxConns, ConnHandshakeTimeout: *handshake, ConnIdleTimeout: *idle,
 		MaxSessions: *maxSessions, MaxSessionsPerUser: *maxUserSessions, MaxKeepAliveRate: *kaRate, MinFreeDisk: int64(minFreeDisk),
 		LockDelay: delays.Default, LockDelayByPrefix: delays.ByPrefix, SignedTokens: *signedTokens,
+		MetricsPrefixDepth: *prefixDepth,
 	}
 	if cfg.ClientTLS, err = serverTLS(*certFile, *keyFile, *clientCA); err != nil {
 		return exitCode("server", err)

@@ -128,8 +128,10 @@ func (n *Node) persist(batch []*raftpb.Message) error {
 		if err := n.cfg.Store.Save(hs, ents, sync); err != nil {
 			return fmt.Errorf("save entries: %w", err)
 		}
-		n.astats.saveNanos.Add(uint64(time.Since(t0)))
+		took := time.Since(t0)
+		n.astats.saveNanos.Add(uint64(took))
 		if sync {
+			n.fsyncLatency.observe(took) // before the count: Metrics reads the count first
 			n.astats.fsyncs.Add(1)
 		}
 		n.astats.entries.Add(uint64(len(ents)))

@@ -113,6 +113,10 @@ type Node struct {
 	campaigned   bool
 	term         uint64
 	metrics      Metrics
+	// applyLatency times each batch of committed entries applied;
+	// commits, the leader's entries from the log writer to their commit.
+	applyLatency latencyRecorder
+	commits      commitClock
 
 	// The append worker's: what it handed to storage, and its queues.
 	appends    *mailbox // MsgStorageAppend, loop to worker
@@ -120,8 +124,10 @@ type Node struct {
 	appendErr  chan error
 	appendDone chan struct{}
 	astats     appendStats
-	savedTerm  uint64 // worker-owned: the hard state last written
-	savedVote  uint64
+	// fsyncLatency times the worker's synced log writes.
+	fsyncLatency latencyRecorder
+	savedTerm    uint64 // worker-owned: the hard state last written
+	savedVote    uint64
 	// collect runs a garbage collection without blocking the caller
 	// (collectAfterSnapshot); collecting is set while one runs.
 	collect    func(done func())
@@ -140,6 +146,16 @@ type Metrics struct {
 	// ReadyNanos its time handling Readies in all. SnapshotPauseNanos is
 	// the time applying waited for snapshots to freeze the state machine.
 	SaveNanos, ApplyNanos, ReadyNanos, SnapshotPauseNanos uint64
+	// LeaderChanges counts the times this node learnt of a new leader
+	// (the first one it knew included).
+	LeaderChanges uint64
+	// FsyncLatency times the synced log writes (the write and its
+	// fdatasync); ApplyLatency the batches of committed entries applied
+	// (the observer's work on them included); CommitLatency, while this
+	// node leads, each batch of its new entries from when it handed them
+	// to the log writer to when they came back committed (a quorum had
+	// them on disk).
+	FsyncLatency, ApplyLatency, CommitLatency Latency
 }
 
 type proposal struct {
@@ -367,7 +383,7 @@ func (n *Node) Status() Status {
 }
 
 // Metrics returns the batching counters: the loop's as of its last
-// Ready, the append worker's as of now.
+// Ready, the append worker's and the latencies as of now.
 func (n *Node) Metrics() Metrics {
 	n.statusMu.Lock()
 	m := n.pubMetrics
@@ -375,6 +391,9 @@ func (n *Node) Metrics() Metrics {
 	m.Fsyncs = n.astats.fsyncs.Load()
 	m.EntriesSaved = n.astats.entries.Load()
 	m.SaveNanos = n.astats.saveNanos.Load()
+	m.FsyncLatency = n.fsyncLatency.load()
+	m.ApplyLatency = n.applyLatency.load()
+	m.CommitLatency = n.commits.latency.load()
 	return m
 }
 

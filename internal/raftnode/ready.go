@@ -37,6 +37,9 @@ func (n *Node) handleReady(rd raft.Ready) error {
 	for _, m := range rd.Messages {
 		switch m.GetTo() {
 		case raft.LocalAppendThread:
+			if ents := m.GetEntries(); n.wasLeader && len(ents) > 0 {
+				n.commits.appended(ents[len(ents)-1].GetIndex(), start)
+			}
 			n.noteMustTell(m.GetEntries())
 			n.appends.put(m)
 		case raft.LocalApplyThread:
@@ -103,8 +106,16 @@ func (n *Node) stepLocal(m *raftpb.Message) {
 // apply applies a MsgStorageApply's entries and steps its responses.
 func (n *Node) apply(m *raftpb.Message) {
 	t := time.Now()
-	n.applyEntries(m.GetEntries())
-	n.metrics.ApplyNanos += uint64(time.Since(t))
+	ents := m.GetEntries()
+	if len(ents) > 0 {
+		n.commits.committed(ents[len(ents)-1].GetIndex(), t)
+	}
+	n.applyEntries(ents)
+	took := time.Since(t)
+	n.metrics.ApplyNanos += uint64(took)
+	if len(ents) > 0 {
+		n.applyLatency.observe(took)
+	}
 	if n.loopErr != nil {
 		return // raft must not learn that entries it could not apply were
 	}
@@ -272,10 +283,13 @@ func (n *Node) finish(id uint64, res *fsmpb.Result, index uint64, err error) {
 func (n *Node) noteLeadership(ss *raft.SoftState) {
 	st := n.rn.BasicStatus()
 	isLeader := st.RaftState == raft.StateLeader
-	n.leader.Store(st.Lead)
+	if old := n.leader.Swap(st.Lead); st.Lead != old && st.Lead != raft.None {
+		n.metrics.LeaderChanges++
+	}
 	if isLeader == n.wasLeader && st.GetTerm() == n.term {
 		return
 	}
+	n.commits.forget()
 	wasLeader := n.wasLeader
 	n.wasLeader = isLeader
 	n.term = st.GetTerm()

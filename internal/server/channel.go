@@ -111,7 +111,8 @@ func (s *Server) serve(ch *channel, req *batonpb.SessionRequest) {
 		s.answer(ch, req, nil, err, false)
 		return
 	}
-	c.cmd.WallTimeUnixNano = time.Now().UnixNano()
+	c.arrived = time.Now()
+	c.cmd.WallTimeUnixNano = c.arrived.UnixNano()
 	c.cmd.SecretHash, c.cmd.Principal = ch.secret.Bytes(), ch.principal
 	// The answer is queued for the channel by the Ready loop itself when
 	// the entry applies (c.Complete): no goroutine per request in flight,
@@ -129,6 +130,8 @@ type call struct {
 	ch  *channel
 	req *batonpb.SessionRequest
 	cmd *fsmpb.Command // a mutating request's, once submitted
+	// arrived is when the request came to this member (acquire waits).
+	arrived time.Time
 	// The answer of an acquire or a release, allocated with the call
 	// (acquireCall, releaseCall); nil once used.
 	acq *acquireAnswer
@@ -154,6 +157,9 @@ type releaseCall struct {
 func (c *call) Complete(res *fsmpb.Result, _ uint64, err error) {
 	if err == nil {
 		err = fsm.ErrorOf(res)
+		if a := c.cmd.GetAcquire(); a != nil {
+			c.s.locks.acquireAnswered(a.GetLock(), waitID{c.cmd.GetSessionId(), c.cmd.GetSeq()}, c.arrived, res)
+		}
 	}
 	var r *batonpb.SessionResponse
 	// A cancel that lost the race to a grant tells the client the

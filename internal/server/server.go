@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/batonlock/baton/api/batonpb"
@@ -108,8 +109,12 @@ type Config struct {
 	// cluster alike.
 	SignedTokens bool
 	// Disk keeps clients from filling the data dir (space.go).
-	Disk   DiskGuard
-	Logger *slog.Logger
+	Disk DiskGuard
+	// MetricsPrefixDepth is how many '/'-separated segments of a lock's
+	// name label its metrics (lockmetrics.go): 1 counts "jobs/42" under
+	// "jobs/"; 0 labels none.
+	MetricsPrefixDepth int
+	Logger             *slog.Logger
 }
 
 // Server implements batonpb.BatonServer. Whoever observes the node feeds
@@ -149,6 +154,9 @@ type Server struct {
 	keepAlivesRefused atomic.Uint64
 	// noSpaceRefused counts opens and acquires refused by Config.Disk.
 	noSpaceRefused atomic.Uint64
+	// locks are the lock metrics; registry is what /metrics serves.
+	locks    *lockMetrics
+	registry *prometheus.Registry
 }
 
 // New returns a Server of cfg.Node, ready to serve.
@@ -169,17 +177,21 @@ func New(cfg Config) *Server {
 	s.hub.signs = cfg.SignedTokens
 	s.keys.poke = make(chan struct{}, 1)
 	s.pokeSigningKey() // KeepSigningKey looks once at its start
+	s.locks = newLockMetrics(cfg.MetricsPrefixDepth, func(f func(*fsm.Machine)) { s.node.View(f) })
+	s.registry = s.newRegistry()
 	return s
 }
 
 // Stop ends every session stream served so far.
 func (s *Server) Stop() { s.stopOnce.Do(func() { close(s.stopC) }) }
 
-// Deliver hands the outcome of one applied command to whoever waits for
-// it here: unary acquires, session channels (grants, ended waits, ended
-// holds, ended sessions) and watches. Call it on the Ready loop, in log
-// order; what it queues leaves at the next Flush.
-func (s *Server) Deliver(cmd *fsmpb.Command, res *fsmpb.Result) {
+// Deliver hands the outcome of one applied command, the entry at index,
+// to whoever waits for it here: unary acquires, session channels (grants,
+// ended waits, ended holds, ended sessions) and watches; and counts it in
+// the lock metrics. Call it on the Ready loop, in log order; what it
+// queues leaves at the next Flush.
+func (s *Server) Deliver(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
+	s.locks.applied(index, cmd, res)
 	if cmd.GetAuthChange() != nil {
 		s.authCache.dirty.Store(true)
 	}
@@ -196,6 +208,7 @@ func (s *Server) Deliver(cmd *fsmpb.Command, res *fsmpb.Result) {
 // the last Flush: each Sessions stream's sender wakes once for the batch,
 // and watches read the locks it changed.
 func (s *Server) Flush() {
+	s.locks.flushed()
 	s.hub.flush()
 	if s.watches.active.Load() > 0 {
 		s.watches.flush(s.node.View)
@@ -205,6 +218,7 @@ func (s *Server) Flush() {
 // Restored tells the server that the state machine was replaced by a
 // snapshot: watched locks and the auth state may all have changed.
 func (s *Server) Restored() {
+	s.locks.reseed = true
 	s.watches.restored()
 	s.authCache.dirty.Store(true)
 	s.keysChanged()
@@ -214,6 +228,7 @@ func (s *Server) Restored() {
 // cannot serve them any more, and the error names the new leader, which
 // their clients follow.
 func (s *Server) StoppedLeading() {
+	s.locks.stoppedLeading()
 	s.hub.dropAll(s.toStatus(&raftnode.NotLeaderError{Leader: s.node.Leader()}))
 }
 

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/batonlock/baton/api/batonpb"
 	"github.com/batonlock/baton/internal/fsm"
@@ -92,28 +93,24 @@ func (s *Server) diskStatus(out *batonpb.StatusResponse) {
 	out.MinFreeDiskBytes, out.LowDisk = s.cfg.Disk.MinFree, low
 }
 
-// writeDiskMetrics writes the disk guard's metrics: the free space (when
-// known), the threshold, whether it is under it, and the refusals.
-func (s *Server) writeDiskMetrics(w io.Writer) {
+// diskSeries are the disk guard's metrics: the free space (when known),
+// the threshold, whether it is under it, and the refusals.
+func (s *Server) diskSeries() []series {
 	free, known, low := s.cfg.Disk.diskState()
 	lowV := uint64(0)
 	if low {
 		lowV = 1
 	}
-	for _, g := range []struct {
-		name, help, kind string
-		v                uint64
-		show             bool
-	}{
-		{"baton_disk_free_bytes", "free space of the data dir's file system, measured once a second", "gauge", free, known},
-		{"baton_disk_free_bytes_limit", "free space under which this member, leading, refuses new sessions and acquires (--min-free-disk; 0: no limit)", "gauge", s.cfg.Disk.MinFree, true},
-		{"baton_disk_low", "1 while the data dir has less free space than --min-free-disk", "gauge", lowV, true},
-		{"baton_no_space_refused_total", "opens and acquires this member refused, leading, with NO_SPACE because its data dir had less free space than --min-free-disk", "counter", s.noSpaceRefused.Load(), true},
-	} {
-		if g.show {
-			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", g.name, g.help, g.name, g.kind, g.name, g.v)
-		}
+	const gauge = prometheus.GaugeValue
+	var out []series
+	if known {
+		out = append(out, series{"baton_disk_free_bytes", "free space of the data dir's file system, measured once a second", gauge, free})
 	}
+	return append(out,
+		series{"baton_disk_free_bytes_limit", "free space under which this member, leading, refuses new sessions and acquires (--min-free-disk; 0: no limit)", gauge, s.cfg.Disk.MinFree},
+		series{"baton_disk_low", "1 while the data dir has less free space than --min-free-disk", gauge, lowV},
+		series{"baton_no_space_refused_total", "opens and acquires this member refused, leading, with NO_SPACE because its data dir had less free space than --min-free-disk", prometheus.CounterValue, s.noSpaceRefused.Load()},
+	)
 }
 
 // sizeString is n bytes for people: "200.0 MiB (209715200 bytes)".

@@ -70,6 +70,7 @@ func (s *Server) Acquire(ctx context.Context, r *batonpb.AcquireRequest) (*baton
 }
 
 func (s *Server) acquire(ctx context.Context, r *batonpb.AcquireRequest) (*batonpb.AcquireResponse, error) {
+	arrived := time.Now()
 	cmd, err := acquireCommand(r)
 	if err != nil {
 		return nil, err
@@ -88,18 +89,25 @@ func (s *Server) acquire(ctx context.Context, r *batonpb.AcquireRequest) (*baton
 		defer s.hub.forget(id, events)
 	}
 	res, err := s.propose(ctx, cmd)
+	waited := func(granted bool) { s.locks.series(r.GetName()).observeWait(time.Since(arrived), granted) }
 	if err != nil {
+		if isRefusal(err) {
+			waited(false)
+		}
 		return nil, err
 	}
 	out := acquireToWire(cmd.GetSeq(), res.GetAcquire(), lockDelayOf(cmd))
 	if !out.Queued {
 		s.signAcquire(out, cmd.GetSessionId(), modeOf(cmd))
+		waited(out.Acquired)
 		return out, nil
 	}
 	select {
 	case ev := <-events:
+		waited(ev.grant != nil)
 		return s.waitOutcome(cmd, ev)
 	case <-ctx.Done():
+		waited(false)
 		s.abandonWait(cmd, res.GetAcquire())
 		return nil, ctx.Err()
 	case <-s.stopC:
