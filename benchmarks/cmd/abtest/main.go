@@ -33,6 +33,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/batonlock/baton/benchmarks/internal/cluster"
 )
 
 func main() {
@@ -128,17 +130,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 			os.RemoveAll(work)
 		}
 	}()
-	sides := [2]*side{{name: "A", env: o.envA}, {name: "B", env: o.envB}}
+	names := [2]string{"A", "B"}
+	var builds [2]cluster.Build
 	for i, spec := range []string{o.a, o.b} {
-		s := sides[i]
-		if s.bin, s.label, err = resolveBuild(ctx, spec, filepath.Join(work, "build-"+s.name)); err != nil {
-			fmt.Fprintf(stderr, "abtest: build %s (%s): %v\n", s.name, spec, err)
+		b, err := cluster.Resolve(ctx, spec, filepath.Join(work, "build-"+names[i]))
+		if err != nil {
+			fmt.Fprintf(stderr, "abtest: build %s (%s): %v\n", names[i], spec, err)
 			return 1
 		}
-		if len(s.env) > 0 {
-			s.label += " [" + strings.Join(s.env, " ") + "]"
+		b.Env = [2][]string{o.envA, o.envB}[i]
+		if len(b.Env) > 0 {
+			b.Label += " [" + strings.Join(b.Env, " ") + "]"
 		}
-		fmt.Fprintf(stdout, "%s: %s\n", s.name, s.label)
+		builds[i] = b
+		fmt.Fprintf(stdout, "%s: %s\n", names[i], b.Label)
 	}
 	fmt.Fprintf(stdout, "clients: %s\n", o.variant())
 	for _, w := range o.workloads {
@@ -150,16 +155,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			var p pair
 			for _, i := range order {
-				s := sides[i]
-				dir := filepath.Join(work, fmt.Sprintf("%s-%d-%s", strings.ReplaceAll(w.String(), "/", "-"), r, s.name))
-				m, err := measure(ctx, s, w, dir, o)
+				dir := filepath.Join(work, fmt.Sprintf("%s-%d-%s", strings.ReplaceAll(w.String(), "/", "-"), r, names[i]))
+				m, err := cluster.Measure(ctx, builds[i], o.run(w), dir)
 				if err != nil {
-					fmt.Fprintf(stderr, "abtest: %s round %d, %s: %v\n", w, r, s.name, err)
+					fmt.Fprintf(stderr, "abtest: %s round %d, %s: %v\n", w, r, names[i], err)
 					keepWork = true
 					return 1
 				}
 				p[i] = m
-				fmt.Fprintf(stdout, "%-8s round %d %s: %s\n", w, r, s.name, m)
+				fmt.Fprintf(stdout, "%-8s round %d %s: %s\n", w, r, names[i], m)
 			}
 			pairs = append(pairs, p)
 		}
@@ -174,6 +178,12 @@ func (o options) variant() string {
 		return "shared connection, every worker's session on one client (--conns 1)"
 	}
 	return "one per worker, each its own connection and session (--conns equal to the workers)"
+}
+
+// run is how w is measured on each build.
+func (o options) run(w workload) cluster.Run {
+	return cluster.Run{Workload: w.kind, Workers: w.workers, Conns: o.conns(w),
+		Warmup: o.warmup, Duration: o.duration, BasePort: o.basePort, Keep: o.keep}
 }
 
 // conns is the --conns of `baton bench` for w.

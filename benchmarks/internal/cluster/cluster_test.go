@@ -1,0 +1,81 @@
+package cluster
+
+import (
+	"archive/tar"
+	"bytes"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/internal/bench"
+)
+
+func TestParseStat(t *testing.T) {
+	// A name with spaces and a ')' of its own: fields count from the last ')'.
+	line := "4242 (baton (x) y) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 75 0 0 20 0 9 0 100 0 0"
+	got, err := parseStat(line)
+	if err != nil || got != 325*clockTick {
+		t.Fatalf("parseStat = %v, %v; want %v", got, err, 325*clockTick)
+	}
+	for _, bad := range []string{"", "4242 baton S 1", "4242 (baton) S 1 2 3", "4242 (b) S 1 1 1 0 -1 0 0 0 0 0 x 75"} {
+		if _, err := parseStat(bad); err == nil {
+			t.Errorf("parseStat(%q) took it", bad)
+		}
+	}
+}
+
+func TestProcCPUOfThisProcess(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("/proc is Linux's")
+	}
+	d, err := ProcCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d < 0 || d > time.Hour {
+		t.Fatalf("this process used %v of CPU", d)
+	}
+}
+
+func TestDecodeReport(t *testing.T) {
+	var r bench.Report
+	out := "some log line\n{\n  \"cycles\": 10,\n  \"cycles_per_sec\": 5,\n  \"acquire_p50_ms\": 0.5\n}\n"
+	if err := DecodeReport(out, &r); err != nil || r.Cycles != 10 || r.CyclesPerSec != 5 || r.AcquireP50 != 0.5 {
+		t.Fatalf("DecodeReport = %+v, %v", r, err)
+	}
+	if err := DecodeReport("no report", &r); err == nil {
+		t.Error("DecodeReport took output without a report")
+	}
+	if err := DecodeReport("{\"cycles\": ", &r); err == nil {
+		t.Error("DecodeReport took a cut report")
+	}
+}
+
+func TestUntarRefusesPathsOutside(t *testing.T) {
+	for _, name := range []string{"../evil", "/abs/evil", "a/../../evil"} {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
+		tw.Write([]byte("x"))
+		tw.Close()
+		dir := t.TempDir()
+		if err := untar(&buf, filepath.Join(dir, "src")); err == nil {
+			t.Errorf("untar wrote %q", name)
+		}
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "d/", Mode: 0o755, Typeflag: tar.TypeDir})
+	tw.WriteHeader(&tar.Header{Name: "d/f.go", Mode: 0o644, Size: 2, Typeflag: tar.TypeReg})
+	tw.Write([]byte("ok"))
+	tw.Close()
+	dir := t.TempDir()
+	if err := untar(&buf, dir); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "d", "f.go")); err != nil || string(b) != "ok" {
+		t.Fatalf("untar wrote %q, %v", b, err)
+	}
+}
