@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/benchmarks/internal/cluster"
+	"github.com/batonlock/baton/benchmarks/internal/report"
 	"github.com/batonlock/baton/internal/bench"
 )
 
@@ -69,12 +70,12 @@ func summarize(w workload, clients string, pairs []pair) string {
 				lead = append(lead, float64(p[i].LeaderCPUPerCycle)/float64(time.Microsecond))
 			}
 		}
-		fmt.Fprintf(&b, "  %s: cycles/s median %.0f (%.0f-%.0f), acquire p50 median %.2f ms", name, median(cps), slices.Min(cps), slices.Max(cps), median(p50))
+		fmt.Fprintf(&b, "  %s: cycles/s median %.0f (%.0f-%.0f), acquire p50 median %.2f ms", name, report.Median(cps), slices.Min(cps), slices.Max(cps), report.Median(p50))
 		if len(cpu) == len(pairs) {
-			fmt.Fprintf(&b, ", servers' CPU/cycle median %.1f us", median(cpu))
+			fmt.Fprintf(&b, ", servers' CPU/cycle median %.1f us", report.Median(cpu))
 		}
 		if len(lead) == len(pairs) {
-			fmt.Fprintf(&b, " (leader %.1f us)", median(lead))
+			fmt.Fprintf(&b, " (leader %.1f us)", report.Median(lead))
 		}
 		b.WriteString("\n")
 	}
@@ -100,24 +101,11 @@ func summarize(w workload, clients string, pairs []pair) string {
 	}
 	if len(ratios) > 0 {
 		fmt.Fprintf(&b, "  B/A cycles/s: median %.3f (%.3f-%.3f); B ahead in %d of %d pairs, lower acquire p50 in %d",
-			median(ratios), slices.Min(ratios), slices.Max(ratios), faster, len(pairs), lowerP50)
+			report.Median(ratios), slices.Min(ratios), slices.Max(ratios), faster, len(pairs), lowerP50)
 		if cpuPairs > 0 {
 			fmt.Fprintf(&b, ", less CPU per cycle in %d of %d", lowerCPU, cpuPairs)
 		}
 		b.WriteString("\n")
 	}
 	return b.String()
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }

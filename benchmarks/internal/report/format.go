@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Rate formats cycles/s with thousands separators.
@@ -27,4 +28,19 @@ func MS(v float64) string {
 	default:
 		return fmt.Sprintf("%.0f ms", v)
 	}
+}
+
+// Median is the median of xs (the mean of the middle two for an even
+// count), 0 for none; xs is left as it is.
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }

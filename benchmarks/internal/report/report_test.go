@@ -26,6 +26,16 @@ func TestFormats(t *testing.T) {
 	}
 }
 
+func TestMedian(t *testing.T) {
+	xs := []float64{3, 1, 2, 10}
+	if got := Median(xs); got != 2.5 || xs[0] != 3 {
+		t.Errorf("Median = %v, xs now %v", got, xs)
+	}
+	if Median([]float64{4, 1, 9}) != 4 || Median(nil) != 0 {
+		t.Error("Median of an odd count or of none")
+	}
+}
+
 func TestMachine(t *testing.T) {
 	m := Machine{CPU: "Test CPU", Cores: 2, Memory: "1.0 GiB", Kernel: "Linux 6", OS: "Debian", Go: "go1.26"}
 	if got, want := m.Table(), "| CPU | cores | memory | kernel | OS | Go |\n|---|---|---|---|---|---|\n| Test CPU | 2 | 1.0 GiB | Linux 6 | Debian | go1.26 |\n"; got != want {
