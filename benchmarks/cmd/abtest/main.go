@@ -83,14 +83,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.a == "" {
 		return o, errors.New("-a is required: a baton binary or a git revision")
 	}
-	if o.rounds < 1 {
-		return o, fmt.Errorf("-rounds %d: want at least 1", o.rounds)
-	}
-	if o.duration <= 0 || o.warmup < 0 {
-		return o, fmt.Errorf("-duration %v, -warmup %v: want a positive duration and a warm-up of 0 or more", o.duration, o.warmup)
-	}
-	if o.basePort < 1024 || o.basePort+21 > 65535 {
-		return o, fmt.Errorf("-port %d: want 1024 to 65514", o.basePort)
+	if err := cluster.CheckFlags(o.rounds, o.duration, o.warmup, o.basePort); err != nil {
+		return o, err
 	}
 	var err error
 	if o.envA, err = parseEnv("-env-a", *envA); err != nil {
@@ -116,24 +110,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	work, err := os.MkdirTemp("", "abtest-")
+	work, err := cluster.NewWorkdir("abtest-", o.keep)
 	if err != nil {
 		fmt.Fprintf(stderr, "abtest: %v\n", err)
 		return 1
 	}
-	keepWork := o.keep // and when a run fails, for its logs
 	if o.keep {
-		fmt.Fprintf(stdout, "data and logs in %s\n", work)
+		fmt.Fprintf(stdout, "data and logs in %s\n", work.Dir)
 	}
-	defer func() {
-		if !keepWork {
-			os.RemoveAll(work)
-		}
-	}()
+	defer work.Close()
 	names := [2]string{"A", "B"}
 	var builds [2]cluster.Build
 	for i, spec := range []string{o.a, o.b} {
-		b, err := cluster.Resolve(ctx, spec, filepath.Join(work, "build-"+names[i]))
+		b, err := cluster.Resolve(ctx, spec, filepath.Join(work.Dir, "build-"+names[i]))
 		if err != nil {
 			fmt.Fprintf(stderr, "abtest: build %s (%s): %v\n", names[i], spec, err)
 			return 1
@@ -155,11 +144,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			var p pair
 			for _, i := range order {
-				dir := filepath.Join(work, fmt.Sprintf("%s-%d-%s", strings.ReplaceAll(w.String(), "/", "-"), r, names[i]))
+				dir := filepath.Join(work.Dir, fmt.Sprintf("%s-%d-%s", strings.ReplaceAll(w.String(), "/", "-"), r, names[i]))
 				m, err := cluster.Measure(ctx, builds[i], o.run(w), dir)
 				if err != nil {
 					fmt.Fprintf(stderr, "abtest: %s round %d, %s: %v\n", w, r, names[i], err)
-					keepWork = true
+					work.Keep = true // for the members' logs
 					return 1
 				}
 				p[i] = m

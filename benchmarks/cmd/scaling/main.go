@@ -98,14 +98,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.clients, err = parseClients(*clients); err != nil {
 		return o, err
 	}
-	if o.rounds < 1 {
-		return o, fmt.Errorf("-rounds %d: want at least 1", o.rounds)
-	}
-	if o.duration <= 0 || o.warmup < 0 {
-		return o, fmt.Errorf("-duration %v, -warmup %v: want a positive duration and a warm-up of 0 or more", o.duration, o.warmup)
-	}
-	if o.basePort < 1024 || o.basePort+21 > 65535 {
-		return o, fmt.Errorf("-port %d: want 1024 to 65514", o.basePort)
+	if err := cluster.CheckFlags(o.rounds, o.duration, o.warmup, o.basePort); err != nil {
+		return o, err
 	}
 	if o.chart == "" && o.out != "" {
 		o.chart = filepath.Join(filepath.Dir(o.out), "scaling")
@@ -200,22 +194,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	work, err := os.MkdirTemp("", "scaling-")
+	work, err := cluster.NewWorkdir("scaling-", o.keep)
 	if err != nil {
 		fmt.Fprintf(stderr, "scaling: %v\n", err)
 		return 1
 	}
-	keepWork := o.keep // and when a run fails, for its logs
 	if o.keep {
-		fmt.Fprintf(stdout, "data and logs in %s\n", work)
+		fmt.Fprintf(stdout, "data and logs in %s\n", work.Dir)
 	}
-	defer func() {
-		if !keepWork {
-			os.RemoveAll(work)
-		}
-	}()
+	defer work.Close()
 	r := &result{opts: o, started: time.Now().UTC(), loadBefore: report.LoadAverage(), machine: report.ProbeMachine()}
-	if r.build, err = cluster.Resolve(ctx, o.build, filepath.Join(work, "build")); err != nil {
+	if r.build, err = cluster.Resolve(ctx, o.build, filepath.Join(work.Dir, "build")); err != nil {
 		fmt.Fprintf(stderr, "scaling: build %s: %v\n", o.build, err)
 		return 1
 	}
@@ -224,11 +213,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	r.runs = make(map[int][]cluster.Measurement)
 	for round := 1; round <= o.rounds; round++ {
 		for _, n := range roundOrder(o.clients, round) {
-			dir := filepath.Join(work, fmt.Sprintf("%s-%d-round%d", o.workload, n, round))
+			dir := filepath.Join(work.Dir, fmt.Sprintf("%s-%d-round%d", o.workload, n, round))
 			m, err := cluster.Measure(ctx, r.build, o.run(n), dir)
 			if err != nil {
 				fmt.Fprintf(stderr, "scaling: %s/%d round %d: %v\n", o.workload, n, round, err)
-				keepWork = true
+				work.Keep = true // for the members' logs
 				return 1
 			}
 			r.runs[n] = append(r.runs[n], m)

@@ -79,3 +79,39 @@ func TestUntarRefusesPathsOutside(t *testing.T) {
 		t.Fatalf("untar wrote %q, %v", b, err)
 	}
 }
+
+func TestCheckFlags(t *testing.T) {
+	if err := CheckFlags(3, 5*time.Second, 0, 27900); err != nil {
+		t.Errorf("good flags: %v", err)
+	}
+	for _, tt := range []struct {
+		rounds           int
+		duration, warmup time.Duration
+		port             int
+	}{
+		{0, time.Second, 0, 27900},
+		{1, 0, 0, 27900},
+		{1, time.Second, -time.Second, 27900},
+		{1, time.Second, 0, 80},
+		{1, time.Second, 0, 65515},
+	} {
+		if err := CheckFlags(tt.rounds, tt.duration, tt.warmup, tt.port); err == nil {
+			t.Errorf("CheckFlags%v took it", tt)
+		}
+	}
+}
+
+func TestWorkdir(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		w, err := NewWorkdir("workdir-test-", keep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		_, err = os.Stat(w.Dir)
+		if kept := err == nil; kept != keep {
+			t.Errorf("keep %v: the directory stayed: %v", keep, kept)
+		}
+		os.RemoveAll(w.Dir)
+	}
+}
