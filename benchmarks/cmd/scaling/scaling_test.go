@@ -43,7 +43,7 @@ func TestParseFlags(t *testing.T) {
 	o, _ = parseFlags([]string{"-clients", "1,256"}, io.Discard)
 	for _, n := range []int{1, 256} {
 		r := o.run(n)
-		if r.Workers != n || r.Conns != n || !slices.Equal(r.ServerArgs, []string{"--max-client-conns", "868"}) {
+		if r.Workers != n || r.Conns != n || !r.LeaderFirst || !r.ExcludeSetup || !slices.Equal(r.ServerArgs, []string{"--max-client-conns", "868"}) {
 			t.Errorf("run(%d) = %+v", n, r)
 		}
 	}

@@ -130,6 +130,28 @@ var leaderAddrValue = regexp.MustCompile(`"leader_?[aA]ddr": ?"([^"]+)"`)
 // Leader is the PID of the member that leads, by the first endpoint's
 // /v1/status; false if it cannot tell.
 func (c *Cluster) Leader(ctx context.Context) (pid int, ok bool) {
+	i, ok := c.leader(ctx)
+	if !ok {
+		return 0, false
+	}
+	return c.members[i].cmd.Process.Pid, true
+}
+
+// EndpointsLeaderFirst is Endpoints with the leader's address first, so
+// that a client's first connection goes to the leader; false, and
+// Endpoints as they are, if it cannot tell the leader.
+func (c *Cluster) EndpointsLeaderFirst(ctx context.Context) (string, bool) {
+	i, ok := c.leader(ctx)
+	if !ok {
+		return c.Endpoints(), false
+	}
+	eps := append([]string{c.endpoints[i]}, c.endpoints[:i]...)
+	return strings.Join(append(eps, c.endpoints[i+1:]...), ","), true
+}
+
+// leader is the index of the member that leads, by the first endpoint's
+// /v1/status.
+func (c *Cluster) leader(ctx context.Context) (int, bool) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	body, err := status(ctx, c.endpoints[0])
@@ -142,7 +164,7 @@ func (c *Cluster) Leader(ctx context.Context) (pid int, ok bool) {
 	}
 	for i, ep := range c.endpoints {
 		if ep == string(m[1]) && i < len(c.members) {
-			return c.members[i].cmd.Process.Pid, true
+			return i, true
 		}
 	}
 	return 0, false

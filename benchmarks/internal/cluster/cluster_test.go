@@ -3,9 +3,14 @@ package cluster
 import (
 	"archive/tar"
 	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,5 +118,37 @@ func TestWorkdir(t *testing.T) {
 			t.Errorf("keep %v: the directory stayed: %v", keep, kept)
 		}
 		os.RemoveAll(w.Dir)
+	}
+}
+
+func TestEndpointsLeaderFirst(t *testing.T) {
+	var addrs []string
+	for range Members {
+		srv := httptest.NewServer(nil)
+		t.Cleanup(srv.Close)
+		addrs = append(addrs, strings.TrimPrefix(srv.URL, "http://"))
+	}
+	// The first member answers for the cluster: the third leads.
+	first := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/status" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintf(w, `{"leaderAddr": %q}`, addrs[2])
+	}))
+	t.Cleanup(first.Close)
+	addrs[0] = strings.TrimPrefix(first.URL, "http://")
+	c := &Cluster{members: make([]*member, Members), endpoints: addrs}
+	got, ok := c.EndpointsLeaderFirst(context.Background())
+	if want := strings.Join([]string{addrs[2], addrs[0], addrs[1]}, ","); !ok || got != want {
+		t.Errorf("EndpointsLeaderFirst = %q, %v; want %q", got, ok, want)
+	}
+	if c.Endpoints() != strings.Join(addrs, ",") {
+		t.Errorf("Endpoints changed: %q", c.Endpoints())
+	}
+	// No answer: the endpoints as they are, and false.
+	c.endpoints = []string{addrs[1], addrs[0], addrs[2]}
+	if got, ok := c.EndpointsLeaderFirst(context.Background()); ok || got != c.Endpoints() {
+		t.Errorf("without a leader: %q, %v", got, ok)
 	}
 }

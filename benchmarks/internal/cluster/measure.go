@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -23,6 +24,12 @@ type Run struct {
 	BasePort         int      // as Start takes it
 	ServerArgs       []string // added to every `baton server`
 	Keep             bool     // keep the cluster's data directory and logs
+	// LeaderFirst gives `baton bench` the leader's address first. A
+	// client connects to the first endpoint and then to the leader, and
+	// keeps both connections: with the leader first, every client's two
+	// connections (the session framing and an idle gRPC one) are on the
+	// leader whichever member won the election, instead of one or two.
+	LeaderFirst bool
 	// ExcludeSetup takes out of the CPU per cycle what the measured
 	// `baton bench` costs the members besides its window: connecting its
 	// clients and opening and closing its sessions. A run of the same
@@ -79,8 +86,15 @@ func Measure(ctx context.Context, b Build, r Run, dir string) (m Measurement, er
 	if err != nil {
 		return m, err
 	}
+	endpoints := c.Endpoints()
+	if r.LeaderFirst {
+		var ok bool
+		if endpoints, ok = c.EndpointsLeaderFirst(ctx); !ok {
+			return m, errors.New("no member says which leads")
+		}
+	}
 	runBench := func(d time.Duration) (string, error) {
-		return output(ctx, "", b.Bin, "bench", "--endpoints", c.Endpoints(), "--workload", r.Workload, "--workers", strconv.Itoa(r.Workers),
+		return output(ctx, "", b.Bin, "bench", "--endpoints", endpoints, "--workload", r.Workload, "--workers", strconv.Itoa(r.Workers),
 			"--conns", strconv.Itoa(r.Conns), "--duration", d.String(), "--warmup", "0s", "--json")
 	}
 	if r.Warmup > 0 {
