@@ -35,9 +35,11 @@ var reexecs = map[string][]string{
 
 // startersAllowedIn are the library packages that may start processes,
 // with the reason: test helpers that run a program a test needs, which
-// only tests and examples import (TestDependencyRules).
+// only tests and examples import (TestDependencyRules), and the benchmark
+// harness's cluster runner, in the benchmarks module, which ships nothing.
 var startersAllowedIn = map[string]string{
-	"internal/testpg": "starts a throwaway PostgreSQL (initdb, postgres) for tests and examples/inventory",
+	"internal/testpg":             "starts a throwaway PostgreSQL (initdb, postgres) for tests and examples/inventory",
+	"benchmarks/internal/cluster": "starts the Baton clusters that benchmarks/cmd/abtest and scaling measure, and their `baton bench`",
 }
 
 // knobsAllowedIn is the one directory whose non-test files may call a

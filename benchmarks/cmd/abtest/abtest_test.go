@@ -1,10 +1,8 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -13,35 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/benchmarks/internal/cluster"
 	"github.com/batonlock/baton/internal/bench"
 )
-
-func TestParseStat(t *testing.T) {
-	// A name with spaces and a ')' of its own: fields count from the last ')'.
-	line := "4242 (baton (x) y) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 75 0 0 20 0 9 0 100 0 0"
-	got, err := parseStat(line)
-	if err != nil || got != 325*clockTick {
-		t.Fatalf("parseStat = %v, %v; want %v", got, err, 325*clockTick)
-	}
-	for _, bad := range []string{"", "4242 baton S 1", "4242 (baton) S 1 2 3", "4242 (b) S 1 1 1 0 -1 0 0 0 0 0 x 75"} {
-		if _, err := parseStat(bad); err == nil {
-			t.Errorf("parseStat(%q) took it", bad)
-		}
-	}
-}
-
-func TestProcCPUOfThisProcess(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("/proc is Linux's")
-	}
-	d, err := procCPU(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d < 0 || d > time.Hour {
-		t.Fatalf("this process used %v of CPU", d)
-	}
-}
 
 func TestParseWorkloads(t *testing.T) {
 	ws, err := parseWorkloads("own/1, hot/16,zipf/64")
@@ -83,23 +55,9 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
-func TestDecodeReport(t *testing.T) {
-	var r bench.Report
-	out := "some log line\n{\n  \"cycles\": 10,\n  \"cycles_per_sec\": 5,\n  \"acquire_p50_ms\": 0.5\n}\n"
-	if err := decodeReport(out, &r); err != nil || r.Cycles != 10 || r.CyclesPerSec != 5 || r.AcquireP50 != 0.5 {
-		t.Fatalf("decodeReport = %+v, %v", r, err)
-	}
-	if err := decodeReport("no report", &r); err == nil {
-		t.Error("decodeReport took output without a report")
-	}
-	if err := decodeReport("{\"cycles\": ", &r); err == nil {
-		t.Error("decodeReport took a cut report")
-	}
-}
-
 func TestSummarize(t *testing.T) {
-	m := func(cps, p50 float64, cpuUS int) measurement {
-		return measurement{report: bench.Report{CyclesPerSec: cps, AcquireP50: p50}, cpuPerCyc: time.Duration(cpuUS) * time.Microsecond}
+	m := func(cps, p50 float64, cpuUS int) cluster.Measurement {
+		return cluster.Measurement{Report: bench.Report{CyclesPerSec: cps, AcquireP50: p50}, CPUPerCycle: time.Duration(cpuUS) * time.Microsecond}
 	}
 	pairs := []pair{
 		{m(100, 2.0, 80), m(120, 1.5, 60)},
@@ -118,37 +76,10 @@ func TestSummarize(t *testing.T) {
 		}
 	}
 	// Without /proc the CPU figures are left out, not shown as zero.
-	pairs[0][0].cpuPerCyc = 0
+	pairs[0][0].CPUPerCycle = 0
 	if got := summarize(workload{"own", 1}, "one per worker", pairs); strings.Contains(got, "A: cycles/s median 100 (100-110), acquire p50 median 2.00 ms, servers'") ||
 		!strings.Contains(got, "less CPU per cycle in 1 of 2") {
 		t.Errorf("summary with an unknown CPU figure:\n%s", got)
-	}
-}
-
-func TestUntarRefusesPathsOutside(t *testing.T) {
-	for _, name := range []string{"../evil", "/abs/evil", "a/../../evil"} {
-		var buf bytes.Buffer
-		tw := tar.NewWriter(&buf)
-		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
-		tw.Write([]byte("x"))
-		tw.Close()
-		dir := t.TempDir()
-		if err := untar(&buf, filepath.Join(dir, "src")); err == nil {
-			t.Errorf("untar wrote %q", name)
-		}
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	tw.WriteHeader(&tar.Header{Name: "d/", Mode: 0o755, Typeflag: tar.TypeDir})
-	tw.WriteHeader(&tar.Header{Name: "d/f.go", Mode: 0o644, Size: 2, Typeflag: tar.TypeReg})
-	tw.Write([]byte("ok"))
-	tw.Close()
-	dir := t.TempDir()
-	if err := untar(&buf, dir); err != nil {
-		t.Fatal(err)
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, "d", "f.go")); err != nil || string(b) != "ok" {
-		t.Fatalf("untar wrote %q, %v", b, err)
 	}
 }
 

@@ -33,6 +33,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/batonlock/baton/benchmarks/internal/cluster"
 )
 
 func main() {
@@ -81,14 +83,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.a == "" {
 		return o, errors.New("-a is required: a baton binary or a git revision")
 	}
-	if o.rounds < 1 {
-		return o, fmt.Errorf("-rounds %d: want at least 1", o.rounds)
-	}
-	if o.duration <= 0 || o.warmup < 0 {
-		return o, fmt.Errorf("-duration %v, -warmup %v: want a positive duration and a warm-up of 0 or more", o.duration, o.warmup)
-	}
-	if o.basePort < 1024 || o.basePort+21 > 65535 {
-		return o, fmt.Errorf("-port %d: want 1024 to 65514", o.basePort)
+	if err := cluster.CheckFlags(o.rounds, o.duration, o.warmup, o.basePort); err != nil {
+		return o, err
 	}
 	var err error
 	if o.envA, err = parseEnv("-env-a", *envA); err != nil {
@@ -114,31 +110,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	work, err := os.MkdirTemp("", "abtest-")
+	work, err := cluster.NewWorkdir("abtest-", o.keep)
 	if err != nil {
 		fmt.Fprintf(stderr, "abtest: %v\n", err)
 		return 1
 	}
-	keepWork := o.keep // and when a run fails, for its logs
 	if o.keep {
-		fmt.Fprintf(stdout, "data and logs in %s\n", work)
+		fmt.Fprintf(stdout, "data and logs in %s\n", work.Dir)
 	}
-	defer func() {
-		if !keepWork {
-			os.RemoveAll(work)
-		}
-	}()
-	sides := [2]*side{{name: "A", env: o.envA}, {name: "B", env: o.envB}}
+	defer work.Close()
+	names := [2]string{"A", "B"}
+	var builds [2]cluster.Build
 	for i, spec := range []string{o.a, o.b} {
-		s := sides[i]
-		if s.bin, s.label, err = resolveBuild(ctx, spec, filepath.Join(work, "build-"+s.name)); err != nil {
-			fmt.Fprintf(stderr, "abtest: build %s (%s): %v\n", s.name, spec, err)
+		b, err := cluster.Resolve(ctx, spec, filepath.Join(work.Dir, "build-"+names[i]))
+		if err != nil {
+			fmt.Fprintf(stderr, "abtest: build %s (%s): %v\n", names[i], spec, err)
 			return 1
 		}
-		if len(s.env) > 0 {
-			s.label += " [" + strings.Join(s.env, " ") + "]"
+		b.Env = [2][]string{o.envA, o.envB}[i]
+		if len(b.Env) > 0 {
+			b.Label += " [" + strings.Join(b.Env, " ") + "]"
 		}
-		fmt.Fprintf(stdout, "%s: %s\n", s.name, s.label)
+		builds[i] = b
+		fmt.Fprintf(stdout, "%s: %s\n", names[i], b.Label)
 	}
 	fmt.Fprintf(stdout, "clients: %s\n", o.variant())
 	for _, w := range o.workloads {
@@ -150,16 +144,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			var p pair
 			for _, i := range order {
-				s := sides[i]
-				dir := filepath.Join(work, fmt.Sprintf("%s-%d-%s", strings.ReplaceAll(w.String(), "/", "-"), r, s.name))
-				m, err := measure(ctx, s, w, dir, o)
+				dir := filepath.Join(work.Dir, fmt.Sprintf("%s-%d-%s", strings.ReplaceAll(w.String(), "/", "-"), r, names[i]))
+				m, err := cluster.Measure(ctx, builds[i], o.run(w), dir)
 				if err != nil {
-					fmt.Fprintf(stderr, "abtest: %s round %d, %s: %v\n", w, r, s.name, err)
-					keepWork = true
+					fmt.Fprintf(stderr, "abtest: %s round %d, %s: %v\n", w, r, names[i], err)
+					work.Keep = true // for the members' logs
 					return 1
 				}
 				p[i] = m
-				fmt.Fprintf(stdout, "%-8s round %d %s: %s\n", w, r, s.name, m)
+				fmt.Fprintf(stdout, "%-8s round %d %s: %s\n", w, r, names[i], m)
 			}
 			pairs = append(pairs, p)
 		}
@@ -174,6 +167,12 @@ func (o options) variant() string {
 		return "shared connection, every worker's session on one client (--conns 1)"
 	}
 	return "one per worker, each its own connection and session (--conns equal to the workers)"
+}
+
+// run is how w is measured on each build.
+func (o options) run(w workload) cluster.Run {
+	return cluster.Run{Workload: w.kind, Workers: w.workers, Conns: o.conns(w),
+		Warmup: o.warmup, Duration: o.duration, BasePort: o.basePort, Keep: o.keep}
 }
 
 // conns is the --conns of `baton bench` for w.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonlock/baton/benchmarks/internal/cluster"
+	"github.com/batonlock/baton/benchmarks/internal/report"
 	"github.com/batonlock/baton/internal/bench"
 )
 
@@ -49,7 +51,7 @@ func parseEnv(flagName, s string) ([]string, error) {
 }
 
 // pair is one round: A's measurement and B's.
-type pair [2]measurement
+type pair [2]cluster.Measurement
 
 // summarize is the report of a workload's pairs, with the clients' variant:
 // each side's medians, and B against A pair by pair.
@@ -59,21 +61,21 @@ func summarize(w workload, clients string, pairs []pair) string {
 	for i, name := range []string{"A", "B"} {
 		var cps, p50, cpu, lead []float64
 		for _, p := range pairs {
-			cps = append(cps, p[i].report.CyclesPerSec)
-			p50 = append(p50, p[i].report.AcquireP50)
-			if p[i].cpuPerCyc > 0 {
-				cpu = append(cpu, float64(p[i].cpuPerCyc)/float64(time.Microsecond))
+			cps = append(cps, p[i].Report.CyclesPerSec)
+			p50 = append(p50, p[i].Report.AcquireP50)
+			if p[i].CPUPerCycle > 0 {
+				cpu = append(cpu, float64(p[i].CPUPerCycle)/float64(time.Microsecond))
 			}
-			if p[i].leaderCPUPerCyc > 0 {
-				lead = append(lead, float64(p[i].leaderCPUPerCyc)/float64(time.Microsecond))
+			if p[i].LeaderCPUPerCycle > 0 {
+				lead = append(lead, float64(p[i].LeaderCPUPerCycle)/float64(time.Microsecond))
 			}
 		}
-		fmt.Fprintf(&b, "  %s: cycles/s median %.0f (%.0f-%.0f), acquire p50 median %.2f ms", name, median(cps), slices.Min(cps), slices.Max(cps), median(p50))
+		fmt.Fprintf(&b, "  %s: cycles/s median %.0f (%.0f-%.0f), acquire p50 median %.2f ms", name, report.Median(cps), slices.Min(cps), slices.Max(cps), report.Median(p50))
 		if len(cpu) == len(pairs) {
-			fmt.Fprintf(&b, ", servers' CPU/cycle median %.1f us", median(cpu))
+			fmt.Fprintf(&b, ", servers' CPU/cycle median %.1f us", report.Median(cpu))
 		}
 		if len(lead) == len(pairs) {
-			fmt.Fprintf(&b, " (leader %.1f us)", median(lead))
+			fmt.Fprintf(&b, " (leader %.1f us)", report.Median(lead))
 		}
 		b.WriteString("\n")
 	}
@@ -81,42 +83,29 @@ func summarize(w workload, clients string, pairs []pair) string {
 	faster, lowerP50, lowerCPU, cpuPairs := 0, 0, 0, 0
 	for _, p := range pairs {
 		a, bb := p[0], p[1]
-		if a.report.CyclesPerSec > 0 {
-			ratios = append(ratios, bb.report.CyclesPerSec/a.report.CyclesPerSec)
+		if a.Report.CyclesPerSec > 0 {
+			ratios = append(ratios, bb.Report.CyclesPerSec/a.Report.CyclesPerSec)
 		}
-		if bb.report.CyclesPerSec > a.report.CyclesPerSec {
+		if bb.Report.CyclesPerSec > a.Report.CyclesPerSec {
 			faster++
 		}
-		if bb.report.AcquireP50 < a.report.AcquireP50 {
+		if bb.Report.AcquireP50 < a.Report.AcquireP50 {
 			lowerP50++
 		}
-		if a.cpuPerCyc > 0 && bb.cpuPerCyc > 0 {
+		if a.CPUPerCycle > 0 && bb.CPUPerCycle > 0 {
 			cpuPairs++
-			if bb.cpuPerCyc < a.cpuPerCyc {
+			if bb.CPUPerCycle < a.CPUPerCycle {
 				lowerCPU++
 			}
 		}
 	}
 	if len(ratios) > 0 {
 		fmt.Fprintf(&b, "  B/A cycles/s: median %.3f (%.3f-%.3f); B ahead in %d of %d pairs, lower acquire p50 in %d",
-			median(ratios), slices.Min(ratios), slices.Max(ratios), faster, len(pairs), lowerP50)
+			report.Median(ratios), slices.Min(ratios), slices.Max(ratios), faster, len(pairs), lowerP50)
 		if cpuPairs > 0 {
 			fmt.Fprintf(&b, ", less CPU per cycle in %d of %d", lowerCPU, cpuPairs)
 		}
 		b.WriteString("\n")
 	}
 	return b.String()
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }

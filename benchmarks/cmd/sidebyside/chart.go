@@ -3,31 +3,20 @@ package main
 import (
 	"fmt"
 	"image/color"
-	"io"
-	"os"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
-)
 
-// palette colours systems by name, Baton first and strongest.
-var palette = map[string]color.RGBA{
-	"baton":     {R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
-	"etcd":      {R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
-	"zookeeper": {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
-	"redis":     {R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
-	"postgres":  {R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
-}
+	"github.com/batonlock/baton/benchmarks/internal/report"
+)
 
 // barColor is s's palette colour, halfway to white for the
 // shared-connection variant.
 func barColor(s system) color.RGBA {
-	c := palette[s.name]
+	c := report.Palette[s.name]
 	if s.shared {
 		c.R, c.G, c.B = c.R/2+0x80, c.G/2+0x80, c.B/2+0x80
 	}
@@ -43,8 +32,8 @@ type metric struct {
 }
 
 var metrics = []metric{
-	{"cycles/s", func(r *result) float64 { return r.report.CyclesPerSec }, rate, rate},
-	{"acquire p99 (ms)", func(r *result) float64 { return r.report.AcquireP99 }, ms, func(v float64) string { return fmt.Sprintf("%g", v) }},
+	{"cycles/s", func(r *result) float64 { return r.report.CyclesPerSec }, report.Rate, report.Rate},
+	{"acquire p99 (ms)", func(r *result) float64 { return r.report.AcquireP99 }, report.MS, func(v float64) string { return fmt.Sprintf("%g", v) }},
 }
 
 // writeCharts draws one panel per metric (rows) and workload (columns),
@@ -65,37 +54,7 @@ func writeCharts(base string, d *doc) error {
 	tiles := draw.Tiles{Rows: len(metrics), Cols: len(d.loads), PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 6,
 		PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3, PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 3}
 
-	svg := vgsvg.New(width, height)
-	drawAll(rows, tiles, draw.New(svg))
-	if err := save(base+".svg", svg); err != nil {
-		return err
-	}
-	png := vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(110))}
-	drawAll(rows, tiles, draw.New(png))
-	return save(base+".png", png)
-}
-
-func drawAll(rows [][]*plot.Plot, tiles draw.Tiles, dc draw.Canvas) {
-	dc.SetColor(color.White)
-	dc.Fill(dc.Rectangle.Path())
-	cs := plot.Align(rows, tiles, dc)
-	for i := range rows {
-		for j, p := range rows[i] {
-			p.Draw(cs[i][j])
-		}
-	}
-}
-
-func save(path string, c io.WriterTo) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := c.WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return f.Close()
+	return report.WriteCharts(base, rows, tiles, width, height)
 }
 
 // panel is the bar chart of metric m under workload w.
@@ -141,24 +100,11 @@ func panel(d *doc, m metric, w workload) (*plot.Plot, error) {
 	p.Add(lbl)
 	p.NominalX(names...)
 	p.X.Tick.Label.Font.Size = vg.Points(8)
-	p.Y.Tick.Marker = ticks{m.axis}
+	p.Y.Tick.Marker = report.Ticks{Format: m.axis}
 	// Head room for the value labels.
 	p.Y.Max *= 1.15
 	if p.Y.Max == 0 {
 		p.Y.Max = 1
 	}
 	return p, nil
-}
-
-// ticks is plot.DefaultTicks with labels in the chart's number format.
-type ticks struct{ format func(float64) string }
-
-func (t ticks) Ticks(min, max float64) []plot.Tick {
-	ts := plot.DefaultTicks{}.Ticks(min, max)
-	for i := range ts {
-		if ts[i].Label != "" {
-			ts[i].Label = t.format(ts[i].Value)
-		}
-	}
-	return ts
 }

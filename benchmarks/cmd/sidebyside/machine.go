@@ -1,62 +1,13 @@
 package main
 
 import (
-	"bufio"
-	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
 )
-
-// machine describes where the run happened.
-type machine struct {
-	cpu    string
-	cores  int
-	memory string
-	kernel string
-	os     string
-	goVer  string
-}
-
-func probeMachine() machine {
-	m := machine{cpu: "unknown", cores: runtime.NumCPU(), memory: "unknown", kernel: "unknown", os: "unknown", goVer: runtime.Version()}
-	if v := procField("/proc/cpuinfo", "model name", ":"); v != "" {
-		m.cpu = v
-	}
-	if v := procField("/proc/meminfo", "MemTotal", ":"); v != "" {
-		if kb, err := strconv.ParseFloat(strings.Fields(v)[0], 64); err == nil {
-			m.memory = fmt.Sprintf("%.1f GiB", kb/(1<<20))
-		}
-	}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.kernel = "Linux " + strings.TrimSpace(string(b))
-	}
-	if v := procField("/etc/os-release", "PRETTY_NAME", "="); v != "" {
-		m.os = strings.Trim(v, `"`)
-	}
-	return m
-}
-
-// procField returns the value of the first "key<sep>value" line of file.
-func procField(file, key, sep string) string {
-	f, err := os.Open(file)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), sep)
-		if ok && strings.TrimSpace(k) == key {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}
 
 // moduleVersions returns the versions of the Go modules linked into this
 // binary, by module path.

@@ -36,6 +36,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/batonlock/baton/benchmarks/internal/report"
 	"github.com/batonlock/baton/internal/bench"
 )
 
@@ -134,7 +135,7 @@ func run(args []string) int {
 
 	d := &doc{
 		generated: time.Now().UTC(), args: o.args, quick: o.quick, warmup: o.warmup, duration: o.duration, rounds: o.rounds,
-		machine: probeMachine(), clients: moduleVersions(), versions: map[string]string{},
+		machine: report.ProbeMachine(), clients: moduleVersions(), versions: map[string]string{},
 		startCmds: map[string][]string{}, busy: map[string]string{}, loads: o.loads, systems: o.systems, dir: dir,
 	}
 	if root, err := filepath.Abs(".."); err == nil {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonlock/baton/benchmarks/internal/report"
 	"github.com/batonlock/baton/internal/bench"
 )
 
@@ -25,7 +26,7 @@ type doc struct {
 	dir              string            // the data directory, shown as $DIR
 	root             string            // the repository, shown as ..
 	busy             map[string]string // system -> CPU busy just before it started
-	machine          machine
+	machine          report.Machine
 	clients          map[string]string   // Go module -> version
 	versions         map[string]string   // system -> server version
 	startCmds        map[string][]string // system -> commands its script ran
@@ -169,8 +170,8 @@ func render(d *doc) string {
 				continue
 			}
 			x := r.report
-			p("| %s | %s | %s | %s | %s | %s | %s | %d–%d | %d |\n", w, s.label(), rate(x.CyclesPerSec),
-				ms(x.AcquireP50), ms(x.AcquireP99), ms(x.ReleaseP50), ms(x.ReleaseP99), x.PerWorkerMin, x.PerWorkerMax, x.Errors)
+			p("| %s | %s | %s | %s | %s | %s | %s | %d–%d | %d |\n", w, s.label(), report.Rate(x.CyclesPerSec),
+				report.MS(x.AcquireP50), report.MS(x.AcquireP99), report.MS(x.ReleaseP50), report.MS(x.ReleaseP99), x.PerWorkerMin, x.PerWorkerMax, x.Errors)
 			if x.Errors > 0 {
 				notes = append(notes, fmt.Sprintf("%s, %s: %d errors; the first: `%s`", s.label(), w, x.Errors, x.FirstError))
 			}
@@ -226,9 +227,7 @@ func render(d *doc) string {
 	p("\nThe engine (workloads, timing, percentiles) is `internal/bench` for every system: `baton bench` uses it in its own process, " +
 		"the others are driven by it in the runner's process through the drivers in `benchmarks/lockers`.\n\n")
 
-	p("## Machine\n\n| CPU | cores | memory | kernel | OS | Go |\n|---|---|---|---|---|---|\n")
-	m := d.machine
-	p("| %s | %d | %s | %s | %s | %s |\n\n", m.cpu, m.cores, m.memory, m.kernel, m.os, m.goVer)
+	p("## Machine\n\n%s\n", d.machine.Table())
 
 	p("## Exact commands\n\n")
 	p("```sh\ncd benchmarks\n%s\n```\n\n", d.command())
@@ -439,7 +438,7 @@ func renderTargets(b *strings.Builder, d *doc) {
 			fmt.Sprintf("%+.1f%% .. %+.1f%% of the mean %.0f", 100*lo, 100*hi, mean), verdict(mean > 0 && lo >= -0.1 && hi <= 0.1)})
 	}
 	if bt := get("baton", "own", 1); bt != nil {
-		rows = append(rows, row{"1 worker: acquire p50 no worse than issue 25 found it (0.51-0.56 ms)", ms(bt.report.AcquireP50), verdict(bt.report.AcquireP50 <= 0.56)})
+		rows = append(rows, row{"1 worker: acquire p50 no worse than issue 25 found it (0.51-0.56 ms)", report.MS(bt.report.AcquireP50), verdict(bt.report.AcquireP50 <= 0.56)})
 	}
 	if len(rows) == 0 {
 		return
@@ -449,30 +448,6 @@ func renderTargets(b *strings.Builder, d *doc) {
 		fmt.Fprintf(b, "| %s | %s | %s |\n", r.target, r.measured, r.met)
 	}
 	fmt.Fprintf(b, "\n")
-}
-
-// rate formats cycles/s with thousands separators.
-func rate(v float64) string {
-	if v < 100 && v != math.Trunc(v) {
-		return fmt.Sprintf("%.1f", v)
-	}
-	s := fmt.Sprintf("%.0f", v)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
-}
-
-// ms formats milliseconds with about three significant digits.
-func ms(v float64) string {
-	switch {
-	case v < 10:
-		return fmt.Sprintf("%.2f ms", v)
-	case v < 100:
-		return fmt.Sprintf("%.1f ms", v)
-	default:
-		return fmt.Sprintf("%.0f ms", v)
-	}
 }
 
 // ratio formats a/b as "12.3×" ("—" when undefined).

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/benchmarks/internal/report"
 	"github.com/batonlock/baton/internal/bench"
 )
 
@@ -77,7 +78,7 @@ func TestRenderAndCharts(t *testing.T) {
 			AcquireP50: 1000 / cps, AcquireP99: 3000 / cps, PerWorkerMin: uint64(cps) * 2 / uint64(w.workers), PerWorkerMax: uint64(cps) * 2 / uint64(w.workers)}
 	}
 	d := &doc{generated: time.Unix(0, 0).UTC(), args: []string{"-quick"}, quick: true, warmup: time.Second / 2, duration: 2 * time.Second,
-		dir: "/tmp/x", machine: machine{cpu: "Test CPU", cores: 2}, clients: map[string]string{}, versions: map[string]string{},
+		dir: "/tmp/x", machine: report.Machine{CPU: "Test CPU", Cores: 2}, clients: map[string]string{}, versions: map[string]string{},
 		startCmds: map[string][]string{"etcd": {"etcd --data-dir /tmp/x/etcd/e1"}}, loads: loads, systems: systems[:2], chart: "benchmarks"}
 	for _, w := range loads {
 		d.results = append(d.results, result{sys: systems[0], load: w, report: rep("baton", w, 4000), command: "baton bench --workload " + w.kind})
@@ -120,7 +121,7 @@ func TestRenderRounds(t *testing.T) {
 	rep := func(sys string, cps float64) *bench.Report {
 		return &bench.Report{System: sys, Workload: w.kind, Workers: w.workers, CyclesPerSec: cps, AcquireP50: 1000 / cps}
 	}
-	d := &doc{generated: time.Unix(0, 0).UTC(), rounds: 3, machine: machine{cores: 2}, clients: map[string]string{},
+	d := &doc{generated: time.Unix(0, 0).UTC(), rounds: 3, machine: report.Machine{Cores: 2}, clients: map[string]string{},
 		versions: map[string]string{}, startCmds: map[string][]string{}, loads: []workload{w}, systems: systems[:2]}
 	for i, cps := range [][2]float64{{4000, 400}, {5000, 400}, {3000, 500}} {
 		d.results = append(d.results,
@@ -209,7 +210,7 @@ func TestRenderVariants(t *testing.T) {
 	rep := func(sys string, cps float64) *bench.Report {
 		return &bench.Report{System: sys, Workload: w.kind, Workers: w.workers, CyclesPerSec: cps, AcquireP50: 1000 / cps}
 	}
-	d := &doc{generated: time.Unix(0, 0).UTC(), machine: machine{cores: 2}, clients: map[string]string{}, versions: map[string]string{},
+	d := &doc{generated: time.Unix(0, 0).UTC(), machine: report.Machine{Cores: 2}, clients: map[string]string{}, versions: map[string]string{},
 		startCmds: map[string][]string{"baton": {"baton server --name n1"}}, loads: []workload{w}, systems: ss}
 	for i, cps := range []float64{10000, 2000, 20000, 2500} {
 		d.results = append(d.results, result{sys: ss[i], load: w, report: rep(ss[i].id(), cps), round: 1,
