@@ -1,8 +1,11 @@
 package baton
 
 import (
+	"strings"
+
 	"context"
 	"errors"
+	"google.golang.org/grpc/codes"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -86,6 +89,19 @@ func TestTransferLeadership(t *testing.T) {
 		}
 		if l, err := other.Mutex("maint/x").TryLock(ctx); err != nil || l.Token() <= lease.Token() {
 			t.Fatalf("the other session's TryLock after the release: %v (token above %d)", err, lease.Token())
+		}
+	})
+}
+
+// TestTransferLeadershipAlone: a member alone in its group has no one to
+// hand its office to, and says so (not an internal error).
+func TestTransferLeadershipAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, cl := singleInMemory(t)
+		_, err := cl.TransferLeadership(context.Background(), "")
+		var e *Error
+		if !errors.As(err, &e) || e.Code != codes.FailedPrecondition || !strings.Contains(e.Message, "no other voter") {
+			t.Fatalf("transfer in a group of one: %v; want FAILED_PRECONDITION naming the missing voter", err)
 		}
 	})
 }

@@ -14,6 +14,11 @@ import (
 // has (etcd's raft gives one up after an election timeout).
 var ErrTransferFailed = errors.New("raftnode: leadership transfer did not complete")
 
+// ErrNoTransferee: the transfer names no voter that could take over (this
+// member itself, a learner, one not in the group), or the group has no
+// other voter.
+var ErrNoTransferee = errors.New("raftnode: no member to hand leadership to")
+
 // transferQuery asks the loop to start handing leadership to a member.
 type transferQuery struct {
 	to     uint64 // 0: the most caught-up voter
@@ -86,10 +91,10 @@ func (n *Node) startTransfer(q *transferQuery) {
 	}
 	switch {
 	case q.to == n.cfg.ID:
-		q.err = fmt.Errorf("raftnode: member %x leads already", q.to)
+		q.err = fmt.Errorf("%w: member %x leads already", ErrNoTransferee, q.to)
 		return
 	case q.to != 0 && !voter(q.to):
-		q.err = fmt.Errorf("raftnode: member %x is not a voter of the group", q.to)
+		q.err = fmt.Errorf("%w: member %x is not a voter of the group", ErrNoTransferee, q.to)
 		return
 	case q.to != 0:
 		q.chosen = q.to
@@ -101,7 +106,7 @@ func (n *Node) startTransfer(q *transferQuery) {
 			}
 		}
 		if len(ids) == 0 {
-			q.err = errors.New("raftnode: no other voter to hand leadership to")
+			q.err = fmt.Errorf("%w: the group has no other voter", ErrNoTransferee)
 			return
 		}
 		// The furthest match; among equals, one that is replicating, then

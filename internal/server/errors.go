@@ -73,6 +73,8 @@ var errorMap = []struct {
 	{errNotCaughtUp, codes.FailedPrecondition, batonpb.Reason_REASON_UNSPECIFIED},
 	{raftnode.ErrConfChangePending, codes.Aborted, batonpb.Reason_REASON_UNSPECIFIED},
 	{raftnode.ErrLogVersion, codes.FailedPrecondition, batonpb.Reason_REASON_UNSPECIFIED},
+	{raftnode.ErrNoTransferee, codes.FailedPrecondition, batonpb.Reason_REASON_UNSPECIFIED},
+	{raftnode.ErrTransferFailed, codes.DeadlineExceeded, batonpb.Reason_REASON_UNSPECIFIED},
 }
 
 // classify maps err to its code, reason and the leader's client address
