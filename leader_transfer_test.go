@@ -1,14 +1,14 @@
 package baton
 
 import (
-	"strings"
-
 	"context"
 	"errors"
-	"google.golang.org/grpc/codes"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"google.golang.org/grpc/codes"
 )
 
 // TestTransferLeadership: an operator hands the leader's office to a named
