@@ -35,11 +35,7 @@ func TestDocsRunningSecurely(t *testing.T) {
 	}
 	block := text[start:end]
 	block = block[strings.Index(block, "```sh")+len("```sh") : strings.LastIndex(block, "```")]
-	addrs := freeLoopbackAddrs(t, 6)
-	for i, port := range []string{"7700", "7701", "7710", "7711", "7720", "7721"} {
-		_, free, _ := strings.Cut(addrs[i], ":")
-		block = strings.ReplaceAll(block, port, free)
-	}
+	block = freePorts(t, block, "7700", "7701", "7710", "7711", "7720", "7721")
 
 	dir := t.TempDir()
 	run := filepath.Join(dir, "secure")
@@ -112,16 +108,7 @@ func TestDocsThreeMembers(t *testing.T) {
 					t.Errorf("the block uses the single node's port %s", port)
 				}
 			}
-			// One pass over the block (a Replacer), so that a free port
-			// that happens to contain a documented one is not rewritten
-			// again.
-			addrs := freeLoopbackAddrs(t, 6)
-			var pairs []string
-			for i, port := range []string{"7810", "7811", "7820", "7821", "7830", "7831"} {
-				_, free, _ := strings.Cut(addrs[i], ":")
-				pairs = append(pairs, port, free)
-			}
-			block = strings.NewReplacer(pairs...).Replace(block)
+			block = freePorts(t, block, "7810", "7811", "7820", "7821", "7830", "7831")
 			build := "go build -o baton ./cmd/baton\n"
 			if !strings.Contains(block, build) {
 				t.Fatalf("the block does not start with %q", build)
@@ -166,4 +153,18 @@ func TestDocsThreeMembers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// freePorts rewrites each documented port in block to a free loopback
+// port, in one pass (a Replacer): a free port that happens to contain a
+// documented one is not rewritten again.
+func freePorts(t *testing.T, block string, ports ...string) string {
+	t.Helper()
+	addrs := freeLoopbackAddrs(t, len(ports))
+	var pairs []string
+	for i, port := range ports {
+		_, free, _ := strings.Cut(addrs[i], ":")
+		pairs = append(pairs, port, free)
+	}
+	return strings.NewReplacer(pairs...).Replace(block)
 }
