@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -57,9 +58,11 @@ func TestDocsRunningSecurely(t *testing.T) {
 	// Members it started in the background may outlive a failed block
 	// and hold its output open: Wait stops waiting for them.
 	cmd.WaitDelay = 2 * time.Second
+	inGroup(t, cmd)
 	out, err := cmd.CombinedOutput()
 	// The block ends its members itself; a failed step leaves them
-	// running: end them by the PIDs it wrote.
+	// running: end them by the PIDs it wrote (and inGroup's cleanup ends
+	// any it had not written yet).
 	if pids, rerr := os.ReadFile(filepath.Join(run, "pids")); rerr == nil {
 		exec.Command("kill", strings.Fields(string(pids))...).Run()
 	}
@@ -129,6 +132,7 @@ func TestDocsThreeMembers(t *testing.T) {
 			cmd.Dir = dir
 			cmd.Env = serverEnv()
 			cmd.WaitDelay = 2 * time.Second
+			inGroup(t, cmd)
 			out, err := cmd.Output()
 			t.Cleanup(func() {
 				if pids, err := os.ReadFile(filepath.Join(dir, "pids")); err == nil {
@@ -167,4 +171,17 @@ func freePorts(t *testing.T, block string, ports ...string) string {
 		pairs = append(pairs, port, free)
 	}
 	return strings.NewReplacer(pairs...).Replace(block)
+}
+
+// inGroup starts cmd (a documented shell block) in a process group of its
+// own and, when the test ends, kills that group: the members the block
+// started in the background, even those a failed block never got to
+// write down or stop.
+func inGroup(t *testing.T, cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	t.Cleanup(func() {
+		if cmd.Process != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+	})
 }
