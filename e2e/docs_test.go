@@ -43,25 +43,12 @@ func TestDocsRunningSecurely(t *testing.T) {
 	if err := os.Mkdir(run, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	bin, err := os.ReadFile(batonBinary(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "baton"), bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", block)
-	cmd.Dir = run
-	cmd.Env = serverEnv()
-	// Members it started in the background may outlive a failed block
-	// and hold its output open: Wait stops waiting for them.
-	cmd.WaitDelay = 2 * time.Second
-	inGroup(t, cmd)
+	cmd := docShell(ctx, t, dir, run, block)
 	out, err := cmd.CombinedOutput()
 	// The block ends its members itself; a failed step leaves them
-	// running: end them by the PIDs it wrote (and inGroup's cleanup ends
+	// running: end them by the PIDs it wrote (and docShell's cleanup ends
 	// any it had not written yet).
 	if pids, rerr := os.ReadFile(filepath.Join(run, "pids")); rerr == nil {
 		exec.Command("kill", strings.Fields(string(pids))...).Run()
@@ -119,20 +106,9 @@ func TestDocsThreeMembers(t *testing.T) {
 			block = strings.Replace(block, build, "", 1) + "jobs -p > pids\n"
 
 			dir := t.TempDir()
-			bin, err := os.ReadFile(batonBinary(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, "baton"), bin, 0o755); err != nil {
-				t.Fatal(err)
-			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, "bash", "-c", block)
-			cmd.Dir = dir
-			cmd.Env = serverEnv()
-			cmd.WaitDelay = 2 * time.Second
-			inGroup(t, cmd)
+			cmd := docShell(ctx, t, dir, dir, block)
 			out, err := cmd.Output()
 			t.Cleanup(func() {
 				if pids, err := os.ReadFile(filepath.Join(dir, "pids")); err == nil {
@@ -173,15 +149,30 @@ func freePorts(t *testing.T, block string, ports ...string) string {
 	return strings.NewReplacer(pairs...).Replace(block)
 }
 
-// inGroup starts cmd (a documented shell block) in a process group of its
-// own and, when the test ends, kills that group: the members the block
+// docShell is a documented shell block to run in runDir with the baton
+// binary at dir/baton, as the docs' readers run it. It runs in a process
+// group of its own, which the test's end kills: the members the block
 // started in the background, even those a failed block never got to
-// write down or stop.
-func inGroup(t *testing.T, cmd *exec.Cmd) {
+// write down or stop. Such members may also hold its output open: Wait
+// stops waiting for them after WaitDelay.
+func docShell(ctx context.Context, t *testing.T, dir, runDir, block string) *exec.Cmd {
+	t.Helper()
+	bin, err := os.ReadFile(batonBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "baton"), bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, "bash", "-c", block)
+	cmd.Dir = runDir
+	cmd.Env = serverEnv()
+	cmd.WaitDelay = 2 * time.Second
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	t.Cleanup(func() {
 		if cmd.Process != nil {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
 	})
+	return cmd
 }
