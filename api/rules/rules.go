@@ -144,6 +144,23 @@ func CheckLockNames(names []string) error {
 	return nil
 }
 
+// CheckSetModes returns nil if an AcquireMany of names locks, stating
+// shared and limit for all of them, may also state modes modes (a mode
+// per lock, each with its own shared and limit): none, or one per lock
+// with the set's own shared and limit unset. Each mode's limit is checked
+// as CheckHolderLimit.
+func CheckSetModes(names, modes int, shared bool, limit uint32) error {
+	switch {
+	case modes == 0:
+		return nil
+	case modes != names:
+		return invalid("acquire_many gives %d modes for %d locks; want one per lock, or none", modes, names)
+	case shared || limit != 0:
+		return invalid("acquire_many gives a mode per lock and also shared or limit for all of them; leave shared and limit unset")
+	}
+	return nil
+}
+
 // CheckOwner returns nil if label can be a session's owner label:
 // 0..MaxOwnerLen bytes of valid UTF-8.
 func CheckOwner(label string) error { return checkLabel("owner", label) }

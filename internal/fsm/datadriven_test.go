@@ -240,8 +240,18 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 
 	case "acquire-many":
 		// Example: acquire-many session=1 seq=2 locks=(a, b, c) key=k all shared limit=3 hold-limit=30s lock-delay=5s
+		// Example: acquire-many session=1 seq=2 locks=(m, cfg, pool) modes=(mutex, read/8, permit/3) all
 		op := &fsmpb.AcquireMany{All: d.HasArg("all"), Shared: d.HasArg("shared")}
 		d.MaybeScanArgs(t, "limit", &op.Limit)
+		if a, ok := d.Arg("modes"); ok {
+			// Each mode is mutex, read/N, write/N or permit/N (N: the
+			// lock's limit); anything else is shared with limit 0.
+			for _, v := range a.Vals {
+				kind, n, _ := strings.Cut(v, "/")
+				limit, _ := strconv.ParseUint(n, 10, 32)
+				op.Modes = append(op.Modes, &fsmpb.LockMode{Shared: kind != "mutex" && kind != "write", Limit: uint32(limit)})
+			}
+		}
 		if a, ok := d.Arg("hold-limit"); ok {
 			op.HoldLimitNanos = int64(parseDuration(t, d, a.SingleVal(t)))
 		}

@@ -299,8 +299,21 @@ func (s *stream) command() (*fsmpb.Command, bool) {
 		for _, name := range names {
 			lockDelay = max(lockDelay, streamLockDelay(name))
 		}
-		cmd = &fsmpb.Command{Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{
-			Locks: names, OwnerKey: key, Limit: limit, Shared: shared, All: r.IntN(2) == 0, LockDelayNanos: lockDelay}}}
+		op := &fsmpb.AcquireMany{Locks: names, OwnerKey: key, Limit: limit, Shared: shared, All: r.IntN(2) == 0, LockDelayNanos: lockDelay}
+		if r.IntN(3) == 0 {
+			// A mixed set: any of the locks, each in its own mode
+			// (now and then a wrong one, as streamLimit gives).
+			op.Locks = slices.Clone(streamLocks)
+			r.Shuffle(len(op.Locks), func(i, j int) { op.Locks[i], op.Locks[j] = op.Locks[j], op.Locks[i] })
+			op.Locks = op.Locks[:1+r.IntN(len(op.Locks))]
+			op.Limit, op.Shared, op.LockDelayNanos = 0, false, 0
+			for _, name := range op.Locks {
+				limit, shared := s.streamLimit(name)
+				op.Modes = append(op.Modes, &fsmpb.LockMode{Shared: shared, Limit: limit})
+				op.LockDelayNanos = max(op.LockDelayNanos, streamLockDelay(name))
+			}
+		}
+		cmd = &fsmpb.Command{Op: &fsmpb.Command_AcquireMany{AcquireMany: op}}
 	case n < 65:
 		cmd = &fsmpb.Command{Op: &fsmpb.Command_Release{Release: &fsmpb.Release{
 			Lock: lockName, OwnerKey: key, Token: s.someToken(lockName)}}}
@@ -409,6 +422,7 @@ func (s *stream) observe(cmd *fsmpb.Command, res *fsmpb.Result) {
 	for _, o := range res.GetAcquireMany() {
 		s.stats["many_"+o.GetStatus().String()]++
 	}
+	s.checkSet(cmd, res)
 	s.stats["grants"] += len(res.GetGrants())
 	s.stats["waits_ended"] += len(res.GetWaitsEnded())
 	if cmd.GetExpireHold() != nil {
@@ -498,6 +512,37 @@ func (s *stream) observe(cmd *fsmpb.Command, res *fsmpb.Result) {
 		if len(hs) > 0 {
 			s.stats[fmt.Sprintf("holders=%d", len(hs))]++
 		}
+	}
+}
+
+// checkSet checks an AcquireMany's answer: with all, every lock granted
+// or none; and each lock granted now is held in the mode the set gave it.
+func (s *stream) checkSet(cmd *fsmpb.Command, res *fsmpb.Result) {
+	op := cmd.GetAcquireMany()
+	outs := res.GetAcquireMany()
+	if op == nil || len(outs) == 0 {
+		return
+	}
+	granted := 0
+	for i, o := range outs {
+		if o.GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
+			continue
+		}
+		granted++
+		shared := op.GetShared()
+		if modes := op.GetModes(); len(modes) > 0 {
+			shared = modes[i].GetShared()
+			s.stats["mixed_set_grants"]++
+		}
+		l, _ := s.m.Lock(o.GetLock())
+		for _, h := range l.GetHolders() {
+			if h.GetSessionId() == cmd.GetSessionId() && h.GetToken() == o.GetToken() && h.GetShared() != shared {
+				s.t.Fatalf("entry %d: %v granted %s shared=%v, the set asked shared=%v", s.index, cmd, o.GetLock(), h.GetShared(), shared)
+			}
+		}
+	}
+	if op.GetAll() && granted != 0 && granted != len(outs) {
+		s.t.Fatalf("entry %d: all-or-nothing %v granted %d of %d locks: %v", s.index, cmd, granted, len(outs), outs)
 	}
 }
 

@@ -30,10 +30,16 @@ import (
 //	6: signed tokens: RotateSigningKey (and Snapshot.signing_keys in
 //	   snapshots). A cluster below it has no signing key, and its
 //	   members sign nothing (SignedTokensVersion).
+//	7: mixed lock sets: AcquireMany.modes, a mode per lock
+//	   (MixedSetVersion).
 //
 // A field added to a log or snapshot message needs a new version here, and
 // its entry in fieldVersions (TestEveryLogFieldHasAVersion fails without).
-const LogVersion = 6
+const LogVersion = 7
+
+// MixedSetVersion is the log version that added AcquireMany.modes: below
+// it a set of locks takes them all in one mode.
+const MixedSetVersion = 7
 
 // LockDelayVersion is the log version that added lock-delays: below it a
 // server gives no hold its default lock-delay.
@@ -63,6 +69,9 @@ func (m *Machine) setLogVersion(a *apply, op *fsmpb.SetLogVersion) {
 // newest version that added a field cmd sets (for SetLogVersion, at least
 // the version it sets).
 func VersionNeeded(cmd *fsmpb.Command) uint32 {
+	if len(cmd.GetAcquireMany().GetModes()) > 0 {
+		return MixedSetVersion
+	}
 	if cmd.GetRotateSigningKey() != nil {
 		return SignedTokensVersion
 	}
@@ -98,8 +107,8 @@ func VersionNeeded(cmd *fsmpb.Command) uint32 {
 // secret hash, and an OpenSession the secret's (the session then has no
 // secret, as before version 3: its requests are not checked); below 2 an
 // OpenSession loses its nonce (the open is then not exactly-once); a hold
-// limit on a set of locks, a lock-delay or a signing key cannot be left
-// out (the server applies its default lock-delay only from version 5,
+// limit on a set of locks, a lock-delay, a signing key or a set of locks
+// in several modes cannot be left out (the server applies its default lock-delay only from version 5,
 // and makes no first key below 6). SetLogVersion passes: it is
 // what raises v, and the leader proposes it only once every member has
 // said it reads the version it sets.
@@ -126,6 +135,8 @@ func ForLogVersion(cmd *fsmpb.Command, v uint32) error {
 	}
 	what := "this request"
 	switch {
+	case len(cmd.GetAcquireMany().GetModes()) > 0:
+		what = "a set of locks in several modes"
 	case cmd.GetAcquire().GetLockDelayNanos() != 0 || cmd.GetAcquireMany().GetLockDelayNanos() != 0:
 		what = "a lock-delay"
 	case cmd.GetEndLockDelay() != nil:

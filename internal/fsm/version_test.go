@@ -50,6 +50,9 @@ var fieldsAddedIn = map[protoreflect.FullName]uint32{
 	"baton.fsm.v1.SigningKey.created_unix_nano":           6,
 	"baton.fsm.v1.SigningKey.retired_unix_nano":           6,
 	"baton.fsm.v1.SigningKey.retention_nanos":             6,
+	"baton.fsm.v1.AcquireMany.modes":                      7,
+	"baton.fsm.v1.LockMode.shared":                        7,
+	"baton.fsm.v1.LockMode.limit":                         7,
 }
 
 // fieldCounts is how many fields each message of the log and snapshots
@@ -61,7 +64,7 @@ var fieldCounts = map[protoreflect.FullName]int{
 	"baton.fsm.v1.Command": 23, "baton.fsm.v1.OpenSession": 4, "baton.fsm.v1.CloseSession": 0,
 	"baton.fsm.v1.ExpireSession": 1, "baton.fsm.v1.BlacklistSession": 1, "baton.fsm.v1.Acquire": 8,
 	"baton.fsm.v1.Release": 3, "baton.fsm.v1.CasRelease": 3, "baton.fsm.v1.CancelWait": 5,
-	"baton.fsm.v1.AcquireMany": 7, "baton.fsm.v1.ExpireHold": 3, "baton.fsm.v1.SetLogVersion": 1,
+	"baton.fsm.v1.AcquireMany": 8, "baton.fsm.v1.LockMode": 2, "baton.fsm.v1.ExpireHold": 3, "baton.fsm.v1.SetLogVersion": 1,
 	"baton.fsm.v1.Snapshot": 9, "baton.fsm.v1.Session": 11, "baton.fsm.v1.CachedResult": 3,
 	"baton.fsm.v1.Result": 11, "baton.fsm.v1.AcquireOutcome": 7, "baton.fsm.v1.Holder": 10,
 	"baton.fsm.v1.Waiter": 9, "baton.fsm.v1.Lock": 7, "baton.fsm.v1.EndLockDelay": 2, "baton.fsm.v1.Member": 5,
@@ -145,7 +148,11 @@ func TestVersionNeeded(t *testing.T) {
 func nonZero(m protoreflect.Message, fd protoreflect.FieldDescriptor) protoreflect.Value {
 	if fd.IsList() {
 		l := m.NewField(fd).List()
-		l.Append(scalar(fd))
+		if fd.Message() != nil {
+			l.Append(l.NewElement()) // a list of one message is set, however empty the message
+		} else {
+			l.Append(scalar(fd))
+		}
 		return protoreflect.ValueOfList(l)
 	}
 	return scalar(fd)
@@ -190,6 +197,18 @@ func TestForLogVersion(t *testing.T) {
 	}
 	if err := ForLogVersion(rotate, 6); err != nil {
 		t.Fatalf("a RotateSigningKey at version 6: %v", err)
+	}
+	mixed := &fsmpb.Command{Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{
+		Locks: []string{"a", "b"}, Modes: []*fsmpb.LockMode{{}, {Shared: true, Limit: 3}},
+	}}}
+	if err := ForLogVersion(mixed, 6); err == nil || !strings.Contains(err.Error(), "a set of locks in several modes needs log version 7 and the cluster's is 6") {
+		t.Fatalf("a mixed set at version 6: %v", err)
+	}
+	if len(mixed.GetAcquireMany().GetModes()) != 2 {
+		t.Fatalf("a refused command changed: %v", mixed)
+	}
+	if err := ForLogVersion(mixed, 7); err != nil {
+		t.Fatalf("a mixed set at version 7: %v", err)
 	}
 	plain := &fsmpb.Command{Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{Locks: []string{"a"}}}}
 	if err := ForLogVersion(plain, 1); err != nil {

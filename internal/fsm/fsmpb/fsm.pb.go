@@ -1343,8 +1343,13 @@ type AcquireMany struct {
 	// lock_delay_nanos: every hold granted gets this lock-delay (see
 	// Acquire); a reentrant grant must state its hold's.
 	LockDelayNanos int64 `protobuf:"varint,7,opt,name=lock_delay_nanos,json=lockDelayNanos,proto3" json:"lock_delay_nanos,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// modes, when set, gives each lock its own mode: one per lock, in the
+	// order of locks (a mixed set: mutexes, readers and writers of
+	// read/write locks, semaphore permits). shared and limit are then
+	// unset. Log version 7.
+	Modes         []*LockMode `protobuf:"bytes,70,rep,name=modes,proto3" json:"modes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AcquireMany) Reset() {
@@ -1426,6 +1431,67 @@ func (x *AcquireMany) GetLockDelayNanos() int64 {
 	return 0
 }
 
+func (x *AcquireMany) GetModes() []*LockMode {
+	if x != nil {
+		return x.Modes
+	}
+	return nil
+}
+
+// LockMode is how an AcquireMany takes one of its locks: shared and limit
+// as in Acquire.
+type LockMode struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shared        bool                   `protobuf:"varint,1,opt,name=shared,proto3" json:"shared,omitempty"`
+	Limit         uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockMode) Reset() {
+	*x = LockMode{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockMode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockMode) ProtoMessage() {}
+
+func (x *LockMode) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockMode.ProtoReflect.Descriptor instead.
+func (*LockMode) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *LockMode) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
+func (x *LockMode) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
 // Release drops one reentrant count of the requesting session's hold on
 // lock, named by its token; the hold ends when the count reaches zero.
 type Release struct {
@@ -1439,7 +1505,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1451,7 +1517,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1464,7 +1530,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Release) GetLock() string {
@@ -1501,7 +1567,7 @@ type CasRelease struct {
 
 func (x *CasRelease) Reset() {
 	*x = CasRelease{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +1579,7 @@ func (x *CasRelease) String() string {
 func (*CasRelease) ProtoMessage() {}
 
 func (x *CasRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +1592,7 @@ func (x *CasRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CasRelease.ProtoReflect.Descriptor instead.
 func (*CasRelease) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CasRelease) GetLock() string {
@@ -1578,7 +1644,7 @@ type CancelWait struct {
 
 func (x *CancelWait) Reset() {
 	*x = CancelWait{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1590,7 +1656,7 @@ func (x *CancelWait) String() string {
 func (*CancelWait) ProtoMessage() {}
 
 func (x *CancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1603,7 +1669,7 @@ func (x *CancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWait.ProtoReflect.Descriptor instead.
 func (*CancelWait) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CancelWait) GetLock() string {
@@ -1678,7 +1744,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +1756,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +1769,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Result) GetError() Error {
@@ -1817,7 +1883,7 @@ type Liveness struct {
 
 func (x *Liveness) Reset() {
 	*x = Liveness{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1829,7 +1895,7 @@ func (x *Liveness) String() string {
 func (*Liveness) ProtoMessage() {}
 
 func (x *Liveness) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1842,7 +1908,7 @@ func (x *Liveness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Liveness.ProtoReflect.Descriptor instead.
 func (*Liveness) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Liveness) GetSessionOpened() *SessionOpened {
@@ -1907,7 +1973,7 @@ type LockDelay struct {
 
 func (x *LockDelay) Reset() {
 	*x = LockDelay{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +1985,7 @@ func (x *LockDelay) String() string {
 func (*LockDelay) ProtoMessage() {}
 
 func (x *LockDelay) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +1998,7 @@ func (x *LockDelay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockDelay.ProtoReflect.Descriptor instead.
 func (*LockDelay) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LockDelay) GetLock() string {
@@ -1968,7 +2034,7 @@ type SessionOpened struct {
 
 func (x *SessionOpened) Reset() {
 	*x = SessionOpened{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1980,7 +2046,7 @@ func (x *SessionOpened) String() string {
 func (*SessionOpened) ProtoMessage() {}
 
 func (x *SessionOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1993,7 +2059,7 @@ func (x *SessionOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOpened.ProtoReflect.Descriptor instead.
 func (*SessionOpened) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SessionOpened) GetSessionId() uint64 {
@@ -2031,7 +2097,7 @@ type WaitQueued struct {
 
 func (x *WaitQueued) Reset() {
 	*x = WaitQueued{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2043,7 +2109,7 @@ func (x *WaitQueued) String() string {
 func (*WaitQueued) ProtoMessage() {}
 
 func (x *WaitQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2056,7 +2122,7 @@ func (x *WaitQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitQueued.ProtoReflect.Descriptor instead.
 func (*WaitQueued) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WaitQueued) GetSessionId() uint64 {
@@ -2101,7 +2167,7 @@ type LimitedHold struct {
 
 func (x *LimitedHold) Reset() {
 	*x = LimitedHold{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2113,7 +2179,7 @@ func (x *LimitedHold) String() string {
 func (*LimitedHold) ProtoMessage() {}
 
 func (x *LimitedHold) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2126,7 +2192,7 @@ func (x *LimitedHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitedHold.ProtoReflect.Descriptor instead.
 func (*LimitedHold) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LimitedHold) GetSessionId() uint64 {
@@ -2174,7 +2240,7 @@ type AcquireOutcome struct {
 
 func (x *AcquireOutcome) Reset() {
 	*x = AcquireOutcome{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2186,7 +2252,7 @@ func (x *AcquireOutcome) String() string {
 func (*AcquireOutcome) ProtoMessage() {}
 
 func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2199,7 +2265,7 @@ func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireOutcome.ProtoReflect.Descriptor instead.
 func (*AcquireOutcome) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AcquireOutcome) GetLock() string {
@@ -2266,7 +2332,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +2344,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +2357,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Grant) GetSessionId() uint64 {
@@ -2344,7 +2410,7 @@ type HoldEnded struct {
 
 func (x *HoldEnded) Reset() {
 	*x = HoldEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2422,7 @@ func (x *HoldEnded) String() string {
 func (*HoldEnded) ProtoMessage() {}
 
 func (x *HoldEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2435,7 @@ func (x *HoldEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldEnded.ProtoReflect.Descriptor instead.
 func (*HoldEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HoldEnded) GetSessionId() uint64 {
@@ -2413,7 +2479,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2491,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +2504,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WaitEnded) GetSessionId() uint64 {
@@ -2493,7 +2559,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2505,7 +2571,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2518,7 +2584,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Snapshot) GetAppliedIndex() uint64 {
@@ -2601,7 +2667,7 @@ type SigningKey struct {
 
 func (x *SigningKey) Reset() {
 	*x = SigningKey{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2613,7 +2679,7 @@ func (x *SigningKey) String() string {
 func (*SigningKey) ProtoMessage() {}
 
 func (x *SigningKey) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2626,7 +2692,7 @@ func (x *SigningKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
 func (*SigningKey) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SigningKey) GetId() uint64 {
@@ -2677,7 +2743,7 @@ type AuthState struct {
 
 func (x *AuthState) Reset() {
 	*x = AuthState{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2689,7 +2755,7 @@ func (x *AuthState) String() string {
 func (*AuthState) ProtoMessage() {}
 
 func (x *AuthState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2702,7 +2768,7 @@ func (x *AuthState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthState.ProtoReflect.Descriptor instead.
 func (*AuthState) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AuthState) GetEnabled() bool {
@@ -2737,7 +2803,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2749,7 +2815,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2762,7 +2828,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *User) GetName() string {
@@ -2796,7 +2862,7 @@ type Role struct {
 
 func (x *Role) Reset() {
 	*x = Role{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2808,7 +2874,7 @@ func (x *Role) String() string {
 func (*Role) ProtoMessage() {}
 
 func (x *Role) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2821,7 +2887,7 @@ func (x *Role) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Role.ProtoReflect.Descriptor instead.
 func (*Role) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Role) GetName() string {
@@ -2848,7 +2914,7 @@ type Permission struct {
 
 func (x *Permission) Reset() {
 	*x = Permission{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2860,7 +2926,7 @@ func (x *Permission) String() string {
 func (*Permission) ProtoMessage() {}
 
 func (x *Permission) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2873,7 +2939,7 @@ func (x *Permission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permission.ProtoReflect.Descriptor instead.
 func (*Permission) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Permission) GetPrefix() string {
@@ -2903,7 +2969,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2915,7 +2981,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2928,7 +2994,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AuditRecord) GetIndex() uint64 {
@@ -2981,7 +3047,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2993,7 +3059,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3006,7 +3072,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Member) GetId() uint64 {
@@ -3063,7 +3129,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3075,7 +3141,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3088,7 +3154,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Session) GetId() uint64 {
@@ -3183,7 +3249,7 @@ type CachedResult struct {
 
 func (x *CachedResult) Reset() {
 	*x = CachedResult{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3195,7 +3261,7 @@ func (x *CachedResult) String() string {
 func (*CachedResult) ProtoMessage() {}
 
 func (x *CachedResult) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3208,7 +3274,7 @@ func (x *CachedResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CachedResult.ProtoReflect.Descriptor instead.
 func (*CachedResult) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CachedResult) GetSeq() uint64 {
@@ -3254,7 +3320,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3266,7 +3332,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3279,7 +3345,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Lock) GetName() string {
@@ -3349,7 +3415,7 @@ type Holder struct {
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3361,7 +3427,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3374,7 +3440,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{37}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Holder) GetSessionId() uint64 {
@@ -3464,7 +3530,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3476,7 +3542,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3489,7 +3555,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{38}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Waiter) GetSessionId() uint64 {
@@ -3658,7 +3724,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x05GRANT\x10\t\x12\n" +
 	"\n" +
 	"\x06REVOKE\x10\n" +
-	"\"\xd4\x01\n" +
+	"\"\x82\x02\n" +
 	"\vAcquireMany\x12\x14\n" +
 	"\x05locks\x18\x01 \x03(\tR\x05locks\x12\x1b\n" +
 	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x16\n" +
@@ -3666,7 +3732,11 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\x12\x10\n" +
 	"\x03all\x18\x05 \x01(\bR\x03all\x12(\n" +
 	"\x10hold_limit_nanos\x18\x06 \x01(\x03R\x0eholdLimitNanos\x12(\n" +
-	"\x10lock_delay_nanos\x18\a \x01(\x03R\x0elockDelayNanos\"P\n" +
+	"\x10lock_delay_nanos\x18\a \x01(\x03R\x0elockDelayNanos\x12,\n" +
+	"\x05modes\x18F \x03(\v2\x16.baton.fsm.v1.LockModeR\x05modes\"8\n" +
+	"\bLockMode\x12\x16\n" +
+	"\x06shared\x18\x01 \x01(\bR\x06shared\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"P\n" +
 	"\aRelease\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x1b\n" +
@@ -3908,7 +3978,7 @@ func file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(Error)(0),               // 0: baton.fsm.v1.Error
 	(AcquireStatus)(0),       // 1: baton.fsm.v1.AcquireStatus
@@ -3926,32 +3996,33 @@ var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(*AuditNote)(nil),        // 13: baton.fsm.v1.AuditNote
 	(*AuthChange)(nil),       // 14: baton.fsm.v1.AuthChange
 	(*AcquireMany)(nil),      // 15: baton.fsm.v1.AcquireMany
-	(*Release)(nil),          // 16: baton.fsm.v1.Release
-	(*CasRelease)(nil),       // 17: baton.fsm.v1.CasRelease
-	(*CancelWait)(nil),       // 18: baton.fsm.v1.CancelWait
-	(*Result)(nil),           // 19: baton.fsm.v1.Result
-	(*Liveness)(nil),         // 20: baton.fsm.v1.Liveness
-	(*LockDelay)(nil),        // 21: baton.fsm.v1.LockDelay
-	(*SessionOpened)(nil),    // 22: baton.fsm.v1.SessionOpened
-	(*WaitQueued)(nil),       // 23: baton.fsm.v1.WaitQueued
-	(*LimitedHold)(nil),      // 24: baton.fsm.v1.LimitedHold
-	(*AcquireOutcome)(nil),   // 25: baton.fsm.v1.AcquireOutcome
-	(*Grant)(nil),            // 26: baton.fsm.v1.Grant
-	(*HoldEnded)(nil),        // 27: baton.fsm.v1.HoldEnded
-	(*WaitEnded)(nil),        // 28: baton.fsm.v1.WaitEnded
-	(*Snapshot)(nil),         // 29: baton.fsm.v1.Snapshot
-	(*SigningKey)(nil),       // 30: baton.fsm.v1.SigningKey
-	(*AuthState)(nil),        // 31: baton.fsm.v1.AuthState
-	(*User)(nil),             // 32: baton.fsm.v1.User
-	(*Role)(nil),             // 33: baton.fsm.v1.Role
-	(*Permission)(nil),       // 34: baton.fsm.v1.Permission
-	(*AuditRecord)(nil),      // 35: baton.fsm.v1.AuditRecord
-	(*Member)(nil),           // 36: baton.fsm.v1.Member
-	(*Session)(nil),          // 37: baton.fsm.v1.Session
-	(*CachedResult)(nil),     // 38: baton.fsm.v1.CachedResult
-	(*Lock)(nil),             // 39: baton.fsm.v1.Lock
-	(*Holder)(nil),           // 40: baton.fsm.v1.Holder
-	(*Waiter)(nil),           // 41: baton.fsm.v1.Waiter
+	(*LockMode)(nil),         // 16: baton.fsm.v1.LockMode
+	(*Release)(nil),          // 17: baton.fsm.v1.Release
+	(*CasRelease)(nil),       // 18: baton.fsm.v1.CasRelease
+	(*CancelWait)(nil),       // 19: baton.fsm.v1.CancelWait
+	(*Result)(nil),           // 20: baton.fsm.v1.Result
+	(*Liveness)(nil),         // 21: baton.fsm.v1.Liveness
+	(*LockDelay)(nil),        // 22: baton.fsm.v1.LockDelay
+	(*SessionOpened)(nil),    // 23: baton.fsm.v1.SessionOpened
+	(*WaitQueued)(nil),       // 24: baton.fsm.v1.WaitQueued
+	(*LimitedHold)(nil),      // 25: baton.fsm.v1.LimitedHold
+	(*AcquireOutcome)(nil),   // 26: baton.fsm.v1.AcquireOutcome
+	(*Grant)(nil),            // 27: baton.fsm.v1.Grant
+	(*HoldEnded)(nil),        // 28: baton.fsm.v1.HoldEnded
+	(*WaitEnded)(nil),        // 29: baton.fsm.v1.WaitEnded
+	(*Snapshot)(nil),         // 30: baton.fsm.v1.Snapshot
+	(*SigningKey)(nil),       // 31: baton.fsm.v1.SigningKey
+	(*AuthState)(nil),        // 32: baton.fsm.v1.AuthState
+	(*User)(nil),             // 33: baton.fsm.v1.User
+	(*Role)(nil),             // 34: baton.fsm.v1.Role
+	(*Permission)(nil),       // 35: baton.fsm.v1.Permission
+	(*AuditRecord)(nil),      // 36: baton.fsm.v1.AuditRecord
+	(*Member)(nil),           // 37: baton.fsm.v1.Member
+	(*Session)(nil),          // 38: baton.fsm.v1.Session
+	(*CachedResult)(nil),     // 39: baton.fsm.v1.CachedResult
+	(*Lock)(nil),             // 40: baton.fsm.v1.Lock
+	(*Holder)(nil),           // 41: baton.fsm.v1.Holder
+	(*Waiter)(nil),           // 42: baton.fsm.v1.Waiter
 }
 var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	4,  // 0: baton.fsm.v1.Command.open_session:type_name -> baton.fsm.v1.OpenSession
@@ -3959,9 +4030,9 @@ var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	6,  // 2: baton.fsm.v1.Command.expire_session:type_name -> baton.fsm.v1.ExpireSession
 	7,  // 3: baton.fsm.v1.Command.blacklist_session:type_name -> baton.fsm.v1.BlacklistSession
 	8,  // 4: baton.fsm.v1.Command.acquire:type_name -> baton.fsm.v1.Acquire
-	16, // 5: baton.fsm.v1.Command.release:type_name -> baton.fsm.v1.Release
-	17, // 6: baton.fsm.v1.Command.cas_release:type_name -> baton.fsm.v1.CasRelease
-	18, // 7: baton.fsm.v1.Command.cancel_wait:type_name -> baton.fsm.v1.CancelWait
+	17, // 5: baton.fsm.v1.Command.release:type_name -> baton.fsm.v1.Release
+	18, // 6: baton.fsm.v1.Command.cas_release:type_name -> baton.fsm.v1.CasRelease
+	19, // 7: baton.fsm.v1.Command.cancel_wait:type_name -> baton.fsm.v1.CancelWait
 	15, // 8: baton.fsm.v1.Command.acquire_many:type_name -> baton.fsm.v1.AcquireMany
 	11, // 9: baton.fsm.v1.Command.expire_hold:type_name -> baton.fsm.v1.ExpireHold
 	12, // 10: baton.fsm.v1.Command.set_log_version:type_name -> baton.fsm.v1.SetLogVersion
@@ -3970,40 +4041,41 @@ var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	9,  // 13: baton.fsm.v1.Command.end_lock_delay:type_name -> baton.fsm.v1.EndLockDelay
 	10, // 14: baton.fsm.v1.Command.rotate_signing_key:type_name -> baton.fsm.v1.RotateSigningKey
 	2,  // 15: baton.fsm.v1.AuthChange.kind:type_name -> baton.fsm.v1.AuthChange.Kind
-	0,  // 16: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
-	25, // 17: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
-	25, // 18: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
-	26, // 19: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
-	28, // 20: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
-	27, // 21: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
-	20, // 22: baton.fsm.v1.Result.liveness:type_name -> baton.fsm.v1.Liveness
-	22, // 23: baton.fsm.v1.Liveness.session_opened:type_name -> baton.fsm.v1.SessionOpened
-	23, // 24: baton.fsm.v1.Liveness.wait_queued:type_name -> baton.fsm.v1.WaitQueued
-	24, // 25: baton.fsm.v1.Liveness.limited_holds_granted:type_name -> baton.fsm.v1.LimitedHold
-	24, // 26: baton.fsm.v1.Liveness.limited_hold_released:type_name -> baton.fsm.v1.LimitedHold
-	21, // 27: baton.fsm.v1.Liveness.lock_delays_started:type_name -> baton.fsm.v1.LockDelay
-	21, // 28: baton.fsm.v1.Liveness.lock_delay_ended:type_name -> baton.fsm.v1.LockDelay
-	1,  // 29: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
-	40, // 30: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
-	0,  // 31: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
-	37, // 32: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
-	39, // 33: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
-	36, // 34: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
-	31, // 35: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
-	35, // 36: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
-	30, // 37: baton.fsm.v1.Snapshot.signing_keys:type_name -> baton.fsm.v1.SigningKey
-	32, // 38: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
-	33, // 39: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
-	34, // 40: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
-	38, // 41: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
-	19, // 42: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
-	40, // 43: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
-	41, // 44: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
-	45, // [45:45] is the sub-list for method output_type
-	45, // [45:45] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	16, // 16: baton.fsm.v1.AcquireMany.modes:type_name -> baton.fsm.v1.LockMode
+	0,  // 17: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
+	26, // 18: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
+	26, // 19: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
+	27, // 20: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
+	29, // 21: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
+	28, // 22: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
+	21, // 23: baton.fsm.v1.Result.liveness:type_name -> baton.fsm.v1.Liveness
+	23, // 24: baton.fsm.v1.Liveness.session_opened:type_name -> baton.fsm.v1.SessionOpened
+	24, // 25: baton.fsm.v1.Liveness.wait_queued:type_name -> baton.fsm.v1.WaitQueued
+	25, // 26: baton.fsm.v1.Liveness.limited_holds_granted:type_name -> baton.fsm.v1.LimitedHold
+	25, // 27: baton.fsm.v1.Liveness.limited_hold_released:type_name -> baton.fsm.v1.LimitedHold
+	22, // 28: baton.fsm.v1.Liveness.lock_delays_started:type_name -> baton.fsm.v1.LockDelay
+	22, // 29: baton.fsm.v1.Liveness.lock_delay_ended:type_name -> baton.fsm.v1.LockDelay
+	1,  // 30: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
+	41, // 31: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
+	0,  // 32: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
+	38, // 33: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
+	40, // 34: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
+	37, // 35: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
+	32, // 36: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
+	36, // 37: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
+	31, // 38: baton.fsm.v1.Snapshot.signing_keys:type_name -> baton.fsm.v1.SigningKey
+	33, // 39: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
+	34, // 40: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
+	35, // 41: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
+	39, // 42: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
+	20, // 43: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
+	41, // 44: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
+	42, // 45: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
+	46, // [46:46] is the sub-list for method output_type
+	46, // [46:46] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_internal_fsm_fsmpb_fsm_proto_init() }
@@ -4034,7 +4106,7 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_fsm_fsmpb_fsm_proto_rawDesc), len(file_internal_fsm_fsmpb_fsm_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
