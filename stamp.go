@@ -45,7 +45,7 @@ func stamp(req *batonpb.SessionRequest, id uint64, h *batonpb.RequestHeader) *ba
 		r.Kind = &batonpb.SessionRequest_AcquireMany{AcquireMany: &batonpb.AcquireManyRequest{
 			Header: hc, Names: a.GetNames(), OwnerKey: a.GetOwnerKey(),
 			Shared: a.GetShared(), Limit: a.GetLimit(), All: a.GetAll(), HoldLimit: a.GetHoldLimit(),
-			LockDelay: a.GetLockDelay(),
+			LockDelay: a.GetLockDelay(), Modes: a.GetModes(),
 		}}
 	case *batonpb.SessionRequest_Cancel:
 		a := k.Cancel

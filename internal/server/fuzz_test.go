@@ -256,6 +256,8 @@ func requestSeeds(tb testing.TB) [][]byte {
 		&batonpb.AcquireManyRequest{Header: h, Names: []string{"a", "b", "c"}, All: true, HoldLimit: durationpb.New(30 * time.Second)},
 		&batonpb.AcquireRequest{Header: h, Name: "files/report", LockDelay: durationpb.New(15 * time.Second)},
 		&batonpb.AcquireManyRequest{Header: h, Names: []string{"a", "b"}, LockDelay: durationpb.New(0)},
+		&batonpb.AcquireManyRequest{Header: h, Names: []string{"jobs/a", "config/site", "pool/encoders"}, All: true,
+			Modes: []*batonpb.LockMode{{}, {Shared: true, Limit: 8}, {Shared: true, Limit: 4}}},
 		&batonpb.ReleaseRequest{Header: h, Name: "jobs/nightly", Token: 42, OwnerKey: "worker"},
 		&batonpb.CancelRequest{Header: h, Name: "jobs/nightly", AcquireSeq: 3},
 		&batonpb.CloseSessionRequest{SessionId: 7, Seq: 4},

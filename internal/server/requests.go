@@ -166,6 +166,10 @@ func acquireManyCommand(r *batonpb.AcquireManyRequest) (*fsmpb.Command, error) {
 	if err := invalidField("limit", rules.CheckHolderLimit(r.GetLimit())); err != nil {
 		return nil, err
 	}
+	modes, err := setModes(r)
+	if err != nil {
+		return nil, err
+	}
 	holdLimit, err := checkHoldLimit(r.GetHoldLimit())
 	if err != nil {
 		return nil, err
@@ -176,8 +180,28 @@ func acquireManyCommand(r *batonpb.AcquireManyRequest) (*fsmpb.Command, error) {
 	}
 	return stamp(r.GetHeader(), &fsmpb.Command{Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{
 		Locks: r.GetNames(), OwnerKey: r.GetOwnerKey(), Shared: r.GetShared(), Limit: r.GetLimit(), All: r.GetAll(),
-		HoldLimitNanos: int64(holdLimit), LockDelayNanos: int64(lockDelay),
+		HoldLimitNanos: int64(holdLimit), LockDelayNanos: int64(lockDelay), Modes: modes,
 	}}}), nil
+}
+
+// setModes validates a mixed set's modes (a mode per name, or none) and
+// returns them for the log.
+func setModes(r *batonpb.AcquireManyRequest) ([]*fsmpb.LockMode, error) {
+	in := r.GetModes()
+	if err := invalidField("modes", rules.CheckSetModes(len(r.GetNames()), len(in), r.GetShared(), r.GetLimit())); err != nil {
+		return nil, err
+	}
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := make([]*fsmpb.LockMode, len(in))
+	for i, md := range in {
+		if err := rules.CheckHolderLimit(md.GetLimit()); err != nil {
+			return nil, invalidf("modes[%d] (lock %q): %v", i, r.GetNames()[i], err)
+		}
+		out[i] = &fsmpb.LockMode{Shared: md.GetShared(), Limit: md.GetLimit()}
+	}
+	return out, nil
 }
 
 func releaseCommand(r *batonpb.ReleaseRequest) (*fsmpb.Command, error) {

@@ -42,12 +42,13 @@ WAIT_CANCELLED: Reason
 WAIT_TIMED_OUT: Reason
 
 class AcquireManyRequest(_message.Message):
-    __slots__ = ["all", "header", "hold_limit", "limit", "lock_delay", "names", "owner_key", "shared"]
+    __slots__ = ["all", "header", "hold_limit", "limit", "lock_delay", "modes", "names", "owner_key", "shared"]
     ALL_FIELD_NUMBER: _ClassVar[int]
     HEADER_FIELD_NUMBER: _ClassVar[int]
     HOLD_LIMIT_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     LOCK_DELAY_FIELD_NUMBER: _ClassVar[int]
+    MODES_FIELD_NUMBER: _ClassVar[int]
     NAMES_FIELD_NUMBER: _ClassVar[int]
     OWNER_KEY_FIELD_NUMBER: _ClassVar[int]
     SHARED_FIELD_NUMBER: _ClassVar[int]
@@ -56,10 +57,11 @@ class AcquireManyRequest(_message.Message):
     hold_limit: _duration_pb2.Duration
     limit: int
     lock_delay: _duration_pb2.Duration
+    modes: _containers.RepeatedCompositeFieldContainer[LockMode]
     names: _containers.RepeatedScalarFieldContainer[str]
     owner_key: str
     shared: bool
-    def __init__(self, header: _Optional[_Union[RequestHeader, _Mapping]] = ..., names: _Optional[_Iterable[str]] = ..., owner_key: _Optional[str] = ..., shared: bool = ..., limit: _Optional[int] = ..., all: bool = ..., hold_limit: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., lock_delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[RequestHeader, _Mapping]] = ..., names: _Optional[_Iterable[str]] = ..., owner_key: _Optional[str] = ..., shared: bool = ..., limit: _Optional[int] = ..., all: bool = ..., hold_limit: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., lock_delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., modes: _Optional[_Iterable[_Union[LockMode, _Mapping]]] = ...) -> None: ...
 
 class AcquireManyResponse(_message.Message):
     __slots__ = ["results"]
@@ -473,6 +475,14 @@ class Lock(_message.Message):
     name: str
     waiters: _containers.RepeatedCompositeFieldContainer[Waiter]
     def __init__(self, name: _Optional[str] = ..., holders: _Optional[_Iterable[_Union[Holder, _Mapping]]] = ..., waiters: _Optional[_Iterable[_Union[Waiter, _Mapping]]] = ..., limit: _Optional[int] = ..., delayed_until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class LockMode(_message.Message):
+    __slots__ = ["limit", "shared"]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    SHARED_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    shared: bool
+    def __init__(self, shared: bool = ..., limit: _Optional[int] = ...) -> None: ...
 
 class LockSummary(_message.Message):
     __slots__ = ["delayed_until", "holder", "holders", "limit", "name", "waiters"]
