@@ -250,7 +250,7 @@ func (k *checker) record(c *client, op *clientOp, o outcome) {
 	}
 	k.history = append(k.history, porcupine.Operation{
 		ClientId: c.id,
-		Input:    linInput{kind: op.kind, session: op.session, lock: op.lock, token: op.token, shared: op.cmd.GetAcquire().GetShared()},
+		Input:    linInput{kind: op.kind, session: op.session, lock: op.lock, token: op.token, shared: op.shared()},
 		Call:     op.call,
 		Output:   o,
 		Return:   ret,
@@ -379,20 +379,26 @@ func (k *checker) finalChecks() {
 			return
 		}
 		if am := e.cmd.GetAcquireMany(); am != nil {
+			// The holds of lock as (session, token) pairs, sorted as
+			// pairs: a semaphore in a mixed set has several.
+			pairs := func(holds map[hold]bool, lock string) []uint64 {
+				var hs []hold
+				for h := range holds {
+					if h.lock == lock {
+						hs = append(hs, h)
+					}
+				}
+				slices.SortFunc(hs, func(a, b hold) int {
+					return cmp.Or(cmp.Compare(a.session, b.session), cmp.Compare(a.token, b.token))
+				})
+				var out []uint64
+				for _, h := range hs {
+					out = append(out, h.session, h.token)
+				}
+				return out
+			}
 			if err := checkMany(i, e.cmd.GetSessionId(), am, res, func(lock string) (before, after []uint64) {
-				for h := range cur {
-					if h.lock == lock {
-						before = append(before, h.session, h.token)
-					}
-				}
-				for h := range now {
-					if h.lock == lock {
-						after = append(after, h.session, h.token)
-					}
-				}
-				slices.Sort(before)
-				slices.Sort(after)
-				return before, after
+				return pairs(cur, lock), pairs(now, lock)
 			}); err != nil {
 				s.fail("a/many", "%v", err)
 				return

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
@@ -249,7 +250,8 @@ func (c *client) forget(l string) {
 }
 
 // tryMany tries some of the mutexes it neither holds nor is unsure of in
-// one acquire_many, each on its own or all or none.
+// one acquire_many, each on its own or all or none; now and then with a
+// semaphore too, in a mode of its own (a mixed set).
 func (c *client) tryMany() {
 	s := c.s
 	var names []string
@@ -267,7 +269,18 @@ func (c *client) tryMany() {
 	c.seq++
 	op := &clientOp{kind: opAcquireMany, locks: names, seq: c.seq}
 	am := &fsmpb.AcquireMany{Locks: names, All: s.rng.IntN(2) == 0}
-	for _, l := range names {
+	if sem := fmt.Sprintf("sem/%d", s.rng.IntN(max(s.cfg.Semaphores, 1))); s.cfg.Semaphores > 0 && s.rng.IntN(3) == 0 &&
+		!c.tainted[sem] && !c.holdsLock(sem) {
+		// A mixed set: the mutexes and a semaphore's permit (or its
+		// writer, as for a single acquire), each lock in its own mode.
+		op.locks = append(names, sem)
+		am.Locks = op.locks
+		for range names {
+			am.Modes = append(am.Modes, &fsmpb.LockMode{})
+		}
+		am.Modes = append(am.Modes, &fsmpb.LockMode{Shared: s.rng.IntN(3) > 0, Limit: SemaphorePermits})
+	}
+	for _, l := range op.locks {
 		am.LockDelayNanos = max(am.LockDelayNanos, int64(s.lockDelayOf(l)))
 	}
 	if s.cfg.HoldLimits && s.rng.IntN(3) == 0 {
@@ -566,6 +579,9 @@ func (c *client) finishMany(op *clientOp, o outcome) {
 			switch a.GetStatus() {
 			case fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED:
 				per[a.GetLock()] = outcome{granted: true, token: a.GetToken(), count: a.GetCount(), retried: o.retried}
+				if len(op.cmd.GetAcquireMany().GetModes()) > 0 {
+					s.stats.MixedSetGrants++
+				}
 			case fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY:
 				if a.GetDelayedUntilUnixNano() != 0 {
 					per[a.GetLock()] = outcome{busy: true, delayed: true, retried: o.retried}
@@ -592,6 +608,24 @@ func (c *client) finishMany(op *clientOp, o outcome) {
 		s.tracef("client %d many %s seq %d -> %+v", c.id, l, op.seq, lo)
 		c.believe(&sub, lo)
 	}
+}
+
+// holdsLock reports whether the client believes it holds l.
+func (c *client) holdsLock(l string) bool {
+	_, ok := c.holds[l]
+	return ok
+}
+
+// shared reports whether op asks for lock in a shared mode: an acquire's,
+// or the mode a mixed acquire_many gives lock.
+func (op *clientOp) shared() bool {
+	if am := op.cmd.GetAcquireMany(); am != nil {
+		if i := slices.Index(am.GetLocks(), op.lock); i >= 0 && i < len(am.GetModes()) {
+			return am.GetModes()[i].GetShared()
+		}
+		return am.GetShared()
+	}
+	return op.cmd.GetAcquire().GetShared()
 }
 
 // believe updates what the client believes it holds after op's outcome.

@@ -213,6 +213,10 @@ type Stats struct {
 	// those it ended, and DelayedBusy the tries answered BUSY because the
 	// lock was in its delay.
 	LockDelays, LockDelaysEnded, DelayedBusy uint64
+	// MixedSetGrants counts the locks granted by acquire_many entries
+	// that gave each lock its own mode (a mutex beside a semaphore's
+	// permit or writer).
+	MixedSetGrants uint64
 }
 
 // Faults is the number of injected faults.
