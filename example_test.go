@@ -283,6 +283,44 @@ func ExampleSession_TryLockAll() {
 	// got 2 with one token: true
 }
 
+// LockSetOf takes locks of several kinds in one all-or-nothing request:
+// a job that writes its output alone, reads the shared configuration
+// beside other readers, and takes one of four encoder slots.
+func ExampleSession_LockSetOf() {
+	m, stop := startNode()
+	defer stop()
+	ctx := context.Background()
+	client, err := baton.Dial(ctx, m.ClientAddr())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	s, _ := client.NewSession(ctx)
+	defer s.Close(ctx)
+
+	set := s.LockSetOf(
+		s.Mutex("reports/2026-11"),
+		s.RWMutex("config/site").Reader(),
+		s.Semaphore("pool/encoders", 4),
+	)
+	leases, err := set.LockAll(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, l := range leases {
+		fmt.Println("holding", l.Name())
+	}
+	for _, l := range leases {
+		if err := l.Release(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Output:
+	// holding reports/2026-11
+	// holding config/site
+	// holding pool/encoders
+}
+
 // Leader election: campaign by locking a mutex (the holder leads, its
 // token is the term), observe with Watch, resign by releasing.
 func ExampleClient_Watch() {
