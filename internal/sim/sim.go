@@ -67,7 +67,9 @@ type Config struct {
 	Members bool
 	// Many makes clients also try several mutexes in one acquire_many
 	// (each on its own, or all or none; with HoldLimits, a hold limit for
-	// all of them one time in three). The history gets one try per lock
+	// all of them one time in three); with Semaphores, one set in three
+	// also takes a semaphore's permit or writer, each lock in its own
+	// mode (AcquireMany.modes). The history gets one try per lock
 	// it answered for, so the model checks each lock, not the atomicity
 	// across them (the log checks see the one entry).
 	Many bool
