@@ -20,7 +20,7 @@ func header(data []byte) *batonpb.SnapshotHeader {
 		Members: []*batonpb.Member{{Name: "n1", Id: 11, PeerAddr: "127.0.0.1:7811"}}, TakenBy: "n1"}
 }
 
-func write(t *testing.T, data []byte) []byte {
+func write(t testing.TB, data []byte) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	w, err := NewWriter(&buf, header(data))
@@ -127,4 +127,34 @@ func TestWriterChecksTheData(t *testing.T) {
 	if _, err := w.Write(append(bytes.Clone(data), '!')); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("more data than the header says: %v", err)
 	}
+}
+
+// FuzzRead: any bytes are read without a panic, and a file Read accepts
+// is written back by Writer into one Read accepts alike.
+func FuzzRead(f *testing.F) {
+	f.Add(write(f, []byte("state")))
+	f.Add([]byte(Magic))
+	f.Fuzz(func(t *testing.T, file []byte) {
+		var data bytes.Buffer
+		h, err := Read(bytes.NewReader(file), &data)
+		if err != nil {
+			return
+		}
+		var again bytes.Buffer
+		w, err := NewWriter(&again, h)
+		if err != nil {
+			t.Fatalf("a header Read accepted is refused by NewWriter: %v", err)
+		}
+		if _, err := w.Write(data.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		var data2 bytes.Buffer
+		h2, err := Read(bytes.NewReader(again.Bytes()), &data2)
+		if err != nil || !proto.Equal(h, h2) || !bytes.Equal(data.Bytes(), data2.Bytes()) {
+			t.Fatalf("written back, the file reads as %v, %v", h2, err)
+		}
+	})
 }
