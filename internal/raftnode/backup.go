@@ -76,6 +76,16 @@ func (n *Node) queueBackup(q *backupQuery) {
 	n.maybeSnapshot()
 }
 
+// retryBackups (on the loop, every tick) takes the snapshot queued
+// backups wait for if it can be taken now. maybeSnapshot runs on every
+// Ready, but a backup that found a snapshot under way, or the commit not
+// yet logged, may see no further Ready on an idle node.
+func (n *Node) retryBackups() {
+	if len(n.backupsDue) > 0 {
+		n.maybeSnapshot()
+	}
+}
+
 // backupFrozen (on the loop, as maybeSnapshot freezes the state machine at
 // b's index) hands the queued backups that index satisfies to the
 // snapshot being taken, with what b needs besides the encoding.

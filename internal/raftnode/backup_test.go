@@ -124,3 +124,54 @@ func TestBackupOfAStoppedNode(t *testing.T) {
 		t.Fatalf("backup of a stopped node: %v, want ErrStopped", err)
 	}
 }
+
+// A backup asked while the node's own snapshot is being saved waits for
+// that save, then takes its own, even when nothing else happens on the
+// node afterwards (a lone member with no peers and no clients gets no
+// Ready to take it in).
+func TestBackupAfterABusySnapshotOnAnIdleNode(t *testing.T) {
+	st := &snapGatedStore{gate: make(chan struct{}), blocked: make(chan struct{})}
+	n := startSnapshotting(t, st, 10)
+	defer n.Stop()
+	gateOpen := false
+	defer func() {
+		if !gateOpen {
+			close(st.gate)
+		}
+	}()
+	waitLeader(t, n)
+	s := open(t, n, "a")
+	var last uint64
+	for i := 1; ; i++ {
+		f, err := n.Submit(acquire(s, uint64(i), fmt.Sprintf("k%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-st.blocked:
+		case <-f.Done():
+			if i == 200 {
+				t.Fatal("no snapshot after 200 entries")
+			}
+			continue
+		}
+		_, last, _ = f.Wait(context.Background())
+		break
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan backupResult, 1)
+	go func() {
+		b, err := n.Backup(ctx)
+		done <- backupResult{b, err}
+	}()
+	close(st.gate)
+	gateOpen = true
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("backup after the busy snapshot: %v", r.err)
+	}
+	if r.b.Index < last {
+		t.Fatalf("backup at %d, before the last command applied (%d)", r.b.Index, last)
+	}
+}
