@@ -49,7 +49,8 @@ func snapshotInfoOf(h *batonpb.SnapshotHeader) SnapshotInfo {
 // snapshot status` checks and `baton snapshot restore` seeds a new
 // cluster from; the file ends with a SHA-256 of its contents, and the
 // data is checked against the member's own SHA-256 of it as it arrives.
-// Any member may answer. Writes go on meanwhile: taking a backup costs
+// The leader takes it (the client follows a follower's NOT_LEADER to it,
+// as for reads). Writes go on meanwhile: taking a backup costs
 // the member one of its ordinary snapshots. An operator call; with
 // authentication on, it needs admin over every name. On an error, what
 // was written to w is not a backup.

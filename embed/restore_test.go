@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -239,6 +240,23 @@ func TestRestoreIntoANewCluster(t *testing.T) {
 	}
 	if st, err := ncl.Status(ctx); err != nil || st.ClusterID != newID {
 		t.Fatalf("restored status: %+v, %v; want cluster id %x", st, err, newID)
+	}
+
+	// A client given a follower's address alone backs the restored
+	// cluster up too: the follower sends it to the leader, which takes
+	// the backup with everything acknowledged so far.
+	lead := restored.WaitLeader()
+	fcl, err := baton.Dial(ctx, restored.ClientAddr((lead+1)%3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fcl.Close()
+	again, err := fcl.SaveSnapshot(ctx, io.Discard)
+	if err != nil {
+		t.Fatalf("a backup asked of a follower: %v", err)
+	}
+	if again.ClusterID != newID || again.Index < granted || again.TakenBy != restored.Config(lead).Name {
+		t.Fatalf("a backup asked of a follower: %+v; want cluster %x at %d or later, taken by the leader %s", again, newID, granted, restored.Config(lead).Name)
 	}
 }
 

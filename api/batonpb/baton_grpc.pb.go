@@ -151,9 +151,9 @@ type BatonClient interface {
 	// snapshot at one applied index, at least the commit index when the
 	// call began (every write acknowledged before it is in the backup),
 	// taken the way members take their own snapshots. The first message
-	// carries the header alone, the following ones the data in order. Any
-	// member answers. Admin over every name when authentication is on; an
-	// operator call.
+	// carries the header alone, the following ones the data in order. The
+	// leader takes it (a follower answers NOT_LEADER, as for reads). Admin
+	// over every name when authentication is on; an operator call.
 	SaveSnapshot(ctx context.Context, in *SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SaveSnapshotResponse], error)
 }
 
@@ -557,9 +557,9 @@ type BatonServer interface {
 	// snapshot at one applied index, at least the commit index when the
 	// call began (every write acknowledged before it is in the backup),
 	// taken the way members take their own snapshots. The first message
-	// carries the header alone, the following ones the data in order. Any
-	// member answers. Admin over every name when authentication is on; an
-	// operator call.
+	// carries the header alone, the following ones the data in order. The
+	// leader takes it (a follower answers NOT_LEADER, as for reads). Admin
+	// over every name when authentication is on; an operator call.
 	SaveSnapshot(*SaveSnapshotRequest, grpc.ServerStreamingServer[SaveSnapshotResponse]) error
 	mustEmbedUnimplementedBatonServer()
 }
