@@ -2,7 +2,6 @@ package embed
 
 import (
 	"bytes"
-	"cmp"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -137,8 +136,7 @@ func reseed(cfg Config, h *batonpb.SnapshotHeader, data []byte, peers []PeerSpec
 		members[i] = fsm.Member{ID: p.ID, Name: p.Name, PeerAddr: p.PeerAddr}
 		voters[i] = p.ID
 	}
-	slices.SortFunc(members, func(a, b fsm.Member) int { return cmp.Compare(a.ID, b.ID) })
-	slices.Sort(voters)
+	slices.Sort(voters) // the same configuration whatever the order of InitialCluster
 	m.Reseed(cid, members)
 	seeded, err := m.Snapshot()
 	if err != nil {

@@ -188,7 +188,7 @@ func Read(r io.Reader, data io.Writer) (*batonpb.SnapshotHeader, error) {
 	computed := file.Sum(nil)
 	stored := make([]byte, sha256.Size)
 	if n, err := io.ReadFull(r, stored); err != nil {
-		return nil, fmt.Errorf("%w: the data ends it, %d of the checksum's %d bytes follow", ErrTruncated, n, sha256.Size)
+		return nil, fmt.Errorf("%w: %d of the checksum's %d bytes after the data", ErrTruncated, n, sha256.Size)
 	}
 	if !bytes.Equal(stored, computed) {
 		return nil, fmt.Errorf("%w: its SHA-256 is %x, the checksum it ends with %x", ErrCorrupt, computed, stored)
