@@ -67,7 +67,7 @@ func runSnapshot(g globals, args []string) int {
 func saveSnapshot(ctx context.Context, c *baton.Client, path string) (baton.SnapshotInfo, error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return baton.SnapshotInfo{}, err
+		return baton.SnapshotInfo{}, fmt.Errorf("create a temporary file beside %s: %w", path, err)
 	}
 	done := false
 	defer func() {
@@ -146,7 +146,7 @@ func printSnapshot(info baton.SnapshotInfo) error {
 	fmt.Fprintf(w, "index\t%d\n", info.Index)
 	fmt.Fprintf(w, "term\t%d\n", info.Term)
 	fmt.Fprintf(w, "log version\t%d\n", info.LogVersion)
-	fmt.Fprintf(w, "size\t%d bytes\n", info.Size)
+	fmt.Fprintf(w, "size\t%d bytes, checksums verified (SHA-256)\n", info.Size)
 	taken := info.TakenBy
 	if !info.TakenAt.IsZero() {
 		taken += " at " + info.TakenAt.UTC().Format(time.RFC3339)
