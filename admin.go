@@ -180,6 +180,9 @@ type Status struct {
 	// acquires with ErrNoSpace.
 	MinFreeDisk uint64
 	LowDisk     bool
+	// ClusterID identifies the cluster; a cluster restored from a backup
+	// has its own (SaveSnapshot).
+	ClusterID uint64
 }
 
 func holderOf(h *batonpb.Holder) Holder {
@@ -388,7 +391,7 @@ func (c *Client) status(ctx context.Context, policy retryPolicy) (*Status, error
 		LeaderAddr: r.GetLeaderAddr(), Term: r.GetTerm(), CommitIndex: r.GetCommitIndex(), AppliedIndex: r.GetAppliedIndex(),
 		Sessions: int(r.GetSessions()), Locks: int(r.GetLocks()), Version: r.GetVersion(),
 		LogVersion: r.GetLogVersion(), DiskFree: r.GetDiskFreeBytes(), DiskFreeKnown: r.DiskFreeBytes != nil,
-		MinFreeDisk: r.GetMinFreeDiskBytes(), LowDisk: r.GetLowDisk(),
+		MinFreeDisk: r.GetMinFreeDiskBytes(), LowDisk: r.GetLowDisk(), ClusterID: r.GetClusterId(),
 	}
 	out.Members = membersOf(r.GetMembers())
 	return out, nil

@@ -295,7 +295,7 @@ func (x ChangeAuthRequest_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeAuthRequest_Kind.Descriptor instead.
 func (ChangeAuthRequest_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62, 0}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65, 0}
 }
 
 // RequestHeader makes a mutating request exactly-once.
@@ -3321,7 +3321,10 @@ type StatusResponse struct {
 	MinFreeDiskBytes uint64 `protobuf:"varint,16,opt,name=min_free_disk_bytes,json=minFreeDiskBytes,proto3" json:"min_free_disk_bytes,omitempty"`
 	// low_disk is true while disk_free_bytes is below min_free_disk_bytes.
 	// Every member reports its own disk; only the leader's refuses.
-	LowDisk       bool `protobuf:"varint,17,opt,name=low_disk,json=lowDisk,proto3" json:"low_disk,omitempty"`
+	LowDisk bool `protobuf:"varint,17,opt,name=low_disk,json=lowDisk,proto3" json:"low_disk,omitempty"`
+	// cluster_id identifies the cluster: members refuse peers of another
+	// one. A cluster restored from a backup has an id of its own.
+	ClusterId     uint64 `protobuf:"varint,80,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3475,6 +3478,214 @@ func (x *StatusResponse) GetLowDisk() bool {
 	return false
 }
 
+func (x *StatusResponse) GetClusterId() uint64 {
+	if x != nil {
+		return x.ClusterId
+	}
+	return 0
+}
+
+type SaveSnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SaveSnapshotRequest) Reset() {
+	*x = SaveSnapshotRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaveSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaveSnapshotRequest) ProtoMessage() {}
+
+func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaveSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*SaveSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
+}
+
+type SaveSnapshotResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *SnapshotHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"` // in the first message only
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`     // the next part of the snapshot's data
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SaveSnapshotResponse) Reset() {
+	*x = SaveSnapshotResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaveSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaveSnapshotResponse) ProtoMessage() {}
+
+func (x *SaveSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaveSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*SaveSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *SaveSnapshotResponse) GetHeader() *SnapshotHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *SaveSnapshotResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// SnapshotHeader describes a backup: where it was taken and what it holds.
+type SnapshotHeader struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId uint64                 `protobuf:"varint,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// index and term are those of the last log entry the state reflects:
+	// every fencing token in it is at most index.
+	Index      uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Term       uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	LogVersion uint32 `protobuf:"varint,4,opt,name=log_version,json=logVersion,proto3" json:"log_version,omitempty"` // the cluster's log version at index
+	// members are the voters and learners at index (name, id, peer_addr,
+	// learner).
+	Members       []*Member              `protobuf:"bytes,5,rep,name=members,proto3" json:"members,omitempty"`
+	Size          uint64                 `protobuf:"varint,6,opt,name=size,proto3" json:"size,omitempty"`                              // bytes of data that follow
+	DataSha256    []byte                 `protobuf:"bytes,7,opt,name=data_sha256,json=dataSha256,proto3" json:"data_sha256,omitempty"` // SHA-256 of those bytes
+	TakenBy       string                 `protobuf:"bytes,8,opt,name=taken_by,json=takenBy,proto3" json:"taken_by,omitempty"`          // the member that took it
+	TakenAt       *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=taken_at,json=takenAt,proto3" json:"taken_at,omitempty"`          // its wall clock then, for people
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotHeader) Reset() {
+	*x = SnapshotHeader{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotHeader) ProtoMessage() {}
+
+func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
+func (*SnapshotHeader) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *SnapshotHeader) GetClusterId() uint64 {
+	if x != nil {
+		return x.ClusterId
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetLogVersion() uint32 {
+	if x != nil {
+		return x.LogVersion
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *SnapshotHeader) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetDataSha256() []byte {
+	if x != nil {
+		return x.DataSha256
+	}
+	return nil
+}
+
+func (x *SnapshotHeader) GetTakenBy() string {
+	if x != nil {
+		return x.TakenBy
+	}
+	return ""
+}
+
+func (x *SnapshotHeader) GetTakenAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TakenAt
+	}
+	return nil
+}
+
 // Error describes a failed stream request.
 type Error struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3488,7 +3699,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3500,7 +3711,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3513,7 +3724,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Error) GetCode() uint32 {
@@ -3556,7 +3767,7 @@ type ResumeSession struct {
 
 func (x *ResumeSession) Reset() {
 	*x = ResumeSession{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3568,7 +3779,7 @@ func (x *ResumeSession) String() string {
 func (*ResumeSession) ProtoMessage() {}
 
 func (x *ResumeSession) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3581,7 +3792,7 @@ func (x *ResumeSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSession.ProtoReflect.Descriptor instead.
 func (*ResumeSession) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ResumeSession) GetSessionId() uint64 {
@@ -3620,7 +3831,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3632,7 +3843,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3645,7 +3856,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SessionRequest) GetId() uint64 {
@@ -3811,7 +4022,7 @@ type SessionsRequest struct {
 
 func (x *SessionsRequest) Reset() {
 	*x = SessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[52]
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3823,7 +4034,7 @@ func (x *SessionsRequest) String() string {
 func (*SessionsRequest) ProtoMessage() {}
 
 func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[52]
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3836,7 +4047,7 @@ func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsRequest.ProtoReflect.Descriptor instead.
 func (*SessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{52}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SessionsRequest) GetRequests() []*ChannelRequest {
@@ -3862,7 +4073,7 @@ type ChannelRequest struct {
 
 func (x *ChannelRequest) Reset() {
 	*x = ChannelRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3874,7 +4085,7 @@ func (x *ChannelRequest) String() string {
 func (*ChannelRequest) ProtoMessage() {}
 
 func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3887,7 +4098,7 @@ func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelRequest.ProtoReflect.Descriptor instead.
 func (*ChannelRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{53}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ChannelRequest) GetChannel() uint64 {
@@ -3922,7 +4133,7 @@ type SessionsResponse struct {
 
 func (x *SessionsResponse) Reset() {
 	*x = SessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3934,7 +4145,7 @@ func (x *SessionsResponse) String() string {
 func (*SessionsResponse) ProtoMessage() {}
 
 func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3947,7 +4158,7 @@ func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsResponse.ProtoReflect.Descriptor instead.
 func (*SessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{54}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SessionsResponse) GetResponses() []*ChannelResponse {
@@ -3971,7 +4182,7 @@ type ChannelResponse struct {
 
 func (x *ChannelResponse) Reset() {
 	*x = ChannelResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3983,7 +4194,7 @@ func (x *ChannelResponse) String() string {
 func (*ChannelResponse) ProtoMessage() {}
 
 func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3996,7 +4207,7 @@ func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelResponse.ProtoReflect.Descriptor instead.
 func (*ChannelResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{55}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ChannelResponse) GetChannel() uint64 {
@@ -4029,7 +4240,7 @@ type ChannelEnd struct {
 
 func (x *ChannelEnd) Reset() {
 	*x = ChannelEnd{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4041,7 +4252,7 @@ func (x *ChannelEnd) String() string {
 func (*ChannelEnd) ProtoMessage() {}
 
 func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4054,7 +4265,7 @@ func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelEnd.ProtoReflect.Descriptor instead.
 func (*ChannelEnd) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{56}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ChannelEnd) GetError() *Error {
@@ -4077,7 +4288,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4089,7 +4300,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4102,7 +4313,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Grant) GetSeq() uint64 {
@@ -4145,7 +4356,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4157,7 +4368,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4170,7 +4381,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{58}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *WaitEnded) GetSeq() uint64 {
@@ -4221,7 +4432,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4233,7 +4444,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4246,7 +4457,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SessionResponse) GetId() uint64 {
@@ -4493,7 +4704,7 @@ type SessionHolds struct {
 
 func (x *SessionHolds) Reset() {
 	*x = SessionHolds{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4505,7 +4716,7 @@ func (x *SessionHolds) String() string {
 func (*SessionHolds) ProtoMessage() {}
 
 func (x *SessionHolds) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4518,7 +4729,7 @@ func (x *SessionHolds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionHolds.ProtoReflect.Descriptor instead.
 func (*SessionHolds) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{60}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SessionHolds) GetHolds() []*HoldLost {
@@ -4553,7 +4764,7 @@ type HoldLost struct {
 
 func (x *HoldLost) Reset() {
 	*x = HoldLost{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4565,7 +4776,7 @@ func (x *HoldLost) String() string {
 func (*HoldLost) ProtoMessage() {}
 
 func (x *HoldLost) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4578,7 +4789,7 @@ func (x *HoldLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldLost.ProtoReflect.Descriptor instead.
 func (*HoldLost) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *HoldLost) GetName() string {
@@ -4620,7 +4831,7 @@ type ChangeAuthRequest struct {
 
 func (x *ChangeAuthRequest) Reset() {
 	*x = ChangeAuthRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4632,7 +4843,7 @@ func (x *ChangeAuthRequest) String() string {
 func (*ChangeAuthRequest) ProtoMessage() {}
 
 func (x *ChangeAuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4645,7 +4856,7 @@ func (x *ChangeAuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeAuthRequest.ProtoReflect.Descriptor instead.
 func (*ChangeAuthRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ChangeAuthRequest) GetKind() ChangeAuthRequest_Kind {
@@ -4701,7 +4912,7 @@ type ChangeAuthResponse struct {
 
 func (x *ChangeAuthResponse) Reset() {
 	*x = ChangeAuthResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4713,7 +4924,7 @@ func (x *ChangeAuthResponse) String() string {
 func (*ChangeAuthResponse) ProtoMessage() {}
 
 func (x *ChangeAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4726,7 +4937,7 @@ func (x *ChangeAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeAuthResponse.ProtoReflect.Descriptor instead.
 func (*ChangeAuthResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ChangeAuthResponse) GetToken() string {
@@ -4744,7 +4955,7 @@ type GetAuthRequest struct {
 
 func (x *GetAuthRequest) Reset() {
 	*x = GetAuthRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4756,7 +4967,7 @@ func (x *GetAuthRequest) String() string {
 func (*GetAuthRequest) ProtoMessage() {}
 
 func (x *GetAuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4769,7 +4980,7 @@ func (x *GetAuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthRequest.ProtoReflect.Descriptor instead.
 func (*GetAuthRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67}
 }
 
 type AuthUser struct {
@@ -4783,7 +4994,7 @@ type AuthUser struct {
 
 func (x *AuthUser) Reset() {
 	*x = AuthUser{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4795,7 +5006,7 @@ func (x *AuthUser) String() string {
 func (*AuthUser) ProtoMessage() {}
 
 func (x *AuthUser) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4808,7 +5019,7 @@ func (x *AuthUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthUser.ProtoReflect.Descriptor instead.
 func (*AuthUser) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *AuthUser) GetName() string {
@@ -4842,7 +5053,7 @@ type AuthPermission struct {
 
 func (x *AuthPermission) Reset() {
 	*x = AuthPermission{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	mi := &file_api_batonpb_baton_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4854,7 +5065,7 @@ func (x *AuthPermission) String() string {
 func (*AuthPermission) ProtoMessage() {}
 
 func (x *AuthPermission) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	mi := &file_api_batonpb_baton_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4867,7 +5078,7 @@ func (x *AuthPermission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthPermission.ProtoReflect.Descriptor instead.
 func (*AuthPermission) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{66}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *AuthPermission) GetPrefix() string {
@@ -4894,7 +5105,7 @@ type AuthRole struct {
 
 func (x *AuthRole) Reset() {
 	*x = AuthRole{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	mi := &file_api_batonpb_baton_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4906,7 +5117,7 @@ func (x *AuthRole) String() string {
 func (*AuthRole) ProtoMessage() {}
 
 func (x *AuthRole) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	mi := &file_api_batonpb_baton_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4919,7 +5130,7 @@ func (x *AuthRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthRole.ProtoReflect.Descriptor instead.
 func (*AuthRole) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *AuthRole) GetName() string {
@@ -4949,7 +5160,7 @@ type GetAuthResponse struct {
 
 func (x *GetAuthResponse) Reset() {
 	*x = GetAuthResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	mi := &file_api_batonpb_baton_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4961,7 +5172,7 @@ func (x *GetAuthResponse) String() string {
 func (*GetAuthResponse) ProtoMessage() {}
 
 func (x *GetAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	mi := &file_api_batonpb_baton_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4974,7 +5185,7 @@ func (x *GetAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthResponse.ProtoReflect.Descriptor instead.
 func (*GetAuthResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{68}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *GetAuthResponse) GetEnabled() bool {
@@ -5013,7 +5224,7 @@ type AuditRequest struct {
 
 func (x *AuditRequest) Reset() {
 	*x = AuditRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[69]
+	mi := &file_api_batonpb_baton_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5025,7 +5236,7 @@ func (x *AuditRequest) String() string {
 func (*AuditRequest) ProtoMessage() {}
 
 func (x *AuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[69]
+	mi := &file_api_batonpb_baton_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5038,7 +5249,7 @@ func (x *AuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRequest.ProtoReflect.Descriptor instead.
 func (*AuditRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{69}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{72}
 }
 
 type AuditEntry struct {
@@ -5053,7 +5264,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[70]
+	mi := &file_api_batonpb_baton_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5065,7 +5276,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[70]
+	mi := &file_api_batonpb_baton_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5078,7 +5289,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{70}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *AuditEntry) GetIndex() uint64 {
@@ -5118,7 +5329,7 @@ type AuditResponse struct {
 
 func (x *AuditResponse) Reset() {
 	*x = AuditResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	mi := &file_api_batonpb_baton_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5130,7 +5341,7 @@ func (x *AuditResponse) String() string {
 func (*AuditResponse) ProtoMessage() {}
 
 func (x *AuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	mi := &file_api_batonpb_baton_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5143,7 +5354,7 @@ func (x *AuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditResponse.ProtoReflect.Descriptor instead.
 func (*AuditResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *AuditResponse) GetEntries() []*AuditEntry {
@@ -5161,7 +5372,7 @@ type KeysRequest struct {
 
 func (x *KeysRequest) Reset() {
 	*x = KeysRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[72]
+	mi := &file_api_batonpb_baton_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5173,7 +5384,7 @@ func (x *KeysRequest) String() string {
 func (*KeysRequest) ProtoMessage() {}
 
 func (x *KeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[72]
+	mi := &file_api_batonpb_baton_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5186,7 +5397,7 @@ func (x *KeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeysRequest.ProtoReflect.Descriptor instead.
 func (*KeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{72}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{75}
 }
 
 // SigningKey is one of the cluster's Ed25519 signed-token keys, its
@@ -5208,7 +5419,7 @@ type SigningKey struct {
 
 func (x *SigningKey) Reset() {
 	*x = SigningKey{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[73]
+	mi := &file_api_batonpb_baton_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5220,7 +5431,7 @@ func (x *SigningKey) String() string {
 func (*SigningKey) ProtoMessage() {}
 
 func (x *SigningKey) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[73]
+	mi := &file_api_batonpb_baton_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5233,7 +5444,7 @@ func (x *SigningKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
 func (*SigningKey) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{73}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *SigningKey) GetId() uint64 {
@@ -5287,7 +5498,7 @@ type KeysResponse struct {
 
 func (x *KeysResponse) Reset() {
 	*x = KeysResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[74]
+	mi := &file_api_batonpb_baton_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5299,7 +5510,7 @@ func (x *KeysResponse) String() string {
 func (*KeysResponse) ProtoMessage() {}
 
 func (x *KeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[74]
+	mi := &file_api_batonpb_baton_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5312,7 +5523,7 @@ func (x *KeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeysResponse.ProtoReflect.Descriptor instead.
 func (*KeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{74}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *KeysResponse) GetKeys() []*SigningKey {
@@ -5332,7 +5543,7 @@ type RotateSigningKeyRequest struct {
 
 func (x *RotateSigningKeyRequest) Reset() {
 	*x = RotateSigningKeyRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[75]
+	mi := &file_api_batonpb_baton_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5344,7 +5555,7 @@ func (x *RotateSigningKeyRequest) String() string {
 func (*RotateSigningKeyRequest) ProtoMessage() {}
 
 func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[75]
+	mi := &file_api_batonpb_baton_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5357,7 +5568,7 @@ func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSigningKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateSigningKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{75}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *RotateSigningKeyRequest) GetRetention() *durationpb.Duration {
@@ -5377,7 +5588,7 @@ type RotateSigningKeyResponse struct {
 
 func (x *RotateSigningKeyResponse) Reset() {
 	*x = RotateSigningKeyResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[76]
+	mi := &file_api_batonpb_baton_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5389,7 +5600,7 @@ func (x *RotateSigningKeyResponse) String() string {
 func (*RotateSigningKeyResponse) ProtoMessage() {}
 
 func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[76]
+	mi := &file_api_batonpb_baton_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5402,7 +5613,7 @@ func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSigningKeyResponse.ProtoReflect.Descriptor instead.
 func (*RotateSigningKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{76}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *RotateSigningKeyResponse) GetKeyId() uint64 {
@@ -5645,7 +5856,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x13RemoveMemberRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"B\n" +
 	"\x14RemoveMemberResponse\x12*\n" +
-	"\amembers\x18\x01 \x03(\v2\x10.baton.v1.MemberR\amembers\"\x9e\x04\n" +
+	"\amembers\x18\x01 \x03(\v2\x10.baton.v1.MemberR\amembers\"\xbd\x04\n" +
 	"\x0eStatusResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x16\n" +
@@ -5666,8 +5877,27 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"logVersion\x12+\n" +
 	"\x0fdisk_free_bytes\x18\x0f \x01(\x04H\x00R\rdiskFreeBytes\x88\x01\x01\x12-\n" +
 	"\x13min_free_disk_bytes\x18\x10 \x01(\x04R\x10minFreeDiskBytes\x12\x19\n" +
-	"\blow_disk\x18\x11 \x01(\bR\alowDiskB\x12\n" +
-	"\x10_disk_free_bytes\"\x80\x01\n" +
+	"\blow_disk\x18\x11 \x01(\bR\alowDisk\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18P \x01(\x04R\tclusterIdB\x12\n" +
+	"\x10_disk_free_bytes\"\x15\n" +
+	"\x13SaveSnapshotRequest\"\\\n" +
+	"\x14SaveSnapshotResponse\x120\n" +
+	"\x06header\x18\x01 \x01(\v2\x18.baton.v1.SnapshotHeaderR\x06header\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\xad\x02\n" +
+	"\x0eSnapshotHeader\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x1f\n" +
+	"\vlog_version\x18\x04 \x01(\rR\n" +
+	"logVersion\x12*\n" +
+	"\amembers\x18\x05 \x03(\v2\x10.baton.v1.MemberR\amembers\x12\x12\n" +
+	"\x04size\x18\x06 \x01(\x04R\x04size\x12\x1f\n" +
+	"\vdata_sha256\x18\a \x01(\fR\n" +
+	"dataSha256\x12\x19\n" +
+	"\btaken_by\x18\b \x01(\tR\atakenBy\x125\n" +
+	"\btaken_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\atakenAt\"\x80\x01\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12(\n" +
 	"\x06reason\x18\x02 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\x12\x18\n" +
@@ -5851,7 +6081,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x18HOLD_END_SESSION_EXPIRED\x10\x03\x12\x19\n" +
 	"\x15HOLD_END_HOLD_EXPIRED\x10\x04\x12\x19\n" +
 	"\x15HOLD_END_CAS_RELEASED\x10\x05\x12\x16\n" +
-	"\x12HOLD_END_ABANDONED\x10\x062\xb8\x13\n" +
+	"\x12HOLD_END_ABANDONED\x10\x062\x9f\x14\n" +
 	"\x05Baton\x12B\n" +
 	"\aSession\x12\x18.baton.v1.SessionRequest\x1a\x19.baton.v1.SessionResponse(\x010\x01\x12E\n" +
 	"\bSessions\x12\x19.baton.v1.SessionsRequest\x1a\x1a.baton.v1.SessionsResponse(\x010\x01\x12c\n" +
@@ -5884,7 +6114,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x05Audit\x12\x16.baton.v1.AuditRequest\x1a\x17.baton.v1.AuditResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/audit\x12G\n" +
 	"\x04Keys\x12\x15.baton.v1.KeysRequest\x1a\x16.baton.v1.KeysResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
 	"\x12\b/v1/keys\x12u\n" +
-	"\x10RotateSigningKey\x12!.baton.v1.RotateSigningKeyRequest\x1a\".baton.v1.RotateSigningKeyResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/keys/rotateB(Z&github.com/batonlock/baton/api/batonpbb\x06proto3"
+	"\x10RotateSigningKey\x12!.baton.v1.RotateSigningKeyRequest\x1a\".baton.v1.RotateSigningKeyResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/keys/rotate\x12e\n" +
+	"\fSaveSnapshot\x12\x1d.baton.v1.SaveSnapshotRequest\x1a\x1e.baton.v1.SaveSnapshotResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/snapshot0\x01B(Z&github.com/batonlock/baton/api/batonpbb\x06proto3"
 
 var (
 	file_api_batonpb_baton_proto_rawDescOnce sync.Once
@@ -5899,7 +6130,7 @@ func file_api_batonpb_baton_proto_rawDescGZIP() []byte {
 }
 
 var file_api_batonpb_baton_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
+var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
 var file_api_batonpb_baton_proto_goTypes = []any{
 	(Reason)(0),                        // 0: baton.v1.Reason
 	(HoldEnd)(0),                       // 1: baton.v1.HoldEnd
@@ -5953,57 +6184,60 @@ var file_api_batonpb_baton_proto_goTypes = []any{
 	(*RemoveMemberRequest)(nil),        // 49: baton.v1.RemoveMemberRequest
 	(*RemoveMemberResponse)(nil),       // 50: baton.v1.RemoveMemberResponse
 	(*StatusResponse)(nil),             // 51: baton.v1.StatusResponse
-	(*Error)(nil),                      // 52: baton.v1.Error
-	(*ResumeSession)(nil),              // 53: baton.v1.ResumeSession
-	(*SessionRequest)(nil),             // 54: baton.v1.SessionRequest
-	(*SessionsRequest)(nil),            // 55: baton.v1.SessionsRequest
-	(*ChannelRequest)(nil),             // 56: baton.v1.ChannelRequest
-	(*SessionsResponse)(nil),           // 57: baton.v1.SessionsResponse
-	(*ChannelResponse)(nil),            // 58: baton.v1.ChannelResponse
-	(*ChannelEnd)(nil),                 // 59: baton.v1.ChannelEnd
-	(*Grant)(nil),                      // 60: baton.v1.Grant
-	(*WaitEnded)(nil),                  // 61: baton.v1.WaitEnded
-	(*SessionResponse)(nil),            // 62: baton.v1.SessionResponse
-	(*SessionHolds)(nil),               // 63: baton.v1.SessionHolds
-	(*HoldLost)(nil),                   // 64: baton.v1.HoldLost
-	(*ChangeAuthRequest)(nil),          // 65: baton.v1.ChangeAuthRequest
-	(*ChangeAuthResponse)(nil),         // 66: baton.v1.ChangeAuthResponse
-	(*GetAuthRequest)(nil),             // 67: baton.v1.GetAuthRequest
-	(*AuthUser)(nil),                   // 68: baton.v1.AuthUser
-	(*AuthPermission)(nil),             // 69: baton.v1.AuthPermission
-	(*AuthRole)(nil),                   // 70: baton.v1.AuthRole
-	(*GetAuthResponse)(nil),            // 71: baton.v1.GetAuthResponse
-	(*AuditRequest)(nil),               // 72: baton.v1.AuditRequest
-	(*AuditEntry)(nil),                 // 73: baton.v1.AuditEntry
-	(*AuditResponse)(nil),              // 74: baton.v1.AuditResponse
-	(*KeysRequest)(nil),                // 75: baton.v1.KeysRequest
-	(*SigningKey)(nil),                 // 76: baton.v1.SigningKey
-	(*KeysResponse)(nil),               // 77: baton.v1.KeysResponse
-	(*RotateSigningKeyRequest)(nil),    // 78: baton.v1.RotateSigningKeyRequest
-	(*RotateSigningKeyResponse)(nil),   // 79: baton.v1.RotateSigningKeyResponse
-	(*durationpb.Duration)(nil),        // 80: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),      // 81: google.protobuf.Timestamp
+	(*SaveSnapshotRequest)(nil),        // 52: baton.v1.SaveSnapshotRequest
+	(*SaveSnapshotResponse)(nil),       // 53: baton.v1.SaveSnapshotResponse
+	(*SnapshotHeader)(nil),             // 54: baton.v1.SnapshotHeader
+	(*Error)(nil),                      // 55: baton.v1.Error
+	(*ResumeSession)(nil),              // 56: baton.v1.ResumeSession
+	(*SessionRequest)(nil),             // 57: baton.v1.SessionRequest
+	(*SessionsRequest)(nil),            // 58: baton.v1.SessionsRequest
+	(*ChannelRequest)(nil),             // 59: baton.v1.ChannelRequest
+	(*SessionsResponse)(nil),           // 60: baton.v1.SessionsResponse
+	(*ChannelResponse)(nil),            // 61: baton.v1.ChannelResponse
+	(*ChannelEnd)(nil),                 // 62: baton.v1.ChannelEnd
+	(*Grant)(nil),                      // 63: baton.v1.Grant
+	(*WaitEnded)(nil),                  // 64: baton.v1.WaitEnded
+	(*SessionResponse)(nil),            // 65: baton.v1.SessionResponse
+	(*SessionHolds)(nil),               // 66: baton.v1.SessionHolds
+	(*HoldLost)(nil),                   // 67: baton.v1.HoldLost
+	(*ChangeAuthRequest)(nil),          // 68: baton.v1.ChangeAuthRequest
+	(*ChangeAuthResponse)(nil),         // 69: baton.v1.ChangeAuthResponse
+	(*GetAuthRequest)(nil),             // 70: baton.v1.GetAuthRequest
+	(*AuthUser)(nil),                   // 71: baton.v1.AuthUser
+	(*AuthPermission)(nil),             // 72: baton.v1.AuthPermission
+	(*AuthRole)(nil),                   // 73: baton.v1.AuthRole
+	(*GetAuthResponse)(nil),            // 74: baton.v1.GetAuthResponse
+	(*AuditRequest)(nil),               // 75: baton.v1.AuditRequest
+	(*AuditEntry)(nil),                 // 76: baton.v1.AuditEntry
+	(*AuditResponse)(nil),              // 77: baton.v1.AuditResponse
+	(*KeysRequest)(nil),                // 78: baton.v1.KeysRequest
+	(*SigningKey)(nil),                 // 79: baton.v1.SigningKey
+	(*KeysResponse)(nil),               // 80: baton.v1.KeysResponse
+	(*RotateSigningKeyRequest)(nil),    // 81: baton.v1.RotateSigningKeyRequest
+	(*RotateSigningKeyResponse)(nil),   // 82: baton.v1.RotateSigningKeyResponse
+	(*durationpb.Duration)(nil),        // 83: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),      // 84: google.protobuf.Timestamp
 }
 var file_api_batonpb_baton_proto_depIdxs = []int32{
-	80,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	80,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	80,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	83,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	83,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	83,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
 	3,   // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
-	80,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	80,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
-	80,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
-	80,  // 7: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
-	81,  // 8: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
-	80,  // 9: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
-	80,  // 10: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
-	81,  // 11: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
-	80,  // 12: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
+	83,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	83,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
+	83,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	83,  // 7: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
+	84,  // 8: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
+	83,  // 9: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
+	83,  // 10: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
+	84,  // 11: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
+	83,  // 12: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
 	13,  // 13: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
-	80,  // 14: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
-	81,  // 15: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
+	83,  // 14: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
+	84,  // 15: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
 	3,   // 16: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
-	80,  // 17: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
-	80,  // 18: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
+	83,  // 17: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
+	83,  // 18: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
 	17,  // 19: baton.v1.AcquireManyRequest.modes:type_name -> baton.v1.LockMode
 	15,  // 20: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
 	3,   // 21: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
@@ -6012,123 +6246,128 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	13,  // 24: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
 	13,  // 25: baton.v1.Lock.holders:type_name -> baton.v1.Holder
 	14,  // 26: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
-	81,  // 27: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
+	84,  // 27: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
 	28,  // 28: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
 	30,  // 29: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
-	81,  // 30: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
-	81,  // 31: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
+	84,  // 30: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
+	84,  // 31: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
 	1,   // 32: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
 	13,  // 33: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
-	81,  // 34: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
+	84,  // 34: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
 	32,  // 35: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	80,  // 36: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	81,  // 37: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	83,  // 36: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	84,  // 37: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
 	34,  // 38: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
 	28,  // 39: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
 	42,  // 40: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
 	42,  // 41: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
 	42,  // 42: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
 	42,  // 43: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
-	0,   // 44: baton.v1.Error.reason:type_name -> baton.v1.Reason
-	4,   // 45: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
-	53,  // 46: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
-	6,   // 47: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
-	10,  // 48: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
-	19,  // 49: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
-	21,  // 50: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
-	16,  // 51: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
-	8,   // 52: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
-	11,  // 53: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
-	56,  // 54: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
-	54,  // 55: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
-	58,  // 56: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
-	62,  // 57: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
-	59,  // 58: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
-	52,  // 59: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
-	0,   // 60: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
-	52,  // 61: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
-	5,   // 62: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
-	7,   // 63: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
-	15,  // 64: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
-	20,  // 65: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
-	22,  // 66: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
-	18,  // 67: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
-	9,   // 68: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
-	60,  // 69: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
-	61,  // 70: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
-	52,  // 71: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	64,  // 72: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
-	63,  // 73: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
-	12,  // 74: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
-	64,  // 75: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
-	2,   // 76: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
-	69,  // 77: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
-	68,  // 78: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
-	70,  // 79: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
-	81,  // 80: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	73,  // 81: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
-	81,  // 82: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
-	81,  // 83: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
-	76,  // 84: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
-	80,  // 85: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
-	76,  // 86: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
-	54,  // 87: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	55,  // 88: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
-	4,   // 89: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	6,   // 90: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	8,   // 91: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	10,  // 92: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	16,  // 93: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	11,  // 94: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
-	19,  // 95: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	23,  // 96: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	25,  // 97: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	27,  // 98: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	31,  // 99: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	35,  // 100: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	39,  // 101: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
-	37,  // 102: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	41,  // 103: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	43,  // 104: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
-	45,  // 105: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
-	49,  // 106: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
-	47,  // 107: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
-	65,  // 108: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
-	67,  // 109: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
-	72,  // 110: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
-	75,  // 111: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
-	78,  // 112: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
-	62,  // 113: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	57,  // 114: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	5,   // 115: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	7,   // 116: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	9,   // 117: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	15,  // 118: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	18,  // 119: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	12,  // 120: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
-	20,  // 121: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	24,  // 122: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	26,  // 123: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	29,  // 124: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	33,  // 125: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	36,  // 126: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	40,  // 127: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
-	38,  // 128: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	51,  // 129: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	44,  // 130: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
-	46,  // 131: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
-	50,  // 132: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
-	48,  // 133: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
-	66,  // 134: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
-	71,  // 135: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
-	74,  // 136: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
-	77,  // 137: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
-	79,  // 138: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
-	113, // [113:139] is the sub-list for method output_type
-	87,  // [87:113] is the sub-list for method input_type
-	87,  // [87:87] is the sub-list for extension type_name
-	87,  // [87:87] is the sub-list for extension extendee
-	0,   // [0:87] is the sub-list for field type_name
+	54,  // 44: baton.v1.SaveSnapshotResponse.header:type_name -> baton.v1.SnapshotHeader
+	42,  // 45: baton.v1.SnapshotHeader.members:type_name -> baton.v1.Member
+	84,  // 46: baton.v1.SnapshotHeader.taken_at:type_name -> google.protobuf.Timestamp
+	0,   // 47: baton.v1.Error.reason:type_name -> baton.v1.Reason
+	4,   // 48: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
+	56,  // 49: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
+	6,   // 50: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
+	10,  // 51: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
+	19,  // 52: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
+	21,  // 53: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
+	16,  // 54: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
+	8,   // 55: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
+	11,  // 56: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
+	59,  // 57: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
+	57,  // 58: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
+	61,  // 59: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
+	65,  // 60: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
+	62,  // 61: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
+	55,  // 62: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
+	0,   // 63: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
+	55,  // 64: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
+	5,   // 65: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
+	7,   // 66: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
+	15,  // 67: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
+	20,  // 68: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
+	22,  // 69: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
+	18,  // 70: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
+	9,   // 71: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
+	63,  // 72: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
+	64,  // 73: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
+	55,  // 74: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
+	67,  // 75: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
+	66,  // 76: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
+	12,  // 77: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
+	67,  // 78: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
+	2,   // 79: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
+	72,  // 80: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
+	71,  // 81: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
+	73,  // 82: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
+	84,  // 83: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	76,  // 84: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
+	84,  // 85: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
+	84,  // 86: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
+	79,  // 87: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
+	83,  // 88: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
+	79,  // 89: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
+	57,  // 90: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	58,  // 91: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	4,   // 92: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	6,   // 93: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	8,   // 94: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	10,  // 95: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	16,  // 96: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	11,  // 97: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
+	19,  // 98: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	23,  // 99: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	25,  // 100: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	27,  // 101: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	31,  // 102: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	35,  // 103: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	39,  // 104: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
+	37,  // 105: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	41,  // 106: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	43,  // 107: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
+	45,  // 108: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
+	49,  // 109: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
+	47,  // 110: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
+	68,  // 111: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
+	70,  // 112: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
+	75,  // 113: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
+	78,  // 114: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
+	81,  // 115: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
+	52,  // 116: baton.v1.Baton.SaveSnapshot:input_type -> baton.v1.SaveSnapshotRequest
+	65,  // 117: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	60,  // 118: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	5,   // 119: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	7,   // 120: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	9,   // 121: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	15,  // 122: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	18,  // 123: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	12,  // 124: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
+	20,  // 125: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	24,  // 126: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	26,  // 127: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	29,  // 128: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	33,  // 129: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	36,  // 130: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	40,  // 131: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
+	38,  // 132: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	51,  // 133: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	44,  // 134: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
+	46,  // 135: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
+	50,  // 136: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
+	48,  // 137: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
+	69,  // 138: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
+	74,  // 139: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
+	77,  // 140: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
+	80,  // 141: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
+	82,  // 142: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
+	53,  // 143: baton.v1.Baton.SaveSnapshot:output_type -> baton.v1.SaveSnapshotResponse
+	117, // [117:144] is the sub-list for method output_type
+	90,  // [90:117] is the sub-list for method input_type
+	90,  // [90:90] is the sub-list for extension type_name
+	90,  // [90:90] is the sub-list for extension extendee
+	0,   // [0:90] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }
@@ -6137,7 +6376,7 @@ func file_api_batonpb_baton_proto_init() {
 		return
 	}
 	file_api_batonpb_baton_proto_msgTypes[48].OneofWrappers = []any{}
-	file_api_batonpb_baton_proto_msgTypes[51].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[54].OneofWrappers = []any{
 		(*SessionRequest_Open)(nil),
 		(*SessionRequest_Resume)(nil),
 		(*SessionRequest_KeepAlive)(nil),
@@ -6148,7 +6387,7 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionRequest_Close)(nil),
 		(*SessionRequest_RenewHold)(nil),
 	}
-	file_api_batonpb_baton_proto_msgTypes[59].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[62].OneofWrappers = []any{
 		(*SessionResponse_Open)(nil),
 		(*SessionResponse_KeepAlive)(nil),
 		(*SessionResponse_Acquire)(nil),
@@ -6169,7 +6408,7 @@ func file_api_batonpb_baton_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_batonpb_baton_proto_rawDesc), len(file_api_batonpb_baton_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   77,
+			NumMessages:   80,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -50,6 +50,7 @@ const (
 	Baton_Audit_FullMethodName              = "/baton.v1.Baton/Audit"
 	Baton_Keys_FullMethodName               = "/baton.v1.Baton/Keys"
 	Baton_RotateSigningKey_FullMethodName   = "/baton.v1.Baton/RotateSigningKey"
+	Baton_SaveSnapshot_FullMethodName       = "/baton.v1.Baton/SaveSnapshot"
 )
 
 // BatonClient is the client API for Baton service.
@@ -146,6 +147,14 @@ type BatonClient interface {
 	// all, for a key whose seed was exposed). Admin over every name when
 	// authentication is on; an operator call.
 	RotateSigningKey(ctx context.Context, in *RotateSigningKeyRequest, opts ...grpc.CallOption) (*RotateSigningKeyResponse, error)
+	// SaveSnapshot streams a backup of the cluster: the state machine's
+	// snapshot at one applied index, at least the commit index when the
+	// call began (every write acknowledged before it is in the backup),
+	// taken the way members take their own snapshots. The first message
+	// carries the header alone, the following ones the data in order. The
+	// leader takes it (a follower answers NOT_LEADER, as for reads). Admin
+	// over every name when authentication is on; an operator call.
+	SaveSnapshot(ctx context.Context, in *SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SaveSnapshotResponse], error)
 }
 
 type batonClient struct {
@@ -431,6 +440,25 @@ func (c *batonClient) RotateSigningKey(ctx context.Context, in *RotateSigningKey
 	return out, nil
 }
 
+func (c *batonClient) SaveSnapshot(ctx context.Context, in *SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SaveSnapshotResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Baton_ServiceDesc.Streams[3], Baton_SaveSnapshot_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SaveSnapshotRequest, SaveSnapshotResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Baton_SaveSnapshotClient = grpc.ServerStreamingClient[SaveSnapshotResponse]
+
 // BatonServer is the server API for Baton service.
 // All implementations must embed UnimplementedBatonServer
 // for forward compatibility.
@@ -525,6 +553,14 @@ type BatonServer interface {
 	// all, for a key whose seed was exposed). Admin over every name when
 	// authentication is on; an operator call.
 	RotateSigningKey(context.Context, *RotateSigningKeyRequest) (*RotateSigningKeyResponse, error)
+	// SaveSnapshot streams a backup of the cluster: the state machine's
+	// snapshot at one applied index, at least the commit index when the
+	// call began (every write acknowledged before it is in the backup),
+	// taken the way members take their own snapshots. The first message
+	// carries the header alone, the following ones the data in order. The
+	// leader takes it (a follower answers NOT_LEADER, as for reads). Admin
+	// over every name when authentication is on; an operator call.
+	SaveSnapshot(*SaveSnapshotRequest, grpc.ServerStreamingServer[SaveSnapshotResponse]) error
 	mustEmbedUnimplementedBatonServer()
 }
 
@@ -612,6 +648,9 @@ func (UnimplementedBatonServer) Keys(context.Context, *KeysRequest) (*KeysRespon
 }
 func (UnimplementedBatonServer) RotateSigningKey(context.Context, *RotateSigningKeyRequest) (*RotateSigningKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RotateSigningKey not implemented")
+}
+func (UnimplementedBatonServer) SaveSnapshot(*SaveSnapshotRequest, grpc.ServerStreamingServer[SaveSnapshotResponse]) error {
+	return status.Error(codes.Unimplemented, "method SaveSnapshot not implemented")
 }
 func (UnimplementedBatonServer) mustEmbedUnimplementedBatonServer() {}
 func (UnimplementedBatonServer) testEmbeddedByValue()               {}
@@ -1073,6 +1112,17 @@ func _Baton_RotateSigningKey_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Baton_SaveSnapshot_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SaveSnapshotRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(BatonServer).SaveSnapshot(m, &grpc.GenericServerStream[SaveSnapshotRequest, SaveSnapshotResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Baton_SaveSnapshotServer = grpc.ServerStreamingServer[SaveSnapshotResponse]
+
 // Baton_ServiceDesc is the grpc.ServiceDesc for Baton service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1189,6 +1239,11 @@ var Baton_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Watch",
 			Handler:       _Baton_Watch_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "SaveSnapshot",
+			Handler:       _Baton_SaveSnapshot_Handler,
 			ServerStreams: true,
 		},
 	},

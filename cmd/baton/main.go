@@ -36,6 +36,7 @@ func init() {
 		{"role", "add or remove a role, set its permissions over prefixes", runRole},
 		{"audit", "list the recent admin and auth actions", runAudit},
 		{"keys", "list the signed-token keys, or rotate: baton keys rotate", runKeys},
+		{"snapshot", "back the cluster up, check a backup, or restore one into a new cluster", runSnapshot},
 	}
 }
 

@@ -38,6 +38,7 @@ var everyCommand = []string{
 	"auth enable", "auth disable", "auth status",
 	"user add", "user remove", "user grant", "user revoke",
 	"role add", "role remove", "role grant", "role revoke", "audit", "keys", "keys rotate",
+	"snapshot save", "snapshot status", "snapshot restore",
 }
 
 // TestEveryCommandListed keeps everyCommand in step with the commands.
@@ -91,6 +92,11 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		tc{[]string{"member"}, "member", "missing subcommand: want add, promote, remove or list"},
 		tc{[]string{"member", "join"}, "member", `unknown subcommand "join": want add, promote, remove or list`},
 		tc{[]string{"leader"}, "leader", "missing subcommand: want transfer"},
+		tc{[]string{"snapshot"}, "snapshot", "missing subcommand: want save, status or restore"},
+		tc{[]string{"snapshot", "save"}, "snapshot save", "missing FILE"},
+		tc{[]string{"snapshot", "status"}, "snapshot status", "missing FILE"},
+		tc{[]string{"snapshot", "restore", "b.snap", "--name", "r1"}, "snapshot restore", "missing --data-dir: the new member's data directory"},
+		tc{[]string{"snapshot", "restore", "b.snap", "--data-dir", "d"}, "snapshot restore", "missing --name: the new member's name"},
 		tc{[]string{"auth"}, "auth", "missing subcommand: want one of enable, disable, status"},
 		tc{[]string{"frob"}, "", `unknown command "frob"`},
 		tc{[]string{"--bogus", "status"}, "", "unknown flag --bogus"},

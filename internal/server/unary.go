@@ -363,6 +363,7 @@ func (s *Server) Status(ctx context.Context, r *batonpb.StatusRequest) (*batonpb
 	}
 	s.node.View(func(m *fsm.Machine) {
 		out.Sessions, out.Locks = uint32(m.NumSessions()), uint32(m.NumLocks())
+		out.ClusterId = m.ClusterID()
 	})
 	return out, nil
 }

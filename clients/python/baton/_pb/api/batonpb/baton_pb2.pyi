@@ -654,6 +654,18 @@ class RotateSigningKeyResponse(_message.Message):
     keys: _containers.RepeatedCompositeFieldContainer[SigningKey]
     def __init__(self, key_id: _Optional[int] = ..., keys: _Optional[_Iterable[_Union[SigningKey, _Mapping]]] = ...) -> None: ...
 
+class SaveSnapshotRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class SaveSnapshotResponse(_message.Message):
+    __slots__ = ["data", "header"]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    header: SnapshotHeader
+    def __init__(self, header: _Optional[_Union[SnapshotHeader, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
 class Session(_message.Message):
     __slots__ = ["blacklisted", "created", "holds", "id", "owner", "ttl"]
     BLACKLISTED_FIELD_NUMBER: _ClassVar[int]
@@ -766,13 +778,36 @@ class SigningKey(_message.Message):
     retired: _timestamp_pb2.Timestamp
     def __init__(self, id: _Optional[int] = ..., public_key: _Optional[bytes] = ..., created: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., current: bool = ..., retired: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., not_after_unix_nano: _Optional[int] = ...) -> None: ...
 
+class SnapshotHeader(_message.Message):
+    __slots__ = ["cluster_id", "data_sha256", "index", "log_version", "members", "size", "taken_at", "taken_by", "term"]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    DATA_SHA256_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    LOG_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    TAKEN_AT_FIELD_NUMBER: _ClassVar[int]
+    TAKEN_BY_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: int
+    data_sha256: bytes
+    index: int
+    log_version: int
+    members: _containers.RepeatedCompositeFieldContainer[Member]
+    size: int
+    taken_at: _timestamp_pb2.Timestamp
+    taken_by: str
+    term: int
+    def __init__(self, cluster_id: _Optional[int] = ..., index: _Optional[int] = ..., term: _Optional[int] = ..., log_version: _Optional[int] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., size: _Optional[int] = ..., data_sha256: _Optional[bytes] = ..., taken_by: _Optional[str] = ..., taken_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class StatusRequest(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ["applied_index", "commit_index", "disk_free_bytes", "id", "leader", "leader_addr", "leader_id", "locks", "log_version", "low_disk", "members", "min_free_disk_bytes", "name", "role", "sessions", "term", "version"]
+    __slots__ = ["applied_index", "cluster_id", "commit_index", "disk_free_bytes", "id", "leader", "leader_addr", "leader_id", "locks", "log_version", "low_disk", "members", "min_free_disk_bytes", "name", "role", "sessions", "term", "version"]
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
     DISK_FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -790,6 +825,7 @@ class StatusResponse(_message.Message):
     TERM_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     applied_index: int
+    cluster_id: int
     commit_index: int
     disk_free_bytes: int
     id: int
@@ -806,7 +842,7 @@ class StatusResponse(_message.Message):
     sessions: int
     term: int
     version: str
-    def __init__(self, name: _Optional[str] = ..., id: _Optional[int] = ..., leader: _Optional[str] = ..., leader_id: _Optional[int] = ..., leader_addr: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., role: _Optional[str] = ..., sessions: _Optional[int] = ..., locks: _Optional[int] = ..., version: _Optional[str] = ..., log_version: _Optional[int] = ..., disk_free_bytes: _Optional[int] = ..., min_free_disk_bytes: _Optional[int] = ..., low_disk: bool = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., id: _Optional[int] = ..., leader: _Optional[str] = ..., leader_id: _Optional[int] = ..., leader_addr: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., role: _Optional[str] = ..., sessions: _Optional[int] = ..., locks: _Optional[int] = ..., version: _Optional[str] = ..., log_version: _Optional[int] = ..., disk_free_bytes: _Optional[int] = ..., min_free_disk_bytes: _Optional[int] = ..., low_disk: bool = ..., cluster_id: _Optional[int] = ...) -> None: ...
 
 class TransferLeadershipRequest(_message.Message):
     __slots__ = ["to"]
