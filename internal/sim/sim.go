@@ -213,6 +213,10 @@ type Stats struct {
 	// those it ended, and DelayedBusy the tries answered BUSY because the
 	// lock was in its delay.
 	LockDelays, LockDelaysEnded, DelayedBusy uint64
+	// HistoryEnds counts the ends of holds in the replicated history of
+	// the first member of the converged group, which the members' hashes
+	// compare.
+	HistoryEnds uint64
 }
 
 // Faults is the number of injected faults.
