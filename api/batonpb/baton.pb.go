@@ -295,7 +295,7 @@ func (x ChangeAuthRequest_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeAuthRequest_Kind.Descriptor instead.
 func (ChangeAuthRequest_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61, 0}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63, 0}
 }
 
 // RequestHeader makes a mutating request exactly-once.
@@ -1993,10 +1993,12 @@ type GetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Lock  *Lock                  `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"` // unset when nobody holds or waits and no lock-delay runs
 	// history is the lock's recent ended holds, the most recent first: at
-	// most 8 per lock, for the 4096 locks that ended a hold most recently,
-	// as the answering member applied them since it started or last
-	// installed a snapshot (kept in memory, not replicated). For people:
-	// decide nothing by it.
+	// most 8 per lock, for the 4096 locks that ended a hold most recently.
+	// From log version 10 it is replicated state: every member tells the
+	// same at the same applied index, and a restart keeps it. Below 10
+	// (a cluster not yet upgraded) each member keeps what it applied since
+	// it started or last installed a snapshot (HistoryResponse.replicated).
+	// For people: decide nothing by it.
 	History       []*PastHold `protobuf:"bytes,2,rep,name=history,proto3" json:"history,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2046,6 +2048,117 @@ func (x *GetResponse) GetHistory() []*PastHold {
 	return nil
 }
 
+type HistoryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryRequest) Reset() {
+	*x = HistoryRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryRequest) ProtoMessage() {}
+
+func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
+func (*HistoryRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *HistoryRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type HistoryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// holds are the lock's recent ended holds, the most recent first
+	// (GetResponse.history).
+	Holds []*PastHold `protobuf:"bytes,1,rep,name=holds,proto3" json:"holds,omitempty"`
+	// applied_index is the answering member's applied index: members
+	// answer alike at the same applied index when replicated is set.
+	AppliedIndex uint64 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// replicated: the cluster's log version keeps the history in the
+	// replicated state (10 and above); if not, it is the answering
+	// member's own since it started or last installed a snapshot.
+	Replicated    bool `protobuf:"varint,3,opt,name=replicated,proto3" json:"replicated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryResponse) Reset() {
+	*x = HistoryResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryResponse) ProtoMessage() {}
+
+func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
+func (*HistoryResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *HistoryResponse) GetHolds() []*PastHold {
+	if x != nil {
+		return x.Holds
+	}
+	return nil
+}
+
+func (x *HistoryResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *HistoryResponse) GetReplicated() bool {
+	if x != nil {
+		return x.Replicated
+	}
+	return false
+}
+
 // PastHold is a hold that ended. Times are the wall clocks of the leaders
 // that proposed the granting and the ending entries.
 type PastHold struct {
@@ -2065,7 +2178,7 @@ type PastHold struct {
 
 func (x *PastHold) Reset() {
 	*x = PastHold{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[26]
+	mi := &file_api_batonpb_baton_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2077,7 +2190,7 @@ func (x *PastHold) String() string {
 func (*PastHold) ProtoMessage() {}
 
 func (x *PastHold) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[26]
+	mi := &file_api_batonpb_baton_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2090,7 +2203,7 @@ func (x *PastHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PastHold.ProtoReflect.Descriptor instead.
 func (*PastHold) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{26}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PastHold) GetSessionId() uint64 {
@@ -2167,7 +2280,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[27]
+	mi := &file_api_batonpb_baton_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2179,7 +2292,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[27]
+	mi := &file_api_batonpb_baton_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2192,7 +2305,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{27}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListRequest) GetPrefix() string {
@@ -2231,7 +2344,7 @@ type LockSummary struct {
 
 func (x *LockSummary) Reset() {
 	*x = LockSummary{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[28]
+	mi := &file_api_batonpb_baton_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2243,7 +2356,7 @@ func (x *LockSummary) String() string {
 func (*LockSummary) ProtoMessage() {}
 
 func (x *LockSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[28]
+	mi := &file_api_batonpb_baton_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2256,7 +2369,7 @@ func (x *LockSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockSummary.ProtoReflect.Descriptor instead.
 func (*LockSummary) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{28}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *LockSummary) GetName() string {
@@ -2311,7 +2424,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[29]
+	mi := &file_api_batonpb_baton_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2323,7 +2436,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[29]
+	mi := &file_api_batonpb_baton_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2336,7 +2449,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{29}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListResponse) GetLocks() []*LockSummary {
@@ -2367,7 +2480,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[30]
+	mi := &file_api_batonpb_baton_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2379,7 +2492,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[30]
+	mi := &file_api_batonpb_baton_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2392,7 +2505,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{30}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Session) GetId() uint64 {
@@ -2447,7 +2560,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[31]
+	mi := &file_api_batonpb_baton_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2459,7 +2572,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[31]
+	mi := &file_api_batonpb_baton_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2472,7 +2585,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{31}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListSessionsRequest) GetPageSize() uint32 {
@@ -2499,7 +2612,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	mi := &file_api_batonpb_baton_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2511,7 +2624,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	mi := &file_api_batonpb_baton_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2524,7 +2637,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{32}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -2550,7 +2663,7 @@ type BlacklistRequest struct {
 
 func (x *BlacklistRequest) Reset() {
 	*x = BlacklistRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[33]
+	mi := &file_api_batonpb_baton_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2562,7 +2675,7 @@ func (x *BlacklistRequest) String() string {
 func (*BlacklistRequest) ProtoMessage() {}
 
 func (x *BlacklistRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[33]
+	mi := &file_api_batonpb_baton_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2575,7 +2688,7 @@ func (x *BlacklistRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlacklistRequest.ProtoReflect.Descriptor instead.
 func (*BlacklistRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{33}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *BlacklistRequest) GetSessionId() uint64 {
@@ -2593,7 +2706,7 @@ type BlacklistResponse struct {
 
 func (x *BlacklistResponse) Reset() {
 	*x = BlacklistResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[34]
+	mi := &file_api_batonpb_baton_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2605,7 +2718,7 @@ func (x *BlacklistResponse) String() string {
 func (*BlacklistResponse) ProtoMessage() {}
 
 func (x *BlacklistResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[34]
+	mi := &file_api_batonpb_baton_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2618,7 +2731,7 @@ func (x *BlacklistResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlacklistResponse.ProtoReflect.Descriptor instead.
 func (*BlacklistResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{34}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{36}
 }
 
 type WatchRequest struct {
@@ -2630,7 +2743,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[35]
+	mi := &file_api_batonpb_baton_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2642,7 +2755,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[35]
+	mi := &file_api_batonpb_baton_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2655,7 +2768,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{35}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WatchRequest) GetName() string {
@@ -2675,7 +2788,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[36]
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2687,7 +2800,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[36]
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2700,7 +2813,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{36}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WatchResponse) GetLock() *Lock {
@@ -2725,7 +2838,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[37]
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2737,7 +2850,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[37]
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2750,7 +2863,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{37}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
 }
 
 type Member struct {
@@ -2772,7 +2885,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2784,7 +2897,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2797,7 +2910,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Member) GetName() string {
@@ -2853,7 +2966,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2865,7 +2978,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2878,7 +2991,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AddMemberRequest) GetName() string {
@@ -2913,7 +3026,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2925,7 +3038,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2938,7 +3051,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AddMemberResponse) GetMembers() []*Member {
@@ -2964,7 +3077,7 @@ type PromoteMemberRequest struct {
 
 func (x *PromoteMemberRequest) Reset() {
 	*x = PromoteMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2976,7 +3089,7 @@ func (x *PromoteMemberRequest) String() string {
 func (*PromoteMemberRequest) ProtoMessage() {}
 
 func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2989,7 +3102,7 @@ func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberRequest.ProtoReflect.Descriptor instead.
 func (*PromoteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{41}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PromoteMemberRequest) GetName() string {
@@ -3008,7 +3121,7 @@ type PromoteMemberResponse struct {
 
 func (x *PromoteMemberResponse) Reset() {
 	*x = PromoteMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3020,7 +3133,7 @@ func (x *PromoteMemberResponse) String() string {
 func (*PromoteMemberResponse) ProtoMessage() {}
 
 func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3033,7 +3146,7 @@ func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberResponse.ProtoReflect.Descriptor instead.
 func (*PromoteMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{42}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PromoteMemberResponse) GetMembers() []*Member {
@@ -3053,7 +3166,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3065,7 +3178,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3078,7 +3191,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TransferLeadershipRequest) GetTo() string {
@@ -3098,7 +3211,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3110,7 +3223,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3123,7 +3236,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TransferLeadershipResponse) GetLeader() string {
@@ -3149,7 +3262,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3161,7 +3274,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3174,7 +3287,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RemoveMemberRequest) GetName() string {
@@ -3193,7 +3306,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3205,7 +3318,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3218,7 +3331,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RemoveMemberResponse) GetMembers() []*Member {
@@ -3262,7 +3375,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[47]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3274,7 +3387,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[47]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3287,7 +3400,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{47}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *StatusResponse) GetName() string {
@@ -3422,7 +3535,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3434,7 +3547,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3447,7 +3560,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Error) GetCode() uint32 {
@@ -3490,7 +3603,7 @@ type ResumeSession struct {
 
 func (x *ResumeSession) Reset() {
 	*x = ResumeSession{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3502,7 +3615,7 @@ func (x *ResumeSession) String() string {
 func (*ResumeSession) ProtoMessage() {}
 
 func (x *ResumeSession) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3515,7 +3628,7 @@ func (x *ResumeSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSession.ProtoReflect.Descriptor instead.
 func (*ResumeSession) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ResumeSession) GetSessionId() uint64 {
@@ -3554,7 +3667,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3566,7 +3679,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3579,7 +3692,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SessionRequest) GetId() uint64 {
@@ -3745,7 +3858,7 @@ type SessionsRequest struct {
 
 func (x *SessionsRequest) Reset() {
 	*x = SessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3757,7 +3870,7 @@ func (x *SessionsRequest) String() string {
 func (*SessionsRequest) ProtoMessage() {}
 
 func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3770,7 +3883,7 @@ func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsRequest.ProtoReflect.Descriptor instead.
 func (*SessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SessionsRequest) GetRequests() []*ChannelRequest {
@@ -3796,7 +3909,7 @@ type ChannelRequest struct {
 
 func (x *ChannelRequest) Reset() {
 	*x = ChannelRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[52]
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3808,7 +3921,7 @@ func (x *ChannelRequest) String() string {
 func (*ChannelRequest) ProtoMessage() {}
 
 func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[52]
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3821,7 +3934,7 @@ func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelRequest.ProtoReflect.Descriptor instead.
 func (*ChannelRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{52}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ChannelRequest) GetChannel() uint64 {
@@ -3856,7 +3969,7 @@ type SessionsResponse struct {
 
 func (x *SessionsResponse) Reset() {
 	*x = SessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3868,7 +3981,7 @@ func (x *SessionsResponse) String() string {
 func (*SessionsResponse) ProtoMessage() {}
 
 func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3881,7 +3994,7 @@ func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsResponse.ProtoReflect.Descriptor instead.
 func (*SessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{53}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SessionsResponse) GetResponses() []*ChannelResponse {
@@ -3905,7 +4018,7 @@ type ChannelResponse struct {
 
 func (x *ChannelResponse) Reset() {
 	*x = ChannelResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3917,7 +4030,7 @@ func (x *ChannelResponse) String() string {
 func (*ChannelResponse) ProtoMessage() {}
 
 func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3930,7 +4043,7 @@ func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelResponse.ProtoReflect.Descriptor instead.
 func (*ChannelResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{54}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ChannelResponse) GetChannel() uint64 {
@@ -3963,7 +4076,7 @@ type ChannelEnd struct {
 
 func (x *ChannelEnd) Reset() {
 	*x = ChannelEnd{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3975,7 +4088,7 @@ func (x *ChannelEnd) String() string {
 func (*ChannelEnd) ProtoMessage() {}
 
 func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3988,7 +4101,7 @@ func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelEnd.ProtoReflect.Descriptor instead.
 func (*ChannelEnd) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{55}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ChannelEnd) GetError() *Error {
@@ -4011,7 +4124,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4023,7 +4136,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4036,7 +4149,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{56}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Grant) GetSeq() uint64 {
@@ -4079,7 +4192,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4091,7 +4204,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4104,7 +4217,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *WaitEnded) GetSeq() uint64 {
@@ -4155,7 +4268,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4167,7 +4280,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4180,7 +4293,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{58}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SessionResponse) GetId() uint64 {
@@ -4427,7 +4540,7 @@ type SessionHolds struct {
 
 func (x *SessionHolds) Reset() {
 	*x = SessionHolds{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4439,7 +4552,7 @@ func (x *SessionHolds) String() string {
 func (*SessionHolds) ProtoMessage() {}
 
 func (x *SessionHolds) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4452,7 +4565,7 @@ func (x *SessionHolds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionHolds.ProtoReflect.Descriptor instead.
 func (*SessionHolds) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SessionHolds) GetHolds() []*HoldLost {
@@ -4487,7 +4600,7 @@ type HoldLost struct {
 
 func (x *HoldLost) Reset() {
 	*x = HoldLost{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4499,7 +4612,7 @@ func (x *HoldLost) String() string {
 func (*HoldLost) ProtoMessage() {}
 
 func (x *HoldLost) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4512,7 +4625,7 @@ func (x *HoldLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldLost.ProtoReflect.Descriptor instead.
 func (*HoldLost) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{60}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *HoldLost) GetName() string {
@@ -4554,7 +4667,7 @@ type ChangeAuthRequest struct {
 
 func (x *ChangeAuthRequest) Reset() {
 	*x = ChangeAuthRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4566,7 +4679,7 @@ func (x *ChangeAuthRequest) String() string {
 func (*ChangeAuthRequest) ProtoMessage() {}
 
 func (x *ChangeAuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4579,7 +4692,7 @@ func (x *ChangeAuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeAuthRequest.ProtoReflect.Descriptor instead.
 func (*ChangeAuthRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ChangeAuthRequest) GetKind() ChangeAuthRequest_Kind {
@@ -4635,7 +4748,7 @@ type ChangeAuthResponse struct {
 
 func (x *ChangeAuthResponse) Reset() {
 	*x = ChangeAuthResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4647,7 +4760,7 @@ func (x *ChangeAuthResponse) String() string {
 func (*ChangeAuthResponse) ProtoMessage() {}
 
 func (x *ChangeAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4660,7 +4773,7 @@ func (x *ChangeAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeAuthResponse.ProtoReflect.Descriptor instead.
 func (*ChangeAuthResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ChangeAuthResponse) GetToken() string {
@@ -4678,7 +4791,7 @@ type GetAuthRequest struct {
 
 func (x *GetAuthRequest) Reset() {
 	*x = GetAuthRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4690,7 +4803,7 @@ func (x *GetAuthRequest) String() string {
 func (*GetAuthRequest) ProtoMessage() {}
 
 func (x *GetAuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4703,7 +4816,7 @@ func (x *GetAuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthRequest.ProtoReflect.Descriptor instead.
 func (*GetAuthRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65}
 }
 
 type AuthUser struct {
@@ -4717,7 +4830,7 @@ type AuthUser struct {
 
 func (x *AuthUser) Reset() {
 	*x = AuthUser{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4729,7 +4842,7 @@ func (x *AuthUser) String() string {
 func (*AuthUser) ProtoMessage() {}
 
 func (x *AuthUser) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4742,7 +4855,7 @@ func (x *AuthUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthUser.ProtoReflect.Descriptor instead.
 func (*AuthUser) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *AuthUser) GetName() string {
@@ -4776,7 +4889,7 @@ type AuthPermission struct {
 
 func (x *AuthPermission) Reset() {
 	*x = AuthPermission{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4788,7 +4901,7 @@ func (x *AuthPermission) String() string {
 func (*AuthPermission) ProtoMessage() {}
 
 func (x *AuthPermission) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4801,7 +4914,7 @@ func (x *AuthPermission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthPermission.ProtoReflect.Descriptor instead.
 func (*AuthPermission) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *AuthPermission) GetPrefix() string {
@@ -4828,7 +4941,7 @@ type AuthRole struct {
 
 func (x *AuthRole) Reset() {
 	*x = AuthRole{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4840,7 +4953,7 @@ func (x *AuthRole) String() string {
 func (*AuthRole) ProtoMessage() {}
 
 func (x *AuthRole) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4853,7 +4966,7 @@ func (x *AuthRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthRole.ProtoReflect.Descriptor instead.
 func (*AuthRole) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{66}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *AuthRole) GetName() string {
@@ -4883,7 +4996,7 @@ type GetAuthResponse struct {
 
 func (x *GetAuthResponse) Reset() {
 	*x = GetAuthResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	mi := &file_api_batonpb_baton_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4895,7 +5008,7 @@ func (x *GetAuthResponse) String() string {
 func (*GetAuthResponse) ProtoMessage() {}
 
 func (x *GetAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	mi := &file_api_batonpb_baton_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4908,7 +5021,7 @@ func (x *GetAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthResponse.ProtoReflect.Descriptor instead.
 func (*GetAuthResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GetAuthResponse) GetEnabled() bool {
@@ -4947,7 +5060,7 @@ type AuditRequest struct {
 
 func (x *AuditRequest) Reset() {
 	*x = AuditRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	mi := &file_api_batonpb_baton_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4959,7 +5072,7 @@ func (x *AuditRequest) String() string {
 func (*AuditRequest) ProtoMessage() {}
 
 func (x *AuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	mi := &file_api_batonpb_baton_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4972,7 +5085,7 @@ func (x *AuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRequest.ProtoReflect.Descriptor instead.
 func (*AuditRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{68}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{70}
 }
 
 type AuditEntry struct {
@@ -4987,7 +5100,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[69]
+	mi := &file_api_batonpb_baton_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4999,7 +5112,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[69]
+	mi := &file_api_batonpb_baton_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5012,7 +5125,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{69}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *AuditEntry) GetIndex() uint64 {
@@ -5052,7 +5165,7 @@ type AuditResponse struct {
 
 func (x *AuditResponse) Reset() {
 	*x = AuditResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[70]
+	mi := &file_api_batonpb_baton_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5064,7 +5177,7 @@ func (x *AuditResponse) String() string {
 func (*AuditResponse) ProtoMessage() {}
 
 func (x *AuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[70]
+	mi := &file_api_batonpb_baton_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5077,7 +5190,7 @@ func (x *AuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditResponse.ProtoReflect.Descriptor instead.
 func (*AuditResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{70}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *AuditResponse) GetEntries() []*AuditEntry {
@@ -5095,7 +5208,7 @@ type KeysRequest struct {
 
 func (x *KeysRequest) Reset() {
 	*x = KeysRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	mi := &file_api_batonpb_baton_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5107,7 +5220,7 @@ func (x *KeysRequest) String() string {
 func (*KeysRequest) ProtoMessage() {}
 
 func (x *KeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	mi := &file_api_batonpb_baton_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5120,7 +5233,7 @@ func (x *KeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeysRequest.ProtoReflect.Descriptor instead.
 func (*KeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{73}
 }
 
 // SigningKey is one of the cluster's Ed25519 signed-token keys, its
@@ -5142,7 +5255,7 @@ type SigningKey struct {
 
 func (x *SigningKey) Reset() {
 	*x = SigningKey{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[72]
+	mi := &file_api_batonpb_baton_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5154,7 +5267,7 @@ func (x *SigningKey) String() string {
 func (*SigningKey) ProtoMessage() {}
 
 func (x *SigningKey) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[72]
+	mi := &file_api_batonpb_baton_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5167,7 +5280,7 @@ func (x *SigningKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
 func (*SigningKey) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{72}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SigningKey) GetId() uint64 {
@@ -5221,7 +5334,7 @@ type KeysResponse struct {
 
 func (x *KeysResponse) Reset() {
 	*x = KeysResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[73]
+	mi := &file_api_batonpb_baton_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5233,7 +5346,7 @@ func (x *KeysResponse) String() string {
 func (*KeysResponse) ProtoMessage() {}
 
 func (x *KeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[73]
+	mi := &file_api_batonpb_baton_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5246,7 +5359,7 @@ func (x *KeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeysResponse.ProtoReflect.Descriptor instead.
 func (*KeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{73}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *KeysResponse) GetKeys() []*SigningKey {
@@ -5266,7 +5379,7 @@ type RotateSigningKeyRequest struct {
 
 func (x *RotateSigningKeyRequest) Reset() {
 	*x = RotateSigningKeyRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[74]
+	mi := &file_api_batonpb_baton_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5278,7 +5391,7 @@ func (x *RotateSigningKeyRequest) String() string {
 func (*RotateSigningKeyRequest) ProtoMessage() {}
 
 func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[74]
+	mi := &file_api_batonpb_baton_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5291,7 +5404,7 @@ func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSigningKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateSigningKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{74}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *RotateSigningKeyRequest) GetRetention() *durationpb.Duration {
@@ -5311,7 +5424,7 @@ type RotateSigningKeyResponse struct {
 
 func (x *RotateSigningKeyResponse) Reset() {
 	*x = RotateSigningKeyResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[75]
+	mi := &file_api_batonpb_baton_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5323,7 +5436,7 @@ func (x *RotateSigningKeyResponse) String() string {
 func (*RotateSigningKeyResponse) ProtoMessage() {}
 
 func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[75]
+	mi := &file_api_batonpb_baton_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5336,7 +5449,7 @@ func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSigningKeyResponse.ProtoReflect.Descriptor instead.
 func (*RotateSigningKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{75}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *RotateSigningKeyResponse) GetKeyId() uint64 {
@@ -5495,7 +5608,15 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\rdelayed_until\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\fdelayedUntil\"_\n" +
 	"\vGetResponse\x12\"\n" +
 	"\x04lock\x18\x01 \x01(\v2\x0e.baton.v1.LockR\x04lock\x12,\n" +
-	"\ahistory\x18\x02 \x03(\v2\x12.baton.v1.PastHoldR\ahistory\"\xb4\x02\n" +
+	"\ahistory\x18\x02 \x03(\v2\x12.baton.v1.PastHoldR\ahistory\"$\n" +
+	"\x0eHistoryRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x80\x01\n" +
+	"\x0fHistoryResponse\x12(\n" +
+	"\x05holds\x18\x01 \x03(\v2\x12.baton.v1.PastHoldR\x05holds\x12#\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1e\n" +
+	"\n" +
+	"replicated\x18\x03 \x01(\bR\n" +
+	"replicated\"\xb4\x02\n" +
 	"\bPastHold\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
@@ -5781,7 +5902,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x18HOLD_END_SESSION_EXPIRED\x10\x03\x12\x19\n" +
 	"\x15HOLD_END_HOLD_EXPIRED\x10\x04\x12\x19\n" +
 	"\x15HOLD_END_CAS_RELEASED\x10\x05\x12\x16\n" +
-	"\x12HOLD_END_ABANDONED\x10\x062\xb8\x13\n" +
+	"\x12HOLD_END_ABANDONED\x10\x062\x8d\x14\n" +
 	"\x05Baton\x12B\n" +
 	"\aSession\x12\x18.baton.v1.SessionRequest\x1a\x19.baton.v1.SessionResponse(\x010\x01\x12E\n" +
 	"\bSessions\x12\x19.baton.v1.SessionsRequest\x1a\x1a.baton.v1.SessionsResponse(\x010\x01\x12c\n" +
@@ -5796,7 +5917,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"CasRelease\x12\x1b.baton.v1.CasReleaseRequest\x1a\x1c.baton.v1.CasReleaseResponse\" \x82\xd3\xe4\x93\x02\x1a:\x01*\"\x15/v1/locks/cas-release\x12K\n" +
 	"\x05Check\x12\x16.baton.v1.CheckRequest\x1a\x17.baton.v1.CheckResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/check\x12D\n" +
 	"\x03Get\x12\x14.baton.v1.GetRequest\x1a\x15.baton.v1.GetResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
-	"\x12\b/v1/lock\x12H\n" +
+	"\x12\b/v1/lock\x12S\n" +
+	"\aHistory\x12\x18.baton.v1.HistoryRequest\x1a\x19.baton.v1.HistoryResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/history\x12H\n" +
 	"\x04List\x12\x15.baton.v1.ListRequest\x1a\x16.baton.v1.ListResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/locks\x12c\n" +
 	"\fListSessions\x12\x1d.baton.v1.ListSessionsRequest\x1a\x1e.baton.v1.ListSessionsResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/sessions\x12M\n" +
 	"\x05Watch\x12\x16.baton.v1.WatchRequest\x1a\x17.baton.v1.WatchResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/watch0\x01\x12t\n" +
@@ -5829,7 +5951,7 @@ func file_api_batonpb_baton_proto_rawDescGZIP() []byte {
 }
 
 var file_api_batonpb_baton_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
 var file_api_batonpb_baton_proto_goTypes = []any{
 	(Reason)(0),                        // 0: baton.v1.Reason
 	(HoldEnd)(0),                       // 1: baton.v1.HoldEnd
@@ -5860,79 +5982,81 @@ var file_api_batonpb_baton_proto_goTypes = []any{
 	(*GetRequest)(nil),                 // 26: baton.v1.GetRequest
 	(*Lock)(nil),                       // 27: baton.v1.Lock
 	(*GetResponse)(nil),                // 28: baton.v1.GetResponse
-	(*PastHold)(nil),                   // 29: baton.v1.PastHold
-	(*ListRequest)(nil),                // 30: baton.v1.ListRequest
-	(*LockSummary)(nil),                // 31: baton.v1.LockSummary
-	(*ListResponse)(nil),               // 32: baton.v1.ListResponse
-	(*Session)(nil),                    // 33: baton.v1.Session
-	(*ListSessionsRequest)(nil),        // 34: baton.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),       // 35: baton.v1.ListSessionsResponse
-	(*BlacklistRequest)(nil),           // 36: baton.v1.BlacklistRequest
-	(*BlacklistResponse)(nil),          // 37: baton.v1.BlacklistResponse
-	(*WatchRequest)(nil),               // 38: baton.v1.WatchRequest
-	(*WatchResponse)(nil),              // 39: baton.v1.WatchResponse
-	(*StatusRequest)(nil),              // 40: baton.v1.StatusRequest
-	(*Member)(nil),                     // 41: baton.v1.Member
-	(*AddMemberRequest)(nil),           // 42: baton.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),          // 43: baton.v1.AddMemberResponse
-	(*PromoteMemberRequest)(nil),       // 44: baton.v1.PromoteMemberRequest
-	(*PromoteMemberResponse)(nil),      // 45: baton.v1.PromoteMemberResponse
-	(*TransferLeadershipRequest)(nil),  // 46: baton.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 47: baton.v1.TransferLeadershipResponse
-	(*RemoveMemberRequest)(nil),        // 48: baton.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),       // 49: baton.v1.RemoveMemberResponse
-	(*StatusResponse)(nil),             // 50: baton.v1.StatusResponse
-	(*Error)(nil),                      // 51: baton.v1.Error
-	(*ResumeSession)(nil),              // 52: baton.v1.ResumeSession
-	(*SessionRequest)(nil),             // 53: baton.v1.SessionRequest
-	(*SessionsRequest)(nil),            // 54: baton.v1.SessionsRequest
-	(*ChannelRequest)(nil),             // 55: baton.v1.ChannelRequest
-	(*SessionsResponse)(nil),           // 56: baton.v1.SessionsResponse
-	(*ChannelResponse)(nil),            // 57: baton.v1.ChannelResponse
-	(*ChannelEnd)(nil),                 // 58: baton.v1.ChannelEnd
-	(*Grant)(nil),                      // 59: baton.v1.Grant
-	(*WaitEnded)(nil),                  // 60: baton.v1.WaitEnded
-	(*SessionResponse)(nil),            // 61: baton.v1.SessionResponse
-	(*SessionHolds)(nil),               // 62: baton.v1.SessionHolds
-	(*HoldLost)(nil),                   // 63: baton.v1.HoldLost
-	(*ChangeAuthRequest)(nil),          // 64: baton.v1.ChangeAuthRequest
-	(*ChangeAuthResponse)(nil),         // 65: baton.v1.ChangeAuthResponse
-	(*GetAuthRequest)(nil),             // 66: baton.v1.GetAuthRequest
-	(*AuthUser)(nil),                   // 67: baton.v1.AuthUser
-	(*AuthPermission)(nil),             // 68: baton.v1.AuthPermission
-	(*AuthRole)(nil),                   // 69: baton.v1.AuthRole
-	(*GetAuthResponse)(nil),            // 70: baton.v1.GetAuthResponse
-	(*AuditRequest)(nil),               // 71: baton.v1.AuditRequest
-	(*AuditEntry)(nil),                 // 72: baton.v1.AuditEntry
-	(*AuditResponse)(nil),              // 73: baton.v1.AuditResponse
-	(*KeysRequest)(nil),                // 74: baton.v1.KeysRequest
-	(*SigningKey)(nil),                 // 75: baton.v1.SigningKey
-	(*KeysResponse)(nil),               // 76: baton.v1.KeysResponse
-	(*RotateSigningKeyRequest)(nil),    // 77: baton.v1.RotateSigningKeyRequest
-	(*RotateSigningKeyResponse)(nil),   // 78: baton.v1.RotateSigningKeyResponse
-	(*durationpb.Duration)(nil),        // 79: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),      // 80: google.protobuf.Timestamp
+	(*HistoryRequest)(nil),             // 29: baton.v1.HistoryRequest
+	(*HistoryResponse)(nil),            // 30: baton.v1.HistoryResponse
+	(*PastHold)(nil),                   // 31: baton.v1.PastHold
+	(*ListRequest)(nil),                // 32: baton.v1.ListRequest
+	(*LockSummary)(nil),                // 33: baton.v1.LockSummary
+	(*ListResponse)(nil),               // 34: baton.v1.ListResponse
+	(*Session)(nil),                    // 35: baton.v1.Session
+	(*ListSessionsRequest)(nil),        // 36: baton.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),       // 37: baton.v1.ListSessionsResponse
+	(*BlacklistRequest)(nil),           // 38: baton.v1.BlacklistRequest
+	(*BlacklistResponse)(nil),          // 39: baton.v1.BlacklistResponse
+	(*WatchRequest)(nil),               // 40: baton.v1.WatchRequest
+	(*WatchResponse)(nil),              // 41: baton.v1.WatchResponse
+	(*StatusRequest)(nil),              // 42: baton.v1.StatusRequest
+	(*Member)(nil),                     // 43: baton.v1.Member
+	(*AddMemberRequest)(nil),           // 44: baton.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),          // 45: baton.v1.AddMemberResponse
+	(*PromoteMemberRequest)(nil),       // 46: baton.v1.PromoteMemberRequest
+	(*PromoteMemberResponse)(nil),      // 47: baton.v1.PromoteMemberResponse
+	(*TransferLeadershipRequest)(nil),  // 48: baton.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 49: baton.v1.TransferLeadershipResponse
+	(*RemoveMemberRequest)(nil),        // 50: baton.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 51: baton.v1.RemoveMemberResponse
+	(*StatusResponse)(nil),             // 52: baton.v1.StatusResponse
+	(*Error)(nil),                      // 53: baton.v1.Error
+	(*ResumeSession)(nil),              // 54: baton.v1.ResumeSession
+	(*SessionRequest)(nil),             // 55: baton.v1.SessionRequest
+	(*SessionsRequest)(nil),            // 56: baton.v1.SessionsRequest
+	(*ChannelRequest)(nil),             // 57: baton.v1.ChannelRequest
+	(*SessionsResponse)(nil),           // 58: baton.v1.SessionsResponse
+	(*ChannelResponse)(nil),            // 59: baton.v1.ChannelResponse
+	(*ChannelEnd)(nil),                 // 60: baton.v1.ChannelEnd
+	(*Grant)(nil),                      // 61: baton.v1.Grant
+	(*WaitEnded)(nil),                  // 62: baton.v1.WaitEnded
+	(*SessionResponse)(nil),            // 63: baton.v1.SessionResponse
+	(*SessionHolds)(nil),               // 64: baton.v1.SessionHolds
+	(*HoldLost)(nil),                   // 65: baton.v1.HoldLost
+	(*ChangeAuthRequest)(nil),          // 66: baton.v1.ChangeAuthRequest
+	(*ChangeAuthResponse)(nil),         // 67: baton.v1.ChangeAuthResponse
+	(*GetAuthRequest)(nil),             // 68: baton.v1.GetAuthRequest
+	(*AuthUser)(nil),                   // 69: baton.v1.AuthUser
+	(*AuthPermission)(nil),             // 70: baton.v1.AuthPermission
+	(*AuthRole)(nil),                   // 71: baton.v1.AuthRole
+	(*GetAuthResponse)(nil),            // 72: baton.v1.GetAuthResponse
+	(*AuditRequest)(nil),               // 73: baton.v1.AuditRequest
+	(*AuditEntry)(nil),                 // 74: baton.v1.AuditEntry
+	(*AuditResponse)(nil),              // 75: baton.v1.AuditResponse
+	(*KeysRequest)(nil),                // 76: baton.v1.KeysRequest
+	(*SigningKey)(nil),                 // 77: baton.v1.SigningKey
+	(*KeysResponse)(nil),               // 78: baton.v1.KeysResponse
+	(*RotateSigningKeyRequest)(nil),    // 79: baton.v1.RotateSigningKeyRequest
+	(*RotateSigningKeyResponse)(nil),   // 80: baton.v1.RotateSigningKeyResponse
+	(*durationpb.Duration)(nil),        // 81: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),      // 82: google.protobuf.Timestamp
 }
 var file_api_batonpb_baton_proto_depIdxs = []int32{
-	79,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	79,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	79,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	81,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	81,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	81,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
 	3,   // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
-	79,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	79,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
-	79,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
-	79,  // 7: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
-	80,  // 8: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
-	79,  // 9: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
-	79,  // 10: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
-	80,  // 11: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
-	79,  // 12: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
+	81,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	81,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
+	81,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	81,  // 7: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
+	82,  // 8: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
+	81,  // 9: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
+	81,  // 10: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
+	82,  // 11: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
+	81,  // 12: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
 	13,  // 13: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
-	79,  // 14: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
-	80,  // 15: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
+	81,  // 14: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
+	82,  // 15: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
 	3,   // 16: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
-	79,  // 17: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
-	79,  // 18: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
+	81,  // 17: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
+	81,  // 18: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
 	15,  // 19: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
 	3,   // 20: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
 	3,   // 21: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
@@ -5940,123 +6064,126 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	13,  // 23: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
 	13,  // 24: baton.v1.Lock.holders:type_name -> baton.v1.Holder
 	14,  // 25: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
-	80,  // 26: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
+	82,  // 26: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
 	27,  // 27: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
-	29,  // 28: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
-	80,  // 29: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
-	80,  // 30: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
-	1,   // 31: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
-	13,  // 32: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
-	80,  // 33: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
-	31,  // 34: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	79,  // 35: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	80,  // 36: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
-	33,  // 37: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
-	27,  // 38: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
-	41,  // 39: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
-	41,  // 40: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
-	41,  // 41: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
-	41,  // 42: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
-	0,   // 43: baton.v1.Error.reason:type_name -> baton.v1.Reason
-	4,   // 44: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
-	52,  // 45: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
-	6,   // 46: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
-	10,  // 47: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
-	18,  // 48: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
-	20,  // 49: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
-	16,  // 50: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
-	8,   // 51: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
-	11,  // 52: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
-	55,  // 53: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
-	53,  // 54: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
-	57,  // 55: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
-	61,  // 56: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
-	58,  // 57: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
-	51,  // 58: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
-	0,   // 59: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
-	51,  // 60: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
-	5,   // 61: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
-	7,   // 62: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
-	15,  // 63: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
-	19,  // 64: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
-	21,  // 65: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
-	17,  // 66: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
-	9,   // 67: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
-	59,  // 68: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
-	60,  // 69: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
-	51,  // 70: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	63,  // 71: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
-	62,  // 72: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
-	12,  // 73: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
-	63,  // 74: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
-	2,   // 75: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
-	68,  // 76: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
-	67,  // 77: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
-	69,  // 78: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
-	80,  // 79: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	72,  // 80: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
-	80,  // 81: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
-	80,  // 82: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
-	75,  // 83: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
-	79,  // 84: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
-	75,  // 85: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
-	53,  // 86: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	54,  // 87: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
-	4,   // 88: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	6,   // 89: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	8,   // 90: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	10,  // 91: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	16,  // 92: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	11,  // 93: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
-	18,  // 94: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	22,  // 95: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	24,  // 96: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	26,  // 97: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	30,  // 98: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	34,  // 99: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	38,  // 100: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
-	36,  // 101: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	40,  // 102: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	42,  // 103: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
-	44,  // 104: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
-	48,  // 105: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
-	46,  // 106: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
-	64,  // 107: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
-	66,  // 108: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
-	71,  // 109: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
-	74,  // 110: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
-	77,  // 111: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
-	61,  // 112: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	56,  // 113: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	5,   // 114: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	7,   // 115: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	9,   // 116: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	15,  // 117: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	17,  // 118: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	12,  // 119: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
-	19,  // 120: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	23,  // 121: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	25,  // 122: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	28,  // 123: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	32,  // 124: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	35,  // 125: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	39,  // 126: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
-	37,  // 127: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	50,  // 128: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	43,  // 129: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
-	45,  // 130: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
-	49,  // 131: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
-	47,  // 132: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
-	65,  // 133: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
-	70,  // 134: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
-	73,  // 135: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
-	76,  // 136: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
-	78,  // 137: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
-	112, // [112:138] is the sub-list for method output_type
-	86,  // [86:112] is the sub-list for method input_type
-	86,  // [86:86] is the sub-list for extension type_name
-	86,  // [86:86] is the sub-list for extension extendee
-	0,   // [0:86] is the sub-list for field type_name
+	31,  // 28: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
+	31,  // 29: baton.v1.HistoryResponse.holds:type_name -> baton.v1.PastHold
+	82,  // 30: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
+	82,  // 31: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
+	1,   // 32: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
+	13,  // 33: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
+	82,  // 34: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
+	33,  // 35: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
+	81,  // 36: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	82,  // 37: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	35,  // 38: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
+	27,  // 39: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
+	43,  // 40: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
+	43,  // 41: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
+	43,  // 42: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
+	43,  // 43: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
+	0,   // 44: baton.v1.Error.reason:type_name -> baton.v1.Reason
+	4,   // 45: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
+	54,  // 46: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
+	6,   // 47: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
+	10,  // 48: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
+	18,  // 49: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
+	20,  // 50: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
+	16,  // 51: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
+	8,   // 52: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
+	11,  // 53: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
+	57,  // 54: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
+	55,  // 55: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
+	59,  // 56: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
+	63,  // 57: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
+	60,  // 58: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
+	53,  // 59: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
+	0,   // 60: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
+	53,  // 61: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
+	5,   // 62: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
+	7,   // 63: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
+	15,  // 64: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
+	19,  // 65: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
+	21,  // 66: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
+	17,  // 67: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
+	9,   // 68: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
+	61,  // 69: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
+	62,  // 70: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
+	53,  // 71: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
+	65,  // 72: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
+	64,  // 73: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
+	12,  // 74: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
+	65,  // 75: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
+	2,   // 76: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
+	70,  // 77: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
+	69,  // 78: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
+	71,  // 79: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
+	82,  // 80: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	74,  // 81: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
+	82,  // 82: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
+	82,  // 83: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
+	77,  // 84: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
+	81,  // 85: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
+	77,  // 86: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
+	55,  // 87: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	56,  // 88: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	4,   // 89: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	6,   // 90: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	8,   // 91: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	10,  // 92: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	16,  // 93: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	11,  // 94: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
+	18,  // 95: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	22,  // 96: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	24,  // 97: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	26,  // 98: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	29,  // 99: baton.v1.Baton.History:input_type -> baton.v1.HistoryRequest
+	32,  // 100: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	36,  // 101: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	40,  // 102: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
+	38,  // 103: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	42,  // 104: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	44,  // 105: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
+	46,  // 106: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
+	50,  // 107: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
+	48,  // 108: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
+	66,  // 109: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
+	68,  // 110: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
+	73,  // 111: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
+	76,  // 112: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
+	79,  // 113: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
+	63,  // 114: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	58,  // 115: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	5,   // 116: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	7,   // 117: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	9,   // 118: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	15,  // 119: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	17,  // 120: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	12,  // 121: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
+	19,  // 122: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	23,  // 123: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	25,  // 124: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	28,  // 125: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	30,  // 126: baton.v1.Baton.History:output_type -> baton.v1.HistoryResponse
+	34,  // 127: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	37,  // 128: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	41,  // 129: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
+	39,  // 130: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	52,  // 131: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	45,  // 132: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
+	47,  // 133: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
+	51,  // 134: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
+	49,  // 135: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
+	67,  // 136: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
+	72,  // 137: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
+	75,  // 138: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
+	78,  // 139: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
+	80,  // 140: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
+	114, // [114:141] is the sub-list for method output_type
+	87,  // [87:114] is the sub-list for method input_type
+	87,  // [87:87] is the sub-list for extension type_name
+	87,  // [87:87] is the sub-list for extension extendee
+	0,   // [0:87] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }
@@ -6064,8 +6191,8 @@ func file_api_batonpb_baton_proto_init() {
 	if File_api_batonpb_baton_proto != nil {
 		return
 	}
-	file_api_batonpb_baton_proto_msgTypes[47].OneofWrappers = []any{}
-	file_api_batonpb_baton_proto_msgTypes[50].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[49].OneofWrappers = []any{}
+	file_api_batonpb_baton_proto_msgTypes[52].OneofWrappers = []any{
 		(*SessionRequest_Open)(nil),
 		(*SessionRequest_Resume)(nil),
 		(*SessionRequest_KeepAlive)(nil),
@@ -6076,7 +6203,7 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionRequest_Close)(nil),
 		(*SessionRequest_RenewHold)(nil),
 	}
-	file_api_batonpb_baton_proto_msgTypes[58].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[60].OneofWrappers = []any{
 		(*SessionResponse_Open)(nil),
 		(*SessionResponse_KeepAlive)(nil),
 		(*SessionResponse_Acquire)(nil),
@@ -6097,7 +6224,7 @@ func file_api_batonpb_baton_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_batonpb_baton_proto_rawDesc), len(file_api_batonpb_baton_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   76,
+			NumMessages:   78,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
