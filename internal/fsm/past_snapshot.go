@@ -35,15 +35,17 @@ const (
 // field, its ends oldest first, as the bytes proto's deterministic
 // Marshal gives the fsmpb.LockHistory (as appendLock does a lock).
 func appendPastLock(b []byte, pl *pastLock) []byte {
+	var sizes [PastHoldsPerLock]int
 	size := protofield.SizeString(historyLock, pl.name)
 	for i := range pl.n {
-		size += protofield.SizeMessage(historyHolds, pastHoldSize(pl.oldest(i)))
+		sizes[i] = pastHoldSize(pl.oldest(i))
+		size += protofield.SizeMessage(historyHolds, sizes[i])
 	}
 	b = protofield.AppendMessageHeader(b, snapshotHistory, size)
 	b = protofield.AppendString(b, historyLock, pl.name)
 	for i := range pl.n {
 		h := pl.oldest(i)
-		b = protofield.AppendMessageHeader(b, historyHolds, pastHoldSize(h))
+		b = protofield.AppendMessageHeader(b, historyHolds, sizes[i])
 		b = protofield.AppendUint(b, pastSessionID, h.SessionID)
 		b = protofield.AppendString(b, pastOwner, h.Owner)
 		b = protofield.AppendString(b, pastOwnerKey, h.OwnerKey)
