@@ -203,6 +203,22 @@ func TestCLICasReleaseStopsTheHolder(t *testing.T) {
 		!strings.Contains(string(out), "cas-released") {
 		t.Fatalf("baton get after the CasRelease: %v: %s", err, out)
 	}
+	// baton history: a header, then one line per ended hold.
+	out, err = exec.Command(batonBinary(t), "history", "--endpoints", ep, "job").Output()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if err != nil || len(lines) != 2 || !strings.HasPrefix(lines[0], "TOKEN") {
+		t.Fatalf("baton history job: %v: %s", err, out)
+	}
+	row := strings.Fields(lines[1])
+	// TOKEN SESSION OWNER OWNER-KEY MODE SINCE ENDED HOW ENDED-INDEX
+	if len(row) != 9 || row[0] != fields[0] || row[1] != fields[3] || row[3] != "-" || row[4] != "exclusive" ||
+		row[7] != "cas-released" {
+		t.Fatalf("baton history job: %q, want token %s of session %s, cas-released", lines[1], fields[0], fields[3])
+	}
+	out, err = exec.Command(batonBinary(t), "history", "--endpoints", ep, "--json", "job").Output()
+	if err != nil || !strings.Contains(string(out), `"Replicated": true`) || !strings.Contains(string(out), `"How": "cas-released"`) {
+		t.Fatalf("baton history --json job: %v: %s", err, out)
+	}
 }
 
 // TestCLISemaphoreAndReadWrite: `baton lock --permits 2` lets two commands

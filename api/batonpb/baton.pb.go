@@ -295,7 +295,7 @@ func (x ChangeAuthRequest_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeAuthRequest_Kind.Descriptor instead.
 func (ChangeAuthRequest_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65, 0}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67, 0}
 }
 
 // RequestHeader makes a mutating request exactly-once.
@@ -2059,10 +2059,12 @@ type GetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Lock  *Lock                  `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"` // unset when nobody holds or waits and no lock-delay runs
 	// history is the lock's recent ended holds, the most recent first: at
-	// most 8 per lock, for the 4096 locks that ended a hold most recently,
-	// as the answering member applied them since it started or last
-	// installed a snapshot (kept in memory, not replicated). For people:
-	// decide nothing by it.
+	// most 8 per lock, for the 4096 locks that ended a hold most recently.
+	// From log version 10 it is replicated state: every member tells the
+	// same at the same applied index, and a restart keeps it. Below 10
+	// (a cluster not yet upgraded) each member keeps what it applied since
+	// it started or last installed a snapshot (HistoryResponse.replicated).
+	// For people: decide nothing by it.
 	History       []*PastHold `protobuf:"bytes,2,rep,name=history,proto3" json:"history,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2112,6 +2114,117 @@ func (x *GetResponse) GetHistory() []*PastHold {
 	return nil
 }
 
+type HistoryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryRequest) Reset() {
+	*x = HistoryRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryRequest) ProtoMessage() {}
+
+func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
+func (*HistoryRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *HistoryRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type HistoryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// holds are the lock's recent ended holds, the most recent first
+	// (GetResponse.history).
+	Holds []*PastHold `protobuf:"bytes,1,rep,name=holds,proto3" json:"holds,omitempty"`
+	// applied_index is the answering member's applied index: members
+	// answer alike at the same applied index when replicated is set.
+	AppliedIndex uint64 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// replicated: the cluster's log version keeps the history in the
+	// replicated state (10 and above); if not, it is the answering
+	// member's own since it started or last installed a snapshot.
+	Replicated    bool `protobuf:"varint,3,opt,name=replicated,proto3" json:"replicated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryResponse) Reset() {
+	*x = HistoryResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryResponse) ProtoMessage() {}
+
+func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
+func (*HistoryResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *HistoryResponse) GetHolds() []*PastHold {
+	if x != nil {
+		return x.Holds
+	}
+	return nil
+}
+
+func (x *HistoryResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *HistoryResponse) GetReplicated() bool {
+	if x != nil {
+		return x.Replicated
+	}
+	return false
+}
+
 // PastHold is a hold that ended. Times are the wall clocks of the leaders
 // that proposed the granting and the ending entries.
 type PastHold struct {
@@ -2131,7 +2244,7 @@ type PastHold struct {
 
 func (x *PastHold) Reset() {
 	*x = PastHold{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[27]
+	mi := &file_api_batonpb_baton_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2143,7 +2256,7 @@ func (x *PastHold) String() string {
 func (*PastHold) ProtoMessage() {}
 
 func (x *PastHold) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[27]
+	mi := &file_api_batonpb_baton_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2156,7 +2269,7 @@ func (x *PastHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PastHold.ProtoReflect.Descriptor instead.
 func (*PastHold) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{27}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PastHold) GetSessionId() uint64 {
@@ -2233,7 +2346,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[28]
+	mi := &file_api_batonpb_baton_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2245,7 +2358,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[28]
+	mi := &file_api_batonpb_baton_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2258,7 +2371,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{28}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListRequest) GetPrefix() string {
@@ -2297,7 +2410,7 @@ type LockSummary struct {
 
 func (x *LockSummary) Reset() {
 	*x = LockSummary{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[29]
+	mi := &file_api_batonpb_baton_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2309,7 +2422,7 @@ func (x *LockSummary) String() string {
 func (*LockSummary) ProtoMessage() {}
 
 func (x *LockSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[29]
+	mi := &file_api_batonpb_baton_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2322,7 +2435,7 @@ func (x *LockSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockSummary.ProtoReflect.Descriptor instead.
 func (*LockSummary) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{29}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *LockSummary) GetName() string {
@@ -2377,7 +2490,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[30]
+	mi := &file_api_batonpb_baton_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2389,7 +2502,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[30]
+	mi := &file_api_batonpb_baton_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2402,7 +2515,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{30}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListResponse) GetLocks() []*LockSummary {
@@ -2433,7 +2546,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[31]
+	mi := &file_api_batonpb_baton_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2445,7 +2558,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[31]
+	mi := &file_api_batonpb_baton_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2458,7 +2571,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{31}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Session) GetId() uint64 {
@@ -2513,7 +2626,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	mi := &file_api_batonpb_baton_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2525,7 +2638,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	mi := &file_api_batonpb_baton_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2538,7 +2651,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{32}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListSessionsRequest) GetPageSize() uint32 {
@@ -2565,7 +2678,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[33]
+	mi := &file_api_batonpb_baton_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2577,7 +2690,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[33]
+	mi := &file_api_batonpb_baton_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2590,7 +2703,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{33}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -2616,7 +2729,7 @@ type BlacklistRequest struct {
 
 func (x *BlacklistRequest) Reset() {
 	*x = BlacklistRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[34]
+	mi := &file_api_batonpb_baton_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2628,7 +2741,7 @@ func (x *BlacklistRequest) String() string {
 func (*BlacklistRequest) ProtoMessage() {}
 
 func (x *BlacklistRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[34]
+	mi := &file_api_batonpb_baton_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2641,7 +2754,7 @@ func (x *BlacklistRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlacklistRequest.ProtoReflect.Descriptor instead.
 func (*BlacklistRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{34}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *BlacklistRequest) GetSessionId() uint64 {
@@ -2659,7 +2772,7 @@ type BlacklistResponse struct {
 
 func (x *BlacklistResponse) Reset() {
 	*x = BlacklistResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[35]
+	mi := &file_api_batonpb_baton_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2671,7 +2784,7 @@ func (x *BlacklistResponse) String() string {
 func (*BlacklistResponse) ProtoMessage() {}
 
 func (x *BlacklistResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[35]
+	mi := &file_api_batonpb_baton_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2684,7 +2797,7 @@ func (x *BlacklistResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlacklistResponse.ProtoReflect.Descriptor instead.
 func (*BlacklistResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{35}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{37}
 }
 
 type WatchRequest struct {
@@ -2696,7 +2809,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[36]
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2708,7 +2821,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[36]
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2721,7 +2834,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{36}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WatchRequest) GetName() string {
@@ -2741,7 +2854,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[37]
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2753,7 +2866,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[37]
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2766,7 +2879,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{37}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *WatchResponse) GetLock() *Lock {
@@ -2791,7 +2904,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2803,7 +2916,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2816,7 +2929,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
 }
 
 type Member struct {
@@ -2838,7 +2951,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2850,7 +2963,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2863,7 +2976,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Member) GetName() string {
@@ -2919,7 +3032,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2931,7 +3044,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2944,7 +3057,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AddMemberRequest) GetName() string {
@@ -2979,7 +3092,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2991,7 +3104,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3004,7 +3117,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{41}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AddMemberResponse) GetMembers() []*Member {
@@ -3030,7 +3143,7 @@ type PromoteMemberRequest struct {
 
 func (x *PromoteMemberRequest) Reset() {
 	*x = PromoteMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3042,7 +3155,7 @@ func (x *PromoteMemberRequest) String() string {
 func (*PromoteMemberRequest) ProtoMessage() {}
 
 func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3055,7 +3168,7 @@ func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberRequest.ProtoReflect.Descriptor instead.
 func (*PromoteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{42}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PromoteMemberRequest) GetName() string {
@@ -3074,7 +3187,7 @@ type PromoteMemberResponse struct {
 
 func (x *PromoteMemberResponse) Reset() {
 	*x = PromoteMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3086,7 +3199,7 @@ func (x *PromoteMemberResponse) String() string {
 func (*PromoteMemberResponse) ProtoMessage() {}
 
 func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3099,7 +3212,7 @@ func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberResponse.ProtoReflect.Descriptor instead.
 func (*PromoteMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PromoteMemberResponse) GetMembers() []*Member {
@@ -3119,7 +3232,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3131,7 +3244,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3144,7 +3257,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TransferLeadershipRequest) GetTo() string {
@@ -3164,7 +3277,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3176,7 +3289,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3189,7 +3302,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TransferLeadershipResponse) GetLeader() string {
@@ -3215,7 +3328,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3227,7 +3340,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3240,7 +3353,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RemoveMemberRequest) GetName() string {
@@ -3259,7 +3372,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[47]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3271,7 +3384,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[47]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3284,7 +3397,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{47}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RemoveMemberResponse) GetMembers() []*Member {
@@ -3331,7 +3444,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3343,7 +3456,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3356,7 +3469,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *StatusResponse) GetName() string {
@@ -3493,7 +3606,7 @@ type SaveSnapshotRequest struct {
 
 func (x *SaveSnapshotRequest) Reset() {
 	*x = SaveSnapshotRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3505,7 +3618,7 @@ func (x *SaveSnapshotRequest) String() string {
 func (*SaveSnapshotRequest) ProtoMessage() {}
 
 func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3518,7 +3631,7 @@ func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SaveSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
 }
 
 type SaveSnapshotResponse struct {
@@ -3531,7 +3644,7 @@ type SaveSnapshotResponse struct {
 
 func (x *SaveSnapshotResponse) Reset() {
 	*x = SaveSnapshotResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3543,7 +3656,7 @@ func (x *SaveSnapshotResponse) String() string {
 func (*SaveSnapshotResponse) ProtoMessage() {}
 
 func (x *SaveSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3556,7 +3669,7 @@ func (x *SaveSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SaveSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SaveSnapshotResponse) GetHeader() *SnapshotHeader {
@@ -3595,7 +3708,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3607,7 +3720,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3620,7 +3733,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SnapshotHeader) GetClusterId() uint64 {
@@ -3699,7 +3812,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[52]
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3711,7 +3824,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[52]
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3724,7 +3837,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{52}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Error) GetCode() uint32 {
@@ -3767,7 +3880,7 @@ type ResumeSession struct {
 
 func (x *ResumeSession) Reset() {
 	*x = ResumeSession{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3779,7 +3892,7 @@ func (x *ResumeSession) String() string {
 func (*ResumeSession) ProtoMessage() {}
 
 func (x *ResumeSession) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3792,7 +3905,7 @@ func (x *ResumeSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSession.ProtoReflect.Descriptor instead.
 func (*ResumeSession) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{53}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ResumeSession) GetSessionId() uint64 {
@@ -3831,7 +3944,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3843,7 +3956,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3856,7 +3969,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{54}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SessionRequest) GetId() uint64 {
@@ -4022,7 +4135,7 @@ type SessionsRequest struct {
 
 func (x *SessionsRequest) Reset() {
 	*x = SessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4034,7 +4147,7 @@ func (x *SessionsRequest) String() string {
 func (*SessionsRequest) ProtoMessage() {}
 
 func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4047,7 +4160,7 @@ func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsRequest.ProtoReflect.Descriptor instead.
 func (*SessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{55}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SessionsRequest) GetRequests() []*ChannelRequest {
@@ -4073,7 +4186,7 @@ type ChannelRequest struct {
 
 func (x *ChannelRequest) Reset() {
 	*x = ChannelRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4085,7 +4198,7 @@ func (x *ChannelRequest) String() string {
 func (*ChannelRequest) ProtoMessage() {}
 
 func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4098,7 +4211,7 @@ func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelRequest.ProtoReflect.Descriptor instead.
 func (*ChannelRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{56}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ChannelRequest) GetChannel() uint64 {
@@ -4133,7 +4246,7 @@ type SessionsResponse struct {
 
 func (x *SessionsResponse) Reset() {
 	*x = SessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4145,7 +4258,7 @@ func (x *SessionsResponse) String() string {
 func (*SessionsResponse) ProtoMessage() {}
 
 func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4158,7 +4271,7 @@ func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsResponse.ProtoReflect.Descriptor instead.
 func (*SessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SessionsResponse) GetResponses() []*ChannelResponse {
@@ -4182,7 +4295,7 @@ type ChannelResponse struct {
 
 func (x *ChannelResponse) Reset() {
 	*x = ChannelResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4194,7 +4307,7 @@ func (x *ChannelResponse) String() string {
 func (*ChannelResponse) ProtoMessage() {}
 
 func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4207,7 +4320,7 @@ func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelResponse.ProtoReflect.Descriptor instead.
 func (*ChannelResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{58}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ChannelResponse) GetChannel() uint64 {
@@ -4240,7 +4353,7 @@ type ChannelEnd struct {
 
 func (x *ChannelEnd) Reset() {
 	*x = ChannelEnd{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4252,7 +4365,7 @@ func (x *ChannelEnd) String() string {
 func (*ChannelEnd) ProtoMessage() {}
 
 func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4265,7 +4378,7 @@ func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelEnd.ProtoReflect.Descriptor instead.
 func (*ChannelEnd) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ChannelEnd) GetError() *Error {
@@ -4288,7 +4401,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4300,7 +4413,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4313,7 +4426,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{60}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *Grant) GetSeq() uint64 {
@@ -4356,7 +4469,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4368,7 +4481,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4381,7 +4494,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *WaitEnded) GetSeq() uint64 {
@@ -4432,7 +4545,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4444,7 +4557,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4457,7 +4570,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SessionResponse) GetId() uint64 {
@@ -4704,7 +4817,7 @@ type SessionHolds struct {
 
 func (x *SessionHolds) Reset() {
 	*x = SessionHolds{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4716,7 +4829,7 @@ func (x *SessionHolds) String() string {
 func (*SessionHolds) ProtoMessage() {}
 
 func (x *SessionHolds) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4729,7 +4842,7 @@ func (x *SessionHolds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionHolds.ProtoReflect.Descriptor instead.
 func (*SessionHolds) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SessionHolds) GetHolds() []*HoldLost {
@@ -4764,7 +4877,7 @@ type HoldLost struct {
 
 func (x *HoldLost) Reset() {
 	*x = HoldLost{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4776,7 +4889,7 @@ func (x *HoldLost) String() string {
 func (*HoldLost) ProtoMessage() {}
 
 func (x *HoldLost) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4789,7 +4902,7 @@ func (x *HoldLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldLost.ProtoReflect.Descriptor instead.
 func (*HoldLost) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *HoldLost) GetName() string {
@@ -4831,7 +4944,7 @@ type ChangeAuthRequest struct {
 
 func (x *ChangeAuthRequest) Reset() {
 	*x = ChangeAuthRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4843,7 +4956,7 @@ func (x *ChangeAuthRequest) String() string {
 func (*ChangeAuthRequest) ProtoMessage() {}
 
 func (x *ChangeAuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4856,7 +4969,7 @@ func (x *ChangeAuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeAuthRequest.ProtoReflect.Descriptor instead.
 func (*ChangeAuthRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ChangeAuthRequest) GetKind() ChangeAuthRequest_Kind {
@@ -4912,7 +5025,7 @@ type ChangeAuthResponse struct {
 
 func (x *ChangeAuthResponse) Reset() {
 	*x = ChangeAuthResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4924,7 +5037,7 @@ func (x *ChangeAuthResponse) String() string {
 func (*ChangeAuthResponse) ProtoMessage() {}
 
 func (x *ChangeAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4937,7 +5050,7 @@ func (x *ChangeAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeAuthResponse.ProtoReflect.Descriptor instead.
 func (*ChangeAuthResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{66}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ChangeAuthResponse) GetToken() string {
@@ -4955,7 +5068,7 @@ type GetAuthRequest struct {
 
 func (x *GetAuthRequest) Reset() {
 	*x = GetAuthRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	mi := &file_api_batonpb_baton_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4967,7 +5080,7 @@ func (x *GetAuthRequest) String() string {
 func (*GetAuthRequest) ProtoMessage() {}
 
 func (x *GetAuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	mi := &file_api_batonpb_baton_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4980,7 +5093,7 @@ func (x *GetAuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthRequest.ProtoReflect.Descriptor instead.
 func (*GetAuthRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{69}
 }
 
 type AuthUser struct {
@@ -4994,7 +5107,7 @@ type AuthUser struct {
 
 func (x *AuthUser) Reset() {
 	*x = AuthUser{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	mi := &file_api_batonpb_baton_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5006,7 +5119,7 @@ func (x *AuthUser) String() string {
 func (*AuthUser) ProtoMessage() {}
 
 func (x *AuthUser) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	mi := &file_api_batonpb_baton_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5019,7 +5132,7 @@ func (x *AuthUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthUser.ProtoReflect.Descriptor instead.
 func (*AuthUser) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{68}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *AuthUser) GetName() string {
@@ -5053,7 +5166,7 @@ type AuthPermission struct {
 
 func (x *AuthPermission) Reset() {
 	*x = AuthPermission{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[69]
+	mi := &file_api_batonpb_baton_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5065,7 +5178,7 @@ func (x *AuthPermission) String() string {
 func (*AuthPermission) ProtoMessage() {}
 
 func (x *AuthPermission) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[69]
+	mi := &file_api_batonpb_baton_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5078,7 +5191,7 @@ func (x *AuthPermission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthPermission.ProtoReflect.Descriptor instead.
 func (*AuthPermission) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{69}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *AuthPermission) GetPrefix() string {
@@ -5105,7 +5218,7 @@ type AuthRole struct {
 
 func (x *AuthRole) Reset() {
 	*x = AuthRole{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[70]
+	mi := &file_api_batonpb_baton_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5117,7 +5230,7 @@ func (x *AuthRole) String() string {
 func (*AuthRole) ProtoMessage() {}
 
 func (x *AuthRole) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[70]
+	mi := &file_api_batonpb_baton_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5130,7 +5243,7 @@ func (x *AuthRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthRole.ProtoReflect.Descriptor instead.
 func (*AuthRole) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{70}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *AuthRole) GetName() string {
@@ -5160,7 +5273,7 @@ type GetAuthResponse struct {
 
 func (x *GetAuthResponse) Reset() {
 	*x = GetAuthResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	mi := &file_api_batonpb_baton_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5172,7 +5285,7 @@ func (x *GetAuthResponse) String() string {
 func (*GetAuthResponse) ProtoMessage() {}
 
 func (x *GetAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	mi := &file_api_batonpb_baton_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5185,7 +5298,7 @@ func (x *GetAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthResponse.ProtoReflect.Descriptor instead.
 func (*GetAuthResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *GetAuthResponse) GetEnabled() bool {
@@ -5224,7 +5337,7 @@ type AuditRequest struct {
 
 func (x *AuditRequest) Reset() {
 	*x = AuditRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[72]
+	mi := &file_api_batonpb_baton_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5236,7 +5349,7 @@ func (x *AuditRequest) String() string {
 func (*AuditRequest) ProtoMessage() {}
 
 func (x *AuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[72]
+	mi := &file_api_batonpb_baton_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5249,7 +5362,7 @@ func (x *AuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRequest.ProtoReflect.Descriptor instead.
 func (*AuditRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{72}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{74}
 }
 
 type AuditEntry struct {
@@ -5264,7 +5377,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[73]
+	mi := &file_api_batonpb_baton_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5276,7 +5389,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[73]
+	mi := &file_api_batonpb_baton_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5289,7 +5402,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{73}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *AuditEntry) GetIndex() uint64 {
@@ -5329,7 +5442,7 @@ type AuditResponse struct {
 
 func (x *AuditResponse) Reset() {
 	*x = AuditResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[74]
+	mi := &file_api_batonpb_baton_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5341,7 +5454,7 @@ func (x *AuditResponse) String() string {
 func (*AuditResponse) ProtoMessage() {}
 
 func (x *AuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[74]
+	mi := &file_api_batonpb_baton_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5354,7 +5467,7 @@ func (x *AuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditResponse.ProtoReflect.Descriptor instead.
 func (*AuditResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{74}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *AuditResponse) GetEntries() []*AuditEntry {
@@ -5372,7 +5485,7 @@ type KeysRequest struct {
 
 func (x *KeysRequest) Reset() {
 	*x = KeysRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[75]
+	mi := &file_api_batonpb_baton_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5384,7 +5497,7 @@ func (x *KeysRequest) String() string {
 func (*KeysRequest) ProtoMessage() {}
 
 func (x *KeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[75]
+	mi := &file_api_batonpb_baton_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5397,7 +5510,7 @@ func (x *KeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeysRequest.ProtoReflect.Descriptor instead.
 func (*KeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{75}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{77}
 }
 
 // SigningKey is one of the cluster's Ed25519 signed-token keys, its
@@ -5419,7 +5532,7 @@ type SigningKey struct {
 
 func (x *SigningKey) Reset() {
 	*x = SigningKey{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[76]
+	mi := &file_api_batonpb_baton_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5431,7 +5544,7 @@ func (x *SigningKey) String() string {
 func (*SigningKey) ProtoMessage() {}
 
 func (x *SigningKey) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[76]
+	mi := &file_api_batonpb_baton_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5444,7 +5557,7 @@ func (x *SigningKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
 func (*SigningKey) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{76}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *SigningKey) GetId() uint64 {
@@ -5498,7 +5611,7 @@ type KeysResponse struct {
 
 func (x *KeysResponse) Reset() {
 	*x = KeysResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[77]
+	mi := &file_api_batonpb_baton_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5510,7 +5623,7 @@ func (x *KeysResponse) String() string {
 func (*KeysResponse) ProtoMessage() {}
 
 func (x *KeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[77]
+	mi := &file_api_batonpb_baton_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5523,7 +5636,7 @@ func (x *KeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeysResponse.ProtoReflect.Descriptor instead.
 func (*KeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{77}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *KeysResponse) GetKeys() []*SigningKey {
@@ -5543,7 +5656,7 @@ type RotateSigningKeyRequest struct {
 
 func (x *RotateSigningKeyRequest) Reset() {
 	*x = RotateSigningKeyRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[78]
+	mi := &file_api_batonpb_baton_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5555,7 +5668,7 @@ func (x *RotateSigningKeyRequest) String() string {
 func (*RotateSigningKeyRequest) ProtoMessage() {}
 
 func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[78]
+	mi := &file_api_batonpb_baton_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5568,7 +5681,7 @@ func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSigningKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateSigningKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{78}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *RotateSigningKeyRequest) GetRetention() *durationpb.Duration {
@@ -5588,7 +5701,7 @@ type RotateSigningKeyResponse struct {
 
 func (x *RotateSigningKeyResponse) Reset() {
 	*x = RotateSigningKeyResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[79]
+	mi := &file_api_batonpb_baton_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5600,7 +5713,7 @@ func (x *RotateSigningKeyResponse) String() string {
 func (*RotateSigningKeyResponse) ProtoMessage() {}
 
 func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[79]
+	mi := &file_api_batonpb_baton_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5613,7 +5726,7 @@ func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSigningKeyResponse.ProtoReflect.Descriptor instead.
 func (*RotateSigningKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{79}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *RotateSigningKeyResponse) GetKeyId() uint64 {
@@ -5776,7 +5889,15 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\rdelayed_until\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\fdelayedUntil\"_\n" +
 	"\vGetResponse\x12\"\n" +
 	"\x04lock\x18\x01 \x01(\v2\x0e.baton.v1.LockR\x04lock\x12,\n" +
-	"\ahistory\x18\x02 \x03(\v2\x12.baton.v1.PastHoldR\ahistory\"\xb4\x02\n" +
+	"\ahistory\x18\x02 \x03(\v2\x12.baton.v1.PastHoldR\ahistory\"$\n" +
+	"\x0eHistoryRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x80\x01\n" +
+	"\x0fHistoryResponse\x12(\n" +
+	"\x05holds\x18\x01 \x03(\v2\x12.baton.v1.PastHoldR\x05holds\x12#\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1e\n" +
+	"\n" +
+	"replicated\x18\x03 \x01(\bR\n" +
+	"replicated\"\xb4\x02\n" +
 	"\bPastHold\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
@@ -6081,7 +6202,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x18HOLD_END_SESSION_EXPIRED\x10\x03\x12\x19\n" +
 	"\x15HOLD_END_HOLD_EXPIRED\x10\x04\x12\x19\n" +
 	"\x15HOLD_END_CAS_RELEASED\x10\x05\x12\x16\n" +
-	"\x12HOLD_END_ABANDONED\x10\x062\x9f\x14\n" +
+	"\x12HOLD_END_ABANDONED\x10\x062\xf4\x14\n" +
 	"\x05Baton\x12B\n" +
 	"\aSession\x12\x18.baton.v1.SessionRequest\x1a\x19.baton.v1.SessionResponse(\x010\x01\x12E\n" +
 	"\bSessions\x12\x19.baton.v1.SessionsRequest\x1a\x1a.baton.v1.SessionsResponse(\x010\x01\x12c\n" +
@@ -6096,7 +6217,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"CasRelease\x12\x1b.baton.v1.CasReleaseRequest\x1a\x1c.baton.v1.CasReleaseResponse\" \x82\xd3\xe4\x93\x02\x1a:\x01*\"\x15/v1/locks/cas-release\x12K\n" +
 	"\x05Check\x12\x16.baton.v1.CheckRequest\x1a\x17.baton.v1.CheckResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/check\x12D\n" +
 	"\x03Get\x12\x14.baton.v1.GetRequest\x1a\x15.baton.v1.GetResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
-	"\x12\b/v1/lock\x12H\n" +
+	"\x12\b/v1/lock\x12S\n" +
+	"\aHistory\x12\x18.baton.v1.HistoryRequest\x1a\x19.baton.v1.HistoryResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/history\x12H\n" +
 	"\x04List\x12\x15.baton.v1.ListRequest\x1a\x16.baton.v1.ListResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/locks\x12c\n" +
 	"\fListSessions\x12\x1d.baton.v1.ListSessionsRequest\x1a\x1e.baton.v1.ListSessionsResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/sessions\x12M\n" +
 	"\x05Watch\x12\x16.baton.v1.WatchRequest\x1a\x17.baton.v1.WatchResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/watch0\x01\x12t\n" +
@@ -6130,7 +6252,7 @@ func file_api_batonpb_baton_proto_rawDescGZIP() []byte {
 }
 
 var file_api_batonpb_baton_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
+var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
 var file_api_batonpb_baton_proto_goTypes = []any{
 	(Reason)(0),                        // 0: baton.v1.Reason
 	(HoldEnd)(0),                       // 1: baton.v1.HoldEnd
@@ -6162,82 +6284,84 @@ var file_api_batonpb_baton_proto_goTypes = []any{
 	(*GetRequest)(nil),                 // 27: baton.v1.GetRequest
 	(*Lock)(nil),                       // 28: baton.v1.Lock
 	(*GetResponse)(nil),                // 29: baton.v1.GetResponse
-	(*PastHold)(nil),                   // 30: baton.v1.PastHold
-	(*ListRequest)(nil),                // 31: baton.v1.ListRequest
-	(*LockSummary)(nil),                // 32: baton.v1.LockSummary
-	(*ListResponse)(nil),               // 33: baton.v1.ListResponse
-	(*Session)(nil),                    // 34: baton.v1.Session
-	(*ListSessionsRequest)(nil),        // 35: baton.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),       // 36: baton.v1.ListSessionsResponse
-	(*BlacklistRequest)(nil),           // 37: baton.v1.BlacklistRequest
-	(*BlacklistResponse)(nil),          // 38: baton.v1.BlacklistResponse
-	(*WatchRequest)(nil),               // 39: baton.v1.WatchRequest
-	(*WatchResponse)(nil),              // 40: baton.v1.WatchResponse
-	(*StatusRequest)(nil),              // 41: baton.v1.StatusRequest
-	(*Member)(nil),                     // 42: baton.v1.Member
-	(*AddMemberRequest)(nil),           // 43: baton.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),          // 44: baton.v1.AddMemberResponse
-	(*PromoteMemberRequest)(nil),       // 45: baton.v1.PromoteMemberRequest
-	(*PromoteMemberResponse)(nil),      // 46: baton.v1.PromoteMemberResponse
-	(*TransferLeadershipRequest)(nil),  // 47: baton.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 48: baton.v1.TransferLeadershipResponse
-	(*RemoveMemberRequest)(nil),        // 49: baton.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),       // 50: baton.v1.RemoveMemberResponse
-	(*StatusResponse)(nil),             // 51: baton.v1.StatusResponse
-	(*SaveSnapshotRequest)(nil),        // 52: baton.v1.SaveSnapshotRequest
-	(*SaveSnapshotResponse)(nil),       // 53: baton.v1.SaveSnapshotResponse
-	(*SnapshotHeader)(nil),             // 54: baton.v1.SnapshotHeader
-	(*Error)(nil),                      // 55: baton.v1.Error
-	(*ResumeSession)(nil),              // 56: baton.v1.ResumeSession
-	(*SessionRequest)(nil),             // 57: baton.v1.SessionRequest
-	(*SessionsRequest)(nil),            // 58: baton.v1.SessionsRequest
-	(*ChannelRequest)(nil),             // 59: baton.v1.ChannelRequest
-	(*SessionsResponse)(nil),           // 60: baton.v1.SessionsResponse
-	(*ChannelResponse)(nil),            // 61: baton.v1.ChannelResponse
-	(*ChannelEnd)(nil),                 // 62: baton.v1.ChannelEnd
-	(*Grant)(nil),                      // 63: baton.v1.Grant
-	(*WaitEnded)(nil),                  // 64: baton.v1.WaitEnded
-	(*SessionResponse)(nil),            // 65: baton.v1.SessionResponse
-	(*SessionHolds)(nil),               // 66: baton.v1.SessionHolds
-	(*HoldLost)(nil),                   // 67: baton.v1.HoldLost
-	(*ChangeAuthRequest)(nil),          // 68: baton.v1.ChangeAuthRequest
-	(*ChangeAuthResponse)(nil),         // 69: baton.v1.ChangeAuthResponse
-	(*GetAuthRequest)(nil),             // 70: baton.v1.GetAuthRequest
-	(*AuthUser)(nil),                   // 71: baton.v1.AuthUser
-	(*AuthPermission)(nil),             // 72: baton.v1.AuthPermission
-	(*AuthRole)(nil),                   // 73: baton.v1.AuthRole
-	(*GetAuthResponse)(nil),            // 74: baton.v1.GetAuthResponse
-	(*AuditRequest)(nil),               // 75: baton.v1.AuditRequest
-	(*AuditEntry)(nil),                 // 76: baton.v1.AuditEntry
-	(*AuditResponse)(nil),              // 77: baton.v1.AuditResponse
-	(*KeysRequest)(nil),                // 78: baton.v1.KeysRequest
-	(*SigningKey)(nil),                 // 79: baton.v1.SigningKey
-	(*KeysResponse)(nil),               // 80: baton.v1.KeysResponse
-	(*RotateSigningKeyRequest)(nil),    // 81: baton.v1.RotateSigningKeyRequest
-	(*RotateSigningKeyResponse)(nil),   // 82: baton.v1.RotateSigningKeyResponse
-	(*durationpb.Duration)(nil),        // 83: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),      // 84: google.protobuf.Timestamp
+	(*HistoryRequest)(nil),             // 30: baton.v1.HistoryRequest
+	(*HistoryResponse)(nil),            // 31: baton.v1.HistoryResponse
+	(*PastHold)(nil),                   // 32: baton.v1.PastHold
+	(*ListRequest)(nil),                // 33: baton.v1.ListRequest
+	(*LockSummary)(nil),                // 34: baton.v1.LockSummary
+	(*ListResponse)(nil),               // 35: baton.v1.ListResponse
+	(*Session)(nil),                    // 36: baton.v1.Session
+	(*ListSessionsRequest)(nil),        // 37: baton.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),       // 38: baton.v1.ListSessionsResponse
+	(*BlacklistRequest)(nil),           // 39: baton.v1.BlacklistRequest
+	(*BlacklistResponse)(nil),          // 40: baton.v1.BlacklistResponse
+	(*WatchRequest)(nil),               // 41: baton.v1.WatchRequest
+	(*WatchResponse)(nil),              // 42: baton.v1.WatchResponse
+	(*StatusRequest)(nil),              // 43: baton.v1.StatusRequest
+	(*Member)(nil),                     // 44: baton.v1.Member
+	(*AddMemberRequest)(nil),           // 45: baton.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),          // 46: baton.v1.AddMemberResponse
+	(*PromoteMemberRequest)(nil),       // 47: baton.v1.PromoteMemberRequest
+	(*PromoteMemberResponse)(nil),      // 48: baton.v1.PromoteMemberResponse
+	(*TransferLeadershipRequest)(nil),  // 49: baton.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 50: baton.v1.TransferLeadershipResponse
+	(*RemoveMemberRequest)(nil),        // 51: baton.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 52: baton.v1.RemoveMemberResponse
+	(*StatusResponse)(nil),             // 53: baton.v1.StatusResponse
+	(*SaveSnapshotRequest)(nil),        // 54: baton.v1.SaveSnapshotRequest
+	(*SaveSnapshotResponse)(nil),       // 55: baton.v1.SaveSnapshotResponse
+	(*SnapshotHeader)(nil),             // 56: baton.v1.SnapshotHeader
+	(*Error)(nil),                      // 57: baton.v1.Error
+	(*ResumeSession)(nil),              // 58: baton.v1.ResumeSession
+	(*SessionRequest)(nil),             // 59: baton.v1.SessionRequest
+	(*SessionsRequest)(nil),            // 60: baton.v1.SessionsRequest
+	(*ChannelRequest)(nil),             // 61: baton.v1.ChannelRequest
+	(*SessionsResponse)(nil),           // 62: baton.v1.SessionsResponse
+	(*ChannelResponse)(nil),            // 63: baton.v1.ChannelResponse
+	(*ChannelEnd)(nil),                 // 64: baton.v1.ChannelEnd
+	(*Grant)(nil),                      // 65: baton.v1.Grant
+	(*WaitEnded)(nil),                  // 66: baton.v1.WaitEnded
+	(*SessionResponse)(nil),            // 67: baton.v1.SessionResponse
+	(*SessionHolds)(nil),               // 68: baton.v1.SessionHolds
+	(*HoldLost)(nil),                   // 69: baton.v1.HoldLost
+	(*ChangeAuthRequest)(nil),          // 70: baton.v1.ChangeAuthRequest
+	(*ChangeAuthResponse)(nil),         // 71: baton.v1.ChangeAuthResponse
+	(*GetAuthRequest)(nil),             // 72: baton.v1.GetAuthRequest
+	(*AuthUser)(nil),                   // 73: baton.v1.AuthUser
+	(*AuthPermission)(nil),             // 74: baton.v1.AuthPermission
+	(*AuthRole)(nil),                   // 75: baton.v1.AuthRole
+	(*GetAuthResponse)(nil),            // 76: baton.v1.GetAuthResponse
+	(*AuditRequest)(nil),               // 77: baton.v1.AuditRequest
+	(*AuditEntry)(nil),                 // 78: baton.v1.AuditEntry
+	(*AuditResponse)(nil),              // 79: baton.v1.AuditResponse
+	(*KeysRequest)(nil),                // 80: baton.v1.KeysRequest
+	(*SigningKey)(nil),                 // 81: baton.v1.SigningKey
+	(*KeysResponse)(nil),               // 82: baton.v1.KeysResponse
+	(*RotateSigningKeyRequest)(nil),    // 83: baton.v1.RotateSigningKeyRequest
+	(*RotateSigningKeyResponse)(nil),   // 84: baton.v1.RotateSigningKeyResponse
+	(*durationpb.Duration)(nil),        // 85: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),      // 86: google.protobuf.Timestamp
 }
 var file_api_batonpb_baton_proto_depIdxs = []int32{
-	83,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	83,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	83,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	85,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	85,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	85,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
 	3,   // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
-	83,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	83,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
-	83,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
-	83,  // 7: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
-	84,  // 8: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
-	83,  // 9: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
-	83,  // 10: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
-	84,  // 11: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
-	83,  // 12: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
+	85,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	85,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
+	85,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	85,  // 7: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
+	86,  // 8: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
+	85,  // 9: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
+	85,  // 10: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
+	86,  // 11: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
+	85,  // 12: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
 	13,  // 13: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
-	83,  // 14: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
-	84,  // 15: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
+	85,  // 14: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
+	86,  // 15: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
 	3,   // 16: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
-	83,  // 17: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
-	83,  // 18: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
+	85,  // 17: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
+	85,  // 18: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
 	17,  // 19: baton.v1.AcquireManyRequest.modes:type_name -> baton.v1.LockMode
 	15,  // 20: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
 	3,   // 21: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
@@ -6246,128 +6370,131 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	13,  // 24: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
 	13,  // 25: baton.v1.Lock.holders:type_name -> baton.v1.Holder
 	14,  // 26: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
-	84,  // 27: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
+	86,  // 27: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
 	28,  // 28: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
-	30,  // 29: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
-	84,  // 30: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
-	84,  // 31: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
-	1,   // 32: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
-	13,  // 33: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
-	84,  // 34: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
-	32,  // 35: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	83,  // 36: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	84,  // 37: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
-	34,  // 38: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
-	28,  // 39: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
-	42,  // 40: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
-	42,  // 41: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
-	42,  // 42: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
-	42,  // 43: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
-	54,  // 44: baton.v1.SaveSnapshotResponse.header:type_name -> baton.v1.SnapshotHeader
-	42,  // 45: baton.v1.SnapshotHeader.members:type_name -> baton.v1.Member
-	84,  // 46: baton.v1.SnapshotHeader.taken_at:type_name -> google.protobuf.Timestamp
-	0,   // 47: baton.v1.Error.reason:type_name -> baton.v1.Reason
-	4,   // 48: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
-	56,  // 49: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
-	6,   // 50: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
-	10,  // 51: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
-	19,  // 52: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
-	21,  // 53: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
-	16,  // 54: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
-	8,   // 55: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
-	11,  // 56: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
-	59,  // 57: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
-	57,  // 58: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
-	61,  // 59: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
-	65,  // 60: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
-	62,  // 61: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
-	55,  // 62: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
-	0,   // 63: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
-	55,  // 64: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
-	5,   // 65: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
-	7,   // 66: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
-	15,  // 67: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
-	20,  // 68: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
-	22,  // 69: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
-	18,  // 70: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
-	9,   // 71: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
-	63,  // 72: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
-	64,  // 73: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
-	55,  // 74: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	67,  // 75: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
-	66,  // 76: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
-	12,  // 77: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
-	67,  // 78: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
-	2,   // 79: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
-	72,  // 80: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
-	71,  // 81: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
-	73,  // 82: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
-	84,  // 83: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	76,  // 84: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
-	84,  // 85: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
-	84,  // 86: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
-	79,  // 87: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
-	83,  // 88: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
-	79,  // 89: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
-	57,  // 90: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	58,  // 91: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
-	4,   // 92: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	6,   // 93: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	8,   // 94: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	10,  // 95: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	16,  // 96: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	11,  // 97: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
-	19,  // 98: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	23,  // 99: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	25,  // 100: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	27,  // 101: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	31,  // 102: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	35,  // 103: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	39,  // 104: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
-	37,  // 105: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	41,  // 106: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	43,  // 107: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
-	45,  // 108: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
-	49,  // 109: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
-	47,  // 110: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
-	68,  // 111: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
-	70,  // 112: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
-	75,  // 113: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
-	78,  // 114: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
-	81,  // 115: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
-	52,  // 116: baton.v1.Baton.SaveSnapshot:input_type -> baton.v1.SaveSnapshotRequest
-	65,  // 117: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	60,  // 118: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	5,   // 119: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	7,   // 120: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	9,   // 121: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	15,  // 122: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	18,  // 123: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	12,  // 124: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
-	20,  // 125: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	24,  // 126: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	26,  // 127: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	29,  // 128: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	33,  // 129: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	36,  // 130: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	40,  // 131: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
-	38,  // 132: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	51,  // 133: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	44,  // 134: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
-	46,  // 135: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
-	50,  // 136: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
-	48,  // 137: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
-	69,  // 138: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
-	74,  // 139: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
-	77,  // 140: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
-	80,  // 141: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
-	82,  // 142: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
-	53,  // 143: baton.v1.Baton.SaveSnapshot:output_type -> baton.v1.SaveSnapshotResponse
-	117, // [117:144] is the sub-list for method output_type
-	90,  // [90:117] is the sub-list for method input_type
-	90,  // [90:90] is the sub-list for extension type_name
-	90,  // [90:90] is the sub-list for extension extendee
-	0,   // [0:90] is the sub-list for field type_name
+	32,  // 29: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
+	32,  // 30: baton.v1.HistoryResponse.holds:type_name -> baton.v1.PastHold
+	86,  // 31: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
+	86,  // 32: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
+	1,   // 33: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
+	13,  // 34: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
+	86,  // 35: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
+	34,  // 36: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
+	85,  // 37: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	86,  // 38: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	36,  // 39: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
+	28,  // 40: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
+	44,  // 41: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
+	44,  // 42: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
+	44,  // 43: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
+	44,  // 44: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
+	56,  // 45: baton.v1.SaveSnapshotResponse.header:type_name -> baton.v1.SnapshotHeader
+	44,  // 46: baton.v1.SnapshotHeader.members:type_name -> baton.v1.Member
+	86,  // 47: baton.v1.SnapshotHeader.taken_at:type_name -> google.protobuf.Timestamp
+	0,   // 48: baton.v1.Error.reason:type_name -> baton.v1.Reason
+	4,   // 49: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
+	58,  // 50: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
+	6,   // 51: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
+	10,  // 52: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
+	19,  // 53: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
+	21,  // 54: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
+	16,  // 55: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
+	8,   // 56: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
+	11,  // 57: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
+	61,  // 58: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
+	59,  // 59: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
+	63,  // 60: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
+	67,  // 61: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
+	64,  // 62: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
+	57,  // 63: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
+	0,   // 64: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
+	57,  // 65: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
+	5,   // 66: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
+	7,   // 67: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
+	15,  // 68: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
+	20,  // 69: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
+	22,  // 70: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
+	18,  // 71: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
+	9,   // 72: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
+	65,  // 73: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
+	66,  // 74: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
+	57,  // 75: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
+	69,  // 76: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
+	68,  // 77: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
+	12,  // 78: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
+	69,  // 79: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
+	2,   // 80: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
+	74,  // 81: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
+	73,  // 82: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
+	75,  // 83: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
+	86,  // 84: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	78,  // 85: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
+	86,  // 86: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
+	86,  // 87: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
+	81,  // 88: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
+	85,  // 89: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
+	81,  // 90: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
+	59,  // 91: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	60,  // 92: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	4,   // 93: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	6,   // 94: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	8,   // 95: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	10,  // 96: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	16,  // 97: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	11,  // 98: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
+	19,  // 99: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	23,  // 100: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	25,  // 101: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	27,  // 102: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	30,  // 103: baton.v1.Baton.History:input_type -> baton.v1.HistoryRequest
+	33,  // 104: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	37,  // 105: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	41,  // 106: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
+	39,  // 107: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	43,  // 108: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	45,  // 109: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
+	47,  // 110: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
+	51,  // 111: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
+	49,  // 112: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
+	70,  // 113: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
+	72,  // 114: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
+	77,  // 115: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
+	80,  // 116: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
+	83,  // 117: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
+	54,  // 118: baton.v1.Baton.SaveSnapshot:input_type -> baton.v1.SaveSnapshotRequest
+	67,  // 119: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	62,  // 120: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	5,   // 121: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	7,   // 122: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	9,   // 123: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	15,  // 124: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	18,  // 125: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	12,  // 126: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
+	20,  // 127: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	24,  // 128: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	26,  // 129: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	29,  // 130: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	31,  // 131: baton.v1.Baton.History:output_type -> baton.v1.HistoryResponse
+	35,  // 132: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	38,  // 133: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	42,  // 134: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
+	40,  // 135: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	53,  // 136: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	46,  // 137: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
+	48,  // 138: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
+	52,  // 139: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
+	50,  // 140: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
+	71,  // 141: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
+	76,  // 142: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
+	79,  // 143: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
+	82,  // 144: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
+	84,  // 145: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
+	55,  // 146: baton.v1.Baton.SaveSnapshot:output_type -> baton.v1.SaveSnapshotResponse
+	119, // [119:147] is the sub-list for method output_type
+	91,  // [91:119] is the sub-list for method input_type
+	91,  // [91:91] is the sub-list for extension type_name
+	91,  // [91:91] is the sub-list for extension extendee
+	0,   // [0:91] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }
@@ -6375,8 +6502,8 @@ func file_api_batonpb_baton_proto_init() {
 	if File_api_batonpb_baton_proto != nil {
 		return
 	}
-	file_api_batonpb_baton_proto_msgTypes[48].OneofWrappers = []any{}
-	file_api_batonpb_baton_proto_msgTypes[54].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[50].OneofWrappers = []any{}
+	file_api_batonpb_baton_proto_msgTypes[56].OneofWrappers = []any{
 		(*SessionRequest_Open)(nil),
 		(*SessionRequest_Resume)(nil),
 		(*SessionRequest_KeepAlive)(nil),
@@ -6387,7 +6514,7 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionRequest_Close)(nil),
 		(*SessionRequest_RenewHold)(nil),
 	}
-	file_api_batonpb_baton_proto_msgTypes[62].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[64].OneofWrappers = []any{
 		(*SessionResponse_Open)(nil),
 		(*SessionResponse_KeepAlive)(nil),
 		(*SessionResponse_Acquire)(nil),
@@ -6408,7 +6535,7 @@ func file_api_batonpb_baton_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_batonpb_baton_proto_rawDesc), len(file_api_batonpb_baton_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   80,
+			NumMessages:   82,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -36,6 +36,7 @@ const (
 	Baton_CasRelease_FullMethodName         = "/baton.v1.Baton/CasRelease"
 	Baton_Check_FullMethodName              = "/baton.v1.Baton/Check"
 	Baton_Get_FullMethodName                = "/baton.v1.Baton/Get"
+	Baton_History_FullMethodName            = "/baton.v1.Baton/History"
 	Baton_List_FullMethodName               = "/baton.v1.Baton/List"
 	Baton_ListSessions_FullMethodName       = "/baton.v1.Baton/ListSessions"
 	Baton_Watch_FullMethodName              = "/baton.v1.Baton/Watch"
@@ -93,6 +94,9 @@ type BatonClient interface {
 	// Check answers, linearizably, whether token is the current hold of name.
 	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
+	// History is a lock's recent ended holds (linearizable), as
+	// GetResponse.history has them, with the applied index they are of.
+	History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error)
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
 	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
 	// Watch follows one lock: its state now (linearizable, so the leader
@@ -285,6 +289,16 @@ func (c *batonClient) Get(ctx context.Context, in *GetRequest, opts ...grpc.Call
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetResponse)
 	err := c.cc.Invoke(ctx, Baton_Get_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *batonClient) History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HistoryResponse)
+	err := c.cc.Invoke(ctx, Baton_History_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -499,6 +513,9 @@ type BatonServer interface {
 	// Check answers, linearizably, whether token is the current hold of name.
 	Check(context.Context, *CheckRequest) (*CheckResponse, error)
 	Get(context.Context, *GetRequest) (*GetResponse, error)
+	// History is a lock's recent ended holds (linearizable), as
+	// GetResponse.history has them, with the applied index they are of.
+	History(context.Context, *HistoryRequest) (*HistoryResponse, error)
 	List(context.Context, *ListRequest) (*ListResponse, error)
 	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
 	// Watch follows one lock: its state now (linearizable, so the leader
@@ -606,6 +623,9 @@ func (UnimplementedBatonServer) Check(context.Context, *CheckRequest) (*CheckRes
 }
 func (UnimplementedBatonServer) Get(context.Context, *GetRequest) (*GetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
+}
+func (UnimplementedBatonServer) History(context.Context, *HistoryRequest) (*HistoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method History not implemented")
 }
 func (UnimplementedBatonServer) List(context.Context, *ListRequest) (*ListResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method List not implemented")
@@ -863,6 +883,24 @@ func _Baton_Get_Handler(srv interface{}, ctx context.Context, dec func(interface
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(BatonServer).Get(ctx, req.(*GetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Baton_History_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BatonServer).History(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Baton_History_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BatonServer).History(ctx, req.(*HistoryRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1169,6 +1207,10 @@ var Baton_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Get",
 			Handler:    _Baton_Get_Handler,
+		},
+		{
+			MethodName: "History",
+			Handler:    _Baton_History_Handler,
 		},
 		{
 			MethodName: "List",

@@ -23,6 +23,7 @@ func init() {
 		{"bench", "measure lock throughput and latency against a cluster", runBench},
 		{"locks", "list locks: holder, token, since, queue length", runLocks},
 		{"get", "show one lock in full, with its queue", runGet},
+		{"history", "list a lock's recent holders: how and when each hold ended", runHistory},
 		{"watch", "follow a lock: a line each time its holders or queue change", runWatch},
 		{"check", "exit 0 if TOKEN is the current hold of NAME, 1 if not", runCheck},
 		{"sessions", "list sessions", runSessions},

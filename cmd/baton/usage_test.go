@@ -33,7 +33,7 @@ func runCaptured(t *testing.T, args ...string) (int, string) {
 
 // everyCommand is every command and subcommand of the CLI.
 var everyCommand = []string{
-	"server", "lock", "bench", "locks", "get", "watch", "check", "sessions", "blacklist", "release", "status",
+	"server", "lock", "bench", "locks", "get", "history", "watch", "check", "sessions", "blacklist", "release", "status",
 	"member add", "member promote", "member remove", "member list", "leader transfer",
 	"auth enable", "auth disable", "auth status",
 	"user add", "user remove", "user grant", "user revoke",
@@ -67,6 +67,8 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		tc{[]string{"check", "x"}, "check", "missing TOKEN"},
 		tc{[]string{"check"}, "check", "missing NAME and TOKEN"},
 		tc{[]string{"get"}, "get", "missing NAME"},
+		tc{[]string{"history"}, "history", "missing NAME"},
+		tc{[]string{"history", "a", "b"}, "history", `unexpected argument "b"`},
 		tc{[]string{"watch"}, "watch", "missing NAME"},
 		tc{[]string{"lock"}, "lock", "missing NAME"},
 		tc{[]string{"lock", "job"}, "lock", "no command: put it after --, e.g. baton lock job -- ./job.sh"},

@@ -412,6 +412,31 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		return b.String()
 
+	case "set-log-version":
+		// Example: set-log-version version=10
+		// Applies a SetLogVersion entry, as a leader does once every
+		// member reads the version.
+		var v uint32
+		d.ScanArgs(t, "version", &v)
+		return h.apply(&fsmpb.Command{Op: &fsmpb.Command_SetLogVersion{SetLogVersion: &fsmpb.SetLogVersion{Version: v}}})
+
+	case "restart":
+		// Example: restart
+		// Replaces the machine by one restored from its snapshot, as a
+		// member that restarts from its snapshot (with nothing to replay)
+		// or installs the leader's has; prints whether they hash alike.
+		snap, err := h.m.Snapshot()
+		if err != nil {
+			d.Fatalf(t, "snapshot: %v", err)
+		}
+		r := New()
+		if err := r.Restore(snap); err != nil {
+			d.Fatalf(t, "restore: %v", err)
+		}
+		same := r.Hash() == h.m.Hash()
+		h.m = r
+		return fmt.Sprintf("restored at %d, log version %d, same hash: %v\n", r.AppliedIndex(), r.LogVersion(), same)
+
 	case "locks":
 		// Example: locks prefix=a/ after=a/b limit=2
 		var prefix, after string

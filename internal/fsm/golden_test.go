@@ -15,10 +15,15 @@ import (
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
-var rewriteGolden = flag.Bool("rewrite-snapshot", false, "rewrite testdata/snapshot.golden from the current encoding")
+var rewriteGolden = flag.Bool("rewrite-snapshot", false, "rewrite testdata/snapshot*.golden from the current encoding")
 
-// goldenPath holds the snapshot of goldenMachine's state, in hex.
-const goldenPath = "testdata/snapshot.golden"
+// goldenPaths hold the snapshots of goldenMachine's state at two log
+// versions, in hex: the last before the history was replicated, whose
+// bytes every release since encodes alike, and the current one.
+var goldenPaths = map[uint32]string{
+	SignedTokensVersion: "testdata/snapshot.golden",
+	LogVersion:          "testdata/snapshot-v10.golden",
+}
 
 // TestSnapshotBytesArePinned pins the bytes of the snapshot of one state
 // with every kind of record. Members of different releases restore each
@@ -31,7 +36,13 @@ const goldenPath = "testdata/snapshot.golden"
 // Regenerate (only for a deliberate format change):
 // go test ./internal/fsm -run TestSnapshotBytesArePinned -rewrite-snapshot
 func TestSnapshotBytesArePinned(t *testing.T) {
-	m := goldenMachine(t)
+	for version, path := range goldenPaths {
+		t.Run(path, func(t *testing.T) { testSnapshotBytesArePinned(t, version, path) })
+	}
+}
+
+func testSnapshotBytesArePinned(t *testing.T, version uint32, goldenPath string) {
+	m := goldenMachine(t, version)
 	got, err := m.Snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -98,8 +109,9 @@ func TestSnapshotBytesArePinned(t *testing.T) {
 // rewritten when their hold ended); exclusive, reentrant, limited and
 // shared holds; waiters with timeouts, shared and limited; members, the
 // cluster id, the log version, users, roles, audit records, and a current
-// and a retired signing key.
-func goldenMachine(t *testing.T) *Machine {
+// and a retired signing key; and, at version HistoryVersion or above, the
+// history of the holds that ended (released, cas-released, expired).
+func goldenMachine(t *testing.T, version uint32) *Machine {
 	m := New()
 	m.SetMember(Member{ID: 7, Name: "n2", PeerAddr: "10.0.0.2:7701"})
 	m.SetMember(Member{ID: 3, Name: "n1", PeerAddr: "10.0.0.1:7701"})
@@ -114,7 +126,7 @@ func goldenMachine(t *testing.T) *Machine {
 	}
 	index := uint64(0)
 	for _, cmd := range []*fsmpb.Command{
-		{Op: &fsmpb.Command_SetLogVersion{SetLogVersion: &fsmpb.SetLogVersion{Version: LogVersion}}},
+		{Op: &fsmpb.Command_SetLogVersion{SetLogVersion: &fsmpb.SetLogVersion{Version: version}}},
 		// Sessions 2, 3, 4, 5.
 		{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "host-a/worker", TtlNanos: 15 * second, Nonce: 77}}},
 		{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "host-b/worker", SecretHash: secret[:]}}},

@@ -250,5 +250,24 @@ func fullSnapshot(m *Machine) *fsmpb.Snapshot {
 	}
 	snap.Audit = m.AuditRecords()
 	snap.SigningKeys = m.signingKeysProto()
+	if m.historyReplicated() {
+		snap.History = historyProto(m)
+	}
 	return snap
+}
+
+// historyProto is the history as Snapshot.history keeps it: the lock
+// whose last end is the oldest first, each one's ends oldest first.
+func historyProto(m *Machine) []*fsmpb.LockHistory {
+	var out []*fsmpb.LockHistory
+	for _, pl := range m.past.inEvictionOrder() {
+		lh := &fsmpb.LockHistory{Lock: pl.name}
+		for _, e := range pl.ends(true) {
+			lh.Holds = append(lh.Holds, &fsmpb.PastHold{SessionId: e.SessionID, Owner: e.Owner, OwnerKey: e.OwnerKey,
+				Token: e.Token, Shared: e.Shared, SinceUnixNano: e.Since, EndedUnixNano: e.Ended, EndedIndex: e.EndedIndex,
+				How: fsmpb.HoldEnd(e.How)})
+		}
+		out = append(out, lh)
+	}
+	return out
 }

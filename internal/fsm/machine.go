@@ -41,7 +41,8 @@ type Machine struct {
 	// last (signing.go).
 	keys []signingKey
 
-	// past is the recent history of holds (past.go): in memory only.
+	// past is the recent history of holds (past.go): replicated from
+	// HistoryVersion, in memory only below it.
 	past past
 	// opens indexes live sessions by the nonce of the OpenSession that
 	// made them (exactly-once opens); derived from the sessions.

@@ -50,7 +50,7 @@ func eachRecord(data []byte, fn func(num protowire.Number, v uint64, rec []byte)
 		case (num == snapshotAppliedIndex || num == snapshotClusterID || num == snapshotLogVersion) && typ == protowire.VarintType:
 			v, n = protowire.ConsumeVarint(data)
 		case (num == snapshotSessions || num == snapshotLocks || num == snapshotMembers || num == snapshotAuth || num == snapshotAudit ||
-			num == snapshotSigningKeys) && typ == protowire.BytesType:
+			num == snapshotSigningKeys || num == snapshotHistory) && typ == protowire.BytesType:
 			rec, n = protowire.ConsumeBytes(data)
 		default:
 			n = protowire.ConsumeFieldValue(num, typ, data)
@@ -285,7 +285,7 @@ func decodeFields(b []byte, fn func(num protowire.Number, v uint64, s []byte, is
 // the applied index (the last one wins) and the number of records first,
 // then the sessions, then the locks, which refer to them.
 func (m *Machine) load(data []byte) error {
-	nSessions, nLocks := 0, 0
+	nSessions, nLocks, nHistory := 0, 0, 0
 	err := eachRecord(data, func(num protowire.Number, v uint64, _ []byte) error {
 		switch num {
 		case snapshotAppliedIndex:
@@ -298,6 +298,8 @@ func (m *Machine) load(data []byte) error {
 			nSessions++
 		case snapshotLocks:
 			nLocks++
+		case snapshotHistory:
+			nHistory++
 		}
 		return nil
 	})
@@ -308,7 +310,7 @@ func (m *Machine) load(data []byte) error {
 	// over. (The counts are bounded by the data: a record takes 2 bytes.)
 	m.sessions = make(map[uint64]*session, nSessions)
 	m.locks = make(map[string]*lock, nLocks)
-	m.lastSize, m.lastRecords = len(data), nSessions+nLocks
+	m.lastSize, m.lastRecords = len(data), nSessions+nLocks+nHistory
 
 	var (
 		sp    fsmpb.Session
@@ -385,6 +387,9 @@ func (m *Machine) load(data []byte) error {
 		return err
 	}
 	if err := m.loadSigningKeys(data); err != nil {
+		return err
+	}
+	if err := m.loadHistory(data); err != nil {
 		return err
 	}
 

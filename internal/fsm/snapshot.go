@@ -25,7 +25,8 @@ const (
 
 // Snapshot returns the whole state as an fsmpb.Snapshot in bytes. The bytes
 // are deterministic: sessions sorted by id, their cached results by seq,
-// locks by name, holders and waiters in their order, each record in the
+// locks by name, holders and waiters in their order, the history (from
+// HistoryVersion) in eviction order, each record in the
 // bytes proto's deterministic Marshal gives it; so equal states give
 // equal bytes on every replica. It cannot fail: the error is for
 // implementations that can.
@@ -51,7 +52,7 @@ func (m *Machine) marshal(applied uint64) []byte {
 		return true
 	})
 	b = appendClusterInfo(appendMembers(b, m.Members()), m.clusterID, m.logVersion)
-	return append(b, m.encodeTail()...)
+	return m.encodeHistory(append(b, m.encodeTail()...))
 }
 
 // encodeTail is the snapshot's small fields after the cluster info, in

@@ -92,7 +92,10 @@ func TestRestoreRefusesCorruptSnapshots(t *testing.T) {
 func TestSnapshotFieldNumbers(t *testing.T) {
 	for msg, want := range map[proto.Message]map[protoreflect.Name]protowire.Number{
 		&fsmpb.Snapshot{}: {"applied_index": snapshotAppliedIndex, "sessions": snapshotSessions, "locks": snapshotLocks, "members": snapshotMembers, "cluster_id": snapshotClusterID, "log_version": snapshotLogVersion,
-			"auth": snapshotAuth, "audit": snapshotAudit, "signing_keys": snapshotSigningKeys},
+			"auth": snapshotAuth, "audit": snapshotAudit, "signing_keys": snapshotSigningKeys, "history": snapshotHistory},
+		&fsmpb.LockHistory{}: {"lock": historyLock, "holds": historyHolds},
+		&fsmpb.PastHold{}: {"session_id": pastSessionID, "owner": pastOwner, "owner_key": pastOwnerKey, "token": pastToken,
+			"shared": pastShared, "since_unix_nano": pastSince, "ended_unix_nano": pastEnded, "ended_index": pastEndedIndex, "how": pastHow},
 		&fsmpb.Lock{}: {"name": lockName, "holders": lockHolders, "waiters": lockWaiters, "limit": lockLimit,
 			"delay_from": lockDelayFrom, "delay_nanos": lockDelayNanos, "delayed_until_unix_nano": lockDelayUntil},
 		&fsmpb.Holder{}: {"session_id": holderSessionID, "owner_key": holderOwnerKey, "owner": holderOwner,
@@ -238,7 +241,7 @@ func randomMachine(t *testing.T, seed uint64) *Machine {
 		m.SetMember(Member{ID: rng.Uint64N(1 << 60), Name: fmt.Sprintf("n%d", i), PeerAddr: fmt.Sprintf("10.0.0.%d:7701", i), Removed: i == 2})
 	}
 	m.SetClusterID(rng.Uint64())
-	m.SetLogVersion(uint32(rng.IntN(3)))
+	m.SetLogVersion([]uint32{0, 1, 2, HistoryVersion}[rng.IntN(4)])
 	index := uint64(0)
 	apply := func(cmd *fsmpb.Command) *fsmpb.Result {
 		index++

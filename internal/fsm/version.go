@@ -32,10 +32,17 @@ import (
 //	   members sign nothing (SignedTokensVersion).
 //	7: mixed lock sets: AcquireMany.modes, a mode per lock
 //	   (MixedSetVersion).
+//	10: the history of ended holds in snapshots (Snapshot.history and
+//	   LockHistory, PastHold and HoldEnd in it; HistoryVersion). No
+//	   command changes: every member records the same ends at every
+//	   version, and below 10 keeps them out of its snapshots and Hash, as
+//	   older releases do; the entry that raises the version to 10 empties
+//	   the history on every member, which from there on tell the same
+//	   (past.go).
 //
 // A field added to a log or snapshot message needs a new version here, and
 // its entry in fieldVersions (TestEveryLogFieldHasAVersion fails without).
-const LogVersion = 7
+const LogVersion = HistoryVersion
 
 // MixedSetVersion is the log version that added AcquireMany.modes: below
 // it a set of locks takes them all in one mode.
@@ -52,8 +59,14 @@ const LockDelayVersion = 5
 func (m *Machine) LogVersion() uint32 { return max(m.logVersion, 1) }
 
 // SetLogVersion raises the cluster's log version to v (never lowers it),
-// as the SetLogVersion command does.
+// as the SetLogVersion command does. Raised to HistoryVersion or above
+// from below it, it empties the history of ended holds, which each
+// member kept for itself until then and all keep alike from then on
+// (past.go).
 func (m *Machine) SetLogVersion(v uint32) {
+	if m.logVersion < HistoryVersion && v >= HistoryVersion {
+		m.past = past{}
+	}
 	m.logVersion = max(m.logVersion, v)
 }
 

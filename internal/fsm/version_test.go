@@ -53,6 +53,18 @@ var fieldsAddedIn = map[protoreflect.FullName]uint32{
 	"baton.fsm.v1.AcquireMany.modes":                      7,
 	"baton.fsm.v1.LockMode.shared":                        7,
 	"baton.fsm.v1.LockMode.limit":                         7,
+	"baton.fsm.v1.Snapshot.history":                       HistoryVersion,
+	"baton.fsm.v1.LockHistory.lock":                       HistoryVersion,
+	"baton.fsm.v1.LockHistory.holds":                      HistoryVersion,
+	"baton.fsm.v1.PastHold.session_id":                    HistoryVersion,
+	"baton.fsm.v1.PastHold.owner":                         HistoryVersion,
+	"baton.fsm.v1.PastHold.owner_key":                     HistoryVersion,
+	"baton.fsm.v1.PastHold.token":                         HistoryVersion,
+	"baton.fsm.v1.PastHold.shared":                        HistoryVersion,
+	"baton.fsm.v1.PastHold.since_unix_nano":               HistoryVersion,
+	"baton.fsm.v1.PastHold.ended_unix_nano":               HistoryVersion,
+	"baton.fsm.v1.PastHold.ended_index":                   HistoryVersion,
+	"baton.fsm.v1.PastHold.how":                           HistoryVersion,
 }
 
 // fieldCounts is how many fields each message of the log and snapshots
@@ -65,7 +77,7 @@ var fieldCounts = map[protoreflect.FullName]int{
 	"baton.fsm.v1.ExpireSession": 1, "baton.fsm.v1.BlacklistSession": 1, "baton.fsm.v1.Acquire": 8,
 	"baton.fsm.v1.Release": 3, "baton.fsm.v1.CasRelease": 3, "baton.fsm.v1.CancelWait": 5,
 	"baton.fsm.v1.AcquireMany": 8, "baton.fsm.v1.LockMode": 2, "baton.fsm.v1.ExpireHold": 3, "baton.fsm.v1.SetLogVersion": 1,
-	"baton.fsm.v1.Snapshot": 9, "baton.fsm.v1.Session": 11, "baton.fsm.v1.CachedResult": 3,
+	"baton.fsm.v1.Snapshot": 10, "baton.fsm.v1.LockHistory": 2, "baton.fsm.v1.PastHold": 9, "baton.fsm.v1.Session": 11, "baton.fsm.v1.CachedResult": 3,
 	"baton.fsm.v1.Result": 11, "baton.fsm.v1.AcquireOutcome": 7, "baton.fsm.v1.Holder": 10,
 	"baton.fsm.v1.Waiter": 9, "baton.fsm.v1.Lock": 7, "baton.fsm.v1.EndLockDelay": 2, "baton.fsm.v1.Member": 5,
 	"baton.fsm.v1.AuthChange": 6, "baton.fsm.v1.AuditNote": 1, "baton.fsm.v1.AuthState": 3, "baton.fsm.v1.User": 3, "baton.fsm.v1.Role": 2,

@@ -367,6 +367,16 @@ var holdEnds = map[fsm.HoldEnd]batonpb.HoldEnd{
 	fsm.EndAbandoned:      batonpb.HoldEnd_HOLD_END_ABANDONED,
 }
 
+// historyToWire is the recent ended holds of lock name, the most recent
+// first.
+func historyToWire(m *fsm.Machine, name string) []*batonpb.PastHold {
+	var out []*batonpb.PastHold
+	for _, p := range m.PastHolds(name) {
+		out = append(out, pastToWire(p))
+	}
+	return out
+}
+
 func pastToWire(p fsm.PastHold) *batonpb.PastHold {
 	return &batonpb.PastHold{
 		SessionId: p.SessionID, Owner: p.Owner, OwnerKey: p.OwnerKey, Token: p.Token, Shared: p.Shared,

@@ -257,6 +257,27 @@ func (k *checker) record(c *client, op *clientOp, o outcome) {
 	})
 }
 
+// countHistory adds to the stats the ends of holds in member m's
+// replicated history: the comparison of the members' hashes compares
+// those too (fsm.Machine.Hash, from fsm.HistoryVersion), and so does the
+// replay of the log from scratch.
+func (k *checker) countHistory(m *member) {
+	var snap []byte
+	m.node.View(func(fm *fsm.Machine) {
+		if fm.HistoryReplicated() {
+			snap, _ = fm.Snapshot()
+		}
+	})
+	var p fsmpb.Snapshot
+	if err := proto.Unmarshal(snap, &p); err != nil {
+		k.s.fail("f/converge", "member %d's snapshot does not decode: %v", m.id, err)
+		return
+	}
+	for _, h := range p.GetHistory() {
+		k.s.stats.HistoryEnds += uint64(len(h.GetHolds()))
+	}
+}
+
 // finalChecks run after the calm phase.
 func (k *checker) finalChecks() {
 	s := k.s
@@ -293,6 +314,7 @@ func (k *checker) finalChecks() {
 		}
 		if hash == "" {
 			hash, applied = h, st.Applied
+			k.countHistory(m)
 			continue
 		}
 		if h != hash || st.Applied != applied {

@@ -219,6 +219,10 @@ type Stats struct {
 	// that gave each lock its own mode (a mutex beside a semaphore's
 	// permit or writer).
 	MixedSetGrants uint64
+	// HistoryEnds counts the ends of holds in the replicated history of
+	// the first member of the converged group, which the members' hashes
+	// compare.
+	HistoryEnds uint64
 }
 
 // Faults is the number of injected faults.

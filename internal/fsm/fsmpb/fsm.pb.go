@@ -179,6 +179,68 @@ func (AcquireStatus) EnumDescriptor() ([]byte, []int) {
 	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{1}
 }
 
+// HoldEnd says how a hold ended.
+type HoldEnd int32
+
+const (
+	HoldEnd_HOLD_END_UNSPECIFIED     HoldEnd = 0
+	HoldEnd_HOLD_END_RELEASED        HoldEnd = 1 // its session released it
+	HoldEnd_HOLD_END_SESSION_CLOSED  HoldEnd = 2 // its session closed
+	HoldEnd_HOLD_END_SESSION_EXPIRED HoldEnd = 3 // its session expired (a blacklisted one too)
+	HoldEnd_HOLD_END_HOLD_EXPIRED    HoldEnd = 4 // its hold limit passed unrenewed
+	HoldEnd_HOLD_END_CAS_RELEASED    HoldEnd = 5 // an operator's CasRelease
+	HoldEnd_HOLD_END_ABANDONED       HoldEnd = 6 // granted to a wait whose caller had gone away
+)
+
+// Enum value maps for HoldEnd.
+var (
+	HoldEnd_name = map[int32]string{
+		0: "HOLD_END_UNSPECIFIED",
+		1: "HOLD_END_RELEASED",
+		2: "HOLD_END_SESSION_CLOSED",
+		3: "HOLD_END_SESSION_EXPIRED",
+		4: "HOLD_END_HOLD_EXPIRED",
+		5: "HOLD_END_CAS_RELEASED",
+		6: "HOLD_END_ABANDONED",
+	}
+	HoldEnd_value = map[string]int32{
+		"HOLD_END_UNSPECIFIED":     0,
+		"HOLD_END_RELEASED":        1,
+		"HOLD_END_SESSION_CLOSED":  2,
+		"HOLD_END_SESSION_EXPIRED": 3,
+		"HOLD_END_HOLD_EXPIRED":    4,
+		"HOLD_END_CAS_RELEASED":    5,
+		"HOLD_END_ABANDONED":       6,
+	}
+)
+
+func (x HoldEnd) Enum() *HoldEnd {
+	p := new(HoldEnd)
+	*p = x
+	return p
+}
+
+func (x HoldEnd) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HoldEnd) Descriptor() protoreflect.EnumDescriptor {
+	return file_internal_fsm_fsmpb_fsm_proto_enumTypes[2].Descriptor()
+}
+
+func (HoldEnd) Type() protoreflect.EnumType {
+	return &file_internal_fsm_fsmpb_fsm_proto_enumTypes[2]
+}
+
+func (x HoldEnd) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HoldEnd.Descriptor instead.
+func (HoldEnd) EnumDescriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{2}
+}
+
 type AuthChange_Kind int32
 
 const (
@@ -236,11 +298,11 @@ func (x AuthChange_Kind) String() string {
 }
 
 func (AuthChange_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_internal_fsm_fsmpb_fsm_proto_enumTypes[2].Descriptor()
+	return file_internal_fsm_fsmpb_fsm_proto_enumTypes[3].Descriptor()
 }
 
 func (AuthChange_Kind) Type() protoreflect.EnumType {
-	return &file_internal_fsm_fsmpb_fsm_proto_enumTypes[2]
+	return &file_internal_fsm_fsmpb_fsm_proto_enumTypes[3]
 }
 
 func (x AuthChange_Kind) Number() protoreflect.EnumNumber {
@@ -2552,7 +2614,13 @@ type Snapshot struct {
 	Audit []*AuditRecord `protobuf:"bytes,8,rep,name=audit,proto3" json:"audit,omitempty"`
 	// signing_keys are the cluster's token signing keys by id, the last
 	// the current one (RotateSigningKey); none until the first.
-	SigningKeys   []*SigningKey `protobuf:"bytes,9,rep,name=signing_keys,json=signingKeys,proto3" json:"signing_keys,omitempty"`
+	SigningKeys []*SigningKey `protobuf:"bytes,9,rep,name=signing_keys,json=signingKeys,proto3" json:"signing_keys,omitempty"`
+	// history is the recent ended holds of the locks that ended one most
+	// recently (at most 4096 locks, 8 ends each), the lock whose last end
+	// is the oldest first: the order in which they are evicted. Only from
+	// log version 10 (HistoryVersion); below it the history is each
+	// member's own and in no snapshot.
+	History       []*LockHistory `protobuf:"bytes,100,rep,name=history,proto3" json:"history,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2650,6 +2718,178 @@ func (x *Snapshot) GetSigningKeys() []*SigningKey {
 	return nil
 }
 
+func (x *Snapshot) GetHistory() []*LockHistory {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+// LockHistory is the recent ended holds of one lock, oldest first.
+type LockHistory struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lock          string                 `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
+	Holds         []*PastHold            `protobuf:"bytes,2,rep,name=holds,proto3" json:"holds,omitempty"` // 1 to 8
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockHistory) Reset() {
+	*x = LockHistory{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockHistory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockHistory) ProtoMessage() {}
+
+func (x *LockHistory) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockHistory.ProtoReflect.Descriptor instead.
+func (*LockHistory) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *LockHistory) GetLock() string {
+	if x != nil {
+		return x.Lock
+	}
+	return ""
+}
+
+func (x *LockHistory) GetHolds() []*PastHold {
+	if x != nil {
+		return x.Holds
+	}
+	return nil
+}
+
+// PastHold is a hold that ended: its holder, token and since as the hold
+// had them, and the entry that ended it and how. Times are the wall
+// clocks of the leaders that proposed the granting and the ending
+// entries, for display.
+type PastHold struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	OwnerKey      string                 `protobuf:"bytes,3,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	Token         uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	Shared        bool                   `protobuf:"varint,5,opt,name=shared,proto3" json:"shared,omitempty"`
+	SinceUnixNano int64                  `protobuf:"varint,6,opt,name=since_unix_nano,json=sinceUnixNano,proto3" json:"since_unix_nano,omitempty"`
+	EndedUnixNano int64                  `protobuf:"varint,7,opt,name=ended_unix_nano,json=endedUnixNano,proto3" json:"ended_unix_nano,omitempty"`
+	EndedIndex    uint64                 `protobuf:"varint,8,opt,name=ended_index,json=endedIndex,proto3" json:"ended_index,omitempty"`
+	How           HoldEnd                `protobuf:"varint,9,opt,name=how,proto3,enum=baton.fsm.v1.HoldEnd" json:"how,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PastHold) Reset() {
+	*x = PastHold{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PastHold) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PastHold) ProtoMessage() {}
+
+func (x *PastHold) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PastHold.ProtoReflect.Descriptor instead.
+func (*PastHold) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *PastHold) GetSessionId() uint64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *PastHold) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *PastHold) GetOwnerKey() string {
+	if x != nil {
+		return x.OwnerKey
+	}
+	return ""
+}
+
+func (x *PastHold) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *PastHold) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
+func (x *PastHold) GetSinceUnixNano() int64 {
+	if x != nil {
+		return x.SinceUnixNano
+	}
+	return 0
+}
+
+func (x *PastHold) GetEndedUnixNano() int64 {
+	if x != nil {
+		return x.EndedUnixNano
+	}
+	return 0
+}
+
+func (x *PastHold) GetEndedIndex() uint64 {
+	if x != nil {
+		return x.EndedIndex
+	}
+	return 0
+}
+
+func (x *PastHold) GetHow() HoldEnd {
+	if x != nil {
+		return x.How
+	}
+	return HoldEnd_HOLD_END_UNSPECIFIED
+}
+
 // SigningKey is one of the cluster's Ed25519 token signing keys.
 type SigningKey struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -2667,7 +2907,7 @@ type SigningKey struct {
 
 func (x *SigningKey) Reset() {
 	*x = SigningKey{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2679,7 +2919,7 @@ func (x *SigningKey) String() string {
 func (*SigningKey) ProtoMessage() {}
 
 func (x *SigningKey) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2692,7 +2932,7 @@ func (x *SigningKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
 func (*SigningKey) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SigningKey) GetId() uint64 {
@@ -2743,7 +2983,7 @@ type AuthState struct {
 
 func (x *AuthState) Reset() {
 	*x = AuthState{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2755,7 +2995,7 @@ func (x *AuthState) String() string {
 func (*AuthState) ProtoMessage() {}
 
 func (x *AuthState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2768,7 +3008,7 @@ func (x *AuthState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthState.ProtoReflect.Descriptor instead.
 func (*AuthState) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AuthState) GetEnabled() bool {
@@ -2803,7 +3043,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2815,7 +3055,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2828,7 +3068,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *User) GetName() string {
@@ -2862,7 +3102,7 @@ type Role struct {
 
 func (x *Role) Reset() {
 	*x = Role{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2874,7 +3114,7 @@ func (x *Role) String() string {
 func (*Role) ProtoMessage() {}
 
 func (x *Role) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2887,7 +3127,7 @@ func (x *Role) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Role.ProtoReflect.Descriptor instead.
 func (*Role) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Role) GetName() string {
@@ -2914,7 +3154,7 @@ type Permission struct {
 
 func (x *Permission) Reset() {
 	*x = Permission{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2926,7 +3166,7 @@ func (x *Permission) String() string {
 func (*Permission) ProtoMessage() {}
 
 func (x *Permission) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2939,7 +3179,7 @@ func (x *Permission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permission.ProtoReflect.Descriptor instead.
 func (*Permission) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Permission) GetPrefix() string {
@@ -2969,7 +3209,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2981,7 +3221,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2994,7 +3234,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AuditRecord) GetIndex() uint64 {
@@ -3047,7 +3287,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3059,7 +3299,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3072,7 +3312,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Member) GetId() uint64 {
@@ -3129,7 +3369,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3141,7 +3381,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3154,7 +3394,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Session) GetId() uint64 {
@@ -3249,7 +3489,7 @@ type CachedResult struct {
 
 func (x *CachedResult) Reset() {
 	*x = CachedResult{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3261,7 +3501,7 @@ func (x *CachedResult) String() string {
 func (*CachedResult) ProtoMessage() {}
 
 func (x *CachedResult) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3274,7 +3514,7 @@ func (x *CachedResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CachedResult.ProtoReflect.Descriptor instead.
 func (*CachedResult) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CachedResult) GetSeq() uint64 {
@@ -3320,7 +3560,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3332,7 +3572,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3345,7 +3585,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{37}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Lock) GetName() string {
@@ -3415,7 +3655,7 @@ type Holder struct {
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3427,7 +3667,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3440,7 +3680,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{38}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Holder) GetSessionId() uint64 {
@@ -3530,7 +3770,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3542,7 +3782,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3555,7 +3795,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{39}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Waiter) GetSessionId() uint64 {
@@ -3835,7 +4075,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vacquire_seq\x18\x02 \x01(\x04R\n" +
 	"acquireSeq\x12\x12\n" +
 	"\x04lock\x18\x03 \x01(\tR\x04lock\x12)\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\"\x97\x03\n" +
+	"\x05error\x18\x04 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\"\xcc\x03\n" +
 	"\bSnapshot\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x121\n" +
 	"\bsessions\x18\x02 \x03(\v2\x15.baton.fsm.v1.SessionR\bsessions\x12(\n" +
@@ -3847,7 +4087,23 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"logVersion\x12+\n" +
 	"\x04auth\x18\a \x01(\v2\x17.baton.fsm.v1.AuthStateR\x04auth\x12/\n" +
 	"\x05audit\x18\b \x03(\v2\x19.baton.fsm.v1.AuditRecordR\x05audit\x12;\n" +
-	"\fsigning_keys\x18\t \x03(\v2\x18.baton.fsm.v1.SigningKeyR\vsigningKeys\"\xb1\x01\n" +
+	"\fsigning_keys\x18\t \x03(\v2\x18.baton.fsm.v1.SigningKeyR\vsigningKeys\x123\n" +
+	"\ahistory\x18d \x03(\v2\x19.baton.fsm.v1.LockHistoryR\ahistory\"O\n" +
+	"\vLockHistory\x12\x12\n" +
+	"\x04lock\x18\x01 \x01(\tR\x04lock\x12,\n" +
+	"\x05holds\x18\x02 \x03(\v2\x16.baton.fsm.v1.PastHoldR\x05holds\"\xa4\x02\n" +
+	"\bPastHold\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1b\n" +
+	"\towner_key\x18\x03 \x01(\tR\bownerKey\x12\x14\n" +
+	"\x05token\x18\x04 \x01(\x04R\x05token\x12\x16\n" +
+	"\x06shared\x18\x05 \x01(\bR\x06shared\x12&\n" +
+	"\x0fsince_unix_nano\x18\x06 \x01(\x03R\rsinceUnixNano\x12&\n" +
+	"\x0fended_unix_nano\x18\a \x01(\x03R\rendedUnixNano\x12\x1f\n" +
+	"\vended_index\x18\b \x01(\x04R\n" +
+	"endedIndex\x12'\n" +
+	"\x03how\x18\t \x01(\x0e2\x15.baton.fsm.v1.HoldEndR\x03how\"\xb1\x01\n" +
 	"\n" +
 	"SigningKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
@@ -3963,7 +4219,15 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x16ACQUIRE_STATUS_GRANTED\x10\x01\x12\x19\n" +
 	"\x15ACQUIRE_STATUS_QUEUED\x10\x02\x12\x17\n" +
 	"\x13ACQUIRE_STATUS_BUSY\x10\x03\x12\x1a\n" +
-	"\x16ACQUIRE_STATUS_SKIPPED\x10\x04B/Z-github.com/batonlock/baton/internal/fsm/fsmpbb\x06proto3"
+	"\x16ACQUIRE_STATUS_SKIPPED\x10\x04*\xc3\x01\n" +
+	"\aHoldEnd\x12\x18\n" +
+	"\x14HOLD_END_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11HOLD_END_RELEASED\x10\x01\x12\x1b\n" +
+	"\x17HOLD_END_SESSION_CLOSED\x10\x02\x12\x1c\n" +
+	"\x18HOLD_END_SESSION_EXPIRED\x10\x03\x12\x19\n" +
+	"\x15HOLD_END_HOLD_EXPIRED\x10\x04\x12\x19\n" +
+	"\x15HOLD_END_CAS_RELEASED\x10\x05\x12\x16\n" +
+	"\x12HOLD_END_ABANDONED\x10\x06B/Z-github.com/batonlock/baton/internal/fsm/fsmpbb\x06proto3"
 
 var (
 	file_internal_fsm_fsmpb_fsm_proto_rawDescOnce sync.Once
@@ -3977,105 +4241,111 @@ func file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP() []byte {
 	return file_internal_fsm_fsmpb_fsm_proto_rawDescData
 }
 
-var file_internal_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_internal_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(Error)(0),               // 0: baton.fsm.v1.Error
 	(AcquireStatus)(0),       // 1: baton.fsm.v1.AcquireStatus
-	(AuthChange_Kind)(0),     // 2: baton.fsm.v1.AuthChange.Kind
-	(*Command)(nil),          // 3: baton.fsm.v1.Command
-	(*OpenSession)(nil),      // 4: baton.fsm.v1.OpenSession
-	(*CloseSession)(nil),     // 5: baton.fsm.v1.CloseSession
-	(*ExpireSession)(nil),    // 6: baton.fsm.v1.ExpireSession
-	(*BlacklistSession)(nil), // 7: baton.fsm.v1.BlacklistSession
-	(*Acquire)(nil),          // 8: baton.fsm.v1.Acquire
-	(*EndLockDelay)(nil),     // 9: baton.fsm.v1.EndLockDelay
-	(*RotateSigningKey)(nil), // 10: baton.fsm.v1.RotateSigningKey
-	(*ExpireHold)(nil),       // 11: baton.fsm.v1.ExpireHold
-	(*SetLogVersion)(nil),    // 12: baton.fsm.v1.SetLogVersion
-	(*AuditNote)(nil),        // 13: baton.fsm.v1.AuditNote
-	(*AuthChange)(nil),       // 14: baton.fsm.v1.AuthChange
-	(*AcquireMany)(nil),      // 15: baton.fsm.v1.AcquireMany
-	(*LockMode)(nil),         // 16: baton.fsm.v1.LockMode
-	(*Release)(nil),          // 17: baton.fsm.v1.Release
-	(*CasRelease)(nil),       // 18: baton.fsm.v1.CasRelease
-	(*CancelWait)(nil),       // 19: baton.fsm.v1.CancelWait
-	(*Result)(nil),           // 20: baton.fsm.v1.Result
-	(*Liveness)(nil),         // 21: baton.fsm.v1.Liveness
-	(*LockDelay)(nil),        // 22: baton.fsm.v1.LockDelay
-	(*SessionOpened)(nil),    // 23: baton.fsm.v1.SessionOpened
-	(*WaitQueued)(nil),       // 24: baton.fsm.v1.WaitQueued
-	(*LimitedHold)(nil),      // 25: baton.fsm.v1.LimitedHold
-	(*AcquireOutcome)(nil),   // 26: baton.fsm.v1.AcquireOutcome
-	(*Grant)(nil),            // 27: baton.fsm.v1.Grant
-	(*HoldEnded)(nil),        // 28: baton.fsm.v1.HoldEnded
-	(*WaitEnded)(nil),        // 29: baton.fsm.v1.WaitEnded
-	(*Snapshot)(nil),         // 30: baton.fsm.v1.Snapshot
-	(*SigningKey)(nil),       // 31: baton.fsm.v1.SigningKey
-	(*AuthState)(nil),        // 32: baton.fsm.v1.AuthState
-	(*User)(nil),             // 33: baton.fsm.v1.User
-	(*Role)(nil),             // 34: baton.fsm.v1.Role
-	(*Permission)(nil),       // 35: baton.fsm.v1.Permission
-	(*AuditRecord)(nil),      // 36: baton.fsm.v1.AuditRecord
-	(*Member)(nil),           // 37: baton.fsm.v1.Member
-	(*Session)(nil),          // 38: baton.fsm.v1.Session
-	(*CachedResult)(nil),     // 39: baton.fsm.v1.CachedResult
-	(*Lock)(nil),             // 40: baton.fsm.v1.Lock
-	(*Holder)(nil),           // 41: baton.fsm.v1.Holder
-	(*Waiter)(nil),           // 42: baton.fsm.v1.Waiter
+	(HoldEnd)(0),             // 2: baton.fsm.v1.HoldEnd
+	(AuthChange_Kind)(0),     // 3: baton.fsm.v1.AuthChange.Kind
+	(*Command)(nil),          // 4: baton.fsm.v1.Command
+	(*OpenSession)(nil),      // 5: baton.fsm.v1.OpenSession
+	(*CloseSession)(nil),     // 6: baton.fsm.v1.CloseSession
+	(*ExpireSession)(nil),    // 7: baton.fsm.v1.ExpireSession
+	(*BlacklistSession)(nil), // 8: baton.fsm.v1.BlacklistSession
+	(*Acquire)(nil),          // 9: baton.fsm.v1.Acquire
+	(*EndLockDelay)(nil),     // 10: baton.fsm.v1.EndLockDelay
+	(*RotateSigningKey)(nil), // 11: baton.fsm.v1.RotateSigningKey
+	(*ExpireHold)(nil),       // 12: baton.fsm.v1.ExpireHold
+	(*SetLogVersion)(nil),    // 13: baton.fsm.v1.SetLogVersion
+	(*AuditNote)(nil),        // 14: baton.fsm.v1.AuditNote
+	(*AuthChange)(nil),       // 15: baton.fsm.v1.AuthChange
+	(*AcquireMany)(nil),      // 16: baton.fsm.v1.AcquireMany
+	(*LockMode)(nil),         // 17: baton.fsm.v1.LockMode
+	(*Release)(nil),          // 18: baton.fsm.v1.Release
+	(*CasRelease)(nil),       // 19: baton.fsm.v1.CasRelease
+	(*CancelWait)(nil),       // 20: baton.fsm.v1.CancelWait
+	(*Result)(nil),           // 21: baton.fsm.v1.Result
+	(*Liveness)(nil),         // 22: baton.fsm.v1.Liveness
+	(*LockDelay)(nil),        // 23: baton.fsm.v1.LockDelay
+	(*SessionOpened)(nil),    // 24: baton.fsm.v1.SessionOpened
+	(*WaitQueued)(nil),       // 25: baton.fsm.v1.WaitQueued
+	(*LimitedHold)(nil),      // 26: baton.fsm.v1.LimitedHold
+	(*AcquireOutcome)(nil),   // 27: baton.fsm.v1.AcquireOutcome
+	(*Grant)(nil),            // 28: baton.fsm.v1.Grant
+	(*HoldEnded)(nil),        // 29: baton.fsm.v1.HoldEnded
+	(*WaitEnded)(nil),        // 30: baton.fsm.v1.WaitEnded
+	(*Snapshot)(nil),         // 31: baton.fsm.v1.Snapshot
+	(*LockHistory)(nil),      // 32: baton.fsm.v1.LockHistory
+	(*PastHold)(nil),         // 33: baton.fsm.v1.PastHold
+	(*SigningKey)(nil),       // 34: baton.fsm.v1.SigningKey
+	(*AuthState)(nil),        // 35: baton.fsm.v1.AuthState
+	(*User)(nil),             // 36: baton.fsm.v1.User
+	(*Role)(nil),             // 37: baton.fsm.v1.Role
+	(*Permission)(nil),       // 38: baton.fsm.v1.Permission
+	(*AuditRecord)(nil),      // 39: baton.fsm.v1.AuditRecord
+	(*Member)(nil),           // 40: baton.fsm.v1.Member
+	(*Session)(nil),          // 41: baton.fsm.v1.Session
+	(*CachedResult)(nil),     // 42: baton.fsm.v1.CachedResult
+	(*Lock)(nil),             // 43: baton.fsm.v1.Lock
+	(*Holder)(nil),           // 44: baton.fsm.v1.Holder
+	(*Waiter)(nil),           // 45: baton.fsm.v1.Waiter
 }
 var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
-	4,  // 0: baton.fsm.v1.Command.open_session:type_name -> baton.fsm.v1.OpenSession
-	5,  // 1: baton.fsm.v1.Command.close_session:type_name -> baton.fsm.v1.CloseSession
-	6,  // 2: baton.fsm.v1.Command.expire_session:type_name -> baton.fsm.v1.ExpireSession
-	7,  // 3: baton.fsm.v1.Command.blacklist_session:type_name -> baton.fsm.v1.BlacklistSession
-	8,  // 4: baton.fsm.v1.Command.acquire:type_name -> baton.fsm.v1.Acquire
-	17, // 5: baton.fsm.v1.Command.release:type_name -> baton.fsm.v1.Release
-	18, // 6: baton.fsm.v1.Command.cas_release:type_name -> baton.fsm.v1.CasRelease
-	19, // 7: baton.fsm.v1.Command.cancel_wait:type_name -> baton.fsm.v1.CancelWait
-	15, // 8: baton.fsm.v1.Command.acquire_many:type_name -> baton.fsm.v1.AcquireMany
-	11, // 9: baton.fsm.v1.Command.expire_hold:type_name -> baton.fsm.v1.ExpireHold
-	12, // 10: baton.fsm.v1.Command.set_log_version:type_name -> baton.fsm.v1.SetLogVersion
-	14, // 11: baton.fsm.v1.Command.auth_change:type_name -> baton.fsm.v1.AuthChange
-	13, // 12: baton.fsm.v1.Command.audit_note:type_name -> baton.fsm.v1.AuditNote
-	9,  // 13: baton.fsm.v1.Command.end_lock_delay:type_name -> baton.fsm.v1.EndLockDelay
-	10, // 14: baton.fsm.v1.Command.rotate_signing_key:type_name -> baton.fsm.v1.RotateSigningKey
-	2,  // 15: baton.fsm.v1.AuthChange.kind:type_name -> baton.fsm.v1.AuthChange.Kind
-	16, // 16: baton.fsm.v1.AcquireMany.modes:type_name -> baton.fsm.v1.LockMode
+	5,  // 0: baton.fsm.v1.Command.open_session:type_name -> baton.fsm.v1.OpenSession
+	6,  // 1: baton.fsm.v1.Command.close_session:type_name -> baton.fsm.v1.CloseSession
+	7,  // 2: baton.fsm.v1.Command.expire_session:type_name -> baton.fsm.v1.ExpireSession
+	8,  // 3: baton.fsm.v1.Command.blacklist_session:type_name -> baton.fsm.v1.BlacklistSession
+	9,  // 4: baton.fsm.v1.Command.acquire:type_name -> baton.fsm.v1.Acquire
+	18, // 5: baton.fsm.v1.Command.release:type_name -> baton.fsm.v1.Release
+	19, // 6: baton.fsm.v1.Command.cas_release:type_name -> baton.fsm.v1.CasRelease
+	20, // 7: baton.fsm.v1.Command.cancel_wait:type_name -> baton.fsm.v1.CancelWait
+	16, // 8: baton.fsm.v1.Command.acquire_many:type_name -> baton.fsm.v1.AcquireMany
+	12, // 9: baton.fsm.v1.Command.expire_hold:type_name -> baton.fsm.v1.ExpireHold
+	13, // 10: baton.fsm.v1.Command.set_log_version:type_name -> baton.fsm.v1.SetLogVersion
+	15, // 11: baton.fsm.v1.Command.auth_change:type_name -> baton.fsm.v1.AuthChange
+	14, // 12: baton.fsm.v1.Command.audit_note:type_name -> baton.fsm.v1.AuditNote
+	10, // 13: baton.fsm.v1.Command.end_lock_delay:type_name -> baton.fsm.v1.EndLockDelay
+	11, // 14: baton.fsm.v1.Command.rotate_signing_key:type_name -> baton.fsm.v1.RotateSigningKey
+	3,  // 15: baton.fsm.v1.AuthChange.kind:type_name -> baton.fsm.v1.AuthChange.Kind
+	17, // 16: baton.fsm.v1.AcquireMany.modes:type_name -> baton.fsm.v1.LockMode
 	0,  // 17: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
-	26, // 18: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
-	26, // 19: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
-	27, // 20: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
-	29, // 21: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
-	28, // 22: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
-	21, // 23: baton.fsm.v1.Result.liveness:type_name -> baton.fsm.v1.Liveness
-	23, // 24: baton.fsm.v1.Liveness.session_opened:type_name -> baton.fsm.v1.SessionOpened
-	24, // 25: baton.fsm.v1.Liveness.wait_queued:type_name -> baton.fsm.v1.WaitQueued
-	25, // 26: baton.fsm.v1.Liveness.limited_holds_granted:type_name -> baton.fsm.v1.LimitedHold
-	25, // 27: baton.fsm.v1.Liveness.limited_hold_released:type_name -> baton.fsm.v1.LimitedHold
-	22, // 28: baton.fsm.v1.Liveness.lock_delays_started:type_name -> baton.fsm.v1.LockDelay
-	22, // 29: baton.fsm.v1.Liveness.lock_delay_ended:type_name -> baton.fsm.v1.LockDelay
+	27, // 18: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
+	27, // 19: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
+	28, // 20: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
+	30, // 21: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
+	29, // 22: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
+	22, // 23: baton.fsm.v1.Result.liveness:type_name -> baton.fsm.v1.Liveness
+	24, // 24: baton.fsm.v1.Liveness.session_opened:type_name -> baton.fsm.v1.SessionOpened
+	25, // 25: baton.fsm.v1.Liveness.wait_queued:type_name -> baton.fsm.v1.WaitQueued
+	26, // 26: baton.fsm.v1.Liveness.limited_holds_granted:type_name -> baton.fsm.v1.LimitedHold
+	26, // 27: baton.fsm.v1.Liveness.limited_hold_released:type_name -> baton.fsm.v1.LimitedHold
+	23, // 28: baton.fsm.v1.Liveness.lock_delays_started:type_name -> baton.fsm.v1.LockDelay
+	23, // 29: baton.fsm.v1.Liveness.lock_delay_ended:type_name -> baton.fsm.v1.LockDelay
 	1,  // 30: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
-	41, // 31: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
+	44, // 31: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
 	0,  // 32: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
-	38, // 33: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
-	40, // 34: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
-	37, // 35: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
-	32, // 36: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
-	36, // 37: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
-	31, // 38: baton.fsm.v1.Snapshot.signing_keys:type_name -> baton.fsm.v1.SigningKey
-	33, // 39: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
-	34, // 40: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
-	35, // 41: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
-	39, // 42: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
-	20, // 43: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
-	41, // 44: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
-	42, // 45: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
-	46, // [46:46] is the sub-list for method output_type
-	46, // [46:46] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	41, // 33: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
+	43, // 34: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
+	40, // 35: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
+	35, // 36: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
+	39, // 37: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
+	34, // 38: baton.fsm.v1.Snapshot.signing_keys:type_name -> baton.fsm.v1.SigningKey
+	32, // 39: baton.fsm.v1.Snapshot.history:type_name -> baton.fsm.v1.LockHistory
+	33, // 40: baton.fsm.v1.LockHistory.holds:type_name -> baton.fsm.v1.PastHold
+	2,  // 41: baton.fsm.v1.PastHold.how:type_name -> baton.fsm.v1.HoldEnd
+	36, // 42: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
+	37, // 43: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
+	38, // 44: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
+	42, // 45: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
+	21, // 46: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
+	44, // 47: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
+	45, // 48: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
+	49, // [49:49] is the sub-list for method output_type
+	49, // [49:49] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_internal_fsm_fsmpb_fsm_proto_init() }
@@ -4105,8 +4375,8 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_fsm_fsmpb_fsm_proto_rawDesc), len(file_internal_fsm_fsmpb_fsm_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   40,
+			NumEnums:      4,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

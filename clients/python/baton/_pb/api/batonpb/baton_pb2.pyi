@@ -370,6 +370,22 @@ class Grant(_message.Message):
     token: int
     def __init__(self, seq: _Optional[int] = ..., name: _Optional[str] = ..., token: _Optional[int] = ..., signed_token: _Optional[str] = ...) -> None: ...
 
+class HistoryRequest(_message.Message):
+    __slots__ = ["name"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class HistoryResponse(_message.Message):
+    __slots__ = ["applied_index", "holds", "replicated"]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    HOLDS_FIELD_NUMBER: _ClassVar[int]
+    REPLICATED_FIELD_NUMBER: _ClassVar[int]
+    applied_index: int
+    holds: _containers.RepeatedCompositeFieldContainer[PastHold]
+    replicated: bool
+    def __init__(self, holds: _Optional[_Iterable[_Union[PastHold, _Mapping]]] = ..., applied_index: _Optional[int] = ..., replicated: bool = ...) -> None: ...
+
 class HoldLost(_message.Message):
     __slots__ = ["name", "owner_key", "token"]
     NAME_FIELD_NUMBER: _ClassVar[int]
