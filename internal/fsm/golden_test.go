@@ -172,6 +172,13 @@ func goldenMachine(t *testing.T) *Machine {
 		{Op: rotate(1, 0, true)},
 		{Principal: "root", Op: rotate(2, second, false)},
 		{Op: rotate(3, 24*60*minute, false)},
+		// 40: session 2 leads the election "e/1" with a value; 41:
+		// session 3 campaigns behind it with its own; 42: the leader
+		// proclaims a new value; 43: session 4's try is BUSY, naming it.
+		{SessionId: 2, Seq: 8, Op: acq(&fsmpb.Acquire{Lock: "e/1", Value: "10.0.0.1:80"})},
+		{SessionId: 3, Seq: 5, SecretHash: secret[:], Op: acq(&fsmpb.Acquire{Lock: "e/1", Wait: true, Value: "10.0.0.2:80"})},
+		{SessionId: 2, Seq: 9, Op: &fsmpb.Command_Proclaim{Proclaim: &fsmpb.Proclaim{Lock: "e/1", Token: 40, Value: "10.0.0.1:81"}}},
+		{SessionId: 4, Seq: 9, Principal: "alice", Op: acq(&fsmpb.Acquire{Lock: "e/1"})},
 	} {
 		index++
 		cmd.WallTimeUnixNano = 1_700_000_000_000_000_000 + int64(index)*second

@@ -30,10 +30,13 @@ import (
 //	6: signed tokens: RotateSigningKey (and Snapshot.signing_keys in
 //	   snapshots). A cluster below it has no signing key, and its
 //	   members sign nothing (SignedTokensVersion).
+//	9: hold values: Acquire.value, Proclaim (and Holder.value and
+//	   Waiter.value in snapshots; HoldValueVersion). Versions 7 and 8
+//	   belong to other changes made beside this one.
 //
 // A field added to a log or snapshot message needs a new version here, and
 // its entry in fieldVersions (TestEveryLogFieldHasAVersion fails without).
-const LogVersion = 6
+const LogVersion = 9
 
 // LockDelayVersion is the log version that added lock-delays: below it a
 // server gives no hold its default lock-delay.
@@ -63,6 +66,9 @@ func (m *Machine) setLogVersion(a *apply, op *fsmpb.SetLogVersion) {
 // newest version that added a field cmd sets (for SetLogVersion, at least
 // the version it sets).
 func VersionNeeded(cmd *fsmpb.Command) uint32 {
+	if cmd.GetProclaim() != nil || cmd.GetAcquire().GetValue() != "" {
+		return HoldValueVersion
+	}
 	if cmd.GetRotateSigningKey() != nil {
 		return SignedTokensVersion
 	}
@@ -94,7 +100,8 @@ func VersionNeeded(cmd *fsmpb.Command) uint32 {
 }
 
 // ForLogVersion rewrites cmd, if it can, so that members of log version v
-// can apply it, or says why it cannot. Below version 3 a command loses its
+// can apply it, or says why it cannot (a hold's value cannot be left out:
+// an election's leader would publish nothing). Below version 3 a command loses its
 // secret hash, and an OpenSession the secret's (the session then has no
 // secret, as before version 3: its requests are not checked); below 2 an
 // OpenSession loses its nonce (the open is then not exactly-once); a hold
@@ -126,6 +133,8 @@ func ForLogVersion(cmd *fsmpb.Command, v uint32) error {
 	}
 	what := "this request"
 	switch {
+	case cmd.GetProclaim() != nil || cmd.GetAcquire().GetValue() != "":
+		what = "a hold's value"
 	case cmd.GetAcquire().GetLockDelayNanos() != 0 || cmd.GetAcquireMany().GetLockDelayNanos() != 0:
 		what = "a lock-delay"
 	case cmd.GetEndLockDelay() != nil:
