@@ -29,13 +29,15 @@ var ErrNoLeader = errors.New("baton: election has no leader")
 // say its address. A campaign waits in the lock's FIFO queue, so
 // candidates win in the order they campaigned.
 //
-// It lives on a Session because a leader is a hold and a hold needs a
-// session; Leader and Observe read the lock through the session's Client
-// and work whether this handle campaigns or not. Options are a Mutex's
-// (WithOwnerKey, WithHoldLimit, WithLockDelay); WithMaxReaders is refused.
-// An Election is safe for concurrent use.
+// A candidate's handle comes from Session.Election, because a leader is a
+// hold and a hold needs a session; an observer's from Client.Election,
+// which needs none (and, with authentication on, only read permission):
+// Leader and Observe read the lock through the Client and work on either.
+// Options are a Mutex's (WithOwnerKey, WithHoldLimit, WithLockDelay);
+// WithMaxReaders is refused. An Election is safe for concurrent use.
 type Election struct {
-	s    *Session
+	c    *Client
+	s    *Session // nil: an observer's handle
 	name string
 	hold holdConfig
 	err  error // as Mutex.err
@@ -69,7 +71,15 @@ type Leader struct {
 func (s *Session) Election(name string, opts ...HoldOption) *Election {
 	cfg := newHoldConfig(opts)
 	m := s.mutex(name, cfg, "Election")
-	return &Election{s: s, name: name, hold: cfg, err: m.err}
+	return &Election{c: s.c, s: s, name: name, hold: cfg, err: m.err}
+}
+
+// Election returns an observer's handle on the election of the lock name:
+// Leader and Observe, without a session. Campaign, Proclaim and Resign
+// need a candidate's handle (Session.Election): on this one they fail
+// with ErrInvalidArgument, sending nothing.
+func (c *Client) Election(name string) *Election {
+	return &Election{c: c, name: name, err: fmt.Errorf("%w: election %s: an observer's handle (Client.Election) cannot campaign, proclaim or resign: use Session.Election", ErrInvalidArgument, name)}
 }
 
 // Name is the election's lock name.
@@ -124,6 +134,9 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Lease, error) {
 // resigned, or its leadership was lost), and with ErrInvalidArgument,
 // sending nothing, for a value that breaks rules.CheckHoldValue.
 func (e *Election) Proclaim(ctx context.Context, value string) error {
+	if e.s == nil {
+		return e.err
+	}
 	if err := rules.CheckHoldValue(value); err != nil {
 		return invalid(err)
 	}
@@ -147,6 +160,9 @@ func (e *Election) Proclaim(ctx context.Context, value string) error {
 // released and the next candidate in the queue leads. It is Release of the
 // leadership's Lease; resigning without leading returns nil.
 func (e *Election) Resign(ctx context.Context) error {
+	if e.s == nil {
+		return e.err
+	}
 	e.mu.Lock()
 	l := e.leader
 	e.leader = nil
@@ -167,7 +183,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	if err := rules.CheckLockName(e.name); err != nil {
 		return Leader{}, invalid(err)
 	}
-	li, err := e.s.c.Get(ctx, e.name)
+	li, err := e.c.Get(ctx, e.name)
 	if err != nil {
 		return Leader{}, err
 	}
@@ -188,7 +204,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // moves to another member, may come as their last state only. The channel
 // is closed when ctx ends or the client is closed; read it promptly.
 func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
-	events, err := e.s.c.Watch(ctx, e.name)
+	events, err := e.c.Watch(ctx, e.name)
 	if err != nil {
 		return nil, err
 	}

@@ -39,11 +39,18 @@ func TestElection(t *testing.T) {
 	a, b, o := newSession(t, cl, WithOwner("a")), newSession(t, cl, WithOwner("b")), newSession(t, cl, WithOwner("observer"))
 	const name = "leader/scheduler"
 	ea, eb, eo := a.Election(name), b.Election(name), o.Election(name)
+	observer := cl.Election(name) // no session
+	if _, err := observer.Campaign(ctx, "x"); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("Campaign on an observer's handle: %v, want ErrInvalidArgument", err)
+	}
+	if err := observer.Proclaim(ctx, "x"); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("Proclaim on an observer's handle: %v, want ErrInvalidArgument", err)
+	}
 
 	if _, err := eo.Leader(ctx); !errors.Is(err, ErrNoLeader) {
 		t.Fatalf("Leader of an empty election: %v, want ErrNoLeader", err)
 	}
-	obs, err := eo.Observe(ctx)
+	obs, err := observer.Observe(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,6 +139,9 @@ func TestElection(t *testing.T) {
 	}
 	if err := ea.Resign(ctx); err != nil {
 		t.Fatalf("Resign without leading: %v", err)
+	}
+	if _, err := observer.Leader(ctx); !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("an observer's Leader after the leader's session closed: %v, want ErrNoLeader", err)
 	}
 }
 

@@ -187,69 +187,17 @@ func isSet(fs *flag.FlagSet, name string) bool {
 }
 
 func lockAndRun(g globals, name string, cmdArgs []string, ttl, wait time.Duration, noWait bool, owner string, grace time.Duration, kind lockKind) int {
-	// Signals that arrive while we wait for the lock end the wait.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-
-	dctx, dcancel := context.WithTimeout(ctx, g.timeout)
-	c, err := dialGlobals(dctx, g)
-	dcancel()
-	if err != nil {
-		return exitCode("lock", err)
-	}
-	defer c.Close()
-	if owner == "" {
-		host, _ := os.Hostname()
-		owner = fmt.Sprintf("%s/%d/baton-lock", host, os.Getpid())
-	}
-	sctx, scancel := context.WithTimeout(ctx, g.timeout)
-	s, err := c.NewSession(sctx, baton.WithTTL(ttl), baton.WithOwner(owner))
-	scancel()
-	if err != nil {
-		return exitCode("lock", err)
-	}
-	defer func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), g.timeout)
-		defer ccancel()
-		_ = s.Close(cctx)
-	}()
-
-	m := kind.acquirer(s, name)
-	type result struct {
-		l   *baton.Lease
-		err error
-	}
-	got := make(chan result, 1)
-	go func() {
-		var l *baton.Lease
-		var err error
+	acquire := func(ctx context.Context, s *baton.Session) (*baton.Lease, error) {
+		m := kind.acquirer(s, name)
 		switch {
 		case noWait:
-			l, err = m.try(ctx)
+			return m.try(ctx)
 		case wait > 0:
-			l, err = m.within(ctx, wait)
-		default:
-			l, err = m.wait(ctx)
+			return m.within(ctx, wait)
 		}
-		got <- result{l, err}
-	}()
-	var lease *baton.Lease
-	select {
-	case r := <-got:
-		lease, err = r.l, r.err
-	case sig := <-sigs:
-		cancel()
-		r := <-got
-		if r.l != nil {
-			_ = r.l.Release(context.Background())
-		}
-		fmt.Fprintf(os.Stderr, "baton lock: %s while waiting for %s\n", sig, name)
-		return 128 + int(sig.(syscall.Signal))
+		return m.wait(ctx)
 	}
-	if err != nil {
+	refused := func(c *baton.Client, err error) int {
 		var busy *baton.BusyError
 		switch {
 		case errors.As(err, &busy) && busy.Holder.SessionID == 0 && !busy.DelayedUntil.IsZero():
@@ -279,8 +227,73 @@ func lockAndRun(g globals, name string, cmdArgs []string, ttl, wait time.Duratio
 		}
 		return exitCode("lock", err)
 	}
-	grace = killGrace(grace, kind.graceSet, lease.LockDelay())
-	return runUnderLease(lease, s, name, cmdArgs, sigs, grace)
+	return holdAndRun(g, "lock", name, cmdArgs, nil, ttl, owner, grace, kind.graceSet, acquire, refused)
+}
+
+// holdAndRun is `baton lock` and `baton elect`: it opens a session with
+// ttl and owner (default host/pid/baton-CMDNAME), takes a hold of name
+// with acquire (interrupted by SIGINT or SIGTERM, which withdraw it), and
+// runs cmdArgs under it with env added to its environment
+// (runUnderLease). refused turns acquire's error into the exit status.
+func holdAndRun(g globals, cmdName, name string, cmdArgs, env []string, ttl time.Duration, owner string, grace time.Duration, graceSet bool,
+	acquire func(context.Context, *baton.Session) (*baton.Lease, error), refused func(*baton.Client, error) int) int {
+	// Signals that arrive while we wait for the lock end the wait.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	dctx, dcancel := context.WithTimeout(ctx, g.timeout)
+	c, err := dialGlobals(dctx, g)
+	dcancel()
+	if err != nil {
+		return exitCode(cmdName, err)
+	}
+	defer c.Close()
+	if owner == "" {
+		host, _ := os.Hostname()
+		owner = fmt.Sprintf("%s/%d/baton-%s", host, os.Getpid(), cmdName)
+	}
+	sctx, scancel := context.WithTimeout(ctx, g.timeout)
+	s, err := c.NewSession(sctx, baton.WithTTL(ttl), baton.WithOwner(owner))
+	scancel()
+	if err != nil {
+		return exitCode(cmdName, err)
+	}
+	defer func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), g.timeout)
+		defer ccancel()
+		_ = s.Close(cctx)
+	}()
+
+	type result struct {
+		l   *baton.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l, err := acquire(ctx, s)
+		got <- result{l, err}
+	}()
+	var lease *baton.Lease
+	select {
+	case r := <-got:
+		lease, err = r.l, r.err
+	case sig := <-sigs:
+		cancel()
+		r := <-got
+		if r.l != nil {
+			_ = r.l.Release(context.Background())
+		}
+		fmt.Fprintf(os.Stderr, "baton %s: %s while waiting for %s\n", cmdName, sig, name)
+		return 128 + int(sig.(syscall.Signal))
+	}
+	if err != nil {
+		return refused(c, err)
+	}
+	grace = killGrace(cmdName, grace, graceSet, lease.LockDelay())
+	return runUnderLease(cmdName, lease, s, name, cmdArgs, env, sigs, grace)
 }
 
 // DefaultKillGrace is how long `baton lock` gives a command between
@@ -298,7 +311,7 @@ const DefaultKillGrace = 10 * time.Second
 // allowance for a difference of clock rates over the delay and for
 // scheduling the kill: the command is dead before anyone else is
 // granted the lock.
-func killGrace(grace time.Duration, set bool, lockDelay time.Duration) time.Duration {
+func killGrace(cmdName string, grace time.Duration, set bool, lockDelay time.Duration) time.Duration {
 	if lockDelay <= 0 {
 		return grace
 	}
@@ -307,8 +320,8 @@ func killGrace(grace time.Duration, set bool, lockDelay time.Duration) time.Dura
 		return min(grace, fit)
 	}
 	if grace > fit {
-		fmt.Fprintf(os.Stderr, "baton lock: --kill-grace %s outlasts the hold's lock-delay %s (it fits %s): a command that ignores SIGTERM may still run when the next holder starts\n",
-			grace, lockDelay, fit)
+		fmt.Fprintf(os.Stderr, "baton %s: --kill-grace %s outlasts the hold's lock-delay %s (it fits %s): a command that ignores SIGTERM may still run when the next holder starts\n",
+			cmdName, grace, lockDelay, fit)
 	}
 	return grace
 }
@@ -316,13 +329,14 @@ func killGrace(grace time.Duration, set bool, lockDelay time.Duration) time.Dura
 func owner4(h baton.Holder) string { return owner(h.Owner, h.SessionID) }
 
 // runUnderLease runs the command while the lease holds and releases it
-// when the command ends.
-func runUnderLease(lease *baton.Lease, s *baton.Session, name string, cmdArgs []string, sigs <-chan os.Signal, grace time.Duration) int {
+// when the command ends; cmdName (lock, elect) names baton's command in
+// its messages, and env is added to the command's environment.
+func runUnderLease(cmdName string, lease *baton.Lease, s *baton.Session, name string, cmdArgs, env []string, sigs <-chan os.Signal, grace time.Duration) int {
 	defer func() {
 		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer rcancel()
 		if err := lease.Release(rctx); err != nil && !errors.Is(err, baton.ErrNotHeld) && lease.Err() == nil {
-			fmt.Fprintf(os.Stderr, "baton lock: release %s: %v\n", name, err)
+			fmt.Fprintf(os.Stderr, "baton %s: release %s: %v\n", cmdName, name, err)
 		}
 	}()
 	cmd := exec.Command(cmdArgs[0], cmdArgs[1:]...)
@@ -333,12 +347,13 @@ func runUnderLease(lease *baton.Lease, s *baton.Session, name string, cmdArgs []
 		"BATON_SESSION="+strconv.FormatUint(s.ID(), 10),
 		"BATON_SESSION_SECRET="+s.Secret(),
 	)
+	cmd.Env = append(cmd.Env, env...)
 	if st := lease.SignedToken(); st != "" {
 		cmd.Env = append(cmd.Env, "BATON_SIGNED_TOKEN="+st)
 	}
 	ownGroup(cmd)
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "baton lock: start %s: %v\n", cmdArgs[0], err)
+		fmt.Fprintf(os.Stderr, "baton %s: start %s: %v\n", cmdName, cmdArgs[0], err)
 		return 127
 	}
 	exited := make(chan error, 1)
@@ -358,12 +373,12 @@ func runUnderLease(lease *baton.Lease, s *baton.Session, name string, cmdArgs []
 		case <-lostC:
 			lostC = nil
 			lost = true
-			fmt.Fprintf(os.Stderr, "baton lock: lock %s may be lost (%v); sending SIGTERM to the command, SIGKILL in %s\n",
-				name, lease.Err(), grace)
+			fmt.Fprintf(os.Stderr, "baton %s: lock %s may be lost (%v); sending SIGTERM to the command, SIGKILL in %s\n",
+				cmdName, name, lease.Err(), grace)
 			_ = signalGroup(cmd.Process, terminate)
 			kill = time.After(grace)
 		case <-kill:
-			fmt.Fprintf(os.Stderr, "baton lock: command still running %s after SIGTERM; sending SIGKILL\n", grace)
+			fmt.Fprintf(os.Stderr, "baton %s: command still running %s after SIGTERM; sending SIGKILL\n", cmdName, grace)
 			_ = signalGroup(cmd.Process, killAfter)
 			kill = nil
 		}

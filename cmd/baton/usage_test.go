@@ -38,6 +38,7 @@ var everyCommand = []string{
 	"auth enable", "auth disable", "auth status",
 	"user add", "user remove", "user grant", "user revoke",
 	"role add", "role remove", "role grant", "role revoke", "audit", "keys", "keys rotate",
+	"elect", "observe",
 }
 
 // TestEveryCommandListed keeps everyCommand in step with the commands.
@@ -70,6 +71,11 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		tc{[]string{"lock"}, "lock", "missing NAME"},
 		tc{[]string{"lock", "job"}, "lock", "no command: put it after --, e.g. baton lock job -- ./job.sh"},
 		tc{[]string{"lock", "job", "./job.sh"}, "lock", `unexpected argument "./job.sh": put the command after --, e.g. baton lock job -- ./job.sh`},
+		tc{[]string{"elect"}, "elect", "missing NAME and VALUE"},
+		tc{[]string{"elect", "leader/x"}, "elect", "missing VALUE"},
+		tc{[]string{"elect", "leader/x", "10.0.0.1:80"}, "elect", "no command: put it after --, e.g. baton elect leader/x 10.0.0.1:80 -- ./serve.sh"},
+		tc{[]string{"elect", "leader/x", "v", "./serve.sh"}, "elect", `unexpected argument "./serve.sh": put the command after --, e.g. baton elect leader/x v -- ./serve.sh`},
+		tc{[]string{"observe"}, "observe", "missing NAME"},
 		tc{[]string{"blacklist"}, "blacklist", "missing SESSION"},
 		tc{[]string{"release"}, "release", "missing NAME"},
 		tc{[]string{"member", "add", "n4"}, "member add", "missing PEER_ADDR"},
@@ -103,7 +109,7 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 
 // TestHelpExitsZero: --help prints the command's usage and exits 0.
 func TestHelpExitsZero(t *testing.T) {
-	for _, c := range []string{"server", "lock", "status", "check", "member add"} {
+	for _, c := range []string{"server", "lock", "elect", "observe", "status", "check", "member add"} {
 		code, stderr := runCaptured(t, append(strings.Fields(c), "--help")...)
 		if code != 0 || !strings.HasPrefix(stderr, "Usage: baton "+strings.Fields(c)[0]) {
 			t.Errorf("baton %s --help exited %d, stderr %q; want 0 and the usage", c, code, stderr)
