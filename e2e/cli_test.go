@@ -22,8 +22,14 @@ type lockProc struct {
 
 func startLock(t *testing.T, endpoints string, args ...string) *lockProc {
 	t.Helper()
-	full := append([]string{"lock", "--endpoints", endpoints}, args...)
-	cmd := exec.Command(batonBinary(t), full...)
+	return startBaton(t, append([]string{"lock", "--endpoints", endpoints}, args...)...)
+}
+
+// startBaton runs baton with args (a command that runs another: lock,
+// elect) and reads what that command prints.
+func startBaton(t *testing.T, args ...string) *lockProc {
+	t.Helper()
+	cmd := exec.Command(batonBinary(t), args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
