@@ -56,24 +56,9 @@ func (o *observed) next(t *testing.T, term uint64, value string) {
 // does not lead, a proclaim of another's hold through HTTP) is refused
 // and changes nothing.
 func TestElectionAcrossLeaderKill(t *testing.T) {
-	skipShort(t)
-	addrs := freeLoopbackAddrs(t, 6)
-	c := newCluster(t, clusterConfig{n: 3, clientAddrs: addrs[:3], peerAddrs: addrs[3:]})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c.start(ctx)
-	leaderAddr := ""
-	for deadline := time.Now().Add(30 * time.Second); leaderAddr == "" && time.Now().Before(deadline); {
-		if st, err := c.nodes[0].status(ctx); err == nil && st.LeaderAddr != "" {
-			leaderAddr = st.LeaderAddr
-		} else {
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	leader := c.byClientAddr(leaderAddr)
-	if leader == nil {
-		t.Fatalf("no leader within 30s (last: %q)", leaderAddr)
-	}
+	c, leader, leaderAddr := threeMembers(ctx, t)
 	all := strings.Join(c.endpoints(), ",")
 
 	const name = "leader/scheduler"

@@ -221,16 +221,10 @@ func (c *client) think() {
 // token, count + 1, whether it asks to wait or not.
 func (c *client) reenter(held []string) {
 	s := c.s
-	var mutexes []string
-	for _, l := range held {
-		if !isSemaphore(l) {
-			mutexes = append(mutexes, l)
-		}
-	}
-	if len(mutexes) == 0 {
+	l, ok := c.someMutex(held)
+	if !ok {
 		return
 	}
-	l := mutexes[s.rng.IntN(len(mutexes))]
 	c.seq++
 	op := &clientOp{kind: opAcquireTry, lock: l, seq: c.seq, reentrant: true}
 	acq := &fsmpb.Acquire{Lock: l, LockDelayNanos: int64(s.lockDelayOf(l))}
@@ -250,7 +244,19 @@ func (c *client) reenter(held []string) {
 // proclaim sets a new value on one of the mutexes it holds, naming the
 // hold by its token (an election's leader publishing a new address).
 func (c *client) proclaim(held []string) {
-	s := c.s
+	l, ok := c.someMutex(held)
+	if !ok {
+		return
+	}
+	c.seq++
+	c.start(&clientOp{kind: opProclaim, lock: l, token: c.holds[l], seq: c.seq, cmd: &fsmpb.Command{
+		SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq,
+		Op: &fsmpb.Command_Proclaim{Proclaim: &fsmpb.Proclaim{Lock: l, Token: c.holds[l], Value: fmt.Sprintf("c%d/%d/p", c.id, c.seq)}},
+	}})
+}
+
+// someMutex picks one of the mutexes among held, if there is one.
+func (c *client) someMutex(held []string) (string, bool) {
 	var mutexes []string
 	for _, l := range held {
 		if !isSemaphore(l) {
@@ -258,14 +264,9 @@ func (c *client) proclaim(held []string) {
 		}
 	}
 	if len(mutexes) == 0 {
-		return
+		return "", false
 	}
-	l := mutexes[s.rng.IntN(len(mutexes))]
-	c.seq++
-	c.start(&clientOp{kind: opProclaim, lock: l, token: c.holds[l], seq: c.seq, cmd: &fsmpb.Command{
-		SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq,
-		Op: &fsmpb.Command_Proclaim{Proclaim: &fsmpb.Proclaim{Lock: l, Token: c.holds[l], Value: fmt.Sprintf("c%d/%d/p", c.id, c.seq)}},
-	}})
+	return mutexes[c.s.rng.IntN(len(mutexes))], true
 }
 
 // forget drops the client's belief that it holds l.
