@@ -34,6 +34,9 @@ type Holder struct {
 	// LockDelay is the hold's lock-delay (WithLockDelay, or the member's
 	// default); 0 if it has none.
 	LockDelay time.Duration
+	// Value is the hold's value ("" if none): an election's leader's
+	// (Election.Campaign, Election.Proclaim).
+	Value string
 }
 
 // Waiter is one queued acquire of a lock.
@@ -189,7 +192,7 @@ func holderOf(h *batonpb.Holder) Holder {
 		return Holder{}
 	}
 	out := Holder{SessionID: h.GetSessionId(), Owner: h.GetOwner(), OwnerKey: h.GetOwnerKey(), Token: h.GetToken(),
-		Count: h.GetCount(), Shared: h.GetShared()}
+		Count: h.GetCount(), Shared: h.GetShared(), Value: h.GetValue()}
 	if h.GetSince() != nil {
 		out.Since = h.GetSince().AsTime()
 	}

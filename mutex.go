@@ -29,6 +29,9 @@ type Mutex struct {
 	// err is why no acquire of the handle can be sent (a name or an
 	// option that breaks a rule); each acquire returns it.
 	err error
+	// value is the value of the holds the handle makes (an Election's
+	// campaign: election.go); "" for none.
+	value string
 }
 
 // Mutex returns a handle on the lock name for this session. Nothing is
@@ -98,6 +101,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool, d time.Duration) (*Lease
 		req.HoldLimit = durationpb.New(m.hold.holdLimit)
 	}
 	req.LockDelay = m.hold.lockDelayField()
+	req.Value = m.value
 	c, err := m.s.do(ctx, sreq, func(c *call) {
 		c.wait, c.name, c.ownerKey = wait, m.name, m.hold.ownerKey
 	})

@@ -295,7 +295,7 @@ func (x ChangeAuthRequest_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeAuthRequest_Kind.Descriptor instead.
 func (ChangeAuthRequest_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67, 0}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{69, 0}
 }
 
 // RequestHeader makes a mutating request exactly-once.
@@ -746,7 +746,12 @@ type AcquireRequest struct {
 	// drain (0 s .. 60 s, whole seconds). Unset: the member's default for
 	// the name (`baton server --lock-delay`); 0s: none. A reentrant acquire
 	// must state its hold's lock-delay.
-	LockDelay     *durationpb.Duration `protobuf:"bytes,9,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
+	LockDelay *durationpb.Duration `protobuf:"bytes,9,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
+	// value is the value of the hold this acquire makes (an election's
+	// leader's address, say): up to 1024 bytes of UTF-8 without control
+	// characters (rules.MaxHoldValueLen). A reentrant acquire keeps its
+	// hold's value; Proclaim changes it.
+	Value         string `protobuf:"bytes,60,opt,name=value,proto3" json:"value,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -844,6 +849,127 @@ func (x *AcquireRequest) GetLockDelay() *durationpb.Duration {
 	return nil
 }
 
+func (x *AcquireRequest) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+// ProclaimRequest sets the value of the session's hold of name (under
+// owner_key) whose token is token.
+type ProclaimRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	OwnerKey      string                 `protobuf:"bytes,4,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	Value         string                 `protobuf:"bytes,5,opt,name=value,proto3" json:"value,omitempty"` // as AcquireRequest.value
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProclaimRequest) Reset() {
+	*x = ProclaimRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProclaimRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProclaimRequest) ProtoMessage() {}
+
+func (x *ProclaimRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProclaimRequest.ProtoReflect.Descriptor instead.
+func (*ProclaimRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ProclaimRequest) GetHeader() *RequestHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *ProclaimRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ProclaimRequest) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *ProclaimRequest) GetOwnerKey() string {
+	if x != nil {
+		return x.OwnerKey
+	}
+	return ""
+}
+
+func (x *ProclaimRequest) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+type ProclaimResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProclaimResponse) Reset() {
+	*x = ProclaimResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProclaimResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProclaimResponse) ProtoMessage() {}
+
+func (x *ProclaimResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProclaimResponse.ProtoReflect.Descriptor instead.
+func (*ProclaimResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{9}
+}
+
 type RenewHoldRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -856,7 +982,7 @@ type RenewHoldRequest struct {
 
 func (x *RenewHoldRequest) Reset() {
 	*x = RenewHoldRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[8]
+	mi := &file_api_batonpb_baton_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +994,7 @@ func (x *RenewHoldRequest) String() string {
 func (*RenewHoldRequest) ProtoMessage() {}
 
 func (x *RenewHoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[8]
+	mi := &file_api_batonpb_baton_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +1007,7 @@ func (x *RenewHoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewHoldRequest.ProtoReflect.Descriptor instead.
 func (*RenewHoldRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{8}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RenewHoldRequest) GetSessionId() uint64 {
@@ -921,7 +1047,7 @@ type RenewHoldResponse struct {
 
 func (x *RenewHoldResponse) Reset() {
 	*x = RenewHoldResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[9]
+	mi := &file_api_batonpb_baton_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -933,7 +1059,7 @@ func (x *RenewHoldResponse) String() string {
 func (*RenewHoldResponse) ProtoMessage() {}
 
 func (x *RenewHoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[9]
+	mi := &file_api_batonpb_baton_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -946,7 +1072,7 @@ func (x *RenewHoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewHoldResponse.ProtoReflect.Descriptor instead.
 func (*RenewHoldResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{9}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RenewHoldResponse) GetHoldLimit() *durationpb.Duration {
@@ -967,13 +1093,14 @@ type Holder struct {
 	Shared        bool                   `protobuf:"varint,7,opt,name=shared,proto3" json:"shared,omitempty"`
 	HoldLimit     *durationpb.Duration   `protobuf:"bytes,8,opt,name=hold_limit,json=holdLimit,proto3" json:"hold_limit,omitempty"` // unset: no hold limit
 	LockDelay     *durationpb.Duration   `protobuf:"bytes,9,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"` // unset: no lock-delay
+	Value         string                 `protobuf:"bytes,60,opt,name=value,proto3" json:"value,omitempty"`                         // the hold's value (AcquireRequest.value, Proclaim)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[10]
+	mi := &file_api_batonpb_baton_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1112,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[10]
+	mi := &file_api_batonpb_baton_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1125,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{10}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Holder) GetSessionId() uint64 {
@@ -1064,6 +1191,13 @@ func (x *Holder) GetLockDelay() *durationpb.Duration {
 	return nil
 }
 
+func (x *Holder) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 type Waiter struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -1078,7 +1212,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[11]
+	mi := &file_api_batonpb_baton_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1090,7 +1224,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[11]
+	mi := &file_api_batonpb_baton_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1103,7 +1237,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{11}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Waiter) GetSessionId() uint64 {
@@ -1183,7 +1317,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[12]
+	mi := &file_api_batonpb_baton_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1329,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[12]
+	mi := &file_api_batonpb_baton_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1342,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{12}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AcquireResponse) GetName() string {
@@ -1323,7 +1457,7 @@ type AcquireManyRequest struct {
 
 func (x *AcquireManyRequest) Reset() {
 	*x = AcquireManyRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[13]
+	mi := &file_api_batonpb_baton_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1335,7 +1469,7 @@ func (x *AcquireManyRequest) String() string {
 func (*AcquireManyRequest) ProtoMessage() {}
 
 func (x *AcquireManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[13]
+	mi := &file_api_batonpb_baton_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1348,7 +1482,7 @@ func (x *AcquireManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireManyRequest.ProtoReflect.Descriptor instead.
 func (*AcquireManyRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{13}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AcquireManyRequest) GetHeader() *RequestHeader {
@@ -1426,7 +1560,7 @@ type LockMode struct {
 
 func (x *LockMode) Reset() {
 	*x = LockMode{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[14]
+	mi := &file_api_batonpb_baton_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +1572,7 @@ func (x *LockMode) String() string {
 func (*LockMode) ProtoMessage() {}
 
 func (x *LockMode) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[14]
+	mi := &file_api_batonpb_baton_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +1585,7 @@ func (x *LockMode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockMode.ProtoReflect.Descriptor instead.
 func (*LockMode) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{14}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LockMode) GetShared() bool {
@@ -1477,7 +1611,7 @@ type AcquireManyResponse struct {
 
 func (x *AcquireManyResponse) Reset() {
 	*x = AcquireManyResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[15]
+	mi := &file_api_batonpb_baton_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +1623,7 @@ func (x *AcquireManyResponse) String() string {
 func (*AcquireManyResponse) ProtoMessage() {}
 
 func (x *AcquireManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[15]
+	mi := &file_api_batonpb_baton_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +1636,7 @@ func (x *AcquireManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireManyResponse.ProtoReflect.Descriptor instead.
 func (*AcquireManyResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{15}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AcquireManyResponse) GetResults() []*AcquireResponse {
@@ -1524,7 +1658,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[16]
+	mi := &file_api_batonpb_baton_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1670,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[16]
+	mi := &file_api_batonpb_baton_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1683,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{16}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReleaseRequest) GetHeader() *RequestHeader {
@@ -1589,7 +1723,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[17]
+	mi := &file_api_batonpb_baton_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1735,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[17]
+	mi := &file_api_batonpb_baton_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1748,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{17}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReleaseResponse) GetRemainingCount() uint32 {
@@ -1635,7 +1769,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[18]
+	mi := &file_api_batonpb_baton_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1647,7 +1781,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[18]
+	mi := &file_api_batonpb_baton_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1660,7 +1794,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{18}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CancelRequest) GetHeader() *RequestHeader {
@@ -1696,7 +1830,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[19]
+	mi := &file_api_batonpb_baton_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1708,7 +1842,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[19]
+	mi := &file_api_batonpb_baton_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1721,7 +1855,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{19}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CancelResponse) GetGranted() *AcquireResponse {
@@ -1742,7 +1876,7 @@ type CasReleaseRequest struct {
 
 func (x *CasReleaseRequest) Reset() {
 	*x = CasReleaseRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[20]
+	mi := &file_api_batonpb_baton_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1754,7 +1888,7 @@ func (x *CasReleaseRequest) String() string {
 func (*CasReleaseRequest) ProtoMessage() {}
 
 func (x *CasReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[20]
+	mi := &file_api_batonpb_baton_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1767,7 +1901,7 @@ func (x *CasReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CasReleaseRequest.ProtoReflect.Descriptor instead.
 func (*CasReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{20}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CasReleaseRequest) GetName() string {
@@ -1799,7 +1933,7 @@ type CasReleaseResponse struct {
 
 func (x *CasReleaseResponse) Reset() {
 	*x = CasReleaseResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[21]
+	mi := &file_api_batonpb_baton_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1811,7 +1945,7 @@ func (x *CasReleaseResponse) String() string {
 func (*CasReleaseResponse) ProtoMessage() {}
 
 func (x *CasReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[21]
+	mi := &file_api_batonpb_baton_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1824,7 +1958,7 @@ func (x *CasReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CasReleaseResponse.ProtoReflect.Descriptor instead.
 func (*CasReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{21}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{23}
 }
 
 type CheckRequest struct {
@@ -1837,7 +1971,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[22]
+	mi := &file_api_batonpb_baton_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1849,7 +1983,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[22]
+	mi := &file_api_batonpb_baton_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1862,7 +1996,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{22}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CheckRequest) GetName() string {
@@ -1889,7 +2023,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[23]
+	mi := &file_api_batonpb_baton_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1901,7 +2035,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[23]
+	mi := &file_api_batonpb_baton_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1914,7 +2048,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{23}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CheckResponse) GetHeld() bool {
@@ -1940,7 +2074,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[24]
+	mi := &file_api_batonpb_baton_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1952,7 +2086,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[24]
+	mi := &file_api_batonpb_baton_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1965,7 +2099,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{24}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetRequest) GetName() string {
@@ -1992,7 +2126,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[25]
+	mi := &file_api_batonpb_baton_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2004,7 +2138,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[25]
+	mi := &file_api_batonpb_baton_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2017,7 +2151,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{25}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Lock) GetName() string {
@@ -2072,7 +2206,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[26]
+	mi := &file_api_batonpb_baton_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2084,7 +2218,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[26]
+	mi := &file_api_batonpb_baton_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2097,7 +2231,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{26}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetResponse) GetLock() *Lock {
@@ -2123,7 +2257,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[27]
+	mi := &file_api_batonpb_baton_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2135,7 +2269,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[27]
+	mi := &file_api_batonpb_baton_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2148,7 +2282,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{27}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *HistoryRequest) GetName() string {
@@ -2176,7 +2310,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[28]
+	mi := &file_api_batonpb_baton_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2188,7 +2322,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[28]
+	mi := &file_api_batonpb_baton_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2201,7 +2335,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{28}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *HistoryResponse) GetHolds() []*PastHold {
@@ -2244,7 +2378,7 @@ type PastHold struct {
 
 func (x *PastHold) Reset() {
 	*x = PastHold{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[29]
+	mi := &file_api_batonpb_baton_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2256,7 +2390,7 @@ func (x *PastHold) String() string {
 func (*PastHold) ProtoMessage() {}
 
 func (x *PastHold) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[29]
+	mi := &file_api_batonpb_baton_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2269,7 +2403,7 @@ func (x *PastHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PastHold.ProtoReflect.Descriptor instead.
 func (*PastHold) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{29}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PastHold) GetSessionId() uint64 {
@@ -2346,7 +2480,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[30]
+	mi := &file_api_batonpb_baton_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2358,7 +2492,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[30]
+	mi := &file_api_batonpb_baton_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2371,7 +2505,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{30}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListRequest) GetPrefix() string {
@@ -2410,7 +2544,7 @@ type LockSummary struct {
 
 func (x *LockSummary) Reset() {
 	*x = LockSummary{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[31]
+	mi := &file_api_batonpb_baton_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2422,7 +2556,7 @@ func (x *LockSummary) String() string {
 func (*LockSummary) ProtoMessage() {}
 
 func (x *LockSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[31]
+	mi := &file_api_batonpb_baton_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2435,7 +2569,7 @@ func (x *LockSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockSummary.ProtoReflect.Descriptor instead.
 func (*LockSummary) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{31}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *LockSummary) GetName() string {
@@ -2490,7 +2624,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	mi := &file_api_batonpb_baton_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2502,7 +2636,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	mi := &file_api_batonpb_baton_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2515,7 +2649,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{32}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListResponse) GetLocks() []*LockSummary {
@@ -2546,7 +2680,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[33]
+	mi := &file_api_batonpb_baton_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2558,7 +2692,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[33]
+	mi := &file_api_batonpb_baton_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2571,7 +2705,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{33}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Session) GetId() uint64 {
@@ -2626,7 +2760,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[34]
+	mi := &file_api_batonpb_baton_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2638,7 +2772,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[34]
+	mi := &file_api_batonpb_baton_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2651,7 +2785,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{34}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListSessionsRequest) GetPageSize() uint32 {
@@ -2678,7 +2812,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[35]
+	mi := &file_api_batonpb_baton_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2690,7 +2824,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[35]
+	mi := &file_api_batonpb_baton_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2703,7 +2837,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{35}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -2729,7 +2863,7 @@ type BlacklistRequest struct {
 
 func (x *BlacklistRequest) Reset() {
 	*x = BlacklistRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[36]
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2741,7 +2875,7 @@ func (x *BlacklistRequest) String() string {
 func (*BlacklistRequest) ProtoMessage() {}
 
 func (x *BlacklistRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[36]
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2754,7 +2888,7 @@ func (x *BlacklistRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlacklistRequest.ProtoReflect.Descriptor instead.
 func (*BlacklistRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{36}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *BlacklistRequest) GetSessionId() uint64 {
@@ -2772,7 +2906,7 @@ type BlacklistResponse struct {
 
 func (x *BlacklistResponse) Reset() {
 	*x = BlacklistResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[37]
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2784,7 +2918,7 @@ func (x *BlacklistResponse) String() string {
 func (*BlacklistResponse) ProtoMessage() {}
 
 func (x *BlacklistResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[37]
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2797,7 +2931,7 @@ func (x *BlacklistResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlacklistResponse.ProtoReflect.Descriptor instead.
 func (*BlacklistResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{37}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
 }
 
 type WatchRequest struct {
@@ -2809,7 +2943,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2821,7 +2955,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2834,7 +2968,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *WatchRequest) GetName() string {
@@ -2854,7 +2988,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2866,7 +3000,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2879,7 +3013,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *WatchResponse) GetLock() *Lock {
@@ -2904,7 +3038,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2916,7 +3050,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2929,7 +3063,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{42}
 }
 
 type Member struct {
@@ -2951,7 +3085,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2963,7 +3097,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2976,7 +3110,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{41}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Member) GetName() string {
@@ -3032,7 +3166,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3044,7 +3178,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3057,7 +3191,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{42}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AddMemberRequest) GetName() string {
@@ -3092,7 +3226,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3104,7 +3238,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3117,7 +3251,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *AddMemberResponse) GetMembers() []*Member {
@@ -3143,7 +3277,7 @@ type PromoteMemberRequest struct {
 
 func (x *PromoteMemberRequest) Reset() {
 	*x = PromoteMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3155,7 +3289,7 @@ func (x *PromoteMemberRequest) String() string {
 func (*PromoteMemberRequest) ProtoMessage() {}
 
 func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3168,7 +3302,7 @@ func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberRequest.ProtoReflect.Descriptor instead.
 func (*PromoteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PromoteMemberRequest) GetName() string {
@@ -3187,7 +3321,7 @@ type PromoteMemberResponse struct {
 
 func (x *PromoteMemberResponse) Reset() {
 	*x = PromoteMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3199,7 +3333,7 @@ func (x *PromoteMemberResponse) String() string {
 func (*PromoteMemberResponse) ProtoMessage() {}
 
 func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3212,7 +3346,7 @@ func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberResponse.ProtoReflect.Descriptor instead.
 func (*PromoteMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PromoteMemberResponse) GetMembers() []*Member {
@@ -3232,7 +3366,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3244,7 +3378,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3257,7 +3391,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *TransferLeadershipRequest) GetTo() string {
@@ -3277,7 +3411,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[47]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3289,7 +3423,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[47]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3302,7 +3436,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{47}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *TransferLeadershipResponse) GetLeader() string {
@@ -3328,7 +3462,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3340,7 +3474,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3353,7 +3487,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RemoveMemberRequest) GetName() string {
@@ -3372,7 +3506,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3384,7 +3518,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3397,7 +3531,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RemoveMemberResponse) GetMembers() []*Member {
@@ -3444,7 +3578,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3456,7 +3590,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3469,7 +3603,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *StatusResponse) GetName() string {
@@ -3606,7 +3740,7 @@ type SaveSnapshotRequest struct {
 
 func (x *SaveSnapshotRequest) Reset() {
 	*x = SaveSnapshotRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3618,7 +3752,7 @@ func (x *SaveSnapshotRequest) String() string {
 func (*SaveSnapshotRequest) ProtoMessage() {}
 
 func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3631,7 +3765,7 @@ func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SaveSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{53}
 }
 
 type SaveSnapshotResponse struct {
@@ -3644,7 +3778,7 @@ type SaveSnapshotResponse struct {
 
 func (x *SaveSnapshotResponse) Reset() {
 	*x = SaveSnapshotResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[52]
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3656,7 +3790,7 @@ func (x *SaveSnapshotResponse) String() string {
 func (*SaveSnapshotResponse) ProtoMessage() {}
 
 func (x *SaveSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[52]
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3669,7 +3803,7 @@ func (x *SaveSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SaveSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{52}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SaveSnapshotResponse) GetHeader() *SnapshotHeader {
@@ -3708,7 +3842,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3720,7 +3854,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3733,7 +3867,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{53}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SnapshotHeader) GetClusterId() uint64 {
@@ -3812,7 +3946,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3824,7 +3958,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3837,7 +3971,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{54}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Error) GetCode() uint32 {
@@ -3880,7 +4014,7 @@ type ResumeSession struct {
 
 func (x *ResumeSession) Reset() {
 	*x = ResumeSession{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3892,7 +4026,7 @@ func (x *ResumeSession) String() string {
 func (*ResumeSession) ProtoMessage() {}
 
 func (x *ResumeSession) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3905,7 +4039,7 @@ func (x *ResumeSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSession.ProtoReflect.Descriptor instead.
 func (*ResumeSession) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{55}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ResumeSession) GetSessionId() uint64 {
@@ -3937,6 +4071,7 @@ type SessionRequest struct {
 	//	*SessionRequest_AcquireMany
 	//	*SessionRequest_Close
 	//	*SessionRequest_RenewHold
+	//	*SessionRequest_Proclaim
 	Kind          isSessionRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3944,7 +4079,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3956,7 +4091,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3969,7 +4104,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{56}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SessionRequest) GetId() uint64 {
@@ -4067,6 +4202,15 @@ func (x *SessionRequest) GetRenewHold() *RenewHoldRequest {
 	return nil
 }
 
+func (x *SessionRequest) GetProclaim() *ProclaimRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionRequest_Proclaim); ok {
+			return x.Proclaim
+		}
+	}
+	return nil
+}
+
 type isSessionRequest_Kind interface {
 	isSessionRequest_Kind()
 }
@@ -4107,6 +4251,10 @@ type SessionRequest_RenewHold struct {
 	RenewHold *RenewHoldRequest `protobuf:"bytes,10,opt,name=renew_hold,json=renewHold,proto3,oneof"`
 }
 
+type SessionRequest_Proclaim struct {
+	Proclaim *ProclaimRequest `protobuf:"bytes,11,opt,name=proclaim,proto3,oneof"`
+}
+
 func (*SessionRequest_Open) isSessionRequest_Kind() {}
 
 func (*SessionRequest_Resume) isSessionRequest_Kind() {}
@@ -4125,6 +4273,8 @@ func (*SessionRequest_Close) isSessionRequest_Kind() {}
 
 func (*SessionRequest_RenewHold) isSessionRequest_Kind() {}
 
+func (*SessionRequest_Proclaim) isSessionRequest_Kind() {}
+
 // SessionsRequest is a batch of requests on channels of a Sessions stream.
 type SessionsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -4135,7 +4285,7 @@ type SessionsRequest struct {
 
 func (x *SessionsRequest) Reset() {
 	*x = SessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4147,7 +4297,7 @@ func (x *SessionsRequest) String() string {
 func (*SessionsRequest) ProtoMessage() {}
 
 func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4160,7 +4310,7 @@ func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsRequest.ProtoReflect.Descriptor instead.
 func (*SessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SessionsRequest) GetRequests() []*ChannelRequest {
@@ -4186,7 +4336,7 @@ type ChannelRequest struct {
 
 func (x *ChannelRequest) Reset() {
 	*x = ChannelRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4198,7 +4348,7 @@ func (x *ChannelRequest) String() string {
 func (*ChannelRequest) ProtoMessage() {}
 
 func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4211,7 +4361,7 @@ func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelRequest.ProtoReflect.Descriptor instead.
 func (*ChannelRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{58}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ChannelRequest) GetChannel() uint64 {
@@ -4246,7 +4396,7 @@ type SessionsResponse struct {
 
 func (x *SessionsResponse) Reset() {
 	*x = SessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4258,7 +4408,7 @@ func (x *SessionsResponse) String() string {
 func (*SessionsResponse) ProtoMessage() {}
 
 func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4271,7 +4421,7 @@ func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsResponse.ProtoReflect.Descriptor instead.
 func (*SessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SessionsResponse) GetResponses() []*ChannelResponse {
@@ -4295,7 +4445,7 @@ type ChannelResponse struct {
 
 func (x *ChannelResponse) Reset() {
 	*x = ChannelResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4307,7 +4457,7 @@ func (x *ChannelResponse) String() string {
 func (*ChannelResponse) ProtoMessage() {}
 
 func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4320,7 +4470,7 @@ func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelResponse.ProtoReflect.Descriptor instead.
 func (*ChannelResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{60}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ChannelResponse) GetChannel() uint64 {
@@ -4353,7 +4503,7 @@ type ChannelEnd struct {
 
 func (x *ChannelEnd) Reset() {
 	*x = ChannelEnd{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4365,7 +4515,7 @@ func (x *ChannelEnd) String() string {
 func (*ChannelEnd) ProtoMessage() {}
 
 func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4378,7 +4528,7 @@ func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelEnd.ProtoReflect.Descriptor instead.
 func (*ChannelEnd) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ChannelEnd) GetError() *Error {
@@ -4401,7 +4551,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4413,7 +4563,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4426,7 +4576,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *Grant) GetSeq() uint64 {
@@ -4469,7 +4619,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4481,7 +4631,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4494,7 +4644,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *WaitEnded) GetSeq() uint64 {
@@ -4538,6 +4688,7 @@ type SessionResponse struct {
 	//	*SessionResponse_HoldLost
 	//	*SessionResponse_Holds
 	//	*SessionResponse_RenewHold
+	//	*SessionResponse_Proclaim
 	Kind          isSessionResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4545,7 +4696,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4557,7 +4708,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4570,7 +4721,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SessionResponse) GetId() uint64 {
@@ -4711,6 +4862,15 @@ func (x *SessionResponse) GetRenewHold() *RenewHoldResponse {
 	return nil
 }
 
+func (x *SessionResponse) GetProclaim() *ProclaimResponse {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionResponse_Proclaim); ok {
+			return x.Proclaim
+		}
+	}
+	return nil
+}
+
 type isSessionResponse_Kind interface {
 	isSessionResponse_Kind()
 }
@@ -4774,6 +4934,10 @@ type SessionResponse_RenewHold struct {
 	RenewHold *RenewHoldResponse `protobuf:"bytes,15,opt,name=renew_hold,json=renewHold,proto3,oneof"`
 }
 
+type SessionResponse_Proclaim struct {
+	Proclaim *ProclaimResponse `protobuf:"bytes,17,opt,name=proclaim,proto3,oneof"`
+}
+
 func (*SessionResponse_Open) isSessionResponse_Kind() {}
 
 func (*SessionResponse_KeepAlive) isSessionResponse_Kind() {}
@@ -4800,6 +4964,8 @@ func (*SessionResponse_Holds) isSessionResponse_Kind() {}
 
 func (*SessionResponse_RenewHold) isSessionResponse_Kind() {}
 
+func (*SessionResponse_Proclaim) isSessionResponse_Kind() {}
+
 // HoldLost tells a session that its hold of name (owner_key, token) ended
 // by someone else's request, a CasRelease: it must stop acting as the
 // holder. Like every push it is sent once, to the streams connected then.
@@ -4817,7 +4983,7 @@ type SessionHolds struct {
 
 func (x *SessionHolds) Reset() {
 	*x = SessionHolds{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4829,7 +4995,7 @@ func (x *SessionHolds) String() string {
 func (*SessionHolds) ProtoMessage() {}
 
 func (x *SessionHolds) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4842,7 +5008,7 @@ func (x *SessionHolds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionHolds.ProtoReflect.Descriptor instead.
 func (*SessionHolds) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *SessionHolds) GetHolds() []*HoldLost {
@@ -4877,7 +5043,7 @@ type HoldLost struct {
 
 func (x *HoldLost) Reset() {
 	*x = HoldLost{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4889,7 +5055,7 @@ func (x *HoldLost) String() string {
 func (*HoldLost) ProtoMessage() {}
 
 func (x *HoldLost) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4902,7 +5068,7 @@ func (x *HoldLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldLost.ProtoReflect.Descriptor instead.
 func (*HoldLost) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{66}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *HoldLost) GetName() string {
@@ -4944,7 +5110,7 @@ type ChangeAuthRequest struct {
 
 func (x *ChangeAuthRequest) Reset() {
 	*x = ChangeAuthRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	mi := &file_api_batonpb_baton_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4956,7 +5122,7 @@ func (x *ChangeAuthRequest) String() string {
 func (*ChangeAuthRequest) ProtoMessage() {}
 
 func (x *ChangeAuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	mi := &file_api_batonpb_baton_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4969,7 +5135,7 @@ func (x *ChangeAuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeAuthRequest.ProtoReflect.Descriptor instead.
 func (*ChangeAuthRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ChangeAuthRequest) GetKind() ChangeAuthRequest_Kind {
@@ -5025,7 +5191,7 @@ type ChangeAuthResponse struct {
 
 func (x *ChangeAuthResponse) Reset() {
 	*x = ChangeAuthResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	mi := &file_api_batonpb_baton_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5037,7 +5203,7 @@ func (x *ChangeAuthResponse) String() string {
 func (*ChangeAuthResponse) ProtoMessage() {}
 
 func (x *ChangeAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	mi := &file_api_batonpb_baton_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5050,7 +5216,7 @@ func (x *ChangeAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeAuthResponse.ProtoReflect.Descriptor instead.
 func (*ChangeAuthResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{68}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ChangeAuthResponse) GetToken() string {
@@ -5068,7 +5234,7 @@ type GetAuthRequest struct {
 
 func (x *GetAuthRequest) Reset() {
 	*x = GetAuthRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[69]
+	mi := &file_api_batonpb_baton_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5080,7 +5246,7 @@ func (x *GetAuthRequest) String() string {
 func (*GetAuthRequest) ProtoMessage() {}
 
 func (x *GetAuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[69]
+	mi := &file_api_batonpb_baton_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5093,7 +5259,7 @@ func (x *GetAuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthRequest.ProtoReflect.Descriptor instead.
 func (*GetAuthRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{69}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71}
 }
 
 type AuthUser struct {
@@ -5107,7 +5273,7 @@ type AuthUser struct {
 
 func (x *AuthUser) Reset() {
 	*x = AuthUser{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[70]
+	mi := &file_api_batonpb_baton_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5119,7 +5285,7 @@ func (x *AuthUser) String() string {
 func (*AuthUser) ProtoMessage() {}
 
 func (x *AuthUser) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[70]
+	mi := &file_api_batonpb_baton_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5132,7 +5298,7 @@ func (x *AuthUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthUser.ProtoReflect.Descriptor instead.
 func (*AuthUser) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{70}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *AuthUser) GetName() string {
@@ -5166,7 +5332,7 @@ type AuthPermission struct {
 
 func (x *AuthPermission) Reset() {
 	*x = AuthPermission{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	mi := &file_api_batonpb_baton_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5178,7 +5344,7 @@ func (x *AuthPermission) String() string {
 func (*AuthPermission) ProtoMessage() {}
 
 func (x *AuthPermission) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	mi := &file_api_batonpb_baton_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5191,7 +5357,7 @@ func (x *AuthPermission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthPermission.ProtoReflect.Descriptor instead.
 func (*AuthPermission) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *AuthPermission) GetPrefix() string {
@@ -5218,7 +5384,7 @@ type AuthRole struct {
 
 func (x *AuthRole) Reset() {
 	*x = AuthRole{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[72]
+	mi := &file_api_batonpb_baton_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5230,7 +5396,7 @@ func (x *AuthRole) String() string {
 func (*AuthRole) ProtoMessage() {}
 
 func (x *AuthRole) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[72]
+	mi := &file_api_batonpb_baton_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5243,7 +5409,7 @@ func (x *AuthRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthRole.ProtoReflect.Descriptor instead.
 func (*AuthRole) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{72}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *AuthRole) GetName() string {
@@ -5273,7 +5439,7 @@ type GetAuthResponse struct {
 
 func (x *GetAuthResponse) Reset() {
 	*x = GetAuthResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[73]
+	mi := &file_api_batonpb_baton_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5285,7 +5451,7 @@ func (x *GetAuthResponse) String() string {
 func (*GetAuthResponse) ProtoMessage() {}
 
 func (x *GetAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[73]
+	mi := &file_api_batonpb_baton_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5298,7 +5464,7 @@ func (x *GetAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthResponse.ProtoReflect.Descriptor instead.
 func (*GetAuthResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{73}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *GetAuthResponse) GetEnabled() bool {
@@ -5337,7 +5503,7 @@ type AuditRequest struct {
 
 func (x *AuditRequest) Reset() {
 	*x = AuditRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[74]
+	mi := &file_api_batonpb_baton_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5349,7 +5515,7 @@ func (x *AuditRequest) String() string {
 func (*AuditRequest) ProtoMessage() {}
 
 func (x *AuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[74]
+	mi := &file_api_batonpb_baton_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5362,7 +5528,7 @@ func (x *AuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRequest.ProtoReflect.Descriptor instead.
 func (*AuditRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{74}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{76}
 }
 
 type AuditEntry struct {
@@ -5377,7 +5543,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[75]
+	mi := &file_api_batonpb_baton_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5389,7 +5555,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[75]
+	mi := &file_api_batonpb_baton_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5402,7 +5568,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{75}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *AuditEntry) GetIndex() uint64 {
@@ -5442,7 +5608,7 @@ type AuditResponse struct {
 
 func (x *AuditResponse) Reset() {
 	*x = AuditResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[76]
+	mi := &file_api_batonpb_baton_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5454,7 +5620,7 @@ func (x *AuditResponse) String() string {
 func (*AuditResponse) ProtoMessage() {}
 
 func (x *AuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[76]
+	mi := &file_api_batonpb_baton_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5467,7 +5633,7 @@ func (x *AuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditResponse.ProtoReflect.Descriptor instead.
 func (*AuditResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{76}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *AuditResponse) GetEntries() []*AuditEntry {
@@ -5485,7 +5651,7 @@ type KeysRequest struct {
 
 func (x *KeysRequest) Reset() {
 	*x = KeysRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[77]
+	mi := &file_api_batonpb_baton_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5497,7 +5663,7 @@ func (x *KeysRequest) String() string {
 func (*KeysRequest) ProtoMessage() {}
 
 func (x *KeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[77]
+	mi := &file_api_batonpb_baton_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5510,7 +5676,7 @@ func (x *KeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeysRequest.ProtoReflect.Descriptor instead.
 func (*KeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{77}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{79}
 }
 
 // SigningKey is one of the cluster's Ed25519 signed-token keys, its
@@ -5532,7 +5698,7 @@ type SigningKey struct {
 
 func (x *SigningKey) Reset() {
 	*x = SigningKey{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[78]
+	mi := &file_api_batonpb_baton_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5544,7 +5710,7 @@ func (x *SigningKey) String() string {
 func (*SigningKey) ProtoMessage() {}
 
 func (x *SigningKey) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[78]
+	mi := &file_api_batonpb_baton_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5557,7 +5723,7 @@ func (x *SigningKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
 func (*SigningKey) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{78}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *SigningKey) GetId() uint64 {
@@ -5611,7 +5777,7 @@ type KeysResponse struct {
 
 func (x *KeysResponse) Reset() {
 	*x = KeysResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[79]
+	mi := &file_api_batonpb_baton_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5623,7 +5789,7 @@ func (x *KeysResponse) String() string {
 func (*KeysResponse) ProtoMessage() {}
 
 func (x *KeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[79]
+	mi := &file_api_batonpb_baton_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5636,7 +5802,7 @@ func (x *KeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeysResponse.ProtoReflect.Descriptor instead.
 func (*KeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{79}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *KeysResponse) GetKeys() []*SigningKey {
@@ -5656,7 +5822,7 @@ type RotateSigningKeyRequest struct {
 
 func (x *RotateSigningKeyRequest) Reset() {
 	*x = RotateSigningKeyRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[80]
+	mi := &file_api_batonpb_baton_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5668,7 +5834,7 @@ func (x *RotateSigningKeyRequest) String() string {
 func (*RotateSigningKeyRequest) ProtoMessage() {}
 
 func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[80]
+	mi := &file_api_batonpb_baton_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5681,7 +5847,7 @@ func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSigningKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateSigningKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{80}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *RotateSigningKeyRequest) GetRetention() *durationpb.Duration {
@@ -5701,7 +5867,7 @@ type RotateSigningKeyResponse struct {
 
 func (x *RotateSigningKeyResponse) Reset() {
 	*x = RotateSigningKeyResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[81]
+	mi := &file_api_batonpb_baton_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5713,7 +5879,7 @@ func (x *RotateSigningKeyResponse) String() string {
 func (*RotateSigningKeyResponse) ProtoMessage() {}
 
 func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[81]
+	mi := &file_api_batonpb_baton_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5726,7 +5892,7 @@ func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSigningKeyResponse.ProtoReflect.Descriptor instead.
 func (*RotateSigningKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{81}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *RotateSigningKeyResponse) GetKeyId() uint64 {
@@ -5777,7 +5943,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x16\n" +
 	"\x06secret\x18\x03 \x01(\tR\x06secret\"\x16\n" +
-	"\x14CloseSessionResponse\"\xe6\x02\n" +
+	"\x14CloseSessionResponse\"\xfc\x02\n" +
 	"\x0eAcquireRequest\x12/\n" +
 	"\x06header\x18\x01 \x01(\v2\x17.baton.v1.RequestHeaderR\x06header\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
@@ -5789,7 +5955,15 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\n" +
 	"hold_limit\x18\b \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\x128\n" +
 	"\n" +
-	"lock_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\"s\n" +
+	"lock_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12\x14\n" +
+	"\x05value\x18< \x01(\tR\x05value\"\x9f\x01\n" +
+	"\x0fProclaimRequest\x12/\n" +
+	"\x06header\x18\x01 \x01(\v2\x17.baton.v1.RequestHeaderR\x06header\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x1b\n" +
+	"\towner_key\x18\x04 \x01(\tR\bownerKey\x12\x14\n" +
+	"\x05value\x18\x05 \x01(\tR\x05value\"\x12\n" +
+	"\x10ProclaimResponse\"s\n" +
 	"\x10RenewHoldRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x12\n" +
@@ -5798,7 +5972,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x06secret\x18\x04 \x01(\tR\x06secret\"M\n" +
 	"\x11RenewHoldResponse\x128\n" +
 	"\n" +
-	"hold_limit\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"\xc4\x02\n" +
+	"hold_limit\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"\xda\x02\n" +
 	"\x06Holder\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
@@ -5811,7 +5985,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\n" +
 	"hold_limit\x18\b \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\x128\n" +
 	"\n" +
-	"lock_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\"\xe2\x01\n" +
+	"lock_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12\x14\n" +
+	"\x05value\x18< \x01(\tR\x05value\"\xe2\x01\n" +
 	"\x06Waiter\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
@@ -6028,7 +6203,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\rResumeSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x16\n" +
-	"\x06secret\x18\x02 \x01(\tR\x06secret\"\xa2\x04\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"\xdb\x04\n" +
 	"\x0eSessionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x122\n" +
 	"\x04open\x18\x02 \x01(\v2\x1c.baton.v1.OpenSessionRequestH\x00R\x04open\x121\n" +
@@ -6042,7 +6217,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x05close\x18\t \x01(\v2\x1d.baton.v1.CloseSessionRequestH\x00R\x05close\x12;\n" +
 	"\n" +
 	"renew_hold\x18\n" +
-	" \x01(\v2\x1a.baton.v1.RenewHoldRequestH\x00R\trenewHoldB\x06\n" +
+	" \x01(\v2\x1a.baton.v1.RenewHoldRequestH\x00R\trenewHold\x127\n" +
+	"\bproclaim\x18\v \x01(\v2\x19.baton.v1.ProclaimRequestH\x00R\bproclaimB\x06\n" +
 	"\x04kind\"G\n" +
 	"\x0fSessionsRequest\x124\n" +
 	"\brequests\x18\x01 \x03(\v2\x18.baton.v1.ChannelRequestR\brequests\"v\n" +
@@ -6067,7 +6243,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\tWaitEnded\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12(\n" +
-	"\x06reason\x18\x03 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\"\x97\x06\n" +
+	"\x06reason\x18\x03 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\"\xd1\x06\n" +
 	"\x0fSessionResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
 	"\x05error\x18\x02 \x01(\v2\x0f.baton.v1.ErrorR\x05error\x123\n" +
@@ -6087,7 +6263,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\thold_lost\x18\r \x01(\v2\x12.baton.v1.HoldLostH\x00R\bholdLost\x12.\n" +
 	"\x05holds\x18\x0e \x01(\v2\x16.baton.v1.SessionHoldsH\x00R\x05holds\x12<\n" +
 	"\n" +
-	"renew_hold\x18\x0f \x01(\v2\x1b.baton.v1.RenewHoldResponseH\x00R\trenewHoldB\x06\n" +
+	"renew_hold\x18\x0f \x01(\v2\x1b.baton.v1.RenewHoldResponseH\x00R\trenewHold\x128\n" +
+	"\bproclaim\x18\x11 \x01(\v2\x1a.baton.v1.ProclaimResponseH\x00R\bproclaimB\x06\n" +
 	"\x04kind\"b\n" +
 	"\fSessionHolds\x12(\n" +
 	"\x05holds\x18\x01 \x03(\v2\x12.baton.v1.HoldLostR\x05holds\x12\x14\n" +
@@ -6202,7 +6379,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x18HOLD_END_SESSION_EXPIRED\x10\x03\x12\x19\n" +
 	"\x15HOLD_END_HOLD_EXPIRED\x10\x04\x12\x19\n" +
 	"\x15HOLD_END_CAS_RELEASED\x10\x05\x12\x16\n" +
-	"\x12HOLD_END_ABANDONED\x10\x062\xf4\x14\n" +
+	"\x12HOLD_END_ABANDONED\x10\x062\xd6\x15\n" +
 	"\x05Baton\x12B\n" +
 	"\aSession\x12\x18.baton.v1.SessionRequest\x1a\x19.baton.v1.SessionResponse(\x010\x01\x12E\n" +
 	"\bSessions\x12\x19.baton.v1.SessionsRequest\x1a\x1a.baton.v1.SessionsResponse(\x010\x01\x12c\n" +
@@ -6212,7 +6389,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\aAcquire\x12\x18.baton.v1.AcquireRequest\x1a\x19.baton.v1.AcquireResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/locks/acquire\x12m\n" +
 	"\vAcquireMany\x12\x1c.baton.v1.AcquireManyRequest\x1a\x1d.baton.v1.AcquireManyResponse\"!\x82\xd3\xe4\x93\x02\x1b:\x01*\"\x16/v1/locks/acquire-many\x12`\n" +
 	"\tRenewHold\x12\x1a.baton.v1.RenewHoldRequest\x1a\x1b.baton.v1.RenewHoldResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/locks/renew\x12\\\n" +
-	"\aRelease\x12\x18.baton.v1.ReleaseRequest\x1a\x19.baton.v1.ReleaseResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/locks/release\x12i\n" +
+	"\aRelease\x12\x18.baton.v1.ReleaseRequest\x1a\x19.baton.v1.ReleaseResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/locks/release\x12`\n" +
+	"\bProclaim\x12\x19.baton.v1.ProclaimRequest\x1a\x1a.baton.v1.ProclaimResponse\"\x1d\x82\xd3\xe4\x93\x02\x17:\x01*\"\x12/v1/locks/proclaim\x12i\n" +
 	"\n" +
 	"CasRelease\x12\x1b.baton.v1.CasReleaseRequest\x1a\x1c.baton.v1.CasReleaseResponse\" \x82\xd3\xe4\x93\x02\x1a:\x01*\"\x15/v1/locks/cas-release\x12K\n" +
 	"\x05Check\x12\x16.baton.v1.CheckRequest\x1a\x17.baton.v1.CheckResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/check\x12D\n" +
@@ -6252,7 +6430,7 @@ func file_api_batonpb_baton_proto_rawDescGZIP() []byte {
 }
 
 var file_api_batonpb_baton_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
+var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
 var file_api_batonpb_baton_proto_goTypes = []any{
 	(Reason)(0),                        // 0: baton.v1.Reason
 	(HoldEnd)(0),                       // 1: baton.v1.HoldEnd
@@ -6265,236 +6443,243 @@ var file_api_batonpb_baton_proto_goTypes = []any{
 	(*CloseSessionRequest)(nil),        // 8: baton.v1.CloseSessionRequest
 	(*CloseSessionResponse)(nil),       // 9: baton.v1.CloseSessionResponse
 	(*AcquireRequest)(nil),             // 10: baton.v1.AcquireRequest
-	(*RenewHoldRequest)(nil),           // 11: baton.v1.RenewHoldRequest
-	(*RenewHoldResponse)(nil),          // 12: baton.v1.RenewHoldResponse
-	(*Holder)(nil),                     // 13: baton.v1.Holder
-	(*Waiter)(nil),                     // 14: baton.v1.Waiter
-	(*AcquireResponse)(nil),            // 15: baton.v1.AcquireResponse
-	(*AcquireManyRequest)(nil),         // 16: baton.v1.AcquireManyRequest
-	(*LockMode)(nil),                   // 17: baton.v1.LockMode
-	(*AcquireManyResponse)(nil),        // 18: baton.v1.AcquireManyResponse
-	(*ReleaseRequest)(nil),             // 19: baton.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),            // 20: baton.v1.ReleaseResponse
-	(*CancelRequest)(nil),              // 21: baton.v1.CancelRequest
-	(*CancelResponse)(nil),             // 22: baton.v1.CancelResponse
-	(*CasReleaseRequest)(nil),          // 23: baton.v1.CasReleaseRequest
-	(*CasReleaseResponse)(nil),         // 24: baton.v1.CasReleaseResponse
-	(*CheckRequest)(nil),               // 25: baton.v1.CheckRequest
-	(*CheckResponse)(nil),              // 26: baton.v1.CheckResponse
-	(*GetRequest)(nil),                 // 27: baton.v1.GetRequest
-	(*Lock)(nil),                       // 28: baton.v1.Lock
-	(*GetResponse)(nil),                // 29: baton.v1.GetResponse
-	(*HistoryRequest)(nil),             // 30: baton.v1.HistoryRequest
-	(*HistoryResponse)(nil),            // 31: baton.v1.HistoryResponse
-	(*PastHold)(nil),                   // 32: baton.v1.PastHold
-	(*ListRequest)(nil),                // 33: baton.v1.ListRequest
-	(*LockSummary)(nil),                // 34: baton.v1.LockSummary
-	(*ListResponse)(nil),               // 35: baton.v1.ListResponse
-	(*Session)(nil),                    // 36: baton.v1.Session
-	(*ListSessionsRequest)(nil),        // 37: baton.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),       // 38: baton.v1.ListSessionsResponse
-	(*BlacklistRequest)(nil),           // 39: baton.v1.BlacklistRequest
-	(*BlacklistResponse)(nil),          // 40: baton.v1.BlacklistResponse
-	(*WatchRequest)(nil),               // 41: baton.v1.WatchRequest
-	(*WatchResponse)(nil),              // 42: baton.v1.WatchResponse
-	(*StatusRequest)(nil),              // 43: baton.v1.StatusRequest
-	(*Member)(nil),                     // 44: baton.v1.Member
-	(*AddMemberRequest)(nil),           // 45: baton.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),          // 46: baton.v1.AddMemberResponse
-	(*PromoteMemberRequest)(nil),       // 47: baton.v1.PromoteMemberRequest
-	(*PromoteMemberResponse)(nil),      // 48: baton.v1.PromoteMemberResponse
-	(*TransferLeadershipRequest)(nil),  // 49: baton.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 50: baton.v1.TransferLeadershipResponse
-	(*RemoveMemberRequest)(nil),        // 51: baton.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),       // 52: baton.v1.RemoveMemberResponse
-	(*StatusResponse)(nil),             // 53: baton.v1.StatusResponse
-	(*SaveSnapshotRequest)(nil),        // 54: baton.v1.SaveSnapshotRequest
-	(*SaveSnapshotResponse)(nil),       // 55: baton.v1.SaveSnapshotResponse
-	(*SnapshotHeader)(nil),             // 56: baton.v1.SnapshotHeader
-	(*Error)(nil),                      // 57: baton.v1.Error
-	(*ResumeSession)(nil),              // 58: baton.v1.ResumeSession
-	(*SessionRequest)(nil),             // 59: baton.v1.SessionRequest
-	(*SessionsRequest)(nil),            // 60: baton.v1.SessionsRequest
-	(*ChannelRequest)(nil),             // 61: baton.v1.ChannelRequest
-	(*SessionsResponse)(nil),           // 62: baton.v1.SessionsResponse
-	(*ChannelResponse)(nil),            // 63: baton.v1.ChannelResponse
-	(*ChannelEnd)(nil),                 // 64: baton.v1.ChannelEnd
-	(*Grant)(nil),                      // 65: baton.v1.Grant
-	(*WaitEnded)(nil),                  // 66: baton.v1.WaitEnded
-	(*SessionResponse)(nil),            // 67: baton.v1.SessionResponse
-	(*SessionHolds)(nil),               // 68: baton.v1.SessionHolds
-	(*HoldLost)(nil),                   // 69: baton.v1.HoldLost
-	(*ChangeAuthRequest)(nil),          // 70: baton.v1.ChangeAuthRequest
-	(*ChangeAuthResponse)(nil),         // 71: baton.v1.ChangeAuthResponse
-	(*GetAuthRequest)(nil),             // 72: baton.v1.GetAuthRequest
-	(*AuthUser)(nil),                   // 73: baton.v1.AuthUser
-	(*AuthPermission)(nil),             // 74: baton.v1.AuthPermission
-	(*AuthRole)(nil),                   // 75: baton.v1.AuthRole
-	(*GetAuthResponse)(nil),            // 76: baton.v1.GetAuthResponse
-	(*AuditRequest)(nil),               // 77: baton.v1.AuditRequest
-	(*AuditEntry)(nil),                 // 78: baton.v1.AuditEntry
-	(*AuditResponse)(nil),              // 79: baton.v1.AuditResponse
-	(*KeysRequest)(nil),                // 80: baton.v1.KeysRequest
-	(*SigningKey)(nil),                 // 81: baton.v1.SigningKey
-	(*KeysResponse)(nil),               // 82: baton.v1.KeysResponse
-	(*RotateSigningKeyRequest)(nil),    // 83: baton.v1.RotateSigningKeyRequest
-	(*RotateSigningKeyResponse)(nil),   // 84: baton.v1.RotateSigningKeyResponse
-	(*durationpb.Duration)(nil),        // 85: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),      // 86: google.protobuf.Timestamp
+	(*ProclaimRequest)(nil),            // 11: baton.v1.ProclaimRequest
+	(*ProclaimResponse)(nil),           // 12: baton.v1.ProclaimResponse
+	(*RenewHoldRequest)(nil),           // 13: baton.v1.RenewHoldRequest
+	(*RenewHoldResponse)(nil),          // 14: baton.v1.RenewHoldResponse
+	(*Holder)(nil),                     // 15: baton.v1.Holder
+	(*Waiter)(nil),                     // 16: baton.v1.Waiter
+	(*AcquireResponse)(nil),            // 17: baton.v1.AcquireResponse
+	(*AcquireManyRequest)(nil),         // 18: baton.v1.AcquireManyRequest
+	(*LockMode)(nil),                   // 19: baton.v1.LockMode
+	(*AcquireManyResponse)(nil),        // 20: baton.v1.AcquireManyResponse
+	(*ReleaseRequest)(nil),             // 21: baton.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),            // 22: baton.v1.ReleaseResponse
+	(*CancelRequest)(nil),              // 23: baton.v1.CancelRequest
+	(*CancelResponse)(nil),             // 24: baton.v1.CancelResponse
+	(*CasReleaseRequest)(nil),          // 25: baton.v1.CasReleaseRequest
+	(*CasReleaseResponse)(nil),         // 26: baton.v1.CasReleaseResponse
+	(*CheckRequest)(nil),               // 27: baton.v1.CheckRequest
+	(*CheckResponse)(nil),              // 28: baton.v1.CheckResponse
+	(*GetRequest)(nil),                 // 29: baton.v1.GetRequest
+	(*Lock)(nil),                       // 30: baton.v1.Lock
+	(*GetResponse)(nil),                // 31: baton.v1.GetResponse
+	(*HistoryRequest)(nil),             // 32: baton.v1.HistoryRequest
+	(*HistoryResponse)(nil),            // 33: baton.v1.HistoryResponse
+	(*PastHold)(nil),                   // 34: baton.v1.PastHold
+	(*ListRequest)(nil),                // 35: baton.v1.ListRequest
+	(*LockSummary)(nil),                // 36: baton.v1.LockSummary
+	(*ListResponse)(nil),               // 37: baton.v1.ListResponse
+	(*Session)(nil),                    // 38: baton.v1.Session
+	(*ListSessionsRequest)(nil),        // 39: baton.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),       // 40: baton.v1.ListSessionsResponse
+	(*BlacklistRequest)(nil),           // 41: baton.v1.BlacklistRequest
+	(*BlacklistResponse)(nil),          // 42: baton.v1.BlacklistResponse
+	(*WatchRequest)(nil),               // 43: baton.v1.WatchRequest
+	(*WatchResponse)(nil),              // 44: baton.v1.WatchResponse
+	(*StatusRequest)(nil),              // 45: baton.v1.StatusRequest
+	(*Member)(nil),                     // 46: baton.v1.Member
+	(*AddMemberRequest)(nil),           // 47: baton.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),          // 48: baton.v1.AddMemberResponse
+	(*PromoteMemberRequest)(nil),       // 49: baton.v1.PromoteMemberRequest
+	(*PromoteMemberResponse)(nil),      // 50: baton.v1.PromoteMemberResponse
+	(*TransferLeadershipRequest)(nil),  // 51: baton.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 52: baton.v1.TransferLeadershipResponse
+	(*RemoveMemberRequest)(nil),        // 53: baton.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 54: baton.v1.RemoveMemberResponse
+	(*StatusResponse)(nil),             // 55: baton.v1.StatusResponse
+	(*SaveSnapshotRequest)(nil),        // 56: baton.v1.SaveSnapshotRequest
+	(*SaveSnapshotResponse)(nil),       // 57: baton.v1.SaveSnapshotResponse
+	(*SnapshotHeader)(nil),             // 58: baton.v1.SnapshotHeader
+	(*Error)(nil),                      // 59: baton.v1.Error
+	(*ResumeSession)(nil),              // 60: baton.v1.ResumeSession
+	(*SessionRequest)(nil),             // 61: baton.v1.SessionRequest
+	(*SessionsRequest)(nil),            // 62: baton.v1.SessionsRequest
+	(*ChannelRequest)(nil),             // 63: baton.v1.ChannelRequest
+	(*SessionsResponse)(nil),           // 64: baton.v1.SessionsResponse
+	(*ChannelResponse)(nil),            // 65: baton.v1.ChannelResponse
+	(*ChannelEnd)(nil),                 // 66: baton.v1.ChannelEnd
+	(*Grant)(nil),                      // 67: baton.v1.Grant
+	(*WaitEnded)(nil),                  // 68: baton.v1.WaitEnded
+	(*SessionResponse)(nil),            // 69: baton.v1.SessionResponse
+	(*SessionHolds)(nil),               // 70: baton.v1.SessionHolds
+	(*HoldLost)(nil),                   // 71: baton.v1.HoldLost
+	(*ChangeAuthRequest)(nil),          // 72: baton.v1.ChangeAuthRequest
+	(*ChangeAuthResponse)(nil),         // 73: baton.v1.ChangeAuthResponse
+	(*GetAuthRequest)(nil),             // 74: baton.v1.GetAuthRequest
+	(*AuthUser)(nil),                   // 75: baton.v1.AuthUser
+	(*AuthPermission)(nil),             // 76: baton.v1.AuthPermission
+	(*AuthRole)(nil),                   // 77: baton.v1.AuthRole
+	(*GetAuthResponse)(nil),            // 78: baton.v1.GetAuthResponse
+	(*AuditRequest)(nil),               // 79: baton.v1.AuditRequest
+	(*AuditEntry)(nil),                 // 80: baton.v1.AuditEntry
+	(*AuditResponse)(nil),              // 81: baton.v1.AuditResponse
+	(*KeysRequest)(nil),                // 82: baton.v1.KeysRequest
+	(*SigningKey)(nil),                 // 83: baton.v1.SigningKey
+	(*KeysResponse)(nil),               // 84: baton.v1.KeysResponse
+	(*RotateSigningKeyRequest)(nil),    // 85: baton.v1.RotateSigningKeyRequest
+	(*RotateSigningKeyResponse)(nil),   // 86: baton.v1.RotateSigningKeyResponse
+	(*durationpb.Duration)(nil),        // 87: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),      // 88: google.protobuf.Timestamp
 }
 var file_api_batonpb_baton_proto_depIdxs = []int32{
-	85,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	85,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	85,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	87,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	87,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	87,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
 	3,   // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
-	85,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	85,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
-	85,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
-	85,  // 7: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
-	86,  // 8: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
-	85,  // 9: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
-	85,  // 10: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
-	86,  // 11: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
-	85,  // 12: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
-	13,  // 13: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
-	85,  // 14: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
-	86,  // 15: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
-	3,   // 16: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
-	85,  // 17: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
-	85,  // 18: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
-	17,  // 19: baton.v1.AcquireManyRequest.modes:type_name -> baton.v1.LockMode
-	15,  // 20: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
-	3,   // 21: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
-	3,   // 22: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
-	15,  // 23: baton.v1.CancelResponse.granted:type_name -> baton.v1.AcquireResponse
-	13,  // 24: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
-	13,  // 25: baton.v1.Lock.holders:type_name -> baton.v1.Holder
-	14,  // 26: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
-	86,  // 27: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
-	28,  // 28: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
-	32,  // 29: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
-	32,  // 30: baton.v1.HistoryResponse.holds:type_name -> baton.v1.PastHold
-	86,  // 31: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
-	86,  // 32: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
-	1,   // 33: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
-	13,  // 34: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
-	86,  // 35: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
-	34,  // 36: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	85,  // 37: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	86,  // 38: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
-	36,  // 39: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
-	28,  // 40: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
-	44,  // 41: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
-	44,  // 42: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
-	44,  // 43: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
-	44,  // 44: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
-	56,  // 45: baton.v1.SaveSnapshotResponse.header:type_name -> baton.v1.SnapshotHeader
-	44,  // 46: baton.v1.SnapshotHeader.members:type_name -> baton.v1.Member
-	86,  // 47: baton.v1.SnapshotHeader.taken_at:type_name -> google.protobuf.Timestamp
-	0,   // 48: baton.v1.Error.reason:type_name -> baton.v1.Reason
-	4,   // 49: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
-	58,  // 50: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
-	6,   // 51: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
-	10,  // 52: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
-	19,  // 53: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
-	21,  // 54: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
-	16,  // 55: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
-	8,   // 56: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
-	11,  // 57: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
-	61,  // 58: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
-	59,  // 59: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
-	63,  // 60: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
-	67,  // 61: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
-	64,  // 62: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
-	57,  // 63: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
-	0,   // 64: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
-	57,  // 65: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
-	5,   // 66: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
-	7,   // 67: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
-	15,  // 68: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
-	20,  // 69: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
-	22,  // 70: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
-	18,  // 71: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
-	9,   // 72: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
-	65,  // 73: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
-	66,  // 74: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
-	57,  // 75: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	69,  // 76: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
-	68,  // 77: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
-	12,  // 78: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
-	69,  // 79: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
-	2,   // 80: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
-	74,  // 81: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
-	73,  // 82: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
-	75,  // 83: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
-	86,  // 84: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	78,  // 85: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
-	86,  // 86: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
-	86,  // 87: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
-	81,  // 88: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
-	85,  // 89: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
-	81,  // 90: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
-	59,  // 91: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	60,  // 92: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
-	4,   // 93: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	6,   // 94: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	8,   // 95: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	10,  // 96: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	16,  // 97: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	11,  // 98: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
-	19,  // 99: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	23,  // 100: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	25,  // 101: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	27,  // 102: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	30,  // 103: baton.v1.Baton.History:input_type -> baton.v1.HistoryRequest
-	33,  // 104: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	37,  // 105: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	41,  // 106: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
-	39,  // 107: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	43,  // 108: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	45,  // 109: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
-	47,  // 110: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
-	51,  // 111: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
-	49,  // 112: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
-	70,  // 113: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
-	72,  // 114: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
-	77,  // 115: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
-	80,  // 116: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
-	83,  // 117: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
-	54,  // 118: baton.v1.Baton.SaveSnapshot:input_type -> baton.v1.SaveSnapshotRequest
-	67,  // 119: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	62,  // 120: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	5,   // 121: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	7,   // 122: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	9,   // 123: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	15,  // 124: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	18,  // 125: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	12,  // 126: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
-	20,  // 127: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	24,  // 128: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	26,  // 129: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	29,  // 130: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	31,  // 131: baton.v1.Baton.History:output_type -> baton.v1.HistoryResponse
-	35,  // 132: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	38,  // 133: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	42,  // 134: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
-	40,  // 135: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	53,  // 136: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	46,  // 137: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
-	48,  // 138: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
-	52,  // 139: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
-	50,  // 140: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
-	71,  // 141: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
-	76,  // 142: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
-	79,  // 143: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
-	82,  // 144: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
-	84,  // 145: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
-	55,  // 146: baton.v1.Baton.SaveSnapshot:output_type -> baton.v1.SaveSnapshotResponse
-	119, // [119:147] is the sub-list for method output_type
-	91,  // [91:119] is the sub-list for method input_type
-	91,  // [91:91] is the sub-list for extension type_name
-	91,  // [91:91] is the sub-list for extension extendee
-	0,   // [0:91] is the sub-list for field type_name
+	87,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	87,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
+	87,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	3,   // 7: baton.v1.ProclaimRequest.header:type_name -> baton.v1.RequestHeader
+	87,  // 8: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
+	88,  // 9: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
+	87,  // 10: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
+	87,  // 11: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
+	88,  // 12: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
+	87,  // 13: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
+	15,  // 14: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
+	87,  // 15: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
+	88,  // 16: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
+	3,   // 17: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
+	87,  // 18: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
+	87,  // 19: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
+	19,  // 20: baton.v1.AcquireManyRequest.modes:type_name -> baton.v1.LockMode
+	17,  // 21: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
+	3,   // 22: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
+	3,   // 23: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
+	17,  // 24: baton.v1.CancelResponse.granted:type_name -> baton.v1.AcquireResponse
+	15,  // 25: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
+	15,  // 26: baton.v1.Lock.holders:type_name -> baton.v1.Holder
+	16,  // 27: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
+	88,  // 28: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
+	30,  // 29: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
+	34,  // 30: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
+	34,  // 31: baton.v1.HistoryResponse.holds:type_name -> baton.v1.PastHold
+	88,  // 32: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
+	88,  // 33: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
+	1,   // 34: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
+	15,  // 35: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
+	88,  // 36: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
+	36,  // 37: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
+	87,  // 38: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	88,  // 39: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	38,  // 40: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
+	30,  // 41: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
+	46,  // 42: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
+	46,  // 43: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
+	46,  // 44: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
+	46,  // 45: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
+	58,  // 46: baton.v1.SaveSnapshotResponse.header:type_name -> baton.v1.SnapshotHeader
+	46,  // 47: baton.v1.SnapshotHeader.members:type_name -> baton.v1.Member
+	88,  // 48: baton.v1.SnapshotHeader.taken_at:type_name -> google.protobuf.Timestamp
+	0,   // 49: baton.v1.Error.reason:type_name -> baton.v1.Reason
+	4,   // 50: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
+	60,  // 51: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
+	6,   // 52: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
+	10,  // 53: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
+	21,  // 54: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
+	23,  // 55: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
+	18,  // 56: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
+	8,   // 57: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
+	13,  // 58: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
+	11,  // 59: baton.v1.SessionRequest.proclaim:type_name -> baton.v1.ProclaimRequest
+	63,  // 60: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
+	61,  // 61: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
+	65,  // 62: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
+	69,  // 63: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
+	66,  // 64: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
+	59,  // 65: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
+	0,   // 66: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
+	59,  // 67: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
+	5,   // 68: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
+	7,   // 69: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
+	17,  // 70: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
+	22,  // 71: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
+	24,  // 72: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
+	20,  // 73: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
+	9,   // 74: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
+	67,  // 75: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
+	68,  // 76: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
+	59,  // 77: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
+	71,  // 78: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
+	70,  // 79: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
+	14,  // 80: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
+	12,  // 81: baton.v1.SessionResponse.proclaim:type_name -> baton.v1.ProclaimResponse
+	71,  // 82: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
+	2,   // 83: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
+	76,  // 84: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
+	75,  // 85: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
+	77,  // 86: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
+	88,  // 87: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	80,  // 88: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
+	88,  // 89: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
+	88,  // 90: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
+	83,  // 91: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
+	87,  // 92: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
+	83,  // 93: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
+	61,  // 94: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	62,  // 95: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	4,   // 96: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	6,   // 97: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	8,   // 98: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	10,  // 99: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	18,  // 100: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	13,  // 101: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
+	21,  // 102: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	11,  // 103: baton.v1.Baton.Proclaim:input_type -> baton.v1.ProclaimRequest
+	25,  // 104: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	27,  // 105: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	29,  // 106: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	32,  // 107: baton.v1.Baton.History:input_type -> baton.v1.HistoryRequest
+	35,  // 108: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	39,  // 109: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	43,  // 110: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
+	41,  // 111: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	45,  // 112: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	47,  // 113: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
+	49,  // 114: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
+	53,  // 115: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
+	51,  // 116: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
+	72,  // 117: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
+	74,  // 118: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
+	79,  // 119: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
+	82,  // 120: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
+	85,  // 121: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
+	56,  // 122: baton.v1.Baton.SaveSnapshot:input_type -> baton.v1.SaveSnapshotRequest
+	69,  // 123: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	64,  // 124: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	5,   // 125: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	7,   // 126: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	9,   // 127: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	17,  // 128: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	20,  // 129: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	14,  // 130: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
+	22,  // 131: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	12,  // 132: baton.v1.Baton.Proclaim:output_type -> baton.v1.ProclaimResponse
+	26,  // 133: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	28,  // 134: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	31,  // 135: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	33,  // 136: baton.v1.Baton.History:output_type -> baton.v1.HistoryResponse
+	37,  // 137: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	40,  // 138: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	44,  // 139: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
+	42,  // 140: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	55,  // 141: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	48,  // 142: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
+	50,  // 143: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
+	54,  // 144: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
+	52,  // 145: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
+	73,  // 146: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
+	78,  // 147: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
+	81,  // 148: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
+	84,  // 149: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
+	86,  // 150: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
+	57,  // 151: baton.v1.Baton.SaveSnapshot:output_type -> baton.v1.SaveSnapshotResponse
+	123, // [123:152] is the sub-list for method output_type
+	94,  // [94:123] is the sub-list for method input_type
+	94,  // [94:94] is the sub-list for extension type_name
+	94,  // [94:94] is the sub-list for extension extendee
+	0,   // [0:94] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }
@@ -6502,8 +6687,8 @@ func file_api_batonpb_baton_proto_init() {
 	if File_api_batonpb_baton_proto != nil {
 		return
 	}
-	file_api_batonpb_baton_proto_msgTypes[50].OneofWrappers = []any{}
-	file_api_batonpb_baton_proto_msgTypes[56].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[52].OneofWrappers = []any{}
+	file_api_batonpb_baton_proto_msgTypes[58].OneofWrappers = []any{
 		(*SessionRequest_Open)(nil),
 		(*SessionRequest_Resume)(nil),
 		(*SessionRequest_KeepAlive)(nil),
@@ -6513,8 +6698,9 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionRequest_AcquireMany)(nil),
 		(*SessionRequest_Close)(nil),
 		(*SessionRequest_RenewHold)(nil),
+		(*SessionRequest_Proclaim)(nil),
 	}
-	file_api_batonpb_baton_proto_msgTypes[64].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[66].OneofWrappers = []any{
 		(*SessionResponse_Open)(nil),
 		(*SessionResponse_KeepAlive)(nil),
 		(*SessionResponse_Acquire)(nil),
@@ -6528,6 +6714,7 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionResponse_HoldLost)(nil),
 		(*SessionResponse_Holds)(nil),
 		(*SessionResponse_RenewHold)(nil),
+		(*SessionResponse_Proclaim)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -6535,7 +6722,7 @@ func file_api_batonpb_baton_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_batonpb_baton_proto_rawDesc), len(file_api_batonpb_baton_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   82,
+			NumMessages:   84,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,7 @@ const (
 	Baton_AcquireMany_FullMethodName        = "/baton.v1.Baton/AcquireMany"
 	Baton_RenewHold_FullMethodName          = "/baton.v1.Baton/RenewHold"
 	Baton_Release_FullMethodName            = "/baton.v1.Baton/Release"
+	Baton_Proclaim_FullMethodName           = "/baton.v1.Baton/Proclaim"
 	Baton_CasRelease_FullMethodName         = "/baton.v1.Baton/CasRelease"
 	Baton_Check_FullMethodName              = "/baton.v1.Baton/Check"
 	Baton_Get_FullMethodName                = "/baton.v1.Baton/Get"
@@ -88,6 +89,11 @@ type BatonClient interface {
 	// keepalive).
 	RenewHold(ctx context.Context, in *RenewHoldRequest, opts ...grpc.CallOption) (*RenewHoldResponse, error)
 	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
+	// Proclaim sets the value of the caller's hold of name, named by its
+	// token (an election's leader publishing its address): shown to Get,
+	// List and Watch. FAILED_PRECONDITION unless the session holds name
+	// with that token; the cluster must be at log version 9.
+	Proclaim(ctx context.Context, in *ProclaimRequest, opts ...grpc.CallOption) (*ProclaimResponse, error)
 	// CasRelease ends a hold only if its holder still is session_id (and
 	// token, when given): for supervisors freeing a dead process's locks.
 	CasRelease(ctx context.Context, in *CasReleaseRequest, opts ...grpc.CallOption) (*CasReleaseResponse, error)
@@ -259,6 +265,16 @@ func (c *batonClient) Release(ctx context.Context, in *ReleaseRequest, opts ...g
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReleaseResponse)
 	err := c.cc.Invoke(ctx, Baton_Release_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *batonClient) Proclaim(ctx context.Context, in *ProclaimRequest, opts ...grpc.CallOption) (*ProclaimResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProclaimResponse)
+	err := c.cc.Invoke(ctx, Baton_Proclaim_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -507,6 +523,11 @@ type BatonServer interface {
 	// keepalive).
 	RenewHold(context.Context, *RenewHoldRequest) (*RenewHoldResponse, error)
 	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
+	// Proclaim sets the value of the caller's hold of name, named by its
+	// token (an election's leader publishing its address): shown to Get,
+	// List and Watch. FAILED_PRECONDITION unless the session holds name
+	// with that token; the cluster must be at log version 9.
+	Proclaim(context.Context, *ProclaimRequest) (*ProclaimResponse, error)
 	// CasRelease ends a hold only if its holder still is session_id (and
 	// token, when given): for supervisors freeing a dead process's locks.
 	CasRelease(context.Context, *CasReleaseRequest) (*CasReleaseResponse, error)
@@ -614,6 +635,9 @@ func (UnimplementedBatonServer) RenewHold(context.Context, *RenewHoldRequest) (*
 }
 func (UnimplementedBatonServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
+}
+func (UnimplementedBatonServer) Proclaim(context.Context, *ProclaimRequest) (*ProclaimResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Proclaim not implemented")
 }
 func (UnimplementedBatonServer) CasRelease(context.Context, *CasReleaseRequest) (*CasReleaseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CasRelease not implemented")
@@ -829,6 +853,24 @@ func _Baton_Release_Handler(srv interface{}, ctx context.Context, dec func(inter
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(BatonServer).Release(ctx, req.(*ReleaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Baton_Proclaim_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProclaimRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BatonServer).Proclaim(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Baton_Proclaim_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BatonServer).Proclaim(ctx, req.(*ProclaimRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1195,6 +1237,10 @@ var Baton_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Release",
 			Handler:    _Baton_Release_Handler,
+		},
+		{
+			MethodName: "Proclaim",
+			Handler:    _Baton_Proclaim_Handler,
 		},
 		{
 			MethodName: "CasRelease",

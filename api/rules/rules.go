@@ -85,6 +85,11 @@ const (
 	// (one batch of a Sessions stream too): a member refuses a bigger one
 	// before reading it, and on a stream that ends the stream.
 	MaxRequestBytes = 1 << 20
+	// MaxHoldValueLen bounds a hold's value in bytes (an election's
+	// leader publishes its address or id in it): it lives in the hold's
+	// record in every replica and every snapshot, and is sent to every
+	// watcher of the lock on each change.
+	MaxHoldValueLen = 1024
 )
 
 // Error is a value a request may not contain. Msg names the value and
@@ -174,6 +179,21 @@ func checkLabel(what, s string) error {
 		return invalid("%s is %d bytes; the limit is %d", what, len(s), MaxOwnerLen)
 	case !utf8.ValidString(s):
 		return invalid("%s %q is not valid UTF-8", what, s)
+	}
+	return nil
+}
+
+// CheckHoldValue returns nil if value can be a hold's value (an
+// election's leader's, Proclaim): at most MaxHoldValueLen bytes of valid
+// UTF-8 without control characters, so that it prints on one line.
+func CheckHoldValue(value string) error {
+	switch {
+	case len(value) > MaxHoldValueLen:
+		return invalid("hold value is %d bytes; the limit is %d (rules.MaxHoldValueLen)", len(value), MaxHoldValueLen)
+	case !utf8.ValidString(value):
+		return invalid("hold value %q is not valid UTF-8", value)
+	case strings.IndexFunc(value, unicode.IsControl) >= 0:
+		return invalid("hold value %q has a control character", value)
 	}
 	return nil
 }

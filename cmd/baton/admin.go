@@ -99,6 +99,9 @@ func runGet(g globals, args []string) int {
 				if h.LockDelay > 0 {
 					limit += ", lock-delay " + h.LockDelay.String()
 				}
+				if h.Value != "" {
+					limit += fmt.Sprintf(", value %q", h.Value)
+				}
 				fmt.Printf("  held by %s, key %q, token %d, count %d, since %s%s%s\n",
 					owner(h.Owner, h.SessionID), h.OwnerKey, h.Token, h.Count, ago(h.Since), modeNote(h.Shared, l.Limit), limit)
 			}

@@ -246,64 +246,13 @@ func isSet(fs *flag.FlagSet, name string) bool {
 }
 
 func lockAndRun(g globals, members []lockMember, cmdArgs []string, ttl, wait time.Duration, noWait bool, owner string, grace time.Duration, kind lockKind) int {
-	// Signals that arrive while we wait for the lock end the wait.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-
-	dctx, dcancel := context.WithTimeout(ctx, g.timeout)
-	c, err := dialGlobals(dctx, g)
-	dcancel()
-	if err != nil {
-		return exitCode("lock", err)
-	}
-	defer c.Close()
-	if owner == "" {
-		host, _ := os.Hostname()
-		owner = fmt.Sprintf("%s/%d/baton-lock", host, os.Getpid())
-	}
-	sctx, scancel := context.WithTimeout(ctx, g.timeout)
-	s, err := c.NewSession(sctx, baton.WithTTL(ttl), baton.WithOwner(owner))
-	scancel()
-	if err != nil {
-		return exitCode("lock", err)
-	}
-	defer func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), g.timeout)
-		defer ccancel()
-		_ = s.Close(cctx)
-	}()
-
-	type result struct {
-		leases []*baton.Lease
-		err    error
-	}
-	got := make(chan result, 1)
-	go func() {
-		var r result
+	acquire := func(ctx context.Context, s *baton.Session) ([]*baton.Lease, error) {
 		if len(members) == 1 {
-			r.leases, r.err = acquireOne(ctx, s, members[0], kind, wait, noWait)
-		} else {
-			r.leases, r.err = acquireSet(ctx, s, members, kind, wait, noWait)
+			return acquireOne(ctx, s, members[0], kind, wait, noWait)
 		}
-		got <- r
-	}()
-	var leases []*baton.Lease
-	select {
-	case r := <-got:
-		leases, err = r.leases, r.err
-	case sig := <-sigs:
-		cancel()
-		r := <-got
-		for _, l := range r.leases {
-			_ = l.Release(context.Background())
-		}
-		fmt.Fprintf(os.Stderr, "baton lock: %s while waiting for %s\n", sig, setName(members))
-		return 128 + int(sig.(syscall.Signal))
+		return acquireSet(ctx, s, members, kind, wait, noWait)
 	}
-	if err != nil {
+	refused := func(c *baton.Client, s *baton.Session, err error) int {
 		var busy *baton.BusyError
 		name := members[0].name
 		if errors.As(err, &busy) {
@@ -348,8 +297,75 @@ func lockAndRun(g globals, members []lockMember, cmdArgs []string, ttl, wait tim
 		}
 		return exitCode("lock", err)
 	}
-	grace = setKillGrace(grace, kind.graceSet, leases)
-	return runUnderLease(leases, s, cmdArgs, sigs, grace)
+	return holdAndRun(g, "lock", setName(members), cmdArgs, nil, ttl, owner, grace, kind.graceSet, acquire, refused)
+}
+
+// holdAndRun is `baton lock` and `baton elect`: it opens a session with
+// ttl and owner (default host/pid/baton-CMDNAME), takes its holds of what
+// (a lock or a set) with acquire (interrupted by SIGINT or SIGTERM, which
+// withdraw them), and runs cmdArgs under them with env added to its
+// environment (runUnderLease). refused turns acquire's error into the
+// exit status.
+func holdAndRun(g globals, cmdName, what string, cmdArgs, env []string, ttl time.Duration, owner string, grace time.Duration, graceSet bool,
+	acquire func(context.Context, *baton.Session) ([]*baton.Lease, error), refused func(*baton.Client, *baton.Session, error) int) int {
+	// Signals that arrive while we wait for the lock end the wait.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	dctx, dcancel := context.WithTimeout(ctx, g.timeout)
+	c, err := dialGlobals(dctx, g)
+	dcancel()
+	if err != nil {
+		return exitCode(cmdName, err)
+	}
+	defer c.Close()
+	if owner == "" {
+		host, _ := os.Hostname()
+		owner = fmt.Sprintf("%s/%d/baton-%s", host, os.Getpid(), cmdName)
+	}
+	sctx, scancel := context.WithTimeout(ctx, g.timeout)
+	s, err := c.NewSession(sctx, baton.WithTTL(ttl), baton.WithOwner(owner))
+	scancel()
+	if err != nil {
+		return exitCode(cmdName, err)
+	}
+	defer func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), g.timeout)
+		defer ccancel()
+		_ = s.Close(cctx)
+	}()
+
+	type result struct {
+		leases []*baton.Lease
+		err    error
+	}
+	got := make(chan result, 1)
+	go func() {
+		var r result
+		r.leases, r.err = acquire(ctx, s)
+		got <- r
+	}()
+	var leases []*baton.Lease
+	select {
+	case r := <-got:
+		leases, err = r.leases, r.err
+	case sig := <-sigs:
+		cancel()
+		r := <-got
+		for _, l := range r.leases {
+			_ = l.Release(context.Background())
+		}
+		fmt.Fprintf(os.Stderr, "baton %s: %s while waiting for %s\n", cmdName, sig, what)
+		return 128 + int(sig.(syscall.Signal))
+	}
+	if err != nil {
+		return refused(c, s, err)
+	}
+	grace = setKillGrace(cmdName, grace, graceSet, leases)
+	return runUnderLease(cmdName, leases, s, cmdArgs, env, sigs, grace)
 }
 
 // setName names the locks of a set: "a" or "the set a, b, c".
@@ -379,7 +395,7 @@ const DefaultKillGrace = 10 * time.Second
 // allowance for a difference of clock rates over the delay and for
 // scheduling the kill: the command is dead before anyone else is
 // granted the lock.
-func killGrace(grace time.Duration, set bool, lockDelay time.Duration) time.Duration {
+func killGrace(cmdName string, grace time.Duration, set bool, lockDelay time.Duration) time.Duration {
 	if lockDelay <= 0 {
 		return grace
 	}
@@ -388,8 +404,8 @@ func killGrace(grace time.Duration, set bool, lockDelay time.Duration) time.Dura
 		return min(grace, fit)
 	}
 	if grace > fit {
-		fmt.Fprintf(os.Stderr, "baton lock: --kill-grace %s outlasts the hold's lock-delay %s (it fits %s): a command that ignores SIGTERM may still run when the next holder starts\n",
-			grace, lockDelay, fit)
+		fmt.Fprintf(os.Stderr, "baton %s: --kill-grace %s outlasts the hold's lock-delay %s (it fits %s): a command that ignores SIGTERM may still run when the next holder starts\n",
+			cmdName, grace, lockDelay, fit)
 	}
 	return grace
 }
@@ -397,8 +413,10 @@ func killGrace(grace time.Duration, set bool, lockDelay time.Duration) time.Dura
 func owner4(h baton.Holder) string { return owner(h.Owner, h.SessionID) }
 
 // runUnderLease runs the command while every lease holds and releases
-// them when the command ends; the loss of any one stops it.
-func runUnderLease(leases []*baton.Lease, s *baton.Session, cmdArgs []string, sigs <-chan os.Signal, grace time.Duration) int {
+// them when the command ends; the loss of any one stops it. cmdName
+// (lock, elect) names baton's command in its messages, and env is added
+// to the command's environment.
+func runUnderLease(cmdName string, leases []*baton.Lease, s *baton.Session, cmdArgs, env []string, sigs <-chan os.Signal, grace time.Duration) int {
 	stopWatch := make(chan struct{})
 	lostC, watched := anyLost(leases, stopWatch)
 	defer func() {
@@ -408,14 +426,14 @@ func runUnderLease(leases []*baton.Lease, s *baton.Session, cmdArgs []string, si
 		defer rcancel()
 		for _, lease := range leases {
 			if err := lease.Release(rctx); err != nil && !errors.Is(err, baton.ErrNotHeld) && lease.Err() == nil {
-				fmt.Fprintf(os.Stderr, "baton lock: release %s: %v\n", lease.Name(), err)
+				fmt.Fprintf(os.Stderr, "baton %s: release %s: %v\n", cmdName, lease.Name(), err)
 			}
 		}
 	}()
 	for _, lease := range leases {
 		// A set that waited may have lost a hold it took first.
 		if err := lease.Err(); err != nil {
-			fmt.Fprintf(os.Stderr, "baton lock: lock %s was lost before the command started (%v)\n", lease.Name(), err)
+			fmt.Fprintf(os.Stderr, "baton %s: lock %s was lost before the command started (%v)\n", cmdName, lease.Name(), err)
 			return ExitLockLost
 		}
 	}
@@ -426,9 +444,10 @@ func runUnderLease(leases []*baton.Lease, s *baton.Session, cmdArgs []string, si
 		"BATON_SESSION="+strconv.FormatUint(s.ID(), 10),
 		"BATON_SESSION_SECRET="+s.Secret(),
 	)
+	cmd.Env = append(cmd.Env, env...)
 	ownGroup(cmd)
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "baton lock: start %s: %v\n", cmdArgs[0], err)
+		fmt.Fprintf(os.Stderr, "baton %s: start %s: %v\n", cmdName, cmdArgs[0], err)
 		return 127
 	}
 	exited := make(chan error, 1)
@@ -447,12 +466,12 @@ func runUnderLease(leases []*baton.Lease, s *baton.Session, cmdArgs []string, si
 		case lease := <-lostC:
 			lostC = nil
 			lost = true
-			fmt.Fprintf(os.Stderr, "baton lock: lock %s may be lost (%v); sending SIGTERM to the command, SIGKILL in %s\n",
-				lease.Name(), lease.Err(), grace)
+			fmt.Fprintf(os.Stderr, "baton %s: lock %s may be lost (%v); sending SIGTERM to the command, SIGKILL in %s\n",
+				cmdName, lease.Name(), lease.Err(), grace)
 			_ = signalGroup(cmd.Process, terminate)
 			kill = time.After(grace)
 		case <-kill:
-			fmt.Fprintf(os.Stderr, "baton lock: command still running %s after SIGTERM; sending SIGKILL\n", grace)
+			fmt.Fprintf(os.Stderr, "baton %s: command still running %s after SIGTERM; sending SIGKILL\n", cmdName, grace)
 			_ = signalGroup(cmd.Process, killAfter)
 			kill = nil
 		}

@@ -178,14 +178,14 @@ func anyLost(leases []*baton.Lease, stop <-chan struct{}) (lost <-chan *baton.Le
 // setKillGrace is killGrace for several holds: SIGKILL must come before
 // the shortest lock-delay among them ends, as the next holder of that
 // lock may start then.
-func setKillGrace(grace time.Duration, set bool, leases []*baton.Lease) time.Duration {
+func setKillGrace(cmdName string, grace time.Duration, set bool, leases []*baton.Lease) time.Duration {
 	var shortest time.Duration
 	for _, l := range leases {
 		if d := l.LockDelay(); d > 0 && (shortest == 0 || d < shortest) {
 			shortest = d
 		}
 	}
-	return killGrace(grace, set, shortest)
+	return killGrace(cmdName, grace, set, shortest)
 }
 
 // lockEnv is the command's environment for its holds: BATON_LOCK,

@@ -25,6 +25,8 @@ func init() {
 		{"get", "show one lock in full, with its queue", runGet},
 		{"history", "list a lock's recent holders: how and when each hold ended", runHistory},
 		{"watch", "follow a lock: a line each time its holders or queue change", runWatch},
+		{"elect", "run a command while leading an election: baton elect NAME VALUE -- CMD", runElect},
+		{"observe", "follow an election: a line each time its leader or value changes", runObserve},
 		{"check", "exit 0 if TOKEN is the current hold of NAME, 1 if not", runCheck},
 		{"sessions", "list sessions", runSessions},
 		{"blacklist", "evict a stuck session safely (it expires, releasing its locks)", runBlacklist},

@@ -39,6 +39,7 @@ var everyCommand = []string{
 	"user add", "user remove", "user grant", "user revoke",
 	"role add", "role remove", "role grant", "role revoke", "audit", "keys", "keys rotate",
 	"snapshot save", "snapshot status", "snapshot restore",
+	"elect", "observe",
 }
 
 // TestEveryCommandListed keeps everyCommand in step with the commands.
@@ -81,6 +82,11 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		tc{[]string{"lock", "--permit", "pool", "--", "true"}, "lock", `invalid value "pool" for --permit: want NAME=N (a semaphore of N permits), e.g. pool/encoders=4`},
 		tc{[]string{"lock", "--permit", "pool=0", "--", "true"}, "lock", `invalid value "pool=0" for --permit: "0" is not a number of permits 1..10000`},
 		tc{[]string{"lock", "--max-readers", "5", "--permit", "p=2", "x", "--", "true"}, "lock", "--max-readers needs --read, --write, --reader or --writer"},
+		tc{[]string{"elect"}, "elect", "missing NAME and VALUE"},
+		tc{[]string{"elect", "leader/x"}, "elect", "missing VALUE"},
+		tc{[]string{"elect", "leader/x", "10.0.0.1:80"}, "elect", "no command: put it after --, e.g. baton elect leader/x 10.0.0.1:80 -- ./serve.sh"},
+		tc{[]string{"elect", "leader/x", "v", "./serve.sh"}, "elect", `unexpected argument "./serve.sh": put the command after --, e.g. baton elect leader/x v -- ./serve.sh`},
+		tc{[]string{"observe"}, "observe", "missing NAME"},
 		tc{[]string{"blacklist"}, "blacklist", "missing SESSION"},
 		tc{[]string{"release"}, "release", "missing NAME"},
 		tc{[]string{"member", "add", "n4"}, "member add", "missing PEER_ADDR"},
@@ -119,7 +125,7 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 
 // TestHelpExitsZero: --help prints the command's usage and exits 0.
 func TestHelpExitsZero(t *testing.T) {
-	for _, c := range []string{"server", "lock", "status", "check", "member add"} {
+	for _, c := range []string{"server", "lock", "elect", "observe", "status", "check", "member add"} {
 		code, stderr := runCaptured(t, append(strings.Fields(c), "--help")...)
 		if code != 0 || !strings.HasPrefix(stderr, "Usage: baton "+strings.Fields(c)[0]) {
 			t.Errorf("baton %s --help exited %d, stderr %q; want 0 and the usage", c, code, stderr)

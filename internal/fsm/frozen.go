@@ -183,7 +183,7 @@ func (l *lockState) clone() *lockState {
 		c.holders = slices.Clone(l.holders)
 	}
 	if l.queue != nil {
-		c.queue = &queue{waiters: slices.Clone(l.queue.waiters), delay: l.queue.delay}
+		c.queue = &queue{waiters: slices.Clone(l.queue.waiters), delay: l.queue.delay, values: slices.Clone(l.queue.values)}
 	}
 	return c
 }

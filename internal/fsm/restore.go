@@ -206,6 +206,11 @@ func decodeHolder(b []byte, h *fsmpb.Holder) error {
 			h.HoldLimitNanos = int64(v)
 		case num == holderLockDelay && !isBytes:
 			h.LockDelayNanos = int64(v)
+		case num == holderValue && isBytes:
+			if !utf8.Valid(s) {
+				return errInvalidUTF8("fsmpb.Holder.value")
+			}
+			h.Value = string(s)
 		}
 		return nil
 	})
@@ -239,6 +244,11 @@ func decodeWaiter(b []byte, w *fsmpb.Waiter) error {
 			w.HoldLimitNanos = int64(v)
 		case num == waiterLockDelay && !isBytes:
 			w.LockDelayNanos = int64(v)
+		case num == waiterValue && isBytes:
+			if !utf8.Valid(s) {
+				return errInvalidUTF8("fsmpb.Waiter.value")
+			}
+			w.Value = string(s)
 		}
 		return nil
 	})
@@ -566,6 +576,9 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 			lockDelay:  lockDelay,
 			holdLimit:  holdLimit,
 		})
+		if err := l.restoreValue(s, h.GetOwnerKey(), h.GetAcquireSeq(), h.GetValue()); err != nil {
+			return err
+		}
 	}
 	if len(waiters) > 0 {
 		if l.queue == nil {
@@ -613,6 +626,9 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 			lockDelay:  lockDelay,
 			holdLimit:  holdLimit,
 		})
+		if err := l.restoreValue(s, w.GetOwnerKey(), w.GetAcquireSeq(), w.GetValue()); err != nil {
+			return err
+		}
 		s.addWait(key)
 	}
 	if ws := l.waiters(); len(ws) > 0 && !l.delayed() && l.grantable(&ws[0]) {

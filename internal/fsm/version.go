@@ -32,6 +32,8 @@ import (
 //	   members sign nothing (SignedTokensVersion).
 //	7: mixed lock sets: AcquireMany.modes, a mode per lock
 //	   (MixedSetVersion).
+//	9: hold values: Acquire.value, Proclaim (and Holder.value and
+//	   Waiter.value in snapshots; HoldValueVersion).
 //	10: the history of ended holds in snapshots (Snapshot.history and
 //	   LockHistory, PastHold and HoldEnd in it; HistoryVersion). No
 //	   command changes: every member records the same ends at every
@@ -82,6 +84,9 @@ func (m *Machine) setLogVersion(a *apply, op *fsmpb.SetLogVersion) {
 // newest version that added a field cmd sets (for SetLogVersion, at least
 // the version it sets).
 func VersionNeeded(cmd *fsmpb.Command) uint32 {
+	if cmd.GetProclaim() != nil || cmd.GetAcquire().GetValue() != "" {
+		return HoldValueVersion
+	}
 	if len(cmd.GetAcquireMany().GetModes()) > 0 {
 		return MixedSetVersion
 	}
@@ -116,7 +121,8 @@ func VersionNeeded(cmd *fsmpb.Command) uint32 {
 }
 
 // ForLogVersion rewrites cmd, if it can, so that members of log version v
-// can apply it, or says why it cannot. Below version 3 a command loses its
+// can apply it, or says why it cannot (a hold's value cannot be left out:
+// an election's leader would publish nothing). Below version 3 a command loses its
 // secret hash, and an OpenSession the secret's (the session then has no
 // secret, as before version 3: its requests are not checked); below 2 an
 // OpenSession loses its nonce (the open is then not exactly-once); a hold
@@ -148,6 +154,8 @@ func ForLogVersion(cmd *fsmpb.Command, v uint32) error {
 	}
 	what := "this request"
 	switch {
+	case cmd.GetProclaim() != nil || cmd.GetAcquire().GetValue() != "":
+		what = "a hold's value"
 	case len(cmd.GetAcquireMany().GetModes()) > 0:
 		what = "a set of locks in several modes"
 	case cmd.GetAcquire().GetLockDelayNanos() != 0 || cmd.GetAcquireMany().GetLockDelayNanos() != 0:

@@ -65,6 +65,14 @@ var fieldsAddedIn = map[protoreflect.FullName]uint32{
 	"baton.fsm.v1.PastHold.ended_unix_nano":               HistoryVersion,
 	"baton.fsm.v1.PastHold.ended_index":                   HistoryVersion,
 	"baton.fsm.v1.PastHold.how":                           HistoryVersion,
+	"baton.fsm.v1.Acquire.value":                          HoldValueVersion,
+	"baton.fsm.v1.Holder.value":                           HoldValueVersion,
+	"baton.fsm.v1.Waiter.value":                           HoldValueVersion,
+	"baton.fsm.v1.Command.proclaim":                       HoldValueVersion,
+	"baton.fsm.v1.Proclaim.lock":                          HoldValueVersion,
+	"baton.fsm.v1.Proclaim.token":                         HoldValueVersion,
+	"baton.fsm.v1.Proclaim.owner_key":                     HoldValueVersion,
+	"baton.fsm.v1.Proclaim.value":                         HoldValueVersion,
 }
 
 // fieldCounts is how many fields each message of the log and snapshots
@@ -73,13 +81,13 @@ var fieldsAddedIn = map[protoreflect.FullName]uint32{
 // cached results have none (cacheResult; Restore refuses them), so they
 // change no format.
 var fieldCounts = map[protoreflect.FullName]int{
-	"baton.fsm.v1.Command": 23, "baton.fsm.v1.OpenSession": 4, "baton.fsm.v1.CloseSession": 0,
-	"baton.fsm.v1.ExpireSession": 1, "baton.fsm.v1.BlacklistSession": 1, "baton.fsm.v1.Acquire": 8,
+	"baton.fsm.v1.Command": 24, "baton.fsm.v1.OpenSession": 4, "baton.fsm.v1.CloseSession": 0,
+	"baton.fsm.v1.ExpireSession": 1, "baton.fsm.v1.BlacklistSession": 1, "baton.fsm.v1.Acquire": 9, "baton.fsm.v1.Proclaim": 4,
 	"baton.fsm.v1.Release": 3, "baton.fsm.v1.CasRelease": 3, "baton.fsm.v1.CancelWait": 5,
 	"baton.fsm.v1.AcquireMany": 8, "baton.fsm.v1.LockMode": 2, "baton.fsm.v1.ExpireHold": 3, "baton.fsm.v1.SetLogVersion": 1,
 	"baton.fsm.v1.Snapshot": 10, "baton.fsm.v1.LockHistory": 2, "baton.fsm.v1.PastHold": 9, "baton.fsm.v1.Session": 11, "baton.fsm.v1.CachedResult": 3,
-	"baton.fsm.v1.Result": 11, "baton.fsm.v1.AcquireOutcome": 7, "baton.fsm.v1.Holder": 10,
-	"baton.fsm.v1.Waiter": 9, "baton.fsm.v1.Lock": 7, "baton.fsm.v1.EndLockDelay": 2, "baton.fsm.v1.Member": 5,
+	"baton.fsm.v1.Result": 11, "baton.fsm.v1.AcquireOutcome": 7, "baton.fsm.v1.Holder": 11,
+	"baton.fsm.v1.Waiter": 10, "baton.fsm.v1.Lock": 7, "baton.fsm.v1.EndLockDelay": 2, "baton.fsm.v1.Member": 5,
 	"baton.fsm.v1.AuthChange": 6, "baton.fsm.v1.AuditNote": 1, "baton.fsm.v1.AuthState": 3, "baton.fsm.v1.User": 3, "baton.fsm.v1.Role": 2,
 	"baton.fsm.v1.Permission": 2, "baton.fsm.v1.AuditRecord": 4,
 	"baton.fsm.v1.RotateSigningKey": 3, "baton.fsm.v1.SigningKey": 5,

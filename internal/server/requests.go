@@ -129,7 +129,11 @@ func acquireCommand(r *batonpb.AcquireRequest) (*fsmpb.Command, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := invalidField("value", rules.CheckHoldValue(r.GetValue())); err != nil {
+		return nil, err
+	}
 	cmd, op := fsm.NewAcquire()
+	op.Value = r.GetValue()
 	op.Lock, op.OwnerKey, op.Wait, op.WaitTimeoutNanos = r.GetName(), r.GetOwnerKey(), r.GetWait(), int64(timeout)
 	op.Shared, op.Limit, op.HoldLimitNanos, op.LockDelayNanos = r.GetShared(), r.GetLimit(), int64(holdLimit), int64(lockDelay)
 	return stamp(r.GetHeader(), cmd), nil
@@ -286,6 +290,7 @@ func holderToWire(h *fsmpb.Holder) *batonpb.Holder {
 		SessionId: h.GetSessionId(), Owner: h.GetOwner(), OwnerKey: h.GetOwnerKey(),
 		Token: h.GetToken(), Count: h.GetCount(), Since: tsOf(h.GetSinceUnixNano()), Shared: h.GetShared(),
 		HoldLimit: durationOrNil(h.GetHoldLimitNanos()), LockDelay: durationOrNil(h.GetLockDelayNanos()),
+		Value: h.GetValue(),
 	}
 }
 

@@ -250,10 +250,11 @@ func (k *checker) record(c *client, op *clientOp, o outcome) {
 	}
 	k.history = append(k.history, porcupine.Operation{
 		ClientId: c.id,
-		Input:    linInput{kind: op.kind, session: op.session, lock: op.lock, token: op.token, shared: op.shared()},
-		Call:     op.call,
-		Output:   o,
-		Return:   ret,
+		Input: linInput{kind: op.kind, session: op.session, lock: op.lock, token: op.token, shared: op.shared(),
+			value: op.cmd.GetAcquire().GetValue() + op.cmd.GetProclaim().GetValue()},
+		Call:   op.call,
+		Output: o,
+		Return: ret,
 	})
 }
 

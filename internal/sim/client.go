@@ -25,10 +25,12 @@ const (
 	// history gets one try per lock it answered for (a skipped lock is
 	// left alone), at the same call and return.
 	opAcquireMany
+	// opProclaim sets the value of a mutex the client holds (Proclaim).
+	opProclaim
 )
 
 func (k opKind) String() string {
-	return [...]string{"none", "open", "try", "wait", "release", "check", "close", "expire", "abandon", "expire-hold", "many"}[k]
+	return [...]string{"none", "open", "try", "wait", "release", "check", "close", "expire", "abandon", "expire-hold", "many", "proclaim"}[k]
 }
 
 // clientOp is a client's outstanding operation, across its retries.
@@ -168,6 +170,8 @@ func (c *client) think() {
 		c.tryMany()
 	case s.cfg.Reentrant && k >= 68 && k < 74 && len(held) > 0:
 		c.reenter(held)
+	case s.cfg.Values && k >= 74 && k < 79 && len(held) > 0:
+		c.proclaim(held)
 	case k < 60:
 		clear(c.holds)
 		clear(c.counts)
@@ -193,6 +197,8 @@ func (c *client) think() {
 			// Mostly permits (shared); one in three a writer of the
 			// same lock (exclusive), as a read/write lock has.
 			acq.Shared, acq.Limit = s.rng.IntN(3) > 0, SemaphorePermits
+		} else if s.cfg.Values && s.rng.IntN(2) == 0 {
+			acq.Value = fmt.Sprintf("c%d/%d", c.id, c.seq) // an election's candidate
 		}
 		if s.cfg.HoldLimits && s.rng.IntN(3) == 0 {
 			op.holdLimit = time.Duration(1000+s.rng.IntN(1000)) * time.Millisecond
@@ -216,16 +222,10 @@ func (c *client) think() {
 // token, count + 1, whether it asks to wait or not.
 func (c *client) reenter(held []string) {
 	s := c.s
-	var mutexes []string
-	for _, l := range held {
-		if !isSemaphore(l) {
-			mutexes = append(mutexes, l)
-		}
-	}
-	if len(mutexes) == 0 {
+	l, ok := c.someMutex(held)
+	if !ok {
 		return
 	}
-	l := mutexes[s.rng.IntN(len(mutexes))]
 	c.seq++
 	op := &clientOp{kind: opAcquireTry, lock: l, seq: c.seq, reentrant: true}
 	acq := &fsmpb.Acquire{Lock: l, LockDelayNanos: int64(s.lockDelayOf(l))}
@@ -240,6 +240,34 @@ func (c *client) reenter(held []string) {
 	}
 	op.cmd = &fsmpb.Command{SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq, Op: &fsmpb.Command_Acquire{Acquire: acq}}
 	c.start(op)
+}
+
+// proclaim sets a new value on one of the mutexes it holds, naming the
+// hold by its token (an election's leader publishing a new address).
+func (c *client) proclaim(held []string) {
+	l, ok := c.someMutex(held)
+	if !ok {
+		return
+	}
+	c.seq++
+	c.start(&clientOp{kind: opProclaim, lock: l, token: c.holds[l], seq: c.seq, cmd: &fsmpb.Command{
+		SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq,
+		Op: &fsmpb.Command_Proclaim{Proclaim: &fsmpb.Proclaim{Lock: l, Token: c.holds[l], Value: fmt.Sprintf("c%d/%d/p", c.id, c.seq)}},
+	}})
+}
+
+// someMutex picks one of the mutexes among held, if there is one.
+func (c *client) someMutex(held []string) (string, bool) {
+	var mutexes []string
+	for _, l := range held {
+		if !isSemaphore(l) {
+			mutexes = append(mutexes, l)
+		}
+	}
+	if len(mutexes) == 0 {
+		return "", false
+	}
+	return mutexes[c.s.rng.IntN(len(mutexes))], true
 }
 
 // forget drops the client's belief that it holds l.
@@ -460,7 +488,7 @@ func (c *client) answer(op *clientOp, r *response) {
 		s.tracef("client %d session %d", c.id, c.session)
 		return
 	case opCheck:
-		c.finish(op, outcome{held: r.held})
+		c.finish(op, outcome{held: r.held, value: r.value})
 		return
 	}
 	if op.cancelling {
@@ -537,6 +565,7 @@ type outcome struct {
 	held      bool
 	remaining uint32
 	code      fsmpb.Error
+	value     string // check: the lock's holder's value (mutexes)
 }
 
 func (c *client) finish(op *clientOp, o outcome) {
@@ -553,6 +582,12 @@ func (c *client) finish(op *clientOp, o outcome) {
 	}
 	if o.delayed {
 		s.stats.DelayedBusy++
+	}
+	if op.kind == opProclaim && !o.unknown && o.code == fsmpb.Error_ERROR_NONE {
+		s.stats.Proclaims++
+	}
+	if o.value != "" {
+		s.stats.ValuesRead++
 	}
 	if op.kind == opAcquireMany {
 		c.finishMany(op, o)

@@ -111,6 +111,11 @@ type Config struct {
 	// The linearizability model takes a BUSY answer that says the lock is
 	// in its delay as needing no other holder.
 	LockDelays bool
+	// Values gives half the acquires of mutexes a value (an election's
+	// candidate's) and has holders proclaim new ones (Proclaim). The
+	// linearizability model follows each mutex's value, and a check
+	// reads the holder's value and must see the model's.
+	Values bool
 	// Trace, if set, receives the run's events as text (for reading a
 	// failing seed; -sim.trace in tests).
 	Trace io.Writer
@@ -141,6 +146,7 @@ func ConfigFor(seed uint64) Config {
 		Reentrant:      r.IntN(2) == 0,
 		Strangers:      r.IntN(2) == 0,
 		LockDelays:     r.IntN(2) == 0,
+		Values:         r.IntN(2) == 0,
 	}
 }
 
@@ -223,6 +229,9 @@ type Stats struct {
 	// the first member of the converged group, which the members' hashes
 	// compare.
 	HistoryEnds uint64
+	// Proclaims counts the proclaims that set a value, ValuesRead the
+	// checks that read a holder's value (Config.Values).
+	Proclaims, ValuesRead uint64
 }
 
 // Faults is the number of injected faults.

@@ -70,7 +70,7 @@ class AcquireManyResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[AcquireResponse, _Mapping]]] = ...) -> None: ...
 
 class AcquireRequest(_message.Message):
-    __slots__ = ["header", "hold_limit", "limit", "lock_delay", "name", "owner_key", "shared", "wait", "wait_timeout"]
+    __slots__ = ["header", "hold_limit", "limit", "lock_delay", "name", "owner_key", "shared", "value", "wait", "wait_timeout"]
     HEADER_FIELD_NUMBER: _ClassVar[int]
     HOLD_LIMIT_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
@@ -78,6 +78,7 @@ class AcquireRequest(_message.Message):
     NAME_FIELD_NUMBER: _ClassVar[int]
     OWNER_KEY_FIELD_NUMBER: _ClassVar[int]
     SHARED_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
     WAIT_FIELD_NUMBER: _ClassVar[int]
     WAIT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     header: RequestHeader
@@ -87,9 +88,10 @@ class AcquireRequest(_message.Message):
     name: str
     owner_key: str
     shared: bool
+    value: str
     wait: bool
     wait_timeout: _duration_pb2.Duration
-    def __init__(self, header: _Optional[_Union[RequestHeader, _Mapping]] = ..., name: _Optional[str] = ..., owner_key: _Optional[str] = ..., wait: bool = ..., wait_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., shared: bool = ..., limit: _Optional[int] = ..., hold_limit: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., lock_delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[RequestHeader, _Mapping]] = ..., name: _Optional[str] = ..., owner_key: _Optional[str] = ..., wait: bool = ..., wait_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., shared: bool = ..., limit: _Optional[int] = ..., hold_limit: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., lock_delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., value: _Optional[str] = ...) -> None: ...
 
 class AcquireResponse(_message.Message):
     __slots__ = ["acquired", "count", "delayed_until", "holder", "lock_delay", "name", "position", "queued", "seq", "signed_token", "skipped", "token"]
@@ -397,7 +399,7 @@ class HoldLost(_message.Message):
     def __init__(self, name: _Optional[str] = ..., owner_key: _Optional[str] = ..., token: _Optional[int] = ...) -> None: ...
 
 class Holder(_message.Message):
-    __slots__ = ["count", "hold_limit", "lock_delay", "owner", "owner_key", "session_id", "shared", "since", "token"]
+    __slots__ = ["count", "hold_limit", "lock_delay", "owner", "owner_key", "session_id", "shared", "since", "token", "value"]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     HOLD_LIMIT_FIELD_NUMBER: _ClassVar[int]
     LOCK_DELAY_FIELD_NUMBER: _ClassVar[int]
@@ -407,6 +409,7 @@ class Holder(_message.Message):
     SHARED_FIELD_NUMBER: _ClassVar[int]
     SINCE_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
     count: int
     hold_limit: _duration_pb2.Duration
     lock_delay: _duration_pb2.Duration
@@ -416,7 +419,8 @@ class Holder(_message.Message):
     shared: bool
     since: _timestamp_pb2.Timestamp
     token: int
-    def __init__(self, session_id: _Optional[int] = ..., owner: _Optional[str] = ..., owner_key: _Optional[str] = ..., token: _Optional[int] = ..., count: _Optional[int] = ..., since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., shared: bool = ..., hold_limit: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., lock_delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    value: str
+    def __init__(self, session_id: _Optional[int] = ..., owner: _Optional[str] = ..., owner_key: _Optional[str] = ..., token: _Optional[int] = ..., count: _Optional[int] = ..., since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., shared: bool = ..., hold_limit: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., lock_delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., value: _Optional[str] = ...) -> None: ...
 
 class KeepAliveRequest(_message.Message):
     __slots__ = ["secret", "session_id"]
@@ -576,6 +580,24 @@ class PastHold(_message.Message):
     token: int
     def __init__(self, session_id: _Optional[int] = ..., owner: _Optional[str] = ..., owner_key: _Optional[str] = ..., token: _Optional[int] = ..., shared: bool = ..., since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ended: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ended_index: _Optional[int] = ..., how: _Optional[_Union[HoldEnd, str]] = ...) -> None: ...
 
+class ProclaimRequest(_message.Message):
+    __slots__ = ["header", "name", "owner_key", "token", "value"]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OWNER_KEY_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    header: RequestHeader
+    name: str
+    owner_key: str
+    token: int
+    value: str
+    def __init__(self, header: _Optional[_Union[RequestHeader, _Mapping]] = ..., name: _Optional[str] = ..., token: _Optional[int] = ..., owner_key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
+class ProclaimResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
 class PromoteMemberRequest(_message.Message):
     __slots__ = ["name"]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -709,7 +731,7 @@ class SessionHolds(_message.Message):
     def __init__(self, holds: _Optional[_Iterable[_Union[HoldLost, _Mapping]]] = ..., index: _Optional[int] = ..., done: bool = ...) -> None: ...
 
 class SessionRequest(_message.Message):
-    __slots__ = ["acquire", "acquire_many", "cancel", "close", "id", "keep_alive", "open", "release", "renew_hold", "resume"]
+    __slots__ = ["acquire", "acquire_many", "cancel", "close", "id", "keep_alive", "open", "proclaim", "release", "renew_hold", "resume"]
     ACQUIRE_FIELD_NUMBER: _ClassVar[int]
     ACQUIRE_MANY_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
@@ -717,6 +739,7 @@ class SessionRequest(_message.Message):
     ID_FIELD_NUMBER: _ClassVar[int]
     KEEP_ALIVE_FIELD_NUMBER: _ClassVar[int]
     OPEN_FIELD_NUMBER: _ClassVar[int]
+    PROCLAIM_FIELD_NUMBER: _ClassVar[int]
     RELEASE_FIELD_NUMBER: _ClassVar[int]
     RENEW_HOLD_FIELD_NUMBER: _ClassVar[int]
     RESUME_FIELD_NUMBER: _ClassVar[int]
@@ -727,13 +750,14 @@ class SessionRequest(_message.Message):
     id: int
     keep_alive: KeepAliveRequest
     open: OpenSessionRequest
+    proclaim: ProclaimRequest
     release: ReleaseRequest
     renew_hold: RenewHoldRequest
     resume: ResumeSession
-    def __init__(self, id: _Optional[int] = ..., open: _Optional[_Union[OpenSessionRequest, _Mapping]] = ..., resume: _Optional[_Union[ResumeSession, _Mapping]] = ..., keep_alive: _Optional[_Union[KeepAliveRequest, _Mapping]] = ..., acquire: _Optional[_Union[AcquireRequest, _Mapping]] = ..., release: _Optional[_Union[ReleaseRequest, _Mapping]] = ..., cancel: _Optional[_Union[CancelRequest, _Mapping]] = ..., acquire_many: _Optional[_Union[AcquireManyRequest, _Mapping]] = ..., close: _Optional[_Union[CloseSessionRequest, _Mapping]] = ..., renew_hold: _Optional[_Union[RenewHoldRequest, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[int] = ..., open: _Optional[_Union[OpenSessionRequest, _Mapping]] = ..., resume: _Optional[_Union[ResumeSession, _Mapping]] = ..., keep_alive: _Optional[_Union[KeepAliveRequest, _Mapping]] = ..., acquire: _Optional[_Union[AcquireRequest, _Mapping]] = ..., release: _Optional[_Union[ReleaseRequest, _Mapping]] = ..., cancel: _Optional[_Union[CancelRequest, _Mapping]] = ..., acquire_many: _Optional[_Union[AcquireManyRequest, _Mapping]] = ..., close: _Optional[_Union[CloseSessionRequest, _Mapping]] = ..., renew_hold: _Optional[_Union[RenewHoldRequest, _Mapping]] = ..., proclaim: _Optional[_Union[ProclaimRequest, _Mapping]] = ...) -> None: ...
 
 class SessionResponse(_message.Message):
-    __slots__ = ["acquire", "acquire_many", "cancel", "close", "error", "grant", "hold_lost", "holds", "id", "keep_alive", "open", "release", "renew_hold", "session_lost", "wait_ended"]
+    __slots__ = ["acquire", "acquire_many", "cancel", "close", "error", "grant", "hold_lost", "holds", "id", "keep_alive", "open", "proclaim", "release", "renew_hold", "session_lost", "wait_ended"]
     ACQUIRE_FIELD_NUMBER: _ClassVar[int]
     ACQUIRE_MANY_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
@@ -745,6 +769,7 @@ class SessionResponse(_message.Message):
     ID_FIELD_NUMBER: _ClassVar[int]
     KEEP_ALIVE_FIELD_NUMBER: _ClassVar[int]
     OPEN_FIELD_NUMBER: _ClassVar[int]
+    PROCLAIM_FIELD_NUMBER: _ClassVar[int]
     RELEASE_FIELD_NUMBER: _ClassVar[int]
     RENEW_HOLD_FIELD_NUMBER: _ClassVar[int]
     SESSION_LOST_FIELD_NUMBER: _ClassVar[int]
@@ -760,11 +785,12 @@ class SessionResponse(_message.Message):
     id: int
     keep_alive: KeepAliveResponse
     open: OpenSessionResponse
+    proclaim: ProclaimResponse
     release: ReleaseResponse
     renew_hold: RenewHoldResponse
     session_lost: Error
     wait_ended: WaitEnded
-    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., open: _Optional[_Union[OpenSessionResponse, _Mapping]] = ..., keep_alive: _Optional[_Union[KeepAliveResponse, _Mapping]] = ..., acquire: _Optional[_Union[AcquireResponse, _Mapping]] = ..., release: _Optional[_Union[ReleaseResponse, _Mapping]] = ..., cancel: _Optional[_Union[CancelResponse, _Mapping]] = ..., acquire_many: _Optional[_Union[AcquireManyResponse, _Mapping]] = ..., close: _Optional[_Union[CloseSessionResponse, _Mapping]] = ..., grant: _Optional[_Union[Grant, _Mapping]] = ..., wait_ended: _Optional[_Union[WaitEnded, _Mapping]] = ..., session_lost: _Optional[_Union[Error, _Mapping]] = ..., hold_lost: _Optional[_Union[HoldLost, _Mapping]] = ..., holds: _Optional[_Union[SessionHolds, _Mapping]] = ..., renew_hold: _Optional[_Union[RenewHoldResponse, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., open: _Optional[_Union[OpenSessionResponse, _Mapping]] = ..., keep_alive: _Optional[_Union[KeepAliveResponse, _Mapping]] = ..., acquire: _Optional[_Union[AcquireResponse, _Mapping]] = ..., release: _Optional[_Union[ReleaseResponse, _Mapping]] = ..., cancel: _Optional[_Union[CancelResponse, _Mapping]] = ..., acquire_many: _Optional[_Union[AcquireManyResponse, _Mapping]] = ..., close: _Optional[_Union[CloseSessionResponse, _Mapping]] = ..., grant: _Optional[_Union[Grant, _Mapping]] = ..., wait_ended: _Optional[_Union[WaitEnded, _Mapping]] = ..., session_lost: _Optional[_Union[Error, _Mapping]] = ..., hold_lost: _Optional[_Union[HoldLost, _Mapping]] = ..., holds: _Optional[_Union[SessionHolds, _Mapping]] = ..., renew_hold: _Optional[_Union[RenewHoldResponse, _Mapping]] = ..., proclaim: _Optional[_Union[ProclaimResponse, _Mapping]] = ...) -> None: ...
 
 class SessionsRequest(_message.Message):
     __slots__ = ["requests"]
