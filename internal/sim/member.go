@@ -126,9 +126,9 @@ func (m *member) down() {
 
 func (m *member) scheduleTick(d time.Duration) {
 	m.s.afterRoutine(d, func() {
-		if m.up() && m.s.now >= m.pausedUntil {
-			m.tracker.FireDue(ctxBackground)
-			if m.up() {
+		if m.up() && m.s.now >= m.pausedUntil && m.s.now >= m.s.idleUntil {
+			due := m.tracker.FireDue(ctxBackground)
+			if m.up() && !m.s.skipIdle(m, due) {
 				if err := m.node.Tick(); err != nil {
 					m.failed()
 				} else {
@@ -139,6 +139,9 @@ func (m *member) scheduleTick(d time.Duration) {
 		next := tick
 		if m.s.now < m.slowUntil {
 			next *= time.Duration(m.slowFactor)
+		}
+		if m.s.now < m.s.idleUntil {
+			next = m.s.nextTickAfterIdle()
 		}
 		m.scheduleTick(next)
 	})

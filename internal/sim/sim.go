@@ -266,6 +266,12 @@ type Sim struct {
 	pending   int
 	settled   bool
 	lastQuiet raftnode.Status
+	// end is when the run ends at the latest; inFlight counts the raft
+	// messages sent and not yet delivered or lost; until idleUntil every
+	// member's raft clock stands still (idle.go).
+	end       int64
+	inFlight  int
+	idleUntil int64
 
 	chk checker
 }
@@ -307,7 +313,8 @@ func Run(cfg Config) Result {
 		s.after(s.dur(20*time.Millisecond, 200*time.Millisecond), newStranger(s).act)
 	}
 	s.at(int64(cfg.Chaos), s.heal)
-	s.loop(int64(cfg.Chaos + cfg.Calm))
+	s.end = int64(cfg.Chaos + cfg.Calm)
+	s.loop(s.end)
 	res := Result{Config: cfg, TraceHash: hex.EncodeToString(s.trace.Sum(nil)), Stats: s.stats, Err: s.err, Linearizability: s.chk.linVerdict,
 		history: s.chk.fullHistory}
 	return res
@@ -437,7 +444,9 @@ func (n *network) Send(_ uint64, msgs []*raftpb.Message) {
 		for range copies {
 			c := copyMessage(msg)
 			d := s.dur(n.minDelay, n.maxDelay)
+			s.inFlight++
 			s.afterRoutine(d, func() {
+				s.inFlight--
 				if n.cut[[2]uint64{from, to}] {
 					return // partitioned while in flight
 				}
