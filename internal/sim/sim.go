@@ -165,11 +165,17 @@ func holderLimit(lock string) int {
 
 func isSemaphore(lock string) bool { return strings.HasPrefix(lock, "sem/") }
 
-// Timing of the simulated world.
+// Timing of the simulated world. An election takes 100-200 ms, ten to
+// twenty times the usual trip between members; the leader sends its
+// heartbeats every 20 ms, five or more per election timeout, as a member
+// with a tick of 20 ms and five election ticks does. Heartbeats were the
+// bulk of a scenario's work: at one a tick a lost one made no election
+// more likely, and a run had twice as many to carry for the same faults,
+// elections and client operations.
 const (
 	tick           = 10 * time.Millisecond
 	electionTicks  = 10
-	heartbeatTicks = 1
+	heartbeatTicks = 2
 	// reqTimeout is how long a client waits for an answer before it
 	// treats the outcome as unknown.
 	reqTimeout = 400 * time.Millisecond
