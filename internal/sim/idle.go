@@ -11,9 +11,8 @@ import (
 // but tick and exchange heartbeats until the next timer of the leader's
 // tracker (a session's expiry, a wait's timeout, a hold limit, the end of
 // a lock-delay) or the next event that is not the cluster's own (a
-// client's timeout, a restart, a fenced write). Those heartbeats were
-// about half of a scenario's raft messages, and they test nothing the
-// checkers look at.
+// client's timeout, a restart, a fenced write). Those heartbeats are
+// much of a scenario's work, and they test nothing the checkers look at.
 //
 // So at a leader's tick in such a state (after its tracker fired what was
 // due, as at every tick), every member's raft clock stops until that next
