@@ -28,6 +28,10 @@ import (
 // change or a log version raise pending, or a member behind the leader's
 // commit (a follower that lost its appends is found by heartbeats).
 
+// idleSkips turns the skip on; TestIdleSkipKeepsDeadlines turns it off to
+// compare.
+var idleSkips = true
+
 // minIdleSkip is the shortest stop worth making: a tick or two of
 // heartbeats cost less than the look.
 const minIdleSkip = 3 * tick
@@ -37,7 +41,7 @@ const minIdleSkip = 3 * tick
 // next deadline due, or the next event that is not routine, or the run's
 // end); the leader then skips this tick too.
 func (s *Sim) skipIdle(lead *member, due time.Time) bool {
-	if !s.calm || s.inFlight > 0 || s.leader() != lead.id || !s.idle(lead) {
+	if !idleSkips || !s.calm || s.inFlight > 0 || s.leader() != lead.id || !s.idle(lead) {
 		return false
 	}
 	until := s.end
