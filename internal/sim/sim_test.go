@@ -164,9 +164,9 @@ func TestSim(t *testing.T) {
 // time the process used (its scenarios, the garbage collector and the
 // runtime on every core), which is the figure a shared machine disturbs
 // least. The simulation's live heap stays under 3 MB while a scenario
-// allocates about 10 MB, so at the default GOGC the collector runs about
-// three times a scenario: GOGC=400 in the soak's environment makes it
-// run six times less often, for about a quarter less CPU time per
+// allocates about 4.5 MB, so at the default GOGC the collector runs about
+// twice a scenario: GOGC=400 in the soak's environment makes it run four
+// to five times less often, for about a quarter less CPU time per
 // scenario.
 func soak(t *testing.T, d time.Duration) {
 	// go test's -timeout (10m unless set) would end a longer soak with a
