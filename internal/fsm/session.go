@@ -514,7 +514,7 @@ func (m *Machine) blacklistSession(a *apply, op *fsmpb.BlacklistSession) {
 	m.changeSession(s)
 	s.blacklisted = true
 	a.liveness().SessionBlacklisted = s.id
-	m.dropWaits(a, s, fsmpb.Error_ERROR_BLACKLISTED)
+	m.dropWaits(a, s, fsmpb.Error_ERROR_BLACKLISTED, false)
 }
 
 // endSession removes s in one step: its waiters leave their queues (waits
@@ -522,7 +522,7 @@ func (m *Machine) blacklistSession(a *apply, op *fsmpb.BlacklistSession) {
 // the next waiter with this entry's index as token, after the longest
 // lock-delay of the session's holds of it if s expired (delay.go).
 func (m *Machine) endSession(a *apply, s *session, how HoldEnd) {
-	m.dropWaits(a, s, fsmpb.Error_ERROR_SESSION_NOT_FOUND)
+	m.dropWaits(a, s, fsmpb.Error_ERROR_SESSION_NOT_FOUND, m.logVersion >= EndHoldsFirstVersion)
 	held := slices.Clone(s.held)
 	slices.SortFunc(held, func(x, y *lock) int { return cmp.Compare(x.name, y.name) })
 	held = slices.Compact(held) // a lock held under two owner keys
@@ -551,8 +551,11 @@ func (m *Machine) endSession(a *apply, s *session, how HoldEnd) {
 
 // dropWaits removes every waiter of s, in (lock, seq) order, reporting each
 // in waits_ended with code, and gives each lock that became free to its next
-// waiter.
-func (m *Machine) dropWaits(a *apply, s *session, code fsmpb.Error) {
+// waiter; with holdsEnd, not the locks s holds: the caller ends those holds
+// next and grants their locks after, once their lock-delays have started,
+// so that no waiter is granted beside a hold whose lock-delay starts in
+// the same entry.
+func (m *Machine) dropWaits(a *apply, s *session, code fsmpb.Error, holdsEnd bool) {
 	if len(s.waits) == 0 {
 		return
 	}
@@ -574,7 +577,7 @@ func (m *Machine) dropWaits(a *apply, s *session, code fsmpb.Error) {
 			Lock:       k.lock,
 			Error:      code,
 		})
-		if i+1 == len(keys) || keys[i+1].lock != k.lock {
+		if (i+1 == len(keys) || keys[i+1].lock != k.lock) && !(holdsEnd && slices.Contains(s.held, l)) {
 			m.grantWaiters(a, l)
 		}
 	}

@@ -41,10 +41,20 @@ import (
 //	   older releases do; the entry that raises the version to 10 empties
 //	   the history on every member, which from there on tell the same
 //	   (past.go).
+//	12: a session's end ends its holds, starting their lock-delays,
+//	   before it grants the waiters behind its own waits in their
+//	   locks (EndHoldsFirstVersion). Below it such a waiter could be
+//	   granted a permit or a read beside the ending hold in the entry
+//	   that starts the lock's delay. No field changes.
 //
 // A field added to a log or snapshot message needs a new version here, and
 // its entry in fieldVersions (TestEveryLogFieldHasAVersion fails without).
-const LogVersion = HistoryVersion
+const LogVersion = EndHoldsFirstVersion
+
+// EndHoldsFirstVersion is the log version from which a session's end
+// grants no waiter of a lock it holds until its hold there has ended and
+// the lock's delay, if any, has started (endSession).
+const EndHoldsFirstVersion = 12
 
 // MixedSetVersion is the log version that added AcquireMany.modes: below
 // it a set of locks takes them all in one mode.
