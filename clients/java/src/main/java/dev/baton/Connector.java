@@ -54,7 +54,7 @@ final class Connector {
                 throw new UnavailableException(14, last == null ? "" : last.reason(), "no leader answered in "
                         + attempt + " attempts" + (last == null ? "" : ": " + last.getMessage()), last);
             }
-            BatonException ended = session.endCauseOrNull();
+            BatonException ended = session.endCause();
             if (ended != null) {
                 throw ended;
             }
@@ -77,7 +77,7 @@ final class Connector {
             }
             hops = 0;
             if (session.sleepUnlessEnded(Transport.pause(attempt))) {
-                BatonException cause = session.endCauseOrNull();
+                BatonException cause = session.endCause();
                 throw cause != null ? cause : new SessionLostException(0, "", "session closed", null);
             }
         }

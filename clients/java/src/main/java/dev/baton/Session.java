@@ -7,7 +7,6 @@ import baton.v1.BatonOuterClass.CloseSessionRequest;
 import baton.v1.BatonOuterClass.KeepAliveRequest;
 import baton.v1.BatonOuterClass.OpenSessionRequest;
 import baton.v1.BatonOuterClass.OpenSessionResponse;
-import baton.v1.BatonOuterClass.ReleaseRequest;
 import baton.v1.BatonOuterClass.SessionRequest;
 import baton.v1.BatonOuterClass.SessionResponse;
 import java.security.SecureRandom;
@@ -15,9 +14,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Base64;
 import java.util.List;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
 
 /**
  * Session is a client session: the liveness every hold and wait of it rides
@@ -84,13 +81,6 @@ public final class Session implements AutoCloseable {
      */
     static final Duration TIMEOUT_SLACK = Duration.ofSeconds(5);
     private static final SecureRandom RANDOM = new SecureRandom();
-    // Sends again, after a backoff, a request the member answered OVERLOADED or OUTCOME_UNKNOWN.
-    private static final ScheduledExecutorService RETRIES = Executors.newSingleThreadScheduledExecutor(r -> {
-        Thread t = new Thread(r, "baton-retries");
-        t.setDaemon(true);
-        return t;
-    });
-
     private final BatonClient client;
     private final Transport transport;
     private final String secret; // proves the stream acts for this session; never printed
@@ -161,7 +151,7 @@ public final class Session implements AutoCloseable {
         synchronized (s.mu) {
             s.id = a.open().getSessionId();
             s.requests.nextId(); // the open's
-            s.stream = a.stream();
+            s.attachLocked(a.stream());
             s.deadline = sent - 1;
             s.extendLocked(sent, a.open());
         }
@@ -255,7 +245,7 @@ public final class Session implements AutoCloseable {
             }
             if (closing == null) {
                 closing = startLocked(SessionRequest.newBuilder().setClose(CloseSessionRequest.getDefaultInstance())
-                        .build(), true);
+                        .build(), true, null);
             }
             c = closing;
         }
@@ -360,17 +350,12 @@ public final class Session implements AutoCloseable {
             if (endCause != null) {
                 return;
             }
-            c = startLocked(releaseRequest(name, ownerKey, token), true);
+            c = startLocked(Requests.release(name, ownerKey, token), true, null);
         }
         c.await(-1);
         if (c.error != null && !(c.error instanceof SessionLostException)) {
             throw c.error;
         }
-    }
-
-    private static SessionRequest releaseRequest(String name, String ownerKey, long token) {
-        return SessionRequest.newBuilder()
-                .setRelease(ReleaseRequest.newBuilder().setName(name).setOwnerKey(ownerKey).setToken(token)).build();
     }
 
     /** forget drops a released Lease from the ones the session's end and the member's messages end. */
@@ -391,11 +376,11 @@ public final class Session implements AutoCloseable {
         try {
             synchronized (mu) {
                 c.abandoned = true;
-                if (c.isFinal) {
-                    cleanupLocked(c);
+                if (c.isFinal && endCause == null) {
+                    requests.cleanup(c);
                 } else if (c.waits && endCause == null) {
                     startLocked(SessionRequest.newBuilder().setCancel(CancelRequest.newBuilder().setName(c.name)
-                            .setAcquireSeq(c.seq)).build(), true);
+                            .setAcquireSeq(c.seq)).build(), true, null);
                 }
             }
             if (c.await(CLEANUP_TIMEOUT.toNanos())) {
@@ -416,66 +401,20 @@ public final class Session implements AutoCloseable {
         }
     }
 
-    /** cleanupLocked releases what an abandoned acquire was granted. */
-    private void cleanupLocked(Call c) {
-        if (c.error != null || c.response == null || endCause != null || !c.response.hasAcquire()) {
-            return;
-        }
-        AcquireResponse a = c.response.getAcquire();
-        if (a.getAcquired() && c.cleanup == null) {
-            c.cleanup = startLocked(releaseRequest(c.name, c.ownerKey, a.getToken()), true);
-        }
-    }
-
     // ---- requests ----
 
-    private Call startLocked(SessionRequest req, boolean mutating) {
-        return startLocked(req, mutating, null);
-    }
-
-    /**
-     * startLocked makes a request of the session (mutating: with the next
-     * sequence number), lets setup fill in what the answer needs, and sends
-     * it; with no stream, the reconnect sends it.
-     */
-    private Call startLocked(SessionRequest req, boolean mutating, java.util.function.Consumer<Call> setup) {
+    /** startLocked makes a request of the session (mutating: with the next sequence number) and sends it. */
+    private Call startLocked(SessionRequest req, boolean mutating, Consumer<Call> setup) {
         if (endCause != null) {
             throw endCause;
         }
-        Call c = requests.newCall(req, mutating, false);
-        if (setup != null) {
-            setup.accept(c);
-        }
-        sendLocked(c);
-        return c;
+        return requests.start(req, mutating, setup);
     }
 
-    /** sendLocked sends c on the current stream; with none (reconnecting), the reconnect sends it. */
-    private void sendLocked(Call c) {
-        requests.send(c, stream, id);
-    }
-
-    /** finishLocked gives c its final answer; an abandoned acquire's grant is released. */
-    private void finishLocked(Call c, SessionResponse resp, BatonException err) {
-        if (!c.finish(resp, err)) {
-            return;
-        }
-        requests.finished(c);
-        if (c.abandoned) {
-            cleanupLocked(c);
-        }
-    }
-
-    /** resendLaterLocked sends c again, with its sequence number, after a backoff. */
-    private void resendLaterLocked(Call c) {
-        Duration d = Transport.pause(c.retries++);
-        RETRIES.schedule(() -> {
-            synchronized (mu) {
-                if (endCause == null && !c.isFinal) {
-                    sendLocked(c);
-                }
-            }
-        }, d.toNanos(), TimeUnit.NANOSECONDS);
+    /** attachLocked makes f (null: none, reconnecting) the session's stream. */
+    private void attachLocked(Framing f) {
+        stream = f;
+        requests.attach(f, id);
     }
 
     /** deadlineAhead reports whether the conservative deadline lies ahead. */
@@ -498,13 +437,6 @@ public final class Session implements AutoCloseable {
         return secret;
     }
 
-    /** The exception that ends the session's calls, or null while it lives. */
-    BatonException endCauseOrNull() {
-        synchronized (mu) {
-            return endCause;
-        }
-    }
-
     // ---- the stream ----
 
     /**
@@ -519,23 +451,11 @@ public final class Session implements AutoCloseable {
         }
         switch (resp.getKindCase()) {
             case GRANT -> {
-                Call c = requests.bySeq(resp.getGrant().getSeq());
-                if (c != null) {
-                    var g = resp.getGrant();
-                    finishLocked(c, SessionResponse.newBuilder().setAcquire(AcquireResponse.newBuilder()
-                            .setName(g.getName()).setAcquired(true).setToken(g.getToken()).setCount(1)
-                            .setSeq(g.getSeq())).build(), null);
-                }
+                requests.granted(resp.getGrant());
                 return List.of();
             }
             case WAIT_ENDED -> {
-                var w = resp.getWaitEnded();
-                Call c = requests.bySeq(w.getSeq());
-                if (c != null && c.waits) {
-                    BatonException e = Wire.error(9, Wire.reasonName(w.getReason()),
-                            "wait for lock " + w.getName() + " ended: " + Wire.reasonName(w.getReason()), "");
-                    finishLocked(c, null, e);
-                }
+                requests.waitEnded(resp.getWaitEnded());
                 return List.of();
             }
             case SESSION_LOST -> {
@@ -567,20 +487,20 @@ public final class Session implements AutoCloseable {
                     transport.follow(from.addr(), u.leaderAddr());
                     from.close(); // the reconnect sends c again, on the leader
                 } else {
-                    resendLaterLocked(c);
+                    requests.resendLater(c, mu, () -> endCause == null);
                 }
                 return List.of();
             }
             if (sessionGone(err)) {
                 return lostLocked(err);
             }
-            finishLocked(c, resp, err);
+            requests.finish(c, resp, err);
             return List.of();
         }
         if (c.waits && resp.hasAcquire() && resp.getAcquire().getQueued()) {
             return List.of(); // the grant, or the end of the wait, is its answer
         }
-        finishLocked(c, resp, null);
+        requests.finish(c, resp, null);
         return List.of();
     }
 
@@ -611,8 +531,7 @@ public final class Session implements AutoCloseable {
             s.close();
             synchronized (mu) {
                 if (stream == s) {
-                    stream = null;
-                    requests.streamEnded();
+                    attachLocked(null);
                 }
                 if (endCause != null || (closing != null && closing.isFinal)) {
                     return;
@@ -659,19 +578,13 @@ public final class Session implements AutoCloseable {
             if (cr.hasEnd()) {
                 BatonException err = cr.getEnd().hasError() ? Wire.error(cr.getEnd().getError()) : null;
                 if (err != null && sessionGone(err) && stream == s) {
-                    List<Lease> more = lostLocked(err);
-                    lost = lost.isEmpty() ? more : concat(lost, more);
+                    lost = new ArrayList<>(lost);
+                    lost.addAll(lostLocked(err));
                 }
             }
         }
         lost.forEach(Lease::lose);
         return cr.hasEnd();
-    }
-
-    private static List<Lease> concat(List<Lease> a, List<Lease> b) {
-        List<Lease> out = new ArrayList<>(a);
-        out.addAll(b);
-        return out;
     }
 
     /** sleepUnlessEnded waits d, or until the session ends; true when it ended. */
@@ -717,13 +630,12 @@ public final class Session implements AutoCloseable {
                 a.stream().close();
                 return null;
             }
-            stream = a.stream();
-            requests.streamEnded();
+            attachLocked(a.stream());
             // A resume is a keepalive: the member extended the session from
             // when it received it.
             extendLocked(a.sent(), a.open());
             for (Call c : requests.unanswered()) {
-                sendLocked(c);
+                requests.send(c);
             }
         }
         for (var cr : a.rest()) {
@@ -770,7 +682,7 @@ public final class Session implements AutoCloseable {
         Call c = requests.newCall(SessionRequest.newBuilder()
                 .setKeepAlive(KeepAliveRequest.newBuilder().setSessionId(id)).build(), false, true);
         c.sent = System.nanoTime();
-        sendLocked(c);
+        requests.send(c);
     }
 
     /** keepAliveAnsweredLocked: the deadline moves, or the session follows the leader, or it is lost. */
@@ -847,7 +759,7 @@ public final class Session implements AutoCloseable {
      */
     private List<Lease> lostLocked(BatonException cause) {
         if (closing != null) {
-            finishLocked(closing, null, null);
+            requests.finish(closing, null, null);
             return endLocked(new SessionLostException(0, "", "session " + Long.toUnsignedString(id) + " closed", null),
                     State.CLOSED);
         }
