@@ -12,7 +12,9 @@ import baton.v1.BatonOuterClass.RequestHeader;
 import baton.v1.BatonOuterClass.SessionRequest;
 import baton.v1.BatonOuterClass.SessionResponse;
 import baton.v1.BatonOuterClass.SessionsRequest;
+import java.security.SecureRandom;
 import java.time.Duration;
+import java.util.Base64;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.UUID;
@@ -33,6 +35,7 @@ import org.junit.jupiter.api.Timeout;
 class DuplicateSeqTest {
     private static final Duration WAIT = Duration.ofSeconds(10);
     private static final int ROUNDS = 50;
+    private static final SecureRandom RANDOM = new SecureRandom();
     private static TestCluster cluster;
     private static String leader;
 
@@ -54,6 +57,16 @@ class DuplicateSeqTest {
             b.addRequests(ChannelRequest.newBuilder().setChannel(1).setRequest(r));
         }
         return b.build();
+    }
+
+    /** open opens a session of 30 s as the stream's first request (id 1, channel 1); its id. */
+    private static long open(Framing f) throws Exception {
+        byte[] secret = new byte[32];
+        RANDOM.nextBytes(secret);
+        f.send(batch(SessionRequest.newBuilder().setId(1).setOpen(OpenSessionRequest.newBuilder()
+                .setTtl(Wire.proto(Duration.ofSeconds(30))).setOwner("dup-test").setNonce(RANDOM.nextLong() | 1)
+                .setSecret(Base64.getUrlEncoder().withoutPadding().encodeToString(secret))).build()));
+        return answers(f, 1).get(1L).getOpen().getSessionId();
     }
 
     /** answers reads the stream until every id in want has its answer; the answers by id. */
@@ -78,12 +91,7 @@ class DuplicateSeqTest {
     @Test
     void bothSendsOfOneSeqAreAnswered() throws Exception {
         try (Framing f = Framing.dial(leader, WAIT, null)) {
-            byte[] b = new byte[32];
-            new java.security.SecureRandom().nextBytes(b);
-            f.send(batch(SessionRequest.newBuilder().setId(1).setOpen(OpenSessionRequest.newBuilder()
-                    .setTtl(Wire.proto(Duration.ofSeconds(30))).setOwner("dup-test").setNonce(7)
-                    .setSecret(java.util.Base64.getUrlEncoder().withoutPadding().encodeToString(b))).build()));
-            long session = answers(f, 1).get(1L).getOpen().getSessionId();
+            long session = open(f);
             String name = "java-test/dup/" + UUID.randomUUID();
             long id = 1;
             long seq = 0;
@@ -127,12 +135,7 @@ class DuplicateSeqTest {
         try (BatonClient client = BatonClient.connect(leader);
                 Session holder = client.newSession(Duration.ofSeconds(30));
                 Framing f = Framing.dial(leader, WAIT, null)) {
-            byte[] b = new byte[32];
-            new java.security.SecureRandom().nextBytes(b);
-            f.send(batch(SessionRequest.newBuilder().setId(1).setOpen(OpenSessionRequest.newBuilder()
-                    .setTtl(Wire.proto(Duration.ofSeconds(30))).setOwner("dup-test").setNonce(9)
-                    .setSecret(java.util.Base64.getUrlEncoder().withoutPadding().encodeToString(b))).build()));
-            long session = answers(f, 1).get(1L).getOpen().getSessionId();
+            long session = open(f);
             long id = 1;
             for (int round = 0; round < 10; round++) {
                 String name = "java-test/dup-queued/" + UUID.randomUUID();
