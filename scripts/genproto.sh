@@ -31,3 +31,10 @@ sed -i 's/^from google\.api import /from baton._pb.google.api import /' \
 for d in "$py/api" "$py/api/batonpb" "$py/google" "$py/google/api"; do
   : >"$d/__init__.py"
 done
+# The Java client's messages (clients/java/src/main/java: package baton.v1
+# and the google.api annotations it imports), with protoc's own Java
+# generator, for Debian's protobuf-java of the same version as protoc.
+jv=clients/java/src/main/java
+rm -rf "$jv/baton/v1" "$jv/com/google/api"
+protoc "${inc[@]}" --java_out="$jv" \
+  api/batonpb/baton.proto google/api/annotations.proto google/api/http.proto

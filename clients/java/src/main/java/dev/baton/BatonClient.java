@@ -12,8 +12,9 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
- * BatonClient talks to a Baton cluster over its HTTP/JSON face: any of its
- * members, following the leader they name. Open sessions with
+ * BatonClient talks to a Baton cluster: any of its members, following the
+ * leader they name. Each session keeps a stream of its own to the leader in
+ * Baton's session framing; reads (describe) use the HTTP/JSON face. Open sessions with
  * {@link #newSession}; take locks through them. Close the client to close
  * every session it opened. A BatonClient is safe for concurrent use.
  *
@@ -142,8 +143,8 @@ public final class BatonClient implements AutoCloseable {
     }
 
     private JsonNode get(String path) throws InterruptedException {
-        return transport.call("GET", path, null, new Transport.Retry(() -> null, requestTimeout, transport.maxAttempts()),
-                null).body();
+        return transport.call("GET", path, null, new Transport.Retry(() -> null, requestTimeout, transport.maxAttempts()))
+                .body();
     }
 
     /** close closes every session the client opened and still has. */

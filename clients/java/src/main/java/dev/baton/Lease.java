@@ -38,6 +38,11 @@ public final class Lease implements AutoCloseable {
         return name;
     }
 
+    /** The owner key the hold belongs to within its session ("" unless a Mutex said otherwise). */
+    public String ownerKey() {
+        return ownerKey;
+    }
+
     /**
      * The hold's fencing token: the index of the log entry that granted it,
      * larger than every earlier holder's of this lock. Storage that keeps the

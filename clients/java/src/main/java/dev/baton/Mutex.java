@@ -1,7 +1,6 @@
 package dev.baton;
 
-import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.node.ObjectNode;
+import baton.v1.BatonOuterClass.AcquireRequest;
 import java.time.Duration;
 
 /**
@@ -44,9 +43,10 @@ public final class Mutex {
     }
 
     /**
-     * lock acquires the lock, waiting in its FIFO queue as long as it takes.
-     * An interrupt ends the wait: the call's connection closes and the
-     * server drops the wait (and releases a grant that crossed it).
+     * lock acquires the lock, waiting in its FIFO queue as long as it takes:
+     * the member pushes the grant, which ends the wait at once. An interrupt
+     * ends the wait: the client cancels it on the server (and releases a
+     * grant that crossed the cancel).
      *
      * @throws SessionLostException when the session ends first
      */
@@ -78,41 +78,12 @@ public final class Mutex {
     }
 
     private Lease acquire(boolean wait, Duration timeout) throws InterruptedException {
-        long start = System.nanoTime();
-        while (true) {
-            ObjectNode body = Wire.object().put("name", name).put("owner_key", ownerKey).put("wait", wait)
-                    .put("shared", shared).put("limit", limit);
-            Duration attempt = session.requestTimeout();
-            if (wait && timeout == null) {
-                attempt = null; // the grant may take as long as the holders do
-            } else if (wait) {
-                Duration left = timeout.minusNanos(System.nanoTime() - start);
-                if (left.isNegative() || left.isZero()) {
-                    throw new WaitTimeoutException(4, "WAIT_TIMED_OUT", "wait for lock " + name + " ran out", null);
-                }
-                body.put("wait_timeout", Wire.duration(left));
-                // The server ends the wait at the timeout; the attempt gives
-                // its answer the time a request takes besides.
-                attempt = left.plus(session.requestTimeout());
-            }
-            Transport.Answer a;
-            try {
-                a = session.mutate("/v1/locks/acquire", body, attempt, 0);
-            } catch (BatonException e) {
-                if (wait && "WAIT_CANCELLED".equals(e.reason())) {
-                    // The member saw an attempt's connection break and dropped
-                    // the wait (one entry, a crossing grant released in it):
-                    // nothing is held or queued, so queue again.
-                    continue;
-                }
-                throw e;
-            }
-            JsonNode r = a.body();
-            if (r.path("acquired").asBoolean()) {
-                return session.register(this, Wire.uint64(r, "token"));
-            }
-            throw new LockBusyException(name, Wire.holder(r.get("holder")));
+        AcquireRequest.Builder a = AcquireRequest.newBuilder().setName(name).setOwnerKey(ownerKey).setWait(wait)
+                .setShared(shared).setLimit(limit);
+        if (timeout != null) {
+            a.setWaitTimeout(Wire.proto(timeout));
         }
+        return session.acquire(this, a.build(), timeout);
     }
 
     @Override

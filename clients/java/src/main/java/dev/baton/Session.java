@@ -1,24 +1,36 @@
 package dev.baton;
 
-import com.fasterxml.jackson.databind.node.ObjectNode;
+import baton.v1.BatonOuterClass.AcquireRequest;
+import baton.v1.BatonOuterClass.AcquireResponse;
+import baton.v1.BatonOuterClass.CancelRequest;
+import baton.v1.BatonOuterClass.CloseSessionRequest;
+import baton.v1.BatonOuterClass.KeepAliveRequest;
+import baton.v1.BatonOuterClass.OpenSessionRequest;
+import baton.v1.BatonOuterClass.OpenSessionResponse;
+import baton.v1.BatonOuterClass.SessionRequest;
+import baton.v1.BatonOuterClass.SessionResponse;
 import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Base64;
-import java.util.LinkedHashSet;
 import java.util.List;
-import java.util.Set;
-import java.util.TreeSet;
+import java.util.function.Consumer;
 
 /**
  * Session is a client session: the liveness every hold and wait of it rides
- * on. A keepalive thread sends a keepalive every TTL/3; a watchdog thread
- * ends every {@link Lease} at the session's conservative deadline when no
- * keepalive was answered in time (see {@link #safetyMargin}). Every
- * mutating request carries the session's id, its secret and a sequence
- * number, and is sent again with the same number until it is answered, so
- * it takes effect exactly once. A Session is safe for concurrent use; close
- * it (try-with-resources) to release everything it holds at once.
+ * on. It keeps one Sessions stream to the leader in Baton's own framing
+ * (docs/PROTOCOL.md), which carries its keepalives, its requests and what
+ * the leader pushes: a queued acquire's grant ends the waiting lock() at
+ * once, a hold an operator ended (HoldLost) loses its Lease at once, the
+ * session's loss ends it. Its deadline thread sends a keepalive every TTL/3
+ * and ends every {@link Lease} at the session's conservative deadline when
+ * no keepalive was answered in time (see {@link #safetyMargin}). Every
+ * mutating request carries a sequence number it keeps for every send: when
+ * the stream breaks, the session follows the leader, resumes, reconciles
+ * its Leases with the holds the member lists, and sends every unanswered
+ * request again with its number, so each takes effect exactly once. A
+ * Session is safe for concurrent use; close it (try-with-resources) to
+ * release everything it holds at once.
  *
  * <p>A lock can be lost at any time: a partition, a pause or an operator's
  * blacklist ends the session. Work under a lock should stop when its
@@ -53,43 +65,56 @@ public final class Session implements AutoCloseable {
         CLOSED
     }
 
+    /** The stream's one channel: each session has a connection of its own. */
+    static final long CHANNEL = 1;
+    /**
+     * How long a lock() that gave up (interrupted, or past its timeout) waits
+     * for its wait to leave the server's queue, and for a grant that won the
+     * race to be released; the session goes on trying after that.
+     */
+    static final Duration CLEANUP_TIMEOUT = Duration.ofSeconds(5);
+    /**
+     * How long past its timeout a lock(timeout) waits for the member's
+     * WAIT_TIMED_OUT before giving up on its own: the answer may be delayed
+     * by a reconnect, and the member's answer is the one that says whether
+     * the wait ended unserved.
+     */
+    static final Duration TIMEOUT_SLACK = Duration.ofSeconds(5);
     private static final SecureRandom RANDOM = new SecureRandom();
-
     private final BatonClient client;
     private final Transport transport;
-    private final long id;
-    private final String secret; // proves a request is this session's; never printed
+    private final String secret; // proves the stream acts for this session; never printed
     private final Duration ttl;
     private final String owner;
     private final long marginNanos;
-    private final InFlight inFlight = new InFlight();
-    private final Thread keepAliveThread;
-    private final Thread watchdogThread;
+    private final Connector connector;
+    private volatile long id; // written once, before the threads start
+    private Thread streamThread;
+    private Thread deadlineThread;
     volatile boolean keepAlivesPaused; // tests of the deadline stop the keepalives
 
     private final Object mu = new Object();
     // The client's conservative deadline, a System.nanoTime reading: every
     // Lease is valid until then. Written under mu.
     private volatile long deadline;
-    private State state = State.HEALTHY; // guarded by mu
-    private BatonException endCause; // why the session ended; guarded by mu
-    private long lastSeq; // guarded by mu
-    private final TreeSet<Long> pending = new TreeSet<>(); // seqs without an answer; guarded by mu
-    private final Set<Lease> leases = new LinkedHashSet<>(); // guarded by mu
+    // Guarded by mu:
+    private State state = State.HEALTHY;
+    private BatonException endCause; // why the session ended
+    private Framing stream; // the stream to the leader; null while reconnecting
+    private final Requests requests = new Requests();
+    private Call closing;
+    private final LeaseTable leases = new LeaseTable();
 
-    private Session(BatonClient client, long id, String secret, Duration ttl, String owner, long deadline) {
+    private Session(BatonClient client, Duration ttl, String owner) {
         this.client = client;
         this.transport = client.transport();
-        this.id = id;
-        this.secret = secret;
+        byte[] b = new byte[32];
+        RANDOM.nextBytes(b);
+        this.secret = Base64.getUrlEncoder().withoutPadding().encodeToString(b);
         this.ttl = ttl;
         this.owner = owner;
         this.marginNanos = safetyMargin(ttl).toNanos();
-        this.deadline = deadline;
-        this.keepAliveThread = new Thread(this::keepAliveLoop, "baton-keepalives-" + Long.toUnsignedString(id));
-        this.watchdogThread = new Thread(this::watchdogLoop, "baton-deadline-" + Long.toUnsignedString(id));
-        keepAliveThread.setDaemon(true);
-        watchdogThread.setDaemon(true);
+        this.connector = new Connector(this, transport, ttl);
     }
 
     /**
@@ -112,31 +137,34 @@ public final class Session implements AutoCloseable {
             throw new InvalidArgumentException(3, "INVALID_ARGUMENT",
                     "session TTL " + ttl + " is outside " + MIN_TTL + ".." + MAX_TTL, null);
         }
-        byte[] b = new byte[32];
-        RANDOM.nextBytes(b);
-        String secret = Base64.getUrlEncoder().withoutPadding().encodeToString(b);
-        // The nonce makes the open exactly-once across the transport's
-        // retries: a retry after a lost answer is answered with the session
-        // the first attempt opened (the secret is ours, so it is the same).
-        ObjectNode body = Wire.object().put("ttl", Wire.duration(ttl)).put("owner", owner)
-                .put("nonce", Long.toUnsignedString(RANDOM.nextLong() | 1)).put("secret", secret);
-        Transport t = client.transport();
+        Session s = new Session(client, ttl, owner);
+        // The nonce and the secret, both ours, make the open exactly-once
+        // across attempts: a retry after a lost answer is answered with the
+        // session the first attempt opened.
+        SessionRequest req = SessionRequest.newBuilder().setId(1).setOpen(OpenSessionRequest.newBuilder()
+                .setTtl(Wire.proto(ttl)).setOwner(owner).setNonce(RANDOM.nextLong() | 1).setSecret(s.secret)).build();
         // The deadline counts from before the first attempt: the answer may
         // be a retry's, naming a session whose TTL began when an earlier
         // attempt applied.
         long sent = System.nanoTime();
-        Transport.Answer a = t.call("POST", "/v1/sessions", body,
-                new Transport.Retry(() -> null, client.requestTimeout(), t.maxAttempts()), null);
-        Duration granted = orDefault(Wire.duration(a.body().get("ttl")), ttl);
-        long id = Wire.uint64(a.body(), "session_id");
-        Session s = new Session(client, id, secret, ttl, owner, sent + granted.toNanos() - safetyMargin(ttl).toNanos());
-        s.keepAliveThread.start();
-        s.watchdogThread.start();
+        Connector.Attached a = s.connector.connect(req, true);
+        synchronized (s.mu) {
+            s.id = a.open().getSessionId();
+            s.requests.nextId(); // the open's
+            s.attachLocked(a.stream());
+            s.deadline = sent - 1;
+            s.extendLocked(sent, a.open());
+        }
+        s.streamThread = daemon(() -> s.streamLoop(a.stream()), "baton-stream-" + Long.toUnsignedString(s.id));
+        s.deadlineThread = daemon(s::deadlineLoop, "baton-deadline-" + Long.toUnsignedString(s.id));
         return s;
     }
 
-    private static Duration orDefault(Duration d, Duration def) {
-        return d == null || d.isZero() || d.isNegative() ? def : d;
+    private static Thread daemon(Runnable r, String name) {
+        Thread t = new Thread(r, name);
+        t.setDaemon(true);
+        t.start();
+        return t;
     }
 
     /** The session's id: unique forever in its cluster, and public. */
@@ -205,33 +233,37 @@ public final class Session implements AutoCloseable {
      * close ends the session on the server, which releases its holds and
      * drops its waits at once, and stops its threads. Every Lease is lost
      * (its onLost callbacks run). Closing an ended session does nothing. If
-     * no member answers, the server ends the session after its TTL.
+     * no member answers within the client's request timeout, the threads stop
+     * anyway and the server ends the session after its TTL.
      */
     @Override
     public void close() {
+        Call c;
         synchronized (mu) {
             if (endCause != null) {
                 return;
             }
+            if (closing == null) {
+                closing = startLocked(SessionRequest.newBuilder().setClose(CloseSessionRequest.getDefaultInstance())
+                        .build(), true, null);
+            }
+            c = closing;
         }
-        BatonException cause = new SessionLostException(0, "", "session " + id + " closed", null);
         try {
-            mutate("/v1/sessions/" + Long.toUnsignedString(id) + "/close", Wire.object(), client.requestTimeout(),
-                    transport.maxAttempts());
-        } catch (BatonException e) {
-            // Lost already, or no member answered: the server ends it after its TTL.
+            c.await(client.requestTimeout().toNanos());
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         } finally {
-            end(cause, State.CLOSED);
+            end(new SessionLostException(0, "", "session " + Long.toUnsignedString(id) + " closed", null),
+                    State.CLOSED);
             client.forget(this);
-            join(keepAliveThread);
-            join(watchdogThread);
+            join(streamThread);
+            join(deadlineThread);
         }
     }
 
     private static void join(Thread t) {
-        if (t == Thread.currentThread()) {
+        if (t == null || t == Thread.currentThread()) {
             return;
         }
         try {
@@ -247,99 +279,142 @@ public final class Session implements AutoCloseable {
         return "Session{id=" + Long.toUnsignedString(id) + ", owner=" + owner + ", ttl=" + ttl + "}";
     }
 
-    // ---- requests ----
+    // ---- locks ----
 
     /**
-     * mutate sends a mutating request of this session with the next sequence
-     * number, and again with the same number until it is answered (UNAVAILABLE,
-     * OVERLOADED, no answer), the session ends, or maxAttempts (0: no bound).
-     * The server answers a retry with the first attempt's answer.
+     * acquire sends the acquire a of m and waits for its final answer: at
+     * once for a try or a free lock, else the grant or the end of the wait,
+     * which the member pushes. timeout (null: none) bounds the wait; past it
+     * and TIMEOUT_SLACK with no answer, or interrupted, the acquire is
+     * abandoned: its wait is cancelled on the server and a grant that won the
+     * race is released.
      */
-    Transport.Answer mutate(String path, ObjectNode body, Duration attemptTimeout, int maxAttempts)
-            throws InterruptedException {
-        boolean closing = path.endsWith("/close"); // CloseSessionRequest has no header
-        long seq;
+    Lease acquire(Mutex m, AcquireRequest a, Duration timeout) throws InterruptedException {
+        Call c;
         synchronized (mu) {
+            c = startLocked(SessionRequest.newBuilder().setAcquire(a).build(), true, call -> {
+                call.waits = a.getWait();
+                call.name = a.getName();
+                call.ownerKey = a.getOwnerKey();
+            });
+        }
+        boolean answered;
+        try {
+            answered = c.await(timeout == null ? -1 : timeout.plus(TIMEOUT_SLACK).toNanos());
+        } catch (InterruptedException e) {
+            abandon(c);
+            throw e;
+        }
+        if (!answered) {
+            abandon(c);
+            throw new WaitTimeoutException(4, "", "no answer to the acquire of " + a.getName() + " within "
+                    + timeout.plus(TIMEOUT_SLACK), null);
+        }
+        if (c.error != null) {
+            throw c.error;
+        }
+        AcquireResponse r = c.response.getAcquire();
+        if (!r.getAcquired()) {
+            throw new LockBusyException(a.getName(), r.hasHolder() ? Wire.holder(r.getHolder()) : null);
+        }
+        return register(m, r.getToken());
+    }
+
+    /**
+     * register makes a Lease of a granted hold. A grant that comes in
+     * jeopardy waits until the session is healthy again, or ends.
+     */
+    private Lease register(Mutex m, long token) throws InterruptedException {
+        Lease l = new Lease(this, m.name(), m.ownerKey(), token);
+        List<Lease> ended;
+        synchronized (mu) {
+            while (state == State.JEOPARDY) {
+                mu.wait();
+            }
             if (endCause != null) {
                 throw endCause;
             }
-            seq = ++lastSeq;
-            pending.add(seq);
+            ended = leases.add(l);
         }
-        try {
-            if (closing) {
-                body.put("seq", seq).put("secret", secret);
-            } else {
-                body.putObject("header").put("session_id", Long.toUnsignedString(id)).put("seq", seq)
-                        .put("min_unacked_seq", minUnacked()).put("secret", secret);
-            }
-            return transport.call("POST", path, body, new Transport.Retry(this::stopCause, attemptTimeout, maxAttempts),
-                    inFlight);
-        } catch (SessionLostException e) {
-            if (!closing) {
-                end(e, State.EXPIRED);
-            }
-            throw e;
-        } finally {
-            synchronized (mu) {
-                pending.remove(seq);
-            }
-        }
-    }
-
-    /** The lowest sequence number without an answer: the server keeps the answers from there on. */
-    private long minUnacked() {
-        synchronized (mu) {
-            return pending.isEmpty() ? lastSeq + 1 : pending.first();
-        }
-    }
-
-    /** The exception that ends the session's calls, or null while it lives. */
-    private BatonException stopCause() {
-        synchronized (mu) {
-            return endCause;
-        }
-    }
-
-    String secretForRequests() {
-        return secret;
-    }
-
-    Transport transport() {
-        return transport;
-    }
-
-    Duration requestTimeout() {
-        return client.requestTimeout();
-    }
-
-    /**
-     * register makes a Lease of a granted hold. A session that ended while
-     * the grant was on its way makes the Lease lost at once.
-     */
-    Lease register(Mutex m, long token) {
-        Lease l = new Lease(this, m.name(), m.ownerKey(), token);
-        synchronized (mu) {
-            if (endCause == null) {
-                leases.add(l);
-                return l;
-            }
-        }
-        l.lose();
+        ended.forEach(Lease::lose);
         return l;
     }
 
-    /** release gives back one entry of the hold (name, ownerKey, token): Lease.release. */
+    /**
+     * release gives back one entry of the hold (name, ownerKey, token), sent
+     * until the member answers or the session ends: Lease.release.
+     */
     void release(String name, String ownerKey, long token) throws InterruptedException {
-        ObjectNode body = Wire.object().put("name", name).put("token", token).put("owner_key", ownerKey);
-        mutate("/v1/locks/release", body, client.requestTimeout(), 0);
+        Call c;
+        synchronized (mu) {
+            if (endCause != null) {
+                return;
+            }
+            c = startLocked(Requests.release(name, ownerKey, token), true, null);
+        }
+        c.await(-1);
+        if (c.error != null && !(c.error instanceof SessionLostException)) {
+            throw c.error;
+        }
     }
 
-    /** forget drops a released Lease from the ones the deadline ends. */
+    /** forget drops a released Lease from the ones the session's end and the member's messages end. */
     void forget(Lease l) {
         synchronized (mu) {
             leases.remove(l);
         }
+    }
+
+    /**
+     * abandon gives up on an acquire whose caller stopped waiting: a queued
+     * wait is cancelled on the server, a grant (now, or one that won the race
+     * with the cancel) released. It waits up to CLEANUP_TIMEOUT for that, with
+     * the caller's interrupt put aside and restored.
+     */
+    private void abandon(Call c) {
+        boolean interrupted = Thread.interrupted();
+        try {
+            synchronized (mu) {
+                c.abandoned = true;
+                if (c.isFinal && endCause == null) {
+                    requests.cleanup(c);
+                } else if (c.waits && endCause == null) {
+                    startLocked(SessionRequest.newBuilder().setCancel(CancelRequest.newBuilder().setName(c.name)
+                            .setAcquireSeq(c.seq)).build(), true, null);
+                }
+            }
+            if (c.await(CLEANUP_TIMEOUT.toNanos())) {
+                Call rel;
+                synchronized (mu) {
+                    rel = c.cleanup;
+                }
+                if (rel != null) {
+                    rel.await(CLEANUP_TIMEOUT.toNanos());
+                }
+            }
+        } catch (InterruptedException e) {
+            interrupted = true;
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    // ---- requests ----
+
+    /** startLocked makes a request of the session (mutating: with the next sequence number) and sends it. */
+    private Call startLocked(SessionRequest req, boolean mutating, Consumer<Call> setup) {
+        if (endCause != null) {
+            throw endCause;
+        }
+        return requests.start(req, mutating, setup);
+    }
+
+    /** attachLocked makes f (null: none, reconnecting) the session's stream. */
+    private void attachLocked(Framing f) {
+        stream = f;
+        requests.attach(f, id);
     }
 
     /** deadlineAhead reports whether the conservative deadline lies ahead. */
@@ -357,132 +432,317 @@ public final class Session implements AutoCloseable {
         }
     }
 
+    /** The session's secret, which the open and resume show; never printed. */
+    String secret() {
+        return secret;
+    }
+
+    // ---- the stream ----
+
+    /**
+     * handle takes one answer of the stream: a push, matched to its acquire
+     * by sequence number or to the Leases by hold, or an answer, matched by
+     * stream id. A mutating request the member did not apply (UNAVAILABLE,
+     * OVERLOADED) is sent again with its sequence number.
+     */
+    private List<Lease> handleLocked(Framing from, SessionResponse resp) {
+        if (stream != from || endCause != null) {
+            return List.of();
+        }
+        switch (resp.getKindCase()) {
+            case GRANT -> {
+                requests.granted(resp.getGrant());
+                return List.of();
+            }
+            case WAIT_ENDED -> {
+                requests.waitEnded(resp.getWaitEnded());
+                return List.of();
+            }
+            case SESSION_LOST -> {
+                return lostLocked(Wire.error(resp.getSessionLost()));
+            }
+            case HOLD_LOST -> {
+                var h = resp.getHoldLost();
+                return leases.holdLost(h.getName(), h.getOwnerKey(), h.getToken());
+            }
+            case HOLDS -> {
+                var hs = resp.getHolds();
+                return leases.serverHolds(hs.getHoldsList(), hs.getIndex(), hs.getDone());
+            }
+            default -> {
+                // an answer
+            }
+        }
+        Call c = requests.answered(resp.getId());
+        if (c == null) {
+            return List.of();
+        }
+        BatonException err = resp.hasError() ? Wire.error(resp.getError()) : null;
+        if (c.keepAlive) {
+            return keepAliveAnsweredLocked(c, resp, err);
+        }
+        if (err != null) {
+            if (c.seq != 0 && retryable(err)) {
+                if (err instanceof UnavailableException u && "NOT_LEADER".equals(u.reason())) {
+                    transport.follow(from.addr(), u.leaderAddr());
+                    from.close(); // the reconnect sends c again, on the leader
+                } else {
+                    requests.resendLater(c, mu, () -> endCause == null);
+                }
+                return List.of();
+            }
+            if (sessionGone(err)) {
+                return lostLocked(err);
+            }
+            requests.finish(c, resp, err);
+            return List.of();
+        }
+        if (c.waits && resp.hasAcquire() && resp.getAcquire().getQueued()) {
+            return List.of(); // the grant, or the end of the wait, is its answer
+        }
+        requests.finish(c, resp, null);
+        return List.of();
+    }
+
+    /** retryable: not applied, or not known to be; send again with the same sequence number. */
+    static boolean retryable(BatonException e) {
+        return e.code() == 14 || "OVERLOADED".equals(e.reason());
+    }
+
+    /** sessionGone: the member no longer has the session, or refuses it for good. */
+    private static boolean sessionGone(BatonException e) {
+        return switch (e.reason()) {
+            case "SESSION_NOT_FOUND", "SESSION_EXPIRED", "BLACKLISTED" -> true;
+            default -> false;
+        };
+    }
+
+    /**
+     * streamLoop is the session's stream thread: it reads the stream, and
+     * when it breaks resumes on the leader, until the session ends. Resumes
+     * back off while streams keep breaking (a member that ends each at once
+     * must not cost a core).
+     */
+    private void streamLoop(Framing s) {
+        int breaks = 0;
+        while (s != null) {
+            long attached = System.nanoTime();
+            read(s);
+            s.close();
+            synchronized (mu) {
+                if (stream == s) {
+                    attachLocked(null);
+                }
+                if (endCause != null || (closing != null && closing.isFinal)) {
+                    return;
+                }
+            }
+            if (System.nanoTime() - attached >= Transport.MAX_BACKOFF.toNanos()) {
+                breaks = 0;
+            }
+            if (sleepUnlessEnded(Transport.pause(breaks))) {
+                return;
+            }
+            breaks++;
+            s = reconnect();
+        }
+    }
+
+    /** read hands the stream's answers to handleLocked until the stream or the session's channel ends. */
+    private void read(Framing s) {
+        while (true) {
+            baton.v1.BatonOuterClass.SessionsResponse msg;
+            try {
+                msg = s.receive();
+            } catch (Framing.Ended e) {
+                return;
+            }
+            for (var cr : msg.getResponsesList()) {
+                if (take(s, cr)) {
+                    return;
+                }
+            }
+        }
+    }
+
+    /** take handles one message of the stream s for the session's channel; true when it ended the channel. */
+    private boolean take(Framing s, baton.v1.BatonOuterClass.ChannelResponse cr) {
+        if (cr.getChannel() != CHANNEL) {
+            return false;
+        }
+        List<Lease> lost = List.of();
+        synchronized (mu) {
+            if (cr.hasResponse()) {
+                lost = handleLocked(s, cr.getResponse());
+            }
+            if (cr.hasEnd()) {
+                BatonException err = cr.getEnd().hasError() ? Wire.error(cr.getEnd().getError()) : null;
+                if (err != null && sessionGone(err) && stream == s) {
+                    lost = new ArrayList<>(lost);
+                    lost.addAll(lostLocked(err));
+                }
+            }
+        }
+        lost.forEach(Lease::lose);
+        return cr.hasEnd();
+    }
+
+    /** sleepUnlessEnded waits d, or until the session ends; true when it ended. */
+    boolean sleepUnlessEnded(Duration d) {
+        long until = System.nanoTime() + d.toNanos();
+        synchronized (mu) {
+            try {
+                for (long left; endCause == null && (left = until - System.nanoTime()) > 0;) {
+                    waitNanos(left);
+                }
+            } catch (InterruptedException e) {
+                return true;
+            }
+            return endCause != null;
+        }
+    }
+
+    /**
+     * reconnect attaches a new stream on the leader with a resume, then sends
+     * every mutating request without a final answer again, in sequence
+     * order, each with its number. Null when the session ended.
+     */
+    private Framing reconnect() {
+        SessionRequest resume;
+        synchronized (mu) {
+            resume = SessionRequest.newBuilder().setId(requests.nextId()).setResume(
+                    baton.v1.BatonOuterClass.ResumeSession.newBuilder().setSessionId(id).setSecret(secret)).build();
+            leases.resumed();
+        }
+        Connector.Attached a;
+        try {
+            a = connector.connect(resume, false);
+        } catch (BatonException e) {
+            List<Lease> lost;
+            synchronized (mu) {
+                lost = endCause == null ? lostLocked(e) : List.of();
+            }
+            lost.forEach(Lease::lose);
+            return null;
+        }
+        synchronized (mu) {
+            if (endCause != null) {
+                a.stream().close();
+                return null;
+            }
+            attachLocked(a.stream());
+            // A resume is a keepalive: the member extended the session from
+            // when it received it.
+            extendLocked(a.sent(), a.open());
+            for (Call c : requests.unanswered()) {
+                requests.send(c);
+            }
+        }
+        for (var cr : a.rest()) {
+            if (take(a.stream(), cr)) {
+                a.stream().close();
+                break;
+            }
+        }
+        return a.stream();
+    }
+
     // ---- keepalives and the deadline ----
 
     /**
-     * keepAliveLoop starts a keepalive every TTL/3, each on a thread of its
-     * own, so that a slow answer neither delays the next keepalive nor is
-     * given up while it can still move the deadline (until a TTL after its
-     * send).
+     * extendLocked moves the deadline after a keepalive, resume or open sent
+     * at sent (a nanoTime reading taken before the request was queued) was
+     * answered: to sent + the granted TTL (the session's when unset) -
+     * margin. The time of the answer plays no part. An answer in time after a
+     * jeopardy makes the session healthy again.
      */
-    private void keepAliveLoop() {
+    private void extendLocked(long sent, OpenSessionResponse open) {
+        extendLocked(sent, open.hasTtl() ? Wire.duration(open.getTtl()) : null);
+    }
+
+    private void extendLocked(long sent, Duration granted) {
+        if (granted == null || granted.isZero() || granted.isNegative()) {
+            granted = ttl;
+        }
+        long nd = sent + granted.toNanos() - marginNanos;
+        if (nd - deadline > 0) {
+            deadline = nd;
+        }
+        if (state == State.JEOPARDY && System.nanoTime() - nd < 0) {
+            state = State.HEALTHY;
+        }
+        mu.notifyAll();
+    }
+
+    /** sendKeepAliveLocked queues a keepalive on the current stream, noting when; while reconnecting the resume is one. */
+    private void sendKeepAliveLocked() {
+        if (keepAlivesPaused || stream == null || endCause != null) {
+            return;
+        }
+        Call c = requests.newCall(SessionRequest.newBuilder()
+                .setKeepAlive(KeepAliveRequest.newBuilder().setSessionId(id)).build(), false, true);
+        c.sent = System.nanoTime();
+        requests.send(c);
+    }
+
+    /** keepAliveAnsweredLocked: the deadline moves, or the session follows the leader, or it is lost. */
+    private List<Lease> keepAliveAnsweredLocked(Call c, SessionResponse resp, BatonException err) {
+        if (err == null) {
+            var ka = resp.getKeepAlive();
+            extendLocked(c.sent, ka.hasTtl() ? Wire.duration(ka.getTtl()) : null);
+            return List.of();
+        }
+        if (err instanceof UnavailableException u && "NOT_LEADER".equals(err.reason())) {
+            transport.follow(stream.addr(), u.leaderAddr());
+            stream.close();
+        } else if (sessionGone(err)) {
+            return lostLocked(err);
+        }
+        // Anything else (OVERLOADED) changes nothing: the next keepalive tries again.
+        return List.of();
+    }
+
+    /**
+     * deadlineLoop is the session's deadline thread: a keepalive every TTL/3,
+     * and where the client decides its Leases are lost. Once the deadline
+     * passed with no keepalive answered, every Lease is lost and the session
+     * is in jeopardy; once a TTL more passed, the client gives up and the
+     * session is lost.
+     */
+    private void deadlineLoop() {
         long period = ttl.toNanos() / 3;
         long next = System.nanoTime() + period;
         while (true) {
+            List<Lease> lost = List.of();
             synchronized (mu) {
-                long wait;
-                try {
-                    while (endCause == null && (wait = next - System.nanoTime()) > 0) {
-                        waitNanos(wait);
-                    }
-                } catch (InterruptedException e) {
-                    return;
-                }
                 if (endCause != null) {
                     return;
                 }
-            }
-            next = Math.max(next + period, System.nanoTime());
-            if (!keepAlivesPaused) {
-                Thread t = new Thread(this::keepAlive, "baton-keepalive-" + Long.toUnsignedString(id));
-                t.setDaemon(true);
-                t.start();
-            }
-        }
-    }
-
-    /**
-     * keepAlive sends one keepalive. An answer moves the deadline to the
-     * answered attempt's send time + TTL - margin (extend); a member that is
-     * not the leader names it and the call follows; a refusal that says the
-     * session is gone ends it. Its attempts stop a TTL after the first: an
-     * answer to a later one could not move the deadline past what the next
-     * keepalives do.
-     */
-    private void keepAlive() {
-        long giveUp = System.nanoTime() + ttl.toNanos();
-        String path = "/v1/sessions/" + Long.toUnsignedString(id) + "/keepalive";
-        try {
-            Transport.Answer a = transport.call("POST", path, Wire.object().put("secret", secret),
-                    new Transport.Retry(() -> {
-                        BatonException e = stopCause();
-                        if (e == null && System.nanoTime() - giveUp > 0) {
-                            e = new UnavailableException(14, "", "keepalive unanswered for a TTL", null);
-                        }
-                        return e;
-                    }, ttl, 0), inFlight);
-            extend(a.sentNanos(), orDefault(Wire.duration(a.body().get("ttl")), ttl));
-        } catch (SessionLostException | PermissionDeniedException e) {
-            // Expired, not found, blacklisted (its keepalives refused, so it
-            // will expire), or a secret it no longer has: lost now.
-            end(e, State.EXPIRED);
-        } catch (BatonException e) {
-            // Unanswered: the next keepalive tries again, and the watchdog
-            // decides at the deadline.
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
-    }
-
-    /**
-     * extend moves the deadline after a keepalive sent at sent (a nanoTime
-     * reading taken before the request was written) was answered with ttl.
-     * An answer in time after a jeopardy makes the session healthy again.
-     */
-    private void extend(long sent, Duration granted) {
-        long nd = sent + granted.toNanos() - marginNanos;
-        synchronized (mu) {
-            if (nd - deadline > 0) {
-                deadline = nd;
-                mu.notifyAll();
-            }
-            if (state == State.JEOPARDY && System.nanoTime() - nd < 0) {
-                state = State.HEALTHY;
-            }
-        }
-    }
-
-    /**
-     * watchdogLoop is where the client decides its Leases are lost: once the
-     * deadline passed with no keepalive answered, every Lease is lost and the
-     * session is in jeopardy; once a TTL more passed, the client gives up and
-     * the session is lost.
-     */
-    private void watchdogLoop() {
-        while (true) {
-            List<Lease> lost;
-            synchronized (mu) {
-                while (true) {
-                    if (endCause != null) {
-                        return;
-                    }
-                    long at = state == State.JEOPARDY ? deadline + ttl.toNanos() : deadline;
-                    long wait = at - System.nanoTime();
-                    if (wait <= 0) {
-                        break;
-                    }
+                long now = System.nanoTime();
+                if (now - next >= 0) {
+                    sendKeepAliveLocked();
+                    next = Math.max(next + period, now);
+                }
+                if (state == State.HEALTHY && now - deadline >= 0) {
+                    state = State.JEOPARDY;
+                    lost = leases.all();
+                    mu.notifyAll();
+                } else if (state == State.JEOPARDY && now - (deadline + ttl.toNanos()) >= 0) {
+                    lost = lostLocked(new SessionLostException(0, "", "session " + Long.toUnsignedString(id)
+                            + ": no answer from the cluster for a TTL (" + ttl + ") past the deadline", null));
+                } else {
+                    long due = state == State.HEALTHY ? deadline : deadline + ttl.toNanos();
+                    long wait = Math.min(next, due) - now;
                     try {
-                        waitNanos(wait);
+                        if (wait > 0) {
+                            waitNanos(wait);
+                        }
                     } catch (InterruptedException e) {
                         return;
                     }
                 }
-                if (state == State.JEOPARDY) {
-                    lost = null;
-                } else {
-                    state = State.JEOPARDY;
-                    lost = new ArrayList<>(leases);
-                    leases.clear();
-                }
             }
-            if (lost == null) {
-                end(new SessionLostException(0, "", "session " + id + ": no answer from the cluster for a TTL ("
-                        + ttl + ") past the deadline", null), State.EXPIRED);
-                return;
-            }
-            for (Lease l : lost) {
-                l.lose();
-            }
+            lost.forEach(Lease::lose);
         }
     }
 
@@ -491,22 +751,47 @@ public final class Session implements AutoCloseable {
         mu.wait(Math.max(1, (n + 999_999) / 1_000_000));
     }
 
+    // ---- the end ----
+
+    /**
+     * lostLocked: the member no longer has the session, or refuses it. During
+     * a close that is the close's end; otherwise the session is lost.
+     */
+    private List<Lease> lostLocked(BatonException cause) {
+        if (closing != null) {
+            requests.finish(closing, null, null);
+            return endLocked(new SessionLostException(0, "", "session " + Long.toUnsignedString(id) + " closed", null),
+                    State.CLOSED);
+        }
+        if (!(cause instanceof SessionLostException) && !(cause instanceof PermissionDeniedException)) {
+            cause = new SessionLostException(cause.code(), cause.reason(), "session lost: " + cause.getMessage(), cause);
+        }
+        return endLocked(cause, State.EXPIRED);
+    }
+
     /** end ends the session locally: every Lease is lost, every call under way fails with cause. */
     void end(BatonException cause, State st) {
         List<Lease> lost;
         synchronized (mu) {
-            if (endCause != null) {
-                return;
-            }
-            endCause = cause;
-            state = st;
-            lost = new ArrayList<>(leases);
-            leases.clear();
-            mu.notifyAll();
+            lost = endLocked(cause, st);
         }
-        inFlight.close();
-        for (Lease l : lost) {
-            l.lose();
+        lost.forEach(Lease::lose);
+    }
+
+    private List<Lease> endLocked(BatonException cause, State st) {
+        if (endCause != null) {
+            return List.of();
         }
+        endCause = cause;
+        state = st;
+        requests.failAll(cause);
+        if (closing != null) {
+            closing.finish(null, cause);
+        }
+        if (stream != null) {
+            stream.close();
+        }
+        mu.notifyAll();
+        return leases.clear();
     }
 }

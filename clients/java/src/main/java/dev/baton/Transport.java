@@ -15,13 +15,12 @@ import java.util.concurrent.ThreadLocalRandom;
 import java.util.function.Supplier;
 
 /**
- * Transport makes calls on Baton's HTTP/JSON face and finds the leader: a
- * call goes to the member the last NOT_LEADER named (its ErrorInfo's
- * leader_addr), else to the endpoints in turn. A call whose member did not
- * answer, or answered UNAVAILABLE or OVERLOADED, is sent again, the same
- * bytes, after a pause that doubles from 20 ms to 1 s with jitter: a
- * session's mutating request carries its sequence number, so a retry takes
- * effect once however often it is sent.
+ * Transport knows where the leader is, for the session streams and for the
+ * unary calls, and makes the unary calls (reads: Status, Get) on Baton's
+ * HTTP/JSON face. A call goes to the member the last NOT_LEADER named
+ * (its ErrorInfo's leader_addr), else to the endpoints in turn. A call
+ * whose member did not answer, or answered UNAVAILABLE or OVERLOADED, is
+ * sent again after a pause that doubles from 20 ms to 1 s with jitter.
  */
 final class Transport {
     static final Duration FIRST_BACKOFF = Duration.ofMillis(20);
@@ -63,13 +62,17 @@ final class Transport {
         return leader;
     }
 
+    String bearerToken() {
+        return bearerToken;
+    }
+
     /**
      * call sends method path with body (null: none) until an answer that is
      * not a retryable refusal, and returns it, or throws the server's error
      * (mapped by Wire.error), the stop's exception, or UnavailableException
      * after retry.maxAttempts attempts.
      */
-    Answer call(String method, String path, JsonNode body, Retry retry, InFlight inFlight) throws InterruptedException {
+    Answer call(String method, String path, JsonNode body, Retry retry) throws InterruptedException {
         BatonException last = null;
         for (int attempt = 0; retry.maxAttempts() == 0 || attempt < retry.maxAttempts(); attempt++) {
             BatonException stopped = retry.stop().get();
@@ -83,7 +86,7 @@ final class Transport {
             long sent = System.nanoTime();
             HttpResponse<byte[]> resp;
             try {
-                resp = send(addr, method, path, body, retry.attemptTimeout(), inFlight);
+                resp = send(addr, method, path, body, retry.attemptTimeout());
             } catch (IOException e) {
                 forget(addr);
                 last = new UnavailableException(14, "", "member " + addr + " did not answer: " + e, e);
@@ -122,8 +125,8 @@ final class Transport {
                         + (last == null ? "" : ": " + last.getMessage()), last);
     }
 
-    private HttpResponse<byte[]> send(String addr, String method, String path, JsonNode body, Duration timeout,
-            InFlight inFlight) throws IOException, InterruptedException {
+    private HttpResponse<byte[]> send(String addr, String method, String path, JsonNode body, Duration timeout)
+            throws IOException, InterruptedException {
         HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://" + addr + path))
                 .header("Accept", "application/json");
         if (timeout != null) {
@@ -139,13 +142,10 @@ final class Transport {
             b.method(method, HttpRequest.BodyPublishers.ofByteArray(Wire.JSON.writeValueAsBytes(body)));
         }
         CompletableFuture<HttpResponse<byte[]>> f = http.sendAsync(b.build(), HttpResponse.BodyHandlers.ofByteArray());
-        if (inFlight != null && !inFlight.add(f)) {
-            f.cancel(true);
-        }
         try {
             return f.get();
         } catch (InterruptedException e) {
-            f.cancel(true); // closes the exchange: the member abandons a wait
+            f.cancel(true);
             throw e;
         } catch (ExecutionException e) {
             Throwable c = e.getCause();
@@ -156,10 +156,6 @@ final class Transport {
                 throw ce;
             }
             throw new IOException(c);
-        } finally {
-            if (inFlight != null) {
-                inFlight.remove(f);
-            }
         }
     }
 
@@ -172,7 +168,7 @@ final class Transport {
     }
 
     /** The member to try: the leader hint, else the next endpoint. */
-    private synchronized String target() {
+    synchronized String target() {
         String l = leader;
         if (l != null) {
             return l;
@@ -182,9 +178,9 @@ final class Transport {
         return addr;
     }
 
-    /** addr said leaderAddr leads; an empty one means it knows no leader. */
-    private void follow(String addr, String leaderAddr) {
-        if (leaderAddr.isEmpty() || leaderAddr.equals(addr)) {
+    /** addr said leaderAddr leads; an empty one means it knows no leader, addr itself that it leads. */
+    void follow(String addr, String leaderAddr) {
+        if (leaderAddr.isEmpty()) {
             forget(addr);
         } else {
             leader = leaderAddr;
@@ -192,7 +188,7 @@ final class Transport {
     }
 
     /** addr did not serve: stop sending there until a hint names it again. */
-    private synchronized void forget(String addr) {
+    synchronized void forget(String addr) {
         if (addr.equals(leader)) {
             leader = null;
         }

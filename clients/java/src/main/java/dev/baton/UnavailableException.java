@@ -10,7 +10,19 @@ package dev.baton;
 public class UnavailableException extends BatonException {
     private static final long serialVersionUID = 1L;
 
+    private final String leaderAddr;
+
     public UnavailableException(int code, String reason, String message, Throwable cause) {
+        this(code, reason, message, cause, "");
+    }
+
+    public UnavailableException(int code, String reason, String message, Throwable cause, String leaderAddr) {
         super(code, reason, message, cause);
+        this.leaderAddr = leaderAddr == null ? "" : leaderAddr;
+    }
+
+    /** The leader's client address a member named with NOT_LEADER, "" when none. */
+    public String leaderAddr() {
+        return leaderAddr;
     }
 }

@@ -1,5 +1,7 @@
 package dev.baton;
 
+import baton.v1.BatonOuterClass;
+import baton.v1.BatonOuterClass.Reason;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
@@ -8,9 +10,9 @@ import java.time.Duration;
 
 /**
  * Wire is the JSON of Baton's HTTP face (grpc-gateway's protojson, with
- * proto field names): 64-bit integers come as decimal strings, durations as
- * "1.5s", and the server's errors map to the exception hierarchy here, in
- * one table.
+ * proto field names: 64-bit integers come as decimal strings, durations as
+ * "1.5s"), and the one table that maps the server's errors, from either
+ * face, to the exception hierarchy.
  */
 final class Wire {
     static final ObjectMapper JSON = new ObjectMapper();
@@ -43,6 +45,21 @@ final class Wire {
         return v == null || v.isNull() ? 0 : Long.parseUnsignedLong(v.asText());
     }
 
+    /** A google.protobuf.Duration of d. */
+    static com.google.protobuf.Duration proto(Duration d) {
+        return com.google.protobuf.Duration.newBuilder().setSeconds(d.getSeconds()).setNanos(d.getNano()).build();
+    }
+
+    /** The Duration of a google.protobuf.Duration. */
+    static Duration duration(com.google.protobuf.Duration d) {
+        return Duration.ofSeconds(d.getSeconds(), d.getNanos());
+    }
+
+    /** The Holder of a Holder message of the session stream. */
+    static Holder holder(BatonOuterClass.Holder h) {
+        return new Holder(h.getSessionId(), h.getOwner(), h.getOwnerKey(), h.getToken(), h.getCount(), h.getShared());
+    }
+
     /** The Holder of a Holder message; null when absent. */
     static Holder holder(JsonNode n) {
         if (n == null || n.isNull() || !n.isObject()) {
@@ -58,6 +75,24 @@ final class Wire {
      * no secrets.
      */
     static BatonException error(int code, String reason, String message) {
+        return error(code, reason, message, "");
+    }
+
+    /** The exception for a session stream's Error message (an answer's, a channel end's, a lost session's). */
+    static BatonException error(BatonOuterClass.Error e) {
+        return error(e.getCode(), reasonName(e.getReason()), e.getMessage(), e.getLeaderAddr());
+    }
+
+    /** A Reason's name as the HTTP face and the exceptions spell it; "" for none or one this client does not know. */
+    static String reasonName(Reason r) {
+        return r == Reason.REASON_UNSPECIFIED || r == Reason.UNRECOGNIZED ? "" : r.name();
+    }
+
+    /**
+     * The exception for an error with leaderAddr, the leader a NOT_LEADER
+     * names ("" when none): an UnavailableException carries it.
+     */
+    static BatonException error(int code, String reason, String message, String leaderAddr) {
         switch (reason) {
             case "SESSION_NOT_FOUND":
             case "SESSION_EXPIRED":
@@ -72,6 +107,7 @@ final class Wire {
             case "INVALID_ARGUMENT":
             case "LIMIT_MISMATCH":
                 return new InvalidArgumentException(code, reason, message, null);
+            case "LOCK_NOT_FOUND":
             case "NOT_HOLDER":
             case "TOKEN_MISMATCH":
             case "HOLD_LOST":
@@ -85,7 +121,7 @@ final class Wire {
                 return new ResourceExhaustedException(code, reason, message, null);
             case "NOT_LEADER":
             case "OUTCOME_UNKNOWN":
-                return new UnavailableException(code, reason, message, null);
+                return new UnavailableException(code, reason, message, null, leaderAddr);
             default:
                 break;
         }
@@ -98,7 +134,7 @@ final class Wire {
             case 8: // RESOURCE_EXHAUSTED
                 return new ResourceExhaustedException(code, reason, message, null);
             case 14: // UNAVAILABLE
-                return new UnavailableException(code, reason, message, null);
+                return new UnavailableException(code, reason, message, null, leaderAddr);
             default:
                 return new BatonException(code, reason, message, null);
         }

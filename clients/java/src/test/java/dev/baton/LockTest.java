@@ -193,7 +193,7 @@ class LockTest {
         try (Session s = client.newSession(Duration.ofSeconds(10));
                 Session other = client.newSession(Duration.ofSeconds(10));
                 Lease l = s.mutex(name).lock(WAIT)) {
-            String secret = s.secretForRequests();
+            String secret = s.secret();
             assertTrue(secret.length() >= 22);
             LockBusyException busy = assertThrows(LockBusyException.class, () -> other.mutex(name).tryLock());
             for (Object o : List.of(s, l, s.mutex(name), busy, busy.holder())) {

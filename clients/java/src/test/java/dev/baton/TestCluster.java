@@ -139,6 +139,23 @@ final class TestCluster implements AutoCloseable {
         return Wire.JSON.readTree(r.body());
     }
 
+    /**
+     * post sends an operator's call to the HTTP/JSON face of addr (CasRelease,
+     * Blacklist) and returns its answer, failing the test on any other status
+     * than 200.
+     */
+    static JsonNode post(String addr, String path, String json) throws IOException, InterruptedException {
+        HttpResponse<byte[]> r = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1)
+                .connectTimeout(Duration.ofSeconds(2)).build()
+                .send(HttpRequest.newBuilder(URI.create("http://" + addr + path)).timeout(Duration.ofSeconds(10))
+                        .header("Content-Type", "application/json")
+                        .POST(HttpRequest.BodyPublishers.ofString(json)).build(), HttpResponse.BodyHandlers.ofByteArray());
+        if (r.statusCode() != 200) {
+            throw new AssertionError("POST " + path + ": HTTP " + r.statusCode() + ": " + new String(r.body()));
+        }
+        return Wire.JSON.readTree(r.body());
+    }
+
     /** The `baton` binary: BATON_BIN, or one built once from the repository root. */
     static synchronized String binary() throws IOException, InterruptedException {
         String env = System.getenv("BATON_BIN");
