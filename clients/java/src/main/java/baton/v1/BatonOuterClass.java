@@ -6300,6 +6300,32 @@ public final class BatonOuterClass {
      * <code>.google.protobuf.Duration lock_delay = 9;</code>
      */
     com.google.protobuf.DurationOrBuilder getLockDelayOrBuilder();
+
+    /**
+     * <pre>
+     * value is the value of the hold this acquire makes (an election's
+     * leader's address, say): up to 1024 bytes of UTF-8 without control
+     * characters (rules.MaxHoldValueLen). A reentrant acquire keeps its
+     * hold's value; Proclaim changes it.
+     * </pre>
+     *
+     * <code>string value = 60;</code>
+     * @return The value.
+     */
+    java.lang.String getValue();
+    /**
+     * <pre>
+     * value is the value of the hold this acquire makes (an election's
+     * leader's address, say): up to 1024 bytes of UTF-8 without control
+     * characters (rules.MaxHoldValueLen). A reentrant acquire keeps its
+     * hold's value; Proclaim changes it.
+     * </pre>
+     *
+     * <code>string value = 60;</code>
+     * @return The bytes for value.
+     */
+    com.google.protobuf.ByteString
+        getValueBytes();
   }
   /**
    * Protobuf type {@code baton.v1.AcquireRequest}
@@ -6316,6 +6342,7 @@ public final class BatonOuterClass {
     private AcquireRequest() {
       name_ = "";
       ownerKey_ = "";
+      value_ = "";
     }
 
     @java.lang.Override
@@ -6629,6 +6656,59 @@ public final class BatonOuterClass {
       return lockDelay_ == null ? com.google.protobuf.Duration.getDefaultInstance() : lockDelay_;
     }
 
+    public static final int VALUE_FIELD_NUMBER = 60;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object value_ = "";
+    /**
+     * <pre>
+     * value is the value of the hold this acquire makes (an election's
+     * leader's address, say): up to 1024 bytes of UTF-8 without control
+     * characters (rules.MaxHoldValueLen). A reentrant acquire keeps its
+     * hold's value; Proclaim changes it.
+     * </pre>
+     *
+     * <code>string value = 60;</code>
+     * @return The value.
+     */
+    @java.lang.Override
+    public java.lang.String getValue() {
+      java.lang.Object ref = value_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        value_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * value is the value of the hold this acquire makes (an election's
+     * leader's address, say): up to 1024 bytes of UTF-8 without control
+     * characters (rules.MaxHoldValueLen). A reentrant acquire keeps its
+     * hold's value; Proclaim changes it.
+     * </pre>
+     *
+     * <code>string value = 60;</code>
+     * @return The bytes for value.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getValueBytes() {
+      java.lang.Object ref = value_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        value_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -6669,6 +6749,9 @@ public final class BatonOuterClass {
       }
       if (lockDelay_ != null) {
         output.writeMessage(9, getLockDelay());
+      }
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(value_)) {
+        com.google.protobuf.GeneratedMessageV3.writeString(output, 60, value_);
       }
       getUnknownFields().writeTo(output);
     }
@@ -6712,6 +6795,9 @@ public final class BatonOuterClass {
       if (lockDelay_ != null) {
         size += com.google.protobuf.CodedOutputStream
           .computeMessageSize(9, getLockDelay());
+      }
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(value_)) {
+        size += com.google.protobuf.GeneratedMessageV3.computeStringSize(60, value_);
       }
       size += getUnknownFields().getSerializedSize();
       memoizedSize = size;
@@ -6758,6 +6844,8 @@ public final class BatonOuterClass {
         if (!getLockDelay()
             .equals(other.getLockDelay())) return false;
       }
+      if (!getValue()
+          .equals(other.getValue())) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -6797,6 +6885,8 @@ public final class BatonOuterClass {
         hash = (37 * hash) + LOCK_DELAY_FIELD_NUMBER;
         hash = (53 * hash) + getLockDelay().hashCode();
       }
+      hash = (37 * hash) + VALUE_FIELD_NUMBER;
+      hash = (53 * hash) + getValue().hashCode();
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -6951,6 +7041,7 @@ public final class BatonOuterClass {
           lockDelayBuilder_.dispose();
           lockDelayBuilder_ = null;
         }
+        value_ = "";
         return this;
       }
 
@@ -7018,6 +7109,9 @@ public final class BatonOuterClass {
           result.lockDelay_ = lockDelayBuilder_ == null
               ? lockDelay_
               : lockDelayBuilder_.build();
+        }
+        if (((from_bitField0_ & 0x00000200) != 0)) {
+          result.value_ = value_;
         }
       }
 
@@ -7095,6 +7189,11 @@ public final class BatonOuterClass {
         }
         if (other.hasLockDelay()) {
           mergeLockDelay(other.getLockDelay());
+        }
+        if (!other.getValue().isEmpty()) {
+          value_ = other.value_;
+          bitField0_ |= 0x00000200;
+          onChanged();
         }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
@@ -7175,6 +7274,11 @@ public final class BatonOuterClass {
                 bitField0_ |= 0x00000100;
                 break;
               } // case 74
+              case 482: {
+                value_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000200;
+                break;
+              } // case 482
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -8120,6 +8224,113 @@ public final class BatonOuterClass {
         }
         return lockDelayBuilder_;
       }
+
+      private java.lang.Object value_ = "";
+      /**
+       * <pre>
+       * value is the value of the hold this acquire makes (an election's
+       * leader's address, say): up to 1024 bytes of UTF-8 without control
+       * characters (rules.MaxHoldValueLen). A reentrant acquire keeps its
+       * hold's value; Proclaim changes it.
+       * </pre>
+       *
+       * <code>string value = 60;</code>
+       * @return The value.
+       */
+      public java.lang.String getValue() {
+        java.lang.Object ref = value_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          value_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * value is the value of the hold this acquire makes (an election's
+       * leader's address, say): up to 1024 bytes of UTF-8 without control
+       * characters (rules.MaxHoldValueLen). A reentrant acquire keeps its
+       * hold's value; Proclaim changes it.
+       * </pre>
+       *
+       * <code>string value = 60;</code>
+       * @return The bytes for value.
+       */
+      public com.google.protobuf.ByteString
+          getValueBytes() {
+        java.lang.Object ref = value_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          value_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * value is the value of the hold this acquire makes (an election's
+       * leader's address, say): up to 1024 bytes of UTF-8 without control
+       * characters (rules.MaxHoldValueLen). A reentrant acquire keeps its
+       * hold's value; Proclaim changes it.
+       * </pre>
+       *
+       * <code>string value = 60;</code>
+       * @param value The value to set.
+       * @return This builder for chaining.
+       */
+      public Builder setValue(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        value_ = value;
+        bitField0_ |= 0x00000200;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * value is the value of the hold this acquire makes (an election's
+       * leader's address, say): up to 1024 bytes of UTF-8 without control
+       * characters (rules.MaxHoldValueLen). A reentrant acquire keeps its
+       * hold's value; Proclaim changes it.
+       * </pre>
+       *
+       * <code>string value = 60;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearValue() {
+        value_ = getDefaultInstance().getValue();
+        bitField0_ = (bitField0_ & ~0x00000200);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * value is the value of the hold this acquire makes (an election's
+       * leader's address, say): up to 1024 bytes of UTF-8 without control
+       * characters (rules.MaxHoldValueLen). A reentrant acquire keeps its
+       * hold's value; Proclaim changes it.
+       * </pre>
+       *
+       * <code>string value = 60;</code>
+       * @param value The bytes for value to set.
+       * @return This builder for chaining.
+       */
+      public Builder setValueBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        value_ = value;
+        bitField0_ |= 0x00000200;
+        onChanged();
+        return this;
+      }
       @java.lang.Override
       public final Builder setUnknownFields(
           final com.google.protobuf.UnknownFieldSet unknownFields) {
@@ -8179,6 +8390,1572 @@ public final class BatonOuterClass {
 
     @java.lang.Override
     public baton.v1.BatonOuterClass.AcquireRequest getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface ProclaimRequestOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:baton.v1.ProclaimRequest)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <code>.baton.v1.RequestHeader header = 1;</code>
+     * @return Whether the header field is set.
+     */
+    boolean hasHeader();
+    /**
+     * <code>.baton.v1.RequestHeader header = 1;</code>
+     * @return The header.
+     */
+    baton.v1.BatonOuterClass.RequestHeader getHeader();
+    /**
+     * <code>.baton.v1.RequestHeader header = 1;</code>
+     */
+    baton.v1.BatonOuterClass.RequestHeaderOrBuilder getHeaderOrBuilder();
+
+    /**
+     * <code>string name = 2;</code>
+     * @return The name.
+     */
+    java.lang.String getName();
+    /**
+     * <code>string name = 2;</code>
+     * @return The bytes for name.
+     */
+    com.google.protobuf.ByteString
+        getNameBytes();
+
+    /**
+     * <code>uint64 token = 3;</code>
+     * @return The token.
+     */
+    long getToken();
+
+    /**
+     * <code>string owner_key = 4;</code>
+     * @return The ownerKey.
+     */
+    java.lang.String getOwnerKey();
+    /**
+     * <code>string owner_key = 4;</code>
+     * @return The bytes for ownerKey.
+     */
+    com.google.protobuf.ByteString
+        getOwnerKeyBytes();
+
+    /**
+     * <pre>
+     * as AcquireRequest.value
+     * </pre>
+     *
+     * <code>string value = 5;</code>
+     * @return The value.
+     */
+    java.lang.String getValue();
+    /**
+     * <pre>
+     * as AcquireRequest.value
+     * </pre>
+     *
+     * <code>string value = 5;</code>
+     * @return The bytes for value.
+     */
+    com.google.protobuf.ByteString
+        getValueBytes();
+  }
+  /**
+   * <pre>
+   * ProclaimRequest sets the value of the session's hold of name (under
+   * owner_key) whose token is token.
+   * </pre>
+   *
+   * Protobuf type {@code baton.v1.ProclaimRequest}
+   */
+  public static final class ProclaimRequest extends
+      com.google.protobuf.GeneratedMessageV3 implements
+      // @@protoc_insertion_point(message_implements:baton.v1.ProclaimRequest)
+      ProclaimRequestOrBuilder {
+  private static final long serialVersionUID = 0L;
+    // Use ProclaimRequest.newBuilder() to construct.
+    private ProclaimRequest(com.google.protobuf.GeneratedMessageV3.Builder<?> builder) {
+      super(builder);
+    }
+    private ProclaimRequest() {
+      name_ = "";
+      ownerKey_ = "";
+      value_ = "";
+    }
+
+    @java.lang.Override
+    @SuppressWarnings({"unused"})
+    protected java.lang.Object newInstance(
+        UnusedPrivateParameter unused) {
+      return new ProclaimRequest();
+    }
+
+    @java.lang.Override
+    public final com.google.protobuf.UnknownFieldSet
+    getUnknownFields() {
+      return this.unknownFields;
+    }
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_ProclaimRequest_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_ProclaimRequest_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              baton.v1.BatonOuterClass.ProclaimRequest.class, baton.v1.BatonOuterClass.ProclaimRequest.Builder.class);
+    }
+
+    public static final int HEADER_FIELD_NUMBER = 1;
+    private baton.v1.BatonOuterClass.RequestHeader header_;
+    /**
+     * <code>.baton.v1.RequestHeader header = 1;</code>
+     * @return Whether the header field is set.
+     */
+    @java.lang.Override
+    public boolean hasHeader() {
+      return header_ != null;
+    }
+    /**
+     * <code>.baton.v1.RequestHeader header = 1;</code>
+     * @return The header.
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.RequestHeader getHeader() {
+      return header_ == null ? baton.v1.BatonOuterClass.RequestHeader.getDefaultInstance() : header_;
+    }
+    /**
+     * <code>.baton.v1.RequestHeader header = 1;</code>
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.RequestHeaderOrBuilder getHeaderOrBuilder() {
+      return header_ == null ? baton.v1.BatonOuterClass.RequestHeader.getDefaultInstance() : header_;
+    }
+
+    public static final int NAME_FIELD_NUMBER = 2;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object name_ = "";
+    /**
+     * <code>string name = 2;</code>
+     * @return The name.
+     */
+    @java.lang.Override
+    public java.lang.String getName() {
+      java.lang.Object ref = name_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        name_ = s;
+        return s;
+      }
+    }
+    /**
+     * <code>string name = 2;</code>
+     * @return The bytes for name.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getNameBytes() {
+      java.lang.Object ref = name_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        name_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int TOKEN_FIELD_NUMBER = 3;
+    private long token_ = 0L;
+    /**
+     * <code>uint64 token = 3;</code>
+     * @return The token.
+     */
+    @java.lang.Override
+    public long getToken() {
+      return token_;
+    }
+
+    public static final int OWNER_KEY_FIELD_NUMBER = 4;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object ownerKey_ = "";
+    /**
+     * <code>string owner_key = 4;</code>
+     * @return The ownerKey.
+     */
+    @java.lang.Override
+    public java.lang.String getOwnerKey() {
+      java.lang.Object ref = ownerKey_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        ownerKey_ = s;
+        return s;
+      }
+    }
+    /**
+     * <code>string owner_key = 4;</code>
+     * @return The bytes for ownerKey.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getOwnerKeyBytes() {
+      java.lang.Object ref = ownerKey_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        ownerKey_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int VALUE_FIELD_NUMBER = 5;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object value_ = "";
+    /**
+     * <pre>
+     * as AcquireRequest.value
+     * </pre>
+     *
+     * <code>string value = 5;</code>
+     * @return The value.
+     */
+    @java.lang.Override
+    public java.lang.String getValue() {
+      java.lang.Object ref = value_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        value_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * as AcquireRequest.value
+     * </pre>
+     *
+     * <code>string value = 5;</code>
+     * @return The bytes for value.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getValueBytes() {
+      java.lang.Object ref = value_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        value_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (header_ != null) {
+        output.writeMessage(1, getHeader());
+      }
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(name_)) {
+        com.google.protobuf.GeneratedMessageV3.writeString(output, 2, name_);
+      }
+      if (token_ != 0L) {
+        output.writeUInt64(3, token_);
+      }
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(ownerKey_)) {
+        com.google.protobuf.GeneratedMessageV3.writeString(output, 4, ownerKey_);
+      }
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(value_)) {
+        com.google.protobuf.GeneratedMessageV3.writeString(output, 5, value_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      if (header_ != null) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(1, getHeader());
+      }
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(name_)) {
+        size += com.google.protobuf.GeneratedMessageV3.computeStringSize(2, name_);
+      }
+      if (token_ != 0L) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeUInt64Size(3, token_);
+      }
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(ownerKey_)) {
+        size += com.google.protobuf.GeneratedMessageV3.computeStringSize(4, ownerKey_);
+      }
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(value_)) {
+        size += com.google.protobuf.GeneratedMessageV3.computeStringSize(5, value_);
+      }
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof baton.v1.BatonOuterClass.ProclaimRequest)) {
+        return super.equals(obj);
+      }
+      baton.v1.BatonOuterClass.ProclaimRequest other = (baton.v1.BatonOuterClass.ProclaimRequest) obj;
+
+      if (hasHeader() != other.hasHeader()) return false;
+      if (hasHeader()) {
+        if (!getHeader()
+            .equals(other.getHeader())) return false;
+      }
+      if (!getName()
+          .equals(other.getName())) return false;
+      if (getToken()
+          != other.getToken()) return false;
+      if (!getOwnerKey()
+          .equals(other.getOwnerKey())) return false;
+      if (!getValue()
+          .equals(other.getValue())) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      if (hasHeader()) {
+        hash = (37 * hash) + HEADER_FIELD_NUMBER;
+        hash = (53 * hash) + getHeader().hashCode();
+      }
+      hash = (37 * hash) + NAME_FIELD_NUMBER;
+      hash = (53 * hash) + getName().hashCode();
+      hash = (37 * hash) + TOKEN_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          getToken());
+      hash = (37 * hash) + OWNER_KEY_FIELD_NUMBER;
+      hash = (53 * hash) + getOwnerKey().hashCode();
+      hash = (37 * hash) + VALUE_FIELD_NUMBER;
+      hash = (53 * hash) + getValue().hashCode();
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static baton.v1.BatonOuterClass.ProclaimRequest parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.ProclaimRequest parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.ProclaimRequest parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.ProclaimRequest parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.ProclaimRequest parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.ProclaimRequest parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.ProclaimRequest parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.ProclaimRequest parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.ProclaimRequest parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.ProclaimRequest parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.ProclaimRequest parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.ProclaimRequest parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(baton.v1.BatonOuterClass.ProclaimRequest prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * ProclaimRequest sets the value of the session's hold of name (under
+     * owner_key) whose token is token.
+     * </pre>
+     *
+     * Protobuf type {@code baton.v1.ProclaimRequest}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessageV3.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:baton.v1.ProclaimRequest)
+        baton.v1.BatonOuterClass.ProclaimRequestOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_ProclaimRequest_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_ProclaimRequest_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                baton.v1.BatonOuterClass.ProclaimRequest.class, baton.v1.BatonOuterClass.ProclaimRequest.Builder.class);
+      }
+
+      // Construct using baton.v1.BatonOuterClass.ProclaimRequest.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        header_ = null;
+        if (headerBuilder_ != null) {
+          headerBuilder_.dispose();
+          headerBuilder_ = null;
+        }
+        name_ = "";
+        token_ = 0L;
+        ownerKey_ = "";
+        value_ = "";
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_ProclaimRequest_descriptor;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.ProclaimRequest getDefaultInstanceForType() {
+        return baton.v1.BatonOuterClass.ProclaimRequest.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.ProclaimRequest build() {
+        baton.v1.BatonOuterClass.ProclaimRequest result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.ProclaimRequest buildPartial() {
+        baton.v1.BatonOuterClass.ProclaimRequest result = new baton.v1.BatonOuterClass.ProclaimRequest(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(baton.v1.BatonOuterClass.ProclaimRequest result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.header_ = headerBuilder_ == null
+              ? header_
+              : headerBuilder_.build();
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.name_ = name_;
+        }
+        if (((from_bitField0_ & 0x00000004) != 0)) {
+          result.token_ = token_;
+        }
+        if (((from_bitField0_ & 0x00000008) != 0)) {
+          result.ownerKey_ = ownerKey_;
+        }
+        if (((from_bitField0_ & 0x00000010) != 0)) {
+          result.value_ = value_;
+        }
+      }
+
+      @java.lang.Override
+      public Builder clone() {
+        return super.clone();
+      }
+      @java.lang.Override
+      public Builder setField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.setField(field, value);
+      }
+      @java.lang.Override
+      public Builder clearField(
+          com.google.protobuf.Descriptors.FieldDescriptor field) {
+        return super.clearField(field);
+      }
+      @java.lang.Override
+      public Builder clearOneof(
+          com.google.protobuf.Descriptors.OneofDescriptor oneof) {
+        return super.clearOneof(oneof);
+      }
+      @java.lang.Override
+      public Builder setRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          int index, java.lang.Object value) {
+        return super.setRepeatedField(field, index, value);
+      }
+      @java.lang.Override
+      public Builder addRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.addRepeatedField(field, value);
+      }
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof baton.v1.BatonOuterClass.ProclaimRequest) {
+          return mergeFrom((baton.v1.BatonOuterClass.ProclaimRequest)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(baton.v1.BatonOuterClass.ProclaimRequest other) {
+        if (other == baton.v1.BatonOuterClass.ProclaimRequest.getDefaultInstance()) return this;
+        if (other.hasHeader()) {
+          mergeHeader(other.getHeader());
+        }
+        if (!other.getName().isEmpty()) {
+          name_ = other.name_;
+          bitField0_ |= 0x00000002;
+          onChanged();
+        }
+        if (other.getToken() != 0L) {
+          setToken(other.getToken());
+        }
+        if (!other.getOwnerKey().isEmpty()) {
+          ownerKey_ = other.ownerKey_;
+          bitField0_ |= 0x00000008;
+          onChanged();
+        }
+        if (!other.getValue().isEmpty()) {
+          value_ = other.value_;
+          bitField0_ |= 0x00000010;
+          onChanged();
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                input.readMessage(
+                    getHeaderFieldBuilder().getBuilder(),
+                    extensionRegistry);
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              case 18: {
+                name_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 18
+              case 24: {
+                token_ = input.readUInt64();
+                bitField0_ |= 0x00000004;
+                break;
+              } // case 24
+              case 34: {
+                ownerKey_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000008;
+                break;
+              } // case 34
+              case 42: {
+                value_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000010;
+                break;
+              } // case 42
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private baton.v1.BatonOuterClass.RequestHeader header_;
+      private com.google.protobuf.SingleFieldBuilderV3<
+          baton.v1.BatonOuterClass.RequestHeader, baton.v1.BatonOuterClass.RequestHeader.Builder, baton.v1.BatonOuterClass.RequestHeaderOrBuilder> headerBuilder_;
+      /**
+       * <code>.baton.v1.RequestHeader header = 1;</code>
+       * @return Whether the header field is set.
+       */
+      public boolean hasHeader() {
+        return ((bitField0_ & 0x00000001) != 0);
+      }
+      /**
+       * <code>.baton.v1.RequestHeader header = 1;</code>
+       * @return The header.
+       */
+      public baton.v1.BatonOuterClass.RequestHeader getHeader() {
+        if (headerBuilder_ == null) {
+          return header_ == null ? baton.v1.BatonOuterClass.RequestHeader.getDefaultInstance() : header_;
+        } else {
+          return headerBuilder_.getMessage();
+        }
+      }
+      /**
+       * <code>.baton.v1.RequestHeader header = 1;</code>
+       */
+      public Builder setHeader(baton.v1.BatonOuterClass.RequestHeader value) {
+        if (headerBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          header_ = value;
+        } else {
+          headerBuilder_.setMessage(value);
+        }
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>.baton.v1.RequestHeader header = 1;</code>
+       */
+      public Builder setHeader(
+          baton.v1.BatonOuterClass.RequestHeader.Builder builderForValue) {
+        if (headerBuilder_ == null) {
+          header_ = builderForValue.build();
+        } else {
+          headerBuilder_.setMessage(builderForValue.build());
+        }
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>.baton.v1.RequestHeader header = 1;</code>
+       */
+      public Builder mergeHeader(baton.v1.BatonOuterClass.RequestHeader value) {
+        if (headerBuilder_ == null) {
+          if (((bitField0_ & 0x00000001) != 0) &&
+            header_ != null &&
+            header_ != baton.v1.BatonOuterClass.RequestHeader.getDefaultInstance()) {
+            getHeaderBuilder().mergeFrom(value);
+          } else {
+            header_ = value;
+          }
+        } else {
+          headerBuilder_.mergeFrom(value);
+        }
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>.baton.v1.RequestHeader header = 1;</code>
+       */
+      public Builder clearHeader() {
+        bitField0_ = (bitField0_ & ~0x00000001);
+        header_ = null;
+        if (headerBuilder_ != null) {
+          headerBuilder_.dispose();
+          headerBuilder_ = null;
+        }
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>.baton.v1.RequestHeader header = 1;</code>
+       */
+      public baton.v1.BatonOuterClass.RequestHeader.Builder getHeaderBuilder() {
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return getHeaderFieldBuilder().getBuilder();
+      }
+      /**
+       * <code>.baton.v1.RequestHeader header = 1;</code>
+       */
+      public baton.v1.BatonOuterClass.RequestHeaderOrBuilder getHeaderOrBuilder() {
+        if (headerBuilder_ != null) {
+          return headerBuilder_.getMessageOrBuilder();
+        } else {
+          return header_ == null ?
+              baton.v1.BatonOuterClass.RequestHeader.getDefaultInstance() : header_;
+        }
+      }
+      /**
+       * <code>.baton.v1.RequestHeader header = 1;</code>
+       */
+      private com.google.protobuf.SingleFieldBuilderV3<
+          baton.v1.BatonOuterClass.RequestHeader, baton.v1.BatonOuterClass.RequestHeader.Builder, baton.v1.BatonOuterClass.RequestHeaderOrBuilder> 
+          getHeaderFieldBuilder() {
+        if (headerBuilder_ == null) {
+          headerBuilder_ = new com.google.protobuf.SingleFieldBuilderV3<
+              baton.v1.BatonOuterClass.RequestHeader, baton.v1.BatonOuterClass.RequestHeader.Builder, baton.v1.BatonOuterClass.RequestHeaderOrBuilder>(
+                  getHeader(),
+                  getParentForChildren(),
+                  isClean());
+          header_ = null;
+        }
+        return headerBuilder_;
+      }
+
+      private java.lang.Object name_ = "";
+      /**
+       * <code>string name = 2;</code>
+       * @return The name.
+       */
+      public java.lang.String getName() {
+        java.lang.Object ref = name_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          name_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <code>string name = 2;</code>
+       * @return The bytes for name.
+       */
+      public com.google.protobuf.ByteString
+          getNameBytes() {
+        java.lang.Object ref = name_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          name_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <code>string name = 2;</code>
+       * @param value The name to set.
+       * @return This builder for chaining.
+       */
+      public Builder setName(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        name_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>string name = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearName() {
+        name_ = getDefaultInstance().getName();
+        bitField0_ = (bitField0_ & ~0x00000002);
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>string name = 2;</code>
+       * @param value The bytes for name to set.
+       * @return This builder for chaining.
+       */
+      public Builder setNameBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        name_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+
+      private long token_ ;
+      /**
+       * <code>uint64 token = 3;</code>
+       * @return The token.
+       */
+      @java.lang.Override
+      public long getToken() {
+        return token_;
+      }
+      /**
+       * <code>uint64 token = 3;</code>
+       * @param value The token to set.
+       * @return This builder for chaining.
+       */
+      public Builder setToken(long value) {
+        
+        token_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>uint64 token = 3;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearToken() {
+        bitField0_ = (bitField0_ & ~0x00000004);
+        token_ = 0L;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object ownerKey_ = "";
+      /**
+       * <code>string owner_key = 4;</code>
+       * @return The ownerKey.
+       */
+      public java.lang.String getOwnerKey() {
+        java.lang.Object ref = ownerKey_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          ownerKey_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <code>string owner_key = 4;</code>
+       * @return The bytes for ownerKey.
+       */
+      public com.google.protobuf.ByteString
+          getOwnerKeyBytes() {
+        java.lang.Object ref = ownerKey_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          ownerKey_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <code>string owner_key = 4;</code>
+       * @param value The ownerKey to set.
+       * @return This builder for chaining.
+       */
+      public Builder setOwnerKey(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        ownerKey_ = value;
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>string owner_key = 4;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearOwnerKey() {
+        ownerKey_ = getDefaultInstance().getOwnerKey();
+        bitField0_ = (bitField0_ & ~0x00000008);
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>string owner_key = 4;</code>
+       * @param value The bytes for ownerKey to set.
+       * @return This builder for chaining.
+       */
+      public Builder setOwnerKeyBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        ownerKey_ = value;
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object value_ = "";
+      /**
+       * <pre>
+       * as AcquireRequest.value
+       * </pre>
+       *
+       * <code>string value = 5;</code>
+       * @return The value.
+       */
+      public java.lang.String getValue() {
+        java.lang.Object ref = value_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          value_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * as AcquireRequest.value
+       * </pre>
+       *
+       * <code>string value = 5;</code>
+       * @return The bytes for value.
+       */
+      public com.google.protobuf.ByteString
+          getValueBytes() {
+        java.lang.Object ref = value_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          value_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * as AcquireRequest.value
+       * </pre>
+       *
+       * <code>string value = 5;</code>
+       * @param value The value to set.
+       * @return This builder for chaining.
+       */
+      public Builder setValue(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        value_ = value;
+        bitField0_ |= 0x00000010;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * as AcquireRequest.value
+       * </pre>
+       *
+       * <code>string value = 5;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearValue() {
+        value_ = getDefaultInstance().getValue();
+        bitField0_ = (bitField0_ & ~0x00000010);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * as AcquireRequest.value
+       * </pre>
+       *
+       * <code>string value = 5;</code>
+       * @param value The bytes for value to set.
+       * @return This builder for chaining.
+       */
+      public Builder setValueBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        value_ = value;
+        bitField0_ |= 0x00000010;
+        onChanged();
+        return this;
+      }
+      @java.lang.Override
+      public final Builder setUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.setUnknownFields(unknownFields);
+      }
+
+      @java.lang.Override
+      public final Builder mergeUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.mergeUnknownFields(unknownFields);
+      }
+
+
+      // @@protoc_insertion_point(builder_scope:baton.v1.ProclaimRequest)
+    }
+
+    // @@protoc_insertion_point(class_scope:baton.v1.ProclaimRequest)
+    private static final baton.v1.BatonOuterClass.ProclaimRequest DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new baton.v1.BatonOuterClass.ProclaimRequest();
+    }
+
+    public static baton.v1.BatonOuterClass.ProclaimRequest getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<ProclaimRequest>
+        PARSER = new com.google.protobuf.AbstractParser<ProclaimRequest>() {
+      @java.lang.Override
+      public ProclaimRequest parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<ProclaimRequest> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<ProclaimRequest> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.ProclaimRequest getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface ProclaimResponseOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:baton.v1.ProclaimResponse)
+      com.google.protobuf.MessageOrBuilder {
+  }
+  /**
+   * Protobuf type {@code baton.v1.ProclaimResponse}
+   */
+  public static final class ProclaimResponse extends
+      com.google.protobuf.GeneratedMessageV3 implements
+      // @@protoc_insertion_point(message_implements:baton.v1.ProclaimResponse)
+      ProclaimResponseOrBuilder {
+  private static final long serialVersionUID = 0L;
+    // Use ProclaimResponse.newBuilder() to construct.
+    private ProclaimResponse(com.google.protobuf.GeneratedMessageV3.Builder<?> builder) {
+      super(builder);
+    }
+    private ProclaimResponse() {
+    }
+
+    @java.lang.Override
+    @SuppressWarnings({"unused"})
+    protected java.lang.Object newInstance(
+        UnusedPrivateParameter unused) {
+      return new ProclaimResponse();
+    }
+
+    @java.lang.Override
+    public final com.google.protobuf.UnknownFieldSet
+    getUnknownFields() {
+      return this.unknownFields;
+    }
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_ProclaimResponse_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_ProclaimResponse_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              baton.v1.BatonOuterClass.ProclaimResponse.class, baton.v1.BatonOuterClass.ProclaimResponse.Builder.class);
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      getUnknownFields().writeTo(output);
+    }
+
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof baton.v1.BatonOuterClass.ProclaimResponse)) {
+        return super.equals(obj);
+      }
+      baton.v1.BatonOuterClass.ProclaimResponse other = (baton.v1.BatonOuterClass.ProclaimResponse) obj;
+
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static baton.v1.BatonOuterClass.ProclaimResponse parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.ProclaimResponse parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.ProclaimResponse parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.ProclaimResponse parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.ProclaimResponse parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.ProclaimResponse parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.ProclaimResponse parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.ProclaimResponse parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.ProclaimResponse parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.ProclaimResponse parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.ProclaimResponse parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.ProclaimResponse parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(baton.v1.BatonOuterClass.ProclaimResponse prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * Protobuf type {@code baton.v1.ProclaimResponse}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessageV3.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:baton.v1.ProclaimResponse)
+        baton.v1.BatonOuterClass.ProclaimResponseOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_ProclaimResponse_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_ProclaimResponse_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                baton.v1.BatonOuterClass.ProclaimResponse.class, baton.v1.BatonOuterClass.ProclaimResponse.Builder.class);
+      }
+
+      // Construct using baton.v1.BatonOuterClass.ProclaimResponse.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_ProclaimResponse_descriptor;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.ProclaimResponse getDefaultInstanceForType() {
+        return baton.v1.BatonOuterClass.ProclaimResponse.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.ProclaimResponse build() {
+        baton.v1.BatonOuterClass.ProclaimResponse result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.ProclaimResponse buildPartial() {
+        baton.v1.BatonOuterClass.ProclaimResponse result = new baton.v1.BatonOuterClass.ProclaimResponse(this);
+        onBuilt();
+        return result;
+      }
+
+      @java.lang.Override
+      public Builder clone() {
+        return super.clone();
+      }
+      @java.lang.Override
+      public Builder setField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.setField(field, value);
+      }
+      @java.lang.Override
+      public Builder clearField(
+          com.google.protobuf.Descriptors.FieldDescriptor field) {
+        return super.clearField(field);
+      }
+      @java.lang.Override
+      public Builder clearOneof(
+          com.google.protobuf.Descriptors.OneofDescriptor oneof) {
+        return super.clearOneof(oneof);
+      }
+      @java.lang.Override
+      public Builder setRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          int index, java.lang.Object value) {
+        return super.setRepeatedField(field, index, value);
+      }
+      @java.lang.Override
+      public Builder addRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.addRepeatedField(field, value);
+      }
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof baton.v1.BatonOuterClass.ProclaimResponse) {
+          return mergeFrom((baton.v1.BatonOuterClass.ProclaimResponse)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(baton.v1.BatonOuterClass.ProclaimResponse other) {
+        if (other == baton.v1.BatonOuterClass.ProclaimResponse.getDefaultInstance()) return this;
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      @java.lang.Override
+      public final Builder setUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.setUnknownFields(unknownFields);
+      }
+
+      @java.lang.Override
+      public final Builder mergeUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.mergeUnknownFields(unknownFields);
+      }
+
+
+      // @@protoc_insertion_point(builder_scope:baton.v1.ProclaimResponse)
+    }
+
+    // @@protoc_insertion_point(class_scope:baton.v1.ProclaimResponse)
+    private static final baton.v1.BatonOuterClass.ProclaimResponse DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new baton.v1.BatonOuterClass.ProclaimResponse();
+    }
+
+    public static baton.v1.BatonOuterClass.ProclaimResponse getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<ProclaimResponse>
+        PARSER = new com.google.protobuf.AbstractParser<ProclaimResponse>() {
+      @java.lang.Override
+      public ProclaimResponse parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<ProclaimResponse> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<ProclaimResponse> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.ProclaimResponse getDefaultInstanceForType() {
       return DEFAULT_INSTANCE;
     }
 
@@ -9792,6 +11569,26 @@ public final class BatonOuterClass {
      * <code>.google.protobuf.Duration lock_delay = 9;</code>
      */
     com.google.protobuf.DurationOrBuilder getLockDelayOrBuilder();
+
+    /**
+     * <pre>
+     * the hold's value (AcquireRequest.value, Proclaim)
+     * </pre>
+     *
+     * <code>string value = 60;</code>
+     * @return The value.
+     */
+    java.lang.String getValue();
+    /**
+     * <pre>
+     * the hold's value (AcquireRequest.value, Proclaim)
+     * </pre>
+     *
+     * <code>string value = 60;</code>
+     * @return The bytes for value.
+     */
+    com.google.protobuf.ByteString
+        getValueBytes();
   }
   /**
    * Protobuf type {@code baton.v1.Holder}
@@ -9808,6 +11605,7 @@ public final class BatonOuterClass {
     private Holder() {
       owner_ = "";
       ownerKey_ = "";
+      value_ = "";
     }
 
     @java.lang.Override
@@ -10059,6 +11857,53 @@ public final class BatonOuterClass {
       return lockDelay_ == null ? com.google.protobuf.Duration.getDefaultInstance() : lockDelay_;
     }
 
+    public static final int VALUE_FIELD_NUMBER = 60;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object value_ = "";
+    /**
+     * <pre>
+     * the hold's value (AcquireRequest.value, Proclaim)
+     * </pre>
+     *
+     * <code>string value = 60;</code>
+     * @return The value.
+     */
+    @java.lang.Override
+    public java.lang.String getValue() {
+      java.lang.Object ref = value_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        value_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * the hold's value (AcquireRequest.value, Proclaim)
+     * </pre>
+     *
+     * <code>string value = 60;</code>
+     * @return The bytes for value.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getValueBytes() {
+      java.lang.Object ref = value_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        value_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -10099,6 +11944,9 @@ public final class BatonOuterClass {
       }
       if (lockDelay_ != null) {
         output.writeMessage(9, getLockDelay());
+      }
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(value_)) {
+        com.google.protobuf.GeneratedMessageV3.writeString(output, 60, value_);
       }
       getUnknownFields().writeTo(output);
     }
@@ -10143,6 +11991,9 @@ public final class BatonOuterClass {
         size += com.google.protobuf.CodedOutputStream
           .computeMessageSize(9, getLockDelay());
       }
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(value_)) {
+        size += com.google.protobuf.GeneratedMessageV3.computeStringSize(60, value_);
+      }
       size += getUnknownFields().getSerializedSize();
       memoizedSize = size;
       return size;
@@ -10185,6 +12036,8 @@ public final class BatonOuterClass {
         if (!getLockDelay()
             .equals(other.getLockDelay())) return false;
       }
+      if (!getValue()
+          .equals(other.getValue())) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -10223,6 +12076,8 @@ public final class BatonOuterClass {
         hash = (37 * hash) + LOCK_DELAY_FIELD_NUMBER;
         hash = (53 * hash) + getLockDelay().hashCode();
       }
+      hash = (37 * hash) + VALUE_FIELD_NUMBER;
+      hash = (53 * hash) + getValue().hashCode();
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -10373,6 +12228,7 @@ public final class BatonOuterClass {
           lockDelayBuilder_.dispose();
           lockDelayBuilder_ = null;
         }
+        value_ = "";
         return this;
       }
 
@@ -10438,6 +12294,9 @@ public final class BatonOuterClass {
           result.lockDelay_ = lockDelayBuilder_ == null
               ? lockDelay_
               : lockDelayBuilder_.build();
+        }
+        if (((from_bitField0_ & 0x00000200) != 0)) {
+          result.value_ = value_;
         }
       }
 
@@ -10516,6 +12375,11 @@ public final class BatonOuterClass {
         if (other.hasLockDelay()) {
           mergeLockDelay(other.getLockDelay());
         }
+        if (!other.getValue().isEmpty()) {
+          value_ = other.value_;
+          bitField0_ |= 0x00000200;
+          onChanged();
+        }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
         return this;
@@ -10593,6 +12457,11 @@ public final class BatonOuterClass {
                 bitField0_ |= 0x00000100;
                 break;
               } // case 74
+              case 482: {
+                value_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000200;
+                break;
+              } // case 482
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -11309,6 +13178,98 @@ public final class BatonOuterClass {
           lockDelay_ = null;
         }
         return lockDelayBuilder_;
+      }
+
+      private java.lang.Object value_ = "";
+      /**
+       * <pre>
+       * the hold's value (AcquireRequest.value, Proclaim)
+       * </pre>
+       *
+       * <code>string value = 60;</code>
+       * @return The value.
+       */
+      public java.lang.String getValue() {
+        java.lang.Object ref = value_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          value_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * the hold's value (AcquireRequest.value, Proclaim)
+       * </pre>
+       *
+       * <code>string value = 60;</code>
+       * @return The bytes for value.
+       */
+      public com.google.protobuf.ByteString
+          getValueBytes() {
+        java.lang.Object ref = value_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          value_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * the hold's value (AcquireRequest.value, Proclaim)
+       * </pre>
+       *
+       * <code>string value = 60;</code>
+       * @param value The value to set.
+       * @return This builder for chaining.
+       */
+      public Builder setValue(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        value_ = value;
+        bitField0_ |= 0x00000200;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * the hold's value (AcquireRequest.value, Proclaim)
+       * </pre>
+       *
+       * <code>string value = 60;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearValue() {
+        value_ = getDefaultInstance().getValue();
+        bitField0_ = (bitField0_ & ~0x00000200);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * the hold's value (AcquireRequest.value, Proclaim)
+       * </pre>
+       *
+       * <code>string value = 60;</code>
+       * @param value The bytes for value to set.
+       * @return This builder for chaining.
+       */
+      public Builder setValueBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        value_ = value;
+        bitField0_ |= 0x00000200;
+        onChanged();
+        return this;
       }
       @java.lang.Override
       public final Builder setUnknownFields(
@@ -14920,6 +16881,65 @@ public final class BatonOuterClass {
      * <code>.google.protobuf.Duration lock_delay = 8;</code>
      */
     com.google.protobuf.DurationOrBuilder getLockDelayOrBuilder();
+
+    /**
+     * <pre>
+     * modes, when set, gives each name its own mode: one per name, in the
+     * order of names, for a set that mixes mutexes, readers and writers of
+     * read/write locks and semaphore permits. shared and limit must then be
+     * unset. Needs a cluster of log version 7.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.LockMode modes = 70;</code>
+     */
+    java.util.List<baton.v1.BatonOuterClass.LockMode> 
+        getModesList();
+    /**
+     * <pre>
+     * modes, when set, gives each name its own mode: one per name, in the
+     * order of names, for a set that mixes mutexes, readers and writers of
+     * read/write locks and semaphore permits. shared and limit must then be
+     * unset. Needs a cluster of log version 7.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.LockMode modes = 70;</code>
+     */
+    baton.v1.BatonOuterClass.LockMode getModes(int index);
+    /**
+     * <pre>
+     * modes, when set, gives each name its own mode: one per name, in the
+     * order of names, for a set that mixes mutexes, readers and writers of
+     * read/write locks and semaphore permits. shared and limit must then be
+     * unset. Needs a cluster of log version 7.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.LockMode modes = 70;</code>
+     */
+    int getModesCount();
+    /**
+     * <pre>
+     * modes, when set, gives each name its own mode: one per name, in the
+     * order of names, for a set that mixes mutexes, readers and writers of
+     * read/write locks and semaphore permits. shared and limit must then be
+     * unset. Needs a cluster of log version 7.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.LockMode modes = 70;</code>
+     */
+    java.util.List<? extends baton.v1.BatonOuterClass.LockModeOrBuilder> 
+        getModesOrBuilderList();
+    /**
+     * <pre>
+     * modes, when set, gives each name its own mode: one per name, in the
+     * order of names, for a set that mixes mutexes, readers and writers of
+     * read/write locks and semaphore permits. shared and limit must then be
+     * unset. Needs a cluster of log version 7.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.LockMode modes = 70;</code>
+     */
+    baton.v1.BatonOuterClass.LockModeOrBuilder getModesOrBuilder(
+        int index);
   }
   /**
    * Protobuf type {@code baton.v1.AcquireManyRequest}
@@ -14936,6 +16956,7 @@ public final class BatonOuterClass {
     private AcquireManyRequest() {
       names_ = com.google.protobuf.LazyStringArrayList.EMPTY;
       ownerKey_ = "";
+      modes_ = java.util.Collections.emptyList();
     }
 
     @java.lang.Override
@@ -15188,6 +17209,82 @@ public final class BatonOuterClass {
       return lockDelay_ == null ? com.google.protobuf.Duration.getDefaultInstance() : lockDelay_;
     }
 
+    public static final int MODES_FIELD_NUMBER = 70;
+    @SuppressWarnings("serial")
+    private java.util.List<baton.v1.BatonOuterClass.LockMode> modes_;
+    /**
+     * <pre>
+     * modes, when set, gives each name its own mode: one per name, in the
+     * order of names, for a set that mixes mutexes, readers and writers of
+     * read/write locks and semaphore permits. shared and limit must then be
+     * unset. Needs a cluster of log version 7.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.LockMode modes = 70;</code>
+     */
+    @java.lang.Override
+    public java.util.List<baton.v1.BatonOuterClass.LockMode> getModesList() {
+      return modes_;
+    }
+    /**
+     * <pre>
+     * modes, when set, gives each name its own mode: one per name, in the
+     * order of names, for a set that mixes mutexes, readers and writers of
+     * read/write locks and semaphore permits. shared and limit must then be
+     * unset. Needs a cluster of log version 7.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.LockMode modes = 70;</code>
+     */
+    @java.lang.Override
+    public java.util.List<? extends baton.v1.BatonOuterClass.LockModeOrBuilder> 
+        getModesOrBuilderList() {
+      return modes_;
+    }
+    /**
+     * <pre>
+     * modes, when set, gives each name its own mode: one per name, in the
+     * order of names, for a set that mixes mutexes, readers and writers of
+     * read/write locks and semaphore permits. shared and limit must then be
+     * unset. Needs a cluster of log version 7.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.LockMode modes = 70;</code>
+     */
+    @java.lang.Override
+    public int getModesCount() {
+      return modes_.size();
+    }
+    /**
+     * <pre>
+     * modes, when set, gives each name its own mode: one per name, in the
+     * order of names, for a set that mixes mutexes, readers and writers of
+     * read/write locks and semaphore permits. shared and limit must then be
+     * unset. Needs a cluster of log version 7.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.LockMode modes = 70;</code>
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.LockMode getModes(int index) {
+      return modes_.get(index);
+    }
+    /**
+     * <pre>
+     * modes, when set, gives each name its own mode: one per name, in the
+     * order of names, for a set that mixes mutexes, readers and writers of
+     * read/write locks and semaphore permits. shared and limit must then be
+     * unset. Needs a cluster of log version 7.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.LockMode modes = 70;</code>
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.LockModeOrBuilder getModesOrBuilder(
+        int index) {
+      return modes_.get(index);
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -15225,6 +17322,9 @@ public final class BatonOuterClass {
       }
       if (lockDelay_ != null) {
         output.writeMessage(8, getLockDelay());
+      }
+      for (int i = 0; i < modes_.size(); i++) {
+        output.writeMessage(70, modes_.get(i));
       }
       getUnknownFields().writeTo(output);
     }
@@ -15270,6 +17370,10 @@ public final class BatonOuterClass {
         size += com.google.protobuf.CodedOutputStream
           .computeMessageSize(8, getLockDelay());
       }
+      for (int i = 0; i < modes_.size(); i++) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(70, modes_.get(i));
+      }
       size += getUnknownFields().getSerializedSize();
       memoizedSize = size;
       return size;
@@ -15310,6 +17414,8 @@ public final class BatonOuterClass {
         if (!getLockDelay()
             .equals(other.getLockDelay())) return false;
       }
+      if (!getModesList()
+          .equals(other.getModesList())) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -15346,6 +17452,10 @@ public final class BatonOuterClass {
       if (hasLockDelay()) {
         hash = (37 * hash) + LOCK_DELAY_FIELD_NUMBER;
         hash = (53 * hash) + getLockDelay().hashCode();
+      }
+      if (getModesCount() > 0) {
+        hash = (37 * hash) + MODES_FIELD_NUMBER;
+        hash = (53 * hash) + getModesList().hashCode();
       }
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
@@ -15497,6 +17607,13 @@ public final class BatonOuterClass {
           lockDelayBuilder_.dispose();
           lockDelayBuilder_ = null;
         }
+        if (modesBuilder_ == null) {
+          modes_ = java.util.Collections.emptyList();
+        } else {
+          modes_ = null;
+          modesBuilder_.clear();
+        }
+        bitField0_ = (bitField0_ & ~0x00000100);
         return this;
       }
 
@@ -15535,6 +17652,15 @@ public final class BatonOuterClass {
           bitField0_ = (bitField0_ & ~0x00000002);
         }
         result.names_ = names_;
+        if (modesBuilder_ == null) {
+          if (((bitField0_ & 0x00000100) != 0)) {
+            modes_ = java.util.Collections.unmodifiableList(modes_);
+            bitField0_ = (bitField0_ & ~0x00000100);
+          }
+          result.modes_ = modes_;
+        } else {
+          result.modes_ = modesBuilder_.build();
+        }
       }
 
       private void buildPartial0(baton.v1.BatonOuterClass.AcquireManyRequest result) {
@@ -15645,6 +17771,32 @@ public final class BatonOuterClass {
         if (other.hasLockDelay()) {
           mergeLockDelay(other.getLockDelay());
         }
+        if (modesBuilder_ == null) {
+          if (!other.modes_.isEmpty()) {
+            if (modes_.isEmpty()) {
+              modes_ = other.modes_;
+              bitField0_ = (bitField0_ & ~0x00000100);
+            } else {
+              ensureModesIsMutable();
+              modes_.addAll(other.modes_);
+            }
+            onChanged();
+          }
+        } else {
+          if (!other.modes_.isEmpty()) {
+            if (modesBuilder_.isEmpty()) {
+              modesBuilder_.dispose();
+              modesBuilder_ = null;
+              modes_ = other.modes_;
+              bitField0_ = (bitField0_ & ~0x00000100);
+              modesBuilder_ = 
+                com.google.protobuf.GeneratedMessageV3.alwaysUseFieldBuilders ?
+                   getModesFieldBuilder() : null;
+            } else {
+              modesBuilder_.addAllMessages(other.modes_);
+            }
+          }
+        }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
         return this;
@@ -15718,6 +17870,19 @@ public final class BatonOuterClass {
                 bitField0_ |= 0x00000080;
                 break;
               } // case 66
+              case 562: {
+                baton.v1.BatonOuterClass.LockMode m =
+                    input.readMessage(
+                        baton.v1.BatonOuterClass.LockMode.parser(),
+                        extensionRegistry);
+                if (modesBuilder_ == null) {
+                  ensureModesIsMutable();
+                  modes_.add(m);
+                } else {
+                  modesBuilder_.addMessage(m);
+                }
+                break;
+              } // case 562
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -16480,6 +18645,372 @@ public final class BatonOuterClass {
         }
         return lockDelayBuilder_;
       }
+
+      private java.util.List<baton.v1.BatonOuterClass.LockMode> modes_ =
+        java.util.Collections.emptyList();
+      private void ensureModesIsMutable() {
+        if (!((bitField0_ & 0x00000100) != 0)) {
+          modes_ = new java.util.ArrayList<baton.v1.BatonOuterClass.LockMode>(modes_);
+          bitField0_ |= 0x00000100;
+         }
+      }
+
+      private com.google.protobuf.RepeatedFieldBuilderV3<
+          baton.v1.BatonOuterClass.LockMode, baton.v1.BatonOuterClass.LockMode.Builder, baton.v1.BatonOuterClass.LockModeOrBuilder> modesBuilder_;
+
+      /**
+       * <pre>
+       * modes, when set, gives each name its own mode: one per name, in the
+       * order of names, for a set that mixes mutexes, readers and writers of
+       * read/write locks and semaphore permits. shared and limit must then be
+       * unset. Needs a cluster of log version 7.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.LockMode modes = 70;</code>
+       */
+      public java.util.List<baton.v1.BatonOuterClass.LockMode> getModesList() {
+        if (modesBuilder_ == null) {
+          return java.util.Collections.unmodifiableList(modes_);
+        } else {
+          return modesBuilder_.getMessageList();
+        }
+      }
+      /**
+       * <pre>
+       * modes, when set, gives each name its own mode: one per name, in the
+       * order of names, for a set that mixes mutexes, readers and writers of
+       * read/write locks and semaphore permits. shared and limit must then be
+       * unset. Needs a cluster of log version 7.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.LockMode modes = 70;</code>
+       */
+      public int getModesCount() {
+        if (modesBuilder_ == null) {
+          return modes_.size();
+        } else {
+          return modesBuilder_.getCount();
+        }
+      }
+      /**
+       * <pre>
+       * modes, when set, gives each name its own mode: one per name, in the
+       * order of names, for a set that mixes mutexes, readers and writers of
+       * read/write locks and semaphore permits. shared and limit must then be
+       * unset. Needs a cluster of log version 7.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.LockMode modes = 70;</code>
+       */
+      public baton.v1.BatonOuterClass.LockMode getModes(int index) {
+        if (modesBuilder_ == null) {
+          return modes_.get(index);
+        } else {
+          return modesBuilder_.getMessage(index);
+        }
+      }
+      /**
+       * <pre>
+       * modes, when set, gives each name its own mode: one per name, in the
+       * order of names, for a set that mixes mutexes, readers and writers of
+       * read/write locks and semaphore permits. shared and limit must then be
+       * unset. Needs a cluster of log version 7.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.LockMode modes = 70;</code>
+       */
+      public Builder setModes(
+          int index, baton.v1.BatonOuterClass.LockMode value) {
+        if (modesBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureModesIsMutable();
+          modes_.set(index, value);
+          onChanged();
+        } else {
+          modesBuilder_.setMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * modes, when set, gives each name its own mode: one per name, in the
+       * order of names, for a set that mixes mutexes, readers and writers of
+       * read/write locks and semaphore permits. shared and limit must then be
+       * unset. Needs a cluster of log version 7.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.LockMode modes = 70;</code>
+       */
+      public Builder setModes(
+          int index, baton.v1.BatonOuterClass.LockMode.Builder builderForValue) {
+        if (modesBuilder_ == null) {
+          ensureModesIsMutable();
+          modes_.set(index, builderForValue.build());
+          onChanged();
+        } else {
+          modesBuilder_.setMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * modes, when set, gives each name its own mode: one per name, in the
+       * order of names, for a set that mixes mutexes, readers and writers of
+       * read/write locks and semaphore permits. shared and limit must then be
+       * unset. Needs a cluster of log version 7.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.LockMode modes = 70;</code>
+       */
+      public Builder addModes(baton.v1.BatonOuterClass.LockMode value) {
+        if (modesBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureModesIsMutable();
+          modes_.add(value);
+          onChanged();
+        } else {
+          modesBuilder_.addMessage(value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * modes, when set, gives each name its own mode: one per name, in the
+       * order of names, for a set that mixes mutexes, readers and writers of
+       * read/write locks and semaphore permits. shared and limit must then be
+       * unset. Needs a cluster of log version 7.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.LockMode modes = 70;</code>
+       */
+      public Builder addModes(
+          int index, baton.v1.BatonOuterClass.LockMode value) {
+        if (modesBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureModesIsMutable();
+          modes_.add(index, value);
+          onChanged();
+        } else {
+          modesBuilder_.addMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * modes, when set, gives each name its own mode: one per name, in the
+       * order of names, for a set that mixes mutexes, readers and writers of
+       * read/write locks and semaphore permits. shared and limit must then be
+       * unset. Needs a cluster of log version 7.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.LockMode modes = 70;</code>
+       */
+      public Builder addModes(
+          baton.v1.BatonOuterClass.LockMode.Builder builderForValue) {
+        if (modesBuilder_ == null) {
+          ensureModesIsMutable();
+          modes_.add(builderForValue.build());
+          onChanged();
+        } else {
+          modesBuilder_.addMessage(builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * modes, when set, gives each name its own mode: one per name, in the
+       * order of names, for a set that mixes mutexes, readers and writers of
+       * read/write locks and semaphore permits. shared and limit must then be
+       * unset. Needs a cluster of log version 7.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.LockMode modes = 70;</code>
+       */
+      public Builder addModes(
+          int index, baton.v1.BatonOuterClass.LockMode.Builder builderForValue) {
+        if (modesBuilder_ == null) {
+          ensureModesIsMutable();
+          modes_.add(index, builderForValue.build());
+          onChanged();
+        } else {
+          modesBuilder_.addMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * modes, when set, gives each name its own mode: one per name, in the
+       * order of names, for a set that mixes mutexes, readers and writers of
+       * read/write locks and semaphore permits. shared and limit must then be
+       * unset. Needs a cluster of log version 7.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.LockMode modes = 70;</code>
+       */
+      public Builder addAllModes(
+          java.lang.Iterable<? extends baton.v1.BatonOuterClass.LockMode> values) {
+        if (modesBuilder_ == null) {
+          ensureModesIsMutable();
+          com.google.protobuf.AbstractMessageLite.Builder.addAll(
+              values, modes_);
+          onChanged();
+        } else {
+          modesBuilder_.addAllMessages(values);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * modes, when set, gives each name its own mode: one per name, in the
+       * order of names, for a set that mixes mutexes, readers and writers of
+       * read/write locks and semaphore permits. shared and limit must then be
+       * unset. Needs a cluster of log version 7.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.LockMode modes = 70;</code>
+       */
+      public Builder clearModes() {
+        if (modesBuilder_ == null) {
+          modes_ = java.util.Collections.emptyList();
+          bitField0_ = (bitField0_ & ~0x00000100);
+          onChanged();
+        } else {
+          modesBuilder_.clear();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * modes, when set, gives each name its own mode: one per name, in the
+       * order of names, for a set that mixes mutexes, readers and writers of
+       * read/write locks and semaphore permits. shared and limit must then be
+       * unset. Needs a cluster of log version 7.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.LockMode modes = 70;</code>
+       */
+      public Builder removeModes(int index) {
+        if (modesBuilder_ == null) {
+          ensureModesIsMutable();
+          modes_.remove(index);
+          onChanged();
+        } else {
+          modesBuilder_.remove(index);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * modes, when set, gives each name its own mode: one per name, in the
+       * order of names, for a set that mixes mutexes, readers and writers of
+       * read/write locks and semaphore permits. shared and limit must then be
+       * unset. Needs a cluster of log version 7.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.LockMode modes = 70;</code>
+       */
+      public baton.v1.BatonOuterClass.LockMode.Builder getModesBuilder(
+          int index) {
+        return getModesFieldBuilder().getBuilder(index);
+      }
+      /**
+       * <pre>
+       * modes, when set, gives each name its own mode: one per name, in the
+       * order of names, for a set that mixes mutexes, readers and writers of
+       * read/write locks and semaphore permits. shared and limit must then be
+       * unset. Needs a cluster of log version 7.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.LockMode modes = 70;</code>
+       */
+      public baton.v1.BatonOuterClass.LockModeOrBuilder getModesOrBuilder(
+          int index) {
+        if (modesBuilder_ == null) {
+          return modes_.get(index);  } else {
+          return modesBuilder_.getMessageOrBuilder(index);
+        }
+      }
+      /**
+       * <pre>
+       * modes, when set, gives each name its own mode: one per name, in the
+       * order of names, for a set that mixes mutexes, readers and writers of
+       * read/write locks and semaphore permits. shared and limit must then be
+       * unset. Needs a cluster of log version 7.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.LockMode modes = 70;</code>
+       */
+      public java.util.List<? extends baton.v1.BatonOuterClass.LockModeOrBuilder> 
+           getModesOrBuilderList() {
+        if (modesBuilder_ != null) {
+          return modesBuilder_.getMessageOrBuilderList();
+        } else {
+          return java.util.Collections.unmodifiableList(modes_);
+        }
+      }
+      /**
+       * <pre>
+       * modes, when set, gives each name its own mode: one per name, in the
+       * order of names, for a set that mixes mutexes, readers and writers of
+       * read/write locks and semaphore permits. shared and limit must then be
+       * unset. Needs a cluster of log version 7.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.LockMode modes = 70;</code>
+       */
+      public baton.v1.BatonOuterClass.LockMode.Builder addModesBuilder() {
+        return getModesFieldBuilder().addBuilder(
+            baton.v1.BatonOuterClass.LockMode.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * modes, when set, gives each name its own mode: one per name, in the
+       * order of names, for a set that mixes mutexes, readers and writers of
+       * read/write locks and semaphore permits. shared and limit must then be
+       * unset. Needs a cluster of log version 7.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.LockMode modes = 70;</code>
+       */
+      public baton.v1.BatonOuterClass.LockMode.Builder addModesBuilder(
+          int index) {
+        return getModesFieldBuilder().addBuilder(
+            index, baton.v1.BatonOuterClass.LockMode.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * modes, when set, gives each name its own mode: one per name, in the
+       * order of names, for a set that mixes mutexes, readers and writers of
+       * read/write locks and semaphore permits. shared and limit must then be
+       * unset. Needs a cluster of log version 7.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.LockMode modes = 70;</code>
+       */
+      public java.util.List<baton.v1.BatonOuterClass.LockMode.Builder> 
+           getModesBuilderList() {
+        return getModesFieldBuilder().getBuilderList();
+      }
+      private com.google.protobuf.RepeatedFieldBuilderV3<
+          baton.v1.BatonOuterClass.LockMode, baton.v1.BatonOuterClass.LockMode.Builder, baton.v1.BatonOuterClass.LockModeOrBuilder> 
+          getModesFieldBuilder() {
+        if (modesBuilder_ == null) {
+          modesBuilder_ = new com.google.protobuf.RepeatedFieldBuilderV3<
+              baton.v1.BatonOuterClass.LockMode, baton.v1.BatonOuterClass.LockMode.Builder, baton.v1.BatonOuterClass.LockModeOrBuilder>(
+                  modes_,
+                  ((bitField0_ & 0x00000100) != 0),
+                  getParentForChildren(),
+                  isClean());
+          modes_ = null;
+        }
+        return modesBuilder_;
+      }
       @java.lang.Override
       public final Builder setUnknownFields(
           final com.google.protobuf.UnknownFieldSet unknownFields) {
@@ -16539,6 +19070,568 @@ public final class BatonOuterClass {
 
     @java.lang.Override
     public baton.v1.BatonOuterClass.AcquireManyRequest getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface LockModeOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:baton.v1.LockMode)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <code>bool shared = 1;</code>
+     * @return The shared.
+     */
+    boolean getShared();
+
+    /**
+     * <code>uint32 limit = 2;</code>
+     * @return The limit.
+     */
+    int getLimit();
+  }
+  /**
+   * <pre>
+   * LockMode is how an AcquireManyRequest takes one of its names: shared
+   * and limit as in AcquireRequest.
+   * </pre>
+   *
+   * Protobuf type {@code baton.v1.LockMode}
+   */
+  public static final class LockMode extends
+      com.google.protobuf.GeneratedMessageV3 implements
+      // @@protoc_insertion_point(message_implements:baton.v1.LockMode)
+      LockModeOrBuilder {
+  private static final long serialVersionUID = 0L;
+    // Use LockMode.newBuilder() to construct.
+    private LockMode(com.google.protobuf.GeneratedMessageV3.Builder<?> builder) {
+      super(builder);
+    }
+    private LockMode() {
+    }
+
+    @java.lang.Override
+    @SuppressWarnings({"unused"})
+    protected java.lang.Object newInstance(
+        UnusedPrivateParameter unused) {
+      return new LockMode();
+    }
+
+    @java.lang.Override
+    public final com.google.protobuf.UnknownFieldSet
+    getUnknownFields() {
+      return this.unknownFields;
+    }
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_LockMode_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_LockMode_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              baton.v1.BatonOuterClass.LockMode.class, baton.v1.BatonOuterClass.LockMode.Builder.class);
+    }
+
+    public static final int SHARED_FIELD_NUMBER = 1;
+    private boolean shared_ = false;
+    /**
+     * <code>bool shared = 1;</code>
+     * @return The shared.
+     */
+    @java.lang.Override
+    public boolean getShared() {
+      return shared_;
+    }
+
+    public static final int LIMIT_FIELD_NUMBER = 2;
+    private int limit_ = 0;
+    /**
+     * <code>uint32 limit = 2;</code>
+     * @return The limit.
+     */
+    @java.lang.Override
+    public int getLimit() {
+      return limit_;
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (shared_ != false) {
+        output.writeBool(1, shared_);
+      }
+      if (limit_ != 0) {
+        output.writeUInt32(2, limit_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      if (shared_ != false) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeBoolSize(1, shared_);
+      }
+      if (limit_ != 0) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeUInt32Size(2, limit_);
+      }
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof baton.v1.BatonOuterClass.LockMode)) {
+        return super.equals(obj);
+      }
+      baton.v1.BatonOuterClass.LockMode other = (baton.v1.BatonOuterClass.LockMode) obj;
+
+      if (getShared()
+          != other.getShared()) return false;
+      if (getLimit()
+          != other.getLimit()) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (37 * hash) + SHARED_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+          getShared());
+      hash = (37 * hash) + LIMIT_FIELD_NUMBER;
+      hash = (53 * hash) + getLimit();
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static baton.v1.BatonOuterClass.LockMode parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.LockMode parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.LockMode parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.LockMode parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.LockMode parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.LockMode parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.LockMode parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.LockMode parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.LockMode parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.LockMode parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.LockMode parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.LockMode parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(baton.v1.BatonOuterClass.LockMode prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * LockMode is how an AcquireManyRequest takes one of its names: shared
+     * and limit as in AcquireRequest.
+     * </pre>
+     *
+     * Protobuf type {@code baton.v1.LockMode}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessageV3.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:baton.v1.LockMode)
+        baton.v1.BatonOuterClass.LockModeOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_LockMode_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_LockMode_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                baton.v1.BatonOuterClass.LockMode.class, baton.v1.BatonOuterClass.LockMode.Builder.class);
+      }
+
+      // Construct using baton.v1.BatonOuterClass.LockMode.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        shared_ = false;
+        limit_ = 0;
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_LockMode_descriptor;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.LockMode getDefaultInstanceForType() {
+        return baton.v1.BatonOuterClass.LockMode.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.LockMode build() {
+        baton.v1.BatonOuterClass.LockMode result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.LockMode buildPartial() {
+        baton.v1.BatonOuterClass.LockMode result = new baton.v1.BatonOuterClass.LockMode(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(baton.v1.BatonOuterClass.LockMode result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.shared_ = shared_;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.limit_ = limit_;
+        }
+      }
+
+      @java.lang.Override
+      public Builder clone() {
+        return super.clone();
+      }
+      @java.lang.Override
+      public Builder setField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.setField(field, value);
+      }
+      @java.lang.Override
+      public Builder clearField(
+          com.google.protobuf.Descriptors.FieldDescriptor field) {
+        return super.clearField(field);
+      }
+      @java.lang.Override
+      public Builder clearOneof(
+          com.google.protobuf.Descriptors.OneofDescriptor oneof) {
+        return super.clearOneof(oneof);
+      }
+      @java.lang.Override
+      public Builder setRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          int index, java.lang.Object value) {
+        return super.setRepeatedField(field, index, value);
+      }
+      @java.lang.Override
+      public Builder addRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.addRepeatedField(field, value);
+      }
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof baton.v1.BatonOuterClass.LockMode) {
+          return mergeFrom((baton.v1.BatonOuterClass.LockMode)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(baton.v1.BatonOuterClass.LockMode other) {
+        if (other == baton.v1.BatonOuterClass.LockMode.getDefaultInstance()) return this;
+        if (other.getShared() != false) {
+          setShared(other.getShared());
+        }
+        if (other.getLimit() != 0) {
+          setLimit(other.getLimit());
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 8: {
+                shared_ = input.readBool();
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 8
+              case 16: {
+                limit_ = input.readUInt32();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 16
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private boolean shared_ ;
+      /**
+       * <code>bool shared = 1;</code>
+       * @return The shared.
+       */
+      @java.lang.Override
+      public boolean getShared() {
+        return shared_;
+      }
+      /**
+       * <code>bool shared = 1;</code>
+       * @param value The shared to set.
+       * @return This builder for chaining.
+       */
+      public Builder setShared(boolean value) {
+        
+        shared_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>bool shared = 1;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearShared() {
+        bitField0_ = (bitField0_ & ~0x00000001);
+        shared_ = false;
+        onChanged();
+        return this;
+      }
+
+      private int limit_ ;
+      /**
+       * <code>uint32 limit = 2;</code>
+       * @return The limit.
+       */
+      @java.lang.Override
+      public int getLimit() {
+        return limit_;
+      }
+      /**
+       * <code>uint32 limit = 2;</code>
+       * @param value The limit to set.
+       * @return This builder for chaining.
+       */
+      public Builder setLimit(int value) {
+        
+        limit_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>uint32 limit = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearLimit() {
+        bitField0_ = (bitField0_ & ~0x00000002);
+        limit_ = 0;
+        onChanged();
+        return this;
+      }
+      @java.lang.Override
+      public final Builder setUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.setUnknownFields(unknownFields);
+      }
+
+      @java.lang.Override
+      public final Builder mergeUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.mergeUnknownFields(unknownFields);
+      }
+
+
+      // @@protoc_insertion_point(builder_scope:baton.v1.LockMode)
+    }
+
+    // @@protoc_insertion_point(class_scope:baton.v1.LockMode)
+    private static final baton.v1.BatonOuterClass.LockMode DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new baton.v1.BatonOuterClass.LockMode();
+    }
+
+    public static baton.v1.BatonOuterClass.LockMode getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<LockMode>
+        PARSER = new com.google.protobuf.AbstractParser<LockMode>() {
+      @java.lang.Override
+      public LockMode parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<LockMode> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<LockMode> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.LockMode getDefaultInstanceForType() {
       return DEFAULT_INSTANCE;
     }
 
@@ -24996,10 +28089,12 @@ public final class BatonOuterClass {
     /**
      * <pre>
      * history is the lock's recent ended holds, the most recent first: at
-     * most 8 per lock, for the 4096 locks that ended a hold most recently,
-     * as the answering member applied them since it started or last
-     * installed a snapshot (kept in memory, not replicated). For people:
-     * decide nothing by it.
+     * most 8 per lock, for the 4096 locks that ended a hold most recently.
+     * From log version 10 it is replicated state: every member tells the
+     * same at the same applied index, and a restart keeps it. Below 10
+     * (a cluster not yet upgraded) each member keeps what it applied since
+     * it started or last installed a snapshot (HistoryResponse.replicated).
+     * For people: decide nothing by it.
      * </pre>
      *
      * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -25009,10 +28104,12 @@ public final class BatonOuterClass {
     /**
      * <pre>
      * history is the lock's recent ended holds, the most recent first: at
-     * most 8 per lock, for the 4096 locks that ended a hold most recently,
-     * as the answering member applied them since it started or last
-     * installed a snapshot (kept in memory, not replicated). For people:
-     * decide nothing by it.
+     * most 8 per lock, for the 4096 locks that ended a hold most recently.
+     * From log version 10 it is replicated state: every member tells the
+     * same at the same applied index, and a restart keeps it. Below 10
+     * (a cluster not yet upgraded) each member keeps what it applied since
+     * it started or last installed a snapshot (HistoryResponse.replicated).
+     * For people: decide nothing by it.
      * </pre>
      *
      * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -25021,10 +28118,12 @@ public final class BatonOuterClass {
     /**
      * <pre>
      * history is the lock's recent ended holds, the most recent first: at
-     * most 8 per lock, for the 4096 locks that ended a hold most recently,
-     * as the answering member applied them since it started or last
-     * installed a snapshot (kept in memory, not replicated). For people:
-     * decide nothing by it.
+     * most 8 per lock, for the 4096 locks that ended a hold most recently.
+     * From log version 10 it is replicated state: every member tells the
+     * same at the same applied index, and a restart keeps it. Below 10
+     * (a cluster not yet upgraded) each member keeps what it applied since
+     * it started or last installed a snapshot (HistoryResponse.replicated).
+     * For people: decide nothing by it.
      * </pre>
      *
      * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -25033,10 +28132,12 @@ public final class BatonOuterClass {
     /**
      * <pre>
      * history is the lock's recent ended holds, the most recent first: at
-     * most 8 per lock, for the 4096 locks that ended a hold most recently,
-     * as the answering member applied them since it started or last
-     * installed a snapshot (kept in memory, not replicated). For people:
-     * decide nothing by it.
+     * most 8 per lock, for the 4096 locks that ended a hold most recently.
+     * From log version 10 it is replicated state: every member tells the
+     * same at the same applied index, and a restart keeps it. Below 10
+     * (a cluster not yet upgraded) each member keeps what it applied since
+     * it started or last installed a snapshot (HistoryResponse.replicated).
+     * For people: decide nothing by it.
      * </pre>
      *
      * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -25046,10 +28147,12 @@ public final class BatonOuterClass {
     /**
      * <pre>
      * history is the lock's recent ended holds, the most recent first: at
-     * most 8 per lock, for the 4096 locks that ended a hold most recently,
-     * as the answering member applied them since it started or last
-     * installed a snapshot (kept in memory, not replicated). For people:
-     * decide nothing by it.
+     * most 8 per lock, for the 4096 locks that ended a hold most recently.
+     * From log version 10 it is replicated state: every member tells the
+     * same at the same applied index, and a restart keeps it. Below 10
+     * (a cluster not yet upgraded) each member keeps what it applied since
+     * it started or last installed a snapshot (HistoryResponse.replicated).
+     * For people: decide nothing by it.
      * </pre>
      *
      * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -25142,10 +28245,12 @@ public final class BatonOuterClass {
     /**
      * <pre>
      * history is the lock's recent ended holds, the most recent first: at
-     * most 8 per lock, for the 4096 locks that ended a hold most recently,
-     * as the answering member applied them since it started or last
-     * installed a snapshot (kept in memory, not replicated). For people:
-     * decide nothing by it.
+     * most 8 per lock, for the 4096 locks that ended a hold most recently.
+     * From log version 10 it is replicated state: every member tells the
+     * same at the same applied index, and a restart keeps it. Below 10
+     * (a cluster not yet upgraded) each member keeps what it applied since
+     * it started or last installed a snapshot (HistoryResponse.replicated).
+     * For people: decide nothing by it.
      * </pre>
      *
      * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -25157,10 +28262,12 @@ public final class BatonOuterClass {
     /**
      * <pre>
      * history is the lock's recent ended holds, the most recent first: at
-     * most 8 per lock, for the 4096 locks that ended a hold most recently,
-     * as the answering member applied them since it started or last
-     * installed a snapshot (kept in memory, not replicated). For people:
-     * decide nothing by it.
+     * most 8 per lock, for the 4096 locks that ended a hold most recently.
+     * From log version 10 it is replicated state: every member tells the
+     * same at the same applied index, and a restart keeps it. Below 10
+     * (a cluster not yet upgraded) each member keeps what it applied since
+     * it started or last installed a snapshot (HistoryResponse.replicated).
+     * For people: decide nothing by it.
      * </pre>
      *
      * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -25173,10 +28280,12 @@ public final class BatonOuterClass {
     /**
      * <pre>
      * history is the lock's recent ended holds, the most recent first: at
-     * most 8 per lock, for the 4096 locks that ended a hold most recently,
-     * as the answering member applied them since it started or last
-     * installed a snapshot (kept in memory, not replicated). For people:
-     * decide nothing by it.
+     * most 8 per lock, for the 4096 locks that ended a hold most recently.
+     * From log version 10 it is replicated state: every member tells the
+     * same at the same applied index, and a restart keeps it. Below 10
+     * (a cluster not yet upgraded) each member keeps what it applied since
+     * it started or last installed a snapshot (HistoryResponse.replicated).
+     * For people: decide nothing by it.
      * </pre>
      *
      * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -25188,10 +28297,12 @@ public final class BatonOuterClass {
     /**
      * <pre>
      * history is the lock's recent ended holds, the most recent first: at
-     * most 8 per lock, for the 4096 locks that ended a hold most recently,
-     * as the answering member applied them since it started or last
-     * installed a snapshot (kept in memory, not replicated). For people:
-     * decide nothing by it.
+     * most 8 per lock, for the 4096 locks that ended a hold most recently.
+     * From log version 10 it is replicated state: every member tells the
+     * same at the same applied index, and a restart keeps it. Below 10
+     * (a cluster not yet upgraded) each member keeps what it applied since
+     * it started or last installed a snapshot (HistoryResponse.replicated).
+     * For people: decide nothing by it.
      * </pre>
      *
      * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -25203,10 +28314,12 @@ public final class BatonOuterClass {
     /**
      * <pre>
      * history is the lock's recent ended holds, the most recent first: at
-     * most 8 per lock, for the 4096 locks that ended a hold most recently,
-     * as the answering member applied them since it started or last
-     * installed a snapshot (kept in memory, not replicated). For people:
-     * decide nothing by it.
+     * most 8 per lock, for the 4096 locks that ended a hold most recently.
+     * From log version 10 it is replicated state: every member tells the
+     * same at the same applied index, and a restart keeps it. Below 10
+     * (a cluster not yet upgraded) each member keeps what it applied since
+     * it started or last installed a snapshot (HistoryResponse.replicated).
+     * For people: decide nothing by it.
      * </pre>
      *
      * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -25795,10 +28908,12 @@ public final class BatonOuterClass {
       /**
        * <pre>
        * history is the lock's recent ended holds, the most recent first: at
-       * most 8 per lock, for the 4096 locks that ended a hold most recently,
-       * as the answering member applied them since it started or last
-       * installed a snapshot (kept in memory, not replicated). For people:
-       * decide nothing by it.
+       * most 8 per lock, for the 4096 locks that ended a hold most recently.
+       * From log version 10 it is replicated state: every member tells the
+       * same at the same applied index, and a restart keeps it. Below 10
+       * (a cluster not yet upgraded) each member keeps what it applied since
+       * it started or last installed a snapshot (HistoryResponse.replicated).
+       * For people: decide nothing by it.
        * </pre>
        *
        * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -25813,10 +28928,12 @@ public final class BatonOuterClass {
       /**
        * <pre>
        * history is the lock's recent ended holds, the most recent first: at
-       * most 8 per lock, for the 4096 locks that ended a hold most recently,
-       * as the answering member applied them since it started or last
-       * installed a snapshot (kept in memory, not replicated). For people:
-       * decide nothing by it.
+       * most 8 per lock, for the 4096 locks that ended a hold most recently.
+       * From log version 10 it is replicated state: every member tells the
+       * same at the same applied index, and a restart keeps it. Below 10
+       * (a cluster not yet upgraded) each member keeps what it applied since
+       * it started or last installed a snapshot (HistoryResponse.replicated).
+       * For people: decide nothing by it.
        * </pre>
        *
        * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -25831,10 +28948,12 @@ public final class BatonOuterClass {
       /**
        * <pre>
        * history is the lock's recent ended holds, the most recent first: at
-       * most 8 per lock, for the 4096 locks that ended a hold most recently,
-       * as the answering member applied them since it started or last
-       * installed a snapshot (kept in memory, not replicated). For people:
-       * decide nothing by it.
+       * most 8 per lock, for the 4096 locks that ended a hold most recently.
+       * From log version 10 it is replicated state: every member tells the
+       * same at the same applied index, and a restart keeps it. Below 10
+       * (a cluster not yet upgraded) each member keeps what it applied since
+       * it started or last installed a snapshot (HistoryResponse.replicated).
+       * For people: decide nothing by it.
        * </pre>
        *
        * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -25849,10 +28968,12 @@ public final class BatonOuterClass {
       /**
        * <pre>
        * history is the lock's recent ended holds, the most recent first: at
-       * most 8 per lock, for the 4096 locks that ended a hold most recently,
-       * as the answering member applied them since it started or last
-       * installed a snapshot (kept in memory, not replicated). For people:
-       * decide nothing by it.
+       * most 8 per lock, for the 4096 locks that ended a hold most recently.
+       * From log version 10 it is replicated state: every member tells the
+       * same at the same applied index, and a restart keeps it. Below 10
+       * (a cluster not yet upgraded) each member keeps what it applied since
+       * it started or last installed a snapshot (HistoryResponse.replicated).
+       * For people: decide nothing by it.
        * </pre>
        *
        * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -25874,10 +28995,12 @@ public final class BatonOuterClass {
       /**
        * <pre>
        * history is the lock's recent ended holds, the most recent first: at
-       * most 8 per lock, for the 4096 locks that ended a hold most recently,
-       * as the answering member applied them since it started or last
-       * installed a snapshot (kept in memory, not replicated). For people:
-       * decide nothing by it.
+       * most 8 per lock, for the 4096 locks that ended a hold most recently.
+       * From log version 10 it is replicated state: every member tells the
+       * same at the same applied index, and a restart keeps it. Below 10
+       * (a cluster not yet upgraded) each member keeps what it applied since
+       * it started or last installed a snapshot (HistoryResponse.replicated).
+       * For people: decide nothing by it.
        * </pre>
        *
        * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -25896,10 +29019,12 @@ public final class BatonOuterClass {
       /**
        * <pre>
        * history is the lock's recent ended holds, the most recent first: at
-       * most 8 per lock, for the 4096 locks that ended a hold most recently,
-       * as the answering member applied them since it started or last
-       * installed a snapshot (kept in memory, not replicated). For people:
-       * decide nothing by it.
+       * most 8 per lock, for the 4096 locks that ended a hold most recently.
+       * From log version 10 it is replicated state: every member tells the
+       * same at the same applied index, and a restart keeps it. Below 10
+       * (a cluster not yet upgraded) each member keeps what it applied since
+       * it started or last installed a snapshot (HistoryResponse.replicated).
+       * For people: decide nothing by it.
        * </pre>
        *
        * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -25920,10 +29045,12 @@ public final class BatonOuterClass {
       /**
        * <pre>
        * history is the lock's recent ended holds, the most recent first: at
-       * most 8 per lock, for the 4096 locks that ended a hold most recently,
-       * as the answering member applied them since it started or last
-       * installed a snapshot (kept in memory, not replicated). For people:
-       * decide nothing by it.
+       * most 8 per lock, for the 4096 locks that ended a hold most recently.
+       * From log version 10 it is replicated state: every member tells the
+       * same at the same applied index, and a restart keeps it. Below 10
+       * (a cluster not yet upgraded) each member keeps what it applied since
+       * it started or last installed a snapshot (HistoryResponse.replicated).
+       * For people: decide nothing by it.
        * </pre>
        *
        * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -25945,10 +29072,12 @@ public final class BatonOuterClass {
       /**
        * <pre>
        * history is the lock's recent ended holds, the most recent first: at
-       * most 8 per lock, for the 4096 locks that ended a hold most recently,
-       * as the answering member applied them since it started or last
-       * installed a snapshot (kept in memory, not replicated). For people:
-       * decide nothing by it.
+       * most 8 per lock, for the 4096 locks that ended a hold most recently.
+       * From log version 10 it is replicated state: every member tells the
+       * same at the same applied index, and a restart keeps it. Below 10
+       * (a cluster not yet upgraded) each member keeps what it applied since
+       * it started or last installed a snapshot (HistoryResponse.replicated).
+       * For people: decide nothing by it.
        * </pre>
        *
        * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -25967,10 +29096,12 @@ public final class BatonOuterClass {
       /**
        * <pre>
        * history is the lock's recent ended holds, the most recent first: at
-       * most 8 per lock, for the 4096 locks that ended a hold most recently,
-       * as the answering member applied them since it started or last
-       * installed a snapshot (kept in memory, not replicated). For people:
-       * decide nothing by it.
+       * most 8 per lock, for the 4096 locks that ended a hold most recently.
+       * From log version 10 it is replicated state: every member tells the
+       * same at the same applied index, and a restart keeps it. Below 10
+       * (a cluster not yet upgraded) each member keeps what it applied since
+       * it started or last installed a snapshot (HistoryResponse.replicated).
+       * For people: decide nothing by it.
        * </pre>
        *
        * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -25989,10 +29120,12 @@ public final class BatonOuterClass {
       /**
        * <pre>
        * history is the lock's recent ended holds, the most recent first: at
-       * most 8 per lock, for the 4096 locks that ended a hold most recently,
-       * as the answering member applied them since it started or last
-       * installed a snapshot (kept in memory, not replicated). For people:
-       * decide nothing by it.
+       * most 8 per lock, for the 4096 locks that ended a hold most recently.
+       * From log version 10 it is replicated state: every member tells the
+       * same at the same applied index, and a restart keeps it. Below 10
+       * (a cluster not yet upgraded) each member keeps what it applied since
+       * it started or last installed a snapshot (HistoryResponse.replicated).
+       * For people: decide nothing by it.
        * </pre>
        *
        * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -26012,10 +29145,12 @@ public final class BatonOuterClass {
       /**
        * <pre>
        * history is the lock's recent ended holds, the most recent first: at
-       * most 8 per lock, for the 4096 locks that ended a hold most recently,
-       * as the answering member applied them since it started or last
-       * installed a snapshot (kept in memory, not replicated). For people:
-       * decide nothing by it.
+       * most 8 per lock, for the 4096 locks that ended a hold most recently.
+       * From log version 10 it is replicated state: every member tells the
+       * same at the same applied index, and a restart keeps it. Below 10
+       * (a cluster not yet upgraded) each member keeps what it applied since
+       * it started or last installed a snapshot (HistoryResponse.replicated).
+       * For people: decide nothing by it.
        * </pre>
        *
        * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -26033,10 +29168,12 @@ public final class BatonOuterClass {
       /**
        * <pre>
        * history is the lock's recent ended holds, the most recent first: at
-       * most 8 per lock, for the 4096 locks that ended a hold most recently,
-       * as the answering member applied them since it started or last
-       * installed a snapshot (kept in memory, not replicated). For people:
-       * decide nothing by it.
+       * most 8 per lock, for the 4096 locks that ended a hold most recently.
+       * From log version 10 it is replicated state: every member tells the
+       * same at the same applied index, and a restart keeps it. Below 10
+       * (a cluster not yet upgraded) each member keeps what it applied since
+       * it started or last installed a snapshot (HistoryResponse.replicated).
+       * For people: decide nothing by it.
        * </pre>
        *
        * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -26054,10 +29191,12 @@ public final class BatonOuterClass {
       /**
        * <pre>
        * history is the lock's recent ended holds, the most recent first: at
-       * most 8 per lock, for the 4096 locks that ended a hold most recently,
-       * as the answering member applied them since it started or last
-       * installed a snapshot (kept in memory, not replicated). For people:
-       * decide nothing by it.
+       * most 8 per lock, for the 4096 locks that ended a hold most recently.
+       * From log version 10 it is replicated state: every member tells the
+       * same at the same applied index, and a restart keeps it. Below 10
+       * (a cluster not yet upgraded) each member keeps what it applied since
+       * it started or last installed a snapshot (HistoryResponse.replicated).
+       * For people: decide nothing by it.
        * </pre>
        *
        * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -26069,10 +29208,12 @@ public final class BatonOuterClass {
       /**
        * <pre>
        * history is the lock's recent ended holds, the most recent first: at
-       * most 8 per lock, for the 4096 locks that ended a hold most recently,
-       * as the answering member applied them since it started or last
-       * installed a snapshot (kept in memory, not replicated). For people:
-       * decide nothing by it.
+       * most 8 per lock, for the 4096 locks that ended a hold most recently.
+       * From log version 10 it is replicated state: every member tells the
+       * same at the same applied index, and a restart keeps it. Below 10
+       * (a cluster not yet upgraded) each member keeps what it applied since
+       * it started or last installed a snapshot (HistoryResponse.replicated).
+       * For people: decide nothing by it.
        * </pre>
        *
        * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -26087,10 +29228,12 @@ public final class BatonOuterClass {
       /**
        * <pre>
        * history is the lock's recent ended holds, the most recent first: at
-       * most 8 per lock, for the 4096 locks that ended a hold most recently,
-       * as the answering member applied them since it started or last
-       * installed a snapshot (kept in memory, not replicated). For people:
-       * decide nothing by it.
+       * most 8 per lock, for the 4096 locks that ended a hold most recently.
+       * From log version 10 it is replicated state: every member tells the
+       * same at the same applied index, and a restart keeps it. Below 10
+       * (a cluster not yet upgraded) each member keeps what it applied since
+       * it started or last installed a snapshot (HistoryResponse.replicated).
+       * For people: decide nothing by it.
        * </pre>
        *
        * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -26106,10 +29249,12 @@ public final class BatonOuterClass {
       /**
        * <pre>
        * history is the lock's recent ended holds, the most recent first: at
-       * most 8 per lock, for the 4096 locks that ended a hold most recently,
-       * as the answering member applied them since it started or last
-       * installed a snapshot (kept in memory, not replicated). For people:
-       * decide nothing by it.
+       * most 8 per lock, for the 4096 locks that ended a hold most recently.
+       * From log version 10 it is replicated state: every member tells the
+       * same at the same applied index, and a restart keeps it. Below 10
+       * (a cluster not yet upgraded) each member keeps what it applied since
+       * it started or last installed a snapshot (HistoryResponse.replicated).
+       * For people: decide nothing by it.
        * </pre>
        *
        * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -26121,10 +29266,12 @@ public final class BatonOuterClass {
       /**
        * <pre>
        * history is the lock's recent ended holds, the most recent first: at
-       * most 8 per lock, for the 4096 locks that ended a hold most recently,
-       * as the answering member applied them since it started or last
-       * installed a snapshot (kept in memory, not replicated). For people:
-       * decide nothing by it.
+       * most 8 per lock, for the 4096 locks that ended a hold most recently.
+       * From log version 10 it is replicated state: every member tells the
+       * same at the same applied index, and a restart keeps it. Below 10
+       * (a cluster not yet upgraded) each member keeps what it applied since
+       * it started or last installed a snapshot (HistoryResponse.replicated).
+       * For people: decide nothing by it.
        * </pre>
        *
        * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -26137,10 +29284,12 @@ public final class BatonOuterClass {
       /**
        * <pre>
        * history is the lock's recent ended holds, the most recent first: at
-       * most 8 per lock, for the 4096 locks that ended a hold most recently,
-       * as the answering member applied them since it started or last
-       * installed a snapshot (kept in memory, not replicated). For people:
-       * decide nothing by it.
+       * most 8 per lock, for the 4096 locks that ended a hold most recently.
+       * From log version 10 it is replicated state: every member tells the
+       * same at the same applied index, and a restart keeps it. Below 10
+       * (a cluster not yet upgraded) each member keeps what it applied since
+       * it started or last installed a snapshot (HistoryResponse.replicated).
+       * For people: decide nothing by it.
        * </pre>
        *
        * <code>repeated .baton.v1.PastHold history = 2;</code>
@@ -26222,6 +29371,1687 @@ public final class BatonOuterClass {
 
     @java.lang.Override
     public baton.v1.BatonOuterClass.GetResponse getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface HistoryRequestOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:baton.v1.HistoryRequest)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <code>string name = 1;</code>
+     * @return The name.
+     */
+    java.lang.String getName();
+    /**
+     * <code>string name = 1;</code>
+     * @return The bytes for name.
+     */
+    com.google.protobuf.ByteString
+        getNameBytes();
+  }
+  /**
+   * Protobuf type {@code baton.v1.HistoryRequest}
+   */
+  public static final class HistoryRequest extends
+      com.google.protobuf.GeneratedMessageV3 implements
+      // @@protoc_insertion_point(message_implements:baton.v1.HistoryRequest)
+      HistoryRequestOrBuilder {
+  private static final long serialVersionUID = 0L;
+    // Use HistoryRequest.newBuilder() to construct.
+    private HistoryRequest(com.google.protobuf.GeneratedMessageV3.Builder<?> builder) {
+      super(builder);
+    }
+    private HistoryRequest() {
+      name_ = "";
+    }
+
+    @java.lang.Override
+    @SuppressWarnings({"unused"})
+    protected java.lang.Object newInstance(
+        UnusedPrivateParameter unused) {
+      return new HistoryRequest();
+    }
+
+    @java.lang.Override
+    public final com.google.protobuf.UnknownFieldSet
+    getUnknownFields() {
+      return this.unknownFields;
+    }
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_HistoryRequest_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_HistoryRequest_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              baton.v1.BatonOuterClass.HistoryRequest.class, baton.v1.BatonOuterClass.HistoryRequest.Builder.class);
+    }
+
+    public static final int NAME_FIELD_NUMBER = 1;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object name_ = "";
+    /**
+     * <code>string name = 1;</code>
+     * @return The name.
+     */
+    @java.lang.Override
+    public java.lang.String getName() {
+      java.lang.Object ref = name_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        name_ = s;
+        return s;
+      }
+    }
+    /**
+     * <code>string name = 1;</code>
+     * @return The bytes for name.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getNameBytes() {
+      java.lang.Object ref = name_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        name_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(name_)) {
+        com.google.protobuf.GeneratedMessageV3.writeString(output, 1, name_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(name_)) {
+        size += com.google.protobuf.GeneratedMessageV3.computeStringSize(1, name_);
+      }
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof baton.v1.BatonOuterClass.HistoryRequest)) {
+        return super.equals(obj);
+      }
+      baton.v1.BatonOuterClass.HistoryRequest other = (baton.v1.BatonOuterClass.HistoryRequest) obj;
+
+      if (!getName()
+          .equals(other.getName())) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (37 * hash) + NAME_FIELD_NUMBER;
+      hash = (53 * hash) + getName().hashCode();
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static baton.v1.BatonOuterClass.HistoryRequest parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.HistoryRequest parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.HistoryRequest parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.HistoryRequest parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.HistoryRequest parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.HistoryRequest parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.HistoryRequest parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.HistoryRequest parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.HistoryRequest parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.HistoryRequest parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.HistoryRequest parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.HistoryRequest parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(baton.v1.BatonOuterClass.HistoryRequest prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * Protobuf type {@code baton.v1.HistoryRequest}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessageV3.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:baton.v1.HistoryRequest)
+        baton.v1.BatonOuterClass.HistoryRequestOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_HistoryRequest_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_HistoryRequest_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                baton.v1.BatonOuterClass.HistoryRequest.class, baton.v1.BatonOuterClass.HistoryRequest.Builder.class);
+      }
+
+      // Construct using baton.v1.BatonOuterClass.HistoryRequest.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        name_ = "";
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_HistoryRequest_descriptor;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.HistoryRequest getDefaultInstanceForType() {
+        return baton.v1.BatonOuterClass.HistoryRequest.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.HistoryRequest build() {
+        baton.v1.BatonOuterClass.HistoryRequest result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.HistoryRequest buildPartial() {
+        baton.v1.BatonOuterClass.HistoryRequest result = new baton.v1.BatonOuterClass.HistoryRequest(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(baton.v1.BatonOuterClass.HistoryRequest result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.name_ = name_;
+        }
+      }
+
+      @java.lang.Override
+      public Builder clone() {
+        return super.clone();
+      }
+      @java.lang.Override
+      public Builder setField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.setField(field, value);
+      }
+      @java.lang.Override
+      public Builder clearField(
+          com.google.protobuf.Descriptors.FieldDescriptor field) {
+        return super.clearField(field);
+      }
+      @java.lang.Override
+      public Builder clearOneof(
+          com.google.protobuf.Descriptors.OneofDescriptor oneof) {
+        return super.clearOneof(oneof);
+      }
+      @java.lang.Override
+      public Builder setRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          int index, java.lang.Object value) {
+        return super.setRepeatedField(field, index, value);
+      }
+      @java.lang.Override
+      public Builder addRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.addRepeatedField(field, value);
+      }
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof baton.v1.BatonOuterClass.HistoryRequest) {
+          return mergeFrom((baton.v1.BatonOuterClass.HistoryRequest)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(baton.v1.BatonOuterClass.HistoryRequest other) {
+        if (other == baton.v1.BatonOuterClass.HistoryRequest.getDefaultInstance()) return this;
+        if (!other.getName().isEmpty()) {
+          name_ = other.name_;
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                name_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private java.lang.Object name_ = "";
+      /**
+       * <code>string name = 1;</code>
+       * @return The name.
+       */
+      public java.lang.String getName() {
+        java.lang.Object ref = name_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          name_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <code>string name = 1;</code>
+       * @return The bytes for name.
+       */
+      public com.google.protobuf.ByteString
+          getNameBytes() {
+        java.lang.Object ref = name_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          name_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <code>string name = 1;</code>
+       * @param value The name to set.
+       * @return This builder for chaining.
+       */
+      public Builder setName(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        name_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>string name = 1;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearName() {
+        name_ = getDefaultInstance().getName();
+        bitField0_ = (bitField0_ & ~0x00000001);
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>string name = 1;</code>
+       * @param value The bytes for name to set.
+       * @return This builder for chaining.
+       */
+      public Builder setNameBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        name_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      @java.lang.Override
+      public final Builder setUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.setUnknownFields(unknownFields);
+      }
+
+      @java.lang.Override
+      public final Builder mergeUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.mergeUnknownFields(unknownFields);
+      }
+
+
+      // @@protoc_insertion_point(builder_scope:baton.v1.HistoryRequest)
+    }
+
+    // @@protoc_insertion_point(class_scope:baton.v1.HistoryRequest)
+    private static final baton.v1.BatonOuterClass.HistoryRequest DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new baton.v1.BatonOuterClass.HistoryRequest();
+    }
+
+    public static baton.v1.BatonOuterClass.HistoryRequest getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<HistoryRequest>
+        PARSER = new com.google.protobuf.AbstractParser<HistoryRequest>() {
+      @java.lang.Override
+      public HistoryRequest parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<HistoryRequest> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<HistoryRequest> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.HistoryRequest getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface HistoryResponseOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:baton.v1.HistoryResponse)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * holds are the lock's recent ended holds, the most recent first
+     * (GetResponse.history).
+     * </pre>
+     *
+     * <code>repeated .baton.v1.PastHold holds = 1;</code>
+     */
+    java.util.List<baton.v1.BatonOuterClass.PastHold> 
+        getHoldsList();
+    /**
+     * <pre>
+     * holds are the lock's recent ended holds, the most recent first
+     * (GetResponse.history).
+     * </pre>
+     *
+     * <code>repeated .baton.v1.PastHold holds = 1;</code>
+     */
+    baton.v1.BatonOuterClass.PastHold getHolds(int index);
+    /**
+     * <pre>
+     * holds are the lock's recent ended holds, the most recent first
+     * (GetResponse.history).
+     * </pre>
+     *
+     * <code>repeated .baton.v1.PastHold holds = 1;</code>
+     */
+    int getHoldsCount();
+    /**
+     * <pre>
+     * holds are the lock's recent ended holds, the most recent first
+     * (GetResponse.history).
+     * </pre>
+     *
+     * <code>repeated .baton.v1.PastHold holds = 1;</code>
+     */
+    java.util.List<? extends baton.v1.BatonOuterClass.PastHoldOrBuilder> 
+        getHoldsOrBuilderList();
+    /**
+     * <pre>
+     * holds are the lock's recent ended holds, the most recent first
+     * (GetResponse.history).
+     * </pre>
+     *
+     * <code>repeated .baton.v1.PastHold holds = 1;</code>
+     */
+    baton.v1.BatonOuterClass.PastHoldOrBuilder getHoldsOrBuilder(
+        int index);
+
+    /**
+     * <pre>
+     * applied_index is the answering member's applied index: members
+     * answer alike at the same applied index when replicated is set.
+     * </pre>
+     *
+     * <code>uint64 applied_index = 2;</code>
+     * @return The appliedIndex.
+     */
+    long getAppliedIndex();
+
+    /**
+     * <pre>
+     * replicated: the cluster's log version keeps the history in the
+     * replicated state (10 and above); if not, it is the answering
+     * member's own since it started or last installed a snapshot.
+     * </pre>
+     *
+     * <code>bool replicated = 3;</code>
+     * @return The replicated.
+     */
+    boolean getReplicated();
+  }
+  /**
+   * Protobuf type {@code baton.v1.HistoryResponse}
+   */
+  public static final class HistoryResponse extends
+      com.google.protobuf.GeneratedMessageV3 implements
+      // @@protoc_insertion_point(message_implements:baton.v1.HistoryResponse)
+      HistoryResponseOrBuilder {
+  private static final long serialVersionUID = 0L;
+    // Use HistoryResponse.newBuilder() to construct.
+    private HistoryResponse(com.google.protobuf.GeneratedMessageV3.Builder<?> builder) {
+      super(builder);
+    }
+    private HistoryResponse() {
+      holds_ = java.util.Collections.emptyList();
+    }
+
+    @java.lang.Override
+    @SuppressWarnings({"unused"})
+    protected java.lang.Object newInstance(
+        UnusedPrivateParameter unused) {
+      return new HistoryResponse();
+    }
+
+    @java.lang.Override
+    public final com.google.protobuf.UnknownFieldSet
+    getUnknownFields() {
+      return this.unknownFields;
+    }
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_HistoryResponse_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_HistoryResponse_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              baton.v1.BatonOuterClass.HistoryResponse.class, baton.v1.BatonOuterClass.HistoryResponse.Builder.class);
+    }
+
+    public static final int HOLDS_FIELD_NUMBER = 1;
+    @SuppressWarnings("serial")
+    private java.util.List<baton.v1.BatonOuterClass.PastHold> holds_;
+    /**
+     * <pre>
+     * holds are the lock's recent ended holds, the most recent first
+     * (GetResponse.history).
+     * </pre>
+     *
+     * <code>repeated .baton.v1.PastHold holds = 1;</code>
+     */
+    @java.lang.Override
+    public java.util.List<baton.v1.BatonOuterClass.PastHold> getHoldsList() {
+      return holds_;
+    }
+    /**
+     * <pre>
+     * holds are the lock's recent ended holds, the most recent first
+     * (GetResponse.history).
+     * </pre>
+     *
+     * <code>repeated .baton.v1.PastHold holds = 1;</code>
+     */
+    @java.lang.Override
+    public java.util.List<? extends baton.v1.BatonOuterClass.PastHoldOrBuilder> 
+        getHoldsOrBuilderList() {
+      return holds_;
+    }
+    /**
+     * <pre>
+     * holds are the lock's recent ended holds, the most recent first
+     * (GetResponse.history).
+     * </pre>
+     *
+     * <code>repeated .baton.v1.PastHold holds = 1;</code>
+     */
+    @java.lang.Override
+    public int getHoldsCount() {
+      return holds_.size();
+    }
+    /**
+     * <pre>
+     * holds are the lock's recent ended holds, the most recent first
+     * (GetResponse.history).
+     * </pre>
+     *
+     * <code>repeated .baton.v1.PastHold holds = 1;</code>
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.PastHold getHolds(int index) {
+      return holds_.get(index);
+    }
+    /**
+     * <pre>
+     * holds are the lock's recent ended holds, the most recent first
+     * (GetResponse.history).
+     * </pre>
+     *
+     * <code>repeated .baton.v1.PastHold holds = 1;</code>
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.PastHoldOrBuilder getHoldsOrBuilder(
+        int index) {
+      return holds_.get(index);
+    }
+
+    public static final int APPLIED_INDEX_FIELD_NUMBER = 2;
+    private long appliedIndex_ = 0L;
+    /**
+     * <pre>
+     * applied_index is the answering member's applied index: members
+     * answer alike at the same applied index when replicated is set.
+     * </pre>
+     *
+     * <code>uint64 applied_index = 2;</code>
+     * @return The appliedIndex.
+     */
+    @java.lang.Override
+    public long getAppliedIndex() {
+      return appliedIndex_;
+    }
+
+    public static final int REPLICATED_FIELD_NUMBER = 3;
+    private boolean replicated_ = false;
+    /**
+     * <pre>
+     * replicated: the cluster's log version keeps the history in the
+     * replicated state (10 and above); if not, it is the answering
+     * member's own since it started or last installed a snapshot.
+     * </pre>
+     *
+     * <code>bool replicated = 3;</code>
+     * @return The replicated.
+     */
+    @java.lang.Override
+    public boolean getReplicated() {
+      return replicated_;
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      for (int i = 0; i < holds_.size(); i++) {
+        output.writeMessage(1, holds_.get(i));
+      }
+      if (appliedIndex_ != 0L) {
+        output.writeUInt64(2, appliedIndex_);
+      }
+      if (replicated_ != false) {
+        output.writeBool(3, replicated_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      for (int i = 0; i < holds_.size(); i++) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(1, holds_.get(i));
+      }
+      if (appliedIndex_ != 0L) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeUInt64Size(2, appliedIndex_);
+      }
+      if (replicated_ != false) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeBoolSize(3, replicated_);
+      }
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof baton.v1.BatonOuterClass.HistoryResponse)) {
+        return super.equals(obj);
+      }
+      baton.v1.BatonOuterClass.HistoryResponse other = (baton.v1.BatonOuterClass.HistoryResponse) obj;
+
+      if (!getHoldsList()
+          .equals(other.getHoldsList())) return false;
+      if (getAppliedIndex()
+          != other.getAppliedIndex()) return false;
+      if (getReplicated()
+          != other.getReplicated()) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      if (getHoldsCount() > 0) {
+        hash = (37 * hash) + HOLDS_FIELD_NUMBER;
+        hash = (53 * hash) + getHoldsList().hashCode();
+      }
+      hash = (37 * hash) + APPLIED_INDEX_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          getAppliedIndex());
+      hash = (37 * hash) + REPLICATED_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+          getReplicated());
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static baton.v1.BatonOuterClass.HistoryResponse parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.HistoryResponse parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.HistoryResponse parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.HistoryResponse parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.HistoryResponse parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.HistoryResponse parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.HistoryResponse parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.HistoryResponse parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.HistoryResponse parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.HistoryResponse parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.HistoryResponse parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.HistoryResponse parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(baton.v1.BatonOuterClass.HistoryResponse prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * Protobuf type {@code baton.v1.HistoryResponse}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessageV3.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:baton.v1.HistoryResponse)
+        baton.v1.BatonOuterClass.HistoryResponseOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_HistoryResponse_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_HistoryResponse_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                baton.v1.BatonOuterClass.HistoryResponse.class, baton.v1.BatonOuterClass.HistoryResponse.Builder.class);
+      }
+
+      // Construct using baton.v1.BatonOuterClass.HistoryResponse.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        if (holdsBuilder_ == null) {
+          holds_ = java.util.Collections.emptyList();
+        } else {
+          holds_ = null;
+          holdsBuilder_.clear();
+        }
+        bitField0_ = (bitField0_ & ~0x00000001);
+        appliedIndex_ = 0L;
+        replicated_ = false;
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_HistoryResponse_descriptor;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.HistoryResponse getDefaultInstanceForType() {
+        return baton.v1.BatonOuterClass.HistoryResponse.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.HistoryResponse build() {
+        baton.v1.BatonOuterClass.HistoryResponse result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.HistoryResponse buildPartial() {
+        baton.v1.BatonOuterClass.HistoryResponse result = new baton.v1.BatonOuterClass.HistoryResponse(this);
+        buildPartialRepeatedFields(result);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartialRepeatedFields(baton.v1.BatonOuterClass.HistoryResponse result) {
+        if (holdsBuilder_ == null) {
+          if (((bitField0_ & 0x00000001) != 0)) {
+            holds_ = java.util.Collections.unmodifiableList(holds_);
+            bitField0_ = (bitField0_ & ~0x00000001);
+          }
+          result.holds_ = holds_;
+        } else {
+          result.holds_ = holdsBuilder_.build();
+        }
+      }
+
+      private void buildPartial0(baton.v1.BatonOuterClass.HistoryResponse result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.appliedIndex_ = appliedIndex_;
+        }
+        if (((from_bitField0_ & 0x00000004) != 0)) {
+          result.replicated_ = replicated_;
+        }
+      }
+
+      @java.lang.Override
+      public Builder clone() {
+        return super.clone();
+      }
+      @java.lang.Override
+      public Builder setField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.setField(field, value);
+      }
+      @java.lang.Override
+      public Builder clearField(
+          com.google.protobuf.Descriptors.FieldDescriptor field) {
+        return super.clearField(field);
+      }
+      @java.lang.Override
+      public Builder clearOneof(
+          com.google.protobuf.Descriptors.OneofDescriptor oneof) {
+        return super.clearOneof(oneof);
+      }
+      @java.lang.Override
+      public Builder setRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          int index, java.lang.Object value) {
+        return super.setRepeatedField(field, index, value);
+      }
+      @java.lang.Override
+      public Builder addRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.addRepeatedField(field, value);
+      }
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof baton.v1.BatonOuterClass.HistoryResponse) {
+          return mergeFrom((baton.v1.BatonOuterClass.HistoryResponse)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(baton.v1.BatonOuterClass.HistoryResponse other) {
+        if (other == baton.v1.BatonOuterClass.HistoryResponse.getDefaultInstance()) return this;
+        if (holdsBuilder_ == null) {
+          if (!other.holds_.isEmpty()) {
+            if (holds_.isEmpty()) {
+              holds_ = other.holds_;
+              bitField0_ = (bitField0_ & ~0x00000001);
+            } else {
+              ensureHoldsIsMutable();
+              holds_.addAll(other.holds_);
+            }
+            onChanged();
+          }
+        } else {
+          if (!other.holds_.isEmpty()) {
+            if (holdsBuilder_.isEmpty()) {
+              holdsBuilder_.dispose();
+              holdsBuilder_ = null;
+              holds_ = other.holds_;
+              bitField0_ = (bitField0_ & ~0x00000001);
+              holdsBuilder_ = 
+                com.google.protobuf.GeneratedMessageV3.alwaysUseFieldBuilders ?
+                   getHoldsFieldBuilder() : null;
+            } else {
+              holdsBuilder_.addAllMessages(other.holds_);
+            }
+          }
+        }
+        if (other.getAppliedIndex() != 0L) {
+          setAppliedIndex(other.getAppliedIndex());
+        }
+        if (other.getReplicated() != false) {
+          setReplicated(other.getReplicated());
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                baton.v1.BatonOuterClass.PastHold m =
+                    input.readMessage(
+                        baton.v1.BatonOuterClass.PastHold.parser(),
+                        extensionRegistry);
+                if (holdsBuilder_ == null) {
+                  ensureHoldsIsMutable();
+                  holds_.add(m);
+                } else {
+                  holdsBuilder_.addMessage(m);
+                }
+                break;
+              } // case 10
+              case 16: {
+                appliedIndex_ = input.readUInt64();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 16
+              case 24: {
+                replicated_ = input.readBool();
+                bitField0_ |= 0x00000004;
+                break;
+              } // case 24
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private java.util.List<baton.v1.BatonOuterClass.PastHold> holds_ =
+        java.util.Collections.emptyList();
+      private void ensureHoldsIsMutable() {
+        if (!((bitField0_ & 0x00000001) != 0)) {
+          holds_ = new java.util.ArrayList<baton.v1.BatonOuterClass.PastHold>(holds_);
+          bitField0_ |= 0x00000001;
+         }
+      }
+
+      private com.google.protobuf.RepeatedFieldBuilderV3<
+          baton.v1.BatonOuterClass.PastHold, baton.v1.BatonOuterClass.PastHold.Builder, baton.v1.BatonOuterClass.PastHoldOrBuilder> holdsBuilder_;
+
+      /**
+       * <pre>
+       * holds are the lock's recent ended holds, the most recent first
+       * (GetResponse.history).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold holds = 1;</code>
+       */
+      public java.util.List<baton.v1.BatonOuterClass.PastHold> getHoldsList() {
+        if (holdsBuilder_ == null) {
+          return java.util.Collections.unmodifiableList(holds_);
+        } else {
+          return holdsBuilder_.getMessageList();
+        }
+      }
+      /**
+       * <pre>
+       * holds are the lock's recent ended holds, the most recent first
+       * (GetResponse.history).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold holds = 1;</code>
+       */
+      public int getHoldsCount() {
+        if (holdsBuilder_ == null) {
+          return holds_.size();
+        } else {
+          return holdsBuilder_.getCount();
+        }
+      }
+      /**
+       * <pre>
+       * holds are the lock's recent ended holds, the most recent first
+       * (GetResponse.history).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold holds = 1;</code>
+       */
+      public baton.v1.BatonOuterClass.PastHold getHolds(int index) {
+        if (holdsBuilder_ == null) {
+          return holds_.get(index);
+        } else {
+          return holdsBuilder_.getMessage(index);
+        }
+      }
+      /**
+       * <pre>
+       * holds are the lock's recent ended holds, the most recent first
+       * (GetResponse.history).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold holds = 1;</code>
+       */
+      public Builder setHolds(
+          int index, baton.v1.BatonOuterClass.PastHold value) {
+        if (holdsBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureHoldsIsMutable();
+          holds_.set(index, value);
+          onChanged();
+        } else {
+          holdsBuilder_.setMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * holds are the lock's recent ended holds, the most recent first
+       * (GetResponse.history).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold holds = 1;</code>
+       */
+      public Builder setHolds(
+          int index, baton.v1.BatonOuterClass.PastHold.Builder builderForValue) {
+        if (holdsBuilder_ == null) {
+          ensureHoldsIsMutable();
+          holds_.set(index, builderForValue.build());
+          onChanged();
+        } else {
+          holdsBuilder_.setMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * holds are the lock's recent ended holds, the most recent first
+       * (GetResponse.history).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold holds = 1;</code>
+       */
+      public Builder addHolds(baton.v1.BatonOuterClass.PastHold value) {
+        if (holdsBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureHoldsIsMutable();
+          holds_.add(value);
+          onChanged();
+        } else {
+          holdsBuilder_.addMessage(value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * holds are the lock's recent ended holds, the most recent first
+       * (GetResponse.history).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold holds = 1;</code>
+       */
+      public Builder addHolds(
+          int index, baton.v1.BatonOuterClass.PastHold value) {
+        if (holdsBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureHoldsIsMutable();
+          holds_.add(index, value);
+          onChanged();
+        } else {
+          holdsBuilder_.addMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * holds are the lock's recent ended holds, the most recent first
+       * (GetResponse.history).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold holds = 1;</code>
+       */
+      public Builder addHolds(
+          baton.v1.BatonOuterClass.PastHold.Builder builderForValue) {
+        if (holdsBuilder_ == null) {
+          ensureHoldsIsMutable();
+          holds_.add(builderForValue.build());
+          onChanged();
+        } else {
+          holdsBuilder_.addMessage(builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * holds are the lock's recent ended holds, the most recent first
+       * (GetResponse.history).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold holds = 1;</code>
+       */
+      public Builder addHolds(
+          int index, baton.v1.BatonOuterClass.PastHold.Builder builderForValue) {
+        if (holdsBuilder_ == null) {
+          ensureHoldsIsMutable();
+          holds_.add(index, builderForValue.build());
+          onChanged();
+        } else {
+          holdsBuilder_.addMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * holds are the lock's recent ended holds, the most recent first
+       * (GetResponse.history).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold holds = 1;</code>
+       */
+      public Builder addAllHolds(
+          java.lang.Iterable<? extends baton.v1.BatonOuterClass.PastHold> values) {
+        if (holdsBuilder_ == null) {
+          ensureHoldsIsMutable();
+          com.google.protobuf.AbstractMessageLite.Builder.addAll(
+              values, holds_);
+          onChanged();
+        } else {
+          holdsBuilder_.addAllMessages(values);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * holds are the lock's recent ended holds, the most recent first
+       * (GetResponse.history).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold holds = 1;</code>
+       */
+      public Builder clearHolds() {
+        if (holdsBuilder_ == null) {
+          holds_ = java.util.Collections.emptyList();
+          bitField0_ = (bitField0_ & ~0x00000001);
+          onChanged();
+        } else {
+          holdsBuilder_.clear();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * holds are the lock's recent ended holds, the most recent first
+       * (GetResponse.history).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold holds = 1;</code>
+       */
+      public Builder removeHolds(int index) {
+        if (holdsBuilder_ == null) {
+          ensureHoldsIsMutable();
+          holds_.remove(index);
+          onChanged();
+        } else {
+          holdsBuilder_.remove(index);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * holds are the lock's recent ended holds, the most recent first
+       * (GetResponse.history).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold holds = 1;</code>
+       */
+      public baton.v1.BatonOuterClass.PastHold.Builder getHoldsBuilder(
+          int index) {
+        return getHoldsFieldBuilder().getBuilder(index);
+      }
+      /**
+       * <pre>
+       * holds are the lock's recent ended holds, the most recent first
+       * (GetResponse.history).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold holds = 1;</code>
+       */
+      public baton.v1.BatonOuterClass.PastHoldOrBuilder getHoldsOrBuilder(
+          int index) {
+        if (holdsBuilder_ == null) {
+          return holds_.get(index);  } else {
+          return holdsBuilder_.getMessageOrBuilder(index);
+        }
+      }
+      /**
+       * <pre>
+       * holds are the lock's recent ended holds, the most recent first
+       * (GetResponse.history).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold holds = 1;</code>
+       */
+      public java.util.List<? extends baton.v1.BatonOuterClass.PastHoldOrBuilder> 
+           getHoldsOrBuilderList() {
+        if (holdsBuilder_ != null) {
+          return holdsBuilder_.getMessageOrBuilderList();
+        } else {
+          return java.util.Collections.unmodifiableList(holds_);
+        }
+      }
+      /**
+       * <pre>
+       * holds are the lock's recent ended holds, the most recent first
+       * (GetResponse.history).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold holds = 1;</code>
+       */
+      public baton.v1.BatonOuterClass.PastHold.Builder addHoldsBuilder() {
+        return getHoldsFieldBuilder().addBuilder(
+            baton.v1.BatonOuterClass.PastHold.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * holds are the lock's recent ended holds, the most recent first
+       * (GetResponse.history).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold holds = 1;</code>
+       */
+      public baton.v1.BatonOuterClass.PastHold.Builder addHoldsBuilder(
+          int index) {
+        return getHoldsFieldBuilder().addBuilder(
+            index, baton.v1.BatonOuterClass.PastHold.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * holds are the lock's recent ended holds, the most recent first
+       * (GetResponse.history).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold holds = 1;</code>
+       */
+      public java.util.List<baton.v1.BatonOuterClass.PastHold.Builder> 
+           getHoldsBuilderList() {
+        return getHoldsFieldBuilder().getBuilderList();
+      }
+      private com.google.protobuf.RepeatedFieldBuilderV3<
+          baton.v1.BatonOuterClass.PastHold, baton.v1.BatonOuterClass.PastHold.Builder, baton.v1.BatonOuterClass.PastHoldOrBuilder> 
+          getHoldsFieldBuilder() {
+        if (holdsBuilder_ == null) {
+          holdsBuilder_ = new com.google.protobuf.RepeatedFieldBuilderV3<
+              baton.v1.BatonOuterClass.PastHold, baton.v1.BatonOuterClass.PastHold.Builder, baton.v1.BatonOuterClass.PastHoldOrBuilder>(
+                  holds_,
+                  ((bitField0_ & 0x00000001) != 0),
+                  getParentForChildren(),
+                  isClean());
+          holds_ = null;
+        }
+        return holdsBuilder_;
+      }
+
+      private long appliedIndex_ ;
+      /**
+       * <pre>
+       * applied_index is the answering member's applied index: members
+       * answer alike at the same applied index when replicated is set.
+       * </pre>
+       *
+       * <code>uint64 applied_index = 2;</code>
+       * @return The appliedIndex.
+       */
+      @java.lang.Override
+      public long getAppliedIndex() {
+        return appliedIndex_;
+      }
+      /**
+       * <pre>
+       * applied_index is the answering member's applied index: members
+       * answer alike at the same applied index when replicated is set.
+       * </pre>
+       *
+       * <code>uint64 applied_index = 2;</code>
+       * @param value The appliedIndex to set.
+       * @return This builder for chaining.
+       */
+      public Builder setAppliedIndex(long value) {
+        
+        appliedIndex_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * applied_index is the answering member's applied index: members
+       * answer alike at the same applied index when replicated is set.
+       * </pre>
+       *
+       * <code>uint64 applied_index = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearAppliedIndex() {
+        bitField0_ = (bitField0_ & ~0x00000002);
+        appliedIndex_ = 0L;
+        onChanged();
+        return this;
+      }
+
+      private boolean replicated_ ;
+      /**
+       * <pre>
+       * replicated: the cluster's log version keeps the history in the
+       * replicated state (10 and above); if not, it is the answering
+       * member's own since it started or last installed a snapshot.
+       * </pre>
+       *
+       * <code>bool replicated = 3;</code>
+       * @return The replicated.
+       */
+      @java.lang.Override
+      public boolean getReplicated() {
+        return replicated_;
+      }
+      /**
+       * <pre>
+       * replicated: the cluster's log version keeps the history in the
+       * replicated state (10 and above); if not, it is the answering
+       * member's own since it started or last installed a snapshot.
+       * </pre>
+       *
+       * <code>bool replicated = 3;</code>
+       * @param value The replicated to set.
+       * @return This builder for chaining.
+       */
+      public Builder setReplicated(boolean value) {
+        
+        replicated_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * replicated: the cluster's log version keeps the history in the
+       * replicated state (10 and above); if not, it is the answering
+       * member's own since it started or last installed a snapshot.
+       * </pre>
+       *
+       * <code>bool replicated = 3;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearReplicated() {
+        bitField0_ = (bitField0_ & ~0x00000004);
+        replicated_ = false;
+        onChanged();
+        return this;
+      }
+      @java.lang.Override
+      public final Builder setUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.setUnknownFields(unknownFields);
+      }
+
+      @java.lang.Override
+      public final Builder mergeUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.mergeUnknownFields(unknownFields);
+      }
+
+
+      // @@protoc_insertion_point(builder_scope:baton.v1.HistoryResponse)
+    }
+
+    // @@protoc_insertion_point(class_scope:baton.v1.HistoryResponse)
+    private static final baton.v1.BatonOuterClass.HistoryResponse DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new baton.v1.BatonOuterClass.HistoryResponse();
+    }
+
+    public static baton.v1.BatonOuterClass.HistoryResponse getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<HistoryResponse>
+        PARSER = new com.google.protobuf.AbstractParser<HistoryResponse>() {
+      @java.lang.Override
+      public HistoryResponse parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<HistoryResponse> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<HistoryResponse> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.HistoryResponse getDefaultInstanceForType() {
       return DEFAULT_INSTANCE;
     }
 
@@ -43178,6 +48008,17 @@ public final class BatonOuterClass {
      * @return The lowDisk.
      */
     boolean getLowDisk();
+
+    /**
+     * <pre>
+     * cluster_id identifies the cluster: members refuse peers of another
+     * one. A cluster restored from a backup has an id of its own.
+     * </pre>
+     *
+     * <code>uint64 cluster_id = 80;</code>
+     * @return The clusterId.
+     */
+    long getClusterId();
   }
   /**
    * Protobuf type {@code baton.v1.StatusResponse}
@@ -43617,6 +48458,22 @@ public final class BatonOuterClass {
       return lowDisk_;
     }
 
+    public static final int CLUSTER_ID_FIELD_NUMBER = 80;
+    private long clusterId_ = 0L;
+    /**
+     * <pre>
+     * cluster_id identifies the cluster: members refuse peers of another
+     * one. A cluster restored from a backup has an id of its own.
+     * </pre>
+     *
+     * <code>uint64 cluster_id = 80;</code>
+     * @return The clusterId.
+     */
+    @java.lang.Override
+    public long getClusterId() {
+      return clusterId_;
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -43681,6 +48538,9 @@ public final class BatonOuterClass {
       }
       if (lowDisk_ != false) {
         output.writeBool(17, lowDisk_);
+      }
+      if (clusterId_ != 0L) {
+        output.writeUInt64(80, clusterId_);
       }
       getUnknownFields().writeTo(output);
     }
@@ -43754,6 +48614,10 @@ public final class BatonOuterClass {
         size += com.google.protobuf.CodedOutputStream
           .computeBoolSize(17, lowDisk_);
       }
+      if (clusterId_ != 0L) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeUInt64Size(80, clusterId_);
+      }
       size += getUnknownFields().getSerializedSize();
       memoizedSize = size;
       return size;
@@ -43806,6 +48670,8 @@ public final class BatonOuterClass {
           != other.getMinFreeDiskBytes()) return false;
       if (getLowDisk()
           != other.getLowDisk()) return false;
+      if (getClusterId()
+          != other.getClusterId()) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -43863,6 +48729,9 @@ public final class BatonOuterClass {
       hash = (37 * hash) + LOW_DISK_FIELD_NUMBER;
       hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
           getLowDisk());
+      hash = (37 * hash) + CLUSTER_ID_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          getClusterId());
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -44015,6 +48884,7 @@ public final class BatonOuterClass {
         diskFreeBytes_ = 0L;
         minFreeDiskBytes_ = 0L;
         lowDisk_ = false;
+        clusterId_ = 0L;
         return this;
       }
 
@@ -44110,6 +48980,9 @@ public final class BatonOuterClass {
         }
         if (((from_bitField0_ & 0x00010000) != 0)) {
           result.lowDisk_ = lowDisk_;
+        }
+        if (((from_bitField0_ & 0x00020000) != 0)) {
+          result.clusterId_ = clusterId_;
         }
         result.bitField0_ |= to_bitField0_;
       }
@@ -44242,6 +49115,9 @@ public final class BatonOuterClass {
         if (other.getLowDisk() != false) {
           setLowDisk(other.getLowDisk());
         }
+        if (other.getClusterId() != 0L) {
+          setClusterId(other.getClusterId());
+        }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
         return this;
@@ -44361,6 +49237,11 @@ public final class BatonOuterClass {
                 bitField0_ |= 0x00010000;
                 break;
               } // case 136
+              case 640: {
+                clusterId_ = input.readUInt64();
+                bitField0_ |= 0x00020000;
+                break;
+              } // case 640
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -45405,6 +50286,53 @@ public final class BatonOuterClass {
         onChanged();
         return this;
       }
+
+      private long clusterId_ ;
+      /**
+       * <pre>
+       * cluster_id identifies the cluster: members refuse peers of another
+       * one. A cluster restored from a backup has an id of its own.
+       * </pre>
+       *
+       * <code>uint64 cluster_id = 80;</code>
+       * @return The clusterId.
+       */
+      @java.lang.Override
+      public long getClusterId() {
+        return clusterId_;
+      }
+      /**
+       * <pre>
+       * cluster_id identifies the cluster: members refuse peers of another
+       * one. A cluster restored from a backup has an id of its own.
+       * </pre>
+       *
+       * <code>uint64 cluster_id = 80;</code>
+       * @param value The clusterId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setClusterId(long value) {
+        
+        clusterId_ = value;
+        bitField0_ |= 0x00020000;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * cluster_id identifies the cluster: members refuse peers of another
+       * one. A cluster restored from a backup has an id of its own.
+       * </pre>
+       *
+       * <code>uint64 cluster_id = 80;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearClusterId() {
+        bitField0_ = (bitField0_ & ~0x00020000);
+        clusterId_ = 0L;
+        onChanged();
+        return this;
+      }
       @java.lang.Override
       public final Builder setUnknownFields(
           final com.google.protobuf.UnknownFieldSet unknownFields) {
@@ -45464,6 +50392,3057 @@ public final class BatonOuterClass {
 
     @java.lang.Override
     public baton.v1.BatonOuterClass.StatusResponse getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface SaveSnapshotRequestOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:baton.v1.SaveSnapshotRequest)
+      com.google.protobuf.MessageOrBuilder {
+  }
+  /**
+   * Protobuf type {@code baton.v1.SaveSnapshotRequest}
+   */
+  public static final class SaveSnapshotRequest extends
+      com.google.protobuf.GeneratedMessageV3 implements
+      // @@protoc_insertion_point(message_implements:baton.v1.SaveSnapshotRequest)
+      SaveSnapshotRequestOrBuilder {
+  private static final long serialVersionUID = 0L;
+    // Use SaveSnapshotRequest.newBuilder() to construct.
+    private SaveSnapshotRequest(com.google.protobuf.GeneratedMessageV3.Builder<?> builder) {
+      super(builder);
+    }
+    private SaveSnapshotRequest() {
+    }
+
+    @java.lang.Override
+    @SuppressWarnings({"unused"})
+    protected java.lang.Object newInstance(
+        UnusedPrivateParameter unused) {
+      return new SaveSnapshotRequest();
+    }
+
+    @java.lang.Override
+    public final com.google.protobuf.UnknownFieldSet
+    getUnknownFields() {
+      return this.unknownFields;
+    }
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_SaveSnapshotRequest_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_SaveSnapshotRequest_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              baton.v1.BatonOuterClass.SaveSnapshotRequest.class, baton.v1.BatonOuterClass.SaveSnapshotRequest.Builder.class);
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      getUnknownFields().writeTo(output);
+    }
+
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof baton.v1.BatonOuterClass.SaveSnapshotRequest)) {
+        return super.equals(obj);
+      }
+      baton.v1.BatonOuterClass.SaveSnapshotRequest other = (baton.v1.BatonOuterClass.SaveSnapshotRequest) obj;
+
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static baton.v1.BatonOuterClass.SaveSnapshotRequest parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.SaveSnapshotRequest parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.SaveSnapshotRequest parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.SaveSnapshotRequest parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.SaveSnapshotRequest parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.SaveSnapshotRequest parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.SaveSnapshotRequest parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.SaveSnapshotRequest parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.SaveSnapshotRequest parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.SaveSnapshotRequest parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.SaveSnapshotRequest parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.SaveSnapshotRequest parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(baton.v1.BatonOuterClass.SaveSnapshotRequest prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * Protobuf type {@code baton.v1.SaveSnapshotRequest}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessageV3.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:baton.v1.SaveSnapshotRequest)
+        baton.v1.BatonOuterClass.SaveSnapshotRequestOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_SaveSnapshotRequest_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_SaveSnapshotRequest_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                baton.v1.BatonOuterClass.SaveSnapshotRequest.class, baton.v1.BatonOuterClass.SaveSnapshotRequest.Builder.class);
+      }
+
+      // Construct using baton.v1.BatonOuterClass.SaveSnapshotRequest.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_SaveSnapshotRequest_descriptor;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.SaveSnapshotRequest getDefaultInstanceForType() {
+        return baton.v1.BatonOuterClass.SaveSnapshotRequest.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.SaveSnapshotRequest build() {
+        baton.v1.BatonOuterClass.SaveSnapshotRequest result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.SaveSnapshotRequest buildPartial() {
+        baton.v1.BatonOuterClass.SaveSnapshotRequest result = new baton.v1.BatonOuterClass.SaveSnapshotRequest(this);
+        onBuilt();
+        return result;
+      }
+
+      @java.lang.Override
+      public Builder clone() {
+        return super.clone();
+      }
+      @java.lang.Override
+      public Builder setField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.setField(field, value);
+      }
+      @java.lang.Override
+      public Builder clearField(
+          com.google.protobuf.Descriptors.FieldDescriptor field) {
+        return super.clearField(field);
+      }
+      @java.lang.Override
+      public Builder clearOneof(
+          com.google.protobuf.Descriptors.OneofDescriptor oneof) {
+        return super.clearOneof(oneof);
+      }
+      @java.lang.Override
+      public Builder setRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          int index, java.lang.Object value) {
+        return super.setRepeatedField(field, index, value);
+      }
+      @java.lang.Override
+      public Builder addRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.addRepeatedField(field, value);
+      }
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof baton.v1.BatonOuterClass.SaveSnapshotRequest) {
+          return mergeFrom((baton.v1.BatonOuterClass.SaveSnapshotRequest)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(baton.v1.BatonOuterClass.SaveSnapshotRequest other) {
+        if (other == baton.v1.BatonOuterClass.SaveSnapshotRequest.getDefaultInstance()) return this;
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      @java.lang.Override
+      public final Builder setUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.setUnknownFields(unknownFields);
+      }
+
+      @java.lang.Override
+      public final Builder mergeUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.mergeUnknownFields(unknownFields);
+      }
+
+
+      // @@protoc_insertion_point(builder_scope:baton.v1.SaveSnapshotRequest)
+    }
+
+    // @@protoc_insertion_point(class_scope:baton.v1.SaveSnapshotRequest)
+    private static final baton.v1.BatonOuterClass.SaveSnapshotRequest DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new baton.v1.BatonOuterClass.SaveSnapshotRequest();
+    }
+
+    public static baton.v1.BatonOuterClass.SaveSnapshotRequest getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<SaveSnapshotRequest>
+        PARSER = new com.google.protobuf.AbstractParser<SaveSnapshotRequest>() {
+      @java.lang.Override
+      public SaveSnapshotRequest parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<SaveSnapshotRequest> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<SaveSnapshotRequest> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.SaveSnapshotRequest getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface SaveSnapshotResponseOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:baton.v1.SaveSnapshotResponse)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * in the first message only
+     * </pre>
+     *
+     * <code>.baton.v1.SnapshotHeader header = 1;</code>
+     * @return Whether the header field is set.
+     */
+    boolean hasHeader();
+    /**
+     * <pre>
+     * in the first message only
+     * </pre>
+     *
+     * <code>.baton.v1.SnapshotHeader header = 1;</code>
+     * @return The header.
+     */
+    baton.v1.BatonOuterClass.SnapshotHeader getHeader();
+    /**
+     * <pre>
+     * in the first message only
+     * </pre>
+     *
+     * <code>.baton.v1.SnapshotHeader header = 1;</code>
+     */
+    baton.v1.BatonOuterClass.SnapshotHeaderOrBuilder getHeaderOrBuilder();
+
+    /**
+     * <pre>
+     * the next part of the snapshot's data
+     * </pre>
+     *
+     * <code>bytes data = 2;</code>
+     * @return The data.
+     */
+    com.google.protobuf.ByteString getData();
+  }
+  /**
+   * Protobuf type {@code baton.v1.SaveSnapshotResponse}
+   */
+  public static final class SaveSnapshotResponse extends
+      com.google.protobuf.GeneratedMessageV3 implements
+      // @@protoc_insertion_point(message_implements:baton.v1.SaveSnapshotResponse)
+      SaveSnapshotResponseOrBuilder {
+  private static final long serialVersionUID = 0L;
+    // Use SaveSnapshotResponse.newBuilder() to construct.
+    private SaveSnapshotResponse(com.google.protobuf.GeneratedMessageV3.Builder<?> builder) {
+      super(builder);
+    }
+    private SaveSnapshotResponse() {
+      data_ = com.google.protobuf.ByteString.EMPTY;
+    }
+
+    @java.lang.Override
+    @SuppressWarnings({"unused"})
+    protected java.lang.Object newInstance(
+        UnusedPrivateParameter unused) {
+      return new SaveSnapshotResponse();
+    }
+
+    @java.lang.Override
+    public final com.google.protobuf.UnknownFieldSet
+    getUnknownFields() {
+      return this.unknownFields;
+    }
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_SaveSnapshotResponse_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_SaveSnapshotResponse_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              baton.v1.BatonOuterClass.SaveSnapshotResponse.class, baton.v1.BatonOuterClass.SaveSnapshotResponse.Builder.class);
+    }
+
+    public static final int HEADER_FIELD_NUMBER = 1;
+    private baton.v1.BatonOuterClass.SnapshotHeader header_;
+    /**
+     * <pre>
+     * in the first message only
+     * </pre>
+     *
+     * <code>.baton.v1.SnapshotHeader header = 1;</code>
+     * @return Whether the header field is set.
+     */
+    @java.lang.Override
+    public boolean hasHeader() {
+      return header_ != null;
+    }
+    /**
+     * <pre>
+     * in the first message only
+     * </pre>
+     *
+     * <code>.baton.v1.SnapshotHeader header = 1;</code>
+     * @return The header.
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.SnapshotHeader getHeader() {
+      return header_ == null ? baton.v1.BatonOuterClass.SnapshotHeader.getDefaultInstance() : header_;
+    }
+    /**
+     * <pre>
+     * in the first message only
+     * </pre>
+     *
+     * <code>.baton.v1.SnapshotHeader header = 1;</code>
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.SnapshotHeaderOrBuilder getHeaderOrBuilder() {
+      return header_ == null ? baton.v1.BatonOuterClass.SnapshotHeader.getDefaultInstance() : header_;
+    }
+
+    public static final int DATA_FIELD_NUMBER = 2;
+    private com.google.protobuf.ByteString data_ = com.google.protobuf.ByteString.EMPTY;
+    /**
+     * <pre>
+     * the next part of the snapshot's data
+     * </pre>
+     *
+     * <code>bytes data = 2;</code>
+     * @return The data.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString getData() {
+      return data_;
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (header_ != null) {
+        output.writeMessage(1, getHeader());
+      }
+      if (!data_.isEmpty()) {
+        output.writeBytes(2, data_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      if (header_ != null) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(1, getHeader());
+      }
+      if (!data_.isEmpty()) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeBytesSize(2, data_);
+      }
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof baton.v1.BatonOuterClass.SaveSnapshotResponse)) {
+        return super.equals(obj);
+      }
+      baton.v1.BatonOuterClass.SaveSnapshotResponse other = (baton.v1.BatonOuterClass.SaveSnapshotResponse) obj;
+
+      if (hasHeader() != other.hasHeader()) return false;
+      if (hasHeader()) {
+        if (!getHeader()
+            .equals(other.getHeader())) return false;
+      }
+      if (!getData()
+          .equals(other.getData())) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      if (hasHeader()) {
+        hash = (37 * hash) + HEADER_FIELD_NUMBER;
+        hash = (53 * hash) + getHeader().hashCode();
+      }
+      hash = (37 * hash) + DATA_FIELD_NUMBER;
+      hash = (53 * hash) + getData().hashCode();
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static baton.v1.BatonOuterClass.SaveSnapshotResponse parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.SaveSnapshotResponse parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.SaveSnapshotResponse parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.SaveSnapshotResponse parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.SaveSnapshotResponse parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.SaveSnapshotResponse parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.SaveSnapshotResponse parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.SaveSnapshotResponse parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.SaveSnapshotResponse parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.SaveSnapshotResponse parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.SaveSnapshotResponse parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.SaveSnapshotResponse parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(baton.v1.BatonOuterClass.SaveSnapshotResponse prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * Protobuf type {@code baton.v1.SaveSnapshotResponse}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessageV3.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:baton.v1.SaveSnapshotResponse)
+        baton.v1.BatonOuterClass.SaveSnapshotResponseOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_SaveSnapshotResponse_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_SaveSnapshotResponse_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                baton.v1.BatonOuterClass.SaveSnapshotResponse.class, baton.v1.BatonOuterClass.SaveSnapshotResponse.Builder.class);
+      }
+
+      // Construct using baton.v1.BatonOuterClass.SaveSnapshotResponse.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        header_ = null;
+        if (headerBuilder_ != null) {
+          headerBuilder_.dispose();
+          headerBuilder_ = null;
+        }
+        data_ = com.google.protobuf.ByteString.EMPTY;
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_SaveSnapshotResponse_descriptor;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.SaveSnapshotResponse getDefaultInstanceForType() {
+        return baton.v1.BatonOuterClass.SaveSnapshotResponse.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.SaveSnapshotResponse build() {
+        baton.v1.BatonOuterClass.SaveSnapshotResponse result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.SaveSnapshotResponse buildPartial() {
+        baton.v1.BatonOuterClass.SaveSnapshotResponse result = new baton.v1.BatonOuterClass.SaveSnapshotResponse(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(baton.v1.BatonOuterClass.SaveSnapshotResponse result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.header_ = headerBuilder_ == null
+              ? header_
+              : headerBuilder_.build();
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.data_ = data_;
+        }
+      }
+
+      @java.lang.Override
+      public Builder clone() {
+        return super.clone();
+      }
+      @java.lang.Override
+      public Builder setField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.setField(field, value);
+      }
+      @java.lang.Override
+      public Builder clearField(
+          com.google.protobuf.Descriptors.FieldDescriptor field) {
+        return super.clearField(field);
+      }
+      @java.lang.Override
+      public Builder clearOneof(
+          com.google.protobuf.Descriptors.OneofDescriptor oneof) {
+        return super.clearOneof(oneof);
+      }
+      @java.lang.Override
+      public Builder setRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          int index, java.lang.Object value) {
+        return super.setRepeatedField(field, index, value);
+      }
+      @java.lang.Override
+      public Builder addRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.addRepeatedField(field, value);
+      }
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof baton.v1.BatonOuterClass.SaveSnapshotResponse) {
+          return mergeFrom((baton.v1.BatonOuterClass.SaveSnapshotResponse)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(baton.v1.BatonOuterClass.SaveSnapshotResponse other) {
+        if (other == baton.v1.BatonOuterClass.SaveSnapshotResponse.getDefaultInstance()) return this;
+        if (other.hasHeader()) {
+          mergeHeader(other.getHeader());
+        }
+        if (other.getData() != com.google.protobuf.ByteString.EMPTY) {
+          setData(other.getData());
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                input.readMessage(
+                    getHeaderFieldBuilder().getBuilder(),
+                    extensionRegistry);
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              case 18: {
+                data_ = input.readBytes();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 18
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private baton.v1.BatonOuterClass.SnapshotHeader header_;
+      private com.google.protobuf.SingleFieldBuilderV3<
+          baton.v1.BatonOuterClass.SnapshotHeader, baton.v1.BatonOuterClass.SnapshotHeader.Builder, baton.v1.BatonOuterClass.SnapshotHeaderOrBuilder> headerBuilder_;
+      /**
+       * <pre>
+       * in the first message only
+       * </pre>
+       *
+       * <code>.baton.v1.SnapshotHeader header = 1;</code>
+       * @return Whether the header field is set.
+       */
+      public boolean hasHeader() {
+        return ((bitField0_ & 0x00000001) != 0);
+      }
+      /**
+       * <pre>
+       * in the first message only
+       * </pre>
+       *
+       * <code>.baton.v1.SnapshotHeader header = 1;</code>
+       * @return The header.
+       */
+      public baton.v1.BatonOuterClass.SnapshotHeader getHeader() {
+        if (headerBuilder_ == null) {
+          return header_ == null ? baton.v1.BatonOuterClass.SnapshotHeader.getDefaultInstance() : header_;
+        } else {
+          return headerBuilder_.getMessage();
+        }
+      }
+      /**
+       * <pre>
+       * in the first message only
+       * </pre>
+       *
+       * <code>.baton.v1.SnapshotHeader header = 1;</code>
+       */
+      public Builder setHeader(baton.v1.BatonOuterClass.SnapshotHeader value) {
+        if (headerBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          header_ = value;
+        } else {
+          headerBuilder_.setMessage(value);
+        }
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * in the first message only
+       * </pre>
+       *
+       * <code>.baton.v1.SnapshotHeader header = 1;</code>
+       */
+      public Builder setHeader(
+          baton.v1.BatonOuterClass.SnapshotHeader.Builder builderForValue) {
+        if (headerBuilder_ == null) {
+          header_ = builderForValue.build();
+        } else {
+          headerBuilder_.setMessage(builderForValue.build());
+        }
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * in the first message only
+       * </pre>
+       *
+       * <code>.baton.v1.SnapshotHeader header = 1;</code>
+       */
+      public Builder mergeHeader(baton.v1.BatonOuterClass.SnapshotHeader value) {
+        if (headerBuilder_ == null) {
+          if (((bitField0_ & 0x00000001) != 0) &&
+            header_ != null &&
+            header_ != baton.v1.BatonOuterClass.SnapshotHeader.getDefaultInstance()) {
+            getHeaderBuilder().mergeFrom(value);
+          } else {
+            header_ = value;
+          }
+        } else {
+          headerBuilder_.mergeFrom(value);
+        }
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * in the first message only
+       * </pre>
+       *
+       * <code>.baton.v1.SnapshotHeader header = 1;</code>
+       */
+      public Builder clearHeader() {
+        bitField0_ = (bitField0_ & ~0x00000001);
+        header_ = null;
+        if (headerBuilder_ != null) {
+          headerBuilder_.dispose();
+          headerBuilder_ = null;
+        }
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * in the first message only
+       * </pre>
+       *
+       * <code>.baton.v1.SnapshotHeader header = 1;</code>
+       */
+      public baton.v1.BatonOuterClass.SnapshotHeader.Builder getHeaderBuilder() {
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return getHeaderFieldBuilder().getBuilder();
+      }
+      /**
+       * <pre>
+       * in the first message only
+       * </pre>
+       *
+       * <code>.baton.v1.SnapshotHeader header = 1;</code>
+       */
+      public baton.v1.BatonOuterClass.SnapshotHeaderOrBuilder getHeaderOrBuilder() {
+        if (headerBuilder_ != null) {
+          return headerBuilder_.getMessageOrBuilder();
+        } else {
+          return header_ == null ?
+              baton.v1.BatonOuterClass.SnapshotHeader.getDefaultInstance() : header_;
+        }
+      }
+      /**
+       * <pre>
+       * in the first message only
+       * </pre>
+       *
+       * <code>.baton.v1.SnapshotHeader header = 1;</code>
+       */
+      private com.google.protobuf.SingleFieldBuilderV3<
+          baton.v1.BatonOuterClass.SnapshotHeader, baton.v1.BatonOuterClass.SnapshotHeader.Builder, baton.v1.BatonOuterClass.SnapshotHeaderOrBuilder> 
+          getHeaderFieldBuilder() {
+        if (headerBuilder_ == null) {
+          headerBuilder_ = new com.google.protobuf.SingleFieldBuilderV3<
+              baton.v1.BatonOuterClass.SnapshotHeader, baton.v1.BatonOuterClass.SnapshotHeader.Builder, baton.v1.BatonOuterClass.SnapshotHeaderOrBuilder>(
+                  getHeader(),
+                  getParentForChildren(),
+                  isClean());
+          header_ = null;
+        }
+        return headerBuilder_;
+      }
+
+      private com.google.protobuf.ByteString data_ = com.google.protobuf.ByteString.EMPTY;
+      /**
+       * <pre>
+       * the next part of the snapshot's data
+       * </pre>
+       *
+       * <code>bytes data = 2;</code>
+       * @return The data.
+       */
+      @java.lang.Override
+      public com.google.protobuf.ByteString getData() {
+        return data_;
+      }
+      /**
+       * <pre>
+       * the next part of the snapshot's data
+       * </pre>
+       *
+       * <code>bytes data = 2;</code>
+       * @param value The data to set.
+       * @return This builder for chaining.
+       */
+      public Builder setData(com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        data_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * the next part of the snapshot's data
+       * </pre>
+       *
+       * <code>bytes data = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearData() {
+        bitField0_ = (bitField0_ & ~0x00000002);
+        data_ = getDefaultInstance().getData();
+        onChanged();
+        return this;
+      }
+      @java.lang.Override
+      public final Builder setUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.setUnknownFields(unknownFields);
+      }
+
+      @java.lang.Override
+      public final Builder mergeUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.mergeUnknownFields(unknownFields);
+      }
+
+
+      // @@protoc_insertion_point(builder_scope:baton.v1.SaveSnapshotResponse)
+    }
+
+    // @@protoc_insertion_point(class_scope:baton.v1.SaveSnapshotResponse)
+    private static final baton.v1.BatonOuterClass.SaveSnapshotResponse DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new baton.v1.BatonOuterClass.SaveSnapshotResponse();
+    }
+
+    public static baton.v1.BatonOuterClass.SaveSnapshotResponse getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<SaveSnapshotResponse>
+        PARSER = new com.google.protobuf.AbstractParser<SaveSnapshotResponse>() {
+      @java.lang.Override
+      public SaveSnapshotResponse parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<SaveSnapshotResponse> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<SaveSnapshotResponse> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.SaveSnapshotResponse getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface SnapshotHeaderOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:baton.v1.SnapshotHeader)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <code>uint64 cluster_id = 1;</code>
+     * @return The clusterId.
+     */
+    long getClusterId();
+
+    /**
+     * <pre>
+     * index and term are those of the last log entry the state reflects:
+     * every fencing token in it is at most index.
+     * </pre>
+     *
+     * <code>uint64 index = 2;</code>
+     * @return The index.
+     */
+    long getIndex();
+
+    /**
+     * <code>uint64 term = 3;</code>
+     * @return The term.
+     */
+    long getTerm();
+
+    /**
+     * <pre>
+     * the cluster's log version at index
+     * </pre>
+     *
+     * <code>uint32 log_version = 4;</code>
+     * @return The logVersion.
+     */
+    int getLogVersion();
+
+    /**
+     * <pre>
+     * members are the voters and learners at index (name, id, peer_addr,
+     * learner).
+     * </pre>
+     *
+     * <code>repeated .baton.v1.Member members = 5;</code>
+     */
+    java.util.List<baton.v1.BatonOuterClass.Member> 
+        getMembersList();
+    /**
+     * <pre>
+     * members are the voters and learners at index (name, id, peer_addr,
+     * learner).
+     * </pre>
+     *
+     * <code>repeated .baton.v1.Member members = 5;</code>
+     */
+    baton.v1.BatonOuterClass.Member getMembers(int index);
+    /**
+     * <pre>
+     * members are the voters and learners at index (name, id, peer_addr,
+     * learner).
+     * </pre>
+     *
+     * <code>repeated .baton.v1.Member members = 5;</code>
+     */
+    int getMembersCount();
+    /**
+     * <pre>
+     * members are the voters and learners at index (name, id, peer_addr,
+     * learner).
+     * </pre>
+     *
+     * <code>repeated .baton.v1.Member members = 5;</code>
+     */
+    java.util.List<? extends baton.v1.BatonOuterClass.MemberOrBuilder> 
+        getMembersOrBuilderList();
+    /**
+     * <pre>
+     * members are the voters and learners at index (name, id, peer_addr,
+     * learner).
+     * </pre>
+     *
+     * <code>repeated .baton.v1.Member members = 5;</code>
+     */
+    baton.v1.BatonOuterClass.MemberOrBuilder getMembersOrBuilder(
+        int index);
+
+    /**
+     * <pre>
+     * bytes of data that follow
+     * </pre>
+     *
+     * <code>uint64 size = 6;</code>
+     * @return The size.
+     */
+    long getSize();
+
+    /**
+     * <pre>
+     * SHA-256 of those bytes
+     * </pre>
+     *
+     * <code>bytes data_sha256 = 7;</code>
+     * @return The dataSha256.
+     */
+    com.google.protobuf.ByteString getDataSha256();
+
+    /**
+     * <pre>
+     * the member that took it
+     * </pre>
+     *
+     * <code>string taken_by = 8;</code>
+     * @return The takenBy.
+     */
+    java.lang.String getTakenBy();
+    /**
+     * <pre>
+     * the member that took it
+     * </pre>
+     *
+     * <code>string taken_by = 8;</code>
+     * @return The bytes for takenBy.
+     */
+    com.google.protobuf.ByteString
+        getTakenByBytes();
+
+    /**
+     * <pre>
+     * its wall clock then, for people
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp taken_at = 9;</code>
+     * @return Whether the takenAt field is set.
+     */
+    boolean hasTakenAt();
+    /**
+     * <pre>
+     * its wall clock then, for people
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp taken_at = 9;</code>
+     * @return The takenAt.
+     */
+    com.google.protobuf.Timestamp getTakenAt();
+    /**
+     * <pre>
+     * its wall clock then, for people
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp taken_at = 9;</code>
+     */
+    com.google.protobuf.TimestampOrBuilder getTakenAtOrBuilder();
+  }
+  /**
+   * <pre>
+   * SnapshotHeader describes a backup: where it was taken and what it holds.
+   * </pre>
+   *
+   * Protobuf type {@code baton.v1.SnapshotHeader}
+   */
+  public static final class SnapshotHeader extends
+      com.google.protobuf.GeneratedMessageV3 implements
+      // @@protoc_insertion_point(message_implements:baton.v1.SnapshotHeader)
+      SnapshotHeaderOrBuilder {
+  private static final long serialVersionUID = 0L;
+    // Use SnapshotHeader.newBuilder() to construct.
+    private SnapshotHeader(com.google.protobuf.GeneratedMessageV3.Builder<?> builder) {
+      super(builder);
+    }
+    private SnapshotHeader() {
+      members_ = java.util.Collections.emptyList();
+      dataSha256_ = com.google.protobuf.ByteString.EMPTY;
+      takenBy_ = "";
+    }
+
+    @java.lang.Override
+    @SuppressWarnings({"unused"})
+    protected java.lang.Object newInstance(
+        UnusedPrivateParameter unused) {
+      return new SnapshotHeader();
+    }
+
+    @java.lang.Override
+    public final com.google.protobuf.UnknownFieldSet
+    getUnknownFields() {
+      return this.unknownFields;
+    }
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_SnapshotHeader_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_SnapshotHeader_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              baton.v1.BatonOuterClass.SnapshotHeader.class, baton.v1.BatonOuterClass.SnapshotHeader.Builder.class);
+    }
+
+    public static final int CLUSTER_ID_FIELD_NUMBER = 1;
+    private long clusterId_ = 0L;
+    /**
+     * <code>uint64 cluster_id = 1;</code>
+     * @return The clusterId.
+     */
+    @java.lang.Override
+    public long getClusterId() {
+      return clusterId_;
+    }
+
+    public static final int INDEX_FIELD_NUMBER = 2;
+    private long index_ = 0L;
+    /**
+     * <pre>
+     * index and term are those of the last log entry the state reflects:
+     * every fencing token in it is at most index.
+     * </pre>
+     *
+     * <code>uint64 index = 2;</code>
+     * @return The index.
+     */
+    @java.lang.Override
+    public long getIndex() {
+      return index_;
+    }
+
+    public static final int TERM_FIELD_NUMBER = 3;
+    private long term_ = 0L;
+    /**
+     * <code>uint64 term = 3;</code>
+     * @return The term.
+     */
+    @java.lang.Override
+    public long getTerm() {
+      return term_;
+    }
+
+    public static final int LOG_VERSION_FIELD_NUMBER = 4;
+    private int logVersion_ = 0;
+    /**
+     * <pre>
+     * the cluster's log version at index
+     * </pre>
+     *
+     * <code>uint32 log_version = 4;</code>
+     * @return The logVersion.
+     */
+    @java.lang.Override
+    public int getLogVersion() {
+      return logVersion_;
+    }
+
+    public static final int MEMBERS_FIELD_NUMBER = 5;
+    @SuppressWarnings("serial")
+    private java.util.List<baton.v1.BatonOuterClass.Member> members_;
+    /**
+     * <pre>
+     * members are the voters and learners at index (name, id, peer_addr,
+     * learner).
+     * </pre>
+     *
+     * <code>repeated .baton.v1.Member members = 5;</code>
+     */
+    @java.lang.Override
+    public java.util.List<baton.v1.BatonOuterClass.Member> getMembersList() {
+      return members_;
+    }
+    /**
+     * <pre>
+     * members are the voters and learners at index (name, id, peer_addr,
+     * learner).
+     * </pre>
+     *
+     * <code>repeated .baton.v1.Member members = 5;</code>
+     */
+    @java.lang.Override
+    public java.util.List<? extends baton.v1.BatonOuterClass.MemberOrBuilder> 
+        getMembersOrBuilderList() {
+      return members_;
+    }
+    /**
+     * <pre>
+     * members are the voters and learners at index (name, id, peer_addr,
+     * learner).
+     * </pre>
+     *
+     * <code>repeated .baton.v1.Member members = 5;</code>
+     */
+    @java.lang.Override
+    public int getMembersCount() {
+      return members_.size();
+    }
+    /**
+     * <pre>
+     * members are the voters and learners at index (name, id, peer_addr,
+     * learner).
+     * </pre>
+     *
+     * <code>repeated .baton.v1.Member members = 5;</code>
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.Member getMembers(int index) {
+      return members_.get(index);
+    }
+    /**
+     * <pre>
+     * members are the voters and learners at index (name, id, peer_addr,
+     * learner).
+     * </pre>
+     *
+     * <code>repeated .baton.v1.Member members = 5;</code>
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.MemberOrBuilder getMembersOrBuilder(
+        int index) {
+      return members_.get(index);
+    }
+
+    public static final int SIZE_FIELD_NUMBER = 6;
+    private long size_ = 0L;
+    /**
+     * <pre>
+     * bytes of data that follow
+     * </pre>
+     *
+     * <code>uint64 size = 6;</code>
+     * @return The size.
+     */
+    @java.lang.Override
+    public long getSize() {
+      return size_;
+    }
+
+    public static final int DATA_SHA256_FIELD_NUMBER = 7;
+    private com.google.protobuf.ByteString dataSha256_ = com.google.protobuf.ByteString.EMPTY;
+    /**
+     * <pre>
+     * SHA-256 of those bytes
+     * </pre>
+     *
+     * <code>bytes data_sha256 = 7;</code>
+     * @return The dataSha256.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString getDataSha256() {
+      return dataSha256_;
+    }
+
+    public static final int TAKEN_BY_FIELD_NUMBER = 8;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object takenBy_ = "";
+    /**
+     * <pre>
+     * the member that took it
+     * </pre>
+     *
+     * <code>string taken_by = 8;</code>
+     * @return The takenBy.
+     */
+    @java.lang.Override
+    public java.lang.String getTakenBy() {
+      java.lang.Object ref = takenBy_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        takenBy_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * the member that took it
+     * </pre>
+     *
+     * <code>string taken_by = 8;</code>
+     * @return The bytes for takenBy.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getTakenByBytes() {
+      java.lang.Object ref = takenBy_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        takenBy_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int TAKEN_AT_FIELD_NUMBER = 9;
+    private com.google.protobuf.Timestamp takenAt_;
+    /**
+     * <pre>
+     * its wall clock then, for people
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp taken_at = 9;</code>
+     * @return Whether the takenAt field is set.
+     */
+    @java.lang.Override
+    public boolean hasTakenAt() {
+      return takenAt_ != null;
+    }
+    /**
+     * <pre>
+     * its wall clock then, for people
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp taken_at = 9;</code>
+     * @return The takenAt.
+     */
+    @java.lang.Override
+    public com.google.protobuf.Timestamp getTakenAt() {
+      return takenAt_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : takenAt_;
+    }
+    /**
+     * <pre>
+     * its wall clock then, for people
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp taken_at = 9;</code>
+     */
+    @java.lang.Override
+    public com.google.protobuf.TimestampOrBuilder getTakenAtOrBuilder() {
+      return takenAt_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : takenAt_;
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (clusterId_ != 0L) {
+        output.writeUInt64(1, clusterId_);
+      }
+      if (index_ != 0L) {
+        output.writeUInt64(2, index_);
+      }
+      if (term_ != 0L) {
+        output.writeUInt64(3, term_);
+      }
+      if (logVersion_ != 0) {
+        output.writeUInt32(4, logVersion_);
+      }
+      for (int i = 0; i < members_.size(); i++) {
+        output.writeMessage(5, members_.get(i));
+      }
+      if (size_ != 0L) {
+        output.writeUInt64(6, size_);
+      }
+      if (!dataSha256_.isEmpty()) {
+        output.writeBytes(7, dataSha256_);
+      }
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(takenBy_)) {
+        com.google.protobuf.GeneratedMessageV3.writeString(output, 8, takenBy_);
+      }
+      if (takenAt_ != null) {
+        output.writeMessage(9, getTakenAt());
+      }
+      getUnknownFields().writeTo(output);
+    }
+
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      if (clusterId_ != 0L) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeUInt64Size(1, clusterId_);
+      }
+      if (index_ != 0L) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeUInt64Size(2, index_);
+      }
+      if (term_ != 0L) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeUInt64Size(3, term_);
+      }
+      if (logVersion_ != 0) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeUInt32Size(4, logVersion_);
+      }
+      for (int i = 0; i < members_.size(); i++) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(5, members_.get(i));
+      }
+      if (size_ != 0L) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeUInt64Size(6, size_);
+      }
+      if (!dataSha256_.isEmpty()) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeBytesSize(7, dataSha256_);
+      }
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(takenBy_)) {
+        size += com.google.protobuf.GeneratedMessageV3.computeStringSize(8, takenBy_);
+      }
+      if (takenAt_ != null) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(9, getTakenAt());
+      }
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof baton.v1.BatonOuterClass.SnapshotHeader)) {
+        return super.equals(obj);
+      }
+      baton.v1.BatonOuterClass.SnapshotHeader other = (baton.v1.BatonOuterClass.SnapshotHeader) obj;
+
+      if (getClusterId()
+          != other.getClusterId()) return false;
+      if (getIndex()
+          != other.getIndex()) return false;
+      if (getTerm()
+          != other.getTerm()) return false;
+      if (getLogVersion()
+          != other.getLogVersion()) return false;
+      if (!getMembersList()
+          .equals(other.getMembersList())) return false;
+      if (getSize()
+          != other.getSize()) return false;
+      if (!getDataSha256()
+          .equals(other.getDataSha256())) return false;
+      if (!getTakenBy()
+          .equals(other.getTakenBy())) return false;
+      if (hasTakenAt() != other.hasTakenAt()) return false;
+      if (hasTakenAt()) {
+        if (!getTakenAt()
+            .equals(other.getTakenAt())) return false;
+      }
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (37 * hash) + CLUSTER_ID_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          getClusterId());
+      hash = (37 * hash) + INDEX_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          getIndex());
+      hash = (37 * hash) + TERM_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          getTerm());
+      hash = (37 * hash) + LOG_VERSION_FIELD_NUMBER;
+      hash = (53 * hash) + getLogVersion();
+      if (getMembersCount() > 0) {
+        hash = (37 * hash) + MEMBERS_FIELD_NUMBER;
+        hash = (53 * hash) + getMembersList().hashCode();
+      }
+      hash = (37 * hash) + SIZE_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          getSize());
+      hash = (37 * hash) + DATA_SHA256_FIELD_NUMBER;
+      hash = (53 * hash) + getDataSha256().hashCode();
+      hash = (37 * hash) + TAKEN_BY_FIELD_NUMBER;
+      hash = (53 * hash) + getTakenBy().hashCode();
+      if (hasTakenAt()) {
+        hash = (37 * hash) + TAKEN_AT_FIELD_NUMBER;
+        hash = (53 * hash) + getTakenAt().hashCode();
+      }
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static baton.v1.BatonOuterClass.SnapshotHeader parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.SnapshotHeader parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.SnapshotHeader parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.SnapshotHeader parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.SnapshotHeader parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.SnapshotHeader parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.SnapshotHeader parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.SnapshotHeader parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.SnapshotHeader parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.SnapshotHeader parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.SnapshotHeader parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.SnapshotHeader parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(baton.v1.BatonOuterClass.SnapshotHeader prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * SnapshotHeader describes a backup: where it was taken and what it holds.
+     * </pre>
+     *
+     * Protobuf type {@code baton.v1.SnapshotHeader}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessageV3.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:baton.v1.SnapshotHeader)
+        baton.v1.BatonOuterClass.SnapshotHeaderOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_SnapshotHeader_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_SnapshotHeader_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                baton.v1.BatonOuterClass.SnapshotHeader.class, baton.v1.BatonOuterClass.SnapshotHeader.Builder.class);
+      }
+
+      // Construct using baton.v1.BatonOuterClass.SnapshotHeader.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        clusterId_ = 0L;
+        index_ = 0L;
+        term_ = 0L;
+        logVersion_ = 0;
+        if (membersBuilder_ == null) {
+          members_ = java.util.Collections.emptyList();
+        } else {
+          members_ = null;
+          membersBuilder_.clear();
+        }
+        bitField0_ = (bitField0_ & ~0x00000010);
+        size_ = 0L;
+        dataSha256_ = com.google.protobuf.ByteString.EMPTY;
+        takenBy_ = "";
+        takenAt_ = null;
+        if (takenAtBuilder_ != null) {
+          takenAtBuilder_.dispose();
+          takenAtBuilder_ = null;
+        }
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_SnapshotHeader_descriptor;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.SnapshotHeader getDefaultInstanceForType() {
+        return baton.v1.BatonOuterClass.SnapshotHeader.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.SnapshotHeader build() {
+        baton.v1.BatonOuterClass.SnapshotHeader result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.SnapshotHeader buildPartial() {
+        baton.v1.BatonOuterClass.SnapshotHeader result = new baton.v1.BatonOuterClass.SnapshotHeader(this);
+        buildPartialRepeatedFields(result);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartialRepeatedFields(baton.v1.BatonOuterClass.SnapshotHeader result) {
+        if (membersBuilder_ == null) {
+          if (((bitField0_ & 0x00000010) != 0)) {
+            members_ = java.util.Collections.unmodifiableList(members_);
+            bitField0_ = (bitField0_ & ~0x00000010);
+          }
+          result.members_ = members_;
+        } else {
+          result.members_ = membersBuilder_.build();
+        }
+      }
+
+      private void buildPartial0(baton.v1.BatonOuterClass.SnapshotHeader result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.clusterId_ = clusterId_;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.index_ = index_;
+        }
+        if (((from_bitField0_ & 0x00000004) != 0)) {
+          result.term_ = term_;
+        }
+        if (((from_bitField0_ & 0x00000008) != 0)) {
+          result.logVersion_ = logVersion_;
+        }
+        if (((from_bitField0_ & 0x00000020) != 0)) {
+          result.size_ = size_;
+        }
+        if (((from_bitField0_ & 0x00000040) != 0)) {
+          result.dataSha256_ = dataSha256_;
+        }
+        if (((from_bitField0_ & 0x00000080) != 0)) {
+          result.takenBy_ = takenBy_;
+        }
+        if (((from_bitField0_ & 0x00000100) != 0)) {
+          result.takenAt_ = takenAtBuilder_ == null
+              ? takenAt_
+              : takenAtBuilder_.build();
+        }
+      }
+
+      @java.lang.Override
+      public Builder clone() {
+        return super.clone();
+      }
+      @java.lang.Override
+      public Builder setField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.setField(field, value);
+      }
+      @java.lang.Override
+      public Builder clearField(
+          com.google.protobuf.Descriptors.FieldDescriptor field) {
+        return super.clearField(field);
+      }
+      @java.lang.Override
+      public Builder clearOneof(
+          com.google.protobuf.Descriptors.OneofDescriptor oneof) {
+        return super.clearOneof(oneof);
+      }
+      @java.lang.Override
+      public Builder setRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          int index, java.lang.Object value) {
+        return super.setRepeatedField(field, index, value);
+      }
+      @java.lang.Override
+      public Builder addRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.addRepeatedField(field, value);
+      }
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof baton.v1.BatonOuterClass.SnapshotHeader) {
+          return mergeFrom((baton.v1.BatonOuterClass.SnapshotHeader)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(baton.v1.BatonOuterClass.SnapshotHeader other) {
+        if (other == baton.v1.BatonOuterClass.SnapshotHeader.getDefaultInstance()) return this;
+        if (other.getClusterId() != 0L) {
+          setClusterId(other.getClusterId());
+        }
+        if (other.getIndex() != 0L) {
+          setIndex(other.getIndex());
+        }
+        if (other.getTerm() != 0L) {
+          setTerm(other.getTerm());
+        }
+        if (other.getLogVersion() != 0) {
+          setLogVersion(other.getLogVersion());
+        }
+        if (membersBuilder_ == null) {
+          if (!other.members_.isEmpty()) {
+            if (members_.isEmpty()) {
+              members_ = other.members_;
+              bitField0_ = (bitField0_ & ~0x00000010);
+            } else {
+              ensureMembersIsMutable();
+              members_.addAll(other.members_);
+            }
+            onChanged();
+          }
+        } else {
+          if (!other.members_.isEmpty()) {
+            if (membersBuilder_.isEmpty()) {
+              membersBuilder_.dispose();
+              membersBuilder_ = null;
+              members_ = other.members_;
+              bitField0_ = (bitField0_ & ~0x00000010);
+              membersBuilder_ = 
+                com.google.protobuf.GeneratedMessageV3.alwaysUseFieldBuilders ?
+                   getMembersFieldBuilder() : null;
+            } else {
+              membersBuilder_.addAllMessages(other.members_);
+            }
+          }
+        }
+        if (other.getSize() != 0L) {
+          setSize(other.getSize());
+        }
+        if (other.getDataSha256() != com.google.protobuf.ByteString.EMPTY) {
+          setDataSha256(other.getDataSha256());
+        }
+        if (!other.getTakenBy().isEmpty()) {
+          takenBy_ = other.takenBy_;
+          bitField0_ |= 0x00000080;
+          onChanged();
+        }
+        if (other.hasTakenAt()) {
+          mergeTakenAt(other.getTakenAt());
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 8: {
+                clusterId_ = input.readUInt64();
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 8
+              case 16: {
+                index_ = input.readUInt64();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 16
+              case 24: {
+                term_ = input.readUInt64();
+                bitField0_ |= 0x00000004;
+                break;
+              } // case 24
+              case 32: {
+                logVersion_ = input.readUInt32();
+                bitField0_ |= 0x00000008;
+                break;
+              } // case 32
+              case 42: {
+                baton.v1.BatonOuterClass.Member m =
+                    input.readMessage(
+                        baton.v1.BatonOuterClass.Member.parser(),
+                        extensionRegistry);
+                if (membersBuilder_ == null) {
+                  ensureMembersIsMutable();
+                  members_.add(m);
+                } else {
+                  membersBuilder_.addMessage(m);
+                }
+                break;
+              } // case 42
+              case 48: {
+                size_ = input.readUInt64();
+                bitField0_ |= 0x00000020;
+                break;
+              } // case 48
+              case 58: {
+                dataSha256_ = input.readBytes();
+                bitField0_ |= 0x00000040;
+                break;
+              } // case 58
+              case 66: {
+                takenBy_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000080;
+                break;
+              } // case 66
+              case 74: {
+                input.readMessage(
+                    getTakenAtFieldBuilder().getBuilder(),
+                    extensionRegistry);
+                bitField0_ |= 0x00000100;
+                break;
+              } // case 74
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private long clusterId_ ;
+      /**
+       * <code>uint64 cluster_id = 1;</code>
+       * @return The clusterId.
+       */
+      @java.lang.Override
+      public long getClusterId() {
+        return clusterId_;
+      }
+      /**
+       * <code>uint64 cluster_id = 1;</code>
+       * @param value The clusterId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setClusterId(long value) {
+        
+        clusterId_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>uint64 cluster_id = 1;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearClusterId() {
+        bitField0_ = (bitField0_ & ~0x00000001);
+        clusterId_ = 0L;
+        onChanged();
+        return this;
+      }
+
+      private long index_ ;
+      /**
+       * <pre>
+       * index and term are those of the last log entry the state reflects:
+       * every fencing token in it is at most index.
+       * </pre>
+       *
+       * <code>uint64 index = 2;</code>
+       * @return The index.
+       */
+      @java.lang.Override
+      public long getIndex() {
+        return index_;
+      }
+      /**
+       * <pre>
+       * index and term are those of the last log entry the state reflects:
+       * every fencing token in it is at most index.
+       * </pre>
+       *
+       * <code>uint64 index = 2;</code>
+       * @param value The index to set.
+       * @return This builder for chaining.
+       */
+      public Builder setIndex(long value) {
+        
+        index_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * index and term are those of the last log entry the state reflects:
+       * every fencing token in it is at most index.
+       * </pre>
+       *
+       * <code>uint64 index = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearIndex() {
+        bitField0_ = (bitField0_ & ~0x00000002);
+        index_ = 0L;
+        onChanged();
+        return this;
+      }
+
+      private long term_ ;
+      /**
+       * <code>uint64 term = 3;</code>
+       * @return The term.
+       */
+      @java.lang.Override
+      public long getTerm() {
+        return term_;
+      }
+      /**
+       * <code>uint64 term = 3;</code>
+       * @param value The term to set.
+       * @return This builder for chaining.
+       */
+      public Builder setTerm(long value) {
+        
+        term_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>uint64 term = 3;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearTerm() {
+        bitField0_ = (bitField0_ & ~0x00000004);
+        term_ = 0L;
+        onChanged();
+        return this;
+      }
+
+      private int logVersion_ ;
+      /**
+       * <pre>
+       * the cluster's log version at index
+       * </pre>
+       *
+       * <code>uint32 log_version = 4;</code>
+       * @return The logVersion.
+       */
+      @java.lang.Override
+      public int getLogVersion() {
+        return logVersion_;
+      }
+      /**
+       * <pre>
+       * the cluster's log version at index
+       * </pre>
+       *
+       * <code>uint32 log_version = 4;</code>
+       * @param value The logVersion to set.
+       * @return This builder for chaining.
+       */
+      public Builder setLogVersion(int value) {
+        
+        logVersion_ = value;
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * the cluster's log version at index
+       * </pre>
+       *
+       * <code>uint32 log_version = 4;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearLogVersion() {
+        bitField0_ = (bitField0_ & ~0x00000008);
+        logVersion_ = 0;
+        onChanged();
+        return this;
+      }
+
+      private java.util.List<baton.v1.BatonOuterClass.Member> members_ =
+        java.util.Collections.emptyList();
+      private void ensureMembersIsMutable() {
+        if (!((bitField0_ & 0x00000010) != 0)) {
+          members_ = new java.util.ArrayList<baton.v1.BatonOuterClass.Member>(members_);
+          bitField0_ |= 0x00000010;
+         }
+      }
+
+      private com.google.protobuf.RepeatedFieldBuilderV3<
+          baton.v1.BatonOuterClass.Member, baton.v1.BatonOuterClass.Member.Builder, baton.v1.BatonOuterClass.MemberOrBuilder> membersBuilder_;
+
+      /**
+       * <pre>
+       * members are the voters and learners at index (name, id, peer_addr,
+       * learner).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Member members = 5;</code>
+       */
+      public java.util.List<baton.v1.BatonOuterClass.Member> getMembersList() {
+        if (membersBuilder_ == null) {
+          return java.util.Collections.unmodifiableList(members_);
+        } else {
+          return membersBuilder_.getMessageList();
+        }
+      }
+      /**
+       * <pre>
+       * members are the voters and learners at index (name, id, peer_addr,
+       * learner).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Member members = 5;</code>
+       */
+      public int getMembersCount() {
+        if (membersBuilder_ == null) {
+          return members_.size();
+        } else {
+          return membersBuilder_.getCount();
+        }
+      }
+      /**
+       * <pre>
+       * members are the voters and learners at index (name, id, peer_addr,
+       * learner).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Member members = 5;</code>
+       */
+      public baton.v1.BatonOuterClass.Member getMembers(int index) {
+        if (membersBuilder_ == null) {
+          return members_.get(index);
+        } else {
+          return membersBuilder_.getMessage(index);
+        }
+      }
+      /**
+       * <pre>
+       * members are the voters and learners at index (name, id, peer_addr,
+       * learner).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Member members = 5;</code>
+       */
+      public Builder setMembers(
+          int index, baton.v1.BatonOuterClass.Member value) {
+        if (membersBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureMembersIsMutable();
+          members_.set(index, value);
+          onChanged();
+        } else {
+          membersBuilder_.setMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * members are the voters and learners at index (name, id, peer_addr,
+       * learner).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Member members = 5;</code>
+       */
+      public Builder setMembers(
+          int index, baton.v1.BatonOuterClass.Member.Builder builderForValue) {
+        if (membersBuilder_ == null) {
+          ensureMembersIsMutable();
+          members_.set(index, builderForValue.build());
+          onChanged();
+        } else {
+          membersBuilder_.setMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * members are the voters and learners at index (name, id, peer_addr,
+       * learner).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Member members = 5;</code>
+       */
+      public Builder addMembers(baton.v1.BatonOuterClass.Member value) {
+        if (membersBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureMembersIsMutable();
+          members_.add(value);
+          onChanged();
+        } else {
+          membersBuilder_.addMessage(value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * members are the voters and learners at index (name, id, peer_addr,
+       * learner).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Member members = 5;</code>
+       */
+      public Builder addMembers(
+          int index, baton.v1.BatonOuterClass.Member value) {
+        if (membersBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureMembersIsMutable();
+          members_.add(index, value);
+          onChanged();
+        } else {
+          membersBuilder_.addMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * members are the voters and learners at index (name, id, peer_addr,
+       * learner).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Member members = 5;</code>
+       */
+      public Builder addMembers(
+          baton.v1.BatonOuterClass.Member.Builder builderForValue) {
+        if (membersBuilder_ == null) {
+          ensureMembersIsMutable();
+          members_.add(builderForValue.build());
+          onChanged();
+        } else {
+          membersBuilder_.addMessage(builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * members are the voters and learners at index (name, id, peer_addr,
+       * learner).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Member members = 5;</code>
+       */
+      public Builder addMembers(
+          int index, baton.v1.BatonOuterClass.Member.Builder builderForValue) {
+        if (membersBuilder_ == null) {
+          ensureMembersIsMutable();
+          members_.add(index, builderForValue.build());
+          onChanged();
+        } else {
+          membersBuilder_.addMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * members are the voters and learners at index (name, id, peer_addr,
+       * learner).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Member members = 5;</code>
+       */
+      public Builder addAllMembers(
+          java.lang.Iterable<? extends baton.v1.BatonOuterClass.Member> values) {
+        if (membersBuilder_ == null) {
+          ensureMembersIsMutable();
+          com.google.protobuf.AbstractMessageLite.Builder.addAll(
+              values, members_);
+          onChanged();
+        } else {
+          membersBuilder_.addAllMessages(values);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * members are the voters and learners at index (name, id, peer_addr,
+       * learner).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Member members = 5;</code>
+       */
+      public Builder clearMembers() {
+        if (membersBuilder_ == null) {
+          members_ = java.util.Collections.emptyList();
+          bitField0_ = (bitField0_ & ~0x00000010);
+          onChanged();
+        } else {
+          membersBuilder_.clear();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * members are the voters and learners at index (name, id, peer_addr,
+       * learner).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Member members = 5;</code>
+       */
+      public Builder removeMembers(int index) {
+        if (membersBuilder_ == null) {
+          ensureMembersIsMutable();
+          members_.remove(index);
+          onChanged();
+        } else {
+          membersBuilder_.remove(index);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * members are the voters and learners at index (name, id, peer_addr,
+       * learner).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Member members = 5;</code>
+       */
+      public baton.v1.BatonOuterClass.Member.Builder getMembersBuilder(
+          int index) {
+        return getMembersFieldBuilder().getBuilder(index);
+      }
+      /**
+       * <pre>
+       * members are the voters and learners at index (name, id, peer_addr,
+       * learner).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Member members = 5;</code>
+       */
+      public baton.v1.BatonOuterClass.MemberOrBuilder getMembersOrBuilder(
+          int index) {
+        if (membersBuilder_ == null) {
+          return members_.get(index);  } else {
+          return membersBuilder_.getMessageOrBuilder(index);
+        }
+      }
+      /**
+       * <pre>
+       * members are the voters and learners at index (name, id, peer_addr,
+       * learner).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Member members = 5;</code>
+       */
+      public java.util.List<? extends baton.v1.BatonOuterClass.MemberOrBuilder> 
+           getMembersOrBuilderList() {
+        if (membersBuilder_ != null) {
+          return membersBuilder_.getMessageOrBuilderList();
+        } else {
+          return java.util.Collections.unmodifiableList(members_);
+        }
+      }
+      /**
+       * <pre>
+       * members are the voters and learners at index (name, id, peer_addr,
+       * learner).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Member members = 5;</code>
+       */
+      public baton.v1.BatonOuterClass.Member.Builder addMembersBuilder() {
+        return getMembersFieldBuilder().addBuilder(
+            baton.v1.BatonOuterClass.Member.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * members are the voters and learners at index (name, id, peer_addr,
+       * learner).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Member members = 5;</code>
+       */
+      public baton.v1.BatonOuterClass.Member.Builder addMembersBuilder(
+          int index) {
+        return getMembersFieldBuilder().addBuilder(
+            index, baton.v1.BatonOuterClass.Member.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * members are the voters and learners at index (name, id, peer_addr,
+       * learner).
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Member members = 5;</code>
+       */
+      public java.util.List<baton.v1.BatonOuterClass.Member.Builder> 
+           getMembersBuilderList() {
+        return getMembersFieldBuilder().getBuilderList();
+      }
+      private com.google.protobuf.RepeatedFieldBuilderV3<
+          baton.v1.BatonOuterClass.Member, baton.v1.BatonOuterClass.Member.Builder, baton.v1.BatonOuterClass.MemberOrBuilder> 
+          getMembersFieldBuilder() {
+        if (membersBuilder_ == null) {
+          membersBuilder_ = new com.google.protobuf.RepeatedFieldBuilderV3<
+              baton.v1.BatonOuterClass.Member, baton.v1.BatonOuterClass.Member.Builder, baton.v1.BatonOuterClass.MemberOrBuilder>(
+                  members_,
+                  ((bitField0_ & 0x00000010) != 0),
+                  getParentForChildren(),
+                  isClean());
+          members_ = null;
+        }
+        return membersBuilder_;
+      }
+
+      private long size_ ;
+      /**
+       * <pre>
+       * bytes of data that follow
+       * </pre>
+       *
+       * <code>uint64 size = 6;</code>
+       * @return The size.
+       */
+      @java.lang.Override
+      public long getSize() {
+        return size_;
+      }
+      /**
+       * <pre>
+       * bytes of data that follow
+       * </pre>
+       *
+       * <code>uint64 size = 6;</code>
+       * @param value The size to set.
+       * @return This builder for chaining.
+       */
+      public Builder setSize(long value) {
+        
+        size_ = value;
+        bitField0_ |= 0x00000020;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * bytes of data that follow
+       * </pre>
+       *
+       * <code>uint64 size = 6;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearSize() {
+        bitField0_ = (bitField0_ & ~0x00000020);
+        size_ = 0L;
+        onChanged();
+        return this;
+      }
+
+      private com.google.protobuf.ByteString dataSha256_ = com.google.protobuf.ByteString.EMPTY;
+      /**
+       * <pre>
+       * SHA-256 of those bytes
+       * </pre>
+       *
+       * <code>bytes data_sha256 = 7;</code>
+       * @return The dataSha256.
+       */
+      @java.lang.Override
+      public com.google.protobuf.ByteString getDataSha256() {
+        return dataSha256_;
+      }
+      /**
+       * <pre>
+       * SHA-256 of those bytes
+       * </pre>
+       *
+       * <code>bytes data_sha256 = 7;</code>
+       * @param value The dataSha256 to set.
+       * @return This builder for chaining.
+       */
+      public Builder setDataSha256(com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        dataSha256_ = value;
+        bitField0_ |= 0x00000040;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * SHA-256 of those bytes
+       * </pre>
+       *
+       * <code>bytes data_sha256 = 7;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearDataSha256() {
+        bitField0_ = (bitField0_ & ~0x00000040);
+        dataSha256_ = getDefaultInstance().getDataSha256();
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object takenBy_ = "";
+      /**
+       * <pre>
+       * the member that took it
+       * </pre>
+       *
+       * <code>string taken_by = 8;</code>
+       * @return The takenBy.
+       */
+      public java.lang.String getTakenBy() {
+        java.lang.Object ref = takenBy_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          takenBy_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * the member that took it
+       * </pre>
+       *
+       * <code>string taken_by = 8;</code>
+       * @return The bytes for takenBy.
+       */
+      public com.google.protobuf.ByteString
+          getTakenByBytes() {
+        java.lang.Object ref = takenBy_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          takenBy_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * the member that took it
+       * </pre>
+       *
+       * <code>string taken_by = 8;</code>
+       * @param value The takenBy to set.
+       * @return This builder for chaining.
+       */
+      public Builder setTakenBy(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        takenBy_ = value;
+        bitField0_ |= 0x00000080;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * the member that took it
+       * </pre>
+       *
+       * <code>string taken_by = 8;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearTakenBy() {
+        takenBy_ = getDefaultInstance().getTakenBy();
+        bitField0_ = (bitField0_ & ~0x00000080);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * the member that took it
+       * </pre>
+       *
+       * <code>string taken_by = 8;</code>
+       * @param value The bytes for takenBy to set.
+       * @return This builder for chaining.
+       */
+      public Builder setTakenByBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        takenBy_ = value;
+        bitField0_ |= 0x00000080;
+        onChanged();
+        return this;
+      }
+
+      private com.google.protobuf.Timestamp takenAt_;
+      private com.google.protobuf.SingleFieldBuilderV3<
+          com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> takenAtBuilder_;
+      /**
+       * <pre>
+       * its wall clock then, for people
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp taken_at = 9;</code>
+       * @return Whether the takenAt field is set.
+       */
+      public boolean hasTakenAt() {
+        return ((bitField0_ & 0x00000100) != 0);
+      }
+      /**
+       * <pre>
+       * its wall clock then, for people
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp taken_at = 9;</code>
+       * @return The takenAt.
+       */
+      public com.google.protobuf.Timestamp getTakenAt() {
+        if (takenAtBuilder_ == null) {
+          return takenAt_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : takenAt_;
+        } else {
+          return takenAtBuilder_.getMessage();
+        }
+      }
+      /**
+       * <pre>
+       * its wall clock then, for people
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp taken_at = 9;</code>
+       */
+      public Builder setTakenAt(com.google.protobuf.Timestamp value) {
+        if (takenAtBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          takenAt_ = value;
+        } else {
+          takenAtBuilder_.setMessage(value);
+        }
+        bitField0_ |= 0x00000100;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * its wall clock then, for people
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp taken_at = 9;</code>
+       */
+      public Builder setTakenAt(
+          com.google.protobuf.Timestamp.Builder builderForValue) {
+        if (takenAtBuilder_ == null) {
+          takenAt_ = builderForValue.build();
+        } else {
+          takenAtBuilder_.setMessage(builderForValue.build());
+        }
+        bitField0_ |= 0x00000100;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * its wall clock then, for people
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp taken_at = 9;</code>
+       */
+      public Builder mergeTakenAt(com.google.protobuf.Timestamp value) {
+        if (takenAtBuilder_ == null) {
+          if (((bitField0_ & 0x00000100) != 0) &&
+            takenAt_ != null &&
+            takenAt_ != com.google.protobuf.Timestamp.getDefaultInstance()) {
+            getTakenAtBuilder().mergeFrom(value);
+          } else {
+            takenAt_ = value;
+          }
+        } else {
+          takenAtBuilder_.mergeFrom(value);
+        }
+        bitField0_ |= 0x00000100;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * its wall clock then, for people
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp taken_at = 9;</code>
+       */
+      public Builder clearTakenAt() {
+        bitField0_ = (bitField0_ & ~0x00000100);
+        takenAt_ = null;
+        if (takenAtBuilder_ != null) {
+          takenAtBuilder_.dispose();
+          takenAtBuilder_ = null;
+        }
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * its wall clock then, for people
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp taken_at = 9;</code>
+       */
+      public com.google.protobuf.Timestamp.Builder getTakenAtBuilder() {
+        bitField0_ |= 0x00000100;
+        onChanged();
+        return getTakenAtFieldBuilder().getBuilder();
+      }
+      /**
+       * <pre>
+       * its wall clock then, for people
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp taken_at = 9;</code>
+       */
+      public com.google.protobuf.TimestampOrBuilder getTakenAtOrBuilder() {
+        if (takenAtBuilder_ != null) {
+          return takenAtBuilder_.getMessageOrBuilder();
+        } else {
+          return takenAt_ == null ?
+              com.google.protobuf.Timestamp.getDefaultInstance() : takenAt_;
+        }
+      }
+      /**
+       * <pre>
+       * its wall clock then, for people
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp taken_at = 9;</code>
+       */
+      private com.google.protobuf.SingleFieldBuilderV3<
+          com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> 
+          getTakenAtFieldBuilder() {
+        if (takenAtBuilder_ == null) {
+          takenAtBuilder_ = new com.google.protobuf.SingleFieldBuilderV3<
+              com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder>(
+                  getTakenAt(),
+                  getParentForChildren(),
+                  isClean());
+          takenAt_ = null;
+        }
+        return takenAtBuilder_;
+      }
+      @java.lang.Override
+      public final Builder setUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.setUnknownFields(unknownFields);
+      }
+
+      @java.lang.Override
+      public final Builder mergeUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.mergeUnknownFields(unknownFields);
+      }
+
+
+      // @@protoc_insertion_point(builder_scope:baton.v1.SnapshotHeader)
+    }
+
+    // @@protoc_insertion_point(class_scope:baton.v1.SnapshotHeader)
+    private static final baton.v1.BatonOuterClass.SnapshotHeader DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new baton.v1.BatonOuterClass.SnapshotHeader();
+    }
+
+    public static baton.v1.BatonOuterClass.SnapshotHeader getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<SnapshotHeader>
+        PARSER = new com.google.protobuf.AbstractParser<SnapshotHeader>() {
+      @java.lang.Override
+      public SnapshotHeader parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<SnapshotHeader> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<SnapshotHeader> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.SnapshotHeader getDefaultInstanceForType() {
       return DEFAULT_INSTANCE;
     }
 
@@ -47200,6 +55179,21 @@ public final class BatonOuterClass {
      */
     baton.v1.BatonOuterClass.RenewHoldRequestOrBuilder getRenewHoldOrBuilder();
 
+    /**
+     * <code>.baton.v1.ProclaimRequest proclaim = 11;</code>
+     * @return Whether the proclaim field is set.
+     */
+    boolean hasProclaim();
+    /**
+     * <code>.baton.v1.ProclaimRequest proclaim = 11;</code>
+     * @return The proclaim.
+     */
+    baton.v1.BatonOuterClass.ProclaimRequest getProclaim();
+    /**
+     * <code>.baton.v1.ProclaimRequest proclaim = 11;</code>
+     */
+    baton.v1.BatonOuterClass.ProclaimRequestOrBuilder getProclaimOrBuilder();
+
     public baton.v1.BatonOuterClass.SessionRequest.KindCase getKindCase();
   }
   /**
@@ -47256,6 +55250,7 @@ public final class BatonOuterClass {
       ACQUIRE_MANY(8),
       CLOSE(9),
       RENEW_HOLD(10),
+      PROCLAIM(11),
       KIND_NOT_SET(0);
       private final int value;
       private KindCase(int value) {
@@ -47282,6 +55277,7 @@ public final class BatonOuterClass {
           case 8: return ACQUIRE_MANY;
           case 9: return CLOSE;
           case 10: return RENEW_HOLD;
+          case 11: return PROCLAIM;
           case 0: return KIND_NOT_SET;
           default: return null;
         }
@@ -47591,6 +55587,37 @@ public final class BatonOuterClass {
       return baton.v1.BatonOuterClass.RenewHoldRequest.getDefaultInstance();
     }
 
+    public static final int PROCLAIM_FIELD_NUMBER = 11;
+    /**
+     * <code>.baton.v1.ProclaimRequest proclaim = 11;</code>
+     * @return Whether the proclaim field is set.
+     */
+    @java.lang.Override
+    public boolean hasProclaim() {
+      return kindCase_ == 11;
+    }
+    /**
+     * <code>.baton.v1.ProclaimRequest proclaim = 11;</code>
+     * @return The proclaim.
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.ProclaimRequest getProclaim() {
+      if (kindCase_ == 11) {
+         return (baton.v1.BatonOuterClass.ProclaimRequest) kind_;
+      }
+      return baton.v1.BatonOuterClass.ProclaimRequest.getDefaultInstance();
+    }
+    /**
+     * <code>.baton.v1.ProclaimRequest proclaim = 11;</code>
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.ProclaimRequestOrBuilder getProclaimOrBuilder() {
+      if (kindCase_ == 11) {
+         return (baton.v1.BatonOuterClass.ProclaimRequest) kind_;
+      }
+      return baton.v1.BatonOuterClass.ProclaimRequest.getDefaultInstance();
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -47634,6 +55661,9 @@ public final class BatonOuterClass {
       }
       if (kindCase_ == 10) {
         output.writeMessage(10, (baton.v1.BatonOuterClass.RenewHoldRequest) kind_);
+      }
+      if (kindCase_ == 11) {
+        output.writeMessage(11, (baton.v1.BatonOuterClass.ProclaimRequest) kind_);
       }
       getUnknownFields().writeTo(output);
     }
@@ -47683,6 +55713,10 @@ public final class BatonOuterClass {
       if (kindCase_ == 10) {
         size += com.google.protobuf.CodedOutputStream
           .computeMessageSize(10, (baton.v1.BatonOuterClass.RenewHoldRequest) kind_);
+      }
+      if (kindCase_ == 11) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(11, (baton.v1.BatonOuterClass.ProclaimRequest) kind_);
       }
       size += getUnknownFields().getSerializedSize();
       memoizedSize = size;
@@ -47739,6 +55773,10 @@ public final class BatonOuterClass {
           if (!getRenewHold()
               .equals(other.getRenewHold())) return false;
           break;
+        case 11:
+          if (!getProclaim()
+              .equals(other.getProclaim())) return false;
+          break;
         case 0:
         default:
       }
@@ -47792,6 +55830,10 @@ public final class BatonOuterClass {
         case 10:
           hash = (37 * hash) + RENEW_HOLD_FIELD_NUMBER;
           hash = (53 * hash) + getRenewHold().hashCode();
+          break;
+        case 11:
+          hash = (37 * hash) + PROCLAIM_FIELD_NUMBER;
+          hash = (53 * hash) + getProclaim().hashCode();
           break;
         case 0:
         default:
@@ -47953,6 +55995,9 @@ public final class BatonOuterClass {
         if (renewHoldBuilder_ != null) {
           renewHoldBuilder_.clear();
         }
+        if (proclaimBuilder_ != null) {
+          proclaimBuilder_.clear();
+        }
         kindCase_ = 0;
         kind_ = null;
         return this;
@@ -48032,6 +56077,10 @@ public final class BatonOuterClass {
         if (kindCase_ == 10 &&
             renewHoldBuilder_ != null) {
           result.kind_ = renewHoldBuilder_.build();
+        }
+        if (kindCase_ == 11 &&
+            proclaimBuilder_ != null) {
+          result.kind_ = proclaimBuilder_.build();
         }
       }
 
@@ -48117,6 +56166,10 @@ public final class BatonOuterClass {
           }
           case RENEW_HOLD: {
             mergeRenewHold(other.getRenewHold());
+            break;
+          }
+          case PROCLAIM: {
+            mergeProclaim(other.getProclaim());
             break;
           }
           case KIND_NOT_SET: {
@@ -48217,6 +56270,13 @@ public final class BatonOuterClass {
                 kindCase_ = 10;
                 break;
               } // case 82
+              case 90: {
+                input.readMessage(
+                    getProclaimFieldBuilder().getBuilder(),
+                    extensionRegistry);
+                kindCase_ = 11;
+                break;
+              } // case 90
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -49569,6 +57629,148 @@ public final class BatonOuterClass {
         kindCase_ = 10;
         onChanged();
         return renewHoldBuilder_;
+      }
+
+      private com.google.protobuf.SingleFieldBuilderV3<
+          baton.v1.BatonOuterClass.ProclaimRequest, baton.v1.BatonOuterClass.ProclaimRequest.Builder, baton.v1.BatonOuterClass.ProclaimRequestOrBuilder> proclaimBuilder_;
+      /**
+       * <code>.baton.v1.ProclaimRequest proclaim = 11;</code>
+       * @return Whether the proclaim field is set.
+       */
+      @java.lang.Override
+      public boolean hasProclaim() {
+        return kindCase_ == 11;
+      }
+      /**
+       * <code>.baton.v1.ProclaimRequest proclaim = 11;</code>
+       * @return The proclaim.
+       */
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.ProclaimRequest getProclaim() {
+        if (proclaimBuilder_ == null) {
+          if (kindCase_ == 11) {
+            return (baton.v1.BatonOuterClass.ProclaimRequest) kind_;
+          }
+          return baton.v1.BatonOuterClass.ProclaimRequest.getDefaultInstance();
+        } else {
+          if (kindCase_ == 11) {
+            return proclaimBuilder_.getMessage();
+          }
+          return baton.v1.BatonOuterClass.ProclaimRequest.getDefaultInstance();
+        }
+      }
+      /**
+       * <code>.baton.v1.ProclaimRequest proclaim = 11;</code>
+       */
+      public Builder setProclaim(baton.v1.BatonOuterClass.ProclaimRequest value) {
+        if (proclaimBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          kind_ = value;
+          onChanged();
+        } else {
+          proclaimBuilder_.setMessage(value);
+        }
+        kindCase_ = 11;
+        return this;
+      }
+      /**
+       * <code>.baton.v1.ProclaimRequest proclaim = 11;</code>
+       */
+      public Builder setProclaim(
+          baton.v1.BatonOuterClass.ProclaimRequest.Builder builderForValue) {
+        if (proclaimBuilder_ == null) {
+          kind_ = builderForValue.build();
+          onChanged();
+        } else {
+          proclaimBuilder_.setMessage(builderForValue.build());
+        }
+        kindCase_ = 11;
+        return this;
+      }
+      /**
+       * <code>.baton.v1.ProclaimRequest proclaim = 11;</code>
+       */
+      public Builder mergeProclaim(baton.v1.BatonOuterClass.ProclaimRequest value) {
+        if (proclaimBuilder_ == null) {
+          if (kindCase_ == 11 &&
+              kind_ != baton.v1.BatonOuterClass.ProclaimRequest.getDefaultInstance()) {
+            kind_ = baton.v1.BatonOuterClass.ProclaimRequest.newBuilder((baton.v1.BatonOuterClass.ProclaimRequest) kind_)
+                .mergeFrom(value).buildPartial();
+          } else {
+            kind_ = value;
+          }
+          onChanged();
+        } else {
+          if (kindCase_ == 11) {
+            proclaimBuilder_.mergeFrom(value);
+          } else {
+            proclaimBuilder_.setMessage(value);
+          }
+        }
+        kindCase_ = 11;
+        return this;
+      }
+      /**
+       * <code>.baton.v1.ProclaimRequest proclaim = 11;</code>
+       */
+      public Builder clearProclaim() {
+        if (proclaimBuilder_ == null) {
+          if (kindCase_ == 11) {
+            kindCase_ = 0;
+            kind_ = null;
+            onChanged();
+          }
+        } else {
+          if (kindCase_ == 11) {
+            kindCase_ = 0;
+            kind_ = null;
+          }
+          proclaimBuilder_.clear();
+        }
+        return this;
+      }
+      /**
+       * <code>.baton.v1.ProclaimRequest proclaim = 11;</code>
+       */
+      public baton.v1.BatonOuterClass.ProclaimRequest.Builder getProclaimBuilder() {
+        return getProclaimFieldBuilder().getBuilder();
+      }
+      /**
+       * <code>.baton.v1.ProclaimRequest proclaim = 11;</code>
+       */
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.ProclaimRequestOrBuilder getProclaimOrBuilder() {
+        if ((kindCase_ == 11) && (proclaimBuilder_ != null)) {
+          return proclaimBuilder_.getMessageOrBuilder();
+        } else {
+          if (kindCase_ == 11) {
+            return (baton.v1.BatonOuterClass.ProclaimRequest) kind_;
+          }
+          return baton.v1.BatonOuterClass.ProclaimRequest.getDefaultInstance();
+        }
+      }
+      /**
+       * <code>.baton.v1.ProclaimRequest proclaim = 11;</code>
+       */
+      private com.google.protobuf.SingleFieldBuilderV3<
+          baton.v1.BatonOuterClass.ProclaimRequest, baton.v1.BatonOuterClass.ProclaimRequest.Builder, baton.v1.BatonOuterClass.ProclaimRequestOrBuilder> 
+          getProclaimFieldBuilder() {
+        if (proclaimBuilder_ == null) {
+          if (!(kindCase_ == 11)) {
+            kind_ = baton.v1.BatonOuterClass.ProclaimRequest.getDefaultInstance();
+          }
+          proclaimBuilder_ = new com.google.protobuf.SingleFieldBuilderV3<
+              baton.v1.BatonOuterClass.ProclaimRequest, baton.v1.BatonOuterClass.ProclaimRequest.Builder, baton.v1.BatonOuterClass.ProclaimRequestOrBuilder>(
+                  (baton.v1.BatonOuterClass.ProclaimRequest) kind_,
+                  getParentForChildren(),
+                  isClean());
+          kind_ = null;
+        }
+        kindCase_ = 11;
+        onChanged();
+        return proclaimBuilder_;
       }
       @java.lang.Override
       public final Builder setUnknownFields(
@@ -55497,6 +63699,21 @@ public final class BatonOuterClass {
      */
     baton.v1.BatonOuterClass.RenewHoldResponseOrBuilder getRenewHoldOrBuilder();
 
+    /**
+     * <code>.baton.v1.ProclaimResponse proclaim = 17;</code>
+     * @return Whether the proclaim field is set.
+     */
+    boolean hasProclaim();
+    /**
+     * <code>.baton.v1.ProclaimResponse proclaim = 17;</code>
+     * @return The proclaim.
+     */
+    baton.v1.BatonOuterClass.ProclaimResponse getProclaim();
+    /**
+     * <code>.baton.v1.ProclaimResponse proclaim = 17;</code>
+     */
+    baton.v1.BatonOuterClass.ProclaimResponseOrBuilder getProclaimOrBuilder();
+
     public baton.v1.BatonOuterClass.SessionResponse.KindCase getKindCase();
   }
   /**
@@ -55557,6 +63774,7 @@ public final class BatonOuterClass {
       HOLD_LOST(13),
       HOLDS(14),
       RENEW_HOLD(15),
+      PROCLAIM(17),
       KIND_NOT_SET(0);
       private final int value;
       private KindCase(int value) {
@@ -55587,6 +63805,7 @@ public final class BatonOuterClass {
           case 13: return HOLD_LOST;
           case 14: return HOLDS;
           case 15: return RENEW_HOLD;
+          case 17: return PROCLAIM;
           case 0: return KIND_NOT_SET;
           default: return null;
         }
@@ -56094,6 +64313,37 @@ public final class BatonOuterClass {
       return baton.v1.BatonOuterClass.RenewHoldResponse.getDefaultInstance();
     }
 
+    public static final int PROCLAIM_FIELD_NUMBER = 17;
+    /**
+     * <code>.baton.v1.ProclaimResponse proclaim = 17;</code>
+     * @return Whether the proclaim field is set.
+     */
+    @java.lang.Override
+    public boolean hasProclaim() {
+      return kindCase_ == 17;
+    }
+    /**
+     * <code>.baton.v1.ProclaimResponse proclaim = 17;</code>
+     * @return The proclaim.
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.ProclaimResponse getProclaim() {
+      if (kindCase_ == 17) {
+         return (baton.v1.BatonOuterClass.ProclaimResponse) kind_;
+      }
+      return baton.v1.BatonOuterClass.ProclaimResponse.getDefaultInstance();
+    }
+    /**
+     * <code>.baton.v1.ProclaimResponse proclaim = 17;</code>
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.ProclaimResponseOrBuilder getProclaimOrBuilder() {
+      if (kindCase_ == 17) {
+         return (baton.v1.BatonOuterClass.ProclaimResponse) kind_;
+      }
+      return baton.v1.BatonOuterClass.ProclaimResponse.getDefaultInstance();
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -56152,6 +64402,9 @@ public final class BatonOuterClass {
       }
       if (kindCase_ == 15) {
         output.writeMessage(15, (baton.v1.BatonOuterClass.RenewHoldResponse) kind_);
+      }
+      if (kindCase_ == 17) {
+        output.writeMessage(17, (baton.v1.BatonOuterClass.ProclaimResponse) kind_);
       }
       getUnknownFields().writeTo(output);
     }
@@ -56221,6 +64474,10 @@ public final class BatonOuterClass {
       if (kindCase_ == 15) {
         size += com.google.protobuf.CodedOutputStream
           .computeMessageSize(15, (baton.v1.BatonOuterClass.RenewHoldResponse) kind_);
+      }
+      if (kindCase_ == 17) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(17, (baton.v1.BatonOuterClass.ProclaimResponse) kind_);
       }
       size += getUnknownFields().getSerializedSize();
       memoizedSize = size;
@@ -56298,6 +64555,10 @@ public final class BatonOuterClass {
           if (!getRenewHold()
               .equals(other.getRenewHold())) return false;
           break;
+        case 17:
+          if (!getProclaim()
+              .equals(other.getProclaim())) return false;
+          break;
         case 0:
         default:
       }
@@ -56371,6 +64632,10 @@ public final class BatonOuterClass {
         case 15:
           hash = (37 * hash) + RENEW_HOLD_FIELD_NUMBER;
           hash = (53 * hash) + getRenewHold().hashCode();
+          break;
+        case 17:
+          hash = (37 * hash) + PROCLAIM_FIELD_NUMBER;
+          hash = (53 * hash) + getProclaim().hashCode();
           break;
         case 0:
         default:
@@ -56549,6 +64814,9 @@ public final class BatonOuterClass {
         if (renewHoldBuilder_ != null) {
           renewHoldBuilder_.clear();
         }
+        if (proclaimBuilder_ != null) {
+          proclaimBuilder_.clear();
+        }
         kindCase_ = 0;
         kind_ = null;
         return this;
@@ -56649,6 +64917,10 @@ public final class BatonOuterClass {
         if (kindCase_ == 15 &&
             renewHoldBuilder_ != null) {
           result.kind_ = renewHoldBuilder_.build();
+        }
+        if (kindCase_ == 17 &&
+            proclaimBuilder_ != null) {
+          result.kind_ = proclaimBuilder_.build();
         }
       }
 
@@ -56753,6 +65025,10 @@ public final class BatonOuterClass {
           }
           case RENEW_HOLD: {
             mergeRenewHold(other.getRenewHold());
+            break;
+          }
+          case PROCLAIM: {
+            mergeProclaim(other.getProclaim());
             break;
           }
           case KIND_NOT_SET: {
@@ -56888,6 +65164,13 @@ public final class BatonOuterClass {
                 kindCase_ = 15;
                 break;
               } // case 122
+              case 138: {
+                input.readMessage(
+                    getProclaimFieldBuilder().getBuilder(),
+                    extensionRegistry);
+                kindCase_ = 17;
+                break;
+              } // case 138
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -59071,6 +67354,148 @@ public final class BatonOuterClass {
         kindCase_ = 15;
         onChanged();
         return renewHoldBuilder_;
+      }
+
+      private com.google.protobuf.SingleFieldBuilderV3<
+          baton.v1.BatonOuterClass.ProclaimResponse, baton.v1.BatonOuterClass.ProclaimResponse.Builder, baton.v1.BatonOuterClass.ProclaimResponseOrBuilder> proclaimBuilder_;
+      /**
+       * <code>.baton.v1.ProclaimResponse proclaim = 17;</code>
+       * @return Whether the proclaim field is set.
+       */
+      @java.lang.Override
+      public boolean hasProclaim() {
+        return kindCase_ == 17;
+      }
+      /**
+       * <code>.baton.v1.ProclaimResponse proclaim = 17;</code>
+       * @return The proclaim.
+       */
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.ProclaimResponse getProclaim() {
+        if (proclaimBuilder_ == null) {
+          if (kindCase_ == 17) {
+            return (baton.v1.BatonOuterClass.ProclaimResponse) kind_;
+          }
+          return baton.v1.BatonOuterClass.ProclaimResponse.getDefaultInstance();
+        } else {
+          if (kindCase_ == 17) {
+            return proclaimBuilder_.getMessage();
+          }
+          return baton.v1.BatonOuterClass.ProclaimResponse.getDefaultInstance();
+        }
+      }
+      /**
+       * <code>.baton.v1.ProclaimResponse proclaim = 17;</code>
+       */
+      public Builder setProclaim(baton.v1.BatonOuterClass.ProclaimResponse value) {
+        if (proclaimBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          kind_ = value;
+          onChanged();
+        } else {
+          proclaimBuilder_.setMessage(value);
+        }
+        kindCase_ = 17;
+        return this;
+      }
+      /**
+       * <code>.baton.v1.ProclaimResponse proclaim = 17;</code>
+       */
+      public Builder setProclaim(
+          baton.v1.BatonOuterClass.ProclaimResponse.Builder builderForValue) {
+        if (proclaimBuilder_ == null) {
+          kind_ = builderForValue.build();
+          onChanged();
+        } else {
+          proclaimBuilder_.setMessage(builderForValue.build());
+        }
+        kindCase_ = 17;
+        return this;
+      }
+      /**
+       * <code>.baton.v1.ProclaimResponse proclaim = 17;</code>
+       */
+      public Builder mergeProclaim(baton.v1.BatonOuterClass.ProclaimResponse value) {
+        if (proclaimBuilder_ == null) {
+          if (kindCase_ == 17 &&
+              kind_ != baton.v1.BatonOuterClass.ProclaimResponse.getDefaultInstance()) {
+            kind_ = baton.v1.BatonOuterClass.ProclaimResponse.newBuilder((baton.v1.BatonOuterClass.ProclaimResponse) kind_)
+                .mergeFrom(value).buildPartial();
+          } else {
+            kind_ = value;
+          }
+          onChanged();
+        } else {
+          if (kindCase_ == 17) {
+            proclaimBuilder_.mergeFrom(value);
+          } else {
+            proclaimBuilder_.setMessage(value);
+          }
+        }
+        kindCase_ = 17;
+        return this;
+      }
+      /**
+       * <code>.baton.v1.ProclaimResponse proclaim = 17;</code>
+       */
+      public Builder clearProclaim() {
+        if (proclaimBuilder_ == null) {
+          if (kindCase_ == 17) {
+            kindCase_ = 0;
+            kind_ = null;
+            onChanged();
+          }
+        } else {
+          if (kindCase_ == 17) {
+            kindCase_ = 0;
+            kind_ = null;
+          }
+          proclaimBuilder_.clear();
+        }
+        return this;
+      }
+      /**
+       * <code>.baton.v1.ProclaimResponse proclaim = 17;</code>
+       */
+      public baton.v1.BatonOuterClass.ProclaimResponse.Builder getProclaimBuilder() {
+        return getProclaimFieldBuilder().getBuilder();
+      }
+      /**
+       * <code>.baton.v1.ProclaimResponse proclaim = 17;</code>
+       */
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.ProclaimResponseOrBuilder getProclaimOrBuilder() {
+        if ((kindCase_ == 17) && (proclaimBuilder_ != null)) {
+          return proclaimBuilder_.getMessageOrBuilder();
+        } else {
+          if (kindCase_ == 17) {
+            return (baton.v1.BatonOuterClass.ProclaimResponse) kind_;
+          }
+          return baton.v1.BatonOuterClass.ProclaimResponse.getDefaultInstance();
+        }
+      }
+      /**
+       * <code>.baton.v1.ProclaimResponse proclaim = 17;</code>
+       */
+      private com.google.protobuf.SingleFieldBuilderV3<
+          baton.v1.BatonOuterClass.ProclaimResponse, baton.v1.BatonOuterClass.ProclaimResponse.Builder, baton.v1.BatonOuterClass.ProclaimResponseOrBuilder> 
+          getProclaimFieldBuilder() {
+        if (proclaimBuilder_ == null) {
+          if (!(kindCase_ == 17)) {
+            kind_ = baton.v1.BatonOuterClass.ProclaimResponse.getDefaultInstance();
+          }
+          proclaimBuilder_ = new com.google.protobuf.SingleFieldBuilderV3<
+              baton.v1.BatonOuterClass.ProclaimResponse, baton.v1.BatonOuterClass.ProclaimResponse.Builder, baton.v1.BatonOuterClass.ProclaimResponseOrBuilder>(
+                  (baton.v1.BatonOuterClass.ProclaimResponse) kind_,
+                  getParentForChildren(),
+                  isClean());
+          kind_ = null;
+        }
+        kindCase_ = 17;
+        onChanged();
+        return proclaimBuilder_;
       }
       @java.lang.Override
       public final Builder setUnknownFields(
@@ -73722,6 +82147,16 @@ public final class BatonOuterClass {
     com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
       internal_static_baton_v1_AcquireRequest_fieldAccessorTable;
   private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_baton_v1_ProclaimRequest_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+      internal_static_baton_v1_ProclaimRequest_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_baton_v1_ProclaimResponse_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+      internal_static_baton_v1_ProclaimResponse_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
     internal_static_baton_v1_RenewHoldRequest_descriptor;
   private static final 
     com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
@@ -73751,6 +82186,11 @@ public final class BatonOuterClass {
   private static final 
     com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
       internal_static_baton_v1_AcquireManyRequest_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_baton_v1_LockMode_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+      internal_static_baton_v1_LockMode_fieldAccessorTable;
   private static final com.google.protobuf.Descriptors.Descriptor
     internal_static_baton_v1_AcquireManyResponse_descriptor;
   private static final 
@@ -73811,6 +82251,16 @@ public final class BatonOuterClass {
   private static final 
     com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
       internal_static_baton_v1_GetResponse_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_baton_v1_HistoryRequest_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+      internal_static_baton_v1_HistoryRequest_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_baton_v1_HistoryResponse_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+      internal_static_baton_v1_HistoryResponse_fieldAccessorTable;
   private static final com.google.protobuf.Descriptors.Descriptor
     internal_static_baton_v1_PastHold_descriptor;
   private static final 
@@ -73921,6 +82371,21 @@ public final class BatonOuterClass {
   private static final 
     com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
       internal_static_baton_v1_StatusResponse_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_baton_v1_SaveSnapshotRequest_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+      internal_static_baton_v1_SaveSnapshotRequest_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_baton_v1_SaveSnapshotResponse_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+      internal_static_baton_v1_SaveSnapshotResponse_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_baton_v1_SnapshotHeader_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+      internal_static_baton_v1_SnapshotHeader_fieldAccessorTable;
   private static final com.google.protobuf.Descriptors.Descriptor
     internal_static_baton_v1_Error_descriptor;
   private static final 
@@ -74086,273 +82551,301 @@ public final class BatonOuterClass {
       "\001 \001(\004\022&\n\003ttl\030\002 \001(\0132\031.google.protobuf.Dur" +
       "ation\"F\n\023CloseSessionRequest\022\022\n\nsession_" +
       "id\030\001 \001(\004\022\013\n\003seq\030\002 \001(\004\022\016\n\006secret\030\003 \001(\t\"\026\n" +
-      "\024CloseSessionResponse\"\226\002\n\016AcquireRequest" +
+      "\024CloseSessionResponse\"\245\002\n\016AcquireRequest" +
       "\022\'\n\006header\030\001 \001(\0132\027.baton.v1.RequestHeade" +
       "r\022\014\n\004name\030\002 \001(\t\022\021\n\towner_key\030\003 \001(\t\022\014\n\004wa" +
       "it\030\004 \001(\010\022/\n\014wait_timeout\030\005 \001(\0132\031.google." +
       "protobuf.Duration\022\016\n\006shared\030\006 \001(\010\022\r\n\005lim" +
       "it\030\007 \001(\r\022-\n\nhold_limit\030\010 \001(\0132\031.google.pr" +
       "otobuf.Duration\022-\n\nlock_delay\030\t \001(\0132\031.go" +
-      "ogle.protobuf.Duration\"S\n\020RenewHoldReque" +
-      "st\022\022\n\nsession_id\030\001 \001(\004\022\014\n\004name\030\002 \001(\t\022\r\n\005" +
-      "token\030\003 \001(\004\022\016\n\006secret\030\004 \001(\t\"B\n\021RenewHold" +
-      "Response\022-\n\nhold_limit\030\001 \001(\0132\031.google.pr" +
-      "otobuf.Duration\"\365\001\n\006Holder\022\022\n\nsession_id" +
-      "\030\001 \001(\004\022\r\n\005owner\030\002 \001(\t\022\021\n\towner_key\030\003 \001(\t" +
-      "\022\r\n\005token\030\004 \001(\004\022\r\n\005count\030\005 \001(\r\022)\n\005since\030" +
-      "\006 \001(\0132\032.google.protobuf.Timestamp\022\016\n\006sha" +
-      "red\030\007 \001(\010\022-\n\nhold_limit\030\010 \001(\0132\031.google.p" +
-      "rotobuf.Duration\022-\n\nlock_delay\030\t \001(\0132\031.g" +
-      "oogle.protobuf.Duration\"\252\001\n\006Waiter\022\022\n\nse" +
-      "ssion_id\030\001 \001(\004\022\r\n\005owner\030\002 \001(\t\022\021\n\towner_k" +
-      "ey\030\003 \001(\t\022)\n\005since\030\004 \001(\0132\032.google.protobu" +
-      "f.Timestamp\022/\n\014wait_timeout\030\005 \001(\0132\031.goog" +
-      "le.protobuf.Duration\022\016\n\006shared\030\006 \001(\010\"\251\002\n" +
-      "\017AcquireResponse\022\014\n\004name\030\001 \001(\t\022\020\n\010acquir" +
-      "ed\030\002 \001(\010\022\r\n\005token\030\003 \001(\004\022\r\n\005count\030\004 \001(\r\022 " +
-      "\n\006holder\030\005 \001(\0132\020.baton.v1.Holder\022\016\n\006queu" +
-      "ed\030\006 \001(\010\022\020\n\010position\030\007 \001(\r\022\013\n\003seq\030\010 \001(\004\022" +
-      "\017\n\007skipped\030\t \001(\010\022-\n\nlock_delay\030\n \001(\0132\031.g" +
-      "oogle.protobuf.Duration\0221\n\rdelayed_until" +
-      "\030\013 \001(\0132\032.google.protobuf.Timestamp\022\024\n\014si" +
-      "gned_token\030\014 \001(\t\"\351\001\n\022AcquireManyRequest\022" +
-      "\'\n\006header\030\001 \001(\0132\027.baton.v1.RequestHeader" +
-      "\022\r\n\005names\030\002 \003(\t\022\021\n\towner_key\030\003 \001(\t\022\016\n\006sh" +
-      "ared\030\004 \001(\010\022\r\n\005limit\030\005 \001(\r\022\013\n\003all\030\006 \001(\010\022-" +
-      "\n\nhold_limit\030\007 \001(\0132\031.google.protobuf.Dur" +
-      "ation\022-\n\nlock_delay\030\010 \001(\0132\031.google.proto" +
-      "buf.Duration\"A\n\023AcquireManyResponse\022*\n\007r" +
-      "esults\030\001 \003(\0132\031.baton.v1.AcquireResponse\"" +
-      "i\n\016ReleaseRequest\022\'\n\006header\030\001 \001(\0132\027.bato" +
-      "n.v1.RequestHeader\022\014\n\004name\030\002 \001(\t\022\r\n\005toke" +
-      "n\030\003 \001(\004\022\021\n\towner_key\030\004 \001(\t\"*\n\017ReleaseRes" +
-      "ponse\022\027\n\017remaining_count\030\001 \001(\r\"[\n\rCancel" +
-      "Request\022\'\n\006header\030\001 \001(\0132\027.baton.v1.Reque" +
-      "stHeader\022\014\n\004name\030\002 \001(\t\022\023\n\013acquire_seq\030\003 " +
-      "\001(\004\"<\n\016CancelResponse\022*\n\007granted\030\001 \001(\0132\031" +
-      ".baton.v1.AcquireResponse\"D\n\021CasReleaseR" +
-      "equest\022\014\n\004name\030\001 \001(\t\022\022\n\nsession_id\030\002 \001(\004" +
-      "\022\r\n\005token\030\003 \001(\004\"\024\n\022CasReleaseResponse\"+\n" +
-      "\014CheckRequest\022\014\n\004name\030\001 \001(\t\022\r\n\005token\030\002 \001" +
-      "(\004\"?\n\rCheckResponse\022\014\n\004held\030\001 \001(\010\022 \n\006hol" +
-      "der\030\002 \001(\0132\020.baton.v1.Holder\"\032\n\nGetReques" +
-      "t\022\014\n\004name\030\001 \001(\t\"\234\001\n\004Lock\022\014\n\004name\030\001 \001(\t\022!" +
-      "\n\007holders\030\002 \003(\0132\020.baton.v1.Holder\022!\n\007wai" +
-      "ters\030\003 \003(\0132\020.baton.v1.Waiter\022\r\n\005limit\030\004 " +
-      "\001(\r\0221\n\rdelayed_until\030\005 \001(\0132\032.google.prot" +
-      "obuf.Timestamp\"P\n\013GetResponse\022\034\n\004lock\030\001 " +
-      "\001(\0132\016.baton.v1.Lock\022#\n\007history\030\002 \003(\0132\022.b" +
-      "aton.v1.PastHold\"\352\001\n\010PastHold\022\022\n\nsession" +
-      "_id\030\001 \001(\004\022\r\n\005owner\030\002 \001(\t\022\021\n\towner_key\030\003 " +
-      "\001(\t\022\r\n\005token\030\004 \001(\004\022\016\n\006shared\030\005 \001(\010\022)\n\005si" +
-      "nce\030\006 \001(\0132\032.google.protobuf.Timestamp\022)\n" +
-      "\005ended\030\007 \001(\0132\032.google.protobuf.Timestamp" +
-      "\022\023\n\013ended_index\030\010 \001(\004\022\036\n\003how\030\t \001(\0162\021.bat" +
-      "on.v1.HoldEnd\"D\n\013ListRequest\022\016\n\006prefix\030\001" +
-      " \001(\t\022\021\n\tpage_size\030\002 \001(\r\022\022\n\npage_token\030\003 " +
-      "\001(\t\"\241\001\n\013LockSummary\022\014\n\004name\030\001 \001(\t\022 \n\006hol" +
-      "der\030\002 \001(\0132\020.baton.v1.Holder\022\017\n\007waiters\030\003" +
-      " \001(\r\022\017\n\007holders\030\004 \001(\r\022\r\n\005limit\030\005 \001(\r\0221\n\r" +
-      "delayed_until\030\006 \001(\0132\032.google.protobuf.Ti" +
-      "mestamp\"M\n\014ListResponse\022$\n\005locks\030\001 \003(\0132\025" +
-      ".baton.v1.LockSummary\022\027\n\017next_page_token" +
-      "\030\002 \001(\t\"\235\001\n\007Session\022\n\n\002id\030\001 \001(\004\022\r\n\005owner\030" +
-      "\002 \001(\t\022&\n\003ttl\030\003 \001(\0132\031.google.protobuf.Dur" +
-      "ation\022\023\n\013blacklisted\030\004 \001(\010\022+\n\007created\030\005 " +
-      "\001(\0132\032.google.protobuf.Timestamp\022\r\n\005holds" +
-      "\030\006 \001(\r\":\n\023ListSessionsRequest\022\021\n\tpage_si" +
-      "ze\030\001 \001(\r\022\020\n\010after_id\030\002 \001(\004\"R\n\024ListSessio" +
-      "nsResponse\022#\n\010sessions\030\001 \003(\0132\021.baton.v1." +
-      "Session\022\025\n\rnext_after_id\030\002 \001(\004\"&\n\020Blackl" +
-      "istRequest\022\022\n\nsession_id\030\001 \001(\004\"\023\n\021Blackl" +
-      "istResponse\"\034\n\014WatchRequest\022\014\n\004name\030\001 \001(" +
-      "\t\"<\n\rWatchResponse\022\034\n\004lock\030\001 \001(\0132\016.baton" +
-      ".v1.Lock\022\r\n\005index\030\002 \001(\004\"\017\n\rStatusRequest" +
-      "\"p\n\006Member\022\014\n\004name\030\001 \001(\t\022\n\n\002id\030\002 \001(\004\022\021\n\t" +
-      "peer_addr\030\003 \001(\t\022\023\n\013client_addr\030\004 \001(\t\022\017\n\007" +
-      "learner\030\005 \001(\010\022\023\n\013log_version\030\006 \001(\r\"D\n\020Ad" +
-      "dMemberRequest\022\014\n\004name\030\001 \001(\t\022\021\n\tpeer_add" +
-      "r\030\002 \001(\t\022\017\n\007learner\030\003 \001(\010\"O\n\021AddMemberRes" +
-      "ponse\022!\n\007members\030\001 \003(\0132\020.baton.v1.Member" +
-      "\022\027\n\017initial_cluster\030\002 \001(\t\"$\n\024PromoteMemb" +
-      "erRequest\022\014\n\004name\030\001 \001(\t\":\n\025PromoteMember" +
-      "Response\022!\n\007members\030\001 \003(\0132\020.baton.v1.Mem" +
-      "ber\"\'\n\031TransferLeadershipRequest\022\n\n\002to\030\001" +
-      " \001(\t\"A\n\032TransferLeadershipResponse\022\016\n\006le" +
-      "ader\030\001 \001(\t\022\023\n\013leader_addr\030\002 \001(\t\"#\n\023Remov" +
-      "eMemberRequest\022\014\n\004name\030\001 \001(\t\"9\n\024RemoveMe" +
-      "mberResponse\022!\n\007members\030\001 \003(\0132\020.baton.v1" +
-      ".Member\"\366\002\n\016StatusResponse\022\014\n\004name\030\001 \001(\t" +
-      "\022\n\n\002id\030\002 \001(\004\022\016\n\006leader\030\003 \001(\t\022\021\n\tleader_i" +
-      "d\030\004 \001(\004\022\023\n\013leader_addr\030\005 \001(\t\022\014\n\004term\030\006 \001" +
-      "(\004\022\024\n\014commit_index\030\007 \001(\004\022\025\n\rapplied_inde" +
-      "x\030\010 \001(\004\022!\n\007members\030\t \003(\0132\020.baton.v1.Memb" +
-      "er\022\014\n\004role\030\n \001(\t\022\020\n\010sessions\030\013 \001(\r\022\r\n\005lo" +
-      "cks\030\014 \001(\r\022\017\n\007version\030\r \001(\t\022\023\n\013log_versio" +
-      "n\030\016 \001(\r\022\034\n\017disk_free_bytes\030\017 \001(\004H\000\210\001\001\022\033\n" +
-      "\023min_free_disk_bytes\030\020 \001(\004\022\020\n\010low_disk\030\021" +
-      " \001(\010B\022\n\020_disk_free_bytes\"]\n\005Error\022\014\n\004cod" +
-      "e\030\001 \001(\r\022 \n\006reason\030\002 \001(\0162\020.baton.v1.Reaso" +
-      "n\022\017\n\007message\030\003 \001(\t\022\023\n\013leader_addr\030\004 \001(\t\"" +
-      "3\n\rResumeSession\022\022\n\nsession_id\030\001 \001(\004\022\016\n\006" +
-      "secret\030\002 \001(\t\"\314\003\n\016SessionRequest\022\n\n\002id\030\001 " +
-      "\001(\004\022,\n\004open\030\002 \001(\0132\034.baton.v1.OpenSession" +
-      "RequestH\000\022)\n\006resume\030\003 \001(\0132\027.baton.v1.Res" +
-      "umeSessionH\000\0220\n\nkeep_alive\030\004 \001(\0132\032.baton" +
-      ".v1.KeepAliveRequestH\000\022+\n\007acquire\030\005 \001(\0132" +
-      "\030.baton.v1.AcquireRequestH\000\022+\n\007release\030\006" +
-      " \001(\0132\030.baton.v1.ReleaseRequestH\000\022)\n\006canc" +
-      "el\030\007 \001(\0132\027.baton.v1.CancelRequestH\000\0224\n\014a" +
-      "cquire_many\030\010 \001(\0132\034.baton.v1.AcquireMany" +
-      "RequestH\000\022.\n\005close\030\t \001(\0132\035.baton.v1.Clos" +
-      "eSessionRequestH\000\0220\n\nrenew_hold\030\n \001(\0132\032." +
-      "baton.v1.RenewHoldRequestH\000B\006\n\004kind\"=\n\017S" +
-      "essionsRequest\022*\n\010requests\030\001 \003(\0132\030.baton" +
-      ".v1.ChannelRequest\"\\\n\016ChannelRequest\022\017\n\007" +
-      "channel\030\001 \001(\004\022)\n\007request\030\002 \001(\0132\030.baton.v" +
-      "1.SessionRequest\022\016\n\006detach\030\003 \001(\010\"@\n\020Sess" +
-      "ionsResponse\022,\n\tresponses\030\001 \003(\0132\031.baton." +
-      "v1.ChannelResponse\"r\n\017ChannelResponse\022\017\n" +
-      "\007channel\030\001 \001(\004\022+\n\010response\030\002 \001(\0132\031.baton" +
-      ".v1.SessionResponse\022!\n\003end\030\003 \001(\0132\024.baton" +
-      ".v1.ChannelEnd\",\n\nChannelEnd\022\036\n\005error\030\001 " +
-      "\001(\0132\017.baton.v1.Error\"G\n\005Grant\022\013\n\003seq\030\001 \001" +
-      "(\004\022\014\n\004name\030\002 \001(\t\022\r\n\005token\030\003 \001(\004\022\024\n\014signe" +
-      "d_token\030\004 \001(\t\"H\n\tWaitEnded\022\013\n\003seq\030\001 \001(\004\022" +
-      "\014\n\004name\030\002 \001(\t\022 \n\006reason\030\003 \001(\0162\020.baton.v1" +
-      ".Reason\"\222\005\n\017SessionResponse\022\n\n\002id\030\001 \001(\004\022" +
-      "\036\n\005error\030\002 \001(\0132\017.baton.v1.Error\022-\n\004open\030" +
-      "\003 \001(\0132\035.baton.v1.OpenSessionResponseH\000\0221" +
-      "\n\nkeep_alive\030\004 \001(\0132\033.baton.v1.KeepAliveR" +
-      "esponseH\000\022,\n\007acquire\030\005 \001(\0132\031.baton.v1.Ac" +
-      "quireResponseH\000\022,\n\007release\030\006 \001(\0132\031.baton" +
-      ".v1.ReleaseResponseH\000\022*\n\006cancel\030\007 \001(\0132\030." +
-      "baton.v1.CancelResponseH\000\0225\n\014acquire_man" +
-      "y\030\010 \001(\0132\035.baton.v1.AcquireManyResponseH\000" +
-      "\022/\n\005close\030\t \001(\0132\036.baton.v1.CloseSessionR" +
-      "esponseH\000\022 \n\005grant\030\n \001(\0132\017.baton.v1.Gran" +
-      "tH\000\022)\n\nwait_ended\030\013 \001(\0132\023.baton.v1.WaitE" +
-      "ndedH\000\022\'\n\014session_lost\030\014 \001(\0132\017.baton.v1." +
-      "ErrorH\000\022\'\n\thold_lost\030\r \001(\0132\022.baton.v1.Ho" +
-      "ldLostH\000\022\'\n\005holds\030\016 \001(\0132\026.baton.v1.Sessi" +
-      "onHoldsH\000\0221\n\nrenew_hold\030\017 \001(\0132\033.baton.v1" +
-      ".RenewHoldResponseH\000B\006\n\004kind\"N\n\014SessionH" +
-      "olds\022!\n\005holds\030\001 \003(\0132\022.baton.v1.HoldLost\022" +
-      "\r\n\005index\030\002 \001(\004\022\014\n\004done\030\003 \001(\010\":\n\010HoldLost" +
-      "\022\014\n\004name\030\001 \001(\t\022\021\n\towner_key\030\002 \001(\t\022\r\n\005tok" +
-      "en\030\003 \001(\004\"\300\002\n\021ChangeAuthRequest\022.\n\004kind\030\001" +
-      " \001(\0162 .baton.v1.ChangeAuthRequest.Kind\022\014" +
-      "\n\004user\030\002 \001(\t\022\014\n\004role\030\003 \001(\t\022\016\n\006prefix\030\004 \001" +
-      "(\t\022\r\n\005perms\030\005 \001(\t\022\022\n\nwith_token\030\006 \001(\010\"\253\001" +
-      "\n\004Kind\022\024\n\020KIND_UNSPECIFIED\020\000\022\n\n\006ENABLE\020\001" +
-      "\022\013\n\007DISABLE\020\002\022\014\n\010ADD_USER\020\003\022\017\n\013DELETE_US" +
-      "ER\020\004\022\016\n\nGRANT_ROLE\020\005\022\017\n\013REVOKE_ROLE\020\006\022\014\n" +
-      "\010ADD_ROLE\020\007\022\017\n\013DELETE_ROLE\020\010\022\t\n\005GRANT\020\t\022" +
-      "\n\n\006REVOKE\020\n\"#\n\022ChangeAuthResponse\022\r\n\005tok" +
-      "en\030\001 \001(\t\"\020\n\016GetAuthRequest\":\n\010AuthUser\022\014" +
-      "\n\004name\030\001 \001(\t\022\r\n\005roles\030\002 \003(\t\022\021\n\thas_token" +
-      "\030\003 \001(\010\"/\n\016AuthPermission\022\016\n\006prefix\030\001 \001(\t" +
-      "\022\r\n\005perms\030\002 \001(\t\"G\n\010AuthRole\022\014\n\004name\030\001 \001(" +
-      "\t\022-\n\013permissions\030\002 \003(\0132\030.baton.v1.AuthPe" +
-      "rmission\"u\n\017GetAuthResponse\022\017\n\007enabled\030\001" +
-      " \001(\010\022!\n\005users\030\002 \003(\0132\022.baton.v1.AuthUser\022" +
-      "!\n\005roles\030\003 \003(\0132\022.baton.v1.AuthRole\022\013\n\003yo" +
-      "u\030\004 \001(\t\"\016\n\014AuditRequest\"h\n\nAuditEntry\022\r\n" +
-      "\005index\030\001 \001(\004\022(\n\004time\030\002 \001(\0132\032.google.prot" +
-      "obuf.Timestamp\022\021\n\tprincipal\030\003 \001(\t\022\016\n\006act" +
-      "ion\030\004 \001(\t\"6\n\rAuditResponse\022%\n\007entries\030\001 " +
-      "\003(\0132\024.baton.v1.AuditEntry\"\r\n\013KeysRequest" +
-      "\"\264\001\n\nSigningKey\022\n\n\002id\030\001 \001(\004\022\022\n\npublic_ke" +
-      "y\030\002 \001(\014\022+\n\007created\030\003 \001(\0132\032.google.protob" +
-      "uf.Timestamp\022\017\n\007current\030\004 \001(\010\022+\n\007retired" +
-      "\030\005 \001(\0132\032.google.protobuf.Timestamp\022\033\n\023no" +
-      "t_after_unix_nano\030\006 \001(\003\"2\n\014KeysResponse\022" +
-      "\"\n\004keys\030\001 \003(\0132\024.baton.v1.SigningKey\"G\n\027R" +
-      "otateSigningKeyRequest\022,\n\tretention\030\001 \001(" +
-      "\0132\031.google.protobuf.Duration\"N\n\030RotateSi" +
-      "gningKeyResponse\022\016\n\006key_id\030\001 \001(\004\022\"\n\004keys" +
-      "\030\002 \003(\0132\024.baton.v1.SigningKey*\361\003\n\006Reason\022" +
-      "\026\n\022REASON_UNSPECIFIED\020\000\022\024\n\020INVALID_ARGUM" +
-      "ENT\020\001\022\025\n\021SESSION_NOT_FOUND\020\002\022\022\n\016LOCK_NOT" +
-      "_FOUND\020\003\022\016\n\nNOT_HOLDER\020\004\022\022\n\016TOKEN_MISMAT" +
-      "CH\020\005\022\017\n\013BLACKLISTED\020\006\022\024\n\020TOO_MANY_WAITER" +
-      "S\020\007\022\024\n\020TOO_MANY_PENDING\020\010\022\022\n\016STALE_SEQUE" +
-      "NCE\020\t\022\017\n\013NOT_WAITING\020\n\022\022\n\016WAIT_CANCELLED" +
-      "\020\013\022\022\n\016WAIT_TIMED_OUT\020\014\022\022\n\016TOO_MANY_HOLDS" +
-      "\020\r\022\016\n\nNOT_LEADER\020\016\022\023\n\017OUTCOME_UNKNOWN\020\017\022" +
-      "\016\n\nOVERLOADED\020\020\022\023\n\017SESSION_EXPIRED\020\021\022\022\n\016" +
-      "LIMIT_MISMATCH\020\022\022\r\n\tHOLD_LOST\020\023\022\023\n\017SECRE" +
-      "T_MISMATCH\020\024\022\022\n\016NO_CREDENTIALS\020\025\022\021\n\rNOT_" +
-      "PERMITTED\020\026\022\025\n\021TOO_MANY_SESSIONS\020\027\022\014\n\010NO" +
-      "_SPACE\020\030*\303\001\n\007HoldEnd\022\030\n\024HOLD_END_UNSPECI" +
-      "FIED\020\000\022\025\n\021HOLD_END_RELEASED\020\001\022\033\n\027HOLD_EN" +
-      "D_SESSION_CLOSED\020\002\022\034\n\030HOLD_END_SESSION_E" +
-      "XPIRED\020\003\022\031\n\025HOLD_END_HOLD_EXPIRED\020\004\022\031\n\025H" +
-      "OLD_END_CAS_RELEASED\020\005\022\026\n\022HOLD_END_ABAND" +
-      "ONED\020\0062\270\023\n\005Baton\022B\n\007Session\022\030.baton.v1.S" +
-      "essionRequest\032\031.baton.v1.SessionResponse" +
-      "(\0010\001\022E\n\010Sessions\022\031.baton.v1.SessionsRequ" +
-      "est\032\032.baton.v1.SessionsResponse(\0010\001\022c\n\013O" +
-      "penSession\022\034.baton.v1.OpenSessionRequest" +
-      "\032\035.baton.v1.OpenSessionResponse\"\027\202\323\344\223\002\021\"" +
-      "\014/v1/sessions:\001*\022t\n\tKeepAlive\022\032.baton.v1" +
-      ".KeepAliveRequest\032\033.baton.v1.KeepAliveRe" +
-      "sponse\".\202\323\344\223\002(\"#/v1/sessions/{session_id" +
-      "}/keepalive:\001*\022y\n\014CloseSession\022\035.baton.v" +
-      "1.CloseSessionRequest\032\036.baton.v1.CloseSe" +
-      "ssionResponse\"*\202\323\344\223\002$\"\037/v1/sessions/{ses" +
-      "sion_id}/close:\001*\022\\\n\007Acquire\022\030.baton.v1." +
-      "AcquireRequest\032\031.baton.v1.AcquireRespons" +
-      "e\"\034\202\323\344\223\002\026\"\021/v1/locks/acquire:\001*\022m\n\013Acqui" +
-      "reMany\022\034.baton.v1.AcquireManyRequest\032\035.b" +
-      "aton.v1.AcquireManyResponse\"!\202\323\344\223\002\033\"\026/v1" +
-      "/locks/acquire-many:\001*\022`\n\tRenewHold\022\032.ba" +
-      "ton.v1.RenewHoldRequest\032\033.baton.v1.Renew" +
-      "HoldResponse\"\032\202\323\344\223\002\024\"\017/v1/locks/renew:\001*" +
-      "\022\\\n\007Release\022\030.baton.v1.ReleaseRequest\032\031." +
-      "baton.v1.ReleaseResponse\"\034\202\323\344\223\002\026\"\021/v1/lo" +
-      "cks/release:\001*\022i\n\nCasRelease\022\033.baton.v1." +
-      "CasReleaseRequest\032\034.baton.v1.CasReleaseR" +
-      "esponse\" \202\323\344\223\002\032\"\025/v1/locks/cas-release:\001" +
-      "*\022K\n\005Check\022\026.baton.v1.CheckRequest\032\027.bat" +
-      "on.v1.CheckResponse\"\021\202\323\344\223\002\013\022\t/v1/check\022D" +
-      "\n\003Get\022\024.baton.v1.GetRequest\032\025.baton.v1.G" +
-      "etResponse\"\020\202\323\344\223\002\n\022\010/v1/lock\022H\n\004List\022\025.b" +
-      "aton.v1.ListRequest\032\026.baton.v1.ListRespo" +
-      "nse\"\021\202\323\344\223\002\013\022\t/v1/locks\022c\n\014ListSessions\022\035" +
-      ".baton.v1.ListSessionsRequest\032\036.baton.v1" +
-      ".ListSessionsResponse\"\024\202\323\344\223\002\016\022\014/v1/sessi" +
-      "ons\022M\n\005Watch\022\026.baton.v1.WatchRequest\032\027.b" +
-      "aton.v1.WatchResponse\"\021\202\323\344\223\002\013\022\t/v1/watch" +
-      "0\001\022t\n\tBlacklist\022\032.baton.v1.BlacklistRequ" +
-      "est\032\033.baton.v1.BlacklistResponse\".\202\323\344\223\002(" +
-      "\"#/v1/sessions/{session_id}/blacklist:\001*" +
-      "\022O\n\006Status\022\027.baton.v1.StatusRequest\032\030.ba" +
-      "ton.v1.StatusResponse\"\022\202\323\344\223\002\014\022\n/v1/statu" +
-      "s\022`\n\tAddMember\022\032.baton.v1.AddMemberReque" +
-      "st\032\033.baton.v1.AddMemberResponse\"\032\202\323\344\223\002\024\"" +
-      "\017/v1/members/add:\001*\022p\n\rPromoteMember\022\036.b" +
-      "aton.v1.PromoteMemberRequest\032\037.baton.v1." +
-      "PromoteMemberResponse\"\036\202\323\344\223\002\030\"\023/v1/membe" +
-      "rs/promote:\001*\022l\n\014RemoveMember\022\035.baton.v1" +
-      ".RemoveMemberRequest\032\036.baton.v1.RemoveMe" +
-      "mberResponse\"\035\202\323\344\223\002\027\"\022/v1/members/remove" +
-      ":\001*\022\177\n\022TransferLeadership\022#.baton.v1.Tra" +
-      "nsferLeadershipRequest\032$.baton.v1.Transf" +
-      "erLeadershipResponse\"\036\202\323\344\223\002\030\"\023/v1/leader" +
-      "/transfer:\001*\022\\\n\nChangeAuth\022\033.baton.v1.Ch" +
-      "angeAuthRequest\032\034.baton.v1.ChangeAuthRes" +
-      "ponse\"\023\202\323\344\223\002\r\"\010/v1/auth:\001*\022P\n\007GetAuth\022\030." +
-      "baton.v1.GetAuthRequest\032\031.baton.v1.GetAu" +
-      "thResponse\"\020\202\323\344\223\002\n\022\010/v1/auth\022K\n\005Audit\022\026." +
-      "baton.v1.AuditRequest\032\027.baton.v1.AuditRe" +
-      "sponse\"\021\202\323\344\223\002\013\022\t/v1/audit\022G\n\004Keys\022\025.bato" +
-      "n.v1.KeysRequest\032\026.baton.v1.KeysResponse" +
-      "\"\020\202\323\344\223\002\n\022\010/v1/keys\022u\n\020RotateSigningKey\022!" +
-      ".baton.v1.RotateSigningKeyRequest\032\".bato" +
-      "n.v1.RotateSigningKeyResponse\"\032\202\323\344\223\002\024\"\017/" +
-      "v1/keys/rotate:\001*B(Z&github.com/batonloc" +
-      "k/baton/api/batonpbb\006proto3"
+      "ogle.protobuf.Duration\022\r\n\005value\030< \001(\t\"y\n" +
+      "\017ProclaimRequest\022\'\n\006header\030\001 \001(\0132\027.baton" +
+      ".v1.RequestHeader\022\014\n\004name\030\002 \001(\t\022\r\n\005token" +
+      "\030\003 \001(\004\022\021\n\towner_key\030\004 \001(\t\022\r\n\005value\030\005 \001(\t" +
+      "\"\022\n\020ProclaimResponse\"S\n\020RenewHoldRequest" +
+      "\022\022\n\nsession_id\030\001 \001(\004\022\014\n\004name\030\002 \001(\t\022\r\n\005to" +
+      "ken\030\003 \001(\004\022\016\n\006secret\030\004 \001(\t\"B\n\021RenewHoldRe" +
+      "sponse\022-\n\nhold_limit\030\001 \001(\0132\031.google.prot" +
+      "obuf.Duration\"\204\002\n\006Holder\022\022\n\nsession_id\030\001" +
+      " \001(\004\022\r\n\005owner\030\002 \001(\t\022\021\n\towner_key\030\003 \001(\t\022\r" +
+      "\n\005token\030\004 \001(\004\022\r\n\005count\030\005 \001(\r\022)\n\005since\030\006 " +
+      "\001(\0132\032.google.protobuf.Timestamp\022\016\n\006share" +
+      "d\030\007 \001(\010\022-\n\nhold_limit\030\010 \001(\0132\031.google.pro" +
+      "tobuf.Duration\022-\n\nlock_delay\030\t \001(\0132\031.goo" +
+      "gle.protobuf.Duration\022\r\n\005value\030< \001(\t\"\252\001\n" +
+      "\006Waiter\022\022\n\nsession_id\030\001 \001(\004\022\r\n\005owner\030\002 \001" +
+      "(\t\022\021\n\towner_key\030\003 \001(\t\022)\n\005since\030\004 \001(\0132\032.g" +
+      "oogle.protobuf.Timestamp\022/\n\014wait_timeout" +
+      "\030\005 \001(\0132\031.google.protobuf.Duration\022\016\n\006sha" +
+      "red\030\006 \001(\010\"\251\002\n\017AcquireResponse\022\014\n\004name\030\001 " +
+      "\001(\t\022\020\n\010acquired\030\002 \001(\010\022\r\n\005token\030\003 \001(\004\022\r\n\005" +
+      "count\030\004 \001(\r\022 \n\006holder\030\005 \001(\0132\020.baton.v1.H" +
+      "older\022\016\n\006queued\030\006 \001(\010\022\020\n\010position\030\007 \001(\r\022" +
+      "\013\n\003seq\030\010 \001(\004\022\017\n\007skipped\030\t \001(\010\022-\n\nlock_de" +
+      "lay\030\n \001(\0132\031.google.protobuf.Duration\0221\n\r" +
+      "delayed_until\030\013 \001(\0132\032.google.protobuf.Ti" +
+      "mestamp\022\024\n\014signed_token\030\014 \001(\t\"\214\002\n\022Acquir" +
+      "eManyRequest\022\'\n\006header\030\001 \001(\0132\027.baton.v1." +
+      "RequestHeader\022\r\n\005names\030\002 \003(\t\022\021\n\towner_ke" +
+      "y\030\003 \001(\t\022\016\n\006shared\030\004 \001(\010\022\r\n\005limit\030\005 \001(\r\022\013" +
+      "\n\003all\030\006 \001(\010\022-\n\nhold_limit\030\007 \001(\0132\031.google" +
+      ".protobuf.Duration\022-\n\nlock_delay\030\010 \001(\0132\031" +
+      ".google.protobuf.Duration\022!\n\005modes\030F \003(\013" +
+      "2\022.baton.v1.LockMode\")\n\010LockMode\022\016\n\006shar" +
+      "ed\030\001 \001(\010\022\r\n\005limit\030\002 \001(\r\"A\n\023AcquireManyRe" +
+      "sponse\022*\n\007results\030\001 \003(\0132\031.baton.v1.Acqui" +
+      "reResponse\"i\n\016ReleaseRequest\022\'\n\006header\030\001" +
+      " \001(\0132\027.baton.v1.RequestHeader\022\014\n\004name\030\002 " +
+      "\001(\t\022\r\n\005token\030\003 \001(\004\022\021\n\towner_key\030\004 \001(\t\"*\n" +
+      "\017ReleaseResponse\022\027\n\017remaining_count\030\001 \001(" +
+      "\r\"[\n\rCancelRequest\022\'\n\006header\030\001 \001(\0132\027.bat" +
+      "on.v1.RequestHeader\022\014\n\004name\030\002 \001(\t\022\023\n\013acq" +
+      "uire_seq\030\003 \001(\004\"<\n\016CancelResponse\022*\n\007gran" +
+      "ted\030\001 \001(\0132\031.baton.v1.AcquireResponse\"D\n\021" +
+      "CasReleaseRequest\022\014\n\004name\030\001 \001(\t\022\022\n\nsessi" +
+      "on_id\030\002 \001(\004\022\r\n\005token\030\003 \001(\004\"\024\n\022CasRelease" +
+      "Response\"+\n\014CheckRequest\022\014\n\004name\030\001 \001(\t\022\r" +
+      "\n\005token\030\002 \001(\004\"?\n\rCheckResponse\022\014\n\004held\030\001" +
+      " \001(\010\022 \n\006holder\030\002 \001(\0132\020.baton.v1.Holder\"\032" +
+      "\n\nGetRequest\022\014\n\004name\030\001 \001(\t\"\234\001\n\004Lock\022\014\n\004n" +
+      "ame\030\001 \001(\t\022!\n\007holders\030\002 \003(\0132\020.baton.v1.Ho" +
+      "lder\022!\n\007waiters\030\003 \003(\0132\020.baton.v1.Waiter\022" +
+      "\r\n\005limit\030\004 \001(\r\0221\n\rdelayed_until\030\005 \001(\0132\032." +
+      "google.protobuf.Timestamp\"P\n\013GetResponse" +
+      "\022\034\n\004lock\030\001 \001(\0132\016.baton.v1.Lock\022#\n\007histor" +
+      "y\030\002 \003(\0132\022.baton.v1.PastHold\"\036\n\016HistoryRe" +
+      "quest\022\014\n\004name\030\001 \001(\t\"_\n\017HistoryResponse\022!" +
+      "\n\005holds\030\001 \003(\0132\022.baton.v1.PastHold\022\025\n\rapp" +
+      "lied_index\030\002 \001(\004\022\022\n\nreplicated\030\003 \001(\010\"\352\001\n" +
+      "\010PastHold\022\022\n\nsession_id\030\001 \001(\004\022\r\n\005owner\030\002" +
+      " \001(\t\022\021\n\towner_key\030\003 \001(\t\022\r\n\005token\030\004 \001(\004\022\016" +
+      "\n\006shared\030\005 \001(\010\022)\n\005since\030\006 \001(\0132\032.google.p" +
+      "rotobuf.Timestamp\022)\n\005ended\030\007 \001(\0132\032.googl" +
+      "e.protobuf.Timestamp\022\023\n\013ended_index\030\010 \001(" +
+      "\004\022\036\n\003how\030\t \001(\0162\021.baton.v1.HoldEnd\"D\n\013Lis" +
+      "tRequest\022\016\n\006prefix\030\001 \001(\t\022\021\n\tpage_size\030\002 " +
+      "\001(\r\022\022\n\npage_token\030\003 \001(\t\"\241\001\n\013LockSummary\022" +
+      "\014\n\004name\030\001 \001(\t\022 \n\006holder\030\002 \001(\0132\020.baton.v1" +
+      ".Holder\022\017\n\007waiters\030\003 \001(\r\022\017\n\007holders\030\004 \001(" +
+      "\r\022\r\n\005limit\030\005 \001(\r\0221\n\rdelayed_until\030\006 \001(\0132" +
+      "\032.google.protobuf.Timestamp\"M\n\014ListRespo" +
+      "nse\022$\n\005locks\030\001 \003(\0132\025.baton.v1.LockSummar" +
+      "y\022\027\n\017next_page_token\030\002 \001(\t\"\235\001\n\007Session\022\n" +
+      "\n\002id\030\001 \001(\004\022\r\n\005owner\030\002 \001(\t\022&\n\003ttl\030\003 \001(\0132\031" +
+      ".google.protobuf.Duration\022\023\n\013blacklisted" +
+      "\030\004 \001(\010\022+\n\007created\030\005 \001(\0132\032.google.protobu" +
+      "f.Timestamp\022\r\n\005holds\030\006 \001(\r\":\n\023ListSessio" +
+      "nsRequest\022\021\n\tpage_size\030\001 \001(\r\022\020\n\010after_id" +
+      "\030\002 \001(\004\"R\n\024ListSessionsResponse\022#\n\010sessio" +
+      "ns\030\001 \003(\0132\021.baton.v1.Session\022\025\n\rnext_afte" +
+      "r_id\030\002 \001(\004\"&\n\020BlacklistRequest\022\022\n\nsessio" +
+      "n_id\030\001 \001(\004\"\023\n\021BlacklistResponse\"\034\n\014Watch" +
+      "Request\022\014\n\004name\030\001 \001(\t\"<\n\rWatchResponse\022\034" +
+      "\n\004lock\030\001 \001(\0132\016.baton.v1.Lock\022\r\n\005index\030\002 " +
+      "\001(\004\"\017\n\rStatusRequest\"p\n\006Member\022\014\n\004name\030\001" +
+      " \001(\t\022\n\n\002id\030\002 \001(\004\022\021\n\tpeer_addr\030\003 \001(\t\022\023\n\013c" +
+      "lient_addr\030\004 \001(\t\022\017\n\007learner\030\005 \001(\010\022\023\n\013log" +
+      "_version\030\006 \001(\r\"D\n\020AddMemberRequest\022\014\n\004na" +
+      "me\030\001 \001(\t\022\021\n\tpeer_addr\030\002 \001(\t\022\017\n\007learner\030\003" +
+      " \001(\010\"O\n\021AddMemberResponse\022!\n\007members\030\001 \003" +
+      "(\0132\020.baton.v1.Member\022\027\n\017initial_cluster\030" +
+      "\002 \001(\t\"$\n\024PromoteMemberRequest\022\014\n\004name\030\001 " +
+      "\001(\t\":\n\025PromoteMemberResponse\022!\n\007members\030" +
+      "\001 \003(\0132\020.baton.v1.Member\"\'\n\031TransferLeade" +
+      "rshipRequest\022\n\n\002to\030\001 \001(\t\"A\n\032TransferLead" +
+      "ershipResponse\022\016\n\006leader\030\001 \001(\t\022\023\n\013leader" +
+      "_addr\030\002 \001(\t\"#\n\023RemoveMemberRequest\022\014\n\004na" +
+      "me\030\001 \001(\t\"9\n\024RemoveMemberResponse\022!\n\007memb" +
+      "ers\030\001 \003(\0132\020.baton.v1.Member\"\212\003\n\016StatusRe" +
+      "sponse\022\014\n\004name\030\001 \001(\t\022\n\n\002id\030\002 \001(\004\022\016\n\006lead" +
+      "er\030\003 \001(\t\022\021\n\tleader_id\030\004 \001(\004\022\023\n\013leader_ad" +
+      "dr\030\005 \001(\t\022\014\n\004term\030\006 \001(\004\022\024\n\014commit_index\030\007" +
+      " \001(\004\022\025\n\rapplied_index\030\010 \001(\004\022!\n\007members\030\t" +
+      " \003(\0132\020.baton.v1.Member\022\014\n\004role\030\n \001(\t\022\020\n\010" +
+      "sessions\030\013 \001(\r\022\r\n\005locks\030\014 \001(\r\022\017\n\007version" +
+      "\030\r \001(\t\022\023\n\013log_version\030\016 \001(\r\022\034\n\017disk_free" +
+      "_bytes\030\017 \001(\004H\000\210\001\001\022\033\n\023min_free_disk_bytes" +
+      "\030\020 \001(\004\022\020\n\010low_disk\030\021 \001(\010\022\022\n\ncluster_id\030P" +
+      " \001(\004B\022\n\020_disk_free_bytes\"\025\n\023SaveSnapshot" +
+      "Request\"N\n\024SaveSnapshotResponse\022(\n\006heade" +
+      "r\030\001 \001(\0132\030.baton.v1.SnapshotHeader\022\014\n\004dat" +
+      "a\030\002 \001(\014\"\334\001\n\016SnapshotHeader\022\022\n\ncluster_id" +
+      "\030\001 \001(\004\022\r\n\005index\030\002 \001(\004\022\014\n\004term\030\003 \001(\004\022\023\n\013l" +
+      "og_version\030\004 \001(\r\022!\n\007members\030\005 \003(\0132\020.bato" +
+      "n.v1.Member\022\014\n\004size\030\006 \001(\004\022\023\n\013data_sha256" +
+      "\030\007 \001(\014\022\020\n\010taken_by\030\010 \001(\t\022,\n\010taken_at\030\t \001" +
+      "(\0132\032.google.protobuf.Timestamp\"]\n\005Error\022" +
+      "\014\n\004code\030\001 \001(\r\022 \n\006reason\030\002 \001(\0162\020.baton.v1" +
+      ".Reason\022\017\n\007message\030\003 \001(\t\022\023\n\013leader_addr\030" +
+      "\004 \001(\t\"3\n\rResumeSession\022\022\n\nsession_id\030\001 \001" +
+      "(\004\022\016\n\006secret\030\002 \001(\t\"\373\003\n\016SessionRequest\022\n\n" +
+      "\002id\030\001 \001(\004\022,\n\004open\030\002 \001(\0132\034.baton.v1.OpenS" +
+      "essionRequestH\000\022)\n\006resume\030\003 \001(\0132\027.baton." +
+      "v1.ResumeSessionH\000\0220\n\nkeep_alive\030\004 \001(\0132\032" +
+      ".baton.v1.KeepAliveRequestH\000\022+\n\007acquire\030" +
+      "\005 \001(\0132\030.baton.v1.AcquireRequestH\000\022+\n\007rel" +
+      "ease\030\006 \001(\0132\030.baton.v1.ReleaseRequestH\000\022)" +
+      "\n\006cancel\030\007 \001(\0132\027.baton.v1.CancelRequestH" +
+      "\000\0224\n\014acquire_many\030\010 \001(\0132\034.baton.v1.Acqui" +
+      "reManyRequestH\000\022.\n\005close\030\t \001(\0132\035.baton.v" +
+      "1.CloseSessionRequestH\000\0220\n\nrenew_hold\030\n " +
+      "\001(\0132\032.baton.v1.RenewHoldRequestH\000\022-\n\010pro" +
+      "claim\030\013 \001(\0132\031.baton.v1.ProclaimRequestH\000" +
+      "B\006\n\004kind\"=\n\017SessionsRequest\022*\n\010requests\030" +
+      "\001 \003(\0132\030.baton.v1.ChannelRequest\"\\\n\016Chann" +
+      "elRequest\022\017\n\007channel\030\001 \001(\004\022)\n\007request\030\002 " +
+      "\001(\0132\030.baton.v1.SessionRequest\022\016\n\006detach\030" +
+      "\003 \001(\010\"@\n\020SessionsResponse\022,\n\tresponses\030\001" +
+      " \003(\0132\031.baton.v1.ChannelResponse\"r\n\017Chann" +
+      "elResponse\022\017\n\007channel\030\001 \001(\004\022+\n\010response\030" +
+      "\002 \001(\0132\031.baton.v1.SessionResponse\022!\n\003end\030" +
+      "\003 \001(\0132\024.baton.v1.ChannelEnd\",\n\nChannelEn" +
+      "d\022\036\n\005error\030\001 \001(\0132\017.baton.v1.Error\"G\n\005Gra" +
+      "nt\022\013\n\003seq\030\001 \001(\004\022\014\n\004name\030\002 \001(\t\022\r\n\005token\030\003" +
+      " \001(\004\022\024\n\014signed_token\030\004 \001(\t\"H\n\tWaitEnded\022" +
+      "\013\n\003seq\030\001 \001(\004\022\014\n\004name\030\002 \001(\t\022 \n\006reason\030\003 \001" +
+      "(\0162\020.baton.v1.Reason\"\302\005\n\017SessionResponse" +
+      "\022\n\n\002id\030\001 \001(\004\022\036\n\005error\030\002 \001(\0132\017.baton.v1.E" +
+      "rror\022-\n\004open\030\003 \001(\0132\035.baton.v1.OpenSessio" +
+      "nResponseH\000\0221\n\nkeep_alive\030\004 \001(\0132\033.baton." +
+      "v1.KeepAliveResponseH\000\022,\n\007acquire\030\005 \001(\0132" +
+      "\031.baton.v1.AcquireResponseH\000\022,\n\007release\030" +
+      "\006 \001(\0132\031.baton.v1.ReleaseResponseH\000\022*\n\006ca" +
+      "ncel\030\007 \001(\0132\030.baton.v1.CancelResponseH\000\0225" +
+      "\n\014acquire_many\030\010 \001(\0132\035.baton.v1.AcquireM" +
+      "anyResponseH\000\022/\n\005close\030\t \001(\0132\036.baton.v1." +
+      "CloseSessionResponseH\000\022 \n\005grant\030\n \001(\0132\017." +
+      "baton.v1.GrantH\000\022)\n\nwait_ended\030\013 \001(\0132\023.b" +
+      "aton.v1.WaitEndedH\000\022\'\n\014session_lost\030\014 \001(" +
+      "\0132\017.baton.v1.ErrorH\000\022\'\n\thold_lost\030\r \001(\0132" +
+      "\022.baton.v1.HoldLostH\000\022\'\n\005holds\030\016 \001(\0132\026.b" +
+      "aton.v1.SessionHoldsH\000\0221\n\nrenew_hold\030\017 \001" +
+      "(\0132\033.baton.v1.RenewHoldResponseH\000\022.\n\010pro" +
+      "claim\030\021 \001(\0132\032.baton.v1.ProclaimResponseH" +
+      "\000B\006\n\004kind\"N\n\014SessionHolds\022!\n\005holds\030\001 \003(\013" +
+      "2\022.baton.v1.HoldLost\022\r\n\005index\030\002 \001(\004\022\014\n\004d" +
+      "one\030\003 \001(\010\":\n\010HoldLost\022\014\n\004name\030\001 \001(\t\022\021\n\to" +
+      "wner_key\030\002 \001(\t\022\r\n\005token\030\003 \001(\004\"\300\002\n\021Change" +
+      "AuthRequest\022.\n\004kind\030\001 \001(\0162 .baton.v1.Cha" +
+      "ngeAuthRequest.Kind\022\014\n\004user\030\002 \001(\t\022\014\n\004rol" +
+      "e\030\003 \001(\t\022\016\n\006prefix\030\004 \001(\t\022\r\n\005perms\030\005 \001(\t\022\022" +
+      "\n\nwith_token\030\006 \001(\010\"\253\001\n\004Kind\022\024\n\020KIND_UNSP" +
+      "ECIFIED\020\000\022\n\n\006ENABLE\020\001\022\013\n\007DISABLE\020\002\022\014\n\010AD" +
+      "D_USER\020\003\022\017\n\013DELETE_USER\020\004\022\016\n\nGRANT_ROLE\020" +
+      "\005\022\017\n\013REVOKE_ROLE\020\006\022\014\n\010ADD_ROLE\020\007\022\017\n\013DELE" +
+      "TE_ROLE\020\010\022\t\n\005GRANT\020\t\022\n\n\006REVOKE\020\n\"#\n\022Chan" +
+      "geAuthResponse\022\r\n\005token\030\001 \001(\t\"\020\n\016GetAuth" +
+      "Request\":\n\010AuthUser\022\014\n\004name\030\001 \001(\t\022\r\n\005rol" +
+      "es\030\002 \003(\t\022\021\n\thas_token\030\003 \001(\010\"/\n\016AuthPermi" +
+      "ssion\022\016\n\006prefix\030\001 \001(\t\022\r\n\005perms\030\002 \001(\t\"G\n\010" +
+      "AuthRole\022\014\n\004name\030\001 \001(\t\022-\n\013permissions\030\002 " +
+      "\003(\0132\030.baton.v1.AuthPermission\"u\n\017GetAuth" +
+      "Response\022\017\n\007enabled\030\001 \001(\010\022!\n\005users\030\002 \003(\013" +
+      "2\022.baton.v1.AuthUser\022!\n\005roles\030\003 \003(\0132\022.ba" +
+      "ton.v1.AuthRole\022\013\n\003you\030\004 \001(\t\"\016\n\014AuditReq" +
+      "uest\"h\n\nAuditEntry\022\r\n\005index\030\001 \001(\004\022(\n\004tim" +
+      "e\030\002 \001(\0132\032.google.protobuf.Timestamp\022\021\n\tp" +
+      "rincipal\030\003 \001(\t\022\016\n\006action\030\004 \001(\t\"6\n\rAuditR" +
+      "esponse\022%\n\007entries\030\001 \003(\0132\024.baton.v1.Audi" +
+      "tEntry\"\r\n\013KeysRequest\"\264\001\n\nSigningKey\022\n\n\002" +
+      "id\030\001 \001(\004\022\022\n\npublic_key\030\002 \001(\014\022+\n\007created\030" +
+      "\003 \001(\0132\032.google.protobuf.Timestamp\022\017\n\007cur" +
+      "rent\030\004 \001(\010\022+\n\007retired\030\005 \001(\0132\032.google.pro" +
+      "tobuf.Timestamp\022\033\n\023not_after_unix_nano\030\006" +
+      " \001(\003\"2\n\014KeysResponse\022\"\n\004keys\030\001 \003(\0132\024.bat" +
+      "on.v1.SigningKey\"G\n\027RotateSigningKeyRequ" +
+      "est\022,\n\tretention\030\001 \001(\0132\031.google.protobuf" +
+      ".Duration\"N\n\030RotateSigningKeyResponse\022\016\n" +
+      "\006key_id\030\001 \001(\004\022\"\n\004keys\030\002 \003(\0132\024.baton.v1.S" +
+      "igningKey*\361\003\n\006Reason\022\026\n\022REASON_UNSPECIFI" +
+      "ED\020\000\022\024\n\020INVALID_ARGUMENT\020\001\022\025\n\021SESSION_NO" +
+      "T_FOUND\020\002\022\022\n\016LOCK_NOT_FOUND\020\003\022\016\n\nNOT_HOL" +
+      "DER\020\004\022\022\n\016TOKEN_MISMATCH\020\005\022\017\n\013BLACKLISTED" +
+      "\020\006\022\024\n\020TOO_MANY_WAITERS\020\007\022\024\n\020TOO_MANY_PEN" +
+      "DING\020\010\022\022\n\016STALE_SEQUENCE\020\t\022\017\n\013NOT_WAITIN" +
+      "G\020\n\022\022\n\016WAIT_CANCELLED\020\013\022\022\n\016WAIT_TIMED_OU" +
+      "T\020\014\022\022\n\016TOO_MANY_HOLDS\020\r\022\016\n\nNOT_LEADER\020\016\022" +
+      "\023\n\017OUTCOME_UNKNOWN\020\017\022\016\n\nOVERLOADED\020\020\022\023\n\017" +
+      "SESSION_EXPIRED\020\021\022\022\n\016LIMIT_MISMATCH\020\022\022\r\n" +
+      "\tHOLD_LOST\020\023\022\023\n\017SECRET_MISMATCH\020\024\022\022\n\016NO_" +
+      "CREDENTIALS\020\025\022\021\n\rNOT_PERMITTED\020\026\022\025\n\021TOO_" +
+      "MANY_SESSIONS\020\027\022\014\n\010NO_SPACE\020\030*\303\001\n\007HoldEn" +
+      "d\022\030\n\024HOLD_END_UNSPECIFIED\020\000\022\025\n\021HOLD_END_" +
+      "RELEASED\020\001\022\033\n\027HOLD_END_SESSION_CLOSED\020\002\022" +
+      "\034\n\030HOLD_END_SESSION_EXPIRED\020\003\022\031\n\025HOLD_EN" +
+      "D_HOLD_EXPIRED\020\004\022\031\n\025HOLD_END_CAS_RELEASE" +
+      "D\020\005\022\026\n\022HOLD_END_ABANDONED\020\0062\326\025\n\005Baton\022B\n" +
+      "\007Session\022\030.baton.v1.SessionRequest\032\031.bat" +
+      "on.v1.SessionResponse(\0010\001\022E\n\010Sessions\022\031." +
+      "baton.v1.SessionsRequest\032\032.baton.v1.Sess" +
+      "ionsResponse(\0010\001\022c\n\013OpenSession\022\034.baton." +
+      "v1.OpenSessionRequest\032\035.baton.v1.OpenSes" +
+      "sionResponse\"\027\202\323\344\223\002\021\"\014/v1/sessions:\001*\022t\n" +
+      "\tKeepAlive\022\032.baton.v1.KeepAliveRequest\032\033" +
+      ".baton.v1.KeepAliveResponse\".\202\323\344\223\002(\"#/v1" +
+      "/sessions/{session_id}/keepalive:\001*\022y\n\014C" +
+      "loseSession\022\035.baton.v1.CloseSessionReque" +
+      "st\032\036.baton.v1.CloseSessionResponse\"*\202\323\344\223" +
+      "\002$\"\037/v1/sessions/{session_id}/close:\001*\022\\" +
+      "\n\007Acquire\022\030.baton.v1.AcquireRequest\032\031.ba" +
+      "ton.v1.AcquireResponse\"\034\202\323\344\223\002\026\"\021/v1/lock" +
+      "s/acquire:\001*\022m\n\013AcquireMany\022\034.baton.v1.A" +
+      "cquireManyRequest\032\035.baton.v1.AcquireMany" +
+      "Response\"!\202\323\344\223\002\033\"\026/v1/locks/acquire-many" +
+      ":\001*\022`\n\tRenewHold\022\032.baton.v1.RenewHoldReq" +
+      "uest\032\033.baton.v1.RenewHoldResponse\"\032\202\323\344\223\002" +
+      "\024\"\017/v1/locks/renew:\001*\022\\\n\007Release\022\030.baton" +
+      ".v1.ReleaseRequest\032\031.baton.v1.ReleaseRes" +
+      "ponse\"\034\202\323\344\223\002\026\"\021/v1/locks/release:\001*\022`\n\010P" +
+      "roclaim\022\031.baton.v1.ProclaimRequest\032\032.bat" +
+      "on.v1.ProclaimResponse\"\035\202\323\344\223\002\027\"\022/v1/lock" +
+      "s/proclaim:\001*\022i\n\nCasRelease\022\033.baton.v1.C" +
+      "asReleaseRequest\032\034.baton.v1.CasReleaseRe" +
+      "sponse\" \202\323\344\223\002\032\"\025/v1/locks/cas-release:\001*" +
+      "\022K\n\005Check\022\026.baton.v1.CheckRequest\032\027.bato" +
+      "n.v1.CheckResponse\"\021\202\323\344\223\002\013\022\t/v1/check\022D\n" +
+      "\003Get\022\024.baton.v1.GetRequest\032\025.baton.v1.Ge" +
+      "tResponse\"\020\202\323\344\223\002\n\022\010/v1/lock\022S\n\007History\022\030" +
+      ".baton.v1.HistoryRequest\032\031.baton.v1.Hist" +
+      "oryResponse\"\023\202\323\344\223\002\r\022\013/v1/history\022H\n\004List" +
+      "\022\025.baton.v1.ListRequest\032\026.baton.v1.ListR" +
+      "esponse\"\021\202\323\344\223\002\013\022\t/v1/locks\022c\n\014ListSessio" +
+      "ns\022\035.baton.v1.ListSessionsRequest\032\036.bato" +
+      "n.v1.ListSessionsResponse\"\024\202\323\344\223\002\016\022\014/v1/s" +
+      "essions\022M\n\005Watch\022\026.baton.v1.WatchRequest" +
+      "\032\027.baton.v1.WatchResponse\"\021\202\323\344\223\002\013\022\t/v1/w" +
+      "atch0\001\022t\n\tBlacklist\022\032.baton.v1.Blacklist" +
+      "Request\032\033.baton.v1.BlacklistResponse\".\202\323" +
+      "\344\223\002(\"#/v1/sessions/{session_id}/blacklis" +
+      "t:\001*\022O\n\006Status\022\027.baton.v1.StatusRequest\032" +
+      "\030.baton.v1.StatusResponse\"\022\202\323\344\223\002\014\022\n/v1/s" +
+      "tatus\022`\n\tAddMember\022\032.baton.v1.AddMemberR" +
+      "equest\032\033.baton.v1.AddMemberResponse\"\032\202\323\344" +
+      "\223\002\024\"\017/v1/members/add:\001*\022p\n\rPromoteMember" +
+      "\022\036.baton.v1.PromoteMemberRequest\032\037.baton" +
+      ".v1.PromoteMemberResponse\"\036\202\323\344\223\002\030\"\023/v1/m" +
+      "embers/promote:\001*\022l\n\014RemoveMember\022\035.bato" +
+      "n.v1.RemoveMemberRequest\032\036.baton.v1.Remo" +
+      "veMemberResponse\"\035\202\323\344\223\002\027\"\022/v1/members/re" +
+      "move:\001*\022\177\n\022TransferLeadership\022#.baton.v1" +
+      ".TransferLeadershipRequest\032$.baton.v1.Tr" +
+      "ansferLeadershipResponse\"\036\202\323\344\223\002\030\"\023/v1/le" +
+      "ader/transfer:\001*\022\\\n\nChangeAuth\022\033.baton.v" +
+      "1.ChangeAuthRequest\032\034.baton.v1.ChangeAut" +
+      "hResponse\"\023\202\323\344\223\002\r\"\010/v1/auth:\001*\022P\n\007GetAut" +
+      "h\022\030.baton.v1.GetAuthRequest\032\031.baton.v1.G" +
+      "etAuthResponse\"\020\202\323\344\223\002\n\022\010/v1/auth\022K\n\005Audi" +
+      "t\022\026.baton.v1.AuditRequest\032\027.baton.v1.Aud" +
+      "itResponse\"\021\202\323\344\223\002\013\022\t/v1/audit\022G\n\004Keys\022\025." +
+      "baton.v1.KeysRequest\032\026.baton.v1.KeysResp" +
+      "onse\"\020\202\323\344\223\002\n\022\010/v1/keys\022u\n\020RotateSigningK" +
+      "ey\022!.baton.v1.RotateSigningKeyRequest\032\"." +
+      "baton.v1.RotateSigningKeyResponse\"\032\202\323\344\223\002" +
+      "\024\"\017/v1/keys/rotate:\001*\022e\n\014SaveSnapshot\022\035." +
+      "baton.v1.SaveSnapshotRequest\032\036.baton.v1." +
+      "SaveSnapshotResponse\"\024\202\323\344\223\002\016\022\014/v1/snapsh" +
+      "ot0\001B(Z&github.com/batonlock/baton/api/b" +
+      "atonpbb\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -74408,411 +82901,459 @@ public final class BatonOuterClass {
     internal_static_baton_v1_AcquireRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AcquireRequest_descriptor,
-        new java.lang.String[] { "Header", "Name", "OwnerKey", "Wait", "WaitTimeout", "Shared", "Limit", "HoldLimit", "LockDelay", });
-    internal_static_baton_v1_RenewHoldRequest_descriptor =
+        new java.lang.String[] { "Header", "Name", "OwnerKey", "Wait", "WaitTimeout", "Shared", "Limit", "HoldLimit", "LockDelay", "Value", });
+    internal_static_baton_v1_ProclaimRequest_descriptor =
       getDescriptor().getMessageTypes().get(8);
+    internal_static_baton_v1_ProclaimRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
+        internal_static_baton_v1_ProclaimRequest_descriptor,
+        new java.lang.String[] { "Header", "Name", "Token", "OwnerKey", "Value", });
+    internal_static_baton_v1_ProclaimResponse_descriptor =
+      getDescriptor().getMessageTypes().get(9);
+    internal_static_baton_v1_ProclaimResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
+        internal_static_baton_v1_ProclaimResponse_descriptor,
+        new java.lang.String[] { });
+    internal_static_baton_v1_RenewHoldRequest_descriptor =
+      getDescriptor().getMessageTypes().get(10);
     internal_static_baton_v1_RenewHoldRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_RenewHoldRequest_descriptor,
         new java.lang.String[] { "SessionId", "Name", "Token", "Secret", });
     internal_static_baton_v1_RenewHoldResponse_descriptor =
-      getDescriptor().getMessageTypes().get(9);
+      getDescriptor().getMessageTypes().get(11);
     internal_static_baton_v1_RenewHoldResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_RenewHoldResponse_descriptor,
         new java.lang.String[] { "HoldLimit", });
     internal_static_baton_v1_Holder_descriptor =
-      getDescriptor().getMessageTypes().get(10);
+      getDescriptor().getMessageTypes().get(12);
     internal_static_baton_v1_Holder_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_Holder_descriptor,
-        new java.lang.String[] { "SessionId", "Owner", "OwnerKey", "Token", "Count", "Since", "Shared", "HoldLimit", "LockDelay", });
+        new java.lang.String[] { "SessionId", "Owner", "OwnerKey", "Token", "Count", "Since", "Shared", "HoldLimit", "LockDelay", "Value", });
     internal_static_baton_v1_Waiter_descriptor =
-      getDescriptor().getMessageTypes().get(11);
+      getDescriptor().getMessageTypes().get(13);
     internal_static_baton_v1_Waiter_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_Waiter_descriptor,
         new java.lang.String[] { "SessionId", "Owner", "OwnerKey", "Since", "WaitTimeout", "Shared", });
     internal_static_baton_v1_AcquireResponse_descriptor =
-      getDescriptor().getMessageTypes().get(12);
+      getDescriptor().getMessageTypes().get(14);
     internal_static_baton_v1_AcquireResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AcquireResponse_descriptor,
         new java.lang.String[] { "Name", "Acquired", "Token", "Count", "Holder", "Queued", "Position", "Seq", "Skipped", "LockDelay", "DelayedUntil", "SignedToken", });
     internal_static_baton_v1_AcquireManyRequest_descriptor =
-      getDescriptor().getMessageTypes().get(13);
+      getDescriptor().getMessageTypes().get(15);
     internal_static_baton_v1_AcquireManyRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AcquireManyRequest_descriptor,
-        new java.lang.String[] { "Header", "Names", "OwnerKey", "Shared", "Limit", "All", "HoldLimit", "LockDelay", });
+        new java.lang.String[] { "Header", "Names", "OwnerKey", "Shared", "Limit", "All", "HoldLimit", "LockDelay", "Modes", });
+    internal_static_baton_v1_LockMode_descriptor =
+      getDescriptor().getMessageTypes().get(16);
+    internal_static_baton_v1_LockMode_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
+        internal_static_baton_v1_LockMode_descriptor,
+        new java.lang.String[] { "Shared", "Limit", });
     internal_static_baton_v1_AcquireManyResponse_descriptor =
-      getDescriptor().getMessageTypes().get(14);
+      getDescriptor().getMessageTypes().get(17);
     internal_static_baton_v1_AcquireManyResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AcquireManyResponse_descriptor,
         new java.lang.String[] { "Results", });
     internal_static_baton_v1_ReleaseRequest_descriptor =
-      getDescriptor().getMessageTypes().get(15);
+      getDescriptor().getMessageTypes().get(18);
     internal_static_baton_v1_ReleaseRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ReleaseRequest_descriptor,
         new java.lang.String[] { "Header", "Name", "Token", "OwnerKey", });
     internal_static_baton_v1_ReleaseResponse_descriptor =
-      getDescriptor().getMessageTypes().get(16);
+      getDescriptor().getMessageTypes().get(19);
     internal_static_baton_v1_ReleaseResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ReleaseResponse_descriptor,
         new java.lang.String[] { "RemainingCount", });
     internal_static_baton_v1_CancelRequest_descriptor =
-      getDescriptor().getMessageTypes().get(17);
+      getDescriptor().getMessageTypes().get(20);
     internal_static_baton_v1_CancelRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_CancelRequest_descriptor,
         new java.lang.String[] { "Header", "Name", "AcquireSeq", });
     internal_static_baton_v1_CancelResponse_descriptor =
-      getDescriptor().getMessageTypes().get(18);
+      getDescriptor().getMessageTypes().get(21);
     internal_static_baton_v1_CancelResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_CancelResponse_descriptor,
         new java.lang.String[] { "Granted", });
     internal_static_baton_v1_CasReleaseRequest_descriptor =
-      getDescriptor().getMessageTypes().get(19);
+      getDescriptor().getMessageTypes().get(22);
     internal_static_baton_v1_CasReleaseRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_CasReleaseRequest_descriptor,
         new java.lang.String[] { "Name", "SessionId", "Token", });
     internal_static_baton_v1_CasReleaseResponse_descriptor =
-      getDescriptor().getMessageTypes().get(20);
+      getDescriptor().getMessageTypes().get(23);
     internal_static_baton_v1_CasReleaseResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_CasReleaseResponse_descriptor,
         new java.lang.String[] { });
     internal_static_baton_v1_CheckRequest_descriptor =
-      getDescriptor().getMessageTypes().get(21);
+      getDescriptor().getMessageTypes().get(24);
     internal_static_baton_v1_CheckRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_CheckRequest_descriptor,
         new java.lang.String[] { "Name", "Token", });
     internal_static_baton_v1_CheckResponse_descriptor =
-      getDescriptor().getMessageTypes().get(22);
+      getDescriptor().getMessageTypes().get(25);
     internal_static_baton_v1_CheckResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_CheckResponse_descriptor,
         new java.lang.String[] { "Held", "Holder", });
     internal_static_baton_v1_GetRequest_descriptor =
-      getDescriptor().getMessageTypes().get(23);
+      getDescriptor().getMessageTypes().get(26);
     internal_static_baton_v1_GetRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_GetRequest_descriptor,
         new java.lang.String[] { "Name", });
     internal_static_baton_v1_Lock_descriptor =
-      getDescriptor().getMessageTypes().get(24);
+      getDescriptor().getMessageTypes().get(27);
     internal_static_baton_v1_Lock_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_Lock_descriptor,
         new java.lang.String[] { "Name", "Holders", "Waiters", "Limit", "DelayedUntil", });
     internal_static_baton_v1_GetResponse_descriptor =
-      getDescriptor().getMessageTypes().get(25);
+      getDescriptor().getMessageTypes().get(28);
     internal_static_baton_v1_GetResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_GetResponse_descriptor,
         new java.lang.String[] { "Lock", "History", });
+    internal_static_baton_v1_HistoryRequest_descriptor =
+      getDescriptor().getMessageTypes().get(29);
+    internal_static_baton_v1_HistoryRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
+        internal_static_baton_v1_HistoryRequest_descriptor,
+        new java.lang.String[] { "Name", });
+    internal_static_baton_v1_HistoryResponse_descriptor =
+      getDescriptor().getMessageTypes().get(30);
+    internal_static_baton_v1_HistoryResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
+        internal_static_baton_v1_HistoryResponse_descriptor,
+        new java.lang.String[] { "Holds", "AppliedIndex", "Replicated", });
     internal_static_baton_v1_PastHold_descriptor =
-      getDescriptor().getMessageTypes().get(26);
+      getDescriptor().getMessageTypes().get(31);
     internal_static_baton_v1_PastHold_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_PastHold_descriptor,
         new java.lang.String[] { "SessionId", "Owner", "OwnerKey", "Token", "Shared", "Since", "Ended", "EndedIndex", "How", });
     internal_static_baton_v1_ListRequest_descriptor =
-      getDescriptor().getMessageTypes().get(27);
+      getDescriptor().getMessageTypes().get(32);
     internal_static_baton_v1_ListRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ListRequest_descriptor,
         new java.lang.String[] { "Prefix", "PageSize", "PageToken", });
     internal_static_baton_v1_LockSummary_descriptor =
-      getDescriptor().getMessageTypes().get(28);
+      getDescriptor().getMessageTypes().get(33);
     internal_static_baton_v1_LockSummary_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_LockSummary_descriptor,
         new java.lang.String[] { "Name", "Holder", "Waiters", "Holders", "Limit", "DelayedUntil", });
     internal_static_baton_v1_ListResponse_descriptor =
-      getDescriptor().getMessageTypes().get(29);
+      getDescriptor().getMessageTypes().get(34);
     internal_static_baton_v1_ListResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ListResponse_descriptor,
         new java.lang.String[] { "Locks", "NextPageToken", });
     internal_static_baton_v1_Session_descriptor =
-      getDescriptor().getMessageTypes().get(30);
+      getDescriptor().getMessageTypes().get(35);
     internal_static_baton_v1_Session_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_Session_descriptor,
         new java.lang.String[] { "Id", "Owner", "Ttl", "Blacklisted", "Created", "Holds", });
     internal_static_baton_v1_ListSessionsRequest_descriptor =
-      getDescriptor().getMessageTypes().get(31);
+      getDescriptor().getMessageTypes().get(36);
     internal_static_baton_v1_ListSessionsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ListSessionsRequest_descriptor,
         new java.lang.String[] { "PageSize", "AfterId", });
     internal_static_baton_v1_ListSessionsResponse_descriptor =
-      getDescriptor().getMessageTypes().get(32);
+      getDescriptor().getMessageTypes().get(37);
     internal_static_baton_v1_ListSessionsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ListSessionsResponse_descriptor,
         new java.lang.String[] { "Sessions", "NextAfterId", });
     internal_static_baton_v1_BlacklistRequest_descriptor =
-      getDescriptor().getMessageTypes().get(33);
+      getDescriptor().getMessageTypes().get(38);
     internal_static_baton_v1_BlacklistRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_BlacklistRequest_descriptor,
         new java.lang.String[] { "SessionId", });
     internal_static_baton_v1_BlacklistResponse_descriptor =
-      getDescriptor().getMessageTypes().get(34);
+      getDescriptor().getMessageTypes().get(39);
     internal_static_baton_v1_BlacklistResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_BlacklistResponse_descriptor,
         new java.lang.String[] { });
     internal_static_baton_v1_WatchRequest_descriptor =
-      getDescriptor().getMessageTypes().get(35);
+      getDescriptor().getMessageTypes().get(40);
     internal_static_baton_v1_WatchRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_WatchRequest_descriptor,
         new java.lang.String[] { "Name", });
     internal_static_baton_v1_WatchResponse_descriptor =
-      getDescriptor().getMessageTypes().get(36);
+      getDescriptor().getMessageTypes().get(41);
     internal_static_baton_v1_WatchResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_WatchResponse_descriptor,
         new java.lang.String[] { "Lock", "Index", });
     internal_static_baton_v1_StatusRequest_descriptor =
-      getDescriptor().getMessageTypes().get(37);
+      getDescriptor().getMessageTypes().get(42);
     internal_static_baton_v1_StatusRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_StatusRequest_descriptor,
         new java.lang.String[] { });
     internal_static_baton_v1_Member_descriptor =
-      getDescriptor().getMessageTypes().get(38);
+      getDescriptor().getMessageTypes().get(43);
     internal_static_baton_v1_Member_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_Member_descriptor,
         new java.lang.String[] { "Name", "Id", "PeerAddr", "ClientAddr", "Learner", "LogVersion", });
     internal_static_baton_v1_AddMemberRequest_descriptor =
-      getDescriptor().getMessageTypes().get(39);
+      getDescriptor().getMessageTypes().get(44);
     internal_static_baton_v1_AddMemberRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AddMemberRequest_descriptor,
         new java.lang.String[] { "Name", "PeerAddr", "Learner", });
     internal_static_baton_v1_AddMemberResponse_descriptor =
-      getDescriptor().getMessageTypes().get(40);
+      getDescriptor().getMessageTypes().get(45);
     internal_static_baton_v1_AddMemberResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AddMemberResponse_descriptor,
         new java.lang.String[] { "Members", "InitialCluster", });
     internal_static_baton_v1_PromoteMemberRequest_descriptor =
-      getDescriptor().getMessageTypes().get(41);
+      getDescriptor().getMessageTypes().get(46);
     internal_static_baton_v1_PromoteMemberRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_PromoteMemberRequest_descriptor,
         new java.lang.String[] { "Name", });
     internal_static_baton_v1_PromoteMemberResponse_descriptor =
-      getDescriptor().getMessageTypes().get(42);
+      getDescriptor().getMessageTypes().get(47);
     internal_static_baton_v1_PromoteMemberResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_PromoteMemberResponse_descriptor,
         new java.lang.String[] { "Members", });
     internal_static_baton_v1_TransferLeadershipRequest_descriptor =
-      getDescriptor().getMessageTypes().get(43);
+      getDescriptor().getMessageTypes().get(48);
     internal_static_baton_v1_TransferLeadershipRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_TransferLeadershipRequest_descriptor,
         new java.lang.String[] { "To", });
     internal_static_baton_v1_TransferLeadershipResponse_descriptor =
-      getDescriptor().getMessageTypes().get(44);
+      getDescriptor().getMessageTypes().get(49);
     internal_static_baton_v1_TransferLeadershipResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_TransferLeadershipResponse_descriptor,
         new java.lang.String[] { "Leader", "LeaderAddr", });
     internal_static_baton_v1_RemoveMemberRequest_descriptor =
-      getDescriptor().getMessageTypes().get(45);
+      getDescriptor().getMessageTypes().get(50);
     internal_static_baton_v1_RemoveMemberRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_RemoveMemberRequest_descriptor,
         new java.lang.String[] { "Name", });
     internal_static_baton_v1_RemoveMemberResponse_descriptor =
-      getDescriptor().getMessageTypes().get(46);
+      getDescriptor().getMessageTypes().get(51);
     internal_static_baton_v1_RemoveMemberResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_RemoveMemberResponse_descriptor,
         new java.lang.String[] { "Members", });
     internal_static_baton_v1_StatusResponse_descriptor =
-      getDescriptor().getMessageTypes().get(47);
+      getDescriptor().getMessageTypes().get(52);
     internal_static_baton_v1_StatusResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_StatusResponse_descriptor,
-        new java.lang.String[] { "Name", "Id", "Leader", "LeaderId", "LeaderAddr", "Term", "CommitIndex", "AppliedIndex", "Members", "Role", "Sessions", "Locks", "Version", "LogVersion", "DiskFreeBytes", "MinFreeDiskBytes", "LowDisk", "DiskFreeBytes", });
+        new java.lang.String[] { "Name", "Id", "Leader", "LeaderId", "LeaderAddr", "Term", "CommitIndex", "AppliedIndex", "Members", "Role", "Sessions", "Locks", "Version", "LogVersion", "DiskFreeBytes", "MinFreeDiskBytes", "LowDisk", "ClusterId", "DiskFreeBytes", });
+    internal_static_baton_v1_SaveSnapshotRequest_descriptor =
+      getDescriptor().getMessageTypes().get(53);
+    internal_static_baton_v1_SaveSnapshotRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
+        internal_static_baton_v1_SaveSnapshotRequest_descriptor,
+        new java.lang.String[] { });
+    internal_static_baton_v1_SaveSnapshotResponse_descriptor =
+      getDescriptor().getMessageTypes().get(54);
+    internal_static_baton_v1_SaveSnapshotResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
+        internal_static_baton_v1_SaveSnapshotResponse_descriptor,
+        new java.lang.String[] { "Header", "Data", });
+    internal_static_baton_v1_SnapshotHeader_descriptor =
+      getDescriptor().getMessageTypes().get(55);
+    internal_static_baton_v1_SnapshotHeader_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
+        internal_static_baton_v1_SnapshotHeader_descriptor,
+        new java.lang.String[] { "ClusterId", "Index", "Term", "LogVersion", "Members", "Size", "DataSha256", "TakenBy", "TakenAt", });
     internal_static_baton_v1_Error_descriptor =
-      getDescriptor().getMessageTypes().get(48);
+      getDescriptor().getMessageTypes().get(56);
     internal_static_baton_v1_Error_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_Error_descriptor,
         new java.lang.String[] { "Code", "Reason", "Message", "LeaderAddr", });
     internal_static_baton_v1_ResumeSession_descriptor =
-      getDescriptor().getMessageTypes().get(49);
+      getDescriptor().getMessageTypes().get(57);
     internal_static_baton_v1_ResumeSession_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ResumeSession_descriptor,
         new java.lang.String[] { "SessionId", "Secret", });
     internal_static_baton_v1_SessionRequest_descriptor =
-      getDescriptor().getMessageTypes().get(50);
+      getDescriptor().getMessageTypes().get(58);
     internal_static_baton_v1_SessionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_SessionRequest_descriptor,
-        new java.lang.String[] { "Id", "Open", "Resume", "KeepAlive", "Acquire", "Release", "Cancel", "AcquireMany", "Close", "RenewHold", "Kind", });
+        new java.lang.String[] { "Id", "Open", "Resume", "KeepAlive", "Acquire", "Release", "Cancel", "AcquireMany", "Close", "RenewHold", "Proclaim", "Kind", });
     internal_static_baton_v1_SessionsRequest_descriptor =
-      getDescriptor().getMessageTypes().get(51);
+      getDescriptor().getMessageTypes().get(59);
     internal_static_baton_v1_SessionsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_SessionsRequest_descriptor,
         new java.lang.String[] { "Requests", });
     internal_static_baton_v1_ChannelRequest_descriptor =
-      getDescriptor().getMessageTypes().get(52);
+      getDescriptor().getMessageTypes().get(60);
     internal_static_baton_v1_ChannelRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ChannelRequest_descriptor,
         new java.lang.String[] { "Channel", "Request", "Detach", });
     internal_static_baton_v1_SessionsResponse_descriptor =
-      getDescriptor().getMessageTypes().get(53);
+      getDescriptor().getMessageTypes().get(61);
     internal_static_baton_v1_SessionsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_SessionsResponse_descriptor,
         new java.lang.String[] { "Responses", });
     internal_static_baton_v1_ChannelResponse_descriptor =
-      getDescriptor().getMessageTypes().get(54);
+      getDescriptor().getMessageTypes().get(62);
     internal_static_baton_v1_ChannelResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ChannelResponse_descriptor,
         new java.lang.String[] { "Channel", "Response", "End", });
     internal_static_baton_v1_ChannelEnd_descriptor =
-      getDescriptor().getMessageTypes().get(55);
+      getDescriptor().getMessageTypes().get(63);
     internal_static_baton_v1_ChannelEnd_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ChannelEnd_descriptor,
         new java.lang.String[] { "Error", });
     internal_static_baton_v1_Grant_descriptor =
-      getDescriptor().getMessageTypes().get(56);
+      getDescriptor().getMessageTypes().get(64);
     internal_static_baton_v1_Grant_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_Grant_descriptor,
         new java.lang.String[] { "Seq", "Name", "Token", "SignedToken", });
     internal_static_baton_v1_WaitEnded_descriptor =
-      getDescriptor().getMessageTypes().get(57);
+      getDescriptor().getMessageTypes().get(65);
     internal_static_baton_v1_WaitEnded_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_WaitEnded_descriptor,
         new java.lang.String[] { "Seq", "Name", "Reason", });
     internal_static_baton_v1_SessionResponse_descriptor =
-      getDescriptor().getMessageTypes().get(58);
+      getDescriptor().getMessageTypes().get(66);
     internal_static_baton_v1_SessionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_SessionResponse_descriptor,
-        new java.lang.String[] { "Id", "Error", "Open", "KeepAlive", "Acquire", "Release", "Cancel", "AcquireMany", "Close", "Grant", "WaitEnded", "SessionLost", "HoldLost", "Holds", "RenewHold", "Kind", });
+        new java.lang.String[] { "Id", "Error", "Open", "KeepAlive", "Acquire", "Release", "Cancel", "AcquireMany", "Close", "Grant", "WaitEnded", "SessionLost", "HoldLost", "Holds", "RenewHold", "Proclaim", "Kind", });
     internal_static_baton_v1_SessionHolds_descriptor =
-      getDescriptor().getMessageTypes().get(59);
+      getDescriptor().getMessageTypes().get(67);
     internal_static_baton_v1_SessionHolds_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_SessionHolds_descriptor,
         new java.lang.String[] { "Holds", "Index", "Done", });
     internal_static_baton_v1_HoldLost_descriptor =
-      getDescriptor().getMessageTypes().get(60);
+      getDescriptor().getMessageTypes().get(68);
     internal_static_baton_v1_HoldLost_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_HoldLost_descriptor,
         new java.lang.String[] { "Name", "OwnerKey", "Token", });
     internal_static_baton_v1_ChangeAuthRequest_descriptor =
-      getDescriptor().getMessageTypes().get(61);
+      getDescriptor().getMessageTypes().get(69);
     internal_static_baton_v1_ChangeAuthRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ChangeAuthRequest_descriptor,
         new java.lang.String[] { "Kind", "User", "Role", "Prefix", "Perms", "WithToken", });
     internal_static_baton_v1_ChangeAuthResponse_descriptor =
-      getDescriptor().getMessageTypes().get(62);
+      getDescriptor().getMessageTypes().get(70);
     internal_static_baton_v1_ChangeAuthResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ChangeAuthResponse_descriptor,
         new java.lang.String[] { "Token", });
     internal_static_baton_v1_GetAuthRequest_descriptor =
-      getDescriptor().getMessageTypes().get(63);
+      getDescriptor().getMessageTypes().get(71);
     internal_static_baton_v1_GetAuthRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_GetAuthRequest_descriptor,
         new java.lang.String[] { });
     internal_static_baton_v1_AuthUser_descriptor =
-      getDescriptor().getMessageTypes().get(64);
+      getDescriptor().getMessageTypes().get(72);
     internal_static_baton_v1_AuthUser_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AuthUser_descriptor,
         new java.lang.String[] { "Name", "Roles", "HasToken", });
     internal_static_baton_v1_AuthPermission_descriptor =
-      getDescriptor().getMessageTypes().get(65);
+      getDescriptor().getMessageTypes().get(73);
     internal_static_baton_v1_AuthPermission_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AuthPermission_descriptor,
         new java.lang.String[] { "Prefix", "Perms", });
     internal_static_baton_v1_AuthRole_descriptor =
-      getDescriptor().getMessageTypes().get(66);
+      getDescriptor().getMessageTypes().get(74);
     internal_static_baton_v1_AuthRole_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AuthRole_descriptor,
         new java.lang.String[] { "Name", "Permissions", });
     internal_static_baton_v1_GetAuthResponse_descriptor =
-      getDescriptor().getMessageTypes().get(67);
+      getDescriptor().getMessageTypes().get(75);
     internal_static_baton_v1_GetAuthResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_GetAuthResponse_descriptor,
         new java.lang.String[] { "Enabled", "Users", "Roles", "You", });
     internal_static_baton_v1_AuditRequest_descriptor =
-      getDescriptor().getMessageTypes().get(68);
+      getDescriptor().getMessageTypes().get(76);
     internal_static_baton_v1_AuditRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AuditRequest_descriptor,
         new java.lang.String[] { });
     internal_static_baton_v1_AuditEntry_descriptor =
-      getDescriptor().getMessageTypes().get(69);
+      getDescriptor().getMessageTypes().get(77);
     internal_static_baton_v1_AuditEntry_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AuditEntry_descriptor,
         new java.lang.String[] { "Index", "Time", "Principal", "Action", });
     internal_static_baton_v1_AuditResponse_descriptor =
-      getDescriptor().getMessageTypes().get(70);
+      getDescriptor().getMessageTypes().get(78);
     internal_static_baton_v1_AuditResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AuditResponse_descriptor,
         new java.lang.String[] { "Entries", });
     internal_static_baton_v1_KeysRequest_descriptor =
-      getDescriptor().getMessageTypes().get(71);
+      getDescriptor().getMessageTypes().get(79);
     internal_static_baton_v1_KeysRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_KeysRequest_descriptor,
         new java.lang.String[] { });
     internal_static_baton_v1_SigningKey_descriptor =
-      getDescriptor().getMessageTypes().get(72);
+      getDescriptor().getMessageTypes().get(80);
     internal_static_baton_v1_SigningKey_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_SigningKey_descriptor,
         new java.lang.String[] { "Id", "PublicKey", "Created", "Current", "Retired", "NotAfterUnixNano", });
     internal_static_baton_v1_KeysResponse_descriptor =
-      getDescriptor().getMessageTypes().get(73);
+      getDescriptor().getMessageTypes().get(81);
     internal_static_baton_v1_KeysResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_KeysResponse_descriptor,
         new java.lang.String[] { "Keys", });
     internal_static_baton_v1_RotateSigningKeyRequest_descriptor =
-      getDescriptor().getMessageTypes().get(74);
+      getDescriptor().getMessageTypes().get(82);
     internal_static_baton_v1_RotateSigningKeyRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_RotateSigningKeyRequest_descriptor,
         new java.lang.String[] { "Retention", });
     internal_static_baton_v1_RotateSigningKeyResponse_descriptor =
-      getDescriptor().getMessageTypes().get(75);
+      getDescriptor().getMessageTypes().get(83);
     internal_static_baton_v1_RotateSigningKeyResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_RotateSigningKeyResponse_descriptor,
