@@ -147,6 +147,9 @@ class Stream:
         self._sock = sock
         self._rfile = sock.makefile("rb")
         self._q: "queue.SimpleQueue[Optional[bytes]]" = queue.SimpleQueue()
+        # _unread is what recv returns before reading on: the rest of a
+        # message whose first answers a caller took (unread).
+        self._unread: Optional["pb.SessionsResponse"] = None
         self._closed = threading.Event()
         self._writer = threading.Thread(target=self._write_loop, name=f"baton-writer-{addr}", daemon=True)
 
@@ -223,8 +226,15 @@ class Stream:
             raise ValueError(f"frame of {n} bytes over the limit of {MAX_RESPONSE_BYTES}")
         return kind, self._read_exact(n)
 
+    def unread(self, rest: "pb.SessionsResponse") -> None:
+        """Make rest what the next recv returns (the reader's thread only)."""
+        self._unread = rest
+
     def recv(self) -> "pb.SessionsResponse":
         """The next SessionsResponse; StreamEnded when the stream ended."""
+        if self._unread is not None:
+            m, self._unread = self._unread, None
+            return m
         try:
             kind, payload = self._read_frame()
         except (OSError, ValueError) as e:

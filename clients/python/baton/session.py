@@ -584,7 +584,7 @@ class Session:
                     msg = stream.recv()
                 except StreamEnded as e:
                     raise e.error or Unavailable(f"{addr} ended the stream", code=UNAVAILABLE) from None
-                for cr in msg.responses:
+                for i, cr in enumerate(msg.responses):
                     if cr.channel != CHANNEL:
                         continue
                     if cr.HasField("response"):
@@ -594,6 +594,10 @@ class Session:
                         if r.HasField("open"):
                             stream.set_timeout(None)
                             self._client._set_leader(addr)
+                            # What follows the answer in its message (a
+                            # resume's list of holds) is the reader's.
+                            if i + 1 < len(msg.responses):
+                                stream.unread(pb.SessionsResponse(responses=msg.responses[i + 1:]))
                             return stream, r.open
                     if cr.HasField("end"):
                         raise (from_wire(cr.end.error) if cr.end.HasField("error")

@@ -5,6 +5,7 @@ since they kill members and break the network."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from typing import Iterator
@@ -14,7 +15,7 @@ import pytest
 import baton
 from baton._framing import Stream
 from baton._pb import pb
-from harness import Cluster, wait_for
+from harness import Cluster, baton_bin, wait_for
 from proxy import Proxy
 
 
@@ -191,3 +192,25 @@ def test_the_secret_never_shows(node: Cluster) -> None:
         finally:
             st.close()
         assert lease.valid()
+
+
+def test_a_hold_ended_while_the_stream_was_down_is_lost_at_the_resume(node: Cluster, name: str) -> None:
+    """An operator ends the session's hold while its stream cannot hear
+    the push: the resume's answer lists the session's holds, and the lease
+    of the hold missing from it is lost then, not at its release."""
+    p = Proxy(node.endpoints)
+    try:
+        with baton.connect(p.addr).session(ttl=30) as s:
+            lease = s.lock(name, timeout=10)
+            other = s.lock(name + "/kept", timeout=10)
+            p.drop_answers = True  # the hold_lost push is dropped
+            subprocess.run([baton_bin(), "release", name, "--session", str(s.id), "--token", str(lease.token),
+                            "--endpoints", node.endpoints], check=True, timeout=30, capture_output=True)
+            assert not lease.lost.is_set()
+            p.drop_answers = False
+            p.cut()  # the session resumes; the member lists its holds
+            assert lease.lost.wait(20), "the lease of the ended hold is not lost after the resume"
+            assert not other.lost.is_set() and other.valid()
+            other.release()
+    finally:
+        p.close()
