@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/embed/embedtest"
 )
 
 // feedEvent is one line of a member's dashboard feed (/v1/feed).
@@ -31,6 +32,7 @@ type feedEvent struct {
 	} `json:"rates"`
 	Changed *struct {
 		AppliedIndex uint64 `json:"applied_index"`
+		LeaderID     uint64 `json:"leader_id"`
 	} `json:"changed"`
 	Error *struct {
 		Message string `json:"message"`
@@ -226,5 +228,34 @@ func TestDashboardFeedAuth(t *testing.T) {
 	}
 	if code, body := browserPost(t, addr, path, "same-origin", rootTok); code != http.StatusOK {
 		t.Errorf("root's blacklist from the page: %d %s", code, body)
+	}
+}
+
+// TestDashboardFeedFollowsTheLeader: a follower's feed says when the
+// leadership moves (a changed event with the new leader, so the page
+// reads the cluster again), and ends with an error, which makes the page
+// connect again, when its member is left without a leader.
+func TestDashboardFeedFollowsTheLeader(t *testing.T) {
+	skipShort(t)
+	c := embedtest.New(t, 3)
+	lead := c.WaitLeader()
+	f := (lead + 1) % c.Len()
+	other := 3 - lead - f
+	ctx := testCtx(t)
+	_, _, events := openFeed(t, c.ClientAddr(f), "")
+	nextEvent(t, events, 5*time.Second, "rates", func(e feedEvent) bool { return e.Rates != nil })
+
+	cl := dial(t, c.Endpoints(lead))
+	if _, err := cl.TransferLeadership(ctx, c.Config(other).Name); err != nil {
+		t.Fatal(err)
+	}
+	want := c.Member(other).Status().ID
+	nextEvent(t, events, 10*time.Second, "the new leader", func(e feedEvent) bool { return e.Changed != nil && e.Changed.LeaderID == want })
+
+	c.Stop(lead)
+	c.Stop(other)
+	e := nextEvent(t, events, 20*time.Second, "the feed's end", func(e feedEvent) bool { return e.Error != nil })
+	if !strings.Contains(e.Error.Message, "knows no leader") {
+		t.Errorf("the feed ended with %q, want it to say its member knows no leader", e.Error.Message)
 	}
 }
