@@ -307,3 +307,82 @@ func TestDashboardInBrowserAsUser(t *testing.T) {
 		}
 	}
 }
+
+// TestDashboardReleaseNamesTheHold: the page's conditional release sends
+// the holder and token it showed. Confirmed after the lock passed to
+// another holder, it releases nothing and says why; confirmed on the
+// hold shown, it ends that hold and the lock passes to the waiter.
+func TestDashboardReleaseNamesTheHold(t *testing.T) {
+	skipShort(t)
+	chromium(t)
+	c, cl := single(t)
+	ctx := testCtx(t)
+	const lock = "jobs/rebuild"
+	a := newSession(t, cl, baton.WithOwner("worker-a/1"))
+	b := newSession(t, cl, baton.WithOwner("worker-b/2"))
+	first, err := a.Mutex(lock).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := make(chan *baton.Lease, 1)
+	go func() {
+		l, err := b.Mutex(lock).Lock(ctx)
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+			return
+		}
+		granted <- l
+	}()
+	embedWaitQueue(t, cl, lock, 1)
+
+	tab := browser(t, 60*time.Second)
+	if err := chromedp.Do(tab, chromedp.Navigate("http://"+c.ClientAddr(0)+"/ui/")); err != nil {
+		t.Fatal(err)
+	}
+	openRelease := func(s *baton.Session) {
+		t.Helper()
+		if err := chromedp.Do(tab, chromedp.Click(`//a[text()="`+lock+`"]`)); err != nil {
+			t.Fatal(err)
+		}
+		waitPage(t, tab, 15*time.Second, "the holder", row("#holders", s.ID())+` !== null`)
+		if err := chromedp.Do(tab, chromedp.Click(fmt.Sprintf(`#holders tbody tr[data-session="%d"] button.release`, s.ID()))); err != nil {
+			t.Fatal(err)
+		}
+		waitPage(t, tab, 5*time.Second, "the confirmation", `document.querySelector('#confirm').open`)
+	}
+
+	// The confirmation stays open while a releases and b is granted.
+	openRelease(a)
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var second *baton.Lease
+	select {
+	case second = <-granted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was not granted")
+	}
+	if err := chromedp.Do(tab, chromedp.Click(`#confirm-ok`)); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, tab, 5*time.Second, "the refusal", `document.querySelector('#notice').className === 'error' && document.querySelector('#notice').textContent.includes('cas-release')`)
+	refusal, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelector('#notice').textContent`))
+	t.Logf("the page says: %s", refusal)
+	select {
+	case <-second.Lost():
+		t.Fatal("a release confirmed for the old holder ended the new holder's hold")
+	default:
+	}
+
+	// Confirmed on the hold shown, it ends it.
+	openRelease(b)
+	if err := chromedp.Do(tab, chromedp.Click(`#confirm-ok`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-second.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the confirmed release did not end the hold")
+	}
+	waitPage(t, tab, 10*time.Second, "the lock free", row("#holders", b.ID())+` === null`)
+}

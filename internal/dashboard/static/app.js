@@ -252,9 +252,12 @@ function showError(msg) {
   box.textContent = msg;
 }
 
-function notice(msg) {
+// notice says how the last action went; it stays until the next one
+// (reads clear only their own errors, in #error).
+function notice(msg, failed) {
   const box = $("#notice");
   box.hidden = !msg;
+  box.className = failed ? "error" : "notice";
   box.textContent = msg;
 }
 
@@ -290,7 +293,7 @@ function releaseButton(name, h) {
       await post("/v1/locks/cas-release", { name: name, session_id: h.session_id, token: h.token });
       notice("Released " + name + " (session " + h.session_id + ", token " + h.token + ").");
     } catch (e) {
-      showError(e.message);
+      notice(e.message, true);
     }
     refresh();
   } }, "release…");
@@ -311,7 +314,7 @@ function blacklistButton(id, label, ttl, lock) {
       await post("/v1/sessions/" + encodeURIComponent(id) + "/blacklist", {});
       notice("Blacklisted session " + id + ": it expires at the end of its TTL.");
     } catch (e) {
-      showError(e.message);
+      notice(e.message, true);
     }
     refresh();
   } }, "blacklist…");
