@@ -75,6 +75,23 @@ func waitPage(t *testing.T, tab context.Context, within time.Duration, what, con
 	}
 }
 
+// click clicks the element sel finds, as a user would: again if the page
+// replaced it between finding and clicking (it re-renders what changed
+// after every applied batch).
+func click(t *testing.T, tab context.Context, sel string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := chromedp.Do(tab, chromedp.Click(sel))
+		if err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "Could not find node") || time.Now().After(deadline) {
+			t.Fatalf("click %s: %v", sel, err)
+		}
+	}
+}
+
 // row is a JavaScript expression: the row of session id in the table sel.
 func row(sel string, id uint64) string {
 	return fmt.Sprintf(`document.querySelector('%s tbody tr[data-session="%d"]')`, sel, id)
@@ -136,9 +153,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	waitPage(t, tab, 15*time.Second, "the feed live", `document.querySelector('#conn').textContent.startsWith('live')`)
 	waitPage(t, tab, 15*time.Second, "the lock in the list",
 		`[...document.querySelectorAll('#locks tbody a')].some(a => a.textContent === '`+lock+`')`)
-	if err := chromedp.Do(tab, chromedp.Click(`//a[text()="`+lock+`"]`)); err != nil {
-		t.Fatal(err)
-	}
+	click(t, tab, `//a[text()="`+lock+`"]`)
 	waitPage(t, tab, 15*time.Second, "the holder and both waiters, in order", fmt.Sprintf(
 		`%s !== null && [...document.querySelectorAll('#waiters tbody tr')].map(r => r.dataset.session).join() === '%d,%d'`,
 		row("#holders", holder.ID()), waiters[0].ID(), waiters[1].ID()))
@@ -153,9 +168,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 
 	// Blacklist the holder: the confirmation names the session and lock.
-	if err := chromedp.Do(tab, chromedp.Click(fmt.Sprintf(`#holders tbody tr[data-session="%d"] button.blacklist`, holder.ID()))); err != nil {
-		t.Fatal(err)
-	}
+	click(t, tab, fmt.Sprintf(`#holders tbody tr[data-session="%d"] button.blacklist`, holder.ID()))
 	waitPage(t, tab, 5*time.Second, "the confirmation", `document.querySelector('#confirm').open`)
 	what, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelector('#confirm-what').textContent`))
 	if err != nil {
@@ -164,9 +177,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if want := fmt.Sprintf("Blacklist session %d (worker-a/4711), holder of %s?", holder.ID(), lock); what != want {
 		t.Errorf("confirmation %q, want %q", what, want)
 	}
-	if err := chromedp.Do(tab, chromedp.Click(`#confirm-ok`)); err != nil {
-		t.Fatal(err)
-	}
+	click(t, tab, `#confirm-ok`)
 	waitPage(t, tab, 5*time.Second, "the blacklist made", `document.querySelector('#notice').textContent.startsWith('Blacklisted session')`)
 	// The holder's TTL (2 s) runs out, and the lock passes to the first waiter.
 	waitPage(t, tab, 20*time.Second, "the lock passed to the first waiter", fmt.Sprintf(
@@ -294,9 +305,7 @@ func TestDashboardInBrowserAsUser(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitPage(t, tab, 15*time.Second, tt.user+"'s page", `document.querySelector('#you').textContent === 'as `+tt.user+`'`)
-		if err := chromedp.Do(tab, chromedp.Click(`//a[text()="`+lock+`"]`)); err != nil {
-			t.Fatal(err)
-		}
+		click(t, tab, `//a[text()="`+lock+`"]`)
 		waitPage(t, tab, 15*time.Second, tt.user+" seeing the holder", row("#holders", holder.ID())+` !== null`)
 		n, err := chromedp.Run(tab, chromedp.Evaluate[int](fmt.Sprintf(`%s.querySelectorAll('button').length`, row("#holders", holder.ID()))))
 		if err != nil {
@@ -341,13 +350,9 @@ func TestDashboardReleaseNamesTheHold(t *testing.T) {
 	}
 	openRelease := func(s *baton.Session) {
 		t.Helper()
-		if err := chromedp.Do(tab, chromedp.Click(`//a[text()="`+lock+`"]`)); err != nil {
-			t.Fatal(err)
-		}
+		click(t, tab, `//a[text()="`+lock+`"]`)
 		waitPage(t, tab, 15*time.Second, "the holder", row("#holders", s.ID())+` !== null`)
-		if err := chromedp.Do(tab, chromedp.Click(fmt.Sprintf(`#holders tbody tr[data-session="%d"] button.release`, s.ID()))); err != nil {
-			t.Fatal(err)
-		}
+		click(t, tab, fmt.Sprintf(`#holders tbody tr[data-session="%d"] button.release`, s.ID()))
 		waitPage(t, tab, 5*time.Second, "the confirmation", `document.querySelector('#confirm').open`)
 	}
 
@@ -362,9 +367,7 @@ func TestDashboardReleaseNamesTheHold(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiter was not granted")
 	}
-	if err := chromedp.Do(tab, chromedp.Click(`#confirm-ok`)); err != nil {
-		t.Fatal(err)
-	}
+	click(t, tab, `#confirm-ok`)
 	waitPage(t, tab, 5*time.Second, "the refusal", `document.querySelector('#notice').className === 'error' && document.querySelector('#notice').textContent.includes('cas-release')`)
 	refusal, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelector('#notice').textContent`))
 	t.Logf("the page says: %s", refusal)
@@ -376,9 +379,7 @@ func TestDashboardReleaseNamesTheHold(t *testing.T) {
 
 	// Confirmed on the hold shown, it ends it.
 	openRelease(b)
-	if err := chromedp.Do(tab, chromedp.Click(`#confirm-ok`)); err != nil {
-		t.Fatal(err)
-	}
+	click(t, tab, `#confirm-ok`)
 	select {
 	case <-second.Lost():
 	case <-time.After(10 * time.Second):

@@ -76,6 +76,18 @@ function ago(ts) {
   return span(ms / 1000);
 }
 
+// agoCell is a cell saying how long ago ts was (then suffix); tick keeps
+// it current between reads, which come only when the log applies.
+function agoCell(ts, suffix) {
+  return el("td", { "data-since": ts || "", "data-suffix": suffix || "" }, ts ? ago(ts) + (suffix || "") : "");
+}
+
+function tick() {
+  for (const e of document.querySelectorAll("td[data-since]")) {
+    if (e.dataset.since) e.textContent = ago(e.dataset.since) + e.dataset.suffix;
+  }
+}
+
 function span(s) {
   if (s < 1) return Math.round(s * 1000) + " ms";
   if (s < 60) return s.toFixed(s < 10 ? 1 : 0) + " s";
@@ -98,8 +110,22 @@ function mode(x) {
   return x.shared ? "shared" : "exclusive";
 }
 
+// fill puts rows (or a row saying empty) into tbody, unless they show
+// what it shows already: a read after every applied batch would
+// otherwise replace, under the pointer, the row the user is clicking.
 function fill(tbody, rows, empty, cols) {
-  tbody.replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: cols, class: "muted" }, empty))]));
+  if (!rows.length) rows = [el("tr", {}, el("td", { colspan: cols, class: "muted" }, empty))];
+  const sig = rows.map(signature).join("\n");
+  if (tbody.dataset.sig === sig) return;
+  tbody.dataset.sig = sig;
+  tbody.replaceChildren(...rows);
+}
+
+// signature is what a row shows, with times as their timestamps (tick
+// keeps their text current).
+function signature(tr) {
+  const cells = [...tr.children].map((td) => td.dataset.since !== undefined ? "@" + td.dataset.since : td.textContent);
+  return [tr.className, tr.dataset.session || "", ...cells].join("\t");
 }
 
 // ---- the views ----
@@ -137,7 +163,7 @@ function delayedNote(x) {
 function holderCells(h, delayed) {
   if (!h) return [el("td", { class: "muted" }, delayed || "free"), el("td"), el("td"), el("td"), el("td")];
   return [el("td", {}, h.session_id), el("td", {}, owner(h)), el("td", {}, h.token),
-    el("td", {}, h.count), el("td", {}, ago(h.since))];
+    el("td", {}, h.count), agoCell(h.since)];
 }
 
 function renderLocks(resp) {
@@ -153,7 +179,7 @@ function renderLocks(resp) {
 function renderSessions(resp) {
   const rows = (resp.sessions || []).map((s) => el("tr", { class: s.blacklisted ? "blacklisted" : "" },
     el("td", {}, s.id), el("td", {}, s.owner), el("td", {}, s.ttl), el("td", {}, s.holds),
-    el("td", {}, ago(s.created)), el("td", {}, s.blacklisted ? "yes: expires at its TTL" : ""),
+    agoCell(s.created), el("td", {}, s.blacklisted ? "yes: expires at its TTL" : ""),
     el("td", {}, s.blacklisted ? "" : blacklistButton(s.id, s.owner, s.ttl, ""))));
   fill($("#sessions tbody"), rows, "no live sessions", 7);
   const more = $("#sessions-more");
@@ -186,7 +212,7 @@ function renderDetail(resp) {
   $("#detail-name").textContent = selected;
   fill($("#history tbody"), (resp.history || []).map((p) => el("tr", {},
     el("td", {}, p.session_id), el("td", {}, owner(p)), el("td", {}, p.token),
-    el("td", {}, heldFor(p)), el("td", {}, ago(p.ended) + " ago"), el("td", {}, howEnded(p.how)))),
+    el("td", {}, heldFor(p)), agoCell(p.ended, " ago"), el("td", {}, howEnded(p.how)))),
   "no hold ended here lately", 6);
   if (!lock) {
     $("#detail-kind").textContent = "";
@@ -200,7 +226,7 @@ function renderDetail(resp) {
   fill($("#holders tbody"), (lock.holders || []).map((h) => holderRow(selected, h)), delayed || "nobody holds it", 9);
   fill($("#waiters tbody"), (lock.waiters || []).map((w, i) => el("tr", { "data-session": w.session_id },
     el("td", {}, i + 1), el("td", {}, w.session_id), el("td", {}, owner(w)),
-    el("td", {}, ago(w.since)), el("td", {}, w.wait_timeout && w.wait_timeout !== "0s" ? w.wait_timeout : "until cancelled"),
+    agoCell(w.since), el("td", {}, w.wait_timeout && w.wait_timeout !== "0s" ? w.wait_timeout : "until cancelled"),
     el("td", {}, mode(w)))),
   "nobody waits", 6);
 }
@@ -469,5 +495,6 @@ document.addEventListener("DOMContentLoaded", () => {
     $("#token").value = "";
     location.reload(); // the feed says anew what this user may do
   });
+  setInterval(tick, 1000);
   follow();
 });
