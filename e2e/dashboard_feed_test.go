@@ -138,6 +138,15 @@ func TestDashboardFeed(t *testing.T) {
 		t.Errorf("hello with authentication off: %+v, want anyone to act", *hello.Hello)
 	}
 	nextEvent(t, events, 5*time.Second, "rates", func(e feedEvent) bool { return e.Rates != nil })
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), "\nbaton_dashboard_feeds 1\n") {
+		t.Errorf("/metrics does not count the one feed open as baton_dashboard_feeds 1")
+	}
 
 	s := newSession(t, cl, baton.WithOwner("feed/a"))
 	if _, err := s.Mutex("feed/x").Lock(ctx); err != nil {
