@@ -88,7 +88,7 @@ func TestDashboardReadsTheAPI(t *testing.T) {
 	}
 
 	st := getJSON("/v1/status")
-	has("status", st, use("status", "name", "role", "leader", "leader_id", "term", "commit_index", "applied_index", "sessions", "locks", "version", "log_version", "members")...)
+	has("status", st, use("status", "name", "role", "leader", "leader_id", "leader_addr", "term", "commit_index", "applied_index", "sessions", "locks", "version", "log_version", "members")...)
 	has("status member", first("members", st["members"]), use("member", "id", "name", "client_addr", "peer_addr", "learner", "log_version")...)
 
 	locks := getJSON("/v1/locks?page_size=200&prefix=" + url.QueryEscape("dash/"))

@@ -14,10 +14,18 @@
 //   - TestLibraryChaos, the TLS, dashboard and stranger tests run members
 //     in the test's process (embed/embedtest) and drive them through the
 //     Go client: the library under member restarts, TLS and operators
-//     end to end, the dashboard's fields, the API's refusals of a caller
-//     without a session's secret.
+//     end to end, the dashboard's fields and feed, the API's refusals of a
+//     caller without a session's secret.
+//   - TestDashboardInBrowser drives the dashboard in a headless Debian
+//     chromium through chromedp: it sees a holder and its waiters,
+//     blacklists the holder from the page and sees the lock pass on, and
+//     follows the member through a restart. Without chromium it skips
+//     (fails under BATON_TEST_STRICT=1). With -e2e.dashboard-screenshot=FILE
+//     it also runs a short workload for the charts and writes the
+//     screenshot README shows (docs/dashboard.png).
 //
 // Every test here listens on real ports and skips under -short. Flags:
 // -chaos.duration, -chaos.clients, -chaos.locks, -chaos.seed,
-// -lib.chaos-duration, -lib.chaos-seed, -e2e.keep.
+// -lib.chaos-duration, -lib.chaos-seed, -e2e.keep,
+// -e2e.dashboard-screenshot.
 package e2e

@@ -1,10 +1,18 @@
 // Package dashboard is the web dashboard every member serves on its
 // client address, at /ui/: the cluster (members, leader, term, indexes),
-// the locks under a prefix with their holder, token and queue, one lock
-// in full with its FIFO queue, and the live sessions. It is read-only and
-// made of three static files embedded in the binary; the page reads the
-// same HTTP/JSON API as curl does (/v1/status, /v1/locks, /v1/lock,
-// /v1/sessions), from the member that served it, every two seconds.
+// a chart of the last minutes' grants per second and acquire wait, the
+// locks under a prefix with their holder, token and queue, one lock in
+// full with its FIFO queue, and the live sessions.
+//
+// It is three static files embedded in the binary, and serves nothing
+// else: the page reads the same HTTP/JSON API as curl does (/v1/status,
+// /v1/locks, /v1/lock, /v1/sessions) from the member that served it,
+// again each time that member's feed (/v1/feed, internal/server) says the
+// log applied, and acts through the same API (blacklist, conditional
+// release) as the user whose bearer token it was given, after a
+// confirmation naming the session and token it showed. So the page can do
+// nothing its user could not do with curl, and the member checks every
+// read and every action as it checks any client's.
 package dashboard
 
 import (
@@ -35,7 +43,7 @@ func Handler() http.Handler {
 		case strings.HasPrefix(r.URL.Path, Prefix):
 			if r.Method != http.MethodGet && r.Method != http.MethodHead {
 				w.Header().Set("Allow", "GET, HEAD")
-				http.Error(w, "the dashboard is read-only: GET or HEAD", http.StatusMethodNotAllowed)
+				http.Error(w, "the dashboard's files take GET or HEAD; its actions are the API's (/v1/)", http.StatusMethodNotAllowed)
 				return
 			}
 			h := w.Header()

@@ -21,10 +21,10 @@ func TestHandler(t *testing.T) {
 	}{
 		{"GET", "/", http.StatusFound, "", ""},
 		{"GET", "/ui/", http.StatusOK, "text/html", `<script src="app.js" defer></script>`},
-		{"GET", "/ui/app.js", http.StatusOK, "javascript", `get("/v1/status")`},
+		{"GET", "/ui/app.js", http.StatusOK, "javascript", `fetch("/v1/feed"`},
 		{"GET", "/ui/style.css", http.StatusOK, "text/css", "table"},
 		{"HEAD", "/ui/", http.StatusOK, "text/html", ""},
-		{"POST", "/ui/", http.StatusMethodNotAllowed, "", "read-only"},
+		{"POST", "/ui/", http.StatusMethodNotAllowed, "", "actions are the API's"},
 		{"GET", "/ui/nope.js", http.StatusNotFound, "", ""},
 		{"GET", "/elsewhere", http.StatusNotFound, "", ""},
 	}

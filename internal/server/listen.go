@@ -71,6 +71,7 @@ func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", limitBody(gw, rules.MaxRequestBytes))
 	mux.Handle("/v1/watch", s.httpWatch(jsonpb.Marshal))
+	mux.Handle("/v1/feed", s.httpFeed())
 	mux.Handle("/v1/snapshot", s.httpSaveSnapshot())
 	if extra != nil {
 		mux.Handle("/", extra)
@@ -95,7 +96,7 @@ func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
 	streamL := m.Match(matchStreamConn)
 	grpcL := m.MatchWithWriters(cmux.HTTP2MatchHeaderFieldSendSettings("content-type", "application/grpc"))
 	httpL := m.Match(matchHTTP1)
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: lim.HandshakeTimeout, IdleTimeout: lim.IdleTimeout,
+	hs := &http.Server{Handler: crossOriginProtection().Handler(mux), ReadHeaderTimeout: lim.HandshakeTimeout, IdleTimeout: lim.IdleTimeout,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if st := tlsStateOf(c); st != nil {
 				return context.WithValue(ctx, tlsStateKey{}, st)

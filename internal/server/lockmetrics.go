@@ -79,6 +79,7 @@ type prefixSeries struct {
 	waitGranted         prometheus.Observer
 	waitNotGranted      prometheus.Observer
 	holdTime            prometheus.Observer
+	recent              *recentRates // the member's, shared by every prefix
 }
 
 // lockMetrics are the lock metrics of a member: a prometheus.Collector.
@@ -107,6 +108,10 @@ type lockMetrics struct {
 	table      holdTable
 	reseed     bool
 	waitStarts map[waitID]time.Time
+
+	// recent are the last minutes' grants and waits, second by second,
+	// for the dashboard (rates.go).
+	recent recentRates
 }
 
 // newLockMetrics returns the lock metrics labelled at depth (0: no
@@ -169,6 +174,7 @@ func (lm *lockMetrics) newSeries(prefix string) *prefixSeries {
 		waitGranted:    lm.waitTime.WithLabelValues(lm.labels(prefix, "granted")...),
 		waitNotGranted: lm.waitTime.WithLabelValues(lm.labels(prefix, "not_granted")...),
 		holdTime:       lm.holdTime.WithLabelValues(lm.labels(prefix)...),
+		recent:         &lm.recent,
 	}
 	for r := range numExpiryReasons {
 		ps.expiries[r] = lm.expiries.WithLabelValues(lm.labels(prefix, expiryReasonNames[r])...)
@@ -286,6 +292,7 @@ func (lm *lockMetrics) applied(index uint64, cmd *fsmpb.Command, res *fsmpb.Resu
 func (lm *lockMetrics) granted(session uint64, lock string, token uint64, since int64) *prefixSeries {
 	ps := lm.series(lock)
 	ps.grants.Inc()
+	lm.recent.granted(since)
 	lm.table.add(session, token, since, ps)
 	return ps
 }
@@ -328,6 +335,7 @@ func (lm *lockMetrics) waitEnded(id waitID, ps *prefixSeries, granted bool) {
 func (ps *prefixSeries) observeWait(d time.Duration, granted bool) {
 	if granted {
 		ps.waitGranted.Observe(d.Seconds())
+		ps.recent.waited(time.Now(), d)
 	} else {
 		ps.waitNotGranted.Observe(d.Seconds())
 	}

@@ -130,6 +130,8 @@ type Server struct {
 	tracker Liveness
 	hub     *hub
 	watches *watches
+	// applied wakes the dashboard's feeds after each batch (feed.go).
+	applied applied
 	// authCache is what authentication reads of the auth state.
 	authCache authCache
 	// keys is this member's copy of the signing keys (signing.go).
@@ -207,13 +209,14 @@ func (s *Server) Deliver(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
 
 // Flush sends what Deliver and the Ready loop's completions queued since
 // the last Flush: each Sessions stream's sender wakes once for the batch,
-// and watches read the locks it changed.
+// watches read the locks it changed, and the dashboard's feeds wake.
 func (s *Server) Flush() {
 	s.locks.flushed()
 	s.hub.flush()
 	if s.watches.active.Load() > 0 {
 		s.watches.flush(s.node.View)
 	}
+	s.applied.notify()
 }
 
 // Restored tells the server that the state machine was replaced by a
