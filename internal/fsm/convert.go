@@ -197,6 +197,12 @@ func cacheResult(seq uint64, res *fsmpb.Result) cachedResult {
 			c.many[i] = outcomeOf(o)
 		}
 	}
+	if cycle := res.GetDeadlockCycle(); len(cycle) > 0 {
+		c.deadlock = make([]deadlockEdge, len(cycle))
+		for i, e := range cycle {
+			c.deadlock[i] = deadlockEdge{sessionID: e.GetSessionId(), ownerKey: e.GetOwnerKey(), lock: e.GetLock(), queuedAhead: e.GetQueuedAhead()}
+		}
+	}
 	return c
 }
 
@@ -242,6 +248,12 @@ func (c *cachedResult) toProto(pa *protoAlloc) *fsmpb.Result {
 		p.AcquireMany = slices.Grow(many, len(c.many))
 		for i := range c.many {
 			p.AcquireMany = append(p.AcquireMany, c.many[i].toProto(pa))
+		}
+	}
+	if len(c.deadlock) > 0 {
+		p.DeadlockCycle = make([]*fsmpb.DeadlockEdge, len(c.deadlock))
+		for i, e := range c.deadlock {
+			p.DeadlockCycle[i] = &fsmpb.DeadlockEdge{SessionId: e.sessionID, OwnerKey: e.ownerKey, Lock: e.lock, QueuedAhead: e.queuedAhead}
 		}
 	}
 	return p

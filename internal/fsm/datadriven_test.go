@@ -304,6 +304,12 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		d.MaybeScanArgs(t, "id", &op.SessionId)
 		return h.apply(&fsmpb.Command{Op: &fsmpb.Command_BlacklistSession{BlacklistSession: op}})
 
+	case "set-log-version":
+		// Example: set-log-version version=7
+		op := &fsmpb.SetLogVersion{}
+		d.ScanArgs(t, "version", &op.Version)
+		return h.apply(&fsmpb.Command{Op: &fsmpb.Command_SetLogVersion{SetLogVersion: op}})
+
 	case "empty":
 		// Example: empty
 		// An entry without an operation (a malformed command).
@@ -517,6 +523,13 @@ func formatResult(r *fsmpb.Result) string {
 	}
 	if r.GetRemainingCount() != 0 {
 		fmt.Fprintf(&b, "  remaining %d\n", r.GetRemainingCount())
+	}
+	for _, e := range r.GetDeadlockCycle() {
+		how := "held by next"
+		if e.GetQueuedAhead() {
+			how = "next queued ahead"
+		}
+		fmt.Fprintf(&b, "  deadlock-edge s%d/%q waits for %s, %s\n", e.GetSessionId(), e.GetOwnerKey(), e.GetLock(), how)
 	}
 	for _, g := range r.GetGrants() {
 		fmt.Fprintf(&b, "  grant %s to s%d seq=%d token=%d%s\n", g.GetLock(), g.GetSessionId(), g.GetAcquireSeq(), g.GetToken(), sharedMark(g.GetShared()))

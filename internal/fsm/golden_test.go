@@ -172,6 +172,9 @@ func goldenMachine(t *testing.T) *Machine {
 		{Op: rotate(1, 0, true)},
 		{Principal: "root", Op: rotate(2, second, false)},
 		{Op: rotate(3, 24*60*minute, false)},
+		// 40: session 2 would wait for "m/1", held by session 3, which
+		// waits for "a", held by session 2: refused, the cycle cached.
+		{SessionId: 2, Seq: 8, Op: acq(&fsmpb.Acquire{Lock: "m/1", Wait: true})},
 	} {
 		index++
 		cmd.WallTimeUnixNano = 1_700_000_000_000_000_000 + int64(index)*second

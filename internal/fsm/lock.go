@@ -413,6 +413,9 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 		a.refuse(tooManyHolds(s))
 		return
 	}
+	if m.refuseDeadlock(a, l, s, op.GetOwnerKey(), shared) {
+		return
+	}
 	m.changeLock(l)
 	l.enqueue(waiter{
 		s:          s,

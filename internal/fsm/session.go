@@ -121,7 +121,8 @@ type cachedResult struct {
 	acquire   *outcome  // Result.acquire, nil if unset
 	many      []outcome // Result.acquire_many
 	code      fsmpb.Error
-	remaining uint32 // Result.remaining_count
+	remaining uint32         // Result.remaining_count
+	deadlock  []deadlockEdge // Result.deadlock_cycle
 	// claimed: a retry of this Acquire was answered from it (or the
 	// session's own CancelWait of it with its grant), so the client may act
 	// on that answer; an abandoned CancelWait no longer undoes the acquire.

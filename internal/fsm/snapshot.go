@@ -189,6 +189,12 @@ const (
 	resultAcquire     protowire.Number = 4
 	resultAcquireMany protowire.Number = 5
 	resultRemaining   protowire.Number = 9
+	resultDeadlock    protowire.Number = 40
+
+	edgeSessionID   protowire.Number = 1
+	edgeOwnerKey    protowire.Number = 2
+	edgeLock        protowire.Number = 3
+	edgeQueuedAhead protowire.Number = 4
 
 	outcomeLock     protowire.Number = 1
 	outcomeStatus   protowire.Number = 2
@@ -235,6 +241,9 @@ func appendSession(b []byte, s *sessionState) []byte {
 			b = appendOutcome(b, resultAcquireMany, &c.many[j])
 		}
 		b = protofield.AppendUint(b, resultRemaining, uint64(c.remaining))
+		for j := range c.deadlock {
+			b = appendDeadlockEdge(b, &c.deadlock[j])
+		}
 		b = protofield.AppendBool(b, cachedClaimed, c.claimed)
 	}
 	b = protofield.AppendUint(b, sessionHolds, uint64(s.numHolds()))
@@ -256,7 +265,24 @@ func resultSize(c *cachedResult) int {
 	for j := range c.many {
 		n += protofield.SizeMessage(resultAcquireMany, outcomeSize(&c.many[j]))
 	}
+	for j := range c.deadlock {
+		n += protofield.SizeMessage(resultDeadlock, deadlockEdgeSize(&c.deadlock[j]))
+	}
 	return n
+}
+
+// appendDeadlockEdge appends e as an element of a Result's deadlock_cycle.
+func appendDeadlockEdge(b []byte, e *deadlockEdge) []byte {
+	b = protofield.AppendMessageHeader(b, resultDeadlock, deadlockEdgeSize(e))
+	b = protofield.AppendUint(b, edgeSessionID, e.sessionID)
+	b = protofield.AppendString(b, edgeOwnerKey, e.ownerKey)
+	b = protofield.AppendString(b, edgeLock, e.lock)
+	return protofield.AppendBool(b, edgeQueuedAhead, e.queuedAhead)
+}
+
+func deadlockEdgeSize(e *deadlockEdge) int {
+	return protofield.SizeUint(edgeSessionID, e.sessionID) + protofield.SizeString(edgeOwnerKey, e.ownerKey) +
+		protofield.SizeString(edgeLock, e.lock) + protofield.SizeBool(edgeQueuedAhead, e.queuedAhead)
 }
 
 // appendOutcome appends o as field num of a Result.

@@ -30,10 +30,15 @@ import (
 //	6: signed tokens: RotateSigningKey (and Snapshot.signing_keys in
 //	   snapshots). A cluster below it has no signing key, and its
 //	   members sign nothing (SignedTokensVersion).
+//	7: deadlock detection: an Acquire whose wait would close a deadlock
+//	   is refused (DeadlockVersion), with Result.deadlock_cycle (kept in
+//	   snapshots with the session's cached results). No command field:
+//	   below it the machine queues such a wait, so old logs replay the
+//	   same.
 //
 // A field added to a log or snapshot message needs a new version here, and
 // its entry in fieldVersions (TestEveryLogFieldHasAVersion fails without).
-const LogVersion = 6
+const LogVersion = 7
 
 // LockDelayVersion is the log version that added lock-delays: below it a
 // server gives no hold its default lock-delay.

@@ -51,6 +51,7 @@ const (
 	Error_ERROR_LIMIT_MISMATCH    Error = 14 // acquire's limit or mode disagrees with the lock's or its own hold's
 	Error_ERROR_SECRET_MISMATCH   Error = 15 // the command's secret_hash is not its session's
 	Error_ERROR_NOT_PERMITTED     Error = 16 // the command's principal may not do this (AuthState)
+	Error_ERROR_DEADLOCK          Error = 17 // the acquire's wait would close a deadlock (Result.deadlock_cycle)
 )
 
 // Enum value maps for Error.
@@ -73,6 +74,7 @@ var (
 		14: "ERROR_LIMIT_MISMATCH",
 		15: "ERROR_SECRET_MISMATCH",
 		16: "ERROR_NOT_PERMITTED",
+		17: "ERROR_DEADLOCK",
 	}
 	Error_value = map[string]int32{
 		"ERROR_NONE":              0,
@@ -92,6 +94,7 @@ var (
 		"ERROR_LIMIT_MISMATCH":    14,
 		"ERROR_SECRET_MISMATCH":   15,
 		"ERROR_NOT_PERMITTED":     16,
+		"ERROR_DEADLOCK":          17,
 	}
 )
 
@@ -1671,7 +1674,12 @@ type Result struct {
 	// the entry that did it reports it: never an answer from the
 	// exactly-once cache, nor one to an open retried with its nonce; the
 	// cache never keeps it.
-	Liveness      *Liveness `protobuf:"bytes,11,opt,name=liveness,proto3" json:"liveness,omitempty"`
+	Liveness *Liveness `protobuf:"bytes,11,opt,name=liveness,proto3" json:"liveness,omitempty"`
+	// deadlock_cycle names, with ERROR_DEADLOCK, the waits that the refused
+	// acquire's would have closed into a deadlock (deadlock.go): its own
+	// first, each waiting for the next one's, the last for the first's.
+	// Cached with the refusal, so a retry is answered alike.
+	DeadlockCycle []*DeadlockEdge `protobuf:"bytes,40,rep,name=deadlock_cycle,json=deadlockCycle,proto3" json:"deadlock_cycle,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1783,6 +1791,85 @@ func (x *Result) GetLiveness() *Liveness {
 	return nil
 }
 
+func (x *Result) GetDeadlockCycle() []*DeadlockEdge {
+	if x != nil {
+		return x.DeadlockCycle
+	}
+	return nil
+}
+
+// DeadlockEdge is one wait of a deadlock: (session_id, owner_key) waits
+// for lock, and cannot have it while the next edge's (session, owner
+// key) holds it, or, with queued_ahead, waits for it ahead in its FIFO
+// queue. The last edge's next is the first.
+type DeadlockEdge struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	OwnerKey      string                 `protobuf:"bytes,2,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	Lock          string                 `protobuf:"bytes,3,opt,name=lock,proto3" json:"lock,omitempty"`
+	QueuedAhead   bool                   `protobuf:"varint,4,opt,name=queued_ahead,json=queuedAhead,proto3" json:"queued_ahead,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadlockEdge) Reset() {
+	*x = DeadlockEdge{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadlockEdge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadlockEdge) ProtoMessage() {}
+
+func (x *DeadlockEdge) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadlockEdge.ProtoReflect.Descriptor instead.
+func (*DeadlockEdge) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *DeadlockEdge) GetSessionId() uint64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *DeadlockEdge) GetOwnerKey() string {
+	if x != nil {
+		return x.OwnerKey
+	}
+	return ""
+}
+
+func (x *DeadlockEdge) GetLock() string {
+	if x != nil {
+		return x.Lock
+	}
+	return ""
+}
+
+func (x *DeadlockEdge) GetQueuedAhead() bool {
+	if x != nil {
+		return x.QueuedAhead
+	}
+	return false
+}
+
 // Liveness is what one entry started or ended that runs on the leader's
 // clock. One message behind one field of Result: a result that has none
 // (most) costs a nil pointer, not five empty fields.
@@ -1817,7 +1904,7 @@ type Liveness struct {
 
 func (x *Liveness) Reset() {
 	*x = Liveness{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1829,7 +1916,7 @@ func (x *Liveness) String() string {
 func (*Liveness) ProtoMessage() {}
 
 func (x *Liveness) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1842,7 +1929,7 @@ func (x *Liveness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Liveness.ProtoReflect.Descriptor instead.
 func (*Liveness) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Liveness) GetSessionOpened() *SessionOpened {
@@ -1907,7 +1994,7 @@ type LockDelay struct {
 
 func (x *LockDelay) Reset() {
 	*x = LockDelay{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +2006,7 @@ func (x *LockDelay) String() string {
 func (*LockDelay) ProtoMessage() {}
 
 func (x *LockDelay) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +2019,7 @@ func (x *LockDelay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockDelay.ProtoReflect.Descriptor instead.
 func (*LockDelay) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LockDelay) GetLock() string {
@@ -1968,7 +2055,7 @@ type SessionOpened struct {
 
 func (x *SessionOpened) Reset() {
 	*x = SessionOpened{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1980,7 +2067,7 @@ func (x *SessionOpened) String() string {
 func (*SessionOpened) ProtoMessage() {}
 
 func (x *SessionOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1993,7 +2080,7 @@ func (x *SessionOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOpened.ProtoReflect.Descriptor instead.
 func (*SessionOpened) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SessionOpened) GetSessionId() uint64 {
@@ -2031,7 +2118,7 @@ type WaitQueued struct {
 
 func (x *WaitQueued) Reset() {
 	*x = WaitQueued{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2043,7 +2130,7 @@ func (x *WaitQueued) String() string {
 func (*WaitQueued) ProtoMessage() {}
 
 func (x *WaitQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2056,7 +2143,7 @@ func (x *WaitQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitQueued.ProtoReflect.Descriptor instead.
 func (*WaitQueued) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WaitQueued) GetSessionId() uint64 {
@@ -2101,7 +2188,7 @@ type LimitedHold struct {
 
 func (x *LimitedHold) Reset() {
 	*x = LimitedHold{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2113,7 +2200,7 @@ func (x *LimitedHold) String() string {
 func (*LimitedHold) ProtoMessage() {}
 
 func (x *LimitedHold) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2126,7 +2213,7 @@ func (x *LimitedHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitedHold.ProtoReflect.Descriptor instead.
 func (*LimitedHold) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LimitedHold) GetSessionId() uint64 {
@@ -2174,7 +2261,7 @@ type AcquireOutcome struct {
 
 func (x *AcquireOutcome) Reset() {
 	*x = AcquireOutcome{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2186,7 +2273,7 @@ func (x *AcquireOutcome) String() string {
 func (*AcquireOutcome) ProtoMessage() {}
 
 func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2199,7 +2286,7 @@ func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireOutcome.ProtoReflect.Descriptor instead.
 func (*AcquireOutcome) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AcquireOutcome) GetLock() string {
@@ -2266,7 +2353,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +2365,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +2378,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Grant) GetSessionId() uint64 {
@@ -2344,7 +2431,7 @@ type HoldEnded struct {
 
 func (x *HoldEnded) Reset() {
 	*x = HoldEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2443,7 @@ func (x *HoldEnded) String() string {
 func (*HoldEnded) ProtoMessage() {}
 
 func (x *HoldEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2456,7 @@ func (x *HoldEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldEnded.ProtoReflect.Descriptor instead.
 func (*HoldEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HoldEnded) GetSessionId() uint64 {
@@ -2413,7 +2500,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2512,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +2525,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WaitEnded) GetSessionId() uint64 {
@@ -2493,7 +2580,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2505,7 +2592,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2518,7 +2605,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Snapshot) GetAppliedIndex() uint64 {
@@ -2601,7 +2688,7 @@ type SigningKey struct {
 
 func (x *SigningKey) Reset() {
 	*x = SigningKey{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2613,7 +2700,7 @@ func (x *SigningKey) String() string {
 func (*SigningKey) ProtoMessage() {}
 
 func (x *SigningKey) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2626,7 +2713,7 @@ func (x *SigningKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
 func (*SigningKey) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SigningKey) GetId() uint64 {
@@ -2677,7 +2764,7 @@ type AuthState struct {
 
 func (x *AuthState) Reset() {
 	*x = AuthState{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2689,7 +2776,7 @@ func (x *AuthState) String() string {
 func (*AuthState) ProtoMessage() {}
 
 func (x *AuthState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2702,7 +2789,7 @@ func (x *AuthState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthState.ProtoReflect.Descriptor instead.
 func (*AuthState) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AuthState) GetEnabled() bool {
@@ -2737,7 +2824,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2749,7 +2836,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2762,7 +2849,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *User) GetName() string {
@@ -2796,7 +2883,7 @@ type Role struct {
 
 func (x *Role) Reset() {
 	*x = Role{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2808,7 +2895,7 @@ func (x *Role) String() string {
 func (*Role) ProtoMessage() {}
 
 func (x *Role) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2821,7 +2908,7 @@ func (x *Role) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Role.ProtoReflect.Descriptor instead.
 func (*Role) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Role) GetName() string {
@@ -2848,7 +2935,7 @@ type Permission struct {
 
 func (x *Permission) Reset() {
 	*x = Permission{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2860,7 +2947,7 @@ func (x *Permission) String() string {
 func (*Permission) ProtoMessage() {}
 
 func (x *Permission) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2873,7 +2960,7 @@ func (x *Permission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permission.ProtoReflect.Descriptor instead.
 func (*Permission) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Permission) GetPrefix() string {
@@ -2903,7 +2990,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2915,7 +3002,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2928,7 +3015,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AuditRecord) GetIndex() uint64 {
@@ -2981,7 +3068,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2993,7 +3080,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3006,7 +3093,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Member) GetId() uint64 {
@@ -3063,7 +3150,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3075,7 +3162,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3088,7 +3175,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Session) GetId() uint64 {
@@ -3183,7 +3270,7 @@ type CachedResult struct {
 
 func (x *CachedResult) Reset() {
 	*x = CachedResult{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3195,7 +3282,7 @@ func (x *CachedResult) String() string {
 func (*CachedResult) ProtoMessage() {}
 
 func (x *CachedResult) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3208,7 +3295,7 @@ func (x *CachedResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CachedResult.ProtoReflect.Descriptor instead.
 func (*CachedResult) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CachedResult) GetSeq() uint64 {
@@ -3254,7 +3341,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3266,7 +3353,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3279,7 +3366,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Lock) GetName() string {
@@ -3349,7 +3436,7 @@ type Holder struct {
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3361,7 +3448,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3374,7 +3461,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{37}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Holder) GetSessionId() uint64 {
@@ -3464,7 +3551,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3476,7 +3563,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3489,7 +3576,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{38}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Waiter) GetSessionId() uint64 {
@@ -3685,7 +3772,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vacquire_seq\x18\x03 \x01(\x04R\n" +
 	"acquireSeq\x12\x1b\n" +
 	"\ttimed_out\x18\x04 \x01(\bR\btimedOut\x12\x1c\n" +
-	"\tabandoned\x18\x05 \x01(\bR\tabandoned\"\x8a\x04\n" +
+	"\tabandoned\x18\x05 \x01(\bR\tabandoned\"\xcd\x04\n" +
 	"\x06Result\x12)\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
@@ -3701,7 +3788,14 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vholds_ended\x18\n" +
 	" \x03(\v2\x17.baton.fsm.v1.HoldEndedR\n" +
 	"holdsEnded\x122\n" +
-	"\bliveness\x18\v \x01(\v2\x16.baton.fsm.v1.LivenessR\bliveness\"\xe4\x03\n" +
+	"\bliveness\x18\v \x01(\v2\x16.baton.fsm.v1.LivenessR\bliveness\x12A\n" +
+	"\x0edeadlock_cycle\x18( \x03(\v2\x1a.baton.fsm.v1.DeadlockEdgeR\rdeadlockCycle\"\x81\x01\n" +
+	"\fDeadlockEdge\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1b\n" +
+	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x12\n" +
+	"\x04lock\x18\x03 \x01(\tR\x04lock\x12!\n" +
+	"\fqueued_ahead\x18\x04 \x01(\bR\vqueuedAhead\"\xe4\x03\n" +
 	"\bLiveness\x12B\n" +
 	"\x0esession_opened\x18\x01 \x01(\v2\x1b.baton.fsm.v1.SessionOpenedR\rsessionOpened\x12/\n" +
 	"\x13session_blacklisted\x18\x02 \x01(\x04R\x12sessionBlacklisted\x129\n" +
@@ -3867,7 +3961,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x0fsince_unix_nano\x18\x06 \x01(\x03R\rsinceUnixNano\x12\x16\n" +
 	"\x06shared\x18\a \x01(\bR\x06shared\x12(\n" +
 	"\x10hold_limit_nanos\x18\b \x01(\x03R\x0eholdLimitNanos\x12(\n" +
-	"\x10lock_delay_nanos\x18\t \x01(\x03R\x0elockDelayNanos*\xb6\x03\n" +
+	"\x10lock_delay_nanos\x18\t \x01(\x03R\x0elockDelayNanos*\xca\x03\n" +
 	"\x05Error\x12\x0e\n" +
 	"\n" +
 	"ERROR_NONE\x10\x00\x12\x1a\n" +
@@ -3887,7 +3981,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x14ERROR_TOO_MANY_HOLDS\x10\r\x12\x18\n" +
 	"\x14ERROR_LIMIT_MISMATCH\x10\x0e\x12\x19\n" +
 	"\x15ERROR_SECRET_MISMATCH\x10\x0f\x12\x17\n" +
-	"\x13ERROR_NOT_PERMITTED\x10\x10*\x9b\x01\n" +
+	"\x13ERROR_NOT_PERMITTED\x10\x10\x12\x12\n" +
+	"\x0eERROR_DEADLOCK\x10\x11*\x9b\x01\n" +
 	"\rAcquireStatus\x12\x1e\n" +
 	"\x1aACQUIRE_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ACQUIRE_STATUS_GRANTED\x10\x01\x12\x19\n" +
@@ -3908,7 +4003,7 @@ func file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(Error)(0),               // 0: baton.fsm.v1.Error
 	(AcquireStatus)(0),       // 1: baton.fsm.v1.AcquireStatus
@@ -3930,28 +4025,29 @@ var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(*CasRelease)(nil),       // 17: baton.fsm.v1.CasRelease
 	(*CancelWait)(nil),       // 18: baton.fsm.v1.CancelWait
 	(*Result)(nil),           // 19: baton.fsm.v1.Result
-	(*Liveness)(nil),         // 20: baton.fsm.v1.Liveness
-	(*LockDelay)(nil),        // 21: baton.fsm.v1.LockDelay
-	(*SessionOpened)(nil),    // 22: baton.fsm.v1.SessionOpened
-	(*WaitQueued)(nil),       // 23: baton.fsm.v1.WaitQueued
-	(*LimitedHold)(nil),      // 24: baton.fsm.v1.LimitedHold
-	(*AcquireOutcome)(nil),   // 25: baton.fsm.v1.AcquireOutcome
-	(*Grant)(nil),            // 26: baton.fsm.v1.Grant
-	(*HoldEnded)(nil),        // 27: baton.fsm.v1.HoldEnded
-	(*WaitEnded)(nil),        // 28: baton.fsm.v1.WaitEnded
-	(*Snapshot)(nil),         // 29: baton.fsm.v1.Snapshot
-	(*SigningKey)(nil),       // 30: baton.fsm.v1.SigningKey
-	(*AuthState)(nil),        // 31: baton.fsm.v1.AuthState
-	(*User)(nil),             // 32: baton.fsm.v1.User
-	(*Role)(nil),             // 33: baton.fsm.v1.Role
-	(*Permission)(nil),       // 34: baton.fsm.v1.Permission
-	(*AuditRecord)(nil),      // 35: baton.fsm.v1.AuditRecord
-	(*Member)(nil),           // 36: baton.fsm.v1.Member
-	(*Session)(nil),          // 37: baton.fsm.v1.Session
-	(*CachedResult)(nil),     // 38: baton.fsm.v1.CachedResult
-	(*Lock)(nil),             // 39: baton.fsm.v1.Lock
-	(*Holder)(nil),           // 40: baton.fsm.v1.Holder
-	(*Waiter)(nil),           // 41: baton.fsm.v1.Waiter
+	(*DeadlockEdge)(nil),     // 20: baton.fsm.v1.DeadlockEdge
+	(*Liveness)(nil),         // 21: baton.fsm.v1.Liveness
+	(*LockDelay)(nil),        // 22: baton.fsm.v1.LockDelay
+	(*SessionOpened)(nil),    // 23: baton.fsm.v1.SessionOpened
+	(*WaitQueued)(nil),       // 24: baton.fsm.v1.WaitQueued
+	(*LimitedHold)(nil),      // 25: baton.fsm.v1.LimitedHold
+	(*AcquireOutcome)(nil),   // 26: baton.fsm.v1.AcquireOutcome
+	(*Grant)(nil),            // 27: baton.fsm.v1.Grant
+	(*HoldEnded)(nil),        // 28: baton.fsm.v1.HoldEnded
+	(*WaitEnded)(nil),        // 29: baton.fsm.v1.WaitEnded
+	(*Snapshot)(nil),         // 30: baton.fsm.v1.Snapshot
+	(*SigningKey)(nil),       // 31: baton.fsm.v1.SigningKey
+	(*AuthState)(nil),        // 32: baton.fsm.v1.AuthState
+	(*User)(nil),             // 33: baton.fsm.v1.User
+	(*Role)(nil),             // 34: baton.fsm.v1.Role
+	(*Permission)(nil),       // 35: baton.fsm.v1.Permission
+	(*AuditRecord)(nil),      // 36: baton.fsm.v1.AuditRecord
+	(*Member)(nil),           // 37: baton.fsm.v1.Member
+	(*Session)(nil),          // 38: baton.fsm.v1.Session
+	(*CachedResult)(nil),     // 39: baton.fsm.v1.CachedResult
+	(*Lock)(nil),             // 40: baton.fsm.v1.Lock
+	(*Holder)(nil),           // 41: baton.fsm.v1.Holder
+	(*Waiter)(nil),           // 42: baton.fsm.v1.Waiter
 }
 var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	4,  // 0: baton.fsm.v1.Command.open_session:type_name -> baton.fsm.v1.OpenSession
@@ -3971,39 +4067,40 @@ var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	10, // 14: baton.fsm.v1.Command.rotate_signing_key:type_name -> baton.fsm.v1.RotateSigningKey
 	2,  // 15: baton.fsm.v1.AuthChange.kind:type_name -> baton.fsm.v1.AuthChange.Kind
 	0,  // 16: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
-	25, // 17: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
-	25, // 18: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
-	26, // 19: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
-	28, // 20: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
-	27, // 21: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
-	20, // 22: baton.fsm.v1.Result.liveness:type_name -> baton.fsm.v1.Liveness
-	22, // 23: baton.fsm.v1.Liveness.session_opened:type_name -> baton.fsm.v1.SessionOpened
-	23, // 24: baton.fsm.v1.Liveness.wait_queued:type_name -> baton.fsm.v1.WaitQueued
-	24, // 25: baton.fsm.v1.Liveness.limited_holds_granted:type_name -> baton.fsm.v1.LimitedHold
-	24, // 26: baton.fsm.v1.Liveness.limited_hold_released:type_name -> baton.fsm.v1.LimitedHold
-	21, // 27: baton.fsm.v1.Liveness.lock_delays_started:type_name -> baton.fsm.v1.LockDelay
-	21, // 28: baton.fsm.v1.Liveness.lock_delay_ended:type_name -> baton.fsm.v1.LockDelay
-	1,  // 29: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
-	40, // 30: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
-	0,  // 31: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
-	37, // 32: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
-	39, // 33: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
-	36, // 34: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
-	31, // 35: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
-	35, // 36: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
-	30, // 37: baton.fsm.v1.Snapshot.signing_keys:type_name -> baton.fsm.v1.SigningKey
-	32, // 38: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
-	33, // 39: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
-	34, // 40: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
-	38, // 41: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
-	19, // 42: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
-	40, // 43: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
-	41, // 44: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
-	45, // [45:45] is the sub-list for method output_type
-	45, // [45:45] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	26, // 17: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
+	26, // 18: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
+	27, // 19: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
+	29, // 20: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
+	28, // 21: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
+	21, // 22: baton.fsm.v1.Result.liveness:type_name -> baton.fsm.v1.Liveness
+	20, // 23: baton.fsm.v1.Result.deadlock_cycle:type_name -> baton.fsm.v1.DeadlockEdge
+	23, // 24: baton.fsm.v1.Liveness.session_opened:type_name -> baton.fsm.v1.SessionOpened
+	24, // 25: baton.fsm.v1.Liveness.wait_queued:type_name -> baton.fsm.v1.WaitQueued
+	25, // 26: baton.fsm.v1.Liveness.limited_holds_granted:type_name -> baton.fsm.v1.LimitedHold
+	25, // 27: baton.fsm.v1.Liveness.limited_hold_released:type_name -> baton.fsm.v1.LimitedHold
+	22, // 28: baton.fsm.v1.Liveness.lock_delays_started:type_name -> baton.fsm.v1.LockDelay
+	22, // 29: baton.fsm.v1.Liveness.lock_delay_ended:type_name -> baton.fsm.v1.LockDelay
+	1,  // 30: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
+	41, // 31: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
+	0,  // 32: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
+	38, // 33: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
+	40, // 34: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
+	37, // 35: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
+	32, // 36: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
+	36, // 37: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
+	31, // 38: baton.fsm.v1.Snapshot.signing_keys:type_name -> baton.fsm.v1.SigningKey
+	33, // 39: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
+	34, // 40: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
+	35, // 41: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
+	39, // 42: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
+	19, // 43: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
+	41, // 44: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
+	42, // 45: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
+	46, // [46:46] is the sub-list for method output_type
+	46, // [46:46] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_internal_fsm_fsmpb_fsm_proto_init() }
@@ -4034,7 +4131,7 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_fsm_fsmpb_fsm_proto_rawDesc), len(file_internal_fsm_fsmpb_fsm_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
