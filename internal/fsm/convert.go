@@ -200,7 +200,8 @@ func cacheResult(seq uint64, res *fsmpb.Result) cachedResult {
 	if cycle := res.GetDeadlockCycle(); len(cycle) > 0 {
 		c.deadlock = make([]deadlockEdge, len(cycle))
 		for i, e := range cycle {
-			c.deadlock[i] = deadlockEdge{sessionID: e.GetSessionId(), ownerKey: e.GetOwnerKey(), lock: e.GetLock(), queuedAhead: e.GetQueuedAhead()}
+			c.deadlock[i] = deadlockEdge{sessionID: e.GetSessionId(), ownerKey: e.GetOwnerKey(), lock: e.GetLock(), queuedAhead: e.GetQueuedAhead(),
+				blockerSessionID: e.GetBlockerSessionId(), blockerOwnerKey: e.GetBlockerOwnerKey()}
 		}
 	}
 	return c
@@ -253,7 +254,8 @@ func (c *cachedResult) toProto(pa *protoAlloc) *fsmpb.Result {
 	if len(c.deadlock) > 0 {
 		p.DeadlockCycle = make([]*fsmpb.DeadlockEdge, len(c.deadlock))
 		for i, e := range c.deadlock {
-			p.DeadlockCycle[i] = &fsmpb.DeadlockEdge{SessionId: e.sessionID, OwnerKey: e.ownerKey, Lock: e.lock, QueuedAhead: e.queuedAhead}
+			p.DeadlockCycle[i] = &fsmpb.DeadlockEdge{SessionId: e.sessionID, OwnerKey: e.ownerKey, Lock: e.lock, QueuedAhead: e.queuedAhead,
+				BlockerSessionId: e.blockerSessionID, BlockerOwnerKey: e.blockerOwnerKey}
 		}
 	}
 	return p

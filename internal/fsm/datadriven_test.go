@@ -525,11 +525,12 @@ func formatResult(r *fsmpb.Result) string {
 		fmt.Fprintf(&b, "  remaining %d\n", r.GetRemainingCount())
 	}
 	for _, e := range r.GetDeadlockCycle() {
-		how := "held by next"
+		how := "held by"
 		if e.GetQueuedAhead() {
-			how = "next queued ahead"
+			how = "behind"
 		}
-		fmt.Fprintf(&b, "  deadlock-edge s%d/%q waits for %s, %s\n", e.GetSessionId(), e.GetOwnerKey(), e.GetLock(), how)
+		fmt.Fprintf(&b, "  deadlock-edge s%d/%q waits for %s %s s%d/%q\n", e.GetSessionId(), e.GetOwnerKey(), e.GetLock(), how,
+			e.GetBlockerSessionId(), e.GetBlockerOwnerKey())
 	}
 	for _, g := range r.GetGrants() {
 		fmt.Fprintf(&b, "  grant %s to s%d seq=%d token=%d%s\n", g.GetLock(), g.GetSessionId(), g.GetAcquireSeq(), g.GetToken(), sharedMark(g.GetShared()))

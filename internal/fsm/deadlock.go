@@ -58,10 +58,10 @@ const MaxDeadlockSearch = 4096
 
 // deadlockEdge is a cached fsmpb.DeadlockEdge (cachedResult.deadlock).
 type deadlockEdge struct {
-	sessionID   uint64
-	ownerKey    string
-	lock        string
-	queuedAhead bool
+	sessionID, blockerSessionID uint64
+	ownerKey, blockerOwnerKey   string
+	lock                        string
+	queuedAhead                 bool
 }
 
 // dlNode is a node of the wait-for graph: a holder.
@@ -329,29 +329,22 @@ func (d *deadlockSearch) blockers(w dlWait) (nodes []int32, queuedAhead bool) {
 // cycle returns the deadlock that node self's new wait (its last) would
 // close: the shortest chain of blocking waits from it back to self
 // (breadth first, in wait and holder order), or, if self is deadlocked
-// on a deadlock that was there before (formed below DeadlockVersion),
-// the chain from it into that deadlock, each node once.
+// on a deadlock that was there before (formed below DeadlockVersion, or
+// by a grant to a key that waits for more than one lock), the chain from
+// it into that deadlock, each node once, the last edge's blocker an
+// earlier edge's waiter.
 func (d *deadlockSearch) cycle(self int32) []*fsmpb.DeadlockEdge {
 	type step struct {
-		from  int32 // the node before, -1 for self
+		from  int32 // the node before
 		wait  dlWait
 		ahead bool
 	}
 	prev := make(map[int32]step)
 	start := d.nodes[self].waits[len(d.nodes[self].waits)-1]
-	edge := func(n int32, w dlWait, ahead bool) *fsmpb.DeadlockEdge {
-		nd := d.nodes[n].node
-		return &fsmpb.DeadlockEdge{SessionId: nd.s.id, OwnerKey: nd.key, Lock: d.locks[w.lock].l.name, QueuedAhead: ahead}
-	}
-	path := func(last int32, lastWait dlWait, lastAhead bool) []*fsmpb.DeadlockEdge {
-		out := []*fsmpb.DeadlockEdge{edge(last, lastWait, lastAhead)}
-		for n := last; n != self; {
-			p := prev[n]
-			out = append(out, edge(p.from, p.wait, p.ahead))
-			n = p.from
-		}
-		slices.Reverse(out)
-		return out
+	edge := func(n int32, w dlWait, ahead bool, blocker int32) *fsmpb.DeadlockEdge {
+		nd, bd := d.nodes[n].node, d.nodes[blocker].node
+		return &fsmpb.DeadlockEdge{SessionId: nd.s.id, OwnerKey: nd.key, Lock: d.locks[w.lock].l.name, QueuedAhead: ahead,
+			BlockerSessionId: bd.s.id, BlockerOwnerKey: bd.key}
 	}
 	// Breadth first from the new wait alone, then from each node
 	// reached, through all of its waits.
@@ -366,28 +359,35 @@ func (d *deadlockSearch) cycle(self int32) []*fsmpb.DeadlockEdge {
 			for _, w := range v.waits {
 				bs, ahead := d.blockers(w)
 				for _, b := range bs {
-					if b == self {
-						return path(v.n, w, ahead)
-					}
-					if _, seen := prev[b]; seen {
+					if b != self {
+						if _, seen := prev[b]; !seen {
+							prev[b] = step{v.n, w, ahead}
+							next = append(next, visit{b, d.nodes[b].waits})
+						}
 						continue
 					}
-					prev[b] = step{v.n, w, ahead}
-					next = append(next, visit{b, d.nodes[b].waits})
+					out := []*fsmpb.DeadlockEdge{edge(v.n, w, ahead, self)}
+					for n := v.n; n != self; {
+						p := prev[n]
+						out = append(out, edge(p.from, p.wait, p.ahead, n))
+						n = p.from
+					}
+					slices.Reverse(out)
+					return out
 				}
 			}
 		}
 		frontier = next
 	}
 	// No way back to self: walk from it along first blockers to a node
-	// seen before.
+	// met before.
 	var out []*fsmpb.DeadlockEdge
 	seen := map[int32]bool{}
 	for n, w := self, start; !seen[n]; {
 		// Every wait of a deadlocked node has a deadlocked blocker.
 		seen[n] = true
 		bs, ahead := d.blockers(w)
-		out = append(out, edge(n, w, ahead))
+		out = append(out, edge(n, w, ahead, bs[0]))
 		n = bs[0]
 		w = d.nodes[n].waits[0]
 	}
@@ -402,21 +402,21 @@ func describeCycle(cycle []*fsmpb.DeadlockEdge) string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("session " + strconv.FormatUint(e.GetSessionId(), 10))
-		if e.GetOwnerKey() != "" {
-			b.WriteString(" key " + quote(e.GetOwnerKey()))
-		}
-		b.WriteString(" waits for lock " + quote(e.GetLock()))
-		next := cycle[(i+1)%len(cycle)]
+		b.WriteString(nodeName(e.GetSessionId(), e.GetOwnerKey()) + " waits for lock " + quote(e.GetLock()))
 		if e.GetQueuedAhead() {
-			b.WriteString(" behind")
+			b.WriteString(" behind ")
 		} else {
-			b.WriteString(" held by")
+			b.WriteString(" held by ")
 		}
-		b.WriteString(" session " + strconv.FormatUint(next.GetSessionId(), 10))
-		if next.GetOwnerKey() != "" {
-			b.WriteString(" key " + quote(next.GetOwnerKey()))
-		}
+		b.WriteString(nodeName(e.GetBlockerSessionId(), e.GetBlockerOwnerKey()))
 	}
 	return b.String()
+}
+
+// nodeName names a holder: "session 7", or "session 7 key \"k\"".
+func nodeName(session uint64, key string) string {
+	if key == "" {
+		return "session " + strconv.FormatUint(session, 10)
+	}
+	return "session " + strconv.FormatUint(session, 10) + " key " + quote(key)
 }

@@ -33,7 +33,10 @@ import (
 //     while entries go on being applied (freezer);
 //   - no lock is granted while in a lock-delay: the model follows the
 //     delays the results report started and ended, and the machine's
-//     delays always equal them.
+//     delays always equal them;
+//   - odd seeds run at log version 7 (deadlock detection): every queued
+//     wait and every DEADLOCK refusal agrees with the reference search
+//     (checkDeadlockDecision); even seeds at version 1 never refuse one.
 //
 // A failure names the seed; rerun it with -run 'TestRandomStream/seed=N'.
 var streamSeeds = flag.Int("fsm.stream-seeds", 8, "how many seeds TestRandomStream runs (0 to N-1); a soak: -fsm.stream-seeds=600, about two minutes")
@@ -142,6 +145,9 @@ func runStream(t *testing.T, seed uint64, steps int) {
 		delays:     make(map[string]uint64),
 		stats:      make(map[string]int),
 	}
+	if seed%2 == 1 {
+		s.m.SetLogVersion(DeadlockVersion)
+	}
 	for step := range steps {
 		if step == steps/2 {
 			b, err := s.m.Snapshot()
@@ -183,7 +189,18 @@ func (s *stream) step() {
 	if retry {
 		before, beforeSessions = s.m.Locks("", "", 0), s.m.Sessions(0, 0)
 	}
+	var pre []*fsmpb.Lock
+	if cmd.GetAcquire().GetWait() && !retry {
+		pre = s.m.Locks("", "", 0)
+	}
 	res := s.m.Apply(s.index, cmd)
+	if pre != nil {
+		if s.m.LogVersion() >= DeadlockVersion {
+			checkDeadlockDecision(s.t, pre, cmd, res)
+		} else if res.GetError() == fsmpb.Error_ERROR_DEADLOCK {
+			s.t.Fatalf("entry %d %v: DEADLOCK below log version %d", s.index, cmd, DeadlockVersion)
+		}
+	}
 	if s.restored != nil {
 		if r2 := s.restored.Apply(s.index, cmd); !proto.Equal(res, r2) {
 			s.t.Fatalf("entry %d %v: restored machine answered %v, original %v", s.index, cmd, r2, res)

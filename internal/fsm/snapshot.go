@@ -195,6 +195,8 @@ const (
 	edgeOwnerKey    protowire.Number = 2
 	edgeLock        protowire.Number = 3
 	edgeQueuedAhead protowire.Number = 4
+	edgeBlockerID   protowire.Number = 5
+	edgeBlockerKey  protowire.Number = 6
 
 	outcomeLock     protowire.Number = 1
 	outcomeStatus   protowire.Number = 2
@@ -277,12 +279,15 @@ func appendDeadlockEdge(b []byte, e *deadlockEdge) []byte {
 	b = protofield.AppendUint(b, edgeSessionID, e.sessionID)
 	b = protofield.AppendString(b, edgeOwnerKey, e.ownerKey)
 	b = protofield.AppendString(b, edgeLock, e.lock)
-	return protofield.AppendBool(b, edgeQueuedAhead, e.queuedAhead)
+	b = protofield.AppendBool(b, edgeQueuedAhead, e.queuedAhead)
+	b = protofield.AppendUint(b, edgeBlockerID, e.blockerSessionID)
+	return protofield.AppendString(b, edgeBlockerKey, e.blockerOwnerKey)
 }
 
 func deadlockEdgeSize(e *deadlockEdge) int {
 	return protofield.SizeUint(edgeSessionID, e.sessionID) + protofield.SizeString(edgeOwnerKey, e.ownerKey) +
-		protofield.SizeString(edgeLock, e.lock) + protofield.SizeBool(edgeQueuedAhead, e.queuedAhead)
+		protofield.SizeString(edgeLock, e.lock) + protofield.SizeBool(edgeQueuedAhead, e.queuedAhead) +
+		protofield.SizeUint(edgeBlockerID, e.blockerSessionID) + protofield.SizeString(edgeBlockerKey, e.blockerOwnerKey)
 }
 
 // appendOutcome appends o as field num of a Result.

@@ -109,7 +109,8 @@ func TestSnapshotFieldNumbers(t *testing.T) {
 		&fsmpb.Result{}: {"error": resultError, "message": resultMessage, "session_id": 0, "acquire": resultAcquire,
 			"acquire_many": resultAcquireMany, "grants": 0, "waits_ended": 0, "sessions_ended": 0, "remaining_count": resultRemaining,
 			"holds_ended": 0, "liveness": 0, "deadlock_cycle": resultDeadlock},
-		&fsmpb.DeadlockEdge{}: {"session_id": edgeSessionID, "owner_key": edgeOwnerKey, "lock": edgeLock, "queued_ahead": edgeQueuedAhead},
+		&fsmpb.DeadlockEdge{}: {"session_id": edgeSessionID, "owner_key": edgeOwnerKey, "lock": edgeLock, "queued_ahead": edgeQueuedAhead,
+			"blocker_session_id": edgeBlockerID, "blocker_owner_key": edgeBlockerKey},
 		&fsmpb.AcquireOutcome{}: {"lock": outcomeLock, "status": outcomeStatus, "token": outcomeToken, "count": outcomeCount,
 			"holder": outcomeHolder, "position": outcomePosition, "delayed_until_unix_nano": outcomeDelayed},
 	} {

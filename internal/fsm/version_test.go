@@ -55,6 +55,8 @@ var fieldsAddedIn = map[protoreflect.FullName]uint32{
 	"baton.fsm.v1.DeadlockEdge.owner_key":                 DeadlockVersion,
 	"baton.fsm.v1.DeadlockEdge.lock":                      DeadlockVersion,
 	"baton.fsm.v1.DeadlockEdge.queued_ahead":              DeadlockVersion,
+	"baton.fsm.v1.DeadlockEdge.blocker_session_id":        DeadlockVersion,
+	"baton.fsm.v1.DeadlockEdge.blocker_owner_key":         DeadlockVersion,
 }
 
 // fieldCounts is how many fields each message of the log and snapshots
@@ -68,7 +70,7 @@ var fieldCounts = map[protoreflect.FullName]int{
 	"baton.fsm.v1.Release": 3, "baton.fsm.v1.CasRelease": 3, "baton.fsm.v1.CancelWait": 5,
 	"baton.fsm.v1.AcquireMany": 7, "baton.fsm.v1.ExpireHold": 3, "baton.fsm.v1.SetLogVersion": 1,
 	"baton.fsm.v1.Snapshot": 9, "baton.fsm.v1.Session": 11, "baton.fsm.v1.CachedResult": 3,
-	"baton.fsm.v1.Result": 12, "baton.fsm.v1.DeadlockEdge": 4, "baton.fsm.v1.AcquireOutcome": 7, "baton.fsm.v1.Holder": 10,
+	"baton.fsm.v1.Result": 12, "baton.fsm.v1.DeadlockEdge": 6, "baton.fsm.v1.AcquireOutcome": 7, "baton.fsm.v1.Holder": 10,
 	"baton.fsm.v1.Waiter": 9, "baton.fsm.v1.Lock": 7, "baton.fsm.v1.EndLockDelay": 2, "baton.fsm.v1.Member": 5,
 	"baton.fsm.v1.AuthChange": 6, "baton.fsm.v1.AuditNote": 1, "baton.fsm.v1.AuthState": 3, "baton.fsm.v1.User": 3, "baton.fsm.v1.Role": 2,
 	"baton.fsm.v1.Permission": 2, "baton.fsm.v1.AuditRecord": 4,

@@ -1677,8 +1677,9 @@ type Result struct {
 	Liveness *Liveness `protobuf:"bytes,11,opt,name=liveness,proto3" json:"liveness,omitempty"`
 	// deadlock_cycle names, with ERROR_DEADLOCK, the waits that the refused
 	// acquire's would have closed into a deadlock (deadlock.go): its own
-	// first, each waiting for the next one's, the last for the first's.
-	// Cached with the refusal, so a retry is answered alike.
+	// first, each blocked by the next one's waiter, the last by the
+	// first's (see DeadlockEdge). Cached with the refusal, so a retry is
+	// answered alike.
 	DeadlockCycle []*DeadlockEdge `protobuf:"bytes,40,rep,name=deadlock_cycle,json=deadlockCycle,proto3" json:"deadlock_cycle,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1799,17 +1800,21 @@ func (x *Result) GetDeadlockCycle() []*DeadlockEdge {
 }
 
 // DeadlockEdge is one wait of a deadlock: (session_id, owner_key) waits
-// for lock, and cannot have it while the next edge's (session, owner
-// key) holds it, or, with queued_ahead, waits for it ahead in its FIFO
-// queue. The last edge's next is the first.
+// for lock, and cannot have it while (blocker_session_id,
+// blocker_owner_key) holds it, or, with queued_ahead, waits for it ahead
+// in its FIFO queue. Each edge's blocker is the next edge's waiter; the
+// last edge's blocker is the first edge's, or, when the refused wait
+// leads into a deadlock that was there before it, an earlier edge's.
 type DeadlockEdge struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	OwnerKey      string                 `protobuf:"bytes,2,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
-	Lock          string                 `protobuf:"bytes,3,opt,name=lock,proto3" json:"lock,omitempty"`
-	QueuedAhead   bool                   `protobuf:"varint,4,opt,name=queued_ahead,json=queuedAhead,proto3" json:"queued_ahead,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	SessionId        uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	OwnerKey         string                 `protobuf:"bytes,2,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	Lock             string                 `protobuf:"bytes,3,opt,name=lock,proto3" json:"lock,omitempty"`
+	QueuedAhead      bool                   `protobuf:"varint,4,opt,name=queued_ahead,json=queuedAhead,proto3" json:"queued_ahead,omitempty"`
+	BlockerSessionId uint64                 `protobuf:"varint,5,opt,name=blocker_session_id,json=blockerSessionId,proto3" json:"blocker_session_id,omitempty"`
+	BlockerOwnerKey  string                 `protobuf:"bytes,6,opt,name=blocker_owner_key,json=blockerOwnerKey,proto3" json:"blocker_owner_key,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *DeadlockEdge) Reset() {
@@ -1868,6 +1873,20 @@ func (x *DeadlockEdge) GetQueuedAhead() bool {
 		return x.QueuedAhead
 	}
 	return false
+}
+
+func (x *DeadlockEdge) GetBlockerSessionId() uint64 {
+	if x != nil {
+		return x.BlockerSessionId
+	}
+	return 0
+}
+
+func (x *DeadlockEdge) GetBlockerOwnerKey() string {
+	if x != nil {
+		return x.BlockerOwnerKey
+	}
+	return ""
 }
 
 // Liveness is what one entry started or ended that runs on the leader's
@@ -3789,13 +3808,15 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	" \x03(\v2\x17.baton.fsm.v1.HoldEndedR\n" +
 	"holdsEnded\x122\n" +
 	"\bliveness\x18\v \x01(\v2\x16.baton.fsm.v1.LivenessR\bliveness\x12A\n" +
-	"\x0edeadlock_cycle\x18( \x03(\v2\x1a.baton.fsm.v1.DeadlockEdgeR\rdeadlockCycle\"\x81\x01\n" +
+	"\x0edeadlock_cycle\x18( \x03(\v2\x1a.baton.fsm.v1.DeadlockEdgeR\rdeadlockCycle\"\xdb\x01\n" +
 	"\fDeadlockEdge\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1b\n" +
 	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x12\n" +
 	"\x04lock\x18\x03 \x01(\tR\x04lock\x12!\n" +
-	"\fqueued_ahead\x18\x04 \x01(\bR\vqueuedAhead\"\xe4\x03\n" +
+	"\fqueued_ahead\x18\x04 \x01(\bR\vqueuedAhead\x12,\n" +
+	"\x12blocker_session_id\x18\x05 \x01(\x04R\x10blockerSessionId\x12*\n" +
+	"\x11blocker_owner_key\x18\x06 \x01(\tR\x0fblockerOwnerKey\"\xe4\x03\n" +
 	"\bLiveness\x12B\n" +
 	"\x0esession_opened\x18\x01 \x01(\v2\x1b.baton.fsm.v1.SessionOpenedR\rsessionOpened\x12/\n" +
 	"\x13session_blacklisted\x18\x02 \x01(\x04R\x12sessionBlacklisted\x129\n" +
