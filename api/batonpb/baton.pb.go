@@ -76,6 +76,13 @@ const (
 	// acquire is refused (RESOURCE_EXHAUSTED, HTTP 429) and changes nothing;
 	// keepalives, releases and closes go on. Try again once space is freed.
 	Reason_NO_SPACE Reason = 24
+	// The acquire would wait, and its wait would close a deadlock: each
+	// session (and owner key) of the cycle waits for a lock that the next
+	// one holds or waits for ahead of it, the last for the first's
+	// (ABORTED, HTTP 409). Nothing was queued; Error.deadlock_cycle (and
+	// the gRPC status detail DeadlockCycle) names the cycle. Release what
+	// the session holds and try the whole sequence again.
+	Reason_DEADLOCK Reason = 25
 )
 
 // Enum value maps for Reason.
@@ -106,6 +113,7 @@ var (
 		22: "NOT_PERMITTED",
 		23: "TOO_MANY_SESSIONS",
 		24: "NO_SPACE",
+		25: "DEADLOCK",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED": 0,
@@ -133,6 +141,7 @@ var (
 		"NOT_PERMITTED":      22,
 		"TOO_MANY_SESSIONS":  23,
 		"NO_SPACE":           24,
+		"DEADLOCK":           25,
 	}
 )
 
@@ -295,7 +304,7 @@ func (x ChangeAuthRequest_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeAuthRequest_Kind.Descriptor instead.
 func (ChangeAuthRequest_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61, 0}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63, 0}
 }
 
 // RequestHeader makes a mutating request exactly-once.
@@ -3411,11 +3420,14 @@ func (x *StatusResponse) GetLowDisk() bool {
 
 // Error describes a failed stream request.
 type Error struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Code          uint32                 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"` // google.golang.org/grpc/codes value
-	Reason        Reason                 `protobuf:"varint,2,opt,name=reason,proto3,enum=baton.v1.Reason" json:"reason,omitempty"`
-	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
-	LeaderAddr    string                 `protobuf:"bytes,4,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Code       uint32                 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"` // google.golang.org/grpc/codes value
+	Reason     Reason                 `protobuf:"varint,2,opt,name=reason,proto3,enum=baton.v1.Reason" json:"reason,omitempty"`
+	Message    string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	LeaderAddr string                 `protobuf:"bytes,4,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
+	// deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+	// closed, the refused acquire's own wait first.
+	DeadlockCycle []*DeadlockEdge `protobuf:"bytes,5,rep,name=deadlock_cycle,json=deadlockCycle,proto3" json:"deadlock_cycle,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3478,6 +3490,150 @@ func (x *Error) GetLeaderAddr() string {
 	return ""
 }
 
+func (x *Error) GetDeadlockCycle() []*DeadlockEdge {
+	if x != nil {
+		return x.DeadlockCycle
+	}
+	return nil
+}
+
+// DeadlockEdge is one wait of a deadlock: (session_id, owner_key) waits
+// for lock, and cannot have it while (blocker_session_id,
+// blocker_owner_key) holds it, or, with queued_ahead, waits for it ahead
+// in its FIFO queue. Each edge's blocker is the next edge's waiter; the
+// last edge's blocker is the first edge's waiter (a cycle), or an
+// earlier edge's when the refused wait would join a deadlock that was
+// there before it.
+type DeadlockEdge struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	SessionId        uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	OwnerKey         string                 `protobuf:"bytes,2,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	Lock             string                 `protobuf:"bytes,3,opt,name=lock,proto3" json:"lock,omitempty"`
+	QueuedAhead      bool                   `protobuf:"varint,4,opt,name=queued_ahead,json=queuedAhead,proto3" json:"queued_ahead,omitempty"`
+	BlockerSessionId uint64                 `protobuf:"varint,5,opt,name=blocker_session_id,json=blockerSessionId,proto3" json:"blocker_session_id,omitempty"`
+	BlockerOwnerKey  string                 `protobuf:"bytes,6,opt,name=blocker_owner_key,json=blockerOwnerKey,proto3" json:"blocker_owner_key,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DeadlockEdge) Reset() {
+	*x = DeadlockEdge{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadlockEdge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadlockEdge) ProtoMessage() {}
+
+func (x *DeadlockEdge) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadlockEdge.ProtoReflect.Descriptor instead.
+func (*DeadlockEdge) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *DeadlockEdge) GetSessionId() uint64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *DeadlockEdge) GetOwnerKey() string {
+	if x != nil {
+		return x.OwnerKey
+	}
+	return ""
+}
+
+func (x *DeadlockEdge) GetLock() string {
+	if x != nil {
+		return x.Lock
+	}
+	return ""
+}
+
+func (x *DeadlockEdge) GetQueuedAhead() bool {
+	if x != nil {
+		return x.QueuedAhead
+	}
+	return false
+}
+
+func (x *DeadlockEdge) GetBlockerSessionId() uint64 {
+	if x != nil {
+		return x.BlockerSessionId
+	}
+	return 0
+}
+
+func (x *DeadlockEdge) GetBlockerOwnerKey() string {
+	if x != nil {
+		return x.BlockerOwnerKey
+	}
+	return ""
+}
+
+// DeadlockCycle is the gRPC status detail of a DEADLOCK refusal (beside
+// its google.rpc.ErrorInfo): the cycle, as in Error.deadlock_cycle.
+type DeadlockCycle struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Edges         []*DeadlockEdge        `protobuf:"bytes,1,rep,name=edges,proto3" json:"edges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadlockCycle) Reset() {
+	*x = DeadlockCycle{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadlockCycle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadlockCycle) ProtoMessage() {}
+
+func (x *DeadlockCycle) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadlockCycle.ProtoReflect.Descriptor instead.
+func (*DeadlockCycle) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *DeadlockCycle) GetEdges() []*DeadlockEdge {
+	if x != nil {
+		return x.Edges
+	}
+	return nil
+}
+
 // ResumeSession attaches a new channel to an existing session, e.g. after
 // the client followed a new leader.
 type ResumeSession struct {
@@ -3490,7 +3646,7 @@ type ResumeSession struct {
 
 func (x *ResumeSession) Reset() {
 	*x = ResumeSession{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3502,7 +3658,7 @@ func (x *ResumeSession) String() string {
 func (*ResumeSession) ProtoMessage() {}
 
 func (x *ResumeSession) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3515,7 +3671,7 @@ func (x *ResumeSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSession.ProtoReflect.Descriptor instead.
 func (*ResumeSession) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ResumeSession) GetSessionId() uint64 {
@@ -3554,7 +3710,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3566,7 +3722,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3579,7 +3735,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SessionRequest) GetId() uint64 {
@@ -3745,7 +3901,7 @@ type SessionsRequest struct {
 
 func (x *SessionsRequest) Reset() {
 	*x = SessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3757,7 +3913,7 @@ func (x *SessionsRequest) String() string {
 func (*SessionsRequest) ProtoMessage() {}
 
 func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3770,7 +3926,7 @@ func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsRequest.ProtoReflect.Descriptor instead.
 func (*SessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SessionsRequest) GetRequests() []*ChannelRequest {
@@ -3796,7 +3952,7 @@ type ChannelRequest struct {
 
 func (x *ChannelRequest) Reset() {
 	*x = ChannelRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[52]
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3808,7 +3964,7 @@ func (x *ChannelRequest) String() string {
 func (*ChannelRequest) ProtoMessage() {}
 
 func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[52]
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3821,7 +3977,7 @@ func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelRequest.ProtoReflect.Descriptor instead.
 func (*ChannelRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{52}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ChannelRequest) GetChannel() uint64 {
@@ -3856,7 +4012,7 @@ type SessionsResponse struct {
 
 func (x *SessionsResponse) Reset() {
 	*x = SessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3868,7 +4024,7 @@ func (x *SessionsResponse) String() string {
 func (*SessionsResponse) ProtoMessage() {}
 
 func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3881,7 +4037,7 @@ func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsResponse.ProtoReflect.Descriptor instead.
 func (*SessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{53}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SessionsResponse) GetResponses() []*ChannelResponse {
@@ -3905,7 +4061,7 @@ type ChannelResponse struct {
 
 func (x *ChannelResponse) Reset() {
 	*x = ChannelResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3917,7 +4073,7 @@ func (x *ChannelResponse) String() string {
 func (*ChannelResponse) ProtoMessage() {}
 
 func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3930,7 +4086,7 @@ func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelResponse.ProtoReflect.Descriptor instead.
 func (*ChannelResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{54}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ChannelResponse) GetChannel() uint64 {
@@ -3963,7 +4119,7 @@ type ChannelEnd struct {
 
 func (x *ChannelEnd) Reset() {
 	*x = ChannelEnd{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3975,7 +4131,7 @@ func (x *ChannelEnd) String() string {
 func (*ChannelEnd) ProtoMessage() {}
 
 func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3988,7 +4144,7 @@ func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelEnd.ProtoReflect.Descriptor instead.
 func (*ChannelEnd) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{55}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ChannelEnd) GetError() *Error {
@@ -4011,7 +4167,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4023,7 +4179,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4036,7 +4192,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{56}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Grant) GetSeq() uint64 {
@@ -4079,7 +4235,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4091,7 +4247,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4104,7 +4260,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *WaitEnded) GetSeq() uint64 {
@@ -4155,7 +4311,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4167,7 +4323,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4180,7 +4336,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{58}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SessionResponse) GetId() uint64 {
@@ -4427,7 +4583,7 @@ type SessionHolds struct {
 
 func (x *SessionHolds) Reset() {
 	*x = SessionHolds{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4439,7 +4595,7 @@ func (x *SessionHolds) String() string {
 func (*SessionHolds) ProtoMessage() {}
 
 func (x *SessionHolds) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4452,7 +4608,7 @@ func (x *SessionHolds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionHolds.ProtoReflect.Descriptor instead.
 func (*SessionHolds) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SessionHolds) GetHolds() []*HoldLost {
@@ -4487,7 +4643,7 @@ type HoldLost struct {
 
 func (x *HoldLost) Reset() {
 	*x = HoldLost{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4499,7 +4655,7 @@ func (x *HoldLost) String() string {
 func (*HoldLost) ProtoMessage() {}
 
 func (x *HoldLost) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4512,7 +4668,7 @@ func (x *HoldLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldLost.ProtoReflect.Descriptor instead.
 func (*HoldLost) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{60}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *HoldLost) GetName() string {
@@ -4554,7 +4710,7 @@ type ChangeAuthRequest struct {
 
 func (x *ChangeAuthRequest) Reset() {
 	*x = ChangeAuthRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4566,7 +4722,7 @@ func (x *ChangeAuthRequest) String() string {
 func (*ChangeAuthRequest) ProtoMessage() {}
 
 func (x *ChangeAuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4579,7 +4735,7 @@ func (x *ChangeAuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeAuthRequest.ProtoReflect.Descriptor instead.
 func (*ChangeAuthRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ChangeAuthRequest) GetKind() ChangeAuthRequest_Kind {
@@ -4635,7 +4791,7 @@ type ChangeAuthResponse struct {
 
 func (x *ChangeAuthResponse) Reset() {
 	*x = ChangeAuthResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4647,7 +4803,7 @@ func (x *ChangeAuthResponse) String() string {
 func (*ChangeAuthResponse) ProtoMessage() {}
 
 func (x *ChangeAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4660,7 +4816,7 @@ func (x *ChangeAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeAuthResponse.ProtoReflect.Descriptor instead.
 func (*ChangeAuthResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ChangeAuthResponse) GetToken() string {
@@ -4678,7 +4834,7 @@ type GetAuthRequest struct {
 
 func (x *GetAuthRequest) Reset() {
 	*x = GetAuthRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4690,7 +4846,7 @@ func (x *GetAuthRequest) String() string {
 func (*GetAuthRequest) ProtoMessage() {}
 
 func (x *GetAuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4703,7 +4859,7 @@ func (x *GetAuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthRequest.ProtoReflect.Descriptor instead.
 func (*GetAuthRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65}
 }
 
 type AuthUser struct {
@@ -4717,7 +4873,7 @@ type AuthUser struct {
 
 func (x *AuthUser) Reset() {
 	*x = AuthUser{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4729,7 +4885,7 @@ func (x *AuthUser) String() string {
 func (*AuthUser) ProtoMessage() {}
 
 func (x *AuthUser) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4742,7 +4898,7 @@ func (x *AuthUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthUser.ProtoReflect.Descriptor instead.
 func (*AuthUser) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *AuthUser) GetName() string {
@@ -4776,7 +4932,7 @@ type AuthPermission struct {
 
 func (x *AuthPermission) Reset() {
 	*x = AuthPermission{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4788,7 +4944,7 @@ func (x *AuthPermission) String() string {
 func (*AuthPermission) ProtoMessage() {}
 
 func (x *AuthPermission) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4801,7 +4957,7 @@ func (x *AuthPermission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthPermission.ProtoReflect.Descriptor instead.
 func (*AuthPermission) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *AuthPermission) GetPrefix() string {
@@ -4828,7 +4984,7 @@ type AuthRole struct {
 
 func (x *AuthRole) Reset() {
 	*x = AuthRole{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4840,7 +4996,7 @@ func (x *AuthRole) String() string {
 func (*AuthRole) ProtoMessage() {}
 
 func (x *AuthRole) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4853,7 +5009,7 @@ func (x *AuthRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthRole.ProtoReflect.Descriptor instead.
 func (*AuthRole) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{66}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *AuthRole) GetName() string {
@@ -4883,7 +5039,7 @@ type GetAuthResponse struct {
 
 func (x *GetAuthResponse) Reset() {
 	*x = GetAuthResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	mi := &file_api_batonpb_baton_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4895,7 +5051,7 @@ func (x *GetAuthResponse) String() string {
 func (*GetAuthResponse) ProtoMessage() {}
 
 func (x *GetAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	mi := &file_api_batonpb_baton_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4908,7 +5064,7 @@ func (x *GetAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthResponse.ProtoReflect.Descriptor instead.
 func (*GetAuthResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GetAuthResponse) GetEnabled() bool {
@@ -4947,7 +5103,7 @@ type AuditRequest struct {
 
 func (x *AuditRequest) Reset() {
 	*x = AuditRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	mi := &file_api_batonpb_baton_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4959,7 +5115,7 @@ func (x *AuditRequest) String() string {
 func (*AuditRequest) ProtoMessage() {}
 
 func (x *AuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	mi := &file_api_batonpb_baton_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4972,7 +5128,7 @@ func (x *AuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRequest.ProtoReflect.Descriptor instead.
 func (*AuditRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{68}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{70}
 }
 
 type AuditEntry struct {
@@ -4987,7 +5143,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[69]
+	mi := &file_api_batonpb_baton_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4999,7 +5155,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[69]
+	mi := &file_api_batonpb_baton_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5012,7 +5168,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{69}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *AuditEntry) GetIndex() uint64 {
@@ -5052,7 +5208,7 @@ type AuditResponse struct {
 
 func (x *AuditResponse) Reset() {
 	*x = AuditResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[70]
+	mi := &file_api_batonpb_baton_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5064,7 +5220,7 @@ func (x *AuditResponse) String() string {
 func (*AuditResponse) ProtoMessage() {}
 
 func (x *AuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[70]
+	mi := &file_api_batonpb_baton_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5077,7 +5233,7 @@ func (x *AuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditResponse.ProtoReflect.Descriptor instead.
 func (*AuditResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{70}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *AuditResponse) GetEntries() []*AuditEntry {
@@ -5095,7 +5251,7 @@ type KeysRequest struct {
 
 func (x *KeysRequest) Reset() {
 	*x = KeysRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	mi := &file_api_batonpb_baton_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5107,7 +5263,7 @@ func (x *KeysRequest) String() string {
 func (*KeysRequest) ProtoMessage() {}
 
 func (x *KeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	mi := &file_api_batonpb_baton_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5120,7 +5276,7 @@ func (x *KeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeysRequest.ProtoReflect.Descriptor instead.
 func (*KeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{73}
 }
 
 // SigningKey is one of the cluster's Ed25519 signed-token keys, its
@@ -5142,7 +5298,7 @@ type SigningKey struct {
 
 func (x *SigningKey) Reset() {
 	*x = SigningKey{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[72]
+	mi := &file_api_batonpb_baton_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5154,7 +5310,7 @@ func (x *SigningKey) String() string {
 func (*SigningKey) ProtoMessage() {}
 
 func (x *SigningKey) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[72]
+	mi := &file_api_batonpb_baton_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5167,7 +5323,7 @@ func (x *SigningKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
 func (*SigningKey) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{72}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SigningKey) GetId() uint64 {
@@ -5221,7 +5377,7 @@ type KeysResponse struct {
 
 func (x *KeysResponse) Reset() {
 	*x = KeysResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[73]
+	mi := &file_api_batonpb_baton_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5233,7 +5389,7 @@ func (x *KeysResponse) String() string {
 func (*KeysResponse) ProtoMessage() {}
 
 func (x *KeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[73]
+	mi := &file_api_batonpb_baton_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5246,7 +5402,7 @@ func (x *KeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeysResponse.ProtoReflect.Descriptor instead.
 func (*KeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{73}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *KeysResponse) GetKeys() []*SigningKey {
@@ -5266,7 +5422,7 @@ type RotateSigningKeyRequest struct {
 
 func (x *RotateSigningKeyRequest) Reset() {
 	*x = RotateSigningKeyRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[74]
+	mi := &file_api_batonpb_baton_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5278,7 +5434,7 @@ func (x *RotateSigningKeyRequest) String() string {
 func (*RotateSigningKeyRequest) ProtoMessage() {}
 
 func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[74]
+	mi := &file_api_batonpb_baton_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5291,7 +5447,7 @@ func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSigningKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateSigningKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{74}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *RotateSigningKeyRequest) GetRetention() *durationpb.Duration {
@@ -5311,7 +5467,7 @@ type RotateSigningKeyResponse struct {
 
 func (x *RotateSigningKeyResponse) Reset() {
 	*x = RotateSigningKeyResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[75]
+	mi := &file_api_batonpb_baton_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5323,7 +5479,7 @@ func (x *RotateSigningKeyResponse) String() string {
 func (*RotateSigningKeyResponse) ProtoMessage() {}
 
 func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[75]
+	mi := &file_api_batonpb_baton_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5336,7 +5492,7 @@ func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSigningKeyResponse.ProtoReflect.Descriptor instead.
 func (*RotateSigningKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{75}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *RotateSigningKeyResponse) GetKeyId() uint64 {
@@ -5597,13 +5753,24 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x0fdisk_free_bytes\x18\x0f \x01(\x04H\x00R\rdiskFreeBytes\x88\x01\x01\x12-\n" +
 	"\x13min_free_disk_bytes\x18\x10 \x01(\x04R\x10minFreeDiskBytes\x12\x19\n" +
 	"\blow_disk\x18\x11 \x01(\bR\alowDiskB\x12\n" +
-	"\x10_disk_free_bytes\"\x80\x01\n" +
+	"\x10_disk_free_bytes\"\xbf\x01\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12(\n" +
 	"\x06reason\x18\x02 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1f\n" +
 	"\vleader_addr\x18\x04 \x01(\tR\n" +
-	"leaderAddr\"F\n" +
+	"leaderAddr\x12=\n" +
+	"\x0edeadlock_cycle\x18\x05 \x03(\v2\x16.baton.v1.DeadlockEdgeR\rdeadlockCycle\"\xdb\x01\n" +
+	"\fDeadlockEdge\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1b\n" +
+	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x12\n" +
+	"\x04lock\x18\x03 \x01(\tR\x04lock\x12!\n" +
+	"\fqueued_ahead\x18\x04 \x01(\bR\vqueuedAhead\x12,\n" +
+	"\x12blocker_session_id\x18\x05 \x01(\x04R\x10blockerSessionId\x12*\n" +
+	"\x11blocker_owner_key\x18\x06 \x01(\tR\x0fblockerOwnerKey\"=\n" +
+	"\rDeadlockCycle\x12,\n" +
+	"\x05edges\x18\x01 \x03(\v2\x16.baton.v1.DeadlockEdgeR\x05edges\"F\n" +
 	"\rResumeSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x16\n" +
@@ -5743,7 +5910,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\tretention\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\tretention\"[\n" +
 	"\x18RotateSigningKeyResponse\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\x04R\x05keyId\x12(\n" +
-	"\x04keys\x18\x02 \x03(\v2\x14.baton.v1.SigningKeyR\x04keys*\xf1\x03\n" +
+	"\x04keys\x18\x02 \x03(\v2\x14.baton.v1.SigningKeyR\x04keys*\xff\x03\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10INVALID_ARGUMENT\x10\x01\x12\x15\n" +
@@ -5773,7 +5940,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x0eNO_CREDENTIALS\x10\x15\x12\x11\n" +
 	"\rNOT_PERMITTED\x10\x16\x12\x15\n" +
 	"\x11TOO_MANY_SESSIONS\x10\x17\x12\f\n" +
-	"\bNO_SPACE\x10\x18*\xc3\x01\n" +
+	"\bNO_SPACE\x10\x18\x12\f\n" +
+	"\bDEADLOCK\x10\x19*\xc3\x01\n" +
 	"\aHoldEnd\x12\x18\n" +
 	"\x14HOLD_END_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11HOLD_END_RELEASED\x10\x01\x12\x1b\n" +
@@ -5829,7 +5997,7 @@ func file_api_batonpb_baton_proto_rawDescGZIP() []byte {
 }
 
 var file_api_batonpb_baton_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
 var file_api_batonpb_baton_proto_goTypes = []any{
 	(Reason)(0),                        // 0: baton.v1.Reason
 	(HoldEnd)(0),                       // 1: baton.v1.HoldEnd
@@ -5883,56 +6051,58 @@ var file_api_batonpb_baton_proto_goTypes = []any{
 	(*RemoveMemberResponse)(nil),       // 49: baton.v1.RemoveMemberResponse
 	(*StatusResponse)(nil),             // 50: baton.v1.StatusResponse
 	(*Error)(nil),                      // 51: baton.v1.Error
-	(*ResumeSession)(nil),              // 52: baton.v1.ResumeSession
-	(*SessionRequest)(nil),             // 53: baton.v1.SessionRequest
-	(*SessionsRequest)(nil),            // 54: baton.v1.SessionsRequest
-	(*ChannelRequest)(nil),             // 55: baton.v1.ChannelRequest
-	(*SessionsResponse)(nil),           // 56: baton.v1.SessionsResponse
-	(*ChannelResponse)(nil),            // 57: baton.v1.ChannelResponse
-	(*ChannelEnd)(nil),                 // 58: baton.v1.ChannelEnd
-	(*Grant)(nil),                      // 59: baton.v1.Grant
-	(*WaitEnded)(nil),                  // 60: baton.v1.WaitEnded
-	(*SessionResponse)(nil),            // 61: baton.v1.SessionResponse
-	(*SessionHolds)(nil),               // 62: baton.v1.SessionHolds
-	(*HoldLost)(nil),                   // 63: baton.v1.HoldLost
-	(*ChangeAuthRequest)(nil),          // 64: baton.v1.ChangeAuthRequest
-	(*ChangeAuthResponse)(nil),         // 65: baton.v1.ChangeAuthResponse
-	(*GetAuthRequest)(nil),             // 66: baton.v1.GetAuthRequest
-	(*AuthUser)(nil),                   // 67: baton.v1.AuthUser
-	(*AuthPermission)(nil),             // 68: baton.v1.AuthPermission
-	(*AuthRole)(nil),                   // 69: baton.v1.AuthRole
-	(*GetAuthResponse)(nil),            // 70: baton.v1.GetAuthResponse
-	(*AuditRequest)(nil),               // 71: baton.v1.AuditRequest
-	(*AuditEntry)(nil),                 // 72: baton.v1.AuditEntry
-	(*AuditResponse)(nil),              // 73: baton.v1.AuditResponse
-	(*KeysRequest)(nil),                // 74: baton.v1.KeysRequest
-	(*SigningKey)(nil),                 // 75: baton.v1.SigningKey
-	(*KeysResponse)(nil),               // 76: baton.v1.KeysResponse
-	(*RotateSigningKeyRequest)(nil),    // 77: baton.v1.RotateSigningKeyRequest
-	(*RotateSigningKeyResponse)(nil),   // 78: baton.v1.RotateSigningKeyResponse
-	(*durationpb.Duration)(nil),        // 79: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),      // 80: google.protobuf.Timestamp
+	(*DeadlockEdge)(nil),               // 52: baton.v1.DeadlockEdge
+	(*DeadlockCycle)(nil),              // 53: baton.v1.DeadlockCycle
+	(*ResumeSession)(nil),              // 54: baton.v1.ResumeSession
+	(*SessionRequest)(nil),             // 55: baton.v1.SessionRequest
+	(*SessionsRequest)(nil),            // 56: baton.v1.SessionsRequest
+	(*ChannelRequest)(nil),             // 57: baton.v1.ChannelRequest
+	(*SessionsResponse)(nil),           // 58: baton.v1.SessionsResponse
+	(*ChannelResponse)(nil),            // 59: baton.v1.ChannelResponse
+	(*ChannelEnd)(nil),                 // 60: baton.v1.ChannelEnd
+	(*Grant)(nil),                      // 61: baton.v1.Grant
+	(*WaitEnded)(nil),                  // 62: baton.v1.WaitEnded
+	(*SessionResponse)(nil),            // 63: baton.v1.SessionResponse
+	(*SessionHolds)(nil),               // 64: baton.v1.SessionHolds
+	(*HoldLost)(nil),                   // 65: baton.v1.HoldLost
+	(*ChangeAuthRequest)(nil),          // 66: baton.v1.ChangeAuthRequest
+	(*ChangeAuthResponse)(nil),         // 67: baton.v1.ChangeAuthResponse
+	(*GetAuthRequest)(nil),             // 68: baton.v1.GetAuthRequest
+	(*AuthUser)(nil),                   // 69: baton.v1.AuthUser
+	(*AuthPermission)(nil),             // 70: baton.v1.AuthPermission
+	(*AuthRole)(nil),                   // 71: baton.v1.AuthRole
+	(*GetAuthResponse)(nil),            // 72: baton.v1.GetAuthResponse
+	(*AuditRequest)(nil),               // 73: baton.v1.AuditRequest
+	(*AuditEntry)(nil),                 // 74: baton.v1.AuditEntry
+	(*AuditResponse)(nil),              // 75: baton.v1.AuditResponse
+	(*KeysRequest)(nil),                // 76: baton.v1.KeysRequest
+	(*SigningKey)(nil),                 // 77: baton.v1.SigningKey
+	(*KeysResponse)(nil),               // 78: baton.v1.KeysResponse
+	(*RotateSigningKeyRequest)(nil),    // 79: baton.v1.RotateSigningKeyRequest
+	(*RotateSigningKeyResponse)(nil),   // 80: baton.v1.RotateSigningKeyResponse
+	(*durationpb.Duration)(nil),        // 81: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),      // 82: google.protobuf.Timestamp
 }
 var file_api_batonpb_baton_proto_depIdxs = []int32{
-	79,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	79,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	79,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	81,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	81,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	81,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
 	3,   // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
-	79,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	79,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
-	79,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
-	79,  // 7: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
-	80,  // 8: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
-	79,  // 9: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
-	79,  // 10: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
-	80,  // 11: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
-	79,  // 12: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
+	81,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	81,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
+	81,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	81,  // 7: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
+	82,  // 8: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
+	81,  // 9: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
+	81,  // 10: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
+	82,  // 11: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
+	81,  // 12: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
 	13,  // 13: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
-	79,  // 14: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
-	80,  // 15: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
+	81,  // 14: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
+	82,  // 15: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
 	3,   // 16: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
-	79,  // 17: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
-	79,  // 18: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
+	81,  // 17: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
+	81,  // 18: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
 	15,  // 19: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
 	3,   // 20: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
 	3,   // 21: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
@@ -5940,17 +6110,17 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	13,  // 23: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
 	13,  // 24: baton.v1.Lock.holders:type_name -> baton.v1.Holder
 	14,  // 25: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
-	80,  // 26: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
+	82,  // 26: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
 	27,  // 27: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
 	29,  // 28: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
-	80,  // 29: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
-	80,  // 30: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
+	82,  // 29: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
+	82,  // 30: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
 	1,   // 31: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
 	13,  // 32: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
-	80,  // 33: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
+	82,  // 33: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
 	31,  // 34: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	79,  // 35: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	80,  // 36: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	81,  // 35: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	82,  // 36: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
 	33,  // 37: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
 	27,  // 38: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
 	41,  // 39: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
@@ -5958,105 +6128,107 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	41,  // 41: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
 	41,  // 42: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
 	0,   // 43: baton.v1.Error.reason:type_name -> baton.v1.Reason
-	4,   // 44: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
-	52,  // 45: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
-	6,   // 46: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
-	10,  // 47: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
-	18,  // 48: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
-	20,  // 49: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
-	16,  // 50: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
-	8,   // 51: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
-	11,  // 52: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
-	55,  // 53: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
-	53,  // 54: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
-	57,  // 55: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
-	61,  // 56: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
-	58,  // 57: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
-	51,  // 58: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
-	0,   // 59: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
-	51,  // 60: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
-	5,   // 61: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
-	7,   // 62: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
-	15,  // 63: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
-	19,  // 64: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
-	21,  // 65: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
-	17,  // 66: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
-	9,   // 67: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
-	59,  // 68: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
-	60,  // 69: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
-	51,  // 70: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	63,  // 71: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
-	62,  // 72: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
-	12,  // 73: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
-	63,  // 74: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
-	2,   // 75: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
-	68,  // 76: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
-	67,  // 77: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
-	69,  // 78: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
-	80,  // 79: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	72,  // 80: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
-	80,  // 81: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
-	80,  // 82: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
-	75,  // 83: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
-	79,  // 84: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
-	75,  // 85: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
-	53,  // 86: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	54,  // 87: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
-	4,   // 88: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	6,   // 89: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	8,   // 90: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	10,  // 91: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	16,  // 92: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	11,  // 93: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
-	18,  // 94: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	22,  // 95: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	24,  // 96: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	26,  // 97: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	30,  // 98: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	34,  // 99: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	38,  // 100: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
-	36,  // 101: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	40,  // 102: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	42,  // 103: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
-	44,  // 104: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
-	48,  // 105: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
-	46,  // 106: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
-	64,  // 107: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
-	66,  // 108: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
-	71,  // 109: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
-	74,  // 110: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
-	77,  // 111: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
-	61,  // 112: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	56,  // 113: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	5,   // 114: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	7,   // 115: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	9,   // 116: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	15,  // 117: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	17,  // 118: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	12,  // 119: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
-	19,  // 120: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	23,  // 121: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	25,  // 122: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	28,  // 123: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	32,  // 124: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	35,  // 125: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	39,  // 126: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
-	37,  // 127: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	50,  // 128: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	43,  // 129: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
-	45,  // 130: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
-	49,  // 131: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
-	47,  // 132: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
-	65,  // 133: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
-	70,  // 134: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
-	73,  // 135: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
-	76,  // 136: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
-	78,  // 137: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
-	112, // [112:138] is the sub-list for method output_type
-	86,  // [86:112] is the sub-list for method input_type
-	86,  // [86:86] is the sub-list for extension type_name
-	86,  // [86:86] is the sub-list for extension extendee
-	0,   // [0:86] is the sub-list for field type_name
+	52,  // 44: baton.v1.Error.deadlock_cycle:type_name -> baton.v1.DeadlockEdge
+	52,  // 45: baton.v1.DeadlockCycle.edges:type_name -> baton.v1.DeadlockEdge
+	4,   // 46: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
+	54,  // 47: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
+	6,   // 48: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
+	10,  // 49: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
+	18,  // 50: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
+	20,  // 51: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
+	16,  // 52: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
+	8,   // 53: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
+	11,  // 54: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
+	57,  // 55: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
+	55,  // 56: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
+	59,  // 57: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
+	63,  // 58: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
+	60,  // 59: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
+	51,  // 60: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
+	0,   // 61: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
+	51,  // 62: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
+	5,   // 63: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
+	7,   // 64: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
+	15,  // 65: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
+	19,  // 66: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
+	21,  // 67: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
+	17,  // 68: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
+	9,   // 69: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
+	61,  // 70: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
+	62,  // 71: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
+	51,  // 72: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
+	65,  // 73: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
+	64,  // 74: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
+	12,  // 75: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
+	65,  // 76: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
+	2,   // 77: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
+	70,  // 78: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
+	69,  // 79: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
+	71,  // 80: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
+	82,  // 81: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	74,  // 82: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
+	82,  // 83: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
+	82,  // 84: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
+	77,  // 85: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
+	81,  // 86: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
+	77,  // 87: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
+	55,  // 88: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	56,  // 89: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	4,   // 90: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	6,   // 91: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	8,   // 92: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	10,  // 93: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	16,  // 94: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	11,  // 95: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
+	18,  // 96: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	22,  // 97: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	24,  // 98: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	26,  // 99: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	30,  // 100: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	34,  // 101: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	38,  // 102: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
+	36,  // 103: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	40,  // 104: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	42,  // 105: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
+	44,  // 106: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
+	48,  // 107: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
+	46,  // 108: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
+	66,  // 109: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
+	68,  // 110: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
+	73,  // 111: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
+	76,  // 112: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
+	79,  // 113: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
+	63,  // 114: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	58,  // 115: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	5,   // 116: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	7,   // 117: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	9,   // 118: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	15,  // 119: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	17,  // 120: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	12,  // 121: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
+	19,  // 122: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	23,  // 123: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	25,  // 124: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	28,  // 125: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	32,  // 126: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	35,  // 127: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	39,  // 128: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
+	37,  // 129: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	50,  // 130: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	43,  // 131: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
+	45,  // 132: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
+	49,  // 133: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
+	47,  // 134: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
+	67,  // 135: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
+	72,  // 136: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
+	75,  // 137: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
+	78,  // 138: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
+	80,  // 139: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
+	114, // [114:140] is the sub-list for method output_type
+	88,  // [88:114] is the sub-list for method input_type
+	88,  // [88:88] is the sub-list for extension type_name
+	88,  // [88:88] is the sub-list for extension extendee
+	0,   // [0:88] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }
@@ -6065,7 +6237,7 @@ func file_api_batonpb_baton_proto_init() {
 		return
 	}
 	file_api_batonpb_baton_proto_msgTypes[47].OneofWrappers = []any{}
-	file_api_batonpb_baton_proto_msgTypes[50].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[52].OneofWrappers = []any{
 		(*SessionRequest_Open)(nil),
 		(*SessionRequest_Resume)(nil),
 		(*SessionRequest_KeepAlive)(nil),
@@ -6076,7 +6248,7 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionRequest_Close)(nil),
 		(*SessionRequest_RenewHold)(nil),
 	}
-	file_api_batonpb_baton_proto_msgTypes[58].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[60].OneofWrappers = []any{
 		(*SessionResponse_Open)(nil),
 		(*SessionResponse_KeepAlive)(nil),
 		(*SessionResponse_Acquire)(nil),
@@ -6097,7 +6269,7 @@ func file_api_batonpb_baton_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_batonpb_baton_proto_rawDesc), len(file_api_batonpb_baton_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   76,
+			NumMessages:   78,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
