@@ -334,10 +334,21 @@ func (k *checker) finalChecks() {
 			continue
 		}
 		e := k.log[i]
+		var before []*fsmpb.Lock
+		if e.cmd.GetAcquire().GetWait() {
+			before = fm.Locks("", "", 0)
+		}
 		res := fm.Apply(i, protoClone(e.cmd))
 		if string(encode(res)) != string(e.resData) {
 			s.fail("d/replay", "replaying index %d gives %v; members applied %v", i, res, e.res)
 			return
+		}
+		if res.GetError() == fsmpb.Error_ERROR_DEADLOCK {
+			s.stats.Deadlocks++
+			if err := checkDeadlock(before, e.cmd, res); err != nil {
+				s.fail("i/deadlock", "index %d %v refused as a deadlock: %v", i, e.cmd, err)
+				return
+			}
 		}
 		now := map[hold]bool{}
 		for _, l := range fm.Locks("", "", 0) {

@@ -213,6 +213,9 @@ type Stats struct {
 	// those it ended, and DelayedBusy the tries answered BUSY because the
 	// lock was in its delay.
 	LockDelays, LockDelaysEnded, DelayedBusy uint64
+	// Deadlocks counts the acquires the replayed log refused as closing
+	// a deadlock (each one checked by checker i).
+	Deadlocks uint64
 }
 
 // Faults is the number of injected faults.

@@ -86,6 +86,8 @@ final class Wire {
             case "NOT_LEADER":
             case "OUTCOME_UNKNOWN":
                 return new UnavailableException(code, reason, message, null);
+            case "DEADLOCK":
+                return new DeadlockException(code, reason, message, null);
             default:
                 break;
         }
