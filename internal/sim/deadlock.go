@@ -13,11 +13,14 @@ import (
 // hold in that state (each edge's waiter waits for its lock, the refused
 // acquire's wait at the tail; its blocker holds the lock, or waits ahead
 // of it; each edge's blocker the next edge's waiter, the last an earlier
-// one's), and its waiters must be a deadlocked set: with the acquire
-// queued, and every other (session, owner key) giving up all it holds
-// and waits for, no wait of theirs is ever granted as the machine grants
-// (the head of a queue, when it fits beside the holders left and its
-// waiter holds the lock under no other acquire).
+// one's), and its waiters must be deadlocked with the acquire queued.
+// The deadlocked set is found as the greatest set of waiting (session,
+// owner key)s none of whose waits the machine would grant (the head of
+// a queue, when it fits beside the holders left and its waiter holds the
+// lock under no other acquire) while everyone outside the set let go of
+// all it holds and waits for: start from every waiter, drop each one a
+// grant would reach, until none is dropped. (A cycle alone proves
+// nothing for a semaphore: every permit holder must be stuck.)
 func checkDeadlock(locks []*fsmpb.Lock, cmd *fsmpb.Command, res *fsmpb.Result) error {
 	type node struct {
 		session uint64
@@ -61,42 +64,62 @@ func checkDeadlock(locks []*fsmpb.Lock, cmd *fsmpb.Command, res *fsmpb.Result) e
 			return fmt.Errorf("edge %d (%v) does not hold before the entry", i, e)
 		}
 	}
-	// The set: every other node is gone; grant what the machine would,
-	// lock by lock, until nothing changes. A granted node of the set
-	// would go on, so the set was no deadlock.
 	type entry struct {
 		n      node
 		shared bool
 	}
-	queues := map[string][]entry{}
-	holders := map[string][]entry{}
+	stuck := map[node]bool{self: true}
 	for _, l := range locks {
-		for _, h := range l.GetHolders() {
-			if inSet[holderOf(h)] {
-				holders[l.GetName()] = append(holders[l.GetName()], entry{holderOf(h), h.GetShared()})
-			}
-		}
 		for _, w := range l.GetWaiters() {
-			if inSet[waiterOf(w)] {
-				queues[l.GetName()] = append(queues[l.GetName()], entry{waiterOf(w), w.GetShared()})
-			}
+			stuck[waiterOf(w)] = true
 		}
 	}
-	queues[op.GetLock()] = append(queues[op.GetLock()], entry{self, op.GetShared()})
 	limit := func(name string) int {
 		if l := byName[name]; l != nil {
 			return int(max(l.GetLimit(), 1))
 		}
 		return int(max(op.GetLimit(), 1))
 	}
-	for name, q := range queues {
-		if len(q) == 0 {
-			continue
+	names := []string{op.GetLock()}
+	for _, l := range locks {
+		if l.GetName() != op.GetLock() {
+			names = append(names, l.GetName())
 		}
-		hs, head := holders[name], q[0]
-		fits := len(hs) == 0 || head.shared && len(hs) < limit(name) && !slices.ContainsFunc(hs, func(h entry) bool { return !h.shared })
-		if fits && !slices.ContainsFunc(hs, func(h entry) bool { return h.n == head.n }) {
-			return fmt.Errorf("the wait of %v for %s would be granted once every session outside the cycle %v let go", head.n, name, cycle)
+	}
+	for dropped := true; dropped; {
+		dropped = false
+		for _, name := range names {
+			var hs []entry
+			var head *entry
+			if l := byName[name]; l != nil {
+				for _, h := range l.GetHolders() {
+					if stuck[holderOf(h)] {
+						hs = append(hs, entry{holderOf(h), h.GetShared()})
+					}
+				}
+				for _, w := range l.GetWaiters() {
+					if stuck[waiterOf(w)] {
+						head = &entry{waiterOf(w), w.GetShared()}
+						break
+					}
+				}
+			}
+			if head == nil && name == op.GetLock() && stuck[self] {
+				head = &entry{self, op.GetShared()}
+			}
+			if head == nil {
+				continue
+			}
+			fits := len(hs) == 0 || head.shared && len(hs) < limit(name) && !slices.ContainsFunc(hs, func(h entry) bool { return !h.shared })
+			if fits && !slices.ContainsFunc(hs, func(h entry) bool { return h.n == head.n }) {
+				delete(stuck, head.n)
+				dropped = true
+			}
+		}
+	}
+	for _, e := range cycle {
+		if n := (node{e.GetSessionId(), e.GetOwnerKey()}); !stuck[n] {
+			return fmt.Errorf("%v, named in the cycle %v, is not deadlocked: a wait of its would be granted", n, cycle)
 		}
 	}
 	return nil
