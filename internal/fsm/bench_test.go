@@ -64,10 +64,12 @@ func BenchmarkApply(b *testing.B) {
 	}
 }
 
-// benchMachine returns a machine with sessions 1 and 2 where session 1
-// holds n locks "held/i"; and the last index used.
+// benchMachine returns a machine at this release's log version with
+// sessions 1 and 2 where session 1 holds n locks "held/i"; and the last
+// index used.
 func benchMachine(b *testing.B, n int) (*Machine, uint64) {
 	m := New()
+	m.SetLogVersion(LogVersion) // as a cluster of this release applies
 	m.Apply(1, &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "bench"}}})
 	m.Apply(2, &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "bench"}}})
 	index := uint64(2)

@@ -197,10 +197,11 @@ func cacheResult(seq uint64, res *fsmpb.Result) cachedResult {
 			c.many[i] = outcomeOf(o)
 		}
 	}
-	if cycle := res.GetDeadlockCycle(); len(cycle) > 0 {
-		c.deadlock = make([]deadlockEdge, len(cycle))
+	if cycle := res.GetDeadlock().GetEdges(); len(cycle) > 0 {
+		edges := make([]deadlockEdge, len(cycle))
+		c.deadlock = &edges
 		for i, e := range cycle {
-			c.deadlock[i] = deadlockEdge{sessionID: e.GetSessionId(), ownerKey: e.GetOwnerKey(), lock: e.GetLock(), queuedAhead: e.GetQueuedAhead(),
+			edges[i] = deadlockEdge{sessionID: e.GetSessionId(), ownerKey: e.GetOwnerKey(), lock: e.GetLock(), queuedAhead: e.GetQueuedAhead(),
 				blockerSessionID: e.GetBlockerSessionId(), blockerOwnerKey: e.GetBlockerOwnerKey()}
 		}
 	}
@@ -251,10 +252,11 @@ func (c *cachedResult) toProto(pa *protoAlloc) *fsmpb.Result {
 			p.AcquireMany = append(p.AcquireMany, c.many[i].toProto(pa))
 		}
 	}
-	if len(c.deadlock) > 0 {
-		p.DeadlockCycle = make([]*fsmpb.DeadlockEdge, len(c.deadlock))
-		for i, e := range c.deadlock {
-			p.DeadlockCycle[i] = &fsmpb.DeadlockEdge{SessionId: e.sessionID, OwnerKey: e.ownerKey, Lock: e.lock, QueuedAhead: e.queuedAhead,
+	if cycle := c.cycle(); len(cycle) > 0 {
+		edges := make([]*fsmpb.DeadlockEdge, len(cycle))
+		p.Deadlock = &fsmpb.DeadlockCycle{Edges: edges}
+		for i, e := range cycle {
+			edges[i] = &fsmpb.DeadlockEdge{SessionId: e.sessionID, OwnerKey: e.ownerKey, Lock: e.lock, QueuedAhead: e.queuedAhead,
 				BlockerSessionId: e.blockerSessionID, BlockerOwnerKey: e.blockerOwnerKey}
 		}
 	}

@@ -524,7 +524,7 @@ func formatResult(r *fsmpb.Result) string {
 	if r.GetRemainingCount() != 0 {
 		fmt.Fprintf(&b, "  remaining %d\n", r.GetRemainingCount())
 	}
-	for _, e := range r.GetDeadlockCycle() {
+	for _, e := range r.GetDeadlock().GetEdges() {
 		how := "held by"
 		if e.GetQueuedAhead() {
 			how = "behind"

@@ -11,7 +11,7 @@ import (
 
 // Deadlock detection. From log version 7 (DeadlockVersion) an Acquire
 // whose wait would close a deadlock is refused at once with
-// ERROR_DEADLOCK, naming the cycle (Result.deadlock_cycle), instead of
+// ERROR_DEADLOCK, naming the cycle (Result.deadlock), instead of
 // being queued to hang until its waiter's context ends.
 //
 // The model (docs/ARCHITECTURE.md, "Deadlock detection"):
@@ -103,16 +103,42 @@ type dlWaiter struct {
 }
 
 // deadlockSearch is one search: the nodes and locks a new wait depends
-// on, found from it, then the least fixpoint of the free nodes.
+// on, found from it, then the least fixpoint of the free nodes. The
+// Machine keeps one and reuses its memory from search to search (reset,
+// done): a wait is applied on every member, and most searches are small.
 type deadlockSearch struct {
 	m      *Machine
 	nodes  []dlNodeState
 	ids    map[dlNode]int32
 	locks  []dlLock
 	lockID map[*lock]int32
-	looked int     // holds and waits looked at
-	freed  []int32 // nodes freed and not yet propagated
-	dirty  []int32 // locks whose queue head may now be granted
+	looked int       // holds and waits looked at
+	freed  []int32   // nodes freed and not yet propagated
+	dirty  []int32   // locks whose queue head may now be granted
+	keys   []waitKey // readWaits' scratch
+}
+
+// reset readies d for a search of m.
+func (d *deadlockSearch) reset(m *Machine) {
+	d.m, d.looked = m, 0
+	if d.ids == nil {
+		d.ids, d.lockID = make(map[dlNode]int32), make(map[*lock]int32)
+	}
+}
+
+// done forgets the search's nodes and locks, keeping the memory, so that
+// the scratch holds no session or lock alive.
+func (d *deadlockSearch) done() {
+	for i := range d.nodes {
+		d.nodes[i].node = dlNode{}
+	}
+	for i := range d.locks {
+		d.locks[i].l = nil
+	}
+	d.nodes, d.locks, d.freed, d.dirty = d.nodes[:0], d.locks[:0], d.freed[:0], d.dirty[:0]
+	clear(d.ids)
+	clear(d.lockID)
+	d.m = nil
 }
 
 // refuseDeadlock refuses the acquire of l by (s, ownerKey), about to be
@@ -127,7 +153,7 @@ func (m *Machine) refuseDeadlock(a *apply, l *lock, s *session, ownerKey string,
 		return false
 	}
 	a.refuse(errorf(fsmpb.Error_ERROR_DEADLOCK, "%s", describeCycle(cycle)))
-	a.res.DeadlockCycle = cycle
+	a.res.Deadlock = &fsmpb.DeadlockCycle{Edges: cycle}
 	return true
 }
 
@@ -135,7 +161,14 @@ func (m *Machine) refuseDeadlock(a *apply, l *lock, s *session, ownerKey string,
 // shared or not, queued at l's tail, would close, or nil if the wait
 // would not be deadlocked (or the search hit MaxDeadlockSearch).
 func findDeadlock(m *Machine, l *lock, s *session, ownerKey string, shared bool) []*fsmpb.DeadlockEdge {
-	d := &deadlockSearch{m: m, ids: make(map[dlNode]int32), lockID: make(map[*lock]int32)}
+	if len(l.waiters()) == 0 && !slices.ContainsFunc(l.holders, func(h holder) bool { return len(h.s.waits) > 0 }) {
+		// No one queued, and no holder's session waits: every holder is
+		// free, and the wait comes first once they have let go.
+		return nil
+	}
+	d := &m.deadlocks
+	d.reset(m)
+	defer d.done()
 	self := d.node(dlNode{s, ownerKey})
 	if !d.readWaits(self) {
 		return nil
@@ -166,7 +199,14 @@ func (d *deadlockSearch) node(n dlNode) int32 {
 	}
 	id := int32(len(d.nodes))
 	d.ids[n] = id
-	d.nodes = append(d.nodes, dlNodeState{node: n})
+	if len(d.nodes) < cap(d.nodes) {
+		// Keep the slices of the node that had this place before.
+		d.nodes = d.nodes[:id+1]
+		ns := &d.nodes[id]
+		ns.node, ns.waits, ns.held, ns.free = n, ns.waits[:0], ns.held[:0], false
+	} else {
+		d.nodes = append(d.nodes, dlNodeState{node: n})
+	}
 	return id
 }
 
@@ -182,15 +222,20 @@ func (d *deadlockSearch) lock(l *lock) int32 {
 	}
 	id := int32(len(d.locks))
 	d.lockID[l] = id
-	dl := dlLock{l: l, holders: make([]int32, len(l.holders)), live: len(l.holders), limit: int(l.limit())}
+	if len(d.locks) == cap(d.locks) {
+		d.locks = append(d.locks, dlLock{})
+	} else {
+		d.locks = d.locks[:id+1]
+	}
+	dl := &d.locks[id]
+	*dl = dlLock{l: l, holders: dl.holders[:0], queue: dl.queue[:0], live: len(l.holders), limit: int(l.limit())}
 	for i := range l.holders {
 		h := &l.holders[i]
 		n := d.node(dlNode{h.s, h.ownerKey})
-		dl.holders[i] = n
+		d.locks[id].holders = append(d.locks[id].holders, n)
 		d.nodes[n].held = append(d.nodes[n].held, id)
-		dl.shared = h.shared
+		d.locks[id].shared = h.shared
 	}
-	d.locks = append(d.locks, dl)
 	return id
 }
 
@@ -219,12 +264,13 @@ func (d *deadlockSearch) need(li, pos, node int32, shared bool) bool {
 // adds what each depends on; false once the search looked at too much.
 func (d *deadlockSearch) readWaits(n int32) bool {
 	nd := d.nodes[n].node
-	var keys []waitKey
+	keys := d.keys[:0]
 	for k := range nd.s.waits {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b waitKey) int { return cmp.Compare(a.seq, b.seq) })
-	var waits []dlWait
+	d.keys = keys
+	waits := d.nodes[n].waits[:0]
 	for _, k := range keys {
 		l := d.m.locks[k.lock]
 		i := l.waiterIndex(nd.s, k.seq)

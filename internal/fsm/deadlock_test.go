@@ -117,7 +117,7 @@ func checkDeadlockDecision(t *testing.T, pre []*fsmpb.Lock, cmd *fsmpb.Command, 
 	for _, l := range pre {
 		byName[l.GetName()] = l
 	}
-	cycle := res.GetDeadlockCycle()
+	cycle := res.GetDeadlock().GetEdges()
 	if len(cycle) == 0 || cycle[0].GetSessionId() != self.session || cycle[0].GetOwnerKey() != self.key || cycle[0].GetLock() != op.GetLock() {
 		t.Fatalf("%v: the cycle %v does not start with the refused wait", cmd, cycle)
 	}
@@ -258,8 +258,8 @@ func TestDeadlockRings(t *testing.T) {
 						t.Fatalf("wait %d of %d: %v, want QUEUED", i+1, k, res)
 					case last && res.GetError() != fsmpb.Error_ERROR_DEADLOCK:
 						t.Fatalf("the wait closing the ring: %v, want DEADLOCK", res)
-					case last && len(res.GetDeadlockCycle()) < k:
-						t.Fatalf("the cycle %v names fewer than %d waits", res.GetDeadlockCycle(), k)
+					case last && len(res.GetDeadlock().GetEdges()) < k:
+						t.Fatalf("the cycle %v names fewer than %d waits", res.GetDeadlock().GetEdges(), k)
 					}
 				}
 			})
@@ -382,8 +382,8 @@ func TestDeadlockSearchBound(t *testing.T) {
 			if got := res.GetError() == fsmpb.Error_ERROR_DEADLOCK; got != tc.refused {
 				t.Fatalf("closing a ring of %d: %v, want refused=%v", tc.sessions, res, tc.refused)
 			}
-			if tc.refused && len(res.GetDeadlockCycle()) != tc.sessions {
-				t.Fatalf("the cycle has %d edges, want %d", len(res.GetDeadlockCycle()), tc.sessions)
+			if tc.refused && len(res.GetDeadlock().GetEdges()) != tc.sessions {
+				t.Fatalf("the cycle has %d edges, want %d", len(res.GetDeadlock().GetEdges()), tc.sessions)
 			}
 		})
 	}

@@ -14,7 +14,7 @@ type Error struct {
 	Code fsmpb.Error
 	Msg  string
 	// Deadlock is the cycle of an ERROR_DEADLOCK refusal
-	// (Result.deadlock_cycle), nil for every other code.
+	// (Result.deadlock), nil for every other code.
 	Deadlock []*fsmpb.DeadlockEdge
 }
 
@@ -81,7 +81,7 @@ var (
 	// another user's. Nothing changed.
 	ErrPermissionDenied = &Error{Code: fsmpb.Error_ERROR_NOT_PERMITTED, Msg: "permission denied"}
 	// ErrDeadlock: an Acquire with wait whose wait would close a deadlock
-	// (deadlock.go), from log version 7; Result.deadlock_cycle names it.
+	// (deadlock.go), from log version 7; Result.deadlock names it.
 	// Nothing was queued.
 	ErrDeadlock = &Error{Code: fsmpb.Error_ERROR_DEADLOCK, Msg: "deadlock"}
 )
@@ -92,7 +92,7 @@ func ErrorOf(res *fsmpb.Result) error {
 	if res == nil || res.GetError() == fsmpb.Error_ERROR_NONE {
 		return nil
 	}
-	return &Error{Code: res.GetError(), Msg: res.GetMessage(), Deadlock: res.GetDeadlockCycle()}
+	return &Error{Code: res.GetError(), Msg: res.GetMessage(), Deadlock: res.GetDeadlock().GetEdges()}
 }
 
 // errorf builds an *Error with a formatted message.

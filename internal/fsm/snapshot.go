@@ -191,6 +191,8 @@ const (
 	resultRemaining   protowire.Number = 9
 	resultDeadlock    protowire.Number = 40
 
+	cycleEdges protowire.Number = 1
+
 	edgeSessionID   protowire.Number = 1
 	edgeOwnerKey    protowire.Number = 2
 	edgeLock        protowire.Number = 3
@@ -243,8 +245,11 @@ func appendSession(b []byte, s *sessionState) []byte {
 			b = appendOutcome(b, resultAcquireMany, &c.many[j])
 		}
 		b = protofield.AppendUint(b, resultRemaining, uint64(c.remaining))
-		for j := range c.deadlock {
-			b = appendDeadlockEdge(b, &c.deadlock[j])
+		if cycle := c.cycle(); len(cycle) > 0 {
+			b = protofield.AppendMessageHeader(b, resultDeadlock, cycleSize(cycle))
+			for _, e := range cycle {
+				b = appendDeadlockEdge(b, &e)
+			}
 		}
 		b = protofield.AppendBool(b, cachedClaimed, c.claimed)
 	}
@@ -267,15 +272,24 @@ func resultSize(c *cachedResult) int {
 	for j := range c.many {
 		n += protofield.SizeMessage(resultAcquireMany, outcomeSize(&c.many[j]))
 	}
-	for j := range c.deadlock {
-		n += protofield.SizeMessage(resultDeadlock, deadlockEdgeSize(&c.deadlock[j]))
+	if cycle := c.cycle(); len(cycle) > 0 {
+		n += protofield.SizeMessage(resultDeadlock, cycleSize(cycle))
 	}
 	return n
 }
 
-// appendDeadlockEdge appends e as an element of a Result's deadlock_cycle.
+// cycleSize is the size of a DeadlockCycle of edges.
+func cycleSize(edges []deadlockEdge) int {
+	n := 0
+	for _, e := range edges {
+		n += protofield.SizeMessage(cycleEdges, deadlockEdgeSize(&e))
+	}
+	return n
+}
+
+// appendDeadlockEdge appends e as an element of a DeadlockCycle's edges.
 func appendDeadlockEdge(b []byte, e *deadlockEdge) []byte {
-	b = protofield.AppendMessageHeader(b, resultDeadlock, deadlockEdgeSize(e))
+	b = protofield.AppendMessageHeader(b, cycleEdges, deadlockEdgeSize(e))
 	b = protofield.AppendUint(b, edgeSessionID, e.sessionID)
 	b = protofield.AppendString(b, edgeOwnerKey, e.ownerKey)
 	b = protofield.AppendString(b, edgeLock, e.lock)

@@ -31,7 +31,7 @@ import (
 //	   snapshots). A cluster below it has no signing key, and its
 //	   members sign nothing (SignedTokensVersion).
 //	7: deadlock detection: an Acquire whose wait would close a deadlock
-//	   is refused (DeadlockVersion), with Result.deadlock_cycle (kept in
+//	   is refused (DeadlockVersion), with Result.deadlock (kept in
 //	   snapshots with the session's cached results). No command field:
 //	   below it the machine queues such a wait, so old logs replay the
 //	   same.

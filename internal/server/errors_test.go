@@ -44,10 +44,10 @@ func TestReasonsMatch(t *testing.T) {
 func TestDeadlockCycleTravels(t *testing.T) {
 	s := New(Config{})
 	err := fsm.ErrorOf(&fsmpb.Result{Error: fsmpb.Error_ERROR_DEADLOCK, Message: "deadlock: session 2 waits for lock \"x\" held by session 1, ...",
-		DeadlockCycle: []*fsmpb.DeadlockEdge{
+		Deadlock: &fsmpb.DeadlockCycle{Edges: []*fsmpb.DeadlockEdge{
 			{SessionId: 2, Lock: "x", BlockerSessionId: 1},
 			{SessionId: 1, OwnerKey: "k", Lock: "y", QueuedAhead: true, BlockerSessionId: 2},
-		}})
+		}}})
 	want := []*batonpb.DeadlockEdge{
 		{SessionId: 2, Lock: "x", BlockerSessionId: 1},
 		{SessionId: 1, OwnerKey: "k", Lock: "y", QueuedAhead: true, BlockerSessionId: 2},

@@ -86,10 +86,10 @@ func TestCheckDeadlock(t *testing.T) {
 	holder := func(s uint64) *fsmpb.Holder { return &fsmpb.Holder{SessionId: s} }
 	waiter := func(s uint64) *fsmpb.Waiter { return &fsmpb.Waiter{SessionId: s} }
 	cmd := &fsmpb.Command{SessionId: 2, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: "x", Wait: true}}}
-	res := &fsmpb.Result{Error: fsmpb.Error_ERROR_DEADLOCK, DeadlockCycle: []*fsmpb.DeadlockEdge{
+	res := &fsmpb.Result{Error: fsmpb.Error_ERROR_DEADLOCK, Deadlock: &fsmpb.DeadlockCycle{Edges: []*fsmpb.DeadlockEdge{
 		{SessionId: 2, Lock: "x", BlockerSessionId: 1},
 		{SessionId: 1, Lock: "y", BlockerSessionId: 2},
-	}}
+	}}}
 	deadlocked := []*fsmpb.Lock{
 		{Name: "x", Holders: []*fsmpb.Holder{holder(1)}},
 		{Name: "y", Holders: []*fsmpb.Holder{holder(2)}, Waiters: []*fsmpb.Waiter{waiter(1)}},

@@ -28,7 +28,7 @@ func checkDeadlock(locks []*fsmpb.Lock, cmd *fsmpb.Command, res *fsmpb.Result) e
 	}
 	op := cmd.GetAcquire()
 	self := node{cmd.GetSessionId(), op.GetOwnerKey()}
-	cycle := res.GetDeadlockCycle()
+	cycle := res.GetDeadlock().GetEdges()
 	if len(cycle) == 0 || (node{cycle[0].GetSessionId(), cycle[0].GetOwnerKey()}) != self || cycle[0].GetLock() != op.GetLock() {
 		return fmt.Errorf("the cycle %v does not start with the refused wait", cycle)
 	}

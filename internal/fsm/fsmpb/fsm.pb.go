@@ -1675,12 +1675,11 @@ type Result struct {
 	// exactly-once cache, nor one to an open retried with its nonce; the
 	// cache never keeps it.
 	Liveness *Liveness `protobuf:"bytes,11,opt,name=liveness,proto3" json:"liveness,omitempty"`
-	// deadlock_cycle names, with ERROR_DEADLOCK, the waits that the refused
-	// acquire's would have closed into a deadlock (deadlock.go): its own
-	// first, each blocked by the next one's waiter, the last by the
-	// first's (see DeadlockEdge). Cached with the refusal, so a retry is
-	// answered alike.
-	DeadlockCycle []*DeadlockEdge `protobuf:"bytes,40,rep,name=deadlock_cycle,json=deadlockCycle,proto3" json:"deadlock_cycle,omitempty"`
+	// deadlock names, with ERROR_DEADLOCK, the waits that the refused
+	// acquire's would have closed into a deadlock (deadlock.go). Cached
+	// with the refusal, so a retry is answered alike. One message behind
+	// one field, as liveness: most results have none.
+	Deadlock      *DeadlockCycle `protobuf:"bytes,40,opt,name=deadlock,proto3" json:"deadlock,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1792,9 +1791,56 @@ func (x *Result) GetLiveness() *Liveness {
 	return nil
 }
 
-func (x *Result) GetDeadlockCycle() []*DeadlockEdge {
+func (x *Result) GetDeadlock() *DeadlockCycle {
 	if x != nil {
-		return x.DeadlockCycle
+		return x.Deadlock
+	}
+	return nil
+}
+
+// DeadlockCycle is a deadlock: the refused wait's edge first, each
+// blocked by the next one's waiter, the last by the first's (see
+// DeadlockEdge).
+type DeadlockCycle struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Edges         []*DeadlockEdge        `protobuf:"bytes,1,rep,name=edges,proto3" json:"edges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadlockCycle) Reset() {
+	*x = DeadlockCycle{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadlockCycle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadlockCycle) ProtoMessage() {}
+
+func (x *DeadlockCycle) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadlockCycle.ProtoReflect.Descriptor instead.
+func (*DeadlockCycle) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *DeadlockCycle) GetEdges() []*DeadlockEdge {
+	if x != nil {
+		return x.Edges
 	}
 	return nil
 }
@@ -1819,7 +1865,7 @@ type DeadlockEdge struct {
 
 func (x *DeadlockEdge) Reset() {
 	*x = DeadlockEdge{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1831,7 +1877,7 @@ func (x *DeadlockEdge) String() string {
 func (*DeadlockEdge) ProtoMessage() {}
 
 func (x *DeadlockEdge) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1844,7 +1890,7 @@ func (x *DeadlockEdge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadlockEdge.ProtoReflect.Descriptor instead.
 func (*DeadlockEdge) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeadlockEdge) GetSessionId() uint64 {
@@ -1923,7 +1969,7 @@ type Liveness struct {
 
 func (x *Liveness) Reset() {
 	*x = Liveness{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1935,7 +1981,7 @@ func (x *Liveness) String() string {
 func (*Liveness) ProtoMessage() {}
 
 func (x *Liveness) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1948,7 +1994,7 @@ func (x *Liveness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Liveness.ProtoReflect.Descriptor instead.
 func (*Liveness) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Liveness) GetSessionOpened() *SessionOpened {
@@ -2013,7 +2059,7 @@ type LockDelay struct {
 
 func (x *LockDelay) Reset() {
 	*x = LockDelay{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +2071,7 @@ func (x *LockDelay) String() string {
 func (*LockDelay) ProtoMessage() {}
 
 func (x *LockDelay) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +2084,7 @@ func (x *LockDelay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockDelay.ProtoReflect.Descriptor instead.
 func (*LockDelay) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LockDelay) GetLock() string {
@@ -2074,7 +2120,7 @@ type SessionOpened struct {
 
 func (x *SessionOpened) Reset() {
 	*x = SessionOpened{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2086,7 +2132,7 @@ func (x *SessionOpened) String() string {
 func (*SessionOpened) ProtoMessage() {}
 
 func (x *SessionOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2099,7 +2145,7 @@ func (x *SessionOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOpened.ProtoReflect.Descriptor instead.
 func (*SessionOpened) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SessionOpened) GetSessionId() uint64 {
@@ -2137,7 +2183,7 @@ type WaitQueued struct {
 
 func (x *WaitQueued) Reset() {
 	*x = WaitQueued{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2149,7 +2195,7 @@ func (x *WaitQueued) String() string {
 func (*WaitQueued) ProtoMessage() {}
 
 func (x *WaitQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2162,7 +2208,7 @@ func (x *WaitQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitQueued.ProtoReflect.Descriptor instead.
 func (*WaitQueued) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WaitQueued) GetSessionId() uint64 {
@@ -2207,7 +2253,7 @@ type LimitedHold struct {
 
 func (x *LimitedHold) Reset() {
 	*x = LimitedHold{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2219,7 +2265,7 @@ func (x *LimitedHold) String() string {
 func (*LimitedHold) ProtoMessage() {}
 
 func (x *LimitedHold) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2232,7 +2278,7 @@ func (x *LimitedHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitedHold.ProtoReflect.Descriptor instead.
 func (*LimitedHold) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LimitedHold) GetSessionId() uint64 {
@@ -2280,7 +2326,7 @@ type AcquireOutcome struct {
 
 func (x *AcquireOutcome) Reset() {
 	*x = AcquireOutcome{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2292,7 +2338,7 @@ func (x *AcquireOutcome) String() string {
 func (*AcquireOutcome) ProtoMessage() {}
 
 func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2305,7 +2351,7 @@ func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireOutcome.ProtoReflect.Descriptor instead.
 func (*AcquireOutcome) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AcquireOutcome) GetLock() string {
@@ -2372,7 +2418,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2384,7 +2430,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2397,7 +2443,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Grant) GetSessionId() uint64 {
@@ -2450,7 +2496,7 @@ type HoldEnded struct {
 
 func (x *HoldEnded) Reset() {
 	*x = HoldEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2462,7 +2508,7 @@ func (x *HoldEnded) String() string {
 func (*HoldEnded) ProtoMessage() {}
 
 func (x *HoldEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2475,7 +2521,7 @@ func (x *HoldEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldEnded.ProtoReflect.Descriptor instead.
 func (*HoldEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *HoldEnded) GetSessionId() uint64 {
@@ -2519,7 +2565,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2531,7 +2577,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2544,7 +2590,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WaitEnded) GetSessionId() uint64 {
@@ -2599,7 +2645,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2611,7 +2657,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2624,7 +2670,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Snapshot) GetAppliedIndex() uint64 {
@@ -2707,7 +2753,7 @@ type SigningKey struct {
 
 func (x *SigningKey) Reset() {
 	*x = SigningKey{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2719,7 +2765,7 @@ func (x *SigningKey) String() string {
 func (*SigningKey) ProtoMessage() {}
 
 func (x *SigningKey) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2732,7 +2778,7 @@ func (x *SigningKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
 func (*SigningKey) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SigningKey) GetId() uint64 {
@@ -2783,7 +2829,7 @@ type AuthState struct {
 
 func (x *AuthState) Reset() {
 	*x = AuthState{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2795,7 +2841,7 @@ func (x *AuthState) String() string {
 func (*AuthState) ProtoMessage() {}
 
 func (x *AuthState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2808,7 +2854,7 @@ func (x *AuthState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthState.ProtoReflect.Descriptor instead.
 func (*AuthState) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AuthState) GetEnabled() bool {
@@ -2843,7 +2889,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2855,7 +2901,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2868,7 +2914,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *User) GetName() string {
@@ -2902,7 +2948,7 @@ type Role struct {
 
 func (x *Role) Reset() {
 	*x = Role{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2914,7 +2960,7 @@ func (x *Role) String() string {
 func (*Role) ProtoMessage() {}
 
 func (x *Role) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2927,7 +2973,7 @@ func (x *Role) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Role.ProtoReflect.Descriptor instead.
 func (*Role) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Role) GetName() string {
@@ -2954,7 +3000,7 @@ type Permission struct {
 
 func (x *Permission) Reset() {
 	*x = Permission{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2966,7 +3012,7 @@ func (x *Permission) String() string {
 func (*Permission) ProtoMessage() {}
 
 func (x *Permission) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2979,7 +3025,7 @@ func (x *Permission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permission.ProtoReflect.Descriptor instead.
 func (*Permission) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Permission) GetPrefix() string {
@@ -3009,7 +3055,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3021,7 +3067,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3034,7 +3080,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AuditRecord) GetIndex() uint64 {
@@ -3087,7 +3133,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3099,7 +3145,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3112,7 +3158,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Member) GetId() uint64 {
@@ -3169,7 +3215,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3181,7 +3227,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3194,7 +3240,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Session) GetId() uint64 {
@@ -3289,7 +3335,7 @@ type CachedResult struct {
 
 func (x *CachedResult) Reset() {
 	*x = CachedResult{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3301,7 +3347,7 @@ func (x *CachedResult) String() string {
 func (*CachedResult) ProtoMessage() {}
 
 func (x *CachedResult) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3314,7 +3360,7 @@ func (x *CachedResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CachedResult.ProtoReflect.Descriptor instead.
 func (*CachedResult) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CachedResult) GetSeq() uint64 {
@@ -3360,7 +3406,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3372,7 +3418,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3385,7 +3431,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{37}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Lock) GetName() string {
@@ -3455,7 +3501,7 @@ type Holder struct {
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3467,7 +3513,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3480,7 +3526,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{38}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Holder) GetSessionId() uint64 {
@@ -3570,7 +3616,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3582,7 +3628,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3595,7 +3641,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{39}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Waiter) GetSessionId() uint64 {
@@ -3791,7 +3837,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vacquire_seq\x18\x03 \x01(\x04R\n" +
 	"acquireSeq\x12\x1b\n" +
 	"\ttimed_out\x18\x04 \x01(\bR\btimedOut\x12\x1c\n" +
-	"\tabandoned\x18\x05 \x01(\bR\tabandoned\"\xcd\x04\n" +
+	"\tabandoned\x18\x05 \x01(\bR\tabandoned\"\xc3\x04\n" +
 	"\x06Result\x12)\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
@@ -3807,8 +3853,10 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vholds_ended\x18\n" +
 	" \x03(\v2\x17.baton.fsm.v1.HoldEndedR\n" +
 	"holdsEnded\x122\n" +
-	"\bliveness\x18\v \x01(\v2\x16.baton.fsm.v1.LivenessR\bliveness\x12A\n" +
-	"\x0edeadlock_cycle\x18( \x03(\v2\x1a.baton.fsm.v1.DeadlockEdgeR\rdeadlockCycle\"\xdb\x01\n" +
+	"\bliveness\x18\v \x01(\v2\x16.baton.fsm.v1.LivenessR\bliveness\x127\n" +
+	"\bdeadlock\x18( \x01(\v2\x1b.baton.fsm.v1.DeadlockCycleR\bdeadlock\"A\n" +
+	"\rDeadlockCycle\x120\n" +
+	"\x05edges\x18\x01 \x03(\v2\x1a.baton.fsm.v1.DeadlockEdgeR\x05edges\"\xdb\x01\n" +
 	"\fDeadlockEdge\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1b\n" +
@@ -4024,7 +4072,7 @@ func file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(Error)(0),               // 0: baton.fsm.v1.Error
 	(AcquireStatus)(0),       // 1: baton.fsm.v1.AcquireStatus
@@ -4046,29 +4094,30 @@ var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(*CasRelease)(nil),       // 17: baton.fsm.v1.CasRelease
 	(*CancelWait)(nil),       // 18: baton.fsm.v1.CancelWait
 	(*Result)(nil),           // 19: baton.fsm.v1.Result
-	(*DeadlockEdge)(nil),     // 20: baton.fsm.v1.DeadlockEdge
-	(*Liveness)(nil),         // 21: baton.fsm.v1.Liveness
-	(*LockDelay)(nil),        // 22: baton.fsm.v1.LockDelay
-	(*SessionOpened)(nil),    // 23: baton.fsm.v1.SessionOpened
-	(*WaitQueued)(nil),       // 24: baton.fsm.v1.WaitQueued
-	(*LimitedHold)(nil),      // 25: baton.fsm.v1.LimitedHold
-	(*AcquireOutcome)(nil),   // 26: baton.fsm.v1.AcquireOutcome
-	(*Grant)(nil),            // 27: baton.fsm.v1.Grant
-	(*HoldEnded)(nil),        // 28: baton.fsm.v1.HoldEnded
-	(*WaitEnded)(nil),        // 29: baton.fsm.v1.WaitEnded
-	(*Snapshot)(nil),         // 30: baton.fsm.v1.Snapshot
-	(*SigningKey)(nil),       // 31: baton.fsm.v1.SigningKey
-	(*AuthState)(nil),        // 32: baton.fsm.v1.AuthState
-	(*User)(nil),             // 33: baton.fsm.v1.User
-	(*Role)(nil),             // 34: baton.fsm.v1.Role
-	(*Permission)(nil),       // 35: baton.fsm.v1.Permission
-	(*AuditRecord)(nil),      // 36: baton.fsm.v1.AuditRecord
-	(*Member)(nil),           // 37: baton.fsm.v1.Member
-	(*Session)(nil),          // 38: baton.fsm.v1.Session
-	(*CachedResult)(nil),     // 39: baton.fsm.v1.CachedResult
-	(*Lock)(nil),             // 40: baton.fsm.v1.Lock
-	(*Holder)(nil),           // 41: baton.fsm.v1.Holder
-	(*Waiter)(nil),           // 42: baton.fsm.v1.Waiter
+	(*DeadlockCycle)(nil),    // 20: baton.fsm.v1.DeadlockCycle
+	(*DeadlockEdge)(nil),     // 21: baton.fsm.v1.DeadlockEdge
+	(*Liveness)(nil),         // 22: baton.fsm.v1.Liveness
+	(*LockDelay)(nil),        // 23: baton.fsm.v1.LockDelay
+	(*SessionOpened)(nil),    // 24: baton.fsm.v1.SessionOpened
+	(*WaitQueued)(nil),       // 25: baton.fsm.v1.WaitQueued
+	(*LimitedHold)(nil),      // 26: baton.fsm.v1.LimitedHold
+	(*AcquireOutcome)(nil),   // 27: baton.fsm.v1.AcquireOutcome
+	(*Grant)(nil),            // 28: baton.fsm.v1.Grant
+	(*HoldEnded)(nil),        // 29: baton.fsm.v1.HoldEnded
+	(*WaitEnded)(nil),        // 30: baton.fsm.v1.WaitEnded
+	(*Snapshot)(nil),         // 31: baton.fsm.v1.Snapshot
+	(*SigningKey)(nil),       // 32: baton.fsm.v1.SigningKey
+	(*AuthState)(nil),        // 33: baton.fsm.v1.AuthState
+	(*User)(nil),             // 34: baton.fsm.v1.User
+	(*Role)(nil),             // 35: baton.fsm.v1.Role
+	(*Permission)(nil),       // 36: baton.fsm.v1.Permission
+	(*AuditRecord)(nil),      // 37: baton.fsm.v1.AuditRecord
+	(*Member)(nil),           // 38: baton.fsm.v1.Member
+	(*Session)(nil),          // 39: baton.fsm.v1.Session
+	(*CachedResult)(nil),     // 40: baton.fsm.v1.CachedResult
+	(*Lock)(nil),             // 41: baton.fsm.v1.Lock
+	(*Holder)(nil),           // 42: baton.fsm.v1.Holder
+	(*Waiter)(nil),           // 43: baton.fsm.v1.Waiter
 }
 var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	4,  // 0: baton.fsm.v1.Command.open_session:type_name -> baton.fsm.v1.OpenSession
@@ -4088,40 +4137,41 @@ var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	10, // 14: baton.fsm.v1.Command.rotate_signing_key:type_name -> baton.fsm.v1.RotateSigningKey
 	2,  // 15: baton.fsm.v1.AuthChange.kind:type_name -> baton.fsm.v1.AuthChange.Kind
 	0,  // 16: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
-	26, // 17: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
-	26, // 18: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
-	27, // 19: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
-	29, // 20: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
-	28, // 21: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
-	21, // 22: baton.fsm.v1.Result.liveness:type_name -> baton.fsm.v1.Liveness
-	20, // 23: baton.fsm.v1.Result.deadlock_cycle:type_name -> baton.fsm.v1.DeadlockEdge
-	23, // 24: baton.fsm.v1.Liveness.session_opened:type_name -> baton.fsm.v1.SessionOpened
-	24, // 25: baton.fsm.v1.Liveness.wait_queued:type_name -> baton.fsm.v1.WaitQueued
-	25, // 26: baton.fsm.v1.Liveness.limited_holds_granted:type_name -> baton.fsm.v1.LimitedHold
-	25, // 27: baton.fsm.v1.Liveness.limited_hold_released:type_name -> baton.fsm.v1.LimitedHold
-	22, // 28: baton.fsm.v1.Liveness.lock_delays_started:type_name -> baton.fsm.v1.LockDelay
-	22, // 29: baton.fsm.v1.Liveness.lock_delay_ended:type_name -> baton.fsm.v1.LockDelay
-	1,  // 30: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
-	41, // 31: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
-	0,  // 32: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
-	38, // 33: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
-	40, // 34: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
-	37, // 35: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
-	32, // 36: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
-	36, // 37: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
-	31, // 38: baton.fsm.v1.Snapshot.signing_keys:type_name -> baton.fsm.v1.SigningKey
-	33, // 39: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
-	34, // 40: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
-	35, // 41: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
-	39, // 42: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
-	19, // 43: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
-	41, // 44: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
-	42, // 45: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
-	46, // [46:46] is the sub-list for method output_type
-	46, // [46:46] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	27, // 17: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
+	27, // 18: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
+	28, // 19: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
+	30, // 20: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
+	29, // 21: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
+	22, // 22: baton.fsm.v1.Result.liveness:type_name -> baton.fsm.v1.Liveness
+	20, // 23: baton.fsm.v1.Result.deadlock:type_name -> baton.fsm.v1.DeadlockCycle
+	21, // 24: baton.fsm.v1.DeadlockCycle.edges:type_name -> baton.fsm.v1.DeadlockEdge
+	24, // 25: baton.fsm.v1.Liveness.session_opened:type_name -> baton.fsm.v1.SessionOpened
+	25, // 26: baton.fsm.v1.Liveness.wait_queued:type_name -> baton.fsm.v1.WaitQueued
+	26, // 27: baton.fsm.v1.Liveness.limited_holds_granted:type_name -> baton.fsm.v1.LimitedHold
+	26, // 28: baton.fsm.v1.Liveness.limited_hold_released:type_name -> baton.fsm.v1.LimitedHold
+	23, // 29: baton.fsm.v1.Liveness.lock_delays_started:type_name -> baton.fsm.v1.LockDelay
+	23, // 30: baton.fsm.v1.Liveness.lock_delay_ended:type_name -> baton.fsm.v1.LockDelay
+	1,  // 31: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
+	42, // 32: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
+	0,  // 33: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
+	39, // 34: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
+	41, // 35: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
+	38, // 36: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
+	33, // 37: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
+	37, // 38: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
+	32, // 39: baton.fsm.v1.Snapshot.signing_keys:type_name -> baton.fsm.v1.SigningKey
+	34, // 40: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
+	35, // 41: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
+	36, // 42: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
+	40, // 43: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
+	19, // 44: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
+	42, // 45: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
+	43, // 46: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
+	47, // [47:47] is the sub-list for method output_type
+	47, // [47:47] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_internal_fsm_fsmpb_fsm_proto_init() }
@@ -4152,7 +4202,7 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_fsm_fsmpb_fsm_proto_rawDesc), len(file_internal_fsm_fsmpb_fsm_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   40,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
