@@ -318,6 +318,9 @@ type DeadlockEdge struct {
 // session 7`.
 func (e *DeadlockError) Error() string {
 	if len(e.Cycle) == 0 {
+		if e.Err == nil {
+			return ErrDeadlock.Error()
+		}
 		return e.Err.Error()
 	}
 	var b strings.Builder
@@ -347,8 +350,13 @@ func holderName(session uint64, key string) string {
 // Is makes errors.Is(err, ErrDeadlock) hold.
 func (e *DeadlockError) Is(target error) bool { return target == ErrDeadlock }
 
-// Unwrap returns the server's *Error.
-func (e *DeadlockError) Unwrap() error { return e.Err }
+// Unwrap returns the server's *Error, if there is one.
+func (e *DeadlockError) Unwrap() error {
+	if e.Err == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // deadlockError is e, or, for a DEADLOCK refusal, the *DeadlockError of
 // e with cycle.
