@@ -304,7 +304,7 @@ func (x ChangeAuthRequest_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeAuthRequest_Kind.Descriptor instead.
 func (ChangeAuthRequest_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63, 0}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71, 0}
 }
 
 // RequestHeader makes a mutating request exactly-once.
@@ -755,7 +755,12 @@ type AcquireRequest struct {
 	// drain (0 s .. 60 s, whole seconds). Unset: the member's default for
 	// the name (`baton server --lock-delay`); 0s: none. A reentrant acquire
 	// must state its hold's lock-delay.
-	LockDelay     *durationpb.Duration `protobuf:"bytes,9,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
+	LockDelay *durationpb.Duration `protobuf:"bytes,9,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
+	// value is the value of the hold this acquire makes (an election's
+	// leader's address, say): up to 1024 bytes of UTF-8 without control
+	// characters (rules.MaxHoldValueLen). A reentrant acquire keeps its
+	// hold's value; Proclaim changes it.
+	Value         string `protobuf:"bytes,60,opt,name=value,proto3" json:"value,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -853,6 +858,127 @@ func (x *AcquireRequest) GetLockDelay() *durationpb.Duration {
 	return nil
 }
 
+func (x *AcquireRequest) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+// ProclaimRequest sets the value of the session's hold of name (under
+// owner_key) whose token is token.
+type ProclaimRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	OwnerKey      string                 `protobuf:"bytes,4,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	Value         string                 `protobuf:"bytes,5,opt,name=value,proto3" json:"value,omitempty"` // as AcquireRequest.value
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProclaimRequest) Reset() {
+	*x = ProclaimRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProclaimRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProclaimRequest) ProtoMessage() {}
+
+func (x *ProclaimRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProclaimRequest.ProtoReflect.Descriptor instead.
+func (*ProclaimRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ProclaimRequest) GetHeader() *RequestHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *ProclaimRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ProclaimRequest) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *ProclaimRequest) GetOwnerKey() string {
+	if x != nil {
+		return x.OwnerKey
+	}
+	return ""
+}
+
+func (x *ProclaimRequest) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+type ProclaimResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProclaimResponse) Reset() {
+	*x = ProclaimResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProclaimResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProclaimResponse) ProtoMessage() {}
+
+func (x *ProclaimResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProclaimResponse.ProtoReflect.Descriptor instead.
+func (*ProclaimResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{9}
+}
+
 type RenewHoldRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -865,7 +991,7 @@ type RenewHoldRequest struct {
 
 func (x *RenewHoldRequest) Reset() {
 	*x = RenewHoldRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[8]
+	mi := &file_api_batonpb_baton_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -877,7 +1003,7 @@ func (x *RenewHoldRequest) String() string {
 func (*RenewHoldRequest) ProtoMessage() {}
 
 func (x *RenewHoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[8]
+	mi := &file_api_batonpb_baton_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -890,7 +1016,7 @@ func (x *RenewHoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewHoldRequest.ProtoReflect.Descriptor instead.
 func (*RenewHoldRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{8}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RenewHoldRequest) GetSessionId() uint64 {
@@ -930,7 +1056,7 @@ type RenewHoldResponse struct {
 
 func (x *RenewHoldResponse) Reset() {
 	*x = RenewHoldResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[9]
+	mi := &file_api_batonpb_baton_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -942,7 +1068,7 @@ func (x *RenewHoldResponse) String() string {
 func (*RenewHoldResponse) ProtoMessage() {}
 
 func (x *RenewHoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[9]
+	mi := &file_api_batonpb_baton_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -955,7 +1081,7 @@ func (x *RenewHoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewHoldResponse.ProtoReflect.Descriptor instead.
 func (*RenewHoldResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{9}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RenewHoldResponse) GetHoldLimit() *durationpb.Duration {
@@ -976,13 +1102,14 @@ type Holder struct {
 	Shared        bool                   `protobuf:"varint,7,opt,name=shared,proto3" json:"shared,omitempty"`
 	HoldLimit     *durationpb.Duration   `protobuf:"bytes,8,opt,name=hold_limit,json=holdLimit,proto3" json:"hold_limit,omitempty"` // unset: no hold limit
 	LockDelay     *durationpb.Duration   `protobuf:"bytes,9,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"` // unset: no lock-delay
+	Value         string                 `protobuf:"bytes,60,opt,name=value,proto3" json:"value,omitempty"`                         // the hold's value (AcquireRequest.value, Proclaim)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[10]
+	mi := &file_api_batonpb_baton_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -994,7 +1121,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[10]
+	mi := &file_api_batonpb_baton_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1007,7 +1134,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{10}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Holder) GetSessionId() uint64 {
@@ -1073,6 +1200,13 @@ func (x *Holder) GetLockDelay() *durationpb.Duration {
 	return nil
 }
 
+func (x *Holder) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 type Waiter struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -1087,7 +1221,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[11]
+	mi := &file_api_batonpb_baton_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1233,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[11]
+	mi := &file_api_batonpb_baton_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1246,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{11}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Waiter) GetSessionId() uint64 {
@@ -1192,7 +1326,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[12]
+	mi := &file_api_batonpb_baton_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1338,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[12]
+	mi := &file_api_batonpb_baton_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1351,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{12}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AcquireResponse) GetName() string {
@@ -1320,14 +1454,19 @@ type AcquireManyRequest struct {
 	HoldLimit *durationpb.Duration `protobuf:"bytes,7,opt,name=hold_limit,json=holdLimit,proto3" json:"hold_limit,omitempty"`
 	// lock_delay, as in AcquireRequest, for every hold granted (unset: the
 	// longest of the member's defaults for the names).
-	LockDelay     *durationpb.Duration `protobuf:"bytes,8,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
+	LockDelay *durationpb.Duration `protobuf:"bytes,8,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
+	// modes, when set, gives each name its own mode: one per name, in the
+	// order of names, for a set that mixes mutexes, readers and writers of
+	// read/write locks and semaphore permits. shared and limit must then be
+	// unset. Needs a cluster of log version 7.
+	Modes         []*LockMode `protobuf:"bytes,70,rep,name=modes,proto3" json:"modes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AcquireManyRequest) Reset() {
 	*x = AcquireManyRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[13]
+	mi := &file_api_batonpb_baton_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1339,7 +1478,7 @@ func (x *AcquireManyRequest) String() string {
 func (*AcquireManyRequest) ProtoMessage() {}
 
 func (x *AcquireManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[13]
+	mi := &file_api_batonpb_baton_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1352,7 +1491,7 @@ func (x *AcquireManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireManyRequest.ProtoReflect.Descriptor instead.
 func (*AcquireManyRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{13}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AcquireManyRequest) GetHeader() *RequestHeader {
@@ -1411,6 +1550,67 @@ func (x *AcquireManyRequest) GetLockDelay() *durationpb.Duration {
 	return nil
 }
 
+func (x *AcquireManyRequest) GetModes() []*LockMode {
+	if x != nil {
+		return x.Modes
+	}
+	return nil
+}
+
+// LockMode is how an AcquireManyRequest takes one of its names: shared
+// and limit as in AcquireRequest.
+type LockMode struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shared        bool                   `protobuf:"varint,1,opt,name=shared,proto3" json:"shared,omitempty"`
+	Limit         uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockMode) Reset() {
+	*x = LockMode{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockMode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockMode) ProtoMessage() {}
+
+func (x *LockMode) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockMode.ProtoReflect.Descriptor instead.
+func (*LockMode) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *LockMode) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
+func (x *LockMode) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
 type AcquireManyResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Results       []*AcquireResponse     `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
@@ -1420,7 +1620,7 @@ type AcquireManyResponse struct {
 
 func (x *AcquireManyResponse) Reset() {
 	*x = AcquireManyResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[14]
+	mi := &file_api_batonpb_baton_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1432,7 +1632,7 @@ func (x *AcquireManyResponse) String() string {
 func (*AcquireManyResponse) ProtoMessage() {}
 
 func (x *AcquireManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[14]
+	mi := &file_api_batonpb_baton_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1445,7 +1645,7 @@ func (x *AcquireManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireManyResponse.ProtoReflect.Descriptor instead.
 func (*AcquireManyResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{14}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AcquireManyResponse) GetResults() []*AcquireResponse {
@@ -1467,7 +1667,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[15]
+	mi := &file_api_batonpb_baton_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1479,7 +1679,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[15]
+	mi := &file_api_batonpb_baton_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1492,7 +1692,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{15}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReleaseRequest) GetHeader() *RequestHeader {
@@ -1532,7 +1732,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[16]
+	mi := &file_api_batonpb_baton_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1544,7 +1744,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[16]
+	mi := &file_api_batonpb_baton_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1557,7 +1757,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{16}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReleaseResponse) GetRemainingCount() uint32 {
@@ -1578,7 +1778,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[17]
+	mi := &file_api_batonpb_baton_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1590,7 +1790,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[17]
+	mi := &file_api_batonpb_baton_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1603,7 +1803,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{17}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CancelRequest) GetHeader() *RequestHeader {
@@ -1639,7 +1839,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[18]
+	mi := &file_api_batonpb_baton_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1651,7 +1851,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[18]
+	mi := &file_api_batonpb_baton_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1664,7 +1864,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{18}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CancelResponse) GetGranted() *AcquireResponse {
@@ -1685,7 +1885,7 @@ type CasReleaseRequest struct {
 
 func (x *CasReleaseRequest) Reset() {
 	*x = CasReleaseRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[19]
+	mi := &file_api_batonpb_baton_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +1897,7 @@ func (x *CasReleaseRequest) String() string {
 func (*CasReleaseRequest) ProtoMessage() {}
 
 func (x *CasReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[19]
+	mi := &file_api_batonpb_baton_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +1910,7 @@ func (x *CasReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CasReleaseRequest.ProtoReflect.Descriptor instead.
 func (*CasReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{19}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CasReleaseRequest) GetName() string {
@@ -1742,7 +1942,7 @@ type CasReleaseResponse struct {
 
 func (x *CasReleaseResponse) Reset() {
 	*x = CasReleaseResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[20]
+	mi := &file_api_batonpb_baton_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1754,7 +1954,7 @@ func (x *CasReleaseResponse) String() string {
 func (*CasReleaseResponse) ProtoMessage() {}
 
 func (x *CasReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[20]
+	mi := &file_api_batonpb_baton_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1767,7 +1967,7 @@ func (x *CasReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CasReleaseResponse.ProtoReflect.Descriptor instead.
 func (*CasReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{20}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{23}
 }
 
 type CheckRequest struct {
@@ -1780,7 +1980,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[21]
+	mi := &file_api_batonpb_baton_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1792,7 +1992,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[21]
+	mi := &file_api_batonpb_baton_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1805,7 +2005,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{21}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CheckRequest) GetName() string {
@@ -1832,7 +2032,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[22]
+	mi := &file_api_batonpb_baton_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +2044,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[22]
+	mi := &file_api_batonpb_baton_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +2057,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{22}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CheckResponse) GetHeld() bool {
@@ -1883,7 +2083,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[23]
+	mi := &file_api_batonpb_baton_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1895,7 +2095,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[23]
+	mi := &file_api_batonpb_baton_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1908,7 +2108,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{23}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetRequest) GetName() string {
@@ -1935,7 +2135,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[24]
+	mi := &file_api_batonpb_baton_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1947,7 +2147,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[24]
+	mi := &file_api_batonpb_baton_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1960,7 +2160,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{24}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Lock) GetName() string {
@@ -2002,10 +2202,12 @@ type GetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Lock  *Lock                  `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"` // unset when nobody holds or waits and no lock-delay runs
 	// history is the lock's recent ended holds, the most recent first: at
-	// most 8 per lock, for the 4096 locks that ended a hold most recently,
-	// as the answering member applied them since it started or last
-	// installed a snapshot (kept in memory, not replicated). For people:
-	// decide nothing by it.
+	// most 8 per lock, for the 4096 locks that ended a hold most recently.
+	// From log version 10 it is replicated state: every member tells the
+	// same at the same applied index, and a restart keeps it. Below 10
+	// (a cluster not yet upgraded) each member keeps what it applied since
+	// it started or last installed a snapshot (HistoryResponse.replicated).
+	// For people: decide nothing by it.
 	History       []*PastHold `protobuf:"bytes,2,rep,name=history,proto3" json:"history,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2013,7 +2215,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[25]
+	mi := &file_api_batonpb_baton_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +2227,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[25]
+	mi := &file_api_batonpb_baton_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +2240,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{25}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetResponse) GetLock() *Lock {
@@ -2053,6 +2255,117 @@ func (x *GetResponse) GetHistory() []*PastHold {
 		return x.History
 	}
 	return nil
+}
+
+type HistoryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryRequest) Reset() {
+	*x = HistoryRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryRequest) ProtoMessage() {}
+
+func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
+func (*HistoryRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *HistoryRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type HistoryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// holds are the lock's recent ended holds, the most recent first
+	// (GetResponse.history).
+	Holds []*PastHold `protobuf:"bytes,1,rep,name=holds,proto3" json:"holds,omitempty"`
+	// applied_index is the answering member's applied index: members
+	// answer alike at the same applied index when replicated is set.
+	AppliedIndex uint64 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// replicated: the cluster's log version keeps the history in the
+	// replicated state (10 and above); if not, it is the answering
+	// member's own since it started or last installed a snapshot.
+	Replicated    bool `protobuf:"varint,3,opt,name=replicated,proto3" json:"replicated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryResponse) Reset() {
+	*x = HistoryResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryResponse) ProtoMessage() {}
+
+func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
+func (*HistoryResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *HistoryResponse) GetHolds() []*PastHold {
+	if x != nil {
+		return x.Holds
+	}
+	return nil
+}
+
+func (x *HistoryResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *HistoryResponse) GetReplicated() bool {
+	if x != nil {
+		return x.Replicated
+	}
+	return false
 }
 
 // PastHold is a hold that ended. Times are the wall clocks of the leaders
@@ -2074,7 +2387,7 @@ type PastHold struct {
 
 func (x *PastHold) Reset() {
 	*x = PastHold{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[26]
+	mi := &file_api_batonpb_baton_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2086,7 +2399,7 @@ func (x *PastHold) String() string {
 func (*PastHold) ProtoMessage() {}
 
 func (x *PastHold) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[26]
+	mi := &file_api_batonpb_baton_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2099,7 +2412,7 @@ func (x *PastHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PastHold.ProtoReflect.Descriptor instead.
 func (*PastHold) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{26}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PastHold) GetSessionId() uint64 {
@@ -2176,7 +2489,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[27]
+	mi := &file_api_batonpb_baton_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2188,7 +2501,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[27]
+	mi := &file_api_batonpb_baton_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2201,7 +2514,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{27}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListRequest) GetPrefix() string {
@@ -2240,7 +2553,7 @@ type LockSummary struct {
 
 func (x *LockSummary) Reset() {
 	*x = LockSummary{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[28]
+	mi := &file_api_batonpb_baton_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2252,7 +2565,7 @@ func (x *LockSummary) String() string {
 func (*LockSummary) ProtoMessage() {}
 
 func (x *LockSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[28]
+	mi := &file_api_batonpb_baton_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2265,7 +2578,7 @@ func (x *LockSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockSummary.ProtoReflect.Descriptor instead.
 func (*LockSummary) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{28}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *LockSummary) GetName() string {
@@ -2320,7 +2633,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[29]
+	mi := &file_api_batonpb_baton_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2332,7 +2645,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[29]
+	mi := &file_api_batonpb_baton_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2345,7 +2658,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{29}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListResponse) GetLocks() []*LockSummary {
@@ -2376,7 +2689,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[30]
+	mi := &file_api_batonpb_baton_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2388,7 +2701,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[30]
+	mi := &file_api_batonpb_baton_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2401,7 +2714,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{30}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Session) GetId() uint64 {
@@ -2456,7 +2769,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[31]
+	mi := &file_api_batonpb_baton_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2468,7 +2781,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[31]
+	mi := &file_api_batonpb_baton_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2481,7 +2794,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{31}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListSessionsRequest) GetPageSize() uint32 {
@@ -2508,7 +2821,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	mi := &file_api_batonpb_baton_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2520,7 +2833,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	mi := &file_api_batonpb_baton_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2533,7 +2846,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{32}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -2559,7 +2872,7 @@ type BlacklistRequest struct {
 
 func (x *BlacklistRequest) Reset() {
 	*x = BlacklistRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[33]
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2571,7 +2884,7 @@ func (x *BlacklistRequest) String() string {
 func (*BlacklistRequest) ProtoMessage() {}
 
 func (x *BlacklistRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[33]
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +2897,7 @@ func (x *BlacklistRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlacklistRequest.ProtoReflect.Descriptor instead.
 func (*BlacklistRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{33}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *BlacklistRequest) GetSessionId() uint64 {
@@ -2602,7 +2915,7 @@ type BlacklistResponse struct {
 
 func (x *BlacklistResponse) Reset() {
 	*x = BlacklistResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[34]
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2614,7 +2927,7 @@ func (x *BlacklistResponse) String() string {
 func (*BlacklistResponse) ProtoMessage() {}
 
 func (x *BlacklistResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[34]
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2627,7 +2940,7 @@ func (x *BlacklistResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlacklistResponse.ProtoReflect.Descriptor instead.
 func (*BlacklistResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{34}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
 }
 
 type WatchRequest struct {
@@ -2639,7 +2952,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[35]
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2651,7 +2964,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[35]
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2664,7 +2977,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{35}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *WatchRequest) GetName() string {
@@ -2684,7 +2997,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[36]
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2696,7 +3009,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[36]
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2709,7 +3022,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{36}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *WatchResponse) GetLock() *Lock {
@@ -2734,7 +3047,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[37]
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2746,7 +3059,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[37]
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2759,7 +3072,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{37}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{42}
 }
 
 type Member struct {
@@ -2781,7 +3094,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2793,7 +3106,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2806,7 +3119,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Member) GetName() string {
@@ -2862,7 +3175,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2874,7 +3187,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2887,7 +3200,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AddMemberRequest) GetName() string {
@@ -2922,7 +3235,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2934,7 +3247,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2947,7 +3260,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *AddMemberResponse) GetMembers() []*Member {
@@ -2973,7 +3286,7 @@ type PromoteMemberRequest struct {
 
 func (x *PromoteMemberRequest) Reset() {
 	*x = PromoteMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2985,7 +3298,7 @@ func (x *PromoteMemberRequest) String() string {
 func (*PromoteMemberRequest) ProtoMessage() {}
 
 func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2998,7 +3311,7 @@ func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberRequest.ProtoReflect.Descriptor instead.
 func (*PromoteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{41}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PromoteMemberRequest) GetName() string {
@@ -3017,7 +3330,7 @@ type PromoteMemberResponse struct {
 
 func (x *PromoteMemberResponse) Reset() {
 	*x = PromoteMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3029,7 +3342,7 @@ func (x *PromoteMemberResponse) String() string {
 func (*PromoteMemberResponse) ProtoMessage() {}
 
 func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3042,7 +3355,7 @@ func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberResponse.ProtoReflect.Descriptor instead.
 func (*PromoteMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{42}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PromoteMemberResponse) GetMembers() []*Member {
@@ -3062,7 +3375,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3074,7 +3387,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3087,7 +3400,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *TransferLeadershipRequest) GetTo() string {
@@ -3107,7 +3420,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3119,7 +3432,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3132,7 +3445,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *TransferLeadershipResponse) GetLeader() string {
@@ -3158,7 +3471,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3170,7 +3483,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3183,7 +3496,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RemoveMemberRequest) GetName() string {
@@ -3202,7 +3515,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3214,7 +3527,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3227,7 +3540,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RemoveMemberResponse) GetMembers() []*Member {
@@ -3264,14 +3577,17 @@ type StatusResponse struct {
 	MinFreeDiskBytes uint64 `protobuf:"varint,16,opt,name=min_free_disk_bytes,json=minFreeDiskBytes,proto3" json:"min_free_disk_bytes,omitempty"`
 	// low_disk is true while disk_free_bytes is below min_free_disk_bytes.
 	// Every member reports its own disk; only the leader's refuses.
-	LowDisk       bool `protobuf:"varint,17,opt,name=low_disk,json=lowDisk,proto3" json:"low_disk,omitempty"`
+	LowDisk bool `protobuf:"varint,17,opt,name=low_disk,json=lowDisk,proto3" json:"low_disk,omitempty"`
+	// cluster_id identifies the cluster: members refuse peers of another
+	// one. A cluster restored from a backup has an id of its own.
+	ClusterId     uint64 `protobuf:"varint,80,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[47]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3283,7 +3599,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[47]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3296,7 +3612,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{47}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *StatusResponse) GetName() string {
@@ -3418,6 +3734,214 @@ func (x *StatusResponse) GetLowDisk() bool {
 	return false
 }
 
+func (x *StatusResponse) GetClusterId() uint64 {
+	if x != nil {
+		return x.ClusterId
+	}
+	return 0
+}
+
+type SaveSnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SaveSnapshotRequest) Reset() {
+	*x = SaveSnapshotRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaveSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaveSnapshotRequest) ProtoMessage() {}
+
+func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaveSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*SaveSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{53}
+}
+
+type SaveSnapshotResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *SnapshotHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"` // in the first message only
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`     // the next part of the snapshot's data
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SaveSnapshotResponse) Reset() {
+	*x = SaveSnapshotResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaveSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaveSnapshotResponse) ProtoMessage() {}
+
+func (x *SaveSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaveSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*SaveSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *SaveSnapshotResponse) GetHeader() *SnapshotHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *SaveSnapshotResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// SnapshotHeader describes a backup: where it was taken and what it holds.
+type SnapshotHeader struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId uint64                 `protobuf:"varint,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// index and term are those of the last log entry the state reflects:
+	// every fencing token in it is at most index.
+	Index      uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Term       uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	LogVersion uint32 `protobuf:"varint,4,opt,name=log_version,json=logVersion,proto3" json:"log_version,omitempty"` // the cluster's log version at index
+	// members are the voters and learners at index (name, id, peer_addr,
+	// learner).
+	Members       []*Member              `protobuf:"bytes,5,rep,name=members,proto3" json:"members,omitempty"`
+	Size          uint64                 `protobuf:"varint,6,opt,name=size,proto3" json:"size,omitempty"`                              // bytes of data that follow
+	DataSha256    []byte                 `protobuf:"bytes,7,opt,name=data_sha256,json=dataSha256,proto3" json:"data_sha256,omitempty"` // SHA-256 of those bytes
+	TakenBy       string                 `protobuf:"bytes,8,opt,name=taken_by,json=takenBy,proto3" json:"taken_by,omitempty"`          // the member that took it
+	TakenAt       *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=taken_at,json=takenAt,proto3" json:"taken_at,omitempty"`          // its wall clock then, for people
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotHeader) Reset() {
+	*x = SnapshotHeader{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotHeader) ProtoMessage() {}
+
+func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
+func (*SnapshotHeader) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *SnapshotHeader) GetClusterId() uint64 {
+	if x != nil {
+		return x.ClusterId
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetLogVersion() uint32 {
+	if x != nil {
+		return x.LogVersion
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *SnapshotHeader) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetDataSha256() []byte {
+	if x != nil {
+		return x.DataSha256
+	}
+	return nil
+}
+
+func (x *SnapshotHeader) GetTakenBy() string {
+	if x != nil {
+		return x.TakenBy
+	}
+	return ""
+}
+
+func (x *SnapshotHeader) GetTakenAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TakenAt
+	}
+	return nil
+}
+
 // Error describes a failed stream request.
 type Error struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -3434,7 +3958,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3446,7 +3970,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3459,7 +3983,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Error) GetCode() uint32 {
@@ -3518,7 +4042,7 @@ type DeadlockEdge struct {
 
 func (x *DeadlockEdge) Reset() {
 	*x = DeadlockEdge{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3530,7 +4054,7 @@ func (x *DeadlockEdge) String() string {
 func (*DeadlockEdge) ProtoMessage() {}
 
 func (x *DeadlockEdge) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3543,7 +4067,7 @@ func (x *DeadlockEdge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadlockEdge.ProtoReflect.Descriptor instead.
 func (*DeadlockEdge) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *DeadlockEdge) GetSessionId() uint64 {
@@ -3599,7 +4123,7 @@ type DeadlockCycle struct {
 
 func (x *DeadlockCycle) Reset() {
 	*x = DeadlockCycle{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3611,7 +4135,7 @@ func (x *DeadlockCycle) String() string {
 func (*DeadlockCycle) ProtoMessage() {}
 
 func (x *DeadlockCycle) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3624,7 +4148,7 @@ func (x *DeadlockCycle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadlockCycle.ProtoReflect.Descriptor instead.
 func (*DeadlockCycle) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *DeadlockCycle) GetEdges() []*DeadlockEdge {
@@ -3646,7 +4170,7 @@ type ResumeSession struct {
 
 func (x *ResumeSession) Reset() {
 	*x = ResumeSession{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3658,7 +4182,7 @@ func (x *ResumeSession) String() string {
 func (*ResumeSession) ProtoMessage() {}
 
 func (x *ResumeSession) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3671,7 +4195,7 @@ func (x *ResumeSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSession.ProtoReflect.Descriptor instead.
 func (*ResumeSession) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ResumeSession) GetSessionId() uint64 {
@@ -3703,6 +4227,7 @@ type SessionRequest struct {
 	//	*SessionRequest_AcquireMany
 	//	*SessionRequest_Close
 	//	*SessionRequest_RenewHold
+	//	*SessionRequest_Proclaim
 	Kind          isSessionRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3710,7 +4235,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[52]
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3722,7 +4247,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[52]
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3735,7 +4260,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{52}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SessionRequest) GetId() uint64 {
@@ -3833,6 +4358,15 @@ func (x *SessionRequest) GetRenewHold() *RenewHoldRequest {
 	return nil
 }
 
+func (x *SessionRequest) GetProclaim() *ProclaimRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionRequest_Proclaim); ok {
+			return x.Proclaim
+		}
+	}
+	return nil
+}
+
 type isSessionRequest_Kind interface {
 	isSessionRequest_Kind()
 }
@@ -3873,6 +4407,10 @@ type SessionRequest_RenewHold struct {
 	RenewHold *RenewHoldRequest `protobuf:"bytes,10,opt,name=renew_hold,json=renewHold,proto3,oneof"`
 }
 
+type SessionRequest_Proclaim struct {
+	Proclaim *ProclaimRequest `protobuf:"bytes,11,opt,name=proclaim,proto3,oneof"`
+}
+
 func (*SessionRequest_Open) isSessionRequest_Kind() {}
 
 func (*SessionRequest_Resume) isSessionRequest_Kind() {}
@@ -3891,6 +4429,8 @@ func (*SessionRequest_Close) isSessionRequest_Kind() {}
 
 func (*SessionRequest_RenewHold) isSessionRequest_Kind() {}
 
+func (*SessionRequest_Proclaim) isSessionRequest_Kind() {}
+
 // SessionsRequest is a batch of requests on channels of a Sessions stream.
 type SessionsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3901,7 +4441,7 @@ type SessionsRequest struct {
 
 func (x *SessionsRequest) Reset() {
 	*x = SessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3913,7 +4453,7 @@ func (x *SessionsRequest) String() string {
 func (*SessionsRequest) ProtoMessage() {}
 
 func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3926,7 +4466,7 @@ func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsRequest.ProtoReflect.Descriptor instead.
 func (*SessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{53}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SessionsRequest) GetRequests() []*ChannelRequest {
@@ -3952,7 +4492,7 @@ type ChannelRequest struct {
 
 func (x *ChannelRequest) Reset() {
 	*x = ChannelRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3964,7 +4504,7 @@ func (x *ChannelRequest) String() string {
 func (*ChannelRequest) ProtoMessage() {}
 
 func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3977,7 +4517,7 @@ func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelRequest.ProtoReflect.Descriptor instead.
 func (*ChannelRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{54}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ChannelRequest) GetChannel() uint64 {
@@ -4012,7 +4552,7 @@ type SessionsResponse struct {
 
 func (x *SessionsResponse) Reset() {
 	*x = SessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4024,7 +4564,7 @@ func (x *SessionsResponse) String() string {
 func (*SessionsResponse) ProtoMessage() {}
 
 func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4037,7 +4577,7 @@ func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsResponse.ProtoReflect.Descriptor instead.
 func (*SessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{55}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SessionsResponse) GetResponses() []*ChannelResponse {
@@ -4061,7 +4601,7 @@ type ChannelResponse struct {
 
 func (x *ChannelResponse) Reset() {
 	*x = ChannelResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4073,7 +4613,7 @@ func (x *ChannelResponse) String() string {
 func (*ChannelResponse) ProtoMessage() {}
 
 func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4086,7 +4626,7 @@ func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelResponse.ProtoReflect.Descriptor instead.
 func (*ChannelResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{56}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ChannelResponse) GetChannel() uint64 {
@@ -4119,7 +4659,7 @@ type ChannelEnd struct {
 
 func (x *ChannelEnd) Reset() {
 	*x = ChannelEnd{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4131,7 +4671,7 @@ func (x *ChannelEnd) String() string {
 func (*ChannelEnd) ProtoMessage() {}
 
 func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4144,7 +4684,7 @@ func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelEnd.ProtoReflect.Descriptor instead.
 func (*ChannelEnd) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ChannelEnd) GetError() *Error {
@@ -4167,7 +4707,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4179,7 +4719,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4192,7 +4732,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{58}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *Grant) GetSeq() uint64 {
@@ -4235,7 +4775,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4247,7 +4787,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4260,7 +4800,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *WaitEnded) GetSeq() uint64 {
@@ -4304,6 +4844,7 @@ type SessionResponse struct {
 	//	*SessionResponse_HoldLost
 	//	*SessionResponse_Holds
 	//	*SessionResponse_RenewHold
+	//	*SessionResponse_Proclaim
 	Kind          isSessionResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4311,7 +4852,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4323,7 +4864,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4336,7 +4877,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{60}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SessionResponse) GetId() uint64 {
@@ -4477,6 +5018,15 @@ func (x *SessionResponse) GetRenewHold() *RenewHoldResponse {
 	return nil
 }
 
+func (x *SessionResponse) GetProclaim() *ProclaimResponse {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionResponse_Proclaim); ok {
+			return x.Proclaim
+		}
+	}
+	return nil
+}
+
 type isSessionResponse_Kind interface {
 	isSessionResponse_Kind()
 }
@@ -4540,6 +5090,10 @@ type SessionResponse_RenewHold struct {
 	RenewHold *RenewHoldResponse `protobuf:"bytes,15,opt,name=renew_hold,json=renewHold,proto3,oneof"`
 }
 
+type SessionResponse_Proclaim struct {
+	Proclaim *ProclaimResponse `protobuf:"bytes,17,opt,name=proclaim,proto3,oneof"`
+}
+
 func (*SessionResponse_Open) isSessionResponse_Kind() {}
 
 func (*SessionResponse_KeepAlive) isSessionResponse_Kind() {}
@@ -4566,6 +5120,8 @@ func (*SessionResponse_Holds) isSessionResponse_Kind() {}
 
 func (*SessionResponse_RenewHold) isSessionResponse_Kind() {}
 
+func (*SessionResponse_Proclaim) isSessionResponse_Kind() {}
+
 // HoldLost tells a session that its hold of name (owner_key, token) ended
 // by someone else's request, a CasRelease: it must stop acting as the
 // holder. Like every push it is sent once, to the streams connected then.
@@ -4583,7 +5139,7 @@ type SessionHolds struct {
 
 func (x *SessionHolds) Reset() {
 	*x = SessionHolds{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	mi := &file_api_batonpb_baton_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4595,7 +5151,7 @@ func (x *SessionHolds) String() string {
 func (*SessionHolds) ProtoMessage() {}
 
 func (x *SessionHolds) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	mi := &file_api_batonpb_baton_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4608,7 +5164,7 @@ func (x *SessionHolds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionHolds.ProtoReflect.Descriptor instead.
 func (*SessionHolds) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *SessionHolds) GetHolds() []*HoldLost {
@@ -4643,7 +5199,7 @@ type HoldLost struct {
 
 func (x *HoldLost) Reset() {
 	*x = HoldLost{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	mi := &file_api_batonpb_baton_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4655,7 +5211,7 @@ func (x *HoldLost) String() string {
 func (*HoldLost) ProtoMessage() {}
 
 func (x *HoldLost) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	mi := &file_api_batonpb_baton_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4668,7 +5224,7 @@ func (x *HoldLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldLost.ProtoReflect.Descriptor instead.
 func (*HoldLost) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *HoldLost) GetName() string {
@@ -4710,7 +5266,7 @@ type ChangeAuthRequest struct {
 
 func (x *ChangeAuthRequest) Reset() {
 	*x = ChangeAuthRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	mi := &file_api_batonpb_baton_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4722,7 +5278,7 @@ func (x *ChangeAuthRequest) String() string {
 func (*ChangeAuthRequest) ProtoMessage() {}
 
 func (x *ChangeAuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	mi := &file_api_batonpb_baton_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4735,7 +5291,7 @@ func (x *ChangeAuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeAuthRequest.ProtoReflect.Descriptor instead.
 func (*ChangeAuthRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ChangeAuthRequest) GetKind() ChangeAuthRequest_Kind {
@@ -4791,7 +5347,7 @@ type ChangeAuthResponse struct {
 
 func (x *ChangeAuthResponse) Reset() {
 	*x = ChangeAuthResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	mi := &file_api_batonpb_baton_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4803,7 +5359,7 @@ func (x *ChangeAuthResponse) String() string {
 func (*ChangeAuthResponse) ProtoMessage() {}
 
 func (x *ChangeAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	mi := &file_api_batonpb_baton_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4816,7 +5372,7 @@ func (x *ChangeAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeAuthResponse.ProtoReflect.Descriptor instead.
 func (*ChangeAuthResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ChangeAuthResponse) GetToken() string {
@@ -4834,7 +5390,7 @@ type GetAuthRequest struct {
 
 func (x *GetAuthRequest) Reset() {
 	*x = GetAuthRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	mi := &file_api_batonpb_baton_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4846,7 +5402,7 @@ func (x *GetAuthRequest) String() string {
 func (*GetAuthRequest) ProtoMessage() {}
 
 func (x *GetAuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	mi := &file_api_batonpb_baton_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4859,7 +5415,7 @@ func (x *GetAuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthRequest.ProtoReflect.Descriptor instead.
 func (*GetAuthRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{73}
 }
 
 type AuthUser struct {
@@ -4873,7 +5429,7 @@ type AuthUser struct {
 
 func (x *AuthUser) Reset() {
 	*x = AuthUser{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	mi := &file_api_batonpb_baton_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4885,7 +5441,7 @@ func (x *AuthUser) String() string {
 func (*AuthUser) ProtoMessage() {}
 
 func (x *AuthUser) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	mi := &file_api_batonpb_baton_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4898,7 +5454,7 @@ func (x *AuthUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthUser.ProtoReflect.Descriptor instead.
 func (*AuthUser) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{66}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *AuthUser) GetName() string {
@@ -4932,7 +5488,7 @@ type AuthPermission struct {
 
 func (x *AuthPermission) Reset() {
 	*x = AuthPermission{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	mi := &file_api_batonpb_baton_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4944,7 +5500,7 @@ func (x *AuthPermission) String() string {
 func (*AuthPermission) ProtoMessage() {}
 
 func (x *AuthPermission) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	mi := &file_api_batonpb_baton_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4957,7 +5513,7 @@ func (x *AuthPermission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthPermission.ProtoReflect.Descriptor instead.
 func (*AuthPermission) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *AuthPermission) GetPrefix() string {
@@ -4984,7 +5540,7 @@ type AuthRole struct {
 
 func (x *AuthRole) Reset() {
 	*x = AuthRole{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	mi := &file_api_batonpb_baton_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4996,7 +5552,7 @@ func (x *AuthRole) String() string {
 func (*AuthRole) ProtoMessage() {}
 
 func (x *AuthRole) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	mi := &file_api_batonpb_baton_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5009,7 +5565,7 @@ func (x *AuthRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthRole.ProtoReflect.Descriptor instead.
 func (*AuthRole) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{68}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *AuthRole) GetName() string {
@@ -5039,7 +5595,7 @@ type GetAuthResponse struct {
 
 func (x *GetAuthResponse) Reset() {
 	*x = GetAuthResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[69]
+	mi := &file_api_batonpb_baton_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5051,7 +5607,7 @@ func (x *GetAuthResponse) String() string {
 func (*GetAuthResponse) ProtoMessage() {}
 
 func (x *GetAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[69]
+	mi := &file_api_batonpb_baton_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5064,7 +5620,7 @@ func (x *GetAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthResponse.ProtoReflect.Descriptor instead.
 func (*GetAuthResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{69}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetAuthResponse) GetEnabled() bool {
@@ -5103,7 +5659,7 @@ type AuditRequest struct {
 
 func (x *AuditRequest) Reset() {
 	*x = AuditRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[70]
+	mi := &file_api_batonpb_baton_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5115,7 +5671,7 @@ func (x *AuditRequest) String() string {
 func (*AuditRequest) ProtoMessage() {}
 
 func (x *AuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[70]
+	mi := &file_api_batonpb_baton_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5128,7 +5684,7 @@ func (x *AuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRequest.ProtoReflect.Descriptor instead.
 func (*AuditRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{70}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{78}
 }
 
 type AuditEntry struct {
@@ -5143,7 +5699,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	mi := &file_api_batonpb_baton_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5155,7 +5711,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	mi := &file_api_batonpb_baton_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5168,7 +5724,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *AuditEntry) GetIndex() uint64 {
@@ -5208,7 +5764,7 @@ type AuditResponse struct {
 
 func (x *AuditResponse) Reset() {
 	*x = AuditResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[72]
+	mi := &file_api_batonpb_baton_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5220,7 +5776,7 @@ func (x *AuditResponse) String() string {
 func (*AuditResponse) ProtoMessage() {}
 
 func (x *AuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[72]
+	mi := &file_api_batonpb_baton_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5233,7 +5789,7 @@ func (x *AuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditResponse.ProtoReflect.Descriptor instead.
 func (*AuditResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{72}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *AuditResponse) GetEntries() []*AuditEntry {
@@ -5251,7 +5807,7 @@ type KeysRequest struct {
 
 func (x *KeysRequest) Reset() {
 	*x = KeysRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[73]
+	mi := &file_api_batonpb_baton_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5263,7 +5819,7 @@ func (x *KeysRequest) String() string {
 func (*KeysRequest) ProtoMessage() {}
 
 func (x *KeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[73]
+	mi := &file_api_batonpb_baton_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5276,7 +5832,7 @@ func (x *KeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeysRequest.ProtoReflect.Descriptor instead.
 func (*KeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{73}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{81}
 }
 
 // SigningKey is one of the cluster's Ed25519 signed-token keys, its
@@ -5298,7 +5854,7 @@ type SigningKey struct {
 
 func (x *SigningKey) Reset() {
 	*x = SigningKey{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[74]
+	mi := &file_api_batonpb_baton_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5310,7 +5866,7 @@ func (x *SigningKey) String() string {
 func (*SigningKey) ProtoMessage() {}
 
 func (x *SigningKey) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[74]
+	mi := &file_api_batonpb_baton_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5323,7 +5879,7 @@ func (x *SigningKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
 func (*SigningKey) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{74}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *SigningKey) GetId() uint64 {
@@ -5377,7 +5933,7 @@ type KeysResponse struct {
 
 func (x *KeysResponse) Reset() {
 	*x = KeysResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[75]
+	mi := &file_api_batonpb_baton_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5389,7 +5945,7 @@ func (x *KeysResponse) String() string {
 func (*KeysResponse) ProtoMessage() {}
 
 func (x *KeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[75]
+	mi := &file_api_batonpb_baton_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5402,7 +5958,7 @@ func (x *KeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeysResponse.ProtoReflect.Descriptor instead.
 func (*KeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{75}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *KeysResponse) GetKeys() []*SigningKey {
@@ -5422,7 +5978,7 @@ type RotateSigningKeyRequest struct {
 
 func (x *RotateSigningKeyRequest) Reset() {
 	*x = RotateSigningKeyRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[76]
+	mi := &file_api_batonpb_baton_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5434,7 +5990,7 @@ func (x *RotateSigningKeyRequest) String() string {
 func (*RotateSigningKeyRequest) ProtoMessage() {}
 
 func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[76]
+	mi := &file_api_batonpb_baton_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5447,7 +6003,7 @@ func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSigningKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateSigningKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{76}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *RotateSigningKeyRequest) GetRetention() *durationpb.Duration {
@@ -5467,7 +6023,7 @@ type RotateSigningKeyResponse struct {
 
 func (x *RotateSigningKeyResponse) Reset() {
 	*x = RotateSigningKeyResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[77]
+	mi := &file_api_batonpb_baton_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5479,7 +6035,7 @@ func (x *RotateSigningKeyResponse) String() string {
 func (*RotateSigningKeyResponse) ProtoMessage() {}
 
 func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[77]
+	mi := &file_api_batonpb_baton_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5492,7 +6048,7 @@ func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSigningKeyResponse.ProtoReflect.Descriptor instead.
 func (*RotateSigningKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{77}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *RotateSigningKeyResponse) GetKeyId() uint64 {
@@ -5543,7 +6099,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x16\n" +
 	"\x06secret\x18\x03 \x01(\tR\x06secret\"\x16\n" +
-	"\x14CloseSessionResponse\"\xe6\x02\n" +
+	"\x14CloseSessionResponse\"\xfc\x02\n" +
 	"\x0eAcquireRequest\x12/\n" +
 	"\x06header\x18\x01 \x01(\v2\x17.baton.v1.RequestHeaderR\x06header\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
@@ -5555,7 +6111,15 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\n" +
 	"hold_limit\x18\b \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\x128\n" +
 	"\n" +
-	"lock_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\"s\n" +
+	"lock_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12\x14\n" +
+	"\x05value\x18< \x01(\tR\x05value\"\x9f\x01\n" +
+	"\x0fProclaimRequest\x12/\n" +
+	"\x06header\x18\x01 \x01(\v2\x17.baton.v1.RequestHeaderR\x06header\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x1b\n" +
+	"\towner_key\x18\x04 \x01(\tR\bownerKey\x12\x14\n" +
+	"\x05value\x18\x05 \x01(\tR\x05value\"\x12\n" +
+	"\x10ProclaimResponse\"s\n" +
 	"\x10RenewHoldRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x12\n" +
@@ -5564,7 +6128,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x06secret\x18\x04 \x01(\tR\x06secret\"M\n" +
 	"\x11RenewHoldResponse\x128\n" +
 	"\n" +
-	"hold_limit\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"\xc4\x02\n" +
+	"hold_limit\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"\xda\x02\n" +
 	"\x06Holder\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
@@ -5577,7 +6141,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\n" +
 	"hold_limit\x18\b \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\x128\n" +
 	"\n" +
-	"lock_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\"\xe2\x01\n" +
+	"lock_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12\x14\n" +
+	"\x05value\x18< \x01(\tR\x05value\"\xe2\x01\n" +
 	"\x06Waiter\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
@@ -5600,7 +6165,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"lock_delay\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12?\n" +
 	"\rdelayed_until\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\fdelayedUntil\x12!\n" +
-	"\fsigned_token\x18\f \x01(\tR\vsignedToken\"\xac\x02\n" +
+	"\fsigned_token\x18\f \x01(\tR\vsignedToken\"\xd6\x02\n" +
 	"\x12AcquireManyRequest\x12/\n" +
 	"\x06header\x18\x01 \x01(\v2\x17.baton.v1.RequestHeaderR\x06header\x12\x14\n" +
 	"\x05names\x18\x02 \x03(\tR\x05names\x12\x1b\n" +
@@ -5611,7 +6176,11 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\n" +
 	"hold_limit\x18\a \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\x128\n" +
 	"\n" +
-	"lock_delay\x18\b \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\"J\n" +
+	"lock_delay\x18\b \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12(\n" +
+	"\x05modes\x18F \x03(\v2\x12.baton.v1.LockModeR\x05modes\"8\n" +
+	"\bLockMode\x12\x16\n" +
+	"\x06shared\x18\x01 \x01(\bR\x06shared\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"J\n" +
 	"\x13AcquireManyResponse\x123\n" +
 	"\aresults\x18\x01 \x03(\v2\x19.baton.v1.AcquireResponseR\aresults\"\x88\x01\n" +
 	"\x0eReleaseRequest\x12/\n" +
@@ -5651,7 +6220,15 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\rdelayed_until\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\fdelayedUntil\"_\n" +
 	"\vGetResponse\x12\"\n" +
 	"\x04lock\x18\x01 \x01(\v2\x0e.baton.v1.LockR\x04lock\x12,\n" +
-	"\ahistory\x18\x02 \x03(\v2\x12.baton.v1.PastHoldR\ahistory\"\xb4\x02\n" +
+	"\ahistory\x18\x02 \x03(\v2\x12.baton.v1.PastHoldR\ahistory\"$\n" +
+	"\x0eHistoryRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x80\x01\n" +
+	"\x0fHistoryResponse\x12(\n" +
+	"\x05holds\x18\x01 \x03(\v2\x12.baton.v1.PastHoldR\x05holds\x12#\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1e\n" +
+	"\n" +
+	"replicated\x18\x03 \x01(\bR\n" +
+	"replicated\"\xb4\x02\n" +
 	"\bPastHold\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
@@ -5731,7 +6308,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x13RemoveMemberRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"B\n" +
 	"\x14RemoveMemberResponse\x12*\n" +
-	"\amembers\x18\x01 \x03(\v2\x10.baton.v1.MemberR\amembers\"\x9e\x04\n" +
+	"\amembers\x18\x01 \x03(\v2\x10.baton.v1.MemberR\amembers\"\xbd\x04\n" +
 	"\x0eStatusResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x16\n" +
@@ -5752,8 +6329,27 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"logVersion\x12+\n" +
 	"\x0fdisk_free_bytes\x18\x0f \x01(\x04H\x00R\rdiskFreeBytes\x88\x01\x01\x12-\n" +
 	"\x13min_free_disk_bytes\x18\x10 \x01(\x04R\x10minFreeDiskBytes\x12\x19\n" +
-	"\blow_disk\x18\x11 \x01(\bR\alowDiskB\x12\n" +
-	"\x10_disk_free_bytes\"\xbf\x01\n" +
+	"\blow_disk\x18\x11 \x01(\bR\alowDisk\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18P \x01(\x04R\tclusterIdB\x12\n" +
+	"\x10_disk_free_bytes\"\x15\n" +
+	"\x13SaveSnapshotRequest\"\\\n" +
+	"\x14SaveSnapshotResponse\x120\n" +
+	"\x06header\x18\x01 \x01(\v2\x18.baton.v1.SnapshotHeaderR\x06header\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\xad\x02\n" +
+	"\x0eSnapshotHeader\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x1f\n" +
+	"\vlog_version\x18\x04 \x01(\rR\n" +
+	"logVersion\x12*\n" +
+	"\amembers\x18\x05 \x03(\v2\x10.baton.v1.MemberR\amembers\x12\x12\n" +
+	"\x04size\x18\x06 \x01(\x04R\x04size\x12\x1f\n" +
+	"\vdata_sha256\x18\a \x01(\fR\n" +
+	"dataSha256\x12\x19\n" +
+	"\btaken_by\x18\b \x01(\tR\atakenBy\x125\n" +
+	"\btaken_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\atakenAt\"\xbf\x01\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12(\n" +
 	"\x06reason\x18\x02 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\x12\x18\n" +
@@ -5774,7 +6370,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\rResumeSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x16\n" +
-	"\x06secret\x18\x02 \x01(\tR\x06secret\"\xa2\x04\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"\xdb\x04\n" +
 	"\x0eSessionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x122\n" +
 	"\x04open\x18\x02 \x01(\v2\x1c.baton.v1.OpenSessionRequestH\x00R\x04open\x121\n" +
@@ -5788,7 +6384,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x05close\x18\t \x01(\v2\x1d.baton.v1.CloseSessionRequestH\x00R\x05close\x12;\n" +
 	"\n" +
 	"renew_hold\x18\n" +
-	" \x01(\v2\x1a.baton.v1.RenewHoldRequestH\x00R\trenewHoldB\x06\n" +
+	" \x01(\v2\x1a.baton.v1.RenewHoldRequestH\x00R\trenewHold\x127\n" +
+	"\bproclaim\x18\v \x01(\v2\x19.baton.v1.ProclaimRequestH\x00R\bproclaimB\x06\n" +
 	"\x04kind\"G\n" +
 	"\x0fSessionsRequest\x124\n" +
 	"\brequests\x18\x01 \x03(\v2\x18.baton.v1.ChannelRequestR\brequests\"v\n" +
@@ -5813,7 +6410,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\tWaitEnded\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12(\n" +
-	"\x06reason\x18\x03 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\"\x97\x06\n" +
+	"\x06reason\x18\x03 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\"\xd1\x06\n" +
 	"\x0fSessionResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
 	"\x05error\x18\x02 \x01(\v2\x0f.baton.v1.ErrorR\x05error\x123\n" +
@@ -5833,7 +6430,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\thold_lost\x18\r \x01(\v2\x12.baton.v1.HoldLostH\x00R\bholdLost\x12.\n" +
 	"\x05holds\x18\x0e \x01(\v2\x16.baton.v1.SessionHoldsH\x00R\x05holds\x12<\n" +
 	"\n" +
-	"renew_hold\x18\x0f \x01(\v2\x1b.baton.v1.RenewHoldResponseH\x00R\trenewHoldB\x06\n" +
+	"renew_hold\x18\x0f \x01(\v2\x1b.baton.v1.RenewHoldResponseH\x00R\trenewHold\x128\n" +
+	"\bproclaim\x18\x11 \x01(\v2\x1a.baton.v1.ProclaimResponseH\x00R\bproclaimB\x06\n" +
 	"\x04kind\"b\n" +
 	"\fSessionHolds\x12(\n" +
 	"\x05holds\x18\x01 \x03(\v2\x12.baton.v1.HoldLostR\x05holds\x12\x14\n" +
@@ -5949,7 +6547,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x18HOLD_END_SESSION_EXPIRED\x10\x03\x12\x19\n" +
 	"\x15HOLD_END_HOLD_EXPIRED\x10\x04\x12\x19\n" +
 	"\x15HOLD_END_CAS_RELEASED\x10\x05\x12\x16\n" +
-	"\x12HOLD_END_ABANDONED\x10\x062\xb8\x13\n" +
+	"\x12HOLD_END_ABANDONED\x10\x062\xd6\x15\n" +
 	"\x05Baton\x12B\n" +
 	"\aSession\x12\x18.baton.v1.SessionRequest\x1a\x19.baton.v1.SessionResponse(\x010\x01\x12E\n" +
 	"\bSessions\x12\x19.baton.v1.SessionsRequest\x1a\x1a.baton.v1.SessionsResponse(\x010\x01\x12c\n" +
@@ -5959,12 +6557,14 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\aAcquire\x12\x18.baton.v1.AcquireRequest\x1a\x19.baton.v1.AcquireResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/locks/acquire\x12m\n" +
 	"\vAcquireMany\x12\x1c.baton.v1.AcquireManyRequest\x1a\x1d.baton.v1.AcquireManyResponse\"!\x82\xd3\xe4\x93\x02\x1b:\x01*\"\x16/v1/locks/acquire-many\x12`\n" +
 	"\tRenewHold\x12\x1a.baton.v1.RenewHoldRequest\x1a\x1b.baton.v1.RenewHoldResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/locks/renew\x12\\\n" +
-	"\aRelease\x12\x18.baton.v1.ReleaseRequest\x1a\x19.baton.v1.ReleaseResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/locks/release\x12i\n" +
+	"\aRelease\x12\x18.baton.v1.ReleaseRequest\x1a\x19.baton.v1.ReleaseResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/locks/release\x12`\n" +
+	"\bProclaim\x12\x19.baton.v1.ProclaimRequest\x1a\x1a.baton.v1.ProclaimResponse\"\x1d\x82\xd3\xe4\x93\x02\x17:\x01*\"\x12/v1/locks/proclaim\x12i\n" +
 	"\n" +
 	"CasRelease\x12\x1b.baton.v1.CasReleaseRequest\x1a\x1c.baton.v1.CasReleaseResponse\" \x82\xd3\xe4\x93\x02\x1a:\x01*\"\x15/v1/locks/cas-release\x12K\n" +
 	"\x05Check\x12\x16.baton.v1.CheckRequest\x1a\x17.baton.v1.CheckResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/check\x12D\n" +
 	"\x03Get\x12\x14.baton.v1.GetRequest\x1a\x15.baton.v1.GetResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
-	"\x12\b/v1/lock\x12H\n" +
+	"\x12\b/v1/lock\x12S\n" +
+	"\aHistory\x12\x18.baton.v1.HistoryRequest\x1a\x19.baton.v1.HistoryResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/history\x12H\n" +
 	"\x04List\x12\x15.baton.v1.ListRequest\x1a\x16.baton.v1.ListResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/locks\x12c\n" +
 	"\fListSessions\x12\x1d.baton.v1.ListSessionsRequest\x1a\x1e.baton.v1.ListSessionsResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/sessions\x12M\n" +
 	"\x05Watch\x12\x16.baton.v1.WatchRequest\x1a\x17.baton.v1.WatchResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/watch0\x01\x12t\n" +
@@ -5982,7 +6582,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x05Audit\x12\x16.baton.v1.AuditRequest\x1a\x17.baton.v1.AuditResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/audit\x12G\n" +
 	"\x04Keys\x12\x15.baton.v1.KeysRequest\x1a\x16.baton.v1.KeysResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
 	"\x12\b/v1/keys\x12u\n" +
-	"\x10RotateSigningKey\x12!.baton.v1.RotateSigningKeyRequest\x1a\".baton.v1.RotateSigningKeyResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/keys/rotateB(Z&github.com/batonlock/baton/api/batonpbb\x06proto3"
+	"\x10RotateSigningKey\x12!.baton.v1.RotateSigningKeyRequest\x1a\".baton.v1.RotateSigningKeyResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/keys/rotate\x12e\n" +
+	"\fSaveSnapshot\x12\x1d.baton.v1.SaveSnapshotRequest\x1a\x1e.baton.v1.SaveSnapshotResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/snapshot0\x01B(Z&github.com/batonlock/baton/api/batonpbb\x06proto3"
 
 var (
 	file_api_batonpb_baton_proto_rawDescOnce sync.Once
@@ -5997,7 +6598,7 @@ func file_api_batonpb_baton_proto_rawDescGZIP() []byte {
 }
 
 var file_api_batonpb_baton_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
+var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
 var file_api_batonpb_baton_proto_goTypes = []any{
 	(Reason)(0),                        // 0: baton.v1.Reason
 	(HoldEnd)(0),                       // 1: baton.v1.HoldEnd
@@ -6010,225 +6611,247 @@ var file_api_batonpb_baton_proto_goTypes = []any{
 	(*CloseSessionRequest)(nil),        // 8: baton.v1.CloseSessionRequest
 	(*CloseSessionResponse)(nil),       // 9: baton.v1.CloseSessionResponse
 	(*AcquireRequest)(nil),             // 10: baton.v1.AcquireRequest
-	(*RenewHoldRequest)(nil),           // 11: baton.v1.RenewHoldRequest
-	(*RenewHoldResponse)(nil),          // 12: baton.v1.RenewHoldResponse
-	(*Holder)(nil),                     // 13: baton.v1.Holder
-	(*Waiter)(nil),                     // 14: baton.v1.Waiter
-	(*AcquireResponse)(nil),            // 15: baton.v1.AcquireResponse
-	(*AcquireManyRequest)(nil),         // 16: baton.v1.AcquireManyRequest
-	(*AcquireManyResponse)(nil),        // 17: baton.v1.AcquireManyResponse
-	(*ReleaseRequest)(nil),             // 18: baton.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),            // 19: baton.v1.ReleaseResponse
-	(*CancelRequest)(nil),              // 20: baton.v1.CancelRequest
-	(*CancelResponse)(nil),             // 21: baton.v1.CancelResponse
-	(*CasReleaseRequest)(nil),          // 22: baton.v1.CasReleaseRequest
-	(*CasReleaseResponse)(nil),         // 23: baton.v1.CasReleaseResponse
-	(*CheckRequest)(nil),               // 24: baton.v1.CheckRequest
-	(*CheckResponse)(nil),              // 25: baton.v1.CheckResponse
-	(*GetRequest)(nil),                 // 26: baton.v1.GetRequest
-	(*Lock)(nil),                       // 27: baton.v1.Lock
-	(*GetResponse)(nil),                // 28: baton.v1.GetResponse
-	(*PastHold)(nil),                   // 29: baton.v1.PastHold
-	(*ListRequest)(nil),                // 30: baton.v1.ListRequest
-	(*LockSummary)(nil),                // 31: baton.v1.LockSummary
-	(*ListResponse)(nil),               // 32: baton.v1.ListResponse
-	(*Session)(nil),                    // 33: baton.v1.Session
-	(*ListSessionsRequest)(nil),        // 34: baton.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),       // 35: baton.v1.ListSessionsResponse
-	(*BlacklistRequest)(nil),           // 36: baton.v1.BlacklistRequest
-	(*BlacklistResponse)(nil),          // 37: baton.v1.BlacklistResponse
-	(*WatchRequest)(nil),               // 38: baton.v1.WatchRequest
-	(*WatchResponse)(nil),              // 39: baton.v1.WatchResponse
-	(*StatusRequest)(nil),              // 40: baton.v1.StatusRequest
-	(*Member)(nil),                     // 41: baton.v1.Member
-	(*AddMemberRequest)(nil),           // 42: baton.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),          // 43: baton.v1.AddMemberResponse
-	(*PromoteMemberRequest)(nil),       // 44: baton.v1.PromoteMemberRequest
-	(*PromoteMemberResponse)(nil),      // 45: baton.v1.PromoteMemberResponse
-	(*TransferLeadershipRequest)(nil),  // 46: baton.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 47: baton.v1.TransferLeadershipResponse
-	(*RemoveMemberRequest)(nil),        // 48: baton.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),       // 49: baton.v1.RemoveMemberResponse
-	(*StatusResponse)(nil),             // 50: baton.v1.StatusResponse
-	(*Error)(nil),                      // 51: baton.v1.Error
-	(*DeadlockEdge)(nil),               // 52: baton.v1.DeadlockEdge
-	(*DeadlockCycle)(nil),              // 53: baton.v1.DeadlockCycle
-	(*ResumeSession)(nil),              // 54: baton.v1.ResumeSession
-	(*SessionRequest)(nil),             // 55: baton.v1.SessionRequest
-	(*SessionsRequest)(nil),            // 56: baton.v1.SessionsRequest
-	(*ChannelRequest)(nil),             // 57: baton.v1.ChannelRequest
-	(*SessionsResponse)(nil),           // 58: baton.v1.SessionsResponse
-	(*ChannelResponse)(nil),            // 59: baton.v1.ChannelResponse
-	(*ChannelEnd)(nil),                 // 60: baton.v1.ChannelEnd
-	(*Grant)(nil),                      // 61: baton.v1.Grant
-	(*WaitEnded)(nil),                  // 62: baton.v1.WaitEnded
-	(*SessionResponse)(nil),            // 63: baton.v1.SessionResponse
-	(*SessionHolds)(nil),               // 64: baton.v1.SessionHolds
-	(*HoldLost)(nil),                   // 65: baton.v1.HoldLost
-	(*ChangeAuthRequest)(nil),          // 66: baton.v1.ChangeAuthRequest
-	(*ChangeAuthResponse)(nil),         // 67: baton.v1.ChangeAuthResponse
-	(*GetAuthRequest)(nil),             // 68: baton.v1.GetAuthRequest
-	(*AuthUser)(nil),                   // 69: baton.v1.AuthUser
-	(*AuthPermission)(nil),             // 70: baton.v1.AuthPermission
-	(*AuthRole)(nil),                   // 71: baton.v1.AuthRole
-	(*GetAuthResponse)(nil),            // 72: baton.v1.GetAuthResponse
-	(*AuditRequest)(nil),               // 73: baton.v1.AuditRequest
-	(*AuditEntry)(nil),                 // 74: baton.v1.AuditEntry
-	(*AuditResponse)(nil),              // 75: baton.v1.AuditResponse
-	(*KeysRequest)(nil),                // 76: baton.v1.KeysRequest
-	(*SigningKey)(nil),                 // 77: baton.v1.SigningKey
-	(*KeysResponse)(nil),               // 78: baton.v1.KeysResponse
-	(*RotateSigningKeyRequest)(nil),    // 79: baton.v1.RotateSigningKeyRequest
-	(*RotateSigningKeyResponse)(nil),   // 80: baton.v1.RotateSigningKeyResponse
-	(*durationpb.Duration)(nil),        // 81: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),      // 82: google.protobuf.Timestamp
+	(*ProclaimRequest)(nil),            // 11: baton.v1.ProclaimRequest
+	(*ProclaimResponse)(nil),           // 12: baton.v1.ProclaimResponse
+	(*RenewHoldRequest)(nil),           // 13: baton.v1.RenewHoldRequest
+	(*RenewHoldResponse)(nil),          // 14: baton.v1.RenewHoldResponse
+	(*Holder)(nil),                     // 15: baton.v1.Holder
+	(*Waiter)(nil),                     // 16: baton.v1.Waiter
+	(*AcquireResponse)(nil),            // 17: baton.v1.AcquireResponse
+	(*AcquireManyRequest)(nil),         // 18: baton.v1.AcquireManyRequest
+	(*LockMode)(nil),                   // 19: baton.v1.LockMode
+	(*AcquireManyResponse)(nil),        // 20: baton.v1.AcquireManyResponse
+	(*ReleaseRequest)(nil),             // 21: baton.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),            // 22: baton.v1.ReleaseResponse
+	(*CancelRequest)(nil),              // 23: baton.v1.CancelRequest
+	(*CancelResponse)(nil),             // 24: baton.v1.CancelResponse
+	(*CasReleaseRequest)(nil),          // 25: baton.v1.CasReleaseRequest
+	(*CasReleaseResponse)(nil),         // 26: baton.v1.CasReleaseResponse
+	(*CheckRequest)(nil),               // 27: baton.v1.CheckRequest
+	(*CheckResponse)(nil),              // 28: baton.v1.CheckResponse
+	(*GetRequest)(nil),                 // 29: baton.v1.GetRequest
+	(*Lock)(nil),                       // 30: baton.v1.Lock
+	(*GetResponse)(nil),                // 31: baton.v1.GetResponse
+	(*HistoryRequest)(nil),             // 32: baton.v1.HistoryRequest
+	(*HistoryResponse)(nil),            // 33: baton.v1.HistoryResponse
+	(*PastHold)(nil),                   // 34: baton.v1.PastHold
+	(*ListRequest)(nil),                // 35: baton.v1.ListRequest
+	(*LockSummary)(nil),                // 36: baton.v1.LockSummary
+	(*ListResponse)(nil),               // 37: baton.v1.ListResponse
+	(*Session)(nil),                    // 38: baton.v1.Session
+	(*ListSessionsRequest)(nil),        // 39: baton.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),       // 40: baton.v1.ListSessionsResponse
+	(*BlacklistRequest)(nil),           // 41: baton.v1.BlacklistRequest
+	(*BlacklistResponse)(nil),          // 42: baton.v1.BlacklistResponse
+	(*WatchRequest)(nil),               // 43: baton.v1.WatchRequest
+	(*WatchResponse)(nil),              // 44: baton.v1.WatchResponse
+	(*StatusRequest)(nil),              // 45: baton.v1.StatusRequest
+	(*Member)(nil),                     // 46: baton.v1.Member
+	(*AddMemberRequest)(nil),           // 47: baton.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),          // 48: baton.v1.AddMemberResponse
+	(*PromoteMemberRequest)(nil),       // 49: baton.v1.PromoteMemberRequest
+	(*PromoteMemberResponse)(nil),      // 50: baton.v1.PromoteMemberResponse
+	(*TransferLeadershipRequest)(nil),  // 51: baton.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 52: baton.v1.TransferLeadershipResponse
+	(*RemoveMemberRequest)(nil),        // 53: baton.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 54: baton.v1.RemoveMemberResponse
+	(*StatusResponse)(nil),             // 55: baton.v1.StatusResponse
+	(*SaveSnapshotRequest)(nil),        // 56: baton.v1.SaveSnapshotRequest
+	(*SaveSnapshotResponse)(nil),       // 57: baton.v1.SaveSnapshotResponse
+	(*SnapshotHeader)(nil),             // 58: baton.v1.SnapshotHeader
+	(*Error)(nil),                      // 59: baton.v1.Error
+	(*DeadlockEdge)(nil),               // 60: baton.v1.DeadlockEdge
+	(*DeadlockCycle)(nil),              // 61: baton.v1.DeadlockCycle
+	(*ResumeSession)(nil),              // 62: baton.v1.ResumeSession
+	(*SessionRequest)(nil),             // 63: baton.v1.SessionRequest
+	(*SessionsRequest)(nil),            // 64: baton.v1.SessionsRequest
+	(*ChannelRequest)(nil),             // 65: baton.v1.ChannelRequest
+	(*SessionsResponse)(nil),           // 66: baton.v1.SessionsResponse
+	(*ChannelResponse)(nil),            // 67: baton.v1.ChannelResponse
+	(*ChannelEnd)(nil),                 // 68: baton.v1.ChannelEnd
+	(*Grant)(nil),                      // 69: baton.v1.Grant
+	(*WaitEnded)(nil),                  // 70: baton.v1.WaitEnded
+	(*SessionResponse)(nil),            // 71: baton.v1.SessionResponse
+	(*SessionHolds)(nil),               // 72: baton.v1.SessionHolds
+	(*HoldLost)(nil),                   // 73: baton.v1.HoldLost
+	(*ChangeAuthRequest)(nil),          // 74: baton.v1.ChangeAuthRequest
+	(*ChangeAuthResponse)(nil),         // 75: baton.v1.ChangeAuthResponse
+	(*GetAuthRequest)(nil),             // 76: baton.v1.GetAuthRequest
+	(*AuthUser)(nil),                   // 77: baton.v1.AuthUser
+	(*AuthPermission)(nil),             // 78: baton.v1.AuthPermission
+	(*AuthRole)(nil),                   // 79: baton.v1.AuthRole
+	(*GetAuthResponse)(nil),            // 80: baton.v1.GetAuthResponse
+	(*AuditRequest)(nil),               // 81: baton.v1.AuditRequest
+	(*AuditEntry)(nil),                 // 82: baton.v1.AuditEntry
+	(*AuditResponse)(nil),              // 83: baton.v1.AuditResponse
+	(*KeysRequest)(nil),                // 84: baton.v1.KeysRequest
+	(*SigningKey)(nil),                 // 85: baton.v1.SigningKey
+	(*KeysResponse)(nil),               // 86: baton.v1.KeysResponse
+	(*RotateSigningKeyRequest)(nil),    // 87: baton.v1.RotateSigningKeyRequest
+	(*RotateSigningKeyResponse)(nil),   // 88: baton.v1.RotateSigningKeyResponse
+	(*durationpb.Duration)(nil),        // 89: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),      // 90: google.protobuf.Timestamp
 }
 var file_api_batonpb_baton_proto_depIdxs = []int32{
-	81,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	81,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	81,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	89,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	89,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	89,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
 	3,   // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
-	81,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	81,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
-	81,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
-	81,  // 7: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
-	82,  // 8: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
-	81,  // 9: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
-	81,  // 10: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
-	82,  // 11: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
-	81,  // 12: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
-	13,  // 13: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
-	81,  // 14: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
-	82,  // 15: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
-	3,   // 16: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
-	81,  // 17: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
-	81,  // 18: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
-	15,  // 19: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
-	3,   // 20: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
-	3,   // 21: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
-	15,  // 22: baton.v1.CancelResponse.granted:type_name -> baton.v1.AcquireResponse
-	13,  // 23: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
-	13,  // 24: baton.v1.Lock.holders:type_name -> baton.v1.Holder
-	14,  // 25: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
-	82,  // 26: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
-	27,  // 27: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
-	29,  // 28: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
-	82,  // 29: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
-	82,  // 30: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
-	1,   // 31: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
-	13,  // 32: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
-	82,  // 33: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
-	31,  // 34: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	81,  // 35: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	82,  // 36: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
-	33,  // 37: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
-	27,  // 38: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
-	41,  // 39: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
-	41,  // 40: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
-	41,  // 41: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
-	41,  // 42: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
-	0,   // 43: baton.v1.Error.reason:type_name -> baton.v1.Reason
-	52,  // 44: baton.v1.Error.deadlock_cycle:type_name -> baton.v1.DeadlockEdge
-	52,  // 45: baton.v1.DeadlockCycle.edges:type_name -> baton.v1.DeadlockEdge
-	4,   // 46: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
-	54,  // 47: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
-	6,   // 48: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
-	10,  // 49: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
-	18,  // 50: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
-	20,  // 51: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
-	16,  // 52: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
-	8,   // 53: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
-	11,  // 54: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
-	57,  // 55: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
-	55,  // 56: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
-	59,  // 57: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
-	63,  // 58: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
-	60,  // 59: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
-	51,  // 60: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
-	0,   // 61: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
-	51,  // 62: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
-	5,   // 63: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
-	7,   // 64: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
-	15,  // 65: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
-	19,  // 66: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
-	21,  // 67: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
-	17,  // 68: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
-	9,   // 69: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
-	61,  // 70: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
-	62,  // 71: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
-	51,  // 72: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	65,  // 73: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
-	64,  // 74: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
-	12,  // 75: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
-	65,  // 76: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
-	2,   // 77: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
-	70,  // 78: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
-	69,  // 79: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
-	71,  // 80: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
-	82,  // 81: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	74,  // 82: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
-	82,  // 83: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
-	82,  // 84: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
-	77,  // 85: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
-	81,  // 86: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
-	77,  // 87: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
-	55,  // 88: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	56,  // 89: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
-	4,   // 90: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	6,   // 91: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	8,   // 92: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	10,  // 93: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	16,  // 94: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	11,  // 95: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
-	18,  // 96: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	22,  // 97: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	24,  // 98: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	26,  // 99: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	30,  // 100: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	34,  // 101: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	38,  // 102: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
-	36,  // 103: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	40,  // 104: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	42,  // 105: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
-	44,  // 106: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
-	48,  // 107: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
-	46,  // 108: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
-	66,  // 109: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
-	68,  // 110: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
-	73,  // 111: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
-	76,  // 112: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
-	79,  // 113: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
-	63,  // 114: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	58,  // 115: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	5,   // 116: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	7,   // 117: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	9,   // 118: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	15,  // 119: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	17,  // 120: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	12,  // 121: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
-	19,  // 122: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	23,  // 123: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	25,  // 124: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	28,  // 125: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	32,  // 126: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	35,  // 127: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	39,  // 128: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
-	37,  // 129: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	50,  // 130: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	43,  // 131: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
-	45,  // 132: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
-	49,  // 133: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
-	47,  // 134: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
-	67,  // 135: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
-	72,  // 136: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
-	75,  // 137: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
-	78,  // 138: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
-	80,  // 139: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
-	114, // [114:140] is the sub-list for method output_type
-	88,  // [88:114] is the sub-list for method input_type
-	88,  // [88:88] is the sub-list for extension type_name
-	88,  // [88:88] is the sub-list for extension extendee
-	0,   // [0:88] is the sub-list for field type_name
+	89,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	89,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
+	89,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	3,   // 7: baton.v1.ProclaimRequest.header:type_name -> baton.v1.RequestHeader
+	89,  // 8: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
+	90,  // 9: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
+	89,  // 10: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
+	89,  // 11: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
+	90,  // 12: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
+	89,  // 13: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
+	15,  // 14: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
+	89,  // 15: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
+	90,  // 16: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
+	3,   // 17: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
+	89,  // 18: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
+	89,  // 19: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
+	19,  // 20: baton.v1.AcquireManyRequest.modes:type_name -> baton.v1.LockMode
+	17,  // 21: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
+	3,   // 22: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
+	3,   // 23: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
+	17,  // 24: baton.v1.CancelResponse.granted:type_name -> baton.v1.AcquireResponse
+	15,  // 25: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
+	15,  // 26: baton.v1.Lock.holders:type_name -> baton.v1.Holder
+	16,  // 27: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
+	90,  // 28: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
+	30,  // 29: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
+	34,  // 30: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
+	34,  // 31: baton.v1.HistoryResponse.holds:type_name -> baton.v1.PastHold
+	90,  // 32: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
+	90,  // 33: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
+	1,   // 34: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
+	15,  // 35: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
+	90,  // 36: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
+	36,  // 37: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
+	89,  // 38: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	90,  // 39: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	38,  // 40: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
+	30,  // 41: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
+	46,  // 42: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
+	46,  // 43: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
+	46,  // 44: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
+	46,  // 45: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
+	58,  // 46: baton.v1.SaveSnapshotResponse.header:type_name -> baton.v1.SnapshotHeader
+	46,  // 47: baton.v1.SnapshotHeader.members:type_name -> baton.v1.Member
+	90,  // 48: baton.v1.SnapshotHeader.taken_at:type_name -> google.protobuf.Timestamp
+	0,   // 49: baton.v1.Error.reason:type_name -> baton.v1.Reason
+	60,  // 50: baton.v1.Error.deadlock_cycle:type_name -> baton.v1.DeadlockEdge
+	60,  // 51: baton.v1.DeadlockCycle.edges:type_name -> baton.v1.DeadlockEdge
+	4,   // 52: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
+	62,  // 53: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
+	6,   // 54: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
+	10,  // 55: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
+	21,  // 56: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
+	23,  // 57: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
+	18,  // 58: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
+	8,   // 59: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
+	13,  // 60: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
+	11,  // 61: baton.v1.SessionRequest.proclaim:type_name -> baton.v1.ProclaimRequest
+	65,  // 62: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
+	63,  // 63: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
+	67,  // 64: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
+	71,  // 65: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
+	68,  // 66: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
+	59,  // 67: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
+	0,   // 68: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
+	59,  // 69: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
+	5,   // 70: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
+	7,   // 71: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
+	17,  // 72: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
+	22,  // 73: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
+	24,  // 74: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
+	20,  // 75: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
+	9,   // 76: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
+	69,  // 77: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
+	70,  // 78: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
+	59,  // 79: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
+	73,  // 80: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
+	72,  // 81: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
+	14,  // 82: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
+	12,  // 83: baton.v1.SessionResponse.proclaim:type_name -> baton.v1.ProclaimResponse
+	73,  // 84: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
+	2,   // 85: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
+	78,  // 86: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
+	77,  // 87: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
+	79,  // 88: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
+	90,  // 89: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	82,  // 90: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
+	90,  // 91: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
+	90,  // 92: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
+	85,  // 93: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
+	89,  // 94: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
+	85,  // 95: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
+	63,  // 96: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	64,  // 97: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	4,   // 98: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	6,   // 99: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	8,   // 100: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	10,  // 101: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	18,  // 102: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	13,  // 103: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
+	21,  // 104: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	11,  // 105: baton.v1.Baton.Proclaim:input_type -> baton.v1.ProclaimRequest
+	25,  // 106: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	27,  // 107: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	29,  // 108: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	32,  // 109: baton.v1.Baton.History:input_type -> baton.v1.HistoryRequest
+	35,  // 110: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	39,  // 111: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	43,  // 112: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
+	41,  // 113: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	45,  // 114: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	47,  // 115: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
+	49,  // 116: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
+	53,  // 117: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
+	51,  // 118: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
+	74,  // 119: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
+	76,  // 120: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
+	81,  // 121: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
+	84,  // 122: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
+	87,  // 123: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
+	56,  // 124: baton.v1.Baton.SaveSnapshot:input_type -> baton.v1.SaveSnapshotRequest
+	71,  // 125: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	66,  // 126: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	5,   // 127: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	7,   // 128: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	9,   // 129: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	17,  // 130: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	20,  // 131: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	14,  // 132: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
+	22,  // 133: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	12,  // 134: baton.v1.Baton.Proclaim:output_type -> baton.v1.ProclaimResponse
+	26,  // 135: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	28,  // 136: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	31,  // 137: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	33,  // 138: baton.v1.Baton.History:output_type -> baton.v1.HistoryResponse
+	37,  // 139: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	40,  // 140: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	44,  // 141: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
+	42,  // 142: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	55,  // 143: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	48,  // 144: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
+	50,  // 145: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
+	54,  // 146: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
+	52,  // 147: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
+	75,  // 148: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
+	80,  // 149: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
+	83,  // 150: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
+	86,  // 151: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
+	88,  // 152: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
+	57,  // 153: baton.v1.Baton.SaveSnapshot:output_type -> baton.v1.SaveSnapshotResponse
+	125, // [125:154] is the sub-list for method output_type
+	96,  // [96:125] is the sub-list for method input_type
+	96,  // [96:96] is the sub-list for extension type_name
+	96,  // [96:96] is the sub-list for extension extendee
+	0,   // [0:96] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }
@@ -6236,8 +6859,8 @@ func file_api_batonpb_baton_proto_init() {
 	if File_api_batonpb_baton_proto != nil {
 		return
 	}
-	file_api_batonpb_baton_proto_msgTypes[47].OneofWrappers = []any{}
-	file_api_batonpb_baton_proto_msgTypes[52].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[52].OneofWrappers = []any{}
+	file_api_batonpb_baton_proto_msgTypes[60].OneofWrappers = []any{
 		(*SessionRequest_Open)(nil),
 		(*SessionRequest_Resume)(nil),
 		(*SessionRequest_KeepAlive)(nil),
@@ -6247,8 +6870,9 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionRequest_AcquireMany)(nil),
 		(*SessionRequest_Close)(nil),
 		(*SessionRequest_RenewHold)(nil),
+		(*SessionRequest_Proclaim)(nil),
 	}
-	file_api_batonpb_baton_proto_msgTypes[60].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[68].OneofWrappers = []any{
 		(*SessionResponse_Open)(nil),
 		(*SessionResponse_KeepAlive)(nil),
 		(*SessionResponse_Acquire)(nil),
@@ -6262,6 +6886,7 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionResponse_HoldLost)(nil),
 		(*SessionResponse_Holds)(nil),
 		(*SessionResponse_RenewHold)(nil),
+		(*SessionResponse_Proclaim)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -6269,7 +6894,7 @@ func file_api_batonpb_baton_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_batonpb_baton_proto_rawDesc), len(file_api_batonpb_baton_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   78,
+			NumMessages:   86,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -125,12 +125,14 @@ func (l *lockState) fill(p *fsmpb.Lock, pa *protoAlloc) {
 		p.Holders = slices.Grow(holders, len(l.holders))
 		for i := range l.holders {
 			p.Holders = append(p.Holders, l.holders[i].toProto(pa))
+			p.Holders[i].Value = l.holderValue(&l.holders[i])
 		}
 	}
 	if ws := l.waiters(); len(ws) > 0 {
 		p.Waiters = slices.Grow(waiters, len(ws))
 		for i := range ws {
 			p.Waiters = append(p.Waiters, ws[i].toProto(pa))
+			p.Waiters[i].Value = l.waiterValue(&ws[i])
 		}
 	}
 }
@@ -229,6 +231,7 @@ func outcomeOf(o *fsmpb.AcquireOutcome) outcome {
 			shared:     h.GetShared(),
 			holdLimit:  h.GetHoldLimitNanos(),
 			lockDelay:  h.GetLockDelayNanos(),
+			value:      h.GetValue(),
 		}
 	}
 	return out
@@ -287,6 +290,7 @@ func (o *outcome) toProto(pa *protoAlloc) *fsmpb.AcquireOutcome {
 			Shared:         h.shared,
 			HoldLimitNanos: h.holdLimit,
 			LockDelayNanos: h.lockDelay,
+			Value:          h.value,
 		}
 	}
 	return p

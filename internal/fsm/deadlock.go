@@ -9,7 +9,7 @@ import (
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
-// Deadlock detection. From log version 7 (DeadlockVersion) an Acquire
+// Deadlock detection. From log version 11 (DeadlockVersion) an Acquire
 // whose wait would close a deadlock is refused at once with
 // ERROR_DEADLOCK, naming the cycle (Result.deadlock), instead of
 // being queued to hang until its waiter's context ends.
@@ -43,12 +43,12 @@ import (
 // The search looks only at what the new wait depends on: the holders of
 // its lock and the waiters queued ahead of it, their nodes' waits, and
 // so on (deadlockSearch). It looks at no more than MaxDeadlockSearch
-// holds and waits; a wait that needs more is queued, as below version 7.
+// holds and waits; a wait that needs more is queued, as below version 11.
 
 // DeadlockVersion is the log version from which an acquire whose wait
 // would close a deadlock is refused: below it the machine queues it, so
 // an older log replays the same.
-const DeadlockVersion = 7
+const DeadlockVersion = 11
 
 // MaxDeadlockSearch is the number of holds and waits one deadlock
 // search may look at. A search that would need more finds no deadlock

@@ -166,7 +166,7 @@ func checkDeadlockDecision(t *testing.T, pre []*fsmpb.Lock, cmd *fsmpb.Command, 
 	}
 }
 
-// dlHarness applies commands for the deadlock tests at log version 7.
+// dlHarness applies commands for the deadlock tests at log version 11 (DeadlockVersion).
 type dlHarness struct {
 	t     *testing.T
 	m     *Machine

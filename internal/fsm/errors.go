@@ -81,7 +81,7 @@ var (
 	// another user's. Nothing changed.
 	ErrPermissionDenied = &Error{Code: fsmpb.Error_ERROR_NOT_PERMITTED, Msg: "permission denied"}
 	// ErrDeadlock: an Acquire with wait whose wait would close a deadlock
-	// (deadlock.go), from log version 7; Result.deadlock names it.
+	// (deadlock.go), from log version 11; Result.deadlock names it.
 	// Nothing was queued.
 	ErrDeadlock = &Error{Code: fsmpb.Error_ERROR_DEADLOCK, Msg: "deadlock"}
 )

@@ -30,7 +30,18 @@ import (
 //	6: signed tokens: RotateSigningKey (and Snapshot.signing_keys in
 //	   snapshots). A cluster below it has no signing key, and its
 //	   members sign nothing (SignedTokensVersion).
-//	7: deadlock detection: an Acquire whose wait would close a deadlock
+//	7: mixed lock sets: AcquireMany.modes, a mode per lock
+//	   (MixedSetVersion).
+//	9: hold values: Acquire.value, Proclaim (and Holder.value and
+//	   Waiter.value in snapshots; HoldValueVersion).
+//	10: the history of ended holds in snapshots (Snapshot.history and
+//	   LockHistory, PastHold and HoldEnd in it; HistoryVersion). No
+//	   command changes: every member records the same ends at every
+//	   version, and below 10 keeps them out of its snapshots and Hash, as
+//	   older releases do; the entry that raises the version to 10 empties
+//	   the history on every member, which from there on tell the same
+//	   (past.go).
+//	11: deadlock detection: an Acquire whose wait would close a deadlock
 //	   is refused (DeadlockVersion), with Result.deadlock (kept in
 //	   snapshots with the session's cached results). No command field:
 //	   below it the machine queues such a wait, so old logs replay the
@@ -38,7 +49,11 @@ import (
 //
 // A field added to a log or snapshot message needs a new version here, and
 // its entry in fieldVersions (TestEveryLogFieldHasAVersion fails without).
-const LogVersion = 7
+const LogVersion = DeadlockVersion
+
+// MixedSetVersion is the log version that added AcquireMany.modes: below
+// it a set of locks takes them all in one mode.
+const MixedSetVersion = 7
 
 // LockDelayVersion is the log version that added lock-delays: below it a
 // server gives no hold its default lock-delay.
@@ -51,8 +66,14 @@ const LockDelayVersion = 5
 func (m *Machine) LogVersion() uint32 { return max(m.logVersion, 1) }
 
 // SetLogVersion raises the cluster's log version to v (never lowers it),
-// as the SetLogVersion command does.
+// as the SetLogVersion command does. Raised to HistoryVersion or above
+// from below it, it empties the history of ended holds, which each
+// member kept for itself until then and all keep alike from then on
+// (past.go).
 func (m *Machine) SetLogVersion(v uint32) {
+	if m.logVersion < HistoryVersion && v >= HistoryVersion {
+		m.past = past{}
+	}
 	m.logVersion = max(m.logVersion, v)
 }
 
@@ -68,6 +89,12 @@ func (m *Machine) setLogVersion(a *apply, op *fsmpb.SetLogVersion) {
 // newest version that added a field cmd sets (for SetLogVersion, at least
 // the version it sets).
 func VersionNeeded(cmd *fsmpb.Command) uint32 {
+	if cmd.GetProclaim() != nil || cmd.GetAcquire().GetValue() != "" {
+		return HoldValueVersion
+	}
+	if len(cmd.GetAcquireMany().GetModes()) > 0 {
+		return MixedSetVersion
+	}
 	if cmd.GetRotateSigningKey() != nil {
 		return SignedTokensVersion
 	}
@@ -99,12 +126,13 @@ func VersionNeeded(cmd *fsmpb.Command) uint32 {
 }
 
 // ForLogVersion rewrites cmd, if it can, so that members of log version v
-// can apply it, or says why it cannot. Below version 3 a command loses its
+// can apply it, or says why it cannot (a hold's value cannot be left out:
+// an election's leader would publish nothing). Below version 3 a command loses its
 // secret hash, and an OpenSession the secret's (the session then has no
 // secret, as before version 3: its requests are not checked); below 2 an
 // OpenSession loses its nonce (the open is then not exactly-once); a hold
-// limit on a set of locks, a lock-delay or a signing key cannot be left
-// out (the server applies its default lock-delay only from version 5,
+// limit on a set of locks, a lock-delay, a signing key or a set of locks
+// in several modes cannot be left out (the server applies its default lock-delay only from version 5,
 // and makes no first key below 6). SetLogVersion passes: it is
 // what raises v, and the leader proposes it only once every member has
 // said it reads the version it sets.
@@ -131,6 +159,10 @@ func ForLogVersion(cmd *fsmpb.Command, v uint32) error {
 	}
 	what := "this request"
 	switch {
+	case cmd.GetProclaim() != nil || cmd.GetAcquire().GetValue() != "":
+		what = "a hold's value"
+	case len(cmd.GetAcquireMany().GetModes()) > 0:
+		what = "a set of locks in several modes"
 	case cmd.GetAcquire().GetLockDelayNanos() != 0 || cmd.GetAcquireMany().GetLockDelayNanos() != 0:
 		what = "a lock-delay"
 	case cmd.GetEndLockDelay() != nil:
