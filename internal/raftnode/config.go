@@ -118,7 +118,11 @@ type Config struct {
 	// MaxInFlight bounds proposals and reads queued for the loop; beyond
 	// it Propose refuses with ErrOverloaded instead of queueing forever.
 	MaxInFlight int
-	Logger      *slog.Logger
+	// MaxInbound bounds the peer messages queued for the loop (Step);
+	// beyond it a message is dropped, which raft recovers from as from a
+	// lost one.
+	MaxInbound int
+	Logger     *slog.Logger
 	// ProposalIDBase is where this incarnation's proposal ids start. They
 	// only need to differ from every earlier incarnation's, so zero means
 	// the wall clock's reading at start; a simulation passes its virtual
@@ -152,6 +156,7 @@ func DefaultConfig() Config {
 		CatchUpEntries:  10000,
 		MaxBatch:        4096,
 		MaxInFlight:     65536,
+		MaxInbound:      8192,
 
 		CollectAfterSnapshot: 16 << 20,
 	}
@@ -176,8 +181,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("raftnode: ElectionTicks (%d) must exceed HeartbeatTicks (%d) > 0", c.ElectionTicks, c.HeartbeatTicks)
 	case c.SnapshotEntries == 0 || c.CatchUpEntries == 0:
 		return errors.New("raftnode: SnapshotEntries and CatchUpEntries must be positive")
-	case c.MaxBatch <= 0 || c.MaxInFlight <= 0:
-		return errors.New("raftnode: MaxBatch and MaxInFlight must be positive")
+	case c.MaxBatch <= 0 || c.MaxInFlight <= 0 || c.MaxInbound <= 0:
+		return errors.New("raftnode: MaxBatch, MaxInFlight and MaxInbound must be positive")
 	case c.CollectAfterSnapshot < 0:
 		return errors.New("raftnode: CollectAfterSnapshot must not be negative")
 	}

@@ -246,7 +246,7 @@ func newNode(cfg Config) (*Node, error) {
 		m:          fsm.New(),
 		propC:      make(chan *proposal, cfg.MaxInFlight),
 		readC:      make(chan *readWait, cfg.MaxInFlight),
-		recvC:      make(chan *raftpb.Message, 8192),
+		recvC:      make(chan *raftpb.Message, cfg.MaxInbound),
 		unreachC:   make(chan uint64, 64),
 		stopC:      make(chan struct{}),
 		doneC:      make(chan struct{}),

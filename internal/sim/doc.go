@@ -40,7 +40,10 @@
 // the network heals, every member restarts, clients stop, and the run goes
 // on until it is quiet (every request answered, every session expired,
 // every member caught up: calm.go), or for Config.Calm at most, before
-// the final checks.
+// the final checks. In the calm, while the cluster is idle (caught up,
+// nothing in flight) until its leader's next deadline, every member's
+// raft clock stands still to that time instead of ticking out the
+// heartbeats in between (idle.go).
 //
 // Checkers (check.go, model.go):
 //

@@ -78,12 +78,14 @@ func (m *member) start() {
 	cfg.ElectionTicks = electionTicks
 	cfg.HeartbeatTicks = heartbeatTicks
 	cfg.SnapshotEntries = 8
-	// Proposals and reads wait in the node's queues only until the next
-	// loop turn, which every request's arrival runs: a few dozen at most
-	// here (a new leader's tracker expiring every session at once). The
-	// default bound (65,536 each) would allocate and clear 1 MiB at every
-	// start and restart, half of all a scenario allocates.
+	// Proposals, reads and peer messages wait in the node's queues only
+	// until the next loop turn, which every request's and message's
+	// arrival runs: a few dozen at most here (a new leader's tracker
+	// expiring every session at once). The default bounds (65,536
+	// proposals and reads, 8,192 messages) would allocate and clear over
+	// 1 MiB at every start and restart.
 	cfg.MaxInFlight = 1024
+	cfg.MaxInbound = 1024
 	cfg.ProposalIDBase = uint64(s.Now().UnixNano())
 	cfg.LogVersion = m.reads
 	cfg.LogVersionDue = m.logVersionDue
@@ -126,9 +128,9 @@ func (m *member) down() {
 
 func (m *member) scheduleTick(d time.Duration) {
 	m.s.afterRoutine(d, func() {
-		if m.up() && m.s.now >= m.pausedUntil {
-			m.tracker.FireDue(ctxBackground)
-			if m.up() {
+		if m.up() && m.s.now >= m.pausedUntil && m.s.now >= m.s.idleUntil {
+			due := m.tracker.FireDue(ctxBackground)
+			if m.up() && !m.s.skipIdle(m, due) {
 				if err := m.node.Tick(); err != nil {
 					m.failed()
 				} else {
@@ -139,6 +141,9 @@ func (m *member) scheduleTick(d time.Duration) {
 		next := tick
 		if m.s.now < m.slowUntil {
 			next *= time.Duration(m.slowFactor)
+		}
+		if m.s.now < m.s.idleUntil {
+			next = m.s.nextTickAfterIdle()
 		}
 		m.scheduleTick(next)
 	})

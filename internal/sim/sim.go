@@ -173,11 +173,17 @@ func holderLimit(lock string) int {
 
 func isSemaphore(lock string) bool { return strings.HasPrefix(lock, "sem/") }
 
-// Timing of the simulated world.
+// Timing of the simulated world. An election takes 100-200 ms, ten to
+// twenty times the usual trip between members. The leader sends its
+// heartbeats every two ticks, five or more per election timeout, as a
+// member with a 20 ms tick and five election ticks does: they are most
+// of the raft messages a scenario carries, and sending them every tick
+// would double that work and leave the faults, elections and client
+// operations a scenario explores much the same.
 const (
 	tick           = 10 * time.Millisecond
 	electionTicks  = 10
-	heartbeatTicks = 1
+	heartbeatTicks = 2
 	// reqTimeout is how long a client waits for an answer before it
 	// treats the outcome as unknown.
 	reqTimeout = 400 * time.Millisecond
@@ -288,6 +294,12 @@ type Sim struct {
 	pending   int
 	settled   bool
 	lastQuiet raftnode.Status
+	// end is when the run ends at the latest; inFlight counts the raft
+	// messages sent and not yet delivered or lost; until idleUntil every
+	// member's raft clock stands still (idle.go).
+	end       int64
+	inFlight  int
+	idleUntil int64
 
 	chk checker
 }
@@ -329,7 +341,8 @@ func Run(cfg Config) Result {
 		s.after(s.dur(20*time.Millisecond, 200*time.Millisecond), newStranger(s).act)
 	}
 	s.at(int64(cfg.Chaos), s.heal)
-	s.loop(int64(cfg.Chaos + cfg.Calm))
+	s.end = int64(cfg.Chaos + cfg.Calm)
+	s.loop(s.end)
 	res := Result{Config: cfg, TraceHash: hex.EncodeToString(s.trace.Sum(nil)), Stats: s.stats, Err: s.err, Linearizability: s.chk.linVerdict,
 		history: s.chk.fullHistory}
 	return res
@@ -459,7 +472,9 @@ func (n *network) Send(_ uint64, msgs []*raftpb.Message) {
 		for range copies {
 			c := copyMessage(msg)
 			d := s.dur(n.minDelay, n.maxDelay)
+			s.inFlight++
 			s.afterRoutine(d, func() {
+				s.inFlight--
 				if n.cut[[2]uint64{from, to}] {
 					return // partitioned while in flight
 				}
