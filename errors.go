@@ -119,6 +119,14 @@ var (
 	// reentrant acquire asks for the other mode than the hold it re-enters
 	// (a reader cannot become a writer) (Reason LIMIT_MISMATCH).
 	ErrLimitMismatch = errors.New("baton: limit mismatch")
+	// ErrDeadlock: a Lock's wait would have closed a deadlock (Reason
+	// DEADLOCK): the lock is held, or waited for ahead, by a session
+	// that waits, directly or through others, for a lock this session
+	// (and owner key) holds. The server refused it at once, queueing
+	// nothing; the error is a *DeadlockError naming the cycle. Release
+	// what the session holds and start again (or take the locks in one
+	// order everywhere, or as one LockSet).
+	ErrDeadlock = errors.New("baton: deadlock")
 	// ErrClientClosed: the Client was closed.
 	ErrClientClosed = errors.New("baton: client closed")
 	// ErrAlreadyExists: AddMember named a member the cluster has.
@@ -165,6 +173,7 @@ var reasonErrors = map[batonpb.Reason][]error{
 	batonpb.Reason_NO_CREDENTIALS:    {ErrUnauthenticated},
 	batonpb.Reason_TOO_MANY_SESSIONS: {ErrTooManySessions},
 	batonpb.Reason_NO_SPACE:          {ErrNoSpace},
+	batonpb.Reason_DEADLOCK:          {ErrDeadlock},
 }
 
 // codeErrors maps gRPC codes of errors that carry no Reason (transport
@@ -280,8 +289,91 @@ func (e *BusyError) Error() string {
 // Is makes errors.Is(err, ErrLockBusy) hold.
 func (e *BusyError) Is(target error) bool { return target == ErrLockBusy }
 
-// fromStatus turns a gRPC error into an *Error (or a context error). Other
-// errors are returned unchanged.
+// DeadlockError is a Lock refused because its wait would have closed a
+// deadlock (Reason DEADLOCK). It matches ErrDeadlock, and unwraps to the
+// server's *Error.
+type DeadlockError struct {
+	// Cycle is the deadlock, the refused wait first: each edge's waiter
+	// waits for its lock, blocked by the next edge's waiter, the last by
+	// the first's. (If the wait would have joined a deadlock that was
+	// there before it, the last edge's blocker is an earlier edge's.)
+	Cycle []DeadlockEdge
+	Err   *Error
+}
+
+// DeadlockEdge is one wait of a deadlock: (SessionID, OwnerKey) waits for
+// Lock, which (BlockerSessionID, BlockerOwnerKey) holds, or with
+// QueuedAhead waits for ahead of it in its FIFO queue.
+type DeadlockEdge struct {
+	SessionID        uint64
+	OwnerKey         string
+	Lock             string
+	QueuedAhead      bool
+	BlockerSessionID uint64
+	BlockerOwnerKey  string
+}
+
+// Error names the cycle in one line: `baton: deadlock: session 7 waits
+// for lock "b" held by session 8, session 8 waits for lock "a" held by
+// session 7`.
+func (e *DeadlockError) Error() string {
+	if len(e.Cycle) == 0 {
+		if e.Err == nil {
+			return ErrDeadlock.Error()
+		}
+		return e.Err.Error()
+	}
+	var b strings.Builder
+	b.WriteString("baton: deadlock: ")
+	for i, c := range e.Cycle {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		how := " held by "
+		if c.QueuedAhead {
+			how = " behind "
+		}
+		fmt.Fprintf(&b, "%s waits for lock %q%s%s", holderName(c.SessionID, c.OwnerKey), c.Lock, how,
+			holderName(c.BlockerSessionID, c.BlockerOwnerKey))
+	}
+	return b.String()
+}
+
+// holderName is "session 7", or `session 7 key "k"`.
+func holderName(session uint64, key string) string {
+	if key == "" {
+		return fmt.Sprintf("session %d", session)
+	}
+	return fmt.Sprintf("session %d key %q", session, key)
+}
+
+// Is makes errors.Is(err, ErrDeadlock) hold.
+func (e *DeadlockError) Is(target error) bool { return target == ErrDeadlock }
+
+// Unwrap returns the server's *Error, if there is one.
+func (e *DeadlockError) Unwrap() error {
+	if e.Err == nil {
+		return nil
+	}
+	return e.Err
+}
+
+// deadlockError is e, or, for a DEADLOCK refusal, the *DeadlockError of
+// e with cycle.
+func deadlockError(e *Error, cycle []*batonpb.DeadlockEdge) error {
+	if e.Reason != batonpb.Reason_DEADLOCK {
+		return e
+	}
+	d := &DeadlockError{Err: e, Cycle: make([]DeadlockEdge, len(cycle))}
+	for i, c := range cycle {
+		d.Cycle[i] = DeadlockEdge{SessionID: c.GetSessionId(), OwnerKey: c.GetOwnerKey(), Lock: c.GetLock(),
+			QueuedAhead: c.GetQueuedAhead(), BlockerSessionID: c.GetBlockerSessionId(), BlockerOwnerKey: c.GetBlockerOwnerKey()}
+	}
+	return d
+}
+
+// fromStatus turns a gRPC error into an *Error (or a *DeadlockError, or a
+// context error). Other errors are returned unchanged.
 func fromStatus(err error) error {
 	if err == nil {
 		return nil
@@ -296,23 +388,29 @@ func fromStatus(err error) error {
 		return err
 	}
 	e := &Error{Code: st.Code(), Message: st.Message()}
+	var cycle []*batonpb.DeadlockEdge
 	for _, d := range st.Details() {
-		info, ok := d.(*errdetails.ErrorInfo)
-		if !ok || info.GetDomain() != ErrorDomain {
-			continue
+		switch d := d.(type) {
+		case *errdetails.ErrorInfo:
+			if d.GetDomain() == ErrorDomain {
+				e.Reason = batonpb.Reason(batonpb.Reason_value[d.GetReason()])
+				e.LeaderAddr = d.GetMetadata()["leader_addr"]
+			}
+		case *batonpb.DeadlockCycle:
+			cycle = d.GetEdges()
 		}
-		e.Reason = batonpb.Reason(batonpb.Reason_value[info.GetReason()])
-		e.LeaderAddr = info.GetMetadata()["leader_addr"]
 	}
-	return e
+	return deadlockError(e, cycle)
 }
 
-// fromWire turns the Error of a stream response into an *Error.
+// fromWire turns the Error of a stream response into an *Error (or a
+// *DeadlockError).
 func fromWire(w *batonpb.Error) error {
 	if w == nil {
 		return nil
 	}
-	return &Error{Code: codes.Code(w.GetCode()), Reason: w.GetReason(), Message: w.GetMessage(), LeaderAddr: w.GetLeaderAddr()}
+	e := &Error{Code: codes.Code(w.GetCode()), Reason: w.GetReason(), Message: w.GetMessage(), LeaderAddr: w.GetLeaderAddr()}
+	return deadlockError(e, w.GetDeadlockCycle())
 }
 
 // leaderHint returns the leader address an error carries, if any.

@@ -76,6 +76,13 @@ const (
 	// acquire is refused (RESOURCE_EXHAUSTED, HTTP 429) and changes nothing;
 	// keepalives, releases and closes go on. Try again once space is freed.
 	Reason_NO_SPACE Reason = 24
+	// The acquire would wait, and its wait would close a deadlock: each
+	// session (and owner key) of the cycle waits for a lock that the next
+	// one holds or waits for ahead of it, the last for the first's
+	// (ABORTED, HTTP 409). Nothing was queued; Error.deadlock_cycle (and
+	// the gRPC status detail DeadlockCycle) names the cycle. Release what
+	// the session holds and try the whole sequence again.
+	Reason_DEADLOCK Reason = 25
 )
 
 // Enum value maps for Reason.
@@ -106,6 +113,7 @@ var (
 		22: "NOT_PERMITTED",
 		23: "TOO_MANY_SESSIONS",
 		24: "NO_SPACE",
+		25: "DEADLOCK",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED": 0,
@@ -133,6 +141,7 @@ var (
 		"NOT_PERMITTED":      22,
 		"TOO_MANY_SESSIONS":  23,
 		"NO_SPACE":           24,
+		"DEADLOCK":           25,
 	}
 )
 
@@ -295,7 +304,7 @@ func (x ChangeAuthRequest_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeAuthRequest_Kind.Descriptor instead.
 func (ChangeAuthRequest_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{69, 0}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71, 0}
 }
 
 // RequestHeader makes a mutating request exactly-once.
@@ -3935,11 +3944,14 @@ func (x *SnapshotHeader) GetTakenAt() *timestamppb.Timestamp {
 
 // Error describes a failed stream request.
 type Error struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Code          uint32                 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"` // google.golang.org/grpc/codes value
-	Reason        Reason                 `protobuf:"varint,2,opt,name=reason,proto3,enum=baton.v1.Reason" json:"reason,omitempty"`
-	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
-	LeaderAddr    string                 `protobuf:"bytes,4,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Code       uint32                 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"` // google.golang.org/grpc/codes value
+	Reason     Reason                 `protobuf:"varint,2,opt,name=reason,proto3,enum=baton.v1.Reason" json:"reason,omitempty"`
+	Message    string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	LeaderAddr string                 `protobuf:"bytes,4,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
+	// deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+	// closed, the refused acquire's own wait first.
+	DeadlockCycle []*DeadlockEdge `protobuf:"bytes,5,rep,name=deadlock_cycle,json=deadlockCycle,proto3" json:"deadlock_cycle,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4002,6 +4014,150 @@ func (x *Error) GetLeaderAddr() string {
 	return ""
 }
 
+func (x *Error) GetDeadlockCycle() []*DeadlockEdge {
+	if x != nil {
+		return x.DeadlockCycle
+	}
+	return nil
+}
+
+// DeadlockEdge is one wait of a deadlock: (session_id, owner_key) waits
+// for lock, and cannot have it while (blocker_session_id,
+// blocker_owner_key) holds it, or, with queued_ahead, waits for it ahead
+// in its FIFO queue. Each edge's blocker is the next edge's waiter; the
+// last edge's blocker is the first edge's waiter (a cycle), or an
+// earlier edge's when the refused wait would join a deadlock that was
+// there before it.
+type DeadlockEdge struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	SessionId        uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	OwnerKey         string                 `protobuf:"bytes,2,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	Lock             string                 `protobuf:"bytes,3,opt,name=lock,proto3" json:"lock,omitempty"`
+	QueuedAhead      bool                   `protobuf:"varint,4,opt,name=queued_ahead,json=queuedAhead,proto3" json:"queued_ahead,omitempty"`
+	BlockerSessionId uint64                 `protobuf:"varint,5,opt,name=blocker_session_id,json=blockerSessionId,proto3" json:"blocker_session_id,omitempty"`
+	BlockerOwnerKey  string                 `protobuf:"bytes,6,opt,name=blocker_owner_key,json=blockerOwnerKey,proto3" json:"blocker_owner_key,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DeadlockEdge) Reset() {
+	*x = DeadlockEdge{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadlockEdge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadlockEdge) ProtoMessage() {}
+
+func (x *DeadlockEdge) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadlockEdge.ProtoReflect.Descriptor instead.
+func (*DeadlockEdge) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *DeadlockEdge) GetSessionId() uint64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *DeadlockEdge) GetOwnerKey() string {
+	if x != nil {
+		return x.OwnerKey
+	}
+	return ""
+}
+
+func (x *DeadlockEdge) GetLock() string {
+	if x != nil {
+		return x.Lock
+	}
+	return ""
+}
+
+func (x *DeadlockEdge) GetQueuedAhead() bool {
+	if x != nil {
+		return x.QueuedAhead
+	}
+	return false
+}
+
+func (x *DeadlockEdge) GetBlockerSessionId() uint64 {
+	if x != nil {
+		return x.BlockerSessionId
+	}
+	return 0
+}
+
+func (x *DeadlockEdge) GetBlockerOwnerKey() string {
+	if x != nil {
+		return x.BlockerOwnerKey
+	}
+	return ""
+}
+
+// DeadlockCycle is the gRPC status detail of a DEADLOCK refusal (beside
+// its google.rpc.ErrorInfo): the cycle, as in Error.deadlock_cycle.
+type DeadlockCycle struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Edges         []*DeadlockEdge        `protobuf:"bytes,1,rep,name=edges,proto3" json:"edges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadlockCycle) Reset() {
+	*x = DeadlockCycle{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadlockCycle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadlockCycle) ProtoMessage() {}
+
+func (x *DeadlockCycle) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadlockCycle.ProtoReflect.Descriptor instead.
+func (*DeadlockCycle) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *DeadlockCycle) GetEdges() []*DeadlockEdge {
+	if x != nil {
+		return x.Edges
+	}
+	return nil
+}
+
 // ResumeSession attaches a new channel to an existing session, e.g. after
 // the client followed a new leader.
 type ResumeSession struct {
@@ -4014,7 +4170,7 @@ type ResumeSession struct {
 
 func (x *ResumeSession) Reset() {
 	*x = ResumeSession{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4026,7 +4182,7 @@ func (x *ResumeSession) String() string {
 func (*ResumeSession) ProtoMessage() {}
 
 func (x *ResumeSession) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4039,7 +4195,7 @@ func (x *ResumeSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSession.ProtoReflect.Descriptor instead.
 func (*ResumeSession) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ResumeSession) GetSessionId() uint64 {
@@ -4079,7 +4235,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4091,7 +4247,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4104,7 +4260,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{58}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SessionRequest) GetId() uint64 {
@@ -4285,7 +4441,7 @@ type SessionsRequest struct {
 
 func (x *SessionsRequest) Reset() {
 	*x = SessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4297,7 +4453,7 @@ func (x *SessionsRequest) String() string {
 func (*SessionsRequest) ProtoMessage() {}
 
 func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4310,7 +4466,7 @@ func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsRequest.ProtoReflect.Descriptor instead.
 func (*SessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SessionsRequest) GetRequests() []*ChannelRequest {
@@ -4336,7 +4492,7 @@ type ChannelRequest struct {
 
 func (x *ChannelRequest) Reset() {
 	*x = ChannelRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4348,7 +4504,7 @@ func (x *ChannelRequest) String() string {
 func (*ChannelRequest) ProtoMessage() {}
 
 func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4361,7 +4517,7 @@ func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelRequest.ProtoReflect.Descriptor instead.
 func (*ChannelRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{60}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ChannelRequest) GetChannel() uint64 {
@@ -4396,7 +4552,7 @@ type SessionsResponse struct {
 
 func (x *SessionsResponse) Reset() {
 	*x = SessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4408,7 +4564,7 @@ func (x *SessionsResponse) String() string {
 func (*SessionsResponse) ProtoMessage() {}
 
 func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4421,7 +4577,7 @@ func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsResponse.ProtoReflect.Descriptor instead.
 func (*SessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SessionsResponse) GetResponses() []*ChannelResponse {
@@ -4445,7 +4601,7 @@ type ChannelResponse struct {
 
 func (x *ChannelResponse) Reset() {
 	*x = ChannelResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4457,7 +4613,7 @@ func (x *ChannelResponse) String() string {
 func (*ChannelResponse) ProtoMessage() {}
 
 func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4470,7 +4626,7 @@ func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelResponse.ProtoReflect.Descriptor instead.
 func (*ChannelResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ChannelResponse) GetChannel() uint64 {
@@ -4503,7 +4659,7 @@ type ChannelEnd struct {
 
 func (x *ChannelEnd) Reset() {
 	*x = ChannelEnd{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4515,7 +4671,7 @@ func (x *ChannelEnd) String() string {
 func (*ChannelEnd) ProtoMessage() {}
 
 func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4528,7 +4684,7 @@ func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelEnd.ProtoReflect.Descriptor instead.
 func (*ChannelEnd) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ChannelEnd) GetError() *Error {
@@ -4551,7 +4707,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4563,7 +4719,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4576,7 +4732,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *Grant) GetSeq() uint64 {
@@ -4619,7 +4775,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4631,7 +4787,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4644,7 +4800,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *WaitEnded) GetSeq() uint64 {
@@ -4696,7 +4852,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4708,7 +4864,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4721,7 +4877,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{66}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SessionResponse) GetId() uint64 {
@@ -4983,7 +5139,7 @@ type SessionHolds struct {
 
 func (x *SessionHolds) Reset() {
 	*x = SessionHolds{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	mi := &file_api_batonpb_baton_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4995,7 +5151,7 @@ func (x *SessionHolds) String() string {
 func (*SessionHolds) ProtoMessage() {}
 
 func (x *SessionHolds) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	mi := &file_api_batonpb_baton_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5008,7 +5164,7 @@ func (x *SessionHolds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionHolds.ProtoReflect.Descriptor instead.
 func (*SessionHolds) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *SessionHolds) GetHolds() []*HoldLost {
@@ -5043,7 +5199,7 @@ type HoldLost struct {
 
 func (x *HoldLost) Reset() {
 	*x = HoldLost{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	mi := &file_api_batonpb_baton_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5055,7 +5211,7 @@ func (x *HoldLost) String() string {
 func (*HoldLost) ProtoMessage() {}
 
 func (x *HoldLost) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	mi := &file_api_batonpb_baton_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5068,7 +5224,7 @@ func (x *HoldLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldLost.ProtoReflect.Descriptor instead.
 func (*HoldLost) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{68}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *HoldLost) GetName() string {
@@ -5110,7 +5266,7 @@ type ChangeAuthRequest struct {
 
 func (x *ChangeAuthRequest) Reset() {
 	*x = ChangeAuthRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[69]
+	mi := &file_api_batonpb_baton_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5122,7 +5278,7 @@ func (x *ChangeAuthRequest) String() string {
 func (*ChangeAuthRequest) ProtoMessage() {}
 
 func (x *ChangeAuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[69]
+	mi := &file_api_batonpb_baton_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5135,7 +5291,7 @@ func (x *ChangeAuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeAuthRequest.ProtoReflect.Descriptor instead.
 func (*ChangeAuthRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{69}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ChangeAuthRequest) GetKind() ChangeAuthRequest_Kind {
@@ -5191,7 +5347,7 @@ type ChangeAuthResponse struct {
 
 func (x *ChangeAuthResponse) Reset() {
 	*x = ChangeAuthResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[70]
+	mi := &file_api_batonpb_baton_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5203,7 +5359,7 @@ func (x *ChangeAuthResponse) String() string {
 func (*ChangeAuthResponse) ProtoMessage() {}
 
 func (x *ChangeAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[70]
+	mi := &file_api_batonpb_baton_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5216,7 +5372,7 @@ func (x *ChangeAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeAuthResponse.ProtoReflect.Descriptor instead.
 func (*ChangeAuthResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{70}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ChangeAuthResponse) GetToken() string {
@@ -5234,7 +5390,7 @@ type GetAuthRequest struct {
 
 func (x *GetAuthRequest) Reset() {
 	*x = GetAuthRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	mi := &file_api_batonpb_baton_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5246,7 +5402,7 @@ func (x *GetAuthRequest) String() string {
 func (*GetAuthRequest) ProtoMessage() {}
 
 func (x *GetAuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	mi := &file_api_batonpb_baton_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5259,7 +5415,7 @@ func (x *GetAuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthRequest.ProtoReflect.Descriptor instead.
 func (*GetAuthRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{73}
 }
 
 type AuthUser struct {
@@ -5273,7 +5429,7 @@ type AuthUser struct {
 
 func (x *AuthUser) Reset() {
 	*x = AuthUser{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[72]
+	mi := &file_api_batonpb_baton_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5285,7 +5441,7 @@ func (x *AuthUser) String() string {
 func (*AuthUser) ProtoMessage() {}
 
 func (x *AuthUser) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[72]
+	mi := &file_api_batonpb_baton_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5298,7 +5454,7 @@ func (x *AuthUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthUser.ProtoReflect.Descriptor instead.
 func (*AuthUser) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{72}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *AuthUser) GetName() string {
@@ -5332,7 +5488,7 @@ type AuthPermission struct {
 
 func (x *AuthPermission) Reset() {
 	*x = AuthPermission{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[73]
+	mi := &file_api_batonpb_baton_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5344,7 +5500,7 @@ func (x *AuthPermission) String() string {
 func (*AuthPermission) ProtoMessage() {}
 
 func (x *AuthPermission) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[73]
+	mi := &file_api_batonpb_baton_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5357,7 +5513,7 @@ func (x *AuthPermission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthPermission.ProtoReflect.Descriptor instead.
 func (*AuthPermission) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{73}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *AuthPermission) GetPrefix() string {
@@ -5384,7 +5540,7 @@ type AuthRole struct {
 
 func (x *AuthRole) Reset() {
 	*x = AuthRole{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[74]
+	mi := &file_api_batonpb_baton_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5396,7 +5552,7 @@ func (x *AuthRole) String() string {
 func (*AuthRole) ProtoMessage() {}
 
 func (x *AuthRole) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[74]
+	mi := &file_api_batonpb_baton_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5409,7 +5565,7 @@ func (x *AuthRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthRole.ProtoReflect.Descriptor instead.
 func (*AuthRole) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{74}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *AuthRole) GetName() string {
@@ -5439,7 +5595,7 @@ type GetAuthResponse struct {
 
 func (x *GetAuthResponse) Reset() {
 	*x = GetAuthResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[75]
+	mi := &file_api_batonpb_baton_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5451,7 +5607,7 @@ func (x *GetAuthResponse) String() string {
 func (*GetAuthResponse) ProtoMessage() {}
 
 func (x *GetAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[75]
+	mi := &file_api_batonpb_baton_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5464,7 +5620,7 @@ func (x *GetAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthResponse.ProtoReflect.Descriptor instead.
 func (*GetAuthResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{75}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetAuthResponse) GetEnabled() bool {
@@ -5503,7 +5659,7 @@ type AuditRequest struct {
 
 func (x *AuditRequest) Reset() {
 	*x = AuditRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[76]
+	mi := &file_api_batonpb_baton_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5515,7 +5671,7 @@ func (x *AuditRequest) String() string {
 func (*AuditRequest) ProtoMessage() {}
 
 func (x *AuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[76]
+	mi := &file_api_batonpb_baton_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5528,7 +5684,7 @@ func (x *AuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRequest.ProtoReflect.Descriptor instead.
 func (*AuditRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{76}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{78}
 }
 
 type AuditEntry struct {
@@ -5543,7 +5699,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[77]
+	mi := &file_api_batonpb_baton_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5555,7 +5711,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[77]
+	mi := &file_api_batonpb_baton_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5568,7 +5724,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{77}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *AuditEntry) GetIndex() uint64 {
@@ -5608,7 +5764,7 @@ type AuditResponse struct {
 
 func (x *AuditResponse) Reset() {
 	*x = AuditResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[78]
+	mi := &file_api_batonpb_baton_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5620,7 +5776,7 @@ func (x *AuditResponse) String() string {
 func (*AuditResponse) ProtoMessage() {}
 
 func (x *AuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[78]
+	mi := &file_api_batonpb_baton_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5633,7 +5789,7 @@ func (x *AuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditResponse.ProtoReflect.Descriptor instead.
 func (*AuditResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{78}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *AuditResponse) GetEntries() []*AuditEntry {
@@ -5651,7 +5807,7 @@ type KeysRequest struct {
 
 func (x *KeysRequest) Reset() {
 	*x = KeysRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[79]
+	mi := &file_api_batonpb_baton_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5663,7 +5819,7 @@ func (x *KeysRequest) String() string {
 func (*KeysRequest) ProtoMessage() {}
 
 func (x *KeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[79]
+	mi := &file_api_batonpb_baton_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5676,7 +5832,7 @@ func (x *KeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeysRequest.ProtoReflect.Descriptor instead.
 func (*KeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{79}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{81}
 }
 
 // SigningKey is one of the cluster's Ed25519 signed-token keys, its
@@ -5698,7 +5854,7 @@ type SigningKey struct {
 
 func (x *SigningKey) Reset() {
 	*x = SigningKey{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[80]
+	mi := &file_api_batonpb_baton_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5710,7 +5866,7 @@ func (x *SigningKey) String() string {
 func (*SigningKey) ProtoMessage() {}
 
 func (x *SigningKey) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[80]
+	mi := &file_api_batonpb_baton_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5723,7 +5879,7 @@ func (x *SigningKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
 func (*SigningKey) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{80}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *SigningKey) GetId() uint64 {
@@ -5777,7 +5933,7 @@ type KeysResponse struct {
 
 func (x *KeysResponse) Reset() {
 	*x = KeysResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[81]
+	mi := &file_api_batonpb_baton_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5789,7 +5945,7 @@ func (x *KeysResponse) String() string {
 func (*KeysResponse) ProtoMessage() {}
 
 func (x *KeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[81]
+	mi := &file_api_batonpb_baton_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5802,7 +5958,7 @@ func (x *KeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeysResponse.ProtoReflect.Descriptor instead.
 func (*KeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{81}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *KeysResponse) GetKeys() []*SigningKey {
@@ -5822,7 +5978,7 @@ type RotateSigningKeyRequest struct {
 
 func (x *RotateSigningKeyRequest) Reset() {
 	*x = RotateSigningKeyRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[82]
+	mi := &file_api_batonpb_baton_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5834,7 +5990,7 @@ func (x *RotateSigningKeyRequest) String() string {
 func (*RotateSigningKeyRequest) ProtoMessage() {}
 
 func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[82]
+	mi := &file_api_batonpb_baton_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5847,7 +6003,7 @@ func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSigningKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateSigningKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{82}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *RotateSigningKeyRequest) GetRetention() *durationpb.Duration {
@@ -5867,7 +6023,7 @@ type RotateSigningKeyResponse struct {
 
 func (x *RotateSigningKeyResponse) Reset() {
 	*x = RotateSigningKeyResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[83]
+	mi := &file_api_batonpb_baton_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5879,7 +6035,7 @@ func (x *RotateSigningKeyResponse) String() string {
 func (*RotateSigningKeyResponse) ProtoMessage() {}
 
 func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[83]
+	mi := &file_api_batonpb_baton_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5892,7 +6048,7 @@ func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSigningKeyResponse.ProtoReflect.Descriptor instead.
 func (*RotateSigningKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{83}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *RotateSigningKeyResponse) GetKeyId() uint64 {
@@ -6193,13 +6349,24 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\vdata_sha256\x18\a \x01(\fR\n" +
 	"dataSha256\x12\x19\n" +
 	"\btaken_by\x18\b \x01(\tR\atakenBy\x125\n" +
-	"\btaken_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\atakenAt\"\x80\x01\n" +
+	"\btaken_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\atakenAt\"\xbf\x01\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12(\n" +
 	"\x06reason\x18\x02 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1f\n" +
 	"\vleader_addr\x18\x04 \x01(\tR\n" +
-	"leaderAddr\"F\n" +
+	"leaderAddr\x12=\n" +
+	"\x0edeadlock_cycle\x18\x05 \x03(\v2\x16.baton.v1.DeadlockEdgeR\rdeadlockCycle\"\xdb\x01\n" +
+	"\fDeadlockEdge\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1b\n" +
+	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x12\n" +
+	"\x04lock\x18\x03 \x01(\tR\x04lock\x12!\n" +
+	"\fqueued_ahead\x18\x04 \x01(\bR\vqueuedAhead\x12,\n" +
+	"\x12blocker_session_id\x18\x05 \x01(\x04R\x10blockerSessionId\x12*\n" +
+	"\x11blocker_owner_key\x18\x06 \x01(\tR\x0fblockerOwnerKey\"=\n" +
+	"\rDeadlockCycle\x12,\n" +
+	"\x05edges\x18\x01 \x03(\v2\x16.baton.v1.DeadlockEdgeR\x05edges\"F\n" +
 	"\rResumeSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x16\n" +
@@ -6341,7 +6508,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\tretention\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\tretention\"[\n" +
 	"\x18RotateSigningKeyResponse\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\x04R\x05keyId\x12(\n" +
-	"\x04keys\x18\x02 \x03(\v2\x14.baton.v1.SigningKeyR\x04keys*\xf1\x03\n" +
+	"\x04keys\x18\x02 \x03(\v2\x14.baton.v1.SigningKeyR\x04keys*\xff\x03\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10INVALID_ARGUMENT\x10\x01\x12\x15\n" +
@@ -6371,7 +6538,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x0eNO_CREDENTIALS\x10\x15\x12\x11\n" +
 	"\rNOT_PERMITTED\x10\x16\x12\x15\n" +
 	"\x11TOO_MANY_SESSIONS\x10\x17\x12\f\n" +
-	"\bNO_SPACE\x10\x18*\xc3\x01\n" +
+	"\bNO_SPACE\x10\x18\x12\f\n" +
+	"\bDEADLOCK\x10\x19*\xc3\x01\n" +
 	"\aHoldEnd\x12\x18\n" +
 	"\x14HOLD_END_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11HOLD_END_RELEASED\x10\x01\x12\x1b\n" +
@@ -6430,7 +6598,7 @@ func file_api_batonpb_baton_proto_rawDescGZIP() []byte {
 }
 
 var file_api_batonpb_baton_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
+var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
 var file_api_batonpb_baton_proto_goTypes = []any{
 	(Reason)(0),                        // 0: baton.v1.Reason
 	(HoldEnd)(0),                       // 1: baton.v1.HoldEnd
@@ -6492,57 +6660,59 @@ var file_api_batonpb_baton_proto_goTypes = []any{
 	(*SaveSnapshotResponse)(nil),       // 57: baton.v1.SaveSnapshotResponse
 	(*SnapshotHeader)(nil),             // 58: baton.v1.SnapshotHeader
 	(*Error)(nil),                      // 59: baton.v1.Error
-	(*ResumeSession)(nil),              // 60: baton.v1.ResumeSession
-	(*SessionRequest)(nil),             // 61: baton.v1.SessionRequest
-	(*SessionsRequest)(nil),            // 62: baton.v1.SessionsRequest
-	(*ChannelRequest)(nil),             // 63: baton.v1.ChannelRequest
-	(*SessionsResponse)(nil),           // 64: baton.v1.SessionsResponse
-	(*ChannelResponse)(nil),            // 65: baton.v1.ChannelResponse
-	(*ChannelEnd)(nil),                 // 66: baton.v1.ChannelEnd
-	(*Grant)(nil),                      // 67: baton.v1.Grant
-	(*WaitEnded)(nil),                  // 68: baton.v1.WaitEnded
-	(*SessionResponse)(nil),            // 69: baton.v1.SessionResponse
-	(*SessionHolds)(nil),               // 70: baton.v1.SessionHolds
-	(*HoldLost)(nil),                   // 71: baton.v1.HoldLost
-	(*ChangeAuthRequest)(nil),          // 72: baton.v1.ChangeAuthRequest
-	(*ChangeAuthResponse)(nil),         // 73: baton.v1.ChangeAuthResponse
-	(*GetAuthRequest)(nil),             // 74: baton.v1.GetAuthRequest
-	(*AuthUser)(nil),                   // 75: baton.v1.AuthUser
-	(*AuthPermission)(nil),             // 76: baton.v1.AuthPermission
-	(*AuthRole)(nil),                   // 77: baton.v1.AuthRole
-	(*GetAuthResponse)(nil),            // 78: baton.v1.GetAuthResponse
-	(*AuditRequest)(nil),               // 79: baton.v1.AuditRequest
-	(*AuditEntry)(nil),                 // 80: baton.v1.AuditEntry
-	(*AuditResponse)(nil),              // 81: baton.v1.AuditResponse
-	(*KeysRequest)(nil),                // 82: baton.v1.KeysRequest
-	(*SigningKey)(nil),                 // 83: baton.v1.SigningKey
-	(*KeysResponse)(nil),               // 84: baton.v1.KeysResponse
-	(*RotateSigningKeyRequest)(nil),    // 85: baton.v1.RotateSigningKeyRequest
-	(*RotateSigningKeyResponse)(nil),   // 86: baton.v1.RotateSigningKeyResponse
-	(*durationpb.Duration)(nil),        // 87: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),      // 88: google.protobuf.Timestamp
+	(*DeadlockEdge)(nil),               // 60: baton.v1.DeadlockEdge
+	(*DeadlockCycle)(nil),              // 61: baton.v1.DeadlockCycle
+	(*ResumeSession)(nil),              // 62: baton.v1.ResumeSession
+	(*SessionRequest)(nil),             // 63: baton.v1.SessionRequest
+	(*SessionsRequest)(nil),            // 64: baton.v1.SessionsRequest
+	(*ChannelRequest)(nil),             // 65: baton.v1.ChannelRequest
+	(*SessionsResponse)(nil),           // 66: baton.v1.SessionsResponse
+	(*ChannelResponse)(nil),            // 67: baton.v1.ChannelResponse
+	(*ChannelEnd)(nil),                 // 68: baton.v1.ChannelEnd
+	(*Grant)(nil),                      // 69: baton.v1.Grant
+	(*WaitEnded)(nil),                  // 70: baton.v1.WaitEnded
+	(*SessionResponse)(nil),            // 71: baton.v1.SessionResponse
+	(*SessionHolds)(nil),               // 72: baton.v1.SessionHolds
+	(*HoldLost)(nil),                   // 73: baton.v1.HoldLost
+	(*ChangeAuthRequest)(nil),          // 74: baton.v1.ChangeAuthRequest
+	(*ChangeAuthResponse)(nil),         // 75: baton.v1.ChangeAuthResponse
+	(*GetAuthRequest)(nil),             // 76: baton.v1.GetAuthRequest
+	(*AuthUser)(nil),                   // 77: baton.v1.AuthUser
+	(*AuthPermission)(nil),             // 78: baton.v1.AuthPermission
+	(*AuthRole)(nil),                   // 79: baton.v1.AuthRole
+	(*GetAuthResponse)(nil),            // 80: baton.v1.GetAuthResponse
+	(*AuditRequest)(nil),               // 81: baton.v1.AuditRequest
+	(*AuditEntry)(nil),                 // 82: baton.v1.AuditEntry
+	(*AuditResponse)(nil),              // 83: baton.v1.AuditResponse
+	(*KeysRequest)(nil),                // 84: baton.v1.KeysRequest
+	(*SigningKey)(nil),                 // 85: baton.v1.SigningKey
+	(*KeysResponse)(nil),               // 86: baton.v1.KeysResponse
+	(*RotateSigningKeyRequest)(nil),    // 87: baton.v1.RotateSigningKeyRequest
+	(*RotateSigningKeyResponse)(nil),   // 88: baton.v1.RotateSigningKeyResponse
+	(*durationpb.Duration)(nil),        // 89: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),      // 90: google.protobuf.Timestamp
 }
 var file_api_batonpb_baton_proto_depIdxs = []int32{
-	87,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	87,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	87,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	89,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	89,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	89,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
 	3,   // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
-	87,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	87,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
-	87,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	89,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	89,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
+	89,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
 	3,   // 7: baton.v1.ProclaimRequest.header:type_name -> baton.v1.RequestHeader
-	87,  // 8: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
-	88,  // 9: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
-	87,  // 10: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
-	87,  // 11: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
-	88,  // 12: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
-	87,  // 13: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
+	89,  // 8: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
+	90,  // 9: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
+	89,  // 10: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
+	89,  // 11: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
+	90,  // 12: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
+	89,  // 13: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
 	15,  // 14: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
-	87,  // 15: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
-	88,  // 16: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
+	89,  // 15: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
+	90,  // 16: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
 	3,   // 17: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
-	87,  // 18: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
-	87,  // 19: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
+	89,  // 18: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
+	89,  // 19: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
 	19,  // 20: baton.v1.AcquireManyRequest.modes:type_name -> baton.v1.LockMode
 	17,  // 21: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
 	3,   // 22: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
@@ -6551,18 +6721,18 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	15,  // 25: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
 	15,  // 26: baton.v1.Lock.holders:type_name -> baton.v1.Holder
 	16,  // 27: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
-	88,  // 28: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
+	90,  // 28: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
 	30,  // 29: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
 	34,  // 30: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
 	34,  // 31: baton.v1.HistoryResponse.holds:type_name -> baton.v1.PastHold
-	88,  // 32: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
-	88,  // 33: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
+	90,  // 32: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
+	90,  // 33: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
 	1,   // 34: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
 	15,  // 35: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
-	88,  // 36: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
+	90,  // 36: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
 	36,  // 37: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	87,  // 38: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	88,  // 39: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	89,  // 38: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	90,  // 39: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
 	38,  // 40: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
 	30,  // 41: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
 	46,  // 42: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
@@ -6571,115 +6741,117 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	46,  // 45: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
 	58,  // 46: baton.v1.SaveSnapshotResponse.header:type_name -> baton.v1.SnapshotHeader
 	46,  // 47: baton.v1.SnapshotHeader.members:type_name -> baton.v1.Member
-	88,  // 48: baton.v1.SnapshotHeader.taken_at:type_name -> google.protobuf.Timestamp
+	90,  // 48: baton.v1.SnapshotHeader.taken_at:type_name -> google.protobuf.Timestamp
 	0,   // 49: baton.v1.Error.reason:type_name -> baton.v1.Reason
-	4,   // 50: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
-	60,  // 51: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
-	6,   // 52: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
-	10,  // 53: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
-	21,  // 54: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
-	23,  // 55: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
-	18,  // 56: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
-	8,   // 57: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
-	13,  // 58: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
-	11,  // 59: baton.v1.SessionRequest.proclaim:type_name -> baton.v1.ProclaimRequest
-	63,  // 60: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
-	61,  // 61: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
-	65,  // 62: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
-	69,  // 63: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
-	66,  // 64: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
-	59,  // 65: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
-	0,   // 66: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
-	59,  // 67: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
-	5,   // 68: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
-	7,   // 69: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
-	17,  // 70: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
-	22,  // 71: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
-	24,  // 72: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
-	20,  // 73: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
-	9,   // 74: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
-	67,  // 75: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
-	68,  // 76: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
-	59,  // 77: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	71,  // 78: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
-	70,  // 79: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
-	14,  // 80: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
-	12,  // 81: baton.v1.SessionResponse.proclaim:type_name -> baton.v1.ProclaimResponse
-	71,  // 82: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
-	2,   // 83: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
-	76,  // 84: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
-	75,  // 85: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
-	77,  // 86: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
-	88,  // 87: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	80,  // 88: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
-	88,  // 89: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
-	88,  // 90: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
-	83,  // 91: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
-	87,  // 92: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
-	83,  // 93: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
-	61,  // 94: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	62,  // 95: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
-	4,   // 96: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	6,   // 97: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	8,   // 98: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	10,  // 99: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	18,  // 100: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	13,  // 101: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
-	21,  // 102: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	11,  // 103: baton.v1.Baton.Proclaim:input_type -> baton.v1.ProclaimRequest
-	25,  // 104: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	27,  // 105: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	29,  // 106: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	32,  // 107: baton.v1.Baton.History:input_type -> baton.v1.HistoryRequest
-	35,  // 108: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	39,  // 109: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	43,  // 110: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
-	41,  // 111: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	45,  // 112: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	47,  // 113: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
-	49,  // 114: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
-	53,  // 115: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
-	51,  // 116: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
-	72,  // 117: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
-	74,  // 118: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
-	79,  // 119: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
-	82,  // 120: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
-	85,  // 121: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
-	56,  // 122: baton.v1.Baton.SaveSnapshot:input_type -> baton.v1.SaveSnapshotRequest
-	69,  // 123: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	64,  // 124: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	5,   // 125: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	7,   // 126: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	9,   // 127: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	17,  // 128: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	20,  // 129: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	14,  // 130: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
-	22,  // 131: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	12,  // 132: baton.v1.Baton.Proclaim:output_type -> baton.v1.ProclaimResponse
-	26,  // 133: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	28,  // 134: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	31,  // 135: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	33,  // 136: baton.v1.Baton.History:output_type -> baton.v1.HistoryResponse
-	37,  // 137: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	40,  // 138: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	44,  // 139: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
-	42,  // 140: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	55,  // 141: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	48,  // 142: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
-	50,  // 143: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
-	54,  // 144: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
-	52,  // 145: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
-	73,  // 146: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
-	78,  // 147: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
-	81,  // 148: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
-	84,  // 149: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
-	86,  // 150: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
-	57,  // 151: baton.v1.Baton.SaveSnapshot:output_type -> baton.v1.SaveSnapshotResponse
-	123, // [123:152] is the sub-list for method output_type
-	94,  // [94:123] is the sub-list for method input_type
-	94,  // [94:94] is the sub-list for extension type_name
-	94,  // [94:94] is the sub-list for extension extendee
-	0,   // [0:94] is the sub-list for field type_name
+	60,  // 50: baton.v1.Error.deadlock_cycle:type_name -> baton.v1.DeadlockEdge
+	60,  // 51: baton.v1.DeadlockCycle.edges:type_name -> baton.v1.DeadlockEdge
+	4,   // 52: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
+	62,  // 53: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
+	6,   // 54: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
+	10,  // 55: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
+	21,  // 56: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
+	23,  // 57: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
+	18,  // 58: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
+	8,   // 59: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
+	13,  // 60: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
+	11,  // 61: baton.v1.SessionRequest.proclaim:type_name -> baton.v1.ProclaimRequest
+	65,  // 62: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
+	63,  // 63: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
+	67,  // 64: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
+	71,  // 65: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
+	68,  // 66: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
+	59,  // 67: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
+	0,   // 68: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
+	59,  // 69: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
+	5,   // 70: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
+	7,   // 71: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
+	17,  // 72: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
+	22,  // 73: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
+	24,  // 74: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
+	20,  // 75: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
+	9,   // 76: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
+	69,  // 77: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
+	70,  // 78: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
+	59,  // 79: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
+	73,  // 80: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
+	72,  // 81: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
+	14,  // 82: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
+	12,  // 83: baton.v1.SessionResponse.proclaim:type_name -> baton.v1.ProclaimResponse
+	73,  // 84: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
+	2,   // 85: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
+	78,  // 86: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
+	77,  // 87: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
+	79,  // 88: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
+	90,  // 89: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	82,  // 90: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
+	90,  // 91: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
+	90,  // 92: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
+	85,  // 93: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
+	89,  // 94: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
+	85,  // 95: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
+	63,  // 96: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	64,  // 97: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	4,   // 98: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	6,   // 99: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	8,   // 100: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	10,  // 101: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	18,  // 102: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	13,  // 103: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
+	21,  // 104: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	11,  // 105: baton.v1.Baton.Proclaim:input_type -> baton.v1.ProclaimRequest
+	25,  // 106: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	27,  // 107: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	29,  // 108: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	32,  // 109: baton.v1.Baton.History:input_type -> baton.v1.HistoryRequest
+	35,  // 110: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	39,  // 111: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	43,  // 112: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
+	41,  // 113: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	45,  // 114: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	47,  // 115: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
+	49,  // 116: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
+	53,  // 117: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
+	51,  // 118: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
+	74,  // 119: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
+	76,  // 120: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
+	81,  // 121: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
+	84,  // 122: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
+	87,  // 123: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
+	56,  // 124: baton.v1.Baton.SaveSnapshot:input_type -> baton.v1.SaveSnapshotRequest
+	71,  // 125: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	66,  // 126: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	5,   // 127: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	7,   // 128: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	9,   // 129: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	17,  // 130: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	20,  // 131: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	14,  // 132: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
+	22,  // 133: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	12,  // 134: baton.v1.Baton.Proclaim:output_type -> baton.v1.ProclaimResponse
+	26,  // 135: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	28,  // 136: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	31,  // 137: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	33,  // 138: baton.v1.Baton.History:output_type -> baton.v1.HistoryResponse
+	37,  // 139: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	40,  // 140: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	44,  // 141: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
+	42,  // 142: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	55,  // 143: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	48,  // 144: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
+	50,  // 145: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
+	54,  // 146: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
+	52,  // 147: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
+	75,  // 148: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
+	80,  // 149: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
+	83,  // 150: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
+	86,  // 151: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
+	88,  // 152: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
+	57,  // 153: baton.v1.Baton.SaveSnapshot:output_type -> baton.v1.SaveSnapshotResponse
+	125, // [125:154] is the sub-list for method output_type
+	96,  // [96:125] is the sub-list for method input_type
+	96,  // [96:96] is the sub-list for extension type_name
+	96,  // [96:96] is the sub-list for extension extendee
+	0,   // [0:96] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }
@@ -6688,7 +6860,7 @@ func file_api_batonpb_baton_proto_init() {
 		return
 	}
 	file_api_batonpb_baton_proto_msgTypes[52].OneofWrappers = []any{}
-	file_api_batonpb_baton_proto_msgTypes[58].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[60].OneofWrappers = []any{
 		(*SessionRequest_Open)(nil),
 		(*SessionRequest_Resume)(nil),
 		(*SessionRequest_KeepAlive)(nil),
@@ -6700,7 +6872,7 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionRequest_RenewHold)(nil),
 		(*SessionRequest_Proclaim)(nil),
 	}
-	file_api_batonpb_baton_proto_msgTypes[66].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[68].OneofWrappers = []any{
 		(*SessionResponse_Open)(nil),
 		(*SessionResponse_KeepAlive)(nil),
 		(*SessionResponse_Acquire)(nil),
@@ -6722,7 +6894,7 @@ func file_api_batonpb_baton_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_batonpb_baton_proto_rawDesc), len(file_api_batonpb_baton_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   84,
+			NumMessages:   86,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -146,7 +146,9 @@ func fastChannelResponse(r *batonpb.ChannelResponse) bool {
 		return false
 	}
 	// proto refuses to encode a string that is not UTF-8.
-	if e := sr.GetError(); e != nil && (unknown(e) || !utf8.ValidString(e.GetMessage()) || !utf8.ValidString(e.GetLeaderAddr())) {
+	if e := sr.GetError(); e != nil && (unknown(e) || !utf8.ValidString(e.GetMessage()) || !utf8.ValidString(e.GetLeaderAddr()) ||
+		len(e.GetDeadlockCycle()) > 0) {
+		// (A DEADLOCK refusal's cycle is rare and left to proto.)
 		return false
 	}
 	// And a signed token that is not (the server's never are: base64url).

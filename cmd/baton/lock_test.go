@@ -137,3 +137,18 @@ func alive(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z'
 }
+
+// TestDeadlockErrorIsOneLine: a lock refused as a deadlock is reported
+// in one line naming the cycle, and fails with status 1.
+func TestDeadlockErrorIsOneLine(t *testing.T) {
+	err := &baton.DeadlockError{Cycle: []baton.DeadlockEdge{
+		{SessionID: 7, Lock: "b", BlockerSessionID: 8, BlockerOwnerKey: "k"},
+		{SessionID: 8, OwnerKey: "k", Lock: "a", BlockerSessionID: 7},
+	}}
+	var code int
+	out := captureStderr(t, func() { code = exitCode("lock", err) })
+	want := `baton lock: deadlock: session 7 waits for lock "b" held by session 8 key "k", session 8 key "k" waits for lock "a" held by session 7` + "\n"
+	if out != want || code != 1 {
+		t.Fatalf("exit %d, printed %q; want 1 and %q", code, out, want)
+	}
+}

@@ -199,6 +199,14 @@ func cacheResult(seq uint64, res *fsmpb.Result) cachedResult {
 			c.many[i] = outcomeOf(o)
 		}
 	}
+	if cycle := res.GetDeadlock().GetEdges(); len(cycle) > 0 {
+		edges := make([]deadlockEdge, len(cycle))
+		c.deadlock = &edges
+		for i, e := range cycle {
+			edges[i] = deadlockEdge{sessionID: e.GetSessionId(), ownerKey: e.GetOwnerKey(), lock: e.GetLock(), queuedAhead: e.GetQueuedAhead(),
+				blockerSessionID: e.GetBlockerSessionId(), blockerOwnerKey: e.GetBlockerOwnerKey()}
+		}
+	}
 	return c
 }
 
@@ -245,6 +253,14 @@ func (c *cachedResult) toProto(pa *protoAlloc) *fsmpb.Result {
 		p.AcquireMany = slices.Grow(many, len(c.many))
 		for i := range c.many {
 			p.AcquireMany = append(p.AcquireMany, c.many[i].toProto(pa))
+		}
+	}
+	if cycle := c.cycle(); len(cycle) > 0 {
+		edges := make([]*fsmpb.DeadlockEdge, len(cycle))
+		p.Deadlock = &fsmpb.DeadlockCycle{Edges: edges}
+		for i, e := range cycle {
+			edges[i] = &fsmpb.DeadlockEdge{SessionId: e.sessionID, OwnerKey: e.ownerKey, Lock: e.lock, QueuedAhead: e.queuedAhead,
+				BlockerSessionId: e.blockerSessionID, BlockerOwnerKey: e.blockerOwnerKey}
 		}
 	}
 	return p

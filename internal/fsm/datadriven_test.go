@@ -577,6 +577,14 @@ func formatResult(r *fsmpb.Result) string {
 	if r.GetRemainingCount() != 0 {
 		fmt.Fprintf(&b, "  remaining %d\n", r.GetRemainingCount())
 	}
+	for _, e := range r.GetDeadlock().GetEdges() {
+		how := "held by"
+		if e.GetQueuedAhead() {
+			how = "behind"
+		}
+		fmt.Fprintf(&b, "  deadlock-edge s%d/%q waits for %s %s s%d/%q\n", e.GetSessionId(), e.GetOwnerKey(), e.GetLock(), how,
+			e.GetBlockerSessionId(), e.GetBlockerOwnerKey())
+	}
 	for _, g := range r.GetGrants() {
 		fmt.Fprintf(&b, "  grant %s to s%d seq=%d token=%d%s\n", g.GetLock(), g.GetSessionId(), g.GetAcquireSeq(), g.GetToken(), sharedMark(g.GetShared()))
 	}

@@ -22,7 +22,7 @@ var rewriteGolden = flag.Bool("rewrite-snapshot", false, "rewrite testdata/snaps
 // bytes every release since encodes alike, and the current one.
 var goldenPaths = map[uint32]string{
 	SignedTokensVersion: "testdata/snapshot.golden",
-	LogVersion:          "testdata/snapshot-v10.golden",
+	LogVersion:          "testdata/snapshot-current.golden",
 }
 
 // TestSnapshotBytesArePinned pins the bytes of the snapshot of one state
@@ -110,9 +110,10 @@ func testSnapshotBytesArePinned(t *testing.T, version uint32, goldenPath string)
 // shared holds; waiters with timeouts, shared and limited; members, the
 // cluster id, the log version, users, roles, audit records, and a current
 // and a retired signing key; at version HoldValueVersion or above, an
-// election's holder and waiter with values; and, at version
-// HistoryVersion or above, the history of the holds that ended
-// (released, cas-released, expired).
+// election's holder and waiter with values; at version HistoryVersion
+// or above, the history of the holds that ended (released, cas-released,
+// expired); and, at DeadlockVersion or above, a cached DEADLOCK refusal
+// naming its cycle.
 func goldenMachine(t *testing.T, version uint32) *Machine {
 	m := New()
 	m.SetMember(Member{ID: 7, Name: "n2", PeerAddr: "10.0.0.2:7701"})
@@ -196,6 +197,12 @@ func goldenMachine(t *testing.T, version uint32) *Machine {
 			{SessionId: 2, Seq: 9, Op: &fsmpb.Command_Proclaim{Proclaim: &fsmpb.Proclaim{Lock: "e/1", Token: 40, Value: "10.0.0.1:81"}}},
 			{SessionId: 4, Seq: 9, Principal: "alice", Op: acq(&fsmpb.Acquire{Lock: "e/1"})},
 		}...)
+	}
+	if version >= DeadlockVersion {
+		// 44: session 2 would wait for "m/1", held by session 3, which
+		// waits for "a" (and "e/1"), held by session 2: refused, the
+		// cycle cached.
+		cmds = append(cmds, &fsmpb.Command{SessionId: 2, Seq: 10, Op: acq(&fsmpb.Acquire{Lock: "m/1", Wait: true})})
 	}
 	index := uint64(0)
 	for _, cmd := range cmds {

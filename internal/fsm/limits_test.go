@@ -111,6 +111,7 @@ func TestErrorOf(t *testing.T) {
 		fsmpb.Error_ERROR_LIMIT_MISMATCH:    ErrLimitMismatch,
 		fsmpb.Error_ERROR_SECRET_MISMATCH:   ErrSecretMismatch,
 		fsmpb.Error_ERROR_NOT_PERMITTED:     ErrPermissionDenied,
+		fsmpb.Error_ERROR_DEADLOCK:          ErrDeadlock,
 	}
 	if len(sentinels) != len(fsmpb.Error_name)-1 {
 		t.Fatalf("%d sentinels for %d error codes", len(sentinels), len(fsmpb.Error_name)-1)

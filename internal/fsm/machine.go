@@ -60,6 +60,8 @@ type Machine struct {
 	// lastSize and lastRecords are the bytes and records of the last
 	// encoding or restored snapshot, to size the next one's buffer.
 	lastSize, lastRecords int
+	// deadlocks is the deadlock search's scratch, reused (deadlock.go).
+	deadlocks deadlockSearch
 }
 
 // btreeDegree is the fan-out of the sorted indexes; 32 is google/btree's

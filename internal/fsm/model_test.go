@@ -34,11 +34,16 @@ import (
 //     while entries go on being applied (freezer);
 //   - no lock is granted while in a lock-delay: the model follows the
 //     delays the results report started and ended, and the machine's
-//     delays always equal them.
+//     delays always equal them;
 //   - every hold and waiter has the value its acquire gave it, or the last
 //     one its holder proclaimed: the model keys each by the acquire that
 //     made it and follows grants and accepted proclaims, and the
-//     machine's values always equal it.
+//     machine's values always equal it;
+//   - odd seeds run at log version 11 (deadlock detection; from a quarter
+//     of the stream on for the seeds that raise their version there):
+//     every queued wait and every DEADLOCK refusal agrees with the
+//     reference search (checkDeadlockDecision); even seeds never refuse
+//     one.
 //
 // A failure names the seed; rerun it with -run 'TestRandomStream/seed=N'.
 var streamSeeds = flag.Int("fsm.stream-seeds", 8, "how many seeds TestRandomStream runs (0 to N-1); a soak: -fsm.stream-seeds=600, about two minutes")
@@ -160,18 +165,24 @@ func runStream(t *testing.T, seed uint64, steps int) {
 		values:     make(map[valueRef]string),
 		stats:      make(map[string]int),
 	}
-	// The history is replicated from HistoryVersion, and later versions
-	// change rules too: a third of the seeds stay below them, a third
-	// start at this release's version and a third cross to it, an entry
-	// before the restore.
-	if seed%3 == 1 {
-		s.m.SetLogVersion(LogVersion)
+	// The history is replicated from HistoryVersion: seeds with seed%3
+	// == 2 raise the version at a quarter of the stream, an entry before
+	// the restore, the others start at it, except the even ones with
+	// seed%3 == 0, which stay below it. Odd seeds raise it to this
+	// release's LogVersion (deadlock detection, a session's end ending its
+	// holds first), even ones to HistoryVersion.
+	target := uint32(HistoryVersion)
+	if seed%2 == 1 {
+		target = LogVersion
+	}
+	if seed%3 == 1 || seed%3 == 0 && seed%2 == 1 {
+		s.m.SetLogVersion(target)
 	}
 	for step := range steps {
 		if seed%3 == 2 && step == steps/4 {
 			s.index++
 			if res := s.m.Apply(s.index, &fsmpb.Command{Op: &fsmpb.Command_SetLogVersion{
-				SetLogVersion: &fsmpb.SetLogVersion{Version: LogVersion}}}); ErrorOf(res) != nil {
+				SetLogVersion: &fsmpb.SetLogVersion{Version: target}}}); ErrorOf(res) != nil {
 				t.Fatal(res)
 			}
 		}
@@ -228,7 +239,18 @@ func (s *stream) step() {
 	if retry {
 		before, beforeSessions = s.m.Locks("", "", 0), s.m.Sessions(0, 0)
 	}
+	var pre []*fsmpb.Lock
+	if cmd.GetAcquire().GetWait() && !retry {
+		pre = s.m.Locks("", "", 0)
+	}
 	res := s.m.Apply(s.index, cmd)
+	if pre != nil {
+		if s.m.LogVersion() >= DeadlockVersion {
+			checkDeadlockDecision(s.t, pre, cmd, res)
+		} else if res.GetError() == fsmpb.Error_ERROR_DEADLOCK {
+			s.t.Fatalf("entry %d %v: DEADLOCK below log version %d", s.index, cmd, DeadlockVersion)
+		}
+	}
 	if s.restored != nil {
 		if r2 := s.restored.Apply(s.index, cmd); !proto.Equal(res, r2) {
 			s.t.Fatalf("entry %d %v: restored machine answered %v, original %v", s.index, cmd, r2, res)

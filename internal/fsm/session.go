@@ -122,6 +122,9 @@ type cachedResult struct {
 	many      []outcome // Result.acquire_many
 	code      fsmpb.Error
 	remaining uint32 // Result.remaining_count
+	// deadlock is Result.deadlock's edges, nil for all but a DEADLOCK
+	// refusal (a pointer: the cache keeps many results, few of them one).
+	deadlock *[]deadlockEdge
 	// claimed: a retry of this Acquire was answered from it (or the
 	// session's own CancelWait of it with its grant), so the client may act
 	// on that answer; an abandoned CancelWait no longer undoes the acquire.
@@ -275,6 +278,14 @@ func (s *session) holdEnded(lock string, token uint64) {
 			}
 		}
 	}
+}
+
+// cycle is the cached Result.deadlock's edges.
+func (c *cachedResult) cycle() []deadlockEdge {
+	if c.deadlock == nil {
+		return nil
+	}
+	return *c.deadlock
 }
 
 // message is the cached result's error message.

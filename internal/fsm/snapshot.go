@@ -198,6 +198,16 @@ const (
 	resultAcquire     protowire.Number = 4
 	resultAcquireMany protowire.Number = 5
 	resultRemaining   protowire.Number = 9
+	resultDeadlock    protowire.Number = 40
+
+	cycleEdges protowire.Number = 1
+
+	edgeSessionID   protowire.Number = 1
+	edgeOwnerKey    protowire.Number = 2
+	edgeLock        protowire.Number = 3
+	edgeQueuedAhead protowire.Number = 4
+	edgeBlockerID   protowire.Number = 5
+	edgeBlockerKey  protowire.Number = 6
 
 	outcomeLock     protowire.Number = 1
 	outcomeStatus   protowire.Number = 2
@@ -244,6 +254,12 @@ func appendSession(b []byte, s *sessionState) []byte {
 			b = appendOutcome(b, resultAcquireMany, &c.many[j])
 		}
 		b = protofield.AppendUint(b, resultRemaining, uint64(c.remaining))
+		if cycle := c.cycle(); len(cycle) > 0 {
+			b = protofield.AppendMessageHeader(b, resultDeadlock, cycleSize(cycle))
+			for _, e := range cycle {
+				b = appendDeadlockEdge(b, &e)
+			}
+		}
 		b = protofield.AppendBool(b, cachedClaimed, c.claimed)
 	}
 	b = protofield.AppendUint(b, sessionHolds, uint64(s.numHolds()))
@@ -265,7 +281,36 @@ func resultSize(c *cachedResult) int {
 	for j := range c.many {
 		n += protofield.SizeMessage(resultAcquireMany, outcomeSize(&c.many[j]))
 	}
+	if cycle := c.cycle(); len(cycle) > 0 {
+		n += protofield.SizeMessage(resultDeadlock, cycleSize(cycle))
+	}
 	return n
+}
+
+// cycleSize is the size of a DeadlockCycle of edges.
+func cycleSize(edges []deadlockEdge) int {
+	n := 0
+	for _, e := range edges {
+		n += protofield.SizeMessage(cycleEdges, deadlockEdgeSize(&e))
+	}
+	return n
+}
+
+// appendDeadlockEdge appends e as an element of a DeadlockCycle's edges.
+func appendDeadlockEdge(b []byte, e *deadlockEdge) []byte {
+	b = protofield.AppendMessageHeader(b, cycleEdges, deadlockEdgeSize(e))
+	b = protofield.AppendUint(b, edgeSessionID, e.sessionID)
+	b = protofield.AppendString(b, edgeOwnerKey, e.ownerKey)
+	b = protofield.AppendString(b, edgeLock, e.lock)
+	b = protofield.AppendBool(b, edgeQueuedAhead, e.queuedAhead)
+	b = protofield.AppendUint(b, edgeBlockerID, e.blockerSessionID)
+	return protofield.AppendString(b, edgeBlockerKey, e.blockerOwnerKey)
+}
+
+func deadlockEdgeSize(e *deadlockEdge) int {
+	return protofield.SizeUint(edgeSessionID, e.sessionID) + protofield.SizeString(edgeOwnerKey, e.ownerKey) +
+		protofield.SizeString(edgeLock, e.lock) + protofield.SizeBool(edgeQueuedAhead, e.queuedAhead) +
+		protofield.SizeUint(edgeBlockerID, e.blockerSessionID) + protofield.SizeString(edgeBlockerKey, e.blockerOwnerKey)
 }
 
 // appendOutcome appends o as field num of a Result.

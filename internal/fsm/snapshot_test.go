@@ -111,7 +111,10 @@ func TestSnapshotFieldNumbers(t *testing.T) {
 		// 0: a field the exactly-once cache never keeps, so never written.
 		&fsmpb.Result{}: {"error": resultError, "message": resultMessage, "session_id": 0, "acquire": resultAcquire,
 			"acquire_many": resultAcquireMany, "grants": 0, "waits_ended": 0, "sessions_ended": 0, "remaining_count": resultRemaining,
-			"holds_ended": 0, "liveness": 0},
+			"holds_ended": 0, "liveness": 0, "deadlock": resultDeadlock},
+		&fsmpb.DeadlockCycle{}: {"edges": cycleEdges},
+		&fsmpb.DeadlockEdge{}: {"session_id": edgeSessionID, "owner_key": edgeOwnerKey, "lock": edgeLock, "queued_ahead": edgeQueuedAhead,
+			"blocker_session_id": edgeBlockerID, "blocker_owner_key": edgeBlockerKey},
 		&fsmpb.AcquireOutcome{}: {"lock": outcomeLock, "status": outcomeStatus, "token": outcomeToken, "count": outcomeCount,
 			"holder": outcomeHolder, "position": outcomePosition, "delayed_until_unix_nano": outcomeDelayed},
 	} {

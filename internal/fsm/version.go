@@ -41,6 +41,11 @@ import (
 //	   older releases do; the entry that raises the version to 10 empties
 //	   the history on every member, which from there on tell the same
 //	   (past.go).
+//	11: deadlock detection: an Acquire whose wait would close a deadlock
+//	   is refused (DeadlockVersion), with Result.deadlock (kept in
+//	   snapshots with the session's cached results). No command field:
+//	   below it the machine queues such a wait, so old logs replay the
+//	   same.
 //	12: a session's end ends its holds, starting their lock-delays,
 //	   before it grants the waiters behind its own waits in their
 //	   locks (EndHoldsFirstVersion). Below it such a waiter could be

@@ -73,6 +73,14 @@ var fieldsAddedIn = map[protoreflect.FullName]uint32{
 	"baton.fsm.v1.Proclaim.token":                         HoldValueVersion,
 	"baton.fsm.v1.Proclaim.owner_key":                     HoldValueVersion,
 	"baton.fsm.v1.Proclaim.value":                         HoldValueVersion,
+	"baton.fsm.v1.Result.deadlock":                        DeadlockVersion,
+	"baton.fsm.v1.DeadlockCycle.edges":                    DeadlockVersion,
+	"baton.fsm.v1.DeadlockEdge.session_id":                DeadlockVersion,
+	"baton.fsm.v1.DeadlockEdge.owner_key":                 DeadlockVersion,
+	"baton.fsm.v1.DeadlockEdge.lock":                      DeadlockVersion,
+	"baton.fsm.v1.DeadlockEdge.queued_ahead":              DeadlockVersion,
+	"baton.fsm.v1.DeadlockEdge.blocker_session_id":        DeadlockVersion,
+	"baton.fsm.v1.DeadlockEdge.blocker_owner_key":         DeadlockVersion,
 }
 
 // fieldCounts is how many fields each message of the log and snapshots
@@ -86,7 +94,7 @@ var fieldCounts = map[protoreflect.FullName]int{
 	"baton.fsm.v1.Release": 3, "baton.fsm.v1.CasRelease": 3, "baton.fsm.v1.CancelWait": 5,
 	"baton.fsm.v1.AcquireMany": 8, "baton.fsm.v1.LockMode": 2, "baton.fsm.v1.ExpireHold": 3, "baton.fsm.v1.SetLogVersion": 1,
 	"baton.fsm.v1.Snapshot": 10, "baton.fsm.v1.LockHistory": 2, "baton.fsm.v1.PastHold": 9, "baton.fsm.v1.Session": 11, "baton.fsm.v1.CachedResult": 3,
-	"baton.fsm.v1.Result": 11, "baton.fsm.v1.AcquireOutcome": 7, "baton.fsm.v1.Holder": 11,
+	"baton.fsm.v1.Result": 12, "baton.fsm.v1.DeadlockEdge": 6, "baton.fsm.v1.DeadlockCycle": 1, "baton.fsm.v1.AcquireOutcome": 7, "baton.fsm.v1.Holder": 11,
 	"baton.fsm.v1.Waiter": 10, "baton.fsm.v1.Lock": 7, "baton.fsm.v1.EndLockDelay": 2, "baton.fsm.v1.Member": 5,
 	"baton.fsm.v1.AuthChange": 6, "baton.fsm.v1.AuditNote": 1, "baton.fsm.v1.AuthState": 3, "baton.fsm.v1.User": 3, "baton.fsm.v1.Role": 2,
 	"baton.fsm.v1.Permission": 2, "baton.fsm.v1.AuditRecord": 4,

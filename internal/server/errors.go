@@ -8,6 +8,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
 
 	"github.com/batonlock/baton/api/batonpb"
 	"github.com/batonlock/baton/internal/fsm"
@@ -50,6 +51,11 @@ var errorMap = []struct {
 	{fsm.ErrLimitMismatch, codes.FailedPrecondition, batonpb.Reason_LIMIT_MISMATCH},
 	{fsm.ErrSecretMismatch, codes.PermissionDenied, batonpb.Reason_SECRET_MISMATCH},
 	{fsm.ErrPermissionDenied, codes.PermissionDenied, batonpb.Reason_NOT_PERMITTED},
+	// ABORTED, not FAILED_PRECONDITION: nothing is wrong with the request
+	// or the system; it lost a conflict with concurrent holders, and the
+	// caller retries at a higher level (release what it holds, start the
+	// sequence again), which is what ABORTED tells (HTTP 409).
+	{fsm.ErrDeadlock, codes.Aborted, batonpb.Reason_DEADLOCK},
 	{errNotPermitted, codes.PermissionDenied, batonpb.Reason_NOT_PERMITTED},
 	{errNoCredentials, codes.Unauthenticated, batonpb.Reason_NO_CREDENTIALS},
 	{fsm.ErrStaleSequence, codes.FailedPrecondition, batonpb.Reason_STALE_SEQUENCE},
@@ -113,10 +119,29 @@ func (s *Server) toStatus(err error) error {
 	if leader != "" {
 		info.Metadata = map[string]string{"leader_addr": leader}
 	}
-	if d, derr := st.WithDetails(info); derr == nil {
+	details := []protoadapt.MessageV1{info}
+	if cycle := deadlockCycle(err); len(cycle) > 0 {
+		details = append(details, &batonpb.DeadlockCycle{Edges: cycle})
+	}
+	if d, derr := st.WithDetails(details...); derr == nil {
 		st = d
 	}
 	return st.Err()
+}
+
+// deadlockCycle is the cycle of a DEADLOCK refusal in the API's terms,
+// nil for any other error.
+func deadlockCycle(err error) []*batonpb.DeadlockEdge {
+	var fe *fsm.Error
+	if !errors.As(err, &fe) || len(fe.Deadlock) == 0 {
+		return nil
+	}
+	out := make([]*batonpb.DeadlockEdge, len(fe.Deadlock))
+	for i, e := range fe.Deadlock {
+		out[i] = &batonpb.DeadlockEdge{SessionId: e.GetSessionId(), OwnerKey: e.GetOwnerKey(), Lock: e.GetLock(),
+			QueuedAhead: e.GetQueuedAhead(), BlockerSessionId: e.GetBlockerSessionId(), BlockerOwnerKey: e.GetBlockerOwnerKey()}
+	}
+	return out
 }
 
 // toWire turns err into the Error of a stream response.
@@ -127,16 +152,21 @@ func (s *Server) toWire(err error) *batonpb.Error {
 	if st, ok := status.FromError(err); ok {
 		e := &batonpb.Error{Code: uint32(st.Code()), Message: st.Message()}
 		for _, d := range st.Details() {
-			if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == ErrorDomain {
-				e.Reason = batonpb.Reason(batonpb.Reason_value[info.GetReason()])
-				e.LeaderAddr = info.GetMetadata()["leader_addr"]
+			switch d := d.(type) {
+			case *errdetails.ErrorInfo:
+				if d.GetDomain() == ErrorDomain {
+					e.Reason = batonpb.Reason(batonpb.Reason_value[d.GetReason()])
+					e.LeaderAddr = d.GetMetadata()["leader_addr"]
+				}
+			case *batonpb.DeadlockCycle:
+				e.DeadlockCycle = d.GetEdges()
 			}
 		}
 		return e
 	}
 	code, reason, leader := s.classify(err)
 	msg := s.message(code, err)
-	return &batonpb.Error{Code: uint32(code), Reason: reason, Message: msg, LeaderAddr: leader}
+	return &batonpb.Error{Code: uint32(code), Reason: reason, Message: msg, LeaderAddr: leader, DeadlockCycle: deadlockCycle(err)}
 }
 
 // message is what the caller reads: the state machine's own words without

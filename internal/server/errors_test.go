@@ -37,6 +37,57 @@ func TestReasonsMatch(t *testing.T) {
 	}
 }
 
+// TestDeadlockCycleTravels: a DEADLOCK refusal's cycle reaches the
+// client both ways: as the DeadlockCycle status detail of a unary call
+// (and so the HTTP gateway's body), and in Error.deadlock_cycle on the
+// Sessions stream, from either form of the error.
+func TestDeadlockCycleTravels(t *testing.T) {
+	s := New(Config{})
+	err := fsm.ErrorOf(&fsmpb.Result{Error: fsmpb.Error_ERROR_DEADLOCK, Message: "deadlock: session 2 waits for lock \"x\" held by session 1, ...",
+		Deadlock: &fsmpb.DeadlockCycle{Edges: []*fsmpb.DeadlockEdge{
+			{SessionId: 2, Lock: "x", BlockerSessionId: 1},
+			{SessionId: 1, OwnerKey: "k", Lock: "y", QueuedAhead: true, BlockerSessionId: 2},
+		}}})
+	want := []*batonpb.DeadlockEdge{
+		{SessionId: 2, Lock: "x", BlockerSessionId: 1},
+		{SessionId: 1, OwnerKey: "k", Lock: "y", QueuedAhead: true, BlockerSessionId: 2},
+	}
+	st, _ := status.FromError(s.toStatus(err))
+	if st.Code() != codes.Aborted {
+		t.Fatalf("code %v, want Aborted", st.Code())
+	}
+	var got []*batonpb.DeadlockEdge
+	for _, d := range st.Details() {
+		if c, ok := d.(*batonpb.DeadlockCycle); ok {
+			got = c.GetEdges()
+		}
+	}
+	if !equalEdges(got, want) {
+		t.Fatalf("status detail %v, want %v", got, want)
+	}
+	for _, e := range []error{err, s.toStatus(err)} {
+		w := s.toWire(e)
+		if w.GetReason() != batonpb.Reason_DEADLOCK || !equalEdges(w.GetDeadlockCycle(), want) {
+			t.Fatalf("toWire(%v) = %v, want DEADLOCK with %v", e, w, want)
+		}
+	}
+	if w := s.toWire(fsm.ErrorOf(&fsmpb.Result{Error: fsmpb.Error_ERROR_NOT_HOLDER})); len(w.GetDeadlockCycle()) != 0 {
+		t.Fatalf("a NOT_HOLDER error carries a cycle: %v", w)
+	}
+}
+
+func equalEdges(a, b []*batonpb.DeadlockEdge) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !proto.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 func TestErrorMapping(t *testing.T) {
 	s := New(Config{})
 	tests := []struct {
@@ -48,6 +99,7 @@ func TestErrorMapping(t *testing.T) {
 		{fsm.ErrorOf(&fsmpb.Result{Error: fsmpb.Error_ERROR_NOT_HOLDER, Message: "x"}), codes.FailedPrecondition, batonpb.Reason_NOT_HOLDER},
 		{fsm.ErrorOf(&fsmpb.Result{Error: fsmpb.Error_ERROR_SESSION_NOT_FOUND}), codes.NotFound, batonpb.Reason_SESSION_NOT_FOUND},
 		{fsm.ErrorOf(&fsmpb.Result{Error: fsmpb.Error_ERROR_TOO_MANY_WAITERS}), codes.ResourceExhausted, batonpb.Reason_TOO_MANY_WAITERS},
+		{fsm.ErrorOf(&fsmpb.Result{Error: fsmpb.Error_ERROR_DEADLOCK}), codes.Aborted, batonpb.Reason_DEADLOCK},
 		{fmt.Errorf("wrapped: %w", &raftnode.NotLeaderError{Leader: 7}), codes.Unavailable, batonpb.Reason_NOT_LEADER},
 		{raftnode.ErrOutcomeUnknown, codes.Unavailable, batonpb.Reason_OUTCOME_UNKNOWN},
 		{raftnode.ErrOverloaded, codes.ResourceExhausted, batonpb.Reason_OVERLOADED},

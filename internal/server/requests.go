@@ -26,6 +26,8 @@ func reasonOfFSM(e fsmpb.Error) batonpb.Reason {
 		return batonpb.Reason_SECRET_MISMATCH
 	case e == fsmpb.Error_ERROR_NOT_PERMITTED:
 		return batonpb.Reason_NOT_PERMITTED
+	case e == fsmpb.Error_ERROR_DEADLOCK:
+		return batonpb.Reason_DEADLOCK
 	}
 	return batonpb.Reason(e)
 }

@@ -351,16 +351,32 @@ func (k *checker) finalChecks() {
 	last := map[string]uint64{}     // lock → highest token ever granted
 	endAt := map[hold]uint64{}      // hold → index of the entry that ended it
 	seen := map[hold]bool{}         // every hold there ever was
+	type sessionSeq struct{ session, seq uint64 }
+	refused := map[sessionSeq]bool{} // acquires refused as deadlocks
 	for _, i := range idx {
 		if c := k.conf[i]; c != nil {
 			raftnode.ApplyMembership(fm, i, c.cc)
 			continue
 		}
 		e := k.log[i]
+		var before []*fsmpb.Lock
+		if e.cmd.GetAcquire().GetWait() {
+			before = fm.Locks("", "", 0)
+		}
 		res := fm.Apply(i, protoClone(e.cmd))
 		if string(encode(res)) != string(e.resData) {
 			s.fail("d/replay", "replaying index %d gives %v; members applied %v", i, res, e.res)
 			return
+		}
+		// A retry's refusal is the first attempt's, from the cache:
+		// checked at the entry that decided it.
+		if res.GetError() == fsmpb.Error_ERROR_DEADLOCK && !refused[sessionSeq{e.cmd.GetSessionId(), e.cmd.GetSeq()}] {
+			refused[sessionSeq{e.cmd.GetSessionId(), e.cmd.GetSeq()}] = true
+			s.stats.Deadlocks++
+			if err := checkDeadlock(before, e.cmd, res); err != nil {
+				s.fail("i/deadlock", "index %d %v refused as a deadlock: %v", i, e.cmd, err)
+				return
+			}
 		}
 		now := map[hold]bool{}
 		for _, l := range fm.Locks("", "", 0) {

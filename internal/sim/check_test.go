@@ -77,3 +77,42 @@ func TestResolveInternal(t *testing.T) {
 		t.Errorf("resolving changed the recorded operation: %+v", a.out)
 	}
 }
+
+// TestCheckDeadlock: checker i accepts a refusal whose cycle holds and
+// whose waiters cannot go on, and refuses one whose named set could: a
+// wait of it would be granted once everyone else let go, or an edge it
+// names is not in the state.
+func TestCheckDeadlock(t *testing.T) {
+	holder := func(s uint64) *fsmpb.Holder { return &fsmpb.Holder{SessionId: s} }
+	waiter := func(s uint64) *fsmpb.Waiter { return &fsmpb.Waiter{SessionId: s} }
+	cmd := &fsmpb.Command{SessionId: 2, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: "x", Wait: true}}}
+	res := &fsmpb.Result{Error: fsmpb.Error_ERROR_DEADLOCK, Deadlock: &fsmpb.DeadlockCycle{Edges: []*fsmpb.DeadlockEdge{
+		{SessionId: 2, Lock: "x", BlockerSessionId: 1},
+		{SessionId: 1, Lock: "y", BlockerSessionId: 2},
+	}}}
+	deadlocked := []*fsmpb.Lock{
+		{Name: "x", Holders: []*fsmpb.Holder{holder(1)}},
+		{Name: "y", Holders: []*fsmpb.Holder{holder(2)}, Waiters: []*fsmpb.Waiter{waiter(1)}},
+	}
+	if err := checkDeadlock(deadlocked, cmd, res); err != nil {
+		t.Fatalf("a true deadlock: %v", err)
+	}
+	// y is a semaphore of 2 that session 3 also holds: session 1's
+	// permit comes once 3 lets go.
+	semaphore := []*fsmpb.Lock{
+		{Name: "x", Holders: []*fsmpb.Holder{holder(1)}},
+		{Name: "y", Limit: 2, Holders: []*fsmpb.Holder{{SessionId: 2, Shared: true}, {SessionId: 3, Shared: true}},
+			Waiters: []*fsmpb.Waiter{{SessionId: 1, Shared: true}}},
+	}
+	if err := checkDeadlock(semaphore, cmd, res); err == nil {
+		t.Fatal("a wait that a permit serves passed as a deadlock")
+	}
+	// Session 1 does not wait for y at all.
+	notWaiting := []*fsmpb.Lock{
+		{Name: "x", Holders: []*fsmpb.Holder{holder(1)}},
+		{Name: "y", Holders: []*fsmpb.Holder{holder(2)}},
+	}
+	if err := checkDeadlock(notWaiting, cmd, res); err == nil {
+		t.Fatal("a cycle through a wait that is not queued passed")
+	}
+}

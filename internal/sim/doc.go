@@ -88,6 +88,11 @@
 //	   its lock-delay, every EndLockDelay ends the delay that runs, and
 //	   none was proposed before the delay's length had passed since the
 //	   entry that started it.
+//	i. every acquire the replayed log refused with DEADLOCK was one: the
+//	   cycle it names holds in the state before the entry, and the
+//	   sessions it names could never go on, even if every other session
+//	   let go of everything (checkDeadlock). In e, such a refusal needs
+//	   the lock held by another session, as BUSY does.
 //
 // Only _test.go files import this package.
 package sim

@@ -188,6 +188,14 @@ func lockStep(state, input, output any) []any {
 				return []any{st}
 			}
 			return nil
+		case o.code == fsmpb.Error_ERROR_DEADLOCK:
+			// Refused as a deadlock (checker i holds the log to it): the
+			// lock was held, by another session (a client has one owner
+			// key, and its own hold would have been re-entered).
+			if st.holder != 0 && st.holder != in.session {
+				return []any{st}
+			}
+			return nil
 		case o.ambiguous, o.code == fsmpb.Error_ERROR_NOT_HOLDER:
 			// NOT_HOLDER: a retry learnt that the hold an earlier
 			// attempt got has ended since.
@@ -421,6 +429,12 @@ func semStep(st linState, in linInput, o outcome) []any {
 			return nil
 		case o.busy:
 			if o.delayed || slices.ContainsFunc(hs, func(h semHold) bool { return h.session != in.session }) {
+				return []any{st}
+			}
+			return nil
+		case o.code == fsmpb.Error_ERROR_DEADLOCK:
+			// As for a mutex: another session held it.
+			if slices.ContainsFunc(hs, func(h semHold) bool { return h.session != in.session }) {
 				return []any{st}
 			}
 			return nil

@@ -238,6 +238,9 @@ type Stats struct {
 	// Proclaims counts the proclaims that set a value, ValuesRead the
 	// checks that read a holder's value (Config.Values).
 	Proclaims, ValuesRead uint64
+	// Deadlocks counts the acquires the replayed log refused as closing
+	// a deadlock (each one checked by checker i).
+	Deadlocks uint64
 }
 
 // Faults is the number of injected faults.

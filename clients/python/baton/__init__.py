@@ -15,7 +15,7 @@ each takes effect once. docs/PROTOCOL.md in the repository is the protocol.
 
 from baton import fence
 from baton.client import Client, LockState, connect
-from baton.errors import (Blacklisted, Cancelled, Error, FailedPrecondition, Holder, InvalidArgument, Jeopardy, LimitMismatch,
+from baton.errors import (Blacklisted, Cancelled, Deadlock, Error, FailedPrecondition, Holder, InvalidArgument, Jeopardy, LimitMismatch,
                           LockBusy, NotHeld, PermissionDenied, Released, ResourceExhausted, SessionClosed,
                           SessionLost, Timeout, Unauthenticated, Unavailable)
 from baton.keepalive import safety_margin
@@ -26,7 +26,7 @@ from baton.session import Session
 __version__ = "0.1.0"
 
 __all__ = [
-    "Blacklisted", "Cancelled", "Client", "Error", "FailedPrecondition", "Holder", "InvalidArgument", "Jeopardy", "Lease",
+    "Blacklisted", "Cancelled", "Client", "Deadlock", "Error", "FailedPrecondition", "Holder", "InvalidArgument", "Jeopardy", "Lease",
     "LimitMismatch", "LockBusy", "LockState", "NotHeld", "PermissionDenied", "RWLock", "Released",
     "ResourceExhausted", "Semaphore", "Session", "SessionClosed", "SessionLost", "Timeout",
     "Unauthenticated", "Unavailable", "connect", "fence", "safety_margin",

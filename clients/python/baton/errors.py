@@ -146,6 +146,19 @@ class ResourceExhausted(Error):
     changed."""
 
 
+class Deadlock(Error):
+    """The acquire's wait would have closed a deadlock (DEADLOCK): nothing
+    was queued. ``cycle`` lists the waits, the refused one first, as
+    ``pb.DeadlockEdge`` messages (session_id, owner_key, lock,
+    queued_ahead, blocker_session_id, blocker_owner_key); the message
+    names them in one line. Release what the session holds and start
+    again."""
+
+    def __init__(self, message: str, *, cycle: "list[pb.DeadlockEdge] | None" = None, **kw: object) -> None:
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.cycle = list(cycle or [])
+
+
 class Unavailable(Error):
     """No member could serve the call: not the leader (NOT_LEADER), the
     outcome is unknown (OUTCOME_UNKNOWN), or the connection failed. Session
@@ -180,6 +193,7 @@ _BY_REASON: dict[int, type[Error]] = {
     _R.WAIT_CANCELLED: Cancelled,
     _R.NOT_LEADER: Unavailable,
     _R.OUTCOME_UNKNOWN: Unavailable,
+    _R.DEADLOCK: Deadlock,
 }
 
 # Codes of errors without a Reason (transport failures and the like).
@@ -206,7 +220,10 @@ def make_error(code: int, reason: int, message: str, leader_addr: str = "") -> E
 
 def from_wire(e: "pb.Error") -> Error:
     """The exception for a stream answer's Error."""
-    return make_error(e.code, e.reason, e.message, e.leader_addr)
+    err = make_error(e.code, e.reason, e.message, e.leader_addr)
+    if isinstance(err, Deadlock):
+        err.cycle = list(e.deadlock_cycle)
+    return err
 
 
 def is_retryable(err: Error) -> bool:

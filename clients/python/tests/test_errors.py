@@ -8,7 +8,7 @@ import pytest
 import baton
 from baton._framing import append_varint, parse_status
 from baton._pb import pb
-from baton.errors import make_error
+from baton.errors import from_wire, make_error
 
 
 @pytest.mark.parametrize("reason,cls", [
@@ -21,7 +21,7 @@ from baton.errors import make_error
     ("STALE_SEQUENCE", baton.FailedPrecondition), ("NOT_WAITING", baton.FailedPrecondition),
     ("TOO_MANY_WAITERS", baton.ResourceExhausted), ("OVERLOADED", baton.ResourceExhausted),
     ("NO_SPACE", baton.ResourceExhausted), ("NOT_LEADER", baton.Unavailable),
-    ("OUTCOME_UNKNOWN", baton.Unavailable),
+    ("OUTCOME_UNKNOWN", baton.Unavailable), ("DEADLOCK", baton.Deadlock),
 ])
 def test_reasons_map_to_one_class_each(reason: str, cls: type) -> None:
     e = make_error(9, pb.Reason.Value(reason), "m", "10.0.0.1:7700")
@@ -32,6 +32,15 @@ def test_every_reason_has_a_class() -> None:
     for name, v in pb.Reason.items():
         if v:
             assert type(make_error(2, v, "m")) is not baton.Error, name
+
+
+def test_deadlock_carries_its_cycle() -> None:
+    w = pb.Error(code=10, reason=pb.Reason.Value("DEADLOCK"), message="deadlock: session 2 waits for lock 'x' held by session 1",
+                 deadlock_cycle=[pb.DeadlockEdge(session_id=2, lock="x", blocker_session_id=1),
+                                 pb.DeadlockEdge(session_id=1, lock="y", blocker_session_id=2)])
+    e = from_wire(w)
+    assert type(e) is baton.Deadlock and [c.lock for c in e.cycle] == ["x", "y"]
+    assert "\n" not in str(e) and "waits for lock" in str(e)
 
 
 def test_codes_without_a_reason() -> None:

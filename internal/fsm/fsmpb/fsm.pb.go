@@ -51,6 +51,7 @@ const (
 	Error_ERROR_LIMIT_MISMATCH    Error = 14 // acquire's limit or mode disagrees with the lock's or its own hold's
 	Error_ERROR_SECRET_MISMATCH   Error = 15 // the command's secret_hash is not its session's
 	Error_ERROR_NOT_PERMITTED     Error = 16 // the command's principal may not do this (AuthState)
+	Error_ERROR_DEADLOCK          Error = 17 // the acquire's wait would close a deadlock (Result.deadlock_cycle)
 )
 
 // Enum value maps for Error.
@@ -73,6 +74,7 @@ var (
 		14: "ERROR_LIMIT_MISMATCH",
 		15: "ERROR_SECRET_MISMATCH",
 		16: "ERROR_NOT_PERMITTED",
+		17: "ERROR_DEADLOCK",
 	}
 	Error_value = map[string]int32{
 		"ERROR_NONE":              0,
@@ -92,6 +94,7 @@ var (
 		"ERROR_LIMIT_MISMATCH":    14,
 		"ERROR_SECRET_MISMATCH":   15,
 		"ERROR_NOT_PERMITTED":     16,
+		"ERROR_DEADLOCK":          17,
 	}
 )
 
@@ -1900,7 +1903,12 @@ type Result struct {
 	// the entry that did it reports it: never an answer from the
 	// exactly-once cache, nor one to an open retried with its nonce; the
 	// cache never keeps it.
-	Liveness      *Liveness `protobuf:"bytes,11,opt,name=liveness,proto3" json:"liveness,omitempty"`
+	Liveness *Liveness `protobuf:"bytes,11,opt,name=liveness,proto3" json:"liveness,omitempty"`
+	// deadlock names, with ERROR_DEADLOCK, the waits that the refused
+	// acquire's would have closed into a deadlock (deadlock.go). Cached
+	// with the refusal, so a retry is answered alike. One message behind
+	// one field, as liveness: most results have none.
+	Deadlock      *DeadlockCycle `protobuf:"bytes,40,opt,name=deadlock,proto3" json:"deadlock,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2012,6 +2020,150 @@ func (x *Result) GetLiveness() *Liveness {
 	return nil
 }
 
+func (x *Result) GetDeadlock() *DeadlockCycle {
+	if x != nil {
+		return x.Deadlock
+	}
+	return nil
+}
+
+// DeadlockCycle is a deadlock: the refused wait's edge first, each
+// blocked by the next one's waiter, the last by the first's (see
+// DeadlockEdge).
+type DeadlockCycle struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Edges         []*DeadlockEdge        `protobuf:"bytes,1,rep,name=edges,proto3" json:"edges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadlockCycle) Reset() {
+	*x = DeadlockCycle{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadlockCycle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadlockCycle) ProtoMessage() {}
+
+func (x *DeadlockCycle) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadlockCycle.ProtoReflect.Descriptor instead.
+func (*DeadlockCycle) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *DeadlockCycle) GetEdges() []*DeadlockEdge {
+	if x != nil {
+		return x.Edges
+	}
+	return nil
+}
+
+// DeadlockEdge is one wait of a deadlock: (session_id, owner_key) waits
+// for lock, and cannot have it while (blocker_session_id,
+// blocker_owner_key) holds it, or, with queued_ahead, waits for it ahead
+// in its FIFO queue. Each edge's blocker is the next edge's waiter; the
+// last edge's blocker is the first edge's, or, when the refused wait
+// leads into a deadlock that was there before it, an earlier edge's.
+type DeadlockEdge struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	SessionId        uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	OwnerKey         string                 `protobuf:"bytes,2,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	Lock             string                 `protobuf:"bytes,3,opt,name=lock,proto3" json:"lock,omitempty"`
+	QueuedAhead      bool                   `protobuf:"varint,4,opt,name=queued_ahead,json=queuedAhead,proto3" json:"queued_ahead,omitempty"`
+	BlockerSessionId uint64                 `protobuf:"varint,5,opt,name=blocker_session_id,json=blockerSessionId,proto3" json:"blocker_session_id,omitempty"`
+	BlockerOwnerKey  string                 `protobuf:"bytes,6,opt,name=blocker_owner_key,json=blockerOwnerKey,proto3" json:"blocker_owner_key,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DeadlockEdge) Reset() {
+	*x = DeadlockEdge{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadlockEdge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadlockEdge) ProtoMessage() {}
+
+func (x *DeadlockEdge) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadlockEdge.ProtoReflect.Descriptor instead.
+func (*DeadlockEdge) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *DeadlockEdge) GetSessionId() uint64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *DeadlockEdge) GetOwnerKey() string {
+	if x != nil {
+		return x.OwnerKey
+	}
+	return ""
+}
+
+func (x *DeadlockEdge) GetLock() string {
+	if x != nil {
+		return x.Lock
+	}
+	return ""
+}
+
+func (x *DeadlockEdge) GetQueuedAhead() bool {
+	if x != nil {
+		return x.QueuedAhead
+	}
+	return false
+}
+
+func (x *DeadlockEdge) GetBlockerSessionId() uint64 {
+	if x != nil {
+		return x.BlockerSessionId
+	}
+	return 0
+}
+
+func (x *DeadlockEdge) GetBlockerOwnerKey() string {
+	if x != nil {
+		return x.BlockerOwnerKey
+	}
+	return ""
+}
+
 // Liveness is what one entry started or ended that runs on the leader's
 // clock. One message behind one field of Result: a result that has none
 // (most) costs a nil pointer, not five empty fields.
@@ -2046,7 +2198,7 @@ type Liveness struct {
 
 func (x *Liveness) Reset() {
 	*x = Liveness{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2210,7 @@ func (x *Liveness) String() string {
 func (*Liveness) ProtoMessage() {}
 
 func (x *Liveness) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2223,7 @@ func (x *Liveness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Liveness.ProtoReflect.Descriptor instead.
 func (*Liveness) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Liveness) GetSessionOpened() *SessionOpened {
@@ -2136,7 +2288,7 @@ type LockDelay struct {
 
 func (x *LockDelay) Reset() {
 	*x = LockDelay{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2300,7 @@ func (x *LockDelay) String() string {
 func (*LockDelay) ProtoMessage() {}
 
 func (x *LockDelay) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2313,7 @@ func (x *LockDelay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockDelay.ProtoReflect.Descriptor instead.
 func (*LockDelay) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LockDelay) GetLock() string {
@@ -2197,7 +2349,7 @@ type SessionOpened struct {
 
 func (x *SessionOpened) Reset() {
 	*x = SessionOpened{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2209,7 +2361,7 @@ func (x *SessionOpened) String() string {
 func (*SessionOpened) ProtoMessage() {}
 
 func (x *SessionOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2222,7 +2374,7 @@ func (x *SessionOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOpened.ProtoReflect.Descriptor instead.
 func (*SessionOpened) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SessionOpened) GetSessionId() uint64 {
@@ -2260,7 +2412,7 @@ type WaitQueued struct {
 
 func (x *WaitQueued) Reset() {
 	*x = WaitQueued{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2272,7 +2424,7 @@ func (x *WaitQueued) String() string {
 func (*WaitQueued) ProtoMessage() {}
 
 func (x *WaitQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2285,7 +2437,7 @@ func (x *WaitQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitQueued.ProtoReflect.Descriptor instead.
 func (*WaitQueued) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WaitQueued) GetSessionId() uint64 {
@@ -2330,7 +2482,7 @@ type LimitedHold struct {
 
 func (x *LimitedHold) Reset() {
 	*x = LimitedHold{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2342,7 +2494,7 @@ func (x *LimitedHold) String() string {
 func (*LimitedHold) ProtoMessage() {}
 
 func (x *LimitedHold) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2355,7 +2507,7 @@ func (x *LimitedHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitedHold.ProtoReflect.Descriptor instead.
 func (*LimitedHold) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *LimitedHold) GetSessionId() uint64 {
@@ -2403,7 +2555,7 @@ type AcquireOutcome struct {
 
 func (x *AcquireOutcome) Reset() {
 	*x = AcquireOutcome{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2415,7 +2567,7 @@ func (x *AcquireOutcome) String() string {
 func (*AcquireOutcome) ProtoMessage() {}
 
 func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2428,7 +2580,7 @@ func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireOutcome.ProtoReflect.Descriptor instead.
 func (*AcquireOutcome) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AcquireOutcome) GetLock() string {
@@ -2495,7 +2647,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2507,7 +2659,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2520,7 +2672,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Grant) GetSessionId() uint64 {
@@ -2573,7 +2725,7 @@ type HoldEnded struct {
 
 func (x *HoldEnded) Reset() {
 	*x = HoldEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2585,7 +2737,7 @@ func (x *HoldEnded) String() string {
 func (*HoldEnded) ProtoMessage() {}
 
 func (x *HoldEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2598,7 +2750,7 @@ func (x *HoldEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldEnded.ProtoReflect.Descriptor instead.
 func (*HoldEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *HoldEnded) GetSessionId() uint64 {
@@ -2642,7 +2794,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2654,7 +2806,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2667,7 +2819,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WaitEnded) GetSessionId() uint64 {
@@ -2728,7 +2880,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2740,7 +2892,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2753,7 +2905,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Snapshot) GetAppliedIndex() uint64 {
@@ -2837,7 +2989,7 @@ type LockHistory struct {
 
 func (x *LockHistory) Reset() {
 	*x = LockHistory{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2849,7 +3001,7 @@ func (x *LockHistory) String() string {
 func (*LockHistory) ProtoMessage() {}
 
 func (x *LockHistory) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2862,7 +3014,7 @@ func (x *LockHistory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockHistory.ProtoReflect.Descriptor instead.
 func (*LockHistory) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *LockHistory) GetLock() string {
@@ -2900,7 +3052,7 @@ type PastHold struct {
 
 func (x *PastHold) Reset() {
 	*x = PastHold{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2912,7 +3064,7 @@ func (x *PastHold) String() string {
 func (*PastHold) ProtoMessage() {}
 
 func (x *PastHold) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2925,7 +3077,7 @@ func (x *PastHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PastHold.ProtoReflect.Descriptor instead.
 func (*PastHold) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PastHold) GetSessionId() uint64 {
@@ -3008,7 +3160,7 @@ type SigningKey struct {
 
 func (x *SigningKey) Reset() {
 	*x = SigningKey{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3020,7 +3172,7 @@ func (x *SigningKey) String() string {
 func (*SigningKey) ProtoMessage() {}
 
 func (x *SigningKey) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3033,7 +3185,7 @@ func (x *SigningKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
 func (*SigningKey) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SigningKey) GetId() uint64 {
@@ -3084,7 +3236,7 @@ type AuthState struct {
 
 func (x *AuthState) Reset() {
 	*x = AuthState{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3096,7 +3248,7 @@ func (x *AuthState) String() string {
 func (*AuthState) ProtoMessage() {}
 
 func (x *AuthState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3109,7 +3261,7 @@ func (x *AuthState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthState.ProtoReflect.Descriptor instead.
 func (*AuthState) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AuthState) GetEnabled() bool {
@@ -3144,7 +3296,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3156,7 +3308,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3169,7 +3321,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *User) GetName() string {
@@ -3203,7 +3355,7 @@ type Role struct {
 
 func (x *Role) Reset() {
 	*x = Role{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3215,7 +3367,7 @@ func (x *Role) String() string {
 func (*Role) ProtoMessage() {}
 
 func (x *Role) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3228,7 +3380,7 @@ func (x *Role) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Role.ProtoReflect.Descriptor instead.
 func (*Role) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Role) GetName() string {
@@ -3255,7 +3407,7 @@ type Permission struct {
 
 func (x *Permission) Reset() {
 	*x = Permission{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3267,7 +3419,7 @@ func (x *Permission) String() string {
 func (*Permission) ProtoMessage() {}
 
 func (x *Permission) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3280,7 +3432,7 @@ func (x *Permission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permission.ProtoReflect.Descriptor instead.
 func (*Permission) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Permission) GetPrefix() string {
@@ -3310,7 +3462,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3322,7 +3474,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3335,7 +3487,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AuditRecord) GetIndex() uint64 {
@@ -3388,7 +3540,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3400,7 +3552,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3413,7 +3565,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{37}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Member) GetId() uint64 {
@@ -3470,7 +3622,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3482,7 +3634,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3495,7 +3647,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{38}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Session) GetId() uint64 {
@@ -3590,7 +3742,7 @@ type CachedResult struct {
 
 func (x *CachedResult) Reset() {
 	*x = CachedResult{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3602,7 +3754,7 @@ func (x *CachedResult) String() string {
 func (*CachedResult) ProtoMessage() {}
 
 func (x *CachedResult) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3615,7 +3767,7 @@ func (x *CachedResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CachedResult.ProtoReflect.Descriptor instead.
 func (*CachedResult) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{39}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CachedResult) GetSeq() uint64 {
@@ -3661,7 +3813,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[40]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3673,7 +3825,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[40]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3686,7 +3838,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{40}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Lock) GetName() string {
@@ -3757,7 +3909,7 @@ type Holder struct {
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[41]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3769,7 +3921,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[41]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3782,7 +3934,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{41}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Holder) GetSessionId() uint64 {
@@ -3880,7 +4032,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[42]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3892,7 +4044,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[42]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3905,7 +4057,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{42}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Waiter) GetSessionId() uint64 {
@@ -4120,7 +4272,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vacquire_seq\x18\x03 \x01(\x04R\n" +
 	"acquireSeq\x12\x1b\n" +
 	"\ttimed_out\x18\x04 \x01(\bR\btimedOut\x12\x1c\n" +
-	"\tabandoned\x18\x05 \x01(\bR\tabandoned\"\x8a\x04\n" +
+	"\tabandoned\x18\x05 \x01(\bR\tabandoned\"\xc3\x04\n" +
 	"\x06Result\x12)\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
@@ -4136,7 +4288,18 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vholds_ended\x18\n" +
 	" \x03(\v2\x17.baton.fsm.v1.HoldEndedR\n" +
 	"holdsEnded\x122\n" +
-	"\bliveness\x18\v \x01(\v2\x16.baton.fsm.v1.LivenessR\bliveness\"\xe4\x03\n" +
+	"\bliveness\x18\v \x01(\v2\x16.baton.fsm.v1.LivenessR\bliveness\x127\n" +
+	"\bdeadlock\x18( \x01(\v2\x1b.baton.fsm.v1.DeadlockCycleR\bdeadlock\"A\n" +
+	"\rDeadlockCycle\x120\n" +
+	"\x05edges\x18\x01 \x03(\v2\x1a.baton.fsm.v1.DeadlockEdgeR\x05edges\"\xdb\x01\n" +
+	"\fDeadlockEdge\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1b\n" +
+	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x12\n" +
+	"\x04lock\x18\x03 \x01(\tR\x04lock\x12!\n" +
+	"\fqueued_ahead\x18\x04 \x01(\bR\vqueuedAhead\x12,\n" +
+	"\x12blocker_session_id\x18\x05 \x01(\x04R\x10blockerSessionId\x12*\n" +
+	"\x11blocker_owner_key\x18\x06 \x01(\tR\x0fblockerOwnerKey\"\xe4\x03\n" +
 	"\bLiveness\x12B\n" +
 	"\x0esession_opened\x18\x01 \x01(\v2\x1b.baton.fsm.v1.SessionOpenedR\rsessionOpened\x12/\n" +
 	"\x13session_blacklisted\x18\x02 \x01(\x04R\x12sessionBlacklisted\x129\n" +
@@ -4320,7 +4483,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x06shared\x18\a \x01(\bR\x06shared\x12(\n" +
 	"\x10hold_limit_nanos\x18\b \x01(\x03R\x0eholdLimitNanos\x12(\n" +
 	"\x10lock_delay_nanos\x18\t \x01(\x03R\x0elockDelayNanos\x12\x14\n" +
-	"\x05value\x18< \x01(\tR\x05value*\xb6\x03\n" +
+	"\x05value\x18< \x01(\tR\x05value*\xca\x03\n" +
 	"\x05Error\x12\x0e\n" +
 	"\n" +
 	"ERROR_NONE\x10\x00\x12\x1a\n" +
@@ -4340,7 +4503,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x14ERROR_TOO_MANY_HOLDS\x10\r\x12\x18\n" +
 	"\x14ERROR_LIMIT_MISMATCH\x10\x0e\x12\x19\n" +
 	"\x15ERROR_SECRET_MISMATCH\x10\x0f\x12\x17\n" +
-	"\x13ERROR_NOT_PERMITTED\x10\x10*\x9b\x01\n" +
+	"\x13ERROR_NOT_PERMITTED\x10\x10\x12\x12\n" +
+	"\x0eERROR_DEADLOCK\x10\x11*\x9b\x01\n" +
 	"\rAcquireStatus\x12\x1e\n" +
 	"\x1aACQUIRE_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ACQUIRE_STATUS_GRANTED\x10\x01\x12\x19\n" +
@@ -4369,7 +4533,7 @@ func file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(Error)(0),               // 0: baton.fsm.v1.Error
 	(AcquireStatus)(0),       // 1: baton.fsm.v1.AcquireStatus
@@ -4394,30 +4558,32 @@ var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(*CasRelease)(nil),       // 20: baton.fsm.v1.CasRelease
 	(*CancelWait)(nil),       // 21: baton.fsm.v1.CancelWait
 	(*Result)(nil),           // 22: baton.fsm.v1.Result
-	(*Liveness)(nil),         // 23: baton.fsm.v1.Liveness
-	(*LockDelay)(nil),        // 24: baton.fsm.v1.LockDelay
-	(*SessionOpened)(nil),    // 25: baton.fsm.v1.SessionOpened
-	(*WaitQueued)(nil),       // 26: baton.fsm.v1.WaitQueued
-	(*LimitedHold)(nil),      // 27: baton.fsm.v1.LimitedHold
-	(*AcquireOutcome)(nil),   // 28: baton.fsm.v1.AcquireOutcome
-	(*Grant)(nil),            // 29: baton.fsm.v1.Grant
-	(*HoldEnded)(nil),        // 30: baton.fsm.v1.HoldEnded
-	(*WaitEnded)(nil),        // 31: baton.fsm.v1.WaitEnded
-	(*Snapshot)(nil),         // 32: baton.fsm.v1.Snapshot
-	(*LockHistory)(nil),      // 33: baton.fsm.v1.LockHistory
-	(*PastHold)(nil),         // 34: baton.fsm.v1.PastHold
-	(*SigningKey)(nil),       // 35: baton.fsm.v1.SigningKey
-	(*AuthState)(nil),        // 36: baton.fsm.v1.AuthState
-	(*User)(nil),             // 37: baton.fsm.v1.User
-	(*Role)(nil),             // 38: baton.fsm.v1.Role
-	(*Permission)(nil),       // 39: baton.fsm.v1.Permission
-	(*AuditRecord)(nil),      // 40: baton.fsm.v1.AuditRecord
-	(*Member)(nil),           // 41: baton.fsm.v1.Member
-	(*Session)(nil),          // 42: baton.fsm.v1.Session
-	(*CachedResult)(nil),     // 43: baton.fsm.v1.CachedResult
-	(*Lock)(nil),             // 44: baton.fsm.v1.Lock
-	(*Holder)(nil),           // 45: baton.fsm.v1.Holder
-	(*Waiter)(nil),           // 46: baton.fsm.v1.Waiter
+	(*DeadlockCycle)(nil),    // 23: baton.fsm.v1.DeadlockCycle
+	(*DeadlockEdge)(nil),     // 24: baton.fsm.v1.DeadlockEdge
+	(*Liveness)(nil),         // 25: baton.fsm.v1.Liveness
+	(*LockDelay)(nil),        // 26: baton.fsm.v1.LockDelay
+	(*SessionOpened)(nil),    // 27: baton.fsm.v1.SessionOpened
+	(*WaitQueued)(nil),       // 28: baton.fsm.v1.WaitQueued
+	(*LimitedHold)(nil),      // 29: baton.fsm.v1.LimitedHold
+	(*AcquireOutcome)(nil),   // 30: baton.fsm.v1.AcquireOutcome
+	(*Grant)(nil),            // 31: baton.fsm.v1.Grant
+	(*HoldEnded)(nil),        // 32: baton.fsm.v1.HoldEnded
+	(*WaitEnded)(nil),        // 33: baton.fsm.v1.WaitEnded
+	(*Snapshot)(nil),         // 34: baton.fsm.v1.Snapshot
+	(*LockHistory)(nil),      // 35: baton.fsm.v1.LockHistory
+	(*PastHold)(nil),         // 36: baton.fsm.v1.PastHold
+	(*SigningKey)(nil),       // 37: baton.fsm.v1.SigningKey
+	(*AuthState)(nil),        // 38: baton.fsm.v1.AuthState
+	(*User)(nil),             // 39: baton.fsm.v1.User
+	(*Role)(nil),             // 40: baton.fsm.v1.Role
+	(*Permission)(nil),       // 41: baton.fsm.v1.Permission
+	(*AuditRecord)(nil),      // 42: baton.fsm.v1.AuditRecord
+	(*Member)(nil),           // 43: baton.fsm.v1.Member
+	(*Session)(nil),          // 44: baton.fsm.v1.Session
+	(*CachedResult)(nil),     // 45: baton.fsm.v1.CachedResult
+	(*Lock)(nil),             // 46: baton.fsm.v1.Lock
+	(*Holder)(nil),           // 47: baton.fsm.v1.Holder
+	(*Waiter)(nil),           // 48: baton.fsm.v1.Waiter
 }
 var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	5,  // 0: baton.fsm.v1.Command.open_session:type_name -> baton.fsm.v1.OpenSession
@@ -4439,42 +4605,44 @@ var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	3,  // 16: baton.fsm.v1.AuthChange.kind:type_name -> baton.fsm.v1.AuthChange.Kind
 	18, // 17: baton.fsm.v1.AcquireMany.modes:type_name -> baton.fsm.v1.LockMode
 	0,  // 18: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
-	28, // 19: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
-	28, // 20: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
-	29, // 21: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
-	31, // 22: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
-	30, // 23: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
-	23, // 24: baton.fsm.v1.Result.liveness:type_name -> baton.fsm.v1.Liveness
-	25, // 25: baton.fsm.v1.Liveness.session_opened:type_name -> baton.fsm.v1.SessionOpened
-	26, // 26: baton.fsm.v1.Liveness.wait_queued:type_name -> baton.fsm.v1.WaitQueued
-	27, // 27: baton.fsm.v1.Liveness.limited_holds_granted:type_name -> baton.fsm.v1.LimitedHold
-	27, // 28: baton.fsm.v1.Liveness.limited_hold_released:type_name -> baton.fsm.v1.LimitedHold
-	24, // 29: baton.fsm.v1.Liveness.lock_delays_started:type_name -> baton.fsm.v1.LockDelay
-	24, // 30: baton.fsm.v1.Liveness.lock_delay_ended:type_name -> baton.fsm.v1.LockDelay
-	1,  // 31: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
-	45, // 32: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
-	0,  // 33: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
-	42, // 34: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
-	44, // 35: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
-	41, // 36: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
-	36, // 37: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
-	40, // 38: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
-	35, // 39: baton.fsm.v1.Snapshot.signing_keys:type_name -> baton.fsm.v1.SigningKey
-	33, // 40: baton.fsm.v1.Snapshot.history:type_name -> baton.fsm.v1.LockHistory
-	34, // 41: baton.fsm.v1.LockHistory.holds:type_name -> baton.fsm.v1.PastHold
-	2,  // 42: baton.fsm.v1.PastHold.how:type_name -> baton.fsm.v1.HoldEnd
-	37, // 43: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
-	38, // 44: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
-	39, // 45: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
-	43, // 46: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
-	22, // 47: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
-	45, // 48: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
-	46, // 49: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
-	50, // [50:50] is the sub-list for method output_type
-	50, // [50:50] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	30, // 19: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
+	30, // 20: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
+	31, // 21: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
+	33, // 22: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
+	32, // 23: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
+	25, // 24: baton.fsm.v1.Result.liveness:type_name -> baton.fsm.v1.Liveness
+	23, // 25: baton.fsm.v1.Result.deadlock:type_name -> baton.fsm.v1.DeadlockCycle
+	24, // 26: baton.fsm.v1.DeadlockCycle.edges:type_name -> baton.fsm.v1.DeadlockEdge
+	27, // 27: baton.fsm.v1.Liveness.session_opened:type_name -> baton.fsm.v1.SessionOpened
+	28, // 28: baton.fsm.v1.Liveness.wait_queued:type_name -> baton.fsm.v1.WaitQueued
+	29, // 29: baton.fsm.v1.Liveness.limited_holds_granted:type_name -> baton.fsm.v1.LimitedHold
+	29, // 30: baton.fsm.v1.Liveness.limited_hold_released:type_name -> baton.fsm.v1.LimitedHold
+	26, // 31: baton.fsm.v1.Liveness.lock_delays_started:type_name -> baton.fsm.v1.LockDelay
+	26, // 32: baton.fsm.v1.Liveness.lock_delay_ended:type_name -> baton.fsm.v1.LockDelay
+	1,  // 33: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
+	47, // 34: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
+	0,  // 35: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
+	44, // 36: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
+	46, // 37: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
+	43, // 38: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
+	38, // 39: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
+	42, // 40: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
+	37, // 41: baton.fsm.v1.Snapshot.signing_keys:type_name -> baton.fsm.v1.SigningKey
+	35, // 42: baton.fsm.v1.Snapshot.history:type_name -> baton.fsm.v1.LockHistory
+	36, // 43: baton.fsm.v1.LockHistory.holds:type_name -> baton.fsm.v1.PastHold
+	2,  // 44: baton.fsm.v1.PastHold.how:type_name -> baton.fsm.v1.HoldEnd
+	39, // 45: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
+	40, // 46: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
+	41, // 47: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
+	45, // 48: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
+	22, // 49: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
+	47, // 50: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
+	48, // 51: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
+	52, // [52:52] is the sub-list for method output_type
+	52, // [52:52] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_internal_fsm_fsmpb_fsm_proto_init() }
@@ -4506,7 +4674,7 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_fsm_fsmpb_fsm_proto_rawDesc), len(file_internal_fsm_fsmpb_fsm_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   43,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -8,6 +8,7 @@ from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 BLACKLISTED: Reason
+DEADLOCK: Reason
 DESCRIPTOR: _descriptor.FileDescriptor
 HOLD_END_ABANDONED: HoldEnd
 HOLD_END_CAS_RELEASED: HoldEnd
@@ -318,17 +319,41 @@ class CloseSessionResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
+class DeadlockCycle(_message.Message):
+    __slots__ = ["edges"]
+    EDGES_FIELD_NUMBER: _ClassVar[int]
+    edges: _containers.RepeatedCompositeFieldContainer[DeadlockEdge]
+    def __init__(self, edges: _Optional[_Iterable[_Union[DeadlockEdge, _Mapping]]] = ...) -> None: ...
+
+class DeadlockEdge(_message.Message):
+    __slots__ = ["blocker_owner_key", "blocker_session_id", "lock", "owner_key", "queued_ahead", "session_id"]
+    BLOCKER_OWNER_KEY_FIELD_NUMBER: _ClassVar[int]
+    BLOCKER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    LOCK_FIELD_NUMBER: _ClassVar[int]
+    OWNER_KEY_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_AHEAD_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    blocker_owner_key: str
+    blocker_session_id: int
+    lock: str
+    owner_key: str
+    queued_ahead: bool
+    session_id: int
+    def __init__(self, session_id: _Optional[int] = ..., owner_key: _Optional[str] = ..., lock: _Optional[str] = ..., queued_ahead: bool = ..., blocker_session_id: _Optional[int] = ..., blocker_owner_key: _Optional[str] = ...) -> None: ...
+
 class Error(_message.Message):
-    __slots__ = ["code", "leader_addr", "message", "reason"]
+    __slots__ = ["code", "deadlock_cycle", "leader_addr", "message", "reason"]
     CODE_FIELD_NUMBER: _ClassVar[int]
+    DEADLOCK_CYCLE_FIELD_NUMBER: _ClassVar[int]
     LEADER_ADDR_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     code: int
+    deadlock_cycle: _containers.RepeatedCompositeFieldContainer[DeadlockEdge]
     leader_addr: str
     message: str
     reason: Reason
-    def __init__(self, code: _Optional[int] = ..., reason: _Optional[_Union[Reason, str]] = ..., message: _Optional[str] = ..., leader_addr: _Optional[str] = ...) -> None: ...
+    def __init__(self, code: _Optional[int] = ..., reason: _Optional[_Union[Reason, str]] = ..., message: _Optional[str] = ..., leader_addr: _Optional[str] = ..., deadlock_cycle: _Optional[_Iterable[_Union[DeadlockEdge, _Mapping]]] = ...) -> None: ...
 
 class GetAuthRequest(_message.Message):
     __slots__ = []

@@ -162,6 +162,19 @@ public final class BatonOuterClass {
      * <code>NO_SPACE = 24;</code>
      */
     NO_SPACE(24),
+    /**
+     * <pre>
+     * The acquire would wait, and its wait would close a deadlock: each
+     * session (and owner key) of the cycle waits for a lock that the next
+     * one holds or waits for ahead of it, the last for the first's
+     * (ABORTED, HTTP 409). Nothing was queued; Error.deadlock_cycle (and
+     * the gRPC status detail DeadlockCycle) names the cycle. Release what
+     * the session holds and try the whole sequence again.
+     * </pre>
+     *
+     * <code>DEADLOCK = 25;</code>
+     */
+    DEADLOCK(25),
     UNRECOGNIZED(-1),
     ;
 
@@ -303,6 +316,19 @@ public final class BatonOuterClass {
      * <code>NO_SPACE = 24;</code>
      */
     public static final int NO_SPACE_VALUE = 24;
+    /**
+     * <pre>
+     * The acquire would wait, and its wait would close a deadlock: each
+     * session (and owner key) of the cycle waits for a lock that the next
+     * one holds or waits for ahead of it, the last for the first's
+     * (ABORTED, HTTP 409). Nothing was queued; Error.deadlock_cycle (and
+     * the gRPC status detail DeadlockCycle) names the cycle. Release what
+     * the session holds and try the whole sequence again.
+     * </pre>
+     *
+     * <code>DEADLOCK = 25;</code>
+     */
+    public static final int DEADLOCK_VALUE = 25;
 
 
     public final int getNumber() {
@@ -354,6 +380,7 @@ public final class BatonOuterClass {
         case 22: return NOT_PERMITTED;
         case 23: return TOO_MANY_SESSIONS;
         case 24: return NO_SPACE;
+        case 25: return DEADLOCK;
         default: return null;
       }
     }
@@ -53496,6 +53523,55 @@ public final class BatonOuterClass {
      */
     com.google.protobuf.ByteString
         getLeaderAddrBytes();
+
+    /**
+     * <pre>
+     * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+     * closed, the refused acquire's own wait first.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+     */
+    java.util.List<baton.v1.BatonOuterClass.DeadlockEdge> 
+        getDeadlockCycleList();
+    /**
+     * <pre>
+     * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+     * closed, the refused acquire's own wait first.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+     */
+    baton.v1.BatonOuterClass.DeadlockEdge getDeadlockCycle(int index);
+    /**
+     * <pre>
+     * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+     * closed, the refused acquire's own wait first.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+     */
+    int getDeadlockCycleCount();
+    /**
+     * <pre>
+     * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+     * closed, the refused acquire's own wait first.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+     */
+    java.util.List<? extends baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder> 
+        getDeadlockCycleOrBuilderList();
+    /**
+     * <pre>
+     * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+     * closed, the refused acquire's own wait first.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+     */
+    baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder getDeadlockCycleOrBuilder(
+        int index);
   }
   /**
    * <pre>
@@ -53517,6 +53593,7 @@ public final class BatonOuterClass {
       reason_ = 0;
       message_ = "";
       leaderAddr_ = "";
+      deadlockCycle_ = java.util.Collections.emptyList();
     }
 
     @java.lang.Override
@@ -53655,6 +53732,72 @@ public final class BatonOuterClass {
       }
     }
 
+    public static final int DEADLOCK_CYCLE_FIELD_NUMBER = 5;
+    @SuppressWarnings("serial")
+    private java.util.List<baton.v1.BatonOuterClass.DeadlockEdge> deadlockCycle_;
+    /**
+     * <pre>
+     * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+     * closed, the refused acquire's own wait first.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+     */
+    @java.lang.Override
+    public java.util.List<baton.v1.BatonOuterClass.DeadlockEdge> getDeadlockCycleList() {
+      return deadlockCycle_;
+    }
+    /**
+     * <pre>
+     * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+     * closed, the refused acquire's own wait first.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+     */
+    @java.lang.Override
+    public java.util.List<? extends baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder> 
+        getDeadlockCycleOrBuilderList() {
+      return deadlockCycle_;
+    }
+    /**
+     * <pre>
+     * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+     * closed, the refused acquire's own wait first.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+     */
+    @java.lang.Override
+    public int getDeadlockCycleCount() {
+      return deadlockCycle_.size();
+    }
+    /**
+     * <pre>
+     * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+     * closed, the refused acquire's own wait first.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.DeadlockEdge getDeadlockCycle(int index) {
+      return deadlockCycle_.get(index);
+    }
+    /**
+     * <pre>
+     * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+     * closed, the refused acquire's own wait first.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder getDeadlockCycleOrBuilder(
+        int index) {
+      return deadlockCycle_.get(index);
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -53681,6 +53824,9 @@ public final class BatonOuterClass {
       if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(leaderAddr_)) {
         com.google.protobuf.GeneratedMessageV3.writeString(output, 4, leaderAddr_);
       }
+      for (int i = 0; i < deadlockCycle_.size(); i++) {
+        output.writeMessage(5, deadlockCycle_.get(i));
+      }
       getUnknownFields().writeTo(output);
     }
 
@@ -53704,6 +53850,10 @@ public final class BatonOuterClass {
       if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(leaderAddr_)) {
         size += com.google.protobuf.GeneratedMessageV3.computeStringSize(4, leaderAddr_);
       }
+      for (int i = 0; i < deadlockCycle_.size(); i++) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(5, deadlockCycle_.get(i));
+      }
       size += getUnknownFields().getSerializedSize();
       memoizedSize = size;
       return size;
@@ -53726,6 +53876,8 @@ public final class BatonOuterClass {
           .equals(other.getMessage())) return false;
       if (!getLeaderAddr()
           .equals(other.getLeaderAddr())) return false;
+      if (!getDeadlockCycleList()
+          .equals(other.getDeadlockCycleList())) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -53745,6 +53897,10 @@ public final class BatonOuterClass {
       hash = (53 * hash) + getMessage().hashCode();
       hash = (37 * hash) + LEADER_ADDR_FIELD_NUMBER;
       hash = (53 * hash) + getLeaderAddr().hashCode();
+      if (getDeadlockCycleCount() > 0) {
+        hash = (37 * hash) + DEADLOCK_CYCLE_FIELD_NUMBER;
+        hash = (53 * hash) + getDeadlockCycleList().hashCode();
+      }
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -53882,6 +54038,13 @@ public final class BatonOuterClass {
         reason_ = 0;
         message_ = "";
         leaderAddr_ = "";
+        if (deadlockCycleBuilder_ == null) {
+          deadlockCycle_ = java.util.Collections.emptyList();
+        } else {
+          deadlockCycle_ = null;
+          deadlockCycleBuilder_.clear();
+        }
+        bitField0_ = (bitField0_ & ~0x00000010);
         return this;
       }
 
@@ -53908,9 +54071,22 @@ public final class BatonOuterClass {
       @java.lang.Override
       public baton.v1.BatonOuterClass.Error buildPartial() {
         baton.v1.BatonOuterClass.Error result = new baton.v1.BatonOuterClass.Error(this);
+        buildPartialRepeatedFields(result);
         if (bitField0_ != 0) { buildPartial0(result); }
         onBuilt();
         return result;
+      }
+
+      private void buildPartialRepeatedFields(baton.v1.BatonOuterClass.Error result) {
+        if (deadlockCycleBuilder_ == null) {
+          if (((bitField0_ & 0x00000010) != 0)) {
+            deadlockCycle_ = java.util.Collections.unmodifiableList(deadlockCycle_);
+            bitField0_ = (bitField0_ & ~0x00000010);
+          }
+          result.deadlockCycle_ = deadlockCycle_;
+        } else {
+          result.deadlockCycle_ = deadlockCycleBuilder_.build();
+        }
       }
 
       private void buildPartial0(baton.v1.BatonOuterClass.Error result) {
@@ -53989,6 +54165,32 @@ public final class BatonOuterClass {
           bitField0_ |= 0x00000008;
           onChanged();
         }
+        if (deadlockCycleBuilder_ == null) {
+          if (!other.deadlockCycle_.isEmpty()) {
+            if (deadlockCycle_.isEmpty()) {
+              deadlockCycle_ = other.deadlockCycle_;
+              bitField0_ = (bitField0_ & ~0x00000010);
+            } else {
+              ensureDeadlockCycleIsMutable();
+              deadlockCycle_.addAll(other.deadlockCycle_);
+            }
+            onChanged();
+          }
+        } else {
+          if (!other.deadlockCycle_.isEmpty()) {
+            if (deadlockCycleBuilder_.isEmpty()) {
+              deadlockCycleBuilder_.dispose();
+              deadlockCycleBuilder_ = null;
+              deadlockCycle_ = other.deadlockCycle_;
+              bitField0_ = (bitField0_ & ~0x00000010);
+              deadlockCycleBuilder_ = 
+                com.google.protobuf.GeneratedMessageV3.alwaysUseFieldBuilders ?
+                   getDeadlockCycleFieldBuilder() : null;
+            } else {
+              deadlockCycleBuilder_.addAllMessages(other.deadlockCycle_);
+            }
+          }
+        }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
         return this;
@@ -54035,6 +54237,19 @@ public final class BatonOuterClass {
                 bitField0_ |= 0x00000008;
                 break;
               } // case 34
+              case 42: {
+                baton.v1.BatonOuterClass.DeadlockEdge m =
+                    input.readMessage(
+                        baton.v1.BatonOuterClass.DeadlockEdge.parser(),
+                        extensionRegistry);
+                if (deadlockCycleBuilder_ == null) {
+                  ensureDeadlockCycleIsMutable();
+                  deadlockCycle_.add(m);
+                } else {
+                  deadlockCycleBuilder_.addMessage(m);
+                }
+                break;
+              } // case 42
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -54292,6 +54507,336 @@ public final class BatonOuterClass {
         onChanged();
         return this;
       }
+
+      private java.util.List<baton.v1.BatonOuterClass.DeadlockEdge> deadlockCycle_ =
+        java.util.Collections.emptyList();
+      private void ensureDeadlockCycleIsMutable() {
+        if (!((bitField0_ & 0x00000010) != 0)) {
+          deadlockCycle_ = new java.util.ArrayList<baton.v1.BatonOuterClass.DeadlockEdge>(deadlockCycle_);
+          bitField0_ |= 0x00000010;
+         }
+      }
+
+      private com.google.protobuf.RepeatedFieldBuilderV3<
+          baton.v1.BatonOuterClass.DeadlockEdge, baton.v1.BatonOuterClass.DeadlockEdge.Builder, baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder> deadlockCycleBuilder_;
+
+      /**
+       * <pre>
+       * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+       * closed, the refused acquire's own wait first.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+       */
+      public java.util.List<baton.v1.BatonOuterClass.DeadlockEdge> getDeadlockCycleList() {
+        if (deadlockCycleBuilder_ == null) {
+          return java.util.Collections.unmodifiableList(deadlockCycle_);
+        } else {
+          return deadlockCycleBuilder_.getMessageList();
+        }
+      }
+      /**
+       * <pre>
+       * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+       * closed, the refused acquire's own wait first.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+       */
+      public int getDeadlockCycleCount() {
+        if (deadlockCycleBuilder_ == null) {
+          return deadlockCycle_.size();
+        } else {
+          return deadlockCycleBuilder_.getCount();
+        }
+      }
+      /**
+       * <pre>
+       * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+       * closed, the refused acquire's own wait first.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+       */
+      public baton.v1.BatonOuterClass.DeadlockEdge getDeadlockCycle(int index) {
+        if (deadlockCycleBuilder_ == null) {
+          return deadlockCycle_.get(index);
+        } else {
+          return deadlockCycleBuilder_.getMessage(index);
+        }
+      }
+      /**
+       * <pre>
+       * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+       * closed, the refused acquire's own wait first.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+       */
+      public Builder setDeadlockCycle(
+          int index, baton.v1.BatonOuterClass.DeadlockEdge value) {
+        if (deadlockCycleBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureDeadlockCycleIsMutable();
+          deadlockCycle_.set(index, value);
+          onChanged();
+        } else {
+          deadlockCycleBuilder_.setMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+       * closed, the refused acquire's own wait first.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+       */
+      public Builder setDeadlockCycle(
+          int index, baton.v1.BatonOuterClass.DeadlockEdge.Builder builderForValue) {
+        if (deadlockCycleBuilder_ == null) {
+          ensureDeadlockCycleIsMutable();
+          deadlockCycle_.set(index, builderForValue.build());
+          onChanged();
+        } else {
+          deadlockCycleBuilder_.setMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+       * closed, the refused acquire's own wait first.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+       */
+      public Builder addDeadlockCycle(baton.v1.BatonOuterClass.DeadlockEdge value) {
+        if (deadlockCycleBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureDeadlockCycleIsMutable();
+          deadlockCycle_.add(value);
+          onChanged();
+        } else {
+          deadlockCycleBuilder_.addMessage(value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+       * closed, the refused acquire's own wait first.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+       */
+      public Builder addDeadlockCycle(
+          int index, baton.v1.BatonOuterClass.DeadlockEdge value) {
+        if (deadlockCycleBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureDeadlockCycleIsMutable();
+          deadlockCycle_.add(index, value);
+          onChanged();
+        } else {
+          deadlockCycleBuilder_.addMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+       * closed, the refused acquire's own wait first.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+       */
+      public Builder addDeadlockCycle(
+          baton.v1.BatonOuterClass.DeadlockEdge.Builder builderForValue) {
+        if (deadlockCycleBuilder_ == null) {
+          ensureDeadlockCycleIsMutable();
+          deadlockCycle_.add(builderForValue.build());
+          onChanged();
+        } else {
+          deadlockCycleBuilder_.addMessage(builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+       * closed, the refused acquire's own wait first.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+       */
+      public Builder addDeadlockCycle(
+          int index, baton.v1.BatonOuterClass.DeadlockEdge.Builder builderForValue) {
+        if (deadlockCycleBuilder_ == null) {
+          ensureDeadlockCycleIsMutable();
+          deadlockCycle_.add(index, builderForValue.build());
+          onChanged();
+        } else {
+          deadlockCycleBuilder_.addMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+       * closed, the refused acquire's own wait first.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+       */
+      public Builder addAllDeadlockCycle(
+          java.lang.Iterable<? extends baton.v1.BatonOuterClass.DeadlockEdge> values) {
+        if (deadlockCycleBuilder_ == null) {
+          ensureDeadlockCycleIsMutable();
+          com.google.protobuf.AbstractMessageLite.Builder.addAll(
+              values, deadlockCycle_);
+          onChanged();
+        } else {
+          deadlockCycleBuilder_.addAllMessages(values);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+       * closed, the refused acquire's own wait first.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+       */
+      public Builder clearDeadlockCycle() {
+        if (deadlockCycleBuilder_ == null) {
+          deadlockCycle_ = java.util.Collections.emptyList();
+          bitField0_ = (bitField0_ & ~0x00000010);
+          onChanged();
+        } else {
+          deadlockCycleBuilder_.clear();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+       * closed, the refused acquire's own wait first.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+       */
+      public Builder removeDeadlockCycle(int index) {
+        if (deadlockCycleBuilder_ == null) {
+          ensureDeadlockCycleIsMutable();
+          deadlockCycle_.remove(index);
+          onChanged();
+        } else {
+          deadlockCycleBuilder_.remove(index);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+       * closed, the refused acquire's own wait first.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+       */
+      public baton.v1.BatonOuterClass.DeadlockEdge.Builder getDeadlockCycleBuilder(
+          int index) {
+        return getDeadlockCycleFieldBuilder().getBuilder(index);
+      }
+      /**
+       * <pre>
+       * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+       * closed, the refused acquire's own wait first.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+       */
+      public baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder getDeadlockCycleOrBuilder(
+          int index) {
+        if (deadlockCycleBuilder_ == null) {
+          return deadlockCycle_.get(index);  } else {
+          return deadlockCycleBuilder_.getMessageOrBuilder(index);
+        }
+      }
+      /**
+       * <pre>
+       * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+       * closed, the refused acquire's own wait first.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+       */
+      public java.util.List<? extends baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder> 
+           getDeadlockCycleOrBuilderList() {
+        if (deadlockCycleBuilder_ != null) {
+          return deadlockCycleBuilder_.getMessageOrBuilderList();
+        } else {
+          return java.util.Collections.unmodifiableList(deadlockCycle_);
+        }
+      }
+      /**
+       * <pre>
+       * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+       * closed, the refused acquire's own wait first.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+       */
+      public baton.v1.BatonOuterClass.DeadlockEdge.Builder addDeadlockCycleBuilder() {
+        return getDeadlockCycleFieldBuilder().addBuilder(
+            baton.v1.BatonOuterClass.DeadlockEdge.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+       * closed, the refused acquire's own wait first.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+       */
+      public baton.v1.BatonOuterClass.DeadlockEdge.Builder addDeadlockCycleBuilder(
+          int index) {
+        return getDeadlockCycleFieldBuilder().addBuilder(
+            index, baton.v1.BatonOuterClass.DeadlockEdge.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * deadlock_cycle names the deadlock that a DEADLOCK refusal would have
+       * closed, the refused acquire's own wait first.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 5;</code>
+       */
+      public java.util.List<baton.v1.BatonOuterClass.DeadlockEdge.Builder> 
+           getDeadlockCycleBuilderList() {
+        return getDeadlockCycleFieldBuilder().getBuilderList();
+      }
+      private com.google.protobuf.RepeatedFieldBuilderV3<
+          baton.v1.BatonOuterClass.DeadlockEdge, baton.v1.BatonOuterClass.DeadlockEdge.Builder, baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder> 
+          getDeadlockCycleFieldBuilder() {
+        if (deadlockCycleBuilder_ == null) {
+          deadlockCycleBuilder_ = new com.google.protobuf.RepeatedFieldBuilderV3<
+              baton.v1.BatonOuterClass.DeadlockEdge, baton.v1.BatonOuterClass.DeadlockEdge.Builder, baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder>(
+                  deadlockCycle_,
+                  ((bitField0_ & 0x00000010) != 0),
+                  getParentForChildren(),
+                  isClean());
+          deadlockCycle_ = null;
+        }
+        return deadlockCycleBuilder_;
+      }
       @java.lang.Override
       public final Builder setUnknownFields(
           final com.google.protobuf.UnknownFieldSet unknownFields) {
@@ -54351,6 +54896,1891 @@ public final class BatonOuterClass {
 
     @java.lang.Override
     public baton.v1.BatonOuterClass.Error getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface DeadlockEdgeOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:baton.v1.DeadlockEdge)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <code>uint64 session_id = 1;</code>
+     * @return The sessionId.
+     */
+    long getSessionId();
+
+    /**
+     * <code>string owner_key = 2;</code>
+     * @return The ownerKey.
+     */
+    java.lang.String getOwnerKey();
+    /**
+     * <code>string owner_key = 2;</code>
+     * @return The bytes for ownerKey.
+     */
+    com.google.protobuf.ByteString
+        getOwnerKeyBytes();
+
+    /**
+     * <code>string lock = 3;</code>
+     * @return The lock.
+     */
+    java.lang.String getLock();
+    /**
+     * <code>string lock = 3;</code>
+     * @return The bytes for lock.
+     */
+    com.google.protobuf.ByteString
+        getLockBytes();
+
+    /**
+     * <code>bool queued_ahead = 4;</code>
+     * @return The queuedAhead.
+     */
+    boolean getQueuedAhead();
+
+    /**
+     * <code>uint64 blocker_session_id = 5;</code>
+     * @return The blockerSessionId.
+     */
+    long getBlockerSessionId();
+
+    /**
+     * <code>string blocker_owner_key = 6;</code>
+     * @return The blockerOwnerKey.
+     */
+    java.lang.String getBlockerOwnerKey();
+    /**
+     * <code>string blocker_owner_key = 6;</code>
+     * @return The bytes for blockerOwnerKey.
+     */
+    com.google.protobuf.ByteString
+        getBlockerOwnerKeyBytes();
+  }
+  /**
+   * <pre>
+   * DeadlockEdge is one wait of a deadlock: (session_id, owner_key) waits
+   * for lock, and cannot have it while (blocker_session_id,
+   * blocker_owner_key) holds it, or, with queued_ahead, waits for it ahead
+   * in its FIFO queue. Each edge's blocker is the next edge's waiter; the
+   * last edge's blocker is the first edge's waiter (a cycle), or an
+   * earlier edge's when the refused wait would join a deadlock that was
+   * there before it.
+   * </pre>
+   *
+   * Protobuf type {@code baton.v1.DeadlockEdge}
+   */
+  public static final class DeadlockEdge extends
+      com.google.protobuf.GeneratedMessageV3 implements
+      // @@protoc_insertion_point(message_implements:baton.v1.DeadlockEdge)
+      DeadlockEdgeOrBuilder {
+  private static final long serialVersionUID = 0L;
+    // Use DeadlockEdge.newBuilder() to construct.
+    private DeadlockEdge(com.google.protobuf.GeneratedMessageV3.Builder<?> builder) {
+      super(builder);
+    }
+    private DeadlockEdge() {
+      ownerKey_ = "";
+      lock_ = "";
+      blockerOwnerKey_ = "";
+    }
+
+    @java.lang.Override
+    @SuppressWarnings({"unused"})
+    protected java.lang.Object newInstance(
+        UnusedPrivateParameter unused) {
+      return new DeadlockEdge();
+    }
+
+    @java.lang.Override
+    public final com.google.protobuf.UnknownFieldSet
+    getUnknownFields() {
+      return this.unknownFields;
+    }
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_DeadlockEdge_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_DeadlockEdge_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              baton.v1.BatonOuterClass.DeadlockEdge.class, baton.v1.BatonOuterClass.DeadlockEdge.Builder.class);
+    }
+
+    public static final int SESSION_ID_FIELD_NUMBER = 1;
+    private long sessionId_ = 0L;
+    /**
+     * <code>uint64 session_id = 1;</code>
+     * @return The sessionId.
+     */
+    @java.lang.Override
+    public long getSessionId() {
+      return sessionId_;
+    }
+
+    public static final int OWNER_KEY_FIELD_NUMBER = 2;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object ownerKey_ = "";
+    /**
+     * <code>string owner_key = 2;</code>
+     * @return The ownerKey.
+     */
+    @java.lang.Override
+    public java.lang.String getOwnerKey() {
+      java.lang.Object ref = ownerKey_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        ownerKey_ = s;
+        return s;
+      }
+    }
+    /**
+     * <code>string owner_key = 2;</code>
+     * @return The bytes for ownerKey.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getOwnerKeyBytes() {
+      java.lang.Object ref = ownerKey_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        ownerKey_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int LOCK_FIELD_NUMBER = 3;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object lock_ = "";
+    /**
+     * <code>string lock = 3;</code>
+     * @return The lock.
+     */
+    @java.lang.Override
+    public java.lang.String getLock() {
+      java.lang.Object ref = lock_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        lock_ = s;
+        return s;
+      }
+    }
+    /**
+     * <code>string lock = 3;</code>
+     * @return The bytes for lock.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getLockBytes() {
+      java.lang.Object ref = lock_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        lock_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int QUEUED_AHEAD_FIELD_NUMBER = 4;
+    private boolean queuedAhead_ = false;
+    /**
+     * <code>bool queued_ahead = 4;</code>
+     * @return The queuedAhead.
+     */
+    @java.lang.Override
+    public boolean getQueuedAhead() {
+      return queuedAhead_;
+    }
+
+    public static final int BLOCKER_SESSION_ID_FIELD_NUMBER = 5;
+    private long blockerSessionId_ = 0L;
+    /**
+     * <code>uint64 blocker_session_id = 5;</code>
+     * @return The blockerSessionId.
+     */
+    @java.lang.Override
+    public long getBlockerSessionId() {
+      return blockerSessionId_;
+    }
+
+    public static final int BLOCKER_OWNER_KEY_FIELD_NUMBER = 6;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object blockerOwnerKey_ = "";
+    /**
+     * <code>string blocker_owner_key = 6;</code>
+     * @return The blockerOwnerKey.
+     */
+    @java.lang.Override
+    public java.lang.String getBlockerOwnerKey() {
+      java.lang.Object ref = blockerOwnerKey_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        blockerOwnerKey_ = s;
+        return s;
+      }
+    }
+    /**
+     * <code>string blocker_owner_key = 6;</code>
+     * @return The bytes for blockerOwnerKey.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getBlockerOwnerKeyBytes() {
+      java.lang.Object ref = blockerOwnerKey_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        blockerOwnerKey_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (sessionId_ != 0L) {
+        output.writeUInt64(1, sessionId_);
+      }
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(ownerKey_)) {
+        com.google.protobuf.GeneratedMessageV3.writeString(output, 2, ownerKey_);
+      }
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(lock_)) {
+        com.google.protobuf.GeneratedMessageV3.writeString(output, 3, lock_);
+      }
+      if (queuedAhead_ != false) {
+        output.writeBool(4, queuedAhead_);
+      }
+      if (blockerSessionId_ != 0L) {
+        output.writeUInt64(5, blockerSessionId_);
+      }
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(blockerOwnerKey_)) {
+        com.google.protobuf.GeneratedMessageV3.writeString(output, 6, blockerOwnerKey_);
+      }
+      getUnknownFields().writeTo(output);
+    }
+
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      if (sessionId_ != 0L) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeUInt64Size(1, sessionId_);
+      }
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(ownerKey_)) {
+        size += com.google.protobuf.GeneratedMessageV3.computeStringSize(2, ownerKey_);
+      }
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(lock_)) {
+        size += com.google.protobuf.GeneratedMessageV3.computeStringSize(3, lock_);
+      }
+      if (queuedAhead_ != false) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeBoolSize(4, queuedAhead_);
+      }
+      if (blockerSessionId_ != 0L) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeUInt64Size(5, blockerSessionId_);
+      }
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(blockerOwnerKey_)) {
+        size += com.google.protobuf.GeneratedMessageV3.computeStringSize(6, blockerOwnerKey_);
+      }
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof baton.v1.BatonOuterClass.DeadlockEdge)) {
+        return super.equals(obj);
+      }
+      baton.v1.BatonOuterClass.DeadlockEdge other = (baton.v1.BatonOuterClass.DeadlockEdge) obj;
+
+      if (getSessionId()
+          != other.getSessionId()) return false;
+      if (!getOwnerKey()
+          .equals(other.getOwnerKey())) return false;
+      if (!getLock()
+          .equals(other.getLock())) return false;
+      if (getQueuedAhead()
+          != other.getQueuedAhead()) return false;
+      if (getBlockerSessionId()
+          != other.getBlockerSessionId()) return false;
+      if (!getBlockerOwnerKey()
+          .equals(other.getBlockerOwnerKey())) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (37 * hash) + SESSION_ID_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          getSessionId());
+      hash = (37 * hash) + OWNER_KEY_FIELD_NUMBER;
+      hash = (53 * hash) + getOwnerKey().hashCode();
+      hash = (37 * hash) + LOCK_FIELD_NUMBER;
+      hash = (53 * hash) + getLock().hashCode();
+      hash = (37 * hash) + QUEUED_AHEAD_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+          getQueuedAhead());
+      hash = (37 * hash) + BLOCKER_SESSION_ID_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          getBlockerSessionId());
+      hash = (37 * hash) + BLOCKER_OWNER_KEY_FIELD_NUMBER;
+      hash = (53 * hash) + getBlockerOwnerKey().hashCode();
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static baton.v1.BatonOuterClass.DeadlockEdge parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.DeadlockEdge parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.DeadlockEdge parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.DeadlockEdge parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.DeadlockEdge parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.DeadlockEdge parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.DeadlockEdge parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.DeadlockEdge parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.DeadlockEdge parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.DeadlockEdge parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.DeadlockEdge parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.DeadlockEdge parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(baton.v1.BatonOuterClass.DeadlockEdge prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * DeadlockEdge is one wait of a deadlock: (session_id, owner_key) waits
+     * for lock, and cannot have it while (blocker_session_id,
+     * blocker_owner_key) holds it, or, with queued_ahead, waits for it ahead
+     * in its FIFO queue. Each edge's blocker is the next edge's waiter; the
+     * last edge's blocker is the first edge's waiter (a cycle), or an
+     * earlier edge's when the refused wait would join a deadlock that was
+     * there before it.
+     * </pre>
+     *
+     * Protobuf type {@code baton.v1.DeadlockEdge}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessageV3.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:baton.v1.DeadlockEdge)
+        baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_DeadlockEdge_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_DeadlockEdge_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                baton.v1.BatonOuterClass.DeadlockEdge.class, baton.v1.BatonOuterClass.DeadlockEdge.Builder.class);
+      }
+
+      // Construct using baton.v1.BatonOuterClass.DeadlockEdge.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        sessionId_ = 0L;
+        ownerKey_ = "";
+        lock_ = "";
+        queuedAhead_ = false;
+        blockerSessionId_ = 0L;
+        blockerOwnerKey_ = "";
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_DeadlockEdge_descriptor;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.DeadlockEdge getDefaultInstanceForType() {
+        return baton.v1.BatonOuterClass.DeadlockEdge.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.DeadlockEdge build() {
+        baton.v1.BatonOuterClass.DeadlockEdge result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.DeadlockEdge buildPartial() {
+        baton.v1.BatonOuterClass.DeadlockEdge result = new baton.v1.BatonOuterClass.DeadlockEdge(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(baton.v1.BatonOuterClass.DeadlockEdge result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.sessionId_ = sessionId_;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.ownerKey_ = ownerKey_;
+        }
+        if (((from_bitField0_ & 0x00000004) != 0)) {
+          result.lock_ = lock_;
+        }
+        if (((from_bitField0_ & 0x00000008) != 0)) {
+          result.queuedAhead_ = queuedAhead_;
+        }
+        if (((from_bitField0_ & 0x00000010) != 0)) {
+          result.blockerSessionId_ = blockerSessionId_;
+        }
+        if (((from_bitField0_ & 0x00000020) != 0)) {
+          result.blockerOwnerKey_ = blockerOwnerKey_;
+        }
+      }
+
+      @java.lang.Override
+      public Builder clone() {
+        return super.clone();
+      }
+      @java.lang.Override
+      public Builder setField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.setField(field, value);
+      }
+      @java.lang.Override
+      public Builder clearField(
+          com.google.protobuf.Descriptors.FieldDescriptor field) {
+        return super.clearField(field);
+      }
+      @java.lang.Override
+      public Builder clearOneof(
+          com.google.protobuf.Descriptors.OneofDescriptor oneof) {
+        return super.clearOneof(oneof);
+      }
+      @java.lang.Override
+      public Builder setRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          int index, java.lang.Object value) {
+        return super.setRepeatedField(field, index, value);
+      }
+      @java.lang.Override
+      public Builder addRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.addRepeatedField(field, value);
+      }
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof baton.v1.BatonOuterClass.DeadlockEdge) {
+          return mergeFrom((baton.v1.BatonOuterClass.DeadlockEdge)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(baton.v1.BatonOuterClass.DeadlockEdge other) {
+        if (other == baton.v1.BatonOuterClass.DeadlockEdge.getDefaultInstance()) return this;
+        if (other.getSessionId() != 0L) {
+          setSessionId(other.getSessionId());
+        }
+        if (!other.getOwnerKey().isEmpty()) {
+          ownerKey_ = other.ownerKey_;
+          bitField0_ |= 0x00000002;
+          onChanged();
+        }
+        if (!other.getLock().isEmpty()) {
+          lock_ = other.lock_;
+          bitField0_ |= 0x00000004;
+          onChanged();
+        }
+        if (other.getQueuedAhead() != false) {
+          setQueuedAhead(other.getQueuedAhead());
+        }
+        if (other.getBlockerSessionId() != 0L) {
+          setBlockerSessionId(other.getBlockerSessionId());
+        }
+        if (!other.getBlockerOwnerKey().isEmpty()) {
+          blockerOwnerKey_ = other.blockerOwnerKey_;
+          bitField0_ |= 0x00000020;
+          onChanged();
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 8: {
+                sessionId_ = input.readUInt64();
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 8
+              case 18: {
+                ownerKey_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 18
+              case 26: {
+                lock_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000004;
+                break;
+              } // case 26
+              case 32: {
+                queuedAhead_ = input.readBool();
+                bitField0_ |= 0x00000008;
+                break;
+              } // case 32
+              case 40: {
+                blockerSessionId_ = input.readUInt64();
+                bitField0_ |= 0x00000010;
+                break;
+              } // case 40
+              case 50: {
+                blockerOwnerKey_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000020;
+                break;
+              } // case 50
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private long sessionId_ ;
+      /**
+       * <code>uint64 session_id = 1;</code>
+       * @return The sessionId.
+       */
+      @java.lang.Override
+      public long getSessionId() {
+        return sessionId_;
+      }
+      /**
+       * <code>uint64 session_id = 1;</code>
+       * @param value The sessionId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setSessionId(long value) {
+        
+        sessionId_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>uint64 session_id = 1;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearSessionId() {
+        bitField0_ = (bitField0_ & ~0x00000001);
+        sessionId_ = 0L;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object ownerKey_ = "";
+      /**
+       * <code>string owner_key = 2;</code>
+       * @return The ownerKey.
+       */
+      public java.lang.String getOwnerKey() {
+        java.lang.Object ref = ownerKey_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          ownerKey_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <code>string owner_key = 2;</code>
+       * @return The bytes for ownerKey.
+       */
+      public com.google.protobuf.ByteString
+          getOwnerKeyBytes() {
+        java.lang.Object ref = ownerKey_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          ownerKey_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <code>string owner_key = 2;</code>
+       * @param value The ownerKey to set.
+       * @return This builder for chaining.
+       */
+      public Builder setOwnerKey(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        ownerKey_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>string owner_key = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearOwnerKey() {
+        ownerKey_ = getDefaultInstance().getOwnerKey();
+        bitField0_ = (bitField0_ & ~0x00000002);
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>string owner_key = 2;</code>
+       * @param value The bytes for ownerKey to set.
+       * @return This builder for chaining.
+       */
+      public Builder setOwnerKeyBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        ownerKey_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object lock_ = "";
+      /**
+       * <code>string lock = 3;</code>
+       * @return The lock.
+       */
+      public java.lang.String getLock() {
+        java.lang.Object ref = lock_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          lock_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <code>string lock = 3;</code>
+       * @return The bytes for lock.
+       */
+      public com.google.protobuf.ByteString
+          getLockBytes() {
+        java.lang.Object ref = lock_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          lock_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <code>string lock = 3;</code>
+       * @param value The lock to set.
+       * @return This builder for chaining.
+       */
+      public Builder setLock(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        lock_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>string lock = 3;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearLock() {
+        lock_ = getDefaultInstance().getLock();
+        bitField0_ = (bitField0_ & ~0x00000004);
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>string lock = 3;</code>
+       * @param value The bytes for lock to set.
+       * @return This builder for chaining.
+       */
+      public Builder setLockBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        lock_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+
+      private boolean queuedAhead_ ;
+      /**
+       * <code>bool queued_ahead = 4;</code>
+       * @return The queuedAhead.
+       */
+      @java.lang.Override
+      public boolean getQueuedAhead() {
+        return queuedAhead_;
+      }
+      /**
+       * <code>bool queued_ahead = 4;</code>
+       * @param value The queuedAhead to set.
+       * @return This builder for chaining.
+       */
+      public Builder setQueuedAhead(boolean value) {
+        
+        queuedAhead_ = value;
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>bool queued_ahead = 4;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearQueuedAhead() {
+        bitField0_ = (bitField0_ & ~0x00000008);
+        queuedAhead_ = false;
+        onChanged();
+        return this;
+      }
+
+      private long blockerSessionId_ ;
+      /**
+       * <code>uint64 blocker_session_id = 5;</code>
+       * @return The blockerSessionId.
+       */
+      @java.lang.Override
+      public long getBlockerSessionId() {
+        return blockerSessionId_;
+      }
+      /**
+       * <code>uint64 blocker_session_id = 5;</code>
+       * @param value The blockerSessionId to set.
+       * @return This builder for chaining.
+       */
+      public Builder setBlockerSessionId(long value) {
+        
+        blockerSessionId_ = value;
+        bitField0_ |= 0x00000010;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>uint64 blocker_session_id = 5;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearBlockerSessionId() {
+        bitField0_ = (bitField0_ & ~0x00000010);
+        blockerSessionId_ = 0L;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object blockerOwnerKey_ = "";
+      /**
+       * <code>string blocker_owner_key = 6;</code>
+       * @return The blockerOwnerKey.
+       */
+      public java.lang.String getBlockerOwnerKey() {
+        java.lang.Object ref = blockerOwnerKey_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          blockerOwnerKey_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <code>string blocker_owner_key = 6;</code>
+       * @return The bytes for blockerOwnerKey.
+       */
+      public com.google.protobuf.ByteString
+          getBlockerOwnerKeyBytes() {
+        java.lang.Object ref = blockerOwnerKey_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          blockerOwnerKey_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <code>string blocker_owner_key = 6;</code>
+       * @param value The blockerOwnerKey to set.
+       * @return This builder for chaining.
+       */
+      public Builder setBlockerOwnerKey(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        blockerOwnerKey_ = value;
+        bitField0_ |= 0x00000020;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>string blocker_owner_key = 6;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearBlockerOwnerKey() {
+        blockerOwnerKey_ = getDefaultInstance().getBlockerOwnerKey();
+        bitField0_ = (bitField0_ & ~0x00000020);
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>string blocker_owner_key = 6;</code>
+       * @param value The bytes for blockerOwnerKey to set.
+       * @return This builder for chaining.
+       */
+      public Builder setBlockerOwnerKeyBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        blockerOwnerKey_ = value;
+        bitField0_ |= 0x00000020;
+        onChanged();
+        return this;
+      }
+      @java.lang.Override
+      public final Builder setUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.setUnknownFields(unknownFields);
+      }
+
+      @java.lang.Override
+      public final Builder mergeUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.mergeUnknownFields(unknownFields);
+      }
+
+
+      // @@protoc_insertion_point(builder_scope:baton.v1.DeadlockEdge)
+    }
+
+    // @@protoc_insertion_point(class_scope:baton.v1.DeadlockEdge)
+    private static final baton.v1.BatonOuterClass.DeadlockEdge DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new baton.v1.BatonOuterClass.DeadlockEdge();
+    }
+
+    public static baton.v1.BatonOuterClass.DeadlockEdge getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<DeadlockEdge>
+        PARSER = new com.google.protobuf.AbstractParser<DeadlockEdge>() {
+      @java.lang.Override
+      public DeadlockEdge parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<DeadlockEdge> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<DeadlockEdge> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.DeadlockEdge getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface DeadlockCycleOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:baton.v1.DeadlockCycle)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+     */
+    java.util.List<baton.v1.BatonOuterClass.DeadlockEdge> 
+        getEdgesList();
+    /**
+     * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+     */
+    baton.v1.BatonOuterClass.DeadlockEdge getEdges(int index);
+    /**
+     * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+     */
+    int getEdgesCount();
+    /**
+     * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+     */
+    java.util.List<? extends baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder> 
+        getEdgesOrBuilderList();
+    /**
+     * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+     */
+    baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder getEdgesOrBuilder(
+        int index);
+  }
+  /**
+   * <pre>
+   * DeadlockCycle is the gRPC status detail of a DEADLOCK refusal (beside
+   * its google.rpc.ErrorInfo): the cycle, as in Error.deadlock_cycle.
+   * </pre>
+   *
+   * Protobuf type {@code baton.v1.DeadlockCycle}
+   */
+  public static final class DeadlockCycle extends
+      com.google.protobuf.GeneratedMessageV3 implements
+      // @@protoc_insertion_point(message_implements:baton.v1.DeadlockCycle)
+      DeadlockCycleOrBuilder {
+  private static final long serialVersionUID = 0L;
+    // Use DeadlockCycle.newBuilder() to construct.
+    private DeadlockCycle(com.google.protobuf.GeneratedMessageV3.Builder<?> builder) {
+      super(builder);
+    }
+    private DeadlockCycle() {
+      edges_ = java.util.Collections.emptyList();
+    }
+
+    @java.lang.Override
+    @SuppressWarnings({"unused"})
+    protected java.lang.Object newInstance(
+        UnusedPrivateParameter unused) {
+      return new DeadlockCycle();
+    }
+
+    @java.lang.Override
+    public final com.google.protobuf.UnknownFieldSet
+    getUnknownFields() {
+      return this.unknownFields;
+    }
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_DeadlockCycle_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_DeadlockCycle_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              baton.v1.BatonOuterClass.DeadlockCycle.class, baton.v1.BatonOuterClass.DeadlockCycle.Builder.class);
+    }
+
+    public static final int EDGES_FIELD_NUMBER = 1;
+    @SuppressWarnings("serial")
+    private java.util.List<baton.v1.BatonOuterClass.DeadlockEdge> edges_;
+    /**
+     * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+     */
+    @java.lang.Override
+    public java.util.List<baton.v1.BatonOuterClass.DeadlockEdge> getEdgesList() {
+      return edges_;
+    }
+    /**
+     * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+     */
+    @java.lang.Override
+    public java.util.List<? extends baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder> 
+        getEdgesOrBuilderList() {
+      return edges_;
+    }
+    /**
+     * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+     */
+    @java.lang.Override
+    public int getEdgesCount() {
+      return edges_.size();
+    }
+    /**
+     * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.DeadlockEdge getEdges(int index) {
+      return edges_.get(index);
+    }
+    /**
+     * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder getEdgesOrBuilder(
+        int index) {
+      return edges_.get(index);
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      for (int i = 0; i < edges_.size(); i++) {
+        output.writeMessage(1, edges_.get(i));
+      }
+      getUnknownFields().writeTo(output);
+    }
+
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      for (int i = 0; i < edges_.size(); i++) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(1, edges_.get(i));
+      }
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof baton.v1.BatonOuterClass.DeadlockCycle)) {
+        return super.equals(obj);
+      }
+      baton.v1.BatonOuterClass.DeadlockCycle other = (baton.v1.BatonOuterClass.DeadlockCycle) obj;
+
+      if (!getEdgesList()
+          .equals(other.getEdgesList())) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      if (getEdgesCount() > 0) {
+        hash = (37 * hash) + EDGES_FIELD_NUMBER;
+        hash = (53 * hash) + getEdgesList().hashCode();
+      }
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static baton.v1.BatonOuterClass.DeadlockCycle parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.DeadlockCycle parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.DeadlockCycle parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.DeadlockCycle parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.DeadlockCycle parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.DeadlockCycle parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.DeadlockCycle parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.DeadlockCycle parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.DeadlockCycle parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.DeadlockCycle parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.DeadlockCycle parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.DeadlockCycle parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(baton.v1.BatonOuterClass.DeadlockCycle prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * DeadlockCycle is the gRPC status detail of a DEADLOCK refusal (beside
+     * its google.rpc.ErrorInfo): the cycle, as in Error.deadlock_cycle.
+     * </pre>
+     *
+     * Protobuf type {@code baton.v1.DeadlockCycle}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessageV3.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:baton.v1.DeadlockCycle)
+        baton.v1.BatonOuterClass.DeadlockCycleOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_DeadlockCycle_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_DeadlockCycle_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                baton.v1.BatonOuterClass.DeadlockCycle.class, baton.v1.BatonOuterClass.DeadlockCycle.Builder.class);
+      }
+
+      // Construct using baton.v1.BatonOuterClass.DeadlockCycle.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        if (edgesBuilder_ == null) {
+          edges_ = java.util.Collections.emptyList();
+        } else {
+          edges_ = null;
+          edgesBuilder_.clear();
+        }
+        bitField0_ = (bitField0_ & ~0x00000001);
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_DeadlockCycle_descriptor;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.DeadlockCycle getDefaultInstanceForType() {
+        return baton.v1.BatonOuterClass.DeadlockCycle.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.DeadlockCycle build() {
+        baton.v1.BatonOuterClass.DeadlockCycle result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.DeadlockCycle buildPartial() {
+        baton.v1.BatonOuterClass.DeadlockCycle result = new baton.v1.BatonOuterClass.DeadlockCycle(this);
+        buildPartialRepeatedFields(result);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartialRepeatedFields(baton.v1.BatonOuterClass.DeadlockCycle result) {
+        if (edgesBuilder_ == null) {
+          if (((bitField0_ & 0x00000001) != 0)) {
+            edges_ = java.util.Collections.unmodifiableList(edges_);
+            bitField0_ = (bitField0_ & ~0x00000001);
+          }
+          result.edges_ = edges_;
+        } else {
+          result.edges_ = edgesBuilder_.build();
+        }
+      }
+
+      private void buildPartial0(baton.v1.BatonOuterClass.DeadlockCycle result) {
+        int from_bitField0_ = bitField0_;
+      }
+
+      @java.lang.Override
+      public Builder clone() {
+        return super.clone();
+      }
+      @java.lang.Override
+      public Builder setField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.setField(field, value);
+      }
+      @java.lang.Override
+      public Builder clearField(
+          com.google.protobuf.Descriptors.FieldDescriptor field) {
+        return super.clearField(field);
+      }
+      @java.lang.Override
+      public Builder clearOneof(
+          com.google.protobuf.Descriptors.OneofDescriptor oneof) {
+        return super.clearOneof(oneof);
+      }
+      @java.lang.Override
+      public Builder setRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          int index, java.lang.Object value) {
+        return super.setRepeatedField(field, index, value);
+      }
+      @java.lang.Override
+      public Builder addRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.addRepeatedField(field, value);
+      }
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof baton.v1.BatonOuterClass.DeadlockCycle) {
+          return mergeFrom((baton.v1.BatonOuterClass.DeadlockCycle)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(baton.v1.BatonOuterClass.DeadlockCycle other) {
+        if (other == baton.v1.BatonOuterClass.DeadlockCycle.getDefaultInstance()) return this;
+        if (edgesBuilder_ == null) {
+          if (!other.edges_.isEmpty()) {
+            if (edges_.isEmpty()) {
+              edges_ = other.edges_;
+              bitField0_ = (bitField0_ & ~0x00000001);
+            } else {
+              ensureEdgesIsMutable();
+              edges_.addAll(other.edges_);
+            }
+            onChanged();
+          }
+        } else {
+          if (!other.edges_.isEmpty()) {
+            if (edgesBuilder_.isEmpty()) {
+              edgesBuilder_.dispose();
+              edgesBuilder_ = null;
+              edges_ = other.edges_;
+              bitField0_ = (bitField0_ & ~0x00000001);
+              edgesBuilder_ = 
+                com.google.protobuf.GeneratedMessageV3.alwaysUseFieldBuilders ?
+                   getEdgesFieldBuilder() : null;
+            } else {
+              edgesBuilder_.addAllMessages(other.edges_);
+            }
+          }
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                baton.v1.BatonOuterClass.DeadlockEdge m =
+                    input.readMessage(
+                        baton.v1.BatonOuterClass.DeadlockEdge.parser(),
+                        extensionRegistry);
+                if (edgesBuilder_ == null) {
+                  ensureEdgesIsMutable();
+                  edges_.add(m);
+                } else {
+                  edgesBuilder_.addMessage(m);
+                }
+                break;
+              } // case 10
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private java.util.List<baton.v1.BatonOuterClass.DeadlockEdge> edges_ =
+        java.util.Collections.emptyList();
+      private void ensureEdgesIsMutable() {
+        if (!((bitField0_ & 0x00000001) != 0)) {
+          edges_ = new java.util.ArrayList<baton.v1.BatonOuterClass.DeadlockEdge>(edges_);
+          bitField0_ |= 0x00000001;
+         }
+      }
+
+      private com.google.protobuf.RepeatedFieldBuilderV3<
+          baton.v1.BatonOuterClass.DeadlockEdge, baton.v1.BatonOuterClass.DeadlockEdge.Builder, baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder> edgesBuilder_;
+
+      /**
+       * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+       */
+      public java.util.List<baton.v1.BatonOuterClass.DeadlockEdge> getEdgesList() {
+        if (edgesBuilder_ == null) {
+          return java.util.Collections.unmodifiableList(edges_);
+        } else {
+          return edgesBuilder_.getMessageList();
+        }
+      }
+      /**
+       * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+       */
+      public int getEdgesCount() {
+        if (edgesBuilder_ == null) {
+          return edges_.size();
+        } else {
+          return edgesBuilder_.getCount();
+        }
+      }
+      /**
+       * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+       */
+      public baton.v1.BatonOuterClass.DeadlockEdge getEdges(int index) {
+        if (edgesBuilder_ == null) {
+          return edges_.get(index);
+        } else {
+          return edgesBuilder_.getMessage(index);
+        }
+      }
+      /**
+       * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+       */
+      public Builder setEdges(
+          int index, baton.v1.BatonOuterClass.DeadlockEdge value) {
+        if (edgesBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureEdgesIsMutable();
+          edges_.set(index, value);
+          onChanged();
+        } else {
+          edgesBuilder_.setMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+       */
+      public Builder setEdges(
+          int index, baton.v1.BatonOuterClass.DeadlockEdge.Builder builderForValue) {
+        if (edgesBuilder_ == null) {
+          ensureEdgesIsMutable();
+          edges_.set(index, builderForValue.build());
+          onChanged();
+        } else {
+          edgesBuilder_.setMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+       */
+      public Builder addEdges(baton.v1.BatonOuterClass.DeadlockEdge value) {
+        if (edgesBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureEdgesIsMutable();
+          edges_.add(value);
+          onChanged();
+        } else {
+          edgesBuilder_.addMessage(value);
+        }
+        return this;
+      }
+      /**
+       * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+       */
+      public Builder addEdges(
+          int index, baton.v1.BatonOuterClass.DeadlockEdge value) {
+        if (edgesBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureEdgesIsMutable();
+          edges_.add(index, value);
+          onChanged();
+        } else {
+          edgesBuilder_.addMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+       */
+      public Builder addEdges(
+          baton.v1.BatonOuterClass.DeadlockEdge.Builder builderForValue) {
+        if (edgesBuilder_ == null) {
+          ensureEdgesIsMutable();
+          edges_.add(builderForValue.build());
+          onChanged();
+        } else {
+          edgesBuilder_.addMessage(builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+       */
+      public Builder addEdges(
+          int index, baton.v1.BatonOuterClass.DeadlockEdge.Builder builderForValue) {
+        if (edgesBuilder_ == null) {
+          ensureEdgesIsMutable();
+          edges_.add(index, builderForValue.build());
+          onChanged();
+        } else {
+          edgesBuilder_.addMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+       */
+      public Builder addAllEdges(
+          java.lang.Iterable<? extends baton.v1.BatonOuterClass.DeadlockEdge> values) {
+        if (edgesBuilder_ == null) {
+          ensureEdgesIsMutable();
+          com.google.protobuf.AbstractMessageLite.Builder.addAll(
+              values, edges_);
+          onChanged();
+        } else {
+          edgesBuilder_.addAllMessages(values);
+        }
+        return this;
+      }
+      /**
+       * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+       */
+      public Builder clearEdges() {
+        if (edgesBuilder_ == null) {
+          edges_ = java.util.Collections.emptyList();
+          bitField0_ = (bitField0_ & ~0x00000001);
+          onChanged();
+        } else {
+          edgesBuilder_.clear();
+        }
+        return this;
+      }
+      /**
+       * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+       */
+      public Builder removeEdges(int index) {
+        if (edgesBuilder_ == null) {
+          ensureEdgesIsMutable();
+          edges_.remove(index);
+          onChanged();
+        } else {
+          edgesBuilder_.remove(index);
+        }
+        return this;
+      }
+      /**
+       * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+       */
+      public baton.v1.BatonOuterClass.DeadlockEdge.Builder getEdgesBuilder(
+          int index) {
+        return getEdgesFieldBuilder().getBuilder(index);
+      }
+      /**
+       * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+       */
+      public baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder getEdgesOrBuilder(
+          int index) {
+        if (edgesBuilder_ == null) {
+          return edges_.get(index);  } else {
+          return edgesBuilder_.getMessageOrBuilder(index);
+        }
+      }
+      /**
+       * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+       */
+      public java.util.List<? extends baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder> 
+           getEdgesOrBuilderList() {
+        if (edgesBuilder_ != null) {
+          return edgesBuilder_.getMessageOrBuilderList();
+        } else {
+          return java.util.Collections.unmodifiableList(edges_);
+        }
+      }
+      /**
+       * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+       */
+      public baton.v1.BatonOuterClass.DeadlockEdge.Builder addEdgesBuilder() {
+        return getEdgesFieldBuilder().addBuilder(
+            baton.v1.BatonOuterClass.DeadlockEdge.getDefaultInstance());
+      }
+      /**
+       * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+       */
+      public baton.v1.BatonOuterClass.DeadlockEdge.Builder addEdgesBuilder(
+          int index) {
+        return getEdgesFieldBuilder().addBuilder(
+            index, baton.v1.BatonOuterClass.DeadlockEdge.getDefaultInstance());
+      }
+      /**
+       * <code>repeated .baton.v1.DeadlockEdge edges = 1;</code>
+       */
+      public java.util.List<baton.v1.BatonOuterClass.DeadlockEdge.Builder> 
+           getEdgesBuilderList() {
+        return getEdgesFieldBuilder().getBuilderList();
+      }
+      private com.google.protobuf.RepeatedFieldBuilderV3<
+          baton.v1.BatonOuterClass.DeadlockEdge, baton.v1.BatonOuterClass.DeadlockEdge.Builder, baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder> 
+          getEdgesFieldBuilder() {
+        if (edgesBuilder_ == null) {
+          edgesBuilder_ = new com.google.protobuf.RepeatedFieldBuilderV3<
+              baton.v1.BatonOuterClass.DeadlockEdge, baton.v1.BatonOuterClass.DeadlockEdge.Builder, baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder>(
+                  edges_,
+                  ((bitField0_ & 0x00000001) != 0),
+                  getParentForChildren(),
+                  isClean());
+          edges_ = null;
+        }
+        return edgesBuilder_;
+      }
+      @java.lang.Override
+      public final Builder setUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.setUnknownFields(unknownFields);
+      }
+
+      @java.lang.Override
+      public final Builder mergeUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.mergeUnknownFields(unknownFields);
+      }
+
+
+      // @@protoc_insertion_point(builder_scope:baton.v1.DeadlockCycle)
+    }
+
+    // @@protoc_insertion_point(class_scope:baton.v1.DeadlockCycle)
+    private static final baton.v1.BatonOuterClass.DeadlockCycle DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new baton.v1.BatonOuterClass.DeadlockCycle();
+    }
+
+    public static baton.v1.BatonOuterClass.DeadlockCycle getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<DeadlockCycle>
+        PARSER = new com.google.protobuf.AbstractParser<DeadlockCycle>() {
+      @java.lang.Override
+      public DeadlockCycle parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<DeadlockCycle> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<DeadlockCycle> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.DeadlockCycle getDefaultInstanceForType() {
       return DEFAULT_INSTANCE;
     }
 
@@ -82392,6 +84822,16 @@ public final class BatonOuterClass {
     com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
       internal_static_baton_v1_Error_fieldAccessorTable;
   private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_baton_v1_DeadlockEdge_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+      internal_static_baton_v1_DeadlockEdge_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_baton_v1_DeadlockCycle_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+      internal_static_baton_v1_DeadlockCycle_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
     internal_static_baton_v1_ResumeSession_descriptor;
   private static final 
     com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
@@ -82674,178 +85114,184 @@ public final class BatonOuterClass {
       "og_version\030\004 \001(\r\022!\n\007members\030\005 \003(\0132\020.bato" +
       "n.v1.Member\022\014\n\004size\030\006 \001(\004\022\023\n\013data_sha256" +
       "\030\007 \001(\014\022\020\n\010taken_by\030\010 \001(\t\022,\n\010taken_at\030\t \001" +
-      "(\0132\032.google.protobuf.Timestamp\"]\n\005Error\022" +
-      "\014\n\004code\030\001 \001(\r\022 \n\006reason\030\002 \001(\0162\020.baton.v1" +
-      ".Reason\022\017\n\007message\030\003 \001(\t\022\023\n\013leader_addr\030" +
-      "\004 \001(\t\"3\n\rResumeSession\022\022\n\nsession_id\030\001 \001" +
-      "(\004\022\016\n\006secret\030\002 \001(\t\"\373\003\n\016SessionRequest\022\n\n" +
-      "\002id\030\001 \001(\004\022,\n\004open\030\002 \001(\0132\034.baton.v1.OpenS" +
-      "essionRequestH\000\022)\n\006resume\030\003 \001(\0132\027.baton." +
-      "v1.ResumeSessionH\000\0220\n\nkeep_alive\030\004 \001(\0132\032" +
-      ".baton.v1.KeepAliveRequestH\000\022+\n\007acquire\030" +
-      "\005 \001(\0132\030.baton.v1.AcquireRequestH\000\022+\n\007rel" +
-      "ease\030\006 \001(\0132\030.baton.v1.ReleaseRequestH\000\022)" +
-      "\n\006cancel\030\007 \001(\0132\027.baton.v1.CancelRequestH" +
-      "\000\0224\n\014acquire_many\030\010 \001(\0132\034.baton.v1.Acqui" +
-      "reManyRequestH\000\022.\n\005close\030\t \001(\0132\035.baton.v" +
-      "1.CloseSessionRequestH\000\0220\n\nrenew_hold\030\n " +
-      "\001(\0132\032.baton.v1.RenewHoldRequestH\000\022-\n\010pro" +
-      "claim\030\013 \001(\0132\031.baton.v1.ProclaimRequestH\000" +
-      "B\006\n\004kind\"=\n\017SessionsRequest\022*\n\010requests\030" +
-      "\001 \003(\0132\030.baton.v1.ChannelRequest\"\\\n\016Chann" +
-      "elRequest\022\017\n\007channel\030\001 \001(\004\022)\n\007request\030\002 " +
-      "\001(\0132\030.baton.v1.SessionRequest\022\016\n\006detach\030" +
-      "\003 \001(\010\"@\n\020SessionsResponse\022,\n\tresponses\030\001" +
-      " \003(\0132\031.baton.v1.ChannelResponse\"r\n\017Chann" +
-      "elResponse\022\017\n\007channel\030\001 \001(\004\022+\n\010response\030" +
-      "\002 \001(\0132\031.baton.v1.SessionResponse\022!\n\003end\030" +
-      "\003 \001(\0132\024.baton.v1.ChannelEnd\",\n\nChannelEn" +
-      "d\022\036\n\005error\030\001 \001(\0132\017.baton.v1.Error\"G\n\005Gra" +
-      "nt\022\013\n\003seq\030\001 \001(\004\022\014\n\004name\030\002 \001(\t\022\r\n\005token\030\003" +
-      " \001(\004\022\024\n\014signed_token\030\004 \001(\t\"H\n\tWaitEnded\022" +
-      "\013\n\003seq\030\001 \001(\004\022\014\n\004name\030\002 \001(\t\022 \n\006reason\030\003 \001" +
-      "(\0162\020.baton.v1.Reason\"\302\005\n\017SessionResponse" +
-      "\022\n\n\002id\030\001 \001(\004\022\036\n\005error\030\002 \001(\0132\017.baton.v1.E" +
-      "rror\022-\n\004open\030\003 \001(\0132\035.baton.v1.OpenSessio" +
-      "nResponseH\000\0221\n\nkeep_alive\030\004 \001(\0132\033.baton." +
-      "v1.KeepAliveResponseH\000\022,\n\007acquire\030\005 \001(\0132" +
-      "\031.baton.v1.AcquireResponseH\000\022,\n\007release\030" +
-      "\006 \001(\0132\031.baton.v1.ReleaseResponseH\000\022*\n\006ca" +
-      "ncel\030\007 \001(\0132\030.baton.v1.CancelResponseH\000\0225" +
-      "\n\014acquire_many\030\010 \001(\0132\035.baton.v1.AcquireM" +
-      "anyResponseH\000\022/\n\005close\030\t \001(\0132\036.baton.v1." +
-      "CloseSessionResponseH\000\022 \n\005grant\030\n \001(\0132\017." +
-      "baton.v1.GrantH\000\022)\n\nwait_ended\030\013 \001(\0132\023.b" +
-      "aton.v1.WaitEndedH\000\022\'\n\014session_lost\030\014 \001(" +
-      "\0132\017.baton.v1.ErrorH\000\022\'\n\thold_lost\030\r \001(\0132" +
-      "\022.baton.v1.HoldLostH\000\022\'\n\005holds\030\016 \001(\0132\026.b" +
-      "aton.v1.SessionHoldsH\000\0221\n\nrenew_hold\030\017 \001" +
-      "(\0132\033.baton.v1.RenewHoldResponseH\000\022.\n\010pro" +
-      "claim\030\021 \001(\0132\032.baton.v1.ProclaimResponseH" +
-      "\000B\006\n\004kind\"N\n\014SessionHolds\022!\n\005holds\030\001 \003(\013" +
-      "2\022.baton.v1.HoldLost\022\r\n\005index\030\002 \001(\004\022\014\n\004d" +
-      "one\030\003 \001(\010\":\n\010HoldLost\022\014\n\004name\030\001 \001(\t\022\021\n\to" +
-      "wner_key\030\002 \001(\t\022\r\n\005token\030\003 \001(\004\"\300\002\n\021Change" +
-      "AuthRequest\022.\n\004kind\030\001 \001(\0162 .baton.v1.Cha" +
-      "ngeAuthRequest.Kind\022\014\n\004user\030\002 \001(\t\022\014\n\004rol" +
-      "e\030\003 \001(\t\022\016\n\006prefix\030\004 \001(\t\022\r\n\005perms\030\005 \001(\t\022\022" +
-      "\n\nwith_token\030\006 \001(\010\"\253\001\n\004Kind\022\024\n\020KIND_UNSP" +
-      "ECIFIED\020\000\022\n\n\006ENABLE\020\001\022\013\n\007DISABLE\020\002\022\014\n\010AD" +
-      "D_USER\020\003\022\017\n\013DELETE_USER\020\004\022\016\n\nGRANT_ROLE\020" +
-      "\005\022\017\n\013REVOKE_ROLE\020\006\022\014\n\010ADD_ROLE\020\007\022\017\n\013DELE" +
-      "TE_ROLE\020\010\022\t\n\005GRANT\020\t\022\n\n\006REVOKE\020\n\"#\n\022Chan" +
-      "geAuthResponse\022\r\n\005token\030\001 \001(\t\"\020\n\016GetAuth" +
-      "Request\":\n\010AuthUser\022\014\n\004name\030\001 \001(\t\022\r\n\005rol" +
-      "es\030\002 \003(\t\022\021\n\thas_token\030\003 \001(\010\"/\n\016AuthPermi" +
-      "ssion\022\016\n\006prefix\030\001 \001(\t\022\r\n\005perms\030\002 \001(\t\"G\n\010" +
-      "AuthRole\022\014\n\004name\030\001 \001(\t\022-\n\013permissions\030\002 " +
-      "\003(\0132\030.baton.v1.AuthPermission\"u\n\017GetAuth" +
-      "Response\022\017\n\007enabled\030\001 \001(\010\022!\n\005users\030\002 \003(\013" +
-      "2\022.baton.v1.AuthUser\022!\n\005roles\030\003 \003(\0132\022.ba" +
-      "ton.v1.AuthRole\022\013\n\003you\030\004 \001(\t\"\016\n\014AuditReq" +
-      "uest\"h\n\nAuditEntry\022\r\n\005index\030\001 \001(\004\022(\n\004tim" +
-      "e\030\002 \001(\0132\032.google.protobuf.Timestamp\022\021\n\tp" +
-      "rincipal\030\003 \001(\t\022\016\n\006action\030\004 \001(\t\"6\n\rAuditR" +
-      "esponse\022%\n\007entries\030\001 \003(\0132\024.baton.v1.Audi" +
-      "tEntry\"\r\n\013KeysRequest\"\264\001\n\nSigningKey\022\n\n\002" +
-      "id\030\001 \001(\004\022\022\n\npublic_key\030\002 \001(\014\022+\n\007created\030" +
-      "\003 \001(\0132\032.google.protobuf.Timestamp\022\017\n\007cur" +
-      "rent\030\004 \001(\010\022+\n\007retired\030\005 \001(\0132\032.google.pro" +
-      "tobuf.Timestamp\022\033\n\023not_after_unix_nano\030\006" +
-      " \001(\003\"2\n\014KeysResponse\022\"\n\004keys\030\001 \003(\0132\024.bat" +
-      "on.v1.SigningKey\"G\n\027RotateSigningKeyRequ" +
-      "est\022,\n\tretention\030\001 \001(\0132\031.google.protobuf" +
-      ".Duration\"N\n\030RotateSigningKeyResponse\022\016\n" +
-      "\006key_id\030\001 \001(\004\022\"\n\004keys\030\002 \003(\0132\024.baton.v1.S" +
-      "igningKey*\361\003\n\006Reason\022\026\n\022REASON_UNSPECIFI" +
-      "ED\020\000\022\024\n\020INVALID_ARGUMENT\020\001\022\025\n\021SESSION_NO" +
-      "T_FOUND\020\002\022\022\n\016LOCK_NOT_FOUND\020\003\022\016\n\nNOT_HOL" +
-      "DER\020\004\022\022\n\016TOKEN_MISMATCH\020\005\022\017\n\013BLACKLISTED" +
-      "\020\006\022\024\n\020TOO_MANY_WAITERS\020\007\022\024\n\020TOO_MANY_PEN" +
-      "DING\020\010\022\022\n\016STALE_SEQUENCE\020\t\022\017\n\013NOT_WAITIN" +
-      "G\020\n\022\022\n\016WAIT_CANCELLED\020\013\022\022\n\016WAIT_TIMED_OU" +
-      "T\020\014\022\022\n\016TOO_MANY_HOLDS\020\r\022\016\n\nNOT_LEADER\020\016\022" +
-      "\023\n\017OUTCOME_UNKNOWN\020\017\022\016\n\nOVERLOADED\020\020\022\023\n\017" +
-      "SESSION_EXPIRED\020\021\022\022\n\016LIMIT_MISMATCH\020\022\022\r\n" +
-      "\tHOLD_LOST\020\023\022\023\n\017SECRET_MISMATCH\020\024\022\022\n\016NO_" +
-      "CREDENTIALS\020\025\022\021\n\rNOT_PERMITTED\020\026\022\025\n\021TOO_" +
-      "MANY_SESSIONS\020\027\022\014\n\010NO_SPACE\020\030*\303\001\n\007HoldEn" +
-      "d\022\030\n\024HOLD_END_UNSPECIFIED\020\000\022\025\n\021HOLD_END_" +
-      "RELEASED\020\001\022\033\n\027HOLD_END_SESSION_CLOSED\020\002\022" +
-      "\034\n\030HOLD_END_SESSION_EXPIRED\020\003\022\031\n\025HOLD_EN" +
-      "D_HOLD_EXPIRED\020\004\022\031\n\025HOLD_END_CAS_RELEASE" +
-      "D\020\005\022\026\n\022HOLD_END_ABANDONED\020\0062\326\025\n\005Baton\022B\n" +
-      "\007Session\022\030.baton.v1.SessionRequest\032\031.bat" +
-      "on.v1.SessionResponse(\0010\001\022E\n\010Sessions\022\031." +
-      "baton.v1.SessionsRequest\032\032.baton.v1.Sess" +
-      "ionsResponse(\0010\001\022c\n\013OpenSession\022\034.baton." +
-      "v1.OpenSessionRequest\032\035.baton.v1.OpenSes" +
-      "sionResponse\"\027\202\323\344\223\002\021\"\014/v1/sessions:\001*\022t\n" +
-      "\tKeepAlive\022\032.baton.v1.KeepAliveRequest\032\033" +
-      ".baton.v1.KeepAliveResponse\".\202\323\344\223\002(\"#/v1" +
-      "/sessions/{session_id}/keepalive:\001*\022y\n\014C" +
-      "loseSession\022\035.baton.v1.CloseSessionReque" +
-      "st\032\036.baton.v1.CloseSessionResponse\"*\202\323\344\223" +
-      "\002$\"\037/v1/sessions/{session_id}/close:\001*\022\\" +
-      "\n\007Acquire\022\030.baton.v1.AcquireRequest\032\031.ba" +
-      "ton.v1.AcquireResponse\"\034\202\323\344\223\002\026\"\021/v1/lock" +
-      "s/acquire:\001*\022m\n\013AcquireMany\022\034.baton.v1.A" +
-      "cquireManyRequest\032\035.baton.v1.AcquireMany" +
-      "Response\"!\202\323\344\223\002\033\"\026/v1/locks/acquire-many" +
-      ":\001*\022`\n\tRenewHold\022\032.baton.v1.RenewHoldReq" +
-      "uest\032\033.baton.v1.RenewHoldResponse\"\032\202\323\344\223\002" +
-      "\024\"\017/v1/locks/renew:\001*\022\\\n\007Release\022\030.baton" +
-      ".v1.ReleaseRequest\032\031.baton.v1.ReleaseRes" +
-      "ponse\"\034\202\323\344\223\002\026\"\021/v1/locks/release:\001*\022`\n\010P" +
-      "roclaim\022\031.baton.v1.ProclaimRequest\032\032.bat" +
-      "on.v1.ProclaimResponse\"\035\202\323\344\223\002\027\"\022/v1/lock" +
-      "s/proclaim:\001*\022i\n\nCasRelease\022\033.baton.v1.C" +
-      "asReleaseRequest\032\034.baton.v1.CasReleaseRe" +
-      "sponse\" \202\323\344\223\002\032\"\025/v1/locks/cas-release:\001*" +
-      "\022K\n\005Check\022\026.baton.v1.CheckRequest\032\027.bato" +
-      "n.v1.CheckResponse\"\021\202\323\344\223\002\013\022\t/v1/check\022D\n" +
-      "\003Get\022\024.baton.v1.GetRequest\032\025.baton.v1.Ge" +
-      "tResponse\"\020\202\323\344\223\002\n\022\010/v1/lock\022S\n\007History\022\030" +
-      ".baton.v1.HistoryRequest\032\031.baton.v1.Hist" +
-      "oryResponse\"\023\202\323\344\223\002\r\022\013/v1/history\022H\n\004List" +
-      "\022\025.baton.v1.ListRequest\032\026.baton.v1.ListR" +
-      "esponse\"\021\202\323\344\223\002\013\022\t/v1/locks\022c\n\014ListSessio" +
-      "ns\022\035.baton.v1.ListSessionsRequest\032\036.bato" +
-      "n.v1.ListSessionsResponse\"\024\202\323\344\223\002\016\022\014/v1/s" +
-      "essions\022M\n\005Watch\022\026.baton.v1.WatchRequest" +
-      "\032\027.baton.v1.WatchResponse\"\021\202\323\344\223\002\013\022\t/v1/w" +
-      "atch0\001\022t\n\tBlacklist\022\032.baton.v1.Blacklist" +
-      "Request\032\033.baton.v1.BlacklistResponse\".\202\323" +
-      "\344\223\002(\"#/v1/sessions/{session_id}/blacklis" +
-      "t:\001*\022O\n\006Status\022\027.baton.v1.StatusRequest\032" +
-      "\030.baton.v1.StatusResponse\"\022\202\323\344\223\002\014\022\n/v1/s" +
-      "tatus\022`\n\tAddMember\022\032.baton.v1.AddMemberR" +
-      "equest\032\033.baton.v1.AddMemberResponse\"\032\202\323\344" +
-      "\223\002\024\"\017/v1/members/add:\001*\022p\n\rPromoteMember" +
-      "\022\036.baton.v1.PromoteMemberRequest\032\037.baton" +
-      ".v1.PromoteMemberResponse\"\036\202\323\344\223\002\030\"\023/v1/m" +
-      "embers/promote:\001*\022l\n\014RemoveMember\022\035.bato" +
-      "n.v1.RemoveMemberRequest\032\036.baton.v1.Remo" +
-      "veMemberResponse\"\035\202\323\344\223\002\027\"\022/v1/members/re" +
-      "move:\001*\022\177\n\022TransferLeadership\022#.baton.v1" +
-      ".TransferLeadershipRequest\032$.baton.v1.Tr" +
-      "ansferLeadershipResponse\"\036\202\323\344\223\002\030\"\023/v1/le" +
-      "ader/transfer:\001*\022\\\n\nChangeAuth\022\033.baton.v" +
-      "1.ChangeAuthRequest\032\034.baton.v1.ChangeAut" +
-      "hResponse\"\023\202\323\344\223\002\r\"\010/v1/auth:\001*\022P\n\007GetAut" +
-      "h\022\030.baton.v1.GetAuthRequest\032\031.baton.v1.G" +
-      "etAuthResponse\"\020\202\323\344\223\002\n\022\010/v1/auth\022K\n\005Audi" +
-      "t\022\026.baton.v1.AuditRequest\032\027.baton.v1.Aud" +
-      "itResponse\"\021\202\323\344\223\002\013\022\t/v1/audit\022G\n\004Keys\022\025." +
-      "baton.v1.KeysRequest\032\026.baton.v1.KeysResp" +
-      "onse\"\020\202\323\344\223\002\n\022\010/v1/keys\022u\n\020RotateSigningK" +
-      "ey\022!.baton.v1.RotateSigningKeyRequest\032\"." +
-      "baton.v1.RotateSigningKeyResponse\"\032\202\323\344\223\002" +
-      "\024\"\017/v1/keys/rotate:\001*\022e\n\014SaveSnapshot\022\035." +
-      "baton.v1.SaveSnapshotRequest\032\036.baton.v1." +
-      "SaveSnapshotResponse\"\024\202\323\344\223\002\016\022\014/v1/snapsh" +
-      "ot0\001B(Z&github.com/batonlock/baton/api/b" +
-      "atonpbb\006proto3"
+      "(\0132\032.google.protobuf.Timestamp\"\215\001\n\005Error" +
+      "\022\014\n\004code\030\001 \001(\r\022 \n\006reason\030\002 \001(\0162\020.baton.v" +
+      "1.Reason\022\017\n\007message\030\003 \001(\t\022\023\n\013leader_addr" +
+      "\030\004 \001(\t\022.\n\016deadlock_cycle\030\005 \003(\0132\026.baton.v" +
+      "1.DeadlockEdge\"\220\001\n\014DeadlockEdge\022\022\n\nsessi" +
+      "on_id\030\001 \001(\004\022\021\n\towner_key\030\002 \001(\t\022\014\n\004lock\030\003" +
+      " \001(\t\022\024\n\014queued_ahead\030\004 \001(\010\022\032\n\022blocker_se" +
+      "ssion_id\030\005 \001(\004\022\031\n\021blocker_owner_key\030\006 \001(" +
+      "\t\"6\n\rDeadlockCycle\022%\n\005edges\030\001 \003(\0132\026.bato" +
+      "n.v1.DeadlockEdge\"3\n\rResumeSession\022\022\n\nse" +
+      "ssion_id\030\001 \001(\004\022\016\n\006secret\030\002 \001(\t\"\373\003\n\016Sessi" +
+      "onRequest\022\n\n\002id\030\001 \001(\004\022,\n\004open\030\002 \001(\0132\034.ba" +
+      "ton.v1.OpenSessionRequestH\000\022)\n\006resume\030\003 " +
+      "\001(\0132\027.baton.v1.ResumeSessionH\000\0220\n\nkeep_a" +
+      "live\030\004 \001(\0132\032.baton.v1.KeepAliveRequestH\000" +
+      "\022+\n\007acquire\030\005 \001(\0132\030.baton.v1.AcquireRequ" +
+      "estH\000\022+\n\007release\030\006 \001(\0132\030.baton.v1.Releas" +
+      "eRequestH\000\022)\n\006cancel\030\007 \001(\0132\027.baton.v1.Ca" +
+      "ncelRequestH\000\0224\n\014acquire_many\030\010 \001(\0132\034.ba" +
+      "ton.v1.AcquireManyRequestH\000\022.\n\005close\030\t \001" +
+      "(\0132\035.baton.v1.CloseSessionRequestH\000\0220\n\nr" +
+      "enew_hold\030\n \001(\0132\032.baton.v1.RenewHoldRequ" +
+      "estH\000\022-\n\010proclaim\030\013 \001(\0132\031.baton.v1.Procl" +
+      "aimRequestH\000B\006\n\004kind\"=\n\017SessionsRequest\022" +
+      "*\n\010requests\030\001 \003(\0132\030.baton.v1.ChannelRequ" +
+      "est\"\\\n\016ChannelRequest\022\017\n\007channel\030\001 \001(\004\022)" +
+      "\n\007request\030\002 \001(\0132\030.baton.v1.SessionReques" +
+      "t\022\016\n\006detach\030\003 \001(\010\"@\n\020SessionsResponse\022,\n" +
+      "\tresponses\030\001 \003(\0132\031.baton.v1.ChannelRespo" +
+      "nse\"r\n\017ChannelResponse\022\017\n\007channel\030\001 \001(\004\022" +
+      "+\n\010response\030\002 \001(\0132\031.baton.v1.SessionResp" +
+      "onse\022!\n\003end\030\003 \001(\0132\024.baton.v1.ChannelEnd\"" +
+      ",\n\nChannelEnd\022\036\n\005error\030\001 \001(\0132\017.baton.v1." +
+      "Error\"G\n\005Grant\022\013\n\003seq\030\001 \001(\004\022\014\n\004name\030\002 \001(" +
+      "\t\022\r\n\005token\030\003 \001(\004\022\024\n\014signed_token\030\004 \001(\t\"H" +
+      "\n\tWaitEnded\022\013\n\003seq\030\001 \001(\004\022\014\n\004name\030\002 \001(\t\022 " +
+      "\n\006reason\030\003 \001(\0162\020.baton.v1.Reason\"\302\005\n\017Ses" +
+      "sionResponse\022\n\n\002id\030\001 \001(\004\022\036\n\005error\030\002 \001(\0132" +
+      "\017.baton.v1.Error\022-\n\004open\030\003 \001(\0132\035.baton.v" +
+      "1.OpenSessionResponseH\000\0221\n\nkeep_alive\030\004 " +
+      "\001(\0132\033.baton.v1.KeepAliveResponseH\000\022,\n\007ac" +
+      "quire\030\005 \001(\0132\031.baton.v1.AcquireResponseH\000" +
+      "\022,\n\007release\030\006 \001(\0132\031.baton.v1.ReleaseResp" +
+      "onseH\000\022*\n\006cancel\030\007 \001(\0132\030.baton.v1.Cancel" +
+      "ResponseH\000\0225\n\014acquire_many\030\010 \001(\0132\035.baton" +
+      ".v1.AcquireManyResponseH\000\022/\n\005close\030\t \001(\013" +
+      "2\036.baton.v1.CloseSessionResponseH\000\022 \n\005gr" +
+      "ant\030\n \001(\0132\017.baton.v1.GrantH\000\022)\n\nwait_end" +
+      "ed\030\013 \001(\0132\023.baton.v1.WaitEndedH\000\022\'\n\014sessi" +
+      "on_lost\030\014 \001(\0132\017.baton.v1.ErrorH\000\022\'\n\thold" +
+      "_lost\030\r \001(\0132\022.baton.v1.HoldLostH\000\022\'\n\005hol" +
+      "ds\030\016 \001(\0132\026.baton.v1.SessionHoldsH\000\0221\n\nre" +
+      "new_hold\030\017 \001(\0132\033.baton.v1.RenewHoldRespo" +
+      "nseH\000\022.\n\010proclaim\030\021 \001(\0132\032.baton.v1.Procl" +
+      "aimResponseH\000B\006\n\004kind\"N\n\014SessionHolds\022!\n" +
+      "\005holds\030\001 \003(\0132\022.baton.v1.HoldLost\022\r\n\005inde" +
+      "x\030\002 \001(\004\022\014\n\004done\030\003 \001(\010\":\n\010HoldLost\022\014\n\004nam" +
+      "e\030\001 \001(\t\022\021\n\towner_key\030\002 \001(\t\022\r\n\005token\030\003 \001(" +
+      "\004\"\300\002\n\021ChangeAuthRequest\022.\n\004kind\030\001 \001(\0162 ." +
+      "baton.v1.ChangeAuthRequest.Kind\022\014\n\004user\030" +
+      "\002 \001(\t\022\014\n\004role\030\003 \001(\t\022\016\n\006prefix\030\004 \001(\t\022\r\n\005p" +
+      "erms\030\005 \001(\t\022\022\n\nwith_token\030\006 \001(\010\"\253\001\n\004Kind\022" +
+      "\024\n\020KIND_UNSPECIFIED\020\000\022\n\n\006ENABLE\020\001\022\013\n\007DIS" +
+      "ABLE\020\002\022\014\n\010ADD_USER\020\003\022\017\n\013DELETE_USER\020\004\022\016\n" +
+      "\nGRANT_ROLE\020\005\022\017\n\013REVOKE_ROLE\020\006\022\014\n\010ADD_RO" +
+      "LE\020\007\022\017\n\013DELETE_ROLE\020\010\022\t\n\005GRANT\020\t\022\n\n\006REVO" +
+      "KE\020\n\"#\n\022ChangeAuthResponse\022\r\n\005token\030\001 \001(" +
+      "\t\"\020\n\016GetAuthRequest\":\n\010AuthUser\022\014\n\004name\030" +
+      "\001 \001(\t\022\r\n\005roles\030\002 \003(\t\022\021\n\thas_token\030\003 \001(\010\"" +
+      "/\n\016AuthPermission\022\016\n\006prefix\030\001 \001(\t\022\r\n\005per" +
+      "ms\030\002 \001(\t\"G\n\010AuthRole\022\014\n\004name\030\001 \001(\t\022-\n\013pe" +
+      "rmissions\030\002 \003(\0132\030.baton.v1.AuthPermissio" +
+      "n\"u\n\017GetAuthResponse\022\017\n\007enabled\030\001 \001(\010\022!\n" +
+      "\005users\030\002 \003(\0132\022.baton.v1.AuthUser\022!\n\005role" +
+      "s\030\003 \003(\0132\022.baton.v1.AuthRole\022\013\n\003you\030\004 \001(\t" +
+      "\"\016\n\014AuditRequest\"h\n\nAuditEntry\022\r\n\005index\030" +
+      "\001 \001(\004\022(\n\004time\030\002 \001(\0132\032.google.protobuf.Ti" +
+      "mestamp\022\021\n\tprincipal\030\003 \001(\t\022\016\n\006action\030\004 \001" +
+      "(\t\"6\n\rAuditResponse\022%\n\007entries\030\001 \003(\0132\024.b" +
+      "aton.v1.AuditEntry\"\r\n\013KeysRequest\"\264\001\n\nSi" +
+      "gningKey\022\n\n\002id\030\001 \001(\004\022\022\n\npublic_key\030\002 \001(\014" +
+      "\022+\n\007created\030\003 \001(\0132\032.google.protobuf.Time" +
+      "stamp\022\017\n\007current\030\004 \001(\010\022+\n\007retired\030\005 \001(\0132" +
+      "\032.google.protobuf.Timestamp\022\033\n\023not_after" +
+      "_unix_nano\030\006 \001(\003\"2\n\014KeysResponse\022\"\n\004keys" +
+      "\030\001 \003(\0132\024.baton.v1.SigningKey\"G\n\027RotateSi" +
+      "gningKeyRequest\022,\n\tretention\030\001 \001(\0132\031.goo" +
+      "gle.protobuf.Duration\"N\n\030RotateSigningKe" +
+      "yResponse\022\016\n\006key_id\030\001 \001(\004\022\"\n\004keys\030\002 \003(\0132" +
+      "\024.baton.v1.SigningKey*\377\003\n\006Reason\022\026\n\022REAS" +
+      "ON_UNSPECIFIED\020\000\022\024\n\020INVALID_ARGUMENT\020\001\022\025" +
+      "\n\021SESSION_NOT_FOUND\020\002\022\022\n\016LOCK_NOT_FOUND\020" +
+      "\003\022\016\n\nNOT_HOLDER\020\004\022\022\n\016TOKEN_MISMATCH\020\005\022\017\n" +
+      "\013BLACKLISTED\020\006\022\024\n\020TOO_MANY_WAITERS\020\007\022\024\n\020" +
+      "TOO_MANY_PENDING\020\010\022\022\n\016STALE_SEQUENCE\020\t\022\017" +
+      "\n\013NOT_WAITING\020\n\022\022\n\016WAIT_CANCELLED\020\013\022\022\n\016W" +
+      "AIT_TIMED_OUT\020\014\022\022\n\016TOO_MANY_HOLDS\020\r\022\016\n\nN" +
+      "OT_LEADER\020\016\022\023\n\017OUTCOME_UNKNOWN\020\017\022\016\n\nOVER" +
+      "LOADED\020\020\022\023\n\017SESSION_EXPIRED\020\021\022\022\n\016LIMIT_M" +
+      "ISMATCH\020\022\022\r\n\tHOLD_LOST\020\023\022\023\n\017SECRET_MISMA" +
+      "TCH\020\024\022\022\n\016NO_CREDENTIALS\020\025\022\021\n\rNOT_PERMITT" +
+      "ED\020\026\022\025\n\021TOO_MANY_SESSIONS\020\027\022\014\n\010NO_SPACE\020" +
+      "\030\022\014\n\010DEADLOCK\020\031*\303\001\n\007HoldEnd\022\030\n\024HOLD_END_" +
+      "UNSPECIFIED\020\000\022\025\n\021HOLD_END_RELEASED\020\001\022\033\n\027" +
+      "HOLD_END_SESSION_CLOSED\020\002\022\034\n\030HOLD_END_SE" +
+      "SSION_EXPIRED\020\003\022\031\n\025HOLD_END_HOLD_EXPIRED" +
+      "\020\004\022\031\n\025HOLD_END_CAS_RELEASED\020\005\022\026\n\022HOLD_EN" +
+      "D_ABANDONED\020\0062\326\025\n\005Baton\022B\n\007Session\022\030.bat" +
+      "on.v1.SessionRequest\032\031.baton.v1.SessionR" +
+      "esponse(\0010\001\022E\n\010Sessions\022\031.baton.v1.Sessi" +
+      "onsRequest\032\032.baton.v1.SessionsResponse(\001" +
+      "0\001\022c\n\013OpenSession\022\034.baton.v1.OpenSession" +
+      "Request\032\035.baton.v1.OpenSessionResponse\"\027" +
+      "\202\323\344\223\002\021\"\014/v1/sessions:\001*\022t\n\tKeepAlive\022\032.b" +
+      "aton.v1.KeepAliveRequest\032\033.baton.v1.Keep" +
+      "AliveResponse\".\202\323\344\223\002(\"#/v1/sessions/{ses" +
+      "sion_id}/keepalive:\001*\022y\n\014CloseSession\022\035." +
+      "baton.v1.CloseSessionRequest\032\036.baton.v1." +
+      "CloseSessionResponse\"*\202\323\344\223\002$\"\037/v1/sessio" +
+      "ns/{session_id}/close:\001*\022\\\n\007Acquire\022\030.ba" +
+      "ton.v1.AcquireRequest\032\031.baton.v1.Acquire" +
+      "Response\"\034\202\323\344\223\002\026\"\021/v1/locks/acquire:\001*\022m" +
+      "\n\013AcquireMany\022\034.baton.v1.AcquireManyRequ" +
+      "est\032\035.baton.v1.AcquireManyResponse\"!\202\323\344\223" +
+      "\002\033\"\026/v1/locks/acquire-many:\001*\022`\n\tRenewHo" +
+      "ld\022\032.baton.v1.RenewHoldRequest\032\033.baton.v" +
+      "1.RenewHoldResponse\"\032\202\323\344\223\002\024\"\017/v1/locks/r" +
+      "enew:\001*\022\\\n\007Release\022\030.baton.v1.ReleaseReq" +
+      "uest\032\031.baton.v1.ReleaseResponse\"\034\202\323\344\223\002\026\"" +
+      "\021/v1/locks/release:\001*\022`\n\010Proclaim\022\031.bato" +
+      "n.v1.ProclaimRequest\032\032.baton.v1.Proclaim" +
+      "Response\"\035\202\323\344\223\002\027\"\022/v1/locks/proclaim:\001*\022" +
+      "i\n\nCasRelease\022\033.baton.v1.CasReleaseReque" +
+      "st\032\034.baton.v1.CasReleaseResponse\" \202\323\344\223\002\032" +
+      "\"\025/v1/locks/cas-release:\001*\022K\n\005Check\022\026.ba" +
+      "ton.v1.CheckRequest\032\027.baton.v1.CheckResp" +
+      "onse\"\021\202\323\344\223\002\013\022\t/v1/check\022D\n\003Get\022\024.baton.v" +
+      "1.GetRequest\032\025.baton.v1.GetResponse\"\020\202\323\344" +
+      "\223\002\n\022\010/v1/lock\022S\n\007History\022\030.baton.v1.Hist" +
+      "oryRequest\032\031.baton.v1.HistoryResponse\"\023\202" +
+      "\323\344\223\002\r\022\013/v1/history\022H\n\004List\022\025.baton.v1.Li" +
+      "stRequest\032\026.baton.v1.ListResponse\"\021\202\323\344\223\002" +
+      "\013\022\t/v1/locks\022c\n\014ListSessions\022\035.baton.v1." +
+      "ListSessionsRequest\032\036.baton.v1.ListSessi" +
+      "onsResponse\"\024\202\323\344\223\002\016\022\014/v1/sessions\022M\n\005Wat" +
+      "ch\022\026.baton.v1.WatchRequest\032\027.baton.v1.Wa" +
+      "tchResponse\"\021\202\323\344\223\002\013\022\t/v1/watch0\001\022t\n\tBlac" +
+      "klist\022\032.baton.v1.BlacklistRequest\032\033.bato" +
+      "n.v1.BlacklistResponse\".\202\323\344\223\002(\"#/v1/sess" +
+      "ions/{session_id}/blacklist:\001*\022O\n\006Status" +
+      "\022\027.baton.v1.StatusRequest\032\030.baton.v1.Sta" +
+      "tusResponse\"\022\202\323\344\223\002\014\022\n/v1/status\022`\n\tAddMe" +
+      "mber\022\032.baton.v1.AddMemberRequest\032\033.baton" +
+      ".v1.AddMemberResponse\"\032\202\323\344\223\002\024\"\017/v1/membe" +
+      "rs/add:\001*\022p\n\rPromoteMember\022\036.baton.v1.Pr" +
+      "omoteMemberRequest\032\037.baton.v1.PromoteMem" +
+      "berResponse\"\036\202\323\344\223\002\030\"\023/v1/members/promote" +
+      ":\001*\022l\n\014RemoveMember\022\035.baton.v1.RemoveMem" +
+      "berRequest\032\036.baton.v1.RemoveMemberRespon" +
+      "se\"\035\202\323\344\223\002\027\"\022/v1/members/remove:\001*\022\177\n\022Tra" +
+      "nsferLeadership\022#.baton.v1.TransferLeade" +
+      "rshipRequest\032$.baton.v1.TransferLeadersh" +
+      "ipResponse\"\036\202\323\344\223\002\030\"\023/v1/leader/transfer:" +
+      "\001*\022\\\n\nChangeAuth\022\033.baton.v1.ChangeAuthRe" +
+      "quest\032\034.baton.v1.ChangeAuthResponse\"\023\202\323\344" +
+      "\223\002\r\"\010/v1/auth:\001*\022P\n\007GetAuth\022\030.baton.v1.G" +
+      "etAuthRequest\032\031.baton.v1.GetAuthResponse" +
+      "\"\020\202\323\344\223\002\n\022\010/v1/auth\022K\n\005Audit\022\026.baton.v1.A" +
+      "uditRequest\032\027.baton.v1.AuditResponse\"\021\202\323" +
+      "\344\223\002\013\022\t/v1/audit\022G\n\004Keys\022\025.baton.v1.KeysR" +
+      "equest\032\026.baton.v1.KeysResponse\"\020\202\323\344\223\002\n\022\010" +
+      "/v1/keys\022u\n\020RotateSigningKey\022!.baton.v1." +
+      "RotateSigningKeyRequest\032\".baton.v1.Rotat" +
+      "eSigningKeyResponse\"\032\202\323\344\223\002\024\"\017/v1/keys/ro" +
+      "tate:\001*\022e\n\014SaveSnapshot\022\035.baton.v1.SaveS" +
+      "napshotRequest\032\036.baton.v1.SaveSnapshotRe" +
+      "sponse\"\024\202\323\344\223\002\016\022\014/v1/snapshot0\001B(Z&github" +
+      ".com/batonlock/baton/api/batonpbb\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -83195,165 +85641,177 @@ public final class BatonOuterClass {
     internal_static_baton_v1_Error_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_Error_descriptor,
-        new java.lang.String[] { "Code", "Reason", "Message", "LeaderAddr", });
-    internal_static_baton_v1_ResumeSession_descriptor =
+        new java.lang.String[] { "Code", "Reason", "Message", "LeaderAddr", "DeadlockCycle", });
+    internal_static_baton_v1_DeadlockEdge_descriptor =
       getDescriptor().getMessageTypes().get(57);
+    internal_static_baton_v1_DeadlockEdge_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
+        internal_static_baton_v1_DeadlockEdge_descriptor,
+        new java.lang.String[] { "SessionId", "OwnerKey", "Lock", "QueuedAhead", "BlockerSessionId", "BlockerOwnerKey", });
+    internal_static_baton_v1_DeadlockCycle_descriptor =
+      getDescriptor().getMessageTypes().get(58);
+    internal_static_baton_v1_DeadlockCycle_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
+        internal_static_baton_v1_DeadlockCycle_descriptor,
+        new java.lang.String[] { "Edges", });
+    internal_static_baton_v1_ResumeSession_descriptor =
+      getDescriptor().getMessageTypes().get(59);
     internal_static_baton_v1_ResumeSession_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ResumeSession_descriptor,
         new java.lang.String[] { "SessionId", "Secret", });
     internal_static_baton_v1_SessionRequest_descriptor =
-      getDescriptor().getMessageTypes().get(58);
+      getDescriptor().getMessageTypes().get(60);
     internal_static_baton_v1_SessionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_SessionRequest_descriptor,
         new java.lang.String[] { "Id", "Open", "Resume", "KeepAlive", "Acquire", "Release", "Cancel", "AcquireMany", "Close", "RenewHold", "Proclaim", "Kind", });
     internal_static_baton_v1_SessionsRequest_descriptor =
-      getDescriptor().getMessageTypes().get(59);
+      getDescriptor().getMessageTypes().get(61);
     internal_static_baton_v1_SessionsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_SessionsRequest_descriptor,
         new java.lang.String[] { "Requests", });
     internal_static_baton_v1_ChannelRequest_descriptor =
-      getDescriptor().getMessageTypes().get(60);
+      getDescriptor().getMessageTypes().get(62);
     internal_static_baton_v1_ChannelRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ChannelRequest_descriptor,
         new java.lang.String[] { "Channel", "Request", "Detach", });
     internal_static_baton_v1_SessionsResponse_descriptor =
-      getDescriptor().getMessageTypes().get(61);
+      getDescriptor().getMessageTypes().get(63);
     internal_static_baton_v1_SessionsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_SessionsResponse_descriptor,
         new java.lang.String[] { "Responses", });
     internal_static_baton_v1_ChannelResponse_descriptor =
-      getDescriptor().getMessageTypes().get(62);
+      getDescriptor().getMessageTypes().get(64);
     internal_static_baton_v1_ChannelResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ChannelResponse_descriptor,
         new java.lang.String[] { "Channel", "Response", "End", });
     internal_static_baton_v1_ChannelEnd_descriptor =
-      getDescriptor().getMessageTypes().get(63);
+      getDescriptor().getMessageTypes().get(65);
     internal_static_baton_v1_ChannelEnd_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ChannelEnd_descriptor,
         new java.lang.String[] { "Error", });
     internal_static_baton_v1_Grant_descriptor =
-      getDescriptor().getMessageTypes().get(64);
+      getDescriptor().getMessageTypes().get(66);
     internal_static_baton_v1_Grant_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_Grant_descriptor,
         new java.lang.String[] { "Seq", "Name", "Token", "SignedToken", });
     internal_static_baton_v1_WaitEnded_descriptor =
-      getDescriptor().getMessageTypes().get(65);
+      getDescriptor().getMessageTypes().get(67);
     internal_static_baton_v1_WaitEnded_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_WaitEnded_descriptor,
         new java.lang.String[] { "Seq", "Name", "Reason", });
     internal_static_baton_v1_SessionResponse_descriptor =
-      getDescriptor().getMessageTypes().get(66);
+      getDescriptor().getMessageTypes().get(68);
     internal_static_baton_v1_SessionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_SessionResponse_descriptor,
         new java.lang.String[] { "Id", "Error", "Open", "KeepAlive", "Acquire", "Release", "Cancel", "AcquireMany", "Close", "Grant", "WaitEnded", "SessionLost", "HoldLost", "Holds", "RenewHold", "Proclaim", "Kind", });
     internal_static_baton_v1_SessionHolds_descriptor =
-      getDescriptor().getMessageTypes().get(67);
+      getDescriptor().getMessageTypes().get(69);
     internal_static_baton_v1_SessionHolds_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_SessionHolds_descriptor,
         new java.lang.String[] { "Holds", "Index", "Done", });
     internal_static_baton_v1_HoldLost_descriptor =
-      getDescriptor().getMessageTypes().get(68);
+      getDescriptor().getMessageTypes().get(70);
     internal_static_baton_v1_HoldLost_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_HoldLost_descriptor,
         new java.lang.String[] { "Name", "OwnerKey", "Token", });
     internal_static_baton_v1_ChangeAuthRequest_descriptor =
-      getDescriptor().getMessageTypes().get(69);
+      getDescriptor().getMessageTypes().get(71);
     internal_static_baton_v1_ChangeAuthRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ChangeAuthRequest_descriptor,
         new java.lang.String[] { "Kind", "User", "Role", "Prefix", "Perms", "WithToken", });
     internal_static_baton_v1_ChangeAuthResponse_descriptor =
-      getDescriptor().getMessageTypes().get(70);
+      getDescriptor().getMessageTypes().get(72);
     internal_static_baton_v1_ChangeAuthResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ChangeAuthResponse_descriptor,
         new java.lang.String[] { "Token", });
     internal_static_baton_v1_GetAuthRequest_descriptor =
-      getDescriptor().getMessageTypes().get(71);
+      getDescriptor().getMessageTypes().get(73);
     internal_static_baton_v1_GetAuthRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_GetAuthRequest_descriptor,
         new java.lang.String[] { });
     internal_static_baton_v1_AuthUser_descriptor =
-      getDescriptor().getMessageTypes().get(72);
+      getDescriptor().getMessageTypes().get(74);
     internal_static_baton_v1_AuthUser_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AuthUser_descriptor,
         new java.lang.String[] { "Name", "Roles", "HasToken", });
     internal_static_baton_v1_AuthPermission_descriptor =
-      getDescriptor().getMessageTypes().get(73);
+      getDescriptor().getMessageTypes().get(75);
     internal_static_baton_v1_AuthPermission_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AuthPermission_descriptor,
         new java.lang.String[] { "Prefix", "Perms", });
     internal_static_baton_v1_AuthRole_descriptor =
-      getDescriptor().getMessageTypes().get(74);
+      getDescriptor().getMessageTypes().get(76);
     internal_static_baton_v1_AuthRole_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AuthRole_descriptor,
         new java.lang.String[] { "Name", "Permissions", });
     internal_static_baton_v1_GetAuthResponse_descriptor =
-      getDescriptor().getMessageTypes().get(75);
+      getDescriptor().getMessageTypes().get(77);
     internal_static_baton_v1_GetAuthResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_GetAuthResponse_descriptor,
         new java.lang.String[] { "Enabled", "Users", "Roles", "You", });
     internal_static_baton_v1_AuditRequest_descriptor =
-      getDescriptor().getMessageTypes().get(76);
+      getDescriptor().getMessageTypes().get(78);
     internal_static_baton_v1_AuditRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AuditRequest_descriptor,
         new java.lang.String[] { });
     internal_static_baton_v1_AuditEntry_descriptor =
-      getDescriptor().getMessageTypes().get(77);
+      getDescriptor().getMessageTypes().get(79);
     internal_static_baton_v1_AuditEntry_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AuditEntry_descriptor,
         new java.lang.String[] { "Index", "Time", "Principal", "Action", });
     internal_static_baton_v1_AuditResponse_descriptor =
-      getDescriptor().getMessageTypes().get(78);
+      getDescriptor().getMessageTypes().get(80);
     internal_static_baton_v1_AuditResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AuditResponse_descriptor,
         new java.lang.String[] { "Entries", });
     internal_static_baton_v1_KeysRequest_descriptor =
-      getDescriptor().getMessageTypes().get(79);
+      getDescriptor().getMessageTypes().get(81);
     internal_static_baton_v1_KeysRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_KeysRequest_descriptor,
         new java.lang.String[] { });
     internal_static_baton_v1_SigningKey_descriptor =
-      getDescriptor().getMessageTypes().get(80);
+      getDescriptor().getMessageTypes().get(82);
     internal_static_baton_v1_SigningKey_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_SigningKey_descriptor,
         new java.lang.String[] { "Id", "PublicKey", "Created", "Current", "Retired", "NotAfterUnixNano", });
     internal_static_baton_v1_KeysResponse_descriptor =
-      getDescriptor().getMessageTypes().get(81);
+      getDescriptor().getMessageTypes().get(83);
     internal_static_baton_v1_KeysResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_KeysResponse_descriptor,
         new java.lang.String[] { "Keys", });
     internal_static_baton_v1_RotateSigningKeyRequest_descriptor =
-      getDescriptor().getMessageTypes().get(82);
+      getDescriptor().getMessageTypes().get(84);
     internal_static_baton_v1_RotateSigningKeyRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_RotateSigningKeyRequest_descriptor,
         new java.lang.String[] { "Retention", });
     internal_static_baton_v1_RotateSigningKeyResponse_descriptor =
-      getDescriptor().getMessageTypes().get(83);
+      getDescriptor().getMessageTypes().get(85);
     internal_static_baton_v1_RotateSigningKeyResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_RotateSigningKeyResponse_descriptor,

@@ -122,6 +122,8 @@ final class Wire {
             case "NOT_LEADER":
             case "OUTCOME_UNKNOWN":
                 return new UnavailableException(code, reason, message, null, leaderAddr);
+            case "DEADLOCK":
+                return new DeadlockException(code, reason, message, null);
             default:
                 break;
         }

@@ -1,0 +1,468 @@
+package fsm
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+// Deadlock detection. From log version 11 (DeadlockVersion) an Acquire
+// whose wait would close a deadlock is refused at once with
+// ERROR_DEADLOCK, naming the cycle (Result.deadlock), instead of
+// being queued to hang until its waiter's context ends.
+//
+// The model (docs/ARCHITECTURE.md, "Deadlock detection"):
+//
+//   - A node is a holder: a (session, owner key). Another owner key of
+//     the same session is another node.
+//   - A node that waits does nothing else until one of its waits is
+//     granted: it ends none of its holds and cancels no wait. A node
+//     with no queued waiter may do anything: end every hold, cancel
+//     every wait. Hold limits, wait timeouts and lock-delays count for
+//     nothing: the client renews a limit, a timeout is the hang to end,
+//     a lock-delay ends by itself.
+//   - A node is free if it does not wait, or if, with every free node's
+//     holds and waits gone, one of its waits would be granted as the
+//     machine grants (grantWaiters: the head of the FIFO queue, when
+//     its hold fits beside the holders left and its node holds the lock
+//     under no other acquire). Free nodes are the least set closed
+//     under that rule; every other node is deadlocked: none of its waits
+//     can be granted whatever the free nodes do.
+//   - An acquire that would wait is refused if its node would be
+//     deadlocked with the wait queued.
+//
+// So a semaphore permit or a reader that any one of several holds
+// ending would let in is deadlocked only if every one of those holders
+// is; a waiter behind another waits for that one to be granted first;
+// a node waiting on several locks (goroutines sharing an owner key) is
+// free if any one of its waits is.
+//
+// The search looks only at what the new wait depends on: the holders of
+// its lock and the waiters queued ahead of it, their nodes' waits, and
+// so on (deadlockSearch). It looks at no more than MaxDeadlockSearch
+// holds and waits; a wait that needs more is queued, as below version 11.
+
+// DeadlockVersion is the log version from which an acquire whose wait
+// would close a deadlock is refused: below it the machine queues it, so
+// an older log replays the same.
+const DeadlockVersion = 11
+
+// MaxDeadlockSearch is the number of holds and waits one deadlock
+// search may look at. A search that would need more finds no deadlock
+// and the acquire is queued: the check bounds the cost of an apply
+// rather than promising to find every cycle, however large.
+const MaxDeadlockSearch = 4096
+
+// deadlockEdge is a cached fsmpb.DeadlockEdge (cachedResult.deadlock).
+type deadlockEdge struct {
+	sessionID, blockerSessionID uint64
+	ownerKey, blockerOwnerKey   string
+	lock                        string
+	queuedAhead                 bool
+}
+
+// dlNode is a node of the wait-for graph: a holder.
+type dlNode struct {
+	s   *session
+	key string
+}
+
+// dlNodeState is what the search knows of one node.
+type dlNodeState struct {
+	node  dlNode
+	waits []dlWait // in acquire seq order; the new wait last
+	held  []int32  // the search's locks it holds
+	free  bool
+}
+
+// dlWait is a node's wait: its lock and its position in the lock's
+// queue (the new wait's: the queue's length, its place at the tail).
+type dlWait struct {
+	lock int32
+	pos  int32
+}
+
+// dlLock is one lock the search looked at: its holders and the prefix
+// of its queue that the searched waits need.
+type dlLock struct {
+	l       *lock
+	holders []int32    // nodes, in holder order
+	queue   []dlWaiter // the queue's first waiters, and the new wait
+	live    int        // holders whose node is not free
+	head    int        // queue[:head] are granted or gone
+	shared  bool       // the holders' mode (all shared, or one exclusive)
+	limit   int
+}
+
+type dlWaiter struct {
+	node   int32
+	shared bool
+}
+
+// deadlockSearch is one search: the nodes and locks a new wait depends
+// on, found from it, then the least fixpoint of the free nodes. The
+// Machine keeps one and reuses its memory from search to search (reset,
+// done): a wait is applied on every member, and most searches are small.
+type deadlockSearch struct {
+	m      *Machine
+	nodes  []dlNodeState
+	ids    map[dlNode]int32
+	locks  []dlLock
+	lockID map[*lock]int32
+	looked int       // holds and waits looked at
+	freed  []int32   // nodes freed and not yet propagated
+	dirty  []int32   // locks whose queue head may now be granted
+	keys   []waitKey // readWaits' scratch
+}
+
+// reset readies d for a search of m.
+func (d *deadlockSearch) reset(m *Machine) {
+	d.m, d.looked = m, 0
+	if d.ids == nil {
+		d.ids, d.lockID = make(map[dlNode]int32), make(map[*lock]int32)
+	}
+}
+
+// done forgets the search's nodes and locks, keeping the memory, so that
+// the scratch holds no session or lock alive.
+func (d *deadlockSearch) done() {
+	for i := range d.nodes {
+		d.nodes[i].node = dlNode{}
+	}
+	for i := range d.locks {
+		d.locks[i].l = nil
+	}
+	d.nodes, d.locks, d.freed, d.dirty = d.nodes[:0], d.locks[:0], d.freed[:0], d.dirty[:0]
+	clear(d.ids)
+	clear(d.lockID)
+	d.m = nil
+}
+
+// refuseDeadlock refuses the acquire of l by (s, ownerKey), about to be
+// queued, if its wait would close a deadlock, and reports whether it
+// did. Below DeadlockVersion it never does.
+func (m *Machine) refuseDeadlock(a *apply, l *lock, s *session, ownerKey string, shared bool) bool {
+	if m.LogVersion() < DeadlockVersion {
+		return false
+	}
+	cycle := findDeadlock(m, l, s, ownerKey, shared)
+	if cycle == nil {
+		return false
+	}
+	a.refuse(errorf(fsmpb.Error_ERROR_DEADLOCK, "%s", describeCycle(cycle)))
+	a.res.Deadlock = &fsmpb.DeadlockCycle{Edges: cycle}
+	return true
+}
+
+// findDeadlock returns the cycle that a wait of (s, ownerKey) for l,
+// shared or not, queued at l's tail, would close, or nil if the wait
+// would not be deadlocked (or the search hit MaxDeadlockSearch).
+func findDeadlock(m *Machine, l *lock, s *session, ownerKey string, shared bool) []*fsmpb.DeadlockEdge {
+	if len(l.waiters()) == 0 && !slices.ContainsFunc(l.holders, func(h holder) bool { return len(h.s.waits) > 0 }) {
+		// No one queued, and no holder's session waits: every holder is
+		// free, and the wait comes first once they have let go.
+		return nil
+	}
+	d := &m.deadlocks
+	d.reset(m)
+	defer d.done()
+	self := d.node(dlNode{s, ownerKey})
+	if !d.readWaits(self) {
+		return nil
+	}
+	li := d.lock(l)
+	pos := int32(len(l.waiters()))
+	if li < 0 || !d.need(li, pos, self, shared) {
+		return nil
+	}
+	d.nodes[self].waits = append(d.nodes[self].waits, dlWait{li, pos})
+	// Each node found is read once, in the order found.
+	for n := self + 1; int(n) < len(d.nodes); n++ {
+		if !d.readWaits(n) {
+			return nil
+		}
+	}
+	d.settle()
+	if d.nodes[self].free {
+		return nil
+	}
+	return d.cycle(self)
+}
+
+// node returns the search's id of n, adding it (its waits unread).
+func (d *deadlockSearch) node(n dlNode) int32 {
+	if id, ok := d.ids[n]; ok {
+		return id
+	}
+	id := int32(len(d.nodes))
+	d.ids[n] = id
+	if len(d.nodes) < cap(d.nodes) {
+		// Keep the slices of the node that had this place before.
+		d.nodes = d.nodes[:id+1]
+		ns := &d.nodes[id]
+		ns.node, ns.waits, ns.held, ns.free = n, ns.waits[:0], ns.held[:0], false
+	} else {
+		d.nodes = append(d.nodes, dlNodeState{node: n})
+	}
+	return id
+}
+
+// lock returns the search's id of l, adding it with its holders, or -1
+// once the search has looked at too much.
+func (d *deadlockSearch) lock(l *lock) int32 {
+	if id, ok := d.lockID[l]; ok {
+		return id
+	}
+	d.looked += len(l.holders)
+	if d.looked > MaxDeadlockSearch {
+		return -1
+	}
+	id := int32(len(d.locks))
+	d.lockID[l] = id
+	if len(d.locks) == cap(d.locks) {
+		d.locks = append(d.locks, dlLock{})
+	} else {
+		d.locks = d.locks[:id+1]
+	}
+	dl := &d.locks[id]
+	*dl = dlLock{l: l, holders: dl.holders[:0], queue: dl.queue[:0], live: len(l.holders), limit: int(l.limit())}
+	for i := range l.holders {
+		h := &l.holders[i]
+		n := d.node(dlNode{h.s, h.ownerKey})
+		d.locks[id].holders = append(d.locks[id].holders, n)
+		d.nodes[n].held = append(d.nodes[n].held, id)
+		d.locks[id].shared = h.shared
+	}
+	return id
+}
+
+// need extends lock li's queue copy to position pos, which is the wait
+// of node (by a new wait: shared tells its mode), and reports false once
+// the search has looked at too much.
+func (d *deadlockSearch) need(li, pos, node int32, shared bool) bool {
+	dl := &d.locks[li]
+	ws := dl.l.waiters()
+	for i := int32(len(dl.queue)); i <= pos; i++ {
+		d.looked++
+		if d.looked > MaxDeadlockSearch {
+			return false
+		}
+		if int(i) == len(ws) { // the new wait
+			dl.queue = append(dl.queue, dlWaiter{node, shared})
+			continue
+		}
+		w := &ws[i]
+		dl.queue = append(dl.queue, dlWaiter{d.node(dlNode{w.s, w.ownerKey}), w.shared})
+	}
+	return true
+}
+
+// readWaits reads the queued waits of node n, in acquire seq order, and
+// adds what each depends on; false once the search looked at too much.
+func (d *deadlockSearch) readWaits(n int32) bool {
+	nd := d.nodes[n].node
+	keys := d.keys[:0]
+	for k := range nd.s.waits {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b waitKey) int { return cmp.Compare(a.seq, b.seq) })
+	d.keys = keys
+	waits := d.nodes[n].waits[:0]
+	for _, k := range keys {
+		l := d.m.locks[k.lock]
+		i := l.waiterIndex(nd.s, k.seq)
+		d.looked++
+		if i < 0 || l.waiters()[i].ownerKey != nd.key {
+			continue
+		}
+		li := d.lock(l)
+		if li < 0 || !d.need(li, int32(i), n, false) {
+			return false
+		}
+		waits = append(waits, dlWait{li, int32(i)})
+	}
+	d.nodes[n].waits = waits
+	return true
+}
+
+// settle computes the free nodes: first those that do not wait, then,
+// lock by lock, those whose wait reaches the head of its queue and fits
+// once the free nodes' holds are gone, until no more are freed.
+func (d *deadlockSearch) settle() {
+	for li := range d.locks {
+		// A head may be grantable already: the new wait at the head of
+		// a lock in its lock-delay, say.
+		d.dirty = append(d.dirty, int32(li))
+	}
+	for n := range d.nodes {
+		if len(d.nodes[n].waits) == 0 {
+			d.setFree(int32(n))
+		}
+	}
+	for len(d.freed) > 0 || len(d.dirty) > 0 {
+		for len(d.freed) > 0 {
+			n := d.freed[len(d.freed)-1]
+			d.freed = d.freed[:len(d.freed)-1]
+			for _, li := range d.nodes[n].held {
+				d.locks[li].live--
+				d.dirty = append(d.dirty, li)
+			}
+			for _, w := range d.nodes[n].waits {
+				d.dirty = append(d.dirty, w.lock)
+			}
+		}
+		if len(d.dirty) > 0 {
+			li := d.dirty[len(d.dirty)-1]
+			d.dirty = d.dirty[:len(d.dirty)-1]
+			d.grant(li)
+		}
+	}
+}
+
+func (d *deadlockSearch) setFree(n int32) {
+	if !d.nodes[n].free {
+		d.nodes[n].free = true
+		d.freed = append(d.freed, n)
+	}
+}
+
+// grant frees the nodes of the waiters at the head of lock li's queue
+// that the machine would grant, once the free nodes' holds are gone: a
+// node granted one of its waits is free, and so ends its holds at once.
+func (d *deadlockSearch) grant(li int32) {
+	dl := &d.locks[li]
+	for dl.head < len(dl.queue) {
+		w := dl.queue[dl.head]
+		if !d.nodes[w.node].free {
+			if !dl.admits(w.shared) || slices.Contains(d.nodes[w.node].held, li) {
+				return
+			}
+			d.setFree(w.node)
+		}
+		dl.head++
+	}
+}
+
+// admits is lock.admits for the holders whose node is not free.
+func (dl *dlLock) admits(shared bool) bool {
+	return dl.live == 0 || shared && dl.shared && dl.live < dl.limit
+}
+
+// blockers returns what keeps the wait w of a deadlocked node from its
+// grant, once settled: the waiters ahead of it whose node is deadlocked
+// (queuedAhead), or if none, the holders whose node is.
+func (d *deadlockSearch) blockers(w dlWait) (nodes []int32, queuedAhead bool) {
+	dl := &d.locks[w.lock]
+	for i := dl.head; i < int(w.pos); i++ {
+		if n := dl.queue[i].node; !d.nodes[n].free && !slices.Contains(nodes, n) {
+			nodes = append(nodes, n)
+		}
+	}
+	if len(nodes) > 0 {
+		return nodes, true
+	}
+	for _, n := range dl.holders {
+		if !d.nodes[n].free {
+			nodes = append(nodes, n)
+		}
+	}
+	return nodes, false
+}
+
+// cycle returns the deadlock that node self's new wait (its last) would
+// close: the shortest chain of blocking waits from it back to self
+// (breadth first, in wait and holder order), or, if self is deadlocked
+// on a deadlock that was there before (formed below DeadlockVersion, or
+// by a grant to a key that waits for more than one lock), the chain from
+// it into that deadlock, each node once, the last edge's blocker an
+// earlier edge's waiter.
+func (d *deadlockSearch) cycle(self int32) []*fsmpb.DeadlockEdge {
+	type step struct {
+		from  int32 // the node before
+		wait  dlWait
+		ahead bool
+	}
+	prev := make(map[int32]step)
+	start := d.nodes[self].waits[len(d.nodes[self].waits)-1]
+	edge := func(n int32, w dlWait, ahead bool, blocker int32) *fsmpb.DeadlockEdge {
+		nd, bd := d.nodes[n].node, d.nodes[blocker].node
+		return &fsmpb.DeadlockEdge{SessionId: nd.s.id, OwnerKey: nd.key, Lock: d.locks[w.lock].l.name, QueuedAhead: ahead,
+			BlockerSessionId: bd.s.id, BlockerOwnerKey: bd.key}
+	}
+	// Breadth first from the new wait alone, then from each node
+	// reached, through all of its waits.
+	type visit struct {
+		n     int32
+		waits []dlWait
+	}
+	frontier := []visit{{self, []dlWait{start}}}
+	for len(frontier) > 0 {
+		var next []visit
+		for _, v := range frontier {
+			for _, w := range v.waits {
+				bs, ahead := d.blockers(w)
+				for _, b := range bs {
+					if b != self {
+						if _, seen := prev[b]; !seen {
+							prev[b] = step{v.n, w, ahead}
+							next = append(next, visit{b, d.nodes[b].waits})
+						}
+						continue
+					}
+					out := []*fsmpb.DeadlockEdge{edge(v.n, w, ahead, self)}
+					for n := v.n; n != self; {
+						p := prev[n]
+						out = append(out, edge(p.from, p.wait, p.ahead, n))
+						n = p.from
+					}
+					slices.Reverse(out)
+					return out
+				}
+			}
+		}
+		frontier = next
+	}
+	// No way back to self: walk from it along first blockers to a node
+	// met before.
+	var out []*fsmpb.DeadlockEdge
+	seen := map[int32]bool{}
+	for n, w := self, start; !seen[n]; {
+		// Every wait of a deadlocked node has a deadlocked blocker.
+		seen[n] = true
+		bs, ahead := d.blockers(w)
+		out = append(out, edge(n, w, ahead, bs[0]))
+		n = bs[0]
+		w = d.nodes[n].waits[0]
+	}
+	return out
+}
+
+// describeCycle is the refusal's message: one line naming each wait.
+func describeCycle(cycle []*fsmpb.DeadlockEdge) string {
+	var b strings.Builder
+	b.WriteString("deadlock: ")
+	for i, e := range cycle {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(nodeName(e.GetSessionId(), e.GetOwnerKey()) + " waits for lock " + quote(e.GetLock()))
+		if e.GetQueuedAhead() {
+			b.WriteString(" behind ")
+		} else {
+			b.WriteString(" held by ")
+		}
+		b.WriteString(nodeName(e.GetBlockerSessionId(), e.GetBlockerOwnerKey()))
+	}
+	return b.String()
+}
+
+// nodeName names a holder: "session 7", or "session 7 key \"k\"".
+func nodeName(session uint64, key string) string {
+	if key == "" {
+		return "session " + strconv.FormatUint(session, 10)
+	}
+	return "session " + strconv.FormatUint(session, 10) + " key " + quote(key)
+}

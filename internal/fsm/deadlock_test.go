@@ -1,0 +1,390 @@
+package fsm
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+// refNode is a node of the reference search: a (session, owner key).
+type refNode struct {
+	session uint64
+	key     string
+}
+
+// refDeadlocked is the reference for deadlock.go, written apart from it
+// from the definition in docs/ARCHITECTURE.md, over the locks as the read
+// API shows them: it returns the nodes that would be deadlocked with a
+// new wait of node n for lock (shared or not, limit holders) queued at
+// its tail. Whole-state passes to a fixpoint, no budget: a node is free
+// if it waits for nothing, or if, with every free node's holds and waits
+// taken away, the head of some queue it waits in is its own wait and fits
+// beside the holders left (and its node holds that lock under no other
+// acquire). Every other node is deadlocked.
+func refDeadlocked(locks []*fsmpb.Lock, n refNode, lock string, shared bool, limit uint32) map[refNode]bool {
+	type hold struct {
+		node   refNode
+		shared bool
+	}
+	type lockCopy struct {
+		limit   int
+		holders []hold
+		queue   []hold
+	}
+	all := map[string]*lockCopy{}
+	waits := map[refNode]bool{}
+	var names []string
+	for _, l := range locks {
+		c := &lockCopy{limit: int(max(l.GetLimit(), 1))}
+		for _, h := range l.GetHolders() {
+			c.holders = append(c.holders, hold{refNode{h.GetSessionId(), h.GetOwnerKey()}, h.GetShared()})
+		}
+		for _, w := range l.GetWaiters() {
+			c.queue = append(c.queue, hold{refNode{w.GetSessionId(), w.GetOwnerKey()}, w.GetShared()})
+			waits[refNode{w.GetSessionId(), w.GetOwnerKey()}] = true
+		}
+		all[l.GetName()] = c
+		names = append(names, l.GetName())
+	}
+	c := all[lock]
+	if c == nil {
+		c = &lockCopy{limit: int(max(limit, 1))}
+		all[lock] = c
+		names = append(names, lock)
+	}
+	c.queue = append(c.queue, hold{n, shared})
+	waits[n] = true
+	free := func(x refNode) bool { return !waits[x] }
+	freed := map[refNode]bool{}
+	isFree := func(x refNode) bool { return free(x) || freed[x] }
+	for changed := true; changed; {
+		changed = false
+		for _, name := range names {
+			c := all[name]
+			var holders []hold
+			for _, h := range c.holders {
+				if !isFree(h.node) {
+					holders = append(holders, h)
+				}
+			}
+			for _, w := range c.queue {
+				if isFree(w.node) {
+					continue // gone: cancelled by its free node
+				}
+				fits := len(holders) == 0 || w.shared && len(holders) < c.limit && !slices.ContainsFunc(holders, func(h hold) bool { return !h.shared })
+				if !fits || slices.ContainsFunc(holders, func(h hold) bool { return h.node == w.node }) {
+					break
+				}
+				freed[w.node] = true // granted, so free: it lets go at once
+				changed = true
+			}
+		}
+	}
+	dead := map[refNode]bool{}
+	for x := range waits {
+		if !isFree(x) {
+			dead[x] = true
+		}
+	}
+	return dead
+}
+
+// checkDeadlockDecision checks the machine's answer res to cmd, an
+// Acquire with wait applied on the state whose locks were pre: a QUEUED
+// answer must be no deadlock for the reference, a DEADLOCK one must be
+// one, naming a cycle that holds in pre: the new wait first, each node
+// waiting for its lock, held by the next node or queued ahead by it.
+func checkDeadlockDecision(t *testing.T, pre []*fsmpb.Lock, cmd *fsmpb.Command, res *fsmpb.Result) {
+	t.Helper()
+	op := cmd.GetAcquire()
+	queued := res.GetAcquire().GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED
+	refused := res.GetError() == fsmpb.Error_ERROR_DEADLOCK
+	if !queued && !refused {
+		return
+	}
+	self := refNode{cmd.GetSessionId(), op.GetOwnerKey()}
+	dead := refDeadlocked(pre, self, op.GetLock(), op.GetShared(), op.GetLimit())
+	if dead[self] != refused {
+		t.Fatalf("%v: the machine answered %v; the reference search says deadlocked=%v", cmd, res, dead[self])
+	}
+	if !refused {
+		return
+	}
+	byName := map[string]*fsmpb.Lock{}
+	for _, l := range pre {
+		byName[l.GetName()] = l
+	}
+	cycle := res.GetDeadlock().GetEdges()
+	if len(cycle) == 0 || cycle[0].GetSessionId() != self.session || cycle[0].GetOwnerKey() != self.key || cycle[0].GetLock() != op.GetLock() {
+		t.Fatalf("%v: the cycle %v does not start with the refused wait", cmd, cycle)
+	}
+	var nodes []refNode
+	for _, e := range cycle {
+		nodes = append(nodes, refNode{e.GetSessionId(), e.GetOwnerKey()})
+	}
+	isNode := func(w *fsmpb.Waiter, n refNode) bool { return refNode{w.GetSessionId(), w.GetOwnerKey()} == n }
+	for i, e := range cycle {
+		node, blocker := nodes[i], refNode{e.GetBlockerSessionId(), e.GetBlockerOwnerKey()}
+		if !dead[node] || slices.Index(nodes, node) != i {
+			t.Fatalf("%v: cycle edge %d: %v is not deadlocked for the reference, or named twice: %v", cmd, i, node, cycle)
+		}
+		switch {
+		case i+1 < len(cycle) && blocker != nodes[i+1]:
+			t.Fatalf("%v: cycle edge %d is blocked by %v, not by the next edge's %v", cmd, i, blocker, nodes[i+1])
+		case i+1 == len(cycle) && !slices.Contains(nodes, blocker):
+			t.Fatalf("%v: the last edge is blocked by %v, which no edge names", cmd, blocker)
+		}
+		l := byName[e.GetLock()]
+		ws := l.GetWaiters()
+		// Where node waits for l: the new wait at the tail, or a waiter
+		// of node in the queue.
+		var at []int
+		if i == 0 {
+			at = []int{len(ws)}
+		}
+		for p, w := range ws {
+			if i > 0 && isNode(w, node) {
+				at = append(at, p)
+			}
+		}
+		ok := false
+		for _, p := range at {
+			if e.GetQueuedAhead() {
+				ok = ok || slices.ContainsFunc(ws[:p], func(w *fsmpb.Waiter) bool { return isNode(w, blocker) })
+			} else {
+				ok = ok || slices.ContainsFunc(l.GetHolders(), func(h *fsmpb.Holder) bool {
+					return refNode{h.GetSessionId(), h.GetOwnerKey()} == blocker
+				})
+			}
+		}
+		if !ok {
+			t.Fatalf("%v: cycle edge %d (%v) does not hold in the state: cycle %v; locks %v", cmd, i, e, cycle, pre)
+		}
+	}
+}
+
+// dlHarness applies commands for the deadlock tests at log version 11 (DeadlockVersion).
+type dlHarness struct {
+	t     *testing.T
+	m     *Machine
+	index uint64
+	seqs  map[uint64]uint64
+	stats map[string]int
+}
+
+func newDLHarness(t *testing.T, sessions int) *dlHarness {
+	h := &dlHarness{t: t, m: New(), seqs: map[uint64]uint64{}, stats: map[string]int{}}
+	h.m.SetLogVersion(DeadlockVersion)
+	for range sessions {
+		h.apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "o", TtlNanos: 10e9}}})
+	}
+	return h
+}
+
+// apply applies cmd (as session's next seq, if it has a session) and,
+// for an Acquire with wait, checks the decision against the reference.
+func (h *dlHarness) apply(cmd *fsmpb.Command) *fsmpb.Result {
+	h.t.Helper()
+	if id := cmd.GetSessionId(); id != 0 {
+		h.seqs[id]++
+		cmd.Seq, cmd.MinUnackedSeq = h.seqs[id], h.seqs[id]
+	}
+	var pre []*fsmpb.Lock
+	if cmd.GetAcquire().GetWait() {
+		pre = h.m.Locks("", "", 0)
+	}
+	h.index++
+	res := h.m.Apply(h.index, cmd)
+	if cmd.GetAcquire().GetWait() {
+		checkDeadlockDecision(h.t, pre, cmd, res)
+	}
+	h.stats[res.GetError().String()+"/"+res.GetAcquire().GetStatus().String()]++
+	if err := checkInvariants(h.m); err != nil {
+		h.t.Fatalf("entry %d %v -> %v: %v", h.index, cmd, res, err)
+	}
+	return res
+}
+
+func (h *dlHarness) acquire(session uint64, key, lock string, limit uint32, shared, wait bool) *fsmpb.Result {
+	return h.apply(&fsmpb.Command{SessionId: session, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+		Lock: lock, OwnerKey: key, Limit: limit, Shared: shared, Wait: wait}}})
+}
+
+// TestDeadlockRings closes rings of 2 to 8 sessions over mutexes, read/
+// write locks and semaphores: every wait but the last queues, and the
+// last, which closes the ring, is refused with the whole ring.
+func TestDeadlockRings(t *testing.T) {
+	for _, kind := range []string{"mutex", "rwlock", "semaphore"} {
+		for k := 2; k <= 8; k++ {
+			t.Run(fmt.Sprintf("%s/%d", kind, k), func(t *testing.T) {
+				h := newDLHarness(t, k)
+				lock := func(i int) string { return fmt.Sprintf("l%d", i%k) }
+				// Session i+1 holds lock i: the mutex, a read hold, or
+				// both permits (owner keys a and b).
+				for i := range k {
+					s := uint64(i + 1)
+					switch kind {
+					case "mutex":
+						h.acquire(s, "", lock(i), 1, false, false)
+					case "rwlock":
+						h.acquire(s, "", lock(i), 8, true, false)
+					case "semaphore":
+						h.acquire(s, "a", lock(i), 2, true, false)
+						h.acquire(s, "b", lock(i), 2, true, false)
+					}
+				}
+				// Then each waits for the next one's lock: a mutex, a
+				// write hold (which every reader blocks), a permit (by
+				// both keys, so every permit holder waits).
+				for i := range k {
+					s, last := uint64(i+1), i == k-1
+					var res *fsmpb.Result
+					switch kind {
+					case "mutex":
+						res = h.acquire(s, "", lock(i+1), 1, false, true)
+					case "rwlock":
+						res = h.acquire(s, "", lock(i+1), 8, false, true)
+					case "semaphore":
+						if r := h.acquire(s, "a", lock(i+1), 2, true, true); r.GetError() != fsmpb.Error_ERROR_NONE {
+							t.Fatalf("session %d key a: %v", s, r)
+						}
+						res = h.acquire(s, "b", lock(i+1), 2, true, true)
+					}
+					switch {
+					case !last && res.GetAcquire().GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED:
+						t.Fatalf("wait %d of %d: %v, want QUEUED", i+1, k, res)
+					case last && res.GetError() != fsmpb.Error_ERROR_DEADLOCK:
+						t.Fatalf("the wait closing the ring: %v, want DEADLOCK", res)
+					case last && len(res.GetDeadlock().GetEdges()) < k:
+						t.Fatalf("the cycle %v names fewer than %d waits", res.GetDeadlock().GetEdges(), k)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestDeadlockRandom applies seeded random streams of acquires (waiting
+// or not), releases and cancels by up to 8 sessions, with two owner keys
+// each, over mutexes, read/write locks and semaphores, and checks every
+// queued wait and every DEADLOCK refusal against the reference search
+// (refDeadlocked), and every refusal's cycle against the state.
+func TestDeadlockRandom(t *testing.T) {
+	steps, seeds := 400, 40
+	if testing.Short() {
+		steps, seeds = 200, 10
+	}
+	type kind struct {
+		name   string
+		limit  uint32
+		shared func(r *rand.Rand) bool
+	}
+	kinds := []kind{
+		{"m", 1, func(*rand.Rand) bool { return false }},
+		{"rw", 3, func(r *rand.Rand) bool { return r.IntN(3) > 0 }},
+		{"sem", 2, func(*rand.Rand) bool { return true }},
+	}
+	total := map[string]int{}
+	for seed := range uint64(seeds) {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(seed, 0xdead10c))
+			sessions := 2 + r.IntN(7) // 2 to 8
+			h := newDLHarness(t, sessions)
+			keys := []string{"", "k"}
+			for range steps {
+				s := uint64(1 + r.IntN(sessions))
+				key := keys[r.IntN(len(keys))]
+				switch op := r.IntN(10); {
+				case op < 6:
+					k := kinds[r.IntN(len(kinds))]
+					name := fmt.Sprintf("%s%d", k.name, r.IntN(2))
+					h.acquire(s, key, name, k.limit, k.shared(r), r.IntN(4) > 0)
+				case op < 9:
+					// Release one of the session's holds.
+					var held []*fsmpb.Lock
+					for _, l := range h.m.Locks("", "", 0) {
+						if slices.ContainsFunc(l.GetHolders(), func(x *fsmpb.Holder) bool { return x.GetSessionId() == s }) {
+							held = append(held, l)
+						}
+					}
+					if len(held) == 0 {
+						continue
+					}
+					l := held[r.IntN(len(held))]
+					for _, x := range l.GetHolders() {
+						if x.GetSessionId() == s {
+							h.apply(&fsmpb.Command{SessionId: s, Op: &fsmpb.Command_Release{Release: &fsmpb.Release{
+								Lock: l.GetName(), OwnerKey: x.GetOwnerKey(), Token: x.GetToken()}}})
+							break
+						}
+					}
+				default:
+					// Cancel one of its waits (its context ended).
+					for _, l := range h.m.Locks("", "", 0) {
+						i := slices.IndexFunc(l.GetWaiters(), func(w *fsmpb.Waiter) bool { return w.GetSessionId() == s })
+						if i >= 0 {
+							h.apply(&fsmpb.Command{SessionId: s, Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{
+								Lock: l.GetName(), SessionId: s, AcquireSeq: l.GetWaiters()[i].GetAcquireSeq()}}})
+							break
+						}
+					}
+				}
+			}
+			for k, v := range h.stats {
+				total[k] += v
+			}
+		})
+	}
+	t.Logf("outcomes: %v", total)
+	if total["ERROR_DEADLOCK/ACQUIRE_STATUS_UNSPECIFIED"] == 0 || total["ERROR_NONE/ACQUIRE_STATUS_QUEUED"] == 0 {
+		t.Fatalf("the streams refused %d waits as deadlocks and queued %d: both must happen",
+			total["ERROR_DEADLOCK/ACQUIRE_STATUS_UNSPECIFIED"], total["ERROR_NONE/ACQUIRE_STATUS_QUEUED"])
+	}
+}
+
+// TestDeadlockSearchBound: a ring of sessions, each holding its lock and
+// waiting for the next one's, is refused when it closes while the search
+// fits in MaxDeadlockSearch; a ring too long for it is queued, as the
+// documented bound says (the search gives up rather than cost more).
+func TestDeadlockSearchBound(t *testing.T) {
+	for _, tc := range []struct {
+		sessions int
+		refused  bool
+	}{{MaxDeadlockSearch / 8, true}, {MaxDeadlockSearch, false}} {
+		t.Run(fmt.Sprint(tc.sessions), func(t *testing.T) {
+			m := New()
+			m.SetLogVersion(DeadlockVersion)
+			index := uint64(0)
+			apply := func(cmd *fsmpb.Command) *fsmpb.Result {
+				index++
+				return m.Apply(index, cmd)
+			}
+			acq := func(s uint64, seq uint64, lock string, wait bool) *fsmpb.Result {
+				return apply(&fsmpb.Command{SessionId: s, Seq: seq, MinUnackedSeq: seq,
+					Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: lock, Wait: wait}}})
+			}
+			for range tc.sessions {
+				apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "o"}}})
+			}
+			name := func(i int) string { return fmt.Sprintf("l%d", i%tc.sessions) }
+			for i := range tc.sessions {
+				acq(uint64(i+1), 1, name(i), false)
+			}
+			for i := range tc.sessions - 1 {
+				if res := acq(uint64(i+1), 2, name(i+1), true); res.GetAcquire().GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED {
+					t.Fatalf("wait %d: %v", i+1, res)
+				}
+			}
+			res := acq(uint64(tc.sessions), 2, name(0), true)
+			if got := res.GetError() == fsmpb.Error_ERROR_DEADLOCK; got != tc.refused {
+				t.Fatalf("closing a ring of %d: %v, want refused=%v", tc.sessions, res, tc.refused)
+			}
+			if tc.refused && len(res.GetDeadlock().GetEdges()) != tc.sessions {
+				t.Fatalf("the cycle has %d edges, want %d", len(res.GetDeadlock().GetEdges()), tc.sessions)
+			}
+		})
+	}
+}
