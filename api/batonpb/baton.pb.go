@@ -174,6 +174,7 @@ const (
 	HoldEnd_HOLD_END_HOLD_EXPIRED    HoldEnd = 4 // its hold limit passed unrenewed
 	HoldEnd_HOLD_END_CAS_RELEASED    HoldEnd = 5 // an operator's CasRelease
 	HoldEnd_HOLD_END_ABANDONED       HoldEnd = 6 // granted to a wait whose caller had gone away
+	HoldEnd_HOLD_END_REVOKED         HoldEnd = 7 // a Revoke's grace passed before its holder let go
 )
 
 // Enum value maps for HoldEnd.
@@ -186,6 +187,7 @@ var (
 		4: "HOLD_END_HOLD_EXPIRED",
 		5: "HOLD_END_CAS_RELEASED",
 		6: "HOLD_END_ABANDONED",
+		7: "HOLD_END_REVOKED",
 	}
 	HoldEnd_value = map[string]int32{
 		"HOLD_END_UNSPECIFIED":     0,
@@ -195,6 +197,7 @@ var (
 		"HOLD_END_HOLD_EXPIRED":    4,
 		"HOLD_END_CAS_RELEASED":    5,
 		"HOLD_END_ABANDONED":       6,
+		"HOLD_END_REVOKED":         7,
 	}
 )
 
@@ -295,7 +298,7 @@ func (x ChangeAuthRequest_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeAuthRequest_Kind.Descriptor instead.
 func (ChangeAuthRequest_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61, 0}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64, 0}
 }
 
 // RequestHeader makes a mutating request exactly-once.
@@ -957,18 +960,25 @@ func (x *RenewHoldResponse) GetHoldLimit() *durationpb.Duration {
 }
 
 type Holder struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
-	OwnerKey      string                 `protobuf:"bytes,3,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
-	Token         uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
-	Count         uint32                 `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
-	Since         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
-	Shared        bool                   `protobuf:"varint,7,opt,name=shared,proto3" json:"shared,omitempty"`
-	HoldLimit     *durationpb.Duration   `protobuf:"bytes,8,opt,name=hold_limit,json=holdLimit,proto3" json:"hold_limit,omitempty"` // unset: no hold limit
-	LockDelay     *durationpb.Duration   `protobuf:"bytes,9,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"` // unset: no lock-delay
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Owner     string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	OwnerKey  string                 `protobuf:"bytes,3,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	Token     uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	Count     uint32                 `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
+	Since     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
+	Shared    bool                   `protobuf:"varint,7,opt,name=shared,proto3" json:"shared,omitempty"`
+	HoldLimit *durationpb.Duration   `protobuf:"bytes,8,opt,name=hold_limit,json=holdLimit,proto3" json:"hold_limit,omitempty"` // unset: no hold limit
+	LockDelay *durationpb.Duration   `protobuf:"bytes,9,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"` // unset: no lock-delay
+	// revoke_deadline, if set, is when the leader ends this hold unless
+	// its holder lets go first (a Revoke asked it to), and revoke_grace
+	// the grace the Revoke gave. The deadline is the wall clock of the
+	// leader that applied the Revoke plus the grace, for people: a new
+	// leader gives the hold its full grace again from its promotion.
+	RevokeDeadline *timestamppb.Timestamp `protobuf:"bytes,50,opt,name=revoke_deadline,json=revokeDeadline,proto3" json:"revoke_deadline,omitempty"`
+	RevokeGrace    *durationpb.Duration   `protobuf:"bytes,51,opt,name=revoke_grace,json=revokeGrace,proto3" json:"revoke_grace,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Holder) Reset() {
@@ -1060,6 +1070,20 @@ func (x *Holder) GetHoldLimit() *durationpb.Duration {
 func (x *Holder) GetLockDelay() *durationpb.Duration {
 	if x != nil {
 		return x.LockDelay
+	}
+	return nil
+}
+
+func (x *Holder) GetRevokeDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RevokeDeadline
+	}
+	return nil
+}
+
+func (x *Holder) GetRevokeGrace() *durationpb.Duration {
+	if x != nil {
+		return x.RevokeGrace
 	}
 	return nil
 }
@@ -1761,6 +1785,116 @@ func (*CasReleaseResponse) Descriptor() ([]byte, []int) {
 	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{20}
 }
 
+type RevokeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// token, if not 0, asks only the hold with that token (the one the
+	// caller saw): FAILED_PRECONDITION if the lock has none.
+	Token uint64 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	// grace is how long the holder has to let go: 1s .. 1h, whole
+	// milliseconds; unset: 30s.
+	Grace         *durationpb.Duration `protobuf:"bytes,3,opt,name=grace,proto3" json:"grace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeRequest) Reset() {
+	*x = RevokeRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeRequest) ProtoMessage() {}
+
+func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
+func (*RevokeRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RevokeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RevokeRequest) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *RevokeRequest) GetGrace() *durationpb.Duration {
+	if x != nil {
+		return x.Grace
+	}
+	return nil
+}
+
+type RevokeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// revoked are the holds asked to let go, each with its deadline. A
+	// hold already being revoked keeps its first revocation.
+	Revoked       []*Holder `protobuf:"bytes,1,rep,name=revoked,proto3" json:"revoked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeResponse) Reset() {
+	*x = RevokeResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeResponse) ProtoMessage() {}
+
+func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
+func (*RevokeResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *RevokeResponse) GetRevoked() []*Holder {
+	if x != nil {
+		return x.Revoked
+	}
+	return nil
+}
+
 type CheckRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1771,7 +1905,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[21]
+	mi := &file_api_batonpb_baton_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1783,7 +1917,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[21]
+	mi := &file_api_batonpb_baton_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +1930,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{21}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CheckRequest) GetName() string {
@@ -1823,7 +1957,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[22]
+	mi := &file_api_batonpb_baton_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1835,7 +1969,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[22]
+	mi := &file_api_batonpb_baton_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1848,7 +1982,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{22}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CheckResponse) GetHeld() bool {
@@ -1874,7 +2008,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[23]
+	mi := &file_api_batonpb_baton_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1886,7 +2020,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[23]
+	mi := &file_api_batonpb_baton_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1899,7 +2033,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{23}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetRequest) GetName() string {
@@ -1926,7 +2060,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[24]
+	mi := &file_api_batonpb_baton_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1938,7 +2072,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[24]
+	mi := &file_api_batonpb_baton_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1951,7 +2085,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{24}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Lock) GetName() string {
@@ -2004,7 +2138,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[25]
+	mi := &file_api_batonpb_baton_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2016,7 +2150,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[25]
+	mi := &file_api_batonpb_baton_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2029,7 +2163,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{25}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetResponse) GetLock() *Lock {
@@ -2065,7 +2199,7 @@ type PastHold struct {
 
 func (x *PastHold) Reset() {
 	*x = PastHold{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[26]
+	mi := &file_api_batonpb_baton_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2077,7 +2211,7 @@ func (x *PastHold) String() string {
 func (*PastHold) ProtoMessage() {}
 
 func (x *PastHold) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[26]
+	mi := &file_api_batonpb_baton_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2090,7 +2224,7 @@ func (x *PastHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PastHold.ProtoReflect.Descriptor instead.
 func (*PastHold) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{26}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PastHold) GetSessionId() uint64 {
@@ -2167,7 +2301,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[27]
+	mi := &file_api_batonpb_baton_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2179,7 +2313,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[27]
+	mi := &file_api_batonpb_baton_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2192,7 +2326,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{27}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListRequest) GetPrefix() string {
@@ -2231,7 +2365,7 @@ type LockSummary struct {
 
 func (x *LockSummary) Reset() {
 	*x = LockSummary{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[28]
+	mi := &file_api_batonpb_baton_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2243,7 +2377,7 @@ func (x *LockSummary) String() string {
 func (*LockSummary) ProtoMessage() {}
 
 func (x *LockSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[28]
+	mi := &file_api_batonpb_baton_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2256,7 +2390,7 @@ func (x *LockSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockSummary.ProtoReflect.Descriptor instead.
 func (*LockSummary) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{28}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *LockSummary) GetName() string {
@@ -2311,7 +2445,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[29]
+	mi := &file_api_batonpb_baton_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2323,7 +2457,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[29]
+	mi := &file_api_batonpb_baton_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2336,7 +2470,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{29}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListResponse) GetLocks() []*LockSummary {
@@ -2367,7 +2501,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[30]
+	mi := &file_api_batonpb_baton_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2379,7 +2513,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[30]
+	mi := &file_api_batonpb_baton_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2392,7 +2526,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{30}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Session) GetId() uint64 {
@@ -2447,7 +2581,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[31]
+	mi := &file_api_batonpb_baton_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2459,7 +2593,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[31]
+	mi := &file_api_batonpb_baton_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2472,7 +2606,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{31}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListSessionsRequest) GetPageSize() uint32 {
@@ -2499,7 +2633,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	mi := &file_api_batonpb_baton_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2511,7 +2645,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	mi := &file_api_batonpb_baton_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2524,7 +2658,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{32}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -2550,7 +2684,7 @@ type BlacklistRequest struct {
 
 func (x *BlacklistRequest) Reset() {
 	*x = BlacklistRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[33]
+	mi := &file_api_batonpb_baton_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2562,7 +2696,7 @@ func (x *BlacklistRequest) String() string {
 func (*BlacklistRequest) ProtoMessage() {}
 
 func (x *BlacklistRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[33]
+	mi := &file_api_batonpb_baton_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2575,7 +2709,7 @@ func (x *BlacklistRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlacklistRequest.ProtoReflect.Descriptor instead.
 func (*BlacklistRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{33}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *BlacklistRequest) GetSessionId() uint64 {
@@ -2593,7 +2727,7 @@ type BlacklistResponse struct {
 
 func (x *BlacklistResponse) Reset() {
 	*x = BlacklistResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[34]
+	mi := &file_api_batonpb_baton_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2605,7 +2739,7 @@ func (x *BlacklistResponse) String() string {
 func (*BlacklistResponse) ProtoMessage() {}
 
 func (x *BlacklistResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[34]
+	mi := &file_api_batonpb_baton_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2618,7 +2752,7 @@ func (x *BlacklistResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlacklistResponse.ProtoReflect.Descriptor instead.
 func (*BlacklistResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{34}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{36}
 }
 
 type WatchRequest struct {
@@ -2630,7 +2764,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[35]
+	mi := &file_api_batonpb_baton_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2642,7 +2776,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[35]
+	mi := &file_api_batonpb_baton_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2655,7 +2789,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{35}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WatchRequest) GetName() string {
@@ -2675,7 +2809,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[36]
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2687,7 +2821,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[36]
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2700,7 +2834,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{36}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WatchResponse) GetLock() *Lock {
@@ -2725,7 +2859,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[37]
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2737,7 +2871,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[37]
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2750,7 +2884,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{37}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
 }
 
 type Member struct {
@@ -2772,7 +2906,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2784,7 +2918,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2797,7 +2931,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Member) GetName() string {
@@ -2853,7 +2987,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2865,7 +2999,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2878,7 +3012,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AddMemberRequest) GetName() string {
@@ -2913,7 +3047,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2925,7 +3059,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2938,7 +3072,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AddMemberResponse) GetMembers() []*Member {
@@ -2964,7 +3098,7 @@ type PromoteMemberRequest struct {
 
 func (x *PromoteMemberRequest) Reset() {
 	*x = PromoteMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2976,7 +3110,7 @@ func (x *PromoteMemberRequest) String() string {
 func (*PromoteMemberRequest) ProtoMessage() {}
 
 func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2989,7 +3123,7 @@ func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberRequest.ProtoReflect.Descriptor instead.
 func (*PromoteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{41}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PromoteMemberRequest) GetName() string {
@@ -3008,7 +3142,7 @@ type PromoteMemberResponse struct {
 
 func (x *PromoteMemberResponse) Reset() {
 	*x = PromoteMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3020,7 +3154,7 @@ func (x *PromoteMemberResponse) String() string {
 func (*PromoteMemberResponse) ProtoMessage() {}
 
 func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3033,7 +3167,7 @@ func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberResponse.ProtoReflect.Descriptor instead.
 func (*PromoteMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{42}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PromoteMemberResponse) GetMembers() []*Member {
@@ -3053,7 +3187,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3065,7 +3199,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3078,7 +3212,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TransferLeadershipRequest) GetTo() string {
@@ -3098,7 +3232,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3110,7 +3244,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3123,7 +3257,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TransferLeadershipResponse) GetLeader() string {
@@ -3149,7 +3283,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3161,7 +3295,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3174,7 +3308,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RemoveMemberRequest) GetName() string {
@@ -3193,7 +3327,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3205,7 +3339,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3218,7 +3352,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RemoveMemberResponse) GetMembers() []*Member {
@@ -3262,7 +3396,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[47]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3274,7 +3408,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[47]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3287,7 +3421,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{47}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *StatusResponse) GetName() string {
@@ -3422,7 +3556,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3434,7 +3568,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3447,7 +3581,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Error) GetCode() uint32 {
@@ -3490,7 +3624,7 @@ type ResumeSession struct {
 
 func (x *ResumeSession) Reset() {
 	*x = ResumeSession{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3502,7 +3636,7 @@ func (x *ResumeSession) String() string {
 func (*ResumeSession) ProtoMessage() {}
 
 func (x *ResumeSession) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3515,7 +3649,7 @@ func (x *ResumeSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSession.ProtoReflect.Descriptor instead.
 func (*ResumeSession) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ResumeSession) GetSessionId() uint64 {
@@ -3554,7 +3688,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3566,7 +3700,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3579,7 +3713,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SessionRequest) GetId() uint64 {
@@ -3745,7 +3879,7 @@ type SessionsRequest struct {
 
 func (x *SessionsRequest) Reset() {
 	*x = SessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3757,7 +3891,7 @@ func (x *SessionsRequest) String() string {
 func (*SessionsRequest) ProtoMessage() {}
 
 func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3770,7 +3904,7 @@ func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsRequest.ProtoReflect.Descriptor instead.
 func (*SessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SessionsRequest) GetRequests() []*ChannelRequest {
@@ -3796,7 +3930,7 @@ type ChannelRequest struct {
 
 func (x *ChannelRequest) Reset() {
 	*x = ChannelRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[52]
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3808,7 +3942,7 @@ func (x *ChannelRequest) String() string {
 func (*ChannelRequest) ProtoMessage() {}
 
 func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[52]
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3821,7 +3955,7 @@ func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelRequest.ProtoReflect.Descriptor instead.
 func (*ChannelRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{52}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ChannelRequest) GetChannel() uint64 {
@@ -3856,7 +3990,7 @@ type SessionsResponse struct {
 
 func (x *SessionsResponse) Reset() {
 	*x = SessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3868,7 +4002,7 @@ func (x *SessionsResponse) String() string {
 func (*SessionsResponse) ProtoMessage() {}
 
 func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3881,7 +4015,7 @@ func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsResponse.ProtoReflect.Descriptor instead.
 func (*SessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{53}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SessionsResponse) GetResponses() []*ChannelResponse {
@@ -3905,7 +4039,7 @@ type ChannelResponse struct {
 
 func (x *ChannelResponse) Reset() {
 	*x = ChannelResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3917,7 +4051,7 @@ func (x *ChannelResponse) String() string {
 func (*ChannelResponse) ProtoMessage() {}
 
 func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3930,7 +4064,7 @@ func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelResponse.ProtoReflect.Descriptor instead.
 func (*ChannelResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{54}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ChannelResponse) GetChannel() uint64 {
@@ -3963,7 +4097,7 @@ type ChannelEnd struct {
 
 func (x *ChannelEnd) Reset() {
 	*x = ChannelEnd{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3975,7 +4109,7 @@ func (x *ChannelEnd) String() string {
 func (*ChannelEnd) ProtoMessage() {}
 
 func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3988,7 +4122,7 @@ func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelEnd.ProtoReflect.Descriptor instead.
 func (*ChannelEnd) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{55}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ChannelEnd) GetError() *Error {
@@ -4011,7 +4145,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4023,7 +4157,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4036,7 +4170,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{56}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Grant) GetSeq() uint64 {
@@ -4079,7 +4213,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4091,7 +4225,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4104,7 +4238,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *WaitEnded) GetSeq() uint64 {
@@ -4148,6 +4282,7 @@ type SessionResponse struct {
 	//	*SessionResponse_HoldLost
 	//	*SessionResponse_Holds
 	//	*SessionResponse_RenewHold
+	//	*SessionResponse_RevokeRequested
 	Kind          isSessionResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4155,7 +4290,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4167,7 +4302,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4180,7 +4315,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{58}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SessionResponse) GetId() uint64 {
@@ -4321,6 +4456,15 @@ func (x *SessionResponse) GetRenewHold() *RenewHoldResponse {
 	return nil
 }
 
+func (x *SessionResponse) GetRevokeRequested() *RevokeRequested {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionResponse_RevokeRequested); ok {
+			return x.RevokeRequested
+		}
+	}
+	return nil
+}
+
 type isSessionResponse_Kind interface {
 	isSessionResponse_Kind()
 }
@@ -4384,6 +4528,13 @@ type SessionResponse_RenewHold struct {
 	RenewHold *RenewHoldResponse `protobuf:"bytes,15,opt,name=renew_hold,json=renewHold,proto3,oneof"`
 }
 
+type SessionResponse_RevokeRequested struct {
+	// revoke_requested is pushed when a Revoke asks a hold of this
+	// session to end: the holder should finish and release it before
+	// the deadline, when the leader ends it.
+	RevokeRequested *RevokeRequested `protobuf:"bytes,16,opt,name=revoke_requested,json=revokeRequested,proto3,oneof"`
+}
+
 func (*SessionResponse_Open) isSessionResponse_Kind() {}
 
 func (*SessionResponse_KeepAlive) isSessionResponse_Kind() {}
@@ -4410,6 +4561,88 @@ func (*SessionResponse_Holds) isSessionResponse_Kind() {}
 
 func (*SessionResponse_RenewHold) isSessionResponse_Kind() {}
 
+func (*SessionResponse_RevokeRequested) isSessionResponse_Kind() {}
+
+// RevokeRequested tells a session that a Revoke asked its hold of name
+// (owner_key, token) to end within grace: the leader ends the hold then
+// unless it was released first. deadline is the wall clock of the leader
+// that applied the Revoke plus the grace, for people.
+type RevokeRequested struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	OwnerKey      string                 `protobuf:"bytes,2,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	Grace         *durationpb.Duration   `protobuf:"bytes,4,opt,name=grace,proto3" json:"grace,omitempty"`
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeRequested) Reset() {
+	*x = RevokeRequested{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeRequested) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeRequested) ProtoMessage() {}
+
+func (x *RevokeRequested) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeRequested.ProtoReflect.Descriptor instead.
+func (*RevokeRequested) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *RevokeRequested) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RevokeRequested) GetOwnerKey() string {
+	if x != nil {
+		return x.OwnerKey
+	}
+	return ""
+}
+
+func (x *RevokeRequested) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *RevokeRequested) GetGrace() *durationpb.Duration {
+	if x != nil {
+		return x.Grace
+	}
+	return nil
+}
+
+func (x *RevokeRequested) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
 // HoldLost tells a session that its hold of name (owner_key, token) ended
 // by someone else's request, a CasRelease: it must stop acting as the
 // holder. Like every push it is sent once, to the streams connected then.
@@ -4417,17 +4650,20 @@ func (*SessionResponse_RenewHold) isSessionResponse_Kind() {}
 // ends its leases of any other hold granted at or before index. A long
 // list comes in several messages, the last with done set.
 type SessionHolds struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Holds         []*HoldLost            `protobuf:"bytes,1,rep,name=holds,proto3" json:"holds,omitempty"` // name, owner_key and token of each hold
-	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
-	Done          bool                   `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Holds []*HoldLost            `protobuf:"bytes,1,rep,name=holds,proto3" json:"holds,omitempty"` // name, owner_key and token of each hold
+	Index uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Done  bool                   `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`
+	// revoking are the holds among these that a Revoke asked to end, so a
+	// client that was away when it was pushed learns it.
+	Revoking      []*RevokeRequested `protobuf:"bytes,50,rep,name=revoking,proto3" json:"revoking,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionHolds) Reset() {
 	*x = SessionHolds{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4439,7 +4675,7 @@ func (x *SessionHolds) String() string {
 func (*SessionHolds) ProtoMessage() {}
 
 func (x *SessionHolds) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4452,7 +4688,7 @@ func (x *SessionHolds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionHolds.ProtoReflect.Descriptor instead.
 func (*SessionHolds) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SessionHolds) GetHolds() []*HoldLost {
@@ -4476,6 +4712,13 @@ func (x *SessionHolds) GetDone() bool {
 	return false
 }
 
+func (x *SessionHolds) GetRevoking() []*RevokeRequested {
+	if x != nil {
+		return x.Revoking
+	}
+	return nil
+}
+
 type HoldLost struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -4487,7 +4730,7 @@ type HoldLost struct {
 
 func (x *HoldLost) Reset() {
 	*x = HoldLost{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4499,7 +4742,7 @@ func (x *HoldLost) String() string {
 func (*HoldLost) ProtoMessage() {}
 
 func (x *HoldLost) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4512,7 +4755,7 @@ func (x *HoldLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldLost.ProtoReflect.Descriptor instead.
 func (*HoldLost) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{60}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *HoldLost) GetName() string {
@@ -4554,7 +4797,7 @@ type ChangeAuthRequest struct {
 
 func (x *ChangeAuthRequest) Reset() {
 	*x = ChangeAuthRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4566,7 +4809,7 @@ func (x *ChangeAuthRequest) String() string {
 func (*ChangeAuthRequest) ProtoMessage() {}
 
 func (x *ChangeAuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4579,7 +4822,7 @@ func (x *ChangeAuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeAuthRequest.ProtoReflect.Descriptor instead.
 func (*ChangeAuthRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ChangeAuthRequest) GetKind() ChangeAuthRequest_Kind {
@@ -4635,7 +4878,7 @@ type ChangeAuthResponse struct {
 
 func (x *ChangeAuthResponse) Reset() {
 	*x = ChangeAuthResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4647,7 +4890,7 @@ func (x *ChangeAuthResponse) String() string {
 func (*ChangeAuthResponse) ProtoMessage() {}
 
 func (x *ChangeAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4660,7 +4903,7 @@ func (x *ChangeAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeAuthResponse.ProtoReflect.Descriptor instead.
 func (*ChangeAuthResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ChangeAuthResponse) GetToken() string {
@@ -4678,7 +4921,7 @@ type GetAuthRequest struct {
 
 func (x *GetAuthRequest) Reset() {
 	*x = GetAuthRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4690,7 +4933,7 @@ func (x *GetAuthRequest) String() string {
 func (*GetAuthRequest) ProtoMessage() {}
 
 func (x *GetAuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4703,7 +4946,7 @@ func (x *GetAuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthRequest.ProtoReflect.Descriptor instead.
 func (*GetAuthRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{66}
 }
 
 type AuthUser struct {
@@ -4717,7 +4960,7 @@ type AuthUser struct {
 
 func (x *AuthUser) Reset() {
 	*x = AuthUser{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4729,7 +4972,7 @@ func (x *AuthUser) String() string {
 func (*AuthUser) ProtoMessage() {}
 
 func (x *AuthUser) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4742,7 +4985,7 @@ func (x *AuthUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthUser.ProtoReflect.Descriptor instead.
 func (*AuthUser) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *AuthUser) GetName() string {
@@ -4776,7 +5019,7 @@ type AuthPermission struct {
 
 func (x *AuthPermission) Reset() {
 	*x = AuthPermission{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4788,7 +5031,7 @@ func (x *AuthPermission) String() string {
 func (*AuthPermission) ProtoMessage() {}
 
 func (x *AuthPermission) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4801,7 +5044,7 @@ func (x *AuthPermission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthPermission.ProtoReflect.Descriptor instead.
 func (*AuthPermission) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *AuthPermission) GetPrefix() string {
@@ -4828,7 +5071,7 @@ type AuthRole struct {
 
 func (x *AuthRole) Reset() {
 	*x = AuthRole{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	mi := &file_api_batonpb_baton_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4840,7 +5083,7 @@ func (x *AuthRole) String() string {
 func (*AuthRole) ProtoMessage() {}
 
 func (x *AuthRole) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	mi := &file_api_batonpb_baton_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4853,7 +5096,7 @@ func (x *AuthRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthRole.ProtoReflect.Descriptor instead.
 func (*AuthRole) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{66}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *AuthRole) GetName() string {
@@ -4883,7 +5126,7 @@ type GetAuthResponse struct {
 
 func (x *GetAuthResponse) Reset() {
 	*x = GetAuthResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	mi := &file_api_batonpb_baton_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4895,7 +5138,7 @@ func (x *GetAuthResponse) String() string {
 func (*GetAuthResponse) ProtoMessage() {}
 
 func (x *GetAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	mi := &file_api_batonpb_baton_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4908,7 +5151,7 @@ func (x *GetAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthResponse.ProtoReflect.Descriptor instead.
 func (*GetAuthResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *GetAuthResponse) GetEnabled() bool {
@@ -4947,7 +5190,7 @@ type AuditRequest struct {
 
 func (x *AuditRequest) Reset() {
 	*x = AuditRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	mi := &file_api_batonpb_baton_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4959,7 +5202,7 @@ func (x *AuditRequest) String() string {
 func (*AuditRequest) ProtoMessage() {}
 
 func (x *AuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	mi := &file_api_batonpb_baton_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4972,7 +5215,7 @@ func (x *AuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRequest.ProtoReflect.Descriptor instead.
 func (*AuditRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{68}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71}
 }
 
 type AuditEntry struct {
@@ -4987,7 +5230,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[69]
+	mi := &file_api_batonpb_baton_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4999,7 +5242,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[69]
+	mi := &file_api_batonpb_baton_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5012,7 +5255,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{69}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *AuditEntry) GetIndex() uint64 {
@@ -5052,7 +5295,7 @@ type AuditResponse struct {
 
 func (x *AuditResponse) Reset() {
 	*x = AuditResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[70]
+	mi := &file_api_batonpb_baton_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5064,7 +5307,7 @@ func (x *AuditResponse) String() string {
 func (*AuditResponse) ProtoMessage() {}
 
 func (x *AuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[70]
+	mi := &file_api_batonpb_baton_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5077,7 +5320,7 @@ func (x *AuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditResponse.ProtoReflect.Descriptor instead.
 func (*AuditResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{70}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *AuditResponse) GetEntries() []*AuditEntry {
@@ -5095,7 +5338,7 @@ type KeysRequest struct {
 
 func (x *KeysRequest) Reset() {
 	*x = KeysRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	mi := &file_api_batonpb_baton_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5107,7 +5350,7 @@ func (x *KeysRequest) String() string {
 func (*KeysRequest) ProtoMessage() {}
 
 func (x *KeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	mi := &file_api_batonpb_baton_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5120,7 +5363,7 @@ func (x *KeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeysRequest.ProtoReflect.Descriptor instead.
 func (*KeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{74}
 }
 
 // SigningKey is one of the cluster's Ed25519 signed-token keys, its
@@ -5142,7 +5385,7 @@ type SigningKey struct {
 
 func (x *SigningKey) Reset() {
 	*x = SigningKey{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[72]
+	mi := &file_api_batonpb_baton_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5154,7 +5397,7 @@ func (x *SigningKey) String() string {
 func (*SigningKey) ProtoMessage() {}
 
 func (x *SigningKey) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[72]
+	mi := &file_api_batonpb_baton_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5167,7 +5410,7 @@ func (x *SigningKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
 func (*SigningKey) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{72}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SigningKey) GetId() uint64 {
@@ -5221,7 +5464,7 @@ type KeysResponse struct {
 
 func (x *KeysResponse) Reset() {
 	*x = KeysResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[73]
+	mi := &file_api_batonpb_baton_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5233,7 +5476,7 @@ func (x *KeysResponse) String() string {
 func (*KeysResponse) ProtoMessage() {}
 
 func (x *KeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[73]
+	mi := &file_api_batonpb_baton_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5246,7 +5489,7 @@ func (x *KeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeysResponse.ProtoReflect.Descriptor instead.
 func (*KeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{73}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *KeysResponse) GetKeys() []*SigningKey {
@@ -5266,7 +5509,7 @@ type RotateSigningKeyRequest struct {
 
 func (x *RotateSigningKeyRequest) Reset() {
 	*x = RotateSigningKeyRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[74]
+	mi := &file_api_batonpb_baton_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5278,7 +5521,7 @@ func (x *RotateSigningKeyRequest) String() string {
 func (*RotateSigningKeyRequest) ProtoMessage() {}
 
 func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[74]
+	mi := &file_api_batonpb_baton_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5291,7 +5534,7 @@ func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSigningKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateSigningKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{74}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *RotateSigningKeyRequest) GetRetention() *durationpb.Duration {
@@ -5311,7 +5554,7 @@ type RotateSigningKeyResponse struct {
 
 func (x *RotateSigningKeyResponse) Reset() {
 	*x = RotateSigningKeyResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[75]
+	mi := &file_api_batonpb_baton_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5323,7 +5566,7 @@ func (x *RotateSigningKeyResponse) String() string {
 func (*RotateSigningKeyResponse) ProtoMessage() {}
 
 func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[75]
+	mi := &file_api_batonpb_baton_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5336,7 +5579,7 @@ func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSigningKeyResponse.ProtoReflect.Descriptor instead.
 func (*RotateSigningKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{75}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *RotateSigningKeyResponse) GetKeyId() uint64 {
@@ -5408,7 +5651,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x06secret\x18\x04 \x01(\tR\x06secret\"M\n" +
 	"\x11RenewHoldResponse\x128\n" +
 	"\n" +
-	"hold_limit\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"\xc4\x02\n" +
+	"hold_limit\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"\xc7\x03\n" +
 	"\x06Holder\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
@@ -5421,7 +5664,9 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\n" +
 	"hold_limit\x18\b \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\x128\n" +
 	"\n" +
-	"lock_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\"\xe2\x01\n" +
+	"lock_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12C\n" +
+	"\x0frevoke_deadline\x182 \x01(\v2\x1a.google.protobuf.TimestampR\x0erevokeDeadline\x12<\n" +
+	"\frevoke_grace\x183 \x01(\v2\x19.google.protobuf.DurationR\vrevokeGrace\"\xe2\x01\n" +
 	"\x06Waiter\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
@@ -5477,7 +5722,13 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x02 \x01(\x04R\tsessionId\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\"\x14\n" +
-	"\x12CasReleaseResponse\"8\n" +
+	"\x12CasReleaseResponse\"j\n" +
+	"\rRevokeRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\x12/\n" +
+	"\x05grace\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x05grace\"<\n" +
+	"\x0eRevokeResponse\x12*\n" +
+	"\arevoked\x18\x01 \x03(\v2\x10.baton.v1.HolderR\arevoked\"8\n" +
 	"\fCheckRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\"M\n" +
@@ -5646,7 +5897,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\tWaitEnded\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12(\n" +
-	"\x06reason\x18\x03 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\"\x97\x06\n" +
+	"\x06reason\x18\x03 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\"\xdf\x06\n" +
 	"\x0fSessionResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
 	"\x05error\x18\x02 \x01(\v2\x0f.baton.v1.ErrorR\x05error\x123\n" +
@@ -5666,12 +5917,20 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\thold_lost\x18\r \x01(\v2\x12.baton.v1.HoldLostH\x00R\bholdLost\x12.\n" +
 	"\x05holds\x18\x0e \x01(\v2\x16.baton.v1.SessionHoldsH\x00R\x05holds\x12<\n" +
 	"\n" +
-	"renew_hold\x18\x0f \x01(\v2\x1b.baton.v1.RenewHoldResponseH\x00R\trenewHoldB\x06\n" +
-	"\x04kind\"b\n" +
+	"renew_hold\x18\x0f \x01(\v2\x1b.baton.v1.RenewHoldResponseH\x00R\trenewHold\x12F\n" +
+	"\x10revoke_requested\x18\x10 \x01(\v2\x19.baton.v1.RevokeRequestedH\x00R\x0frevokeRequestedB\x06\n" +
+	"\x04kind\"\xc1\x01\n" +
+	"\x0fRevokeRequested\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12/\n" +
+	"\x05grace\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x05grace\x126\n" +
+	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\x99\x01\n" +
 	"\fSessionHolds\x12(\n" +
 	"\x05holds\x18\x01 \x03(\v2\x12.baton.v1.HoldLostR\x05holds\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
-	"\x04done\x18\x03 \x01(\bR\x04done\"Q\n" +
+	"\x04done\x18\x03 \x01(\bR\x04done\x125\n" +
+	"\brevoking\x182 \x03(\v2\x19.baton.v1.RevokeRequestedR\brevoking\"Q\n" +
 	"\bHoldLost\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x14\n" +
@@ -5773,7 +6032,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x0eNO_CREDENTIALS\x10\x15\x12\x11\n" +
 	"\rNOT_PERMITTED\x10\x16\x12\x15\n" +
 	"\x11TOO_MANY_SESSIONS\x10\x17\x12\f\n" +
-	"\bNO_SPACE\x10\x18*\xc3\x01\n" +
+	"\bNO_SPACE\x10\x18*\xd9\x01\n" +
 	"\aHoldEnd\x12\x18\n" +
 	"\x14HOLD_END_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11HOLD_END_RELEASED\x10\x01\x12\x1b\n" +
@@ -5781,7 +6040,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x18HOLD_END_SESSION_EXPIRED\x10\x03\x12\x19\n" +
 	"\x15HOLD_END_HOLD_EXPIRED\x10\x04\x12\x19\n" +
 	"\x15HOLD_END_CAS_RELEASED\x10\x05\x12\x16\n" +
-	"\x12HOLD_END_ABANDONED\x10\x062\xb8\x13\n" +
+	"\x12HOLD_END_ABANDONED\x10\x06\x12\x14\n" +
+	"\x10HOLD_END_REVOKED\x10\a2\x92\x14\n" +
 	"\x05Baton\x12B\n" +
 	"\aSession\x12\x18.baton.v1.SessionRequest\x1a\x19.baton.v1.SessionResponse(\x010\x01\x12E\n" +
 	"\bSessions\x12\x19.baton.v1.SessionsRequest\x1a\x1a.baton.v1.SessionsResponse(\x010\x01\x12c\n" +
@@ -5793,7 +6053,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\tRenewHold\x12\x1a.baton.v1.RenewHoldRequest\x1a\x1b.baton.v1.RenewHoldResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/locks/renew\x12\\\n" +
 	"\aRelease\x12\x18.baton.v1.ReleaseRequest\x1a\x19.baton.v1.ReleaseResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/locks/release\x12i\n" +
 	"\n" +
-	"CasRelease\x12\x1b.baton.v1.CasReleaseRequest\x1a\x1c.baton.v1.CasReleaseResponse\" \x82\xd3\xe4\x93\x02\x1a:\x01*\"\x15/v1/locks/cas-release\x12K\n" +
+	"CasRelease\x12\x1b.baton.v1.CasReleaseRequest\x1a\x1c.baton.v1.CasReleaseResponse\" \x82\xd3\xe4\x93\x02\x1a:\x01*\"\x15/v1/locks/cas-release\x12X\n" +
+	"\x06Revoke\x12\x17.baton.v1.RevokeRequest\x1a\x18.baton.v1.RevokeResponse\"\x1b\x82\xd3\xe4\x93\x02\x15:\x01*\"\x10/v1/locks/revoke\x12K\n" +
 	"\x05Check\x12\x16.baton.v1.CheckRequest\x1a\x17.baton.v1.CheckResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/check\x12D\n" +
 	"\x03Get\x12\x14.baton.v1.GetRequest\x1a\x15.baton.v1.GetResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
 	"\x12\b/v1/lock\x12H\n" +
@@ -5829,7 +6090,7 @@ func file_api_batonpb_baton_proto_rawDescGZIP() []byte {
 }
 
 var file_api_batonpb_baton_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_api_batonpb_baton_proto_goTypes = []any{
 	(Reason)(0),                        // 0: baton.v1.Reason
 	(HoldEnd)(0),                       // 1: baton.v1.HoldEnd
@@ -5855,208 +6116,221 @@ var file_api_batonpb_baton_proto_goTypes = []any{
 	(*CancelResponse)(nil),             // 21: baton.v1.CancelResponse
 	(*CasReleaseRequest)(nil),          // 22: baton.v1.CasReleaseRequest
 	(*CasReleaseResponse)(nil),         // 23: baton.v1.CasReleaseResponse
-	(*CheckRequest)(nil),               // 24: baton.v1.CheckRequest
-	(*CheckResponse)(nil),              // 25: baton.v1.CheckResponse
-	(*GetRequest)(nil),                 // 26: baton.v1.GetRequest
-	(*Lock)(nil),                       // 27: baton.v1.Lock
-	(*GetResponse)(nil),                // 28: baton.v1.GetResponse
-	(*PastHold)(nil),                   // 29: baton.v1.PastHold
-	(*ListRequest)(nil),                // 30: baton.v1.ListRequest
-	(*LockSummary)(nil),                // 31: baton.v1.LockSummary
-	(*ListResponse)(nil),               // 32: baton.v1.ListResponse
-	(*Session)(nil),                    // 33: baton.v1.Session
-	(*ListSessionsRequest)(nil),        // 34: baton.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),       // 35: baton.v1.ListSessionsResponse
-	(*BlacklistRequest)(nil),           // 36: baton.v1.BlacklistRequest
-	(*BlacklistResponse)(nil),          // 37: baton.v1.BlacklistResponse
-	(*WatchRequest)(nil),               // 38: baton.v1.WatchRequest
-	(*WatchResponse)(nil),              // 39: baton.v1.WatchResponse
-	(*StatusRequest)(nil),              // 40: baton.v1.StatusRequest
-	(*Member)(nil),                     // 41: baton.v1.Member
-	(*AddMemberRequest)(nil),           // 42: baton.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),          // 43: baton.v1.AddMemberResponse
-	(*PromoteMemberRequest)(nil),       // 44: baton.v1.PromoteMemberRequest
-	(*PromoteMemberResponse)(nil),      // 45: baton.v1.PromoteMemberResponse
-	(*TransferLeadershipRequest)(nil),  // 46: baton.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 47: baton.v1.TransferLeadershipResponse
-	(*RemoveMemberRequest)(nil),        // 48: baton.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),       // 49: baton.v1.RemoveMemberResponse
-	(*StatusResponse)(nil),             // 50: baton.v1.StatusResponse
-	(*Error)(nil),                      // 51: baton.v1.Error
-	(*ResumeSession)(nil),              // 52: baton.v1.ResumeSession
-	(*SessionRequest)(nil),             // 53: baton.v1.SessionRequest
-	(*SessionsRequest)(nil),            // 54: baton.v1.SessionsRequest
-	(*ChannelRequest)(nil),             // 55: baton.v1.ChannelRequest
-	(*SessionsResponse)(nil),           // 56: baton.v1.SessionsResponse
-	(*ChannelResponse)(nil),            // 57: baton.v1.ChannelResponse
-	(*ChannelEnd)(nil),                 // 58: baton.v1.ChannelEnd
-	(*Grant)(nil),                      // 59: baton.v1.Grant
-	(*WaitEnded)(nil),                  // 60: baton.v1.WaitEnded
-	(*SessionResponse)(nil),            // 61: baton.v1.SessionResponse
-	(*SessionHolds)(nil),               // 62: baton.v1.SessionHolds
-	(*HoldLost)(nil),                   // 63: baton.v1.HoldLost
-	(*ChangeAuthRequest)(nil),          // 64: baton.v1.ChangeAuthRequest
-	(*ChangeAuthResponse)(nil),         // 65: baton.v1.ChangeAuthResponse
-	(*GetAuthRequest)(nil),             // 66: baton.v1.GetAuthRequest
-	(*AuthUser)(nil),                   // 67: baton.v1.AuthUser
-	(*AuthPermission)(nil),             // 68: baton.v1.AuthPermission
-	(*AuthRole)(nil),                   // 69: baton.v1.AuthRole
-	(*GetAuthResponse)(nil),            // 70: baton.v1.GetAuthResponse
-	(*AuditRequest)(nil),               // 71: baton.v1.AuditRequest
-	(*AuditEntry)(nil),                 // 72: baton.v1.AuditEntry
-	(*AuditResponse)(nil),              // 73: baton.v1.AuditResponse
-	(*KeysRequest)(nil),                // 74: baton.v1.KeysRequest
-	(*SigningKey)(nil),                 // 75: baton.v1.SigningKey
-	(*KeysResponse)(nil),               // 76: baton.v1.KeysResponse
-	(*RotateSigningKeyRequest)(nil),    // 77: baton.v1.RotateSigningKeyRequest
-	(*RotateSigningKeyResponse)(nil),   // 78: baton.v1.RotateSigningKeyResponse
-	(*durationpb.Duration)(nil),        // 79: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),      // 80: google.protobuf.Timestamp
+	(*RevokeRequest)(nil),              // 24: baton.v1.RevokeRequest
+	(*RevokeResponse)(nil),             // 25: baton.v1.RevokeResponse
+	(*CheckRequest)(nil),               // 26: baton.v1.CheckRequest
+	(*CheckResponse)(nil),              // 27: baton.v1.CheckResponse
+	(*GetRequest)(nil),                 // 28: baton.v1.GetRequest
+	(*Lock)(nil),                       // 29: baton.v1.Lock
+	(*GetResponse)(nil),                // 30: baton.v1.GetResponse
+	(*PastHold)(nil),                   // 31: baton.v1.PastHold
+	(*ListRequest)(nil),                // 32: baton.v1.ListRequest
+	(*LockSummary)(nil),                // 33: baton.v1.LockSummary
+	(*ListResponse)(nil),               // 34: baton.v1.ListResponse
+	(*Session)(nil),                    // 35: baton.v1.Session
+	(*ListSessionsRequest)(nil),        // 36: baton.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),       // 37: baton.v1.ListSessionsResponse
+	(*BlacklistRequest)(nil),           // 38: baton.v1.BlacklistRequest
+	(*BlacklistResponse)(nil),          // 39: baton.v1.BlacklistResponse
+	(*WatchRequest)(nil),               // 40: baton.v1.WatchRequest
+	(*WatchResponse)(nil),              // 41: baton.v1.WatchResponse
+	(*StatusRequest)(nil),              // 42: baton.v1.StatusRequest
+	(*Member)(nil),                     // 43: baton.v1.Member
+	(*AddMemberRequest)(nil),           // 44: baton.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),          // 45: baton.v1.AddMemberResponse
+	(*PromoteMemberRequest)(nil),       // 46: baton.v1.PromoteMemberRequest
+	(*PromoteMemberResponse)(nil),      // 47: baton.v1.PromoteMemberResponse
+	(*TransferLeadershipRequest)(nil),  // 48: baton.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 49: baton.v1.TransferLeadershipResponse
+	(*RemoveMemberRequest)(nil),        // 50: baton.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 51: baton.v1.RemoveMemberResponse
+	(*StatusResponse)(nil),             // 52: baton.v1.StatusResponse
+	(*Error)(nil),                      // 53: baton.v1.Error
+	(*ResumeSession)(nil),              // 54: baton.v1.ResumeSession
+	(*SessionRequest)(nil),             // 55: baton.v1.SessionRequest
+	(*SessionsRequest)(nil),            // 56: baton.v1.SessionsRequest
+	(*ChannelRequest)(nil),             // 57: baton.v1.ChannelRequest
+	(*SessionsResponse)(nil),           // 58: baton.v1.SessionsResponse
+	(*ChannelResponse)(nil),            // 59: baton.v1.ChannelResponse
+	(*ChannelEnd)(nil),                 // 60: baton.v1.ChannelEnd
+	(*Grant)(nil),                      // 61: baton.v1.Grant
+	(*WaitEnded)(nil),                  // 62: baton.v1.WaitEnded
+	(*SessionResponse)(nil),            // 63: baton.v1.SessionResponse
+	(*RevokeRequested)(nil),            // 64: baton.v1.RevokeRequested
+	(*SessionHolds)(nil),               // 65: baton.v1.SessionHolds
+	(*HoldLost)(nil),                   // 66: baton.v1.HoldLost
+	(*ChangeAuthRequest)(nil),          // 67: baton.v1.ChangeAuthRequest
+	(*ChangeAuthResponse)(nil),         // 68: baton.v1.ChangeAuthResponse
+	(*GetAuthRequest)(nil),             // 69: baton.v1.GetAuthRequest
+	(*AuthUser)(nil),                   // 70: baton.v1.AuthUser
+	(*AuthPermission)(nil),             // 71: baton.v1.AuthPermission
+	(*AuthRole)(nil),                   // 72: baton.v1.AuthRole
+	(*GetAuthResponse)(nil),            // 73: baton.v1.GetAuthResponse
+	(*AuditRequest)(nil),               // 74: baton.v1.AuditRequest
+	(*AuditEntry)(nil),                 // 75: baton.v1.AuditEntry
+	(*AuditResponse)(nil),              // 76: baton.v1.AuditResponse
+	(*KeysRequest)(nil),                // 77: baton.v1.KeysRequest
+	(*SigningKey)(nil),                 // 78: baton.v1.SigningKey
+	(*KeysResponse)(nil),               // 79: baton.v1.KeysResponse
+	(*RotateSigningKeyRequest)(nil),    // 80: baton.v1.RotateSigningKeyRequest
+	(*RotateSigningKeyResponse)(nil),   // 81: baton.v1.RotateSigningKeyResponse
+	(*durationpb.Duration)(nil),        // 82: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),      // 83: google.protobuf.Timestamp
 }
 var file_api_batonpb_baton_proto_depIdxs = []int32{
-	79,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	79,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	79,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	82,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	82,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	82,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
 	3,   // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
-	79,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	79,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
-	79,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
-	79,  // 7: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
-	80,  // 8: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
-	79,  // 9: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
-	79,  // 10: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
-	80,  // 11: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
-	79,  // 12: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
-	13,  // 13: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
-	79,  // 14: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
-	80,  // 15: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
-	3,   // 16: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
-	79,  // 17: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
-	79,  // 18: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
-	15,  // 19: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
-	3,   // 20: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
-	3,   // 21: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
-	15,  // 22: baton.v1.CancelResponse.granted:type_name -> baton.v1.AcquireResponse
-	13,  // 23: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
-	13,  // 24: baton.v1.Lock.holders:type_name -> baton.v1.Holder
-	14,  // 25: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
-	80,  // 26: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
-	27,  // 27: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
-	29,  // 28: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
-	80,  // 29: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
-	80,  // 30: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
-	1,   // 31: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
-	13,  // 32: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
-	80,  // 33: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
-	31,  // 34: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	79,  // 35: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	80,  // 36: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
-	33,  // 37: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
-	27,  // 38: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
-	41,  // 39: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
-	41,  // 40: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
-	41,  // 41: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
-	41,  // 42: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
-	0,   // 43: baton.v1.Error.reason:type_name -> baton.v1.Reason
-	4,   // 44: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
-	52,  // 45: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
-	6,   // 46: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
-	10,  // 47: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
-	18,  // 48: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
-	20,  // 49: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
-	16,  // 50: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
-	8,   // 51: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
-	11,  // 52: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
-	55,  // 53: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
-	53,  // 54: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
-	57,  // 55: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
-	61,  // 56: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
-	58,  // 57: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
-	51,  // 58: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
-	0,   // 59: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
-	51,  // 60: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
-	5,   // 61: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
-	7,   // 62: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
-	15,  // 63: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
-	19,  // 64: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
-	21,  // 65: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
-	17,  // 66: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
-	9,   // 67: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
-	59,  // 68: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
-	60,  // 69: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
-	51,  // 70: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	63,  // 71: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
-	62,  // 72: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
-	12,  // 73: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
-	63,  // 74: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
-	2,   // 75: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
-	68,  // 76: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
-	67,  // 77: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
-	69,  // 78: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
-	80,  // 79: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	72,  // 80: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
-	80,  // 81: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
-	80,  // 82: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
-	75,  // 83: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
-	79,  // 84: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
-	75,  // 85: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
-	53,  // 86: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	54,  // 87: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
-	4,   // 88: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	6,   // 89: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	8,   // 90: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	10,  // 91: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	16,  // 92: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	11,  // 93: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
-	18,  // 94: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	22,  // 95: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	24,  // 96: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	26,  // 97: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	30,  // 98: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	34,  // 99: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	38,  // 100: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
-	36,  // 101: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	40,  // 102: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	42,  // 103: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
-	44,  // 104: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
-	48,  // 105: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
-	46,  // 106: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
-	64,  // 107: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
-	66,  // 108: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
-	71,  // 109: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
-	74,  // 110: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
-	77,  // 111: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
-	61,  // 112: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	56,  // 113: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	5,   // 114: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	7,   // 115: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	9,   // 116: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	15,  // 117: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	17,  // 118: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	12,  // 119: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
-	19,  // 120: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	23,  // 121: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	25,  // 122: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	28,  // 123: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	32,  // 124: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	35,  // 125: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	39,  // 126: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
-	37,  // 127: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	50,  // 128: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	43,  // 129: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
-	45,  // 130: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
-	49,  // 131: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
-	47,  // 132: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
-	65,  // 133: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
-	70,  // 134: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
-	73,  // 135: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
-	76,  // 136: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
-	78,  // 137: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
-	112, // [112:138] is the sub-list for method output_type
-	86,  // [86:112] is the sub-list for method input_type
-	86,  // [86:86] is the sub-list for extension type_name
-	86,  // [86:86] is the sub-list for extension extendee
-	0,   // [0:86] is the sub-list for field type_name
+	82,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	82,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
+	82,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	82,  // 7: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
+	83,  // 8: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
+	82,  // 9: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
+	82,  // 10: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
+	83,  // 11: baton.v1.Holder.revoke_deadline:type_name -> google.protobuf.Timestamp
+	82,  // 12: baton.v1.Holder.revoke_grace:type_name -> google.protobuf.Duration
+	83,  // 13: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
+	82,  // 14: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
+	13,  // 15: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
+	82,  // 16: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
+	83,  // 17: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
+	3,   // 18: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
+	82,  // 19: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
+	82,  // 20: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
+	15,  // 21: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
+	3,   // 22: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
+	3,   // 23: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
+	15,  // 24: baton.v1.CancelResponse.granted:type_name -> baton.v1.AcquireResponse
+	82,  // 25: baton.v1.RevokeRequest.grace:type_name -> google.protobuf.Duration
+	13,  // 26: baton.v1.RevokeResponse.revoked:type_name -> baton.v1.Holder
+	13,  // 27: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
+	13,  // 28: baton.v1.Lock.holders:type_name -> baton.v1.Holder
+	14,  // 29: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
+	83,  // 30: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
+	29,  // 31: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
+	31,  // 32: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
+	83,  // 33: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
+	83,  // 34: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
+	1,   // 35: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
+	13,  // 36: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
+	83,  // 37: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
+	33,  // 38: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
+	82,  // 39: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	83,  // 40: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	35,  // 41: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
+	29,  // 42: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
+	43,  // 43: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
+	43,  // 44: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
+	43,  // 45: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
+	43,  // 46: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
+	0,   // 47: baton.v1.Error.reason:type_name -> baton.v1.Reason
+	4,   // 48: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
+	54,  // 49: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
+	6,   // 50: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
+	10,  // 51: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
+	18,  // 52: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
+	20,  // 53: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
+	16,  // 54: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
+	8,   // 55: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
+	11,  // 56: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
+	57,  // 57: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
+	55,  // 58: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
+	59,  // 59: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
+	63,  // 60: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
+	60,  // 61: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
+	53,  // 62: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
+	0,   // 63: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
+	53,  // 64: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
+	5,   // 65: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
+	7,   // 66: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
+	15,  // 67: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
+	19,  // 68: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
+	21,  // 69: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
+	17,  // 70: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
+	9,   // 71: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
+	61,  // 72: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
+	62,  // 73: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
+	53,  // 74: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
+	66,  // 75: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
+	65,  // 76: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
+	12,  // 77: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
+	64,  // 78: baton.v1.SessionResponse.revoke_requested:type_name -> baton.v1.RevokeRequested
+	82,  // 79: baton.v1.RevokeRequested.grace:type_name -> google.protobuf.Duration
+	83,  // 80: baton.v1.RevokeRequested.deadline:type_name -> google.protobuf.Timestamp
+	66,  // 81: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
+	64,  // 82: baton.v1.SessionHolds.revoking:type_name -> baton.v1.RevokeRequested
+	2,   // 83: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
+	71,  // 84: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
+	70,  // 85: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
+	72,  // 86: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
+	83,  // 87: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	75,  // 88: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
+	83,  // 89: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
+	83,  // 90: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
+	78,  // 91: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
+	82,  // 92: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
+	78,  // 93: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
+	55,  // 94: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	56,  // 95: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	4,   // 96: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	6,   // 97: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	8,   // 98: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	10,  // 99: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	16,  // 100: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	11,  // 101: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
+	18,  // 102: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	22,  // 103: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	24,  // 104: baton.v1.Baton.Revoke:input_type -> baton.v1.RevokeRequest
+	26,  // 105: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	28,  // 106: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	32,  // 107: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	36,  // 108: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	40,  // 109: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
+	38,  // 110: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	42,  // 111: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	44,  // 112: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
+	46,  // 113: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
+	50,  // 114: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
+	48,  // 115: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
+	67,  // 116: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
+	69,  // 117: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
+	74,  // 118: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
+	77,  // 119: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
+	80,  // 120: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
+	63,  // 121: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	58,  // 122: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	5,   // 123: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	7,   // 124: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	9,   // 125: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	15,  // 126: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	17,  // 127: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	12,  // 128: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
+	19,  // 129: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	23,  // 130: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	25,  // 131: baton.v1.Baton.Revoke:output_type -> baton.v1.RevokeResponse
+	27,  // 132: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	30,  // 133: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	34,  // 134: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	37,  // 135: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	41,  // 136: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
+	39,  // 137: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	52,  // 138: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	45,  // 139: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
+	47,  // 140: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
+	51,  // 141: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
+	49,  // 142: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
+	68,  // 143: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
+	73,  // 144: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
+	76,  // 145: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
+	79,  // 146: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
+	81,  // 147: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
+	121, // [121:148] is the sub-list for method output_type
+	94,  // [94:121] is the sub-list for method input_type
+	94,  // [94:94] is the sub-list for extension type_name
+	94,  // [94:94] is the sub-list for extension extendee
+	0,   // [0:94] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }
@@ -6064,8 +6338,8 @@ func file_api_batonpb_baton_proto_init() {
 	if File_api_batonpb_baton_proto != nil {
 		return
 	}
-	file_api_batonpb_baton_proto_msgTypes[47].OneofWrappers = []any{}
-	file_api_batonpb_baton_proto_msgTypes[50].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[49].OneofWrappers = []any{}
+	file_api_batonpb_baton_proto_msgTypes[52].OneofWrappers = []any{
 		(*SessionRequest_Open)(nil),
 		(*SessionRequest_Resume)(nil),
 		(*SessionRequest_KeepAlive)(nil),
@@ -6076,7 +6350,7 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionRequest_Close)(nil),
 		(*SessionRequest_RenewHold)(nil),
 	}
-	file_api_batonpb_baton_proto_msgTypes[58].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[60].OneofWrappers = []any{
 		(*SessionResponse_Open)(nil),
 		(*SessionResponse_KeepAlive)(nil),
 		(*SessionResponse_Acquire)(nil),
@@ -6090,6 +6364,7 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionResponse_HoldLost)(nil),
 		(*SessionResponse_Holds)(nil),
 		(*SessionResponse_RenewHold)(nil),
+		(*SessionResponse_RevokeRequested)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -6097,7 +6372,7 @@ func file_api_batonpb_baton_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_batonpb_baton_proto_rawDesc), len(file_api_batonpb_baton_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   76,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -124,7 +124,9 @@ func (l *lockState) fill(p *fsmpb.Lock, pa *protoAlloc) {
 	if len(l.holders) > 0 {
 		p.Holders = slices.Grow(holders, len(l.holders))
 		for i := range l.holders {
-			p.Holders = append(p.Holders, l.holders[i].toProto(pa))
+			h := l.holders[i].toProto(pa)
+			l.fillRevocation(&l.holders[i], h)
+			p.Holders = append(p.Holders, h)
 		}
 	}
 	if ws := l.waiters(); len(ws) > 0 {

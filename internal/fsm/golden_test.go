@@ -97,8 +97,8 @@ func TestSnapshotBytesArePinned(t *testing.T) {
 // hold limit, acquire_many outcomes, refusals, claimed answers, answers
 // rewritten when their hold ended); exclusive, reentrant, limited and
 // shared holds; waiters with timeouts, shared and limited; members, the
-// cluster id, the log version, users, roles, audit records, and a current
-// and a retired signing key.
+// cluster id, the log version, users, roles, audit records, a current
+// and a retired signing key, and a hold being revoked.
 func goldenMachine(t *testing.T) *Machine {
 	m := New()
 	m.SetMember(Member{ID: 7, Name: "n2", PeerAddr: "10.0.0.2:7701"})
@@ -172,6 +172,8 @@ func goldenMachine(t *testing.T) *Machine {
 		{Op: rotate(1, 0, true)},
 		{Principal: "root", Op: rotate(2, second, false)},
 		{Op: rotate(3, 24*60*minute, false)},
+		// 40: the hold of "ld" is asked to let go within 30s.
+		{Principal: "root", Op: &fsmpb.Command_RevokeHold{RevokeHold: &fsmpb.RevokeHold{Lock: "ld", Token: 36, GraceNanos: 30 * second}}},
 	} {
 		index++
 		cmd.WallTimeUnixNano = 1_700_000_000_000_000_000 + int64(index)*second

@@ -206,6 +206,12 @@ func decodeHolder(b []byte, h *fsmpb.Holder) error {
 			h.HoldLimitNanos = int64(v)
 		case num == holderLockDelay && !isBytes:
 			h.LockDelayNanos = int64(v)
+		case num == holderRevokeFrom && !isBytes:
+			h.RevokeFrom = v
+		case num == holderRevokeGrace && !isBytes:
+			h.RevokeGraceNanos = int64(v)
+		case num == holderRevokeUntil && !isBytes:
+			h.RevokeDeadlineUnixNano = int64(v)
 		}
 		return nil
 	})
@@ -561,6 +567,9 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 			lockDelay:  lockDelay,
 			holdLimit:  holdLimit,
 		})
+		if err := l.loadRevocation(h, &l.holders[len(l.holders)-1], m.applied); err != nil {
+			return fmt.Errorf("lock %q: holder of session %d: %s", name, s.id, err.Msg)
+		}
 	}
 	if len(waiters) > 0 {
 		if l.queue == nil {

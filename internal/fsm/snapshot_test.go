@@ -97,7 +97,8 @@ func TestSnapshotFieldNumbers(t *testing.T) {
 			"delay_from": lockDelayFrom, "delay_nanos": lockDelayNanos, "delayed_until_unix_nano": lockDelayUntil},
 		&fsmpb.Holder{}: {"session_id": holderSessionID, "owner_key": holderOwnerKey, "owner": holderOwner,
 			"token": holderToken, "count": holderCount, "since_unix_nano": holderSince, "acquire_seq": holderAcquireSeq,
-			"shared": holderShared, "hold_limit_nanos": holderHoldLimit, "lock_delay_nanos": holderLockDelay},
+			"shared": holderShared, "hold_limit_nanos": holderHoldLimit, "lock_delay_nanos": holderLockDelay,
+			"revoke_from": holderRevokeFrom, "revoke_grace_nanos": holderRevokeGrace, "revoke_deadline_unix_nano": holderRevokeUntil},
 		&fsmpb.Waiter{}: {"session_id": waiterSessionID, "owner_key": waiterOwnerKey, "owner": waiterOwner,
 			"acquire_seq": waiterAcquireSeq, "wait_timeout_nanos": waiterTimeout, "since_unix_nano": waiterSince,
 			"shared": waiterShared, "hold_limit_nanos": waiterHoldLimit, "lock_delay_nanos": waiterLockDelay},
@@ -108,7 +109,7 @@ func TestSnapshotFieldNumbers(t *testing.T) {
 		// 0: a field the exactly-once cache never keeps, so never written.
 		&fsmpb.Result{}: {"error": resultError, "message": resultMessage, "session_id": 0, "acquire": resultAcquire,
 			"acquire_many": resultAcquireMany, "grants": 0, "waits_ended": 0, "sessions_ended": 0, "remaining_count": resultRemaining,
-			"holds_ended": 0, "liveness": 0},
+			"holds_ended": 0, "liveness": 0, "holds_revoked": 0},
 		&fsmpb.AcquireOutcome{}: {"lock": outcomeLock, "status": outcomeStatus, "token": outcomeToken, "count": outcomeCount,
 			"holder": outcomeHolder, "position": outcomePosition, "delayed_until_unix_nano": outcomeDelayed},
 	} {

@@ -30,14 +30,22 @@ import (
 //	6: signed tokens: RotateSigningKey (and Snapshot.signing_keys in
 //	   snapshots). A cluster below it has no signing key, and its
 //	   members sign nothing (SignedTokensVersion).
+//	8: cooperative revocation: RevokeHold, EndRevokedHold (and
+//	   Holder.revoke_* in snapshots): RevocationVersion. (7 is another
+//	   change's.)
 //
 // A field added to a log or snapshot message needs a new version here, and
 // its entry in fieldVersions (TestEveryLogFieldHasAVersion fails without).
-const LogVersion = 6
+const LogVersion = 8
 
 // LockDelayVersion is the log version that added lock-delays: below it a
 // server gives no hold its default lock-delay.
 const LockDelayVersion = 5
+
+// RevocationVersion is the log version that added cooperative
+// revocation (revoke.go): below it a server refuses a revoke, and no hold
+// has a revocation.
+const RevocationVersion = 8
 
 // LogVersion is the cluster's log version: what the leader may write.
 // Every cluster starts at 1 (a new one too: its bootstrap records, which
@@ -63,6 +71,9 @@ func (m *Machine) setLogVersion(a *apply, op *fsmpb.SetLogVersion) {
 // newest version that added a field cmd sets (for SetLogVersion, at least
 // the version it sets).
 func VersionNeeded(cmd *fsmpb.Command) uint32 {
+	if cmd.GetRevokeHold() != nil || cmd.GetEndRevokedHold() != nil {
+		return RevocationVersion
+	}
 	if cmd.GetRotateSigningKey() != nil {
 		return SignedTokensVersion
 	}
@@ -100,7 +111,7 @@ func VersionNeeded(cmd *fsmpb.Command) uint32 {
 // OpenSession loses its nonce (the open is then not exactly-once); a hold
 // limit on a set of locks, a lock-delay or a signing key cannot be left
 // out (the server applies its default lock-delay only from version 5,
-// and makes no first key below 6). SetLogVersion passes: it is
+// makes no first key below 6, and refuses a revoke below 8). SetLogVersion passes: it is
 // what raises v, and the leader proposes it only once every member has
 // said it reads the version it sets.
 func ForLogVersion(cmd *fsmpb.Command, v uint32) error {
@@ -132,6 +143,10 @@ func ForLogVersion(cmd *fsmpb.Command, v uint32) error {
 		what = "the end of a lock-delay"
 	case cmd.GetRotateSigningKey() != nil:
 		what = "a signing key"
+	case cmd.GetRevokeHold() != nil:
+		what = "a revocation"
+	case cmd.GetEndRevokedHold() != nil:
+		what = "the end of a revoked hold"
 	case cmd.GetAcquireMany() != nil:
 		what = "a hold limit on a set of locks"
 	case cmd.GetAuthChange() != nil:

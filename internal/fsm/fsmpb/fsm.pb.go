@@ -249,7 +249,7 @@ func (x AuthChange_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AuthChange_Kind.Descriptor instead.
 func (AuthChange_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{11, 0}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13, 0}
 }
 
 // Command is the payload of one log entry.
@@ -299,6 +299,8 @@ type Command struct {
 	//	*Command_AuditNote
 	//	*Command_EndLockDelay
 	//	*Command_RotateSigningKey
+	//	*Command_RevokeHold
+	//	*Command_EndRevokedHold
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -532,6 +534,24 @@ func (x *Command) GetRotateSigningKey() *RotateSigningKey {
 	return nil
 }
 
+func (x *Command) GetRevokeHold() *RevokeHold {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RevokeHold); ok {
+			return x.RevokeHold
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetEndRevokedHold() *EndRevokedHold {
+	if x != nil {
+		if x, ok := x.Op.(*Command_EndRevokedHold); ok {
+			return x.EndRevokedHold
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -596,6 +616,14 @@ type Command_RotateSigningKey struct {
 	RotateSigningKey *RotateSigningKey `protobuf:"bytes,24,opt,name=rotate_signing_key,json=rotateSigningKey,proto3,oneof"`
 }
 
+type Command_RevokeHold struct {
+	RevokeHold *RevokeHold `protobuf:"bytes,25,opt,name=revoke_hold,json=revokeHold,proto3,oneof"`
+}
+
+type Command_EndRevokedHold struct {
+	EndRevokedHold *EndRevokedHold `protobuf:"bytes,26,opt,name=end_revoked_hold,json=endRevokedHold,proto3,oneof"`
+}
+
 func (*Command_OpenSession) isCommand_Op() {}
 
 func (*Command_CloseSession) isCommand_Op() {}
@@ -625,6 +653,10 @@ func (*Command_AuditNote) isCommand_Op() {}
 func (*Command_EndLockDelay) isCommand_Op() {}
 
 func (*Command_RotateSigningKey) isCommand_Op() {}
+
+func (*Command_RevokeHold) isCommand_Op() {}
+
+func (*Command_EndRevokedHold) isCommand_Op() {}
 
 // OpenSession creates a session. Its id is the index of this entry.
 type OpenSession struct {
@@ -1081,6 +1113,140 @@ func (x *RotateSigningKey) GetFirst() bool {
 	return false
 }
 
+// RevokeHold asks the holder of lock to let go (cooperative revocation):
+// each hold it names gets a revocation, grace_nanos long (whole
+// milliseconds, rules.MinRevokeGrace .. rules.MaxRevokeGrace), which
+// the leader times and, if the hold has not ended by then, ends with
+// EndRevokedHold. token != 0 names the holds with that token (refused
+// with TOKEN_MISMATCH if the lock has none); 0 names every hold of the
+// lock (each holder of a shared lock is asked). A hold already being
+// revoked keeps its revocation: a second request changes nothing. An
+// operator's command (Command.session_id 0; with authentication on,
+// admin over the lock's name, as CasRelease).
+type RevokeHold struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lock          string                 `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
+	Token         uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	GraceNanos    int64                  `protobuf:"varint,3,opt,name=grace_nanos,json=graceNanos,proto3" json:"grace_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeHold) Reset() {
+	*x = RevokeHold{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeHold) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeHold) ProtoMessage() {}
+
+func (x *RevokeHold) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeHold.ProtoReflect.Descriptor instead.
+func (*RevokeHold) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RevokeHold) GetLock() string {
+	if x != nil {
+		return x.Lock
+	}
+	return ""
+}
+
+func (x *RevokeHold) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *RevokeHold) GetGraceNanos() int64 {
+	if x != nil {
+		return x.GraceNanos
+	}
+	return 0
+}
+
+// EndRevokedHold ends the hold (session_id, token) of lock, whose
+// revocation's grace passed on the leader without the hold ending.
+// Proposed by the leader only (Command.session_id == 0); refused if the
+// hold ended first or is not being revoked.
+type EndRevokedHold struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lock          string                 `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
+	SessionId     uint64                 `protobuf:"varint,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndRevokedHold) Reset() {
+	*x = EndRevokedHold{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndRevokedHold) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndRevokedHold) ProtoMessage() {}
+
+func (x *EndRevokedHold) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndRevokedHold.ProtoReflect.Descriptor instead.
+func (*EndRevokedHold) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *EndRevokedHold) GetLock() string {
+	if x != nil {
+		return x.Lock
+	}
+	return ""
+}
+
+func (x *EndRevokedHold) GetSessionId() uint64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *EndRevokedHold) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
 // ExpireHold ends the hold (session_id, token) of lock, whose hold limit
 // passed on the leader without a renewal. Proposed by the leader only
 // (Command.session_id == 0).
@@ -1095,7 +1261,7 @@ type ExpireHold struct {
 
 func (x *ExpireHold) Reset() {
 	*x = ExpireHold{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1273,7 @@ func (x *ExpireHold) String() string {
 func (*ExpireHold) ProtoMessage() {}
 
 func (x *ExpireHold) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1286,7 @@ func (x *ExpireHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireHold.ProtoReflect.Descriptor instead.
 func (*ExpireHold) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{8}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ExpireHold) GetLock() string {
@@ -1157,7 +1323,7 @@ type SetLogVersion struct {
 
 func (x *SetLogVersion) Reset() {
 	*x = SetLogVersion{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1169,7 +1335,7 @@ func (x *SetLogVersion) String() string {
 func (*SetLogVersion) ProtoMessage() {}
 
 func (x *SetLogVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1182,7 +1348,7 @@ func (x *SetLogVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLogVersion.ProtoReflect.Descriptor instead.
 func (*SetLogVersion) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{9}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetLogVersion) GetVersion() uint32 {
@@ -1204,7 +1370,7 @@ type AuditNote struct {
 
 func (x *AuditNote) Reset() {
 	*x = AuditNote{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1382,7 @@ func (x *AuditNote) String() string {
 func (*AuditNote) ProtoMessage() {}
 
 func (x *AuditNote) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1395,7 @@ func (x *AuditNote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditNote.ProtoReflect.Descriptor instead.
 func (*AuditNote) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{10}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AuditNote) GetAction() string {
@@ -1256,7 +1422,7 @@ type AuthChange struct {
 
 func (x *AuthChange) Reset() {
 	*x = AuthChange{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1434,7 @@ func (x *AuthChange) String() string {
 func (*AuthChange) ProtoMessage() {}
 
 func (x *AuthChange) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1447,7 @@ func (x *AuthChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthChange.ProtoReflect.Descriptor instead.
 func (*AuthChange) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{11}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AuthChange) GetKind() AuthChange_Kind {
@@ -1349,7 +1515,7 @@ type AcquireMany struct {
 
 func (x *AcquireMany) Reset() {
 	*x = AcquireMany{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1527,7 @@ func (x *AcquireMany) String() string {
 func (*AcquireMany) ProtoMessage() {}
 
 func (x *AcquireMany) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1540,7 @@ func (x *AcquireMany) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireMany.ProtoReflect.Descriptor instead.
 func (*AcquireMany) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{12}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AcquireMany) GetLocks() []string {
@@ -1439,7 +1605,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1451,7 +1617,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1464,7 +1630,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Release) GetLock() string {
@@ -1501,7 +1667,7 @@ type CasRelease struct {
 
 func (x *CasRelease) Reset() {
 	*x = CasRelease{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +1679,7 @@ func (x *CasRelease) String() string {
 func (*CasRelease) ProtoMessage() {}
 
 func (x *CasRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +1692,7 @@ func (x *CasRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CasRelease.ProtoReflect.Descriptor instead.
 func (*CasRelease) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CasRelease) GetLock() string {
@@ -1578,7 +1744,7 @@ type CancelWait struct {
 
 func (x *CancelWait) Reset() {
 	*x = CancelWait{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1590,7 +1756,7 @@ func (x *CancelWait) String() string {
 func (*CancelWait) ProtoMessage() {}
 
 func (x *CancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1603,7 +1769,7 @@ func (x *CancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWait.ProtoReflect.Descriptor instead.
 func (*CancelWait) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelWait) GetLock() string {
@@ -1671,14 +1837,18 @@ type Result struct {
 	// the entry that did it reports it: never an answer from the
 	// exactly-once cache, nor one to an open retried with its nonce; the
 	// cache never keeps it.
-	Liveness      *Liveness `protobuf:"bytes,11,opt,name=liveness,proto3" json:"liveness,omitempty"`
+	Liveness *Liveness `protobuf:"bytes,11,opt,name=liveness,proto3" json:"liveness,omitempty"`
+	// holds_revoked: every hold the entry (a RevokeHold) gave a
+	// revocation, for the server to tell its session and the leader's
+	// liveness tracker to time. A side effect, like grants.
+	HoldsRevoked  []*HoldRevoked `protobuf:"bytes,50,rep,name=holds_revoked,json=holdsRevoked,proto3" json:"holds_revoked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +1860,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +1873,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Result) GetError() Error {
@@ -1783,6 +1953,110 @@ func (x *Result) GetLiveness() *Liveness {
 	return nil
 }
 
+func (x *Result) GetHoldsRevoked() []*HoldRevoked {
+	if x != nil {
+		return x.HoldsRevoked
+	}
+	return nil
+}
+
+// HoldRevoked is a hold of session_id, known by its token, that the entry
+// revoke_from asked to end within grace_nanos: the holder should let go;
+// the leader ends the hold when the grace passes (EndRevokedHold).
+// deadline_unix_nano is that entry's wall clock plus the grace, for
+// people.
+type HoldRevoked struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	SessionId        uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Lock             string                 `protobuf:"bytes,2,opt,name=lock,proto3" json:"lock,omitempty"`
+	OwnerKey         string                 `protobuf:"bytes,3,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	Token            uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	RevokeFrom       uint64                 `protobuf:"varint,5,opt,name=revoke_from,json=revokeFrom,proto3" json:"revoke_from,omitempty"`
+	GraceNanos       int64                  `protobuf:"varint,6,opt,name=grace_nanos,json=graceNanos,proto3" json:"grace_nanos,omitempty"`
+	DeadlineUnixNano int64                  `protobuf:"varint,7,opt,name=deadline_unix_nano,json=deadlineUnixNano,proto3" json:"deadline_unix_nano,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *HoldRevoked) Reset() {
+	*x = HoldRevoked{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldRevoked) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldRevoked) ProtoMessage() {}
+
+func (x *HoldRevoked) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldRevoked.ProtoReflect.Descriptor instead.
+func (*HoldRevoked) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *HoldRevoked) GetSessionId() uint64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *HoldRevoked) GetLock() string {
+	if x != nil {
+		return x.Lock
+	}
+	return ""
+}
+
+func (x *HoldRevoked) GetOwnerKey() string {
+	if x != nil {
+		return x.OwnerKey
+	}
+	return ""
+}
+
+func (x *HoldRevoked) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *HoldRevoked) GetRevokeFrom() uint64 {
+	if x != nil {
+		return x.RevokeFrom
+	}
+	return 0
+}
+
+func (x *HoldRevoked) GetGraceNanos() int64 {
+	if x != nil {
+		return x.GraceNanos
+	}
+	return 0
+}
+
+func (x *HoldRevoked) GetDeadlineUnixNano() int64 {
+	if x != nil {
+		return x.DeadlineUnixNano
+	}
+	return 0
+}
+
 // Liveness is what one entry started or ended that runs on the leader's
 // clock. One message behind one field of Result: a result that has none
 // (most) costs a nil pointer, not five empty fields.
@@ -1817,7 +2091,7 @@ type Liveness struct {
 
 func (x *Liveness) Reset() {
 	*x = Liveness{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1829,7 +2103,7 @@ func (x *Liveness) String() string {
 func (*Liveness) ProtoMessage() {}
 
 func (x *Liveness) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1842,7 +2116,7 @@ func (x *Liveness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Liveness.ProtoReflect.Descriptor instead.
 func (*Liveness) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Liveness) GetSessionOpened() *SessionOpened {
@@ -1907,7 +2181,7 @@ type LockDelay struct {
 
 func (x *LockDelay) Reset() {
 	*x = LockDelay{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +2193,7 @@ func (x *LockDelay) String() string {
 func (*LockDelay) ProtoMessage() {}
 
 func (x *LockDelay) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +2206,7 @@ func (x *LockDelay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockDelay.ProtoReflect.Descriptor instead.
 func (*LockDelay) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LockDelay) GetLock() string {
@@ -1968,7 +2242,7 @@ type SessionOpened struct {
 
 func (x *SessionOpened) Reset() {
 	*x = SessionOpened{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1980,7 +2254,7 @@ func (x *SessionOpened) String() string {
 func (*SessionOpened) ProtoMessage() {}
 
 func (x *SessionOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1993,7 +2267,7 @@ func (x *SessionOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOpened.ProtoReflect.Descriptor instead.
 func (*SessionOpened) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SessionOpened) GetSessionId() uint64 {
@@ -2031,7 +2305,7 @@ type WaitQueued struct {
 
 func (x *WaitQueued) Reset() {
 	*x = WaitQueued{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2043,7 +2317,7 @@ func (x *WaitQueued) String() string {
 func (*WaitQueued) ProtoMessage() {}
 
 func (x *WaitQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2056,7 +2330,7 @@ func (x *WaitQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitQueued.ProtoReflect.Descriptor instead.
 func (*WaitQueued) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WaitQueued) GetSessionId() uint64 {
@@ -2101,7 +2375,7 @@ type LimitedHold struct {
 
 func (x *LimitedHold) Reset() {
 	*x = LimitedHold{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2113,7 +2387,7 @@ func (x *LimitedHold) String() string {
 func (*LimitedHold) ProtoMessage() {}
 
 func (x *LimitedHold) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2126,7 +2400,7 @@ func (x *LimitedHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitedHold.ProtoReflect.Descriptor instead.
 func (*LimitedHold) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LimitedHold) GetSessionId() uint64 {
@@ -2174,7 +2448,7 @@ type AcquireOutcome struct {
 
 func (x *AcquireOutcome) Reset() {
 	*x = AcquireOutcome{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2186,7 +2460,7 @@ func (x *AcquireOutcome) String() string {
 func (*AcquireOutcome) ProtoMessage() {}
 
 func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2199,7 +2473,7 @@ func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireOutcome.ProtoReflect.Descriptor instead.
 func (*AcquireOutcome) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AcquireOutcome) GetLock() string {
@@ -2266,7 +2540,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +2552,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +2565,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Grant) GetSessionId() uint64 {
@@ -2344,7 +2618,7 @@ type HoldEnded struct {
 
 func (x *HoldEnded) Reset() {
 	*x = HoldEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2630,7 @@ func (x *HoldEnded) String() string {
 func (*HoldEnded) ProtoMessage() {}
 
 func (x *HoldEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2643,7 @@ func (x *HoldEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldEnded.ProtoReflect.Descriptor instead.
 func (*HoldEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *HoldEnded) GetSessionId() uint64 {
@@ -2413,7 +2687,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2699,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +2712,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WaitEnded) GetSessionId() uint64 {
@@ -2493,7 +2767,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2505,7 +2779,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2518,7 +2792,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Snapshot) GetAppliedIndex() uint64 {
@@ -2601,7 +2875,7 @@ type SigningKey struct {
 
 func (x *SigningKey) Reset() {
 	*x = SigningKey{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2613,7 +2887,7 @@ func (x *SigningKey) String() string {
 func (*SigningKey) ProtoMessage() {}
 
 func (x *SigningKey) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2626,7 +2900,7 @@ func (x *SigningKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
 func (*SigningKey) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SigningKey) GetId() uint64 {
@@ -2677,7 +2951,7 @@ type AuthState struct {
 
 func (x *AuthState) Reset() {
 	*x = AuthState{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2689,7 +2963,7 @@ func (x *AuthState) String() string {
 func (*AuthState) ProtoMessage() {}
 
 func (x *AuthState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2702,7 +2976,7 @@ func (x *AuthState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthState.ProtoReflect.Descriptor instead.
 func (*AuthState) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AuthState) GetEnabled() bool {
@@ -2737,7 +3011,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2749,7 +3023,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2762,7 +3036,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *User) GetName() string {
@@ -2796,7 +3070,7 @@ type Role struct {
 
 func (x *Role) Reset() {
 	*x = Role{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2808,7 +3082,7 @@ func (x *Role) String() string {
 func (*Role) ProtoMessage() {}
 
 func (x *Role) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2821,7 +3095,7 @@ func (x *Role) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Role.ProtoReflect.Descriptor instead.
 func (*Role) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Role) GetName() string {
@@ -2848,7 +3122,7 @@ type Permission struct {
 
 func (x *Permission) Reset() {
 	*x = Permission{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2860,7 +3134,7 @@ func (x *Permission) String() string {
 func (*Permission) ProtoMessage() {}
 
 func (x *Permission) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2873,7 +3147,7 @@ func (x *Permission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permission.ProtoReflect.Descriptor instead.
 func (*Permission) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Permission) GetPrefix() string {
@@ -2903,7 +3177,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2915,7 +3189,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2928,7 +3202,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AuditRecord) GetIndex() uint64 {
@@ -2981,7 +3255,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2993,7 +3267,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3006,7 +3280,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Member) GetId() uint64 {
@@ -3063,7 +3337,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3075,7 +3349,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3088,7 +3362,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Session) GetId() uint64 {
@@ -3183,7 +3457,7 @@ type CachedResult struct {
 
 func (x *CachedResult) Reset() {
 	*x = CachedResult{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3195,7 +3469,7 @@ func (x *CachedResult) String() string {
 func (*CachedResult) ProtoMessage() {}
 
 func (x *CachedResult) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3208,7 +3482,7 @@ func (x *CachedResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CachedResult.ProtoReflect.Descriptor instead.
 func (*CachedResult) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CachedResult) GetSeq() uint64 {
@@ -3254,7 +3528,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3266,7 +3540,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3279,7 +3553,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Lock) GetName() string {
@@ -3343,13 +3617,20 @@ type Holder struct {
 	Shared         bool                   `protobuf:"varint,8,opt,name=shared,proto3" json:"shared,omitempty"`
 	HoldLimitNanos int64                  `protobuf:"varint,9,opt,name=hold_limit_nanos,json=holdLimitNanos,proto3" json:"hold_limit_nanos,omitempty"`
 	LockDelayNanos int64                  `protobuf:"varint,10,opt,name=lock_delay_nanos,json=lockDelayNanos,proto3" json:"lock_delay_nanos,omitempty"` // the hold's lock-delay (Acquire)
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// revoke_from, if not 0, is the RevokeHold entry that asked this hold
+	// to end; revoke_grace_nanos its grace, from which a new leader times
+	// it afresh; revoke_deadline_unix_nano that entry's wall clock plus
+	// the grace, for people.
+	RevokeFrom             uint64 `protobuf:"varint,50,opt,name=revoke_from,json=revokeFrom,proto3" json:"revoke_from,omitempty"`
+	RevokeGraceNanos       int64  `protobuf:"varint,51,opt,name=revoke_grace_nanos,json=revokeGraceNanos,proto3" json:"revoke_grace_nanos,omitempty"`
+	RevokeDeadlineUnixNano int64  `protobuf:"varint,52,opt,name=revoke_deadline_unix_nano,json=revokeDeadlineUnixNano,proto3" json:"revoke_deadline_unix_nano,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3361,7 +3642,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3374,7 +3655,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{37}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Holder) GetSessionId() uint64 {
@@ -3447,6 +3728,27 @@ func (x *Holder) GetLockDelayNanos() int64 {
 	return 0
 }
 
+func (x *Holder) GetRevokeFrom() uint64 {
+	if x != nil {
+		return x.RevokeFrom
+	}
+	return 0
+}
+
+func (x *Holder) GetRevokeGraceNanos() int64 {
+	if x != nil {
+		return x.RevokeGraceNanos
+	}
+	return 0
+}
+
+func (x *Holder) GetRevokeDeadlineUnixNano() int64 {
+	if x != nil {
+		return x.RevokeDeadlineUnixNano
+	}
+	return 0
+}
+
 type Waiter struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	SessionId        uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -3464,7 +3766,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3476,7 +3778,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3489,7 +3791,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{38}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Waiter) GetSessionId() uint64 {
@@ -3559,7 +3861,8 @@ var File_internal_fsm_fsmpb_fsm_proto protoreflect.FileDescriptor
 
 const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\n" +
-	"\x1cinternal/fsm/fsmpb/fsm.proto\x12\fbaton.fsm.v1\"\xda\t\n" +
+	"\x1cinternal/fsm/fsmpb/fsm.proto\x12\fbaton.fsm.v1\"\xe1\n" +
+	"\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x10\n" +
@@ -3592,7 +3895,10 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\n" +
 	"audit_note\x18\x16 \x01(\v2\x17.baton.fsm.v1.AuditNoteH\x00R\tauditNote\x12B\n" +
 	"\x0eend_lock_delay\x18\x17 \x01(\v2\x1a.baton.fsm.v1.EndLockDelayH\x00R\fendLockDelay\x12N\n" +
-	"\x12rotate_signing_key\x18\x18 \x01(\v2\x1e.baton.fsm.v1.RotateSigningKeyH\x00R\x10rotateSigningKeyB\x04\n" +
+	"\x12rotate_signing_key\x18\x18 \x01(\v2\x1e.baton.fsm.v1.RotateSigningKeyH\x00R\x10rotateSigningKey\x12;\n" +
+	"\vrevoke_hold\x18\x19 \x01(\v2\x18.baton.fsm.v1.RevokeHoldH\x00R\n" +
+	"revokeHold\x12H\n" +
+	"\x10end_revoked_hold\x18\x1a \x01(\v2\x1c.baton.fsm.v1.EndRevokedHoldH\x00R\x0eendRevokedHoldB\x04\n" +
 	"\x02op\"w\n" +
 	"\vOpenSession\x12\x1b\n" +
 	"\tttl_nanos\x18\x01 \x01(\x03R\bttlNanos\x12\x14\n" +
@@ -3623,7 +3929,18 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x10RotateSigningKey\x12\x12\n" +
 	"\x04seed\x18\x01 \x01(\fR\x04seed\x12'\n" +
 	"\x0fretention_nanos\x18\x02 \x01(\x03R\x0eretentionNanos\x12\x14\n" +
-	"\x05first\x18\x03 \x01(\bR\x05first\"U\n" +
+	"\x05first\x18\x03 \x01(\bR\x05first\"W\n" +
+	"\n" +
+	"RevokeHold\x12\x12\n" +
+	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x1f\n" +
+	"\vgrace_nanos\x18\x03 \x01(\x03R\n" +
+	"graceNanos\"Y\n" +
+	"\x0eEndRevokedHold\x12\x12\n" +
+	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\x04R\tsessionId\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\"U\n" +
 	"\n" +
 	"ExpireHold\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1d\n" +
@@ -3685,7 +4002,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vacquire_seq\x18\x03 \x01(\x04R\n" +
 	"acquireSeq\x12\x1b\n" +
 	"\ttimed_out\x18\x04 \x01(\bR\btimedOut\x12\x1c\n" +
-	"\tabandoned\x18\x05 \x01(\bR\tabandoned\"\x8a\x04\n" +
+	"\tabandoned\x18\x05 \x01(\bR\tabandoned\"\xca\x04\n" +
 	"\x06Result\x12)\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
@@ -3701,7 +4018,19 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vholds_ended\x18\n" +
 	" \x03(\v2\x17.baton.fsm.v1.HoldEndedR\n" +
 	"holdsEnded\x122\n" +
-	"\bliveness\x18\v \x01(\v2\x16.baton.fsm.v1.LivenessR\bliveness\"\xe4\x03\n" +
+	"\bliveness\x18\v \x01(\v2\x16.baton.fsm.v1.LivenessR\bliveness\x12>\n" +
+	"\rholds_revoked\x182 \x03(\v2\x19.baton.fsm.v1.HoldRevokedR\fholdsRevoked\"\xe3\x01\n" +
+	"\vHoldRevoked\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x12\n" +
+	"\x04lock\x18\x02 \x01(\tR\x04lock\x12\x1b\n" +
+	"\towner_key\x18\x03 \x01(\tR\bownerKey\x12\x14\n" +
+	"\x05token\x18\x04 \x01(\x04R\x05token\x12\x1f\n" +
+	"\vrevoke_from\x18\x05 \x01(\x04R\n" +
+	"revokeFrom\x12\x1f\n" +
+	"\vgrace_nanos\x18\x06 \x01(\x03R\n" +
+	"graceNanos\x12,\n" +
+	"\x12deadline_unix_nano\x18\a \x01(\x03R\x10deadlineUnixNano\"\xe4\x03\n" +
 	"\bLiveness\x12B\n" +
 	"\x0esession_opened\x18\x01 \x01(\v2\x1b.baton.fsm.v1.SessionOpenedR\rsessionOpened\x12/\n" +
 	"\x13session_blacklisted\x18\x02 \x01(\x04R\x12sessionBlacklisted\x129\n" +
@@ -3841,7 +4170,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"delay_from\x18\x05 \x01(\x04R\tdelayFrom\x12\x1f\n" +
 	"\vdelay_nanos\x18\x06 \x01(\x03R\n" +
 	"delayNanos\x125\n" +
-	"\x17delayed_until_unix_nano\x18\a \x01(\x03R\x14delayedUntilUnixNano\"\xbb\x02\n" +
+	"\x17delayed_until_unix_nano\x18\a \x01(\x03R\x14delayedUntilUnixNano\"\xc5\x03\n" +
 	"\x06Holder\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1b\n" +
@@ -3855,7 +4184,11 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x06shared\x18\b \x01(\bR\x06shared\x12(\n" +
 	"\x10hold_limit_nanos\x18\t \x01(\x03R\x0eholdLimitNanos\x12(\n" +
 	"\x10lock_delay_nanos\x18\n" +
-	" \x01(\x03R\x0elockDelayNanos\"\xbd\x02\n" +
+	" \x01(\x03R\x0elockDelayNanos\x12\x1f\n" +
+	"\vrevoke_from\x182 \x01(\x04R\n" +
+	"revokeFrom\x12,\n" +
+	"\x12revoke_grace_nanos\x183 \x01(\x03R\x10revokeGraceNanos\x129\n" +
+	"\x19revoke_deadline_unix_nano\x184 \x01(\x03R\x16revokeDeadlineUnixNano\"\xbd\x02\n" +
 	"\x06Waiter\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1b\n" +
@@ -3908,7 +4241,7 @@ func file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(Error)(0),               // 0: baton.fsm.v1.Error
 	(AcquireStatus)(0),       // 1: baton.fsm.v1.AcquireStatus
@@ -3921,37 +4254,40 @@ var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(*Acquire)(nil),          // 8: baton.fsm.v1.Acquire
 	(*EndLockDelay)(nil),     // 9: baton.fsm.v1.EndLockDelay
 	(*RotateSigningKey)(nil), // 10: baton.fsm.v1.RotateSigningKey
-	(*ExpireHold)(nil),       // 11: baton.fsm.v1.ExpireHold
-	(*SetLogVersion)(nil),    // 12: baton.fsm.v1.SetLogVersion
-	(*AuditNote)(nil),        // 13: baton.fsm.v1.AuditNote
-	(*AuthChange)(nil),       // 14: baton.fsm.v1.AuthChange
-	(*AcquireMany)(nil),      // 15: baton.fsm.v1.AcquireMany
-	(*Release)(nil),          // 16: baton.fsm.v1.Release
-	(*CasRelease)(nil),       // 17: baton.fsm.v1.CasRelease
-	(*CancelWait)(nil),       // 18: baton.fsm.v1.CancelWait
-	(*Result)(nil),           // 19: baton.fsm.v1.Result
-	(*Liveness)(nil),         // 20: baton.fsm.v1.Liveness
-	(*LockDelay)(nil),        // 21: baton.fsm.v1.LockDelay
-	(*SessionOpened)(nil),    // 22: baton.fsm.v1.SessionOpened
-	(*WaitQueued)(nil),       // 23: baton.fsm.v1.WaitQueued
-	(*LimitedHold)(nil),      // 24: baton.fsm.v1.LimitedHold
-	(*AcquireOutcome)(nil),   // 25: baton.fsm.v1.AcquireOutcome
-	(*Grant)(nil),            // 26: baton.fsm.v1.Grant
-	(*HoldEnded)(nil),        // 27: baton.fsm.v1.HoldEnded
-	(*WaitEnded)(nil),        // 28: baton.fsm.v1.WaitEnded
-	(*Snapshot)(nil),         // 29: baton.fsm.v1.Snapshot
-	(*SigningKey)(nil),       // 30: baton.fsm.v1.SigningKey
-	(*AuthState)(nil),        // 31: baton.fsm.v1.AuthState
-	(*User)(nil),             // 32: baton.fsm.v1.User
-	(*Role)(nil),             // 33: baton.fsm.v1.Role
-	(*Permission)(nil),       // 34: baton.fsm.v1.Permission
-	(*AuditRecord)(nil),      // 35: baton.fsm.v1.AuditRecord
-	(*Member)(nil),           // 36: baton.fsm.v1.Member
-	(*Session)(nil),          // 37: baton.fsm.v1.Session
-	(*CachedResult)(nil),     // 38: baton.fsm.v1.CachedResult
-	(*Lock)(nil),             // 39: baton.fsm.v1.Lock
-	(*Holder)(nil),           // 40: baton.fsm.v1.Holder
-	(*Waiter)(nil),           // 41: baton.fsm.v1.Waiter
+	(*RevokeHold)(nil),       // 11: baton.fsm.v1.RevokeHold
+	(*EndRevokedHold)(nil),   // 12: baton.fsm.v1.EndRevokedHold
+	(*ExpireHold)(nil),       // 13: baton.fsm.v1.ExpireHold
+	(*SetLogVersion)(nil),    // 14: baton.fsm.v1.SetLogVersion
+	(*AuditNote)(nil),        // 15: baton.fsm.v1.AuditNote
+	(*AuthChange)(nil),       // 16: baton.fsm.v1.AuthChange
+	(*AcquireMany)(nil),      // 17: baton.fsm.v1.AcquireMany
+	(*Release)(nil),          // 18: baton.fsm.v1.Release
+	(*CasRelease)(nil),       // 19: baton.fsm.v1.CasRelease
+	(*CancelWait)(nil),       // 20: baton.fsm.v1.CancelWait
+	(*Result)(nil),           // 21: baton.fsm.v1.Result
+	(*HoldRevoked)(nil),      // 22: baton.fsm.v1.HoldRevoked
+	(*Liveness)(nil),         // 23: baton.fsm.v1.Liveness
+	(*LockDelay)(nil),        // 24: baton.fsm.v1.LockDelay
+	(*SessionOpened)(nil),    // 25: baton.fsm.v1.SessionOpened
+	(*WaitQueued)(nil),       // 26: baton.fsm.v1.WaitQueued
+	(*LimitedHold)(nil),      // 27: baton.fsm.v1.LimitedHold
+	(*AcquireOutcome)(nil),   // 28: baton.fsm.v1.AcquireOutcome
+	(*Grant)(nil),            // 29: baton.fsm.v1.Grant
+	(*HoldEnded)(nil),        // 30: baton.fsm.v1.HoldEnded
+	(*WaitEnded)(nil),        // 31: baton.fsm.v1.WaitEnded
+	(*Snapshot)(nil),         // 32: baton.fsm.v1.Snapshot
+	(*SigningKey)(nil),       // 33: baton.fsm.v1.SigningKey
+	(*AuthState)(nil),        // 34: baton.fsm.v1.AuthState
+	(*User)(nil),             // 35: baton.fsm.v1.User
+	(*Role)(nil),             // 36: baton.fsm.v1.Role
+	(*Permission)(nil),       // 37: baton.fsm.v1.Permission
+	(*AuditRecord)(nil),      // 38: baton.fsm.v1.AuditRecord
+	(*Member)(nil),           // 39: baton.fsm.v1.Member
+	(*Session)(nil),          // 40: baton.fsm.v1.Session
+	(*CachedResult)(nil),     // 41: baton.fsm.v1.CachedResult
+	(*Lock)(nil),             // 42: baton.fsm.v1.Lock
+	(*Holder)(nil),           // 43: baton.fsm.v1.Holder
+	(*Waiter)(nil),           // 44: baton.fsm.v1.Waiter
 }
 var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	4,  // 0: baton.fsm.v1.Command.open_session:type_name -> baton.fsm.v1.OpenSession
@@ -3959,51 +4295,54 @@ var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	6,  // 2: baton.fsm.v1.Command.expire_session:type_name -> baton.fsm.v1.ExpireSession
 	7,  // 3: baton.fsm.v1.Command.blacklist_session:type_name -> baton.fsm.v1.BlacklistSession
 	8,  // 4: baton.fsm.v1.Command.acquire:type_name -> baton.fsm.v1.Acquire
-	16, // 5: baton.fsm.v1.Command.release:type_name -> baton.fsm.v1.Release
-	17, // 6: baton.fsm.v1.Command.cas_release:type_name -> baton.fsm.v1.CasRelease
-	18, // 7: baton.fsm.v1.Command.cancel_wait:type_name -> baton.fsm.v1.CancelWait
-	15, // 8: baton.fsm.v1.Command.acquire_many:type_name -> baton.fsm.v1.AcquireMany
-	11, // 9: baton.fsm.v1.Command.expire_hold:type_name -> baton.fsm.v1.ExpireHold
-	12, // 10: baton.fsm.v1.Command.set_log_version:type_name -> baton.fsm.v1.SetLogVersion
-	14, // 11: baton.fsm.v1.Command.auth_change:type_name -> baton.fsm.v1.AuthChange
-	13, // 12: baton.fsm.v1.Command.audit_note:type_name -> baton.fsm.v1.AuditNote
+	18, // 5: baton.fsm.v1.Command.release:type_name -> baton.fsm.v1.Release
+	19, // 6: baton.fsm.v1.Command.cas_release:type_name -> baton.fsm.v1.CasRelease
+	20, // 7: baton.fsm.v1.Command.cancel_wait:type_name -> baton.fsm.v1.CancelWait
+	17, // 8: baton.fsm.v1.Command.acquire_many:type_name -> baton.fsm.v1.AcquireMany
+	13, // 9: baton.fsm.v1.Command.expire_hold:type_name -> baton.fsm.v1.ExpireHold
+	14, // 10: baton.fsm.v1.Command.set_log_version:type_name -> baton.fsm.v1.SetLogVersion
+	16, // 11: baton.fsm.v1.Command.auth_change:type_name -> baton.fsm.v1.AuthChange
+	15, // 12: baton.fsm.v1.Command.audit_note:type_name -> baton.fsm.v1.AuditNote
 	9,  // 13: baton.fsm.v1.Command.end_lock_delay:type_name -> baton.fsm.v1.EndLockDelay
 	10, // 14: baton.fsm.v1.Command.rotate_signing_key:type_name -> baton.fsm.v1.RotateSigningKey
-	2,  // 15: baton.fsm.v1.AuthChange.kind:type_name -> baton.fsm.v1.AuthChange.Kind
-	0,  // 16: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
-	25, // 17: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
-	25, // 18: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
-	26, // 19: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
-	28, // 20: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
-	27, // 21: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
-	20, // 22: baton.fsm.v1.Result.liveness:type_name -> baton.fsm.v1.Liveness
-	22, // 23: baton.fsm.v1.Liveness.session_opened:type_name -> baton.fsm.v1.SessionOpened
-	23, // 24: baton.fsm.v1.Liveness.wait_queued:type_name -> baton.fsm.v1.WaitQueued
-	24, // 25: baton.fsm.v1.Liveness.limited_holds_granted:type_name -> baton.fsm.v1.LimitedHold
-	24, // 26: baton.fsm.v1.Liveness.limited_hold_released:type_name -> baton.fsm.v1.LimitedHold
-	21, // 27: baton.fsm.v1.Liveness.lock_delays_started:type_name -> baton.fsm.v1.LockDelay
-	21, // 28: baton.fsm.v1.Liveness.lock_delay_ended:type_name -> baton.fsm.v1.LockDelay
-	1,  // 29: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
-	40, // 30: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
-	0,  // 31: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
-	37, // 32: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
-	39, // 33: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
-	36, // 34: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
-	31, // 35: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
-	35, // 36: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
-	30, // 37: baton.fsm.v1.Snapshot.signing_keys:type_name -> baton.fsm.v1.SigningKey
-	32, // 38: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
-	33, // 39: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
-	34, // 40: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
-	38, // 41: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
-	19, // 42: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
-	40, // 43: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
-	41, // 44: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
-	45, // [45:45] is the sub-list for method output_type
-	45, // [45:45] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	11, // 15: baton.fsm.v1.Command.revoke_hold:type_name -> baton.fsm.v1.RevokeHold
+	12, // 16: baton.fsm.v1.Command.end_revoked_hold:type_name -> baton.fsm.v1.EndRevokedHold
+	2,  // 17: baton.fsm.v1.AuthChange.kind:type_name -> baton.fsm.v1.AuthChange.Kind
+	0,  // 18: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
+	28, // 19: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
+	28, // 20: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
+	29, // 21: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
+	31, // 22: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
+	30, // 23: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
+	23, // 24: baton.fsm.v1.Result.liveness:type_name -> baton.fsm.v1.Liveness
+	22, // 25: baton.fsm.v1.Result.holds_revoked:type_name -> baton.fsm.v1.HoldRevoked
+	25, // 26: baton.fsm.v1.Liveness.session_opened:type_name -> baton.fsm.v1.SessionOpened
+	26, // 27: baton.fsm.v1.Liveness.wait_queued:type_name -> baton.fsm.v1.WaitQueued
+	27, // 28: baton.fsm.v1.Liveness.limited_holds_granted:type_name -> baton.fsm.v1.LimitedHold
+	27, // 29: baton.fsm.v1.Liveness.limited_hold_released:type_name -> baton.fsm.v1.LimitedHold
+	24, // 30: baton.fsm.v1.Liveness.lock_delays_started:type_name -> baton.fsm.v1.LockDelay
+	24, // 31: baton.fsm.v1.Liveness.lock_delay_ended:type_name -> baton.fsm.v1.LockDelay
+	1,  // 32: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
+	43, // 33: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
+	0,  // 34: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
+	40, // 35: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
+	42, // 36: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
+	39, // 37: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
+	34, // 38: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
+	38, // 39: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
+	33, // 40: baton.fsm.v1.Snapshot.signing_keys:type_name -> baton.fsm.v1.SigningKey
+	35, // 41: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
+	36, // 42: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
+	37, // 43: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
+	41, // 44: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
+	21, // 45: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
+	43, // 46: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
+	44, // 47: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
+	48, // [48:48] is the sub-list for method output_type
+	48, // [48:48] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_internal_fsm_fsmpb_fsm_proto_init() }
@@ -4027,6 +4366,8 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 		(*Command_AuditNote)(nil),
 		(*Command_EndLockDelay)(nil),
 		(*Command_RotateSigningKey)(nil),
+		(*Command_RevokeHold)(nil),
+		(*Command_EndRevokedHold)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -4034,7 +4375,7 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_fsm_fsmpb_fsm_proto_rawDesc), len(file_internal_fsm_fsmpb_fsm_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   39,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
