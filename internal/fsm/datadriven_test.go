@@ -587,6 +587,9 @@ func formatResult(r *fsmpb.Result) string {
 	for _, d := range lv.GetLockDelaysStarted() {
 		fmt.Fprintf(&b, "  lock-delay-started %s from=%d delay=%v\n", d.GetLock(), d.GetDelayFrom(), time.Duration(d.GetDelayNanos()))
 	}
+	for _, h := range lv.GetRevocationsEnded() {
+		fmt.Fprintf(&b, "  revocation-ended %s s%d owner-key=%q token=%d from=%d\n", h.GetLock(), h.GetSessionId(), h.GetOwnerKey(), h.GetToken(), h.GetRevokeFrom())
+	}
 	if d := lv.GetLockDelayEnded(); d != nil {
 		fmt.Fprintf(&b, "  lock-delay-ended %s from=%d delay=%v\n", d.GetLock(), d.GetDelayFrom(), time.Duration(d.GetDelayNanos()))
 	}

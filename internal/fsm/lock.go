@@ -568,7 +568,7 @@ func (m *Machine) endHold(a *apply, l *lock, h *holder, how HoldEnd) {
 	m.recordEnd(a, l, h, how)
 	s, token, idx, delay := h.s, h.token, h.idx, h.lockDelay
 	h = m.changeHolder(l, h)
-	l.dropRevocation(h)
+	m.dropRevocation(a, l, h)
 	l.removeHolder(h)
 	m.changeSession(s)
 	m.dropHold(s, idx)

@@ -54,14 +54,19 @@ func (l *lockState) revocationOf(h *holder) *revocation {
 	return nil
 }
 
-// dropRevocation forgets h's revocation, if any, as h ends. The caller
-// has made l's state its own (changeLock).
-func (l *lock) dropRevocation(h *holder) {
-	if l.queue != nil && len(l.queue.revokes) > 0 {
-		l.queue.revokes = slices.DeleteFunc(l.queue.revokes, func(r revocation) bool {
-			return r.s == h.s && r.ownerKey == h.ownerKey
-		})
+// dropRevocation forgets h's revocation, if any, as h ends this entry,
+// and reports it in liveness.revocations_ended. The caller has made l's
+// state its own (changeLock).
+func (m *Machine) dropRevocation(a *apply, l *lock, h *holder) {
+	r := l.revocationOf(h)
+	if r == nil {
+		return
 	}
+	lv := a.liveness()
+	lv.RevocationsEnded = append(lv.RevocationsEnded, l.holdRevoked(h, r))
+	l.queue.revokes = slices.DeleteFunc(l.queue.revokes, func(r revocation) bool {
+		return r.s == h.s && r.ownerKey == h.ownerKey
+	})
 }
 
 // dropRevocationsOf forgets every revocation of s's holds of l, as s

@@ -2085,8 +2085,13 @@ type Liveness struct {
 	LockDelaysStarted []*LockDelay `protobuf:"bytes,6,rep,name=lock_delays_started,json=lockDelaysStarted,proto3" json:"lock_delays_started,omitempty"`
 	// lock_delay_ended: the lock-delay an EndLockDelay ended.
 	LockDelayEnded *LockDelay `protobuf:"bytes,7,opt,name=lock_delay_ended,json=lockDelayEnded,proto3" json:"lock_delay_ended,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// revocations_ended: every hold being revoked that the entry ended
+	// (released in time, or by the leader's EndRevokedHold, or by another
+	// end), so the tracker stops timing it. A session's end is in
+	// Result.sessions_ended instead.
+	RevocationsEnded []*HoldRevoked `protobuf:"bytes,50,rep,name=revocations_ended,json=revocationsEnded,proto3" json:"revocations_ended,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Liveness) Reset() {
@@ -2164,6 +2169,13 @@ func (x *Liveness) GetLockDelaysStarted() []*LockDelay {
 func (x *Liveness) GetLockDelayEnded() *LockDelay {
 	if x != nil {
 		return x.LockDelayEnded
+	}
+	return nil
+}
+
+func (x *Liveness) GetRevocationsEnded() []*HoldRevoked {
+	if x != nil {
+		return x.RevocationsEnded
 	}
 	return nil
 }
@@ -4030,7 +4042,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"revokeFrom\x12\x1f\n" +
 	"\vgrace_nanos\x18\x06 \x01(\x03R\n" +
 	"graceNanos\x12,\n" +
-	"\x12deadline_unix_nano\x18\a \x01(\x03R\x10deadlineUnixNano\"\xe4\x03\n" +
+	"\x12deadline_unix_nano\x18\a \x01(\x03R\x10deadlineUnixNano\"\xac\x04\n" +
 	"\bLiveness\x12B\n" +
 	"\x0esession_opened\x18\x01 \x01(\v2\x1b.baton.fsm.v1.SessionOpenedR\rsessionOpened\x12/\n" +
 	"\x13session_blacklisted\x18\x02 \x01(\x04R\x12sessionBlacklisted\x129\n" +
@@ -4039,7 +4051,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x15limited_holds_granted\x18\x04 \x03(\v2\x19.baton.fsm.v1.LimitedHoldR\x13limitedHoldsGranted\x12M\n" +
 	"\x15limited_hold_released\x18\x05 \x01(\v2\x19.baton.fsm.v1.LimitedHoldR\x13limitedHoldReleased\x12G\n" +
 	"\x13lock_delays_started\x18\x06 \x03(\v2\x17.baton.fsm.v1.LockDelayR\x11lockDelaysStarted\x12A\n" +
-	"\x10lock_delay_ended\x18\a \x01(\v2\x17.baton.fsm.v1.LockDelayR\x0elockDelayEnded\"_\n" +
+	"\x10lock_delay_ended\x18\a \x01(\v2\x17.baton.fsm.v1.LockDelayR\x0elockDelayEnded\x12F\n" +
+	"\x11revocations_ended\x182 \x03(\v2\x19.baton.fsm.v1.HoldRevokedR\x10revocationsEnded\"_\n" +
 	"\tLockDelay\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1d\n" +
 	"\n" +
@@ -4322,27 +4335,28 @@ var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	27, // 29: baton.fsm.v1.Liveness.limited_hold_released:type_name -> baton.fsm.v1.LimitedHold
 	24, // 30: baton.fsm.v1.Liveness.lock_delays_started:type_name -> baton.fsm.v1.LockDelay
 	24, // 31: baton.fsm.v1.Liveness.lock_delay_ended:type_name -> baton.fsm.v1.LockDelay
-	1,  // 32: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
-	43, // 33: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
-	0,  // 34: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
-	40, // 35: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
-	42, // 36: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
-	39, // 37: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
-	34, // 38: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
-	38, // 39: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
-	33, // 40: baton.fsm.v1.Snapshot.signing_keys:type_name -> baton.fsm.v1.SigningKey
-	35, // 41: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
-	36, // 42: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
-	37, // 43: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
-	41, // 44: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
-	21, // 45: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
-	43, // 46: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
-	44, // 47: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
-	48, // [48:48] is the sub-list for method output_type
-	48, // [48:48] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	22, // 32: baton.fsm.v1.Liveness.revocations_ended:type_name -> baton.fsm.v1.HoldRevoked
+	1,  // 33: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
+	43, // 34: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
+	0,  // 35: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
+	40, // 36: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
+	42, // 37: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
+	39, // 38: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
+	34, // 39: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
+	38, // 40: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
+	33, // 41: baton.fsm.v1.Snapshot.signing_keys:type_name -> baton.fsm.v1.SigningKey
+	35, // 42: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
+	36, // 43: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
+	37, // 44: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
+	41, // 45: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
+	21, // 46: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
+	43, // 47: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
+	44, // 48: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
+	49, // [49:49] is the sub-list for method output_type
+	49, // [49:49] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_internal_fsm_fsmpb_fsm_proto_init() }
