@@ -109,6 +109,13 @@ type Config struct {
 	// The linearizability model takes a BUSY answer that says the lock is
 	// in its delay as needing no other holder.
 	LockDelays bool
+	// Revokes adds an operator that asks the holders of random locks to
+	// let go (revoke.go): each holder is told, stops using its hold and
+	// releases it or not; the leader ends a hold still there at its
+	// grace (EndRevokedHold). The model takes that end as it takes a
+	// hold limit's expiry, and the fence checks (c) hold the holders that
+	// were told to it.
+	Revokes bool
 	// Trace, if set, receives the run's events as text (for reading a
 	// failing seed; -sim.trace in tests).
 	Trace io.Writer
@@ -139,6 +146,7 @@ func ConfigFor(seed uint64) Config {
 		Reentrant:      r.IntN(2) == 0,
 		Strangers:      r.IntN(2) == 0,
 		LockDelays:     r.IntN(2) == 0,
+		Revokes:        r.IntN(2) == 0,
 	}
 }
 
@@ -213,6 +221,10 @@ type Stats struct {
 	// those it ended, and DelayedBusy the tries answered BUSY because the
 	// lock was in its delay.
 	LockDelays, LockDelaysEnded, DelayedBusy uint64
+	// Revokes counts the revokes proposed, RevokesTold the holders told,
+	// RevokesHonoured those that released their hold in reply, and
+	// HoldsRevoked the holds the leader ended at their grace.
+	Revokes, RevokesTold, RevokesHonoured, HoldsRevoked uint64
 }
 
 // Faults is the number of injected faults.
@@ -305,6 +317,9 @@ func Run(cfg Config) Result {
 	}
 	if cfg.Strangers {
 		s.after(s.dur(20*time.Millisecond, 200*time.Millisecond), newStranger(s).act)
+	}
+	if cfg.Revokes {
+		s.after(s.dur(100*time.Millisecond, 600*time.Millisecond), s.revoke)
 	}
 	s.at(int64(cfg.Chaos), s.heal)
 	s.loop(int64(cfg.Chaos + cfg.Calm))
