@@ -316,7 +316,7 @@ func killGrace(grace time.Duration, set bool, lockDelay time.Duration) time.Dura
 func owner4(h baton.Holder) string { return owner(h.Owner, h.SessionID) }
 
 // runUnderLease runs the command while the lease holds and releases it
-// when the command ends.
+// when the command ends. A revoke of the hold sends the command SIGTERM.
 func runUnderLease(lease *baton.Lease, s *baton.Session, name string, cmdArgs []string, sigs <-chan os.Signal, grace time.Duration) int {
 	defer func() {
 		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -344,10 +344,20 @@ func runUnderLease(lease *baton.Lease, s *baton.Session, name string, cmdArgs []
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	lost := false
-	lostC := lease.Lost()
+	lostC, revokeC := lease.Lost(), lease.RevokeRequested()
 	var kill <-chan time.Time
 	for {
 		select {
+		case <-revokeC:
+			// Asked to let go: the command stops as it would on a
+			// signal, and the hold is released when it exits. If it
+			// outlasts the grace, the leader ends the hold and the lost
+			// case below kills it.
+			revokeC = nil
+			r, _ := lease.Revocation()
+			fmt.Fprintf(os.Stderr, "baton lock: a revoke asks %s to be let go by %s (%s); sending SIGTERM to the command\n",
+				name, r.Deadline.Format(time.RFC3339), until(r.Deadline))
+			_ = signalGroup(cmd.Process, terminate)
 		case err := <-exited:
 			if lost {
 				return ExitLockLost

@@ -137,3 +137,55 @@ func alive(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z'
 }
+
+// TestLockForwardsRevoke: `baton lock` forwards a revoke of its hold to
+// the command as SIGTERM; the command sees it, exits, and the hold is
+// released within the grace (the leader ends nothing).
+func TestLockForwardsRevoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a member on real ports and runs a shell; runs without -short")
+	}
+	c := embedtest.New(t, 1)
+	c.WaitLeader()
+	ep := c.Endpoints(0)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	g := defaultGlobals()
+	g.endpoints = ep
+	exited := make(chan int, 1)
+	go func() {
+		exited <- runLock(g, []string{"--ttl", "60s", "jobs/revoked", "--", "sh", "-c",
+			`trap 'echo term > "$0.got"; exit 0' TERM; echo $$ > "$0.tmp"; mv "$0.tmp" "$0"; sleep 60 & wait`, pidFile})
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := baton.Dial(ctx, ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	waitPID(t, pidFile)
+	const grace = 30 * time.Second
+	revs, err := cl.RevokeLock(ctx, "jobs/revoked", baton.WithGrace(grace))
+	if err != nil || len(revs) != 1 {
+		t.Fatalf("revoke: %+v, %v", revs, err)
+	}
+	select {
+	case code := <-exited:
+		if code != 0 {
+			t.Fatalf("baton lock exited %d, want the command's 0", code)
+		}
+	case <-ctx.Done():
+		t.Fatal("baton lock did not return")
+	}
+	got, err := os.ReadFile(pidFile + ".got")
+	if err != nil || strings.TrimSpace(string(got)) != "term" {
+		t.Fatalf("the command's trap file: %q, %v; want it to have seen SIGTERM", got, err)
+	}
+	info, err := cl.Get(ctx, "jobs/revoked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Holders) != 0 || len(info.History) == 0 || info.History[0].Token != revs[0].Token || info.History[0].How != "released" {
+		t.Fatalf("after the command exited: holders %+v, history %+v; want the hold released", info.Holders, info.History)
+	}
+}
