@@ -40,6 +40,9 @@ type Holder struct {
 	// of the leader that applied the revoke, for people.
 	RevokeDeadline time.Time
 	RevokeGrace    time.Duration
+	// Value is the hold's value ("" if none): an election's leader's
+	// (Election.Campaign, Election.Proclaim).
+	Value string
 }
 
 // Waiter is one queued acquire of a lock.
@@ -95,9 +98,8 @@ type LockInfo struct {
 	// nobody holds or waits for the lock.
 	Limit int
 	// History is the lock's recent ended holds, the most recent first
-	// (Get only): at most 8, kept for the 4096 locks that ended a hold
-	// most recently, in memory on the member that answered, since it
-	// started or last installed a snapshot. For people: decide nothing by
+	// (Get only), as History returns them (see LockHistory.Replicated for
+	// whether every member tells the same). For people: decide nothing by
 	// it.
 	History []PastHold
 	// DelayedUntil, if not zero, is when the lock's lock-delay ends (a
@@ -187,6 +189,9 @@ type Status struct {
 	// acquires with ErrNoSpace.
 	MinFreeDisk uint64
 	LowDisk     bool
+	// ClusterID identifies the cluster; a cluster restored from a backup
+	// has its own (SaveSnapshot).
+	ClusterID uint64
 }
 
 func holderOf(h *batonpb.Holder) Holder {
@@ -194,7 +199,7 @@ func holderOf(h *batonpb.Holder) Holder {
 		return Holder{}
 	}
 	out := Holder{SessionID: h.GetSessionId(), Owner: h.GetOwner(), OwnerKey: h.GetOwnerKey(), Token: h.GetToken(),
-		Count: h.GetCount(), Shared: h.GetShared()}
+		Count: h.GetCount(), Shared: h.GetShared(), Value: h.GetValue()}
 	if h.GetSince() != nil {
 		out.Since = h.GetSince().AsTime()
 	}
@@ -240,14 +245,58 @@ func (c *Client) Get(ctx context.Context, name string) (*LockInfo, error) {
 		return nil, err
 	}
 	out := lockInfoOf(name, r.GetLock())
-	for _, p := range r.GetHistory() {
-		out.History = append(out.History, PastHold{
+	out.History = pastHoldsOf(r.GetHistory())
+	return &out, nil
+}
+
+// LockHistory is a lock's recent ended holds, as History returns them.
+type LockHistory struct {
+	Name string
+	// Holds are the ended holds, the most recent first: at most 8, kept
+	// for the 4096 locks that ended a hold most recently.
+	Holds []PastHold
+	// AppliedIndex is the answering member's applied index when it
+	// answered.
+	AppliedIndex uint64
+	// Replicated: the history is part of the cluster's replicated state
+	// (log version 10 and above), so every member tells the same one at
+	// the same applied index, and a restart keeps it. If not (a cluster
+	// not yet upgraded), it is the answering member's own, since it
+	// started or last installed a snapshot.
+	Replicated bool
+}
+
+// History returns the recent ended holds of lock name (who held it, from
+// when to when, how each hold ended and by which entry), linearizably.
+// A lock that ended no hold lately has none. For people: decide nothing
+// by it (a fencing token is what Check decides by).
+func (c *Client) History(ctx context.Context, name string) (*LockHistory, error) {
+	if err := rules.CheckLockName(name); err != nil {
+		return nil, invalid(err)
+	}
+	var r *batonpb.HistoryResponse
+	err := c.invoke(ctx, retryRead, func(ctx context.Context, bc batonpb.BatonClient) error {
+		var err error
+		r, err = bc.History(ctx, &batonpb.HistoryRequest{Name: name})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &LockHistory{Name: name, Holds: pastHoldsOf(r.GetHolds()), AppliedIndex: r.GetAppliedIndex(), Replicated: r.GetReplicated()}, nil
+}
+
+// pastHoldsOf converts ended holds from the wire.
+func pastHoldsOf(ps []*batonpb.PastHold) []PastHold {
+	var out []PastHold
+	for _, p := range ps {
+		out = append(out, PastHold{
 			SessionID: p.GetSessionId(), Owner: p.GetOwner(), OwnerKey: p.GetOwnerKey(), Token: p.GetToken(),
 			Shared: p.GetShared(), Since: p.GetSince().AsTime(), Ended: p.GetEnded().AsTime(),
 			EndedIndex: p.GetEndedIndex(), How: holdEnds[p.GetHow()],
 		})
 	}
-	return &out, nil
+	return out
 }
 
 // lockInfoOf converts a lock's record (nil: free).
@@ -399,7 +448,7 @@ func (c *Client) status(ctx context.Context, policy retryPolicy) (*Status, error
 		LeaderAddr: r.GetLeaderAddr(), Term: r.GetTerm(), CommitIndex: r.GetCommitIndex(), AppliedIndex: r.GetAppliedIndex(),
 		Sessions: int(r.GetSessions()), Locks: int(r.GetLocks()), Version: r.GetVersion(),
 		LogVersion: r.GetLogVersion(), DiskFree: r.GetDiskFreeBytes(), DiskFreeKnown: r.DiskFreeBytes != nil,
-		MinFreeDisk: r.GetMinFreeDiskBytes(), LowDisk: r.GetLowDisk(),
+		MinFreeDisk: r.GetMinFreeDiskBytes(), LowDisk: r.GetLowDisk(), ClusterID: r.GetClusterId(),
 	}
 	out.Members = membersOf(r.GetMembers())
 	return out, nil

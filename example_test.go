@@ -283,9 +283,49 @@ func ExampleSession_TryLockAll() {
 	// got 2 with one token: true
 }
 
-// Leader election: campaign by locking a mutex (the holder leads, its
-// token is the term), observe with Watch, resign by releasing.
-func ExampleClient_Watch() {
+// LockSetOf takes locks of several kinds in one all-or-nothing request:
+// a job that writes its output alone, reads the shared configuration
+// beside other readers, and takes one of four encoder slots.
+func ExampleSession_LockSetOf() {
+	m, stop := startNode()
+	defer stop()
+	ctx := context.Background()
+	client, err := baton.Dial(ctx, m.ClientAddr())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	s, _ := client.NewSession(ctx)
+	defer s.Close(ctx)
+
+	set := s.LockSetOf(
+		s.Mutex("reports/2026-11"),
+		s.RWMutex("config/site").Reader(),
+		s.Semaphore("pool/encoders", 4),
+	)
+	leases, err := set.LockAll(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, l := range leases {
+		fmt.Println("holding", l.Name())
+	}
+	for _, l := range leases {
+		if err := l.Release(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Output:
+	// holding reports/2026-11
+	// holding config/site
+	// holding pool/encoders
+}
+
+// Leader election: each scheduler campaigns with its address; the one
+// that leads holds the election's lock (its term is the fencing token),
+// observers learn who leads and at which address, and a leader that
+// resigns hands over to the next candidate in campaign order.
+func ExampleSession_Election() {
 	m, stop := startNode()
 	defer stop()
 	ctx := context.Background()
@@ -299,43 +339,49 @@ func ExampleClient_Watch() {
 	defer a.Close(ctx)
 	b, _ := client.NewSession(ctx, baton.WithOwner("scheduler-b"))
 	defer b.Close(ctx)
-	leaseA, err := a.Mutex("leader/scheduler").Lock(ctx) // a campaigns and wins
+	ea, eb := a.Election("leader/scheduler"), b.Election("leader/scheduler")
+
+	termA, err := ea.Campaign(ctx, "10.0.0.1:8080") // a campaigns and wins
 	if err != nil {
 		log.Fatal(err)
 	}
 	elected := make(chan *baton.Lease)
 	go func() { // b campaigns and waits in the queue
-		l, err := b.Mutex("leader/scheduler").Lock(ctx)
+		term, err := eb.Campaign(ctx, "10.0.0.2:8080")
 		if err != nil {
 			log.Fatal(err)
 		}
-		elected <- l
+		elected <- term
 	}()
 
-	wctx, cancel := context.WithCancel(ctx)
+	octx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	events, err := client.Watch(wctx, "leader/scheduler")
+	leaders, err := eb.Observe(octx) // anyone may observe
 	if err != nil {
 		log.Fatal(err)
 	}
-	leader := ""
-	for ev := range events {
-		h := ev.Holder()
-		if h == nil || h.Owner == leader {
-			continue // no leader for now, or the same one
+	for l := range leaders {
+		if l.Term == 0 {
+			continue // no leader for now
 		}
-		leader = h.Owner
-		fmt.Println("leader:", leader)
-		if leader == "scheduler-a" {
-			_ = leaseA.Release(ctx) // a resigns
-		} else {
+		fmt.Println("leader:", l.Owner, l.Value)
+		switch l.Value {
+		case "10.0.0.1:8080":
+			_ = ea.Proclaim(ctx, "10.0.0.1:9090") // a moves, and says so
+		case "10.0.0.1:9090":
+			_ = ea.Resign(ctx) // a resigns: b leads
+		}
+		if l.Owner == "scheduler-b" {
 			break
 		}
 	}
-	<-elected
+	termB := <-elected
+	fmt.Println("new term is higher:", termB.Token() > termA.Token())
 	// Output:
-	// leader: scheduler-a
-	// leader: scheduler-b
+	// leader: scheduler-a 10.0.0.1:8080
+	// leader: scheduler-a 10.0.0.1:9090
+	// leader: scheduler-b 10.0.0.2:8080
+	// new term is higher: true
 }
 
 // Session events tell when the client can no longer vouch for its locks.

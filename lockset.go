@@ -2,12 +2,13 @@ package baton
 
 // Several locks of one session taken together: TryLockMany (each on its
 // own), TryLockAll and LockAll (all or none), and LockSet, the handle
-// that gives them options.
+// that gives them options and mixes modes (LockSetOf).
 
 import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -50,25 +51,34 @@ func (s *Session) LockAll(ctx context.Context, names ...string) ([]*Lease, error
 	return s.LockSet(names).LockAll(ctx)
 }
 
-// LockSet is a handle on several exclusive locks of one session taken
-// together: TryLockMany (each on its own), TryLockAll and LockAll (all or
-// none), as the Session methods of those names do. Its options apply to
-// every hold it takes: WithOwnerKey, WithLockDelay, WithHoldLimit (each hold gets the
-// limit and the library renews each, unless WithManualRenewal).
+// LockSet is a handle on several locks of one session taken together:
+// TryLockMany (each on its own), TryLockAll and LockAll (all or none), as
+// the Session methods of those names do. Session.LockSet makes one of
+// mutexes; Session.LockSetOf one of any handles: mutexes, semaphore
+// permits, and readers and writers of read/write locks, each taken in its
+// own mode. Its options apply to every hold it takes: WithOwnerKey,
+// WithLockDelay, WithHoldLimit (each hold gets the limit and the library
+// renews each, unless WithManualRenewal).
 type LockSet struct {
 	s     *Session
 	names []string
-	cfg   holdConfig
+	// members are the locks in the order of names, each a handle in its
+	// mode (shared and limit) with the set's options.
+	members []*Mutex
+	cfg     holdConfig
+	// mixed: the members are not all in one mode, so a request gives
+	// each its own (AcquireManyRequest.modes).
+	mixed bool
 	// err is why no request of the set can be sent; each returns it.
 	err error
 }
 
-// LockSet returns a handle on the locks names (copied) for this session.
-// Nothing is sent until they are locked. Names or options that no member
-// would accept (each name as for Mutex, none twice, at most 1000 of them),
-// or WithMaxReaders, which a LockSet does not take, make every method
-// fail at once with an error matching ErrInvalidArgument, sending
-// nothing; no names at all take nothing.
+// LockSet returns a handle on the mutexes names (copied) for this
+// session. Nothing is sent until they are locked. Names or options that
+// no member would accept (each name as for Mutex, none twice, at most
+// 1000 of them), or WithMaxReaders, which a LockSet does not take, make
+// every method fail at once with an error matching ErrInvalidArgument,
+// sending nothing; no names at all take nothing.
 func (s *Session) LockSet(names []string, opts ...HoldOption) *LockSet {
 	ls := &LockSet{s: s, names: slices.Clone(names), cfg: newHoldConfig(opts)}
 	var nameErr error
@@ -76,7 +86,111 @@ func (s *Session) LockSet(names []string, opts ...HoldOption) *LockSet {
 		nameErr = rules.CheckLockNames(names)
 	}
 	ls.err = cmp.Or(invalid(nameErr), ls.cfg.check("LockSet"))
+	for _, n := range names {
+		ls.members = append(ls.members, s.mutex(n, ls.cfg, "LockSet"))
+	}
 	return ls
+}
+
+// A LockSetMember is one hold of a LockSet made by Session.LockSetOf: a
+// *Mutex, a *Semaphore (one of its permits), or RWMutex.Reader or
+// RWMutex.Writer (a read or the write hold of a read/write lock).
+type LockSetMember interface {
+	// lockSetMember is the member's lock in its mode, or why the handle
+	// can take nothing.
+	lockSetMember() (*Mutex, error)
+}
+
+func (m *Mutex) lockSetMember() (*Mutex, error) { return m, m.err }
+
+func (sem *Semaphore) lockSetMember() (*Mutex, error) { return &sem.m, cmp.Or(sem.err, sem.m.err) }
+
+// rwHold is one side of an RWMutex as a LockSetMember.
+type rwHold struct {
+	rw   *RWMutex
+	read bool
+}
+
+func (h rwHold) lockSetMember() (*Mutex, error) {
+	if h.read {
+		return &h.rw.r, cmp.Or(h.rw.err, h.rw.r.err)
+	}
+	return &h.rw.w, cmp.Or(h.rw.err, h.rw.w.err)
+}
+
+// Reader is the lock as one of its readers, for Session.LockSetOf.
+func (rw *RWMutex) Reader() LockSetMember { return rwHold{rw, true} }
+
+// Writer is the lock as its one writer, for Session.LockSetOf.
+func (rw *RWMutex) Writer() LockSetMember { return rwHold{rw, false} }
+
+// LockSetOf returns a handle on the locks of members, each taken in its
+// own mode: a Mutex alone, a Semaphore's permit beside the other
+// holders of its permits, an RWMutex's Reader beside other readers, its
+// Writer alone. All or none of them, in one request the server applies
+// atomically (TryLockAll), or waiting as LockAll does; the leases come in
+// the order of members. Nothing is sent until they are locked.
+//
+// One request takes every hold, so the handles must belong to this
+// session and state the same owner key, hold limit, manual renewal and
+// lock-delay (their options), which are the set's; and name each lock
+// once: a semaphore or read/write lock stated twice (with the same
+// number of permits or another) is refused, as is a nil member. Members
+// that break these rules, or that their own handle would refuse, make
+// every method fail at once with an error matching ErrInvalidArgument
+// that names them, sending nothing. A set whose members are not all in
+// one mode needs a cluster of log version 7 (a member of an older
+// release refuses it).
+func (s *Session) LockSetOf(members ...LockSetMember) *LockSet {
+	ls := &LockSet{s: s}
+	seen := make(map[string]int, len(members))
+	for i, mb := range members {
+		if mb == nil {
+			ls.err = cmp.Or(ls.err, fmt.Errorf("%w: lock set member %d of %d is nil", ErrInvalidArgument, i+1, len(members)))
+			continue
+		}
+		m, err := mb.lockSetMember()
+		if len(ls.members) == 0 {
+			ls.cfg = m.hold
+			ls.cfg.maxReaders, ls.cfg.readersSet = 0, false
+		}
+		switch j, dup := seen[m.name]; {
+		case err != nil:
+			err = fmt.Errorf("lock set member %d of %d (%s): %w", i+1, len(members), m.describe(), err)
+		case m.s != s:
+			err = fmt.Errorf("%w: lock set member %d of %d (%s) is a handle of session %d, not of this session %d",
+				ErrInvalidArgument, i+1, len(members), m.describe(), m.s.ID(), s.ID())
+		case dup:
+			err = fmt.Errorf("%w: lock set names %q twice: members %d (%s) and %d (%s)",
+				ErrInvalidArgument, m.name, j+1, ls.members[j].describe(), i+1, m.describe())
+		case !m.hold.sameHold(ls.cfg):
+			err = fmt.Errorf("%w: lock set member %d of %d (%s) states other hold options (owner key, hold limit, manual renewal or lock-delay) than member 1 (%s); one request takes them all",
+				ErrInvalidArgument, i+1, len(members), m.describe(), ls.members[0].describe())
+		}
+		ls.err = cmp.Or(ls.err, err)
+		seen[m.name] = len(ls.members)
+		ls.names = append(ls.names, m.name)
+		ls.members = append(ls.members, m)
+		ls.mixed = ls.mixed || m.shared != ls.members[0].shared || max(m.limit, 1) != max(ls.members[0].limit, 1)
+	}
+	if ls.err == nil && len(ls.names) > 0 {
+		ls.err = invalid(rules.CheckLockNames(ls.names))
+	}
+	return ls
+}
+
+// describe says what the handle holds, for errors: "mutex a", "a permit
+// of semaphore p (3 permits)", "a read of read/write lock r (8 readers)".
+func (m *Mutex) describe() string {
+	switch {
+	case m.kind == "RWMutex" && m.shared:
+		return fmt.Sprintf("a read of read/write lock %q (%d readers)", m.name, m.limit)
+	case m.kind == "RWMutex":
+		return fmt.Sprintf("the write of read/write lock %q (%d readers)", m.name, m.limit)
+	case m.kind == "Semaphore":
+		return fmt.Sprintf("a permit of semaphore %q (%d permits)", m.name, m.limit)
+	}
+	return fmt.Sprintf("mutex %q", m.name)
 }
 
 // Names are the set's lock names, in order.
@@ -84,6 +198,15 @@ func (ls *LockSet) Names() []string { return slices.Clone(ls.names) }
 
 func (ls *LockSet) request(all bool) *batonpb.AcquireManyRequest {
 	req := &batonpb.AcquireManyRequest{Names: ls.names, OwnerKey: ls.cfg.ownerKey, All: all}
+	switch {
+	case ls.mixed:
+		req.Modes = make([]*batonpb.LockMode, len(ls.members))
+		for i, m := range ls.members {
+			req.Modes[i] = &batonpb.LockMode{Shared: m.shared, Limit: m.limit}
+		}
+	case len(ls.members) > 0:
+		req.Shared, req.Limit = ls.members[0].shared, ls.members[0].limit
+	}
 	if ls.cfg.holdLimit != 0 {
 		req.HoldLimit = durationpb.New(ls.cfg.holdLimit)
 	}
@@ -91,13 +214,15 @@ func (ls *LockSet) request(all bool) *batonpb.AcquireManyRequest {
 	return req
 }
 
-// TryLockMany is Session.TryLockMany with the set's options.
+// TryLockMany is Session.TryLockMany with the set's options and modes.
 func (ls *LockSet) TryLockMany(ctx context.Context) ([]*Lease, []string, error) {
 	leases, busy, _, err := ls.tryMany(ctx, ls.request(false))
 	return leases, busy, err
 }
 
-// TryLockAll is Session.TryLockAll with the set's options.
+// TryLockAll is Session.TryLockAll with the set's options and modes: a
+// busy member (a mutex or writer held, a semaphore with no free permit,
+// a reader behind a writer) makes it take nothing.
 func (ls *LockSet) TryLockAll(ctx context.Context) ([]*Lease, error) {
 	leases, busy, holders, err := ls.tryMany(ctx, ls.request(true))
 	if err != nil {
@@ -117,18 +242,23 @@ func (ls *LockSet) TryLockAll(ctx context.Context) ([]*Lease, error) {
 	return leases, nil
 }
 
-// LockAll is Session.LockAll with the set's options.
+// LockAll is Session.LockAll with the set's options and modes: it tries
+// the whole set at once and, if a lock is busy, takes the members one at
+// a time in name order, each in its mode, waiting in its lock's FIFO
+// queue. Every LockAll orders its locks so, whatever their modes, so two
+// cannot deadlock each other. While it waits it may hold some members;
+// it returns all of them or, when ctx ends or one cannot be taken, none.
 func (ls *LockSet) LockAll(ctx context.Context) ([]*Lease, error) {
-	s, names := ls.s, ls.names
+	names := ls.names
 	leases, err := ls.TryLockAll(ctx)
 	if err == nil || !errors.Is(err, ErrLockBusy) {
 		return leases, err
 	}
-	ordered := slices.Clone(names)
-	slices.Sort(ordered)
+	ordered := slices.Clone(ls.members)
+	slices.SortFunc(ordered, func(a, b *Mutex) int { return cmp.Compare(a.name, b.name) })
 	got := make(map[string]*Lease, len(names))
-	for _, n := range ordered {
-		l, err := s.mutex(n, ls.cfg, "LockSet").Lock(ctx)
+	for _, m := range ordered {
+		l, err := m.Lock(ctx)
 		if err != nil {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
 			for _, l := range got {
@@ -137,7 +267,7 @@ func (ls *LockSet) LockAll(ctx context.Context) ([]*Lease, error) {
 			cancel()
 			return nil, err
 		}
-		got[n] = l
+		got[m.name] = l
 	}
 	out := make([]*Lease, len(names))
 	for i, n := range names {

@@ -23,9 +23,15 @@ type Mutex struct {
 	// a Mutex is exclusive with limit 1.
 	shared bool
 	limit  uint32
+	// kind is the handle the Mutex serves: "Mutex", "Semaphore",
+	// "RWMutex" or "LockSet" (a LockSet's mutex).
+	kind string
 	// err is why no acquire of the handle can be sent (a name or an
 	// option that breaks a rule); each acquire returns it.
 	err error
+	// value is the value of the holds the handle makes (an Election's
+	// campaign: election.go); "" for none.
+	value string
 }
 
 // Mutex returns a handle on the lock name for this session. Nothing is
@@ -43,7 +49,7 @@ func (s *Session) Mutex(name string, opts ...HoldOption) *Mutex {
 // (see holdConfig.check): the Mutex of Session.Mutex, the one under a
 // Semaphore or an RWMutex, and LockAll's locks one by one.
 func (s *Session) mutex(name string, cfg holdConfig, kind string) *Mutex {
-	return &Mutex{s: s, name: name, hold: cfg, err: cmp.Or(invalid(rules.CheckLockName(name)), cfg.check(kind))}
+	return &Mutex{s: s, name: name, hold: cfg, kind: kind, err: cmp.Or(invalid(rules.CheckLockName(name)), cfg.check(kind))}
 }
 
 // Name is the lock's name.
@@ -95,6 +101,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool, d time.Duration) (*Lease
 		req.HoldLimit = durationpb.New(m.hold.holdLimit)
 	}
 	req.LockDelay = m.hold.lockDelayField()
+	req.Value = m.value
 	c, err := m.s.do(ctx, sreq, func(c *call) {
 		c.wait, c.name, c.ownerKey = wait, m.name, m.hold.ownerKey
 	})

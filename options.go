@@ -236,6 +236,14 @@ func (c holdConfig) check(kind string) error {
 	return invalid(cmp.Or(rules.CheckOwnerKey(c.ownerKey), rules.CheckHoldLimit(c.holdLimit), rules.CheckLockDelay(c.lockDelay)))
 }
 
+// sameHold reports whether c and o give a hold the same owner key, hold
+// limit, renewal and lock-delay (WithMaxReaders aside): whether one
+// request may take holds of both.
+func (c holdConfig) sameHold(o holdConfig) bool {
+	return c.ownerKey == o.ownerKey && c.holdLimit == o.holdLimit && c.manualRenew == o.manualRenew &&
+		c.lockDelaySet == o.lockDelaySet && c.lockDelay == o.lockDelay
+}
+
 // lockDelayField is the acquire's lock_delay: unset for the member's
 // default, unless WithLockDelay said.
 func (c holdConfig) lockDelayField() *durationpb.Duration {

@@ -25,6 +25,7 @@ func stamp(req *batonpb.SessionRequest, id uint64, h *batonpb.RequestHeader) *ba
 		copyHeader(&s.h, h)
 		s.a.Header, s.a.Name, s.a.OwnerKey, s.a.Wait, s.a.WaitTimeout = &s.h, a.GetName(), a.GetOwnerKey(), a.GetWait(), a.GetWaitTimeout()
 		s.a.Shared, s.a.Limit, s.a.HoldLimit, s.a.LockDelay = a.GetShared(), a.GetLimit(), a.GetHoldLimit(), a.GetLockDelay()
+		s.a.Value = a.GetValue()
 		s.k.Acquire = &s.a
 		s.r.Id, s.r.Kind = id, &s.k
 		return &s.r
@@ -45,12 +46,17 @@ func stamp(req *batonpb.SessionRequest, id uint64, h *batonpb.RequestHeader) *ba
 		r.Kind = &batonpb.SessionRequest_AcquireMany{AcquireMany: &batonpb.AcquireManyRequest{
 			Header: hc, Names: a.GetNames(), OwnerKey: a.GetOwnerKey(),
 			Shared: a.GetShared(), Limit: a.GetLimit(), All: a.GetAll(), HoldLimit: a.GetHoldLimit(),
-			LockDelay: a.GetLockDelay(),
+			LockDelay: a.GetLockDelay(), Modes: a.GetModes(),
 		}}
 	case *batonpb.SessionRequest_Cancel:
 		a := k.Cancel
 		r.Kind = &batonpb.SessionRequest_Cancel{Cancel: &batonpb.CancelRequest{
 			Header: hc, Name: a.GetName(), AcquireSeq: a.GetAcquireSeq(),
+		}}
+	case *batonpb.SessionRequest_Proclaim:
+		a := k.Proclaim
+		r.Kind = &batonpb.SessionRequest_Proclaim{Proclaim: &batonpb.ProclaimRequest{
+			Header: hc, Name: a.GetName(), Token: a.GetToken(), OwnerKey: a.GetOwnerKey(), Value: a.GetValue(),
 		}}
 	case *batonpb.SessionRequest_Close:
 		r.Kind = &batonpb.SessionRequest_Close{Close: &batonpb.CloseSessionRequest{SessionId: h.GetSessionId(), Seq: h.GetSeq(), Secret: k.Close.GetSecret()}}

@@ -39,9 +39,8 @@ func (e LockEvent) Holder() *Holder {
 // ctx ends or the client is closed; read it promptly, since the watch
 // waits for the reader (the server keeps the latest state only).
 //
-// This is the base of leader election: campaign by acquiring a Mutex (the
-// holder is the leader, and its fencing token the term), observe with
-// Watch (LockEvent.Holder), resign by releasing the Lease.
+// It is the base of Election.Observe, which follows an election's leader
+// and its value.
 func (c *Client) Watch(ctx context.Context, name string) (<-chan LockEvent, error) {
 	if err := rules.CheckLockName(name); err != nil {
 		return nil, invalid(err)

@@ -22,8 +22,14 @@ type lockProc struct {
 
 func startLock(t *testing.T, endpoints string, args ...string) *lockProc {
 	t.Helper()
-	full := append([]string{"lock", "--endpoints", endpoints}, args...)
-	cmd := exec.Command(batonBinary(t), full...)
+	return startBaton(t, append([]string{"lock", "--endpoints", endpoints}, args...)...)
+}
+
+// startBaton runs baton with args (a command that runs another: lock,
+// elect) and reads what that command prints.
+func startBaton(t *testing.T, args ...string) *lockProc {
+	t.Helper()
+	cmd := exec.Command(batonBinary(t), args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -78,6 +84,29 @@ func (p *lockProc) exit(t *testing.T, within time.Duration) int {
 		t.Fatalf("baton lock still running after %s; stderr: %s", within, p.stderr)
 	}
 	return -1
+}
+
+// threeMembers starts a 3-member cluster of baton processes and returns
+// it with its Raft leader and the leader's client address.
+func threeMembers(ctx context.Context, t *testing.T) (*cluster, *node, string) {
+	t.Helper()
+	skipShort(t)
+	addrs := freeLoopbackAddrs(t, 6)
+	c := newCluster(t, clusterConfig{n: 3, clientAddrs: addrs[:3], peerAddrs: addrs[3:]})
+	c.start(ctx)
+	leaderAddr := ""
+	for deadline := time.Now().Add(30 * time.Second); leaderAddr == "" && time.Now().Before(deadline); {
+		if st, err := c.nodes[0].status(ctx); err == nil && st.LeaderAddr != "" {
+			leaderAddr = st.LeaderAddr
+		} else {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	leader := c.byClientAddr(leaderAddr)
+	if leader == nil {
+		t.Fatalf("no leader within 30s (last: %q)", leaderAddr)
+	}
+	return c, leader, leaderAddr
 }
 
 func singleNode(t *testing.T) string {
@@ -202,6 +231,22 @@ func TestCLICasReleaseStopsTheHolder(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "recently") || !strings.Contains(string(out), "token "+fields[0]+": held") ||
 		!strings.Contains(string(out), "cas-released") {
 		t.Fatalf("baton get after the CasRelease: %v: %s", err, out)
+	}
+	// baton history: a header, then one line per ended hold.
+	out, err = exec.Command(batonBinary(t), "history", "--endpoints", ep, "job").Output()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if err != nil || len(lines) != 2 || !strings.HasPrefix(lines[0], "TOKEN") {
+		t.Fatalf("baton history job: %v: %s", err, out)
+	}
+	row := strings.Fields(lines[1])
+	// TOKEN SESSION OWNER OWNER-KEY MODE SINCE ENDED HOW ENDED-INDEX
+	if len(row) != 9 || row[0] != fields[0] || row[1] != fields[3] || row[3] != "-" || row[4] != "exclusive" ||
+		row[7] != "cas-released" {
+		t.Fatalf("baton history job: %q, want token %s of session %s, cas-released", lines[1], fields[0], fields[3])
+	}
+	out, err = exec.Command(batonBinary(t), "history", "--endpoints", ep, "--json", "job").Output()
+	if err != nil || !strings.Contains(string(out), `"Replicated": true`) || !strings.Contains(string(out), `"How": "cas-released"`) {
+		t.Fatalf("baton history --json job: %v: %s", err, out)
 	}
 }
 
@@ -408,25 +453,9 @@ func TestCLINothingListening(t *testing.T) {
 // that member would have stopped it within one), the lock keeps its
 // holder and token, and it is released when the command ends.
 func TestCLILockOneEndpointSurvivesKill9(t *testing.T) {
-	skipShort(t)
-	addrs := freeLoopbackAddrs(t, 6)
-	c := newCluster(t, clusterConfig{n: 3, clientAddrs: addrs[:3], peerAddrs: addrs[3:]})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c.start(ctx)
-	leaderAddr := ""
-	deadline := time.Now().Add(30 * time.Second)
-	for leaderAddr == "" && time.Now().Before(deadline) {
-		if st, err := c.nodes[0].status(ctx); err == nil && st.LeaderAddr != "" {
-			leaderAddr = st.LeaderAddr
-		} else {
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	leader := c.byClientAddr(leaderAddr)
-	if leader == nil {
-		t.Fatalf("no leader within 30s (last: %q)", leaderAddr)
-	}
+	c, leader, leaderAddr := threeMembers(ctx, t)
 	var others []string
 	for _, ep := range c.endpoints() {
 		if ep != leaderAddr {

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,6 +56,7 @@ func newNetLab(t *testing.T, n int) *netLab {
 	if _, err := exec.LookPath("tc"); err != nil {
 		testenv.Missing(t, "partition test needs iproute2's tc: %v", err)
 	}
+	lockNetLab(t)
 	lab := &netLab{t: t, tag: fmt.Sprintf("bt%04x", os.Getpid()&0xffff)}
 	if out, _ := exec.Command("ip", "route", "show", "10.213.0.0/16").CombinedOutput(); strings.TrimSpace(string(out)) != "" {
 		testenv.Missing(t, "10.213.0.0/16 is already routed here (%s); another partition test may be running", strings.TrimSpace(string(out)))
@@ -100,6 +103,22 @@ func newNetLab(t *testing.T, n int) *netLab {
 		}
 	}
 	return lab
+}
+
+// lockNetLab waits until no other process on the machine builds or uses a
+// lab (two test binaries at once, from two checkouts), and holds that
+// until t ends: labs share the 10.213/16 and 10.214/16 addresses, so two
+// at once would route one lab's clients to the other's members.
+func lockNetLab(t *testing.T) {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "baton-e2e-netlab.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatalf("open the lab's lock file: %v", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatalf("lock the lab's lock file: %v", err)
+	}
+	t.Cleanup(func() { f.Close() }) // closing releases the lock
 }
 
 func (lab *netLab) destroy() {

@@ -298,7 +298,7 @@ func (x ChangeAuthRequest_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeAuthRequest_Kind.Descriptor instead.
 func (ChangeAuthRequest_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64, 0}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{72, 0}
 }
 
 // RequestHeader makes a mutating request exactly-once.
@@ -749,7 +749,12 @@ type AcquireRequest struct {
 	// drain (0 s .. 60 s, whole seconds). Unset: the member's default for
 	// the name (`baton server --lock-delay`); 0s: none. A reentrant acquire
 	// must state its hold's lock-delay.
-	LockDelay     *durationpb.Duration `protobuf:"bytes,9,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
+	LockDelay *durationpb.Duration `protobuf:"bytes,9,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
+	// value is the value of the hold this acquire makes (an election's
+	// leader's address, say): up to 1024 bytes of UTF-8 without control
+	// characters (rules.MaxHoldValueLen). A reentrant acquire keeps its
+	// hold's value; Proclaim changes it.
+	Value         string `protobuf:"bytes,60,opt,name=value,proto3" json:"value,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -847,6 +852,127 @@ func (x *AcquireRequest) GetLockDelay() *durationpb.Duration {
 	return nil
 }
 
+func (x *AcquireRequest) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+// ProclaimRequest sets the value of the session's hold of name (under
+// owner_key) whose token is token.
+type ProclaimRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	OwnerKey      string                 `protobuf:"bytes,4,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	Value         string                 `protobuf:"bytes,5,opt,name=value,proto3" json:"value,omitempty"` // as AcquireRequest.value
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProclaimRequest) Reset() {
+	*x = ProclaimRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProclaimRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProclaimRequest) ProtoMessage() {}
+
+func (x *ProclaimRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProclaimRequest.ProtoReflect.Descriptor instead.
+func (*ProclaimRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ProclaimRequest) GetHeader() *RequestHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *ProclaimRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ProclaimRequest) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *ProclaimRequest) GetOwnerKey() string {
+	if x != nil {
+		return x.OwnerKey
+	}
+	return ""
+}
+
+func (x *ProclaimRequest) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+type ProclaimResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProclaimResponse) Reset() {
+	*x = ProclaimResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProclaimResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProclaimResponse) ProtoMessage() {}
+
+func (x *ProclaimResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProclaimResponse.ProtoReflect.Descriptor instead.
+func (*ProclaimResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{9}
+}
+
 type RenewHoldRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -859,7 +985,7 @@ type RenewHoldRequest struct {
 
 func (x *RenewHoldRequest) Reset() {
 	*x = RenewHoldRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[8]
+	mi := &file_api_batonpb_baton_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +997,7 @@ func (x *RenewHoldRequest) String() string {
 func (*RenewHoldRequest) ProtoMessage() {}
 
 func (x *RenewHoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[8]
+	mi := &file_api_batonpb_baton_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +1010,7 @@ func (x *RenewHoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewHoldRequest.ProtoReflect.Descriptor instead.
 func (*RenewHoldRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{8}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RenewHoldRequest) GetSessionId() uint64 {
@@ -924,7 +1050,7 @@ type RenewHoldResponse struct {
 
 func (x *RenewHoldResponse) Reset() {
 	*x = RenewHoldResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[9]
+	mi := &file_api_batonpb_baton_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -936,7 +1062,7 @@ func (x *RenewHoldResponse) String() string {
 func (*RenewHoldResponse) ProtoMessage() {}
 
 func (x *RenewHoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[9]
+	mi := &file_api_batonpb_baton_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -949,7 +1075,7 @@ func (x *RenewHoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewHoldResponse.ProtoReflect.Descriptor instead.
 func (*RenewHoldResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{9}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RenewHoldResponse) GetHoldLimit() *durationpb.Duration {
@@ -977,13 +1103,14 @@ type Holder struct {
 	// leader gives the hold its full grace again from its promotion.
 	RevokeDeadline *timestamppb.Timestamp `protobuf:"bytes,50,opt,name=revoke_deadline,json=revokeDeadline,proto3" json:"revoke_deadline,omitempty"`
 	RevokeGrace    *durationpb.Duration   `protobuf:"bytes,51,opt,name=revoke_grace,json=revokeGrace,proto3" json:"revoke_grace,omitempty"`
+	Value          string                 `protobuf:"bytes,60,opt,name=value,proto3" json:"value,omitempty"` // the hold's value (AcquireRequest.value, Proclaim)
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[10]
+	mi := &file_api_batonpb_baton_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1122,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[10]
+	mi := &file_api_batonpb_baton_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1135,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{10}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Holder) GetSessionId() uint64 {
@@ -1088,6 +1215,13 @@ func (x *Holder) GetRevokeGrace() *durationpb.Duration {
 	return nil
 }
 
+func (x *Holder) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 type Waiter struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -1102,7 +1236,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[11]
+	mi := &file_api_batonpb_baton_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1248,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[11]
+	mi := &file_api_batonpb_baton_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1261,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{11}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Waiter) GetSessionId() uint64 {
@@ -1207,7 +1341,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[12]
+	mi := &file_api_batonpb_baton_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1353,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[12]
+	mi := &file_api_batonpb_baton_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1366,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{12}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AcquireResponse) GetName() string {
@@ -1335,14 +1469,19 @@ type AcquireManyRequest struct {
 	HoldLimit *durationpb.Duration `protobuf:"bytes,7,opt,name=hold_limit,json=holdLimit,proto3" json:"hold_limit,omitempty"`
 	// lock_delay, as in AcquireRequest, for every hold granted (unset: the
 	// longest of the member's defaults for the names).
-	LockDelay     *durationpb.Duration `protobuf:"bytes,8,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
+	LockDelay *durationpb.Duration `protobuf:"bytes,8,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
+	// modes, when set, gives each name its own mode: one per name, in the
+	// order of names, for a set that mixes mutexes, readers and writers of
+	// read/write locks and semaphore permits. shared and limit must then be
+	// unset. Needs a cluster of log version 7.
+	Modes         []*LockMode `protobuf:"bytes,70,rep,name=modes,proto3" json:"modes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AcquireManyRequest) Reset() {
 	*x = AcquireManyRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[13]
+	mi := &file_api_batonpb_baton_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1493,7 @@ func (x *AcquireManyRequest) String() string {
 func (*AcquireManyRequest) ProtoMessage() {}
 
 func (x *AcquireManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[13]
+	mi := &file_api_batonpb_baton_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1506,7 @@ func (x *AcquireManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireManyRequest.ProtoReflect.Descriptor instead.
 func (*AcquireManyRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{13}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AcquireManyRequest) GetHeader() *RequestHeader {
@@ -1426,6 +1565,67 @@ func (x *AcquireManyRequest) GetLockDelay() *durationpb.Duration {
 	return nil
 }
 
+func (x *AcquireManyRequest) GetModes() []*LockMode {
+	if x != nil {
+		return x.Modes
+	}
+	return nil
+}
+
+// LockMode is how an AcquireManyRequest takes one of its names: shared
+// and limit as in AcquireRequest.
+type LockMode struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shared        bool                   `protobuf:"varint,1,opt,name=shared,proto3" json:"shared,omitempty"`
+	Limit         uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockMode) Reset() {
+	*x = LockMode{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockMode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockMode) ProtoMessage() {}
+
+func (x *LockMode) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockMode.ProtoReflect.Descriptor instead.
+func (*LockMode) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *LockMode) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
+func (x *LockMode) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
 type AcquireManyResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Results       []*AcquireResponse     `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
@@ -1435,7 +1635,7 @@ type AcquireManyResponse struct {
 
 func (x *AcquireManyResponse) Reset() {
 	*x = AcquireManyResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[14]
+	mi := &file_api_batonpb_baton_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1647,7 @@ func (x *AcquireManyResponse) String() string {
 func (*AcquireManyResponse) ProtoMessage() {}
 
 func (x *AcquireManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[14]
+	mi := &file_api_batonpb_baton_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1660,7 @@ func (x *AcquireManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireManyResponse.ProtoReflect.Descriptor instead.
 func (*AcquireManyResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{14}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AcquireManyResponse) GetResults() []*AcquireResponse {
@@ -1482,7 +1682,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[15]
+	mi := &file_api_batonpb_baton_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1494,7 +1694,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[15]
+	mi := &file_api_batonpb_baton_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1507,7 +1707,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{15}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReleaseRequest) GetHeader() *RequestHeader {
@@ -1547,7 +1747,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[16]
+	mi := &file_api_batonpb_baton_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1759,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[16]
+	mi := &file_api_batonpb_baton_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1772,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{16}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReleaseResponse) GetRemainingCount() uint32 {
@@ -1593,7 +1793,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[17]
+	mi := &file_api_batonpb_baton_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1605,7 +1805,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[17]
+	mi := &file_api_batonpb_baton_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1618,7 +1818,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{17}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CancelRequest) GetHeader() *RequestHeader {
@@ -1654,7 +1854,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[18]
+	mi := &file_api_batonpb_baton_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1666,7 +1866,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[18]
+	mi := &file_api_batonpb_baton_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1679,7 +1879,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{18}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CancelResponse) GetGranted() *AcquireResponse {
@@ -1700,7 +1900,7 @@ type CasReleaseRequest struct {
 
 func (x *CasReleaseRequest) Reset() {
 	*x = CasReleaseRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[19]
+	mi := &file_api_batonpb_baton_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1712,7 +1912,7 @@ func (x *CasReleaseRequest) String() string {
 func (*CasReleaseRequest) ProtoMessage() {}
 
 func (x *CasReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[19]
+	mi := &file_api_batonpb_baton_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1725,7 +1925,7 @@ func (x *CasReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CasReleaseRequest.ProtoReflect.Descriptor instead.
 func (*CasReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{19}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CasReleaseRequest) GetName() string {
@@ -1757,7 +1957,7 @@ type CasReleaseResponse struct {
 
 func (x *CasReleaseResponse) Reset() {
 	*x = CasReleaseResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[20]
+	mi := &file_api_batonpb_baton_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1769,7 +1969,7 @@ func (x *CasReleaseResponse) String() string {
 func (*CasReleaseResponse) ProtoMessage() {}
 
 func (x *CasReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[20]
+	mi := &file_api_batonpb_baton_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1782,7 +1982,7 @@ func (x *CasReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CasReleaseResponse.ProtoReflect.Descriptor instead.
 func (*CasReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{20}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{23}
 }
 
 type RevokeRequest struct {
@@ -1800,7 +2000,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[21]
+	mi := &file_api_batonpb_baton_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +2012,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[21]
+	mi := &file_api_batonpb_baton_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +2025,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{21}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RevokeRequest) GetName() string {
@@ -1860,7 +2060,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[22]
+	mi := &file_api_batonpb_baton_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +2072,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[22]
+	mi := &file_api_batonpb_baton_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +2085,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{22}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RevokeResponse) GetRevoked() []*Holder {
@@ -1905,7 +2105,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[23]
+	mi := &file_api_batonpb_baton_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1917,7 +2117,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[23]
+	mi := &file_api_batonpb_baton_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1930,7 +2130,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{23}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CheckRequest) GetName() string {
@@ -1957,7 +2157,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[24]
+	mi := &file_api_batonpb_baton_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1969,7 +2169,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[24]
+	mi := &file_api_batonpb_baton_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1982,7 +2182,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{24}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CheckResponse) GetHeld() bool {
@@ -2008,7 +2208,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[25]
+	mi := &file_api_batonpb_baton_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2020,7 +2220,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[25]
+	mi := &file_api_batonpb_baton_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2033,7 +2233,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{25}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetRequest) GetName() string {
@@ -2060,7 +2260,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[26]
+	mi := &file_api_batonpb_baton_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2272,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[26]
+	mi := &file_api_batonpb_baton_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2285,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{26}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Lock) GetName() string {
@@ -2127,10 +2327,12 @@ type GetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Lock  *Lock                  `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"` // unset when nobody holds or waits and no lock-delay runs
 	// history is the lock's recent ended holds, the most recent first: at
-	// most 8 per lock, for the 4096 locks that ended a hold most recently,
-	// as the answering member applied them since it started or last
-	// installed a snapshot (kept in memory, not replicated). For people:
-	// decide nothing by it.
+	// most 8 per lock, for the 4096 locks that ended a hold most recently.
+	// From log version 10 it is replicated state: every member tells the
+	// same at the same applied index, and a restart keeps it. Below 10
+	// (a cluster not yet upgraded) each member keeps what it applied since
+	// it started or last installed a snapshot (HistoryResponse.replicated).
+	// For people: decide nothing by it.
 	History       []*PastHold `protobuf:"bytes,2,rep,name=history,proto3" json:"history,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2138,7 +2340,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[27]
+	mi := &file_api_batonpb_baton_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2150,7 +2352,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[27]
+	mi := &file_api_batonpb_baton_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2163,7 +2365,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{27}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetResponse) GetLock() *Lock {
@@ -2178,6 +2380,117 @@ func (x *GetResponse) GetHistory() []*PastHold {
 		return x.History
 	}
 	return nil
+}
+
+type HistoryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryRequest) Reset() {
+	*x = HistoryRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryRequest) ProtoMessage() {}
+
+func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
+func (*HistoryRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *HistoryRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type HistoryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// holds are the lock's recent ended holds, the most recent first
+	// (GetResponse.history).
+	Holds []*PastHold `protobuf:"bytes,1,rep,name=holds,proto3" json:"holds,omitempty"`
+	// applied_index is the answering member's applied index: members
+	// answer alike at the same applied index when replicated is set.
+	AppliedIndex uint64 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// replicated: the cluster's log version keeps the history in the
+	// replicated state (10 and above); if not, it is the answering
+	// member's own since it started or last installed a snapshot.
+	Replicated    bool `protobuf:"varint,3,opt,name=replicated,proto3" json:"replicated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryResponse) Reset() {
+	*x = HistoryResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryResponse) ProtoMessage() {}
+
+func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
+func (*HistoryResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *HistoryResponse) GetHolds() []*PastHold {
+	if x != nil {
+		return x.Holds
+	}
+	return nil
+}
+
+func (x *HistoryResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *HistoryResponse) GetReplicated() bool {
+	if x != nil {
+		return x.Replicated
+	}
+	return false
 }
 
 // PastHold is a hold that ended. Times are the wall clocks of the leaders
@@ -2199,7 +2512,7 @@ type PastHold struct {
 
 func (x *PastHold) Reset() {
 	*x = PastHold{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[28]
+	mi := &file_api_batonpb_baton_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2211,7 +2524,7 @@ func (x *PastHold) String() string {
 func (*PastHold) ProtoMessage() {}
 
 func (x *PastHold) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[28]
+	mi := &file_api_batonpb_baton_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2224,7 +2537,7 @@ func (x *PastHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PastHold.ProtoReflect.Descriptor instead.
 func (*PastHold) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{28}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PastHold) GetSessionId() uint64 {
@@ -2301,7 +2614,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[29]
+	mi := &file_api_batonpb_baton_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2313,7 +2626,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[29]
+	mi := &file_api_batonpb_baton_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2326,7 +2639,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{29}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListRequest) GetPrefix() string {
@@ -2365,7 +2678,7 @@ type LockSummary struct {
 
 func (x *LockSummary) Reset() {
 	*x = LockSummary{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[30]
+	mi := &file_api_batonpb_baton_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2377,7 +2690,7 @@ func (x *LockSummary) String() string {
 func (*LockSummary) ProtoMessage() {}
 
 func (x *LockSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[30]
+	mi := &file_api_batonpb_baton_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2390,7 +2703,7 @@ func (x *LockSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockSummary.ProtoReflect.Descriptor instead.
 func (*LockSummary) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{30}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LockSummary) GetName() string {
@@ -2445,7 +2758,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[31]
+	mi := &file_api_batonpb_baton_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2457,7 +2770,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[31]
+	mi := &file_api_batonpb_baton_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2470,7 +2783,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{31}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListResponse) GetLocks() []*LockSummary {
@@ -2501,7 +2814,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	mi := &file_api_batonpb_baton_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2513,7 +2826,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	mi := &file_api_batonpb_baton_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2526,7 +2839,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{32}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Session) GetId() uint64 {
@@ -2581,7 +2894,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[33]
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2593,7 +2906,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[33]
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2606,7 +2919,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{33}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListSessionsRequest) GetPageSize() uint32 {
@@ -2633,7 +2946,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[34]
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2645,7 +2958,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[34]
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2658,7 +2971,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{34}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -2684,7 +2997,7 @@ type BlacklistRequest struct {
 
 func (x *BlacklistRequest) Reset() {
 	*x = BlacklistRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[35]
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2696,7 +3009,7 @@ func (x *BlacklistRequest) String() string {
 func (*BlacklistRequest) ProtoMessage() {}
 
 func (x *BlacklistRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[35]
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2709,7 +3022,7 @@ func (x *BlacklistRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlacklistRequest.ProtoReflect.Descriptor instead.
 func (*BlacklistRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{35}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *BlacklistRequest) GetSessionId() uint64 {
@@ -2727,7 +3040,7 @@ type BlacklistResponse struct {
 
 func (x *BlacklistResponse) Reset() {
 	*x = BlacklistResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[36]
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2739,7 +3052,7 @@ func (x *BlacklistResponse) String() string {
 func (*BlacklistResponse) ProtoMessage() {}
 
 func (x *BlacklistResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[36]
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2752,7 +3065,7 @@ func (x *BlacklistResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlacklistResponse.ProtoReflect.Descriptor instead.
 func (*BlacklistResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{36}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{41}
 }
 
 type WatchRequest struct {
@@ -2764,7 +3077,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[37]
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2776,7 +3089,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[37]
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2789,7 +3102,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{37}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WatchRequest) GetName() string {
@@ -2809,7 +3122,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2821,7 +3134,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2834,7 +3147,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *WatchResponse) GetLock() *Lock {
@@ -2859,7 +3172,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2871,7 +3184,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2884,7 +3197,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
 }
 
 type Member struct {
@@ -2906,7 +3219,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2918,7 +3231,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2931,7 +3244,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Member) GetName() string {
@@ -2987,7 +3300,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2999,7 +3312,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3012,7 +3325,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{41}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AddMemberRequest) GetName() string {
@@ -3047,7 +3360,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3059,7 +3372,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3072,7 +3385,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{42}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AddMemberResponse) GetMembers() []*Member {
@@ -3098,7 +3411,7 @@ type PromoteMemberRequest struct {
 
 func (x *PromoteMemberRequest) Reset() {
 	*x = PromoteMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3110,7 +3423,7 @@ func (x *PromoteMemberRequest) String() string {
 func (*PromoteMemberRequest) ProtoMessage() {}
 
 func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3123,7 +3436,7 @@ func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberRequest.ProtoReflect.Descriptor instead.
 func (*PromoteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *PromoteMemberRequest) GetName() string {
@@ -3142,7 +3455,7 @@ type PromoteMemberResponse struct {
 
 func (x *PromoteMemberResponse) Reset() {
 	*x = PromoteMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3154,7 +3467,7 @@ func (x *PromoteMemberResponse) String() string {
 func (*PromoteMemberResponse) ProtoMessage() {}
 
 func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3167,7 +3480,7 @@ func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberResponse.ProtoReflect.Descriptor instead.
 func (*PromoteMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PromoteMemberResponse) GetMembers() []*Member {
@@ -3187,7 +3500,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3199,7 +3512,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3212,7 +3525,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *TransferLeadershipRequest) GetTo() string {
@@ -3232,7 +3545,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3244,7 +3557,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3257,7 +3570,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *TransferLeadershipResponse) GetLeader() string {
@@ -3283,7 +3596,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[47]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3295,7 +3608,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[47]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3308,7 +3621,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{47}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RemoveMemberRequest) GetName() string {
@@ -3327,7 +3640,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3339,7 +3652,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3352,7 +3665,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RemoveMemberResponse) GetMembers() []*Member {
@@ -3389,14 +3702,17 @@ type StatusResponse struct {
 	MinFreeDiskBytes uint64 `protobuf:"varint,16,opt,name=min_free_disk_bytes,json=minFreeDiskBytes,proto3" json:"min_free_disk_bytes,omitempty"`
 	// low_disk is true while disk_free_bytes is below min_free_disk_bytes.
 	// Every member reports its own disk; only the leader's refuses.
-	LowDisk       bool `protobuf:"varint,17,opt,name=low_disk,json=lowDisk,proto3" json:"low_disk,omitempty"`
+	LowDisk bool `protobuf:"varint,17,opt,name=low_disk,json=lowDisk,proto3" json:"low_disk,omitempty"`
+	// cluster_id identifies the cluster: members refuse peers of another
+	// one. A cluster restored from a backup has an id of its own.
+	ClusterId     uint64 `protobuf:"varint,80,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3408,7 +3724,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3421,7 +3737,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *StatusResponse) GetName() string {
@@ -3543,6 +3859,214 @@ func (x *StatusResponse) GetLowDisk() bool {
 	return false
 }
 
+func (x *StatusResponse) GetClusterId() uint64 {
+	if x != nil {
+		return x.ClusterId
+	}
+	return 0
+}
+
+type SaveSnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SaveSnapshotRequest) Reset() {
+	*x = SaveSnapshotRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaveSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaveSnapshotRequest) ProtoMessage() {}
+
+func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaveSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*SaveSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{55}
+}
+
+type SaveSnapshotResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *SnapshotHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"` // in the first message only
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`     // the next part of the snapshot's data
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SaveSnapshotResponse) Reset() {
+	*x = SaveSnapshotResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaveSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaveSnapshotResponse) ProtoMessage() {}
+
+func (x *SaveSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaveSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*SaveSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *SaveSnapshotResponse) GetHeader() *SnapshotHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *SaveSnapshotResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// SnapshotHeader describes a backup: where it was taken and what it holds.
+type SnapshotHeader struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId uint64                 `protobuf:"varint,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// index and term are those of the last log entry the state reflects:
+	// every fencing token in it is at most index.
+	Index      uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Term       uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	LogVersion uint32 `protobuf:"varint,4,opt,name=log_version,json=logVersion,proto3" json:"log_version,omitempty"` // the cluster's log version at index
+	// members are the voters and learners at index (name, id, peer_addr,
+	// learner).
+	Members       []*Member              `protobuf:"bytes,5,rep,name=members,proto3" json:"members,omitempty"`
+	Size          uint64                 `protobuf:"varint,6,opt,name=size,proto3" json:"size,omitempty"`                              // bytes of data that follow
+	DataSha256    []byte                 `protobuf:"bytes,7,opt,name=data_sha256,json=dataSha256,proto3" json:"data_sha256,omitempty"` // SHA-256 of those bytes
+	TakenBy       string                 `protobuf:"bytes,8,opt,name=taken_by,json=takenBy,proto3" json:"taken_by,omitempty"`          // the member that took it
+	TakenAt       *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=taken_at,json=takenAt,proto3" json:"taken_at,omitempty"`          // its wall clock then, for people
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotHeader) Reset() {
+	*x = SnapshotHeader{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotHeader) ProtoMessage() {}
+
+func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
+func (*SnapshotHeader) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *SnapshotHeader) GetClusterId() uint64 {
+	if x != nil {
+		return x.ClusterId
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetLogVersion() uint32 {
+	if x != nil {
+		return x.LogVersion
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *SnapshotHeader) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetDataSha256() []byte {
+	if x != nil {
+		return x.DataSha256
+	}
+	return nil
+}
+
+func (x *SnapshotHeader) GetTakenBy() string {
+	if x != nil {
+		return x.TakenBy
+	}
+	return ""
+}
+
+func (x *SnapshotHeader) GetTakenAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TakenAt
+	}
+	return nil
+}
+
 // Error describes a failed stream request.
 type Error struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3556,7 +4080,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3568,7 +4092,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3581,7 +4105,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Error) GetCode() uint32 {
@@ -3624,7 +4148,7 @@ type ResumeSession struct {
 
 func (x *ResumeSession) Reset() {
 	*x = ResumeSession{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3636,7 +4160,7 @@ func (x *ResumeSession) String() string {
 func (*ResumeSession) ProtoMessage() {}
 
 func (x *ResumeSession) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3649,7 +4173,7 @@ func (x *ResumeSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSession.ProtoReflect.Descriptor instead.
 func (*ResumeSession) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ResumeSession) GetSessionId() uint64 {
@@ -3681,6 +4205,7 @@ type SessionRequest struct {
 	//	*SessionRequest_AcquireMany
 	//	*SessionRequest_Close
 	//	*SessionRequest_RenewHold
+	//	*SessionRequest_Proclaim
 	Kind          isSessionRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3688,7 +4213,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[52]
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3700,7 +4225,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[52]
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3713,7 +4238,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{52}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SessionRequest) GetId() uint64 {
@@ -3811,6 +4336,15 @@ func (x *SessionRequest) GetRenewHold() *RenewHoldRequest {
 	return nil
 }
 
+func (x *SessionRequest) GetProclaim() *ProclaimRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionRequest_Proclaim); ok {
+			return x.Proclaim
+		}
+	}
+	return nil
+}
+
 type isSessionRequest_Kind interface {
 	isSessionRequest_Kind()
 }
@@ -3851,6 +4385,10 @@ type SessionRequest_RenewHold struct {
 	RenewHold *RenewHoldRequest `protobuf:"bytes,10,opt,name=renew_hold,json=renewHold,proto3,oneof"`
 }
 
+type SessionRequest_Proclaim struct {
+	Proclaim *ProclaimRequest `protobuf:"bytes,11,opt,name=proclaim,proto3,oneof"`
+}
+
 func (*SessionRequest_Open) isSessionRequest_Kind() {}
 
 func (*SessionRequest_Resume) isSessionRequest_Kind() {}
@@ -3869,6 +4407,8 @@ func (*SessionRequest_Close) isSessionRequest_Kind() {}
 
 func (*SessionRequest_RenewHold) isSessionRequest_Kind() {}
 
+func (*SessionRequest_Proclaim) isSessionRequest_Kind() {}
+
 // SessionsRequest is a batch of requests on channels of a Sessions stream.
 type SessionsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3879,7 +4419,7 @@ type SessionsRequest struct {
 
 func (x *SessionsRequest) Reset() {
 	*x = SessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3891,7 +4431,7 @@ func (x *SessionsRequest) String() string {
 func (*SessionsRequest) ProtoMessage() {}
 
 func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3904,7 +4444,7 @@ func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsRequest.ProtoReflect.Descriptor instead.
 func (*SessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{53}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SessionsRequest) GetRequests() []*ChannelRequest {
@@ -3930,7 +4470,7 @@ type ChannelRequest struct {
 
 func (x *ChannelRequest) Reset() {
 	*x = ChannelRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3942,7 +4482,7 @@ func (x *ChannelRequest) String() string {
 func (*ChannelRequest) ProtoMessage() {}
 
 func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3955,7 +4495,7 @@ func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelRequest.ProtoReflect.Descriptor instead.
 func (*ChannelRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{54}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ChannelRequest) GetChannel() uint64 {
@@ -3990,7 +4530,7 @@ type SessionsResponse struct {
 
 func (x *SessionsResponse) Reset() {
 	*x = SessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4002,7 +4542,7 @@ func (x *SessionsResponse) String() string {
 func (*SessionsResponse) ProtoMessage() {}
 
 func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4015,7 +4555,7 @@ func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsResponse.ProtoReflect.Descriptor instead.
 func (*SessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{55}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SessionsResponse) GetResponses() []*ChannelResponse {
@@ -4039,7 +4579,7 @@ type ChannelResponse struct {
 
 func (x *ChannelResponse) Reset() {
 	*x = ChannelResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4051,7 +4591,7 @@ func (x *ChannelResponse) String() string {
 func (*ChannelResponse) ProtoMessage() {}
 
 func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4064,7 +4604,7 @@ func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelResponse.ProtoReflect.Descriptor instead.
 func (*ChannelResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{56}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ChannelResponse) GetChannel() uint64 {
@@ -4097,7 +4637,7 @@ type ChannelEnd struct {
 
 func (x *ChannelEnd) Reset() {
 	*x = ChannelEnd{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4109,7 +4649,7 @@ func (x *ChannelEnd) String() string {
 func (*ChannelEnd) ProtoMessage() {}
 
 func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4122,7 +4662,7 @@ func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelEnd.ProtoReflect.Descriptor instead.
 func (*ChannelEnd) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ChannelEnd) GetError() *Error {
@@ -4145,7 +4685,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4157,7 +4697,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4170,7 +4710,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{58}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *Grant) GetSeq() uint64 {
@@ -4213,7 +4753,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4225,7 +4765,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4238,7 +4778,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *WaitEnded) GetSeq() uint64 {
@@ -4283,6 +4823,7 @@ type SessionResponse struct {
 	//	*SessionResponse_Holds
 	//	*SessionResponse_RenewHold
 	//	*SessionResponse_RevokeRequested
+	//	*SessionResponse_Proclaim
 	Kind          isSessionResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4290,7 +4831,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4302,7 +4843,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4315,7 +4856,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{60}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SessionResponse) GetId() uint64 {
@@ -4465,6 +5006,15 @@ func (x *SessionResponse) GetRevokeRequested() *RevokeRequested {
 	return nil
 }
 
+func (x *SessionResponse) GetProclaim() *ProclaimResponse {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionResponse_Proclaim); ok {
+			return x.Proclaim
+		}
+	}
+	return nil
+}
+
 type isSessionResponse_Kind interface {
 	isSessionResponse_Kind()
 }
@@ -4535,6 +5085,10 @@ type SessionResponse_RevokeRequested struct {
 	RevokeRequested *RevokeRequested `protobuf:"bytes,16,opt,name=revoke_requested,json=revokeRequested,proto3,oneof"`
 }
 
+type SessionResponse_Proclaim struct {
+	Proclaim *ProclaimResponse `protobuf:"bytes,17,opt,name=proclaim,proto3,oneof"`
+}
+
 func (*SessionResponse_Open) isSessionResponse_Kind() {}
 
 func (*SessionResponse_KeepAlive) isSessionResponse_Kind() {}
@@ -4563,6 +5117,8 @@ func (*SessionResponse_RenewHold) isSessionResponse_Kind() {}
 
 func (*SessionResponse_RevokeRequested) isSessionResponse_Kind() {}
 
+func (*SessionResponse_Proclaim) isSessionResponse_Kind() {}
+
 // RevokeRequested tells a session that a Revoke asked its hold of name
 // (owner_key, token) to end within grace: the leader ends the hold then
 // unless it was released first. deadline is the wall clock of the leader
@@ -4580,7 +5136,7 @@ type RevokeRequested struct {
 
 func (x *RevokeRequested) Reset() {
 	*x = RevokeRequested{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	mi := &file_api_batonpb_baton_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4592,7 +5148,7 @@ func (x *RevokeRequested) String() string {
 func (*RevokeRequested) ProtoMessage() {}
 
 func (x *RevokeRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	mi := &file_api_batonpb_baton_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4605,7 +5161,7 @@ func (x *RevokeRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequested.ProtoReflect.Descriptor instead.
 func (*RevokeRequested) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *RevokeRequested) GetName() string {
@@ -4663,7 +5219,7 @@ type SessionHolds struct {
 
 func (x *SessionHolds) Reset() {
 	*x = SessionHolds{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	mi := &file_api_batonpb_baton_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4675,7 +5231,7 @@ func (x *SessionHolds) String() string {
 func (*SessionHolds) ProtoMessage() {}
 
 func (x *SessionHolds) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	mi := &file_api_batonpb_baton_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4688,7 +5244,7 @@ func (x *SessionHolds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionHolds.ProtoReflect.Descriptor instead.
 func (*SessionHolds) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SessionHolds) GetHolds() []*HoldLost {
@@ -4730,7 +5286,7 @@ type HoldLost struct {
 
 func (x *HoldLost) Reset() {
 	*x = HoldLost{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	mi := &file_api_batonpb_baton_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4742,7 +5298,7 @@ func (x *HoldLost) String() string {
 func (*HoldLost) ProtoMessage() {}
 
 func (x *HoldLost) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	mi := &file_api_batonpb_baton_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4755,7 +5311,7 @@ func (x *HoldLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldLost.ProtoReflect.Descriptor instead.
 func (*HoldLost) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *HoldLost) GetName() string {
@@ -4797,7 +5353,7 @@ type ChangeAuthRequest struct {
 
 func (x *ChangeAuthRequest) Reset() {
 	*x = ChangeAuthRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	mi := &file_api_batonpb_baton_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4809,7 +5365,7 @@ func (x *ChangeAuthRequest) String() string {
 func (*ChangeAuthRequest) ProtoMessage() {}
 
 func (x *ChangeAuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	mi := &file_api_batonpb_baton_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4822,7 +5378,7 @@ func (x *ChangeAuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeAuthRequest.ProtoReflect.Descriptor instead.
 func (*ChangeAuthRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ChangeAuthRequest) GetKind() ChangeAuthRequest_Kind {
@@ -4878,7 +5434,7 @@ type ChangeAuthResponse struct {
 
 func (x *ChangeAuthResponse) Reset() {
 	*x = ChangeAuthResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	mi := &file_api_batonpb_baton_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4890,7 +5446,7 @@ func (x *ChangeAuthResponse) String() string {
 func (*ChangeAuthResponse) ProtoMessage() {}
 
 func (x *ChangeAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	mi := &file_api_batonpb_baton_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4903,7 +5459,7 @@ func (x *ChangeAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeAuthResponse.ProtoReflect.Descriptor instead.
 func (*ChangeAuthResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ChangeAuthResponse) GetToken() string {
@@ -4921,7 +5477,7 @@ type GetAuthRequest struct {
 
 func (x *GetAuthRequest) Reset() {
 	*x = GetAuthRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	mi := &file_api_batonpb_baton_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4933,7 +5489,7 @@ func (x *GetAuthRequest) String() string {
 func (*GetAuthRequest) ProtoMessage() {}
 
 func (x *GetAuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	mi := &file_api_batonpb_baton_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4946,7 +5502,7 @@ func (x *GetAuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthRequest.ProtoReflect.Descriptor instead.
 func (*GetAuthRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{66}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{74}
 }
 
 type AuthUser struct {
@@ -4960,7 +5516,7 @@ type AuthUser struct {
 
 func (x *AuthUser) Reset() {
 	*x = AuthUser{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	mi := &file_api_batonpb_baton_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4972,7 +5528,7 @@ func (x *AuthUser) String() string {
 func (*AuthUser) ProtoMessage() {}
 
 func (x *AuthUser) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	mi := &file_api_batonpb_baton_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4985,7 +5541,7 @@ func (x *AuthUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthUser.ProtoReflect.Descriptor instead.
 func (*AuthUser) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *AuthUser) GetName() string {
@@ -5019,7 +5575,7 @@ type AuthPermission struct {
 
 func (x *AuthPermission) Reset() {
 	*x = AuthPermission{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	mi := &file_api_batonpb_baton_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5031,7 +5587,7 @@ func (x *AuthPermission) String() string {
 func (*AuthPermission) ProtoMessage() {}
 
 func (x *AuthPermission) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	mi := &file_api_batonpb_baton_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5044,7 +5600,7 @@ func (x *AuthPermission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthPermission.ProtoReflect.Descriptor instead.
 func (*AuthPermission) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{68}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *AuthPermission) GetPrefix() string {
@@ -5071,7 +5627,7 @@ type AuthRole struct {
 
 func (x *AuthRole) Reset() {
 	*x = AuthRole{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[69]
+	mi := &file_api_batonpb_baton_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5083,7 +5639,7 @@ func (x *AuthRole) String() string {
 func (*AuthRole) ProtoMessage() {}
 
 func (x *AuthRole) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[69]
+	mi := &file_api_batonpb_baton_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5096,7 +5652,7 @@ func (x *AuthRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthRole.ProtoReflect.Descriptor instead.
 func (*AuthRole) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{69}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *AuthRole) GetName() string {
@@ -5126,7 +5682,7 @@ type GetAuthResponse struct {
 
 func (x *GetAuthResponse) Reset() {
 	*x = GetAuthResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[70]
+	mi := &file_api_batonpb_baton_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5138,7 +5694,7 @@ func (x *GetAuthResponse) String() string {
 func (*GetAuthResponse) ProtoMessage() {}
 
 func (x *GetAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[70]
+	mi := &file_api_batonpb_baton_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5151,7 +5707,7 @@ func (x *GetAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthResponse.ProtoReflect.Descriptor instead.
 func (*GetAuthResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{70}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *GetAuthResponse) GetEnabled() bool {
@@ -5190,7 +5746,7 @@ type AuditRequest struct {
 
 func (x *AuditRequest) Reset() {
 	*x = AuditRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	mi := &file_api_batonpb_baton_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5202,7 +5758,7 @@ func (x *AuditRequest) String() string {
 func (*AuditRequest) ProtoMessage() {}
 
 func (x *AuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	mi := &file_api_batonpb_baton_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5215,7 +5771,7 @@ func (x *AuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRequest.ProtoReflect.Descriptor instead.
 func (*AuditRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{79}
 }
 
 type AuditEntry struct {
@@ -5230,7 +5786,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[72]
+	mi := &file_api_batonpb_baton_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5242,7 +5798,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[72]
+	mi := &file_api_batonpb_baton_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5255,7 +5811,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{72}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *AuditEntry) GetIndex() uint64 {
@@ -5295,7 +5851,7 @@ type AuditResponse struct {
 
 func (x *AuditResponse) Reset() {
 	*x = AuditResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[73]
+	mi := &file_api_batonpb_baton_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5307,7 +5863,7 @@ func (x *AuditResponse) String() string {
 func (*AuditResponse) ProtoMessage() {}
 
 func (x *AuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[73]
+	mi := &file_api_batonpb_baton_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5320,7 +5876,7 @@ func (x *AuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditResponse.ProtoReflect.Descriptor instead.
 func (*AuditResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{73}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *AuditResponse) GetEntries() []*AuditEntry {
@@ -5338,7 +5894,7 @@ type KeysRequest struct {
 
 func (x *KeysRequest) Reset() {
 	*x = KeysRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[74]
+	mi := &file_api_batonpb_baton_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5350,7 +5906,7 @@ func (x *KeysRequest) String() string {
 func (*KeysRequest) ProtoMessage() {}
 
 func (x *KeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[74]
+	mi := &file_api_batonpb_baton_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5363,7 +5919,7 @@ func (x *KeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeysRequest.ProtoReflect.Descriptor instead.
 func (*KeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{74}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{82}
 }
 
 // SigningKey is one of the cluster's Ed25519 signed-token keys, its
@@ -5385,7 +5941,7 @@ type SigningKey struct {
 
 func (x *SigningKey) Reset() {
 	*x = SigningKey{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[75]
+	mi := &file_api_batonpb_baton_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5397,7 +5953,7 @@ func (x *SigningKey) String() string {
 func (*SigningKey) ProtoMessage() {}
 
 func (x *SigningKey) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[75]
+	mi := &file_api_batonpb_baton_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5410,7 +5966,7 @@ func (x *SigningKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
 func (*SigningKey) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{75}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *SigningKey) GetId() uint64 {
@@ -5464,7 +6020,7 @@ type KeysResponse struct {
 
 func (x *KeysResponse) Reset() {
 	*x = KeysResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[76]
+	mi := &file_api_batonpb_baton_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5476,7 +6032,7 @@ func (x *KeysResponse) String() string {
 func (*KeysResponse) ProtoMessage() {}
 
 func (x *KeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[76]
+	mi := &file_api_batonpb_baton_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5489,7 +6045,7 @@ func (x *KeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeysResponse.ProtoReflect.Descriptor instead.
 func (*KeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{76}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *KeysResponse) GetKeys() []*SigningKey {
@@ -5509,7 +6065,7 @@ type RotateSigningKeyRequest struct {
 
 func (x *RotateSigningKeyRequest) Reset() {
 	*x = RotateSigningKeyRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[77]
+	mi := &file_api_batonpb_baton_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5521,7 +6077,7 @@ func (x *RotateSigningKeyRequest) String() string {
 func (*RotateSigningKeyRequest) ProtoMessage() {}
 
 func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[77]
+	mi := &file_api_batonpb_baton_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5534,7 +6090,7 @@ func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSigningKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateSigningKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{77}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *RotateSigningKeyRequest) GetRetention() *durationpb.Duration {
@@ -5554,7 +6110,7 @@ type RotateSigningKeyResponse struct {
 
 func (x *RotateSigningKeyResponse) Reset() {
 	*x = RotateSigningKeyResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[78]
+	mi := &file_api_batonpb_baton_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5566,7 +6122,7 @@ func (x *RotateSigningKeyResponse) String() string {
 func (*RotateSigningKeyResponse) ProtoMessage() {}
 
 func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[78]
+	mi := &file_api_batonpb_baton_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5579,7 +6135,7 @@ func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSigningKeyResponse.ProtoReflect.Descriptor instead.
 func (*RotateSigningKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{78}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *RotateSigningKeyResponse) GetKeyId() uint64 {
@@ -5630,7 +6186,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x16\n" +
 	"\x06secret\x18\x03 \x01(\tR\x06secret\"\x16\n" +
-	"\x14CloseSessionResponse\"\xe6\x02\n" +
+	"\x14CloseSessionResponse\"\xfc\x02\n" +
 	"\x0eAcquireRequest\x12/\n" +
 	"\x06header\x18\x01 \x01(\v2\x17.baton.v1.RequestHeaderR\x06header\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
@@ -5642,7 +6198,15 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\n" +
 	"hold_limit\x18\b \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\x128\n" +
 	"\n" +
-	"lock_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\"s\n" +
+	"lock_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12\x14\n" +
+	"\x05value\x18< \x01(\tR\x05value\"\x9f\x01\n" +
+	"\x0fProclaimRequest\x12/\n" +
+	"\x06header\x18\x01 \x01(\v2\x17.baton.v1.RequestHeaderR\x06header\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x1b\n" +
+	"\towner_key\x18\x04 \x01(\tR\bownerKey\x12\x14\n" +
+	"\x05value\x18\x05 \x01(\tR\x05value\"\x12\n" +
+	"\x10ProclaimResponse\"s\n" +
 	"\x10RenewHoldRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x12\n" +
@@ -5651,7 +6215,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x06secret\x18\x04 \x01(\tR\x06secret\"M\n" +
 	"\x11RenewHoldResponse\x128\n" +
 	"\n" +
-	"hold_limit\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"\xc7\x03\n" +
+	"hold_limit\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"\xdd\x03\n" +
 	"\x06Holder\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
@@ -5666,7 +6230,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\n" +
 	"lock_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12C\n" +
 	"\x0frevoke_deadline\x182 \x01(\v2\x1a.google.protobuf.TimestampR\x0erevokeDeadline\x12<\n" +
-	"\frevoke_grace\x183 \x01(\v2\x19.google.protobuf.DurationR\vrevokeGrace\"\xe2\x01\n" +
+	"\frevoke_grace\x183 \x01(\v2\x19.google.protobuf.DurationR\vrevokeGrace\x12\x14\n" +
+	"\x05value\x18< \x01(\tR\x05value\"\xe2\x01\n" +
 	"\x06Waiter\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
@@ -5689,7 +6254,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"lock_delay\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12?\n" +
 	"\rdelayed_until\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\fdelayedUntil\x12!\n" +
-	"\fsigned_token\x18\f \x01(\tR\vsignedToken\"\xac\x02\n" +
+	"\fsigned_token\x18\f \x01(\tR\vsignedToken\"\xd6\x02\n" +
 	"\x12AcquireManyRequest\x12/\n" +
 	"\x06header\x18\x01 \x01(\v2\x17.baton.v1.RequestHeaderR\x06header\x12\x14\n" +
 	"\x05names\x18\x02 \x03(\tR\x05names\x12\x1b\n" +
@@ -5700,7 +6265,11 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\n" +
 	"hold_limit\x18\a \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\x128\n" +
 	"\n" +
-	"lock_delay\x18\b \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\"J\n" +
+	"lock_delay\x18\b \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12(\n" +
+	"\x05modes\x18F \x03(\v2\x12.baton.v1.LockModeR\x05modes\"8\n" +
+	"\bLockMode\x12\x16\n" +
+	"\x06shared\x18\x01 \x01(\bR\x06shared\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"J\n" +
 	"\x13AcquireManyResponse\x123\n" +
 	"\aresults\x18\x01 \x03(\v2\x19.baton.v1.AcquireResponseR\aresults\"\x88\x01\n" +
 	"\x0eReleaseRequest\x12/\n" +
@@ -5746,7 +6315,15 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\rdelayed_until\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\fdelayedUntil\"_\n" +
 	"\vGetResponse\x12\"\n" +
 	"\x04lock\x18\x01 \x01(\v2\x0e.baton.v1.LockR\x04lock\x12,\n" +
-	"\ahistory\x18\x02 \x03(\v2\x12.baton.v1.PastHoldR\ahistory\"\xb4\x02\n" +
+	"\ahistory\x18\x02 \x03(\v2\x12.baton.v1.PastHoldR\ahistory\"$\n" +
+	"\x0eHistoryRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x80\x01\n" +
+	"\x0fHistoryResponse\x12(\n" +
+	"\x05holds\x18\x01 \x03(\v2\x12.baton.v1.PastHoldR\x05holds\x12#\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1e\n" +
+	"\n" +
+	"replicated\x18\x03 \x01(\bR\n" +
+	"replicated\"\xb4\x02\n" +
 	"\bPastHold\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
@@ -5826,7 +6403,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x13RemoveMemberRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"B\n" +
 	"\x14RemoveMemberResponse\x12*\n" +
-	"\amembers\x18\x01 \x03(\v2\x10.baton.v1.MemberR\amembers\"\x9e\x04\n" +
+	"\amembers\x18\x01 \x03(\v2\x10.baton.v1.MemberR\amembers\"\xbd\x04\n" +
 	"\x0eStatusResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x16\n" +
@@ -5847,8 +6424,27 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"logVersion\x12+\n" +
 	"\x0fdisk_free_bytes\x18\x0f \x01(\x04H\x00R\rdiskFreeBytes\x88\x01\x01\x12-\n" +
 	"\x13min_free_disk_bytes\x18\x10 \x01(\x04R\x10minFreeDiskBytes\x12\x19\n" +
-	"\blow_disk\x18\x11 \x01(\bR\alowDiskB\x12\n" +
-	"\x10_disk_free_bytes\"\x80\x01\n" +
+	"\blow_disk\x18\x11 \x01(\bR\alowDisk\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18P \x01(\x04R\tclusterIdB\x12\n" +
+	"\x10_disk_free_bytes\"\x15\n" +
+	"\x13SaveSnapshotRequest\"\\\n" +
+	"\x14SaveSnapshotResponse\x120\n" +
+	"\x06header\x18\x01 \x01(\v2\x18.baton.v1.SnapshotHeaderR\x06header\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\xad\x02\n" +
+	"\x0eSnapshotHeader\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x1f\n" +
+	"\vlog_version\x18\x04 \x01(\rR\n" +
+	"logVersion\x12*\n" +
+	"\amembers\x18\x05 \x03(\v2\x10.baton.v1.MemberR\amembers\x12\x12\n" +
+	"\x04size\x18\x06 \x01(\x04R\x04size\x12\x1f\n" +
+	"\vdata_sha256\x18\a \x01(\fR\n" +
+	"dataSha256\x12\x19\n" +
+	"\btaken_by\x18\b \x01(\tR\atakenBy\x125\n" +
+	"\btaken_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\atakenAt\"\x80\x01\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12(\n" +
 	"\x06reason\x18\x02 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\x12\x18\n" +
@@ -5858,7 +6454,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\rResumeSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x16\n" +
-	"\x06secret\x18\x02 \x01(\tR\x06secret\"\xa2\x04\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"\xdb\x04\n" +
 	"\x0eSessionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x122\n" +
 	"\x04open\x18\x02 \x01(\v2\x1c.baton.v1.OpenSessionRequestH\x00R\x04open\x121\n" +
@@ -5872,7 +6468,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x05close\x18\t \x01(\v2\x1d.baton.v1.CloseSessionRequestH\x00R\x05close\x12;\n" +
 	"\n" +
 	"renew_hold\x18\n" +
-	" \x01(\v2\x1a.baton.v1.RenewHoldRequestH\x00R\trenewHoldB\x06\n" +
+	" \x01(\v2\x1a.baton.v1.RenewHoldRequestH\x00R\trenewHold\x127\n" +
+	"\bproclaim\x18\v \x01(\v2\x19.baton.v1.ProclaimRequestH\x00R\bproclaimB\x06\n" +
 	"\x04kind\"G\n" +
 	"\x0fSessionsRequest\x124\n" +
 	"\brequests\x18\x01 \x03(\v2\x18.baton.v1.ChannelRequestR\brequests\"v\n" +
@@ -5897,7 +6494,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\tWaitEnded\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12(\n" +
-	"\x06reason\x18\x03 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\"\xdf\x06\n" +
+	"\x06reason\x18\x03 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\"\x99\a\n" +
 	"\x0fSessionResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
 	"\x05error\x18\x02 \x01(\v2\x0f.baton.v1.ErrorR\x05error\x123\n" +
@@ -5918,7 +6515,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x05holds\x18\x0e \x01(\v2\x16.baton.v1.SessionHoldsH\x00R\x05holds\x12<\n" +
 	"\n" +
 	"renew_hold\x18\x0f \x01(\v2\x1b.baton.v1.RenewHoldResponseH\x00R\trenewHold\x12F\n" +
-	"\x10revoke_requested\x18\x10 \x01(\v2\x19.baton.v1.RevokeRequestedH\x00R\x0frevokeRequestedB\x06\n" +
+	"\x10revoke_requested\x18\x10 \x01(\v2\x19.baton.v1.RevokeRequestedH\x00R\x0frevokeRequested\x128\n" +
+	"\bproclaim\x18\x11 \x01(\v2\x1a.baton.v1.ProclaimResponseH\x00R\bproclaimB\x06\n" +
 	"\x04kind\"\xc1\x01\n" +
 	"\x0fRevokeRequested\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
@@ -6041,7 +6639,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x15HOLD_END_HOLD_EXPIRED\x10\x04\x12\x19\n" +
 	"\x15HOLD_END_CAS_RELEASED\x10\x05\x12\x16\n" +
 	"\x12HOLD_END_ABANDONED\x10\x06\x12\x14\n" +
-	"\x10HOLD_END_REVOKED\x10\a2\x92\x14\n" +
+	"\x10HOLD_END_REVOKED\x10\a2\xb0\x16\n" +
 	"\x05Baton\x12B\n" +
 	"\aSession\x12\x18.baton.v1.SessionRequest\x1a\x19.baton.v1.SessionResponse(\x010\x01\x12E\n" +
 	"\bSessions\x12\x19.baton.v1.SessionsRequest\x1a\x1a.baton.v1.SessionsResponse(\x010\x01\x12c\n" +
@@ -6051,13 +6649,15 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\aAcquire\x12\x18.baton.v1.AcquireRequest\x1a\x19.baton.v1.AcquireResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/locks/acquire\x12m\n" +
 	"\vAcquireMany\x12\x1c.baton.v1.AcquireManyRequest\x1a\x1d.baton.v1.AcquireManyResponse\"!\x82\xd3\xe4\x93\x02\x1b:\x01*\"\x16/v1/locks/acquire-many\x12`\n" +
 	"\tRenewHold\x12\x1a.baton.v1.RenewHoldRequest\x1a\x1b.baton.v1.RenewHoldResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/locks/renew\x12\\\n" +
-	"\aRelease\x12\x18.baton.v1.ReleaseRequest\x1a\x19.baton.v1.ReleaseResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/locks/release\x12i\n" +
+	"\aRelease\x12\x18.baton.v1.ReleaseRequest\x1a\x19.baton.v1.ReleaseResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/locks/release\x12`\n" +
+	"\bProclaim\x12\x19.baton.v1.ProclaimRequest\x1a\x1a.baton.v1.ProclaimResponse\"\x1d\x82\xd3\xe4\x93\x02\x17:\x01*\"\x12/v1/locks/proclaim\x12i\n" +
 	"\n" +
 	"CasRelease\x12\x1b.baton.v1.CasReleaseRequest\x1a\x1c.baton.v1.CasReleaseResponse\" \x82\xd3\xe4\x93\x02\x1a:\x01*\"\x15/v1/locks/cas-release\x12X\n" +
 	"\x06Revoke\x12\x17.baton.v1.RevokeRequest\x1a\x18.baton.v1.RevokeResponse\"\x1b\x82\xd3\xe4\x93\x02\x15:\x01*\"\x10/v1/locks/revoke\x12K\n" +
 	"\x05Check\x12\x16.baton.v1.CheckRequest\x1a\x17.baton.v1.CheckResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/check\x12D\n" +
 	"\x03Get\x12\x14.baton.v1.GetRequest\x1a\x15.baton.v1.GetResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
-	"\x12\b/v1/lock\x12H\n" +
+	"\x12\b/v1/lock\x12S\n" +
+	"\aHistory\x12\x18.baton.v1.HistoryRequest\x1a\x19.baton.v1.HistoryResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/history\x12H\n" +
 	"\x04List\x12\x15.baton.v1.ListRequest\x1a\x16.baton.v1.ListResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/locks\x12c\n" +
 	"\fListSessions\x12\x1d.baton.v1.ListSessionsRequest\x1a\x1e.baton.v1.ListSessionsResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/sessions\x12M\n" +
 	"\x05Watch\x12\x16.baton.v1.WatchRequest\x1a\x17.baton.v1.WatchResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/watch0\x01\x12t\n" +
@@ -6075,7 +6675,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x05Audit\x12\x16.baton.v1.AuditRequest\x1a\x17.baton.v1.AuditResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/audit\x12G\n" +
 	"\x04Keys\x12\x15.baton.v1.KeysRequest\x1a\x16.baton.v1.KeysResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
 	"\x12\b/v1/keys\x12u\n" +
-	"\x10RotateSigningKey\x12!.baton.v1.RotateSigningKeyRequest\x1a\".baton.v1.RotateSigningKeyResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/keys/rotateB(Z&github.com/batonlock/baton/api/batonpbb\x06proto3"
+	"\x10RotateSigningKey\x12!.baton.v1.RotateSigningKeyRequest\x1a\".baton.v1.RotateSigningKeyResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/keys/rotate\x12e\n" +
+	"\fSaveSnapshot\x12\x1d.baton.v1.SaveSnapshotRequest\x1a\x1e.baton.v1.SaveSnapshotResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/snapshot0\x01B(Z&github.com/batonlock/baton/api/batonpbb\x06proto3"
 
 var (
 	file_api_batonpb_baton_proto_rawDescOnce sync.Once
@@ -6090,7 +6691,7 @@ func file_api_batonpb_baton_proto_rawDescGZIP() []byte {
 }
 
 var file_api_batonpb_baton_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
+var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
 var file_api_batonpb_baton_proto_goTypes = []any{
 	(Reason)(0),                        // 0: baton.v1.Reason
 	(HoldEnd)(0),                       // 1: baton.v1.HoldEnd
@@ -6103,234 +6704,256 @@ var file_api_batonpb_baton_proto_goTypes = []any{
 	(*CloseSessionRequest)(nil),        // 8: baton.v1.CloseSessionRequest
 	(*CloseSessionResponse)(nil),       // 9: baton.v1.CloseSessionResponse
 	(*AcquireRequest)(nil),             // 10: baton.v1.AcquireRequest
-	(*RenewHoldRequest)(nil),           // 11: baton.v1.RenewHoldRequest
-	(*RenewHoldResponse)(nil),          // 12: baton.v1.RenewHoldResponse
-	(*Holder)(nil),                     // 13: baton.v1.Holder
-	(*Waiter)(nil),                     // 14: baton.v1.Waiter
-	(*AcquireResponse)(nil),            // 15: baton.v1.AcquireResponse
-	(*AcquireManyRequest)(nil),         // 16: baton.v1.AcquireManyRequest
-	(*AcquireManyResponse)(nil),        // 17: baton.v1.AcquireManyResponse
-	(*ReleaseRequest)(nil),             // 18: baton.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),            // 19: baton.v1.ReleaseResponse
-	(*CancelRequest)(nil),              // 20: baton.v1.CancelRequest
-	(*CancelResponse)(nil),             // 21: baton.v1.CancelResponse
-	(*CasReleaseRequest)(nil),          // 22: baton.v1.CasReleaseRequest
-	(*CasReleaseResponse)(nil),         // 23: baton.v1.CasReleaseResponse
-	(*RevokeRequest)(nil),              // 24: baton.v1.RevokeRequest
-	(*RevokeResponse)(nil),             // 25: baton.v1.RevokeResponse
-	(*CheckRequest)(nil),               // 26: baton.v1.CheckRequest
-	(*CheckResponse)(nil),              // 27: baton.v1.CheckResponse
-	(*GetRequest)(nil),                 // 28: baton.v1.GetRequest
-	(*Lock)(nil),                       // 29: baton.v1.Lock
-	(*GetResponse)(nil),                // 30: baton.v1.GetResponse
-	(*PastHold)(nil),                   // 31: baton.v1.PastHold
-	(*ListRequest)(nil),                // 32: baton.v1.ListRequest
-	(*LockSummary)(nil),                // 33: baton.v1.LockSummary
-	(*ListResponse)(nil),               // 34: baton.v1.ListResponse
-	(*Session)(nil),                    // 35: baton.v1.Session
-	(*ListSessionsRequest)(nil),        // 36: baton.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),       // 37: baton.v1.ListSessionsResponse
-	(*BlacklistRequest)(nil),           // 38: baton.v1.BlacklistRequest
-	(*BlacklistResponse)(nil),          // 39: baton.v1.BlacklistResponse
-	(*WatchRequest)(nil),               // 40: baton.v1.WatchRequest
-	(*WatchResponse)(nil),              // 41: baton.v1.WatchResponse
-	(*StatusRequest)(nil),              // 42: baton.v1.StatusRequest
-	(*Member)(nil),                     // 43: baton.v1.Member
-	(*AddMemberRequest)(nil),           // 44: baton.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),          // 45: baton.v1.AddMemberResponse
-	(*PromoteMemberRequest)(nil),       // 46: baton.v1.PromoteMemberRequest
-	(*PromoteMemberResponse)(nil),      // 47: baton.v1.PromoteMemberResponse
-	(*TransferLeadershipRequest)(nil),  // 48: baton.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 49: baton.v1.TransferLeadershipResponse
-	(*RemoveMemberRequest)(nil),        // 50: baton.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),       // 51: baton.v1.RemoveMemberResponse
-	(*StatusResponse)(nil),             // 52: baton.v1.StatusResponse
-	(*Error)(nil),                      // 53: baton.v1.Error
-	(*ResumeSession)(nil),              // 54: baton.v1.ResumeSession
-	(*SessionRequest)(nil),             // 55: baton.v1.SessionRequest
-	(*SessionsRequest)(nil),            // 56: baton.v1.SessionsRequest
-	(*ChannelRequest)(nil),             // 57: baton.v1.ChannelRequest
-	(*SessionsResponse)(nil),           // 58: baton.v1.SessionsResponse
-	(*ChannelResponse)(nil),            // 59: baton.v1.ChannelResponse
-	(*ChannelEnd)(nil),                 // 60: baton.v1.ChannelEnd
-	(*Grant)(nil),                      // 61: baton.v1.Grant
-	(*WaitEnded)(nil),                  // 62: baton.v1.WaitEnded
-	(*SessionResponse)(nil),            // 63: baton.v1.SessionResponse
-	(*RevokeRequested)(nil),            // 64: baton.v1.RevokeRequested
-	(*SessionHolds)(nil),               // 65: baton.v1.SessionHolds
-	(*HoldLost)(nil),                   // 66: baton.v1.HoldLost
-	(*ChangeAuthRequest)(nil),          // 67: baton.v1.ChangeAuthRequest
-	(*ChangeAuthResponse)(nil),         // 68: baton.v1.ChangeAuthResponse
-	(*GetAuthRequest)(nil),             // 69: baton.v1.GetAuthRequest
-	(*AuthUser)(nil),                   // 70: baton.v1.AuthUser
-	(*AuthPermission)(nil),             // 71: baton.v1.AuthPermission
-	(*AuthRole)(nil),                   // 72: baton.v1.AuthRole
-	(*GetAuthResponse)(nil),            // 73: baton.v1.GetAuthResponse
-	(*AuditRequest)(nil),               // 74: baton.v1.AuditRequest
-	(*AuditEntry)(nil),                 // 75: baton.v1.AuditEntry
-	(*AuditResponse)(nil),              // 76: baton.v1.AuditResponse
-	(*KeysRequest)(nil),                // 77: baton.v1.KeysRequest
-	(*SigningKey)(nil),                 // 78: baton.v1.SigningKey
-	(*KeysResponse)(nil),               // 79: baton.v1.KeysResponse
-	(*RotateSigningKeyRequest)(nil),    // 80: baton.v1.RotateSigningKeyRequest
-	(*RotateSigningKeyResponse)(nil),   // 81: baton.v1.RotateSigningKeyResponse
-	(*durationpb.Duration)(nil),        // 82: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),      // 83: google.protobuf.Timestamp
+	(*ProclaimRequest)(nil),            // 11: baton.v1.ProclaimRequest
+	(*ProclaimResponse)(nil),           // 12: baton.v1.ProclaimResponse
+	(*RenewHoldRequest)(nil),           // 13: baton.v1.RenewHoldRequest
+	(*RenewHoldResponse)(nil),          // 14: baton.v1.RenewHoldResponse
+	(*Holder)(nil),                     // 15: baton.v1.Holder
+	(*Waiter)(nil),                     // 16: baton.v1.Waiter
+	(*AcquireResponse)(nil),            // 17: baton.v1.AcquireResponse
+	(*AcquireManyRequest)(nil),         // 18: baton.v1.AcquireManyRequest
+	(*LockMode)(nil),                   // 19: baton.v1.LockMode
+	(*AcquireManyResponse)(nil),        // 20: baton.v1.AcquireManyResponse
+	(*ReleaseRequest)(nil),             // 21: baton.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),            // 22: baton.v1.ReleaseResponse
+	(*CancelRequest)(nil),              // 23: baton.v1.CancelRequest
+	(*CancelResponse)(nil),             // 24: baton.v1.CancelResponse
+	(*CasReleaseRequest)(nil),          // 25: baton.v1.CasReleaseRequest
+	(*CasReleaseResponse)(nil),         // 26: baton.v1.CasReleaseResponse
+	(*RevokeRequest)(nil),              // 27: baton.v1.RevokeRequest
+	(*RevokeResponse)(nil),             // 28: baton.v1.RevokeResponse
+	(*CheckRequest)(nil),               // 29: baton.v1.CheckRequest
+	(*CheckResponse)(nil),              // 30: baton.v1.CheckResponse
+	(*GetRequest)(nil),                 // 31: baton.v1.GetRequest
+	(*Lock)(nil),                       // 32: baton.v1.Lock
+	(*GetResponse)(nil),                // 33: baton.v1.GetResponse
+	(*HistoryRequest)(nil),             // 34: baton.v1.HistoryRequest
+	(*HistoryResponse)(nil),            // 35: baton.v1.HistoryResponse
+	(*PastHold)(nil),                   // 36: baton.v1.PastHold
+	(*ListRequest)(nil),                // 37: baton.v1.ListRequest
+	(*LockSummary)(nil),                // 38: baton.v1.LockSummary
+	(*ListResponse)(nil),               // 39: baton.v1.ListResponse
+	(*Session)(nil),                    // 40: baton.v1.Session
+	(*ListSessionsRequest)(nil),        // 41: baton.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),       // 42: baton.v1.ListSessionsResponse
+	(*BlacklistRequest)(nil),           // 43: baton.v1.BlacklistRequest
+	(*BlacklistResponse)(nil),          // 44: baton.v1.BlacklistResponse
+	(*WatchRequest)(nil),               // 45: baton.v1.WatchRequest
+	(*WatchResponse)(nil),              // 46: baton.v1.WatchResponse
+	(*StatusRequest)(nil),              // 47: baton.v1.StatusRequest
+	(*Member)(nil),                     // 48: baton.v1.Member
+	(*AddMemberRequest)(nil),           // 49: baton.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),          // 50: baton.v1.AddMemberResponse
+	(*PromoteMemberRequest)(nil),       // 51: baton.v1.PromoteMemberRequest
+	(*PromoteMemberResponse)(nil),      // 52: baton.v1.PromoteMemberResponse
+	(*TransferLeadershipRequest)(nil),  // 53: baton.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 54: baton.v1.TransferLeadershipResponse
+	(*RemoveMemberRequest)(nil),        // 55: baton.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 56: baton.v1.RemoveMemberResponse
+	(*StatusResponse)(nil),             // 57: baton.v1.StatusResponse
+	(*SaveSnapshotRequest)(nil),        // 58: baton.v1.SaveSnapshotRequest
+	(*SaveSnapshotResponse)(nil),       // 59: baton.v1.SaveSnapshotResponse
+	(*SnapshotHeader)(nil),             // 60: baton.v1.SnapshotHeader
+	(*Error)(nil),                      // 61: baton.v1.Error
+	(*ResumeSession)(nil),              // 62: baton.v1.ResumeSession
+	(*SessionRequest)(nil),             // 63: baton.v1.SessionRequest
+	(*SessionsRequest)(nil),            // 64: baton.v1.SessionsRequest
+	(*ChannelRequest)(nil),             // 65: baton.v1.ChannelRequest
+	(*SessionsResponse)(nil),           // 66: baton.v1.SessionsResponse
+	(*ChannelResponse)(nil),            // 67: baton.v1.ChannelResponse
+	(*ChannelEnd)(nil),                 // 68: baton.v1.ChannelEnd
+	(*Grant)(nil),                      // 69: baton.v1.Grant
+	(*WaitEnded)(nil),                  // 70: baton.v1.WaitEnded
+	(*SessionResponse)(nil),            // 71: baton.v1.SessionResponse
+	(*RevokeRequested)(nil),            // 72: baton.v1.RevokeRequested
+	(*SessionHolds)(nil),               // 73: baton.v1.SessionHolds
+	(*HoldLost)(nil),                   // 74: baton.v1.HoldLost
+	(*ChangeAuthRequest)(nil),          // 75: baton.v1.ChangeAuthRequest
+	(*ChangeAuthResponse)(nil),         // 76: baton.v1.ChangeAuthResponse
+	(*GetAuthRequest)(nil),             // 77: baton.v1.GetAuthRequest
+	(*AuthUser)(nil),                   // 78: baton.v1.AuthUser
+	(*AuthPermission)(nil),             // 79: baton.v1.AuthPermission
+	(*AuthRole)(nil),                   // 80: baton.v1.AuthRole
+	(*GetAuthResponse)(nil),            // 81: baton.v1.GetAuthResponse
+	(*AuditRequest)(nil),               // 82: baton.v1.AuditRequest
+	(*AuditEntry)(nil),                 // 83: baton.v1.AuditEntry
+	(*AuditResponse)(nil),              // 84: baton.v1.AuditResponse
+	(*KeysRequest)(nil),                // 85: baton.v1.KeysRequest
+	(*SigningKey)(nil),                 // 86: baton.v1.SigningKey
+	(*KeysResponse)(nil),               // 87: baton.v1.KeysResponse
+	(*RotateSigningKeyRequest)(nil),    // 88: baton.v1.RotateSigningKeyRequest
+	(*RotateSigningKeyResponse)(nil),   // 89: baton.v1.RotateSigningKeyResponse
+	(*durationpb.Duration)(nil),        // 90: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),      // 91: google.protobuf.Timestamp
 }
 var file_api_batonpb_baton_proto_depIdxs = []int32{
-	82,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	82,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	82,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	90,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	90,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	90,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
 	3,   // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
-	82,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	82,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
-	82,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
-	82,  // 7: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
-	83,  // 8: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
-	82,  // 9: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
-	82,  // 10: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
-	83,  // 11: baton.v1.Holder.revoke_deadline:type_name -> google.protobuf.Timestamp
-	82,  // 12: baton.v1.Holder.revoke_grace:type_name -> google.protobuf.Duration
-	83,  // 13: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
-	82,  // 14: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
-	13,  // 15: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
-	82,  // 16: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
-	83,  // 17: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
-	3,   // 18: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
-	82,  // 19: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
-	82,  // 20: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
-	15,  // 21: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
-	3,   // 22: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
-	3,   // 23: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
-	15,  // 24: baton.v1.CancelResponse.granted:type_name -> baton.v1.AcquireResponse
-	82,  // 25: baton.v1.RevokeRequest.grace:type_name -> google.protobuf.Duration
-	13,  // 26: baton.v1.RevokeResponse.revoked:type_name -> baton.v1.Holder
-	13,  // 27: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
-	13,  // 28: baton.v1.Lock.holders:type_name -> baton.v1.Holder
-	14,  // 29: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
-	83,  // 30: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
-	29,  // 31: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
-	31,  // 32: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
-	83,  // 33: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
-	83,  // 34: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
-	1,   // 35: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
-	13,  // 36: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
-	83,  // 37: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
-	33,  // 38: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	82,  // 39: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	83,  // 40: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
-	35,  // 41: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
-	29,  // 42: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
-	43,  // 43: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
-	43,  // 44: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
-	43,  // 45: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
-	43,  // 46: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
-	0,   // 47: baton.v1.Error.reason:type_name -> baton.v1.Reason
-	4,   // 48: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
-	54,  // 49: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
-	6,   // 50: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
-	10,  // 51: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
-	18,  // 52: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
-	20,  // 53: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
-	16,  // 54: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
-	8,   // 55: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
-	11,  // 56: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
-	57,  // 57: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
-	55,  // 58: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
-	59,  // 59: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
-	63,  // 60: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
-	60,  // 61: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
-	53,  // 62: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
-	0,   // 63: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
-	53,  // 64: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
-	5,   // 65: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
-	7,   // 66: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
-	15,  // 67: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
-	19,  // 68: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
-	21,  // 69: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
-	17,  // 70: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
-	9,   // 71: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
-	61,  // 72: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
-	62,  // 73: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
-	53,  // 74: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	66,  // 75: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
-	65,  // 76: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
-	12,  // 77: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
-	64,  // 78: baton.v1.SessionResponse.revoke_requested:type_name -> baton.v1.RevokeRequested
-	82,  // 79: baton.v1.RevokeRequested.grace:type_name -> google.protobuf.Duration
-	83,  // 80: baton.v1.RevokeRequested.deadline:type_name -> google.protobuf.Timestamp
-	66,  // 81: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
-	64,  // 82: baton.v1.SessionHolds.revoking:type_name -> baton.v1.RevokeRequested
-	2,   // 83: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
-	71,  // 84: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
-	70,  // 85: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
-	72,  // 86: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
-	83,  // 87: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	75,  // 88: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
-	83,  // 89: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
-	83,  // 90: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
-	78,  // 91: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
-	82,  // 92: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
-	78,  // 93: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
-	55,  // 94: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	56,  // 95: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
-	4,   // 96: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	6,   // 97: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	8,   // 98: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	10,  // 99: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	16,  // 100: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	11,  // 101: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
-	18,  // 102: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	22,  // 103: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	24,  // 104: baton.v1.Baton.Revoke:input_type -> baton.v1.RevokeRequest
-	26,  // 105: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	28,  // 106: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	32,  // 107: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	36,  // 108: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	40,  // 109: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
-	38,  // 110: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	42,  // 111: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	44,  // 112: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
-	46,  // 113: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
-	50,  // 114: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
-	48,  // 115: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
-	67,  // 116: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
-	69,  // 117: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
-	74,  // 118: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
-	77,  // 119: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
-	80,  // 120: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
-	63,  // 121: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	58,  // 122: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	5,   // 123: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	7,   // 124: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	9,   // 125: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	15,  // 126: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	17,  // 127: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	12,  // 128: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
-	19,  // 129: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	23,  // 130: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	25,  // 131: baton.v1.Baton.Revoke:output_type -> baton.v1.RevokeResponse
-	27,  // 132: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	30,  // 133: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	34,  // 134: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	37,  // 135: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	41,  // 136: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
-	39,  // 137: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	52,  // 138: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	45,  // 139: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
-	47,  // 140: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
-	51,  // 141: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
-	49,  // 142: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
-	68,  // 143: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
-	73,  // 144: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
-	76,  // 145: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
-	79,  // 146: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
-	81,  // 147: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
-	121, // [121:148] is the sub-list for method output_type
-	94,  // [94:121] is the sub-list for method input_type
-	94,  // [94:94] is the sub-list for extension type_name
-	94,  // [94:94] is the sub-list for extension extendee
-	0,   // [0:94] is the sub-list for field type_name
+	90,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	90,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
+	90,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	3,   // 7: baton.v1.ProclaimRequest.header:type_name -> baton.v1.RequestHeader
+	90,  // 8: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
+	91,  // 9: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
+	90,  // 10: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
+	90,  // 11: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
+	91,  // 12: baton.v1.Holder.revoke_deadline:type_name -> google.protobuf.Timestamp
+	90,  // 13: baton.v1.Holder.revoke_grace:type_name -> google.protobuf.Duration
+	91,  // 14: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
+	90,  // 15: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
+	15,  // 16: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
+	90,  // 17: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
+	91,  // 18: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
+	3,   // 19: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
+	90,  // 20: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
+	90,  // 21: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
+	19,  // 22: baton.v1.AcquireManyRequest.modes:type_name -> baton.v1.LockMode
+	17,  // 23: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
+	3,   // 24: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
+	3,   // 25: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
+	17,  // 26: baton.v1.CancelResponse.granted:type_name -> baton.v1.AcquireResponse
+	90,  // 27: baton.v1.RevokeRequest.grace:type_name -> google.protobuf.Duration
+	15,  // 28: baton.v1.RevokeResponse.revoked:type_name -> baton.v1.Holder
+	15,  // 29: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
+	15,  // 30: baton.v1.Lock.holders:type_name -> baton.v1.Holder
+	16,  // 31: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
+	91,  // 32: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
+	32,  // 33: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
+	36,  // 34: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
+	36,  // 35: baton.v1.HistoryResponse.holds:type_name -> baton.v1.PastHold
+	91,  // 36: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
+	91,  // 37: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
+	1,   // 38: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
+	15,  // 39: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
+	91,  // 40: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
+	38,  // 41: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
+	90,  // 42: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	91,  // 43: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	40,  // 44: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
+	32,  // 45: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
+	48,  // 46: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
+	48,  // 47: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
+	48,  // 48: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
+	48,  // 49: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
+	60,  // 50: baton.v1.SaveSnapshotResponse.header:type_name -> baton.v1.SnapshotHeader
+	48,  // 51: baton.v1.SnapshotHeader.members:type_name -> baton.v1.Member
+	91,  // 52: baton.v1.SnapshotHeader.taken_at:type_name -> google.protobuf.Timestamp
+	0,   // 53: baton.v1.Error.reason:type_name -> baton.v1.Reason
+	4,   // 54: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
+	62,  // 55: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
+	6,   // 56: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
+	10,  // 57: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
+	21,  // 58: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
+	23,  // 59: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
+	18,  // 60: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
+	8,   // 61: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
+	13,  // 62: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
+	11,  // 63: baton.v1.SessionRequest.proclaim:type_name -> baton.v1.ProclaimRequest
+	65,  // 64: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
+	63,  // 65: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
+	67,  // 66: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
+	71,  // 67: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
+	68,  // 68: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
+	61,  // 69: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
+	0,   // 70: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
+	61,  // 71: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
+	5,   // 72: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
+	7,   // 73: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
+	17,  // 74: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
+	22,  // 75: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
+	24,  // 76: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
+	20,  // 77: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
+	9,   // 78: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
+	69,  // 79: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
+	70,  // 80: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
+	61,  // 81: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
+	74,  // 82: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
+	73,  // 83: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
+	14,  // 84: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
+	72,  // 85: baton.v1.SessionResponse.revoke_requested:type_name -> baton.v1.RevokeRequested
+	12,  // 86: baton.v1.SessionResponse.proclaim:type_name -> baton.v1.ProclaimResponse
+	90,  // 87: baton.v1.RevokeRequested.grace:type_name -> google.protobuf.Duration
+	91,  // 88: baton.v1.RevokeRequested.deadline:type_name -> google.protobuf.Timestamp
+	74,  // 89: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
+	72,  // 90: baton.v1.SessionHolds.revoking:type_name -> baton.v1.RevokeRequested
+	2,   // 91: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
+	79,  // 92: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
+	78,  // 93: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
+	80,  // 94: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
+	91,  // 95: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	83,  // 96: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
+	91,  // 97: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
+	91,  // 98: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
+	86,  // 99: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
+	90,  // 100: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
+	86,  // 101: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
+	63,  // 102: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	64,  // 103: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	4,   // 104: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	6,   // 105: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	8,   // 106: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	10,  // 107: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	18,  // 108: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	13,  // 109: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
+	21,  // 110: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	11,  // 111: baton.v1.Baton.Proclaim:input_type -> baton.v1.ProclaimRequest
+	25,  // 112: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	27,  // 113: baton.v1.Baton.Revoke:input_type -> baton.v1.RevokeRequest
+	29,  // 114: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	31,  // 115: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	34,  // 116: baton.v1.Baton.History:input_type -> baton.v1.HistoryRequest
+	37,  // 117: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	41,  // 118: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	45,  // 119: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
+	43,  // 120: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	47,  // 121: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	49,  // 122: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
+	51,  // 123: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
+	55,  // 124: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
+	53,  // 125: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
+	75,  // 126: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
+	77,  // 127: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
+	82,  // 128: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
+	85,  // 129: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
+	88,  // 130: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
+	58,  // 131: baton.v1.Baton.SaveSnapshot:input_type -> baton.v1.SaveSnapshotRequest
+	71,  // 132: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	66,  // 133: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	5,   // 134: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	7,   // 135: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	9,   // 136: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	17,  // 137: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	20,  // 138: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	14,  // 139: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
+	22,  // 140: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	12,  // 141: baton.v1.Baton.Proclaim:output_type -> baton.v1.ProclaimResponse
+	26,  // 142: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	28,  // 143: baton.v1.Baton.Revoke:output_type -> baton.v1.RevokeResponse
+	30,  // 144: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	33,  // 145: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	35,  // 146: baton.v1.Baton.History:output_type -> baton.v1.HistoryResponse
+	39,  // 147: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	42,  // 148: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	46,  // 149: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
+	44,  // 150: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	57,  // 151: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	50,  // 152: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
+	52,  // 153: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
+	56,  // 154: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
+	54,  // 155: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
+	76,  // 156: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
+	81,  // 157: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
+	84,  // 158: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
+	87,  // 159: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
+	89,  // 160: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
+	59,  // 161: baton.v1.Baton.SaveSnapshot:output_type -> baton.v1.SaveSnapshotResponse
+	132, // [132:162] is the sub-list for method output_type
+	102, // [102:132] is the sub-list for method input_type
+	102, // [102:102] is the sub-list for extension type_name
+	102, // [102:102] is the sub-list for extension extendee
+	0,   // [0:102] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }
@@ -6338,8 +6961,8 @@ func file_api_batonpb_baton_proto_init() {
 	if File_api_batonpb_baton_proto != nil {
 		return
 	}
-	file_api_batonpb_baton_proto_msgTypes[49].OneofWrappers = []any{}
-	file_api_batonpb_baton_proto_msgTypes[52].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[54].OneofWrappers = []any{}
+	file_api_batonpb_baton_proto_msgTypes[60].OneofWrappers = []any{
 		(*SessionRequest_Open)(nil),
 		(*SessionRequest_Resume)(nil),
 		(*SessionRequest_KeepAlive)(nil),
@@ -6349,8 +6972,9 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionRequest_AcquireMany)(nil),
 		(*SessionRequest_Close)(nil),
 		(*SessionRequest_RenewHold)(nil),
+		(*SessionRequest_Proclaim)(nil),
 	}
-	file_api_batonpb_baton_proto_msgTypes[60].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[68].OneofWrappers = []any{
 		(*SessionResponse_Open)(nil),
 		(*SessionResponse_KeepAlive)(nil),
 		(*SessionResponse_Acquire)(nil),
@@ -6365,6 +6989,7 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionResponse_Holds)(nil),
 		(*SessionResponse_RenewHold)(nil),
 		(*SessionResponse_RevokeRequested)(nil),
+		(*SessionResponse_Proclaim)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -6372,7 +6997,7 @@ func file_api_batonpb_baton_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_batonpb_baton_proto_rawDesc), len(file_api_batonpb_baton_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   79,
+			NumMessages:   87,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,10 +33,12 @@ const (
 	Baton_AcquireMany_FullMethodName        = "/baton.v1.Baton/AcquireMany"
 	Baton_RenewHold_FullMethodName          = "/baton.v1.Baton/RenewHold"
 	Baton_Release_FullMethodName            = "/baton.v1.Baton/Release"
+	Baton_Proclaim_FullMethodName           = "/baton.v1.Baton/Proclaim"
 	Baton_CasRelease_FullMethodName         = "/baton.v1.Baton/CasRelease"
 	Baton_Revoke_FullMethodName             = "/baton.v1.Baton/Revoke"
 	Baton_Check_FullMethodName              = "/baton.v1.Baton/Check"
 	Baton_Get_FullMethodName                = "/baton.v1.Baton/Get"
+	Baton_History_FullMethodName            = "/baton.v1.Baton/History"
 	Baton_List_FullMethodName               = "/baton.v1.Baton/List"
 	Baton_ListSessions_FullMethodName       = "/baton.v1.Baton/ListSessions"
 	Baton_Watch_FullMethodName              = "/baton.v1.Baton/Watch"
@@ -51,6 +53,7 @@ const (
 	Baton_Audit_FullMethodName              = "/baton.v1.Baton/Audit"
 	Baton_Keys_FullMethodName               = "/baton.v1.Baton/Keys"
 	Baton_RotateSigningKey_FullMethodName   = "/baton.v1.Baton/RotateSigningKey"
+	Baton_SaveSnapshot_FullMethodName       = "/baton.v1.Baton/SaveSnapshot"
 )
 
 // BatonClient is the client API for Baton service.
@@ -87,6 +90,11 @@ type BatonClient interface {
 	// keepalive).
 	RenewHold(ctx context.Context, in *RenewHoldRequest, opts ...grpc.CallOption) (*RenewHoldResponse, error)
 	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
+	// Proclaim sets the value of the caller's hold of name, named by its
+	// token (an election's leader publishing its address): shown to Get,
+	// List and Watch. FAILED_PRECONDITION unless the session holds name
+	// with that token; the cluster must be at log version 9.
+	Proclaim(ctx context.Context, in *ProclaimRequest, opts ...grpc.CallOption) (*ProclaimResponse, error)
 	// CasRelease ends a hold only if its holder still is session_id (and
 	// token, when given): for supervisors freeing a dead process's locks.
 	CasRelease(ctx context.Context, in *CasReleaseRequest, opts ...grpc.CallOption) (*CasReleaseResponse, error)
@@ -99,6 +107,9 @@ type BatonClient interface {
 	// Check answers, linearizably, whether token is the current hold of name.
 	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
+	// History is a lock's recent ended holds (linearizable), as
+	// GetResponse.history has them, with the applied index they are of.
+	History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error)
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
 	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
 	// Watch follows one lock: its state now (linearizable, so the leader
@@ -153,6 +164,14 @@ type BatonClient interface {
 	// all, for a key whose seed was exposed). Admin over every name when
 	// authentication is on; an operator call.
 	RotateSigningKey(ctx context.Context, in *RotateSigningKeyRequest, opts ...grpc.CallOption) (*RotateSigningKeyResponse, error)
+	// SaveSnapshot streams a backup of the cluster: the state machine's
+	// snapshot at one applied index, at least the commit index when the
+	// call began (every write acknowledged before it is in the backup),
+	// taken the way members take their own snapshots. The first message
+	// carries the header alone, the following ones the data in order. The
+	// leader takes it (a follower answers NOT_LEADER, as for reads). Admin
+	// over every name when authentication is on; an operator call.
+	SaveSnapshot(ctx context.Context, in *SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SaveSnapshotResponse], error)
 }
 
 type batonClient struct {
@@ -259,6 +278,16 @@ func (c *batonClient) Release(ctx context.Context, in *ReleaseRequest, opts ...g
 	return out, nil
 }
 
+func (c *batonClient) Proclaim(ctx context.Context, in *ProclaimRequest, opts ...grpc.CallOption) (*ProclaimResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProclaimResponse)
+	err := c.cc.Invoke(ctx, Baton_Proclaim_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *batonClient) CasRelease(ctx context.Context, in *CasReleaseRequest, opts ...grpc.CallOption) (*CasReleaseResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CasReleaseResponse)
@@ -293,6 +322,16 @@ func (c *batonClient) Get(ctx context.Context, in *GetRequest, opts ...grpc.Call
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetResponse)
 	err := c.cc.Invoke(ctx, Baton_Get_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *batonClient) History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HistoryResponse)
+	err := c.cc.Invoke(ctx, Baton_History_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -448,6 +487,25 @@ func (c *batonClient) RotateSigningKey(ctx context.Context, in *RotateSigningKey
 	return out, nil
 }
 
+func (c *batonClient) SaveSnapshot(ctx context.Context, in *SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SaveSnapshotResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Baton_ServiceDesc.Streams[3], Baton_SaveSnapshot_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SaveSnapshotRequest, SaveSnapshotResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Baton_SaveSnapshotClient = grpc.ServerStreamingClient[SaveSnapshotResponse]
+
 // BatonServer is the server API for Baton service.
 // All implementations must embed UnimplementedBatonServer
 // for forward compatibility.
@@ -482,6 +540,11 @@ type BatonServer interface {
 	// keepalive).
 	RenewHold(context.Context, *RenewHoldRequest) (*RenewHoldResponse, error)
 	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
+	// Proclaim sets the value of the caller's hold of name, named by its
+	// token (an election's leader publishing its address): shown to Get,
+	// List and Watch. FAILED_PRECONDITION unless the session holds name
+	// with that token; the cluster must be at log version 9.
+	Proclaim(context.Context, *ProclaimRequest) (*ProclaimResponse, error)
 	// CasRelease ends a hold only if its holder still is session_id (and
 	// token, when given): for supervisors freeing a dead process's locks.
 	CasRelease(context.Context, *CasReleaseRequest) (*CasReleaseResponse, error)
@@ -494,6 +557,9 @@ type BatonServer interface {
 	// Check answers, linearizably, whether token is the current hold of name.
 	Check(context.Context, *CheckRequest) (*CheckResponse, error)
 	Get(context.Context, *GetRequest) (*GetResponse, error)
+	// History is a lock's recent ended holds (linearizable), as
+	// GetResponse.history has them, with the applied index they are of.
+	History(context.Context, *HistoryRequest) (*HistoryResponse, error)
 	List(context.Context, *ListRequest) (*ListResponse, error)
 	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
 	// Watch follows one lock: its state now (linearizable, so the leader
@@ -548,6 +614,14 @@ type BatonServer interface {
 	// all, for a key whose seed was exposed). Admin over every name when
 	// authentication is on; an operator call.
 	RotateSigningKey(context.Context, *RotateSigningKeyRequest) (*RotateSigningKeyResponse, error)
+	// SaveSnapshot streams a backup of the cluster: the state machine's
+	// snapshot at one applied index, at least the commit index when the
+	// call began (every write acknowledged before it is in the backup),
+	// taken the way members take their own snapshots. The first message
+	// carries the header alone, the following ones the data in order. The
+	// leader takes it (a follower answers NOT_LEADER, as for reads). Admin
+	// over every name when authentication is on; an operator call.
+	SaveSnapshot(*SaveSnapshotRequest, grpc.ServerStreamingServer[SaveSnapshotResponse]) error
 	mustEmbedUnimplementedBatonServer()
 }
 
@@ -585,6 +659,9 @@ func (UnimplementedBatonServer) RenewHold(context.Context, *RenewHoldRequest) (*
 func (UnimplementedBatonServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
 }
+func (UnimplementedBatonServer) Proclaim(context.Context, *ProclaimRequest) (*ProclaimResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Proclaim not implemented")
+}
 func (UnimplementedBatonServer) CasRelease(context.Context, *CasReleaseRequest) (*CasReleaseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CasRelease not implemented")
 }
@@ -596,6 +673,9 @@ func (UnimplementedBatonServer) Check(context.Context, *CheckRequest) (*CheckRes
 }
 func (UnimplementedBatonServer) Get(context.Context, *GetRequest) (*GetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
+}
+func (UnimplementedBatonServer) History(context.Context, *HistoryRequest) (*HistoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method History not implemented")
 }
 func (UnimplementedBatonServer) List(context.Context, *ListRequest) (*ListResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method List not implemented")
@@ -638,6 +718,9 @@ func (UnimplementedBatonServer) Keys(context.Context, *KeysRequest) (*KeysRespon
 }
 func (UnimplementedBatonServer) RotateSigningKey(context.Context, *RotateSigningKeyRequest) (*RotateSigningKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RotateSigningKey not implemented")
+}
+func (UnimplementedBatonServer) SaveSnapshot(*SaveSnapshotRequest, grpc.ServerStreamingServer[SaveSnapshotResponse]) error {
+	return status.Error(codes.Unimplemented, "method SaveSnapshot not implemented")
 }
 func (UnimplementedBatonServer) mustEmbedUnimplementedBatonServer() {}
 func (UnimplementedBatonServer) testEmbeddedByValue()               {}
@@ -800,6 +883,24 @@ func _Baton_Release_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Baton_Proclaim_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProclaimRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BatonServer).Proclaim(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Baton_Proclaim_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BatonServer).Proclaim(ctx, req.(*ProclaimRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Baton_CasRelease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CasReleaseRequest)
 	if err := dec(in); err != nil {
@@ -868,6 +969,24 @@ func _Baton_Get_Handler(srv interface{}, ctx context.Context, dec func(interface
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(BatonServer).Get(ctx, req.(*GetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Baton_History_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BatonServer).History(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Baton_History_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BatonServer).History(ctx, req.(*HistoryRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1117,6 +1236,17 @@ func _Baton_RotateSigningKey_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Baton_SaveSnapshot_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SaveSnapshotRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(BatonServer).SaveSnapshot(m, &grpc.GenericServerStream[SaveSnapshotRequest, SaveSnapshotResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Baton_SaveSnapshotServer = grpc.ServerStreamingServer[SaveSnapshotResponse]
+
 // Baton_ServiceDesc is the grpc.ServiceDesc for Baton service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1153,6 +1283,10 @@ var Baton_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Baton_Release_Handler,
 		},
 		{
+			MethodName: "Proclaim",
+			Handler:    _Baton_Proclaim_Handler,
+		},
+		{
 			MethodName: "CasRelease",
 			Handler:    _Baton_CasRelease_Handler,
 		},
@@ -1167,6 +1301,10 @@ var Baton_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Get",
 			Handler:    _Baton_Get_Handler,
+		},
+		{
+			MethodName: "History",
+			Handler:    _Baton_History_Handler,
 		},
 		{
 			MethodName: "List",
@@ -1237,6 +1375,11 @@ var Baton_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Watch",
 			Handler:       _Baton_Watch_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "SaveSnapshot",
+			Handler:       _Baton_SaveSnapshot_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -94,6 +94,11 @@ const (
 	// (one batch of a Sessions stream too): a member refuses a bigger one
 	// before reading it, and on a stream that ends the stream.
 	MaxRequestBytes = 1 << 20
+	// MaxHoldValueLen bounds a hold's value in bytes (an election's
+	// leader publishes its address or id in it): it lives in the hold's
+	// record in every replica and every snapshot, and is sent to every
+	// watcher of the lock on each change.
+	MaxHoldValueLen = 1024
 )
 
 // Error is a value a request may not contain. Msg names the value and
@@ -153,6 +158,23 @@ func CheckLockNames(names []string) error {
 	return nil
 }
 
+// CheckSetModes returns nil if an AcquireMany of names locks, stating
+// shared and limit for all of them, may also state modes modes (a mode
+// per lock, each with its own shared and limit): none, or one per lock
+// with the set's own shared and limit unset. Each mode's limit is checked
+// as CheckHolderLimit.
+func CheckSetModes(names, modes int, shared bool, limit uint32) error {
+	switch {
+	case modes == 0:
+		return nil
+	case modes != names:
+		return invalid("acquire_many gives %d modes for %d locks; want one per lock, or none", modes, names)
+	case shared || limit != 0:
+		return invalid("acquire_many gives a mode per lock and also shared or limit for all of them; leave shared and limit unset")
+	}
+	return nil
+}
+
 // CheckOwner returns nil if label can be a session's owner label:
 // 0..MaxOwnerLen bytes of valid UTF-8.
 func CheckOwner(label string) error { return checkLabel("owner", label) }
@@ -166,6 +188,21 @@ func checkLabel(what, s string) error {
 		return invalid("%s is %d bytes; the limit is %d", what, len(s), MaxOwnerLen)
 	case !utf8.ValidString(s):
 		return invalid("%s %q is not valid UTF-8", what, s)
+	}
+	return nil
+}
+
+// CheckHoldValue returns nil if value can be a hold's value (an
+// election's leader's, Proclaim): at most MaxHoldValueLen bytes of valid
+// UTF-8 without control characters, so that it prints on one line.
+func CheckHoldValue(value string) error {
+	switch {
+	case len(value) > MaxHoldValueLen:
+		return invalid("hold value is %d bytes; the limit is %d (rules.MaxHoldValueLen)", len(value), MaxHoldValueLen)
+	case !utf8.ValidString(value):
+		return invalid("hold value %q is not valid UTF-8", value)
+	case strings.IndexFunc(value, unicode.IsControl) >= 0:
+		return invalid("hold value %q has a control character", value)
 	}
 	return nil
 }

@@ -76,6 +76,26 @@ func TestCheckLockNames(t *testing.T) {
 	}
 }
 
+func TestCheckSetModes(t *testing.T) {
+	tests := []struct {
+		name         string
+		names, modes int
+		shared       bool
+		limit        uint32
+		wantErr      string
+	}{
+		{"no modes", 3, 0, true, 4, ""},
+		{"one per lock", 3, 3, false, 0, ""},
+		{"too few", 3, 2, false, 0, "acquire_many gives 2 modes for 3 locks; want one per lock, or none"},
+		{"too many", 1, 2, false, 0, "gives 2 modes for 1 locks"},
+		{"and shared", 2, 2, true, 0, "leave shared and limit unset"},
+		{"and limit", 2, 2, false, 3, "leave shared and limit unset"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { check(t, CheckSetModes(tt.names, tt.modes, tt.shared, tt.limit), tt.wantErr) })
+	}
+}
+
 func TestCheckOwner(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -91,6 +111,12 @@ func TestCheckOwner(t *testing.T) {
 		{"key", CheckOwnerKey, "worker-7", ""},
 		{"key too long", CheckOwnerKey, strings.Repeat("k", MaxOwnerLen+1), "owner key is 257 bytes; the limit is 256"},
 		{"key bad utf8", CheckOwnerKey, "k\xff", `owner key "k\xff" is not valid UTF-8`},
+		{"no value", CheckHoldValue, "", ""},
+		{"value", CheckHoldValue, "10.0.0.7:8080", ""},
+		{"max value", CheckHoldValue, strings.Repeat("v", MaxHoldValueLen), ""},
+		{"value too long", CheckHoldValue, strings.Repeat("v", MaxHoldValueLen+1), "hold value is 1025 bytes; the limit is 1024 (rules.MaxHoldValueLen)"},
+		{"value bad utf8", CheckHoldValue, "v\xff", `hold value "v\xff" is not valid UTF-8`},
+		{"value newline", CheckHoldValue, "a\nb", `hold value "a\nb" has a control character`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { check(t, tt.check(tt.input), tt.wantErr) })

@@ -102,8 +102,8 @@ func CheckSessionRequest(r *batonpb.SessionRequest) (int, error) {
 }
 
 // fastChannelRequest reports whether r is a shape the encoder writes: an
-// acquire without durations (a wait timeout, a hold limit, a lock-delay),
-// a release or a keepalive, without secrets, nothing unknown.
+// acquire without durations (a wait timeout, a hold limit, a lock-delay)
+// or a value, a release or a keepalive, without secrets, nothing unknown.
 func fastChannelRequest(r *batonpb.ChannelRequest) bool {
 	return r != nil && !unknown(r) && fastSessionRequest(r.GetRequest())
 }
@@ -116,7 +116,7 @@ func fastSessionRequest(sr *batonpb.SessionRequest) bool {
 	switch k := sr.GetKind().(type) {
 	case *batonpb.SessionRequest_Acquire:
 		a := k.Acquire
-		return a != nil && !unknown(a) && a.GetWaitTimeout() == nil && a.GetHoldLimit() == nil && a.GetLockDelay() == nil && headerOK(a.GetHeader()) &&
+		return a != nil && !unknown(a) && a.GetWaitTimeout() == nil && a.GetHoldLimit() == nil && a.GetLockDelay() == nil && a.GetValue() == "" && headerOK(a.GetHeader()) &&
 			utf8.ValidString(a.GetName()) && utf8.ValidString(a.GetOwnerKey())
 	case *batonpb.SessionRequest_Release:
 		a := k.Release

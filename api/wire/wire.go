@@ -242,7 +242,7 @@ func decodeHeader(b []byte, h *batonpb.RequestHeader) bool {
 }
 
 // decodeAcquireRequest decodes an acquire without durations (a wait's
-// timeout, a hold limit); h is where its header goes.
+// timeout, a hold limit) or a value; h is where its header goes.
 func decodeAcquireRequest(b []byte, a *batonpb.AcquireRequest, h *batonpb.RequestHeader) bool {
 	f := protofield.NewReader(b)
 	var ok bool

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -98,6 +99,9 @@ func runGet(g globals, args []string) int {
 				if h.LockDelay > 0 {
 					limit += ", lock-delay " + h.LockDelay.String()
 				}
+				if h.Value != "" {
+					limit += fmt.Sprintf(", value %q", h.Value)
+				}
 				if !h.RevokeDeadline.IsZero() {
 					limit += fmt.Sprintf(", revoked: ends at %s (%s) unless released", h.RevokeDeadline.Format(time.RFC3339), until(h.RevokeDeadline))
 				}
@@ -113,7 +117,7 @@ func runGet(g globals, args []string) int {
 					ago(wt.Since), limit, modeNote(wt.Shared, l.Limit))
 			}
 			if len(l.History) > 0 {
-				fmt.Println("  recently (this member's memory, latest first):")
+				fmt.Println("  recently (latest first; baton history for more):")
 			}
 			for _, p := range l.History {
 				fmt.Printf("    %s, key %q, token %d: held %s, %s %s\n", owner(p.Owner, p.SessionID), p.OwnerKey, p.Token,
@@ -121,6 +125,53 @@ func runGet(g globals, args []string) int {
 			}
 			return nil
 		})
+}
+
+func runHistory(g globals, args []string) int {
+	return clientCommand("history", "history NAME [flags]", "baton history jobs/42", 1, 1, g, args, nil,
+		func(ctx context.Context, c *baton.Client, pos []string, g globals) error {
+			h, err := c.History(ctx, pos[0])
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(h)
+			}
+			if !h.Replicated {
+				fmt.Fprintln(os.Stderr, "baton history: the cluster's log version is below 10 (a member runs an older release): "+
+					"this is the answering member's own history, since it started or last installed a snapshot")
+			}
+			printHistory(os.Stdout, h.Holds)
+			return nil
+		})
+}
+
+// historyTime is how baton history shows the leaders' wall clocks: UTC,
+// to the millisecond.
+const historyTime = "2006-01-02T15:04:05.000Z07:00"
+
+// printHistory writes one line per ended hold, the most recent first,
+// under a header.
+func printHistory(out io.Writer, holds []baton.PastHold) {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TOKEN\tSESSION\tOWNER\tOWNER KEY\tMODE\tSINCE\tENDED\tHOW\tENDED INDEX")
+	for _, p := range holds {
+		mode := "exclusive"
+		if p.Shared {
+			mode = "shared"
+		}
+		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", p.Token, p.SessionID, dash(oneLine(p.Owner)), dash(oneLine(p.OwnerKey)),
+			mode, p.Since.UTC().Format(historyTime), p.Ended.UTC().Format(historyTime), p.How, p.EndedIndex)
+	}
+	w.Flush()
+}
+
+// dash is s, or "-" if s is empty, so that a table's columns stay.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // until says how far off t is: "in 4s", or "passed" once it has.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,8 +37,9 @@ func runLock(g globals, args []string) int {
 		ownerFlag string
 		grace     = DefaultKillGrace
 		kind      lockKind
+		others    []lockMember // --reader, --writer, --permit
 	)
-	fs := newFlagSet("lock", "lock [--ttl 10s] [--wait 30s | --no-wait] [--owner LABEL] [--lock-delay 15s] [--kill-grace 10s] [--permits N | --read | --write] NAME -- CMD [ARGS...]",
+	fs := newFlagSet("lock", "lock [--ttl 10s] [--wait 30s | --no-wait] [--owner LABEL] [--lock-delay 15s] [--kill-grace 10s] [--permits N | --read | --write] [--reader NAME] [--writer NAME] [--permit NAME=N] NAME... -- CMD [ARGS...]",
 		"baton lock --wait 1m jobs/nightly -- ./run-nightly.sh", &g)
 	fs.DurationVar(&ttl, "ttl", ttl, "session TTL: how long the lock outlives a silent client")
 	fs.DurationVar(&wait, "wait", wait, "how long to wait for the lock (0: until it is free)")
@@ -45,13 +47,16 @@ func runLock(g globals, args []string) int {
 	fs.StringVar(&ownerFlag, "owner", "", "owner label shown to operators (default host/pid/baton-lock)")
 	fs.DurationVar(&grace, "kill-grace", grace, "after SIGTERM, how long CMD has before SIGKILL when the lock is lost; by default 10s, or less to fit inside the hold's lock-delay (its length less baton.SafetyMargin of it)")
 	fs.DurationVar(&kind.lockDelay, "lock-delay", 0, "if the lock is lost by expiry (this client silent for the TTL, or --max-hold), the server grants it to no one for this long, so CMD's last writes drain before the next holder starts (0s..60s, whole seconds; unset: the server's default, --lock-delay of baton server)")
-	fs.IntVar(&kind.permits, "permits", 0, "NAME is a semaphore of `N` permits: hold one of them (every user of NAME must say the same N)")
-	fs.BoolVar(&kind.read, "read", false, "NAME is a read/write lock: hold it as one of its readers")
-	fs.BoolVar(&kind.write, "write", false, "NAME is a read/write lock: hold it as its one writer")
-	fs.IntVar(&kind.maxReaders, "max-readers", baton.DefaultMaxReaders, "with --read or --write: the most readers at once (every user of NAME must say the same)")
+	fs.IntVar(&kind.permits, "permits", 0, "each NAME is a semaphore of `N` permits: hold one of them (every user of NAME must say the same N)")
+	fs.BoolVar(&kind.read, "read", false, "each NAME is a read/write lock: hold it as one of its readers")
+	fs.BoolVar(&kind.write, "write", false, "each NAME is a read/write lock: hold it as its one writer")
+	fs.Var(memberFlag{&others, "reader"}, "reader", "also hold `NAME`, a read/write lock, as one of its readers (repeatable)")
+	fs.Var(memberFlag{&others, "writer"}, "writer", "also hold `NAME`, a read/write lock, as its one writer (repeatable)")
+	fs.Var(memberFlag{&others, "permit"}, "permit", "also hold a permit of `NAME=N`, a semaphore of N permits (repeatable)")
+	fs.IntVar(&kind.maxReaders, "max-readers", baton.DefaultMaxReaders, "with --read, --write, --reader or --writer: the most readers at once of each read/write lock (every user of one must say the same)")
 	fs.DurationVar(&kind.maxHold, "max-hold", 0, "hold the lock at most this long (1s..24h): then CMD is stopped as for a lost lock and the server frees the lock, even if baton's heartbeats go on (0: no limit)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `Usage: baton lock [flags] NAME -- CMD [ARGS...]
+		fmt.Fprintf(fs.Output(), `Usage: baton lock [flags] NAME... -- CMD [ARGS...]
 
 Runs CMD while holding the lock NAME, then releases it. CMD runs in its own
 process group with BATON_LOCK, BATON_TOKEN (the fencing token),
@@ -61,7 +66,8 @@ secret out of logs), and BATON_SIGNED_TOKEN (the grant signed by the
 cluster, for resources that verify it offline) when the cluster signs
 grants (baton server --signed-tokens); baton exits with CMD's exit status.
 SIGINT and SIGTERM are forwarded to CMD's group; the lock is released when
-CMD ends.
+CMD ends. A revoke of the hold (baton revoke NAME; of any one lock of a
+set) sends CMD's group SIGTERM too: finish and exit within its grace.
 
 If the lock is not acquired (--no-wait, or --wait ran out) baton says who
 holds it and exits 75. If the session's conservative deadline passes with
@@ -82,10 +88,23 @@ semaphore that N may hold at once; with --read or --write, a read/write
 lock that many readers or one writer hold. Waiters are served in FIFO
 order either way.
 
+Several locks: give several NAMEs (each in the mode --permits, --read or
+--write gives), and add locks of other modes with --reader NAME, --writer
+NAME and --permit NAME=N (each repeatable). baton takes them all or none:
+at once if it can, in one request; else it waits for them in name order,
+each in its lock's FIFO queue, so two baton locks of overlapping sets
+cannot deadlock (it may hold some while it waits for the others). CMD
+starts once it holds all of them, and is stopped as above when any one
+of them may be lost. BATON_LOCK and BATON_TOKEN are the first lock's;
+BATON_LOCKS and BATON_TOKENS (and BATON_SIGNED_TOKENS) list them all, one
+a line: the NAMEs, then the locks of the flags in the order given. A lock
+named twice is refused.
+
 Examples:
   baton lock --wait 1m jobs/nightly -- ./run-nightly.sh
   baton lock --permits 4 pool/encoders -- ffmpeg -i in.mov out.mp4
   baton lock --read config/site -- ./render.sh
+  baton lock jobs/render out/site --reader config/site --permit pool/encoders=4 -- ./render.sh
 
 Flags:
 `)
@@ -96,14 +115,12 @@ Flags:
 		return code
 	}
 	switch {
-	case len(pos) == 0:
+	case len(pos) == 0 && len(others) == 0:
 		return exitCode("lock", usagef("missing NAME"))
 	case len(pos) > 1 && cmdArgs == nil:
 		return exitCode("lock", usagef("unexpected argument %q: put the command after --, e.g. baton lock %s -- %s", pos[1], pos[0], strings.Join(pos[1:], " ")))
-	case len(pos) > 1:
-		return exitCode("lock", usagef("unexpected argument %q: one lock NAME goes before --", pos[1]))
 	case len(cmdArgs) == 0:
-		return exitCode("lock", usagef("no command: put it after --, e.g. baton lock %s -- ./job.sh", pos[0]))
+		return exitCode("lock", usagef("no command: put it after --, e.g. baton lock %s -- ./job.sh", strings.Join(append(slices.Clone(pos), flagArgs(others)...), " ")))
 	case noWait && isSet(fs, "wait"):
 		return exitCode("lock", usagef("--wait and --no-wait exclude each other"))
 	case kind.read && kind.write:
@@ -112,8 +129,8 @@ Flags:
 		return exitCode("lock", usagef("--permits (a semaphore) and --read/--write (a read/write lock) exclude each other"))
 	case isSet(fs, "permits") && (kind.permits < 1 || kind.permits > baton.MaxHolders):
 		return exitCode("lock", usagef("--permits %d: want 1..%d", kind.permits, baton.MaxHolders))
-	case isSet(fs, "max-readers") && !kind.read && !kind.write:
-		return exitCode("lock", usagef("--max-readers needs --read or --write"))
+	case isSet(fs, "max-readers") && !kind.read && !kind.write && !slices.ContainsFunc(others, func(mb lockMember) bool { return mb.read || mb.write }):
+		return exitCode("lock", usagef("--max-readers needs --read, --write, --reader or --writer"))
 	case kind.maxReaders < 1 || kind.maxReaders > baton.MaxHolders:
 		return exitCode("lock", usagef("--max-readers %d: want 1..%d", kind.maxReaders, baton.MaxHolders))
 	case isSet(fs, "max-hold") && (kind.maxHold < time.Second || kind.maxHold > 24*time.Hour):
@@ -126,17 +143,37 @@ Flags:
 	}
 	kind.lockDelaySet = isSet(fs, "lock-delay")
 	kind.graceSet = isSet(fs, "kill-grace")
-	// A name no member would accept is refused before anything is sent
-	// (the client would refuse it too, but after opening a session).
-	if err := rules.CheckLockName(pos[0]); err != nil {
-		return exitCode("lock", fmt.Errorf("%w: %w", baton.ErrInvalidArgument, err))
+	members := make([]lockMember, 0, len(pos)+len(others))
+	for _, name := range pos {
+		members = append(members, lockMember{name: name, permits: kind.permits, read: kind.read, write: kind.write, flag: "NAME"})
 	}
-	name := pos[0]
-	return lockAndRun(g, name, cmdArgs, ttl, wait, noWait, ownerFlag, grace, kind)
+	members = append(members, others...)
+	// A name no member would accept, or a lock named twice, is refused
+	// before anything is sent (the client would refuse it too, but after
+	// opening a session).
+	if err := checkMembers(members); err != nil {
+		return exitCode("lock", err)
+	}
+	return lockAndRun(g, members, cmdArgs, ttl, wait, noWait, ownerFlag, grace, kind)
 }
 
-// lockKind is the kind of lock `baton lock` holds: a mutex, a permit of a
-// semaphore (permits > 0), or a read/write lock's reader or writer.
+// flagArgs is the command line of the --reader, --writer and --permit
+// locks others.
+func flagArgs(others []lockMember) []string {
+	var out []string
+	for _, mb := range others {
+		v := mb.name
+		if mb.permits > 0 {
+			v += "=" + strconv.Itoa(mb.permits)
+		}
+		out = append(out, mb.flag, v)
+	}
+	return out
+}
+
+// lockKind is the kind of lock `baton lock` holds as NAME (a mutex, a
+// permit of a semaphore (permits > 0), or a read/write lock's reader or
+// writer), and the options of every hold it takes.
 type lockKind struct {
 	permits     int
 	read, write bool
@@ -149,9 +186,6 @@ type lockKind struct {
 	graceSet     bool
 }
 
-// shared reports whether the lock may have several holders.
-func (k lockKind) shared() bool { return k.permits > 1 || k.read || k.write }
-
 // acquirer is one way to acquire a lock: at once, within d, or waiting.
 type acquirer struct {
 	try    func(context.Context) (*baton.Lease, error)
@@ -159,25 +193,51 @@ type acquirer struct {
 	wait   func(context.Context) (*baton.Lease, error)
 }
 
-func (k lockKind) acquirer(s *baton.Session, name string) acquirer {
-	// --max-hold bounds the command's run: nothing renews the hold.
+// holdOptions are the options of every hold: --max-hold bounds the
+// command's run, so nothing renews a hold; --lock-delay if given.
+func (k lockKind) holdOptions() []baton.HoldOption {
 	hold := []baton.HoldOption{baton.WithHoldLimit(k.maxHold), baton.WithManualRenewal()}
 	if k.lockDelaySet {
 		hold = append(hold, baton.WithLockDelay(k.lockDelay))
 	}
+	return hold
+}
+
+func (k lockKind) acquirer(s *baton.Session, mb lockMember) acquirer {
+	hold := k.holdOptions()
 	switch {
-	case k.permits > 0:
-		sem := s.Semaphore(name, k.permits, hold...)
+	case mb.permits > 0:
+		sem := s.Semaphore(mb.name, mb.permits, hold...)
 		return acquirer{sem.TryAcquire, sem.AcquireWithin, sem.Acquire}
-	case k.read, k.write:
-		rw := s.RWMutex(name, append(hold, baton.WithMaxReaders(k.maxReaders))...)
-		if k.read {
+	case mb.read, mb.write:
+		rw := s.RWMutex(mb.name, append(hold, baton.WithMaxReaders(k.maxReaders))...)
+		if mb.read {
 			return acquirer{rw.TryRLock, rw.RLockWithin, rw.RLock}
 		}
 		return acquirer{rw.TryLock, rw.LockWithin, rw.Lock}
 	}
-	m := s.Mutex(name, hold...)
+	m := s.Mutex(mb.name, hold...)
 	return acquirer{m.TryLock, m.LockWithin, m.Lock}
+}
+
+// acquireOne takes the one lock mb: at once with --no-wait, else waiting
+// at most wait on the server (if not 0).
+func acquireOne(ctx context.Context, s *baton.Session, mb lockMember, kind lockKind, wait time.Duration, noWait bool) ([]*baton.Lease, error) {
+	m := kind.acquirer(s, mb)
+	var l *baton.Lease
+	var err error
+	switch {
+	case noWait:
+		l, err = m.try(ctx)
+	case wait > 0:
+		l, err = m.within(ctx, wait)
+	default:
+		l, err = m.wait(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return []*baton.Lease{l}, nil
 }
 
 func isSet(fs *flag.FlagSet, name string) bool {
@@ -186,77 +246,26 @@ func isSet(fs *flag.FlagSet, name string) bool {
 	return set
 }
 
-func lockAndRun(g globals, name string, cmdArgs []string, ttl, wait time.Duration, noWait bool, owner string, grace time.Duration, kind lockKind) int {
-	// Signals that arrive while we wait for the lock end the wait.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-
-	dctx, dcancel := context.WithTimeout(ctx, g.timeout)
-	c, err := dialGlobals(dctx, g)
-	dcancel()
-	if err != nil {
-		return exitCode("lock", err)
-	}
-	defer c.Close()
-	if owner == "" {
-		host, _ := os.Hostname()
-		owner = fmt.Sprintf("%s/%d/baton-lock", host, os.Getpid())
-	}
-	sctx, scancel := context.WithTimeout(ctx, g.timeout)
-	s, err := c.NewSession(sctx, baton.WithTTL(ttl), baton.WithOwner(owner))
-	scancel()
-	if err != nil {
-		return exitCode("lock", err)
-	}
-	defer func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), g.timeout)
-		defer ccancel()
-		_ = s.Close(cctx)
-	}()
-
-	m := kind.acquirer(s, name)
-	type result struct {
-		l   *baton.Lease
-		err error
-	}
-	got := make(chan result, 1)
-	go func() {
-		var l *baton.Lease
-		var err error
-		switch {
-		case noWait:
-			l, err = m.try(ctx)
-		case wait > 0:
-			l, err = m.within(ctx, wait)
-		default:
-			l, err = m.wait(ctx)
+func lockAndRun(g globals, members []lockMember, cmdArgs []string, ttl, wait time.Duration, noWait bool, owner string, grace time.Duration, kind lockKind) int {
+	acquire := func(ctx context.Context, s *baton.Session) ([]*baton.Lease, error) {
+		if len(members) == 1 {
+			return acquireOne(ctx, s, members[0], kind, wait, noWait)
 		}
-		got <- result{l, err}
-	}()
-	var lease *baton.Lease
-	select {
-	case r := <-got:
-		lease, err = r.l, r.err
-	case sig := <-sigs:
-		cancel()
-		r := <-got
-		if r.l != nil {
-			_ = r.l.Release(context.Background())
-		}
-		fmt.Fprintf(os.Stderr, "baton lock: %s while waiting for %s\n", sig, name)
-		return 128 + int(sig.(syscall.Signal))
+		return acquireSet(ctx, s, members, kind, wait, noWait)
 	}
-	if err != nil {
+	refused := func(c *baton.Client, s *baton.Session, err error) int {
 		var busy *baton.BusyError
+		name := members[0].name
+		if errors.As(err, &busy) {
+			name = busy.Name
+		}
+		shared := slices.ContainsFunc(members, func(mb lockMember) bool { return mb.name == name && mb.shared() })
 		switch {
 		case errors.As(err, &busy) && busy.Holder.SessionID == 0 && !busy.DelayedUntil.IsZero():
 			fmt.Fprintf(os.Stderr, "baton lock: %s is in its lock-delay until %s (%s): a holder's session or hold limit expired, and the lock is granted to no one until then\n",
 				name, busy.DelayedUntil.Format(time.RFC3339), until(busy.DelayedUntil))
 			return ExitNotAcquired
-		case errors.As(err, &busy) && kind.shared():
+		case errors.As(err, &busy) && shared:
 			// Full, or a writer is queued ahead: the holder named is one
 			// of several.
 			fmt.Fprintf(os.Stderr, "baton lock: %s has no room for this hold now (full, or a waiter is ahead); its first holder is %s, token %d, since %s\n",
@@ -265,6 +274,16 @@ func lockAndRun(g globals, name string, cmdArgs []string, ttl, wait time.Duratio
 		case errors.As(err, &busy):
 			fmt.Fprintf(os.Stderr, "baton lock: %s is held by %s, token %d, since %s\n",
 				name, owner4(busy.Holder), busy.Holder.Token, ago(busy.Holder.Since))
+			return ExitNotAcquired
+		case errors.Is(err, baton.ErrWaitTimedOut) && len(members) > 1:
+			ictx, icancel := context.WithTimeout(context.Background(), g.timeout)
+			name, who := blocker(ictx, c, s, members)
+			icancel()
+			if name == "" {
+				fmt.Fprintf(os.Stderr, "baton lock: %s not all acquired after waiting %s\n", setName(members), wait)
+			} else {
+				fmt.Fprintf(os.Stderr, "baton lock: %s not all acquired after waiting %s: %s is held by %s\n", setName(members), wait, name, who)
+			}
 			return ExitNotAcquired
 		case errors.Is(err, baton.ErrWaitTimedOut):
 			who := "someone"
@@ -279,8 +298,87 @@ func lockAndRun(g globals, name string, cmdArgs []string, ttl, wait time.Duratio
 		}
 		return exitCode("lock", err)
 	}
-	grace = killGrace(grace, kind.graceSet, lease.LockDelay())
-	return runUnderLease(lease, s, name, cmdArgs, sigs, grace)
+	return holdAndRun(g, "lock", setName(members), cmdArgs, nil, ttl, owner, grace, kind.graceSet, acquire, refused)
+}
+
+// holdAndRun is `baton lock` and `baton elect`: it opens a session with
+// ttl and owner (default host/pid/baton-CMDNAME), takes its holds of what
+// (a lock or a set) with acquire (interrupted by SIGINT or SIGTERM, which
+// withdraw them), and runs cmdArgs under them with env added to its
+// environment (runUnderLease). refused turns acquire's error into the
+// exit status.
+func holdAndRun(g globals, cmdName, what string, cmdArgs, env []string, ttl time.Duration, owner string, grace time.Duration, graceSet bool,
+	acquire func(context.Context, *baton.Session) ([]*baton.Lease, error), refused func(*baton.Client, *baton.Session, error) int) int {
+	// Signals that arrive while we wait for the lock end the wait.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	dctx, dcancel := context.WithTimeout(ctx, g.timeout)
+	c, err := dialGlobals(dctx, g)
+	dcancel()
+	if err != nil {
+		return exitCode(cmdName, err)
+	}
+	defer c.Close()
+	if owner == "" {
+		host, _ := os.Hostname()
+		owner = fmt.Sprintf("%s/%d/baton-%s", host, os.Getpid(), cmdName)
+	}
+	sctx, scancel := context.WithTimeout(ctx, g.timeout)
+	s, err := c.NewSession(sctx, baton.WithTTL(ttl), baton.WithOwner(owner))
+	scancel()
+	if err != nil {
+		return exitCode(cmdName, err)
+	}
+	defer func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), g.timeout)
+		defer ccancel()
+		_ = s.Close(cctx)
+	}()
+
+	type result struct {
+		leases []*baton.Lease
+		err    error
+	}
+	got := make(chan result, 1)
+	go func() {
+		var r result
+		r.leases, r.err = acquire(ctx, s)
+		got <- r
+	}()
+	var leases []*baton.Lease
+	select {
+	case r := <-got:
+		leases, err = r.leases, r.err
+	case sig := <-sigs:
+		cancel()
+		r := <-got
+		for _, l := range r.leases {
+			_ = l.Release(context.Background())
+		}
+		fmt.Fprintf(os.Stderr, "baton %s: %s while waiting for %s\n", cmdName, sig, what)
+		return 128 + int(sig.(syscall.Signal))
+	}
+	if err != nil {
+		return refused(c, s, err)
+	}
+	grace = setKillGrace(cmdName, grace, graceSet, leases)
+	return runUnderLease(cmdName, leases, s, cmdArgs, env, sigs, grace)
+}
+
+// setName names the locks of a set: "a" or "the set a, b, c".
+func setName(members []lockMember) string {
+	if len(members) == 1 {
+		return members[0].name
+	}
+	names := make([]string, len(members))
+	for i, mb := range members {
+		names[i] = mb.name
+	}
+	return "the set " + strings.Join(names, ", ")
 }
 
 // DefaultKillGrace is how long `baton lock` gives a command between
@@ -298,7 +396,7 @@ const DefaultKillGrace = 10 * time.Second
 // allowance for a difference of clock rates over the delay and for
 // scheduling the kill: the command is dead before anyone else is
 // granted the lock.
-func killGrace(grace time.Duration, set bool, lockDelay time.Duration) time.Duration {
+func killGrace(cmdName string, grace time.Duration, set bool, lockDelay time.Duration) time.Duration {
 	if lockDelay <= 0 {
 		return grace
 	}
@@ -307,56 +405,77 @@ func killGrace(grace time.Duration, set bool, lockDelay time.Duration) time.Dura
 		return min(grace, fit)
 	}
 	if grace > fit {
-		fmt.Fprintf(os.Stderr, "baton lock: --kill-grace %s outlasts the hold's lock-delay %s (it fits %s): a command that ignores SIGTERM may still run when the next holder starts\n",
-			grace, lockDelay, fit)
+		fmt.Fprintf(os.Stderr, "baton %s: --kill-grace %s outlasts the hold's lock-delay %s (it fits %s): a command that ignores SIGTERM may still run when the next holder starts\n",
+			cmdName, grace, lockDelay, fit)
 	}
 	return grace
 }
 
 func owner4(h baton.Holder) string { return owner(h.Owner, h.SessionID) }
 
-// runUnderLease runs the command while the lease holds and releases it
-// when the command ends. A revoke of the hold sends the command SIGTERM.
-func runUnderLease(lease *baton.Lease, s *baton.Session, name string, cmdArgs []string, sigs <-chan os.Signal, grace time.Duration) int {
+// runUnderLease runs the command while every lease holds and releases
+// them when the command ends; the loss of any one stops it, and so does a
+// revoke of any one's hold (SIGTERM, as a signal to baton would). cmdName
+// (lock, elect) names baton's command in its messages, and env is added
+// to the command's environment.
+func runUnderLease(cmdName string, leases []*baton.Lease, s *baton.Session, cmdArgs, env []string, sigs <-chan os.Signal, grace time.Duration) int {
+	stopWatch := make(chan struct{})
+	lostC, watchedLost := anyLost(leases, stopWatch)
+	revokeC, watchedRevoked := anyRevoked(leases, stopWatch)
 	defer func() {
+		close(stopWatch)
+		watchedLost()
+		watchedRevoked()
 		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer rcancel()
-		if err := lease.Release(rctx); err != nil && !errors.Is(err, baton.ErrNotHeld) && lease.Err() == nil {
-			fmt.Fprintf(os.Stderr, "baton lock: release %s: %v\n", name, err)
+		for _, lease := range leases {
+			if err := lease.Release(rctx); err != nil && !errors.Is(err, baton.ErrNotHeld) && lease.Err() == nil {
+				fmt.Fprintf(os.Stderr, "baton %s: release %s: %v\n", cmdName, lease.Name(), err)
+			}
 		}
 	}()
+	for _, lease := range leases {
+		// A set that waited may have lost a hold it took first.
+		if err := lease.Err(); err != nil {
+			fmt.Fprintf(os.Stderr, "baton %s: lock %s was lost before the command started (%v)\n", cmdName, lease.Name(), err)
+			return ExitLockLost
+		}
+	}
 	cmd := exec.Command(cmdArgs[0], cmdArgs[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(),
-		"BATON_LOCK="+name,
-		"BATON_TOKEN="+strconv.FormatUint(lease.Token(), 10),
+	cmd.Env = append(os.Environ(), lockEnv(leases)...)
+	cmd.Env = append(cmd.Env,
 		"BATON_SESSION="+strconv.FormatUint(s.ID(), 10),
 		"BATON_SESSION_SECRET="+s.Secret(),
 	)
-	if st := lease.SignedToken(); st != "" {
-		cmd.Env = append(cmd.Env, "BATON_SIGNED_TOKEN="+st)
-	}
+	cmd.Env = append(cmd.Env, env...)
 	ownGroup(cmd)
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "baton lock: start %s: %v\n", cmdArgs[0], err)
+		fmt.Fprintf(os.Stderr, "baton %s: start %s: %v\n", cmdName, cmdArgs[0], err)
 		return 127
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	lost := false
-	lostC, revokeC := lease.Lost(), lease.RevokeRequested()
+	revoked := false
 	var kill <-chan time.Time
 	for {
 		select {
-		case <-revokeC:
+		case lease := <-revokeC:
 			// Asked to let go: the command stops as it would on a
-			// signal, and the hold is released when it exits. If it
+			// signal, and the holds are released when it exits. If it
 			// outlasts the grace, the leader ends the hold and the lost
-			// case below kills it.
-			revokeC = nil
+			// case below kills it. A revoke of another hold of the set
+			// after the first is told, not signalled again.
 			r, _ := lease.Revocation()
-			fmt.Fprintf(os.Stderr, "baton lock: a revoke asks %s to be let go by %s (%s); sending SIGTERM to the command\n",
-				name, r.Deadline.Format(time.RFC3339), until(r.Deadline))
+			if revoked {
+				fmt.Fprintf(os.Stderr, "baton %s: a revoke asks %s to be let go by %s (%s) too\n",
+					cmdName, lease.Name(), r.Deadline.Format(time.RFC3339), until(r.Deadline))
+				continue
+			}
+			revoked = true
+			fmt.Fprintf(os.Stderr, "baton %s: a revoke asks %s to be let go by %s (%s); sending SIGTERM to the command\n",
+				cmdName, lease.Name(), r.Deadline.Format(time.RFC3339), until(r.Deadline))
 			_ = signalGroup(cmd.Process, terminate)
 		case err := <-exited:
 			if lost {
@@ -365,15 +484,15 @@ func runUnderLease(lease *baton.Lease, s *baton.Session, name string, cmdArgs []
 			return exitStatus(err)
 		case sig := <-sigs:
 			_ = signalGroup(cmd.Process, sig)
-		case <-lostC:
+		case lease := <-lostC:
 			lostC = nil
 			lost = true
-			fmt.Fprintf(os.Stderr, "baton lock: lock %s may be lost (%v); sending SIGTERM to the command, SIGKILL in %s\n",
-				name, lease.Err(), grace)
+			fmt.Fprintf(os.Stderr, "baton %s: lock %s may be lost (%v); sending SIGTERM to the command, SIGKILL in %s\n",
+				cmdName, lease.Name(), lease.Err(), grace)
 			_ = signalGroup(cmd.Process, terminate)
 			kill = time.After(grace)
 		case <-kill:
-			fmt.Fprintf(os.Stderr, "baton lock: command still running %s after SIGTERM; sending SIGKILL\n", grace)
+			fmt.Fprintf(os.Stderr, "baton %s: command still running %s after SIGTERM; sending SIGKILL\n", cmdName, grace)
 			_ = signalGroup(cmd.Process, killAfter)
 			kill = nil
 		}

@@ -29,12 +29,12 @@ func TestKillGrace(t *testing.T) {
 		{"as given, even if longer", 20 * time.Second, true, 4 * time.Second, 20 * time.Second},
 		{"as given, shorter", time.Second, true, 4 * time.Second, time.Second},
 	} {
-		if got := killGrace(tt.grace, tt.set, tt.lockDelay); got != tt.want {
+		if got := killGrace("lock", tt.grace, tt.set, tt.lockDelay); got != tt.want {
 			t.Errorf("%s: killGrace(%v, %v, %v) = %v, want %v", tt.name, tt.grace, tt.set, tt.lockDelay, got, tt.want)
 		}
 	}
 	for _, d := range []time.Duration{time.Second, 4 * time.Second, 15 * time.Second, time.Minute} {
-		if g := killGrace(DefaultKillGrace, false, d); g+baton.SafetyMargin(d) > d {
+		if g := killGrace("lock", DefaultKillGrace, false, d); g+baton.SafetyMargin(d) > d {
 			t.Errorf("lock-delay %v: default kill grace %v leaves less than the margin %v", d, g, baton.SafetyMargin(d))
 		}
 	}

@@ -23,7 +23,10 @@ func init() {
 		{"bench", "measure lock throughput and latency against a cluster", runBench},
 		{"locks", "list locks: holder, token, since, queue length", runLocks},
 		{"get", "show one lock in full, with its queue", runGet},
+		{"history", "list a lock's recent holders: how and when each hold ended", runHistory},
 		{"watch", "follow a lock: a line each time its holders or queue change", runWatch},
+		{"elect", "run a command while leading an election: baton elect NAME VALUE -- CMD", runElect},
+		{"observe", "follow an election: a line each time its leader or value changes", runObserve},
 		{"check", "exit 0 if TOKEN is the current hold of NAME, 1 if not", runCheck},
 		{"sessions", "list sessions", runSessions},
 		{"blacklist", "evict a stuck session safely (it expires, releasing its locks)", runBlacklist},
@@ -37,6 +40,7 @@ func init() {
 		{"role", "add or remove a role, set its permissions over prefixes", runRole},
 		{"audit", "list the recent admin and auth actions", runAudit},
 		{"keys", "list the signed-token keys, or rotate: baton keys rotate", runKeys},
+		{"snapshot", "back the cluster up, check a backup, or restore one into a new cluster", runSnapshot},
 	}
 }
 

@@ -33,11 +33,13 @@ func runCaptured(t *testing.T, args ...string) (int, string) {
 
 // everyCommand is every command and subcommand of the CLI.
 var everyCommand = []string{
-	"server", "lock", "bench", "locks", "get", "watch", "check", "sessions", "blacklist", "release", "revoke", "status",
+	"server", "lock", "bench", "locks", "get", "history", "watch", "check", "sessions", "blacklist", "release", "revoke", "status",
 	"member add", "member promote", "member remove", "member list", "leader transfer",
 	"auth enable", "auth disable", "auth status",
 	"user add", "user remove", "user grant", "user revoke",
 	"role add", "role remove", "role grant", "role revoke", "audit", "keys", "keys rotate",
+	"snapshot save", "snapshot status", "snapshot restore",
+	"elect", "observe",
 }
 
 // TestEveryCommandListed keeps everyCommand in step with the commands.
@@ -66,10 +68,25 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		tc{[]string{"check", "x"}, "check", "missing TOKEN"},
 		tc{[]string{"check"}, "check", "missing NAME and TOKEN"},
 		tc{[]string{"get"}, "get", "missing NAME"},
+		tc{[]string{"history"}, "history", "missing NAME"},
+		tc{[]string{"history", "a", "b"}, "history", `unexpected argument "b"`},
 		tc{[]string{"watch"}, "watch", "missing NAME"},
 		tc{[]string{"lock"}, "lock", "missing NAME"},
 		tc{[]string{"lock", "job"}, "lock", "no command: put it after --, e.g. baton lock job -- ./job.sh"},
 		tc{[]string{"lock", "job", "./job.sh"}, "lock", `unexpected argument "./job.sh": put the command after --, e.g. baton lock job -- ./job.sh`},
+		tc{[]string{"lock", "--reader", "cfg"}, "lock", "no command: put it after --, e.g. baton lock --reader cfg -- ./job.sh"},
+		tc{[]string{"lock", "a", "b", "a", "--", "true"}, "lock", `lock "a" is named twice (a and a): a set holds each lock once`},
+		tc{[]string{"lock", "--read", "doc", "--writer", "doc", "--", "true"}, "lock", `lock "doc" is named twice (a read of doc and the write of doc): a set holds each lock once`},
+		tc{[]string{"lock", "--permit", "pool=3", "--permit", "pool=4", "--", "true"}, "lock",
+			`semaphore "pool" is named twice, with 3 and 4 permits: a lock has one size, and a set holds it once`},
+		tc{[]string{"lock", "--permit", "pool", "--", "true"}, "lock", `invalid value "pool" for --permit: want NAME=N (a semaphore of N permits), e.g. pool/encoders=4`},
+		tc{[]string{"lock", "--permit", "pool=0", "--", "true"}, "lock", `invalid value "pool=0" for --permit: "0" is not a number of permits 1..10000`},
+		tc{[]string{"lock", "--max-readers", "5", "--permit", "p=2", "x", "--", "true"}, "lock", "--max-readers needs --read, --write, --reader or --writer"},
+		tc{[]string{"elect"}, "elect", "missing NAME and VALUE"},
+		tc{[]string{"elect", "leader/x"}, "elect", "missing VALUE"},
+		tc{[]string{"elect", "leader/x", "10.0.0.1:80"}, "elect", "no command: put it after --, e.g. baton elect leader/x 10.0.0.1:80 -- ./serve.sh"},
+		tc{[]string{"elect", "leader/x", "v", "./serve.sh"}, "elect", `unexpected argument "./serve.sh": put the command after --, e.g. baton elect leader/x v -- ./serve.sh`},
+		tc{[]string{"observe"}, "observe", "missing NAME"},
 		tc{[]string{"blacklist"}, "blacklist", "missing SESSION"},
 		tc{[]string{"release"}, "release", "missing NAME"},
 		tc{[]string{"member", "add", "n4"}, "member add", "missing PEER_ADDR"},
@@ -83,6 +100,11 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		tc{[]string{"member"}, "member", "missing subcommand: want add, promote, remove or list"},
 		tc{[]string{"member", "join"}, "member", `unknown subcommand "join": want add, promote, remove or list`},
 		tc{[]string{"leader"}, "leader", "missing subcommand: want transfer"},
+		tc{[]string{"snapshot"}, "snapshot", "missing subcommand: want save, status or restore"},
+		tc{[]string{"snapshot", "save"}, "snapshot save", "missing FILE"},
+		tc{[]string{"snapshot", "status"}, "snapshot status", "missing FILE"},
+		tc{[]string{"snapshot", "restore", "b.snap", "--name", "r1"}, "snapshot restore", "missing --data-dir: the new member's data directory"},
+		tc{[]string{"snapshot", "restore", "b.snap", "--data-dir", "d"}, "snapshot restore", "missing --name: the new member's name"},
 		tc{[]string{"auth"}, "auth", "missing subcommand: want one of enable, disable, status"},
 		tc{[]string{"frob"}, "", `unknown command "frob"`},
 		tc{[]string{"--bogus", "status"}, "", "unknown flag --bogus"},
@@ -103,7 +125,7 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 
 // TestHelpExitsZero: --help prints the command's usage and exits 0.
 func TestHelpExitsZero(t *testing.T) {
-	for _, c := range []string{"server", "lock", "status", "check", "member add"} {
+	for _, c := range []string{"server", "lock", "elect", "observe", "status", "check", "member add"} {
 		code, stderr := runCaptured(t, append(strings.Fields(c), "--help")...)
 		if code != 0 || !strings.HasPrefix(stderr, "Usage: baton "+strings.Fields(c)[0]) {
 			t.Errorf("baton %s --help exited %d, stderr %q; want 0 and the usage", c, code, stderr)

@@ -60,6 +60,9 @@ func describeEvent(ev baton.LockEvent) string {
 	case 1:
 		h := l.Holders[0]
 		line += fmt.Sprintf("held by %s, key %q, token %d, count %d", owner(h.Owner, h.SessionID), h.OwnerKey, h.Token, h.Count)
+		if h.Value != "" {
+			line += fmt.Sprintf(", value %q", h.Value)
+		}
 	default:
 		line += fmt.Sprintf("held by %d of %d (first: %s, token %d)", len(l.Holders), l.Limit, owner(l.Holders[0].Owner, l.Holders[0].SessionID), l.Holders[0].Token)
 	}

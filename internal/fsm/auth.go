@@ -223,6 +223,8 @@ func (m *Machine) authorize(cmd *fsmpb.Command, s *session) *Error {
 		}
 	case *fsmpb.Command_Acquire:
 		return need(op.Acquire.GetLock(), PermLock)
+	case *fsmpb.Command_Proclaim:
+		return need(op.Proclaim.GetLock(), PermLock)
 	case *fsmpb.Command_AcquireMany:
 		for _, l := range op.AcquireMany.GetLocks() {
 			if err := need(l, PermLock); err != nil {

@@ -64,19 +64,40 @@ func BenchmarkApply(b *testing.B) {
 	}
 }
 
-// benchMachine returns a machine with sessions 1 and 2 where session 1
-// holds n locks "held/i"; and the last index used.
+// benchMachine returns a machine at this release's log version with
+// sessions 1 and 2 where session 1 holds n locks "held/i" (token i+3),
+// and a history of ended holds at its bounds, as on a busy member
+// (PastLocks locks of PastHoldsPerLock ends, of a third session); and
+// the last index used.
 func benchMachine(b *testing.B, n int) (*Machine, uint64) {
 	m := New()
+	m.SetLogVersion(LogVersion)
 	m.Apply(1, &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "bench"}}})
 	m.Apply(2, &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "bench"}}})
 	index := uint64(2)
-	for i := range n {
+	apply := func(cmd *fsmpb.Command) *fsmpb.Result {
 		index++
-		res := m.Apply(index, &fsmpb.Command{SessionId: 1, Seq: uint64(i + 1),
-			Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: fmt.Sprintf("held/%d", i)}}})
+		res := m.Apply(index, cmd)
 		if err := ErrorOf(res); err != nil {
 			b.Fatal(err)
+		}
+		return res
+	}
+	for i := range n {
+		apply(&fsmpb.Command{SessionId: 1, Seq: uint64(i + 1),
+			Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: fmt.Sprintf("held/%d", i)}}})
+	}
+	past := apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "bench/past"}}}).GetSessionId()
+	seq := uint64(0)
+	for i := range PastLocks {
+		name := fmt.Sprintf("past/%d", i)
+		for range PastHoldsPerLock {
+			seq++
+			tok := apply(&fsmpb.Command{SessionId: past, Seq: seq, MinUnackedSeq: seq,
+				Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: name}}}).GetAcquire().GetToken()
+			seq++
+			apply(&fsmpb.Command{SessionId: past, Seq: seq, MinUnackedSeq: seq,
+				Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: name, Token: tok}}})
 		}
 	}
 	return m, index

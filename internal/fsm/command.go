@@ -229,7 +229,7 @@ func decodeRelease(op *fsmpb.Release, b []byte) bool {
 // EncodeCommand encodes cmd as proto.Marshal does, byte for byte, without
 // proto's reflection, for the commands every cycle of a lock makes:
 // Acquire and Release (the leader encodes every command it proposes). For
-// any other operation, a command or operation carrying unknown fields, or
+// any other operation, an Acquire with a value (an election's: rare), a command or operation carrying unknown fields, or
 // a string that is not UTF-8 (which proto refuses), ok is false and the
 // caller encodes with proto. TestEncodeCommand and FuzzEncodeCommand hold
 // it to proto.Marshal.
@@ -242,7 +242,7 @@ func EncodeCommand(cmd *fsmpb.Command) (data []byte, ok bool) {
 	switch op := cmd.GetOp().(type) {
 	case *fsmpb.Command_Acquire:
 		a := op.Acquire
-		if a == nil || len(a.ProtoReflect().GetUnknown()) > 0 || !utf8.ValidString(a.Lock) || !utf8.ValidString(a.OwnerKey) {
+		if a == nil || len(a.ProtoReflect().GetUnknown()) > 0 || !utf8.ValidString(a.Lock) || !utf8.ValidString(a.OwnerKey) || a.Value != "" {
 			return nil, false
 		}
 		opNum = 14

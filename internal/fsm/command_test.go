@@ -252,6 +252,9 @@ func TestEncodeCommand(t *testing.T) {
 	cmd = acquire()
 	cmd.GetAcquire().ProtoReflect().SetUnknown(unknown)
 	refused["unknown field in the acquire"] = cmd
+	cmd = acquire()
+	cmd.GetAcquire().Value = "10.0.0.1:80"
+	refused["an acquire with a value (left to proto)"] = cmd
 	for what, cmd := range refused {
 		if data, ok := EncodeCommand(cmd); ok {
 			t.Errorf("%s: EncodeCommand answered %x", what, data)

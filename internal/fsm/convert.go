@@ -125,6 +125,7 @@ func (l *lockState) fill(p *fsmpb.Lock, pa *protoAlloc) {
 		p.Holders = slices.Grow(holders, len(l.holders))
 		for i := range l.holders {
 			h := l.holders[i].toProto(pa)
+			h.Value = l.holderValue(&l.holders[i])
 			l.fillRevocation(&l.holders[i], h)
 			p.Holders = append(p.Holders, h)
 		}
@@ -133,6 +134,7 @@ func (l *lockState) fill(p *fsmpb.Lock, pa *protoAlloc) {
 		p.Waiters = slices.Grow(waiters, len(ws))
 		for i := range ws {
 			p.Waiters = append(p.Waiters, ws[i].toProto(pa))
+			p.Waiters[i].Value = l.waiterValue(&ws[i])
 		}
 	}
 }
@@ -223,6 +225,7 @@ func outcomeOf(o *fsmpb.AcquireOutcome) outcome {
 			shared:     h.GetShared(),
 			holdLimit:  h.GetHoldLimitNanos(),
 			lockDelay:  h.GetLockDelayNanos(),
+			value:      h.GetValue(),
 		}
 	}
 	return out
@@ -273,6 +276,7 @@ func (o *outcome) toProto(pa *protoAlloc) *fsmpb.AcquireOutcome {
 			Shared:         h.shared,
 			HoldLimitNanos: h.holdLimit,
 			LockDelayNanos: h.lockDelay,
+			Value:          h.value,
 		}
 	}
 	return p

@@ -89,6 +89,7 @@ func TestConversionsKeepEveryField(t *testing.T) {
 			// An exclusive waiter behind the shared holder: a shared one
 			// would have been granted.
 			w.SessionId, w.Owner, w.Shared = s.id, s.owner, false
+			w.AcquireSeq++ // not the holder's acquire: each has its own value
 			w.HoldLimitNanos = int64(time.Second)
 			w.LockDelayNanos = int64(time.Minute)
 		}

@@ -194,9 +194,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		return h.apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: op}})
 
 	case "acquire":
-		// Example: acquire session=1 seq=1 lock=x key=k wait timeout=5s min-unacked=1 shared limit=3 lock-delay=15s
-		// (key-len=N uses a key of N bytes.)
-		op := &fsmpb.Acquire{Lock: lockArg(t, d), Wait: d.HasArg("wait"), Shared: d.HasArg("shared")}
+		// Example: acquire session=1 seq=1 lock=x key=k wait timeout=5s min-unacked=1 shared limit=3 lock-delay=15s value=10.0.0.1:80
+		// (key-len=N uses a key of N bytes, value-len=N a value of N bytes.)
+		op := &fsmpb.Acquire{Lock: lockArg(t, d), Wait: d.HasArg("wait"), Shared: d.HasArg("shared"), Value: valueArg(t, d)}
 		d.MaybeScanArgs(t, "key", &op.OwnerKey)
 		d.MaybeScanArgs(t, "limit", &op.Limit)
 		if a, ok := d.Arg("key-len"); ok {
@@ -213,6 +213,14 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			op.LockDelayNanos = int64(parseDuration(t, d, a.SingleVal(t)))
 		}
 		return h.apply(sessionCmd(t, d, &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: op}}))
+
+	case "proclaim":
+		// Example: proclaim session=1 seq=4 lock=x token=5 key=k value=10.0.0.1:81
+		// (value-len=N uses a value of N bytes.)
+		op := &fsmpb.Proclaim{Lock: lockArg(t, d), Value: valueArg(t, d)}
+		d.MaybeScanArgs(t, "token", &op.Token)
+		d.MaybeScanArgs(t, "key", &op.OwnerKey)
+		return h.apply(sessionCmd(t, d, &fsmpb.Command{Op: &fsmpb.Command_Proclaim{Proclaim: op}}))
 
 	case "end-lock-delay":
 		// Example: end-lock-delay lock=x from=7 (session= makes a session
@@ -268,8 +276,18 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 
 	case "acquire-many":
 		// Example: acquire-many session=1 seq=2 locks=(a, b, c) key=k all shared limit=3 hold-limit=30s lock-delay=5s
+		// Example: acquire-many session=1 seq=2 locks=(m, cfg, pool) modes=(mutex, read/8, permit/3) all
 		op := &fsmpb.AcquireMany{All: d.HasArg("all"), Shared: d.HasArg("shared")}
 		d.MaybeScanArgs(t, "limit", &op.Limit)
+		if a, ok := d.Arg("modes"); ok {
+			// Each mode is mutex, read/N, write/N or permit/N (N: the
+			// lock's limit); anything else is shared with limit 0.
+			for _, v := range a.Vals {
+				kind, n, _ := strings.Cut(v, "/")
+				limit, _ := strconv.ParseUint(n, 10, 32)
+				op.Modes = append(op.Modes, &fsmpb.LockMode{Shared: kind != "mutex" && kind != "write", Limit: uint32(limit)})
+			}
+		}
 		if a, ok := d.Arg("hold-limit"); ok {
 			op.HoldLimitNanos = int64(parseDuration(t, d, a.SingleVal(t)))
 		}
@@ -430,6 +448,31 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		return b.String()
 
+	case "set-log-version":
+		// Example: set-log-version version=10
+		// Applies a SetLogVersion entry, as a leader does once every
+		// member reads the version.
+		var v uint32
+		d.ScanArgs(t, "version", &v)
+		return h.apply(&fsmpb.Command{Op: &fsmpb.Command_SetLogVersion{SetLogVersion: &fsmpb.SetLogVersion{Version: v}}})
+
+	case "restart":
+		// Example: restart
+		// Replaces the machine by one restored from its snapshot, as a
+		// member that restarts from its snapshot (with nothing to replay)
+		// or installs the leader's has; prints whether they hash alike.
+		snap, err := h.m.Snapshot()
+		if err != nil {
+			d.Fatalf(t, "snapshot: %v", err)
+		}
+		r := New()
+		if err := r.Restore(snap); err != nil {
+			d.Fatalf(t, "restore: %v", err)
+		}
+		same := r.Hash() == h.m.Hash()
+		h.m = r
+		return fmt.Sprintf("restored at %d, log version %d, same hash: %v\n", r.AppliedIndex(), r.LogVersion(), same)
+
 	case "locks":
 		// Example: locks prefix=a/ after=a/b limit=2
 		var prefix, after string
@@ -503,6 +546,22 @@ func lockArg(t *testing.T, d *datadriven.TestData) string {
 		name = strings.Repeat("n", n)
 	}
 	return name
+}
+
+// valueArg is a hold's value: value=V (escapes unquoted) or value-len=N
+// bytes.
+func valueArg(t *testing.T, d *datadriven.TestData) string {
+	var v string
+	d.MaybeScanArgs(t, "value", &v)
+	v = unescape(t, d, v)
+	if a, ok := d.Arg("value-len"); ok {
+		n, err := strconv.Atoi(a.SingleVal(t))
+		if err != nil {
+			d.Fatalf(t, "value-len: %v", err)
+		}
+		v = strings.Repeat("v", n)
+	}
+	return v
 }
 
 // unescape decodes Go escapes in a script value.
@@ -620,7 +679,8 @@ func formatOutcome(o *fsmpb.AcquireOutcome) string {
 func formatHolder(h *fsmpb.Holder) string {
 	return fmt.Sprintf("s%d/%q token=%d count=%d seq=%d since=%ds owner=%q%s", h.GetSessionId(), h.GetOwnerKey(),
 		h.GetToken(), h.GetCount(), h.GetAcquireSeq(), h.GetSinceUnixNano()/int64(time.Second), h.GetOwner(),
-		sharedMark(h.GetShared())) + holdLimitMark(h.GetHoldLimitNanos()) + lockDelayMark(h.GetLockDelayNanos()) + revokeMark(h)
+		sharedMark(h.GetShared())) + holdLimitMark(h.GetHoldLimitNanos()) + lockDelayMark(h.GetLockDelayNanos()) + revokeMark(h) +
+		valueMark(h.GetValue())
 }
 
 func revokeMark(h *fsmpb.Holder) string {
@@ -629,6 +689,13 @@ func revokeMark(h *fsmpb.Holder) string {
 	}
 	return fmt.Sprintf(" revoked-by=%d grace=%v deadline=%ds", h.GetRevokeFrom(), time.Duration(h.GetRevokeGraceNanos()),
 		h.GetRevokeDeadlineUnixNano()/int64(time.Second))
+}
+
+func valueMark(v string) string {
+	if v == "" {
+		return ""
+	}
+	return fmt.Sprintf(" value=%q", v)
 }
 
 func lockDelayMark(nanos int64) string {
@@ -692,7 +759,7 @@ func (h *harness) state() string {
 		for i, w := range l.GetWaiters() {
 			fmt.Fprintf(&b, "  waiter %d: s%d/%q seq=%d timeout=%v since=%ds%s\n", i+1, w.GetSessionId(), w.GetOwnerKey(),
 				w.GetAcquireSeq(), time.Duration(w.GetWaitTimeoutNanos()), w.GetSinceUnixNano()/int64(time.Second),
-				sharedMark(w.GetShared())+holdLimitMark(w.GetHoldLimitNanos())+lockDelayMark(w.GetLockDelayNanos()))
+				sharedMark(w.GetShared())+holdLimitMark(w.GetHoldLimitNanos())+lockDelayMark(w.GetLockDelayNanos())+valueMark(w.GetValue()))
 		}
 	}
 	return b.String()

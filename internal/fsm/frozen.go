@@ -45,7 +45,10 @@ type Frozen struct {
 	clusterID  uint64
 	logVersion uint32
 	tail       []byte // the auth, audit and signing key fields, encoded at Freeze (small)
-	hint       int
+	// past is the history in eviction order when it is replicated, else
+	// nil (past.go: pastLock says what Apply leaves alone).
+	past []*pastLock
+	hint int
 
 	// Of the encoding, once Encode returned: for Thaw, on the applying
 	// goroutine after the caller has the encoding.
@@ -79,6 +82,9 @@ func (m *Machine) Freeze() *Frozen {
 		logVersion: m.logVersion,
 		tail:       m.encodeTail(),
 		hint:       m.encodedSizeHint(),
+	}
+	if m.historyReplicated() {
+		f.past = m.past.inEvictionOrder()
 	}
 	m.frozen = f
 	return f
@@ -177,7 +183,8 @@ func (l *lockState) clone() *lockState {
 		c.holders = slices.Clone(l.holders)
 	}
 	if l.queue != nil {
-		c.queue = &queue{waiters: slices.Clone(l.queue.waiters), delay: l.queue.delay, revokes: slices.Clone(l.queue.revokes)}
+		c.queue = &queue{waiters: slices.Clone(l.queue.waiters), delay: l.queue.delay,
+			revokes: slices.Clone(l.queue.revokes), values: slices.Clone(l.queue.values)}
 	}
 	return c
 }
@@ -238,6 +245,15 @@ func (f *Frozen) EncodeWith(bufs Buffers) (b []byte, free func()) {
 	e.buf = appendClusterInfo(appendMembers(e.buf, f.members), f.clusterID, f.logVersion)
 	e.buf = append(e.buf, f.tail...)
 	e.checkOwned()
+	for _, pl := range f.past {
+		e.grow(min(encodeRoom, cap(e.buf)/8))
+		e.buf = appendPastLock(e.buf, pl)
+		e.checkOwned()
+		n++
+		if f.between != nil {
+			f.between()
+		}
+	}
 	f.done, f.size, f.records = true, len(e.buf), n
 	if owned := e.owned; owned != nil {
 		free = func() { bufs.Free(owned) }
@@ -303,6 +319,9 @@ func (e *encoding) grow(room int) {
 // encoding it counts typical records.
 func (m *Machine) encodedSizeHint() int {
 	records := m.sessionTree.Len() + m.lockTree.Len()
+	if m.historyReplicated() {
+		records += len(m.past.locks)
+	}
 	if m.lastRecords == 0 {
 		return 16 + records*64
 	}

@@ -15,10 +15,15 @@ import (
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
-var rewriteGolden = flag.Bool("rewrite-snapshot", false, "rewrite testdata/snapshot.golden from the current encoding")
+var rewriteGolden = flag.Bool("rewrite-snapshot", false, "rewrite testdata/snapshot*.golden from the current encoding")
 
-// goldenPath holds the snapshot of goldenMachine's state, in hex.
-const goldenPath = "testdata/snapshot.golden"
+// goldenPaths hold the snapshots of goldenMachine's state at two log
+// versions, in hex: the last before the history was replicated, whose
+// bytes every release since encodes alike, and the current one.
+var goldenPaths = map[uint32]string{
+	SignedTokensVersion: "testdata/snapshot.golden",
+	LogVersion:          "testdata/snapshot-v10.golden",
+}
 
 // TestSnapshotBytesArePinned pins the bytes of the snapshot of one state
 // with every kind of record. Members of different releases restore each
@@ -31,7 +36,13 @@ const goldenPath = "testdata/snapshot.golden"
 // Regenerate (only for a deliberate format change):
 // go test ./internal/fsm -run TestSnapshotBytesArePinned -rewrite-snapshot
 func TestSnapshotBytesArePinned(t *testing.T) {
-	m := goldenMachine(t)
+	for version, path := range goldenPaths {
+		t.Run(path, func(t *testing.T) { testSnapshotBytesArePinned(t, version, path) })
+	}
+}
+
+func testSnapshotBytesArePinned(t *testing.T, version uint32, goldenPath string) {
+	m := goldenMachine(t, version)
 	got, err := m.Snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -97,9 +108,13 @@ func TestSnapshotBytesArePinned(t *testing.T) {
 // hold limit, acquire_many outcomes, refusals, claimed answers, answers
 // rewritten when their hold ended); exclusive, reentrant, limited and
 // shared holds; waiters with timeouts, shared and limited; members, the
-// cluster id, the log version, users, roles, audit records, a current
-// and a retired signing key, and a hold being revoked.
-func goldenMachine(t *testing.T) *Machine {
+// cluster id, the log version, users, roles, audit records, and a current
+// and a retired signing key; at version HoldValueVersion or above, an
+// election's holder and waiter with values; at version RevocationVersion
+// or above, a hold being revoked; and, at version HistoryVersion or
+// above, the history of the holds that ended (released, cas-released,
+// expired).
+func goldenMachine(t *testing.T, version uint32) *Machine {
 	m := New()
 	m.SetMember(Member{ID: 7, Name: "n2", PeerAddr: "10.0.0.2:7701"})
 	m.SetMember(Member{ID: 3, Name: "n1", PeerAddr: "10.0.0.1:7701"})
@@ -112,9 +127,8 @@ func goldenMachine(t *testing.T) *Machine {
 		return &fsmpb.Command_RotateSigningKey{RotateSigningKey: &fsmpb.RotateSigningKey{
 			Seed: bytes.Repeat([]byte{seed}, SigningKeySeedLen), RetentionNanos: retention, First: first}}
 	}
-	index := uint64(0)
-	for _, cmd := range []*fsmpb.Command{
-		{Op: &fsmpb.Command_SetLogVersion{SetLogVersion: &fsmpb.SetLogVersion{Version: LogVersion}}},
+	cmds := []*fsmpb.Command{
+		{Op: &fsmpb.Command_SetLogVersion{SetLogVersion: &fsmpb.SetLogVersion{Version: version}}},
 		// Sessions 2, 3, 4, 5.
 		{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "host-a/worker", TtlNanos: 15 * second, Nonce: 77}}},
 		{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "host-b/worker", SecretHash: secret[:]}}},
@@ -172,9 +186,24 @@ func goldenMachine(t *testing.T) *Machine {
 		{Op: rotate(1, 0, true)},
 		{Principal: "root", Op: rotate(2, second, false)},
 		{Op: rotate(3, 24*60*minute, false)},
-		// 40: the hold of "ld" is asked to let go within 30s.
-		{Principal: "root", Op: &fsmpb.Command_RevokeHold{RevokeHold: &fsmpb.RevokeHold{Lock: "ld", Token: 36, GraceNanos: 30 * second}}},
-	} {
+	}
+	if version >= HoldValueVersion {
+		cmds = append(cmds, []*fsmpb.Command{
+			// 40: session 2 leads the election "e/1" with a value; 41:
+			// session 3 campaigns behind it with its own; 42: the leader
+			// proclaims a new value; 43: session 4's try is BUSY, naming it.
+			{SessionId: 2, Seq: 8, Op: acq(&fsmpb.Acquire{Lock: "e/1", Value: "10.0.0.1:80"})},
+			{SessionId: 3, Seq: 5, SecretHash: secret[:], Op: acq(&fsmpb.Acquire{Lock: "e/1", Wait: true, Value: "10.0.0.2:80"})},
+			{SessionId: 2, Seq: 9, Op: &fsmpb.Command_Proclaim{Proclaim: &fsmpb.Proclaim{Lock: "e/1", Token: 40, Value: "10.0.0.1:81"}}},
+			{SessionId: 4, Seq: 9, Principal: "alice", Op: acq(&fsmpb.Acquire{Lock: "e/1"})},
+		}...)
+	}
+	if version >= RevocationVersion {
+		// Then: the hold of "ld" (36) is asked to let go within 30s.
+		cmds = append(cmds, &fsmpb.Command{Principal: "root", Op: &fsmpb.Command_RevokeHold{RevokeHold: &fsmpb.RevokeHold{Lock: "ld", Token: 36, GraceNanos: 30 * second}}})
+	}
+	index := uint64(0)
+	for _, cmd := range cmds {
 		index++
 		cmd.WallTimeUnixNano = 1_700_000_000_000_000_000 + int64(index)*second
 		if cmd.GetSessionId() != 0 {

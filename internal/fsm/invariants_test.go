@@ -24,6 +24,34 @@ func checkInvariants(m *Machine) error {
 	return checkRoundTrip(m)
 }
 
+// checkValues: every value of l belongs to one of its holders or
+// waiters (one that left took its value along), at most one to each, and
+// each is one rules.CheckHoldValue admits.
+func checkValues(l *lockState) error {
+	if l.queue == nil {
+		return nil
+	}
+	for i, v := range l.queue.values {
+		owned := false
+		for _, h := range l.holders {
+			owned = owned || (h.s == v.s && h.ownerKey == v.ownerKey && h.acquireSeq == v.seq)
+		}
+		for _, w := range l.waiters() {
+			owned = owned || (w.s == v.s && w.ownerKey == v.ownerKey && w.acquireSeq == v.seq)
+		}
+		if !owned || v.value == "" || rules.CheckHoldValue(v.value) != nil {
+			return fmt.Errorf("lock %q has value %q of session %d key %q seq %d, which no holder or waiter of it has or may have",
+				l.name, v.value, v.s.id, v.ownerKey, v.seq)
+		}
+		for _, u := range l.queue.values[:i] {
+			if u.s == v.s && u.ownerKey == v.ownerKey && u.seq == v.seq {
+				return fmt.Errorf("lock %q has two values of session %d key %q seq %d", l.name, v.s.id, v.ownerKey, v.seq)
+			}
+		}
+	}
+	return nil
+}
+
 // checkIndexes is checkInvariants without the round trip.
 func checkIndexes(m *Machine) error {
 	if m.lockTree.Len() != len(m.locks) || m.sessionTree.Len() != len(m.sessions) {
@@ -125,6 +153,9 @@ func checkIndexes(m *Machine) error {
 				return fmt.Errorf("lock %q has waiter %v twice", name, k)
 			}
 			waits[s.id][k] = struct{}{}
+		}
+		if err := checkValues(l.lockState); err != nil {
+			return err
 		}
 	}
 	for id, s := range m.sessions {
@@ -250,5 +281,24 @@ func fullSnapshot(m *Machine) *fsmpb.Snapshot {
 	}
 	snap.Audit = m.AuditRecords()
 	snap.SigningKeys = m.signingKeysProto()
+	if m.historyReplicated() {
+		snap.History = historyProto(m)
+	}
 	return snap
+}
+
+// historyProto is the history as Snapshot.history keeps it: the lock
+// whose last end is the oldest first, each one's ends oldest first.
+func historyProto(m *Machine) []*fsmpb.LockHistory {
+	var out []*fsmpb.LockHistory
+	for _, pl := range m.past.inEvictionOrder() {
+		lh := &fsmpb.LockHistory{Lock: pl.name}
+		for _, e := range pl.ends(true) {
+			lh.Holds = append(lh.Holds, &fsmpb.PastHold{SessionId: e.SessionID, Owner: e.Owner, OwnerKey: e.OwnerKey,
+				Token: e.Token, Shared: e.Shared, SinceUnixNano: e.Since, EndedUnixNano: e.Ended, EndedIndex: e.EndedIndex,
+				How: fsmpb.HoldEnd(e.How)})
+		}
+		out = append(out, lh)
+	}
+	return out
 }

@@ -78,6 +78,7 @@ type queue struct {
 	waiters []waiter
 	delay   lockDelay
 	revokes []revocation
+	values  []holdValue // of holds and waiters (value.go)
 }
 
 // holder is one hold of a lock (fsmpb.Holder without the owner label, which
@@ -174,6 +175,7 @@ func (l *lock) holderOf(s *session, ownerKey string) *holder {
 func (l *lock) removeHolder(h *holder) {
 	for i := range l.holders {
 		if &l.holders[i] == h {
+			l.dropValue(h.s, h.ownerKey, h.acquireSeq)
 			l.holders = slices.Delete(l.holders, i, i+1)
 			return
 		}
@@ -211,6 +213,7 @@ func (l *lock) waiterIndex(s *session, seq uint64) int {
 
 func (l *lock) removeWaiter(s *session, seq uint64) {
 	if i := l.waiterIndex(s, seq); i >= 0 {
+		l.dropValue(s, l.queue.waiters[i].ownerKey, seq)
 		l.queue.waiters = slices.Delete(l.queue.waiters, i, i+1)
 	}
 }
@@ -237,7 +240,7 @@ func (l *lock) currentHolder() *fsmpb.Holder {
 	if len(l.holders) == 0 {
 		return nil
 	}
-	return l.holders[0].toProto(nil) // without its revocation: for the acquirer
+	return l.holderProto(&l.holders[0]) // without its revocation: for the acquirer
 }
 
 // lockFor returns the lock name, creating it if needed.

@@ -41,7 +41,8 @@ type Machine struct {
 	// last (signing.go).
 	keys []signingKey
 
-	// past is the recent history of holds (past.go): in memory only.
+	// past is the recent history of holds (past.go): replicated from
+	// HistoryVersion, in memory only below it.
 	past past
 	// opens indexes live sessions by the nonce of the OpenSession that
 	// made them (exactly-once opens); derived from the sessions.
@@ -227,7 +228,9 @@ func (m *Machine) dispatch(a *apply, cmd *fsmpb.Command, s *session) {
 			m.audit(a, cmd.GetPrincipal(), fmt.Sprintf("blacklisted session %d", op.BlacklistSession.GetSessionId()))
 		}
 	case *fsmpb.Command_Acquire:
-		m.acquire(a, s, op.Acquire)
+		m.acquireWithValue(a, s, op.Acquire)
+	case *fsmpb.Command_Proclaim:
+		m.proclaim(a, s, op.Proclaim)
 	case *fsmpb.Command_AcquireMany:
 		m.acquireMany(a, s, op.AcquireMany)
 	case *fsmpb.Command_Release:

@@ -9,7 +9,8 @@ import (
 )
 
 // acquireMany applies an AcquireMany: each lock tried on its own, for one
-// owner key, or with all, every lock or none in this one entry.
+// owner key, or with all, every lock or none in this one entry; each lock
+// in the set's one mode, or in its own (modes: a mixed set).
 func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 	if !a.needSession(s, "acquire_many") {
 		return
@@ -23,7 +24,7 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 		a.refuse(err)
 		return
 	}
-	limit, err := checkLimit(op.GetLimit())
+	modes, err := setModes(op)
 	if err != nil {
 		a.refuse(err)
 		return
@@ -42,9 +43,9 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 		a.refuse(errorf(fsmpb.Error_ERROR_BLACKLISTED, "session %d is blacklisted", s.id))
 		return
 	}
-	shared := op.GetShared()
 	fresh, busy := 0, 0 // locks that would be newly held; that cannot be
-	for _, name := range names {
+	for i, name := range names {
+		shared, limit := modes.of(i)
 		var h *holder
 		if l := m.locks[name]; l != nil {
 			h = l.holderOf(s, op.GetOwnerKey())
@@ -86,7 +87,8 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 	out := make([]*fsmpb.AcquireOutcome, 0, len(names))
 	if busy > 0 && op.GetAll() {
 		// All or nothing, and not all: nothing changes.
-		for _, name := range names {
+		for i, name := range names {
+			shared, _ := modes.of(i)
 			l := m.locks[name]
 			if l == nil || l.holderOf(s, op.GetOwnerKey()) != nil || l.grantsAtOnce(shared) {
 				out = append(out, &fsmpb.AcquireOutcome{Lock: name, Status: fsmpb.AcquireStatus_ACQUIRE_STATUS_SKIPPED})
@@ -99,7 +101,8 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 	}
 	m.changeSession(s)
 	s.held = slices.Grow(s.held, fresh) // once, not doubling on the way
-	for _, name := range names {
+	for i, name := range names {
+		shared, limit := modes.of(i)
 		l := m.locks[name]
 		switch {
 		case l != nil && l.holderOf(s, op.GetOwnerKey()) != nil:
@@ -114,6 +117,41 @@ func (m *Machine) acquireMany(a *apply, s *session, op *fsmpb.AcquireMany) {
 		}
 	}
 	a.res.AcquireMany = out
+}
+
+// lockModes is how an AcquireMany takes its locks: all in one mode
+// (shared, limit), or each in its own (each).
+type lockModes struct {
+	shared bool
+	limit  uint32
+	each   []*fsmpb.LockMode
+}
+
+// of is the shared and limit (at least 1) of the set's i-th lock.
+func (lm lockModes) of(i int) (shared bool, limit uint32) {
+	if lm.each == nil {
+		return lm.shared, lm.limit
+	}
+	return lm.each[i].GetShared(), max(lm.each[i].GetLimit(), 1)
+}
+
+// setModes checks op's modes: a mode per lock, with the set's own shared
+// and limit unset, or none and the set's limit.
+func setModes(op *fsmpb.AcquireMany) (lockModes, *Error) {
+	each := op.GetModes()
+	if err := refusal(rules.CheckSetModes(len(op.GetLocks()), len(each), op.GetShared(), op.GetLimit())); err != nil {
+		return lockModes{}, err
+	}
+	if len(each) > 0 {
+		for i, md := range each {
+			if _, err := checkLimit(md.GetLimit()); err != nil {
+				return lockModes{}, errorf(err.Code, "mode of lock %s: %s", quote(op.GetLocks()[i]), err.Msg)
+			}
+		}
+		return lockModes{each: each}, nil
+	}
+	limit, err := checkLimit(op.GetLimit())
+	return lockModes{shared: op.GetShared(), limit: limit}, err
 }
 
 // busyOutcome is an AcquireMany's BUSY answer about l: its holder, and

@@ -88,3 +88,16 @@ func (mc *Machine) loadMember(rec []byte, prev uint64) (uint64, error) {
 	mc.SetMember(Member{ID: p.GetId(), Name: p.GetName(), PeerAddr: p.GetPeerAddr(), Removed: p.GetRemoved()})
 	return p.GetId(), nil
 }
+
+// Reseed gives the state a new cluster's identity: members replace every
+// member record and clusterID the cluster's id. It is for seeding a new
+// cluster from a backup (embed.Restore), before any entry applies, so
+// that the new cluster's members find themselves, and not the old
+// cluster's, in the state; it is never applied from the log.
+func (mc *Machine) Reseed(clusterID uint64, members []Member) {
+	mc.members = make(map[uint64]Member, len(members))
+	for _, m := range members {
+		mc.members[m.ID] = m
+	}
+	mc.clusterID = clusterID
+}

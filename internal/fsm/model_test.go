@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +35,10 @@ import (
 //   - no lock is granted while in a lock-delay: the model follows the
 //     delays the results report started and ended, and the machine's
 //     delays always equal them.
+//   - every hold and waiter has the value its acquire gave it, or the last
+//     one its holder proclaimed: the model keys each by the acquire that
+//     made it and follows grants and accepted proclaims, and the
+//     machine's values always equal it.
 //
 // A failure names the seed; rerun it with -run 'TestRandomStream/seed=N'.
 var streamSeeds = flag.Int("fsm.stream-seeds", 8, "how many seeds TestRandomStream runs (0 to N-1); a soak: -fsm.stream-seeds=600, about two minutes")
@@ -61,8 +66,11 @@ type waiterID struct {
 }
 
 type stream struct {
-	t        *testing.T
-	rng      *rand.Rand
+	t   *testing.T
+	rng *rand.Rand
+	// vrng draws hold values and proclaims, apart from rng so that the
+	// streams of the other commands stay what they were.
+	vrng     *rand.Rand
 	m        *Machine
 	restored *Machine // nil until halfway
 	index    uint64
@@ -80,6 +88,14 @@ type stream struct {
 	lastHolder map[string]uint64      // token of the latest holder seen per lock
 	delays     map[string]uint64      // the entry that started each lock's running lock-delay
 	revokes    map[revokedHold]uint64 // the entry that revoked each hold being revoked
+	values     map[valueRef]string
+}
+
+// valueRef names the hold or waiter an acquire made: its lock, session,
+// owner key and seq.
+type valueRef struct {
+	lock, key    string
+	session, seq uint64
 }
 
 var streamLocks = []string{"a", "b", "c", "d/e", "sem", "rw"}
@@ -137,14 +153,29 @@ func runStream(t *testing.T, seed uint64, steps int) {
 	s := &stream{
 		t:          t,
 		rng:        rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		vrng:       rand.New(rand.NewPCG(seed, seed^0x5eed)),
 		m:          New(),
 		queues:     make(map[string][]waiterID),
 		lastHolder: make(map[string]uint64),
 		delays:     make(map[string]uint64),
 		revokes:    make(map[revokedHold]uint64),
+		values:     make(map[valueRef]string),
 		stats:      make(map[string]int),
 	}
+	// The history is replicated from HistoryVersion: a third of the
+	// seeds stay below it, a third start at it and a third cross it, an
+	// entry before the restore.
+	if seed%3 == 1 {
+		s.m.SetLogVersion(HistoryVersion)
+	}
 	for step := range steps {
+		if seed%3 == 2 && step == steps/4 {
+			s.index++
+			if res := s.m.Apply(s.index, &fsmpb.Command{Op: &fsmpb.Command_SetLogVersion{
+				SetLogVersion: &fsmpb.SetLogVersion{Version: HistoryVersion}}}); ErrorOf(res) != nil {
+				t.Fatal(res)
+			}
+		}
 		if step == steps/2 {
 			b, err := s.m.Snapshot()
 			if err != nil {
@@ -166,6 +197,19 @@ func runStream(t *testing.T, seed uint64, steps int) {
 		s.stats, s.frz.taken, s.frz.bufs.allocs, s.frz.bufs.frees, s.frz.bufs.outgrown)
 	if s.restored.Hash() != s.m.Hash() {
 		t.Fatalf("seed %d: restored machine ended with a different hash", seed)
+	}
+	if s.m.HistoryReplicated() {
+		s.checkHistoryAgrees()
+	}
+}
+
+// checkHistoryAgrees: the machine restored halfway tells the same history
+// of every lock as the original, once it is replicated.
+func (s *stream) checkHistoryAgrees() {
+	for _, name := range streamLocks {
+		if got, want := s.restored.PastHolds(name), s.m.PastHolds(name); !slices.Equal(got, want) {
+			s.t.Fatalf("history of %s: the restored machine tells %+v, the original %+v", name, got, want)
+		}
 	}
 }
 
@@ -199,6 +243,7 @@ func (s *stream) step() {
 		s.checkRetriedGrants(cmd, res)
 	}
 	s.observe(cmd, res)
+	s.observeValues(cmd, res, retry)
 	if err := checkInvariants(s.m); err != nil {
 		s.t.Fatalf("entry %d %v -> %v: %v", s.index, cmd, res, err)
 	}
@@ -285,7 +330,7 @@ func (s *stream) command() (*fsmpb.Command, bool) {
 		}
 		cmd = &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
 			Lock: lockName, OwnerKey: key, Wait: r.IntN(3) > 0, WaitTimeoutNanos: int64(r.IntN(2)) * 1e9,
-			Limit: limit, Shared: shared, HoldLimitNanos: holdLimit, LockDelayNanos: lockDelay}}}
+			Limit: limit, Shared: shared, HoldLimitNanos: holdLimit, LockDelayNanos: lockDelay, Value: s.someValue()}}}
 	case n < 40:
 		names := slices.Clone(streamMutexes)
 		r.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
@@ -304,11 +349,31 @@ func (s *stream) command() (*fsmpb.Command, bool) {
 		for _, name := range names {
 			lockDelay = max(lockDelay, streamLockDelay(name))
 		}
-		cmd = &fsmpb.Command{Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{
-			Locks: names, OwnerKey: key, Limit: limit, Shared: shared, All: r.IntN(2) == 0, LockDelayNanos: lockDelay}}}
+		op := &fsmpb.AcquireMany{Locks: names, OwnerKey: key, Limit: limit, Shared: shared, All: r.IntN(2) == 0, LockDelayNanos: lockDelay}
+		if r.IntN(3) == 0 {
+			// A mixed set: any of the locks, each in its own mode
+			// (now and then a wrong one, as streamLimit gives).
+			op.Locks = slices.Clone(streamLocks)
+			r.Shuffle(len(op.Locks), func(i, j int) { op.Locks[i], op.Locks[j] = op.Locks[j], op.Locks[i] })
+			op.Locks = op.Locks[:1+r.IntN(len(op.Locks))]
+			op.Limit, op.Shared, op.LockDelayNanos = 0, false, 0
+			for _, name := range op.Locks {
+				limit, shared := s.streamLimit(name)
+				op.Modes = append(op.Modes, &fsmpb.LockMode{Shared: shared, Limit: limit})
+				op.LockDelayNanos = max(op.LockDelayNanos, streamLockDelay(name))
+			}
+		}
+		cmd = &fsmpb.Command{Op: &fsmpb.Command_AcquireMany{AcquireMany: op}}
 	case n < 65:
 		cmd = &fsmpb.Command{Op: &fsmpb.Command_Release{Release: &fsmpb.Release{
 			Lock: lockName, OwnerKey: key, Token: s.someToken(lockName)}}}
+		if s.vrng.IntN(5) == 0 {
+			// A holder's proclaim of a new value instead, mostly of its
+			// own hold; sometimes of another's, a stale token or a
+			// value too long.
+			cmd.Op = &fsmpb.Command_Proclaim{Proclaim: &fsmpb.Proclaim{
+				Lock: lockName, OwnerKey: key, Token: cmd.GetRelease().GetToken(), Value: s.someValue()}}
+		}
 	case n < 70:
 		holder := uint64(0)
 		if l, ok := s.m.Lock(lockName); ok && len(l.GetHolders()) > 0 && r.IntN(4) > 0 {
@@ -391,6 +456,56 @@ func (s *stream) command() (*fsmpb.Command, bool) {
 	return cmd, false
 }
 
+// someValue is a hold's value: mostly none or a short one, sometimes
+// one too long to be accepted.
+func (s *stream) someValue() string {
+	switch n := s.vrng.IntN(8); {
+	case n < 4:
+		return ""
+	case n == 7 && s.vrng.IntN(4) == 0:
+		return strings.Repeat("v", rules.MaxHoldValueLen+1)
+	default:
+		return fmt.Sprintf("v%d", s.index)
+	}
+}
+
+// observeValues follows the values cmd gave (res) in the model, and
+// checks every hold's and waiter's value against it.
+func (s *stream) observeValues(cmd *fsmpb.Command, res *fsmpb.Result, retry bool) {
+	if res.GetError() == fsmpb.Error_ERROR_NONE && !retry {
+		if a := cmd.GetAcquire(); a != nil {
+			o := res.GetAcquire()
+			made := o.GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED ||
+				(o.GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED && o.GetToken() == s.index)
+			if made && a.GetValue() != "" {
+				s.values[valueRef{a.GetLock(), a.GetOwnerKey(), cmd.GetSessionId(), cmd.GetSeq()}] = a.GetValue()
+				s.stats["values_given"]++
+			}
+		}
+		if p := cmd.GetProclaim(); p != nil {
+			l, _ := s.m.Lock(p.GetLock())
+			for _, h := range l.GetHolders() {
+				if h.GetSessionId() == cmd.GetSessionId() && h.GetOwnerKey() == p.GetOwnerKey() {
+					s.values[valueRef{p.GetLock(), p.GetOwnerKey(), h.GetSessionId(), h.GetAcquireSeq()}] = p.GetValue()
+				}
+			}
+			s.stats["proclaimed"]++
+		}
+	}
+	for _, l := range s.m.Locks("", "", 0) {
+		for _, h := range l.GetHolders() {
+			if want := s.values[valueRef{l.GetName(), h.GetOwnerKey(), h.GetSessionId(), h.GetAcquireSeq()}]; h.GetValue() != want {
+				s.t.Fatalf("entry %d %v: lock %s holder %v has value %q; the model says %q", s.index, cmd, l.GetName(), h, h.GetValue(), want)
+			}
+		}
+		for _, w := range l.GetWaiters() {
+			if want := s.values[valueRef{l.GetName(), w.GetOwnerKey(), w.GetSessionId(), w.GetAcquireSeq()}]; w.GetValue() != want {
+				s.t.Fatalf("entry %d %v: lock %s waiter %v has value %q; the model says %q", s.index, cmd, l.GetName(), w, w.GetValue(), want)
+			}
+		}
+	}
+}
+
 func (s *stream) someToken(lockName string) uint64 {
 	if l, ok := s.m.Lock(lockName); ok && len(l.GetHolders()) > 0 && s.rng.IntN(5) > 0 {
 		return l.GetHolders()[s.rng.IntN(len(l.GetHolders()))].GetToken()
@@ -414,6 +529,7 @@ func (s *stream) observe(cmd *fsmpb.Command, res *fsmpb.Result) {
 	for _, o := range res.GetAcquireMany() {
 		s.stats["many_"+o.GetStatus().String()]++
 	}
+	s.checkSet(cmd, res)
 	s.stats["grants"] += len(res.GetGrants())
 	s.stats["waits_ended"] += len(res.GetWaitsEnded())
 	if cmd.GetExpireHold() != nil {
@@ -507,6 +623,37 @@ func (s *stream) observe(cmd *fsmpb.Command, res *fsmpb.Result) {
 	}
 }
 
+// checkSet checks an AcquireMany's answer: with all, every lock granted
+// or none; and each lock granted now is held in the mode the set gave it.
+func (s *stream) checkSet(cmd *fsmpb.Command, res *fsmpb.Result) {
+	op := cmd.GetAcquireMany()
+	outs := res.GetAcquireMany()
+	if op == nil || len(outs) == 0 {
+		return
+	}
+	granted := 0
+	for i, o := range outs {
+		if o.GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
+			continue
+		}
+		granted++
+		shared := op.GetShared()
+		if modes := op.GetModes(); len(modes) > 0 {
+			shared = modes[i].GetShared()
+			s.stats["mixed_set_grants"]++
+		}
+		l, _ := s.m.Lock(o.GetLock())
+		for _, h := range l.GetHolders() {
+			if h.GetSessionId() == cmd.GetSessionId() && h.GetToken() == o.GetToken() && h.GetShared() != shared {
+				s.t.Fatalf("entry %d: %v granted %s shared=%v, the set asked shared=%v", s.index, cmd, o.GetLock(), h.GetShared(), shared)
+			}
+		}
+	}
+	if op.GetAll() && granted != 0 && granted != len(outs) {
+		s.t.Fatalf("entry %d: all-or-nothing %v granted %d of %d locks: %v", s.index, cmd, granted, len(outs), outs)
+	}
+}
+
 // observeDelays follows the lock-delays res reports started and ended,
 // and checks that no lock was granted in one: a grant of this entry goes
 // to a lock whose delay, if it had one, this entry ended; and no lock in
@@ -539,7 +686,7 @@ func (s *stream) observeDelays(cmd *fsmpb.Command, res *fsmpb.Result) {
 		}
 		for _, h := range l.GetHolders() {
 			if h.GetToken() == s.index {
-				t.Fatalf("entry %d: lock %s was granted in its lock-delay: %v", s.index, name, l)
+				t.Fatalf("entry %d %v -> %v: lock %s was granted in its lock-delay: %v", s.index, cmd, res, name, l)
 			}
 		}
 		if res.GetAcquire().GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY && res.GetAcquire().GetLock() == name &&

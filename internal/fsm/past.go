@@ -4,19 +4,38 @@ package fsm
 // and how the hold ended (LESSONS.md 12). It is for people, like a hold's
 // since: nothing is decided by it.
 //
-// The history is bounded (PastHoldsPerLock ends for each of the
-// PastLocks locks that ended a hold most recently) and kept in memory
-// only: it is not part of snapshots or of Hash, so a member has the ends
-// it applied itself since it started or last restored a snapshot (a
-// restart replays the log after its snapshot, and those ends come back).
+// The history is bounded: PastHoldsPerLock ends for each of the PastLocks
+// locks that ended a hold most recently. A lock's oldest end makes room
+// for its next one; the lock whose last end is the oldest makes room for
+// a lock not yet in the history (of locks whose holds one entry ended,
+// the one recorded first goes first). What is recorded and what goes
+// depends on the log alone, so members that applied the same entries to
+// the same history hold the same one.
+//
+// From log version HistoryVersion the history is replicated state: it is
+// in snapshots (Snapshot.history, in the order locks are evicted) and so
+// in Hash, and a member restarted from its snapshot, one that replayed
+// the log and one that installed the leader's snapshot tell the same. A
+// cluster below that version (not every member runs a release that reads
+// it) keeps it as releases before it did: in memory only, outside
+// snapshots and Hash, so a member has the ends it applied since it
+// started or last restored a snapshot, and a member of this release
+// encodes the same snapshot bytes as one of an older release. The entry
+// that raises the cluster to HistoryVersion empties every member's
+// history (SetLogVersion): until then each had its own; from that entry
+// on, all record the same ends into the same empty history.
 
-// Bounds of the history.
+// Bounds of the history: at most PastLocks*PastHoldsPerLock ends.
 const (
 	PastHoldsPerLock = 8
 	PastLocks        = 4096
 )
 
-// HoldEnd says how a hold ended.
+// HistoryVersion is the log version from which the history is in
+// snapshots and Hash (see above).
+const HistoryVersion = 10
+
+// HoldEnd says how a hold ended. Its values are fsmpb.HoldEnd's.
 type HoldEnd uint8
 
 // How holds end.
@@ -55,10 +74,17 @@ type PastHold struct {
 
 // pastLock is one lock's history: a ring of its last ends, and its place
 // in the list of locks by their last end (most recent first).
+//
+// A Frozen state (frozen.go) keeps the pastLocks of its freeze and reads
+// their name and ring while Apply goes on: Apply writes those only in a
+// pastLock of the current epoch, and copies a frozen one first
+// (changePast). It changes the list links (prev, succ) of any pastLock,
+// which the frozen state never reads.
 type pastLock struct {
 	name       string
 	holds      [PastHoldsPerLock]PastHold
-	n, next    int // how many are kept; where the next one goes
+	n, next    int    // how many are kept; where the next one goes
+	epoch      uint64 // the freeze epoch it was made in
 	prev, succ *pastLock
 }
 
@@ -68,6 +94,14 @@ type past struct {
 	locks      map[string]*pastLock
 	head, tail *pastLock // head: the most recent
 }
+
+// historyReplicated reports whether the history is in snapshots and Hash.
+func (m *Machine) historyReplicated() bool { return m.logVersion >= HistoryVersion }
+
+// HistoryReplicated reports whether the history is replicated state (the
+// cluster's log version is HistoryVersion or above): if not, it is this
+// member's own since it started or last restored a snapshot.
+func (m *Machine) HistoryReplicated() bool { return m.historyReplicated() }
 
 // recordEnd adds the end of hold h of l, by the entry being applied.
 func (m *Machine) recordEnd(a *apply, l *lock, h *holder, how HoldEnd) {
@@ -79,17 +113,22 @@ func (m *Machine) recordEnd(a *apply, l *lock, h *holder, how HoldEnd) {
 	if pl == nil {
 		if len(p.locks) >= PastLocks {
 			// The lock whose last end is the oldest goes; its record
-			// is reused.
+			// is reused unless a frozen state reads it.
 			pl = p.tail
 			p.unlink(pl)
 			delete(p.locks, pl.name)
-			*pl = pastLock{}
+			if m.freezesPast(pl) {
+				pl = &pastLock{}
+			} else {
+				*pl = pastLock{}
+			}
 		} else {
 			pl = &pastLock{}
 		}
-		pl.name = l.name
+		pl.name, pl.epoch = l.name, m.epoch
 		p.locks[l.name] = pl
 	} else {
+		pl = m.changePast(pl)
 		p.unlink(pl)
 	}
 	p.pushFront(pl)
@@ -99,6 +138,34 @@ func (m *Machine) recordEnd(a *apply, l *lock, h *holder, how HoldEnd) {
 	}
 	pl.next = (pl.next + 1) % PastHoldsPerLock
 	pl.n = min(pl.n+1, PastHoldsPerLock)
+}
+
+// freezesPast reports whether the frozen state, if any, reads pl.
+func (m *Machine) freezesPast(pl *pastLock) bool {
+	return m.frozen != nil && m.frozen.past != nil && pl.epoch != m.epoch
+}
+
+// changePast is called before a change to pl's name or ring: while the
+// frozen state reads pl, it is replaced, in the list and the map, by a
+// copy of the current epoch, which it returns.
+func (m *Machine) changePast(pl *pastLock) *pastLock {
+	if !m.freezesPast(pl) {
+		return pl
+	}
+	p := &m.past
+	c := &pastLock{name: pl.name, holds: pl.holds, n: pl.n, next: pl.next, epoch: m.epoch, prev: pl.prev, succ: pl.succ}
+	if c.prev != nil {
+		c.prev.succ = c
+	} else {
+		p.head = c
+	}
+	if c.succ != nil {
+		c.succ.prev = c
+	} else {
+		p.tail = c
+	}
+	p.locks[c.name] = c
+	return c
 }
 
 func (p *past) unlink(pl *pastLock) {
@@ -126,16 +193,38 @@ func (p *past) pushFront(pl *pastLock) {
 	}
 }
 
+// inEvictionOrder returns the locks of the history, the one whose last
+// end is the oldest first: the order of Snapshot.history.
+func (p *past) inEvictionOrder() []*pastLock {
+	out := make([]*pastLock, 0, len(p.locks))
+	for pl := p.tail; pl != nil; pl = pl.prev {
+		out = append(out, pl)
+	}
+	return out
+}
+
+// ends returns pl's ends, the oldest first when oldestFirst, else the
+// most recent first.
+func (pl *pastLock) ends(oldestFirst bool) []PastHold {
+	out := make([]PastHold, 0, pl.n)
+	for i := 1; i <= pl.n; i++ {
+		out = append(out, pl.holds[(pl.next-i+PastHoldsPerLock)%PastHoldsPerLock])
+	}
+	if oldestFirst {
+		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+			out[i], out[j] = out[j], out[i]
+		}
+	}
+	return out
+}
+
 // PastHolds returns the recent ends of holds of lock name, the most recent
-// first (at most PastHoldsPerLock), as this member applied them.
+// first (at most PastHoldsPerLock). HistoryReplicated says whether every
+// member tells the same at this applied index.
 func (m *Machine) PastHolds(name string) []PastHold {
 	pl := m.past.locks[name]
 	if pl == nil {
 		return nil
 	}
-	out := make([]PastHold, 0, pl.n)
-	for i := 1; i <= pl.n; i++ {
-		out = append(out, pl.holds[(pl.next-i+PastHoldsPerLock)%PastHoldsPerLock])
-	}
-	return out
+	return pl.ends(false)
 }

@@ -50,7 +50,7 @@ func eachRecord(data []byte, fn func(num protowire.Number, v uint64, rec []byte)
 		case (num == snapshotAppliedIndex || num == snapshotClusterID || num == snapshotLogVersion) && typ == protowire.VarintType:
 			v, n = protowire.ConsumeVarint(data)
 		case (num == snapshotSessions || num == snapshotLocks || num == snapshotMembers || num == snapshotAuth || num == snapshotAudit ||
-			num == snapshotSigningKeys) && typ == protowire.BytesType:
+			num == snapshotSigningKeys || num == snapshotHistory) && typ == protowire.BytesType:
 			rec, n = protowire.ConsumeBytes(data)
 		default:
 			n = protowire.ConsumeFieldValue(num, typ, data)
@@ -212,6 +212,11 @@ func decodeHolder(b []byte, h *fsmpb.Holder) error {
 			h.RevokeGraceNanos = int64(v)
 		case num == holderRevokeUntil && !isBytes:
 			h.RevokeDeadlineUnixNano = int64(v)
+		case num == holderValue && isBytes:
+			if !utf8.Valid(s) {
+				return errInvalidUTF8("fsmpb.Holder.value")
+			}
+			h.Value = string(s)
 		}
 		return nil
 	})
@@ -245,6 +250,11 @@ func decodeWaiter(b []byte, w *fsmpb.Waiter) error {
 			w.HoldLimitNanos = int64(v)
 		case num == waiterLockDelay && !isBytes:
 			w.LockDelayNanos = int64(v)
+		case num == waiterValue && isBytes:
+			if !utf8.Valid(s) {
+				return errInvalidUTF8("fsmpb.Waiter.value")
+			}
+			w.Value = string(s)
 		}
 		return nil
 	})
@@ -291,7 +301,7 @@ func decodeFields(b []byte, fn func(num protowire.Number, v uint64, s []byte, is
 // the applied index (the last one wins) and the number of records first,
 // then the sessions, then the locks, which refer to them.
 func (m *Machine) load(data []byte) error {
-	nSessions, nLocks := 0, 0
+	nSessions, nLocks, nHistory := 0, 0, 0
 	err := eachRecord(data, func(num protowire.Number, v uint64, _ []byte) error {
 		switch num {
 		case snapshotAppliedIndex:
@@ -304,6 +314,8 @@ func (m *Machine) load(data []byte) error {
 			nSessions++
 		case snapshotLocks:
 			nLocks++
+		case snapshotHistory:
+			nHistory++
 		}
 		return nil
 	})
@@ -314,7 +326,7 @@ func (m *Machine) load(data []byte) error {
 	// over. (The counts are bounded by the data: a record takes 2 bytes.)
 	m.sessions = make(map[uint64]*session, nSessions)
 	m.locks = make(map[string]*lock, nLocks)
-	m.lastSize, m.lastRecords = len(data), nSessions+nLocks
+	m.lastSize, m.lastRecords = len(data), nSessions+nLocks+nHistory
 
 	var (
 		sp    fsmpb.Session
@@ -391,6 +403,9 @@ func (m *Machine) load(data []byte) error {
 		return err
 	}
 	if err := m.loadSigningKeys(data); err != nil {
+		return err
+	}
+	if err := m.loadHistory(data); err != nil {
 		return err
 	}
 
@@ -570,6 +585,9 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 		if err := l.loadRevocation(h, &l.holders[len(l.holders)-1], m.applied); err != nil {
 			return fmt.Errorf("lock %q: holder of session %d: %s", name, s.id, err.Msg)
 		}
+		if err := l.restoreValue(s, h.GetOwnerKey(), h.GetAcquireSeq(), h.GetValue()); err != nil {
+			return err
+		}
 	}
 	if len(waiters) > 0 {
 		if l.queue == nil {
@@ -617,6 +635,9 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 			lockDelay:  lockDelay,
 			holdLimit:  holdLimit,
 		})
+		if err := l.restoreValue(s, w.GetOwnerKey(), w.GetAcquireSeq(), w.GetValue()); err != nil {
+			return err
+		}
 		s.addWait(key)
 	}
 	if ws := l.waiters(); len(ws) > 0 && !l.delayed() && l.grantable(&ws[0]) {

@@ -153,6 +153,7 @@ type holderCopy struct {
 	shared     bool
 	holdLimit  int64
 	lockDelay  int64
+	value      string
 }
 
 // acquireIs reports whether the cached result is an Acquire's outcome for
@@ -536,6 +537,7 @@ func (m *Machine) endSession(a *apply, s *session, how HoldEnd) {
 		}
 		l.holders = slices.DeleteFunc(l.holders, func(h holder) bool { return h.s == s })
 		l.dropRevocationsOf(s)
+		l.dropValuesOf(s)
 		if delay != 0 && how.delays() {
 			m.startDelay(a, l, delay)
 		}

@@ -25,7 +25,8 @@ const (
 
 // Snapshot returns the whole state as an fsmpb.Snapshot in bytes. The bytes
 // are deterministic: sessions sorted by id, their cached results by seq,
-// locks by name, holders and waiters in their order, each record in the
+// locks by name, holders and waiters in their order, the history (from
+// HistoryVersion) in eviction order, each record in the
 // bytes proto's deterministic Marshal gives it; so equal states give
 // equal bytes on every replica. It cannot fail: the error is for
 // implementations that can.
@@ -51,7 +52,7 @@ func (m *Machine) marshal(applied uint64) []byte {
 		return true
 	})
 	b = appendClusterInfo(appendMembers(b, m.Members()), m.clusterID, m.logVersion)
-	return append(b, m.encodeTail()...)
+	return m.encodeHistory(append(b, m.encodeTail()...))
 }
 
 // encodeTail is the snapshot's small fields after the cluster info, in
@@ -84,6 +85,7 @@ const (
 	holderRevokeFrom  protowire.Number = 50
 	holderRevokeGrace protowire.Number = 51
 	holderRevokeUntil protowire.Number = 52
+	holderValue       protowire.Number = 60
 
 	waiterSessionID  protowire.Number = 1
 	waiterOwnerKey   protowire.Number = 2
@@ -94,6 +96,7 @@ const (
 	waiterShared     protowire.Number = 7
 	waiterHoldLimit  protowire.Number = 8
 	waiterLockDelay  protowire.Number = 9
+	waiterValue      protowire.Number = 60
 )
 
 // appendLock appends l as one element of the snapshot's locks field, as
@@ -110,17 +113,18 @@ func appendLock(b []byte, l *lockState) []byte {
 		protofield.SizeUint(lockDelayFrom, d.from) + protofield.SizeUint(lockDelayNanos, uint64(d.nanos)) +
 		protofield.SizeUint(lockDelayUntil, uint64(d.until))
 	for i := range l.holders {
-		size += protofield.SizeMessage(lockHolders, holderSize(&l.holders[i], l.revocationOf(&l.holders[i])))
+		h := &l.holders[i]
+		size += protofield.SizeMessage(lockHolders, holderSize(h, l.revocationOf(h), l.holderValue(h)))
 	}
 	for i := range ws {
-		size += protofield.SizeMessage(lockWaiters, waiterSize(&ws[i]))
+		size += protofield.SizeMessage(lockWaiters, waiterSize(&ws[i], l.waiterValue(&ws[i])))
 	}
 	b = protofield.AppendMessageHeader(b, snapshotLocks, size)
 	b = protofield.AppendString(b, lockName, l.name)
 	for i := range l.holders {
 		h := &l.holders[i]
-		r := l.revocationOf(h)
-		b = protofield.AppendMessageHeader(b, lockHolders, holderSize(h, r))
+		r, v := l.revocationOf(h), l.holderValue(h)
+		b = protofield.AppendMessageHeader(b, lockHolders, holderSize(h, r, v))
 		b = protofield.AppendUint(b, holderSessionID, h.s.id)
 		b = protofield.AppendString(b, holderOwnerKey, h.ownerKey)
 		b = protofield.AppendString(b, holderOwner, h.s.owner)
@@ -136,10 +140,12 @@ func appendLock(b []byte, l *lockState) []byte {
 			b = protofield.AppendUint(b, holderRevokeGrace, uint64(r.grace))
 			b = protofield.AppendUint(b, holderRevokeUntil, uint64(r.until))
 		}
+		b = protofield.AppendString(b, holderValue, v)
 	}
 	for i := range ws {
 		w := &ws[i]
-		b = protofield.AppendMessageHeader(b, lockWaiters, waiterSize(w))
+		v := l.waiterValue(w)
+		b = protofield.AppendMessageHeader(b, lockWaiters, waiterSize(w, v))
 		b = protofield.AppendUint(b, waiterSessionID, w.s.id)
 		b = protofield.AppendString(b, waiterOwnerKey, w.ownerKey)
 		b = protofield.AppendString(b, waiterOwner, w.s.owner)
@@ -149,6 +155,7 @@ func appendLock(b []byte, l *lockState) []byte {
 		b = protofield.AppendBool(b, waiterShared, w.shared)
 		b = protofield.AppendUint(b, waiterHoldLimit, uint64(msDuration(w.holdLimit)))
 		b = protofield.AppendUint(b, waiterLockDelay, uint64(secDuration(w.lockDelay)))
+		b = protofield.AppendString(b, waiterValue, v)
 	}
 	b = protofield.AppendUint(b, lockLimit, uint64(encodeLimit(l.limit())))
 	b = protofield.AppendUint(b, lockDelayFrom, d.from)
@@ -156,9 +163,9 @@ func appendLock(b []byte, l *lockState) []byte {
 	return protofield.AppendUint(b, lockDelayUntil, uint64(d.until))
 }
 
-// holderSize is the size of h's record, with its revocation r (nil:
-// none).
-func holderSize(h *holder, r *revocation) int {
+// holderSize is the encoded size of h with its revocation r (nil: none)
+// and the value v.
+func holderSize(h *holder, r *revocation, v string) int {
 	n := 0
 	if r != nil {
 		n = protofield.SizeUint(holderRevokeFrom, r.from) + protofield.SizeUint(holderRevokeGrace, uint64(r.grace)) +
@@ -169,15 +176,16 @@ func holderSize(h *holder, r *revocation) int {
 		protofield.SizeUint(holderCount, uint64(h.count)) + protofield.SizeUint(holderSince, uint64(h.since)) +
 		protofield.SizeUint(holderAcquireSeq, h.acquireSeq) + protofield.SizeBool(holderShared, h.shared) +
 		protofield.SizeUint(holderHoldLimit, uint64(msDuration(h.holdLimit))) +
-		protofield.SizeUint(holderLockDelay, uint64(secDuration(h.lockDelay)))
+		protofield.SizeUint(holderLockDelay, uint64(secDuration(h.lockDelay))) + protofield.SizeString(holderValue, v)
 }
 
-func waiterSize(w *waiter) int {
+// waiterSize is the encoded size of w with the value v.
+func waiterSize(w *waiter, v string) int {
 	return protofield.SizeUint(waiterSessionID, w.s.id) + protofield.SizeString(waiterOwnerKey, w.ownerKey) +
 		protofield.SizeString(waiterOwner, w.s.owner) + protofield.SizeUint(waiterAcquireSeq, w.acquireSeq) +
 		protofield.SizeUint(waiterTimeout, uint64(w.timeout)) + protofield.SizeUint(waiterSince, uint64(w.since)) +
 		protofield.SizeBool(waiterShared, w.shared) + protofield.SizeUint(waiterHoldLimit, uint64(msDuration(w.holdLimit))) +
-		protofield.SizeUint(waiterLockDelay, uint64(secDuration(w.lockDelay)))
+		protofield.SizeUint(waiterLockDelay, uint64(secDuration(w.lockDelay))) + protofield.SizeString(waiterValue, v)
 }
 
 // The fields of fsmpb.Session, CachedResult, Result and AcquireOutcome
@@ -294,6 +302,7 @@ func appendOutcome(b []byte, num protowire.Number, o *outcome) []byte {
 		b = protofield.AppendBool(b, holderShared, h.shared)
 		b = protofield.AppendUint(b, holderHoldLimit, uint64(h.holdLimit))
 		b = protofield.AppendUint(b, holderLockDelay, uint64(h.lockDelay))
+		b = protofield.AppendString(b, holderValue, h.value)
 	}
 	b = protofield.AppendUint(b, outcomePosition, uint64(o.position))
 	return protofield.AppendUint(b, outcomeDelayed, uint64(o.delayed))
@@ -314,7 +323,8 @@ func holderCopySize(h *holderCopy) int {
 		protofield.SizeString(holderOwner, h.owner) + protofield.SizeUint(holderToken, h.token) +
 		protofield.SizeUint(holderCount, uint64(h.count)) + protofield.SizeUint(holderSince, uint64(h.since)) +
 		protofield.SizeUint(holderAcquireSeq, h.acquireSeq) + protofield.SizeBool(holderShared, h.shared) +
-		protofield.SizeUint(holderHoldLimit, uint64(h.holdLimit)) + protofield.SizeUint(holderLockDelay, uint64(h.lockDelay))
+		protofield.SizeUint(holderHoldLimit, uint64(h.holdLimit)) + protofield.SizeUint(holderLockDelay, uint64(h.lockDelay)) +
+		protofield.SizeString(holderValue, h.value)
 }
 
 // Hash returns the hex SHA-256 of the state's content: Snapshot's bytes

@@ -8,18 +8,23 @@ import (
 )
 
 // BenchmarkSnapshot encodes the state of benchMachine (n held locks, one
-// cached result each): Snapshot on the applying goroutine, and frozen
-// (Freeze, Encode, Thaw), as a member takes its snapshots.
+// cached result each, a full history): Snapshot on the applying
+// goroutine, and frozen (Freeze, Encode, Thaw), as a member takes its
+// snapshots. It reports the snapshot's size.
 func BenchmarkSnapshot(b *testing.B) {
 	for _, n := range []int{1000, 100000} {
 		m, _ := benchMachine(b, n)
 		b.Run(fmt.Sprintf("snapshot/locks=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
+			var size int
 			for b.Loop() {
-				if _, err := m.Snapshot(); err != nil {
+				snap, err := m.Snapshot()
+				if err != nil {
 					b.Fatal(err)
 				}
+				size = len(snap)
 			}
+			b.ReportMetric(float64(size), "bytes/snapshot")
 		})
 		b.Run(fmt.Sprintf("frozen/locks=%d", n), func(b *testing.B) {
 			b.ReportAllocs()

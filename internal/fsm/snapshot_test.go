@@ -92,16 +92,20 @@ func TestRestoreRefusesCorruptSnapshots(t *testing.T) {
 func TestSnapshotFieldNumbers(t *testing.T) {
 	for msg, want := range map[proto.Message]map[protoreflect.Name]protowire.Number{
 		&fsmpb.Snapshot{}: {"applied_index": snapshotAppliedIndex, "sessions": snapshotSessions, "locks": snapshotLocks, "members": snapshotMembers, "cluster_id": snapshotClusterID, "log_version": snapshotLogVersion,
-			"auth": snapshotAuth, "audit": snapshotAudit, "signing_keys": snapshotSigningKeys},
+			"auth": snapshotAuth, "audit": snapshotAudit, "signing_keys": snapshotSigningKeys, "history": snapshotHistory},
+		&fsmpb.LockHistory{}: {"lock": historyLock, "holds": historyHolds},
+		&fsmpb.PastHold{}: {"session_id": pastSessionID, "owner": pastOwner, "owner_key": pastOwnerKey, "token": pastToken,
+			"shared": pastShared, "since_unix_nano": pastSince, "ended_unix_nano": pastEnded, "ended_index": pastEndedIndex, "how": pastHow},
 		&fsmpb.Lock{}: {"name": lockName, "holders": lockHolders, "waiters": lockWaiters, "limit": lockLimit,
 			"delay_from": lockDelayFrom, "delay_nanos": lockDelayNanos, "delayed_until_unix_nano": lockDelayUntil},
 		&fsmpb.Holder{}: {"session_id": holderSessionID, "owner_key": holderOwnerKey, "owner": holderOwner,
 			"token": holderToken, "count": holderCount, "since_unix_nano": holderSince, "acquire_seq": holderAcquireSeq,
 			"shared": holderShared, "hold_limit_nanos": holderHoldLimit, "lock_delay_nanos": holderLockDelay,
-			"revoke_from": holderRevokeFrom, "revoke_grace_nanos": holderRevokeGrace, "revoke_deadline_unix_nano": holderRevokeUntil},
+			"revoke_from": holderRevokeFrom, "revoke_grace_nanos": holderRevokeGrace, "revoke_deadline_unix_nano": holderRevokeUntil,
+			"value": holderValue},
 		&fsmpb.Waiter{}: {"session_id": waiterSessionID, "owner_key": waiterOwnerKey, "owner": waiterOwner,
 			"acquire_seq": waiterAcquireSeq, "wait_timeout_nanos": waiterTimeout, "since_unix_nano": waiterSince,
-			"shared": waiterShared, "hold_limit_nanos": waiterHoldLimit, "lock_delay_nanos": waiterLockDelay},
+			"shared": waiterShared, "hold_limit_nanos": waiterHoldLimit, "lock_delay_nanos": waiterLockDelay, "value": waiterValue},
 		&fsmpb.Session{}: {"id": sessionID, "owner": sessionOwner, "ttl_nanos": sessionTTL, "blacklisted": sessionBlacklisted,
 			"created_unix_nano": sessionCreated, "min_unacked_seq": sessionMinUnacked, "results": sessionResults, "holds": sessionHolds, "open_nonce": sessionNonce,
 			"secret_hash": sessionSecretHash, "principal": sessionPrincipal},
@@ -239,7 +243,7 @@ func randomMachine(t *testing.T, seed uint64) *Machine {
 		m.SetMember(Member{ID: rng.Uint64N(1 << 60), Name: fmt.Sprintf("n%d", i), PeerAddr: fmt.Sprintf("10.0.0.%d:7701", i), Removed: i == 2})
 	}
 	m.SetClusterID(rng.Uint64())
-	m.SetLogVersion(uint32(rng.IntN(3)))
+	m.SetLogVersion([]uint32{0, 1, 2, HistoryVersion}[rng.IntN(4)])
 	index := uint64(0)
 	apply := func(cmd *fsmpb.Command) *fsmpb.Result {
 		index++
@@ -531,5 +535,47 @@ func TestMembersInSnapshots(t *testing.T) {
 		if err := New().Restore(snap); err == nil {
 			t.Errorf("restored a snapshot with member %v after %v", bad, r.Members())
 		}
+	}
+}
+
+// Reseed replaces the members and the cluster id, and nothing else: a
+// snapshot of the reseeded state restores to the same sessions, locks,
+// tokens and applied index, under the new identity.
+func TestReseedChangesOnlyTheIdentity(t *testing.T) {
+	m := New()
+	m.SetClusterID(0xabc)
+	m.SetMember(Member{ID: 3, Name: "n1", PeerAddr: "10.0.0.1:7701"})
+	m.SetMember(Member{ID: 9, Name: "old", PeerAddr: "10.0.0.9:7701"})
+	m.RemoveMember(9)
+	res := m.Apply(10, &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{TtlNanos: 10e9, Owner: "a"}}})
+	s := res.GetSessionId()
+	if r := m.Apply(11, &fsmpb.Command{SessionId: s, Seq: 1, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: "jobs/1"}}}); r.GetAcquire().GetToken() != 11 {
+		t.Fatalf("acquire: %v", r)
+	}
+	before, _ := m.Snapshot()
+	r := New()
+	if err := r.Restore(before); err != nil {
+		t.Fatal(err)
+	}
+	members := []Member{{ID: 5, Name: "r1", PeerAddr: "10.1.0.1:7701"}, {ID: 6, Name: "r2", PeerAddr: "10.1.0.2:7701"}}
+	r.Reseed(0xdef, members)
+	after, _ := r.Snapshot()
+	back := New()
+	if err := back.Restore(after); err != nil {
+		t.Fatal(err)
+	}
+	if back.ClusterID() != 0xdef || !slices.Equal(back.Members(), members) {
+		t.Fatalf("reseeded: cluster %x members %v", back.ClusterID(), back.Members())
+	}
+	if back.AppliedIndex() != 11 || back.NumSessions() != 1 {
+		t.Fatalf("reseeded: applied %d, %d sessions", back.AppliedIndex(), back.NumSessions())
+	}
+	if held, h := back.Check("jobs/1", 11); !held || h.GetSessionId() != s {
+		t.Fatalf("reseeded: jobs/1 held %v by %v", held, h)
+	}
+	// The old identity put back gives the old bytes: nothing else moved.
+	back.Reseed(0xabc, m.Members())
+	if again, _ := back.Snapshot(); !bytes.Equal(again, before) {
+		t.Fatal("reseeding back to the old identity does not give the old snapshot")
 	}
 }

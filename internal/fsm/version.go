@@ -30,13 +30,27 @@ import (
 //	6: signed tokens: RotateSigningKey (and Snapshot.signing_keys in
 //	   snapshots). A cluster below it has no signing key, and its
 //	   members sign nothing (SignedTokensVersion).
+//	7: mixed lock sets: AcquireMany.modes, a mode per lock
+//	   (MixedSetVersion).
 //	8: cooperative revocation: RevokeHold, EndRevokedHold (and
-//	   Holder.revoke_* in snapshots): RevocationVersion. (7 is another
-//	   change's.)
+//	   Holder.revoke_* in snapshots): RevocationVersion.
+//	9: hold values: Acquire.value, Proclaim (and Holder.value and
+//	   Waiter.value in snapshots; HoldValueVersion).
+//	10: the history of ended holds in snapshots (Snapshot.history and
+//	   LockHistory, PastHold and HoldEnd in it; HistoryVersion). No
+//	   command changes: every member records the same ends at every
+//	   version, and below 10 keeps them out of its snapshots and Hash, as
+//	   older releases do; the entry that raises the version to 10 empties
+//	   the history on every member, which from there on tell the same
+//	   (past.go).
 //
 // A field added to a log or snapshot message needs a new version here, and
 // its entry in fieldVersions (TestEveryLogFieldHasAVersion fails without).
-const LogVersion = 8
+const LogVersion = HistoryVersion
+
+// MixedSetVersion is the log version that added AcquireMany.modes: below
+// it a set of locks takes them all in one mode.
+const MixedSetVersion = 7
 
 // LockDelayVersion is the log version that added lock-delays: below it a
 // server gives no hold its default lock-delay.
@@ -54,8 +68,14 @@ const RevocationVersion = 8
 func (m *Machine) LogVersion() uint32 { return max(m.logVersion, 1) }
 
 // SetLogVersion raises the cluster's log version to v (never lowers it),
-// as the SetLogVersion command does.
+// as the SetLogVersion command does. Raised to HistoryVersion or above
+// from below it, it empties the history of ended holds, which each
+// member kept for itself until then and all keep alike from then on
+// (past.go).
 func (m *Machine) SetLogVersion(v uint32) {
+	if m.logVersion < HistoryVersion && v >= HistoryVersion {
+		m.past = past{}
+	}
 	m.logVersion = max(m.logVersion, v)
 }
 
@@ -71,8 +91,14 @@ func (m *Machine) setLogVersion(a *apply, op *fsmpb.SetLogVersion) {
 // newest version that added a field cmd sets (for SetLogVersion, at least
 // the version it sets).
 func VersionNeeded(cmd *fsmpb.Command) uint32 {
+	if cmd.GetProclaim() != nil || cmd.GetAcquire().GetValue() != "" {
+		return HoldValueVersion
+	}
 	if cmd.GetRevokeHold() != nil || cmd.GetEndRevokedHold() != nil {
 		return RevocationVersion
+	}
+	if len(cmd.GetAcquireMany().GetModes()) > 0 {
+		return MixedSetVersion
 	}
 	if cmd.GetRotateSigningKey() != nil {
 		return SignedTokensVersion
@@ -105,13 +131,15 @@ func VersionNeeded(cmd *fsmpb.Command) uint32 {
 }
 
 // ForLogVersion rewrites cmd, if it can, so that members of log version v
-// can apply it, or says why it cannot. Below version 3 a command loses its
+// can apply it, or says why it cannot (a hold's value cannot be left out:
+// an election's leader would publish nothing). Below version 3 a command loses its
 // secret hash, and an OpenSession the secret's (the session then has no
 // secret, as before version 3: its requests are not checked); below 2 an
 // OpenSession loses its nonce (the open is then not exactly-once); a hold
-// limit on a set of locks, a lock-delay or a signing key cannot be left
-// out (the server applies its default lock-delay only from version 5,
-// makes no first key below 6, and refuses a revoke below 8). SetLogVersion passes: it is
+// limit on a set of locks, a lock-delay, a signing key, a set of locks
+// in several modes or a revocation cannot be left out (the server
+// applies its default lock-delay only from version 5, makes no first key
+// below 6, and refuses a revoke below 8). SetLogVersion passes: it is
 // what raises v, and the leader proposes it only once every member has
 // said it reads the version it sets.
 func ForLogVersion(cmd *fsmpb.Command, v uint32) error {
@@ -137,6 +165,10 @@ func ForLogVersion(cmd *fsmpb.Command, v uint32) error {
 	}
 	what := "this request"
 	switch {
+	case cmd.GetProclaim() != nil || cmd.GetAcquire().GetValue() != "":
+		what = "a hold's value"
+	case len(cmd.GetAcquireMany().GetModes()) > 0:
+		what = "a set of locks in several modes"
 	case cmd.GetAcquire().GetLockDelayNanos() != 0 || cmd.GetAcquireMany().GetLockDelayNanos() != 0:
 		what = "a lock-delay"
 	case cmd.GetEndLockDelay() != nil:

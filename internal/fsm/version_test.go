@@ -61,6 +61,29 @@ var fieldsAddedIn = map[protoreflect.FullName]uint32{
 	"baton.fsm.v1.Holder.revoke_from":                     8,
 	"baton.fsm.v1.Holder.revoke_grace_nanos":              8,
 	"baton.fsm.v1.Holder.revoke_deadline_unix_nano":       8,
+	"baton.fsm.v1.AcquireMany.modes":                      7,
+	"baton.fsm.v1.LockMode.shared":                        7,
+	"baton.fsm.v1.LockMode.limit":                         7,
+	"baton.fsm.v1.Snapshot.history":                       HistoryVersion,
+	"baton.fsm.v1.LockHistory.lock":                       HistoryVersion,
+	"baton.fsm.v1.LockHistory.holds":                      HistoryVersion,
+	"baton.fsm.v1.PastHold.session_id":                    HistoryVersion,
+	"baton.fsm.v1.PastHold.owner":                         HistoryVersion,
+	"baton.fsm.v1.PastHold.owner_key":                     HistoryVersion,
+	"baton.fsm.v1.PastHold.token":                         HistoryVersion,
+	"baton.fsm.v1.PastHold.shared":                        HistoryVersion,
+	"baton.fsm.v1.PastHold.since_unix_nano":               HistoryVersion,
+	"baton.fsm.v1.PastHold.ended_unix_nano":               HistoryVersion,
+	"baton.fsm.v1.PastHold.ended_index":                   HistoryVersion,
+	"baton.fsm.v1.PastHold.how":                           HistoryVersion,
+	"baton.fsm.v1.Acquire.value":                          HoldValueVersion,
+	"baton.fsm.v1.Holder.value":                           HoldValueVersion,
+	"baton.fsm.v1.Waiter.value":                           HoldValueVersion,
+	"baton.fsm.v1.Command.proclaim":                       HoldValueVersion,
+	"baton.fsm.v1.Proclaim.lock":                          HoldValueVersion,
+	"baton.fsm.v1.Proclaim.token":                         HoldValueVersion,
+	"baton.fsm.v1.Proclaim.owner_key":                     HoldValueVersion,
+	"baton.fsm.v1.Proclaim.value":                         HoldValueVersion,
 }
 
 // fieldCounts is how many fields each message of the log and snapshots
@@ -69,13 +92,13 @@ var fieldsAddedIn = map[protoreflect.FullName]uint32{
 // cached results have none (cacheResult; Restore refuses them), so they
 // change no format.
 var fieldCounts = map[protoreflect.FullName]int{
-	"baton.fsm.v1.Command": 25, "baton.fsm.v1.OpenSession": 4, "baton.fsm.v1.CloseSession": 0,
-	"baton.fsm.v1.ExpireSession": 1, "baton.fsm.v1.BlacklistSession": 1, "baton.fsm.v1.Acquire": 8,
+	"baton.fsm.v1.Command": 26, "baton.fsm.v1.OpenSession": 4, "baton.fsm.v1.CloseSession": 0,
+	"baton.fsm.v1.ExpireSession": 1, "baton.fsm.v1.BlacklistSession": 1, "baton.fsm.v1.Acquire": 9, "baton.fsm.v1.Proclaim": 4,
 	"baton.fsm.v1.Release": 3, "baton.fsm.v1.CasRelease": 3, "baton.fsm.v1.CancelWait": 5,
-	"baton.fsm.v1.AcquireMany": 7, "baton.fsm.v1.ExpireHold": 3, "baton.fsm.v1.SetLogVersion": 1,
-	"baton.fsm.v1.Snapshot": 9, "baton.fsm.v1.Session": 11, "baton.fsm.v1.CachedResult": 3,
-	"baton.fsm.v1.Result": 12, "baton.fsm.v1.AcquireOutcome": 7, "baton.fsm.v1.Holder": 13,
-	"baton.fsm.v1.Waiter": 9, "baton.fsm.v1.Lock": 7, "baton.fsm.v1.EndLockDelay": 2, "baton.fsm.v1.Member": 5,
+	"baton.fsm.v1.AcquireMany": 8, "baton.fsm.v1.LockMode": 2, "baton.fsm.v1.ExpireHold": 3, "baton.fsm.v1.SetLogVersion": 1,
+	"baton.fsm.v1.Snapshot": 10, "baton.fsm.v1.LockHistory": 2, "baton.fsm.v1.PastHold": 9, "baton.fsm.v1.Session": 11, "baton.fsm.v1.CachedResult": 3,
+	"baton.fsm.v1.Result": 12, "baton.fsm.v1.AcquireOutcome": 7, "baton.fsm.v1.Holder": 14,
+	"baton.fsm.v1.Waiter": 10, "baton.fsm.v1.Lock": 7, "baton.fsm.v1.EndLockDelay": 2, "baton.fsm.v1.Member": 5,
 	"baton.fsm.v1.AuthChange": 6, "baton.fsm.v1.AuditNote": 1, "baton.fsm.v1.AuthState": 3, "baton.fsm.v1.User": 3, "baton.fsm.v1.Role": 2,
 	"baton.fsm.v1.Permission": 2, "baton.fsm.v1.AuditRecord": 4,
 	"baton.fsm.v1.RotateSigningKey": 3, "baton.fsm.v1.SigningKey": 5,
@@ -157,7 +180,11 @@ func TestVersionNeeded(t *testing.T) {
 func nonZero(m protoreflect.Message, fd protoreflect.FieldDescriptor) protoreflect.Value {
 	if fd.IsList() {
 		l := m.NewField(fd).List()
-		l.Append(scalar(fd))
+		if fd.Message() != nil {
+			l.Append(l.NewElement()) // a list of one message is set, however empty the message
+		} else {
+			l.Append(scalar(fd))
+		}
 		return protoreflect.ValueOfList(l)
 	}
 	return scalar(fd)
@@ -202,6 +229,18 @@ func TestForLogVersion(t *testing.T) {
 	}
 	if err := ForLogVersion(rotate, 6); err != nil {
 		t.Fatalf("a RotateSigningKey at version 6: %v", err)
+	}
+	mixed := &fsmpb.Command{Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{
+		Locks: []string{"a", "b"}, Modes: []*fsmpb.LockMode{{}, {Shared: true, Limit: 3}},
+	}}}
+	if err := ForLogVersion(mixed, 6); err == nil || !strings.Contains(err.Error(), "a set of locks in several modes needs log version 7 and the cluster's is 6") {
+		t.Fatalf("a mixed set at version 6: %v", err)
+	}
+	if len(mixed.GetAcquireMany().GetModes()) != 2 {
+		t.Fatalf("a refused command changed: %v", mixed)
+	}
+	if err := ForLogVersion(mixed, 7); err != nil {
+		t.Fatalf("a mixed set at version 7: %v", err)
 	}
 	revoke := &fsmpb.Command{Op: &fsmpb.Command_RevokeHold{RevokeHold: &fsmpb.RevokeHold{Lock: "a", GraceNanos: 30e9}}}
 	if err := ForLogVersion(revoke, 7); err == nil || !strings.Contains(err.Error(), "a revocation needs log version 8 and the cluster's is 7") {

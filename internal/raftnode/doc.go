@@ -33,6 +33,8 @@
 // it as long again: on the loop that stopped heartbeats against a
 // one-second election timeout, and a state machine that held still while
 // it was encoded kept clients waiting as long.
+// A backup (Backup, backup.go) makes the next snapshot due at once and
+// gets a copy of its encoding, made off the loop before the save.
 //
 // The append worker writes everything handed to it while its previous
 // write ran as one write with one fdatasync (group commit), then delivers

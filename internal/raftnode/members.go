@@ -381,4 +381,5 @@ func (n *Node) tick() {
 	if n.wasLeader {
 		n.ledTicks.Add(1)
 	}
+	n.retryBackups()
 }

@@ -68,6 +68,7 @@ type Node struct {
 	confC             chan *confWait
 	progressC         chan *progressQuery
 	transferC         chan *transferQuery
+	backupC           chan *backupQuery
 	removedC          chan struct{}
 	confWaits         map[uint64]*confWait // loop-owned, by ConfChange id
 	confApplied       []*confWait          // loop-owned: applied, answered by publishMembership
@@ -136,6 +137,13 @@ type Node struct {
 	// wrote to the log (maybe not yet synced: a snapshot record's own sync
 	// makes it durable, since the log is written in order).
 	writtenCommit atomic.Uint64
+
+	// Backups (backup.go), loop-owned: those waiting for the next
+	// snapshot, and those the snapshot being encoded answers, with what
+	// was frozen for them.
+	backupsDue []*backupQuery
+	encBackups []*backupQuery
+	encBackup  Backup
 }
 
 // Metrics counts the node's batching, for operators and benchmarks.
@@ -248,6 +256,7 @@ func newNode(cfg Config) (*Node, error) {
 		confC:      make(chan *confWait),
 		progressC:  make(chan *progressQuery),
 		transferC:  make(chan *transferQuery),
+		backupC:    make(chan *backupQuery),
 		removedC:   make(chan struct{}, 1),
 		confWaits:  make(map[uint64]*confWait),
 		appends:    newMailbox(),
@@ -467,6 +476,8 @@ func (n *Node) run() {
 			n.answerProgress(q)
 		case q := <-n.transferC:
 			n.startTransfer(q)
+		case q := <-n.backupC:
+			n.queueBackup(q)
 		case <-n.removedC:
 			n.loopErr = ErrRemoved
 		case err := <-n.appendErr:

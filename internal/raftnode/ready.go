@@ -375,7 +375,7 @@ func (n *Node) maybeCampaign() {
 
 func (n *Node) maybeSnapshot() {
 	if n.encC != nil || n.snapC != nil ||
-		!n.confSnapshotDue && !snapshotDue(n.applied, n.snapIndex, n.cfg.SnapshotEntries, n.snapshotOffset()) {
+		!n.confSnapshotDue && len(n.backupsDue) == 0 && !snapshotDue(n.applied, n.snapIndex, n.cfg.SnapshotEntries, n.snapshotOffset()) {
 		return
 	}
 	// Not before the log holds a commit index that covers the snapshot:
@@ -404,6 +404,9 @@ func (n *Node) maybeSnapshot() {
 	n.mu.Lock()
 	f := n.m.Freeze()
 	n.mu.Unlock()
+	if len(n.backupsDue) > 0 {
+		n.backupFrozen(Backup{Index: index, Term: term})
+	}
 	n.metrics.SnapshotPauseNanos += uint64(time.Since(start))
 	ch := make(chan encResult, 1)
 	n.encC, n.encStart = ch, start
@@ -500,7 +503,11 @@ func (n *Node) encoded(r encResult) {
 		"encoding_took", r.took, "since_frozen", time.Since(n.encStart))
 	ch := make(chan snapResult, 1)
 	n.snapC = ch
+	backups := n.takeBackups()
 	save := func() snapResult {
+		if backups != nil {
+			backups(r.data)
+		}
 		res := n.save(r.md, r.data)
 		if r.free != nil {
 			res.offHeap = offHeap{}.mapped(r.data)

@@ -92,6 +92,8 @@ func (s *Server) serve(ch *channel, req *batonpb.SessionRequest) {
 		}
 	case *batonpb.SessionRequest_Release:
 		c.cmd, err = releaseCommand(k.Release)
+	case *batonpb.SessionRequest_Proclaim:
+		c.cmd, err = proclaimCommand(k.Proclaim)
 	case *batonpb.SessionRequest_Cancel:
 		c.cmd, err = cancelCommand(k.Cancel)
 	case *batonpb.SessionRequest_Close:
@@ -215,6 +217,8 @@ func (c *call) answer(res *fsmpb.Result) *batonpb.SessionResponse {
 		return &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Cancel{Cancel: out}}
 	case *batonpb.SessionRequest_Close:
 		return &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Close{Close: &batonpb.CloseSessionResponse{}}}
+	case *batonpb.SessionRequest_Proclaim:
+		return &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_Proclaim{Proclaim: &batonpb.ProclaimResponse{}}}
 	}
 	return nil
 }

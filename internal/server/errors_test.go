@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -112,6 +113,25 @@ func TestRequestValidation(t *testing.T) {
 	}
 	if _, err := acquireManyCommand(&batonpb.AcquireManyRequest{Header: h, Names: []string{"a", "a"}}); !errors.Is(err, errInvalid) {
 		t.Fatalf("duplicate names: %v", err)
+	}
+	for _, bad := range []struct {
+		req  *batonpb.AcquireManyRequest
+		want string
+	}{
+		{&batonpb.AcquireManyRequest{Header: h, Names: []string{"a", "b"}, Modes: []*batonpb.LockMode{{}}}, "modes: acquire_many gives 1 modes for 2 locks"},
+		{&batonpb.AcquireManyRequest{Header: h, Names: []string{"a"}, Shared: true, Modes: []*batonpb.LockMode{{Shared: true}}}, "leave shared and limit unset"},
+		{&batonpb.AcquireManyRequest{Header: h, Names: []string{"a", "pool"}, Modes: []*batonpb.LockMode{{}, {Shared: true, Limit: rules.MaxHoldersPerLock + 1}}},
+			`modes[1] (lock "pool"): holder limit 10001 is over the maximum`},
+	} {
+		if _, err := acquireManyCommand(bad.req); !errors.Is(err, errInvalid) || !strings.Contains(err.Error(), bad.want) {
+			t.Fatalf("%v: got %v, want invalid argument saying %q", bad.req, err, bad.want)
+		}
+	}
+	mixed, err := acquireManyCommand(&batonpb.AcquireManyRequest{Header: h, Names: []string{"m", "pool"}, All: true,
+		Modes: []*batonpb.LockMode{{}, {Shared: true, Limit: 3}}})
+	if err != nil || !proto.Equal(mixed.GetAcquireMany(), &fsmpb.AcquireMany{Locks: []string{"m", "pool"}, All: true,
+		Modes: []*fsmpb.LockMode{{}, {Shared: true, Limit: 3}}}) {
+		t.Fatalf("a mixed set: %v, %v", mixed, err)
 	}
 	if _, err := releaseCommand(&batonpb.ReleaseRequest{Header: h, Name: "a"}); !errors.Is(err, errInvalid) {
 		t.Fatalf("release without token: %v", err)

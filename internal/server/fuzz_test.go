@@ -48,6 +48,8 @@ func sessionRequestCommands(r *batonpb.SessionRequest) ([]*fsmpb.Command, error)
 		return one(acquireManyCommand(k.AcquireMany))
 	case *batonpb.SessionRequest_Release:
 		return one(releaseCommand(k.Release))
+	case *batonpb.SessionRequest_Proclaim:
+		return one(proclaimCommand(k.Proclaim))
 	case *batonpb.SessionRequest_Cancel:
 		return one(cancelCommand(k.Cancel))
 	case *batonpb.SessionRequest_Close:
@@ -74,6 +76,9 @@ var requestKinds = map[string]requestKind{
 	}},
 	"Release": {func() proto.Message { return &batonpb.ReleaseRequest{} }, func(m proto.Message) ([]*fsmpb.Command, error) {
 		return one(releaseCommand(m.(*batonpb.ReleaseRequest)))
+	}},
+	"Proclaim": {func() proto.Message { return &batonpb.ProclaimRequest{} }, func(m proto.Message) ([]*fsmpb.Command, error) {
+		return one(proclaimCommand(m.(*batonpb.ProclaimRequest)))
 	}},
 	"Cancel": {func() proto.Message { return &batonpb.CancelRequest{} }, func(m proto.Message) ([]*fsmpb.Command, error) {
 		return one(cancelCommand(m.(*batonpb.CancelRequest)))
@@ -259,8 +264,13 @@ func requestSeeds(tb testing.TB) [][]byte {
 		&batonpb.AcquireManyRequest{Header: h, Names: []string{"a", "b", "c"}, All: true, HoldLimit: durationpb.New(30 * time.Second)},
 		&batonpb.AcquireRequest{Header: h, Name: "files/report", LockDelay: durationpb.New(15 * time.Second)},
 		&batonpb.AcquireManyRequest{Header: h, Names: []string{"a", "b"}, LockDelay: durationpb.New(0)},
+		&batonpb.AcquireManyRequest{Header: h, Names: []string{"jobs/a", "config/site", "pool/encoders"}, All: true,
+			Modes: []*batonpb.LockMode{{}, {Shared: true, Limit: 8}, {Shared: true, Limit: 4}}},
 		&batonpb.ReleaseRequest{Header: h, Name: "jobs/nightly", Token: 42, OwnerKey: "worker"},
 		&batonpb.CancelRequest{Header: h, Name: "jobs/nightly", AcquireSeq: 3},
+		&batonpb.AcquireRequest{Header: h, Name: "leader/jobs", Wait: true, Value: "10.0.0.7:8080"},
+		&batonpb.ProclaimRequest{Header: h, Name: "leader/jobs", Token: 42, Value: "10.0.0.7:8081"},
+		&batonpb.SessionRequest{Id: 5, Kind: &batonpb.SessionRequest_Proclaim{Proclaim: &batonpb.ProclaimRequest{Header: h, Name: "leader/jobs", Token: 42, Value: "v"}}},
 		&batonpb.CloseSessionRequest{SessionId: 7, Seq: 4},
 		&batonpb.RenewHoldRequest{SessionId: 7, Name: "jobs/nightly", Token: 42},
 		&batonpb.CasReleaseRequest{Name: "jobs/nightly", SessionId: 7, Token: 42},
@@ -278,6 +288,7 @@ func requestSeeds(tb testing.TB) [][]byte {
 		&batonpb.AcquireRequest{Header: h, Name: strings.Repeat("n", rules.MaxNameLen), OwnerKey: strings.Repeat("k", rules.MaxOwnerLen), Limit: rules.MaxHoldersPerLock,
 			HoldLimit: durationpb.New(rules.MaxHoldLimit), Wait: true, WaitTimeout: durationpb.New(rules.MaxWaitTimeout), LockDelay: durationpb.New(rules.MaxLockDelay)},
 		&batonpb.ChangeAuthRequest{Kind: batonpb.ChangeAuthRequest_GRANT_ROLE, User: strings.Repeat("u", rules.MaxAuthNameLen), Role: strings.Repeat("r", rules.MaxAuthNameLen)},
+		&batonpb.ProclaimRequest{Header: h, Name: "e", Token: 1, Value: strings.Repeat("v", rules.MaxHoldValueLen)},
 	}
 	var out [][]byte
 	json := protojson.MarshalOptions{UseProtoNames: true} // as curl users write it

@@ -71,6 +71,7 @@ func Serve(l net.Listener, s *Server, extra http.Handler) (*Listener, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", limitBody(gw, rules.MaxRequestBytes))
 	mux.Handle("/v1/watch", s.httpWatch(jsonpb.Marshal))
+	mux.Handle("/v1/snapshot", s.httpSaveSnapshot())
 	if extra != nil {
 		mux.Handle("/", extra)
 	}

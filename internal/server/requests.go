@@ -129,7 +129,11 @@ func acquireCommand(r *batonpb.AcquireRequest) (*fsmpb.Command, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := invalidField("value", rules.CheckHoldValue(r.GetValue())); err != nil {
+		return nil, err
+	}
 	cmd, op := fsm.NewAcquire()
+	op.Value = r.GetValue()
 	op.Lock, op.OwnerKey, op.Wait, op.WaitTimeoutNanos = r.GetName(), r.GetOwnerKey(), r.GetWait(), int64(timeout)
 	op.Shared, op.Limit, op.HoldLimitNanos, op.LockDelayNanos = r.GetShared(), r.GetLimit(), int64(holdLimit), int64(lockDelay)
 	return stamp(r.GetHeader(), cmd), nil
@@ -166,6 +170,10 @@ func acquireManyCommand(r *batonpb.AcquireManyRequest) (*fsmpb.Command, error) {
 	if err := invalidField("limit", rules.CheckHolderLimit(r.GetLimit())); err != nil {
 		return nil, err
 	}
+	modes, err := setModes(r)
+	if err != nil {
+		return nil, err
+	}
 	holdLimit, err := checkHoldLimit(r.GetHoldLimit())
 	if err != nil {
 		return nil, err
@@ -176,8 +184,28 @@ func acquireManyCommand(r *batonpb.AcquireManyRequest) (*fsmpb.Command, error) {
 	}
 	return stamp(r.GetHeader(), &fsmpb.Command{Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{
 		Locks: r.GetNames(), OwnerKey: r.GetOwnerKey(), Shared: r.GetShared(), Limit: r.GetLimit(), All: r.GetAll(),
-		HoldLimitNanos: int64(holdLimit), LockDelayNanos: int64(lockDelay),
+		HoldLimitNanos: int64(holdLimit), LockDelayNanos: int64(lockDelay), Modes: modes,
 	}}}), nil
+}
+
+// setModes validates a mixed set's modes (a mode per name, or none) and
+// returns them for the log.
+func setModes(r *batonpb.AcquireManyRequest) ([]*fsmpb.LockMode, error) {
+	in := r.GetModes()
+	if err := invalidField("modes", rules.CheckSetModes(len(r.GetNames()), len(in), r.GetShared(), r.GetLimit())); err != nil {
+		return nil, err
+	}
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := make([]*fsmpb.LockMode, len(in))
+	for i, md := range in {
+		if err := rules.CheckHolderLimit(md.GetLimit()); err != nil {
+			return nil, invalidf("modes[%d] (lock %q): %v", i, r.GetNames()[i], err)
+		}
+		out[i] = &fsmpb.LockMode{Shared: md.GetShared(), Limit: md.GetLimit()}
+	}
+	return out, nil
 }
 
 func releaseCommand(r *batonpb.ReleaseRequest) (*fsmpb.Command, error) {
@@ -301,6 +329,7 @@ func holderToWire(h *fsmpb.Holder) *batonpb.Holder {
 		Token: h.GetToken(), Count: h.GetCount(), Since: tsOf(h.GetSinceUnixNano()), Shared: h.GetShared(),
 		HoldLimit: durationOrNil(h.GetHoldLimitNanos()), LockDelay: durationOrNil(h.GetLockDelayNanos()),
 		RevokeDeadline: tsOf(h.GetRevokeDeadlineUnixNano()), RevokeGrace: durationOrNil(h.GetRevokeGraceNanos()),
+		Value: h.GetValue(),
 	}
 }
 
@@ -381,6 +410,16 @@ var holdEnds = map[fsm.HoldEnd]batonpb.HoldEnd{
 	fsm.EndCasReleased:    batonpb.HoldEnd_HOLD_END_CAS_RELEASED,
 	fsm.EndAbandoned:      batonpb.HoldEnd_HOLD_END_ABANDONED,
 	fsm.EndRevoked:        batonpb.HoldEnd_HOLD_END_REVOKED,
+}
+
+// historyToWire is the recent ended holds of lock name, the most recent
+// first.
+func historyToWire(m *fsm.Machine, name string) []*batonpb.PastHold {
+	var out []*batonpb.PastHold
+	for _, p := range m.PastHolds(name) {
+		out = append(out, pastToWire(p))
+	}
+	return out
 }
 
 func pastToWire(p fsm.PastHold) *batonpb.PastHold {

@@ -61,6 +61,7 @@ type Node interface {
 	ChangeMembership(ctx context.Context, cc *raftpb.ConfChange) error
 	Progress(ctx context.Context, id uint64) (match, commit uint64, ok bool, err error)
 	TransferLeadership(ctx context.Context, to uint64) (uint64, error)
+	Backup(ctx context.Context) (raftnode.Backup, error)
 }
 
 // Liveness is the leader's clock of sessions and limited holds

@@ -283,9 +283,28 @@ func (s *Server) Get(ctx context.Context, r *batonpb.GetRequest) (*batonpb.GetRe
 		if l, ok := m.Lock(r.GetName()); ok {
 			out.Lock = lockToWire(l)
 		}
-		for _, p := range m.PastHolds(r.GetName()) {
-			out.History = append(out.History, pastToWire(p))
+		out.History = historyToWire(m, r.GetName())
+	})
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return out, nil
+}
+
+// History implements batonpb.BatonServer (linearizable): what Get
+// answers in its history, with the applied index it is of.
+func (s *Server) History(ctx context.Context, r *batonpb.HistoryRequest) (*batonpb.HistoryResponse, error) {
+	who, err := s.reader(ctx, "name", r.GetName())
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	out := &batonpb.HistoryResponse{}
+	s.node.View(func(m *fsm.Machine) {
+		if err = mayRead(m, who, r.GetName()); err != nil {
+			return
 		}
+		out.Holds = historyToWire(m, r.GetName())
+		out.AppliedIndex, out.Replicated = m.AppliedIndex(), m.HistoryReplicated()
 	})
 	if err != nil {
 		return nil, s.toStatus(err)
@@ -382,6 +401,7 @@ func (s *Server) Status(ctx context.Context, r *batonpb.StatusRequest) (*batonpb
 	}
 	s.node.View(func(m *fsm.Machine) {
 		out.Sessions, out.Locks = uint32(m.NumSessions()), uint32(m.NumLocks())
+		out.ClusterId = m.ClusterID()
 	})
 	return out, nil
 }

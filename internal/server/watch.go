@@ -124,6 +124,8 @@ func (ws *watches) touched(cmd *fsmpb.Command, res *fsmpb.Result) {
 		mark(op.Release.GetLock())
 	case *fsmpb.Command_CasRelease:
 		mark(op.CasRelease.GetLock())
+	case *fsmpb.Command_Proclaim:
+		mark(op.Proclaim.GetLock())
 	case *fsmpb.Command_CancelWait:
 		mark(op.CancelWait.GetLock())
 	case *fsmpb.Command_AcquireMany:

@@ -253,11 +253,33 @@ func (k *checker) record(c *client, op *clientOp, o outcome) {
 	}
 	k.history = append(k.history, porcupine.Operation{
 		ClientId: c.id,
-		Input:    linInput{kind: op.kind, session: op.session, lock: op.lock, token: op.token, shared: op.cmd.GetAcquire().GetShared()},
-		Call:     op.call,
-		Output:   o,
-		Return:   ret,
+		Input: linInput{kind: op.kind, session: op.session, lock: op.lock, token: op.token, shared: op.shared(),
+			value: op.cmd.GetAcquire().GetValue() + op.cmd.GetProclaim().GetValue()},
+		Call:   op.call,
+		Output: o,
+		Return: ret,
 	})
+}
+
+// countHistory adds to the stats the ends of holds in member m's
+// replicated history: the comparison of the members' hashes compares
+// those too (fsm.Machine.Hash, from fsm.HistoryVersion), and so does the
+// replay of the log from scratch.
+func (k *checker) countHistory(m *member) {
+	var snap []byte
+	m.node.View(func(fm *fsm.Machine) {
+		if fm.HistoryReplicated() {
+			snap, _ = fm.Snapshot()
+		}
+	})
+	var p fsmpb.Snapshot
+	if err := proto.Unmarshal(snap, &p); err != nil {
+		k.s.fail("f/converge", "member %d's snapshot does not decode: %v", m.id, err)
+		return
+	}
+	for _, h := range p.GetHistory() {
+		k.s.stats.HistoryEnds += uint64(len(h.GetHolds()))
+	}
 }
 
 // finalChecks run after the calm phase.
@@ -296,6 +318,7 @@ func (k *checker) finalChecks() {
 		}
 		if hash == "" {
 			hash, applied = h, st.Applied
+			k.countHistory(m)
 			continue
 		}
 		if h != hash || st.Applied != applied {
@@ -387,20 +410,26 @@ func (k *checker) finalChecks() {
 			return
 		}
 		if am := e.cmd.GetAcquireMany(); am != nil {
+			// The holds of lock as (session, token) pairs, sorted as
+			// pairs: a semaphore in a mixed set has several.
+			pairs := func(holds map[hold]bool, lock string) []uint64 {
+				var hs []hold
+				for h := range holds {
+					if h.lock == lock {
+						hs = append(hs, h)
+					}
+				}
+				slices.SortFunc(hs, func(a, b hold) int {
+					return cmp.Or(cmp.Compare(a.session, b.session), cmp.Compare(a.token, b.token))
+				})
+				var out []uint64
+				for _, h := range hs {
+					out = append(out, h.session, h.token)
+				}
+				return out
+			}
 			if err := checkMany(i, e.cmd.GetSessionId(), am, res, func(lock string) (before, after []uint64) {
-				for h := range cur {
-					if h.lock == lock {
-						before = append(before, h.session, h.token)
-					}
-				}
-				for h := range now {
-					if h.lock == lock {
-						after = append(after, h.session, h.token)
-					}
-				}
-				slices.Sort(before)
-				slices.Sort(after)
-				return before, after
+				return pairs(cur, lock), pairs(now, lock)
 			}); err != nil {
 				s.fail("a/many", "%v", err)
 				return

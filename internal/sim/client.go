@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
@@ -27,10 +28,12 @@ const (
 	// opEndRevoked is proposed by a leader's liveness tracker: a revoked
 	// hold's grace passed (revoke.go). The model takes it as ExpireHold.
 	opEndRevoked
+	// opProclaim sets the value of a mutex the client holds (Proclaim).
+	opProclaim
 )
 
 func (k opKind) String() string {
-	return [...]string{"none", "open", "try", "wait", "release", "check", "close", "expire", "abandon", "expire-hold", "many", "end-revoked"}[k]
+	return [...]string{"none", "open", "try", "wait", "release", "check", "close", "expire", "abandon", "expire-hold", "many", "end-revoked", "proclaim"}[k]
 }
 
 // clientOp is a client's outstanding operation, across its retries.
@@ -170,6 +173,8 @@ func (c *client) think() {
 		c.tryMany()
 	case s.cfg.Reentrant && k >= 68 && k < 74 && len(held) > 0:
 		c.reenter(held)
+	case s.cfg.Values && k >= 74 && k < 79 && len(held) > 0:
+		c.proclaim(held)
 	case k < 60:
 		clear(c.holds)
 		clear(c.counts)
@@ -195,6 +200,8 @@ func (c *client) think() {
 			// Mostly permits (shared); one in three a writer of the
 			// same lock (exclusive), as a read/write lock has.
 			acq.Shared, acq.Limit = s.rng.IntN(3) > 0, SemaphorePermits
+		} else if s.cfg.Values && s.rng.IntN(2) == 0 {
+			acq.Value = fmt.Sprintf("c%d/%d", c.id, c.seq) // an election's candidate
 		}
 		if s.cfg.HoldLimits && s.rng.IntN(3) == 0 {
 			op.holdLimit = time.Duration(1000+s.rng.IntN(1000)) * time.Millisecond
@@ -218,16 +225,10 @@ func (c *client) think() {
 // token, count + 1, whether it asks to wait or not.
 func (c *client) reenter(held []string) {
 	s := c.s
-	var mutexes []string
-	for _, l := range held {
-		if !isSemaphore(l) {
-			mutexes = append(mutexes, l)
-		}
-	}
-	if len(mutexes) == 0 {
+	l, ok := c.someMutex(held)
+	if !ok {
 		return
 	}
-	l := mutexes[s.rng.IntN(len(mutexes))]
 	c.seq++
 	op := &clientOp{kind: opAcquireTry, lock: l, seq: c.seq, reentrant: true}
 	acq := &fsmpb.Acquire{Lock: l, LockDelayNanos: int64(s.lockDelayOf(l))}
@@ -244,6 +245,34 @@ func (c *client) reenter(held []string) {
 	c.start(op)
 }
 
+// proclaim sets a new value on one of the mutexes it holds, naming the
+// hold by its token (an election's leader publishing a new address).
+func (c *client) proclaim(held []string) {
+	l, ok := c.someMutex(held)
+	if !ok {
+		return
+	}
+	c.seq++
+	c.start(&clientOp{kind: opProclaim, lock: l, token: c.holds[l], seq: c.seq, cmd: &fsmpb.Command{
+		SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq,
+		Op: &fsmpb.Command_Proclaim{Proclaim: &fsmpb.Proclaim{Lock: l, Token: c.holds[l], Value: fmt.Sprintf("c%d/%d/p", c.id, c.seq)}},
+	}})
+}
+
+// someMutex picks one of the mutexes among held, if there is one.
+func (c *client) someMutex(held []string) (string, bool) {
+	var mutexes []string
+	for _, l := range held {
+		if !isSemaphore(l) {
+			mutexes = append(mutexes, l)
+		}
+	}
+	if len(mutexes) == 0 {
+		return "", false
+	}
+	return mutexes[c.s.rng.IntN(len(mutexes))], true
+}
+
 // forget drops the client's belief that it holds l.
 func (c *client) forget(l string) {
 	delete(c.holds, l)
@@ -252,7 +281,8 @@ func (c *client) forget(l string) {
 }
 
 // tryMany tries some of the mutexes it neither holds nor is unsure of in
-// one acquire_many, each on its own or all or none.
+// one acquire_many, each on its own or all or none; now and then with a
+// semaphore too, in a mode of its own (a mixed set).
 func (c *client) tryMany() {
 	s := c.s
 	var names []string
@@ -270,7 +300,18 @@ func (c *client) tryMany() {
 	c.seq++
 	op := &clientOp{kind: opAcquireMany, locks: names, seq: c.seq}
 	am := &fsmpb.AcquireMany{Locks: names, All: s.rng.IntN(2) == 0}
-	for _, l := range names {
+	if sem := fmt.Sprintf("sem/%d", s.rng.IntN(max(s.cfg.Semaphores, 1))); s.cfg.Semaphores > 0 && s.rng.IntN(3) == 0 &&
+		!c.tainted[sem] && !c.holdsLock(sem) {
+		// A mixed set: the mutexes and a semaphore's permit (or its
+		// writer, as for a single acquire), each lock in its own mode.
+		op.locks = append(names, sem)
+		am.Locks = op.locks
+		for range names {
+			am.Modes = append(am.Modes, &fsmpb.LockMode{})
+		}
+		am.Modes = append(am.Modes, &fsmpb.LockMode{Shared: s.rng.IntN(3) > 0, Limit: SemaphorePermits})
+	}
+	for _, l := range op.locks {
 		am.LockDelayNanos = max(am.LockDelayNanos, int64(s.lockDelayOf(l)))
 	}
 	if s.cfg.HoldLimits && s.rng.IntN(3) == 0 {
@@ -450,7 +491,7 @@ func (c *client) answer(op *clientOp, r *response) {
 		s.tracef("client %d session %d", c.id, c.session)
 		return
 	case opCheck:
-		c.finish(op, outcome{held: r.held})
+		c.finish(op, outcome{held: r.held, value: r.value})
 		return
 	}
 	if op.cancelling {
@@ -527,6 +568,7 @@ type outcome struct {
 	held      bool
 	remaining uint32
 	code      fsmpb.Error
+	value     string // check: the lock's holder's value (mutexes)
 }
 
 func (c *client) finish(op *clientOp, o outcome) {
@@ -543,6 +585,12 @@ func (c *client) finish(op *clientOp, o outcome) {
 	}
 	if o.delayed {
 		s.stats.DelayedBusy++
+	}
+	if op.kind == opProclaim && !o.unknown && o.code == fsmpb.Error_ERROR_NONE {
+		s.stats.Proclaims++
+	}
+	if o.value != "" {
+		s.stats.ValuesRead++
 	}
 	if op.kind == opAcquireMany {
 		c.finishMany(op, o)
@@ -569,6 +617,9 @@ func (c *client) finishMany(op *clientOp, o outcome) {
 			switch a.GetStatus() {
 			case fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED:
 				per[a.GetLock()] = outcome{granted: true, token: a.GetToken(), count: a.GetCount(), retried: o.retried}
+				if len(op.cmd.GetAcquireMany().GetModes()) > 0 {
+					s.stats.MixedSetGrants++
+				}
 			case fsmpb.AcquireStatus_ACQUIRE_STATUS_BUSY:
 				if a.GetDelayedUntilUnixNano() != 0 {
 					per[a.GetLock()] = outcome{busy: true, delayed: true, retried: o.retried}
@@ -595,6 +646,24 @@ func (c *client) finishMany(op *clientOp, o outcome) {
 		s.tracef("client %d many %s seq %d -> %+v", c.id, l, op.seq, lo)
 		c.believe(&sub, lo)
 	}
+}
+
+// holdsLock reports whether the client believes it holds l.
+func (c *client) holdsLock(l string) bool {
+	_, ok := c.holds[l]
+	return ok
+}
+
+// shared reports whether op asks for lock in a shared mode: an acquire's,
+// or the mode a mixed acquire_many gives lock.
+func (op *clientOp) shared() bool {
+	if am := op.cmd.GetAcquireMany(); am != nil {
+		if i := slices.Index(am.GetLocks(), op.lock); i >= 0 && i < len(am.GetModes()) {
+			return am.GetModes()[i].GetShared()
+		}
+		return am.GetShared()
+	}
+	return op.cmd.GetAcquire().GetShared()
 }
 
 // believe updates what the client believes it holds after op's outcome.

@@ -16,27 +16,31 @@ type linInput struct {
 	kind    opKind
 	session uint64
 	lock    string
-	token   uint64 // release, check
+	token   uint64 // release, check, proclaim
 	shared  bool   // acquires of a semaphore: a permit (else exclusive)
+	value   string // acquires of a mutex, proclaims: the hold's value
 }
 
 // linState is the sequential model of one lock: its holder, token
 // (token 0 = granted by an operation whose outcome the client never
 // learnt) and reentrant count, the highest token known granted, and the
 // sessions known ended. A semaphore's holds are in holds instead of
-// holder and token (see semStep); clients never re-enter those.
+// holder and token (see semStep); clients never re-enter those. value is
+// the mutex holder's value: its acquire's, or the last it proclaimed
+// (known even when the acquire's outcome is not: it is the request's).
 type linState struct {
 	holder, token, last uint64
 	count               uint32 // the holder's reentrant count, >= 1 while held
 	holds               string // semaphores: sorted "session/token/mode" by ","
 	dead                string // sorted, comma separated session ids
+	value               string
 }
 
 // released is st after its holder gave up one count of its hold (told
 // the hold's token, if the model did not know it).
 func (st linState) released(token uint64) linState {
 	if st.count <= 1 {
-		st.holder, st.token, st.count = 0, 0, 0
+		st.holder, st.token, st.count, st.value = 0, 0, 0, ""
 		return st
 	}
 	st.count--
@@ -69,7 +73,7 @@ func (st linState) kill(s uint64) linState {
 	}
 	st.dead = strings.Join(parts, ",")
 	if st.holder == s {
-		st.holder, st.token, st.count = 0, 0, 0
+		st.holder, st.token, st.count, st.value = 0, 0, 0, ""
 	}
 	if st.holds != "" {
 		st = st.withHolds(slices.DeleteFunc(st.semHolds(), func(h semHold) bool { return h.session == s }))
@@ -85,7 +89,7 @@ func effects(st linState, in linInput) []any {
 		switch {
 		case st.isDead(in.session):
 		case st.holder == 0:
-			out = append(out, linState{holder: in.session, count: 1, last: st.last, dead: st.dead})
+			out = append(out, linState{holder: in.session, count: 1, last: st.last, dead: st.dead, value: in.value})
 		case st.holder == in.session:
 			n := st // another count of its hold
 			n.count++
@@ -100,6 +104,12 @@ func effects(st linState, in linInput) []any {
 		// grace passed, ends the hold it names, every count.
 		if st.holder == in.session && (st.token == 0 || st.token == in.token) {
 			out = append(out, st.ended())
+		}
+	case opProclaim:
+		if st.holder == in.session && (st.token == 0 || st.token == in.token) {
+			n := st
+			n.value = in.value
+			out = append(out, n)
 		}
 	case opClose, opExpire:
 		out = append(out, st.kill(in.session))
@@ -132,7 +142,7 @@ func abandonStep(st linState, in linInput, o outcome) []any {
 
 // ended is st with no holder: a hold ended whatever its count.
 func (st linState) ended() linState {
-	st.holder, st.token, st.count = 0, 0, 0
+	st.holder, st.token, st.count, st.value = 0, 0, 0, ""
 	return st
 }
 
@@ -158,7 +168,7 @@ func lockStep(state, input, output any) []any {
 		case o.granted && st.holder == 0:
 			// A new hold (count 0: a wait's grant pushed without it).
 			if o.token > st.last && o.count <= 1 {
-				return []any{linState{holder: in.session, token: o.token, count: 1, last: o.token, dead: st.dead}}
+				return []any{linState{holder: in.session, token: o.token, count: 1, last: o.token, dead: st.dead, value: in.value}}
 			}
 			return nil
 		case o.granted && st.holder == in.session:
@@ -208,7 +218,30 @@ func lockStep(state, input, output any) []any {
 			return nil // refused its own hold
 		}
 		return []any{st}
+	case opProclaim:
+		mine := st.holder == in.session && (st.token == 0 || st.token == in.token)
+		switch {
+		case o.code == fsmpb.Error_ERROR_NONE && mine:
+			n := st
+			n.value = in.value
+			if n.token == 0 {
+				n.token = in.token // its token, now known
+			}
+			return []any{n}
+		case o.code == fsmpb.Error_ERROR_NONE:
+			return nil // set the value of a hold it does not have
+		case o.code == fsmpb.Error_ERROR_INVALID_ARGUMENT:
+			return []any{st} // refused before the log (a log version below values)
+		case st.holder == in.session && st.token == in.token:
+			return nil // refused its own hold
+		}
+		return []any{st}
 	case opCheck:
+		// A check reads the holder's value too: the model's, whatever
+		// it knows of the token.
+		if o.value != st.value {
+			return nil
+		}
 		if st.holder != 0 && st.token == 0 {
 			return []any{st} // granted with a token nobody learnt
 		}
@@ -467,7 +500,7 @@ var lockModel = (&porcupine.NondeterministicModel{
 	Partition: partition,
 	DescribeOperation: func(input, output any) string {
 		in, o := input.(linInput), output.(outcome)
-		return fmt.Sprintf("%v s%d %s t%d -> %+v", in.kind, in.session, in.lock, in.token, o)
+		return fmt.Sprintf("%v s%d %s t%d %q -> %+v", in.kind, in.session, in.lock, in.token, in.value, o)
 	},
 	DescribeState: func(state any) string { return fmt.Sprintf("%+v", state.(linState)) },
 }).ToModel()

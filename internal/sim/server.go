@@ -54,8 +54,9 @@ type response struct {
 	// request did not show the session's secret (liveness.ErrSecretMismatch).
 	lost, mismatch bool
 	ttl            time.Duration
-	// check
-	held bool
+	// check: whether the token holds, and the holder's value
+	held  bool
+	value string
 	// queued: an interim notice that the acquire is waiting in the queue.
 	queued bool
 	// wait outcome pushed by the hub
@@ -321,8 +322,14 @@ func (v *server) poll() {
 			m.s.respond(r.req, &response{ttl: ttl})
 		case reqCheck:
 			var held bool
-			m.node.View(func(fm *fsm.Machine) { held, _ = fm.Check(r.req.lock, r.req.token) })
-			m.s.respond(r.req, &response{held: held})
+			var value string
+			m.node.View(func(fm *fsm.Machine) {
+				held, _ = fm.Check(r.req.lock, r.req.token)
+				if l, ok := fm.Lock(r.req.lock); ok && len(l.GetHolders()) > 0 {
+					value = l.GetHolders()[0].GetValue()
+				}
+			})
+			m.s.respond(r.req, &response{held: held, value: value})
 		case reqRenewHold:
 			limit, err := m.tracker.RenewHold(r.req.lock, r.req.session, r.req.token, r.received)
 			if err != nil {

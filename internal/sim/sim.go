@@ -67,7 +67,9 @@ type Config struct {
 	Members bool
 	// Many makes clients also try several mutexes in one acquire_many
 	// (each on its own, or all or none; with HoldLimits, a hold limit for
-	// all of them one time in three). The history gets one try per lock
+	// all of them one time in three); with Semaphores, one set in three
+	// also takes a semaphore's permit or writer, each lock in its own
+	// mode (AcquireMany.modes). The history gets one try per lock
 	// it answered for, so the model checks each lock, not the atomicity
 	// across them (the log checks see the one entry).
 	Many bool
@@ -116,6 +118,11 @@ type Config struct {
 	// hold limit's expiry, and the fence checks (c) hold the holders that
 	// were told to it.
 	Revokes bool
+	// Values gives half the acquires of mutexes a value (an election's
+	// candidate's) and has holders proclaim new ones (Proclaim). The
+	// linearizability model follows each mutex's value, and a check
+	// reads the holder's value and must see the model's.
+	Values bool
 	// Trace, if set, receives the run's events as text (for reading a
 	// failing seed; -sim.trace in tests).
 	Trace io.Writer
@@ -147,6 +154,7 @@ func ConfigFor(seed uint64) Config {
 		Strangers:      r.IntN(2) == 0,
 		LockDelays:     r.IntN(2) == 0,
 		Revokes:        r.IntN(2) == 0,
+		Values:         r.IntN(2) == 0,
 	}
 }
 
@@ -225,6 +233,17 @@ type Stats struct {
 	// RevokesHonoured those that released their hold in reply, and
 	// HoldsRevoked the holds the leader ended at their grace.
 	Revokes, RevokesTold, RevokesHonoured, HoldsRevoked uint64
+	// MixedSetGrants counts the locks granted by acquire_many entries
+	// that gave each lock its own mode (a mutex beside a semaphore's
+	// permit or writer).
+	MixedSetGrants uint64
+	// HistoryEnds counts the ends of holds in the replicated history of
+	// the first member of the converged group, which the members' hashes
+	// compare.
+	HistoryEnds uint64
+	// Proclaims counts the proclaims that set a value, ValuesRead the
+	// checks that read a holder's value (Config.Values).
+	Proclaims, ValuesRead uint64
 }
 
 // Faults is the number of injected faults.

@@ -130,7 +130,7 @@ function renderDetail(resp) {
   "no hold ended here lately", 7);
   if (!lock) {
     $("#detail-kind").textContent = "";
-    fill($("#holders tbody"), [], "free now: nobody holds or waits", 8);
+    fill($("#holders tbody"), [], "free now: nobody holds or waits", 10);
     fill($("#waiters tbody"), [], "", 7);
     return;
   }
@@ -138,9 +138,9 @@ function renderDetail(resp) {
   const delayed = delayedNote(lock);
   $("#detail-kind").textContent = delayed ? kind + "; " + delayed : kind;
   fill($("#holders tbody"), (lock.holders || []).map((h) => el("tr", {}, ...holderCells(h), el("td", {}, mode(h)),
-    el("td", {}, h.hold_limit || "none"), el("td", {}, h.lock_delay || "none"),
+    el("td", {}, h.hold_limit || "none"), el("td", {}, h.lock_delay || "none"), el("td", {}, h.value || ""),
     el("td", {}, h.revoke_deadline ? "ends " + new Date(h.revoke_deadline).toLocaleTimeString() + " unless released" : "no"))),
-  delayed || "nobody holds it", 10);
+  delayed || "nobody holds it", 11);
   fill($("#waiters tbody"), (lock.waiters || []).map((w, i) => el("tr", {},
     el("td", {}, i + 1), el("td", {}, w.session_id), el("td", {}, w.owner), el("td", {}, w.owner_key),
     el("td", {}, ago(w.since)), el("td", {}, w.wait_timeout && w.wait_timeout !== "0s" ? w.wait_timeout : "until cancelled"),

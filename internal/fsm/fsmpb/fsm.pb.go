@@ -179,6 +179,71 @@ func (AcquireStatus) EnumDescriptor() ([]byte, []int) {
 	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{1}
 }
 
+// HoldEnd says how a hold ended.
+type HoldEnd int32
+
+const (
+	HoldEnd_HOLD_END_UNSPECIFIED     HoldEnd = 0
+	HoldEnd_HOLD_END_RELEASED        HoldEnd = 1 // its session released it
+	HoldEnd_HOLD_END_SESSION_CLOSED  HoldEnd = 2 // its session closed
+	HoldEnd_HOLD_END_SESSION_EXPIRED HoldEnd = 3 // its session expired (a blacklisted one too)
+	HoldEnd_HOLD_END_HOLD_EXPIRED    HoldEnd = 4 // its hold limit passed unrenewed
+	HoldEnd_HOLD_END_CAS_RELEASED    HoldEnd = 5 // an operator's CasRelease
+	HoldEnd_HOLD_END_ABANDONED       HoldEnd = 6 // granted to a wait whose caller had gone away
+	HoldEnd_HOLD_END_REVOKED         HoldEnd = 7 // a revocation's grace passed before its holder let go (EndRevokedHold)
+)
+
+// Enum value maps for HoldEnd.
+var (
+	HoldEnd_name = map[int32]string{
+		0: "HOLD_END_UNSPECIFIED",
+		1: "HOLD_END_RELEASED",
+		2: "HOLD_END_SESSION_CLOSED",
+		3: "HOLD_END_SESSION_EXPIRED",
+		4: "HOLD_END_HOLD_EXPIRED",
+		5: "HOLD_END_CAS_RELEASED",
+		6: "HOLD_END_ABANDONED",
+		7: "HOLD_END_REVOKED",
+	}
+	HoldEnd_value = map[string]int32{
+		"HOLD_END_UNSPECIFIED":     0,
+		"HOLD_END_RELEASED":        1,
+		"HOLD_END_SESSION_CLOSED":  2,
+		"HOLD_END_SESSION_EXPIRED": 3,
+		"HOLD_END_HOLD_EXPIRED":    4,
+		"HOLD_END_CAS_RELEASED":    5,
+		"HOLD_END_ABANDONED":       6,
+		"HOLD_END_REVOKED":         7,
+	}
+)
+
+func (x HoldEnd) Enum() *HoldEnd {
+	p := new(HoldEnd)
+	*p = x
+	return p
+}
+
+func (x HoldEnd) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HoldEnd) Descriptor() protoreflect.EnumDescriptor {
+	return file_internal_fsm_fsmpb_fsm_proto_enumTypes[2].Descriptor()
+}
+
+func (HoldEnd) Type() protoreflect.EnumType {
+	return &file_internal_fsm_fsmpb_fsm_proto_enumTypes[2]
+}
+
+func (x HoldEnd) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HoldEnd.Descriptor instead.
+func (HoldEnd) EnumDescriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{2}
+}
+
 type AuthChange_Kind int32
 
 const (
@@ -236,11 +301,11 @@ func (x AuthChange_Kind) String() string {
 }
 
 func (AuthChange_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_internal_fsm_fsmpb_fsm_proto_enumTypes[2].Descriptor()
+	return file_internal_fsm_fsmpb_fsm_proto_enumTypes[3].Descriptor()
 }
 
 func (AuthChange_Kind) Type() protoreflect.EnumType {
-	return &file_internal_fsm_fsmpb_fsm_proto_enumTypes[2]
+	return &file_internal_fsm_fsmpb_fsm_proto_enumTypes[3]
 }
 
 func (x AuthChange_Kind) Number() protoreflect.EnumNumber {
@@ -249,7 +314,7 @@ func (x AuthChange_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AuthChange_Kind.Descriptor instead.
 func (AuthChange_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13, 0}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14, 0}
 }
 
 // Command is the payload of one log entry.
@@ -301,6 +366,7 @@ type Command struct {
 	//	*Command_RotateSigningKey
 	//	*Command_RevokeHold
 	//	*Command_EndRevokedHold
+	//	*Command_Proclaim
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -552,6 +618,15 @@ func (x *Command) GetEndRevokedHold() *EndRevokedHold {
 	return nil
 }
 
+func (x *Command) GetProclaim() *Proclaim {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Proclaim); ok {
+			return x.Proclaim
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -624,6 +699,10 @@ type Command_EndRevokedHold struct {
 	EndRevokedHold *EndRevokedHold `protobuf:"bytes,26,opt,name=end_revoked_hold,json=endRevokedHold,proto3,oneof"`
 }
 
+type Command_Proclaim struct {
+	Proclaim *Proclaim `protobuf:"bytes,27,opt,name=proclaim,proto3,oneof"`
+}
+
 func (*Command_OpenSession) isCommand_Op() {}
 
 func (*Command_CloseSession) isCommand_Op() {}
@@ -657,6 +736,8 @@ func (*Command_RotateSigningKey) isCommand_Op() {}
 func (*Command_RevokeHold) isCommand_Op() {}
 
 func (*Command_EndRevokedHold) isCommand_Op() {}
+
+func (*Command_Proclaim) isCommand_Op() {}
 
 // OpenSession creates a session. Its id is the index of this entry.
 type OpenSession struct {
@@ -896,8 +977,14 @@ type Acquire struct {
 	// server fills in its default for an acquire that states none. A
 	// reentrant acquire must state its hold's lock-delay.
 	LockDelayNanos int64 `protobuf:"varint,8,opt,name=lock_delay_nanos,json=lockDelayNanos,proto3" json:"lock_delay_nanos,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// value, if not empty, is the value of the hold this acquire makes (an
+	// election's leader publishes its address in it; rules.CheckHoldValue):
+	// a queued acquire's waiter keeps it for its grant. A reentrant acquire
+	// leaves its hold's value as it is (Proclaim changes it). Log version
+	// 9 (HoldValueVersion).
+	Value         string `protobuf:"bytes,60,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Acquire) Reset() {
@@ -986,6 +1073,85 @@ func (x *Acquire) GetLockDelayNanos() int64 {
 	return 0
 }
 
+func (x *Acquire) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+// Proclaim sets the value of the requesting session's (Command.session_id)
+// hold of lock under owner_key, named by its token: what an election's
+// leader publishes. Refused, changing nothing, unless that hold exists
+// with that token. Log version 9 (HoldValueVersion).
+type Proclaim struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lock          string                 `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
+	Token         uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	OwnerKey      string                 `protobuf:"bytes,3,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	Value         string                 `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Proclaim) Reset() {
+	*x = Proclaim{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Proclaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Proclaim) ProtoMessage() {}
+
+func (x *Proclaim) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Proclaim.ProtoReflect.Descriptor instead.
+func (*Proclaim) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Proclaim) GetLock() string {
+	if x != nil {
+		return x.Lock
+	}
+	return ""
+}
+
+func (x *Proclaim) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *Proclaim) GetOwnerKey() string {
+	if x != nil {
+		return x.OwnerKey
+	}
+	return ""
+}
+
+func (x *Proclaim) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 // EndLockDelay ends the lock-delay of lock that the entry delay_from
 // started, once it passed on the leader's clock: the lock is granted to
 // its waiters again. Proposed by the leader only (Command.session_id ==
@@ -1001,7 +1167,7 @@ type EndLockDelay struct {
 
 func (x *EndLockDelay) Reset() {
 	*x = EndLockDelay{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[6]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1179,7 @@ func (x *EndLockDelay) String() string {
 func (*EndLockDelay) ProtoMessage() {}
 
 func (x *EndLockDelay) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[6]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1192,7 @@ func (x *EndLockDelay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndLockDelay.ProtoReflect.Descriptor instead.
 func (*EndLockDelay) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{6}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *EndLockDelay) GetLock() string {
@@ -1064,7 +1230,7 @@ type RotateSigningKey struct {
 
 func (x *RotateSigningKey) Reset() {
 	*x = RotateSigningKey{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[7]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1242,7 @@ func (x *RotateSigningKey) String() string {
 func (*RotateSigningKey) ProtoMessage() {}
 
 func (x *RotateSigningKey) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[7]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1255,7 @@ func (x *RotateSigningKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSigningKey.ProtoReflect.Descriptor instead.
 func (*RotateSigningKey) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{7}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RotateSigningKey) GetSeed() []byte {
@@ -1134,7 +1300,7 @@ type RevokeHold struct {
 
 func (x *RevokeHold) Reset() {
 	*x = RevokeHold{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1146,7 +1312,7 @@ func (x *RevokeHold) String() string {
 func (*RevokeHold) ProtoMessage() {}
 
 func (x *RevokeHold) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[8]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1159,7 +1325,7 @@ func (x *RevokeHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeHold.ProtoReflect.Descriptor instead.
 func (*RevokeHold) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{8}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RevokeHold) GetLock() string {
@@ -1198,7 +1364,7 @@ type EndRevokedHold struct {
 
 func (x *EndRevokedHold) Reset() {
 	*x = EndRevokedHold{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1210,7 +1376,7 @@ func (x *EndRevokedHold) String() string {
 func (*EndRevokedHold) ProtoMessage() {}
 
 func (x *EndRevokedHold) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1223,7 +1389,7 @@ func (x *EndRevokedHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndRevokedHold.ProtoReflect.Descriptor instead.
 func (*EndRevokedHold) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{9}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *EndRevokedHold) GetLock() string {
@@ -1261,7 +1427,7 @@ type ExpireHold struct {
 
 func (x *ExpireHold) Reset() {
 	*x = ExpireHold{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1273,7 +1439,7 @@ func (x *ExpireHold) String() string {
 func (*ExpireHold) ProtoMessage() {}
 
 func (x *ExpireHold) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1286,7 +1452,7 @@ func (x *ExpireHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireHold.ProtoReflect.Descriptor instead.
 func (*ExpireHold) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{10}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExpireHold) GetLock() string {
@@ -1323,7 +1489,7 @@ type SetLogVersion struct {
 
 func (x *SetLogVersion) Reset() {
 	*x = SetLogVersion{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1335,7 +1501,7 @@ func (x *SetLogVersion) String() string {
 func (*SetLogVersion) ProtoMessage() {}
 
 func (x *SetLogVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1348,7 +1514,7 @@ func (x *SetLogVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLogVersion.ProtoReflect.Descriptor instead.
 func (*SetLogVersion) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{11}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetLogVersion) GetVersion() uint32 {
@@ -1370,7 +1536,7 @@ type AuditNote struct {
 
 func (x *AuditNote) Reset() {
 	*x = AuditNote{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1548,7 @@ func (x *AuditNote) String() string {
 func (*AuditNote) ProtoMessage() {}
 
 func (x *AuditNote) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1561,7 @@ func (x *AuditNote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditNote.ProtoReflect.Descriptor instead.
 func (*AuditNote) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{12}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AuditNote) GetAction() string {
@@ -1422,7 +1588,7 @@ type AuthChange struct {
 
 func (x *AuthChange) Reset() {
 	*x = AuthChange{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1600,7 @@ func (x *AuthChange) String() string {
 func (*AuthChange) ProtoMessage() {}
 
 func (x *AuthChange) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +1613,7 @@ func (x *AuthChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthChange.ProtoReflect.Descriptor instead.
 func (*AuthChange) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AuthChange) GetKind() AuthChange_Kind {
@@ -1509,13 +1675,18 @@ type AcquireMany struct {
 	// lock_delay_nanos: every hold granted gets this lock-delay (see
 	// Acquire); a reentrant grant must state its hold's.
 	LockDelayNanos int64 `protobuf:"varint,7,opt,name=lock_delay_nanos,json=lockDelayNanos,proto3" json:"lock_delay_nanos,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// modes, when set, gives each lock its own mode: one per lock, in the
+	// order of locks (a mixed set: mutexes, readers and writers of
+	// read/write locks, semaphore permits). shared and limit are then
+	// unset. Log version 7.
+	Modes         []*LockMode `protobuf:"bytes,70,rep,name=modes,proto3" json:"modes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AcquireMany) Reset() {
 	*x = AcquireMany{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1698,7 @@ func (x *AcquireMany) String() string {
 func (*AcquireMany) ProtoMessage() {}
 
 func (x *AcquireMany) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1711,7 @@ func (x *AcquireMany) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireMany.ProtoReflect.Descriptor instead.
 func (*AcquireMany) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AcquireMany) GetLocks() []string {
@@ -1592,6 +1763,67 @@ func (x *AcquireMany) GetLockDelayNanos() int64 {
 	return 0
 }
 
+func (x *AcquireMany) GetModes() []*LockMode {
+	if x != nil {
+		return x.Modes
+	}
+	return nil
+}
+
+// LockMode is how an AcquireMany takes one of its locks: shared and limit
+// as in Acquire.
+type LockMode struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shared        bool                   `protobuf:"varint,1,opt,name=shared,proto3" json:"shared,omitempty"`
+	Limit         uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockMode) Reset() {
+	*x = LockMode{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockMode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockMode) ProtoMessage() {}
+
+func (x *LockMode) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockMode.ProtoReflect.Descriptor instead.
+func (*LockMode) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *LockMode) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
+func (x *LockMode) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
 // Release drops one reentrant count of the requesting session's hold on
 // lock, named by its token; the hold ends when the count reaches zero.
 type Release struct {
@@ -1605,7 +1837,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +1849,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +1862,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Release) GetLock() string {
@@ -1667,7 +1899,7 @@ type CasRelease struct {
 
 func (x *CasRelease) Reset() {
 	*x = CasRelease{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1911,7 @@ func (x *CasRelease) String() string {
 func (*CasRelease) ProtoMessage() {}
 
 func (x *CasRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1924,7 @@ func (x *CasRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CasRelease.ProtoReflect.Descriptor instead.
 func (*CasRelease) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CasRelease) GetLock() string {
@@ -1744,7 +1976,7 @@ type CancelWait struct {
 
 func (x *CancelWait) Reset() {
 	*x = CancelWait{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +1988,7 @@ func (x *CancelWait) String() string {
 func (*CancelWait) ProtoMessage() {}
 
 func (x *CancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +2001,7 @@ func (x *CancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWait.ProtoReflect.Descriptor instead.
 func (*CancelWait) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CancelWait) GetLock() string {
@@ -1848,7 +2080,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +2092,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +2105,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Result) GetError() Error {
@@ -1980,7 +2212,7 @@ type HoldRevoked struct {
 
 func (x *HoldRevoked) Reset() {
 	*x = HoldRevoked{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1992,7 +2224,7 @@ func (x *HoldRevoked) String() string {
 func (*HoldRevoked) ProtoMessage() {}
 
 func (x *HoldRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2005,7 +2237,7 @@ func (x *HoldRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldRevoked.ProtoReflect.Descriptor instead.
 func (*HoldRevoked) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HoldRevoked) GetSessionId() uint64 {
@@ -2096,7 +2328,7 @@ type Liveness struct {
 
 func (x *Liveness) Reset() {
 	*x = Liveness{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2340,7 @@ func (x *Liveness) String() string {
 func (*Liveness) ProtoMessage() {}
 
 func (x *Liveness) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2353,7 @@ func (x *Liveness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Liveness.ProtoReflect.Descriptor instead.
 func (*Liveness) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Liveness) GetSessionOpened() *SessionOpened {
@@ -2193,7 +2425,7 @@ type LockDelay struct {
 
 func (x *LockDelay) Reset() {
 	*x = LockDelay{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2437,7 @@ func (x *LockDelay) String() string {
 func (*LockDelay) ProtoMessage() {}
 
 func (x *LockDelay) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2218,7 +2450,7 @@ func (x *LockDelay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockDelay.ProtoReflect.Descriptor instead.
 func (*LockDelay) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LockDelay) GetLock() string {
@@ -2254,7 +2486,7 @@ type SessionOpened struct {
 
 func (x *SessionOpened) Reset() {
 	*x = SessionOpened{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2266,7 +2498,7 @@ func (x *SessionOpened) String() string {
 func (*SessionOpened) ProtoMessage() {}
 
 func (x *SessionOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2279,7 +2511,7 @@ func (x *SessionOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOpened.ProtoReflect.Descriptor instead.
 func (*SessionOpened) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SessionOpened) GetSessionId() uint64 {
@@ -2317,7 +2549,7 @@ type WaitQueued struct {
 
 func (x *WaitQueued) Reset() {
 	*x = WaitQueued{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2329,7 +2561,7 @@ func (x *WaitQueued) String() string {
 func (*WaitQueued) ProtoMessage() {}
 
 func (x *WaitQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2342,7 +2574,7 @@ func (x *WaitQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitQueued.ProtoReflect.Descriptor instead.
 func (*WaitQueued) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WaitQueued) GetSessionId() uint64 {
@@ -2387,7 +2619,7 @@ type LimitedHold struct {
 
 func (x *LimitedHold) Reset() {
 	*x = LimitedHold{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2399,7 +2631,7 @@ func (x *LimitedHold) String() string {
 func (*LimitedHold) ProtoMessage() {}
 
 func (x *LimitedHold) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2412,7 +2644,7 @@ func (x *LimitedHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitedHold.ProtoReflect.Descriptor instead.
 func (*LimitedHold) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *LimitedHold) GetSessionId() uint64 {
@@ -2460,7 +2692,7 @@ type AcquireOutcome struct {
 
 func (x *AcquireOutcome) Reset() {
 	*x = AcquireOutcome{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2472,7 +2704,7 @@ func (x *AcquireOutcome) String() string {
 func (*AcquireOutcome) ProtoMessage() {}
 
 func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2485,7 +2717,7 @@ func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireOutcome.ProtoReflect.Descriptor instead.
 func (*AcquireOutcome) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AcquireOutcome) GetLock() string {
@@ -2552,7 +2784,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2564,7 +2796,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2577,7 +2809,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Grant) GetSessionId() uint64 {
@@ -2630,7 +2862,7 @@ type HoldEnded struct {
 
 func (x *HoldEnded) Reset() {
 	*x = HoldEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2642,7 +2874,7 @@ func (x *HoldEnded) String() string {
 func (*HoldEnded) ProtoMessage() {}
 
 func (x *HoldEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2655,7 +2887,7 @@ func (x *HoldEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldEnded.ProtoReflect.Descriptor instead.
 func (*HoldEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *HoldEnded) GetSessionId() uint64 {
@@ -2699,7 +2931,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2711,7 +2943,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2724,7 +2956,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WaitEnded) GetSessionId() uint64 {
@@ -2772,14 +3004,20 @@ type Snapshot struct {
 	Audit []*AuditRecord `protobuf:"bytes,8,rep,name=audit,proto3" json:"audit,omitempty"`
 	// signing_keys are the cluster's token signing keys by id, the last
 	// the current one (RotateSigningKey); none until the first.
-	SigningKeys   []*SigningKey `protobuf:"bytes,9,rep,name=signing_keys,json=signingKeys,proto3" json:"signing_keys,omitempty"`
+	SigningKeys []*SigningKey `protobuf:"bytes,9,rep,name=signing_keys,json=signingKeys,proto3" json:"signing_keys,omitempty"`
+	// history is the recent ended holds of the locks that ended one most
+	// recently (at most 4096 locks, 8 ends each), the lock whose last end
+	// is the oldest first: the order in which they are evicted. Only from
+	// log version 10 (HistoryVersion); below it the history is each
+	// member's own and in no snapshot.
+	History       []*LockHistory `protobuf:"bytes,100,rep,name=history,proto3" json:"history,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2791,7 +3029,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2804,7 +3042,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Snapshot) GetAppliedIndex() uint64 {
@@ -2870,6 +3108,178 @@ func (x *Snapshot) GetSigningKeys() []*SigningKey {
 	return nil
 }
 
+func (x *Snapshot) GetHistory() []*LockHistory {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+// LockHistory is the recent ended holds of one lock, oldest first.
+type LockHistory struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lock          string                 `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
+	Holds         []*PastHold            `protobuf:"bytes,2,rep,name=holds,proto3" json:"holds,omitempty"` // 1 to 8
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockHistory) Reset() {
+	*x = LockHistory{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockHistory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockHistory) ProtoMessage() {}
+
+func (x *LockHistory) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockHistory.ProtoReflect.Descriptor instead.
+func (*LockHistory) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *LockHistory) GetLock() string {
+	if x != nil {
+		return x.Lock
+	}
+	return ""
+}
+
+func (x *LockHistory) GetHolds() []*PastHold {
+	if x != nil {
+		return x.Holds
+	}
+	return nil
+}
+
+// PastHold is a hold that ended: its holder, token and since as the hold
+// had them, and the entry that ended it and how. Times are the wall
+// clocks of the leaders that proposed the granting and the ending
+// entries, for display.
+type PastHold struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	OwnerKey      string                 `protobuf:"bytes,3,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	Token         uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	Shared        bool                   `protobuf:"varint,5,opt,name=shared,proto3" json:"shared,omitempty"`
+	SinceUnixNano int64                  `protobuf:"varint,6,opt,name=since_unix_nano,json=sinceUnixNano,proto3" json:"since_unix_nano,omitempty"`
+	EndedUnixNano int64                  `protobuf:"varint,7,opt,name=ended_unix_nano,json=endedUnixNano,proto3" json:"ended_unix_nano,omitempty"`
+	EndedIndex    uint64                 `protobuf:"varint,8,opt,name=ended_index,json=endedIndex,proto3" json:"ended_index,omitempty"`
+	How           HoldEnd                `protobuf:"varint,9,opt,name=how,proto3,enum=baton.fsm.v1.HoldEnd" json:"how,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PastHold) Reset() {
+	*x = PastHold{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PastHold) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PastHold) ProtoMessage() {}
+
+func (x *PastHold) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PastHold.ProtoReflect.Descriptor instead.
+func (*PastHold) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *PastHold) GetSessionId() uint64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *PastHold) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *PastHold) GetOwnerKey() string {
+	if x != nil {
+		return x.OwnerKey
+	}
+	return ""
+}
+
+func (x *PastHold) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *PastHold) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
+func (x *PastHold) GetSinceUnixNano() int64 {
+	if x != nil {
+		return x.SinceUnixNano
+	}
+	return 0
+}
+
+func (x *PastHold) GetEndedUnixNano() int64 {
+	if x != nil {
+		return x.EndedUnixNano
+	}
+	return 0
+}
+
+func (x *PastHold) GetEndedIndex() uint64 {
+	if x != nil {
+		return x.EndedIndex
+	}
+	return 0
+}
+
+func (x *PastHold) GetHow() HoldEnd {
+	if x != nil {
+		return x.How
+	}
+	return HoldEnd_HOLD_END_UNSPECIFIED
+}
+
 // SigningKey is one of the cluster's Ed25519 token signing keys.
 type SigningKey struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -2887,7 +3297,7 @@ type SigningKey struct {
 
 func (x *SigningKey) Reset() {
 	*x = SigningKey{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2899,7 +3309,7 @@ func (x *SigningKey) String() string {
 func (*SigningKey) ProtoMessage() {}
 
 func (x *SigningKey) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2912,7 +3322,7 @@ func (x *SigningKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
 func (*SigningKey) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SigningKey) GetId() uint64 {
@@ -2963,7 +3373,7 @@ type AuthState struct {
 
 func (x *AuthState) Reset() {
 	*x = AuthState{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2975,7 +3385,7 @@ func (x *AuthState) String() string {
 func (*AuthState) ProtoMessage() {}
 
 func (x *AuthState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2988,7 +3398,7 @@ func (x *AuthState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthState.ProtoReflect.Descriptor instead.
 func (*AuthState) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AuthState) GetEnabled() bool {
@@ -3023,7 +3433,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3035,7 +3445,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3048,7 +3458,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *User) GetName() string {
@@ -3082,7 +3492,7 @@ type Role struct {
 
 func (x *Role) Reset() {
 	*x = Role{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3094,7 +3504,7 @@ func (x *Role) String() string {
 func (*Role) ProtoMessage() {}
 
 func (x *Role) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3107,7 +3517,7 @@ func (x *Role) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Role.ProtoReflect.Descriptor instead.
 func (*Role) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Role) GetName() string {
@@ -3134,7 +3544,7 @@ type Permission struct {
 
 func (x *Permission) Reset() {
 	*x = Permission{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3146,7 +3556,7 @@ func (x *Permission) String() string {
 func (*Permission) ProtoMessage() {}
 
 func (x *Permission) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3159,7 +3569,7 @@ func (x *Permission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permission.ProtoReflect.Descriptor instead.
 func (*Permission) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Permission) GetPrefix() string {
@@ -3189,7 +3599,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3201,7 +3611,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3214,7 +3624,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AuditRecord) GetIndex() uint64 {
@@ -3267,7 +3677,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3279,7 +3689,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3292,7 +3702,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Member) GetId() uint64 {
@@ -3349,7 +3759,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3361,7 +3771,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3374,7 +3784,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{37}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Session) GetId() uint64 {
@@ -3469,7 +3879,7 @@ type CachedResult struct {
 
 func (x *CachedResult) Reset() {
 	*x = CachedResult{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3481,7 +3891,7 @@ func (x *CachedResult) String() string {
 func (*CachedResult) ProtoMessage() {}
 
 func (x *CachedResult) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3494,7 +3904,7 @@ func (x *CachedResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CachedResult.ProtoReflect.Descriptor instead.
 func (*CachedResult) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{38}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CachedResult) GetSeq() uint64 {
@@ -3540,7 +3950,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3552,7 +3962,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3565,7 +3975,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{39}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Lock) GetName() string {
@@ -3636,13 +4046,14 @@ type Holder struct {
 	RevokeFrom             uint64 `protobuf:"varint,50,opt,name=revoke_from,json=revokeFrom,proto3" json:"revoke_from,omitempty"`
 	RevokeGraceNanos       int64  `protobuf:"varint,51,opt,name=revoke_grace_nanos,json=revokeGraceNanos,proto3" json:"revoke_grace_nanos,omitempty"`
 	RevokeDeadlineUnixNano int64  `protobuf:"varint,52,opt,name=revoke_deadline_unix_nano,json=revokeDeadlineUnixNano,proto3" json:"revoke_deadline_unix_nano,omitempty"`
+	Value                  string `protobuf:"bytes,60,opt,name=value,proto3" json:"value,omitempty"` // the hold's value (Acquire, Proclaim)
 	unknownFields          protoimpl.UnknownFields
 	sizeCache              protoimpl.SizeCache
 }
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[40]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3654,7 +4065,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[40]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3667,7 +4078,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{40}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Holder) GetSessionId() uint64 {
@@ -3761,6 +4172,13 @@ func (x *Holder) GetRevokeDeadlineUnixNano() int64 {
 	return 0
 }
 
+func (x *Holder) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 type Waiter struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	SessionId        uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -3772,13 +4190,14 @@ type Waiter struct {
 	Shared           bool                   `protobuf:"varint,7,opt,name=shared,proto3" json:"shared,omitempty"`
 	HoldLimitNanos   int64                  `protobuf:"varint,8,opt,name=hold_limit_nanos,json=holdLimitNanos,proto3" json:"hold_limit_nanos,omitempty"`
 	LockDelayNanos   int64                  `protobuf:"varint,9,opt,name=lock_delay_nanos,json=lockDelayNanos,proto3" json:"lock_delay_nanos,omitempty"` // for the hold it will get
+	Value            string                 `protobuf:"bytes,60,opt,name=value,proto3" json:"value,omitempty"`                                           // for the hold it will get (Acquire.value)
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[41]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3790,7 +4209,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[41]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3803,7 +4222,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{41}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Waiter) GetSessionId() uint64 {
@@ -3869,12 +4288,18 @@ func (x *Waiter) GetLockDelayNanos() int64 {
 	return 0
 }
 
+func (x *Waiter) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 var File_internal_fsm_fsmpb_fsm_proto protoreflect.FileDescriptor
 
 const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\n" +
-	"\x1cinternal/fsm/fsmpb/fsm.proto\x12\fbaton.fsm.v1\"\xe1\n" +
-	"\n" +
+	"\x1cinternal/fsm/fsmpb/fsm.proto\x12\fbaton.fsm.v1\"\x97\v\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x10\n" +
@@ -3910,7 +4335,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x12rotate_signing_key\x18\x18 \x01(\v2\x1e.baton.fsm.v1.RotateSigningKeyH\x00R\x10rotateSigningKey\x12;\n" +
 	"\vrevoke_hold\x18\x19 \x01(\v2\x18.baton.fsm.v1.RevokeHoldH\x00R\n" +
 	"revokeHold\x12H\n" +
-	"\x10end_revoked_hold\x18\x1a \x01(\v2\x1c.baton.fsm.v1.EndRevokedHoldH\x00R\x0eendRevokedHoldB\x04\n" +
+	"\x10end_revoked_hold\x18\x1a \x01(\v2\x1c.baton.fsm.v1.EndRevokedHoldH\x00R\x0eendRevokedHold\x124\n" +
+	"\bproclaim\x18\x1b \x01(\v2\x16.baton.fsm.v1.ProclaimH\x00R\bproclaimB\x04\n" +
 	"\x02op\"w\n" +
 	"\vOpenSession\x12\x1b\n" +
 	"\tttl_nanos\x18\x01 \x01(\x03R\bttlNanos\x12\x14\n" +
@@ -3924,7 +4350,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\"1\n" +
 	"\x10BlacklistSession\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\x04R\tsessionId\"\xfe\x01\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\"\x94\x02\n" +
 	"\aAcquire\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1b\n" +
 	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x12\n" +
@@ -3933,7 +4359,13 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x06shared\x18\x05 \x01(\bR\x06shared\x12\x14\n" +
 	"\x05limit\x18\x06 \x01(\rR\x05limit\x12(\n" +
 	"\x10hold_limit_nanos\x18\a \x01(\x03R\x0eholdLimitNanos\x12(\n" +
-	"\x10lock_delay_nanos\x18\b \x01(\x03R\x0elockDelayNanos\"A\n" +
+	"\x10lock_delay_nanos\x18\b \x01(\x03R\x0elockDelayNanos\x12\x14\n" +
+	"\x05value\x18< \x01(\tR\x05value\"g\n" +
+	"\bProclaim\x12\x12\n" +
+	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x1b\n" +
+	"\towner_key\x18\x03 \x01(\tR\bownerKey\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\tR\x05value\"A\n" +
 	"\fEndLockDelay\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1d\n" +
 	"\n" +
@@ -3987,7 +4419,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x05GRANT\x10\t\x12\n" +
 	"\n" +
 	"\x06REVOKE\x10\n" +
-	"\"\xd4\x01\n" +
+	"\"\x82\x02\n" +
 	"\vAcquireMany\x12\x14\n" +
 	"\x05locks\x18\x01 \x03(\tR\x05locks\x12\x1b\n" +
 	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x16\n" +
@@ -3995,7 +4427,11 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\x12\x10\n" +
 	"\x03all\x18\x05 \x01(\bR\x03all\x12(\n" +
 	"\x10hold_limit_nanos\x18\x06 \x01(\x03R\x0eholdLimitNanos\x12(\n" +
-	"\x10lock_delay_nanos\x18\a \x01(\x03R\x0elockDelayNanos\"P\n" +
+	"\x10lock_delay_nanos\x18\a \x01(\x03R\x0elockDelayNanos\x12,\n" +
+	"\x05modes\x18F \x03(\v2\x16.baton.fsm.v1.LockModeR\x05modes\"8\n" +
+	"\bLockMode\x12\x16\n" +
+	"\x06shared\x18\x01 \x01(\bR\x06shared\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"P\n" +
 	"\aRelease\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x1b\n" +
@@ -4107,7 +4543,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vacquire_seq\x18\x02 \x01(\x04R\n" +
 	"acquireSeq\x12\x12\n" +
 	"\x04lock\x18\x03 \x01(\tR\x04lock\x12)\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\"\x97\x03\n" +
+	"\x05error\x18\x04 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\"\xcc\x03\n" +
 	"\bSnapshot\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x121\n" +
 	"\bsessions\x18\x02 \x03(\v2\x15.baton.fsm.v1.SessionR\bsessions\x12(\n" +
@@ -4119,7 +4555,23 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"logVersion\x12+\n" +
 	"\x04auth\x18\a \x01(\v2\x17.baton.fsm.v1.AuthStateR\x04auth\x12/\n" +
 	"\x05audit\x18\b \x03(\v2\x19.baton.fsm.v1.AuditRecordR\x05audit\x12;\n" +
-	"\fsigning_keys\x18\t \x03(\v2\x18.baton.fsm.v1.SigningKeyR\vsigningKeys\"\xb1\x01\n" +
+	"\fsigning_keys\x18\t \x03(\v2\x18.baton.fsm.v1.SigningKeyR\vsigningKeys\x123\n" +
+	"\ahistory\x18d \x03(\v2\x19.baton.fsm.v1.LockHistoryR\ahistory\"O\n" +
+	"\vLockHistory\x12\x12\n" +
+	"\x04lock\x18\x01 \x01(\tR\x04lock\x12,\n" +
+	"\x05holds\x18\x02 \x03(\v2\x16.baton.fsm.v1.PastHoldR\x05holds\"\xa4\x02\n" +
+	"\bPastHold\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1b\n" +
+	"\towner_key\x18\x03 \x01(\tR\bownerKey\x12\x14\n" +
+	"\x05token\x18\x04 \x01(\x04R\x05token\x12\x16\n" +
+	"\x06shared\x18\x05 \x01(\bR\x06shared\x12&\n" +
+	"\x0fsince_unix_nano\x18\x06 \x01(\x03R\rsinceUnixNano\x12&\n" +
+	"\x0fended_unix_nano\x18\a \x01(\x03R\rendedUnixNano\x12\x1f\n" +
+	"\vended_index\x18\b \x01(\x04R\n" +
+	"endedIndex\x12'\n" +
+	"\x03how\x18\t \x01(\x0e2\x15.baton.fsm.v1.HoldEndR\x03how\"\xb1\x01\n" +
 	"\n" +
 	"SigningKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
@@ -4183,7 +4635,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"delay_from\x18\x05 \x01(\x04R\tdelayFrom\x12\x1f\n" +
 	"\vdelay_nanos\x18\x06 \x01(\x03R\n" +
 	"delayNanos\x125\n" +
-	"\x17delayed_until_unix_nano\x18\a \x01(\x03R\x14delayedUntilUnixNano\"\xc5\x03\n" +
+	"\x17delayed_until_unix_nano\x18\a \x01(\x03R\x14delayedUntilUnixNano\"\xdb\x03\n" +
 	"\x06Holder\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1b\n" +
@@ -4201,7 +4653,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vrevoke_from\x182 \x01(\x04R\n" +
 	"revokeFrom\x12,\n" +
 	"\x12revoke_grace_nanos\x183 \x01(\x03R\x10revokeGraceNanos\x129\n" +
-	"\x19revoke_deadline_unix_nano\x184 \x01(\x03R\x16revokeDeadlineUnixNano\"\xbd\x02\n" +
+	"\x19revoke_deadline_unix_nano\x184 \x01(\x03R\x16revokeDeadlineUnixNano\x12\x14\n" +
+	"\x05value\x18< \x01(\tR\x05value\"\xd3\x02\n" +
 	"\x06Waiter\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1b\n" +
@@ -4213,7 +4666,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x0fsince_unix_nano\x18\x06 \x01(\x03R\rsinceUnixNano\x12\x16\n" +
 	"\x06shared\x18\a \x01(\bR\x06shared\x12(\n" +
 	"\x10hold_limit_nanos\x18\b \x01(\x03R\x0eholdLimitNanos\x12(\n" +
-	"\x10lock_delay_nanos\x18\t \x01(\x03R\x0elockDelayNanos*\xb6\x03\n" +
+	"\x10lock_delay_nanos\x18\t \x01(\x03R\x0elockDelayNanos\x12\x14\n" +
+	"\x05value\x18< \x01(\tR\x05value*\xb6\x03\n" +
 	"\x05Error\x12\x0e\n" +
 	"\n" +
 	"ERROR_NONE\x10\x00\x12\x1a\n" +
@@ -4239,7 +4693,16 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x16ACQUIRE_STATUS_GRANTED\x10\x01\x12\x19\n" +
 	"\x15ACQUIRE_STATUS_QUEUED\x10\x02\x12\x17\n" +
 	"\x13ACQUIRE_STATUS_BUSY\x10\x03\x12\x1a\n" +
-	"\x16ACQUIRE_STATUS_SKIPPED\x10\x04B/Z-github.com/batonlock/baton/internal/fsm/fsmpbb\x06proto3"
+	"\x16ACQUIRE_STATUS_SKIPPED\x10\x04*\xd9\x01\n" +
+	"\aHoldEnd\x12\x18\n" +
+	"\x14HOLD_END_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11HOLD_END_RELEASED\x10\x01\x12\x1b\n" +
+	"\x17HOLD_END_SESSION_CLOSED\x10\x02\x12\x1c\n" +
+	"\x18HOLD_END_SESSION_EXPIRED\x10\x03\x12\x19\n" +
+	"\x15HOLD_END_HOLD_EXPIRED\x10\x04\x12\x19\n" +
+	"\x15HOLD_END_CAS_RELEASED\x10\x05\x12\x16\n" +
+	"\x12HOLD_END_ABANDONED\x10\x06\x12\x14\n" +
+	"\x10HOLD_END_REVOKED\x10\aB/Z-github.com/batonlock/baton/internal/fsm/fsmpbb\x06proto3"
 
 var (
 	file_internal_fsm_fsmpb_fsm_proto_rawDescOnce sync.Once
@@ -4253,110 +4716,120 @@ func file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP() []byte {
 	return file_internal_fsm_fsmpb_fsm_proto_rawDescData
 }
 
-var file_internal_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_internal_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(Error)(0),               // 0: baton.fsm.v1.Error
 	(AcquireStatus)(0),       // 1: baton.fsm.v1.AcquireStatus
-	(AuthChange_Kind)(0),     // 2: baton.fsm.v1.AuthChange.Kind
-	(*Command)(nil),          // 3: baton.fsm.v1.Command
-	(*OpenSession)(nil),      // 4: baton.fsm.v1.OpenSession
-	(*CloseSession)(nil),     // 5: baton.fsm.v1.CloseSession
-	(*ExpireSession)(nil),    // 6: baton.fsm.v1.ExpireSession
-	(*BlacklistSession)(nil), // 7: baton.fsm.v1.BlacklistSession
-	(*Acquire)(nil),          // 8: baton.fsm.v1.Acquire
-	(*EndLockDelay)(nil),     // 9: baton.fsm.v1.EndLockDelay
-	(*RotateSigningKey)(nil), // 10: baton.fsm.v1.RotateSigningKey
-	(*RevokeHold)(nil),       // 11: baton.fsm.v1.RevokeHold
-	(*EndRevokedHold)(nil),   // 12: baton.fsm.v1.EndRevokedHold
-	(*ExpireHold)(nil),       // 13: baton.fsm.v1.ExpireHold
-	(*SetLogVersion)(nil),    // 14: baton.fsm.v1.SetLogVersion
-	(*AuditNote)(nil),        // 15: baton.fsm.v1.AuditNote
-	(*AuthChange)(nil),       // 16: baton.fsm.v1.AuthChange
-	(*AcquireMany)(nil),      // 17: baton.fsm.v1.AcquireMany
-	(*Release)(nil),          // 18: baton.fsm.v1.Release
-	(*CasRelease)(nil),       // 19: baton.fsm.v1.CasRelease
-	(*CancelWait)(nil),       // 20: baton.fsm.v1.CancelWait
-	(*Result)(nil),           // 21: baton.fsm.v1.Result
-	(*HoldRevoked)(nil),      // 22: baton.fsm.v1.HoldRevoked
-	(*Liveness)(nil),         // 23: baton.fsm.v1.Liveness
-	(*LockDelay)(nil),        // 24: baton.fsm.v1.LockDelay
-	(*SessionOpened)(nil),    // 25: baton.fsm.v1.SessionOpened
-	(*WaitQueued)(nil),       // 26: baton.fsm.v1.WaitQueued
-	(*LimitedHold)(nil),      // 27: baton.fsm.v1.LimitedHold
-	(*AcquireOutcome)(nil),   // 28: baton.fsm.v1.AcquireOutcome
-	(*Grant)(nil),            // 29: baton.fsm.v1.Grant
-	(*HoldEnded)(nil),        // 30: baton.fsm.v1.HoldEnded
-	(*WaitEnded)(nil),        // 31: baton.fsm.v1.WaitEnded
-	(*Snapshot)(nil),         // 32: baton.fsm.v1.Snapshot
-	(*SigningKey)(nil),       // 33: baton.fsm.v1.SigningKey
-	(*AuthState)(nil),        // 34: baton.fsm.v1.AuthState
-	(*User)(nil),             // 35: baton.fsm.v1.User
-	(*Role)(nil),             // 36: baton.fsm.v1.Role
-	(*Permission)(nil),       // 37: baton.fsm.v1.Permission
-	(*AuditRecord)(nil),      // 38: baton.fsm.v1.AuditRecord
-	(*Member)(nil),           // 39: baton.fsm.v1.Member
-	(*Session)(nil),          // 40: baton.fsm.v1.Session
-	(*CachedResult)(nil),     // 41: baton.fsm.v1.CachedResult
-	(*Lock)(nil),             // 42: baton.fsm.v1.Lock
-	(*Holder)(nil),           // 43: baton.fsm.v1.Holder
-	(*Waiter)(nil),           // 44: baton.fsm.v1.Waiter
+	(HoldEnd)(0),             // 2: baton.fsm.v1.HoldEnd
+	(AuthChange_Kind)(0),     // 3: baton.fsm.v1.AuthChange.Kind
+	(*Command)(nil),          // 4: baton.fsm.v1.Command
+	(*OpenSession)(nil),      // 5: baton.fsm.v1.OpenSession
+	(*CloseSession)(nil),     // 6: baton.fsm.v1.CloseSession
+	(*ExpireSession)(nil),    // 7: baton.fsm.v1.ExpireSession
+	(*BlacklistSession)(nil), // 8: baton.fsm.v1.BlacklistSession
+	(*Acquire)(nil),          // 9: baton.fsm.v1.Acquire
+	(*Proclaim)(nil),         // 10: baton.fsm.v1.Proclaim
+	(*EndLockDelay)(nil),     // 11: baton.fsm.v1.EndLockDelay
+	(*RotateSigningKey)(nil), // 12: baton.fsm.v1.RotateSigningKey
+	(*RevokeHold)(nil),       // 13: baton.fsm.v1.RevokeHold
+	(*EndRevokedHold)(nil),   // 14: baton.fsm.v1.EndRevokedHold
+	(*ExpireHold)(nil),       // 15: baton.fsm.v1.ExpireHold
+	(*SetLogVersion)(nil),    // 16: baton.fsm.v1.SetLogVersion
+	(*AuditNote)(nil),        // 17: baton.fsm.v1.AuditNote
+	(*AuthChange)(nil),       // 18: baton.fsm.v1.AuthChange
+	(*AcquireMany)(nil),      // 19: baton.fsm.v1.AcquireMany
+	(*LockMode)(nil),         // 20: baton.fsm.v1.LockMode
+	(*Release)(nil),          // 21: baton.fsm.v1.Release
+	(*CasRelease)(nil),       // 22: baton.fsm.v1.CasRelease
+	(*CancelWait)(nil),       // 23: baton.fsm.v1.CancelWait
+	(*Result)(nil),           // 24: baton.fsm.v1.Result
+	(*HoldRevoked)(nil),      // 25: baton.fsm.v1.HoldRevoked
+	(*Liveness)(nil),         // 26: baton.fsm.v1.Liveness
+	(*LockDelay)(nil),        // 27: baton.fsm.v1.LockDelay
+	(*SessionOpened)(nil),    // 28: baton.fsm.v1.SessionOpened
+	(*WaitQueued)(nil),       // 29: baton.fsm.v1.WaitQueued
+	(*LimitedHold)(nil),      // 30: baton.fsm.v1.LimitedHold
+	(*AcquireOutcome)(nil),   // 31: baton.fsm.v1.AcquireOutcome
+	(*Grant)(nil),            // 32: baton.fsm.v1.Grant
+	(*HoldEnded)(nil),        // 33: baton.fsm.v1.HoldEnded
+	(*WaitEnded)(nil),        // 34: baton.fsm.v1.WaitEnded
+	(*Snapshot)(nil),         // 35: baton.fsm.v1.Snapshot
+	(*LockHistory)(nil),      // 36: baton.fsm.v1.LockHistory
+	(*PastHold)(nil),         // 37: baton.fsm.v1.PastHold
+	(*SigningKey)(nil),       // 38: baton.fsm.v1.SigningKey
+	(*AuthState)(nil),        // 39: baton.fsm.v1.AuthState
+	(*User)(nil),             // 40: baton.fsm.v1.User
+	(*Role)(nil),             // 41: baton.fsm.v1.Role
+	(*Permission)(nil),       // 42: baton.fsm.v1.Permission
+	(*AuditRecord)(nil),      // 43: baton.fsm.v1.AuditRecord
+	(*Member)(nil),           // 44: baton.fsm.v1.Member
+	(*Session)(nil),          // 45: baton.fsm.v1.Session
+	(*CachedResult)(nil),     // 46: baton.fsm.v1.CachedResult
+	(*Lock)(nil),             // 47: baton.fsm.v1.Lock
+	(*Holder)(nil),           // 48: baton.fsm.v1.Holder
+	(*Waiter)(nil),           // 49: baton.fsm.v1.Waiter
 }
 var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
-	4,  // 0: baton.fsm.v1.Command.open_session:type_name -> baton.fsm.v1.OpenSession
-	5,  // 1: baton.fsm.v1.Command.close_session:type_name -> baton.fsm.v1.CloseSession
-	6,  // 2: baton.fsm.v1.Command.expire_session:type_name -> baton.fsm.v1.ExpireSession
-	7,  // 3: baton.fsm.v1.Command.blacklist_session:type_name -> baton.fsm.v1.BlacklistSession
-	8,  // 4: baton.fsm.v1.Command.acquire:type_name -> baton.fsm.v1.Acquire
-	18, // 5: baton.fsm.v1.Command.release:type_name -> baton.fsm.v1.Release
-	19, // 6: baton.fsm.v1.Command.cas_release:type_name -> baton.fsm.v1.CasRelease
-	20, // 7: baton.fsm.v1.Command.cancel_wait:type_name -> baton.fsm.v1.CancelWait
-	17, // 8: baton.fsm.v1.Command.acquire_many:type_name -> baton.fsm.v1.AcquireMany
-	13, // 9: baton.fsm.v1.Command.expire_hold:type_name -> baton.fsm.v1.ExpireHold
-	14, // 10: baton.fsm.v1.Command.set_log_version:type_name -> baton.fsm.v1.SetLogVersion
-	16, // 11: baton.fsm.v1.Command.auth_change:type_name -> baton.fsm.v1.AuthChange
-	15, // 12: baton.fsm.v1.Command.audit_note:type_name -> baton.fsm.v1.AuditNote
-	9,  // 13: baton.fsm.v1.Command.end_lock_delay:type_name -> baton.fsm.v1.EndLockDelay
-	10, // 14: baton.fsm.v1.Command.rotate_signing_key:type_name -> baton.fsm.v1.RotateSigningKey
-	11, // 15: baton.fsm.v1.Command.revoke_hold:type_name -> baton.fsm.v1.RevokeHold
-	12, // 16: baton.fsm.v1.Command.end_revoked_hold:type_name -> baton.fsm.v1.EndRevokedHold
-	2,  // 17: baton.fsm.v1.AuthChange.kind:type_name -> baton.fsm.v1.AuthChange.Kind
-	0,  // 18: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
-	28, // 19: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
-	28, // 20: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
-	29, // 21: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
-	31, // 22: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
-	30, // 23: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
-	23, // 24: baton.fsm.v1.Result.liveness:type_name -> baton.fsm.v1.Liveness
-	22, // 25: baton.fsm.v1.Result.holds_revoked:type_name -> baton.fsm.v1.HoldRevoked
-	25, // 26: baton.fsm.v1.Liveness.session_opened:type_name -> baton.fsm.v1.SessionOpened
-	26, // 27: baton.fsm.v1.Liveness.wait_queued:type_name -> baton.fsm.v1.WaitQueued
-	27, // 28: baton.fsm.v1.Liveness.limited_holds_granted:type_name -> baton.fsm.v1.LimitedHold
-	27, // 29: baton.fsm.v1.Liveness.limited_hold_released:type_name -> baton.fsm.v1.LimitedHold
-	24, // 30: baton.fsm.v1.Liveness.lock_delays_started:type_name -> baton.fsm.v1.LockDelay
-	24, // 31: baton.fsm.v1.Liveness.lock_delay_ended:type_name -> baton.fsm.v1.LockDelay
-	22, // 32: baton.fsm.v1.Liveness.revocations_ended:type_name -> baton.fsm.v1.HoldRevoked
-	1,  // 33: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
-	43, // 34: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
-	0,  // 35: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
-	40, // 36: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
-	42, // 37: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
-	39, // 38: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
-	34, // 39: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
-	38, // 40: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
-	33, // 41: baton.fsm.v1.Snapshot.signing_keys:type_name -> baton.fsm.v1.SigningKey
-	35, // 42: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
-	36, // 43: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
-	37, // 44: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
-	41, // 45: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
-	21, // 46: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
-	43, // 47: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
-	44, // 48: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
-	49, // [49:49] is the sub-list for method output_type
-	49, // [49:49] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	5,  // 0: baton.fsm.v1.Command.open_session:type_name -> baton.fsm.v1.OpenSession
+	6,  // 1: baton.fsm.v1.Command.close_session:type_name -> baton.fsm.v1.CloseSession
+	7,  // 2: baton.fsm.v1.Command.expire_session:type_name -> baton.fsm.v1.ExpireSession
+	8,  // 3: baton.fsm.v1.Command.blacklist_session:type_name -> baton.fsm.v1.BlacklistSession
+	9,  // 4: baton.fsm.v1.Command.acquire:type_name -> baton.fsm.v1.Acquire
+	21, // 5: baton.fsm.v1.Command.release:type_name -> baton.fsm.v1.Release
+	22, // 6: baton.fsm.v1.Command.cas_release:type_name -> baton.fsm.v1.CasRelease
+	23, // 7: baton.fsm.v1.Command.cancel_wait:type_name -> baton.fsm.v1.CancelWait
+	19, // 8: baton.fsm.v1.Command.acquire_many:type_name -> baton.fsm.v1.AcquireMany
+	15, // 9: baton.fsm.v1.Command.expire_hold:type_name -> baton.fsm.v1.ExpireHold
+	16, // 10: baton.fsm.v1.Command.set_log_version:type_name -> baton.fsm.v1.SetLogVersion
+	18, // 11: baton.fsm.v1.Command.auth_change:type_name -> baton.fsm.v1.AuthChange
+	17, // 12: baton.fsm.v1.Command.audit_note:type_name -> baton.fsm.v1.AuditNote
+	11, // 13: baton.fsm.v1.Command.end_lock_delay:type_name -> baton.fsm.v1.EndLockDelay
+	12, // 14: baton.fsm.v1.Command.rotate_signing_key:type_name -> baton.fsm.v1.RotateSigningKey
+	13, // 15: baton.fsm.v1.Command.revoke_hold:type_name -> baton.fsm.v1.RevokeHold
+	14, // 16: baton.fsm.v1.Command.end_revoked_hold:type_name -> baton.fsm.v1.EndRevokedHold
+	10, // 17: baton.fsm.v1.Command.proclaim:type_name -> baton.fsm.v1.Proclaim
+	3,  // 18: baton.fsm.v1.AuthChange.kind:type_name -> baton.fsm.v1.AuthChange.Kind
+	20, // 19: baton.fsm.v1.AcquireMany.modes:type_name -> baton.fsm.v1.LockMode
+	0,  // 20: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
+	31, // 21: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
+	31, // 22: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
+	32, // 23: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
+	34, // 24: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
+	33, // 25: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
+	26, // 26: baton.fsm.v1.Result.liveness:type_name -> baton.fsm.v1.Liveness
+	25, // 27: baton.fsm.v1.Result.holds_revoked:type_name -> baton.fsm.v1.HoldRevoked
+	28, // 28: baton.fsm.v1.Liveness.session_opened:type_name -> baton.fsm.v1.SessionOpened
+	29, // 29: baton.fsm.v1.Liveness.wait_queued:type_name -> baton.fsm.v1.WaitQueued
+	30, // 30: baton.fsm.v1.Liveness.limited_holds_granted:type_name -> baton.fsm.v1.LimitedHold
+	30, // 31: baton.fsm.v1.Liveness.limited_hold_released:type_name -> baton.fsm.v1.LimitedHold
+	27, // 32: baton.fsm.v1.Liveness.lock_delays_started:type_name -> baton.fsm.v1.LockDelay
+	27, // 33: baton.fsm.v1.Liveness.lock_delay_ended:type_name -> baton.fsm.v1.LockDelay
+	25, // 34: baton.fsm.v1.Liveness.revocations_ended:type_name -> baton.fsm.v1.HoldRevoked
+	1,  // 35: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
+	48, // 36: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
+	0,  // 37: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
+	45, // 38: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
+	47, // 39: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
+	44, // 40: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
+	39, // 41: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
+	43, // 42: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
+	38, // 43: baton.fsm.v1.Snapshot.signing_keys:type_name -> baton.fsm.v1.SigningKey
+	36, // 44: baton.fsm.v1.Snapshot.history:type_name -> baton.fsm.v1.LockHistory
+	37, // 45: baton.fsm.v1.LockHistory.holds:type_name -> baton.fsm.v1.PastHold
+	2,  // 46: baton.fsm.v1.PastHold.how:type_name -> baton.fsm.v1.HoldEnd
+	40, // 47: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
+	41, // 48: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
+	42, // 49: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
+	46, // 50: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
+	24, // 51: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
+	48, // 52: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
+	49, // 53: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
+	54, // [54:54] is the sub-list for method output_type
+	54, // [54:54] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_internal_fsm_fsmpb_fsm_proto_init() }
@@ -4382,14 +4855,15 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 		(*Command_RotateSigningKey)(nil),
 		(*Command_RevokeHold)(nil),
 		(*Command_EndRevokedHold)(nil),
+		(*Command_Proclaim)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_fsm_fsmpb_fsm_proto_rawDesc), len(file_internal_fsm_fsmpb_fsm_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   42,
+			NumEnums:      4,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -43,12 +43,13 @@ WAIT_CANCELLED: Reason
 WAIT_TIMED_OUT: Reason
 
 class AcquireManyRequest(_message.Message):
-    __slots__ = ["all", "header", "hold_limit", "limit", "lock_delay", "names", "owner_key", "shared"]
+    __slots__ = ["all", "header", "hold_limit", "limit", "lock_delay", "modes", "names", "owner_key", "shared"]
     ALL_FIELD_NUMBER: _ClassVar[int]
     HEADER_FIELD_NUMBER: _ClassVar[int]
     HOLD_LIMIT_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     LOCK_DELAY_FIELD_NUMBER: _ClassVar[int]
+    MODES_FIELD_NUMBER: _ClassVar[int]
     NAMES_FIELD_NUMBER: _ClassVar[int]
     OWNER_KEY_FIELD_NUMBER: _ClassVar[int]
     SHARED_FIELD_NUMBER: _ClassVar[int]
@@ -57,10 +58,11 @@ class AcquireManyRequest(_message.Message):
     hold_limit: _duration_pb2.Duration
     limit: int
     lock_delay: _duration_pb2.Duration
+    modes: _containers.RepeatedCompositeFieldContainer[LockMode]
     names: _containers.RepeatedScalarFieldContainer[str]
     owner_key: str
     shared: bool
-    def __init__(self, header: _Optional[_Union[RequestHeader, _Mapping]] = ..., names: _Optional[_Iterable[str]] = ..., owner_key: _Optional[str] = ..., shared: bool = ..., limit: _Optional[int] = ..., all: bool = ..., hold_limit: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., lock_delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[RequestHeader, _Mapping]] = ..., names: _Optional[_Iterable[str]] = ..., owner_key: _Optional[str] = ..., shared: bool = ..., limit: _Optional[int] = ..., all: bool = ..., hold_limit: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., lock_delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., modes: _Optional[_Iterable[_Union[LockMode, _Mapping]]] = ...) -> None: ...
 
 class AcquireManyResponse(_message.Message):
     __slots__ = ["results"]
@@ -69,7 +71,7 @@ class AcquireManyResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[AcquireResponse, _Mapping]]] = ...) -> None: ...
 
 class AcquireRequest(_message.Message):
-    __slots__ = ["header", "hold_limit", "limit", "lock_delay", "name", "owner_key", "shared", "wait", "wait_timeout"]
+    __slots__ = ["header", "hold_limit", "limit", "lock_delay", "name", "owner_key", "shared", "value", "wait", "wait_timeout"]
     HEADER_FIELD_NUMBER: _ClassVar[int]
     HOLD_LIMIT_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
@@ -77,6 +79,7 @@ class AcquireRequest(_message.Message):
     NAME_FIELD_NUMBER: _ClassVar[int]
     OWNER_KEY_FIELD_NUMBER: _ClassVar[int]
     SHARED_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
     WAIT_FIELD_NUMBER: _ClassVar[int]
     WAIT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     header: RequestHeader
@@ -86,9 +89,10 @@ class AcquireRequest(_message.Message):
     name: str
     owner_key: str
     shared: bool
+    value: str
     wait: bool
     wait_timeout: _duration_pb2.Duration
-    def __init__(self, header: _Optional[_Union[RequestHeader, _Mapping]] = ..., name: _Optional[str] = ..., owner_key: _Optional[str] = ..., wait: bool = ..., wait_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., shared: bool = ..., limit: _Optional[int] = ..., hold_limit: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., lock_delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[RequestHeader, _Mapping]] = ..., name: _Optional[str] = ..., owner_key: _Optional[str] = ..., wait: bool = ..., wait_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., shared: bool = ..., limit: _Optional[int] = ..., hold_limit: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., lock_delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., value: _Optional[str] = ...) -> None: ...
 
 class AcquireResponse(_message.Message):
     __slots__ = ["acquired", "count", "delayed_until", "holder", "lock_delay", "name", "position", "queued", "seq", "signed_token", "skipped", "token"]
@@ -369,6 +373,22 @@ class Grant(_message.Message):
     token: int
     def __init__(self, seq: _Optional[int] = ..., name: _Optional[str] = ..., token: _Optional[int] = ..., signed_token: _Optional[str] = ...) -> None: ...
 
+class HistoryRequest(_message.Message):
+    __slots__ = ["name"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class HistoryResponse(_message.Message):
+    __slots__ = ["applied_index", "holds", "replicated"]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    HOLDS_FIELD_NUMBER: _ClassVar[int]
+    REPLICATED_FIELD_NUMBER: _ClassVar[int]
+    applied_index: int
+    holds: _containers.RepeatedCompositeFieldContainer[PastHold]
+    replicated: bool
+    def __init__(self, holds: _Optional[_Iterable[_Union[PastHold, _Mapping]]] = ..., applied_index: _Optional[int] = ..., replicated: bool = ...) -> None: ...
+
 class HoldLost(_message.Message):
     __slots__ = ["name", "owner_key", "token"]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -380,7 +400,7 @@ class HoldLost(_message.Message):
     def __init__(self, name: _Optional[str] = ..., owner_key: _Optional[str] = ..., token: _Optional[int] = ...) -> None: ...
 
 class Holder(_message.Message):
-    __slots__ = ["count", "hold_limit", "lock_delay", "owner", "owner_key", "revoke_deadline", "revoke_grace", "session_id", "shared", "since", "token"]
+    __slots__ = ["count", "hold_limit", "lock_delay", "owner", "owner_key", "revoke_deadline", "revoke_grace", "session_id", "shared", "since", "token", "value"]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     HOLD_LIMIT_FIELD_NUMBER: _ClassVar[int]
     LOCK_DELAY_FIELD_NUMBER: _ClassVar[int]
@@ -392,6 +412,7 @@ class Holder(_message.Message):
     SHARED_FIELD_NUMBER: _ClassVar[int]
     SINCE_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
     count: int
     hold_limit: _duration_pb2.Duration
     lock_delay: _duration_pb2.Duration
@@ -403,7 +424,8 @@ class Holder(_message.Message):
     shared: bool
     since: _timestamp_pb2.Timestamp
     token: int
-    def __init__(self, session_id: _Optional[int] = ..., owner: _Optional[str] = ..., owner_key: _Optional[str] = ..., token: _Optional[int] = ..., count: _Optional[int] = ..., since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., shared: bool = ..., hold_limit: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., lock_delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., revoke_deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., revoke_grace: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    value: str
+    def __init__(self, session_id: _Optional[int] = ..., owner: _Optional[str] = ..., owner_key: _Optional[str] = ..., token: _Optional[int] = ..., count: _Optional[int] = ..., since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., shared: bool = ..., hold_limit: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., lock_delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., revoke_deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., revoke_grace: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., value: _Optional[str] = ...) -> None: ...
 
 class KeepAliveRequest(_message.Message):
     __slots__ = ["secret", "session_id"]
@@ -478,6 +500,14 @@ class Lock(_message.Message):
     name: str
     waiters: _containers.RepeatedCompositeFieldContainer[Waiter]
     def __init__(self, name: _Optional[str] = ..., holders: _Optional[_Iterable[_Union[Holder, _Mapping]]] = ..., waiters: _Optional[_Iterable[_Union[Waiter, _Mapping]]] = ..., limit: _Optional[int] = ..., delayed_until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class LockMode(_message.Message):
+    __slots__ = ["limit", "shared"]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    SHARED_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    shared: bool
+    def __init__(self, shared: bool = ..., limit: _Optional[int] = ...) -> None: ...
 
 class LockSummary(_message.Message):
     __slots__ = ["delayed_until", "holder", "holders", "limit", "name", "waiters"]
@@ -554,6 +584,24 @@ class PastHold(_message.Message):
     since: _timestamp_pb2.Timestamp
     token: int
     def __init__(self, session_id: _Optional[int] = ..., owner: _Optional[str] = ..., owner_key: _Optional[str] = ..., token: _Optional[int] = ..., shared: bool = ..., since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ended: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ended_index: _Optional[int] = ..., how: _Optional[_Union[HoldEnd, str]] = ...) -> None: ...
+
+class ProclaimRequest(_message.Message):
+    __slots__ = ["header", "name", "owner_key", "token", "value"]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OWNER_KEY_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    header: RequestHeader
+    name: str
+    owner_key: str
+    token: int
+    value: str
+    def __init__(self, header: _Optional[_Union[RequestHeader, _Mapping]] = ..., name: _Optional[str] = ..., token: _Optional[int] = ..., owner_key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
+class ProclaimResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
 
 class PromoteMemberRequest(_message.Message):
     __slots__ = ["name"]
@@ -679,6 +727,18 @@ class RotateSigningKeyResponse(_message.Message):
     keys: _containers.RepeatedCompositeFieldContainer[SigningKey]
     def __init__(self, key_id: _Optional[int] = ..., keys: _Optional[_Iterable[_Union[SigningKey, _Mapping]]] = ...) -> None: ...
 
+class SaveSnapshotRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class SaveSnapshotResponse(_message.Message):
+    __slots__ = ["data", "header"]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    header: SnapshotHeader
+    def __init__(self, header: _Optional[_Union[SnapshotHeader, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
 class Session(_message.Message):
     __slots__ = ["blacklisted", "created", "holds", "id", "owner", "ttl"]
     BLACKLISTED_FIELD_NUMBER: _ClassVar[int]
@@ -708,7 +768,7 @@ class SessionHolds(_message.Message):
     def __init__(self, holds: _Optional[_Iterable[_Union[HoldLost, _Mapping]]] = ..., index: _Optional[int] = ..., done: bool = ..., revoking: _Optional[_Iterable[_Union[RevokeRequested, _Mapping]]] = ...) -> None: ...
 
 class SessionRequest(_message.Message):
-    __slots__ = ["acquire", "acquire_many", "cancel", "close", "id", "keep_alive", "open", "release", "renew_hold", "resume"]
+    __slots__ = ["acquire", "acquire_many", "cancel", "close", "id", "keep_alive", "open", "proclaim", "release", "renew_hold", "resume"]
     ACQUIRE_FIELD_NUMBER: _ClassVar[int]
     ACQUIRE_MANY_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
@@ -716,6 +776,7 @@ class SessionRequest(_message.Message):
     ID_FIELD_NUMBER: _ClassVar[int]
     KEEP_ALIVE_FIELD_NUMBER: _ClassVar[int]
     OPEN_FIELD_NUMBER: _ClassVar[int]
+    PROCLAIM_FIELD_NUMBER: _ClassVar[int]
     RELEASE_FIELD_NUMBER: _ClassVar[int]
     RENEW_HOLD_FIELD_NUMBER: _ClassVar[int]
     RESUME_FIELD_NUMBER: _ClassVar[int]
@@ -726,13 +787,14 @@ class SessionRequest(_message.Message):
     id: int
     keep_alive: KeepAliveRequest
     open: OpenSessionRequest
+    proclaim: ProclaimRequest
     release: ReleaseRequest
     renew_hold: RenewHoldRequest
     resume: ResumeSession
-    def __init__(self, id: _Optional[int] = ..., open: _Optional[_Union[OpenSessionRequest, _Mapping]] = ..., resume: _Optional[_Union[ResumeSession, _Mapping]] = ..., keep_alive: _Optional[_Union[KeepAliveRequest, _Mapping]] = ..., acquire: _Optional[_Union[AcquireRequest, _Mapping]] = ..., release: _Optional[_Union[ReleaseRequest, _Mapping]] = ..., cancel: _Optional[_Union[CancelRequest, _Mapping]] = ..., acquire_many: _Optional[_Union[AcquireManyRequest, _Mapping]] = ..., close: _Optional[_Union[CloseSessionRequest, _Mapping]] = ..., renew_hold: _Optional[_Union[RenewHoldRequest, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[int] = ..., open: _Optional[_Union[OpenSessionRequest, _Mapping]] = ..., resume: _Optional[_Union[ResumeSession, _Mapping]] = ..., keep_alive: _Optional[_Union[KeepAliveRequest, _Mapping]] = ..., acquire: _Optional[_Union[AcquireRequest, _Mapping]] = ..., release: _Optional[_Union[ReleaseRequest, _Mapping]] = ..., cancel: _Optional[_Union[CancelRequest, _Mapping]] = ..., acquire_many: _Optional[_Union[AcquireManyRequest, _Mapping]] = ..., close: _Optional[_Union[CloseSessionRequest, _Mapping]] = ..., renew_hold: _Optional[_Union[RenewHoldRequest, _Mapping]] = ..., proclaim: _Optional[_Union[ProclaimRequest, _Mapping]] = ...) -> None: ...
 
 class SessionResponse(_message.Message):
-    __slots__ = ["acquire", "acquire_many", "cancel", "close", "error", "grant", "hold_lost", "holds", "id", "keep_alive", "open", "release", "renew_hold", "revoke_requested", "session_lost", "wait_ended"]
+    __slots__ = ["acquire", "acquire_many", "cancel", "close", "error", "grant", "hold_lost", "holds", "id", "keep_alive", "open", "proclaim", "release", "renew_hold", "revoke_requested", "session_lost", "wait_ended"]
     ACQUIRE_FIELD_NUMBER: _ClassVar[int]
     ACQUIRE_MANY_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
@@ -744,6 +806,7 @@ class SessionResponse(_message.Message):
     ID_FIELD_NUMBER: _ClassVar[int]
     KEEP_ALIVE_FIELD_NUMBER: _ClassVar[int]
     OPEN_FIELD_NUMBER: _ClassVar[int]
+    PROCLAIM_FIELD_NUMBER: _ClassVar[int]
     RELEASE_FIELD_NUMBER: _ClassVar[int]
     RENEW_HOLD_FIELD_NUMBER: _ClassVar[int]
     REVOKE_REQUESTED_FIELD_NUMBER: _ClassVar[int]
@@ -760,12 +823,13 @@ class SessionResponse(_message.Message):
     id: int
     keep_alive: KeepAliveResponse
     open: OpenSessionResponse
+    proclaim: ProclaimResponse
     release: ReleaseResponse
     renew_hold: RenewHoldResponse
     revoke_requested: RevokeRequested
     session_lost: Error
     wait_ended: WaitEnded
-    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., open: _Optional[_Union[OpenSessionResponse, _Mapping]] = ..., keep_alive: _Optional[_Union[KeepAliveResponse, _Mapping]] = ..., acquire: _Optional[_Union[AcquireResponse, _Mapping]] = ..., release: _Optional[_Union[ReleaseResponse, _Mapping]] = ..., cancel: _Optional[_Union[CancelResponse, _Mapping]] = ..., acquire_many: _Optional[_Union[AcquireManyResponse, _Mapping]] = ..., close: _Optional[_Union[CloseSessionResponse, _Mapping]] = ..., grant: _Optional[_Union[Grant, _Mapping]] = ..., wait_ended: _Optional[_Union[WaitEnded, _Mapping]] = ..., session_lost: _Optional[_Union[Error, _Mapping]] = ..., hold_lost: _Optional[_Union[HoldLost, _Mapping]] = ..., holds: _Optional[_Union[SessionHolds, _Mapping]] = ..., renew_hold: _Optional[_Union[RenewHoldResponse, _Mapping]] = ..., revoke_requested: _Optional[_Union[RevokeRequested, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., open: _Optional[_Union[OpenSessionResponse, _Mapping]] = ..., keep_alive: _Optional[_Union[KeepAliveResponse, _Mapping]] = ..., acquire: _Optional[_Union[AcquireResponse, _Mapping]] = ..., release: _Optional[_Union[ReleaseResponse, _Mapping]] = ..., cancel: _Optional[_Union[CancelResponse, _Mapping]] = ..., acquire_many: _Optional[_Union[AcquireManyResponse, _Mapping]] = ..., close: _Optional[_Union[CloseSessionResponse, _Mapping]] = ..., grant: _Optional[_Union[Grant, _Mapping]] = ..., wait_ended: _Optional[_Union[WaitEnded, _Mapping]] = ..., session_lost: _Optional[_Union[Error, _Mapping]] = ..., hold_lost: _Optional[_Union[HoldLost, _Mapping]] = ..., holds: _Optional[_Union[SessionHolds, _Mapping]] = ..., renew_hold: _Optional[_Union[RenewHoldResponse, _Mapping]] = ..., revoke_requested: _Optional[_Union[RevokeRequested, _Mapping]] = ..., proclaim: _Optional[_Union[ProclaimResponse, _Mapping]] = ...) -> None: ...
 
 class SessionsRequest(_message.Message):
     __slots__ = ["requests"]
@@ -795,13 +859,36 @@ class SigningKey(_message.Message):
     retired: _timestamp_pb2.Timestamp
     def __init__(self, id: _Optional[int] = ..., public_key: _Optional[bytes] = ..., created: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., current: bool = ..., retired: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., not_after_unix_nano: _Optional[int] = ...) -> None: ...
 
+class SnapshotHeader(_message.Message):
+    __slots__ = ["cluster_id", "data_sha256", "index", "log_version", "members", "size", "taken_at", "taken_by", "term"]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    DATA_SHA256_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    LOG_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    TAKEN_AT_FIELD_NUMBER: _ClassVar[int]
+    TAKEN_BY_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: int
+    data_sha256: bytes
+    index: int
+    log_version: int
+    members: _containers.RepeatedCompositeFieldContainer[Member]
+    size: int
+    taken_at: _timestamp_pb2.Timestamp
+    taken_by: str
+    term: int
+    def __init__(self, cluster_id: _Optional[int] = ..., index: _Optional[int] = ..., term: _Optional[int] = ..., log_version: _Optional[int] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., size: _Optional[int] = ..., data_sha256: _Optional[bytes] = ..., taken_by: _Optional[str] = ..., taken_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class StatusRequest(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ["applied_index", "commit_index", "disk_free_bytes", "id", "leader", "leader_addr", "leader_id", "locks", "log_version", "low_disk", "members", "min_free_disk_bytes", "name", "role", "sessions", "term", "version"]
+    __slots__ = ["applied_index", "cluster_id", "commit_index", "disk_free_bytes", "id", "leader", "leader_addr", "leader_id", "locks", "log_version", "low_disk", "members", "min_free_disk_bytes", "name", "role", "sessions", "term", "version"]
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
     DISK_FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -819,6 +906,7 @@ class StatusResponse(_message.Message):
     TERM_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     applied_index: int
+    cluster_id: int
     commit_index: int
     disk_free_bytes: int
     id: int
@@ -835,7 +923,7 @@ class StatusResponse(_message.Message):
     sessions: int
     term: int
     version: str
-    def __init__(self, name: _Optional[str] = ..., id: _Optional[int] = ..., leader: _Optional[str] = ..., leader_id: _Optional[int] = ..., leader_addr: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., role: _Optional[str] = ..., sessions: _Optional[int] = ..., locks: _Optional[int] = ..., version: _Optional[str] = ..., log_version: _Optional[int] = ..., disk_free_bytes: _Optional[int] = ..., min_free_disk_bytes: _Optional[int] = ..., low_disk: bool = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., id: _Optional[int] = ..., leader: _Optional[str] = ..., leader_id: _Optional[int] = ..., leader_addr: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., role: _Optional[str] = ..., sessions: _Optional[int] = ..., locks: _Optional[int] = ..., version: _Optional[str] = ..., log_version: _Optional[int] = ..., disk_free_bytes: _Optional[int] = ..., min_free_disk_bytes: _Optional[int] = ..., low_disk: bool = ..., cluster_id: _Optional[int] = ...) -> None: ...
 
 class TransferLeadershipRequest(_message.Message):
     __slots__ = ["to"]
