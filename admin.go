@@ -34,6 +34,12 @@ type Holder struct {
 	// LockDelay is the hold's lock-delay (WithLockDelay, or the member's
 	// default); 0 if it has none.
 	LockDelay time.Duration
+	// RevokeDeadline, if not zero, is when the leader ends the hold
+	// unless its holder lets go first (Client.Revoke asked it to), and
+	// RevokeGrace the grace the revoke gave. The deadline is by the clock
+	// of the leader that applied the revoke, for people.
+	RevokeDeadline time.Time
+	RevokeGrace    time.Duration
 	// Value is the hold's value ("" if none): an election's leader's
 	// (Election.Campaign, Election.Proclaim).
 	Value string
@@ -78,6 +84,7 @@ var holdEnds = map[batonpb.HoldEnd]string{
 	batonpb.HoldEnd_HOLD_END_HOLD_EXPIRED:    "hold limit expired",
 	batonpb.HoldEnd_HOLD_END_CAS_RELEASED:    "cas-released",
 	batonpb.HoldEnd_HOLD_END_ABANDONED:       "abandoned",
+	batonpb.HoldEnd_HOLD_END_REVOKED:         "revoked",
 }
 
 // LockInfo is a lock's full record: its holders and its FIFO queue, the
@@ -200,6 +207,10 @@ func holderOf(h *batonpb.Holder) Holder {
 		out.HoldLimit = h.GetHoldLimit().AsDuration()
 	}
 	out.LockDelay = h.GetLockDelay().AsDuration()
+	if h.GetRevokeDeadline() != nil {
+		out.RevokeDeadline = h.GetRevokeDeadline().AsTime()
+	}
+	out.RevokeGrace = h.GetRevokeGrace().AsDuration()
 	return out
 }
 

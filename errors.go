@@ -49,6 +49,11 @@ var (
 	// from the cluster; WithManualRenewal: the caller did not): the server
 	// ends the hold soon after. It matches ErrNotHeld.
 	ErrHoldExpired = fmt.Errorf("%w: hold limit passed", ErrNotHeld)
+	// ErrRevoked matches the cause of a Lease's Context and Lost when a
+	// revoke (Client.RevokeLock) asked the hold to end and the leader
+	// ended it when the grace passed; that cause matches ErrNotHeld too.
+	// A holder asked to let go learns it at once from RevokeRequested.
+	ErrRevoked = errors.New("baton: hold revoked")
 	// ErrBlacklisted: the session was blacklisted by an operator (Reason
 	// BLACKLISTED); it cannot acquire and it will expire.
 	ErrBlacklisted = errors.New("baton: session blacklisted")

@@ -53,6 +53,10 @@ type Lease struct {
 	holdDeadline time.Time
 	holdTimer    *time.Timer
 	autoRenew    bool // the library renews the hold (WithHoldLimit)
+	// A revoke's request to let go (revoke.go): revokeC is made on first
+	// use, and closed once revocation is set.
+	revokeC    chan struct{}
+	revocation *Revocation
 }
 
 // leaseTable is the session's table of Leases. Guarded by Session.mu.
@@ -179,7 +183,7 @@ func (l *Lease) SignedToken() string { return l.signedToken }
 // Lost is closed when the client can no longer vouch for the hold: the
 // session's conservative deadline passed (jeopardy), the session ended,
 // the Lease was released, or the server said an operator's CasRelease
-// ended the hold. Err says which.
+// or a revoke's grace ended the hold. Err says which.
 func (l *Lease) Lost() <-chan struct{} {
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
@@ -194,7 +198,8 @@ func (l *Lease) Lost() <-chan struct{} {
 
 // Err is nil while the Lease is valid, then ErrJeopardy, an error matching
 // ErrSessionLost or ErrSessionClosed, ErrReleased, or an error matching
-// ErrNotHeld (the hold ended by a CasRelease).
+// ErrNotHeld (the hold ended by a CasRelease; by a revoke's grace, it
+// matches ErrRevoked too).
 func (l *Lease) Err() error {
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
@@ -304,6 +309,9 @@ func (s *Session) holdLostLocked(h *batonpb.HoldLost) {
 		return // released meanwhile, or a newer hold
 	}
 	cause := fmt.Errorf("%w: hold of %s (token %d) ended by the server: an operator's CasRelease, or its hold limit passed", ErrNotHeld, h.GetName(), h.GetToken())
+	if ls[0].revocation != nil {
+		cause = fmt.Errorf("%w: %w: hold of %s (token %d) ended by the leader when the revoke's grace passed", ErrNotHeld, ErrRevoked, h.GetName(), h.GetToken())
+	}
 	for _, l := range ls {
 		s.endLeaseLocked(l, cause)
 	}
@@ -322,6 +330,9 @@ func (s *Session) serverHoldsLocked(h *batonpb.SessionHolds) {
 	}
 	for _, x := range h.GetHolds() {
 		s.leases.serverHolds[holdKey{x.GetName(), x.GetOwnerKey()}] = x.GetToken()
+	}
+	for _, r := range h.GetRevoking() {
+		s.revokeRequestedLocked(r)
 	}
 	if !h.GetDone() {
 		return

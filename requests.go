@@ -180,6 +180,9 @@ func (s *Session) handle(sc *streamConn, resp *batonpb.SessionResponse) {
 	case *batonpb.SessionResponse_Holds:
 		s.serverHoldsLocked(k.Holds)
 		return
+	case *batonpb.SessionResponse_RevokeRequested:
+		s.revokeRequestedLocked(k.RevokeRequested)
+		return
 	}
 	c := s.requests.byID[resp.GetId()]
 	if c == nil {

@@ -68,6 +68,11 @@ type Event struct {
 	At time.Time
 	// Err is the cause of a jeopardy, expiry or close.
 	Err error
+	// Revoked, if set, says that a revoke (Client.RevokeLock) asked one
+	// of the session's holds to end: the event is no change of state
+	// (State is the session's current one). Each Lease of the hold tells
+	// it too (RevokeRequested).
+	Revoked *Revocation
 }
 
 // Session is a client session: the liveness that every hold and wait of it

@@ -110,6 +110,17 @@ func (e expirer) ExpireHold(ctx context.Context, lock string, session, token uin
 	return err
 }
 
+func (e expirer) EndRevokedHold(ctx context.Context, lock string, session, token uint64) error {
+	cmd := &fsmpb.Command{Op: &fsmpb.Command_EndRevokedHold{EndRevokedHold: &fsmpb.EndRevokedHold{
+		Lock: lock, SessionId: session, Token: token,
+	}}}
+	applied, err := e.propose(ctx, cmd)
+	if applied {
+		e.log.Info("revoke grace passed: hold ended", "lock", lock, "session", session, "token", token)
+	}
+	return err
+}
+
 func (e expirer) EndLockDelay(ctx context.Context, lock string, delayFrom uint64) error {
 	cmd := &fsmpb.Command{Op: &fsmpb.Command_EndLockDelay{EndLockDelay: &fsmpb.EndLockDelay{
 		Lock: lock, DelayFrom: delayFrom,

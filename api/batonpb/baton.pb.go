@@ -183,6 +183,7 @@ const (
 	HoldEnd_HOLD_END_HOLD_EXPIRED    HoldEnd = 4 // its hold limit passed unrenewed
 	HoldEnd_HOLD_END_CAS_RELEASED    HoldEnd = 5 // an operator's CasRelease
 	HoldEnd_HOLD_END_ABANDONED       HoldEnd = 6 // granted to a wait whose caller had gone away
+	HoldEnd_HOLD_END_REVOKED         HoldEnd = 7 // a Revoke's grace passed before its holder let go
 )
 
 // Enum value maps for HoldEnd.
@@ -195,6 +196,7 @@ var (
 		4: "HOLD_END_HOLD_EXPIRED",
 		5: "HOLD_END_CAS_RELEASED",
 		6: "HOLD_END_ABANDONED",
+		7: "HOLD_END_REVOKED",
 	}
 	HoldEnd_value = map[string]int32{
 		"HOLD_END_UNSPECIFIED":     0,
@@ -204,6 +206,7 @@ var (
 		"HOLD_END_HOLD_EXPIRED":    4,
 		"HOLD_END_CAS_RELEASED":    5,
 		"HOLD_END_ABANDONED":       6,
+		"HOLD_END_REVOKED":         7,
 	}
 )
 
@@ -304,7 +307,7 @@ func (x ChangeAuthRequest_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeAuthRequest_Kind.Descriptor instead.
 func (ChangeAuthRequest_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71, 0}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{74, 0}
 }
 
 // RequestHeader makes a mutating request exactly-once.
@@ -1092,19 +1095,26 @@ func (x *RenewHoldResponse) GetHoldLimit() *durationpb.Duration {
 }
 
 type Holder struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
-	OwnerKey      string                 `protobuf:"bytes,3,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
-	Token         uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
-	Count         uint32                 `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
-	Since         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
-	Shared        bool                   `protobuf:"varint,7,opt,name=shared,proto3" json:"shared,omitempty"`
-	HoldLimit     *durationpb.Duration   `protobuf:"bytes,8,opt,name=hold_limit,json=holdLimit,proto3" json:"hold_limit,omitempty"` // unset: no hold limit
-	LockDelay     *durationpb.Duration   `protobuf:"bytes,9,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"` // unset: no lock-delay
-	Value         string                 `protobuf:"bytes,60,opt,name=value,proto3" json:"value,omitempty"`                         // the hold's value (AcquireRequest.value, Proclaim)
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Owner     string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	OwnerKey  string                 `protobuf:"bytes,3,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	Token     uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	Count     uint32                 `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
+	Since     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
+	Shared    bool                   `protobuf:"varint,7,opt,name=shared,proto3" json:"shared,omitempty"`
+	HoldLimit *durationpb.Duration   `protobuf:"bytes,8,opt,name=hold_limit,json=holdLimit,proto3" json:"hold_limit,omitempty"` // unset: no hold limit
+	LockDelay *durationpb.Duration   `protobuf:"bytes,9,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"` // unset: no lock-delay
+	// revoke_deadline, if set, is when the leader ends this hold unless
+	// its holder lets go first (a Revoke asked it to), and revoke_grace
+	// the grace the Revoke gave. The deadline is the wall clock of the
+	// leader that applied the Revoke plus the grace, for people: a new
+	// leader gives the hold its full grace again from its promotion.
+	RevokeDeadline *timestamppb.Timestamp `protobuf:"bytes,50,opt,name=revoke_deadline,json=revokeDeadline,proto3" json:"revoke_deadline,omitempty"`
+	RevokeGrace    *durationpb.Duration   `protobuf:"bytes,51,opt,name=revoke_grace,json=revokeGrace,proto3" json:"revoke_grace,omitempty"`
+	Value          string                 `protobuf:"bytes,60,opt,name=value,proto3" json:"value,omitempty"` // the hold's value (AcquireRequest.value, Proclaim)
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Holder) Reset() {
@@ -1196,6 +1206,20 @@ func (x *Holder) GetHoldLimit() *durationpb.Duration {
 func (x *Holder) GetLockDelay() *durationpb.Duration {
 	if x != nil {
 		return x.LockDelay
+	}
+	return nil
+}
+
+func (x *Holder) GetRevokeDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RevokeDeadline
+	}
+	return nil
+}
+
+func (x *Holder) GetRevokeGrace() *durationpb.Duration {
+	if x != nil {
+		return x.RevokeGrace
 	}
 	return nil
 }
@@ -1970,6 +1994,116 @@ func (*CasReleaseResponse) Descriptor() ([]byte, []int) {
 	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{23}
 }
 
+type RevokeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// token, if not 0, asks only the hold with that token (the one the
+	// caller saw): FAILED_PRECONDITION if the lock has none.
+	Token uint64 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	// grace is how long the holder has to let go: 1s .. 1h, whole
+	// milliseconds; unset: 30s.
+	Grace         *durationpb.Duration `protobuf:"bytes,3,opt,name=grace,proto3" json:"grace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeRequest) Reset() {
+	*x = RevokeRequest{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeRequest) ProtoMessage() {}
+
+func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
+func (*RevokeRequest) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *RevokeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RevokeRequest) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *RevokeRequest) GetGrace() *durationpb.Duration {
+	if x != nil {
+		return x.Grace
+	}
+	return nil
+}
+
+type RevokeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// revoked are the holds asked to let go, each with its deadline. A
+	// hold already being revoked keeps its first revocation.
+	Revoked       []*Holder `protobuf:"bytes,1,rep,name=revoked,proto3" json:"revoked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeResponse) Reset() {
+	*x = RevokeResponse{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeResponse) ProtoMessage() {}
+
+func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
+func (*RevokeResponse) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *RevokeResponse) GetRevoked() []*Holder {
+	if x != nil {
+		return x.Revoked
+	}
+	return nil
+}
+
 type CheckRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1980,7 +2114,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[24]
+	mi := &file_api_batonpb_baton_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1992,7 +2126,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[24]
+	mi := &file_api_batonpb_baton_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2005,7 +2139,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{24}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CheckRequest) GetName() string {
@@ -2032,7 +2166,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[25]
+	mi := &file_api_batonpb_baton_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2178,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[25]
+	mi := &file_api_batonpb_baton_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2191,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{25}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CheckResponse) GetHeld() bool {
@@ -2083,7 +2217,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[26]
+	mi := &file_api_batonpb_baton_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2095,7 +2229,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[26]
+	mi := &file_api_batonpb_baton_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2108,7 +2242,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{26}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetRequest) GetName() string {
@@ -2135,7 +2269,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[27]
+	mi := &file_api_batonpb_baton_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2147,7 +2281,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[27]
+	mi := &file_api_batonpb_baton_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2160,7 +2294,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{27}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Lock) GetName() string {
@@ -2215,7 +2349,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[28]
+	mi := &file_api_batonpb_baton_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2227,7 +2361,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[28]
+	mi := &file_api_batonpb_baton_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2240,7 +2374,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{28}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetResponse) GetLock() *Lock {
@@ -2266,7 +2400,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[29]
+	mi := &file_api_batonpb_baton_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +2412,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[29]
+	mi := &file_api_batonpb_baton_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +2425,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{29}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *HistoryRequest) GetName() string {
@@ -2319,7 +2453,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[30]
+	mi := &file_api_batonpb_baton_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2331,7 +2465,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[30]
+	mi := &file_api_batonpb_baton_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2344,7 +2478,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{30}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *HistoryResponse) GetHolds() []*PastHold {
@@ -2387,7 +2521,7 @@ type PastHold struct {
 
 func (x *PastHold) Reset() {
 	*x = PastHold{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[31]
+	mi := &file_api_batonpb_baton_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2399,7 +2533,7 @@ func (x *PastHold) String() string {
 func (*PastHold) ProtoMessage() {}
 
 func (x *PastHold) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[31]
+	mi := &file_api_batonpb_baton_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2412,7 +2546,7 @@ func (x *PastHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PastHold.ProtoReflect.Descriptor instead.
 func (*PastHold) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{31}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PastHold) GetSessionId() uint64 {
@@ -2489,7 +2623,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	mi := &file_api_batonpb_baton_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2501,7 +2635,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[32]
+	mi := &file_api_batonpb_baton_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2514,7 +2648,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{32}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListRequest) GetPrefix() string {
@@ -2553,7 +2687,7 @@ type LockSummary struct {
 
 func (x *LockSummary) Reset() {
 	*x = LockSummary{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[33]
+	mi := &file_api_batonpb_baton_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2565,7 +2699,7 @@ func (x *LockSummary) String() string {
 func (*LockSummary) ProtoMessage() {}
 
 func (x *LockSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[33]
+	mi := &file_api_batonpb_baton_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2578,7 +2712,7 @@ func (x *LockSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockSummary.ProtoReflect.Descriptor instead.
 func (*LockSummary) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{33}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LockSummary) GetName() string {
@@ -2633,7 +2767,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[34]
+	mi := &file_api_batonpb_baton_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2645,7 +2779,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[34]
+	mi := &file_api_batonpb_baton_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2658,7 +2792,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{34}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListResponse) GetLocks() []*LockSummary {
@@ -2689,7 +2823,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[35]
+	mi := &file_api_batonpb_baton_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2701,7 +2835,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[35]
+	mi := &file_api_batonpb_baton_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2714,7 +2848,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{35}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Session) GetId() uint64 {
@@ -2769,7 +2903,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[36]
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2781,7 +2915,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[36]
+	mi := &file_api_batonpb_baton_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2794,7 +2928,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{36}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListSessionsRequest) GetPageSize() uint32 {
@@ -2821,7 +2955,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[37]
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2833,7 +2967,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[37]
+	mi := &file_api_batonpb_baton_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2846,7 +2980,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{37}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -2872,7 +3006,7 @@ type BlacklistRequest struct {
 
 func (x *BlacklistRequest) Reset() {
 	*x = BlacklistRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2884,7 +3018,7 @@ func (x *BlacklistRequest) String() string {
 func (*BlacklistRequest) ProtoMessage() {}
 
 func (x *BlacklistRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[38]
+	mi := &file_api_batonpb_baton_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2897,7 +3031,7 @@ func (x *BlacklistRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlacklistRequest.ProtoReflect.Descriptor instead.
 func (*BlacklistRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{38}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *BlacklistRequest) GetSessionId() uint64 {
@@ -2915,7 +3049,7 @@ type BlacklistResponse struct {
 
 func (x *BlacklistResponse) Reset() {
 	*x = BlacklistResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2927,7 +3061,7 @@ func (x *BlacklistResponse) String() string {
 func (*BlacklistResponse) ProtoMessage() {}
 
 func (x *BlacklistResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[39]
+	mi := &file_api_batonpb_baton_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2940,7 +3074,7 @@ func (x *BlacklistResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlacklistResponse.ProtoReflect.Descriptor instead.
 func (*BlacklistResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{39}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{41}
 }
 
 type WatchRequest struct {
@@ -2952,7 +3086,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2964,7 +3098,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[40]
+	mi := &file_api_batonpb_baton_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2977,7 +3111,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{40}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WatchRequest) GetName() string {
@@ -2997,7 +3131,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3009,7 +3143,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[41]
+	mi := &file_api_batonpb_baton_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3022,7 +3156,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{41}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *WatchResponse) GetLock() *Lock {
@@ -3047,7 +3181,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3059,7 +3193,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[42]
+	mi := &file_api_batonpb_baton_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3072,7 +3206,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{42}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
 }
 
 type Member struct {
@@ -3094,7 +3228,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3106,7 +3240,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[43]
+	mi := &file_api_batonpb_baton_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3119,7 +3253,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{43}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Member) GetName() string {
@@ -3175,7 +3309,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3187,7 +3321,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[44]
+	mi := &file_api_batonpb_baton_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3200,7 +3334,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{44}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AddMemberRequest) GetName() string {
@@ -3235,7 +3369,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3247,7 +3381,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[45]
+	mi := &file_api_batonpb_baton_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3260,7 +3394,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{45}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AddMemberResponse) GetMembers() []*Member {
@@ -3286,7 +3420,7 @@ type PromoteMemberRequest struct {
 
 func (x *PromoteMemberRequest) Reset() {
 	*x = PromoteMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3298,7 +3432,7 @@ func (x *PromoteMemberRequest) String() string {
 func (*PromoteMemberRequest) ProtoMessage() {}
 
 func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[46]
+	mi := &file_api_batonpb_baton_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3311,7 +3445,7 @@ func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberRequest.ProtoReflect.Descriptor instead.
 func (*PromoteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{46}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *PromoteMemberRequest) GetName() string {
@@ -3330,7 +3464,7 @@ type PromoteMemberResponse struct {
 
 func (x *PromoteMemberResponse) Reset() {
 	*x = PromoteMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[47]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3342,7 +3476,7 @@ func (x *PromoteMemberResponse) String() string {
 func (*PromoteMemberResponse) ProtoMessage() {}
 
 func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[47]
+	mi := &file_api_batonpb_baton_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3355,7 +3489,7 @@ func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberResponse.ProtoReflect.Descriptor instead.
 func (*PromoteMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{47}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PromoteMemberResponse) GetMembers() []*Member {
@@ -3375,7 +3509,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3387,7 +3521,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[48]
+	mi := &file_api_batonpb_baton_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3400,7 +3534,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{48}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *TransferLeadershipRequest) GetTo() string {
@@ -3420,7 +3554,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3432,7 +3566,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[49]
+	mi := &file_api_batonpb_baton_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3445,7 +3579,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{49}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *TransferLeadershipResponse) GetLeader() string {
@@ -3471,7 +3605,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3483,7 +3617,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[50]
+	mi := &file_api_batonpb_baton_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3496,7 +3630,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{50}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RemoveMemberRequest) GetName() string {
@@ -3515,7 +3649,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3527,7 +3661,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[51]
+	mi := &file_api_batonpb_baton_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3540,7 +3674,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{51}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RemoveMemberResponse) GetMembers() []*Member {
@@ -3587,7 +3721,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[52]
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3599,7 +3733,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[52]
+	mi := &file_api_batonpb_baton_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3612,7 +3746,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{52}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *StatusResponse) GetName() string {
@@ -3749,7 +3883,7 @@ type SaveSnapshotRequest struct {
 
 func (x *SaveSnapshotRequest) Reset() {
 	*x = SaveSnapshotRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3761,7 +3895,7 @@ func (x *SaveSnapshotRequest) String() string {
 func (*SaveSnapshotRequest) ProtoMessage() {}
 
 func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[53]
+	mi := &file_api_batonpb_baton_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3774,7 +3908,7 @@ func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SaveSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{53}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{55}
 }
 
 type SaveSnapshotResponse struct {
@@ -3787,7 +3921,7 @@ type SaveSnapshotResponse struct {
 
 func (x *SaveSnapshotResponse) Reset() {
 	*x = SaveSnapshotResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3799,7 +3933,7 @@ func (x *SaveSnapshotResponse) String() string {
 func (*SaveSnapshotResponse) ProtoMessage() {}
 
 func (x *SaveSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[54]
+	mi := &file_api_batonpb_baton_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3812,7 +3946,7 @@ func (x *SaveSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SaveSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{54}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SaveSnapshotResponse) GetHeader() *SnapshotHeader {
@@ -3851,7 +3985,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3863,7 +3997,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[55]
+	mi := &file_api_batonpb_baton_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3876,7 +4010,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{55}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SnapshotHeader) GetClusterId() uint64 {
@@ -3958,7 +4092,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3970,7 +4104,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[56]
+	mi := &file_api_batonpb_baton_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3983,7 +4117,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{56}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Error) GetCode() uint32 {
@@ -4042,7 +4176,7 @@ type DeadlockEdge struct {
 
 func (x *DeadlockEdge) Reset() {
 	*x = DeadlockEdge{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4054,7 +4188,7 @@ func (x *DeadlockEdge) String() string {
 func (*DeadlockEdge) ProtoMessage() {}
 
 func (x *DeadlockEdge) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[57]
+	mi := &file_api_batonpb_baton_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4067,7 +4201,7 @@ func (x *DeadlockEdge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadlockEdge.ProtoReflect.Descriptor instead.
 func (*DeadlockEdge) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{57}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *DeadlockEdge) GetSessionId() uint64 {
@@ -4123,7 +4257,7 @@ type DeadlockCycle struct {
 
 func (x *DeadlockCycle) Reset() {
 	*x = DeadlockCycle{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4135,7 +4269,7 @@ func (x *DeadlockCycle) String() string {
 func (*DeadlockCycle) ProtoMessage() {}
 
 func (x *DeadlockCycle) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[58]
+	mi := &file_api_batonpb_baton_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4148,7 +4282,7 @@ func (x *DeadlockCycle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadlockCycle.ProtoReflect.Descriptor instead.
 func (*DeadlockCycle) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{58}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *DeadlockCycle) GetEdges() []*DeadlockEdge {
@@ -4170,7 +4304,7 @@ type ResumeSession struct {
 
 func (x *ResumeSession) Reset() {
 	*x = ResumeSession{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4182,7 +4316,7 @@ func (x *ResumeSession) String() string {
 func (*ResumeSession) ProtoMessage() {}
 
 func (x *ResumeSession) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[59]
+	mi := &file_api_batonpb_baton_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4195,7 +4329,7 @@ func (x *ResumeSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSession.ProtoReflect.Descriptor instead.
 func (*ResumeSession) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{59}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ResumeSession) GetSessionId() uint64 {
@@ -4235,7 +4369,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4247,7 +4381,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[60]
+	mi := &file_api_batonpb_baton_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4260,7 +4394,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{60}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SessionRequest) GetId() uint64 {
@@ -4441,7 +4575,7 @@ type SessionsRequest struct {
 
 func (x *SessionsRequest) Reset() {
 	*x = SessionsRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4453,7 +4587,7 @@ func (x *SessionsRequest) String() string {
 func (*SessionsRequest) ProtoMessage() {}
 
 func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[61]
+	mi := &file_api_batonpb_baton_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4466,7 +4600,7 @@ func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsRequest.ProtoReflect.Descriptor instead.
 func (*SessionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{61}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SessionsRequest) GetRequests() []*ChannelRequest {
@@ -4492,7 +4626,7 @@ type ChannelRequest struct {
 
 func (x *ChannelRequest) Reset() {
 	*x = ChannelRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4504,7 +4638,7 @@ func (x *ChannelRequest) String() string {
 func (*ChannelRequest) ProtoMessage() {}
 
 func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[62]
+	mi := &file_api_batonpb_baton_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4517,7 +4651,7 @@ func (x *ChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelRequest.ProtoReflect.Descriptor instead.
 func (*ChannelRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{62}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ChannelRequest) GetChannel() uint64 {
@@ -4552,7 +4686,7 @@ type SessionsResponse struct {
 
 func (x *SessionsResponse) Reset() {
 	*x = SessionsResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4564,7 +4698,7 @@ func (x *SessionsResponse) String() string {
 func (*SessionsResponse) ProtoMessage() {}
 
 func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[63]
+	mi := &file_api_batonpb_baton_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4577,7 +4711,7 @@ func (x *SessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsResponse.ProtoReflect.Descriptor instead.
 func (*SessionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{63}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SessionsResponse) GetResponses() []*ChannelResponse {
@@ -4601,7 +4735,7 @@ type ChannelResponse struct {
 
 func (x *ChannelResponse) Reset() {
 	*x = ChannelResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4613,7 +4747,7 @@ func (x *ChannelResponse) String() string {
 func (*ChannelResponse) ProtoMessage() {}
 
 func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[64]
+	mi := &file_api_batonpb_baton_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4626,7 +4760,7 @@ func (x *ChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelResponse.ProtoReflect.Descriptor instead.
 func (*ChannelResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{64}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ChannelResponse) GetChannel() uint64 {
@@ -4659,7 +4793,7 @@ type ChannelEnd struct {
 
 func (x *ChannelEnd) Reset() {
 	*x = ChannelEnd{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4671,7 +4805,7 @@ func (x *ChannelEnd) String() string {
 func (*ChannelEnd) ProtoMessage() {}
 
 func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[65]
+	mi := &file_api_batonpb_baton_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4684,7 +4818,7 @@ func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelEnd.ProtoReflect.Descriptor instead.
 func (*ChannelEnd) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{65}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ChannelEnd) GetError() *Error {
@@ -4707,7 +4841,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4719,7 +4853,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[66]
+	mi := &file_api_batonpb_baton_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4732,7 +4866,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{66}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *Grant) GetSeq() uint64 {
@@ -4775,7 +4909,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	mi := &file_api_batonpb_baton_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4787,7 +4921,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[67]
+	mi := &file_api_batonpb_baton_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4800,7 +4934,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{67}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *WaitEnded) GetSeq() uint64 {
@@ -4844,6 +4978,7 @@ type SessionResponse struct {
 	//	*SessionResponse_HoldLost
 	//	*SessionResponse_Holds
 	//	*SessionResponse_RenewHold
+	//	*SessionResponse_RevokeRequested
 	//	*SessionResponse_Proclaim
 	Kind          isSessionResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
@@ -4852,7 +4987,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	mi := &file_api_batonpb_baton_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4864,7 +4999,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[68]
+	mi := &file_api_batonpb_baton_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4877,7 +5012,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{68}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SessionResponse) GetId() uint64 {
@@ -5018,6 +5153,15 @@ func (x *SessionResponse) GetRenewHold() *RenewHoldResponse {
 	return nil
 }
 
+func (x *SessionResponse) GetRevokeRequested() *RevokeRequested {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionResponse_RevokeRequested); ok {
+			return x.RevokeRequested
+		}
+	}
+	return nil
+}
+
 func (x *SessionResponse) GetProclaim() *ProclaimResponse {
 	if x != nil {
 		if x, ok := x.Kind.(*SessionResponse_Proclaim); ok {
@@ -5090,6 +5234,13 @@ type SessionResponse_RenewHold struct {
 	RenewHold *RenewHoldResponse `protobuf:"bytes,15,opt,name=renew_hold,json=renewHold,proto3,oneof"`
 }
 
+type SessionResponse_RevokeRequested struct {
+	// revoke_requested is pushed when a Revoke asks a hold of this
+	// session to end: the holder should finish and release it before
+	// the deadline, when the leader ends it.
+	RevokeRequested *RevokeRequested `protobuf:"bytes,16,opt,name=revoke_requested,json=revokeRequested,proto3,oneof"`
+}
+
 type SessionResponse_Proclaim struct {
 	Proclaim *ProclaimResponse `protobuf:"bytes,17,opt,name=proclaim,proto3,oneof"`
 }
@@ -5120,7 +5271,89 @@ func (*SessionResponse_Holds) isSessionResponse_Kind() {}
 
 func (*SessionResponse_RenewHold) isSessionResponse_Kind() {}
 
+func (*SessionResponse_RevokeRequested) isSessionResponse_Kind() {}
+
 func (*SessionResponse_Proclaim) isSessionResponse_Kind() {}
+
+// RevokeRequested tells a session that a Revoke asked its hold of name
+// (owner_key, token) to end within grace: the leader ends the hold then
+// unless it was released first. deadline is the wall clock of the leader
+// that applied the Revoke plus the grace, for people.
+type RevokeRequested struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	OwnerKey      string                 `protobuf:"bytes,2,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	Grace         *durationpb.Duration   `protobuf:"bytes,4,opt,name=grace,proto3" json:"grace,omitempty"`
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeRequested) Reset() {
+	*x = RevokeRequested{}
+	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeRequested) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeRequested) ProtoMessage() {}
+
+func (x *RevokeRequested) ProtoReflect() protoreflect.Message {
+	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeRequested.ProtoReflect.Descriptor instead.
+func (*RevokeRequested) Descriptor() ([]byte, []int) {
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *RevokeRequested) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RevokeRequested) GetOwnerKey() string {
+	if x != nil {
+		return x.OwnerKey
+	}
+	return ""
+}
+
+func (x *RevokeRequested) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *RevokeRequested) GetGrace() *durationpb.Duration {
+	if x != nil {
+		return x.Grace
+	}
+	return nil
+}
+
+func (x *RevokeRequested) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
 
 // HoldLost tells a session that its hold of name (owner_key, token) ended
 // by someone else's request, a CasRelease: it must stop acting as the
@@ -5129,17 +5362,20 @@ func (*SessionResponse_Proclaim) isSessionResponse_Kind() {}
 // ends its leases of any other hold granted at or before index. A long
 // list comes in several messages, the last with done set.
 type SessionHolds struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Holds         []*HoldLost            `protobuf:"bytes,1,rep,name=holds,proto3" json:"holds,omitempty"` // name, owner_key and token of each hold
-	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
-	Done          bool                   `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Holds []*HoldLost            `protobuf:"bytes,1,rep,name=holds,proto3" json:"holds,omitempty"` // name, owner_key and token of each hold
+	Index uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Done  bool                   `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`
+	// revoking are the holds among these that a Revoke asked to end, so a
+	// client that was away when it was pushed learns it.
+	Revoking      []*RevokeRequested `protobuf:"bytes,50,rep,name=revoking,proto3" json:"revoking,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionHolds) Reset() {
 	*x = SessionHolds{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[69]
+	mi := &file_api_batonpb_baton_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5151,7 +5387,7 @@ func (x *SessionHolds) String() string {
 func (*SessionHolds) ProtoMessage() {}
 
 func (x *SessionHolds) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[69]
+	mi := &file_api_batonpb_baton_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5164,7 +5400,7 @@ func (x *SessionHolds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionHolds.ProtoReflect.Descriptor instead.
 func (*SessionHolds) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{69}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *SessionHolds) GetHolds() []*HoldLost {
@@ -5188,6 +5424,13 @@ func (x *SessionHolds) GetDone() bool {
 	return false
 }
 
+func (x *SessionHolds) GetRevoking() []*RevokeRequested {
+	if x != nil {
+		return x.Revoking
+	}
+	return nil
+}
+
 type HoldLost struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -5199,7 +5442,7 @@ type HoldLost struct {
 
 func (x *HoldLost) Reset() {
 	*x = HoldLost{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[70]
+	mi := &file_api_batonpb_baton_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5211,7 +5454,7 @@ func (x *HoldLost) String() string {
 func (*HoldLost) ProtoMessage() {}
 
 func (x *HoldLost) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[70]
+	mi := &file_api_batonpb_baton_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5224,7 +5467,7 @@ func (x *HoldLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldLost.ProtoReflect.Descriptor instead.
 func (*HoldLost) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{70}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *HoldLost) GetName() string {
@@ -5266,7 +5509,7 @@ type ChangeAuthRequest struct {
 
 func (x *ChangeAuthRequest) Reset() {
 	*x = ChangeAuthRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	mi := &file_api_batonpb_baton_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5278,7 +5521,7 @@ func (x *ChangeAuthRequest) String() string {
 func (*ChangeAuthRequest) ProtoMessage() {}
 
 func (x *ChangeAuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[71]
+	mi := &file_api_batonpb_baton_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5291,7 +5534,7 @@ func (x *ChangeAuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeAuthRequest.ProtoReflect.Descriptor instead.
 func (*ChangeAuthRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{71}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ChangeAuthRequest) GetKind() ChangeAuthRequest_Kind {
@@ -5347,7 +5590,7 @@ type ChangeAuthResponse struct {
 
 func (x *ChangeAuthResponse) Reset() {
 	*x = ChangeAuthResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[72]
+	mi := &file_api_batonpb_baton_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5359,7 +5602,7 @@ func (x *ChangeAuthResponse) String() string {
 func (*ChangeAuthResponse) ProtoMessage() {}
 
 func (x *ChangeAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[72]
+	mi := &file_api_batonpb_baton_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5372,7 +5615,7 @@ func (x *ChangeAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeAuthResponse.ProtoReflect.Descriptor instead.
 func (*ChangeAuthResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{72}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ChangeAuthResponse) GetToken() string {
@@ -5390,7 +5633,7 @@ type GetAuthRequest struct {
 
 func (x *GetAuthRequest) Reset() {
 	*x = GetAuthRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[73]
+	mi := &file_api_batonpb_baton_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5402,7 +5645,7 @@ func (x *GetAuthRequest) String() string {
 func (*GetAuthRequest) ProtoMessage() {}
 
 func (x *GetAuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[73]
+	mi := &file_api_batonpb_baton_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5415,7 +5658,7 @@ func (x *GetAuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthRequest.ProtoReflect.Descriptor instead.
 func (*GetAuthRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{73}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{76}
 }
 
 type AuthUser struct {
@@ -5429,7 +5672,7 @@ type AuthUser struct {
 
 func (x *AuthUser) Reset() {
 	*x = AuthUser{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[74]
+	mi := &file_api_batonpb_baton_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5441,7 +5684,7 @@ func (x *AuthUser) String() string {
 func (*AuthUser) ProtoMessage() {}
 
 func (x *AuthUser) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[74]
+	mi := &file_api_batonpb_baton_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5454,7 +5697,7 @@ func (x *AuthUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthUser.ProtoReflect.Descriptor instead.
 func (*AuthUser) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{74}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *AuthUser) GetName() string {
@@ -5488,7 +5731,7 @@ type AuthPermission struct {
 
 func (x *AuthPermission) Reset() {
 	*x = AuthPermission{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[75]
+	mi := &file_api_batonpb_baton_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5500,7 +5743,7 @@ func (x *AuthPermission) String() string {
 func (*AuthPermission) ProtoMessage() {}
 
 func (x *AuthPermission) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[75]
+	mi := &file_api_batonpb_baton_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5513,7 +5756,7 @@ func (x *AuthPermission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthPermission.ProtoReflect.Descriptor instead.
 func (*AuthPermission) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{75}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *AuthPermission) GetPrefix() string {
@@ -5540,7 +5783,7 @@ type AuthRole struct {
 
 func (x *AuthRole) Reset() {
 	*x = AuthRole{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[76]
+	mi := &file_api_batonpb_baton_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5552,7 +5795,7 @@ func (x *AuthRole) String() string {
 func (*AuthRole) ProtoMessage() {}
 
 func (x *AuthRole) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[76]
+	mi := &file_api_batonpb_baton_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5565,7 +5808,7 @@ func (x *AuthRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthRole.ProtoReflect.Descriptor instead.
 func (*AuthRole) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{76}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *AuthRole) GetName() string {
@@ -5595,7 +5838,7 @@ type GetAuthResponse struct {
 
 func (x *GetAuthResponse) Reset() {
 	*x = GetAuthResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[77]
+	mi := &file_api_batonpb_baton_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5607,7 +5850,7 @@ func (x *GetAuthResponse) String() string {
 func (*GetAuthResponse) ProtoMessage() {}
 
 func (x *GetAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[77]
+	mi := &file_api_batonpb_baton_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5620,7 +5863,7 @@ func (x *GetAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuthResponse.ProtoReflect.Descriptor instead.
 func (*GetAuthResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{77}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *GetAuthResponse) GetEnabled() bool {
@@ -5659,7 +5902,7 @@ type AuditRequest struct {
 
 func (x *AuditRequest) Reset() {
 	*x = AuditRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[78]
+	mi := &file_api_batonpb_baton_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5671,7 +5914,7 @@ func (x *AuditRequest) String() string {
 func (*AuditRequest) ProtoMessage() {}
 
 func (x *AuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[78]
+	mi := &file_api_batonpb_baton_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5684,7 +5927,7 @@ func (x *AuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRequest.ProtoReflect.Descriptor instead.
 func (*AuditRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{78}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{81}
 }
 
 type AuditEntry struct {
@@ -5699,7 +5942,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[79]
+	mi := &file_api_batonpb_baton_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5711,7 +5954,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[79]
+	mi := &file_api_batonpb_baton_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5724,7 +5967,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{79}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *AuditEntry) GetIndex() uint64 {
@@ -5764,7 +6007,7 @@ type AuditResponse struct {
 
 func (x *AuditResponse) Reset() {
 	*x = AuditResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[80]
+	mi := &file_api_batonpb_baton_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5776,7 +6019,7 @@ func (x *AuditResponse) String() string {
 func (*AuditResponse) ProtoMessage() {}
 
 func (x *AuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[80]
+	mi := &file_api_batonpb_baton_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5789,7 +6032,7 @@ func (x *AuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditResponse.ProtoReflect.Descriptor instead.
 func (*AuditResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{80}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *AuditResponse) GetEntries() []*AuditEntry {
@@ -5807,7 +6050,7 @@ type KeysRequest struct {
 
 func (x *KeysRequest) Reset() {
 	*x = KeysRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[81]
+	mi := &file_api_batonpb_baton_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5819,7 +6062,7 @@ func (x *KeysRequest) String() string {
 func (*KeysRequest) ProtoMessage() {}
 
 func (x *KeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[81]
+	mi := &file_api_batonpb_baton_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5832,7 +6075,7 @@ func (x *KeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeysRequest.ProtoReflect.Descriptor instead.
 func (*KeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{81}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{84}
 }
 
 // SigningKey is one of the cluster's Ed25519 signed-token keys, its
@@ -5854,7 +6097,7 @@ type SigningKey struct {
 
 func (x *SigningKey) Reset() {
 	*x = SigningKey{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[82]
+	mi := &file_api_batonpb_baton_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5866,7 +6109,7 @@ func (x *SigningKey) String() string {
 func (*SigningKey) ProtoMessage() {}
 
 func (x *SigningKey) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[82]
+	mi := &file_api_batonpb_baton_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5879,7 +6122,7 @@ func (x *SigningKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
 func (*SigningKey) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{82}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *SigningKey) GetId() uint64 {
@@ -5933,7 +6176,7 @@ type KeysResponse struct {
 
 func (x *KeysResponse) Reset() {
 	*x = KeysResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[83]
+	mi := &file_api_batonpb_baton_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5945,7 +6188,7 @@ func (x *KeysResponse) String() string {
 func (*KeysResponse) ProtoMessage() {}
 
 func (x *KeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[83]
+	mi := &file_api_batonpb_baton_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5958,7 +6201,7 @@ func (x *KeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeysResponse.ProtoReflect.Descriptor instead.
 func (*KeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{83}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *KeysResponse) GetKeys() []*SigningKey {
@@ -5978,7 +6221,7 @@ type RotateSigningKeyRequest struct {
 
 func (x *RotateSigningKeyRequest) Reset() {
 	*x = RotateSigningKeyRequest{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[84]
+	mi := &file_api_batonpb_baton_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5990,7 +6233,7 @@ func (x *RotateSigningKeyRequest) String() string {
 func (*RotateSigningKeyRequest) ProtoMessage() {}
 
 func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[84]
+	mi := &file_api_batonpb_baton_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6003,7 +6246,7 @@ func (x *RotateSigningKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSigningKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateSigningKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{84}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *RotateSigningKeyRequest) GetRetention() *durationpb.Duration {
@@ -6023,7 +6266,7 @@ type RotateSigningKeyResponse struct {
 
 func (x *RotateSigningKeyResponse) Reset() {
 	*x = RotateSigningKeyResponse{}
-	mi := &file_api_batonpb_baton_proto_msgTypes[85]
+	mi := &file_api_batonpb_baton_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6035,7 +6278,7 @@ func (x *RotateSigningKeyResponse) String() string {
 func (*RotateSigningKeyResponse) ProtoMessage() {}
 
 func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_batonpb_baton_proto_msgTypes[85]
+	mi := &file_api_batonpb_baton_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6048,7 +6291,7 @@ func (x *RotateSigningKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateSigningKeyResponse.ProtoReflect.Descriptor instead.
 func (*RotateSigningKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{85}
+	return file_api_batonpb_baton_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *RotateSigningKeyResponse) GetKeyId() uint64 {
@@ -6128,7 +6371,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x06secret\x18\x04 \x01(\tR\x06secret\"M\n" +
 	"\x11RenewHoldResponse\x128\n" +
 	"\n" +
-	"hold_limit\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"\xda\x02\n" +
+	"hold_limit\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\"\xdd\x03\n" +
 	"\x06Holder\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
@@ -6141,7 +6384,9 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\n" +
 	"hold_limit\x18\b \x01(\v2\x19.google.protobuf.DurationR\tholdLimit\x128\n" +
 	"\n" +
-	"lock_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12\x14\n" +
+	"lock_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12C\n" +
+	"\x0frevoke_deadline\x182 \x01(\v2\x1a.google.protobuf.TimestampR\x0erevokeDeadline\x12<\n" +
+	"\frevoke_grace\x183 \x01(\v2\x19.google.protobuf.DurationR\vrevokeGrace\x12\x14\n" +
 	"\x05value\x18< \x01(\tR\x05value\"\xe2\x01\n" +
 	"\x06Waiter\x12\x1d\n" +
 	"\n" +
@@ -6202,7 +6447,13 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x02 \x01(\x04R\tsessionId\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\"\x14\n" +
-	"\x12CasReleaseResponse\"8\n" +
+	"\x12CasReleaseResponse\"j\n" +
+	"\rRevokeRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\x12/\n" +
+	"\x05grace\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x05grace\"<\n" +
+	"\x0eRevokeResponse\x12*\n" +
+	"\arevoked\x18\x01 \x03(\v2\x10.baton.v1.HolderR\arevoked\"8\n" +
 	"\fCheckRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\"M\n" +
@@ -6410,7 +6661,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\tWaitEnded\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12(\n" +
-	"\x06reason\x18\x03 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\"\xd1\x06\n" +
+	"\x06reason\x18\x03 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\"\x99\a\n" +
 	"\x0fSessionResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
 	"\x05error\x18\x02 \x01(\v2\x0f.baton.v1.ErrorR\x05error\x123\n" +
@@ -6430,13 +6681,21 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\thold_lost\x18\r \x01(\v2\x12.baton.v1.HoldLostH\x00R\bholdLost\x12.\n" +
 	"\x05holds\x18\x0e \x01(\v2\x16.baton.v1.SessionHoldsH\x00R\x05holds\x12<\n" +
 	"\n" +
-	"renew_hold\x18\x0f \x01(\v2\x1b.baton.v1.RenewHoldResponseH\x00R\trenewHold\x128\n" +
+	"renew_hold\x18\x0f \x01(\v2\x1b.baton.v1.RenewHoldResponseH\x00R\trenewHold\x12F\n" +
+	"\x10revoke_requested\x18\x10 \x01(\v2\x19.baton.v1.RevokeRequestedH\x00R\x0frevokeRequested\x128\n" +
 	"\bproclaim\x18\x11 \x01(\v2\x1a.baton.v1.ProclaimResponseH\x00R\bproclaimB\x06\n" +
-	"\x04kind\"b\n" +
+	"\x04kind\"\xc1\x01\n" +
+	"\x0fRevokeRequested\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12/\n" +
+	"\x05grace\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x05grace\x126\n" +
+	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\x99\x01\n" +
 	"\fSessionHolds\x12(\n" +
 	"\x05holds\x18\x01 \x03(\v2\x12.baton.v1.HoldLostR\x05holds\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
-	"\x04done\x18\x03 \x01(\bR\x04done\"Q\n" +
+	"\x04done\x18\x03 \x01(\bR\x04done\x125\n" +
+	"\brevoking\x182 \x03(\v2\x19.baton.v1.RevokeRequestedR\brevoking\"Q\n" +
 	"\bHoldLost\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\towner_key\x18\x02 \x01(\tR\bownerKey\x12\x14\n" +
@@ -6539,7 +6798,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\rNOT_PERMITTED\x10\x16\x12\x15\n" +
 	"\x11TOO_MANY_SESSIONS\x10\x17\x12\f\n" +
 	"\bNO_SPACE\x10\x18\x12\f\n" +
-	"\bDEADLOCK\x10\x19*\xc3\x01\n" +
+	"\bDEADLOCK\x10\x19*\xd9\x01\n" +
 	"\aHoldEnd\x12\x18\n" +
 	"\x14HOLD_END_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11HOLD_END_RELEASED\x10\x01\x12\x1b\n" +
@@ -6547,7 +6806,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x18HOLD_END_SESSION_EXPIRED\x10\x03\x12\x19\n" +
 	"\x15HOLD_END_HOLD_EXPIRED\x10\x04\x12\x19\n" +
 	"\x15HOLD_END_CAS_RELEASED\x10\x05\x12\x16\n" +
-	"\x12HOLD_END_ABANDONED\x10\x062\xd6\x15\n" +
+	"\x12HOLD_END_ABANDONED\x10\x06\x12\x14\n" +
+	"\x10HOLD_END_REVOKED\x10\a2\xb0\x16\n" +
 	"\x05Baton\x12B\n" +
 	"\aSession\x12\x18.baton.v1.SessionRequest\x1a\x19.baton.v1.SessionResponse(\x010\x01\x12E\n" +
 	"\bSessions\x12\x19.baton.v1.SessionsRequest\x1a\x1a.baton.v1.SessionsResponse(\x010\x01\x12c\n" +
@@ -6560,7 +6820,8 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\aRelease\x12\x18.baton.v1.ReleaseRequest\x1a\x19.baton.v1.ReleaseResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/locks/release\x12`\n" +
 	"\bProclaim\x12\x19.baton.v1.ProclaimRequest\x1a\x1a.baton.v1.ProclaimResponse\"\x1d\x82\xd3\xe4\x93\x02\x17:\x01*\"\x12/v1/locks/proclaim\x12i\n" +
 	"\n" +
-	"CasRelease\x12\x1b.baton.v1.CasReleaseRequest\x1a\x1c.baton.v1.CasReleaseResponse\" \x82\xd3\xe4\x93\x02\x1a:\x01*\"\x15/v1/locks/cas-release\x12K\n" +
+	"CasRelease\x12\x1b.baton.v1.CasReleaseRequest\x1a\x1c.baton.v1.CasReleaseResponse\" \x82\xd3\xe4\x93\x02\x1a:\x01*\"\x15/v1/locks/cas-release\x12X\n" +
+	"\x06Revoke\x12\x17.baton.v1.RevokeRequest\x1a\x18.baton.v1.RevokeResponse\"\x1b\x82\xd3\xe4\x93\x02\x15:\x01*\"\x10/v1/locks/revoke\x12K\n" +
 	"\x05Check\x12\x16.baton.v1.CheckRequest\x1a\x17.baton.v1.CheckResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/check\x12D\n" +
 	"\x03Get\x12\x14.baton.v1.GetRequest\x1a\x15.baton.v1.GetResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
 	"\x12\b/v1/lock\x12S\n" +
@@ -6598,7 +6859,7 @@ func file_api_batonpb_baton_proto_rawDescGZIP() []byte {
 }
 
 var file_api_batonpb_baton_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
+var file_api_batonpb_baton_proto_msgTypes = make([]protoimpl.MessageInfo, 89)
 var file_api_batonpb_baton_proto_goTypes = []any{
 	(Reason)(0),                        // 0: baton.v1.Reason
 	(HoldEnd)(0),                       // 1: baton.v1.HoldEnd
@@ -6627,231 +6888,244 @@ var file_api_batonpb_baton_proto_goTypes = []any{
 	(*CancelResponse)(nil),             // 24: baton.v1.CancelResponse
 	(*CasReleaseRequest)(nil),          // 25: baton.v1.CasReleaseRequest
 	(*CasReleaseResponse)(nil),         // 26: baton.v1.CasReleaseResponse
-	(*CheckRequest)(nil),               // 27: baton.v1.CheckRequest
-	(*CheckResponse)(nil),              // 28: baton.v1.CheckResponse
-	(*GetRequest)(nil),                 // 29: baton.v1.GetRequest
-	(*Lock)(nil),                       // 30: baton.v1.Lock
-	(*GetResponse)(nil),                // 31: baton.v1.GetResponse
-	(*HistoryRequest)(nil),             // 32: baton.v1.HistoryRequest
-	(*HistoryResponse)(nil),            // 33: baton.v1.HistoryResponse
-	(*PastHold)(nil),                   // 34: baton.v1.PastHold
-	(*ListRequest)(nil),                // 35: baton.v1.ListRequest
-	(*LockSummary)(nil),                // 36: baton.v1.LockSummary
-	(*ListResponse)(nil),               // 37: baton.v1.ListResponse
-	(*Session)(nil),                    // 38: baton.v1.Session
-	(*ListSessionsRequest)(nil),        // 39: baton.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),       // 40: baton.v1.ListSessionsResponse
-	(*BlacklistRequest)(nil),           // 41: baton.v1.BlacklistRequest
-	(*BlacklistResponse)(nil),          // 42: baton.v1.BlacklistResponse
-	(*WatchRequest)(nil),               // 43: baton.v1.WatchRequest
-	(*WatchResponse)(nil),              // 44: baton.v1.WatchResponse
-	(*StatusRequest)(nil),              // 45: baton.v1.StatusRequest
-	(*Member)(nil),                     // 46: baton.v1.Member
-	(*AddMemberRequest)(nil),           // 47: baton.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),          // 48: baton.v1.AddMemberResponse
-	(*PromoteMemberRequest)(nil),       // 49: baton.v1.PromoteMemberRequest
-	(*PromoteMemberResponse)(nil),      // 50: baton.v1.PromoteMemberResponse
-	(*TransferLeadershipRequest)(nil),  // 51: baton.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 52: baton.v1.TransferLeadershipResponse
-	(*RemoveMemberRequest)(nil),        // 53: baton.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),       // 54: baton.v1.RemoveMemberResponse
-	(*StatusResponse)(nil),             // 55: baton.v1.StatusResponse
-	(*SaveSnapshotRequest)(nil),        // 56: baton.v1.SaveSnapshotRequest
-	(*SaveSnapshotResponse)(nil),       // 57: baton.v1.SaveSnapshotResponse
-	(*SnapshotHeader)(nil),             // 58: baton.v1.SnapshotHeader
-	(*Error)(nil),                      // 59: baton.v1.Error
-	(*DeadlockEdge)(nil),               // 60: baton.v1.DeadlockEdge
-	(*DeadlockCycle)(nil),              // 61: baton.v1.DeadlockCycle
-	(*ResumeSession)(nil),              // 62: baton.v1.ResumeSession
-	(*SessionRequest)(nil),             // 63: baton.v1.SessionRequest
-	(*SessionsRequest)(nil),            // 64: baton.v1.SessionsRequest
-	(*ChannelRequest)(nil),             // 65: baton.v1.ChannelRequest
-	(*SessionsResponse)(nil),           // 66: baton.v1.SessionsResponse
-	(*ChannelResponse)(nil),            // 67: baton.v1.ChannelResponse
-	(*ChannelEnd)(nil),                 // 68: baton.v1.ChannelEnd
-	(*Grant)(nil),                      // 69: baton.v1.Grant
-	(*WaitEnded)(nil),                  // 70: baton.v1.WaitEnded
-	(*SessionResponse)(nil),            // 71: baton.v1.SessionResponse
-	(*SessionHolds)(nil),               // 72: baton.v1.SessionHolds
-	(*HoldLost)(nil),                   // 73: baton.v1.HoldLost
-	(*ChangeAuthRequest)(nil),          // 74: baton.v1.ChangeAuthRequest
-	(*ChangeAuthResponse)(nil),         // 75: baton.v1.ChangeAuthResponse
-	(*GetAuthRequest)(nil),             // 76: baton.v1.GetAuthRequest
-	(*AuthUser)(nil),                   // 77: baton.v1.AuthUser
-	(*AuthPermission)(nil),             // 78: baton.v1.AuthPermission
-	(*AuthRole)(nil),                   // 79: baton.v1.AuthRole
-	(*GetAuthResponse)(nil),            // 80: baton.v1.GetAuthResponse
-	(*AuditRequest)(nil),               // 81: baton.v1.AuditRequest
-	(*AuditEntry)(nil),                 // 82: baton.v1.AuditEntry
-	(*AuditResponse)(nil),              // 83: baton.v1.AuditResponse
-	(*KeysRequest)(nil),                // 84: baton.v1.KeysRequest
-	(*SigningKey)(nil),                 // 85: baton.v1.SigningKey
-	(*KeysResponse)(nil),               // 86: baton.v1.KeysResponse
-	(*RotateSigningKeyRequest)(nil),    // 87: baton.v1.RotateSigningKeyRequest
-	(*RotateSigningKeyResponse)(nil),   // 88: baton.v1.RotateSigningKeyResponse
-	(*durationpb.Duration)(nil),        // 89: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),      // 90: google.protobuf.Timestamp
+	(*RevokeRequest)(nil),              // 27: baton.v1.RevokeRequest
+	(*RevokeResponse)(nil),             // 28: baton.v1.RevokeResponse
+	(*CheckRequest)(nil),               // 29: baton.v1.CheckRequest
+	(*CheckResponse)(nil),              // 30: baton.v1.CheckResponse
+	(*GetRequest)(nil),                 // 31: baton.v1.GetRequest
+	(*Lock)(nil),                       // 32: baton.v1.Lock
+	(*GetResponse)(nil),                // 33: baton.v1.GetResponse
+	(*HistoryRequest)(nil),             // 34: baton.v1.HistoryRequest
+	(*HistoryResponse)(nil),            // 35: baton.v1.HistoryResponse
+	(*PastHold)(nil),                   // 36: baton.v1.PastHold
+	(*ListRequest)(nil),                // 37: baton.v1.ListRequest
+	(*LockSummary)(nil),                // 38: baton.v1.LockSummary
+	(*ListResponse)(nil),               // 39: baton.v1.ListResponse
+	(*Session)(nil),                    // 40: baton.v1.Session
+	(*ListSessionsRequest)(nil),        // 41: baton.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),       // 42: baton.v1.ListSessionsResponse
+	(*BlacklistRequest)(nil),           // 43: baton.v1.BlacklistRequest
+	(*BlacklistResponse)(nil),          // 44: baton.v1.BlacklistResponse
+	(*WatchRequest)(nil),               // 45: baton.v1.WatchRequest
+	(*WatchResponse)(nil),              // 46: baton.v1.WatchResponse
+	(*StatusRequest)(nil),              // 47: baton.v1.StatusRequest
+	(*Member)(nil),                     // 48: baton.v1.Member
+	(*AddMemberRequest)(nil),           // 49: baton.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),          // 50: baton.v1.AddMemberResponse
+	(*PromoteMemberRequest)(nil),       // 51: baton.v1.PromoteMemberRequest
+	(*PromoteMemberResponse)(nil),      // 52: baton.v1.PromoteMemberResponse
+	(*TransferLeadershipRequest)(nil),  // 53: baton.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 54: baton.v1.TransferLeadershipResponse
+	(*RemoveMemberRequest)(nil),        // 55: baton.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 56: baton.v1.RemoveMemberResponse
+	(*StatusResponse)(nil),             // 57: baton.v1.StatusResponse
+	(*SaveSnapshotRequest)(nil),        // 58: baton.v1.SaveSnapshotRequest
+	(*SaveSnapshotResponse)(nil),       // 59: baton.v1.SaveSnapshotResponse
+	(*SnapshotHeader)(nil),             // 60: baton.v1.SnapshotHeader
+	(*Error)(nil),                      // 61: baton.v1.Error
+	(*DeadlockEdge)(nil),               // 62: baton.v1.DeadlockEdge
+	(*DeadlockCycle)(nil),              // 63: baton.v1.DeadlockCycle
+	(*ResumeSession)(nil),              // 64: baton.v1.ResumeSession
+	(*SessionRequest)(nil),             // 65: baton.v1.SessionRequest
+	(*SessionsRequest)(nil),            // 66: baton.v1.SessionsRequest
+	(*ChannelRequest)(nil),             // 67: baton.v1.ChannelRequest
+	(*SessionsResponse)(nil),           // 68: baton.v1.SessionsResponse
+	(*ChannelResponse)(nil),            // 69: baton.v1.ChannelResponse
+	(*ChannelEnd)(nil),                 // 70: baton.v1.ChannelEnd
+	(*Grant)(nil),                      // 71: baton.v1.Grant
+	(*WaitEnded)(nil),                  // 72: baton.v1.WaitEnded
+	(*SessionResponse)(nil),            // 73: baton.v1.SessionResponse
+	(*RevokeRequested)(nil),            // 74: baton.v1.RevokeRequested
+	(*SessionHolds)(nil),               // 75: baton.v1.SessionHolds
+	(*HoldLost)(nil),                   // 76: baton.v1.HoldLost
+	(*ChangeAuthRequest)(nil),          // 77: baton.v1.ChangeAuthRequest
+	(*ChangeAuthResponse)(nil),         // 78: baton.v1.ChangeAuthResponse
+	(*GetAuthRequest)(nil),             // 79: baton.v1.GetAuthRequest
+	(*AuthUser)(nil),                   // 80: baton.v1.AuthUser
+	(*AuthPermission)(nil),             // 81: baton.v1.AuthPermission
+	(*AuthRole)(nil),                   // 82: baton.v1.AuthRole
+	(*GetAuthResponse)(nil),            // 83: baton.v1.GetAuthResponse
+	(*AuditRequest)(nil),               // 84: baton.v1.AuditRequest
+	(*AuditEntry)(nil),                 // 85: baton.v1.AuditEntry
+	(*AuditResponse)(nil),              // 86: baton.v1.AuditResponse
+	(*KeysRequest)(nil),                // 87: baton.v1.KeysRequest
+	(*SigningKey)(nil),                 // 88: baton.v1.SigningKey
+	(*KeysResponse)(nil),               // 89: baton.v1.KeysResponse
+	(*RotateSigningKeyRequest)(nil),    // 90: baton.v1.RotateSigningKeyRequest
+	(*RotateSigningKeyResponse)(nil),   // 91: baton.v1.RotateSigningKeyResponse
+	(*durationpb.Duration)(nil),        // 92: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),      // 93: google.protobuf.Timestamp
 }
 var file_api_batonpb_baton_proto_depIdxs = []int32{
-	89,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	89,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	89,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	92,  // 0: baton.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	92,  // 1: baton.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	92,  // 2: baton.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
 	3,   // 3: baton.v1.AcquireRequest.header:type_name -> baton.v1.RequestHeader
-	89,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	89,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
-	89,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	92,  // 4: baton.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	92,  // 5: baton.v1.AcquireRequest.hold_limit:type_name -> google.protobuf.Duration
+	92,  // 6: baton.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
 	3,   // 7: baton.v1.ProclaimRequest.header:type_name -> baton.v1.RequestHeader
-	89,  // 8: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
-	90,  // 9: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
-	89,  // 10: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
-	89,  // 11: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
-	90,  // 12: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
-	89,  // 13: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
-	15,  // 14: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
-	89,  // 15: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
-	90,  // 16: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
-	3,   // 17: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
-	89,  // 18: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
-	89,  // 19: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
-	19,  // 20: baton.v1.AcquireManyRequest.modes:type_name -> baton.v1.LockMode
-	17,  // 21: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
-	3,   // 22: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
-	3,   // 23: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
-	17,  // 24: baton.v1.CancelResponse.granted:type_name -> baton.v1.AcquireResponse
-	15,  // 25: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
-	15,  // 26: baton.v1.Lock.holders:type_name -> baton.v1.Holder
-	16,  // 27: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
-	90,  // 28: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
-	30,  // 29: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
-	34,  // 30: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
-	34,  // 31: baton.v1.HistoryResponse.holds:type_name -> baton.v1.PastHold
-	90,  // 32: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
-	90,  // 33: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
-	1,   // 34: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
-	15,  // 35: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
-	90,  // 36: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
-	36,  // 37: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
-	89,  // 38: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
-	90,  // 39: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
-	38,  // 40: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
-	30,  // 41: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
-	46,  // 42: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
-	46,  // 43: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
-	46,  // 44: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
-	46,  // 45: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
-	58,  // 46: baton.v1.SaveSnapshotResponse.header:type_name -> baton.v1.SnapshotHeader
-	46,  // 47: baton.v1.SnapshotHeader.members:type_name -> baton.v1.Member
-	90,  // 48: baton.v1.SnapshotHeader.taken_at:type_name -> google.protobuf.Timestamp
-	0,   // 49: baton.v1.Error.reason:type_name -> baton.v1.Reason
-	60,  // 50: baton.v1.Error.deadlock_cycle:type_name -> baton.v1.DeadlockEdge
-	60,  // 51: baton.v1.DeadlockCycle.edges:type_name -> baton.v1.DeadlockEdge
-	4,   // 52: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
-	62,  // 53: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
-	6,   // 54: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
-	10,  // 55: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
-	21,  // 56: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
-	23,  // 57: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
-	18,  // 58: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
-	8,   // 59: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
-	13,  // 60: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
-	11,  // 61: baton.v1.SessionRequest.proclaim:type_name -> baton.v1.ProclaimRequest
-	65,  // 62: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
-	63,  // 63: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
-	67,  // 64: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
-	71,  // 65: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
-	68,  // 66: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
-	59,  // 67: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
-	0,   // 68: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
-	59,  // 69: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
-	5,   // 70: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
-	7,   // 71: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
-	17,  // 72: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
-	22,  // 73: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
-	24,  // 74: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
-	20,  // 75: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
-	9,   // 76: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
-	69,  // 77: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
-	70,  // 78: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
-	59,  // 79: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	73,  // 80: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
-	72,  // 81: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
-	14,  // 82: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
-	12,  // 83: baton.v1.SessionResponse.proclaim:type_name -> baton.v1.ProclaimResponse
-	73,  // 84: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
-	2,   // 85: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
-	78,  // 86: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
-	77,  // 87: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
-	79,  // 88: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
-	90,  // 89: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	82,  // 90: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
-	90,  // 91: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
-	90,  // 92: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
-	85,  // 93: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
-	89,  // 94: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
-	85,  // 95: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
-	63,  // 96: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	64,  // 97: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
-	4,   // 98: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	6,   // 99: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	8,   // 100: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	10,  // 101: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	18,  // 102: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	13,  // 103: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
-	21,  // 104: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	11,  // 105: baton.v1.Baton.Proclaim:input_type -> baton.v1.ProclaimRequest
-	25,  // 106: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	27,  // 107: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	29,  // 108: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	32,  // 109: baton.v1.Baton.History:input_type -> baton.v1.HistoryRequest
-	35,  // 110: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	39,  // 111: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	43,  // 112: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
-	41,  // 113: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	45,  // 114: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	47,  // 115: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
-	49,  // 116: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
-	53,  // 117: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
-	51,  // 118: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
-	74,  // 119: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
-	76,  // 120: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
-	81,  // 121: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
-	84,  // 122: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
-	87,  // 123: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
-	56,  // 124: baton.v1.Baton.SaveSnapshot:input_type -> baton.v1.SaveSnapshotRequest
-	71,  // 125: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	66,  // 126: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	5,   // 127: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	7,   // 128: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	9,   // 129: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	17,  // 130: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	20,  // 131: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	14,  // 132: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
-	22,  // 133: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	12,  // 134: baton.v1.Baton.Proclaim:output_type -> baton.v1.ProclaimResponse
-	26,  // 135: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	28,  // 136: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	31,  // 137: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	33,  // 138: baton.v1.Baton.History:output_type -> baton.v1.HistoryResponse
-	37,  // 139: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	40,  // 140: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	44,  // 141: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
-	42,  // 142: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	55,  // 143: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	48,  // 144: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
-	50,  // 145: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
-	54,  // 146: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
-	52,  // 147: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
-	75,  // 148: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
-	80,  // 149: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
-	83,  // 150: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
-	86,  // 151: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
-	88,  // 152: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
-	57,  // 153: baton.v1.Baton.SaveSnapshot:output_type -> baton.v1.SaveSnapshotResponse
-	125, // [125:154] is the sub-list for method output_type
-	96,  // [96:125] is the sub-list for method input_type
-	96,  // [96:96] is the sub-list for extension type_name
-	96,  // [96:96] is the sub-list for extension extendee
-	0,   // [0:96] is the sub-list for field type_name
+	92,  // 8: baton.v1.RenewHoldResponse.hold_limit:type_name -> google.protobuf.Duration
+	93,  // 9: baton.v1.Holder.since:type_name -> google.protobuf.Timestamp
+	92,  // 10: baton.v1.Holder.hold_limit:type_name -> google.protobuf.Duration
+	92,  // 11: baton.v1.Holder.lock_delay:type_name -> google.protobuf.Duration
+	93,  // 12: baton.v1.Holder.revoke_deadline:type_name -> google.protobuf.Timestamp
+	92,  // 13: baton.v1.Holder.revoke_grace:type_name -> google.protobuf.Duration
+	93,  // 14: baton.v1.Waiter.since:type_name -> google.protobuf.Timestamp
+	92,  // 15: baton.v1.Waiter.wait_timeout:type_name -> google.protobuf.Duration
+	15,  // 16: baton.v1.AcquireResponse.holder:type_name -> baton.v1.Holder
+	92,  // 17: baton.v1.AcquireResponse.lock_delay:type_name -> google.protobuf.Duration
+	93,  // 18: baton.v1.AcquireResponse.delayed_until:type_name -> google.protobuf.Timestamp
+	3,   // 19: baton.v1.AcquireManyRequest.header:type_name -> baton.v1.RequestHeader
+	92,  // 20: baton.v1.AcquireManyRequest.hold_limit:type_name -> google.protobuf.Duration
+	92,  // 21: baton.v1.AcquireManyRequest.lock_delay:type_name -> google.protobuf.Duration
+	19,  // 22: baton.v1.AcquireManyRequest.modes:type_name -> baton.v1.LockMode
+	17,  // 23: baton.v1.AcquireManyResponse.results:type_name -> baton.v1.AcquireResponse
+	3,   // 24: baton.v1.ReleaseRequest.header:type_name -> baton.v1.RequestHeader
+	3,   // 25: baton.v1.CancelRequest.header:type_name -> baton.v1.RequestHeader
+	17,  // 26: baton.v1.CancelResponse.granted:type_name -> baton.v1.AcquireResponse
+	92,  // 27: baton.v1.RevokeRequest.grace:type_name -> google.protobuf.Duration
+	15,  // 28: baton.v1.RevokeResponse.revoked:type_name -> baton.v1.Holder
+	15,  // 29: baton.v1.CheckResponse.holder:type_name -> baton.v1.Holder
+	15,  // 30: baton.v1.Lock.holders:type_name -> baton.v1.Holder
+	16,  // 31: baton.v1.Lock.waiters:type_name -> baton.v1.Waiter
+	93,  // 32: baton.v1.Lock.delayed_until:type_name -> google.protobuf.Timestamp
+	32,  // 33: baton.v1.GetResponse.lock:type_name -> baton.v1.Lock
+	36,  // 34: baton.v1.GetResponse.history:type_name -> baton.v1.PastHold
+	36,  // 35: baton.v1.HistoryResponse.holds:type_name -> baton.v1.PastHold
+	93,  // 36: baton.v1.PastHold.since:type_name -> google.protobuf.Timestamp
+	93,  // 37: baton.v1.PastHold.ended:type_name -> google.protobuf.Timestamp
+	1,   // 38: baton.v1.PastHold.how:type_name -> baton.v1.HoldEnd
+	15,  // 39: baton.v1.LockSummary.holder:type_name -> baton.v1.Holder
+	93,  // 40: baton.v1.LockSummary.delayed_until:type_name -> google.protobuf.Timestamp
+	38,  // 41: baton.v1.ListResponse.locks:type_name -> baton.v1.LockSummary
+	92,  // 42: baton.v1.Session.ttl:type_name -> google.protobuf.Duration
+	93,  // 43: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
+	40,  // 44: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
+	32,  // 45: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
+	48,  // 46: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
+	48,  // 47: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
+	48,  // 48: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
+	48,  // 49: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
+	60,  // 50: baton.v1.SaveSnapshotResponse.header:type_name -> baton.v1.SnapshotHeader
+	48,  // 51: baton.v1.SnapshotHeader.members:type_name -> baton.v1.Member
+	93,  // 52: baton.v1.SnapshotHeader.taken_at:type_name -> google.protobuf.Timestamp
+	0,   // 53: baton.v1.Error.reason:type_name -> baton.v1.Reason
+	62,  // 54: baton.v1.Error.deadlock_cycle:type_name -> baton.v1.DeadlockEdge
+	62,  // 55: baton.v1.DeadlockCycle.edges:type_name -> baton.v1.DeadlockEdge
+	4,   // 56: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
+	64,  // 57: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
+	6,   // 58: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
+	10,  // 59: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
+	21,  // 60: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
+	23,  // 61: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
+	18,  // 62: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
+	8,   // 63: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
+	13,  // 64: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
+	11,  // 65: baton.v1.SessionRequest.proclaim:type_name -> baton.v1.ProclaimRequest
+	67,  // 66: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
+	65,  // 67: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
+	69,  // 68: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
+	73,  // 69: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
+	70,  // 70: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
+	61,  // 71: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
+	0,   // 72: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
+	61,  // 73: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
+	5,   // 74: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
+	7,   // 75: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
+	17,  // 76: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
+	22,  // 77: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
+	24,  // 78: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
+	20,  // 79: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
+	9,   // 80: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
+	71,  // 81: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
+	72,  // 82: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
+	61,  // 83: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
+	76,  // 84: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
+	75,  // 85: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
+	14,  // 86: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
+	74,  // 87: baton.v1.SessionResponse.revoke_requested:type_name -> baton.v1.RevokeRequested
+	12,  // 88: baton.v1.SessionResponse.proclaim:type_name -> baton.v1.ProclaimResponse
+	92,  // 89: baton.v1.RevokeRequested.grace:type_name -> google.protobuf.Duration
+	93,  // 90: baton.v1.RevokeRequested.deadline:type_name -> google.protobuf.Timestamp
+	76,  // 91: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
+	74,  // 92: baton.v1.SessionHolds.revoking:type_name -> baton.v1.RevokeRequested
+	2,   // 93: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
+	81,  // 94: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
+	80,  // 95: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
+	82,  // 96: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
+	93,  // 97: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	85,  // 98: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
+	93,  // 99: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
+	93,  // 100: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
+	88,  // 101: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
+	92,  // 102: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
+	88,  // 103: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
+	65,  // 104: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	66,  // 105: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	4,   // 106: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	6,   // 107: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	8,   // 108: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	10,  // 109: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	18,  // 110: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	13,  // 111: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
+	21,  // 112: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	11,  // 113: baton.v1.Baton.Proclaim:input_type -> baton.v1.ProclaimRequest
+	25,  // 114: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	27,  // 115: baton.v1.Baton.Revoke:input_type -> baton.v1.RevokeRequest
+	29,  // 116: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	31,  // 117: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	34,  // 118: baton.v1.Baton.History:input_type -> baton.v1.HistoryRequest
+	37,  // 119: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	41,  // 120: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	45,  // 121: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
+	43,  // 122: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	47,  // 123: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	49,  // 124: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
+	51,  // 125: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
+	55,  // 126: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
+	53,  // 127: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
+	77,  // 128: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
+	79,  // 129: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
+	84,  // 130: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
+	87,  // 131: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
+	90,  // 132: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
+	58,  // 133: baton.v1.Baton.SaveSnapshot:input_type -> baton.v1.SaveSnapshotRequest
+	73,  // 134: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	68,  // 135: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	5,   // 136: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	7,   // 137: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	9,   // 138: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	17,  // 139: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	20,  // 140: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	14,  // 141: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
+	22,  // 142: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	12,  // 143: baton.v1.Baton.Proclaim:output_type -> baton.v1.ProclaimResponse
+	26,  // 144: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	28,  // 145: baton.v1.Baton.Revoke:output_type -> baton.v1.RevokeResponse
+	30,  // 146: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	33,  // 147: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	35,  // 148: baton.v1.Baton.History:output_type -> baton.v1.HistoryResponse
+	39,  // 149: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	42,  // 150: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	46,  // 151: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
+	44,  // 152: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	57,  // 153: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	50,  // 154: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
+	52,  // 155: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
+	56,  // 156: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
+	54,  // 157: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
+	78,  // 158: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
+	83,  // 159: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
+	86,  // 160: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
+	89,  // 161: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
+	91,  // 162: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
+	59,  // 163: baton.v1.Baton.SaveSnapshot:output_type -> baton.v1.SaveSnapshotResponse
+	134, // [134:164] is the sub-list for method output_type
+	104, // [104:134] is the sub-list for method input_type
+	104, // [104:104] is the sub-list for extension type_name
+	104, // [104:104] is the sub-list for extension extendee
+	0,   // [0:104] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }
@@ -6859,8 +7133,8 @@ func file_api_batonpb_baton_proto_init() {
 	if File_api_batonpb_baton_proto != nil {
 		return
 	}
-	file_api_batonpb_baton_proto_msgTypes[52].OneofWrappers = []any{}
-	file_api_batonpb_baton_proto_msgTypes[60].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[54].OneofWrappers = []any{}
+	file_api_batonpb_baton_proto_msgTypes[62].OneofWrappers = []any{
 		(*SessionRequest_Open)(nil),
 		(*SessionRequest_Resume)(nil),
 		(*SessionRequest_KeepAlive)(nil),
@@ -6872,7 +7146,7 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionRequest_RenewHold)(nil),
 		(*SessionRequest_Proclaim)(nil),
 	}
-	file_api_batonpb_baton_proto_msgTypes[68].OneofWrappers = []any{
+	file_api_batonpb_baton_proto_msgTypes[70].OneofWrappers = []any{
 		(*SessionResponse_Open)(nil),
 		(*SessionResponse_KeepAlive)(nil),
 		(*SessionResponse_Acquire)(nil),
@@ -6886,6 +7160,7 @@ func file_api_batonpb_baton_proto_init() {
 		(*SessionResponse_HoldLost)(nil),
 		(*SessionResponse_Holds)(nil),
 		(*SessionResponse_RenewHold)(nil),
+		(*SessionResponse_RevokeRequested)(nil),
 		(*SessionResponse_Proclaim)(nil),
 	}
 	type x struct{}
@@ -6894,7 +7169,7 @@ func file_api_batonpb_baton_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_batonpb_baton_proto_rawDesc), len(file_api_batonpb_baton_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   86,
+			NumMessages:   89,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

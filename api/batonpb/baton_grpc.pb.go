@@ -35,6 +35,7 @@ const (
 	Baton_Release_FullMethodName            = "/baton.v1.Baton/Release"
 	Baton_Proclaim_FullMethodName           = "/baton.v1.Baton/Proclaim"
 	Baton_CasRelease_FullMethodName         = "/baton.v1.Baton/CasRelease"
+	Baton_Revoke_FullMethodName             = "/baton.v1.Baton/Revoke"
 	Baton_Check_FullMethodName              = "/baton.v1.Baton/Check"
 	Baton_Get_FullMethodName                = "/baton.v1.Baton/Get"
 	Baton_History_FullMethodName            = "/baton.v1.Baton/History"
@@ -97,6 +98,12 @@ type BatonClient interface {
 	// CasRelease ends a hold only if its holder still is session_id (and
 	// token, when given): for supervisors freeing a dead process's locks.
 	CasRelease(ctx context.Context, in *CasReleaseRequest, opts ...grpc.CallOption) (*CasReleaseResponse, error)
+	// Revoke asks the holder of a lock to let go within a grace: its
+	// client is told at once (RevokeRequested), and if the hold has not
+	// ended when the grace passes, the leader ends it (HOLD_END_REVOKED).
+	// With token, only the hold with that token is asked; without, every
+	// holder. Needs admin over the lock's name, as CasRelease.
+	Revoke(ctx context.Context, in *RevokeRequest, opts ...grpc.CallOption) (*RevokeResponse, error)
 	// Check answers, linearizably, whether token is the current hold of name.
 	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
@@ -285,6 +292,16 @@ func (c *batonClient) CasRelease(ctx context.Context, in *CasReleaseRequest, opt
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CasReleaseResponse)
 	err := c.cc.Invoke(ctx, Baton_CasRelease_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *batonClient) Revoke(ctx context.Context, in *RevokeRequest, opts ...grpc.CallOption) (*RevokeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeResponse)
+	err := c.cc.Invoke(ctx, Baton_Revoke_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -531,6 +548,12 @@ type BatonServer interface {
 	// CasRelease ends a hold only if its holder still is session_id (and
 	// token, when given): for supervisors freeing a dead process's locks.
 	CasRelease(context.Context, *CasReleaseRequest) (*CasReleaseResponse, error)
+	// Revoke asks the holder of a lock to let go within a grace: its
+	// client is told at once (RevokeRequested), and if the hold has not
+	// ended when the grace passes, the leader ends it (HOLD_END_REVOKED).
+	// With token, only the hold with that token is asked; without, every
+	// holder. Needs admin over the lock's name, as CasRelease.
+	Revoke(context.Context, *RevokeRequest) (*RevokeResponse, error)
 	// Check answers, linearizably, whether token is the current hold of name.
 	Check(context.Context, *CheckRequest) (*CheckResponse, error)
 	Get(context.Context, *GetRequest) (*GetResponse, error)
@@ -641,6 +664,9 @@ func (UnimplementedBatonServer) Proclaim(context.Context, *ProclaimRequest) (*Pr
 }
 func (UnimplementedBatonServer) CasRelease(context.Context, *CasReleaseRequest) (*CasReleaseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CasRelease not implemented")
+}
+func (UnimplementedBatonServer) Revoke(context.Context, *RevokeRequest) (*RevokeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Revoke not implemented")
 }
 func (UnimplementedBatonServer) Check(context.Context, *CheckRequest) (*CheckResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Check not implemented")
@@ -889,6 +915,24 @@ func _Baton_CasRelease_Handler(srv interface{}, ctx context.Context, dec func(in
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(BatonServer).CasRelease(ctx, req.(*CasReleaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Baton_Revoke_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BatonServer).Revoke(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Baton_Revoke_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BatonServer).Revoke(ctx, req.(*RevokeRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1245,6 +1289,10 @@ var Baton_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CasRelease",
 			Handler:    _Baton_CasRelease_Handler,
+		},
+		{
+			MethodName: "Revoke",
+			Handler:    _Baton_Revoke_Handler,
 		},
 		{
 			MethodName: "Check",

@@ -57,6 +57,15 @@ const (
 	// it), and a resource that needs its writes drained for longer than
 	// a minute needs fencing, not a longer pause of the lock.
 	MaxLockDelay = 60 * time.Second
+	// MinRevokeGrace and MaxRevokeGrace bound a revocation's grace (how
+	// long a holder asked to let go has before the leader ends its hold):
+	// below a second, the holder could not hear of it before its hold
+	// ends (that is a CasRelease); a holder that needs more than an hour
+	// to finish is better asked again. DefaultRevokeGrace is a request's
+	// that states none: time for a command to finish and release.
+	MinRevokeGrace     = time.Second
+	MaxRevokeGrace     = time.Hour
+	DefaultRevokeGrace = 30 * time.Second
 	// DefaultKeyRetention is how long a signing key rotated out still
 	// verifies when the rotation states no retention: a day, so that the
 	// signed tokens of holds granted before a routine rotation keep
@@ -277,6 +286,22 @@ func CheckLockDelay(d time.Duration) error {
 // CheckLockDelayNanos is CheckLockDelay of a lock-delay in nanoseconds,
 // as the log carries it.
 func CheckLockDelayNanos(d int64) error { return CheckLockDelay(time.Duration(d)) }
+
+// CheckRevokeGrace returns nil if d can be a revocation's grace:
+// MinRevokeGrace .. MaxRevokeGrace in whole milliseconds.
+func CheckRevokeGrace(d time.Duration) error {
+	switch {
+	case d < MinRevokeGrace || d > MaxRevokeGrace:
+		return invalid("revoke grace %v is outside %v..%v", d, MinRevokeGrace, MaxRevokeGrace)
+	case d%time.Millisecond != 0:
+		return invalid("revoke grace %v is not a whole number of milliseconds", d)
+	}
+	return nil
+}
+
+// CheckRevokeGraceNanos is CheckRevokeGrace of a grace in nanoseconds,
+// as the log carries it.
+func CheckRevokeGraceNanos(d int64) error { return CheckRevokeGrace(time.Duration(d)) }
 
 // CheckKeyRetention returns nil if d can be how long a rotated-out
 // signing key still verifies: 0 (not at all: a key whose seed was

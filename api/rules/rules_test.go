@@ -148,6 +148,11 @@ func TestCheckDurations(t *testing.T) {
 		{"lock-delay long", CheckLockDelay, MaxLockDelay + time.Second, "lock-delay 1m1s is outside 0s..1m0s"},
 		{"lock-delay negative", CheckLockDelay, -time.Second, "outside"},
 		{"lock-delay fraction", CheckLockDelay, 1500 * time.Millisecond, "lock-delay 1.5s is not a whole number of seconds"},
+		{"revoke grace min", CheckRevokeGrace, MinRevokeGrace, ""},
+		{"revoke grace max", CheckRevokeGrace, MaxRevokeGrace, ""},
+		{"revoke grace none", CheckRevokeGrace, 0, "revoke grace 0s is outside 1s..1h0m0s"},
+		{"revoke grace long", CheckRevokeGrace, MaxRevokeGrace + time.Millisecond, "outside"},
+		{"revoke grace fraction", CheckRevokeGrace, 1500*time.Millisecond + time.Microsecond, "not a whole number of milliseconds"},
 		{"key retention none", CheckKeyRetention, 0, ""},
 		{"key retention default", CheckKeyRetention, DefaultKeyRetention, ""},
 		{"key retention max", CheckKeyRetention, MaxKeyRetention, ""},
@@ -177,6 +182,7 @@ func TestNanosForms(t *testing.T) {
 			{"CheckTTLNanos", CheckTTLNanos(int64(d)), CheckTTL(d)},
 			{"CheckHoldLimitNanos", CheckHoldLimitNanos(int64(d)), CheckHoldLimit(d)},
 			{"CheckLockDelayNanos", CheckLockDelayNanos(int64(d)), CheckLockDelay(d)},
+			{"CheckRevokeGraceNanos", CheckRevokeGraceNanos(int64(d)), CheckRevokeGrace(d)},
 			{"CheckKeyRetentionNanos", CheckKeyRetentionNanos(int64(d)), CheckKeyRetention(d)},
 		} {
 			if fmt.Sprint(c.nanos) != fmt.Sprint(c.want) {

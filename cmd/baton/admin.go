@@ -102,6 +102,9 @@ func runGet(g globals, args []string) int {
 				if h.Value != "" {
 					limit += fmt.Sprintf(", value %q", h.Value)
 				}
+				if !h.RevokeDeadline.IsZero() {
+					limit += fmt.Sprintf(", revoked: ends at %s (%s) unless released", h.RevokeDeadline.Format(time.RFC3339), until(h.RevokeDeadline))
+				}
 				fmt.Printf("  held by %s, key %q, token %d, count %d, since %s%s%s\n",
 					owner(h.Owner, h.SessionID), h.OwnerKey, h.Token, h.Count, ago(h.Since), modeNote(h.Shared, l.Limit), limit)
 			}

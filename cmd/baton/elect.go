@@ -47,8 +47,10 @@ BATON_ELECTION_VALUE (VALUE) in its environment; SIGINT and SIGTERM are
 forwarded to CMD's group. If the leadership may be lost (no keepalive
 answer before the session's conservative deadline), CMD's group gets
 SIGTERM at once, before anyone else can lead, then SIGKILL after
---kill-grace, and baton exits 76. When CMD ends, baton resigns (the next
-candidate leads) and exits with CMD's status.
+--kill-grace, and baton exits 76. A revoke of the leader's hold (baton
+revoke NAME) sends CMD's group SIGTERM too: finish and exit within its
+grace. When CMD ends, baton resigns (the next candidate leads) and exits
+with CMD's status.
 
 Examples:
   baton elect leader/scheduler 10.0.0.7:8080 -- ./scheduler

@@ -66,7 +66,8 @@ secret out of logs), and BATON_SIGNED_TOKEN (the grant signed by the
 cluster, for resources that verify it offline) when the cluster signs
 grants (baton server --signed-tokens); baton exits with CMD's exit status.
 SIGINT and SIGTERM are forwarded to CMD's group; the lock is released when
-CMD ends.
+CMD ends. A revoke of the hold (baton revoke NAME; of any one lock of a
+set) sends CMD's group SIGTERM too: finish and exit within its grace.
 
 If the lock is not acquired (--no-wait, or --wait ran out) baton says who
 holds it and exits 75. If the session's conservative deadline passes with
@@ -413,15 +414,18 @@ func killGrace(cmdName string, grace time.Duration, set bool, lockDelay time.Dur
 func owner4(h baton.Holder) string { return owner(h.Owner, h.SessionID) }
 
 // runUnderLease runs the command while every lease holds and releases
-// them when the command ends; the loss of any one stops it. cmdName
+// them when the command ends; the loss of any one stops it, and so does a
+// revoke of any one's hold (SIGTERM, as a signal to baton would). cmdName
 // (lock, elect) names baton's command in its messages, and env is added
 // to the command's environment.
 func runUnderLease(cmdName string, leases []*baton.Lease, s *baton.Session, cmdArgs, env []string, sigs <-chan os.Signal, grace time.Duration) int {
 	stopWatch := make(chan struct{})
-	lostC, watched := anyLost(leases, stopWatch)
+	lostC, watchedLost := anyLost(leases, stopWatch)
+	revokeC, watchedRevoked := anyRevoked(leases, stopWatch)
 	defer func() {
 		close(stopWatch)
-		watched()
+		watchedLost()
+		watchedRevoked()
 		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer rcancel()
 		for _, lease := range leases {
@@ -453,9 +457,26 @@ func runUnderLease(cmdName string, leases []*baton.Lease, s *baton.Session, cmdA
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	lost := false
+	revoked := false
 	var kill <-chan time.Time
 	for {
 		select {
+		case lease := <-revokeC:
+			// Asked to let go: the command stops as it would on a
+			// signal, and the holds are released when it exits. If it
+			// outlasts the grace, the leader ends the hold and the lost
+			// case below kills it. A revoke of another hold of the set
+			// after the first is told, not signalled again.
+			r, _ := lease.Revocation()
+			if revoked {
+				fmt.Fprintf(os.Stderr, "baton %s: a revoke asks %s to be let go by %s (%s) too\n",
+					cmdName, lease.Name(), r.Deadline.Format(time.RFC3339), until(r.Deadline))
+				continue
+			}
+			revoked = true
+			fmt.Fprintf(os.Stderr, "baton %s: a revoke asks %s to be let go by %s (%s); sending SIGTERM to the command\n",
+				cmdName, lease.Name(), r.Deadline.Format(time.RFC3339), until(r.Deadline))
+			_ = signalGroup(cmd.Process, terminate)
 		case err := <-exited:
 			if lost {
 				return ExitLockLost

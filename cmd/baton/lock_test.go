@@ -152,3 +152,74 @@ func TestDeadlockErrorIsOneLine(t *testing.T) {
 		t.Fatalf("exit %d, printed %q; want 1 and %q", code, out, want)
 	}
 }
+
+// TestLockForwardsRevoke: `baton lock` forwards a revoke of its hold to
+// the command as SIGTERM, for a single lock and for any lock of a set,
+// and `baton elect` does for the leader's hold; the command sees it,
+// exits, and every hold is released within the grace (the leader ends
+// nothing).
+func TestLockForwardsRevoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a member on real ports and runs a shell; runs without -short")
+	}
+	c := embedtest.New(t, 1)
+	c.WaitLeader()
+	ep := c.Endpoints(0)
+	const script = `trap 'echo term > "$0.got"; exit 0' TERM; echo $$ > "$0.tmp"; mv "$0.tmp" "$0"; sleep 60 & wait`
+	for _, tt := range []struct {
+		name    string
+		run     func(globals, []string) int
+		args    []string // before -- CMD
+		revoke  string   // the lock revoked
+		holding []string // every lock held
+	}{
+		{"lock", runLock, []string{"--ttl", "60s", "jobs/revoked"}, "jobs/revoked", []string{"jobs/revoked"}},
+		{"a set, its second lock", runLock, []string{"--ttl", "60s", "jobs/set-a", "jobs/set-b"}, "jobs/set-b", []string{"jobs/set-a", "jobs/set-b"}},
+		{"elect", runElect, []string{"--ttl", "60s", "jobs/leader", "10.0.0.7:8080"}, "jobs/leader", []string{"jobs/leader"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			g := defaultGlobals()
+			g.endpoints = ep
+			exited := make(chan int, 1)
+			go func() {
+				exited <- tt.run(g, append(append([]string{}, tt.args...), "--", "sh", "-c", script, pidFile))
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cl, err := baton.Dial(ctx, ep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			waitPID(t, pidFile)
+			const grace = 30 * time.Second
+			revs, err := cl.RevokeLock(ctx, tt.revoke, baton.WithGrace(grace))
+			if err != nil || len(revs) != 1 {
+				t.Fatalf("revoke: %+v, %v", revs, err)
+			}
+			select {
+			case code := <-exited:
+				if code != 0 {
+					t.Fatalf("baton %s exited %d, want the command's 0", tt.name, code)
+				}
+			case <-ctx.Done():
+				t.Fatalf("baton %s did not return", tt.name)
+			}
+			got, err := os.ReadFile(pidFile + ".got")
+			if err != nil || strings.TrimSpace(string(got)) != "term" {
+				t.Fatalf("the command's trap file: %q, %v; want it to have seen SIGTERM", got, err)
+			}
+			for _, name := range tt.holding {
+				info, err := cl.Get(ctx, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(info.Holders) != 0 || len(info.History) == 0 || info.History[0].How != "released" ||
+					name == tt.revoke && info.History[0].Token != revs[0].Token {
+					t.Fatalf("%s after the command exited: holders %+v, history %+v; want the hold released", name, info.Holders, info.History)
+				}
+			}
+		})
+	}
+}

@@ -153,16 +153,30 @@ func blocker(ctx context.Context, c *baton.Client, s *baton.Session, members []l
 	return "", ""
 }
 
-// anyLost delivers the first of leases that is lost, until stop is
-// closed; wait waits for its goroutines.
+// anyLost delivers each of leases that is lost, until stop is closed;
+// wait waits for its goroutines.
 func anyLost(leases []*baton.Lease, stop <-chan struct{}) (lost <-chan *baton.Lease, wait func()) {
+	return anyClosed(leases, (*baton.Lease).Lost, stop)
+}
+
+// anyRevoked delivers each of leases whose hold a revoke asks to end
+// (Lease.RevokeRequested), until stop is closed; wait waits for its
+// goroutines.
+func anyRevoked(leases []*baton.Lease, stop <-chan struct{}) (revoked <-chan *baton.Lease, wait func()) {
+	return anyClosed(leases, (*baton.Lease).RevokeRequested, stop)
+}
+
+// anyClosed delivers each of leases as its channel (which) closes, until
+// stop is closed; wait waits for its goroutines.
+func anyClosed(leases []*baton.Lease, which func(*baton.Lease) <-chan struct{}, stop <-chan struct{}) (<-chan *baton.Lease, func()) {
 	ch := make(chan *baton.Lease, len(leases))
 	done := make(chan struct{}, len(leases))
 	for _, l := range leases {
+		c := which(l)
 		go func() {
 			defer func() { done <- struct{}{} }()
 			select {
-			case <-l.Lost():
+			case <-c:
 				ch <- l
 			case <-stop:
 			}

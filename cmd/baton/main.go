@@ -31,6 +31,7 @@ func init() {
 		{"sessions", "list sessions", runSessions},
 		{"blacklist", "evict a stuck session safely (it expires, releasing its locks)", runBlacklist},
 		{"release", "release a lock only if SESSION (and TOKEN) still hold it", runRelease},
+		{"revoke", "ask a lock's holder to let go within a grace; the leader ends it then", runRevoke},
 		{"status", "show members, leader, term and indexes", runStatus},
 		{"member", "add, promote or remove a member of the cluster", runMember},
 		{"leader", "hand the leader's office to another member", runLeader},

@@ -44,7 +44,7 @@ func runServer(args []string) int {
 	peerCert := fs.String("peer-cert-file", "", "encrypt Raft traffic with TLS: this member's certificate (PEM), shown both ways; must name this member (--name) as CN or DNS name")
 	peerKey := fs.String("peer-key-file", "", "the peer certificate's key (PEM)")
 	peerCA := fs.String("peer-ca-file", "", "CA certificates (PEM) that sign the members' peer certificates (and nothing else: not the clients')")
-	operators := fs.String("operators", "", "comma-separated client certificate common names that alone may make operator calls (blacklist, cas-release, member add/promote/remove); needs --client-ca-file")
+	operators := fs.String("operators", "", "comma-separated client certificate common names that alone may make operator calls (blacklist, cas-release, revoke, member add/promote/remove); needs --client-ca-file")
 	removedFlag(fs, "gc-floor-mib", "the member runs Go's garbage collector with the runtime's own settings; set GOGC or GOMEMLIMIT in its environment instead (docs/OPERATIONS.md)")
 	handshake := fs.Duration("conn-handshake-timeout", d.ConnHandshakeTimeout, "time a new client connection has to show whether it speaks Baton's session framing, gRPC or HTTP (TLS handshake included; gRPC shows it with its first call, the framing with its hello) and an HTTP request to send its header; then the member closes it")
 	idle := fs.Duration("conn-idle-timeout", d.ConnIdleTimeout, "close an HTTP/1 keep-alive connection idle between requests, and a gRPC connection without a call, after this long")

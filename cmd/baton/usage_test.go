@@ -33,7 +33,7 @@ func runCaptured(t *testing.T, args ...string) (int, string) {
 
 // everyCommand is every command and subcommand of the CLI.
 var everyCommand = []string{
-	"server", "lock", "bench", "locks", "get", "history", "watch", "check", "sessions", "blacklist", "release", "status",
+	"server", "lock", "bench", "locks", "get", "history", "watch", "check", "sessions", "blacklist", "release", "revoke", "status",
 	"member add", "member promote", "member remove", "member list", "leader transfer",
 	"auth enable", "auth disable", "auth status",
 	"user add", "user remove", "user grant", "user revoke",

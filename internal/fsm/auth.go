@@ -192,7 +192,8 @@ func (m *Machine) authorize(cmd *fsmpb.Command, s *session) *Error {
 		return nil
 	}
 	switch op := cmd.GetOp().(type) {
-	case *fsmpb.Command_ExpireSession, *fsmpb.Command_ExpireHold, *fsmpb.Command_EndLockDelay, *fsmpb.Command_SetLogVersion:
+	case *fsmpb.Command_ExpireSession, *fsmpb.Command_ExpireHold, *fsmpb.Command_EndLockDelay, *fsmpb.Command_SetLogVersion,
+		*fsmpb.Command_EndRevokedHold:
 		return nil
 	case *fsmpb.Command_CancelWait:
 		if cmd.GetSessionId() == 0 {
@@ -238,6 +239,8 @@ func (m *Machine) authorize(cmd *fsmpb.Command, s *session) *Error {
 		}
 	case *fsmpb.Command_CasRelease:
 		return need(op.CasRelease.GetLock(), PermAdmin)
+	case *fsmpb.Command_RevokeHold:
+		return need(op.RevokeHold.GetLock(), PermAdmin)
 	case *fsmpb.Command_BlacklistSession, *fsmpb.Command_AuthChange, *fsmpb.Command_AuditNote, *fsmpb.Command_RotateSigningKey:
 		return need("", PermAdmin)
 	}

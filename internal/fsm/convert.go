@@ -124,8 +124,10 @@ func (l *lockState) fill(p *fsmpb.Lock, pa *protoAlloc) {
 	if len(l.holders) > 0 {
 		p.Holders = slices.Grow(holders, len(l.holders))
 		for i := range l.holders {
-			p.Holders = append(p.Holders, l.holders[i].toProto(pa))
-			p.Holders[i].Value = l.holderValue(&l.holders[i])
+			h := l.holders[i].toProto(pa)
+			h.Value = l.holderValue(&l.holders[i])
+			l.fillRevocation(&l.holders[i], h)
+			p.Holders = append(p.Holders, h)
 		}
 	}
 	if ws := l.waiters(); len(ws) > 0 {

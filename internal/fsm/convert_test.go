@@ -83,6 +83,7 @@ func TestConversionsKeepEveryField(t *testing.T) {
 			h.SessionId, h.Owner = s.id, s.owner
 			h.HoldLimitNanos = int64(time.Minute) // in range, whole milliseconds
 			h.LockDelayNanos = int64(time.Second) // in range, whole seconds
+			h.RevokeFrom, h.RevokeGraceNanos = 99, int64(30*time.Second)
 		}
 		for _, w := range p.GetWaiters() {
 			// An exclusive waiter behind the shared holder: a shared one
@@ -126,6 +127,14 @@ func TestConversionsKeepEveryField(t *testing.T) {
 func clearUncached(r *fsmpb.Result) {
 	r.Grants, r.WaitsEnded, r.SessionsEnded, r.HoldsEnded, r.SessionId = nil, nil, nil, nil, 0
 	r.Liveness = nil
+	r.HoldsRevoked = nil
+	// The holder an outcome names (BUSY, QUEUED) is for the acquirer,
+	// without its revocation.
+	for _, o := range append([]*fsmpb.AcquireOutcome{r.GetAcquire()}, r.GetAcquireMany()...) {
+		if h := o.GetHolder(); h != nil {
+			h.RevokeFrom, h.RevokeGraceNanos, h.RevokeDeadlineUnixNano = 0, 0, 0
+		}
+	}
 }
 
 // TestScratchMessagesForgetTheirLastRecord checks that the snapshot

@@ -246,6 +246,34 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		d.MaybeScanArgs(t, "token", &op.Token)
 		return h.apply(sessionCmd(t, d, &fsmpb.Command{Op: &fsmpb.Command_ExpireHold{ExpireHold: op}}))
 
+	case "revoke":
+		// Example: revoke lock=x token=5 grace=30s as=root
+		// (session= makes a session send it: an operator's command
+		// ignores it, as CasRelease does.)
+		op := &fsmpb.RevokeHold{Lock: lockArg(t, d)}
+		d.MaybeScanArgs(t, "token", &op.Token)
+		if a, ok := d.Arg("grace"); ok {
+			op.GraceNanos = int64(parseDuration(t, d, a.SingleVal(t)))
+		}
+		return h.apply(sessionCmd(t, d, &fsmpb.Command{Op: &fsmpb.Command_RevokeHold{RevokeHold: op}}))
+
+	case "end-revoked-hold":
+		// Example: end-revoked-hold lock=x holder=1 token=5 (session=
+		// makes a session send it, which is refused)
+		op := &fsmpb.EndRevokedHold{Lock: lockArg(t, d)}
+		d.MaybeScanArgs(t, "holder", &op.SessionId)
+		d.MaybeScanArgs(t, "token", &op.Token)
+		return h.apply(sessionCmd(t, d, &fsmpb.Command{Op: &fsmpb.Command_EndRevokedHold{EndRevokedHold: op}}))
+
+	case "revocations":
+		// Example: revocations
+		// Prints Revocations(), what a new leader re-arms.
+		var b strings.Builder
+		for _, r := range h.m.Revocations() {
+			fmt.Fprintf(&b, "revocation %s s%d token=%d grace=%v\n", r.Lock, r.SessionID, r.Token, time.Duration(r.GraceNanos))
+		}
+		return b.String()
+
 	case "acquire-many":
 		// Example: acquire-many session=1 seq=2 locks=(a, b, c) key=k all shared limit=3 hold-limit=30s lock-delay=5s
 		// Example: acquire-many session=1 seq=2 locks=(m, cfg, pool) modes=(mutex, read/8, permit/3) all
@@ -598,6 +626,10 @@ func formatResult(r *fsmpb.Result) string {
 	for _, h := range r.GetHoldsEnded() {
 		fmt.Fprintf(&b, "  hold-ended %s s%d owner-key=%q token=%d\n", h.GetLock(), h.GetSessionId(), h.GetOwnerKey(), h.GetToken())
 	}
+	for _, h := range r.GetHoldsRevoked() {
+		fmt.Fprintf(&b, "  hold-revoked %s s%d owner-key=%q token=%d from=%d grace=%v deadline=%ds\n", h.GetLock(), h.GetSessionId(),
+			h.GetOwnerKey(), h.GetToken(), h.GetRevokeFrom(), time.Duration(h.GetGraceNanos()), h.GetDeadlineUnixNano()/int64(time.Second))
+	}
 	// What the leader's liveness tracker reads.
 	lv := r.GetLiveness()
 	if o := lv.GetSessionOpened(); o != nil {
@@ -621,6 +653,9 @@ func formatResult(r *fsmpb.Result) string {
 	}
 	for _, d := range lv.GetLockDelaysStarted() {
 		fmt.Fprintf(&b, "  lock-delay-started %s from=%d delay=%v\n", d.GetLock(), d.GetDelayFrom(), time.Duration(d.GetDelayNanos()))
+	}
+	for _, h := range lv.GetRevocationsEnded() {
+		fmt.Fprintf(&b, "  revocation-ended %s s%d owner-key=%q token=%d from=%d\n", h.GetLock(), h.GetSessionId(), h.GetOwnerKey(), h.GetToken(), h.GetRevokeFrom())
 	}
 	if d := lv.GetLockDelayEnded(); d != nil {
 		fmt.Fprintf(&b, "  lock-delay-ended %s from=%d delay=%v\n", d.GetLock(), d.GetDelayFrom(), time.Duration(d.GetDelayNanos()))
@@ -652,7 +687,16 @@ func formatOutcome(o *fsmpb.AcquireOutcome) string {
 func formatHolder(h *fsmpb.Holder) string {
 	return fmt.Sprintf("s%d/%q token=%d count=%d seq=%d since=%ds owner=%q%s", h.GetSessionId(), h.GetOwnerKey(),
 		h.GetToken(), h.GetCount(), h.GetAcquireSeq(), h.GetSinceUnixNano()/int64(time.Second), h.GetOwner(),
-		sharedMark(h.GetShared())) + holdLimitMark(h.GetHoldLimitNanos()) + lockDelayMark(h.GetLockDelayNanos()) + valueMark(h.GetValue())
+		sharedMark(h.GetShared())) + holdLimitMark(h.GetHoldLimitNanos()) + lockDelayMark(h.GetLockDelayNanos()) + revokeMark(h) +
+		valueMark(h.GetValue())
+}
+
+func revokeMark(h *fsmpb.Holder) string {
+	if h.GetRevokeFrom() == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" revoked-by=%d grace=%v deadline=%ds", h.GetRevokeFrom(), time.Duration(h.GetRevokeGraceNanos()),
+		h.GetRevokeDeadlineUnixNano()/int64(time.Second))
 }
 
 func valueMark(v string) string {

@@ -53,8 +53,11 @@ func (l *lock) grantsAtOnce(shared bool) bool {
 }
 
 // delays reports whether a hold that ends this way starts its
-// lock-delay: it ended without its holder saying it is done.
-func (e HoldEnd) delays() bool { return e == EndSessionExpired || e == EndHoldExpired }
+// lock-delay: it ended without its holder saying it is done (a revoked
+// hold's holder was asked, and may still be writing).
+func (e HoldEnd) delays() bool {
+	return e == EndSessionExpired || e == EndHoldExpired || e == EndRevoked
+}
 
 // checkLockDelay returns an acquire's lock-delay in whole seconds (0:
 // none), or why it cannot be one.

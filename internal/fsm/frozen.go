@@ -174,7 +174,7 @@ func (m *Machine) claim(s *session, seq uint64) *cachedResult {
 
 // clone returns a copy of l that shares nothing Apply changes in place:
 // the holders (in the copy's one if they were in l's), the queue (its
-// waiters and lock-delay).
+// waiters, lock-delay and revocations).
 func (l *lockState) clone() *lockState {
 	c := &lockState{name: l.name, one: l.one}
 	if cap(l.holders) > 0 && &l.holders[:1][0] == &l.one[0] {
@@ -183,7 +183,8 @@ func (l *lockState) clone() *lockState {
 		c.holders = slices.Clone(l.holders)
 	}
 	if l.queue != nil {
-		c.queue = &queue{waiters: slices.Clone(l.queue.waiters), delay: l.queue.delay, values: slices.Clone(l.queue.values)}
+		c.queue = &queue{waiters: slices.Clone(l.queue.waiters), delay: l.queue.delay,
+			revokes: slices.Clone(l.queue.revokes), values: slices.Clone(l.queue.values)}
 	}
 	return c
 }

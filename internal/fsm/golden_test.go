@@ -110,10 +110,10 @@ func testSnapshotBytesArePinned(t *testing.T, version uint32, goldenPath string)
 // shared holds; waiters with timeouts, shared and limited; members, the
 // cluster id, the log version, users, roles, audit records, and a current
 // and a retired signing key; at version HoldValueVersion or above, an
-// election's holder and waiter with values; at version HistoryVersion
-// or above, the history of the holds that ended (released, cas-released,
-// expired); and, at DeadlockVersion or above, a cached DEADLOCK refusal
-// naming its cycle.
+// election's holder and waiter with values; at version RevocationVersion
+// or above, a hold being revoked; at version HistoryVersion or above, the
+// history of the holds that ended (released, cas-released, expired); and,
+// at DeadlockVersion or above, a cached DEADLOCK refusal naming its cycle.
 func goldenMachine(t *testing.T, version uint32) *Machine {
 	m := New()
 	m.SetMember(Member{ID: 7, Name: "n2", PeerAddr: "10.0.0.2:7701"})
@@ -203,6 +203,10 @@ func goldenMachine(t *testing.T, version uint32) *Machine {
 		// waits for "a" (and "e/1"), held by session 2: refused, the
 		// cycle cached.
 		cmds = append(cmds, &fsmpb.Command{SessionId: 2, Seq: 10, Op: acq(&fsmpb.Acquire{Lock: "m/1", Wait: true})})
+	}
+	if version >= RevocationVersion {
+		// Then: the hold of "ld" (36) is asked to let go within 30s.
+		cmds = append(cmds, &fsmpb.Command{Principal: "root", Op: &fsmpb.Command_RevokeHold{RevokeHold: &fsmpb.RevokeHold{Lock: "ld", Token: 36, GraceNanos: 30 * second}}})
 	}
 	index := uint64(0)
 	for _, cmd := range cmds {

@@ -72,10 +72,12 @@ func (l *lock) leftOne() {
 }
 
 // queue is the FIFO of a lock's waiters: the head is granted first;
-// and the lock-delay that holds them back, if one runs (delay.go).
+// the lock-delay that holds them back, if one runs (delay.go); and its
+// holds' pending revocations (revoke.go).
 type queue struct {
 	waiters []waiter
 	delay   lockDelay
+	revokes []revocation
 	values  []holdValue // of holds and waiters (value.go)
 }
 
@@ -238,7 +240,7 @@ func (l *lock) currentHolder() *fsmpb.Holder {
 	if len(l.holders) == 0 {
 		return nil
 	}
-	return l.holderProto(&l.holders[0])
+	return l.holderProto(&l.holders[0]) // without its revocation: for the acquirer
 }
 
 // lockFor returns the lock name, creating it if needed.
@@ -572,6 +574,7 @@ func (m *Machine) endHold(a *apply, l *lock, h *holder, how HoldEnd) {
 	m.recordEnd(a, l, h, how)
 	s, token, idx, delay := h.s, h.token, h.idx, h.lockDelay
 	h = m.changeHolder(l, h)
+	m.dropRevocation(a, l, h)
 	l.removeHolder(h)
 	m.changeSession(s)
 	m.dropHold(s, idx)

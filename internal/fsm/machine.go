@@ -249,6 +249,14 @@ func (m *Machine) dispatch(a *apply, cmd *fsmpb.Command, s *session) {
 		m.expireHold(a, s, op.ExpireHold)
 	case *fsmpb.Command_EndLockDelay:
 		m.endLockDelay(a, s, op.EndLockDelay)
+	case *fsmpb.Command_RevokeHold:
+		m.revokeHold(a, op.RevokeHold)
+		if a.res.GetError() == fsmpb.Error_ERROR_NONE {
+			m.audit(a, cmd.GetPrincipal(), fmt.Sprintf("revoked lock %s (token %d, grace %v)",
+				quote(op.RevokeHold.GetLock()), op.RevokeHold.GetToken(), nanos(op.RevokeHold.GetGraceNanos())))
+		}
+	case *fsmpb.Command_EndRevokedHold:
+		m.endRevokedHold(a, s, op.EndRevokedHold)
 	case *fsmpb.Command_SetLogVersion:
 		m.setLogVersion(a, op.SetLogVersion)
 	case *fsmpb.Command_AuthChange:

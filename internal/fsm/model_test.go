@@ -90,8 +90,9 @@ type stream struct {
 	frz   freezer
 
 	queues     map[string][]waiterID
-	lastHolder map[string]uint64 // token of the latest holder seen per lock
-	delays     map[string]uint64 // the entry that started each lock's running lock-delay
+	lastHolder map[string]uint64      // token of the latest holder seen per lock
+	delays     map[string]uint64      // the entry that started each lock's running lock-delay
+	revokes    map[revokedHold]uint64 // the entry that revoked each hold being revoked
 	values     map[valueRef]string
 }
 
@@ -162,6 +163,7 @@ func runStream(t *testing.T, seed uint64, steps int) {
 		queues:     make(map[string][]waiterID),
 		lastHolder: make(map[string]uint64),
 		delays:     make(map[string]uint64),
+		revokes:    make(map[revokedHold]uint64),
 		values:     make(map[valueRef]string),
 		stats:      make(map[string]int),
 	}
@@ -315,6 +317,9 @@ func (s *stream) command() (*fsmpb.Command, bool) {
 		seed[0], seed[1] = 1, byte(r.Uint32())
 		return &fsmpb.Command{Op: &fsmpb.Command_RotateSigningKey{RotateSigningKey: &fsmpb.RotateSigningKey{
 			Seed: seed, RetentionNanos: int64(r.IntN(4)) * 1e9, First: r.IntN(4) == 0}}}, false
+	}
+	if len(s.sessions) >= 2 && r.IntN(25) == 0 {
+		return s.revokeCommand(), false
 	}
 	if len(s.sessions) < 2 || r.IntN(40) == 0 {
 		op := &fsmpb.OpenSession{TtlNanos: int64(rules.DefaultTTL), Owner: fmt.Sprintf("owner-%d", s.index)}
@@ -605,6 +610,7 @@ func (s *stream) observe(cmd *fsmpb.Command, res *fsmpb.Result) {
 		s.ended = append(s.ended, id)
 	}
 	s.observeDelays(cmd, res)
+	s.observeRevokes(cmd, res)
 	for _, name := range streamLocks {
 		l, _ := s.m.Lock(name)
 		var got []waiterID

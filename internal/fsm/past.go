@@ -46,9 +46,10 @@ const (
 	EndHoldExpired                       // its hold limit passed unrenewed
 	EndCasReleased                       // an operator's CasRelease
 	EndAbandoned                         // granted to a wait whose caller had gone away
+	EndRevoked                           // a revocation's grace passed before its holder let go
 )
 
-var holdEndNames = [...]string{"", "released", "session closed", "session expired", "hold limit expired", "cas-released", "abandoned"}
+var holdEndNames = [...]string{"", "released", "session closed", "session expired", "hold limit expired", "cas-released", "abandoned", "revoked"}
 
 func (e HoldEnd) String() string {
 	if int(e) < len(holdEndNames) && e != 0 {

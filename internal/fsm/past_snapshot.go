@@ -149,7 +149,7 @@ func (m *Machine) loadHistory(data []byte) error {
 // before it.
 func (m *Machine) checkPastHold(e *fsmpb.PastHold, after uint64) error {
 	switch {
-	case e.GetHow() <= fsmpb.HoldEnd_HOLD_END_UNSPECIFIED || e.GetHow() > fsmpb.HoldEnd_HOLD_END_ABANDONED:
+	case e.GetHow() <= fsmpb.HoldEnd_HOLD_END_UNSPECIFIED || e.GetHow() > fsmpb.HoldEnd_HOLD_END_REVOKED:
 		return fmt.Errorf("unknown way to end %d", e.GetHow())
 	case e.GetEndedIndex() == 0 || e.GetEndedIndex() > m.applied:
 		return fmt.Errorf("ended index %d outside 1..%d", e.GetEndedIndex(), m.applied)

@@ -191,7 +191,7 @@ func TestRestoreChecksHistory(t *testing.T) {
 		}},
 		{"bad name", "lock name is empty", func(s *fsmpb.Snapshot) { s.History[0].Lock = "" }},
 		{"twice", `lock "b" has two histories`, func(s *fsmpb.Snapshot) { s.History[0].Lock = "b" }},
-		{"unknown end", "unknown way to end 7", func(s *fsmpb.Snapshot) { s.History[0].Holds[0].How = 7 }},
+		{"unknown end", "unknown way to end 8", func(s *fsmpb.Snapshot) { s.History[0].Holds[0].How = 8 }},
 		{"no end", "unknown way to end 0", func(s *fsmpb.Snapshot) { s.History[0].Holds[0].How = 0 }},
 		{"ended later", "ended index 99 outside 1..", func(s *fsmpb.Snapshot) { s.History[1].Holds[1].EndedIndex = 99 }},
 		{"granted after its end", "token 9 outside 1..6", func(s *fsmpb.Snapshot) { s.History[1].Holds[0].Token = 9 }},

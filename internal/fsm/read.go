@@ -168,11 +168,15 @@ func (m *Machine) HasResult(id, seq uint64) bool {
 // NumLocks returns the number of locks that have a holder or a waiter.
 func (m *Machine) NumLocks() int { return len(m.locks) }
 
-// HoldRef names one hold of a session.
+// HoldRef names one hold of a session, and its pending revocation if a
+// RevokeHold asked it to end (RevokeGraceNanos 0: none).
 type HoldRef struct {
 	Lock     string
 	OwnerKey string
 	Token    uint64
+
+	RevokeGraceNanos       int64
+	RevokeDeadlineUnixNano int64
 }
 
 // HoldsOf returns the holds of session id (none if it does not exist), in
@@ -186,7 +190,11 @@ func (m *Machine) HoldsOf(id uint64) []HoldRef {
 	for i, l := range s.held {
 		for k := range l.holders {
 			if h := &l.holders[k]; h.s == s && h.idx == int32(i) {
-				out = append(out, HoldRef{Lock: l.name, OwnerKey: h.ownerKey, Token: h.token})
+				ref := HoldRef{Lock: l.name, OwnerKey: h.ownerKey, Token: h.token}
+				if r := l.revocationOf(h); r != nil {
+					ref.RevokeGraceNanos, ref.RevokeDeadlineUnixNano = r.grace, r.until
+				}
+				out = append(out, ref)
 				break
 			}
 		}

@@ -206,6 +206,12 @@ func decodeHolder(b []byte, h *fsmpb.Holder) error {
 			h.HoldLimitNanos = int64(v)
 		case num == holderLockDelay && !isBytes:
 			h.LockDelayNanos = int64(v)
+		case num == holderRevokeFrom && !isBytes:
+			h.RevokeFrom = v
+		case num == holderRevokeGrace && !isBytes:
+			h.RevokeGraceNanos = int64(v)
+		case num == holderRevokeUntil && !isBytes:
+			h.RevokeDeadlineUnixNano = int64(v)
 		case num == holderValue && isBytes:
 			if !utf8.Valid(s) {
 				return errInvalidUTF8("fsmpb.Holder.value")
@@ -576,6 +582,9 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 			lockDelay:  lockDelay,
 			holdLimit:  holdLimit,
 		})
+		if err := l.loadRevocation(h, &l.holders[len(l.holders)-1], m.applied); err != nil {
+			return fmt.Errorf("lock %q: holder of session %d: %s", name, s.id, err.Msg)
+		}
 		if err := l.restoreValue(s, h.GetOwnerKey(), h.GetAcquireSeq(), h.GetValue()); err != nil {
 			return err
 		}

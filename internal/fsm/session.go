@@ -547,6 +547,7 @@ func (m *Machine) endSession(a *apply, s *session, how HoldEnd) {
 			}
 		}
 		l.holders = slices.DeleteFunc(l.holders, func(h holder) bool { return h.s == s })
+		l.dropRevocationsOf(s)
 		l.dropValuesOf(s)
 		if delay != 0 && how.delays() {
 			m.startDelay(a, l, delay)

@@ -72,17 +72,20 @@ const (
 	lockDelayNanos protowire.Number = 6
 	lockDelayUntil protowire.Number = 7
 
-	holderSessionID  protowire.Number = 1
-	holderOwnerKey   protowire.Number = 2
-	holderOwner      protowire.Number = 3
-	holderToken      protowire.Number = 4
-	holderCount      protowire.Number = 5
-	holderSince      protowire.Number = 6
-	holderAcquireSeq protowire.Number = 7
-	holderShared     protowire.Number = 8
-	holderHoldLimit  protowire.Number = 9
-	holderLockDelay  protowire.Number = 10
-	holderValue      protowire.Number = 60
+	holderSessionID   protowire.Number = 1
+	holderOwnerKey    protowire.Number = 2
+	holderOwner       protowire.Number = 3
+	holderToken       protowire.Number = 4
+	holderCount       protowire.Number = 5
+	holderSince       protowire.Number = 6
+	holderAcquireSeq  protowire.Number = 7
+	holderShared      protowire.Number = 8
+	holderHoldLimit   protowire.Number = 9
+	holderLockDelay   protowire.Number = 10
+	holderRevokeFrom  protowire.Number = 50
+	holderRevokeGrace protowire.Number = 51
+	holderRevokeUntil protowire.Number = 52
+	holderValue       protowire.Number = 60
 
 	waiterSessionID  protowire.Number = 1
 	waiterOwnerKey   protowire.Number = 2
@@ -110,7 +113,8 @@ func appendLock(b []byte, l *lockState) []byte {
 		protofield.SizeUint(lockDelayFrom, d.from) + protofield.SizeUint(lockDelayNanos, uint64(d.nanos)) +
 		protofield.SizeUint(lockDelayUntil, uint64(d.until))
 	for i := range l.holders {
-		size += protofield.SizeMessage(lockHolders, holderSize(&l.holders[i], l.holderValue(&l.holders[i])))
+		h := &l.holders[i]
+		size += protofield.SizeMessage(lockHolders, holderSize(h, l.revocationOf(h), l.holderValue(h)))
 	}
 	for i := range ws {
 		size += protofield.SizeMessage(lockWaiters, waiterSize(&ws[i], l.waiterValue(&ws[i])))
@@ -119,8 +123,8 @@ func appendLock(b []byte, l *lockState) []byte {
 	b = protofield.AppendString(b, lockName, l.name)
 	for i := range l.holders {
 		h := &l.holders[i]
-		v := l.holderValue(h)
-		b = protofield.AppendMessageHeader(b, lockHolders, holderSize(h, v))
+		r, v := l.revocationOf(h), l.holderValue(h)
+		b = protofield.AppendMessageHeader(b, lockHolders, holderSize(h, r, v))
 		b = protofield.AppendUint(b, holderSessionID, h.s.id)
 		b = protofield.AppendString(b, holderOwnerKey, h.ownerKey)
 		b = protofield.AppendString(b, holderOwner, h.s.owner)
@@ -131,6 +135,11 @@ func appendLock(b []byte, l *lockState) []byte {
 		b = protofield.AppendBool(b, holderShared, h.shared)
 		b = protofield.AppendUint(b, holderHoldLimit, uint64(msDuration(h.holdLimit)))
 		b = protofield.AppendUint(b, holderLockDelay, uint64(secDuration(h.lockDelay)))
+		if r != nil {
+			b = protofield.AppendUint(b, holderRevokeFrom, r.from)
+			b = protofield.AppendUint(b, holderRevokeGrace, uint64(r.grace))
+			b = protofield.AppendUint(b, holderRevokeUntil, uint64(r.until))
+		}
 		b = protofield.AppendString(b, holderValue, v)
 	}
 	for i := range ws {
@@ -154,9 +163,15 @@ func appendLock(b []byte, l *lockState) []byte {
 	return protofield.AppendUint(b, lockDelayUntil, uint64(d.until))
 }
 
-// holderSize is the encoded size of h with the value v.
-func holderSize(h *holder, v string) int {
-	return protofield.SizeUint(holderSessionID, h.s.id) + protofield.SizeString(holderOwnerKey, h.ownerKey) +
+// holderSize is the encoded size of h with its revocation r (nil: none)
+// and the value v.
+func holderSize(h *holder, r *revocation, v string) int {
+	n := 0
+	if r != nil {
+		n = protofield.SizeUint(holderRevokeFrom, r.from) + protofield.SizeUint(holderRevokeGrace, uint64(r.grace)) +
+			protofield.SizeUint(holderRevokeUntil, uint64(r.until))
+	}
+	return n + protofield.SizeUint(holderSessionID, h.s.id) + protofield.SizeString(holderOwnerKey, h.ownerKey) +
 		protofield.SizeString(holderOwner, h.s.owner) + protofield.SizeUint(holderToken, h.token) +
 		protofield.SizeUint(holderCount, uint64(h.count)) + protofield.SizeUint(holderSince, uint64(h.since)) +
 		protofield.SizeUint(holderAcquireSeq, h.acquireSeq) + protofield.SizeBool(holderShared, h.shared) +

@@ -32,6 +32,8 @@ import (
 //	   members sign nothing (SignedTokensVersion).
 //	7: mixed lock sets: AcquireMany.modes, a mode per lock
 //	   (MixedSetVersion).
+//	8: cooperative revocation: RevokeHold, EndRevokedHold (and
+//	   Holder.revoke_* in snapshots): RevocationVersion.
 //	9: hold values: Acquire.value, Proclaim (and Holder.value and
 //	   Waiter.value in snapshots; HoldValueVersion).
 //	10: the history of ended holds in snapshots (Snapshot.history and
@@ -69,6 +71,11 @@ const MixedSetVersion = 7
 // server gives no hold its default lock-delay.
 const LockDelayVersion = 5
 
+// RevocationVersion is the log version that added cooperative
+// revocation (revoke.go): below it a server refuses a revoke, and no hold
+// has a revocation.
+const RevocationVersion = 8
+
 // LogVersion is the cluster's log version: what the leader may write.
 // Every cluster starts at 1 (a new one too: its bootstrap records, which
 // each first member writes for itself, must not depend on its release)
@@ -101,6 +108,9 @@ func (m *Machine) setLogVersion(a *apply, op *fsmpb.SetLogVersion) {
 func VersionNeeded(cmd *fsmpb.Command) uint32 {
 	if cmd.GetProclaim() != nil || cmd.GetAcquire().GetValue() != "" {
 		return HoldValueVersion
+	}
+	if cmd.GetRevokeHold() != nil || cmd.GetEndRevokedHold() != nil {
+		return RevocationVersion
 	}
 	if len(cmd.GetAcquireMany().GetModes()) > 0 {
 		return MixedSetVersion
@@ -141,9 +151,10 @@ func VersionNeeded(cmd *fsmpb.Command) uint32 {
 // secret hash, and an OpenSession the secret's (the session then has no
 // secret, as before version 3: its requests are not checked); below 2 an
 // OpenSession loses its nonce (the open is then not exactly-once); a hold
-// limit on a set of locks, a lock-delay, a signing key or a set of locks
-// in several modes cannot be left out (the server applies its default lock-delay only from version 5,
-// and makes no first key below 6). SetLogVersion passes: it is
+// limit on a set of locks, a lock-delay, a signing key, a set of locks
+// in several modes or a revocation cannot be left out (the server
+// applies its default lock-delay only from version 5, makes no first key
+// below 6, and refuses a revoke below 8). SetLogVersion passes: it is
 // what raises v, and the leader proposes it only once every member has
 // said it reads the version it sets.
 func ForLogVersion(cmd *fsmpb.Command, v uint32) error {
@@ -179,6 +190,10 @@ func ForLogVersion(cmd *fsmpb.Command, v uint32) error {
 		what = "the end of a lock-delay"
 	case cmd.GetRotateSigningKey() != nil:
 		what = "a signing key"
+	case cmd.GetRevokeHold() != nil:
+		what = "a revocation"
+	case cmd.GetEndRevokedHold() != nil:
+		what = "the end of a revoked hold"
 	case cmd.GetAcquireMany() != nil:
 		what = "a hold limit on a set of locks"
 	case cmd.GetAuthChange() != nil:

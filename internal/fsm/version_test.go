@@ -50,6 +50,17 @@ var fieldsAddedIn = map[protoreflect.FullName]uint32{
 	"baton.fsm.v1.SigningKey.created_unix_nano":           6,
 	"baton.fsm.v1.SigningKey.retired_unix_nano":           6,
 	"baton.fsm.v1.SigningKey.retention_nanos":             6,
+	"baton.fsm.v1.Command.revoke_hold":                    8,
+	"baton.fsm.v1.Command.end_revoked_hold":               8,
+	"baton.fsm.v1.RevokeHold.lock":                        8,
+	"baton.fsm.v1.RevokeHold.token":                       8,
+	"baton.fsm.v1.RevokeHold.grace_nanos":                 8,
+	"baton.fsm.v1.EndRevokedHold.lock":                    8,
+	"baton.fsm.v1.EndRevokedHold.session_id":              8,
+	"baton.fsm.v1.EndRevokedHold.token":                   8,
+	"baton.fsm.v1.Holder.revoke_from":                     8,
+	"baton.fsm.v1.Holder.revoke_grace_nanos":              8,
+	"baton.fsm.v1.Holder.revoke_deadline_unix_nano":       8,
 	"baton.fsm.v1.AcquireMany.modes":                      7,
 	"baton.fsm.v1.LockMode.shared":                        7,
 	"baton.fsm.v1.LockMode.limit":                         7,
@@ -89,18 +100,19 @@ var fieldsAddedIn = map[protoreflect.FullName]uint32{
 // cached results have none (cacheResult; Restore refuses them), so they
 // change no format.
 var fieldCounts = map[protoreflect.FullName]int{
-	"baton.fsm.v1.Command": 24, "baton.fsm.v1.OpenSession": 4, "baton.fsm.v1.CloseSession": 0,
+	"baton.fsm.v1.Command": 26, "baton.fsm.v1.OpenSession": 4, "baton.fsm.v1.CloseSession": 0,
 	"baton.fsm.v1.ExpireSession": 1, "baton.fsm.v1.BlacklistSession": 1, "baton.fsm.v1.Acquire": 9, "baton.fsm.v1.Proclaim": 4,
 	"baton.fsm.v1.Release": 3, "baton.fsm.v1.CasRelease": 3, "baton.fsm.v1.CancelWait": 5,
 	"baton.fsm.v1.AcquireMany": 8, "baton.fsm.v1.LockMode": 2, "baton.fsm.v1.ExpireHold": 3, "baton.fsm.v1.SetLogVersion": 1,
 	"baton.fsm.v1.Snapshot": 10, "baton.fsm.v1.LockHistory": 2, "baton.fsm.v1.PastHold": 9, "baton.fsm.v1.Session": 11, "baton.fsm.v1.CachedResult": 3,
-	"baton.fsm.v1.Result": 12, "baton.fsm.v1.DeadlockEdge": 6, "baton.fsm.v1.DeadlockCycle": 1, "baton.fsm.v1.AcquireOutcome": 7, "baton.fsm.v1.Holder": 11,
+	"baton.fsm.v1.Result": 13, "baton.fsm.v1.DeadlockEdge": 6, "baton.fsm.v1.DeadlockCycle": 1, "baton.fsm.v1.AcquireOutcome": 7, "baton.fsm.v1.Holder": 14,
 	"baton.fsm.v1.Waiter": 10, "baton.fsm.v1.Lock": 7, "baton.fsm.v1.EndLockDelay": 2, "baton.fsm.v1.Member": 5,
 	"baton.fsm.v1.AuthChange": 6, "baton.fsm.v1.AuditNote": 1, "baton.fsm.v1.AuthState": 3, "baton.fsm.v1.User": 3, "baton.fsm.v1.Role": 2,
 	"baton.fsm.v1.Permission": 2, "baton.fsm.v1.AuditRecord": 4,
 	"baton.fsm.v1.RotateSigningKey": 3, "baton.fsm.v1.SigningKey": 5,
+	"baton.fsm.v1.RevokeHold": 3, "baton.fsm.v1.EndRevokedHold": 3, "baton.fsm.v1.HoldRevoked": 7,
 	"baton.fsm.v1.Grant": 5, "baton.fsm.v1.WaitEnded": 4, "baton.fsm.v1.HoldEnded": 4,
-	"baton.fsm.v1.Liveness": 7, "baton.fsm.v1.LockDelay": 3, "baton.fsm.v1.SessionOpened": 3, "baton.fsm.v1.WaitQueued": 4, "baton.fsm.v1.LimitedHold": 4,
+	"baton.fsm.v1.Liveness": 8, "baton.fsm.v1.LockDelay": 3, "baton.fsm.v1.SessionOpened": 3, "baton.fsm.v1.WaitQueued": 4, "baton.fsm.v1.LimitedHold": 4,
 }
 
 // TestEveryLogFieldHasAVersion: members of an older release stop at a
@@ -237,6 +249,17 @@ func TestForLogVersion(t *testing.T) {
 	}
 	if err := ForLogVersion(mixed, 7); err != nil {
 		t.Fatalf("a mixed set at version 7: %v", err)
+	}
+	revoke := &fsmpb.Command{Op: &fsmpb.Command_RevokeHold{RevokeHold: &fsmpb.RevokeHold{Lock: "a", GraceNanos: 30e9}}}
+	if err := ForLogVersion(revoke, 7); err == nil || !strings.Contains(err.Error(), "a revocation needs log version 8 and the cluster's is 7") {
+		t.Fatalf("a RevokeHold at version 7: %v", err)
+	}
+	endRevoked := &fsmpb.Command{Op: &fsmpb.Command_EndRevokedHold{EndRevokedHold: &fsmpb.EndRevokedHold{Lock: "a", SessionId: 1, Token: 2}}}
+	if err := ForLogVersion(endRevoked, 6); err == nil || !strings.Contains(err.Error(), "the end of a revoked hold needs log version 8") {
+		t.Fatalf("an EndRevokedHold at version 6: %v", err)
+	}
+	if err := ForLogVersion(revoke, 8); err != nil {
+		t.Fatalf("a RevokeHold at version 8: %v", err)
 	}
 	plain := &fsmpb.Command{Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{Locks: []string{"a"}}}}
 	if err := ForLogVersion(plain, 1); err != nil {

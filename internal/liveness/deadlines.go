@@ -8,8 +8,8 @@ import (
 )
 
 // deadline is one entry of the tracker's queue: a session's, a timed
-// wait's, a hold limit's or a lock-delay's deadline as it was when
-// queued. Entries are checked lazily when
+// wait's, a hold limit's, a lock-delay's or a revoked hold's deadline as
+// it was when queued. Entries are checked lazily when
 // they come due: a heartbeat moves a session's deadline without touching
 // the queue, and the stale entry is re-queued at the new deadline when it
 // pops; entries of ended sessions and waits are dropped then. So a
@@ -20,14 +20,18 @@ type deadline struct {
 	wait    bool
 	isHold  bool
 	isDelay bool
-	session uint64  // when none of wait, isHold, isDelay
-	key     waitKey // when wait
-	hold    holdKey // when isHold
-	lock    string  // when isDelay
+	// isRevoke: a revoked hold's grace (a grace never moves, so it is
+	// queued once).
+	isRevoke bool
+	session  uint64  // when none of wait, isHold, isDelay, isRevoke
+	key      waitKey // when wait
+	hold     holdKey // when isHold or isRevoke
+	lock     string  // when isDelay
 }
 
 // deadlines is a min-heap ordered by time, then deterministically
-// (lock-delays after the rest, by lock; holds after sessions and waits;
+// (revocations after the rest, by hold; lock-delays after the others, by
+// lock; holds after sessions and waits;
 // sessions before waits, then by id and key) so a manual tracker replays
 // exactly.
 type deadlines []deadline
@@ -37,6 +41,12 @@ func (d deadlines) Less(i, j int) bool {
 	a, b := d[i], d[j]
 	if !a.at.Equal(b.at) {
 		return a.at.Before(b.at)
+	}
+	if a.isRevoke != b.isRevoke {
+		return !a.isRevoke
+	}
+	if a.isRevoke {
+		return compareHolds(a.hold, b.hold) < 0
 	}
 	if a.isDelay != b.isDelay {
 		return !a.isDelay
@@ -48,13 +58,7 @@ func (d deadlines) Less(i, j int) bool {
 		return !a.isHold
 	}
 	if a.isHold {
-		if c := strings.Compare(a.hold.lock, b.hold.lock); c != 0 {
-			return c < 0
-		}
-		if c := cmp.Compare(a.hold.session, b.hold.session); c != 0 {
-			return c < 0
-		}
-		return a.hold.token < b.hold.token
+		return compareHolds(a.hold, b.hold) < 0
 	}
 	if a.wait != b.wait {
 		return !a.wait
@@ -70,6 +74,18 @@ func (d deadlines) Less(i, j int) bool {
 	}
 	return a.key.seq < b.key.seq
 }
+
+// compareHolds orders holds by lock, session and token.
+func compareHolds(a, b holdKey) int {
+	if c := strings.Compare(a.lock, b.lock); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.session, b.session); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.token, b.token)
+}
+
 func (d deadlines) Swap(i, j int) { d[i], d[j] = d[j], d[i] }
 func (d *deadlines) Push(x any)   { *d = append(*d, x.(deadline)) }
 func (d *deadlines) Pop() any {
@@ -96,8 +112,12 @@ func (t *Tracker) queueDelay(lock string, at time.Time) {
 	heap.Push(&t.queue, deadline{at: at, isDelay: true, lock: lock})
 }
 
-// rebuildQueue queues every session, wait, hold and lock-delay afresh (on
-// promotion).
+func (t *Tracker) queueRevoke(k holdKey, at time.Time) {
+	heap.Push(&t.queue, deadline{at: at, isRevoke: true, hold: k})
+}
+
+// rebuildQueue queues every session, wait, hold, lock-delay and
+// revocation afresh (on promotion).
 func (t *Tracker) rebuildQueue() {
 	t.queue = t.queue[:0]
 	for id, s := range t.sessions {
@@ -111,6 +131,9 @@ func (t *Tracker) rebuildQueue() {
 	}
 	for lock, d := range t.delays {
 		t.queue = append(t.queue, deadline{at: d.deadline, isDelay: true, lock: lock})
+	}
+	for k, r := range t.revokes {
+		t.queue = append(t.queue, deadline{at: r.deadline, isRevoke: true, hold: k})
 	}
 	heap.Init(&t.queue)
 }

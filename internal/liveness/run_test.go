@@ -64,6 +64,10 @@ func (p *callLog) EndLockDelay(_ context.Context, lock string, delayFrom uint64)
 	return p.call(fmt.Sprintf("end-delay %s/%d", lock, delayFrom))
 }
 
+func (p *callLog) EndRevokedHold(_ context.Context, lock string, session, token uint64) error {
+	return p.call("end-revoked " + key(lock, session, token))
+}
+
 func (p *callLog) setFailing(fail bool) {
 	p.mu.Lock()
 	p.failing = fail

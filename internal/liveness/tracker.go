@@ -1,12 +1,13 @@
 // Package liveness is the only place where a clock affects lock semantics.
 // On the leader it keeps every session's deadline, every timed wait's,
-// every hold limit's and every lock-delay's in memory, on the monotonic
-// clock, and proposes ExpireSession, CancelWait, ExpireHold and
-// EndLockDelay commands when they pass. Nothing here is replicated: a new
-// leader starts from its own promotion and grants every session a full
-// TTL, every timed wait its full timeout, every limited hold its full
-// limit and every lock-delay its full length (DESIGN.md section 2,
-// "Time").
+// every hold limit's, every lock-delay's and every revocation's grace in
+// memory, on the monotonic clock, and proposes ExpireSession,
+// CancelWait, ExpireHold, EndLockDelay and EndRevokedHold commands when
+// they pass. Nothing here is replicated: a new leader starts from its own
+// promotion and grants every session a full TTL, every timed wait its
+// full timeout, every limited hold its full limit, every lock-delay its
+// full length and every revoked hold its full grace (DESIGN.md section
+// 2, "Time").
 package liveness
 
 import (
@@ -30,6 +31,7 @@ type Proposer interface {
 	CancelWait(ctx context.Context, lock string, session, acquireSeq uint64) error
 	ExpireHold(ctx context.Context, lock string, session, token uint64) error
 	EndLockDelay(ctx context.Context, lock string, delayFrom uint64) error
+	EndRevokedHold(ctx context.Context, lock string, session, token uint64) error
 }
 
 var (
@@ -90,6 +92,13 @@ type hold struct {
 	expiring bool
 }
 
+// revocation is a revoked hold's grace: when the leader ends the hold
+// unless it ended first.
+type revocation struct {
+	deadline time.Time
+	ending   bool
+}
+
 // lockDelay is a lock's running lock-delay (a lock is in one at most):
 // the entry that started it, and when it ends.
 type lockDelay struct {
@@ -117,7 +126,8 @@ type Tracker struct {
 	waits    map[waitKey]*wait
 	holds    map[holdKey]*hold
 	delays   map[string]*lockDelay // by lock name
-	queue    deadlines             // every live deadline, lazily checked
+	revokes  map[holdKey]*revocation
+	queue    deadlines // every live deadline, lazily checked
 	wake     chan struct{}
 	wg       sync.WaitGroup
 }
@@ -141,6 +151,7 @@ func New(p Proposer, log *slog.Logger) *Tracker {
 		waits:    make(map[waitKey]*wait),
 		holds:    make(map[holdKey]*hold),
 		delays:   make(map[string]*lockDelay),
+		revokes:  make(map[holdKey]*revocation),
 		wake:     make(chan struct{}, 1),
 	}
 }
@@ -159,10 +170,11 @@ func NewManual(p Proposer, log *slog.Logger, clock func() time.Time) *Tracker {
 }
 
 // Promote makes the tracker lead: every live session gets a full TTL,
-// every timed wait its full timeout, every limited hold its full limit
-// and every running lock-delay its full length, counted from now (the
-// old leader's clock is gone; a delay timed afresh ends no earlier than
-// it would have). m is read during the call only.
+// every timed wait its full timeout, every limited hold its full limit,
+// every running lock-delay its full length and every revoked hold its
+// full grace, counted from now (the old leader's clock is gone; a delay
+// or grace timed afresh ends no earlier than it would have). m is read
+// during the call only.
 func (t *Tracker) Promote(term uint64, m *fsm.Machine) {
 	now := t.now()
 	t.mu.Lock()
@@ -173,6 +185,10 @@ func (t *Tracker) Promote(term uint64, m *fsm.Machine) {
 	clear(t.waits)
 	clear(t.holds)
 	clear(t.delays)
+	clear(t.revokes)
+	for _, r := range m.Revocations() {
+		t.revokes[holdKey{r.Lock, r.SessionID, r.Token}] = &revocation{deadline: now.Add(time.Duration(r.GraceNanos))}
+	}
 	for _, d := range m.LockDelays() {
 		t.delays[d.Lock] = &lockDelay{from: d.DelayFrom, deadline: now.Add(time.Duration(d.DelayNanos))}
 	}
@@ -189,7 +205,7 @@ func (t *Tracker) Promote(term uint64, m *fsm.Machine) {
 	}
 	t.rebuildQueue()
 	t.log.Info("leading: deadlines restarted", "term", term, "sessions", len(t.sessions), "timed_waits", len(t.waits),
-		"limited_holds", len(t.holds), "lock_delays", len(t.delays))
+		"limited_holds", len(t.holds), "lock_delays", len(t.delays), "revocations", len(t.revokes))
 	t.poke()
 }
 
@@ -202,14 +218,16 @@ func (t *Tracker) Demote() {
 	clear(t.waits)
 	clear(t.holds)
 	clear(t.delays)
+	clear(t.revokes)
 	t.queue = nil
 }
 
 // Applied follows the state machine through what each entry's result
 // reports: in its liveness, the session opened or blacklisted, the timed
 // wait queued, the limited holds granted or released, the lock-delays
-// started or ended; in its side-effect
-// lists, the waits granted or ended, the holds and sessions ended. It
+// started or ended, the revocations ended; in its side-effect lists, the
+// waits granted or ended, the holds revoked, the holds and sessions
+// ended. It
 // reads nothing else, and is called in log order on the apply path. Only
 // the entry that did it reports it (a retry answered from the
 // exactly-once cache reports nothing); the checks for a known session or
@@ -253,10 +271,28 @@ func (t *Tracker) Applied(res *fsmpb.Result) {
 	for _, e := range res.GetHoldsEnded() {
 		delete(t.holds, holdKey{e.GetLock(), e.GetSessionId(), e.GetToken()})
 	}
-	if ended := res.GetSessionsEnded(); len(ended) > 0 && len(t.holds) > 0 {
+	for _, r := range lv.GetRevocationsEnded() {
+		delete(t.revokes, holdKey{r.GetLock(), r.GetSessionId(), r.GetToken()})
+	}
+	for _, r := range res.GetHoldsRevoked() {
+		// A hold asked again keeps its first grace.
+		k := holdKey{r.GetLock(), r.GetSessionId(), r.GetToken()}
+		if _, ok := t.revokes[k]; !ok {
+			at := now.Add(time.Duration(r.GetGraceNanos()))
+			t.revokes[k] = &revocation{deadline: at}
+			t.queueRevoke(k, at)
+			changed = true
+		}
+	}
+	if ended := res.GetSessionsEnded(); len(ended) > 0 {
 		for k := range t.holds {
 			if slices.Contains(ended, k.session) {
 				delete(t.holds, k)
+			}
+		}
+		for k := range t.revokes {
+			if slices.Contains(ended, k.session) {
+				delete(t.revokes, k)
 			}
 		}
 	}
@@ -488,6 +524,7 @@ type job struct {
 	delay   string // EndLockDelay of from on this lock when end
 	from    uint64
 	end     bool
+	revoke  bool // EndRevokedHold of hold when set
 }
 
 // fire starts a proposal for every passed deadline and returns the next
@@ -531,6 +568,17 @@ func (t *Tracker) due() ([]job, time.Time) {
 			default:
 				ld.ending = true
 				jobs = append(jobs, job{term: t.term, delay: d.lock, from: ld.from, end: true})
+			}
+			continue
+		}
+		if d.isRevoke {
+			r := t.revokes[d.hold]
+			switch {
+			case r == nil || r.ending:
+				// Ended, or being ended (a failed end re-queues).
+			default:
+				r.ending = true
+				jobs = append(jobs, job{term: t.term, hold: d.hold, revoke: true})
 			}
 			continue
 		}
@@ -581,6 +629,9 @@ func (t *Tracker) propose(ctx context.Context, j job) error {
 	if j.end {
 		return t.p.EndLockDelay(ctx, j.delay, j.from)
 	}
+	if j.revoke {
+		return t.p.EndRevokedHold(ctx, j.hold.lock, j.hold.session, j.hold.token)
+	}
 	if j.expire {
 		return t.p.ExpireHold(ctx, j.hold.lock, j.hold.session, j.hold.token)
 	}
@@ -604,6 +655,15 @@ func (t *Tracker) done(j job, err error) {
 			if ld := t.delays[lock]; ld != nil && ld.from == from {
 				ld.ending = false
 				t.queueDelay(lock, t.now())
+			}
+		}
+	} else if j.revoke {
+		k := j.hold
+		t.log.Warn("end revoked hold", "lock", k.lock, "session", k.session, "token", k.token, "err", err)
+		rearm = func() {
+			if r := t.revokes[k]; r != nil {
+				r.ending = false
+				t.queueRevoke(k, t.now())
 			}
 		}
 	} else if j.expire {

@@ -19,6 +19,7 @@ type recProposer struct {
 	holds   []string // "lock/session/token" of each ExpireHold
 	cancels []string // "lock/session/seq" of each CancelWait
 	delays  []string // "lock/from" of each EndLockDelay
+	revoked []string // "lock/session/token" of each EndRevokedHold
 	fail    bool
 }
 
@@ -46,6 +47,15 @@ func (p *recProposer) ExpireHold(_ context.Context, lock string, session, token 
 func (p *recProposer) EndLockDelay(_ context.Context, lock string, delayFrom uint64) error {
 	p.delays = append(p.delays, lock+"/"+strconv.FormatUint(delayFrom, 10))
 	p.all = append(p.all, "end-delay "+p.delays[len(p.delays)-1])
+	if p.fail {
+		return errors.New("not now")
+	}
+	return nil
+}
+
+func (p *recProposer) EndRevokedHold(_ context.Context, lock string, session, token uint64) error {
+	p.revoked = append(p.revoked, lock+"/"+strconv.FormatUint(session, 10)+"/"+strconv.FormatUint(token, 10))
+	p.all = append(p.all, "end-revoked "+p.revoked[len(p.revoked)-1])
 	if p.fail {
 		return errors.New("not now")
 	}
@@ -147,6 +157,77 @@ func TestLockDelays(t *testing.T) {
 	now = now.Add(time.Hour)
 	if next := tr.FireDue(context.Background()); len(p.delays) != 0 || !next.IsZero() {
 		t.Fatalf("an ended delay is proposed again: %v, next %v", p.delays, next)
+	}
+}
+
+// TestRevocations: a revoked hold is ended when its grace passes on the
+// leader's clock, counted from the revoke's apply; a second revoke keeps
+// the first grace; a hold released in time, or of a session that ended,
+// is forgotten; a failed end is proposed again; a new leader gives every
+// revoked hold its full grace from its promotion.
+func TestRevocations(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tr, p, m, apply, open := appliedTracker(t, &now)
+	tr.Promote(1, m)
+	a, b, c := open(), open(), open()
+	acquire := func(s, seq uint64, lock string) uint64 {
+		return apply(&fsmpb.Command{SessionId: s, Seq: seq, MinUnackedSeq: seq, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+			Lock: lock}}}).GetAcquire().GetToken()
+	}
+	revoke := func(lock string, grace time.Duration) {
+		apply(&fsmpb.Command{Op: &fsmpb.Command_RevokeHold{RevokeHold: &fsmpb.RevokeHold{Lock: lock, GraceNanos: int64(grace)}}})
+	}
+	hold := func(lock string, s, token uint64) string {
+		return lock + "/" + strconv.FormatUint(s, 10) + "/" + strconv.FormatUint(token, 10)
+	}
+	tx, ty := acquire(a, 1, "x"), acquire(b, 1, "y")
+	acquire(c, 1, "z")
+	revoke("x", 10*time.Second)
+	revoke("y", 5*time.Second)
+	revoke("z", 5*time.Second)
+	now = now.Add(3 * time.Second)
+	revoke("x", time.Second) // keeps its first grace (to 1010)
+	// b lets go in time; c's session ends.
+	apply(&fsmpb.Command{SessionId: b, Seq: 2, MinUnackedSeq: 2, Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "y", Token: ty}}})
+	apply(&fsmpb.Command{Op: &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{SessionId: c}}})
+	now = now.Add(5 * time.Second) // 1008
+	tr.FireDue(context.Background())
+	if len(p.revoked) != 0 {
+		t.Fatalf("ended %v; y was released and z's session ended, x's grace runs to 1010", p.revoked)
+	}
+	// A failed end is proposed again RetryDelay later.
+	p.fail = true
+	now = now.Add(2 * time.Second) // 1010
+	tr.FireDue(context.Background())
+	p.fail = false
+	now = now.Add(RetryDelay)
+	tr.FireDue(context.Background())
+	if want := hold("x", a, tx); !slices.Equal(p.revoked, []string{want, want}) {
+		t.Fatalf("ended %v, want %s twice (a failed end is retried)", p.revoked, want)
+	}
+
+	// A new leader: the hold (not yet ended in the log) gets its full
+	// grace from the promotion.
+	p.revoked = nil
+	tr.Demote()
+	now = now.Add(time.Minute)
+	tr.Promote(2, m)
+	if next := tr.FireDue(context.Background()); len(p.revoked) != 0 || !next.Equal(now.Add(10*time.Second)) {
+		t.Fatalf("after promotion: ended %v, next %v; want none and %v", p.revoked, next, now.Add(10*time.Second))
+	}
+	now = now.Add(10 * time.Second)
+	tr.FireDue(context.Background())
+	if want := hold("x", a, tx); !slices.Equal(p.revoked, []string{want}) {
+		t.Fatalf("after promotion: ended %v, want %s", p.revoked, want)
+	}
+	res := apply(&fsmpb.Command{Op: &fsmpb.Command_EndRevokedHold{EndRevokedHold: &fsmpb.EndRevokedHold{Lock: "x", SessionId: a, Token: tx}}})
+	if len(res.GetHoldsEnded()) != 1 || len(res.GetLiveness().GetRevocationsEnded()) != 1 {
+		t.Fatalf("the end reports %v", res)
+	}
+	p.revoked = nil
+	now = now.Add(time.Hour)
+	if next := tr.FireDue(context.Background()); len(p.revoked) != 0 || !next.IsZero() {
+		t.Fatalf("an ended revocation is proposed again: %v, next %v", p.revoked, next)
 	}
 }
 

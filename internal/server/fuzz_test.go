@@ -93,6 +93,9 @@ var requestKinds = map[string]requestKind{
 	"CasRelease": {func() proto.Message { return &batonpb.CasReleaseRequest{} }, func(m proto.Message) ([]*fsmpb.Command, error) {
 		return one(casReleaseCommand(m.(*batonpb.CasReleaseRequest)))
 	}},
+	"Revoke": {func() proto.Message { return &batonpb.RevokeRequest{} }, func(m proto.Message) ([]*fsmpb.Command, error) {
+		return one(revokeCommand(m.(*batonpb.RevokeRequest)))
+	}},
 	"Blacklist": {func() proto.Message { return &batonpb.BlacklistRequest{} }, func(m proto.Message) ([]*fsmpb.Command, error) {
 		return one(blacklistCommand(m.(*batonpb.BlacklistRequest)))
 	}},
@@ -272,6 +275,9 @@ func requestSeeds(tb testing.TB) [][]byte {
 		&batonpb.RenewHoldRequest{SessionId: 7, Name: "jobs/nightly", Token: 42},
 		&batonpb.CasReleaseRequest{Name: "jobs/nightly", SessionId: 7, Token: 42},
 		&batonpb.BlacklistRequest{SessionId: 7},
+		&batonpb.RevokeRequest{Name: "jobs/nightly", Token: 42, Grace: durationpb.New(30 * time.Second)},
+		&batonpb.RevokeRequest{Name: "jobs/nightly"},
+		&batonpb.RevokeRequest{Name: "jobs/nightly", Grace: durationpb.New(rules.MaxRevokeGrace)},
 		&batonpb.ChangeAuthRequest{Kind: batonpb.ChangeAuthRequest_ADD_USER, User: "alice", WithToken: true},
 		&batonpb.ChangeAuthRequest{Kind: batonpb.ChangeAuthRequest_GRANT, Role: "jobs", Prefix: "jobs/", Perms: "lock,read"},
 		&batonpb.ChangeAuthRequest{Kind: batonpb.ChangeAuthRequest_REVOKE_ROLE, User: "alice", Role: "jobs"},

@@ -232,6 +232,13 @@ func (h *hub) publish(res *fsmpb.Result) {
 			}}}}, true)
 		}
 	}
+	for _, r := range res.GetHoldsRevoked() {
+		// Best effort too: a session not connected now learns it from
+		// the SessionHolds that follows its resume.
+		for ch := range h.channels[r.GetSessionId()] {
+			h.send(reply{ch: ch, resp: revokeRequested(r.GetLock(), r.GetOwnerKey(), r.GetToken(), r.GetGraceNanos(), r.GetDeadlineUnixNano())}, true)
+		}
+	}
 	for _, id := range res.GetSessionsEnded() {
 		for ch := range h.channels[id] {
 			if ch.closing.Load() {

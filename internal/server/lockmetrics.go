@@ -66,10 +66,11 @@ const (
 	expirySession     expiryReason = iota // its session expired
 	expiryHoldLimit                       // its hold limit passed unrenewed
 	expiryBlacklisted                     // its session expired after an operator blacklisted it
+	expiryRevoked                         // a Revoke's grace passed before its holder let go
 	numExpiryReasons
 )
 
-var expiryReasonNames = [numExpiryReasons]string{"session_expired", "hold_limit", "blacklisted"}
+var expiryReasonNames = [numExpiryReasons]string{"session_expired", "hold_limit", "blacklisted", "revoked"}
 
 // prefixSeries are the series of one prefix label, resolved once.
 type prefixSeries struct {
@@ -130,7 +131,7 @@ func newLockMetrics(depth int, view func(func(*fsm.Machine))) *lockMetrics {
 		casReleases: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_lock_cas_releases_total",
 			Help: "holds an operator's conditional release (CasRelease) ended"}, labels()),
 		expiries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_lock_expiries_total",
-			Help: "holds ended by the leader's clock: their session expired (reason session_expired, or blacklisted when an operator had blacklisted it) or their hold limit passed unrenewed (hold_limit)"}, labels("reason")),
+			Help: "holds ended by the leader's clock: their session expired (reason session_expired, or blacklisted when an operator had blacklisted it) or their hold limit passed unrenewed (hold_limit) or a revoke's grace passed (revoked)"}, labels("reason")),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_lock_refusals_total",
 			Help: "lock requests (acquire, acquire-many, release, cancel, conditional release) the state machine refused, by the API's Reason"}, labels("reason")),
 		waitTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_lock_wait_seconds",
@@ -259,6 +260,10 @@ func (lm *lockMetrics) applied(index uint64, cmd *fsmpb.Command, res *fsmpb.Resu
 	case *fsmpb.Command_ExpireHold:
 		for _, e := range res.GetHoldsEnded() {
 			lm.ended(e.GetSessionId(), e.GetLock(), e.GetToken(), wall).expiries[expiryHoldLimit].Inc()
+		}
+	case *fsmpb.Command_EndRevokedHold:
+		for _, e := range res.GetHoldsEnded() {
+			lm.ended(e.GetSessionId(), e.GetLock(), e.GetToken(), wall).expiries[expiryRevoked].Inc()
 		}
 	case *fsmpb.Command_BlacklistSession:
 		if !refused {

@@ -264,6 +264,44 @@ func casReleaseCommand(r *batonpb.CasReleaseRequest) (*fsmpb.Command, error) {
 	}}}, nil
 }
 
+// revokeCommand validates an operator's Revoke and returns its command,
+// without its principal: an unset grace is rules.DefaultRevokeGrace.
+func revokeCommand(r *batonpb.RevokeRequest) (*fsmpb.Command, error) {
+	if err := checkName("name", r.GetName()); err != nil {
+		return nil, err
+	}
+	grace := rules.DefaultRevokeGrace
+	if g := r.GetGrace(); g != nil {
+		if err := g.CheckValid(); err != nil {
+			return nil, invalidf("grace: %v", err)
+		}
+		grace = g.AsDuration()
+	}
+	if err := rules.CheckRevokeGrace(grace); err != nil {
+		return nil, invalidf("grace: %v", err)
+	}
+	return &fsmpb.Command{Op: &fsmpb.Command_RevokeHold{RevokeHold: &fsmpb.RevokeHold{
+		Lock: r.GetName(), Token: r.GetToken(), GraceNanos: int64(grace),
+	}}}, nil
+}
+
+// revokedToWire is the API's form of the holds a RevokeHold asked to end.
+func revokedToWire(hs []*fsmpb.HoldRevoked) []*batonpb.Holder {
+	out := make([]*batonpb.Holder, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, &batonpb.Holder{SessionId: h.GetSessionId(), OwnerKey: h.GetOwnerKey(), Token: h.GetToken(),
+			RevokeDeadline: tsOf(h.GetDeadlineUnixNano()), RevokeGrace: durationOrNil(h.GetGraceNanos())})
+	}
+	return out
+}
+
+// revokeRequested is the push that tells a session of h.
+func revokeRequested(name, ownerKey string, token uint64, graceNanos, deadline int64) *batonpb.SessionResponse {
+	return &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_RevokeRequested{RevokeRequested: &batonpb.RevokeRequested{
+		Name: name, OwnerKey: ownerKey, Token: token, Grace: durationOrNil(graceNanos), Deadline: tsOf(deadline),
+	}}}
+}
+
 // blacklistCommand validates an operator's Blacklist and returns its
 // command, without its principal.
 func blacklistCommand(r *batonpb.BlacklistRequest) (*fsmpb.Command, error) {
@@ -292,6 +330,7 @@ func holderToWire(h *fsmpb.Holder) *batonpb.Holder {
 		SessionId: h.GetSessionId(), Owner: h.GetOwner(), OwnerKey: h.GetOwnerKey(),
 		Token: h.GetToken(), Count: h.GetCount(), Since: tsOf(h.GetSinceUnixNano()), Shared: h.GetShared(),
 		HoldLimit: durationOrNil(h.GetHoldLimitNanos()), LockDelay: durationOrNil(h.GetLockDelayNanos()),
+		RevokeDeadline: tsOf(h.GetRevokeDeadlineUnixNano()), RevokeGrace: durationOrNil(h.GetRevokeGraceNanos()),
 		Value: h.GetValue(),
 	}
 }
@@ -372,6 +411,7 @@ var holdEnds = map[fsm.HoldEnd]batonpb.HoldEnd{
 	fsm.EndHoldExpired:    batonpb.HoldEnd_HOLD_END_HOLD_EXPIRED,
 	fsm.EndCasReleased:    batonpb.HoldEnd_HOLD_END_CAS_RELEASED,
 	fsm.EndAbandoned:      batonpb.HoldEnd_HOLD_END_ABANDONED,
+	fsm.EndRevoked:        batonpb.HoldEnd_HOLD_END_REVOKED,
 }
 
 // historyToWire is the recent ended holds of lock name, the most recent

@@ -202,7 +202,8 @@ func (s *Server) Deliver(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
 		s.keysChanged()
 	}
 	s.watches.touched(cmd, res)
-	if len(res.GetGrants()) > 0 || len(res.GetWaitsEnded()) > 0 || len(res.GetSessionsEnded()) > 0 || len(res.GetHoldsEnded()) > 0 {
+	if len(res.GetGrants()) > 0 || len(res.GetWaitsEnded()) > 0 || len(res.GetSessionsEnded()) > 0 || len(res.GetHoldsEnded()) > 0 ||
+		len(res.GetHoldsRevoked()) > 0 {
 		s.hub.publish(res)
 	}
 }

@@ -374,7 +374,8 @@ const (
 // pushHolds sends the holds of ch's session, which the hub already
 // knows: a hold that ends after the read is pushed as HoldLost too, and
 // one that ended before it is missing from the list, so the client learns
-// of every hold it lost while it was away.
+// of every hold it lost while it was away; and of each hold a Revoke
+// asked to end, in revoking.
 func (s *Server) pushHolds(ch *channel) {
 	var (
 		refs  []fsm.HoldRef
@@ -388,6 +389,9 @@ func (s *Server) pushHolds(ch *channel) {
 		for size := 0; start < len(refs) && len(msg.Holds) < holdsPerMessage && size < holdsBytesPerMessage; start++ {
 			r := refs[start]
 			msg.Holds = append(msg.Holds, &batonpb.HoldLost{Name: r.Lock, OwnerKey: r.OwnerKey, Token: r.Token})
+			if r.RevokeGraceNanos != 0 {
+				msg.Revoking = append(msg.Revoking, revokeRequested(r.Lock, r.OwnerKey, r.Token, r.RevokeGraceNanos, r.RevokeDeadlineUnixNano).GetRevokeRequested())
+			}
 			size += len(r.Lock) + len(r.OwnerKey) + 16
 		}
 		msg.Done = start == len(refs)

@@ -212,6 +212,25 @@ func (s *Server) CasRelease(ctx context.Context, r *batonpb.CasReleaseRequest) (
 	return &batonpb.CasReleaseResponse{}, nil
 }
 
+// Revoke implements batonpb.BatonServer.
+func (s *Server) Revoke(ctx context.Context, r *batonpb.RevokeRequest) (*batonpb.RevokeResponse, error) {
+	who, err := s.operator(ctx, "Revoke")
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	cmd, err := revokeCommand(r)
+	var res *fsmpb.Result
+	if err == nil {
+		cmd.Principal = who
+		res, err = s.propose(ctx, cmd)
+	}
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	s.log.Info("revoke requested", "lock", r.GetName(), "token", r.GetToken(), "holds", len(res.GetHoldsRevoked()))
+	return &batonpb.RevokeResponse{Revoked: revokedToWire(res.GetHoldsRevoked())}, nil
+}
+
 // Blacklist implements batonpb.BatonServer.
 func (s *Server) Blacklist(ctx context.Context, r *batonpb.BlacklistRequest) (*batonpb.BlacklistResponse, error) {
 	who, err := s.operator(ctx, "Blacklist")

@@ -142,6 +142,14 @@ func (ws *watches) touched(cmd *fsmpb.Command, res *fsmpb.Result) {
 	for _, e := range res.GetWaitsEnded() {
 		mark(e.GetLock())
 	}
+	// Holds another's request ended (CasRelease, ExpireHold,
+	// EndRevokedHold), and holds a Revoke asked to end.
+	for _, e := range res.GetHoldsEnded() {
+		mark(e.GetLock())
+	}
+	for _, r := range res.GetHoldsRevoked() {
+		mark(r.GetLock())
+	}
 }
 
 // restored notes that every lock may have changed.

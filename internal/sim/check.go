@@ -221,6 +221,9 @@ func (k *checker) internalDone(op *internalOp, res *fsmpb.Result, index uint64, 
 	if op.kind == opExpireHold && res.GetError() == fsmpb.Error_ERROR_NONE {
 		k.s.stats.HoldsExpired++
 	}
+	if op.kind == opEndRevoked && res.GetError() == fsmpb.Error_ERROR_NONE {
+		k.s.stats.HoldsRevoked++
+	}
 	if op.kind == opAbandon && res.GetAcquire().GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
 		if op.out.granted {
 			k.s.stats.AbandonsReleased++
@@ -347,6 +350,7 @@ func (k *checker) finalChecks() {
 		session uint64
 	}
 	delays := map[string]delayRun{} // lock → the lock-delay it is in
+	revokes := map[revokedHold]revokeRun{}
 	cur := map[hold]bool{}          // the holds after the previous entry
 	last := map[string]uint64{}     // lock → highest token ever granted
 	endAt := map[hold]uint64{}      // hold → index of the entry that ended it
@@ -415,6 +419,10 @@ func (k *checker) finalChecks() {
 			}
 		}); err != nil {
 			s.fail("h/lock-delay", "%v", err)
+			return
+		}
+		if err := k.checkRevokes(i, e, res, revokes); err != nil {
+			s.fail("j/revoke", "%v", err)
 			return
 		}
 		if am := e.cmd.GetAcquireMany(); am != nil {
@@ -499,7 +507,7 @@ func (k *checker) resolveInternal() []*internalOp {
 	claimed := map[uint64]bool{}
 	var ops, open []*internalOp
 	for _, op := range k.internal {
-		if op.kind != opExpire && op.kind != opAbandon && op.kind != opExpireHold {
+		if op.kind != opExpire && op.kind != opAbandon && op.kind != opExpireHold && op.kind != opEndRevoked {
 			continue
 		}
 		if op.done && !op.out.unknown {
@@ -515,7 +523,8 @@ func (k *checker) resolveInternal() []*internalOp {
 	byKey := map[string][]applied{}
 	for _, i := range sortedKeys(k.log) {
 		e := k.log[i]
-		if claimed[i] || e.cmd.GetExpireSession() == nil && e.cmd.GetExpireHold() == nil && e.cmd.GetCancelWait() == nil {
+		if claimed[i] || e.cmd.GetExpireSession() == nil && e.cmd.GetExpireHold() == nil && e.cmd.GetCancelWait() == nil &&
+			e.cmd.GetEndRevokedHold() == nil {
 			continue
 		}
 		key := proposalKey(e.cmd)

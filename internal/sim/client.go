@@ -25,12 +25,15 @@ const (
 	// history gets one try per lock it answered for (a skipped lock is
 	// left alone), at the same call and return.
 	opAcquireMany
+	// opEndRevoked is proposed by a leader's liveness tracker: a revoked
+	// hold's grace passed (revoke.go). The model takes it as ExpireHold.
+	opEndRevoked
 	// opProclaim sets the value of a mutex the client holds (Proclaim).
 	opProclaim
 )
 
 func (k opKind) String() string {
-	return [...]string{"none", "open", "try", "wait", "release", "check", "close", "expire", "abandon", "expire-hold", "many", "proclaim"}[k]
+	return [...]string{"none", "open", "try", "wait", "release", "check", "close", "expire", "abandon", "expire-hold", "many", "end-revoked", "proclaim"}[k]
 }
 
 // clientOp is a client's outstanding operation, across its retries.

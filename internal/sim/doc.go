@@ -11,7 +11,8 @@
 // on its own or all or none), take again mutexes they hold (reentrant
 // counts, Config.Reentrant), cancel waits, release, check, stop
 // heartbeating and write to a fenced resource with their tokens, with
-// lock-delays on some locks (Config.LockDelays). Each
+// lock-delays on some locks (Config.LockDelays), and an operator that
+// revokes holds (Config.Revokes). Each
 // session has a secret whose hash every request for it shows; with
 // Config.Strangers a stranger acts for clients' sessions without it
 // (releases, acquires with a high seq, closes, keepalives, renewals).
@@ -93,6 +94,12 @@
 //	   sessions it names could never go on, even if every other session
 //	   let go of everything (checkDeadlock). In e, such a refusal needs
 //	   the lock held by another session, as BUSY does.
+//	j. (Config.Revokes) in the replayed log a hold asked again keeps its
+//	   first revocation, every EndRevokedHold that applies ends the one
+//	   hold being revoked that it names, and none was proposed before
+//	   the grace had passed since the RevokeHold entry. The holders told
+//	   stop using their holds (c holds them to it), and the model (e)
+//	   takes the end of a revoked hold as a hold limit's expiry.
 //
 // Only _test.go files import this package.
 package sim

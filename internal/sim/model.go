@@ -99,8 +99,9 @@ func effects(st linState, in linInput) []any {
 		if st.holder == in.session && (st.token == 0 || st.token == in.token) {
 			out = append(out, st.released(in.token))
 		}
-	case opExpireHold:
-		// An expiry of a hold limit ends the hold it names, every count.
+	case opExpireHold, opEndRevoked:
+		// An expiry of a hold limit, or the end of a revoked hold whose
+		// grace passed, ends the hold it names, every count.
 		if st.holder == in.session && (st.token == 0 || st.token == in.token) {
 			out = append(out, st.ended())
 		}
@@ -208,13 +209,13 @@ func lockStep(state, input, output any) []any {
 		default: // timed out, cancelled, refused: no effect
 			return []any{st}
 		}
-	case opRelease, opExpireHold:
+	case opRelease, opExpireHold, opEndRevoked:
 		mine := st.holder == in.session && (st.token == 0 || st.token == in.token)
 		switch {
 		case o.code != fsmpb.Error_ERROR_NONE:
 		case !mine:
 			return nil
-		case in.kind == opExpireHold:
+		case in.kind == opExpireHold || in.kind == opEndRevoked:
 			return []any{st.ended()}
 		case o.remaining == st.count-1:
 			return []any{st.released(in.token)}
@@ -369,7 +370,7 @@ func semEffects(st linState, in linInput) []any {
 		if !st.isDead(in.session) && !slices.ContainsFunc(hs, func(h semHold) bool { return h.session == in.session }) && semAdmits(hs, in.shared) {
 			out = append(out, st.withHolds(append(hs, semHold{in.session, 0, in.shared})))
 		}
-	case opRelease, opExpireHold:
+	case opRelease, opExpireHold, opEndRevoked:
 		for i, h := range hs {
 			if h.session == in.session && (h.token == 0 || h.token == in.token) {
 				out = append(out, st.withHolds(slices.Delete(slices.Clone(hs), i, i+1)))
@@ -445,7 +446,7 @@ func semStep(st linState, in linInput, o outcome) []any {
 		default:
 			return []any{st}
 		}
-	case opRelease, opExpireHold:
+	case opRelease, opExpireHold, opEndRevoked:
 		if o.code == fsmpb.Error_ERROR_NONE {
 			var out []any
 			for i, h := range hs {

@@ -119,6 +119,9 @@ func (v *server) Applied(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
 			e.ended = w
 		}
 	}
+	for _, h := range res.GetHoldsRevoked() {
+		m.s.revokeTold(h)
+	}
 }
 
 // MembershipApplied implements raftnode.MembershipObserver: the checker
@@ -377,6 +380,12 @@ func (p simProposer) ExpireHold(_ context.Context, lock string, session, token u
 	return p.submit(&fsmpb.Command{Op: &fsmpb.Command_ExpireHold{ExpireHold: &fsmpb.ExpireHold{
 		Lock: lock, SessionId: session, Token: token,
 	}}}, &internalOp{kind: opExpireHold, session: session, lock: lock, token: token})
+}
+
+func (p simProposer) EndRevokedHold(_ context.Context, lock string, session, token uint64) error {
+	return p.submit(&fsmpb.Command{Op: &fsmpb.Command_EndRevokedHold{EndRevokedHold: &fsmpb.EndRevokedHold{
+		Lock: lock, SessionId: session, Token: token,
+	}}}, &internalOp{kind: opEndRevoked, session: session, lock: lock, token: token})
 }
 
 func (p simProposer) EndLockDelay(_ context.Context, lock string, delayFrom uint64) error {

@@ -111,6 +111,13 @@ type Config struct {
 	// The linearizability model takes a BUSY answer that says the lock is
 	// in its delay as needing no other holder.
 	LockDelays bool
+	// Revokes adds an operator that asks the holders of random locks to
+	// let go (revoke.go): each holder is told, stops using its hold and
+	// releases it or not; the leader ends a hold still there at its
+	// grace (EndRevokedHold). The model takes that end as it takes a
+	// hold limit's expiry, and the fence checks (c) hold the holders that
+	// were told to it.
+	Revokes bool
 	// Values gives half the acquires of mutexes a value (an election's
 	// candidate's) and has holders proclaim new ones (Proclaim). The
 	// linearizability model follows each mutex's value, and a check
@@ -146,6 +153,7 @@ func ConfigFor(seed uint64) Config {
 		Reentrant:      r.IntN(2) == 0,
 		Strangers:      r.IntN(2) == 0,
 		LockDelays:     r.IntN(2) == 0,
+		Revokes:        r.IntN(2) == 0,
 		Values:         r.IntN(2) == 0,
 	}
 }
@@ -227,6 +235,10 @@ type Stats struct {
 	// those it ended, and DelayedBusy the tries answered BUSY because the
 	// lock was in its delay.
 	LockDelays, LockDelaysEnded, DelayedBusy uint64
+	// Revokes counts the revokes proposed, RevokesTold the holders told,
+	// RevokesHonoured those that released their hold in reply, and
+	// HoldsRevoked the holds the leader ended at their grace.
+	Revokes, RevokesTold, RevokesHonoured, HoldsRevoked uint64
 	// MixedSetGrants counts the locks granted by acquire_many entries
 	// that gave each lock its own mode (a mutex beside a semaphore's
 	// permit or writer).
@@ -339,6 +351,9 @@ func Run(cfg Config) Result {
 	}
 	if cfg.Strangers {
 		s.after(s.dur(20*time.Millisecond, 200*time.Millisecond), newStranger(s).act)
+	}
+	if cfg.Revokes {
+		s.after(s.dur(100*time.Millisecond, 600*time.Millisecond), s.revoke)
 	}
 	s.at(int64(cfg.Chaos), s.heal)
 	s.end = int64(cfg.Chaos + cfg.Calm)

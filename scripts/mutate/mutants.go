@@ -76,6 +76,16 @@ var mutants = []mutant{
 		to:   "return e == EndSessionExpired || e == EndHoldExpired || e == EndSessionClosed",
 	},
 	{
+		name: "fsm/revoked-end-starts-no-lock-delay", file: "internal/fsm/delay.go", checks: fsmChecks,
+		from: "e == EndHoldExpired || e == EndRevoked\n",
+		to:   "e == EndHoldExpired\n",
+	},
+	{
+		name: "fsm/second-revoke-replaces-the-first", file: "internal/fsm/revoke.go", checks: fsmChecks,
+		from: "r := l.revocationOf(h)\n\t\tif r == nil {",
+		to:   "var r *revocation\n\t\tif r == nil {",
+	},
+	{
 		name: "fsm/queue-last-in-first-out", file: "internal/fsm/lock.go", checks: fsmChecks,
 		from: "l.queue.waiters = append(l.queue.waiters, w)",
 		to:   "l.queue.waiters = append([]waiter{w}, l.queue.waiters...)",
@@ -172,6 +182,11 @@ var mutants = []mutant{
 		name: "liveness/new-leader-ends-lock-delays-at-once", file: "internal/liveness/tracker.go", checks: livenessChecks,
 		from: "t.delays[d.Lock] = &lockDelay{from: d.DelayFrom, deadline: now.Add(time.Duration(d.DelayNanos))}",
 		to:   "t.delays[d.Lock] = &lockDelay{from: d.DelayFrom, deadline: now}",
+	},
+	{
+		name: "liveness/new-leader-ends-revoked-holds-at-once", file: "internal/liveness/tracker.go", checks: livenessChecks,
+		from: "&revocation{deadline: now.Add(time.Duration(r.GraceNanos))}",
+		to:   "&revocation{deadline: now}",
 	},
 	{
 		name: "liveness/open-grants-half-ttl", file: "internal/liveness/tracker.go", checks: livenessChecks,
@@ -286,6 +301,11 @@ var mutants = []mutant{
 		name: "client/deadline-from-receive", file: "keepalive.go", checks: clientChecks,
 		from: "s.extendLocked(c.sent, s.serverTTL(",
 		to:   "s.extendLocked(time.Now(), s.serverTTL(",
+	},
+	{
+		name: "client/revoke-not-told-on-resume", file: "leases.go", checks: clientChecks,
+		from: "s.revokeRequestedLocked(r)",
+		to:   "_ = r",
 	},
 	{
 		name: "client/deadline-without-margin", file: "keepalive.go", checks: clientChecks,

@@ -204,6 +204,7 @@ function howEnded(how) {
 function holderRow(name, h) {
   return el("tr", { "data-session": h.session_id }, ...holderCells(h), el("td", {}, mode(h)),
     el("td", {}, h.hold_limit || "none"), el("td", {}, h.lock_delay || "none"), el("td", {}, h.value || ""),
+    el("td", {}, h.revoke_deadline ? "ends " + new Date(h.revoke_deadline).toLocaleTimeString() + " unless released" : "no"),
     el("td", { class: "act" }, releaseButton(name, h), blacklistButton(h.session_id, h.owner, "", name)));
 }
 
@@ -216,14 +217,14 @@ function renderDetail(resp) {
   "no hold ended here lately", 6);
   if (!lock) {
     $("#detail-kind").textContent = "";
-    fill($("#holders tbody"), [], "free now: nobody holds or waits", 10);
+    fill($("#holders tbody"), [], "free now: nobody holds or waits", 11);
     fill($("#waiters tbody"), [], "", 6);
     return;
   }
   const kind = lock.limit > 1 ? "admits " + lock.limit + " holders" : "a mutex: one holder";
   const delayed = delayedNote(lock);
   $("#detail-kind").textContent = delayed ? kind + "; " + delayed : kind;
-  fill($("#holders tbody"), (lock.holders || []).map((h) => holderRow(selected, h)), delayed || "nobody holds it", 10);
+  fill($("#holders tbody"), (lock.holders || []).map((h) => holderRow(selected, h)), delayed || "nobody holds it", 11);
   fill($("#waiters tbody"), (lock.waiters || []).map((w, i) => el("tr", { "data-session": w.session_id },
     el("td", {}, i + 1), el("td", {}, w.session_id), el("td", {}, owner(w)),
     agoCell(w.since), el("td", {}, w.wait_timeout && w.wait_timeout !== "0s" ? w.wait_timeout : "until cancelled"),

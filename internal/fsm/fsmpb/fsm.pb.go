@@ -193,6 +193,7 @@ const (
 	HoldEnd_HOLD_END_HOLD_EXPIRED    HoldEnd = 4 // its hold limit passed unrenewed
 	HoldEnd_HOLD_END_CAS_RELEASED    HoldEnd = 5 // an operator's CasRelease
 	HoldEnd_HOLD_END_ABANDONED       HoldEnd = 6 // granted to a wait whose caller had gone away
+	HoldEnd_HOLD_END_REVOKED         HoldEnd = 7 // a revocation's grace passed before its holder let go (EndRevokedHold)
 )
 
 // Enum value maps for HoldEnd.
@@ -205,6 +206,7 @@ var (
 		4: "HOLD_END_HOLD_EXPIRED",
 		5: "HOLD_END_CAS_RELEASED",
 		6: "HOLD_END_ABANDONED",
+		7: "HOLD_END_REVOKED",
 	}
 	HoldEnd_value = map[string]int32{
 		"HOLD_END_UNSPECIFIED":     0,
@@ -214,6 +216,7 @@ var (
 		"HOLD_END_HOLD_EXPIRED":    4,
 		"HOLD_END_CAS_RELEASED":    5,
 		"HOLD_END_ABANDONED":       6,
+		"HOLD_END_REVOKED":         7,
 	}
 )
 
@@ -314,7 +317,7 @@ func (x AuthChange_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AuthChange_Kind.Descriptor instead.
 func (AuthChange_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{12, 0}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14, 0}
 }
 
 // Command is the payload of one log entry.
@@ -364,6 +367,8 @@ type Command struct {
 	//	*Command_AuditNote
 	//	*Command_EndLockDelay
 	//	*Command_RotateSigningKey
+	//	*Command_RevokeHold
+	//	*Command_EndRevokedHold
 	//	*Command_Proclaim
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
@@ -598,6 +603,24 @@ func (x *Command) GetRotateSigningKey() *RotateSigningKey {
 	return nil
 }
 
+func (x *Command) GetRevokeHold() *RevokeHold {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RevokeHold); ok {
+			return x.RevokeHold
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetEndRevokedHold() *EndRevokedHold {
+	if x != nil {
+		if x, ok := x.Op.(*Command_EndRevokedHold); ok {
+			return x.EndRevokedHold
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetProclaim() *Proclaim {
 	if x != nil {
 		if x, ok := x.Op.(*Command_Proclaim); ok {
@@ -671,6 +694,14 @@ type Command_RotateSigningKey struct {
 	RotateSigningKey *RotateSigningKey `protobuf:"bytes,24,opt,name=rotate_signing_key,json=rotateSigningKey,proto3,oneof"`
 }
 
+type Command_RevokeHold struct {
+	RevokeHold *RevokeHold `protobuf:"bytes,25,opt,name=revoke_hold,json=revokeHold,proto3,oneof"`
+}
+
+type Command_EndRevokedHold struct {
+	EndRevokedHold *EndRevokedHold `protobuf:"bytes,26,opt,name=end_revoked_hold,json=endRevokedHold,proto3,oneof"`
+}
+
 type Command_Proclaim struct {
 	Proclaim *Proclaim `protobuf:"bytes,27,opt,name=proclaim,proto3,oneof"`
 }
@@ -704,6 +735,10 @@ func (*Command_AuditNote) isCommand_Op() {}
 func (*Command_EndLockDelay) isCommand_Op() {}
 
 func (*Command_RotateSigningKey) isCommand_Op() {}
+
+func (*Command_RevokeHold) isCommand_Op() {}
+
+func (*Command_EndRevokedHold) isCommand_Op() {}
 
 func (*Command_Proclaim) isCommand_Op() {}
 
@@ -1247,6 +1282,140 @@ func (x *RotateSigningKey) GetFirst() bool {
 	return false
 }
 
+// RevokeHold asks the holder of lock to let go (cooperative revocation):
+// each hold it names gets a revocation, grace_nanos long (whole
+// milliseconds, rules.MinRevokeGrace .. rules.MaxRevokeGrace), which
+// the leader times and, if the hold has not ended by then, ends with
+// EndRevokedHold. token != 0 names the holds with that token (refused
+// with TOKEN_MISMATCH if the lock has none); 0 names every hold of the
+// lock (each holder of a shared lock is asked). A hold already being
+// revoked keeps its revocation: a second request changes nothing. An
+// operator's command (Command.session_id 0; with authentication on,
+// admin over the lock's name, as CasRelease).
+type RevokeHold struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lock          string                 `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
+	Token         uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	GraceNanos    int64                  `protobuf:"varint,3,opt,name=grace_nanos,json=graceNanos,proto3" json:"grace_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeHold) Reset() {
+	*x = RevokeHold{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeHold) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeHold) ProtoMessage() {}
+
+func (x *RevokeHold) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeHold.ProtoReflect.Descriptor instead.
+func (*RevokeHold) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RevokeHold) GetLock() string {
+	if x != nil {
+		return x.Lock
+	}
+	return ""
+}
+
+func (x *RevokeHold) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *RevokeHold) GetGraceNanos() int64 {
+	if x != nil {
+		return x.GraceNanos
+	}
+	return 0
+}
+
+// EndRevokedHold ends the hold (session_id, token) of lock, whose
+// revocation's grace passed on the leader without the hold ending.
+// Proposed by the leader only (Command.session_id == 0); refused if the
+// hold ended first or is not being revoked.
+type EndRevokedHold struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lock          string                 `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
+	SessionId     uint64                 `protobuf:"varint,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndRevokedHold) Reset() {
+	*x = EndRevokedHold{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndRevokedHold) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndRevokedHold) ProtoMessage() {}
+
+func (x *EndRevokedHold) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndRevokedHold.ProtoReflect.Descriptor instead.
+func (*EndRevokedHold) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *EndRevokedHold) GetLock() string {
+	if x != nil {
+		return x.Lock
+	}
+	return ""
+}
+
+func (x *EndRevokedHold) GetSessionId() uint64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *EndRevokedHold) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
 // ExpireHold ends the hold (session_id, token) of lock, whose hold limit
 // passed on the leader without a renewal. Proposed by the leader only
 // (Command.session_id == 0).
@@ -1261,7 +1430,7 @@ type ExpireHold struct {
 
 func (x *ExpireHold) Reset() {
 	*x = ExpireHold{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1273,7 +1442,7 @@ func (x *ExpireHold) String() string {
 func (*ExpireHold) ProtoMessage() {}
 
 func (x *ExpireHold) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[9]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1286,7 +1455,7 @@ func (x *ExpireHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireHold.ProtoReflect.Descriptor instead.
 func (*ExpireHold) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{9}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExpireHold) GetLock() string {
@@ -1323,7 +1492,7 @@ type SetLogVersion struct {
 
 func (x *SetLogVersion) Reset() {
 	*x = SetLogVersion{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1335,7 +1504,7 @@ func (x *SetLogVersion) String() string {
 func (*SetLogVersion) ProtoMessage() {}
 
 func (x *SetLogVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[10]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1348,7 +1517,7 @@ func (x *SetLogVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLogVersion.ProtoReflect.Descriptor instead.
 func (*SetLogVersion) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{10}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetLogVersion) GetVersion() uint32 {
@@ -1370,7 +1539,7 @@ type AuditNote struct {
 
 func (x *AuditNote) Reset() {
 	*x = AuditNote{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1551,7 @@ func (x *AuditNote) String() string {
 func (*AuditNote) ProtoMessage() {}
 
 func (x *AuditNote) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[11]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1564,7 @@ func (x *AuditNote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditNote.ProtoReflect.Descriptor instead.
 func (*AuditNote) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{11}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AuditNote) GetAction() string {
@@ -1422,7 +1591,7 @@ type AuthChange struct {
 
 func (x *AuthChange) Reset() {
 	*x = AuthChange{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1603,7 @@ func (x *AuthChange) String() string {
 func (*AuthChange) ProtoMessage() {}
 
 func (x *AuthChange) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[12]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +1616,7 @@ func (x *AuthChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthChange.ProtoReflect.Descriptor instead.
 func (*AuthChange) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{12}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AuthChange) GetKind() AuthChange_Kind {
@@ -1520,7 +1689,7 @@ type AcquireMany struct {
 
 func (x *AcquireMany) Reset() {
 	*x = AcquireMany{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1701,7 @@ func (x *AcquireMany) String() string {
 func (*AcquireMany) ProtoMessage() {}
 
 func (x *AcquireMany) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1714,7 @@ func (x *AcquireMany) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireMany.ProtoReflect.Descriptor instead.
 func (*AcquireMany) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AcquireMany) GetLocks() []string {
@@ -1616,7 +1785,7 @@ type LockMode struct {
 
 func (x *LockMode) Reset() {
 	*x = LockMode{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1797,7 @@ func (x *LockMode) String() string {
 func (*LockMode) ProtoMessage() {}
 
 func (x *LockMode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1810,7 @@ func (x *LockMode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockMode.ProtoReflect.Descriptor instead.
 func (*LockMode) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LockMode) GetShared() bool {
@@ -1671,7 +1840,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +1852,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1696,7 +1865,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Release) GetLock() string {
@@ -1733,7 +1902,7 @@ type CasRelease struct {
 
 func (x *CasRelease) Reset() {
 	*x = CasRelease{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +1914,7 @@ func (x *CasRelease) String() string {
 func (*CasRelease) ProtoMessage() {}
 
 func (x *CasRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +1927,7 @@ func (x *CasRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CasRelease.ProtoReflect.Descriptor instead.
 func (*CasRelease) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CasRelease) GetLock() string {
@@ -1810,7 +1979,7 @@ type CancelWait struct {
 
 func (x *CancelWait) Reset() {
 	*x = CancelWait{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1822,7 +1991,7 @@ func (x *CancelWait) String() string {
 func (*CancelWait) ProtoMessage() {}
 
 func (x *CancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +2004,7 @@ func (x *CancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWait.ProtoReflect.Descriptor instead.
 func (*CancelWait) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CancelWait) GetLock() string {
@@ -1908,14 +2077,18 @@ type Result struct {
 	// acquire's would have closed into a deadlock (deadlock.go). Cached
 	// with the refusal, so a retry is answered alike. One message behind
 	// one field, as liveness: most results have none.
-	Deadlock      *DeadlockCycle `protobuf:"bytes,40,opt,name=deadlock,proto3" json:"deadlock,omitempty"`
+	Deadlock *DeadlockCycle `protobuf:"bytes,40,opt,name=deadlock,proto3" json:"deadlock,omitempty"`
+	// holds_revoked: every hold the entry (a RevokeHold) gave a
+	// revocation, for the server to tell its session and the leader's
+	// liveness tracker to time. A side effect, like grants.
+	HoldsRevoked  []*HoldRevoked `protobuf:"bytes,50,rep,name=holds_revoked,json=holdsRevoked,proto3" json:"holds_revoked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1927,7 +2100,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1940,7 +2113,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Result) GetError() Error {
@@ -2027,6 +2200,13 @@ func (x *Result) GetDeadlock() *DeadlockCycle {
 	return nil
 }
 
+func (x *Result) GetHoldsRevoked() []*HoldRevoked {
+	if x != nil {
+		return x.HoldsRevoked
+	}
+	return nil
+}
+
 // DeadlockCycle is a deadlock: the refused wait's edge first, each
 // blocked by the next one's waiter, the last by the first's (see
 // DeadlockEdge).
@@ -2039,7 +2219,7 @@ type DeadlockCycle struct {
 
 func (x *DeadlockCycle) Reset() {
 	*x = DeadlockCycle{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2051,7 +2231,7 @@ func (x *DeadlockCycle) String() string {
 func (*DeadlockCycle) ProtoMessage() {}
 
 func (x *DeadlockCycle) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2064,7 +2244,7 @@ func (x *DeadlockCycle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadlockCycle.ProtoReflect.Descriptor instead.
 func (*DeadlockCycle) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeadlockCycle) GetEdges() []*DeadlockEdge {
@@ -2094,7 +2274,7 @@ type DeadlockEdge struct {
 
 func (x *DeadlockEdge) Reset() {
 	*x = DeadlockEdge{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2106,7 +2286,7 @@ func (x *DeadlockEdge) String() string {
 func (*DeadlockEdge) ProtoMessage() {}
 
 func (x *DeadlockEdge) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2119,7 +2299,7 @@ func (x *DeadlockEdge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadlockEdge.ProtoReflect.Descriptor instead.
 func (*DeadlockEdge) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeadlockEdge) GetSessionId() uint64 {
@@ -2164,6 +2344,103 @@ func (x *DeadlockEdge) GetBlockerOwnerKey() string {
 	return ""
 }
 
+// HoldRevoked is a hold of session_id, known by its token, that the entry
+// revoke_from asked to end within grace_nanos: the holder should let go;
+// the leader ends the hold when the grace passes (EndRevokedHold).
+// deadline_unix_nano is that entry's wall clock plus the grace, for
+// people.
+type HoldRevoked struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	SessionId        uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Lock             string                 `protobuf:"bytes,2,opt,name=lock,proto3" json:"lock,omitempty"`
+	OwnerKey         string                 `protobuf:"bytes,3,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	Token            uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	RevokeFrom       uint64                 `protobuf:"varint,5,opt,name=revoke_from,json=revokeFrom,proto3" json:"revoke_from,omitempty"`
+	GraceNanos       int64                  `protobuf:"varint,6,opt,name=grace_nanos,json=graceNanos,proto3" json:"grace_nanos,omitempty"`
+	DeadlineUnixNano int64                  `protobuf:"varint,7,opt,name=deadline_unix_nano,json=deadlineUnixNano,proto3" json:"deadline_unix_nano,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *HoldRevoked) Reset() {
+	*x = HoldRevoked{}
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldRevoked) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldRevoked) ProtoMessage() {}
+
+func (x *HoldRevoked) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldRevoked.ProtoReflect.Descriptor instead.
+func (*HoldRevoked) Descriptor() ([]byte, []int) {
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *HoldRevoked) GetSessionId() uint64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *HoldRevoked) GetLock() string {
+	if x != nil {
+		return x.Lock
+	}
+	return ""
+}
+
+func (x *HoldRevoked) GetOwnerKey() string {
+	if x != nil {
+		return x.OwnerKey
+	}
+	return ""
+}
+
+func (x *HoldRevoked) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *HoldRevoked) GetRevokeFrom() uint64 {
+	if x != nil {
+		return x.RevokeFrom
+	}
+	return 0
+}
+
+func (x *HoldRevoked) GetGraceNanos() int64 {
+	if x != nil {
+		return x.GraceNanos
+	}
+	return 0
+}
+
+func (x *HoldRevoked) GetDeadlineUnixNano() int64 {
+	if x != nil {
+		return x.DeadlineUnixNano
+	}
+	return 0
+}
+
 // Liveness is what one entry started or ended that runs on the leader's
 // clock. One message behind one field of Result: a result that has none
 // (most) costs a nil pointer, not five empty fields.
@@ -2192,13 +2469,18 @@ type Liveness struct {
 	LockDelaysStarted []*LockDelay `protobuf:"bytes,6,rep,name=lock_delays_started,json=lockDelaysStarted,proto3" json:"lock_delays_started,omitempty"`
 	// lock_delay_ended: the lock-delay an EndLockDelay ended.
 	LockDelayEnded *LockDelay `protobuf:"bytes,7,opt,name=lock_delay_ended,json=lockDelayEnded,proto3" json:"lock_delay_ended,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// revocations_ended: every hold being revoked that the entry ended
+	// (released in time, or by the leader's EndRevokedHold, or by another
+	// end), so the tracker stops timing it. A session's end is in
+	// Result.sessions_ended instead.
+	RevocationsEnded []*HoldRevoked `protobuf:"bytes,50,rep,name=revocations_ended,json=revocationsEnded,proto3" json:"revocations_ended,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Liveness) Reset() {
 	*x = Liveness{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2210,7 +2492,7 @@ func (x *Liveness) String() string {
 func (*Liveness) ProtoMessage() {}
 
 func (x *Liveness) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2223,7 +2505,7 @@ func (x *Liveness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Liveness.ProtoReflect.Descriptor instead.
 func (*Liveness) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Liveness) GetSessionOpened() *SessionOpened {
@@ -2275,6 +2557,13 @@ func (x *Liveness) GetLockDelayEnded() *LockDelay {
 	return nil
 }
 
+func (x *Liveness) GetRevocationsEnded() []*HoldRevoked {
+	if x != nil {
+		return x.RevocationsEnded
+	}
+	return nil
+}
+
 // LockDelay is the lock-delay of lock that the entry delay_from started,
 // delay_nanos long on the leader's clock.
 type LockDelay struct {
@@ -2288,7 +2577,7 @@ type LockDelay struct {
 
 func (x *LockDelay) Reset() {
 	*x = LockDelay{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2300,7 +2589,7 @@ func (x *LockDelay) String() string {
 func (*LockDelay) ProtoMessage() {}
 
 func (x *LockDelay) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2313,7 +2602,7 @@ func (x *LockDelay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockDelay.ProtoReflect.Descriptor instead.
 func (*LockDelay) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *LockDelay) GetLock() string {
@@ -2349,7 +2638,7 @@ type SessionOpened struct {
 
 func (x *SessionOpened) Reset() {
 	*x = SessionOpened{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2361,7 +2650,7 @@ func (x *SessionOpened) String() string {
 func (*SessionOpened) ProtoMessage() {}
 
 func (x *SessionOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2374,7 +2663,7 @@ func (x *SessionOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOpened.ProtoReflect.Descriptor instead.
 func (*SessionOpened) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SessionOpened) GetSessionId() uint64 {
@@ -2412,7 +2701,7 @@ type WaitQueued struct {
 
 func (x *WaitQueued) Reset() {
 	*x = WaitQueued{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2424,7 +2713,7 @@ func (x *WaitQueued) String() string {
 func (*WaitQueued) ProtoMessage() {}
 
 func (x *WaitQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2437,7 +2726,7 @@ func (x *WaitQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitQueued.ProtoReflect.Descriptor instead.
 func (*WaitQueued) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WaitQueued) GetSessionId() uint64 {
@@ -2482,7 +2771,7 @@ type LimitedHold struct {
 
 func (x *LimitedHold) Reset() {
 	*x = LimitedHold{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2494,7 +2783,7 @@ func (x *LimitedHold) String() string {
 func (*LimitedHold) ProtoMessage() {}
 
 func (x *LimitedHold) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2507,7 +2796,7 @@ func (x *LimitedHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitedHold.ProtoReflect.Descriptor instead.
 func (*LimitedHold) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *LimitedHold) GetSessionId() uint64 {
@@ -2555,7 +2844,7 @@ type AcquireOutcome struct {
 
 func (x *AcquireOutcome) Reset() {
 	*x = AcquireOutcome{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2567,7 +2856,7 @@ func (x *AcquireOutcome) String() string {
 func (*AcquireOutcome) ProtoMessage() {}
 
 func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2580,7 +2869,7 @@ func (x *AcquireOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireOutcome.ProtoReflect.Descriptor instead.
 func (*AcquireOutcome) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AcquireOutcome) GetLock() string {
@@ -2647,7 +2936,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2659,7 +2948,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2672,7 +2961,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Grant) GetSessionId() uint64 {
@@ -2725,7 +3014,7 @@ type HoldEnded struct {
 
 func (x *HoldEnded) Reset() {
 	*x = HoldEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2737,7 +3026,7 @@ func (x *HoldEnded) String() string {
 func (*HoldEnded) ProtoMessage() {}
 
 func (x *HoldEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2750,7 +3039,7 @@ func (x *HoldEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldEnded.ProtoReflect.Descriptor instead.
 func (*HoldEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *HoldEnded) GetSessionId() uint64 {
@@ -2794,7 +3083,7 @@ type WaitEnded struct {
 
 func (x *WaitEnded) Reset() {
 	*x = WaitEnded{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2806,7 +3095,7 @@ func (x *WaitEnded) String() string {
 func (*WaitEnded) ProtoMessage() {}
 
 func (x *WaitEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2819,7 +3108,7 @@ func (x *WaitEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitEnded.ProtoReflect.Descriptor instead.
 func (*WaitEnded) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WaitEnded) GetSessionId() uint64 {
@@ -2880,7 +3169,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2892,7 +3181,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2905,7 +3194,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Snapshot) GetAppliedIndex() uint64 {
@@ -2989,7 +3278,7 @@ type LockHistory struct {
 
 func (x *LockHistory) Reset() {
 	*x = LockHistory{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3001,7 +3290,7 @@ func (x *LockHistory) String() string {
 func (*LockHistory) ProtoMessage() {}
 
 func (x *LockHistory) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3014,7 +3303,7 @@ func (x *LockHistory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockHistory.ProtoReflect.Descriptor instead.
 func (*LockHistory) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *LockHistory) GetLock() string {
@@ -3052,7 +3341,7 @@ type PastHold struct {
 
 func (x *PastHold) Reset() {
 	*x = PastHold{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3064,7 +3353,7 @@ func (x *PastHold) String() string {
 func (*PastHold) ProtoMessage() {}
 
 func (x *PastHold) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3077,7 +3366,7 @@ func (x *PastHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PastHold.ProtoReflect.Descriptor instead.
 func (*PastHold) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PastHold) GetSessionId() uint64 {
@@ -3160,7 +3449,7 @@ type SigningKey struct {
 
 func (x *SigningKey) Reset() {
 	*x = SigningKey{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3172,7 +3461,7 @@ func (x *SigningKey) String() string {
 func (*SigningKey) ProtoMessage() {}
 
 func (x *SigningKey) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3185,7 +3474,7 @@ func (x *SigningKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
 func (*SigningKey) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SigningKey) GetId() uint64 {
@@ -3236,7 +3525,7 @@ type AuthState struct {
 
 func (x *AuthState) Reset() {
 	*x = AuthState{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3248,7 +3537,7 @@ func (x *AuthState) String() string {
 func (*AuthState) ProtoMessage() {}
 
 func (x *AuthState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3261,7 +3550,7 @@ func (x *AuthState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthState.ProtoReflect.Descriptor instead.
 func (*AuthState) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AuthState) GetEnabled() bool {
@@ -3296,7 +3585,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3308,7 +3597,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3321,7 +3610,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *User) GetName() string {
@@ -3355,7 +3644,7 @@ type Role struct {
 
 func (x *Role) Reset() {
 	*x = Role{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3367,7 +3656,7 @@ func (x *Role) String() string {
 func (*Role) ProtoMessage() {}
 
 func (x *Role) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3380,7 +3669,7 @@ func (x *Role) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Role.ProtoReflect.Descriptor instead.
 func (*Role) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Role) GetName() string {
@@ -3407,7 +3696,7 @@ type Permission struct {
 
 func (x *Permission) Reset() {
 	*x = Permission{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3419,7 +3708,7 @@ func (x *Permission) String() string {
 func (*Permission) ProtoMessage() {}
 
 func (x *Permission) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[37]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3432,7 +3721,7 @@ func (x *Permission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permission.ProtoReflect.Descriptor instead.
 func (*Permission) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{37}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Permission) GetPrefix() string {
@@ -3462,7 +3751,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3474,7 +3763,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[38]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3487,7 +3776,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{38}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AuditRecord) GetIndex() uint64 {
@@ -3540,7 +3829,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3552,7 +3841,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[39]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3565,7 +3854,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{39}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Member) GetId() uint64 {
@@ -3622,7 +3911,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[40]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3634,7 +3923,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[40]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3647,7 +3936,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{40}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Session) GetId() uint64 {
@@ -3742,7 +4031,7 @@ type CachedResult struct {
 
 func (x *CachedResult) Reset() {
 	*x = CachedResult{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[41]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3754,7 +4043,7 @@ func (x *CachedResult) String() string {
 func (*CachedResult) ProtoMessage() {}
 
 func (x *CachedResult) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[41]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3767,7 +4056,7 @@ func (x *CachedResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CachedResult.ProtoReflect.Descriptor instead.
 func (*CachedResult) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{41}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CachedResult) GetSeq() uint64 {
@@ -3813,7 +4102,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[42]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3825,7 +4114,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[42]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3838,7 +4127,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{42}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Lock) GetName() string {
@@ -3902,14 +4191,21 @@ type Holder struct {
 	Shared         bool                   `protobuf:"varint,8,opt,name=shared,proto3" json:"shared,omitempty"`
 	HoldLimitNanos int64                  `protobuf:"varint,9,opt,name=hold_limit_nanos,json=holdLimitNanos,proto3" json:"hold_limit_nanos,omitempty"`
 	LockDelayNanos int64                  `protobuf:"varint,10,opt,name=lock_delay_nanos,json=lockDelayNanos,proto3" json:"lock_delay_nanos,omitempty"` // the hold's lock-delay (Acquire)
-	Value          string                 `protobuf:"bytes,60,opt,name=value,proto3" json:"value,omitempty"`                                            // the hold's value (Acquire, Proclaim)
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// revoke_from, if not 0, is the RevokeHold entry that asked this hold
+	// to end; revoke_grace_nanos its grace, from which a new leader times
+	// it afresh; revoke_deadline_unix_nano that entry's wall clock plus
+	// the grace, for people.
+	RevokeFrom             uint64 `protobuf:"varint,50,opt,name=revoke_from,json=revokeFrom,proto3" json:"revoke_from,omitempty"`
+	RevokeGraceNanos       int64  `protobuf:"varint,51,opt,name=revoke_grace_nanos,json=revokeGraceNanos,proto3" json:"revoke_grace_nanos,omitempty"`
+	RevokeDeadlineUnixNano int64  `protobuf:"varint,52,opt,name=revoke_deadline_unix_nano,json=revokeDeadlineUnixNano,proto3" json:"revoke_deadline_unix_nano,omitempty"`
+	Value                  string `protobuf:"bytes,60,opt,name=value,proto3" json:"value,omitempty"` // the hold's value (Acquire, Proclaim)
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *Holder) Reset() {
 	*x = Holder{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[43]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3921,7 +4217,7 @@ func (x *Holder) String() string {
 func (*Holder) ProtoMessage() {}
 
 func (x *Holder) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[43]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3934,7 +4230,7 @@ func (x *Holder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Holder.ProtoReflect.Descriptor instead.
 func (*Holder) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{43}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Holder) GetSessionId() uint64 {
@@ -4007,6 +4303,27 @@ func (x *Holder) GetLockDelayNanos() int64 {
 	return 0
 }
 
+func (x *Holder) GetRevokeFrom() uint64 {
+	if x != nil {
+		return x.RevokeFrom
+	}
+	return 0
+}
+
+func (x *Holder) GetRevokeGraceNanos() int64 {
+	if x != nil {
+		return x.RevokeGraceNanos
+	}
+	return 0
+}
+
+func (x *Holder) GetRevokeDeadlineUnixNano() int64 {
+	if x != nil {
+		return x.RevokeDeadlineUnixNano
+	}
+	return 0
+}
+
 func (x *Holder) GetValue() string {
 	if x != nil {
 		return x.Value
@@ -4032,7 +4349,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[44]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4044,7 +4361,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[44]
+	mi := &file_internal_fsm_fsmpb_fsm_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4057,7 +4374,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{44}
+	return file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Waiter) GetSessionId() uint64 {
@@ -4134,8 +4451,7 @@ var File_internal_fsm_fsmpb_fsm_proto protoreflect.FileDescriptor
 
 const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\n" +
-	"\x1cinternal/fsm/fsmpb/fsm.proto\x12\fbaton.fsm.v1\"\x90\n" +
-	"\n" +
+	"\x1cinternal/fsm/fsmpb/fsm.proto\x12\fbaton.fsm.v1\"\x97\v\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x10\n" +
@@ -4168,7 +4484,10 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\n" +
 	"audit_note\x18\x16 \x01(\v2\x17.baton.fsm.v1.AuditNoteH\x00R\tauditNote\x12B\n" +
 	"\x0eend_lock_delay\x18\x17 \x01(\v2\x1a.baton.fsm.v1.EndLockDelayH\x00R\fendLockDelay\x12N\n" +
-	"\x12rotate_signing_key\x18\x18 \x01(\v2\x1e.baton.fsm.v1.RotateSigningKeyH\x00R\x10rotateSigningKey\x124\n" +
+	"\x12rotate_signing_key\x18\x18 \x01(\v2\x1e.baton.fsm.v1.RotateSigningKeyH\x00R\x10rotateSigningKey\x12;\n" +
+	"\vrevoke_hold\x18\x19 \x01(\v2\x18.baton.fsm.v1.RevokeHoldH\x00R\n" +
+	"revokeHold\x12H\n" +
+	"\x10end_revoked_hold\x18\x1a \x01(\v2\x1c.baton.fsm.v1.EndRevokedHoldH\x00R\x0eendRevokedHold\x124\n" +
 	"\bproclaim\x18\x1b \x01(\v2\x16.baton.fsm.v1.ProclaimH\x00R\bproclaimB\x04\n" +
 	"\x02op\"w\n" +
 	"\vOpenSession\x12\x1b\n" +
@@ -4206,7 +4525,18 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x10RotateSigningKey\x12\x12\n" +
 	"\x04seed\x18\x01 \x01(\fR\x04seed\x12'\n" +
 	"\x0fretention_nanos\x18\x02 \x01(\x03R\x0eretentionNanos\x12\x14\n" +
-	"\x05first\x18\x03 \x01(\bR\x05first\"U\n" +
+	"\x05first\x18\x03 \x01(\bR\x05first\"W\n" +
+	"\n" +
+	"RevokeHold\x12\x12\n" +
+	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x1f\n" +
+	"\vgrace_nanos\x18\x03 \x01(\x03R\n" +
+	"graceNanos\"Y\n" +
+	"\x0eEndRevokedHold\x12\x12\n" +
+	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\x04R\tsessionId\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\"U\n" +
 	"\n" +
 	"ExpireHold\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1d\n" +
@@ -4272,7 +4602,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vacquire_seq\x18\x03 \x01(\x04R\n" +
 	"acquireSeq\x12\x1b\n" +
 	"\ttimed_out\x18\x04 \x01(\bR\btimedOut\x12\x1c\n" +
-	"\tabandoned\x18\x05 \x01(\bR\tabandoned\"\xc3\x04\n" +
+	"\tabandoned\x18\x05 \x01(\bR\tabandoned\"\x83\x05\n" +
 	"\x06Result\x12)\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1d\n" +
@@ -4289,7 +4619,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	" \x03(\v2\x17.baton.fsm.v1.HoldEndedR\n" +
 	"holdsEnded\x122\n" +
 	"\bliveness\x18\v \x01(\v2\x16.baton.fsm.v1.LivenessR\bliveness\x127\n" +
-	"\bdeadlock\x18( \x01(\v2\x1b.baton.fsm.v1.DeadlockCycleR\bdeadlock\"A\n" +
+	"\bdeadlock\x18( \x01(\v2\x1b.baton.fsm.v1.DeadlockCycleR\bdeadlock\x12>\n" +
+	"\rholds_revoked\x182 \x03(\v2\x19.baton.fsm.v1.HoldRevokedR\fholdsRevoked\"A\n" +
 	"\rDeadlockCycle\x120\n" +
 	"\x05edges\x18\x01 \x03(\v2\x1a.baton.fsm.v1.DeadlockEdgeR\x05edges\"\xdb\x01\n" +
 	"\fDeadlockEdge\x12\x1d\n" +
@@ -4299,7 +4630,18 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x04lock\x18\x03 \x01(\tR\x04lock\x12!\n" +
 	"\fqueued_ahead\x18\x04 \x01(\bR\vqueuedAhead\x12,\n" +
 	"\x12blocker_session_id\x18\x05 \x01(\x04R\x10blockerSessionId\x12*\n" +
-	"\x11blocker_owner_key\x18\x06 \x01(\tR\x0fblockerOwnerKey\"\xe4\x03\n" +
+	"\x11blocker_owner_key\x18\x06 \x01(\tR\x0fblockerOwnerKey\"\xe3\x01\n" +
+	"\vHoldRevoked\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x12\n" +
+	"\x04lock\x18\x02 \x01(\tR\x04lock\x12\x1b\n" +
+	"\towner_key\x18\x03 \x01(\tR\bownerKey\x12\x14\n" +
+	"\x05token\x18\x04 \x01(\x04R\x05token\x12\x1f\n" +
+	"\vrevoke_from\x18\x05 \x01(\x04R\n" +
+	"revokeFrom\x12\x1f\n" +
+	"\vgrace_nanos\x18\x06 \x01(\x03R\n" +
+	"graceNanos\x12,\n" +
+	"\x12deadline_unix_nano\x18\a \x01(\x03R\x10deadlineUnixNano\"\xac\x04\n" +
 	"\bLiveness\x12B\n" +
 	"\x0esession_opened\x18\x01 \x01(\v2\x1b.baton.fsm.v1.SessionOpenedR\rsessionOpened\x12/\n" +
 	"\x13session_blacklisted\x18\x02 \x01(\x04R\x12sessionBlacklisted\x129\n" +
@@ -4308,7 +4650,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x15limited_holds_granted\x18\x04 \x03(\v2\x19.baton.fsm.v1.LimitedHoldR\x13limitedHoldsGranted\x12M\n" +
 	"\x15limited_hold_released\x18\x05 \x01(\v2\x19.baton.fsm.v1.LimitedHoldR\x13limitedHoldReleased\x12G\n" +
 	"\x13lock_delays_started\x18\x06 \x03(\v2\x17.baton.fsm.v1.LockDelayR\x11lockDelaysStarted\x12A\n" +
-	"\x10lock_delay_ended\x18\a \x01(\v2\x17.baton.fsm.v1.LockDelayR\x0elockDelayEnded\"_\n" +
+	"\x10lock_delay_ended\x18\a \x01(\v2\x17.baton.fsm.v1.LockDelayR\x0elockDelayEnded\x12F\n" +
+	"\x11revocations_ended\x182 \x03(\v2\x19.baton.fsm.v1.HoldRevokedR\x10revocationsEnded\"_\n" +
 	"\tLockDelay\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1d\n" +
 	"\n" +
@@ -4455,7 +4798,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"delay_from\x18\x05 \x01(\x04R\tdelayFrom\x12\x1f\n" +
 	"\vdelay_nanos\x18\x06 \x01(\x03R\n" +
 	"delayNanos\x125\n" +
-	"\x17delayed_until_unix_nano\x18\a \x01(\x03R\x14delayedUntilUnixNano\"\xd1\x02\n" +
+	"\x17delayed_until_unix_nano\x18\a \x01(\x03R\x14delayedUntilUnixNano\"\xdb\x03\n" +
 	"\x06Holder\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1b\n" +
@@ -4469,7 +4812,11 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x06shared\x18\b \x01(\bR\x06shared\x12(\n" +
 	"\x10hold_limit_nanos\x18\t \x01(\x03R\x0eholdLimitNanos\x12(\n" +
 	"\x10lock_delay_nanos\x18\n" +
-	" \x01(\x03R\x0elockDelayNanos\x12\x14\n" +
+	" \x01(\x03R\x0elockDelayNanos\x12\x1f\n" +
+	"\vrevoke_from\x182 \x01(\x04R\n" +
+	"revokeFrom\x12,\n" +
+	"\x12revoke_grace_nanos\x183 \x01(\x03R\x10revokeGraceNanos\x129\n" +
+	"\x19revoke_deadline_unix_nano\x184 \x01(\x03R\x16revokeDeadlineUnixNano\x12\x14\n" +
 	"\x05value\x18< \x01(\tR\x05value\"\xd3\x02\n" +
 	"\x06Waiter\x12\x1d\n" +
 	"\n" +
@@ -4510,7 +4857,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x16ACQUIRE_STATUS_GRANTED\x10\x01\x12\x19\n" +
 	"\x15ACQUIRE_STATUS_QUEUED\x10\x02\x12\x17\n" +
 	"\x13ACQUIRE_STATUS_BUSY\x10\x03\x12\x1a\n" +
-	"\x16ACQUIRE_STATUS_SKIPPED\x10\x04*\xc3\x01\n" +
+	"\x16ACQUIRE_STATUS_SKIPPED\x10\x04*\xd9\x01\n" +
 	"\aHoldEnd\x12\x18\n" +
 	"\x14HOLD_END_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11HOLD_END_RELEASED\x10\x01\x12\x1b\n" +
@@ -4518,7 +4865,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x18HOLD_END_SESSION_EXPIRED\x10\x03\x12\x19\n" +
 	"\x15HOLD_END_HOLD_EXPIRED\x10\x04\x12\x19\n" +
 	"\x15HOLD_END_CAS_RELEASED\x10\x05\x12\x16\n" +
-	"\x12HOLD_END_ABANDONED\x10\x06B/Z-github.com/batonlock/baton/internal/fsm/fsmpbb\x06proto3"
+	"\x12HOLD_END_ABANDONED\x10\x06\x12\x14\n" +
+	"\x10HOLD_END_REVOKED\x10\aB/Z-github.com/batonlock/baton/internal/fsm/fsmpbb\x06proto3"
 
 var (
 	file_internal_fsm_fsmpb_fsm_proto_rawDescOnce sync.Once
@@ -4533,7 +4881,7 @@ func file_internal_fsm_fsmpb_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_internal_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(Error)(0),               // 0: baton.fsm.v1.Error
 	(AcquireStatus)(0),       // 1: baton.fsm.v1.AcquireStatus
@@ -4548,42 +4896,45 @@ var file_internal_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(*Proclaim)(nil),         // 10: baton.fsm.v1.Proclaim
 	(*EndLockDelay)(nil),     // 11: baton.fsm.v1.EndLockDelay
 	(*RotateSigningKey)(nil), // 12: baton.fsm.v1.RotateSigningKey
-	(*ExpireHold)(nil),       // 13: baton.fsm.v1.ExpireHold
-	(*SetLogVersion)(nil),    // 14: baton.fsm.v1.SetLogVersion
-	(*AuditNote)(nil),        // 15: baton.fsm.v1.AuditNote
-	(*AuthChange)(nil),       // 16: baton.fsm.v1.AuthChange
-	(*AcquireMany)(nil),      // 17: baton.fsm.v1.AcquireMany
-	(*LockMode)(nil),         // 18: baton.fsm.v1.LockMode
-	(*Release)(nil),          // 19: baton.fsm.v1.Release
-	(*CasRelease)(nil),       // 20: baton.fsm.v1.CasRelease
-	(*CancelWait)(nil),       // 21: baton.fsm.v1.CancelWait
-	(*Result)(nil),           // 22: baton.fsm.v1.Result
-	(*DeadlockCycle)(nil),    // 23: baton.fsm.v1.DeadlockCycle
-	(*DeadlockEdge)(nil),     // 24: baton.fsm.v1.DeadlockEdge
-	(*Liveness)(nil),         // 25: baton.fsm.v1.Liveness
-	(*LockDelay)(nil),        // 26: baton.fsm.v1.LockDelay
-	(*SessionOpened)(nil),    // 27: baton.fsm.v1.SessionOpened
-	(*WaitQueued)(nil),       // 28: baton.fsm.v1.WaitQueued
-	(*LimitedHold)(nil),      // 29: baton.fsm.v1.LimitedHold
-	(*AcquireOutcome)(nil),   // 30: baton.fsm.v1.AcquireOutcome
-	(*Grant)(nil),            // 31: baton.fsm.v1.Grant
-	(*HoldEnded)(nil),        // 32: baton.fsm.v1.HoldEnded
-	(*WaitEnded)(nil),        // 33: baton.fsm.v1.WaitEnded
-	(*Snapshot)(nil),         // 34: baton.fsm.v1.Snapshot
-	(*LockHistory)(nil),      // 35: baton.fsm.v1.LockHistory
-	(*PastHold)(nil),         // 36: baton.fsm.v1.PastHold
-	(*SigningKey)(nil),       // 37: baton.fsm.v1.SigningKey
-	(*AuthState)(nil),        // 38: baton.fsm.v1.AuthState
-	(*User)(nil),             // 39: baton.fsm.v1.User
-	(*Role)(nil),             // 40: baton.fsm.v1.Role
-	(*Permission)(nil),       // 41: baton.fsm.v1.Permission
-	(*AuditRecord)(nil),      // 42: baton.fsm.v1.AuditRecord
-	(*Member)(nil),           // 43: baton.fsm.v1.Member
-	(*Session)(nil),          // 44: baton.fsm.v1.Session
-	(*CachedResult)(nil),     // 45: baton.fsm.v1.CachedResult
-	(*Lock)(nil),             // 46: baton.fsm.v1.Lock
-	(*Holder)(nil),           // 47: baton.fsm.v1.Holder
-	(*Waiter)(nil),           // 48: baton.fsm.v1.Waiter
+	(*RevokeHold)(nil),       // 13: baton.fsm.v1.RevokeHold
+	(*EndRevokedHold)(nil),   // 14: baton.fsm.v1.EndRevokedHold
+	(*ExpireHold)(nil),       // 15: baton.fsm.v1.ExpireHold
+	(*SetLogVersion)(nil),    // 16: baton.fsm.v1.SetLogVersion
+	(*AuditNote)(nil),        // 17: baton.fsm.v1.AuditNote
+	(*AuthChange)(nil),       // 18: baton.fsm.v1.AuthChange
+	(*AcquireMany)(nil),      // 19: baton.fsm.v1.AcquireMany
+	(*LockMode)(nil),         // 20: baton.fsm.v1.LockMode
+	(*Release)(nil),          // 21: baton.fsm.v1.Release
+	(*CasRelease)(nil),       // 22: baton.fsm.v1.CasRelease
+	(*CancelWait)(nil),       // 23: baton.fsm.v1.CancelWait
+	(*Result)(nil),           // 24: baton.fsm.v1.Result
+	(*DeadlockCycle)(nil),    // 25: baton.fsm.v1.DeadlockCycle
+	(*DeadlockEdge)(nil),     // 26: baton.fsm.v1.DeadlockEdge
+	(*HoldRevoked)(nil),      // 27: baton.fsm.v1.HoldRevoked
+	(*Liveness)(nil),         // 28: baton.fsm.v1.Liveness
+	(*LockDelay)(nil),        // 29: baton.fsm.v1.LockDelay
+	(*SessionOpened)(nil),    // 30: baton.fsm.v1.SessionOpened
+	(*WaitQueued)(nil),       // 31: baton.fsm.v1.WaitQueued
+	(*LimitedHold)(nil),      // 32: baton.fsm.v1.LimitedHold
+	(*AcquireOutcome)(nil),   // 33: baton.fsm.v1.AcquireOutcome
+	(*Grant)(nil),            // 34: baton.fsm.v1.Grant
+	(*HoldEnded)(nil),        // 35: baton.fsm.v1.HoldEnded
+	(*WaitEnded)(nil),        // 36: baton.fsm.v1.WaitEnded
+	(*Snapshot)(nil),         // 37: baton.fsm.v1.Snapshot
+	(*LockHistory)(nil),      // 38: baton.fsm.v1.LockHistory
+	(*PastHold)(nil),         // 39: baton.fsm.v1.PastHold
+	(*SigningKey)(nil),       // 40: baton.fsm.v1.SigningKey
+	(*AuthState)(nil),        // 41: baton.fsm.v1.AuthState
+	(*User)(nil),             // 42: baton.fsm.v1.User
+	(*Role)(nil),             // 43: baton.fsm.v1.Role
+	(*Permission)(nil),       // 44: baton.fsm.v1.Permission
+	(*AuditRecord)(nil),      // 45: baton.fsm.v1.AuditRecord
+	(*Member)(nil),           // 46: baton.fsm.v1.Member
+	(*Session)(nil),          // 47: baton.fsm.v1.Session
+	(*CachedResult)(nil),     // 48: baton.fsm.v1.CachedResult
+	(*Lock)(nil),             // 49: baton.fsm.v1.Lock
+	(*Holder)(nil),           // 50: baton.fsm.v1.Holder
+	(*Waiter)(nil),           // 51: baton.fsm.v1.Waiter
 }
 var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	5,  // 0: baton.fsm.v1.Command.open_session:type_name -> baton.fsm.v1.OpenSession
@@ -4591,58 +4942,62 @@ var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	7,  // 2: baton.fsm.v1.Command.expire_session:type_name -> baton.fsm.v1.ExpireSession
 	8,  // 3: baton.fsm.v1.Command.blacklist_session:type_name -> baton.fsm.v1.BlacklistSession
 	9,  // 4: baton.fsm.v1.Command.acquire:type_name -> baton.fsm.v1.Acquire
-	19, // 5: baton.fsm.v1.Command.release:type_name -> baton.fsm.v1.Release
-	20, // 6: baton.fsm.v1.Command.cas_release:type_name -> baton.fsm.v1.CasRelease
-	21, // 7: baton.fsm.v1.Command.cancel_wait:type_name -> baton.fsm.v1.CancelWait
-	17, // 8: baton.fsm.v1.Command.acquire_many:type_name -> baton.fsm.v1.AcquireMany
-	13, // 9: baton.fsm.v1.Command.expire_hold:type_name -> baton.fsm.v1.ExpireHold
-	14, // 10: baton.fsm.v1.Command.set_log_version:type_name -> baton.fsm.v1.SetLogVersion
-	16, // 11: baton.fsm.v1.Command.auth_change:type_name -> baton.fsm.v1.AuthChange
-	15, // 12: baton.fsm.v1.Command.audit_note:type_name -> baton.fsm.v1.AuditNote
+	21, // 5: baton.fsm.v1.Command.release:type_name -> baton.fsm.v1.Release
+	22, // 6: baton.fsm.v1.Command.cas_release:type_name -> baton.fsm.v1.CasRelease
+	23, // 7: baton.fsm.v1.Command.cancel_wait:type_name -> baton.fsm.v1.CancelWait
+	19, // 8: baton.fsm.v1.Command.acquire_many:type_name -> baton.fsm.v1.AcquireMany
+	15, // 9: baton.fsm.v1.Command.expire_hold:type_name -> baton.fsm.v1.ExpireHold
+	16, // 10: baton.fsm.v1.Command.set_log_version:type_name -> baton.fsm.v1.SetLogVersion
+	18, // 11: baton.fsm.v1.Command.auth_change:type_name -> baton.fsm.v1.AuthChange
+	17, // 12: baton.fsm.v1.Command.audit_note:type_name -> baton.fsm.v1.AuditNote
 	11, // 13: baton.fsm.v1.Command.end_lock_delay:type_name -> baton.fsm.v1.EndLockDelay
 	12, // 14: baton.fsm.v1.Command.rotate_signing_key:type_name -> baton.fsm.v1.RotateSigningKey
-	10, // 15: baton.fsm.v1.Command.proclaim:type_name -> baton.fsm.v1.Proclaim
-	3,  // 16: baton.fsm.v1.AuthChange.kind:type_name -> baton.fsm.v1.AuthChange.Kind
-	18, // 17: baton.fsm.v1.AcquireMany.modes:type_name -> baton.fsm.v1.LockMode
-	0,  // 18: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
-	30, // 19: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
-	30, // 20: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
-	31, // 21: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
-	33, // 22: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
-	32, // 23: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
-	25, // 24: baton.fsm.v1.Result.liveness:type_name -> baton.fsm.v1.Liveness
-	23, // 25: baton.fsm.v1.Result.deadlock:type_name -> baton.fsm.v1.DeadlockCycle
-	24, // 26: baton.fsm.v1.DeadlockCycle.edges:type_name -> baton.fsm.v1.DeadlockEdge
-	27, // 27: baton.fsm.v1.Liveness.session_opened:type_name -> baton.fsm.v1.SessionOpened
-	28, // 28: baton.fsm.v1.Liveness.wait_queued:type_name -> baton.fsm.v1.WaitQueued
-	29, // 29: baton.fsm.v1.Liveness.limited_holds_granted:type_name -> baton.fsm.v1.LimitedHold
-	29, // 30: baton.fsm.v1.Liveness.limited_hold_released:type_name -> baton.fsm.v1.LimitedHold
-	26, // 31: baton.fsm.v1.Liveness.lock_delays_started:type_name -> baton.fsm.v1.LockDelay
-	26, // 32: baton.fsm.v1.Liveness.lock_delay_ended:type_name -> baton.fsm.v1.LockDelay
-	1,  // 33: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
-	47, // 34: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
-	0,  // 35: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
-	44, // 36: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
-	46, // 37: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
-	43, // 38: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
-	38, // 39: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
-	42, // 40: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
-	37, // 41: baton.fsm.v1.Snapshot.signing_keys:type_name -> baton.fsm.v1.SigningKey
-	35, // 42: baton.fsm.v1.Snapshot.history:type_name -> baton.fsm.v1.LockHistory
-	36, // 43: baton.fsm.v1.LockHistory.holds:type_name -> baton.fsm.v1.PastHold
-	2,  // 44: baton.fsm.v1.PastHold.how:type_name -> baton.fsm.v1.HoldEnd
-	39, // 45: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
-	40, // 46: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
-	41, // 47: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
-	45, // 48: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
-	22, // 49: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
-	47, // 50: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
-	48, // 51: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
-	52, // [52:52] is the sub-list for method output_type
-	52, // [52:52] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	13, // 15: baton.fsm.v1.Command.revoke_hold:type_name -> baton.fsm.v1.RevokeHold
+	14, // 16: baton.fsm.v1.Command.end_revoked_hold:type_name -> baton.fsm.v1.EndRevokedHold
+	10, // 17: baton.fsm.v1.Command.proclaim:type_name -> baton.fsm.v1.Proclaim
+	3,  // 18: baton.fsm.v1.AuthChange.kind:type_name -> baton.fsm.v1.AuthChange.Kind
+	20, // 19: baton.fsm.v1.AcquireMany.modes:type_name -> baton.fsm.v1.LockMode
+	0,  // 20: baton.fsm.v1.Result.error:type_name -> baton.fsm.v1.Error
+	33, // 21: baton.fsm.v1.Result.acquire:type_name -> baton.fsm.v1.AcquireOutcome
+	33, // 22: baton.fsm.v1.Result.acquire_many:type_name -> baton.fsm.v1.AcquireOutcome
+	34, // 23: baton.fsm.v1.Result.grants:type_name -> baton.fsm.v1.Grant
+	36, // 24: baton.fsm.v1.Result.waits_ended:type_name -> baton.fsm.v1.WaitEnded
+	35, // 25: baton.fsm.v1.Result.holds_ended:type_name -> baton.fsm.v1.HoldEnded
+	28, // 26: baton.fsm.v1.Result.liveness:type_name -> baton.fsm.v1.Liveness
+	25, // 27: baton.fsm.v1.Result.deadlock:type_name -> baton.fsm.v1.DeadlockCycle
+	27, // 28: baton.fsm.v1.Result.holds_revoked:type_name -> baton.fsm.v1.HoldRevoked
+	26, // 29: baton.fsm.v1.DeadlockCycle.edges:type_name -> baton.fsm.v1.DeadlockEdge
+	30, // 30: baton.fsm.v1.Liveness.session_opened:type_name -> baton.fsm.v1.SessionOpened
+	31, // 31: baton.fsm.v1.Liveness.wait_queued:type_name -> baton.fsm.v1.WaitQueued
+	32, // 32: baton.fsm.v1.Liveness.limited_holds_granted:type_name -> baton.fsm.v1.LimitedHold
+	32, // 33: baton.fsm.v1.Liveness.limited_hold_released:type_name -> baton.fsm.v1.LimitedHold
+	29, // 34: baton.fsm.v1.Liveness.lock_delays_started:type_name -> baton.fsm.v1.LockDelay
+	29, // 35: baton.fsm.v1.Liveness.lock_delay_ended:type_name -> baton.fsm.v1.LockDelay
+	27, // 36: baton.fsm.v1.Liveness.revocations_ended:type_name -> baton.fsm.v1.HoldRevoked
+	1,  // 37: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
+	50, // 38: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
+	0,  // 39: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
+	47, // 40: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
+	49, // 41: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
+	46, // 42: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
+	41, // 43: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
+	45, // 44: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
+	40, // 45: baton.fsm.v1.Snapshot.signing_keys:type_name -> baton.fsm.v1.SigningKey
+	38, // 46: baton.fsm.v1.Snapshot.history:type_name -> baton.fsm.v1.LockHistory
+	39, // 47: baton.fsm.v1.LockHistory.holds:type_name -> baton.fsm.v1.PastHold
+	2,  // 48: baton.fsm.v1.PastHold.how:type_name -> baton.fsm.v1.HoldEnd
+	42, // 49: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
+	43, // 50: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
+	44, // 51: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
+	48, // 52: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
+	24, // 53: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
+	50, // 54: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
+	51, // 55: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
+	56, // [56:56] is the sub-list for method output_type
+	56, // [56:56] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_internal_fsm_fsmpb_fsm_proto_init() }
@@ -4666,6 +5021,8 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 		(*Command_AuditNote)(nil),
 		(*Command_EndLockDelay)(nil),
 		(*Command_RotateSigningKey)(nil),
+		(*Command_RevokeHold)(nil),
+		(*Command_EndRevokedHold)(nil),
 		(*Command_Proclaim)(nil),
 	}
 	type x struct{}
@@ -4674,7 +5031,7 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_fsm_fsmpb_fsm_proto_rawDesc), len(file_internal_fsm_fsmpb_fsm_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   45,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

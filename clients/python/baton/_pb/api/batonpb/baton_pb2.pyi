@@ -14,6 +14,7 @@ HOLD_END_ABANDONED: HoldEnd
 HOLD_END_CAS_RELEASED: HoldEnd
 HOLD_END_HOLD_EXPIRED: HoldEnd
 HOLD_END_RELEASED: HoldEnd
+HOLD_END_REVOKED: HoldEnd
 HOLD_END_SESSION_CLOSED: HoldEnd
 HOLD_END_SESSION_EXPIRED: HoldEnd
 HOLD_END_UNSPECIFIED: HoldEnd
@@ -424,12 +425,14 @@ class HoldLost(_message.Message):
     def __init__(self, name: _Optional[str] = ..., owner_key: _Optional[str] = ..., token: _Optional[int] = ...) -> None: ...
 
 class Holder(_message.Message):
-    __slots__ = ["count", "hold_limit", "lock_delay", "owner", "owner_key", "session_id", "shared", "since", "token", "value"]
+    __slots__ = ["count", "hold_limit", "lock_delay", "owner", "owner_key", "revoke_deadline", "revoke_grace", "session_id", "shared", "since", "token", "value"]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     HOLD_LIMIT_FIELD_NUMBER: _ClassVar[int]
     LOCK_DELAY_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     OWNER_KEY_FIELD_NUMBER: _ClassVar[int]
+    REVOKE_DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    REVOKE_GRACE_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SHARED_FIELD_NUMBER: _ClassVar[int]
     SINCE_FIELD_NUMBER: _ClassVar[int]
@@ -440,12 +443,14 @@ class Holder(_message.Message):
     lock_delay: _duration_pb2.Duration
     owner: str
     owner_key: str
+    revoke_deadline: _timestamp_pb2.Timestamp
+    revoke_grace: _duration_pb2.Duration
     session_id: int
     shared: bool
     since: _timestamp_pb2.Timestamp
     token: int
     value: str
-    def __init__(self, session_id: _Optional[int] = ..., owner: _Optional[str] = ..., owner_key: _Optional[str] = ..., token: _Optional[int] = ..., count: _Optional[int] = ..., since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., shared: bool = ..., hold_limit: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., lock_delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., value: _Optional[str] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[int] = ..., owner: _Optional[str] = ..., owner_key: _Optional[str] = ..., token: _Optional[int] = ..., count: _Optional[int] = ..., since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., shared: bool = ..., hold_limit: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., lock_delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., revoke_deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., revoke_grace: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., value: _Optional[str] = ...) -> None: ...
 
 class KeepAliveRequest(_message.Message):
     __slots__ = ["secret", "session_id"]
@@ -703,6 +708,36 @@ class ResumeSession(_message.Message):
     session_id: int
     def __init__(self, session_id: _Optional[int] = ..., secret: _Optional[str] = ...) -> None: ...
 
+class RevokeRequest(_message.Message):
+    __slots__ = ["grace", "name", "token"]
+    GRACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    grace: _duration_pb2.Duration
+    name: str
+    token: int
+    def __init__(self, name: _Optional[str] = ..., token: _Optional[int] = ..., grace: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class RevokeRequested(_message.Message):
+    __slots__ = ["deadline", "grace", "name", "owner_key", "token"]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    GRACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OWNER_KEY_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    deadline: _timestamp_pb2.Timestamp
+    grace: _duration_pb2.Duration
+    name: str
+    owner_key: str
+    token: int
+    def __init__(self, name: _Optional[str] = ..., owner_key: _Optional[str] = ..., token: _Optional[int] = ..., grace: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class RevokeResponse(_message.Message):
+    __slots__ = ["revoked"]
+    REVOKED_FIELD_NUMBER: _ClassVar[int]
+    revoked: _containers.RepeatedCompositeFieldContainer[Holder]
+    def __init__(self, revoked: _Optional[_Iterable[_Union[Holder, _Mapping]]] = ...) -> None: ...
+
 class RotateSigningKeyRequest(_message.Message):
     __slots__ = ["retention"]
     RETENTION_FIELD_NUMBER: _ClassVar[int]
@@ -746,14 +781,16 @@ class Session(_message.Message):
     def __init__(self, id: _Optional[int] = ..., owner: _Optional[str] = ..., ttl: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., blacklisted: bool = ..., created: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., holds: _Optional[int] = ...) -> None: ...
 
 class SessionHolds(_message.Message):
-    __slots__ = ["done", "holds", "index"]
+    __slots__ = ["done", "holds", "index", "revoking"]
     DONE_FIELD_NUMBER: _ClassVar[int]
     HOLDS_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
+    REVOKING_FIELD_NUMBER: _ClassVar[int]
     done: bool
     holds: _containers.RepeatedCompositeFieldContainer[HoldLost]
     index: int
-    def __init__(self, holds: _Optional[_Iterable[_Union[HoldLost, _Mapping]]] = ..., index: _Optional[int] = ..., done: bool = ...) -> None: ...
+    revoking: _containers.RepeatedCompositeFieldContainer[RevokeRequested]
+    def __init__(self, holds: _Optional[_Iterable[_Union[HoldLost, _Mapping]]] = ..., index: _Optional[int] = ..., done: bool = ..., revoking: _Optional[_Iterable[_Union[RevokeRequested, _Mapping]]] = ...) -> None: ...
 
 class SessionRequest(_message.Message):
     __slots__ = ["acquire", "acquire_many", "cancel", "close", "id", "keep_alive", "open", "proclaim", "release", "renew_hold", "resume"]
@@ -782,7 +819,7 @@ class SessionRequest(_message.Message):
     def __init__(self, id: _Optional[int] = ..., open: _Optional[_Union[OpenSessionRequest, _Mapping]] = ..., resume: _Optional[_Union[ResumeSession, _Mapping]] = ..., keep_alive: _Optional[_Union[KeepAliveRequest, _Mapping]] = ..., acquire: _Optional[_Union[AcquireRequest, _Mapping]] = ..., release: _Optional[_Union[ReleaseRequest, _Mapping]] = ..., cancel: _Optional[_Union[CancelRequest, _Mapping]] = ..., acquire_many: _Optional[_Union[AcquireManyRequest, _Mapping]] = ..., close: _Optional[_Union[CloseSessionRequest, _Mapping]] = ..., renew_hold: _Optional[_Union[RenewHoldRequest, _Mapping]] = ..., proclaim: _Optional[_Union[ProclaimRequest, _Mapping]] = ...) -> None: ...
 
 class SessionResponse(_message.Message):
-    __slots__ = ["acquire", "acquire_many", "cancel", "close", "error", "grant", "hold_lost", "holds", "id", "keep_alive", "open", "proclaim", "release", "renew_hold", "session_lost", "wait_ended"]
+    __slots__ = ["acquire", "acquire_many", "cancel", "close", "error", "grant", "hold_lost", "holds", "id", "keep_alive", "open", "proclaim", "release", "renew_hold", "revoke_requested", "session_lost", "wait_ended"]
     ACQUIRE_FIELD_NUMBER: _ClassVar[int]
     ACQUIRE_MANY_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
@@ -797,6 +834,7 @@ class SessionResponse(_message.Message):
     PROCLAIM_FIELD_NUMBER: _ClassVar[int]
     RELEASE_FIELD_NUMBER: _ClassVar[int]
     RENEW_HOLD_FIELD_NUMBER: _ClassVar[int]
+    REVOKE_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     SESSION_LOST_FIELD_NUMBER: _ClassVar[int]
     WAIT_ENDED_FIELD_NUMBER: _ClassVar[int]
     acquire: AcquireResponse
@@ -813,9 +851,10 @@ class SessionResponse(_message.Message):
     proclaim: ProclaimResponse
     release: ReleaseResponse
     renew_hold: RenewHoldResponse
+    revoke_requested: RevokeRequested
     session_lost: Error
     wait_ended: WaitEnded
-    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., open: _Optional[_Union[OpenSessionResponse, _Mapping]] = ..., keep_alive: _Optional[_Union[KeepAliveResponse, _Mapping]] = ..., acquire: _Optional[_Union[AcquireResponse, _Mapping]] = ..., release: _Optional[_Union[ReleaseResponse, _Mapping]] = ..., cancel: _Optional[_Union[CancelResponse, _Mapping]] = ..., acquire_many: _Optional[_Union[AcquireManyResponse, _Mapping]] = ..., close: _Optional[_Union[CloseSessionResponse, _Mapping]] = ..., grant: _Optional[_Union[Grant, _Mapping]] = ..., wait_ended: _Optional[_Union[WaitEnded, _Mapping]] = ..., session_lost: _Optional[_Union[Error, _Mapping]] = ..., hold_lost: _Optional[_Union[HoldLost, _Mapping]] = ..., holds: _Optional[_Union[SessionHolds, _Mapping]] = ..., renew_hold: _Optional[_Union[RenewHoldResponse, _Mapping]] = ..., proclaim: _Optional[_Union[ProclaimResponse, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., open: _Optional[_Union[OpenSessionResponse, _Mapping]] = ..., keep_alive: _Optional[_Union[KeepAliveResponse, _Mapping]] = ..., acquire: _Optional[_Union[AcquireResponse, _Mapping]] = ..., release: _Optional[_Union[ReleaseResponse, _Mapping]] = ..., cancel: _Optional[_Union[CancelResponse, _Mapping]] = ..., acquire_many: _Optional[_Union[AcquireManyResponse, _Mapping]] = ..., close: _Optional[_Union[CloseSessionResponse, _Mapping]] = ..., grant: _Optional[_Union[Grant, _Mapping]] = ..., wait_ended: _Optional[_Union[WaitEnded, _Mapping]] = ..., session_lost: _Optional[_Union[Error, _Mapping]] = ..., hold_lost: _Optional[_Union[HoldLost, _Mapping]] = ..., holds: _Optional[_Union[SessionHolds, _Mapping]] = ..., renew_hold: _Optional[_Union[RenewHoldResponse, _Mapping]] = ..., revoke_requested: _Optional[_Union[RevokeRequested, _Mapping]] = ..., proclaim: _Optional[_Union[ProclaimResponse, _Mapping]] = ...) -> None: ...
 
 class SessionsRequest(_message.Message):
     __slots__ = ["requests"]

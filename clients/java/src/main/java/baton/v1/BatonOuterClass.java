@@ -498,6 +498,14 @@ public final class BatonOuterClass {
      * <code>HOLD_END_ABANDONED = 6;</code>
      */
     HOLD_END_ABANDONED(6),
+    /**
+     * <pre>
+     * a Revoke's grace passed before its holder let go
+     * </pre>
+     *
+     * <code>HOLD_END_REVOKED = 7;</code>
+     */
+    HOLD_END_REVOKED(7),
     UNRECOGNIZED(-1),
     ;
 
@@ -553,6 +561,14 @@ public final class BatonOuterClass {
      * <code>HOLD_END_ABANDONED = 6;</code>
      */
     public static final int HOLD_END_ABANDONED_VALUE = 6;
+    /**
+     * <pre>
+     * a Revoke's grace passed before its holder let go
+     * </pre>
+     *
+     * <code>HOLD_END_REVOKED = 7;</code>
+     */
+    public static final int HOLD_END_REVOKED_VALUE = 7;
 
 
     public final int getNumber() {
@@ -586,6 +602,7 @@ public final class BatonOuterClass {
         case 4: return HOLD_END_HOLD_EXPIRED;
         case 5: return HOLD_END_CAS_RELEASED;
         case 6: return HOLD_END_ABANDONED;
+        case 7: return HOLD_END_REVOKED;
         default: return null;
       }
     }
@@ -11599,6 +11616,60 @@ public final class BatonOuterClass {
 
     /**
      * <pre>
+     * revoke_deadline, if set, is when the leader ends this hold unless
+     * its holder lets go first (a Revoke asked it to), and revoke_grace
+     * the grace the Revoke gave. The deadline is the wall clock of the
+     * leader that applied the Revoke plus the grace, for people: a new
+     * leader gives the hold its full grace again from its promotion.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp revoke_deadline = 50;</code>
+     * @return Whether the revokeDeadline field is set.
+     */
+    boolean hasRevokeDeadline();
+    /**
+     * <pre>
+     * revoke_deadline, if set, is when the leader ends this hold unless
+     * its holder lets go first (a Revoke asked it to), and revoke_grace
+     * the grace the Revoke gave. The deadline is the wall clock of the
+     * leader that applied the Revoke plus the grace, for people: a new
+     * leader gives the hold its full grace again from its promotion.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp revoke_deadline = 50;</code>
+     * @return The revokeDeadline.
+     */
+    com.google.protobuf.Timestamp getRevokeDeadline();
+    /**
+     * <pre>
+     * revoke_deadline, if set, is when the leader ends this hold unless
+     * its holder lets go first (a Revoke asked it to), and revoke_grace
+     * the grace the Revoke gave. The deadline is the wall clock of the
+     * leader that applied the Revoke plus the grace, for people: a new
+     * leader gives the hold its full grace again from its promotion.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp revoke_deadline = 50;</code>
+     */
+    com.google.protobuf.TimestampOrBuilder getRevokeDeadlineOrBuilder();
+
+    /**
+     * <code>.google.protobuf.Duration revoke_grace = 51;</code>
+     * @return Whether the revokeGrace field is set.
+     */
+    boolean hasRevokeGrace();
+    /**
+     * <code>.google.protobuf.Duration revoke_grace = 51;</code>
+     * @return The revokeGrace.
+     */
+    com.google.protobuf.Duration getRevokeGrace();
+    /**
+     * <code>.google.protobuf.Duration revoke_grace = 51;</code>
+     */
+    com.google.protobuf.DurationOrBuilder getRevokeGraceOrBuilder();
+
+    /**
+     * <pre>
      * the hold's value (AcquireRequest.value, Proclaim)
      * </pre>
      *
@@ -11884,6 +11955,82 @@ public final class BatonOuterClass {
       return lockDelay_ == null ? com.google.protobuf.Duration.getDefaultInstance() : lockDelay_;
     }
 
+    public static final int REVOKE_DEADLINE_FIELD_NUMBER = 50;
+    private com.google.protobuf.Timestamp revokeDeadline_;
+    /**
+     * <pre>
+     * revoke_deadline, if set, is when the leader ends this hold unless
+     * its holder lets go first (a Revoke asked it to), and revoke_grace
+     * the grace the Revoke gave. The deadline is the wall clock of the
+     * leader that applied the Revoke plus the grace, for people: a new
+     * leader gives the hold its full grace again from its promotion.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp revoke_deadline = 50;</code>
+     * @return Whether the revokeDeadline field is set.
+     */
+    @java.lang.Override
+    public boolean hasRevokeDeadline() {
+      return revokeDeadline_ != null;
+    }
+    /**
+     * <pre>
+     * revoke_deadline, if set, is when the leader ends this hold unless
+     * its holder lets go first (a Revoke asked it to), and revoke_grace
+     * the grace the Revoke gave. The deadline is the wall clock of the
+     * leader that applied the Revoke plus the grace, for people: a new
+     * leader gives the hold its full grace again from its promotion.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp revoke_deadline = 50;</code>
+     * @return The revokeDeadline.
+     */
+    @java.lang.Override
+    public com.google.protobuf.Timestamp getRevokeDeadline() {
+      return revokeDeadline_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : revokeDeadline_;
+    }
+    /**
+     * <pre>
+     * revoke_deadline, if set, is when the leader ends this hold unless
+     * its holder lets go first (a Revoke asked it to), and revoke_grace
+     * the grace the Revoke gave. The deadline is the wall clock of the
+     * leader that applied the Revoke plus the grace, for people: a new
+     * leader gives the hold its full grace again from its promotion.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp revoke_deadline = 50;</code>
+     */
+    @java.lang.Override
+    public com.google.protobuf.TimestampOrBuilder getRevokeDeadlineOrBuilder() {
+      return revokeDeadline_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : revokeDeadline_;
+    }
+
+    public static final int REVOKE_GRACE_FIELD_NUMBER = 51;
+    private com.google.protobuf.Duration revokeGrace_;
+    /**
+     * <code>.google.protobuf.Duration revoke_grace = 51;</code>
+     * @return Whether the revokeGrace field is set.
+     */
+    @java.lang.Override
+    public boolean hasRevokeGrace() {
+      return revokeGrace_ != null;
+    }
+    /**
+     * <code>.google.protobuf.Duration revoke_grace = 51;</code>
+     * @return The revokeGrace.
+     */
+    @java.lang.Override
+    public com.google.protobuf.Duration getRevokeGrace() {
+      return revokeGrace_ == null ? com.google.protobuf.Duration.getDefaultInstance() : revokeGrace_;
+    }
+    /**
+     * <code>.google.protobuf.Duration revoke_grace = 51;</code>
+     */
+    @java.lang.Override
+    public com.google.protobuf.DurationOrBuilder getRevokeGraceOrBuilder() {
+      return revokeGrace_ == null ? com.google.protobuf.Duration.getDefaultInstance() : revokeGrace_;
+    }
+
     public static final int VALUE_FIELD_NUMBER = 60;
     @SuppressWarnings("serial")
     private volatile java.lang.Object value_ = "";
@@ -11972,6 +12119,12 @@ public final class BatonOuterClass {
       if (lockDelay_ != null) {
         output.writeMessage(9, getLockDelay());
       }
+      if (revokeDeadline_ != null) {
+        output.writeMessage(50, getRevokeDeadline());
+      }
+      if (revokeGrace_ != null) {
+        output.writeMessage(51, getRevokeGrace());
+      }
       if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(value_)) {
         com.google.protobuf.GeneratedMessageV3.writeString(output, 60, value_);
       }
@@ -12018,6 +12171,14 @@ public final class BatonOuterClass {
         size += com.google.protobuf.CodedOutputStream
           .computeMessageSize(9, getLockDelay());
       }
+      if (revokeDeadline_ != null) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(50, getRevokeDeadline());
+      }
+      if (revokeGrace_ != null) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(51, getRevokeGrace());
+      }
       if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(value_)) {
         size += com.google.protobuf.GeneratedMessageV3.computeStringSize(60, value_);
       }
@@ -12063,6 +12224,16 @@ public final class BatonOuterClass {
         if (!getLockDelay()
             .equals(other.getLockDelay())) return false;
       }
+      if (hasRevokeDeadline() != other.hasRevokeDeadline()) return false;
+      if (hasRevokeDeadline()) {
+        if (!getRevokeDeadline()
+            .equals(other.getRevokeDeadline())) return false;
+      }
+      if (hasRevokeGrace() != other.hasRevokeGrace()) return false;
+      if (hasRevokeGrace()) {
+        if (!getRevokeGrace()
+            .equals(other.getRevokeGrace())) return false;
+      }
       if (!getValue()
           .equals(other.getValue())) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
@@ -12102,6 +12273,14 @@ public final class BatonOuterClass {
       if (hasLockDelay()) {
         hash = (37 * hash) + LOCK_DELAY_FIELD_NUMBER;
         hash = (53 * hash) + getLockDelay().hashCode();
+      }
+      if (hasRevokeDeadline()) {
+        hash = (37 * hash) + REVOKE_DEADLINE_FIELD_NUMBER;
+        hash = (53 * hash) + getRevokeDeadline().hashCode();
+      }
+      if (hasRevokeGrace()) {
+        hash = (37 * hash) + REVOKE_GRACE_FIELD_NUMBER;
+        hash = (53 * hash) + getRevokeGrace().hashCode();
       }
       hash = (37 * hash) + VALUE_FIELD_NUMBER;
       hash = (53 * hash) + getValue().hashCode();
@@ -12255,6 +12434,16 @@ public final class BatonOuterClass {
           lockDelayBuilder_.dispose();
           lockDelayBuilder_ = null;
         }
+        revokeDeadline_ = null;
+        if (revokeDeadlineBuilder_ != null) {
+          revokeDeadlineBuilder_.dispose();
+          revokeDeadlineBuilder_ = null;
+        }
+        revokeGrace_ = null;
+        if (revokeGraceBuilder_ != null) {
+          revokeGraceBuilder_.dispose();
+          revokeGraceBuilder_ = null;
+        }
         value_ = "";
         return this;
       }
@@ -12323,6 +12512,16 @@ public final class BatonOuterClass {
               : lockDelayBuilder_.build();
         }
         if (((from_bitField0_ & 0x00000200) != 0)) {
+          result.revokeDeadline_ = revokeDeadlineBuilder_ == null
+              ? revokeDeadline_
+              : revokeDeadlineBuilder_.build();
+        }
+        if (((from_bitField0_ & 0x00000400) != 0)) {
+          result.revokeGrace_ = revokeGraceBuilder_ == null
+              ? revokeGrace_
+              : revokeGraceBuilder_.build();
+        }
+        if (((from_bitField0_ & 0x00000800) != 0)) {
           result.value_ = value_;
         }
       }
@@ -12402,9 +12601,15 @@ public final class BatonOuterClass {
         if (other.hasLockDelay()) {
           mergeLockDelay(other.getLockDelay());
         }
+        if (other.hasRevokeDeadline()) {
+          mergeRevokeDeadline(other.getRevokeDeadline());
+        }
+        if (other.hasRevokeGrace()) {
+          mergeRevokeGrace(other.getRevokeGrace());
+        }
         if (!other.getValue().isEmpty()) {
           value_ = other.value_;
-          bitField0_ |= 0x00000200;
+          bitField0_ |= 0x00000800;
           onChanged();
         }
         this.mergeUnknownFields(other.getUnknownFields());
@@ -12484,9 +12689,23 @@ public final class BatonOuterClass {
                 bitField0_ |= 0x00000100;
                 break;
               } // case 74
+              case 402: {
+                input.readMessage(
+                    getRevokeDeadlineFieldBuilder().getBuilder(),
+                    extensionRegistry);
+                bitField0_ |= 0x00000200;
+                break;
+              } // case 402
+              case 410: {
+                input.readMessage(
+                    getRevokeGraceFieldBuilder().getBuilder(),
+                    extensionRegistry);
+                bitField0_ |= 0x00000400;
+                break;
+              } // case 410
               case 482: {
                 value_ = input.readStringRequireUtf8();
-                bitField0_ |= 0x00000200;
+                bitField0_ |= 0x00000800;
                 break;
               } // case 482
               default: {
@@ -13207,6 +13426,316 @@ public final class BatonOuterClass {
         return lockDelayBuilder_;
       }
 
+      private com.google.protobuf.Timestamp revokeDeadline_;
+      private com.google.protobuf.SingleFieldBuilderV3<
+          com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> revokeDeadlineBuilder_;
+      /**
+       * <pre>
+       * revoke_deadline, if set, is when the leader ends this hold unless
+       * its holder lets go first (a Revoke asked it to), and revoke_grace
+       * the grace the Revoke gave. The deadline is the wall clock of the
+       * leader that applied the Revoke plus the grace, for people: a new
+       * leader gives the hold its full grace again from its promotion.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp revoke_deadline = 50;</code>
+       * @return Whether the revokeDeadline field is set.
+       */
+      public boolean hasRevokeDeadline() {
+        return ((bitField0_ & 0x00000200) != 0);
+      }
+      /**
+       * <pre>
+       * revoke_deadline, if set, is when the leader ends this hold unless
+       * its holder lets go first (a Revoke asked it to), and revoke_grace
+       * the grace the Revoke gave. The deadline is the wall clock of the
+       * leader that applied the Revoke plus the grace, for people: a new
+       * leader gives the hold its full grace again from its promotion.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp revoke_deadline = 50;</code>
+       * @return The revokeDeadline.
+       */
+      public com.google.protobuf.Timestamp getRevokeDeadline() {
+        if (revokeDeadlineBuilder_ == null) {
+          return revokeDeadline_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : revokeDeadline_;
+        } else {
+          return revokeDeadlineBuilder_.getMessage();
+        }
+      }
+      /**
+       * <pre>
+       * revoke_deadline, if set, is when the leader ends this hold unless
+       * its holder lets go first (a Revoke asked it to), and revoke_grace
+       * the grace the Revoke gave. The deadline is the wall clock of the
+       * leader that applied the Revoke plus the grace, for people: a new
+       * leader gives the hold its full grace again from its promotion.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp revoke_deadline = 50;</code>
+       */
+      public Builder setRevokeDeadline(com.google.protobuf.Timestamp value) {
+        if (revokeDeadlineBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          revokeDeadline_ = value;
+        } else {
+          revokeDeadlineBuilder_.setMessage(value);
+        }
+        bitField0_ |= 0x00000200;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * revoke_deadline, if set, is when the leader ends this hold unless
+       * its holder lets go first (a Revoke asked it to), and revoke_grace
+       * the grace the Revoke gave. The deadline is the wall clock of the
+       * leader that applied the Revoke plus the grace, for people: a new
+       * leader gives the hold its full grace again from its promotion.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp revoke_deadline = 50;</code>
+       */
+      public Builder setRevokeDeadline(
+          com.google.protobuf.Timestamp.Builder builderForValue) {
+        if (revokeDeadlineBuilder_ == null) {
+          revokeDeadline_ = builderForValue.build();
+        } else {
+          revokeDeadlineBuilder_.setMessage(builderForValue.build());
+        }
+        bitField0_ |= 0x00000200;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * revoke_deadline, if set, is when the leader ends this hold unless
+       * its holder lets go first (a Revoke asked it to), and revoke_grace
+       * the grace the Revoke gave. The deadline is the wall clock of the
+       * leader that applied the Revoke plus the grace, for people: a new
+       * leader gives the hold its full grace again from its promotion.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp revoke_deadline = 50;</code>
+       */
+      public Builder mergeRevokeDeadline(com.google.protobuf.Timestamp value) {
+        if (revokeDeadlineBuilder_ == null) {
+          if (((bitField0_ & 0x00000200) != 0) &&
+            revokeDeadline_ != null &&
+            revokeDeadline_ != com.google.protobuf.Timestamp.getDefaultInstance()) {
+            getRevokeDeadlineBuilder().mergeFrom(value);
+          } else {
+            revokeDeadline_ = value;
+          }
+        } else {
+          revokeDeadlineBuilder_.mergeFrom(value);
+        }
+        bitField0_ |= 0x00000200;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * revoke_deadline, if set, is when the leader ends this hold unless
+       * its holder lets go first (a Revoke asked it to), and revoke_grace
+       * the grace the Revoke gave. The deadline is the wall clock of the
+       * leader that applied the Revoke plus the grace, for people: a new
+       * leader gives the hold its full grace again from its promotion.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp revoke_deadline = 50;</code>
+       */
+      public Builder clearRevokeDeadline() {
+        bitField0_ = (bitField0_ & ~0x00000200);
+        revokeDeadline_ = null;
+        if (revokeDeadlineBuilder_ != null) {
+          revokeDeadlineBuilder_.dispose();
+          revokeDeadlineBuilder_ = null;
+        }
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * revoke_deadline, if set, is when the leader ends this hold unless
+       * its holder lets go first (a Revoke asked it to), and revoke_grace
+       * the grace the Revoke gave. The deadline is the wall clock of the
+       * leader that applied the Revoke plus the grace, for people: a new
+       * leader gives the hold its full grace again from its promotion.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp revoke_deadline = 50;</code>
+       */
+      public com.google.protobuf.Timestamp.Builder getRevokeDeadlineBuilder() {
+        bitField0_ |= 0x00000200;
+        onChanged();
+        return getRevokeDeadlineFieldBuilder().getBuilder();
+      }
+      /**
+       * <pre>
+       * revoke_deadline, if set, is when the leader ends this hold unless
+       * its holder lets go first (a Revoke asked it to), and revoke_grace
+       * the grace the Revoke gave. The deadline is the wall clock of the
+       * leader that applied the Revoke plus the grace, for people: a new
+       * leader gives the hold its full grace again from its promotion.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp revoke_deadline = 50;</code>
+       */
+      public com.google.protobuf.TimestampOrBuilder getRevokeDeadlineOrBuilder() {
+        if (revokeDeadlineBuilder_ != null) {
+          return revokeDeadlineBuilder_.getMessageOrBuilder();
+        } else {
+          return revokeDeadline_ == null ?
+              com.google.protobuf.Timestamp.getDefaultInstance() : revokeDeadline_;
+        }
+      }
+      /**
+       * <pre>
+       * revoke_deadline, if set, is when the leader ends this hold unless
+       * its holder lets go first (a Revoke asked it to), and revoke_grace
+       * the grace the Revoke gave. The deadline is the wall clock of the
+       * leader that applied the Revoke plus the grace, for people: a new
+       * leader gives the hold its full grace again from its promotion.
+       * </pre>
+       *
+       * <code>.google.protobuf.Timestamp revoke_deadline = 50;</code>
+       */
+      private com.google.protobuf.SingleFieldBuilderV3<
+          com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> 
+          getRevokeDeadlineFieldBuilder() {
+        if (revokeDeadlineBuilder_ == null) {
+          revokeDeadlineBuilder_ = new com.google.protobuf.SingleFieldBuilderV3<
+              com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder>(
+                  getRevokeDeadline(),
+                  getParentForChildren(),
+                  isClean());
+          revokeDeadline_ = null;
+        }
+        return revokeDeadlineBuilder_;
+      }
+
+      private com.google.protobuf.Duration revokeGrace_;
+      private com.google.protobuf.SingleFieldBuilderV3<
+          com.google.protobuf.Duration, com.google.protobuf.Duration.Builder, com.google.protobuf.DurationOrBuilder> revokeGraceBuilder_;
+      /**
+       * <code>.google.protobuf.Duration revoke_grace = 51;</code>
+       * @return Whether the revokeGrace field is set.
+       */
+      public boolean hasRevokeGrace() {
+        return ((bitField0_ & 0x00000400) != 0);
+      }
+      /**
+       * <code>.google.protobuf.Duration revoke_grace = 51;</code>
+       * @return The revokeGrace.
+       */
+      public com.google.protobuf.Duration getRevokeGrace() {
+        if (revokeGraceBuilder_ == null) {
+          return revokeGrace_ == null ? com.google.protobuf.Duration.getDefaultInstance() : revokeGrace_;
+        } else {
+          return revokeGraceBuilder_.getMessage();
+        }
+      }
+      /**
+       * <code>.google.protobuf.Duration revoke_grace = 51;</code>
+       */
+      public Builder setRevokeGrace(com.google.protobuf.Duration value) {
+        if (revokeGraceBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          revokeGrace_ = value;
+        } else {
+          revokeGraceBuilder_.setMessage(value);
+        }
+        bitField0_ |= 0x00000400;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>.google.protobuf.Duration revoke_grace = 51;</code>
+       */
+      public Builder setRevokeGrace(
+          com.google.protobuf.Duration.Builder builderForValue) {
+        if (revokeGraceBuilder_ == null) {
+          revokeGrace_ = builderForValue.build();
+        } else {
+          revokeGraceBuilder_.setMessage(builderForValue.build());
+        }
+        bitField0_ |= 0x00000400;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>.google.protobuf.Duration revoke_grace = 51;</code>
+       */
+      public Builder mergeRevokeGrace(com.google.protobuf.Duration value) {
+        if (revokeGraceBuilder_ == null) {
+          if (((bitField0_ & 0x00000400) != 0) &&
+            revokeGrace_ != null &&
+            revokeGrace_ != com.google.protobuf.Duration.getDefaultInstance()) {
+            getRevokeGraceBuilder().mergeFrom(value);
+          } else {
+            revokeGrace_ = value;
+          }
+        } else {
+          revokeGraceBuilder_.mergeFrom(value);
+        }
+        bitField0_ |= 0x00000400;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>.google.protobuf.Duration revoke_grace = 51;</code>
+       */
+      public Builder clearRevokeGrace() {
+        bitField0_ = (bitField0_ & ~0x00000400);
+        revokeGrace_ = null;
+        if (revokeGraceBuilder_ != null) {
+          revokeGraceBuilder_.dispose();
+          revokeGraceBuilder_ = null;
+        }
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>.google.protobuf.Duration revoke_grace = 51;</code>
+       */
+      public com.google.protobuf.Duration.Builder getRevokeGraceBuilder() {
+        bitField0_ |= 0x00000400;
+        onChanged();
+        return getRevokeGraceFieldBuilder().getBuilder();
+      }
+      /**
+       * <code>.google.protobuf.Duration revoke_grace = 51;</code>
+       */
+      public com.google.protobuf.DurationOrBuilder getRevokeGraceOrBuilder() {
+        if (revokeGraceBuilder_ != null) {
+          return revokeGraceBuilder_.getMessageOrBuilder();
+        } else {
+          return revokeGrace_ == null ?
+              com.google.protobuf.Duration.getDefaultInstance() : revokeGrace_;
+        }
+      }
+      /**
+       * <code>.google.protobuf.Duration revoke_grace = 51;</code>
+       */
+      private com.google.protobuf.SingleFieldBuilderV3<
+          com.google.protobuf.Duration, com.google.protobuf.Duration.Builder, com.google.protobuf.DurationOrBuilder> 
+          getRevokeGraceFieldBuilder() {
+        if (revokeGraceBuilder_ == null) {
+          revokeGraceBuilder_ = new com.google.protobuf.SingleFieldBuilderV3<
+              com.google.protobuf.Duration, com.google.protobuf.Duration.Builder, com.google.protobuf.DurationOrBuilder>(
+                  getRevokeGrace(),
+                  getParentForChildren(),
+                  isClean());
+          revokeGrace_ = null;
+        }
+        return revokeGraceBuilder_;
+      }
+
       private java.lang.Object value_ = "";
       /**
        * <pre>
@@ -13262,7 +13791,7 @@ public final class BatonOuterClass {
           java.lang.String value) {
         if (value == null) { throw new NullPointerException(); }
         value_ = value;
-        bitField0_ |= 0x00000200;
+        bitField0_ |= 0x00000800;
         onChanged();
         return this;
       }
@@ -13276,7 +13805,7 @@ public final class BatonOuterClass {
        */
       public Builder clearValue() {
         value_ = getDefaultInstance().getValue();
-        bitField0_ = (bitField0_ & ~0x00000200);
+        bitField0_ = (bitField0_ & ~0x00000800);
         onChanged();
         return this;
       }
@@ -13294,7 +13823,7 @@ public final class BatonOuterClass {
         if (value == null) { throw new NullPointerException(); }
         checkByteStringIsUtf8(value);
         value_ = value;
-        bitField0_ |= 0x00000200;
+        bitField0_ |= 0x00000800;
         onChanged();
         return this;
       }
@@ -24513,6 +25042,1855 @@ public final class BatonOuterClass {
 
     @java.lang.Override
     public baton.v1.BatonOuterClass.CasReleaseResponse getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface RevokeRequestOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:baton.v1.RevokeRequest)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <code>string name = 1;</code>
+     * @return The name.
+     */
+    java.lang.String getName();
+    /**
+     * <code>string name = 1;</code>
+     * @return The bytes for name.
+     */
+    com.google.protobuf.ByteString
+        getNameBytes();
+
+    /**
+     * <pre>
+     * token, if not 0, asks only the hold with that token (the one the
+     * caller saw): FAILED_PRECONDITION if the lock has none.
+     * </pre>
+     *
+     * <code>uint64 token = 2;</code>
+     * @return The token.
+     */
+    long getToken();
+
+    /**
+     * <pre>
+     * grace is how long the holder has to let go: 1s .. 1h, whole
+     * milliseconds; unset: 30s.
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration grace = 3;</code>
+     * @return Whether the grace field is set.
+     */
+    boolean hasGrace();
+    /**
+     * <pre>
+     * grace is how long the holder has to let go: 1s .. 1h, whole
+     * milliseconds; unset: 30s.
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration grace = 3;</code>
+     * @return The grace.
+     */
+    com.google.protobuf.Duration getGrace();
+    /**
+     * <pre>
+     * grace is how long the holder has to let go: 1s .. 1h, whole
+     * milliseconds; unset: 30s.
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration grace = 3;</code>
+     */
+    com.google.protobuf.DurationOrBuilder getGraceOrBuilder();
+  }
+  /**
+   * Protobuf type {@code baton.v1.RevokeRequest}
+   */
+  public static final class RevokeRequest extends
+      com.google.protobuf.GeneratedMessageV3 implements
+      // @@protoc_insertion_point(message_implements:baton.v1.RevokeRequest)
+      RevokeRequestOrBuilder {
+  private static final long serialVersionUID = 0L;
+    // Use RevokeRequest.newBuilder() to construct.
+    private RevokeRequest(com.google.protobuf.GeneratedMessageV3.Builder<?> builder) {
+      super(builder);
+    }
+    private RevokeRequest() {
+      name_ = "";
+    }
+
+    @java.lang.Override
+    @SuppressWarnings({"unused"})
+    protected java.lang.Object newInstance(
+        UnusedPrivateParameter unused) {
+      return new RevokeRequest();
+    }
+
+    @java.lang.Override
+    public final com.google.protobuf.UnknownFieldSet
+    getUnknownFields() {
+      return this.unknownFields;
+    }
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_RevokeRequest_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_RevokeRequest_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              baton.v1.BatonOuterClass.RevokeRequest.class, baton.v1.BatonOuterClass.RevokeRequest.Builder.class);
+    }
+
+    public static final int NAME_FIELD_NUMBER = 1;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object name_ = "";
+    /**
+     * <code>string name = 1;</code>
+     * @return The name.
+     */
+    @java.lang.Override
+    public java.lang.String getName() {
+      java.lang.Object ref = name_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        name_ = s;
+        return s;
+      }
+    }
+    /**
+     * <code>string name = 1;</code>
+     * @return The bytes for name.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getNameBytes() {
+      java.lang.Object ref = name_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        name_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int TOKEN_FIELD_NUMBER = 2;
+    private long token_ = 0L;
+    /**
+     * <pre>
+     * token, if not 0, asks only the hold with that token (the one the
+     * caller saw): FAILED_PRECONDITION if the lock has none.
+     * </pre>
+     *
+     * <code>uint64 token = 2;</code>
+     * @return The token.
+     */
+    @java.lang.Override
+    public long getToken() {
+      return token_;
+    }
+
+    public static final int GRACE_FIELD_NUMBER = 3;
+    private com.google.protobuf.Duration grace_;
+    /**
+     * <pre>
+     * grace is how long the holder has to let go: 1s .. 1h, whole
+     * milliseconds; unset: 30s.
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration grace = 3;</code>
+     * @return Whether the grace field is set.
+     */
+    @java.lang.Override
+    public boolean hasGrace() {
+      return grace_ != null;
+    }
+    /**
+     * <pre>
+     * grace is how long the holder has to let go: 1s .. 1h, whole
+     * milliseconds; unset: 30s.
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration grace = 3;</code>
+     * @return The grace.
+     */
+    @java.lang.Override
+    public com.google.protobuf.Duration getGrace() {
+      return grace_ == null ? com.google.protobuf.Duration.getDefaultInstance() : grace_;
+    }
+    /**
+     * <pre>
+     * grace is how long the holder has to let go: 1s .. 1h, whole
+     * milliseconds; unset: 30s.
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration grace = 3;</code>
+     */
+    @java.lang.Override
+    public com.google.protobuf.DurationOrBuilder getGraceOrBuilder() {
+      return grace_ == null ? com.google.protobuf.Duration.getDefaultInstance() : grace_;
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(name_)) {
+        com.google.protobuf.GeneratedMessageV3.writeString(output, 1, name_);
+      }
+      if (token_ != 0L) {
+        output.writeUInt64(2, token_);
+      }
+      if (grace_ != null) {
+        output.writeMessage(3, getGrace());
+      }
+      getUnknownFields().writeTo(output);
+    }
+
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(name_)) {
+        size += com.google.protobuf.GeneratedMessageV3.computeStringSize(1, name_);
+      }
+      if (token_ != 0L) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeUInt64Size(2, token_);
+      }
+      if (grace_ != null) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(3, getGrace());
+      }
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof baton.v1.BatonOuterClass.RevokeRequest)) {
+        return super.equals(obj);
+      }
+      baton.v1.BatonOuterClass.RevokeRequest other = (baton.v1.BatonOuterClass.RevokeRequest) obj;
+
+      if (!getName()
+          .equals(other.getName())) return false;
+      if (getToken()
+          != other.getToken()) return false;
+      if (hasGrace() != other.hasGrace()) return false;
+      if (hasGrace()) {
+        if (!getGrace()
+            .equals(other.getGrace())) return false;
+      }
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (37 * hash) + NAME_FIELD_NUMBER;
+      hash = (53 * hash) + getName().hashCode();
+      hash = (37 * hash) + TOKEN_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          getToken());
+      if (hasGrace()) {
+        hash = (37 * hash) + GRACE_FIELD_NUMBER;
+        hash = (53 * hash) + getGrace().hashCode();
+      }
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static baton.v1.BatonOuterClass.RevokeRequest parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.RevokeRequest parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.RevokeRequest parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.RevokeRequest parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.RevokeRequest parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.RevokeRequest parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.RevokeRequest parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.RevokeRequest parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.RevokeRequest parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.RevokeRequest parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.RevokeRequest parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.RevokeRequest parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(baton.v1.BatonOuterClass.RevokeRequest prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * Protobuf type {@code baton.v1.RevokeRequest}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessageV3.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:baton.v1.RevokeRequest)
+        baton.v1.BatonOuterClass.RevokeRequestOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_RevokeRequest_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_RevokeRequest_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                baton.v1.BatonOuterClass.RevokeRequest.class, baton.v1.BatonOuterClass.RevokeRequest.Builder.class);
+      }
+
+      // Construct using baton.v1.BatonOuterClass.RevokeRequest.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        name_ = "";
+        token_ = 0L;
+        grace_ = null;
+        if (graceBuilder_ != null) {
+          graceBuilder_.dispose();
+          graceBuilder_ = null;
+        }
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_RevokeRequest_descriptor;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.RevokeRequest getDefaultInstanceForType() {
+        return baton.v1.BatonOuterClass.RevokeRequest.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.RevokeRequest build() {
+        baton.v1.BatonOuterClass.RevokeRequest result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.RevokeRequest buildPartial() {
+        baton.v1.BatonOuterClass.RevokeRequest result = new baton.v1.BatonOuterClass.RevokeRequest(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(baton.v1.BatonOuterClass.RevokeRequest result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.name_ = name_;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.token_ = token_;
+        }
+        if (((from_bitField0_ & 0x00000004) != 0)) {
+          result.grace_ = graceBuilder_ == null
+              ? grace_
+              : graceBuilder_.build();
+        }
+      }
+
+      @java.lang.Override
+      public Builder clone() {
+        return super.clone();
+      }
+      @java.lang.Override
+      public Builder setField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.setField(field, value);
+      }
+      @java.lang.Override
+      public Builder clearField(
+          com.google.protobuf.Descriptors.FieldDescriptor field) {
+        return super.clearField(field);
+      }
+      @java.lang.Override
+      public Builder clearOneof(
+          com.google.protobuf.Descriptors.OneofDescriptor oneof) {
+        return super.clearOneof(oneof);
+      }
+      @java.lang.Override
+      public Builder setRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          int index, java.lang.Object value) {
+        return super.setRepeatedField(field, index, value);
+      }
+      @java.lang.Override
+      public Builder addRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.addRepeatedField(field, value);
+      }
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof baton.v1.BatonOuterClass.RevokeRequest) {
+          return mergeFrom((baton.v1.BatonOuterClass.RevokeRequest)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(baton.v1.BatonOuterClass.RevokeRequest other) {
+        if (other == baton.v1.BatonOuterClass.RevokeRequest.getDefaultInstance()) return this;
+        if (!other.getName().isEmpty()) {
+          name_ = other.name_;
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        if (other.getToken() != 0L) {
+          setToken(other.getToken());
+        }
+        if (other.hasGrace()) {
+          mergeGrace(other.getGrace());
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                name_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              case 16: {
+                token_ = input.readUInt64();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 16
+              case 26: {
+                input.readMessage(
+                    getGraceFieldBuilder().getBuilder(),
+                    extensionRegistry);
+                bitField0_ |= 0x00000004;
+                break;
+              } // case 26
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private java.lang.Object name_ = "";
+      /**
+       * <code>string name = 1;</code>
+       * @return The name.
+       */
+      public java.lang.String getName() {
+        java.lang.Object ref = name_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          name_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <code>string name = 1;</code>
+       * @return The bytes for name.
+       */
+      public com.google.protobuf.ByteString
+          getNameBytes() {
+        java.lang.Object ref = name_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          name_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <code>string name = 1;</code>
+       * @param value The name to set.
+       * @return This builder for chaining.
+       */
+      public Builder setName(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        name_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>string name = 1;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearName() {
+        name_ = getDefaultInstance().getName();
+        bitField0_ = (bitField0_ & ~0x00000001);
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>string name = 1;</code>
+       * @param value The bytes for name to set.
+       * @return This builder for chaining.
+       */
+      public Builder setNameBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        name_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+
+      private long token_ ;
+      /**
+       * <pre>
+       * token, if not 0, asks only the hold with that token (the one the
+       * caller saw): FAILED_PRECONDITION if the lock has none.
+       * </pre>
+       *
+       * <code>uint64 token = 2;</code>
+       * @return The token.
+       */
+      @java.lang.Override
+      public long getToken() {
+        return token_;
+      }
+      /**
+       * <pre>
+       * token, if not 0, asks only the hold with that token (the one the
+       * caller saw): FAILED_PRECONDITION if the lock has none.
+       * </pre>
+       *
+       * <code>uint64 token = 2;</code>
+       * @param value The token to set.
+       * @return This builder for chaining.
+       */
+      public Builder setToken(long value) {
+        
+        token_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * token, if not 0, asks only the hold with that token (the one the
+       * caller saw): FAILED_PRECONDITION if the lock has none.
+       * </pre>
+       *
+       * <code>uint64 token = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearToken() {
+        bitField0_ = (bitField0_ & ~0x00000002);
+        token_ = 0L;
+        onChanged();
+        return this;
+      }
+
+      private com.google.protobuf.Duration grace_;
+      private com.google.protobuf.SingleFieldBuilderV3<
+          com.google.protobuf.Duration, com.google.protobuf.Duration.Builder, com.google.protobuf.DurationOrBuilder> graceBuilder_;
+      /**
+       * <pre>
+       * grace is how long the holder has to let go: 1s .. 1h, whole
+       * milliseconds; unset: 30s.
+       * </pre>
+       *
+       * <code>.google.protobuf.Duration grace = 3;</code>
+       * @return Whether the grace field is set.
+       */
+      public boolean hasGrace() {
+        return ((bitField0_ & 0x00000004) != 0);
+      }
+      /**
+       * <pre>
+       * grace is how long the holder has to let go: 1s .. 1h, whole
+       * milliseconds; unset: 30s.
+       * </pre>
+       *
+       * <code>.google.protobuf.Duration grace = 3;</code>
+       * @return The grace.
+       */
+      public com.google.protobuf.Duration getGrace() {
+        if (graceBuilder_ == null) {
+          return grace_ == null ? com.google.protobuf.Duration.getDefaultInstance() : grace_;
+        } else {
+          return graceBuilder_.getMessage();
+        }
+      }
+      /**
+       * <pre>
+       * grace is how long the holder has to let go: 1s .. 1h, whole
+       * milliseconds; unset: 30s.
+       * </pre>
+       *
+       * <code>.google.protobuf.Duration grace = 3;</code>
+       */
+      public Builder setGrace(com.google.protobuf.Duration value) {
+        if (graceBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          grace_ = value;
+        } else {
+          graceBuilder_.setMessage(value);
+        }
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * grace is how long the holder has to let go: 1s .. 1h, whole
+       * milliseconds; unset: 30s.
+       * </pre>
+       *
+       * <code>.google.protobuf.Duration grace = 3;</code>
+       */
+      public Builder setGrace(
+          com.google.protobuf.Duration.Builder builderForValue) {
+        if (graceBuilder_ == null) {
+          grace_ = builderForValue.build();
+        } else {
+          graceBuilder_.setMessage(builderForValue.build());
+        }
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * grace is how long the holder has to let go: 1s .. 1h, whole
+       * milliseconds; unset: 30s.
+       * </pre>
+       *
+       * <code>.google.protobuf.Duration grace = 3;</code>
+       */
+      public Builder mergeGrace(com.google.protobuf.Duration value) {
+        if (graceBuilder_ == null) {
+          if (((bitField0_ & 0x00000004) != 0) &&
+            grace_ != null &&
+            grace_ != com.google.protobuf.Duration.getDefaultInstance()) {
+            getGraceBuilder().mergeFrom(value);
+          } else {
+            grace_ = value;
+          }
+        } else {
+          graceBuilder_.mergeFrom(value);
+        }
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * grace is how long the holder has to let go: 1s .. 1h, whole
+       * milliseconds; unset: 30s.
+       * </pre>
+       *
+       * <code>.google.protobuf.Duration grace = 3;</code>
+       */
+      public Builder clearGrace() {
+        bitField0_ = (bitField0_ & ~0x00000004);
+        grace_ = null;
+        if (graceBuilder_ != null) {
+          graceBuilder_.dispose();
+          graceBuilder_ = null;
+        }
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * grace is how long the holder has to let go: 1s .. 1h, whole
+       * milliseconds; unset: 30s.
+       * </pre>
+       *
+       * <code>.google.protobuf.Duration grace = 3;</code>
+       */
+      public com.google.protobuf.Duration.Builder getGraceBuilder() {
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return getGraceFieldBuilder().getBuilder();
+      }
+      /**
+       * <pre>
+       * grace is how long the holder has to let go: 1s .. 1h, whole
+       * milliseconds; unset: 30s.
+       * </pre>
+       *
+       * <code>.google.protobuf.Duration grace = 3;</code>
+       */
+      public com.google.protobuf.DurationOrBuilder getGraceOrBuilder() {
+        if (graceBuilder_ != null) {
+          return graceBuilder_.getMessageOrBuilder();
+        } else {
+          return grace_ == null ?
+              com.google.protobuf.Duration.getDefaultInstance() : grace_;
+        }
+      }
+      /**
+       * <pre>
+       * grace is how long the holder has to let go: 1s .. 1h, whole
+       * milliseconds; unset: 30s.
+       * </pre>
+       *
+       * <code>.google.protobuf.Duration grace = 3;</code>
+       */
+      private com.google.protobuf.SingleFieldBuilderV3<
+          com.google.protobuf.Duration, com.google.protobuf.Duration.Builder, com.google.protobuf.DurationOrBuilder> 
+          getGraceFieldBuilder() {
+        if (graceBuilder_ == null) {
+          graceBuilder_ = new com.google.protobuf.SingleFieldBuilderV3<
+              com.google.protobuf.Duration, com.google.protobuf.Duration.Builder, com.google.protobuf.DurationOrBuilder>(
+                  getGrace(),
+                  getParentForChildren(),
+                  isClean());
+          grace_ = null;
+        }
+        return graceBuilder_;
+      }
+      @java.lang.Override
+      public final Builder setUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.setUnknownFields(unknownFields);
+      }
+
+      @java.lang.Override
+      public final Builder mergeUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.mergeUnknownFields(unknownFields);
+      }
+
+
+      // @@protoc_insertion_point(builder_scope:baton.v1.RevokeRequest)
+    }
+
+    // @@protoc_insertion_point(class_scope:baton.v1.RevokeRequest)
+    private static final baton.v1.BatonOuterClass.RevokeRequest DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new baton.v1.BatonOuterClass.RevokeRequest();
+    }
+
+    public static baton.v1.BatonOuterClass.RevokeRequest getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<RevokeRequest>
+        PARSER = new com.google.protobuf.AbstractParser<RevokeRequest>() {
+      @java.lang.Override
+      public RevokeRequest parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<RevokeRequest> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<RevokeRequest> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.RevokeRequest getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
+  public interface RevokeResponseOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:baton.v1.RevokeResponse)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <pre>
+     * revoked are the holds asked to let go, each with its deadline. A
+     * hold already being revoked keeps its first revocation.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.Holder revoked = 1;</code>
+     */
+    java.util.List<baton.v1.BatonOuterClass.Holder> 
+        getRevokedList();
+    /**
+     * <pre>
+     * revoked are the holds asked to let go, each with its deadline. A
+     * hold already being revoked keeps its first revocation.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.Holder revoked = 1;</code>
+     */
+    baton.v1.BatonOuterClass.Holder getRevoked(int index);
+    /**
+     * <pre>
+     * revoked are the holds asked to let go, each with its deadline. A
+     * hold already being revoked keeps its first revocation.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.Holder revoked = 1;</code>
+     */
+    int getRevokedCount();
+    /**
+     * <pre>
+     * revoked are the holds asked to let go, each with its deadline. A
+     * hold already being revoked keeps its first revocation.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.Holder revoked = 1;</code>
+     */
+    java.util.List<? extends baton.v1.BatonOuterClass.HolderOrBuilder> 
+        getRevokedOrBuilderList();
+    /**
+     * <pre>
+     * revoked are the holds asked to let go, each with its deadline. A
+     * hold already being revoked keeps its first revocation.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.Holder revoked = 1;</code>
+     */
+    baton.v1.BatonOuterClass.HolderOrBuilder getRevokedOrBuilder(
+        int index);
+  }
+  /**
+   * Protobuf type {@code baton.v1.RevokeResponse}
+   */
+  public static final class RevokeResponse extends
+      com.google.protobuf.GeneratedMessageV3 implements
+      // @@protoc_insertion_point(message_implements:baton.v1.RevokeResponse)
+      RevokeResponseOrBuilder {
+  private static final long serialVersionUID = 0L;
+    // Use RevokeResponse.newBuilder() to construct.
+    private RevokeResponse(com.google.protobuf.GeneratedMessageV3.Builder<?> builder) {
+      super(builder);
+    }
+    private RevokeResponse() {
+      revoked_ = java.util.Collections.emptyList();
+    }
+
+    @java.lang.Override
+    @SuppressWarnings({"unused"})
+    protected java.lang.Object newInstance(
+        UnusedPrivateParameter unused) {
+      return new RevokeResponse();
+    }
+
+    @java.lang.Override
+    public final com.google.protobuf.UnknownFieldSet
+    getUnknownFields() {
+      return this.unknownFields;
+    }
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_RevokeResponse_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_RevokeResponse_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              baton.v1.BatonOuterClass.RevokeResponse.class, baton.v1.BatonOuterClass.RevokeResponse.Builder.class);
+    }
+
+    public static final int REVOKED_FIELD_NUMBER = 1;
+    @SuppressWarnings("serial")
+    private java.util.List<baton.v1.BatonOuterClass.Holder> revoked_;
+    /**
+     * <pre>
+     * revoked are the holds asked to let go, each with its deadline. A
+     * hold already being revoked keeps its first revocation.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.Holder revoked = 1;</code>
+     */
+    @java.lang.Override
+    public java.util.List<baton.v1.BatonOuterClass.Holder> getRevokedList() {
+      return revoked_;
+    }
+    /**
+     * <pre>
+     * revoked are the holds asked to let go, each with its deadline. A
+     * hold already being revoked keeps its first revocation.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.Holder revoked = 1;</code>
+     */
+    @java.lang.Override
+    public java.util.List<? extends baton.v1.BatonOuterClass.HolderOrBuilder> 
+        getRevokedOrBuilderList() {
+      return revoked_;
+    }
+    /**
+     * <pre>
+     * revoked are the holds asked to let go, each with its deadline. A
+     * hold already being revoked keeps its first revocation.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.Holder revoked = 1;</code>
+     */
+    @java.lang.Override
+    public int getRevokedCount() {
+      return revoked_.size();
+    }
+    /**
+     * <pre>
+     * revoked are the holds asked to let go, each with its deadline. A
+     * hold already being revoked keeps its first revocation.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.Holder revoked = 1;</code>
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.Holder getRevoked(int index) {
+      return revoked_.get(index);
+    }
+    /**
+     * <pre>
+     * revoked are the holds asked to let go, each with its deadline. A
+     * hold already being revoked keeps its first revocation.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.Holder revoked = 1;</code>
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.HolderOrBuilder getRevokedOrBuilder(
+        int index) {
+      return revoked_.get(index);
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      for (int i = 0; i < revoked_.size(); i++) {
+        output.writeMessage(1, revoked_.get(i));
+      }
+      getUnknownFields().writeTo(output);
+    }
+
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      for (int i = 0; i < revoked_.size(); i++) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(1, revoked_.get(i));
+      }
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof baton.v1.BatonOuterClass.RevokeResponse)) {
+        return super.equals(obj);
+      }
+      baton.v1.BatonOuterClass.RevokeResponse other = (baton.v1.BatonOuterClass.RevokeResponse) obj;
+
+      if (!getRevokedList()
+          .equals(other.getRevokedList())) return false;
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      if (getRevokedCount() > 0) {
+        hash = (37 * hash) + REVOKED_FIELD_NUMBER;
+        hash = (53 * hash) + getRevokedList().hashCode();
+      }
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static baton.v1.BatonOuterClass.RevokeResponse parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.RevokeResponse parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.RevokeResponse parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.RevokeResponse parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.RevokeResponse parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.RevokeResponse parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.RevokeResponse parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.RevokeResponse parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.RevokeResponse parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.RevokeResponse parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.RevokeResponse parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.RevokeResponse parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(baton.v1.BatonOuterClass.RevokeResponse prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * Protobuf type {@code baton.v1.RevokeResponse}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessageV3.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:baton.v1.RevokeResponse)
+        baton.v1.BatonOuterClass.RevokeResponseOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_RevokeResponse_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_RevokeResponse_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                baton.v1.BatonOuterClass.RevokeResponse.class, baton.v1.BatonOuterClass.RevokeResponse.Builder.class);
+      }
+
+      // Construct using baton.v1.BatonOuterClass.RevokeResponse.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        if (revokedBuilder_ == null) {
+          revoked_ = java.util.Collections.emptyList();
+        } else {
+          revoked_ = null;
+          revokedBuilder_.clear();
+        }
+        bitField0_ = (bitField0_ & ~0x00000001);
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_RevokeResponse_descriptor;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.RevokeResponse getDefaultInstanceForType() {
+        return baton.v1.BatonOuterClass.RevokeResponse.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.RevokeResponse build() {
+        baton.v1.BatonOuterClass.RevokeResponse result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.RevokeResponse buildPartial() {
+        baton.v1.BatonOuterClass.RevokeResponse result = new baton.v1.BatonOuterClass.RevokeResponse(this);
+        buildPartialRepeatedFields(result);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartialRepeatedFields(baton.v1.BatonOuterClass.RevokeResponse result) {
+        if (revokedBuilder_ == null) {
+          if (((bitField0_ & 0x00000001) != 0)) {
+            revoked_ = java.util.Collections.unmodifiableList(revoked_);
+            bitField0_ = (bitField0_ & ~0x00000001);
+          }
+          result.revoked_ = revoked_;
+        } else {
+          result.revoked_ = revokedBuilder_.build();
+        }
+      }
+
+      private void buildPartial0(baton.v1.BatonOuterClass.RevokeResponse result) {
+        int from_bitField0_ = bitField0_;
+      }
+
+      @java.lang.Override
+      public Builder clone() {
+        return super.clone();
+      }
+      @java.lang.Override
+      public Builder setField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.setField(field, value);
+      }
+      @java.lang.Override
+      public Builder clearField(
+          com.google.protobuf.Descriptors.FieldDescriptor field) {
+        return super.clearField(field);
+      }
+      @java.lang.Override
+      public Builder clearOneof(
+          com.google.protobuf.Descriptors.OneofDescriptor oneof) {
+        return super.clearOneof(oneof);
+      }
+      @java.lang.Override
+      public Builder setRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          int index, java.lang.Object value) {
+        return super.setRepeatedField(field, index, value);
+      }
+      @java.lang.Override
+      public Builder addRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.addRepeatedField(field, value);
+      }
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof baton.v1.BatonOuterClass.RevokeResponse) {
+          return mergeFrom((baton.v1.BatonOuterClass.RevokeResponse)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(baton.v1.BatonOuterClass.RevokeResponse other) {
+        if (other == baton.v1.BatonOuterClass.RevokeResponse.getDefaultInstance()) return this;
+        if (revokedBuilder_ == null) {
+          if (!other.revoked_.isEmpty()) {
+            if (revoked_.isEmpty()) {
+              revoked_ = other.revoked_;
+              bitField0_ = (bitField0_ & ~0x00000001);
+            } else {
+              ensureRevokedIsMutable();
+              revoked_.addAll(other.revoked_);
+            }
+            onChanged();
+          }
+        } else {
+          if (!other.revoked_.isEmpty()) {
+            if (revokedBuilder_.isEmpty()) {
+              revokedBuilder_.dispose();
+              revokedBuilder_ = null;
+              revoked_ = other.revoked_;
+              bitField0_ = (bitField0_ & ~0x00000001);
+              revokedBuilder_ = 
+                com.google.protobuf.GeneratedMessageV3.alwaysUseFieldBuilders ?
+                   getRevokedFieldBuilder() : null;
+            } else {
+              revokedBuilder_.addAllMessages(other.revoked_);
+            }
+          }
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                baton.v1.BatonOuterClass.Holder m =
+                    input.readMessage(
+                        baton.v1.BatonOuterClass.Holder.parser(),
+                        extensionRegistry);
+                if (revokedBuilder_ == null) {
+                  ensureRevokedIsMutable();
+                  revoked_.add(m);
+                } else {
+                  revokedBuilder_.addMessage(m);
+                }
+                break;
+              } // case 10
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private java.util.List<baton.v1.BatonOuterClass.Holder> revoked_ =
+        java.util.Collections.emptyList();
+      private void ensureRevokedIsMutable() {
+        if (!((bitField0_ & 0x00000001) != 0)) {
+          revoked_ = new java.util.ArrayList<baton.v1.BatonOuterClass.Holder>(revoked_);
+          bitField0_ |= 0x00000001;
+         }
+      }
+
+      private com.google.protobuf.RepeatedFieldBuilderV3<
+          baton.v1.BatonOuterClass.Holder, baton.v1.BatonOuterClass.Holder.Builder, baton.v1.BatonOuterClass.HolderOrBuilder> revokedBuilder_;
+
+      /**
+       * <pre>
+       * revoked are the holds asked to let go, each with its deadline. A
+       * hold already being revoked keeps its first revocation.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Holder revoked = 1;</code>
+       */
+      public java.util.List<baton.v1.BatonOuterClass.Holder> getRevokedList() {
+        if (revokedBuilder_ == null) {
+          return java.util.Collections.unmodifiableList(revoked_);
+        } else {
+          return revokedBuilder_.getMessageList();
+        }
+      }
+      /**
+       * <pre>
+       * revoked are the holds asked to let go, each with its deadline. A
+       * hold already being revoked keeps its first revocation.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Holder revoked = 1;</code>
+       */
+      public int getRevokedCount() {
+        if (revokedBuilder_ == null) {
+          return revoked_.size();
+        } else {
+          return revokedBuilder_.getCount();
+        }
+      }
+      /**
+       * <pre>
+       * revoked are the holds asked to let go, each with its deadline. A
+       * hold already being revoked keeps its first revocation.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Holder revoked = 1;</code>
+       */
+      public baton.v1.BatonOuterClass.Holder getRevoked(int index) {
+        if (revokedBuilder_ == null) {
+          return revoked_.get(index);
+        } else {
+          return revokedBuilder_.getMessage(index);
+        }
+      }
+      /**
+       * <pre>
+       * revoked are the holds asked to let go, each with its deadline. A
+       * hold already being revoked keeps its first revocation.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Holder revoked = 1;</code>
+       */
+      public Builder setRevoked(
+          int index, baton.v1.BatonOuterClass.Holder value) {
+        if (revokedBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureRevokedIsMutable();
+          revoked_.set(index, value);
+          onChanged();
+        } else {
+          revokedBuilder_.setMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * revoked are the holds asked to let go, each with its deadline. A
+       * hold already being revoked keeps its first revocation.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Holder revoked = 1;</code>
+       */
+      public Builder setRevoked(
+          int index, baton.v1.BatonOuterClass.Holder.Builder builderForValue) {
+        if (revokedBuilder_ == null) {
+          ensureRevokedIsMutable();
+          revoked_.set(index, builderForValue.build());
+          onChanged();
+        } else {
+          revokedBuilder_.setMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * revoked are the holds asked to let go, each with its deadline. A
+       * hold already being revoked keeps its first revocation.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Holder revoked = 1;</code>
+       */
+      public Builder addRevoked(baton.v1.BatonOuterClass.Holder value) {
+        if (revokedBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureRevokedIsMutable();
+          revoked_.add(value);
+          onChanged();
+        } else {
+          revokedBuilder_.addMessage(value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * revoked are the holds asked to let go, each with its deadline. A
+       * hold already being revoked keeps its first revocation.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Holder revoked = 1;</code>
+       */
+      public Builder addRevoked(
+          int index, baton.v1.BatonOuterClass.Holder value) {
+        if (revokedBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureRevokedIsMutable();
+          revoked_.add(index, value);
+          onChanged();
+        } else {
+          revokedBuilder_.addMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * revoked are the holds asked to let go, each with its deadline. A
+       * hold already being revoked keeps its first revocation.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Holder revoked = 1;</code>
+       */
+      public Builder addRevoked(
+          baton.v1.BatonOuterClass.Holder.Builder builderForValue) {
+        if (revokedBuilder_ == null) {
+          ensureRevokedIsMutable();
+          revoked_.add(builderForValue.build());
+          onChanged();
+        } else {
+          revokedBuilder_.addMessage(builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * revoked are the holds asked to let go, each with its deadline. A
+       * hold already being revoked keeps its first revocation.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Holder revoked = 1;</code>
+       */
+      public Builder addRevoked(
+          int index, baton.v1.BatonOuterClass.Holder.Builder builderForValue) {
+        if (revokedBuilder_ == null) {
+          ensureRevokedIsMutable();
+          revoked_.add(index, builderForValue.build());
+          onChanged();
+        } else {
+          revokedBuilder_.addMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * revoked are the holds asked to let go, each with its deadline. A
+       * hold already being revoked keeps its first revocation.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Holder revoked = 1;</code>
+       */
+      public Builder addAllRevoked(
+          java.lang.Iterable<? extends baton.v1.BatonOuterClass.Holder> values) {
+        if (revokedBuilder_ == null) {
+          ensureRevokedIsMutable();
+          com.google.protobuf.AbstractMessageLite.Builder.addAll(
+              values, revoked_);
+          onChanged();
+        } else {
+          revokedBuilder_.addAllMessages(values);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * revoked are the holds asked to let go, each with its deadline. A
+       * hold already being revoked keeps its first revocation.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Holder revoked = 1;</code>
+       */
+      public Builder clearRevoked() {
+        if (revokedBuilder_ == null) {
+          revoked_ = java.util.Collections.emptyList();
+          bitField0_ = (bitField0_ & ~0x00000001);
+          onChanged();
+        } else {
+          revokedBuilder_.clear();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * revoked are the holds asked to let go, each with its deadline. A
+       * hold already being revoked keeps its first revocation.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Holder revoked = 1;</code>
+       */
+      public Builder removeRevoked(int index) {
+        if (revokedBuilder_ == null) {
+          ensureRevokedIsMutable();
+          revoked_.remove(index);
+          onChanged();
+        } else {
+          revokedBuilder_.remove(index);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * revoked are the holds asked to let go, each with its deadline. A
+       * hold already being revoked keeps its first revocation.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Holder revoked = 1;</code>
+       */
+      public baton.v1.BatonOuterClass.Holder.Builder getRevokedBuilder(
+          int index) {
+        return getRevokedFieldBuilder().getBuilder(index);
+      }
+      /**
+       * <pre>
+       * revoked are the holds asked to let go, each with its deadline. A
+       * hold already being revoked keeps its first revocation.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Holder revoked = 1;</code>
+       */
+      public baton.v1.BatonOuterClass.HolderOrBuilder getRevokedOrBuilder(
+          int index) {
+        if (revokedBuilder_ == null) {
+          return revoked_.get(index);  } else {
+          return revokedBuilder_.getMessageOrBuilder(index);
+        }
+      }
+      /**
+       * <pre>
+       * revoked are the holds asked to let go, each with its deadline. A
+       * hold already being revoked keeps its first revocation.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Holder revoked = 1;</code>
+       */
+      public java.util.List<? extends baton.v1.BatonOuterClass.HolderOrBuilder> 
+           getRevokedOrBuilderList() {
+        if (revokedBuilder_ != null) {
+          return revokedBuilder_.getMessageOrBuilderList();
+        } else {
+          return java.util.Collections.unmodifiableList(revoked_);
+        }
+      }
+      /**
+       * <pre>
+       * revoked are the holds asked to let go, each with its deadline. A
+       * hold already being revoked keeps its first revocation.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Holder revoked = 1;</code>
+       */
+      public baton.v1.BatonOuterClass.Holder.Builder addRevokedBuilder() {
+        return getRevokedFieldBuilder().addBuilder(
+            baton.v1.BatonOuterClass.Holder.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * revoked are the holds asked to let go, each with its deadline. A
+       * hold already being revoked keeps its first revocation.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Holder revoked = 1;</code>
+       */
+      public baton.v1.BatonOuterClass.Holder.Builder addRevokedBuilder(
+          int index) {
+        return getRevokedFieldBuilder().addBuilder(
+            index, baton.v1.BatonOuterClass.Holder.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * revoked are the holds asked to let go, each with its deadline. A
+       * hold already being revoked keeps its first revocation.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.Holder revoked = 1;</code>
+       */
+      public java.util.List<baton.v1.BatonOuterClass.Holder.Builder> 
+           getRevokedBuilderList() {
+        return getRevokedFieldBuilder().getBuilderList();
+      }
+      private com.google.protobuf.RepeatedFieldBuilderV3<
+          baton.v1.BatonOuterClass.Holder, baton.v1.BatonOuterClass.Holder.Builder, baton.v1.BatonOuterClass.HolderOrBuilder> 
+          getRevokedFieldBuilder() {
+        if (revokedBuilder_ == null) {
+          revokedBuilder_ = new com.google.protobuf.RepeatedFieldBuilderV3<
+              baton.v1.BatonOuterClass.Holder, baton.v1.BatonOuterClass.Holder.Builder, baton.v1.BatonOuterClass.HolderOrBuilder>(
+                  revoked_,
+                  ((bitField0_ & 0x00000001) != 0),
+                  getParentForChildren(),
+                  isClean());
+          revoked_ = null;
+        }
+        return revokedBuilder_;
+      }
+      @java.lang.Override
+      public final Builder setUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.setUnknownFields(unknownFields);
+      }
+
+      @java.lang.Override
+      public final Builder mergeUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.mergeUnknownFields(unknownFields);
+      }
+
+
+      // @@protoc_insertion_point(builder_scope:baton.v1.RevokeResponse)
+    }
+
+    // @@protoc_insertion_point(class_scope:baton.v1.RevokeResponse)
+    private static final baton.v1.BatonOuterClass.RevokeResponse DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new baton.v1.BatonOuterClass.RevokeResponse();
+    }
+
+    public static baton.v1.BatonOuterClass.RevokeResponse getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<RevokeResponse>
+        PARSER = new com.google.protobuf.AbstractParser<RevokeResponse>() {
+      @java.lang.Override
+      public RevokeResponse parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<RevokeResponse> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<RevokeResponse> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.RevokeResponse getDefaultInstanceForType() {
       return DEFAULT_INSTANCE;
     }
 
@@ -66130,6 +68508,39 @@ public final class BatonOuterClass {
     baton.v1.BatonOuterClass.RenewHoldResponseOrBuilder getRenewHoldOrBuilder();
 
     /**
+     * <pre>
+     * revoke_requested is pushed when a Revoke asks a hold of this
+     * session to end: the holder should finish and release it before
+     * the deadline, when the leader ends it.
+     * </pre>
+     *
+     * <code>.baton.v1.RevokeRequested revoke_requested = 16;</code>
+     * @return Whether the revokeRequested field is set.
+     */
+    boolean hasRevokeRequested();
+    /**
+     * <pre>
+     * revoke_requested is pushed when a Revoke asks a hold of this
+     * session to end: the holder should finish and release it before
+     * the deadline, when the leader ends it.
+     * </pre>
+     *
+     * <code>.baton.v1.RevokeRequested revoke_requested = 16;</code>
+     * @return The revokeRequested.
+     */
+    baton.v1.BatonOuterClass.RevokeRequested getRevokeRequested();
+    /**
+     * <pre>
+     * revoke_requested is pushed when a Revoke asks a hold of this
+     * session to end: the holder should finish and release it before
+     * the deadline, when the leader ends it.
+     * </pre>
+     *
+     * <code>.baton.v1.RevokeRequested revoke_requested = 16;</code>
+     */
+    baton.v1.BatonOuterClass.RevokeRequestedOrBuilder getRevokeRequestedOrBuilder();
+
+    /**
      * <code>.baton.v1.ProclaimResponse proclaim = 17;</code>
      * @return Whether the proclaim field is set.
      */
@@ -66204,6 +68615,7 @@ public final class BatonOuterClass {
       HOLD_LOST(13),
       HOLDS(14),
       RENEW_HOLD(15),
+      REVOKE_REQUESTED(16),
       PROCLAIM(17),
       KIND_NOT_SET(0);
       private final int value;
@@ -66235,6 +68647,7 @@ public final class BatonOuterClass {
           case 13: return HOLD_LOST;
           case 14: return HOLDS;
           case 15: return RENEW_HOLD;
+          case 16: return REVOKE_REQUESTED;
           case 17: return PROCLAIM;
           case 0: return KIND_NOT_SET;
           default: return null;
@@ -66743,6 +69156,55 @@ public final class BatonOuterClass {
       return baton.v1.BatonOuterClass.RenewHoldResponse.getDefaultInstance();
     }
 
+    public static final int REVOKE_REQUESTED_FIELD_NUMBER = 16;
+    /**
+     * <pre>
+     * revoke_requested is pushed when a Revoke asks a hold of this
+     * session to end: the holder should finish and release it before
+     * the deadline, when the leader ends it.
+     * </pre>
+     *
+     * <code>.baton.v1.RevokeRequested revoke_requested = 16;</code>
+     * @return Whether the revokeRequested field is set.
+     */
+    @java.lang.Override
+    public boolean hasRevokeRequested() {
+      return kindCase_ == 16;
+    }
+    /**
+     * <pre>
+     * revoke_requested is pushed when a Revoke asks a hold of this
+     * session to end: the holder should finish and release it before
+     * the deadline, when the leader ends it.
+     * </pre>
+     *
+     * <code>.baton.v1.RevokeRequested revoke_requested = 16;</code>
+     * @return The revokeRequested.
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.RevokeRequested getRevokeRequested() {
+      if (kindCase_ == 16) {
+         return (baton.v1.BatonOuterClass.RevokeRequested) kind_;
+      }
+      return baton.v1.BatonOuterClass.RevokeRequested.getDefaultInstance();
+    }
+    /**
+     * <pre>
+     * revoke_requested is pushed when a Revoke asks a hold of this
+     * session to end: the holder should finish and release it before
+     * the deadline, when the leader ends it.
+     * </pre>
+     *
+     * <code>.baton.v1.RevokeRequested revoke_requested = 16;</code>
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.RevokeRequestedOrBuilder getRevokeRequestedOrBuilder() {
+      if (kindCase_ == 16) {
+         return (baton.v1.BatonOuterClass.RevokeRequested) kind_;
+      }
+      return baton.v1.BatonOuterClass.RevokeRequested.getDefaultInstance();
+    }
+
     public static final int PROCLAIM_FIELD_NUMBER = 17;
     /**
      * <code>.baton.v1.ProclaimResponse proclaim = 17;</code>
@@ -66833,6 +69295,9 @@ public final class BatonOuterClass {
       if (kindCase_ == 15) {
         output.writeMessage(15, (baton.v1.BatonOuterClass.RenewHoldResponse) kind_);
       }
+      if (kindCase_ == 16) {
+        output.writeMessage(16, (baton.v1.BatonOuterClass.RevokeRequested) kind_);
+      }
       if (kindCase_ == 17) {
         output.writeMessage(17, (baton.v1.BatonOuterClass.ProclaimResponse) kind_);
       }
@@ -66904,6 +69369,10 @@ public final class BatonOuterClass {
       if (kindCase_ == 15) {
         size += com.google.protobuf.CodedOutputStream
           .computeMessageSize(15, (baton.v1.BatonOuterClass.RenewHoldResponse) kind_);
+      }
+      if (kindCase_ == 16) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(16, (baton.v1.BatonOuterClass.RevokeRequested) kind_);
       }
       if (kindCase_ == 17) {
         size += com.google.protobuf.CodedOutputStream
@@ -66985,6 +69454,10 @@ public final class BatonOuterClass {
           if (!getRenewHold()
               .equals(other.getRenewHold())) return false;
           break;
+        case 16:
+          if (!getRevokeRequested()
+              .equals(other.getRevokeRequested())) return false;
+          break;
         case 17:
           if (!getProclaim()
               .equals(other.getProclaim())) return false;
@@ -67062,6 +69535,10 @@ public final class BatonOuterClass {
         case 15:
           hash = (37 * hash) + RENEW_HOLD_FIELD_NUMBER;
           hash = (53 * hash) + getRenewHold().hashCode();
+          break;
+        case 16:
+          hash = (37 * hash) + REVOKE_REQUESTED_FIELD_NUMBER;
+          hash = (53 * hash) + getRevokeRequested().hashCode();
           break;
         case 17:
           hash = (37 * hash) + PROCLAIM_FIELD_NUMBER;
@@ -67244,6 +69721,9 @@ public final class BatonOuterClass {
         if (renewHoldBuilder_ != null) {
           renewHoldBuilder_.clear();
         }
+        if (revokeRequestedBuilder_ != null) {
+          revokeRequestedBuilder_.clear();
+        }
         if (proclaimBuilder_ != null) {
           proclaimBuilder_.clear();
         }
@@ -67347,6 +69827,10 @@ public final class BatonOuterClass {
         if (kindCase_ == 15 &&
             renewHoldBuilder_ != null) {
           result.kind_ = renewHoldBuilder_.build();
+        }
+        if (kindCase_ == 16 &&
+            revokeRequestedBuilder_ != null) {
+          result.kind_ = revokeRequestedBuilder_.build();
         }
         if (kindCase_ == 17 &&
             proclaimBuilder_ != null) {
@@ -67455,6 +69939,10 @@ public final class BatonOuterClass {
           }
           case RENEW_HOLD: {
             mergeRenewHold(other.getRenewHold());
+            break;
+          }
+          case REVOKE_REQUESTED: {
+            mergeRevokeRequested(other.getRevokeRequested());
             break;
           }
           case PROCLAIM: {
@@ -67594,6 +70082,13 @@ public final class BatonOuterClass {
                 kindCase_ = 15;
                 break;
               } // case 122
+              case 130: {
+                input.readMessage(
+                    getRevokeRequestedFieldBuilder().getBuilder(),
+                    extensionRegistry);
+                kindCase_ = 16;
+                break;
+              } // case 130
               case 138: {
                 input.readMessage(
                     getProclaimFieldBuilder().getBuilder(),
@@ -69787,6 +72282,202 @@ public final class BatonOuterClass {
       }
 
       private com.google.protobuf.SingleFieldBuilderV3<
+          baton.v1.BatonOuterClass.RevokeRequested, baton.v1.BatonOuterClass.RevokeRequested.Builder, baton.v1.BatonOuterClass.RevokeRequestedOrBuilder> revokeRequestedBuilder_;
+      /**
+       * <pre>
+       * revoke_requested is pushed when a Revoke asks a hold of this
+       * session to end: the holder should finish and release it before
+       * the deadline, when the leader ends it.
+       * </pre>
+       *
+       * <code>.baton.v1.RevokeRequested revoke_requested = 16;</code>
+       * @return Whether the revokeRequested field is set.
+       */
+      @java.lang.Override
+      public boolean hasRevokeRequested() {
+        return kindCase_ == 16;
+      }
+      /**
+       * <pre>
+       * revoke_requested is pushed when a Revoke asks a hold of this
+       * session to end: the holder should finish and release it before
+       * the deadline, when the leader ends it.
+       * </pre>
+       *
+       * <code>.baton.v1.RevokeRequested revoke_requested = 16;</code>
+       * @return The revokeRequested.
+       */
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.RevokeRequested getRevokeRequested() {
+        if (revokeRequestedBuilder_ == null) {
+          if (kindCase_ == 16) {
+            return (baton.v1.BatonOuterClass.RevokeRequested) kind_;
+          }
+          return baton.v1.BatonOuterClass.RevokeRequested.getDefaultInstance();
+        } else {
+          if (kindCase_ == 16) {
+            return revokeRequestedBuilder_.getMessage();
+          }
+          return baton.v1.BatonOuterClass.RevokeRequested.getDefaultInstance();
+        }
+      }
+      /**
+       * <pre>
+       * revoke_requested is pushed when a Revoke asks a hold of this
+       * session to end: the holder should finish and release it before
+       * the deadline, when the leader ends it.
+       * </pre>
+       *
+       * <code>.baton.v1.RevokeRequested revoke_requested = 16;</code>
+       */
+      public Builder setRevokeRequested(baton.v1.BatonOuterClass.RevokeRequested value) {
+        if (revokeRequestedBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          kind_ = value;
+          onChanged();
+        } else {
+          revokeRequestedBuilder_.setMessage(value);
+        }
+        kindCase_ = 16;
+        return this;
+      }
+      /**
+       * <pre>
+       * revoke_requested is pushed when a Revoke asks a hold of this
+       * session to end: the holder should finish and release it before
+       * the deadline, when the leader ends it.
+       * </pre>
+       *
+       * <code>.baton.v1.RevokeRequested revoke_requested = 16;</code>
+       */
+      public Builder setRevokeRequested(
+          baton.v1.BatonOuterClass.RevokeRequested.Builder builderForValue) {
+        if (revokeRequestedBuilder_ == null) {
+          kind_ = builderForValue.build();
+          onChanged();
+        } else {
+          revokeRequestedBuilder_.setMessage(builderForValue.build());
+        }
+        kindCase_ = 16;
+        return this;
+      }
+      /**
+       * <pre>
+       * revoke_requested is pushed when a Revoke asks a hold of this
+       * session to end: the holder should finish and release it before
+       * the deadline, when the leader ends it.
+       * </pre>
+       *
+       * <code>.baton.v1.RevokeRequested revoke_requested = 16;</code>
+       */
+      public Builder mergeRevokeRequested(baton.v1.BatonOuterClass.RevokeRequested value) {
+        if (revokeRequestedBuilder_ == null) {
+          if (kindCase_ == 16 &&
+              kind_ != baton.v1.BatonOuterClass.RevokeRequested.getDefaultInstance()) {
+            kind_ = baton.v1.BatonOuterClass.RevokeRequested.newBuilder((baton.v1.BatonOuterClass.RevokeRequested) kind_)
+                .mergeFrom(value).buildPartial();
+          } else {
+            kind_ = value;
+          }
+          onChanged();
+        } else {
+          if (kindCase_ == 16) {
+            revokeRequestedBuilder_.mergeFrom(value);
+          } else {
+            revokeRequestedBuilder_.setMessage(value);
+          }
+        }
+        kindCase_ = 16;
+        return this;
+      }
+      /**
+       * <pre>
+       * revoke_requested is pushed when a Revoke asks a hold of this
+       * session to end: the holder should finish and release it before
+       * the deadline, when the leader ends it.
+       * </pre>
+       *
+       * <code>.baton.v1.RevokeRequested revoke_requested = 16;</code>
+       */
+      public Builder clearRevokeRequested() {
+        if (revokeRequestedBuilder_ == null) {
+          if (kindCase_ == 16) {
+            kindCase_ = 0;
+            kind_ = null;
+            onChanged();
+          }
+        } else {
+          if (kindCase_ == 16) {
+            kindCase_ = 0;
+            kind_ = null;
+          }
+          revokeRequestedBuilder_.clear();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * revoke_requested is pushed when a Revoke asks a hold of this
+       * session to end: the holder should finish and release it before
+       * the deadline, when the leader ends it.
+       * </pre>
+       *
+       * <code>.baton.v1.RevokeRequested revoke_requested = 16;</code>
+       */
+      public baton.v1.BatonOuterClass.RevokeRequested.Builder getRevokeRequestedBuilder() {
+        return getRevokeRequestedFieldBuilder().getBuilder();
+      }
+      /**
+       * <pre>
+       * revoke_requested is pushed when a Revoke asks a hold of this
+       * session to end: the holder should finish and release it before
+       * the deadline, when the leader ends it.
+       * </pre>
+       *
+       * <code>.baton.v1.RevokeRequested revoke_requested = 16;</code>
+       */
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.RevokeRequestedOrBuilder getRevokeRequestedOrBuilder() {
+        if ((kindCase_ == 16) && (revokeRequestedBuilder_ != null)) {
+          return revokeRequestedBuilder_.getMessageOrBuilder();
+        } else {
+          if (kindCase_ == 16) {
+            return (baton.v1.BatonOuterClass.RevokeRequested) kind_;
+          }
+          return baton.v1.BatonOuterClass.RevokeRequested.getDefaultInstance();
+        }
+      }
+      /**
+       * <pre>
+       * revoke_requested is pushed when a Revoke asks a hold of this
+       * session to end: the holder should finish and release it before
+       * the deadline, when the leader ends it.
+       * </pre>
+       *
+       * <code>.baton.v1.RevokeRequested revoke_requested = 16;</code>
+       */
+      private com.google.protobuf.SingleFieldBuilderV3<
+          baton.v1.BatonOuterClass.RevokeRequested, baton.v1.BatonOuterClass.RevokeRequested.Builder, baton.v1.BatonOuterClass.RevokeRequestedOrBuilder> 
+          getRevokeRequestedFieldBuilder() {
+        if (revokeRequestedBuilder_ == null) {
+          if (!(kindCase_ == 16)) {
+            kind_ = baton.v1.BatonOuterClass.RevokeRequested.getDefaultInstance();
+          }
+          revokeRequestedBuilder_ = new com.google.protobuf.SingleFieldBuilderV3<
+              baton.v1.BatonOuterClass.RevokeRequested, baton.v1.BatonOuterClass.RevokeRequested.Builder, baton.v1.BatonOuterClass.RevokeRequestedOrBuilder>(
+                  (baton.v1.BatonOuterClass.RevokeRequested) kind_,
+                  getParentForChildren(),
+                  isClean());
+          kind_ = null;
+        }
+        kindCase_ = 16;
+        onChanged();
+        return revokeRequestedBuilder_;
+      }
+
+      private com.google.protobuf.SingleFieldBuilderV3<
           baton.v1.BatonOuterClass.ProclaimResponse, baton.v1.BatonOuterClass.ProclaimResponse.Builder, baton.v1.BatonOuterClass.ProclaimResponseOrBuilder> proclaimBuilder_;
       /**
        * <code>.baton.v1.ProclaimResponse proclaim = 17;</code>
@@ -69991,6 +72682,1188 @@ public final class BatonOuterClass {
 
   }
 
+  public interface RevokeRequestedOrBuilder extends
+      // @@protoc_insertion_point(interface_extends:baton.v1.RevokeRequested)
+      com.google.protobuf.MessageOrBuilder {
+
+    /**
+     * <code>string name = 1;</code>
+     * @return The name.
+     */
+    java.lang.String getName();
+    /**
+     * <code>string name = 1;</code>
+     * @return The bytes for name.
+     */
+    com.google.protobuf.ByteString
+        getNameBytes();
+
+    /**
+     * <code>string owner_key = 2;</code>
+     * @return The ownerKey.
+     */
+    java.lang.String getOwnerKey();
+    /**
+     * <code>string owner_key = 2;</code>
+     * @return The bytes for ownerKey.
+     */
+    com.google.protobuf.ByteString
+        getOwnerKeyBytes();
+
+    /**
+     * <code>uint64 token = 3;</code>
+     * @return The token.
+     */
+    long getToken();
+
+    /**
+     * <code>.google.protobuf.Duration grace = 4;</code>
+     * @return Whether the grace field is set.
+     */
+    boolean hasGrace();
+    /**
+     * <code>.google.protobuf.Duration grace = 4;</code>
+     * @return The grace.
+     */
+    com.google.protobuf.Duration getGrace();
+    /**
+     * <code>.google.protobuf.Duration grace = 4;</code>
+     */
+    com.google.protobuf.DurationOrBuilder getGraceOrBuilder();
+
+    /**
+     * <code>.google.protobuf.Timestamp deadline = 5;</code>
+     * @return Whether the deadline field is set.
+     */
+    boolean hasDeadline();
+    /**
+     * <code>.google.protobuf.Timestamp deadline = 5;</code>
+     * @return The deadline.
+     */
+    com.google.protobuf.Timestamp getDeadline();
+    /**
+     * <code>.google.protobuf.Timestamp deadline = 5;</code>
+     */
+    com.google.protobuf.TimestampOrBuilder getDeadlineOrBuilder();
+  }
+  /**
+   * <pre>
+   * RevokeRequested tells a session that a Revoke asked its hold of name
+   * (owner_key, token) to end within grace: the leader ends the hold then
+   * unless it was released first. deadline is the wall clock of the leader
+   * that applied the Revoke plus the grace, for people.
+   * </pre>
+   *
+   * Protobuf type {@code baton.v1.RevokeRequested}
+   */
+  public static final class RevokeRequested extends
+      com.google.protobuf.GeneratedMessageV3 implements
+      // @@protoc_insertion_point(message_implements:baton.v1.RevokeRequested)
+      RevokeRequestedOrBuilder {
+  private static final long serialVersionUID = 0L;
+    // Use RevokeRequested.newBuilder() to construct.
+    private RevokeRequested(com.google.protobuf.GeneratedMessageV3.Builder<?> builder) {
+      super(builder);
+    }
+    private RevokeRequested() {
+      name_ = "";
+      ownerKey_ = "";
+    }
+
+    @java.lang.Override
+    @SuppressWarnings({"unused"})
+    protected java.lang.Object newInstance(
+        UnusedPrivateParameter unused) {
+      return new RevokeRequested();
+    }
+
+    @java.lang.Override
+    public final com.google.protobuf.UnknownFieldSet
+    getUnknownFields() {
+      return this.unknownFields;
+    }
+    public static final com.google.protobuf.Descriptors.Descriptor
+        getDescriptor() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_RevokeRequested_descriptor;
+    }
+
+    @java.lang.Override
+    protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+        internalGetFieldAccessorTable() {
+      return baton.v1.BatonOuterClass.internal_static_baton_v1_RevokeRequested_fieldAccessorTable
+          .ensureFieldAccessorsInitialized(
+              baton.v1.BatonOuterClass.RevokeRequested.class, baton.v1.BatonOuterClass.RevokeRequested.Builder.class);
+    }
+
+    public static final int NAME_FIELD_NUMBER = 1;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object name_ = "";
+    /**
+     * <code>string name = 1;</code>
+     * @return The name.
+     */
+    @java.lang.Override
+    public java.lang.String getName() {
+      java.lang.Object ref = name_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        name_ = s;
+        return s;
+      }
+    }
+    /**
+     * <code>string name = 1;</code>
+     * @return The bytes for name.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getNameBytes() {
+      java.lang.Object ref = name_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        name_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int OWNER_KEY_FIELD_NUMBER = 2;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object ownerKey_ = "";
+    /**
+     * <code>string owner_key = 2;</code>
+     * @return The ownerKey.
+     */
+    @java.lang.Override
+    public java.lang.String getOwnerKey() {
+      java.lang.Object ref = ownerKey_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        ownerKey_ = s;
+        return s;
+      }
+    }
+    /**
+     * <code>string owner_key = 2;</code>
+     * @return The bytes for ownerKey.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getOwnerKeyBytes() {
+      java.lang.Object ref = ownerKey_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        ownerKey_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
+    public static final int TOKEN_FIELD_NUMBER = 3;
+    private long token_ = 0L;
+    /**
+     * <code>uint64 token = 3;</code>
+     * @return The token.
+     */
+    @java.lang.Override
+    public long getToken() {
+      return token_;
+    }
+
+    public static final int GRACE_FIELD_NUMBER = 4;
+    private com.google.protobuf.Duration grace_;
+    /**
+     * <code>.google.protobuf.Duration grace = 4;</code>
+     * @return Whether the grace field is set.
+     */
+    @java.lang.Override
+    public boolean hasGrace() {
+      return grace_ != null;
+    }
+    /**
+     * <code>.google.protobuf.Duration grace = 4;</code>
+     * @return The grace.
+     */
+    @java.lang.Override
+    public com.google.protobuf.Duration getGrace() {
+      return grace_ == null ? com.google.protobuf.Duration.getDefaultInstance() : grace_;
+    }
+    /**
+     * <code>.google.protobuf.Duration grace = 4;</code>
+     */
+    @java.lang.Override
+    public com.google.protobuf.DurationOrBuilder getGraceOrBuilder() {
+      return grace_ == null ? com.google.protobuf.Duration.getDefaultInstance() : grace_;
+    }
+
+    public static final int DEADLINE_FIELD_NUMBER = 5;
+    private com.google.protobuf.Timestamp deadline_;
+    /**
+     * <code>.google.protobuf.Timestamp deadline = 5;</code>
+     * @return Whether the deadline field is set.
+     */
+    @java.lang.Override
+    public boolean hasDeadline() {
+      return deadline_ != null;
+    }
+    /**
+     * <code>.google.protobuf.Timestamp deadline = 5;</code>
+     * @return The deadline.
+     */
+    @java.lang.Override
+    public com.google.protobuf.Timestamp getDeadline() {
+      return deadline_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : deadline_;
+    }
+    /**
+     * <code>.google.protobuf.Timestamp deadline = 5;</code>
+     */
+    @java.lang.Override
+    public com.google.protobuf.TimestampOrBuilder getDeadlineOrBuilder() {
+      return deadline_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : deadline_;
+    }
+
+    private byte memoizedIsInitialized = -1;
+    @java.lang.Override
+    public final boolean isInitialized() {
+      byte isInitialized = memoizedIsInitialized;
+      if (isInitialized == 1) return true;
+      if (isInitialized == 0) return false;
+
+      memoizedIsInitialized = 1;
+      return true;
+    }
+
+    @java.lang.Override
+    public void writeTo(com.google.protobuf.CodedOutputStream output)
+                        throws java.io.IOException {
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(name_)) {
+        com.google.protobuf.GeneratedMessageV3.writeString(output, 1, name_);
+      }
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(ownerKey_)) {
+        com.google.protobuf.GeneratedMessageV3.writeString(output, 2, ownerKey_);
+      }
+      if (token_ != 0L) {
+        output.writeUInt64(3, token_);
+      }
+      if (grace_ != null) {
+        output.writeMessage(4, getGrace());
+      }
+      if (deadline_ != null) {
+        output.writeMessage(5, getDeadline());
+      }
+      getUnknownFields().writeTo(output);
+    }
+
+    @java.lang.Override
+    public int getSerializedSize() {
+      int size = memoizedSize;
+      if (size != -1) return size;
+
+      size = 0;
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(name_)) {
+        size += com.google.protobuf.GeneratedMessageV3.computeStringSize(1, name_);
+      }
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(ownerKey_)) {
+        size += com.google.protobuf.GeneratedMessageV3.computeStringSize(2, ownerKey_);
+      }
+      if (token_ != 0L) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeUInt64Size(3, token_);
+      }
+      if (grace_ != null) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(4, getGrace());
+      }
+      if (deadline_ != null) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(5, getDeadline());
+      }
+      size += getUnknownFields().getSerializedSize();
+      memoizedSize = size;
+      return size;
+    }
+
+    @java.lang.Override
+    public boolean equals(final java.lang.Object obj) {
+      if (obj == this) {
+       return true;
+      }
+      if (!(obj instanceof baton.v1.BatonOuterClass.RevokeRequested)) {
+        return super.equals(obj);
+      }
+      baton.v1.BatonOuterClass.RevokeRequested other = (baton.v1.BatonOuterClass.RevokeRequested) obj;
+
+      if (!getName()
+          .equals(other.getName())) return false;
+      if (!getOwnerKey()
+          .equals(other.getOwnerKey())) return false;
+      if (getToken()
+          != other.getToken()) return false;
+      if (hasGrace() != other.hasGrace()) return false;
+      if (hasGrace()) {
+        if (!getGrace()
+            .equals(other.getGrace())) return false;
+      }
+      if (hasDeadline() != other.hasDeadline()) return false;
+      if (hasDeadline()) {
+        if (!getDeadline()
+            .equals(other.getDeadline())) return false;
+      }
+      if (!getUnknownFields().equals(other.getUnknownFields())) return false;
+      return true;
+    }
+
+    @java.lang.Override
+    public int hashCode() {
+      if (memoizedHashCode != 0) {
+        return memoizedHashCode;
+      }
+      int hash = 41;
+      hash = (19 * hash) + getDescriptor().hashCode();
+      hash = (37 * hash) + NAME_FIELD_NUMBER;
+      hash = (53 * hash) + getName().hashCode();
+      hash = (37 * hash) + OWNER_KEY_FIELD_NUMBER;
+      hash = (53 * hash) + getOwnerKey().hashCode();
+      hash = (37 * hash) + TOKEN_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          getToken());
+      if (hasGrace()) {
+        hash = (37 * hash) + GRACE_FIELD_NUMBER;
+        hash = (53 * hash) + getGrace().hashCode();
+      }
+      if (hasDeadline()) {
+        hash = (37 * hash) + DEADLINE_FIELD_NUMBER;
+        hash = (53 * hash) + getDeadline().hashCode();
+      }
+      hash = (29 * hash) + getUnknownFields().hashCode();
+      memoizedHashCode = hash;
+      return hash;
+    }
+
+    public static baton.v1.BatonOuterClass.RevokeRequested parseFrom(
+        java.nio.ByteBuffer data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.RevokeRequested parseFrom(
+        java.nio.ByteBuffer data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.RevokeRequested parseFrom(
+        com.google.protobuf.ByteString data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.RevokeRequested parseFrom(
+        com.google.protobuf.ByteString data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.RevokeRequested parseFrom(byte[] data)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data);
+    }
+    public static baton.v1.BatonOuterClass.RevokeRequested parseFrom(
+        byte[] data,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws com.google.protobuf.InvalidProtocolBufferException {
+      return PARSER.parseFrom(data, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.RevokeRequested parseFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.RevokeRequested parseFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.RevokeRequested parseDelimitedFrom(java.io.InputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.RevokeRequested parseDelimitedFrom(
+        java.io.InputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseDelimitedWithIOException(PARSER, input, extensionRegistry);
+    }
+    public static baton.v1.BatonOuterClass.RevokeRequested parseFrom(
+        com.google.protobuf.CodedInputStream input)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input);
+    }
+    public static baton.v1.BatonOuterClass.RevokeRequested parseFrom(
+        com.google.protobuf.CodedInputStream input,
+        com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+        throws java.io.IOException {
+      return com.google.protobuf.GeneratedMessageV3
+          .parseWithIOException(PARSER, input, extensionRegistry);
+    }
+
+    @java.lang.Override
+    public Builder newBuilderForType() { return newBuilder(); }
+    public static Builder newBuilder() {
+      return DEFAULT_INSTANCE.toBuilder();
+    }
+    public static Builder newBuilder(baton.v1.BatonOuterClass.RevokeRequested prototype) {
+      return DEFAULT_INSTANCE.toBuilder().mergeFrom(prototype);
+    }
+    @java.lang.Override
+    public Builder toBuilder() {
+      return this == DEFAULT_INSTANCE
+          ? new Builder() : new Builder().mergeFrom(this);
+    }
+
+    @java.lang.Override
+    protected Builder newBuilderForType(
+        com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+      Builder builder = new Builder(parent);
+      return builder;
+    }
+    /**
+     * <pre>
+     * RevokeRequested tells a session that a Revoke asked its hold of name
+     * (owner_key, token) to end within grace: the leader ends the hold then
+     * unless it was released first. deadline is the wall clock of the leader
+     * that applied the Revoke plus the grace, for people.
+     * </pre>
+     *
+     * Protobuf type {@code baton.v1.RevokeRequested}
+     */
+    public static final class Builder extends
+        com.google.protobuf.GeneratedMessageV3.Builder<Builder> implements
+        // @@protoc_insertion_point(builder_implements:baton.v1.RevokeRequested)
+        baton.v1.BatonOuterClass.RevokeRequestedOrBuilder {
+      public static final com.google.protobuf.Descriptors.Descriptor
+          getDescriptor() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_RevokeRequested_descriptor;
+      }
+
+      @java.lang.Override
+      protected com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+          internalGetFieldAccessorTable() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_RevokeRequested_fieldAccessorTable
+            .ensureFieldAccessorsInitialized(
+                baton.v1.BatonOuterClass.RevokeRequested.class, baton.v1.BatonOuterClass.RevokeRequested.Builder.class);
+      }
+
+      // Construct using baton.v1.BatonOuterClass.RevokeRequested.newBuilder()
+      private Builder() {
+
+      }
+
+      private Builder(
+          com.google.protobuf.GeneratedMessageV3.BuilderParent parent) {
+        super(parent);
+
+      }
+      @java.lang.Override
+      public Builder clear() {
+        super.clear();
+        bitField0_ = 0;
+        name_ = "";
+        ownerKey_ = "";
+        token_ = 0L;
+        grace_ = null;
+        if (graceBuilder_ != null) {
+          graceBuilder_.dispose();
+          graceBuilder_ = null;
+        }
+        deadline_ = null;
+        if (deadlineBuilder_ != null) {
+          deadlineBuilder_.dispose();
+          deadlineBuilder_ = null;
+        }
+        return this;
+      }
+
+      @java.lang.Override
+      public com.google.protobuf.Descriptors.Descriptor
+          getDescriptorForType() {
+        return baton.v1.BatonOuterClass.internal_static_baton_v1_RevokeRequested_descriptor;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.RevokeRequested getDefaultInstanceForType() {
+        return baton.v1.BatonOuterClass.RevokeRequested.getDefaultInstance();
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.RevokeRequested build() {
+        baton.v1.BatonOuterClass.RevokeRequested result = buildPartial();
+        if (!result.isInitialized()) {
+          throw newUninitializedMessageException(result);
+        }
+        return result;
+      }
+
+      @java.lang.Override
+      public baton.v1.BatonOuterClass.RevokeRequested buildPartial() {
+        baton.v1.BatonOuterClass.RevokeRequested result = new baton.v1.BatonOuterClass.RevokeRequested(this);
+        if (bitField0_ != 0) { buildPartial0(result); }
+        onBuilt();
+        return result;
+      }
+
+      private void buildPartial0(baton.v1.BatonOuterClass.RevokeRequested result) {
+        int from_bitField0_ = bitField0_;
+        if (((from_bitField0_ & 0x00000001) != 0)) {
+          result.name_ = name_;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.ownerKey_ = ownerKey_;
+        }
+        if (((from_bitField0_ & 0x00000004) != 0)) {
+          result.token_ = token_;
+        }
+        if (((from_bitField0_ & 0x00000008) != 0)) {
+          result.grace_ = graceBuilder_ == null
+              ? grace_
+              : graceBuilder_.build();
+        }
+        if (((from_bitField0_ & 0x00000010) != 0)) {
+          result.deadline_ = deadlineBuilder_ == null
+              ? deadline_
+              : deadlineBuilder_.build();
+        }
+      }
+
+      @java.lang.Override
+      public Builder clone() {
+        return super.clone();
+      }
+      @java.lang.Override
+      public Builder setField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.setField(field, value);
+      }
+      @java.lang.Override
+      public Builder clearField(
+          com.google.protobuf.Descriptors.FieldDescriptor field) {
+        return super.clearField(field);
+      }
+      @java.lang.Override
+      public Builder clearOneof(
+          com.google.protobuf.Descriptors.OneofDescriptor oneof) {
+        return super.clearOneof(oneof);
+      }
+      @java.lang.Override
+      public Builder setRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          int index, java.lang.Object value) {
+        return super.setRepeatedField(field, index, value);
+      }
+      @java.lang.Override
+      public Builder addRepeatedField(
+          com.google.protobuf.Descriptors.FieldDescriptor field,
+          java.lang.Object value) {
+        return super.addRepeatedField(field, value);
+      }
+      @java.lang.Override
+      public Builder mergeFrom(com.google.protobuf.Message other) {
+        if (other instanceof baton.v1.BatonOuterClass.RevokeRequested) {
+          return mergeFrom((baton.v1.BatonOuterClass.RevokeRequested)other);
+        } else {
+          super.mergeFrom(other);
+          return this;
+        }
+      }
+
+      public Builder mergeFrom(baton.v1.BatonOuterClass.RevokeRequested other) {
+        if (other == baton.v1.BatonOuterClass.RevokeRequested.getDefaultInstance()) return this;
+        if (!other.getName().isEmpty()) {
+          name_ = other.name_;
+          bitField0_ |= 0x00000001;
+          onChanged();
+        }
+        if (!other.getOwnerKey().isEmpty()) {
+          ownerKey_ = other.ownerKey_;
+          bitField0_ |= 0x00000002;
+          onChanged();
+        }
+        if (other.getToken() != 0L) {
+          setToken(other.getToken());
+        }
+        if (other.hasGrace()) {
+          mergeGrace(other.getGrace());
+        }
+        if (other.hasDeadline()) {
+          mergeDeadline(other.getDeadline());
+        }
+        this.mergeUnknownFields(other.getUnknownFields());
+        onChanged();
+        return this;
+      }
+
+      @java.lang.Override
+      public final boolean isInitialized() {
+        return true;
+      }
+
+      @java.lang.Override
+      public Builder mergeFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws java.io.IOException {
+        if (extensionRegistry == null) {
+          throw new java.lang.NullPointerException();
+        }
+        try {
+          boolean done = false;
+          while (!done) {
+            int tag = input.readTag();
+            switch (tag) {
+              case 0:
+                done = true;
+                break;
+              case 10: {
+                name_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000001;
+                break;
+              } // case 10
+              case 18: {
+                ownerKey_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 18
+              case 24: {
+                token_ = input.readUInt64();
+                bitField0_ |= 0x00000004;
+                break;
+              } // case 24
+              case 34: {
+                input.readMessage(
+                    getGraceFieldBuilder().getBuilder(),
+                    extensionRegistry);
+                bitField0_ |= 0x00000008;
+                break;
+              } // case 34
+              case 42: {
+                input.readMessage(
+                    getDeadlineFieldBuilder().getBuilder(),
+                    extensionRegistry);
+                bitField0_ |= 0x00000010;
+                break;
+              } // case 42
+              default: {
+                if (!super.parseUnknownField(input, extensionRegistry, tag)) {
+                  done = true; // was an endgroup tag
+                }
+                break;
+              } // default:
+            } // switch (tag)
+          } // while (!done)
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.unwrapIOException();
+        } finally {
+          onChanged();
+        } // finally
+        return this;
+      }
+      private int bitField0_;
+
+      private java.lang.Object name_ = "";
+      /**
+       * <code>string name = 1;</code>
+       * @return The name.
+       */
+      public java.lang.String getName() {
+        java.lang.Object ref = name_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          name_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <code>string name = 1;</code>
+       * @return The bytes for name.
+       */
+      public com.google.protobuf.ByteString
+          getNameBytes() {
+        java.lang.Object ref = name_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          name_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <code>string name = 1;</code>
+       * @param value The name to set.
+       * @return This builder for chaining.
+       */
+      public Builder setName(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        name_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>string name = 1;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearName() {
+        name_ = getDefaultInstance().getName();
+        bitField0_ = (bitField0_ & ~0x00000001);
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>string name = 1;</code>
+       * @param value The bytes for name to set.
+       * @return This builder for chaining.
+       */
+      public Builder setNameBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        name_ = value;
+        bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object ownerKey_ = "";
+      /**
+       * <code>string owner_key = 2;</code>
+       * @return The ownerKey.
+       */
+      public java.lang.String getOwnerKey() {
+        java.lang.Object ref = ownerKey_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          ownerKey_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <code>string owner_key = 2;</code>
+       * @return The bytes for ownerKey.
+       */
+      public com.google.protobuf.ByteString
+          getOwnerKeyBytes() {
+        java.lang.Object ref = ownerKey_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          ownerKey_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <code>string owner_key = 2;</code>
+       * @param value The ownerKey to set.
+       * @return This builder for chaining.
+       */
+      public Builder setOwnerKey(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        ownerKey_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>string owner_key = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearOwnerKey() {
+        ownerKey_ = getDefaultInstance().getOwnerKey();
+        bitField0_ = (bitField0_ & ~0x00000002);
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>string owner_key = 2;</code>
+       * @param value The bytes for ownerKey to set.
+       * @return This builder for chaining.
+       */
+      public Builder setOwnerKeyBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        ownerKey_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+
+      private long token_ ;
+      /**
+       * <code>uint64 token = 3;</code>
+       * @return The token.
+       */
+      @java.lang.Override
+      public long getToken() {
+        return token_;
+      }
+      /**
+       * <code>uint64 token = 3;</code>
+       * @param value The token to set.
+       * @return This builder for chaining.
+       */
+      public Builder setToken(long value) {
+        
+        token_ = value;
+        bitField0_ |= 0x00000004;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>uint64 token = 3;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearToken() {
+        bitField0_ = (bitField0_ & ~0x00000004);
+        token_ = 0L;
+        onChanged();
+        return this;
+      }
+
+      private com.google.protobuf.Duration grace_;
+      private com.google.protobuf.SingleFieldBuilderV3<
+          com.google.protobuf.Duration, com.google.protobuf.Duration.Builder, com.google.protobuf.DurationOrBuilder> graceBuilder_;
+      /**
+       * <code>.google.protobuf.Duration grace = 4;</code>
+       * @return Whether the grace field is set.
+       */
+      public boolean hasGrace() {
+        return ((bitField0_ & 0x00000008) != 0);
+      }
+      /**
+       * <code>.google.protobuf.Duration grace = 4;</code>
+       * @return The grace.
+       */
+      public com.google.protobuf.Duration getGrace() {
+        if (graceBuilder_ == null) {
+          return grace_ == null ? com.google.protobuf.Duration.getDefaultInstance() : grace_;
+        } else {
+          return graceBuilder_.getMessage();
+        }
+      }
+      /**
+       * <code>.google.protobuf.Duration grace = 4;</code>
+       */
+      public Builder setGrace(com.google.protobuf.Duration value) {
+        if (graceBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          grace_ = value;
+        } else {
+          graceBuilder_.setMessage(value);
+        }
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>.google.protobuf.Duration grace = 4;</code>
+       */
+      public Builder setGrace(
+          com.google.protobuf.Duration.Builder builderForValue) {
+        if (graceBuilder_ == null) {
+          grace_ = builderForValue.build();
+        } else {
+          graceBuilder_.setMessage(builderForValue.build());
+        }
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>.google.protobuf.Duration grace = 4;</code>
+       */
+      public Builder mergeGrace(com.google.protobuf.Duration value) {
+        if (graceBuilder_ == null) {
+          if (((bitField0_ & 0x00000008) != 0) &&
+            grace_ != null &&
+            grace_ != com.google.protobuf.Duration.getDefaultInstance()) {
+            getGraceBuilder().mergeFrom(value);
+          } else {
+            grace_ = value;
+          }
+        } else {
+          graceBuilder_.mergeFrom(value);
+        }
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>.google.protobuf.Duration grace = 4;</code>
+       */
+      public Builder clearGrace() {
+        bitField0_ = (bitField0_ & ~0x00000008);
+        grace_ = null;
+        if (graceBuilder_ != null) {
+          graceBuilder_.dispose();
+          graceBuilder_ = null;
+        }
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>.google.protobuf.Duration grace = 4;</code>
+       */
+      public com.google.protobuf.Duration.Builder getGraceBuilder() {
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return getGraceFieldBuilder().getBuilder();
+      }
+      /**
+       * <code>.google.protobuf.Duration grace = 4;</code>
+       */
+      public com.google.protobuf.DurationOrBuilder getGraceOrBuilder() {
+        if (graceBuilder_ != null) {
+          return graceBuilder_.getMessageOrBuilder();
+        } else {
+          return grace_ == null ?
+              com.google.protobuf.Duration.getDefaultInstance() : grace_;
+        }
+      }
+      /**
+       * <code>.google.protobuf.Duration grace = 4;</code>
+       */
+      private com.google.protobuf.SingleFieldBuilderV3<
+          com.google.protobuf.Duration, com.google.protobuf.Duration.Builder, com.google.protobuf.DurationOrBuilder> 
+          getGraceFieldBuilder() {
+        if (graceBuilder_ == null) {
+          graceBuilder_ = new com.google.protobuf.SingleFieldBuilderV3<
+              com.google.protobuf.Duration, com.google.protobuf.Duration.Builder, com.google.protobuf.DurationOrBuilder>(
+                  getGrace(),
+                  getParentForChildren(),
+                  isClean());
+          grace_ = null;
+        }
+        return graceBuilder_;
+      }
+
+      private com.google.protobuf.Timestamp deadline_;
+      private com.google.protobuf.SingleFieldBuilderV3<
+          com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> deadlineBuilder_;
+      /**
+       * <code>.google.protobuf.Timestamp deadline = 5;</code>
+       * @return Whether the deadline field is set.
+       */
+      public boolean hasDeadline() {
+        return ((bitField0_ & 0x00000010) != 0);
+      }
+      /**
+       * <code>.google.protobuf.Timestamp deadline = 5;</code>
+       * @return The deadline.
+       */
+      public com.google.protobuf.Timestamp getDeadline() {
+        if (deadlineBuilder_ == null) {
+          return deadline_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : deadline_;
+        } else {
+          return deadlineBuilder_.getMessage();
+        }
+      }
+      /**
+       * <code>.google.protobuf.Timestamp deadline = 5;</code>
+       */
+      public Builder setDeadline(com.google.protobuf.Timestamp value) {
+        if (deadlineBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          deadline_ = value;
+        } else {
+          deadlineBuilder_.setMessage(value);
+        }
+        bitField0_ |= 0x00000010;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>.google.protobuf.Timestamp deadline = 5;</code>
+       */
+      public Builder setDeadline(
+          com.google.protobuf.Timestamp.Builder builderForValue) {
+        if (deadlineBuilder_ == null) {
+          deadline_ = builderForValue.build();
+        } else {
+          deadlineBuilder_.setMessage(builderForValue.build());
+        }
+        bitField0_ |= 0x00000010;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>.google.protobuf.Timestamp deadline = 5;</code>
+       */
+      public Builder mergeDeadline(com.google.protobuf.Timestamp value) {
+        if (deadlineBuilder_ == null) {
+          if (((bitField0_ & 0x00000010) != 0) &&
+            deadline_ != null &&
+            deadline_ != com.google.protobuf.Timestamp.getDefaultInstance()) {
+            getDeadlineBuilder().mergeFrom(value);
+          } else {
+            deadline_ = value;
+          }
+        } else {
+          deadlineBuilder_.mergeFrom(value);
+        }
+        bitField0_ |= 0x00000010;
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>.google.protobuf.Timestamp deadline = 5;</code>
+       */
+      public Builder clearDeadline() {
+        bitField0_ = (bitField0_ & ~0x00000010);
+        deadline_ = null;
+        if (deadlineBuilder_ != null) {
+          deadlineBuilder_.dispose();
+          deadlineBuilder_ = null;
+        }
+        onChanged();
+        return this;
+      }
+      /**
+       * <code>.google.protobuf.Timestamp deadline = 5;</code>
+       */
+      public com.google.protobuf.Timestamp.Builder getDeadlineBuilder() {
+        bitField0_ |= 0x00000010;
+        onChanged();
+        return getDeadlineFieldBuilder().getBuilder();
+      }
+      /**
+       * <code>.google.protobuf.Timestamp deadline = 5;</code>
+       */
+      public com.google.protobuf.TimestampOrBuilder getDeadlineOrBuilder() {
+        if (deadlineBuilder_ != null) {
+          return deadlineBuilder_.getMessageOrBuilder();
+        } else {
+          return deadline_ == null ?
+              com.google.protobuf.Timestamp.getDefaultInstance() : deadline_;
+        }
+      }
+      /**
+       * <code>.google.protobuf.Timestamp deadline = 5;</code>
+       */
+      private com.google.protobuf.SingleFieldBuilderV3<
+          com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> 
+          getDeadlineFieldBuilder() {
+        if (deadlineBuilder_ == null) {
+          deadlineBuilder_ = new com.google.protobuf.SingleFieldBuilderV3<
+              com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder>(
+                  getDeadline(),
+                  getParentForChildren(),
+                  isClean());
+          deadline_ = null;
+        }
+        return deadlineBuilder_;
+      }
+      @java.lang.Override
+      public final Builder setUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.setUnknownFields(unknownFields);
+      }
+
+      @java.lang.Override
+      public final Builder mergeUnknownFields(
+          final com.google.protobuf.UnknownFieldSet unknownFields) {
+        return super.mergeUnknownFields(unknownFields);
+      }
+
+
+      // @@protoc_insertion_point(builder_scope:baton.v1.RevokeRequested)
+    }
+
+    // @@protoc_insertion_point(class_scope:baton.v1.RevokeRequested)
+    private static final baton.v1.BatonOuterClass.RevokeRequested DEFAULT_INSTANCE;
+    static {
+      DEFAULT_INSTANCE = new baton.v1.BatonOuterClass.RevokeRequested();
+    }
+
+    public static baton.v1.BatonOuterClass.RevokeRequested getDefaultInstance() {
+      return DEFAULT_INSTANCE;
+    }
+
+    private static final com.google.protobuf.Parser<RevokeRequested>
+        PARSER = new com.google.protobuf.AbstractParser<RevokeRequested>() {
+      @java.lang.Override
+      public RevokeRequested parsePartialFrom(
+          com.google.protobuf.CodedInputStream input,
+          com.google.protobuf.ExtensionRegistryLite extensionRegistry)
+          throws com.google.protobuf.InvalidProtocolBufferException {
+        Builder builder = newBuilder();
+        try {
+          builder.mergeFrom(input, extensionRegistry);
+        } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+          throw e.setUnfinishedMessage(builder.buildPartial());
+        } catch (com.google.protobuf.UninitializedMessageException e) {
+          throw e.asInvalidProtocolBufferException().setUnfinishedMessage(builder.buildPartial());
+        } catch (java.io.IOException e) {
+          throw new com.google.protobuf.InvalidProtocolBufferException(e)
+              .setUnfinishedMessage(builder.buildPartial());
+        }
+        return builder.buildPartial();
+      }
+    };
+
+    public static com.google.protobuf.Parser<RevokeRequested> parser() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Parser<RevokeRequested> getParserForType() {
+      return PARSER;
+    }
+
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.RevokeRequested getDefaultInstanceForType() {
+      return DEFAULT_INSTANCE;
+    }
+
+  }
+
   public interface SessionHoldsOrBuilder extends
       // @@protoc_insertion_point(interface_extends:baton.v1.SessionHolds)
       com.google.protobuf.MessageOrBuilder {
@@ -70050,6 +73923,55 @@ public final class BatonOuterClass {
      * @return The done.
      */
     boolean getDone();
+
+    /**
+     * <pre>
+     * revoking are the holds among these that a Revoke asked to end, so a
+     * client that was away when it was pushed learns it.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+     */
+    java.util.List<baton.v1.BatonOuterClass.RevokeRequested> 
+        getRevokingList();
+    /**
+     * <pre>
+     * revoking are the holds among these that a Revoke asked to end, so a
+     * client that was away when it was pushed learns it.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+     */
+    baton.v1.BatonOuterClass.RevokeRequested getRevoking(int index);
+    /**
+     * <pre>
+     * revoking are the holds among these that a Revoke asked to end, so a
+     * client that was away when it was pushed learns it.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+     */
+    int getRevokingCount();
+    /**
+     * <pre>
+     * revoking are the holds among these that a Revoke asked to end, so a
+     * client that was away when it was pushed learns it.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+     */
+    java.util.List<? extends baton.v1.BatonOuterClass.RevokeRequestedOrBuilder> 
+        getRevokingOrBuilderList();
+    /**
+     * <pre>
+     * revoking are the holds among these that a Revoke asked to end, so a
+     * client that was away when it was pushed learns it.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+     */
+    baton.v1.BatonOuterClass.RevokeRequestedOrBuilder getRevokingOrBuilder(
+        int index);
   }
   /**
    * <pre>
@@ -70074,6 +73996,7 @@ public final class BatonOuterClass {
     }
     private SessionHolds() {
       holds_ = java.util.Collections.emptyList();
+      revoking_ = java.util.Collections.emptyList();
     }
 
     @java.lang.Override
@@ -70184,6 +74107,72 @@ public final class BatonOuterClass {
       return done_;
     }
 
+    public static final int REVOKING_FIELD_NUMBER = 50;
+    @SuppressWarnings("serial")
+    private java.util.List<baton.v1.BatonOuterClass.RevokeRequested> revoking_;
+    /**
+     * <pre>
+     * revoking are the holds among these that a Revoke asked to end, so a
+     * client that was away when it was pushed learns it.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+     */
+    @java.lang.Override
+    public java.util.List<baton.v1.BatonOuterClass.RevokeRequested> getRevokingList() {
+      return revoking_;
+    }
+    /**
+     * <pre>
+     * revoking are the holds among these that a Revoke asked to end, so a
+     * client that was away when it was pushed learns it.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+     */
+    @java.lang.Override
+    public java.util.List<? extends baton.v1.BatonOuterClass.RevokeRequestedOrBuilder> 
+        getRevokingOrBuilderList() {
+      return revoking_;
+    }
+    /**
+     * <pre>
+     * revoking are the holds among these that a Revoke asked to end, so a
+     * client that was away when it was pushed learns it.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+     */
+    @java.lang.Override
+    public int getRevokingCount() {
+      return revoking_.size();
+    }
+    /**
+     * <pre>
+     * revoking are the holds among these that a Revoke asked to end, so a
+     * client that was away when it was pushed learns it.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.RevokeRequested getRevoking(int index) {
+      return revoking_.get(index);
+    }
+    /**
+     * <pre>
+     * revoking are the holds among these that a Revoke asked to end, so a
+     * client that was away when it was pushed learns it.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.RevokeRequestedOrBuilder getRevokingOrBuilder(
+        int index) {
+      return revoking_.get(index);
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -70207,6 +74196,9 @@ public final class BatonOuterClass {
       if (done_ != false) {
         output.writeBool(3, done_);
       }
+      for (int i = 0; i < revoking_.size(); i++) {
+        output.writeMessage(50, revoking_.get(i));
+      }
       getUnknownFields().writeTo(output);
     }
 
@@ -70227,6 +74219,10 @@ public final class BatonOuterClass {
       if (done_ != false) {
         size += com.google.protobuf.CodedOutputStream
           .computeBoolSize(3, done_);
+      }
+      for (int i = 0; i < revoking_.size(); i++) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(50, revoking_.get(i));
       }
       size += getUnknownFields().getSerializedSize();
       memoizedSize = size;
@@ -70249,6 +74245,8 @@ public final class BatonOuterClass {
           != other.getIndex()) return false;
       if (getDone()
           != other.getDone()) return false;
+      if (!getRevokingList()
+          .equals(other.getRevokingList())) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -70270,6 +74268,10 @@ public final class BatonOuterClass {
       hash = (37 * hash) + DONE_FIELD_NUMBER;
       hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
           getDone());
+      if (getRevokingCount() > 0) {
+        hash = (37 * hash) + REVOKING_FIELD_NUMBER;
+        hash = (53 * hash) + getRevokingList().hashCode();
+      }
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -70417,6 +74419,13 @@ public final class BatonOuterClass {
         bitField0_ = (bitField0_ & ~0x00000001);
         index_ = 0L;
         done_ = false;
+        if (revokingBuilder_ == null) {
+          revoking_ = java.util.Collections.emptyList();
+        } else {
+          revoking_ = null;
+          revokingBuilder_.clear();
+        }
+        bitField0_ = (bitField0_ & ~0x00000008);
         return this;
       }
 
@@ -70458,6 +74467,15 @@ public final class BatonOuterClass {
           result.holds_ = holds_;
         } else {
           result.holds_ = holdsBuilder_.build();
+        }
+        if (revokingBuilder_ == null) {
+          if (((bitField0_ & 0x00000008) != 0)) {
+            revoking_ = java.util.Collections.unmodifiableList(revoking_);
+            bitField0_ = (bitField0_ & ~0x00000008);
+          }
+          result.revoking_ = revoking_;
+        } else {
+          result.revoking_ = revokingBuilder_.build();
         }
       }
 
@@ -70547,6 +74565,32 @@ public final class BatonOuterClass {
         if (other.getDone() != false) {
           setDone(other.getDone());
         }
+        if (revokingBuilder_ == null) {
+          if (!other.revoking_.isEmpty()) {
+            if (revoking_.isEmpty()) {
+              revoking_ = other.revoking_;
+              bitField0_ = (bitField0_ & ~0x00000008);
+            } else {
+              ensureRevokingIsMutable();
+              revoking_.addAll(other.revoking_);
+            }
+            onChanged();
+          }
+        } else {
+          if (!other.revoking_.isEmpty()) {
+            if (revokingBuilder_.isEmpty()) {
+              revokingBuilder_.dispose();
+              revokingBuilder_ = null;
+              revoking_ = other.revoking_;
+              bitField0_ = (bitField0_ & ~0x00000008);
+              revokingBuilder_ = 
+                com.google.protobuf.GeneratedMessageV3.alwaysUseFieldBuilders ?
+                   getRevokingFieldBuilder() : null;
+            } else {
+              revokingBuilder_.addAllMessages(other.revoking_);
+            }
+          }
+        }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
         return this;
@@ -70596,6 +74640,19 @@ public final class BatonOuterClass {
                 bitField0_ |= 0x00000004;
                 break;
               } // case 24
+              case 402: {
+                baton.v1.BatonOuterClass.RevokeRequested m =
+                    input.readMessage(
+                        baton.v1.BatonOuterClass.RevokeRequested.parser(),
+                        extensionRegistry);
+                if (revokingBuilder_ == null) {
+                  ensureRevokingIsMutable();
+                  revoking_.add(m);
+                } else {
+                  revokingBuilder_.addMessage(m);
+                }
+                break;
+              } // case 402
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -70987,6 +75044,336 @@ public final class BatonOuterClass {
         done_ = false;
         onChanged();
         return this;
+      }
+
+      private java.util.List<baton.v1.BatonOuterClass.RevokeRequested> revoking_ =
+        java.util.Collections.emptyList();
+      private void ensureRevokingIsMutable() {
+        if (!((bitField0_ & 0x00000008) != 0)) {
+          revoking_ = new java.util.ArrayList<baton.v1.BatonOuterClass.RevokeRequested>(revoking_);
+          bitField0_ |= 0x00000008;
+         }
+      }
+
+      private com.google.protobuf.RepeatedFieldBuilderV3<
+          baton.v1.BatonOuterClass.RevokeRequested, baton.v1.BatonOuterClass.RevokeRequested.Builder, baton.v1.BatonOuterClass.RevokeRequestedOrBuilder> revokingBuilder_;
+
+      /**
+       * <pre>
+       * revoking are the holds among these that a Revoke asked to end, so a
+       * client that was away when it was pushed learns it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+       */
+      public java.util.List<baton.v1.BatonOuterClass.RevokeRequested> getRevokingList() {
+        if (revokingBuilder_ == null) {
+          return java.util.Collections.unmodifiableList(revoking_);
+        } else {
+          return revokingBuilder_.getMessageList();
+        }
+      }
+      /**
+       * <pre>
+       * revoking are the holds among these that a Revoke asked to end, so a
+       * client that was away when it was pushed learns it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+       */
+      public int getRevokingCount() {
+        if (revokingBuilder_ == null) {
+          return revoking_.size();
+        } else {
+          return revokingBuilder_.getCount();
+        }
+      }
+      /**
+       * <pre>
+       * revoking are the holds among these that a Revoke asked to end, so a
+       * client that was away when it was pushed learns it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+       */
+      public baton.v1.BatonOuterClass.RevokeRequested getRevoking(int index) {
+        if (revokingBuilder_ == null) {
+          return revoking_.get(index);
+        } else {
+          return revokingBuilder_.getMessage(index);
+        }
+      }
+      /**
+       * <pre>
+       * revoking are the holds among these that a Revoke asked to end, so a
+       * client that was away when it was pushed learns it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+       */
+      public Builder setRevoking(
+          int index, baton.v1.BatonOuterClass.RevokeRequested value) {
+        if (revokingBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureRevokingIsMutable();
+          revoking_.set(index, value);
+          onChanged();
+        } else {
+          revokingBuilder_.setMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * revoking are the holds among these that a Revoke asked to end, so a
+       * client that was away when it was pushed learns it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+       */
+      public Builder setRevoking(
+          int index, baton.v1.BatonOuterClass.RevokeRequested.Builder builderForValue) {
+        if (revokingBuilder_ == null) {
+          ensureRevokingIsMutable();
+          revoking_.set(index, builderForValue.build());
+          onChanged();
+        } else {
+          revokingBuilder_.setMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * revoking are the holds among these that a Revoke asked to end, so a
+       * client that was away when it was pushed learns it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+       */
+      public Builder addRevoking(baton.v1.BatonOuterClass.RevokeRequested value) {
+        if (revokingBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureRevokingIsMutable();
+          revoking_.add(value);
+          onChanged();
+        } else {
+          revokingBuilder_.addMessage(value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * revoking are the holds among these that a Revoke asked to end, so a
+       * client that was away when it was pushed learns it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+       */
+      public Builder addRevoking(
+          int index, baton.v1.BatonOuterClass.RevokeRequested value) {
+        if (revokingBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureRevokingIsMutable();
+          revoking_.add(index, value);
+          onChanged();
+        } else {
+          revokingBuilder_.addMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * revoking are the holds among these that a Revoke asked to end, so a
+       * client that was away when it was pushed learns it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+       */
+      public Builder addRevoking(
+          baton.v1.BatonOuterClass.RevokeRequested.Builder builderForValue) {
+        if (revokingBuilder_ == null) {
+          ensureRevokingIsMutable();
+          revoking_.add(builderForValue.build());
+          onChanged();
+        } else {
+          revokingBuilder_.addMessage(builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * revoking are the holds among these that a Revoke asked to end, so a
+       * client that was away when it was pushed learns it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+       */
+      public Builder addRevoking(
+          int index, baton.v1.BatonOuterClass.RevokeRequested.Builder builderForValue) {
+        if (revokingBuilder_ == null) {
+          ensureRevokingIsMutable();
+          revoking_.add(index, builderForValue.build());
+          onChanged();
+        } else {
+          revokingBuilder_.addMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * revoking are the holds among these that a Revoke asked to end, so a
+       * client that was away when it was pushed learns it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+       */
+      public Builder addAllRevoking(
+          java.lang.Iterable<? extends baton.v1.BatonOuterClass.RevokeRequested> values) {
+        if (revokingBuilder_ == null) {
+          ensureRevokingIsMutable();
+          com.google.protobuf.AbstractMessageLite.Builder.addAll(
+              values, revoking_);
+          onChanged();
+        } else {
+          revokingBuilder_.addAllMessages(values);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * revoking are the holds among these that a Revoke asked to end, so a
+       * client that was away when it was pushed learns it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+       */
+      public Builder clearRevoking() {
+        if (revokingBuilder_ == null) {
+          revoking_ = java.util.Collections.emptyList();
+          bitField0_ = (bitField0_ & ~0x00000008);
+          onChanged();
+        } else {
+          revokingBuilder_.clear();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * revoking are the holds among these that a Revoke asked to end, so a
+       * client that was away when it was pushed learns it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+       */
+      public Builder removeRevoking(int index) {
+        if (revokingBuilder_ == null) {
+          ensureRevokingIsMutable();
+          revoking_.remove(index);
+          onChanged();
+        } else {
+          revokingBuilder_.remove(index);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * revoking are the holds among these that a Revoke asked to end, so a
+       * client that was away when it was pushed learns it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+       */
+      public baton.v1.BatonOuterClass.RevokeRequested.Builder getRevokingBuilder(
+          int index) {
+        return getRevokingFieldBuilder().getBuilder(index);
+      }
+      /**
+       * <pre>
+       * revoking are the holds among these that a Revoke asked to end, so a
+       * client that was away when it was pushed learns it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+       */
+      public baton.v1.BatonOuterClass.RevokeRequestedOrBuilder getRevokingOrBuilder(
+          int index) {
+        if (revokingBuilder_ == null) {
+          return revoking_.get(index);  } else {
+          return revokingBuilder_.getMessageOrBuilder(index);
+        }
+      }
+      /**
+       * <pre>
+       * revoking are the holds among these that a Revoke asked to end, so a
+       * client that was away when it was pushed learns it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+       */
+      public java.util.List<? extends baton.v1.BatonOuterClass.RevokeRequestedOrBuilder> 
+           getRevokingOrBuilderList() {
+        if (revokingBuilder_ != null) {
+          return revokingBuilder_.getMessageOrBuilderList();
+        } else {
+          return java.util.Collections.unmodifiableList(revoking_);
+        }
+      }
+      /**
+       * <pre>
+       * revoking are the holds among these that a Revoke asked to end, so a
+       * client that was away when it was pushed learns it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+       */
+      public baton.v1.BatonOuterClass.RevokeRequested.Builder addRevokingBuilder() {
+        return getRevokingFieldBuilder().addBuilder(
+            baton.v1.BatonOuterClass.RevokeRequested.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * revoking are the holds among these that a Revoke asked to end, so a
+       * client that was away when it was pushed learns it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+       */
+      public baton.v1.BatonOuterClass.RevokeRequested.Builder addRevokingBuilder(
+          int index) {
+        return getRevokingFieldBuilder().addBuilder(
+            index, baton.v1.BatonOuterClass.RevokeRequested.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * revoking are the holds among these that a Revoke asked to end, so a
+       * client that was away when it was pushed learns it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.RevokeRequested revoking = 50;</code>
+       */
+      public java.util.List<baton.v1.BatonOuterClass.RevokeRequested.Builder> 
+           getRevokingBuilderList() {
+        return getRevokingFieldBuilder().getBuilderList();
+      }
+      private com.google.protobuf.RepeatedFieldBuilderV3<
+          baton.v1.BatonOuterClass.RevokeRequested, baton.v1.BatonOuterClass.RevokeRequested.Builder, baton.v1.BatonOuterClass.RevokeRequestedOrBuilder> 
+          getRevokingFieldBuilder() {
+        if (revokingBuilder_ == null) {
+          revokingBuilder_ = new com.google.protobuf.RepeatedFieldBuilderV3<
+              baton.v1.BatonOuterClass.RevokeRequested, baton.v1.BatonOuterClass.RevokeRequested.Builder, baton.v1.BatonOuterClass.RevokeRequestedOrBuilder>(
+                  revoking_,
+                  ((bitField0_ & 0x00000008) != 0),
+                  getParentForChildren(),
+                  isClean());
+          revoking_ = null;
+        }
+        return revokingBuilder_;
       }
       @java.lang.Override
       public final Builder setUnknownFields(
@@ -84657,6 +89044,16 @@ public final class BatonOuterClass {
     com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
       internal_static_baton_v1_CasReleaseResponse_fieldAccessorTable;
   private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_baton_v1_RevokeRequest_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+      internal_static_baton_v1_RevokeRequest_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_baton_v1_RevokeResponse_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+      internal_static_baton_v1_RevokeResponse_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
     internal_static_baton_v1_CheckRequest_descriptor;
   private static final 
     com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
@@ -84882,6 +89279,11 @@ public final class BatonOuterClass {
     com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
       internal_static_baton_v1_SessionResponse_fieldAccessorTable;
   private static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_baton_v1_RevokeRequested_descriptor;
+  private static final 
+    com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+      internal_static_baton_v1_RevokeRequested_fieldAccessorTable;
+  private static final com.google.protobuf.Descriptors.Descriptor
     internal_static_baton_v1_SessionHolds_descriptor;
   private static final 
     com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
@@ -85006,292 +89408,308 @@ public final class BatonOuterClass {
       "\022\022\n\nsession_id\030\001 \001(\004\022\014\n\004name\030\002 \001(\t\022\r\n\005to" +
       "ken\030\003 \001(\004\022\016\n\006secret\030\004 \001(\t\"B\n\021RenewHoldRe" +
       "sponse\022-\n\nhold_limit\030\001 \001(\0132\031.google.prot" +
-      "obuf.Duration\"\204\002\n\006Holder\022\022\n\nsession_id\030\001" +
+      "obuf.Duration\"\352\002\n\006Holder\022\022\n\nsession_id\030\001" +
       " \001(\004\022\r\n\005owner\030\002 \001(\t\022\021\n\towner_key\030\003 \001(\t\022\r" +
       "\n\005token\030\004 \001(\004\022\r\n\005count\030\005 \001(\r\022)\n\005since\030\006 " +
       "\001(\0132\032.google.protobuf.Timestamp\022\016\n\006share" +
       "d\030\007 \001(\010\022-\n\nhold_limit\030\010 \001(\0132\031.google.pro" +
       "tobuf.Duration\022-\n\nlock_delay\030\t \001(\0132\031.goo" +
-      "gle.protobuf.Duration\022\r\n\005value\030< \001(\t\"\252\001\n" +
-      "\006Waiter\022\022\n\nsession_id\030\001 \001(\004\022\r\n\005owner\030\002 \001" +
-      "(\t\022\021\n\towner_key\030\003 \001(\t\022)\n\005since\030\004 \001(\0132\032.g" +
-      "oogle.protobuf.Timestamp\022/\n\014wait_timeout" +
-      "\030\005 \001(\0132\031.google.protobuf.Duration\022\016\n\006sha" +
-      "red\030\006 \001(\010\"\251\002\n\017AcquireResponse\022\014\n\004name\030\001 " +
-      "\001(\t\022\020\n\010acquired\030\002 \001(\010\022\r\n\005token\030\003 \001(\004\022\r\n\005" +
-      "count\030\004 \001(\r\022 \n\006holder\030\005 \001(\0132\020.baton.v1.H" +
-      "older\022\016\n\006queued\030\006 \001(\010\022\020\n\010position\030\007 \001(\r\022" +
-      "\013\n\003seq\030\010 \001(\004\022\017\n\007skipped\030\t \001(\010\022-\n\nlock_de" +
-      "lay\030\n \001(\0132\031.google.protobuf.Duration\0221\n\r" +
-      "delayed_until\030\013 \001(\0132\032.google.protobuf.Ti" +
-      "mestamp\022\024\n\014signed_token\030\014 \001(\t\"\214\002\n\022Acquir" +
-      "eManyRequest\022\'\n\006header\030\001 \001(\0132\027.baton.v1." +
-      "RequestHeader\022\r\n\005names\030\002 \003(\t\022\021\n\towner_ke" +
-      "y\030\003 \001(\t\022\016\n\006shared\030\004 \001(\010\022\r\n\005limit\030\005 \001(\r\022\013" +
-      "\n\003all\030\006 \001(\010\022-\n\nhold_limit\030\007 \001(\0132\031.google" +
-      ".protobuf.Duration\022-\n\nlock_delay\030\010 \001(\0132\031" +
-      ".google.protobuf.Duration\022!\n\005modes\030F \003(\013" +
-      "2\022.baton.v1.LockMode\")\n\010LockMode\022\016\n\006shar" +
-      "ed\030\001 \001(\010\022\r\n\005limit\030\002 \001(\r\"A\n\023AcquireManyRe" +
-      "sponse\022*\n\007results\030\001 \003(\0132\031.baton.v1.Acqui" +
-      "reResponse\"i\n\016ReleaseRequest\022\'\n\006header\030\001" +
-      " \001(\0132\027.baton.v1.RequestHeader\022\014\n\004name\030\002 " +
-      "\001(\t\022\r\n\005token\030\003 \001(\004\022\021\n\towner_key\030\004 \001(\t\"*\n" +
-      "\017ReleaseResponse\022\027\n\017remaining_count\030\001 \001(" +
-      "\r\"[\n\rCancelRequest\022\'\n\006header\030\001 \001(\0132\027.bat" +
-      "on.v1.RequestHeader\022\014\n\004name\030\002 \001(\t\022\023\n\013acq" +
-      "uire_seq\030\003 \001(\004\"<\n\016CancelResponse\022*\n\007gran" +
-      "ted\030\001 \001(\0132\031.baton.v1.AcquireResponse\"D\n\021" +
-      "CasReleaseRequest\022\014\n\004name\030\001 \001(\t\022\022\n\nsessi" +
-      "on_id\030\002 \001(\004\022\r\n\005token\030\003 \001(\004\"\024\n\022CasRelease" +
-      "Response\"+\n\014CheckRequest\022\014\n\004name\030\001 \001(\t\022\r" +
-      "\n\005token\030\002 \001(\004\"?\n\rCheckResponse\022\014\n\004held\030\001" +
-      " \001(\010\022 \n\006holder\030\002 \001(\0132\020.baton.v1.Holder\"\032" +
-      "\n\nGetRequest\022\014\n\004name\030\001 \001(\t\"\234\001\n\004Lock\022\014\n\004n" +
-      "ame\030\001 \001(\t\022!\n\007holders\030\002 \003(\0132\020.baton.v1.Ho" +
-      "lder\022!\n\007waiters\030\003 \003(\0132\020.baton.v1.Waiter\022" +
-      "\r\n\005limit\030\004 \001(\r\0221\n\rdelayed_until\030\005 \001(\0132\032." +
-      "google.protobuf.Timestamp\"P\n\013GetResponse" +
-      "\022\034\n\004lock\030\001 \001(\0132\016.baton.v1.Lock\022#\n\007histor" +
-      "y\030\002 \003(\0132\022.baton.v1.PastHold\"\036\n\016HistoryRe" +
-      "quest\022\014\n\004name\030\001 \001(\t\"_\n\017HistoryResponse\022!" +
-      "\n\005holds\030\001 \003(\0132\022.baton.v1.PastHold\022\025\n\rapp" +
-      "lied_index\030\002 \001(\004\022\022\n\nreplicated\030\003 \001(\010\"\352\001\n" +
-      "\010PastHold\022\022\n\nsession_id\030\001 \001(\004\022\r\n\005owner\030\002" +
-      " \001(\t\022\021\n\towner_key\030\003 \001(\t\022\r\n\005token\030\004 \001(\004\022\016" +
-      "\n\006shared\030\005 \001(\010\022)\n\005since\030\006 \001(\0132\032.google.p" +
-      "rotobuf.Timestamp\022)\n\005ended\030\007 \001(\0132\032.googl" +
-      "e.protobuf.Timestamp\022\023\n\013ended_index\030\010 \001(" +
-      "\004\022\036\n\003how\030\t \001(\0162\021.baton.v1.HoldEnd\"D\n\013Lis" +
-      "tRequest\022\016\n\006prefix\030\001 \001(\t\022\021\n\tpage_size\030\002 " +
-      "\001(\r\022\022\n\npage_token\030\003 \001(\t\"\241\001\n\013LockSummary\022" +
-      "\014\n\004name\030\001 \001(\t\022 \n\006holder\030\002 \001(\0132\020.baton.v1" +
-      ".Holder\022\017\n\007waiters\030\003 \001(\r\022\017\n\007holders\030\004 \001(" +
-      "\r\022\r\n\005limit\030\005 \001(\r\0221\n\rdelayed_until\030\006 \001(\0132" +
-      "\032.google.protobuf.Timestamp\"M\n\014ListRespo" +
-      "nse\022$\n\005locks\030\001 \003(\0132\025.baton.v1.LockSummar" +
-      "y\022\027\n\017next_page_token\030\002 \001(\t\"\235\001\n\007Session\022\n" +
-      "\n\002id\030\001 \001(\004\022\r\n\005owner\030\002 \001(\t\022&\n\003ttl\030\003 \001(\0132\031" +
-      ".google.protobuf.Duration\022\023\n\013blacklisted" +
-      "\030\004 \001(\010\022+\n\007created\030\005 \001(\0132\032.google.protobu" +
-      "f.Timestamp\022\r\n\005holds\030\006 \001(\r\":\n\023ListSessio" +
-      "nsRequest\022\021\n\tpage_size\030\001 \001(\r\022\020\n\010after_id" +
-      "\030\002 \001(\004\"R\n\024ListSessionsResponse\022#\n\010sessio" +
-      "ns\030\001 \003(\0132\021.baton.v1.Session\022\025\n\rnext_afte" +
-      "r_id\030\002 \001(\004\"&\n\020BlacklistRequest\022\022\n\nsessio" +
-      "n_id\030\001 \001(\004\"\023\n\021BlacklistResponse\"\034\n\014Watch" +
-      "Request\022\014\n\004name\030\001 \001(\t\"<\n\rWatchResponse\022\034" +
-      "\n\004lock\030\001 \001(\0132\016.baton.v1.Lock\022\r\n\005index\030\002 " +
-      "\001(\004\"\017\n\rStatusRequest\"p\n\006Member\022\014\n\004name\030\001" +
-      " \001(\t\022\n\n\002id\030\002 \001(\004\022\021\n\tpeer_addr\030\003 \001(\t\022\023\n\013c" +
-      "lient_addr\030\004 \001(\t\022\017\n\007learner\030\005 \001(\010\022\023\n\013log" +
-      "_version\030\006 \001(\r\"D\n\020AddMemberRequest\022\014\n\004na" +
-      "me\030\001 \001(\t\022\021\n\tpeer_addr\030\002 \001(\t\022\017\n\007learner\030\003" +
-      " \001(\010\"O\n\021AddMemberResponse\022!\n\007members\030\001 \003" +
-      "(\0132\020.baton.v1.Member\022\027\n\017initial_cluster\030" +
-      "\002 \001(\t\"$\n\024PromoteMemberRequest\022\014\n\004name\030\001 " +
-      "\001(\t\":\n\025PromoteMemberResponse\022!\n\007members\030" +
-      "\001 \003(\0132\020.baton.v1.Member\"\'\n\031TransferLeade" +
-      "rshipRequest\022\n\n\002to\030\001 \001(\t\"A\n\032TransferLead" +
-      "ershipResponse\022\016\n\006leader\030\001 \001(\t\022\023\n\013leader" +
-      "_addr\030\002 \001(\t\"#\n\023RemoveMemberRequest\022\014\n\004na" +
-      "me\030\001 \001(\t\"9\n\024RemoveMemberResponse\022!\n\007memb" +
-      "ers\030\001 \003(\0132\020.baton.v1.Member\"\212\003\n\016StatusRe" +
-      "sponse\022\014\n\004name\030\001 \001(\t\022\n\n\002id\030\002 \001(\004\022\016\n\006lead" +
-      "er\030\003 \001(\t\022\021\n\tleader_id\030\004 \001(\004\022\023\n\013leader_ad" +
-      "dr\030\005 \001(\t\022\014\n\004term\030\006 \001(\004\022\024\n\014commit_index\030\007" +
-      " \001(\004\022\025\n\rapplied_index\030\010 \001(\004\022!\n\007members\030\t" +
-      " \003(\0132\020.baton.v1.Member\022\014\n\004role\030\n \001(\t\022\020\n\010" +
-      "sessions\030\013 \001(\r\022\r\n\005locks\030\014 \001(\r\022\017\n\007version" +
-      "\030\r \001(\t\022\023\n\013log_version\030\016 \001(\r\022\034\n\017disk_free" +
-      "_bytes\030\017 \001(\004H\000\210\001\001\022\033\n\023min_free_disk_bytes" +
-      "\030\020 \001(\004\022\020\n\010low_disk\030\021 \001(\010\022\022\n\ncluster_id\030P" +
-      " \001(\004B\022\n\020_disk_free_bytes\"\025\n\023SaveSnapshot" +
-      "Request\"N\n\024SaveSnapshotResponse\022(\n\006heade" +
-      "r\030\001 \001(\0132\030.baton.v1.SnapshotHeader\022\014\n\004dat" +
-      "a\030\002 \001(\014\"\334\001\n\016SnapshotHeader\022\022\n\ncluster_id" +
-      "\030\001 \001(\004\022\r\n\005index\030\002 \001(\004\022\014\n\004term\030\003 \001(\004\022\023\n\013l" +
-      "og_version\030\004 \001(\r\022!\n\007members\030\005 \003(\0132\020.bato" +
-      "n.v1.Member\022\014\n\004size\030\006 \001(\004\022\023\n\013data_sha256" +
-      "\030\007 \001(\014\022\020\n\010taken_by\030\010 \001(\t\022,\n\010taken_at\030\t \001" +
-      "(\0132\032.google.protobuf.Timestamp\"\215\001\n\005Error" +
-      "\022\014\n\004code\030\001 \001(\r\022 \n\006reason\030\002 \001(\0162\020.baton.v" +
-      "1.Reason\022\017\n\007message\030\003 \001(\t\022\023\n\013leader_addr" +
-      "\030\004 \001(\t\022.\n\016deadlock_cycle\030\005 \003(\0132\026.baton.v" +
-      "1.DeadlockEdge\"\220\001\n\014DeadlockEdge\022\022\n\nsessi" +
-      "on_id\030\001 \001(\004\022\021\n\towner_key\030\002 \001(\t\022\014\n\004lock\030\003" +
-      " \001(\t\022\024\n\014queued_ahead\030\004 \001(\010\022\032\n\022blocker_se" +
-      "ssion_id\030\005 \001(\004\022\031\n\021blocker_owner_key\030\006 \001(" +
-      "\t\"6\n\rDeadlockCycle\022%\n\005edges\030\001 \003(\0132\026.bato" +
-      "n.v1.DeadlockEdge\"3\n\rResumeSession\022\022\n\nse" +
-      "ssion_id\030\001 \001(\004\022\016\n\006secret\030\002 \001(\t\"\373\003\n\016Sessi" +
-      "onRequest\022\n\n\002id\030\001 \001(\004\022,\n\004open\030\002 \001(\0132\034.ba" +
-      "ton.v1.OpenSessionRequestH\000\022)\n\006resume\030\003 " +
-      "\001(\0132\027.baton.v1.ResumeSessionH\000\0220\n\nkeep_a" +
-      "live\030\004 \001(\0132\032.baton.v1.KeepAliveRequestH\000" +
-      "\022+\n\007acquire\030\005 \001(\0132\030.baton.v1.AcquireRequ" +
-      "estH\000\022+\n\007release\030\006 \001(\0132\030.baton.v1.Releas" +
-      "eRequestH\000\022)\n\006cancel\030\007 \001(\0132\027.baton.v1.Ca" +
-      "ncelRequestH\000\0224\n\014acquire_many\030\010 \001(\0132\034.ba" +
-      "ton.v1.AcquireManyRequestH\000\022.\n\005close\030\t \001" +
-      "(\0132\035.baton.v1.CloseSessionRequestH\000\0220\n\nr" +
-      "enew_hold\030\n \001(\0132\032.baton.v1.RenewHoldRequ" +
-      "estH\000\022-\n\010proclaim\030\013 \001(\0132\031.baton.v1.Procl" +
-      "aimRequestH\000B\006\n\004kind\"=\n\017SessionsRequest\022" +
-      "*\n\010requests\030\001 \003(\0132\030.baton.v1.ChannelRequ" +
-      "est\"\\\n\016ChannelRequest\022\017\n\007channel\030\001 \001(\004\022)" +
-      "\n\007request\030\002 \001(\0132\030.baton.v1.SessionReques" +
-      "t\022\016\n\006detach\030\003 \001(\010\"@\n\020SessionsResponse\022,\n" +
-      "\tresponses\030\001 \003(\0132\031.baton.v1.ChannelRespo" +
-      "nse\"r\n\017ChannelResponse\022\017\n\007channel\030\001 \001(\004\022" +
-      "+\n\010response\030\002 \001(\0132\031.baton.v1.SessionResp" +
-      "onse\022!\n\003end\030\003 \001(\0132\024.baton.v1.ChannelEnd\"" +
-      ",\n\nChannelEnd\022\036\n\005error\030\001 \001(\0132\017.baton.v1." +
-      "Error\"G\n\005Grant\022\013\n\003seq\030\001 \001(\004\022\014\n\004name\030\002 \001(" +
-      "\t\022\r\n\005token\030\003 \001(\004\022\024\n\014signed_token\030\004 \001(\t\"H" +
-      "\n\tWaitEnded\022\013\n\003seq\030\001 \001(\004\022\014\n\004name\030\002 \001(\t\022 " +
-      "\n\006reason\030\003 \001(\0162\020.baton.v1.Reason\"\302\005\n\017Ses" +
-      "sionResponse\022\n\n\002id\030\001 \001(\004\022\036\n\005error\030\002 \001(\0132" +
-      "\017.baton.v1.Error\022-\n\004open\030\003 \001(\0132\035.baton.v" +
-      "1.OpenSessionResponseH\000\0221\n\nkeep_alive\030\004 " +
-      "\001(\0132\033.baton.v1.KeepAliveResponseH\000\022,\n\007ac" +
-      "quire\030\005 \001(\0132\031.baton.v1.AcquireResponseH\000" +
-      "\022,\n\007release\030\006 \001(\0132\031.baton.v1.ReleaseResp" +
-      "onseH\000\022*\n\006cancel\030\007 \001(\0132\030.baton.v1.Cancel" +
-      "ResponseH\000\0225\n\014acquire_many\030\010 \001(\0132\035.baton" +
-      ".v1.AcquireManyResponseH\000\022/\n\005close\030\t \001(\013" +
-      "2\036.baton.v1.CloseSessionResponseH\000\022 \n\005gr" +
-      "ant\030\n \001(\0132\017.baton.v1.GrantH\000\022)\n\nwait_end" +
-      "ed\030\013 \001(\0132\023.baton.v1.WaitEndedH\000\022\'\n\014sessi" +
-      "on_lost\030\014 \001(\0132\017.baton.v1.ErrorH\000\022\'\n\thold" +
-      "_lost\030\r \001(\0132\022.baton.v1.HoldLostH\000\022\'\n\005hol" +
-      "ds\030\016 \001(\0132\026.baton.v1.SessionHoldsH\000\0221\n\nre" +
-      "new_hold\030\017 \001(\0132\033.baton.v1.RenewHoldRespo" +
-      "nseH\000\022.\n\010proclaim\030\021 \001(\0132\032.baton.v1.Procl" +
-      "aimResponseH\000B\006\n\004kind\"N\n\014SessionHolds\022!\n" +
-      "\005holds\030\001 \003(\0132\022.baton.v1.HoldLost\022\r\n\005inde" +
-      "x\030\002 \001(\004\022\014\n\004done\030\003 \001(\010\":\n\010HoldLost\022\014\n\004nam" +
-      "e\030\001 \001(\t\022\021\n\towner_key\030\002 \001(\t\022\r\n\005token\030\003 \001(" +
-      "\004\"\300\002\n\021ChangeAuthRequest\022.\n\004kind\030\001 \001(\0162 ." +
-      "baton.v1.ChangeAuthRequest.Kind\022\014\n\004user\030" +
-      "\002 \001(\t\022\014\n\004role\030\003 \001(\t\022\016\n\006prefix\030\004 \001(\t\022\r\n\005p" +
-      "erms\030\005 \001(\t\022\022\n\nwith_token\030\006 \001(\010\"\253\001\n\004Kind\022" +
-      "\024\n\020KIND_UNSPECIFIED\020\000\022\n\n\006ENABLE\020\001\022\013\n\007DIS" +
-      "ABLE\020\002\022\014\n\010ADD_USER\020\003\022\017\n\013DELETE_USER\020\004\022\016\n" +
-      "\nGRANT_ROLE\020\005\022\017\n\013REVOKE_ROLE\020\006\022\014\n\010ADD_RO" +
-      "LE\020\007\022\017\n\013DELETE_ROLE\020\010\022\t\n\005GRANT\020\t\022\n\n\006REVO" +
-      "KE\020\n\"#\n\022ChangeAuthResponse\022\r\n\005token\030\001 \001(" +
-      "\t\"\020\n\016GetAuthRequest\":\n\010AuthUser\022\014\n\004name\030" +
-      "\001 \001(\t\022\r\n\005roles\030\002 \003(\t\022\021\n\thas_token\030\003 \001(\010\"" +
-      "/\n\016AuthPermission\022\016\n\006prefix\030\001 \001(\t\022\r\n\005per" +
-      "ms\030\002 \001(\t\"G\n\010AuthRole\022\014\n\004name\030\001 \001(\t\022-\n\013pe" +
-      "rmissions\030\002 \003(\0132\030.baton.v1.AuthPermissio" +
-      "n\"u\n\017GetAuthResponse\022\017\n\007enabled\030\001 \001(\010\022!\n" +
-      "\005users\030\002 \003(\0132\022.baton.v1.AuthUser\022!\n\005role" +
-      "s\030\003 \003(\0132\022.baton.v1.AuthRole\022\013\n\003you\030\004 \001(\t" +
-      "\"\016\n\014AuditRequest\"h\n\nAuditEntry\022\r\n\005index\030" +
-      "\001 \001(\004\022(\n\004time\030\002 \001(\0132\032.google.protobuf.Ti" +
-      "mestamp\022\021\n\tprincipal\030\003 \001(\t\022\016\n\006action\030\004 \001" +
-      "(\t\"6\n\rAuditResponse\022%\n\007entries\030\001 \003(\0132\024.b" +
-      "aton.v1.AuditEntry\"\r\n\013KeysRequest\"\264\001\n\nSi" +
-      "gningKey\022\n\n\002id\030\001 \001(\004\022\022\n\npublic_key\030\002 \001(\014" +
-      "\022+\n\007created\030\003 \001(\0132\032.google.protobuf.Time" +
-      "stamp\022\017\n\007current\030\004 \001(\010\022+\n\007retired\030\005 \001(\0132" +
-      "\032.google.protobuf.Timestamp\022\033\n\023not_after" +
-      "_unix_nano\030\006 \001(\003\"2\n\014KeysResponse\022\"\n\004keys" +
-      "\030\001 \003(\0132\024.baton.v1.SigningKey\"G\n\027RotateSi" +
-      "gningKeyRequest\022,\n\tretention\030\001 \001(\0132\031.goo" +
-      "gle.protobuf.Duration\"N\n\030RotateSigningKe" +
-      "yResponse\022\016\n\006key_id\030\001 \001(\004\022\"\n\004keys\030\002 \003(\0132" +
-      "\024.baton.v1.SigningKey*\377\003\n\006Reason\022\026\n\022REAS" +
-      "ON_UNSPECIFIED\020\000\022\024\n\020INVALID_ARGUMENT\020\001\022\025" +
-      "\n\021SESSION_NOT_FOUND\020\002\022\022\n\016LOCK_NOT_FOUND\020" +
-      "\003\022\016\n\nNOT_HOLDER\020\004\022\022\n\016TOKEN_MISMATCH\020\005\022\017\n" +
-      "\013BLACKLISTED\020\006\022\024\n\020TOO_MANY_WAITERS\020\007\022\024\n\020" +
-      "TOO_MANY_PENDING\020\010\022\022\n\016STALE_SEQUENCE\020\t\022\017" +
-      "\n\013NOT_WAITING\020\n\022\022\n\016WAIT_CANCELLED\020\013\022\022\n\016W" +
-      "AIT_TIMED_OUT\020\014\022\022\n\016TOO_MANY_HOLDS\020\r\022\016\n\nN" +
-      "OT_LEADER\020\016\022\023\n\017OUTCOME_UNKNOWN\020\017\022\016\n\nOVER" +
-      "LOADED\020\020\022\023\n\017SESSION_EXPIRED\020\021\022\022\n\016LIMIT_M" +
-      "ISMATCH\020\022\022\r\n\tHOLD_LOST\020\023\022\023\n\017SECRET_MISMA" +
-      "TCH\020\024\022\022\n\016NO_CREDENTIALS\020\025\022\021\n\rNOT_PERMITT" +
-      "ED\020\026\022\025\n\021TOO_MANY_SESSIONS\020\027\022\014\n\010NO_SPACE\020" +
-      "\030\022\014\n\010DEADLOCK\020\031*\303\001\n\007HoldEnd\022\030\n\024HOLD_END_" +
-      "UNSPECIFIED\020\000\022\025\n\021HOLD_END_RELEASED\020\001\022\033\n\027" +
-      "HOLD_END_SESSION_CLOSED\020\002\022\034\n\030HOLD_END_SE" +
-      "SSION_EXPIRED\020\003\022\031\n\025HOLD_END_HOLD_EXPIRED" +
-      "\020\004\022\031\n\025HOLD_END_CAS_RELEASED\020\005\022\026\n\022HOLD_EN" +
-      "D_ABANDONED\020\0062\326\025\n\005Baton\022B\n\007Session\022\030.bat" +
-      "on.v1.SessionRequest\032\031.baton.v1.SessionR" +
-      "esponse(\0010\001\022E\n\010Sessions\022\031.baton.v1.Sessi" +
-      "onsRequest\032\032.baton.v1.SessionsResponse(\001" +
-      "0\001\022c\n\013OpenSession\022\034.baton.v1.OpenSession" +
-      "Request\032\035.baton.v1.OpenSessionResponse\"\027" +
-      "\202\323\344\223\002\021\"\014/v1/sessions:\001*\022t\n\tKeepAlive\022\032.b" +
-      "aton.v1.KeepAliveRequest\032\033.baton.v1.Keep" +
-      "AliveResponse\".\202\323\344\223\002(\"#/v1/sessions/{ses" +
-      "sion_id}/keepalive:\001*\022y\n\014CloseSession\022\035." +
-      "baton.v1.CloseSessionRequest\032\036.baton.v1." +
-      "CloseSessionResponse\"*\202\323\344\223\002$\"\037/v1/sessio" +
-      "ns/{session_id}/close:\001*\022\\\n\007Acquire\022\030.ba" +
-      "ton.v1.AcquireRequest\032\031.baton.v1.Acquire" +
-      "Response\"\034\202\323\344\223\002\026\"\021/v1/locks/acquire:\001*\022m" +
-      "\n\013AcquireMany\022\034.baton.v1.AcquireManyRequ" +
-      "est\032\035.baton.v1.AcquireManyResponse\"!\202\323\344\223" +
-      "\002\033\"\026/v1/locks/acquire-many:\001*\022`\n\tRenewHo" +
-      "ld\022\032.baton.v1.RenewHoldRequest\032\033.baton.v" +
-      "1.RenewHoldResponse\"\032\202\323\344\223\002\024\"\017/v1/locks/r" +
-      "enew:\001*\022\\\n\007Release\022\030.baton.v1.ReleaseReq" +
-      "uest\032\031.baton.v1.ReleaseResponse\"\034\202\323\344\223\002\026\"" +
-      "\021/v1/locks/release:\001*\022`\n\010Proclaim\022\031.bato" +
-      "n.v1.ProclaimRequest\032\032.baton.v1.Proclaim" +
-      "Response\"\035\202\323\344\223\002\027\"\022/v1/locks/proclaim:\001*\022" +
-      "i\n\nCasRelease\022\033.baton.v1.CasReleaseReque" +
-      "st\032\034.baton.v1.CasReleaseResponse\" \202\323\344\223\002\032" +
-      "\"\025/v1/locks/cas-release:\001*\022K\n\005Check\022\026.ba" +
-      "ton.v1.CheckRequest\032\027.baton.v1.CheckResp" +
-      "onse\"\021\202\323\344\223\002\013\022\t/v1/check\022D\n\003Get\022\024.baton.v" +
-      "1.GetRequest\032\025.baton.v1.GetResponse\"\020\202\323\344" +
-      "\223\002\n\022\010/v1/lock\022S\n\007History\022\030.baton.v1.Hist" +
-      "oryRequest\032\031.baton.v1.HistoryResponse\"\023\202" +
-      "\323\344\223\002\r\022\013/v1/history\022H\n\004List\022\025.baton.v1.Li" +
-      "stRequest\032\026.baton.v1.ListResponse\"\021\202\323\344\223\002" +
-      "\013\022\t/v1/locks\022c\n\014ListSessions\022\035.baton.v1." +
-      "ListSessionsRequest\032\036.baton.v1.ListSessi" +
-      "onsResponse\"\024\202\323\344\223\002\016\022\014/v1/sessions\022M\n\005Wat" +
-      "ch\022\026.baton.v1.WatchRequest\032\027.baton.v1.Wa" +
-      "tchResponse\"\021\202\323\344\223\002\013\022\t/v1/watch0\001\022t\n\tBlac" +
-      "klist\022\032.baton.v1.BlacklistRequest\032\033.bato" +
-      "n.v1.BlacklistResponse\".\202\323\344\223\002(\"#/v1/sess" +
-      "ions/{session_id}/blacklist:\001*\022O\n\006Status" +
-      "\022\027.baton.v1.StatusRequest\032\030.baton.v1.Sta" +
-      "tusResponse\"\022\202\323\344\223\002\014\022\n/v1/status\022`\n\tAddMe" +
-      "mber\022\032.baton.v1.AddMemberRequest\032\033.baton" +
-      ".v1.AddMemberResponse\"\032\202\323\344\223\002\024\"\017/v1/membe" +
-      "rs/add:\001*\022p\n\rPromoteMember\022\036.baton.v1.Pr" +
-      "omoteMemberRequest\032\037.baton.v1.PromoteMem" +
-      "berResponse\"\036\202\323\344\223\002\030\"\023/v1/members/promote" +
-      ":\001*\022l\n\014RemoveMember\022\035.baton.v1.RemoveMem" +
-      "berRequest\032\036.baton.v1.RemoveMemberRespon" +
-      "se\"\035\202\323\344\223\002\027\"\022/v1/members/remove:\001*\022\177\n\022Tra" +
-      "nsferLeadership\022#.baton.v1.TransferLeade" +
-      "rshipRequest\032$.baton.v1.TransferLeadersh" +
-      "ipResponse\"\036\202\323\344\223\002\030\"\023/v1/leader/transfer:" +
-      "\001*\022\\\n\nChangeAuth\022\033.baton.v1.ChangeAuthRe" +
-      "quest\032\034.baton.v1.ChangeAuthResponse\"\023\202\323\344" +
-      "\223\002\r\"\010/v1/auth:\001*\022P\n\007GetAuth\022\030.baton.v1.G" +
-      "etAuthRequest\032\031.baton.v1.GetAuthResponse" +
-      "\"\020\202\323\344\223\002\n\022\010/v1/auth\022K\n\005Audit\022\026.baton.v1.A" +
-      "uditRequest\032\027.baton.v1.AuditResponse\"\021\202\323" +
-      "\344\223\002\013\022\t/v1/audit\022G\n\004Keys\022\025.baton.v1.KeysR" +
-      "equest\032\026.baton.v1.KeysResponse\"\020\202\323\344\223\002\n\022\010" +
-      "/v1/keys\022u\n\020RotateSigningKey\022!.baton.v1." +
-      "RotateSigningKeyRequest\032\".baton.v1.Rotat" +
-      "eSigningKeyResponse\"\032\202\323\344\223\002\024\"\017/v1/keys/ro" +
-      "tate:\001*\022e\n\014SaveSnapshot\022\035.baton.v1.SaveS" +
-      "napshotRequest\032\036.baton.v1.SaveSnapshotRe" +
-      "sponse\"\024\202\323\344\223\002\016\022\014/v1/snapshot0\001B(Z&github" +
-      ".com/batonlock/baton/api/batonpbb\006proto3"
+      "gle.protobuf.Duration\0223\n\017revoke_deadline" +
+      "\0302 \001(\0132\032.google.protobuf.Timestamp\022/\n\014re" +
+      "voke_grace\0303 \001(\0132\031.google.protobuf.Durat" +
+      "ion\022\r\n\005value\030< \001(\t\"\252\001\n\006Waiter\022\022\n\nsession" +
+      "_id\030\001 \001(\004\022\r\n\005owner\030\002 \001(\t\022\021\n\towner_key\030\003 " +
+      "\001(\t\022)\n\005since\030\004 \001(\0132\032.google.protobuf.Tim" +
+      "estamp\022/\n\014wait_timeout\030\005 \001(\0132\031.google.pr" +
+      "otobuf.Duration\022\016\n\006shared\030\006 \001(\010\"\251\002\n\017Acqu" +
+      "ireResponse\022\014\n\004name\030\001 \001(\t\022\020\n\010acquired\030\002 " +
+      "\001(\010\022\r\n\005token\030\003 \001(\004\022\r\n\005count\030\004 \001(\r\022 \n\006hol" +
+      "der\030\005 \001(\0132\020.baton.v1.Holder\022\016\n\006queued\030\006 " +
+      "\001(\010\022\020\n\010position\030\007 \001(\r\022\013\n\003seq\030\010 \001(\004\022\017\n\007sk" +
+      "ipped\030\t \001(\010\022-\n\nlock_delay\030\n \001(\0132\031.google" +
+      ".protobuf.Duration\0221\n\rdelayed_until\030\013 \001(" +
+      "\0132\032.google.protobuf.Timestamp\022\024\n\014signed_" +
+      "token\030\014 \001(\t\"\214\002\n\022AcquireManyRequest\022\'\n\006he" +
+      "ader\030\001 \001(\0132\027.baton.v1.RequestHeader\022\r\n\005n" +
+      "ames\030\002 \003(\t\022\021\n\towner_key\030\003 \001(\t\022\016\n\006shared\030" +
+      "\004 \001(\010\022\r\n\005limit\030\005 \001(\r\022\013\n\003all\030\006 \001(\010\022-\n\nhol" +
+      "d_limit\030\007 \001(\0132\031.google.protobuf.Duration" +
+      "\022-\n\nlock_delay\030\010 \001(\0132\031.google.protobuf.D" +
+      "uration\022!\n\005modes\030F \003(\0132\022.baton.v1.LockMo" +
+      "de\")\n\010LockMode\022\016\n\006shared\030\001 \001(\010\022\r\n\005limit\030" +
+      "\002 \001(\r\"A\n\023AcquireManyResponse\022*\n\007results\030" +
+      "\001 \003(\0132\031.baton.v1.AcquireResponse\"i\n\016Rele" +
+      "aseRequest\022\'\n\006header\030\001 \001(\0132\027.baton.v1.Re" +
+      "questHeader\022\014\n\004name\030\002 \001(\t\022\r\n\005token\030\003 \001(\004" +
+      "\022\021\n\towner_key\030\004 \001(\t\"*\n\017ReleaseResponse\022\027" +
+      "\n\017remaining_count\030\001 \001(\r\"[\n\rCancelRequest" +
+      "\022\'\n\006header\030\001 \001(\0132\027.baton.v1.RequestHeade" +
+      "r\022\014\n\004name\030\002 \001(\t\022\023\n\013acquire_seq\030\003 \001(\004\"<\n\016" +
+      "CancelResponse\022*\n\007granted\030\001 \001(\0132\031.baton." +
+      "v1.AcquireResponse\"D\n\021CasReleaseRequest\022" +
+      "\014\n\004name\030\001 \001(\t\022\022\n\nsession_id\030\002 \001(\004\022\r\n\005tok" +
+      "en\030\003 \001(\004\"\024\n\022CasReleaseResponse\"V\n\rRevoke" +
+      "Request\022\014\n\004name\030\001 \001(\t\022\r\n\005token\030\002 \001(\004\022(\n\005" +
+      "grace\030\003 \001(\0132\031.google.protobuf.Duration\"3" +
+      "\n\016RevokeResponse\022!\n\007revoked\030\001 \003(\0132\020.bato" +
+      "n.v1.Holder\"+\n\014CheckRequest\022\014\n\004name\030\001 \001(" +
+      "\t\022\r\n\005token\030\002 \001(\004\"?\n\rCheckResponse\022\014\n\004hel" +
+      "d\030\001 \001(\010\022 \n\006holder\030\002 \001(\0132\020.baton.v1.Holde" +
+      "r\"\032\n\nGetRequest\022\014\n\004name\030\001 \001(\t\"\234\001\n\004Lock\022\014" +
+      "\n\004name\030\001 \001(\t\022!\n\007holders\030\002 \003(\0132\020.baton.v1" +
+      ".Holder\022!\n\007waiters\030\003 \003(\0132\020.baton.v1.Wait" +
+      "er\022\r\n\005limit\030\004 \001(\r\0221\n\rdelayed_until\030\005 \001(\013" +
+      "2\032.google.protobuf.Timestamp\"P\n\013GetRespo" +
+      "nse\022\034\n\004lock\030\001 \001(\0132\016.baton.v1.Lock\022#\n\007his" +
+      "tory\030\002 \003(\0132\022.baton.v1.PastHold\"\036\n\016Histor" +
+      "yRequest\022\014\n\004name\030\001 \001(\t\"_\n\017HistoryRespons" +
+      "e\022!\n\005holds\030\001 \003(\0132\022.baton.v1.PastHold\022\025\n\r" +
+      "applied_index\030\002 \001(\004\022\022\n\nreplicated\030\003 \001(\010\"" +
+      "\352\001\n\010PastHold\022\022\n\nsession_id\030\001 \001(\004\022\r\n\005owne" +
+      "r\030\002 \001(\t\022\021\n\towner_key\030\003 \001(\t\022\r\n\005token\030\004 \001(" +
+      "\004\022\016\n\006shared\030\005 \001(\010\022)\n\005since\030\006 \001(\0132\032.googl" +
+      "e.protobuf.Timestamp\022)\n\005ended\030\007 \001(\0132\032.go" +
+      "ogle.protobuf.Timestamp\022\023\n\013ended_index\030\010" +
+      " \001(\004\022\036\n\003how\030\t \001(\0162\021.baton.v1.HoldEnd\"D\n\013" +
+      "ListRequest\022\016\n\006prefix\030\001 \001(\t\022\021\n\tpage_size" +
+      "\030\002 \001(\r\022\022\n\npage_token\030\003 \001(\t\"\241\001\n\013LockSumma" +
+      "ry\022\014\n\004name\030\001 \001(\t\022 \n\006holder\030\002 \001(\0132\020.baton" +
+      ".v1.Holder\022\017\n\007waiters\030\003 \001(\r\022\017\n\007holders\030\004" +
+      " \001(\r\022\r\n\005limit\030\005 \001(\r\0221\n\rdelayed_until\030\006 \001" +
+      "(\0132\032.google.protobuf.Timestamp\"M\n\014ListRe" +
+      "sponse\022$\n\005locks\030\001 \003(\0132\025.baton.v1.LockSum" +
+      "mary\022\027\n\017next_page_token\030\002 \001(\t\"\235\001\n\007Sessio" +
+      "n\022\n\n\002id\030\001 \001(\004\022\r\n\005owner\030\002 \001(\t\022&\n\003ttl\030\003 \001(" +
+      "\0132\031.google.protobuf.Duration\022\023\n\013blacklis" +
+      "ted\030\004 \001(\010\022+\n\007created\030\005 \001(\0132\032.google.prot" +
+      "obuf.Timestamp\022\r\n\005holds\030\006 \001(\r\":\n\023ListSes" +
+      "sionsRequest\022\021\n\tpage_size\030\001 \001(\r\022\020\n\010after" +
+      "_id\030\002 \001(\004\"R\n\024ListSessionsResponse\022#\n\010ses" +
+      "sions\030\001 \003(\0132\021.baton.v1.Session\022\025\n\rnext_a" +
+      "fter_id\030\002 \001(\004\"&\n\020BlacklistRequest\022\022\n\nses" +
+      "sion_id\030\001 \001(\004\"\023\n\021BlacklistResponse\"\034\n\014Wa" +
+      "tchRequest\022\014\n\004name\030\001 \001(\t\"<\n\rWatchRespons" +
+      "e\022\034\n\004lock\030\001 \001(\0132\016.baton.v1.Lock\022\r\n\005index" +
+      "\030\002 \001(\004\"\017\n\rStatusRequest\"p\n\006Member\022\014\n\004nam" +
+      "e\030\001 \001(\t\022\n\n\002id\030\002 \001(\004\022\021\n\tpeer_addr\030\003 \001(\t\022\023" +
+      "\n\013client_addr\030\004 \001(\t\022\017\n\007learner\030\005 \001(\010\022\023\n\013" +
+      "log_version\030\006 \001(\r\"D\n\020AddMemberRequest\022\014\n" +
+      "\004name\030\001 \001(\t\022\021\n\tpeer_addr\030\002 \001(\t\022\017\n\007learne" +
+      "r\030\003 \001(\010\"O\n\021AddMemberResponse\022!\n\007members\030" +
+      "\001 \003(\0132\020.baton.v1.Member\022\027\n\017initial_clust" +
+      "er\030\002 \001(\t\"$\n\024PromoteMemberRequest\022\014\n\004name" +
+      "\030\001 \001(\t\":\n\025PromoteMemberResponse\022!\n\007membe" +
+      "rs\030\001 \003(\0132\020.baton.v1.Member\"\'\n\031TransferLe" +
+      "adershipRequest\022\n\n\002to\030\001 \001(\t\"A\n\032TransferL" +
+      "eadershipResponse\022\016\n\006leader\030\001 \001(\t\022\023\n\013lea" +
+      "der_addr\030\002 \001(\t\"#\n\023RemoveMemberRequest\022\014\n" +
+      "\004name\030\001 \001(\t\"9\n\024RemoveMemberResponse\022!\n\007m" +
+      "embers\030\001 \003(\0132\020.baton.v1.Member\"\212\003\n\016Statu" +
+      "sResponse\022\014\n\004name\030\001 \001(\t\022\n\n\002id\030\002 \001(\004\022\016\n\006l" +
+      "eader\030\003 \001(\t\022\021\n\tleader_id\030\004 \001(\004\022\023\n\013leader" +
+      "_addr\030\005 \001(\t\022\014\n\004term\030\006 \001(\004\022\024\n\014commit_inde" +
+      "x\030\007 \001(\004\022\025\n\rapplied_index\030\010 \001(\004\022!\n\007member" +
+      "s\030\t \003(\0132\020.baton.v1.Member\022\014\n\004role\030\n \001(\t\022" +
+      "\020\n\010sessions\030\013 \001(\r\022\r\n\005locks\030\014 \001(\r\022\017\n\007vers" +
+      "ion\030\r \001(\t\022\023\n\013log_version\030\016 \001(\r\022\034\n\017disk_f" +
+      "ree_bytes\030\017 \001(\004H\000\210\001\001\022\033\n\023min_free_disk_by" +
+      "tes\030\020 \001(\004\022\020\n\010low_disk\030\021 \001(\010\022\022\n\ncluster_i" +
+      "d\030P \001(\004B\022\n\020_disk_free_bytes\"\025\n\023SaveSnaps" +
+      "hotRequest\"N\n\024SaveSnapshotResponse\022(\n\006he" +
+      "ader\030\001 \001(\0132\030.baton.v1.SnapshotHeader\022\014\n\004" +
+      "data\030\002 \001(\014\"\334\001\n\016SnapshotHeader\022\022\n\ncluster" +
+      "_id\030\001 \001(\004\022\r\n\005index\030\002 \001(\004\022\014\n\004term\030\003 \001(\004\022\023" +
+      "\n\013log_version\030\004 \001(\r\022!\n\007members\030\005 \003(\0132\020.b" +
+      "aton.v1.Member\022\014\n\004size\030\006 \001(\004\022\023\n\013data_sha" +
+      "256\030\007 \001(\014\022\020\n\010taken_by\030\010 \001(\t\022,\n\010taken_at\030" +
+      "\t \001(\0132\032.google.protobuf.Timestamp\"\215\001\n\005Er" +
+      "ror\022\014\n\004code\030\001 \001(\r\022 \n\006reason\030\002 \001(\0162\020.bato" +
+      "n.v1.Reason\022\017\n\007message\030\003 \001(\t\022\023\n\013leader_a" +
+      "ddr\030\004 \001(\t\022.\n\016deadlock_cycle\030\005 \003(\0132\026.bato" +
+      "n.v1.DeadlockEdge\"\220\001\n\014DeadlockEdge\022\022\n\nse" +
+      "ssion_id\030\001 \001(\004\022\021\n\towner_key\030\002 \001(\t\022\014\n\004loc" +
+      "k\030\003 \001(\t\022\024\n\014queued_ahead\030\004 \001(\010\022\032\n\022blocker" +
+      "_session_id\030\005 \001(\004\022\031\n\021blocker_owner_key\030\006" +
+      " \001(\t\"6\n\rDeadlockCycle\022%\n\005edges\030\001 \003(\0132\026.b" +
+      "aton.v1.DeadlockEdge\"3\n\rResumeSession\022\022\n" +
+      "\nsession_id\030\001 \001(\004\022\016\n\006secret\030\002 \001(\t\"\373\003\n\016Se" +
+      "ssionRequest\022\n\n\002id\030\001 \001(\004\022,\n\004open\030\002 \001(\0132\034" +
+      ".baton.v1.OpenSessionRequestH\000\022)\n\006resume" +
+      "\030\003 \001(\0132\027.baton.v1.ResumeSessionH\000\0220\n\nkee" +
+      "p_alive\030\004 \001(\0132\032.baton.v1.KeepAliveReques" +
+      "tH\000\022+\n\007acquire\030\005 \001(\0132\030.baton.v1.AcquireR" +
+      "equestH\000\022+\n\007release\030\006 \001(\0132\030.baton.v1.Rel" +
+      "easeRequestH\000\022)\n\006cancel\030\007 \001(\0132\027.baton.v1" +
+      ".CancelRequestH\000\0224\n\014acquire_many\030\010 \001(\0132\034" +
+      ".baton.v1.AcquireManyRequestH\000\022.\n\005close\030" +
+      "\t \001(\0132\035.baton.v1.CloseSessionRequestH\000\0220" +
+      "\n\nrenew_hold\030\n \001(\0132\032.baton.v1.RenewHoldR" +
+      "equestH\000\022-\n\010proclaim\030\013 \001(\0132\031.baton.v1.Pr" +
+      "oclaimRequestH\000B\006\n\004kind\"=\n\017SessionsReque" +
+      "st\022*\n\010requests\030\001 \003(\0132\030.baton.v1.ChannelR" +
+      "equest\"\\\n\016ChannelRequest\022\017\n\007channel\030\001 \001(" +
+      "\004\022)\n\007request\030\002 \001(\0132\030.baton.v1.SessionReq" +
+      "uest\022\016\n\006detach\030\003 \001(\010\"@\n\020SessionsResponse" +
+      "\022,\n\tresponses\030\001 \003(\0132\031.baton.v1.ChannelRe" +
+      "sponse\"r\n\017ChannelResponse\022\017\n\007channel\030\001 \001" +
+      "(\004\022+\n\010response\030\002 \001(\0132\031.baton.v1.SessionR" +
+      "esponse\022!\n\003end\030\003 \001(\0132\024.baton.v1.ChannelE" +
+      "nd\",\n\nChannelEnd\022\036\n\005error\030\001 \001(\0132\017.baton." +
+      "v1.Error\"G\n\005Grant\022\013\n\003seq\030\001 \001(\004\022\014\n\004name\030\002" +
+      " \001(\t\022\r\n\005token\030\003 \001(\004\022\024\n\014signed_token\030\004 \001(" +
+      "\t\"H\n\tWaitEnded\022\013\n\003seq\030\001 \001(\004\022\014\n\004name\030\002 \001(" +
+      "\t\022 \n\006reason\030\003 \001(\0162\020.baton.v1.Reason\"\371\005\n\017" +
+      "SessionResponse\022\n\n\002id\030\001 \001(\004\022\036\n\005error\030\002 \001" +
+      "(\0132\017.baton.v1.Error\022-\n\004open\030\003 \001(\0132\035.bato" +
+      "n.v1.OpenSessionResponseH\000\0221\n\nkeep_alive" +
+      "\030\004 \001(\0132\033.baton.v1.KeepAliveResponseH\000\022,\n" +
+      "\007acquire\030\005 \001(\0132\031.baton.v1.AcquireRespons" +
+      "eH\000\022,\n\007release\030\006 \001(\0132\031.baton.v1.ReleaseR" +
+      "esponseH\000\022*\n\006cancel\030\007 \001(\0132\030.baton.v1.Can" +
+      "celResponseH\000\0225\n\014acquire_many\030\010 \001(\0132\035.ba" +
+      "ton.v1.AcquireManyResponseH\000\022/\n\005close\030\t " +
+      "\001(\0132\036.baton.v1.CloseSessionResponseH\000\022 \n" +
+      "\005grant\030\n \001(\0132\017.baton.v1.GrantH\000\022)\n\nwait_" +
+      "ended\030\013 \001(\0132\023.baton.v1.WaitEndedH\000\022\'\n\014se" +
+      "ssion_lost\030\014 \001(\0132\017.baton.v1.ErrorH\000\022\'\n\th" +
+      "old_lost\030\r \001(\0132\022.baton.v1.HoldLostH\000\022\'\n\005" +
+      "holds\030\016 \001(\0132\026.baton.v1.SessionHoldsH\000\0221\n" +
+      "\nrenew_hold\030\017 \001(\0132\033.baton.v1.RenewHoldRe" +
+      "sponseH\000\0225\n\020revoke_requested\030\020 \001(\0132\031.bat" +
+      "on.v1.RevokeRequestedH\000\022.\n\010proclaim\030\021 \001(" +
+      "\0132\032.baton.v1.ProclaimResponseH\000B\006\n\004kind\"" +
+      "\231\001\n\017RevokeRequested\022\014\n\004name\030\001 \001(\t\022\021\n\town" +
+      "er_key\030\002 \001(\t\022\r\n\005token\030\003 \001(\004\022(\n\005grace\030\004 \001" +
+      "(\0132\031.google.protobuf.Duration\022,\n\010deadlin" +
+      "e\030\005 \001(\0132\032.google.protobuf.Timestamp\"{\n\014S" +
+      "essionHolds\022!\n\005holds\030\001 \003(\0132\022.baton.v1.Ho" +
+      "ldLost\022\r\n\005index\030\002 \001(\004\022\014\n\004done\030\003 \001(\010\022+\n\010r" +
+      "evoking\0302 \003(\0132\031.baton.v1.RevokeRequested" +
+      "\":\n\010HoldLost\022\014\n\004name\030\001 \001(\t\022\021\n\towner_key\030" +
+      "\002 \001(\t\022\r\n\005token\030\003 \001(\004\"\300\002\n\021ChangeAuthReque" +
+      "st\022.\n\004kind\030\001 \001(\0162 .baton.v1.ChangeAuthRe" +
+      "quest.Kind\022\014\n\004user\030\002 \001(\t\022\014\n\004role\030\003 \001(\t\022\016" +
+      "\n\006prefix\030\004 \001(\t\022\r\n\005perms\030\005 \001(\t\022\022\n\nwith_to" +
+      "ken\030\006 \001(\010\"\253\001\n\004Kind\022\024\n\020KIND_UNSPECIFIED\020\000" +
+      "\022\n\n\006ENABLE\020\001\022\013\n\007DISABLE\020\002\022\014\n\010ADD_USER\020\003\022" +
+      "\017\n\013DELETE_USER\020\004\022\016\n\nGRANT_ROLE\020\005\022\017\n\013REVO" +
+      "KE_ROLE\020\006\022\014\n\010ADD_ROLE\020\007\022\017\n\013DELETE_ROLE\020\010" +
+      "\022\t\n\005GRANT\020\t\022\n\n\006REVOKE\020\n\"#\n\022ChangeAuthRes" +
+      "ponse\022\r\n\005token\030\001 \001(\t\"\020\n\016GetAuthRequest\":" +
+      "\n\010AuthUser\022\014\n\004name\030\001 \001(\t\022\r\n\005roles\030\002 \003(\t\022" +
+      "\021\n\thas_token\030\003 \001(\010\"/\n\016AuthPermission\022\016\n\006" +
+      "prefix\030\001 \001(\t\022\r\n\005perms\030\002 \001(\t\"G\n\010AuthRole\022" +
+      "\014\n\004name\030\001 \001(\t\022-\n\013permissions\030\002 \003(\0132\030.bat" +
+      "on.v1.AuthPermission\"u\n\017GetAuthResponse\022" +
+      "\017\n\007enabled\030\001 \001(\010\022!\n\005users\030\002 \003(\0132\022.baton." +
+      "v1.AuthUser\022!\n\005roles\030\003 \003(\0132\022.baton.v1.Au" +
+      "thRole\022\013\n\003you\030\004 \001(\t\"\016\n\014AuditRequest\"h\n\nA" +
+      "uditEntry\022\r\n\005index\030\001 \001(\004\022(\n\004time\030\002 \001(\0132\032" +
+      ".google.protobuf.Timestamp\022\021\n\tprincipal\030" +
+      "\003 \001(\t\022\016\n\006action\030\004 \001(\t\"6\n\rAuditResponse\022%" +
+      "\n\007entries\030\001 \003(\0132\024.baton.v1.AuditEntry\"\r\n" +
+      "\013KeysRequest\"\264\001\n\nSigningKey\022\n\n\002id\030\001 \001(\004\022" +
+      "\022\n\npublic_key\030\002 \001(\014\022+\n\007created\030\003 \001(\0132\032.g" +
+      "oogle.protobuf.Timestamp\022\017\n\007current\030\004 \001(" +
+      "\010\022+\n\007retired\030\005 \001(\0132\032.google.protobuf.Tim" +
+      "estamp\022\033\n\023not_after_unix_nano\030\006 \001(\003\"2\n\014K" +
+      "eysResponse\022\"\n\004keys\030\001 \003(\0132\024.baton.v1.Sig" +
+      "ningKey\"G\n\027RotateSigningKeyRequest\022,\n\tre" +
+      "tention\030\001 \001(\0132\031.google.protobuf.Duration" +
+      "\"N\n\030RotateSigningKeyResponse\022\016\n\006key_id\030\001" +
+      " \001(\004\022\"\n\004keys\030\002 \003(\0132\024.baton.v1.SigningKey" +
+      "*\377\003\n\006Reason\022\026\n\022REASON_UNSPECIFIED\020\000\022\024\n\020I" +
+      "NVALID_ARGUMENT\020\001\022\025\n\021SESSION_NOT_FOUND\020\002" +
+      "\022\022\n\016LOCK_NOT_FOUND\020\003\022\016\n\nNOT_HOLDER\020\004\022\022\n\016" +
+      "TOKEN_MISMATCH\020\005\022\017\n\013BLACKLISTED\020\006\022\024\n\020TOO" +
+      "_MANY_WAITERS\020\007\022\024\n\020TOO_MANY_PENDING\020\010\022\022\n" +
+      "\016STALE_SEQUENCE\020\t\022\017\n\013NOT_WAITING\020\n\022\022\n\016WA" +
+      "IT_CANCELLED\020\013\022\022\n\016WAIT_TIMED_OUT\020\014\022\022\n\016TO" +
+      "O_MANY_HOLDS\020\r\022\016\n\nNOT_LEADER\020\016\022\023\n\017OUTCOM" +
+      "E_UNKNOWN\020\017\022\016\n\nOVERLOADED\020\020\022\023\n\017SESSION_E" +
+      "XPIRED\020\021\022\022\n\016LIMIT_MISMATCH\020\022\022\r\n\tHOLD_LOS" +
+      "T\020\023\022\023\n\017SECRET_MISMATCH\020\024\022\022\n\016NO_CREDENTIA" +
+      "LS\020\025\022\021\n\rNOT_PERMITTED\020\026\022\025\n\021TOO_MANY_SESS" +
+      "IONS\020\027\022\014\n\010NO_SPACE\020\030\022\014\n\010DEADLOCK\020\031*\331\001\n\007H" +
+      "oldEnd\022\030\n\024HOLD_END_UNSPECIFIED\020\000\022\025\n\021HOLD" +
+      "_END_RELEASED\020\001\022\033\n\027HOLD_END_SESSION_CLOS" +
+      "ED\020\002\022\034\n\030HOLD_END_SESSION_EXPIRED\020\003\022\031\n\025HO" +
+      "LD_END_HOLD_EXPIRED\020\004\022\031\n\025HOLD_END_CAS_RE" +
+      "LEASED\020\005\022\026\n\022HOLD_END_ABANDONED\020\006\022\024\n\020HOLD" +
+      "_END_REVOKED\020\0072\260\026\n\005Baton\022B\n\007Session\022\030.ba" +
+      "ton.v1.SessionRequest\032\031.baton.v1.Session" +
+      "Response(\0010\001\022E\n\010Sessions\022\031.baton.v1.Sess" +
+      "ionsRequest\032\032.baton.v1.SessionsResponse(" +
+      "\0010\001\022c\n\013OpenSession\022\034.baton.v1.OpenSessio" +
+      "nRequest\032\035.baton.v1.OpenSessionResponse\"" +
+      "\027\202\323\344\223\002\021\"\014/v1/sessions:\001*\022t\n\tKeepAlive\022\032." +
+      "baton.v1.KeepAliveRequest\032\033.baton.v1.Kee" +
+      "pAliveResponse\".\202\323\344\223\002(\"#/v1/sessions/{se" +
+      "ssion_id}/keepalive:\001*\022y\n\014CloseSession\022\035" +
+      ".baton.v1.CloseSessionRequest\032\036.baton.v1" +
+      ".CloseSessionResponse\"*\202\323\344\223\002$\"\037/v1/sessi" +
+      "ons/{session_id}/close:\001*\022\\\n\007Acquire\022\030.b" +
+      "aton.v1.AcquireRequest\032\031.baton.v1.Acquir" +
+      "eResponse\"\034\202\323\344\223\002\026\"\021/v1/locks/acquire:\001*\022" +
+      "m\n\013AcquireMany\022\034.baton.v1.AcquireManyReq" +
+      "uest\032\035.baton.v1.AcquireManyResponse\"!\202\323\344" +
+      "\223\002\033\"\026/v1/locks/acquire-many:\001*\022`\n\tRenewH" +
+      "old\022\032.baton.v1.RenewHoldRequest\032\033.baton." +
+      "v1.RenewHoldResponse\"\032\202\323\344\223\002\024\"\017/v1/locks/" +
+      "renew:\001*\022\\\n\007Release\022\030.baton.v1.ReleaseRe" +
+      "quest\032\031.baton.v1.ReleaseResponse\"\034\202\323\344\223\002\026" +
+      "\"\021/v1/locks/release:\001*\022`\n\010Proclaim\022\031.bat" +
+      "on.v1.ProclaimRequest\032\032.baton.v1.Proclai" +
+      "mResponse\"\035\202\323\344\223\002\027\"\022/v1/locks/proclaim:\001*" +
+      "\022i\n\nCasRelease\022\033.baton.v1.CasReleaseRequ" +
+      "est\032\034.baton.v1.CasReleaseResponse\" \202\323\344\223\002" +
+      "\032\"\025/v1/locks/cas-release:\001*\022X\n\006Revoke\022\027." +
+      "baton.v1.RevokeRequest\032\030.baton.v1.Revoke" +
+      "Response\"\033\202\323\344\223\002\025\"\020/v1/locks/revoke:\001*\022K\n" +
+      "\005Check\022\026.baton.v1.CheckRequest\032\027.baton.v" +
+      "1.CheckResponse\"\021\202\323\344\223\002\013\022\t/v1/check\022D\n\003Ge" +
+      "t\022\024.baton.v1.GetRequest\032\025.baton.v1.GetRe" +
+      "sponse\"\020\202\323\344\223\002\n\022\010/v1/lock\022S\n\007History\022\030.ba" +
+      "ton.v1.HistoryRequest\032\031.baton.v1.History" +
+      "Response\"\023\202\323\344\223\002\r\022\013/v1/history\022H\n\004List\022\025." +
+      "baton.v1.ListRequest\032\026.baton.v1.ListResp" +
+      "onse\"\021\202\323\344\223\002\013\022\t/v1/locks\022c\n\014ListSessions\022" +
+      "\035.baton.v1.ListSessionsRequest\032\036.baton.v" +
+      "1.ListSessionsResponse\"\024\202\323\344\223\002\016\022\014/v1/sess" +
+      "ions\022M\n\005Watch\022\026.baton.v1.WatchRequest\032\027." +
+      "baton.v1.WatchResponse\"\021\202\323\344\223\002\013\022\t/v1/watc" +
+      "h0\001\022t\n\tBlacklist\022\032.baton.v1.BlacklistReq" +
+      "uest\032\033.baton.v1.BlacklistResponse\".\202\323\344\223\002" +
+      "(\"#/v1/sessions/{session_id}/blacklist:\001" +
+      "*\022O\n\006Status\022\027.baton.v1.StatusRequest\032\030.b" +
+      "aton.v1.StatusResponse\"\022\202\323\344\223\002\014\022\n/v1/stat" +
+      "us\022`\n\tAddMember\022\032.baton.v1.AddMemberRequ" +
+      "est\032\033.baton.v1.AddMemberResponse\"\032\202\323\344\223\002\024" +
+      "\"\017/v1/members/add:\001*\022p\n\rPromoteMember\022\036." +
+      "baton.v1.PromoteMemberRequest\032\037.baton.v1" +
+      ".PromoteMemberResponse\"\036\202\323\344\223\002\030\"\023/v1/memb" +
+      "ers/promote:\001*\022l\n\014RemoveMember\022\035.baton.v" +
+      "1.RemoveMemberRequest\032\036.baton.v1.RemoveM" +
+      "emberResponse\"\035\202\323\344\223\002\027\"\022/v1/members/remov" +
+      "e:\001*\022\177\n\022TransferLeadership\022#.baton.v1.Tr" +
+      "ansferLeadershipRequest\032$.baton.v1.Trans" +
+      "ferLeadershipResponse\"\036\202\323\344\223\002\030\"\023/v1/leade" +
+      "r/transfer:\001*\022\\\n\nChangeAuth\022\033.baton.v1.C" +
+      "hangeAuthRequest\032\034.baton.v1.ChangeAuthRe" +
+      "sponse\"\023\202\323\344\223\002\r\"\010/v1/auth:\001*\022P\n\007GetAuth\022\030" +
+      ".baton.v1.GetAuthRequest\032\031.baton.v1.GetA" +
+      "uthResponse\"\020\202\323\344\223\002\n\022\010/v1/auth\022K\n\005Audit\022\026" +
+      ".baton.v1.AuditRequest\032\027.baton.v1.AuditR" +
+      "esponse\"\021\202\323\344\223\002\013\022\t/v1/audit\022G\n\004Keys\022\025.bat" +
+      "on.v1.KeysRequest\032\026.baton.v1.KeysRespons" +
+      "e\"\020\202\323\344\223\002\n\022\010/v1/keys\022u\n\020RotateSigningKey\022" +
+      "!.baton.v1.RotateSigningKeyRequest\032\".bat" +
+      "on.v1.RotateSigningKeyResponse\"\032\202\323\344\223\002\024\"\017" +
+      "/v1/keys/rotate:\001*\022e\n\014SaveSnapshot\022\035.bat" +
+      "on.v1.SaveSnapshotRequest\032\036.baton.v1.Sav" +
+      "eSnapshotResponse\"\024\202\323\344\223\002\016\022\014/v1/snapshot0" +
+      "\001B(Z&github.com/batonlock/baton/api/bato" +
+      "npbb\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -85377,7 +89795,7 @@ public final class BatonOuterClass {
     internal_static_baton_v1_Holder_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_Holder_descriptor,
-        new java.lang.String[] { "SessionId", "Owner", "OwnerKey", "Token", "Count", "Since", "Shared", "HoldLimit", "LockDelay", "Value", });
+        new java.lang.String[] { "SessionId", "Owner", "OwnerKey", "Token", "Count", "Since", "Shared", "HoldLimit", "LockDelay", "RevokeDeadline", "RevokeGrace", "Value", });
     internal_static_baton_v1_Waiter_descriptor =
       getDescriptor().getMessageTypes().get(13);
     internal_static_baton_v1_Waiter_fieldAccessorTable = new
@@ -85444,374 +89862,392 @@ public final class BatonOuterClass {
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_CasReleaseResponse_descriptor,
         new java.lang.String[] { });
-    internal_static_baton_v1_CheckRequest_descriptor =
+    internal_static_baton_v1_RevokeRequest_descriptor =
       getDescriptor().getMessageTypes().get(24);
+    internal_static_baton_v1_RevokeRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
+        internal_static_baton_v1_RevokeRequest_descriptor,
+        new java.lang.String[] { "Name", "Token", "Grace", });
+    internal_static_baton_v1_RevokeResponse_descriptor =
+      getDescriptor().getMessageTypes().get(25);
+    internal_static_baton_v1_RevokeResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
+        internal_static_baton_v1_RevokeResponse_descriptor,
+        new java.lang.String[] { "Revoked", });
+    internal_static_baton_v1_CheckRequest_descriptor =
+      getDescriptor().getMessageTypes().get(26);
     internal_static_baton_v1_CheckRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_CheckRequest_descriptor,
         new java.lang.String[] { "Name", "Token", });
     internal_static_baton_v1_CheckResponse_descriptor =
-      getDescriptor().getMessageTypes().get(25);
+      getDescriptor().getMessageTypes().get(27);
     internal_static_baton_v1_CheckResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_CheckResponse_descriptor,
         new java.lang.String[] { "Held", "Holder", });
     internal_static_baton_v1_GetRequest_descriptor =
-      getDescriptor().getMessageTypes().get(26);
+      getDescriptor().getMessageTypes().get(28);
     internal_static_baton_v1_GetRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_GetRequest_descriptor,
         new java.lang.String[] { "Name", });
     internal_static_baton_v1_Lock_descriptor =
-      getDescriptor().getMessageTypes().get(27);
+      getDescriptor().getMessageTypes().get(29);
     internal_static_baton_v1_Lock_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_Lock_descriptor,
         new java.lang.String[] { "Name", "Holders", "Waiters", "Limit", "DelayedUntil", });
     internal_static_baton_v1_GetResponse_descriptor =
-      getDescriptor().getMessageTypes().get(28);
+      getDescriptor().getMessageTypes().get(30);
     internal_static_baton_v1_GetResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_GetResponse_descriptor,
         new java.lang.String[] { "Lock", "History", });
     internal_static_baton_v1_HistoryRequest_descriptor =
-      getDescriptor().getMessageTypes().get(29);
+      getDescriptor().getMessageTypes().get(31);
     internal_static_baton_v1_HistoryRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_HistoryRequest_descriptor,
         new java.lang.String[] { "Name", });
     internal_static_baton_v1_HistoryResponse_descriptor =
-      getDescriptor().getMessageTypes().get(30);
+      getDescriptor().getMessageTypes().get(32);
     internal_static_baton_v1_HistoryResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_HistoryResponse_descriptor,
         new java.lang.String[] { "Holds", "AppliedIndex", "Replicated", });
     internal_static_baton_v1_PastHold_descriptor =
-      getDescriptor().getMessageTypes().get(31);
+      getDescriptor().getMessageTypes().get(33);
     internal_static_baton_v1_PastHold_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_PastHold_descriptor,
         new java.lang.String[] { "SessionId", "Owner", "OwnerKey", "Token", "Shared", "Since", "Ended", "EndedIndex", "How", });
     internal_static_baton_v1_ListRequest_descriptor =
-      getDescriptor().getMessageTypes().get(32);
+      getDescriptor().getMessageTypes().get(34);
     internal_static_baton_v1_ListRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ListRequest_descriptor,
         new java.lang.String[] { "Prefix", "PageSize", "PageToken", });
     internal_static_baton_v1_LockSummary_descriptor =
-      getDescriptor().getMessageTypes().get(33);
+      getDescriptor().getMessageTypes().get(35);
     internal_static_baton_v1_LockSummary_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_LockSummary_descriptor,
         new java.lang.String[] { "Name", "Holder", "Waiters", "Holders", "Limit", "DelayedUntil", });
     internal_static_baton_v1_ListResponse_descriptor =
-      getDescriptor().getMessageTypes().get(34);
+      getDescriptor().getMessageTypes().get(36);
     internal_static_baton_v1_ListResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ListResponse_descriptor,
         new java.lang.String[] { "Locks", "NextPageToken", });
     internal_static_baton_v1_Session_descriptor =
-      getDescriptor().getMessageTypes().get(35);
+      getDescriptor().getMessageTypes().get(37);
     internal_static_baton_v1_Session_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_Session_descriptor,
         new java.lang.String[] { "Id", "Owner", "Ttl", "Blacklisted", "Created", "Holds", });
     internal_static_baton_v1_ListSessionsRequest_descriptor =
-      getDescriptor().getMessageTypes().get(36);
+      getDescriptor().getMessageTypes().get(38);
     internal_static_baton_v1_ListSessionsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ListSessionsRequest_descriptor,
         new java.lang.String[] { "PageSize", "AfterId", });
     internal_static_baton_v1_ListSessionsResponse_descriptor =
-      getDescriptor().getMessageTypes().get(37);
+      getDescriptor().getMessageTypes().get(39);
     internal_static_baton_v1_ListSessionsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ListSessionsResponse_descriptor,
         new java.lang.String[] { "Sessions", "NextAfterId", });
     internal_static_baton_v1_BlacklistRequest_descriptor =
-      getDescriptor().getMessageTypes().get(38);
+      getDescriptor().getMessageTypes().get(40);
     internal_static_baton_v1_BlacklistRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_BlacklistRequest_descriptor,
         new java.lang.String[] { "SessionId", });
     internal_static_baton_v1_BlacklistResponse_descriptor =
-      getDescriptor().getMessageTypes().get(39);
+      getDescriptor().getMessageTypes().get(41);
     internal_static_baton_v1_BlacklistResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_BlacklistResponse_descriptor,
         new java.lang.String[] { });
     internal_static_baton_v1_WatchRequest_descriptor =
-      getDescriptor().getMessageTypes().get(40);
+      getDescriptor().getMessageTypes().get(42);
     internal_static_baton_v1_WatchRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_WatchRequest_descriptor,
         new java.lang.String[] { "Name", });
     internal_static_baton_v1_WatchResponse_descriptor =
-      getDescriptor().getMessageTypes().get(41);
+      getDescriptor().getMessageTypes().get(43);
     internal_static_baton_v1_WatchResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_WatchResponse_descriptor,
         new java.lang.String[] { "Lock", "Index", });
     internal_static_baton_v1_StatusRequest_descriptor =
-      getDescriptor().getMessageTypes().get(42);
+      getDescriptor().getMessageTypes().get(44);
     internal_static_baton_v1_StatusRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_StatusRequest_descriptor,
         new java.lang.String[] { });
     internal_static_baton_v1_Member_descriptor =
-      getDescriptor().getMessageTypes().get(43);
+      getDescriptor().getMessageTypes().get(45);
     internal_static_baton_v1_Member_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_Member_descriptor,
         new java.lang.String[] { "Name", "Id", "PeerAddr", "ClientAddr", "Learner", "LogVersion", });
     internal_static_baton_v1_AddMemberRequest_descriptor =
-      getDescriptor().getMessageTypes().get(44);
+      getDescriptor().getMessageTypes().get(46);
     internal_static_baton_v1_AddMemberRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AddMemberRequest_descriptor,
         new java.lang.String[] { "Name", "PeerAddr", "Learner", });
     internal_static_baton_v1_AddMemberResponse_descriptor =
-      getDescriptor().getMessageTypes().get(45);
+      getDescriptor().getMessageTypes().get(47);
     internal_static_baton_v1_AddMemberResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AddMemberResponse_descriptor,
         new java.lang.String[] { "Members", "InitialCluster", });
     internal_static_baton_v1_PromoteMemberRequest_descriptor =
-      getDescriptor().getMessageTypes().get(46);
+      getDescriptor().getMessageTypes().get(48);
     internal_static_baton_v1_PromoteMemberRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_PromoteMemberRequest_descriptor,
         new java.lang.String[] { "Name", });
     internal_static_baton_v1_PromoteMemberResponse_descriptor =
-      getDescriptor().getMessageTypes().get(47);
+      getDescriptor().getMessageTypes().get(49);
     internal_static_baton_v1_PromoteMemberResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_PromoteMemberResponse_descriptor,
         new java.lang.String[] { "Members", });
     internal_static_baton_v1_TransferLeadershipRequest_descriptor =
-      getDescriptor().getMessageTypes().get(48);
+      getDescriptor().getMessageTypes().get(50);
     internal_static_baton_v1_TransferLeadershipRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_TransferLeadershipRequest_descriptor,
         new java.lang.String[] { "To", });
     internal_static_baton_v1_TransferLeadershipResponse_descriptor =
-      getDescriptor().getMessageTypes().get(49);
+      getDescriptor().getMessageTypes().get(51);
     internal_static_baton_v1_TransferLeadershipResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_TransferLeadershipResponse_descriptor,
         new java.lang.String[] { "Leader", "LeaderAddr", });
     internal_static_baton_v1_RemoveMemberRequest_descriptor =
-      getDescriptor().getMessageTypes().get(50);
+      getDescriptor().getMessageTypes().get(52);
     internal_static_baton_v1_RemoveMemberRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_RemoveMemberRequest_descriptor,
         new java.lang.String[] { "Name", });
     internal_static_baton_v1_RemoveMemberResponse_descriptor =
-      getDescriptor().getMessageTypes().get(51);
+      getDescriptor().getMessageTypes().get(53);
     internal_static_baton_v1_RemoveMemberResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_RemoveMemberResponse_descriptor,
         new java.lang.String[] { "Members", });
     internal_static_baton_v1_StatusResponse_descriptor =
-      getDescriptor().getMessageTypes().get(52);
+      getDescriptor().getMessageTypes().get(54);
     internal_static_baton_v1_StatusResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_StatusResponse_descriptor,
         new java.lang.String[] { "Name", "Id", "Leader", "LeaderId", "LeaderAddr", "Term", "CommitIndex", "AppliedIndex", "Members", "Role", "Sessions", "Locks", "Version", "LogVersion", "DiskFreeBytes", "MinFreeDiskBytes", "LowDisk", "ClusterId", "DiskFreeBytes", });
     internal_static_baton_v1_SaveSnapshotRequest_descriptor =
-      getDescriptor().getMessageTypes().get(53);
+      getDescriptor().getMessageTypes().get(55);
     internal_static_baton_v1_SaveSnapshotRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_SaveSnapshotRequest_descriptor,
         new java.lang.String[] { });
     internal_static_baton_v1_SaveSnapshotResponse_descriptor =
-      getDescriptor().getMessageTypes().get(54);
+      getDescriptor().getMessageTypes().get(56);
     internal_static_baton_v1_SaveSnapshotResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_SaveSnapshotResponse_descriptor,
         new java.lang.String[] { "Header", "Data", });
     internal_static_baton_v1_SnapshotHeader_descriptor =
-      getDescriptor().getMessageTypes().get(55);
+      getDescriptor().getMessageTypes().get(57);
     internal_static_baton_v1_SnapshotHeader_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_SnapshotHeader_descriptor,
         new java.lang.String[] { "ClusterId", "Index", "Term", "LogVersion", "Members", "Size", "DataSha256", "TakenBy", "TakenAt", });
     internal_static_baton_v1_Error_descriptor =
-      getDescriptor().getMessageTypes().get(56);
+      getDescriptor().getMessageTypes().get(58);
     internal_static_baton_v1_Error_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_Error_descriptor,
         new java.lang.String[] { "Code", "Reason", "Message", "LeaderAddr", "DeadlockCycle", });
     internal_static_baton_v1_DeadlockEdge_descriptor =
-      getDescriptor().getMessageTypes().get(57);
+      getDescriptor().getMessageTypes().get(59);
     internal_static_baton_v1_DeadlockEdge_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_DeadlockEdge_descriptor,
         new java.lang.String[] { "SessionId", "OwnerKey", "Lock", "QueuedAhead", "BlockerSessionId", "BlockerOwnerKey", });
     internal_static_baton_v1_DeadlockCycle_descriptor =
-      getDescriptor().getMessageTypes().get(58);
+      getDescriptor().getMessageTypes().get(60);
     internal_static_baton_v1_DeadlockCycle_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_DeadlockCycle_descriptor,
         new java.lang.String[] { "Edges", });
     internal_static_baton_v1_ResumeSession_descriptor =
-      getDescriptor().getMessageTypes().get(59);
+      getDescriptor().getMessageTypes().get(61);
     internal_static_baton_v1_ResumeSession_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ResumeSession_descriptor,
         new java.lang.String[] { "SessionId", "Secret", });
     internal_static_baton_v1_SessionRequest_descriptor =
-      getDescriptor().getMessageTypes().get(60);
+      getDescriptor().getMessageTypes().get(62);
     internal_static_baton_v1_SessionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_SessionRequest_descriptor,
         new java.lang.String[] { "Id", "Open", "Resume", "KeepAlive", "Acquire", "Release", "Cancel", "AcquireMany", "Close", "RenewHold", "Proclaim", "Kind", });
     internal_static_baton_v1_SessionsRequest_descriptor =
-      getDescriptor().getMessageTypes().get(61);
+      getDescriptor().getMessageTypes().get(63);
     internal_static_baton_v1_SessionsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_SessionsRequest_descriptor,
         new java.lang.String[] { "Requests", });
     internal_static_baton_v1_ChannelRequest_descriptor =
-      getDescriptor().getMessageTypes().get(62);
+      getDescriptor().getMessageTypes().get(64);
     internal_static_baton_v1_ChannelRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ChannelRequest_descriptor,
         new java.lang.String[] { "Channel", "Request", "Detach", });
     internal_static_baton_v1_SessionsResponse_descriptor =
-      getDescriptor().getMessageTypes().get(63);
+      getDescriptor().getMessageTypes().get(65);
     internal_static_baton_v1_SessionsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_SessionsResponse_descriptor,
         new java.lang.String[] { "Responses", });
     internal_static_baton_v1_ChannelResponse_descriptor =
-      getDescriptor().getMessageTypes().get(64);
+      getDescriptor().getMessageTypes().get(66);
     internal_static_baton_v1_ChannelResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ChannelResponse_descriptor,
         new java.lang.String[] { "Channel", "Response", "End", });
     internal_static_baton_v1_ChannelEnd_descriptor =
-      getDescriptor().getMessageTypes().get(65);
+      getDescriptor().getMessageTypes().get(67);
     internal_static_baton_v1_ChannelEnd_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ChannelEnd_descriptor,
         new java.lang.String[] { "Error", });
     internal_static_baton_v1_Grant_descriptor =
-      getDescriptor().getMessageTypes().get(66);
+      getDescriptor().getMessageTypes().get(68);
     internal_static_baton_v1_Grant_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_Grant_descriptor,
         new java.lang.String[] { "Seq", "Name", "Token", "SignedToken", });
     internal_static_baton_v1_WaitEnded_descriptor =
-      getDescriptor().getMessageTypes().get(67);
+      getDescriptor().getMessageTypes().get(69);
     internal_static_baton_v1_WaitEnded_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_WaitEnded_descriptor,
         new java.lang.String[] { "Seq", "Name", "Reason", });
     internal_static_baton_v1_SessionResponse_descriptor =
-      getDescriptor().getMessageTypes().get(68);
+      getDescriptor().getMessageTypes().get(70);
     internal_static_baton_v1_SessionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_SessionResponse_descriptor,
-        new java.lang.String[] { "Id", "Error", "Open", "KeepAlive", "Acquire", "Release", "Cancel", "AcquireMany", "Close", "Grant", "WaitEnded", "SessionLost", "HoldLost", "Holds", "RenewHold", "Proclaim", "Kind", });
+        new java.lang.String[] { "Id", "Error", "Open", "KeepAlive", "Acquire", "Release", "Cancel", "AcquireMany", "Close", "Grant", "WaitEnded", "SessionLost", "HoldLost", "Holds", "RenewHold", "RevokeRequested", "Proclaim", "Kind", });
+    internal_static_baton_v1_RevokeRequested_descriptor =
+      getDescriptor().getMessageTypes().get(71);
+    internal_static_baton_v1_RevokeRequested_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
+        internal_static_baton_v1_RevokeRequested_descriptor,
+        new java.lang.String[] { "Name", "OwnerKey", "Token", "Grace", "Deadline", });
     internal_static_baton_v1_SessionHolds_descriptor =
-      getDescriptor().getMessageTypes().get(69);
+      getDescriptor().getMessageTypes().get(72);
     internal_static_baton_v1_SessionHolds_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_SessionHolds_descriptor,
-        new java.lang.String[] { "Holds", "Index", "Done", });
+        new java.lang.String[] { "Holds", "Index", "Done", "Revoking", });
     internal_static_baton_v1_HoldLost_descriptor =
-      getDescriptor().getMessageTypes().get(70);
+      getDescriptor().getMessageTypes().get(73);
     internal_static_baton_v1_HoldLost_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_HoldLost_descriptor,
         new java.lang.String[] { "Name", "OwnerKey", "Token", });
     internal_static_baton_v1_ChangeAuthRequest_descriptor =
-      getDescriptor().getMessageTypes().get(71);
+      getDescriptor().getMessageTypes().get(74);
     internal_static_baton_v1_ChangeAuthRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ChangeAuthRequest_descriptor,
         new java.lang.String[] { "Kind", "User", "Role", "Prefix", "Perms", "WithToken", });
     internal_static_baton_v1_ChangeAuthResponse_descriptor =
-      getDescriptor().getMessageTypes().get(72);
+      getDescriptor().getMessageTypes().get(75);
     internal_static_baton_v1_ChangeAuthResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_ChangeAuthResponse_descriptor,
         new java.lang.String[] { "Token", });
     internal_static_baton_v1_GetAuthRequest_descriptor =
-      getDescriptor().getMessageTypes().get(73);
+      getDescriptor().getMessageTypes().get(76);
     internal_static_baton_v1_GetAuthRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_GetAuthRequest_descriptor,
         new java.lang.String[] { });
     internal_static_baton_v1_AuthUser_descriptor =
-      getDescriptor().getMessageTypes().get(74);
+      getDescriptor().getMessageTypes().get(77);
     internal_static_baton_v1_AuthUser_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AuthUser_descriptor,
         new java.lang.String[] { "Name", "Roles", "HasToken", });
     internal_static_baton_v1_AuthPermission_descriptor =
-      getDescriptor().getMessageTypes().get(75);
+      getDescriptor().getMessageTypes().get(78);
     internal_static_baton_v1_AuthPermission_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AuthPermission_descriptor,
         new java.lang.String[] { "Prefix", "Perms", });
     internal_static_baton_v1_AuthRole_descriptor =
-      getDescriptor().getMessageTypes().get(76);
+      getDescriptor().getMessageTypes().get(79);
     internal_static_baton_v1_AuthRole_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AuthRole_descriptor,
         new java.lang.String[] { "Name", "Permissions", });
     internal_static_baton_v1_GetAuthResponse_descriptor =
-      getDescriptor().getMessageTypes().get(77);
+      getDescriptor().getMessageTypes().get(80);
     internal_static_baton_v1_GetAuthResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_GetAuthResponse_descriptor,
         new java.lang.String[] { "Enabled", "Users", "Roles", "You", });
     internal_static_baton_v1_AuditRequest_descriptor =
-      getDescriptor().getMessageTypes().get(78);
+      getDescriptor().getMessageTypes().get(81);
     internal_static_baton_v1_AuditRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AuditRequest_descriptor,
         new java.lang.String[] { });
     internal_static_baton_v1_AuditEntry_descriptor =
-      getDescriptor().getMessageTypes().get(79);
+      getDescriptor().getMessageTypes().get(82);
     internal_static_baton_v1_AuditEntry_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AuditEntry_descriptor,
         new java.lang.String[] { "Index", "Time", "Principal", "Action", });
     internal_static_baton_v1_AuditResponse_descriptor =
-      getDescriptor().getMessageTypes().get(80);
+      getDescriptor().getMessageTypes().get(83);
     internal_static_baton_v1_AuditResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_AuditResponse_descriptor,
         new java.lang.String[] { "Entries", });
     internal_static_baton_v1_KeysRequest_descriptor =
-      getDescriptor().getMessageTypes().get(81);
+      getDescriptor().getMessageTypes().get(84);
     internal_static_baton_v1_KeysRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_KeysRequest_descriptor,
         new java.lang.String[] { });
     internal_static_baton_v1_SigningKey_descriptor =
-      getDescriptor().getMessageTypes().get(82);
+      getDescriptor().getMessageTypes().get(85);
     internal_static_baton_v1_SigningKey_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_SigningKey_descriptor,
         new java.lang.String[] { "Id", "PublicKey", "Created", "Current", "Retired", "NotAfterUnixNano", });
     internal_static_baton_v1_KeysResponse_descriptor =
-      getDescriptor().getMessageTypes().get(83);
+      getDescriptor().getMessageTypes().get(86);
     internal_static_baton_v1_KeysResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_KeysResponse_descriptor,
         new java.lang.String[] { "Keys", });
     internal_static_baton_v1_RotateSigningKeyRequest_descriptor =
-      getDescriptor().getMessageTypes().get(84);
+      getDescriptor().getMessageTypes().get(87);
     internal_static_baton_v1_RotateSigningKeyRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_RotateSigningKeyRequest_descriptor,
         new java.lang.String[] { "Retention", });
     internal_static_baton_v1_RotateSigningKeyResponse_descriptor =
-      getDescriptor().getMessageTypes().get(85);
+      getDescriptor().getMessageTypes().get(88);
     internal_static_baton_v1_RotateSigningKeyResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_RotateSigningKeyResponse_descriptor,
