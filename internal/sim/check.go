@@ -351,10 +351,10 @@ func (k *checker) finalChecks() {
 	}
 	delays := map[string]delayRun{} // lock → the lock-delay it is in
 	revokes := map[revokedHold]revokeRun{}
-	cur := map[hold]bool{}          // the holds after the previous entry
-	last := map[string]uint64{}     // lock → highest token ever granted
-	endAt := map[hold]uint64{}      // hold → index of the entry that ended it
-	seen := map[hold]bool{}         // every hold there ever was
+	cur := map[hold]bool{}      // the holds after the previous entry
+	last := map[string]uint64{} // lock → highest token ever granted
+	endAt := map[hold]uint64{}  // hold → index of the entry that ended it
+	seen := map[hold]bool{}     // every hold there ever was
 	type sessionSeq struct{ session, seq uint64 }
 	refused := map[sessionSeq]bool{} // acquires refused as deadlocks
 	for _, i := range idx {

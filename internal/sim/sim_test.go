@@ -281,7 +281,7 @@ func addStats(a, b Stats) Stats {
 		DelayedBusy: a.DelayedBusy + b.DelayedBusy, HistoryEnds: a.HistoryEnds + b.HistoryEnds,
 		Proclaims: a.Proclaims + b.Proclaims, ValuesRead: a.ValuesRead + b.ValuesRead,
 		Deadlocks: a.Deadlocks + b.Deadlocks,
-		Revokes: a.Revokes + b.Revokes, RevokesTold: a.RevokesTold + b.RevokesTold,
+		Revokes:   a.Revokes + b.Revokes, RevokesTold: a.RevokesTold + b.RevokesTold,
 		RevokesHonoured: a.RevokesHonoured + b.RevokesHonoured, HoldsRevoked: a.HoldsRevoked + b.HoldsRevoked,
 	}
 }
