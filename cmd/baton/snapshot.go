@@ -147,7 +147,7 @@ func printSnapshot(info baton.SnapshotInfo) error {
 	fmt.Fprintf(w, "term\t%d\n", info.Term)
 	fmt.Fprintf(w, "log version\t%d\n", info.LogVersion)
 	fmt.Fprintf(w, "size\t%d bytes, checksums verified (SHA-256)\n", info.Size)
-	taken := info.TakenBy
+	taken := "member " + info.TakenBy
 	if !info.TakenAt.IsZero() {
 		taken += " at " + info.TakenAt.UTC().Format(time.RFC3339)
 	}
