@@ -11,6 +11,7 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -25,9 +26,30 @@ import (
 // 100 MB backup is a hundred messages.
 const backupChunk = 1 << 20
 
+// MaxBackups bounds the backups one member takes or sends at once: each
+// holds a copy of the whole state until its caller has read it, so
+// callers that read slowly, or many at once, would otherwise hold as many
+// copies.
+const MaxBackups = 2
+
+// startBackup counts a backup in, or refuses it past MaxBackups; done
+// counts it out.
+func (s *Server) startBackup() (done func(), err error) {
+	if s.backups.Add(1) > MaxBackups {
+		s.backups.Add(-1)
+		return nil, status.Errorf(codes.ResourceExhausted, "this member is taking or sending %d backups, its limit; try again when one has finished", MaxBackups)
+	}
+	return func() { s.backups.Add(-1) }, nil
+}
+
 // SaveSnapshot implements batonpb.BatonServer: the header, then the data
 // in chunks of backupChunk.
 func (s *Server) SaveSnapshot(_ *batonpb.SaveSnapshotRequest, stream grpc.ServerStreamingServer[batonpb.SaveSnapshotResponse]) error {
+	done, err := s.startBackup()
+	if err != nil {
+		return err
+	}
+	defer done()
 	h, data, err := s.backup(stream.Context())
 	if err != nil {
 		return err
@@ -59,7 +81,13 @@ func (s *Server) httpSaveSnapshot() http.HandlerFunc {
 		}
 		// The bearer token is passed on as the gateway passes it.
 		ctx := metadata.NewIncomingContext(r.Context(), metadata.Pairs("authorization", r.Header.Get("Authorization")))
-		h, data, err := s.backup(ctx)
+		done, err := s.startBackup()
+		var h *batonpb.SnapshotHeader
+		var data []byte
+		if err == nil {
+			defer done()
+			h, data, err = s.backup(ctx)
+		}
 		if err != nil {
 			st := status.Convert(err)
 			body, _ := json.Marshal(map[string]any{"code": st.Code(), "message": st.Message()})

@@ -143,6 +143,8 @@ type Server struct {
 	// Sessions streams' batching, for /metrics.
 	streamMessages, streamResponses atomic.Uint64
 	framedStreams                   atomic.Uint64 // Sessions streams on streamconn
+	// backups counts the backups being taken or sent (MaxBackups).
+	backups atomic.Int32
 	// clientConns is the client port's listener once Serve started.
 	clientConns atomic.Pointer[trackedListener]
 	// handshakesFailed counts client connections closed before they
