@@ -70,6 +70,10 @@ type PastHold struct {
 	Ended      int64 // unix nanoseconds
 	EndedIndex uint64
 	How        HoldEnd
+	// Value is the hold's value when it ended (what an election's leader
+	// had published), from WatchHistoryVersion; "" below it, and for a
+	// hold that had none.
+	Value string
 }
 
 // pastLock is one lock's history: a ring of its last ends, and its place
@@ -103,7 +107,8 @@ func (m *Machine) historyReplicated() bool { return m.logVersion >= HistoryVersi
 // member's own since it started or last restored a snapshot.
 func (m *Machine) HistoryReplicated() bool { return m.historyReplicated() }
 
-// recordEnd adds the end of hold h of l, by the entry being applied.
+// recordEnd adds the end of hold h of l, by the entry being applied. It
+// is called before h leaves l, while l still has h's value.
 func (m *Machine) recordEnd(a *apply, l *lock, h *holder, how HoldEnd) {
 	p := &m.past
 	if p.locks == nil {
@@ -132,9 +137,15 @@ func (m *Machine) recordEnd(a *apply, l *lock, h *holder, how HoldEnd) {
 		p.unlink(pl)
 	}
 	p.pushFront(pl)
+	var value string
+	if m.logVersion >= WatchHistoryVersion {
+		// Below it no member records a value: a snapshot of an older
+		// version keeps the bytes older releases encode.
+		value = l.holderValue(h)
+	}
 	pl.holds[pl.next] = PastHold{
 		SessionID: h.s.id, Owner: h.s.owner, OwnerKey: h.ownerKey, Token: h.token, Shared: h.shared,
-		Since: h.since, Ended: a.wall, EndedIndex: a.index, How: how,
+		Since: h.since, Ended: a.wall, EndedIndex: a.index, How: how, Value: value,
 	}
 	pl.next = (pl.next + 1) % PastHoldsPerLock
 	pl.n = min(pl.n+1, PastHoldsPerLock)

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/batonlock/baton/api/protofield"
+	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
@@ -29,6 +30,7 @@ const (
 	pastEnded      protowire.Number = 7
 	pastEndedIndex protowire.Number = 8
 	pastHow        protowire.Number = 9
+	pastValue      protowire.Number = 10
 )
 
 // appendPastLock appends pl as one element of the snapshot's history
@@ -55,6 +57,7 @@ func appendPastLock(b []byte, pl *pastLock) []byte {
 		b = protofield.AppendUint(b, pastEnded, uint64(h.Ended))
 		b = protofield.AppendUint(b, pastEndedIndex, h.EndedIndex)
 		b = protofield.AppendUint(b, pastHow, uint64(h.How))
+		b = protofield.AppendString(b, pastValue, h.Value) // "" below WatchHistoryVersion: left out
 	}
 	return b
 }
@@ -69,7 +72,7 @@ func pastHoldSize(h *PastHold) int {
 		protofield.SizeString(pastOwnerKey, h.OwnerKey) + protofield.SizeUint(pastToken, h.Token) +
 		protofield.SizeBool(pastShared, h.Shared) + protofield.SizeUint(pastSince, uint64(h.Since)) +
 		protofield.SizeUint(pastEnded, uint64(h.Ended)) + protofield.SizeUint(pastEndedIndex, h.EndedIndex) +
-		protofield.SizeUint(pastHow, uint64(h.How))
+		protofield.SizeUint(pastHow, uint64(h.How)) + protofield.SizeString(pastValue, h.Value)
 }
 
 // encodeHistory appends the history, if replicated, as Snapshot.history.
@@ -128,7 +131,7 @@ func (m *Machine) loadHistory(data []byte) error {
 			prev = e.GetEndedIndex()
 			pl.holds[i] = PastHold{SessionID: e.GetSessionId(), Owner: e.GetOwner(), OwnerKey: e.GetOwnerKey(),
 				Token: e.GetToken(), Shared: e.GetShared(), Since: e.GetSinceUnixNano(), Ended: e.GetEndedUnixNano(),
-				EndedIndex: e.GetEndedIndex(), How: HoldEnd(e.GetHow())}
+				EndedIndex: e.GetEndedIndex(), How: HoldEnd(e.GetHow()), Value: e.GetValue()}
 		}
 		if prev < lastEnded {
 			return fmt.Errorf("lock %q: its last end, at %d, is older than the last end of the lock before it, at %d", name, prev, lastEnded)
@@ -146,7 +149,8 @@ func (m *Machine) loadHistory(data []byte) error {
 // checkPastHold checks an end read from a snapshot: a session opened no
 // later than the grant, granted no later than the end, by an entry no
 // later than the applied index and not before after, the end recorded
-// before it.
+// before it; a value only from WatchHistoryVersion, and one a hold could
+// have had.
 func (m *Machine) checkPastHold(e *fsmpb.PastHold, after uint64) error {
 	switch {
 	case e.GetHow() <= fsmpb.HoldEnd_HOLD_END_UNSPECIFIED || e.GetHow() > fsmpb.HoldEnd_HOLD_END_REVOKED:
@@ -165,6 +169,15 @@ func (m *Machine) checkPastHold(e *fsmpb.PastHold, after uint64) error {
 	}
 	if err := checkOwnerKey(e.GetOwnerKey()); err != nil {
 		return fmt.Errorf("%s", err.Msg)
+	}
+	if v := e.GetValue(); v != "" {
+		if m.logVersion < WatchHistoryVersion {
+			return fmt.Errorf("a value in a snapshot of log version %d; ends keep their values from %d",
+				m.LogVersion(), WatchHistoryVersion)
+		}
+		if err := rules.CheckHoldValue(v); err != nil {
+			return err
+		}
 	}
 	return nil
 }

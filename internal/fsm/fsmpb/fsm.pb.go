@@ -3335,6 +3335,10 @@ type PastHold struct {
 	EndedUnixNano int64                  `protobuf:"varint,7,opt,name=ended_unix_nano,json=endedUnixNano,proto3" json:"ended_unix_nano,omitempty"`
 	EndedIndex    uint64                 `protobuf:"varint,8,opt,name=ended_index,json=endedIndex,proto3" json:"ended_index,omitempty"`
 	How           HoldEnd                `protobuf:"varint,9,opt,name=how,proto3,enum=baton.fsm.v1.HoldEnd" json:"how,omitempty"`
+	// value is the hold's value when it ended (Holder.value): what an
+	// election's leader had published. Only from log version 13
+	// (WatchHistoryVersion); below it empty.
+	Value         string `protobuf:"bytes,10,opt,name=value,proto3" json:"value,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3430,6 +3434,13 @@ func (x *PastHold) GetHow() HoldEnd {
 		return x.How
 	}
 	return HoldEnd_HOLD_END_UNSPECIFIED
+}
+
+func (x *PastHold) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
 }
 
 // SigningKey is one of the cluster's Ed25519 token signing keys.
@@ -4722,7 +4733,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\ahistory\x18d \x03(\v2\x19.baton.fsm.v1.LockHistoryR\ahistory\"O\n" +
 	"\vLockHistory\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12,\n" +
-	"\x05holds\x18\x02 \x03(\v2\x16.baton.fsm.v1.PastHoldR\x05holds\"\xa4\x02\n" +
+	"\x05holds\x18\x02 \x03(\v2\x16.baton.fsm.v1.PastHoldR\x05holds\"\xba\x02\n" +
 	"\bPastHold\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
@@ -4734,7 +4745,9 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x0fended_unix_nano\x18\a \x01(\x03R\rendedUnixNano\x12\x1f\n" +
 	"\vended_index\x18\b \x01(\x04R\n" +
 	"endedIndex\x12'\n" +
-	"\x03how\x18\t \x01(\x0e2\x15.baton.fsm.v1.HoldEndR\x03how\"\xb1\x01\n" +
+	"\x03how\x18\t \x01(\x0e2\x15.baton.fsm.v1.HoldEndR\x03how\x12\x14\n" +
+	"\x05value\x18\n" +
+	" \x01(\tR\x05value\"\xb1\x01\n" +
 	"\n" +
 	"SigningKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
