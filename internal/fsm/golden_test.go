@@ -77,6 +77,13 @@ func testSnapshotBytesArePinned(t *testing.T, version uint32, goldenPath string)
 	if ends := m.PastHolds("e/2"); version >= WatchHistoryVersion && (len(ends) != 1 || ends[0].Value != "10.0.0.4:80") {
 		t.Fatalf("the golden state's history of e/2: %+v, want one end with its value", ends)
 	}
+	wantFloor := uint64(0)
+	if version >= WatchHistoryVersion {
+		wantFloor = 1 // entry 1 raised the version: the floor starts there
+	}
+	if floor := m.HistoryFloor(); floor != wantFloor {
+		t.Fatalf("the golden state's history floor is %d, want %d", floor, wantFloor)
+	}
 
 	// Frozen, then changed in every record: the frozen state still
 	// encodes to the pinned bytes.
@@ -118,7 +125,8 @@ func testSnapshotBytesArePinned(t *testing.T, version uint32, goldenPath string)
 // history of the holds that ended (released, cas-released, expired); at
 // DeadlockVersion or above, a cached DEADLOCK refusal naming its cycle;
 // and at WatchHistoryVersion or above, an end in the history with the
-// value its hold had.
+// value its hold had, and the history's floor (entry 1, which raised the
+// version).
 func goldenMachine(t *testing.T, version uint32) *Machine {
 	m := New()
 	m.SetMember(Member{ID: 7, Name: "n2", PeerAddr: "10.0.0.2:7701"})

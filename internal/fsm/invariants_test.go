@@ -284,6 +284,9 @@ func fullSnapshot(m *Machine) *fsmpb.Snapshot {
 	if m.historyReplicated() {
 		snap.History = historyProto(m)
 	}
+	if m.logVersion >= WatchHistoryVersion {
+		snap.HistoryFloor = m.past.floor
+	}
 	return snap
 }
 

@@ -16,7 +16,8 @@ import (
 // The fields of fsmpb.Snapshot.history, LockHistory and PastHold, which
 // appendPastLock writes itself (TestSnapshotFieldNumbers checks them).
 const (
-	snapshotHistory protowire.Number = 100
+	snapshotHistory      protowire.Number = 100
+	snapshotHistoryFloor protowire.Number = 101
 
 	historyLock  protowire.Number = 1
 	historyHolds protowire.Number = 2
@@ -75,7 +76,8 @@ func pastHoldSize(h *PastHold) int {
 		protofield.SizeUint(pastHow, uint64(h.How)) + protofield.SizeString(pastValue, h.Value)
 }
 
-// encodeHistory appends the history, if replicated, as Snapshot.history.
+// encodeHistory appends the history, if replicated, as Snapshot.history,
+// and its floor.
 func (m *Machine) encodeHistory(b []byte) []byte {
 	if !m.historyReplicated() {
 		return b
@@ -83,7 +85,34 @@ func (m *Machine) encodeHistory(b []byte) []byte {
 	for pl := m.past.tail; pl != nil; pl = pl.prev {
 		b = appendPastLock(b, pl)
 	}
-	return b
+	return appendHistoryFloor(b, m.logVersion, m.past.floor)
+}
+
+// appendHistoryFloor appends Snapshot.history_floor: from
+// WatchHistoryVersion, and not when 0 (as proto3 leaves it out). Below
+// that version the floor is 0 anyway; the check keeps older snapshots'
+// bytes whatever happens.
+func appendHistoryFloor(b []byte, logVersion uint32, floor uint64) []byte {
+	if logVersion < WatchHistoryVersion {
+		return b
+	}
+	return protofield.AppendUint(b, snapshotHistoryFloor, floor)
+}
+
+// loadHistoryFloor restores the history's floor read from a snapshot:
+// only from WatchHistoryVersion, and not above the snapshot's index (the
+// floor is an end's index or the entry that raised the version).
+func (m *Machine) loadHistoryFloor(floor uint64) error {
+	switch {
+	case floor == 0:
+		return nil
+	case m.logVersion < WatchHistoryVersion:
+		return fmt.Errorf("a history floor in a snapshot of log version %d; it is kept from %d", m.LogVersion(), WatchHistoryVersion)
+	case floor > m.applied:
+		return fmt.Errorf("history floor %d above the applied index %d", floor, m.applied)
+	}
+	m.past.floor = floor
+	return nil
 }
 
 // loadHistory restores the snapshot's history, checking what recordEnd

@@ -97,10 +97,15 @@ func (m *Machine) LogVersion() uint32 { return max(m.logVersion, 1) }
 // as the SetLogVersion command does. Raised to HistoryVersion or above
 // from below it, it empties the history of ended holds, which each
 // member kept for itself until then and all keep alike from then on
-// (past.go).
+// (past.go). Raised to WatchHistoryVersion or above from below it, it
+// starts the history's floor at the applied index (the entry's): no
+// member tracked what ends the history lost before.
 func (m *Machine) SetLogVersion(v uint32) {
 	if m.logVersion < HistoryVersion && v >= HistoryVersion {
 		m.past = past{}
+	}
+	if m.logVersion < WatchHistoryVersion && v >= WatchHistoryVersion {
+		m.past.floor = m.applied
 	}
 	m.logVersion = max(m.logVersion, v)
 }

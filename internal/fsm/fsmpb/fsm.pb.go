@@ -3162,7 +3162,14 @@ type Snapshot struct {
 	// is the oldest first: the order in which they are evicted. Only from
 	// log version 10 (HistoryVersion); below it the history is each
 	// member's own and in no snapshot.
-	History       []*LockHistory `protobuf:"bytes,100,rep,name=history,proto3" json:"history,omitempty"`
+	History []*LockHistory `protobuf:"bytes,100,rep,name=history,proto3" json:"history,omitempty"`
+	// history_floor is the index at and below which the history may have
+	// lost ends: the last end of the newest lock history evicted whole to
+	// make room for another lock, or the entry that raised the cluster to
+	// log version 13, whichever is later (ends before it were not
+	// tracked). Above it, a lock's history holds every end unless it is
+	// full. Only from log version 13 (WatchHistoryVersion); 0 is left out.
+	HistoryFloor  uint64 `protobuf:"varint,101,opt,name=history_floor,json=historyFloor,proto3" json:"history_floor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3265,6 +3272,13 @@ func (x *Snapshot) GetHistory() []*LockHistory {
 		return x.History
 	}
 	return nil
+}
+
+func (x *Snapshot) GetHistoryFloor() uint64 {
+	if x != nil {
+		return x.HistoryFloor
+	}
+	return 0
 }
 
 // LockHistory is the recent ended holds of one lock, oldest first.
@@ -4717,7 +4731,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vacquire_seq\x18\x02 \x01(\x04R\n" +
 	"acquireSeq\x12\x12\n" +
 	"\x04lock\x18\x03 \x01(\tR\x04lock\x12)\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\"\xcc\x03\n" +
+	"\x05error\x18\x04 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\"\xf1\x03\n" +
 	"\bSnapshot\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x121\n" +
 	"\bsessions\x18\x02 \x03(\v2\x15.baton.fsm.v1.SessionR\bsessions\x12(\n" +
@@ -4730,7 +4744,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x04auth\x18\a \x01(\v2\x17.baton.fsm.v1.AuthStateR\x04auth\x12/\n" +
 	"\x05audit\x18\b \x03(\v2\x19.baton.fsm.v1.AuditRecordR\x05audit\x12;\n" +
 	"\fsigning_keys\x18\t \x03(\v2\x18.baton.fsm.v1.SigningKeyR\vsigningKeys\x123\n" +
-	"\ahistory\x18d \x03(\v2\x19.baton.fsm.v1.LockHistoryR\ahistory\"O\n" +
+	"\ahistory\x18d \x03(\v2\x19.baton.fsm.v1.LockHistoryR\ahistory\x12#\n" +
+	"\rhistory_floor\x18e \x01(\x04R\fhistoryFloor\"O\n" +
 	"\vLockHistory\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12,\n" +
 	"\x05holds\x18\x02 \x03(\v2\x16.baton.fsm.v1.PastHoldR\x05holds\"\xba\x02\n" +
