@@ -449,6 +449,13 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		return b.String()
 
+	case "history-complete":
+		// Example: history-complete lock=x after=5
+		// Prints HistoryComplete(x, 5) and the history's floor.
+		var after uint64
+		d.ScanArgs(t, "after", &after)
+		return fmt.Sprintf("%v (floor %d)\n", h.m.HistoryComplete(lockArg(t, d), after), h.m.HistoryFloor())
+
 	case "set-log-version":
 		// Example: set-log-version version=10
 		// Applies a SetLogVersion entry, as a leader does once every
