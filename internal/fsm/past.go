@@ -27,14 +27,14 @@ package fsm
 //
 // From log version WatchHistoryVersion an end keeps its hold's value,
 // and the history has a floor: the index at and below which it may have
-// lost ends of a lock it no longer has. A lock's ring loses only its
-// oldest end to a ninth, so a ring that is not full holds every end of
-// its lock since its record was made; a record is made by the first end
-// after its lock's last record was evicted whole, whose last end the
-// floor then covers, or after the entry that raised the cluster to
-// WatchHistoryVersion, where the floor starts (ends before it were not
-// tracked). HistoryComplete tells a watch that fills in a gap from the
-// history whether it has every end it missed. The floor is in snapshots
+// lost ends. A lock's ring drops only its oldest end, to make room for a
+// ninth, so a ring that is not full holds every end of its lock since
+// its record was made. The lock's ends before that were in an earlier
+// record of it, evicted whole (the floor is then at least that record's
+// last end), or were not tracked (they came before the entry that
+// raised the cluster to WatchHistoryVersion, where the floor starts).
+// HistoryComplete tells a watch that fills in a gap from the history
+// whether it has every end it missed. The floor is in snapshots
 // (Snapshot.history_floor) and Hash from that version.
 
 // Bounds of the history: at most PastLocks*PastHoldsPerLock ends.
