@@ -440,13 +440,21 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 
 	case "past":
 		// Example: past lock=x
-		// Prints PastHolds(x), the most recent end first.
+		// Prints PastHolds(x), the most recent end first, each with its
+		// value if it has one (from log version 13).
 		var b strings.Builder
 		for _, p := range h.m.PastHolds(lockArg(t, d)) {
-			fmt.Fprintf(&b, "s%d/%q owner=%q token=%d%s since=%v ended=%v at=%d %s\n", p.SessionID, p.OwnerKey, p.Owner, p.Token,
-				sharedMark(p.Shared), time.Duration(p.Since), time.Duration(p.Ended), p.EndedIndex, p.How)
+			fmt.Fprintf(&b, "s%d/%q owner=%q token=%d%s since=%v ended=%v at=%d %s%s\n", p.SessionID, p.OwnerKey, p.Owner, p.Token,
+				sharedMark(p.Shared), time.Duration(p.Since), time.Duration(p.Ended), p.EndedIndex, p.How, valueMark(p.Value))
 		}
 		return b.String()
+
+	case "history-complete":
+		// Example: history-complete lock=x after=5
+		// Prints HistoryComplete(x, 5) and the history's floor.
+		var after uint64
+		d.ScanArgs(t, "after", &after)
+		return fmt.Sprintf("%v (floor %d)\n", h.m.HistoryComplete(lockArg(t, d), after), h.m.HistoryFloor())
 
 	case "set-log-version":
 		// Example: set-log-version version=10

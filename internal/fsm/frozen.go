@@ -48,7 +48,10 @@ type Frozen struct {
 	// past is the history in eviction order when it is replicated, else
 	// nil (past.go: pastLock says what Apply leaves alone).
 	past []*pastLock
-	hint int
+	// historyFloor is the history's floor (a number: Apply changes
+	// only the Machine's).
+	historyFloor uint64
+	hint         int
 
 	// Of the encoding, once Encode returned: for Thaw, on the applying
 	// goroutine after the caller has the encoding.
@@ -85,6 +88,7 @@ func (m *Machine) Freeze() *Frozen {
 	}
 	if m.historyReplicated() {
 		f.past = m.past.inEvictionOrder()
+		f.historyFloor = m.past.floor
 	}
 	m.frozen = f
 	return f
@@ -254,6 +258,9 @@ func (f *Frozen) EncodeWith(bufs Buffers) (b []byte, free func()) {
 			f.between()
 		}
 	}
+	e.grow(12) // a tag of 2 bytes and a varint
+	e.buf = appendHistoryFloor(e.buf, f.logVersion, f.historyFloor)
+	e.checkOwned()
 	f.done, f.size, f.records = true, len(e.buf), n
 	if owned := e.owned; owned != nil {
 		free = func() { bufs.Free(owned) }

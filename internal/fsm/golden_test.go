@@ -74,6 +74,16 @@ func testSnapshotBytesArePinned(t *testing.T, version uint32, goldenPath string)
 	if keys := m.SigningKeys(); len(keys) != 2 || keys[0].Current || !keys[1].Current {
 		t.Fatalf("the golden state's signing keys: %+v, want a retired and a current one", keys)
 	}
+	if ends := m.PastHolds("e/2"); version >= WatchHistoryVersion && (len(ends) != 1 || ends[0].Value != "10.0.0.4:80") {
+		t.Fatalf("the golden state's history of e/2: %+v, want one end with its value", ends)
+	}
+	wantFloor := uint64(0)
+	if version >= WatchHistoryVersion {
+		wantFloor = 1 // entry 1 raised the version: the floor starts there
+	}
+	if floor := m.HistoryFloor(); floor != wantFloor {
+		t.Fatalf("the golden state's history floor is %d, want %d", floor, wantFloor)
+	}
 
 	// Frozen, then changed in every record: the frozen state still
 	// encodes to the pinned bytes.
@@ -112,8 +122,11 @@ func testSnapshotBytesArePinned(t *testing.T, version uint32, goldenPath string)
 // and a retired signing key; at version HoldValueVersion or above, an
 // election's holder and waiter with values; at version RevocationVersion
 // or above, a hold being revoked; at version HistoryVersion or above, the
-// history of the holds that ended (released, cas-released, expired); and,
-// at DeadlockVersion or above, a cached DEADLOCK refusal naming its cycle.
+// history of the holds that ended (released, cas-released, expired); at
+// DeadlockVersion or above, a cached DEADLOCK refusal naming its cycle;
+// and at WatchHistoryVersion or above, an end in the history with the
+// value its hold had, and the history's floor (entry 1, which raised the
+// version).
 func goldenMachine(t *testing.T, version uint32) *Machine {
 	m := New()
 	m.SetMember(Member{ID: 7, Name: "n2", PeerAddr: "10.0.0.2:7701"})
@@ -207,6 +220,14 @@ func goldenMachine(t *testing.T, version uint32) *Machine {
 	if version >= RevocationVersion {
 		// Then: the hold of "ld" (36) is asked to let go within 30s.
 		cmds = append(cmds, &fsmpb.Command{Principal: "root", Op: &fsmpb.Command_RevokeHold{RevokeHold: &fsmpb.RevokeHold{Lock: "ld", Token: 36, GraceNanos: 30 * second}}})
+	}
+	if version >= WatchHistoryVersion {
+		// 46: session 4 leads the election "e/2" with a value; 47: it
+		// resigns, and the history keeps the value its hold ended with.
+		cmds = append(cmds, []*fsmpb.Command{
+			{SessionId: 4, Seq: 10, Principal: "alice", Op: acq(&fsmpb.Acquire{Lock: "e/2", Value: "10.0.0.4:80"})},
+			{SessionId: 4, Seq: 11, Principal: "alice", Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "e/2", Token: 46}}},
+		}...)
 	}
 	index := uint64(0)
 	for _, cmd := range cmds {

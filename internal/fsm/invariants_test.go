@@ -284,6 +284,9 @@ func fullSnapshot(m *Machine) *fsmpb.Snapshot {
 	if m.historyReplicated() {
 		snap.History = historyProto(m)
 	}
+	if m.logVersion >= WatchHistoryVersion {
+		snap.HistoryFloor = m.past.floor
+	}
 	return snap
 }
 
@@ -296,7 +299,7 @@ func historyProto(m *Machine) []*fsmpb.LockHistory {
 		for _, e := range pl.ends(true) {
 			lh.Holds = append(lh.Holds, &fsmpb.PastHold{SessionId: e.SessionID, Owner: e.Owner, OwnerKey: e.OwnerKey,
 				Token: e.Token, Shared: e.Shared, SinceUnixNano: e.Since, EndedUnixNano: e.Ended, EndedIndex: e.EndedIndex,
-				How: fsmpb.HoldEnd(e.How)})
+				How: fsmpb.HoldEnd(e.How), Value: e.Value})
 		}
 		out = append(out, lh)
 	}

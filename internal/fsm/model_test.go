@@ -94,6 +94,7 @@ type stream struct {
 	delays     map[string]uint64      // the entry that started each lock's running lock-delay
 	revokes    map[revokedHold]uint64 // the entry that revoked each hold being revoked
 	values     map[valueRef]string
+	hist       streamHistory // every end of a hold (history_model_test.go)
 }
 
 // valueRef names the hold or waiter an acquire made: its lock, session,
@@ -216,12 +217,14 @@ func runStream(t *testing.T, seed uint64, steps int) {
 }
 
 // checkHistoryAgrees: the machine restored halfway tells the same history
-// of every lock as the original, once it is replicated.
+// of every lock as the original, once it is replicated, and the same
+// HistoryComplete answers.
 func (s *stream) checkHistoryAgrees() {
 	for _, name := range streamLocks {
 		if got, want := s.restored.PastHolds(name), s.m.PastHolds(name); !slices.Equal(got, want) {
 			s.t.Fatalf("history of %s: the restored machine tells %+v, the original %+v", name, got, want)
 		}
+		s.checkCompleteAgrees(name)
 	}
 }
 
@@ -267,6 +270,7 @@ func (s *stream) step() {
 	}
 	s.observe(cmd, res)
 	s.observeValues(cmd, res, retry)
+	s.observeHistory()
 	if err := checkInvariants(s.m); err != nil {
 		s.t.Fatalf("entry %d %v -> %v: %v", s.index, cmd, res, err)
 	}

@@ -24,6 +24,18 @@ package fsm
 // that raises the cluster to HistoryVersion empties every member's
 // history (SetLogVersion): until then each had its own; from that entry
 // on, all record the same ends into the same empty history.
+//
+// From log version WatchHistoryVersion an end keeps its hold's value,
+// and the history has a floor: the index at and below which it may have
+// lost ends. A lock's ring drops only its oldest end, to make room for a
+// ninth, so a ring that is not full holds every end of its lock since
+// its record was made. The lock's ends before that were in an earlier
+// record of it, evicted whole (the floor is then at least that record's
+// last end), or were not tracked (they came before the entry that
+// raised the cluster to WatchHistoryVersion, where the floor starts).
+// HistoryComplete tells a watch that fills in a gap from the history
+// whether it has every end it missed. The floor is in snapshots
+// (Snapshot.history_floor) and Hash from that version.
 
 // Bounds of the history: at most PastLocks*PastHoldsPerLock ends.
 const (
@@ -70,6 +82,10 @@ type PastHold struct {
 	Ended      int64 // unix nanoseconds
 	EndedIndex uint64
 	How        HoldEnd
+	// Value is the hold's value when it ended (what an election's leader
+	// had published), from WatchHistoryVersion; "" below it, and for a
+	// hold that had none.
+	Value string
 }
 
 // pastLock is one lock's history: a ring of its last ends, and its place
@@ -93,6 +109,9 @@ type pastLock struct {
 type past struct {
 	locks      map[string]*pastLock
 	head, tail *pastLock // head: the most recent
+	// floor is the index at and below which ends may be missing from
+	// the history (see above); kept from WatchHistoryVersion, else 0.
+	floor uint64
 }
 
 // historyReplicated reports whether the history is in snapshots and Hash.
@@ -103,7 +122,8 @@ func (m *Machine) historyReplicated() bool { return m.logVersion >= HistoryVersi
 // member's own since it started or last restored a snapshot.
 func (m *Machine) HistoryReplicated() bool { return m.historyReplicated() }
 
-// recordEnd adds the end of hold h of l, by the entry being applied.
+// recordEnd adds the end of hold h of l, by the entry being applied. It
+// is called before h leaves l, while l still has h's value.
 func (m *Machine) recordEnd(a *apply, l *lock, h *holder, how HoldEnd) {
 	p := &m.past
 	if p.locks == nil {
@@ -117,6 +137,10 @@ func (m *Machine) recordEnd(a *apply, l *lock, h *holder, how HoldEnd) {
 			pl = p.tail
 			p.unlink(pl)
 			delete(p.locks, pl.name)
+			if m.logVersion >= WatchHistoryVersion {
+				// Its ends are lost, the last one the newest.
+				p.floor = max(p.floor, pl.lastEnd().EndedIndex)
+			}
 			if m.freezesPast(pl) {
 				pl = &pastLock{}
 			} else {
@@ -132,9 +156,15 @@ func (m *Machine) recordEnd(a *apply, l *lock, h *holder, how HoldEnd) {
 		p.unlink(pl)
 	}
 	p.pushFront(pl)
+	var value string
+	if m.logVersion >= WatchHistoryVersion {
+		// Below it no member records a value: a snapshot of an older
+		// version keeps the bytes older releases encode.
+		value = l.holderValue(h)
+	}
 	pl.holds[pl.next] = PastHold{
 		SessionID: h.s.id, Owner: h.s.owner, OwnerKey: h.ownerKey, Token: h.token, Shared: h.shared,
-		Since: h.since, Ended: a.wall, EndedIndex: a.index, How: how,
+		Since: h.since, Ended: a.wall, EndedIndex: a.index, How: how, Value: value,
 	}
 	pl.next = (pl.next + 1) % PastHoldsPerLock
 	pl.n = min(pl.n+1, PastHoldsPerLock)
@@ -203,6 +233,11 @@ func (p *past) inEvictionOrder() []*pastLock {
 	return out
 }
 
+// lastEnd returns pl's most recent end (pl.n >= 1).
+func (pl *pastLock) lastEnd() *PastHold {
+	return &pl.holds[(pl.next-1+PastHoldsPerLock)%PastHoldsPerLock]
+}
+
 // ends returns pl's ends, the oldest first when oldestFirst, else the
 // most recent first.
 func (pl *pastLock) ends(oldestFirst bool) []PastHold {
@@ -228,3 +263,30 @@ func (m *Machine) PastHolds(name string) []PastHold {
 	}
 	return pl.ends(false)
 }
+
+// HistoryComplete reports whether PastHolds(name) holds every end of a
+// hold of name recorded after index after (EndedIndex > after): what a
+// watch that fills in the ends it missed since after needs to know. It
+// does when some end it holds ended at or before after (a lock's ends
+// after its oldest kept one are all kept). Else, from log version
+// WatchHistoryVersion, it does when name's ring is not full (none of its
+// ends pushed out; a lock with no history has none) and after is at or
+// above the history's floor (no end after it lost with a whole lock's
+// history, nor from before the version was raised). Else ends may be
+// missing, and it reports false. It tells the same on every member from
+// HistoryVersion (see HistoryReplicated).
+func (m *Machine) HistoryComplete(name string, after uint64) bool {
+	pl := m.past.locks[name]
+	if pl != nil && pl.oldest(0).EndedIndex <= after {
+		return true
+	}
+	n := 0
+	if pl != nil {
+		n = pl.n
+	}
+	return m.logVersion >= WatchHistoryVersion && n < PastHoldsPerLock && after >= m.past.floor
+}
+
+// HistoryFloor is the index at and below which the history may have lost
+// ends (see HistoryComplete); 0 below WatchHistoryVersion.
+func (m *Machine) HistoryFloor() uint64 { return m.past.floor }

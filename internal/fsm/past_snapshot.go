@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/batonlock/baton/api/protofield"
+	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
@@ -15,7 +16,8 @@ import (
 // The fields of fsmpb.Snapshot.history, LockHistory and PastHold, which
 // appendPastLock writes itself (TestSnapshotFieldNumbers checks them).
 const (
-	snapshotHistory protowire.Number = 100
+	snapshotHistory      protowire.Number = 100
+	snapshotHistoryFloor protowire.Number = 101
 
 	historyLock  protowire.Number = 1
 	historyHolds protowire.Number = 2
@@ -29,6 +31,7 @@ const (
 	pastEnded      protowire.Number = 7
 	pastEndedIndex protowire.Number = 8
 	pastHow        protowire.Number = 9
+	pastValue      protowire.Number = 10
 )
 
 // appendPastLock appends pl as one element of the snapshot's history
@@ -55,6 +58,7 @@ func appendPastLock(b []byte, pl *pastLock) []byte {
 		b = protofield.AppendUint(b, pastEnded, uint64(h.Ended))
 		b = protofield.AppendUint(b, pastEndedIndex, h.EndedIndex)
 		b = protofield.AppendUint(b, pastHow, uint64(h.How))
+		b = protofield.AppendString(b, pastValue, h.Value) // "" below WatchHistoryVersion: left out
 	}
 	return b
 }
@@ -69,10 +73,11 @@ func pastHoldSize(h *PastHold) int {
 		protofield.SizeString(pastOwnerKey, h.OwnerKey) + protofield.SizeUint(pastToken, h.Token) +
 		protofield.SizeBool(pastShared, h.Shared) + protofield.SizeUint(pastSince, uint64(h.Since)) +
 		protofield.SizeUint(pastEnded, uint64(h.Ended)) + protofield.SizeUint(pastEndedIndex, h.EndedIndex) +
-		protofield.SizeUint(pastHow, uint64(h.How))
+		protofield.SizeUint(pastHow, uint64(h.How)) + protofield.SizeString(pastValue, h.Value)
 }
 
-// encodeHistory appends the history, if replicated, as Snapshot.history.
+// encodeHistory appends the history, if replicated, as Snapshot.history,
+// and its floor.
 func (m *Machine) encodeHistory(b []byte) []byte {
 	if !m.historyReplicated() {
 		return b
@@ -80,7 +85,34 @@ func (m *Machine) encodeHistory(b []byte) []byte {
 	for pl := m.past.tail; pl != nil; pl = pl.prev {
 		b = appendPastLock(b, pl)
 	}
-	return b
+	return appendHistoryFloor(b, m.logVersion, m.past.floor)
+}
+
+// appendHistoryFloor appends Snapshot.history_floor: from
+// WatchHistoryVersion, and not when 0 (as proto3 leaves it out). Below
+// that version the floor is 0 anyway; the check keeps older snapshots'
+// bytes whatever happens.
+func appendHistoryFloor(b []byte, logVersion uint32, floor uint64) []byte {
+	if logVersion < WatchHistoryVersion {
+		return b
+	}
+	return protofield.AppendUint(b, snapshotHistoryFloor, floor)
+}
+
+// loadHistoryFloor restores the history's floor read from a snapshot:
+// only from WatchHistoryVersion, and not above the snapshot's index (the
+// floor is an end's index or the entry that raised the version).
+func (m *Machine) loadHistoryFloor(floor uint64) error {
+	switch {
+	case floor == 0:
+		return nil
+	case m.logVersion < WatchHistoryVersion:
+		return fmt.Errorf("a history floor in a snapshot of log version %d; it is kept from %d", m.LogVersion(), WatchHistoryVersion)
+	case floor > m.applied:
+		return fmt.Errorf("history floor %d above the applied index %d", floor, m.applied)
+	}
+	m.past.floor = floor
+	return nil
 }
 
 // loadHistory restores the snapshot's history, checking what recordEnd
@@ -128,7 +160,7 @@ func (m *Machine) loadHistory(data []byte) error {
 			prev = e.GetEndedIndex()
 			pl.holds[i] = PastHold{SessionID: e.GetSessionId(), Owner: e.GetOwner(), OwnerKey: e.GetOwnerKey(),
 				Token: e.GetToken(), Shared: e.GetShared(), Since: e.GetSinceUnixNano(), Ended: e.GetEndedUnixNano(),
-				EndedIndex: e.GetEndedIndex(), How: HoldEnd(e.GetHow())}
+				EndedIndex: e.GetEndedIndex(), How: HoldEnd(e.GetHow()), Value: e.GetValue()}
 		}
 		if prev < lastEnded {
 			return fmt.Errorf("lock %q: its last end, at %d, is older than the last end of the lock before it, at %d", name, prev, lastEnded)
@@ -146,7 +178,8 @@ func (m *Machine) loadHistory(data []byte) error {
 // checkPastHold checks an end read from a snapshot: a session opened no
 // later than the grant, granted no later than the end, by an entry no
 // later than the applied index and not before after, the end recorded
-// before it.
+// before it; a value only from WatchHistoryVersion, and one a hold could
+// have had.
 func (m *Machine) checkPastHold(e *fsmpb.PastHold, after uint64) error {
 	switch {
 	case e.GetHow() <= fsmpb.HoldEnd_HOLD_END_UNSPECIFIED || e.GetHow() > fsmpb.HoldEnd_HOLD_END_REVOKED:
@@ -165,6 +198,15 @@ func (m *Machine) checkPastHold(e *fsmpb.PastHold, after uint64) error {
 	}
 	if err := checkOwnerKey(e.GetOwnerKey()); err != nil {
 		return fmt.Errorf("%s", err.Msg)
+	}
+	if v := e.GetValue(); v != "" {
+		if m.logVersion < WatchHistoryVersion {
+			return fmt.Errorf("a value in a snapshot of log version %d; ends keep their values from %d",
+				m.LogVersion(), WatchHistoryVersion)
+		}
+		if err := rules.CheckHoldValue(v); err != nil {
+			return err
+		}
 	}
 	return nil
 }

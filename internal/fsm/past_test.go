@@ -204,6 +204,16 @@ func TestRestoreChecksHistory(t *testing.T) {
 			s.History[0], s.History[1] = s.History[1], s.History[0]
 		}},
 		{"bad owner key", "owner key", func(s *fsmpb.Snapshot) { s.History[0].Holds[0].OwnerKey = strings.Repeat("k", 1000) }},
+		{"floor below its version", "a history floor in a snapshot of log version 10", func(s *fsmpb.Snapshot) { s.HistoryFloor = 1 }},
+		{"floor above the index", "history floor 99 above the applied index", func(s *fsmpb.Snapshot) {
+			s.LogVersion = WatchHistoryVersion
+			s.HistoryFloor = 99
+		}},
+		{"value below its version", "a value in a snapshot of log version 10", func(s *fsmpb.Snapshot) { s.History[0].Holds[0].Value = "10.0.0.1:80" }},
+		{"bad value", "control character", func(s *fsmpb.Snapshot) {
+			s.LogVersion = WatchHistoryVersion
+			s.History[0].Holds[0].Value = "10.0.0.1:80\n"
+		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var s fsmpb.Snapshot

@@ -35,7 +35,8 @@ func (e *decodeError) Error() string { return e.err.Error() }
 
 // eachRecord calls fn with each top-level field of the encoded
 // fsmpb.Snapshot data that the machine reads, in their order: the applied
-// index (v) and each encoded session or lock (rec). Like proto.Unmarshal it
+// index and the other numbers (v) and each encoded session, lock or other
+// record (rec). Like proto.Unmarshal it
 // skips unknown fields (and known numbers with another wire type).
 func eachRecord(data []byte, fn func(num protowire.Number, v uint64, rec []byte) error) error {
 	for len(data) > 0 {
@@ -47,7 +48,8 @@ func eachRecord(data []byte, fn func(num protowire.Number, v uint64, rec []byte)
 		var v uint64
 		var rec []byte
 		switch {
-		case (num == snapshotAppliedIndex || num == snapshotClusterID || num == snapshotLogVersion) && typ == protowire.VarintType:
+		case (num == snapshotAppliedIndex || num == snapshotClusterID || num == snapshotLogVersion || num == snapshotHistoryFloor) &&
+			typ == protowire.VarintType:
 			v, n = protowire.ConsumeVarint(data)
 		case (num == snapshotSessions || num == snapshotLocks || num == snapshotMembers || num == snapshotAuth || num == snapshotAudit ||
 			num == snapshotSigningKeys || num == snapshotHistory) && typ == protowire.BytesType:
@@ -302,10 +304,13 @@ func decodeFields(b []byte, fn func(num protowire.Number, v uint64, s []byte, is
 // then the sessions, then the locks, which refer to them.
 func (m *Machine) load(data []byte) error {
 	nSessions, nLocks, nHistory := 0, 0, 0
+	var historyFloor uint64
 	err := eachRecord(data, func(num protowire.Number, v uint64, _ []byte) error {
 		switch num {
 		case snapshotAppliedIndex:
 			m.applied = v
+		case snapshotHistoryFloor:
+			historyFloor = v
 		case snapshotClusterID:
 			m.clusterID = v
 		case snapshotLogVersion:
@@ -406,6 +411,9 @@ func (m *Machine) load(data []byte) error {
 		return err
 	}
 	if err := m.loadHistory(data); err != nil {
+		return err
+	}
+	if err := m.loadHistoryFloor(historyFloor); err != nil {
 		return err
 	}
 

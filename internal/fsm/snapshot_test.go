@@ -92,10 +92,12 @@ func TestRestoreRefusesCorruptSnapshots(t *testing.T) {
 func TestSnapshotFieldNumbers(t *testing.T) {
 	for msg, want := range map[proto.Message]map[protoreflect.Name]protowire.Number{
 		&fsmpb.Snapshot{}: {"applied_index": snapshotAppliedIndex, "sessions": snapshotSessions, "locks": snapshotLocks, "members": snapshotMembers, "cluster_id": snapshotClusterID, "log_version": snapshotLogVersion,
-			"auth": snapshotAuth, "audit": snapshotAudit, "signing_keys": snapshotSigningKeys, "history": snapshotHistory},
+			"auth": snapshotAuth, "audit": snapshotAudit, "signing_keys": snapshotSigningKeys, "history": snapshotHistory,
+			"history_floor": snapshotHistoryFloor},
 		&fsmpb.LockHistory{}: {"lock": historyLock, "holds": historyHolds},
 		&fsmpb.PastHold{}: {"session_id": pastSessionID, "owner": pastOwner, "owner_key": pastOwnerKey, "token": pastToken,
-			"shared": pastShared, "since_unix_nano": pastSince, "ended_unix_nano": pastEnded, "ended_index": pastEndedIndex, "how": pastHow},
+			"shared": pastShared, "since_unix_nano": pastSince, "ended_unix_nano": pastEnded, "ended_index": pastEndedIndex, "how": pastHow,
+			"value": pastValue},
 		&fsmpb.Lock{}: {"name": lockName, "holders": lockHolders, "waiters": lockWaiters, "limit": lockLimit,
 			"delay_from": lockDelayFrom, "delay_nanos": lockDelayNanos, "delayed_until_unix_nano": lockDelayUntil},
 		&fsmpb.Holder{}: {"session_id": holderSessionID, "owner_key": holderOwnerKey, "owner": holderOwner,

@@ -53,10 +53,21 @@ import (
 //	   locks (EndHoldsFirstVersion). Below it such a waiter could be
 //	   granted a permit or a read beside the ending hold in the entry
 //	   that starts the lock's delay. No field changes.
+//	13: what a watch that fills in a gap from the history needs
+//	   (WatchHistoryVersion): PastHold.value, the value a hold had when
+//	   it ended, recorded only from this version (below it empty, so
+//	   older snapshots keep their bytes), and Snapshot.history_floor,
+//	   below which the history may have lost ends (HistoryComplete).
+//	   No command changes: every member records the same.
 //
 // A field added to a log or snapshot message needs a new version here, and
 // its entry in fieldVersions (TestEveryLogFieldHasAVersion fails without).
-const LogVersion = EndHoldsFirstVersion
+const LogVersion = WatchHistoryVersion
+
+// WatchHistoryVersion is the log version from which the history of ended
+// holds keeps each end's value and its floor (past.go, HistoryComplete):
+// what a watch that resumes after a gap fills in from it.
+const WatchHistoryVersion = 13
 
 // EndHoldsFirstVersion is the log version from which a session's end
 // grants no waiter of a lock it holds until its hold there has ended and
@@ -86,10 +97,15 @@ func (m *Machine) LogVersion() uint32 { return max(m.logVersion, 1) }
 // as the SetLogVersion command does. Raised to HistoryVersion or above
 // from below it, it empties the history of ended holds, which each
 // member kept for itself until then and all keep alike from then on
-// (past.go).
+// (past.go). Raised to WatchHistoryVersion or above from below it, it
+// starts the history's floor at the applied index (the entry's): no
+// member tracked what ends the history lost before.
 func (m *Machine) SetLogVersion(v uint32) {
 	if m.logVersion < HistoryVersion && v >= HistoryVersion {
 		m.past = past{}
+	}
+	if m.logVersion < WatchHistoryVersion && v >= WatchHistoryVersion {
+		m.past.floor = m.applied
 	}
 	m.logVersion = max(m.logVersion, v)
 }

@@ -262,9 +262,11 @@ func (k *checker) record(c *client, op *clientOp, o outcome) {
 }
 
 // countHistory adds to the stats the ends of holds in member m's
-// replicated history: the comparison of the members' hashes compares
-// those too (fsm.Machine.Hash, from fsm.HistoryVersion), and so does the
-// replay of the log from scratch.
+// replicated history, those with values, and whether it has a floor:
+// the comparison of the members' hashes compares those too
+// (fsm.Machine.Hash, from fsm.HistoryVersion and
+// fsm.WatchHistoryVersion), and so does the replay of the log from
+// scratch.
 func (k *checker) countHistory(m *member) {
 	var snap []byte
 	m.node.View(func(fm *fsm.Machine) {
@@ -279,6 +281,14 @@ func (k *checker) countHistory(m *member) {
 	}
 	for _, h := range p.GetHistory() {
 		k.s.stats.HistoryEnds += uint64(len(h.GetHolds()))
+		for _, e := range h.GetHolds() {
+			if e.GetValue() != "" {
+				k.s.stats.HistoryValues++
+			}
+		}
+	}
+	if p.GetHistoryFloor() != 0 {
+		k.s.stats.HistoryFloors++
 	}
 }
 

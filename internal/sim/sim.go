@@ -245,8 +245,11 @@ type Stats struct {
 	MixedSetGrants uint64
 	// HistoryEnds counts the ends of holds in the replicated history of
 	// the first member of the converged group, which the members' hashes
-	// compare.
-	HistoryEnds uint64
+	// compare; HistoryValues those of them that kept their hold's value
+	// (from fsm.WatchHistoryVersion), and HistoryFloors the scenarios
+	// whose history had a floor (fsm.Machine.HistoryComplete), which
+	// the hashes compare too.
+	HistoryEnds, HistoryValues, HistoryFloors uint64
 	// Proclaims counts the proclaims that set a value, ValuesRead the
 	// checks that read a holder's value (Config.Values).
 	Proclaims, ValuesRead uint64

@@ -3162,7 +3162,14 @@ type Snapshot struct {
 	// is the oldest first: the order in which they are evicted. Only from
 	// log version 10 (HistoryVersion); below it the history is each
 	// member's own and in no snapshot.
-	History       []*LockHistory `protobuf:"bytes,100,rep,name=history,proto3" json:"history,omitempty"`
+	History []*LockHistory `protobuf:"bytes,100,rep,name=history,proto3" json:"history,omitempty"`
+	// history_floor is the index at and below which the history may have
+	// lost ends: the last end of the newest lock history evicted whole to
+	// make room for another lock, or the entry that raised the cluster to
+	// log version 13, whichever is later (ends before it were not
+	// tracked). Above it, a lock's history holds every end unless it is
+	// full. Only from log version 13 (WatchHistoryVersion); 0 is left out.
+	HistoryFloor  uint64 `protobuf:"varint,101,opt,name=history_floor,json=historyFloor,proto3" json:"history_floor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3267,6 +3274,13 @@ func (x *Snapshot) GetHistory() []*LockHistory {
 	return nil
 }
 
+func (x *Snapshot) GetHistoryFloor() uint64 {
+	if x != nil {
+		return x.HistoryFloor
+	}
+	return 0
+}
+
 // LockHistory is the recent ended holds of one lock, oldest first.
 type LockHistory struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3335,6 +3349,10 @@ type PastHold struct {
 	EndedUnixNano int64                  `protobuf:"varint,7,opt,name=ended_unix_nano,json=endedUnixNano,proto3" json:"ended_unix_nano,omitempty"`
 	EndedIndex    uint64                 `protobuf:"varint,8,opt,name=ended_index,json=endedIndex,proto3" json:"ended_index,omitempty"`
 	How           HoldEnd                `protobuf:"varint,9,opt,name=how,proto3,enum=baton.fsm.v1.HoldEnd" json:"how,omitempty"`
+	// value is the hold's value when it ended (Holder.value): what an
+	// election's leader had published. Only from log version 13
+	// (WatchHistoryVersion); below it empty.
+	Value         string `protobuf:"bytes,10,opt,name=value,proto3" json:"value,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3430,6 +3448,13 @@ func (x *PastHold) GetHow() HoldEnd {
 		return x.How
 	}
 	return HoldEnd_HOLD_END_UNSPECIFIED
+}
+
+func (x *PastHold) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
 }
 
 // SigningKey is one of the cluster's Ed25519 token signing keys.
@@ -4706,7 +4731,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vacquire_seq\x18\x02 \x01(\x04R\n" +
 	"acquireSeq\x12\x12\n" +
 	"\x04lock\x18\x03 \x01(\tR\x04lock\x12)\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\"\xcc\x03\n" +
+	"\x05error\x18\x04 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\"\xf1\x03\n" +
 	"\bSnapshot\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x121\n" +
 	"\bsessions\x18\x02 \x03(\v2\x15.baton.fsm.v1.SessionR\bsessions\x12(\n" +
@@ -4719,10 +4744,11 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x04auth\x18\a \x01(\v2\x17.baton.fsm.v1.AuthStateR\x04auth\x12/\n" +
 	"\x05audit\x18\b \x03(\v2\x19.baton.fsm.v1.AuditRecordR\x05audit\x12;\n" +
 	"\fsigning_keys\x18\t \x03(\v2\x18.baton.fsm.v1.SigningKeyR\vsigningKeys\x123\n" +
-	"\ahistory\x18d \x03(\v2\x19.baton.fsm.v1.LockHistoryR\ahistory\"O\n" +
+	"\ahistory\x18d \x03(\v2\x19.baton.fsm.v1.LockHistoryR\ahistory\x12#\n" +
+	"\rhistory_floor\x18e \x01(\x04R\fhistoryFloor\"O\n" +
 	"\vLockHistory\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12,\n" +
-	"\x05holds\x18\x02 \x03(\v2\x16.baton.fsm.v1.PastHoldR\x05holds\"\xa4\x02\n" +
+	"\x05holds\x18\x02 \x03(\v2\x16.baton.fsm.v1.PastHoldR\x05holds\"\xba\x02\n" +
 	"\bPastHold\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
@@ -4734,7 +4760,9 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x0fended_unix_nano\x18\a \x01(\x03R\rendedUnixNano\x12\x1f\n" +
 	"\vended_index\x18\b \x01(\x04R\n" +
 	"endedIndex\x12'\n" +
-	"\x03how\x18\t \x01(\x0e2\x15.baton.fsm.v1.HoldEndR\x03how\"\xb1\x01\n" +
+	"\x03how\x18\t \x01(\x0e2\x15.baton.fsm.v1.HoldEndR\x03how\x12\x14\n" +
+	"\x05value\x18\n" +
+	" \x01(\tR\x05value\"\xb1\x01\n" +
 	"\n" +
 	"SigningKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
