@@ -158,6 +158,15 @@ type MembershipObserver interface {
 	MembershipApplied(index uint64, cc *raftpb.ConfChange)
 }
 
+// ApplyInspector is implemented by an Observer that reads the state
+// machine as each command leaves it, before the next command of the batch
+// is applied (watches that report every change of a lock, not each
+// batch's last state). Inspect runs on the Ready loop with the machine
+// locked: it may only read m, and must return quickly.
+type ApplyInspector interface {
+	Inspect(index uint64, cmd *fsmpb.Command, res *fsmpb.Result, m *fsm.Machine)
+}
+
 // ApplyMembership is what applying the membership change cc at index
 // does to the state machine: it records an added member's name and
 // address (and a new group's cluster id) from the change's context, and

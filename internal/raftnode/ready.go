@@ -180,6 +180,7 @@ func (n *Node) applyEntries(ents []*raftpb.Entry) {
 	out := make([]applied, 0, len(ents))
 	var dec fsm.Decoder
 	dec.Expect(len(ents))
+	inspect, _ := n.cfg.Observer.(ApplyInspector)
 	n.mu.Lock()
 entries:
 	for _, e := range ents {
@@ -221,7 +222,11 @@ entries:
 				n.log.Error("entry above this member's log version", "index", idx, "needs", v, "reads", n.cfg.LogVersion)
 				break entries
 			}
-			out = append(out, applied{index: idx, cmd: cmd, res: n.m.Apply(idx, cmd)})
+			res := n.m.Apply(idx, cmd)
+			if inspect != nil {
+				inspect.Inspect(idx, cmd, res, n.m)
+			}
+			out = append(out, applied{index: idx, cmd: cmd, res: res})
 		case raftpb.EntryConfChange:
 			cc := &raftpb.ConfChange{}
 			if err := proto.Unmarshal(e.GetData(), cc); err != nil {
