@@ -12,8 +12,9 @@ import (
 	"github.com/batonlock/baton/internal/server"
 )
 
-// fanout is the node's one raftnode.Observer. On the Ready loop, every
-// applied command goes first to the liveness tracker (sessions, timed
+// fanout is the node's one raftnode.Observer (and ApplyInspector: the
+// server's watches read each watched lock as each command leaves it). On
+// the Ready loop, every applied command goes first to the liveness tracker (sessions, timed
 // waits and limited holds come and go), then to the API server, which
 // hands it to whoever waits for it (unary acquires, session channels,
 // watches); leadership changes promote or demote the tracker, and tell
@@ -32,6 +33,12 @@ func (f *fanout) Applied(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
 	f.tracker.Applied(res)
 	if s := f.api.Load(); s != nil {
 		s.Deliver(index, cmd, res)
+	}
+}
+
+func (f *fanout) Inspect(index uint64, cmd *fsmpb.Command, res *fsmpb.Result, m *fsm.Machine) {
+	if s := f.api.Load(); s != nil {
+		s.Inspect(index, cmd, res, m)
 	}
 }
 

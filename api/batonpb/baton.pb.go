@@ -2505,16 +2505,19 @@ func (x *HistoryResponse) GetReplicated() bool {
 // PastHold is a hold that ended. Times are the wall clocks of the leaders
 // that proposed the granting and the ending entries.
 type PastHold struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
-	OwnerKey      string                 `protobuf:"bytes,3,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
-	Token         uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
-	Shared        bool                   `protobuf:"varint,5,opt,name=shared,proto3" json:"shared,omitempty"`
-	Since         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
-	Ended         *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=ended,proto3" json:"ended,omitempty"`
-	EndedIndex    uint64                 `protobuf:"varint,8,opt,name=ended_index,json=endedIndex,proto3" json:"ended_index,omitempty"` // the log entry that ended it
-	How           HoldEnd                `protobuf:"varint,9,opt,name=how,proto3,enum=baton.v1.HoldEnd" json:"how,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	SessionId  uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Owner      string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	OwnerKey   string                 `protobuf:"bytes,3,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	Token      uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	Shared     bool                   `protobuf:"varint,5,opt,name=shared,proto3" json:"shared,omitempty"`
+	Since      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
+	Ended      *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=ended,proto3" json:"ended,omitempty"`
+	EndedIndex uint64                 `protobuf:"varint,8,opt,name=ended_index,json=endedIndex,proto3" json:"ended_index,omitempty"` // the log entry that ended it
+	How        HoldEnd                `protobuf:"varint,9,opt,name=how,proto3,enum=baton.v1.HoldEnd" json:"how,omitempty"`
+	// value is the hold's value when it ended (Holder.value): recorded from
+	// log version 13.
+	Value         string `protobuf:"bytes,10,opt,name=value,proto3" json:"value,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2610,6 +2613,13 @@ func (x *PastHold) GetHow() HoldEnd {
 		return x.How
 	}
 	return HoldEnd_HOLD_END_UNSPECIFIED
+}
+
+func (x *PastHold) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
 }
 
 type ListRequest struct {
@@ -3078,8 +3088,12 @@ func (*BlacklistResponse) Descriptor() ([]byte, []int) {
 }
 
 type WatchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// after_index resumes a watch on another member, or after a break: the
+	// index of the last state the caller saw (WatchResponse.index). The
+	// first response then lists, in missed, the holds that ended after it.
+	AfterIndex    uint64 `protobuf:"varint,2,opt,name=after_index,json=afterIndex,proto3" json:"after_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3121,10 +3135,36 @@ func (x *WatchRequest) GetName() string {
 	return ""
 }
 
+func (x *WatchRequest) GetAfterIndex() uint64 {
+	if x != nil {
+		return x.AfterIndex
+	}
+	return 0
+}
+
+// WatchResponse is one state of the lock. A stream sends one per log
+// entry that changed the lock, in log order, each as of its entry. A
+// stream's first response, and one that follows a gap (a reader so slow
+// that more changes waited for it than a member keeps), is the lock's
+// state now, with the holds that ended in the gap in missed.
 type WatchResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Lock          *Lock                  `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`    // unset while nobody holds or waits for it
-	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"` // the applied log index this state is as of
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Lock  *Lock                  `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`    // unset while nobody holds or waits for it
+	Index uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"` // the applied log index this state is as of
+	// missed: on a resumed stream's first response (after_index set) or
+	// after a gap, the holds of the lock that ended after the last state
+	// the caller saw and before this one, oldest first, from the lock's
+	// replicated history (GetResponse.history): a lock's recent holders the
+	// caller never saw, or saw only before they ended.
+	Missed []*PastHold `protobuf:"bytes,3,rep,name=missed,proto3" json:"missed,omitempty"`
+	// gap marks such a response: a resumed stream's first, or one after the
+	// stream's reader fell behind; missed and missed_all are set only there.
+	Gap bool `protobuf:"varint,5,opt,name=gap,proto3" json:"gap,omitempty"`
+	// missed_all: missed has every hold of the lock that ended in the gap.
+	// False when the history no longer reaches back to the caller's last
+	// state (it keeps 8 ends per lock, for the 4096 locks that ended one
+	// most recently) or the cluster's log version is below 13.
+	MissedAll     bool `protobuf:"varint,4,opt,name=missed_all,json=missedAll,proto3" json:"missed_all,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3171,6 +3211,27 @@ func (x *WatchResponse) GetIndex() uint64 {
 		return x.Index
 	}
 	return 0
+}
+
+func (x *WatchResponse) GetMissed() []*PastHold {
+	if x != nil {
+		return x.Missed
+	}
+	return nil
+}
+
+func (x *WatchResponse) GetGap() bool {
+	if x != nil {
+		return x.Gap
+	}
+	return false
+}
+
+func (x *WatchResponse) GetMissedAll() bool {
+	if x != nil {
+		return x.MissedAll
+	}
+	return false
 }
 
 type StatusRequest struct {
@@ -6479,7 +6540,7 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1e\n" +
 	"\n" +
 	"replicated\x18\x03 \x01(\bR\n" +
-	"replicated\"\xb4\x02\n" +
+	"replicated\"\xca\x02\n" +
 	"\bPastHold\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x14\n" +
@@ -6491,7 +6552,9 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x05ended\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05ended\x12\x1f\n" +
 	"\vended_index\x18\b \x01(\x04R\n" +
 	"endedIndex\x12#\n" +
-	"\x03how\x18\t \x01(\x0e2\x11.baton.v1.HoldEndR\x03how\"a\n" +
+	"\x03how\x18\t \x01(\x0e2\x11.baton.v1.HoldEndR\x03how\x12\x14\n" +
+	"\x05value\x18\n" +
+	" \x01(\tR\x05value\"a\n" +
 	"\vListRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
@@ -6523,12 +6586,18 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x10BlacklistRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\"\x13\n" +
-	"\x11BlacklistResponse\"\"\n" +
+	"\x11BlacklistResponse\"C\n" +
 	"\fWatchRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"I\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
+	"\vafter_index\x18\x02 \x01(\x04R\n" +
+	"afterIndex\"\xa6\x01\n" +
 	"\rWatchResponse\x12\"\n" +
 	"\x04lock\x18\x01 \x01(\v2\x0e.baton.v1.LockR\x04lock\x12\x14\n" +
-	"\x05index\x18\x02 \x01(\x04R\x05index\"\x0f\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12*\n" +
+	"\x06missed\x18\x03 \x03(\v2\x12.baton.v1.PastHoldR\x06missed\x12\x10\n" +
+	"\x03gap\x18\x05 \x01(\bR\x03gap\x12\x1d\n" +
+	"\n" +
+	"missed_all\x18\x04 \x01(\bR\tmissedAll\"\x0f\n" +
 	"\rStatusRequest\"\xa5\x01\n" +
 	"\x06Member\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
@@ -7003,129 +7072,130 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	93,  // 43: baton.v1.Session.created:type_name -> google.protobuf.Timestamp
 	40,  // 44: baton.v1.ListSessionsResponse.sessions:type_name -> baton.v1.Session
 	32,  // 45: baton.v1.WatchResponse.lock:type_name -> baton.v1.Lock
-	48,  // 46: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
-	48,  // 47: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
-	48,  // 48: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
-	48,  // 49: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
-	60,  // 50: baton.v1.SaveSnapshotResponse.header:type_name -> baton.v1.SnapshotHeader
-	48,  // 51: baton.v1.SnapshotHeader.members:type_name -> baton.v1.Member
-	93,  // 52: baton.v1.SnapshotHeader.taken_at:type_name -> google.protobuf.Timestamp
-	0,   // 53: baton.v1.Error.reason:type_name -> baton.v1.Reason
-	62,  // 54: baton.v1.Error.deadlock_cycle:type_name -> baton.v1.DeadlockEdge
-	62,  // 55: baton.v1.DeadlockCycle.edges:type_name -> baton.v1.DeadlockEdge
-	4,   // 56: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
-	64,  // 57: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
-	6,   // 58: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
-	10,  // 59: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
-	21,  // 60: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
-	23,  // 61: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
-	18,  // 62: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
-	8,   // 63: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
-	13,  // 64: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
-	11,  // 65: baton.v1.SessionRequest.proclaim:type_name -> baton.v1.ProclaimRequest
-	67,  // 66: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
-	65,  // 67: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
-	69,  // 68: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
-	73,  // 69: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
-	70,  // 70: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
-	61,  // 71: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
-	0,   // 72: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
-	61,  // 73: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
-	5,   // 74: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
-	7,   // 75: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
-	17,  // 76: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
-	22,  // 77: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
-	24,  // 78: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
-	20,  // 79: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
-	9,   // 80: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
-	71,  // 81: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
-	72,  // 82: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
-	61,  // 83: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	76,  // 84: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
-	75,  // 85: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
-	14,  // 86: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
-	74,  // 87: baton.v1.SessionResponse.revoke_requested:type_name -> baton.v1.RevokeRequested
-	12,  // 88: baton.v1.SessionResponse.proclaim:type_name -> baton.v1.ProclaimResponse
-	92,  // 89: baton.v1.RevokeRequested.grace:type_name -> google.protobuf.Duration
-	93,  // 90: baton.v1.RevokeRequested.deadline:type_name -> google.protobuf.Timestamp
-	76,  // 91: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
-	74,  // 92: baton.v1.SessionHolds.revoking:type_name -> baton.v1.RevokeRequested
-	2,   // 93: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
-	81,  // 94: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
-	80,  // 95: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
-	82,  // 96: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
-	93,  // 97: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	85,  // 98: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
-	93,  // 99: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
-	93,  // 100: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
-	88,  // 101: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
-	92,  // 102: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
-	88,  // 103: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
-	65,  // 104: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	66,  // 105: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
-	4,   // 106: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	6,   // 107: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	8,   // 108: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	10,  // 109: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	18,  // 110: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	13,  // 111: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
-	21,  // 112: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	11,  // 113: baton.v1.Baton.Proclaim:input_type -> baton.v1.ProclaimRequest
-	25,  // 114: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	27,  // 115: baton.v1.Baton.Revoke:input_type -> baton.v1.RevokeRequest
-	29,  // 116: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	31,  // 117: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	34,  // 118: baton.v1.Baton.History:input_type -> baton.v1.HistoryRequest
-	37,  // 119: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	41,  // 120: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	45,  // 121: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
-	43,  // 122: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	47,  // 123: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	49,  // 124: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
-	51,  // 125: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
-	55,  // 126: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
-	53,  // 127: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
-	77,  // 128: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
-	79,  // 129: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
-	84,  // 130: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
-	87,  // 131: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
-	90,  // 132: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
-	58,  // 133: baton.v1.Baton.SaveSnapshot:input_type -> baton.v1.SaveSnapshotRequest
-	73,  // 134: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	68,  // 135: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	5,   // 136: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	7,   // 137: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	9,   // 138: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	17,  // 139: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	20,  // 140: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	14,  // 141: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
-	22,  // 142: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	12,  // 143: baton.v1.Baton.Proclaim:output_type -> baton.v1.ProclaimResponse
-	26,  // 144: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	28,  // 145: baton.v1.Baton.Revoke:output_type -> baton.v1.RevokeResponse
-	30,  // 146: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	33,  // 147: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	35,  // 148: baton.v1.Baton.History:output_type -> baton.v1.HistoryResponse
-	39,  // 149: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	42,  // 150: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	46,  // 151: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
-	44,  // 152: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	57,  // 153: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	50,  // 154: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
-	52,  // 155: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
-	56,  // 156: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
-	54,  // 157: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
-	78,  // 158: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
-	83,  // 159: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
-	86,  // 160: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
-	89,  // 161: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
-	91,  // 162: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
-	59,  // 163: baton.v1.Baton.SaveSnapshot:output_type -> baton.v1.SaveSnapshotResponse
-	134, // [134:164] is the sub-list for method output_type
-	104, // [104:134] is the sub-list for method input_type
-	104, // [104:104] is the sub-list for extension type_name
-	104, // [104:104] is the sub-list for extension extendee
-	0,   // [0:104] is the sub-list for field type_name
+	36,  // 46: baton.v1.WatchResponse.missed:type_name -> baton.v1.PastHold
+	48,  // 47: baton.v1.AddMemberResponse.members:type_name -> baton.v1.Member
+	48,  // 48: baton.v1.PromoteMemberResponse.members:type_name -> baton.v1.Member
+	48,  // 49: baton.v1.RemoveMemberResponse.members:type_name -> baton.v1.Member
+	48,  // 50: baton.v1.StatusResponse.members:type_name -> baton.v1.Member
+	60,  // 51: baton.v1.SaveSnapshotResponse.header:type_name -> baton.v1.SnapshotHeader
+	48,  // 52: baton.v1.SnapshotHeader.members:type_name -> baton.v1.Member
+	93,  // 53: baton.v1.SnapshotHeader.taken_at:type_name -> google.protobuf.Timestamp
+	0,   // 54: baton.v1.Error.reason:type_name -> baton.v1.Reason
+	62,  // 55: baton.v1.Error.deadlock_cycle:type_name -> baton.v1.DeadlockEdge
+	62,  // 56: baton.v1.DeadlockCycle.edges:type_name -> baton.v1.DeadlockEdge
+	4,   // 57: baton.v1.SessionRequest.open:type_name -> baton.v1.OpenSessionRequest
+	64,  // 58: baton.v1.SessionRequest.resume:type_name -> baton.v1.ResumeSession
+	6,   // 59: baton.v1.SessionRequest.keep_alive:type_name -> baton.v1.KeepAliveRequest
+	10,  // 60: baton.v1.SessionRequest.acquire:type_name -> baton.v1.AcquireRequest
+	21,  // 61: baton.v1.SessionRequest.release:type_name -> baton.v1.ReleaseRequest
+	23,  // 62: baton.v1.SessionRequest.cancel:type_name -> baton.v1.CancelRequest
+	18,  // 63: baton.v1.SessionRequest.acquire_many:type_name -> baton.v1.AcquireManyRequest
+	8,   // 64: baton.v1.SessionRequest.close:type_name -> baton.v1.CloseSessionRequest
+	13,  // 65: baton.v1.SessionRequest.renew_hold:type_name -> baton.v1.RenewHoldRequest
+	11,  // 66: baton.v1.SessionRequest.proclaim:type_name -> baton.v1.ProclaimRequest
+	67,  // 67: baton.v1.SessionsRequest.requests:type_name -> baton.v1.ChannelRequest
+	65,  // 68: baton.v1.ChannelRequest.request:type_name -> baton.v1.SessionRequest
+	69,  // 69: baton.v1.SessionsResponse.responses:type_name -> baton.v1.ChannelResponse
+	73,  // 70: baton.v1.ChannelResponse.response:type_name -> baton.v1.SessionResponse
+	70,  // 71: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
+	61,  // 72: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
+	0,   // 73: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
+	61,  // 74: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
+	5,   // 75: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
+	7,   // 76: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
+	17,  // 77: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
+	22,  // 78: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
+	24,  // 79: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
+	20,  // 80: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
+	9,   // 81: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
+	71,  // 82: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
+	72,  // 83: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
+	61,  // 84: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
+	76,  // 85: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
+	75,  // 86: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
+	14,  // 87: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
+	74,  // 88: baton.v1.SessionResponse.revoke_requested:type_name -> baton.v1.RevokeRequested
+	12,  // 89: baton.v1.SessionResponse.proclaim:type_name -> baton.v1.ProclaimResponse
+	92,  // 90: baton.v1.RevokeRequested.grace:type_name -> google.protobuf.Duration
+	93,  // 91: baton.v1.RevokeRequested.deadline:type_name -> google.protobuf.Timestamp
+	76,  // 92: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
+	74,  // 93: baton.v1.SessionHolds.revoking:type_name -> baton.v1.RevokeRequested
+	2,   // 94: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
+	81,  // 95: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
+	80,  // 96: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
+	82,  // 97: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
+	93,  // 98: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	85,  // 99: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
+	93,  // 100: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
+	93,  // 101: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
+	88,  // 102: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
+	92,  // 103: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
+	88,  // 104: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
+	65,  // 105: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	66,  // 106: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	4,   // 107: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	6,   // 108: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	8,   // 109: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	10,  // 110: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	18,  // 111: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	13,  // 112: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
+	21,  // 113: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	11,  // 114: baton.v1.Baton.Proclaim:input_type -> baton.v1.ProclaimRequest
+	25,  // 115: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	27,  // 116: baton.v1.Baton.Revoke:input_type -> baton.v1.RevokeRequest
+	29,  // 117: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	31,  // 118: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	34,  // 119: baton.v1.Baton.History:input_type -> baton.v1.HistoryRequest
+	37,  // 120: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	41,  // 121: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	45,  // 122: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
+	43,  // 123: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	47,  // 124: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	49,  // 125: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
+	51,  // 126: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
+	55,  // 127: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
+	53,  // 128: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
+	77,  // 129: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
+	79,  // 130: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
+	84,  // 131: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
+	87,  // 132: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
+	90,  // 133: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
+	58,  // 134: baton.v1.Baton.SaveSnapshot:input_type -> baton.v1.SaveSnapshotRequest
+	73,  // 135: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	68,  // 136: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	5,   // 137: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	7,   // 138: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	9,   // 139: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	17,  // 140: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	20,  // 141: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	14,  // 142: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
+	22,  // 143: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	12,  // 144: baton.v1.Baton.Proclaim:output_type -> baton.v1.ProclaimResponse
+	26,  // 145: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	28,  // 146: baton.v1.Baton.Revoke:output_type -> baton.v1.RevokeResponse
+	30,  // 147: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	33,  // 148: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	35,  // 149: baton.v1.Baton.History:output_type -> baton.v1.HistoryResponse
+	39,  // 150: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	42,  // 151: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	46,  // 152: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
+	44,  // 153: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	57,  // 154: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	50,  // 155: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
+	52,  // 156: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
+	56,  // 157: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
+	54,  // 158: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
+	78,  // 159: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
+	83,  // 160: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
+	86,  // 161: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
+	89,  // 162: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
+	91,  // 163: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
+	59,  // 164: baton.v1.Baton.SaveSnapshot:output_type -> baton.v1.SaveSnapshotResponse
+	135, // [135:165] is the sub-list for method output_type
+	105, // [105:135] is the sub-list for method input_type
+	105, // [105:105] is the sub-list for extension type_name
+	105, // [105:105] is the sub-list for extension extendee
+	0,   // [0:105] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }

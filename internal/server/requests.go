@@ -427,7 +427,7 @@ func historyToWire(m *fsm.Machine, name string) []*batonpb.PastHold {
 func pastToWire(p fsm.PastHold) *batonpb.PastHold {
 	return &batonpb.PastHold{
 		SessionId: p.SessionID, Owner: p.Owner, OwnerKey: p.OwnerKey, Token: p.Token, Shared: p.Shared,
-		Since: tsOf(p.Since), Ended: tsOf(p.Ended), EndedIndex: p.EndedIndex, How: holdEnds[p.How],
+		Since: tsOf(p.Since), Ended: tsOf(p.Ended), EndedIndex: p.EndedIndex, How: holdEnds[p.How], Value: p.Value,
 	}
 }
 

@@ -191,8 +191,8 @@ func New(cfg Config) *Server {
 func (s *Server) Stop() { s.stopOnce.Do(func() { close(s.stopC) }) }
 
 // Deliver hands the outcome of one applied command, the entry at index,
-// to whoever waits for it here: unary acquires, session channels (grants,
-// ended waits, ended holds, ended sessions) and watches; and counts it in
+// to whoever waits for it here: unary acquires and session channels
+// (grants, ended waits, ended holds, ended sessions); and counts it in
 // the lock metrics. Call it on the Ready loop, in log order; what it
 // queues leaves at the next Flush.
 func (s *Server) Deliver(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
@@ -203,11 +203,19 @@ func (s *Server) Deliver(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
 	if cmd.GetRotateSigningKey() != nil || cmd.GetSetLogVersion() != nil {
 		s.keysChanged()
 	}
-	s.watches.touched(cmd, res)
 	if len(res.GetGrants()) > 0 || len(res.GetWaitsEnded()) > 0 || len(res.GetSessionsEnded()) > 0 || len(res.GetHoldsEnded()) > 0 ||
 		len(res.GetHoldsRevoked()) > 0 {
 		s.hub.publish(res)
 	}
+}
+
+// Inspect reads the state machine m as the command at index left it,
+// before the next command of its batch is applied: each watched lock the
+// command changed is read then, so that watches report every change, each
+// as of its own entry. Call it on the Ready loop with m locked, in log
+// order; what it queues leaves at the next Flush.
+func (s *Server) Inspect(index uint64, cmd *fsmpb.Command, res *fsmpb.Result, m *fsm.Machine) {
+	s.watches.inspect(index, cmd, res, m)
 }
 
 // Flush sends what Deliver and the Ready loop's completions queued since
@@ -216,9 +224,7 @@ func (s *Server) Deliver(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
 func (s *Server) Flush() {
 	s.locks.flushed()
 	s.hub.flush()
-	if s.watches.active.Load() > 0 {
-		s.watches.flush(s.node.View)
-	}
+	s.watches.flush()
 	s.applied.notify()
 }
 

@@ -3,7 +3,10 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,48 +34,75 @@ const MaxWatches = 10000
 // member (etcd's clients ask for this with WithRequireLeader).
 var watchLeaderCheck = 500 * time.Millisecond
 
-// watcher is one Watch stream: the latest state offered to it and not yet
-// sent. A slow reader sees the latest state, never a queue of old ones.
+// MaxWatchBacklog bounds the states one Watch stream has not sent yet.
+// A reader slower than that loses the queue: the stream sends the lock's
+// state now instead, with the holds that ended since the last state it
+// sent (WatchResponse.missed), from the lock's replicated history.
+const MaxWatchBacklog = 1024
+
+// watcher is one Watch stream: the states offered to it and not yet sent,
+// in log order, one per entry that changed its lock.
 type watcher struct {
 	name string
 	wake chan struct{} // capacity 1
 
-	mu   sync.Mutex
-	next *batonpb.WatchResponse // nil: nothing new
+	mu     sync.Mutex
+	queue  []*batonpb.WatchResponse
+	lagged bool // its queue was dropped (too many states waited, or a snapshot came)
 }
 
-// offer makes r the state to send next, unless a later one is there.
+// offer queues r, or marks the watcher lagged when its queue is full.
 func (w *watcher) offer(r *batonpb.WatchResponse) {
 	w.mu.Lock()
-	if w.next == nil || w.next.GetIndex() <= r.GetIndex() {
-		w.next = r
+	switch {
+	case w.lagged:
+	case len(w.queue) >= MaxWatchBacklog:
+		w.lagged, w.queue = true, nil
+	default:
+		w.queue = append(w.queue, r)
 	}
 	w.mu.Unlock()
 	poke(w.wake)
 }
 
-func (w *watcher) take() *batonpb.WatchResponse {
+// lag drops the queue: the stream catches up from the machine.
+func (w *watcher) lag() {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	r := w.next
-	w.next = nil
-	return r
+	w.lagged, w.queue = true, nil
+	w.mu.Unlock()
+	poke(w.wake)
 }
 
-// watches routes applied changes to Watch streams. The apply path notes
-// which watched locks a command may have changed (touched); at the end of
-// the batch (flush) each of them is read once and offered to its watchers.
-type watches struct {
-	active atomic.Int32 // watchers, read without mu on the apply path
+// take returns the queued states and whether the watcher lagged, and
+// empties the queue.
+func (w *watcher) take() ([]*batonpb.WatchResponse, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q, lagged := w.queue, w.lagged
+	w.queue, w.lagged = nil, false
+	return q, lagged
+}
 
-	mu     sync.Mutex
-	byName map[string]map[*watcher]struct{}
-	dirty  map[string]struct{}
-	all    bool // a session ended or a snapshot came: any lock may have changed
+// watches routes applied changes to Watch streams. As each command is
+// applied (inspect, on the Ready loop with the machine locked), every
+// watched lock it may have changed is read, and its state, if it differs
+// from the last one recorded for the lock, is queued; at the end of the
+// batch (flush) the queued states go to their watchers in log order. So a
+// watcher sees each change as of its own entry, not only a batch's last.
+type watches struct {
+	active   atomic.Int32  // watchers, read without mu on the apply path
+	catchUps atomic.Uint64 // streams that lagged and caught up from the machine
+
+	mu      sync.Mutex
+	byName  map[string]map[*watcher]struct{}
+	last    map[string]*batonpb.WatchResponse // per watched lock: its last state queued or read
+	pending []*batonpb.WatchResponse          // states of this batch, in log order
+	names   []string                          // the lock of each pending state
+	all     bool                              // a snapshot came: any lock may have changed
 }
 
 func newWatches() *watches {
-	return &watches{byName: make(map[string]map[*watcher]struct{}), dirty: make(map[string]struct{})}
+	return &watches{byName: make(map[string]map[*watcher]struct{}), last: make(map[string]*batonpb.WatchResponse)}
 }
 
 func (ws *watches) add(w *watcher) error {
@@ -101,20 +131,35 @@ func (ws *watches) remove(w *watcher) {
 		}
 		if len(m) == 0 {
 			delete(ws.byName, w.name)
+			delete(ws.last, w.name)
 		}
 	}
 }
 
-// touched notes the locks cmd (with its result res) may have changed.
-func (ws *watches) touched(cmd *fsmpb.Command, res *fsmpb.Result) {
+// seed records r as the last state of its lock unless one is recorded
+// (inspect keeps it current from then on). Called with the machine read
+// locked, at r's index.
+func (ws *watches) seed(name string, r *batonpb.WatchResponse) {
+	ws.mu.Lock()
+	if _, ok := ws.last[name]; !ok {
+		ws.last[name] = r
+	}
+	ws.mu.Unlock()
+}
+
+// inspect reads, after the command at index was applied to m, every
+// watched lock the command may have changed, and queues the state of each
+// that did change.
+func (ws *watches) inspect(index uint64, cmd *fsmpb.Command, res *fsmpb.Result, m *fsm.Machine) {
 	if ws.active.Load() == 0 {
 		return
 	}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
+	var marked []string
 	mark := func(name string) {
-		if _, ok := ws.byName[name]; ok {
-			ws.dirty[name] = struct{}{}
+		if _, ok := ws.byName[name]; ok && !slices.Contains(marked, name) {
+			marked = append(marked, name)
 		}
 	}
 	switch op := cmd.GetOp().(type) {
@@ -128,13 +173,18 @@ func (ws *watches) touched(cmd *fsmpb.Command, res *fsmpb.Result) {
 		mark(op.Proclaim.GetLock())
 	case *fsmpb.Command_CancelWait:
 		mark(op.CancelWait.GetLock())
+	case *fsmpb.Command_ExpireHold:
+		mark(op.ExpireHold.GetLock())
+	case *fsmpb.Command_EndLockDelay:
+		mark(op.EndLockDelay.GetLock())
+	case *fsmpb.Command_RevokeHold:
+		mark(op.RevokeHold.GetLock())
+	case *fsmpb.Command_EndRevokedHold:
+		mark(op.EndRevokedHold.GetLock())
 	case *fsmpb.Command_AcquireMany:
 		for _, name := range op.AcquireMany.GetLocks() {
 			mark(name)
 		}
-	case *fsmpb.Command_ExpireSession, *fsmpb.Command_CloseSession, *fsmpb.Command_BlacklistSession:
-		// Ends holds and waits anywhere (listed in res only in part).
-		ws.all = true
 	}
 	for _, g := range res.GetGrants() {
 		mark(g.GetLock())
@@ -142,17 +192,51 @@ func (ws *watches) touched(cmd *fsmpb.Command, res *fsmpb.Result) {
 	for _, e := range res.GetWaitsEnded() {
 		mark(e.GetLock())
 	}
-	// Holds another's request ended (CasRelease, ExpireHold,
-	// EndRevokedHold), and holds a Revoke asked to end.
 	for _, e := range res.GetHoldsEnded() {
 		mark(e.GetLock())
 	}
 	for _, r := range res.GetHoldsRevoked() {
 		mark(r.GetLock())
 	}
+	// A session's end ends its holds and waits everywhere, listed in res
+	// only in part: a watched lock whose last state shows the session
+	// changed.
+	for _, id := range res.GetSessionsEnded() {
+		for name, r := range ws.last {
+			if mentions(r.GetLock(), id) {
+				mark(name)
+			}
+		}
+	}
+	for _, name := range marked {
+		r := lockState(m, name)
+		r.Index = index
+		if last := ws.last[name]; last != nil && proto.Equal(last.GetLock(), r.GetLock()) {
+			continue
+		}
+		ws.last[name] = r
+		ws.pending = append(ws.pending, r)
+		ws.names = append(ws.names, name)
+	}
 }
 
-// restored notes that every lock may have changed.
+// mentions reports whether session id holds or waits for l.
+func mentions(l *batonpb.Lock, id uint64) bool {
+	for _, h := range l.GetHolders() {
+		if h.GetSessionId() == id {
+			return true
+		}
+	}
+	for _, w := range l.GetWaiters() {
+		if w.GetSessionId() == id {
+			return true
+		}
+	}
+	return false
+}
+
+// restored notes that every lock may have changed (a snapshot replaced
+// the machine): every watcher catches up as one that lagged does.
 func (ws *watches) restored() {
 	if ws.active.Load() == 0 {
 		return
@@ -162,36 +246,31 @@ func (ws *watches) restored() {
 	ws.mu.Unlock()
 }
 
-// flush reads each watched lock that may have changed and offers its state
-// to its watchers. view reads the state machine.
-func (ws *watches) flush(view func(func(*fsm.Machine))) {
+// flush hands the batch's states to their watchers, in log order, or
+// after a snapshot makes every watcher catch up.
+func (ws *watches) flush() {
 	if ws.active.Load() == 0 {
 		return
 	}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	if !ws.all && len(ws.dirty) == 0 {
-		return
+	for i, r := range ws.pending {
+		for w := range ws.byName[ws.names[i]] {
+			w.offer(r)
+		}
 	}
-	view(func(m *fsm.Machine) {
-		offer := func(name string) {
-			r := lockState(m, name)
-			for w := range ws.byName[name] {
-				w.offer(r)
+	clear(ws.pending)
+	clear(ws.names)
+	ws.pending, ws.names = ws.pending[:0], ws.names[:0]
+	if ws.all {
+		ws.all = false
+		clear(ws.last)
+		for _, set := range ws.byName {
+			for w := range set {
+				w.lag()
 			}
 		}
-		if ws.all {
-			for name := range ws.byName {
-				offer(name)
-			}
-		} else {
-			for name := range ws.dirty {
-				offer(name)
-			}
-		}
-	})
-	ws.all = false
-	clear(ws.dirty)
+	}
 }
 
 func lockState(m *fsm.Machine, name string) *batonpb.WatchResponse {
@@ -202,13 +281,31 @@ func lockState(m *fsm.Machine, name string) *batonpb.WatchResponse {
 	return r
 }
 
-// Watch implements batonpb.BatonServer.
-func (s *Server) Watch(r *batonpb.WatchRequest, stream batonpb.Baton_WatchServer) error {
-	return s.watch(stream.Context(), r.GetName(), stream.Send)
+// catchUp is the state of lock name now and, when after is set, the holds
+// of it that ended after index after, from its history, oldest first.
+func catchUp(m *fsm.Machine, name string, after uint64) *batonpb.WatchResponse {
+	r := lockState(m, name)
+	if after == 0 {
+		return r
+	}
+	ends := m.PastHolds(name) // the most recent first
+	for i := len(ends) - 1; i >= 0; i-- {
+		if ends[i].EndedIndex > after {
+			r.Missed = append(r.Missed, pastToWire(ends[i]))
+		}
+	}
+	r.Gap, r.MissedAll = true, m.HistoryComplete(name, after)
+	return r
 }
 
-// watch serves one watch of name through send until ctx ends.
-func (s *Server) watch(ctx context.Context, name string, send func(*batonpb.WatchResponse) error) error {
+// Watch implements batonpb.BatonServer.
+func (s *Server) Watch(r *batonpb.WatchRequest, stream batonpb.Baton_WatchServer) error {
+	return s.watch(stream.Context(), r.GetName(), r.GetAfterIndex(), stream.Send)
+}
+
+// watch serves one watch of name through send until ctx ends: the state
+// now (with what ended after index after, if set), then each change.
+func (s *Server) watch(ctx context.Context, name string, after uint64, send func(*batonpb.WatchResponse) error) error {
 	if err := checkName("name", name); err != nil {
 		return s.toStatus(err)
 	}
@@ -225,15 +322,20 @@ func (s *Server) watch(ctx context.Context, name string, send func(*batonpb.Watc
 	if err := s.node.ReadBarrier(ctx); err != nil {
 		return s.toStatus(err)
 	}
+	var first *batonpb.WatchResponse
 	s.node.View(func(m *fsm.Machine) {
 		if err = mayRead(m, who, name); err == nil {
-			w.offer(lockState(m, name))
+			first = catchUp(m, name, after)
+			s.watches.seed(name, lockState(m, name))
 		}
 	})
 	if err != nil {
 		return s.toStatus(err)
 	}
-	var sent *batonpb.WatchResponse
+	if err := send(first); err != nil {
+		return err
+	}
+	sent := first
 	check := time.NewTicker(watchLeaderCheck)
 	defer check.Stop()
 	for {
@@ -249,14 +351,29 @@ func (s *Server) watch(ctx context.Context, name string, send func(*batonpb.Watc
 			}
 			continue
 		}
-		next := w.take()
-		if next == nil || (sent != nil && (next.GetIndex() <= sent.GetIndex() || proto.Equal(next.GetLock(), sent.GetLock()))) {
-			continue // nothing newer, or the lock did not change
+		queue, lagged := w.take()
+		if lagged {
+			// What the queue held is gone: the state now, with the
+			// holds that ended since the last state sent. States
+			// offered after this read are newer; older ones are
+			// skipped below.
+			s.watches.catchUps.Add(1)
+			var r *batonpb.WatchResponse
+			s.node.View(func(m *fsm.Machine) {
+				r = catchUp(m, name, sent.GetIndex())
+				s.watches.seed(name, lockState(m, name))
+			})
+			queue = []*batonpb.WatchResponse{r}
 		}
-		if err := send(next); err != nil {
-			return err
+		for _, next := range queue {
+			if next.GetIndex() <= sent.GetIndex() || (!next.GetGap() && proto.Equal(next.GetLock(), sent.GetLock())) {
+				continue // not newer, or the lock did not change
+			}
+			if err := send(next); err != nil {
+				return err
+			}
+			sent = next
 		}
-		sent = next
 	}
 }
 
@@ -277,7 +394,15 @@ func (s *Server) httpWatch(marshal func(any) ([]byte, error)) http.HandlerFunc {
 		// A plain HTTP handler, not the gateway's: the bearer token is
 		// passed on as the gateway passes it.
 		ctx := metadata.NewIncomingContext(r.Context(), metadata.Pairs("authorization", r.Header.Get("Authorization")))
-		err := s.watch(ctx, r.URL.Query().Get("name"), func(resp *batonpb.WatchResponse) error {
+		var after uint64
+		if a := r.URL.Query().Get("after_index"); a != "" {
+			var perr error
+			if after, perr = strconv.ParseUint(a, 10, 64); perr != nil {
+				http.Error(w, fmt.Sprintf("after_index %q is not a log index (an unsigned integer)", a), http.StatusBadRequest)
+				return
+			}
+		}
+		err := s.watch(ctx, r.URL.Query().Get("name"), after, func(resp *batonpb.WatchResponse) error {
 			b, err := marshal(resp)
 			if err != nil {
 				return err

@@ -589,7 +589,7 @@ class OpenSessionResponse(_message.Message):
     def __init__(self, session_id: _Optional[int] = ..., ttl: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., secret: _Optional[str] = ...) -> None: ...
 
 class PastHold(_message.Message):
-    __slots__ = ["ended", "ended_index", "how", "owner", "owner_key", "session_id", "shared", "since", "token"]
+    __slots__ = ["ended", "ended_index", "how", "owner", "owner_key", "session_id", "shared", "since", "token", "value"]
     ENDED_FIELD_NUMBER: _ClassVar[int]
     ENDED_INDEX_FIELD_NUMBER: _ClassVar[int]
     HOW_FIELD_NUMBER: _ClassVar[int]
@@ -599,6 +599,7 @@ class PastHold(_message.Message):
     SHARED_FIELD_NUMBER: _ClassVar[int]
     SINCE_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
     ended: _timestamp_pb2.Timestamp
     ended_index: int
     how: HoldEnd
@@ -608,7 +609,8 @@ class PastHold(_message.Message):
     shared: bool
     since: _timestamp_pb2.Timestamp
     token: int
-    def __init__(self, session_id: _Optional[int] = ..., owner: _Optional[str] = ..., owner_key: _Optional[str] = ..., token: _Optional[int] = ..., shared: bool = ..., since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ended: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ended_index: _Optional[int] = ..., how: _Optional[_Union[HoldEnd, str]] = ...) -> None: ...
+    value: str
+    def __init__(self, session_id: _Optional[int] = ..., owner: _Optional[str] = ..., owner_key: _Optional[str] = ..., token: _Optional[int] = ..., shared: bool = ..., since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ended: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ended_index: _Optional[int] = ..., how: _Optional[_Union[HoldEnd, str]] = ..., value: _Optional[str] = ...) -> None: ...
 
 class ProclaimRequest(_message.Message):
     __slots__ = ["header", "name", "owner_key", "token", "value"]
@@ -991,18 +993,26 @@ class Waiter(_message.Message):
     def __init__(self, session_id: _Optional[int] = ..., owner: _Optional[str] = ..., owner_key: _Optional[str] = ..., since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., wait_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., shared: bool = ...) -> None: ...
 
 class WatchRequest(_message.Message):
-    __slots__ = ["name"]
+    __slots__ = ["after_index", "name"]
+    AFTER_INDEX_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    after_index: int
     name: str
-    def __init__(self, name: _Optional[str] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., after_index: _Optional[int] = ...) -> None: ...
 
 class WatchResponse(_message.Message):
-    __slots__ = ["index", "lock"]
+    __slots__ = ["gap", "index", "lock", "missed", "missed_all"]
+    GAP_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     LOCK_FIELD_NUMBER: _ClassVar[int]
+    MISSED_ALL_FIELD_NUMBER: _ClassVar[int]
+    MISSED_FIELD_NUMBER: _ClassVar[int]
+    gap: bool
     index: int
     lock: Lock
-    def __init__(self, lock: _Optional[_Union[Lock, _Mapping]] = ..., index: _Optional[int] = ...) -> None: ...
+    missed: _containers.RepeatedCompositeFieldContainer[PastHold]
+    missed_all: bool
+    def __init__(self, lock: _Optional[_Union[Lock, _Mapping]] = ..., index: _Optional[int] = ..., missed: _Optional[_Iterable[_Union[PastHold, _Mapping]]] = ..., gap: bool = ..., missed_all: bool = ...) -> None: ...
 
 class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -33558,6 +33558,28 @@ public final class BatonOuterClass {
      * @return The how.
      */
     baton.v1.BatonOuterClass.HoldEnd getHow();
+
+    /**
+     * <pre>
+     * value is the hold's value when it ended (Holder.value): recorded from
+     * log version 13.
+     * </pre>
+     *
+     * <code>string value = 10;</code>
+     * @return The value.
+     */
+    java.lang.String getValue();
+    /**
+     * <pre>
+     * value is the hold's value when it ended (Holder.value): recorded from
+     * log version 13.
+     * </pre>
+     *
+     * <code>string value = 10;</code>
+     * @return The bytes for value.
+     */
+    com.google.protobuf.ByteString
+        getValueBytes();
   }
   /**
    * <pre>
@@ -33580,6 +33602,7 @@ public final class BatonOuterClass {
       owner_ = "";
       ownerKey_ = "";
       how_ = 0;
+      value_ = "";
     }
 
     @java.lang.Override
@@ -33803,6 +33826,55 @@ public final class BatonOuterClass {
       return result == null ? baton.v1.BatonOuterClass.HoldEnd.UNRECOGNIZED : result;
     }
 
+    public static final int VALUE_FIELD_NUMBER = 10;
+    @SuppressWarnings("serial")
+    private volatile java.lang.Object value_ = "";
+    /**
+     * <pre>
+     * value is the hold's value when it ended (Holder.value): recorded from
+     * log version 13.
+     * </pre>
+     *
+     * <code>string value = 10;</code>
+     * @return The value.
+     */
+    @java.lang.Override
+    public java.lang.String getValue() {
+      java.lang.Object ref = value_;
+      if (ref instanceof java.lang.String) {
+        return (java.lang.String) ref;
+      } else {
+        com.google.protobuf.ByteString bs = 
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        value_ = s;
+        return s;
+      }
+    }
+    /**
+     * <pre>
+     * value is the hold's value when it ended (Holder.value): recorded from
+     * log version 13.
+     * </pre>
+     *
+     * <code>string value = 10;</code>
+     * @return The bytes for value.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString
+        getValueBytes() {
+      java.lang.Object ref = value_;
+      if (ref instanceof java.lang.String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        value_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -33843,6 +33915,9 @@ public final class BatonOuterClass {
       }
       if (how_ != baton.v1.BatonOuterClass.HoldEnd.HOLD_END_UNSPECIFIED.getNumber()) {
         output.writeEnum(9, how_);
+      }
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(value_)) {
+        com.google.protobuf.GeneratedMessageV3.writeString(output, 10, value_);
       }
       getUnknownFields().writeTo(output);
     }
@@ -33887,6 +33962,9 @@ public final class BatonOuterClass {
         size += com.google.protobuf.CodedOutputStream
           .computeEnumSize(9, how_);
       }
+      if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(value_)) {
+        size += com.google.protobuf.GeneratedMessageV3.computeStringSize(10, value_);
+      }
       size += getUnknownFields().getSerializedSize();
       memoizedSize = size;
       return size;
@@ -33925,6 +34003,8 @@ public final class BatonOuterClass {
       if (getEndedIndex()
           != other.getEndedIndex()) return false;
       if (how_ != other.how_) return false;
+      if (!getValue()
+          .equals(other.getValue())) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -33962,6 +34042,8 @@ public final class BatonOuterClass {
           getEndedIndex());
       hash = (37 * hash) + HOW_FIELD_NUMBER;
       hash = (53 * hash) + how_;
+      hash = (37 * hash) + VALUE_FIELD_NUMBER;
+      hash = (53 * hash) + getValue().hashCode();
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -34113,6 +34195,7 @@ public final class BatonOuterClass {
         }
         endedIndex_ = 0L;
         how_ = 0;
+        value_ = "";
         return this;
       }
 
@@ -34176,6 +34259,9 @@ public final class BatonOuterClass {
         }
         if (((from_bitField0_ & 0x00000100) != 0)) {
           result.how_ = how_;
+        }
+        if (((from_bitField0_ & 0x00000200) != 0)) {
+          result.value_ = value_;
         }
       }
 
@@ -34254,6 +34340,11 @@ public final class BatonOuterClass {
         if (other.how_ != 0) {
           setHowValue(other.getHowValue());
         }
+        if (!other.getValue().isEmpty()) {
+          value_ = other.value_;
+          bitField0_ |= 0x00000200;
+          onChanged();
+        }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
         return this;
@@ -34329,6 +34420,11 @@ public final class BatonOuterClass {
                 bitField0_ |= 0x00000100;
                 break;
               } // case 72
+              case 82: {
+                value_ = input.readStringRequireUtf8();
+                bitField0_ |= 0x00000200;
+                break;
+              } // case 82
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -34917,6 +35013,103 @@ public final class BatonOuterClass {
       public Builder clearHow() {
         bitField0_ = (bitField0_ & ~0x00000100);
         how_ = 0;
+        onChanged();
+        return this;
+      }
+
+      private java.lang.Object value_ = "";
+      /**
+       * <pre>
+       * value is the hold's value when it ended (Holder.value): recorded from
+       * log version 13.
+       * </pre>
+       *
+       * <code>string value = 10;</code>
+       * @return The value.
+       */
+      public java.lang.String getValue() {
+        java.lang.Object ref = value_;
+        if (!(ref instanceof java.lang.String)) {
+          com.google.protobuf.ByteString bs =
+              (com.google.protobuf.ByteString) ref;
+          java.lang.String s = bs.toStringUtf8();
+          value_ = s;
+          return s;
+        } else {
+          return (java.lang.String) ref;
+        }
+      }
+      /**
+       * <pre>
+       * value is the hold's value when it ended (Holder.value): recorded from
+       * log version 13.
+       * </pre>
+       *
+       * <code>string value = 10;</code>
+       * @return The bytes for value.
+       */
+      public com.google.protobuf.ByteString
+          getValueBytes() {
+        java.lang.Object ref = value_;
+        if (ref instanceof String) {
+          com.google.protobuf.ByteString b = 
+              com.google.protobuf.ByteString.copyFromUtf8(
+                  (java.lang.String) ref);
+          value_ = b;
+          return b;
+        } else {
+          return (com.google.protobuf.ByteString) ref;
+        }
+      }
+      /**
+       * <pre>
+       * value is the hold's value when it ended (Holder.value): recorded from
+       * log version 13.
+       * </pre>
+       *
+       * <code>string value = 10;</code>
+       * @param value The value to set.
+       * @return This builder for chaining.
+       */
+      public Builder setValue(
+          java.lang.String value) {
+        if (value == null) { throw new NullPointerException(); }
+        value_ = value;
+        bitField0_ |= 0x00000200;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * value is the hold's value when it ended (Holder.value): recorded from
+       * log version 13.
+       * </pre>
+       *
+       * <code>string value = 10;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearValue() {
+        value_ = getDefaultInstance().getValue();
+        bitField0_ = (bitField0_ & ~0x00000200);
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * value is the hold's value when it ended (Holder.value): recorded from
+       * log version 13.
+       * </pre>
+       *
+       * <code>string value = 10;</code>
+       * @param value The bytes for value to set.
+       * @return This builder for chaining.
+       */
+      public Builder setValueBytes(
+          com.google.protobuf.ByteString value) {
+        if (value == null) { throw new NullPointerException(); }
+        checkByteStringIsUtf8(value);
+        value_ = value;
+        bitField0_ |= 0x00000200;
         onChanged();
         return this;
       }
@@ -41541,6 +41734,18 @@ public final class BatonOuterClass {
      */
     com.google.protobuf.ByteString
         getNameBytes();
+
+    /**
+     * <pre>
+     * after_index resumes a watch on another member, or after a break: the
+     * index of the last state the caller saw (WatchResponse.index). The
+     * first response then lists, in missed, the holds that ended after it.
+     * </pre>
+     *
+     * <code>uint64 after_index = 2;</code>
+     * @return The afterIndex.
+     */
+    long getAfterIndex();
   }
   /**
    * Protobuf type {@code baton.v1.WatchRequest}
@@ -41622,6 +41827,23 @@ public final class BatonOuterClass {
       }
     }
 
+    public static final int AFTER_INDEX_FIELD_NUMBER = 2;
+    private long afterIndex_ = 0L;
+    /**
+     * <pre>
+     * after_index resumes a watch on another member, or after a break: the
+     * index of the last state the caller saw (WatchResponse.index). The
+     * first response then lists, in missed, the holds that ended after it.
+     * </pre>
+     *
+     * <code>uint64 after_index = 2;</code>
+     * @return The afterIndex.
+     */
+    @java.lang.Override
+    public long getAfterIndex() {
+      return afterIndex_;
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -41639,6 +41861,9 @@ public final class BatonOuterClass {
       if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(name_)) {
         com.google.protobuf.GeneratedMessageV3.writeString(output, 1, name_);
       }
+      if (afterIndex_ != 0L) {
+        output.writeUInt64(2, afterIndex_);
+      }
       getUnknownFields().writeTo(output);
     }
 
@@ -41650,6 +41875,10 @@ public final class BatonOuterClass {
       size = 0;
       if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(name_)) {
         size += com.google.protobuf.GeneratedMessageV3.computeStringSize(1, name_);
+      }
+      if (afterIndex_ != 0L) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeUInt64Size(2, afterIndex_);
       }
       size += getUnknownFields().getSerializedSize();
       memoizedSize = size;
@@ -41668,6 +41897,8 @@ public final class BatonOuterClass {
 
       if (!getName()
           .equals(other.getName())) return false;
+      if (getAfterIndex()
+          != other.getAfterIndex()) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -41681,6 +41912,9 @@ public final class BatonOuterClass {
       hash = (19 * hash) + getDescriptor().hashCode();
       hash = (37 * hash) + NAME_FIELD_NUMBER;
       hash = (53 * hash) + getName().hashCode();
+      hash = (37 * hash) + AFTER_INDEX_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          getAfterIndex());
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -41811,6 +42045,7 @@ public final class BatonOuterClass {
         super.clear();
         bitField0_ = 0;
         name_ = "";
+        afterIndex_ = 0L;
         return this;
       }
 
@@ -41846,6 +42081,9 @@ public final class BatonOuterClass {
         int from_bitField0_ = bitField0_;
         if (((from_bitField0_ & 0x00000001) != 0)) {
           result.name_ = name_;
+        }
+        if (((from_bitField0_ & 0x00000002) != 0)) {
+          result.afterIndex_ = afterIndex_;
         }
       }
 
@@ -41898,6 +42136,9 @@ public final class BatonOuterClass {
           bitField0_ |= 0x00000001;
           onChanged();
         }
+        if (other.getAfterIndex() != 0L) {
+          setAfterIndex(other.getAfterIndex());
+        }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
         return this;
@@ -41929,6 +42170,11 @@ public final class BatonOuterClass {
                 bitField0_ |= 0x00000001;
                 break;
               } // case 10
+              case 16: {
+                afterIndex_ = input.readUInt64();
+                bitField0_ |= 0x00000002;
+                break;
+              } // case 16
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -42014,6 +42260,56 @@ public final class BatonOuterClass {
         checkByteStringIsUtf8(value);
         name_ = value;
         bitField0_ |= 0x00000001;
+        onChanged();
+        return this;
+      }
+
+      private long afterIndex_ ;
+      /**
+       * <pre>
+       * after_index resumes a watch on another member, or after a break: the
+       * index of the last state the caller saw (WatchResponse.index). The
+       * first response then lists, in missed, the holds that ended after it.
+       * </pre>
+       *
+       * <code>uint64 after_index = 2;</code>
+       * @return The afterIndex.
+       */
+      @java.lang.Override
+      public long getAfterIndex() {
+        return afterIndex_;
+      }
+      /**
+       * <pre>
+       * after_index resumes a watch on another member, or after a break: the
+       * index of the last state the caller saw (WatchResponse.index). The
+       * first response then lists, in missed, the holds that ended after it.
+       * </pre>
+       *
+       * <code>uint64 after_index = 2;</code>
+       * @param value The afterIndex to set.
+       * @return This builder for chaining.
+       */
+      public Builder setAfterIndex(long value) {
+        
+        afterIndex_ = value;
+        bitField0_ |= 0x00000002;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * after_index resumes a watch on another member, or after a break: the
+       * index of the last state the caller saw (WatchResponse.index). The
+       * first response then lists, in missed, the holds that ended after it.
+       * </pre>
+       *
+       * <code>uint64 after_index = 2;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearAfterIndex() {
+        bitField0_ = (bitField0_ & ~0x00000002);
+        afterIndex_ = 0L;
         onChanged();
         return this;
       }
@@ -42121,8 +42417,104 @@ public final class BatonOuterClass {
      * @return The index.
      */
     long getIndex();
+
+    /**
+     * <pre>
+     * missed: on a resumed stream's first response (after_index set) or
+     * after a gap, the holds of the lock that ended after the last state
+     * the caller saw and before this one, oldest first, from the lock's
+     * replicated history (GetResponse.history): a lock's recent holders the
+     * caller never saw, or saw only before they ended.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.PastHold missed = 3;</code>
+     */
+    java.util.List<baton.v1.BatonOuterClass.PastHold> 
+        getMissedList();
+    /**
+     * <pre>
+     * missed: on a resumed stream's first response (after_index set) or
+     * after a gap, the holds of the lock that ended after the last state
+     * the caller saw and before this one, oldest first, from the lock's
+     * replicated history (GetResponse.history): a lock's recent holders the
+     * caller never saw, or saw only before they ended.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.PastHold missed = 3;</code>
+     */
+    baton.v1.BatonOuterClass.PastHold getMissed(int index);
+    /**
+     * <pre>
+     * missed: on a resumed stream's first response (after_index set) or
+     * after a gap, the holds of the lock that ended after the last state
+     * the caller saw and before this one, oldest first, from the lock's
+     * replicated history (GetResponse.history): a lock's recent holders the
+     * caller never saw, or saw only before they ended.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.PastHold missed = 3;</code>
+     */
+    int getMissedCount();
+    /**
+     * <pre>
+     * missed: on a resumed stream's first response (after_index set) or
+     * after a gap, the holds of the lock that ended after the last state
+     * the caller saw and before this one, oldest first, from the lock's
+     * replicated history (GetResponse.history): a lock's recent holders the
+     * caller never saw, or saw only before they ended.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.PastHold missed = 3;</code>
+     */
+    java.util.List<? extends baton.v1.BatonOuterClass.PastHoldOrBuilder> 
+        getMissedOrBuilderList();
+    /**
+     * <pre>
+     * missed: on a resumed stream's first response (after_index set) or
+     * after a gap, the holds of the lock that ended after the last state
+     * the caller saw and before this one, oldest first, from the lock's
+     * replicated history (GetResponse.history): a lock's recent holders the
+     * caller never saw, or saw only before they ended.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.PastHold missed = 3;</code>
+     */
+    baton.v1.BatonOuterClass.PastHoldOrBuilder getMissedOrBuilder(
+        int index);
+
+    /**
+     * <pre>
+     * gap marks such a response: a resumed stream's first, or one after the
+     * stream's reader fell behind; missed and missed_all are set only there.
+     * </pre>
+     *
+     * <code>bool gap = 5;</code>
+     * @return The gap.
+     */
+    boolean getGap();
+
+    /**
+     * <pre>
+     * missed_all: missed has every hold of the lock that ended in the gap.
+     * False when the history no longer reaches back to the caller's last
+     * state (it keeps 8 ends per lock, for the 4096 locks that ended one
+     * most recently) or the cluster's log version is below 13.
+     * </pre>
+     *
+     * <code>bool missed_all = 4;</code>
+     * @return The missedAll.
+     */
+    boolean getMissedAll();
   }
   /**
+   * <pre>
+   * WatchResponse is one state of the lock. A stream sends one per log
+   * entry that changed the lock, in log order, each as of its entry. A
+   * stream's first response, and one that follows a gap (a reader so slow
+   * that more changes waited for it than a member keeps), is the lock's
+   * state now, with the holds that ended in the gap in missed.
+   * </pre>
+   *
    * Protobuf type {@code baton.v1.WatchResponse}
    */
   public static final class WatchResponse extends
@@ -42135,6 +42527,7 @@ public final class BatonOuterClass {
       super(builder);
     }
     private WatchResponse() {
+      missed_ = java.util.Collections.emptyList();
     }
 
     @java.lang.Override
@@ -42215,6 +42608,121 @@ public final class BatonOuterClass {
       return index_;
     }
 
+    public static final int MISSED_FIELD_NUMBER = 3;
+    @SuppressWarnings("serial")
+    private java.util.List<baton.v1.BatonOuterClass.PastHold> missed_;
+    /**
+     * <pre>
+     * missed: on a resumed stream's first response (after_index set) or
+     * after a gap, the holds of the lock that ended after the last state
+     * the caller saw and before this one, oldest first, from the lock's
+     * replicated history (GetResponse.history): a lock's recent holders the
+     * caller never saw, or saw only before they ended.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.PastHold missed = 3;</code>
+     */
+    @java.lang.Override
+    public java.util.List<baton.v1.BatonOuterClass.PastHold> getMissedList() {
+      return missed_;
+    }
+    /**
+     * <pre>
+     * missed: on a resumed stream's first response (after_index set) or
+     * after a gap, the holds of the lock that ended after the last state
+     * the caller saw and before this one, oldest first, from the lock's
+     * replicated history (GetResponse.history): a lock's recent holders the
+     * caller never saw, or saw only before they ended.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.PastHold missed = 3;</code>
+     */
+    @java.lang.Override
+    public java.util.List<? extends baton.v1.BatonOuterClass.PastHoldOrBuilder> 
+        getMissedOrBuilderList() {
+      return missed_;
+    }
+    /**
+     * <pre>
+     * missed: on a resumed stream's first response (after_index set) or
+     * after a gap, the holds of the lock that ended after the last state
+     * the caller saw and before this one, oldest first, from the lock's
+     * replicated history (GetResponse.history): a lock's recent holders the
+     * caller never saw, or saw only before they ended.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.PastHold missed = 3;</code>
+     */
+    @java.lang.Override
+    public int getMissedCount() {
+      return missed_.size();
+    }
+    /**
+     * <pre>
+     * missed: on a resumed stream's first response (after_index set) or
+     * after a gap, the holds of the lock that ended after the last state
+     * the caller saw and before this one, oldest first, from the lock's
+     * replicated history (GetResponse.history): a lock's recent holders the
+     * caller never saw, or saw only before they ended.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.PastHold missed = 3;</code>
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.PastHold getMissed(int index) {
+      return missed_.get(index);
+    }
+    /**
+     * <pre>
+     * missed: on a resumed stream's first response (after_index set) or
+     * after a gap, the holds of the lock that ended after the last state
+     * the caller saw and before this one, oldest first, from the lock's
+     * replicated history (GetResponse.history): a lock's recent holders the
+     * caller never saw, or saw only before they ended.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.PastHold missed = 3;</code>
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.PastHoldOrBuilder getMissedOrBuilder(
+        int index) {
+      return missed_.get(index);
+    }
+
+    public static final int GAP_FIELD_NUMBER = 5;
+    private boolean gap_ = false;
+    /**
+     * <pre>
+     * gap marks such a response: a resumed stream's first, or one after the
+     * stream's reader fell behind; missed and missed_all are set only there.
+     * </pre>
+     *
+     * <code>bool gap = 5;</code>
+     * @return The gap.
+     */
+    @java.lang.Override
+    public boolean getGap() {
+      return gap_;
+    }
+
+    public static final int MISSED_ALL_FIELD_NUMBER = 4;
+    private boolean missedAll_ = false;
+    /**
+     * <pre>
+     * missed_all: missed has every hold of the lock that ended in the gap.
+     * False when the history no longer reaches back to the caller's last
+     * state (it keeps 8 ends per lock, for the 4096 locks that ended one
+     * most recently) or the cluster's log version is below 13.
+     * </pre>
+     *
+     * <code>bool missed_all = 4;</code>
+     * @return The missedAll.
+     */
+    @java.lang.Override
+    public boolean getMissedAll() {
+      return missedAll_;
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -42235,6 +42743,15 @@ public final class BatonOuterClass {
       if (index_ != 0L) {
         output.writeUInt64(2, index_);
       }
+      for (int i = 0; i < missed_.size(); i++) {
+        output.writeMessage(3, missed_.get(i));
+      }
+      if (missedAll_ != false) {
+        output.writeBool(4, missedAll_);
+      }
+      if (gap_ != false) {
+        output.writeBool(5, gap_);
+      }
       getUnknownFields().writeTo(output);
     }
 
@@ -42251,6 +42768,18 @@ public final class BatonOuterClass {
       if (index_ != 0L) {
         size += com.google.protobuf.CodedOutputStream
           .computeUInt64Size(2, index_);
+      }
+      for (int i = 0; i < missed_.size(); i++) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(3, missed_.get(i));
+      }
+      if (missedAll_ != false) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeBoolSize(4, missedAll_);
+      }
+      if (gap_ != false) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeBoolSize(5, gap_);
       }
       size += getUnknownFields().getSerializedSize();
       memoizedSize = size;
@@ -42274,6 +42803,12 @@ public final class BatonOuterClass {
       }
       if (getIndex()
           != other.getIndex()) return false;
+      if (!getMissedList()
+          .equals(other.getMissedList())) return false;
+      if (getGap()
+          != other.getGap()) return false;
+      if (getMissedAll()
+          != other.getMissedAll()) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -42292,6 +42827,16 @@ public final class BatonOuterClass {
       hash = (37 * hash) + INDEX_FIELD_NUMBER;
       hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
           getIndex());
+      if (getMissedCount() > 0) {
+        hash = (37 * hash) + MISSED_FIELD_NUMBER;
+        hash = (53 * hash) + getMissedList().hashCode();
+      }
+      hash = (37 * hash) + GAP_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+          getGap());
+      hash = (37 * hash) + MISSED_ALL_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+          getMissedAll());
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -42388,6 +42933,14 @@ public final class BatonOuterClass {
       return builder;
     }
     /**
+     * <pre>
+     * WatchResponse is one state of the lock. A stream sends one per log
+     * entry that changed the lock, in log order, each as of its entry. A
+     * stream's first response, and one that follows a gap (a reader so slow
+     * that more changes waited for it than a member keeps), is the lock's
+     * state now, with the holds that ended in the gap in missed.
+     * </pre>
+     *
      * Protobuf type {@code baton.v1.WatchResponse}
      */
     public static final class Builder extends
@@ -42427,6 +42980,15 @@ public final class BatonOuterClass {
           lockBuilder_ = null;
         }
         index_ = 0L;
+        if (missedBuilder_ == null) {
+          missed_ = java.util.Collections.emptyList();
+        } else {
+          missed_ = null;
+          missedBuilder_.clear();
+        }
+        bitField0_ = (bitField0_ & ~0x00000004);
+        gap_ = false;
+        missedAll_ = false;
         return this;
       }
 
@@ -42453,9 +43015,22 @@ public final class BatonOuterClass {
       @java.lang.Override
       public baton.v1.BatonOuterClass.WatchResponse buildPartial() {
         baton.v1.BatonOuterClass.WatchResponse result = new baton.v1.BatonOuterClass.WatchResponse(this);
+        buildPartialRepeatedFields(result);
         if (bitField0_ != 0) { buildPartial0(result); }
         onBuilt();
         return result;
+      }
+
+      private void buildPartialRepeatedFields(baton.v1.BatonOuterClass.WatchResponse result) {
+        if (missedBuilder_ == null) {
+          if (((bitField0_ & 0x00000004) != 0)) {
+            missed_ = java.util.Collections.unmodifiableList(missed_);
+            bitField0_ = (bitField0_ & ~0x00000004);
+          }
+          result.missed_ = missed_;
+        } else {
+          result.missed_ = missedBuilder_.build();
+        }
       }
 
       private void buildPartial0(baton.v1.BatonOuterClass.WatchResponse result) {
@@ -42467,6 +43042,12 @@ public final class BatonOuterClass {
         }
         if (((from_bitField0_ & 0x00000002) != 0)) {
           result.index_ = index_;
+        }
+        if (((from_bitField0_ & 0x00000008) != 0)) {
+          result.gap_ = gap_;
+        }
+        if (((from_bitField0_ & 0x00000010) != 0)) {
+          result.missedAll_ = missedAll_;
         }
       }
 
@@ -42520,6 +43101,38 @@ public final class BatonOuterClass {
         if (other.getIndex() != 0L) {
           setIndex(other.getIndex());
         }
+        if (missedBuilder_ == null) {
+          if (!other.missed_.isEmpty()) {
+            if (missed_.isEmpty()) {
+              missed_ = other.missed_;
+              bitField0_ = (bitField0_ & ~0x00000004);
+            } else {
+              ensureMissedIsMutable();
+              missed_.addAll(other.missed_);
+            }
+            onChanged();
+          }
+        } else {
+          if (!other.missed_.isEmpty()) {
+            if (missedBuilder_.isEmpty()) {
+              missedBuilder_.dispose();
+              missedBuilder_ = null;
+              missed_ = other.missed_;
+              bitField0_ = (bitField0_ & ~0x00000004);
+              missedBuilder_ = 
+                com.google.protobuf.GeneratedMessageV3.alwaysUseFieldBuilders ?
+                   getMissedFieldBuilder() : null;
+            } else {
+              missedBuilder_.addAllMessages(other.missed_);
+            }
+          }
+        }
+        if (other.getGap() != false) {
+          setGap(other.getGap());
+        }
+        if (other.getMissedAll() != false) {
+          setMissedAll(other.getMissedAll());
+        }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
         return this;
@@ -42558,6 +43171,29 @@ public final class BatonOuterClass {
                 bitField0_ |= 0x00000002;
                 break;
               } // case 16
+              case 26: {
+                baton.v1.BatonOuterClass.PastHold m =
+                    input.readMessage(
+                        baton.v1.BatonOuterClass.PastHold.parser(),
+                        extensionRegistry);
+                if (missedBuilder_ == null) {
+                  ensureMissedIsMutable();
+                  missed_.add(m);
+                } else {
+                  missedBuilder_.addMessage(m);
+                }
+                break;
+              } // case 26
+              case 32: {
+                missedAll_ = input.readBool();
+                bitField0_ |= 0x00000010;
+                break;
+              } // case 32
+              case 40: {
+                gap_ = input.readBool();
+                bitField0_ |= 0x00000008;
+                break;
+              } // case 40
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -42770,6 +43406,490 @@ public final class BatonOuterClass {
       public Builder clearIndex() {
         bitField0_ = (bitField0_ & ~0x00000002);
         index_ = 0L;
+        onChanged();
+        return this;
+      }
+
+      private java.util.List<baton.v1.BatonOuterClass.PastHold> missed_ =
+        java.util.Collections.emptyList();
+      private void ensureMissedIsMutable() {
+        if (!((bitField0_ & 0x00000004) != 0)) {
+          missed_ = new java.util.ArrayList<baton.v1.BatonOuterClass.PastHold>(missed_);
+          bitField0_ |= 0x00000004;
+         }
+      }
+
+      private com.google.protobuf.RepeatedFieldBuilderV3<
+          baton.v1.BatonOuterClass.PastHold, baton.v1.BatonOuterClass.PastHold.Builder, baton.v1.BatonOuterClass.PastHoldOrBuilder> missedBuilder_;
+
+      /**
+       * <pre>
+       * missed: on a resumed stream's first response (after_index set) or
+       * after a gap, the holds of the lock that ended after the last state
+       * the caller saw and before this one, oldest first, from the lock's
+       * replicated history (GetResponse.history): a lock's recent holders the
+       * caller never saw, or saw only before they ended.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold missed = 3;</code>
+       */
+      public java.util.List<baton.v1.BatonOuterClass.PastHold> getMissedList() {
+        if (missedBuilder_ == null) {
+          return java.util.Collections.unmodifiableList(missed_);
+        } else {
+          return missedBuilder_.getMessageList();
+        }
+      }
+      /**
+       * <pre>
+       * missed: on a resumed stream's first response (after_index set) or
+       * after a gap, the holds of the lock that ended after the last state
+       * the caller saw and before this one, oldest first, from the lock's
+       * replicated history (GetResponse.history): a lock's recent holders the
+       * caller never saw, or saw only before they ended.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold missed = 3;</code>
+       */
+      public int getMissedCount() {
+        if (missedBuilder_ == null) {
+          return missed_.size();
+        } else {
+          return missedBuilder_.getCount();
+        }
+      }
+      /**
+       * <pre>
+       * missed: on a resumed stream's first response (after_index set) or
+       * after a gap, the holds of the lock that ended after the last state
+       * the caller saw and before this one, oldest first, from the lock's
+       * replicated history (GetResponse.history): a lock's recent holders the
+       * caller never saw, or saw only before they ended.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold missed = 3;</code>
+       */
+      public baton.v1.BatonOuterClass.PastHold getMissed(int index) {
+        if (missedBuilder_ == null) {
+          return missed_.get(index);
+        } else {
+          return missedBuilder_.getMessage(index);
+        }
+      }
+      /**
+       * <pre>
+       * missed: on a resumed stream's first response (after_index set) or
+       * after a gap, the holds of the lock that ended after the last state
+       * the caller saw and before this one, oldest first, from the lock's
+       * replicated history (GetResponse.history): a lock's recent holders the
+       * caller never saw, or saw only before they ended.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold missed = 3;</code>
+       */
+      public Builder setMissed(
+          int index, baton.v1.BatonOuterClass.PastHold value) {
+        if (missedBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureMissedIsMutable();
+          missed_.set(index, value);
+          onChanged();
+        } else {
+          missedBuilder_.setMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * missed: on a resumed stream's first response (after_index set) or
+       * after a gap, the holds of the lock that ended after the last state
+       * the caller saw and before this one, oldest first, from the lock's
+       * replicated history (GetResponse.history): a lock's recent holders the
+       * caller never saw, or saw only before they ended.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold missed = 3;</code>
+       */
+      public Builder setMissed(
+          int index, baton.v1.BatonOuterClass.PastHold.Builder builderForValue) {
+        if (missedBuilder_ == null) {
+          ensureMissedIsMutable();
+          missed_.set(index, builderForValue.build());
+          onChanged();
+        } else {
+          missedBuilder_.setMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * missed: on a resumed stream's first response (after_index set) or
+       * after a gap, the holds of the lock that ended after the last state
+       * the caller saw and before this one, oldest first, from the lock's
+       * replicated history (GetResponse.history): a lock's recent holders the
+       * caller never saw, or saw only before they ended.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold missed = 3;</code>
+       */
+      public Builder addMissed(baton.v1.BatonOuterClass.PastHold value) {
+        if (missedBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureMissedIsMutable();
+          missed_.add(value);
+          onChanged();
+        } else {
+          missedBuilder_.addMessage(value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * missed: on a resumed stream's first response (after_index set) or
+       * after a gap, the holds of the lock that ended after the last state
+       * the caller saw and before this one, oldest first, from the lock's
+       * replicated history (GetResponse.history): a lock's recent holders the
+       * caller never saw, or saw only before they ended.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold missed = 3;</code>
+       */
+      public Builder addMissed(
+          int index, baton.v1.BatonOuterClass.PastHold value) {
+        if (missedBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureMissedIsMutable();
+          missed_.add(index, value);
+          onChanged();
+        } else {
+          missedBuilder_.addMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * missed: on a resumed stream's first response (after_index set) or
+       * after a gap, the holds of the lock that ended after the last state
+       * the caller saw and before this one, oldest first, from the lock's
+       * replicated history (GetResponse.history): a lock's recent holders the
+       * caller never saw, or saw only before they ended.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold missed = 3;</code>
+       */
+      public Builder addMissed(
+          baton.v1.BatonOuterClass.PastHold.Builder builderForValue) {
+        if (missedBuilder_ == null) {
+          ensureMissedIsMutable();
+          missed_.add(builderForValue.build());
+          onChanged();
+        } else {
+          missedBuilder_.addMessage(builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * missed: on a resumed stream's first response (after_index set) or
+       * after a gap, the holds of the lock that ended after the last state
+       * the caller saw and before this one, oldest first, from the lock's
+       * replicated history (GetResponse.history): a lock's recent holders the
+       * caller never saw, or saw only before they ended.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold missed = 3;</code>
+       */
+      public Builder addMissed(
+          int index, baton.v1.BatonOuterClass.PastHold.Builder builderForValue) {
+        if (missedBuilder_ == null) {
+          ensureMissedIsMutable();
+          missed_.add(index, builderForValue.build());
+          onChanged();
+        } else {
+          missedBuilder_.addMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * missed: on a resumed stream's first response (after_index set) or
+       * after a gap, the holds of the lock that ended after the last state
+       * the caller saw and before this one, oldest first, from the lock's
+       * replicated history (GetResponse.history): a lock's recent holders the
+       * caller never saw, or saw only before they ended.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold missed = 3;</code>
+       */
+      public Builder addAllMissed(
+          java.lang.Iterable<? extends baton.v1.BatonOuterClass.PastHold> values) {
+        if (missedBuilder_ == null) {
+          ensureMissedIsMutable();
+          com.google.protobuf.AbstractMessageLite.Builder.addAll(
+              values, missed_);
+          onChanged();
+        } else {
+          missedBuilder_.addAllMessages(values);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * missed: on a resumed stream's first response (after_index set) or
+       * after a gap, the holds of the lock that ended after the last state
+       * the caller saw and before this one, oldest first, from the lock's
+       * replicated history (GetResponse.history): a lock's recent holders the
+       * caller never saw, or saw only before they ended.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold missed = 3;</code>
+       */
+      public Builder clearMissed() {
+        if (missedBuilder_ == null) {
+          missed_ = java.util.Collections.emptyList();
+          bitField0_ = (bitField0_ & ~0x00000004);
+          onChanged();
+        } else {
+          missedBuilder_.clear();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * missed: on a resumed stream's first response (after_index set) or
+       * after a gap, the holds of the lock that ended after the last state
+       * the caller saw and before this one, oldest first, from the lock's
+       * replicated history (GetResponse.history): a lock's recent holders the
+       * caller never saw, or saw only before they ended.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold missed = 3;</code>
+       */
+      public Builder removeMissed(int index) {
+        if (missedBuilder_ == null) {
+          ensureMissedIsMutable();
+          missed_.remove(index);
+          onChanged();
+        } else {
+          missedBuilder_.remove(index);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * missed: on a resumed stream's first response (after_index set) or
+       * after a gap, the holds of the lock that ended after the last state
+       * the caller saw and before this one, oldest first, from the lock's
+       * replicated history (GetResponse.history): a lock's recent holders the
+       * caller never saw, or saw only before they ended.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold missed = 3;</code>
+       */
+      public baton.v1.BatonOuterClass.PastHold.Builder getMissedBuilder(
+          int index) {
+        return getMissedFieldBuilder().getBuilder(index);
+      }
+      /**
+       * <pre>
+       * missed: on a resumed stream's first response (after_index set) or
+       * after a gap, the holds of the lock that ended after the last state
+       * the caller saw and before this one, oldest first, from the lock's
+       * replicated history (GetResponse.history): a lock's recent holders the
+       * caller never saw, or saw only before they ended.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold missed = 3;</code>
+       */
+      public baton.v1.BatonOuterClass.PastHoldOrBuilder getMissedOrBuilder(
+          int index) {
+        if (missedBuilder_ == null) {
+          return missed_.get(index);  } else {
+          return missedBuilder_.getMessageOrBuilder(index);
+        }
+      }
+      /**
+       * <pre>
+       * missed: on a resumed stream's first response (after_index set) or
+       * after a gap, the holds of the lock that ended after the last state
+       * the caller saw and before this one, oldest first, from the lock's
+       * replicated history (GetResponse.history): a lock's recent holders the
+       * caller never saw, or saw only before they ended.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold missed = 3;</code>
+       */
+      public java.util.List<? extends baton.v1.BatonOuterClass.PastHoldOrBuilder> 
+           getMissedOrBuilderList() {
+        if (missedBuilder_ != null) {
+          return missedBuilder_.getMessageOrBuilderList();
+        } else {
+          return java.util.Collections.unmodifiableList(missed_);
+        }
+      }
+      /**
+       * <pre>
+       * missed: on a resumed stream's first response (after_index set) or
+       * after a gap, the holds of the lock that ended after the last state
+       * the caller saw and before this one, oldest first, from the lock's
+       * replicated history (GetResponse.history): a lock's recent holders the
+       * caller never saw, or saw only before they ended.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold missed = 3;</code>
+       */
+      public baton.v1.BatonOuterClass.PastHold.Builder addMissedBuilder() {
+        return getMissedFieldBuilder().addBuilder(
+            baton.v1.BatonOuterClass.PastHold.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * missed: on a resumed stream's first response (after_index set) or
+       * after a gap, the holds of the lock that ended after the last state
+       * the caller saw and before this one, oldest first, from the lock's
+       * replicated history (GetResponse.history): a lock's recent holders the
+       * caller never saw, or saw only before they ended.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold missed = 3;</code>
+       */
+      public baton.v1.BatonOuterClass.PastHold.Builder addMissedBuilder(
+          int index) {
+        return getMissedFieldBuilder().addBuilder(
+            index, baton.v1.BatonOuterClass.PastHold.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * missed: on a resumed stream's first response (after_index set) or
+       * after a gap, the holds of the lock that ended after the last state
+       * the caller saw and before this one, oldest first, from the lock's
+       * replicated history (GetResponse.history): a lock's recent holders the
+       * caller never saw, or saw only before they ended.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.PastHold missed = 3;</code>
+       */
+      public java.util.List<baton.v1.BatonOuterClass.PastHold.Builder> 
+           getMissedBuilderList() {
+        return getMissedFieldBuilder().getBuilderList();
+      }
+      private com.google.protobuf.RepeatedFieldBuilderV3<
+          baton.v1.BatonOuterClass.PastHold, baton.v1.BatonOuterClass.PastHold.Builder, baton.v1.BatonOuterClass.PastHoldOrBuilder> 
+          getMissedFieldBuilder() {
+        if (missedBuilder_ == null) {
+          missedBuilder_ = new com.google.protobuf.RepeatedFieldBuilderV3<
+              baton.v1.BatonOuterClass.PastHold, baton.v1.BatonOuterClass.PastHold.Builder, baton.v1.BatonOuterClass.PastHoldOrBuilder>(
+                  missed_,
+                  ((bitField0_ & 0x00000004) != 0),
+                  getParentForChildren(),
+                  isClean());
+          missed_ = null;
+        }
+        return missedBuilder_;
+      }
+
+      private boolean gap_ ;
+      /**
+       * <pre>
+       * gap marks such a response: a resumed stream's first, or one after the
+       * stream's reader fell behind; missed and missed_all are set only there.
+       * </pre>
+       *
+       * <code>bool gap = 5;</code>
+       * @return The gap.
+       */
+      @java.lang.Override
+      public boolean getGap() {
+        return gap_;
+      }
+      /**
+       * <pre>
+       * gap marks such a response: a resumed stream's first, or one after the
+       * stream's reader fell behind; missed and missed_all are set only there.
+       * </pre>
+       *
+       * <code>bool gap = 5;</code>
+       * @param value The gap to set.
+       * @return This builder for chaining.
+       */
+      public Builder setGap(boolean value) {
+        
+        gap_ = value;
+        bitField0_ |= 0x00000008;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * gap marks such a response: a resumed stream's first, or one after the
+       * stream's reader fell behind; missed and missed_all are set only there.
+       * </pre>
+       *
+       * <code>bool gap = 5;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearGap() {
+        bitField0_ = (bitField0_ & ~0x00000008);
+        gap_ = false;
+        onChanged();
+        return this;
+      }
+
+      private boolean missedAll_ ;
+      /**
+       * <pre>
+       * missed_all: missed has every hold of the lock that ended in the gap.
+       * False when the history no longer reaches back to the caller's last
+       * state (it keeps 8 ends per lock, for the 4096 locks that ended one
+       * most recently) or the cluster's log version is below 13.
+       * </pre>
+       *
+       * <code>bool missed_all = 4;</code>
+       * @return The missedAll.
+       */
+      @java.lang.Override
+      public boolean getMissedAll() {
+        return missedAll_;
+      }
+      /**
+       * <pre>
+       * missed_all: missed has every hold of the lock that ended in the gap.
+       * False when the history no longer reaches back to the caller's last
+       * state (it keeps 8 ends per lock, for the 4096 locks that ended one
+       * most recently) or the cluster's log version is below 13.
+       * </pre>
+       *
+       * <code>bool missed_all = 4;</code>
+       * @param value The missedAll to set.
+       * @return This builder for chaining.
+       */
+      public Builder setMissedAll(boolean value) {
+        
+        missedAll_ = value;
+        bitField0_ |= 0x00000010;
+        onChanged();
+        return this;
+      }
+      /**
+       * <pre>
+       * missed_all: missed has every hold of the lock that ended in the gap.
+       * False when the history no longer reaches back to the caller's last
+       * state (it keeps 8 ends per lock, for the 4096 locks that ended one
+       * most recently) or the cluster's log version is below 13.
+       * </pre>
+       *
+       * <code>bool missed_all = 4;</code>
+       * @return This builder for chaining.
+       */
+      public Builder clearMissedAll() {
+        bitField0_ = (bitField0_ & ~0x00000010);
+        missedAll_ = false;
         onChanged();
         return this;
       }
@@ -89465,251 +90585,253 @@ public final class BatonOuterClass {
       "yRequest\022\014\n\004name\030\001 \001(\t\"_\n\017HistoryRespons" +
       "e\022!\n\005holds\030\001 \003(\0132\022.baton.v1.PastHold\022\025\n\r" +
       "applied_index\030\002 \001(\004\022\022\n\nreplicated\030\003 \001(\010\"" +
-      "\352\001\n\010PastHold\022\022\n\nsession_id\030\001 \001(\004\022\r\n\005owne" +
+      "\371\001\n\010PastHold\022\022\n\nsession_id\030\001 \001(\004\022\r\n\005owne" +
       "r\030\002 \001(\t\022\021\n\towner_key\030\003 \001(\t\022\r\n\005token\030\004 \001(" +
       "\004\022\016\n\006shared\030\005 \001(\010\022)\n\005since\030\006 \001(\0132\032.googl" +
       "e.protobuf.Timestamp\022)\n\005ended\030\007 \001(\0132\032.go" +
       "ogle.protobuf.Timestamp\022\023\n\013ended_index\030\010" +
-      " \001(\004\022\036\n\003how\030\t \001(\0162\021.baton.v1.HoldEnd\"D\n\013" +
-      "ListRequest\022\016\n\006prefix\030\001 \001(\t\022\021\n\tpage_size" +
-      "\030\002 \001(\r\022\022\n\npage_token\030\003 \001(\t\"\241\001\n\013LockSumma" +
-      "ry\022\014\n\004name\030\001 \001(\t\022 \n\006holder\030\002 \001(\0132\020.baton" +
-      ".v1.Holder\022\017\n\007waiters\030\003 \001(\r\022\017\n\007holders\030\004" +
-      " \001(\r\022\r\n\005limit\030\005 \001(\r\0221\n\rdelayed_until\030\006 \001" +
-      "(\0132\032.google.protobuf.Timestamp\"M\n\014ListRe" +
-      "sponse\022$\n\005locks\030\001 \003(\0132\025.baton.v1.LockSum" +
-      "mary\022\027\n\017next_page_token\030\002 \001(\t\"\235\001\n\007Sessio" +
-      "n\022\n\n\002id\030\001 \001(\004\022\r\n\005owner\030\002 \001(\t\022&\n\003ttl\030\003 \001(" +
-      "\0132\031.google.protobuf.Duration\022\023\n\013blacklis" +
-      "ted\030\004 \001(\010\022+\n\007created\030\005 \001(\0132\032.google.prot" +
-      "obuf.Timestamp\022\r\n\005holds\030\006 \001(\r\":\n\023ListSes" +
-      "sionsRequest\022\021\n\tpage_size\030\001 \001(\r\022\020\n\010after" +
-      "_id\030\002 \001(\004\"R\n\024ListSessionsResponse\022#\n\010ses" +
-      "sions\030\001 \003(\0132\021.baton.v1.Session\022\025\n\rnext_a" +
-      "fter_id\030\002 \001(\004\"&\n\020BlacklistRequest\022\022\n\nses" +
-      "sion_id\030\001 \001(\004\"\023\n\021BlacklistResponse\"\034\n\014Wa" +
-      "tchRequest\022\014\n\004name\030\001 \001(\t\"<\n\rWatchRespons" +
-      "e\022\034\n\004lock\030\001 \001(\0132\016.baton.v1.Lock\022\r\n\005index" +
-      "\030\002 \001(\004\"\017\n\rStatusRequest\"p\n\006Member\022\014\n\004nam" +
-      "e\030\001 \001(\t\022\n\n\002id\030\002 \001(\004\022\021\n\tpeer_addr\030\003 \001(\t\022\023" +
-      "\n\013client_addr\030\004 \001(\t\022\017\n\007learner\030\005 \001(\010\022\023\n\013" +
-      "log_version\030\006 \001(\r\"D\n\020AddMemberRequest\022\014\n" +
-      "\004name\030\001 \001(\t\022\021\n\tpeer_addr\030\002 \001(\t\022\017\n\007learne" +
-      "r\030\003 \001(\010\"O\n\021AddMemberResponse\022!\n\007members\030" +
-      "\001 \003(\0132\020.baton.v1.Member\022\027\n\017initial_clust" +
-      "er\030\002 \001(\t\"$\n\024PromoteMemberRequest\022\014\n\004name" +
-      "\030\001 \001(\t\":\n\025PromoteMemberResponse\022!\n\007membe" +
-      "rs\030\001 \003(\0132\020.baton.v1.Member\"\'\n\031TransferLe" +
-      "adershipRequest\022\n\n\002to\030\001 \001(\t\"A\n\032TransferL" +
-      "eadershipResponse\022\016\n\006leader\030\001 \001(\t\022\023\n\013lea" +
-      "der_addr\030\002 \001(\t\"#\n\023RemoveMemberRequest\022\014\n" +
-      "\004name\030\001 \001(\t\"9\n\024RemoveMemberResponse\022!\n\007m" +
-      "embers\030\001 \003(\0132\020.baton.v1.Member\"\212\003\n\016Statu" +
-      "sResponse\022\014\n\004name\030\001 \001(\t\022\n\n\002id\030\002 \001(\004\022\016\n\006l" +
-      "eader\030\003 \001(\t\022\021\n\tleader_id\030\004 \001(\004\022\023\n\013leader" +
-      "_addr\030\005 \001(\t\022\014\n\004term\030\006 \001(\004\022\024\n\014commit_inde" +
-      "x\030\007 \001(\004\022\025\n\rapplied_index\030\010 \001(\004\022!\n\007member" +
-      "s\030\t \003(\0132\020.baton.v1.Member\022\014\n\004role\030\n \001(\t\022" +
-      "\020\n\010sessions\030\013 \001(\r\022\r\n\005locks\030\014 \001(\r\022\017\n\007vers" +
-      "ion\030\r \001(\t\022\023\n\013log_version\030\016 \001(\r\022\034\n\017disk_f" +
-      "ree_bytes\030\017 \001(\004H\000\210\001\001\022\033\n\023min_free_disk_by" +
-      "tes\030\020 \001(\004\022\020\n\010low_disk\030\021 \001(\010\022\022\n\ncluster_i" +
-      "d\030P \001(\004B\022\n\020_disk_free_bytes\"\025\n\023SaveSnaps" +
-      "hotRequest\"N\n\024SaveSnapshotResponse\022(\n\006he" +
-      "ader\030\001 \001(\0132\030.baton.v1.SnapshotHeader\022\014\n\004" +
-      "data\030\002 \001(\014\"\334\001\n\016SnapshotHeader\022\022\n\ncluster" +
-      "_id\030\001 \001(\004\022\r\n\005index\030\002 \001(\004\022\014\n\004term\030\003 \001(\004\022\023" +
-      "\n\013log_version\030\004 \001(\r\022!\n\007members\030\005 \003(\0132\020.b" +
-      "aton.v1.Member\022\014\n\004size\030\006 \001(\004\022\023\n\013data_sha" +
-      "256\030\007 \001(\014\022\020\n\010taken_by\030\010 \001(\t\022,\n\010taken_at\030" +
-      "\t \001(\0132\032.google.protobuf.Timestamp\"\215\001\n\005Er" +
-      "ror\022\014\n\004code\030\001 \001(\r\022 \n\006reason\030\002 \001(\0162\020.bato" +
-      "n.v1.Reason\022\017\n\007message\030\003 \001(\t\022\023\n\013leader_a" +
-      "ddr\030\004 \001(\t\022.\n\016deadlock_cycle\030\005 \003(\0132\026.bato" +
-      "n.v1.DeadlockEdge\"\220\001\n\014DeadlockEdge\022\022\n\nse" +
-      "ssion_id\030\001 \001(\004\022\021\n\towner_key\030\002 \001(\t\022\014\n\004loc" +
-      "k\030\003 \001(\t\022\024\n\014queued_ahead\030\004 \001(\010\022\032\n\022blocker" +
-      "_session_id\030\005 \001(\004\022\031\n\021blocker_owner_key\030\006" +
-      " \001(\t\"6\n\rDeadlockCycle\022%\n\005edges\030\001 \003(\0132\026.b" +
-      "aton.v1.DeadlockEdge\"3\n\rResumeSession\022\022\n" +
-      "\nsession_id\030\001 \001(\004\022\016\n\006secret\030\002 \001(\t\"\373\003\n\016Se" +
-      "ssionRequest\022\n\n\002id\030\001 \001(\004\022,\n\004open\030\002 \001(\0132\034" +
-      ".baton.v1.OpenSessionRequestH\000\022)\n\006resume" +
-      "\030\003 \001(\0132\027.baton.v1.ResumeSessionH\000\0220\n\nkee" +
-      "p_alive\030\004 \001(\0132\032.baton.v1.KeepAliveReques" +
-      "tH\000\022+\n\007acquire\030\005 \001(\0132\030.baton.v1.AcquireR" +
-      "equestH\000\022+\n\007release\030\006 \001(\0132\030.baton.v1.Rel" +
-      "easeRequestH\000\022)\n\006cancel\030\007 \001(\0132\027.baton.v1" +
-      ".CancelRequestH\000\0224\n\014acquire_many\030\010 \001(\0132\034" +
-      ".baton.v1.AcquireManyRequestH\000\022.\n\005close\030" +
-      "\t \001(\0132\035.baton.v1.CloseSessionRequestH\000\0220" +
-      "\n\nrenew_hold\030\n \001(\0132\032.baton.v1.RenewHoldR" +
-      "equestH\000\022-\n\010proclaim\030\013 \001(\0132\031.baton.v1.Pr" +
-      "oclaimRequestH\000B\006\n\004kind\"=\n\017SessionsReque" +
-      "st\022*\n\010requests\030\001 \003(\0132\030.baton.v1.ChannelR" +
-      "equest\"\\\n\016ChannelRequest\022\017\n\007channel\030\001 \001(" +
-      "\004\022)\n\007request\030\002 \001(\0132\030.baton.v1.SessionReq" +
-      "uest\022\016\n\006detach\030\003 \001(\010\"@\n\020SessionsResponse" +
-      "\022,\n\tresponses\030\001 \003(\0132\031.baton.v1.ChannelRe" +
-      "sponse\"r\n\017ChannelResponse\022\017\n\007channel\030\001 \001" +
-      "(\004\022+\n\010response\030\002 \001(\0132\031.baton.v1.SessionR" +
-      "esponse\022!\n\003end\030\003 \001(\0132\024.baton.v1.ChannelE" +
-      "nd\",\n\nChannelEnd\022\036\n\005error\030\001 \001(\0132\017.baton." +
-      "v1.Error\"G\n\005Grant\022\013\n\003seq\030\001 \001(\004\022\014\n\004name\030\002" +
-      " \001(\t\022\r\n\005token\030\003 \001(\004\022\024\n\014signed_token\030\004 \001(" +
-      "\t\"H\n\tWaitEnded\022\013\n\003seq\030\001 \001(\004\022\014\n\004name\030\002 \001(" +
-      "\t\022 \n\006reason\030\003 \001(\0162\020.baton.v1.Reason\"\371\005\n\017" +
-      "SessionResponse\022\n\n\002id\030\001 \001(\004\022\036\n\005error\030\002 \001" +
-      "(\0132\017.baton.v1.Error\022-\n\004open\030\003 \001(\0132\035.bato" +
-      "n.v1.OpenSessionResponseH\000\0221\n\nkeep_alive" +
-      "\030\004 \001(\0132\033.baton.v1.KeepAliveResponseH\000\022,\n" +
-      "\007acquire\030\005 \001(\0132\031.baton.v1.AcquireRespons" +
-      "eH\000\022,\n\007release\030\006 \001(\0132\031.baton.v1.ReleaseR" +
-      "esponseH\000\022*\n\006cancel\030\007 \001(\0132\030.baton.v1.Can" +
-      "celResponseH\000\0225\n\014acquire_many\030\010 \001(\0132\035.ba" +
-      "ton.v1.AcquireManyResponseH\000\022/\n\005close\030\t " +
-      "\001(\0132\036.baton.v1.CloseSessionResponseH\000\022 \n" +
-      "\005grant\030\n \001(\0132\017.baton.v1.GrantH\000\022)\n\nwait_" +
-      "ended\030\013 \001(\0132\023.baton.v1.WaitEndedH\000\022\'\n\014se" +
-      "ssion_lost\030\014 \001(\0132\017.baton.v1.ErrorH\000\022\'\n\th" +
-      "old_lost\030\r \001(\0132\022.baton.v1.HoldLostH\000\022\'\n\005" +
-      "holds\030\016 \001(\0132\026.baton.v1.SessionHoldsH\000\0221\n" +
-      "\nrenew_hold\030\017 \001(\0132\033.baton.v1.RenewHoldRe" +
-      "sponseH\000\0225\n\020revoke_requested\030\020 \001(\0132\031.bat" +
-      "on.v1.RevokeRequestedH\000\022.\n\010proclaim\030\021 \001(" +
-      "\0132\032.baton.v1.ProclaimResponseH\000B\006\n\004kind\"" +
-      "\231\001\n\017RevokeRequested\022\014\n\004name\030\001 \001(\t\022\021\n\town" +
-      "er_key\030\002 \001(\t\022\r\n\005token\030\003 \001(\004\022(\n\005grace\030\004 \001" +
-      "(\0132\031.google.protobuf.Duration\022,\n\010deadlin" +
-      "e\030\005 \001(\0132\032.google.protobuf.Timestamp\"{\n\014S" +
-      "essionHolds\022!\n\005holds\030\001 \003(\0132\022.baton.v1.Ho" +
-      "ldLost\022\r\n\005index\030\002 \001(\004\022\014\n\004done\030\003 \001(\010\022+\n\010r" +
-      "evoking\0302 \003(\0132\031.baton.v1.RevokeRequested" +
-      "\":\n\010HoldLost\022\014\n\004name\030\001 \001(\t\022\021\n\towner_key\030" +
-      "\002 \001(\t\022\r\n\005token\030\003 \001(\004\"\300\002\n\021ChangeAuthReque" +
-      "st\022.\n\004kind\030\001 \001(\0162 .baton.v1.ChangeAuthRe" +
-      "quest.Kind\022\014\n\004user\030\002 \001(\t\022\014\n\004role\030\003 \001(\t\022\016" +
-      "\n\006prefix\030\004 \001(\t\022\r\n\005perms\030\005 \001(\t\022\022\n\nwith_to" +
-      "ken\030\006 \001(\010\"\253\001\n\004Kind\022\024\n\020KIND_UNSPECIFIED\020\000" +
-      "\022\n\n\006ENABLE\020\001\022\013\n\007DISABLE\020\002\022\014\n\010ADD_USER\020\003\022" +
-      "\017\n\013DELETE_USER\020\004\022\016\n\nGRANT_ROLE\020\005\022\017\n\013REVO" +
-      "KE_ROLE\020\006\022\014\n\010ADD_ROLE\020\007\022\017\n\013DELETE_ROLE\020\010" +
-      "\022\t\n\005GRANT\020\t\022\n\n\006REVOKE\020\n\"#\n\022ChangeAuthRes" +
-      "ponse\022\r\n\005token\030\001 \001(\t\"\020\n\016GetAuthRequest\":" +
-      "\n\010AuthUser\022\014\n\004name\030\001 \001(\t\022\r\n\005roles\030\002 \003(\t\022" +
-      "\021\n\thas_token\030\003 \001(\010\"/\n\016AuthPermission\022\016\n\006" +
-      "prefix\030\001 \001(\t\022\r\n\005perms\030\002 \001(\t\"G\n\010AuthRole\022" +
-      "\014\n\004name\030\001 \001(\t\022-\n\013permissions\030\002 \003(\0132\030.bat" +
-      "on.v1.AuthPermission\"u\n\017GetAuthResponse\022" +
-      "\017\n\007enabled\030\001 \001(\010\022!\n\005users\030\002 \003(\0132\022.baton." +
-      "v1.AuthUser\022!\n\005roles\030\003 \003(\0132\022.baton.v1.Au" +
-      "thRole\022\013\n\003you\030\004 \001(\t\"\016\n\014AuditRequest\"h\n\nA" +
-      "uditEntry\022\r\n\005index\030\001 \001(\004\022(\n\004time\030\002 \001(\0132\032" +
-      ".google.protobuf.Timestamp\022\021\n\tprincipal\030" +
-      "\003 \001(\t\022\016\n\006action\030\004 \001(\t\"6\n\rAuditResponse\022%" +
-      "\n\007entries\030\001 \003(\0132\024.baton.v1.AuditEntry\"\r\n" +
-      "\013KeysRequest\"\264\001\n\nSigningKey\022\n\n\002id\030\001 \001(\004\022" +
-      "\022\n\npublic_key\030\002 \001(\014\022+\n\007created\030\003 \001(\0132\032.g" +
-      "oogle.protobuf.Timestamp\022\017\n\007current\030\004 \001(" +
-      "\010\022+\n\007retired\030\005 \001(\0132\032.google.protobuf.Tim" +
-      "estamp\022\033\n\023not_after_unix_nano\030\006 \001(\003\"2\n\014K" +
-      "eysResponse\022\"\n\004keys\030\001 \003(\0132\024.baton.v1.Sig" +
-      "ningKey\"G\n\027RotateSigningKeyRequest\022,\n\tre" +
-      "tention\030\001 \001(\0132\031.google.protobuf.Duration" +
-      "\"N\n\030RotateSigningKeyResponse\022\016\n\006key_id\030\001" +
-      " \001(\004\022\"\n\004keys\030\002 \003(\0132\024.baton.v1.SigningKey" +
-      "*\377\003\n\006Reason\022\026\n\022REASON_UNSPECIFIED\020\000\022\024\n\020I" +
-      "NVALID_ARGUMENT\020\001\022\025\n\021SESSION_NOT_FOUND\020\002" +
-      "\022\022\n\016LOCK_NOT_FOUND\020\003\022\016\n\nNOT_HOLDER\020\004\022\022\n\016" +
-      "TOKEN_MISMATCH\020\005\022\017\n\013BLACKLISTED\020\006\022\024\n\020TOO" +
-      "_MANY_WAITERS\020\007\022\024\n\020TOO_MANY_PENDING\020\010\022\022\n" +
-      "\016STALE_SEQUENCE\020\t\022\017\n\013NOT_WAITING\020\n\022\022\n\016WA" +
-      "IT_CANCELLED\020\013\022\022\n\016WAIT_TIMED_OUT\020\014\022\022\n\016TO" +
-      "O_MANY_HOLDS\020\r\022\016\n\nNOT_LEADER\020\016\022\023\n\017OUTCOM" +
-      "E_UNKNOWN\020\017\022\016\n\nOVERLOADED\020\020\022\023\n\017SESSION_E" +
-      "XPIRED\020\021\022\022\n\016LIMIT_MISMATCH\020\022\022\r\n\tHOLD_LOS" +
-      "T\020\023\022\023\n\017SECRET_MISMATCH\020\024\022\022\n\016NO_CREDENTIA" +
-      "LS\020\025\022\021\n\rNOT_PERMITTED\020\026\022\025\n\021TOO_MANY_SESS" +
-      "IONS\020\027\022\014\n\010NO_SPACE\020\030\022\014\n\010DEADLOCK\020\031*\331\001\n\007H" +
-      "oldEnd\022\030\n\024HOLD_END_UNSPECIFIED\020\000\022\025\n\021HOLD" +
-      "_END_RELEASED\020\001\022\033\n\027HOLD_END_SESSION_CLOS" +
-      "ED\020\002\022\034\n\030HOLD_END_SESSION_EXPIRED\020\003\022\031\n\025HO" +
-      "LD_END_HOLD_EXPIRED\020\004\022\031\n\025HOLD_END_CAS_RE" +
-      "LEASED\020\005\022\026\n\022HOLD_END_ABANDONED\020\006\022\024\n\020HOLD" +
-      "_END_REVOKED\020\0072\260\026\n\005Baton\022B\n\007Session\022\030.ba" +
-      "ton.v1.SessionRequest\032\031.baton.v1.Session" +
-      "Response(\0010\001\022E\n\010Sessions\022\031.baton.v1.Sess" +
-      "ionsRequest\032\032.baton.v1.SessionsResponse(" +
-      "\0010\001\022c\n\013OpenSession\022\034.baton.v1.OpenSessio" +
-      "nRequest\032\035.baton.v1.OpenSessionResponse\"" +
-      "\027\202\323\344\223\002\021\"\014/v1/sessions:\001*\022t\n\tKeepAlive\022\032." +
-      "baton.v1.KeepAliveRequest\032\033.baton.v1.Kee" +
-      "pAliveResponse\".\202\323\344\223\002(\"#/v1/sessions/{se" +
-      "ssion_id}/keepalive:\001*\022y\n\014CloseSession\022\035" +
-      ".baton.v1.CloseSessionRequest\032\036.baton.v1" +
-      ".CloseSessionResponse\"*\202\323\344\223\002$\"\037/v1/sessi" +
-      "ons/{session_id}/close:\001*\022\\\n\007Acquire\022\030.b" +
-      "aton.v1.AcquireRequest\032\031.baton.v1.Acquir" +
-      "eResponse\"\034\202\323\344\223\002\026\"\021/v1/locks/acquire:\001*\022" +
-      "m\n\013AcquireMany\022\034.baton.v1.AcquireManyReq" +
-      "uest\032\035.baton.v1.AcquireManyResponse\"!\202\323\344" +
-      "\223\002\033\"\026/v1/locks/acquire-many:\001*\022`\n\tRenewH" +
-      "old\022\032.baton.v1.RenewHoldRequest\032\033.baton." +
-      "v1.RenewHoldResponse\"\032\202\323\344\223\002\024\"\017/v1/locks/" +
-      "renew:\001*\022\\\n\007Release\022\030.baton.v1.ReleaseRe" +
-      "quest\032\031.baton.v1.ReleaseResponse\"\034\202\323\344\223\002\026" +
-      "\"\021/v1/locks/release:\001*\022`\n\010Proclaim\022\031.bat" +
-      "on.v1.ProclaimRequest\032\032.baton.v1.Proclai" +
-      "mResponse\"\035\202\323\344\223\002\027\"\022/v1/locks/proclaim:\001*" +
-      "\022i\n\nCasRelease\022\033.baton.v1.CasReleaseRequ" +
-      "est\032\034.baton.v1.CasReleaseResponse\" \202\323\344\223\002" +
-      "\032\"\025/v1/locks/cas-release:\001*\022X\n\006Revoke\022\027." +
-      "baton.v1.RevokeRequest\032\030.baton.v1.Revoke" +
-      "Response\"\033\202\323\344\223\002\025\"\020/v1/locks/revoke:\001*\022K\n" +
-      "\005Check\022\026.baton.v1.CheckRequest\032\027.baton.v" +
-      "1.CheckResponse\"\021\202\323\344\223\002\013\022\t/v1/check\022D\n\003Ge" +
-      "t\022\024.baton.v1.GetRequest\032\025.baton.v1.GetRe" +
-      "sponse\"\020\202\323\344\223\002\n\022\010/v1/lock\022S\n\007History\022\030.ba" +
-      "ton.v1.HistoryRequest\032\031.baton.v1.History" +
-      "Response\"\023\202\323\344\223\002\r\022\013/v1/history\022H\n\004List\022\025." +
-      "baton.v1.ListRequest\032\026.baton.v1.ListResp" +
-      "onse\"\021\202\323\344\223\002\013\022\t/v1/locks\022c\n\014ListSessions\022" +
-      "\035.baton.v1.ListSessionsRequest\032\036.baton.v" +
-      "1.ListSessionsResponse\"\024\202\323\344\223\002\016\022\014/v1/sess" +
-      "ions\022M\n\005Watch\022\026.baton.v1.WatchRequest\032\027." +
-      "baton.v1.WatchResponse\"\021\202\323\344\223\002\013\022\t/v1/watc" +
-      "h0\001\022t\n\tBlacklist\022\032.baton.v1.BlacklistReq" +
-      "uest\032\033.baton.v1.BlacklistResponse\".\202\323\344\223\002" +
-      "(\"#/v1/sessions/{session_id}/blacklist:\001" +
-      "*\022O\n\006Status\022\027.baton.v1.StatusRequest\032\030.b" +
-      "aton.v1.StatusResponse\"\022\202\323\344\223\002\014\022\n/v1/stat" +
-      "us\022`\n\tAddMember\022\032.baton.v1.AddMemberRequ" +
-      "est\032\033.baton.v1.AddMemberResponse\"\032\202\323\344\223\002\024" +
-      "\"\017/v1/members/add:\001*\022p\n\rPromoteMember\022\036." +
-      "baton.v1.PromoteMemberRequest\032\037.baton.v1" +
-      ".PromoteMemberResponse\"\036\202\323\344\223\002\030\"\023/v1/memb" +
-      "ers/promote:\001*\022l\n\014RemoveMember\022\035.baton.v" +
-      "1.RemoveMemberRequest\032\036.baton.v1.RemoveM" +
-      "emberResponse\"\035\202\323\344\223\002\027\"\022/v1/members/remov" +
-      "e:\001*\022\177\n\022TransferLeadership\022#.baton.v1.Tr" +
-      "ansferLeadershipRequest\032$.baton.v1.Trans" +
-      "ferLeadershipResponse\"\036\202\323\344\223\002\030\"\023/v1/leade" +
-      "r/transfer:\001*\022\\\n\nChangeAuth\022\033.baton.v1.C" +
-      "hangeAuthRequest\032\034.baton.v1.ChangeAuthRe" +
-      "sponse\"\023\202\323\344\223\002\r\"\010/v1/auth:\001*\022P\n\007GetAuth\022\030" +
-      ".baton.v1.GetAuthRequest\032\031.baton.v1.GetA" +
-      "uthResponse\"\020\202\323\344\223\002\n\022\010/v1/auth\022K\n\005Audit\022\026" +
-      ".baton.v1.AuditRequest\032\027.baton.v1.AuditR" +
-      "esponse\"\021\202\323\344\223\002\013\022\t/v1/audit\022G\n\004Keys\022\025.bat" +
-      "on.v1.KeysRequest\032\026.baton.v1.KeysRespons" +
-      "e\"\020\202\323\344\223\002\n\022\010/v1/keys\022u\n\020RotateSigningKey\022" +
-      "!.baton.v1.RotateSigningKeyRequest\032\".bat" +
-      "on.v1.RotateSigningKeyResponse\"\032\202\323\344\223\002\024\"\017" +
-      "/v1/keys/rotate:\001*\022e\n\014SaveSnapshot\022\035.bat" +
-      "on.v1.SaveSnapshotRequest\032\036.baton.v1.Sav" +
-      "eSnapshotResponse\"\024\202\323\344\223\002\016\022\014/v1/snapshot0" +
-      "\001B(Z&github.com/batonlock/baton/api/bato" +
-      "npbb\006proto3"
+      " \001(\004\022\036\n\003how\030\t \001(\0162\021.baton.v1.HoldEnd\022\r\n\005" +
+      "value\030\n \001(\t\"D\n\013ListRequest\022\016\n\006prefix\030\001 \001" +
+      "(\t\022\021\n\tpage_size\030\002 \001(\r\022\022\n\npage_token\030\003 \001(" +
+      "\t\"\241\001\n\013LockSummary\022\014\n\004name\030\001 \001(\t\022 \n\006holde" +
+      "r\030\002 \001(\0132\020.baton.v1.Holder\022\017\n\007waiters\030\003 \001" +
+      "(\r\022\017\n\007holders\030\004 \001(\r\022\r\n\005limit\030\005 \001(\r\0221\n\rde" +
+      "layed_until\030\006 \001(\0132\032.google.protobuf.Time" +
+      "stamp\"M\n\014ListResponse\022$\n\005locks\030\001 \003(\0132\025.b" +
+      "aton.v1.LockSummary\022\027\n\017next_page_token\030\002" +
+      " \001(\t\"\235\001\n\007Session\022\n\n\002id\030\001 \001(\004\022\r\n\005owner\030\002 " +
+      "\001(\t\022&\n\003ttl\030\003 \001(\0132\031.google.protobuf.Durat" +
+      "ion\022\023\n\013blacklisted\030\004 \001(\010\022+\n\007created\030\005 \001(" +
+      "\0132\032.google.protobuf.Timestamp\022\r\n\005holds\030\006" +
+      " \001(\r\":\n\023ListSessionsRequest\022\021\n\tpage_size" +
+      "\030\001 \001(\r\022\020\n\010after_id\030\002 \001(\004\"R\n\024ListSessions" +
+      "Response\022#\n\010sessions\030\001 \003(\0132\021.baton.v1.Se" +
+      "ssion\022\025\n\rnext_after_id\030\002 \001(\004\"&\n\020Blacklis" +
+      "tRequest\022\022\n\nsession_id\030\001 \001(\004\"\023\n\021Blacklis" +
+      "tResponse\"1\n\014WatchRequest\022\014\n\004name\030\001 \001(\t\022" +
+      "\023\n\013after_index\030\002 \001(\004\"\201\001\n\rWatchResponse\022\034" +
+      "\n\004lock\030\001 \001(\0132\016.baton.v1.Lock\022\r\n\005index\030\002 " +
+      "\001(\004\022\"\n\006missed\030\003 \003(\0132\022.baton.v1.PastHold\022" +
+      "\013\n\003gap\030\005 \001(\010\022\022\n\nmissed_all\030\004 \001(\010\"\017\n\rStat" +
+      "usRequest\"p\n\006Member\022\014\n\004name\030\001 \001(\t\022\n\n\002id\030" +
+      "\002 \001(\004\022\021\n\tpeer_addr\030\003 \001(\t\022\023\n\013client_addr\030" +
+      "\004 \001(\t\022\017\n\007learner\030\005 \001(\010\022\023\n\013log_version\030\006 " +
+      "\001(\r\"D\n\020AddMemberRequest\022\014\n\004name\030\001 \001(\t\022\021\n" +
+      "\tpeer_addr\030\002 \001(\t\022\017\n\007learner\030\003 \001(\010\"O\n\021Add" +
+      "MemberResponse\022!\n\007members\030\001 \003(\0132\020.baton." +
+      "v1.Member\022\027\n\017initial_cluster\030\002 \001(\t\"$\n\024Pr" +
+      "omoteMemberRequest\022\014\n\004name\030\001 \001(\t\":\n\025Prom" +
+      "oteMemberResponse\022!\n\007members\030\001 \003(\0132\020.bat" +
+      "on.v1.Member\"\'\n\031TransferLeadershipReques" +
+      "t\022\n\n\002to\030\001 \001(\t\"A\n\032TransferLeadershipRespo" +
+      "nse\022\016\n\006leader\030\001 \001(\t\022\023\n\013leader_addr\030\002 \001(\t" +
+      "\"#\n\023RemoveMemberRequest\022\014\n\004name\030\001 \001(\t\"9\n" +
+      "\024RemoveMemberResponse\022!\n\007members\030\001 \003(\0132\020" +
+      ".baton.v1.Member\"\212\003\n\016StatusResponse\022\014\n\004n" +
+      "ame\030\001 \001(\t\022\n\n\002id\030\002 \001(\004\022\016\n\006leader\030\003 \001(\t\022\021\n" +
+      "\tleader_id\030\004 \001(\004\022\023\n\013leader_addr\030\005 \001(\t\022\014\n" +
+      "\004term\030\006 \001(\004\022\024\n\014commit_index\030\007 \001(\004\022\025\n\rapp" +
+      "lied_index\030\010 \001(\004\022!\n\007members\030\t \003(\0132\020.bato" +
+      "n.v1.Member\022\014\n\004role\030\n \001(\t\022\020\n\010sessions\030\013 " +
+      "\001(\r\022\r\n\005locks\030\014 \001(\r\022\017\n\007version\030\r \001(\t\022\023\n\013l" +
+      "og_version\030\016 \001(\r\022\034\n\017disk_free_bytes\030\017 \001(" +
+      "\004H\000\210\001\001\022\033\n\023min_free_disk_bytes\030\020 \001(\004\022\020\n\010l" +
+      "ow_disk\030\021 \001(\010\022\022\n\ncluster_id\030P \001(\004B\022\n\020_di" +
+      "sk_free_bytes\"\025\n\023SaveSnapshotRequest\"N\n\024" +
+      "SaveSnapshotResponse\022(\n\006header\030\001 \001(\0132\030.b" +
+      "aton.v1.SnapshotHeader\022\014\n\004data\030\002 \001(\014\"\334\001\n" +
+      "\016SnapshotHeader\022\022\n\ncluster_id\030\001 \001(\004\022\r\n\005i" +
+      "ndex\030\002 \001(\004\022\014\n\004term\030\003 \001(\004\022\023\n\013log_version\030" +
+      "\004 \001(\r\022!\n\007members\030\005 \003(\0132\020.baton.v1.Member" +
+      "\022\014\n\004size\030\006 \001(\004\022\023\n\013data_sha256\030\007 \001(\014\022\020\n\010t" +
+      "aken_by\030\010 \001(\t\022,\n\010taken_at\030\t \001(\0132\032.google" +
+      ".protobuf.Timestamp\"\215\001\n\005Error\022\014\n\004code\030\001 " +
+      "\001(\r\022 \n\006reason\030\002 \001(\0162\020.baton.v1.Reason\022\017\n" +
+      "\007message\030\003 \001(\t\022\023\n\013leader_addr\030\004 \001(\t\022.\n\016d" +
+      "eadlock_cycle\030\005 \003(\0132\026.baton.v1.DeadlockE" +
+      "dge\"\220\001\n\014DeadlockEdge\022\022\n\nsession_id\030\001 \001(\004" +
+      "\022\021\n\towner_key\030\002 \001(\t\022\014\n\004lock\030\003 \001(\t\022\024\n\014que" +
+      "ued_ahead\030\004 \001(\010\022\032\n\022blocker_session_id\030\005 " +
+      "\001(\004\022\031\n\021blocker_owner_key\030\006 \001(\t\"6\n\rDeadlo" +
+      "ckCycle\022%\n\005edges\030\001 \003(\0132\026.baton.v1.Deadlo" +
+      "ckEdge\"3\n\rResumeSession\022\022\n\nsession_id\030\001 " +
+      "\001(\004\022\016\n\006secret\030\002 \001(\t\"\373\003\n\016SessionRequest\022\n" +
+      "\n\002id\030\001 \001(\004\022,\n\004open\030\002 \001(\0132\034.baton.v1.Open" +
+      "SessionRequestH\000\022)\n\006resume\030\003 \001(\0132\027.baton" +
+      ".v1.ResumeSessionH\000\0220\n\nkeep_alive\030\004 \001(\0132" +
+      "\032.baton.v1.KeepAliveRequestH\000\022+\n\007acquire" +
+      "\030\005 \001(\0132\030.baton.v1.AcquireRequestH\000\022+\n\007re" +
+      "lease\030\006 \001(\0132\030.baton.v1.ReleaseRequestH\000\022" +
+      ")\n\006cancel\030\007 \001(\0132\027.baton.v1.CancelRequest" +
+      "H\000\0224\n\014acquire_many\030\010 \001(\0132\034.baton.v1.Acqu" +
+      "ireManyRequestH\000\022.\n\005close\030\t \001(\0132\035.baton." +
+      "v1.CloseSessionRequestH\000\0220\n\nrenew_hold\030\n" +
+      " \001(\0132\032.baton.v1.RenewHoldRequestH\000\022-\n\010pr" +
+      "oclaim\030\013 \001(\0132\031.baton.v1.ProclaimRequestH" +
+      "\000B\006\n\004kind\"=\n\017SessionsRequest\022*\n\010requests" +
+      "\030\001 \003(\0132\030.baton.v1.ChannelRequest\"\\\n\016Chan" +
+      "nelRequest\022\017\n\007channel\030\001 \001(\004\022)\n\007request\030\002" +
+      " \001(\0132\030.baton.v1.SessionRequest\022\016\n\006detach" +
+      "\030\003 \001(\010\"@\n\020SessionsResponse\022,\n\tresponses\030" +
+      "\001 \003(\0132\031.baton.v1.ChannelResponse\"r\n\017Chan" +
+      "nelResponse\022\017\n\007channel\030\001 \001(\004\022+\n\010response" +
+      "\030\002 \001(\0132\031.baton.v1.SessionResponse\022!\n\003end" +
+      "\030\003 \001(\0132\024.baton.v1.ChannelEnd\",\n\nChannelE" +
+      "nd\022\036\n\005error\030\001 \001(\0132\017.baton.v1.Error\"G\n\005Gr" +
+      "ant\022\013\n\003seq\030\001 \001(\004\022\014\n\004name\030\002 \001(\t\022\r\n\005token\030" +
+      "\003 \001(\004\022\024\n\014signed_token\030\004 \001(\t\"H\n\tWaitEnded" +
+      "\022\013\n\003seq\030\001 \001(\004\022\014\n\004name\030\002 \001(\t\022 \n\006reason\030\003 " +
+      "\001(\0162\020.baton.v1.Reason\"\371\005\n\017SessionRespons" +
+      "e\022\n\n\002id\030\001 \001(\004\022\036\n\005error\030\002 \001(\0132\017.baton.v1." +
+      "Error\022-\n\004open\030\003 \001(\0132\035.baton.v1.OpenSessi" +
+      "onResponseH\000\0221\n\nkeep_alive\030\004 \001(\0132\033.baton" +
+      ".v1.KeepAliveResponseH\000\022,\n\007acquire\030\005 \001(\013" +
+      "2\031.baton.v1.AcquireResponseH\000\022,\n\007release" +
+      "\030\006 \001(\0132\031.baton.v1.ReleaseResponseH\000\022*\n\006c" +
+      "ancel\030\007 \001(\0132\030.baton.v1.CancelResponseH\000\022" +
+      "5\n\014acquire_many\030\010 \001(\0132\035.baton.v1.Acquire" +
+      "ManyResponseH\000\022/\n\005close\030\t \001(\0132\036.baton.v1" +
+      ".CloseSessionResponseH\000\022 \n\005grant\030\n \001(\0132\017" +
+      ".baton.v1.GrantH\000\022)\n\nwait_ended\030\013 \001(\0132\023." +
+      "baton.v1.WaitEndedH\000\022\'\n\014session_lost\030\014 \001" +
+      "(\0132\017.baton.v1.ErrorH\000\022\'\n\thold_lost\030\r \001(\013" +
+      "2\022.baton.v1.HoldLostH\000\022\'\n\005holds\030\016 \001(\0132\026." +
+      "baton.v1.SessionHoldsH\000\0221\n\nrenew_hold\030\017 " +
+      "\001(\0132\033.baton.v1.RenewHoldResponseH\000\0225\n\020re" +
+      "voke_requested\030\020 \001(\0132\031.baton.v1.RevokeRe" +
+      "questedH\000\022.\n\010proclaim\030\021 \001(\0132\032.baton.v1.P" +
+      "roclaimResponseH\000B\006\n\004kind\"\231\001\n\017RevokeRequ" +
+      "ested\022\014\n\004name\030\001 \001(\t\022\021\n\towner_key\030\002 \001(\t\022\r" +
+      "\n\005token\030\003 \001(\004\022(\n\005grace\030\004 \001(\0132\031.google.pr" +
+      "otobuf.Duration\022,\n\010deadline\030\005 \001(\0132\032.goog" +
+      "le.protobuf.Timestamp\"{\n\014SessionHolds\022!\n" +
+      "\005holds\030\001 \003(\0132\022.baton.v1.HoldLost\022\r\n\005inde" +
+      "x\030\002 \001(\004\022\014\n\004done\030\003 \001(\010\022+\n\010revoking\0302 \003(\0132" +
+      "\031.baton.v1.RevokeRequested\":\n\010HoldLost\022\014" +
+      "\n\004name\030\001 \001(\t\022\021\n\towner_key\030\002 \001(\t\022\r\n\005token" +
+      "\030\003 \001(\004\"\300\002\n\021ChangeAuthRequest\022.\n\004kind\030\001 \001" +
+      "(\0162 .baton.v1.ChangeAuthRequest.Kind\022\014\n\004" +
+      "user\030\002 \001(\t\022\014\n\004role\030\003 \001(\t\022\016\n\006prefix\030\004 \001(\t" +
+      "\022\r\n\005perms\030\005 \001(\t\022\022\n\nwith_token\030\006 \001(\010\"\253\001\n\004" +
+      "Kind\022\024\n\020KIND_UNSPECIFIED\020\000\022\n\n\006ENABLE\020\001\022\013" +
+      "\n\007DISABLE\020\002\022\014\n\010ADD_USER\020\003\022\017\n\013DELETE_USER" +
+      "\020\004\022\016\n\nGRANT_ROLE\020\005\022\017\n\013REVOKE_ROLE\020\006\022\014\n\010A" +
+      "DD_ROLE\020\007\022\017\n\013DELETE_ROLE\020\010\022\t\n\005GRANT\020\t\022\n\n" +
+      "\006REVOKE\020\n\"#\n\022ChangeAuthResponse\022\r\n\005token" +
+      "\030\001 \001(\t\"\020\n\016GetAuthRequest\":\n\010AuthUser\022\014\n\004" +
+      "name\030\001 \001(\t\022\r\n\005roles\030\002 \003(\t\022\021\n\thas_token\030\003" +
+      " \001(\010\"/\n\016AuthPermission\022\016\n\006prefix\030\001 \001(\t\022\r" +
+      "\n\005perms\030\002 \001(\t\"G\n\010AuthRole\022\014\n\004name\030\001 \001(\t\022" +
+      "-\n\013permissions\030\002 \003(\0132\030.baton.v1.AuthPerm" +
+      "ission\"u\n\017GetAuthResponse\022\017\n\007enabled\030\001 \001" +
+      "(\010\022!\n\005users\030\002 \003(\0132\022.baton.v1.AuthUser\022!\n" +
+      "\005roles\030\003 \003(\0132\022.baton.v1.AuthRole\022\013\n\003you\030" +
+      "\004 \001(\t\"\016\n\014AuditRequest\"h\n\nAuditEntry\022\r\n\005i" +
+      "ndex\030\001 \001(\004\022(\n\004time\030\002 \001(\0132\032.google.protob" +
+      "uf.Timestamp\022\021\n\tprincipal\030\003 \001(\t\022\016\n\006actio" +
+      "n\030\004 \001(\t\"6\n\rAuditResponse\022%\n\007entries\030\001 \003(" +
+      "\0132\024.baton.v1.AuditEntry\"\r\n\013KeysRequest\"\264" +
+      "\001\n\nSigningKey\022\n\n\002id\030\001 \001(\004\022\022\n\npublic_key\030" +
+      "\002 \001(\014\022+\n\007created\030\003 \001(\0132\032.google.protobuf" +
+      ".Timestamp\022\017\n\007current\030\004 \001(\010\022+\n\007retired\030\005" +
+      " \001(\0132\032.google.protobuf.Timestamp\022\033\n\023not_" +
+      "after_unix_nano\030\006 \001(\003\"2\n\014KeysResponse\022\"\n" +
+      "\004keys\030\001 \003(\0132\024.baton.v1.SigningKey\"G\n\027Rot" +
+      "ateSigningKeyRequest\022,\n\tretention\030\001 \001(\0132" +
+      "\031.google.protobuf.Duration\"N\n\030RotateSign" +
+      "ingKeyResponse\022\016\n\006key_id\030\001 \001(\004\022\"\n\004keys\030\002" +
+      " \003(\0132\024.baton.v1.SigningKey*\377\003\n\006Reason\022\026\n" +
+      "\022REASON_UNSPECIFIED\020\000\022\024\n\020INVALID_ARGUMEN" +
+      "T\020\001\022\025\n\021SESSION_NOT_FOUND\020\002\022\022\n\016LOCK_NOT_F" +
+      "OUND\020\003\022\016\n\nNOT_HOLDER\020\004\022\022\n\016TOKEN_MISMATCH" +
+      "\020\005\022\017\n\013BLACKLISTED\020\006\022\024\n\020TOO_MANY_WAITERS\020" +
+      "\007\022\024\n\020TOO_MANY_PENDING\020\010\022\022\n\016STALE_SEQUENC" +
+      "E\020\t\022\017\n\013NOT_WAITING\020\n\022\022\n\016WAIT_CANCELLED\020\013" +
+      "\022\022\n\016WAIT_TIMED_OUT\020\014\022\022\n\016TOO_MANY_HOLDS\020\r" +
+      "\022\016\n\nNOT_LEADER\020\016\022\023\n\017OUTCOME_UNKNOWN\020\017\022\016\n" +
+      "\nOVERLOADED\020\020\022\023\n\017SESSION_EXPIRED\020\021\022\022\n\016LI" +
+      "MIT_MISMATCH\020\022\022\r\n\tHOLD_LOST\020\023\022\023\n\017SECRET_" +
+      "MISMATCH\020\024\022\022\n\016NO_CREDENTIALS\020\025\022\021\n\rNOT_PE" +
+      "RMITTED\020\026\022\025\n\021TOO_MANY_SESSIONS\020\027\022\014\n\010NO_S" +
+      "PACE\020\030\022\014\n\010DEADLOCK\020\031*\331\001\n\007HoldEnd\022\030\n\024HOLD" +
+      "_END_UNSPECIFIED\020\000\022\025\n\021HOLD_END_RELEASED\020" +
+      "\001\022\033\n\027HOLD_END_SESSION_CLOSED\020\002\022\034\n\030HOLD_E" +
+      "ND_SESSION_EXPIRED\020\003\022\031\n\025HOLD_END_HOLD_EX" +
+      "PIRED\020\004\022\031\n\025HOLD_END_CAS_RELEASED\020\005\022\026\n\022HO" +
+      "LD_END_ABANDONED\020\006\022\024\n\020HOLD_END_REVOKED\020\007" +
+      "2\260\026\n\005Baton\022B\n\007Session\022\030.baton.v1.Session" +
+      "Request\032\031.baton.v1.SessionResponse(\0010\001\022E" +
+      "\n\010Sessions\022\031.baton.v1.SessionsRequest\032\032." +
+      "baton.v1.SessionsResponse(\0010\001\022c\n\013OpenSes" +
+      "sion\022\034.baton.v1.OpenSessionRequest\032\035.bat" +
+      "on.v1.OpenSessionResponse\"\027\202\323\344\223\002\021\"\014/v1/s" +
+      "essions:\001*\022t\n\tKeepAlive\022\032.baton.v1.KeepA" +
+      "liveRequest\032\033.baton.v1.KeepAliveResponse" +
+      "\".\202\323\344\223\002(\"#/v1/sessions/{session_id}/keep" +
+      "alive:\001*\022y\n\014CloseSession\022\035.baton.v1.Clos" +
+      "eSessionRequest\032\036.baton.v1.CloseSessionR" +
+      "esponse\"*\202\323\344\223\002$\"\037/v1/sessions/{session_i" +
+      "d}/close:\001*\022\\\n\007Acquire\022\030.baton.v1.Acquir" +
+      "eRequest\032\031.baton.v1.AcquireResponse\"\034\202\323\344" +
+      "\223\002\026\"\021/v1/locks/acquire:\001*\022m\n\013AcquireMany" +
+      "\022\034.baton.v1.AcquireManyRequest\032\035.baton.v" +
+      "1.AcquireManyResponse\"!\202\323\344\223\002\033\"\026/v1/locks" +
+      "/acquire-many:\001*\022`\n\tRenewHold\022\032.baton.v1" +
+      ".RenewHoldRequest\032\033.baton.v1.RenewHoldRe" +
+      "sponse\"\032\202\323\344\223\002\024\"\017/v1/locks/renew:\001*\022\\\n\007Re" +
+      "lease\022\030.baton.v1.ReleaseRequest\032\031.baton." +
+      "v1.ReleaseResponse\"\034\202\323\344\223\002\026\"\021/v1/locks/re" +
+      "lease:\001*\022`\n\010Proclaim\022\031.baton.v1.Proclaim" +
+      "Request\032\032.baton.v1.ProclaimResponse\"\035\202\323\344" +
+      "\223\002\027\"\022/v1/locks/proclaim:\001*\022i\n\nCasRelease" +
+      "\022\033.baton.v1.CasReleaseRequest\032\034.baton.v1" +
+      ".CasReleaseResponse\" \202\323\344\223\002\032\"\025/v1/locks/c" +
+      "as-release:\001*\022X\n\006Revoke\022\027.baton.v1.Revok" +
+      "eRequest\032\030.baton.v1.RevokeResponse\"\033\202\323\344\223" +
+      "\002\025\"\020/v1/locks/revoke:\001*\022K\n\005Check\022\026.baton" +
+      ".v1.CheckRequest\032\027.baton.v1.CheckRespons" +
+      "e\"\021\202\323\344\223\002\013\022\t/v1/check\022D\n\003Get\022\024.baton.v1.G" +
+      "etRequest\032\025.baton.v1.GetResponse\"\020\202\323\344\223\002\n" +
+      "\022\010/v1/lock\022S\n\007History\022\030.baton.v1.History" +
+      "Request\032\031.baton.v1.HistoryResponse\"\023\202\323\344\223" +
+      "\002\r\022\013/v1/history\022H\n\004List\022\025.baton.v1.ListR" +
+      "equest\032\026.baton.v1.ListResponse\"\021\202\323\344\223\002\013\022\t" +
+      "/v1/locks\022c\n\014ListSessions\022\035.baton.v1.Lis" +
+      "tSessionsRequest\032\036.baton.v1.ListSessions" +
+      "Response\"\024\202\323\344\223\002\016\022\014/v1/sessions\022M\n\005Watch\022" +
+      "\026.baton.v1.WatchRequest\032\027.baton.v1.Watch" +
+      "Response\"\021\202\323\344\223\002\013\022\t/v1/watch0\001\022t\n\tBlackli" +
+      "st\022\032.baton.v1.BlacklistRequest\032\033.baton.v" +
+      "1.BlacklistResponse\".\202\323\344\223\002(\"#/v1/session" +
+      "s/{session_id}/blacklist:\001*\022O\n\006Status\022\027." +
+      "baton.v1.StatusRequest\032\030.baton.v1.Status" +
+      "Response\"\022\202\323\344\223\002\014\022\n/v1/status\022`\n\tAddMembe" +
+      "r\022\032.baton.v1.AddMemberRequest\032\033.baton.v1" +
+      ".AddMemberResponse\"\032\202\323\344\223\002\024\"\017/v1/members/" +
+      "add:\001*\022p\n\rPromoteMember\022\036.baton.v1.Promo" +
+      "teMemberRequest\032\037.baton.v1.PromoteMember" +
+      "Response\"\036\202\323\344\223\002\030\"\023/v1/members/promote:\001*" +
+      "\022l\n\014RemoveMember\022\035.baton.v1.RemoveMember" +
+      "Request\032\036.baton.v1.RemoveMemberResponse\"" +
+      "\035\202\323\344\223\002\027\"\022/v1/members/remove:\001*\022\177\n\022Transf" +
+      "erLeadership\022#.baton.v1.TransferLeadersh" +
+      "ipRequest\032$.baton.v1.TransferLeadershipR" +
+      "esponse\"\036\202\323\344\223\002\030\"\023/v1/leader/transfer:\001*\022" +
+      "\\\n\nChangeAuth\022\033.baton.v1.ChangeAuthReque" +
+      "st\032\034.baton.v1.ChangeAuthResponse\"\023\202\323\344\223\002\r" +
+      "\"\010/v1/auth:\001*\022P\n\007GetAuth\022\030.baton.v1.GetA" +
+      "uthRequest\032\031.baton.v1.GetAuthResponse\"\020\202" +
+      "\323\344\223\002\n\022\010/v1/auth\022K\n\005Audit\022\026.baton.v1.Audi" +
+      "tRequest\032\027.baton.v1.AuditResponse\"\021\202\323\344\223\002" +
+      "\013\022\t/v1/audit\022G\n\004Keys\022\025.baton.v1.KeysRequ" +
+      "est\032\026.baton.v1.KeysResponse\"\020\202\323\344\223\002\n\022\010/v1" +
+      "/keys\022u\n\020RotateSigningKey\022!.baton.v1.Rot" +
+      "ateSigningKeyRequest\032\".baton.v1.RotateSi" +
+      "gningKeyResponse\"\032\202\323\344\223\002\024\"\017/v1/keys/rotat" +
+      "e:\001*\022e\n\014SaveSnapshot\022\035.baton.v1.SaveSnap" +
+      "shotRequest\032\036.baton.v1.SaveSnapshotRespo" +
+      "nse\"\024\202\323\344\223\002\016\022\014/v1/snapshot0\001B(Z&github.co" +
+      "m/batonlock/baton/api/batonpbb\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -89921,7 +91043,7 @@ public final class BatonOuterClass {
     internal_static_baton_v1_PastHold_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_PastHold_descriptor,
-        new java.lang.String[] { "SessionId", "Owner", "OwnerKey", "Token", "Shared", "Since", "Ended", "EndedIndex", "How", });
+        new java.lang.String[] { "SessionId", "Owner", "OwnerKey", "Token", "Shared", "Since", "Ended", "EndedIndex", "How", "Value", });
     internal_static_baton_v1_ListRequest_descriptor =
       getDescriptor().getMessageTypes().get(34);
     internal_static_baton_v1_ListRequest_fieldAccessorTable = new
@@ -89975,13 +91097,13 @@ public final class BatonOuterClass {
     internal_static_baton_v1_WatchRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_WatchRequest_descriptor,
-        new java.lang.String[] { "Name", });
+        new java.lang.String[] { "Name", "AfterIndex", });
     internal_static_baton_v1_WatchResponse_descriptor =
       getDescriptor().getMessageTypes().get(43);
     internal_static_baton_v1_WatchResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_WatchResponse_descriptor,
-        new java.lang.String[] { "Lock", "Index", });
+        new java.lang.String[] { "Lock", "Index", "Missed", "Gap", "MissedAll", });
     internal_static_baton_v1_StatusRequest_descriptor =
       getDescriptor().getMessageTypes().get(44);
     internal_static_baton_v1_StatusRequest_fieldAccessorTable = new
