@@ -74,6 +74,9 @@ type PastHold struct {
 	// blacklisted session too), "hold limit expired", "cas-released" or
 	// "abandoned" (granted to a wait whose caller had gone away).
 	How string
+	// Value is the hold's value when it ended (Holder.Value), recorded
+	// from log version 13.
+	Value string
 }
 
 // holdEnds names the API's HoldEnd values.
@@ -293,7 +296,7 @@ func pastHoldsOf(ps []*batonpb.PastHold) []PastHold {
 		out = append(out, PastHold{
 			SessionID: p.GetSessionId(), Owner: p.GetOwner(), OwnerKey: p.GetOwnerKey(), Token: p.GetToken(),
 			Shared: p.GetShared(), Since: p.GetSince().AsTime(), Ended: p.GetEnded().AsTime(),
-			EndedIndex: p.GetEndedIndex(), How: holdEnds[p.GetHow()],
+			EndedIndex: p.GetEndedIndex(), How: holdEnds[p.GetHow()], Value: p.GetValue(),
 		})
 	}
 	return out

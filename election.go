@@ -62,6 +62,11 @@ type Leader struct {
 	// Index is the log index the leader is known as of, in Observe's
 	// events (Leader's read gives 0).
 	Index uint64
+	// Gap, in an Observe event, says that leaders may have come and gone
+	// before this event without Observe learning of them: more of them
+	// ended while the observer was away than the election's history
+	// keeps (see LockEvent.MissedAll).
+	Gap bool
 }
 
 // Election returns a handle on the election of the lock name for this
@@ -195,13 +200,16 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 }
 
 // Observe follows the election: the first event, before Observe returns,
-// is its leader now (Term 0 if it has none), then an event comes each time
-// the leader or its value changes, in log order (Index and, across
-// leaders, Term grow), with Term 0 while the election has no leader. It
-// is built on Watch and survives what Watch does (a member that fails or
-// is cut off is replaced by another, transparently); as there, changes
-// that follow each other within one applied batch, or while the watch
-// moves to another member, may come as their last state only. The channel
+// is its leader now (Term 0 if it has none), then an event comes for each
+// log entry that changes the leader or its value, in log order (Index
+// and, across leaders, Term grow), with Term 0 while the election has no
+// leader. It is built on Watch and survives what Watch does: when the
+// watch resumes on another member, or catches up after its reader fell
+// behind, the leaderships that began and ended in between come from the
+// election's replicated history, each as of the entry before its end with
+// the value it ended with (from log version 13; a value it proclaimed and
+// replaced in between is not kept), followed by Term 0 where nobody led.
+// An event after a gap the history did not cover has Gap set. The channel
 // is closed when ctx ends or the client is closed; read it promptly.
 func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
 	events, err := e.c.Watch(ctx, e.name)
@@ -214,20 +222,59 @@ func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
 	go func() {
 		defer close(ch)
 		last := first
-		for ev := range events {
-			l := leaderOf(ev)
-			if l.Term == last.Term && l.Value == last.Value {
-				continue // a waiter came or went: the same leader
+		emit := func(l Leader) bool {
+			if l.Term == last.Term && l.Value == last.Value && !l.Gap {
+				return true // a waiter came or went: the same leader
 			}
 			select {
 			case ch <- l:
 				last = l
+				return true
 			case <-ctx.Done():
-				return
+				return false
+			}
+		}
+		for ev := range events {
+			now := leaderOf(ev)
+			ls := append(missedLeaders(ev, last.Term, now.Term), now)
+			ls[0].Gap = ev.Gap && !ev.MissedAll
+			for _, l := range ls {
+				if !emit(l) {
+					return
+				}
 			}
 		}
 	}()
 	return ch, nil
+}
+
+// missedLeaders turns the holds that ended in a watch's gap into leader
+// events: each leadership as of the entry before its end (a leadership
+// that began before the gap only if its value changed), then no leader
+// where the next did not begin at that entry. known is the term last
+// reported, next the leader's now (0: none).
+func missedLeaders(ev LockEvent, known, next uint64) []Leader {
+	var out []Leader
+	for i, p := range ev.Missed {
+		switch {
+		case p.Shared || p.Token < known:
+			// not an election's hold, or ended before the last leader
+			continue
+		case p.Token > known || p.Value != "":
+			// A leader not seen yet, or the last one's value when it
+			// ended (emit skips it if unchanged; an empty one is what a
+			// history below log version 13 has, not a value).
+			out = append(out, Leader{Value: p.Value, Term: p.Token, SessionID: p.SessionID, Owner: p.Owner, Index: p.EndedIndex - 1})
+		}
+		following := next
+		if i+1 < len(ev.Missed) {
+			following = ev.Missed[i+1].Token
+		}
+		if following != p.EndedIndex {
+			out = append(out, Leader{Index: p.EndedIndex})
+		}
+	}
+	return out
 }
 
 // leaderOf is the leader of an election as ev shows its lock: its first

@@ -17,6 +17,18 @@ type LockEvent struct {
 	// Lock is the lock's record: no holders and no waiters while it is
 	// free.
 	Lock LockInfo
+	// Missed, on an event that follows a gap (the watch moved to another
+	// member, or its reader fell more than a member keeps behind), lists
+	// the holds of the lock that ended after the previous event's Index,
+	// oldest first, from the lock's replicated history: holders this
+	// watch never showed, or showed before they ended. Gap is set on
+	// such an event, and MissedAll when Missed is every hold that ended
+	// in the gap (false when the history, 8 ends per lock, no longer
+	// reaches back to the previous event, or the cluster's log version
+	// is below 13).
+	Missed    []PastHold
+	Gap       bool
+	MissedAll bool
 }
 
 // Holder returns the lock's first holder, or nil while nobody holds it:
@@ -30,14 +42,16 @@ func (e LockEvent) Holder() *Holder {
 }
 
 // Watch follows the lock name. The first event, before Watch returns, is
-// the lock's state now (a linearizable read); then an event comes each time
-// the lock changes: a new holder or count, a waiter queued or gone. Changes
-// that follow each other quickly may come as their last state only, never
-// out of order and never going back in Index. A member that fails, goes
-// away or loses the leader (cut off from the majority, it would show an
-// old state as current) is replaced by another, transparently. The channel is closed when
-// ctx ends or the client is closed; read it promptly, since the watch
-// waits for the reader (the server keeps the latest state only).
+// the lock's state now (a linearizable read); then an event comes for each
+// log entry that changed the lock (a new holder or count, a waiter queued
+// or gone, a value proclaimed), in log order, each as of its entry. When
+// the watch moves to another member (one that fails, goes away or loses
+// the leader, so that it would show an old state as current), it resumes
+// there from the last event's Index; when its reader falls far behind
+// (more than server.MaxWatchBacklog changes), the member drops what was
+// queued. Either way the next event is the lock's state then, marked Gap,
+// with the holds that ended in between in Missed (see LockEvent). The
+// channel is closed when ctx ends or the client is closed.
 //
 // It is the base of Election.Observe, which follows an election's leader
 // and its value.
@@ -45,7 +59,7 @@ func (c *Client) Watch(ctx context.Context, name string) (<-chan LockEvent, erro
 	if err := rules.CheckLockName(name); err != nil {
 		return nil, invalid(err)
 	}
-	first, stream, err := c.openWatch(ctx, name)
+	first, stream, err := c.openWatch(ctx, name, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -56,14 +70,14 @@ func (c *Client) Watch(ctx context.Context, name string) (<-chan LockEvent, erro
 }
 
 // openWatch opens a Watch stream on a member and reads its first state,
-// retrying as unary reads do.
-func (c *Client) openWatch(ctx context.Context, name string) (LockEvent, batonpb.Baton_WatchClient, error) {
+// retrying as unary reads do; after, when set, resumes from that index.
+func (c *Client) openWatch(ctx context.Context, name string, after uint64) (LockEvent, batonpb.Baton_WatchClient, error) {
 	var (
 		first  LockEvent
 		stream batonpb.Baton_WatchClient
 	)
 	err := c.invoke(ctx, retryRead, func(ctx context.Context, bc batonpb.BatonClient) error {
-		st, err := bc.Watch(ctx, &batonpb.WatchRequest{Name: name})
+		st, err := bc.Watch(ctx, &batonpb.WatchRequest{Name: name, AfterIndex: after})
 		if err != nil {
 			return err
 		}
@@ -77,8 +91,8 @@ func (c *Client) openWatch(ctx context.Context, name string) (LockEvent, batonpb
 	return first, stream, err
 }
 
-// followWatch reads stream into ch, reopening it on another member when it
-// fails, until ctx ends.
+// followWatch reads stream into ch, resuming it on another member from the
+// last event's index when it fails, until ctx ends.
 func (c *Client) followWatch(ctx context.Context, name string, last LockEvent, stream batonpb.Baton_WatchClient, ch chan<- LockEvent) {
 	defer close(ch)
 	for {
@@ -87,17 +101,17 @@ func (c *Client) followWatch(ctx context.Context, name string, last LockEvent, s
 			if ctx.Err() != nil || errors.Is(fromStatus(err), ErrClientClosed) {
 				return
 			}
-			// The member failed, stopped or ended the stream: follow the
-			// lock through any member (each first state is linearizable,
-			// so it is not behind what was already seen).
+			// The member failed, stopped or ended the stream: resume
+			// through any member (each first state is linearizable, so
+			// it is not behind what was already seen).
 			for attempt := 0; ; attempt++ {
 				if sleep(ctx, c.pause(attempt)) != nil {
 					return
 				}
 				var ev LockEvent
-				ev, stream, err = c.openWatch(ctx, name)
+				ev, stream, err = c.openWatch(ctx, name, last.Index)
 				if err == nil {
-					if ev.Index > last.Index && !reflect.DeepEqual(ev.Lock, last.Lock) {
+					if ev.Index > last.Index && (len(ev.Missed) > 0 || !ev.MissedAll || !reflect.DeepEqual(ev.Lock, last.Lock)) {
 						if !deliver(ctx, ch, ev) {
 							return
 						}
@@ -133,6 +147,11 @@ func deliver(ctx context.Context, ch chan<- LockEvent, ev LockEvent) bool {
 	}
 }
 
+// lockEventOf converts a state from the wire.
 func lockEventOf(name string, r *batonpb.WatchResponse) LockEvent {
-	return LockEvent{Index: r.GetIndex(), Lock: lockInfoOf(name, r.GetLock())}
+	ev := LockEvent{Index: r.GetIndex(), Lock: lockInfoOf(name, r.GetLock())}
+	if r.GetGap() {
+		ev.Gap, ev.Missed, ev.MissedAll = true, pastHoldsOf(r.GetMissed()), r.GetMissedAll()
+	}
+	return ev
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -185,5 +186,42 @@ func TestWatchOverHTTP(t *testing.T) {
 	l := read()
 	if l.Result.Lock == nil || len(l.Result.Lock.Holders) != 1 || l.Result.Lock.Holders[0].Token != strconv.FormatUint(lease.Token(), 10) {
 		t.Fatalf("line after the acquire: %+v (token %d)", l, lease.Token())
+	}
+
+	// Resumed from before the hold, after it ended: the first line is
+	// the free lock, marked as a gap, with the hold it missed.
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := http.Get(base + "/v1/watch?name=jobs/1&after_index=x"); err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("watch with after_index=x: %v %v, want 400", resp.Status, err)
+	}
+	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/v1/watch?name=jobs/1&after_index=%d", base, lease.Token()-1), nil)
+	resumed, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resumed.Body.Close()
+	first, err := bufio.NewReader(resumed.Body).ReadBytes('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gap struct {
+		Result struct {
+			Lock   any  `json:"lock"`
+			Gap    bool `json:"gap"`
+			Missed []struct {
+				Token string `json:"token"`
+				How   string `json:"how"`
+			} `json:"missed"`
+			MissedAll bool `json:"missed_all"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(first, &gap); err != nil {
+		t.Fatalf("%s: %v", first, err)
+	}
+	if r := gap.Result; r.Lock != nil || !r.Gap || !r.MissedAll || len(r.Missed) != 1 ||
+		r.Missed[0].Token != strconv.FormatUint(lease.Token(), 10) || r.Missed[0].How != "HOLD_END_RELEASED" {
+		t.Fatalf("resumed watch's first line: %s", first)
 	}
 }

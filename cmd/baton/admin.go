@@ -154,14 +154,14 @@ const historyTime = "2006-01-02T15:04:05.000Z07:00"
 // under a header.
 func printHistory(out io.Writer, holds []baton.PastHold) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "TOKEN\tSESSION\tOWNER\tOWNER KEY\tMODE\tSINCE\tENDED\tHOW\tENDED INDEX")
+	fmt.Fprintln(w, "TOKEN\tSESSION\tOWNER\tOWNER KEY\tMODE\tSINCE\tENDED\tHOW\tENDED INDEX\tVALUE")
 	for _, p := range holds {
 		mode := "exclusive"
 		if p.Shared {
 			mode = "shared"
 		}
-		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", p.Token, p.SessionID, dash(oneLine(p.Owner)), dash(oneLine(p.OwnerKey)),
-			mode, p.Since.UTC().Format(historyTime), p.Ended.UTC().Format(historyTime), p.How, p.EndedIndex)
+		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", p.Token, p.SessionID, dash(oneLine(p.Owner)), dash(oneLine(p.OwnerKey)),
+			mode, p.Since.UTC().Format(historyTime), p.Ended.UTC().Format(historyTime), p.How, p.EndedIndex, dash(oneLine(p.Value)))
 	}
 	w.Flush()
 }

@@ -145,8 +145,12 @@ func runObserve(g globals, args []string) int {
 
 // describeLeader is one line of `baton observe`.
 func describeLeader(name string, l baton.Leader) string {
-	if l.Term == 0 {
-		return fmt.Sprintf("index %d: %s has no leader", l.Index, oneLine(name))
+	gap := ""
+	if l.Gap {
+		gap = " (after a gap: earlier leaders may have come and gone unseen)"
 	}
-	return fmt.Sprintf("index %d: %s led by %s, term %d, value %q", l.Index, oneLine(name), owner(l.Owner, l.SessionID), l.Term, l.Value)
+	if l.Term == 0 {
+		return fmt.Sprintf("index %d: %s has no leader%s", l.Index, oneLine(name), gap)
+	}
+	return fmt.Sprintf("index %d: %s led by %s, term %d, value %q%s", l.Index, oneLine(name), owner(l.Owner, l.SessionID), l.Term, l.Value, gap)
 }
