@@ -79,7 +79,12 @@ type client struct {
 	holdLimit  map[string]time.Duration
 	renewing   map[string]bool // holds the client renews (the others run out)
 	tainted    map[string]bool // acquires with unknown outcome this session
-	opening    bool
+	// revokedEarly: revocations the client was told of for holds it did
+	// not know it had yet (the grant's answer still to come, say a retry
+	// after a lost one), by lock, as the Go client keeps them for the
+	// Lease the answer makes.
+	revokedEarly map[string]uint64
+	opening      bool
 	// secret is the hash of the session's secret, drawn at each open (its
 	// retries show the same one); every request for the session shows it.
 	secret []byte
@@ -105,7 +110,7 @@ type client struct {
 
 func newClient(s *Sim, id int) *client {
 	return &client{s: s, id: id, holds: map[string]uint64{}, counts: map[string]uint32{}, holdUntil: map[string]int64{}, holdLimit: map[string]time.Duration{},
-		renewing: map[string]bool{}, tainted: map[string]bool{}}
+		renewing: map[string]bool{}, tainted: map[string]bool{}, revokedEarly: map[string]uint64{}}
 }
 
 func (c *client) lockName(i int) string { return fmt.Sprintf("lock/%d", i) }
@@ -331,6 +336,7 @@ func (c *client) lose(why string) {
 	clear(c.counts)
 	clear(c.holdUntil)
 	clear(c.tainted)
+	clear(c.revokedEarly)
 }
 
 func (c *client) open() {
@@ -488,6 +494,7 @@ func (c *client) answer(op *clientOp, r *response) {
 		clear(c.holds)
 		clear(c.counts)
 		clear(c.tainted)
+		clear(c.revokedEarly)
 		s.tracef("client %d session %d", c.id, c.session)
 		return
 	case opCheck:
@@ -695,6 +702,11 @@ func (c *client) believe(op *clientOp, o outcome) {
 		// ended (at its limit): this is a new one.
 		c.holds[op.lock] = o.token
 		c.counts[op.lock] = 1
+		if c.revokedEarly[op.lock] == o.token {
+			delete(c.revokedEarly, op.lock)
+			c.revoked(op.lock, o.token)
+			break
+		}
 		if op.holdLimit > 0 {
 			// Counted from the acquire's first send: the server's count
 			// began at the grant, later.

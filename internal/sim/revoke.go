@@ -62,6 +62,9 @@ func (s *Sim) revokeTold(h *fsmpb.HoldRevoked) {
 func (c *client) revoked(l string, token uint64) {
 	s := c.s
 	tok, ok := c.holds[l]
+	if !ok && token > c.revokedEarly[l] {
+		c.revokedEarly[l] = token // a grant whose answer is still to come
+	}
 	if !ok || tok != token {
 		return // told already, or of a hold it no longer believes it has
 	}
