@@ -68,7 +68,18 @@ type leaseTable struct {
 	renewing map[holdKey]uint64
 	// serverHolds gathers a resume's SessionHolds until the last one.
 	serverHolds map[holdKey]uint64
+	// revokedEarly keeps a revoke the session was told of for a hold it
+	// has no Lease of yet: the grant's answer is still to come (a retry
+	// after a lost answer, answered after the resume listed the hold as
+	// being revoked). The Lease that answer makes starts revoked.
+	revokedEarly map[holdKey]*Revocation
 }
+
+// maxRevokedEarly bounds leaseTable.revokedEarly: one per hold the
+// session may be granted, which the server's limits bound; past it the
+// oldest knowledge is dropped (the Lease then learns of its revoke only
+// from the leader's end of the hold).
+const maxRevokedEarly = 1024
 
 // holdKey names a hold within its session: a lock and an owner key.
 type holdKey struct{ name, ownerKey string }
@@ -101,6 +112,15 @@ func (s *Session) newLease(ctx context.Context, name string, token uint64, cfg h
 			}
 			if cfg.holdLimit > 0 {
 				s.limitHoldLocked(l, k, cfg.holdLimit, !cfg.manualRenew, started)
+			}
+			if ls := s.leases.holds[k]; len(ls) > 0 {
+				l.revocation = ls[0].revocation // another count of a hold: its revoke too
+			} else if rev := s.leases.revokedEarly[k]; rev != nil && rev.Token >= token {
+				if rev.Token == token {
+					l.revocation = rev
+					s.emitLocked(Event{State: s.life.state, At: time.Now(), Revoked: rev})
+				}
+				delete(s.leases.revokedEarly, k)
 			}
 			s.leases.holds[k] = append(s.leases.holds[k], l)
 			s.mu.Unlock()

@@ -127,13 +127,25 @@ func (l *Lease) Revocation() (Revocation, bool) {
 // revoke asked it to end, and emits an Event; a push about another
 // (older) hold, or one already told, changes nothing.
 func (s *Session) revokeRequestedLocked(r *batonpb.RevokeRequested) {
-	ls := s.leases.holds[holdKey{r.GetName(), r.GetOwnerKey()}]
-	if len(ls) == 0 || ls[0].token != r.GetToken() || ls[0].revocation != nil {
-		return
-	}
+	k := holdKey{r.GetName(), r.GetOwnerKey()}
+	ls := s.leases.holds[k]
 	rev := &Revocation{Name: r.GetName(), OwnerKey: r.GetOwnerKey(), Token: r.GetToken(), Grace: r.GetGrace().AsDuration()}
 	if d := r.GetDeadline(); d != nil {
 		rev.Deadline = d.AsTime()
+	}
+	if len(ls) == 0 || ls[0].token < r.GetToken() {
+		// A hold whose grant's answer is still to come: its Lease will
+		// start revoked (newLease).
+		if old := s.leases.revokedEarly[k]; old == nil || old.Token < rev.Token {
+			if s.leases.revokedEarly == nil || len(s.leases.revokedEarly) >= maxRevokedEarly {
+				s.leases.revokedEarly = make(map[holdKey]*Revocation)
+			}
+			s.leases.revokedEarly[k] = rev
+		}
+		return
+	}
+	if ls[0].token != r.GetToken() || ls[0].revocation != nil {
+		return
 	}
 	for _, l := range ls {
 		l.revocation = rev

@@ -253,3 +253,67 @@ func TestRevokeWhileReconnecting(t *testing.T) {
 		t.Fatalf("the Lease is lost before its grace: %v", err)
 	}
 }
+
+// TestRevokeOfAGrantWhoseAnswerWasLost: a waiter whose stream is down
+// when it is granted the lock, and when that hold is revoked, learns both
+// at its resume: the holds the resume is sent list the hold as being
+// revoked before the retried wait is answered, and the Lease that answer
+// makes starts revoked. A reentrant Lease of a revoked hold is revoked too.
+func TestRevokeOfAGrantWhoseAnswerWasLost(t *testing.T) {
+	_, cl := single(t)
+	ctx := testCtx(t)
+	holder, waiter := newSession(t, cl), newSession(t, cl)
+	first, err := holder.Mutex("jobs/g").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		l   *Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l, err := waiter.Mutex("jobs/g").Lock(ctx)
+		got <- result{l, err}
+	}()
+	waitFor(t, func() bool {
+		info, err := cl.Get(ctx, "jobs/g")
+		return err == nil && len(info.Waiters) == 1
+	})
+	entered, proceed := pauseReconnect(t)
+	waiter.mu.Lock()
+	sc := waiter.stream
+	waiter.mu.Unlock()
+	sc.cancel()
+	<-entered
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	revs, err := cl.RevokeLock(ctx, "jobs/g", WithGrace(time.Minute))
+	if err != nil || len(revs) != 1 || revs[0].Token <= first.Token() {
+		t.Fatalf("revoke of the waiter's new hold: %+v, %v", revs, err)
+	}
+	proceed()
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.l.Token() != revs[0].Token {
+		t.Fatalf("granted token %d, revoked %d", r.l.Token(), revs[0].Token)
+	}
+	select {
+	case <-r.l.RevokeRequested():
+	default:
+		t.Fatal("the Lease of a hold revoked before its grant's answer came does not know it")
+	}
+	if rev, ok := r.l.Revocation(); !ok || rev.Token != r.l.Token() || rev.Grace != time.Minute {
+		t.Fatalf("Lease.Revocation = %+v, %v", rev, ok)
+	}
+	again, err := waiter.Mutex("jobs/g").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := again.Revocation(); !ok {
+		t.Fatal("a reentrant Lease of a revoked hold does not know it")
+	}
+}
