@@ -47,6 +47,11 @@ type sessionsStream struct {
 	closed   bool                  // the handler returned
 	ready    chan struct{}         // wakes the sender (capacity 1): see hub.send
 
+	// out and spare are the sender's (sendQueued), kept between its
+	// sends: its message, and an emptied queue for take to put back.
+	out   sendBuffers
+	spare []reply
+
 	dropOnce sync.Once
 	dropErr  error
 	dropped  chan struct{} // closed when this member stopped leading (hub.dropAll)
@@ -70,14 +75,15 @@ func newSessionsStream() *sessionsStream {
 }
 
 // take returns everything queued, in order, and whether the queue
-// overflowed. The numbers of channels whose end is among the replies are
-// free from here on: the client may use one again as soon as it reads the
-// end, possibly before the sender is done with the rest.
+// overflowed; the queue starts again in spare. The numbers of channels
+// whose end is among the replies are free from here on: the client may
+// use one again as soon as it reads the end, possibly before the sender
+// is done with the rest.
 func (st *sessionsStream) take() ([]reply, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	q := st.queue
-	st.queue = nil
+	st.queue, st.spare = st.spare, nil
 	for _, r := range q {
 		if r.end && st.channels[r.ch.id] == r.ch {
 			delete(st.channels, r.ch.id)
@@ -176,38 +182,70 @@ func (s *Server) sendQueued(gs batonpb.Baton_SessionsServer, st *sessionsStream)
 		return errStreamSlow
 	}
 	var err error
+	// connStream.Send encodes the message before it returns, so on the
+	// framing the stream's one message and its channel responses serve
+	// every send. gRPC may still read a message after Send returned
+	// (its stats handlers), so there each send has its own.
+	b := &st.out
+	if _, framed := gs.(*connStream); !framed {
+		b = new(sendBuffers)
+	}
 	for start := 0; start < len(q) && err == nil; {
-		// Send encodes the message before it returns: one block holds its
-		// channel responses.
-		crs := make([]batonpb.ChannelResponse, len(q)-start)
-		out := &batonpb.SessionsResponse{Responses: make([]*batonpb.ChannelResponse, 0, len(crs))}
+		if n := len(q) - start; cap(b.crs) < n {
+			b.crs = make([]batonpb.ChannelResponse, n)
+			b.ptrs = make([]*batonpb.ChannelResponse, 0, n)
+		}
+		b.msg.Responses = b.ptrs[:0]
 		for size := 0; start < len(q); start++ {
 			r := q[start]
 			if r.sign != nil {
 				s.signReply(r)
 			}
 			n := replySize(r)
-			if len(out.Responses) > 0 && size+n > maxStreamMessage {
+			if len(b.msg.Responses) > 0 && size+n > maxStreamMessage {
 				break
 			}
 			size += n
-			cr := &crs[len(out.Responses)]
-			cr.Channel, cr.Response = r.ch.id, r.resp
+			cr := &b.crs[len(b.msg.Responses)]
+			cr.Channel, cr.Response, cr.End = r.ch.id, r.resp, nil
 			if r.end {
 				cr.End = &batonpb.ChannelEnd{Error: s.toWire(r.err)}
 			}
-			out.Responses = append(out.Responses, cr)
+			b.msg.Responses = append(b.msg.Responses, cr)
 		}
-		err = gs.Send(out)
+		err = gs.Send(&b.msg)
 		s.streamMessages.Add(1)
-		s.streamResponses.Add(uint64(len(out.Responses)))
+		s.streamResponses.Add(uint64(len(b.msg.Responses)))
+		// What was sent is not kept alive by the buffers.
+		clear(b.crs[:len(b.msg.Responses)])
+		clear(b.msg.Responses)
+	}
+	b.msg.Responses = nil
+	if cap(b.crs) > keptReplies {
+		b.crs, b.ptrs = nil, nil
 	}
 	for _, r := range q {
 		if r.end {
 			s.endChannel(st, r.ch)
 		}
 	}
+	if cap(q) <= keptReplies {
+		clear(q)
+		st.spare = q[:0]
+	}
 	return err
+}
+
+// keptReplies bounds the replies a stream's buffers keep room for
+// between sends: a burst past it is not paid for by an idle stream.
+const keptReplies = 256
+
+// sendBuffers is the message sendQueued sends, which a stream on the
+// framing reuses from one send to the next.
+type sendBuffers struct {
+	msg  batonpb.SessionsResponse
+	crs  []batonpb.ChannelResponse
+	ptrs []*batonpb.ChannelResponse
 }
 
 // replySize bounds the bytes of r in a Sessions message: a list of holds
