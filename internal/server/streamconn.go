@@ -132,13 +132,16 @@ type connStream struct {
 	ctx context.Context
 	c   net.Conn
 	r   *streamconn.Reader
-	out streamconn.Frame // Send's
+	out streamconn.Frame        // Send's
+	in  batonpb.SessionsRequest // Recv's
 }
 
 var _ batonpb.Baton_SessionsServer = (*connStream)(nil)
 
 // Recv reads the next SessionsRequest. A request over the size limit ends
-// the stream with RESOURCE_EXHAUSTED, as gRPC's MaxRecvMsgSize does.
+// the stream with RESOURCE_EXHAUSTED, as gRPC's MaxRecvMsgSize does. The
+// message, and its list of requests, are valid until the next Recv (the
+// handler keeps only the requests in it, which are each new).
 func (st *connStream) Recv() (*batonpb.SessionsRequest, error) {
 	kind, payload, err := st.r.Next(rules.MaxRequestBytes)
 	var tooLarge *streamconn.TooLargeError
@@ -150,7 +153,7 @@ func (st *connStream) Recv() (*batonpb.SessionsRequest, error) {
 	case kind != streamconn.KindMessage:
 		return nil, status.Errorf(codes.InvalidArgument, "sessions stream: frame of kind %d where a message (kind %d) was expected", kind, streamconn.KindMessage)
 	}
-	m := new(batonpb.SessionsRequest)
+	m := &st.in
 	if err := wire.UnmarshalSessionsRequest(payload, m); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "sessions stream: decoding a request: %v", err)
 	}
