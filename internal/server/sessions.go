@@ -39,6 +39,20 @@ func (s *Server) Session(batonpb.Baton_SessionServer) error { return errSessionR
 // pushes share one queue and one sender, so that the answers of one
 // applied batch leave in one message and one socket write.
 type sessionsStream struct {
+	// sendMu is held by whoever takes and sends the queue, the stream's
+	// sender or the flusher (flush.go), so that what one took leaves
+	// before what the other takes next. It comes before every other lock.
+	sendMu sync.Mutex
+	// fast, when set, is the stream's plain TCP framing, which the
+	// flusher may write to without blocking; finished (under sendMu): the
+	// handler returned, so the flusher sends nothing more.
+	fast     *connStream
+	finished bool
+	// out and spare are sendQueued's, kept between its calls (under
+	// sendMu): its message, and an emptied queue for take to put back.
+	out   sendBuffers
+	spare []reply
+
 	mu       sync.Mutex
 	queue    []reply               // written by hub.send only, taken by the sender
 	overflow bool                  // the client read too slowly: the stream fails
@@ -46,11 +60,6 @@ type sessionsStream struct {
 	attached map[*channel]struct{} // attached to the hub by this stream
 	closed   bool                  // the handler returned
 	ready    chan struct{}         // wakes the sender (capacity 1): see hub.send
-
-	// out and spare are the sender's (sendQueued), kept between its
-	// sends: its message, and an emptied queue for take to put back.
-	out   sendBuffers
-	spare []reply
 
 	dropOnce sync.Once
 	dropErr  error
@@ -126,6 +135,15 @@ func (s *Server) Sessions(gs batonpb.Baton_SessionsServer) error {
 			s.hub.end(ch, nil)
 		}
 	}()
+	if cs, ok := gs.(*connStream); ok && cs.raw != nil {
+		s.startFlusher()
+		st.fast = cs
+		defer func() {
+			st.sendMu.Lock()
+			st.finished = true
+			st.sendMu.Unlock()
+		}()
+	}
 	s.hub.attachStream(st)
 	defer s.hub.detachStream(st)
 	recvErr := make(chan error, 1)
@@ -151,7 +169,7 @@ func (s *Server) Sessions(gs batonpb.Baton_SessionsServer) error {
 		case <-st.dropped:
 			// The channels' ends (dropAll ended every channel first) go
 			// out before the stream's.
-			if err := s.sendQueued(gs, st); err != nil {
+			if err := s.sendOwn(gs, st); err != nil {
 				return err
 			}
 			return st.dropErr
@@ -163,10 +181,23 @@ func (s *Server) Sessions(gs batonpb.Baton_SessionsServer) error {
 		case <-s.stopC:
 			return errStreamNotLeader
 		}
-		if err := s.sendQueued(gs, st); err != nil {
+		if err := s.sendOwn(gs, st); err != nil {
 			return err
 		}
 	}
+}
+
+// sendOwn is the stream's sender's turn: what the flusher left unwritten,
+// then everything queued.
+func (s *Server) sendOwn(gs batonpb.Baton_SessionsServer, st *sessionsStream) error {
+	st.sendMu.Lock()
+	defer st.sendMu.Unlock()
+	if st.fast != nil {
+		if err := st.fast.flushPending(); err != nil {
+			return err
+		}
+	}
+	return s.sendQueued(gs, st)
 }
 
 // maxStreamMessage bounds one Sessions message: a client receives at
@@ -176,7 +207,8 @@ const maxStreamMessage = 1 << 20
 
 // sendQueued sends everything queued on st, in as few messages of at most
 // about maxStreamMessage bytes as it takes: these are the bytes leaving.
-func (s *Server) sendQueued(gs batonpb.Baton_SessionsServer, st *sessionsStream) error {
+// The caller holds st.sendMu.
+func (s *Server) sendQueued(gs sender, st *sessionsStream) error {
 	q, overflow := st.take()
 	if overflow {
 		return errStreamSlow
@@ -187,7 +219,9 @@ func (s *Server) sendQueued(gs batonpb.Baton_SessionsServer, st *sessionsStream)
 	// every send. gRPC may still read a message after Send returned
 	// (its stats handlers), so there each send has its own.
 	b := &st.out
-	if _, framed := gs.(*connStream); !framed {
+	switch gs.(type) {
+	case *connStream, *nonBlocking:
+	default:
 		b = new(sendBuffers)
 	}
 	for start := 0; start < len(q) && err == nil; {
@@ -246,6 +280,12 @@ type sendBuffers struct {
 	msg  batonpb.SessionsResponse
 	crs  []batonpb.ChannelResponse
 	ptrs []*batonpb.ChannelResponse
+}
+
+// sender is where sendQueued sends: the stream, or the flusher's
+// non-blocking writer of it.
+type sender interface {
+	Send(*batonpb.SessionsResponse) error
 }
 
 // replySize bounds the bytes of r in a Sessions message: a list of holds
