@@ -135,20 +135,20 @@ type connStream struct {
 	ctx context.Context
 	c   net.Conn
 	r   *streamconn.Reader
+	in  batonpb.SessionsRequest // Recv's
 	// raw is c's socket when c is plain TCP, for trySend; nil on TLS,
 	// whose records only c itself may write.
 	raw     syscall.RawConn
-	rawSend func(fd uintptr) bool // tryWrite's, made once
+	rawSend func(fd uintptr) bool // writeOnce as a func value, made once
 
 	wmu  sync.Mutex       // one writer at a time; guards what follows
 	out  streamconn.Frame // the frame being written
 	pend []byte           // what trySend could not write at once: it leaves first
-	werr error            // trySend's write failed: every later write fails so
-	// tryWrite's argument and results, for rawSend.
+	werr error            // a write of trySend or of pend failed: every later write fails so
+	// writeOnce's argument and results.
 	try    []byte
 	tryN   int
 	tryErr error
-	in     batonpb.SessionsRequest // Recv's
 }
 
 var _ batonpb.Baton_SessionsServer = (*connStream)(nil)
