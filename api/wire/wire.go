@@ -22,14 +22,19 @@ import (
 	"github.com/batonlock/baton/api/protofield"
 )
 
-// UnmarshalSessionsRequest decodes b into m, a new message, as
-// proto.Unmarshal does.
+// UnmarshalSessionsRequest decodes b into m, as proto.Unmarshal does. A
+// message decoded before may be passed again: its list of requests is
+// reused (the requests themselves are new).
 func UnmarshalSessionsRequest(b []byte, m *batonpb.SessionsRequest) error {
 	n, ok := countRepeated(b)
 	if !ok {
 		return proto.Unmarshal(b, m)
 	}
-	m.Requests = make([]*batonpb.ChannelRequest, 0, n)
+	if len(m.ProtoReflect().GetUnknown()) > 0 {
+		m.Reset()
+	}
+	clear(m.Requests)
+	m.Requests = slices.Grow(m.Requests[:0], n)
 	for f := elements(b); f.Next(); {
 		e := f.Bytes()
 		r, ok := decodeChannelRequest(e)

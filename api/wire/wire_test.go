@@ -255,3 +255,49 @@ func BenchmarkUnmarshal(b *testing.B) {
 		}
 	})
 }
+
+// A message decoded into again decodes as a new one would, and what the
+// first decode returned is not changed by the second: a reader that keeps
+// one SessionsRequest for its stream may keep the requests of each.
+func TestUnmarshalSessionsRequestReuse(t *testing.T) {
+	first := &batonpb.SessionsRequest{Requests: []*batonpb.ChannelRequest{acquireReq(1, "a"), releaseReq(2, "b"), keepAliveReq(3)}}
+	unknownField := protowire.AppendVarint(protowire.AppendTag(nil, 9, protowire.VarintType), 1)
+	for _, second := range [][]byte{
+		marshal(t, &batonpb.SessionsRequest{Requests: []*batonpb.ChannelRequest{releaseReq(5, "c")}}),
+		marshal(t, &batonpb.SessionsRequest{}),
+		append(marshal(t, &batonpb.SessionsRequest{Requests: []*batonpb.ChannelRequest{keepAliveReq(6)}}), unknownField...),
+	} {
+		var m batonpb.SessionsRequest
+		if err := UnmarshalSessionsRequest(marshal(t, first), &m); err != nil {
+			t.Fatal(err)
+		}
+		kept := m.GetRequests()[0]
+		keptCopy := proto.Clone(kept)
+		if err := UnmarshalSessionsRequest(second, &m); err != nil {
+			t.Fatal(err)
+		}
+		var want batonpb.SessionsRequest
+		if err := proto.Unmarshal(second, &want); err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(&m, &want) {
+			t.Errorf("decoded again: %v, want %v", &m, &want)
+		}
+		if !proto.Equal(kept, keptCopy) {
+			t.Errorf("a request of the first decode changed: %v, was %v", kept, keptCopy)
+		}
+	}
+	// A message that held unknown fields decodes the next one clean.
+	var m batonpb.SessionsRequest
+	withUnknown := append(marshal(t, &batonpb.SessionsRequest{Requests: []*batonpb.ChannelRequest{keepAliveReq(6)}}), unknownField...)
+	if err := UnmarshalSessionsRequest(withUnknown, &m); err != nil {
+		t.Fatal(err)
+	}
+	plain := marshal(t, first)
+	if err := UnmarshalSessionsRequest(plain, &m); err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(&m, first) {
+		t.Errorf("after unknown fields: %v, want %v", &m, first)
+	}
+}

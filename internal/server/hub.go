@@ -25,7 +25,7 @@ type waitEvent struct {
 // sessions, and every answer and push for a channel out through send.
 // Nothing in it blocks.
 //
-// Locks: mu, then a stream's mu, then wakeMu.
+// Locks: a stream's sendMu, then mu, then a stream's mu, then wakeMu.
 type hub struct {
 	mu sync.Mutex
 	// waits has every listener of a queued acquire: more than one when a
@@ -46,6 +46,10 @@ type hub struct {
 	// wakes are the stream senders to wake at the end of the Ready
 	// loop's batch (flush): each at most once.
 	wakes []*sessionsStream
+	// flushQ are the streams the flusher sends for (flush.go), and
+	// flushReady wakes it.
+	flushQ     []*sessionsStream
+	flushReady chan struct{}
 }
 
 func newHub() *hub {
@@ -53,6 +57,8 @@ func newHub() *hub {
 		waits:    make(map[waitID][]chan waitEvent),
 		channels: make(map[uint64]map[*channel]struct{}),
 		streams:  make(map[*sessionsStream]struct{}),
+
+		flushReady: make(chan struct{}, 1),
 	}
 }
 
@@ -98,15 +104,36 @@ func (h *hub) end(ch *channel, err error) {
 	h.send(reply{ch: ch, end: true, err: err}, false)
 }
 
-// flush wakes the senders of everything queued since the last flush.
+// flush wakes the senders of everything queued since the last flush:
+// the flusher once for the streams it may send for (fast), each other
+// stream's sender for its own.
 func (h *hub) flush() {
 	h.wakeMu.Lock()
-	sts := h.wakes
-	h.wakes = nil
-	h.wakeMu.Unlock()
-	for _, st := range sts {
-		poke(st.ready)
+	defer h.wakeMu.Unlock()
+	fast := false
+	for i, st := range h.wakes {
+		if st.fast != nil {
+			h.flushQ = append(h.flushQ, st)
+			fast = true
+		} else {
+			poke(st.ready)
+		}
+		h.wakes[i] = nil
 	}
+	h.wakes = h.wakes[:0]
+	if fast {
+		poke(h.flushReady)
+	}
+}
+
+// takeFlush returns the streams queued for the flusher, and keeps spare
+// (emptied) for the next ones.
+func (h *hub) takeFlush(spare []*sessionsStream) []*sessionsStream {
+	h.wakeMu.Lock()
+	defer h.wakeMu.Unlock()
+	q := h.flushQ
+	h.flushQ = spare[:0]
+	return q
 }
 
 // poke signals a capacity-1 wake-up channel without blocking.

@@ -139,6 +139,9 @@ type Server struct {
 
 	stopOnce sync.Once
 	stopC    chan struct{}
+	// flusherOnce starts the flusher (flush.go) with the first stream
+	// it may send for.
+	flusherOnce sync.Once
 
 	// Sessions streams' batching, for /metrics.
 	streamMessages, streamResponses atomic.Uint64

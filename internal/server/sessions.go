@@ -39,6 +39,20 @@ func (s *Server) Session(batonpb.Baton_SessionServer) error { return errSessionR
 // pushes share one queue and one sender, so that the answers of one
 // applied batch leave in one message and one socket write.
 type sessionsStream struct {
+	// sendMu is held by whoever takes and sends the queue, the stream's
+	// sender or the flusher (flush.go), so that what one took leaves
+	// before what the other takes next. It comes before every other lock.
+	sendMu sync.Mutex
+	// fast, when set, is the stream's plain TCP framing, which the
+	// flusher may write to without blocking; finished (under sendMu): the
+	// handler returned, so the flusher sends nothing more.
+	fast     *connStream
+	finished bool
+	// out and spare are sendQueued's, kept between its calls (under
+	// sendMu): its message, and an emptied queue for take to put back.
+	out   sendBuffers
+	spare []reply
+
 	mu       sync.Mutex
 	queue    []reply               // written by hub.send only, taken by the sender
 	overflow bool                  // the client read too slowly: the stream fails
@@ -70,14 +84,15 @@ func newSessionsStream() *sessionsStream {
 }
 
 // take returns everything queued, in order, and whether the queue
-// overflowed. The numbers of channels whose end is among the replies are
-// free from here on: the client may use one again as soon as it reads the
-// end, possibly before the sender is done with the rest.
+// overflowed; the queue starts again in spare. The numbers of channels
+// whose end is among the replies are free from here on: the client may
+// use one again as soon as it reads the end, possibly before the sender
+// is done with the rest.
 func (st *sessionsStream) take() ([]reply, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	q := st.queue
-	st.queue = nil
+	st.queue, st.spare = st.spare, nil
 	for _, r := range q {
 		if r.end && st.channels[r.ch.id] == r.ch {
 			delete(st.channels, r.ch.id)
@@ -120,6 +135,15 @@ func (s *Server) Sessions(gs batonpb.Baton_SessionsServer) error {
 			s.hub.end(ch, nil)
 		}
 	}()
+	if cs, ok := gs.(*connStream); ok && cs.raw != nil {
+		s.startFlusher()
+		st.fast = cs
+		defer func() {
+			st.sendMu.Lock()
+			st.finished = true
+			st.sendMu.Unlock()
+		}()
+	}
 	s.hub.attachStream(st)
 	defer s.hub.detachStream(st)
 	recvErr := make(chan error, 1)
@@ -145,7 +169,7 @@ func (s *Server) Sessions(gs batonpb.Baton_SessionsServer) error {
 		case <-st.dropped:
 			// The channels' ends (dropAll ended every channel first) go
 			// out before the stream's.
-			if err := s.sendQueued(gs, st); err != nil {
+			if err := s.sendOwn(gs, st); err != nil {
 				return err
 			}
 			return st.dropErr
@@ -157,10 +181,23 @@ func (s *Server) Sessions(gs batonpb.Baton_SessionsServer) error {
 		case <-s.stopC:
 			return errStreamNotLeader
 		}
-		if err := s.sendQueued(gs, st); err != nil {
+		if err := s.sendOwn(gs, st); err != nil {
 			return err
 		}
 	}
+}
+
+// sendOwn is the stream's sender's turn: what the flusher left unwritten,
+// then everything queued.
+func (s *Server) sendOwn(gs batonpb.Baton_SessionsServer, st *sessionsStream) error {
+	st.sendMu.Lock()
+	defer st.sendMu.Unlock()
+	if st.fast != nil {
+		if err := st.fast.flushPending(); err != nil {
+			return err
+		}
+	}
+	return s.sendQueued(gs, st)
 }
 
 // maxStreamMessage bounds one Sessions message: a client receives at
@@ -170,44 +207,85 @@ const maxStreamMessage = 1 << 20
 
 // sendQueued sends everything queued on st, in as few messages of at most
 // about maxStreamMessage bytes as it takes: these are the bytes leaving.
-func (s *Server) sendQueued(gs batonpb.Baton_SessionsServer, st *sessionsStream) error {
+// The caller holds st.sendMu.
+func (s *Server) sendQueued(gs sender, st *sessionsStream) error {
 	q, overflow := st.take()
 	if overflow {
 		return errStreamSlow
 	}
 	var err error
+	// connStream.Send encodes the message before it returns, so on the
+	// framing the stream's one message and its channel responses serve
+	// every send. gRPC may still read a message after Send returned
+	// (its stats handlers), so there each send has its own.
+	b := &st.out
+	switch gs.(type) {
+	case *connStream, *nonBlocking:
+	default:
+		b = new(sendBuffers)
+	}
 	for start := 0; start < len(q) && err == nil; {
-		// Send encodes the message before it returns: one block holds its
-		// channel responses.
-		crs := make([]batonpb.ChannelResponse, len(q)-start)
-		out := &batonpb.SessionsResponse{Responses: make([]*batonpb.ChannelResponse, 0, len(crs))}
+		if n := len(q) - start; cap(b.crs) < n {
+			b.crs = make([]batonpb.ChannelResponse, n)
+			b.ptrs = make([]*batonpb.ChannelResponse, 0, n)
+		}
+		b.msg.Responses = b.ptrs[:0]
 		for size := 0; start < len(q); start++ {
 			r := q[start]
 			if r.sign != nil {
 				s.signReply(r)
 			}
 			n := replySize(r)
-			if len(out.Responses) > 0 && size+n > maxStreamMessage {
+			if len(b.msg.Responses) > 0 && size+n > maxStreamMessage {
 				break
 			}
 			size += n
-			cr := &crs[len(out.Responses)]
-			cr.Channel, cr.Response = r.ch.id, r.resp
+			cr := &b.crs[len(b.msg.Responses)]
+			cr.Channel, cr.Response, cr.End = r.ch.id, r.resp, nil
 			if r.end {
 				cr.End = &batonpb.ChannelEnd{Error: s.toWire(r.err)}
 			}
-			out.Responses = append(out.Responses, cr)
+			b.msg.Responses = append(b.msg.Responses, cr)
 		}
-		err = gs.Send(out)
+		err = gs.Send(&b.msg)
 		s.streamMessages.Add(1)
-		s.streamResponses.Add(uint64(len(out.Responses)))
+		s.streamResponses.Add(uint64(len(b.msg.Responses)))
+		// What was sent is not kept alive by the buffers.
+		clear(b.crs[:len(b.msg.Responses)])
+		clear(b.msg.Responses)
+	}
+	b.msg.Responses = nil
+	if cap(b.crs) > keptReplies {
+		b.crs, b.ptrs = nil, nil
 	}
 	for _, r := range q {
 		if r.end {
 			s.endChannel(st, r.ch)
 		}
 	}
+	if cap(q) <= keptReplies {
+		clear(q)
+		st.spare = q[:0]
+	}
 	return err
+}
+
+// keptReplies bounds the replies a stream's buffers keep room for
+// between sends: a burst past it is not paid for by an idle stream.
+const keptReplies = 256
+
+// sendBuffers is the message sendQueued sends, which a stream on the
+// framing reuses from one send to the next.
+type sendBuffers struct {
+	msg  batonpb.SessionsResponse
+	crs  []batonpb.ChannelResponse
+	ptrs []*batonpb.ChannelResponse
+}
+
+// sender is where sendQueued sends: the stream, or the flusher's
+// non-blocking writer of it.
+type sender interface {
+	Send(*batonpb.SessionsResponse) error
 }
 
 // replySize bounds the bytes of r in a Sessions message: a list of holds

@@ -1,13 +1,17 @@
 package server
 
 import (
+	"context"
+	"net"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/api/streamconn"
 )
 
 // ready reports whether st's sender was woken, and takes the wake-up.
@@ -87,5 +91,50 @@ func TestSessionStreamIsRefused(t *testing.T) {
 	err := New(Config{}).Session(nil)
 	if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "use a client that speaks Sessions") {
 		t.Fatalf("Session: %v, want UNIMPLEMENTED naming Sessions", err)
+	}
+}
+
+// On the framing the sender reuses one message from send to send: each
+// send carries exactly what was queued since the last, and what it sent is
+// not kept alive by the reused buffers.
+func TestSendQueuedReusesItsMessage(t *testing.T) {
+	s := New(Config{})
+	st := newSessionsStream()
+	srv, cli := net.Pipe()
+	defer srv.Close()
+	defer cli.Close()
+	cs := &connStream{ctx: context.Background(), c: srv}
+	ch := &channel{id: 3, stream: st}
+	frames := streamconn.NewReader(cli, 4<<10)
+	for _, ids := range [][]uint64{{1, 2, 3}, {4}, {5, 6}} {
+		for _, id := range ids {
+			s.hub.send(reply{ch: ch, resp: &batonpb.SessionResponse{Id: id}}, false)
+		}
+		errc := make(chan error, 1)
+		go func() { errc <- s.sendQueued(cs, st) }()
+		kind, payload, err := frames.Next(1 << 20)
+		if err != nil || kind != streamconn.KindMessage {
+			t.Fatalf("frame of kind %d, %v", kind, err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		var got batonpb.SessionsResponse
+		if err := proto.Unmarshal(payload, &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.GetResponses()) != len(ids) {
+			t.Fatalf("sent %d responses, want %d: %v", len(got.GetResponses()), len(ids), &got)
+		}
+		for i, r := range got.GetResponses() {
+			if r.GetChannel() != 3 || r.GetResponse().GetId() != ids[i] {
+				t.Fatalf("response %d: %v, want id %d on channel 3", i, r, ids[i])
+			}
+		}
+		for i := range st.out.crs {
+			if st.out.crs[i].Response != nil {
+				t.Fatal("the reused buffers keep a sent response alive")
+			}
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -20,6 +21,7 @@ import (
 	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/api/streamconn"
 	"github.com/batonlock/baton/api/wire"
+	"github.com/soheilhy/cmux"
 )
 
 // Sessions streams on Baton's own framing (package streamconn): the same
@@ -84,7 +86,7 @@ func (sc *streamConns) serveConn(c net.Conn) {
 	if hello.Authorization != "" {
 		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", hello.Authorization))
 	}
-	st := &connStream{ctx: ctx, c: c, r: r}
+	st := newConnStream(ctx, c, r)
 	if err := st.write(streamconn.KindAccept, nil); err != nil {
 		return
 	}
@@ -127,18 +129,61 @@ func authInfoOf(c net.Conn) credentials.AuthInfo {
 
 // connStream is a Sessions stream on a streamconn connection, as the
 // handler sees a gRPC one (batonpb.Baton_SessionsServer). Recv is called by
-// one goroutine, Send by another, as gRPC allows.
+// one goroutine, Send by another, as gRPC allows; on plain TCP the flusher
+// may also write, without blocking (trySend).
 type connStream struct {
 	ctx context.Context
 	c   net.Conn
 	r   *streamconn.Reader
-	out streamconn.Frame // Send's
+	in  batonpb.SessionsRequest // Recv's
+	// raw is c's socket when c is plain TCP, for trySend; nil on TLS,
+	// whose records only c itself may write.
+	raw     syscall.RawConn
+	rawSend func(fd uintptr) bool // writeOnce as a func value, made once
+
+	wmu  sync.Mutex       // one writer at a time; guards what follows
+	out  streamconn.Frame // the frame being written
+	pend []byte           // what trySend could not write at once: it leaves first
+	werr error            // a write of trySend or of pend failed: every later write fails so
+	// writeOnce's argument and results.
+	try    []byte
+	tryN   int
+	tryErr error
 }
 
 var _ batonpb.Baton_SessionsServer = (*connStream)(nil)
 
+func newConnStream(ctx context.Context, c net.Conn, r *streamconn.Reader) *connStream {
+	st := &connStream{ctx: ctx, c: c, r: r, raw: rawConnOf(c)}
+	st.rawSend = st.writeOnce
+	return st
+}
+
+// rawConnOf is the socket of c when c is a plain TCP connection (under
+// cmux's and the listener's wrappers), else nil.
+func rawConnOf(c net.Conn) syscall.RawConn {
+	for {
+		switch v := c.(type) {
+		case *cmux.MuxConn:
+			c = v.Conn
+		case *trackedConn:
+			c = v.Conn
+		case *net.TCPConn:
+			raw, err := v.SyscallConn()
+			if err != nil {
+				return nil
+			}
+			return raw
+		default:
+			return nil
+		}
+	}
+}
+
 // Recv reads the next SessionsRequest. A request over the size limit ends
-// the stream with RESOURCE_EXHAUSTED, as gRPC's MaxRecvMsgSize does.
+// the stream with RESOURCE_EXHAUSTED, as gRPC's MaxRecvMsgSize does. The
+// message, and its list of requests, are valid until the next Recv (the
+// handler keeps only the requests in it, which are each new).
 func (st *connStream) Recv() (*batonpb.SessionsRequest, error) {
 	kind, payload, err := st.r.Next(rules.MaxRequestBytes)
 	var tooLarge *streamconn.TooLargeError
@@ -150,14 +195,14 @@ func (st *connStream) Recv() (*batonpb.SessionsRequest, error) {
 	case kind != streamconn.KindMessage:
 		return nil, status.Errorf(codes.InvalidArgument, "sessions stream: frame of kind %d where a message (kind %d) was expected", kind, streamconn.KindMessage)
 	}
-	m := new(batonpb.SessionsRequest)
+	m := &st.in
 	if err := wire.UnmarshalSessionsRequest(payload, m); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "sessions stream: decoding a request: %v", err)
 	}
 	return m, nil
 }
 
-// Send writes m in one frame, in one write.
+// Send writes m in one frame, in one write (after what trySend left).
 func (st *connStream) Send(m *batonpb.SessionsResponse) error {
 	var merr error
 	err := st.write(streamconn.KindMessage, func(b []byte) []byte {
@@ -171,6 +216,11 @@ func (st *connStream) Send(m *batonpb.SessionsResponse) error {
 }
 
 func (st *connStream) write(kind byte, appendPayload func([]byte) []byte) error {
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	if err := st.flushLocked(); err != nil {
+		return err
+	}
 	b := st.out.Payload()
 	if appendPayload != nil {
 		b = appendPayload(b)
@@ -178,6 +228,95 @@ func (st *connStream) write(kind byte, appendPayload func([]byte) []byte) error 
 	_, err := st.c.Write(st.out.Seal(kind, b))
 	return err
 }
+
+// trySend queues m's frame on the connection without blocking: what the
+// socket does not take at once waits in pend for the stream's sender
+// (flushPending), and so does everything sent after it. Only on plain TCP
+// (raw).
+func (st *connStream) trySend(m *batonpb.SessionsResponse) error {
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	if st.werr != nil {
+		return st.werr
+	}
+	b, err := wire.MarshalSessionsResponse(st.out.Payload(), m)
+	if err != nil {
+		return status.Errorf(codes.Internal, "sessions stream: encoding a response: %v", err)
+	}
+	b = st.out.Seal(streamconn.KindMessage, b)
+	if len(st.pend) > 0 {
+		st.pend = append(st.pend, b...)
+		return nil
+	}
+	st.try = b
+	err = st.raw.Write(st.rawSend)
+	n := st.tryN
+	if err == nil {
+		err = st.tryErr
+	}
+	st.try, st.tryErr = nil, nil
+	if err != nil {
+		st.werr = err
+		return err
+	}
+	if n < len(b) {
+		st.pend = append(st.pend, b[n:]...)
+	}
+	return nil
+}
+
+// writeOnce is trySend's one write(2) on a non-blocking socket: a full
+// socket writes nothing and is no error.
+func (st *connStream) writeOnce(fd uintptr) bool {
+	for {
+		n, err := syscall.Write(int(fd), st.try)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			st.tryN, st.tryErr = 0, nil
+		case err != nil:
+			st.tryN, st.tryErr = 0, err
+		default:
+			st.tryN, st.tryErr = n, nil
+		}
+		return true
+	}
+}
+
+// pending reports whether trySend left bytes for the stream's sender.
+func (st *connStream) pending() bool {
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	return len(st.pend) > 0 || st.werr != nil
+}
+
+// flushPending writes, blocking, what trySend left; or fails as it did.
+func (st *connStream) flushPending() error {
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	return st.flushLocked()
+}
+
+func (st *connStream) flushLocked() error {
+	if st.werr != nil {
+		return st.werr
+	}
+	if len(st.pend) == 0 {
+		return nil
+	}
+	_, err := st.c.Write(st.pend)
+	st.pend = nil
+	if err != nil {
+		st.werr = err
+	}
+	return err
+}
+
+// nonBlocking sends as trySend does, for sendQueued.
+type nonBlocking connStream
+
+func (nb *nonBlocking) Send(m *batonpb.SessionsResponse) error { return (*connStream)(nb).trySend(m) }
 
 func (st *connStream) Context() context.Context { return st.ctx }
 
