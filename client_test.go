@@ -360,12 +360,7 @@ func TestHoldLostWhileReconnecting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	entered, proceed := pauseReconnect(t)
-	s.mu.Lock()
-	sc := s.stream
-	s.mu.Unlock()
-	sc.cancel()
-	<-entered
+	proceed := cutStream(t, s)
 	if err := cl.CasRelease(ctx, "jobs/x", s.ID(), lease.Token()); err != nil {
 		t.Fatal(err)
 	}

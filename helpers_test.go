@@ -91,6 +91,20 @@ func whenLost(l *Lease) <-chan time.Time {
 	return at
 }
 
+// cutStream breaks s's session stream and holds its reconnect until
+// proceed is called (at the test's end, if not before): nothing the
+// member pushes reaches s meanwhile.
+func cutStream(t *testing.T, s *Session) (proceed func()) {
+	t.Helper()
+	entered, proceed := pauseReconnect(t)
+	s.mu.Lock()
+	sc := s.stream
+	s.mu.Unlock()
+	sc.cancel()
+	<-entered
+	return proceed
+}
+
 // pauseReconnect holds the next reconnect of any session: entered is
 // closed once it started, and it goes on when proceed is called (at the
 // test's end, if not before).

@@ -52,18 +52,7 @@ func TestObserveSeesEveryLeaderAfterFallingBehind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bLeads := make(chan *Lease, 1)
-	go func() {
-		l, err := eb.Campaign(ctx, "b0")
-		if err != nil {
-			t.Errorf("b's campaign: %v", err)
-		}
-		bLeads <- l
-	}()
-	waitFor(t, func() bool {
-		info, err := cl.Get(ctx, name)
-		return err == nil && len(info.Waiters) == 1
-	})
+	bLeads := campaignQueued(t, ctx, cl, eb, "b0")
 	// Far more changes than the member queues for a watcher
 	// (server.MaxWatchBacklog, 1,024) and than 64 KiB of them.
 	const writers, each = 8, 400
@@ -147,6 +136,26 @@ func TestObserveSeesEveryLeaderAfterFallingBehind(t *testing.T) {
 	}
 }
 
+// campaignQueued campaigns with e in the background, behind the leader,
+// and returns once the campaign waits in the election's queue; the
+// leadership comes on the channel when it is won.
+func campaignQueued(t *testing.T, ctx context.Context, cl *Client, e *Election, value string) <-chan *Lease {
+	t.Helper()
+	won := make(chan *Lease, 1)
+	go func() {
+		l, err := e.Campaign(ctx, value)
+		if err != nil {
+			t.Errorf("campaign with %q: %v", value, err)
+		}
+		won <- l
+	}()
+	waitFor(t, func() bool {
+		info, err := cl.Get(ctx, e.Name())
+		return err == nil && len(info.Waiters) == 1
+	})
+	return won
+}
+
 // waitFor polls cond every 10 ms for up to 10 s.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
@@ -221,18 +230,7 @@ func TestObserveResumesFromTheHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bLeads := make(chan *Lease, 1)
-	go func() {
-		l, err := b.Election(name).Campaign(ctx, "b0")
-		if err != nil {
-			t.Errorf("b's campaign: %v", err)
-		}
-		bLeads <- l
-	}()
-	waitFor(t, func() bool {
-		info, err := cl.Get(ctx, name)
-		return err == nil && len(info.Waiters) == 1
-	})
+	bLeads := campaignQueued(t, ctx, cl, b.Election(name), "b0")
 	if err := ea.Proclaim(ctx, "a1"); err != nil {
 		t.Fatal(err)
 	}

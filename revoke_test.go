@@ -231,12 +231,7 @@ func TestRevokeWhileReconnecting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	entered, proceed := pauseReconnect(t)
-	s.mu.Lock()
-	sc := s.stream
-	s.mu.Unlock()
-	sc.cancel()
-	<-entered
+	proceed := cutStream(t, s)
 	if _, err := cl.RevokeLock(ctx, "jobs/r", WithGrace(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
@@ -280,12 +275,7 @@ func TestRevokeOfAGrantWhoseAnswerWasLost(t *testing.T) {
 		info, err := cl.Get(ctx, "jobs/g")
 		return err == nil && len(info.Waiters) == 1
 	})
-	entered, proceed := pauseReconnect(t)
-	waiter.mu.Lock()
-	sc := waiter.stream
-	waiter.mu.Unlock()
-	sc.cancel()
-	<-entered
+	proceed := cutStream(t, waiter)
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
