@@ -239,9 +239,9 @@ func TestCLICasReleaseStopsTheHolder(t *testing.T) {
 		t.Fatalf("baton history job: %v: %s", err, out)
 	}
 	row := strings.Fields(lines[1])
-	// TOKEN SESSION OWNER OWNER-KEY MODE SINCE ENDED HOW ENDED-INDEX
-	if len(row) != 9 || row[0] != fields[0] || row[1] != fields[3] || row[3] != "-" || row[4] != "exclusive" ||
-		row[7] != "cas-released" {
+	// TOKEN SESSION OWNER OWNER-KEY MODE SINCE ENDED HOW ENDED-INDEX VALUE
+	if len(row) != 10 || row[0] != fields[0] || row[1] != fields[3] || row[3] != "-" || row[4] != "exclusive" ||
+		row[7] != "cas-released" || row[9] != "-" {
 		t.Fatalf("baton history job: %q, want token %s of session %s, cas-released", lines[1], fields[0], fields[3])
 	}
 	out, err = exec.Command(batonBinary(t), "history", "--endpoints", ep, "--json", "job").Output()
