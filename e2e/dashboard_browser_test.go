@@ -63,7 +63,10 @@ func waitPage(t *testing.T, tab context.Context, within time.Duration, what, con
 		if err == nil {
 			return
 		}
-		if strings.Contains(err.Error(), "context") && tab.Err() == nil && time.Now().Before(deadline) {
+		// The page's execution context goes while it reloads (signing
+		// in reloads it): poll the new one.
+		reloading := strings.Contains(err.Error(), "context") || strings.Contains(err.Error(), "navigated or closed")
+		if reloading && tab.Err() == nil && time.Now().Before(deadline) {
 			continue
 		}
 		var shown string
