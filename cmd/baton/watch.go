@@ -50,10 +50,25 @@ func runWatch(g globals, args []string) int {
 	return 0
 }
 
-// describeEvent is one line of `baton watch`.
+// describeEvent is what `baton watch` prints for ev: one line, after a
+// line for each hold that ended in the gap before it, if any.
 func describeEvent(ev baton.LockEvent) string {
 	l := ev.Lock
-	line := fmt.Sprintf("index %d: %s ", ev.Index, oneLine(l.Name))
+	var missed string
+	if ev.Gap {
+		for _, p := range ev.Missed {
+			missed += fmt.Sprintf("index %d: %s: the hold of %s, key %q, token %d ended (%s)", p.EndedIndex, oneLine(l.Name),
+				owner(p.Owner, p.SessionID), p.OwnerKey, p.Token, p.How)
+			if p.Value != "" {
+				missed += fmt.Sprintf(", value %q", p.Value)
+			}
+			missed += "\n"
+		}
+		if !ev.MissedAll {
+			missed += fmt.Sprintf("index %d: %s: after a gap: earlier holds may have come and gone unseen\n", ev.Index, oneLine(l.Name))
+		}
+	}
+	line := missed + fmt.Sprintf("index %d: %s ", ev.Index, oneLine(l.Name))
 	switch len(l.Holders) {
 	case 0:
 		line += "free"
