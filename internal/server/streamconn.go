@@ -169,11 +169,7 @@ func rawConnOf(c net.Conn) syscall.RawConn {
 		case *trackedConn:
 			c = v.Conn
 		case *net.TCPConn:
-			raw, err := v.SyscallConn()
-			if err != nil {
-				return nil
-			}
-			return raw
+			return socketOf(v)
 		default:
 			return nil
 		}
@@ -263,25 +259,6 @@ func (st *connStream) trySend(m *batonpb.SessionsResponse) error {
 		st.pend = append(st.pend, b[n:]...)
 	}
 	return nil
-}
-
-// writeOnce is trySend's one write(2) on a non-blocking socket: a full
-// socket writes nothing and is no error.
-func (st *connStream) writeOnce(fd uintptr) bool {
-	for {
-		n, err := syscall.Write(int(fd), st.try)
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err == syscall.EAGAIN:
-			st.tryN, st.tryErr = 0, nil
-		case err != nil:
-			st.tryN, st.tryErr = 0, err
-		default:
-			st.tryN, st.tryErr = n, nil
-		}
-		return true
-	}
 }
 
 // pending reports whether trySend left bytes for the stream's sender.
