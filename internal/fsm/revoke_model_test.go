@@ -1,7 +1,9 @@
 package fsm
 
 import (
+	"cmp"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
@@ -12,6 +14,11 @@ import (
 type revokedHold struct {
 	lock           string
 	session, token uint64
+}
+
+// compareRevokedHolds orders holds by lock, session and token.
+func compareRevokedHolds(a, b revokedHold) int {
+	return cmp.Or(cmp.Compare(a.lock, b.lock), cmp.Compare(a.session, b.session), cmp.Compare(a.token, b.token))
 }
 
 // revokeCommand is an operator's revoke of a random lock (now and then
@@ -30,7 +37,10 @@ func (s *stream) revokeCommand() *fsmpb.Command {
 		return &fsmpb.Command{Op: &fsmpb.Command_RevokeHold{RevokeHold: &fsmpb.RevokeHold{Lock: lockName, Token: tok, GraceNanos: grace}}}
 	}
 	sid, tok := s.someSession(), s.someToken(lockName)
-	for h := range s.revokes {
+	// In a fixed order: each hold looked at draws from the stream's
+	// numbers, so a map's random order would make the stream (and the
+	// seed's verdict) differ from run to run.
+	for _, h := range slices.SortedFunc(maps.Keys(s.revokes), compareRevokedHolds) {
 		if h.lock == lockName && r.IntN(4) > 0 {
 			sid, tok = h.session, h.token
 			break
