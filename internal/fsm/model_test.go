@@ -90,9 +90,9 @@ type stream struct {
 	frz   freezer
 
 	queues     map[string][]waiterID
-	lastHolder map[string]uint64      // token of the latest holder seen per lock
-	delays     map[string]uint64      // the entry that started each lock's running lock-delay
-	revokes    map[revokedHold]uint64 // the entry that revoked each hold being revoked
+	lastHolder map[string]uint64               // token of the latest holder seen per lock
+	delays     map[string]uint64               // the entry that started each lock's running lock-delay
+	revokes    map[revokedHold]revocationModel // each hold being revoked
 	values     map[valueRef]string
 	hist       streamHistory // every end of a hold (history_model_test.go)
 }
@@ -164,7 +164,7 @@ func runStream(t *testing.T, seed uint64, steps int) {
 		queues:     make(map[string][]waiterID),
 		lastHolder: make(map[string]uint64),
 		delays:     make(map[string]uint64),
-		revokes:    make(map[revokedHold]uint64),
+		revokes:    make(map[revokedHold]revocationModel),
 		values:     make(map[valueRef]string),
 		stats:      make(map[string]int),
 	}
