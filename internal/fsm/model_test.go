@@ -94,7 +94,8 @@ type stream struct {
 	delays     map[string]uint64               // the entry that started each lock's running lock-delay
 	revokes    map[revokedHold]revocationModel // each hold being revoked
 	values     map[valueRef]string
-	hist       streamHistory // every end of a hold (history_model_test.go)
+	sets       map[waiterID][]*fsmpb.AcquireOutcome // each AcquireMany's first answer (set_model_test.go)
+	hist       streamHistory                        // every end of a hold (history_model_test.go)
 }
 
 // valueRef names the hold or waiter an acquire made: its lock, session,
@@ -166,6 +167,7 @@ func runStream(t *testing.T, seed uint64, steps int) {
 		delays:     make(map[string]uint64),
 		revokes:    make(map[revokedHold]revocationModel),
 		values:     make(map[valueRef]string),
+		sets:       make(map[waiterID][]*fsmpb.AcquireOutcome),
 		stats:      make(map[string]int),
 	}
 	// The history is replicated from HistoryVersion: seeds with seed%3
@@ -268,6 +270,7 @@ func (s *stream) step() {
 		}
 		s.checkRetriedGrants(cmd, res)
 	}
+	s.checkSet(cmd, res, retry)
 	s.observe(cmd, res)
 	s.observeValues(cmd, res, retry)
 	s.observeHistory()
@@ -556,7 +559,6 @@ func (s *stream) observe(cmd *fsmpb.Command, res *fsmpb.Result) {
 	for _, o := range res.GetAcquireMany() {
 		s.stats["many_"+o.GetStatus().String()]++
 	}
-	s.checkSet(cmd, res)
 	s.stats["grants"] += len(res.GetGrants())
 	s.stats["waits_ended"] += len(res.GetWaitsEnded())
 	if cmd.GetExpireHold() != nil {
@@ -647,37 +649,6 @@ func (s *stream) observe(cmd *fsmpb.Command, res *fsmpb.Result) {
 		if len(hs) > 0 {
 			s.stats[fmt.Sprintf("holders=%d", len(hs))]++
 		}
-	}
-}
-
-// checkSet checks an AcquireMany's answer: with all, every lock granted
-// or none; and each lock granted now is held in the mode the set gave it.
-func (s *stream) checkSet(cmd *fsmpb.Command, res *fsmpb.Result) {
-	op := cmd.GetAcquireMany()
-	outs := res.GetAcquireMany()
-	if op == nil || len(outs) == 0 {
-		return
-	}
-	granted := 0
-	for i, o := range outs {
-		if o.GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
-			continue
-		}
-		granted++
-		shared := op.GetShared()
-		if modes := op.GetModes(); len(modes) > 0 {
-			shared = modes[i].GetShared()
-			s.stats["mixed_set_grants"]++
-		}
-		l, _ := s.m.Lock(o.GetLock())
-		for _, h := range l.GetHolders() {
-			if h.GetSessionId() == cmd.GetSessionId() && h.GetToken() == o.GetToken() && h.GetShared() != shared {
-				s.t.Fatalf("entry %d: %v granted %s shared=%v, the set asked shared=%v", s.index, cmd, o.GetLock(), h.GetShared(), shared)
-			}
-		}
-	}
-	if op.GetAll() && granted != 0 && granted != len(outs) {
-		s.t.Fatalf("entry %d: all-or-nothing %v granted %d of %d locks: %v", s.index, cmd, granted, len(outs), outs)
 	}
 }
 
