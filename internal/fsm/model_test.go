@@ -27,7 +27,13 @@ import (
 //     popped on grants and waits_ended) always equals the machine's queue,
 //     and every grant goes to the head of it;
 //   - a retried seq changes no lock and no session, and every lock its
-//     answer says GRANTED is held by the session with that token;
+//     answer says GRANTED is held by the session with that token; an
+//     AcquireMany's first answer is all-or-nothing when it asks so, and
+//     its retries answer the same but for the locks whose holds have
+//     ended since (set_model_test.go);
+//   - a revoke asks every hold it names, each keeps its first revocation,
+//     and an EndRevokedHold ends the hold the model says
+//     (revoke_model_test.go);
 //   - a machine restored from a snapshot halfway answers the rest of the
 //     stream exactly like the original (proto.Equal results, equal hashes);
 //   - a state frozen at any point encodes to the snapshot of that point
