@@ -27,7 +27,13 @@ import (
 //     popped on grants and waits_ended) always equals the machine's queue,
 //     and every grant goes to the head of it;
 //   - a retried seq changes no lock and no session, and every lock its
-//     answer says GRANTED is held by the session with that token;
+//     answer says GRANTED is held by the session with that token; an
+//     AcquireMany's first answer is all-or-nothing when it asks so, and
+//     its retries answer the same but for the locks whose holds have
+//     ended since (set_model_test.go);
+//   - a revoke asks every hold it names, each keeps its first revocation,
+//     and an EndRevokedHold ends the hold the model says
+//     (revoke_model_test.go);
 //   - a machine restored from a snapshot halfway answers the rest of the
 //     stream exactly like the original (proto.Equal results, equal hashes);
 //   - a state frozen at any point encodes to the snapshot of that point
@@ -90,11 +96,12 @@ type stream struct {
 	frz   freezer
 
 	queues     map[string][]waiterID
-	lastHolder map[string]uint64      // token of the latest holder seen per lock
-	delays     map[string]uint64      // the entry that started each lock's running lock-delay
-	revokes    map[revokedHold]uint64 // the entry that revoked each hold being revoked
+	lastHolder map[string]uint64               // token of the latest holder seen per lock
+	delays     map[string]uint64               // the entry that started each lock's running lock-delay
+	revokes    map[revokedHold]revocationModel // each hold being revoked
 	values     map[valueRef]string
-	hist       streamHistory // every end of a hold (history_model_test.go)
+	sets       map[waiterID][]*fsmpb.AcquireOutcome // each AcquireMany's first answer (set_model_test.go)
+	hist       streamHistory                        // every end of a hold (history_model_test.go)
 }
 
 // valueRef names the hold or waiter an acquire made: its lock, session,
@@ -164,8 +171,9 @@ func runStream(t *testing.T, seed uint64, steps int) {
 		queues:     make(map[string][]waiterID),
 		lastHolder: make(map[string]uint64),
 		delays:     make(map[string]uint64),
-		revokes:    make(map[revokedHold]uint64),
+		revokes:    make(map[revokedHold]revocationModel),
 		values:     make(map[valueRef]string),
+		sets:       make(map[waiterID][]*fsmpb.AcquireOutcome),
 		stats:      make(map[string]int),
 	}
 	// The history is replicated from HistoryVersion: seeds with seed%3
@@ -268,6 +276,7 @@ func (s *stream) step() {
 		}
 		s.checkRetriedGrants(cmd, res)
 	}
+	s.checkSet(cmd, res, retry)
 	s.observe(cmd, res)
 	s.observeValues(cmd, res, retry)
 	s.observeHistory()
@@ -556,7 +565,6 @@ func (s *stream) observe(cmd *fsmpb.Command, res *fsmpb.Result) {
 	for _, o := range res.GetAcquireMany() {
 		s.stats["many_"+o.GetStatus().String()]++
 	}
-	s.checkSet(cmd, res)
 	s.stats["grants"] += len(res.GetGrants())
 	s.stats["waits_ended"] += len(res.GetWaitsEnded())
 	if cmd.GetExpireHold() != nil {
@@ -647,37 +655,6 @@ func (s *stream) observe(cmd *fsmpb.Command, res *fsmpb.Result) {
 		if len(hs) > 0 {
 			s.stats[fmt.Sprintf("holders=%d", len(hs))]++
 		}
-	}
-}
-
-// checkSet checks an AcquireMany's answer: with all, every lock granted
-// or none; and each lock granted now is held in the mode the set gave it.
-func (s *stream) checkSet(cmd *fsmpb.Command, res *fsmpb.Result) {
-	op := cmd.GetAcquireMany()
-	outs := res.GetAcquireMany()
-	if op == nil || len(outs) == 0 {
-		return
-	}
-	granted := 0
-	for i, o := range outs {
-		if o.GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
-			continue
-		}
-		granted++
-		shared := op.GetShared()
-		if modes := op.GetModes(); len(modes) > 0 {
-			shared = modes[i].GetShared()
-			s.stats["mixed_set_grants"]++
-		}
-		l, _ := s.m.Lock(o.GetLock())
-		for _, h := range l.GetHolders() {
-			if h.GetSessionId() == cmd.GetSessionId() && h.GetToken() == o.GetToken() && h.GetShared() != shared {
-				s.t.Fatalf("entry %d: %v granted %s shared=%v, the set asked shared=%v", s.index, cmd, o.GetLock(), h.GetShared(), shared)
-			}
-		}
-	}
-	if op.GetAll() && granted != 0 && granted != len(outs) {
-		s.t.Fatalf("entry %d: all-or-nothing %v granted %d of %d locks: %v", s.index, cmd, granted, len(outs), outs)
 	}
 }
 

@@ -135,6 +135,17 @@ func (m *Machine) revokeHold(a *apply, op *fsmpb.RevokeHold) {
 
 // endRevokedHold applies the leader's EndRevokedHold: the hold's grace
 // passed and it is still there, so it ends, fenced like any end.
+//
+// The command names no owner key, and one session's holds of a lock with
+// different owner keys granted by one entry share the token. Such holds
+// are revoked together (by the same RevokeHold, with the same grace); an
+// EndRevokedHold ends the first of them in holder order, and one apiece.
+// The leader's tracker keys a revocation by (lock, session, token) too,
+// so it proposes one end for the pair and forgets the other hold when
+// revocations_ended reports the first: the other outlives its grace
+// until its holder lets go or a new leader re-arms it (Revocations).
+// Ending them all here would change what an entry does, which needs a
+// new log version.
 func (m *Machine) endRevokedHold(a *apply, s *session, op *fsmpb.EndRevokedHold) {
 	name := op.GetLock()
 	if !a.leaderCommand(s, "end_revoked_hold", name) {
