@@ -140,12 +140,8 @@ func (m *Machine) revokeHold(a *apply, op *fsmpb.RevokeHold) {
 // different owner keys granted by one entry share the token. Such holds
 // are revoked together (by the same RevokeHold, with the same grace); an
 // EndRevokedHold ends the first of them in holder order, and one apiece.
-// The leader's tracker keys a revocation by (lock, session, token) too,
-// so it proposes one end for the pair and forgets the other hold when
-// revocations_ended reports the first: the other outlives its grace
-// until its holder lets go or a new leader re-arms it (Revocations).
-// Ending them all here would change what an entry does, which needs a
-// new log version.
+// The leader's tracker times each of them on its own (by owner key too)
+// and proposes an EndRevokedHold apiece, so each ends at its grace.
 func (m *Machine) endRevokedHold(a *apply, s *session, op *fsmpb.EndRevokedHold) {
 	name := op.GetLock()
 	if !a.leaderCommand(s, "end_revoked_hold", name) {
@@ -178,6 +174,7 @@ func (m *Machine) endRevokedHold(a *apply, s *session, op *fsmpb.EndRevokedHold)
 type RevocationRef struct {
 	Lock       string
 	SessionID  uint64
+	OwnerKey   string
 	Token      uint64
 	GraceNanos int64
 }
@@ -194,7 +191,7 @@ func (m *Machine) Revocations() []RevocationRef {
 		}
 		for i := range l.holders {
 			if r := l.revocationOf(&l.holders[i]); r != nil {
-				out = append(out, RevocationRef{Lock: l.name, SessionID: r.s.id, Token: l.holders[i].token, GraceNanos: r.grace})
+				out = append(out, RevocationRef{Lock: l.name, SessionID: r.s.id, OwnerKey: l.holders[i].ownerKey, Token: l.holders[i].token, GraceNanos: r.grace})
 			}
 		}
 		return true

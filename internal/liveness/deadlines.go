@@ -83,7 +83,10 @@ func compareHolds(a, b holdKey) int {
 	if c := cmp.Compare(a.session, b.session); c != 0 {
 		return c
 	}
-	return cmp.Compare(a.token, b.token)
+	if c := cmp.Compare(a.token, b.token); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ownerKey, b.ownerKey)
 }
 
 func (d deadlines) Swap(i, j int) { d[i], d[j] = d[j], d[i] }

@@ -80,10 +80,16 @@ type wait struct {
 	cancelling bool
 }
 
+// holdKey names a hold the tracker times. ownerKey is set for a
+// revocation only: one session's holds of a lock under two owner keys,
+// granted by one entry, share the token, and each revoked hold is timed
+// and ended on its own (EndRevokedHold ends one of them apiece). A hold
+// limit's key leaves it empty (ExpireHold names no owner key).
 type holdKey struct {
-	lock    string
-	session uint64
-	token   uint64
+	lock     string
+	session  uint64
+	token    uint64
+	ownerKey string
 }
 
 type hold struct {
@@ -187,14 +193,14 @@ func (t *Tracker) Promote(term uint64, m *fsm.Machine) {
 	clear(t.delays)
 	clear(t.revokes)
 	for _, r := range m.Revocations() {
-		t.revokes[holdKey{r.Lock, r.SessionID, r.Token}] = &revocation{deadline: now.Add(time.Duration(r.GraceNanos))}
+		t.revokes[holdKey{r.Lock, r.SessionID, r.Token, r.OwnerKey}] = &revocation{deadline: now.Add(time.Duration(r.GraceNanos))}
 	}
 	for _, d := range m.LockDelays() {
 		t.delays[d.Lock] = &lockDelay{from: d.DelayFrom, deadline: now.Add(time.Duration(d.DelayNanos))}
 	}
 	for _, h := range m.LimitedHolds() {
 		limit := time.Duration(h.LimitNanos)
-		t.holds[holdKey{h.Lock, h.SessionID, h.Token}] = &hold{limit: limit, deadline: now.Add(limit)}
+		t.holds[holdKey{h.Lock, h.SessionID, h.Token, ""}] = &hold{limit: limit, deadline: now.Add(limit)}
 	}
 	for _, s := range m.SessionIDs() {
 		ttl := time.Duration(s.TTLNanos)
@@ -263,20 +269,20 @@ func (t *Tracker) Applied(res *fsmpb.Result) {
 		delete(t.waits, waitKey{g.GetLock(), g.GetSessionId(), g.GetAcquireSeq()})
 	}
 	for _, h := range lv.GetLimitedHoldsGranted() {
-		changed = t.limitHold(holdKey{h.GetLock(), h.GetSessionId(), h.GetToken()}, time.Duration(h.GetHoldLimitNanos()), now) || changed
+		changed = t.limitHold(holdKey{h.GetLock(), h.GetSessionId(), h.GetToken(), ""}, time.Duration(h.GetHoldLimitNanos()), now) || changed
 	}
 	if h := lv.GetLimitedHoldReleased(); h != nil {
-		delete(t.holds, holdKey{h.GetLock(), h.GetSessionId(), h.GetToken()})
+		delete(t.holds, holdKey{h.GetLock(), h.GetSessionId(), h.GetToken(), ""})
 	}
 	for _, e := range res.GetHoldsEnded() {
-		delete(t.holds, holdKey{e.GetLock(), e.GetSessionId(), e.GetToken()})
+		delete(t.holds, holdKey{e.GetLock(), e.GetSessionId(), e.GetToken(), ""})
 	}
 	for _, r := range lv.GetRevocationsEnded() {
-		delete(t.revokes, holdKey{r.GetLock(), r.GetSessionId(), r.GetToken()})
+		delete(t.revokes, holdKey{r.GetLock(), r.GetSessionId(), r.GetToken(), r.GetOwnerKey()})
 	}
 	for _, r := range res.GetHoldsRevoked() {
 		// A hold asked again keeps its first grace.
-		k := holdKey{r.GetLock(), r.GetSessionId(), r.GetToken()}
+		k := holdKey{r.GetLock(), r.GetSessionId(), r.GetToken(), r.GetOwnerKey()}
 		if _, ok := t.revokes[k]; !ok {
 			at := now.Add(time.Duration(r.GetGraceNanos()))
 			t.revokes[k] = &revocation{deadline: at}
@@ -340,7 +346,7 @@ func (t *Tracker) CheckHold(lock string, session, token uint64, shown []byte) er
 	if s := t.sessions[session]; s != nil && !s.secret.Admits(shown) {
 		return ErrSecretMismatch
 	}
-	_, err := t.lookupHold(holdKey{lock, session, token})
+	_, err := t.lookupHold(holdKey{lock, session, token, ""})
 	return err
 }
 
@@ -350,7 +356,7 @@ func (t *Tracker) CheckHold(lock string, session, token uint64, shown []byte) er
 func (t *Tracker) RenewHold(lock string, session, token uint64, received time.Time) (time.Duration, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	h, err := t.lookupHold(holdKey{lock, session, token})
+	h, err := t.lookupHold(holdKey{lock, session, token, ""})
 	if err != nil {
 		return 0, err
 	}

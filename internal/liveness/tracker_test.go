@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -229,6 +230,67 @@ func TestRevocations(t *testing.T) {
 	if next := tr.FireDue(context.Background()); len(p.revoked) != 0 || !next.IsZero() {
 		t.Fatalf("an ended revocation is proposed again: %v, next %v", p.revoked, next)
 	}
+}
+
+// TestRevokedHoldsSharingAToken: one session's two reads of a lock, under
+// two owner keys, granted by one entry, share the token; revoked, each is
+// timed and ended on its own, by the revoking leader and by a new one
+// after its promotion, so neither outlives its grace.
+func TestRevokedHoldsSharingAToken(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tr, p, m, apply, open := appliedTracker(t, &now)
+	tr.Promote(1, m)
+	a, b := open(), open()
+	var seqA, seqB uint64
+	acquire := func(s uint64, seq *uint64, key string, shared bool) *fsmpb.Result {
+		*seq++
+		return apply(&fsmpb.Command{SessionId: s, Seq: *seq, MinUnackedSeq: *seq, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+			Lock: "rw", OwnerKey: key, Shared: shared, Limit: 4, Wait: true}}})
+	}
+	// sharedPair makes a hold "rw" twice, under "" and "k", with one token.
+	sharedPair := func() uint64 {
+		t.Helper()
+		tb := acquire(b, &seqB, "", false).GetAcquire().GetToken()
+		acquire(a, &seqA, "", true)
+		acquire(a, &seqA, "k", true)
+		seqB++
+		res := apply(&fsmpb.Command{SessionId: b, Seq: seqB, MinUnackedSeq: seqB, Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "rw", Token: tb}}})
+		if gs := res.GetGrants(); len(gs) != 2 || gs[0].GetToken() != gs[1].GetToken() {
+			t.Fatalf("the release granted %v, want both of a's reads with one token", gs)
+		}
+		return res.GetGrants()[0].GetToken()
+	}
+	revokeAndEnd := func(round string, promote bool) {
+		t.Helper()
+		token := sharedPair()
+		p.revoked = nil
+		apply(&fsmpb.Command{Op: &fsmpb.Command_RevokeHold{RevokeHold: &fsmpb.RevokeHold{Lock: "rw", GraceNanos: int64(5 * time.Second)}}})
+		if promote {
+			tr.Demote()
+			tr.Promote(2, m)
+		}
+		now = now.Add(5 * time.Second)
+		tr.FireDue(context.Background())
+		one := fmt.Sprintf("rw/%d/%d", a, token)
+		if !slices.Equal(p.revoked, []string{one, one}) {
+			t.Fatalf("%s: ended %v, want %s twice (one end per hold)", round, p.revoked, one)
+		}
+		ended := 0
+		for range 2 {
+			r := apply(&fsmpb.Command{Op: &fsmpb.Command_EndRevokedHold{EndRevokedHold: &fsmpb.EndRevokedHold{Lock: "rw", SessionId: a, Token: token}}})
+			ended += len(r.GetHoldsEnded())
+		}
+		if ended != 2 {
+			t.Fatalf("%s: the two ends ended %d holds", round, ended)
+		}
+		p.revoked = nil
+		now = now.Add(time.Hour)
+		if tr.FireDue(context.Background()); len(p.revoked) != 0 {
+			t.Fatalf("%s: ended holds are ended again: %v", round, p.revoked)
+		}
+	}
+	revokeAndEnd("the revoking leader", false)
+	revokeAndEnd("a new leader", true)
 }
 
 // TestHoldLimits: a limited hold is expired when its limit passes unless
