@@ -78,6 +78,7 @@ func (c memberCollector) Collect(ch chan<- prometheus.Metric) {
 		{"baton_keepalives_refused_total", "keepalives this member refused, leading, because their session sent more than --max-keepalive-rate a second", counter, s.keepAlivesRefused.Load()},
 		{"baton_locks", "locks held or waited for", gauge, uint64(locks)},
 		{"baton_watches", "Watch streams this member serves", gauge, uint64(s.watches.active.Load())},
+		{"baton_watch_queued_bytes", "bytes of states queued for this member's Watch streams and not yet sent (at most MaxWatchQueueBytes)", gauge, uint64(max(s.watches.queued.Load(), 0))},
 		{"baton_watch_catchups_total", "times a Watch stream's reader fell more than MaxWatchBacklog states behind (or a snapshot came) and the stream sent the lock's state now with the holds it missed", counter, s.watches.catchUps.Load()},
 		{"baton_dashboard_feeds", "dashboard feeds (/v1/feed) this member serves", gauge, uint64(max(s.applied.feeds.Load(), 0))},
 		{"baton_client_connections", "connections open on the client port", gauge, uint64(conns)},

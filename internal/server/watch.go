@@ -34,32 +34,46 @@ const MaxWatches = 10000
 // member (etcd's clients ask for this with WithRequireLeader).
 var watchLeaderCheck = 500 * time.Millisecond
 
-// MaxWatchBacklog bounds the states one Watch stream has not sent yet.
-// A reader slower than that loses the queue: the stream sends the lock's
-// state now instead, with the holds that ended since the last state it
-// sent (WatchResponse.missed), from the lock's replicated history.
-const MaxWatchBacklog = 1024
+// MaxWatchBacklog bounds the states one Watch stream has not sent yet,
+// and MaxWatchQueueBytes the bytes of those of every stream of a member
+// (a state offered to several streams counts once for each). A reader
+// whose next state would pass either loses its queue: the stream sends
+// the lock's state now instead, with the holds that ended since the last
+// state it sent (WatchResponse.missed), from the lock's replicated
+// history. So watchers that do not read cost a member a bounded memory.
+const (
+	MaxWatchBacklog    = 1024
+	MaxWatchQueueBytes = 64 << 20
+)
+
+// watchQueueBytes is MaxWatchQueueBytes, smaller in tests.
+var watchQueueBytes int64 = MaxWatchQueueBytes
 
 // watcher is one Watch stream: the states offered to it and not yet sent,
 // in log order, one per entry that changed its lock.
 type watcher struct {
-	name string
-	wake chan struct{} // capacity 1
+	name   string
+	wake   chan struct{} // capacity 1
+	queued *atomic.Int64 // the member's bytes queued for all watchers (watches.queued)
 
 	mu     sync.Mutex
 	queue  []*batonpb.WatchResponse
-	lagged bool // its queue was dropped (too many states waited, or a snapshot came)
+	bytes  int64 // of queue
+	lagged bool  // its queue was dropped (too much waited, or a snapshot came)
 }
 
-// offer queues r, or marks the watcher lagged when its queue is full.
-func (w *watcher) offer(r *batonpb.WatchResponse) {
+// offer queues r, of size bytes, or drops the queue when r would pass a
+// bound.
+func (w *watcher) offer(r *batonpb.WatchResponse, size int64) {
 	w.mu.Lock()
 	switch {
 	case w.lagged:
-	case len(w.queue) >= MaxWatchBacklog:
-		w.lagged, w.queue = true, nil
+	case len(w.queue) >= MaxWatchBacklog || w.queued.Load()+size > watchQueueBytes:
+		w.dropLocked()
 	default:
 		w.queue = append(w.queue, r)
+		w.bytes += size
+		w.queued.Add(size)
 	}
 	w.mu.Unlock()
 	poke(w.wake)
@@ -68,9 +82,14 @@ func (w *watcher) offer(r *batonpb.WatchResponse) {
 // lag drops the queue: the stream catches up from the machine.
 func (w *watcher) lag() {
 	w.mu.Lock()
-	w.lagged, w.queue = true, nil
+	w.dropLocked()
 	w.mu.Unlock()
 	poke(w.wake)
+}
+
+func (w *watcher) dropLocked() {
+	w.queued.Add(-w.bytes)
+	w.lagged, w.queue, w.bytes = true, nil, 0
 }
 
 // take returns the queued states and whether the watcher lagged, and
@@ -79,7 +98,8 @@ func (w *watcher) take() ([]*batonpb.WatchResponse, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q, lagged := w.queue, w.lagged
-	w.queue, w.lagged = nil, false
+	w.queued.Add(-w.bytes)
+	w.queue, w.lagged, w.bytes = nil, false, 0
 	return q, lagged
 }
 
@@ -92,12 +112,14 @@ func (w *watcher) take() ([]*batonpb.WatchResponse, bool) {
 type watches struct {
 	active   atomic.Int32  // watchers, read without mu on the apply path
 	catchUps atomic.Uint64 // streams that lagged and caught up from the machine
+	queued   atomic.Int64  // bytes of states queued for every watcher (MaxWatchQueueBytes)
 
 	mu      sync.Mutex
 	byName  map[string]map[*watcher]struct{}
 	last    map[string]*batonpb.WatchResponse // per watched lock: its last state queued or read
 	pending []*batonpb.WatchResponse          // states of this batch, in log order
 	names   []string                          // the lock of each pending state
+	sizes   []int64                           // the encoded size of each pending state
 	all     bool                              // a snapshot came: any lock may have changed
 }
 
@@ -117,6 +139,7 @@ func (ws *watches) add(w *watcher) error {
 		ws.byName[w.name] = m
 	}
 	m[w] = struct{}{}
+	w.queued = &ws.queued
 	ws.active.Add(1)
 	return nil
 }
@@ -128,6 +151,10 @@ func (ws *watches) remove(w *watcher) {
 		if _, ok := m[w]; ok {
 			delete(m, w)
 			ws.active.Add(-1)
+			w.mu.Lock()
+			w.queued.Add(-w.bytes)
+			w.queue, w.bytes = nil, 0
+			w.mu.Unlock()
 		}
 		if len(m) == 0 {
 			delete(ws.byName, w.name)
@@ -217,6 +244,7 @@ func (ws *watches) inspect(index uint64, cmd *fsmpb.Command, res *fsmpb.Result, 
 		ws.last[name] = r
 		ws.pending = append(ws.pending, r)
 		ws.names = append(ws.names, name)
+		ws.sizes = append(ws.sizes, int64(proto.Size(r)))
 	}
 }
 
@@ -256,12 +284,12 @@ func (ws *watches) flush() {
 	defer ws.mu.Unlock()
 	for i, r := range ws.pending {
 		for w := range ws.byName[ws.names[i]] {
-			w.offer(r)
+			w.offer(r, ws.sizes[i])
 		}
 	}
 	clear(ws.pending)
 	clear(ws.names)
-	ws.pending, ws.names = ws.pending[:0], ws.names[:0]
+	ws.pending, ws.names, ws.sizes = ws.pending[:0], ws.names[:0], ws.sizes[:0]
 	if ws.all {
 		ws.all = false
 		clear(ws.last)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/batonlock/baton/api/batonpb"
 	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
@@ -167,5 +169,40 @@ func TestWatchesLagAndCatchUp(t *testing.T) {
 	wm.ws.flush()
 	if _, lagged := w.take(); !lagged {
 		t.Fatal("a watcher did not catch up after a snapshot")
+	}
+}
+
+// TestWatchesBoundTheirMemory: the bytes queued for every watcher are
+// counted, given back when a watcher sends, lags or goes, and a state that
+// would pass the member's budget makes its watcher catch up instead.
+func TestWatchesBoundTheirMemory(t *testing.T) {
+	wm := newWatchedMachine(t)
+	a := wm.open()
+	w1, w2 := wm.watch("e"), wm.watch("e")
+	token := wm.index + 1
+	wm.batch(campaignCmd(a, 1, "e", "v0"), proclaimCmd(a, 2, "e", token, "v1"))
+	q1, _ := w1.take()
+	var one int64
+	for _, r := range q1 {
+		one += int64(proto.Size(r))
+	}
+	if got := wm.ws.queued.Load(); len(q1) != 2 || got != one {
+		t.Fatalf("queued %d bytes after w1 took %d states of %d bytes; want w2's %d", got, len(q1), one, one)
+	}
+	wm.ws.remove(w2)
+	if got := wm.ws.queued.Load(); got != 0 {
+		t.Fatalf("queued %d bytes once w2 went, want 0", got)
+	}
+
+	defer func(old int64) { watchQueueBytes = old }(watchQueueBytes)
+	watchQueueBytes = one // room for two states, not three
+	for i := range 3 {
+		wm.batch(proclaimCmd(a, uint64(3+i), "e", token, fmt.Sprintf("w%d", i)))
+	}
+	if q, lagged := w1.take(); !lagged || q != nil {
+		t.Fatalf("past the budget: lagged %v with %d queued, want lagged and none", lagged, len(q))
+	}
+	if got := wm.ws.queued.Load(); got != 0 {
+		t.Fatalf("queued %d bytes after the lag, want 0", got)
 	}
 }
