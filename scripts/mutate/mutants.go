@@ -220,8 +220,15 @@ var mutants = []mutant{
 	},
 	{
 		name: "liveness/new-leader-expires-holds-at-once", file: "internal/liveness/tracker.go", checks: livenessChecks,
-		from: "t.holds[holdKey{h.Lock, h.SessionID, h.Token}] = &hold{limit: limit, deadline: now.Add(limit)}",
-		to:   "t.holds[holdKey{h.Lock, h.SessionID, h.Token}] = &hold{limit: limit, deadline: now}",
+		from: "t.holds[holdKey{h.Lock, h.SessionID, h.Token, \"\"}] = &hold{limit: limit, deadline: now.Add(limit)}",
+		to:   "t.holds[holdKey{h.Lock, h.SessionID, h.Token, \"\"}] = &hold{limit: limit, deadline: now}",
+	},
+	{
+		// Two revoked holds of one session sharing a token timed as one:
+		// the second outlives its grace.
+		name: "liveness/revoked-holds-sharing-a-token-timed-as-one", file: "internal/liveness/tracker.go", checks: livenessChecks,
+		from: "k := holdKey{r.GetLock(), r.GetSessionId(), r.GetToken(), r.GetOwnerKey()}",
+		to:   "k := holdKey{r.GetLock(), r.GetSessionId(), r.GetToken(), \"\"}",
 	},
 
 	// Raft plumbing: durable before anyone hears of it; apply committed
