@@ -2,13 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/batonlock/baton"
@@ -106,41 +101,12 @@ Flags:
 
 // runObserve is `baton observe NAME`: a line each time the election's
 // leader or its value changes (the first line is the leader now), until
-// interrupted.
+// interrupted. An observer needs no session.
 func runObserve(g globals, args []string) int {
-	fs := newFlagSet("observe", "observe NAME [flags]", "baton observe leader/scheduler", &g)
-	pos, _, code, ok := parseCommand("observe", fs, args)
-	if !ok {
-		return code
-	}
-	if err := argCount(pos, 1, 1, []string{"NAME"}); err != nil {
-		return exitCode("observe", err)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	c, err := dial(ctx, g)
-	if err != nil {
-		return exitCode("observe", err)
-	}
-	defer c.Close()
-	ch, err := c.Election(pos[0]).Observe(ctx) // an observer needs no session
-	if err != nil {
-		return exitCode("observe", err)
-	}
-	enc := json.NewEncoder(os.Stdout) // one object per line
-	for l := range ch {
-		if g.json {
-			if err := enc.Encode(l); err != nil {
-				return exitCode("observe", err)
-			}
-			continue
-		}
-		fmt.Println(describeLeader(pos[0], l))
-	}
-	if ctx.Err() == nil {
-		return exitCode("observe", errors.New("the observation ended: client closed"))
-	}
-	return 0
+	return follow(g, "observe", "baton observe leader/scheduler", "the observation ended", args,
+		func(ctx context.Context, c *baton.Client, name string) (<-chan baton.Leader, error) {
+			return c.Election(name).Observe(ctx)
+		}, describeLeader)
 }
 
 // describeLeader is one line of `baton observe`.

@@ -15,37 +15,49 @@ import (
 // runWatch follows one lock and prints a line each time it changes, until
 // interrupted.
 func runWatch(g globals, args []string) int {
-	fs := newFlagSet("watch", "watch NAME [flags]", "baton watch leader/scheduler", &g)
-	pos, _, code, ok := parseCommand("watch", fs, args)
+	return follow(g, "watch", "baton watch leader/scheduler", "the watch ended", args,
+		func(ctx context.Context, c *baton.Client, name string) (<-chan baton.LockEvent, error) {
+			return c.Watch(ctx, name)
+		},
+		func(_ string, ev baton.LockEvent) string { return describeEvent(ev) })
+}
+
+// follow is `baton watch` and `baton observe`: it opens a stream of
+// events about the lock NAME with start and prints each (describe, or one
+// JSON object per line with --json), until interrupted.
+func follow[T any](g globals, cmd, example, ended string, args []string,
+	start func(context.Context, *baton.Client, string) (<-chan T, error), describe func(string, T) string) int {
+	fs := newFlagSet(cmd, cmd+" NAME [flags]", example, &g)
+	pos, _, code, ok := parseCommand(cmd, fs, args)
 	if !ok {
 		return code
 	}
 	if err := argCount(pos, 1, 1, []string{"NAME"}); err != nil {
-		return exitCode("watch", err)
+		return exitCode(cmd, err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	c, err := dial(ctx, g)
 	if err != nil {
-		return exitCode("watch", err)
+		return exitCode(cmd, err)
 	}
 	defer c.Close()
-	ch, err := c.Watch(ctx, pos[0])
+	ch, err := start(ctx, c, pos[0])
 	if err != nil {
-		return exitCode("watch", err)
+		return exitCode(cmd, err)
 	}
 	enc := json.NewEncoder(os.Stdout) // one object per line
 	for ev := range ch {
 		if g.json {
 			if err := enc.Encode(ev); err != nil {
-				return exitCode("watch", err)
+				return exitCode(cmd, err)
 			}
 			continue
 		}
-		fmt.Println(describeEvent(ev))
+		fmt.Println(describe(pos[0], ev))
 	}
 	if ctx.Err() == nil {
-		return exitCode("watch", errors.New("the watch ended: client closed"))
+		return exitCode(cmd, errors.New(ended+": client closed"))
 	}
 	return 0
 }
