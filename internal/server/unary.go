@@ -384,6 +384,12 @@ func (s *Server) ListSessions(ctx context.Context, r *batonpb.ListSessionsReques
 
 // Status implements batonpb.BatonServer. It is answered locally.
 func (s *Server) Status(ctx context.Context, r *batonpb.StatusRequest) (*batonpb.StatusResponse, error) {
+	// Any user may read it (a client learns the members and the leader
+	// from it), but with authentication on only a user: it names every
+	// member's addresses and counts the sessions and locks.
+	if _, err := s.principal(ctx); err != nil {
+		return nil, s.toStatus(err)
+	}
 	st := s.node.Status()
 	out := &batonpb.StatusResponse{
 		Name: s.cfg.Name, Id: st.ID, LeaderId: st.Leader, Term: st.Term,
