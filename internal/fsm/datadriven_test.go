@@ -592,6 +592,18 @@ func parseDuration(t *testing.T, d *datadriven.TestData, s string) time.Duration
 	return v
 }
 
+// formatCycle prints a deadlock's edges, one per line, indented.
+func formatCycle(b *strings.Builder, indent string, edges []*fsmpb.DeadlockEdge) {
+	for _, e := range edges {
+		how := "held by"
+		if e.GetQueuedAhead() {
+			how = "behind"
+		}
+		fmt.Fprintf(b, "%sdeadlock-edge s%d/%q waits for %s %s s%d/%q\n", indent, e.GetSessionId(), e.GetOwnerKey(), e.GetLock(), how,
+			e.GetBlockerSessionId(), e.GetBlockerOwnerKey())
+	}
+}
+
 // formatResult prints a Result: "ok" or the error, then each field that is
 // set, one per line.
 func formatResult(r *fsmpb.Result) string {
@@ -613,20 +625,14 @@ func formatResult(r *fsmpb.Result) string {
 	if r.GetRemainingCount() != 0 {
 		fmt.Fprintf(&b, "  remaining %d\n", r.GetRemainingCount())
 	}
-	for _, e := range r.GetDeadlock().GetEdges() {
-		how := "held by"
-		if e.GetQueuedAhead() {
-			how = "behind"
-		}
-		fmt.Fprintf(&b, "  deadlock-edge s%d/%q waits for %s %s s%d/%q\n", e.GetSessionId(), e.GetOwnerKey(), e.GetLock(), how,
-			e.GetBlockerSessionId(), e.GetBlockerOwnerKey())
-	}
+	formatCycle(&b, "  ", r.GetDeadlock().GetEdges())
 	for _, g := range r.GetGrants() {
 		fmt.Fprintf(&b, "  grant %s to s%d seq=%d token=%d%s\n", g.GetLock(), g.GetSessionId(), g.GetAcquireSeq(), g.GetToken(), sharedMark(g.GetShared()))
 	}
 	for _, w := range r.GetWaitsEnded() {
 		fmt.Fprintf(&b, "  wait-ended %s s%d seq=%d %s\n", w.GetLock(), w.GetSessionId(), w.GetAcquireSeq(),
 			strings.TrimPrefix(w.GetError().String(), "ERROR_"))
+		formatCycle(&b, "    ", w.GetDeadlock().GetEdges())
 	}
 	for _, id := range r.GetSessionsEnded() {
 		fmt.Fprintf(&b, "  session-ended %d\n", id)

@@ -305,6 +305,7 @@ func (m *Machine) grantWaiters(a *apply, l *lock) {
 		s.dropWait(waitKey{l.name, w.acquireSeq})
 		m.hold(a, l, s, w.ownerKey, w.acquireSeq, uint32(w.limit), w.shared, w.holdLimit, w.lockDelay)
 		s.granted(w.acquireSeq, l.name, a.index) // s changed in hold
+		m.mayStall(a, s, w.ownerKey)
 		a.res.Grants = append(a.res.Grants, &fsmpb.Grant{
 			SessionId:  s.id,
 			AcquireSeq: w.acquireSeq,

@@ -62,6 +62,10 @@ type Machine struct {
 	lastSize, lastRecords int
 	// deadlocks is the deadlock search's scratch, reused (deadlock.go).
 	deadlocks deadlockSearch
+	// searchedStalled, if set (by tests only), is called with each node
+	// endStalled searched and the waits it found deadlocked (none: free),
+	// in the state the search saw.
+	searchedStalled func(session uint64, key string, ws []stalledWait)
 }
 
 // btreeDegree is the fan-out of the sorted indexes; 32 is google/btree's
@@ -106,6 +110,9 @@ type apply struct {
 	// outcome is allocated with res for an Acquire, for its outcome
 	// (newOutcome): one allocation where there were two, on every member.
 	outcome *fsmpb.AcquireOutcome
+	// stalled are the nodes that lost a wait this entry and may be
+	// deadlocked by it (mayStall), searched once it is done.
+	stalled []dlNode
 }
 
 // newOutcome returns a zero AcquireOutcome: a.outcome the first time.
@@ -209,6 +216,9 @@ func (m *Machine) Apply(index uint64, cmd *fsmpb.Command) *fsmpb.Result {
 	}
 
 	m.dispatch(a, cmd, s)
+	if len(a.stalled) > 0 {
+		m.endStalled(a)
+	}
 
 	if dedup && m.sessions[s.id] == s {
 		m.changeSession(s)

@@ -49,7 +49,12 @@ import (
 //     of the stream on for the seeds that raise their version there):
 //     every queued wait and every DEADLOCK refusal agrees with the
 //     reference search (checkDeadlockDecision); even seeds never refuse
-//     one.
+//     one;
+//   - from DeadlockAtGrantVersion (the odd seeds) no entry leaves a node
+//     deadlocked that was not before it (checkStalledEnds), and each
+//     search after a grant or cancel agrees with the reference in the
+//     state it saw (checkStalledSearch); below it no wait ends as a
+//     DEADLOCK.
 //
 // A failure names the seed; rerun it with -run 'TestRandomStream/seed=N'.
 var streamSeeds = flag.Int("fsm.stream-seeds", 8, "how many seeds TestRandomStream runs (0 to N-1); a soak: -fsm.stream-seeds=150, about two minutes on 2 cores")
@@ -189,6 +194,7 @@ func runStream(t *testing.T, seed uint64, steps int) {
 	if seed%3 == 1 || seed%3 == 0 && seed%2 == 1 {
 		s.m.SetLogVersion(target)
 	}
+	checkStalledSearch(t, s.m)
 	for step := range steps {
 		if seed%3 == 2 && step == steps/4 {
 			s.index++
@@ -253,11 +259,21 @@ func (s *stream) step() {
 		before, beforeSessions = s.m.Locks("", "", 0), s.m.Sessions(0, 0)
 	}
 	var pre []*fsmpb.Lock
-	if cmd.GetAcquire().GetWait() && !retry {
+	stalls := s.m.LogVersion() >= DeadlockAtGrantVersion && !retry
+	if cmd.GetAcquire().GetWait() && !retry || stalls {
 		pre = s.m.Locks("", "", 0)
 	}
 	res := s.m.Apply(s.index, cmd)
-	if pre != nil {
+	if stalls {
+		checkStalledEnds(s.t, pre, s.m.Locks("", "", 0), cmd, res)
+	} else {
+		for _, e := range res.GetWaitsEnded() {
+			if e.GetError() == fsmpb.Error_ERROR_DEADLOCK {
+				s.t.Fatalf("entry %d %v: a wait ended as a DEADLOCK below log version %d", s.index, cmd, DeadlockAtGrantVersion)
+			}
+		}
+	}
+	if pre != nil && cmd.GetAcquire().GetWait() {
 		if s.m.LogVersion() >= DeadlockVersion {
 			checkDeadlockDecision(s.t, pre, cmd, res)
 		} else if res.GetError() == fsmpb.Error_ERROR_DEADLOCK {
@@ -567,6 +583,11 @@ func (s *stream) observe(cmd *fsmpb.Command, res *fsmpb.Result) {
 	}
 	s.stats["grants"] += len(res.GetGrants())
 	s.stats["waits_ended"] += len(res.GetWaitsEnded())
+	for _, e := range res.GetWaitsEnded() {
+		if e.GetError() == fsmpb.Error_ERROR_DEADLOCK {
+			s.stats["waits_ended_deadlocked"]++
+		}
+	}
 	if cmd.GetExpireHold() != nil {
 		s.stats["expire_hold_"+res.GetError().String()]++
 	}

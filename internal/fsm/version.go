@@ -59,10 +59,15 @@ import (
 //	   older snapshots keep their bytes), and Snapshot.history_floor,
 //	   below which the history may have lost ends (HistoryComplete).
 //	   No command changes: every member records the same.
+//	14: a grant or a cancel that leaves a node that still waits
+//	   deadlocked ends that node's waits with DEADLOCK and the cycle
+//	   (DeadlockAtGrantVersion; WaitEnded.deadlock, a result's side
+//	   effect, never written). No command field: below it such waits
+//	   stay queued, so old logs replay the same.
 //
 // A field added to a log or snapshot message needs a new version here, and
 // its entry in fieldVersions (TestEveryLogFieldHasAVersion fails without).
-const LogVersion = WatchHistoryVersion
+const LogVersion = DeadlockAtGrantVersion
 
 // WatchHistoryVersion is the log version from which the history of ended
 // holds keeps each end's value and its floor (past.go, HistoryComplete):

@@ -94,6 +94,7 @@ var fieldsAddedIn = map[protoreflect.FullName]uint32{
 	"baton.fsm.v1.DeadlockEdge.queued_ahead":              DeadlockVersion,
 	"baton.fsm.v1.DeadlockEdge.blocker_session_id":        DeadlockVersion,
 	"baton.fsm.v1.DeadlockEdge.blocker_owner_key":         DeadlockVersion,
+	"baton.fsm.v1.WaitEnded.deadlock":                     DeadlockAtGrantVersion,
 }
 
 // fieldCounts is how many fields each message of the log and snapshots
@@ -113,7 +114,7 @@ var fieldCounts = map[protoreflect.FullName]int{
 	"baton.fsm.v1.Permission": 2, "baton.fsm.v1.AuditRecord": 4,
 	"baton.fsm.v1.RotateSigningKey": 3, "baton.fsm.v1.SigningKey": 5,
 	"baton.fsm.v1.RevokeHold": 3, "baton.fsm.v1.EndRevokedHold": 3, "baton.fsm.v1.HoldRevoked": 7,
-	"baton.fsm.v1.Grant": 5, "baton.fsm.v1.WaitEnded": 4, "baton.fsm.v1.HoldEnded": 4,
+	"baton.fsm.v1.Grant": 5, "baton.fsm.v1.WaitEnded": 5, "baton.fsm.v1.HoldEnded": 4,
 	"baton.fsm.v1.Liveness": 8, "baton.fsm.v1.LockDelay": 3, "baton.fsm.v1.SessionOpened": 3, "baton.fsm.v1.WaitQueued": 4, "baton.fsm.v1.LimitedHold": 4,
 }
 

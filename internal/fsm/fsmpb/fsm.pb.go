@@ -3072,11 +3072,15 @@ func (x *HoldEnded) GetToken() uint64 {
 
 // WaitEnded tells that a queued acquire left the queue without a grant.
 type WaitEnded struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	AcquireSeq    uint64                 `protobuf:"varint,2,opt,name=acquire_seq,json=acquireSeq,proto3" json:"acquire_seq,omitempty"`
-	Lock          string                 `protobuf:"bytes,3,opt,name=lock,proto3" json:"lock,omitempty"`
-	Error         Error                  `protobuf:"varint,4,opt,name=error,proto3,enum=baton.fsm.v1.Error" json:"error,omitempty"` // WAIT_CANCELLED, WAIT_TIMED_OUT or SESSION_NOT_FOUND
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	SessionId  uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	AcquireSeq uint64                 `protobuf:"varint,2,opt,name=acquire_seq,json=acquireSeq,proto3" json:"acquire_seq,omitempty"`
+	Lock       string                 `protobuf:"bytes,3,opt,name=lock,proto3" json:"lock,omitempty"`
+	Error      Error                  `protobuf:"varint,4,opt,name=error,proto3,enum=baton.fsm.v1.Error" json:"error,omitempty"` // WAIT_CANCELLED, WAIT_TIMED_OUT, DEADLOCK or SESSION_NOT_FOUND
+	// deadlock: for DEADLOCK (from log version 14), the cycle that the
+	// entry's grant or cancel closed, this wait first (as Result.deadlock
+	// of a refused acquire).
+	Deadlock      *DeadlockCycle `protobuf:"bytes,5,opt,name=deadlock,proto3" json:"deadlock,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3137,6 +3141,13 @@ func (x *WaitEnded) GetError() Error {
 		return x.Error
 	}
 	return Error_ERROR_NONE
+}
+
+func (x *WaitEnded) GetDeadlock() *DeadlockCycle {
+	if x != nil {
+		return x.Deadlock
+	}
+	return nil
 }
 
 // Snapshot is the whole state, sorted (sessions by id, locks by name), so
@@ -4724,14 +4735,15 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x12\n" +
 	"\x04lock\x18\x02 \x01(\tR\x04lock\x12\x1b\n" +
 	"\towner_key\x18\x03 \x01(\tR\bownerKey\x12\x14\n" +
-	"\x05token\x18\x04 \x01(\x04R\x05token\"\x8a\x01\n" +
+	"\x05token\x18\x04 \x01(\x04R\x05token\"\xc3\x01\n" +
 	"\tWaitEnded\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1f\n" +
 	"\vacquire_seq\x18\x02 \x01(\x04R\n" +
 	"acquireSeq\x12\x12\n" +
 	"\x04lock\x18\x03 \x01(\tR\x04lock\x12)\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\"\xf1\x03\n" +
+	"\x05error\x18\x04 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\x127\n" +
+	"\bdeadlock\x18\x05 \x01(\v2\x1b.baton.fsm.v1.DeadlockCycleR\bdeadlock\"\xf1\x03\n" +
 	"\bSnapshot\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x121\n" +
 	"\bsessions\x18\x02 \x03(\v2\x15.baton.fsm.v1.SessionR\bsessions\x12(\n" +
@@ -5005,27 +5017,28 @@ var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	1,  // 37: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
 	50, // 38: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
 	0,  // 39: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
-	47, // 40: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
-	49, // 41: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
-	46, // 42: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
-	41, // 43: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
-	45, // 44: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
-	40, // 45: baton.fsm.v1.Snapshot.signing_keys:type_name -> baton.fsm.v1.SigningKey
-	38, // 46: baton.fsm.v1.Snapshot.history:type_name -> baton.fsm.v1.LockHistory
-	39, // 47: baton.fsm.v1.LockHistory.holds:type_name -> baton.fsm.v1.PastHold
-	2,  // 48: baton.fsm.v1.PastHold.how:type_name -> baton.fsm.v1.HoldEnd
-	42, // 49: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
-	43, // 50: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
-	44, // 51: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
-	48, // 52: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
-	24, // 53: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
-	50, // 54: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
-	51, // 55: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
-	56, // [56:56] is the sub-list for method output_type
-	56, // [56:56] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	25, // 40: baton.fsm.v1.WaitEnded.deadlock:type_name -> baton.fsm.v1.DeadlockCycle
+	47, // 41: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
+	49, // 42: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
+	46, // 43: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
+	41, // 44: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
+	45, // 45: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
+	40, // 46: baton.fsm.v1.Snapshot.signing_keys:type_name -> baton.fsm.v1.SigningKey
+	38, // 47: baton.fsm.v1.Snapshot.history:type_name -> baton.fsm.v1.LockHistory
+	39, // 48: baton.fsm.v1.LockHistory.holds:type_name -> baton.fsm.v1.PastHold
+	2,  // 49: baton.fsm.v1.PastHold.how:type_name -> baton.fsm.v1.HoldEnd
+	42, // 50: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
+	43, // 51: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
+	44, // 52: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
+	48, // 53: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
+	24, // 54: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
+	50, // 55: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
+	51, // 56: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
+	57, // [57:57] is the sub-list for method output_type
+	57, // [57:57] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_internal_fsm_fsmpb_fsm_proto_init() }
