@@ -41,6 +41,16 @@ var mutants = []mutant{
 	// The state machine: who may hold a lock, in what order, with which
 	// token; exactly-once; the ends of sessions and holds.
 	{
+		name: "fsm/grant-leaves-deadlock", file: "internal/fsm/lock.go", checks: fsmChecks,
+		from: "\t\tm.mayStall(a, s, w.ownerKey)\n",
+		to:   "",
+	},
+	{
+		name: "fsm/cancel-leaves-deadlock", file: "internal/fsm/cancelwait.go", checks: fsmChecks,
+		from: "\tm.mayStall(a, ws, ownerKey)\n",
+		to:   "\t_ = ownerKey\n",
+	},
+	{
 		name: "fsm/second-exclusive-holder", file: "internal/fsm/lock.go", checks: fsmChecks,
 		from: "if len(l.holders) == 0 {\n\t\treturn true",
 		to:   "if len(l.holders) <= 1 {\n\t\treturn true",
