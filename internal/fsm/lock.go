@@ -573,13 +573,13 @@ func (m *Machine) endOwnHold(a *apply, l *lock, h *holder, how HoldEnd) {
 // starts one (delay.go).
 func (m *Machine) endHold(a *apply, l *lock, h *holder, how HoldEnd) {
 	m.recordEnd(a, l, h, how)
-	s, token, idx, delay := h.s, h.token, h.idx, h.lockDelay
+	s, token, idx, delay, ownerKey := h.s, h.token, h.idx, h.lockDelay, h.ownerKey
 	h = m.changeHolder(l, h)
 	m.dropRevocation(a, l, h)
 	l.removeHolder(h)
 	m.changeSession(s)
 	m.dropHold(s, idx)
-	s.holdEnded(l.name, token)
+	s.holdEnded(l.name, token, ownerKey)
 	if delay != 0 && how.delays() {
 		m.startDelay(a, l, delay)
 	}

@@ -223,9 +223,25 @@ func (m *Machine) Apply(index uint64, cmd *fsmpb.Command) *fsmpb.Result {
 	if dedup && m.sessions[s.id] == s {
 		m.changeSession(s)
 		s.forgetBelow(minUnacked)
-		s.remember(cmd.GetSeq(), a.res)
+		keyed, key := m.resultKey(cmd)
+		s.remember(cmd.GetSeq(), a.res, keyed, key)
 	}
 	return a.res
+}
+
+// resultKey is the owner key cmd's cached result keeps, and whether it
+// keeps one: an Acquire's or AcquireMany's, from SameTokenHoldsVersion.
+func (m *Machine) resultKey(cmd *fsmpb.Command) (bool, string) {
+	if m.LogVersion() < SameTokenHoldsVersion {
+		return false, ""
+	}
+	switch op := cmd.GetOp().(type) {
+	case *fsmpb.Command_Acquire:
+		return true, op.Acquire.GetOwnerKey()
+	case *fsmpb.Command_AcquireMany:
+		return true, op.AcquireMany.GetOwnerKey()
+	}
+	return false, ""
 }
 
 func (m *Machine) dispatch(a *apply, cmd *fsmpb.Command, s *session) {

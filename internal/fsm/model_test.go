@@ -107,6 +107,9 @@ type stream struct {
 	values     map[valueRef]string
 	sets       map[waiterID][]*fsmpb.AcquireOutcome // each AcquireMany's first answer (set_model_test.go)
 	hist       streamHistory                        // every end of a hold (history_model_test.go)
+	// keyedFrom: the commands first applied at SameTokenHoldsVersion or
+	// above, whose cached answers keep their owner key.
+	keyed map[*fsmpb.Command]bool
 }
 
 // valueRef names the hold or waiter an acquire made: its lock, session,
@@ -180,6 +183,7 @@ func runStream(t *testing.T, seed uint64, steps int) {
 		values:     make(map[valueRef]string),
 		sets:       make(map[waiterID][]*fsmpb.AcquireOutcome),
 		stats:      make(map[string]int),
+		keyed:      make(map[*fsmpb.Command]bool),
 	}
 	// The history is replicated from HistoryVersion: seeds with seed%3
 	// == 2 raise the version at a quarter of the stream, an entry before
@@ -264,6 +268,9 @@ func (s *stream) step() {
 		pre = s.m.Locks("", "", 0)
 	}
 	res := s.m.Apply(s.index, cmd)
+	if !retry && s.m.LogVersion() >= SameTokenHoldsVersion {
+		s.keyed[cmd] = true
+	}
 	if stalls {
 		checkStalledEnds(s.t, pre, s.m.Locks("", "", 0), cmd, res)
 	} else {
@@ -307,6 +314,9 @@ func (s *stream) step() {
 // release, a CasRelease, a hold limit), and the caller of a retry acts on
 // its answer.
 func (s *stream) checkRetriedGrants(cmd *fsmpb.Command, res *fsmpb.Result) {
+	if s.keyed[cmd] {
+		s.checkRetriedKeyed(cmd, res)
+	}
 	outs := res.GetAcquireMany()
 	if a := res.GetAcquire(); a != nil {
 		outs = append(outs, a)
@@ -323,6 +333,40 @@ func (s *stream) checkRetriedGrants(cmd *fsmpb.Command, res *fsmpb.Result) {
 			s.t.Fatalf("entry %d: retry %v answered %s GRANTED with token %d, but session %d does not hold it so: %v",
 				s.index, cmd, o.GetLock(), o.GetToken(), cmd.GetSessionId(), l.GetHolders())
 		}
+	}
+}
+
+// checkRetriedKeyed checks a retry of a command first applied at
+// SameTokenHoldsVersion or above, whose answer keeps its owner key: a
+// GRANTED answer names a hold of that key, and an Acquire answered
+// NOT_HOLDER (its hold ended) did not make a hold that stands: the end
+// of another key's hold with the same token rewrote no answer of it.
+func (s *stream) checkRetriedKeyed(cmd *fsmpb.Command, res *fsmpb.Result) {
+	key := cmd.GetAcquire().GetOwnerKey() + cmd.GetAcquireMany().GetOwnerKey()
+	outs := res.GetAcquireMany()
+	if a := res.GetAcquire(); a != nil {
+		outs = append(outs, a)
+	}
+	for _, o := range outs {
+		if o.GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
+			continue
+		}
+		l, _ := s.m.Lock(o.GetLock())
+		if !slices.ContainsFunc(l.GetHolders(), func(h *fsmpb.Holder) bool {
+			return h.GetSessionId() == cmd.GetSessionId() && h.GetOwnerKey() == key && h.GetToken() == o.GetToken()
+		}) {
+			s.t.Fatalf("entry %d: retry %v answered %s GRANTED with token %d, but session %d key %q does not hold it so: %v",
+				s.index, cmd, o.GetLock(), o.GetToken(), cmd.GetSessionId(), key, l.GetHolders())
+		}
+	}
+	if a := cmd.GetAcquire(); a != nil && res.GetError() == fsmpb.Error_ERROR_NOT_HOLDER {
+		l, _ := s.m.Lock(a.GetLock())
+		for _, h := range l.GetHolders() {
+			if h.GetSessionId() == cmd.GetSessionId() && h.GetOwnerKey() == key && h.GetAcquireSeq() == cmd.GetSeq() {
+				s.t.Fatalf("entry %d: retry %v answered NOT_HOLDER, but the hold it made stands: %v", s.index, cmd, h)
+			}
+		}
+		s.stats["retried_ended_keyed"]++
 	}
 }
 

@@ -63,11 +63,23 @@ import (
 //	   deadlocked ends that node's waits with DEADLOCK and the cycle
 //	   (DeadlockAtGrantVersion; WaitEnded.deadlock, a result's side
 //	   effect, never written). No command field: below it such waits
-//	   stay queued, so old logs replay the same.
+//	   stay queued, so old logs replay the same. One session's holds
+//	   of a lock that share a token are told apart by owner key
+//	   (SameTokenHoldsVersion): an Acquire's or AcquireMany's cached
+//	   result keeps its owner key (CachedResult.keyed and owner_key in
+//	   snapshots), so a hold's end rewrites the answers about that hold
+//	   only.
 //
 // A field added to a log or snapshot message needs a new version here, and
 // its entry in fieldVersions (TestEveryLogFieldHasAVersion fails without).
 const LogVersion = DeadlockAtGrantVersion
+
+// SameTokenHoldsVersion is the log version from which one session's
+// holds of a lock under two owner keys, which share a token when one
+// entry granted both, are told apart by owner key: a cached acquire's
+// answer keeps its owner key, and a hold's end rewrites only the
+// answers about it (holdEnded).
+const SameTokenHoldsVersion = 14
 
 // WatchHistoryVersion is the log version from which the history of ended
 // holds keeps each end's value and its floor (past.go, HistoryComplete):

@@ -95,6 +95,8 @@ var fieldsAddedIn = map[protoreflect.FullName]uint32{
 	"baton.fsm.v1.DeadlockEdge.blocker_session_id":        DeadlockVersion,
 	"baton.fsm.v1.DeadlockEdge.blocker_owner_key":         DeadlockVersion,
 	"baton.fsm.v1.WaitEnded.deadlock":                     DeadlockAtGrantVersion,
+	"baton.fsm.v1.CachedResult.keyed":                     SameTokenHoldsVersion,
+	"baton.fsm.v1.CachedResult.owner_key":                 SameTokenHoldsVersion,
 }
 
 // fieldCounts is how many fields each message of the log and snapshots
@@ -107,7 +109,7 @@ var fieldCounts = map[protoreflect.FullName]int{
 	"baton.fsm.v1.ExpireSession": 1, "baton.fsm.v1.BlacklistSession": 1, "baton.fsm.v1.Acquire": 9, "baton.fsm.v1.Proclaim": 4,
 	"baton.fsm.v1.Release": 3, "baton.fsm.v1.CasRelease": 3, "baton.fsm.v1.CancelWait": 5,
 	"baton.fsm.v1.AcquireMany": 8, "baton.fsm.v1.LockMode": 2, "baton.fsm.v1.ExpireHold": 3, "baton.fsm.v1.SetLogVersion": 1,
-	"baton.fsm.v1.Snapshot": 11, "baton.fsm.v1.LockHistory": 2, "baton.fsm.v1.PastHold": 10, "baton.fsm.v1.Session": 11, "baton.fsm.v1.CachedResult": 3,
+	"baton.fsm.v1.Snapshot": 11, "baton.fsm.v1.LockHistory": 2, "baton.fsm.v1.PastHold": 10, "baton.fsm.v1.Session": 11, "baton.fsm.v1.CachedResult": 5,
 	"baton.fsm.v1.Result": 13, "baton.fsm.v1.DeadlockEdge": 6, "baton.fsm.v1.DeadlockCycle": 1, "baton.fsm.v1.AcquireOutcome": 7, "baton.fsm.v1.Holder": 14,
 	"baton.fsm.v1.Waiter": 10, "baton.fsm.v1.Lock": 7, "baton.fsm.v1.EndLockDelay": 2, "baton.fsm.v1.Member": 5,
 	"baton.fsm.v1.AuthChange": 6, "baton.fsm.v1.AuditNote": 1, "baton.fsm.v1.AuthState": 3, "baton.fsm.v1.User": 3, "baton.fsm.v1.Role": 2,

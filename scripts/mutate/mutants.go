@@ -51,6 +51,11 @@ var mutants = []mutant{
 		to:   "\t_ = ownerKey\n",
 	},
 	{
+		name: "fsm/hold-end-rewrites-other-keys", file: "internal/fsm/session.go", checks: fsmChecks,
+		from: "\t\tif c.keyed && c.ownerKey != ownerKey {\n",
+		to:   "\t\tif c.keyed && c.ownerKey != ownerKey && false {\n",
+	},
+	{
 		name: "fsm/second-exclusive-holder", file: "internal/fsm/lock.go", checks: fsmChecks,
 		from: "if len(l.holders) == 0 {\n\t\treturn true",
 		to:   "if len(l.holders) <= 1 {\n\t\treturn true",

@@ -4060,7 +4060,14 @@ type CachedResult struct {
 	// from this cached result, or the session's own CancelWait of it was
 	// answered with its grant, so the client may act on that answer; an
 	// abandoned CancelWait of the seq no longer has any effect.
-	Claimed       bool `protobuf:"varint,3,opt,name=claimed,proto3" json:"claimed,omitempty"`
+	Claimed bool `protobuf:"varint,3,opt,name=claimed,proto3" json:"claimed,omitempty"`
+	// keyed: from log version 14 an Acquire's or AcquireMany's result
+	// keeps the owner key it asked with (owner_key), so that the end of
+	// one of a session's holds of a lock that share a token rewrites the
+	// answers about that hold only (holdEnded). Results cached below 14
+	// are not keyed and match by lock and token alone.
+	Keyed         bool   `protobuf:"varint,4,opt,name=keyed,proto3" json:"keyed,omitempty"`
+	OwnerKey      string `protobuf:"bytes,5,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4114,6 +4121,20 @@ func (x *CachedResult) GetClaimed() bool {
 		return x.Claimed
 	}
 	return false
+}
+
+func (x *CachedResult) GetKeyed() bool {
+	if x != nil {
+		return x.Keyed
+	}
+	return false
+}
+
+func (x *CachedResult) GetOwnerKey() string {
+	if x != nil {
+		return x.OwnerKey
+	}
+	return ""
 }
 
 type Lock struct {
@@ -4824,11 +4845,13 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vsecret_hash\x18\n" +
 	" \x01(\fR\n" +
 	"secretHash\x12\x1c\n" +
-	"\tprincipal\x18\v \x01(\tR\tprincipal\"h\n" +
+	"\tprincipal\x18\v \x01(\tR\tprincipal\"\x9b\x01\n" +
 	"\fCachedResult\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12,\n" +
 	"\x06result\x18\x02 \x01(\v2\x14.baton.fsm.v1.ResultR\x06result\x12\x18\n" +
-	"\aclaimed\x18\x03 \x01(\bR\aclaimed\"\x87\x02\n" +
+	"\aclaimed\x18\x03 \x01(\bR\aclaimed\x12\x14\n" +
+	"\x05keyed\x18\x04 \x01(\bR\x05keyed\x12\x1b\n" +
+	"\towner_key\x18\x05 \x01(\tR\bownerKey\"\x87\x02\n" +
 	"\x04Lock\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\aholders\x18\x02 \x03(\v2\x14.baton.fsm.v1.HolderR\aholders\x12.\n" +

@@ -1,0 +1,72 @@
+package fsm
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+// sameTokenHolds applies, at log version v, what gives session 1 two
+// read holds of "rw" under owner keys a and b that share a token: both
+// wait behind session 2's write hold, and its release grants both. It
+// returns the machine, the next index and the shared token. Session 1's
+// commands keep every answer cached (min unacked 1).
+func sameTokenHolds(t *testing.T, v uint32) (*Machine, uint64, uint64) {
+	t.Helper()
+	m := New()
+	m.SetLogVersion(v)
+	index := uint64(0)
+	apply := func(cmd *fsmpb.Command) *fsmpb.Result {
+		index++
+		res := m.Apply(index, cmd)
+		if res.GetError() != fsmpb.Error_ERROR_NONE {
+			t.Fatalf("%v: %v", cmd, res)
+		}
+		return res
+	}
+	apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "o1", TtlNanos: 10e9}}})
+	apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "o2", TtlNanos: 10e9}}})
+	w := apply(&fsmpb.Command{SessionId: 2, Seq: 1, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: "rw", Limit: 4}}})
+	for i, key := range []string{"a", "b"} {
+		apply(&fsmpb.Command{SessionId: 1, Seq: uint64(i + 1), MinUnackedSeq: 1, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+			Lock: "rw", OwnerKey: key, Limit: 4, Shared: true, Wait: true,
+			HoldLimitNanos: []int64{0, 30e9}[i]}}})
+	}
+	res := apply(&fsmpb.Command{SessionId: 2, Seq: 2, Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "rw", Token: w.GetAcquire().GetToken()}}})
+	if len(res.GetGrants()) != 2 {
+		t.Fatalf("the release granted %v, want both of session 1's reads", res.GetGrants())
+	}
+	return m, index, index
+}
+
+// TestHoldEndRewritesOnlyItsOwnAnswers: when session 1's hold under key
+// a ends, the cached answer of its acquire becomes NOT_HOLDER; from
+// SameTokenHoldsVersion the answer of key b's acquire, a hold with the
+// same token that has not ended, stays GRANTED; below it, it was
+// rewritten too (answers were matched by lock and token alone).
+func TestHoldEndRewritesOnlyItsOwnAnswers(t *testing.T) {
+	for _, v := range []uint32{SameTokenHoldsVersion - 1, SameTokenHoldsVersion} {
+		t.Run(fmt.Sprint(v), func(t *testing.T) {
+			m, index, token := sameTokenHolds(t, v)
+			index++
+			if res := m.Apply(index, &fsmpb.Command{SessionId: 1, Seq: 3, MinUnackedSeq: 1, Op: &fsmpb.Command_Release{Release: &fsmpb.Release{
+				Lock: "rw", OwnerKey: "a", Token: token}}}); res.GetError() != fsmpb.Error_ERROR_NONE {
+				t.Fatalf("release of key a: %v", res)
+			}
+			retry := func(seq uint64, key string) *fsmpb.Result {
+				index++
+				return m.Apply(index, &fsmpb.Command{SessionId: 1, Seq: seq, MinUnackedSeq: 1, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+					Lock: "rw", OwnerKey: key, Limit: 4, Shared: true, Wait: true}}})
+			}
+			if res := retry(1, "a"); res.GetError() != fsmpb.Error_ERROR_NOT_HOLDER {
+				t.Fatalf("retry of key a's acquire, whose hold ended: %v, want NOT_HOLDER", res)
+			}
+			res := retry(2, "b")
+			granted := res.GetAcquire().GetStatus() == fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED && res.GetAcquire().GetToken() == token
+			if granted != (v >= SameTokenHoldsVersion) {
+				t.Fatalf("at version %d the retry of key b's acquire, whose hold stands, answered %v", v, res)
+			}
+		})
+	}
+}
