@@ -239,11 +239,17 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		return b.String()
 
 	case "expire-hold":
-		// Example: expire-hold lock=x holder=1 token=5 (session= makes a
-		// session send it, which is refused)
+		// Example: expire-hold lock=x holder=1 token=5 key=k (session=
+		// makes a session send it, which is refused; key= names the
+		// hold's owner key, from log version 14)
 		op := &fsmpb.ExpireHold{Lock: lockArg(t, d)}
 		d.MaybeScanArgs(t, "holder", &op.SessionId)
 		d.MaybeScanArgs(t, "token", &op.Token)
+		if d.HasArg("key") {
+			var key string
+			d.ScanArgs(t, "key", &key)
+			op.OwnerKey = &key
+		}
 		return h.apply(sessionCmd(t, d, &fsmpb.Command{Op: &fsmpb.Command_ExpireHold{ExpireHold: op}}))
 
 	case "revoke":
@@ -678,7 +684,11 @@ func formatResult(r *fsmpb.Result) string {
 }
 
 func formatLimitedHold(h *fsmpb.LimitedHold) string {
-	return fmt.Sprintf("%s s%d token=%d%s", h.GetLock(), h.GetSessionId(), h.GetToken(), holdLimitMark(h.GetHoldLimitNanos()))
+	key := ""
+	if h.GetOwnerKey() != "" {
+		key = fmt.Sprintf(" key=%q", h.GetOwnerKey())
+	}
+	return fmt.Sprintf("%s s%d%s token=%d%s", h.GetLock(), h.GetSessionId(), key, h.GetToken(), holdLimitMark(h.GetHoldLimitNanos()))
 }
 
 func formatOutcome(o *fsmpb.AcquireOutcome) string {

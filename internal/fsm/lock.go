@@ -288,7 +288,7 @@ func (m *Machine) hold(a *apply, l *lock, s *session, ownerKey string, acquireSe
 // limitedHold describes h, a hold of l with a hold limit, for the leader's
 // liveness tracker.
 func (l *lock) limitedHold(h *holder) *fsmpb.LimitedHold {
-	return &fsmpb.LimitedHold{SessionId: h.s.id, Lock: l.name, Token: h.token, HoldLimitNanos: int64(msDuration(h.holdLimit))}
+	return &fsmpb.LimitedHold{SessionId: h.s.id, Lock: l.name, Token: h.token, HoldLimitNanos: int64(msDuration(h.holdLimit)), OwnerKey: h.ownerKey}
 }
 
 // grantWaiters grants l to waiters from the head of its queue while the head
@@ -623,6 +623,29 @@ func (l *lock) holderWith(session, token uint64) *holder {
 	return nil
 }
 
+// expiringHold returns the hold of l that an ExpireHold names from
+// SameTokenHoldsVersion on (see expireHold), or nil.
+func (l *lock) expiringHold(op *fsmpb.ExpireHold) *holder {
+	var first *holder
+	for i := range l.holders {
+		h := &l.holders[i]
+		if h.s.id != op.GetSessionId() || h.token != op.GetToken() {
+			continue
+		}
+		switch {
+		case op.OwnerKey != nil:
+			if h.ownerKey == op.GetOwnerKey() {
+				return h
+			}
+		case h.holdLimit != 0:
+			return h
+		case first == nil:
+			first = h // none has a limit: refused for it
+		}
+	}
+	return first
+}
+
 // endHoldOfAnother ends h, which its session did not ask to end (an
 // operator's CasRelease, the leader's ExpireHold), and reports it in
 // holds_ended so the holding session is told.
@@ -634,6 +657,13 @@ func (m *Machine) endHoldOfAnother(a *apply, l *lock, h *holder, how HoldEnd) {
 }
 
 // expireHold ends a hold whose limit passed on the leader's clock.
+//
+// One entry that grants one session a lock under two owner keys gives
+// both holds its index as token. Below SameTokenHoldsVersion the command
+// names the first of them in holder order, and is refused if that one
+// has no limit. From it, the command's owner key names the hold, and
+// without one (a leader's command written below the version) the first
+// of them that has a limit.
 func (m *Machine) expireHold(a *apply, s *session, op *fsmpb.ExpireHold) {
 	name := op.GetLock()
 	if !a.leaderCommand(s, "expire_hold", name) {
@@ -646,8 +676,12 @@ func (m *Machine) expireHold(a *apply, s *session, op *fsmpb.ExpireHold) {
 	}
 	l := m.locks[name]
 	var h *holder
-	if l != nil {
+	switch {
+	case l == nil:
+	case m.LogVersion() < SameTokenHoldsVersion:
 		h = l.holderWith(op.GetSessionId(), op.GetToken()) // token != 0
+	default:
+		h = l.expiringHold(op)
 	}
 	switch {
 	case h == nil:

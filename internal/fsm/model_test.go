@@ -514,12 +514,20 @@ func (s *stream) command() (*fsmpb.Command, bool) {
 		// The leader's expiry of a hold limit: mostly of a hold that has
 		// one, sometimes of one that has none or has ended.
 		sid, tok := s.someSession(), s.someToken(lockName)
+		var key *string
 		if l, ok := s.m.Lock(lockName); ok && len(l.GetHolders()) > 0 && r.IntN(4) > 0 {
 			h := l.GetHolders()[r.IntN(len(l.GetHolders()))]
 			sid, tok = h.GetSessionId(), h.GetToken()
+			if s.m.LogVersion() >= SameTokenHoldsVersion && s.vrng.IntN(2) == 0 {
+				// A leader of this release names the hold's owner key
+				// (drawn apart, so the other commands stay what they
+				// were).
+				k := h.GetOwnerKey()
+				key = &k
+			}
 		}
 		return &fsmpb.Command{Op: &fsmpb.Command_ExpireHold{ExpireHold: &fsmpb.ExpireHold{
-			Lock: lockName, SessionId: sid, Token: tok}}}, false
+			Lock: lockName, SessionId: sid, Token: tok, OwnerKey: key}}}, false
 	case n < 91:
 		return &fsmpb.Command{Op: &fsmpb.Command_BlacklistSession{BlacklistSession: &fsmpb.BlacklistSession{
 			SessionId: s.someSession()}}}, false
@@ -632,8 +640,13 @@ func (s *stream) observe(cmd *fsmpb.Command, res *fsmpb.Result) {
 			s.stats["waits_ended_deadlocked"]++
 		}
 	}
-	if cmd.GetExpireHold() != nil {
+	if eh := cmd.GetExpireHold(); eh != nil {
 		s.stats["expire_hold_"+res.GetError().String()]++
+		for _, e := range res.GetHoldsEnded() {
+			if eh.OwnerKey != nil && e.GetOwnerKey() != eh.GetOwnerKey() {
+				t.Fatalf("entry %d: %v ended the hold of key %q", s.index, cmd, e.GetOwnerKey())
+			}
+		}
 	}
 	if cmd.GetCancelWait().GetAbandoned() && res.GetError() == fsmpb.Error_ERROR_NONE && res.GetAcquire() != nil {
 		s.stats["abandoned_grants_released"]++

@@ -70,3 +70,57 @@ func TestHoldEndRewritesOnlyItsOwnAnswers(t *testing.T) {
 		})
 	}
 }
+
+// TestExpireHoldOfSameTokenHolds: session 1's reads under key a (no hold
+// limit) and key b (a limit) share a token. Below SameTokenHoldsVersion
+// the leader's ExpireHold names the first, which has no limit, and is
+// refused: b is never expired by its limit. From it, without a key it
+// expires b, the first with a limit; naming a key, exactly that hold
+// (a's is refused, having no limit); ForLogVersion leaves the key out
+// below the version.
+func TestExpireHoldOfSameTokenHolds(t *testing.T) {
+	expire := func(m *Machine, index, token uint64, key *string) *fsmpb.Result {
+		return m.Apply(index, &fsmpb.Command{Op: &fsmpb.Command_ExpireHold{ExpireHold: &fsmpb.ExpireHold{
+			Lock: "rw", SessionId: 1, Token: token, OwnerKey: key}}})
+	}
+	ended := func(res *fsmpb.Result) string {
+		if len(res.GetHoldsEnded()) != 1 {
+			return ""
+		}
+		return res.GetHoldsEnded()[0].GetOwnerKey()
+	}
+	a, b := "a", "b"
+	t.Run("13", func(t *testing.T) {
+		m, index, token := sameTokenHolds(t, SameTokenHoldsVersion-1)
+		if res := expire(m, index+1, token, nil); res.GetError() != fsmpb.Error_ERROR_INVALID_ARGUMENT {
+			t.Fatalf("below %d: %v, want the refusal for key a's hold", SameTokenHoldsVersion, res)
+		}
+	})
+	t.Run("14/no-key", func(t *testing.T) {
+		m, index, token := sameTokenHolds(t, SameTokenHoldsVersion)
+		if res := expire(m, index+1, token, nil); ended(res) != "b" {
+			t.Fatalf("%v, want key b's hold ended", res)
+		}
+	})
+	t.Run("14/key", func(t *testing.T) {
+		m, index, token := sameTokenHolds(t, SameTokenHoldsVersion)
+		if res := expire(m, index+1, token, &a); res.GetError() != fsmpb.Error_ERROR_INVALID_ARGUMENT {
+			t.Fatalf("naming key a: %v, want refused (no hold limit)", res)
+		}
+		if res := expire(m, index+2, token, &b); ended(res) != "b" {
+			t.Fatalf("naming key b: %v, want its hold ended", res)
+		}
+		if res := expire(m, index+3, token, &b); res.GetError() != fsmpb.Error_ERROR_NOT_HOLDER {
+			t.Fatalf("naming key b again: %v, want NOT_HOLDER", res)
+		}
+	})
+	t.Run("ForLogVersion", func(t *testing.T) {
+		cmd := &fsmpb.Command{Op: &fsmpb.Command_ExpireHold{ExpireHold: &fsmpb.ExpireHold{Lock: "rw", SessionId: 1, Token: 5, OwnerKey: &b}}}
+		if got := VersionNeeded(cmd); got != SameTokenHoldsVersion {
+			t.Fatalf("VersionNeeded = %d", got)
+		}
+		if err := ForLogVersion(cmd, SameTokenHoldsVersion-1); err != nil || cmd.GetExpireHold().OwnerKey != nil {
+			t.Fatalf("ForLogVersion below %d: %v, owner key %v; want it left out", SameTokenHoldsVersion, err, cmd.GetExpireHold().OwnerKey)
+		}
+	})
+}

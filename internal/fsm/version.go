@@ -68,7 +68,7 @@ import (
 //	   (SameTokenHoldsVersion): an Acquire's or AcquireMany's cached
 //	   result keeps its owner key (CachedResult.keyed and owner_key in
 //	   snapshots), so a hold's end rewrites the answers about that hold
-//	   only.
+//	   only; ExpireHold.owner_key names which of them expires.
 //
 // A field added to a log or snapshot message needs a new version here, and
 // its entry in fieldVersions (TestEveryLogFieldHasAVersion fails without).
@@ -78,7 +78,8 @@ const LogVersion = DeadlockAtGrantVersion
 // holds of a lock under two owner keys, which share a token when one
 // entry granted both, are told apart by owner key: a cached acquire's
 // answer keeps its owner key, and a hold's end rewrites only the
-// answers about it (holdEnded).
+// answers about it (holdEnded); an ExpireHold names the hold's owner
+// key, or expires the first of them that has a limit (expireHold).
 const SameTokenHoldsVersion = 14
 
 // WatchHistoryVersion is the log version from which the history of ended
@@ -139,6 +140,9 @@ func (m *Machine) setLogVersion(a *apply, op *fsmpb.SetLogVersion) {
 // newest version that added a field cmd sets (for SetLogVersion, at least
 // the version it sets).
 func VersionNeeded(cmd *fsmpb.Command) uint32 {
+	if eh := cmd.GetExpireHold(); eh != nil && eh.OwnerKey != nil {
+		return SameTokenHoldsVersion
+	}
 	if cmd.GetProclaim() != nil || cmd.GetAcquire().GetValue() != "" {
 		return HoldValueVersion
 	}
@@ -180,7 +184,8 @@ func VersionNeeded(cmd *fsmpb.Command) uint32 {
 
 // ForLogVersion rewrites cmd, if it can, so that members of log version v
 // can apply it, or says why it cannot (a hold's value cannot be left out:
-// an election's leader would publish nothing). Below version 3 a command loses its
+// an election's leader would publish nothing). Below version 14 an
+// ExpireHold loses its owner key. Below version 3 a command loses its
 // secret hash, and an OpenSession the secret's (the session then has no
 // secret, as before version 3: its requests are not checked); below 2 an
 // OpenSession loses its nonce (the open is then not exactly-once); a hold
@@ -207,6 +212,11 @@ func ForLogVersion(cmd *fsmpb.Command, v uint32) error {
 	}
 	if op, ok := cmd.GetOp().(*fsmpb.Command_OpenSession); ok && v < 2 {
 		op.OpenSession.Nonce = 0
+	}
+	if op, ok := cmd.GetOp().(*fsmpb.Command_ExpireHold); ok && v < SameTokenHoldsVersion {
+		// Below it the machine expires the first of the session's holds
+		// with the token, as the leader asked before it named one.
+		op.ExpireHold.OwnerKey = nil
 	}
 	if VersionNeeded(cmd) <= v {
 		return nil

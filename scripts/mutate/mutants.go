@@ -56,6 +56,16 @@ var mutants = []mutant{
 		to:   "\t\tif c.keyed && c.ownerKey != ownerKey && false {\n",
 	},
 	{
+		name: "fsm/expire-hold-ignores-owner-key", file: "internal/fsm/lock.go", checks: fsmChecks,
+		from: "\t\tcase op.OwnerKey != nil:\n",
+		to:   "\t\tcase op.OwnerKey != nil && false:\n",
+	},
+	{
+		name: "liveness/same-token-limits-expire-one", file: "internal/liveness/tracker.go", checks: livenessChecks,
+		from: "for _, key := range j.keys {",
+		to:   "for _, key := range j.keys[:1] {",
+	},
+	{
 		name: "fsm/second-exclusive-holder", file: "internal/fsm/lock.go", checks: fsmChecks,
 		from: "if len(l.holders) == 0 {\n\t\treturn true",
 		to:   "if len(l.holders) <= 1 {\n\t\treturn true",

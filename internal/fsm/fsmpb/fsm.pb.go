@@ -1420,10 +1420,15 @@ func (x *EndRevokedHold) GetToken() uint64 {
 // passed on the leader without a renewal. Proposed by the leader only
 // (Command.session_id == 0).
 type ExpireHold struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Lock          string                 `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
-	SessionId     uint64                 `protobuf:"varint,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Lock      string                 `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
+	SessionId uint64                 `protobuf:"varint,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Token     uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	// owner_key names which of the session's holds with the token expires
+	// (from log version 14): one entry that grants one session a lock
+	// under two owner keys gives both holds its index as token. Unset (a
+	// leader below 14), the first of them that has a hold limit.
+	OwnerKey      *string `protobuf:"bytes,4,opt,name=owner_key,json=ownerKey,proto3,oneof" json:"owner_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1477,6 +1482,13 @@ func (x *ExpireHold) GetToken() uint64 {
 		return x.Token
 	}
 	return 0
+}
+
+func (x *ExpireHold) GetOwnerKey() string {
+	if x != nil && x.OwnerKey != nil {
+		return *x.OwnerKey
+	}
+	return ""
 }
 
 // SetLogVersion raises the cluster's log version (fsm.LogVersion): from
@@ -2765,6 +2777,7 @@ type LimitedHold struct {
 	Lock           string                 `protobuf:"bytes,2,opt,name=lock,proto3" json:"lock,omitempty"`
 	Token          uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
 	HoldLimitNanos int64                  `protobuf:"varint,4,opt,name=hold_limit_nanos,json=holdLimitNanos,proto3" json:"hold_limit_nanos,omitempty"`
+	OwnerKey       string                 `protobuf:"bytes,5,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"` // for ExpireHold.owner_key
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -2825,6 +2838,13 @@ func (x *LimitedHold) GetHoldLimitNanos() int64 {
 		return x.HoldLimitNanos
 	}
 	return 0
+}
+
+func (x *LimitedHold) GetOwnerKey() string {
+	if x != nil {
+		return x.OwnerKey
+	}
+	return ""
 }
 
 type AcquireOutcome struct {
@@ -4593,13 +4613,16 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\x04R\tsessionId\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token\"U\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\"\x85\x01\n" +
 	"\n" +
 	"ExpireHold\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\x04R\tsessionId\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token\")\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12 \n" +
+	"\towner_key\x18\x04 \x01(\tH\x00R\bownerKey\x88\x01\x01B\f\n" +
+	"\n" +
+	"_owner_key\")\n" +
 	"\rSetLogVersion\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\"#\n" +
 	"\tAuditNote\x12\x16\n" +
@@ -4728,13 +4751,14 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vacquire_seq\x18\x02 \x01(\x04R\n" +
 	"acquireSeq\x12\x12\n" +
 	"\x04lock\x18\x03 \x01(\tR\x04lock\x12,\n" +
-	"\x12wait_timeout_nanos\x18\x04 \x01(\x03R\x10waitTimeoutNanos\"\x80\x01\n" +
+	"\x12wait_timeout_nanos\x18\x04 \x01(\x03R\x10waitTimeoutNanos\"\x9d\x01\n" +
 	"\vLimitedHold\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x12\n" +
 	"\x04lock\x18\x02 \x01(\tR\x04lock\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12(\n" +
-	"\x10hold_limit_nanos\x18\x04 \x01(\x03R\x0eholdLimitNanos\"\x86\x02\n" +
+	"\x10hold_limit_nanos\x18\x04 \x01(\x03R\x0eholdLimitNanos\x12\x1b\n" +
+	"\towner_key\x18\x05 \x01(\tR\bownerKey\"\x86\x02\n" +
 	"\x0eAcquireOutcome\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x123\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x1b.baton.fsm.v1.AcquireStatusR\x06status\x12\x14\n" +
@@ -5089,6 +5113,7 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 		(*Command_EndRevokedHold)(nil),
 		(*Command_Proclaim)(nil),
 	}
+	file_internal_fsm_fsmpb_fsm_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
