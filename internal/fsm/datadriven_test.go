@@ -598,18 +598,6 @@ func parseDuration(t *testing.T, d *datadriven.TestData, s string) time.Duration
 	return v
 }
 
-// formatCycle prints a deadlock's edges, one per line, indented.
-func formatCycle(b *strings.Builder, indent string, edges []*fsmpb.DeadlockEdge) {
-	for _, e := range edges {
-		how := "held by"
-		if e.GetQueuedAhead() {
-			how = "behind"
-		}
-		fmt.Fprintf(b, "%sdeadlock-edge s%d/%q waits for %s %s s%d/%q\n", indent, e.GetSessionId(), e.GetOwnerKey(), e.GetLock(), how,
-			e.GetBlockerSessionId(), e.GetBlockerOwnerKey())
-	}
-}
-
 // formatResult prints a Result: "ok" or the error, then each field that is
 // set, one per line.
 func formatResult(r *fsmpb.Result) string {

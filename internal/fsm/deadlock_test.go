@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
@@ -402,5 +403,17 @@ func TestDeadlockSearchBound(t *testing.T) {
 				t.Fatalf("the cycle has %d edges, want %d", len(res.GetDeadlock().GetEdges()), tc.sessions)
 			}
 		})
+	}
+}
+
+// formatCycle prints a deadlock's edges, one per line, indented.
+func formatCycle(b *strings.Builder, indent string, edges []*fsmpb.DeadlockEdge) {
+	for _, e := range edges {
+		how := "held by"
+		if e.GetQueuedAhead() {
+			how = "behind"
+		}
+		fmt.Fprintf(b, "%sdeadlock-edge s%d/%q waits for %s %s s%d/%q\n", indent, e.GetSessionId(), e.GetOwnerKey(), e.GetLock(), how,
+			e.GetBlockerSessionId(), e.GetBlockerOwnerKey())
 	}
 }

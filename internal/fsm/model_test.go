@@ -336,40 +336,6 @@ func (s *stream) checkRetriedGrants(cmd *fsmpb.Command, res *fsmpb.Result) {
 	}
 }
 
-// checkRetriedKeyed checks a retry of a command first applied at
-// SameTokenHoldsVersion or above, whose answer keeps its owner key: a
-// GRANTED answer names a hold of that key, and an Acquire answered
-// NOT_HOLDER (its hold ended) did not make a hold that stands: the end
-// of another key's hold with the same token rewrote no answer of it.
-func (s *stream) checkRetriedKeyed(cmd *fsmpb.Command, res *fsmpb.Result) {
-	key := cmd.GetAcquire().GetOwnerKey() + cmd.GetAcquireMany().GetOwnerKey()
-	outs := res.GetAcquireMany()
-	if a := res.GetAcquire(); a != nil {
-		outs = append(outs, a)
-	}
-	for _, o := range outs {
-		if o.GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED {
-			continue
-		}
-		l, _ := s.m.Lock(o.GetLock())
-		if !slices.ContainsFunc(l.GetHolders(), func(h *fsmpb.Holder) bool {
-			return h.GetSessionId() == cmd.GetSessionId() && h.GetOwnerKey() == key && h.GetToken() == o.GetToken()
-		}) {
-			s.t.Fatalf("entry %d: retry %v answered %s GRANTED with token %d, but session %d key %q does not hold it so: %v",
-				s.index, cmd, o.GetLock(), o.GetToken(), cmd.GetSessionId(), key, l.GetHolders())
-		}
-	}
-	if a := cmd.GetAcquire(); a != nil && res.GetError() == fsmpb.Error_ERROR_NOT_HOLDER {
-		l, _ := s.m.Lock(a.GetLock())
-		for _, h := range l.GetHolders() {
-			if h.GetSessionId() == cmd.GetSessionId() && h.GetOwnerKey() == key && h.GetAcquireSeq() == cmd.GetSeq() {
-				s.t.Fatalf("entry %d: retry %v answered NOT_HOLDER, but the hold it made stands: %v", s.index, cmd, h)
-			}
-		}
-		s.stats["retried_ended_keyed"]++
-	}
-}
-
 func equalMessages[T proto.Message](a, b []T) bool {
 	return slices.EqualFunc(a, b, func(x, y T) bool { return proto.Equal(x, y) })
 }
