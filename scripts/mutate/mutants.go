@@ -245,8 +245,8 @@ var mutants = []mutant{
 	},
 	{
 		name: "liveness/new-leader-expires-holds-at-once", file: "internal/liveness/tracker.go", checks: livenessChecks,
-		from: "t.holds[holdKey{h.Lock, h.SessionID, h.Token, \"\"}] = &hold{limit: limit, deadline: now.Add(limit)}",
-		to:   "t.holds[holdKey{h.Lock, h.SessionID, h.Token, \"\"}] = &hold{limit: limit, deadline: now}",
+		from: "t.holds[k] = &hold{limit: limit, deadline: now.Add(limit), keys: []string{h.OwnerKey}}",
+		to:   "t.holds[k] = &hold{limit: limit, deadline: now, keys: []string{h.OwnerKey}}",
 	},
 	{
 		// Two revoked holds of one session sharing a token timed as one:
