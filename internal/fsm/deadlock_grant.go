@@ -50,10 +50,13 @@ import (
 // grants are checked in turn, until none is left; each round ends
 // waits, so it stops.
 //
-// A node that waits for a lock it holds under the same key (the first
-// of two waits of one key for one lock was granted) is deadlocked by
-// that definition and its remaining wait ends at the grant, as an
-// acquire of that wait would be refused.
+// A node never comes to wait for a hold of its own: when one of its
+// waits for a lock is granted, its other waits for that lock re-enter the
+// new hold in the same entry (reenterWaits), as an acquire made then
+// would. Only a wait that could not re-enter (another mode, hold limit or
+// lock-delay: an acquire made then would be refused) stays behind its
+// node's own hold; the node is deadlocked by the definition, and that
+// wait ends here.
 //
 // The search is findDeadlock's, bounded by MaxDeadlockSearch: a node
 // whose search needs more keeps its waits. The nodes are searched in

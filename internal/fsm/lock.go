@@ -304,8 +304,7 @@ func (m *Machine) grantWaiters(a *apply, l *lock) {
 		s := w.s
 		s.dropWait(waitKey{l.name, w.acquireSeq})
 		m.hold(a, l, s, w.ownerKey, w.acquireSeq, uint32(w.limit), w.shared, w.holdLimit, w.lockDelay)
-		s.granted(w.acquireSeq, l.name, a.index) // s changed in hold
-		m.mayStall(a, s, w.ownerKey)
+		s.granted(w.acquireSeq, l.name, a.index, 1) // s changed in hold
 		a.res.Grants = append(a.res.Grants, &fsmpb.Grant{
 			SessionId:  s.id,
 			AcquireSeq: w.acquireSeq,
@@ -313,10 +312,50 @@ func (m *Machine) grantWaiters(a *apply, l *lock) {
 			Token:      a.index,
 			Shared:     w.shared,
 		})
+		if m.LogVersion() >= DeadlockAtGrantVersion {
+			m.reenterWaits(a, l, s, w.ownerKey)
+		}
+		m.mayStall(a, s, w.ownerKey)
 	}
 	if len(l.holders) == 0 && len(l.waiters()) == 0 && !l.delayed() {
 		delete(m.locks, l.name)
 		m.lockTree.Delete(l.lockState)
+	}
+}
+
+// reenterWaits grants the other waits of node (s, key) for l, wherever
+// they are queued, as re-entries of the hold of l this entry just granted
+// it (count + 1 each, its token), from log version 14
+// (DeadlockAtGrantVersion): an acquire of that node made now would
+// re-enter at once, so one made a moment earlier must not wait for the
+// node's own hold, nor be ended as deadlocked behind it. Below 14 such a
+// wait stays queued until the node's hold ends. A wait that differs from
+// the hold in mode, hold limit or lock-delay stays queued: an acquire
+// made now would be refused (LIMIT_MISMATCH), and endStalled ends it as
+// deadlocked behind its own node's hold.
+func (m *Machine) reenterWaits(a *apply, l *lock, s *session, key string) {
+	for i := 0; i < len(l.waiters()); {
+		w := &l.waiters()[i]
+		h := l.holderOf(s, key)
+		if w.s != s || w.ownerKey != key || h == nil || w.shared != h.shared ||
+			w.holdLimit != h.holdLimit || w.lockDelay != h.lockDelay || h.count == math.MaxUint32 {
+			i++
+			continue
+		}
+		seq := w.acquireSeq
+		h = m.changeHolder(l, h)
+		h.count++
+		l.removeWaiter(s, seq) // the next waiter moves up to i
+		s.dropWait(waitKey{l.name, seq})
+		m.changeSession(s)
+		s.granted(seq, l.name, h.token, h.count)
+		a.res.Grants = append(a.res.Grants, &fsmpb.Grant{
+			SessionId:  s.id,
+			AcquireSeq: seq,
+			Lock:       l.name,
+			Token:      h.token,
+			Shared:     h.shared,
+		})
 	}
 }
 

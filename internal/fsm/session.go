@@ -241,7 +241,7 @@ func (s *session) remember(seq uint64, res *fsmpb.Result, keyed bool, ownerKey s
 
 // granted updates the cached result of the queued acquire seq, if it is
 // still cached, to say that it now holds lock with token.
-func (s *session) granted(seq uint64, lock string, token uint64) {
+func (s *session) granted(seq uint64, lock string, token uint64, count uint32) {
 	c := s.cachedEntry(seq)
 	if c == nil || !c.acquireIs(lock, fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED) {
 		return
@@ -251,7 +251,7 @@ func (s *session) granted(seq uint64, lock string, token uint64) {
 		lock:   lock,
 		status: fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED,
 		token:  token,
-		count:  1,
+		count:  count,
 	}
 }
 

@@ -62,8 +62,10 @@ import (
 //	14: a grant or a cancel that leaves a node that still waits
 //	   deadlocked ends that node's waits with DEADLOCK and the cycle
 //	   (DeadlockAtGrantVersion; WaitEnded.deadlock, a result's side
-//	   effect, never written). No command field: below it such waits
-//	   stay queued, so old logs replay the same. One session's holds
+//	   effect, never written), and a node's other waits for a lock it
+//	   is granted re-enter that hold in the same entry (reenterWaits).
+//	   No command field: below it such waits stay queued, so old logs
+//	   replay the same. One session's holds
 //	   of a lock that share a token are told apart by owner key
 //	   (SameTokenHoldsVersion): an Acquire's or AcquireMany's cached
 //	   result keeps its owner key (CachedResult.keyed and owner_key in

@@ -46,6 +46,11 @@ var mutants = []mutant{
 		to:   "",
 	},
 	{
+		name: "fsm/own-waits-do-not-reenter-at-the-grant", file: "internal/fsm/lock.go", checks: fsmChecks,
+		from: "\t\t\tm.reenterWaits(a, l, s, w.ownerKey)\n",
+		to:   "",
+	},
+	{
 		name: "fsm/cancel-leaves-deadlock", file: "internal/fsm/cancelwait.go", checks: fsmChecks,
 		from: "\tm.mayStall(a, ws, ownerKey)\n",
 		to:   "\t_ = ownerKey\n",
