@@ -106,9 +106,10 @@ func (e expirer) CancelWait(ctx context.Context, lock string, session, seq uint6
 	return err
 }
 
-func (e expirer) ExpireHold(ctx context.Context, lock string, session, token uint64) error {
+func (e expirer) ExpireHold(ctx context.Context, lock string, session, token uint64, ownerKey string) error {
+	// The owner key is left out below log version 14 (fsm.ForLogVersion).
 	cmd := &fsmpb.Command{Op: &fsmpb.Command_ExpireHold{ExpireHold: &fsmpb.ExpireHold{
-		Lock: lock, SessionId: session, Token: token,
+		Lock: lock, SessionId: session, Token: token, OwnerKey: &ownerKey,
 	}}}
 	applied, err := e.propose(ctx, cmd)
 	if applied {

@@ -76,10 +76,12 @@ func (m *Machine) cancelWait(a *apply, s *session, op *fsmpb.CancelWait) {
 	}
 	l := m.locks[name]
 	m.changeLock(l)
+	ownerKey := l.waiters()[l.waiterIndex(ws, key.seq)].ownerKey
 	l.removeWaiter(ws, key.seq)
 	ws.dropWait(key)
 	m.changeSession(ws)
 	ws.waitEnded(key.seq, name, code)
+	m.mayStall(a, ws, ownerKey)
 	a.res.WaitsEnded = append(a.res.WaitsEnded, &fsmpb.WaitEnded{
 		SessionId:  ws.id,
 		AcquireSeq: key.seq,

@@ -166,7 +166,7 @@ func (s *sessionState) fill(p *fsmpb.Session, pa *protoAlloc, withResults bool) 
 		for i := range s.results {
 			c := &s.results[i]
 			cp := pa.cachedResult()
-			*cp = fsmpb.CachedResult{Seq: c.seq, Result: c.toProto(pa), Claimed: c.claimed}
+			*cp = fsmpb.CachedResult{Seq: c.seq, Result: c.toProto(pa), Claimed: c.claimed, Keyed: c.keyed, OwnerKey: c.ownerKey}
 			p.Results = append(p.Results, cp)
 		}
 	}

@@ -239,11 +239,17 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		return b.String()
 
 	case "expire-hold":
-		// Example: expire-hold lock=x holder=1 token=5 (session= makes a
-		// session send it, which is refused)
+		// Example: expire-hold lock=x holder=1 token=5 key=k (session=
+		// makes a session send it, which is refused; key= names the
+		// hold's owner key, from log version 14)
 		op := &fsmpb.ExpireHold{Lock: lockArg(t, d)}
 		d.MaybeScanArgs(t, "holder", &op.SessionId)
 		d.MaybeScanArgs(t, "token", &op.Token)
+		if d.HasArg("key") {
+			var key string
+			d.ScanArgs(t, "key", &key)
+			op.OwnerKey = &key
+		}
 		return h.apply(sessionCmd(t, d, &fsmpb.Command{Op: &fsmpb.Command_ExpireHold{ExpireHold: op}}))
 
 	case "revoke":
@@ -613,20 +619,14 @@ func formatResult(r *fsmpb.Result) string {
 	if r.GetRemainingCount() != 0 {
 		fmt.Fprintf(&b, "  remaining %d\n", r.GetRemainingCount())
 	}
-	for _, e := range r.GetDeadlock().GetEdges() {
-		how := "held by"
-		if e.GetQueuedAhead() {
-			how = "behind"
-		}
-		fmt.Fprintf(&b, "  deadlock-edge s%d/%q waits for %s %s s%d/%q\n", e.GetSessionId(), e.GetOwnerKey(), e.GetLock(), how,
-			e.GetBlockerSessionId(), e.GetBlockerOwnerKey())
-	}
+	formatCycle(&b, "  ", r.GetDeadlock().GetEdges())
 	for _, g := range r.GetGrants() {
 		fmt.Fprintf(&b, "  grant %s to s%d seq=%d token=%d%s\n", g.GetLock(), g.GetSessionId(), g.GetAcquireSeq(), g.GetToken(), sharedMark(g.GetShared()))
 	}
 	for _, w := range r.GetWaitsEnded() {
 		fmt.Fprintf(&b, "  wait-ended %s s%d seq=%d %s\n", w.GetLock(), w.GetSessionId(), w.GetAcquireSeq(),
 			strings.TrimPrefix(w.GetError().String(), "ERROR_"))
+		formatCycle(&b, "    ", w.GetDeadlock().GetEdges())
 	}
 	for _, id := range r.GetSessionsEnded() {
 		fmt.Fprintf(&b, "  session-ended %d\n", id)
@@ -672,7 +672,11 @@ func formatResult(r *fsmpb.Result) string {
 }
 
 func formatLimitedHold(h *fsmpb.LimitedHold) string {
-	return fmt.Sprintf("%s s%d token=%d%s", h.GetLock(), h.GetSessionId(), h.GetToken(), holdLimitMark(h.GetHoldLimitNanos()))
+	key := ""
+	if h.GetOwnerKey() != "" {
+		key = fmt.Sprintf(" key=%q", h.GetOwnerKey())
+	}
+	return fmt.Sprintf("%s s%d%s token=%d%s", h.GetLock(), h.GetSessionId(), key, h.GetToken(), holdLimitMark(h.GetHoldLimitNanos()))
 }
 
 func formatOutcome(o *fsmpb.AcquireOutcome) string {

@@ -32,7 +32,9 @@ import (
 //     under that rule; every other node is deadlocked: none of its waits
 //     can be granted whatever the free nodes do.
 //   - An acquire that would wait is refused if its node would be
-//     deadlocked with the wait queued.
+//     deadlocked with the wait queued; from log version 14 a grant or a
+//     cancel that leaves a node that still waits deadlocked ends its
+//     waits (deadlock_grant.go).
 //
 // So a semaphore permit or a reader that any one of several holds
 // ending would let in is deadlocked only if every one of those holders
@@ -189,7 +191,7 @@ func findDeadlock(m *Machine, l *lock, s *session, ownerKey string, shared bool)
 	if d.nodes[self].free {
 		return nil
 	}
-	return d.cycle(self)
+	return d.cycle(self, d.nodes[self].waits[len(d.nodes[self].waits)-1])
 }
 
 // node returns the search's id of n, adding it (its waits unread).
@@ -372,21 +374,20 @@ func (d *deadlockSearch) blockers(w dlWait) (nodes []int32, queuedAhead bool) {
 	return nodes, false
 }
 
-// cycle returns the deadlock that node self's new wait (its last) would
-// close: the shortest chain of blocking waits from it back to self
-// (breadth first, in wait and holder order), or, if self is deadlocked
-// on a deadlock that was there before (formed below DeadlockVersion, or
-// by a grant to a key that waits for more than one lock), the chain from
-// it into that deadlock, each node once, the last edge's blocker an
-// earlier edge's waiter.
-func (d *deadlockSearch) cycle(self int32) []*fsmpb.DeadlockEdge {
+// cycle returns the deadlock that node self's wait start (a new wait,
+// or one of its waits that a grant or cancel left deadlocked) closes:
+// the shortest chain of blocking waits from it back to self (breadth
+// first, in wait and holder order), or, if self is deadlocked on a
+// deadlock that was there before (formed below the version that checks
+// it), the chain from it into that deadlock, each node once, the last
+// edge's blocker an earlier edge's waiter.
+func (d *deadlockSearch) cycle(self int32, start dlWait) []*fsmpb.DeadlockEdge {
 	type step struct {
 		from  int32 // the node before
 		wait  dlWait
 		ahead bool
 	}
 	prev := make(map[int32]step)
-	start := d.nodes[self].waits[len(d.nodes[self].waits)-1]
 	edge := func(n int32, w dlWait, ahead bool, blocker int32) *fsmpb.DeadlockEdge {
 		nd, bd := d.nodes[n].node, d.nodes[blocker].node
 		return &fsmpb.DeadlockEdge{SessionId: nd.s.id, OwnerKey: nd.key, Lock: d.locks[w.lock].l.name, QueuedAhead: ahead,
@@ -439,6 +440,10 @@ func (d *deadlockSearch) cycle(self int32) []*fsmpb.DeadlockEdge {
 	}
 	return out
 }
+
+// DescribeCycle is the message of a DEADLOCK refusal or wait end that
+// names cycle: one line naming each wait.
+func DescribeCycle(cycle []*fsmpb.DeadlockEdge) string { return describeCycle(cycle) }
 
 // describeCycle is the refusal's message: one line naming each wait.
 func describeCycle(cycle []*fsmpb.DeadlockEdge) string {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
@@ -23,7 +24,8 @@ type refNode struct {
 // if it waits for nothing, or if, with every free node's holds and waits
 // taken away, the head of some queue it waits in is its own wait and fits
 // beside the holders left (and its node holds that lock under no other
-// acquire). Every other node is deadlocked.
+// acquire). Every other node is deadlocked. With lock "" there is no new
+// wait: the nodes deadlocked as the state stands.
 func refDeadlocked(locks []*fsmpb.Lock, n refNode, lock string, shared bool, limit uint32) map[refNode]bool {
 	type hold struct {
 		node   refNode
@@ -49,14 +51,16 @@ func refDeadlocked(locks []*fsmpb.Lock, n refNode, lock string, shared bool, lim
 		all[l.GetName()] = c
 		names = append(names, l.GetName())
 	}
-	c := all[lock]
-	if c == nil {
-		c = &lockCopy{limit: int(max(limit, 1))}
-		all[lock] = c
-		names = append(names, lock)
+	if lock != "" {
+		c := all[lock]
+		if c == nil {
+			c = &lockCopy{limit: int(max(limit, 1))}
+			all[lock] = c
+			names = append(names, lock)
+		}
+		c.queue = append(c.queue, hold{n, shared})
+		waits[n] = true
 	}
-	c.queue = append(c.queue, hold{n, shared})
-	waits[n] = true
 	free := func(x refNode) bool { return !waits[x] }
 	freed := map[refNode]bool{}
 	isFree := func(x refNode) bool { return free(x) || freed[x] }
@@ -177,6 +181,7 @@ type dlHarness struct {
 
 func newDLHarness(t *testing.T, sessions int) *dlHarness {
 	h := &dlHarness{t: t, m: New(), seqs: map[uint64]uint64{}, stats: map[string]int{}}
+	checkStalledSearch(t, h.m)
 	h.m.SetLogVersion(DeadlockVersion)
 	for range sessions {
 		h.apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "o", TtlNanos: 10e9}}})
@@ -192,14 +197,17 @@ func (h *dlHarness) apply(cmd *fsmpb.Command) *fsmpb.Result {
 		h.seqs[id]++
 		cmd.Seq, cmd.MinUnackedSeq = h.seqs[id], h.seqs[id]
 	}
-	var pre []*fsmpb.Lock
-	if cmd.GetAcquire().GetWait() {
-		pre = h.m.Locks("", "", 0)
-	}
+	pre := h.m.Locks("", "", 0)
 	h.index++
 	res := h.m.Apply(h.index, cmd)
 	if cmd.GetAcquire().GetWait() {
 		checkDeadlockDecision(h.t, pre, cmd, res)
+	}
+	if h.m.LogVersion() >= DeadlockAtGrantVersion {
+		checkStalledEnds(h.t, pre, h.m.Locks("", "", 0), cmd, res)
+	}
+	for _, e := range res.GetWaitsEnded() {
+		h.stats["wait_ended/"+e.GetError().String()]++
 	}
 	h.stats[res.GetError().String()+"/"+res.GetAcquire().GetStatus().String()]++
 	if err := checkInvariants(h.m); err != nil {
@@ -288,11 +296,17 @@ func TestDeadlockRandom(t *testing.T) {
 		{"sem", 2, func(*rand.Rand) bool { return true }},
 	}
 	total := map[string]int{}
-	for seed := range uint64(seeds) {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+	for i := range uint64(2 * seeds) {
+		// The even runs at DeadlockVersion, the odd ones at
+		// DeadlockAtGrantVersion (checkStalledEnds), on the same seeds.
+		seed, v := i/2, uint32(DeadlockVersion)
+		if i%2 == 1 {
+			v = DeadlockAtGrantVersion
+		}
+		t.Run(fmt.Sprintf("v%d/seed=%d", v, seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 0xdead10c))
 			sessions := 2 + r.IntN(7) // 2 to 8
-			h := newDLHarness(t, sessions)
+			h := newDLHarnessAt(t, sessions, v)
 			keys := []string{"", "k"}
 			for range steps {
 				s := uint64(1 + r.IntN(sessions))
@@ -339,6 +353,9 @@ func TestDeadlockRandom(t *testing.T) {
 		})
 	}
 	t.Logf("outcomes: %v", total)
+	if total["wait_ended/ERROR_DEADLOCK"] == 0 {
+		t.Fatalf("no grant or cancel ended a wait as a deadlock")
+	}
 	if total["ERROR_DEADLOCK/ACQUIRE_STATUS_UNSPECIFIED"] == 0 || total["ERROR_NONE/ACQUIRE_STATUS_QUEUED"] == 0 {
 		t.Fatalf("the streams refused %d waits as deadlocks and queued %d: both must happen",
 			total["ERROR_DEADLOCK/ACQUIRE_STATUS_UNSPECIFIED"], total["ERROR_NONE/ACQUIRE_STATUS_QUEUED"])
@@ -386,5 +403,17 @@ func TestDeadlockSearchBound(t *testing.T) {
 				t.Fatalf("the cycle has %d edges, want %d", len(res.GetDeadlock().GetEdges()), tc.sessions)
 			}
 		})
+	}
+}
+
+// formatCycle prints a deadlock's edges, one per line, indented.
+func formatCycle(b *strings.Builder, indent string, edges []*fsmpb.DeadlockEdge) {
+	for _, e := range edges {
+		how := "held by"
+		if e.GetQueuedAhead() {
+			how = "behind"
+		}
+		fmt.Fprintf(b, "%sdeadlock-edge s%d/%q waits for %s %s s%d/%q\n", indent, e.GetSessionId(), e.GetOwnerKey(), e.GetLock(), how,
+			e.GetBlockerSessionId(), e.GetBlockerOwnerKey())
 	}
 }

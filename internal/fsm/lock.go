@@ -288,7 +288,7 @@ func (m *Machine) hold(a *apply, l *lock, s *session, ownerKey string, acquireSe
 // limitedHold describes h, a hold of l with a hold limit, for the leader's
 // liveness tracker.
 func (l *lock) limitedHold(h *holder) *fsmpb.LimitedHold {
-	return &fsmpb.LimitedHold{SessionId: h.s.id, Lock: l.name, Token: h.token, HoldLimitNanos: int64(msDuration(h.holdLimit))}
+	return &fsmpb.LimitedHold{SessionId: h.s.id, Lock: l.name, Token: h.token, HoldLimitNanos: int64(msDuration(h.holdLimit)), OwnerKey: h.ownerKey}
 }
 
 // grantWaiters grants l to waiters from the head of its queue while the head
@@ -304,7 +304,7 @@ func (m *Machine) grantWaiters(a *apply, l *lock) {
 		s := w.s
 		s.dropWait(waitKey{l.name, w.acquireSeq})
 		m.hold(a, l, s, w.ownerKey, w.acquireSeq, uint32(w.limit), w.shared, w.holdLimit, w.lockDelay)
-		s.granted(w.acquireSeq, l.name, a.index) // s changed in hold
+		s.granted(w.acquireSeq, l.name, a.index, 1) // s changed in hold
 		a.res.Grants = append(a.res.Grants, &fsmpb.Grant{
 			SessionId:  s.id,
 			AcquireSeq: w.acquireSeq,
@@ -312,10 +312,50 @@ func (m *Machine) grantWaiters(a *apply, l *lock) {
 			Token:      a.index,
 			Shared:     w.shared,
 		})
+		if m.LogVersion() >= DeadlockAtGrantVersion {
+			m.reenterWaits(a, l, s, w.ownerKey)
+		}
+		m.mayStall(a, s, w.ownerKey)
 	}
 	if len(l.holders) == 0 && len(l.waiters()) == 0 && !l.delayed() {
 		delete(m.locks, l.name)
 		m.lockTree.Delete(l.lockState)
+	}
+}
+
+// reenterWaits grants the other waits of node (s, key) for l, wherever
+// they are queued, as re-entries of the hold of l this entry just granted
+// it (count + 1 each, its token), from log version 14
+// (DeadlockAtGrantVersion): an acquire of that node made now would
+// re-enter at once, so one made a moment earlier must not wait for the
+// node's own hold, nor be ended as deadlocked behind it. Below 14 such a
+// wait stays queued until the node's hold ends. A wait that differs from
+// the hold in mode, hold limit or lock-delay stays queued: an acquire
+// made now would be refused (LIMIT_MISMATCH), and endStalled ends it as
+// deadlocked behind its own node's hold.
+func (m *Machine) reenterWaits(a *apply, l *lock, s *session, key string) {
+	for i := 0; i < len(l.waiters()); {
+		w := &l.waiters()[i]
+		h := l.holderOf(s, key)
+		if w.s != s || w.ownerKey != key || h == nil || w.shared != h.shared ||
+			w.holdLimit != h.holdLimit || w.lockDelay != h.lockDelay || h.count == math.MaxUint32 {
+			i++
+			continue
+		}
+		seq := w.acquireSeq
+		h = m.changeHolder(l, h)
+		h.count++
+		l.removeWaiter(s, seq) // the next waiter moves up to i
+		s.dropWait(waitKey{l.name, seq})
+		m.changeSession(s)
+		s.granted(seq, l.name, h.token, h.count)
+		a.res.Grants = append(a.res.Grants, &fsmpb.Grant{
+			SessionId:  s.id,
+			AcquireSeq: seq,
+			Lock:       l.name,
+			Token:      h.token,
+			Shared:     h.shared,
+		})
 	}
 }
 
@@ -572,13 +612,13 @@ func (m *Machine) endOwnHold(a *apply, l *lock, h *holder, how HoldEnd) {
 // starts one (delay.go).
 func (m *Machine) endHold(a *apply, l *lock, h *holder, how HoldEnd) {
 	m.recordEnd(a, l, h, how)
-	s, token, idx, delay := h.s, h.token, h.idx, h.lockDelay
+	s, token, idx, delay, ownerKey := h.s, h.token, h.idx, h.lockDelay, h.ownerKey
 	h = m.changeHolder(l, h)
 	m.dropRevocation(a, l, h)
 	l.removeHolder(h)
 	m.changeSession(s)
 	m.dropHold(s, idx)
-	s.holdEnded(l.name, token)
+	s.holdEnded(l.name, token, ownerKey)
 	if delay != 0 && how.delays() {
 		m.startDelay(a, l, delay)
 	}
@@ -622,6 +662,29 @@ func (l *lock) holderWith(session, token uint64) *holder {
 	return nil
 }
 
+// expiringHold returns the hold of l that an ExpireHold names from
+// SameTokenHoldsVersion on (see expireHold), or nil.
+func (l *lock) expiringHold(op *fsmpb.ExpireHold) *holder {
+	var first *holder
+	for i := range l.holders {
+		h := &l.holders[i]
+		if h.s.id != op.GetSessionId() || h.token != op.GetToken() {
+			continue
+		}
+		switch {
+		case op.OwnerKey != nil:
+			if h.ownerKey == op.GetOwnerKey() {
+				return h
+			}
+		case h.holdLimit != 0:
+			return h
+		case first == nil:
+			first = h // none has a limit: refused for it
+		}
+	}
+	return first
+}
+
 // endHoldOfAnother ends h, which its session did not ask to end (an
 // operator's CasRelease, the leader's ExpireHold), and reports it in
 // holds_ended so the holding session is told.
@@ -633,6 +696,13 @@ func (m *Machine) endHoldOfAnother(a *apply, l *lock, h *holder, how HoldEnd) {
 }
 
 // expireHold ends a hold whose limit passed on the leader's clock.
+//
+// One entry that grants one session a lock under two owner keys gives
+// both holds its index as token. Below SameTokenHoldsVersion the command
+// names the first of them in holder order, and is refused if that one
+// has no limit. From it, the command's owner key names the hold, and
+// without one (a leader's command written below the version) the first
+// of them that has a limit.
 func (m *Machine) expireHold(a *apply, s *session, op *fsmpb.ExpireHold) {
 	name := op.GetLock()
 	if !a.leaderCommand(s, "expire_hold", name) {
@@ -645,8 +715,12 @@ func (m *Machine) expireHold(a *apply, s *session, op *fsmpb.ExpireHold) {
 	}
 	l := m.locks[name]
 	var h *holder
-	if l != nil {
+	switch {
+	case l == nil:
+	case m.LogVersion() < SameTokenHoldsVersion:
 		h = l.holderWith(op.GetSessionId(), op.GetToken()) // token != 0
+	default:
+		h = l.expiringHold(op)
 	}
 	switch {
 	case h == nil:

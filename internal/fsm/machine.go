@@ -62,6 +62,10 @@ type Machine struct {
 	lastSize, lastRecords int
 	// deadlocks is the deadlock search's scratch, reused (deadlock.go).
 	deadlocks deadlockSearch
+	// searchedStalled, if set (by tests only), is called with each node
+	// endStalled searched and the waits it found deadlocked (none: free),
+	// in the state the search saw.
+	searchedStalled func(session uint64, key string, ws []stalledWait)
 }
 
 // btreeDegree is the fan-out of the sorted indexes; 32 is google/btree's
@@ -106,6 +110,9 @@ type apply struct {
 	// outcome is allocated with res for an Acquire, for its outcome
 	// (newOutcome): one allocation where there were two, on every member.
 	outcome *fsmpb.AcquireOutcome
+	// stalled are the nodes that lost a wait this entry and may be
+	// deadlocked by it (mayStall), searched once it is done.
+	stalled []dlNode
 }
 
 // newOutcome returns a zero AcquireOutcome: a.outcome the first time.
@@ -209,13 +216,32 @@ func (m *Machine) Apply(index uint64, cmd *fsmpb.Command) *fsmpb.Result {
 	}
 
 	m.dispatch(a, cmd, s)
+	if len(a.stalled) > 0 {
+		m.endStalled(a)
+	}
 
 	if dedup && m.sessions[s.id] == s {
 		m.changeSession(s)
 		s.forgetBelow(minUnacked)
-		s.remember(cmd.GetSeq(), a.res)
+		keyed, key := m.resultKey(cmd)
+		s.remember(cmd.GetSeq(), a.res, keyed, key)
 	}
 	return a.res
+}
+
+// resultKey is the owner key cmd's cached result keeps, and whether it
+// keeps one: an Acquire's or AcquireMany's, from SameTokenHoldsVersion.
+func (m *Machine) resultKey(cmd *fsmpb.Command) (bool, string) {
+	if m.LogVersion() < SameTokenHoldsVersion {
+		return false, ""
+	}
+	switch op := cmd.GetOp().(type) {
+	case *fsmpb.Command_Acquire:
+		return true, op.Acquire.GetOwnerKey()
+	case *fsmpb.Command_AcquireMany:
+		return true, op.AcquireMany.GetOwnerKey()
+	}
+	return false, ""
 }
 
 func (m *Machine) dispatch(a *apply, cmd *fsmpb.Command, s *session) {

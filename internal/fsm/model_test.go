@@ -49,7 +49,12 @@ import (
 //     of the stream on for the seeds that raise their version there):
 //     every queued wait and every DEADLOCK refusal agrees with the
 //     reference search (checkDeadlockDecision); even seeds never refuse
-//     one.
+//     one;
+//   - from DeadlockAtGrantVersion (the odd seeds) no entry leaves a node
+//     deadlocked that was not before it (checkStalledEnds), and each
+//     search after a grant or cancel agrees with the reference in the
+//     state it saw (checkStalledSearch); below it no wait ends as a
+//     DEADLOCK.
 //
 // A failure names the seed; rerun it with -run 'TestRandomStream/seed=N'.
 var streamSeeds = flag.Int("fsm.stream-seeds", 8, "how many seeds TestRandomStream runs (0 to N-1); a soak: -fsm.stream-seeds=150, about two minutes on 2 cores")
@@ -102,6 +107,9 @@ type stream struct {
 	values     map[valueRef]string
 	sets       map[waiterID][]*fsmpb.AcquireOutcome // each AcquireMany's first answer (set_model_test.go)
 	hist       streamHistory                        // every end of a hold (history_model_test.go)
+	// keyedFrom: the commands first applied at SameTokenHoldsVersion or
+	// above, whose cached answers keep their owner key.
+	keyed map[*fsmpb.Command]bool
 }
 
 // valueRef names the hold or waiter an acquire made: its lock, session,
@@ -175,6 +183,7 @@ func runStream(t *testing.T, seed uint64, steps int) {
 		values:     make(map[valueRef]string),
 		sets:       make(map[waiterID][]*fsmpb.AcquireOutcome),
 		stats:      make(map[string]int),
+		keyed:      make(map[*fsmpb.Command]bool),
 	}
 	// The history is replicated from HistoryVersion: seeds with seed%3
 	// == 2 raise the version at a quarter of the stream, an entry before
@@ -189,6 +198,7 @@ func runStream(t *testing.T, seed uint64, steps int) {
 	if seed%3 == 1 || seed%3 == 0 && seed%2 == 1 {
 		s.m.SetLogVersion(target)
 	}
+	checkStalledSearch(t, s.m)
 	for step := range steps {
 		if seed%3 == 2 && step == steps/4 {
 			s.index++
@@ -253,11 +263,24 @@ func (s *stream) step() {
 		before, beforeSessions = s.m.Locks("", "", 0), s.m.Sessions(0, 0)
 	}
 	var pre []*fsmpb.Lock
-	if cmd.GetAcquire().GetWait() && !retry {
+	stalls := s.m.LogVersion() >= DeadlockAtGrantVersion && !retry
+	if cmd.GetAcquire().GetWait() && !retry || stalls {
 		pre = s.m.Locks("", "", 0)
 	}
 	res := s.m.Apply(s.index, cmd)
-	if pre != nil {
+	if !retry && s.m.LogVersion() >= SameTokenHoldsVersion {
+		s.keyed[cmd] = true
+	}
+	if stalls {
+		checkStalledEnds(s.t, pre, s.m.Locks("", "", 0), cmd, res)
+	} else {
+		for _, e := range res.GetWaitsEnded() {
+			if e.GetError() == fsmpb.Error_ERROR_DEADLOCK {
+				s.t.Fatalf("entry %d %v: a wait ended as a DEADLOCK below log version %d", s.index, cmd, DeadlockAtGrantVersion)
+			}
+		}
+	}
+	if pre != nil && cmd.GetAcquire().GetWait() {
 		if s.m.LogVersion() >= DeadlockVersion {
 			checkDeadlockDecision(s.t, pre, cmd, res)
 		} else if res.GetError() == fsmpb.Error_ERROR_DEADLOCK {
@@ -291,6 +314,9 @@ func (s *stream) step() {
 // release, a CasRelease, a hold limit), and the caller of a retry acts on
 // its answer.
 func (s *stream) checkRetriedGrants(cmd *fsmpb.Command, res *fsmpb.Result) {
+	if s.keyed[cmd] {
+		s.checkRetriedKeyed(cmd, res)
+	}
 	outs := res.GetAcquireMany()
 	if a := res.GetAcquire(); a != nil {
 		outs = append(outs, a)
@@ -454,12 +480,20 @@ func (s *stream) command() (*fsmpb.Command, bool) {
 		// The leader's expiry of a hold limit: mostly of a hold that has
 		// one, sometimes of one that has none or has ended.
 		sid, tok := s.someSession(), s.someToken(lockName)
+		var key *string
 		if l, ok := s.m.Lock(lockName); ok && len(l.GetHolders()) > 0 && r.IntN(4) > 0 {
 			h := l.GetHolders()[r.IntN(len(l.GetHolders()))]
 			sid, tok = h.GetSessionId(), h.GetToken()
+			if s.m.LogVersion() >= SameTokenHoldsVersion && s.vrng.IntN(2) == 0 {
+				// A leader of this release names the hold's owner key
+				// (drawn apart, so the other commands stay what they
+				// were).
+				k := h.GetOwnerKey()
+				key = &k
+			}
 		}
 		return &fsmpb.Command{Op: &fsmpb.Command_ExpireHold{ExpireHold: &fsmpb.ExpireHold{
-			Lock: lockName, SessionId: sid, Token: tok}}}, false
+			Lock: lockName, SessionId: sid, Token: tok, OwnerKey: key}}}, false
 	case n < 91:
 		return &fsmpb.Command{Op: &fsmpb.Command_BlacklistSession{BlacklistSession: &fsmpb.BlacklistSession{
 			SessionId: s.someSession()}}}, false
@@ -567,8 +601,18 @@ func (s *stream) observe(cmd *fsmpb.Command, res *fsmpb.Result) {
 	}
 	s.stats["grants"] += len(res.GetGrants())
 	s.stats["waits_ended"] += len(res.GetWaitsEnded())
-	if cmd.GetExpireHold() != nil {
+	for _, e := range res.GetWaitsEnded() {
+		if e.GetError() == fsmpb.Error_ERROR_DEADLOCK {
+			s.stats["waits_ended_deadlocked"]++
+		}
+	}
+	if eh := cmd.GetExpireHold(); eh != nil {
 		s.stats["expire_hold_"+res.GetError().String()]++
+		for _, e := range res.GetHoldsEnded() {
+			if eh.OwnerKey != nil && e.GetOwnerKey() != eh.GetOwnerKey() {
+				t.Fatalf("entry %d: %v ended the hold of key %q", s.index, cmd, e.GetOwnerKey())
+			}
+		}
 	}
 	if cmd.GetCancelWait().GetAbandoned() && res.GetError() == fsmpb.Error_ERROR_NONE && res.GetAcquire() != nil {
 		s.stats["abandoned_grants_released"]++
@@ -607,15 +651,28 @@ func (s *stream) observe(cmd *fsmpb.Command, res *fsmpb.Result) {
 		}
 		s.queues[w.GetLock()] = slices.Delete(q, i, i+1)
 	}
+	// A grant goes to the head of its queue; from DeadlockAtGrantVersion
+	// the node granted a lock also re-enters it with its other waits for
+	// it, wherever they are queued (the model cannot tell owner keys
+	// apart, so it only asks that the session got the lock before in the
+	// entry).
+	type sessionLock struct {
+		id   uint64
+		lock string
+	}
+	var grantedNow []sessionLock
 	for _, g := range res.GetGrants() {
 		q := s.queues[g.GetLock()]
-		if len(q) == 0 || q[0] != (waiterID{g.GetSessionId(), g.GetAcquireSeq()}) {
+		id, sl := waiterID{g.GetSessionId(), g.GetAcquireSeq()}, sessionLock{g.GetSessionId(), g.GetLock()}
+		i := slices.Index(q, id)
+		if i != 0 && (i < 0 || s.m.LogVersion() < DeadlockAtGrantVersion || !slices.Contains(grantedNow, sl)) {
 			t.Fatalf("entry %d: grant %v is not to the head of the queue %v", s.index, g, q)
 		}
 		if g.GetToken() != s.index {
 			t.Fatalf("entry %d: grant with token %d", s.index, g.GetToken())
 		}
-		s.queues[g.GetLock()] = q[1:]
+		s.queues[g.GetLock()] = slices.Delete(q, i, i+1)
+		grantedNow = append(grantedNow, sl)
 	}
 	for _, id := range res.GetSessionsEnded() {
 		s.sessions = slices.DeleteFunc(s.sessions, func(ss *streamSession) bool { return ss.id == id })

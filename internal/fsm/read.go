@@ -206,6 +206,7 @@ func (m *Machine) HoldsOf(id uint64) []HoldRef {
 type LimitedHold struct {
 	Lock       string
 	SessionID  uint64
+	OwnerKey   string
 	Token      uint64
 	LimitNanos int64
 }
@@ -219,7 +220,7 @@ func (m *Machine) LimitedHolds() []LimitedHold {
 	m.lockTree.Ascend(func(l *lockState) bool {
 		for i := range l.holders {
 			if h := &l.holders[i]; h.holdLimit != 0 {
-				out = append(out, LimitedHold{Lock: l.name, SessionID: h.s.id, Token: h.token, LimitNanos: int64(msDuration(h.holdLimit))})
+				out = append(out, LimitedHold{Lock: l.name, SessionID: h.s.id, OwnerKey: h.ownerKey, Token: h.token, LimitNanos: int64(msDuration(h.holdLimit))})
 			}
 		}
 		return true

@@ -498,8 +498,11 @@ func (m *Machine) loadSession(p *fsmpb.Session, prev uint64) error {
 			r.GetLiveness() != nil {
 			return fmt.Errorf("session %d: cached result %d (seq %d) has a session id or side effects", id, i, c.GetSeq())
 		}
+		if !c.GetKeyed() && c.GetOwnerKey() != "" {
+			return fmt.Errorf("session %d: cached result %d (seq %d) has an owner key and is not keyed", id, i, c.GetSeq())
+		}
 		cr := cacheResult(c.GetSeq(), r)
-		cr.claimed = c.GetClaimed()
+		cr.claimed, cr.keyed, cr.ownerKey = c.GetClaimed(), c.GetKeyed(), c.GetOwnerKey()
 		s.results = append(s.results, cr)
 	}
 	m.addSession(s)

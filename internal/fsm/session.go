@@ -129,6 +129,11 @@ type cachedResult struct {
 	// session's own CancelWait of it with its grant), so the client may act
 	// on that answer; an abandoned CancelWait no longer undoes the acquire.
 	claimed bool
+	// keyed: ownerKey is the owner key the Acquire or AcquireMany asked
+	// with (cached from SameTokenHoldsVersion on): holdEnded rewrites the
+	// result only for a hold of that key.
+	keyed    bool
+	ownerKey string
 }
 
 // outcome is a cached fsmpb.AcquireOutcome.
@@ -225,15 +230,18 @@ func (s *session) forgetBelow(min uint64) {
 	}
 }
 
-// remember caches res as the result of seq, which is not cached yet.
-func (s *session) remember(seq uint64, res *fsmpb.Result) {
+// remember caches res as the result of seq, which is not cached yet;
+// keyed, with the owner key its acquire asked with.
+func (s *session) remember(seq uint64, res *fsmpb.Result, keyed bool, ownerKey string) {
 	i := s.firstAtOrAbove(seq)
-	s.results = slices.Insert(s.results, i, cacheResult(seq, res))
+	c := cacheResult(seq, res)
+	c.keyed, c.ownerKey = keyed, ownerKey
+	s.results = slices.Insert(s.results, i, c)
 }
 
 // granted updates the cached result of the queued acquire seq, if it is
 // still cached, to say that it now holds lock with token.
-func (s *session) granted(seq uint64, lock string, token uint64) {
+func (s *session) granted(seq uint64, lock string, token uint64, count uint32) {
 	c := s.cachedEntry(seq)
 	if c == nil || !c.acquireIs(lock, fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED) {
 		return
@@ -243,7 +251,7 @@ func (s *session) granted(seq uint64, lock string, token uint64) {
 		lock:   lock,
 		status: fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED,
 		token:  token,
-		count:  1,
+		count:  count,
 	}
 }
 
@@ -260,9 +268,17 @@ func (s *session) granted(seq uint64, lock string, token uint64) {
 // cache, not the results from the hold's acquireSeq on: requests retried
 // after a lost connection can apply out of seq order, so a reentrant
 // acquire's seq may be below the one that made the hold.
-func (s *session) holdEnded(lock string, token uint64) {
+//
+// One session's holds of a lock under two owner keys granted by one
+// entry share the token: a result cached with its owner key (keyed, from
+// SameTokenHoldsVersion) is rewritten only when the ended hold has that
+// key; one cached below it by lock and token alone, as before.
+func (s *session) holdEnded(lock string, token uint64, ownerKey string) {
 	for i := range s.results {
 		c := &s.results[i]
+		if c.keyed && c.ownerKey != ownerKey {
+			continue
+		}
 		if c.acquireIs(lock, fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED) && c.acquire.token == token {
 			c.code = fsmpb.Error_ERROR_NOT_HOLDER
 			// The message is made when it is read, which is rare: every

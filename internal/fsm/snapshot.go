@@ -207,6 +207,8 @@ const (
 	cachedSeq     protowire.Number = 1
 	cachedResultF protowire.Number = 2
 	cachedClaimed protowire.Number = 3
+	cachedKeyed   protowire.Number = 4
+	cachedKey     protowire.Number = 5
 
 	resultError       protowire.Number = 1
 	resultMessage     protowire.Number = 2
@@ -276,6 +278,8 @@ func appendSession(b []byte, s *sessionState) []byte {
 			}
 		}
 		b = protofield.AppendBool(b, cachedClaimed, c.claimed)
+		b = protofield.AppendBool(b, cachedKeyed, c.keyed)
+		b = protofield.AppendString(b, cachedKey, c.ownerKey)
 	}
 	b = protofield.AppendUint(b, sessionHolds, uint64(s.numHolds()))
 	b = protofield.AppendUint(b, sessionNonce, o.nonce)
@@ -284,7 +288,8 @@ func appendSession(b []byte, s *sessionState) []byte {
 }
 
 func cachedSize(c *cachedResult) int {
-	return protofield.SizeUint(cachedSeq, c.seq) + protofield.SizeMessage(cachedResultF, resultSize(c)) + protofield.SizeBool(cachedClaimed, c.claimed)
+	return protofield.SizeUint(cachedSeq, c.seq) + protofield.SizeMessage(cachedResultF, resultSize(c)) + protofield.SizeBool(cachedClaimed, c.claimed) +
+		protofield.SizeBool(cachedKeyed, c.keyed) + protofield.SizeString(cachedKey, c.ownerKey)
 }
 
 func resultSize(c *cachedResult) int {

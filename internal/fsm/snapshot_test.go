@@ -111,7 +111,7 @@ func TestSnapshotFieldNumbers(t *testing.T) {
 		&fsmpb.Session{}: {"id": sessionID, "owner": sessionOwner, "ttl_nanos": sessionTTL, "blacklisted": sessionBlacklisted,
 			"created_unix_nano": sessionCreated, "min_unacked_seq": sessionMinUnacked, "results": sessionResults, "holds": sessionHolds, "open_nonce": sessionNonce,
 			"secret_hash": sessionSecretHash, "principal": sessionPrincipal},
-		&fsmpb.CachedResult{}: {"seq": cachedSeq, "result": cachedResultF, "claimed": cachedClaimed},
+		&fsmpb.CachedResult{}: {"seq": cachedSeq, "result": cachedResultF, "claimed": cachedClaimed, "keyed": cachedKeyed, "owner_key": cachedKey},
 		// 0: a field the exactly-once cache never keeps, so never written.
 		&fsmpb.Result{}: {"error": resultError, "message": resultMessage, "session_id": 0, "acquire": resultAcquire,
 			"acquire_many": resultAcquireMany, "grants": 0, "waits_ended": 0, "sessions_ended": 0, "remaining_count": resultRemaining,

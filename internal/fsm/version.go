@@ -59,10 +59,30 @@ import (
 //	   older snapshots keep their bytes), and Snapshot.history_floor,
 //	   below which the history may have lost ends (HistoryComplete).
 //	   No command changes: every member records the same.
+//	14: a grant or a cancel that leaves a node that still waits
+//	   deadlocked ends that node's waits with DEADLOCK and the cycle
+//	   (DeadlockAtGrantVersion; WaitEnded.deadlock, a result's side
+//	   effect, never written), and a node's other waits for a lock it
+//	   is granted re-enter that hold in the same entry (reenterWaits).
+//	   No command field: below it such waits stay queued, so old logs
+//	   replay the same. One session's holds
+//	   of a lock that share a token are told apart by owner key
+//	   (SameTokenHoldsVersion): an Acquire's or AcquireMany's cached
+//	   result keeps its owner key (CachedResult.keyed and owner_key in
+//	   snapshots), so a hold's end rewrites the answers about that hold
+//	   only; ExpireHold.owner_key names which of them expires.
 //
 // A field added to a log or snapshot message needs a new version here, and
 // its entry in fieldVersions (TestEveryLogFieldHasAVersion fails without).
-const LogVersion = WatchHistoryVersion
+const LogVersion = DeadlockAtGrantVersion
+
+// SameTokenHoldsVersion is the log version from which one session's
+// holds of a lock under two owner keys, which share a token when one
+// entry granted both, are told apart by owner key: a cached acquire's
+// answer keeps its owner key, and a hold's end rewrites only the
+// answers about it (holdEnded); an ExpireHold names the hold's owner
+// key, or expires the first of them that has a limit (expireHold).
+const SameTokenHoldsVersion = 14
 
 // WatchHistoryVersion is the log version from which the history of ended
 // holds keeps each end's value and its floor (past.go, HistoryComplete):
@@ -122,6 +142,9 @@ func (m *Machine) setLogVersion(a *apply, op *fsmpb.SetLogVersion) {
 // newest version that added a field cmd sets (for SetLogVersion, at least
 // the version it sets).
 func VersionNeeded(cmd *fsmpb.Command) uint32 {
+	if eh := cmd.GetExpireHold(); eh != nil && eh.OwnerKey != nil {
+		return SameTokenHoldsVersion
+	}
 	if cmd.GetProclaim() != nil || cmd.GetAcquire().GetValue() != "" {
 		return HoldValueVersion
 	}
@@ -163,7 +186,8 @@ func VersionNeeded(cmd *fsmpb.Command) uint32 {
 
 // ForLogVersion rewrites cmd, if it can, so that members of log version v
 // can apply it, or says why it cannot (a hold's value cannot be left out:
-// an election's leader would publish nothing). Below version 3 a command loses its
+// an election's leader would publish nothing). Below version 14 an
+// ExpireHold loses its owner key. Below version 3 a command loses its
 // secret hash, and an OpenSession the secret's (the session then has no
 // secret, as before version 3: its requests are not checked); below 2 an
 // OpenSession loses its nonce (the open is then not exactly-once); a hold
@@ -190,6 +214,11 @@ func ForLogVersion(cmd *fsmpb.Command, v uint32) error {
 	}
 	if op, ok := cmd.GetOp().(*fsmpb.Command_OpenSession); ok && v < 2 {
 		op.OpenSession.Nonce = 0
+	}
+	if op, ok := cmd.GetOp().(*fsmpb.Command_ExpireHold); ok && v < SameTokenHoldsVersion {
+		// Below it the machine expires the first of the session's holds
+		// with the token, as the leader asked before it named one.
+		op.ExpireHold.OwnerKey = nil
 	}
 	if VersionNeeded(cmd) <= v {
 		return nil

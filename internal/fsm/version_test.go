@@ -94,6 +94,11 @@ var fieldsAddedIn = map[protoreflect.FullName]uint32{
 	"baton.fsm.v1.DeadlockEdge.queued_ahead":              DeadlockVersion,
 	"baton.fsm.v1.DeadlockEdge.blocker_session_id":        DeadlockVersion,
 	"baton.fsm.v1.DeadlockEdge.blocker_owner_key":         DeadlockVersion,
+	"baton.fsm.v1.WaitEnded.deadlock":                     DeadlockAtGrantVersion,
+	"baton.fsm.v1.CachedResult.keyed":                     SameTokenHoldsVersion,
+	"baton.fsm.v1.ExpireHold.owner_key":                   SameTokenHoldsVersion,
+	"baton.fsm.v1.LimitedHold.owner_key":                  SameTokenHoldsVersion,
+	"baton.fsm.v1.CachedResult.owner_key":                 SameTokenHoldsVersion,
 }
 
 // fieldCounts is how many fields each message of the log and snapshots
@@ -105,16 +110,16 @@ var fieldCounts = map[protoreflect.FullName]int{
 	"baton.fsm.v1.Command": 26, "baton.fsm.v1.OpenSession": 4, "baton.fsm.v1.CloseSession": 0,
 	"baton.fsm.v1.ExpireSession": 1, "baton.fsm.v1.BlacklistSession": 1, "baton.fsm.v1.Acquire": 9, "baton.fsm.v1.Proclaim": 4,
 	"baton.fsm.v1.Release": 3, "baton.fsm.v1.CasRelease": 3, "baton.fsm.v1.CancelWait": 5,
-	"baton.fsm.v1.AcquireMany": 8, "baton.fsm.v1.LockMode": 2, "baton.fsm.v1.ExpireHold": 3, "baton.fsm.v1.SetLogVersion": 1,
-	"baton.fsm.v1.Snapshot": 11, "baton.fsm.v1.LockHistory": 2, "baton.fsm.v1.PastHold": 10, "baton.fsm.v1.Session": 11, "baton.fsm.v1.CachedResult": 3,
+	"baton.fsm.v1.AcquireMany": 8, "baton.fsm.v1.LockMode": 2, "baton.fsm.v1.ExpireHold": 4, "baton.fsm.v1.SetLogVersion": 1,
+	"baton.fsm.v1.Snapshot": 11, "baton.fsm.v1.LockHistory": 2, "baton.fsm.v1.PastHold": 10, "baton.fsm.v1.Session": 11, "baton.fsm.v1.CachedResult": 5,
 	"baton.fsm.v1.Result": 13, "baton.fsm.v1.DeadlockEdge": 6, "baton.fsm.v1.DeadlockCycle": 1, "baton.fsm.v1.AcquireOutcome": 7, "baton.fsm.v1.Holder": 14,
 	"baton.fsm.v1.Waiter": 10, "baton.fsm.v1.Lock": 7, "baton.fsm.v1.EndLockDelay": 2, "baton.fsm.v1.Member": 5,
 	"baton.fsm.v1.AuthChange": 6, "baton.fsm.v1.AuditNote": 1, "baton.fsm.v1.AuthState": 3, "baton.fsm.v1.User": 3, "baton.fsm.v1.Role": 2,
 	"baton.fsm.v1.Permission": 2, "baton.fsm.v1.AuditRecord": 4,
 	"baton.fsm.v1.RotateSigningKey": 3, "baton.fsm.v1.SigningKey": 5,
 	"baton.fsm.v1.RevokeHold": 3, "baton.fsm.v1.EndRevokedHold": 3, "baton.fsm.v1.HoldRevoked": 7,
-	"baton.fsm.v1.Grant": 5, "baton.fsm.v1.WaitEnded": 4, "baton.fsm.v1.HoldEnded": 4,
-	"baton.fsm.v1.Liveness": 8, "baton.fsm.v1.LockDelay": 3, "baton.fsm.v1.SessionOpened": 3, "baton.fsm.v1.WaitQueued": 4, "baton.fsm.v1.LimitedHold": 4,
+	"baton.fsm.v1.Grant": 5, "baton.fsm.v1.WaitEnded": 5, "baton.fsm.v1.HoldEnded": 4,
+	"baton.fsm.v1.Liveness": 8, "baton.fsm.v1.LockDelay": 3, "baton.fsm.v1.SessionOpened": 3, "baton.fsm.v1.WaitQueued": 4, "baton.fsm.v1.LimitedHold": 5,
 }
 
 // TestEveryLogFieldHasAVersion: members of an older release stop at a

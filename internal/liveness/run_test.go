@@ -56,7 +56,10 @@ func (p *callLog) CancelWait(_ context.Context, lock string, session, seq uint64
 	return p.call("cancel " + key(lock, session, seq))
 }
 
-func (p *callLog) ExpireHold(_ context.Context, lock string, session, token uint64) error {
+func (p *callLog) ExpireHold(_ context.Context, lock string, session, token uint64, ownerKey string) error {
+	if ownerKey != "" {
+		return p.call("hold " + key(lock, session, token) + "/" + ownerKey)
+	}
 	return p.call("hold " + key(lock, session, token))
 }
 

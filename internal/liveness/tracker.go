@@ -29,7 +29,10 @@ import (
 type Proposer interface {
 	ExpireSession(ctx context.Context, id uint64) error
 	CancelWait(ctx context.Context, lock string, session, acquireSeq uint64) error
-	ExpireHold(ctx context.Context, lock string, session, token uint64) error
+	// ExpireHold ends the hold of lock by session with token and owner
+	// key (one session's holds of a lock under two keys share a token
+	// when one entry granted both).
+	ExpireHold(ctx context.Context, lock string, session, token uint64, ownerKey string) error
 	EndLockDelay(ctx context.Context, lock string, delayFrom uint64) error
 	EndRevokedHold(ctx context.Context, lock string, session, token uint64) error
 }
@@ -84,7 +87,8 @@ type wait struct {
 // revocation only: one session's holds of a lock under two owner keys,
 // granted by one entry, share the token, and each revoked hold is timed
 // and ended on its own (EndRevokedHold ends one of them apiece). A hold
-// limit's key leaves it empty (ExpireHold names no owner key).
+// limit's key leaves it empty: a renewal names the lock, session and
+// token only, so such holds share one limit's clock (hold.keys).
 type holdKey struct {
 	lock     string
 	session  uint64
@@ -96,6 +100,10 @@ type hold struct {
 	limit    time.Duration
 	deadline time.Time
 	expiring bool
+	// keys are the owner keys of the session's limited holds of the lock
+	// with the token: mostly one; two or more when one entry granted
+	// them all. Each gets an ExpireHold of its own when the limit passes.
+	keys []string
 }
 
 // revocation is a revoked hold's grace: when the leader ends the hold
@@ -199,8 +207,13 @@ func (t *Tracker) Promote(term uint64, m *fsm.Machine) {
 		t.delays[d.Lock] = &lockDelay{from: d.DelayFrom, deadline: now.Add(time.Duration(d.DelayNanos))}
 	}
 	for _, h := range m.LimitedHolds() {
+		k := holdKey{h.Lock, h.SessionID, h.Token, ""}
+		if cur := t.holds[k]; cur != nil {
+			cur.keys = append(cur.keys, h.OwnerKey)
+			continue
+		}
 		limit := time.Duration(h.LimitNanos)
-		t.holds[holdKey{h.Lock, h.SessionID, h.Token, ""}] = &hold{limit: limit, deadline: now.Add(limit)}
+		t.holds[k] = &hold{limit: limit, deadline: now.Add(limit), keys: []string{h.OwnerKey}}
 	}
 	for _, s := range m.SessionIDs() {
 		ttl := time.Duration(s.TTLNanos)
@@ -269,13 +282,13 @@ func (t *Tracker) Applied(res *fsmpb.Result) {
 		delete(t.waits, waitKey{g.GetLock(), g.GetSessionId(), g.GetAcquireSeq()})
 	}
 	for _, h := range lv.GetLimitedHoldsGranted() {
-		changed = t.limitHold(holdKey{h.GetLock(), h.GetSessionId(), h.GetToken(), ""}, time.Duration(h.GetHoldLimitNanos()), now) || changed
+		changed = t.limitHold(holdKey{h.GetLock(), h.GetSessionId(), h.GetToken(), ""}, h.GetOwnerKey(), time.Duration(h.GetHoldLimitNanos()), now) || changed
 	}
 	if h := lv.GetLimitedHoldReleased(); h != nil {
-		delete(t.holds, holdKey{h.GetLock(), h.GetSessionId(), h.GetToken(), ""})
+		t.holdEnded(holdKey{h.GetLock(), h.GetSessionId(), h.GetToken(), ""}, h.GetOwnerKey())
 	}
 	for _, e := range res.GetHoldsEnded() {
-		delete(t.holds, holdKey{e.GetLock(), e.GetSessionId(), e.GetToken(), ""})
+		t.holdEnded(holdKey{e.GetLock(), e.GetSessionId(), e.GetToken(), ""}, e.GetOwnerKey())
 	}
 	for _, r := range lv.GetRevocationsEnded() {
 		delete(t.revokes, holdKey{r.GetLock(), r.GetSessionId(), r.GetToken(), r.GetOwnerKey()})
@@ -326,15 +339,33 @@ func (t *Tracker) Applied(res *fsmpb.Result) {
 	}
 }
 
-// limitHold starts the hold limit of a hold just granted, unless it is
-// known already. It reports whether it queued a deadline.
-func (t *Tracker) limitHold(k holdKey, limit time.Duration, now time.Time) bool {
-	if _, ok := t.holds[k]; ok {
+// limitHold starts the hold limit of a hold just granted, of owner key
+// ownerKey, unless it is known already; a second hold of the session
+// with the token joins the first's clock. It reports whether it queued a
+// deadline.
+func (t *Tracker) limitHold(k holdKey, ownerKey string, limit time.Duration, now time.Time) bool {
+	if h, ok := t.holds[k]; ok {
+		if !slices.Contains(h.keys, ownerKey) {
+			h.keys = append(h.keys, ownerKey)
+		}
 		return false
 	}
-	t.holds[k] = &hold{limit: limit, deadline: now.Add(limit)}
+	t.holds[k] = &hold{limit: limit, deadline: now.Add(limit), keys: []string{ownerKey}}
 	t.queueHold(k, now.Add(limit))
 	return true
+}
+
+// holdEnded forgets the hold of k with owner key ownerKey, and k's clock
+// once none of its holds is left.
+func (t *Tracker) holdEnded(k holdKey, ownerKey string) {
+	h := t.holds[k]
+	if h == nil {
+		return
+	}
+	h.keys = slices.DeleteFunc(h.keys, func(key string) bool { return key == ownerKey })
+	if len(h.keys) == 0 {
+		delete(t.holds, k)
+	}
 }
 
 // CheckHold reports whether a renewal of the hold, by a request that
@@ -525,7 +556,8 @@ type job struct {
 	session uint64  // ExpireSession unless cancel or expire
 	wait    waitKey // CancelWait when cancel
 	cancel  bool
-	hold    holdKey // ExpireHold when expire
+	hold    holdKey  // ExpireHold when expire
+	keys    []string // when expire: the holds' owner keys, one ExpireHold each
 	expire  bool
 	delay   string // EndLockDelay of from on this lock when end
 	from    uint64
@@ -597,7 +629,7 @@ func (t *Tracker) due() ([]job, time.Time) {
 				t.queueHold(d.hold, h.deadline) // a renewal moved it
 			default:
 				h.expiring = true
-				jobs = append(jobs, job{term: t.term, hold: d.hold, expire: true})
+				jobs = append(jobs, job{term: t.term, hold: d.hold, keys: slices.Clone(h.keys), expire: true})
 			}
 			continue
 		}
@@ -639,7 +671,16 @@ func (t *Tracker) propose(ctx context.Context, j job) error {
 		return t.p.EndRevokedHold(ctx, j.hold.lock, j.hold.session, j.hold.token)
 	}
 	if j.expire {
-		return t.p.ExpireHold(ctx, j.hold.lock, j.hold.session, j.hold.token)
+		// Every hold on this clock, in the order granted; a failure
+		// re-arms the clock for those left (the ended ones are gone
+		// from it by then).
+		var first error
+		for _, key := range j.keys {
+			if err := t.p.ExpireHold(ctx, j.hold.lock, j.hold.session, j.hold.token, key); err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
 	}
 	if j.cancel {
 		return t.p.CancelWait(ctx, j.wait.lock, j.wait.session, j.wait.seq)

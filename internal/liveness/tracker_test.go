@@ -39,8 +39,12 @@ func (p *recProposer) CancelWait(_ context.Context, lock string, session, seq ui
 	return nil
 }
 
-func (p *recProposer) ExpireHold(_ context.Context, lock string, session, token uint64) error {
-	p.holds = append(p.holds, lock+"/"+strconv.FormatUint(session, 10)+"/"+strconv.FormatUint(token, 10))
+func (p *recProposer) ExpireHold(_ context.Context, lock string, session, token uint64, ownerKey string) error {
+	h := lock + "/" + strconv.FormatUint(session, 10) + "/" + strconv.FormatUint(token, 10)
+	if ownerKey != "" {
+		h += "/" + ownerKey
+	}
+	p.holds = append(p.holds, h)
 	p.all = append(p.all, "hold "+p.holds[len(p.holds)-1])
 	return nil
 }
@@ -616,5 +620,68 @@ func TestPromoteRestartsTimedWaits(t *testing.T) {
 	l.at(time.Hour + 3*time.Second)
 	if want := []string{"cancel " + key("x", b, 1)}; !slices.Equal(l.p.all, want) {
 		t.Fatalf("a timeout after the promotion: proposed %q, want %q", l.p.all, want)
+	}
+}
+
+// TestLimitedHoldsSharingAToken: one session's reads of "rw" under keys
+// "" and "k", granted by one release, share a token. With both limited,
+// the limit's passing proposes an ExpireHold for each, naming its owner
+// key, and the two end both holds; with only "k"'s limited, one for "k"
+// alone, which ends it (the state machine at log version 14: below it,
+// the command named the first hold, which had no limit, and was
+// refused). A new leader times them alike.
+func TestLimitedHoldsSharingAToken(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		limitFirst bool
+		promote    bool
+	}{{"both", true, false}, {"k-only", false, false}, {"both/new-leader", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Unix(1000, 0)
+			tr, p, m, apply, open := appliedTracker(t, &now)
+			m.SetLogVersion(fsm.SameTokenHoldsVersion)
+			tr.Promote(1, m)
+			a, b := open(), open()
+			tb := apply(&fsmpb.Command{SessionId: b, Seq: 1, MinUnackedSeq: 1, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+				Lock: "rw", Limit: 4}}}).GetAcquire().GetToken()
+			for i, key := range []string{"", "k"} {
+				limit := int64(30 * time.Second)
+				if i == 0 && !tc.limitFirst {
+					limit = 0
+				}
+				apply(&fsmpb.Command{SessionId: a, Seq: uint64(i + 1), MinUnackedSeq: 1, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+					Lock: "rw", OwnerKey: key, Shared: true, Limit: 4, Wait: true, HoldLimitNanos: limit}}})
+			}
+			res := apply(&fsmpb.Command{SessionId: b, Seq: 2, MinUnackedSeq: 2, Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "rw", Token: tb}}})
+			token := res.GetGrants()[0].GetToken()
+			if tc.promote {
+				tr.Demote()
+				tr.Promote(2, m)
+			}
+			now = now.Add(30 * time.Second)
+			tr.FireDue(context.Background())
+			one := fmt.Sprintf("rw/%d/%d", a, token)
+			want := []string{one + "/k"}
+			if tc.limitFirst {
+				want = []string{one, one + "/k"}
+			}
+			if !slices.Equal(p.holds, want) {
+				t.Fatalf("expired %v, want %v", p.holds, want)
+			}
+			ended := 0
+			for _, key := range []string{"", "k"}[len([]string{"", "k"})-len(want):] {
+				k := key
+				r := apply(&fsmpb.Command{Op: &fsmpb.Command_ExpireHold{ExpireHold: &fsmpb.ExpireHold{Lock: "rw", SessionId: a, Token: token, OwnerKey: &k}}})
+				ended += len(r.GetHoldsEnded())
+			}
+			if ended != len(want) {
+				t.Fatalf("the expiries ended %d holds, want %d", ended, len(want))
+			}
+			p.holds = nil
+			now = now.Add(time.Hour)
+			if tr.FireDue(context.Background()); len(p.holds) != 0 {
+				t.Fatalf("ended holds are expired again: %v", p.holds)
+			}
+		})
 	}
 }

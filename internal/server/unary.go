@@ -122,7 +122,13 @@ func (s *Server) waitOutcome(cmd *fsmpb.Command, ev waitEvent) (*batonpb.Acquire
 		s.signAcquire(out, cmd.GetSessionId(), modeOf(cmd))
 		return out, nil
 	}
-	return nil, fsm.ErrorOf(&fsmpb.Result{Error: ev.ended.GetError(), Message: "wait for " + ev.ended.GetLock() + " ended"})
+	msg := "wait for " + ev.ended.GetLock() + " ended"
+	if cycle := ev.ended.GetDeadlock(); cycle != nil {
+		// A grant or cancel left the wait deadlocked: the refusal names
+		// the cycle, as an acquire refused at once does.
+		msg = fsm.DescribeCycle(cycle.GetEdges())
+	}
+	return nil, fsm.ErrorOf(&fsmpb.Result{Error: ev.ended.GetError(), Message: msg, Deadlock: ev.ended.GetDeadlock()})
 }
 
 // abandonWait undoes a queued acquire whose caller left, with one

@@ -367,6 +367,7 @@ func (k *checker) finalChecks() {
 	seen := map[hold]bool{}     // every hold there ever was
 	type sessionSeq struct{ session, seq uint64 }
 	refused := map[sessionSeq]bool{} // acquires refused as deadlocks
+	var prev []*fsmpb.Lock           // the locks after the previous entry
 	for _, i := range idx {
 		if c := k.conf[i]; c != nil {
 			raftnode.ApplyMembership(fm, i, c.cc)
@@ -392,8 +393,20 @@ func (k *checker) finalChecks() {
 				return
 			}
 		}
+		locks := fm.Locks("", "", 0)
+		for _, w := range res.GetWaitsEnded() {
+			if w.GetError() != fsmpb.Error_ERROR_DEADLOCK {
+				continue
+			}
+			s.stats.DeadlocksEnded++
+			if err := checkDeadlockEnd(prev, locks, w); err != nil {
+				s.fail("i/deadlock", "index %d %v ended wait %v as a deadlock: %v", i, e.cmd, w, err)
+				return
+			}
+		}
+		prev = locks
 		now := map[hold]bool{}
-		for _, l := range fm.Locks("", "", 0) {
+		for _, l := range locks {
 			hs := l.GetHolders()
 			if err := checkHolders(l); err != nil {
 				s.fail("a/log", "after index %d: %v", i, err)

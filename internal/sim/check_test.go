@@ -3,6 +3,9 @@ package sim
 import (
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/batonlock/baton/internal/fsm"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
@@ -114,5 +117,51 @@ func TestCheckDeadlock(t *testing.T) {
 	}
 	if err := checkDeadlock(notWaiting, cmd, res); err == nil {
 		t.Fatal("a cycle through a wait that is not queued passed")
+	}
+}
+
+// TestCheckDeadlockEnd: checker i accepts a wait a grant ended as a
+// deadlock (log version 14), with the cycle the state machine named, and
+// rejects a cycle that does not hold or a wait that was not queued.
+func TestCheckDeadlockEnd(t *testing.T) {
+	m := fsm.New()
+	m.SetLogVersion(fsm.DeadlockAtGrantVersion)
+	index := uint64(0)
+	apply := func(cmd *fsmpb.Command) *fsmpb.Result {
+		index++
+		return m.Apply(index, cmd)
+	}
+	acquire := func(session, seq uint64, key, lock string, wait bool) {
+		apply(&fsmpb.Command{SessionId: session, Seq: seq, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: lock, OwnerKey: key, Wait: wait}}})
+	}
+	for range 3 {
+		apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "o", TtlNanos: 10e9}}})
+	}
+	// (2, k) waits for a (held by 1) and b (held by 3); 3 waits for a
+	// behind it; 1's release grants a to (2, k) and closes the cycle.
+	acquire(1, 1, "", "a", false)
+	acquire(3, 1, "", "b", false)
+	acquire(2, 1, "k", "a", true)
+	acquire(2, 2, "k", "b", true)
+	acquire(3, 2, "", "a", true)
+	before := m.Locks("", "", 0)
+	res := apply(&fsmpb.Command{SessionId: 1, Seq: 2, Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "a", Token: 4}}})
+	after := m.Locks("", "", 0)
+	if len(res.GetWaitsEnded()) != 1 {
+		t.Fatalf("the release ended %v, want (2, k)'s wait for b", res.GetWaitsEnded())
+	}
+	e := res.GetWaitsEnded()[0]
+	if err := checkDeadlockEnd(before, after, e); err != nil {
+		t.Fatalf("the machine's end: %v", err)
+	}
+	forged := proto.Clone(e).(*fsmpb.WaitEnded)
+	forged.GetDeadlock().GetEdges()[1].BlockerOwnerKey = ""
+	if err := checkDeadlockEnd(before, after, forged); err == nil {
+		t.Fatal("a cycle whose last edge names a node outside it passed")
+	}
+	notQueued := proto.Clone(e).(*fsmpb.WaitEnded)
+	notQueued.AcquireSeq = 9
+	if err := checkDeadlockEnd(before, after, notQueued); err == nil {
+		t.Fatal("a wait that was not queued passed")
 	}
 }

@@ -124,3 +124,84 @@ func checkDeadlock(locks []*fsmpb.Lock, cmd *fsmpb.Command, res *fsmpb.Result) e
 	}
 	return nil
 }
+
+// checkDeadlockEnd is checker i for a wait that an entry ended with
+// DEADLOCK without a new wait (from log version 14: a grant or cancel
+// left its node deadlocked). before and after are the locks before and
+// after the entry, e the ended wait. The wait was queued before the
+// entry, and its node waits for nothing after it (every wait of a
+// deadlocked node ends); the cycle starts with it and holds in the state
+// before the entry, but for the holds the entry itself granted, which
+// closed it: each edge's waiter waited for its lock before the entry;
+// its blocker was queued ahead of it then, or holds the lock before or
+// after the entry; each blocker is the next edge's waiter, the last an
+// earlier one's.
+func checkDeadlockEnd(before, after []*fsmpb.Lock, e *fsmpb.WaitEnded) error {
+	type node struct {
+		session uint64
+		key     string
+	}
+	byName := map[string]*fsmpb.Lock{}
+	for _, l := range before {
+		byName[l.GetName()] = l
+	}
+	afterByName := map[string]*fsmpb.Lock{}
+	for _, l := range after {
+		afterByName[l.GetName()] = l
+		for _, w := range l.GetWaiters() {
+			if w.GetSessionId() == e.GetSessionId() && w.GetAcquireSeq() == e.GetAcquireSeq() {
+				return fmt.Errorf("the wait is still queued for %s after the entry", l.GetName())
+			}
+		}
+	}
+	var self node
+	found := false
+	for _, w := range byName[e.GetLock()].GetWaiters() {
+		if w.GetSessionId() == e.GetSessionId() && w.GetAcquireSeq() == e.GetAcquireSeq() {
+			self, found = node{w.GetSessionId(), w.GetOwnerKey()}, true
+		}
+	}
+	if !found {
+		return fmt.Errorf("the wait was not queued for %s before the entry", e.GetLock())
+	}
+	for _, l := range after {
+		for _, w := range l.GetWaiters() {
+			if (node{w.GetSessionId(), w.GetOwnerKey()}) == self {
+				return fmt.Errorf("its node %v still waits for %s after the entry", self, l.GetName())
+			}
+		}
+	}
+	cycle := e.GetDeadlock().GetEdges()
+	if len(cycle) == 0 || (node{cycle[0].GetSessionId(), cycle[0].GetOwnerKey()}) != self || cycle[0].GetLock() != e.GetLock() {
+		return fmt.Errorf("the cycle %v does not start with the ended wait", cycle)
+	}
+	var nodes []node
+	for _, c := range cycle {
+		nodes = append(nodes, node{c.GetSessionId(), c.GetOwnerKey()})
+	}
+	holds := func(l *fsmpb.Lock, n node) bool {
+		return slices.ContainsFunc(l.GetHolders(), func(h *fsmpb.Holder) bool { return node{h.GetSessionId(), h.GetOwnerKey()} == n })
+	}
+	for i, c := range cycle {
+		n, blocker := nodes[i], node{c.GetBlockerSessionId(), c.GetBlockerOwnerKey()}
+		if i+1 < len(cycle) && blocker != nodes[i+1] || !slices.Contains(nodes, blocker) {
+			return fmt.Errorf("edge %d (%v) is blocked by %v, not the next edge's waiter", i, c, blocker)
+		}
+		ws := byName[c.GetLock()].GetWaiters()
+		ok := false
+		for p, w := range ws {
+			if (node{w.GetSessionId(), w.GetOwnerKey()}) != n {
+				continue
+			}
+			if c.GetQueuedAhead() {
+				ok = ok || slices.ContainsFunc(ws[:p], func(x *fsmpb.Waiter) bool { return node{x.GetSessionId(), x.GetOwnerKey()} == blocker })
+			} else {
+				ok = ok || holds(byName[c.GetLock()], blocker) || holds(afterByName[c.GetLock()], blocker)
+			}
+		}
+		if !ok {
+			return fmt.Errorf("edge %d (%v) does not hold before the entry", i, c)
+		}
+	}
+	return nil
+}

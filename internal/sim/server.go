@@ -376,9 +376,9 @@ func (p simProposer) CancelWait(_ context.Context, lock string, session, seq uin
 	}}}, nil)
 }
 
-func (p simProposer) ExpireHold(_ context.Context, lock string, session, token uint64) error {
+func (p simProposer) ExpireHold(_ context.Context, lock string, session, token uint64, ownerKey string) error {
 	return p.submit(&fsmpb.Command{Op: &fsmpb.Command_ExpireHold{ExpireHold: &fsmpb.ExpireHold{
-		Lock: lock, SessionId: session, Token: token,
+		Lock: lock, SessionId: session, Token: token, OwnerKey: &ownerKey,
 	}}}, &internalOp{kind: opExpireHold, session: session, lock: lock, token: token})
 }
 

@@ -254,8 +254,10 @@ type Stats struct {
 	// checks that read a holder's value (Config.Values).
 	Proclaims, ValuesRead uint64
 	// Deadlocks counts the acquires the replayed log refused as closing
-	// a deadlock (each one checked by checker i).
-	Deadlocks uint64
+	// a deadlock (each one checked by checker i); DeadlocksEnded the
+	// waits it ended as deadlocked at a grant or cancel (log version 14,
+	// each one checked by checker i too).
+	Deadlocks, DeadlocksEnded uint64
 }
 
 // Faults is the number of injected faults.

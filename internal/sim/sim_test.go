@@ -156,11 +156,11 @@ func TestSim(t *testing.T) {
 			withStrangers++
 		}
 	}
-	t.Logf("%d scenarios, %d faults (%d crashes, %d torn writes, %d partitions, %d dropped, %d duplicated msgs, %d heartbeat pauses, %d GC pauses, %d member pauses, %d slow raft clocks, %d slow client trips, %d dropped waiting connections: %d grants released, %d kept by their abandons), %d ops (%d unknown), %d fenced writes (%d rejected), %d elections, %d snapshots sent, %d holds expired at their limit, %d renewals granted, %d membership changes (%d applied, %d members retired), %d members upgraded, %d log version raises, %d reentrant acquires granted, %d releases of one count of several, %d stranger requests (%d refused for their secret, %d of them by the tracker), %d lock-delays (%d ended, %d tries told BUSY in one), %d revokes (%d holders told, %d released, %d ended at the grace), %d locks granted in mixed sets, %d ended holds in the members' replicated histories compared (%d with values, %d histories with a floor), %d proclaims, %d holder values read, %d acquires refused as deadlocks; linearizability timed out in %d",
+	t.Logf("%d scenarios, %d faults (%d crashes, %d torn writes, %d partitions, %d dropped, %d duplicated msgs, %d heartbeat pauses, %d GC pauses, %d member pauses, %d slow raft clocks, %d slow client trips, %d dropped waiting connections: %d grants released, %d kept by their abandons), %d ops (%d unknown), %d fenced writes (%d rejected), %d elections, %d snapshots sent, %d holds expired at their limit, %d renewals granted, %d membership changes (%d applied, %d members retired), %d members upgraded, %d log version raises, %d reentrant acquires granted, %d releases of one count of several, %d stranger requests (%d refused for their secret, %d of them by the tracker), %d lock-delays (%d ended, %d tries told BUSY in one), %d revokes (%d holders told, %d released, %d ended at the grace), %d locks granted in mixed sets, %d ended holds in the members' replicated histories compared (%d with values, %d histories with a floor), %d proclaims, %d holder values read, %d acquires refused as deadlocks, %d waits ended as deadlocked at a grant or cancel; linearizability timed out in %d",
 		len(seeds), total.Faults(), total.Crashes, total.TornWrites, total.Partitions, total.Dropped, total.Duplicated, total.HBPauses, total.GCPauses, total.NodePauses, total.SlowClocks, total.SlowReplies, total.ConnDrops,
 		total.AbandonsReleased, total.AbandonsKept, total.Ops, total.Unknown, total.Writes, total.WritesRejected, total.Elections, total.SnapsSent, total.HoldsExpired, total.Renewals, total.MemberChanges, total.MembersApplied, total.Retired, total.Upgrades, total.VersionRaises, total.Reentered, total.CountsReleased, total.StrangerSent, total.StrangerRefused, total.StrangerRefusedByTracker,
 		total.LockDelays, total.LockDelaysEnded, total.DelayedBusy, total.Revokes, total.RevokesTold, total.RevokesHonoured, total.HoldsRevoked,
-		total.MixedSetGrants, total.HistoryEnds, total.HistoryValues, total.HistoryFloors, total.Proclaims, total.ValuesRead, total.Deadlocks, unknownLin)
+		total.MixedSetGrants, total.HistoryEnds, total.HistoryValues, total.HistoryFloors, total.Proclaims, total.ValuesRead, total.Deadlocks, total.DeadlocksEnded, unknownLin)
 	checkWorkDone(t, len(seeds), total)
 	// Strangers are only checked when they act: a victim must have a
 	// secret and a hold, a request must reach the leader.
@@ -293,8 +293,8 @@ func addStats(a, b Stats) Stats {
 		DelayedBusy: a.DelayedBusy + b.DelayedBusy, HistoryEnds: a.HistoryEnds + b.HistoryEnds,
 		HistoryValues: a.HistoryValues + b.HistoryValues, HistoryFloors: a.HistoryFloors + b.HistoryFloors,
 		Proclaims: a.Proclaims + b.Proclaims, ValuesRead: a.ValuesRead + b.ValuesRead,
-		Deadlocks: a.Deadlocks + b.Deadlocks,
-		Revokes:   a.Revokes + b.Revokes, RevokesTold: a.RevokesTold + b.RevokesTold,
+		Deadlocks: a.Deadlocks + b.Deadlocks, DeadlocksEnded: a.DeadlocksEnded + b.DeadlocksEnded,
+		Revokes: a.Revokes + b.Revokes, RevokesTold: a.RevokesTold + b.RevokesTold,
 		RevokesHonoured: a.RevokesHonoured + b.RevokesHonoured, HoldsRevoked: a.HoldsRevoked + b.HoldsRevoked,
 	}
 }

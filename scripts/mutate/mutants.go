@@ -41,6 +41,36 @@ var mutants = []mutant{
 	// The state machine: who may hold a lock, in what order, with which
 	// token; exactly-once; the ends of sessions and holds.
 	{
+		name: "fsm/grant-leaves-deadlock", file: "internal/fsm/lock.go", checks: fsmChecks,
+		from: "\t\tm.mayStall(a, s, w.ownerKey)\n",
+		to:   "",
+	},
+	{
+		name: "fsm/own-waits-do-not-reenter-at-the-grant", file: "internal/fsm/lock.go", checks: fsmChecks,
+		from: "\t\t\tm.reenterWaits(a, l, s, w.ownerKey)\n",
+		to:   "",
+	},
+	{
+		name: "fsm/cancel-leaves-deadlock", file: "internal/fsm/cancelwait.go", checks: fsmChecks,
+		from: "\tm.mayStall(a, ws, ownerKey)\n",
+		to:   "\t_ = ownerKey\n",
+	},
+	{
+		name: "fsm/hold-end-rewrites-other-keys", file: "internal/fsm/session.go", checks: fsmChecks,
+		from: "\t\tif c.keyed && c.ownerKey != ownerKey {\n",
+		to:   "\t\tif c.keyed && c.ownerKey != ownerKey && false {\n",
+	},
+	{
+		name: "fsm/expire-hold-ignores-owner-key", file: "internal/fsm/lock.go", checks: fsmChecks,
+		from: "\t\tcase op.OwnerKey != nil:\n",
+		to:   "\t\tcase op.OwnerKey != nil && false:\n",
+	},
+	{
+		name: "liveness/same-token-limits-expire-one", file: "internal/liveness/tracker.go", checks: livenessChecks,
+		from: "for _, key := range j.keys {",
+		to:   "for _, key := range j.keys[:1] {",
+	},
+	{
 		name: "fsm/second-exclusive-holder", file: "internal/fsm/lock.go", checks: fsmChecks,
 		from: "if len(l.holders) == 0 {\n\t\treturn true",
 		to:   "if len(l.holders) <= 1 {\n\t\treturn true",
@@ -220,8 +250,8 @@ var mutants = []mutant{
 	},
 	{
 		name: "liveness/new-leader-expires-holds-at-once", file: "internal/liveness/tracker.go", checks: livenessChecks,
-		from: "t.holds[holdKey{h.Lock, h.SessionID, h.Token, \"\"}] = &hold{limit: limit, deadline: now.Add(limit)}",
-		to:   "t.holds[holdKey{h.Lock, h.SessionID, h.Token, \"\"}] = &hold{limit: limit, deadline: now}",
+		from: "t.holds[k] = &hold{limit: limit, deadline: now.Add(limit), keys: []string{h.OwnerKey}}",
+		to:   "t.holds[k] = &hold{limit: limit, deadline: now, keys: []string{h.OwnerKey}}",
 	},
 	{
 		// Two revoked holds of one session sharing a token timed as one:

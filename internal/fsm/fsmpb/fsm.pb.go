@@ -1420,10 +1420,15 @@ func (x *EndRevokedHold) GetToken() uint64 {
 // passed on the leader without a renewal. Proposed by the leader only
 // (Command.session_id == 0).
 type ExpireHold struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Lock          string                 `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
-	SessionId     uint64                 `protobuf:"varint,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Lock      string                 `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
+	SessionId uint64                 `protobuf:"varint,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Token     uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	// owner_key names which of the session's holds with the token expires
+	// (from log version 14): one entry that grants one session a lock
+	// under two owner keys gives both holds its index as token. Unset (a
+	// leader below 14), the first of them that has a hold limit.
+	OwnerKey      *string `protobuf:"bytes,4,opt,name=owner_key,json=ownerKey,proto3,oneof" json:"owner_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1477,6 +1482,13 @@ func (x *ExpireHold) GetToken() uint64 {
 		return x.Token
 	}
 	return 0
+}
+
+func (x *ExpireHold) GetOwnerKey() string {
+	if x != nil && x.OwnerKey != nil {
+		return *x.OwnerKey
+	}
+	return ""
 }
 
 // SetLogVersion raises the cluster's log version (fsm.LogVersion): from
@@ -2765,6 +2777,7 @@ type LimitedHold struct {
 	Lock           string                 `protobuf:"bytes,2,opt,name=lock,proto3" json:"lock,omitempty"`
 	Token          uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
 	HoldLimitNanos int64                  `protobuf:"varint,4,opt,name=hold_limit_nanos,json=holdLimitNanos,proto3" json:"hold_limit_nanos,omitempty"`
+	OwnerKey       string                 `protobuf:"bytes,5,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"` // for ExpireHold.owner_key
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -2825,6 +2838,13 @@ func (x *LimitedHold) GetHoldLimitNanos() int64 {
 		return x.HoldLimitNanos
 	}
 	return 0
+}
+
+func (x *LimitedHold) GetOwnerKey() string {
+	if x != nil {
+		return x.OwnerKey
+	}
+	return ""
 }
 
 type AcquireOutcome struct {
@@ -3072,11 +3092,15 @@ func (x *HoldEnded) GetToken() uint64 {
 
 // WaitEnded tells that a queued acquire left the queue without a grant.
 type WaitEnded struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	AcquireSeq    uint64                 `protobuf:"varint,2,opt,name=acquire_seq,json=acquireSeq,proto3" json:"acquire_seq,omitempty"`
-	Lock          string                 `protobuf:"bytes,3,opt,name=lock,proto3" json:"lock,omitempty"`
-	Error         Error                  `protobuf:"varint,4,opt,name=error,proto3,enum=baton.fsm.v1.Error" json:"error,omitempty"` // WAIT_CANCELLED, WAIT_TIMED_OUT or SESSION_NOT_FOUND
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	SessionId  uint64                 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	AcquireSeq uint64                 `protobuf:"varint,2,opt,name=acquire_seq,json=acquireSeq,proto3" json:"acquire_seq,omitempty"`
+	Lock       string                 `protobuf:"bytes,3,opt,name=lock,proto3" json:"lock,omitempty"`
+	Error      Error                  `protobuf:"varint,4,opt,name=error,proto3,enum=baton.fsm.v1.Error" json:"error,omitempty"` // WAIT_CANCELLED, WAIT_TIMED_OUT, DEADLOCK or SESSION_NOT_FOUND
+	// deadlock: for DEADLOCK (from log version 14), the cycle that the
+	// entry's grant or cancel closed, this wait first (as Result.deadlock
+	// of a refused acquire).
+	Deadlock      *DeadlockCycle `protobuf:"bytes,5,opt,name=deadlock,proto3" json:"deadlock,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3137,6 +3161,13 @@ func (x *WaitEnded) GetError() Error {
 		return x.Error
 	}
 	return Error_ERROR_NONE
+}
+
+func (x *WaitEnded) GetDeadlock() *DeadlockCycle {
+	if x != nil {
+		return x.Deadlock
+	}
+	return nil
 }
 
 // Snapshot is the whole state, sorted (sessions by id, locks by name), so
@@ -4049,7 +4080,14 @@ type CachedResult struct {
 	// from this cached result, or the session's own CancelWait of it was
 	// answered with its grant, so the client may act on that answer; an
 	// abandoned CancelWait of the seq no longer has any effect.
-	Claimed       bool `protobuf:"varint,3,opt,name=claimed,proto3" json:"claimed,omitempty"`
+	Claimed bool `protobuf:"varint,3,opt,name=claimed,proto3" json:"claimed,omitempty"`
+	// keyed: from log version 14 an Acquire's or AcquireMany's result
+	// keeps the owner key it asked with (owner_key), so that the end of
+	// one of a session's holds of a lock that share a token rewrites the
+	// answers about that hold only (holdEnded). Results cached below 14
+	// are not keyed and match by lock and token alone.
+	Keyed         bool   `protobuf:"varint,4,opt,name=keyed,proto3" json:"keyed,omitempty"`
+	OwnerKey      string `protobuf:"bytes,5,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4103,6 +4141,20 @@ func (x *CachedResult) GetClaimed() bool {
 		return x.Claimed
 	}
 	return false
+}
+
+func (x *CachedResult) GetKeyed() bool {
+	if x != nil {
+		return x.Keyed
+	}
+	return false
+}
+
+func (x *CachedResult) GetOwnerKey() string {
+	if x != nil {
+		return x.OwnerKey
+	}
+	return ""
 }
 
 type Lock struct {
@@ -4561,13 +4613,16 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\x04R\tsessionId\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token\"U\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\"\x85\x01\n" +
 	"\n" +
 	"ExpireHold\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\x04R\tsessionId\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token\")\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12 \n" +
+	"\towner_key\x18\x04 \x01(\tH\x00R\bownerKey\x88\x01\x01B\f\n" +
+	"\n" +
+	"_owner_key\")\n" +
 	"\rSetLogVersion\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\"#\n" +
 	"\tAuditNote\x12\x16\n" +
@@ -4696,13 +4751,14 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vacquire_seq\x18\x02 \x01(\x04R\n" +
 	"acquireSeq\x12\x12\n" +
 	"\x04lock\x18\x03 \x01(\tR\x04lock\x12,\n" +
-	"\x12wait_timeout_nanos\x18\x04 \x01(\x03R\x10waitTimeoutNanos\"\x80\x01\n" +
+	"\x12wait_timeout_nanos\x18\x04 \x01(\x03R\x10waitTimeoutNanos\"\x9d\x01\n" +
 	"\vLimitedHold\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x12\n" +
 	"\x04lock\x18\x02 \x01(\tR\x04lock\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12(\n" +
-	"\x10hold_limit_nanos\x18\x04 \x01(\x03R\x0eholdLimitNanos\"\x86\x02\n" +
+	"\x10hold_limit_nanos\x18\x04 \x01(\x03R\x0eholdLimitNanos\x12\x1b\n" +
+	"\towner_key\x18\x05 \x01(\tR\bownerKey\"\x86\x02\n" +
 	"\x0eAcquireOutcome\x12\x12\n" +
 	"\x04lock\x18\x01 \x01(\tR\x04lock\x123\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x1b.baton.fsm.v1.AcquireStatusR\x06status\x12\x14\n" +
@@ -4724,14 +4780,15 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x12\n" +
 	"\x04lock\x18\x02 \x01(\tR\x04lock\x12\x1b\n" +
 	"\towner_key\x18\x03 \x01(\tR\bownerKey\x12\x14\n" +
-	"\x05token\x18\x04 \x01(\x04R\x05token\"\x8a\x01\n" +
+	"\x05token\x18\x04 \x01(\x04R\x05token\"\xc3\x01\n" +
 	"\tWaitEnded\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1f\n" +
 	"\vacquire_seq\x18\x02 \x01(\x04R\n" +
 	"acquireSeq\x12\x12\n" +
 	"\x04lock\x18\x03 \x01(\tR\x04lock\x12)\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\"\xf1\x03\n" +
+	"\x05error\x18\x04 \x01(\x0e2\x13.baton.fsm.v1.ErrorR\x05error\x127\n" +
+	"\bdeadlock\x18\x05 \x01(\v2\x1b.baton.fsm.v1.DeadlockCycleR\bdeadlock\"\xf1\x03\n" +
 	"\bSnapshot\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x121\n" +
 	"\bsessions\x18\x02 \x03(\v2\x15.baton.fsm.v1.SessionR\bsessions\x12(\n" +
@@ -4812,11 +4869,13 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vsecret_hash\x18\n" +
 	" \x01(\fR\n" +
 	"secretHash\x12\x1c\n" +
-	"\tprincipal\x18\v \x01(\tR\tprincipal\"h\n" +
+	"\tprincipal\x18\v \x01(\tR\tprincipal\"\x9b\x01\n" +
 	"\fCachedResult\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12,\n" +
 	"\x06result\x18\x02 \x01(\v2\x14.baton.fsm.v1.ResultR\x06result\x12\x18\n" +
-	"\aclaimed\x18\x03 \x01(\bR\aclaimed\"\x87\x02\n" +
+	"\aclaimed\x18\x03 \x01(\bR\aclaimed\x12\x14\n" +
+	"\x05keyed\x18\x04 \x01(\bR\x05keyed\x12\x1b\n" +
+	"\towner_key\x18\x05 \x01(\tR\bownerKey\"\x87\x02\n" +
 	"\x04Lock\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\aholders\x18\x02 \x03(\v2\x14.baton.fsm.v1.HolderR\aholders\x12.\n" +
@@ -5005,27 +5064,28 @@ var file_internal_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	1,  // 37: baton.fsm.v1.AcquireOutcome.status:type_name -> baton.fsm.v1.AcquireStatus
 	50, // 38: baton.fsm.v1.AcquireOutcome.holder:type_name -> baton.fsm.v1.Holder
 	0,  // 39: baton.fsm.v1.WaitEnded.error:type_name -> baton.fsm.v1.Error
-	47, // 40: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
-	49, // 41: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
-	46, // 42: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
-	41, // 43: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
-	45, // 44: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
-	40, // 45: baton.fsm.v1.Snapshot.signing_keys:type_name -> baton.fsm.v1.SigningKey
-	38, // 46: baton.fsm.v1.Snapshot.history:type_name -> baton.fsm.v1.LockHistory
-	39, // 47: baton.fsm.v1.LockHistory.holds:type_name -> baton.fsm.v1.PastHold
-	2,  // 48: baton.fsm.v1.PastHold.how:type_name -> baton.fsm.v1.HoldEnd
-	42, // 49: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
-	43, // 50: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
-	44, // 51: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
-	48, // 52: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
-	24, // 53: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
-	50, // 54: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
-	51, // 55: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
-	56, // [56:56] is the sub-list for method output_type
-	56, // [56:56] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	25, // 40: baton.fsm.v1.WaitEnded.deadlock:type_name -> baton.fsm.v1.DeadlockCycle
+	47, // 41: baton.fsm.v1.Snapshot.sessions:type_name -> baton.fsm.v1.Session
+	49, // 42: baton.fsm.v1.Snapshot.locks:type_name -> baton.fsm.v1.Lock
+	46, // 43: baton.fsm.v1.Snapshot.members:type_name -> baton.fsm.v1.Member
+	41, // 44: baton.fsm.v1.Snapshot.auth:type_name -> baton.fsm.v1.AuthState
+	45, // 45: baton.fsm.v1.Snapshot.audit:type_name -> baton.fsm.v1.AuditRecord
+	40, // 46: baton.fsm.v1.Snapshot.signing_keys:type_name -> baton.fsm.v1.SigningKey
+	38, // 47: baton.fsm.v1.Snapshot.history:type_name -> baton.fsm.v1.LockHistory
+	39, // 48: baton.fsm.v1.LockHistory.holds:type_name -> baton.fsm.v1.PastHold
+	2,  // 49: baton.fsm.v1.PastHold.how:type_name -> baton.fsm.v1.HoldEnd
+	42, // 50: baton.fsm.v1.AuthState.users:type_name -> baton.fsm.v1.User
+	43, // 51: baton.fsm.v1.AuthState.roles:type_name -> baton.fsm.v1.Role
+	44, // 52: baton.fsm.v1.Role.permissions:type_name -> baton.fsm.v1.Permission
+	48, // 53: baton.fsm.v1.Session.results:type_name -> baton.fsm.v1.CachedResult
+	24, // 54: baton.fsm.v1.CachedResult.result:type_name -> baton.fsm.v1.Result
+	50, // 55: baton.fsm.v1.Lock.holders:type_name -> baton.fsm.v1.Holder
+	51, // 56: baton.fsm.v1.Lock.waiters:type_name -> baton.fsm.v1.Waiter
+	57, // [57:57] is the sub-list for method output_type
+	57, // [57:57] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_internal_fsm_fsmpb_fsm_proto_init() }
@@ -5053,6 +5113,7 @@ func file_internal_fsm_fsmpb_fsm_proto_init() {
 		(*Command_EndRevokedHold)(nil),
 		(*Command_Proclaim)(nil),
 	}
+	file_internal_fsm_fsmpb_fsm_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -1,0 +1,178 @@
+package fsm
+
+import (
+	"slices"
+
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+// Deadlocks that form without a new wait. From log version 14
+// (DeadlockAtGrantVersion) an entry that grants a lock to a node that
+// still waits for another, or cancels one wait of a node that has
+// others, searches from that node once the entry is done, and ends
+// every wait of it that is now deadlocked with ERROR_DEADLOCK and its
+// cycle, as a cancel or a timeout ends a wait (waits_ended, the
+// acquire's cached result). Below it such waits hang until their
+// callers give up, so an older log replays the same.
+//
+// Where a deadlock can form (the model is deadlock.go's: a node is free
+// if it does not wait, or if one of its waits would be granted once the
+// free nodes have let go). An entry changes the graph in these ways:
+//
+//   - A hold ends, or a waiter leaves a queue because its node stops
+//     waiting (its session ended or was blacklisted): the lock has more
+//     room, the waiters behind move up. Every condition of the fixpoint
+//     is easier to meet, so no free node becomes deadlocked.
+//   - A new wait is queued at a lock's tail: its Acquire is refused if
+//     its node would be deadlocked (refuseDeadlock). No one waits behind
+//     it, and its node, free, counts for nothing as a holder, so no
+//     other node changes.
+//   - A hold is granted at once (Acquire, AcquireMany) to a node that
+//     waits elsewhere: only a lock with no queue grants at once, so no
+//     one waits for that hold yet; a later wait for it is an acquire,
+//     checked as above.
+//   - A queued wait of node n is granted while n has other waits, or is
+//     cancelled (CancelWait: its timeout, or one of the goroutines that
+//     share the key gave up) while n has others. Here n loses a wait
+//     that made it free, and for a grant gains a hold that others wait
+//     for: n, and whoever waits on n, may now be deadlocked. These are
+//     the only changes that can make a free node deadlocked.
+//
+// Before such an entry n was free: the granted wait was the head of its
+// queue and fitted beside the holders, which the fixpoint only makes
+// easier. If n is still free after it, every other node is as free as
+// before (n's hold and waits count for nothing in the fixpoint, as
+// before). If n is deadlocked, ending all of n's waits leaves n waiting
+// for nothing, so free again, and with it every node that was free
+// before the entry. So the search starts from each such n alone, and
+// ends n's waits only: no other node needs to lose a wait. Ending them
+// may let the waiters behind them in (the queue moved up), and those
+// grants are checked in turn, until none is left; each round ends
+// waits, so it stops.
+//
+// A node never comes to wait for a hold of its own: when one of its
+// waits for a lock is granted, its other waits for that lock re-enter the
+// new hold in the same entry (reenterWaits), as an acquire made then
+// would. Only a wait that could not re-enter (another mode, hold limit or
+// lock-delay: an acquire made then would be refused) stays behind its
+// node's own hold; the node is deadlocked by the definition, and that
+// wait ends here.
+//
+// The search is findDeadlock's, bounded by MaxDeadlockSearch: a node
+// whose search needs more keeps its waits. The nodes are searched in
+// the order the entry granted or cancelled their waits, every member
+// alike.
+
+// DeadlockAtGrantVersion is the log version from which a grant or a
+// cancel that leaves a waiting node deadlocked ends that node's waits
+// with ERROR_DEADLOCK (endStalled); below it they stay queued.
+const DeadlockAtGrantVersion = 14
+
+// stalledWait is one wait of a deadlocked node and the cycle it closes.
+type stalledWait struct {
+	lock  *lock
+	seq   uint64
+	cycle []*fsmpb.DeadlockEdge
+}
+
+// mayStall records that node (s, key) lost a wait this entry while it
+// may still wait for others, for endStalled to search once the entry is
+// done. Below DeadlockAtGrantVersion it records nothing.
+func (m *Machine) mayStall(a *apply, s *session, key string) {
+	if m.LogVersion() < DeadlockAtGrantVersion || len(s.waits) == 0 {
+		return
+	}
+	n := dlNode{s, key}
+	if !slices.Contains(a.stalled, n) {
+		a.stalled = append(a.stalled, n)
+	}
+}
+
+// endStalled searches from every node mayStall recorded, in order, and
+// ends the waits of each that is deadlocked; the grants that follows
+// may record more.
+func (m *Machine) endStalled(a *apply) {
+	for i := 0; i < len(a.stalled); i++ {
+		n := a.stalled[i]
+		if m.sessions[n.s.id] != n.s {
+			continue // its session ended later in the entry
+		}
+		ws := findStalled(m, n)
+		if m.searchedStalled != nil {
+			m.searchedStalled(n.s.id, n.key, ws)
+		}
+		m.endWaits(a, n, ws)
+	}
+	a.stalled = nil
+}
+
+// findStalled returns the waits of node n, in acquire seq order, each
+// with the cycle it closes, if n waits and is deadlocked as the state
+// stands; nil if n is free or the search hit MaxDeadlockSearch.
+func findStalled(m *Machine, n dlNode) []stalledWait {
+	d := &m.deadlocks
+	d.reset(m)
+	defer d.done()
+	self := d.node(n)
+	for i := self; int(i) < len(d.nodes); i++ {
+		if !d.readWaits(i) {
+			return nil
+		}
+	}
+	if len(d.nodes[self].waits) == 0 {
+		return nil
+	}
+	d.settle()
+	if d.nodes[self].free {
+		return nil
+	}
+	var out []stalledWait
+	for _, w := range d.nodes[self].waits {
+		dl := &d.locks[w.lock]
+		out = append(out, stalledWait{lock: dl.l, seq: dl.l.waiters()[w.pos].acquireSeq, cycle: d.cycle(self, w)})
+	}
+	return out
+}
+
+// endWaits ends the waits ws of node n with ERROR_DEADLOCK, as
+// cancelWait ends one: out of the queue, reported in waits_ended with
+// its cycle, its acquire's cached result a DEADLOCK refusal naming the
+// cycle; then each lock goes on to the waiters behind.
+func (m *Machine) endWaits(a *apply, n dlNode, ws []stalledWait) {
+	var locks []*lock
+	for _, w := range ws {
+		l := w.lock
+		m.changeLock(l)
+		l.removeWaiter(n.s, w.seq)
+		n.s.dropWait(waitKey{l.name, w.seq})
+		m.changeSession(n.s)
+		n.s.waitDeadlocked(w.seq, l.name, w.cycle)
+		a.res.WaitsEnded = append(a.res.WaitsEnded, &fsmpb.WaitEnded{
+			SessionId:  n.s.id,
+			AcquireSeq: w.seq,
+			Lock:       l.name,
+			Error:      fsmpb.Error_ERROR_DEADLOCK,
+			Deadlock:   &fsmpb.DeadlockCycle{Edges: w.cycle},
+		})
+		if !slices.Contains(locks, l) {
+			locks = append(locks, l)
+		}
+	}
+	for _, l := range locks {
+		m.grantWaiters(a, l)
+	}
+}
+
+// waitDeadlocked updates the cached result of the queued acquire seq, if
+// it is still cached, to the DEADLOCK refusal a retry learns: the
+// message and cycle an acquire refused at once would have had.
+func (s *session) waitDeadlocked(seq uint64, lock string, cycle []*fsmpb.DeadlockEdge) {
+	c := s.cachedEntry(seq)
+	if c == nil || !c.acquireIs(lock, fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED) {
+		return
+	}
+	r := cacheResult(seq, &fsmpb.Result{Error: fsmpb.Error_ERROR_DEADLOCK, Message: describeCycle(cycle),
+		Deadlock: &fsmpb.DeadlockCycle{Edges: cycle}})
+	r.claimed = c.claimed
+	*c = r
+}
