@@ -81,6 +81,16 @@ class NotHeld(Error):
     an operator's conditional release)."""
 
 
+class Revoked(NotHeld):
+    """Why a lease was lost when the leader ended its hold because a
+    revoke's grace passed before the holder let go (Client.revoke_lock).
+    ``revocation`` is the revoke the lease had been told of."""
+
+    def __init__(self, message: str, *, revocation: object = None, **kw: object) -> None:
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.revocation = revocation
+
+
 class SessionLost(Error):
     """The session is gone: it expired, the member no longer knows it, or
     the client gave up reaching the cluster a TTL past its deadline. Every

@@ -1,10 +1,12 @@
 """Cooperative revocation (revoke.go in the Go client): an operator asks
-the holders of a lock to let go within a grace (Client.revoke_lock); if a
+the holder of a lock to let go (Client.revoke_lock); the holder's leases
+are told at once (Lease.revoke_requested, Lease.revocation), and if the
 hold has not ended when the grace passes, the leader ends it, fenced like
-any end: client.check of its token answers False, and the next holder's
-token is larger.
+any end: the lease is lost with Revoked (a NotHeld), client.check of its
+token answers False, and the next holder's token is larger.
 
-This module holds what a revocation is and the operator's call.
+This module holds what a revocation is and the operator's call; which
+lease a revoke reaches is decided in the lease table (leases.py).
 """
 
 from __future__ import annotations

@@ -1,17 +1,27 @@
-"""Revocation's operator side against real members: client.revoke_lock
-asks the holds of a lock, and a revoke that names no hold, or says
-something wrong, changes nothing and says what is wrong."""
+"""Cooperative revocation against real members: the holder is told at
+once and lets go in time, or loses its lease with Revoked when the grace
+passes; a revoke that names no hold, or says something wrong, changes
+nothing; a holder whose stream was down learns it at its resume, even of
+a hold whose grant's answer it had not heard yet.
+
+Every wait is on an event (a lease's revoke_requested or lost, a
+waiter's grant) with a bound far above what it needs; the only grace a
+test lets pass is the minimum, 1 s, with sessions of a 10 s TTL or more,
+so that no keepalive falls due in the middle of what is measured."""
 
 from __future__ import annotations
 
 import datetime
-from typing import Iterator
+import threading
+import time
+from typing import Iterator, Optional
 
 import pytest
 
 import baton
 from baton._pb import pb
-from harness import Cluster
+from harness import Cluster, wait_for
+from proxy import Proxy
 
 
 @pytest.fixture
@@ -23,6 +33,40 @@ def node() -> Iterator[Cluster]:
         c.stop()
 
 
+class Waiter:
+    """A session's lock() of name in a thread of its own, with when it
+    was granted."""
+
+    def __init__(self, s: baton.Session, name: str, timeout: float = 30) -> None:
+        self.lease: Optional[baton.Lease] = None
+        self.error: Optional[BaseException] = None
+        self.at = 0.0
+        self.done = threading.Event()
+
+        def run() -> None:
+            try:
+                self.lease = s.lock(name, timeout=timeout)
+                self.at = time.monotonic()
+            except BaseException as e:  # reported by get()
+                self.error = e
+            self.done.set()
+
+        self._t = threading.Thread(target=run, daemon=True)
+        self._t.start()
+
+    def get(self, timeout: float = 30) -> baton.Lease:
+        assert self.done.wait(timeout), "the waiter was never answered"
+        if self.error is not None:
+            raise self.error
+        assert self.lease is not None
+        return self.lease
+
+
+def queued(client: baton.Client, name: str, sid: int) -> bool:
+    st = client.get_lock(name)
+    return st is not None and sid in st.waiters
+
+
 def holder_on_member(client: baton.Client, name: str) -> "pb.Holder":
     """The lock's first holder as the member shows it, with its revoke
     fields (baton.Holder leaves them out)."""
@@ -31,11 +75,72 @@ def holder_on_member(client: baton.Client, name: str) -> "pb.Holder":
     return out.lock.holders[0]
 
 
+def test_a_holder_told_of_a_revoke_releases_in_time(client: baton.Client, name: str) -> None:
+    """The holder is told at once, with what the revoke answered; its
+    lease stays valid; asked again, the first revocation stands; its
+    release hands the lock to the waiter with a larger token."""
+    with client.session(ttl=10, owner="pytest/revoked") as a, client.session(ttl=10, owner="pytest/next") as b:
+        lease = a.lock(name, timeout=10)
+        assert not lease.revoke_requested.is_set() and lease.revocation is None
+        nxt = Waiter(b, name)
+        wait_for("the waiter queued", lambda: queued(client, name, b.id))
+        before = datetime.datetime.now(datetime.timezone.utc)
+        revs = client.revoke_lock(name, grace=30)
+        assert len(revs) == 1
+        r = revs[0]
+        assert (r.name, r.owner_key, r.token, r.grace) == (name, "", lease.token, 30.0)
+        assert r.deadline is not None and before < r.deadline <= before + datetime.timedelta(seconds=31)
+        assert lease.revoke_requested.wait(10), "the holder was never told of the revoke"
+        assert lease.revocation == r
+        assert not lease.lost.is_set() and lease.valid() and lease.error is None
+        h = holder_on_member(client, name)
+        assert h.token == lease.token and h.revoke_grace.ToNanoseconds() == 30 * 10**9
+        # Asked again, with another grace: the first revocation stands.
+        assert client.revoke_lock(name, grace=5) == revs
+        assert lease.revocation == r
+        assert not nxt.done.is_set()
+        lease.release()
+        got = nxt.get()
+        assert got.token > lease.token and not got.revoke_requested.is_set() and got.revocation is None
+        assert isinstance(lease.error, baton.Released)
+        assert client.check(name, got.token) and not client.check(name, lease.token)
+        got.release()
+
+
+def test_a_holder_that_ignores_it_loses_the_lease_at_the_grace(client: baton.Client, name: str) -> None:
+    """A holder that does not let go is ended by the leader when the
+    grace (the minimum, 1 s) passes: its lease is lost with Revoked (a
+    NotHeld) naming the revocation, its token no longer checks, and the
+    waiter gets the lock with a larger token."""
+    with client.session(ttl=10, owner="pytest/stubborn") as a, client.session(ttl=10, owner="pytest/next") as b:
+        lease = a.lock(name, timeout=10)
+        nxt = Waiter(b, name)
+        wait_for("the waiter queued", lambda: queued(client, name, b.id))
+        asked = time.monotonic()
+        (r,) = client.revoke_lock(name, grace=1)
+        assert lease.revoke_requested.wait(10)
+        assert not lease.lost.is_set(), f"lost at once: {lease.error}"
+        assert lease.lost.wait(20), "the lease outlived the revoke's grace"
+        lost_at = time.monotonic()
+        err = lease.error
+        assert isinstance(err, baton.Revoked) and isinstance(err, baton.NotHeld), repr(err)
+        assert err.revocation == r and "grace" in str(err)
+        # The leader counts the grace from the revoke's apply, after asked.
+        assert lost_at - asked >= 0.9, lost_at - asked
+        got = nxt.get()
+        assert got.token > lease.token
+        assert not client.check(name, lease.token) and client.check(name, got.token)
+        assert not lease.valid() and a.state == "healthy"
+        with pytest.raises(baton.NotHeld):
+            lease.release()
+        got.release()
+
+
 def test_a_conditional_revoke_with_a_wrong_token_changes_nothing(client: baton.Client, name: str) -> None:
     """A revoke naming a token the lock does not have is refused
     (TOKEN_MISMATCH) and asks nobody: the member shows no revoke, and the
     revoke with the right token that follows is the first, with its own
-    grace."""
+    grace, and the first the holder hears of."""
     with client.session(ttl=10) as a:
         lease = a.lock(name, timeout=10)
         with pytest.raises(baton.NotHeld) as e:
@@ -45,6 +150,8 @@ def test_a_conditional_revoke_with_a_wrong_token_changes_nothing(client: baton.C
         assert not h.HasField("revoke_deadline") and not h.HasField("revoke_grace")
         (r,) = client.revoke_lock(name, grace=60, token=lease.token)
         assert r.token == lease.token and r.grace == 60.0
+        assert lease.revoke_requested.wait(10)
+        assert lease.revocation == r
         lease.release()
 
 
@@ -100,6 +207,7 @@ def test_what_the_library_does_not_check_the_member_does(client: baton.Client, n
             client._post("/v1/locks/revoke", req, pb.RevokeResponse())
         assert "grace" in str(e.value) and e.value.reason == "INVALID_ARGUMENT"
         assert not holder_on_member(client, name).HasField("revoke_deadline")
+        assert not lease.revoke_requested.is_set()
         lease.release()
 
 
@@ -108,12 +216,71 @@ def test_grace_in_whole_milliseconds_and_timedelta_are_sent_as_they_are(client: 
         lease = a.lock(name, timeout=10)
         (r,) = client.revoke_lock(name, grace=datetime.timedelta(minutes=1, milliseconds=1))
         assert r.grace == 60.001
+        assert lease.revoke_requested.wait(10) and lease.revocation == r
         lease.release()
     with client.session(ttl=10) as a:
         lease = a.lock(name, timeout=10)
         (r,) = client.revoke_lock(name, grace=1.001)  # 1.001 * 1e9 is 1000999999.9999999
         assert r.grace == 1.001
         lease.release()
+
+
+def test_a_holder_reconnecting_when_revoked_learns_it_at_the_resume(node: Cluster, name: str) -> None:
+    """The push is lost with the stream; the resume's list of holds says
+    the hold is being revoked."""
+    p = Proxy(node.endpoints)
+    direct = baton.connect(node.endpoints)
+    try:
+        with baton.connect(p.addr).session(ttl=30) as s:
+            lease = s.lock(name, timeout=10)
+            p.drop_answers = True  # the revoke_requested push is dropped
+            (r,) = direct.revoke_lock(name, grace=60)
+            assert not lease.revoke_requested.is_set()
+            p.drop_answers = False
+            p.cut()
+            assert lease.revoke_requested.wait(20), "the resume did not tell the holder of the revoke"
+            assert lease.revocation == r and lease.error is None
+            lease.release()
+    finally:
+        direct.close()
+        p.close()
+
+
+def test_a_revoke_of_a_grant_whose_answer_was_lost(node: Cluster, name: str) -> None:
+    """A waiter whose stream is down when it is granted the lock, and when
+    that hold is revoked, learns both at its resume: the list of holds
+    (with the revoke) comes before the retried wait's answer, and the
+    lease that answer makes starts revoked. A reentrant lease of the
+    revoked hold is revoked too."""
+    p = Proxy(node.endpoints)
+    direct = baton.connect(node.endpoints)
+    try:
+        with direct.session(ttl=30, owner="pytest/first") as holder, \
+                baton.connect(p.addr).session(ttl=30, owner="pytest/waiter") as waiter:
+            first = holder.lock(name, timeout=10)
+            w = Waiter(waiter, name)
+            wait_for("the waiter queued", lambda: queued(direct, name, waiter.id))
+            p.drop_answers = True  # the grant and the revoke push are lost
+            first.release()
+            st = wait_for("the waiter granted", lambda: direct.get_lock(name))
+            assert st.holders[0].session_id == waiter.id
+            (r,) = direct.revoke_lock(name, grace=60)
+            assert r.token > first.token
+            assert not w.done.is_set()
+            p.drop_answers = False
+            p.cut()
+            lease = w.get()
+            assert lease.token == r.token
+            assert lease.revoke_requested.is_set(), "the lease of a hold revoked before its grant's answer does not know it"
+            assert lease.revocation == r and lease.error is None
+            again = waiter.lock(name, timeout=10)
+            assert again.token == lease.token
+            assert again.revoke_requested.is_set() and again.revocation == r
+            again.release()
+            lease.release()
+    finally:
+        direct.close()
+        p.close()
 
 
 def test_revoke_needs_admin_over_the_name_with_auth_on(node: Cluster) -> None:
@@ -138,4 +305,5 @@ def test_revoke_needs_admin_over_the_name_with_auth_on(node: Cluster) -> None:
             baton.connect(node.endpoints).revoke_lock("jobs/z")
         assert not holder_on_member(root, "jobs/z").HasField("revoke_deadline")
         (r,) = root.revoke_lock("jobs/z", grace=60)
+        assert lease.revoke_requested.wait(10) and lease.revocation == r
         lease.release()
