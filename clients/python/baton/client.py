@@ -189,9 +189,10 @@ class Client:
                 last = _http_error(e)
             except (OSError, ValueError) as e:
                 last = Unavailable(f"{addr}: {e}", code=UNAVAILABLE)
-                # Unreachable, or cut off mid-call after the member may
-                # have applied it: the two look alike, the first is common.
-                maybe_applied = body is not None
+                # A refused connection sent nothing; any other failure may
+                # have cut the call off after the member applied it.
+                refused = isinstance(getattr(e, "reason", e), ConnectionRefusedError)
+                maybe_applied = maybe_applied or (body is not None and not refused)
             if last.reason == "NOT_LEADER" and last.leader_addr and last.leader_addr != addr:
                 self._set_leader(last.leader_addr)
                 continue
