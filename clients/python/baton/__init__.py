@@ -16,11 +16,12 @@ each takes effect once. docs/PROTOCOL.md in the repository is the protocol.
 from baton import fence
 from baton.client import Client, LockState, connect
 from baton.errors import (Blacklisted, Cancelled, Deadlock, Error, FailedPrecondition, Holder, InvalidArgument, Jeopardy, LimitMismatch,
-                          LockBusy, NotHeld, PermissionDenied, Released, ResourceExhausted, SessionClosed,
+                          LockBusy, NotHeld, PermissionDenied, Released, ResourceExhausted, Revoked, SessionClosed,
                           SessionLost, Timeout, Unauthenticated, Unavailable)
 from baton.keepalive import safety_margin
 from baton.leases import Lease
 from baton.locks import RWLock, Semaphore
+from baton.revoke import Revocation
 from baton.session import Session
 
 __version__ = "0.1.0"
@@ -28,6 +29,6 @@ __version__ = "0.1.0"
 __all__ = [
     "Blacklisted", "Cancelled", "Client", "Deadlock", "Error", "FailedPrecondition", "Holder", "InvalidArgument", "Jeopardy", "Lease",
     "LimitMismatch", "LockBusy", "LockState", "NotHeld", "PermissionDenied", "RWLock", "Released",
-    "ResourceExhausted", "Semaphore", "Session", "SessionClosed", "SessionLost", "Timeout",
+    "ResourceExhausted", "Revocation", "Revoked", "Semaphore", "Session", "SessionClosed", "SessionLost", "Timeout",
     "Unauthenticated", "Unavailable", "connect", "fence", "safety_margin",
 ]

@@ -20,7 +20,7 @@ from typing import Optional, Sequence, TypeVar, Union
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from baton import rules
+from baton import revoke, rules
 from baton._pb import pb
 from baton.errors import Error, Holder, InvalidArgument, Unavailable, make_error, UNAVAILABLE
 from baton.session import Session
@@ -130,13 +130,55 @@ class Client:
         return LockState(name=lk.name, limit=lk.limit or 1, holders=[Holder.from_pb(h) for h in lk.holders],
                          waiters=[w.session_id for w in lk.waiters])
 
+    def revoke_lock(self, name: str, grace: "revoke.Grace" = rules.DEFAULT_REVOKE_GRACE,
+                    token: Optional[int] = None) -> "list[revoke.Revocation]":
+        """Ask the holders of lock name to let go within grace (seconds, or
+        a timedelta: 1 s .. 1 h in whole milliseconds; default 30 s) and
+        return the holds asked, each a Revocation with its deadline. With
+        token, only the hold with that token (the one the caller saw) is
+        asked; without, every holder (each reader of a read/write lock,
+        each permit of a semaphore). A hold already being revoked keeps its
+        first revocation, so asking twice is harmless.
+
+        Each holder's leases are told at once (Lease.revoke_requested); a
+        hold still there when the grace passes is ended by the leader. With
+        authentication on it needs admin over the name. Raises
+        InvalidArgument for a bad name, grace or token (checked before
+        sending), NotHeld if nobody holds the lock (reason LOCK_NOT_FOUND)
+        or no hold has token (TOKEN_MISMATCH), PermissionDenied without
+        the permission; nothing changes then."""
+        return revoke.revoke_lock(self, name, grace, token)
+
     def _get(self, path: str, params: dict[str, str], out: M) -> M:
+        """A read: retried on any member until one answers."""
+        return self._http("GET", path, params, None, out)
+
+    def _post(self, path: str, body: Message, out: M) -> M:
+        """A change: retried only when it surely did not apply (NOT_LEADER)
+        or when no member could be reached; an answer after an attempt whose
+        connection failed says that attempt may have applied."""
+        return self._http("POST", path, {}, body, out)
+
+    def _http(self, method: str, path: str, params: dict[str, str], body: Optional[Message], out: M) -> M:
         last: Optional[Error] = None
+        maybe_applied = False  # a change whose attempt failed mid-call may have taken effect
+        data = None
+        if body is not None:
+            data = json_format.MessageToJson(body, preserving_proto_field_name=True).encode()
+
+        def uncertain(err: Error) -> Error:
+            if not maybe_applied:
+                return err
+            return type(err)(f"{err.message}; an earlier attempt may have applied before its connection broke",
+                             code=err.code, reason=err.reason, leader_addr=err.leader_addr)
+
         for attempt in range(self.max_attempts):
             addr = self._target()
             scheme = "https" if self.tls else "http"
-            url = f"{scheme}://{addr}{path}?{urllib.parse.urlencode(params)}"
-            req = urllib.request.Request(url)
+            url = f"{scheme}://{addr}{path}" + (f"?{urllib.parse.urlencode(params)}" if params else "")
+            req = urllib.request.Request(url, data=data, method=method)
+            if data is not None:
+                req.add_header("Content-Type", "application/json")
             if self.token:
                 req.add_header("Authorization", f"Bearer {self.token}")
             try:
@@ -147,14 +189,18 @@ class Client:
                 last = _http_error(e)
             except (OSError, ValueError) as e:
                 last = Unavailable(f"{addr}: {e}", code=UNAVAILABLE)
+                # A refused connection sent nothing; any other failure may
+                # have cut the call off after the member applied it.
+                refused = isinstance(getattr(e, "reason", e), ConnectionRefusedError)
+                maybe_applied = maybe_applied or (body is not None and not refused)
             if last.reason == "NOT_LEADER" and last.leader_addr and last.leader_addr != addr:
                 self._set_leader(last.leader_addr)
                 continue
-            if not isinstance(last, Unavailable):
-                raise last
+            if not isinstance(last, Unavailable) or (body is not None and last.reason == "OUTCOME_UNKNOWN"):
+                raise uncertain(last)
             self._failed(addr)
             time.sleep(self._pause(attempt))
-        raise Unavailable(f"gave up after {self.max_attempts} attempts: {last}", code=UNAVAILABLE)
+        raise uncertain(Unavailable(f"gave up after {self.max_attempts} attempts: {last}", code=UNAVAILABLE))
 
     # -- where to go ---------------------------------------------------------
 

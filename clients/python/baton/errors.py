@@ -10,9 +10,12 @@ this library never does either.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from baton._pb import pb
+
+if TYPE_CHECKING:
+    from baton.revoke import Revocation
 
 # gRPC status codes, as the wire's Error.code carries them.
 CANCELLED = 1
@@ -79,6 +82,16 @@ class NotHeld(Error):
     """A release named a hold the session does not have (NOT_HOLDER,
     LOCK_NOT_FOUND, TOKEN_MISMATCH), or the member ended the hold (HOLD_LOST,
     an operator's conditional release)."""
+
+
+class Revoked(NotHeld):
+    """Why a lease was lost when the leader ended its hold because a
+    revoke's grace passed before the holder let go (Client.revoke_lock).
+    ``revocation`` is the revoke the lease had been told of."""
+
+    def __init__(self, message: str, *, revocation: "Optional[Revocation]" = None, **kw: object) -> None:
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.revocation = revocation
 
 
 class SessionLost(Error):

@@ -2,7 +2,8 @@
 table of them by hold (lock name, owner key). What ends a lease is decided
 here: a release, the session's deadline passing (jeopardy), the session's
 end, or the member ending the hold (an operator's conditional release, a
-hold that was gone when the session resumed).
+revoke's grace passing, a hold that was gone when the session resumed);
+and which leases a revoke's request to let go reaches.
 """
 
 from __future__ import annotations
@@ -11,12 +12,19 @@ import threading
 import time
 from typing import TYPE_CHECKING, Optional
 
-from baton.errors import Error, NotHeld, Released, SessionClosed, SessionLost
+from baton.errors import Error, NotHeld, Released, Revoked, SessionClosed, SessionLost
+from baton.revoke import Revocation
 
 if TYPE_CHECKING:
     from baton.session import Session
 
 HoldKey = tuple[str, str]  # (lock name, owner key)
+
+# MAX_REVOKED_EARLY bounds LeaseTable.revoked_early: one per hold the
+# session may be granted, which the member's limits bound; past it the
+# oldest is dropped (that lease then learns of its revoke only when the
+# leader ends the hold), as the Go client's maxRevokedEarly.
+MAX_REVOKED_EARLY = 1024
 
 
 class Lease:
@@ -35,6 +43,12 @@ class Lease:
     storage check ``token`` (see baton.fence): a process can pause after
     any check.
 
+    An operator may ask the holder to let go (Client.revoke_lock):
+    ``revoke_requested`` (a threading.Event) is then set and
+    ``revocation`` says by when. The lease stays valid until the grace
+    passes; a hold still there then is ended by the leader, and the lease
+    is lost with Revoked.
+
     Used as a context manager, the Lease is released on exit.
     """
 
@@ -44,9 +58,12 @@ class Lease:
         self._owner_key = owner_key
         self._token = token
         self.lost = threading.Event()
+        # Set once a revoke asked the hold to end; _revocation says which.
+        self.revoke_requested = threading.Event()
         # Guarded by the session's lock.
         self._error: Optional[Error] = None
         self._released = False
+        self._revocation: Optional[Revocation] = None
 
     @property
     def name(self) -> str:
@@ -72,9 +89,19 @@ class Lease:
     @property
     def error(self) -> Optional[Error]:
         """None while valid; then why the lease was lost: Jeopardy,
-        SessionLost, SessionClosed, Released or NotHeld."""
+        SessionLost, SessionClosed, Released or NotHeld (Revoked, a
+        NotHeld, when a revoke's grace ended the hold)."""
         with self._session._mu:
             return self._error
+
+    @property
+    def revocation(self) -> Optional[Revocation]:
+        """The revoke that asked the hold to end, once revoke_requested is
+        set: finish the step under way and release before its grace
+        passes. None before. The session learns of a revoke when the
+        member pushes it, or, if its stream was down, when it resumes."""
+        with self._session._mu:
+            return self._revocation
 
     def remaining(self) -> float:
         """Seconds the lease stays valid, in the client's conservative view,
@@ -120,6 +147,13 @@ class LeaseTable:
         self.holds: dict[HoldKey, list[Lease]] = {}
         # A resume's list of holds, gathered until its last message.
         self.server_holds: Optional[dict[HoldKey, int]] = None
+        # A revoke the session was told of for a hold it has no lease of
+        # yet: the grant's answer is still to come (a retry after a lost
+        # answer, answered after the resume listed the hold as being
+        # revoked). The lease that answer makes starts revoked. Oldest
+        # first (dicts keep their insertion order), at most
+        # MAX_REVOKED_EARLY.
+        self.revoked_early: dict[HoldKey, Revocation] = {}
 
     def add(self, lease: Lease) -> None:
         k = (lease.name, lease.owner_key)
@@ -129,8 +163,37 @@ class LeaseTable:
             for old in ls:
                 end_lease(old, NotHeld(f"hold of {k[0]!r} (token {old.token}) ended on the server"))
             ls = []
+        if ls:
+            # Another count of a hold: its revoke too.
+            if ls[0]._revocation is not None:
+                _mark_revoked(lease, ls[0]._revocation)
+        else:
+            rev = self.revoked_early.get(k)
+            if rev is not None and rev.token >= lease.token:
+                if rev.token == lease.token:
+                    _mark_revoked(lease, rev)
+                del self.revoked_early[k]
         ls.append(lease)
         self.holds[k] = ls
+
+    def revoke_requested(self, rev: Revocation) -> None:
+        """A revoke asked the hold rev names to end: its leases are told.
+        A revoke of another (older) hold, or of one already told, changes
+        nothing; one of a hold the session has no lease of yet is kept for
+        the lease its grant's answer will make."""
+        k = (rev.name, rev.owner_key)
+        ls = self.holds.get(k)
+        if not ls or ls[0].token < rev.token:
+            old = self.revoked_early.get(k)
+            if old is None or old.token < rev.token:
+                if old is None and len(self.revoked_early) >= MAX_REVOKED_EARLY:
+                    del self.revoked_early[next(iter(self.revoked_early))]
+                self.revoked_early[k] = rev
+            return
+        if ls[0].token != rev.token or ls[0]._revocation is not None:
+            return
+        for lease in ls:
+            _mark_revoked(lease, rev)
 
     def end_all(self, cause: Error) -> None:
         """Every lease is lost with cause; the table keeps them, so that a
@@ -154,18 +217,28 @@ class LeaseTable:
         ls = self.holds.get(k, [])
         if not ls or ls[0].token != token:
             return  # released meanwhile, or a newer hold
+        rev = ls[0]._revocation
+        cause: Error = NotHeld(f"hold of {name!r} (token {token}) ended by the server: an operator's conditional release")
+        if rev is not None:
+            cause = Revoked(f"hold of {name!r} (token {token}) ended by the leader when the revoke's grace "
+                            f"({rev.grace:g}s) passed", revocation=rev)
         for lease in ls:
-            end_lease(lease, NotHeld(f"hold of {name!r} (token {token}) ended by the server"))
+            end_lease(lease, cause)
         del self.holds[k]
 
-    def server_holds_part(self, holds: list[tuple[str, str, int]], index: int, done: bool) -> None:
-        """One message of a resumed session's holds. Once the list is whole,
-        every lease of a hold granted at or before index that is not on it
-        is lost: the hold ended while the stream was down."""
+    def server_holds_part(self, holds: list[tuple[str, str, int]], revoking: list[Revocation],
+                          index: int, done: bool) -> None:
+        """One message of a resumed session's holds, with those of them a
+        revoke asked to end (the push the session may have missed). Once
+        the list is whole, every lease of a hold granted at or before index
+        that is not on it is lost: the hold ended while the stream was
+        down."""
         if self.server_holds is None:
             self.server_holds = {}
         for name, key, token in holds:
             self.server_holds[(name, key)] = token
+        for rev in revoking:
+            self.revoke_requested(rev)
         if not done:
             return
         have, self.server_holds = self.server_holds, None
@@ -176,6 +249,13 @@ class LeaseTable:
             for lease in ls:
                 end_lease(lease, NotHeld(f"hold of {k[0]!r} (token {tok}) ended while the session's stream was down"))
             del self.holds[k]
+
+
+def _mark_revoked(lease: Lease, rev: Revocation) -> None:
+    """Tell lease that a revoke asked its hold to end (the session's lock
+    held)."""
+    lease._revocation = rev
+    lease.revoke_requested.set()
 
 
 def end_lease(lease: Lease, cause: Error) -> None:

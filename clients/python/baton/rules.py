@@ -18,6 +18,13 @@ MAX_WAIT_TIMEOUT = 24 * 3600.0
 # The reader limit of a read/write lock unless stated: every user of one
 # lock must state the same, and the Go client's default is the largest.
 DEFAULT_MAX_READERS = MAX_HOLDERS
+# A revocation's grace, in seconds (api/rules): below a second the holder
+# could not hear of it before its hold ends (that is a CasRelease); a
+# holder that needs more than an hour is better asked again. The default
+# is time for a command to finish its step and release.
+MIN_REVOKE_GRACE = 1.0
+MAX_REVOKE_GRACE = 3600.0
+DEFAULT_REVOKE_GRACE = 30.0
 
 
 def check_lock_name(name: str) -> None:

@@ -27,6 +27,7 @@ from baton._pb import pb
 from baton.errors import (Error, Holder, LockBusy, SessionClosed, SessionLost, Timeout, Unavailable,
                           from_wire, is_retryable, is_session_gone, UNAVAILABLE)
 from baton.leases import Lease, LeaseTable, end_lease, released_error
+from baton.revoke import Revocation
 
 if TYPE_CHECKING:
     from baton.client import Client
@@ -425,9 +426,13 @@ class Session:
                 h = resp.hold_lost
                 self._leases.hold_lost(h.name, h.owner_key, h.token)
                 return
+            if kind == "revoke_requested":
+                self._leases.revoke_requested(Revocation.from_pushed(resp.revoke_requested))
+                return
             if kind == "holds":
                 hs = resp.holds
-                self._leases.server_holds_part([(h.name, h.owner_key, h.token) for h in hs.holds], hs.index, hs.done)
+                self._leases.server_holds_part([(h.name, h.owner_key, h.token) for h in hs.holds],
+                                               [Revocation.from_pushed(r) for r in hs.revoking], hs.index, hs.done)
                 return
             c = self._by_id.pop(resp.id, None)
             if c is None:

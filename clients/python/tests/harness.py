@@ -96,6 +96,14 @@ class Cluster:
             return None
         return wait_for("a leader", find)
 
+    def cli(self, *args: str, token: str = "") -> str:
+        """Run `baton ARGS --endpoints ...` against the cluster (with a
+        user's token when given) and return what it printed on stdout."""
+        env = dict(os.environ, BATON_AUTH_TOKEN=token) if token else None
+        out = subprocess.run([baton_bin(), *args, "--endpoints", self.endpoints], env=env,
+                             check=True, timeout=30, capture_output=True, text=True)
+        return out.stdout.strip()
+
     def live(self) -> list[str]:
         return [m for m in self.names if self.procs[m].poll() is None]
 

@@ -1,6 +1,6 @@
 """A TCP proxy on loopback between a client and one member, to make the
 network misbehave on purpose: answers (member -> client bytes) delayed by
-a fixed time, or dropped, and connections cut."""
+a fixed time, or dropped, and connections cut or refused."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ class Proxy:
         self.upstream = (host, int(port))
         self.delay = 0.0  # seconds every answer is held back
         self.drop_answers = False  # answers are read and thrown away
+        self.refuse = False  # new connections are closed at once
         self._ls = socket.create_server(("127.0.0.1", 0))
         self.addr = f"127.0.0.1:{self._ls.getsockname()[1]}"
         self._mu = threading.Lock()
@@ -30,6 +31,9 @@ class Proxy:
                 c, _ = self._ls.accept()
             except OSError:
                 return
+            if self.refuse:
+                _close(c)
+                continue
             try:
                 u = socket.create_connection(self.upstream, timeout=5)
                 u.settimeout(None)
