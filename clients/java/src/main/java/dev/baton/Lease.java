@@ -23,6 +23,7 @@ public final class Lease implements AutoCloseable {
 
     private final Object mu = new Object();
     private boolean lost; // guarded by mu
+    private BatonException lostCause; // guarded by mu
     private boolean released; // guarded by mu
     private List<Runnable> onLost = new ArrayList<>(); // guarded by mu; null once they ran
 
@@ -78,6 +79,20 @@ public final class Lease implements AutoCloseable {
     }
 
     /**
+     * lostCause says why the Lease was lost: a {@link NotHolderException}
+     * when the member ended the hold (an operator's
+     * CasRelease, or it ended while the session's stream was down), the
+     * session's end cause when the session ended, a BatonException when its
+     * deadline passed with no keepalive answered. Null while the Lease is
+     * not lost (a release is not a loss).
+     */
+    public BatonException lostCause() {
+        synchronized (mu) {
+            return lostCause;
+        }
+    }
+
+    /**
      * onLost runs r once when the Lease is lost (the deadline passed
      * unanswered, the session ended or was closed), on the client's thread
      * that decided it, before the server can hand the lock on; at once, on
@@ -96,14 +111,15 @@ public final class Lease implements AutoCloseable {
         r.run();
     }
 
-    /** lose declares the Lease lost and runs its callbacks. */
-    void lose() {
+    /** lose declares the Lease lost for cause and runs its callbacks. */
+    void lose(BatonException cause) {
         List<Runnable> rs;
         synchronized (mu) {
             if (lost || released) {
                 return;
             }
             lost = true;
+            lostCause = cause;
             rs = onLost;
             onLost = null;
         }

@@ -1,6 +1,8 @@
 package dev.baton;
 
 import baton.v1.BatonOuterClass.HoldLost;
+import baton.v1.BatonOuterClass.SessionHolds;
+import baton.v1.BatonOuterClass.SessionResponse;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -9,13 +11,13 @@ import java.util.Map;
 
 /**
  * LeaseTable is a session's unreleased Leases by hold (lock name, owner
- * key), oldest first: where the client decides which Leases a message of
- * the member ends. A hold ends without the session asking when the member
- * pushes HoldLost (an operator's CasRelease, a hold limit), or when the
+ * key), oldest first: where the client decides what the member's messages
+ * about holds do to its Leases. A hold ends without the session asking
+ * when the member pushes HoldLost (an operator's CasRelease), or when the
  * list of holds that follows a resume lacks it (it ended while the stream
  * was down). Every method is called with the session's lock held; each
- * returns the Leases to declare lost, which the caller does after letting
- * go of the lock (their onLost callbacks are the user's code).
+ * returns LeaseNotices, which the caller tells after letting go of the
+ * lock (they run the user's code).
  */
 final class LeaseTable {
     record HoldKey(String name, String ownerKey) {}
@@ -26,18 +28,20 @@ final class LeaseTable {
 
     /**
      * add notes a granted Lease. Leases of the same hold key with another
-     * token belong to a hold that ended on the member: they are returned, lost.
+     * token belong to a hold that ended on the member: they are lost.
      */
-    List<Lease> add(Lease l) {
+    LeaseNotices add(Lease l) {
         HoldKey k = new HoldKey(l.name(), l.ownerKey());
         List<Lease> ls = holds.computeIfAbsent(k, x -> new ArrayList<>());
-        List<Lease> ended = List.of();
+        LeaseNotices n = new LeaseNotices();
         if (!ls.isEmpty() && ls.get(0).token() != l.token()) {
-            ended = new ArrayList<>(ls);
+            n.loseAll(ls, new NotHolderException(0, "", "hold of " + l.name() + " (token "
+                    + Long.toUnsignedString(ls.get(0).token()) + ") ended on the server before the grant of token "
+                    + Long.toUnsignedString(l.token()), null));
             ls.clear();
         }
         ls.add(l);
-        return ended;
+        return n;
     }
 
     /** remove forgets a released Lease. */
@@ -49,30 +53,49 @@ final class LeaseTable {
         }
     }
 
-    /** all is every Lease; the table keeps them, so that a release still asks the member. */
-    List<Lease> all() {
-        List<Lease> out = new ArrayList<>();
-        holds.values().forEach(out::addAll);
-        return out;
+    /**
+     * jeopardy: the session's deadline passed unanswered; every Lease is
+     * lost for cause. The table keeps them, so that a release still asks the
+     * member.
+     */
+    LeaseNotices jeopardy(BatonException cause) {
+        LeaseNotices n = new LeaseNotices();
+        holds.values().forEach(ls -> n.loseAll(ls, cause));
+        return n;
     }
 
-    /** clear forgets every Lease (the session ended) and returns them. */
-    List<Lease> clear() {
-        List<Lease> out = all();
+    /** clear forgets every Lease (the session ended for cause): they are lost. */
+    LeaseNotices clear(BatonException cause) {
+        LeaseNotices n = jeopardy(cause);
         holds.clear();
         serverHolds = null;
-        return out;
+        return n;
     }
 
-    /** holdLost: the member ended the hold (name, ownerKey, token); its Leases are lost. */
-    List<Lease> holdLost(String name, String ownerKey, long token) {
-        HoldKey k = new HoldKey(name, ownerKey);
+    /**
+     * push takes a push of the member about the session's holds (HoldLost,
+     * a resume's SessionHolds); null for any other message.
+     */
+    LeaseNotices push(SessionResponse resp) {
+        return switch (resp.getKindCase()) {
+            case HOLD_LOST -> holdLost(resp.getHoldLost());
+            case HOLDS -> serverHolds(resp.getHolds());
+            default -> null;
+        };
+    }
+
+    /** holdLost: the member ended the hold h names; its Leases are lost. */
+    private LeaseNotices holdLost(HoldLost h) {
+        LeaseNotices n = new LeaseNotices();
+        HoldKey k = new HoldKey(h.getName(), h.getOwnerKey());
         List<Lease> ls = holds.get(k);
-        if (ls == null || ls.get(0).token() != token) {
-            return List.of(); // released meanwhile, or a newer hold
+        if (ls == null || ls.get(0).token() != h.getToken()) {
+            return n; // released meanwhile, or a newer hold
         }
         holds.remove(k);
-        return ls;
+        String hold = "hold of " + h.getName() + " (token " + Long.toUnsignedString(h.getToken()) + ")";
+        n.loseAll(ls, new NotHolderException(0, "", hold + " ended by the server: an operator's CasRelease", null));
+        return n;
     }
 
     /** resumed starts a new list of the member's holds (a partial one from a stream that broke is dropped). */
@@ -82,33 +105,34 @@ final class LeaseTable {
 
     /**
      * serverHolds takes one message of a resumed session's holds. Once the
-     * list is whole (done), every Lease of a hold granted at or before index
-     * (its token is at most index) that the list lacks is returned, lost:
-     * its hold ended while the session's stream was down.
+     * list is whole (done), every Lease of a hold granted at or before its
+     * index (its token is at most index) that the list lacks is lost: its
+     * hold ended while the session's stream was down.
      */
-    List<Lease> serverHolds(List<HoldLost> part, long index, boolean done) {
+    private LeaseNotices serverHolds(SessionHolds h) {
+        LeaseNotices n = new LeaseNotices();
         if (serverHolds == null) {
             serverHolds = new HashMap<>();
         }
-        for (HoldLost h : part) {
-            serverHolds.put(new HoldKey(h.getName(), h.getOwnerKey()), h.getToken());
+        for (HoldLost x : h.getHoldsList()) {
+            serverHolds.put(new HoldKey(x.getName(), x.getOwnerKey()), x.getToken());
         }
-        if (!done) {
-            return List.of();
+        if (!h.getDone()) {
+            return n;
         }
         Map<HoldKey, Long> have = serverHolds;
         serverHolds = null;
-        List<Lease> lost = new ArrayList<>();
         var it = holds.entrySet().iterator();
         while (it.hasNext()) {
             var e = it.next();
             long token = e.getValue().get(0).token();
-            if (Long.compareUnsigned(token, index) > 0 || Long.valueOf(token).equals(have.get(e.getKey()))) {
+            if (Long.compareUnsigned(token, h.getIndex()) > 0 || Long.valueOf(token).equals(have.get(e.getKey()))) {
                 continue;
             }
-            lost.addAll(e.getValue());
+            n.loseAll(e.getValue(), new NotHolderException(0, "", "hold of " + e.getKey().name() + " (token "
+                    + Long.toUnsignedString(token) + ") ended while the session's stream was down", null));
             it.remove();
         }
-        return lost;
+        return n;
     }
 }
