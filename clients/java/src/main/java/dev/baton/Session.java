@@ -19,8 +19,9 @@ import java.util.function.Consumer;
  * on. It keeps one Sessions stream to the leader in Baton's own framing
  * (docs/PROTOCOL.md), which carries its keepalives, its requests and what
  * the leader pushes: a queued acquire's grant ends the waiting lock() at
- * once, a hold an operator ended (HoldLost) loses its Lease at once, the
- * session's loss ends it. Its deadline thread sends a keepalive every TTL/3
+ * once, a hold an operator ended (HoldLost) loses its Lease at once, a
+ * revoke's request to let go reaches its Lease at once, the session's loss
+ * ends it. Its deadline thread sends a keepalive every TTL/3
  * and ends every {@link Lease} at the session's conservative deadline when
  * no keepalive was answered in time (see {@link #safetyMargin}). Every
  * mutating request carries a sequence number it keeps for every send: when
@@ -459,7 +460,7 @@ public final class Session implements AutoCloseable {
             case SESSION_LOST -> {
                 return lostLocked(Wire.error(resp.getSessionLost()));
             }
-            case HOLD_LOST, HOLDS -> {
+            case HOLD_LOST, HOLDS, REVOKE_REQUESTED -> {
                 return leases.push(resp);
             }
             default -> {
