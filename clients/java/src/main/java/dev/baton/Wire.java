@@ -78,6 +78,15 @@ final class Wire {
         return new Revocation(r.getName(), r.getOwnerKey(), r.getToken(), duration(r.getGrace()), deadline);
     }
 
+    /** The Revocation of lock name that a RevokeResponse's Holder (JSON) tells of. */
+    static Revocation revocation(String name, JsonNode h) {
+        JsonNode d = h.get("revoke_deadline");
+        Instant deadline = d == null || d.isNull() || d.asText().isEmpty() ? null : Instant.parse(d.asText());
+        Duration grace = duration(h.get("revoke_grace"));
+        return new Revocation(name, h.path("owner_key").asText(), uint64(h, "token"),
+                grace == null ? Duration.ZERO : grace, deadline);
+    }
+
     /**
      * The exception for a server's error: its gRPC code, its Reason and its
      * message, in the one table of the client. The server's messages carry
