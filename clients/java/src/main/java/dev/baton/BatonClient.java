@@ -14,7 +14,7 @@ import java.util.concurrent.ConcurrentHashMap;
 /**
  * BatonClient talks to a Baton cluster: any of its members, following the
  * leader they name. Each session keeps a stream of its own to the leader in
- * Baton's session framing; reads (describe) use the HTTP/JSON face. Open sessions with
+ * Baton's session framing; reads (describe) and an operator's revokeLock use the HTTP/JSON face. Open sessions with
  * {@link #newSession}; take locks through them. Close the client to close
  * every session it opened. A BatonClient is safe for concurrent use.
  *
@@ -34,6 +34,8 @@ public final class BatonClient implements AutoCloseable {
     public static final int DEFAULT_MAX_ATTEMPTS = 20;
     /** How long one attempt of a call that does not wait may take. */
     public static final Duration DEFAULT_REQUEST_TIMEOUT = Duration.ofSeconds(5);
+    /** A revoke's grace unless stated: time for a command to finish its step and release. */
+    public static final Duration DEFAULT_REVOKE_GRACE = Rules.DEFAULT_REVOKE_GRACE;
 
     private final Transport transport;
     private final Duration requestTimeout;
@@ -140,6 +142,51 @@ public final class BatonClient implements AutoCloseable {
             waiters.add(Wire.uint64(w, "session_id"));
         }
         return new LockInfo(name, l.path("limit").asInt(), List.copyOf(holders), List.copyOf(waiters));
+    }
+
+    /** revokeLock asks every holder of name to let go within DEFAULT_REVOKE_GRACE (revokeLock(name, grace, 0)). */
+    public List<Revocation> revokeLock(String name) throws InterruptedException {
+        return revokeLock(name, DEFAULT_REVOKE_GRACE, 0);
+    }
+
+    /** revokeLock asks every holder of name to let go within grace (revokeLock(name, grace, 0)). */
+    public List<Revocation> revokeLock(String name, Duration grace) throws InterruptedException {
+        return revokeLock(name, grace, 0);
+    }
+
+    /**
+     * revokeLock asks the holders of lock name to let go within grace (1 s ..
+     * 1 h, in whole milliseconds) and returns the holds asked, each with its
+     * deadline. Each holder's client is told at once ({@link Lease#revokeRequested});
+     * a hold not released when the grace passes is ended by the leader,
+     * fenced like any end: its Lease is lost with a RevokedException, and
+     * the next holder's token is larger. With token not 0 only the hold with
+     * that token is asked (the one the caller saw); with 0, every holder of
+     * the lock (each reader of a read/write lock, each permit of a
+     * semaphore). A hold already being revoked keeps its first revocation,
+     * so asking again is harmless, and a call whose outcome is unknown is
+     * sent again. With authentication on it needs admin over the name, as
+     * CasRelease does.
+     *
+     * @throws InvalidArgumentException for a bad name or grace, before anything is sent
+     * @throws NotHolderException when nobody holds the lock (reason LOCK_NOT_FOUND), or
+     *     token names no hold of it (TOKEN_MISMATCH); nothing changed then
+     * @throws PermissionDeniedException when the client's user may not administer name
+     */
+    public List<Revocation> revokeLock(String name, Duration grace, long token) throws InterruptedException {
+        Rules.checkLockName(name);
+        Rules.checkRevokeGrace(grace);
+        var body = Wire.object().put("name", name).put("grace", Wire.duration(grace));
+        if (token != 0) {
+            body.put("token", Long.toUnsignedString(token));
+        }
+        JsonNode r = transport.call("POST", "/v1/locks/revoke", body,
+                new Transport.Retry(() -> null, requestTimeout, transport.maxAttempts())).body();
+        List<Revocation> out = new ArrayList<>();
+        for (JsonNode h : r.path("revoked")) {
+            out.add(Wire.revocation(name, h));
+        }
+        return List.copyOf(out);
     }
 
     private JsonNode get(String path) throws InterruptedException {

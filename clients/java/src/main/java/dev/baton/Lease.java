@@ -4,6 +4,8 @@ import java.net.http.HttpRequest;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
 
 /**
  * Lease is one granted hold of a lock: its fencing token, and whether the
@@ -14,6 +16,12 @@ import java.util.List;
  * lock on. A lock can be lost at any time; work under it should stop when
  * onLost runs, and write through the token ({@link Fencing}). Close it
  * (try-with-resources) to release the hold.
+ *
+ * <p>An operator may ask the holder to let go ({@link BatonClient#revokeLock}):
+ * {@link #revokeRequested} completes then, and the holder should finish the
+ * step under way and release before the revoke's grace passes. The Lease
+ * stays valid until then; a hold still there at the grace is ended by the
+ * leader, and the Lease is lost with a {@link RevokedException}.
  */
 public final class Lease implements AutoCloseable {
     private final Session session;
@@ -21,8 +29,14 @@ public final class Lease implements AutoCloseable {
     private final String ownerKey;
     private final long token;
 
+    // The revoke that asked the hold to end, or null: written by the
+    // session's LeaseTable, under the session's lock, once.
+    private volatile Revocation revocation;
+    private final CompletableFuture<Revocation> revoked = new CompletableFuture<>();
+
     private final Object mu = new Object();
     private boolean lost; // guarded by mu
+    private BatonException lostCause; // guarded by mu
     private boolean released; // guarded by mu
     private List<Runnable> onLost = new ArrayList<>(); // guarded by mu; null once they ran
 
@@ -78,10 +92,46 @@ public final class Lease implements AutoCloseable {
     }
 
     /**
+     * revokeRequested completes with the {@link Revocation} once a revoke
+     * asked the hold to end: finish the step under way, then release,
+     * before the revocation's grace passes. It completes on the client's
+     * thread that learned it (what it runs should be quick), or at once if
+     * the Lease already knows. The client learns of a revoke when the leader
+     * pushes it or, if the session's stream was down, when it resumes. It
+     * never completes for a hold nobody revoked. Each call returns a new future,
+     * completed with the Lease's: completing or cancelling it changes nothing
+     * for the Lease.
+     */
+    public CompletableFuture<Revocation> revokeRequested() {
+        return revoked.copy();
+    }
+
+    /** revocation is the revoke that asked the hold to end, once the Lease knows it; empty before. */
+    public Optional<Revocation> revocation() {
+        return Optional.ofNullable(revocation);
+    }
+
+    /**
+     * lostCause says why the Lease was lost: a {@link RevokedException} when
+     * the leader ended the hold at the end of a revoke's grace, a
+     * {@link NotHolderException} when the hold ended otherwise (an operator's
+     * CasRelease, or it ended while the session's stream was down), the
+     * session's end cause when the session ended, a BatonException when its
+     * deadline passed with no keepalive answered. Null while the Lease is
+     * not lost (a release is not a loss).
+     */
+    public BatonException lostCause() {
+        synchronized (mu) {
+            return lostCause;
+        }
+    }
+
+    /**
      * onLost runs r once when the Lease is lost (the deadline passed
-     * unanswered, the session ended or was closed), on the client's thread
-     * that decided it, before the server can hand the lock on; at once, on
-     * this thread, if it is lost already. A release is not a loss. r should
+     * unanswered, the session ended or was closed, the member ended the
+     * hold: an operator's CasRelease, a revoke's grace; lostCause says
+     * which), on the client's thread that decided it, before the server can
+     * hand the lock on; at once, on this thread, if it is lost already. A release is not a loss. r should
      * be quick: stop the work, do not wait for it.
      */
     public void onLost(Runnable r) {
@@ -96,14 +146,25 @@ public final class Lease implements AutoCloseable {
         r.run();
     }
 
-    /** lose declares the Lease lost and runs its callbacks. */
-    void lose() {
+    /** revokedBy notes the revoke that asked the hold to end; LeaseTable calls it under the session's lock. */
+    void revokedBy(Revocation r) {
+        revocation = r;
+    }
+
+    /** tellRevoked completes revokeRequested; called without the session's lock, as it runs the user's code. */
+    void tellRevoked() {
+        revoked.complete(revocation);
+    }
+
+    /** lose declares the Lease lost for cause and runs its callbacks. */
+    void lose(BatonException cause) {
         List<Runnable> rs;
         synchronized (mu) {
             if (lost || released) {
                 return;
             }
             lost = true;
+            lostCause = cause;
             rs = onLost;
             onLost = null;
         }

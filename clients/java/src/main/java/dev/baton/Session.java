@@ -11,9 +11,7 @@ import baton.v1.BatonOuterClass.SessionRequest;
 import baton.v1.BatonOuterClass.SessionResponse;
 import java.security.SecureRandom;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.Base64;
-import java.util.List;
 import java.util.function.Consumer;
 
 /**
@@ -21,8 +19,9 @@ import java.util.function.Consumer;
  * on. It keeps one Sessions stream to the leader in Baton's own framing
  * (docs/PROTOCOL.md), which carries its keepalives, its requests and what
  * the leader pushes: a queued acquire's grant ends the waiting lock() at
- * once, a hold an operator ended (HoldLost) loses its Lease at once, the
- * session's loss ends it. Its deadline thread sends a keepalive every TTL/3
+ * once, a hold an operator ended (HoldLost) loses its Lease at once, a
+ * revoke's request to let go reaches its Lease at once, the session's loss
+ * ends it. Its deadline thread sends a keepalive every TTL/3
  * and ends every {@link Lease} at the session's conservative deadline when
  * no keepalive was answered in time (see {@link #safetyMargin}). Every
  * mutating request carries a sequence number it keeps for every send: when
@@ -326,7 +325,7 @@ public final class Session implements AutoCloseable {
      */
     private Lease register(Mutex m, long token) throws InterruptedException {
         Lease l = new Lease(this, m.name(), m.ownerKey(), token);
-        List<Lease> ended;
+        LeaseNotices n;
         synchronized (mu) {
             while (state == State.JEOPARDY) {
                 mu.wait();
@@ -334,9 +333,9 @@ public final class Session implements AutoCloseable {
             if (endCause != null) {
                 throw endCause;
             }
-            ended = leases.add(l);
+            n = leases.add(l);
         }
-        ended.forEach(Lease::lose);
+        n.tell();
         return l;
     }
 
@@ -445,29 +444,24 @@ public final class Session implements AutoCloseable {
      * stream id. A mutating request the member did not apply (UNAVAILABLE,
      * OVERLOADED) is sent again with its sequence number.
      */
-    private List<Lease> handleLocked(Framing from, SessionResponse resp) {
+    private LeaseNotices handleLocked(Framing from, SessionResponse resp) {
         if (stream != from || endCause != null) {
-            return List.of();
+            return new LeaseNotices();
         }
         switch (resp.getKindCase()) {
             case GRANT -> {
                 requests.granted(resp.getGrant());
-                return List.of();
+                return new LeaseNotices();
             }
             case WAIT_ENDED -> {
                 requests.waitEnded(resp.getWaitEnded());
-                return List.of();
+                return new LeaseNotices();
             }
             case SESSION_LOST -> {
                 return lostLocked(Wire.error(resp.getSessionLost()));
             }
-            case HOLD_LOST -> {
-                var h = resp.getHoldLost();
-                return leases.holdLost(h.getName(), h.getOwnerKey(), h.getToken());
-            }
-            case HOLDS -> {
-                var hs = resp.getHolds();
-                return leases.serverHolds(hs.getHoldsList(), hs.getIndex(), hs.getDone());
+            case HOLD_LOST, HOLDS, REVOKE_REQUESTED -> {
+                return leases.push(resp);
             }
             default -> {
                 // an answer
@@ -475,7 +469,7 @@ public final class Session implements AutoCloseable {
         }
         Call c = requests.answered(resp.getId());
         if (c == null) {
-            return List.of();
+            return new LeaseNotices();
         }
         BatonException err = resp.hasError() ? Wire.error(resp.getError()) : null;
         if (c.keepAlive) {
@@ -489,19 +483,19 @@ public final class Session implements AutoCloseable {
                 } else {
                     requests.resendLater(c, mu, () -> endCause == null);
                 }
-                return List.of();
+                return new LeaseNotices();
             }
             if (sessionGone(err)) {
                 return lostLocked(err);
             }
             requests.finish(c, resp, err);
-            return List.of();
+            return new LeaseNotices();
         }
         if (c.waits && resp.hasAcquire() && resp.getAcquire().getQueued()) {
-            return List.of(); // the grant, or the end of the wait, is its answer
+            return new LeaseNotices(); // the grant, or the end of the wait, is its answer
         }
         requests.finish(c, resp, null);
-        return List.of();
+        return new LeaseNotices();
     }
 
     /** retryable: not applied, or not known to be; send again with the same sequence number. */
@@ -570,20 +564,19 @@ public final class Session implements AutoCloseable {
         if (cr.getChannel() != CHANNEL) {
             return false;
         }
-        List<Lease> lost = List.of();
+        LeaseNotices n = new LeaseNotices();
         synchronized (mu) {
             if (cr.hasResponse()) {
-                lost = handleLocked(s, cr.getResponse());
+                n.add(handleLocked(s, cr.getResponse()));
             }
             if (cr.hasEnd()) {
                 BatonException err = cr.getEnd().hasError() ? Wire.error(cr.getEnd().getError()) : null;
                 if (err != null && sessionGone(err) && stream == s) {
-                    lost = new ArrayList<>(lost);
-                    lost.addAll(lostLocked(err));
+                    n.add(lostLocked(err));
                 }
             }
         }
-        lost.forEach(Lease::lose);
+        n.tell();
         return cr.hasEnd();
     }
 
@@ -618,11 +611,11 @@ public final class Session implements AutoCloseable {
         try {
             a = connector.connect(resume, false);
         } catch (BatonException e) {
-            List<Lease> lost;
+            LeaseNotices lost;
             synchronized (mu) {
-                lost = endCause == null ? lostLocked(e) : List.of();
+                lost = endCause == null ? lostLocked(e) : new LeaseNotices();
             }
-            lost.forEach(Lease::lose);
+            lost.tell();
             return null;
         }
         synchronized (mu) {
@@ -686,11 +679,11 @@ public final class Session implements AutoCloseable {
     }
 
     /** keepAliveAnsweredLocked: the deadline moves, or the session follows the leader, or it is lost. */
-    private List<Lease> keepAliveAnsweredLocked(Call c, SessionResponse resp, BatonException err) {
+    private LeaseNotices keepAliveAnsweredLocked(Call c, SessionResponse resp, BatonException err) {
         if (err == null) {
             var ka = resp.getKeepAlive();
             extendLocked(c.sent, ka.hasTtl() ? Wire.duration(ka.getTtl()) : null);
-            return List.of();
+            return new LeaseNotices();
         }
         if (err instanceof UnavailableException u && "NOT_LEADER".equals(err.reason())) {
             transport.follow(stream.addr(), u.leaderAddr());
@@ -699,7 +692,7 @@ public final class Session implements AutoCloseable {
             return lostLocked(err);
         }
         // Anything else (OVERLOADED) changes nothing: the next keepalive tries again.
-        return List.of();
+        return new LeaseNotices();
     }
 
     /**
@@ -713,7 +706,7 @@ public final class Session implements AutoCloseable {
         long period = ttl.toNanos() / 3;
         long next = System.nanoTime() + period;
         while (true) {
-            List<Lease> lost = List.of();
+            LeaseNotices lost = new LeaseNotices();
             synchronized (mu) {
                 if (endCause != null) {
                     return;
@@ -725,7 +718,8 @@ public final class Session implements AutoCloseable {
                 }
                 if (state == State.HEALTHY && now - deadline >= 0) {
                     state = State.JEOPARDY;
-                    lost = leases.all();
+                    lost = leases.jeopardy(new BatonException("session " + Long.toUnsignedString(id)
+                            + " in jeopardy: no keepalive answered before the conservative deadline"));
                     mu.notifyAll();
                 } else if (state == State.JEOPARDY && now - (deadline + ttl.toNanos()) >= 0) {
                     lost = lostLocked(new SessionLostException(0, "", "session " + Long.toUnsignedString(id)
@@ -742,7 +736,7 @@ public final class Session implements AutoCloseable {
                     }
                 }
             }
-            lost.forEach(Lease::lose);
+            lost.tell();
         }
     }
 
@@ -757,7 +751,7 @@ public final class Session implements AutoCloseable {
      * lostLocked: the member no longer has the session, or refuses it. During
      * a close that is the close's end; otherwise the session is lost.
      */
-    private List<Lease> lostLocked(BatonException cause) {
+    private LeaseNotices lostLocked(BatonException cause) {
         if (closing != null) {
             requests.finish(closing, null, null);
             return endLocked(new SessionLostException(0, "", "session " + Long.toUnsignedString(id) + " closed", null),
@@ -771,16 +765,16 @@ public final class Session implements AutoCloseable {
 
     /** end ends the session locally: every Lease is lost, every call under way fails with cause. */
     void end(BatonException cause, State st) {
-        List<Lease> lost;
+        LeaseNotices lost;
         synchronized (mu) {
             lost = endLocked(cause, st);
         }
-        lost.forEach(Lease::lose);
+        lost.tell();
     }
 
-    private List<Lease> endLocked(BatonException cause, State st) {
+    private LeaseNotices endLocked(BatonException cause, State st) {
         if (endCause != null) {
-            return List.of();
+            return new LeaseNotices();
         }
         endCause = cause;
         state = st;
@@ -792,6 +786,6 @@ public final class Session implements AutoCloseable {
             stream.close();
         }
         mu.notifyAll();
-        return leases.clear();
+        return leases.clear(cause);
     }
 }

@@ -7,6 +7,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.math.BigDecimal;
 import java.time.Duration;
+import java.time.Instant;
 
 /**
  * Wire is the JSON of Baton's HTTP face (grpc-gateway's protojson, with
@@ -67,6 +68,23 @@ final class Wire {
         }
         return new Holder(uint64(n, "session_id"), n.path("owner").asText(), n.path("owner_key").asText(),
                 uint64(n, "token"), n.path("count").asInt(), n.path("shared").asBoolean());
+    }
+
+    /** The Revocation a RevokeRequested message (a push, or a resume's holds list) tells of. */
+    static Revocation revocation(BatonOuterClass.RevokeRequested r) {
+        Instant deadline = r.hasDeadline()
+                ? Instant.ofEpochSecond(r.getDeadline().getSeconds(), r.getDeadline().getNanos())
+                : null;
+        return new Revocation(r.getName(), r.getOwnerKey(), r.getToken(), duration(r.getGrace()), deadline);
+    }
+
+    /** The Revocation of lock name that a RevokeResponse's Holder (JSON) tells of. */
+    static Revocation revocation(String name, JsonNode h) {
+        JsonNode d = h.get("revoke_deadline");
+        Instant deadline = d == null || d.isNull() || d.asText().isEmpty() ? null : Instant.parse(d.asText());
+        Duration grace = duration(h.get("revoke_grace"));
+        return new Revocation(name, h.path("owner_key").asText(), uint64(h, "token"),
+                grace == null ? Duration.ZERO : grace, deadline);
     }
 
     /**

@@ -2,6 +2,7 @@ package dev.baton;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -64,6 +65,8 @@ class PushTest {
             TestCluster.await("onLost after the CasRelease", WAIT, () -> lostAt.get() != 0);
             assertTrue(lostAt.get() - before > 0);
             assertFalse(lease.isValid(), "a Lease whose hold the operator ended is not valid");
+            NotHolderException cause = assertInstanceOf(NotHolderException.class, lease.lostCause());
+            assertTrue(cause.getMessage().contains("CasRelease"), cause.getMessage());
             assertTrue(other.isValid(), "the session's other Lease is untouched");
             assertEquals(Session.State.HEALTHY, s.state());
             // The lock is free for the next holder, with a larger token.
@@ -93,6 +96,7 @@ class PushTest {
             TestCluster.await("the session ended", WAIT, () -> s.state() == Session.State.EXPIRED);
             assertTrue(lostAt.get() != 0, "onLost ran");
             assertFalse(lease.isValid());
+            assertEquals("BLACKLISTED", lease.lostCause().reason(), "lost for " + lease.lostCause());
             assertEquals("BLACKLISTED", s.endCause().reason(), s.endCause().getMessage());
             assertThrows(BatonException.class, () -> s.mutex(name("after")).tryLock());
         }
@@ -123,6 +127,8 @@ class PushTest {
             TestCluster.await("onLost after the resume", WAIT, () -> lostAt.get() != 0);
             assertTrue(lostAt.get() - reopened > 0, "lost once the session resumed, not before");
             assertFalse(lease.isValid());
+            NotHolderException cause = assertInstanceOf(NotHolderException.class, lease.lostCause());
+            assertTrue(cause.getMessage().contains("stream was down"), cause.getMessage());
             assertTrue(kept.isValid(), "the hold the member listed is kept");
             assertEquals(Session.State.HEALTHY, s.state());
         }

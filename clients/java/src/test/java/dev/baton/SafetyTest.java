@@ -91,6 +91,7 @@ class SafetyTest {
             assertTrue(lostAt.get() - grant < 0, "lost " + (grant - lostAt.get()) / 1_000_000 + " ms before the grant");
             assertFalse(validAtGrant.get(), "the Lease was valid when the server handed the lock on");
             assertFalse(lease.isValid());
+            assertTrue(lease.lostCause().getMessage().contains("jeopardy"), "lost for " + lease.lostCause());
             holder.close();
         }
     }
