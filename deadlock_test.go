@@ -117,3 +117,106 @@ func TestDeadlockOverHTTP(t *testing.T) {
 	a.Close(ctx) // a lets go of x, and its wait for y ends
 	<-aWaits
 }
+
+// TestGoroutinesSharingAKey: two goroutines of one session lock x with
+// the default key while session b holds it, so both wait. When b lets
+// go, both are granted together as one hold (one token, count 2): an
+// acquire by that key a moment later would have re-entered at once, so
+// the second does not wait for its own hold. x passes to another holder
+// only after both released.
+func TestGoroutinesSharingAKey(t *testing.T) {
+	_, cl := single(t)
+	ctx := testCtx(t)
+	a, b, c := newSession(t, cl, WithOwner("a")), newSession(t, cl, WithOwner("b")), newSession(t, cl, WithOwner("c"))
+	held, err := b.Mutex("x").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := lockAsync(ctx, a.Mutex("x"))
+	embedtest.WaitFor(t, 5*time.Second, "a's first wait", func() bool { return len(waiters(t, cl, "x")) == 1 })
+	third := lockAsync(ctx, c.Mutex("x"))
+	embedtest.WaitFor(t, 5*time.Second, "c's wait", func() bool { return len(waiters(t, cl, "x")) == 2 })
+	second := lockAsync(ctx, a.Mutex("x"))
+	embedtest.WaitFor(t, 5*time.Second, "a's second wait", func() bool { return len(waiters(t, cl, "x")) == 3 })
+
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r1, r2 := recv(t, first), recv(t, second)
+	if r1.err != nil || r2.err != nil {
+		t.Fatalf("a's waits: %v, %v", r1.err, r2.err)
+	}
+	if r1.lease.Token() != r2.lease.Token() {
+		t.Fatalf("a's two leases have tokens %d and %d, want one hold", r1.lease.Token(), r2.lease.Token())
+	}
+	if q := waiters(t, cl, "x"); len(q) != 1 || q[0] != c.ID() {
+		t.Fatalf("x's queue %+v, want c alone", q)
+	}
+	if err := r1.lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-third:
+		t.Fatalf("c got x while a still held it once: %+v", r)
+	default:
+	}
+	if err := r2.lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := recv(t, third); r.err != nil || r.lease.Token() <= r1.lease.Token() {
+		t.Fatalf("c's wait: %+v, want the lock with a larger token", r)
+	}
+}
+
+// TestDeadlockAtAGrant: a's key k waits for x and y at once (two
+// goroutines); b holds y and waits for x behind a. When x's holder lets
+// go, x goes to a, whose wait for y now waits on b, which waits for x:
+// that Lock fails with ErrDeadlock naming the cycle, instead of hanging
+// until its context ends, and b gets x once a releases it.
+func TestDeadlockAtAGrant(t *testing.T) {
+	_, cl := single(t)
+	ctx := testCtx(t)
+	a, b, z := newSession(t, cl, WithOwner("a")), newSession(t, cl, WithOwner("b")), newSession(t, cl, WithOwner("z"))
+	zx, err := z.Mutex("x").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Mutex("y").Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ax := lockAsync(ctx, a.Mutex("x", WithOwnerKey("k")))
+	embedtest.WaitFor(t, 5*time.Second, "a to queue for x", func() bool { return len(waiters(t, cl, "x")) == 1 })
+	ay := lockAsync(ctx, a.Mutex("y", WithOwnerKey("k")))
+	embedtest.WaitFor(t, 5*time.Second, "a to queue for y", func() bool { return len(waiters(t, cl, "y")) == 1 })
+	bx := lockAsync(ctx, b.Mutex("x"))
+	embedtest.WaitFor(t, 5*time.Second, "b to queue for x", func() bool { return len(waiters(t, cl, "x")) == 2 })
+
+	if err := zx.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := recv(t, ax)
+	if got.err != nil {
+		t.Fatalf("a's wait for x: %v", got.err)
+	}
+	r := recv(t, ay)
+	if !errors.Is(r.err, ErrDeadlock) {
+		t.Fatalf("a's wait for y: %v, want ErrDeadlock", r.err)
+	}
+	de, ok := errors.AsType[*DeadlockError](r.err)
+	if !ok {
+		t.Fatalf("a's wait for y: %T, want a *DeadlockError", r.err)
+	}
+	want := []DeadlockEdge{
+		{SessionID: a.ID(), OwnerKey: "k", Lock: "y", BlockerSessionID: b.ID()},
+		{SessionID: b.ID(), Lock: "x", BlockerSessionID: a.ID(), BlockerOwnerKey: "k"},
+	}
+	if !slices.Equal(de.Cycle, want) {
+		t.Fatalf("cycle %+v, want %+v", de.Cycle, want)
+	}
+	if err := got.lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := recv(t, bx); r.err != nil {
+		t.Fatalf("b's wait for x: %v", r.err)
+	}
+}

@@ -165,7 +165,11 @@ func (s *Session) handle(sc *streamConn, resp *batonpb.SessionResponse) {
 			return
 		}
 		w := k.WaitEnded
-		var err error = &Error{Code: codes.FailedPrecondition, Reason: w.GetReason(), Message: "wait for lock " + w.GetName() + " ended"}
+		// A wait ended as deadlocked (a grant or a cancel left its key in
+		// a cycle) is a *DeadlockError naming the cycle, as a refused
+		// acquire is.
+		err := deadlockError(&Error{Code: codes.FailedPrecondition, Reason: w.GetReason(), Message: "wait for lock " + w.GetName() + " ended"},
+			w.GetDeadlockCycle())
 		if w.GetReason() == batonpb.Reason_SESSION_NOT_FOUND || w.GetReason() == batonpb.Reason_SESSION_EXPIRED {
 			err = fmt.Errorf("%w: %w", ErrSessionLost, err)
 		}

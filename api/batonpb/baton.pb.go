@@ -4960,10 +4960,13 @@ func (x *Grant) GetSignedToken() string {
 
 // WaitEnded is pushed when a queued acquire (seq) left the queue unserved.
 type WaitEnded struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Reason        Reason                 `protobuf:"varint,3,opt,name=reason,proto3,enum=baton.v1.Reason" json:"reason,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Seq    uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Name   string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Reason Reason                 `protobuf:"varint,3,opt,name=reason,proto3,enum=baton.v1.Reason" json:"reason,omitempty"`
+	// With reason DEADLOCK: the cycle the wait was in when a grant or a
+	// cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+	DeadlockCycle []*DeadlockEdge `protobuf:"bytes,4,rep,name=deadlock_cycle,json=deadlockCycle,proto3" json:"deadlock_cycle,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5017,6 +5020,13 @@ func (x *WaitEnded) GetReason() Reason {
 		return x.Reason
 	}
 	return Reason_REASON_UNSPECIFIED
+}
+
+func (x *WaitEnded) GetDeadlockCycle() []*DeadlockEdge {
+	if x != nil {
+		return x.DeadlockCycle
+	}
+	return nil
 }
 
 type SessionResponse struct {
@@ -6726,11 +6736,12 @@ const file_api_batonpb_baton_proto_rawDesc = "" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12!\n" +
-	"\fsigned_token\x18\x04 \x01(\tR\vsignedToken\"[\n" +
+	"\fsigned_token\x18\x04 \x01(\tR\vsignedToken\"\x9a\x01\n" +
 	"\tWaitEnded\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12(\n" +
-	"\x06reason\x18\x03 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\"\x99\a\n" +
+	"\x06reason\x18\x03 \x01(\x0e2\x10.baton.v1.ReasonR\x06reason\x12=\n" +
+	"\x0edeadlock_cycle\x18\x04 \x03(\v2\x16.baton.v1.DeadlockEdgeR\rdeadlockCycle\"\x99\a\n" +
 	"\x0fSessionResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
 	"\x05error\x18\x02 \x01(\v2\x0f.baton.v1.ErrorR\x05error\x123\n" +
@@ -7100,102 +7111,103 @@ var file_api_batonpb_baton_proto_depIdxs = []int32{
 	70,  // 71: baton.v1.ChannelResponse.end:type_name -> baton.v1.ChannelEnd
 	61,  // 72: baton.v1.ChannelEnd.error:type_name -> baton.v1.Error
 	0,   // 73: baton.v1.WaitEnded.reason:type_name -> baton.v1.Reason
-	61,  // 74: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
-	5,   // 75: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
-	7,   // 76: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
-	17,  // 77: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
-	22,  // 78: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
-	24,  // 79: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
-	20,  // 80: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
-	9,   // 81: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
-	71,  // 82: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
-	72,  // 83: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
-	61,  // 84: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
-	76,  // 85: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
-	75,  // 86: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
-	14,  // 87: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
-	74,  // 88: baton.v1.SessionResponse.revoke_requested:type_name -> baton.v1.RevokeRequested
-	12,  // 89: baton.v1.SessionResponse.proclaim:type_name -> baton.v1.ProclaimResponse
-	92,  // 90: baton.v1.RevokeRequested.grace:type_name -> google.protobuf.Duration
-	93,  // 91: baton.v1.RevokeRequested.deadline:type_name -> google.protobuf.Timestamp
-	76,  // 92: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
-	74,  // 93: baton.v1.SessionHolds.revoking:type_name -> baton.v1.RevokeRequested
-	2,   // 94: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
-	81,  // 95: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
-	80,  // 96: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
-	82,  // 97: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
-	93,  // 98: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	85,  // 99: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
-	93,  // 100: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
-	93,  // 101: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
-	88,  // 102: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
-	92,  // 103: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
-	88,  // 104: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
-	65,  // 105: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
-	66,  // 106: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
-	4,   // 107: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
-	6,   // 108: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
-	8,   // 109: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
-	10,  // 110: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
-	18,  // 111: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
-	13,  // 112: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
-	21,  // 113: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
-	11,  // 114: baton.v1.Baton.Proclaim:input_type -> baton.v1.ProclaimRequest
-	25,  // 115: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
-	27,  // 116: baton.v1.Baton.Revoke:input_type -> baton.v1.RevokeRequest
-	29,  // 117: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
-	31,  // 118: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
-	34,  // 119: baton.v1.Baton.History:input_type -> baton.v1.HistoryRequest
-	37,  // 120: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
-	41,  // 121: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
-	45,  // 122: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
-	43,  // 123: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
-	47,  // 124: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
-	49,  // 125: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
-	51,  // 126: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
-	55,  // 127: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
-	53,  // 128: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
-	77,  // 129: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
-	79,  // 130: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
-	84,  // 131: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
-	87,  // 132: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
-	90,  // 133: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
-	58,  // 134: baton.v1.Baton.SaveSnapshot:input_type -> baton.v1.SaveSnapshotRequest
-	73,  // 135: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
-	68,  // 136: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
-	5,   // 137: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
-	7,   // 138: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
-	9,   // 139: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
-	17,  // 140: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
-	20,  // 141: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
-	14,  // 142: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
-	22,  // 143: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
-	12,  // 144: baton.v1.Baton.Proclaim:output_type -> baton.v1.ProclaimResponse
-	26,  // 145: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
-	28,  // 146: baton.v1.Baton.Revoke:output_type -> baton.v1.RevokeResponse
-	30,  // 147: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
-	33,  // 148: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
-	35,  // 149: baton.v1.Baton.History:output_type -> baton.v1.HistoryResponse
-	39,  // 150: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
-	42,  // 151: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
-	46,  // 152: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
-	44,  // 153: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
-	57,  // 154: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
-	50,  // 155: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
-	52,  // 156: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
-	56,  // 157: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
-	54,  // 158: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
-	78,  // 159: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
-	83,  // 160: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
-	86,  // 161: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
-	89,  // 162: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
-	91,  // 163: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
-	59,  // 164: baton.v1.Baton.SaveSnapshot:output_type -> baton.v1.SaveSnapshotResponse
-	135, // [135:165] is the sub-list for method output_type
-	105, // [105:135] is the sub-list for method input_type
-	105, // [105:105] is the sub-list for extension type_name
-	105, // [105:105] is the sub-list for extension extendee
-	0,   // [0:105] is the sub-list for field type_name
+	62,  // 74: baton.v1.WaitEnded.deadlock_cycle:type_name -> baton.v1.DeadlockEdge
+	61,  // 75: baton.v1.SessionResponse.error:type_name -> baton.v1.Error
+	5,   // 76: baton.v1.SessionResponse.open:type_name -> baton.v1.OpenSessionResponse
+	7,   // 77: baton.v1.SessionResponse.keep_alive:type_name -> baton.v1.KeepAliveResponse
+	17,  // 78: baton.v1.SessionResponse.acquire:type_name -> baton.v1.AcquireResponse
+	22,  // 79: baton.v1.SessionResponse.release:type_name -> baton.v1.ReleaseResponse
+	24,  // 80: baton.v1.SessionResponse.cancel:type_name -> baton.v1.CancelResponse
+	20,  // 81: baton.v1.SessionResponse.acquire_many:type_name -> baton.v1.AcquireManyResponse
+	9,   // 82: baton.v1.SessionResponse.close:type_name -> baton.v1.CloseSessionResponse
+	71,  // 83: baton.v1.SessionResponse.grant:type_name -> baton.v1.Grant
+	72,  // 84: baton.v1.SessionResponse.wait_ended:type_name -> baton.v1.WaitEnded
+	61,  // 85: baton.v1.SessionResponse.session_lost:type_name -> baton.v1.Error
+	76,  // 86: baton.v1.SessionResponse.hold_lost:type_name -> baton.v1.HoldLost
+	75,  // 87: baton.v1.SessionResponse.holds:type_name -> baton.v1.SessionHolds
+	14,  // 88: baton.v1.SessionResponse.renew_hold:type_name -> baton.v1.RenewHoldResponse
+	74,  // 89: baton.v1.SessionResponse.revoke_requested:type_name -> baton.v1.RevokeRequested
+	12,  // 90: baton.v1.SessionResponse.proclaim:type_name -> baton.v1.ProclaimResponse
+	92,  // 91: baton.v1.RevokeRequested.grace:type_name -> google.protobuf.Duration
+	93,  // 92: baton.v1.RevokeRequested.deadline:type_name -> google.protobuf.Timestamp
+	76,  // 93: baton.v1.SessionHolds.holds:type_name -> baton.v1.HoldLost
+	74,  // 94: baton.v1.SessionHolds.revoking:type_name -> baton.v1.RevokeRequested
+	2,   // 95: baton.v1.ChangeAuthRequest.kind:type_name -> baton.v1.ChangeAuthRequest.Kind
+	81,  // 96: baton.v1.AuthRole.permissions:type_name -> baton.v1.AuthPermission
+	80,  // 97: baton.v1.GetAuthResponse.users:type_name -> baton.v1.AuthUser
+	82,  // 98: baton.v1.GetAuthResponse.roles:type_name -> baton.v1.AuthRole
+	93,  // 99: baton.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	85,  // 100: baton.v1.AuditResponse.entries:type_name -> baton.v1.AuditEntry
+	93,  // 101: baton.v1.SigningKey.created:type_name -> google.protobuf.Timestamp
+	93,  // 102: baton.v1.SigningKey.retired:type_name -> google.protobuf.Timestamp
+	88,  // 103: baton.v1.KeysResponse.keys:type_name -> baton.v1.SigningKey
+	92,  // 104: baton.v1.RotateSigningKeyRequest.retention:type_name -> google.protobuf.Duration
+	88,  // 105: baton.v1.RotateSigningKeyResponse.keys:type_name -> baton.v1.SigningKey
+	65,  // 106: baton.v1.Baton.Session:input_type -> baton.v1.SessionRequest
+	66,  // 107: baton.v1.Baton.Sessions:input_type -> baton.v1.SessionsRequest
+	4,   // 108: baton.v1.Baton.OpenSession:input_type -> baton.v1.OpenSessionRequest
+	6,   // 109: baton.v1.Baton.KeepAlive:input_type -> baton.v1.KeepAliveRequest
+	8,   // 110: baton.v1.Baton.CloseSession:input_type -> baton.v1.CloseSessionRequest
+	10,  // 111: baton.v1.Baton.Acquire:input_type -> baton.v1.AcquireRequest
+	18,  // 112: baton.v1.Baton.AcquireMany:input_type -> baton.v1.AcquireManyRequest
+	13,  // 113: baton.v1.Baton.RenewHold:input_type -> baton.v1.RenewHoldRequest
+	21,  // 114: baton.v1.Baton.Release:input_type -> baton.v1.ReleaseRequest
+	11,  // 115: baton.v1.Baton.Proclaim:input_type -> baton.v1.ProclaimRequest
+	25,  // 116: baton.v1.Baton.CasRelease:input_type -> baton.v1.CasReleaseRequest
+	27,  // 117: baton.v1.Baton.Revoke:input_type -> baton.v1.RevokeRequest
+	29,  // 118: baton.v1.Baton.Check:input_type -> baton.v1.CheckRequest
+	31,  // 119: baton.v1.Baton.Get:input_type -> baton.v1.GetRequest
+	34,  // 120: baton.v1.Baton.History:input_type -> baton.v1.HistoryRequest
+	37,  // 121: baton.v1.Baton.List:input_type -> baton.v1.ListRequest
+	41,  // 122: baton.v1.Baton.ListSessions:input_type -> baton.v1.ListSessionsRequest
+	45,  // 123: baton.v1.Baton.Watch:input_type -> baton.v1.WatchRequest
+	43,  // 124: baton.v1.Baton.Blacklist:input_type -> baton.v1.BlacklistRequest
+	47,  // 125: baton.v1.Baton.Status:input_type -> baton.v1.StatusRequest
+	49,  // 126: baton.v1.Baton.AddMember:input_type -> baton.v1.AddMemberRequest
+	51,  // 127: baton.v1.Baton.PromoteMember:input_type -> baton.v1.PromoteMemberRequest
+	55,  // 128: baton.v1.Baton.RemoveMember:input_type -> baton.v1.RemoveMemberRequest
+	53,  // 129: baton.v1.Baton.TransferLeadership:input_type -> baton.v1.TransferLeadershipRequest
+	77,  // 130: baton.v1.Baton.ChangeAuth:input_type -> baton.v1.ChangeAuthRequest
+	79,  // 131: baton.v1.Baton.GetAuth:input_type -> baton.v1.GetAuthRequest
+	84,  // 132: baton.v1.Baton.Audit:input_type -> baton.v1.AuditRequest
+	87,  // 133: baton.v1.Baton.Keys:input_type -> baton.v1.KeysRequest
+	90,  // 134: baton.v1.Baton.RotateSigningKey:input_type -> baton.v1.RotateSigningKeyRequest
+	58,  // 135: baton.v1.Baton.SaveSnapshot:input_type -> baton.v1.SaveSnapshotRequest
+	73,  // 136: baton.v1.Baton.Session:output_type -> baton.v1.SessionResponse
+	68,  // 137: baton.v1.Baton.Sessions:output_type -> baton.v1.SessionsResponse
+	5,   // 138: baton.v1.Baton.OpenSession:output_type -> baton.v1.OpenSessionResponse
+	7,   // 139: baton.v1.Baton.KeepAlive:output_type -> baton.v1.KeepAliveResponse
+	9,   // 140: baton.v1.Baton.CloseSession:output_type -> baton.v1.CloseSessionResponse
+	17,  // 141: baton.v1.Baton.Acquire:output_type -> baton.v1.AcquireResponse
+	20,  // 142: baton.v1.Baton.AcquireMany:output_type -> baton.v1.AcquireManyResponse
+	14,  // 143: baton.v1.Baton.RenewHold:output_type -> baton.v1.RenewHoldResponse
+	22,  // 144: baton.v1.Baton.Release:output_type -> baton.v1.ReleaseResponse
+	12,  // 145: baton.v1.Baton.Proclaim:output_type -> baton.v1.ProclaimResponse
+	26,  // 146: baton.v1.Baton.CasRelease:output_type -> baton.v1.CasReleaseResponse
+	28,  // 147: baton.v1.Baton.Revoke:output_type -> baton.v1.RevokeResponse
+	30,  // 148: baton.v1.Baton.Check:output_type -> baton.v1.CheckResponse
+	33,  // 149: baton.v1.Baton.Get:output_type -> baton.v1.GetResponse
+	35,  // 150: baton.v1.Baton.History:output_type -> baton.v1.HistoryResponse
+	39,  // 151: baton.v1.Baton.List:output_type -> baton.v1.ListResponse
+	42,  // 152: baton.v1.Baton.ListSessions:output_type -> baton.v1.ListSessionsResponse
+	46,  // 153: baton.v1.Baton.Watch:output_type -> baton.v1.WatchResponse
+	44,  // 154: baton.v1.Baton.Blacklist:output_type -> baton.v1.BlacklistResponse
+	57,  // 155: baton.v1.Baton.Status:output_type -> baton.v1.StatusResponse
+	50,  // 156: baton.v1.Baton.AddMember:output_type -> baton.v1.AddMemberResponse
+	52,  // 157: baton.v1.Baton.PromoteMember:output_type -> baton.v1.PromoteMemberResponse
+	56,  // 158: baton.v1.Baton.RemoveMember:output_type -> baton.v1.RemoveMemberResponse
+	54,  // 159: baton.v1.Baton.TransferLeadership:output_type -> baton.v1.TransferLeadershipResponse
+	78,  // 160: baton.v1.Baton.ChangeAuth:output_type -> baton.v1.ChangeAuthResponse
+	83,  // 161: baton.v1.Baton.GetAuth:output_type -> baton.v1.GetAuthResponse
+	86,  // 162: baton.v1.Baton.Audit:output_type -> baton.v1.AuditResponse
+	89,  // 163: baton.v1.Baton.Keys:output_type -> baton.v1.KeysResponse
+	91,  // 164: baton.v1.Baton.RotateSigningKey:output_type -> baton.v1.RotateSigningKeyResponse
+	59,  // 165: baton.v1.Baton.SaveSnapshot:output_type -> baton.v1.SaveSnapshotResponse
+	136, // [136:166] is the sub-list for method output_type
+	106, // [106:136] is the sub-list for method input_type
+	106, // [106:106] is the sub-list for extension type_name
+	106, // [106:106] is the sub-list for extension extendee
+	0,   // [0:106] is the sub-list for field type_name
 }
 
 func init() { file_api_batonpb_baton_proto_init() }

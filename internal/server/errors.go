@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonlock/baton/api/batonpb"
 	"github.com/batonlock/baton/internal/fsm"
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
 	"github.com/batonlock/baton/internal/liveness"
 	"github.com/batonlock/baton/internal/raftnode"
 )
@@ -136,8 +137,16 @@ func deadlockCycle(err error) []*batonpb.DeadlockEdge {
 	if !errors.As(err, &fe) || len(fe.Deadlock) == 0 {
 		return nil
 	}
-	out := make([]*batonpb.DeadlockEdge, len(fe.Deadlock))
-	for i, e := range fe.Deadlock {
+	return cycleToWire(fe.Deadlock)
+}
+
+// cycleToWire is a deadlock cycle in the API's terms.
+func cycleToWire(edges []*fsmpb.DeadlockEdge) []*batonpb.DeadlockEdge {
+	if len(edges) == 0 {
+		return nil
+	}
+	out := make([]*batonpb.DeadlockEdge, len(edges))
+	for i, e := range edges {
 		out[i] = &batonpb.DeadlockEdge{SessionId: e.GetSessionId(), OwnerKey: e.GetOwnerKey(), Lock: e.GetLock(),
 			QueuedAhead: e.GetQueuedAhead(), BlockerSessionId: e.GetBlockerSessionId(), BlockerOwnerKey: e.GetBlockerOwnerKey()}
 	}

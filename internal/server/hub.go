@@ -247,6 +247,7 @@ func (h *hub) publish(res *fsmpb.Result) {
 		for ch := range h.channels[e.GetSessionId()] {
 			h.send(reply{ch: ch, resp: &batonpb.SessionResponse{Kind: &batonpb.SessionResponse_WaitEnded{WaitEnded: &batonpb.WaitEnded{
 				Seq: e.GetAcquireSeq(), Name: e.GetLock(), Reason: reasonOfFSM(e.GetError()),
+				DeadlockCycle: cycleToWire(e.GetDeadlock().GetEdges()),
 			}}}}, true)
 		}
 	}

@@ -414,7 +414,8 @@ class Session:
                 w = resp.wait_ended
                 c = self._by_seq.get(w.seq)
                 if c is not None and c.wait:
-                    ended: Error = from_wire(pb.Error(code=9, reason=w.reason, message=f"wait for lock {w.name!r} ended"))
+                    ended: Error = from_wire(pb.Error(code=9, reason=w.reason, message=f"wait for lock {w.name!r} ended",
+                                                      deadlock_cycle=w.deadlock_cycle))
                     if is_session_gone(ended):
                         ended = SessionLost(f"session lost while waiting for {w.name!r}", reason=ended.reason)
                     self._finish_locked(c, None, ended)

@@ -967,14 +967,16 @@ class TransferLeadershipResponse(_message.Message):
     def __init__(self, leader: _Optional[str] = ..., leader_addr: _Optional[str] = ...) -> None: ...
 
 class WaitEnded(_message.Message):
-    __slots__ = ["name", "reason", "seq"]
+    __slots__ = ["deadlock_cycle", "name", "reason", "seq"]
+    DEADLOCK_CYCLE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    deadlock_cycle: _containers.RepeatedCompositeFieldContainer[DeadlockEdge]
     name: str
     reason: Reason
     seq: int
-    def __init__(self, seq: _Optional[int] = ..., name: _Optional[str] = ..., reason: _Optional[_Union[Reason, str]] = ...) -> None: ...
+    def __init__(self, seq: _Optional[int] = ..., name: _Optional[str] = ..., reason: _Optional[_Union[Reason, str]] = ..., deadlock_cycle: _Optional[_Iterable[_Union[DeadlockEdge, _Mapping]]] = ...) -> None: ...
 
 class Waiter(_message.Message):
     __slots__ = ["owner", "owner_key", "session_id", "shared", "since", "wait_timeout"]

@@ -68646,6 +68646,55 @@ public final class BatonOuterClass {
      * @return The reason.
      */
     baton.v1.BatonOuterClass.Reason getReason();
+
+    /**
+     * <pre>
+     * With reason DEADLOCK: the cycle the wait was in when a grant or a
+     * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+     */
+    java.util.List<baton.v1.BatonOuterClass.DeadlockEdge> 
+        getDeadlockCycleList();
+    /**
+     * <pre>
+     * With reason DEADLOCK: the cycle the wait was in when a grant or a
+     * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+     */
+    baton.v1.BatonOuterClass.DeadlockEdge getDeadlockCycle(int index);
+    /**
+     * <pre>
+     * With reason DEADLOCK: the cycle the wait was in when a grant or a
+     * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+     */
+    int getDeadlockCycleCount();
+    /**
+     * <pre>
+     * With reason DEADLOCK: the cycle the wait was in when a grant or a
+     * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+     */
+    java.util.List<? extends baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder> 
+        getDeadlockCycleOrBuilderList();
+    /**
+     * <pre>
+     * With reason DEADLOCK: the cycle the wait was in when a grant or a
+     * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+     */
+    baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder getDeadlockCycleOrBuilder(
+        int index);
   }
   /**
    * <pre>
@@ -68666,6 +68715,7 @@ public final class BatonOuterClass {
     private WaitEnded() {
       name_ = "";
       reason_ = 0;
+      deadlockCycle_ = java.util.Collections.emptyList();
     }
 
     @java.lang.Override
@@ -68761,6 +68811,72 @@ public final class BatonOuterClass {
       return result == null ? baton.v1.BatonOuterClass.Reason.UNRECOGNIZED : result;
     }
 
+    public static final int DEADLOCK_CYCLE_FIELD_NUMBER = 4;
+    @SuppressWarnings("serial")
+    private java.util.List<baton.v1.BatonOuterClass.DeadlockEdge> deadlockCycle_;
+    /**
+     * <pre>
+     * With reason DEADLOCK: the cycle the wait was in when a grant or a
+     * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+     */
+    @java.lang.Override
+    public java.util.List<baton.v1.BatonOuterClass.DeadlockEdge> getDeadlockCycleList() {
+      return deadlockCycle_;
+    }
+    /**
+     * <pre>
+     * With reason DEADLOCK: the cycle the wait was in when a grant or a
+     * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+     */
+    @java.lang.Override
+    public java.util.List<? extends baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder> 
+        getDeadlockCycleOrBuilderList() {
+      return deadlockCycle_;
+    }
+    /**
+     * <pre>
+     * With reason DEADLOCK: the cycle the wait was in when a grant or a
+     * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+     */
+    @java.lang.Override
+    public int getDeadlockCycleCount() {
+      return deadlockCycle_.size();
+    }
+    /**
+     * <pre>
+     * With reason DEADLOCK: the cycle the wait was in when a grant or a
+     * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.DeadlockEdge getDeadlockCycle(int index) {
+      return deadlockCycle_.get(index);
+    }
+    /**
+     * <pre>
+     * With reason DEADLOCK: the cycle the wait was in when a grant or a
+     * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+     * </pre>
+     *
+     * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+     */
+    @java.lang.Override
+    public baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder getDeadlockCycleOrBuilder(
+        int index) {
+      return deadlockCycle_.get(index);
+    }
+
     private byte memoizedIsInitialized = -1;
     @java.lang.Override
     public final boolean isInitialized() {
@@ -68784,6 +68900,9 @@ public final class BatonOuterClass {
       if (reason_ != baton.v1.BatonOuterClass.Reason.REASON_UNSPECIFIED.getNumber()) {
         output.writeEnum(3, reason_);
       }
+      for (int i = 0; i < deadlockCycle_.size(); i++) {
+        output.writeMessage(4, deadlockCycle_.get(i));
+      }
       getUnknownFields().writeTo(output);
     }
 
@@ -68803,6 +68922,10 @@ public final class BatonOuterClass {
       if (reason_ != baton.v1.BatonOuterClass.Reason.REASON_UNSPECIFIED.getNumber()) {
         size += com.google.protobuf.CodedOutputStream
           .computeEnumSize(3, reason_);
+      }
+      for (int i = 0; i < deadlockCycle_.size(); i++) {
+        size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(4, deadlockCycle_.get(i));
       }
       size += getUnknownFields().getSerializedSize();
       memoizedSize = size;
@@ -68824,6 +68947,8 @@ public final class BatonOuterClass {
       if (!getName()
           .equals(other.getName())) return false;
       if (reason_ != other.reason_) return false;
+      if (!getDeadlockCycleList()
+          .equals(other.getDeadlockCycleList())) return false;
       if (!getUnknownFields().equals(other.getUnknownFields())) return false;
       return true;
     }
@@ -68842,6 +68967,10 @@ public final class BatonOuterClass {
       hash = (53 * hash) + getName().hashCode();
       hash = (37 * hash) + REASON_FIELD_NUMBER;
       hash = (53 * hash) + reason_;
+      if (getDeadlockCycleCount() > 0) {
+        hash = (37 * hash) + DEADLOCK_CYCLE_FIELD_NUMBER;
+        hash = (53 * hash) + getDeadlockCycleList().hashCode();
+      }
       hash = (29 * hash) + getUnknownFields().hashCode();
       memoizedHashCode = hash;
       return hash;
@@ -68978,6 +69107,13 @@ public final class BatonOuterClass {
         seq_ = 0L;
         name_ = "";
         reason_ = 0;
+        if (deadlockCycleBuilder_ == null) {
+          deadlockCycle_ = java.util.Collections.emptyList();
+        } else {
+          deadlockCycle_ = null;
+          deadlockCycleBuilder_.clear();
+        }
+        bitField0_ = (bitField0_ & ~0x00000008);
         return this;
       }
 
@@ -69004,9 +69140,22 @@ public final class BatonOuterClass {
       @java.lang.Override
       public baton.v1.BatonOuterClass.WaitEnded buildPartial() {
         baton.v1.BatonOuterClass.WaitEnded result = new baton.v1.BatonOuterClass.WaitEnded(this);
+        buildPartialRepeatedFields(result);
         if (bitField0_ != 0) { buildPartial0(result); }
         onBuilt();
         return result;
+      }
+
+      private void buildPartialRepeatedFields(baton.v1.BatonOuterClass.WaitEnded result) {
+        if (deadlockCycleBuilder_ == null) {
+          if (((bitField0_ & 0x00000008) != 0)) {
+            deadlockCycle_ = java.util.Collections.unmodifiableList(deadlockCycle_);
+            bitField0_ = (bitField0_ & ~0x00000008);
+          }
+          result.deadlockCycle_ = deadlockCycle_;
+        } else {
+          result.deadlockCycle_ = deadlockCycleBuilder_.build();
+        }
       }
 
       private void buildPartial0(baton.v1.BatonOuterClass.WaitEnded result) {
@@ -69077,6 +69226,32 @@ public final class BatonOuterClass {
         if (other.reason_ != 0) {
           setReasonValue(other.getReasonValue());
         }
+        if (deadlockCycleBuilder_ == null) {
+          if (!other.deadlockCycle_.isEmpty()) {
+            if (deadlockCycle_.isEmpty()) {
+              deadlockCycle_ = other.deadlockCycle_;
+              bitField0_ = (bitField0_ & ~0x00000008);
+            } else {
+              ensureDeadlockCycleIsMutable();
+              deadlockCycle_.addAll(other.deadlockCycle_);
+            }
+            onChanged();
+          }
+        } else {
+          if (!other.deadlockCycle_.isEmpty()) {
+            if (deadlockCycleBuilder_.isEmpty()) {
+              deadlockCycleBuilder_.dispose();
+              deadlockCycleBuilder_ = null;
+              deadlockCycle_ = other.deadlockCycle_;
+              bitField0_ = (bitField0_ & ~0x00000008);
+              deadlockCycleBuilder_ = 
+                com.google.protobuf.GeneratedMessageV3.alwaysUseFieldBuilders ?
+                   getDeadlockCycleFieldBuilder() : null;
+            } else {
+              deadlockCycleBuilder_.addAllMessages(other.deadlockCycle_);
+            }
+          }
+        }
         this.mergeUnknownFields(other.getUnknownFields());
         onChanged();
         return this;
@@ -69118,6 +69293,19 @@ public final class BatonOuterClass {
                 bitField0_ |= 0x00000004;
                 break;
               } // case 24
+              case 34: {
+                baton.v1.BatonOuterClass.DeadlockEdge m =
+                    input.readMessage(
+                        baton.v1.BatonOuterClass.DeadlockEdge.parser(),
+                        extensionRegistry);
+                if (deadlockCycleBuilder_ == null) {
+                  ensureDeadlockCycleIsMutable();
+                  deadlockCycle_.add(m);
+                } else {
+                  deadlockCycleBuilder_.addMessage(m);
+                }
+                break;
+              } // case 34
               default: {
                 if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                   done = true; // was an endgroup tag
@@ -69290,6 +69478,336 @@ public final class BatonOuterClass {
         reason_ = 0;
         onChanged();
         return this;
+      }
+
+      private java.util.List<baton.v1.BatonOuterClass.DeadlockEdge> deadlockCycle_ =
+        java.util.Collections.emptyList();
+      private void ensureDeadlockCycleIsMutable() {
+        if (!((bitField0_ & 0x00000008) != 0)) {
+          deadlockCycle_ = new java.util.ArrayList<baton.v1.BatonOuterClass.DeadlockEdge>(deadlockCycle_);
+          bitField0_ |= 0x00000008;
+         }
+      }
+
+      private com.google.protobuf.RepeatedFieldBuilderV3<
+          baton.v1.BatonOuterClass.DeadlockEdge, baton.v1.BatonOuterClass.DeadlockEdge.Builder, baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder> deadlockCycleBuilder_;
+
+      /**
+       * <pre>
+       * With reason DEADLOCK: the cycle the wait was in when a grant or a
+       * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+       */
+      public java.util.List<baton.v1.BatonOuterClass.DeadlockEdge> getDeadlockCycleList() {
+        if (deadlockCycleBuilder_ == null) {
+          return java.util.Collections.unmodifiableList(deadlockCycle_);
+        } else {
+          return deadlockCycleBuilder_.getMessageList();
+        }
+      }
+      /**
+       * <pre>
+       * With reason DEADLOCK: the cycle the wait was in when a grant or a
+       * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+       */
+      public int getDeadlockCycleCount() {
+        if (deadlockCycleBuilder_ == null) {
+          return deadlockCycle_.size();
+        } else {
+          return deadlockCycleBuilder_.getCount();
+        }
+      }
+      /**
+       * <pre>
+       * With reason DEADLOCK: the cycle the wait was in when a grant or a
+       * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+       */
+      public baton.v1.BatonOuterClass.DeadlockEdge getDeadlockCycle(int index) {
+        if (deadlockCycleBuilder_ == null) {
+          return deadlockCycle_.get(index);
+        } else {
+          return deadlockCycleBuilder_.getMessage(index);
+        }
+      }
+      /**
+       * <pre>
+       * With reason DEADLOCK: the cycle the wait was in when a grant or a
+       * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+       */
+      public Builder setDeadlockCycle(
+          int index, baton.v1.BatonOuterClass.DeadlockEdge value) {
+        if (deadlockCycleBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureDeadlockCycleIsMutable();
+          deadlockCycle_.set(index, value);
+          onChanged();
+        } else {
+          deadlockCycleBuilder_.setMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * With reason DEADLOCK: the cycle the wait was in when a grant or a
+       * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+       */
+      public Builder setDeadlockCycle(
+          int index, baton.v1.BatonOuterClass.DeadlockEdge.Builder builderForValue) {
+        if (deadlockCycleBuilder_ == null) {
+          ensureDeadlockCycleIsMutable();
+          deadlockCycle_.set(index, builderForValue.build());
+          onChanged();
+        } else {
+          deadlockCycleBuilder_.setMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * With reason DEADLOCK: the cycle the wait was in when a grant or a
+       * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+       */
+      public Builder addDeadlockCycle(baton.v1.BatonOuterClass.DeadlockEdge value) {
+        if (deadlockCycleBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureDeadlockCycleIsMutable();
+          deadlockCycle_.add(value);
+          onChanged();
+        } else {
+          deadlockCycleBuilder_.addMessage(value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * With reason DEADLOCK: the cycle the wait was in when a grant or a
+       * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+       */
+      public Builder addDeadlockCycle(
+          int index, baton.v1.BatonOuterClass.DeadlockEdge value) {
+        if (deadlockCycleBuilder_ == null) {
+          if (value == null) {
+            throw new NullPointerException();
+          }
+          ensureDeadlockCycleIsMutable();
+          deadlockCycle_.add(index, value);
+          onChanged();
+        } else {
+          deadlockCycleBuilder_.addMessage(index, value);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * With reason DEADLOCK: the cycle the wait was in when a grant or a
+       * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+       */
+      public Builder addDeadlockCycle(
+          baton.v1.BatonOuterClass.DeadlockEdge.Builder builderForValue) {
+        if (deadlockCycleBuilder_ == null) {
+          ensureDeadlockCycleIsMutable();
+          deadlockCycle_.add(builderForValue.build());
+          onChanged();
+        } else {
+          deadlockCycleBuilder_.addMessage(builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * With reason DEADLOCK: the cycle the wait was in when a grant or a
+       * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+       */
+      public Builder addDeadlockCycle(
+          int index, baton.v1.BatonOuterClass.DeadlockEdge.Builder builderForValue) {
+        if (deadlockCycleBuilder_ == null) {
+          ensureDeadlockCycleIsMutable();
+          deadlockCycle_.add(index, builderForValue.build());
+          onChanged();
+        } else {
+          deadlockCycleBuilder_.addMessage(index, builderForValue.build());
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * With reason DEADLOCK: the cycle the wait was in when a grant or a
+       * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+       */
+      public Builder addAllDeadlockCycle(
+          java.lang.Iterable<? extends baton.v1.BatonOuterClass.DeadlockEdge> values) {
+        if (deadlockCycleBuilder_ == null) {
+          ensureDeadlockCycleIsMutable();
+          com.google.protobuf.AbstractMessageLite.Builder.addAll(
+              values, deadlockCycle_);
+          onChanged();
+        } else {
+          deadlockCycleBuilder_.addAllMessages(values);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * With reason DEADLOCK: the cycle the wait was in when a grant or a
+       * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+       */
+      public Builder clearDeadlockCycle() {
+        if (deadlockCycleBuilder_ == null) {
+          deadlockCycle_ = java.util.Collections.emptyList();
+          bitField0_ = (bitField0_ & ~0x00000008);
+          onChanged();
+        } else {
+          deadlockCycleBuilder_.clear();
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * With reason DEADLOCK: the cycle the wait was in when a grant or a
+       * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+       */
+      public Builder removeDeadlockCycle(int index) {
+        if (deadlockCycleBuilder_ == null) {
+          ensureDeadlockCycleIsMutable();
+          deadlockCycle_.remove(index);
+          onChanged();
+        } else {
+          deadlockCycleBuilder_.remove(index);
+        }
+        return this;
+      }
+      /**
+       * <pre>
+       * With reason DEADLOCK: the cycle the wait was in when a grant or a
+       * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+       */
+      public baton.v1.BatonOuterClass.DeadlockEdge.Builder getDeadlockCycleBuilder(
+          int index) {
+        return getDeadlockCycleFieldBuilder().getBuilder(index);
+      }
+      /**
+       * <pre>
+       * With reason DEADLOCK: the cycle the wait was in when a grant or a
+       * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+       */
+      public baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder getDeadlockCycleOrBuilder(
+          int index) {
+        if (deadlockCycleBuilder_ == null) {
+          return deadlockCycle_.get(index);  } else {
+          return deadlockCycleBuilder_.getMessageOrBuilder(index);
+        }
+      }
+      /**
+       * <pre>
+       * With reason DEADLOCK: the cycle the wait was in when a grant or a
+       * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+       */
+      public java.util.List<? extends baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder> 
+           getDeadlockCycleOrBuilderList() {
+        if (deadlockCycleBuilder_ != null) {
+          return deadlockCycleBuilder_.getMessageOrBuilderList();
+        } else {
+          return java.util.Collections.unmodifiableList(deadlockCycle_);
+        }
+      }
+      /**
+       * <pre>
+       * With reason DEADLOCK: the cycle the wait was in when a grant or a
+       * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+       */
+      public baton.v1.BatonOuterClass.DeadlockEdge.Builder addDeadlockCycleBuilder() {
+        return getDeadlockCycleFieldBuilder().addBuilder(
+            baton.v1.BatonOuterClass.DeadlockEdge.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * With reason DEADLOCK: the cycle the wait was in when a grant or a
+       * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+       */
+      public baton.v1.BatonOuterClass.DeadlockEdge.Builder addDeadlockCycleBuilder(
+          int index) {
+        return getDeadlockCycleFieldBuilder().addBuilder(
+            index, baton.v1.BatonOuterClass.DeadlockEdge.getDefaultInstance());
+      }
+      /**
+       * <pre>
+       * With reason DEADLOCK: the cycle the wait was in when a grant or a
+       * cancel left its holder deadlocked, as Error.deadlock_cycle names it.
+       * </pre>
+       *
+       * <code>repeated .baton.v1.DeadlockEdge deadlock_cycle = 4;</code>
+       */
+      public java.util.List<baton.v1.BatonOuterClass.DeadlockEdge.Builder> 
+           getDeadlockCycleBuilderList() {
+        return getDeadlockCycleFieldBuilder().getBuilderList();
+      }
+      private com.google.protobuf.RepeatedFieldBuilderV3<
+          baton.v1.BatonOuterClass.DeadlockEdge, baton.v1.BatonOuterClass.DeadlockEdge.Builder, baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder> 
+          getDeadlockCycleFieldBuilder() {
+        if (deadlockCycleBuilder_ == null) {
+          deadlockCycleBuilder_ = new com.google.protobuf.RepeatedFieldBuilderV3<
+              baton.v1.BatonOuterClass.DeadlockEdge, baton.v1.BatonOuterClass.DeadlockEdge.Builder, baton.v1.BatonOuterClass.DeadlockEdgeOrBuilder>(
+                  deadlockCycle_,
+                  ((bitField0_ & 0x00000008) != 0),
+                  getParentForChildren(),
+                  isClean());
+          deadlockCycle_ = null;
+        }
+        return deadlockCycleBuilder_;
       }
       @java.lang.Override
       public final Builder setUnknownFields(
@@ -90679,159 +91197,161 @@ public final class BatonOuterClass {
       "\030\003 \001(\0132\024.baton.v1.ChannelEnd\",\n\nChannelE" +
       "nd\022\036\n\005error\030\001 \001(\0132\017.baton.v1.Error\"G\n\005Gr" +
       "ant\022\013\n\003seq\030\001 \001(\004\022\014\n\004name\030\002 \001(\t\022\r\n\005token\030" +
-      "\003 \001(\004\022\024\n\014signed_token\030\004 \001(\t\"H\n\tWaitEnded" +
+      "\003 \001(\004\022\024\n\014signed_token\030\004 \001(\t\"x\n\tWaitEnded" +
       "\022\013\n\003seq\030\001 \001(\004\022\014\n\004name\030\002 \001(\t\022 \n\006reason\030\003 " +
-      "\001(\0162\020.baton.v1.Reason\"\371\005\n\017SessionRespons" +
-      "e\022\n\n\002id\030\001 \001(\004\022\036\n\005error\030\002 \001(\0132\017.baton.v1." +
-      "Error\022-\n\004open\030\003 \001(\0132\035.baton.v1.OpenSessi" +
-      "onResponseH\000\0221\n\nkeep_alive\030\004 \001(\0132\033.baton" +
-      ".v1.KeepAliveResponseH\000\022,\n\007acquire\030\005 \001(\013" +
-      "2\031.baton.v1.AcquireResponseH\000\022,\n\007release" +
-      "\030\006 \001(\0132\031.baton.v1.ReleaseResponseH\000\022*\n\006c" +
-      "ancel\030\007 \001(\0132\030.baton.v1.CancelResponseH\000\022" +
-      "5\n\014acquire_many\030\010 \001(\0132\035.baton.v1.Acquire" +
-      "ManyResponseH\000\022/\n\005close\030\t \001(\0132\036.baton.v1" +
-      ".CloseSessionResponseH\000\022 \n\005grant\030\n \001(\0132\017" +
-      ".baton.v1.GrantH\000\022)\n\nwait_ended\030\013 \001(\0132\023." +
-      "baton.v1.WaitEndedH\000\022\'\n\014session_lost\030\014 \001" +
-      "(\0132\017.baton.v1.ErrorH\000\022\'\n\thold_lost\030\r \001(\013" +
-      "2\022.baton.v1.HoldLostH\000\022\'\n\005holds\030\016 \001(\0132\026." +
-      "baton.v1.SessionHoldsH\000\0221\n\nrenew_hold\030\017 " +
-      "\001(\0132\033.baton.v1.RenewHoldResponseH\000\0225\n\020re" +
-      "voke_requested\030\020 \001(\0132\031.baton.v1.RevokeRe" +
-      "questedH\000\022.\n\010proclaim\030\021 \001(\0132\032.baton.v1.P" +
-      "roclaimResponseH\000B\006\n\004kind\"\231\001\n\017RevokeRequ" +
-      "ested\022\014\n\004name\030\001 \001(\t\022\021\n\towner_key\030\002 \001(\t\022\r" +
-      "\n\005token\030\003 \001(\004\022(\n\005grace\030\004 \001(\0132\031.google.pr" +
-      "otobuf.Duration\022,\n\010deadline\030\005 \001(\0132\032.goog" +
-      "le.protobuf.Timestamp\"{\n\014SessionHolds\022!\n" +
-      "\005holds\030\001 \003(\0132\022.baton.v1.HoldLost\022\r\n\005inde" +
-      "x\030\002 \001(\004\022\014\n\004done\030\003 \001(\010\022+\n\010revoking\0302 \003(\0132" +
-      "\031.baton.v1.RevokeRequested\":\n\010HoldLost\022\014" +
-      "\n\004name\030\001 \001(\t\022\021\n\towner_key\030\002 \001(\t\022\r\n\005token" +
-      "\030\003 \001(\004\"\300\002\n\021ChangeAuthRequest\022.\n\004kind\030\001 \001" +
-      "(\0162 .baton.v1.ChangeAuthRequest.Kind\022\014\n\004" +
-      "user\030\002 \001(\t\022\014\n\004role\030\003 \001(\t\022\016\n\006prefix\030\004 \001(\t" +
-      "\022\r\n\005perms\030\005 \001(\t\022\022\n\nwith_token\030\006 \001(\010\"\253\001\n\004" +
-      "Kind\022\024\n\020KIND_UNSPECIFIED\020\000\022\n\n\006ENABLE\020\001\022\013" +
-      "\n\007DISABLE\020\002\022\014\n\010ADD_USER\020\003\022\017\n\013DELETE_USER" +
-      "\020\004\022\016\n\nGRANT_ROLE\020\005\022\017\n\013REVOKE_ROLE\020\006\022\014\n\010A" +
-      "DD_ROLE\020\007\022\017\n\013DELETE_ROLE\020\010\022\t\n\005GRANT\020\t\022\n\n" +
-      "\006REVOKE\020\n\"#\n\022ChangeAuthResponse\022\r\n\005token" +
-      "\030\001 \001(\t\"\020\n\016GetAuthRequest\":\n\010AuthUser\022\014\n\004" +
-      "name\030\001 \001(\t\022\r\n\005roles\030\002 \003(\t\022\021\n\thas_token\030\003" +
-      " \001(\010\"/\n\016AuthPermission\022\016\n\006prefix\030\001 \001(\t\022\r" +
-      "\n\005perms\030\002 \001(\t\"G\n\010AuthRole\022\014\n\004name\030\001 \001(\t\022" +
-      "-\n\013permissions\030\002 \003(\0132\030.baton.v1.AuthPerm" +
-      "ission\"u\n\017GetAuthResponse\022\017\n\007enabled\030\001 \001" +
-      "(\010\022!\n\005users\030\002 \003(\0132\022.baton.v1.AuthUser\022!\n" +
-      "\005roles\030\003 \003(\0132\022.baton.v1.AuthRole\022\013\n\003you\030" +
-      "\004 \001(\t\"\016\n\014AuditRequest\"h\n\nAuditEntry\022\r\n\005i" +
-      "ndex\030\001 \001(\004\022(\n\004time\030\002 \001(\0132\032.google.protob" +
-      "uf.Timestamp\022\021\n\tprincipal\030\003 \001(\t\022\016\n\006actio" +
-      "n\030\004 \001(\t\"6\n\rAuditResponse\022%\n\007entries\030\001 \003(" +
-      "\0132\024.baton.v1.AuditEntry\"\r\n\013KeysRequest\"\264" +
-      "\001\n\nSigningKey\022\n\n\002id\030\001 \001(\004\022\022\n\npublic_key\030" +
-      "\002 \001(\014\022+\n\007created\030\003 \001(\0132\032.google.protobuf" +
-      ".Timestamp\022\017\n\007current\030\004 \001(\010\022+\n\007retired\030\005" +
-      " \001(\0132\032.google.protobuf.Timestamp\022\033\n\023not_" +
-      "after_unix_nano\030\006 \001(\003\"2\n\014KeysResponse\022\"\n" +
-      "\004keys\030\001 \003(\0132\024.baton.v1.SigningKey\"G\n\027Rot" +
-      "ateSigningKeyRequest\022,\n\tretention\030\001 \001(\0132" +
-      "\031.google.protobuf.Duration\"N\n\030RotateSign" +
-      "ingKeyResponse\022\016\n\006key_id\030\001 \001(\004\022\"\n\004keys\030\002" +
-      " \003(\0132\024.baton.v1.SigningKey*\377\003\n\006Reason\022\026\n" +
-      "\022REASON_UNSPECIFIED\020\000\022\024\n\020INVALID_ARGUMEN" +
-      "T\020\001\022\025\n\021SESSION_NOT_FOUND\020\002\022\022\n\016LOCK_NOT_F" +
-      "OUND\020\003\022\016\n\nNOT_HOLDER\020\004\022\022\n\016TOKEN_MISMATCH" +
-      "\020\005\022\017\n\013BLACKLISTED\020\006\022\024\n\020TOO_MANY_WAITERS\020" +
-      "\007\022\024\n\020TOO_MANY_PENDING\020\010\022\022\n\016STALE_SEQUENC" +
-      "E\020\t\022\017\n\013NOT_WAITING\020\n\022\022\n\016WAIT_CANCELLED\020\013" +
-      "\022\022\n\016WAIT_TIMED_OUT\020\014\022\022\n\016TOO_MANY_HOLDS\020\r" +
-      "\022\016\n\nNOT_LEADER\020\016\022\023\n\017OUTCOME_UNKNOWN\020\017\022\016\n" +
-      "\nOVERLOADED\020\020\022\023\n\017SESSION_EXPIRED\020\021\022\022\n\016LI" +
-      "MIT_MISMATCH\020\022\022\r\n\tHOLD_LOST\020\023\022\023\n\017SECRET_" +
-      "MISMATCH\020\024\022\022\n\016NO_CREDENTIALS\020\025\022\021\n\rNOT_PE" +
-      "RMITTED\020\026\022\025\n\021TOO_MANY_SESSIONS\020\027\022\014\n\010NO_S" +
-      "PACE\020\030\022\014\n\010DEADLOCK\020\031*\331\001\n\007HoldEnd\022\030\n\024HOLD" +
-      "_END_UNSPECIFIED\020\000\022\025\n\021HOLD_END_RELEASED\020" +
-      "\001\022\033\n\027HOLD_END_SESSION_CLOSED\020\002\022\034\n\030HOLD_E" +
-      "ND_SESSION_EXPIRED\020\003\022\031\n\025HOLD_END_HOLD_EX" +
-      "PIRED\020\004\022\031\n\025HOLD_END_CAS_RELEASED\020\005\022\026\n\022HO" +
-      "LD_END_ABANDONED\020\006\022\024\n\020HOLD_END_REVOKED\020\007" +
-      "2\260\026\n\005Baton\022B\n\007Session\022\030.baton.v1.Session" +
-      "Request\032\031.baton.v1.SessionResponse(\0010\001\022E" +
-      "\n\010Sessions\022\031.baton.v1.SessionsRequest\032\032." +
-      "baton.v1.SessionsResponse(\0010\001\022c\n\013OpenSes" +
-      "sion\022\034.baton.v1.OpenSessionRequest\032\035.bat" +
-      "on.v1.OpenSessionResponse\"\027\202\323\344\223\002\021\"\014/v1/s" +
-      "essions:\001*\022t\n\tKeepAlive\022\032.baton.v1.KeepA" +
-      "liveRequest\032\033.baton.v1.KeepAliveResponse" +
-      "\".\202\323\344\223\002(\"#/v1/sessions/{session_id}/keep" +
-      "alive:\001*\022y\n\014CloseSession\022\035.baton.v1.Clos" +
-      "eSessionRequest\032\036.baton.v1.CloseSessionR" +
-      "esponse\"*\202\323\344\223\002$\"\037/v1/sessions/{session_i" +
-      "d}/close:\001*\022\\\n\007Acquire\022\030.baton.v1.Acquir" +
-      "eRequest\032\031.baton.v1.AcquireResponse\"\034\202\323\344" +
-      "\223\002\026\"\021/v1/locks/acquire:\001*\022m\n\013AcquireMany" +
-      "\022\034.baton.v1.AcquireManyRequest\032\035.baton.v" +
-      "1.AcquireManyResponse\"!\202\323\344\223\002\033\"\026/v1/locks" +
-      "/acquire-many:\001*\022`\n\tRenewHold\022\032.baton.v1" +
-      ".RenewHoldRequest\032\033.baton.v1.RenewHoldRe" +
-      "sponse\"\032\202\323\344\223\002\024\"\017/v1/locks/renew:\001*\022\\\n\007Re" +
-      "lease\022\030.baton.v1.ReleaseRequest\032\031.baton." +
-      "v1.ReleaseResponse\"\034\202\323\344\223\002\026\"\021/v1/locks/re" +
-      "lease:\001*\022`\n\010Proclaim\022\031.baton.v1.Proclaim" +
-      "Request\032\032.baton.v1.ProclaimResponse\"\035\202\323\344" +
-      "\223\002\027\"\022/v1/locks/proclaim:\001*\022i\n\nCasRelease" +
-      "\022\033.baton.v1.CasReleaseRequest\032\034.baton.v1" +
-      ".CasReleaseResponse\" \202\323\344\223\002\032\"\025/v1/locks/c" +
-      "as-release:\001*\022X\n\006Revoke\022\027.baton.v1.Revok" +
-      "eRequest\032\030.baton.v1.RevokeResponse\"\033\202\323\344\223" +
-      "\002\025\"\020/v1/locks/revoke:\001*\022K\n\005Check\022\026.baton" +
-      ".v1.CheckRequest\032\027.baton.v1.CheckRespons" +
-      "e\"\021\202\323\344\223\002\013\022\t/v1/check\022D\n\003Get\022\024.baton.v1.G" +
-      "etRequest\032\025.baton.v1.GetResponse\"\020\202\323\344\223\002\n" +
-      "\022\010/v1/lock\022S\n\007History\022\030.baton.v1.History" +
-      "Request\032\031.baton.v1.HistoryResponse\"\023\202\323\344\223" +
-      "\002\r\022\013/v1/history\022H\n\004List\022\025.baton.v1.ListR" +
-      "equest\032\026.baton.v1.ListResponse\"\021\202\323\344\223\002\013\022\t" +
-      "/v1/locks\022c\n\014ListSessions\022\035.baton.v1.Lis" +
-      "tSessionsRequest\032\036.baton.v1.ListSessions" +
-      "Response\"\024\202\323\344\223\002\016\022\014/v1/sessions\022M\n\005Watch\022" +
-      "\026.baton.v1.WatchRequest\032\027.baton.v1.Watch" +
-      "Response\"\021\202\323\344\223\002\013\022\t/v1/watch0\001\022t\n\tBlackli" +
-      "st\022\032.baton.v1.BlacklistRequest\032\033.baton.v" +
-      "1.BlacklistResponse\".\202\323\344\223\002(\"#/v1/session" +
-      "s/{session_id}/blacklist:\001*\022O\n\006Status\022\027." +
-      "baton.v1.StatusRequest\032\030.baton.v1.Status" +
-      "Response\"\022\202\323\344\223\002\014\022\n/v1/status\022`\n\tAddMembe" +
-      "r\022\032.baton.v1.AddMemberRequest\032\033.baton.v1" +
-      ".AddMemberResponse\"\032\202\323\344\223\002\024\"\017/v1/members/" +
-      "add:\001*\022p\n\rPromoteMember\022\036.baton.v1.Promo" +
-      "teMemberRequest\032\037.baton.v1.PromoteMember" +
-      "Response\"\036\202\323\344\223\002\030\"\023/v1/members/promote:\001*" +
-      "\022l\n\014RemoveMember\022\035.baton.v1.RemoveMember" +
-      "Request\032\036.baton.v1.RemoveMemberResponse\"" +
-      "\035\202\323\344\223\002\027\"\022/v1/members/remove:\001*\022\177\n\022Transf" +
-      "erLeadership\022#.baton.v1.TransferLeadersh" +
-      "ipRequest\032$.baton.v1.TransferLeadershipR" +
-      "esponse\"\036\202\323\344\223\002\030\"\023/v1/leader/transfer:\001*\022" +
-      "\\\n\nChangeAuth\022\033.baton.v1.ChangeAuthReque" +
-      "st\032\034.baton.v1.ChangeAuthResponse\"\023\202\323\344\223\002\r" +
-      "\"\010/v1/auth:\001*\022P\n\007GetAuth\022\030.baton.v1.GetA" +
-      "uthRequest\032\031.baton.v1.GetAuthResponse\"\020\202" +
-      "\323\344\223\002\n\022\010/v1/auth\022K\n\005Audit\022\026.baton.v1.Audi" +
-      "tRequest\032\027.baton.v1.AuditResponse\"\021\202\323\344\223\002" +
-      "\013\022\t/v1/audit\022G\n\004Keys\022\025.baton.v1.KeysRequ" +
-      "est\032\026.baton.v1.KeysResponse\"\020\202\323\344\223\002\n\022\010/v1" +
-      "/keys\022u\n\020RotateSigningKey\022!.baton.v1.Rot" +
-      "ateSigningKeyRequest\032\".baton.v1.RotateSi" +
-      "gningKeyResponse\"\032\202\323\344\223\002\024\"\017/v1/keys/rotat" +
-      "e:\001*\022e\n\014SaveSnapshot\022\035.baton.v1.SaveSnap" +
-      "shotRequest\032\036.baton.v1.SaveSnapshotRespo" +
-      "nse\"\024\202\323\344\223\002\016\022\014/v1/snapshot0\001B(Z&github.co" +
-      "m/batonlock/baton/api/batonpbb\006proto3"
+      "\001(\0162\020.baton.v1.Reason\022.\n\016deadlock_cycle\030" +
+      "\004 \003(\0132\026.baton.v1.DeadlockEdge\"\371\005\n\017Sessio" +
+      "nResponse\022\n\n\002id\030\001 \001(\004\022\036\n\005error\030\002 \001(\0132\017.b" +
+      "aton.v1.Error\022-\n\004open\030\003 \001(\0132\035.baton.v1.O" +
+      "penSessionResponseH\000\0221\n\nkeep_alive\030\004 \001(\013" +
+      "2\033.baton.v1.KeepAliveResponseH\000\022,\n\007acqui" +
+      "re\030\005 \001(\0132\031.baton.v1.AcquireResponseH\000\022,\n" +
+      "\007release\030\006 \001(\0132\031.baton.v1.ReleaseRespons" +
+      "eH\000\022*\n\006cancel\030\007 \001(\0132\030.baton.v1.CancelRes" +
+      "ponseH\000\0225\n\014acquire_many\030\010 \001(\0132\035.baton.v1" +
+      ".AcquireManyResponseH\000\022/\n\005close\030\t \001(\0132\036." +
+      "baton.v1.CloseSessionResponseH\000\022 \n\005grant" +
+      "\030\n \001(\0132\017.baton.v1.GrantH\000\022)\n\nwait_ended\030" +
+      "\013 \001(\0132\023.baton.v1.WaitEndedH\000\022\'\n\014session_" +
+      "lost\030\014 \001(\0132\017.baton.v1.ErrorH\000\022\'\n\thold_lo" +
+      "st\030\r \001(\0132\022.baton.v1.HoldLostH\000\022\'\n\005holds\030" +
+      "\016 \001(\0132\026.baton.v1.SessionHoldsH\000\0221\n\nrenew" +
+      "_hold\030\017 \001(\0132\033.baton.v1.RenewHoldResponse" +
+      "H\000\0225\n\020revoke_requested\030\020 \001(\0132\031.baton.v1." +
+      "RevokeRequestedH\000\022.\n\010proclaim\030\021 \001(\0132\032.ba" +
+      "ton.v1.ProclaimResponseH\000B\006\n\004kind\"\231\001\n\017Re" +
+      "vokeRequested\022\014\n\004name\030\001 \001(\t\022\021\n\towner_key" +
+      "\030\002 \001(\t\022\r\n\005token\030\003 \001(\004\022(\n\005grace\030\004 \001(\0132\031.g" +
+      "oogle.protobuf.Duration\022,\n\010deadline\030\005 \001(" +
+      "\0132\032.google.protobuf.Timestamp\"{\n\014Session" +
+      "Holds\022!\n\005holds\030\001 \003(\0132\022.baton.v1.HoldLost" +
+      "\022\r\n\005index\030\002 \001(\004\022\014\n\004done\030\003 \001(\010\022+\n\010revokin" +
+      "g\0302 \003(\0132\031.baton.v1.RevokeRequested\":\n\010Ho" +
+      "ldLost\022\014\n\004name\030\001 \001(\t\022\021\n\towner_key\030\002 \001(\t\022" +
+      "\r\n\005token\030\003 \001(\004\"\300\002\n\021ChangeAuthRequest\022.\n\004" +
+      "kind\030\001 \001(\0162 .baton.v1.ChangeAuthRequest." +
+      "Kind\022\014\n\004user\030\002 \001(\t\022\014\n\004role\030\003 \001(\t\022\016\n\006pref" +
+      "ix\030\004 \001(\t\022\r\n\005perms\030\005 \001(\t\022\022\n\nwith_token\030\006 " +
+      "\001(\010\"\253\001\n\004Kind\022\024\n\020KIND_UNSPECIFIED\020\000\022\n\n\006EN" +
+      "ABLE\020\001\022\013\n\007DISABLE\020\002\022\014\n\010ADD_USER\020\003\022\017\n\013DEL" +
+      "ETE_USER\020\004\022\016\n\nGRANT_ROLE\020\005\022\017\n\013REVOKE_ROL" +
+      "E\020\006\022\014\n\010ADD_ROLE\020\007\022\017\n\013DELETE_ROLE\020\010\022\t\n\005GR" +
+      "ANT\020\t\022\n\n\006REVOKE\020\n\"#\n\022ChangeAuthResponse\022" +
+      "\r\n\005token\030\001 \001(\t\"\020\n\016GetAuthRequest\":\n\010Auth" +
+      "User\022\014\n\004name\030\001 \001(\t\022\r\n\005roles\030\002 \003(\t\022\021\n\thas" +
+      "_token\030\003 \001(\010\"/\n\016AuthPermission\022\016\n\006prefix" +
+      "\030\001 \001(\t\022\r\n\005perms\030\002 \001(\t\"G\n\010AuthRole\022\014\n\004nam" +
+      "e\030\001 \001(\t\022-\n\013permissions\030\002 \003(\0132\030.baton.v1." +
+      "AuthPermission\"u\n\017GetAuthResponse\022\017\n\007ena" +
+      "bled\030\001 \001(\010\022!\n\005users\030\002 \003(\0132\022.baton.v1.Aut" +
+      "hUser\022!\n\005roles\030\003 \003(\0132\022.baton.v1.AuthRole" +
+      "\022\013\n\003you\030\004 \001(\t\"\016\n\014AuditRequest\"h\n\nAuditEn" +
+      "try\022\r\n\005index\030\001 \001(\004\022(\n\004time\030\002 \001(\0132\032.googl" +
+      "e.protobuf.Timestamp\022\021\n\tprincipal\030\003 \001(\t\022" +
+      "\016\n\006action\030\004 \001(\t\"6\n\rAuditResponse\022%\n\007entr" +
+      "ies\030\001 \003(\0132\024.baton.v1.AuditEntry\"\r\n\013KeysR" +
+      "equest\"\264\001\n\nSigningKey\022\n\n\002id\030\001 \001(\004\022\022\n\npub" +
+      "lic_key\030\002 \001(\014\022+\n\007created\030\003 \001(\0132\032.google." +
+      "protobuf.Timestamp\022\017\n\007current\030\004 \001(\010\022+\n\007r" +
+      "etired\030\005 \001(\0132\032.google.protobuf.Timestamp" +
+      "\022\033\n\023not_after_unix_nano\030\006 \001(\003\"2\n\014KeysRes" +
+      "ponse\022\"\n\004keys\030\001 \003(\0132\024.baton.v1.SigningKe" +
+      "y\"G\n\027RotateSigningKeyRequest\022,\n\tretentio" +
+      "n\030\001 \001(\0132\031.google.protobuf.Duration\"N\n\030Ro" +
+      "tateSigningKeyResponse\022\016\n\006key_id\030\001 \001(\004\022\"" +
+      "\n\004keys\030\002 \003(\0132\024.baton.v1.SigningKey*\377\003\n\006R" +
+      "eason\022\026\n\022REASON_UNSPECIFIED\020\000\022\024\n\020INVALID" +
+      "_ARGUMENT\020\001\022\025\n\021SESSION_NOT_FOUND\020\002\022\022\n\016LO" +
+      "CK_NOT_FOUND\020\003\022\016\n\nNOT_HOLDER\020\004\022\022\n\016TOKEN_" +
+      "MISMATCH\020\005\022\017\n\013BLACKLISTED\020\006\022\024\n\020TOO_MANY_" +
+      "WAITERS\020\007\022\024\n\020TOO_MANY_PENDING\020\010\022\022\n\016STALE" +
+      "_SEQUENCE\020\t\022\017\n\013NOT_WAITING\020\n\022\022\n\016WAIT_CAN" +
+      "CELLED\020\013\022\022\n\016WAIT_TIMED_OUT\020\014\022\022\n\016TOO_MANY" +
+      "_HOLDS\020\r\022\016\n\nNOT_LEADER\020\016\022\023\n\017OUTCOME_UNKN" +
+      "OWN\020\017\022\016\n\nOVERLOADED\020\020\022\023\n\017SESSION_EXPIRED" +
+      "\020\021\022\022\n\016LIMIT_MISMATCH\020\022\022\r\n\tHOLD_LOST\020\023\022\023\n" +
+      "\017SECRET_MISMATCH\020\024\022\022\n\016NO_CREDENTIALS\020\025\022\021" +
+      "\n\rNOT_PERMITTED\020\026\022\025\n\021TOO_MANY_SESSIONS\020\027" +
+      "\022\014\n\010NO_SPACE\020\030\022\014\n\010DEADLOCK\020\031*\331\001\n\007HoldEnd" +
+      "\022\030\n\024HOLD_END_UNSPECIFIED\020\000\022\025\n\021HOLD_END_R" +
+      "ELEASED\020\001\022\033\n\027HOLD_END_SESSION_CLOSED\020\002\022\034" +
+      "\n\030HOLD_END_SESSION_EXPIRED\020\003\022\031\n\025HOLD_END" +
+      "_HOLD_EXPIRED\020\004\022\031\n\025HOLD_END_CAS_RELEASED" +
+      "\020\005\022\026\n\022HOLD_END_ABANDONED\020\006\022\024\n\020HOLD_END_R" +
+      "EVOKED\020\0072\260\026\n\005Baton\022B\n\007Session\022\030.baton.v1" +
+      ".SessionRequest\032\031.baton.v1.SessionRespon" +
+      "se(\0010\001\022E\n\010Sessions\022\031.baton.v1.SessionsRe" +
+      "quest\032\032.baton.v1.SessionsResponse(\0010\001\022c\n" +
+      "\013OpenSession\022\034.baton.v1.OpenSessionReque" +
+      "st\032\035.baton.v1.OpenSessionResponse\"\027\202\323\344\223\002" +
+      "\021\"\014/v1/sessions:\001*\022t\n\tKeepAlive\022\032.baton." +
+      "v1.KeepAliveRequest\032\033.baton.v1.KeepAlive" +
+      "Response\".\202\323\344\223\002(\"#/v1/sessions/{session_" +
+      "id}/keepalive:\001*\022y\n\014CloseSession\022\035.baton" +
+      ".v1.CloseSessionRequest\032\036.baton.v1.Close" +
+      "SessionResponse\"*\202\323\344\223\002$\"\037/v1/sessions/{s" +
+      "ession_id}/close:\001*\022\\\n\007Acquire\022\030.baton.v" +
+      "1.AcquireRequest\032\031.baton.v1.AcquireRespo" +
+      "nse\"\034\202\323\344\223\002\026\"\021/v1/locks/acquire:\001*\022m\n\013Acq" +
+      "uireMany\022\034.baton.v1.AcquireManyRequest\032\035" +
+      ".baton.v1.AcquireManyResponse\"!\202\323\344\223\002\033\"\026/" +
+      "v1/locks/acquire-many:\001*\022`\n\tRenewHold\022\032." +
+      "baton.v1.RenewHoldRequest\032\033.baton.v1.Ren" +
+      "ewHoldResponse\"\032\202\323\344\223\002\024\"\017/v1/locks/renew:" +
+      "\001*\022\\\n\007Release\022\030.baton.v1.ReleaseRequest\032" +
+      "\031.baton.v1.ReleaseResponse\"\034\202\323\344\223\002\026\"\021/v1/" +
+      "locks/release:\001*\022`\n\010Proclaim\022\031.baton.v1." +
+      "ProclaimRequest\032\032.baton.v1.ProclaimRespo" +
+      "nse\"\035\202\323\344\223\002\027\"\022/v1/locks/proclaim:\001*\022i\n\nCa" +
+      "sRelease\022\033.baton.v1.CasReleaseRequest\032\034." +
+      "baton.v1.CasReleaseResponse\" \202\323\344\223\002\032\"\025/v1" +
+      "/locks/cas-release:\001*\022X\n\006Revoke\022\027.baton." +
+      "v1.RevokeRequest\032\030.baton.v1.RevokeRespon" +
+      "se\"\033\202\323\344\223\002\025\"\020/v1/locks/revoke:\001*\022K\n\005Check" +
+      "\022\026.baton.v1.CheckRequest\032\027.baton.v1.Chec" +
+      "kResponse\"\021\202\323\344\223\002\013\022\t/v1/check\022D\n\003Get\022\024.ba" +
+      "ton.v1.GetRequest\032\025.baton.v1.GetResponse" +
+      "\"\020\202\323\344\223\002\n\022\010/v1/lock\022S\n\007History\022\030.baton.v1" +
+      ".HistoryRequest\032\031.baton.v1.HistoryRespon" +
+      "se\"\023\202\323\344\223\002\r\022\013/v1/history\022H\n\004List\022\025.baton." +
+      "v1.ListRequest\032\026.baton.v1.ListResponse\"\021" +
+      "\202\323\344\223\002\013\022\t/v1/locks\022c\n\014ListSessions\022\035.bato" +
+      "n.v1.ListSessionsRequest\032\036.baton.v1.List" +
+      "SessionsResponse\"\024\202\323\344\223\002\016\022\014/v1/sessions\022M" +
+      "\n\005Watch\022\026.baton.v1.WatchRequest\032\027.baton." +
+      "v1.WatchResponse\"\021\202\323\344\223\002\013\022\t/v1/watch0\001\022t\n" +
+      "\tBlacklist\022\032.baton.v1.BlacklistRequest\032\033" +
+      ".baton.v1.BlacklistResponse\".\202\323\344\223\002(\"#/v1" +
+      "/sessions/{session_id}/blacklist:\001*\022O\n\006S" +
+      "tatus\022\027.baton.v1.StatusRequest\032\030.baton.v" +
+      "1.StatusResponse\"\022\202\323\344\223\002\014\022\n/v1/status\022`\n\t" +
+      "AddMember\022\032.baton.v1.AddMemberRequest\032\033." +
+      "baton.v1.AddMemberResponse\"\032\202\323\344\223\002\024\"\017/v1/" +
+      "members/add:\001*\022p\n\rPromoteMember\022\036.baton." +
+      "v1.PromoteMemberRequest\032\037.baton.v1.Promo" +
+      "teMemberResponse\"\036\202\323\344\223\002\030\"\023/v1/members/pr" +
+      "omote:\001*\022l\n\014RemoveMember\022\035.baton.v1.Remo" +
+      "veMemberRequest\032\036.baton.v1.RemoveMemberR" +
+      "esponse\"\035\202\323\344\223\002\027\"\022/v1/members/remove:\001*\022\177" +
+      "\n\022TransferLeadership\022#.baton.v1.Transfer" +
+      "LeadershipRequest\032$.baton.v1.TransferLea" +
+      "dershipResponse\"\036\202\323\344\223\002\030\"\023/v1/leader/tran" +
+      "sfer:\001*\022\\\n\nChangeAuth\022\033.baton.v1.ChangeA" +
+      "uthRequest\032\034.baton.v1.ChangeAuthResponse" +
+      "\"\023\202\323\344\223\002\r\"\010/v1/auth:\001*\022P\n\007GetAuth\022\030.baton" +
+      ".v1.GetAuthRequest\032\031.baton.v1.GetAuthRes" +
+      "ponse\"\020\202\323\344\223\002\n\022\010/v1/auth\022K\n\005Audit\022\026.baton" +
+      ".v1.AuditRequest\032\027.baton.v1.AuditRespons" +
+      "e\"\021\202\323\344\223\002\013\022\t/v1/audit\022G\n\004Keys\022\025.baton.v1." +
+      "KeysRequest\032\026.baton.v1.KeysResponse\"\020\202\323\344" +
+      "\223\002\n\022\010/v1/keys\022u\n\020RotateSigningKey\022!.bato" +
+      "n.v1.RotateSigningKeyRequest\032\".baton.v1." +
+      "RotateSigningKeyResponse\"\032\202\323\344\223\002\024\"\017/v1/ke" +
+      "ys/rotate:\001*\022e\n\014SaveSnapshot\022\035.baton.v1." +
+      "SaveSnapshotRequest\032\036.baton.v1.SaveSnaps" +
+      "hotResponse\"\024\202\323\344\223\002\016\022\014/v1/snapshot0\001B(Z&g" +
+      "ithub.com/batonlock/baton/api/batonpbb\006p" +
+      "roto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -91259,7 +91779,7 @@ public final class BatonOuterClass {
     internal_static_baton_v1_WaitEnded_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_baton_v1_WaitEnded_descriptor,
-        new java.lang.String[] { "Seq", "Name", "Reason", });
+        new java.lang.String[] { "Seq", "Name", "Reason", "DeadlockCycle", });
     internal_static_baton_v1_SessionResponse_descriptor =
       getDescriptor().getMessageTypes().get(70);
     internal_static_baton_v1_SessionResponse_fieldAccessorTable = new
