@@ -334,6 +334,18 @@ func (m *Machine) grantWaiters(a *apply, l *lock) {
 // made now would be refused (LIMIT_MISMATCH), and endStalled ends it as
 // deadlocked behind its own node's hold.
 func (m *Machine) reenterWaits(a *apply, l *lock, s *session, key string) {
+	// The session's own waits first: a grant stays O(1) however long the
+	// queue unless the session waits for l again, which is rare.
+	again := false
+	for k := range s.waits {
+		if k.lock == l.name {
+			again = true
+			break
+		}
+	}
+	if !again {
+		return
+	}
 	for i := 0; i < len(l.waiters()); {
 		w := &l.waiters()[i]
 		h := l.holderOf(s, key)
