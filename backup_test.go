@@ -8,7 +8,13 @@ import (
 	"net/http"
 	"testing"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
 	"github.com/batonlock/baton/api/backup"
+	"github.com/batonlock/baton/api/batonpb"
 )
 
 // With authentication on, only an admin may take a backup, over gRPC and
@@ -33,8 +39,19 @@ func TestSaveSnapshotNeedsAdmin(t *testing.T) {
 	if out.Len() != 0 {
 		t.Fatalf("a refused backup wrote %d bytes", out.Len())
 	}
-	if _, err := dial(t, addr, WithMaxAttempts(1)).SaveSnapshot(ctx, &out); !errors.Is(err, ErrUnauthenticated) {
-		t.Fatalf("a backup without a credential: %v, want ErrUnauthenticated", err)
+	// Without a credential the client cannot even Dial (Status needs a
+	// user), so the call goes straight to the member.
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if st, err := batonpb.NewBatonClient(cc).SaveSnapshot(ctx, &batonpb.SaveSnapshotRequest{}); err == nil {
+		if _, err = st.Recv(); status.Code(err) != codes.Unauthenticated {
+			t.Fatalf("a backup without a credential: %v, want UNAUTHENTICATED", err)
+		}
+	} else if status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("a backup without a credential: %v, want UNAUTHENTICATED", err)
 	}
 
 	info, err := root.SaveSnapshot(ctx, &out)
