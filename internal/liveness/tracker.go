@@ -102,7 +102,8 @@ type hold struct {
 	expiring bool
 	// keys are the owner keys of the session's limited holds of the lock
 	// with the token: mostly one; two or more when one entry granted
-	// them all. Each gets an ExpireHold of its own when the limit passes.
+	// them all. Each gets an ExpireHold of its own when the limit passes;
+	// limit is the longest of theirs (lengthen).
 	keys []string
 }
 
@@ -208,11 +209,12 @@ func (t *Tracker) Promote(term uint64, m *fsm.Machine) {
 	}
 	for _, h := range m.LimitedHolds() {
 		k := holdKey{h.Lock, h.SessionID, h.Token, ""}
+		limit := time.Duration(h.LimitNanos)
 		if cur := t.holds[k]; cur != nil {
 			cur.keys = append(cur.keys, h.OwnerKey)
+			cur.lengthen(limit, now)
 			continue
 		}
-		limit := time.Duration(h.LimitNanos)
 		t.holds[k] = &hold{limit: limit, deadline: now.Add(limit), keys: []string{h.OwnerKey}}
 	}
 	for _, s := range m.SessionIDs() {
@@ -347,12 +349,30 @@ func (t *Tracker) limitHold(k holdKey, ownerKey string, limit time.Duration, now
 	if h, ok := t.holds[k]; ok {
 		if !slices.Contains(h.keys, ownerKey) {
 			h.keys = append(h.keys, ownerKey)
+			h.lengthen(limit, now)
 		}
 		return false
 	}
 	t.holds[k] = &hold{limit: limit, deadline: now.Add(limit), keys: []string{ownerKey}}
 	t.queueHold(k, now.Add(limit))
 	return true
+}
+
+// lengthen makes a shared clock run on the longest limit of its holds:
+// a renewal names only the lock, session and token, so each renewal
+// renews them all, and a holder counts on its own limit from its last
+// renewal. Ending every hold at the shortest would end the others while
+// their holders may still count on them; at the longest, the others come
+// back later than their own limits after their holder dies, never
+// earlier.
+func (h *hold) lengthen(limit time.Duration, now time.Time) {
+	if limit <= h.limit {
+		return
+	}
+	h.limit = limit
+	if d := now.Add(limit); d.After(h.deadline) {
+		h.deadline = d // due() queues the clock again when it comes up
+	}
 }
 
 // holdEnded forgets the hold of k with owner key ownerKey, and k's clock

@@ -685,3 +685,46 @@ func TestLimitedHoldsSharingAToken(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedHoldClockRunsOnTheLongestLimit: one entry grants session a's
+// keys "" (hold limit 5s) and "k" (60s) permits of one lock, with one
+// token, so one clock times both (a renewal names no key). It runs on the
+// longer limit: at 30s neither hold is expired, though the first's own
+// limit passed (ending k's then would end a hold its holder counts on
+// for 60s), and at 60s both are.
+func TestSharedHoldClockRunsOnTheLongestLimit(t *testing.T) {
+	for _, promote := range []bool{false, true} {
+		t.Run(fmt.Sprintf("new-leader=%v", promote), func(t *testing.T) {
+			now := time.Unix(1000, 0)
+			tr, p, m, apply, open := appliedTracker(t, &now)
+			m.SetLogVersion(fsm.SameTokenHoldsVersion)
+			tr.Promote(1, m)
+			a, b := open(), open()
+			tb := apply(&fsmpb.Command{SessionId: b, Seq: 1, MinUnackedSeq: 1, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+				Lock: "rw", Limit: 4}}}).GetAcquire().GetToken()
+			for i, limit := range []time.Duration{5 * time.Second, 60 * time.Second} {
+				apply(&fsmpb.Command{SessionId: a, Seq: uint64(i + 1), MinUnackedSeq: 1, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+					Lock: "rw", OwnerKey: []string{"", "k"}[i], Shared: true, Limit: 4, Wait: true, HoldLimitNanos: int64(limit)}}})
+			}
+			res := apply(&fsmpb.Command{SessionId: b, Seq: 2, MinUnackedSeq: 2, Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "rw", Token: tb}}})
+			if len(res.GetGrants()) != 2 {
+				t.Fatalf("grants %v, want both of a's waits", res.GetGrants())
+			}
+			token := res.GetGrants()[0].GetToken()
+			if promote {
+				tr.Demote()
+				tr.Promote(2, m)
+			}
+			now = now.Add(30 * time.Second)
+			if tr.FireDue(context.Background()); len(p.holds) != 0 {
+				t.Fatalf("at 30s expired %v, want none: k's limit is 60s", p.holds)
+			}
+			now = now.Add(30 * time.Second)
+			tr.FireDue(context.Background())
+			one := fmt.Sprintf("rw/%d/%d", a, token)
+			if want := []string{one, one + "/k"}; !slices.Equal(p.holds, want) {
+				t.Fatalf("at 60s expired %v, want %v", p.holds, want)
+			}
+		})
+	}
+}

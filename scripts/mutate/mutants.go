@@ -71,6 +71,11 @@ var mutants = []mutant{
 		to:   "for _, key := range j.keys[:1] {",
 	},
 	{
+		name: "liveness/shared-hold-clock-runs-on-the-first-limit", file: "internal/liveness/tracker.go", checks: livenessChecks,
+		from: "\tif limit <= h.limit {\n",
+		to:   "\tif true {\n",
+	},
+	{
 		name: "fsm/second-exclusive-holder", file: "internal/fsm/lock.go", checks: fsmChecks,
 		from: "if len(l.holders) == 0 {\n\t\treturn true",
 		to:   "if len(l.holders) <= 1 {\n\t\treturn true",
