@@ -403,6 +403,10 @@ func (k *checker) finalChecks() {
 				s.fail("i/deadlock", "index %d %v ended wait %v as a deadlock: %v", i, e.cmd, w, err)
 				return
 			}
+			// A retry of its acquire is answered from the cache with
+			// this end's refusal and cycle: checked here, at the entry
+			// that decided it, not against the state the retry meets.
+			refused[sessionSeq{w.GetSessionId(), w.GetAcquireSeq()}] = true
 		}
 		prev = locks
 		now := map[hold]bool{}

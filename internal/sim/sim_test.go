@@ -103,24 +103,26 @@ var regressionSeeds = []uint64{
 	// Found with lock-delays, revocations and hold values too:
 	17635583865862200073, // sim client: a revoke told before the retried grant's answer was ignored, and the hold used past its grace (c/fence)
 	1459954015813577229,  // the same
+	// Found with log version 14's deadlocks ended at a grant:
+	7746456422760997347, // checker: the retry of a wait ended as deadlocked, answered from the cache, checked against the state the retry met
 }
 
 // seedsWithEveryFeature are the regression seeds found after scenarios had
 // semaphores, hold limits, membership changes, acquire_many and upgrades.
 var seedsWithEveryFeature = []uint64{9330103799006312214, 11406312118502588755, 16760015683538415519, 9264638333974126981, 8514884895799829375, 16242331060768467010,
-	17635583865862200073, 1459954015813577229}
+	17635583865862200073, 1459954015813577229, 7746456422760997347}
 
 // seedsWithReentrant are the regression seeds found after scenarios had
 // reentrant acquires (Config.Reentrant); the others run without them.
-var seedsWithReentrant = []uint64{9264638333974126981, 8514884895799829375, 16242331060768467010, 17635583865862200073, 1459954015813577229}
+var seedsWithReentrant = []uint64{9264638333974126981, 8514884895799829375, 16242331060768467010, 17635583865862200073, 1459954015813577229, 7746456422760997347}
 
 // seedsWithStrangers are the regression seeds found after scenarios had
 // strangers (Config.Strangers); the others run without them.
-var seedsWithStrangers = []uint64{9264638333974126981, 8514884895799829375, 16242331060768467010, 17635583865862200073, 1459954015813577229}
+var seedsWithStrangers = []uint64{9264638333974126981, 8514884895799829375, 16242331060768467010, 17635583865862200073, 1459954015813577229, 7746456422760997347}
 
 // seedsWithRevokes are the regression seeds found after scenarios had
 // lock-delays, revocations and hold values; the others run without them.
-var seedsWithRevokes = []uint64{17635583865862200073, 1459954015813577229}
+var seedsWithRevokes = []uint64{17635583865862200073, 1459954015813577229, 7746456422760997347}
 
 // TestSim runs the fixed CI seeds 1..N and the regression seeds, one seed (-sim.seed), or random
 // seeds for a while (-sim.duration). A failure prints its replay command.
