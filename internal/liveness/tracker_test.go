@@ -623,6 +623,34 @@ func TestPromoteRestartsTimedWaits(t *testing.T) {
 	}
 }
 
+// sameTokenReads makes, at log version 14 on a tracker that leads, one
+// release grant session a reads of "rw" under keys "" and "k" with hold
+// limits first and second (0: none), so the two holds share a token; with
+// promote a new term's Promote times them afresh. It returns the tracker,
+// its proposer, apply, a's id and the token.
+func sameTokenReads(t *testing.T, now *time.Time, first, second time.Duration, promote bool) (*Tracker, *recProposer, func(*fsmpb.Command) *fsmpb.Result, uint64, uint64) {
+	t.Helper()
+	tr, p, m, apply, open := appliedTracker(t, now)
+	m.SetLogVersion(fsm.SameTokenHoldsVersion)
+	tr.Promote(1, m)
+	a, b := open(), open()
+	tb := apply(&fsmpb.Command{SessionId: b, Seq: 1, MinUnackedSeq: 1, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+		Lock: "rw", Limit: 4}}}).GetAcquire().GetToken()
+	for i, limit := range []time.Duration{first, second} {
+		apply(&fsmpb.Command{SessionId: a, Seq: uint64(i + 1), MinUnackedSeq: 1, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+			Lock: "rw", OwnerKey: []string{"", "k"}[i], Shared: true, Limit: 4, Wait: true, HoldLimitNanos: int64(limit)}}})
+	}
+	res := apply(&fsmpb.Command{SessionId: b, Seq: 2, MinUnackedSeq: 2, Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "rw", Token: tb}}})
+	if len(res.GetGrants()) != 2 {
+		t.Fatalf("grants %v, want both of a's waits", res.GetGrants())
+	}
+	if promote {
+		tr.Demote()
+		tr.Promote(2, m)
+	}
+	return tr, p, apply, a, res.GetGrants()[0].GetToken()
+}
+
 // TestLimitedHoldsSharingAToken: one session's reads of "rw" under keys
 // "" and "k", granted by one release, share a token. With both limited,
 // the limit's passing proposes an ExpireHold for each, naming its owner
@@ -637,27 +665,12 @@ func TestLimitedHoldsSharingAToken(t *testing.T) {
 		promote    bool
 	}{{"both", true, false}, {"k-only", false, false}, {"both/new-leader", true, true}} {
 		t.Run(tc.name, func(t *testing.T) {
+			first := 30 * time.Second
+			if !tc.limitFirst {
+				first = 0
+			}
 			now := time.Unix(1000, 0)
-			tr, p, m, apply, open := appliedTracker(t, &now)
-			m.SetLogVersion(fsm.SameTokenHoldsVersion)
-			tr.Promote(1, m)
-			a, b := open(), open()
-			tb := apply(&fsmpb.Command{SessionId: b, Seq: 1, MinUnackedSeq: 1, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
-				Lock: "rw", Limit: 4}}}).GetAcquire().GetToken()
-			for i, key := range []string{"", "k"} {
-				limit := int64(30 * time.Second)
-				if i == 0 && !tc.limitFirst {
-					limit = 0
-				}
-				apply(&fsmpb.Command{SessionId: a, Seq: uint64(i + 1), MinUnackedSeq: 1, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
-					Lock: "rw", OwnerKey: key, Shared: true, Limit: 4, Wait: true, HoldLimitNanos: limit}}})
-			}
-			res := apply(&fsmpb.Command{SessionId: b, Seq: 2, MinUnackedSeq: 2, Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "rw", Token: tb}}})
-			token := res.GetGrants()[0].GetToken()
-			if tc.promote {
-				tr.Demote()
-				tr.Promote(2, m)
-			}
+			tr, p, apply, a, token := sameTokenReads(t, &now, first, 30*time.Second, tc.promote)
 			now = now.Add(30 * time.Second)
 			tr.FireDue(context.Background())
 			one := fmt.Sprintf("rw/%d/%d", a, token)
@@ -696,25 +709,7 @@ func TestSharedHoldClockRunsOnTheLongestLimit(t *testing.T) {
 	for _, promote := range []bool{false, true} {
 		t.Run(fmt.Sprintf("new-leader=%v", promote), func(t *testing.T) {
 			now := time.Unix(1000, 0)
-			tr, p, m, apply, open := appliedTracker(t, &now)
-			m.SetLogVersion(fsm.SameTokenHoldsVersion)
-			tr.Promote(1, m)
-			a, b := open(), open()
-			tb := apply(&fsmpb.Command{SessionId: b, Seq: 1, MinUnackedSeq: 1, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
-				Lock: "rw", Limit: 4}}}).GetAcquire().GetToken()
-			for i, limit := range []time.Duration{5 * time.Second, 60 * time.Second} {
-				apply(&fsmpb.Command{SessionId: a, Seq: uint64(i + 1), MinUnackedSeq: 1, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
-					Lock: "rw", OwnerKey: []string{"", "k"}[i], Shared: true, Limit: 4, Wait: true, HoldLimitNanos: int64(limit)}}})
-			}
-			res := apply(&fsmpb.Command{SessionId: b, Seq: 2, MinUnackedSeq: 2, Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "rw", Token: tb}}})
-			if len(res.GetGrants()) != 2 {
-				t.Fatalf("grants %v, want both of a's waits", res.GetGrants())
-			}
-			token := res.GetGrants()[0].GetToken()
-			if promote {
-				tr.Demote()
-				tr.Promote(2, m)
-			}
+			tr, p, _, a, token := sameTokenReads(t, &now, 5*time.Second, 60*time.Second, promote)
 			now = now.Add(30 * time.Second)
 			if tr.FireDue(context.Background()); len(p.holds) != 0 {
 				t.Fatalf("at 30s expired %v, want none: k's limit is 60s", p.holds)
