@@ -43,3 +43,13 @@ def client(endpoints: str) -> Iterator[baton.Client]:
 def name() -> str:
     """A lock name of this test's own, so a shared cluster's runs never meet."""
     return f"pytest/{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def node() -> Iterator[Cluster]:
+    """A single member of its own, for a test that breaks or restarts it."""
+    c = Cluster(1)
+    try:
+        yield c
+    finally:
+        c.stop()

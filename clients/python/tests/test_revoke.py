@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime
 import threading
 import time
-from typing import Iterator, Optional
+from typing import Optional
 
 import pytest
 
@@ -22,15 +22,6 @@ import baton
 from baton._pb import pb
 from harness import Cluster, wait_for
 from proxy import Proxy
-
-
-@pytest.fixture
-def node() -> Iterator[Cluster]:
-    c = Cluster(1)
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 class Waiter:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
-from typing import Iterator
 
 import pytest
 
@@ -17,15 +16,6 @@ from baton._framing import Stream
 from baton._pb import pb
 from harness import Cluster, baton_bin, wait_for
 from proxy import Proxy
-
-
-@pytest.fixture
-def node() -> Iterator[Cluster]:
-    c = Cluster(1)
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 def raw_session(addr: str) -> tuple[Stream, int]:
