@@ -31,7 +31,9 @@ func (d *fakeDisk) Free() (uint64, bool) { return d.free.Load(), true }
 // the threshold and the flag, while what holds, frees or reads is served:
 // a retry of an answered open or acquire, a waiter resent on a new
 // stream, keepalives, reads, releases (granting the waiter) and closes.
-// The lock held before stays held until released. When space is back,
+// A refused acquire's seq is settled in the log, so the same request
+// arriving again (an earlier attempt, delayed) takes nothing. The lock
+// held before stays held until released. When space is back,
 // the member takes new work again without a restart. Before, the only
 // outcome of a full disk was the member stopping (issue 23).
 func TestNoSpace(t *testing.T) {
@@ -51,7 +53,9 @@ func TestNoSpace(t *testing.T) {
 		return resp.GetSessionId(), err
 	}
 	acquire := func(session, seq uint64, name string) (*batonpb.AcquireResponse, error) {
-		return api.Acquire(ctx, &batonpb.AcquireRequest{Header: &batonpb.RequestHeader{SessionId: session, Seq: seq, Secret: testSecret}, Name: name})
+		// min_unacked_seq 1: the retry of seq 1 below stays answerable
+		// (each refusal's seq fence moves the window as the request says).
+		return api.Acquire(ctx, &batonpb.AcquireRequest{Header: &batonpb.RequestHeader{SessionId: session, Seq: seq, MinUnackedSeq: 1, Secret: testSecret}, Name: name})
 	}
 	noSpace := func(what string, err error) {
 		t.Helper()
@@ -100,7 +104,7 @@ func TestNoSpace(t *testing.T) {
 	noSpace("an open", err)
 	_, err = acquire(s1, 2, "new")
 	noSpace("an acquire", err)
-	_, err = api.AcquireMany(ctx, &batonpb.AcquireManyRequest{Header: &batonpb.RequestHeader{SessionId: s1, Seq: 3, Secret: testSecret}, Names: []string{"m1", "m2"}})
+	_, err = api.AcquireMany(ctx, &batonpb.AcquireManyRequest{Header: &batonpb.RequestHeader{SessionId: s1, Seq: 3, MinUnackedSeq: 1, Secret: testSecret}, Names: []string{"m1", "m2"}})
 	noSpace("an acquire of many", err)
 	if _, err := cl.NewSession(ctx); !errors.Is(err, baton.ErrNoSpace) {
 		t.Fatalf("the Go client's NewSession: %v, want ErrNoSpace", err)
@@ -110,7 +114,7 @@ func TestNoSpace(t *testing.T) {
 	}
 	for _, h := range []struct{ path, body string }{
 		{"/v1/sessions", `{"ttl":"60s"}`},
-		{"/v1/locks/acquire", fmt.Sprintf(`{"header":{"session_id":"%d","seq":"4","secret":%q},"name":"new"}`, s1, testSecret)},
+		{"/v1/locks/acquire", fmt.Sprintf(`{"header":{"session_id":"%d","seq":"4","min_unacked_seq":"1","secret":%q},"name":"new"}`, s1, testSecret)},
 	} {
 		resp, err := http.Post("http://"+addr+h.path, "application/json", strings.NewReader(h.body))
 		if err != nil {
@@ -153,7 +157,7 @@ func TestNoSpace(t *testing.T) {
 	if held, err := cl.Check(ctx, "held", first.GetToken()); err != nil || !held {
 		t.Fatalf("check of the hold taken before: %v, %v", held, err)
 	}
-	if _, err := api.Release(ctx, &batonpb.ReleaseRequest{Header: &batonpb.RequestHeader{SessionId: s1, Seq: 5, Secret: testSecret}, Name: "held", Token: first.GetToken()}); err != nil {
+	if _, err := api.Release(ctx, &batonpb.ReleaseRequest{Header: &batonpb.RequestHeader{SessionId: s1, Seq: 5, MinUnackedSeq: 1, Secret: testSecret}, Name: "held", Token: first.GetToken()}); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 	grant := waiter.push(t).GetGrant()
@@ -178,6 +182,16 @@ func TestNoSpace(t *testing.T) {
 	checkDisk(t, ctx, api, minFree, minFree, false)
 	if metrics := httpGet(t, dial(t, c), "/metrics"); !strings.Contains(metrics, "baton_disk_low 0\n") {
 		t.Error("/metrics lacks baton_disk_low 0 with space back")
+	}
+	// The refusal settled its seq in the log first (a seq fence): an
+	// earlier attempt of that acquire, arriving only now (delayed on
+	// another connection), is refused and takes nothing.
+	_, err = acquire(s1, 2, "new")
+	if st := status.Convert(err); st.Code() != codes.FailedPrecondition || !strings.Contains(st.Message(), "refused before it reached the log") {
+		t.Fatalf("an acquire refused for space, arriving again with space back: %v, want FAILED_PRECONDITION, refused before the log", err)
+	}
+	if info, err := cl.Get(ctx, "new"); err != nil || len(info.Holders) != 0 {
+		t.Fatalf("lock new after its refused acquire came again: %+v, %v; want free", info, err)
 	}
 	s3, err := open(6)
 	if err != nil {

@@ -84,6 +84,10 @@ var (
 	// (deadlock.go), from log version 11; Result.deadlock names it.
 	// Nothing was queued.
 	ErrDeadlock = &Error{Code: fsmpb.Error_ERROR_DEADLOCK, Msg: "deadlock"}
+	// ErrRefused: a retry of a request whose seq a fence settled
+	// (seqfence.go): the leader refused it before the log, as its first
+	// answer said. Nothing changed.
+	ErrRefused = &Error{Code: fsmpb.Error_ERROR_REFUSED, Msg: "refused before the log"}
 )
 
 // ErrorOf returns nil if res succeeded (or is nil), and otherwise an *Error

@@ -112,6 +112,7 @@ func TestErrorOf(t *testing.T) {
 		fsmpb.Error_ERROR_SECRET_MISMATCH:   ErrSecretMismatch,
 		fsmpb.Error_ERROR_NOT_PERMITTED:     ErrPermissionDenied,
 		fsmpb.Error_ERROR_DEADLOCK:          ErrDeadlock,
+		fsmpb.Error_ERROR_REFUSED:           ErrRefused,
 	}
 	if len(sentinels) != len(fsmpb.Error_name)-1 {
 		t.Fatalf("%d sentinels for %d error codes", len(sentinels), len(fsmpb.Error_name)-1)

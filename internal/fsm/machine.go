@@ -200,6 +200,10 @@ func (m *Machine) Apply(index uint64, cmd *fsmpb.Command) *fsmpb.Result {
 					// abandoned CancelWait of the seq must not undo it.
 					c = m.claim(s, seq)
 				}
+				if c.fenced() && cmd.GetCancelWait() == nil {
+					return failf(fsmpb.Error_ERROR_REFUSED,
+						"seq %d of session %d was refused before it reached the log (its first answer said why); retrying it changes nothing", seq, id)
+				}
 				return c.toProto(nil)
 			}
 			minUnacked = cmd.GetMinUnackedSeq()

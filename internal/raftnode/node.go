@@ -174,11 +174,29 @@ type proposal struct {
 	res   *fsmpb.Result
 	index uint64
 	err   error
+	// fence: the proposal is a request's seq fence (fsm.SeqFence), and
+	// refusal what its caller is told once the fence settles the seq.
+	fence *fenced
+}
+
+type fenced struct {
+	refusal error
+	leader  uint64 // where a retry goes when an earlier attempt applied
 }
 
 // complete records the proposal's outcome and tells whoever waits. Only
 // the one who removed p from Node.waiting calls it, so it runs once.
 func (p *proposal) complete(res *fsmpb.Result, index uint64, err error) {
+	if f := p.fence; f != nil && err == nil {
+		switch fsm.FenceOutcome(res) {
+		case fsm.FenceSettled:
+			res, index, err = nil, 0, f.refusal
+		case fsm.FenceFoundAnswer:
+			res, index, err = nil, 0, &NotLeaderError{Leader: f.leader}
+		default: // the log's own refusal of the seq
+			res, index, err = nil, 0, fsm.ErrorOf(res)
+		}
+	}
 	if p.cb != nil {
 		p.cb.Complete(res, index, err)
 		return

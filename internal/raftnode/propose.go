@@ -110,7 +110,17 @@ func (n *Node) submit(cmd *fsmpb.Command, p *proposal) (*proposal, error) {
 				}
 			}
 			if err := fsm.ForLogVersion(cmd, v); err != nil {
-				return nil, fmt.Errorf("%w: %v", ErrLogVersion, err)
+				// Refused once the log has settled the request's seq
+				// (fsm.SeqFence). The fence cannot find an earlier
+				// attempt applied: one that applied was submitted at a
+				// version that carries it, and a caught-up leader's
+				// version never falls below that.
+				refusal := fmt.Errorf("%w: %v", ErrLogVersion, err)
+				fence, ok := n.fence(cmd, p, refusal)
+				if !ok {
+					return nil, refusal
+				}
+				cmd = fence
 			}
 		}
 	}
@@ -141,6 +151,41 @@ func (n *Node) submit(cmd *fsmpb.Command, p *proposal) (*proposal, error) {
 	default:
 		return n.refuse(p, ErrOverloaded)
 	}
+}
+
+// Refuse answers cmd, a request this member refuses before proposing it,
+// with refusal once the log has settled cmd's sequence (fsm.SeqFence): an
+// earlier attempt of it can no longer apply. If an earlier attempt did
+// apply first, it returns a NotLeaderError naming this member: the
+// caller's retry is answered from the cache; if the log refused the
+// sequence itself (stale, a session gone), that *fsm.Error. A command
+// without a sequence to settle gets refusal at once. Cancelling ctx stops
+// the waiting, not the fence. Submit's refusals for the log version are
+// settled alike, and complete the same ways.
+func (n *Node) Refuse(ctx context.Context, cmd *fsmpb.Command, refusal error) error {
+	p := &proposal{done: make(chan struct{})}
+	fence, ok := n.fence(cmd, p, refusal)
+	if !ok {
+		return refusal
+	}
+	p, err := n.submit(fence, p)
+	if err != nil {
+		return err
+	}
+	_, _, err = (&Future{n: n, p: p}).Wait(ctx)
+	return err
+}
+
+// fence makes p the seq fence for cmd's refusal, and returns the fence to
+// propose; false when cmd has no sequence to settle, or the log version
+// cannot carry the fence (then refusal is answered at once, as before).
+func (n *Node) fence(cmd *fsmpb.Command, p *proposal, refusal error) (*fsmpb.Command, bool) {
+	fence := fsm.SeqFence(cmd)
+	if fence == nil || fsm.VersionNeeded(fence) > n.logVersion.Load() {
+		return nil, false
+	}
+	p.fence = &fenced{refusal: refusal, leader: n.cfg.ID}
+	return fence, true
 }
 
 // refuse takes p back out of waiting and returns err; but if someone else

@@ -106,16 +106,18 @@ func (s *Server) serve(ch *channel, req *batonpb.SessionRequest) {
 	if err == nil && c.cmd.GetSessionId() != ch.session {
 		err = invalidf("request names session %d on the stream of session %d", c.cmd.GetSessionId(), ch.session)
 	}
-	if err == nil && (c.cmd.GetAcquire() != nil || c.cmd.GetAcquireMany() != nil) {
-		err = s.admitGrowth(ch.ctx, c.cmd)
+	if err == nil {
+		c.arrived = time.Now()
+		c.cmd.WallTimeUnixNano = c.arrived.UnixNano()
+		c.cmd.SecretHash, c.cmd.Principal = ch.secret.Bytes(), ch.principal
+		if c.cmd.GetAcquire() != nil || c.cmd.GetAcquireMany() != nil {
+			err = s.admitGrowth(ch.ctx, c.cmd)
+		}
 	}
 	if err != nil {
 		s.answer(ch, req, nil, err, false)
 		return
 	}
-	c.arrived = time.Now()
-	c.cmd.WallTimeUnixNano = c.arrived.UnixNano()
-	c.cmd.SecretHash, c.cmd.Principal = ch.secret.Bytes(), ch.principal
 	// The answer is queued for the channel by the Ready loop itself when
 	// the entry applies (c.Complete): no goroutine per request in flight,
 	// and the answers of one batch reach the stream senders together.

@@ -57,6 +57,7 @@ var errorMap = []struct {
 	// caller retries at a higher level (release what it holds, start the
 	// sequence again), which is what ABORTED tells (HTTP 409).
 	{fsm.ErrDeadlock, codes.Aborted, batonpb.Reason_DEADLOCK},
+	{fsm.ErrRefused, codes.FailedPrecondition, batonpb.Reason_REASON_UNSPECIFIED},
 	{errNotPermitted, codes.PermissionDenied, batonpb.Reason_NOT_PERMITTED},
 	{errNoCredentials, codes.Unauthenticated, batonpb.Reason_NO_CREDENTIALS},
 	{fsm.ErrStaleSequence, codes.FailedPrecondition, batonpb.Reason_STALE_SEQUENCE},

@@ -24,10 +24,14 @@ import (
 )
 
 // TestReasonsMatch pins that reasonOfFSM's numeric cast is right: every
-// fsm error maps to the wire Reason of the same name.
+// fsm error maps to the wire Reason of the same name, but REFUSED, which
+// has none (as the refusal before the log it repeats).
 func TestReasonsMatch(t *testing.T) {
+	if got := reasonOfFSM(fsmpb.Error_ERROR_REFUSED); got != batonpb.Reason_REASON_UNSPECIFIED {
+		t.Errorf("fsm ERROR_REFUSED maps to %s, want no reason", got)
+	}
 	for v, name := range fsmpb.Error_name {
-		if v == 0 {
+		if v == 0 || fsmpb.Error(v) == fsmpb.Error_ERROR_REFUSED {
 			continue
 		}
 		want := name[len("ERROR_"):]

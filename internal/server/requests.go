@@ -28,6 +28,11 @@ func reasonOfFSM(e fsmpb.Error) batonpb.Reason {
 		return batonpb.Reason_NOT_PERMITTED
 	case e == fsmpb.Error_ERROR_DEADLOCK:
 		return batonpb.Reason_DEADLOCK
+	case e == fsmpb.Error_ERROR_REFUSED:
+		// A retry of a refusal before the log, which carries no Reason
+		// either (a log version too old): FAILED_PRECONDITION and the
+		// message.
+		return batonpb.Reason_REASON_UNSPECIFIED
 	}
 	return batonpb.Reason(e)
 }

@@ -50,6 +50,7 @@ type Node interface {
 	Propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, uint64, error)
 	SubmitTo(cmd *fsmpb.Command, c raftnode.Completer) error
 	SubmitFunc(cmd *fsmpb.Command, done func(res *fsmpb.Result, index uint64, err error)) error
+	Refuse(ctx context.Context, cmd *fsmpb.Command, refusal error) error
 	ReadBarrier(ctx context.Context) error
 	View(f func(m *fsm.Machine))
 	IsLeader() bool

@@ -54,7 +54,8 @@ func (g DiskGuard) diskState() (free uint64, known, low bool) {
 // a wait that its client was told did not happen). While the disk is low
 // it first waits for a ReadIndex round, so that a new leader has applied
 // what its predecessors committed before it looks. On a follower it
-// refuses nothing: the proposal's NOT_LEADER sends the client on.
+// refuses nothing: the proposal's NOT_LEADER sends the client on. An
+// acquire's refusal waits for its seq fence (raftnode.Node.Refuse).
 func (s *Server) admitGrowth(ctx context.Context, cmd *fsmpb.Command) error {
 	free, _, low := s.cfg.Disk.diskState()
 	if !low || !s.node.IsLeader() {
@@ -79,8 +80,11 @@ func (s *Server) admitGrowth(ctx context.Context, cmd *fsmpb.Command) error {
 	if cmd.GetOpenSession() != nil {
 		what = "sessions"
 	}
-	return fmt.Errorf("%w: the leader's data dir has %s free, under the %s it keeps free (--min-free-disk): it takes no new %s until space is freed; keepalives, releases and closes go on",
+	refusal := fmt.Errorf("%w: the leader's data dir has %s free, under the %s it keeps free (--min-free-disk): it takes no new %s until space is freed; keepalives, releases and closes go on",
 		errNoSpace, sizeString(free), sizeString(s.cfg.Disk.MinFree), what)
+	// An earlier attempt of an acquire may still be on its way: the
+	// refusal is final only once the log has settled its seq.
+	return s.node.Refuse(ctx, cmd, refusal)
 }
 
 // diskStatus adds this member's disk to its Status: every member reports

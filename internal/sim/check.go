@@ -361,12 +361,12 @@ func (k *checker) finalChecks() {
 	}
 	delays := map[string]delayRun{} // lock → the lock-delay it is in
 	revokes := map[revokedHold]revokeRun{}
-	cur := map[hold]bool{}      // the holds after the previous entry
-	last := map[string]uint64{} // lock → highest token ever granted
-	endAt := map[hold]uint64{}  // hold → index of the entry that ended it
-	seen := map[hold]bool{}     // every hold there ever was
-	type sessionSeq struct{ session, seq uint64 }
+	cur := map[hold]bool{}           // the holds after the previous entry
+	last := map[string]uint64{}      // lock → highest token ever granted
+	endAt := map[hold]uint64{}       // hold → index of the entry that ended it
+	seen := map[hold]bool{}          // every hold there ever was
 	refused := map[sessionSeq]bool{} // acquires refused as deadlocks
+	fenced := map[sessionSeq]bool{}  // seqs a fence settled as refused
 	var prev []*fsmpb.Lock           // the locks after the previous entry
 	for _, i := range idx {
 		if c := k.conf[i]; c != nil {
@@ -407,6 +407,9 @@ func (k *checker) finalChecks() {
 			// this end's refusal and cycle: checked here, at the entry
 			// that decided it, not against the state the retry meets.
 			refused[sessionSeq{w.GetSessionId(), w.GetAcquireSeq()}] = true
+		}
+		if !k.checkFence(i, e.cmd, res, prev, locks, fenced) {
+			return
 		}
 		prev = locks
 		now := map[hold]bool{}
@@ -722,4 +725,40 @@ func (k *checker) checkDelays(i uint64, e *logEntry, res *fsmpb.Result, delays m
 		}
 	}
 	return nil
+}
+
+type sessionSeq struct{ session, seq uint64 }
+
+// checkFence is check (k) on entry i of the replayed log, cmd with result
+// res, which left locks where prev were: a seq fence changes no lock, and
+// once one settled its seq no request of that seq applies.
+func (k *checker) checkFence(i uint64, cmd *fsmpb.Command, res *fsmpb.Result, prev, locks []*fsmpb.Lock, fenced map[sessionSeq]bool) bool {
+	s := k.s
+	ss := sessionSeq{cmd.GetSessionId(), cmd.GetSeq()}
+	cw := cmd.GetCancelWait()
+	switch {
+	case cw != nil && ss.session != 0 && cw.GetSessionId() == ss.session && cw.GetAcquireSeq() == ss.seq:
+		switch fsm.FenceOutcome(res) {
+		case fsm.FenceSettled:
+			s.stats.FencesSettled++
+			fenced[ss] = true
+		case fsm.FenceFoundAnswer:
+			s.stats.FencesFoundAnswer++
+		}
+	case fenced[ss]:
+		if res.GetError() == fsmpb.Error_ERROR_NONE {
+			s.fail("k/fence", "index %d: %v applied after a fence settled its seq as refused: %v", i, cmd, res)
+			return false
+		}
+		if res.GetError() == fsmpb.Error_ERROR_REFUSED {
+			s.stats.FencedRetries++
+		}
+	default:
+		return true
+	}
+	if !slices.EqualFunc(prev, locks, func(a, b *fsmpb.Lock) bool { return proto.Equal(a, b) }) {
+		s.fail("k/fence", "index %d: %v of a fenced seq changed the locks: %v, then %v", i, cmd, prev, locks)
+		return false
+	}
+	return true
 }

@@ -100,6 +100,12 @@
 //	   the grace had passed since the RevokeHold entry. The holders told
 //	   stop using their holds (c holds them to it), and the model (e)
 //	   takes the end of a revoked hold as a hold limit's expiry.
+//	k. in the replayed log a seq fence (a session's CancelWait of its own
+//	   seq, which a leader proposes before it refuses a request outside
+//	   the log: fsm.SeqFence) changes no lock, and once one settled its
+//	   seq no request of that seq applies: each is refused (REFUSED, or
+//	   stale) and changes no lock. In e, a retry answered REFUSED had no
+//	   effect.
 //
 // Only _test.go files import this package.
 package sim

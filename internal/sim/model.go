@@ -238,8 +238,10 @@ func lockStep(state, input, output any) []any {
 			return []any{n}
 		case o.code == fsmpb.Error_ERROR_NONE:
 			return nil // set the value of a hold it does not have
-		case o.code == fsmpb.Error_ERROR_INVALID_ARGUMENT:
-			return []any{st} // refused before the log (a log version below values)
+		case o.code == fsmpb.Error_ERROR_INVALID_ARGUMENT, o.code == fsmpb.Error_ERROR_REFUSED:
+			// Refused before the log (a log version below values), or
+			// a retry of that refusal.
+			return []any{st}
 		case st.holder == in.session && st.token == in.token:
 			return nil // refused its own hold
 		}

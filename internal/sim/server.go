@@ -230,14 +230,20 @@ func (v *server) keepAliveError(err error) *response {
 
 func submitError(err error) *response {
 	var nl *raftnode.NotLeaderError
+	var fe *fsm.Error
 	switch {
 	case errors.As(err, &nl):
 		return &response{notLeader: true, hint: nl.Leader}
 	case errors.Is(err, raftnode.ErrOverloaded):
 		return &response{retry: true}
 	case errors.Is(err, raftnode.ErrLogVersion):
-		// Refused before it was proposed (FAILED_PRECONDITION).
+		// Refused before it was proposed (FAILED_PRECONDITION), once its
+		// seq fence settled the seq.
 		return &response{res: &fsmpb.Result{Error: fsmpb.Error_ERROR_INVALID_ARGUMENT, Message: err.Error()}}
+	case errors.As(err, &fe):
+		// The log refused the seq of a request refused before it was
+		// proposed: what its seq fence found.
+		return &response{res: &fsmpb.Result{Error: fe.Code, Message: fe.Msg}}
 	default:
 		return &response{unknown: true}
 	}

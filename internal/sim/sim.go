@@ -258,6 +258,11 @@ type Stats struct {
 	// waits it ended as deadlocked at a grant or cancel (log version 14,
 	// each one checked by checker i too).
 	Deadlocks, DeadlocksEnded uint64
+	// FencesSettled counts the seq fences (fsm.SeqFence) the replayed log
+	// applied that settled a refused request's seq, FencesFoundAnswer
+	// those that found an earlier attempt applied, FencedRetries the
+	// requests of a settled seq answered REFUSED (each checked by k).
+	FencesSettled, FencesFoundAnswer, FencedRetries uint64
 }
 
 // Faults is the number of injected faults.

@@ -105,24 +105,31 @@ var regressionSeeds = []uint64{
 	1459954015813577229,  // the same
 	// Found with log version 14's deadlocks ended at a grant:
 	7746456422760997347, // checker: the retry of a wait ended as deadlocked, answered from the cache, checked against the state the retry met
+	// raftnode: a request refused before the log (its log version) whose
+	// earlier attempt, delayed, applied after the refusal (seq fences):
+	2714016290765947529,  // a hold value granted to a client told "refused" (e)
+	8777219029254922313,  // the same
+	17092063723295653620, // a set's lock-delay granted: the client's next try re-entered a hold it did not know (client)
 }
 
 // seedsWithEveryFeature are the regression seeds found after scenarios had
 // semaphores, hold limits, membership changes, acquire_many and upgrades.
 var seedsWithEveryFeature = []uint64{9330103799006312214, 11406312118502588755, 16760015683538415519, 9264638333974126981, 8514884895799829375, 16242331060768467010,
-	17635583865862200073, 1459954015813577229, 7746456422760997347}
+	17635583865862200073, 1459954015813577229, 7746456422760997347, 2714016290765947529, 8777219029254922313, 17092063723295653620}
 
 // seedsWithReentrant are the regression seeds found after scenarios had
 // reentrant acquires (Config.Reentrant); the others run without them.
-var seedsWithReentrant = []uint64{9264638333974126981, 8514884895799829375, 16242331060768467010, 17635583865862200073, 1459954015813577229, 7746456422760997347}
+var seedsWithReentrant = []uint64{9264638333974126981, 8514884895799829375, 16242331060768467010, 17635583865862200073, 1459954015813577229, 7746456422760997347,
+	2714016290765947529, 8777219029254922313, 17092063723295653620}
 
 // seedsWithStrangers are the regression seeds found after scenarios had
 // strangers (Config.Strangers); the others run without them.
-var seedsWithStrangers = []uint64{9264638333974126981, 8514884895799829375, 16242331060768467010, 17635583865862200073, 1459954015813577229, 7746456422760997347}
+var seedsWithStrangers = []uint64{9264638333974126981, 8514884895799829375, 16242331060768467010, 17635583865862200073, 1459954015813577229, 7746456422760997347,
+	2714016290765947529, 8777219029254922313, 17092063723295653620}
 
 // seedsWithRevokes are the regression seeds found after scenarios had
 // lock-delays, revocations and hold values; the others run without them.
-var seedsWithRevokes = []uint64{17635583865862200073, 1459954015813577229, 7746456422760997347}
+var seedsWithRevokes = []uint64{17635583865862200073, 1459954015813577229, 7746456422760997347, 2714016290765947529, 8777219029254922313, 17092063723295653620}
 
 // TestSim runs the fixed CI seeds 1..N and the regression seeds, one seed (-sim.seed), or random
 // seeds for a while (-sim.duration). A failure prints its replay command.
@@ -158,11 +165,11 @@ func TestSim(t *testing.T) {
 			withStrangers++
 		}
 	}
-	t.Logf("%d scenarios, %d faults (%d crashes, %d torn writes, %d partitions, %d dropped, %d duplicated msgs, %d heartbeat pauses, %d GC pauses, %d member pauses, %d slow raft clocks, %d slow client trips, %d dropped waiting connections: %d grants released, %d kept by their abandons), %d ops (%d unknown), %d fenced writes (%d rejected), %d elections, %d snapshots sent, %d holds expired at their limit, %d renewals granted, %d membership changes (%d applied, %d members retired), %d members upgraded, %d log version raises, %d reentrant acquires granted, %d releases of one count of several, %d stranger requests (%d refused for their secret, %d of them by the tracker), %d lock-delays (%d ended, %d tries told BUSY in one), %d revokes (%d holders told, %d released, %d ended at the grace), %d locks granted in mixed sets, %d ended holds in the members' replicated histories compared (%d with values, %d histories with a floor), %d proclaims, %d holder values read, %d acquires refused as deadlocks, %d waits ended as deadlocked at a grant or cancel; linearizability timed out in %d",
+	t.Logf("%d scenarios, %d faults (%d crashes, %d torn writes, %d partitions, %d dropped, %d duplicated msgs, %d heartbeat pauses, %d GC pauses, %d member pauses, %d slow raft clocks, %d slow client trips, %d dropped waiting connections: %d grants released, %d kept by their abandons), %d ops (%d unknown), %d fenced writes (%d rejected), %d elections, %d snapshots sent, %d holds expired at their limit, %d renewals granted, %d membership changes (%d applied, %d members retired), %d members upgraded, %d log version raises, %d reentrant acquires granted, %d releases of one count of several, %d stranger requests (%d refused for their secret, %d of them by the tracker), %d lock-delays (%d ended, %d tries told BUSY in one), %d revokes (%d holders told, %d released, %d ended at the grace), %d locks granted in mixed sets, %d ended holds in the members' replicated histories compared (%d with values, %d histories with a floor), %d proclaims, %d holder values read, %d acquires refused as deadlocks, %d waits ended as deadlocked at a grant or cancel, %d refusals before the log settled by a seq fence (%d fences found the request applied, %d later attempts refused); linearizability timed out in %d",
 		len(seeds), total.Faults(), total.Crashes, total.TornWrites, total.Partitions, total.Dropped, total.Duplicated, total.HBPauses, total.GCPauses, total.NodePauses, total.SlowClocks, total.SlowReplies, total.ConnDrops,
 		total.AbandonsReleased, total.AbandonsKept, total.Ops, total.Unknown, total.Writes, total.WritesRejected, total.Elections, total.SnapsSent, total.HoldsExpired, total.Renewals, total.MemberChanges, total.MembersApplied, total.Retired, total.Upgrades, total.VersionRaises, total.Reentered, total.CountsReleased, total.StrangerSent, total.StrangerRefused, total.StrangerRefusedByTracker,
 		total.LockDelays, total.LockDelaysEnded, total.DelayedBusy, total.Revokes, total.RevokesTold, total.RevokesHonoured, total.HoldsRevoked,
-		total.MixedSetGrants, total.HistoryEnds, total.HistoryValues, total.HistoryFloors, total.Proclaims, total.ValuesRead, total.Deadlocks, total.DeadlocksEnded, unknownLin)
+		total.MixedSetGrants, total.HistoryEnds, total.HistoryValues, total.HistoryFloors, total.Proclaims, total.ValuesRead, total.Deadlocks, total.DeadlocksEnded, total.FencesSettled, total.FencesFoundAnswer, total.FencedRetries, unknownLin)
 	checkWorkDone(t, len(seeds), total)
 	// Strangers are only checked when they act: a victim must have a
 	// secret and a hold, a request must reach the leader.
@@ -256,6 +263,9 @@ func checkWorkDone(t *testing.T, n int, total Stats) {
 		{"proclaims", total.Proclaims, uint64(n) / 20},
 		{"holder values read", total.ValuesRead, uint64(n) / 20},
 		{"acquires refused as deadlocks", total.Deadlocks, uint64(n) / 50},
+		// Upgrades refuse what the cluster's log version cannot carry.
+		{"refusals before the log settled by a seq fence", total.FencesSettled, uint64(n)},
+		{"later attempts of a fenced request refused", total.FencedRetries, uint64(n) / 100},
 	}
 	for _, f := range floors {
 		if f.got < f.least {
@@ -296,7 +306,9 @@ func addStats(a, b Stats) Stats {
 		HistoryValues: a.HistoryValues + b.HistoryValues, HistoryFloors: a.HistoryFloors + b.HistoryFloors,
 		Proclaims: a.Proclaims + b.Proclaims, ValuesRead: a.ValuesRead + b.ValuesRead,
 		Deadlocks: a.Deadlocks + b.Deadlocks, DeadlocksEnded: a.DeadlocksEnded + b.DeadlocksEnded,
-		Revokes: a.Revokes + b.Revokes, RevokesTold: a.RevokesTold + b.RevokesTold,
+		FencesSettled: a.FencesSettled + b.FencesSettled, FencesFoundAnswer: a.FencesFoundAnswer + b.FencesFoundAnswer,
+		FencedRetries: a.FencedRetries + b.FencedRetries,
+		Revokes:       a.Revokes + b.Revokes, RevokesTold: a.RevokesTold + b.RevokesTold,
 		RevokesHonoured: a.RevokesHonoured + b.RevokesHonoured, HoldsRevoked: a.HoldsRevoked + b.HoldsRevoked,
 	}
 }

@@ -335,6 +335,28 @@ var mutants = []mutant{
 			n.cfg.Observer.Applied(a.index, a.cmd, a.res)
 		}`,
 	},
+	{
+		// A refusal before the log without its seq fence: a delayed
+		// earlier attempt of the request applies after the client was
+		// told it was refused.
+		name: "raftnode/version-refusal-without-seq-fence", file: "internal/raftnode/propose.go", checks: raftnodeChecks,
+		from: "fence, ok := n.fence(cmd, p, refusal)\n\t\t\t\tif !ok {\n\t\t\t\t\treturn nil, refusal\n\t\t\t\t}\n\t\t\t\tcmd = fence",
+		to:   "return nil, refusal",
+	},
+	{
+		// The no-space guard refuses without settling the seq: the
+		// refused acquire, arriving again once space is back, applies.
+		name: "server/no-space-refusal-without-seq-fence", file: "internal/server/space.go", checks: []check{embedTests},
+		from: "return s.node.Refuse(ctx, cmd, refusal)",
+		to:   "return refusal",
+	},
+	{
+		// A fence that found the earlier attempt applied still refuses:
+		// the client is told "refused" of a request that took effect.
+		name: "raftnode/fence-that-found-an-answer-refuses", file: "internal/raftnode/node.go", checks: raftnodeChecks,
+		from: "res, index, err = nil, 0, &NotLeaderError{Leader: f.leader}",
+		to:   "res, index, err = nil, 0, f.refusal",
+	},
 
 	// The client's deadline: counted from the send of the keepalive,
 	// less the safety margin, so the client gives up before the server

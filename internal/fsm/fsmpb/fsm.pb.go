@@ -52,6 +52,7 @@ const (
 	Error_ERROR_SECRET_MISMATCH   Error = 15 // the command's secret_hash is not its session's
 	Error_ERROR_NOT_PERMITTED     Error = 16 // the command's principal may not do this (AuthState)
 	Error_ERROR_DEADLOCK          Error = 17 // the acquire's wait would close a deadlock (Result.deadlock_cycle)
+	Error_ERROR_REFUSED           Error = 18 // a retry of a request the leader refused before the log (seqfence.go); never cached
 )
 
 // Enum value maps for Error.
@@ -75,6 +76,7 @@ var (
 		15: "ERROR_SECRET_MISMATCH",
 		16: "ERROR_NOT_PERMITTED",
 		17: "ERROR_DEADLOCK",
+		18: "ERROR_REFUSED",
 	}
 	Error_value = map[string]int32{
 		"ERROR_NONE":              0,
@@ -95,6 +97,7 @@ var (
 		"ERROR_SECRET_MISMATCH":   15,
 		"ERROR_NOT_PERMITTED":     16,
 		"ERROR_DEADLOCK":          17,
+		"ERROR_REFUSED":           18,
 	}
 )
 
@@ -4917,7 +4920,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x06shared\x18\a \x01(\bR\x06shared\x12(\n" +
 	"\x10hold_limit_nanos\x18\b \x01(\x03R\x0eholdLimitNanos\x12(\n" +
 	"\x10lock_delay_nanos\x18\t \x01(\x03R\x0elockDelayNanos\x12\x14\n" +
-	"\x05value\x18< \x01(\tR\x05value*\xca\x03\n" +
+	"\x05value\x18< \x01(\tR\x05value*\xdd\x03\n" +
 	"\x05Error\x12\x0e\n" +
 	"\n" +
 	"ERROR_NONE\x10\x00\x12\x1a\n" +
@@ -4938,7 +4941,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x14ERROR_LIMIT_MISMATCH\x10\x0e\x12\x19\n" +
 	"\x15ERROR_SECRET_MISMATCH\x10\x0f\x12\x17\n" +
 	"\x13ERROR_NOT_PERMITTED\x10\x10\x12\x12\n" +
-	"\x0eERROR_DEADLOCK\x10\x11*\x9b\x01\n" +
+	"\x0eERROR_DEADLOCK\x10\x11\x12\x11\n" +
+	"\rERROR_REFUSED\x10\x12*\x9b\x01\n" +
 	"\rAcquireStatus\x12\x1e\n" +
 	"\x1aACQUIRE_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ACQUIRE_STATUS_GRANTED\x10\x01\x12\x19\n" +
