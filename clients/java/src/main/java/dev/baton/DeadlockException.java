@@ -1,15 +1,45 @@
 package dev.baton;
 
+import baton.v1.BatonOuterClass.DeadlockEdge;
+import java.util.List;
+
 /**
- * DeadlockException: a lock's wait would have closed a deadlock, and the
- * server refused it at once, queueing nothing (Reason DEADLOCK). The
- * message names the cycle in one line. Release what the session holds and
- * start again.
+ * DeadlockException: a lock's wait would have closed a deadlock (Reason
+ * DEADLOCK). Either the server refused the acquire at once, queueing
+ * nothing, or (log version 14 on) a grant or a cancel left a queued wait
+ * deadlocked and the server ended it with a pushed WaitEnded. The message
+ * is one line; {@link #cycle()} is the deadlock itself. Release what the
+ * session holds and start again.
  */
 public class DeadlockException extends BatonException {
-    private static final long serialVersionUID = 1L;
+    private static final long serialVersionUID = 2L;
+
+    private final List<DeadlockEdge> cycle;
 
     public DeadlockException(int code, String reason, String message, Throwable cause) {
+        this(code, reason, message, cause, List.of());
+    }
+
+    /** A DeadlockException naming cycle (null: none), the refused or ended wait first. */
+    public DeadlockException(int code, String reason, String message, Throwable cause, List<DeadlockEdge> cycle) {
         super(code, reason, message, cause);
+        this.cycle = cycle == null ? List.of() : List.copyOf(cycle);
+    }
+
+    /**
+     * The deadlock, as the server named it (baton.proto's
+     * {@code Error.deadlock_cycle}, or {@code WaitEnded.deadlock_cycle} for a
+     * wait the server ended): one edge per wait, the refused (or ended)
+     * wait first. Each edge's waiter ({@code session_id}, {@code owner_key})
+     * waits for {@code lock}, which the edge's blocker
+     * ({@code blocker_session_id}, {@code blocker_owner_key}) holds, or, with
+     * {@code queued_ahead}, waits for ahead of it in its FIFO queue. Each
+     * edge's blocker is the next edge's waiter, and the last edge's blocker
+     * the first's (or an earlier edge's, when the wait would have joined a
+     * deadlock that was there before it). Unmodifiable; empty when the
+     * server named no cycle.
+     */
+    public List<DeadlockEdge> cycle() {
+        return cycle;
     }
 }

@@ -146,12 +146,17 @@ final class Requests {
         }
     }
 
-    /** waitEnded: the member pushed the end of a queued acquire's wait (timed out, cancelled, session gone). */
+    /**
+     * waitEnded: the member pushed the end of a queued acquire's wait (timed
+     * out, cancelled, session gone, or left deadlocked by a grant or a
+     * cancel: a DeadlockException with the push's cycle).
+     */
     void waitEnded(WaitEnded w) {
         Call c = bySeq.get(w.getSeq());
         if (c != null && c.waits) {
             String reason = Wire.reasonName(w.getReason());
-            finish(c, null, Wire.error(9, reason, "wait for lock " + w.getName() + " ended: " + reason, ""));
+            finish(c, null, Wire.error(9, reason, "wait for lock " + w.getName() + " ended: " + reason, "",
+                    w.getDeadlockCycleList()));
         }
     }
 

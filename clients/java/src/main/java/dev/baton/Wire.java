@@ -1,6 +1,7 @@
 package dev.baton;
 
 import baton.v1.BatonOuterClass;
+import baton.v1.BatonOuterClass.DeadlockEdge;
 import baton.v1.BatonOuterClass.Reason;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -8,6 +9,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.math.BigDecimal;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.List;
 
 /**
  * Wire is the JSON of Baton's HTTP face (grpc-gateway's protojson, with
@@ -98,7 +100,7 @@ final class Wire {
 
     /** The exception for a session stream's Error message (an answer's, a channel end's, a lost session's). */
     static BatonException error(BatonOuterClass.Error e) {
-        return error(e.getCode(), reasonName(e.getReason()), e.getMessage(), e.getLeaderAddr());
+        return error(e.getCode(), reasonName(e.getReason()), e.getMessage(), e.getLeaderAddr(), e.getDeadlockCycleList());
     }
 
     /** A Reason's name as the HTTP face and the exceptions spell it; "" for none or one this client does not know. */
@@ -111,6 +113,14 @@ final class Wire {
      * names ("" when none): an UnavailableException carries it.
      */
     static BatonException error(int code, String reason, String message, String leaderAddr) {
+        return error(code, reason, message, leaderAddr, List.of());
+    }
+
+    /**
+     * The exception for an error that may name a deadlock: a DEADLOCK's
+     * DeadlockException carries cycle (the refused or ended wait first).
+     */
+    static BatonException error(int code, String reason, String message, String leaderAddr, List<DeadlockEdge> cycle) {
         switch (reason) {
             case "SESSION_NOT_FOUND":
             case "SESSION_EXPIRED":
@@ -141,7 +151,7 @@ final class Wire {
             case "OUTCOME_UNKNOWN":
                 return new UnavailableException(code, reason, message, null, leaderAddr);
             case "DEADLOCK":
-                return new DeadlockException(code, reason, message, null);
+                return new DeadlockException(code, reason, message, null, cycle);
             default:
                 break;
         }
