@@ -41,6 +41,7 @@ type clientOp struct {
 	kind      opKind
 	session   uint64
 	lock      string
+	key       string // acquires, releases, proclaims: the owner key (Config.Keys)
 	token     uint64
 	seq       uint64
 	cmd       *fsmpb.Command
@@ -73,17 +74,19 @@ type client struct {
 	validUntil int64 // client-side deadline: sendTime + TTL - margin
 	seq        uint64
 	leader     uint64
-	holds      map[string]uint64 // believed holds: lock → token
-	counts     map[string]uint32 // believed holds: lock → reentrant count
-	holdUntil  map[string]int64  // believed holds with a hold limit: lock → the client's deadline
-	holdLimit  map[string]time.Duration
-	renewing   map[string]bool // holds the client renews (the others run out)
-	tainted    map[string]bool // acquires with unknown outcome this session
+	// What the client believes it holds, per (lock, owner key): one
+	// hold each (Config.Keys).
+	holds     map[holdRef]uint64 // believed holds: → token
+	counts    map[holdRef]uint32 // believed holds: → reentrant count
+	holdUntil map[holdRef]int64  // believed holds with a hold limit: → the client's deadline
+	holdLimit map[holdRef]time.Duration
+	renewing  map[holdRef]bool // holds the client renews (the others run out)
+	tainted   map[holdRef]bool // acquires with unknown outcome this session
 	// revokedEarly: revocations the client was told of for holds it did
 	// not know it had yet (the grant's answer still to come, say a retry
-	// after a lost one), by lock, as the Go client keeps them for the
-	// Lease the answer makes.
-	revokedEarly map[string]uint64
+	// after a lost one), as the Go client keeps them for the Lease the
+	// answer makes.
+	revokedEarly map[holdRef]uint64
 	opening      bool
 	// secret is the hash of the session's secret, drawn at each open (its
 	// retries show the same one); every request for the session shows it.
@@ -95,7 +98,7 @@ type client struct {
 	// One hold renewal at a time, like keepalives beside the operation.
 	rnAttempt  uint64
 	rnSentAt   int64
-	rnLock     string
+	rnRef      holdRef
 	rnToken    uint64
 	rnSession  uint64
 	rnInFlight bool
@@ -109,8 +112,8 @@ type client struct {
 }
 
 func newClient(s *Sim, id int) *client {
-	return &client{s: s, id: id, holds: map[string]uint64{}, counts: map[string]uint32{}, holdUntil: map[string]int64{}, holdLimit: map[string]time.Duration{},
-		renewing: map[string]bool{}, tainted: map[string]bool{}, revokedEarly: map[string]uint64{}}
+	return &client{s: s, id: id, holds: map[holdRef]uint64{}, counts: map[holdRef]uint32{}, holdUntil: map[holdRef]int64{}, holdLimit: map[holdRef]time.Duration{},
+		renewing: map[holdRef]bool{}, tainted: map[holdRef]bool{}, revokedEarly: map[holdRef]uint64{}}
 }
 
 func (c *client) lockName(i int) string { return fmt.Sprintf("lock/%d", i) }
@@ -127,13 +130,14 @@ func (c *client) think() {
 	if c.session != 0 && s.now >= c.validUntil {
 		c.lose("deadline passed")
 	}
-	for _, l := range sortedKeys(c.holdUntil) {
-		if s.now >= c.holdUntil[l] {
+	for _, r := range sortedRefs(c.holdUntil) {
+		if s.now >= c.holdUntil[r] {
 			// The hold limit passed, as the client counts it: it no
-			// longer believes it holds the lock, nor takes it again this
-			// session (the server may still hold it for it a while).
-			c.forget(l)
-			c.tainted[l] = true
+			// longer believes it holds the lock, nor takes it again
+			// under that key this session (the server may still hold it
+			// for it a while).
+			c.forget(r)
+			c.tainted[r] = true
 		}
 	}
 	if c.session == 0 {
@@ -152,25 +156,25 @@ func (c *client) think() {
 		}
 		return
 	}
-	held := sortedKeys(c.holds)
+	held := sortedRefs(c.holds)
 	switch k := s.rng.IntN(100); {
 	case k < 30 && len(held) > 0:
-		l := held[s.rng.IntN(len(held))]
-		c.write(l, c.holds[l])
+		r := held[s.rng.IntN(len(held))]
+		c.write(r, c.holds[r])
 	case k < 50 && len(held) > 0:
-		l := held[s.rng.IntN(len(held))]
-		tok := c.holds[l]
-		if c.counts[l] <= 1 {
-			c.forget(l) // stop using it before asking
+		r := held[s.rng.IntN(len(held))]
+		tok := c.holds[r]
+		if c.counts[r] <= 1 {
+			c.forget(r) // stop using it before asking
 		}
 		c.seq++
-		c.start(&clientOp{kind: opRelease, lock: l, token: tok, seq: c.seq, cmd: &fsmpb.Command{
+		c.start(&clientOp{kind: opRelease, lock: r.lock, key: r.key, token: tok, seq: c.seq, cmd: &fsmpb.Command{
 			SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq,
-			Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: l, Token: tok}},
+			Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: r.lock, Token: tok, OwnerKey: r.key}},
 		}})
 	case k < 56 && len(held) > 0:
-		l := held[s.rng.IntN(len(held))]
-		c.start(&clientOp{kind: opCheck, lock: l, token: c.holds[l]})
+		r := held[s.rng.IntN(len(held))]
+		c.start(&clientOp{kind: opCheck, lock: r.lock, token: c.holds[r]})
 	case k < 59:
 		l := c.lockName(s.rng.IntN(s.cfg.Locks))
 		c.start(&clientOp{kind: opCheck, lock: l, token: uint64(s.rng.IntN(50))})
@@ -195,12 +199,15 @@ func (c *client) think() {
 		if semaphore {
 			l = fmt.Sprintf("sem/%d", s.rng.IntN(s.cfg.Semaphores))
 		}
-		if _, ok := c.holds[l]; ok || c.tainted[l] {
+		// Under either key, with Config.Keys: as a second worker of the
+		// session, which may hold the lock under the other.
+		key := c.drawKey()
+		if _, ok := c.holds[holdRef{l, key}]; ok || c.tainted[holdRef{l, key}] {
 			return
 		}
 		c.seq++
-		op := &clientOp{kind: opAcquireTry, lock: l, seq: c.seq}
-		acq := &fsmpb.Acquire{Lock: l, LockDelayNanos: int64(s.lockDelayOf(l))}
+		op := &clientOp{kind: opAcquireTry, lock: l, key: key, seq: c.seq}
+		acq := &fsmpb.Acquire{Lock: l, OwnerKey: key, LockDelayNanos: int64(s.lockDelayOf(l))}
 		if semaphore {
 			// Mostly permits (shared); one in three a writer of the
 			// same lock (exclusive), as a read/write lock has.
@@ -225,20 +232,21 @@ func (c *client) think() {
 	}
 }
 
-// reenter acquires again one of the mutexes it holds, with the hold's
-// limit (the state machine refuses another): granted at once, same
-// token, count + 1, whether it asks to wait or not.
-func (c *client) reenter(held []string) {
+// reenter acquires again one of the mutexes it holds, under the hold's
+// owner key, with the hold's limit (the state machine refuses another):
+// granted at once, same token, count + 1, whether it asks to wait or not.
+func (c *client) reenter(held []holdRef) {
 	s := c.s
-	l, ok := c.someMutex(held)
+	r, ok := c.someMutex(held)
 	if !ok {
 		return
 	}
+	l := r.lock
 	c.seq++
-	op := &clientOp{kind: opAcquireTry, lock: l, seq: c.seq, reentrant: true}
-	acq := &fsmpb.Acquire{Lock: l, LockDelayNanos: int64(s.lockDelayOf(l))}
-	if _, ok := c.holdUntil[l]; ok {
-		op.holdLimit = c.holdLimit[l]
+	op := &clientOp{kind: opAcquireTry, lock: l, key: r.key, seq: c.seq, reentrant: true}
+	acq := &fsmpb.Acquire{Lock: l, OwnerKey: r.key, LockDelayNanos: int64(s.lockDelayOf(l))}
+	if _, ok := c.holdUntil[r]; ok {
+		op.holdLimit = c.holdLimit[r]
 		acq.HoldLimitNanos = int64(op.holdLimit)
 	}
 	if s.rng.IntN(3) == 0 {
@@ -252,48 +260,50 @@ func (c *client) reenter(held []string) {
 
 // proclaim sets a new value on one of the mutexes it holds, naming the
 // hold by its token (an election's leader publishing a new address).
-func (c *client) proclaim(held []string) {
-	l, ok := c.someMutex(held)
+func (c *client) proclaim(held []holdRef) {
+	r, ok := c.someMutex(held)
 	if !ok {
 		return
 	}
 	c.seq++
-	c.start(&clientOp{kind: opProclaim, lock: l, token: c.holds[l], seq: c.seq, cmd: &fsmpb.Command{
+	c.start(&clientOp{kind: opProclaim, lock: r.lock, key: r.key, token: c.holds[r], seq: c.seq, cmd: &fsmpb.Command{
 		SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq,
-		Op: &fsmpb.Command_Proclaim{Proclaim: &fsmpb.Proclaim{Lock: l, Token: c.holds[l], Value: fmt.Sprintf("c%d/%d/p", c.id, c.seq)}},
+		Op: &fsmpb.Command_Proclaim{Proclaim: &fsmpb.Proclaim{Lock: r.lock, Token: c.holds[r], OwnerKey: r.key, Value: fmt.Sprintf("c%d/%d/p", c.id, c.seq)}},
 	}})
 }
 
-// someMutex picks one of the mutexes among held, if there is one.
-func (c *client) someMutex(held []string) (string, bool) {
-	var mutexes []string
-	for _, l := range held {
-		if !isSemaphore(l) {
-			mutexes = append(mutexes, l)
+// someMutex picks one of the holds of mutexes among held, if there is one.
+func (c *client) someMutex(held []holdRef) (holdRef, bool) {
+	var mutexes []holdRef
+	for _, r := range held {
+		if !isSemaphore(r.lock) {
+			mutexes = append(mutexes, r)
 		}
 	}
 	if len(mutexes) == 0 {
-		return "", false
+		return holdRef{}, false
 	}
 	return mutexes[c.s.rng.IntN(len(mutexes))], true
 }
 
-// forget drops the client's belief that it holds l.
-func (c *client) forget(l string) {
-	delete(c.holds, l)
-	delete(c.counts, l)
-	delete(c.holdUntil, l)
+// forget drops the client's belief that it holds r.
+func (c *client) forget(r holdRef) {
+	delete(c.holds, r)
+	delete(c.counts, r)
+	delete(c.holdUntil, r)
 }
 
 // tryMany tries some of the mutexes it neither holds nor is unsure of in
 // one acquire_many, each on its own or all or none; now and then with a
-// semaphore too, in a mode of its own (a mixed set).
+// semaphore too, in a mode of its own (a mixed set). One owner key for
+// all of them (AcquireMany.owner_key).
 func (c *client) tryMany() {
 	s := c.s
+	key := c.drawKey()
 	var names []string
 	for _, i := range s.rng.Perm(s.cfg.Locks) {
 		l := c.lockName(i)
-		if _, ok := c.holds[l]; ok || c.tainted[l] {
+		if _, ok := c.holds[holdRef{l, key}]; ok || c.tainted[holdRef{l, key}] {
 			continue
 		}
 		names = append(names, l)
@@ -303,10 +313,10 @@ func (c *client) tryMany() {
 	}
 	names = names[:1+s.rng.IntN(len(names))]
 	c.seq++
-	op := &clientOp{kind: opAcquireMany, locks: names, seq: c.seq}
-	am := &fsmpb.AcquireMany{Locks: names, All: s.rng.IntN(2) == 0}
+	op := &clientOp{kind: opAcquireMany, locks: names, key: key, seq: c.seq}
+	am := &fsmpb.AcquireMany{Locks: names, OwnerKey: key, All: s.rng.IntN(2) == 0}
 	if sem := fmt.Sprintf("sem/%d", s.rng.IntN(max(s.cfg.Semaphores, 1))); s.cfg.Semaphores > 0 && s.rng.IntN(3) == 0 &&
-		!c.tainted[sem] && !c.holdsLock(sem) {
+		!c.tainted[holdRef{sem, key}] && !c.holdsLock(holdRef{sem, key}) {
 		// A mixed set: the mutexes and a semaphore's permit (or its
 		// writer, as for a single acquire), each lock in its own mode.
 		op.locks = append(names, sem)
@@ -604,7 +614,7 @@ func (c *client) finish(op *clientOp, o outcome) {
 		return
 	}
 	s.chk.record(c, op, o)
-	s.tracef("client %d %v %s seq %d -> %+v", c.id, op.kind, op.lock, op.seq, o)
+	s.tracef("client %d %v %v seq %d -> %+v", c.id, op.kind, holdRef{op.lock, op.key}, op.seq, o)
 	c.believe(op, o)
 }
 
@@ -650,14 +660,14 @@ func (c *client) finishMany(op *clientOp, o outcome) {
 		sub := *op
 		sub.kind, sub.lock = opAcquireTry, l
 		s.chk.record(c, &sub, lo)
-		s.tracef("client %d many %s seq %d -> %+v", c.id, l, op.seq, lo)
+		s.tracef("client %d many %v seq %d -> %+v", c.id, holdRef{l, op.key}, op.seq, lo)
 		c.believe(&sub, lo)
 	}
 }
 
-// holdsLock reports whether the client believes it holds l.
-func (c *client) holdsLock(l string) bool {
-	_, ok := c.holds[l]
+// holdsLock reports whether the client believes it holds r.
+func (c *client) holdsLock(r holdRef) bool {
+	_, ok := c.holds[r]
 	return ok
 }
 
@@ -673,12 +683,14 @@ func (op *clientOp) shared() bool {
 	return op.cmd.GetAcquire().GetShared()
 }
 
-// believe updates what the client believes it holds after op's outcome.
+// believe updates what the client believes it holds after op's outcome,
+// about the hold of op's lock under op's owner key.
 func (c *client) believe(op *clientOp, o outcome) {
 	s := c.s
 	if op.session != c.session {
 		return
 	}
+	r := holdRef{op.lock, op.key}
 	switch {
 	case o.code == fsmpb.Error_ERROR_SESSION_NOT_FOUND:
 		c.lose("server says not found")
@@ -688,55 +700,56 @@ func (c *client) believe(op *clientOp, o outcome) {
 		// Another count of the hold. One the client gave up while the
 		// acquire was under way (its deadline passed) stays given up.
 		s.stats.Reentered++
-		if tok, ok := c.holds[op.lock]; ok {
+		if tok, ok := c.holds[r]; ok {
 			if tok != o.token {
-				s.fail("client", "client %d re-entered lock %s, which it holds with token %d: granted count %d with token %d", c.id, op.lock, tok, o.count, o.token)
+				s.fail("client", "client %d re-entered lock %v, which it holds with token %d: granted count %d with token %d", c.id, r, tok, o.count, o.token)
 			}
-			c.counts[op.lock] = o.count
+			c.counts[r] = o.count
 		}
 	case (op.kind == opAcquireTry || op.kind == opAcquireWait) && o.granted:
 		if o.count > 1 {
-			s.fail("client", "client %d re-entered lock %s it did not believe it held (count %d)", c.id, op.lock, o.count)
+			s.fail("client", "client %d re-entered lock %v it did not believe it held (count %d)", c.id, r, o.count)
 		}
 		// A reentrant acquire granted count 1 found the hold it meant
 		// ended (at its limit): this is a new one.
-		c.holds[op.lock] = o.token
-		c.counts[op.lock] = 1
-		if c.revokedEarly[op.lock] == o.token {
-			delete(c.revokedEarly, op.lock)
-			c.revoked(op.lock, o.token)
+		c.holds[r] = o.token
+		c.counts[r] = 1
+		if c.revokedEarly[r] == o.token {
+			delete(c.revokedEarly, r)
+			c.revoked(r, o.token)
 			break
 		}
 		if op.holdLimit > 0 {
 			// Counted from the acquire's first send: the server's count
 			// began at the grant, later.
-			c.holdUntil[op.lock] = op.firstSent + int64(op.holdLimit-safetyMargin)
-			c.holdLimit[op.lock] = op.holdLimit
-			c.renewing[op.lock] = s.rng.IntN(2) == 0
-			if s.now >= c.holdUntil[op.lock] {
-				c.forget(op.lock)
-				c.tainted[op.lock] = true
+			c.holdUntil[r] = op.firstSent + int64(op.holdLimit-safetyMargin)
+			c.holdLimit[r] = op.holdLimit
+			c.renewing[r] = s.rng.IntN(2) == 0
+			if s.now >= c.holdUntil[r] {
+				c.forget(r)
+				c.tainted[r] = true
 			}
 		}
 	case (op.kind == opAcquireTry || op.kind == opAcquireWait) && (o.unknown || o.ambiguous):
-		c.tainted[op.lock] = true
-	case op.kind == opRelease && c.holds[op.lock] == op.token && o.code == fsmpb.Error_ERROR_NONE && !o.unknown && o.remaining > 0:
-		c.counts[op.lock] = o.remaining // one count of several released
+		c.tainted[r] = true
+	case op.kind == opRelease && c.holds[r] == op.token && o.code == fsmpb.Error_ERROR_NONE && !o.unknown && o.remaining > 0:
+		c.counts[r] = o.remaining // one count of several released
 		s.stats.CountsReleased++
 	case op.kind == opRelease && o.unknown:
-		c.forget(op.lock)
-		c.tainted[op.lock] = true // may still hold it: never re-enter by accident
-	case op.kind == opRelease && c.holds[op.lock] == op.token:
+		c.forget(r)
+		c.tainted[r] = true // may still hold it: never re-enter by accident
+	case op.kind == opRelease && c.holds[r] == op.token:
 		// The release of one count of several ended the hold, or was
 		// refused: the client no longer knows what it holds.
-		c.forget(op.lock)
-		c.tainted[op.lock] = true
+		c.forget(r)
+		c.tainted[r] = true
 	}
 }
 
-// write sends a write to lock's fenced resource, if the client still
-// believes its session valid. A GC pause delays the write after the check.
-func (c *client) write(lock string, token uint64) {
+// write sends a write to the fenced resource of r's lock, if the client
+// still believes its session valid. A GC pause delays the write after the
+// check.
+func (c *client) write(r holdRef, token uint64) {
 	s := c.s
 	if s.now >= c.validUntil {
 		return
@@ -749,7 +762,7 @@ func (c *client) write(lock string, token uint64) {
 	issued := s.now
 	session := c.session
 	s.stats.Writes++
-	s.after(d, func() { s.chk.resourceWrite(c, lock, token, session, issued) })
+	s.after(d, func() { s.chk.resourceWrite(c, r, token, session, issued) })
 }
 
 func cloneCmd(c *fsmpb.Command) *fsmpb.Command {
