@@ -286,13 +286,6 @@ func (c *client) someMutex(held []holdRef) (holdRef, bool) {
 	return mutexes[c.s.rng.IntN(len(mutexes))], true
 }
 
-// forget drops the client's belief that it holds r.
-func (c *client) forget(r holdRef) {
-	delete(c.holds, r)
-	delete(c.counts, r)
-	delete(c.holdUntil, r)
-}
-
 // tryMany tries some of the mutexes it neither holds nor is unsure of in
 // one acquire_many, each on its own or all or none; now and then with a
 // semaphore too, in a mode of its own (a mixed set). One owner key for
@@ -335,18 +328,6 @@ func (c *client) tryMany() {
 	}
 	op.cmd = &fsmpb.Command{SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq, Op: &fsmpb.Command_AcquireMany{AcquireMany: am}}
 	c.start(op)
-}
-
-// lose forgets the session: the client no longer believes it holds
-// anything (DESIGN.md §2: it must learn this before the server acts).
-func (c *client) lose(why string) {
-	c.s.tracef("client %d loses session %d: %s", c.id, c.session, why)
-	c.session = 0
-	clear(c.holds)
-	clear(c.counts)
-	clear(c.holdUntil)
-	clear(c.tainted)
-	clear(c.revokedEarly)
 }
 
 func (c *client) open() {
@@ -665,12 +646,6 @@ func (c *client) finishMany(op *clientOp, o outcome) {
 	}
 }
 
-// holdsLock reports whether the client believes it holds r.
-func (c *client) holdsLock(r holdRef) bool {
-	_, ok := c.holds[r]
-	return ok
-}
-
 // shared reports whether op asks for lock in a shared mode: an acquire's,
 // or the mode a mixed acquire_many gives lock.
 func (op *clientOp) shared() bool {
@@ -681,88 +656,6 @@ func (op *clientOp) shared() bool {
 		return am.GetShared()
 	}
 	return op.cmd.GetAcquire().GetShared()
-}
-
-// believe updates what the client believes it holds after op's outcome,
-// about the hold of op's lock under op's owner key.
-func (c *client) believe(op *clientOp, o outcome) {
-	s := c.s
-	if op.session != c.session {
-		return
-	}
-	r := holdRef{op.lock, op.key}
-	switch {
-	case o.code == fsmpb.Error_ERROR_SESSION_NOT_FOUND:
-		c.lose("server says not found")
-	case op.kind == opClose:
-		c.lose("closed")
-	case (op.kind == opAcquireTry || op.kind == opAcquireWait) && o.granted && op.reentrant && o.count > 1:
-		// Another count of the hold. One the client gave up while the
-		// acquire was under way (its deadline passed) stays given up.
-		s.stats.Reentered++
-		if tok, ok := c.holds[r]; ok {
-			if tok != o.token {
-				s.fail("client", "client %d re-entered lock %v, which it holds with token %d: granted count %d with token %d", c.id, r, tok, o.count, o.token)
-			}
-			c.counts[r] = o.count
-		}
-	case (op.kind == opAcquireTry || op.kind == opAcquireWait) && o.granted:
-		if o.count > 1 {
-			s.fail("client", "client %d re-entered lock %v it did not believe it held (count %d)", c.id, r, o.count)
-		}
-		// A reentrant acquire granted count 1 found the hold it meant
-		// ended (at its limit): this is a new one.
-		c.holds[r] = o.token
-		c.counts[r] = 1
-		if c.revokedEarly[r] == o.token {
-			delete(c.revokedEarly, r)
-			c.revoked(r, o.token)
-			break
-		}
-		if op.holdLimit > 0 {
-			// Counted from the acquire's first send: the server's count
-			// began at the grant, later.
-			c.holdUntil[r] = op.firstSent + int64(op.holdLimit-safetyMargin)
-			c.holdLimit[r] = op.holdLimit
-			c.renewing[r] = s.rng.IntN(2) == 0
-			if s.now >= c.holdUntil[r] {
-				c.forget(r)
-				c.tainted[r] = true
-			}
-		}
-	case (op.kind == opAcquireTry || op.kind == opAcquireWait) && (o.unknown || o.ambiguous):
-		c.tainted[r] = true
-	case op.kind == opRelease && c.holds[r] == op.token && o.code == fsmpb.Error_ERROR_NONE && !o.unknown && o.remaining > 0:
-		c.counts[r] = o.remaining // one count of several released
-		s.stats.CountsReleased++
-	case op.kind == opRelease && o.unknown:
-		c.forget(r)
-		c.tainted[r] = true // may still hold it: never re-enter by accident
-	case op.kind == opRelease && c.holds[r] == op.token:
-		// The release of one count of several ended the hold, or was
-		// refused: the client no longer knows what it holds.
-		c.forget(r)
-		c.tainted[r] = true
-	}
-}
-
-// write sends a write to the fenced resource of r's lock, if the client
-// still believes its session valid. A GC pause delays the write after the
-// check.
-func (c *client) write(r holdRef, token uint64) {
-	s := c.s
-	if s.now >= c.validUntil {
-		return
-	}
-	d := s.dur(200*time.Microsecond, 3*time.Millisecond)
-	if c.gcPause {
-		c.gcPause = false
-		d = s.dur(500*time.Millisecond, 4*time.Second)
-	}
-	issued := s.now
-	session := c.session
-	s.stats.Writes++
-	s.after(d, func() { s.chk.resourceWrite(c, r, token, session, issued) })
 }
 
 func cloneCmd(c *fsmpb.Command) *fsmpb.Command {
