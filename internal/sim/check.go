@@ -256,7 +256,7 @@ func (k *checker) record(c *client, op *clientOp, o outcome) {
 	}
 	k.history = append(k.history, porcupine.Operation{
 		ClientId: c.id,
-		Input: linInput{kind: op.kind, session: op.session, key: op.key, lock: op.lock, token: op.token, shared: op.shared(),
+		Input: linInput{kind: op.kind, session: op.session, key: op.key, seq: op.seq, lock: op.lock, token: op.token, shared: op.shared(),
 			value: op.cmd.GetAcquire().GetValue() + op.cmd.GetProclaim().GetValue()},
 		Call:   op.call,
 		Output: o,
@@ -585,11 +585,13 @@ func (k *checker) resolveInternal() []*internalOp {
 func (k *checker) linearizability() {
 	s := k.s
 	hist := make([]porcupine.Operation, 0, len(k.history)+len(k.internal))
+	granted := k.grantedAcquires()
 	for _, op := range k.history {
 		// A check changes nothing: one whose answer never came is no
 		// operation at all (its step is the identity), and dropping it
-		// spares the search an operation open until the end of time.
-		if op.Input.(linInput).kind == opCheck && op.Output.(outcome).unknown {
+		// spares the search an operation open until the end of time;
+		// so for an acquire the log never granted (unknown.go).
+		if op.Input.(linInput).kind == opCheck && op.Output.(outcome).unknown || neverGranted(op.Input.(linInput), op.Output.(outcome), granted) {
 			continue
 		}
 		hist = append(hist, op)

@@ -16,6 +16,7 @@ type linInput struct {
 	kind    opKind
 	session uint64
 	key     string // the owner key (Config.Keys): acquires, releases, proclaims, expire-holds, abandons
+	seq     uint64 // client operations: the request's seq
 	lock    string
 	token   uint64 // release, check, proclaim
 	shared  bool   // acquires of a semaphore: a permit (else exclusive)
