@@ -17,6 +17,12 @@ func (c *client) forget(r holdRef) {
 	delete(c.holdUntil, r)
 }
 
+// holdsWith reports whether the client believes it holds r with token.
+func (c *client) holdsWith(r holdRef, token uint64) bool {
+	tok, ok := c.holds[r]
+	return ok && tok == token
+}
+
 // holdsLock reports whether the client believes it holds r.
 func (c *client) holdsLock(r holdRef) bool {
 	_, ok := c.holds[r]
@@ -48,15 +54,30 @@ func (c *client) believe(op *clientOp, o outcome) {
 		c.lose("server says not found")
 	case op.kind == opClose:
 		c.lose("closed")
-	case (op.kind == opAcquireTry || op.kind == opAcquireWait) && o.granted && op.reentrant && o.count > 1:
+	case (op.kind == opAcquireTry || op.kind == opAcquireWait) && o.granted && !op.reentrant && c.holdsWith(r, o.token):
+		// The hold the client believes it has, granted again: two
+		// workers' waits for the lock under one key (Config.Keys), the
+		// later re-entering the earlier's at its grant, whose answers
+		// come in either order (a pushed grant says no count).
+		c.counts[r] = max(c.counts[r]+1, o.count)
+	case (op.kind == opAcquireTry || op.kind == opAcquireWait) && o.granted && (op.reentrant || op.concurrent) && o.count > 1:
 		// Another count of the hold. One the client gave up while the
 		// acquire was under way (its deadline passed) stays given up.
-		s.stats.Reentered++
+		// An acquire made while the other worker waited may re-enter
+		// the hold that wait was granted, at the grant (Config.Keys):
+		// if the client has not learnt that grant yet (or lost its
+		// answer), the session holds the lock under the key, and it
+		// will not take it again under that key.
+		if op.reentrant {
+			s.stats.Reentered++
+		}
 		if tok, ok := c.holds[r]; ok {
 			if tok != o.token {
 				s.fail("client", "client %d re-entered lock %v, which it holds with token %d: granted count %d with token %d", c.id, r, tok, o.count, o.token)
 			}
 			c.counts[r] = o.count
+		} else if !op.reentrant {
+			c.tainted[r] = true
 		}
 	case (op.kind == opAcquireTry || op.kind == opAcquireWait) && o.granted:
 		if o.count > 1 {

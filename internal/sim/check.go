@@ -415,6 +415,7 @@ func (k *checker) finalChecks() {
 		if !k.checkFence(i, e.cmd, res, prev, locks, fenced) {
 			return
 		}
+		k.countKeys(i, e.cmd, res, prev, locks)
 		prev = locks
 		now := map[hold]bool{}
 		for _, l := range locks {

@@ -52,6 +52,10 @@ type clientOp struct {
 	sentAt    int64
 	holdLimit time.Duration // acquires: the hold's limit, 0 if none
 	reentrant bool          // acquires: of a hold the client has (count + 1)
+	// concurrent: acquires made while the client's other worker waited
+	// (Config.Keys), whose grant may re-enter that wait's (re-entered
+	// at its grant, count + 1).
+	concurrent bool
 	// acquire_many: its locks, and the outcomes of its answer
 	locks   []string
 	manyOut []*fsmpb.AcquireOutcome
@@ -92,7 +96,11 @@ type client struct {
 	// retries show the same one); every request for the session shows it.
 	secret []byte
 
-	op          *clientOp
+	op *clientOp
+	// bg is a queued wait that the client's other worker left waiting
+	// while the client went on (Config.Keys): answered, retried and
+	// cancelled as op is.
+	bg          *clientOp
 	nextAttempt uint64
 
 	// One hold renewal at a time, like keepalives beside the operation.
@@ -148,11 +156,16 @@ func (c *client) think() {
 	}
 	c.keepAlive()
 	c.renewHolds()
+	if w := c.bg; w != nil && w.queued && !w.cancelling && w.cancelAt != 0 && s.now >= w.cancelAt {
+		c.cancelWait(w)
+	}
 	if c.op != nil {
 		if c.op.kind == opAcquireWait && c.op.queued && !c.op.cancelling && c.op.cancelAt != 0 && s.now >= c.op.cancelAt {
-			c.cancelWait()
+			c.cancelWait(c.op)
 		} else if c.op.kind == opAcquireWait && c.op.queued && !c.op.cancelling && s.rng.IntN(100) < 5 {
 			c.dropConn()
+		} else {
+			c.leaveWaiting()
 		}
 		return
 	}
@@ -169,7 +182,7 @@ func (c *client) think() {
 		}
 		c.seq++
 		c.start(&clientOp{kind: opRelease, lock: r.lock, key: r.key, token: tok, seq: c.seq, cmd: &fsmpb.Command{
-			SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq,
+			SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.minUnacked(),
 			Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: r.lock, Token: tok, OwnerKey: r.key}},
 		}})
 	case k < 56 && len(held) > 0:
@@ -190,7 +203,7 @@ func (c *client) think() {
 		clear(c.holdUntil)
 		c.seq++
 		c.start(&clientOp{kind: opClose, seq: c.seq, cmd: &fsmpb.Command{
-			SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq,
+			SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.minUnacked(),
 			Op: &fsmpb.Command_CloseSession{CloseSession: &fsmpb.CloseSession{}},
 		}})
 	default:
@@ -199,14 +212,20 @@ func (c *client) think() {
 		if semaphore {
 			l = fmt.Sprintf("sem/%d", s.rng.IntN(s.cfg.Semaphores))
 		}
+		if c.waiting() && !isSemaphore(c.bg.lock) && s.rng.IntN(3) == 0 {
+			// The lock the other worker waits for: under its key, a wait
+			// re-enters its grant, or is ended as deadlocked behind it
+			// (another hold limit).
+			l, semaphore = c.bg.lock, false
+		}
 		// Under either key, with Config.Keys: as a second worker of the
 		// session, which may hold the lock under the other.
 		key := c.drawKey()
-		if _, ok := c.holds[holdRef{l, key}]; ok || c.tainted[holdRef{l, key}] {
+		if _, ok := c.holds[holdRef{l, key}]; ok || c.tainted[holdRef{l, key}] || c.waitsFor(holdRef{l, key}) && semaphore {
 			return
 		}
 		c.seq++
-		op := &clientOp{kind: opAcquireTry, lock: l, key: key, seq: c.seq}
+		op := &clientOp{kind: opAcquireTry, lock: l, key: key, seq: c.seq, concurrent: c.bg != nil}
 		acq := &fsmpb.Acquire{Lock: l, OwnerKey: key, LockDelayNanos: int64(s.lockDelayOf(l))}
 		if semaphore {
 			// Mostly permits (shared); one in three a writer of the
@@ -219,7 +238,10 @@ func (c *client) think() {
 			op.holdLimit = time.Duration(1000+s.rng.IntN(1000)) * time.Millisecond
 			acq.HoldLimitNanos = int64(op.holdLimit)
 		}
-		if s.rng.IntN(3) == 0 {
+		// While the other worker waits, two in three wait too: a node
+		// that waits for two locks at once is what a grant or a cancel
+		// can leave deadlocked.
+		if s.rng.IntN(3) == 0 || c.waiting() && s.rng.IntN(2) == 0 {
 			op.kind = opAcquireWait
 			op.waitTimeout = s.dur(50*time.Millisecond, 1500*time.Millisecond)
 			acq.Wait, acq.WaitTimeoutNanos = true, int64(op.waitTimeout)
@@ -227,7 +249,7 @@ func (c *client) think() {
 				op.cancelAt = s.now + int64(s.dur(20*time.Millisecond, op.waitTimeout))
 			}
 		}
-		op.cmd = &fsmpb.Command{SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq, Op: &fsmpb.Command_Acquire{Acquire: acq}}
+		op.cmd = &fsmpb.Command{SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.minUnacked(), Op: &fsmpb.Command_Acquire{Acquire: acq}}
 		c.start(op)
 	}
 }
@@ -243,7 +265,7 @@ func (c *client) reenter(held []holdRef) {
 	}
 	l := r.lock
 	c.seq++
-	op := &clientOp{kind: opAcquireTry, lock: l, key: r.key, seq: c.seq, reentrant: true}
+	op := &clientOp{kind: opAcquireTry, lock: l, key: r.key, seq: c.seq, reentrant: true, concurrent: c.bg != nil}
 	acq := &fsmpb.Acquire{Lock: l, OwnerKey: r.key, LockDelayNanos: int64(s.lockDelayOf(l))}
 	if _, ok := c.holdUntil[r]; ok {
 		op.holdLimit = c.holdLimit[r]
@@ -254,7 +276,7 @@ func (c *client) reenter(held []holdRef) {
 		op.waitTimeout = s.dur(50*time.Millisecond, 1500*time.Millisecond)
 		acq.Wait, acq.WaitTimeoutNanos = true, int64(op.waitTimeout)
 	}
-	op.cmd = &fsmpb.Command{SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq, Op: &fsmpb.Command_Acquire{Acquire: acq}}
+	op.cmd = &fsmpb.Command{SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.minUnacked(), Op: &fsmpb.Command_Acquire{Acquire: acq}}
 	c.start(op)
 }
 
@@ -267,7 +289,7 @@ func (c *client) proclaim(held []holdRef) {
 	}
 	c.seq++
 	c.start(&clientOp{kind: opProclaim, lock: r.lock, key: r.key, token: c.holds[r], seq: c.seq, cmd: &fsmpb.Command{
-		SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq,
+		SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.minUnacked(),
 		Op: &fsmpb.Command_Proclaim{Proclaim: &fsmpb.Proclaim{Lock: r.lock, Token: c.holds[r], OwnerKey: r.key, Value: fmt.Sprintf("c%d/%d/p", c.id, c.seq)}},
 	}})
 }
@@ -306,10 +328,10 @@ func (c *client) tryMany() {
 	}
 	names = names[:1+s.rng.IntN(len(names))]
 	c.seq++
-	op := &clientOp{kind: opAcquireMany, locks: names, key: key, seq: c.seq}
+	op := &clientOp{kind: opAcquireMany, locks: names, key: key, seq: c.seq, concurrent: c.bg != nil}
 	am := &fsmpb.AcquireMany{Locks: names, OwnerKey: key, All: s.rng.IntN(2) == 0}
 	if sem := fmt.Sprintf("sem/%d", s.rng.IntN(max(s.cfg.Semaphores, 1))); s.cfg.Semaphores > 0 && s.rng.IntN(3) == 0 &&
-		!c.tainted[holdRef{sem, key}] && !c.holdsLock(holdRef{sem, key}) {
+		!c.tainted[holdRef{sem, key}] && !c.holdsLock(holdRef{sem, key}) && !c.waitsFor(holdRef{sem, key}) {
 		// A mixed set: the mutexes and a semaphore's permit (or its
 		// writer, as for a single acquire), each lock in its own mode.
 		op.locks = append(names, sem)
@@ -326,7 +348,7 @@ func (c *client) tryMany() {
 		op.holdLimit = time.Duration(1000+s.rng.IntN(1000)) * time.Millisecond
 		am.HoldLimitNanos = int64(op.holdLimit)
 	}
-	op.cmd = &fsmpb.Command{SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq, Op: &fsmpb.Command_AcquireMany{AcquireMany: am}}
+	op.cmd = &fsmpb.Command{SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.minUnacked(), Op: &fsmpb.Command_AcquireMany{AcquireMany: am}}
 	c.start(op)
 }
 
@@ -352,7 +374,7 @@ func (c *client) start(op *clientOp) {
 		}
 	}
 	c.op = op
-	c.send()
+	c.send(op)
 }
 
 // target picks the member to ask: the believed leader, else any.
@@ -363,9 +385,8 @@ func (c *client) target() uint64 {
 	return c.s.peers[c.s.rng.IntN(len(c.s.peers))]
 }
 
-func (c *client) send() {
+func (c *client) send(op *clientOp) {
 	s := c.s
-	op := c.op
 	c.nextAttempt++
 	op.attempt = c.nextAttempt
 	op.sentAt = s.now
@@ -393,7 +414,7 @@ func (c *client) send() {
 	target := c.target()
 	op.target = target
 	s.after(timeout, func() {
-		if c.op == op && op.attempt == attempt {
+		if c.current(op) && op.attempt == attempt {
 			if op.kind == opAcquireWait && !op.cancelling {
 				s.sendAbandon(target, op.session, op.seq)
 			}
@@ -422,10 +443,10 @@ func (c *client) dropConn() {
 	c.answer(op, &response{attempt: op.attempt, unknown: true})
 }
 
-func (c *client) cancelWait() {
-	c.op.cancelling = true
-	c.op.tries = 0
-	c.send()
+func (c *client) cancelWait(op *clientOp) {
+	op.cancelling = true
+	op.tries = 0
+	c.send(op)
 }
 
 // onResponse is an answer's arrival at the client.
@@ -439,10 +460,11 @@ func (c *client) onResponse(r *response) {
 		c.onRenewal(r)
 		return
 	}
-	if c.op == nil || r.attempt != c.op.attempt {
+	op := c.opFor(r.attempt)
+	if op == nil {
 		return // a late answer to an abandoned attempt
 	}
-	c.answer(c.op, r)
+	c.answer(op, r)
 }
 
 func (c *client) answer(op *clientOp, r *response) {
@@ -547,8 +569,8 @@ func (c *client) retryLater(op *clientOp, unknown bool) {
 	}
 	op.attempt = 0 // ignore answers to the old attempt
 	c.s.after(d, func() {
-		if c.op == op {
-			c.send()
+		if c.current(op) {
+			c.send(op)
 		}
 	})
 }
@@ -572,7 +594,11 @@ type outcome struct {
 func (c *client) finish(op *clientOp, o outcome) {
 	s := c.s
 	o.retried = op.retried
-	c.op = nil
+	if c.bg == op {
+		c.bg = nil
+	} else {
+		c.op = nil
+	}
 	if op.kind == opOpen {
 		c.opening = false
 		return

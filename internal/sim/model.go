@@ -216,12 +216,13 @@ func lockStep(state, input, output any) []any {
 		case o.code == fsmpb.Error_ERROR_DEADLOCK:
 			// Refused as a deadlock, at the acquire or ended at a grant
 			// or cancel (checker i holds the log to it): the lock was
-			// held, by another owner. Its own hold would have been
-			// re-entered: a wait of its own that could not re-enter
-			// (another hold limit) is ended behind it as deadlocked, but
-			// a client never waits twice for a lock under one key (an
-			// unknown outcome taints the key).
-			if st.holder != 0 && !st.heldBy(in) {
+			// held, by another owner; or, for a wait, by its own: of two
+			// waits of one owner for the lock (two workers under one
+			// key, Config.Keys), one that could not re-enter the hold
+			// the other was granted (another hold limit) is ended as
+			// deadlocked behind it (log version 14). An acquire made
+			// while its owner holds the lock re-enters it.
+			if st.holder != 0 && (!st.heldBy(in) || in.kind == opAcquireWait) {
 				return []any{st}
 			}
 			return nil

@@ -35,6 +35,12 @@ func TestModelKeys(t *testing.T) {
 	rel := func(s uint64, key, lock string, token uint64) linInput {
 		return linInput{kind: opRelease, session: s, key: key, lock: lock, token: token}
 	}
+	wait := func(s uint64, key, lock string) linInput {
+		in := acq(s, key, lock)
+		in.kind = opAcquireWait
+		return in
+	}
+	deadlock := outcome{code: fsmpb.Error_ERROR_DEADLOCK}
 	granted := func(token uint64, count uint32) outcome { return outcome{granted: true, token: token, count: count} }
 	busy := outcome{busy: true}
 	ok := func(remaining uint32) outcome { return outcome{remaining: remaining} }
@@ -72,6 +78,12 @@ func TestModelKeys(t *testing.T) {
 			{rel(1, "k2", sem, 5), notHolder}, {rel(1, "", sem, 5), ok(0)}}},
 		{"a permit released twice through the other key", false, []linOp{
 			{acq(1, "", sem), granted(5, 1)}, {acq(1, "k2", sem), granted(5, 1)}, {rel(1, "k2", sem, 5), ok(0)}, {rel(1, "k2", sem, 5), ok(0)}}},
+		{"a wait ended as deadlocked behind its own key's hold", true, []linOp{
+			{acq(1, "k2", m), granted(5, 1)}, {wait(1, "k2", m), deadlock}}},
+		{"a try refused as a deadlock while its own key holds", false, []linOp{
+			{acq(1, "k2", m), granted(5, 1)}, {acq(1, "k2", m), deadlock}}},
+		{"a wait ended as deadlocked for a free lock", false, []linOp{
+			{acq(1, "k2", m), granted(5, 1)}, {rel(1, "k2", m, 5), ok(0)}, {wait(1, "", m), deadlock}}},
 		{"a session's end ends both keys' holds", true, []linOp{
 			{acq(1, "", sem), granted(5, 1)}, {acq(1, "k2", sem), granted(6, 1)},
 			{linInput{kind: opExpire, session: 1}, outcome{}}, {acq(2, "", sem), granted(9, 1)}, {acq(3, "", sem), granted(10, 1)}}},

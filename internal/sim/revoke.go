@@ -93,7 +93,7 @@ func (c *client) releaseRevoked(l holdRef, token, session uint64, tries int) {
 	s.stats.RevokesHonoured++
 	c.seq++
 	c.start(&clientOp{kind: opRelease, lock: l.lock, key: l.key, token: token, seq: c.seq, cmd: &fsmpb.Command{
-		SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq,
+		SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.minUnacked(),
 		Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: l.lock, Token: token, OwnerKey: l.key}},
 	}})
 }

@@ -276,6 +276,17 @@ type Stats struct {
 	// those that found an earlier attempt applied, FencedRetries the
 	// requests of a settled seq answered REFUSED (each checked by k).
 	FencesSettled, FencesFoundAnswer, FencedRetries uint64
+	// What only several owner keys per session make (Config.Keys):
+	// WaitsLeft counts the waits a client's worker left waiting while
+	// the client went on; from the replayed log, ReenteredAtGrant the
+	// grants that re-entered a hold its node was granted in the same
+	// entry (its other waits for the lock, log version 14), OwnKeyBusy
+	// the acquires answered BUSY or QUEUED while their session held the
+	// lock under another key, SessionKeyHolds the holds granted beside a
+	// hold of their session under another key (a semaphore's permits),
+	// and SameTokenHolds those of them that share its token (granted in
+	// one entry).
+	WaitsLeft, ReenteredAtGrant, OwnKeyBusy, SessionKeyHolds, SameTokenHolds uint64
 }
 
 // Faults is the number of injected faults.

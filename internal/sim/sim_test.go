@@ -156,7 +156,7 @@ func TestSim(t *testing.T) {
 		n = ciSeeds()
 	}
 	var total Stats
-	unknownLin, withStrangers := 0, 0
+	unknownLin, withStrangers, withKeys := 0, 0, 0
 	seeds := regressionSeeds
 	for seed := uint64(1); seed <= uint64(n); seed++ {
 		seeds = append(seeds, seed)
@@ -171,12 +171,16 @@ func TestSim(t *testing.T) {
 		if res.Config.Strangers {
 			withStrangers++
 		}
+		if res.Config.Keys {
+			withKeys++
+		}
 	}
-	t.Logf("%d scenarios, %d faults (%d crashes, %d torn writes, %d partitions, %d dropped, %d duplicated msgs, %d heartbeat pauses, %d GC pauses, %d member pauses, %d slow raft clocks, %d slow client trips, %d dropped waiting connections: %d grants released, %d kept by their abandons), %d ops (%d unknown), %d fenced writes (%d rejected), %d elections, %d snapshots sent, %d holds expired at their limit, %d renewals granted, %d membership changes (%d applied, %d members retired), %d members upgraded, %d log version raises, %d reentrant acquires granted, %d releases of one count of several, %d stranger requests (%d refused for their secret, %d of them by the tracker), %d lock-delays (%d ended, %d tries told BUSY in one), %d revokes (%d holders told, %d released, %d ended at the grace), %d locks granted in mixed sets, %d ended holds in the members' replicated histories compared (%d with values, %d histories with a floor), %d proclaims, %d holder values read, %d acquires refused as deadlocks, %d waits ended as deadlocked at a grant or cancel, %d refusals before the log settled by a seq fence (%d fences found the request applied, %d later attempts refused); linearizability timed out in %d",
+	t.Logf("%d scenarios, %d faults (%d crashes, %d torn writes, %d partitions, %d dropped, %d duplicated msgs, %d heartbeat pauses, %d GC pauses, %d member pauses, %d slow raft clocks, %d slow client trips, %d dropped waiting connections: %d grants released, %d kept by their abandons), %d ops (%d unknown), %d fenced writes (%d rejected), %d elections, %d snapshots sent, %d holds expired at their limit, %d renewals granted, %d membership changes (%d applied, %d members retired), %d members upgraded, %d log version raises, %d reentrant acquires granted, %d releases of one count of several, %d stranger requests (%d refused for their secret, %d of them by the tracker), %d lock-delays (%d ended, %d tries told BUSY in one), %d revokes (%d holders told, %d released, %d ended at the grace), %d locks granted in mixed sets, %d ended holds in the members' replicated histories compared (%d with values, %d histories with a floor), %d proclaims, %d holder values read, %d acquires refused as deadlocks, %d waits ended as deadlocked at a grant or cancel, %d refusals before the log settled by a seq fence (%d fences found the request applied, %d later attempts refused), %d scenarios with several owner keys per session (%d waits left waiting by a worker, %d re-entries at a grant, %d acquires told BUSY or QUEUED behind their session's other key, %d holds beside their session's other key's, %d of them with its token); linearizability timed out in %d",
 		len(seeds), total.Faults(), total.Crashes, total.TornWrites, total.Partitions, total.Dropped, total.Duplicated, total.HBPauses, total.GCPauses, total.NodePauses, total.SlowClocks, total.SlowReplies, total.ConnDrops,
 		total.AbandonsReleased, total.AbandonsKept, total.Ops, total.Unknown, total.Writes, total.WritesRejected, total.Elections, total.SnapsSent, total.HoldsExpired, total.Renewals, total.MemberChanges, total.MembersApplied, total.Retired, total.Upgrades, total.VersionRaises, total.Reentered, total.CountsReleased, total.StrangerSent, total.StrangerRefused, total.StrangerRefusedByTracker,
 		total.LockDelays, total.LockDelaysEnded, total.DelayedBusy, total.Revokes, total.RevokesTold, total.RevokesHonoured, total.HoldsRevoked,
-		total.MixedSetGrants, total.HistoryEnds, total.HistoryValues, total.HistoryFloors, total.Proclaims, total.ValuesRead, total.Deadlocks, total.DeadlocksEnded, total.FencesSettled, total.FencesFoundAnswer, total.FencedRetries, unknownLin)
+		total.MixedSetGrants, total.HistoryEnds, total.HistoryValues, total.HistoryFloors, total.Proclaims, total.ValuesRead, total.Deadlocks, total.DeadlocksEnded, total.FencesSettled, total.FencesFoundAnswer, total.FencedRetries,
+		withKeys, total.WaitsLeft, total.ReenteredAtGrant, total.OwnKeyBusy, total.SessionKeyHolds, total.SameTokenHolds, unknownLin)
 	checkWorkDone(t, len(seeds), total)
 	// Strangers are only checked when they act: a victim must have a
 	// secret and a hold, a request must reach the leader.
@@ -273,6 +277,15 @@ func checkWorkDone(t *testing.T, n int, total Stats) {
 		// Upgrades refuse what the cluster's log version cannot carry.
 		{"refusals before the log settled by a seq fence", total.FencesSettled, uint64(n)},
 		{"later attempts of a fenced request refused", total.FencedRetries, uint64(n) / 100},
+		// Several owner keys per session run in about half the
+		// scenarios (Config.Keys); without them a wait is seldom ended
+		// as deadlocked at a grant or cancel (about 2 in 1000
+		// scenarios), nor re-entered at one.
+		{"waits left waiting by a client's worker", total.WaitsLeft, uint64(n) / 4},
+		{"acquires told BUSY or QUEUED behind their session's other key", total.OwnKeyBusy, uint64(n) / 4},
+		{"holds granted beside their session's other key's", total.SessionKeyHolds, uint64(n) / 100},
+		{"waits re-entered at a grant", total.ReenteredAtGrant, uint64(n) / 100},
+		{"waits ended as deadlocked at a grant or cancel", total.DeadlocksEnded, uint64(n) / 200},
 	}
 	for _, f := range floors {
 		if f.got < f.least {
@@ -315,7 +328,10 @@ func addStats(a, b Stats) Stats {
 		Deadlocks: a.Deadlocks + b.Deadlocks, DeadlocksEnded: a.DeadlocksEnded + b.DeadlocksEnded,
 		FencesSettled: a.FencesSettled + b.FencesSettled, FencesFoundAnswer: a.FencesFoundAnswer + b.FencesFoundAnswer,
 		FencedRetries: a.FencedRetries + b.FencedRetries,
-		Revokes:       a.Revokes + b.Revokes, RevokesTold: a.RevokesTold + b.RevokesTold,
+		WaitsLeft:     a.WaitsLeft + b.WaitsLeft, ReenteredAtGrant: a.ReenteredAtGrant + b.ReenteredAtGrant,
+		OwnKeyBusy: a.OwnKeyBusy + b.OwnKeyBusy, SessionKeyHolds: a.SessionKeyHolds + b.SessionKeyHolds,
+		SameTokenHolds: a.SameTokenHolds + b.SameTokenHolds,
+		Revokes:        a.Revokes + b.Revokes, RevokesTold: a.RevokesTold + b.RevokesTold,
 		RevokesHonoured: a.RevokesHonoured + b.RevokesHonoured, HoldsRevoked: a.HoldsRevoked + b.HoldsRevoked,
 	}
 }
