@@ -35,9 +35,13 @@ type linState struct {
 	holder, token, last uint64
 	holderKey           string
 	count               uint32 // the holder's reentrant count, >= 1 while held
-	holds               string // semaphores: sorted "session/key/token/mode" by ","
-	dead                string // sorted, comma separated session ids
-	value               string
+	// untold counts the counts of the hold granted by acquires whose
+	// outcome their client never learnt: an abandon may release one of
+	// those only (abandonStep).
+	untold uint32
+	holds  string // semaphores: sorted "session/key/token/mode" by ","
+	dead   string // sorted, comma separated session ids
+	value  string
 }
 
 // heldBy reports whether in's owner, (session, owner key), holds the
@@ -110,10 +114,11 @@ func effects(st linState, in linInput) []any {
 		switch {
 		case st.isDead(in.session):
 		case st.holder == 0:
-			out = append(out, linState{holder: in.session, holderKey: in.key, count: 1, last: st.last, dead: st.dead, value: in.value})
+			out = append(out, linState{holder: in.session, holderKey: in.key, count: 1, untold: 1, last: st.last, dead: st.dead, value: in.value})
 		case st.heldBy(in):
 			n := st // another count of its hold
 			n.count++
+			n.untold++
 			out = append(out, n)
 		}
 	case opRelease:
@@ -139,8 +144,8 @@ func effects(st linState, in linInput) []any {
 		// It may have released a count of the hold the abandoned acquire
 		// got, if the client was never told that grant (see
 		// abandonStep).
-		if st.heldBy(in) && st.token == 0 {
-			out = append(out, st.released(0))
+		if st.heldBy(in) && st.untold > 0 {
+			out = append(out, st.releasedUntold())
 		}
 	}
 	return out
@@ -148,22 +153,34 @@ func effects(st linState, in linInput) []any {
 
 // abandonStep is the step of a known abandon outcome: a released grant
 // (o.granted, with its token and the count left) or no effect. A grant
-// whose token a client was told (st.token != 0) is the client's: an
-// abandon must never release it (a retry told GRANTED claims the request),
-// so only a hold whose token nobody learnt may go.
+// a client was told is the client's: an abandon must never release it (a
+// retry told GRANTED claims the request), so only a count granted by an
+// acquire whose outcome its client never learnt may go (st.untold). The
+// hold's token may be known all the same: another acquire of the owner
+// re-entered it (two workers under one key, Config.Keys).
 func abandonStep(st linState, in linInput, o outcome) []any {
 	if !o.granted {
 		return []any{st} // left the lock alone: dequeued, claimed or refused
 	}
-	if !st.heldBy(in) || st.token != 0 || o.remaining != st.count-1 {
+	if !st.heldBy(in) || st.untold == 0 || o.remaining != st.count-1 {
 		return nil
 	}
-	return []any{st.released(0)}
+	return []any{st.releasedUntold()}
+}
+
+// releasedUntold is st after an abandon released one of its untold
+// counts.
+func (st linState) releasedUntold() linState {
+	st = st.released(0)
+	if st.untold > 0 {
+		st.untold--
+	}
+	return st
 }
 
 // ended is st with no holder: a hold ended whatever its count.
 func (st linState) ended() linState {
-	st.holder, st.holderKey, st.token, st.count, st.value = 0, "", 0, 0, ""
+	st.holder, st.holderKey, st.token, st.count, st.untold, st.value = 0, "", 0, 0, 0, ""
 	return st
 }
 

@@ -41,6 +41,10 @@ func TestModelKeys(t *testing.T) {
 		return in
 	}
 	deadlock := outcome{code: fsmpb.Error_ERROR_DEADLOCK}
+	unknownWait := wait
+	abandon := func(s uint64, key, lock string) linInput {
+		return linInput{kind: opAbandon, session: s, key: key, lock: lock}
+	}
 	granted := func(token uint64, count uint32) outcome { return outcome{granted: true, token: token, count: count} }
 	busy := outcome{busy: true}
 	ok := func(remaining uint32) outcome { return outcome{remaining: remaining} }
@@ -84,6 +88,14 @@ func TestModelKeys(t *testing.T) {
 			{acq(1, "k2", m), granted(5, 1)}, {acq(1, "k2", m), deadlock}}},
 		{"a wait ended as deadlocked for a free lock", false, []linOp{
 			{acq(1, "k2", m), granted(5, 1)}, {rel(1, "k2", m, 5), ok(0)}, {wait(1, "", m), deadlock}}},
+		{"an abandon releases the count of a wait never told, re-entered by a try", true, []linOp{
+			{unknownWait(1, "", m), outcome{unknown: true}}, {acq(1, "", m), granted(61, 2)}, {abandon(1, "", m), outcome{granted: true, token: 61, remaining: 1}},
+			{rel(1, "", m, 61), ok(0)}}},
+		{"an abandon releases a count of a wait told, re-entered by a try", false, []linOp{
+			{wait(1, "", m), granted(61, 0)}, {acq(1, "", m), granted(61, 2)}, {abandon(1, "", m), outcome{granted: true, token: 61, remaining: 1}}}},
+		{"an abandon releases two counts of one wait never told", false, []linOp{
+			{unknownWait(1, "", m), outcome{unknown: true}}, {acq(1, "", m), granted(61, 2)}, {abandon(1, "", m), outcome{granted: true, token: 61, remaining: 1}},
+			{abandon(1, "", m), outcome{granted: true, token: 61, remaining: 0}}}},
 		{"a session's end ends both keys' holds", true, []linOp{
 			{acq(1, "", sem), granted(5, 1)}, {acq(1, "k2", sem), granted(6, 1)},
 			{linInput{kind: opExpire, session: 1}, outcome{}}, {acq(2, "", sem), granted(9, 1)}, {acq(3, "", sem), granted(10, 1)}}},
