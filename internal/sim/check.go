@@ -56,6 +56,7 @@ type ackRecord struct {
 type internalOp struct {
 	kind    opKind
 	session uint64
+	owner   string // the owner key of the hold it names (expire-hold, abandon)
 	lock    string
 	token   uint64
 	call    int64
@@ -77,6 +78,7 @@ func proposalKey(cmd *fsmpb.Command) string {
 type fencedWrite struct {
 	client  int
 	lock    string
+	key     string // the owner key of the hold the client wrote under
 	token   uint64
 	session uint64
 	issued  int64
@@ -184,7 +186,8 @@ func (k *checker) checkMember(m *member) {
 	})
 }
 
-func (k *checker) resourceWrite(c *client, lock string, token, session uint64, issued int64) {
+func (k *checker) resourceWrite(c *client, ref holdRef, token, session uint64, issued int64) {
+	lock := ref.lock
 	r := k.resources[lock]
 	if r == nil {
 		r = &resource{}
@@ -200,7 +203,7 @@ func (k *checker) resourceWrite(c *client, lock string, token, session uint64, i
 		return
 	}
 	r.maxToken = max(r.maxToken, token)
-	r.accepted = append(r.accepted, fencedWrite{client: c.id, lock: lock, token: token, session: session, issued: issued, arrived: k.s.now})
+	r.accepted = append(r.accepted, fencedWrite{client: c.id, lock: lock, key: ref.key, token: token, session: session, issued: issued, arrived: k.s.now})
 	k.s.tracef("write %s %d accepted", lock, token)
 }
 
@@ -253,7 +256,7 @@ func (k *checker) record(c *client, op *clientOp, o outcome) {
 	}
 	k.history = append(k.history, porcupine.Operation{
 		ClientId: c.id,
-		Input: linInput{kind: op.kind, session: op.session, lock: op.lock, token: op.token, shared: op.shared(),
+		Input: linInput{kind: op.kind, session: op.session, key: op.key, seq: op.seq, lock: op.lock, token: op.token, shared: op.shared(),
 			value: op.cmd.GetAcquire().GetValue() + op.cmd.GetProclaim().GetValue()},
 		Call:   op.call,
 		Output: o,
@@ -350,14 +353,15 @@ func (k *checker) finalChecks() {
 	}
 	slices.Sort(idx)
 	fm := fsm.New()
-	// A hold is a lock, a token and a session: one entry may grant
-	// several locks, and several permits of one semaphore (each to
-	// another session: one session holds one permit per key, and the
-	// simulated clients use one key).
+	// A hold is a lock, a token, a session and an owner key: one entry
+	// may grant several locks, and several permits of one semaphore, to
+	// several sessions or to one session under several keys (Config.Keys:
+	// its holds then share the token, and each ends on its own).
 	type hold struct {
 		lock    string
 		token   uint64
 		session uint64
+		key     string
 	}
 	delays := map[string]delayRun{} // lock → the lock-delay it is in
 	revokes := map[revokedHold]revokeRun{}
@@ -411,6 +415,7 @@ func (k *checker) finalChecks() {
 		if !k.checkFence(i, e.cmd, res, prev, locks, fenced) {
 			return
 		}
+		k.countKeys(i, e.cmd, res, prev, locks)
 		prev = locks
 		now := map[hold]bool{}
 		for _, l := range locks {
@@ -420,8 +425,8 @@ func (k *checker) finalChecks() {
 				return
 			}
 			for _, h := range hs {
-				now[hold{l.GetName(), h.GetToken(), h.GetSessionId()}] = true
-				seen[hold{l.GetName(), h.GetToken(), h.GetSessionId()}] = true
+				now[hold{l.GetName(), h.GetToken(), h.GetSessionId(), h.GetOwnerKey()}] = true
+				seen[hold{l.GetName(), h.GetToken(), h.GetSessionId(), h.GetOwnerKey()}] = true
 			}
 		}
 		for h := range cur {
@@ -498,13 +503,13 @@ func (k *checker) finalChecks() {
 	for _, name := range sortedKeys(k.resources) {
 		for _, w := range k.resources[name].accepted {
 			g := k.log[w.token]
-			h := hold{name, w.token, w.session}
+			h := hold{name, w.token, w.session, w.key}
 			switch {
 			case g == nil || g.firstAt > w.issued:
 				s.fail("c/fence", "write %+v: token %d was not granted before the write was issued", w, w.token)
 				return
 			case !seen[h]:
-				s.fail("c/fence", "write %+v: session %d never held %s with token %d", w, w.session, name, w.token)
+				s.fail("c/fence", "write %+v: session %d key %q never held %s with token %d", w, w.session, w.key, name, w.token)
 				return
 			}
 			if end, ok := endAt[h]; ok && k.log[end].firstAt <= w.issued {
@@ -581,17 +586,19 @@ func (k *checker) resolveInternal() []*internalOp {
 func (k *checker) linearizability() {
 	s := k.s
 	hist := make([]porcupine.Operation, 0, len(k.history)+len(k.internal))
+	granted := k.grantedAcquires()
 	for _, op := range k.history {
 		// A check changes nothing: one whose answer never came is no
 		// operation at all (its step is the identity), and dropping it
-		// spares the search an operation open until the end of time.
-		if op.Input.(linInput).kind == opCheck && op.Output.(outcome).unknown {
+		// spares the search an operation open until the end of time;
+		// so for an acquire the log never granted (unknown.go).
+		if op.Input.(linInput).kind == opCheck && op.Output.(outcome).unknown || neverGranted(op.Input.(linInput), op.Output.(outcome), granted) {
 			continue
 		}
 		hist = append(hist, op)
 	}
 	for _, op := range k.resolveInternal() {
-		hist = append(hist, porcupine.Operation{ClientId: -1, Input: linInput{kind: op.kind, session: op.session, lock: op.lock, token: op.token}, Call: op.call, Output: op.out, Return: op.ret})
+		hist = append(hist, porcupine.Operation{ClientId: -1, Input: linInput{kind: op.kind, session: op.session, key: op.owner, lock: op.lock, token: op.token}, Call: op.call, Output: op.out, Return: op.ret})
 	}
 	k.fullHistory = hist
 	verdict := porcupine.CheckOperationsTimeout(lockModel, hist, 20*time.Second)

@@ -41,6 +41,7 @@ type clientOp struct {
 	kind      opKind
 	session   uint64
 	lock      string
+	key       string // acquires, releases, proclaims: the owner key (Config.Keys)
 	token     uint64
 	seq       uint64
 	cmd       *fsmpb.Command
@@ -51,6 +52,10 @@ type clientOp struct {
 	sentAt    int64
 	holdLimit time.Duration // acquires: the hold's limit, 0 if none
 	reentrant bool          // acquires: of a hold the client has (count + 1)
+	// concurrent: acquires made while the client's other worker waited
+	// (Config.Keys), whose grant may re-enter that wait's (re-entered
+	// at its grant, count + 1).
+	concurrent bool
 	// acquire_many: its locks, and the outcomes of its answer
 	locks   []string
 	manyOut []*fsmpb.AcquireOutcome
@@ -73,29 +78,35 @@ type client struct {
 	validUntil int64 // client-side deadline: sendTime + TTL - margin
 	seq        uint64
 	leader     uint64
-	holds      map[string]uint64 // believed holds: lock → token
-	counts     map[string]uint32 // believed holds: lock → reentrant count
-	holdUntil  map[string]int64  // believed holds with a hold limit: lock → the client's deadline
-	holdLimit  map[string]time.Duration
-	renewing   map[string]bool // holds the client renews (the others run out)
-	tainted    map[string]bool // acquires with unknown outcome this session
+	// What the client believes it holds, per (lock, owner key): one
+	// hold each (Config.Keys).
+	holds     map[holdRef]uint64 // believed holds: → token
+	counts    map[holdRef]uint32 // believed holds: → reentrant count
+	holdUntil map[holdRef]int64  // believed holds with a hold limit: → the client's deadline
+	holdLimit map[holdRef]time.Duration
+	renewing  map[holdRef]bool // holds the client renews (the others run out)
+	tainted   map[holdRef]bool // acquires with unknown outcome this session
 	// revokedEarly: revocations the client was told of for holds it did
 	// not know it had yet (the grant's answer still to come, say a retry
-	// after a lost one), by lock, as the Go client keeps them for the
-	// Lease the answer makes.
-	revokedEarly map[string]uint64
+	// after a lost one), as the Go client keeps them for the Lease the
+	// answer makes.
+	revokedEarly map[holdRef]uint64
 	opening      bool
 	// secret is the hash of the session's secret, drawn at each open (its
 	// retries show the same one); every request for the session shows it.
 	secret []byte
 
-	op          *clientOp
+	op *clientOp
+	// bg is a queued wait that the client's other worker left waiting
+	// while the client went on (Config.Keys): answered, retried and
+	// cancelled as op is.
+	bg          *clientOp
 	nextAttempt uint64
 
 	// One hold renewal at a time, like keepalives beside the operation.
 	rnAttempt  uint64
 	rnSentAt   int64
-	rnLock     string
+	rnRef      holdRef
 	rnToken    uint64
 	rnSession  uint64
 	rnInFlight bool
@@ -109,8 +120,8 @@ type client struct {
 }
 
 func newClient(s *Sim, id int) *client {
-	return &client{s: s, id: id, holds: map[string]uint64{}, counts: map[string]uint32{}, holdUntil: map[string]int64{}, holdLimit: map[string]time.Duration{},
-		renewing: map[string]bool{}, tainted: map[string]bool{}, revokedEarly: map[string]uint64{}}
+	return &client{s: s, id: id, holds: map[holdRef]uint64{}, counts: map[holdRef]uint32{}, holdUntil: map[holdRef]int64{}, holdLimit: map[holdRef]time.Duration{},
+		renewing: map[holdRef]bool{}, tainted: map[holdRef]bool{}, revokedEarly: map[holdRef]uint64{}}
 }
 
 func (c *client) lockName(i int) string { return fmt.Sprintf("lock/%d", i) }
@@ -127,13 +138,14 @@ func (c *client) think() {
 	if c.session != 0 && s.now >= c.validUntil {
 		c.lose("deadline passed")
 	}
-	for _, l := range sortedKeys(c.holdUntil) {
-		if s.now >= c.holdUntil[l] {
+	for _, r := range sortedRefs(c.holdUntil) {
+		if s.now >= c.holdUntil[r] {
 			// The hold limit passed, as the client counts it: it no
-			// longer believes it holds the lock, nor takes it again this
-			// session (the server may still hold it for it a while).
-			c.forget(l)
-			c.tainted[l] = true
+			// longer believes it holds the lock, nor takes it again
+			// under that key this session (the server may still hold it
+			// for it a while).
+			c.forget(r)
+			c.tainted[r] = true
 		}
 	}
 	if c.session == 0 {
@@ -144,33 +156,38 @@ func (c *client) think() {
 	}
 	c.keepAlive()
 	c.renewHolds()
+	if w := c.bg; w != nil && w.queued && !w.cancelling && w.cancelAt != 0 && s.now >= w.cancelAt {
+		c.cancelWait(w)
+	}
 	if c.op != nil {
 		if c.op.kind == opAcquireWait && c.op.queued && !c.op.cancelling && c.op.cancelAt != 0 && s.now >= c.op.cancelAt {
-			c.cancelWait()
+			c.cancelWait(c.op)
 		} else if c.op.kind == opAcquireWait && c.op.queued && !c.op.cancelling && s.rng.IntN(100) < 5 {
 			c.dropConn()
+		} else {
+			c.leaveWaiting()
 		}
 		return
 	}
-	held := sortedKeys(c.holds)
+	held := sortedRefs(c.holds)
 	switch k := s.rng.IntN(100); {
 	case k < 30 && len(held) > 0:
-		l := held[s.rng.IntN(len(held))]
-		c.write(l, c.holds[l])
+		r := held[s.rng.IntN(len(held))]
+		c.write(r, c.holds[r])
 	case k < 50 && len(held) > 0:
-		l := held[s.rng.IntN(len(held))]
-		tok := c.holds[l]
-		if c.counts[l] <= 1 {
-			c.forget(l) // stop using it before asking
+		r := held[s.rng.IntN(len(held))]
+		tok := c.holds[r]
+		if c.counts[r] <= 1 {
+			c.forget(r) // stop using it before asking
 		}
 		c.seq++
-		c.start(&clientOp{kind: opRelease, lock: l, token: tok, seq: c.seq, cmd: &fsmpb.Command{
-			SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq,
-			Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: l, Token: tok}},
+		c.start(&clientOp{kind: opRelease, lock: r.lock, key: r.key, token: tok, seq: c.seq, cmd: &fsmpb.Command{
+			SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.minUnacked(),
+			Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: r.lock, Token: tok, OwnerKey: r.key}},
 		}})
 	case k < 56 && len(held) > 0:
-		l := held[s.rng.IntN(len(held))]
-		c.start(&clientOp{kind: opCheck, lock: l, token: c.holds[l]})
+		r := held[s.rng.IntN(len(held))]
+		c.start(&clientOp{kind: opCheck, lock: r.lock, token: c.holds[r]})
 	case k < 59:
 		l := c.lockName(s.rng.IntN(s.cfg.Locks))
 		c.start(&clientOp{kind: opCheck, lock: l, token: uint64(s.rng.IntN(50))})
@@ -186,7 +203,7 @@ func (c *client) think() {
 		clear(c.holdUntil)
 		c.seq++
 		c.start(&clientOp{kind: opClose, seq: c.seq, cmd: &fsmpb.Command{
-			SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq,
+			SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.minUnacked(),
 			Op: &fsmpb.Command_CloseSession{CloseSession: &fsmpb.CloseSession{}},
 		}})
 	default:
@@ -195,12 +212,21 @@ func (c *client) think() {
 		if semaphore {
 			l = fmt.Sprintf("sem/%d", s.rng.IntN(s.cfg.Semaphores))
 		}
-		if _, ok := c.holds[l]; ok || c.tainted[l] {
+		if c.waiting() && !isSemaphore(c.bg.lock) && s.rng.IntN(3) == 0 {
+			// The lock the other worker waits for: under its key, a wait
+			// re-enters its grant, or is ended as deadlocked behind it
+			// (another hold limit).
+			l, semaphore = c.bg.lock, false
+		}
+		// Under either key, with Config.Keys: as a second worker of the
+		// session, which may hold the lock under the other.
+		key := c.drawKey()
+		if _, ok := c.holds[holdRef{l, key}]; ok || c.tainted[holdRef{l, key}] || c.waitsFor(holdRef{l, key}) && semaphore {
 			return
 		}
 		c.seq++
-		op := &clientOp{kind: opAcquireTry, lock: l, seq: c.seq}
-		acq := &fsmpb.Acquire{Lock: l, LockDelayNanos: int64(s.lockDelayOf(l))}
+		op := &clientOp{kind: opAcquireTry, lock: l, key: key, seq: c.seq, concurrent: c.bg != nil}
+		acq := &fsmpb.Acquire{Lock: l, OwnerKey: key, LockDelayNanos: int64(s.lockDelayOf(l))}
 		if semaphore {
 			// Mostly permits (shared); one in three a writer of the
 			// same lock (exclusive), as a read/write lock has.
@@ -212,7 +238,10 @@ func (c *client) think() {
 			op.holdLimit = time.Duration(1000+s.rng.IntN(1000)) * time.Millisecond
 			acq.HoldLimitNanos = int64(op.holdLimit)
 		}
-		if s.rng.IntN(3) == 0 {
+		// While the other worker waits, two in three wait too: a node
+		// that waits for two locks at once is what a grant or a cancel
+		// can leave deadlocked.
+		if s.rng.IntN(3) == 0 || c.waiting() && s.rng.IntN(2) == 0 {
 			op.kind = opAcquireWait
 			op.waitTimeout = s.dur(50*time.Millisecond, 1500*time.Millisecond)
 			acq.Wait, acq.WaitTimeoutNanos = true, int64(op.waitTimeout)
@@ -220,25 +249,26 @@ func (c *client) think() {
 				op.cancelAt = s.now + int64(s.dur(20*time.Millisecond, op.waitTimeout))
 			}
 		}
-		op.cmd = &fsmpb.Command{SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq, Op: &fsmpb.Command_Acquire{Acquire: acq}}
+		op.cmd = &fsmpb.Command{SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.minUnacked(), Op: &fsmpb.Command_Acquire{Acquire: acq}}
 		c.start(op)
 	}
 }
 
-// reenter acquires again one of the mutexes it holds, with the hold's
-// limit (the state machine refuses another): granted at once, same
-// token, count + 1, whether it asks to wait or not.
-func (c *client) reenter(held []string) {
+// reenter acquires again one of the mutexes it holds, under the hold's
+// owner key, with the hold's limit (the state machine refuses another):
+// granted at once, same token, count + 1, whether it asks to wait or not.
+func (c *client) reenter(held []holdRef) {
 	s := c.s
-	l, ok := c.someMutex(held)
+	r, ok := c.someMutex(held)
 	if !ok {
 		return
 	}
+	l := r.lock
 	c.seq++
-	op := &clientOp{kind: opAcquireTry, lock: l, seq: c.seq, reentrant: true}
-	acq := &fsmpb.Acquire{Lock: l, LockDelayNanos: int64(s.lockDelayOf(l))}
-	if _, ok := c.holdUntil[l]; ok {
-		op.holdLimit = c.holdLimit[l]
+	op := &clientOp{kind: opAcquireTry, lock: l, key: r.key, seq: c.seq, reentrant: true, concurrent: c.bg != nil}
+	acq := &fsmpb.Acquire{Lock: l, OwnerKey: r.key, LockDelayNanos: int64(s.lockDelayOf(l))}
+	if _, ok := c.holdUntil[r]; ok {
+		op.holdLimit = c.holdLimit[r]
 		acq.HoldLimitNanos = int64(op.holdLimit)
 	}
 	if s.rng.IntN(3) == 0 {
@@ -246,54 +276,49 @@ func (c *client) reenter(held []string) {
 		op.waitTimeout = s.dur(50*time.Millisecond, 1500*time.Millisecond)
 		acq.Wait, acq.WaitTimeoutNanos = true, int64(op.waitTimeout)
 	}
-	op.cmd = &fsmpb.Command{SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq, Op: &fsmpb.Command_Acquire{Acquire: acq}}
+	op.cmd = &fsmpb.Command{SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.minUnacked(), Op: &fsmpb.Command_Acquire{Acquire: acq}}
 	c.start(op)
 }
 
 // proclaim sets a new value on one of the mutexes it holds, naming the
 // hold by its token (an election's leader publishing a new address).
-func (c *client) proclaim(held []string) {
-	l, ok := c.someMutex(held)
+func (c *client) proclaim(held []holdRef) {
+	r, ok := c.someMutex(held)
 	if !ok {
 		return
 	}
 	c.seq++
-	c.start(&clientOp{kind: opProclaim, lock: l, token: c.holds[l], seq: c.seq, cmd: &fsmpb.Command{
-		SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq,
-		Op: &fsmpb.Command_Proclaim{Proclaim: &fsmpb.Proclaim{Lock: l, Token: c.holds[l], Value: fmt.Sprintf("c%d/%d/p", c.id, c.seq)}},
+	c.start(&clientOp{kind: opProclaim, lock: r.lock, key: r.key, token: c.holds[r], seq: c.seq, cmd: &fsmpb.Command{
+		SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.minUnacked(),
+		Op: &fsmpb.Command_Proclaim{Proclaim: &fsmpb.Proclaim{Lock: r.lock, Token: c.holds[r], OwnerKey: r.key, Value: fmt.Sprintf("c%d/%d/p", c.id, c.seq)}},
 	}})
 }
 
-// someMutex picks one of the mutexes among held, if there is one.
-func (c *client) someMutex(held []string) (string, bool) {
-	var mutexes []string
-	for _, l := range held {
-		if !isSemaphore(l) {
-			mutexes = append(mutexes, l)
+// someMutex picks one of the holds of mutexes among held, if there is one.
+func (c *client) someMutex(held []holdRef) (holdRef, bool) {
+	var mutexes []holdRef
+	for _, r := range held {
+		if !isSemaphore(r.lock) {
+			mutexes = append(mutexes, r)
 		}
 	}
 	if len(mutexes) == 0 {
-		return "", false
+		return holdRef{}, false
 	}
 	return mutexes[c.s.rng.IntN(len(mutexes))], true
 }
 
-// forget drops the client's belief that it holds l.
-func (c *client) forget(l string) {
-	delete(c.holds, l)
-	delete(c.counts, l)
-	delete(c.holdUntil, l)
-}
-
 // tryMany tries some of the mutexes it neither holds nor is unsure of in
 // one acquire_many, each on its own or all or none; now and then with a
-// semaphore too, in a mode of its own (a mixed set).
+// semaphore too, in a mode of its own (a mixed set). One owner key for
+// all of them (AcquireMany.owner_key).
 func (c *client) tryMany() {
 	s := c.s
+	key := c.drawKey()
 	var names []string
 	for _, i := range s.rng.Perm(s.cfg.Locks) {
 		l := c.lockName(i)
-		if _, ok := c.holds[l]; ok || c.tainted[l] {
+		if _, ok := c.holds[holdRef{l, key}]; ok || c.tainted[holdRef{l, key}] {
 			continue
 		}
 		names = append(names, l)
@@ -303,10 +328,10 @@ func (c *client) tryMany() {
 	}
 	names = names[:1+s.rng.IntN(len(names))]
 	c.seq++
-	op := &clientOp{kind: opAcquireMany, locks: names, seq: c.seq}
-	am := &fsmpb.AcquireMany{Locks: names, All: s.rng.IntN(2) == 0}
+	op := &clientOp{kind: opAcquireMany, locks: names, key: key, seq: c.seq, concurrent: c.bg != nil}
+	am := &fsmpb.AcquireMany{Locks: names, OwnerKey: key, All: s.rng.IntN(2) == 0}
 	if sem := fmt.Sprintf("sem/%d", s.rng.IntN(max(s.cfg.Semaphores, 1))); s.cfg.Semaphores > 0 && s.rng.IntN(3) == 0 &&
-		!c.tainted[sem] && !c.holdsLock(sem) {
+		!c.tainted[holdRef{sem, key}] && !c.holdsLock(holdRef{sem, key}) && !c.waitsFor(holdRef{sem, key}) {
 		// A mixed set: the mutexes and a semaphore's permit (or its
 		// writer, as for a single acquire), each lock in its own mode.
 		op.locks = append(names, sem)
@@ -323,20 +348,8 @@ func (c *client) tryMany() {
 		op.holdLimit = time.Duration(1000+s.rng.IntN(1000)) * time.Millisecond
 		am.HoldLimitNanos = int64(op.holdLimit)
 	}
-	op.cmd = &fsmpb.Command{SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq, Op: &fsmpb.Command_AcquireMany{AcquireMany: am}}
+	op.cmd = &fsmpb.Command{SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.minUnacked(), Op: &fsmpb.Command_AcquireMany{AcquireMany: am}}
 	c.start(op)
-}
-
-// lose forgets the session: the client no longer believes it holds
-// anything (DESIGN.md §2: it must learn this before the server acts).
-func (c *client) lose(why string) {
-	c.s.tracef("client %d loses session %d: %s", c.id, c.session, why)
-	c.session = 0
-	clear(c.holds)
-	clear(c.counts)
-	clear(c.holdUntil)
-	clear(c.tainted)
-	clear(c.revokedEarly)
 }
 
 func (c *client) open() {
@@ -361,7 +374,7 @@ func (c *client) start(op *clientOp) {
 		}
 	}
 	c.op = op
-	c.send()
+	c.send(op)
 }
 
 // target picks the member to ask: the believed leader, else any.
@@ -372,9 +385,8 @@ func (c *client) target() uint64 {
 	return c.s.peers[c.s.rng.IntN(len(c.s.peers))]
 }
 
-func (c *client) send() {
+func (c *client) send(op *clientOp) {
 	s := c.s
-	op := c.op
 	c.nextAttempt++
 	op.attempt = c.nextAttempt
 	op.sentAt = s.now
@@ -402,7 +414,7 @@ func (c *client) send() {
 	target := c.target()
 	op.target = target
 	s.after(timeout, func() {
-		if c.op == op && op.attempt == attempt {
+		if c.current(op) && op.attempt == attempt {
 			if op.kind == opAcquireWait && !op.cancelling {
 				s.sendAbandon(target, op.session, op.seq)
 			}
@@ -431,10 +443,10 @@ func (c *client) dropConn() {
 	c.answer(op, &response{attempt: op.attempt, unknown: true})
 }
 
-func (c *client) cancelWait() {
-	c.op.cancelling = true
-	c.op.tries = 0
-	c.send()
+func (c *client) cancelWait(op *clientOp) {
+	op.cancelling = true
+	op.tries = 0
+	c.send(op)
 }
 
 // onResponse is an answer's arrival at the client.
@@ -448,10 +460,11 @@ func (c *client) onResponse(r *response) {
 		c.onRenewal(r)
 		return
 	}
-	if c.op == nil || r.attempt != c.op.attempt {
+	op := c.opFor(r.attempt)
+	if op == nil {
 		return // a late answer to an abandoned attempt
 	}
-	c.answer(c.op, r)
+	c.answer(op, r)
 }
 
 func (c *client) answer(op *clientOp, r *response) {
@@ -556,8 +569,8 @@ func (c *client) retryLater(op *clientOp, unknown bool) {
 	}
 	op.attempt = 0 // ignore answers to the old attempt
 	c.s.after(d, func() {
-		if c.op == op {
-			c.send()
+		if c.current(op) {
+			c.send(op)
 		}
 	})
 }
@@ -581,7 +594,11 @@ type outcome struct {
 func (c *client) finish(op *clientOp, o outcome) {
 	s := c.s
 	o.retried = op.retried
-	c.op = nil
+	if c.bg == op {
+		c.bg = nil
+	} else {
+		c.op = nil
+	}
 	if op.kind == opOpen {
 		c.opening = false
 		return
@@ -604,7 +621,7 @@ func (c *client) finish(op *clientOp, o outcome) {
 		return
 	}
 	s.chk.record(c, op, o)
-	s.tracef("client %d %v %s seq %d -> %+v", c.id, op.kind, op.lock, op.seq, o)
+	s.tracef("client %d %v %v seq %d -> %+v", c.id, op.kind, holdRef{op.lock, op.key}, op.seq, o)
 	c.believe(op, o)
 }
 
@@ -650,15 +667,9 @@ func (c *client) finishMany(op *clientOp, o outcome) {
 		sub := *op
 		sub.kind, sub.lock = opAcquireTry, l
 		s.chk.record(c, &sub, lo)
-		s.tracef("client %d many %s seq %d -> %+v", c.id, l, op.seq, lo)
+		s.tracef("client %d many %v seq %d -> %+v", c.id, holdRef{l, op.key}, op.seq, lo)
 		c.believe(&sub, lo)
 	}
-}
-
-// holdsLock reports whether the client believes it holds l.
-func (c *client) holdsLock(l string) bool {
-	_, ok := c.holds[l]
-	return ok
 }
 
 // shared reports whether op asks for lock in a shared mode: an acquire's,
@@ -671,85 +682,6 @@ func (op *clientOp) shared() bool {
 		return am.GetShared()
 	}
 	return op.cmd.GetAcquire().GetShared()
-}
-
-// believe updates what the client believes it holds after op's outcome.
-func (c *client) believe(op *clientOp, o outcome) {
-	s := c.s
-	if op.session != c.session {
-		return
-	}
-	switch {
-	case o.code == fsmpb.Error_ERROR_SESSION_NOT_FOUND:
-		c.lose("server says not found")
-	case op.kind == opClose:
-		c.lose("closed")
-	case (op.kind == opAcquireTry || op.kind == opAcquireWait) && o.granted && op.reentrant && o.count > 1:
-		// Another count of the hold. One the client gave up while the
-		// acquire was under way (its deadline passed) stays given up.
-		s.stats.Reentered++
-		if tok, ok := c.holds[op.lock]; ok {
-			if tok != o.token {
-				s.fail("client", "client %d re-entered lock %s, which it holds with token %d: granted count %d with token %d", c.id, op.lock, tok, o.count, o.token)
-			}
-			c.counts[op.lock] = o.count
-		}
-	case (op.kind == opAcquireTry || op.kind == opAcquireWait) && o.granted:
-		if o.count > 1 {
-			s.fail("client", "client %d re-entered lock %s it did not believe it held (count %d)", c.id, op.lock, o.count)
-		}
-		// A reentrant acquire granted count 1 found the hold it meant
-		// ended (at its limit): this is a new one.
-		c.holds[op.lock] = o.token
-		c.counts[op.lock] = 1
-		if c.revokedEarly[op.lock] == o.token {
-			delete(c.revokedEarly, op.lock)
-			c.revoked(op.lock, o.token)
-			break
-		}
-		if op.holdLimit > 0 {
-			// Counted from the acquire's first send: the server's count
-			// began at the grant, later.
-			c.holdUntil[op.lock] = op.firstSent + int64(op.holdLimit-safetyMargin)
-			c.holdLimit[op.lock] = op.holdLimit
-			c.renewing[op.lock] = s.rng.IntN(2) == 0
-			if s.now >= c.holdUntil[op.lock] {
-				c.forget(op.lock)
-				c.tainted[op.lock] = true
-			}
-		}
-	case (op.kind == opAcquireTry || op.kind == opAcquireWait) && (o.unknown || o.ambiguous):
-		c.tainted[op.lock] = true
-	case op.kind == opRelease && c.holds[op.lock] == op.token && o.code == fsmpb.Error_ERROR_NONE && !o.unknown && o.remaining > 0:
-		c.counts[op.lock] = o.remaining // one count of several released
-		s.stats.CountsReleased++
-	case op.kind == opRelease && o.unknown:
-		c.forget(op.lock)
-		c.tainted[op.lock] = true // may still hold it: never re-enter by accident
-	case op.kind == opRelease && c.holds[op.lock] == op.token:
-		// The release of one count of several ended the hold, or was
-		// refused: the client no longer knows what it holds.
-		c.forget(op.lock)
-		c.tainted[op.lock] = true
-	}
-}
-
-// write sends a write to lock's fenced resource, if the client still
-// believes its session valid. A GC pause delays the write after the check.
-func (c *client) write(lock string, token uint64) {
-	s := c.s
-	if s.now >= c.validUntil {
-		return
-	}
-	d := s.dur(200*time.Microsecond, 3*time.Millisecond)
-	if c.gcPause {
-		c.gcPause = false
-		d = s.dur(500*time.Millisecond, 4*time.Second)
-	}
-	issued := s.now
-	session := c.session
-	s.stats.Writes++
-	s.after(d, func() { s.chk.resourceWrite(c, lock, token, session, issued) })
 }
 
 func cloneCmd(c *fsmpb.Command) *fsmpb.Command {

@@ -12,7 +12,10 @@
 // counts, Config.Reentrant), cancel waits, release, check, stop
 // heartbeating and write to a fenced resource with their tokens, with
 // lock-delays on some locks (Config.LockDelays), and an operator that
-// revokes holds (Config.Revokes). Each
+// revokes holds (Config.Revokes). With Config.Keys each client is two
+// workers sharing its session: each acquire is under one of two owner
+// keys, and a queued wait may be left waiting while the client goes on
+// (keys.go), so a (session, key) may wait for two locks at once. Each
 // session has a secret whose hash every request for it shows; with
 // Config.Strangers a stranger acts for clients' sessions without it
 // (releases, acquires with a high seq, closes, keepalives, renewals).
@@ -59,8 +62,8 @@
 //	c. the fenced resource of each lock accepts a write only with a token
 //	   >= the highest it has seen; every accepted write must have been
 //	   issued (client time) after its token's grant was committed, by the
-//	   session the log says holds that token, and before the entry that
-//	   ended that hold was committed anywhere;
+//	   session (and owner key) the log says holds that token, and before
+//	   the entry that ended that hold was committed anywhere;
 //	d. every member applies the same command with the same result at an
 //	   index (or the same membership change), including after restarts; every acknowledged result is the
 //	   log's entry at its index and its replayed result, and lies within
@@ -68,13 +71,15 @@
 //	e. client histories (try, wait, cancel, release, check, close, and the
 //	   leaders' expiries and the members' abandons of waits as operations) are
 //	   linearizable against a per-lock sequential model (porcupine):
-//	   a mutex's holder and its reentrant count (each acquire adds one
-//	   count however often retried; a release's remaining count must be
-//	   the model's), or a semaphore's set of holds (at most its
-//	   limit, an exclusive hold alone); unknown outcomes may take effect
-//	   at any time after their call. The model does not follow waiters,
-//	   so a semaphore's BUSY is only held to some other session holding
-//	   it (a free permit behind a queued writer is BUSY by FIFO);
+//	   a mutex's holder, a (session, owner key), and its reentrant count
+//	   (each acquire adds one count however often retried; a release's
+//	   remaining count must be the model's), or a semaphore's set of
+//	   holds (at most its limit, an exclusive hold alone, one per
+//	   (session, key)); unknown outcomes may take effect at any time
+//	   after their call (an acquire the log never granted is left out:
+//	   unknown.go). The model does not follow waiters, so a semaphore's
+//	   BUSY is only held to some other owner holding it (a free permit
+//	   behind a queued writer is BUSY by FIFO);
 //	f. after heal every member of the group the leader ends with is up,
 //	   has the same voters and learners, the same applied index and
 //	   fsm.Hash, equal to the replayed log's (membership changes
@@ -92,8 +97,12 @@
 //	i. every acquire the replayed log refused with DEADLOCK was one: the
 //	   cycle it names holds in the state before the entry, and the
 //	   sessions it names could never go on, even if every other session
-//	   let go of everything (checkDeadlock). In e, such a refusal needs
-//	   the lock held by another session, as BUSY does.
+//	   let go of everything (checkDeadlock); and every wait it ended as
+//	   deadlocked at a grant or cancel (log version 14) was queued, its
+//	   node waits for nothing after the entry, and its cycle holds
+//	   (checkDeadlockEnd). Nodes are (session, owner key). In e, such a
+//	   refusal needs the lock held by another owner, as BUSY does (or,
+//	   for a wait ended behind its own owner's hold, by that owner).
 //	j. (Config.Revokes) in the replayed log a hold asked again keeps its
 //	   first revocation, every EndRevokedHold that applies ends the one
 //	   hold being revoked that it names, and none was proposed before

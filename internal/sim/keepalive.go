@@ -11,12 +11,15 @@ func (c *client) renewHolds() {
 	if c.rnInFlight {
 		return
 	}
-	for _, l := range sortedKeys(c.holdUntil) {
+	for _, l := range sortedRefs(c.holdUntil) {
 		if !c.renewing[l] || c.holdUntil[l]-s.now > int64(c.holdLimit[l]/2) {
 			continue
 		}
 		c.nextAttempt++
-		c.rnAttempt, c.rnSentAt, c.rnLock, c.rnToken, c.rnSession = c.nextAttempt, s.now, l, c.holds[l], c.session
+		// A renewal names the lock, session and token, not the key: the
+		// leader renews every hold of the session's that has them (one
+		// entry's grants under two keys share its token).
+		c.rnAttempt, c.rnSentAt, c.rnRef, c.rnToken, c.rnSession = c.nextAttempt, s.now, l, c.holds[l], c.session
 		c.rnInFlight = true
 		attempt := c.rnAttempt
 		s.after(reqTimeout, func() {
@@ -25,7 +28,7 @@ func (c *client) renewHolds() {
 				c.leader = 0
 			}
 		})
-		s.sendRequest(c.target(), &request{from: c, attempt: attempt, kind: reqRenewHold, session: c.session, secret: c.secret, lock: l, token: c.rnToken})
+		s.sendRequest(c.target(), &request{from: c, attempt: attempt, kind: reqRenewHold, session: c.session, secret: c.secret, lock: l.lock, token: c.rnToken})
 		return
 	}
 }
@@ -34,7 +37,7 @@ func (c *client) renewHolds() {
 // sent, if the client still holds that hold.
 func (c *client) onRenewal(r *response) {
 	c.rnInFlight = false
-	l := c.rnLock
+	l := c.rnRef
 	if c.rnSession != c.session || c.holds[l] != c.rnToken {
 		return // an answer about a hold given up since
 	}

@@ -15,14 +15,17 @@ import (
 type linInput struct {
 	kind    opKind
 	session uint64
+	key     string // the owner key (Config.Keys): acquires, releases, proclaims, expire-holds, abandons
+	seq     uint64 // client operations: the request's seq
 	lock    string
 	token   uint64 // release, check, proclaim
 	shared  bool   // acquires of a semaphore: a permit (else exclusive)
 	value   string // acquires of a mutex, proclaims: the hold's value
 }
 
-// linState is the sequential model of one lock: its holder, token
-// (token 0 = granted by an operation whose outcome the client never
+// linState is the sequential model of one lock: its holder (a session and
+// an owner key: the same session under another key is another owner),
+// token (token 0 = granted by an operation whose outcome the client never
 // learnt) and reentrant count, the highest token known granted, and the
 // sessions known ended. A semaphore's holds are in holds instead of
 // holder and token (see semStep); clients never re-enter those. value is
@@ -30,18 +33,40 @@ type linInput struct {
 // (known even when the acquire's outcome is not: it is the request's).
 type linState struct {
 	holder, token, last uint64
+	holderKey           string
 	count               uint32 // the holder's reentrant count, >= 1 while held
-	holds               string // semaphores: sorted "session/token/mode" by ","
-	dead                string // sorted, comma separated session ids
-	value               string
+	// untold counts the counts of the hold granted by acquires whose
+	// outcome their client never learnt: an abandon may release one of
+	// those only (abandonStep).
+	untold uint32
+	holds  string // semaphores: sorted "session/key/token/mode" by ","
+	dead   string // sorted, comma separated session ids
+	value  string
+}
+
+// heldBy reports whether in's owner, (session, owner key), holds the
+// mutex.
+func (st linState) heldBy(in linInput) bool {
+	return st.holder != 0 && st.holder == in.session && st.holderKey == in.key
+}
+
+// names reports whether in names the mutex's hold: by its owner and its
+// token, if the model knows it (else any token). An EndRevokedHold names
+// the session and token only: a mutex has one holder.
+func (st linState) names(in linInput) bool {
+	return st.holder == in.session && (st.holderKey == in.key || in.kind == opEndRevoked) && (st.token == 0 || st.token == in.token)
+}
+
+// namesKnown is names for a hold whose token the model knows is in's.
+func (st linState) namesKnown(in linInput) bool {
+	return st.names(in) && st.token == in.token
 }
 
 // released is st after its holder gave up one count of its hold (told
 // the hold's token, if the model did not know it).
 func (st linState) released(token uint64) linState {
 	if st.count <= 1 {
-		st.holder, st.token, st.count, st.value = 0, 0, 0, ""
-		return st
+		return st.ended()
 	}
 	st.count--
 	if st.token == 0 {
@@ -73,7 +98,7 @@ func (st linState) kill(s uint64) linState {
 	}
 	st.dead = strings.Join(parts, ",")
 	if st.holder == s {
-		st.holder, st.token, st.count, st.value = 0, 0, 0, ""
+		st = st.ended()
 	}
 	if st.holds != "" {
 		st = st.withHolds(slices.DeleteFunc(st.semHolds(), func(h semHold) bool { return h.session == s }))
@@ -89,24 +114,25 @@ func effects(st linState, in linInput) []any {
 		switch {
 		case st.isDead(in.session):
 		case st.holder == 0:
-			out = append(out, linState{holder: in.session, count: 1, last: st.last, dead: st.dead, value: in.value})
-		case st.holder == in.session:
+			out = append(out, linState{holder: in.session, holderKey: in.key, count: 1, untold: 1, last: st.last, dead: st.dead, value: in.value})
+		case st.heldBy(in):
 			n := st // another count of its hold
 			n.count++
+			n.untold++
 			out = append(out, n)
 		}
 	case opRelease:
-		if st.holder == in.session && (st.token == 0 || st.token == in.token) {
+		if st.names(in) {
 			out = append(out, st.released(in.token))
 		}
 	case opExpireHold, opEndRevoked:
 		// An expiry of a hold limit, or the end of a revoked hold whose
 		// grace passed, ends the hold it names, every count.
-		if st.holder == in.session && (st.token == 0 || st.token == in.token) {
+		if st.names(in) {
 			out = append(out, st.ended())
 		}
 	case opProclaim:
-		if st.holder == in.session && (st.token == 0 || st.token == in.token) {
+		if st.names(in) {
 			n := st
 			n.value = in.value
 			out = append(out, n)
@@ -118,8 +144,8 @@ func effects(st linState, in linInput) []any {
 		// It may have released a count of the hold the abandoned acquire
 		// got, if the client was never told that grant (see
 		// abandonStep).
-		if st.holder == in.session && st.token == 0 {
-			out = append(out, st.released(0))
+		if st.heldBy(in) && st.untold > 0 {
+			out = append(out, st.releasedUntold())
 		}
 	}
 	return out
@@ -127,22 +153,34 @@ func effects(st linState, in linInput) []any {
 
 // abandonStep is the step of a known abandon outcome: a released grant
 // (o.granted, with its token and the count left) or no effect. A grant
-// whose token a client was told (st.token != 0) is the client's: an
-// abandon must never release it (a retry told GRANTED claims the request),
-// so only a hold whose token nobody learnt may go.
+// a client was told is the client's: an abandon must never release it (a
+// retry told GRANTED claims the request), so only a count granted by an
+// acquire whose outcome its client never learnt may go (st.untold). The
+// hold's token may be known all the same: another acquire of the owner
+// re-entered it (two workers under one key, Config.Keys).
 func abandonStep(st linState, in linInput, o outcome) []any {
 	if !o.granted {
 		return []any{st} // left the lock alone: dequeued, claimed or refused
 	}
-	if st.holder != in.session || st.token != 0 || o.remaining != st.count-1 {
+	if !st.heldBy(in) || st.untold == 0 || o.remaining != st.count-1 {
 		return nil
 	}
-	return []any{st.released(0)}
+	return []any{st.releasedUntold()}
+}
+
+// releasedUntold is st after an abandon released one of its untold
+// counts.
+func (st linState) releasedUntold() linState {
+	st = st.released(0)
+	if st.untold > 0 {
+		st.untold--
+	}
+	return st
 }
 
 // ended is st with no holder: a hold ended whatever its count.
 func (st linState) ended() linState {
-	st.holder, st.token, st.count, st.value = 0, 0, 0, ""
+	st.holder, st.holderKey, st.token, st.count, st.untold, st.value = 0, "", 0, 0, 0, ""
 	return st
 }
 
@@ -168,12 +206,13 @@ func lockStep(state, input, output any) []any {
 		case o.granted && st.holder == 0:
 			// A new hold (count 0: a wait's grant pushed without it).
 			if o.token > st.last && o.count <= 1 {
-				return []any{linState{holder: in.session, token: o.token, count: 1, last: o.token, dead: st.dead, value: in.value}}
+				return []any{linState{holder: in.session, holderKey: in.key, token: o.token, count: 1, last: o.token, dead: st.dead, value: in.value}}
 			}
 			return nil
-		case o.granted && st.holder == in.session:
-			// Another count of the session's hold, with its token: once
-			// per acquire, however often retried.
+		case o.granted && st.heldBy(in):
+			// Another count of the owner's hold, with its token: once
+			// per acquire, however often retried. (The session's hold
+			// under another key is another owner's: no grant beside it.)
 			if (st.token == o.token || st.token == 0 && o.token > st.last) && (o.count == st.count+1 || o.count == 0) {
 				n := st
 				n.token, n.count, n.last = o.token, st.count+1, max(st.last, o.token)
@@ -183,17 +222,24 @@ func lockStep(state, input, output any) []any {
 		case o.granted:
 			return nil
 		case o.busy:
-			// Another's hold, or a lock-delay (check h/lock-delay holds
-			// the log to it): the model does not follow delays.
-			if st.holder != 0 && st.holder != in.session || o.delayed && st.holder != in.session {
+			// Another owner's hold (another session's, or the same
+			// session's under another key), or a lock-delay (check
+			// h/lock-delay holds the log to it): the model does not
+			// follow delays.
+			if st.holder != 0 && !st.heldBy(in) || o.delayed && !st.heldBy(in) {
 				return []any{st}
 			}
 			return nil
 		case o.code == fsmpb.Error_ERROR_DEADLOCK:
-			// Refused as a deadlock (checker i holds the log to it): the
-			// lock was held, by another session (a client has one owner
-			// key, and its own hold would have been re-entered).
-			if st.holder != 0 && st.holder != in.session {
+			// Refused as a deadlock, at the acquire or ended at a grant
+			// or cancel (checker i holds the log to it): the lock was
+			// held, by another owner; or, for a wait, by its own: of two
+			// waits of one owner for the lock (two workers under one
+			// key, Config.Keys), one that could not re-enter the hold
+			// the other was granted (another hold limit) is ended as
+			// deadlocked behind it (log version 14). An acquire made
+			// while its owner holds the lock re-enters it.
+			if st.holder != 0 && (!st.heldBy(in) || in.kind == opAcquireWait) {
 				return []any{st}
 			}
 			return nil
@@ -210,7 +256,7 @@ func lockStep(state, input, output any) []any {
 			return []any{st}
 		}
 	case opRelease, opExpireHold, opEndRevoked:
-		mine := st.holder == in.session && (st.token == 0 || st.token == in.token)
+		mine := st.names(in)
 		switch {
 		case o.code != fsmpb.Error_ERROR_NONE:
 		case !mine:
@@ -222,12 +268,12 @@ func lockStep(state, input, output any) []any {
 		default:
 			return nil // a count gained or lost somewhere
 		}
-		if st.holder == in.session && st.token == in.token {
+		if st.namesKnown(in) {
 			return nil // refused its own hold
 		}
 		return []any{st}
 	case opProclaim:
-		mine := st.holder == in.session && (st.token == 0 || st.token == in.token)
+		mine := st.names(in)
 		switch {
 		case o.code == fsmpb.Error_ERROR_NONE && mine:
 			n := st
@@ -242,7 +288,7 @@ func lockStep(state, input, output any) []any {
 			// Refused before the log (a log version below values), or
 			// a retry of that refusal.
 			return []any{st}
-		case st.holder == in.session && st.token == in.token:
+		case st.namesKnown(in):
 			return nil // refused its own hold
 		}
 		return []any{st}
@@ -293,11 +339,20 @@ func sessionEndStep(st linState, in linInput, o outcome) []any {
 	return nil
 }
 
-// semHold is one hold of a semaphore in the model: token 0 was granted by
-// an operation whose outcome its client never learnt.
+// semHold is one hold of a semaphore in the model, by (session, owner
+// key): token 0 was granted by an operation whose outcome its client
+// never learnt.
 type semHold struct {
-	session, token uint64
-	shared         bool
+	session uint64
+	key     string
+	token   uint64
+	shared  bool
+}
+
+// named reports whether in names h's owner (an EndRevokedHold names no
+// key: any of the session's holds with its token).
+func (h semHold) named(in linInput) bool {
+	return h.session == in.session && (h.key == in.key || in.kind == opEndRevoked)
 }
 
 func (st linState) semHolds() []semHold {
@@ -308,8 +363,8 @@ func (st linState) semHolds() []semHold {
 	for _, f := range strings.Split(st.holds, ",") {
 		p := strings.Split(f, "/")
 		sess, _ := strconv.ParseUint(p[0], 10, 64)
-		tok, _ := strconv.ParseUint(p[1], 10, 64)
-		out = append(out, semHold{sess, tok, p[2] == "s"})
+		tok, _ := strconv.ParseUint(p[2], 10, 64)
+		out = append(out, semHold{sess, p[1], tok, p[3] == "s"})
 	}
 	return out
 }
@@ -322,6 +377,9 @@ func (st linState) withHolds(hs []semHold) linState {
 		if a.session != b.session {
 			return cmpU(a.session, b.session)
 		}
+		if a.key != b.key {
+			return strings.Compare(a.key, b.key)
+		}
 		return cmpU(a.token, b.token)
 	})
 	parts := make([]string, len(hs))
@@ -330,7 +388,7 @@ func (st linState) withHolds(hs []semHold) linState {
 		if h.shared {
 			mode = "s"
 		}
-		parts[i] = fmt.Sprintf("%d/%d/%s", h.session, h.token, mode)
+		parts[i] = fmt.Sprintf("%d/%s/%d/%s", h.session, h.key, h.token, mode)
 	}
 	st.holds = strings.Join(parts, ",")
 	return st
@@ -369,12 +427,12 @@ func semEffects(st linState, in linInput) []any {
 	hs := st.semHolds()
 	switch in.kind {
 	case opAcquireTry, opAcquireWait:
-		if !st.isDead(in.session) && !slices.ContainsFunc(hs, func(h semHold) bool { return h.session == in.session }) && semAdmits(hs, in.shared) {
-			out = append(out, st.withHolds(append(hs, semHold{in.session, 0, in.shared})))
+		if !st.isDead(in.session) && !slices.ContainsFunc(hs, func(h semHold) bool { return h.named(in) }) && semAdmits(hs, in.shared) {
+			out = append(out, st.withHolds(append(hs, semHold{in.session, in.key, 0, in.shared})))
 		}
 	case opRelease, opExpireHold, opEndRevoked:
 		for i, h := range hs {
-			if h.session == in.session && (h.token == 0 || h.token == in.token) {
+			if h.named(in) && (h.token == 0 || h.token == in.token) {
 				out = append(out, st.withHolds(slices.Delete(slices.Clone(hs), i, i+1)))
 			}
 		}
@@ -382,7 +440,7 @@ func semEffects(st linState, in linInput) []any {
 		out = append(out, st.kill(in.session))
 	case opAbandon:
 		for i, h := range hs {
-			if h.session == in.session && h.token == 0 {
+			if h.named(in) && h.token == 0 {
 				out = append(out, st.withHolds(slices.Delete(slices.Clone(hs), i, i+1)))
 			}
 		}
@@ -392,17 +450,18 @@ func semEffects(st linState, in linInput) []any {
 
 // semStep is lockStep for a semaphore (or read/write lock) of
 // SemaphorePermits holders: the same rules as a mutex's, over a set of
-// holds. A session holds a semaphore at most once (clients never acquire
-// what they hold). Holds granted by one entry share its index as token, so
-// tokens known granted must not decrease, rather than increase.
+// holds. An owner (session, key) holds a semaphore at most once (clients
+// never acquire what they hold); a session may hold it under two keys.
+// Holds granted by one entry share its index as token, so tokens known
+// granted must not decrease, rather than increase.
 func semStep(st linState, in linInput, o outcome) []any {
 	if o.unknown {
 		return semEffects(st, in)
 	}
 	hs := st.semHolds()
-	mine := -1 // the session's hold: its token, or one nobody learnt
+	mine := -1 // the owner's hold: its token, or one nobody learnt
 	for i, h := range hs {
-		if h.session == in.session && (h.token == 0 || h.token == in.token || in.kind == opAcquireTry || in.kind == opAcquireWait) {
+		if h.named(in) && (h.token == 0 || h.token == in.token || in.kind == opAcquireTry || in.kind == opAcquireWait) {
 			mine = i
 		}
 	}
@@ -425,19 +484,19 @@ func semStep(st linState, in linInput, o outcome) []any {
 		switch {
 		case o.granted:
 			if mine < 0 && !st.isDead(in.session) && semAdmits(hs, in.shared) && o.token >= st.last {
-				n := st.withHolds(append(hs, semHold{in.session, o.token, in.shared}))
+				n := st.withHolds(append(hs, semHold{in.session, in.key, o.token, in.shared}))
 				n.last = o.token
 				return []any{n}
 			}
 			return nil
 		case o.busy:
-			if o.delayed || slices.ContainsFunc(hs, func(h semHold) bool { return h.session != in.session }) {
+			if o.delayed || slices.ContainsFunc(hs, func(h semHold) bool { return !h.named(in) }) {
 				return []any{st}
 			}
 			return nil
 		case o.code == fsmpb.Error_ERROR_DEADLOCK:
-			// As for a mutex: another session held it.
-			if slices.ContainsFunc(hs, func(h semHold) bool { return h.session != in.session }) {
+			// As for a mutex: another owner held it.
+			if slices.ContainsFunc(hs, func(h semHold) bool { return !h.named(in) }) {
 				return []any{st}
 			}
 			return nil
@@ -452,13 +511,13 @@ func semStep(st linState, in linInput, o outcome) []any {
 		if o.code == fsmpb.Error_ERROR_NONE {
 			var out []any
 			for i, h := range hs {
-				if h.session == in.session && (h.token == 0 || h.token == in.token) {
+				if h.named(in) && (h.token == 0 || h.token == in.token) {
 					out = append(out, st.withHolds(slices.Delete(slices.Clone(hs), i, i+1)))
 				}
 			}
 			return out
 		}
-		if slices.Contains(hs, semHold{in.session, in.token, true}) || slices.Contains(hs, semHold{in.session, in.token, false}) {
+		if slices.ContainsFunc(hs, func(h semHold) bool { return h.named(in) && h.token == in.token }) {
 			return nil // refused its own hold
 		}
 		return []any{st}
@@ -516,7 +575,7 @@ var lockModel = (&porcupine.NondeterministicModel{
 	Partition: partition,
 	DescribeOperation: func(input, output any) string {
 		in, o := input.(linInput), output.(outcome)
-		return fmt.Sprintf("%v s%d %s t%d %q -> %+v", in.kind, in.session, in.lock, in.token, in.value, o)
+		return fmt.Sprintf("%v s%d/%q %s t%d %q -> %+v", in.kind, in.session, in.key, in.lock, in.token, in.value, o)
 	},
 	DescribeState: func(state any) string { return fmt.Sprintf("%+v", state.(linState)) },
 }).ToModel()

@@ -51,15 +51,16 @@ func (s *Sim) revoke() {
 func (s *Sim) revokeTold(h *fsmpb.HoldRevoked) {
 	for _, c := range s.clients {
 		if c.session != 0 && c.session == h.GetSessionId() {
-			c.revoked(h.GetLock(), h.GetToken())
+			c.revoked(holdRef{h.GetLock(), h.GetOwnerKey()}, h.GetToken())
 		}
 	}
 }
 
-// revoked is the client told that its hold of l with token is being
-// revoked: it stops using the hold (and does not take l again this
-// session), and one time in two releases it if it holds a single count.
-func (c *client) revoked(l string, token uint64) {
+// revoked is the client told that its hold l (a lock and owner key) with
+// token is being revoked: it stops using the hold (and does not take the
+// lock again under that key this session), and one time in two releases
+// it if it holds a single count.
+func (c *client) revoked(l holdRef, token uint64) {
 	s := c.s
 	tok, ok := c.holds[l]
 	if !ok && token > c.revokedEarly[l] {
@@ -80,7 +81,7 @@ func (c *client) revoked(l string, token uint64) {
 // releaseRevoked releases the revoked hold of l with token once the
 // client has no request in flight, trying again a little later up to
 // tries times, while its session is the one that held it.
-func (c *client) releaseRevoked(l string, token, session uint64, tries int) {
+func (c *client) releaseRevoked(l holdRef, token, session uint64, tries int) {
 	s := c.s
 	if c.session != session || s.calm || tries == 0 {
 		return
@@ -91,17 +92,19 @@ func (c *client) releaseRevoked(l string, token, session uint64, tries int) {
 	}
 	s.stats.RevokesHonoured++
 	c.seq++
-	c.start(&clientOp{kind: opRelease, lock: l, token: token, seq: c.seq, cmd: &fsmpb.Command{
-		SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.seq,
-		Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: l, Token: token}},
+	c.start(&clientOp{kind: opRelease, lock: l.lock, key: l.key, token: token, seq: c.seq, cmd: &fsmpb.Command{
+		SessionId: c.session, Seq: c.seq, MinUnackedSeq: c.minUnacked(),
+		Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: l.lock, Token: token, OwnerKey: l.key}},
 	}})
 }
 
-// revokedHold names a hold in the replayed log; revokeRun is its
-// revocation: the RevokeHold entry, its wall clock and the grace.
+// revokedHold names a hold in the replayed log (one session's holds of a
+// lock under two keys may share the token: Config.Keys); revokeRun is
+// its revocation: the RevokeHold entry, its wall clock and the grace.
 type revokedHold struct {
 	lock           string
 	session, token uint64
+	key            string
 }
 
 type revokeRun struct {
@@ -118,7 +121,7 @@ type revokeRun struct {
 // its election); a revocation ends with its hold or its session.
 func (k *checker) checkRevokes(i uint64, e *logEntry, res *fsmpb.Result, revokes map[revokedHold]revokeRun) error {
 	for _, h := range res.GetHoldsRevoked() {
-		key := revokedHold{h.GetLock(), h.GetSessionId(), h.GetToken()}
+		key := revokedHold{h.GetLock(), h.GetSessionId(), h.GetToken(), h.GetOwnerKey()}
 		run, ok := revokes[key]
 		switch {
 		case h.GetRevokeFrom() == i && ok:
@@ -130,20 +133,26 @@ func (k *checker) checkRevokes(i uint64, e *logEntry, res *fsmpb.Result, revokes
 		}
 	}
 	if end := e.cmd.GetEndRevokedHold(); end != nil && res.GetError() == fsmpb.Error_ERROR_NONE {
-		key := revokedHold{end.GetLock(), end.GetSessionId(), end.GetToken()}
+		// The command names no owner key: the hold it ended says which
+		// of the session's holds with the token it was.
+		var ended *fsmpb.HoldEnded
+		if len(res.GetHoldsEnded()) == 1 {
+			ended = res.GetHoldsEnded()[0]
+		}
+		key := revokedHold{end.GetLock(), end.GetSessionId(), end.GetToken(), ended.GetOwnerKey()}
 		run, ok := revokes[key]
 		switch {
+		case ended == nil || ended.GetToken() != key.token || ended.GetSessionId() != key.session || ended.GetLock() != key.lock:
+			return fmt.Errorf("index %d ended %v for the revocation of %+v", i, res.GetHoldsEnded(), key)
 		case !ok:
 			return fmt.Errorf("index %d ended %+v, which no revocation runs for", i, key)
-		case len(res.GetHoldsEnded()) != 1 || res.GetHoldsEnded()[0].GetToken() != key.token:
-			return fmt.Errorf("index %d ended %v for the revocation of %+v", i, res.GetHoldsEnded(), key)
 		case e.cmd.GetWallTimeUnixNano()-run.wall < run.grace:
 			return fmt.Errorf("index %d ended %+v %v after its revocation at index %d, before its grace %v",
 				i, key, time.Duration(e.cmd.GetWallTimeUnixNano()-run.wall), run.from, time.Duration(run.grace))
 		}
 	}
 	for _, h := range res.GetLiveness().GetRevocationsEnded() {
-		delete(revokes, revokedHold{h.GetLock(), h.GetSessionId(), h.GetToken()})
+		delete(revokes, revokedHold{h.GetLock(), h.GetSessionId(), h.GetToken(), h.GetOwnerKey()})
 	}
 	if ended := res.GetSessionsEnded(); len(ended) > 0 {
 		for key := range revokes {

@@ -32,7 +32,8 @@ func (s *Sim) checkOwnAnswer(c *client, r *response) {
 	switch {
 	case r.mismatch || code == fsmpb.Error_ERROR_SECRET_MISMATCH:
 		s.fail("secret", "client %d: a member refused its own request (attempt %d, session %d) for its secret: %+v", c.id, r.attempt, c.session, r)
-	case code == fsmpb.Error_ERROR_STALE_SEQUENCE && c.op != nil && r.attempt == c.op.attempt:
-		s.fail("secret", "client %d: its %v seq %d of session %d found the session's sequence window past it: %v", c.id, c.op.kind, c.op.seq, c.op.session, r.res)
+	case code == fsmpb.Error_ERROR_STALE_SEQUENCE && c.opFor(r.attempt) != nil:
+		op := c.opFor(r.attempt)
+		s.fail("secret", "client %d: its %v seq %d of session %d found the session's sequence window past it: %v", c.id, op.kind, op.seq, op.session, r.res)
 	}
 }

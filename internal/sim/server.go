@@ -385,7 +385,7 @@ func (p simProposer) CancelWait(_ context.Context, lock string, session, seq uin
 func (p simProposer) ExpireHold(_ context.Context, lock string, session, token uint64, ownerKey string) error {
 	return p.submit(&fsmpb.Command{Op: &fsmpb.Command_ExpireHold{ExpireHold: &fsmpb.ExpireHold{
 		Lock: lock, SessionId: session, Token: token, OwnerKey: &ownerKey,
-	}}}, &internalOp{kind: opExpireHold, session: session, lock: lock, token: token})
+	}}}, &internalOp{kind: opExpireHold, session: session, owner: ownerKey, lock: lock, token: token})
 }
 
 func (p simProposer) EndRevokedHold(_ context.Context, lock string, session, token uint64) error {
@@ -419,7 +419,7 @@ func (v *server) abandon(session, seq uint64) {
 	cw := &fsmpb.Command{Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{
 		Lock: lock, SessionId: session, AcquireSeq: seq, Abandoned: true,
 	}}}
-	_ = simProposer{v}.submit(cw, &internalOp{kind: opAbandon, session: session, lock: lock})
+	_ = simProposer{v}.submit(cw, &internalOp{kind: opAbandon, session: session, owner: e.req.cmd.GetAcquire().GetOwnerKey(), lock: lock})
 	v.m.pump()
 }
 

@@ -123,6 +123,18 @@ type Config struct {
 	// linearizability model follows each mutex's value, and a check
 	// reads the holder's value and must see the model's.
 	Values bool
+	// Keys makes each client acquire under one of two owner keys ("" and
+	// "k2"), drawn per acquire, try or acquire_many, as two workers
+	// sharing one session: each (session, key) is an owner of its own
+	// (BUSY or queued behind the session's other key; a semaphore's
+	// permit apiece), a reentrant acquire re-enters the hold of its key,
+	// and a release, proclaim or write names the key its hold has. The
+	// client believes what it holds per (lock, key); the model's
+	// holders, the fence (c), revocation (j) and deadlock (i) checks are
+	// per (session, key). It is what reaches log version 14's rules for
+	// several keys: a node's other waits re-entering its grant, waits
+	// ended as deadlocked at a grant or cancel, holds sharing a token.
+	Keys bool
 	// Trace, if set, receives the run's events as text (for reading a
 	// failing seed; -sim.trace in tests).
 	Trace io.Writer
@@ -155,6 +167,7 @@ func ConfigFor(seed uint64) Config {
 		LockDelays:     r.IntN(2) == 0,
 		Revokes:        r.IntN(2) == 0,
 		Values:         r.IntN(2) == 0,
+		Keys:           r.IntN(2) == 0,
 	}
 }
 
@@ -263,6 +276,17 @@ type Stats struct {
 	// those that found an earlier attempt applied, FencedRetries the
 	// requests of a settled seq answered REFUSED (each checked by k).
 	FencesSettled, FencesFoundAnswer, FencedRetries uint64
+	// What only several owner keys per session make (Config.Keys):
+	// WaitsLeft counts the waits a client's worker left waiting while
+	// the client went on; from the replayed log, ReenteredAtGrant the
+	// grants that re-entered a hold its node was granted in the same
+	// entry (its other waits for the lock, log version 14), OwnKeyBusy
+	// the acquires answered BUSY or QUEUED while their session held the
+	// lock under another key, SessionKeyHolds the holds granted beside a
+	// hold of their session under another key (a semaphore's permits),
+	// and SameTokenHolds those of them that share its token (granted in
+	// one entry).
+	WaitsLeft, ReenteredAtGrant, OwnKeyBusy, SessionKeyHolds, SameTokenHolds uint64
 }
 
 // Faults is the number of injected faults.

@@ -59,14 +59,14 @@ func (st *stranger) act() {
 	}
 	c := victims[s.rng.IntN(len(victims))]
 	shown, showing := st.guess(c)
-	held := sortedKeys(c.holds)
+	held := sortedRefs(c.holds)
 	r := &request{from: st, session: c.session, secret: shown}
 	var what string
 	switch k := s.rng.IntN(5); {
 	case k == 4 && len(c.holdUntil) > 0: // (with no limited hold, a release)
-		limited := sortedKeys(c.holdUntil)
-		r.kind, r.lock = reqRenewHold, limited[s.rng.IntN(len(limited))]
-		r.token = c.holds[r.lock]
+		limited := sortedRefs(c.holdUntil)
+		h := limited[s.rng.IntN(len(limited))]
+		r.kind, r.lock, r.token = reqRenewHold, h.lock, c.holds[h]
 		what = fmt.Sprintf("renewal of the hold of %s token %d", r.lock, r.token)
 	case k == 3:
 		r.kind = reqKeepAlive
@@ -79,11 +79,11 @@ func (st *stranger) act() {
 		// Another lock than those it holds, if there is one.
 		var free []string
 		for i := range s.cfg.Locks {
-			if _, ok := c.holds[c.lockName(i)]; !ok {
+			if !slices.ContainsFunc(held, func(h holdRef) bool { return h.lock == c.lockName(i) }) {
 				free = append(free, c.lockName(i))
 			}
 		}
-		l := held[s.rng.IntN(len(held))]
+		l := held[s.rng.IntN(len(held))].lock
 		if len(free) > 0 {
 			l = free[s.rng.IntN(len(free))]
 		}
@@ -91,10 +91,10 @@ func (st *stranger) act() {
 		r.cmd.Op = &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: l}}
 		what = fmt.Sprintf("acquire of %s seq %d", l, r.cmd.GetSeq())
 	default:
-		l := held[s.rng.IntN(len(held))]
+		h := held[s.rng.IntN(len(held))]
 		r.cmd = st.command(c, shown)
-		r.cmd.Op = &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: l, Token: c.holds[l]}}
-		what = fmt.Sprintf("release of %s token %d seq %d", l, c.holds[l], r.cmd.GetSeq())
+		r.cmd.Op = &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: h.lock, Token: c.holds[h], OwnerKey: h.key}}
+		what = fmt.Sprintf("release of %v token %d seq %d", h, c.holds[h], r.cmd.GetSeq())
 	}
 	if r.cmd != nil {
 		r.kind = reqPropose
