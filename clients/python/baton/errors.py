@@ -9,6 +9,7 @@ this library never does either.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
@@ -229,6 +230,18 @@ def make_error(code: int, reason: int, message: str, leader_addr: str = "") -> E
         cls = _BY_CODE.get(code, Error)
     name = pb.Reason.Name(reason) if reason in pb.Reason.values() and reason else ""
     return cls(message, code=code, reason=name, leader_addr=leader_addr)
+
+
+def describe_cycle(cycle: "list[pb.DeadlockEdge]") -> str:
+    """One line naming each wait of a deadlock, as the member's own
+    DEADLOCK refusal does: 'deadlock: session 7 waits for lock "y" held by
+    session 8, ...'."""
+    def node(session: int, key: str) -> str:
+        return f"session {session}" if not key else f"session {session} key {json.dumps(key)}"
+    return "deadlock: " + ", ".join(
+        f"{node(e.session_id, e.owner_key)} waits for lock {json.dumps(e.lock)}"
+        f"{' behind ' if e.queued_ahead else ' held by '}{node(e.blocker_session_id, e.blocker_owner_key)}"
+        for e in cycle)
 
 
 def from_wire(e: "pb.Error") -> Error:

@@ -25,7 +25,7 @@ from baton import keepalive, rules
 from baton._framing import Stream, StreamEnded
 from baton._pb import pb
 from baton.errors import (Error, Holder, LockBusy, SessionClosed, SessionLost, Timeout, Unavailable,
-                          from_wire, is_retryable, is_session_gone, UNAVAILABLE)
+                          describe_cycle, from_wire, is_retryable, is_session_gone, UNAVAILABLE)
 from baton.leases import Lease, LeaseTable, end_lease, released_error
 from baton.revoke import Revocation
 
@@ -414,7 +414,10 @@ class Session:
                 w = resp.wait_ended
                 c = self._by_seq.get(w.seq)
                 if c is not None and c.wait:
-                    ended: Error = from_wire(pb.Error(code=9, reason=w.reason, message=f"wait for lock {w.name!r} ended",
+                    msg = f"wait for lock {w.name!r} ended"
+                    if w.deadlock_cycle:
+                        msg += ": " + describe_cycle(w.deadlock_cycle)
+                    ended: Error = from_wire(pb.Error(code=9, reason=w.reason, message=msg,
                                                       deadlock_cycle=w.deadlock_cycle))
                     if is_session_gone(ended):
                         ended = SessionLost(f"session lost while waiting for {w.name!r}", reason=ended.reason)

@@ -89,7 +89,8 @@ def test_a_wait_a_grant_leaves_deadlocked_ends_with_the_cycle(client: baton.Clie
             ay.result(WAIT)
         assert e.value.reason == "DEADLOCK"
         assert e.value.cycle == [edge(a.id, "k", y, b.id, ""), edge(b.id, "", x, a.id, "k")]
-        assert "\n" not in str(e.value)
+        msg = str(e.value)
+        assert "\n" not in msg and f'session {a.id} key "k" waits for lock "{y}" held by session {b.id}' in msg, msg
         assert waiting(client, y) == [], "the ended wait left the queue"
 
         assert not bx.done(), "b waits while a holds x"

@@ -42,4 +42,32 @@ public class DeadlockException extends BatonException {
     public List<DeadlockEdge> cycle() {
         return cycle;
     }
+
+    /**
+     * One line naming each wait of cycle, as the server's own DEADLOCK
+     * refusal does: {@code deadlock: session 7 waits for lock "y" held by
+     * session 8, ...}.
+     */
+    static String describe(List<DeadlockEdge> cycle) {
+        StringBuilder b = new StringBuilder("deadlock: ");
+        for (int i = 0; i < cycle.size(); i++) {
+            DeadlockEdge e = cycle.get(i);
+            if (i > 0) {
+                b.append(", ");
+            }
+            b.append(node(e.getSessionId(), e.getOwnerKey())).append(" waits for lock ").append(quote(e.getLock()))
+                    .append(e.getQueuedAhead() ? " behind " : " held by ")
+                    .append(node(e.getBlockerSessionId(), e.getBlockerOwnerKey()));
+        }
+        return b.toString();
+    }
+
+    private static String node(long session, String key) {
+        String s = "session " + Long.toUnsignedString(session);
+        return key.isEmpty() ? s : s + " key " + quote(key);
+    }
+
+    private static String quote(String s) {
+        return "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
+    }
 }

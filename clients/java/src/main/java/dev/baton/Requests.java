@@ -155,7 +155,8 @@ final class Requests {
         Call c = bySeq.get(w.getSeq());
         if (c != null && c.waits) {
             String reason = Wire.reasonName(w.getReason());
-            finish(c, null, Wire.error(9, reason, "wait for lock " + w.getName() + " ended: " + reason, "",
+            String why = w.getDeadlockCycleCount() > 0 ? DeadlockException.describe(w.getDeadlockCycleList()) : reason;
+            finish(c, null, Wire.error(9, reason, "wait for lock " + w.getName() + " ended: " + why, "",
                     w.getDeadlockCycleList()));
         }
     }

@@ -133,6 +133,8 @@ class DeadlockTest {
             assertEquals("DEADLOCK", e.reason());
             assertEquals(List.of(edge(a.id(), "k", y, b.id(), ""), edge(b.id(), "", x, a.id(), "k")), e.cycle());
             assertFalse(e.getMessage().contains("\n"), "one line: " + e.getMessage());
+            assertTrue(e.getMessage().contains("session " + a.id() + " key \"k\" waits for lock \"" + y + "\" held by session " + b.id()),
+                    e.getMessage());
             assertEquals(List.of(), waiting(y), "the ended wait left the queue");
 
             assertFalse(bx.isDone(), "b waits while a holds x");
