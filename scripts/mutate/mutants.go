@@ -357,6 +357,16 @@ var mutants = []mutant{
 		from: "res, index, err = nil, 0, &NotLeaderError{Leader: f.leader}",
 		to:   "res, index, err = nil, 0, f.refusal",
 	},
+	{
+		name: "raftnode/held-proposals-go-after-the-next", file: "internal/raftnode/propose.go", checks: raftnodeChecks,
+		from: "batch := append(n.takeHeld(), first)",
+		to:   "batch := append([]*proposal{first}, n.takeHeld()...)",
+	},
+	{
+		name: "raftnode/held-proposals-outlast-the-tick", file: "internal/raftnode/members.go", checks: raftnodeChecks,
+		from: "\tif n.manual {\n\t\tn.stepHeld()\n\t}\n",
+		to:   "",
+	},
 
 	// The client's deadline: counted from the send of the keepalive,
 	// less the safety margin, so the client gives up before the server
