@@ -56,12 +56,13 @@ func (n *Node) deferrable(batch []*proposal) bool {
 	return true
 }
 
-// hold keeps batch back until the next proposal or the deferral's end
-// (started by the first proposal held).
-func (n *Node) hold(batch []*proposal) {
+// hold keeps batch back, whose first held proposals were held already,
+// until the next proposal that may not wait, or until maxDeferral after
+// the first of them was held.
+func (n *Node) hold(batch []*proposal, held int) {
 	d := &n.deferral
 	d.held = batch
-	n.metrics.Deferred += uint64(len(batch))
+	n.metrics.Deferred += uint64(len(batch) - held)
 	if d.c != nil || n.manual {
 		return
 	}
@@ -76,17 +77,21 @@ func (n *Node) hold(batch []*proposal) {
 // takeHeld returns the held proposals, oldest first, and stops their
 // timer.
 func (n *Node) takeHeld() []*proposal {
-	d := &n.deferral
-	held := d.held
-	d.held = nil
-	if d.c != nil {
-		d.timer.Stop()
-		d.c = nil
-	}
+	held := n.deferral.held
+	n.deferral.held = nil
+	n.stopHeldTimer()
 	return held
 }
 
-// stepHeld steps the held proposals on their own: their time is up.
+func (n *Node) stopHeldTimer() {
+	if d := &n.deferral; d.c != nil {
+		d.timer.Stop()
+		d.c = nil
+	}
+}
+
+// stepHeld steps the held proposals on their own: their time is up (or,
+// in manual mode, a tick came).
 func (n *Node) stepHeld() {
 	if held := n.takeHeld(); len(held) > 0 {
 		n.stepBatch(held)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/batonlock/baton/internal/fsm"
@@ -135,25 +136,44 @@ func TestAcquiresThatWillQueueWaitForTheNextProposal(t *testing.T) {
 	}
 }
 
-// Outside manual mode a held proposal waits at most maxDeferral.
-func TestHeldAcquireIsProposedAfterItsTime(t *testing.T) {
-	n := startLone(t, &memStore{})
-	a, b, c := open(t, n, "a"), open(t, n, "b"), open(t, n, "c")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for _, s := range []uint64{a, b} {
-		if _, _, err := n.Propose(ctx, waitingAcquire(s, 1, "x")); err != nil {
+// The held proposals' time runs from the first of them: a deferrable
+// proposal held after it does not put the first one off.
+func TestHeldProposalsWaitFromTheFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := startLone(t, &memStore{})
+		ctx := context.Background()
+		var sessions []uint64
+		for _, o := range []string{"a", "b", "c", "d"} {
+			sessions = append(sessions, open(t, n, o))
+		}
+		for _, s := range sessions[:2] {
+			if _, _, err := n.Propose(ctx, waitingAcquire(s, 1, "x")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := n.Metrics()
+		fc, err := n.Submit(waitingAcquire(sessions[2], 1, "x"))
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	before := n.Metrics()
-	res, _, err := n.Propose(ctx, waitingAcquire(c, 1, "x"))
-	if err != nil || res.GetAcquire().GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED {
-		t.Fatalf("c's acquire: %v %v, want queued", res, err)
-	}
-	if got := n.Metrics().Deferred - before.Deferred; got != 1 {
-		t.Fatalf("%d proposals deferred, want 1", got)
-	}
+		time.Sleep(maxDeferral * 6 / 10)
+		fd, err := n.Submit(waitingAcquire(sessions[3], 1, "x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if done(fc) || done(fd) {
+			t.Fatal("held proposals were proposed before their time")
+		}
+		time.Sleep(maxDeferral*4/10 + time.Microsecond)
+		synctest.Wait()
+		if !done(fc) || !done(fd) {
+			t.Fatalf("%v after the first held proposal, it is done: %v, and the second: %v; want both", maxDeferral, done(fc), done(fd))
+		}
+		if got := n.Metrics().Deferred - before.Deferred; got != 2 {
+			t.Fatalf("%d proposals deferred, want 2", got)
+		}
+	})
 }
 
 // A leader that steps down fails the proposals it held and never proposes

@@ -258,7 +258,9 @@ func (n *Node) forget(id uint64) bool {
 // stepProposals steps first and every proposal already queued behind it
 // into raft as one MsgProp.
 func (n *Node) stepProposals(first *proposal) {
-	batch := append(n.takeHeld(), first)
+	held := len(n.deferral.held)
+	batch := append(n.deferral.held, first)
+	n.deferral.held = nil
 	for len(batch) < n.cfg.MaxBatch {
 		select {
 		case p := <-n.propC:
@@ -269,9 +271,10 @@ func (n *Node) stepProposals(first *proposal) {
 		break
 	}
 	if n.deferrable(batch) {
-		n.hold(batch)
+		n.hold(batch, held)
 		return
 	}
+	n.stopHeldTimer()
 	n.stepBatch(batch)
 }
 

@@ -359,8 +359,13 @@ var mutants = []mutant{
 	},
 	{
 		name: "raftnode/held-proposals-go-after-the-next", file: "internal/raftnode/propose.go", checks: raftnodeChecks,
-		from: "batch := append(n.takeHeld(), first)",
-		to:   "batch := append([]*proposal{first}, n.takeHeld()...)",
+		from: "batch := append(n.deferral.held, first)",
+		to:   "batch := append([]*proposal{first}, n.deferral.held...)",
+	},
+	{
+		name: "raftnode/held-proposals-wait-from-the-last", file: "internal/raftnode/defer.go", checks: raftnodeChecks,
+		from: "if d.c != nil || n.manual {",
+		to:   "if n.manual {",
 	},
 	{
 		name: "raftnode/held-proposals-outlast-the-tick", file: "internal/raftnode/members.go", checks: raftnodeChecks,
