@@ -163,17 +163,30 @@ func (n *Node) submit(cmd *fsmpb.Command, p *proposal) (*proposal, error) {
 // the waiting, not the fence. Submit's refusals for the log version are
 // settled alike, and complete the same ways.
 func (n *Node) Refuse(ctx context.Context, cmd *fsmpb.Command, refusal error) error {
-	p := &proposal{done: make(chan struct{})}
-	fence, ok := n.fence(cmd, p, refusal)
-	if !ok {
-		return refusal
-	}
-	p, err := n.submit(fence, p)
+	f, err := n.SubmitRefusal(cmd, refusal)
 	if err != nil {
 		return err
 	}
-	_, _, err = (&Future{n: n, p: p}).Wait(ctx)
+	_, _, err = f.Wait(ctx)
 	return err
+}
+
+// SubmitRefusal is Refuse without the waiting, for a caller that drives
+// the loop itself (StartManual): it queues the seq fence of cmd's
+// refusal and returns its future, whose Wait returns a nil result and
+// what Refuse would. A command without a sequence to settle gets
+// refusal at once, as the error.
+func (n *Node) SubmitRefusal(cmd *fsmpb.Command, refusal error) (*Future, error) {
+	p := &proposal{done: make(chan struct{})}
+	fence, ok := n.fence(cmd, p, refusal)
+	if !ok {
+		return nil, refusal
+	}
+	p, err := n.submit(fence, p)
+	if err != nil {
+		return nil, err
+	}
+	return &Future{n: n, p: p}, nil
 }
 
 // fence makes p the seq fence for cmd's refusal, and returns the fence to
