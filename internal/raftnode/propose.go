@@ -190,11 +190,15 @@ func (n *Node) SubmitRefusal(cmd *fsmpb.Command, refusal error) (*Future, error)
 }
 
 // fence makes p the seq fence for cmd's refusal, and returns the fence to
-// propose; false when cmd has no sequence to settle, or the log version
-// cannot carry the fence (then refusal is answered at once, as before).
+// propose; false when cmd has no sequence to settle (then refusal is
+// answered at once). The fence shows cmd's secret hash and principal,
+// which a cluster below their log versions (3 and 4) does not carry:
+// they are left out of it, as submit leaves them out of any command
+// (fsm.ForLogVersion), so that every log version carries the fence:
+// Refuse's cmd has not been through submit.
 func (n *Node) fence(cmd *fsmpb.Command, p *proposal, refusal error) (*fsmpb.Command, bool) {
 	fence := fsm.SeqFence(cmd)
-	if fence == nil || fsm.VersionNeeded(fence) > n.logVersion.Load() {
+	if fence == nil || fsm.ForLogVersion(fence, n.logVersion.Load()) != nil {
 		return nil, false
 	}
 	p.fence = &fenced{refusal: refusal, leader: n.cfg.ID}
