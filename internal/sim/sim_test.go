@@ -121,13 +121,14 @@ var regressionSeeds = []uint64{
 	// Found with the disk guard (Config.DiskGuard):
 	9342850949281823274,  // raftnode: below log version 3 Refuse answered NO_SPACE without a seq fence (its fence showed the secret hash): a retried wait that had queued told NO_SPACE (e)
 	12594394997897219916, // the same
+	1090429179707222926,  // the same, with one owner key per session
 }
 
 // seedsWithEveryFeature are the regression seeds found after scenarios had
 // semaphores, hold limits, membership changes, acquire_many and upgrades.
 var seedsWithEveryFeature = []uint64{9330103799006312214, 11406312118502588755, 16760015683538415519, 9264638333974126981, 8514884895799829375, 16242331060768467010,
 	17635583865862200073, 1459954015813577229, 7746456422760997347, 2714016290765947529, 8777219029254922313, 17092063723295653620,
-	15124935544650637547, 9342850949281823274, 12594394997897219916}
+	15124935544650637547, 9342850949281823274, 12594394997897219916, 1090429179707222926}
 
 // seedsWithReentrant are the regression seeds found after scenarios had
 // reentrant acquires (Config.Reentrant); the others run without them.
@@ -139,7 +140,7 @@ var seedsWithReentrant = []uint64{9264638333974126981, 8514884895799829375, 1624
 // strangers (Config.Strangers); the others run without them.
 var seedsWithStrangers = []uint64{9264638333974126981, 8514884895799829375, 16242331060768467010, 17635583865862200073, 1459954015813577229, 7746456422760997347,
 	2714016290765947529, 8777219029254922313, 17092063723295653620, 15124935544650637547,
-	9342850949281823274, 12594394997897219916}
+	9342850949281823274, 12594394997897219916, 1090429179707222926}
 
 // seedsWithRevokes are the regression seeds found after scenarios had
 // lock-delays, revocations and hold values; the others run without them.
@@ -152,7 +153,7 @@ var seedsWithKeys = []uint64{15124935544650637547, 9342850949281823274, 12594394
 
 // seedsWithDiskGuard are the regression seeds found after members had a
 // disk guard (Config.DiskGuard); the others run without it.
-var seedsWithDiskGuard = []uint64{9342850949281823274, 12594394997897219916}
+var seedsWithDiskGuard = []uint64{9342850949281823274, 12594394997897219916, 1090429179707222926}
 
 // TestSim runs the fixed CI seeds 1..N and the regression seeds, one seed (-sim.seed), or random
 // seeds for a while (-sim.duration). A failure prints its replay command.
