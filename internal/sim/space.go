@@ -13,8 +13,8 @@ import (
 // The disk guard (Config.DiskGuard): a member's data dir is low on space
 // for stretches of the chaos, and while it is and the member leads, it
 // refuses opens and acquires with NO_SPACE by internal/server's own rule
-// (DiskGuard.Low, AddsNothing), after a read barrier, and
-// an acquire's refusal only once its seq fence settled the seq
+// (DiskGuard.Low, AddsNothing), after a read barrier, and answers an
+// acquire's refusal only once its seq fence settled the seq
 // (raftnode.Node.SubmitRefusal): server.admitGrowth, step for step on
 // the non-blocking API.
 
