@@ -319,9 +319,11 @@ func checkWorkDone(t *testing.T, n int, total Stats) {
 		// The disk guard runs in about half the scenarios
 		// (Config.DiskGuard). Its seq fences seldom find an earlier
 		// attempt applied (one would have to be proposed just before
-		// the refusal's read barrier), so they have no floor.
-		{"client operations answered NO_SPACE", total.NoSpaceTold, uint64(n) / 2},
-		{"NO_SPACE refusals settled by a seq fence", total.NoSpaceFencesSettled, uint64(n) / 8},
+		// the refusal's read barrier: a few in 40,000 scenarios), nor
+		// does a refused open's earlier attempt often open a session
+		// (about 2 in 1000 scenarios): those have no floor.
+		{"client operations answered NO_SPACE", total.NoSpaceTold, uint64(n)},
+		{"NO_SPACE refusals settled by a seq fence", total.NoSpaceFencesSettled, uint64(n) / 2},
 		{"retries a low leader admitted as adding nothing", total.NoSpaceAdmitted, uint64(n) / 50},
 		{"later attempts of a request refused NO_SPACE, refused by its fence", total.NoSpaceFencedRetries, uint64(n) / 100},
 	}
