@@ -141,25 +141,23 @@ func TestBackupAfterABusySnapshotOnAnIdleNode(t *testing.T) {
 	}()
 	waitLeader(t, n)
 	s := open(t, n, "a")
+	// Twice the snapshot interval: the node takes a snapshot on the way,
+	// whose save then waits at the gate.
 	var last uint64
-	for i := 1; ; i++ {
-		f, err := n.Submit(acquire(s, uint64(i), fmt.Sprintf("k%d", i)))
+	for i := 1; i <= 20; i++ {
+		_, index, err := n.Propose(context.Background(), acquire(s, uint64(i), fmt.Sprintf("k%d", i)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case <-st.blocked:
-		case <-f.Done():
-			if i == 200 {
-				t.Fatal("no snapshot after 200 entries")
-			}
-			continue
-		}
-		_, last, _ = f.Wait(context.Background())
-		break
+		last = index
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	select {
+	case <-st.blocked:
+	case <-ctx.Done():
+		t.Fatal("no snapshot save began after 20 entries, with a snapshot every 10")
+	}
 	done := make(chan backupResult, 1)
 	go func() {
 		b, err := n.Backup(ctx)

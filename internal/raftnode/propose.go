@@ -166,25 +166,42 @@ func (n *Node) submit(cmd *fsmpb.Command, p *proposal) (*proposal, error) {
 // the waiting, not the fence. Submit's refusals for the log version are
 // settled alike, and complete the same ways.
 func (n *Node) Refuse(ctx context.Context, cmd *fsmpb.Command, refusal error) error {
-	p := &proposal{done: make(chan struct{})}
-	fence, ok := n.fence(cmd, p, refusal)
-	if !ok {
-		return refusal
-	}
-	p, err := n.submit(fence, p)
+	f, err := n.SubmitRefusal(cmd, refusal)
 	if err != nil {
 		return err
 	}
-	_, _, err = (&Future{n: n, p: p}).Wait(ctx)
+	_, _, err = f.Wait(ctx)
 	return err
 }
 
+// SubmitRefusal is Refuse without the waiting, for a caller that drives
+// the loop itself (StartManual): it queues the seq fence of cmd's
+// refusal and returns its future, whose Wait returns a nil result and
+// what Refuse would. A command without a sequence to settle gets
+// refusal at once, as the error.
+func (n *Node) SubmitRefusal(cmd *fsmpb.Command, refusal error) (*Future, error) {
+	p := &proposal{done: make(chan struct{})}
+	fence, ok := n.fence(cmd, p, refusal)
+	if !ok {
+		return nil, refusal
+	}
+	p, err := n.submit(fence, p)
+	if err != nil {
+		return nil, err
+	}
+	return &Future{n: n, p: p}, nil
+}
+
 // fence makes p the seq fence for cmd's refusal, and returns the fence to
-// propose; false when cmd has no sequence to settle, or the log version
-// cannot carry the fence (then refusal is answered at once, as before).
+// propose; false when cmd has no sequence to settle (then refusal is
+// answered at once). The fence shows cmd's secret hash and principal,
+// which a cluster below their log versions (3 and 4) does not carry:
+// they are left out of it, as submit leaves them out of any command
+// (fsm.ForLogVersion), so that every log version carries the fence:
+// Refuse's cmd has not been through submit.
 func (n *Node) fence(cmd *fsmpb.Command, p *proposal, refusal error) (*fsmpb.Command, bool) {
 	fence := fsm.SeqFence(cmd)
-	if fence == nil || fsm.VersionNeeded(fence) > n.logVersion.Load() {
+	if fence == nil || fsm.ForLogVersion(fence, n.logVersion.Load()) != nil {
 		return nil, false
 	}
 	p.fence = &fenced{refusal: refusal, leader: n.cfg.ID}

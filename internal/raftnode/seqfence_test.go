@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"testing"
@@ -15,8 +16,10 @@ import (
 // its seq, so an earlier attempt of it that arrives afterwards (delayed on
 // another connection: the same seq, without what the refusal was about)
 // is answered REFUSED from the cache and grants nothing. Refuse (the no-space
-// guard's) sends a caller whose earlier attempt applied back to retry, and
-// answers a seq the log refuses itself with that refusal.
+// guard's) settles a seq alike, whatever the request shows that the log
+// version cannot carry; it sends a caller whose earlier attempt applied
+// back to retry, and answers a seq the log refuses itself with that
+// refusal.
 func TestRefusalSettlesTheSeq(t *testing.T) {
 	ctx := context.Background()
 	st := &memStore{}
@@ -80,8 +83,23 @@ func TestRefusalSettlesTheSeq(t *testing.T) {
 	if err := n.Refuse(ctx, acquire(2, "y", 0), refusal); !errors.As(err, &nl) || nl.Leader != 1 {
 		t.Fatalf("Refuse of a seq that applied: %v, want a NotLeaderError naming this member (retry here)", err)
 	}
-	stale := acquire(4, "w", 0)
-	stale.MinUnackedSeq = 4
+	// Below log version 3 the fence leaves out the secret hash the request
+	// shows (and below 4 its principal), as every command does: the log
+	// cannot carry them yet. The seq is settled all the same.
+	shown := acquire(4, "u", 0)
+	shown.SecretHash, shown.Principal = bytes.Repeat([]byte{7}, fsm.SecretHashLen), "alice"
+	commit = n.Status().Commit
+	if err := n.Refuse(ctx, shown, refusal); err != refusal {
+		t.Fatalf("Refuse of a fresh seq showing a secret at log version 1: %v, want the refusal", err)
+	}
+	if after := n.Status().Commit; after != commit+1 {
+		t.Fatalf("the refusal of a request showing a secret at log version 1 committed %d entries, want its fence", after-commit)
+	}
+	if res, _, err = n.Propose(ctx, acquire(4, "u", 0)); err != nil || res.GetError() != fsmpb.Error_ERROR_REFUSED || held("u") {
+		t.Fatalf("the earlier attempt of a seq refused showing a secret: %v %v, want REFUSED and no hold", err, res)
+	}
+	stale := acquire(5, "w", 0)
+	stale.MinUnackedSeq = 5
 	if res, _, err = n.Propose(ctx, stale); err != nil || fsm.ErrorOf(res) != nil {
 		t.Fatalf("acquire w: %v %v", err, res)
 	}

@@ -45,6 +45,26 @@ func (g DiskGuard) diskState() (free uint64, known, low bool) {
 	return free, known, known && g.MinFree > 0 && free < g.MinFree
 }
 
+// Low reports whether the guard refuses new sessions and acquires now:
+// the data dir's free bytes are known and under MinFree. The simulation
+// (internal/sim) asks its members' guards through it.
+func (g DiskGuard) Low() bool {
+	_, _, low := g.diskState()
+	return low
+}
+
+// AddsNothing reports whether cmd, an OpenSession or an acquire, would
+// add nothing if applied to m now, so that a low disk admits it: a retry
+// of an open that made a live session, or of a request whose answer the
+// session keeps. admitGrowth's exemption; the simulation applies it too.
+func AddsNothing(m *fsm.Machine, cmd *fsmpb.Command) bool {
+	if cmd.GetOpenSession() != nil {
+		_, retry := m.RetriedOpen(cmd)
+		return retry
+	}
+	return m.HasResult(cmd.GetSessionId(), cmd.GetSeq())
+}
+
 // admitGrowth refuses cmd, an OpenSession or an acquire about to be
 // proposed here, with errNoSpace when this member leads with a data dir
 // under DiskGuard.MinFree, unless cmd adds nothing: a retry of an open
@@ -65,13 +85,7 @@ func (s *Server) admitGrowth(ctx context.Context, cmd *fsmpb.Command) error {
 		return err
 	}
 	retry := false
-	s.node.View(func(m *fsm.Machine) {
-		if cmd.GetOpenSession() != nil {
-			_, retry = m.RetriedOpen(cmd)
-		} else {
-			retry = m.HasResult(cmd.GetSessionId(), cmd.GetSeq())
-		}
-	})
+	s.node.View(func(m *fsm.Machine) { retry = AddsNothing(m, cmd) })
 	if retry {
 		return nil
 	}

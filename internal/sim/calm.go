@@ -19,7 +19,7 @@ func (s *Sim) heal() {
 	for _, id := range s.peers {
 		m := s.nodes[id]
 		m.disk.tearNext = 0
-		m.pausedUntil, m.slowUntil = 0, 0
+		m.pausedUntil, m.slowUntil, m.diskLowUntil = 0, 0, 0
 		if m.reads < fsm.LogVersion && !m.retired {
 			if m.up() {
 				m.down() // a clean stop: the disk keeps what it has

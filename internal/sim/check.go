@@ -108,6 +108,11 @@ type checker struct {
 	resources   map[string]*resource
 	linVerdict  string
 	fullHistory []porcupine.Operation
+	// The disk guard's (space.go): the (session, seq) of every seq fence
+	// proposed for a NO_SPACE refusal, and the secret hashes of the
+	// opens whose clients were told NO_SPACE.
+	noSpaceFences map[sessionSeq]bool
+	refusedOpens  map[string]bool
 }
 
 func (k *checker) init(s *Sim) {
@@ -115,6 +120,8 @@ func (k *checker) init(s *Sim) {
 	k.log = make(map[uint64]*logEntry)
 	k.conf = make(map[uint64]*confEntry)
 	k.resources = make(map[string]*resource)
+	k.noSpaceFences = make(map[sessionSeq]bool)
+	k.refusedOpens = make(map[string]bool)
 }
 
 func (k *checker) call() int64 { k.pos++; return k.pos }
@@ -612,7 +619,12 @@ func (k *checker) linearizability() {
 	}
 }
 
-func (s *Sim) finalChecks() { s.chk.finalChecks() }
+func (s *Sim) finalChecks() {
+	s.chk.finalChecks()
+	if s.err == nil {
+		s.chk.checkOrphans()
+	}
+}
 
 func (e *logEntry) String() string { return fmt.Sprint(e.cmd) }
 
@@ -752,6 +764,7 @@ func (k *checker) checkFence(i uint64, cmd *fsmpb.Command, res *fsmpb.Result, pr
 		case fsm.FenceFoundAnswer:
 			s.stats.FencesFoundAnswer++
 		}
+		k.countNoSpaceFence(ss, fsm.FenceOutcome(res))
 	case fenced[ss]:
 		if res.GetError() == fsmpb.Error_ERROR_NONE {
 			s.fail("k/fence", "index %d: %v applied after a fence settled its seq as refused: %v", i, cmd, res)
@@ -759,6 +772,7 @@ func (k *checker) checkFence(i uint64, cmd *fsmpb.Command, res *fsmpb.Result, pr
 		}
 		if res.GetError() == fsmpb.Error_ERROR_REFUSED {
 			s.stats.FencedRetries++
+			k.countNoSpaceRetry(ss)
 		}
 	default:
 		return true

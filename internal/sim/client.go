@@ -483,6 +483,9 @@ func (c *client) answer(op *clientOp, r *response) {
 	case r.retry:
 		c.retryLater(op, false)
 		return
+	case r.noSpace:
+		c.noSpaceTold(op)
+		return
 	case r.unknown:
 		c.leader = 0
 		op.retried = true
@@ -589,6 +592,7 @@ type outcome struct {
 	remaining uint32
 	code      fsmpb.Error
 	value     string // check: the lock's holder's value (mutexes)
+	noSpace   bool   // acquires: refused NO_SPACE (space.go)
 }
 
 func (c *client) finish(op *clientOp, o outcome) {

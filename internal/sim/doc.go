@@ -29,7 +29,11 @@
 // pushes grants, keepalive's Check → ReadIndex → Heartbeat) cannot run here
 // as is, since it blocks; server.go in this package mirrors it step for
 // step on the non-blocking raftnode API (Submit, StartRead, futures),
-// including abandonWait for a queued acquire whose caller went away.
+// including abandonWait for a queued acquire whose caller went away, and
+// (Config.DiskGuard, space.go) admitGrowth: a leader whose data dir is
+// low refuses opens and acquires NO_SPACE by internal/server's own rule
+// (DiskGuard.Low, AddsNothing), after a read barrier, and an acquire
+// only once its seq fence settled the seq (SubmitRefusal).
 //
 // Faults: member crashes (often the leader) with restart from what the
 // disk kept, crashes in the middle of a write (torn tail), isolation of a
@@ -37,7 +41,8 @@
 // duplication and delay (hence reordering), member process pauses, slow
 // raft clocks on one member, slow client links, clients that stop
 // heartbeating, clients that pause between their validity check and their
-// write, dropped connections of waiting clients, and (Config.Members)
+// write, dropped connections of waiting clients, (Config.DiskGuard) data
+// dirs low on space for a while, on one member or all, and (Config.Members)
 // membership changes on the leader: members added with an empty disk as
 // learners or voters, learners promoted, members removed (the leader
 // too), each stopping for good once told. After Config.Chaos
@@ -49,7 +54,7 @@
 // raft clock stands still to that time instead of ticking out the
 // heartbeats in between (idle.go).
 //
-// Checkers (check.go, model.go):
+// Checkers (check.go, model.go; space.go for k/orphan):
 //
 //	a. at most one holder per lock: on every member after every Ready that
 //	   applied something, and after every entry of the committed log
@@ -114,7 +119,12 @@
 //	   the log: fsm.SeqFence) changes no lock, and once one settled its
 //	   seq no request of that seq applies: each is refused (REFUSED, or
 //	   stale) and changes no lock. In e, a retry answered REFUSED had no
-//	   effect.
+//	   effect, and so had an acquire answered NO_SPACE, whatever its
+//	   earlier attempts. An open has no seq to fence: a delayed earlier
+//	   attempt of an open answered NO_SPACE may still open a session its
+//	   client never learns of, which expires at its TTL; no command of
+//	   such a session may be in the log (k/orphan: it never holds or
+//	   waits for anything).
 //
 // Only _test.go files import this package.
 package sim

@@ -33,8 +33,11 @@ type member struct {
 	// slower (a starved or throttled process: raft time runs slow).
 	slowUntil  int64
 	slowFactor int
-	tracker    *liveness.Tracker
-	srv        *server
+	// diskLowUntil: the data dir has less free space than the disk
+	// guard's minimum (Config.DiskGuard, space.go); it outlives crashes.
+	diskLowUntil int64
+	tracker      *liveness.Tracker
+	srv          *server
 	// writing: a write of the node's storage work is under way on the
 	// simulated disk; it completes (Persist) after the disk's latency.
 	writing bool

@@ -201,6 +201,11 @@ func lockStep(state, input, output any) []any {
 	switch in.kind {
 	case opAcquireTry, opAcquireWait:
 		switch {
+		case o.noSpace:
+			// Refused NO_SPACE by a leader low on disk: no effect, even
+			// after an attempt whose outcome was unknown (its seq fence
+			// settled the seq first; check k).
+			return []any{st}
 		case o.granted && st.isDead(in.session):
 			return nil
 		case o.granted && st.holder == 0:
@@ -482,6 +487,8 @@ func semStep(st linState, in linInput, o outcome) []any {
 	switch in.kind {
 	case opAcquireTry, opAcquireWait:
 		switch {
+		case o.noSpace:
+			return []any{st} // as for a mutex
 		case o.granted:
 			if mine < 0 && !st.isDead(in.session) && semAdmits(hs, in.shared) && o.token >= st.last {
 				n := st.withHolds(append(hs, semHold{in.session, in.key, o.token, in.shared}))

@@ -59,6 +59,9 @@ type response struct {
 	value string
 	// queued: an interim notice that the acquire is waiting in the queue.
 	queued bool
+	// noSpace: refused NO_SPACE (the leader's disk guard, space.go);
+	// nothing was done.
+	noSpace bool
 	// wait outcome pushed by the hub
 	grant *fsmpb.Grant
 	ended *fsmpb.WaitEnded
@@ -82,12 +85,17 @@ type pendingProp struct {
 	// cleanup for a caller that went away), not a client.
 	internal *internalOp
 	then     func(res *fsmpb.Result, err error)
+	// refusal: the seq fence of req's NO_SPACE refusal (space.go).
+	refusal bool
 }
 
 type pendingRead struct {
 	req      *request
 	f        *raftnode.ReadFuture
 	received time.Time
+	// admit: the read barrier of req, a proposal the disk guard holds
+	// (space.go).
+	admit bool
 }
 
 // server mirrors internal/server's request handling for one incarnation of
@@ -159,19 +167,10 @@ func (v *server) handle(r *request) {
 	m := v.m
 	switch r.kind {
 	case reqPropose:
-		cmd := r.cmd
-		if a := cmd.GetAcquire(); a != nil && a.GetWait() {
-			id := waitID{cmd.GetSessionId(), cmd.GetSeq()}
-			v.expect[id] = &expectation{req: r}
+		r.cmd.WallTimeUnixNano = m.s.Now().UnixNano()
+		if !v.admitGrowth(r) {
+			v.propose(r)
 		}
-		cmd.WallTimeUnixNano = m.s.Now().UnixNano()
-		f, err := m.node.Submit(cmd)
-		if err != nil {
-			delete(v.expect, waitID{cmd.GetSessionId(), cmd.GetSeq()})
-			m.s.respond(r, submitError(err))
-			return
-		}
-		v.props = append(v.props, &pendingProp{req: r, f: f})
 	case reqKeepAlive:
 		// server.keepAlive: receive time, Check, ReadIndex, Heartbeat.
 		received := m.s.Now()
@@ -209,6 +208,23 @@ func (v *server) handle(r *request) {
 	m.pump()
 }
 
+// propose submits r's command, with the hub's expectation of a wait's
+// outcome.
+func (v *server) propose(r *request) {
+	m, cmd := v.m, r.cmd
+	if a := cmd.GetAcquire(); a != nil && a.GetWait() {
+		id := waitID{cmd.GetSessionId(), cmd.GetSeq()}
+		v.expect[id] = &expectation{req: r}
+	}
+	f, err := m.node.Submit(cmd)
+	if err != nil {
+		delete(v.expect, waitID{cmd.GetSessionId(), cmd.GetSeq()})
+		m.s.respond(r, submitError(err))
+		return
+	}
+	v.props = append(v.props, &pendingProp{req: r, f: f})
+}
+
 // logVersionDue is raftnode.Config.LogVersionDue, from what the members
 // that sent to this process said they read.
 func (m *member) logVersionDue(ms raftnode.Membership) (uint32, bool) {
@@ -232,6 +248,8 @@ func submitError(err error) *response {
 	var nl *raftnode.NotLeaderError
 	var fe *fsm.Error
 	switch {
+	case errors.Is(err, errNoSpace):
+		return &response{noSpace: true}
 	case errors.As(err, &nl):
 		return &response{notLeader: true, hint: nl.Leader}
 	case errors.Is(err, raftnode.ErrOverloaded):
@@ -269,6 +287,10 @@ func (v *server) poll() {
 			continue
 		}
 		res, index, err := p.f.Wait(ctxBackground)
+		if p.refusal {
+			v.refusalDone(p, err)
+			continue
+		}
 		if p.internal != nil {
 			m.s.chk.internalDone(p.internal, res, index, err)
 			if p.then != nil {
@@ -316,6 +338,10 @@ func (v *server) poll() {
 		}
 		if err := r.f.Err(); err != nil {
 			m.s.respond(r.req, submitError(err))
+			continue
+		}
+		if r.admit {
+			v.admitted(r.req)
 			continue
 		}
 		switch r.req.kind {

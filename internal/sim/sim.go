@@ -135,6 +135,18 @@ type Config struct {
 	// several keys: a node's other waits re-entering its grant, waits
 	// ended as deadlocked at a grant or cancel, holds sharing a token.
 	Keys bool
+	// DiskGuard gives every member a disk guard (--min-free-disk,
+	// internal/server's DiskGuard) and makes 8 chaos draws in 100 a
+	// stretch of 0.2-2 s in which the data dir of a member (often the
+	// leader), or of every member, is under its minimum free space
+	// (space.go). A member that leads meanwhile refuses opens and
+	// acquires with NO_SPACE by the real server's rule: after a read
+	// barrier, unless the request is a retry that adds nothing, and an
+	// acquire only once its seq fence settled the seq. Clients take
+	// NO_SPACE as a definitive refusal; the model takes it as no
+	// effect, check (k) follows these fences too, and a session that a
+	// refused open's earlier attempt opened must never act (k/orphan).
+	DiskGuard bool
 	// Trace, if set, receives the run's events as text (for reading a
 	// failing seed; -sim.trace in tests).
 	Trace io.Writer
@@ -168,6 +180,7 @@ func ConfigFor(seed uint64) Config {
 		Revokes:        r.IntN(2) == 0,
 		Values:         r.IntN(2) == 0,
 		Keys:           r.IntN(2) == 0,
+		DiskGuard:      r.IntN(2) == 0,
 	}
 }
 
@@ -287,11 +300,25 @@ type Stats struct {
 	// and SameTokenHolds those of them that share its token (granted in
 	// one entry).
 	WaitsLeft, ReenteredAtGrant, OwnKeyBusy, SessionKeyHolds, SameTokenHolds uint64
+	// What the disk guard makes (Config.DiskGuard): DiskLows counts the
+	// stretches of low data dirs injected; NoSpaceRefused the opens and
+	// acquires leaders refused for their disk, NoSpaceAdmitted the
+	// retries they admitted as adding nothing, NoSpaceTold the client
+	// operations answered NO_SPACE; from the replayed log, the seq
+	// fences proposed for NO_SPACE refusals that settled their seq
+	// (NoSpaceFencesSettled) or found an earlier attempt applied
+	// (NoSpaceFencesFoundAnswer), and the later attempts of a seq so
+	// settled refused (NoSpaceFencedRetries); NoSpaceOrphans the
+	// sessions opened by an earlier attempt of an open its client was
+	// told NO_SPACE (each checked by k/orphan).
+	DiskLows, NoSpaceRefused, NoSpaceAdmitted, NoSpaceTold, NoSpaceFencesSettled, NoSpaceFencesFoundAnswer,
+	NoSpaceFencedRetries, NoSpaceOrphans uint64
 }
 
 // Faults is the number of injected faults.
 func (s Stats) Faults() uint64 {
-	return s.Crashes + s.TornWrites + s.Partitions + s.HBPauses + s.GCPauses + s.NodePauses + s.Dropped + s.Duplicated + s.SlowReplies + s.ConnDrops + s.SlowClocks
+	return s.Crashes + s.TornWrites + s.Partitions + s.HBPauses + s.GCPauses + s.NodePauses + s.Dropped + s.Duplicated + s.SlowReplies + s.ConnDrops + s.SlowClocks +
+		s.DiskLows
 }
 
 // Result is a scenario's outcome.
@@ -632,6 +659,8 @@ func (s *Sim) chaos() {
 		m.pausedUntil = max(m.pausedUntil, s.now+int64(s.dur(100*time.Millisecond, 2*time.Second)))
 		s.stats.NodePauses++
 		s.tracef("pause %d until %v", victim, time.Duration(m.pausedUntil))
+	case s.cfg.DiskGuard && k < 98: // a data dir low on space for a while (instead of 8 heals in 10)
+		s.fillDisk(lead)
 	default: // heal the network
 		s.healNet()
 	}

@@ -176,6 +176,8 @@ func (st *stranger) onResponse(r *response) {
 
 func describeResponse(r *response) string {
 	switch {
+	case r.noSpace:
+		return "NO_SPACE, after its seq fence settled the seq"
 	case r.res != nil && r.res.GetError() != fsmpb.Error_ERROR_NONE:
 		return fmt.Sprintf("%v (%s)", r.res.GetError(), r.res.GetMessage())
 	case r.res != nil:
