@@ -227,3 +227,19 @@ func (m *Machine) LimitedHolds() []LimitedHold {
 	})
 	return out
 }
+
+// WouldQueue reports whether an acquire of name by session, applied now,
+// would queue behind others: the lock has waiters, and session holds none
+// of it (a re-entry is granted at once).
+func (m *Machine) WouldQueue(name string, session uint64) bool {
+	l := m.locks[name]
+	if l == nil || l.queue == nil || len(l.queue.waiters) == 0 {
+		return false
+	}
+	for _, h := range l.holders {
+		if h.s.id == session {
+			return false
+		}
+	}
+	return true
+}

@@ -62,6 +62,46 @@ func startManualNodes(t *testing.T, peers []uint64, net *queueNet) map[uint64]*N
 	return nodes
 }
 
+// settleManual delivers messages and drives the nodes until none of them
+// has anything left to do.
+func settleManual(t *testing.T, nodes map[uint64]*Node, peers []uint64, net *queueNet) {
+	t.Helper()
+	for busy := true; busy; {
+		busy = false
+		for _, id := range peers {
+			if runDry(t, nodes[id]) {
+				busy = true
+			}
+		}
+		msgs := net.msgs
+		net.msgs = nil
+		for _, m := range msgs {
+			nodes[m.GetTo()].Step(m)
+			busy = true
+		}
+	}
+}
+
+// electManual ticks the nodes until one leads, and returns it.
+func electManual(t *testing.T, nodes map[uint64]*Node, peers []uint64, net *queueNet) *Node {
+	t.Helper()
+	for range 100 {
+		for _, id := range peers {
+			if err := nodes[id].Tick(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		settleManual(t, nodes, peers, net)
+		for _, id := range peers {
+			if nodes[id].IsLeader() {
+				return nodes[id]
+			}
+		}
+	}
+	t.Fatal("no leader after 100 ticks")
+	return nil
+}
+
 // TestManualModeElectsAndCommits drives three manual nodes from one
 // goroutine: ticks elect a leader, a submitted command and a read barrier
 // complete, and every node applies the same state.
@@ -69,42 +109,8 @@ func TestManualModeElectsAndCommits(t *testing.T) {
 	peers := []uint64{1, 2, 3}
 	net := &queueNet{}
 	nodes := startManualNodes(t, peers, net)
-	settle := func() {
-		for busy := true; busy; {
-			busy = false
-			for _, id := range peers {
-				if runDry(t, nodes[id]) {
-					busy = true
-				}
-			}
-			msgs := net.msgs
-			net.msgs = nil
-			for _, m := range msgs {
-				nodes[m.GetTo()].Step(m)
-				busy = true
-			}
-		}
-	}
-	var lead *Node
-	for range 100 {
-		for _, id := range peers {
-			if err := nodes[id].Tick(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		settle()
-		for _, id := range peers {
-			if nodes[id].IsLeader() {
-				lead = nodes[id]
-			}
-		}
-		if lead != nil {
-			break
-		}
-	}
-	if lead == nil {
-		t.Fatal("no leader after 100 ticks")
-	}
+	settle := func() { settleManual(t, nodes, peers, net) }
+	lead := electManual(t, nodes, peers, net)
 	f, err := lead.Submit(acquire(0, 0, "x"))
 	if err != nil {
 		t.Fatal(err)

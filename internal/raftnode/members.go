@@ -386,6 +386,9 @@ const versionGraceElections = 2
 
 // tick advances raft's clock and counts the ticks of this node's lead.
 func (n *Node) tick() {
+	if n.manual {
+		n.stepHeld()
+	}
 	n.rn.Tick()
 	if n.wasLeader {
 		n.ledTicks.Add(1)

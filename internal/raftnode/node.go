@@ -36,6 +36,7 @@ type Node struct {
 	m  *fsm.Machine
 
 	propC    chan *proposal
+	deferral deferral
 	readC    chan *readWait
 	recvC    chan *raftpb.Message
 	tickC    <-chan time.Time // the loop's ticker; nil in manual mode
@@ -149,6 +150,8 @@ type Node struct {
 // Metrics counts the node's batching, for operators and benchmarks.
 type Metrics struct {
 	Readies, Proposals, ProposeBatches, Fsyncs, EntriesSaved, Applied, Snapshots uint64
+	// Deferred counts the proposals held back to share a later write.
+	Deferred uint64
 	// SaveNanos is the append worker's time writing the log (fsyncs
 	// included); ApplyNanos the Ready loop's time applying entries, and
 	// ReadyNanos its time handling Readies in all. SnapshotPauseNanos is
@@ -177,6 +180,9 @@ type proposal struct {
 	// fence: the proposal is a request's seq fence (fsm.SeqFence), and
 	// refusal what its caller is told once the fence settles the seq.
 	fence *fenced
+	// waitLock and waitSession: a waiting acquire's (defer.go).
+	waitLock    string
+	waitSession uint64
 }
 
 type fenced struct {
@@ -476,6 +482,8 @@ func (n *Node) run() {
 			// Gosched returns at once.
 			runtime.Gosched()
 			n.stepProposals(p)
+		case <-n.deferral.c:
+			n.stepHeld()
 		case r := <-n.readC:
 			n.readQueue = append(n.readQueue, r)
 		case m := <-n.recvC:
@@ -668,42 +676,6 @@ func (n *Node) stepMessage(m *raftpb.Message) {
 	}
 	if err := n.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepLocalMsg) {
 		n.log.Debug("step", "err", err)
-	}
-}
-
-// stepProposals steps first and every proposal already queued behind it
-// into raft as one MsgProp.
-func (n *Node) stepProposals(first *proposal) {
-	batch := []*proposal{first}
-	for len(batch) < n.cfg.MaxBatch {
-		select {
-		case p := <-n.propC:
-			batch = append(batch, p)
-			continue
-		default:
-		}
-		break
-	}
-	// Raft appends clones of the entries: one block holds them all.
-	ents, blk := make([]*raftpb.Entry, len(batch)), make([]raftpb.Entry, len(batch))
-	for i, p := range batch {
-		blk[i].Data = p.data
-		ents[i] = &blk[i]
-	}
-	err := n.rn.Step(&raftpb.Message{Type: new(raftpb.MsgProp), From: new(n.cfg.ID), Entries: ents})
-	n.metrics.Proposals += uint64(len(batch))
-	n.metrics.ProposeBatches++
-	if err != nil {
-		// Dropped: not leader any more, or the uncommitted log is full.
-		// Nothing was appended, so the outcome is known: not applied.
-		var perr error = &NotLeaderError{Leader: n.rn.BasicStatus().Lead}
-		if n.rn.BasicStatus().RaftState == raft.StateLeader {
-			perr = ErrOverloaded
-		}
-		for _, p := range batch {
-			n.finish(p.id, nil, 0, perr)
-		}
-		n.flushObserver()
 	}
 }
 

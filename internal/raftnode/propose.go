@@ -7,6 +7,8 @@ import (
 	"context"
 	"fmt"
 
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/batonlock/baton/internal/fsm"
@@ -134,6 +136,7 @@ func (n *Node) submit(cmd *fsmpb.Command, p *proposal) (*proposal, error) {
 		}
 	}
 	p.data = data
+	markDeferrable(p, cmd)
 	n.wmu.Lock()
 	n.waiting[p.id] = p
 	n.wmu.Unlock()
@@ -267,4 +270,52 @@ func (n *Node) forget(id uint64) bool {
 	_, ok := n.waiting[id]
 	delete(n.waiting, id)
 	return ok
+}
+
+// stepProposals steps first and every proposal already queued behind it
+// into raft as one MsgProp.
+func (n *Node) stepProposals(first *proposal) {
+	held := len(n.deferral.held)
+	batch := append(n.deferral.held, first)
+	n.deferral.held = nil
+	for len(batch) < n.cfg.MaxBatch {
+		select {
+		case p := <-n.propC:
+			batch = append(batch, p)
+			continue
+		default:
+		}
+		break
+	}
+	if n.deferrable(batch) {
+		n.hold(batch, held)
+		return
+	}
+	n.stopHeldTimer()
+	n.stepBatch(batch)
+}
+
+// stepBatch steps batch into raft as one MsgProp.
+func (n *Node) stepBatch(batch []*proposal) {
+	// Raft appends clones of the entries: one block holds them all.
+	ents, blk := make([]*raftpb.Entry, len(batch)), make([]raftpb.Entry, len(batch))
+	for i, p := range batch {
+		blk[i].Data = p.data
+		ents[i] = &blk[i]
+	}
+	err := n.rn.Step(&raftpb.Message{Type: new(raftpb.MsgProp), From: new(n.cfg.ID), Entries: ents})
+	n.metrics.Proposals += uint64(len(batch))
+	n.metrics.ProposeBatches++
+	if err != nil {
+		// Dropped: not leader any more, or the uncommitted log is full.
+		// Nothing was appended, so the outcome is known: not applied.
+		var perr error = &NotLeaderError{Leader: n.rn.BasicStatus().Lead}
+		if n.rn.BasicStatus().RaftState == raft.StateLeader {
+			perr = ErrOverloaded
+		}
+		for _, p := range batch {
+			n.finish(p.id, nil, 0, perr)
+		}
+		n.flushObserver()
+	}
 }

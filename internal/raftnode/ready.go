@@ -303,6 +303,7 @@ func (n *Node) noteLeadership(ss *raft.SoftState) {
 	n.isLeader.Store(isLeader)
 	clear(n.toldCommit) // what this term's leader sent
 	if wasLeader && !isLeader {
+		n.dropHeld()
 		n.failAll(ErrOutcomeUnknown)
 		n.failConfWaits(ErrOutcomeUnknown)
 	}

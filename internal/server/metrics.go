@@ -88,6 +88,7 @@ func (c memberCollector) Collect(ch chan<- prometheus.Metric) {
 		{"baton_raft_readies_total", "Ready structs handled", counter, m.Readies},
 		{"baton_proposals_total", "commands proposed by this member", counter, m.Proposals},
 		{"baton_propose_batches_total", "MsgProp batches: proposals_total/propose_batches_total is the mean batch", counter, m.ProposeBatches},
+		{"baton_proposals_deferred_total", "waiting acquires that would queue, held back (at most 1 ms) to share the next proposal's log write", counter, m.Deferred},
 		{"baton_fsyncs_total", "synced log writes", counter, m.Fsyncs},
 		{"baton_entries_saved_total", "log entries written: entries_saved_total/fsyncs_total is entries per fsync", counter, m.EntriesSaved},
 		{"baton_applied_commands_total", "commands applied to the state machine", counter, m.Applied},

@@ -33,7 +33,10 @@
 // (Config.DiskGuard, space.go) admitGrowth: a leader whose data dir is
 // low refuses opens and acquires NO_SPACE by internal/server's own rule
 // (DiskGuard.Low, AddsNothing), after a read barrier, and an acquire
-// only once its seq fence settled the seq (SubmitRefusal).
+// only once its seq fence settled the seq (SubmitRefusal). A leader holds
+// a waiting acquire that would queue until its next proposal, or in
+// manual mode the next tick (raftnode's defer.go), so the faults meet held
+// proposals too (Stats.ProposalsDeferred).
 //
 // Faults: member crashes (often the leader) with restart from what the
 // disk kept, crashes in the middle of a write (torn tail), isolation of a

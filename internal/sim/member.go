@@ -122,6 +122,7 @@ func (m *member) crash() {
 
 func (m *member) down() {
 	m.s.stats.Crashes++
+	m.s.stats.ProposalsDeferred += m.node.Metrics().Deferred
 	m.s.tracef("crash %d", m.id)
 	m.node = nil
 	m.tracker = nil

@@ -313,6 +313,10 @@ type Stats struct {
 	// told NO_SPACE (each checked by k/orphan).
 	DiskLows, NoSpaceRefused, NoSpaceAdmitted, NoSpaceTold, NoSpaceFencesSettled, NoSpaceFencesFoundAnswer,
 	NoSpaceFencedRetries, NoSpaceOrphans uint64
+	// ProposalsDeferred counts the waiting acquires leaders held back
+	// for the next proposal (raftnode's Metrics.Deferred, summed over the
+	// nodes, crashed ones included).
+	ProposalsDeferred uint64
 }
 
 // Faults is the number of injected faults.
@@ -419,6 +423,11 @@ func Run(cfg Config) Result {
 	s.at(int64(cfg.Chaos), s.heal)
 	s.end = int64(cfg.Chaos + cfg.Calm)
 	s.loop(s.end)
+	for _, m := range s.nodes {
+		if m.up() {
+			s.stats.ProposalsDeferred += m.node.Metrics().Deferred
+		}
+	}
 	res := Result{Config: cfg, TraceHash: hex.EncodeToString(s.trace.Sum(nil)), Stats: s.stats, Err: s.err, Linearizability: s.chk.linVerdict,
 		history: s.chk.fullHistory}
 	return res

@@ -326,6 +326,9 @@ func checkWorkDone(t *testing.T, n int, total Stats) {
 		{"NO_SPACE refusals settled by a seq fence", total.NoSpaceFencesSettled, uint64(n) / 2},
 		{"retries a low leader admitted as adding nothing", total.NoSpaceAdmitted, uint64(n) / 50},
 		{"later attempts of a request refused NO_SPACE, refused by its fence", total.NoSpaceFencedRetries, uint64(n) / 100},
+		// A waiting acquire that would queue is held for the next
+		// proposal, or the next tick.
+		{"waiting acquires held back for the next proposal", total.ProposalsDeferred, uint64(n) / 2},
 	}
 	for _, f := range floors {
 		if f.got < f.least {
@@ -338,6 +341,7 @@ func checkWorkDone(t *testing.T, n int, total Stats) {
 // that had one (Config.DiskGuard) of a run.
 func logDiskGuard(t *testing.T, withGuard int, total Stats) {
 	t.Helper()
+	t.Logf("%d waiting acquires held back for the next proposal", total.ProposalsDeferred)
 	t.Logf("disk guard in %d scenarios: %d stretches of low data dirs, %d opens and acquires refused NO_SPACE (%d clients told), %d retries admitted as adding nothing, %d NO_SPACE refusals settled by a seq fence (%d fences found the request applied, %d later attempts refused), %d sessions opened by a refused open's earlier attempt",
 		withGuard, total.DiskLows, total.NoSpaceRefused, total.NoSpaceTold, total.NoSpaceAdmitted, total.NoSpaceFencesSettled, total.NoSpaceFencesFoundAnswer,
 		total.NoSpaceFencedRetries, total.NoSpaceOrphans)
@@ -384,7 +388,8 @@ func addStats(a, b Stats) Stats {
 		NoSpaceAdmitted: a.NoSpaceAdmitted + b.NoSpaceAdmitted, NoSpaceTold: a.NoSpaceTold + b.NoSpaceTold,
 		NoSpaceFencesSettled: a.NoSpaceFencesSettled + b.NoSpaceFencesSettled, NoSpaceFencesFoundAnswer: a.NoSpaceFencesFoundAnswer + b.NoSpaceFencesFoundAnswer,
 		NoSpaceFencedRetries: a.NoSpaceFencedRetries + b.NoSpaceFencedRetries, NoSpaceOrphans: a.NoSpaceOrphans + b.NoSpaceOrphans,
-		Revokes: a.Revokes + b.Revokes, RevokesTold: a.RevokesTold + b.RevokesTold,
+		ProposalsDeferred: a.ProposalsDeferred + b.ProposalsDeferred,
+		Revokes:           a.Revokes + b.Revokes, RevokesTold: a.RevokesTold + b.RevokesTold,
 		RevokesHonoured: a.RevokesHonoured + b.RevokesHonoured, HoldsRevoked: a.HoldsRevoked + b.HoldsRevoked,
 	}
 }

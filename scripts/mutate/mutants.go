@@ -357,6 +357,21 @@ var mutants = []mutant{
 		from: "res, index, err = nil, 0, &NotLeaderError{Leader: f.leader}",
 		to:   "res, index, err = nil, 0, f.refusal",
 	},
+	{
+		name: "raftnode/held-proposals-go-after-the-next", file: "internal/raftnode/propose.go", checks: raftnodeChecks,
+		from: "batch := append(n.deferral.held, first)",
+		to:   "batch := append([]*proposal{first}, n.deferral.held...)",
+	},
+	{
+		name: "raftnode/held-proposals-wait-from-the-last", file: "internal/raftnode/defer.go", checks: raftnodeChecks,
+		from: "if d.c != nil || n.manual {",
+		to:   "if n.manual {",
+	},
+	{
+		name: "raftnode/held-proposals-outlast-the-tick", file: "internal/raftnode/members.go", checks: raftnodeChecks,
+		from: "\tif n.manual {\n\t\tn.stepHeld()\n\t}\n",
+		to:   "",
+	},
 
 	// The client's deadline: counted from the send of the keepalive,
 	// less the safety margin, so the client gives up before the server
