@@ -44,6 +44,34 @@ func TestAuthAdminReadsAndCallsNeedAdmin(t *testing.T) {
 	}
 }
 
+// TestAuthReadsNeedReadPermission: with authentication on, a user who may
+// read under jobs/ only may check, read the history of and watch a lock
+// there, and none of them of a lock elsewhere.
+func TestAuthReadsNeedReadPermission(t *testing.T) {
+	addr, _, aliceTok, _ := authCluster(t)
+	ctx := testCtx(t)
+	alice := dial(t, addr, WithToken(aliceTok))
+	for _, tt := range []struct {
+		name    string
+		allowed bool
+	}{{"jobs/1", true}, {"billing/1", false}} {
+		reads := map[string]error{}
+		_, reads["Check"] = alice.Check(ctx, tt.name, 1)
+		_, reads["History"] = alice.History(ctx, tt.name)
+		wctx, cancel := context.WithCancel(ctx)
+		_, reads["Watch"] = alice.Watch(wctx, tt.name)
+		cancel()
+		for what, err := range reads {
+			switch {
+			case tt.allowed && err != nil:
+				t.Errorf("alice's %s of %s: %v", what, tt.name, err)
+			case !tt.allowed && !errors.Is(err, ErrPermissionDenied):
+				t.Errorf("alice's %s of %s: %v, want ErrPermissionDenied", what, tt.name, err)
+			}
+		}
+	}
+}
+
 // TestAuthKeepAliveAndRenewalNeedACredential: with authentication on, a
 // keepalive and a hold's renewal that show the session's secret but no
 // credential are UNAUTHENTICATED, like every other request; with the
