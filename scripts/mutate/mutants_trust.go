@@ -19,6 +19,8 @@ var (
 	embedLimitTests = check{"embed-limits", []string{"-run", "^Test(ClientConnLimit|MaxSessions|KeepAliveRate|HTTPErrors)$", "./embed"}, 3 * time.Minute}
 	// Operators named by client certificates (embedtest members over TLS).
 	operatorTests = check{"operators", []string{"-run", "^TestOperators$", "./e2e"}, 3 * time.Minute}
+	// Strangers who know a session's id and its locks' tokens.
+	strangerTests = check{"strangers", []string{"-run", "^Test(Stranger|SessionSecret)", "./e2e"}, 3 * time.Minute}
 )
 
 var (
@@ -103,6 +105,37 @@ var trustMutants = []mutant{
 		name: "server/any-certificate-is-an-operator", file: "internal/server/auth.go", checks: []check{operatorTests},
 		from: "\tcase !slices.Contains(s.cfg.Operators, cn):",
 		to:   "\tcase !slices.Contains(s.cfg.Operators, cn) && false:",
+	},
+
+	{
+		name: "server/auth-change-not-an-operator-call", file: "internal/server/authapi.go", checks: []check{operatorTests},
+		from: "who, err := s.operator(ctx, \"ChangeAuth\")",
+		to:   "who, err := s.principal(ctx)",
+	},
+	{
+		name: "server/revoke-not-an-operator-call", file: "internal/server/unary.go", checks: []check{operatorTests},
+		from: "who, err := s.operator(ctx, \"Revoke\")",
+		to:   "who, err := s.principal(ctx)",
+	},
+	{
+		name: "server/key-rotation-not-an-operator-call", file: "internal/server/signing.go", checks: []check{operatorTests},
+		from: "who, err := s.operator(ctx, \"RotateSigningKey\")",
+		to:   "who, err := s.principal(ctx)",
+	},
+	{
+		name: "server/check-reads-without-read-permission", file: "internal/server/unary.go", checks: authChecks,
+		from: "\tout := &batonpb.CheckResponse{}\n\ts.node.View(func(m *fsm.Machine) {\n\t\tif err = mayRead(m, who, r.GetName()); err != nil {",
+		to:   "\tout := &batonpb.CheckResponse{}\n\ts.node.View(func(m *fsm.Machine) {\n\t\tif _ = mayRead(m, who, r.GetName()); false {",
+	},
+	{
+		name: "server/history-reads-without-read-permission", file: "internal/server/unary.go", checks: authChecks,
+		from: "\tout := &batonpb.HistoryResponse{}\n\ts.node.View(func(m *fsm.Machine) {\n\t\tif err = mayRead(m, who, r.GetName()); err != nil {",
+		to:   "\tout := &batonpb.HistoryResponse{}\n\ts.node.View(func(m *fsm.Machine) {\n\t\tif _ = mayRead(m, who, r.GetName()); false {",
+	},
+	{
+		name: "server/watch-without-read-permission", file: "internal/server/watch.go", checks: authChecks,
+		from: "if err = mayRead(m, who, name); err == nil {",
+		to:   "if _ = mayRead(m, who, name); true {",
 	},
 
 	// Limits no client can exceed.
@@ -203,6 +236,47 @@ var trustMutants = []mutant{
 		name: "fsm/user-sessions-not-counted", file: "internal/fsm/session.go", checks: []check{fsmTests, clientAuthTests},
 		from: "\t\tm.byPrincipal[s.principal]++\n",
 		to:   "",
+	},
+
+	{
+		name: "fsm/no-secret-admitted", file: "internal/fsm/session.go", checks: []check{fsmTests, strangerTests},
+		from: "return !h.IsSet() || subtle.ConstantTimeCompare(h[:], shown) == 1",
+		to:   "return !h.IsSet() || len(shown) == 0 || subtle.ConstantTimeCompare(h[:], shown) == 1",
+	},
+	{
+		name: "fsm/proclaim-without-lock-permission", file: "internal/fsm/auth.go", checks: fsmAuthChecks,
+		from: "return need(op.Proclaim.GetLock(), PermLock)",
+		to:   "return nil",
+	},
+	{
+		name: "fsm/blacklist-by-non-admin", file: "internal/fsm/auth.go", checks: fsmAuthChecks,
+		from: "case *fsmpb.Command_BlacklistSession, *fsmpb.Command_AuthChange,",
+		to:   "case *fsmpb.Command_AuthChange,",
+	},
+	{
+		name: "fsm/session-over-its-hold-limit", file: "internal/fsm/lock.go", checks: []check{fsmTests},
+		from: "\n\tif s.load() >= MaxHoldsPerSession {",
+		to:   "\n\tif s.load() > MaxHoldsPerSession {",
+	},
+	{
+		name: "fsm/lock-over-its-waiter-limit", file: "internal/fsm/lock.go", checks: []check{fsmTests},
+		from: "if len(l.waiters()) >= MaxWaitersPerLock {",
+		to:   "if len(l.waiters()) > MaxWaitersPerLock {",
+	},
+	{
+		name: "fsm/lock-set-over-the-hold-limit", file: "internal/fsm/many.go", checks: []check{fsmTests},
+		from: "if s.load()+fresh > MaxHoldsPerSession {",
+		to:   "if s.load()+fresh > MaxHoldsPerSession+1 {",
+	},
+	{
+		name: "liveness/stranger-keepalive-admitted", file: "internal/liveness/tracker.go", checks: []check{livenessTests, strangerTests},
+		from: "\tif err == nil && !s.secret.Admits(shown) {\n\t\treturn ErrSecretMismatch\n\t}\n\tif err != nil || perSecond <= 0 {",
+		to:   "\tif err != nil || perSecond <= 0 {",
+	},
+	{
+		name: "liveness/stranger-renewal-admitted", file: "internal/liveness/tracker.go", checks: []check{livenessTests, strangerTests},
+		from: "if s := t.sessions[session]; s != nil && !s.secret.Admits(shown) {",
+		to:   "if s := t.sessions[session]; s != nil && false {",
 	},
 
 	// The fence kit: a stale holder is refused by the Guard, the
