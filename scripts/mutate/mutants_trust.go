@@ -21,6 +21,10 @@ var (
 	operatorTests = check{"operators", []string{"-run", "^TestOperators$", "./e2e"}, 3 * time.Minute}
 	// Strangers who know a session's id and its locks' tokens.
 	strangerTests = check{"strangers", []string{"-run", "^Test(Stranger|SessionSecret)", "./e2e"}, 3 * time.Minute}
+	// Signed tokens of real grants, verified as a resource would.
+	signedTests = check{"signed", []string{"-run", "^TestSigned(Tokens|TokenThroughMiddleware|ingKeyRotation)$", "./e2e"}, 3 * time.Minute}
+	// The dashboard's feed and a browser's posts to a member.
+	dashboardTests = check{"dashboard", []string{"-run", "^TestDashboardFeed(Auth)?$", "./e2e"}, 3 * time.Minute}
 )
 
 var (
@@ -138,6 +142,27 @@ var trustMutants = []mutant{
 		to:   "if _ = mayRead(m, who, name); true {",
 	},
 
+	{
+		name: "server/cross-site-post-served", file: "internal/server/listen.go", checks: []check{dashboardTests},
+		from: "Handler: crossOriginProtection().Handler(mux),",
+		to:   "Handler: mux,",
+	},
+	{
+		name: "server/signed-token-of-a-shared-hold-says-exclusive", file: "internal/server/signing.go", checks: []check{signedTests},
+		from: "\tif mode.shared {\n\t\tc.Mode = fence.Shared\n\t}\n",
+		to:   "",
+	},
+	{
+		name: "server/signed-token-without-its-hold-limit", file: "internal/server/signing.go", checks: []check{signedTests},
+		from: "Issued: time.Now(), HoldLimit: time.Duration(mode.holdLimit)}",
+		to:   "Issued: time.Now()}",
+	},
+	{
+		name: "server/signed-token-names-no-session", file: "internal/server/signing.go", checks: []check{signedTests},
+		from: "Lock: lock, Token: token, Session: session,",
+		to:   "Lock: lock, Token: token,",
+	},
+
 	// Limits no client can exceed.
 	{
 		name: "server/user-over-session-limit-not-refused", file: "internal/server/limits.go", checks: []check{clientAuthTests, serverTests},
@@ -153,6 +178,11 @@ var trustMutants = []mutant{
 		name: "server/user-opens-in-flight-not-counted", file: "internal/server/limits.go", checks: []check{serverTests, clientAuthTests},
 		from: "users+o.byUser[lim.user] < lim.perUser",
 		to:   "users < lim.perUser",
+	},
+	{
+		name: "server/open-over-session-limit-not-refused", file: "internal/server/limits.go", checks: []check{embedLimitTests, serverTests},
+		from: "\t\tcase lim.total > 0 && live >= lim.total:",
+		to:   "\t\tcase lim.total > 0 && live > lim.total:",
 	},
 	{
 		name: "server/client-conn-over-limit", file: "internal/server/listen.go", checks: []check{embedLimitTests},
