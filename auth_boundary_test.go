@@ -2,7 +2,14 @@ package baton
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
+	"math/big"
 	"testing"
 	"time"
 
@@ -169,4 +176,65 @@ func TestAuthByClientCertificate(t *testing.T) {
 		}
 		t.Errorf("Dial with a certificate naming no user: %v, want ErrUnauthenticated", err)
 	}
+}
+
+// TestAuthIgnoresAnUnverifiedCertificate: a member whose TLS asks for
+// client certificates without verifying them (tls.RequestClientCert)
+// authenticates nobody by one: a self-signed certificate whose common
+// name is root's is UNAUTHENTICATED, while root's bearer token works.
+func TestAuthIgnoresAnUnverifiedCertificate(t *testing.T) {
+	pki, err := testpki.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	asks := pki.ServerConfig()
+	asks.ClientAuth = tls.RequestClientCert
+	c := startCluster(t, 1, embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.ClientTLS = asks }))
+	addr := c.ClientAddr(0)
+	ctx := testCtx(t)
+	admin := dial(t, addr, WithTLS(pki.ClientConfig(false)))
+	rootTok, err := admin.AddUser(ctx, "root", true)
+	if err == nil {
+		err = admin.GrantRole(ctx, "root", "root")
+	}
+	if err == nil {
+		err = admin.EnableAuth(ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Shown whatever CAs the member says it accepts.
+	forged := pki.ClientConfig(false)
+	cert := selfSigned(t, "root")
+	forged.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }
+	if cl, err := Dial(ctx, addr, WithTLS(forged), WithMaxAttempts(1)); !errors.Is(err, ErrUnauthenticated) {
+		if err == nil {
+			cl.Close()
+		}
+		t.Errorf("Dial with a self-signed certificate naming root: %v, want ErrUnauthenticated", err)
+	}
+	root := dial(t, addr, WithTLS(pki.ClientConfig(false)), WithToken(rootTok))
+	if st, err := root.GetAuth(ctx); err != nil || st.You != "root" {
+		t.Errorf("root's GetAuth: %+v, %v", st, err)
+	}
+}
+
+// selfSigned is a client certificate for commonName that no CA signed.
+func selfSigned(t *testing.T, commonName string) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: commonName},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
