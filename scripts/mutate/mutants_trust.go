@@ -58,6 +58,11 @@ var trustMutants = []mutant{
 		to:   "\t\tif cn != \"\" {\n",
 	},
 	{
+		name: "server/unverified-certificate-names-a-user", file: "internal/server/auth.go", checks: authChecks,
+		from: "if st == nil || len(st.VerifiedChains) == 0 || len(st.PeerCertificates) == 0 {",
+		to:   "if st == nil || len(st.PeerCertificates) == 0 {",
+	},
+	{
 		name: "server/keepalive-without-credential", file: "internal/server/keepalive.go", checks: authChecks,
 		from: "\t\treturn nil, invalidf(\"session_id is required\")\n\t}\n\tif _, err := s.principal(ctx); err != nil {\n\t\treturn nil, err\n\t}\n\tif err := s.admitKeepAlive(",
 		to:   "\t\treturn nil, invalidf(\"session_id is required\")\n\t}\n\tif err := s.admitKeepAlive(",
@@ -414,5 +419,10 @@ var trustMutants = []mutant{
 		name: "transport/claim-of-an-unknown-member-accepted", file: "internal/transport/identity.go", checks: []check{transportTests},
 		from: "\tif ok && namesMember(names, name) {\n",
 		to:   "\tif !ok || namesMember(names, name) {\n",
+	},
+	{
+		name: "transport/unverified-certificate-names-a-member", file: "internal/transport/identity.go", checks: []check{transportTests},
+		from: "\tif len(cs.VerifiedChains) == 0 || len(cs.VerifiedChains[0]) == 0 {\n\t\treturn nil\n\t}\n\treturn leafNames(cs.VerifiedChains[0][0])",
+		to:   "\tif len(cs.PeerCertificates) == 0 {\n\t\treturn nil\n\t}\n\treturn leafNames(cs.PeerCertificates[0])",
 	},
 }
