@@ -63,6 +63,11 @@ var trustMutants = []mutant{
 		to:   "if st == nil || len(st.PeerCertificates) == 0 {",
 	},
 	{
+		name: "server/auth-change-leaves-the-view-stale", file: "internal/server/server.go", checks: authChecks,
+		from: "\tif cmd.GetAuthChange() != nil {\n\t\ts.authCache.dirty.Store(true)\n\t}\n",
+		to:   "",
+	},
+	{
 		name: "server/keepalive-without-credential", file: "internal/server/keepalive.go", checks: authChecks,
 		from: "\t\treturn nil, invalidf(\"session_id is required\")\n\t}\n\tif _, err := s.principal(ctx); err != nil {\n\t\treturn nil, err\n\t}\n\tif err := s.admitKeepAlive(",
 		to:   "\t\treturn nil, invalidf(\"session_id is required\")\n\t}\n\tif err := s.admitKeepAlive(",
