@@ -16,7 +16,7 @@ var (
 	// The client's tests against a member with authentication on.
 	clientAuthTests = check{"client-auth", []string{"-run", "^Test(Auth|MaxSessionsPerUser$|SaveSnapshotNeedsAdmin$)", "."}, 3 * time.Minute}
 	// The member's limits, as a client meets them.
-	embedLimitTests = check{"embed-limits", []string{"-run", "^Test(ClientConnLimit|MaxSessions|KeepAliveRate|HTTPErrors)$", "./embed"}, 3 * time.Minute}
+	embedLimitTests = check{"embed-limits", []string{"-run", "^Test(ClientConnLimit|ConnTimeouts|MaxSessions|KeepAliveRate|HTTPErrors|OversizedRequestRefused|FramingRefusesMalformedStreams)$", "./embed"}, 3 * time.Minute}
 	// Operators named by client certificates (embedtest members over TLS).
 	operatorTests = check{"operators", []string{"-run", "^TestOperators$", "./e2e"}, 3 * time.Minute}
 	// Strangers who know a session's id and its locks' tokens.
@@ -205,9 +205,34 @@ var trustMutants = []mutant{
 		to:   "err := s.tracker.Admit(id, shown, received, 0)",
 	},
 	{
-		name: "server/http-request-body-unbounded", file: "internal/server/listen.go", checks: []check{embedLimitTests},
+		name: "server/http-request-body-over-the-limit", file: "internal/server/listen.go", checks: []check{embedLimitTests},
 		from: "mux.Handle(\"/v1/\", limitBody(gw, rules.MaxRequestBytes))",
-		to:   "mux.Handle(\"/v1/\", limitBody(gw, 1<<40))",
+		to:   "mux.Handle(\"/v1/\", limitBody(gw, 2*rules.MaxRequestBytes))",
+	},
+	{
+		name: "server/grpc-request-over-the-limit", file: "internal/server/listen.go", checks: []check{embedLimitTests},
+		from: "grpc.MaxRecvMsgSize(rules.MaxRequestBytes),",
+		to:   "grpc.MaxRecvMsgSize(2 * rules.MaxRequestBytes),",
+	},
+	{
+		name: "server/framed-request-over-the-limit", file: "internal/server/streamconn.go", checks: []check{embedLimitTests},
+		from: "kind, payload, err := st.r.Next(rules.MaxRequestBytes)",
+		to:   "kind, payload, err := st.r.Next(2 * rules.MaxRequestBytes)",
+	},
+	{
+		name: "server/http-header-read-without-timeout", file: "internal/server/listen.go", checks: []check{embedLimitTests},
+		from: "ReadHeaderTimeout: lim.HandshakeTimeout,",
+		to:   "ReadHeaderTimeout: 0,",
+	},
+	{
+		name: "server/protocol-sniff-without-timeout", file: "internal/server/listen.go", checks: []check{embedLimitTests},
+		from: "m.SetReadTimeout(lim.HandshakeTimeout)",
+		to:   "m.SetReadTimeout(0)",
+	},
+	{
+		name: "server/backups-unbounded", file: "internal/server/backup.go", checks: []check{serverTests},
+		from: "if s.backups.Add(1) > MaxBackups {",
+		to:   "if s.backups.Add(1) > 2*MaxBackups {",
 	},
 
 	// The state machine's authorization: the user a command names, the
