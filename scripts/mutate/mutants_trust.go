@@ -173,6 +173,14 @@ var trustMutants = []mutant{
 		to:   "Lock: lock, Token: token,",
 	},
 
+	{
+		name: "server/operator-call-without-a-certificate", file: "internal/server/auth.go", checks: []check{operatorTests},
+		from: "\tcase !ok:\n\t\treturn status.Errorf(codes.PermissionDenied, \"%s is an operator call: show a client certificate",
+		to:   "\tcase !ok && false:\n\t\treturn status.Errorf(codes.PermissionDenied, \"%s is an operator call: show a client certificate",
+		accepted: "guarded by embed.Config.Validate: Operators needs ClientTLS with tls.RequireAndVerifyClientCert, so every caller " +
+			"showed a verified certificate, and no operator name may be empty, so the empty name of a caller without one is never an operator's",
+	},
+
 	// Limits no client can exceed.
 	{
 		name: "server/user-over-session-limit-not-refused", file: "internal/server/limits.go", checks: []check{clientAuthTests, serverTests},
@@ -317,6 +325,13 @@ var trustMutants = []mutant{
 		name: "fsm/blacklist-by-non-admin", file: "internal/fsm/auth.go", checks: fsmAuthChecks,
 		from: "case *fsmpb.Command_BlacklistSession, *fsmpb.Command_AuthChange,",
 		to:   "case *fsmpb.Command_AuthChange,",
+	},
+	{
+		name: "fsm/one-of-the-permissions-asked-suffices", file: "internal/fsm/auth.go", checks: fsmAuthChecks,
+		from: "if Perm(g.GetPerms())&p == p && covers(g.GetPrefix()) {",
+		to:   "if Perm(g.GetPerms())&p != 0 && covers(g.GetPrefix()) {",
+		accepted: "equivalent: every check (the state machine's and the API's) asks for one permission, read, lock or admin, " +
+			"and for one bit the two tests agree",
 	},
 	{
 		name: "fsm/session-over-its-hold-limit", file: "internal/fsm/lock.go", checks: []check{fsmTests},
