@@ -27,8 +27,12 @@ var (
 	dashboardTests = check{"dashboard", []string{"-run", "^TestDashboardFeed(Auth)?$", "./e2e"}, 3 * time.Minute}
 )
 
+// The state machine's scripts, its rules one command at a time, before
+// the whole package: most of its mutants fall there in seconds.
+var fsmScripts = check{"fsm-scripts", []string{"-run", "^(TestScripts|FuzzAuthDecisions)$", "./internal/fsm"}, 2 * time.Minute}
+
 var (
-	fsmAuthChecks = []check{fsmTests, clientAuthTests}
+	fsmAuthChecks = []check{fsmScripts, fsmTests, clientAuthTests}
 	authChecks    = []check{clientAuthTests}
 )
 
@@ -306,13 +310,13 @@ var trustMutants = []mutant{
 		to:   "if false {",
 	},
 	{
-		name: "fsm/user-sessions-not-counted", file: "internal/fsm/session.go", checks: []check{fsmTests, clientAuthTests},
+		name: "fsm/user-sessions-not-counted", file: "internal/fsm/session.go", checks: []check{fsmScripts, fsmTests, clientAuthTests},
 		from: "\t\tm.byPrincipal[s.principal]++\n",
 		to:   "",
 	},
 
 	{
-		name: "fsm/no-secret-admitted", file: "internal/fsm/session.go", checks: []check{fsmTests, strangerTests},
+		name: "fsm/no-secret-admitted", file: "internal/fsm/session.go", checks: []check{fsmScripts, fsmTests, strangerTests},
 		from: "return !h.IsSet() || subtle.ConstantTimeCompare(h[:], shown) == 1",
 		to:   "return !h.IsSet() || len(shown) == 0 || subtle.ConstantTimeCompare(h[:], shown) == 1",
 	},
@@ -334,17 +338,17 @@ var trustMutants = []mutant{
 			"and for one bit the two tests agree",
 	},
 	{
-		name: "fsm/session-over-its-hold-limit", file: "internal/fsm/lock.go", checks: []check{fsmTests},
+		name: "fsm/session-over-its-hold-limit", file: "internal/fsm/lock.go", checks: []check{fsmScripts, fsmTests},
 		from: "\n\tif s.load() >= MaxHoldsPerSession {",
 		to:   "\n\tif s.load() > MaxHoldsPerSession {",
 	},
 	{
-		name: "fsm/lock-over-its-waiter-limit", file: "internal/fsm/lock.go", checks: []check{fsmTests},
+		name: "fsm/lock-over-its-waiter-limit", file: "internal/fsm/lock.go", checks: []check{fsmScripts, fsmTests},
 		from: "if len(l.waiters()) >= MaxWaitersPerLock {",
 		to:   "if len(l.waiters()) > MaxWaitersPerLock {",
 	},
 	{
-		name: "fsm/lock-set-over-the-hold-limit", file: "internal/fsm/many.go", checks: []check{fsmTests},
+		name: "fsm/lock-set-over-the-hold-limit", file: "internal/fsm/many.go", checks: []check{fsmScripts, fsmTests},
 		from: "if s.load()+fresh > MaxHoldsPerSession {",
 		to:   "if s.load()+fresh > MaxHoldsPerSession+1 {",
 	},
