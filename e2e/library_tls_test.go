@@ -119,6 +119,10 @@ func TestOperators(t *testing.T) {
 		},
 		"PromoteMember": func() error { _, err := app.PromoteMember(ctx, "n9"); return err },
 		"RemoveMember":  func() error { _, err := app.RemoveMember(ctx, "n9"); return err },
+		// While authentication is off, users and keys are the operators'.
+		"AddUser":          func() error { _, err := app.AddUser(ctx, "mallory", true); return err },
+		"RevokeLock":       func() error { _, err := app.RevokeLock(ctx, "ops/held"); return err },
+		"RotateSigningKey": func() error { _, _, err := app.RotateSigningKey(ctx, time.Hour); return err },
 	} {
 		err := call()
 		if !errors.Is(err, ErrPermissionDenied) || !strings.Contains(err.Error(), `"baton client"`) {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/api/batonpb"
+	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/api/streamconn"
 	"github.com/batonlock/baton/embed"
 	"github.com/batonlock/baton/embed/embedtest"
@@ -459,6 +460,11 @@ func TestHTTPErrors(t *testing.T) {
 	big := `{"name":"` + strings.Repeat("x", 2<<20) + `"}`
 	if resp := do("POST", "/v1/locks/acquire", big); resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Errorf("POST of %d bytes: %s, want 413", len(big), resp.Status)
+	}
+	// One byte over the limit is over it.
+	justOver := `{"name":"` + strings.Repeat("x", rules.MaxRequestBytes+1-len(`{"name":""}`)) + `"}`
+	if resp := do("POST", "/v1/locks/acquire", justOver); resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("POST of %d bytes: %s, want 413", len(justOver), resp.Status)
 	}
 	// Unchanged: an unknown path, and a small bad body.
 	if resp := do("GET", "/v1/nope", ""); resp.StatusCode != http.StatusNotFound {

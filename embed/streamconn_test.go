@@ -3,6 +3,7 @@ package embed_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/api/streamconn"
 	"github.com/batonlock/baton/embed"
 	"github.com/batonlock/baton/embed/embedtest"
@@ -157,6 +159,7 @@ func TestFramingRefusesMalformedStreams(t *testing.T) {
 		want string
 	}{
 		{"over the limit", []byte{streamconn.KindMessage, 0xff, 0xff, 0xff, 0xff, 0x0f}, codes.ResourceExhausted, "over the limit"},
+		{"one byte over the limit", binary.AppendUvarint([]byte{streamconn.KindMessage}, rules.MaxRequestBytes+1), codes.ResourceExhausted, "over the limit"},
 		{"a second hello", streamconn.Append(nil, streamconn.KindHello, nil), codes.InvalidArgument, "frame of kind 1"},
 		{"undecodable request", streamconn.Append(nil, streamconn.KindMessage, []byte{0x0a, 0x05, 0x01}), codes.InvalidArgument, "decoding a request"},
 	} {

@@ -2,12 +2,18 @@ package transport
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
 	"strings"
 	"sync"
@@ -364,4 +370,58 @@ func TestConfigValidateOwnCertificate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A member whose TLS asks for peer certificates without verifying them
+// (tls.RequestClientCert, against the advice of Config.TLS) knows no
+// member by an unverified one: a self-signed certificate naming n2 that
+// claims to be n2 is refused, and so, unverified too, is n2's own.
+func TestTLSUnverifiedCertificateNamesNoMember(t *testing.T) {
+	pki, err := testpki.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hole := listen(t)
+	nowhere := hole.Addr().String()
+	hole.Close()
+	cfg := config(t, 1, nil)
+	cfg.Name = "n1"
+	cfg.Peers = map[uint64]Peer{2: {Name: "n2", Addr: nowhere}}
+	cfg.TLS = peerTLS(t, pki, "n1")
+	cfg.TLS.ClientAuth = tls.RequestClientCert
+	r := newRecorder(t)
+	n1, err := StartListener(listen(t), cfg, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n1.Stop)
+	addr := n1.Addr().String()
+
+	// Shown whatever CAs n1 says it accepts.
+	forged := pki.PeerConfigWith(selfSigned(t, "n2"))
+	forged.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &forged.Certificates[0], nil }
+	waitRefused(t, claim(t, addr, forged, &transportpb.Hello{Name: "n2", Id: 2}, 1, 1), r)
+
+	waitRefused(t, claim(t, addr, peerTLS(t, pki, "n2"), &transportpb.Hello{Name: "n2", Id: 2}, 1, 2), r)
+}
+
+// selfSigned is a certificate naming name (common name and DNS name)
+// that no CA signed.
+func selfSigned(t *testing.T, name string) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }

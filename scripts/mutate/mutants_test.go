@@ -29,7 +29,7 @@ func TestMutantsApply(t *testing.T) {
 // TestMutantTable checks what the report relies on: unique names of the
 // form area/rule, checks to run, and an edit that changes something.
 func TestMutantTable(t *testing.T) {
-	areas := []string{"fsm", "liveness", "raftnode", "server", "client"}
+	areas := []string{"fsm", "liveness", "raftnode", "server", "client", "fence", "transport"}
 	seen := map[string]bool{}
 	for _, m := range mutants {
 		area, rule, ok := strings.Cut(m.name, "/")
