@@ -272,8 +272,9 @@ func (n *Node) forget(id uint64) bool {
 	return ok
 }
 
-// stepProposals steps first and every proposal already queued behind it
-// into raft as one MsgProp.
+// stepProposals steps the held proposals, first and every proposal
+// already queued behind it into raft as one MsgProp, unless they may all
+// wait for the next one (defer.go).
 func (n *Node) stepProposals(first *proposal) {
 	held := len(n.deferral.held)
 	batch := append(n.deferral.held, first)
