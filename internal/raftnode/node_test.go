@@ -721,11 +721,18 @@ func TestLogVersion(t *testing.T) {
 	if b := openWithNonce(old); a == b {
 		t.Fatalf("at version 1 an open kept its nonce: the retry answered session %d again", a)
 	}
-	before := old.Status().Commit
+	// The applied index advances before a proposal completes; Status only
+	// at the end of the loop's turn.
+	applied := func() uint64 {
+		var i uint64
+		old.View(func(m *fsm.Machine) { i = m.AppliedIndex() })
+		return i
+	}
+	before := applied()
 	if _, _, err := old.Propose(ctx, heldSet(a, 1)); !errors.Is(err, ErrLogVersion) || !strings.Contains(err.Error(), "hold limit on a set") {
 		t.Fatalf("a hold-limited set at version 1: %v, want ErrLogVersion", err)
 	}
-	if after := old.Status().Commit; after != before+1 {
+	if after := applied(); after != before+1 {
 		t.Fatalf("the refusal committed %d entries, want its seq fence alone (fsm.SeqFence)", after-before)
 	}
 	if _, _, err := old.Propose(ctx, setVersion); !errors.Is(err, ErrStopped) {

@@ -43,6 +43,14 @@ func TestRefusalSettlesTheSeq(t *testing.T) {
 		return &fsmpb.Command{SessionId: session, Seq: seq, MinUnackedSeq: 1, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
 			Lock: lock, LockDelayNanos: int64(delay)}}}
 	}
+	// applied is the state machine's applied index: advanced before a
+	// proposal completes (Status is refreshed only at the end of the
+	// loop's turn, which may come after the caller read it).
+	applied := func() uint64 {
+		var i uint64
+		n.View(func(m *fsm.Machine) { i = m.AppliedIndex() })
+		return i
+	}
 	held := func(lock string) bool {
 		var ok bool
 		n.View(func(m *fsm.Machine) {
@@ -53,11 +61,11 @@ func TestRefusalSettlesTheSeq(t *testing.T) {
 	}
 
 	// Refused before the log, for good: the earlier attempt grants nothing.
-	commit := n.Status().Commit
+	commit := applied()
 	if _, _, err := n.Propose(ctx, acquire(1, "x", time.Second)); !errors.Is(err, ErrLogVersion) {
 		t.Fatalf("a lock-delay at log version 1: %v, want ErrLogVersion", err)
 	}
-	if after := n.Status().Commit; after != commit+1 {
+	if after := applied(); after != commit+1 {
 		t.Fatalf("the refusal committed %d entries, want its fence alone", after-commit)
 	}
 	res, _, err = n.Propose(ctx, acquire(1, "x", 0))
@@ -88,11 +96,11 @@ func TestRefusalSettlesTheSeq(t *testing.T) {
 	// cannot carry them yet. The seq is settled all the same.
 	shown := acquire(4, "u", 0)
 	shown.SecretHash, shown.Principal = bytes.Repeat([]byte{7}, fsm.SecretHashLen), "alice"
-	commit = n.Status().Commit
+	commit = applied()
 	if err := n.Refuse(ctx, shown, refusal); err != refusal {
 		t.Fatalf("Refuse of a fresh seq showing a secret at log version 1: %v, want the refusal", err)
 	}
-	if after := n.Status().Commit; after != commit+1 {
+	if after := applied(); after != commit+1 {
 		t.Fatalf("the refusal of a request showing a secret at log version 1 committed %d entries, want its fence", after-commit)
 	}
 	if res, _, err = n.Propose(ctx, acquire(4, "u", 0)); err != nil || res.GetError() != fsmpb.Error_ERROR_REFUSED || held("u") {
