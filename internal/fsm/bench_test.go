@@ -134,3 +134,54 @@ func BenchmarkWakeReaders(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHandoffQueue is one handoff of a lock with n sessions queued
+// on it, as a fleet contending for one lock makes: the holder's release
+// grants the head, and the releaser queues again at the tail (two entries
+// per iteration). The queued acquire's deadlock search reads every
+// waiter ahead of it, which must keep the entry linear in them.
+func BenchmarkHandoffQueue(b *testing.B) {
+	for _, n := range []int{16, 256, 1024, 4000} {
+		b.Run(fmt.Sprintf("waiters=%d", n), func(b *testing.B) {
+			m := New()
+			m.SetLogVersion(LogVersion)
+			idx := uint64(0)
+			apply := func(c *fsmpb.Command) *fsmpb.Result {
+				idx++
+				res := m.Apply(idx, c)
+				if err := ErrorOf(res); err != nil {
+					b.Fatal(err)
+				}
+				return res
+			}
+			sessions := make([]uint64, n+1)
+			seqs := make(map[uint64]uint64)
+			acquire := func(s uint64) *fsmpb.Result {
+				seqs[s]++
+				return apply(&fsmpb.Command{SessionId: s, Seq: seqs[s], MinUnackedSeq: seqs[s],
+					Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: "hot", Wait: true}}})
+			}
+			for i := range sessions {
+				sessions[i] = apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{TtlNanos: int64(rules.DefaultTTL)}}}).GetSessionId()
+			}
+			holder, token := sessions[0], acquire(sessions[0]).GetAcquire().GetToken()
+			for _, s := range sessions[1:] {
+				acquire(s)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				seqs[holder]++
+				res := apply(&fsmpb.Command{SessionId: holder, Seq: seqs[holder], MinUnackedSeq: seqs[holder],
+					Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "hot", Token: token}}})
+				g := res.GetGrants()
+				if len(g) != 1 {
+					b.Fatalf("release did not hand over: %v", res)
+				}
+				if acquire(holder).GetAcquire().GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED {
+					b.Fatal("the releaser's acquire did not queue")
+				}
+				holder, token = g[0].GetSessionId(), g[0].GetToken()
+			}
+		})
+	}
+}

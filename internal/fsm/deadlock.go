@@ -78,6 +78,15 @@ type dlNodeState struct {
 	waits []dlWait // in acquire seq order; the new wait last
 	held  []int32  // the search's locks it holds
 	free  bool
+	// met is where need first met one of the node's queued waiters (lock
+	// -1: nowhere), so that readWaits finds that waiter's place without
+	// scanning the queue for it: a scan for each waiter of a long queue
+	// made a search quadratic in the queue's length.
+	met dlWait
+	// next is the node found before it of the same session (another
+	// owner key), -1 if none: nodes are found by session (ids), a
+	// pointer's hash being cheaper than one over the owner key too.
+	next int32
 }
 
 // dlWait is a node's wait: its lock and its position in the lock's
@@ -111,7 +120,7 @@ type dlWaiter struct {
 type deadlockSearch struct {
 	m      *Machine
 	nodes  []dlNodeState
-	ids    map[dlNode]int32
+	ids    map[*session]int32 // a session's last node found; dlNodeState.next the one before
 	locks  []dlLock
 	lockID map[*lock]int32
 	looked int       // holds and waits looked at
@@ -124,7 +133,7 @@ type deadlockSearch struct {
 func (d *deadlockSearch) reset(m *Machine) {
 	d.m, d.looked = m, 0
 	if d.ids == nil {
-		d.ids, d.lockID = make(map[dlNode]int32), make(map[*lock]int32)
+		d.ids, d.lockID = make(map[*session]int32), make(map[*lock]int32)
 	}
 }
 
@@ -196,18 +205,25 @@ func findDeadlock(m *Machine, l *lock, s *session, ownerKey string, shared bool)
 
 // node returns the search's id of n, adding it (its waits unread).
 func (d *deadlockSearch) node(n dlNode) int32 {
-	if id, ok := d.ids[n]; ok {
-		return id
+	last, ok := d.ids[n.s]
+	next := int32(-1)
+	if ok {
+		for id := last; id >= 0; id = d.nodes[id].next {
+			if d.nodes[id].node.key == n.key {
+				return id
+			}
+		}
+		next = last
 	}
 	id := int32(len(d.nodes))
-	d.ids[n] = id
+	d.ids[n.s] = id
 	if len(d.nodes) < cap(d.nodes) {
 		// Keep the slices of the node that had this place before.
 		d.nodes = d.nodes[:id+1]
 		ns := &d.nodes[id]
-		ns.node, ns.waits, ns.held, ns.free = n, ns.waits[:0], ns.held[:0], false
+		ns.node, ns.waits, ns.held, ns.free, ns.met, ns.next = n, ns.waits[:0], ns.held[:0], false, dlWait{lock: -1}, next
 	} else {
-		d.nodes = append(d.nodes, dlNodeState{node: n})
+		d.nodes = append(d.nodes, dlNodeState{node: n, met: dlWait{lock: -1}, next: next})
 	}
 	return id
 }
@@ -257,7 +273,11 @@ func (d *deadlockSearch) need(li, pos, node int32, shared bool) bool {
 			continue
 		}
 		w := &ws[i]
-		dl.queue = append(dl.queue, dlWaiter{d.node(dlNode{w.s, w.ownerKey}), w.shared})
+		n := d.node(dlNode{w.s, w.ownerKey})
+		if d.nodes[n].met.lock < 0 {
+			d.nodes[n].met = dlWait{li, i}
+		}
+		dl.queue = append(dl.queue, dlWaiter{n, w.shared})
 	}
 	return true
 }
@@ -266,6 +286,14 @@ func (d *deadlockSearch) need(li, pos, node int32, shared bool) bool {
 // adds what each depends on; false once the search looked at too much.
 func (d *deadlockSearch) readWaits(n int32) bool {
 	nd := d.nodes[n].node
+	if at := d.nodes[n].met; at.lock >= 0 && len(nd.s.waits) == 1 {
+		// The session's one wait is the waiter need met, whose place
+		// and dependencies the search has: the loop below would find
+		// just that (a waiter of a long queue is most often this).
+		d.looked++
+		d.nodes[n].waits = append(d.nodes[n].waits[:0], at)
+		return true
+	}
 	keys := d.keys[:0]
 	for k := range nd.s.waits {
 		keys = append(keys, k)
@@ -275,7 +303,7 @@ func (d *deadlockSearch) readWaits(n int32) bool {
 	waits := d.nodes[n].waits[:0]
 	for _, k := range keys {
 		l := d.m.locks[k.lock]
-		i := l.waiterIndex(nd.s, k.seq)
+		i := d.waiterIndex(n, l, k.seq)
 		d.looked++
 		if i < 0 || l.waiters()[i].ownerKey != nd.key {
 			continue
@@ -288,6 +316,18 @@ func (d *deadlockSearch) readWaits(n int32) bool {
 	}
 	d.nodes[n].waits = waits
 	return true
+}
+
+// waiterIndex is l.waiterIndex for node n's waiter of acquire seq: at
+// once if need met that waiter, else by a scan of l's queue.
+func (d *deadlockSearch) waiterIndex(n int32, l *lock, seq uint64) int {
+	nd := &d.nodes[n]
+	if at := nd.met; at.lock >= 0 && d.locks[at.lock].l == l {
+		if w := &l.waiters()[at.pos]; w.s == nd.node.s && w.acquireSeq == seq {
+			return int(at.pos)
+		}
+	}
+	return l.waiterIndex(nd.node.s, seq)
 }
 
 // settle computes the free nodes: first those that do not wait, then,
