@@ -177,6 +177,9 @@ func findDeadlock(m *Machine, l *lock, s *session, ownerKey string, shared bool)
 		// free, and the wait comes first once they have let go.
 		return nil
 	}
+	if queueFree(l, s, ownerKey) {
+		return nil
+	}
 	d := &m.deadlocks
 	d.reset(m)
 	defer d.done()
@@ -201,6 +204,27 @@ func findDeadlock(m *Machine, l *lock, s *session, ownerKey string, shared bool)
 		return nil
 	}
 	return d.cycle(self, d.nodes[self].waits[len(d.nodes[self].waits)-1])
+}
+
+// queueFree reports, without a search, what the search would find for
+// the common queue of a contended lock: no holder's session waits (each
+// holder is free), and each waiter is of a session that holds nothing and
+// waits for nothing else (each is free in turn, once those ahead are).
+// Then a new wait of (s, ownerKey) at the tail is free too, unless that
+// node holds the lock already (the machine grants a node no second hold
+// of a lock by another acquire): the search decides that case.
+func queueFree(l *lock, s *session, ownerKey string) bool {
+	for i := range l.holders {
+		if h := &l.holders[i]; len(h.s.waits) > 0 || h.s == s && h.ownerKey == ownerKey {
+			return false
+		}
+	}
+	for _, w := range l.waiters() {
+		if len(w.s.waits) != 1 || len(w.s.held) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // node returns the search's id of n, adding it (its waits unread).
