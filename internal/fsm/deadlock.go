@@ -172,12 +172,14 @@ func (m *Machine) refuseDeadlock(a *apply, l *lock, s *session, ownerKey string,
 // shared or not, queued at l's tail, would close, or nil if the wait
 // would not be deadlocked (or the search hit MaxDeadlockSearch).
 func findDeadlock(m *Machine, l *lock, s *session, ownerKey string, shared bool) []*fsmpb.DeadlockEdge {
-	if len(l.waiters()) == 0 && !slices.ContainsFunc(l.holders, func(h holder) bool { return len(h.s.waits) > 0 }) {
-		// No one queued, and no holder's session waits: every holder is
-		// free, and the wait comes first once they have let go.
-		return nil
-	}
-	if queueFree(l, s, ownerKey) {
+	if !slices.ContainsFunc(l.holders, func(h holder) bool { return len(h.s.waits) > 0 }) {
+		// No holder's session waits, the common queue of a contended
+		// lock: every holder is free, then every waiter in turn (none
+		// holds the lock: it would be a holder whose session waits), and
+		// the new wait last (its node holds the lock under no other
+		// acquire: acquireWithValue re-enters or refuses such a node
+		// before it asks). So the search, linear in the queue on every
+		// member, would find nothing.
 		return nil
 	}
 	d := &m.deadlocks
@@ -204,27 +206,6 @@ func findDeadlock(m *Machine, l *lock, s *session, ownerKey string, shared bool)
 		return nil
 	}
 	return d.cycle(self, d.nodes[self].waits[len(d.nodes[self].waits)-1])
-}
-
-// queueFree reports, without a search, what the search would find for
-// the common queue of a contended lock: no holder's session waits (each
-// holder is free), and each waiter is of a session that holds nothing and
-// waits for nothing else (each is free in turn, once those ahead are).
-// Then a new wait of (s, ownerKey) at the tail is free too, unless that
-// node holds the lock already (the machine grants a node no second hold
-// of a lock by another acquire): the search decides that case.
-func queueFree(l *lock, s *session, ownerKey string) bool {
-	for i := range l.holders {
-		if h := &l.holders[i]; len(h.s.waits) > 0 || h.s == s && h.ownerKey == ownerKey {
-			return false
-		}
-	}
-	for _, w := range l.waiters() {
-		if len(w.s.waits) != 1 || len(w.s.held) > 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // node returns the search's id of n, adding it (its waits unread).

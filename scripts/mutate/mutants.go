@@ -56,6 +56,21 @@ var mutants = []mutant{
 		to:   "\t_ = ownerKey\n",
 	},
 	{
+		name: "fsm/deadlock-search-skipped-for-waiting-holders", file: "internal/fsm/deadlock.go", checks: fsmChecks,
+		from: "if !slices.ContainsFunc(l.holders, func(h holder) bool { return len(h.s.waits) > 0 }) {",
+		to:   "if !slices.ContainsFunc(l.holders, func(h holder) bool { return len(h.s.waits) > 1 }) {",
+	},
+	{
+		name: "fsm/deadlock-search-reads-one-wait-of-many", file: "internal/fsm/deadlock.go", checks: fsmChecks,
+		from: "at.lock >= 0 && len(nd.s.waits) == 1 {",
+		to:   "at.lock >= 0 {",
+	},
+	{
+		name: "fsm/deadlock-search-trusts-a-place-unchecked", file: "internal/fsm/deadlock.go", checks: fsmChecks,
+		from: "w.s == nd.node.s && w.acquireSeq == seq {",
+		to:   "w.s == nd.node.s {",
+	},
+	{
 		name: "fsm/hold-end-rewrites-other-keys", file: "internal/fsm/session.go", checks: fsmChecks,
 		from: "\t\tif c.keyed && c.ownerKey != ownerKey {\n",
 		to:   "\t\tif c.keyed && c.ownerKey != ownerKey && false {\n",
