@@ -16,8 +16,10 @@
 // Rounds run the N in alternating order (ascending, then descending), so
 // that a machine whose speed drifts during the run favours no N. With
 // -out, the command rewrites the section of that Markdown file between
-// its markers (scaling:begin and scaling:end, in HTML comments) and
-// writes the chart beside it; nothing outside the markers changes.
+// its markers (scaling:begin and scaling:end, in HTML comments, for own;
+// scaling-hot and scaling-zipf for the other workloads, each a section of
+// its own) and writes the chart beside it; nothing outside the markers
+// changes.
 //
 // `baton bench` gets the leader's address first, so that every client's
 // two connections (the session framing and an idle gRPC one) are on the
@@ -76,8 +78,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "load before each measured run, on the same cluster")
 	fs.IntVar(&o.basePort, "port", 27900, "client ports PORT, PORT+10, PORT+20; peer ports one above each")
 	fs.BoolVar(&o.keep, "keep", false, "keep the clusters' data directories and logs")
-	fs.StringVar(&o.out, "out", "", "a Markdown file whose section between <!-- scaling:begin --> and <!-- scaling:end --> is rewritten with the results")
-	fs.StringVar(&o.chart, "chart", "", "the chart's path without extension, .svg and .png written (default: scaling beside -out; none without -out)")
+	fs.StringVar(&o.out, "out", "", "a Markdown file whose section between <!-- scaling:begin --> and <!-- scaling:end --> (own; scaling-hot, scaling-zipf for the others) is rewritten with the results")
+	fs.StringVar(&o.chart, "chart", "", "the chart's path without extension, .svg and .png written (default: the section's name beside -out; none without -out)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: cd benchmarks && go run ./cmd/scaling [flags]\n\n"+
 			"Runs one build of Baton on fresh 3-member clusters on 127.0.0.1 with N clients,\n"+
@@ -104,7 +106,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	if o.chart == "" && o.out != "" {
-		o.chart = filepath.Join(filepath.Dir(o.out), "scaling")
+		o.chart = filepath.Join(filepath.Dir(o.out), sectionName(o.workload))
 	}
 	return o, nil
 }
@@ -189,7 +191,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if o.out != "" {
 		// Refuse before the run, not after it, a file without markers.
-		if _, _, err := readSection(o.out); err != nil {
+		if _, _, err := readSection(o.out, o.workload); err != nil {
 			fmt.Fprintf(stderr, "scaling: %v\n", err)
 			return 2
 		}

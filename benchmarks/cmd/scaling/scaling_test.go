@@ -91,10 +91,17 @@ func TestCheckOpenFiles(t *testing.T) {
 }
 
 func TestSplitSection(t *testing.T) {
-	doc := "# T\n\nbefore\n" + beginMarker + "\nold\n" + endMarker + "\nafter\n"
-	head, tail, err := splitSection(doc, "x.md")
-	if err != nil || head != "# T\n\nbefore\n"+beginMarker || tail != endMarker+"\nafter\n" {
+	beginMarker, endMarker := markers(bench.OwnKeys)
+	hotBegin, hotEnd := markers(bench.HotKey)
+	doc := "# T\n\nbefore\n" + beginMarker + "\nold\n" + endMarker + "\nbetween\n" + hotBegin + "\nhot\n" + hotEnd + "\nafter\n"
+	head, tail, err := splitSection(doc, "x.md", bench.OwnKeys)
+	if err != nil || head != "# T\n\nbefore\n"+beginMarker || tail != endMarker+"\nbetween\n"+hotBegin+"\nhot\n"+hotEnd+"\nafter\n" {
 		t.Fatalf("splitSection = %q, %q, %v", head, tail, err)
+	}
+	// Each workload's section is its own: hot/N's leaves own/N's alone.
+	head, tail, err = splitSection(doc, "x.md", bench.HotKey)
+	if err != nil || !strings.HasSuffix(head, "\nbetween\n"+hotBegin) || !strings.Contains(head, "\nold\n") || tail != hotEnd+"\nafter\n" {
+		t.Fatalf("splitSection(hot) = %q, %q, %v", head, tail, err)
 	}
 	for _, bad := range []string{
 		"no markers",
@@ -102,7 +109,7 @@ func TestSplitSection(t *testing.T) {
 		endMarker + "\n" + beginMarker + "\n",
 		beginMarker + beginMarker + endMarker,
 	} {
-		if _, _, err := splitSection(bad, "x.md"); err == nil {
+		if _, _, err := splitSection(bad, "x.md", bench.OwnKeys); err == nil {
 			t.Errorf("splitSection(%q) took it", bad)
 		}
 	}
@@ -146,6 +153,7 @@ func TestRunOneBuild(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build baton: %v\n%s", err, out)
 	}
+	beginMarker, endMarker := markers(bench.OwnKeys)
 	head := "# Benchmarks\n\nHand-written text before.\n\n" + beginMarker
 	tail := endMarker + "\n\n## After\n\nHand-written text after.\n"
 	md := filepath.Join(dir, "docs", "BENCHMARKS.md")
@@ -199,19 +207,29 @@ func TestRunOneBuild(t *testing.T) {
 		}
 	}
 	// A second run would find its markers again: the section is rewritten, not appended.
-	if _, _, err := readSection(md); err != nil {
+	if _, _, err := readSection(md, bench.OwnKeys); err != nil {
 		t.Error(err)
 	}
 }
 
 func TestRunRefusesAFileWithoutMarkers(t *testing.T) {
-	md := filepath.Join(t.TempDir(), "B.md")
-	os.WriteFile(md, []byte("no markers\n"), 0o644)
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"-build", "/nonexistent", "-out", md}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), beginMarker) {
-		t.Errorf("exit %d, stderr %q", code, stderr.String())
-	}
-	if b, _ := os.ReadFile(md); string(b) != "no markers\n" {
-		t.Errorf("the file became %q", b)
+	ownBegin, ownEnd := markers(bench.OwnKeys)
+	hotBegin, _ := markers(bench.HotKey)
+	for _, tc := range []struct {
+		doc, workload, want string
+	}{
+		{"no markers\n", bench.OwnKeys, ownBegin},
+		// own/N's section is not hot/N's.
+		{ownBegin + "\n" + ownEnd + "\n", bench.HotKey, hotBegin},
+	} {
+		md := filepath.Join(t.TempDir(), "B.md")
+		os.WriteFile(md, []byte(tc.doc), 0o644)
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{"-build", "/nonexistent", "-workload", tc.workload, "-out", md}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%s: exit %d, stderr %q", tc.workload, code, stderr.String())
+		}
+		if b, _ := os.ReadFile(md); string(b) != tc.doc {
+			t.Errorf("%s: the file became %q", tc.workload, b)
+		}
 	}
 }
