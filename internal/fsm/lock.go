@@ -218,6 +218,36 @@ func (l *lock) removeWaiter(s *session, seq uint64) {
 	}
 }
 
+// removeWaiters is removeWaiter for each of seqs (ascending) in turn, in
+// one pass over the queue: a session that ends with n waits in a queue
+// of a few thousand would otherwise scan and shift it n times.
+func (l *lock) removeWaiters(s *session, seqs []uint64) {
+	if len(seqs) == 1 || l.queue == nil {
+		for _, seq := range seqs {
+			l.removeWaiter(s, seq)
+		}
+		return
+	}
+	keys := make([]string, len(seqs))
+	found := make([]bool, len(seqs))
+	l.queue.waiters = slices.DeleteFunc(l.queue.waiters, func(w waiter) bool {
+		if w.s != s {
+			return false
+		}
+		i, ok := slices.BinarySearch(seqs, w.acquireSeq)
+		if !ok || found[i] {
+			return false // removeWaiter removes the first of (s, seq) only
+		}
+		found[i], keys[i] = true, w.ownerKey
+		return true
+	})
+	for i, seq := range seqs {
+		if found[i] {
+			l.dropValue(s, keys[i], seq)
+		}
+	}
+}
+
 // popWaiter removes and returns the head of the queue, which is not empty.
 // It moves the slice past the head instead of shifting the queue (a grant
 // stays O(1) however long the queue); the vacated slot is cleared so it

@@ -1,0 +1,122 @@
+package fsm
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/batonlock/baton/api/rules"
+	"github.com/batonlock/baton/internal/fsm/fsmpb"
+)
+
+// Benchmarks of one entry at fleet scale: long queues, many holders of
+// one lock, sessions with many waits. Each builds its state untimed and
+// times the one entry; every member applies it, on its Raft loop, so its
+// cost must grow no faster than what the entry changes.
+
+// fleet is a machine, and each session's last seq (every command
+// acknowledges the ones before, so no session's cache fills). It is
+// built below DeadlockVersion, so that queueing its waiters costs no
+// deadlock search, and raised to this release's log version (ready)
+// before the timed entry.
+type fleet struct {
+	b    *testing.B
+	m    *Machine
+	idx  uint64
+	seqs map[uint64]uint64
+}
+
+func newFleet(b *testing.B) *fleet {
+	m := New()
+	m.SetLogVersion(DeadlockVersion - 1)
+	return &fleet{b: b, m: m, seqs: make(map[uint64]uint64)}
+}
+
+// ready raises f to this release's log version and starts the timer.
+func (f *fleet) ready() {
+	f.m.SetLogVersion(LogVersion)
+	f.b.StartTimer()
+}
+
+// apply applies c at the next index, failing on a refusal.
+func (f *fleet) apply(c *fsmpb.Command) *fsmpb.Result {
+	f.idx++
+	res := f.m.Apply(f.idx, c)
+	if err := ErrorOf(res); err != nil {
+		f.b.Fatal(err)
+	}
+	return res
+}
+
+func (f *fleet) open() uint64 {
+	return f.apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{TtlNanos: int64(rules.DefaultTTL)}}}).GetSessionId()
+}
+
+// cmd is a command of session s with its next seq.
+func (f *fleet) cmd(s uint64, c *fsmpb.Command) *fsmpb.Command {
+	f.seqs[s]++
+	c.SessionId, c.Seq, c.MinUnackedSeq = s, f.seqs[s], f.seqs[s]
+	return c
+}
+
+// acquire applies s's acquire of lock under key and returns its outcome.
+func (f *fleet) acquire(s uint64, lock, key string, wait bool) *fsmpb.AcquireOutcome {
+	return f.apply(f.cmd(s, &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: lock, OwnerKey: key, Wait: wait}}})).GetAcquire()
+}
+
+func (f *fleet) release(s uint64, lock, key string, token uint64) *fsmpb.Result {
+	return f.apply(f.cmd(s, &fsmpb.Command{Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: lock, OwnerKey: key, Token: token}}}))
+}
+
+func (f *fleet) expire(s uint64) *fsmpb.Result {
+	return f.apply(&fsmpb.Command{Op: &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{SessionId: s}}})
+}
+
+// fleetSizes are the sizes the benchmarks below run at.
+var fleetSizes = []int{16, 256, 1024, 4000}
+
+// BenchmarkEndSessionWaits is the expiry of a session with n waits on one
+// lock (n owner keys: goroutines of one process), queued among n waits
+// of other sessions: its waiters leave the queue in one entry.
+func BenchmarkEndSessionWaits(b *testing.B) {
+	for _, n := range fleetSizes {
+		b.Run(fmt.Sprintf("waits=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				f := newFleet(b)
+				f.acquire(f.open(), "hot", "", false)
+				s := f.open()
+				for i := range n {
+					f.acquire(f.open(), "hot", "", true)
+					f.acquire(s, "hot", fmt.Sprint(i), true)
+				}
+				f.ready()
+				if res := f.expire(s); len(res.GetWaitsEnded()) != n {
+					b.Fatalf("%d waits ended, want %d", len(res.GetWaitsEnded()), n)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkEndSessionHoldsWaits is the expiry of a session that holds n
+// locks and waits for n others (held by another session).
+func BenchmarkEndSessionHoldsWaits(b *testing.B) {
+	for _, n := range []int{16, 256, 1024, 10000} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				f := newFleet(b)
+				t, s := f.open(), f.open()
+				for i := range n {
+					f.acquire(t, fmt.Sprintf("w/%d", i), "", false)
+					f.acquire(s, fmt.Sprintf("h/%d", i), "", false)
+					f.acquire(s, fmt.Sprintf("w/%d", i), "", true)
+				}
+				f.ready()
+				if res := f.expire(s); len(res.GetWaitsEnded()) != n {
+					b.Fatalf("%d waits ended, want %d", len(res.GetWaitsEnded()), n)
+				}
+			}
+		})
+	}
+}
