@@ -120,3 +120,38 @@ func BenchmarkEndSessionHoldsWaits(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGrantReenter is a release of a semaphore with n permits, all
+// held, and n sessions queued for one, whose head session waits for a
+// second permit under the same key: the grant of the first re-enters the
+// second (reenterWaits), which looks through the queue for it.
+func BenchmarkGrantReenter(b *testing.B) {
+	for _, n := range fleetSizes {
+		b.Run(fmt.Sprintf("holders=waiters=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				f := newFleet(b)
+				sem := func(s uint64, wait bool) *fsmpb.AcquireOutcome {
+					return f.apply(f.cmd(s, &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+						Lock: "sem", Limit: uint32(n), Shared: true, Wait: wait}}})).GetAcquire()
+				}
+				h := f.open()
+				tok := sem(h, false).GetToken()
+				for range n - 1 {
+					sem(f.open(), false)
+				}
+				head := f.open()
+				sem(head, true)
+				for range n {
+					sem(f.open(), true)
+				}
+				sem(head, true)
+				f.ready()
+				res := f.apply(f.cmd(h, &fsmpb.Command{Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "sem", Token: tok}}}))
+				if len(res.GetGrants()) != 2 {
+					b.Fatalf("release: %v", res)
+				}
+			}
+		})
+	}
+}

@@ -378,8 +378,13 @@ func (m *Machine) reenterWaits(a *apply, l *lock, s *session, key string) {
 	}
 	for i := 0; i < len(l.waiters()); {
 		w := &l.waiters()[i]
+		if w.s != s || w.ownerKey != key {
+			// Most of a long queue: not a scan of l's holders each.
+			i++
+			continue
+		}
 		h := l.holderOf(s, key)
-		if w.s != s || w.ownerKey != key || h == nil || w.shared != h.shared ||
+		if h == nil || w.shared != h.shared ||
 			w.holdLimit != h.holdLimit || w.lockDelay != h.lockDelay || h.count == math.MaxUint32 {
 			i++
 			continue
