@@ -83,7 +83,22 @@ func (m *Machine) mayStall(a *apply, s *session, key string) {
 		return
 	}
 	n := dlNode{s, key}
-	if !slices.Contains(a.stalled, n) {
+	if len(a.stalled) < 16 {
+		if !slices.Contains(a.stalled, n) {
+			a.stalled = append(a.stalled, n)
+		}
+		return
+	}
+	// An entry that grants a run of readers may record thousands: a set,
+	// not a scan of those so far for each.
+	if a.stalledSet == nil {
+		a.stalledSet = make(map[dlNode]struct{}, 2*len(a.stalled))
+		for _, m := range a.stalled {
+			a.stalledSet[m] = struct{}{}
+		}
+	}
+	if _, ok := a.stalledSet[n]; !ok {
+		a.stalledSet[n] = struct{}{}
 		a.stalled = append(a.stalled, n)
 	}
 }
@@ -103,7 +118,7 @@ func (m *Machine) endStalled(a *apply) {
 		}
 		m.endWaits(a, n, ws)
 	}
-	a.stalled = nil
+	a.stalled, a.stalledSet = nil, nil
 }
 
 // findStalled returns the waits of node n, in acquire seq order, each

@@ -155,3 +155,35 @@ func BenchmarkGrantReenter(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWakeReadersStalled is BenchmarkWakeReaders where each reader
+// also waits for a lock of its own, held by another session: each grant
+// leaves a node waiting, for the entry to search once it is done.
+func BenchmarkWakeReadersStalled(b *testing.B) {
+	for _, n := range []int{16, 256, 1024, MaxWaitersPerLock} {
+		b.Run(fmt.Sprintf("readers=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				f := newFleet(b)
+				wide := func(s uint64, wait bool) *fsmpb.AcquireOutcome {
+					return f.apply(f.cmd(s, &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+						Lock: "x", Limit: rules.MaxHoldersPerLock, Shared: true, Wait: wait}}})).GetAcquire()
+				}
+				w, t := f.open(), f.open()
+				tok := f.apply(f.cmd(w, &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+					Lock: "x", Limit: rules.MaxHoldersPerLock}}})).GetAcquire().GetToken()
+				for i := range n {
+					r := f.open()
+					wide(r, true)
+					f.acquire(t, fmt.Sprintf("own/%d", i), "", false)
+					f.acquire(r, fmt.Sprintf("own/%d", i), "", true)
+				}
+				release := f.cmd(w, &fsmpb.Command{Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "x", Token: tok}}})
+				f.ready()
+				if res := f.apply(release); len(res.GetGrants()) != n {
+					b.Fatalf("%d grants, want %d", len(res.GetGrants()), n)
+				}
+			}
+		})
+	}
+}
