@@ -112,13 +112,41 @@ func (m *Machine) endStalled(a *apply) {
 		if m.sessions[n.s.id] != n.s {
 			continue // its session ended later in the entry
 		}
-		ws := findStalled(m, n)
+		var ws []stalledWait
+		if !m.waitsBehindFree(n.s) {
+			ws = findStalled(m, n)
+		}
 		if m.searchedStalled != nil {
 			m.searchedStalled(n.s.id, n.key, ws)
 		}
 		m.endWaits(a, n, ws)
 	}
 	a.stalled, a.stalledSet = nil, nil
+}
+
+// waitsBehindFree reports, when it can tell cheaply, whether each wait of
+// s is for a lock whose holders' sessions wait for nothing: then every
+// node of s that waits is free, and findStalled would find nothing. Such
+// holders are free nodes, so each waiter of that lock would be granted
+// in turn, from the head, once they let go (a waiter's node is none of
+// them: its session waits). A fleet queued on a lock whose holder waits
+// for nothing else is the usual case, and a search from each node a run
+// of grants leaves waiting in such a queue would read the queue ahead
+// of it, O(queue) each. It gives up (false: search) past a few holders.
+func (m *Machine) waitsBehindFree(s *session) bool {
+	budget := 64
+	for k := range s.waits {
+		l := m.locks[k.lock]
+		if budget -= 1 + len(l.holders); budget < 0 {
+			return false
+		}
+		for i := range l.holders {
+			if len(l.holders[i].s.waits) > 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // findStalled returns the waits of node n, in acquire seq order, each

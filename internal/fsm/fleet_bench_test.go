@@ -187,3 +187,101 @@ func BenchmarkWakeReadersStalled(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCancelWaitQueue is a CancelWait of the waiter in the middle of
+// a queue of n sessions, and (stalled) of one whose session waits on the
+// lock at the tail of that queue too: the cancel leaves that node waiting,
+// so the entry searches it for a deadlock (DeadlockAtGrantVersion).
+func BenchmarkCancelWaitQueue(b *testing.B) {
+	for _, stalled := range []bool{false, true} {
+		for _, n := range fleetSizes {
+			b.Run(fmt.Sprintf("stalled=%v/waiters=%d", stalled, n), func(b *testing.B) {
+				for b.Loop() {
+					b.StopTimer()
+					f := newFleet(b)
+					f.acquire(f.open(), "hot", "", false)
+					f.acquire(f.open(), "other", "", false)
+					var c, seq uint64
+					for i := range n {
+						s := f.open()
+						f.acquire(s, "hot", "", true)
+						if i == n/2 {
+							c, seq = s, f.seqs[s]
+						}
+					}
+					lock := "hot"
+					if stalled {
+						c = f.open()
+						f.acquire(c, "hot", "", true)
+						f.acquire(c, "other", "", true)
+						lock, seq = "other", f.seqs[c]
+					}
+					cancel := f.cmd(c, &fsmpb.Command{Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{
+						Lock: "x", SessionId: c, AcquireSeq: seq}}})
+					cancel.GetCancelWait().Lock = lock
+					f.ready()
+					if res := f.apply(cancel); len(res.GetWaitsEnded()) != 1 {
+						b.Fatalf("cancel: %v", res)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkReleaseStalled is the handoff of a lock with n sessions queued
+// whose head also waits for another lock: the grant leaves that node
+// waiting, so the entry searches it for a deadlock.
+func BenchmarkReleaseStalled(b *testing.B) {
+	for _, n := range fleetSizes {
+		b.Run(fmt.Sprintf("waiters=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				f := newFleet(b)
+				h := f.open()
+				tok := f.acquire(h, "hot", "", false).GetToken()
+				f.acquire(f.open(), "other", "", false)
+				head := f.open()
+				f.acquire(head, "hot", "", true)
+				for range n {
+					f.acquire(f.open(), "other", "", true)
+				}
+				f.acquire(head, "other", "", true)
+				f.ready()
+				if res := f.release(h, "hot", "", tok); len(res.GetGrants()) != 1 {
+					b.Fatalf("release: %v", res)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkWakeReadersQueued is BenchmarkWakeReadersStalled where the
+// readers' other waits are all queued on one mutex, in the order they
+// queued for the read lock: each grant leaves a node waiting in that
+// long queue, and the entry searches each such node in turn.
+func BenchmarkWakeReadersQueued(b *testing.B) {
+	for _, n := range []int{16, 256, 1024, 4000} {
+		b.Run(fmt.Sprintf("readers=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				f := newFleet(b)
+				w, t := f.open(), f.open()
+				tok := f.apply(f.cmd(w, &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+					Lock: "x", Limit: rules.MaxHoldersPerLock}}})).GetAcquire().GetToken()
+				f.acquire(t, "q", "", false)
+				for range n {
+					r := f.open()
+					f.apply(f.cmd(r, &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+						Lock: "x", Limit: rules.MaxHoldersPerLock, Shared: true, Wait: true}}}))
+					f.acquire(r, "q", "", true)
+				}
+				release := f.cmd(w, &fsmpb.Command{Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "x", Token: tok}}})
+				f.ready()
+				if res := f.apply(release); len(res.GetGrants()) != n {
+					b.Fatalf("%d grants, want %d", len(res.GetGrants()), n)
+				}
+			}
+		})
+	}
+}
