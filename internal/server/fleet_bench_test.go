@@ -147,3 +147,32 @@ func TestGrantModesIn(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchManyLocksOneEntry: an entry that changes more watched locks
+// than inspect scans for duplicates (the expiry of a session waiting for
+// 40, each also in its waits_ended twice over) offers each watcher its
+// lock's new state once.
+func TestWatchManyLocksOneEntry(t *testing.T) {
+	wm := newWatchedMachine(t)
+	holder, s := wm.open(), wm.open()
+	var ws []*watcher
+	for i := range 40 {
+		name := fmt.Sprintf("jobs/%d", i)
+		wm.batch(acquireCmd(holder, uint64(i+1), name))
+		for k := range 2 {
+			wm.batch(&fsmpb.Command{SessionId: s, Seq: uint64(2*i + k + 1), Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+				Lock: name, OwnerKey: fmt.Sprint(k), Wait: true}}})
+		}
+		ws = append(ws, wm.watch(name))
+	}
+	res := wm.batch(&fsmpb.Command{Op: &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{SessionId: s}}})
+	if n := len(res[0].GetWaitsEnded()); n != 80 {
+		t.Fatalf("%d waits ended, want 80", n)
+	}
+	for _, w := range ws {
+		q, lagged := w.take()
+		if len(q) != 1 || lagged || len(q[0].GetLock().GetWaiters()) != 0 {
+			t.Fatalf("watcher of %s: %d states (lagged %v), want 1 without waiters: %v", w.name, len(q), lagged, q)
+		}
+	}
+}
