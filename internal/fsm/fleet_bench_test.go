@@ -309,3 +309,74 @@ func BenchmarkQueueManyKeys(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSemaphoreHolders is one entry on a semaphore with n permits,
+// all held by sessions of their own: the last holder's release, its
+// reentrant acquire, and the expiry of its session; and (expire-waiter)
+// the expiry of the session of the middle waiter of a mutex with n
+// waiters.
+func BenchmarkSemaphoreHolders(b *testing.B) {
+	for _, op := range []string{"release", "reenter", "expire", "expire-waiter"} {
+		for _, n := range []int{16, 256, 1024, 10000} {
+			b.Run(fmt.Sprintf("%s/n=%d", op, n), func(b *testing.B) {
+				for b.Loop() {
+					b.StopTimer()
+					f := newFleet(b)
+					acq := &fsmpb.Acquire{Lock: "sem", Limit: uint32(n), Shared: true}
+					count := n
+					if op == "expire-waiter" {
+						acq, count = &fsmpb.Acquire{Lock: "sem", Wait: true}, n+1
+					}
+					sessions := make([]uint64, count)
+					var tok uint64
+					for i := range sessions {
+						sessions[i] = f.open()
+						tok = f.apply(f.cmd(sessions[i], &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: acq}})).GetAcquire().GetToken()
+					}
+					last := sessions[count-1]
+					var cmd *fsmpb.Command
+					switch op {
+					case "release":
+						cmd = f.cmd(last, &fsmpb.Command{Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "sem", Token: tok}}})
+					case "reenter":
+						cmd = f.cmd(last, &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: acq}})
+					case "expire":
+						cmd = &fsmpb.Command{Op: &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{SessionId: last}}}
+					case "expire-waiter":
+						cmd = &fsmpb.Command{Op: &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{SessionId: sessions[1+n/2]}}}
+					}
+					f.ready()
+					f.apply(cmd)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkAcquireManyFleet is an AcquireMany of n locks by a session
+// that holds n others: free locks (granted), or locks each held by
+// another session (all or nothing: none granted).
+func BenchmarkAcquireManyFleet(b *testing.B) {
+	for _, busy := range []bool{false, true} {
+		for _, n := range []int{16, 256, rules.MaxAcquireMany} {
+			b.Run(fmt.Sprintf("busy=%v/locks=%d", busy, n), func(b *testing.B) {
+				for b.Loop() {
+					b.StopTimer()
+					f := newFleet(b)
+					s, t := f.open(), f.open()
+					names := make([]string, n)
+					for i := range names {
+						names[i] = fmt.Sprintf("set/%d", i)
+						f.acquire(s, fmt.Sprintf("held/%d", i), "", false)
+						if busy {
+							f.acquire(t, names[i], "", false)
+						}
+					}
+					cmd := f.cmd(s, &fsmpb.Command{Op: &fsmpb.Command_AcquireMany{AcquireMany: &fsmpb.AcquireMany{Locks: names, All: true}}})
+					f.ready()
+					f.apply(cmd)
+				}
+			})
+		}
+	}
+}
