@@ -65,8 +65,9 @@ func BenchmarkLockMetricsGrants(b *testing.B) {
 
 // BenchmarkWatchInspect is Inspect after an entry that changes n watched
 // locks: the expiry of a session waiting for n locks (waits=n), each
-// watched; and (queue=n) an acquire queued on a watched lock with n
-// waiters, whose state is read whole.
+// watched; (others=n) the expiry of a session that holds none of n
+// watched locks; and (queue=n) an acquire queued on a watched lock with
+// n waiters, whose state is read whole.
 func BenchmarkWatchInspect(b *testing.B) {
 	for _, n := range []int{16, 256, 1024, 10000} {
 		b.Run(fmt.Sprintf("waits=%d", n), func(b *testing.B) {
@@ -98,6 +99,35 @@ func BenchmarkWatchInspect(b *testing.B) {
 			for b.Loop() {
 				// The states read are the last recorded from the second
 				// time on: nothing is queued, the reads are.
+				wm.ws.inspect(wm.index, cmd, res, wm.m)
+			}
+		})
+	}
+	for _, n := range []int{16, 256, 1024, 10000} {
+		b.Run(fmt.Sprintf("others=%d", n), func(b *testing.B) {
+			wm := &watchedMachine{machine: &machine{m: fsm.New()}, ws: newWatches()}
+			apply := func(c *fsmpb.Command) *fsmpb.Result {
+				wm.index++
+				return wm.m.Apply(wm.index, c)
+			}
+			open := func() uint64 {
+				return apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{TtlNanos: int64(rules.DefaultTTL)}}}).GetSessionId()
+			}
+			for i := range n {
+				name := fmt.Sprintf("jobs/%d", i)
+				apply(&fsmpb.Command{SessionId: open(), Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: name}}})
+				w := &watcher{name: name, wake: make(chan struct{}, 1)}
+				if err := wm.ws.add(w); err != nil {
+					b.Fatal(err)
+				}
+				wm.ws.seed(name, lockState(wm.m, name))
+			}
+			s := open()
+			apply(&fsmpb.Command{SessionId: s, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: "unwatched"}}})
+			cmd := &fsmpb.Command{Op: &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{SessionId: s}}}
+			res := apply(cmd)
+			b.ReportAllocs()
+			for b.Loop() {
 				wm.ws.inspect(wm.index, cmd, res, wm.m)
 			}
 		})
