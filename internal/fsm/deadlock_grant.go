@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"math"
 	"slices"
 
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
@@ -218,4 +219,70 @@ func (s *session) waitDeadlocked(seq uint64, lock string, cycle []*fsmpb.Deadloc
 		Deadlock: &fsmpb.DeadlockCycle{Edges: cycle}})
 	r.claimed = c.claimed
 	*c = r
+}
+
+// reenterWaits grants the other waits of node (s, key) for l, wherever
+// they are queued, as re-entries of the hold of l this entry just granted
+// it (count + 1 each, its token), from log version 14
+// (DeadlockAtGrantVersion): an acquire of that node made now would
+// re-enter at once, so one made a moment earlier must not wait for the
+// node's own hold, nor be ended as deadlocked behind it. Below 14 such a
+// wait stays queued until the node's hold ends. A wait that differs from
+// the hold in mode, hold limit or lock-delay stays queued: an acquire
+// made now would be refused (LIMIT_MISMATCH), and endStalled ends it as
+// deadlocked behind its own node's hold.
+func (m *Machine) reenterWaits(a *apply, l *lock, s *session, key string) {
+	// The session's own waits first: a grant stays O(1) however long the
+	// queue unless the session waits for l again, which is rare.
+	again := false
+	for k := range s.waits {
+		if k.lock == l.name {
+			again = true
+			break
+		}
+	}
+	if !again {
+		return
+	}
+	h := l.holderOf(s, key)
+	if h == nil {
+		return
+	}
+	reenters := func(w *waiter) bool {
+		return w.s == s && w.ownerKey == key && w.shared == h.shared &&
+			w.holdLimit == h.holdLimit && w.lockDelay == h.lockDelay && h.count != math.MaxUint32
+	}
+	i := slices.IndexFunc(l.waiters(), func(w waiter) bool { return reenters(&w) })
+	if i < 0 {
+		return
+	}
+	h = m.changeHolder(l, h)
+	// One pass from the first: the waits that re-enter leave the queue,
+	// in queue order, and the others move up (not a scan and a shift
+	// of the queue for each, when a node waits for l many times).
+	ws := l.waiters()
+	kept := i
+	for ; i < len(ws); i++ {
+		w := &ws[i]
+		if !reenters(w) {
+			ws[kept] = *w
+			kept++
+			continue
+		}
+		seq := w.acquireSeq
+		h.count++
+		l.dropValue(s, key, seq)
+		s.dropWait(waitKey{l.name, seq})
+		m.changeSession(s)
+		s.granted(seq, l.name, h.token, h.count)
+		a.res.Grants = append(a.res.Grants, &fsmpb.Grant{
+			SessionId:  s.id,
+			AcquireSeq: seq,
+			Lock:       l.name,
+			Token:      h.token,
+			Shared:     h.shared,
+		})
+	}
+	clear(ws[kept:])
+	l.queue.waiters = ws[:kept]
 }

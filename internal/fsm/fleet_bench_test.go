@@ -380,3 +380,29 @@ func BenchmarkAcquireManyFleet(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReenterMany is the release that grants a mutex to a node
+// (session and key) that waits for it n times, its waits interleaved
+// with those of n other sessions: the grant re-enters the node's other
+// n-1 waits in the same entry (reenterWaits).
+func BenchmarkReenterMany(b *testing.B) {
+	for _, n := range fleetSizes {
+		b.Run(fmt.Sprintf("waits=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				f := newFleet(b)
+				h := f.open()
+				tok := f.acquire(h, "hot", "", false).GetToken()
+				s := f.open()
+				for range n {
+					f.acquire(s, "hot", "", true)
+					f.acquire(f.open(), "hot", "", true)
+				}
+				f.ready()
+				if res := f.release(h, "hot", "", tok); len(res.GetGrants()) != n {
+					b.Fatalf("%d grants, want %d", len(res.GetGrants()), n)
+				}
+			}
+		})
+	}
+}

@@ -353,59 +353,6 @@ func (m *Machine) grantWaiters(a *apply, l *lock) {
 	}
 }
 
-// reenterWaits grants the other waits of node (s, key) for l, wherever
-// they are queued, as re-entries of the hold of l this entry just granted
-// it (count + 1 each, its token), from log version 14
-// (DeadlockAtGrantVersion): an acquire of that node made now would
-// re-enter at once, so one made a moment earlier must not wait for the
-// node's own hold, nor be ended as deadlocked behind it. Below 14 such a
-// wait stays queued until the node's hold ends. A wait that differs from
-// the hold in mode, hold limit or lock-delay stays queued: an acquire
-// made now would be refused (LIMIT_MISMATCH), and endStalled ends it as
-// deadlocked behind its own node's hold.
-func (m *Machine) reenterWaits(a *apply, l *lock, s *session, key string) {
-	// The session's own waits first: a grant stays O(1) however long the
-	// queue unless the session waits for l again, which is rare.
-	again := false
-	for k := range s.waits {
-		if k.lock == l.name {
-			again = true
-			break
-		}
-	}
-	if !again {
-		return
-	}
-	for i := 0; i < len(l.waiters()); {
-		w := &l.waiters()[i]
-		if w.s != s || w.ownerKey != key {
-			// Most of a long queue: not a scan of l's holders each.
-			i++
-			continue
-		}
-		h := l.holderOf(s, key)
-		if h == nil || w.shared != h.shared ||
-			w.holdLimit != h.holdLimit || w.lockDelay != h.lockDelay || h.count == math.MaxUint32 {
-			i++
-			continue
-		}
-		seq := w.acquireSeq
-		h = m.changeHolder(l, h)
-		h.count++
-		l.removeWaiter(s, seq) // the next waiter moves up to i
-		s.dropWait(waitKey{l.name, seq})
-		m.changeSession(s)
-		s.granted(seq, l.name, h.token, h.count)
-		a.res.Grants = append(a.res.Grants, &fsmpb.Grant{
-			SessionId:  s.id,
-			AcquireSeq: seq,
-			Lock:       l.name,
-			Token:      h.token,
-			Shared:     h.shared,
-		})
-	}
-}
-
 func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 	if !a.needSession(s, "acquire") {
 		return
