@@ -126,29 +126,44 @@ func (m *Machine) endStalled(a *apply) {
 }
 
 // waitsBehindFree reports, when it can tell cheaply, whether each wait of
-// s is for a lock whose holders' sessions wait for nothing: then every
-// node of s that waits is free, and findStalled would find nothing. Such
-// holders are free nodes, so each waiter of that lock would be granted
-// in turn, from the head, once they let go (a waiter's node is none of
-// them: its session waits). A fleet queued on a lock whose holder waits
-// for nothing else is the usual case, and a search from each node a run
-// of grants leaves waiting in such a queue would read the queue ahead
-// of it, O(queue) each. It gives up (false: search) past a few holders.
+// s is for a lock whose holders' sessions wait for nothing
+// (holdersIdle): then every node of s that waits is free, and
+// findStalled would find nothing. A fleet queued on a lock whose holder
+// waits for nothing else is the usual case, and a search from each node
+// a run of grants leaves waiting in such a queue would read the queue
+// ahead of it, O(queue) each. It gives up (false: search) past a few
+// holders.
 func (m *Machine) waitsBehindFree(s *session) bool {
-	budget := 64
+	budget := idleBudget
 	for k := range s.waits {
-		l := m.locks[k.lock]
-		if budget -= 1 + len(l.holders); budget < 0 {
+		if budget--; !m.locks[k.lock].holdersIdle(&budget) {
 			return false
-		}
-		for i := range l.holders {
-			if len(l.holders[i].s.waits) > 0 {
-				return false
-			}
 		}
 	}
 	return true
 }
+
+// holdersIdle reports whether every holder of l is of a session that
+// waits for nothing, looking at no more than *budget holders (false past
+// it). Then each waiter of l, and a wait queued at its tail, is free:
+// those holders are free nodes, so every waiter would be granted in
+// turn, from the head, once they let go (a waiter's node is none of
+// them: its session waits). The deadlock search would find nothing.
+func (l *lock) holdersIdle(budget *int) bool {
+	if *budget -= len(l.holders); *budget < 0 {
+		return false
+	}
+	for i := range l.holders {
+		if len(l.holders[i].s.waits) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// idleBudget is how many holders (and waits) waitsBehindFree and
+// refuseDeadlock look at before they leave it to the search.
+const idleBudget = 64
 
 // findStalled returns the waits of node n, in acquire seq order, each
 // with the cycle it closes, if n waits and is deadlocked as the state

@@ -288,25 +288,34 @@ func BenchmarkWakeReadersQueued(b *testing.B) {
 
 // BenchmarkQueueManyKeys is an acquire that queues behind n waits of its
 // own session under other owner keys (a process whose goroutines each
-// take the lock under a key of their own): its deadlock search reads
-// each of those nodes' waits.
+// take the lock under a key of their own). With the holder's session
+// waiting for nothing (idle) no search is needed; with it waiting for
+// another lock (waiting), the acquire's deadlock search reads each of
+// those nodes' waits.
 func BenchmarkQueueManyKeys(b *testing.B) {
-	for _, n := range []int{16, 64, 256, 512} {
-		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
-			for b.Loop() {
-				b.StopTimer()
-				f := newFleet(b)
-				f.acquire(f.open(), "hot", "", false)
-				s := f.open()
-				for i := range n {
-					f.acquire(s, "hot", fmt.Sprint(i), true)
+	for _, waiting := range []bool{false, true} {
+		for _, n := range []int{16, 64, 256, 512} {
+			b.Run(fmt.Sprintf("holder-waits=%v/keys=%d", waiting, n), func(b *testing.B) {
+				for b.Loop() {
+					b.StopTimer()
+					f := newFleet(b)
+					h := f.open()
+					f.acquire(h, "hot", "", false)
+					if waiting {
+						f.acquire(f.open(), "side", "", false)
+						f.acquire(h, "side", "", true)
+					}
+					s := f.open()
+					for i := range n {
+						f.acquire(s, "hot", fmt.Sprint(i), true)
+					}
+					f.ready()
+					if o := f.acquire(s, "hot", "last", true); o.GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED {
+						b.Fatalf("acquire: %v", o)
+					}
 				}
-				f.ready()
-				if o := f.acquire(s, "hot", "last", true); o.GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED {
-					b.Fatalf("acquire: %v", o)
-				}
-			}
-		})
+			})
+		}
 	}
 }
 
