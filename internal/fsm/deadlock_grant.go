@@ -94,8 +94,8 @@ func (m *Machine) mayStall(a *apply, s *session, key string) {
 	// not a scan of those so far for each.
 	if a.stalledSet == nil {
 		a.stalledSet = make(map[dlNode]struct{}, 2*len(a.stalled))
-		for _, m := range a.stalled {
-			a.stalledSet[m] = struct{}{}
+		for _, x := range a.stalled {
+			a.stalledSet[x] = struct{}{}
 		}
 	}
 	if _, ok := a.stalledSet[n]; !ok {
