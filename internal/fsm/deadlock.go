@@ -159,6 +159,11 @@ func (m *Machine) refuseDeadlock(a *apply, l *lock, s *session, ownerKey string,
 	if m.LogVersion() < DeadlockVersion {
 		return false
 	}
+	if budget := idleBudget; l.holdersIdle(&budget) {
+		// The wait would be granted in its turn (deadlock_grant.go):
+		// not a search of the queue ahead of it, a fleet's usual case.
+		return false
+	}
 	cycle := findDeadlock(m, l, s, ownerKey, shared)
 	if cycle == nil {
 		return false

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"math"
 	"slices"
 
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
@@ -83,7 +84,22 @@ func (m *Machine) mayStall(a *apply, s *session, key string) {
 		return
 	}
 	n := dlNode{s, key}
-	if !slices.Contains(a.stalled, n) {
+	if len(a.stalled) < 16 {
+		if !slices.Contains(a.stalled, n) {
+			a.stalled = append(a.stalled, n)
+		}
+		return
+	}
+	// An entry that grants a run of readers may record thousands: a set,
+	// not a scan of those so far for each.
+	if a.stalledSet == nil {
+		a.stalledSet = make(map[dlNode]struct{}, 2*len(a.stalled))
+		for _, x := range a.stalled {
+			a.stalledSet[x] = struct{}{}
+		}
+	}
+	if _, ok := a.stalledSet[n]; !ok {
+		a.stalledSet[n] = struct{}{}
 		a.stalled = append(a.stalled, n)
 	}
 }
@@ -97,14 +113,57 @@ func (m *Machine) endStalled(a *apply) {
 		if m.sessions[n.s.id] != n.s {
 			continue // its session ended later in the entry
 		}
-		ws := findStalled(m, n)
+		var ws []stalledWait
+		if !m.waitsBehindFree(n.s) {
+			ws = findStalled(m, n)
+		}
 		if m.searchedStalled != nil {
 			m.searchedStalled(n.s.id, n.key, ws)
 		}
 		m.endWaits(a, n, ws)
 	}
-	a.stalled = nil
+	a.stalled, a.stalledSet = nil, nil
 }
+
+// waitsBehindFree reports, when it can tell cheaply, whether each wait of
+// s is for a lock whose holders' sessions wait for nothing
+// (holdersIdle): then every node of s that waits is free, and
+// findStalled would find nothing. A fleet queued on a lock whose holder
+// waits for nothing else is the usual case, and a search from each node
+// a run of grants leaves waiting in such a queue would read the queue
+// ahead of it, O(queue) each. It gives up (false: search) past a few
+// holders.
+func (m *Machine) waitsBehindFree(s *session) bool {
+	budget := idleBudget
+	for k := range s.waits {
+		if budget--; !m.locks[k.lock].holdersIdle(&budget) {
+			return false
+		}
+	}
+	return true
+}
+
+// holdersIdle reports whether every holder of l is of a session that
+// waits for nothing, looking at no more than *budget holders (false past
+// it). Then each waiter of l, and a wait queued at its tail, is free:
+// those holders are free nodes, so every waiter would be granted in
+// turn, from the head, once they let go (a waiter's node is none of
+// them: its session waits). The deadlock search would find nothing.
+func (l *lock) holdersIdle(budget *int) bool {
+	if *budget -= len(l.holders); *budget < 0 {
+		return false
+	}
+	for i := range l.holders {
+		if len(l.holders[i].s.waits) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// idleBudget is how many holders (and waits) waitsBehindFree and
+// refuseDeadlock look at before they leave it to the search.
+const idleBudget = 64
 
 // findStalled returns the waits of node n, in acquire seq order, each
 // with the cycle it closes, if n waits and is deadlocked as the state
@@ -175,4 +234,70 @@ func (s *session) waitDeadlocked(seq uint64, lock string, cycle []*fsmpb.Deadloc
 		Deadlock: &fsmpb.DeadlockCycle{Edges: cycle}})
 	r.claimed = c.claimed
 	*c = r
+}
+
+// reenterWaits grants the other waits of node (s, key) for l, wherever
+// they are queued, as re-entries of the hold of l this entry just granted
+// it (count + 1 each, its token), from log version 14
+// (DeadlockAtGrantVersion): an acquire of that node made now would
+// re-enter at once, so one made a moment earlier must not wait for the
+// node's own hold, nor be ended as deadlocked behind it. Below 14 such a
+// wait stays queued until the node's hold ends. A wait that differs from
+// the hold in mode, hold limit or lock-delay stays queued: an acquire
+// made now would be refused (LIMIT_MISMATCH), and endStalled ends it as
+// deadlocked behind its own node's hold.
+func (m *Machine) reenterWaits(a *apply, l *lock, s *session, key string) {
+	// The session's own waits first: a grant stays O(1) however long the
+	// queue unless the session waits for l again, which is rare.
+	again := false
+	for k := range s.waits {
+		if k.lock == l.name {
+			again = true
+			break
+		}
+	}
+	if !again {
+		return
+	}
+	h := l.holderOf(s, key)
+	if h == nil {
+		return
+	}
+	reenters := func(w *waiter) bool {
+		return w.s == s && w.ownerKey == key && w.shared == h.shared &&
+			w.holdLimit == h.holdLimit && w.lockDelay == h.lockDelay && h.count != math.MaxUint32
+	}
+	i := slices.IndexFunc(l.waiters(), func(w waiter) bool { return reenters(&w) })
+	if i < 0 {
+		return
+	}
+	h = m.changeHolder(l, h)
+	// One pass from the first: the waits that re-enter leave the queue,
+	// in queue order, and the others move up (not a scan and a shift
+	// of the queue for each, when a node waits for l many times).
+	ws := l.waiters()
+	kept := i
+	for ; i < len(ws); i++ {
+		w := &ws[i]
+		if !reenters(w) {
+			ws[kept] = *w
+			kept++
+			continue
+		}
+		seq := w.acquireSeq
+		h.count++
+		l.dropValue(s, key, seq)
+		s.dropWait(waitKey{l.name, seq})
+		m.changeSession(s)
+		s.granted(seq, l.name, h.token, h.count)
+		a.res.Grants = append(a.res.Grants, &fsmpb.Grant{
+			SessionId:  s.id,
+			AcquireSeq: seq,
+			Lock:       l.name,
+			Token:      h.token,
+			Shared:     h.shared,
+		})
+	}
+	clear(ws[kept:])
+	l.queue.waiters = ws[:kept]
 }

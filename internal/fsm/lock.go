@@ -218,6 +218,36 @@ func (l *lock) removeWaiter(s *session, seq uint64) {
 	}
 }
 
+// removeWaiters is removeWaiter for each of seqs (ascending) in turn, in
+// one pass over the queue: a session that ends with n waits in a queue
+// of a few thousand would otherwise scan and shift it n times.
+func (l *lock) removeWaiters(s *session, seqs []uint64) {
+	if len(seqs) == 1 || l.queue == nil {
+		for _, seq := range seqs {
+			l.removeWaiter(s, seq)
+		}
+		return
+	}
+	keys := make([]string, len(seqs))
+	found := make([]bool, len(seqs))
+	l.queue.waiters = slices.DeleteFunc(l.queue.waiters, func(w waiter) bool {
+		if w.s != s {
+			return false
+		}
+		i, ok := slices.BinarySearch(seqs, w.acquireSeq)
+		if !ok || found[i] {
+			return false // removeWaiter removes the first of (s, seq) only
+		}
+		found[i], keys[i] = true, w.ownerKey
+		return true
+	})
+	for i, seq := range seqs {
+		if found[i] {
+			l.dropValue(s, keys[i], seq)
+		}
+	}
+}
+
 // popWaiter removes and returns the head of the queue, which is not empty.
 // It moves the slice past the head instead of shifting the queue (a grant
 // stays O(1) however long the queue); the vacated slot is cleared so it
@@ -320,54 +350,6 @@ func (m *Machine) grantWaiters(a *apply, l *lock) {
 	if len(l.holders) == 0 && len(l.waiters()) == 0 && !l.delayed() {
 		delete(m.locks, l.name)
 		m.lockTree.Delete(l.lockState)
-	}
-}
-
-// reenterWaits grants the other waits of node (s, key) for l, wherever
-// they are queued, as re-entries of the hold of l this entry just granted
-// it (count + 1 each, its token), from log version 14
-// (DeadlockAtGrantVersion): an acquire of that node made now would
-// re-enter at once, so one made a moment earlier must not wait for the
-// node's own hold, nor be ended as deadlocked behind it. Below 14 such a
-// wait stays queued until the node's hold ends. A wait that differs from
-// the hold in mode, hold limit or lock-delay stays queued: an acquire
-// made now would be refused (LIMIT_MISMATCH), and endStalled ends it as
-// deadlocked behind its own node's hold.
-func (m *Machine) reenterWaits(a *apply, l *lock, s *session, key string) {
-	// The session's own waits first: a grant stays O(1) however long the
-	// queue unless the session waits for l again, which is rare.
-	again := false
-	for k := range s.waits {
-		if k.lock == l.name {
-			again = true
-			break
-		}
-	}
-	if !again {
-		return
-	}
-	for i := 0; i < len(l.waiters()); {
-		w := &l.waiters()[i]
-		h := l.holderOf(s, key)
-		if w.s != s || w.ownerKey != key || h == nil || w.shared != h.shared ||
-			w.holdLimit != h.holdLimit || w.lockDelay != h.lockDelay || h.count == math.MaxUint32 {
-			i++
-			continue
-		}
-		seq := w.acquireSeq
-		h = m.changeHolder(l, h)
-		h.count++
-		l.removeWaiter(s, seq) // the next waiter moves up to i
-		s.dropWait(waitKey{l.name, seq})
-		m.changeSession(s)
-		s.granted(seq, l.name, h.token, h.count)
-		a.res.Grants = append(a.res.Grants, &fsmpb.Grant{
-			SessionId:  s.id,
-			AcquireSeq: seq,
-			Lock:       l.name,
-			Token:      h.token,
-			Shared:     h.shared,
-		})
 	}
 }
 

@@ -113,6 +113,8 @@ type apply struct {
 	// stalled are the nodes that lost a wait this entry and may be
 	// deadlocked by it (mayStall), searched once it is done.
 	stalled []dlNode
+	// stalledSet has the nodes of stalled once they are many.
+	stalledSet map[dlNode]struct{}
 }
 
 // newOutcome returns a zero AcquireOutcome: a.outcome the first time.

@@ -592,21 +592,44 @@ func (m *Machine) dropWaits(a *apply, s *session, code fsmpb.Error, holdsEnd boo
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, compareWaitKeys)
-	for i, k := range keys {
-		l := m.locks[k.lock]
+	held := func(l *lock) bool { return slices.Contains(s.held, l) }
+	if holdsEnd && len(s.held) > 16 {
+		// A session with many holds and waits: one set, not a scan of
+		// its holds for each lock it waits for.
+		set := make(map[*lock]struct{}, len(s.held))
+		for _, l := range s.held {
+			set[l] = struct{}{}
+		}
+		held = func(l *lock) bool { _, ok := set[l]; return ok }
+	}
+	var seqs []uint64
+	for i := 0; i < len(keys); {
+		// The waits of one lock leave its queue together.
+		j := i + 1
+		for j < len(keys) && keys[j].lock == keys[i].lock {
+			j++
+		}
+		l := m.locks[keys[i].lock]
 		m.changeLock(l)
-		l.removeWaiter(s, k.seq)
-		s.dropWait(k)
-		m.changeSession(s)
-		s.waitEnded(k.seq, k.lock, code)
-		a.res.WaitsEnded = append(a.res.WaitsEnded, &fsmpb.WaitEnded{
-			SessionId:  s.id,
-			AcquireSeq: k.seq,
-			Lock:       k.lock,
-			Error:      code,
-		})
-		if (i+1 == len(keys) || keys[i+1].lock != k.lock) && !(holdsEnd && slices.Contains(s.held, l)) {
+		seqs = seqs[:0]
+		for _, k := range keys[i:j] {
+			seqs = append(seqs, k.seq)
+		}
+		l.removeWaiters(s, seqs)
+		for _, k := range keys[i:j] {
+			s.dropWait(k)
+			m.changeSession(s)
+			s.waitEnded(k.seq, k.lock, code)
+			a.res.WaitsEnded = append(a.res.WaitsEnded, &fsmpb.WaitEnded{
+				SessionId:  s.id,
+				AcquireSeq: k.seq,
+				Lock:       k.lock,
+				Error:      code,
+			})
+		}
+		if !(holdsEnd && held(l)) {
 			m.grantWaiters(a, l)
 		}
+		i = j
 	}
 }

@@ -221,6 +221,10 @@ func (h *hub) dropAll(err error) {
 func (h *hub) publish(res *fsmpb.Result) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	var modeIn func(*fsmpb.Grant) grantMode
+	if h.signs && len(res.GetGrants()) > 0 {
+		modeIn = grantModesIn(res)
+	}
 	for _, g := range res.GetGrants() {
 		id := waitID{g.GetSessionId(), g.GetAcquireSeq()}
 		for _, w := range h.waits[id] {
@@ -229,7 +233,7 @@ func (h *hub) publish(res *fsmpb.Result) {
 		delete(h.waits, id)
 		var sign *grantMode
 		if h.signs {
-			mode := grantModeIn(res, g)
+			mode := modeIn(g)
 			sign = &mode
 		}
 		for ch := range h.channels[g.GetSessionId()] {

@@ -142,6 +142,28 @@ func modeOf(cmd *fsmpb.Command) grantMode {
 	return grantMode{shared: op.GetShared(), holdLimit: op.GetHoldLimitNanos()}
 }
 
+// grantModesIn returns grantModeIn for the grants of res. An entry that
+// lets in a run of readers with hold limits has as many limited holds as
+// grants: past a few, their limits are indexed once, not scanned for each
+// grant (the last of equal ones counting, as in the scan).
+func grantModesIn(res *fsmpb.Result) func(*fsmpb.Grant) grantMode {
+	limited := res.GetLiveness().GetLimitedHoldsGranted()
+	if len(limited) < 64 {
+		return func(g *fsmpb.Grant) grantMode { return grantModeIn(res, g) }
+	}
+	type hold struct {
+		session, token uint64
+		lock           string
+	}
+	limits := make(map[hold]int64, len(limited))
+	for _, h := range limited {
+		limits[hold{h.GetSessionId(), h.GetToken(), h.GetLock()}] = h.GetHoldLimitNanos()
+	}
+	return func(g *fsmpb.Grant) grantMode {
+		return grantMode{shared: g.GetShared(), holdLimit: limits[hold{g.GetSessionId(), g.GetToken(), g.GetLock()}]}
+	}
+}
+
 // grantModeIn is the mode of g, granted by the entry whose result is res:
 // a limited hold's limit is in the result's report to the tracker.
 func grantModeIn(res *fsmpb.Result, g *fsmpb.Grant) grantMode {

@@ -184,8 +184,28 @@ func (ws *watches) inspect(index uint64, cmd *fsmpb.Command, res *fsmpb.Result, 
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	var marked []string
+	var seen map[string]struct{} // marked's names, once there are many
 	mark := func(name string) {
-		if _, ok := ws.byName[name]; ok && !slices.Contains(marked, name) {
+		if _, ok := ws.byName[name]; !ok {
+			return
+		}
+		if seen == nil {
+			if slices.Contains(marked, name) {
+				return
+			}
+			marked = append(marked, name)
+			if len(marked) == 32 {
+				// An entry that ends a session's waits for many watched
+				// locks: a set, not a scan of those so far for each.
+				seen = make(map[string]struct{}, 2*len(marked))
+				for _, n := range marked {
+					seen[n] = struct{}{}
+				}
+			}
+			return
+		}
+		if _, dup := seen[name]; !dup {
+			seen[name] = struct{}{}
 			marked = append(marked, name)
 		}
 	}
