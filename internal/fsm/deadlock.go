@@ -159,11 +159,6 @@ func (m *Machine) refuseDeadlock(a *apply, l *lock, s *session, ownerKey string,
 	if m.LogVersion() < DeadlockVersion {
 		return false
 	}
-	if budget := idleBudget; l.holdersIdle(&budget) {
-		// The wait would be granted in its turn (deadlock_grant.go):
-		// not a search of the queue ahead of it, a fleet's usual case.
-		return false
-	}
 	cycle := findDeadlock(m, l, s, ownerKey, shared)
 	if cycle == nil {
 		return false
@@ -177,7 +172,7 @@ func (m *Machine) refuseDeadlock(a *apply, l *lock, s *session, ownerKey string,
 // shared or not, queued at l's tail, would close, or nil if the wait
 // would not be deadlocked (or the search hit MaxDeadlockSearch).
 func findDeadlock(m *Machine, l *lock, s *session, ownerKey string, shared bool) []*fsmpb.DeadlockEdge {
-	if !slices.ContainsFunc(l.holders, func(h holder) bool { return len(h.s.waits) > 0 }) {
+	if l.holdersWaitForNothing() {
 		// No holder's session waits, the common queue of a contended
 		// lock: every holder is free, then every waiter in turn (none
 		// holds the lock: it would be a holder whose session waits), and

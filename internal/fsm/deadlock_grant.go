@@ -153,16 +153,18 @@ func (l *lock) holdersIdle(budget *int) bool {
 	if *budget -= len(l.holders); *budget < 0 {
 		return false
 	}
-	for i := range l.holders {
-		if len(l.holders[i].s.waits) > 0 {
-			return false
-		}
-	}
-	return true
+	return l.holdersWaitForNothing()
 }
 
-// idleBudget is how many holders (and waits) waitsBehindFree and
-// refuseDeadlock look at before they leave it to the search.
+// holdersWaitForNothing reports whether no holder of l is of a session
+// that waits (holdersIdle, without a bound: findDeadlock asks it before
+// a search that would read the holders anyway).
+func (l *lock) holdersWaitForNothing() bool {
+	return !slices.ContainsFunc(l.holders, func(h holder) bool { return len(h.s.waits) > 0 })
+}
+
+// idleBudget is how many holders (and waits) waitsBehindFree looks at
+// before it leaves it to the search.
 const idleBudget = 64
 
 // findStalled returns the waits of node n, in acquire seq order, each

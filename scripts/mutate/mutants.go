@@ -56,9 +56,9 @@ var mutants = []mutant{
 		to:   "\t_ = ownerKey\n",
 	},
 	{
-		name: "fsm/deadlock-search-skipped-for-waiting-holders", file: "internal/fsm/deadlock.go", checks: fsmChecks,
-		from: "if !slices.ContainsFunc(l.holders, func(h holder) bool { return len(h.s.waits) > 0 }) {",
-		to:   "if !slices.ContainsFunc(l.holders, func(h holder) bool { return len(h.s.waits) > 1 }) {",
+		name: "fsm/deadlock-search-skipped-for-waiting-holders", file: "internal/fsm/deadlock_grant.go", checks: fsmChecks,
+		from: "return !slices.ContainsFunc(l.holders, func(h holder) bool { return len(h.s.waits) > 0 })",
+		to:   "return !slices.ContainsFunc(l.holders, func(h holder) bool { return len(h.s.waits) > 1 })",
 	},
 	{
 		name: "fsm/deadlock-search-reads-one-wait-of-many", file: "internal/fsm/deadlock.go", checks: fsmChecks,
