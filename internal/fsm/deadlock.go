@@ -123,11 +123,45 @@ type deadlockSearch struct {
 	ids    map[*session]int32 // a session's last node found; dlNodeState.next the one before
 	locks  []dlLock
 	lockID map[*lock]int32
-	looked int       // holds and waits looked at
-	freed  []int32   // nodes freed and not yet propagated
-	dirty  []int32   // locks whose queue head may now be granted
-	keys   []waitKey // readWaits' scratch
+	looked int         // holds and waits looked at
+	freed  []int32     // nodes freed and not yet propagated
+	dirty  []int32     // locks whose queue head may now be granted
+	keys   []waitKey   // readWaits' scratch
+	found  []foundWait // readWaits' scratch
+	// sessionWaits has the waits, in seq order and found in their
+	// queues, of each session with many (manyWaits) that the search
+	// read: every node of the session reads them all (each skips the
+	// other keys' waits), so they are sorted and found once.
+	sessionWaits map[*session][]foundWait
+	// places has the place of every waiter of each long queue
+	// (longQueue) whose waiters the search looked up, by indexed: one
+	// pass over the queue, not a scan of it for each waiter.
+	places  map[waiterRef]int32
+	indexed map[*lock]bool
 }
+
+// foundWait is a wait of a session: its lock, its place in the lock's
+// queue (-1 if not there) and that waiter's owner key.
+type foundWait struct {
+	l   *lock
+	i   int
+	key string
+}
+
+// waiterRef names a waiter of a lock: its session and acquire seq.
+type waiterRef struct {
+	l   *lock
+	s   *session
+	seq uint64
+}
+
+// A session's waits are found once per search from manyWaits; a queue
+// is indexed once per search from longQueue waiters. (Below, sorting and
+// scanning again cost less than the maps.)
+const (
+	manyWaits = 8
+	longQueue = 32
+)
 
 // reset readies d for a search of m.
 func (d *deadlockSearch) reset(m *Machine) {
@@ -149,6 +183,9 @@ func (d *deadlockSearch) done() {
 	d.nodes, d.locks, d.freed, d.dirty = d.nodes[:0], d.locks[:0], d.freed[:0], d.dirty[:0]
 	clear(d.ids)
 	clear(d.lockID)
+	clear(d.sessionWaits)
+	clear(d.places)
+	clear(d.indexed)
 	d.m = nil
 }
 
@@ -299,18 +336,11 @@ func (d *deadlockSearch) readWaits(n int32) bool {
 		d.nodes[n].waits = append(d.nodes[n].waits[:0], at)
 		return true
 	}
-	keys := d.keys[:0]
-	for k := range nd.s.waits {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b waitKey) int { return cmp.Compare(a.seq, b.seq) })
-	d.keys = keys
 	waits := d.nodes[n].waits[:0]
-	for _, k := range keys {
-		l := d.m.locks[k.lock]
-		i := d.waiterIndex(n, l, k.seq)
+	for _, w := range d.foundWaits(n) {
+		l, i := w.l, w.i
 		d.looked++
-		if i < 0 || l.waiters()[i].ownerKey != nd.key {
+		if i < 0 || w.key != nd.key {
 			continue
 		}
 		li := d.lock(l)
@@ -323,8 +353,47 @@ func (d *deadlockSearch) readWaits(n int32) bool {
 	return true
 }
 
+// foundWaits returns the waits of node n's session in acquire seq order,
+// each found in its queue: in d.found, or, for a session with many, in
+// d.sessionWaits, kept for its other nodes.
+func (d *deadlockSearch) foundWaits(n int32) []foundWait {
+	s := d.nodes[n].node.s
+	if ws, ok := d.sessionWaits[s]; ok {
+		return ws
+	}
+	keys := d.keys[:0]
+	for k := range s.waits {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b waitKey) int { return cmp.Compare(a.seq, b.seq) })
+	d.keys = keys
+	many := len(keys) >= manyWaits
+	found := d.found[:0]
+	if many {
+		found = make([]foundWait, 0, len(keys))
+	}
+	for _, k := range keys {
+		l := d.m.locks[k.lock]
+		w := foundWait{l: l, i: d.waiterIndex(n, l, k.seq)}
+		if w.i >= 0 {
+			w.key = l.waiters()[w.i].ownerKey
+		}
+		found = append(found, w)
+	}
+	if !many {
+		d.found = found
+		return found
+	}
+	if d.sessionWaits == nil {
+		d.sessionWaits = make(map[*session][]foundWait)
+	}
+	d.sessionWaits[s] = found
+	return found
+}
+
 // waiterIndex is l.waiterIndex for node n's waiter of acquire seq: at
-// once if need met that waiter, else by a scan of l's queue.
+// once if need met that waiter, from the queue's index if it is long,
+// else by a scan of l's queue.
 func (d *deadlockSearch) waiterIndex(n int32, l *lock, seq uint64) int {
 	nd := &d.nodes[n]
 	if at := nd.met; at.lock >= 0 && d.locks[at.lock].l == l {
@@ -332,7 +401,31 @@ func (d *deadlockSearch) waiterIndex(n int32, l *lock, seq uint64) int {
 			return int(at.pos)
 		}
 	}
-	return l.waiterIndex(nd.node.s, seq)
+	ws := l.waiters()
+	if len(ws) < longQueue {
+		return l.waiterIndex(nd.node.s, seq)
+	}
+	if !d.indexed[l] {
+		if d.indexed == nil {
+			d.indexed, d.places = make(map[*lock]bool), make(map[waiterRef]int32)
+		}
+		d.indexed[l] = true
+		for i := range ws {
+			// The first of equal ones, as lock.waiterIndex finds.
+			if r := (waiterRef{l, ws[i].s, ws[i].acquireSeq}); !hasPlace(d.places, r) {
+				d.places[r] = int32(i)
+			}
+		}
+	}
+	if i, ok := d.places[waiterRef{l, nd.node.s, seq}]; ok {
+		return int(i)
+	}
+	return -1
+}
+
+func hasPlace(places map[waiterRef]int32, r waiterRef) bool {
+	_, ok := places[r]
+	return ok
 }
 
 // settle computes the free nodes: first those that do not wait, then,

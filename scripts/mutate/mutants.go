@@ -71,6 +71,18 @@ var mutants = []mutant{
 		to:   "w.s == nd.node.s {",
 	},
 	{
+		name: "fsm/deadlock-search-index-misses-a-waiter", file: "internal/fsm/deadlock.go", checks: fsmChecks,
+		from: "\t\treturn int(i)\n\t}\n\treturn -1\n",
+		to:   "\t\treturn int(i)\n\t}\n\treturn 0\n",
+		accepted: "equivalent: every wait of a session is in its lock's queue (checkInvariants holds it after every entry), so the index never misses; " +
+			"-1 is lock.waiterIndex's answer for a wait not queued, kept alike",
+	},
+	{
+		name: "fsm/deadlock-search-reads-another-sessions-waits", file: "internal/fsm/deadlock.go", checks: fsmChecks,
+		from: "if ws, ok := d.sessionWaits[s]; ok {",
+		to:   "for _, ws := range d.sessionWaits {",
+	},
+	{
 		name: "fsm/hold-end-rewrites-other-keys", file: "internal/fsm/session.go", checks: fsmChecks,
 		from: "\t\tif c.keyed && c.ownerKey != ownerKey {\n",
 		to:   "\t\tif c.keyed && c.ownerKey != ownerKey && false {\n",
