@@ -73,23 +73,7 @@ func TestDeadlockRandomCrowded(t *testing.T) {
 					}
 					continue
 				}
-				var held []*fsmpb.Lock
-				for _, l := range h.m.Locks("", "", 0) {
-					if slices.ContainsFunc(l.GetHolders(), func(x *fsmpb.Holder) bool { return x.GetSessionId() == s }) {
-						held = append(held, l)
-					}
-				}
-				if len(held) == 0 {
-					continue
-				}
-				l := held[r.IntN(len(held))]
-				for _, x := range l.GetHolders() {
-					if x.GetSessionId() == s {
-						h.apply(&fsmpb.Command{SessionId: s, Op: &fsmpb.Command_Release{Release: &fsmpb.Release{
-							Lock: l.GetName(), OwnerKey: x.GetOwnerKey(), Token: x.GetToken()}}})
-						break
-					}
-				}
+				h.releaseOne(r, s)
 			}
 		})
 	}

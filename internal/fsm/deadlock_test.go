@@ -216,6 +216,28 @@ func (h *dlHarness) apply(cmd *fsmpb.Command) *fsmpb.Result {
 	return res
 }
 
+// releaseOne releases one of session s's holds, drawn with r, if it
+// holds any.
+func (h *dlHarness) releaseOne(r *rand.Rand, s uint64) {
+	var held []*fsmpb.Lock
+	for _, l := range h.m.Locks("", "", 0) {
+		if slices.ContainsFunc(l.GetHolders(), func(x *fsmpb.Holder) bool { return x.GetSessionId() == s }) {
+			held = append(held, l)
+		}
+	}
+	if len(held) == 0 {
+		return
+	}
+	l := held[r.IntN(len(held))]
+	for _, x := range l.GetHolders() {
+		if x.GetSessionId() == s {
+			h.apply(&fsmpb.Command{SessionId: s, Op: &fsmpb.Command_Release{Release: &fsmpb.Release{
+				Lock: l.GetName(), OwnerKey: x.GetOwnerKey(), Token: x.GetToken()}}})
+			return
+		}
+	}
+}
+
 func (h *dlHarness) acquire(session uint64, key, lock string, limit uint32, shared, wait bool) *fsmpb.Result {
 	return h.apply(&fsmpb.Command{SessionId: session, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
 		Lock: lock, OwnerKey: key, Limit: limit, Shared: shared, Wait: wait}}})
@@ -317,24 +339,7 @@ func TestDeadlockRandom(t *testing.T) {
 					name := fmt.Sprintf("%s%d", k.name, r.IntN(2))
 					h.acquire(s, key, name, k.limit, k.shared(r), r.IntN(4) > 0)
 				case op < 9:
-					// Release one of the session's holds.
-					var held []*fsmpb.Lock
-					for _, l := range h.m.Locks("", "", 0) {
-						if slices.ContainsFunc(l.GetHolders(), func(x *fsmpb.Holder) bool { return x.GetSessionId() == s }) {
-							held = append(held, l)
-						}
-					}
-					if len(held) == 0 {
-						continue
-					}
-					l := held[r.IntN(len(held))]
-					for _, x := range l.GetHolders() {
-						if x.GetSessionId() == s {
-							h.apply(&fsmpb.Command{SessionId: s, Op: &fsmpb.Command_Release{Release: &fsmpb.Release{
-								Lock: l.GetName(), OwnerKey: x.GetOwnerKey(), Token: x.GetToken()}}})
-							break
-						}
-					}
+					h.releaseOne(r, s)
 				default:
 					// Cancel one of its waits (its context ended).
 					for _, l := range h.m.Locks("", "", 0) {
