@@ -71,18 +71,7 @@ func BenchmarkLockMetricsGrants(b *testing.B) {
 func BenchmarkWatchInspect(b *testing.B) {
 	for _, n := range []int{16, 256, 1024, 10000} {
 		b.Run(fmt.Sprintf("waits=%d", n), func(b *testing.B) {
-			wm := &watchedMachine{machine: &machine{m: fsm.New()}, ws: newWatches()}
-			apply := func(c *fsmpb.Command) *fsmpb.Result {
-				wm.index++
-				res := wm.m.Apply(wm.index, c)
-				if err := fsm.ErrorOf(res); err != nil {
-					b.Fatal(err)
-				}
-				return res
-			}
-			open := func() uint64 {
-				return apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{TtlNanos: int64(rules.DefaultTTL)}}}).GetSessionId()
-			}
+			wm, apply, open := newInspectBench(b)
 			t, s := open(), open()
 			for i := range n {
 				name := fmt.Sprintf("jobs/%d", i)
@@ -105,14 +94,7 @@ func BenchmarkWatchInspect(b *testing.B) {
 	}
 	for _, n := range []int{16, 256, 1024, 10000} {
 		b.Run(fmt.Sprintf("others=%d", n), func(b *testing.B) {
-			wm := &watchedMachine{machine: &machine{m: fsm.New()}, ws: newWatches()}
-			apply := func(c *fsmpb.Command) *fsmpb.Result {
-				wm.index++
-				return wm.m.Apply(wm.index, c)
-			}
-			open := func() uint64 {
-				return apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{TtlNanos: int64(rules.DefaultTTL)}}}).GetSessionId()
-			}
+			wm, apply, open := newInspectBench(b)
 			for i := range n {
 				name := fmt.Sprintf("jobs/%d", i)
 				apply(&fsmpb.Command{SessionId: open(), Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: name}}})
@@ -134,18 +116,15 @@ func BenchmarkWatchInspect(b *testing.B) {
 	}
 	for _, n := range []int{16, 256, 1024, 10000} {
 		b.Run(fmt.Sprintf("queue=%d", n), func(b *testing.B) {
-			wm := &watchedMachine{machine: &machine{m: fsm.New()}, ws: newWatches()}
+			wm, apply, open := newInspectBench(b)
 			var res *fsmpb.Result
 			var cmd *fsmpb.Command
 			for i := range n + 1 {
-				wm.index++
-				s := wm.m.Apply(wm.index, &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{TtlNanos: int64(rules.DefaultTTL)}}}).GetSessionId()
-				wm.index++
-				cmd = &fsmpb.Command{SessionId: s, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: "jobs/x", Wait: i > 0}}}
+				cmd = &fsmpb.Command{SessionId: open(), Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: "jobs/x", Wait: i > 0}}}
 				if i > 0 {
 					cmd.Seq, cmd.MinUnackedSeq = 1, 1
 				}
-				res = wm.m.Apply(wm.index, cmd)
+				res = apply(cmd)
 			}
 			w := &watcher{name: "jobs/x", wake: make(chan struct{}, 1)}
 			if err := wm.ws.add(w); err != nil {
@@ -157,6 +136,24 @@ func BenchmarkWatchInspect(b *testing.B) {
 			}
 		})
 	}
+}
+
+// newInspectBench is a state machine for BenchmarkWatchInspect with its
+// watches, and apply and open, which fail the benchmark on a refusal.
+func newInspectBench(b *testing.B) (*watchedMachine, func(*fsmpb.Command) *fsmpb.Result, func() uint64) {
+	wm := &watchedMachine{machine: &machine{m: fsm.New()}, ws: newWatches()}
+	apply := func(c *fsmpb.Command) *fsmpb.Result {
+		wm.index++
+		res := wm.m.Apply(wm.index, c)
+		if err := fsm.ErrorOf(res); err != nil {
+			b.Fatal(err)
+		}
+		return res
+	}
+	open := func() uint64 {
+		return apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{TtlNanos: int64(rules.DefaultTTL)}}}).GetSessionId()
+	}
+	return wm, apply, open
 }
 
 // TestGrantModesIn: the index of many limited holds gives each grant the
