@@ -143,41 +143,23 @@ func BenchmarkWakeReaders(b *testing.B) {
 func BenchmarkHandoffQueue(b *testing.B) {
 	for _, n := range []int{16, 256, 1024, 4000} {
 		b.Run(fmt.Sprintf("waiters=%d", n), func(b *testing.B) {
-			m := New()
-			m.SetLogVersion(LogVersion)
-			idx := uint64(0)
-			apply := func(c *fsmpb.Command) *fsmpb.Result {
-				idx++
-				res := m.Apply(idx, c)
-				if err := ErrorOf(res); err != nil {
-					b.Fatal(err)
-				}
-				return res
-			}
+			f := newFleet(b)
 			sessions := make([]uint64, n+1)
-			seqs := make(map[uint64]uint64)
-			acquire := func(s uint64) *fsmpb.Result {
-				seqs[s]++
-				return apply(&fsmpb.Command{SessionId: s, Seq: seqs[s], MinUnackedSeq: seqs[s],
-					Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: "hot", Wait: true}}})
-			}
 			for i := range sessions {
-				sessions[i] = apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{TtlNanos: int64(rules.DefaultTTL)}}}).GetSessionId()
+				sessions[i] = f.open()
 			}
-			holder, token := sessions[0], acquire(sessions[0]).GetAcquire().GetToken()
+			holder, token := sessions[0], f.acquire(sessions[0], "hot", "", true).GetToken()
 			for _, s := range sessions[1:] {
-				acquire(s)
+				f.acquire(s, "hot", "", true)
 			}
+			f.ready()
 			b.ReportAllocs()
 			for b.Loop() {
-				seqs[holder]++
-				res := apply(&fsmpb.Command{SessionId: holder, Seq: seqs[holder], MinUnackedSeq: seqs[holder],
-					Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "hot", Token: token}}})
-				g := res.GetGrants()
+				g := f.release(holder, "hot", "", token).GetGrants()
 				if len(g) != 1 {
-					b.Fatalf("release did not hand over: %v", res)
+					b.Fatalf("release did not hand over: %v", g)
 				}
-				if acquire(holder).GetAcquire().GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED {
+				if f.acquire(holder, "hot", "", true).GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED {
 					b.Fatal("the releaser's acquire did not queue")
 				}
 				holder, token = g[0].GetSessionId(), g[0].GetToken()
