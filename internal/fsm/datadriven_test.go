@@ -621,7 +621,7 @@ func formatResult(r *fsmpb.Result) string {
 	}
 	formatCycle(&b, "  ", r.GetDeadlock().GetEdges())
 	for _, g := range r.GetGrants() {
-		fmt.Fprintf(&b, "  grant %s to s%d seq=%d token=%d%s\n", g.GetLock(), g.GetSessionId(), g.GetAcquireSeq(), g.GetToken(), sharedMark(g.GetShared()))
+		fmt.Fprintf(&b, "  grant %s to s%d seq=%d token=%d%s\n", g.GetLock(), g.GetSessionId(), g.GetAcquireSeq(), g.GetToken(), sharedMark(g.GetShared())+reentryMark(g.GetReentry()))
 	}
 	for _, w := range r.GetWaitsEnded() {
 		fmt.Fprintf(&b, "  wait-ended %s s%d seq=%d %s\n", w.GetLock(), w.GetSessionId(), w.GetAcquireSeq(),
@@ -730,6 +730,13 @@ func holdLimitMark(nanos int64) string {
 		return ""
 	}
 	return " hold-limit=" + time.Duration(nanos).String()
+}
+
+func reentryMark(reentry bool) string {
+	if reentry {
+		return " reentry"
+	}
+	return ""
 }
 
 func sharedMark(shared bool) string {

@@ -298,6 +298,7 @@ func (m *Machine) reenterWaits(a *apply, l *lock, s *session, key string) {
 			Lock:       l.name,
 			Token:      h.token,
 			Shared:     h.shared,
+			Reentry:    true,
 		})
 	}
 	clear(ws[kept:])

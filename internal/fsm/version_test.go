@@ -118,7 +118,7 @@ var fieldCounts = map[protoreflect.FullName]int{
 	"baton.fsm.v1.Permission": 2, "baton.fsm.v1.AuditRecord": 4,
 	"baton.fsm.v1.RotateSigningKey": 3, "baton.fsm.v1.SigningKey": 5,
 	"baton.fsm.v1.RevokeHold": 3, "baton.fsm.v1.EndRevokedHold": 3, "baton.fsm.v1.HoldRevoked": 7,
-	"baton.fsm.v1.Grant": 5, "baton.fsm.v1.WaitEnded": 5, "baton.fsm.v1.HoldEnded": 4,
+	"baton.fsm.v1.Grant": 6, "baton.fsm.v1.WaitEnded": 5, "baton.fsm.v1.HoldEnded": 4,
 	"baton.fsm.v1.Liveness": 8, "baton.fsm.v1.LockDelay": 3, "baton.fsm.v1.SessionOpened": 3, "baton.fsm.v1.WaitQueued": 4, "baton.fsm.v1.LimitedHold": 5,
 }
 

@@ -216,7 +216,9 @@ func (lm *lockMetrics) series(name string) *prefixSeries {
 // applied counts what the entry at index, cmd, did to locks (res): on
 // the Ready loop, for each applied command, in log order. A grant is the
 // entry's own when its token is the entry's index (a reentrant acquire,
-// or an answer from the exactly-once cache, shows an older token).
+// or an answer from the exactly-once cache, shows an older token); a
+// queued wait granted as a re-entry of a hold the same entry granted its
+// node is marked so (Grant.reentry), and is no new hold either.
 func (lm *lockMetrics) applied(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
 	wall := cmd.GetWallTimeUnixNano()
 	refused := res.GetError() != fsmpb.Error_ERROR_NONE
@@ -271,7 +273,12 @@ func (lm *lockMetrics) applied(index uint64, cmd *fsmpb.Command, res *fsmpb.Resu
 		}
 	}
 	for _, g := range res.GetGrants() {
-		ps := lm.granted(g.GetSessionId(), g.GetLock(), g.GetToken(), wall)
+		var ps *prefixSeries
+		if g.GetReentry() {
+			ps = lm.series(g.GetLock()) // a count more of a hold the entry granted
+		} else {
+			ps = lm.granted(g.GetSessionId(), g.GetLock(), g.GetToken(), wall)
+		}
 		lm.waitEnded(waitID{g.GetSessionId(), g.GetAcquireSeq()}, ps, true)
 	}
 	if len(lm.waitStarts) > 0 {

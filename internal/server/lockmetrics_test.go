@@ -130,6 +130,37 @@ func TestLockMetricsCountEachEntryOnce(t *testing.T) {
 	}
 }
 
+// TestLockMetricsReentryAtGrant: a session that waits twice for a lock
+// under one owner key gets one hold at the grant, its second wait a count
+// of it (reenterWaits): one grant counted, one hold timed when its
+// session closes, both waits ended.
+func TestLockMetricsReentryAtGrant(t *testing.T) {
+	mc := newMachine(t, 1)
+	mc.apply(&fsmpb.Command{Op: &fsmpb.Command_SetLogVersion{SetLogVersion: &fsmpb.SetLogVersion{Version: fsm.LogVersion}}})
+	a, b := mc.open(), mc.open()
+	token := mc.apply(acquireCmd(a, 1, "jobs/1")).GetAcquire().GetToken()
+	for seq := uint64(1); seq <= 2; seq++ {
+		wait := acquireCmd(b, seq, "jobs/1")
+		wait.GetAcquire().Wait = true
+		if st := mc.apply(wait).GetAcquire().GetStatus(); st != fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED {
+			t.Fatalf("wait %d: %v, want QUEUED", seq, st)
+		}
+	}
+	res := mc.apply(releaseCmd(a, 2, "jobs/1", token))
+	if g := res.GetGrants(); len(g) != 2 || g[0].GetReentry() || !g[1].GetReentry() {
+		t.Fatalf("grants of the release: %v, want a hold and its re-entry", g)
+	}
+	jobs := mc.lm.series("jobs/1")
+	if got := testutil.ToFloat64(jobs.grants); got != 2 {
+		t.Errorf("jobs/ grants: %v, want 2 (a's, and b's one hold)", got)
+	}
+	mc.wall += int64(5 * time.Second)
+	mc.apply(&fsmpb.Command{SessionId: b, Seq: 3, Op: &fsmpb.Command_CloseSession{CloseSession: &fsmpb.CloseSession{}}})
+	if n, sum := observations(t, jobs.holdTime); n != 2 || sum != 5 {
+		t.Errorf("jobs/ holds timed: %d, %vs; want a's (0s) and b's (5s)", n, sum)
+	}
+}
+
 // TestLockMetricsSeeded: holds granted before the metrics existed (a
 // restart, a snapshot received) are filled in from the state at the first
 // Flush, with the since the state keeps, and an expiry of their session

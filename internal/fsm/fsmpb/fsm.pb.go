@@ -2952,7 +2952,10 @@ type Grant struct {
 	Lock       string                 `protobuf:"bytes,3,opt,name=lock,proto3" json:"lock,omitempty"`
 	Token      uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
 	// shared: the hold sits beside others (a read lock's, a permit).
-	Shared        bool `protobuf:"varint,6,opt,name=shared,proto3" json:"shared,omitempty"`
+	Shared bool `protobuf:"varint,6,opt,name=shared,proto3" json:"shared,omitempty"`
+	// reentry: the wait re-entered a hold its node got in the same entry
+	// (its count + 1, the same token): no new hold began.
+	Reentry       bool `protobuf:"varint,7,opt,name=reentry,proto3" json:"reentry,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3018,6 +3021,13 @@ func (x *Grant) GetToken() uint64 {
 func (x *Grant) GetShared() bool {
 	if x != nil {
 		return x.Shared
+	}
+	return false
+}
+
+func (x *Grant) GetReentry() bool {
+	if x != nil {
+		return x.Reentry
 	}
 	return false
 }
@@ -4769,7 +4779,7 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x05count\x18\x04 \x01(\rR\x05count\x12,\n" +
 	"\x06holder\x18\x05 \x01(\v2\x14.baton.fsm.v1.HolderR\x06holder\x12\x1a\n" +
 	"\bposition\x18\x06 \x01(\rR\bposition\x125\n" +
-	"\x17delayed_until_unix_nano\x18\a \x01(\x03R\x14delayedUntilUnixNano\"\xa1\x01\n" +
+	"\x17delayed_until_unix_nano\x18\a \x01(\x03R\x14delayedUntilUnixNano\"\xbb\x01\n" +
 	"\x05Grant\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x1f\n" +
@@ -4777,7 +4787,8 @@ const file_internal_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"acquireSeq\x12\x12\n" +
 	"\x04lock\x18\x03 \x01(\tR\x04lock\x12\x14\n" +
 	"\x05token\x18\x04 \x01(\x04R\x05token\x12\x16\n" +
-	"\x06shared\x18\x06 \x01(\bR\x06sharedJ\x04\b\x05\x10\x06R\x10hold_limit_nanos\"q\n" +
+	"\x06shared\x18\x06 \x01(\bR\x06shared\x12\x18\n" +
+	"\areentry\x18\a \x01(\bR\areentryJ\x04\b\x05\x10\x06R\x10hold_limit_nanos\"q\n" +
 	"\tHoldEnded\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\x04R\tsessionId\x12\x12\n" +
