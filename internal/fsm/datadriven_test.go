@@ -13,6 +13,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/batonlock/baton/api/rules"
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
 
@@ -369,10 +370,11 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		return fmt.Sprintf("%d: applied\n", h.index)
 
 	case "fill":
-		// Example: fill session=1 from-seq=10 n=1024 lock=x wait ack min-unacked=10 distinct-keys distinct-locks
+		// Example: fill session=1 from-seq=10 n=1024 lock=x wait shared ack min-unacked=10 distinct-keys distinct-locks
 		// Applies n Acquires of session from seq from-seq on (each seq one
 		// more), of lock (lock/i with distinct-locks), under key "" (k<i>
-		// with distinct-keys), waiting if wait is given; min-unacked is
+		// with distinct-keys), waiting if wait is given, shared if shared
+		// is (a read lock's, of rules.MaxHoldersPerLock); min-unacked is
 		// the given one, or each command's own seq with ack. Prints the
 		// count of each outcome.
 		var sessionID, from, n, minUnacked uint64
@@ -384,6 +386,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		counts := map[string]int{}
 		for i := range n {
 			op := &fsmpb.Acquire{Lock: name, Wait: d.HasArg("wait")}
+			if d.HasArg("shared") {
+				op.Shared, op.Limit = true, rules.MaxHoldersPerLock
+			}
 			if d.HasArg("distinct-locks") {
 				op.Lock = fmt.Sprintf("%s/%d", name, i)
 			}

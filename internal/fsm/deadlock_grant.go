@@ -69,6 +69,22 @@ import (
 // with ERROR_DEADLOCK (endStalled); below it they stay queued.
 const DeadlockAtGrantVersion = 14
 
+// StalledSearchBoundVersion is the log version from which one entry
+// runs at most MaxStalledSearches searches from the nodes it left
+// waiting (endStalled); below it it searches from every one.
+const StalledSearchBoundVersion = 15
+
+// MaxStalledSearches is how many nodes one entry searches from after
+// its grants and cancels, in the order it recorded them; each search
+// looks at no more than MaxDeadlockSearch holds and waits. A node past
+// it keeps its waits, as one whose search gives up does: the bound is
+// on the cost of an entry, which every member applies on its Raft
+// loop. (A release that grants a run of thousands of readers, each
+// also queued behind a holder that waits, would otherwise search from
+// each, reading the queue ahead of it: seconds of apply.) A node that
+// waitsBehindFree shows free costs no search and does not count.
+const MaxStalledSearches = 16
+
 // stalledWait is one wait of a deadlocked node and the cycle it closes.
 type stalledWait struct {
 	lock  *lock
@@ -108,13 +124,23 @@ func (m *Machine) mayStall(a *apply, s *session, key string) {
 // ends the waits of each that is deadlocked; the grants that follows
 // may record more.
 func (m *Machine) endStalled(a *apply) {
+	bounded := m.LogVersion() >= StalledSearchBoundVersion
+	searches := 0
 	for i := 0; i < len(a.stalled); i++ {
 		n := a.stalled[i]
 		if m.sessions[n.s.id] != n.s {
 			continue // its session ended later in the entry
 		}
 		var ws []stalledWait
-		if !m.waitsBehindFree(n.s) {
+		switch {
+		case m.waitsBehindFree(n.s):
+		case bounded && searches == MaxStalledSearches:
+			if m.skippedStalled != nil {
+				m.skippedStalled(n.s.id, n.key)
+			}
+			continue
+		default:
+			searches++
 			ws = findStalled(m, n)
 		}
 		if m.searchedStalled != nil {

@@ -259,30 +259,44 @@ func BenchmarkReleaseStalled(b *testing.B) {
 // BenchmarkWakeReadersQueued is BenchmarkWakeReadersStalled where the
 // readers' other waits are all queued on one mutex, in the order they
 // queued for the read lock: each grant leaves a node waiting in that
-// long queue, and the entry searches each such node in turn.
+// long queue. With the mutex's holder waiting for nothing (idle) no node
+// needs a search; with it waiting for a third lock (holder-waits) a
+// search from each reads the queue ahead of it, and the entry runs
+// MaxStalledSearches of them (below StalledSearchBoundVersion, one from
+// each: seconds at 4,000).
 func BenchmarkWakeReadersQueued(b *testing.B) {
-	for _, n := range []int{16, 256, 1024, 4000} {
-		b.Run(fmt.Sprintf("readers=%d", n), func(b *testing.B) {
-			for b.Loop() {
-				b.StopTimer()
-				f := newFleet(b)
-				w, t := f.open(), f.open()
-				tok := f.apply(f.cmd(w, &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
-					Lock: "x", Limit: rules.MaxHoldersPerLock}}})).GetAcquire().GetToken()
-				f.acquire(t, "q", "", false)
-				for range n {
-					r := f.open()
-					f.apply(f.cmd(r, &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
-						Lock: "x", Limit: rules.MaxHoldersPerLock, Shared: true, Wait: true}}}))
-					f.acquire(r, "q", "", true)
-				}
-				release := f.cmd(w, &fsmpb.Command{Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "x", Token: tok}}})
-				f.ready()
-				if res := f.apply(release); len(res.GetGrants()) != n {
-					b.Fatalf("%d grants, want %d", len(res.GetGrants()), n)
-				}
-			}
-		})
+	for _, holderWaits := range []bool{false, true} {
+		for _, n := range []int{16, 256, 1024, 4000} {
+			b.Run(fmt.Sprintf("holder-waits=%v/readers=%d", holderWaits, n), func(b *testing.B) {
+				benchWakeReadersQueued(b, n, holderWaits)
+			})
+		}
+	}
+}
+
+func benchWakeReadersQueued(b *testing.B, n int, holderWaits bool) {
+	for b.Loop() {
+		b.StopTimer()
+		f := newFleet(b)
+		w, t := f.open(), f.open()
+		tok := f.apply(f.cmd(w, &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+			Lock: "x", Limit: rules.MaxHoldersPerLock}}})).GetAcquire().GetToken()
+		f.acquire(t, "q", "", false)
+		if holderWaits {
+			f.acquire(f.open(), "z", "", false)
+			f.acquire(t, "z", "", true)
+		}
+		for range n {
+			r := f.open()
+			f.apply(f.cmd(r, &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+				Lock: "x", Limit: rules.MaxHoldersPerLock, Shared: true, Wait: true}}}))
+			f.acquire(r, "q", "", true)
+		}
+		release := f.cmd(w, &fsmpb.Command{Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "x", Token: tok}}})
+		f.ready()
+		if res := f.apply(release); len(res.GetGrants()) != n {
+			b.Fatalf("%d grants, want %d", len(res.GetGrants()), n)
+		}
 	}
 }
 

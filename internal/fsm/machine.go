@@ -66,6 +66,9 @@ type Machine struct {
 	// endStalled searched and the waits it found deadlocked (none: free),
 	// in the state the search saw.
 	searchedStalled func(session uint64, key string, ws []stalledWait)
+	// skippedStalled, if set (by tests only), is called with each node
+	// endStalled leaves unsearched past MaxStalledSearches.
+	skippedStalled func(session uint64, key string)
 }
 
 // btreeDegree is the fan-out of the sorted indexes; 32 is google/btree's

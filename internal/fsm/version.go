@@ -71,10 +71,16 @@ import (
 //	   result keeps its owner key (CachedResult.keyed and owner_key in
 //	   snapshots), so a hold's end rewrites the answers about that hold
 //	   only; ExpireHold.owner_key names which of them expires.
+//	15: an entry searches from at most MaxStalledSearches of the nodes
+//	   its grants and cancels leave waiting (StalledSearchBoundVersion);
+//	   the others keep their waits, as a search past MaxDeadlockSearch
+//	   leaves them. Below it every such node is searched, so one entry
+//	   granting a run of thousands of readers could run thousands of
+//	   searches. No field changes.
 //
 // A field added to a log or snapshot message needs a new version here, and
 // its entry in fieldVersions (TestEveryLogFieldHasAVersion fails without).
-const LogVersion = DeadlockAtGrantVersion
+const LogVersion = StalledSearchBoundVersion
 
 // SameTokenHoldsVersion is the log version from which one session's
 // holds of a lock under two owner keys, which share a token when one

@@ -61,6 +61,16 @@ var mutants = []mutant{
 		to:   "return !slices.ContainsFunc(l.holders, func(h holder) bool { return len(h.s.waits) > 1 })",
 	},
 	{
+		name: "fsm/stalled-searches-unbounded", file: "internal/fsm/deadlock_grant.go", checks: fsmChecks,
+		from: "case bounded && searches == MaxStalledSearches:",
+		to:   "case bounded && searches == MaxStalledSearches+1:",
+	},
+	{
+		name: "fsm/stalled-searches-bounded-below-version-15", file: "internal/fsm/deadlock_grant.go", checks: fsmChecks,
+		from: "bounded := m.LogVersion() >= StalledSearchBoundVersion",
+		to:   "bounded := m.LogVersion() >= DeadlockAtGrantVersion",
+	},
+	{
 		name: "fsm/deadlock-search-reads-one-wait-of-many", file: "internal/fsm/deadlock.go", checks: fsmChecks,
 		from: "at.lock >= 0 && len(nd.s.waits) == 1 {",
 		to:   "at.lock >= 0 {",
