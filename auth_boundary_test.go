@@ -73,6 +73,44 @@ func TestAuthReadsNeedReadPermission(t *testing.T) {
 	}
 }
 
+// TestAuthWatchEndsWhenReadIsRevoked: a watch that is open when its
+// user loses read over the lock ends (the channel closes, without
+// waiting for the lock to change), and shows no state after the change;
+// another user's watch of the same lock goes on.
+func TestAuthWatchEndsWhenReadIsRevoked(t *testing.T) {
+	addr, _, aliceTok, root := authCluster(t)
+	ctx := testCtx(t)
+	alice := dial(t, addr, WithToken(aliceTok))
+	events, err := alice.Watch(ctx, "jobs/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootEvents, err := root.Watch(ctx, "jobs/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []<-chan LockEvent{events, rootEvents} {
+		if ev := <-ch; len(ev.Lock.Holders) != 0 {
+			t.Fatalf("first event: %+v, want jobs/1 free", ev)
+		}
+	}
+	if err := root.RevokeRole(ctx, "alice", "jobs"); err != nil {
+		t.Fatal(err)
+	}
+	for ev := range events {
+		t.Errorf("alice's watch showed %+v after she lost read over jobs/1", ev)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("alice's watch went on after she lost read over jobs/1, until the test's context ended")
+	}
+	if _, err := newSession(t, root).Mutex("jobs/1").Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ev, ok := <-rootEvents; !ok || len(ev.Lock.Holders) != 1 {
+		t.Fatalf("root's watch after alice's ended: %+v (open %v), want jobs/1 held", ev, ok)
+	}
+}
+
 // TestAuthKeepAliveAndRenewalNeedACredential: with authentication on, a
 // keepalive and a hold's renewal that show the session's secret but no
 // credential are UNAUTHENTICATED, like every other request; with the

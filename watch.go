@@ -51,7 +51,10 @@ func (e LockEvent) Holder() *Holder {
 // (more than server.MaxWatchBacklog changes), the member drops what was
 // queued. Either way the next event is the lock's state then, marked Gap,
 // with the holds that ended in between in Missed (see LockEvent). The
-// channel is closed when ctx ends or the client is closed.
+// channel is closed when ctx ends or the client is closed, and when the
+// client's user may no longer read the lock (its read permission
+// revoked, its user or token gone, with authentication on): the member
+// ends the watch then, before it shows any state newer than the change.
 //
 // It is the base of Election.Observe, which follows an election's leader
 // and its value.
@@ -98,7 +101,7 @@ func (c *Client) followWatch(ctx context.Context, name string, last LockEvent, s
 	for {
 		r, err := stream.Recv()
 		if err != nil {
-			if ctx.Err() != nil || errors.Is(fromStatus(err), ErrClientClosed) {
+			if ctx.Err() != nil || watchEnded(fromStatus(err)) {
 				return
 			}
 			// The member failed, stopped or ended the stream: resume
@@ -121,7 +124,7 @@ func (c *Client) followWatch(ctx context.Context, name string, last LockEvent, s
 					}
 					break
 				}
-				if errors.Is(err, ErrClientClosed) || errors.Is(err, ErrInvalidArgument) {
+				if watchEnded(err) || errors.Is(err, ErrInvalidArgument) {
 					return
 				}
 			}
@@ -136,6 +139,13 @@ func (c *Client) followWatch(ctx context.Context, name string, last LockEvent, s
 		}
 		last = ev
 	}
+}
+
+// watchEnded tells whether a watch that failed with err is over rather
+// than to be resumed: the client closed, or its user may not read the
+// lock (any more).
+func watchEnded(err error) bool {
+	return errors.Is(err, ErrClientClosed) || errors.Is(err, ErrPermissionDenied) || errors.Is(err, ErrUnauthenticated)
 }
 
 func deliver(ctx context.Context, ch chan<- LockEvent, ev LockEvent) bool {

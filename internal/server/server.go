@@ -203,6 +203,7 @@ func (s *Server) Deliver(index uint64, cmd *fsmpb.Command, res *fsmpb.Result) {
 	s.locks.applied(index, cmd, res)
 	if cmd.GetAuthChange() != nil {
 		s.authCache.dirty.Store(true)
+		s.watches.authChanged()
 	}
 	if cmd.GetRotateSigningKey() != nil || cmd.GetSetLogVersion() != nil {
 		s.keysChanged()
@@ -237,6 +238,7 @@ func (s *Server) Flush() {
 func (s *Server) Restored() {
 	s.locks.reseed = true
 	s.watches.restored()
+	s.watches.authChanged()
 	s.authCache.dirty.Store(true)
 	s.keysChanged()
 }

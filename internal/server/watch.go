@@ -121,6 +121,14 @@ type watches struct {
 	names   []string                          // the lock of each pending state
 	sizes   []int64                           // the encoded size of each pending state
 	all     bool                              // a snapshot came: any lock may have changed
+
+	// authGen counts the batches that changed who may read what (users,
+	// roles, permissions, tokens, authentication on or off) or brought a
+	// snapshot; authDirty notes such a change until the batch's flush.
+	// A stream checks its caller again when it moved, before it sends
+	// anything newer, and every stream is woken to do so.
+	authGen   atomic.Uint64
+	authDirty atomic.Bool
 }
 
 func newWatches() *watches {
@@ -294,14 +302,34 @@ func (ws *watches) restored() {
 	ws.mu.Unlock()
 }
 
+// authChanged notes that the batch being applied changed who may read
+// what.
+func (ws *watches) authChanged() { ws.authDirty.Store(true) }
+
 // flush hands the batch's states to their watchers, in log order, or
-// after a snapshot makes every watcher catch up.
+// after a snapshot makes every watcher catch up. After a batch that
+// changed who may read what it wakes every watcher to check its caller
+// again; the count moves before any state of the batch is offered, so a
+// stream that takes one sees it moved.
 func (ws *watches) flush() {
+	authMoved := ws.authDirty.Swap(false)
+	if authMoved {
+		ws.authGen.Add(1)
+	}
 	if ws.active.Load() == 0 {
 		return
 	}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
+	if authMoved {
+		defer func() {
+			for _, set := range ws.byName {
+				for w := range set {
+					poke(w.wake)
+				}
+			}
+		}()
+	}
 	for i, r := range ws.pending {
 		for w := range ws.byName[ws.names[i]] {
 			w.offer(r, ws.sizes[i])
@@ -362,6 +390,9 @@ func (s *Server) watch(ctx context.Context, name string, after uint64, send func
 		return s.toStatus(err)
 	}
 	w := &watcher{name: name, wake: make(chan struct{}, 1)}
+	// Loaded before the permission is first checked, so that a change
+	// after that check shows.
+	authGen := s.watches.authGen.Load()
 	// Registered before the first read, so no change after it is missed.
 	if err := s.watches.add(w); err != nil {
 		return err
@@ -400,6 +431,15 @@ func (s *Server) watch(ctx context.Context, name string, after uint64, send func
 			continue
 		}
 		queue, lagged := w.take()
+		if g := s.watches.authGen.Load(); g != authGen {
+			// Who may read what changed: a caller that may no longer
+			// read the lock (its permission revoked, its user or token
+			// gone) gets nothing newer.
+			authGen = g
+			if err := s.mayStillRead(ctx, name); err != nil {
+				return s.toStatus(err)
+			}
+		}
 		if lagged {
 			// What the queue held is gone: the state now, with the
 			// holds that ended since the last state sent. States
@@ -423,6 +463,17 @@ func (s *Server) watch(ctx context.Context, name string, after uint64, send func
 			sent = next
 		}
 	}
+}
+
+// mayStillRead authenticates the caller of ctx again and checks that it
+// may read name, as the state stands.
+func (s *Server) mayStillRead(ctx context.Context, name string) error {
+	who, err := s.principal(ctx)
+	if err != nil {
+		return err
+	}
+	s.node.View(func(m *fsm.Machine) { err = mayRead(m, who, name) })
+	return err
 }
 
 // httpWatch serves Watch over HTTP as newline-delimited JSON, one

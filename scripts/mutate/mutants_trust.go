@@ -39,6 +39,22 @@ var (
 func init() { mutants = append(mutants, trustMutants...) }
 
 var trustMutants = []mutant{
+	// A watch open when its user loses read over its lock.
+	{
+		name: "server/watch-not-checked-after-an-auth-change", file: "internal/server/watch.go", checks: authChecks,
+		from: "if g := s.watches.authGen.Load(); g != authGen {",
+		to:   "if g := s.watches.authGen.Load(); g != authGen && false {",
+	},
+	{
+		name: "server/watchers-not-woken-by-an-auth-change", file: "internal/server/watch.go", checks: authChecks,
+		from: "\t\t\t\t\tpoke(w.wake)\n",
+		to:   "\t\t\t\t\t_ = w\n",
+	},
+	{
+		name: "client/watch-resumed-after-permission-denied", file: "watch.go", checks: authChecks,
+		from: "return errors.Is(err, ErrClientClosed) || errors.Is(err, ErrPermissionDenied) || errors.Is(err, ErrUnauthenticated)",
+		to:   "return errors.Is(err, ErrClientClosed)",
+	},
 	// Authentication in the API: a request names a user by a bearer
 	// token or a verified client certificate, or is refused.
 	{
