@@ -84,8 +84,8 @@ var trustMutants = []mutant{
 	},
 	{
 		name: "server/auth-change-leaves-the-view-stale", file: "internal/server/server.go", checks: authChecks,
-		from: "\tif cmd.GetAuthChange() != nil {\n\t\ts.authCache.dirty.Store(true)\n\t}\n",
-		to:   "",
+		from: "\tif cmd.GetAuthChange() != nil {\n\t\ts.authCache.dirty.Store(true)\n",
+		to:   "\tif cmd.GetAuthChange() != nil {\n",
 	},
 	{
 		name: "server/keepalive-without-credential", file: "internal/server/keepalive.go", checks: authChecks,
