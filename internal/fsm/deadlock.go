@@ -46,11 +46,21 @@ import (
 // its lock and the waiters queued ahead of it, their nodes' waits, and
 // so on (deadlockSearch). It looks at no more than MaxDeadlockSearch
 // holds and waits; a wait that needs more is queued, as below version 11.
+// Below log version 15 (OwnWaitsVersion) a node counted every wait of its
+// session, its other owner keys' too, so that a session whose many keys
+// wait (a pool of goroutines, each with a key of its own, on one
+// session) made a search give up at about 64 of them; from 15 a node
+// counts its own waits.
 
 // DeadlockVersion is the log version from which an acquire whose wait
 // would close a deadlock is refused: below it the machine queues it, so
 // an older log replays the same.
 const DeadlockVersion = 11
+
+// OwnWaitsVersion is the log version from which a node's waits are
+// read, and counted toward MaxDeadlockSearch, without its session's
+// other owner keys' (readWaits).
+const OwnWaitsVersion = 15
 
 // MaxDeadlockSearch is the number of holds and waits one deadlock
 // search may look at. A search that would need more finds no deadlock
@@ -118,9 +128,14 @@ type dlWaiter struct {
 // Machine keeps one and reuses its memory from search to search (reset,
 // done): a wait is applied on every member, and most searches are small.
 type deadlockSearch struct {
-	m      *Machine
-	nodes  []dlNodeState
-	ids    map[*session]int32 // a session's last node found; dlNodeState.next the one before
+	m     *Machine
+	nodes []dlNodeState
+	ids   map[*session]int32 // a session's last node found; dlNodeState.next the one before
+	// byNode finds the nodes of the sessions in keyed, whose chains grew
+	// past manyWaits: a walk of the chain for each of a session's many
+	// keys made a search quadratic in them.
+	byNode map[dlNode]int32
+	keyed  map[*session]bool
 	locks  []dlLock
 	lockID map[*lock]int32
 	looked int         // holds and waits looked at
@@ -138,6 +153,13 @@ type deadlockSearch struct {
 	// pass over the queue, not a scan of it for each waiter.
 	places  map[waiterRef]int32
 	indexed map[*lock]bool
+	// ownOnly: a node reads its own waits only (OwnWaitsVersion).
+	// keyWaits has, for each session with many waits, its found waits
+	// by owner key, each key's in seq order; own is readWaits' scratch
+	// for a session with few.
+	ownOnly  bool
+	keyWaits map[*session]map[string][]foundWait
+	own      []foundWait
 }
 
 // foundWait is a wait of a session: its lock, its place in the lock's
@@ -166,6 +188,7 @@ const (
 // reset readies d for a search of m.
 func (d *deadlockSearch) reset(m *Machine) {
 	d.m, d.looked = m, 0
+	d.ownOnly = m.LogVersion() >= OwnWaitsVersion
 	if d.ids == nil {
 		d.ids, d.lockID = make(map[*session]int32), make(map[*lock]int32)
 	}
@@ -184,6 +207,9 @@ func (d *deadlockSearch) done() {
 	clear(d.ids)
 	clear(d.lockID)
 	clear(d.sessionWaits)
+	clear(d.keyWaits)
+	clear(d.byNode)
+	clear(d.keyed)
 	clear(d.places)
 	clear(d.indexed)
 	d.m = nil
@@ -249,16 +275,30 @@ func findDeadlock(m *Machine, l *lock, s *session, ownerKey string, shared bool)
 func (d *deadlockSearch) node(n dlNode) int32 {
 	last, ok := d.ids[n.s]
 	next := int32(-1)
-	if ok {
+	switch {
+	case ok && d.keyed[n.s]:
+		if id, found := d.byNode[n]; found {
+			return id
+		}
+		next = last
+	case ok:
+		walked := 0
 		for id := last; id >= 0; id = d.nodes[id].next {
 			if d.nodes[id].node.key == n.key {
 				return id
 			}
+			walked++
 		}
 		next = last
+		if walked >= manyWaits {
+			d.keySession(n.s, last)
+		}
 	}
 	id := int32(len(d.nodes))
 	d.ids[n.s] = id
+	if d.keyed[n.s] {
+		d.byNode[n] = id
+	}
 	if len(d.nodes) < cap(d.nodes) {
 		// Keep the slices of the node that had this place before.
 		d.nodes = d.nodes[:id+1]
@@ -268,6 +308,18 @@ func (d *deadlockSearch) node(n dlNode) int32 {
 		d.nodes = append(d.nodes, dlNodeState{node: n, met: dlWait{lock: -1}, next: next})
 	}
 	return id
+}
+
+// keySession puts the nodes of s's chain, from last, in byNode, and s in
+// keyed: its next nodes are found and added there.
+func (d *deadlockSearch) keySession(s *session, last int32) {
+	if d.keyed == nil {
+		d.keyed, d.byNode = make(map[*session]bool), make(map[dlNode]int32)
+	}
+	d.keyed[s] = true
+	for id := last; id >= 0; id = d.nodes[id].next {
+		d.byNode[d.nodes[id].node] = id
+	}
 }
 
 // lock returns the search's id of l, adding it with its holders, or -1
@@ -337,7 +389,7 @@ func (d *deadlockSearch) readWaits(n int32) bool {
 		return true
 	}
 	waits := d.nodes[n].waits[:0]
-	for _, w := range d.foundWaits(n) {
+	for _, w := range d.waitsToRead(n) {
 		l, i := w.l, w.i
 		d.looked++
 		if i < 0 || w.key != nd.key {
@@ -351,6 +403,38 @@ func (d *deadlockSearch) readWaits(n int32) bool {
 	}
 	d.nodes[n].waits = waits
 	return true
+}
+
+// waitsToRead returns the waits readWaits reads for node n, in acquire
+// seq order: its session's (foundWaits), or from OwnWaitsVersion its own
+// only.
+func (d *deadlockSearch) waitsToRead(n int32) []foundWait {
+	all := d.foundWaits(n)
+	if !d.ownOnly {
+		return all
+	}
+	nd := d.nodes[n].node
+	if len(all) < manyWaits {
+		d.own = d.own[:0]
+		for _, w := range all {
+			if w.key == nd.key {
+				d.own = append(d.own, w)
+			}
+		}
+		return d.own
+	}
+	byKey, ok := d.keyWaits[nd.s]
+	if !ok {
+		byKey = make(map[string][]foundWait)
+		for _, w := range all {
+			byKey[w.key] = append(byKey[w.key], w)
+		}
+		if d.keyWaits == nil {
+			d.keyWaits = make(map[*session]map[string][]foundWait)
+		}
+		d.keyWaits[nd.s] = byKey
+	}
+	return byKey[nd.key]
 }
 
 // foundWaits returns the waits of node n's session in acquire seq order,

@@ -413,6 +413,57 @@ func TestDeadlockSearchBound(t *testing.T) {
 	}
 }
 
+// TestDeadlockSearchCountsOwnWaits: a ring of 1,200 sessions, each
+// holding its lock and waiting for the next one's, and each also waiting
+// under a second owner key for a lock of an idle session. Closing the
+// ring reads about three holds and waits per node from log version 15
+// (OwnWaitsVersion: its own wait, the next lock's holder, its place in
+// that queue), within MaxDeadlockSearch, and is refused; below it each
+// node counted its session's other key's wait too, about four, past the
+// bound, and the wait was queued.
+func TestDeadlockSearchCountsOwnWaits(t *testing.T) {
+	const ring = 1200
+	for _, tc := range []struct {
+		version uint32
+		refused bool
+	}{{OwnWaitsVersion - 1, false}, {OwnWaitsVersion, true}} {
+		t.Run(fmt.Sprint(tc.version), func(t *testing.T) {
+			m := New()
+			m.SetLogVersion(tc.version)
+			index := uint64(0)
+			apply := func(cmd *fsmpb.Command) *fsmpb.Result {
+				index++
+				return m.Apply(index, cmd)
+			}
+			acq := func(s uint64, seq uint64, lock, key string, wait bool) *fsmpb.Result {
+				return apply(&fsmpb.Command{SessionId: s, Seq: seq, MinUnackedSeq: seq,
+					Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: lock, OwnerKey: key, Wait: wait}}})
+			}
+			for range ring + 1 {
+				apply(&fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "o"}}})
+			}
+			idle := uint64(ring + 1)
+			name := func(i int) string { return fmt.Sprintf("l%d", i%ring) }
+			for i := range ring {
+				acq(uint64(i+1), 1, name(i), "", false)
+				acq(idle, uint64(i+1), fmt.Sprintf("z%d", i), "", false)
+				if res := acq(uint64(i+1), 2, fmt.Sprintf("z%d", i), "x", true); res.GetAcquire().GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED {
+					t.Fatalf("key x of session %d: %v", i+1, res)
+				}
+			}
+			for i := range ring - 1 {
+				if res := acq(uint64(i+1), 3, name(i+1), "", true); res.GetAcquire().GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED {
+					t.Fatalf("wait %d: %v", i+1, res)
+				}
+			}
+			res := acq(ring, 3, name(0), "", true)
+			if got := res.GetError() == fsmpb.Error_ERROR_DEADLOCK; got != tc.refused {
+				t.Fatalf("closing the ring at log version %d: %v, want refused=%v", tc.version, res.GetAcquire(), tc.refused)
+			}
+		})
+	}
+}
+
 // formatCycle prints a deadlock's edges, one per line, indented.
 func formatCycle(b *strings.Builder, indent string, edges []*fsmpb.DeadlockEdge) {
 	for _, e := range edges {

@@ -76,7 +76,10 @@ import (
 //	   the others keep their waits, as a search past MaxDeadlockSearch
 //	   leaves them. Below it every such node is searched, so one entry
 //	   granting a run of thousands of readers could run thousands of
-//	   searches. No field changes.
+//	   searches. And a search reads, and counts toward MaxDeadlockSearch,
+//	   a node's own waits, not its session's other owner keys' too
+//	   (OwnWaitsVersion), so it gives up later where a session's many
+//	   keys wait. No field changes.
 //
 // A field added to a log or snapshot message needs a new version here, and
 // its entry in fieldVersions (TestEveryLogFieldHasAVersion fails without).

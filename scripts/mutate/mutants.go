@@ -71,6 +71,26 @@ var mutants = []mutant{
 		to:   "bounded := m.LogVersion() >= DeadlockAtGrantVersion",
 	},
 	{
+		name: "fsm/deadlock-search-counts-own-waits-below-15", file: "internal/fsm/deadlock.go", checks: fsmChecks,
+		from: "d.ownOnly = m.LogVersion() >= OwnWaitsVersion",
+		to:   "d.ownOnly = m.LogVersion() >= DeadlockVersion",
+	},
+	{
+		name: "fsm/deadlock-search-counts-the-sessions-waits-from-15", file: "internal/fsm/deadlock.go", checks: fsmChecks,
+		from: "d.ownOnly = m.LogVersion() >= OwnWaitsVersion",
+		to:   "d.ownOnly = false",
+	},
+	{
+		name: "fsm/deadlock-search-reads-another-keys-waits", file: "internal/fsm/deadlock.go", checks: fsmChecks,
+		from: "\t\t\tif w.key == nd.key {\n\t\t\t\td.own = append(d.own, w)",
+		to:   "\t\t\tif w.key == nd.key || true {\n\t\t\t\td.own = append(d.own, w)",
+	},
+	{
+		name: "fsm/deadlock-node-index-misses-the-chain", file: "internal/fsm/deadlock.go", checks: fsmChecks,
+		from: "\t\td.byNode[d.nodes[id].node] = id\n",
+		to:   "\t\t_ = id\n",
+	},
+	{
 		name: "fsm/deadlock-search-reads-one-wait-of-many", file: "internal/fsm/deadlock.go", checks: fsmChecks,
 		from: "at.lock >= 0 && len(nd.s.waits) == 1 {",
 		to:   "at.lock >= 0 {",
