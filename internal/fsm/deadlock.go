@@ -153,13 +153,14 @@ type deadlockSearch struct {
 	// pass over the queue, not a scan of it for each waiter.
 	places  map[waiterRef]int32
 	indexed map[*lock]bool
-	// ownOnly: a node reads its own waits only (OwnWaitsVersion).
-	// keyWaits has, for each session with many waits, its found waits
-	// by owner key, each key's in seq order; own is readWaits' scratch
-	// for a session with few.
-	ownOnly  bool
-	keyWaits map[*session]map[string][]foundWait
-	own      []foundWait
+	// ownOnly: a node reads its own waits only (OwnWaitsVersion), picked
+	// out by the owner key the session's index of waits keeps, so that
+	// only their places are looked up.
+	ownOnly bool
+	// keyWaits has, for each session with many waits (manyWaits) whose
+	// nodes readOwnWaits read, its waits by owner key, each key's in seq
+	// order: grouped once, not picked out of the session's for each node.
+	keyWaits map[*session]map[string][]waitKey
 }
 
 // foundWait is a wait of a session: its lock, its place in the lock's
@@ -388,8 +389,11 @@ func (d *deadlockSearch) readWaits(n int32) bool {
 		d.nodes[n].waits = append(d.nodes[n].waits[:0], at)
 		return true
 	}
+	if d.ownOnly {
+		return d.readOwnWaits(n)
+	}
 	waits := d.nodes[n].waits[:0]
-	for _, w := range d.waitsToRead(n) {
+	for _, w := range d.foundWaits(n) {
 		l, i := w.l, w.i
 		d.looked++
 		if i < 0 || w.key != nd.key {
@@ -405,32 +409,56 @@ func (d *deadlockSearch) readWaits(n int32) bool {
 	return true
 }
 
-// waitsToRead returns the waits readWaits reads for node n, in acquire
-// seq order: its session's (foundWaits), or from OwnWaitsVersion its own
-// only.
-func (d *deadlockSearch) waitsToRead(n int32) []foundWait {
-	all := d.foundWaits(n)
-	if !d.ownOnly {
-		return all
-	}
+// readOwnWaits is readWaits from OwnWaitsVersion: node n's own waits,
+// picked out of its session's by their owner key, in acquire seq order,
+// each counted and then found in its queue.
+func (d *deadlockSearch) readOwnWaits(n int32) bool {
 	nd := d.nodes[n].node
-	if len(all) < manyWaits {
-		d.own = d.own[:0]
-		for _, w := range all {
-			if w.key == nd.key {
-				d.own = append(d.own, w)
+	keys := d.ownWaits(nd)
+	waits := d.nodes[n].waits[:0]
+	for _, k := range keys {
+		l := d.m.locks[k.lock]
+		i := d.waiterIndex(n, l, k.seq)
+		d.looked++
+		if i < 0 {
+			continue
+		}
+		li := d.lock(l)
+		if li < 0 || !d.need(li, int32(i), n, false) {
+			return false
+		}
+		waits = append(waits, dlWait{li, int32(i)})
+	}
+	d.nodes[n].waits = waits
+	return true
+}
+
+// ownWaits returns node nd's waits in acquire seq order: picked out of
+// its session's, or for a session with many, from keyWaits.
+func (d *deadlockSearch) ownWaits(nd dlNode) []waitKey {
+	bySeq := func(a, b waitKey) int { return cmp.Compare(a.seq, b.seq) }
+	if len(nd.s.waits) < manyWaits {
+		keys := d.keys[:0]
+		for k, key := range nd.s.waits {
+			if key == nd.key {
+				keys = append(keys, k)
 			}
 		}
-		return d.own
+		slices.SortFunc(keys, bySeq)
+		d.keys = keys
+		return keys
 	}
 	byKey, ok := d.keyWaits[nd.s]
 	if !ok {
-		byKey = make(map[string][]foundWait)
-		for _, w := range all {
-			byKey[w.key] = append(byKey[w.key], w)
+		byKey = make(map[string][]waitKey)
+		for k, key := range nd.s.waits {
+			byKey[key] = append(byKey[key], k)
+		}
+		for _, ks := range byKey {
+			slices.SortFunc(ks, bySeq)
 		}
 		if d.keyWaits == nil {
-			d.keyWaits = make(map[*session]map[string][]foundWait)
+			d.keyWaits = make(map[*session]map[string][]waitKey)
 		}
 		d.keyWaits[nd.s] = byKey
 	}

@@ -87,7 +87,7 @@ func checkIndexes(m *Machine) error {
 		}
 	}
 	holds := make(map[uint64]map[string]uint32)
-	waits := make(map[uint64]map[waitKey]struct{})
+	waits := make(map[uint64]map[waitKey]string) // each waiter's owner key
 	idxSeen := make(map[*session]map[int32]bool)
 	for name, l := range m.locks {
 		if got, ok := m.lockTree.Get(l.lockState); !ok || got != l.lockState || l.name != name {
@@ -146,13 +146,13 @@ func checkIndexes(m *Machine) error {
 				return fmt.Errorf("lock %q has a waiter of a missing or blacklisted session", name)
 			}
 			if waits[s.id] == nil {
-				waits[s.id] = make(map[waitKey]struct{})
+				waits[s.id] = make(map[waitKey]string)
 			}
 			k := waitKey{name, w.acquireSeq}
 			if _, dup := waits[s.id][k]; dup {
 				return fmt.Errorf("lock %q has waiter %v twice", name, k)
 			}
-			waits[s.id][k] = struct{}{}
+			waits[s.id][k] = w.ownerKey
 		}
 		if err := checkValues(l.lockState); err != nil {
 			return err
@@ -201,9 +201,11 @@ func checkIndexes(m *Machine) error {
 		if len(waits[id]) != len(s.waits) {
 			return fmt.Errorf("session %d indexes %d waits; the locks say %d", id, len(s.waits), len(waits[id]))
 		}
-		for k := range waits[id] {
-			if _, ok := s.waits[k]; !ok {
+		for k, key := range waits[id] {
+			if got, ok := s.waits[k]; !ok {
 				return fmt.Errorf("session %d wait index lacks %v", id, k)
+			} else if got != key {
+				return fmt.Errorf("session %d wait index has owner key %q for %v; its waiter has %q", id, got, k, key)
 			}
 		}
 		if s.load() > MaxHoldsPerSession {

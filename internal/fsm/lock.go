@@ -467,7 +467,7 @@ func (m *Machine) acquire(a *apply, s *session, op *fsmpb.Acquire) {
 		lockDelay:  lockDelay,
 		holdLimit:  holdLimit,
 	})
-	s.addWait(waitKey{name, a.seq})
+	s.addWait(waitKey{name, a.seq}, op.GetOwnerKey())
 	if t := op.GetWaitTimeoutNanos(); t > 0 {
 		a.liveness().WaitQueued = &fsmpb.WaitQueued{SessionId: s.id, AcquireSeq: a.seq, Lock: name, WaitTimeoutNanos: t}
 	}

@@ -649,7 +649,7 @@ func (m *Machine) loadLock(p *fsmpb.Lock, i int, prevName string) error {
 		if err := l.restoreValue(s, w.GetOwnerKey(), w.GetAcquireSeq(), w.GetValue()); err != nil {
 			return err
 		}
-		s.addWait(key)
+		s.addWait(key, w.GetOwnerKey())
 	}
 	if ws := l.waiters(); len(ws) > 0 && !l.delayed() && l.grantable(&ws[0]) {
 		return fmt.Errorf("lock %q has room for its first waiter, which is still queued", name)

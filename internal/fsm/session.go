@@ -44,7 +44,7 @@ type session struct {
 	// state), so they are not in the state a frozen state may share, and a
 	// session holding many locks is not copied with them.
 	held  []*lock
-	waits map[waitKey]struct{}
+	waits map[waitKey]string // each queued wait's owner key
 }
 
 // sessionState is what of a session changes and snapshots show, as the
@@ -388,11 +388,11 @@ func (s *sessionState) numHolds() int { return int(s.holds) }
 
 // addWait and dropWait keep s.waits, which is nil while empty (most
 // sessions never wait, and an empty map still costs its header).
-func (s *session) addWait(k waitKey) {
+func (s *session) addWait(k waitKey, ownerKey string) {
 	if s.waits == nil {
-		s.waits = make(map[waitKey]struct{})
+		s.waits = make(map[waitKey]string)
 	}
-	s.waits[k] = struct{}{}
+	s.waits[k] = ownerKey
 }
 
 func (s *session) dropWait(k waitKey) {

@@ -82,8 +82,8 @@ var mutants = []mutant{
 	},
 	{
 		name: "fsm/deadlock-search-reads-another-keys-waits", file: "internal/fsm/deadlock.go", checks: fsmChecks,
-		from: "\t\t\tif w.key == nd.key {\n\t\t\t\td.own = append(d.own, w)",
-		to:   "\t\t\tif w.key == nd.key || true {\n\t\t\t\td.own = append(d.own, w)",
+		from: "\t\tif key == nd.key {\n\t\t\tkeys = append(keys, k)",
+		to:   "\t\tif key == nd.key || true {\n\t\t\tkeys = append(keys, k)",
 	},
 	{
 		name: "fsm/deadlock-node-index-misses-the-chain", file: "internal/fsm/deadlock.go", checks: fsmChecks,
