@@ -82,8 +82,13 @@ var mutants = []mutant{
 	},
 	{
 		name: "fsm/deadlock-search-reads-another-keys-waits", file: "internal/fsm/deadlock.go", checks: fsmChecks,
-		from: "\t\tif key == nd.key {\n\t\t\tkeys = append(keys, k)",
-		to:   "\t\tif key == nd.key || true {\n\t\t\tkeys = append(keys, k)",
+		from: "\t\t\tif key == nd.key {\n\t\t\t\tkeys = append(keys, k)",
+		to:   "\t\t\tif key == nd.key || true {\n\t\t\t\tkeys = append(keys, k)",
+	},
+	{
+		name: "fsm/deadlock-search-groups-a-sessions-waits-under-one-key", file: "internal/fsm/deadlock.go", checks: fsmChecks,
+		from: "byKey[key] = append(byKey[key], k)",
+		to:   "byKey[nd.key+key[:0]] = append(byKey[nd.key+key[:0]], k)",
 	},
 	{
 		name: "fsm/deadlock-node-index-misses-the-chain", file: "internal/fsm/deadlock.go", checks: fsmChecks,
