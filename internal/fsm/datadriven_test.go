@@ -373,10 +373,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		// Example: fill session=1 from-seq=10 n=1024 lock=x wait shared ack min-unacked=10 distinct-keys distinct-locks
 		// Applies n Acquires of session from seq from-seq on (each seq one
 		// more), of lock (lock/i with distinct-locks), under key "" (k<i>
-		// with distinct-keys), waiting if wait is given, shared if shared
-		// is (a read lock's, of rules.MaxHoldersPerLock); min-unacked is
-		// the given one, or each command's own seq with ack. Prints the
-		// count of each outcome.
+		// with distinct-keys), waiting with wait, reading with shared (a
+		// read/write lock of MaxHoldersPerLock); min-unacked is the given
+		// one, or each command's own seq with ack. Prints outcome counts.
 		var sessionID, from, n, minUnacked uint64
 		d.ScanArgs(t, "session", &sessionID)
 		d.ScanArgs(t, "from-seq", &from)
@@ -626,7 +625,7 @@ func formatResult(r *fsmpb.Result) string {
 	}
 	formatCycle(&b, "  ", r.GetDeadlock().GetEdges())
 	for _, g := range r.GetGrants() {
-		fmt.Fprintf(&b, "  grant %s to s%d seq=%d token=%d%s\n", g.GetLock(), g.GetSessionId(), g.GetAcquireSeq(), g.GetToken(), sharedMark(g.GetShared())+reentryMark(g.GetReentry()))
+		fmt.Fprintf(&b, "  grant %s to s%d seq=%d token=%d%s\n", g.GetLock(), g.GetSessionId(), g.GetAcquireSeq(), g.GetToken(), grantMarks(g))
 	}
 	for _, w := range r.GetWaitsEnded() {
 		fmt.Fprintf(&b, "  wait-ended %s s%d seq=%d %s\n", w.GetLock(), w.GetSessionId(), w.GetAcquireSeq(),
@@ -737,11 +736,8 @@ func holdLimitMark(nanos int64) string {
 	return " hold-limit=" + time.Duration(nanos).String()
 }
 
-func reentryMark(reentry bool) string {
-	if reentry {
-		return " reentry"
-	}
-	return ""
+func grantMarks(g *fsmpb.Grant) string {
+	return sharedMark(g.GetShared()) + map[bool]string{true: " reentry"}[g.GetReentry()]
 }
 
 func sharedMark(shared bool) string {
