@@ -116,6 +116,7 @@ type dlLock struct {
 	head    int        // queue[:head] are granted or gone
 	shared  bool       // the holders' mode (all shared, or one exclusive)
 	limit   int
+	placed  int32 // queue[:placed] have their places in deadlockSearch.places (placeOwn)
 }
 
 type dlWaiter struct {
@@ -198,6 +199,9 @@ func (d *deadlockSearch) reset(m *Machine) {
 // done forgets the search's nodes and locks, keeping the memory, so that
 // the scratch holds no session or lock alive.
 func (d *deadlockSearch) done() {
+	if d.m.searched != nil {
+		d.m.searched(d.looked, len(d.places))
+	}
 	for i := range d.nodes {
 		d.nodes[i].node = dlNode{}
 	}
@@ -417,20 +421,74 @@ func (d *deadlockSearch) readOwnWaits(n int32) bool {
 	keys := d.ownWaits(nd)
 	waits := d.nodes[n].waits[:0]
 	for _, k := range keys {
-		l := d.m.locks[k.lock]
-		i := d.waiterIndex(n, l, k.seq)
 		d.looked++
-		if i < 0 {
-			continue
-		}
-		li := d.lock(l)
-		if li < 0 || !d.need(li, int32(i), n, false) {
+		li := d.lock(d.m.locks[k.lock])
+		if li < 0 {
 			return false
 		}
-		waits = append(waits, dlWait{li, int32(i)})
+		i, ok := d.placeOwn(li, n, k.seq)
+		if !ok {
+			return false
+		}
+		if i >= 0 {
+			waits = append(waits, dlWait{li, i})
+		}
 	}
 	d.nodes[n].waits = waits
 	return true
+}
+
+// placeOwn finds node n's waiter of acquire seq in lock li's queue and
+// extends the queue's copy to it (need), as readWaits did with the place
+// waiterIndex found: the same waiters copied and counted, in the same
+// order. In a long queue the place is looked up among the waiters the
+// copy has (indexed once each), else found by extending the copy one
+// waiter at a time, each counted: indexing the whole queue for a wait
+// near its head cost up to MaxWaitersPerLock uncounted for each of a
+// node's waits, on every member. It reports false once the search has
+// looked at too much; the place is -1 if the waiter is not queued, which
+// checkInvariants rules out.
+func (d *deadlockSearch) placeOwn(li, n int32, seq uint64) (int32, bool) {
+	l, s := d.locks[li].l, d.nodes[n].node.s
+	ws := l.waiters()
+	if at := d.nodes[n].met; at.lock == li && ws[at.pos].s == s && ws[at.pos].acquireSeq == seq {
+		return at.pos, true // need copied the queue to it
+	}
+	if len(ws) < longQueue {
+		i := l.waiterIndex(s, seq)
+		if i < 0 {
+			return -1, true
+		}
+		return int32(i), d.need(li, int32(i), n, false)
+	}
+	if d.places == nil {
+		d.places = make(map[waiterRef]int32)
+	}
+	// The first of equal ones, as lock.waiterIndex finds.
+	place := func(p int32) {
+		if r := (waiterRef{l, ws[p].s, ws[p].acquireSeq}); !hasPlace(d.places, r) {
+			d.places[r] = p
+		}
+	}
+	copied := min(int32(len(d.locks[li].queue)), int32(len(ws))) // the new wait is not in ws
+	for p := d.locks[li].placed; p < copied; p++ {
+		place(p)
+	}
+	d.locks[li].placed = copied
+	if i, ok := d.places[waiterRef{l, s, seq}]; ok {
+		return i, true
+	}
+	for p := copied; int(p) < len(ws); p++ {
+		if !d.need(li, p, n, false) {
+			return 0, false
+		}
+		place(p)
+		d.locks[li].placed = p + 1
+		if ws[p].s == s && ws[p].acquireSeq == seq {
+			return p, true
+		}
+	}
+	return -1, true
 }
 
 // ownWaits returns node nd's waits in acquire seq order: picked out of

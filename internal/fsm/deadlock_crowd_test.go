@@ -15,8 +15,17 @@ import (
 // manyWaits waits, where the search indexes a queue and keeps a session's
 // found waits for its other nodes. The harness checks every queued wait
 // and every refusal against refDeadlocked, and the test fails unless
-// both of those shapes were searched.
+// both of those shapes were searched. It runs at log version 14 and at
+// this release's, where a node reads its own waits only (readOwnWaits)
+// and finds their places in a long queue as it extends the queue's copy
+// (placeOwn).
 func TestDeadlockRandomCrowded(t *testing.T) {
+	for _, v := range []uint32{DeadlockAtGrantVersion, LogVersion} {
+		t.Run(fmt.Sprint("v", v), func(t *testing.T) { testDeadlockRandomCrowded(t, v) })
+	}
+}
+
+func testDeadlockRandomCrowded(t *testing.T, version uint32) {
 	const crowdWaits = 56
 	seeds := 8
 	if testing.Short() {
@@ -28,7 +37,7 @@ func TestDeadlockRandomCrowded(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 0xc40d))
 			sessions := 3 + r.IntN(4)
-			h := newDLHarnessAt(t, sessions, DeadlockAtGrantVersion)
+			h := newDLHarnessAt(t, sessions, version)
 			for range 2500 {
 				s := uint64(1 + r.IntN(sessions))
 				key := keys[r.IntN(len(keys))]

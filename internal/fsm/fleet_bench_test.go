@@ -429,3 +429,40 @@ func BenchmarkReenterMany(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSearchOwnWaitsInLongQueues is an acquire that queues behind a
+// holder whose owner key waits first in each of k queues, each with n
+// other sessions' waiters behind it: the deadlock search reads the
+// holder's k waits and finds each one's place.
+func BenchmarkSearchOwnWaitsInLongQueues(b *testing.B) {
+	for _, k := range []int{16, 64} {
+		for _, n := range []int{1000, MaxWaitersPerLock - 1} {
+			b.Run(fmt.Sprintf("waits=%d/queue=%d", k, n), func(b *testing.B) {
+				b.StopTimer()
+				f := newFleet(b)
+				h, g := f.open(), f.open()
+				f.acquire(h, "hot", "", false)
+				for q := range k {
+					f.acquire(g, fmt.Sprint("q", q), "", false)
+					f.acquire(h, fmt.Sprint("q", q), "", true)
+				}
+				for range n {
+					w := f.open()
+					for q := range k {
+						f.acquire(w, fmt.Sprint("q", q), "", true)
+					}
+				}
+				s := f.open()
+				f.ready()
+				for b.Loop() {
+					if o := f.acquire(s, "hot", "", true); o.GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED {
+						b.Fatalf("acquire: %v", o)
+					}
+					b.StopTimer()
+					f.apply(f.cmd(s, &fsmpb.Command{Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{Lock: "hot", SessionId: s, AcquireSeq: f.seqs[s]}}}))
+					b.StartTimer()
+				}
+			})
+		}
+	}
+}

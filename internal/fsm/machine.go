@@ -69,6 +69,10 @@ type Machine struct {
 	// skippedStalled, if set (by tests only), is called with each node
 	// endStalled leaves unsearched past MaxStalledSearches.
 	skippedStalled func(session uint64, key string)
+	// searched, if set (by tests only), is called at the end of each
+	// deadlock search with the holds and waits it counted and the
+	// waiters whose places it indexed.
+	searched func(looked, placed int)
 }
 
 // btreeDegree is the fan-out of the sorted indexes; 32 is google/btree's

@@ -86,6 +86,30 @@ var mutants = []mutant{
 		to:   "\t\t\tif key == nd.key || true {\n\t\t\t\tkeys = append(keys, k)",
 	},
 	{
+		name: "fsm/deadlock-place-indexes-the-whole-queue", file: "internal/fsm/deadlock.go", checks: fsmChecks,
+		from: "\t\ti, ok := d.placeOwn(li, n, k.seq)\n",
+		to:   "\t\ti, ok := int32(d.waiterIndex(n, d.locks[li].l, k.seq)), true\n\t\tif i >= 0 {\n\t\t\tok = d.need(li, i, n, false)\n\t\t}\n",
+	},
+	{
+		name: "fsm/deadlock-place-trusts-where-it-met-the-node", file: "internal/fsm/deadlock.go", checks: fsmChecks,
+		from: "at.lock == li && ws[at.pos].s == s && ws[at.pos].acquireSeq == seq {",
+		to:   "at.lock == li {",
+	},
+	{
+		name: "fsm/deadlock-place-skips-the-copied-prefix", file: "internal/fsm/deadlock.go", checks: fsmChecks,
+		from: "\tfor p := d.locks[li].placed; p < copied; p++ {\n",
+		to:   "\tfor p := copied; p < copied; p++ {\n",
+		accepted: "equivalent in outcome: placeOwn records the places of the waiters it copies, so the prefix it has not recorded is only what " +
+			"findDeadlock's need copied of the new wait's own queue, whole; a waiter there is missed only if its node waits twice in that queue, " +
+			"and that second wait's blockers (its node, waiters between) are all ahead of the new wait, met at cycle's first level, and no copy is extended " +
+			"(so no count moves); kept so that a place found never rests on that argument",
+	},
+	{
+		name: "fsm/deadlock-place-copies-past-a-known-place", file: "internal/fsm/deadlock.go", checks: fsmChecks,
+		from: "if i, ok := d.places[waiterRef{l, s, seq}]; ok {",
+		to:   "if i, ok := d.places[waiterRef{l, s, seq}]; ok && false {",
+	},
+	{
 		name: "fsm/deadlock-search-groups-a-sessions-waits-under-one-key", file: "internal/fsm/deadlock.go", checks: fsmChecks,
 		from: "byKey[key] = append(byKey[key], k)",
 		to:   "byKey[nd.key+key[:0]] = append(byKey[nd.key+key[:0]], k)",
