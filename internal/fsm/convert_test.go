@@ -103,7 +103,7 @@ func TestConversionsKeepEveryField(t *testing.T) {
 		if got := m.locks[p.GetName()].toProto(); !proto.Equal(got, p) {
 			t.Errorf("lock lost fields:\n got %v\nwant %v", got, p)
 		}
-		s.held, s.waits, s.holds = nil, nil, 0
+		s.held, s.waits, s.keyWaits, s.holds = nil, nil, nil, 0
 	}
 
 	sp := &fsmpb.Session{}

@@ -158,10 +158,6 @@ type deadlockSearch struct {
 	// out by the owner key the session's index of waits keeps, so that
 	// only their places are looked up.
 	ownOnly bool
-	// keyWaits has, for each session with many waits (manyWaits) whose
-	// nodes readOwnWaits read, its waits by owner key, each key's in seq
-	// order: grouped once, not picked out of the session's for each node.
-	keyWaits map[*session]map[string][]waitKey
 }
 
 // foundWait is a wait of a session: its lock, its place in the lock's
@@ -212,7 +208,6 @@ func (d *deadlockSearch) done() {
 	clear(d.ids)
 	clear(d.lockID)
 	clear(d.sessionWaits)
-	clear(d.keyWaits)
 	clear(d.byNode)
 	clear(d.keyed)
 	clear(d.places)
@@ -492,35 +487,22 @@ func (d *deadlockSearch) placeOwn(li, n int32, seq uint64) (int32, bool) {
 }
 
 // ownWaits returns node nd's waits in acquire seq order: picked out of
-// its session's, or for a session with many, from keyWaits.
+// its session's, or for a session with many, from its index by owner key
+// (session.keyWaits), sorted.
 func (d *deadlockSearch) ownWaits(nd dlNode) []waitKey {
-	bySeq := func(a, b waitKey) int { return cmp.Compare(a.seq, b.seq) }
-	if len(nd.s.waits) < manyWaits {
-		keys := d.keys[:0]
-		for k, key := range nd.s.waits {
-			if key == nd.key {
+	keys := d.keys[:0]
+	if nd.s.keyWaits != nil {
+		keys = append(keys, nd.s.keyWaits[nd.key]...)
+	} else {
+		for k, e := range nd.s.waits {
+			if e.key == nd.key {
 				keys = append(keys, k)
 			}
 		}
-		slices.SortFunc(keys, bySeq)
-		d.keys = keys
-		return keys
 	}
-	byKey, ok := d.keyWaits[nd.s]
-	if !ok {
-		byKey = make(map[string][]waitKey)
-		for k, key := range nd.s.waits {
-			byKey[key] = append(byKey[key], k)
-		}
-		for _, ks := range byKey {
-			slices.SortFunc(ks, bySeq)
-		}
-		if d.keyWaits == nil {
-			d.keyWaits = make(map[*session]map[string][]waitKey)
-		}
-		d.keyWaits[nd.s] = byKey
-	}
-	return byKey[nd.key]
+	slices.SortFunc(keys, func(a, b waitKey) int { return cmp.Compare(a.seq, b.seq) })
+	d.keys = keys
+	return keys
 }
 
 // foundWaits returns the waits of node n's session in acquire seq order,

@@ -276,12 +276,18 @@ func (s *session) waitDeadlocked(seq uint64, lock string, cycle []*fsmpb.Deadloc
 // deadlocked behind its own node's hold.
 func (m *Machine) reenterWaits(a *apply, l *lock, s *session, key string) {
 	// The session's own waits first: a grant stays O(1) however long the
-	// queue unless the session waits for l again, which is rare.
+	// queue unless the session waits for l again, which is rare; in a
+	// session with many waits, the node's own (keyWaits), whose other
+	// keys' waits for l would not re-enter.
 	again := false
-	for k := range s.waits {
-		if k.lock == l.name {
-			again = true
-			break
+	if s.keyWaits != nil {
+		again = slices.ContainsFunc(s.keyWaits[key], func(k waitKey) bool { return k.lock == l.name })
+	} else {
+		for k := range s.waits {
+			if k.lock == l.name {
+				again = true
+				break
+			}
 		}
 	}
 	if !again {

@@ -206,52 +206,66 @@ func checkStalledSearch(t *testing.T, m *Machine) *int {
 // learns the grant. Below it the second wait stays queued behind session
 // 3 until the node's hold ends. A wait of the node in another mode cannot
 // re-enter; from 14 it is deadlocked behind its own node's hold and ends.
+//
+// With crowd, session 2's other keys also wait manyWaits times for
+// another lock, so that the session keeps its waits by owner key
+// (session.keyWaits) and the grant looks for the node's own there.
 func TestWaitsOfOneKeyReenterAtTheGrant(t *testing.T) {
 	for _, v := range []uint32{DeadlockAtGrantVersion - 1, DeadlockAtGrantVersion} {
-		t.Run(fmt.Sprint(v), func(t *testing.T) {
-			h := newDLHarnessAt(t, 3, v)
-			tok := h.acquire(1, "", "x", 8, false, false).GetAcquire().GetToken()
-			h.acquire(2, "k", "x", 8, false, true)
-			first := h.seqs[2]
-			h.acquire(3, "", "x", 8, false, true)
-			h.acquire(2, "k", "x", 8, true, true) // a reader: another mode
-			reader := h.seqs[2]
-			h.acquire(2, "k", "x", 8, false, true)
-			second := h.seqs[2] // the last: its retry is answered from the cache
-			res := h.apply(&fsmpb.Command{SessionId: 1, Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "x", Token: tok}}})
-			l, _ := h.m.Lock("x")
-			var queued []uint64
-			for _, w := range l.GetWaiters() {
-				queued = append(queued, w.GetSessionId())
-			}
-			var granted []uint64
-			for _, g := range res.GetGrants() {
-				if g.GetSessionId() != 2 || g.GetToken() != h.index {
-					t.Fatalf("grant %v, want session 2's with token %d", g, h.index)
-				}
-				granted = append(granted, g.GetAcquireSeq())
-			}
-			if v < DeadlockAtGrantVersion {
-				if !slices.Equal(granted, []uint64{first}) || !slices.Equal(queued, []uint64{3, 2, 2}) || len(res.GetWaitsEnded()) != 0 {
-					t.Fatalf("below %d: granted %v, queue %v, ended %v; want the first wait only, the others queued", DeadlockAtGrantVersion, granted, queued, res.GetWaitsEnded())
-				}
-				return
-			}
-			if !slices.Equal(granted, []uint64{first, second}) || !slices.Equal(queued, []uint64{3}) {
-				t.Fatalf("granted %v, queue %v; want both of (2, k)'s writer waits granted and session 3 queued", granted, queued)
-			}
-			if hs := l.GetHolders(); len(hs) != 1 || hs[0].GetCount() != 2 || hs[0].GetToken() != h.index {
-				t.Fatalf("holders %v, want (2, k) once, count 2", hs)
-			}
-			if e := res.GetWaitsEnded(); len(e) != 1 || e[0].GetAcquireSeq() != reader || e[0].GetError() != fsmpb.Error_ERROR_DEADLOCK {
-				t.Fatalf("waits ended %v, want the reader wait ended as deadlocked behind its own hold", e)
-			}
-			h.index++
-			retry := h.m.Apply(h.index, &fsmpb.Command{SessionId: 2, Seq: second, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
-				Lock: "x", OwnerKey: "k", Limit: 8, Wait: true}}})
-			if o := retry.GetAcquire(); o.GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED || o.GetToken() != h.index-1 || o.GetCount() != 2 {
-				t.Fatalf("retry of the second wait: %v, want GRANTED, count 2, the hold's token", retry)
-			}
-		})
+		for _, crowd := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%d/crowd=%v", v, crowd), func(t *testing.T) { testWaitsOfOneKeyReenter(t, v, crowd) })
+		}
+	}
+}
+
+func testWaitsOfOneKeyReenter(t *testing.T, v uint32, crowd bool) {
+	h := newDLHarnessAt(t, 3, v)
+	if crowd {
+		h.acquire(1, "", "busy", 0, false, false)
+		for i := range manyWaits {
+			h.acquire(2, fmt.Sprint("o", i), "busy", 0, false, true)
+		}
+	}
+	tok := h.acquire(1, "", "x", 8, false, false).GetAcquire().GetToken()
+	h.acquire(2, "k", "x", 8, false, true)
+	first := h.seqs[2]
+	h.acquire(3, "", "x", 8, false, true)
+	h.acquire(2, "k", "x", 8, true, true) // a reader: another mode
+	reader := h.seqs[2]
+	h.acquire(2, "k", "x", 8, false, true)
+	second := h.seqs[2] // the last: its retry is answered from the cache
+	res := h.apply(&fsmpb.Command{SessionId: 1, Op: &fsmpb.Command_Release{Release: &fsmpb.Release{Lock: "x", Token: tok}}})
+	l, _ := h.m.Lock("x")
+	var queued []uint64
+	for _, w := range l.GetWaiters() {
+		queued = append(queued, w.GetSessionId())
+	}
+	var granted []uint64
+	for _, g := range res.GetGrants() {
+		if g.GetSessionId() != 2 || g.GetToken() != h.index {
+			t.Fatalf("grant %v, want session 2's with token %d", g, h.index)
+		}
+		granted = append(granted, g.GetAcquireSeq())
+	}
+	if v < DeadlockAtGrantVersion {
+		if !slices.Equal(granted, []uint64{first}) || !slices.Equal(queued, []uint64{3, 2, 2}) || len(res.GetWaitsEnded()) != 0 {
+			t.Fatalf("below %d: granted %v, queue %v, ended %v; want the first wait only, the others queued", DeadlockAtGrantVersion, granted, queued, res.GetWaitsEnded())
+		}
+		return
+	}
+	if !slices.Equal(granted, []uint64{first, second}) || !slices.Equal(queued, []uint64{3}) {
+		t.Fatalf("granted %v, queue %v; want both of (2, k)'s writer waits granted and session 3 queued", granted, queued)
+	}
+	if hs := l.GetHolders(); len(hs) != 1 || hs[0].GetCount() != 2 || hs[0].GetToken() != h.index {
+		t.Fatalf("holders %v, want (2, k) once, count 2", hs)
+	}
+	if e := res.GetWaitsEnded(); len(e) != 1 || e[0].GetAcquireSeq() != reader || e[0].GetError() != fsmpb.Error_ERROR_DEADLOCK {
+		t.Fatalf("waits ended %v, want the reader wait ended as deadlocked behind its own hold", e)
+	}
+	h.index++
+	retry := h.m.Apply(h.index, &fsmpb.Command{SessionId: 2, Seq: second, Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+		Lock: "x", OwnerKey: "k", Limit: 8, Wait: true}}})
+	if o := retry.GetAcquire(); o.GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_GRANTED || o.GetToken() != h.index-1 || o.GetCount() != 2 {
+		t.Fatalf("retry of the second wait: %v, want GRANTED, count 2, the hold's token", retry)
 	}
 }

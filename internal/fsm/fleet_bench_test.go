@@ -466,3 +466,67 @@ func BenchmarkSearchOwnWaitsInLongQueues(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSearchManyKeysSession is an acquire that queues behind a holder
+// waiting for a lock held by a session whose key "" waits too, beside n
+// waits of its other owner keys (MaxHoldsPerSession allows 100,000): the
+// deadlock search reads the one node of that session it meets.
+func BenchmarkSearchManyKeysSession(b *testing.B) {
+	for _, n := range []int{16, 1000, 40000} {
+		b.Run(fmt.Sprintf("waits=%d", n), func(b *testing.B) {
+			b.StopTimer()
+			f := newFleet(b)
+			h, t, g := f.open(), f.open(), f.open()
+			f.acquire(h, "hot", "", false)
+			f.acquire(t, "a", "", false)
+			f.acquire(g, "b", "", false)
+			f.acquire(h, "a", "", true)
+			f.acquire(t, "b", "", true)
+			for i := range n {
+				f.acquire(g, fmt.Sprint("w/", i%8), "", false)
+				f.acquire(t, fmt.Sprint("w/", i%8), fmt.Sprint("k", i), true)
+			}
+			s := f.open()
+			f.ready()
+			for b.Loop() {
+				if o := f.acquire(s, "hot", "", true); o.GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED {
+					b.Fatalf("acquire: %v", o)
+				}
+				b.StopTimer()
+				f.apply(f.cmd(s, &fsmpb.Command{Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{Lock: "hot", SessionId: s, AcquireSeq: f.seqs[s]}}}))
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// BenchmarkGrantManyKeysSession is a release that grants the lock to a
+// node of a session whose other owner keys wait n times elsewhere: the
+// grant checks whether the node waits for the lock again (reenterWaits).
+func BenchmarkGrantManyKeysSession(b *testing.B) {
+	for _, n := range []int{16, 1000, 40000} {
+		b.Run(fmt.Sprintf("waits=%d", n), func(b *testing.B) {
+			b.StopTimer()
+			f := newFleet(b)
+			g, t, o := f.open(), f.open(), f.open()
+			for i := range n {
+				f.acquire(o, fmt.Sprint("w/", i%8), "", false)
+				f.acquire(t, fmt.Sprint("w/", i%8), fmt.Sprint("k", i), true)
+			}
+			tok := f.acquire(g, "g", "", false).GetToken()
+			f.acquire(t, "g", "", true)
+			f.ready()
+			for b.Loop() {
+				res := f.release(g, "g", "", tok)
+				b.StopTimer()
+				if len(res.GetGrants()) != 1 {
+					b.Fatalf("release: %v", res)
+				}
+				f.acquire(g, "g", "", true)
+				tok = f.release(t, "g", "", res.GetGrants()[0].GetToken()).GetGrants()[0].GetToken()
+				f.acquire(t, "g", "", true)
+				b.StartTimer()
+			}
+		})
+	}
+}

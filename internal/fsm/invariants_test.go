@@ -204,9 +204,12 @@ func checkIndexes(m *Machine) error {
 		for k, key := range waits[id] {
 			if got, ok := s.waits[k]; !ok {
 				return fmt.Errorf("session %d wait index lacks %v", id, k)
-			} else if got != key {
-				return fmt.Errorf("session %d wait index has owner key %q for %v; its waiter has %q", id, got, k, key)
+			} else if got.key != key {
+				return fmt.Errorf("session %d wait index has owner key %q for %v; its waiter has %q", id, got.key, k, key)
 			}
+		}
+		if err := checkKeyWaits(s); err != nil {
+			return fmt.Errorf("session %d: %v", id, err)
 		}
 		if s.load() > MaxHoldsPerSession {
 			return fmt.Errorf("session %d has %d holds and waits", id, s.load())
@@ -306,4 +309,36 @@ func historyProto(m *Machine) []*fsmpb.LockHistory {
 		out = append(out, lh)
 	}
 	return out
+}
+
+// checkKeyWaits checks session s's index of waits by owner key: kept
+// exactly while it has manyWaits waits or more, or had since its waits
+// were last none, and then holding each wait once, under its key, at the
+// place its entry says.
+func checkKeyWaits(s *session) error {
+	if s.keyWaits == nil {
+		if len(s.waits) >= manyWaits {
+			return fmt.Errorf("%d waits and no index by owner key", len(s.waits))
+		}
+		return nil
+	}
+	if len(s.waits) == 0 {
+		return fmt.Errorf("an index by owner key and no waits")
+	}
+	n := 0
+	for key, ks := range s.keyWaits {
+		if len(ks) == 0 {
+			return fmt.Errorf("owner key %q has an empty list of waits", key)
+		}
+		for i, k := range ks {
+			if e, ok := s.waits[k]; !ok || e.key != key || int(e.at) != i {
+				return fmt.Errorf("owner key %q lists %v at %d; the index has %+v (%v)", key, k, i, e, ok)
+			}
+		}
+		n += len(ks)
+	}
+	if n != len(s.waits) {
+		return fmt.Errorf("the index by owner key lists %d waits; the session has %d", n, len(s.waits))
+	}
+	return nil
 }

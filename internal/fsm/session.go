@@ -44,7 +44,20 @@ type session struct {
 	// state), so they are not in the state a frozen state may share, and a
 	// session holding many locks is not copied with them.
 	held  []*lock
-	waits map[waitKey]string // each queued wait's owner key
+	waits map[waitKey]waitEntry // each queued wait's owner key
+	// keyWaits has each owner key's waits, in no order, while the session
+	// has manyWaits waits or more (built by the add that reaches it,
+	// dropped with the last wait), so that the deadlock search picks a
+	// node's own waits out of a session with many without reading them
+	// all (ownWaits): a session may have MaxHoldsPerSession.
+	keyWaits map[string][]waitKey
+}
+
+// waitEntry is a session's index entry for one wait: its owner key, and
+// while the session keeps keyWaits, its place in keyWaits[key].
+type waitEntry struct {
+	key string
+	at  int32
 }
 
 // sessionState is what of a session changes and snapshots show, as the
@@ -390,15 +403,54 @@ func (s *sessionState) numHolds() int { return int(s.holds) }
 // sessions never wait, and an empty map still costs its header).
 func (s *session) addWait(k waitKey, ownerKey string) {
 	if s.waits == nil {
-		s.waits = make(map[waitKey]string)
+		s.waits = make(map[waitKey]waitEntry)
 	}
-	s.waits[k] = ownerKey
+	e := waitEntry{key: ownerKey}
+	if s.keyWaits != nil {
+		e.at = int32(len(s.keyWaits[ownerKey]))
+		s.keyWaits[ownerKey] = append(s.keyWaits[ownerKey], k)
+	}
+	s.waits[k] = e
+	if s.keyWaits == nil && len(s.waits) >= manyWaits {
+		s.keyWaits = make(map[string][]waitKey)
+		for k, e := range s.waits {
+			e.at = int32(len(s.keyWaits[e.key]))
+			s.keyWaits[e.key] = append(s.keyWaits[e.key], k)
+			s.waits[k] = e
+		}
+	}
 }
 
 func (s *session) dropWait(k waitKey) {
+	if s.keyWaits == nil {
+		delete(s.waits, k)
+		if len(s.waits) == 0 {
+			s.waits = nil
+		}
+		return
+	}
+	e, ok := s.waits[k]
+	if !ok {
+		return
+	}
 	delete(s.waits, k)
 	if len(s.waits) == 0 {
-		s.waits = nil
+		s.waits, s.keyWaits = nil, nil
+		return
+	}
+	// Swap the key's last wait into k's place.
+	ks := s.keyWaits[e.key]
+	last := ks[len(ks)-1]
+	if last != k {
+		ks[e.at] = last
+		le := s.waits[last]
+		le.at = e.at
+		s.waits[last] = le
+	}
+	if ks = ks[:len(ks)-1]; len(ks) == 0 {
+		delete(s.keyWaits, e.key)
+	} else {
+		s.keyWaits[e.key] = ks
 	}
 }
 
@@ -592,6 +644,9 @@ func (m *Machine) dropWaits(a *apply, s *session, code fsmpb.Error, holdsEnd boo
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, compareWaitKeys)
+	// Every wait goes: no index by owner key to keep on the way (a search
+	// that a grant below runs picks s's waits out of s.waits instead).
+	s.keyWaits = nil
 	held := func(l *lock) bool { return slices.Contains(s.held, l) }
 	if holdsEnd && len(s.held) > 16 {
 		// A session with many holds and waits: one set, not a scan of

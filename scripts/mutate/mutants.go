@@ -82,8 +82,8 @@ var mutants = []mutant{
 	},
 	{
 		name: "fsm/deadlock-search-reads-another-keys-waits", file: "internal/fsm/deadlock.go", checks: fsmChecks,
-		from: "\t\t\tif key == nd.key {\n\t\t\t\tkeys = append(keys, k)",
-		to:   "\t\t\tif key == nd.key || true {\n\t\t\t\tkeys = append(keys, k)",
+		from: "\t\t\tif e.key == nd.key {\n\t\t\t\tkeys = append(keys, k)",
+		to:   "\t\t\tif e.key == nd.key || true {\n\t\t\t\tkeys = append(keys, k)",
 	},
 	{
 		name: "fsm/deadlock-place-indexes-the-whole-queue", file: "internal/fsm/deadlock.go", checks: fsmChecks,
@@ -110,9 +110,24 @@ var mutants = []mutant{
 		to:   "if i, ok := d.places[waiterRef{l, s, seq}]; ok && false {",
 	},
 	{
-		name: "fsm/deadlock-search-groups-a-sessions-waits-under-one-key", file: "internal/fsm/deadlock.go", checks: fsmChecks,
-		from: "byKey[key] = append(byKey[key], k)",
-		to:   "byKey[nd.key+key[:0]] = append(byKey[nd.key+key[:0]], k)",
+		name: "fsm/deadlock-search-reads-one-keys-index-for-every-node", file: "internal/fsm/deadlock.go", checks: fsmChecks,
+		from: "keys = append(keys, nd.s.keyWaits[nd.key]...)",
+		to:   "keys = append(keys, nd.s.keyWaits[\"\"]...)",
+	},
+	{
+		name: "fsm/reentry-check-reads-another-keys-index", file: "internal/fsm/deadlock_grant.go", checks: fsmChecks,
+		from: "again = slices.ContainsFunc(s.keyWaits[key], ",
+		to:   "again = slices.ContainsFunc(s.keyWaits[key+\"x\"], ",
+	},
+	{
+		name: "fsm/key-waits-swap-leaves-the-moved-place", file: "internal/fsm/session.go", checks: fsmChecks,
+		from: "\t\ts.waits[last] = le\n",
+		to:   "\t\t_ = le\n",
+	},
+	{
+		name: "fsm/key-waits-built-without-the-waits-before", file: "internal/fsm/session.go", checks: fsmChecks,
+		from: "\t\tfor k, e := range s.waits {\n\t\t\te.at = int32(len(s.keyWaits[e.key]))",
+		to:   "\t\tfor k, e := range s.waits {\n\t\t\tif len(s.keyWaits) > 0 {\n\t\t\t\tbreak\n\t\t\t}\n\t\t\te.at = int32(len(s.keyWaits[e.key]))",
 	},
 	{
 		name: "fsm/deadlock-node-index-misses-the-chain", file: "internal/fsm/deadlock.go", checks: fsmChecks,
