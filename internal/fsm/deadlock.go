@@ -3,8 +3,6 @@ package fsm
 import (
 	"cmp"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/batonlock/baton/internal/fsm/fsmpb"
 )
@@ -116,7 +114,11 @@ type dlLock struct {
 	head    int        // queue[:head] are granted or gone
 	shared  bool       // the holders' mode (all shared, or one exclusive)
 	limit   int
-	placed  int32 // queue[:placed] have their places in deadlockSearch.places (placeOwn)
+	// firstDead is the first waiter from head whose node is deadlocked
+	// (len(queue): none), and read how far cycle's walk has read the
+	// queue (readDead).
+	firstDead, read int
+	placed          int32 // queue[:placed] have their places in deadlockSearch.places (placeOwn)
 }
 
 type dlWaiter struct {
@@ -158,6 +160,9 @@ type deadlockSearch struct {
 	// out by the owner key the session's index of waits keeps, so that
 	// only their places are looked up.
 	ownOnly bool
+	// deadKnown: the locks' firstDead are set (readDead).
+	deadKnown bool
+	cycleRead int // waiters cycle read, for tests (Machine.searched)
 }
 
 // foundWait is a wait of a session: its lock, its place in the lock's
@@ -187,6 +192,7 @@ const (
 func (d *deadlockSearch) reset(m *Machine) {
 	d.m, d.looked = m, 0
 	d.ownOnly = m.LogVersion() >= OwnWaitsVersion
+	d.deadKnown, d.cycleRead = false, 0
 	if d.ids == nil {
 		d.ids, d.lockID = make(map[*session]int32), make(map[*lock]int32)
 	}
@@ -196,7 +202,7 @@ func (d *deadlockSearch) reset(m *Machine) {
 // the scratch holds no session or lock alive.
 func (d *deadlockSearch) done() {
 	if d.m.searched != nil {
-		d.m.searched(d.looked, len(d.places))
+		d.m.searched(d.looked, len(d.places), d.cycleRead)
 	}
 	for i := range d.nodes {
 		d.nodes[i].node = dlNode{}
@@ -641,123 +647,4 @@ func (d *deadlockSearch) grant(li int32) {
 // admits is lock.admits for the holders whose node is not free.
 func (dl *dlLock) admits(shared bool) bool {
 	return dl.live == 0 || shared && dl.shared && dl.live < dl.limit
-}
-
-// blockers returns what keeps the wait w of a deadlocked node from its
-// grant, once settled: the waiters ahead of it whose node is deadlocked
-// (queuedAhead), or if none, the holders whose node is.
-func (d *deadlockSearch) blockers(w dlWait) (nodes []int32, queuedAhead bool) {
-	dl := &d.locks[w.lock]
-	for i := dl.head; i < int(w.pos); i++ {
-		if n := dl.queue[i].node; !d.nodes[n].free && !slices.Contains(nodes, n) {
-			nodes = append(nodes, n)
-		}
-	}
-	if len(nodes) > 0 {
-		return nodes, true
-	}
-	for _, n := range dl.holders {
-		if !d.nodes[n].free {
-			nodes = append(nodes, n)
-		}
-	}
-	return nodes, false
-}
-
-// cycle returns the deadlock that node self's wait start (a new wait,
-// or one of its waits that a grant or cancel left deadlocked) closes:
-// the shortest chain of blocking waits from it back to self (breadth
-// first, in wait and holder order), or, if self is deadlocked on a
-// deadlock that was there before (formed below the version that checks
-// it), the chain from it into that deadlock, each node once, the last
-// edge's blocker an earlier edge's waiter.
-func (d *deadlockSearch) cycle(self int32, start dlWait) []*fsmpb.DeadlockEdge {
-	type step struct {
-		from  int32 // the node before
-		wait  dlWait
-		ahead bool
-	}
-	prev := make(map[int32]step)
-	edge := func(n int32, w dlWait, ahead bool, blocker int32) *fsmpb.DeadlockEdge {
-		nd, bd := d.nodes[n].node, d.nodes[blocker].node
-		return &fsmpb.DeadlockEdge{SessionId: nd.s.id, OwnerKey: nd.key, Lock: d.locks[w.lock].l.name, QueuedAhead: ahead,
-			BlockerSessionId: bd.s.id, BlockerOwnerKey: bd.key}
-	}
-	// Breadth first from the new wait alone, then from each node
-	// reached, through all of its waits.
-	type visit struct {
-		n     int32
-		waits []dlWait
-	}
-	frontier := []visit{{self, []dlWait{start}}}
-	for len(frontier) > 0 {
-		var next []visit
-		for _, v := range frontier {
-			for _, w := range v.waits {
-				bs, ahead := d.blockers(w)
-				for _, b := range bs {
-					if b != self {
-						if _, seen := prev[b]; !seen {
-							prev[b] = step{v.n, w, ahead}
-							next = append(next, visit{b, d.nodes[b].waits})
-						}
-						continue
-					}
-					out := []*fsmpb.DeadlockEdge{edge(v.n, w, ahead, self)}
-					for n := v.n; n != self; {
-						p := prev[n]
-						out = append(out, edge(p.from, p.wait, p.ahead, n))
-						n = p.from
-					}
-					slices.Reverse(out)
-					return out
-				}
-			}
-		}
-		frontier = next
-	}
-	// No way back to self: walk from it along first blockers to a node
-	// met before.
-	var out []*fsmpb.DeadlockEdge
-	seen := map[int32]bool{}
-	for n, w := self, start; !seen[n]; {
-		// Every wait of a deadlocked node has a deadlocked blocker.
-		seen[n] = true
-		bs, ahead := d.blockers(w)
-		out = append(out, edge(n, w, ahead, bs[0]))
-		n = bs[0]
-		w = d.nodes[n].waits[0]
-	}
-	return out
-}
-
-// DescribeCycle is the message of a DEADLOCK refusal or wait end that
-// names cycle: one line naming each wait.
-func DescribeCycle(cycle []*fsmpb.DeadlockEdge) string { return describeCycle(cycle) }
-
-// describeCycle is the refusal's message: one line naming each wait.
-func describeCycle(cycle []*fsmpb.DeadlockEdge) string {
-	var b strings.Builder
-	b.WriteString("deadlock: ")
-	for i, e := range cycle {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(nodeName(e.GetSessionId(), e.GetOwnerKey()) + " waits for lock " + quote(e.GetLock()))
-		if e.GetQueuedAhead() {
-			b.WriteString(" behind ")
-		} else {
-			b.WriteString(" held by ")
-		}
-		b.WriteString(nodeName(e.GetBlockerSessionId(), e.GetBlockerOwnerKey()))
-	}
-	return b.String()
-}
-
-// nodeName names a holder: "session 7", or "session 7 key \"k\"".
-func nodeName(session uint64, key string) string {
-	if key == "" {
-		return "session " + strconv.FormatUint(session, 10)
-	}
-	return "session " + strconv.FormatUint(session, 10) + " key " + quote(key)
 }

@@ -574,7 +574,7 @@ func TestDeadlockSearchIndexesWhatItCounts(t *testing.T) {
 		}
 	}
 	searches, placed := 0, 0
-	m.searched = func(looked, places int) {
+	m.searched = func(looked, places, _ int) {
 		searches++
 		placed += places
 		if places > looked {
@@ -586,5 +586,45 @@ func TestDeadlockSearchIndexesWhatItCounts(t *testing.T) {
 	}
 	if searches != 1 || placed == 0 {
 		t.Fatalf("%d searches indexed %d places; want the one search to look places up in the long queues", searches, placed)
+	}
+}
+
+// TestDeadlockCycleReadsEachQueueOnce: an acquire refused at the tail of
+// a queue of 300 waiters, all deadlocked with it (their lock's holder
+// waits for a lock the acquirer holds). The refusal names the shortest
+// cycle, found breadth first through every waiter's wait; each wait has
+// the waiters ahead of it ahead of it, and the walk must read the queue
+// once, not once per wait: read per wait, a refusal behind 4,000 such
+// waiters took 8 s on every member (BenchmarkRefuseBehindDeadlockedQueue).
+func TestDeadlockCycleReadsEachQueueOnce(t *testing.T) {
+	const waiters = 300
+	m := New()
+	m.SetLogVersion(LogVersion)
+	index := uint64(0)
+	seqs := map[uint64]uint64{}
+	apply := func(s uint64, op *fsmpb.Acquire) *fsmpb.Result {
+		index++
+		seqs[s]++
+		return m.Apply(index, &fsmpb.Command{SessionId: s, Seq: seqs[s], MinUnackedSeq: seqs[s], Op: &fsmpb.Command_Acquire{Acquire: op}})
+	}
+	open := func() uint64 {
+		index++
+		return m.Apply(index, &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "o"}}}).GetSessionId()
+	}
+	holder, self := open(), open()
+	apply(holder, &fsmpb.Acquire{Lock: "l"})
+	apply(self, &fsmpb.Acquire{Lock: "m"})
+	for range waiters {
+		apply(open(), &fsmpb.Acquire{Lock: "l", Wait: true})
+	}
+	apply(holder, &fsmpb.Acquire{Lock: "m", Wait: true})
+	read := -1
+	m.searched = func(_, _, cycleRead int) { read = cycleRead }
+	res := apply(self, &fsmpb.Acquire{Lock: "l", Wait: true})
+	if res.GetError() != fsmpb.Error_ERROR_DEADLOCK || len(res.GetDeadlock().GetEdges()) != 3 {
+		t.Fatalf("acquire: %v; want DEADLOCK through the first waiter and the holder", res)
+	}
+	if read < 0 || read > waiters {
+		t.Fatalf("the cycle read %d waiters of a queue of %d", read, waiters)
 	}
 }

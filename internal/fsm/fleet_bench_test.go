@@ -530,3 +530,31 @@ func BenchmarkGrantManyKeysSession(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRefuseBehindDeadlockedQueue is an acquire refused as
+// deadlocked at the tail of a queue of n waiters, all deadlocked with it:
+// the refusal names the shortest cycle, found breadth first through the
+// waiters (cycle).
+func BenchmarkRefuseBehindDeadlockedQueue(b *testing.B) {
+	for _, n := range []int{16, 256, 1000, 4000} {
+		b.Run(fmt.Sprintf("waiters=%d", n), func(b *testing.B) {
+			b.StopTimer()
+			f := newFleet(b)
+			h, s := f.open(), f.open()
+			f.acquire(h, "l", "", false)
+			f.acquire(s, "m", "", false)
+			for range n {
+				f.acquire(f.open(), "l", "", true)
+			}
+			f.acquire(h, "m", "", true)
+			f.ready()
+			for b.Loop() {
+				f.idx++
+				res := f.m.Apply(f.idx, f.cmd(s, &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Lock: "l", Wait: true}}}))
+				if res.GetError() != fsmpb.Error_ERROR_DEADLOCK {
+					b.Fatalf("acquire: %v", res)
+				}
+			}
+		})
+	}
+}

@@ -70,9 +70,9 @@ type Machine struct {
 	// endStalled leaves unsearched past MaxStalledSearches.
 	skippedStalled func(session uint64, key string)
 	// searched, if set (by tests only), is called at the end of each
-	// deadlock search with the holds and waits it counted and the
-	// waiters whose places it indexed.
-	searched func(looked, placed int)
+	// deadlock search with the holds and waits it counted, the waiters
+	// whose places it indexed and the waiters its cycles read.
+	searched func(looked, placed, cycleRead int)
 }
 
 // btreeDegree is the fan-out of the sorted indexes; 32 is google/btree's

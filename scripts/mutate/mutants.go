@@ -120,6 +120,21 @@ var mutants = []mutant{
 		to:   "again = slices.ContainsFunc(s.keyWaits[key+\"x\"], ",
 	},
 	{
+		name: "fsm/deadlock-cycle-reads-the-queue-again-for-each-wait", file: "internal/fsm/deadlock_cycle.go", checks: fsmChecks,
+		from: "\t\t\t\tif dl.firstDead < int(w.pos) {\n\t\t\t\t\tfor ; dl.read",
+		to:   "\t\t\t\tif dl.firstDead < int(w.pos) {\n\t\t\t\t\tdl.read = dl.head\n\t\t\t\t\tfor ; dl.read",
+	},
+	{
+		name: "fsm/deadlock-cycle-first-dead-skips-the-head", file: "internal/fsm/deadlock_cycle.go", checks: fsmChecks,
+		from: "for i := dl.head; i < len(dl.queue); i++ {",
+		to:   "for i := dl.head + 1; i < len(dl.queue); i++ {",
+	},
+	{
+		name: "fsm/deadlock-cycle-chain-blocked-by-holders-only", file: "internal/fsm/deadlock_cycle.go", checks: fsmChecks,
+		from: "\tif dl.firstDead < int(w.pos) {\n\t\treturn dl.queue[dl.firstDead].node, true",
+		to:   "\tif false {\n\t\treturn dl.queue[dl.firstDead].node, true",
+	},
+	{
 		name: "fsm/key-waits-swap-leaves-the-moved-place", file: "internal/fsm/session.go", checks: fsmChecks,
 		from: "\t\ts.waits[last] = le\n",
 		to:   "\t\t_ = le\n",
