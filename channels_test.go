@@ -95,12 +95,18 @@ func metricValue(t *testing.T, addr, name string) uint64 {
 // rawSessions opens a Sessions stream to addr, without the client library.
 func rawSessions(t *testing.T, addr string) batonpb.Baton_SessionsClient {
 	t.Helper()
+	return rawSessionsCtx(t, testCtx(t), addr)
+}
+
+// rawSessionsCtx is rawSessions with the stream's context ctx.
+func rawSessionsCtx(t *testing.T, ctx context.Context, addr string) batonpb.Baton_SessionsClient {
+	t.Helper()
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	gs, err := batonpb.NewBatonClient(cc).Sessions(testCtx(t))
+	gs, err := batonpb.NewBatonClient(cc).Sessions(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,13 +305,19 @@ func TestSessionsChannelNumberReuse(t *testing.T) {
 	// Every resume is a keepalive, and this loop sends them far faster
 	// than a member's default keepalive rate admits.
 	c := startCluster(t, 1, embedtest.Configure(func(_ int, cfg *embed.Config) { cfg.MaxKeepAliveRate = 1 << 20 }))
-	gs := rawSessions(t, c.ClientAddr(c.WaitLeader()))
+	// 5,000 rounds took over 10 s (testCtx's deadline) on a loaded
+	// 2-core machine: the stream gets a minute.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	gs := rawSessionsCtx(t, ctx, c.ClientAddr(c.WaitLeader()))
 	in := make(chan *batonpb.ChannelResponse, 64)
+	var streamErr error // set before in closes
 	go func() {
 		defer close(in)
 		for {
 			msg, err := gs.Recv()
 			if err != nil {
+				streamErr = err
 				return
 			}
 			for _, r := range msg.GetResponses() {
@@ -318,7 +330,7 @@ func TestSessionsChannelNumberReuse(t *testing.T) {
 		select {
 		case r, ok := <-in:
 			if !ok {
-				t.Fatalf("%s: the stream ended", what)
+				t.Fatalf("%s: the stream ended: %v", what, streamErr)
 			}
 			return r
 		case <-time.After(5 * time.Second):

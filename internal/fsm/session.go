@@ -47,7 +47,8 @@ type session struct {
 	waits map[waitKey]waitEntry // each queued wait's owner key
 	// keyWaits has each owner key's waits, in no order, while the session
 	// has manyWaits waits or more (built by the add that reaches it,
-	// dropped with the last wait), so that the deadlock search picks a
+	// dropped with the last wait or when all end: dropWaits), so that
+	// the deadlock search picks a
 	// node's own waits out of a session with many without reading them
 	// all (ownWaits): a session may have MaxHoldsPerSession.
 	keyWaits map[string][]waitKey
