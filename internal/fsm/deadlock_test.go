@@ -548,19 +548,7 @@ func formatCycle(b *strings.Builder, indent string, edges []*fsmpb.DeadlockEdge)
 // (BenchmarkSearchOwnWaitsInLongQueues).
 func TestDeadlockSearchIndexesWhatItCounts(t *testing.T) {
 	const waits, queue = 8, 200
-	m := New()
-	m.SetLogVersion(LogVersion)
-	index := uint64(0)
-	seqs := map[uint64]uint64{}
-	apply := func(s uint64, op *fsmpb.Acquire) *fsmpb.Result {
-		index++
-		seqs[s]++
-		return m.Apply(index, &fsmpb.Command{SessionId: s, Seq: seqs[s], MinUnackedSeq: seqs[s], Op: &fsmpb.Command_Acquire{Acquire: op}})
-	}
-	open := func() uint64 {
-		index++
-		return m.Apply(index, &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "o"}}}).GetSessionId()
-	}
+	m, apply, open := searchMachine()
 	holder, idle := open(), open()
 	apply(holder, &fsmpb.Acquire{Lock: "hot"})
 	for q := range waits {
@@ -598,19 +586,7 @@ func TestDeadlockSearchIndexesWhatItCounts(t *testing.T) {
 // waiters took 8 s on every member (BenchmarkRefuseBehindDeadlockedQueue).
 func TestDeadlockCycleReadsEachQueueOnce(t *testing.T) {
 	const waiters = 300
-	m := New()
-	m.SetLogVersion(LogVersion)
-	index := uint64(0)
-	seqs := map[uint64]uint64{}
-	apply := func(s uint64, op *fsmpb.Acquire) *fsmpb.Result {
-		index++
-		seqs[s]++
-		return m.Apply(index, &fsmpb.Command{SessionId: s, Seq: seqs[s], MinUnackedSeq: seqs[s], Op: &fsmpb.Command_Acquire{Acquire: op}})
-	}
-	open := func() uint64 {
-		index++
-		return m.Apply(index, &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "o"}}}).GetSessionId()
-	}
+	m, apply, open := searchMachine()
 	holder, self := open(), open()
 	apply(holder, &fsmpb.Acquire{Lock: "l"})
 	apply(self, &fsmpb.Acquire{Lock: "m"})
@@ -627,4 +603,23 @@ func TestDeadlockCycleReadsEachQueueOnce(t *testing.T) {
 	if read < 0 || read > waiters {
 		t.Fatalf("the cycle read %d waiters of a queue of %d", read, waiters)
 	}
+}
+
+// searchMachine is a machine at this release's log version, with apply
+// (session s's next acquire op) and open (a new session's id).
+func searchMachine() (m *Machine, apply func(s uint64, op *fsmpb.Acquire) *fsmpb.Result, open func() uint64) {
+	m = New()
+	m.SetLogVersion(LogVersion)
+	index := uint64(0)
+	seqs := map[uint64]uint64{}
+	apply = func(s uint64, op *fsmpb.Acquire) *fsmpb.Result {
+		index++
+		seqs[s]++
+		return m.Apply(index, &fsmpb.Command{SessionId: s, Seq: seqs[s], MinUnackedSeq: seqs[s], Op: &fsmpb.Command_Acquire{Acquire: op}})
+	}
+	open = func() uint64 {
+		index++
+		return m.Apply(index, &fsmpb.Command{Op: &fsmpb.Command_OpenSession{OpenSession: &fsmpb.OpenSession{Owner: "o"}}}).GetSessionId()
+	}
+	return m, apply, open
 }

@@ -71,6 +71,22 @@ func (f *fleet) expire(s uint64) *fsmpb.Result {
 	return f.apply(&fsmpb.Command{Op: &fsmpb.Command_ExpireSession{ExpireSession: &fsmpb.ExpireSession{SessionId: s}}})
 }
 
+// queueAndCancel raises f to this release's log version and times, in
+// b.Loop, a new session's acquire of lock, which must queue; the wait is
+// cancelled untimed after each, so that every one meets the same state.
+func (f *fleet) queueAndCancel(lock string) {
+	s := f.open()
+	f.ready()
+	for f.b.Loop() {
+		if o := f.acquire(s, lock, "", true); o.GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED {
+			f.b.Fatalf("acquire: %v", o)
+		}
+		f.b.StopTimer()
+		f.apply(f.cmd(s, &fsmpb.Command{Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{Lock: lock, SessionId: s, AcquireSeq: f.seqs[s]}}}))
+		f.b.StartTimer()
+	}
+}
+
 // fleetSizes are the sizes the benchmarks below run at.
 var fleetSizes = []int{16, 256, 1024, 4000}
 
@@ -452,16 +468,7 @@ func BenchmarkSearchOwnWaitsInLongQueues(b *testing.B) {
 						f.acquire(w, fmt.Sprint("q", q), "", true)
 					}
 				}
-				s := f.open()
-				f.ready()
-				for b.Loop() {
-					if o := f.acquire(s, "hot", "", true); o.GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED {
-						b.Fatalf("acquire: %v", o)
-					}
-					b.StopTimer()
-					f.apply(f.cmd(s, &fsmpb.Command{Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{Lock: "hot", SessionId: s, AcquireSeq: f.seqs[s]}}}))
-					b.StartTimer()
-				}
+				f.queueAndCancel("hot")
 			})
 		}
 	}
@@ -486,16 +493,7 @@ func BenchmarkSearchManyKeysSession(b *testing.B) {
 				f.acquire(g, fmt.Sprint("w/", i%8), "", false)
 				f.acquire(t, fmt.Sprint("w/", i%8), fmt.Sprint("k", i), true)
 			}
-			s := f.open()
-			f.ready()
-			for b.Loop() {
-				if o := f.acquire(s, "hot", "", true); o.GetStatus() != fsmpb.AcquireStatus_ACQUIRE_STATUS_QUEUED {
-					b.Fatalf("acquire: %v", o)
-				}
-				b.StopTimer()
-				f.apply(f.cmd(s, &fsmpb.Command{Op: &fsmpb.Command_CancelWait{CancelWait: &fsmpb.CancelWait{Lock: "hot", SessionId: s, AcquireSeq: f.seqs[s]}}}))
-				b.StartTimer()
-			}
+			f.queueAndCancel("hot")
 		})
 	}
 }
